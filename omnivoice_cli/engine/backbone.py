@@ -1,0 +1,178 @@
+"""The OmniVoice network: a bidirectional Qwen3 body between audio embeddings and audio heads.
+
+Module attribute names mirror the checkpoint keys (`llm.layers.0.self_attn.q_proj.weight`, ...),
+so the safetensors file loads with a strict `load_state_dict`.
+
+Rows are packed: several canvases (conditional and unconditional rows of many requests) are laid
+back to back in one [N, H] sequence with no padding. Each row attends only within itself and
+counts its RoPE positions from 0, exactly as if it ran alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .config import ModelConfig
+
+
+# --------------------------------------------------------------------------- pure functions
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """RMSNorm over the last dim, computed in fp32 and cast back (as Qwen3 does)."""
+    dtype = x.dtype
+    x32 = x.to(torch.float32)
+    x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * x32.to(dtype)
+
+
+def rope_inv_freq(head_dim: int, theta: float) -> torch.Tensor:
+    """[head_dim / 2] inverse frequencies of the default RoPE."""
+    exponents = torch.arange(0, head_dim, 2, dtype=torch.int64).to(torch.float32) / head_dim
+    return 1.0 / (theta**exponents)
+
+
+def rope_cos_sin(positions: torch.Tensor, inv_freq: torch.Tensor, dtype: torch.dtype):
+    """positions [N] -> cos, sin [N, head_dim] (rotate-half layout), computed in fp32."""
+    freqs = positions.to(torch.float32)[:, None] * inv_freq.to(torch.float32)[None, :]  # [N, D/2]
+    emb = torch.cat((freqs, freqs), dim=-1)  # [N, D]
+    return emb.cos().to(dtype), emb.sin().to(dtype)
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x [heads, N, D], cos/sin [N, D]."""
+    return x * cos + rotate_half(x) * sin
+
+
+def packed_positions(seq_lens: list[int], device=None) -> torch.Tensor:
+    """[N] RoPE positions: 0..L-1 for each packed row."""
+    return torch.cat([torch.arange(n, device=device) for n in seq_lens])
+
+
+# --------------------------------------------------------------------------- modules
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return rms_norm(x, self.weight, self.eps)
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        b = cfg.backbone
+        self.n_heads, self.n_kv, self.head_dim = b.num_attention_heads, b.num_key_value_heads, b.head_dim
+        self.q_proj = nn.Linear(b.hidden_size, self.n_heads * self.head_dim, bias=False)
+        self.k_proj = nn.Linear(b.hidden_size, self.n_kv * self.head_dim, bias=False)
+        self.v_proj = nn.Linear(b.hidden_size, self.n_kv * self.head_dim, bias=False)
+        self.o_proj = nn.Linear(self.n_heads * self.head_dim, b.hidden_size, bias=False)
+        self.q_norm = RMSNorm(self.head_dim, b.rms_norm_eps)
+        self.k_norm = RMSNorm(self.head_dim, b.rms_norm_eps)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, seq_lens: list[int]) -> torch.Tensor:
+        n = x.shape[0]  # x [N, H]
+        q = self.q_norm(self.q_proj(x).view(n, self.n_heads, self.head_dim)).transpose(0, 1)  # [h, N, D]
+        k = self.k_norm(self.k_proj(x).view(n, self.n_kv, self.head_dim)).transpose(0, 1)  # [kv, N, D]
+        v = self.v_proj(x).view(n, self.n_kv, self.head_dim).transpose(0, 1)  # [kv, N, D]
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        out = torch.empty_like(q)
+        start = 0
+        for length in seq_lens:  # block-diagonal attention: each row attends within itself
+            s = slice(start, start + length)
+            out[:, s] = F.scaled_dot_product_attention(
+                q[None, :, s], k[None, :, s], v[None, :, s], enable_gqa=self.n_kv != self.n_heads
+            )[0]
+            start += length
+        return self.o_proj(out.transpose(0, 1).reshape(n, self.n_heads * self.head_dim))
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        b = cfg.backbone
+        self.gate_proj = nn.Linear(b.hidden_size, b.intermediate_size, bias=False)
+        self.up_proj = nn.Linear(b.hidden_size, b.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(b.intermediate_size, b.hidden_size, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        b = cfg.backbone
+        self.input_layernorm = RMSNorm(b.hidden_size, b.rms_norm_eps)
+        self.self_attn = Attention(cfg)
+        self.post_attention_layernorm = RMSNorm(b.hidden_size, b.rms_norm_eps)
+        self.mlp = MLP(cfg)
+
+    def forward(self, h, cos, sin, seq_lens):
+        h = h + self.self_attn(self.input_layernorm(h), cos, sin, seq_lens)
+        return h + self.mlp(self.post_attention_layernorm(h))
+
+
+class Qwen3Body(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        b = cfg.backbone
+        self.embed_tokens = nn.Embedding(b.vocab_size, b.hidden_size)
+        self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(b.num_hidden_layers))
+        self.norm = RMSNorm(b.hidden_size, b.rms_norm_eps)
+
+
+@dataclass(frozen=True)
+class PackedBatch:
+    """Rows laid back to back; `target_index` selects the positions whose logits are needed."""
+
+    input_ids: torch.Tensor  # [C, N] long, C codebook rows
+    audio_mask: torch.Tensor  # [N] bool, True on audio positions
+    seq_lens: list[int]  # length of each packed row, sum = N
+    target_index: torch.Tensor  # [M] long, positions to compute heads on
+
+
+class OmniVoiceModel(nn.Module):
+    """llm (Qwen3 body) + audio_embeddings + audio_heads, as in the checkpoint."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        b = cfg.backbone
+        self.llm = Qwen3Body(cfg)
+        self.audio_embeddings = nn.Embedding(cfg.audio_embedding_rows, b.hidden_size)
+        self.audio_heads = nn.Linear(b.hidden_size, cfg.audio_embedding_rows, bias=False)
+        offsets = torch.arange(cfg.num_audio_codebook, dtype=torch.long) * cfg.audio_vocab_size
+        self.register_buffer("codebook_layer_offsets", offsets, persistent=True)
+        self.register_buffer("inv_freq", rope_inv_freq(b.head_dim, b.rope_theta), persistent=False)
+
+    def embed(self, input_ids: torch.Tensor, audio_mask: torch.Tensor) -> torch.Tensor:
+        """input_ids [C, N], audio_mask [N] -> [N, H]: text rows use row 0, audio sums C tables."""
+        text = self.llm.embed_tokens(torch.where(audio_mask, 0, input_ids[0]))  # [N, H]
+        shifted = torch.where(audio_mask, input_ids, 0) + self.codebook_layer_offsets[:, None]  # [C, N]
+        audio = self.audio_embeddings(shifted).sum(dim=0)  # [N, H]
+        return torch.where(audio_mask[:, None], audio, text)
+
+    def forward(self, batch: PackedBatch) -> torch.Tensor:
+        """-> logits [M, C, V] in fp32 at the target positions."""
+        h = self.embed(batch.input_ids, batch.audio_mask)
+        positions = packed_positions(batch.seq_lens, device=h.device)
+        cos, sin = rope_cos_sin(positions, self.inv_freq, h.dtype)
+        for layer in self.llm.layers:
+            h = layer(h, cos, sin, batch.seq_lens)
+        h = self.llm.norm(h[batch.target_index])  # RMSNorm is per position: norm only what the heads need
+        logits = self.audio_heads(h).float()  # [M, C*V]
+        return logits.view(-1, self.cfg.num_audio_codebook, self.cfg.audio_vocab_size)
