@@ -1,0 +1,570 @@
+"""Everything about text: tokenizer, languages, voice-design instructs, canvas text, durations, chunks.
+
+These are small pure functions that reproduce the reference (omnivoice 0.2.1) exactly:
+
+- `TextTokenizer`: the Qwen2 byte-level BPE from the checkpoint's `tokenizer.json`.
+- `resolve_language`, `list_languages`: language codes and names (`data/languages.json`).
+- `resolve_instruct`, `instruct_vocabulary`: voice-design instructs (`data/instruct.json`).
+- `combine_text`, `tokenize_with_nonverbal_tags`, `add_punctuation`: the canvas text.
+- `estimate_target_tokens`, `resolve_target_len`: how many audio frames to generate
+  (`data/duration.json`).
+- `chunk_text`, `chunk_len_for`: splitting long text (`data/text.json`).
+
+Tables are read from the package's `data/` folder with `importlib.resources`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import difflib
+import json
+import math
+import re
+import unicodedata
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+from .errors import CheckpointError, InvalidRequest
+
+__all__ = [
+    "MARKER_TOKENS",
+    "TextTokenizer",
+    "resolve_language",
+    "list_languages",
+    "language_display_name",
+    "contains_chinese",
+    "resolve_instruct",
+    "instruct_vocabulary",
+    "InstructCategory",
+    "combine_text",
+    "tokenize_with_nonverbal_tags",
+    "add_punctuation",
+    "text_weight",
+    "estimate_duration",
+    "estimate_target_tokens",
+    "resolve_target_len",
+    "chunk_len_for",
+    "chunk_text",
+]
+
+
+@lru_cache(maxsize=None)
+def _table(name: str) -> dict:
+    """One json table from the package's data folder (read once)."""
+    raw = resources.files("omnivoice_cli").joinpath("data", name).read_text(encoding="utf-8")
+    return json.loads(raw)
+
+
+# --------------------------------------------------------------------------------------------
+# Tokenizer
+# --------------------------------------------------------------------------------------------
+
+# The seven OmniVoice markers, added tokens of the checkpoint's tokenizer (ids 151669..151675
+# in the real one).
+MARKER_TOKENS: tuple[str, ...] = (
+    "<|denoise|>",
+    "<|lang_start|>",
+    "<|lang_end|>",
+    "<|instruct_start|>",
+    "<|instruct_end|>",
+    "<|text_start|>",
+    "<|text_end|>",
+)
+
+
+class TextTokenizer:
+    """The checkpoint's text tokenizer (`tokenizer.json`, Qwen2-style byte-level BPE).
+
+    The reference calls a transformers `Qwen2Tokenizer`; this tokenizer has no bos token and its
+    post-processor adds nothing, so both its normal call and `add_special_tokens=False` give
+    the plain ids that `encode` returns. Added tokens (the markers) are matched in the input
+    text and come out as single ids.
+    """
+
+    def __init__(self, tokenizer, source: str = "<memory>") -> None:
+        self._tok = tokenizer  # a tokenizers.Tokenizer
+        self.source = source
+        self._special: dict[str, int] = {}
+        for marker in MARKER_TOKENS:
+            tid = tokenizer.token_to_id(marker)
+            if tid is None:
+                raise CheckpointError(f"{source}: the tokenizer lacks the OmniVoice marker token {marker}")
+            if tokenizer.encode(marker, add_special_tokens=False).ids != [tid]:
+                raise CheckpointError(
+                    f"{source}: the marker {marker} is not an added token (it does not encode to its single id {tid})"
+                )
+            self._special[marker] = tid
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> "TextTokenizer":
+        """Load `tokenizer.json`; `CheckpointError` if it is missing, corrupt, or lacks the markers."""
+        from tokenizers import Tokenizer
+
+        path = Path(path)
+        if not path.is_file():
+            raise CheckpointError(f"checkpoint file missing: {path}")
+        try:
+            tok = Tokenizer.from_file(str(path))
+        except Exception as e:  # tokenizers raises plain Exception subclasses
+            raise CheckpointError(f"cannot read tokenizer {path}: {e}") from None
+        return cls(tok, source=str(path))
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of `text`, no special tokens added (markers in the text are single ids)."""
+        return list(self._tok.encode(text, add_special_tokens=False).ids)
+
+    def special_id(self, name: str) -> int:
+        """Id of a marker, given as '<|lang_start|>' or 'lang_start'."""
+        key = name if name.startswith("<|") else f"<|{name}|>"
+        try:
+            return self._special[key]
+        except KeyError:
+            tid = self._tok.token_to_id(key)
+            if tid is None:
+                raise KeyError(f"unknown special token {name!r}") from None
+            return tid
+
+    @property
+    def vocab_size(self) -> int:
+        """Size of the vocabulary including added tokens."""
+        return self._tok.get_vocab_size(with_added_tokens=True)
+
+
+# --------------------------------------------------------------------------------------------
+# Languages
+# --------------------------------------------------------------------------------------------
+
+# Names whose display form is not `str.title()` (the reference's `lang_map._TITLE_EXCEPTIONS`).
+_TITLE_EXCEPTIONS = {
+    "fe'fe'": "Fe'fe'",
+    "dũya": "Dũya",
+    "santiago del estero quichua": "Santiago del Estero Quichua",
+    "santa ana de tusi pasco quechua": "Santa Ana de Tusi Pasco Quechua",
+    "malinaltepec me'phaa": "Malinaltepec Me'phaa",
+    "tlacoapa me'phaa": "Tlacoapa Me'phaa",
+}
+
+
+@lru_cache(maxsize=None)
+def _lang_tables() -> tuple[dict[str, str], frozenset[str]]:
+    name_to_id: dict[str, str] = _table("languages.json")["name_to_id"]  # lowercase name -> code
+    return name_to_id, frozenset(name_to_id.values())
+
+
+def language_display_name(name: str) -> str:
+    """Display form of a lowercase language name ('english' -> 'English')."""
+    return _TITLE_EXCEPTIONS.get(name, name.title())
+
+
+def resolve_language(lang: str | None) -> tuple[str | None, str | None]:
+    """Resolve a language code or name to a code, as the reference does.
+
+    Returns (code or None, warning or None): a known code is used as is (case-sensitive), a
+    name is looked up case-insensitively, None / "none" gives (None, None), anything else
+    (None, warning) — the reference warns and goes on in language-agnostic mode.
+    """
+    if lang is None or lang.lower() == "none":
+        return None, None
+    name_to_id, ids = _lang_tables()
+    if lang in ids:
+        return lang, None
+    code = name_to_id.get(lang.lower())
+    if code is not None:
+        return code, None
+    return None, (
+        f"Language '{lang}' is not recognized. Use a language code (e.g. 'en', 'zh', 'ja', 'de') "
+        f"or a full language name (e.g. 'English', 'Chinese', 'Japanese'). "
+        f"Falling back to None (language-agnostic mode)."
+    )
+
+
+def list_languages() -> list[tuple[str, str]]:
+    """All supported languages as (code, display name), sorted by display name."""
+    name_to_id, _ = _lang_tables()
+    out = [(code, language_display_name(name)) for name, code in name_to_id.items()]
+    return sorted(out, key=lambda cn: (cn[1].lower(), cn[0]))
+
+
+# --------------------------------------------------------------------------------------------
+# Voice-design instructs
+# --------------------------------------------------------------------------------------------
+
+_ZH_RE = re.compile(r"[\u4e00-\u9fff]")  # CJK Unified Ideographs: "the text is Chinese"
+
+
+def contains_chinese(text: str | None) -> bool:
+    """True when `text` holds a CJK ideograph (U+4E00..U+9FFF), the reference's `_ZH_RE` test."""
+    return bool(text and _ZH_RE.search(text))
+
+
+@dataclass(frozen=True)
+class InstructCategory:
+    """One category of the voice-design vocabulary; at most one item of it per instruct.
+
+    `pairs` are (english, chinese) items; accents have no Chinese form (None) and dialects no
+    English form (None).
+    """
+
+    name: str
+    pairs: tuple[tuple[str | None, str | None], ...]
+
+    @property
+    def items(self) -> tuple[str, ...]:
+        """Every valid spelling in this category (English and Chinese)."""
+        return tuple(x for pair in self.pairs for x in pair if x is not None)
+
+
+@dataclass(frozen=True)
+class _InstructTables:
+    categories: tuple[InstructCategory, ...]
+    en_to_zh: dict[str, str]
+    zh_to_en: dict[str, str]
+    exclusive: tuple[frozenset[str], ...]  # one set per category
+    all_valid: tuple[str, ...]  # sorted
+
+
+@lru_cache(maxsize=None)
+def _instruct_tables() -> _InstructTables:
+    data = _table("instruct.json")
+    cats: list[InstructCategory] = []
+    en_to_zh: dict[str, str] = {}
+    for name, cat in zip(data["names"], data["categories"]):
+        if "en_to_zh" in cat:
+            pairs = tuple((en, zh) for en, zh in cat["en_to_zh"].items())
+            en_to_zh.update(cat["en_to_zh"])
+        else:
+            pairs = tuple(((it, None) if not _ZH_RE.search(it) else (None, it)) for it in cat["items"])
+        cats.append(InstructCategory(name=name, pairs=pairs))
+    zh_to_en = {zh: en for en, zh in en_to_zh.items()}
+    exclusive = tuple(frozenset(c.items) for c in cats)
+    all_valid = tuple(sorted(frozenset().union(*exclusive)))
+    return _InstructTables(tuple(cats), en_to_zh, zh_to_en, exclusive, all_valid)
+
+
+def instruct_vocabulary() -> tuple[InstructCategory, ...]:
+    """The voice-design vocabulary by category (gender, age, pitch, style, accent, dialect)."""
+    return _instruct_tables().categories
+
+
+def resolve_instruct(instruct: str | None, use_zh: bool = False) -> str | None:
+    """Validate and normalise a voice-design instruct string, as the reference does.
+
+    Items are split on ',' and '，', stripped and lowercased; each must be in the vocabulary.
+    A dialect forces Chinese and an accent forces English (both: error); otherwise `use_zh`
+    (the target text contains Chinese) decides. Items are mapped to that language and joined
+    with ', ' (English) or '，' (Chinese). Two items of one category are an error.
+    Returns None for None or a blank string. Raises `InvalidRequest` with a one-line message.
+    """
+    if instruct is None:
+        return None
+    instruct_str = instruct.strip()
+    if not instruct_str:
+        return None
+    t = _instruct_tables()
+    valid = set(t.all_valid)
+
+    raw_items = [x for x in re.split(r"\s*[,，]\s*", instruct_str) if x]
+    normalised: list[str] = []
+    unknown: list[str] = []
+    for raw in raw_items:
+        n = raw.strip().lower()
+        if n in valid:
+            normalised.append(n)
+            continue
+        sug = difflib.get_close_matches(n, t.all_valid, n=1, cutoff=0.6)
+        if sug:
+            unknown.append(f"'{raw}' (did you mean '{sug[0]}'?)")
+        else:
+            unknown.append(f"'{raw}'")
+    if unknown:
+        raise InvalidRequest(
+            f"unsupported instruct item{'s' if len(unknown) > 1 else ''} in '{instruct_str}': "
+            + "; ".join(unknown)
+            + ". Use only English items joined by ', ' or only Chinese items joined by '，' "
+            "(run `omnivoice instructs` for the list)."
+        )
+
+    has_dialect = any(n.endswith("话") for n in normalised)
+    has_accent = any(" accent" in n for n in normalised)
+    if has_dialect and has_accent:
+        raise InvalidRequest(
+            f"instruct '{instruct_str}' mixes a Chinese dialect and an English accent: "
+            "dialects are for Chinese speech, accents for English speech; use one of them."
+        )
+    if has_dialect:
+        use_zh = True
+    elif has_accent:
+        use_zh = False
+
+    if use_zh:
+        normalised = [t.en_to_zh.get(n, n) for n in normalised]
+    else:
+        normalised = [t.zh_to_en.get(n, n) for n in normalised]
+
+    conflicts = []
+    for cat in t.exclusive:
+        hits = [n for n in normalised if n in cat]
+        if len(hits) > 1:
+            conflicts.append(" vs ".join(f"'{x}'" for x in hits))
+    if conflicts:
+        raise InvalidRequest(
+            "conflicting instruct items within the same category: "
+            + "; ".join(conflicts)
+            + ". Each category (gender, age, pitch, style, accent, dialect) allows at most one item."
+        )
+
+    has_zh = any(_ZH_RE.search(n) for n in normalised)
+    return ("，" if has_zh else ", ").join(normalised)
+
+
+# --------------------------------------------------------------------------------------------
+# Canvas text
+# --------------------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=None)
+def _nonverbal_re() -> re.Pattern:
+    return re.compile(_table("text.json")["nonverbal_tags"])
+
+
+_CJK_SPACE_RE = re.compile(r"(?<=[\u4e00-\u9fff])\s+|\s+(?=[\u4e00-\u9fff])")
+
+
+def combine_text(text: str, ref_text: str | None = None) -> str:
+    """The text of the canvas: ref_text.strip() + ' ' + text.strip() (or text.strip()), cleaned.
+
+    Cleaning: drop \\r and \\n, map full-width parentheses to ASCII, collapse runs of
+    spaces/tabs to one space, remove whitespace next to CJK ideographs (U+4E00..U+9FFF).
+    """
+    full = f"{ref_text.strip()} {text.strip()}" if ref_text else text.strip()
+    full = re.sub(r"[\r\n]+", "", full)
+    full = full.replace("\uff08", "(").replace("\uff09", ")")
+    full = re.sub(r"[ \t]+", " ", full)
+    return _CJK_SPACE_RE.sub("", full)
+
+
+def tokenize_with_nonverbal_tags(tokenizer: TextTokenizer, text: str) -> list[int]:
+    """Token ids of `text`, each non-verbal tag (e.g. '[laughter]') and each stretch between
+    tags tokenized on its own, so a tag gets the same ids whatever surrounds it."""
+    ids: list[int] = []
+    last = 0
+    for m in _nonverbal_re().finditer(text):
+        if m.start() > last:
+            ids.extend(tokenizer.encode(text[last : m.start()]))
+        ids.extend(tokenizer.encode(m.group()))
+        last = m.end()
+    if last < len(text):
+        ids.extend(tokenizer.encode(text[last:]))
+    return ids
+
+
+@lru_cache(maxsize=None)
+def _punct_sets() -> tuple[frozenset[str], frozenset[str], frozenset[str], frozenset[str]]:
+    t = _table("text.json")
+    return (
+        frozenset(t["split_punctuation"]),
+        frozenset(t["closing_marks"]),
+        frozenset(t["end_punctuation"]),
+        frozenset(t["abbreviations"]),
+    )
+
+
+def add_punctuation(text: str) -> str:
+    """Strip `text` and end it with '.' ('。' if it holds CJK) unless it already ends with
+    punctuation from data/text.json end_punctuation (the reference-text rule)."""
+    text = text.strip()
+    if not text:
+        return text
+    if text[-1] not in _punct_sets()[2]:
+        text += "。" if contains_chinese(text) else "."
+    return text
+
+
+# --------------------------------------------------------------------------------------------
+# Duration
+# --------------------------------------------------------------------------------------------
+
+_DEFAULT_REF_TEXT = "Nice to meet you."  # yardstick without a reference ...
+_DEFAULT_REF_FRAMES = 25  # ... spoken in 25 frames (1 s)
+
+
+@lru_cache(maxsize=None)
+def _duration_tables() -> tuple[dict[str, float], list[int], list[str]]:
+    d = _table("duration.json")
+    ranges = [(int(end, 16), script) for end, script in d["ranges_end_codepoint_to_script"]]
+    return d["weights"], [e for e, _ in ranges], [s for _, s in ranges]
+
+
+@lru_cache(maxsize=8192)
+def _char_weight(ch: str) -> float:
+    """Relative speaking time of one character (1.0 = one Latin letter)."""
+    weights, ends, scripts = _duration_tables()
+    code = ord(ch)
+    if 65 <= code <= 90 or 97 <= code <= 122:
+        return weights["latin"]
+    if code == 32:
+        return weights["space"]
+    if code == 0x0640:  # Arabic tatweel is silent
+        return weights["mark"]
+    cat = unicodedata.category(ch)
+    if cat[0] == "M":
+        return weights["mark"]
+    if cat[0] in "PS":
+        return weights["punctuation"]
+    if cat[0] == "Z":
+        return weights["space"]
+    if cat[0] == "N":
+        return weights["digit"]
+    idx = bisect.bisect_left(ends, code)
+    if idx < len(ends):
+        return weights.get(scripts[idx], weights["default"])
+    if code > 0x20000:  # CJK extensions and other upper planes
+        return weights["cjk"]
+    return weights["default"]
+
+
+def text_weight(text: str) -> float:
+    """Sum of the character weights of `text`."""
+    return sum(_char_weight(c) for c in text)
+
+
+def estimate_duration(
+    text: str, ref_text: str, ref_frames: float, low_threshold: float | None = 50, boost_strength: float = 3
+) -> float:
+    """Rule-based estimate of `text`'s length in frames, scaled by ref_text spoken in ref_frames.
+
+    Estimates under `low_threshold` are boosted: low * (est/low) ** (1/boost_strength).
+    Returns 0.0 when the reference is empty, weightless or has no frames.
+    """
+    if ref_frames <= 0 or not ref_text:
+        return 0.0
+    ref_weight = text_weight(ref_text)
+    if ref_weight == 0:
+        return 0.0
+    est = text_weight(text) / (ref_weight / ref_frames)
+    if low_threshold is not None and est < low_threshold:
+        return low_threshold * (est / low_threshold) ** (1.0 / boost_strength)
+    return est
+
+
+def estimate_target_tokens(
+    text: str, ref_text: str | None, num_ref_tokens: int | None, speed: float = 1.0
+) -> int:
+    """Frames to generate for `text`: max(1, int(estimate / speed)).
+
+    Without a reference (no ref_text, empty ref_text or no ref frames) the yardstick is
+    "Nice to meet you." in 25 frames. speed <= 0 or == 1 leaves the estimate as is.
+    """
+    if num_ref_tokens is None or ref_text is None or len(ref_text) == 0:
+        ref_text, num_ref_tokens = _DEFAULT_REF_TEXT, _DEFAULT_REF_FRAMES
+    est = estimate_duration(text, ref_text, num_ref_tokens)
+    if speed > 0 and speed != 1.0:
+        est = est / speed
+    return max(1, int(est))
+
+
+def _check_positive(name: str, value, unit: str = "") -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise InvalidRequest(f"{name} {value!r} is not allowed: use a number > 0{unit}")
+    return float(value)
+
+
+def resolve_target_len(
+    text: str,
+    ref_text: str | None,
+    num_ref_tokens: int | None,
+    speed: float | None = None,
+    duration: float | None = None,
+    frame_rate: float = 25.0,
+) -> tuple[int, float | None]:
+    """Target frames of one request and its effective speed (the reference's `_preprocess_all`).
+
+    - duration (seconds) given: T = max(1, int(duration * frame_rate)) and the effective speed
+      is est / T with est the estimate at speed 1 (speed is then ignored);
+    - else speed given: T = the estimate at that speed, effective speed = speed;
+    - else: T = the estimate, effective speed None (chunking then uses 1.0).
+    `ref_text` is the already-punctuated reference text. A speed or duration that is not a
+    finite number > 0 is an `InvalidRequest` (the reference silently ignores such values).
+    """
+    if speed is not None:
+        speed = _check_positive("speed", speed)
+    if duration is not None:
+        duration = _check_positive("duration", duration, " (seconds)")
+        est = estimate_target_tokens(text, ref_text, num_ref_tokens, speed=1.0)
+        target = max(1, int(duration * frame_rate))
+        return target, est / target
+    est = estimate_target_tokens(text, ref_text, num_ref_tokens, speed=1.0 if speed is None else speed)
+    return est, speed
+
+
+# --------------------------------------------------------------------------------------------
+# Chunking
+# --------------------------------------------------------------------------------------------
+
+
+def chunk_len_for(text: str, target_len: int, chunk_duration: float = 15.0, frame_rate: float = 25.0) -> int:
+    """Characters per chunk so that a chunk lasts about `chunk_duration` seconds
+    (the reference's `_generate_chunked`: int(duration * rate / (T / len(text))))."""
+    avg_tokens_per_char = target_len / len(text)
+    return int(chunk_duration * frame_rate / avg_tokens_per_char)
+
+
+def chunk_text(text: str, chunk_len: int, min_chunk_len: int | None = 3) -> list[str]:
+    """Split `text` at punctuation into chunks of about `chunk_len` characters.
+
+    1. Sentences end at split punctuation, except a '.' ending a known abbreviation ('Mr.');
+       punctuation or a closing mark that would start a sentence joins the previous one.
+    2. Consecutive sentences are merged while the chunk stays <= chunk_len characters.
+    3. A chunk shorter than min_chunk_len joins the previous chunk (a short first chunk takes
+       the second one in).
+    Chunks are stripped; empty ones dropped.
+    """
+    split, closing, _, abbrevs = _punct_sets()
+
+    sentences: list[list[str]] = []
+    cur: list[str] = []
+    for ch in text:
+        if not cur and sentences and (ch in split or ch in closing):
+            sentences[-1].append(ch)
+            continue
+        cur.append(ch)
+        if ch in split:
+            if ch == ".":
+                stripped = "".join(cur).strip()
+                if stripped and stripped.split()[-1] in abbrevs:
+                    continue
+            sentences.append(cur)
+            cur = []
+    if cur:
+        sentences.append(cur)
+
+    merged: list[list[str]] = []
+    chunk: list[str] = []
+    for sent in sentences:
+        if len(chunk) + len(sent) <= chunk_len:
+            chunk.extend(sent)
+        else:
+            if chunk:
+                merged.append(chunk)
+            chunk = sent
+    if chunk:
+        merged.append(chunk)
+
+    if min_chunk_len is not None:
+        first_short = bool(merged) and len(merged[0]) < min_chunk_len
+        final: list[list[str]] = []
+        for i, c in enumerate(merged):
+            if i == 1 and first_short:
+                final[-1].extend(c)
+            elif len(c) >= min_chunk_len or not final:
+                final.append(c)
+            else:
+                final[-1].extend(c)
+    else:
+        final = merged
+
+    out = ["".join(c).strip() for c in final]
+    return [c for c in out if c]
+

@@ -1,0 +1,329 @@
+"""Tests of omnivoice_cli.engine.text: tokenizer, languages, instructs, text rules, durations, chunks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from omnivoice_cli.engine.errors import CheckpointError, InvalidRequest
+from omnivoice_cli.engine.text import (
+    MARKER_TOKENS,
+    TextTokenizer,
+    add_punctuation,
+    chunk_len_for,
+    chunk_text,
+    combine_text,
+    contains_chinese,
+    estimate_duration,
+    estimate_target_tokens,
+    instruct_vocabulary,
+    list_languages,
+    resolve_instruct,
+    resolve_language,
+    resolve_target_len,
+    text_weight,
+    tokenize_with_nonverbal_tags,
+)
+
+FIXTURES = Path(__file__).parent / "fixtures"
+TINY_TOKENIZER = FIXTURES / "tiny" / "ckpt" / "tokenizer.json"
+FULL_TOKENIZER = Path("/work/shared/fixtures/full/tokenizer.json")
+GOLDEN = FIXTURES / "golden"
+CASES = [
+    "auto_en", "design_en", "zh", "clone", "clone_16k", "batch3", "steps8", "steps16",
+    "guidance0", "duration2", "speed13", "nonverbal", "long",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def tok() -> TextTokenizer:
+    return TextTokenizer.from_file(TINY_TOKENIZER)
+
+
+def _golden(case: str) -> dict:
+    return json.loads((GOLDEN / f"{case}.json").read_text(encoding="utf-8"))
+
+
+# ---------------------------------------------------------------- tokenizer
+
+
+def test_markers_are_single_ids(tok):
+    ids = [tok.special_id(m) for m in MARKER_TOKENS]
+    assert len(set(ids)) == 7
+    assert tok.special_id("lang_start") == tok.special_id("<|lang_start|>")
+    assert tok.encode("<|lang_start|>en<|lang_end|>")[0] == tok.special_id("lang_start")
+    assert tok.encode("<|lang_start|>en<|lang_end|>")[-1] == tok.special_id("lang_end")
+    assert tok.encode("") == []
+
+
+@pytest.mark.skipif(not FULL_TOKENIZER.is_file(), reason="full-size tokenizer fixture absent")
+def test_full_tokenizer_marker_ids():
+    full = TextTokenizer.from_file(FULL_TOKENIZER)
+    assert [full.special_id(m) for m in MARKER_TOKENS] == list(range(151669, 151676))
+
+
+def test_tokenizer_errors(tmp_path):
+    with pytest.raises(CheckpointError, match="missing"):
+        TextTokenizer.from_file(tmp_path / "tokenizer.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(CheckpointError, match="cannot read tokenizer"):
+        TextTokenizer.from_file(bad)
+    data = json.loads(TINY_TOKENIZER.read_text(encoding="utf-8"))
+    data["added_tokens"] = [t for t in data["added_tokens"] if t["content"] != "<|text_end|>"]
+    lacking = tmp_path / "lacking.json"
+    lacking.write_text(json.dumps(data))
+    with pytest.raises(CheckpointError, match=r"<\|text_end\|>"):
+        TextTokenizer.from_file(lacking)
+
+
+def test_nonverbal_tags_tokenized_alone(tok):
+    text = "That is hilarious [laughter] I can't"
+    ids = tokenize_with_nonverbal_tags(tok, text)
+    expected = tok.encode("That is hilarious ") + tok.encode("[laughter]") + tok.encode(" I can't")
+    assert ids == expected
+    assert ids != tok.encode(text)  # a plain encode merges " [" differently
+    # several tags, adjacent tags, a tag at the edges, an unknown tag left as text
+    t2 = "[sigh]你好[question-en][surprise-wa] ok [notatag]"
+    assert tokenize_with_nonverbal_tags(tok, t2) == (
+        tok.encode("[sigh]") + tok.encode("你好") + tok.encode("[question-en]") + tok.encode("[surprise-wa]")
+        + tok.encode(" ok [notatag]")
+    )  # fmt: skip
+    assert tokenize_with_nonverbal_tags(tok, "") == []
+
+
+# ---------------------------------------------------------------- languages
+
+
+def test_resolve_language():
+    assert resolve_language("en") == ("en", None)
+    assert resolve_language("English") == ("en", None)
+    assert resolve_language("ENGLISH") == ("en", None)
+    assert resolve_language("chinese") == ("zh", None)
+    assert resolve_language(None) == (None, None)
+    assert resolve_language("None") == (None, None)
+    assert resolve_language("none") == (None, None)
+    code, warning = resolve_language("Klingon")
+    assert code is None and "Klingon" in warning and "not recognized" in warning
+    code, warning = resolve_language("EN")  # codes are case-sensitive, as in the reference
+    assert code is None and warning
+
+
+def test_list_languages():
+    langs = list_languages()
+    assert len(langs) == 646
+    assert ("en", "English") in langs and ("zh", "Chinese") in langs
+    assert dict(langs)["fub"] == "Adamawa Fulfulde"
+    assert all(resolve_language(code)[0] == code for code, _ in langs)
+    assert all(resolve_language(name)[0] == code for code, name in langs)
+
+
+# ---------------------------------------------------------------- instructs
+
+
+def test_instruct_normalisation():
+    assert resolve_instruct(None, False) is None
+    assert resolve_instruct("  ", False) is None
+    assert resolve_instruct("Female, Low Pitch, British Accent", False) == "female, low pitch, british accent"
+    assert resolve_instruct(" ,male，elderly, ", False) == "male, elderly"  # separators fixed
+    assert resolve_instruct("男，老年", False) == "male, elderly"  # English text: mapped to English
+    assert resolve_instruct("male, whisper", True) == "男，耳语"  # Chinese text: mapped to Chinese
+
+
+def test_instruct_chinese_text_forces_chinese():
+    text = "今天天气很好"
+    assert contains_chinese(text) and not contains_chinese("hello") and not contains_chinese(None)
+    assert resolve_instruct("female, high pitch", contains_chinese(text)) == "女，高音调"
+
+
+def test_instruct_dialect_forces_chinese_accent_forces_english():
+    assert resolve_instruct("male, 四川话", False) == "男，四川话"
+    assert resolve_instruct("女, indian accent", True) == "female, indian accent"
+    with pytest.raises(InvalidRequest, match="dialect") as e:
+        resolve_instruct("male, 四川话, british accent", False)
+    assert "\n" not in str(e.value)
+
+
+def test_instruct_did_you_mean():
+    with pytest.raises(InvalidRequest) as e:
+        resolve_instruct("femal, low pitch", False)
+    msg = str(e.value)
+    assert "\n" not in msg
+    assert "'femal'" in msg and "did you mean 'female'?" in msg
+    with pytest.raises(InvalidRequest) as e:
+        resolve_instruct("male, brtish accent, zzzzzz", False)
+    msg = str(e.value)
+    assert "\n" not in msg
+    assert "did you mean 'british accent'?" in msg and "'zzzzzz'" in msg
+    assert "'male'" not in msg.split(":", 1)[1].split(".")[0]  # valid items are not named as bad
+
+
+def test_instruct_conflicts():
+    with pytest.raises(InvalidRequest, match="'male' vs 'female'") as e:
+        resolve_instruct("male, female", False)
+    assert "\n" not in str(e.value)
+    with pytest.raises(InvalidRequest, match="'child' vs 'elderly'"):
+        resolve_instruct("child, low pitch, elderly", False)
+    with pytest.raises(InvalidRequest, match="'male' vs 'female'"):  # conflict across languages
+        resolve_instruct("male, 女", False)
+    with pytest.raises(InvalidRequest, match="american accent"):
+        resolve_instruct("american accent, british accent", False)
+
+
+def test_instruct_vocabulary():
+    cats = instruct_vocabulary()
+    assert [c.name for c in cats][:4] == ["gender", "age", "pitch", "style"]
+    assert ("male", "男") in cats[0].pairs
+    assert ("british accent", None) in cats[4].pairs
+    assert (None, "四川话") in cats[5].pairs
+    for c in cats:  # every listed item is accepted on its own
+        for item in c.items:
+            assert resolve_instruct(item, False) is not None
+
+
+# ---------------------------------------------------------------- canvas text
+
+
+def test_combine_text():
+    assert combine_text("  hello  world ") == "hello world"
+    assert combine_text("b", "a.") == "a. b"
+    assert combine_text("b", "") == "b"  # empty ref_text is no ref_text
+    assert combine_text("line one\nline two\r\n") == "line oneline two"  # newlines dropped, not spaced
+    assert combine_text("a\t\t b") == "a b"
+    assert combine_text("（注意）") == "(注意)"
+    assert combine_text("你好 ， 世界 ok") == "你好，世界ok"
+    assert combine_text("今天 很好", "Hi there.") == "Hi there.今天很好"
+    assert combine_text("hello  world") == "hello world"
+
+
+def test_add_punctuation():
+    assert add_punctuation("This is the reference voice for the test") == "This is the reference voice for the test."
+    assert add_punctuation("  done! ") == "done!"
+    assert add_punctuation("你好") == "你好。"
+    assert add_punctuation("ok 你好") == "ok 你好。"
+    assert add_punctuation("quoted”") == "quoted”"
+    assert add_punctuation("wait…") == "wait…"
+    assert add_punctuation("") == ""
+
+
+# ---------------------------------------------------------------- duration
+
+
+def test_weights_by_script():
+    assert text_weight("abc") == 3.0
+    assert text_weight(" ") == 0.2
+    assert text_weight("你好") == 6.0  # cjk 3.0
+    assert text_weight("한") == 2.5  # hangul
+    assert text_weight("ア") == 2.2  # kana
+    assert text_weight("ب") == 1.5  # arabic
+    assert text_weight("ـ") == 0.0  # tatweel
+    assert text_weight("\u0301") == 0.0  # combining mark
+    assert text_weight("क") == 1.8  # indic
+    assert text_weight("ж") == 1.0  # cyrillic
+    assert text_weight(".，!") == 1.5  # punctuation 0.5 each
+    assert text_weight("7") == 3.5  # digit
+    assert text_weight("\u00a0") == 0.2  # Z category
+    assert text_weight("\U00020001") == 3.0  # upper planes: cjk
+    assert text_weight("🎉") == 0.5  # symbol
+
+
+def test_estimate_boost_and_speed():
+    base = text_weight("Nice to meet you.")
+    # long text: linear in weight
+    text = "a" * 200
+    assert estimate_duration(text, "Nice to meet you.", 25) == pytest.approx(200 / (base / 25))
+    # short text: boosted below 50 frames
+    est = estimate_duration("hi", "Nice to meet you.", 25)
+    lin = 2 / (base / 25)
+    assert est == pytest.approx(50 * (lin / 50) ** (1 / 3)) and est > lin
+    assert estimate_target_tokens("hi", None, None) == int(est)
+    # speed divides the estimate; speed <= 0 is ignored (reference rule)
+    assert estimate_target_tokens(text, None, None, speed=2.0) == int(200 / (base / 25) / 2)
+    assert estimate_target_tokens(text, None, None, speed=0) == int(200 / (base / 25))
+    # with a reference: its text and frame count are the yardstick; empty ref_text falls back
+    assert estimate_target_tokens(text, "abcd", 10) == int(200 / (4 / 10))
+    assert estimate_target_tokens(text, "", 10) == estimate_target_tokens(text, None, None)
+    # never below 1
+    assert estimate_target_tokens("", None, None) == 1
+    assert estimate_target_tokens("abc", "\u0301", 10) == 1  # weightless reference
+
+
+def test_resolve_target_len_rules():
+    text = "Hello world, this is a small test of the speech oracle."
+    assert resolve_target_len(text, None, None) == (81, None)
+    assert resolve_target_len(text, None, None, speed=1.3) == (62, 1.3)
+    assert resolve_target_len(text, None, None, speed=1.0) == (81, 1.0)
+    t, s = resolve_target_len(text, None, None, duration=2.0)
+    assert (t, s) == (50, 81 / 50)
+    assert resolve_target_len(text, None, None, speed=3.0, duration=2.0) == (50, 81 / 50)  # duration wins
+    assert resolve_target_len(text, None, None, duration=0.01) == (1, 81.0)
+    for bad in [0, -1.0, float("nan"), float("inf"), True]:
+        with pytest.raises(InvalidRequest, match="speed"):
+            resolve_target_len(text, None, None, speed=bad)
+        with pytest.raises(InvalidRequest, match="duration"):
+            resolve_target_len(text, None, None, duration=bad)
+
+
+# ---------------------------------------------------------------- chunking
+
+
+def test_chunk_text_rules():
+    assert chunk_text("Hello Mr. Smith. How are you? Fine.", 20) == ["Hello Mr. Smith.", "How are you? Fine."]
+    # leading punctuation / closing marks join the previous sentence
+    assert chunk_text('He said "hi." Then left!!', 10) == ['He said "hi."', "Then left!!"]
+    # a chunk under min_chunk_len joins its neighbour
+    assert chunk_text("Ok. This is longer.", 5, 3) == ["Ok.", "This is longer."]
+    assert chunk_text("A. B. This is longer", 2, 3) == ["A. B.", "This is longer"]
+    assert chunk_text("A. B. This is longer", 2, None) == ["A.", "B.", "This is longer"]
+    assert chunk_text("你好。今天天气很好，我们走吧！", 8) == ["你好。", "今天天气很好，", "我们走吧！"]
+    assert chunk_text("", 10) == []
+
+
+def test_chunk_len_for():
+    assert chunk_len_for("x" * 100, 200) == int(15 * 25 / 2.0)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_golden_target_lens(case):
+    """The per-request frame counts equal the reference's `task.target_lens`."""
+    from safetensors.numpy import load_file
+
+    g = _golden(case)
+    kw = g["generate_kwargs"]
+    texts = kw["text"] if isinstance(kw["text"], list) else [kw["text"]]
+    ref_text = num_ref = None
+    if "ref_text" in kw:
+        ref_text = add_punctuation(kw["ref_text"])
+        assert [ref_text] * len(texts) == g["task"]["ref_texts"]
+        num_ref = int(load_file(GOLDEN / f"{case}.safetensors")["prompt0.ref_audio_tokens"].shape[1])
+    lens, speeds = [], []
+    for text in texts:
+        t, s = resolve_target_len(text, ref_text, num_ref, kw.get("speed"), kw.get("duration"), 25)
+        lens.append(t)
+        speeds.append(s)
+    assert lens == g["task"]["target_lens"]
+    if g["task"]["speed"] is None:
+        assert all(s is None for s in speeds)
+    else:
+        assert speeds == pytest.approx(g["task"]["speed"])
+    lang = kw.get("language")
+    assert [resolve_language(lang)[0]] * len(texts) == g["task"]["langs"]
+    assert [resolve_instruct(kw.get("instruct"), contains_chinese(t)) for t in texts] == g["task"]["instructs"]
+
+
+def test_golden_long_chunks():
+    """`long`: chunk texts and per-chunk frame counts (chunk 0 is the reference of chunks 1..4)."""
+    g = _golden("long")
+    text = g["generate_kwargs"]["text"]
+    total, _ = resolve_target_len(text, None, None)
+    assert total == g["task"]["target_lens"][0] > 30 * 25
+    chunks = chunk_text(text, chunk_len_for(text, total, 15.0, 25), min_chunk_len=3)
+    assert chunks == [c["texts"][0] for c in g["calls"]]
+    first_len = estimate_target_tokens(chunks[0], None, None)
+    assert [first_len] == g["calls"][0]["target_lens"]
+    for c, chunk in enumerate(chunks[1:], start=1):
+        assert g["calls"][c]["ref_texts"] == [chunks[0]]
+        assert [estimate_target_tokens(chunk, chunks[0], first_len)] == g["calls"][c]["target_lens"]
+
