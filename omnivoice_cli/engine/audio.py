@@ -1,0 +1,318 @@
+"""Post-processing of decoded waveforms, numpy only.
+
+`remove_silence` reproduces, sample for sample, what the reference computes through pydub
+(`split_on_silence` + `detect_leading_silence`) on a mono signal, including pydub's details:
+  * the signal is quantised to int16 (`(x * 32768).clip(-32768, 32767).astype(int16)`) and the
+    result is converted back with `/ 32768`;
+  * positions are milliseconds; a segment's length is `round(1000 * n / sr)` ms and ms `m` maps to
+    sample `int(m * (sr / 1000.0))`; a slice reaching past the data is padded with zeros (this can
+    happen when the length in ms was rounded up);
+  * a window's loudness is audioop's integer RMS, `int(sqrt(sum(x^2) / n))`, and
+    dBFS = 20 * log(rms / 32768, 10) (-inf for rms 0).
+Windows are scanned with cumulative sums of squares (exact in int64), so the 10 ms / 500 ms scans are
+vectorised.
+
+One difference: when the whole signal is silent the reference returns an empty segment (and then
+crashes in the peak normalisation of `post_process`); here the result is simply empty.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+INT16_SCALE = 32768.0
+SILENCE_THRESHOLD_DB = -50.0
+
+
+# ---------------------------------------------------------------------------------------------
+# int16 round trip (numpy_to_audiosegment / audiosegment_to_numpy)
+# ---------------------------------------------------------------------------------------------
+
+
+def to_int16(audio: np.ndarray) -> np.ndarray:
+    """float32 [-1, 1) -> int16, truncating toward zero after clipping, as the reference does."""
+    audio = np.asarray(audio, dtype=np.float32)
+    return (audio * INT16_SCALE).clip(-32768, 32767).astype(np.int16)
+
+
+def from_int16(samples: np.ndarray) -> np.ndarray:
+    """int16 -> float32 / 32768."""
+    return samples.astype(np.float32) / INT16_SCALE
+
+
+# ---------------------------------------------------------------------------------------------
+# pydub's millisecond geometry and loudness, on an int16 mono array
+# ---------------------------------------------------------------------------------------------
+
+
+def segment_ms(n_samples: int, sample_rate: int) -> int:
+    """pydub `len(segment)`: duration in ms, Python-rounded (half to even)."""
+    return round(1000 * (float(n_samples) / sample_rate))
+
+
+def ms_to_sample(ms, sample_rate: int):
+    """pydub `frame_count(ms)` truncated to int (works on ints or int arrays of ms >= 0)."""
+    if isinstance(ms, np.ndarray):
+        return (ms.astype(np.float64) * (sample_rate / 1000.0)).astype(np.int64)
+    return int(ms * (sample_rate / 1000.0))
+
+
+def slice_ms(samples: np.ndarray, sample_rate: int, start_ms: int | None = None, end_ms: int | None = None) -> np.ndarray:
+    """pydub `segment[start_ms:end_ms]` for start/end >= 0 (or None), including its zero padding."""
+    length = segment_ms(len(samples), sample_rate)
+    start = 0 if start_ms is None else min(start_ms, length)
+    end = length if end_ms is None else min(end_ms, length)
+    s, e = ms_to_sample(start, sample_rate), ms_to_sample(end, sample_rate)
+    data = samples[s:e]
+    missing = (e - s) - len(data)
+    if missing > 0:
+        data = np.concatenate([data, np.zeros(missing, dtype=samples.dtype)])
+    return data
+
+
+def _window_rms(cum_sq: np.ndarray, n: int, s: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """audioop.rms of zero-padded windows [s, e): floor(sqrt(sum_sq / (e - s))), 0 when empty.
+
+    cum_sq: [n + 1] int64 cumulative sum of squares; s, e: [W] sample indices (e may exceed n).
+    """
+    sum_sq = cum_sq[np.minimum(e, n)] - cum_sq[np.minimum(s, n)]
+    count = e - s
+    rms = np.zeros(len(s), dtype=np.int64)
+    ok = count > 0
+    rms[ok] = np.floor(np.sqrt(sum_sq[ok].astype(np.float64) / count[ok].astype(np.float64))).astype(np.int64)
+    return rms
+
+
+def _cum_squares(samples: np.ndarray) -> np.ndarray:
+    sq = samples.astype(np.int64) ** 2
+    return np.concatenate([np.zeros(1, dtype=np.int64), np.cumsum(sq)])
+
+
+def _dbfs_of_rms(rms: int) -> float:
+    """pydub `dBFS` for an integer RMS of 16-bit audio."""
+    if rms == 0:
+        return -math.inf
+    return 20 * math.log(rms / INT16_SCALE, 10)
+
+
+def _max_rms_below_db(threshold_db: float) -> int:
+    """Largest integer RMS whose dBFS is < threshold_db (-1 if none); dBFS is monotonic in RMS."""
+    lo, hi = -1, 32768  # invariant: lo satisfies (or is -1), everything above hi fails
+    if _dbfs_of_rms(hi) < threshold_db:
+        return hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if _dbfs_of_rms(mid) < threshold_db:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def detect_silence(
+    samples: np.ndarray, sample_rate: int, min_silence_len: int, silence_thresh: float, seek_step: int = 1
+) -> list[list[int]]:
+    """pydub `detect_silence`: silent [start_ms, end_ms] ranges of an int16 mono array."""
+    length = segment_ms(len(samples), sample_rate)
+    if length < min_silence_len:
+        return []
+    thresh = (10 ** (float(silence_thresh) / 20)) * INT16_SCALE  # rms <= thresh is silent
+    last_start = length - min_silence_len
+    starts = np.arange(0, last_start + 1, seek_step, dtype=np.int64)
+    if last_start % seek_step:
+        starts = np.append(starts, last_start)
+    ends = np.minimum(starts + min_silence_len, length)
+    rms = _window_rms(
+        _cum_squares(samples), len(samples), ms_to_sample(starts, sample_rate), ms_to_sample(ends, sample_rate)
+    )
+    silence_starts = starts[rms <= thresh].tolist()
+    if not silence_starts:
+        return []
+    ranges = []
+    prev = range_start = silence_starts[0]
+    for i in silence_starts[1:]:
+        continuous = i == prev + seek_step
+        has_gap = i > prev + min_silence_len
+        if not continuous and has_gap:
+            ranges.append([range_start, prev + min_silence_len])
+            range_start = i
+        prev = i
+    ranges.append([range_start, prev + min_silence_len])
+    return ranges
+
+
+def detect_nonsilent(
+    samples: np.ndarray, sample_rate: int, min_silence_len: int, silence_thresh: float, seek_step: int = 1
+) -> list[list[int]]:
+    """pydub `detect_nonsilent`: the complement of `detect_silence`, in ms."""
+    silent = detect_silence(samples, sample_rate, min_silence_len, silence_thresh, seek_step)
+    length = segment_ms(len(samples), sample_rate)
+    if not silent:
+        return [[0, length]]
+    if silent[0][0] == 0 and silent[0][1] == length:
+        return []
+    out = []
+    prev_end = 0
+    for start, end in silent:
+        out.append([prev_end, start])
+        prev_end = end
+    if silent[-1][1] != length:
+        out.append([prev_end, length])
+    if out[0] == [0, 0]:
+        out.pop(0)
+    return out
+
+
+def split_on_silence(
+    samples: np.ndarray,
+    sample_rate: int,
+    min_silence_len: int,
+    silence_thresh: float,
+    keep_silence: int,
+    seek_step: int = 1,
+) -> list[np.ndarray]:
+    """pydub `split_on_silence` (keep_silence in ms; overlapping keeps meet halfway)."""
+    length = segment_ms(len(samples), sample_rate)
+    ranges = [
+        [start - keep_silence, end + keep_silence]
+        for start, end in detect_nonsilent(samples, sample_rate, min_silence_len, silence_thresh, seek_step)
+    ]
+    for left, right in zip(ranges, ranges[1:]):
+        if right[0] < left[1]:
+            left[1] = (left[1] + right[0]) // 2
+            right[0] = left[1]
+    return [slice_ms(samples, sample_rate, max(s, 0), min(e, length)) for s, e in ranges]
+
+
+def detect_leading_silence(
+    samples: np.ndarray, sample_rate: int, silence_threshold: float = SILENCE_THRESHOLD_DB, chunk_size: int = 10
+) -> int:
+    """pydub `detect_leading_silence`: ms where the leading run of quiet chunk_size-ms windows ends."""
+    length = segment_ms(len(samples), sample_rate)
+    starts = np.arange(0, length, chunk_size, dtype=np.int64)  # the loop runs while trim_ms < length
+    if len(starts) == 0:
+        return 0
+    ends = np.minimum(starts + chunk_size, length)
+    rms = _window_rms(
+        _cum_squares(samples), len(samples), ms_to_sample(starts, sample_rate), ms_to_sample(ends, sample_rate)
+    )
+    loud = np.flatnonzero(rms > _max_rms_below_db(silence_threshold))
+    trim = int(starts[loud[0]]) if len(loud) else len(starts) * chunk_size
+    return min(trim, length)
+
+
+def remove_silence_edges(
+    samples: np.ndarray, sample_rate: int, lead_sil_ms: int, trail_sil_ms: int, threshold_db: float
+) -> np.ndarray:
+    """Trim leading / trailing silence down to lead_sil_ms / trail_sil_ms (int16 in, int16 out)."""
+    start = max(0, detect_leading_silence(samples, sample_rate, threshold_db) - lead_sil_ms)
+    samples = slice_ms(samples, sample_rate, start, None)
+    rev = samples[::-1]
+    start = max(0, detect_leading_silence(rev, sample_rate, threshold_db) - trail_sil_ms)
+    return slice_ms(rev, sample_rate, start, None)[::-1].copy()
+
+
+def remove_silence(
+    audio: np.ndarray,
+    sample_rate: int,
+    mid_sil_ms: int = 500,
+    lead_sil_ms: int = 100,
+    trail_sil_ms: int = 100,
+    threshold_db: float = SILENCE_THRESHOLD_DB,
+) -> np.ndarray:
+    """The reference's `remove_silence` on mono float32 audio [N] -> [N'] float32.
+
+    Inner silences longer than mid_sil_ms are shortened (split_on_silence with keep_silence =
+    mid_sil_ms, seek step 10 ms), then edge silences are trimmed to lead_sil_ms / trail_sil_ms.
+    mid_sil_ms = 0 skips the inner pass. (pydub would resample for sample rates below 11025 Hz;
+    that case is not reproduced.)
+    """
+    samples = to_int16(np.asarray(audio).reshape(-1))
+    if mid_sil_ms > 0:
+        parts = split_on_silence(samples, sample_rate, mid_sil_ms, threshold_db, mid_sil_ms, seek_step=10)
+        samples = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int16)
+    samples = remove_silence_edges(samples, sample_rate, lead_sil_ms, trail_sil_ms, threshold_db)
+    return from_int16(samples)
+
+
+# ---------------------------------------------------------------------------------------------
+# Fades, padding, chunk joining, the whole post-processing
+# ---------------------------------------------------------------------------------------------
+
+
+def fade_and_pad(
+    audio: np.ndarray, sample_rate: int, pad_duration: float = 0.1, fade_duration: float = 0.1
+) -> np.ndarray:
+    """Linear fade in/out over fade_duration (at most half the length), then pad_duration of zeros
+    on both sides. Time is the last axis; empty audio is returned unchanged (not padded)."""
+    if audio.shape[-1] == 0:
+        return audio
+    fade_n = int(fade_duration * sample_rate)
+    pad_n = int(pad_duration * sample_rate)
+    out = audio.copy()
+    if fade_n > 0:
+        k = min(fade_n, out.shape[-1] // 2)
+        if k > 0:
+            out[..., :k] *= np.linspace(0, 1, k, dtype=np.float32)
+            out[..., -k:] *= np.linspace(1, 0, k, dtype=np.float32)
+    if pad_n > 0:
+        zeros = np.zeros(out.shape[:-1] + (pad_n,), dtype=out.dtype)
+        out = np.concatenate([zeros, out, zeros], axis=-1)
+    return out
+
+
+def cross_fade_chunks(chunks: list[np.ndarray], sample_rate: int, silence_duration: float = 0.3) -> np.ndarray:
+    """Join chunks (time on the last axis): each boundary gets a linear fade-out of
+    silence_duration/3, silence_duration/3 of zeros, and a linear fade-in of silence_duration/3."""
+    if not chunks:
+        raise ValueError("cross_fade_chunks needs at least one chunk")
+    if len(chunks) == 1:
+        return chunks[0].copy()
+    fade_n = int(silence_duration * sample_rate) // 3
+    merged = chunks[0].copy()
+    for chunk in chunks[1:]:
+        n_out = min(fade_n, merged.shape[-1])
+        if n_out > 0:
+            merged[..., -n_out:] *= np.linspace(1, 0, n_out, dtype=np.float32)
+        gap = np.zeros(chunks[0].shape[:-1] + (fade_n,), dtype=np.float32)
+        faded = chunk.copy()
+        n_in = min(fade_n, faded.shape[-1])
+        if n_in > 0:
+            faded[..., :n_in] *= np.linspace(0, 1, n_in, dtype=np.float32)
+        merged = np.concatenate([merged, gap, faded], axis=-1)
+    return merged
+
+
+def adjust_volume(audio: np.ndarray, ref_rms: float | None) -> np.ndarray:
+    """With a reference quieter than RMS 0.1: scale by ref_rms / 0.1. Without a reference: peak
+    normalise to 0.5 (when the peak exceeds 1e-6). Otherwise unchanged."""
+    if ref_rms is not None:
+        return audio * ref_rms / 0.1 if ref_rms < 0.1 else audio
+    if audio.size == 0:
+        return audio
+    peak = np.abs(audio).max()
+    return audio / peak * 0.5 if peak > 1e-6 else audio
+
+
+def post_process(
+    raw: np.ndarray,
+    ref_rms: float | None,
+    sample_rate: int,
+    postprocess_output: bool = True,
+    pad_duration: float = 0.1,
+    fade_duration: float = 0.1,
+) -> np.ndarray:
+    """The reference's `_post_process_audio` on one mono waveform ([N] or [1, N]) -> [N'] float32:
+    silence removal (optional), volume, fade and pad."""
+    audio = np.asarray(raw, dtype=np.float32)
+    if audio.ndim == 2 and audio.shape[0] == 1:
+        audio = audio[0]
+    if audio.ndim != 1:
+        raise ValueError(f"post_process expects mono audio [N] or [1, N], got shape {list(np.shape(raw))}")
+    if postprocess_output:
+        audio = remove_silence(audio, sample_rate, mid_sil_ms=500, lead_sil_ms=100, trail_sil_ms=100)
+    audio = adjust_volume(audio, ref_rms)
+    audio = fade_and_pad(audio, sample_rate, pad_duration, fade_duration)
+    return np.ascontiguousarray(audio, dtype=np.float32)

@@ -1,0 +1,283 @@
+"""Decode path of the Higgs-Audio-v2 codec: RVQ codes [B, Q, T] -> waveform [B, 1, T * hop].
+
+Plain PyTorch, always float32. The module tree mirrors the checkpoint's key names
+(`quantizer.quantizers.{q}.codebook.embed`, `fc2`, `acoustic_decoder.*`) so the decode subset of
+`audio_tokenizer/model.safetensors` loads with a strict `load_state_dict`.
+
+Data flow (widths for the real checkpoint; the tiny test checkpoint is narrower):
+  codes [B, 8, T]
+  -> per level q: embed_q[codes[:, q]] [B, T, 64] -> project_out_q [B, T, 1024]; summed over q
+  -> fc2 [B, T, 256] -> transpose [B, 256, T]
+  -> conv1 (k7) [B, 1024, T]
+  -> 5 blocks (stride s = 8, 5, 4, 2, 3): Snake, ConvTranspose (k 2s, x s, channels halve),
+     3 residual units (dilation 1, 3, 9)             [B, 32, T * 960]
+  -> Snake -> conv2 (k7) [B, 1, T * 960]   (no tanh: the output is unbounded)
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .config import CodecConfig
+from .errors import CheckpointError
+
+RES_UNIT_DILATIONS = (1, 3, 9)
+SNAKE_EPS = 1e-9
+
+
+# ---------------------------------------------------------------------------------------------
+# Pure functions
+# ---------------------------------------------------------------------------------------------
+
+
+def snake(x: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
+    """DAC Snake: x + (alpha + 1e-9)^-1 * sin(alpha * x)^2, alpha used raw (not exp'd).
+
+    x: [B, C, L], alpha: [1, C, 1] -> [B, C, L]
+    """
+    return x + (alpha + SNAKE_EPS).reciprocal() * torch.sin(alpha * x).pow(2)
+
+
+def rvq_decode(
+    codes: torch.Tensor,
+    embeds: list[torch.Tensor],
+    out_weights: list[torch.Tensor],
+    out_biases: list[torch.Tensor],
+) -> torch.Tensor:
+    """Residual-VQ decode: sum over levels of project_out_q(embed_q[codes[:, q]]).
+
+    codes: [B, Q, T] int64; embeds[q]: [K, d]; out_weights[q]: [D, d]; out_biases[q]: [D]
+    -> [B, D, T]. Levels are summed in order 0..Q-1 (the biases are summed too).
+    """
+    total = None
+    for q in range(codes.shape[1]):
+        vec = F.embedding(codes[:, q], embeds[q])  # [B, T, d]
+        vec = F.linear(vec, out_weights[q], out_biases[q])  # [B, T, D]
+        vec = vec.permute(0, 2, 1)  # [B, D, T]
+        total = vec if total is None else total + vec
+    return total
+
+
+def upsample_conv_params(stride: int) -> dict:
+    """ConvTranspose1d geometry that gives exactly L * stride samples out of L."""
+    return {
+        "kernel_size": 2 * stride,
+        "stride": stride,
+        "padding": math.ceil(stride / 2),
+        "output_padding": stride % 2,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Modules (attribute names = checkpoint key names)
+# ---------------------------------------------------------------------------------------------
+
+
+class Snake(nn.Module):
+    def __init__(self, channels: int):
+        super().__init__()
+        self.alpha = nn.Parameter(torch.ones(1, channels, 1))  # [1, C, 1]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return snake(x, self.alpha)
+
+
+class ResidualUnit(nn.Module):
+    """x + conv2(Snake(conv1(Snake(x)))), conv1 k7 dilated, conv2 k1; [B, C, L] -> [B, C, L]."""
+
+    def __init__(self, channels: int, dilation: int):
+        super().__init__()
+        self.snake1 = Snake(channels)
+        self.conv1 = nn.Conv1d(channels, channels, kernel_size=7, dilation=dilation, padding=3 * dilation)
+        self.snake2 = Snake(channels)
+        self.conv2 = nn.Conv1d(channels, channels, kernel_size=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.conv2(self.snake2(self.conv1(self.snake1(x))))
+        return x + y
+
+
+class DecoderBlock(nn.Module):
+    """Snake -> ConvTranspose1d (C -> C/2, x stride) -> 3 residual units; [B, C, L] -> [B, C/2, L*s]."""
+
+    def __init__(self, in_channels: int, out_channels: int, stride: int):
+        super().__init__()
+        self.snake1 = Snake(in_channels)
+        self.conv_t1 = nn.ConvTranspose1d(in_channels, out_channels, **upsample_conv_params(stride))
+        self.res_unit1 = ResidualUnit(out_channels, RES_UNIT_DILATIONS[0])
+        self.res_unit2 = ResidualUnit(out_channels, RES_UNIT_DILATIONS[1])
+        self.res_unit3 = ResidualUnit(out_channels, RES_UNIT_DILATIONS[2])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.conv_t1(self.snake1(x))
+        return self.res_unit3(self.res_unit2(self.res_unit1(x)))
+
+
+class AcousticDecoder(nn.Module):
+    """DAC decoder as Higgs modifies it: [B, latent, T] -> [B, 1, T * prod(ratios)], no tanh."""
+
+    def __init__(self, latent: int, hidden: int, ratios: tuple[int, ...]):
+        super().__init__()
+        self.conv1 = nn.Conv1d(latent, hidden, kernel_size=7, padding=3)
+        widths = [hidden // 2**i for i in range(len(ratios) + 1)]
+        self.block = nn.ModuleList(DecoderBlock(widths[i], widths[i + 1], s) for i, s in enumerate(ratios))
+        self.snake1 = Snake(widths[-1])
+        self.conv2 = nn.Conv1d(widths[-1], 1, kernel_size=7, padding=3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.conv1(x)
+        for blk in self.block:
+            x = blk(x)
+        return self.conv2(self.snake1(x))
+
+
+class Codebook(nn.Module):
+    def __init__(self, size: int, dim: int):
+        super().__init__()
+        self.register_buffer("embed", torch.zeros(size, dim))  # [K, d]
+
+
+class VectorQuantizer(nn.Module):
+    """One RVQ level, decode half only (project_in is encode-only)."""
+
+    def __init__(self, size: int, dim: int, hidden: int):
+        super().__init__()
+        self.codebook = Codebook(size, dim)
+        self.project_out = nn.Linear(dim, hidden)  # weight [D, d], bias [D]
+
+
+class ResidualVQ(nn.Module):
+    def __init__(self, n_q: int, size: int, dim: int, hidden: int):
+        super().__init__()
+        self.quantizers = nn.ModuleList(VectorQuantizer(size, dim, hidden) for _ in range(n_q))
+
+    def forward(self, codes: torch.Tensor) -> torch.Tensor:
+        """codes [B, Q, T] -> [B, D, T]"""
+        qs = list(self.quantizers)
+        return rvq_decode(
+            codes,
+            [m.codebook.embed for m in qs],
+            [m.project_out.weight for m in qs],
+            [m.project_out.bias for m in qs],
+        )
+
+
+class HiggsDecoder(nn.Module):
+    """Codes [B, Q, T] int64 -> audio [B, 1, T * hop] float32."""
+
+    def __init__(self, cfg: CodecConfig):
+        super().__init__()
+        self.cfg = cfg
+        rvq_dim = cfg.acoustic_hidden_size + cfg.semantic_hidden_size
+        self.quantizer = ResidualVQ(cfg.num_quantizers, cfg.codebook_size, cfg.codebook_dim, rvq_dim)
+        self.fc2 = nn.Linear(rvq_dim, cfg.acoustic_hidden_size)
+        self.acoustic_decoder = AcousticDecoder(
+            cfg.acoustic_hidden_size, cfg.decoder_hidden_size, tuple(cfg.upsampling_ratios)
+        )
+
+    @property
+    def hop_length(self) -> int:
+        return math.prod(self.cfg.upsampling_ratios)
+
+    @property
+    def device(self) -> torch.device:
+        return self.fc2.weight.device
+
+    def forward(self, codes: torch.Tensor) -> torch.Tensor:
+        latent = self.quantizer(codes)  # [B, D, T]
+        latent = self.fc2(latent.transpose(1, 2)).transpose(1, 2)  # [B, latent, T]
+        return self.acoustic_decoder(latent)  # [B, 1, T * hop]
+
+    def decode(self, codes: torch.Tensor) -> torch.Tensor:
+        """codes: LongTensor [B, Q, T] with values in [0, codebook_size) -> FloatTensor [B, 1, T * hop]."""
+        if codes.dim() != 3 or codes.shape[1] != self.cfg.num_quantizers:
+            raise ValueError(
+                f"codes must have shape [B, {self.cfg.num_quantizers}, T], got {list(codes.shape)}"
+            )
+        if codes.dtype.is_floating_point or codes.dtype == torch.bool:
+            raise ValueError(f"codes must be an integer tensor, got {codes.dtype}")
+        codes = codes.to(device=self.device, dtype=torch.long)
+        if codes.numel() and (int(codes.min()) < 0 or int(codes.max()) >= self.cfg.codebook_size):
+            raise ValueError(
+                f"codes must lie in [0, {self.cfg.codebook_size}), got range "
+                f"[{int(codes.min())}, {int(codes.max())}]"
+            )
+        with torch.inference_mode():
+            return self.forward(codes)
+
+
+# ---------------------------------------------------------------------------------------------
+# Building and loading
+# ---------------------------------------------------------------------------------------------
+
+
+def build_decoder(cfg: CodecConfig) -> HiggsDecoder:
+    """Build the decoder (works under `torch.device("meta")`); weights are placeholders."""
+    n_blocks = len(cfg.upsampling_ratios)
+    if n_blocks == 0 or cfg.decoder_hidden_size % (2**n_blocks):
+        raise CheckpointError(
+            f"codec decoder_hidden_size {cfg.decoder_hidden_size} cannot be halved "
+            f"{n_blocks} times (upsampling_ratios {tuple(cfg.upsampling_ratios)})"
+        )
+    return HiggsDecoder(cfg)
+
+
+def decoder_tensor_shapes(cfg: CodecConfig) -> dict[str, tuple[int, ...]]:
+    """Checkpoint key -> shape of every tensor the decode path needs."""
+    with torch.device("meta"):
+        model = build_decoder(cfg)
+    return {k: tuple(v.shape) for k, v in model.state_dict().items()}
+
+
+def load_codec_decoder(audio_tokenizer_dir: Path, cfg: CodecConfig, device="cpu") -> HiggsDecoder:
+    """Read only the decode tensors of `<dir>/model.safetensors` (mmap) into a float32 HiggsDecoder.
+
+    Raises CheckpointError for a missing/corrupt file or for missing / mis-shaped tensors (all
+    listed in one message). Extra keys (encoder, training state) are ignored.
+    """
+    path = Path(audio_tokenizer_dir) / "model.safetensors"
+    expected = decoder_tensor_shapes(cfg)
+    state = _read_tensors(path, expected)
+    with torch.device("meta"):
+        model = build_decoder(cfg)
+    model.load_state_dict(state, strict=True, assign=True)
+    model = model.to(device=torch.device(device), dtype=torch.float32)
+    model.eval()
+    model.requires_grad_(False)
+    return model
+
+
+def _read_tensors(path: Path, expected: dict[str, tuple[int, ...]]) -> dict[str, torch.Tensor]:
+    from safetensors import SafetensorError, safe_open
+
+    if not path.is_file():
+        raise CheckpointError(f"codec checkpoint file missing: {path}")
+    try:
+        with safe_open(str(path), framework="pt", device="cpu") as f:
+            present = set(f.keys())
+            problems = []
+            for name, shape in expected.items():
+                if name not in present:
+                    problems.append(f"missing {name} (expected shape {list(shape)})")
+                    continue
+                sl = f.get_slice(name)
+                got = tuple(sl.get_shape())
+                if got != shape:
+                    problems.append(f"{name} has shape {list(got)}, expected {list(shape)}")
+                elif sl.get_dtype() not in ("F32", "F16", "BF16", "F64"):
+                    problems.append(f"{name} has dtype {sl.get_dtype()}, expected a float type")
+            if problems:
+                raise CheckpointError(
+                    f"{path}: {len(problems)} codec decoder tensor(s) are missing or mis-shaped:\n  "
+                    + "\n  ".join(problems)
+                )
+            return {name: f.get_tensor(name).to(torch.float32) for name in expected}
+    except CheckpointError:
+        raise
+    except (SafetensorError, OSError, ValueError, RuntimeError) as e:
+        raise CheckpointError(f"cannot read codec checkpoint {path} (truncated or corrupt?): {e}") from None
