@@ -1,0 +1,122 @@
+"""Shared fixtures: a CliRunner with stdout and stderr apart, a fake engine, the tiny checkpoint."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY_CKPT = ROOT / "tests" / "fixtures" / "tiny" / "ckpt"
+GOLDEN = ROOT / "tests" / "fixtures" / "golden"
+
+
+def make_runner() -> CliRunner:
+    """stdout and stderr captured apart (click < 8.2 needs mix_stderr=False; 8.2+ always does)."""
+    try:
+        return CliRunner(mix_stderr=False)
+    except TypeError:
+        return CliRunner()
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    return make_runner()
+
+
+@pytest.fixture
+def invoke(runner, monkeypatch):
+    """invoke(*args, input=None, env=None) -> click Result, running `omnivoice ARGS`."""
+    from omnivoice_cli.cli import app
+
+    monkeypatch.delenv("OMNIVOICE_MODEL", raising=False)
+
+    def run(*args, input=None, env=None):
+        return runner.invoke(app, [str(a) for a in args], input=input, env=env)
+
+    return run
+
+
+class FakeEngine:
+    """Stands in for omnivoice_cli.engine.pipeline.Engine: no torch, no model.
+
+    Audio is seeded noise (1 s, or --duration), so the same seed gives the same audio.
+    Records every load and every request in class attributes (reset by the fixture).
+    """
+
+    sample_rate = 24000
+    loads: list[dict] = []
+    requests: list = []
+    load_error: Exception | None = None  # raised by load when set
+    result_warnings: list[str] = []
+
+    def __init__(self, model, device, dtype):
+        self.model, self.device, self.dtype = model, device, dtype
+
+    @classmethod
+    def load(cls, model=None, *, device="auto", dtype="auto", on_notice=None):
+        cls.loads.append({"model": model, "device": device, "dtype": dtype})
+        if cls.load_error is not None:
+            raise cls.load_error
+        if on_notice is not None:
+            on_notice("fake notice: weights are for testing only")
+        return cls(model, device, dtype)
+
+    def generate(self, requests, on_step=None):
+        from omnivoice_cli.engine.pipeline import Result
+
+        out = []
+        for req in requests:
+            type(self).requests.append(req)
+            n = req.generation.num_step
+            for i in range(1, n + 1):
+                if on_step is not None:
+                    on_step(i, n)
+            seconds = req.duration if req.duration is not None else 1.0
+            rng = np.random.default_rng(req.seed)
+            audio = (0.3 * rng.standard_normal(int(seconds * self.sample_rate))).astype(np.float32)
+            out.append(
+                Result(
+                    audio=audio,
+                    sample_rate=self.sample_rate,
+                    tokens=None,
+                    target_len=int(seconds * 25),
+                    seed=req.seed,
+                    warnings=list(type(self).result_warnings),
+                )
+            )
+        return out
+
+
+@pytest.fixture
+def fake_engine(monkeypatch):
+    """Replace the engine by FakeEngine for the test; returns the class (see its records)."""
+    from omnivoice_cli.engine import pipeline
+
+    FakeEngine.loads = []
+    FakeEngine.requests = []
+    FakeEngine.load_error = None
+    FakeEngine.result_warnings = []
+    monkeypatch.setattr(pipeline, "Engine", FakeEngine, raising=False)
+    return FakeEngine
+
+
+@pytest.fixture
+def tiny_ckpt() -> Path:
+    return TINY_CKPT
+
+
+@pytest.fixture
+def ckpt_copy(tmp_path) -> Path:
+    """A writable copy of the tiny checkpoint, to break in a test."""
+    dst = tmp_path / "ckpt"
+    shutil.copytree(TINY_CKPT, dst)
+    return dst
+
+
+def files_in(folder: Path) -> list[str]:
+    """Every file under `folder` (hidden temporary files included), relative, sorted."""
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())

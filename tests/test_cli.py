@@ -1,0 +1,603 @@
+"""The `omnivoice` command line.
+
+Fast tests run `omnivoice say` against FakeEngine (conftest.py): option mapping, streams, exit
+codes, bad input. Tests marked slow run the real engine on the tiny checkpoint
+(tests/fixtures/tiny/ckpt): golden audio, seeds, stdout, and checkpoint errors from the real loader.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import soundfile as sf
+from safetensors.numpy import load_file
+
+from conftest import GOLDEN, ROOT, TINY_CKPT, files_in
+from omnivoice_cli import settings as st
+
+TEXT = "Hello world, this is a small test of the speech oracle."
+MAIN = [sys.executable, "-c", "from omnivoice_cli.cli import main; main()"]  # the `omnivoice` script
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}  # subprocesses import this checkout, installed or not
+ENV.pop("OMNIVOICE_MODEL", None)
+
+
+def error_line(result) -> str:
+    """The one-line error message; asserts there is exactly one and no traceback."""
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
+    errors = [ln for ln in lines if ln.startswith("Error: ")]
+    assert len(errors) == 1, result.stderr
+    return errors[0]
+
+
+def seed_of(stderr: str) -> int:
+    m = re.search(r"seed (\d+)", stderr)
+    assert m, stderr
+    return int(m.group(1))
+
+
+# ------------------------------------------------------------------------------------ no torch
+
+
+def test_help_does_not_import_torch():
+    code = (
+        "import sys\n"
+        "import typer.main\n"
+        "import omnivoice_cli.cli as cli\n"
+        "cmd = typer.main.get_command(cli.app)\n"
+        "for args in (['--help'], ['say', '--help'], ['languages', '--help'], ['instructs', '--help'], [], ['say']):\n"
+        "    try:\n"
+        "        cmd.main(args, prog_name='omnivoice', standalone_mode=False)\n"
+        "    except (SystemExit, Exception):\n"
+        "        pass  # no arguments: NoArgsIsHelpError after printing the help\n"
+        "heavy = [m for m in ('torch', 'numpy', 'soundfile', 'safetensors') if m in sys.modules]\n"
+        "print('HEAVY', heavy)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=ENV, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "omnivoice say" in out.stdout and "--num-step" in out.stdout
+    assert "HEAVY []" in out.stdout, out.stdout
+
+
+def test_listings_do_not_import_torch():
+    code = (
+        "import sys\n"
+        "import typer.main\n"
+        "import omnivoice_cli.cli as cli\n"
+        "cmd = typer.main.get_command(cli.app)\n"
+        "for args in (['languages'], ['instructs']):\n"
+        "    cmd.main(args, prog_name='omnivoice', standalone_mode=False)\n"
+        "print('TORCH', 'torch' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=ENV, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "TORCH False" in out.stdout
+
+
+# ------------------------------------------------------------------------------------ settings
+
+
+def test_defaults_match_the_engine():
+    from omnivoice_cli.engine.config import GenerationConfig
+
+    g = GenerationConfig()
+    for key, value in st.GENERATION_DEFAULTS.items():
+        assert getattr(g, key) == value, key
+    assert set(st.GENERATION_DEFAULTS) <= set(GenerationConfig.field_names())
+
+
+def test_default_model_matches_the_engine():
+    weights = pytest.importorskip("omnivoice_cli.engine.weights")
+    assert st.DEFAULT_MODEL == weights.DEFAULT_MODEL
+
+
+def test_resolve_settings_layers():
+    defaults = {"a": 1, "b": 2, "c": 3, "d": None}
+    s = st.resolve_settings(defaults, {"b": 20, "c": 30}, {"c": 300, "a": None, "d": "x"})
+    assert s == {"a": 1, "b": 20, "c": 300, "d": "x"}
+    assert st.resolve_settings(defaults, None, {}) == defaults
+    with pytest.raises(st.SettingsError, match="unknown setting 'bogus'"):
+        st.resolve_settings(defaults, {"bogus": 1}, {})
+
+
+# ------------------------------------------------------------------------------------ say (fake engine)
+
+
+def test_say_writes_a_24k_mono_wav(invoke, fake_engine, tmp_path):
+    out = tmp_path / "hello.wav"
+    r = invoke("say", "Hello world", "-o", out)
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout == ""  # stdout is for data only
+    info = sf.info(str(out))
+    assert (info.samplerate, info.channels, info.subtype) == (24000, 1, "PCM_16")
+    assert files_in(tmp_path) == ["hello.wav"]
+    # one summary line: path, audio length, time, RTF, seed; the engine's notice passed through
+    assert "fake notice" in r.stderr
+    summary = r.stderr.strip().splitlines()[-1]
+    assert str(out) in summary and "1.00 s of audio" in summary and "RTF" in summary
+    assert seed_of(summary) == fake_engine.requests[0].seed
+
+
+def test_default_output_is_omnivoice_wav(invoke, fake_engine, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    r = invoke("say", "Hello")
+    assert r.exit_code == 0, r.stderr
+    assert files_in(tmp_path) == ["omnivoice.wav"]
+
+
+@pytest.mark.parametrize("ext,fmt", [("flac", "FLAC"), ("ogg", "OGG")])
+def test_say_other_formats(invoke, fake_engine, tmp_path, ext, fmt):
+    out = tmp_path / f"x.{ext}"
+    r = invoke("say", "Hello", "-o", out)
+    assert r.exit_code == 0, r.stderr
+    assert sf.info(str(out)).format == fmt
+
+
+def test_defaults_map_to_request(invoke, fake_engine, tmp_path):
+    from omnivoice_cli.engine.config import GenerationConfig
+
+    r = invoke("say", "Hello", "-o", tmp_path / "x.wav")
+    assert r.exit_code == 0, r.stderr
+    assert fake_engine.loads == [{"model": st.DEFAULT_MODEL, "device": "auto", "dtype": "auto"}]
+    [req] = fake_engine.requests
+    assert (req.text, req.lang, req.instruct, req.speed, req.duration) == ("Hello", None, None, None, None)
+    assert req.generation == GenerationConfig()
+    assert 0 <= req.seed < 2**31
+
+
+def test_options_map_to_request(invoke, fake_engine, tmp_path):
+    from omnivoice_cli.engine.config import GenerationConfig
+
+    r = invoke(
+        "say", "Good evening.",
+        "-o", tmp_path / "x.flac",
+        "--model", "some/model",
+        "--lang", "en",
+        "--instruct", "female, low pitch, british accent",
+        "--num-step", "16",
+        "--guidance-scale", "1.5",
+        "--t-shift", "0.2",
+        "--layer-penalty-factor", "4",
+        "--position-temperature", "0",
+        "--class-temperature", "0.5",
+        "--no-denoise",
+        "--speed", "1.25",
+        "--seed", "1234",
+        "--device", "cpu",
+        "--dtype", "bfloat16",
+    )  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    assert fake_engine.loads == [{"model": "some/model", "device": "cpu", "dtype": "bfloat16"}]
+    [req] = fake_engine.requests
+    assert req.text == "Good evening."
+    assert (req.lang, req.instruct, req.speed, req.duration, req.seed) == (
+        "en", "female, low pitch, british accent", 1.25, None, 1234,
+    )  # fmt: skip
+    assert req.generation == GenerationConfig(
+        num_step=16,
+        guidance_scale=1.5,
+        t_shift=0.2,
+        layer_penalty_factor=4.0,
+        position_temperature=0.0,
+        class_temperature=0.5,
+        denoise=False,
+    )
+    assert "seed 1234" in r.stderr
+
+
+def test_duration_overrides_speed(invoke, fake_engine, tmp_path):
+    r = invoke("say", "Hello", "-o", tmp_path / "x.wav", "--duration", "2", "--speed", "1.5")
+    assert r.exit_code == 0, r.stderr
+    assert fake_engine.requests[0].duration == 2.0
+    assert "Warning: --duration sets the length, so --speed is ignored" in r.stderr
+    assert "2.00 s of audio" in r.stderr
+
+
+def test_model_from_environment(invoke, fake_engine, tmp_path):
+    r = invoke("say", "Hi", "-o", tmp_path / "a.wav", env={"OMNIVOICE_MODEL": "env/model"})
+    assert r.exit_code == 0, r.stderr
+    r = invoke("say", "Hi", "-o", tmp_path / "b.wav", "--model", "flag/model", env={"OMNIVOICE_MODEL": "env/model"})
+    assert r.exit_code == 0, r.stderr
+    assert [ld["model"] for ld in fake_engine.loads] == ["env/model", "flag/model"]
+
+
+def test_random_seed_is_printed_and_repeats(invoke, fake_engine, tmp_path):
+    a, b = tmp_path / "a.wav", tmp_path / "b.wav"
+    r = invoke("say", "Hello", "-o", a)
+    assert r.exit_code == 0, r.stderr
+    seed = seed_of(r.stderr)
+    r = invoke("say", "Hello", "-o", b, "--seed", seed)
+    assert r.exit_code == 0, r.stderr
+    assert a.read_bytes() == b.read_bytes()
+
+
+def test_text_from_stdin(invoke, fake_engine, tmp_path):
+    r = invoke("say", "-", "-o", tmp_path / "x.wav", input="Text from a pipe\n")
+    assert r.exit_code == 0, r.stderr
+    assert fake_engine.requests[0].text == "Text from a pipe\n"
+
+
+def test_audio_to_stdout(invoke, fake_engine, tmp_path):
+    r = invoke("say", "-", "-o", "-", "--seed", "3", input="Text from a pipe")
+    assert r.exit_code == 0, r.stderr
+    data = r.stdout_bytes
+    assert data[:4] == b"RIFF" and int.from_bytes(data[4:8], "little") + 8 == len(data)
+    audio, sr = sf.read(io.BytesIO(data), dtype="float32")
+    assert sr == 24000 and audio.ndim == 1 and len(audio) == 24000
+    assert "stdout: 1.00 s of audio" in r.stderr
+    assert files_in(tmp_path) == []
+
+
+def test_json_report_on_stdout(invoke, fake_engine, tmp_path):
+    out = tmp_path / "x.wav"
+    r = invoke("say", "Hello", "-o", out, "--json", "--seed", "5", "--num-step", "8")
+    assert r.exit_code == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert report["path"] == str(out)
+    assert report["audio_seconds"] == 1.0 and report["seed"] == 5 and report["sample_rate"] == 24000
+    assert report["seconds"] >= 0 and report["rtf"] >= 0
+    assert report["settings"]["num_step"] == 8 and report["settings"]["seed"] == 5
+    assert report["settings"]["model"] == st.DEFAULT_MODEL
+    assert "RTF" not in r.stderr  # the report replaces the summary line
+
+
+def test_json_report_on_stderr_when_audio_on_stdout(invoke, fake_engine):
+    r = invoke("say", "Hello", "-o", "-", "--json", "--quiet")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout_bytes[:4] == b"RIFF"
+    report = json.loads(r.stderr.strip().splitlines()[-1])
+    assert report["path"] == "-"
+
+
+def test_quiet(invoke, fake_engine, tmp_path):
+    r = invoke("say", "Hello", "-o", tmp_path / "x.wav", "--quiet")
+    assert r.exit_code == 0
+    assert r.stderr == "" and r.stdout == ""
+
+
+def test_unknown_language_warns_and_goes_on(invoke, fake_engine, tmp_path):
+    fake_engine.result_warnings = []
+    out = tmp_path / "x.wav"
+    r = invoke("say", "Hello", "-o", out, "--lang", "klingon", "--quiet")
+    assert r.exit_code == 0, r.stderr
+    assert out.exists()
+    warnings = [ln for ln in r.stderr.splitlines() if ln.startswith("Warning: ")]
+    assert len(warnings) == 1 and "klingon" in warnings[0]
+    assert fake_engine.requests[0].lang == "klingon"  # the engine decides (language-agnostic)
+
+
+def test_engine_warnings_are_shown_once(invoke, fake_engine, tmp_path):
+    from omnivoice_cli.engine.text import resolve_language
+
+    _, w = resolve_language("klingon")
+    fake_engine.result_warnings = [w, "engine says something"]
+    r = invoke("say", "Hello", "-o", tmp_path / "x.wav", "--lang", "klingon", "--quiet")
+    assert r.exit_code == 0, r.stderr
+    assert r.stderr.count("klingon") == 1
+    assert "Warning: engine says something" in r.stderr
+
+
+def test_progress_counts_steps_across_loops():
+    from omnivoice_cli.cli import _StepProgress
+
+    p = _StepProgress(enabled=False)
+    for i in range(1, 33):
+        p(i, 32)
+    assert (p.completed, p.total) == (32, 32)
+    for i in range(1, 17):
+        p(i, 16)
+    assert (p.completed, p.total) == (48, 48)
+    p(1, 1)
+    p(1, 1)
+    assert (p.completed, p.total) == (50, 50)
+
+
+def test_progress_bar_renders(invoke, fake_engine, tmp_path):
+    with _StepProgressSpy() as seen:
+        r = invoke("say", "Hello", "-o", tmp_path / "x.wav", "--num-step", "12")
+    assert r.exit_code == 0, r.stderr
+    assert seen == [(i, 12) for i in range(1, 13)]
+
+
+class _StepProgressSpy:
+    """Records the on_step calls the progress bar receives."""
+
+    def __enter__(self):
+        from omnivoice_cli import cli
+
+        self.cli = cli
+        self.orig = cli._StepProgress.__call__
+        self.seen: list[tuple[int, int]] = []
+        seen = self.seen
+        orig = self.orig
+
+        def spy(obj, done, total):
+            seen.append((done, total))
+            return orig(obj, done, total)
+
+        cli._StepProgress.__call__ = spy
+        return self.seen
+
+    def __exit__(self, *exc):
+        self.cli._StepProgress.__call__ = self.orig
+
+
+# ------------------------------------------------------------------------------------ bad input
+
+BAD_INPUT = [
+    # (args after TEXT, text, stdin, message fragment)
+    ([], "", None, "text is empty"),
+    ([], "   \n\t", None, "text is empty"),
+    ([], "-", "  \n", "text is empty"),
+    ([], "-", b"\xff\xfe\x00binary", "the text on stdin is not valid utf-8"),
+    (["--num-step", "0"], "Hi", None, "--num-step 0 is out of range: allowed 1..64"),
+    (["--num-step", "65"], "Hi", None, "--num-step 65 is out of range: allowed 1..64"),
+    (["--guidance-scale", "-1"], "Hi", None, "--guidance-scale -1.0 is not allowed: use a number >= 0"),
+    (["--t-shift", "0"], "Hi", None, "--t-shift 0.0 is not allowed"),
+    (["--position-temperature", "-0.5"], "Hi", None, "--position-temperature -0.5 is not allowed"),
+    (["--class-temperature", "nan"], "Hi", None, "--class-temperature nan is not allowed"),
+    (["--speed", "0"], "Hi", None, "--speed 0.0 is not allowed: use a number > 0"),
+    (["--speed", "-2"], "Hi", None, "--speed -2.0 is not allowed"),
+    (["--duration", "0"], "Hi", None, "--duration 0.0 is not allowed: use seconds in (0, 30]"),
+    (["--duration", "-1"], "Hi", None, "--duration -1.0 is not allowed"),
+    (["--duration", "30.5"], "Hi", None, "--duration 30.5 is not allowed: use seconds in (0, 30]"),
+    (["--instruct", "female, lowpitch"], "Hi", None, "'lowpitch' (did you mean 'low pitch'?)"),
+    (["--instruct", "robot voice"], "Hi", None, "unsupported instruct item"),
+    (["--seed", "-1"], "Hi", None, "--seed -1 is not allowed"),
+    (["--seed", "1.5"], "Hi", None, "--seed '1.5' is not allowed: use an integer"),
+    (["--num-step", "abc"], "Hi", None, "--num-step 'abc' is not allowed: use an integer in 1..64"),
+    (["--speed", "fast"], "Hi", None, "--speed 'fast' is not allowed: use a number > 0"),
+    (["--dtype", "float64"], "Hi", None, "--dtype 'float64' is not allowed: use auto, float32, float16, bfloat16"),
+    (["--device", "tpu"], "Hi", None, "--device 'tpu' is not allowed: use auto, cpu, cuda, cuda:N or mps"),
+    (["-o", "{tmp}/x.mp3"], "Hi", None, "'.mp3': use a file ending in .wav, .flac or .ogg"),
+    (["-o", "{tmp}/noext"], "Hi", None, "has no extension"),
+    (["-o", "{tmp}/missing/x.wav"], "Hi", None, "does not exist"),
+    ([], "word " * 400, None, "text is too long"),
+]
+
+
+@pytest.mark.parametrize("args,text,stdin,message", BAD_INPUT, ids=[m for *_, m in BAD_INPUT])
+def test_bad_input(invoke, fake_engine, tmp_path, args, text, stdin, message):
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    if "-o" not in args:
+        args += ["-o", str(tmp_path / "out.wav")]
+    r = invoke("say", text, *args, input=stdin)
+    assert r.exit_code == 2, (r.exit_code, r.stderr)
+    assert message in error_line(r)
+    assert r.stdout == ""
+    assert fake_engine.loads == []  # failed before loading the model
+    assert files_in(tmp_path) == []
+
+
+CLICK_USAGE = [
+    (["say", "-o", "x.wav"], "Missing argument 'TEXT'"),
+    (["say", "Hi", "--bogus"], "No such option: --bogus"),
+    (["say", "Hi", "--num-step"], "--num-step"),
+    (["say", "Hi", "extra"], "extra"),
+    (["shout", "Hi"], "No such command 'shout'"),
+]
+
+
+@pytest.mark.parametrize("args,message", CLICK_USAGE, ids=[m for _, m in CLICK_USAGE])
+def test_click_usage_errors(invoke, fake_engine, tmp_path, monkeypatch, args, message):
+    monkeypatch.chdir(tmp_path)
+    r = invoke(*args)
+    assert r.exit_code == 2, (r.exit_code, r.stderr)
+    assert message in r.stderr
+    assert "Traceback" not in r.stderr
+    assert fake_engine.loads == []
+    assert files_in(tmp_path) == []
+
+
+def test_usage_errors_in_say_are_one_line(invoke, fake_engine):
+    r = invoke("say", "Hi", "--bogus")
+    line = error_line(r)
+    assert "--bogus" in line and "--help" in line
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "error,code",
+    [
+        ("CheckpointError", 1),
+        ("ModelUnavailable", 1),
+        ("OmniVoiceError", 1),
+        ("InvalidRequest", 2),  # e.g. --device cuda on a machine without a GPU
+    ],
+)
+def test_load_errors_map_to_exit_codes(invoke, fake_engine, tmp_path, error, code):
+    from omnivoice_cli.engine import errors
+
+    fake_engine.load_error = getattr(errors, error)(f"{error} happened: details")
+    r = invoke("say", "Hi", "-o", tmp_path / "x.wav")
+    assert r.exit_code == code, r.stderr
+    assert error_line(r) == f"Error: {error} happened: details"
+    assert files_in(tmp_path) == []
+
+
+def test_write_failure_is_exit_1_and_leaves_nothing(invoke, fake_engine, tmp_path, monkeypatch):
+    def full_disk(file, data, samplerate, **kw):
+        file.write(b"RIFF....")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(sf, "write", full_disk)
+    r = invoke("say", "Hi", "-o", tmp_path / "x.wav")
+    assert r.exit_code == 1
+    assert error_line(r) == f"Error: cannot write {tmp_path / 'x.wav'}: No space left on device"
+    assert files_in(tmp_path) == []
+
+
+def test_unexpected_errors_keep_their_traceback(invoke, fake_engine, tmp_path):
+    fake_engine.load_error = RuntimeError("a bug")
+    r = invoke("say", "Hi", "-o", tmp_path / "x.wav")
+    assert r.exit_code == 1
+    assert isinstance(r.exception, RuntimeError)  # not swallowed into a neat message
+
+
+# ------------------------------------------------------------------------------------ listings
+
+
+def test_languages(invoke):
+    r = invoke("languages")
+    assert r.exit_code == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert "en\tEnglish" in lines and "zh\tChinese" in lines
+    assert all(len(ln.split("\t")) == 2 for ln in lines)
+    assert r.stderr == ""
+
+
+def test_instructs(invoke):
+    r = invoke("instructs")
+    assert r.exit_code == 0, r.stderr
+    out = r.stdout
+    for item in ("gender:", "  female (女)", "  low pitch (低音调)", "  british accent", "  四川话"):
+        assert item in out
+    assert r.stderr == ""
+
+
+def test_main_exit_codes_in_a_subprocess(tmp_path):
+    """The installed entry point: exit codes and one-line messages, without CliRunner."""
+    run = MAIN
+    out = subprocess.run(run + ["say", "Hi", "--num-step", "0", "-o", str(tmp_path / "x.wav")],
+                         capture_output=True, text=True, cwd=ROOT, env=ENV, timeout=120)  # fmt: skip
+    assert out.returncode == 2
+    assert out.stderr.strip() == "Error: --num-step 0 is out of range: allowed 1..64"
+    assert out.stdout == ""
+    out = subprocess.run(run + ["say", "-o", "x.wav"], capture_output=True, text=True, cwd=tmp_path, env=ENV, timeout=120)
+    assert out.returncode == 2 and out.stderr.startswith("Error: Missing argument 'TEXT'")
+    out = subprocess.run(run + ["say"], capture_output=True, text=True, cwd=tmp_path, env=ENV, timeout=120)
+    assert out.returncode == 2 and "Usage" in out.stdout + out.stderr  # no arguments: the help
+    assert files_in(tmp_path) == []
+
+
+# ------------------------------------------------------------------------------------ real engine (slow)
+
+slow = pytest.mark.slow
+
+
+@slow
+def test_golden_auto_en(invoke, tmp_path):
+    out = tmp_path / "x.wav"
+    r = invoke("say", TEXT, "--model", TINY_CKPT, "--position-temperature", "0", "-o", out)
+    assert r.exit_code == 0, r.stderr
+    audio, sr = sf.read(str(out), dtype="float32", always_2d=True)
+    assert sr == 24000 and audio.shape[1] == 1
+    golden = load_file(str(GOLDEN / "auto_en.safetensors"))["item0.audio"]
+    assert audio.shape[0] == golden.shape[0]
+    assert np.abs(audio[:, 0] - golden).max() < 1e-3
+
+
+@slow
+def test_real_seeds(invoke, tmp_path):
+    paths = [tmp_path / f"{i}.wav" for i in range(3)]
+    for path, seed in zip(paths, (11, 11, 12)):
+        r = invoke("say", "Hello there.", "--model", TINY_CKPT, "--seed", seed, "-o", path, "--quiet")
+        assert r.exit_code == 0, r.stderr
+    a, b, c = (p.read_bytes() for p in paths)
+    assert a == b
+    assert a != c
+
+
+@slow
+def test_real_stdout_pipe(tmp_path):
+    cmd = MAIN + ["say", "-", "-o", "-", "--model", str(TINY_CKPT), "--seed", "1"]
+    out = subprocess.run(cmd, input=b"Text from a pipe\n", capture_output=True, cwd=tmp_path, env=ENV, timeout=300)
+    assert out.returncode == 0, out.stderr.decode()
+    data = out.stdout
+    assert data[:4] == b"RIFF" and int.from_bytes(data[4:8], "little") + 8 == len(data)  # nothing else
+    audio, sr = sf.read(io.BytesIO(data), dtype="float32")
+    assert sr == 24000 and audio.ndim == 1 and len(audio) > 0
+    assert "seed 1" in out.stderr.decode()
+    assert files_in(tmp_path) == []
+
+
+@slow
+def test_real_json(invoke, tmp_path):
+    out = tmp_path / "x.flac"
+    r = invoke("say", "Hello there.", "--model", TINY_CKPT, "--seed", 4, "--num-step", 8, "-o", out, "--json")
+    assert r.exit_code == 0, r.stderr
+    report = json.loads(r.stdout)
+    info = sf.info(str(out))
+    assert (info.format, info.samplerate, info.channels) == ("FLAC", 24000, 1)
+    assert report["path"] == str(out) and report["seed"] == 4
+    assert abs(report["audio_seconds"] - info.frames / 24000) < 1e-3
+    assert report["settings"]["num_step"] == 8 and report["settings"]["model"] == str(TINY_CKPT)
+
+
+@slow
+def test_real_ogg(invoke, tmp_path):
+    out = tmp_path / "x.ogg"
+    r = invoke("say", "Hello there.", "--model", TINY_CKPT, "--num-step", 4, "-o", out, "--quiet")
+    assert r.exit_code == 0, r.stderr
+    info = sf.info(str(out))
+    assert (info.format, info.subtype, info.samplerate, info.channels) == ("OGG", "VORBIS", 24000, 1)
+
+
+def _edit_config(ckpt, edit):
+    path = ckpt / "config.json"
+    cfg = json.loads(path.read_text())
+    edit(cfg)
+    path.write_text(json.dumps(cfg))
+
+
+def _truncate(path):
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+def _corrupt_header(path):
+    data = bytearray(path.read_bytes())
+    data[8:40] = b"\xff" * 32  # the JSON header is now garbage
+    path.write_bytes(bytes(data))
+
+
+BROKEN_CHECKPOINTS = {
+    "missing tokenizer.json": (lambda c: (c / "tokenizer.json").unlink(), "tokenizer.json"),
+    "missing codec weights": (lambda c: (c / "audio_tokenizer" / "model.safetensors").unlink(), "model.safetensors"),
+    "truncated model": (lambda c: _truncate(c / "model.safetensors"), "model.safetensors"),
+    "truncated codec": (lambda c: _truncate(c / "audio_tokenizer" / "model.safetensors"), "model.safetensors"),
+    "corrupt model header": (lambda c: _corrupt_header(c / "model.safetensors"), "model.safetensors"),
+    "audio_mask_id 1000": (lambda c: _edit_config(c, lambda d: d.update(audio_mask_id=1000)), "audio_mask_id"),
+    "rope yarn": (
+        lambda c: _edit_config(c, lambda d: d["llm_config"]["rope_parameters"].update(rope_type="yarn")),
+        "RoPE",
+    ),
+    "config not json": (lambda c: (c / "config.json").write_text("{not json"), "config.json"),
+}
+
+
+@slow
+@pytest.mark.parametrize("case", list(BROKEN_CHECKPOINTS))
+def test_broken_checkpoint(invoke, ckpt_copy, tmp_path, case):
+    breaks, fragment = BROKEN_CHECKPOINTS[case]
+    breaks(ckpt_copy)
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    r = invoke("say", "Hello", "--model", ckpt_copy, "-o", out_dir / "x.wav")
+    assert r.exit_code == 1, (r.exit_code, r.stderr, r.exception)
+    assert fragment in error_line(r)
+    assert files_in(out_dir) == []
+
+
+@slow
+def test_model_not_downloadable_offline(invoke, tmp_path):
+    env = {"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf"), "OMNIVOICE_HOME": str(tmp_path / "home")}
+    r = invoke("say", "Hello", "--model", "nobody/no-such-omnivoice-model", "-o", tmp_path / "x.wav", env=env)
+    assert r.exit_code == 1, (r.stderr, r.exception)
+    assert "nobody/no-such-omnivoice-model" in error_line(r)
+    assert not (tmp_path / "x.wav").exists()
+
+
+@slow
+def test_missing_checkpoint_folder(invoke, tmp_path):
+    r = invoke("say", "Hello", "--model", tmp_path / "no-such-ckpt", "-o", tmp_path / "x.wav")
+    assert r.exit_code == 1, r.stderr
+    assert "no-such-ckpt" in error_line(r)
+    assert files_in(tmp_path) == []
