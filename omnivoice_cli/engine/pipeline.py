@@ -192,8 +192,17 @@ class Engine:
         )
         return make_job(canvas, req.generation, req.seed, self.cfg.audio_mask_id, self.device)
 
-    def generate(self, requests: list[Request], on_step: StepCallback | None = None) -> list[Result]:
-        """Synthesise every request; the order of results follows the requests."""
+    def generate(
+        self,
+        requests: list[Request],
+        on_step: StepCallback | None = None,
+        on_result: Callable[[int, Result], None] | None = None,
+    ) -> list[Result]:
+        """Synthesise every request; the order of results follows the requests.
+
+        Requests are packed into shared forwards and each leaves when its own steps are done;
+        on_result(index, result) is called as soon as one is finished (so a caller can save it).
+        """
         from .generation import run_jobs
 
         warnings = [validate_request(req, self.cfg) for req in requests]
@@ -202,6 +211,8 @@ class Engine:
 
         def finish(i: int, job) -> None:
             results[i] = self.render(requests[i], job, warnings[i])
+            if on_result:
+                on_result(i, results[i])
 
         run_jobs(
             self.model,
