@@ -39,10 +39,10 @@ def test_post_process_matches_reference(case, i, ref_rms):
 def test_cross_fade_of_decoded_chunks_matches_reference():
     g = load_file(GOLDEN / "long.safetensors")
     dec = load_codec_decoder(TINY / "audio_tokenizer", ModelConfig.from_checkpoint(TINY).codec)
-    chunks = [dec.decode(torch.from_numpy(g[f"decode{k}.codes"]))[0].numpy() for k in range(5)]  # [1, N_k]
+    chunks = [dec.decode(torch.from_numpy(g[f"decode{k}.codes"]))[0, 0].numpy() for k in range(5)]  # [N_k]
     merged = audio.cross_fade_chunks(chunks, SR)
-    ref = g["item0.raw_waveform"]
-    assert merged.shape == ref.shape == (1, sum(c.shape[-1] for c in chunks) + 4 * 2400)  # 0.1 s of zeros per boundary; the fades overlap the chunks
+    ref = g["item0.raw_waveform"][0]
+    assert merged.shape == ref.shape == (sum(c.shape[-1] for c in chunks) + 4 * 2400,)  # 0.1 s of zeros per boundary; the fades overlap the chunks
     assert np.abs(merged - ref).max() < 1e-4
 
 

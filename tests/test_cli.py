@@ -359,7 +359,7 @@ BAD_INPUT = [
     (["-o", "{tmp}/x.mp3"], "Hi", None, "'.mp3': use a file ending in .wav, .flac or .ogg"),
     (["-o", "{tmp}/noext"], "Hi", None, "has no extension"),
     (["-o", "{tmp}/missing/x.wav"], "Hi", None, "does not exist"),
-    ([], "word " * 400, None, "text is too long"),
+    ([], "Before [pause 2 sec] after.", None, "malformed pause tag '[pause 2 sec]'"),
 ]
 
 

@@ -264,25 +264,30 @@ def fade_and_pad(
 
 
 def cross_fade_chunks(chunks: list[np.ndarray], sample_rate: int, silence_duration: float = 0.3) -> np.ndarray:
-    """Join chunks (time on the last axis): each boundary gets a linear fade-out of
-    silence_duration/3, silence_duration/3 of zeros, and a linear fade-in of silence_duration/3."""
+    """Join mono chunks [N_i]: each boundary gets a linear fade-out of silence_duration/3,
+    silence_duration/3 of zeros, and a linear fade-in of silence_duration/3 (as the reference).
+
+    Written into one preallocated array, so joining many chunks costs one copy of the audio."""
     if not chunks:
         raise ValueError("cross_fade_chunks needs at least one chunk")
+    if any(np.ndim(c) != 1 for c in chunks):
+        raise ValueError("cross_fade_chunks joins mono waveforms [N]")
     if len(chunks) == 1:
-        return chunks[0].copy()
+        return np.array(chunks[0], dtype=np.float32)
     fade_n = int(silence_duration * sample_rate) // 3
-    merged = chunks[0].copy()
-    for chunk in chunks[1:]:
-        n_out = min(fade_n, merged.shape[-1])
-        if n_out > 0:
-            merged[..., -n_out:] *= np.linspace(1, 0, n_out, dtype=np.float32)
-        gap = np.zeros(chunks[0].shape[:-1] + (fade_n,), dtype=np.float32)
-        faded = chunk.copy()
-        n_in = min(fade_n, faded.shape[-1])
-        if n_in > 0:
-            faded[..., :n_in] *= np.linspace(0, 1, n_in, dtype=np.float32)
-        merged = np.concatenate([merged, gap, faded], axis=-1)
-    return merged
+    out = np.zeros(sum(len(c) for c in chunks) + fade_n * (len(chunks) - 1), dtype=np.float32)
+    pos = 0
+    for i, chunk in enumerate(chunks):
+        seg = out[pos : pos + len(chunk)]
+        seg[:] = chunk
+        if i > 0:  # fade in (the reference fades the chunk in, then the merged audio out, per boundary)
+            n_in = min(fade_n, len(seg))
+            seg[:n_in] *= np.linspace(0, 1, n_in, dtype=np.float32)
+        if i < len(chunks) - 1:
+            n_out = min(fade_n, pos + len(chunk))
+            out[pos + len(chunk) - n_out : pos + len(chunk)] *= np.linspace(1, 0, n_out, dtype=np.float32)
+        pos += len(chunk) + (fade_n if i < len(chunks) - 1 else 0)
+    return out
 
 
 def adjust_volume(audio: np.ndarray, ref_rms: float | None) -> np.ndarray:
@@ -316,3 +321,38 @@ def post_process(
     audio = adjust_volume(audio, ref_rms)
     audio = fade_and_pad(audio, sample_rate, pad_duration, fade_duration)
     return np.ascontiguousarray(audio, dtype=np.float32)
+
+
+def post_process_parts(
+    parts: list[np.ndarray],
+    gaps: list[int],
+    ref_rms: float | None,
+    sample_rate: int,
+    postprocess_output: bool = True,
+    pad_duration: float = 0.1,
+    fade_duration: float = 0.1,
+) -> np.ndarray:
+    """Post-process the parts of a text cut at pause tags and space them by exact silences.
+
+    parts: raw mono waveforms; gaps: len(parts) + 1 silences in samples (before, between, after).
+    One part with no gaps is exactly `post_process`. Otherwise each part has its silences removed
+    and is faded on its own, the level is set once for all parts (so they match), and exactly
+    gaps[i] zero samples separate them, inside the usual padding at both ends.
+    """
+    if len(parts) == 1 and not any(gaps):
+        return post_process(parts[0], ref_rms, sample_rate, postprocess_output, pad_duration, fade_duration)
+    if postprocess_output:
+        parts = [remove_silence(p, sample_rate, mid_sil_ms=500, lead_sil_ms=100, trail_sil_ms=100) for p in parts]
+    peak = max((float(np.abs(p).max()) for p in parts if len(p)), default=0.0)
+    if ref_rms is not None:
+        parts = [adjust_volume(p, ref_rms) for p in parts]
+    elif peak > 1e-6:
+        parts = [p / peak * 0.5 for p in parts]
+    parts = [fade_and_pad(np.asarray(p, dtype=np.float32), sample_rate, 0.0, fade_duration) for p in parts]
+    pad = int(pad_duration * sample_rate)
+    out = np.zeros(2 * pad + sum(gaps) + sum(len(p) for p in parts), dtype=np.float32)
+    pos = pad + gaps[0]
+    for p, gap in zip(parts, gaps[1:]):
+        out[pos : pos + len(p)] = p
+        pos += len(p) + gap
+    return out

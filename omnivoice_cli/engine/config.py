@@ -215,6 +215,8 @@ class GenerationConfig:
     postprocess_output: bool = True  # silence removal on the output
     pad_duration: float = 0.1  # seconds of silence padded on each side
     fade_duration: float = 0.1  # seconds of fade in / out
+    audio_chunk_duration: float = 15.0  # seconds of speech per chunk of a long text
+    audio_chunk_threshold: float = 30.0  # texts estimated longer than this are chunked
     max_num_step: int = 64  # upper bound accepted for num_step
 
     def __post_init__(self) -> None:
@@ -242,6 +244,8 @@ def validate_generation(g: GenerationConfig) -> None:
         ("class_temperature", g.class_temperature, "a number >= 0", lambda v: v >= 0),
         ("pad_duration", g.pad_duration, "a number >= 0", lambda v: v >= 0),
         ("fade_duration", g.fade_duration, "a number >= 0", lambda v: v >= 0),
+        ("audio_chunk_duration", g.audio_chunk_duration, "seconds > 0", lambda v: v > 0),
+        ("audio_chunk_threshold", g.audio_chunk_threshold, "seconds > 0, at most 30", lambda v: 0 < v <= 30),
     ]
     for name, value, allowed, ok in checks:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not ok(value):

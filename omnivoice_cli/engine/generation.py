@@ -105,35 +105,45 @@ def run_jobs(
     max_batch_size: int,
     max_packed_tokens: int,
     on_step: Callable[[int, int], None] | None = None,
-    on_done: Callable[[int, Job], None] | None = None,
+    on_done: Callable[[Job], list[Job] | None] | None = None,
 ) -> None:
-    """Run every job to the end. on_step(forwards done, forwards planned); on_done(job index, job)."""
+    """Run every job to the end, in the order given.
+
+    on_step(forwards done, forwards planned) after each forward; on_done(job) when a job has
+    revealed its last token: it may return new jobs (which need that one's result) to queue.
+    """
     device = model.audio_heads.weight.device
-    waiting = list(range(len(jobs)))
-    active: list[int] = []
+    waiting = list(jobs)
+    active: list[Job] = []
     done_forwards = 0
     with torch.inference_mode():
         while waiting or active:
+            used = sum(j.packed_len for j in active)
             while waiting and len(active) < max_batch_size:
-                nxt = jobs[waiting[0]]
-                used = sum(jobs[i].packed_len for i in active)
-                if active and used + nxt.packed_len > max_packed_tokens:
+                if active and used + waiting[0].packed_len > max_packed_tokens:
                     break
+                used += waiting[0].packed_len
                 active.append(waiting.pop(0))
-            batch, spans = pack([jobs[i] for i in active], device)
+            batch, spans = pack(active, device)
             logits = model(batch)
-            for i, (cond_at, uncond_at) in zip(active, spans):
-                advance(jobs[i], logits, cond_at, uncond_at, mask_id)
+            for job, (cond_at, uncond_at) in zip(active, spans):
+                advance(job, logits, cond_at, uncond_at, mask_id)
             done_forwards += 1
+            finished = [j for j in active if j.done]
+            active = [j for j in active if not j.done]
+            for job in finished:
+                waiting.extend((on_done(job) if on_done else None) or [])
             if on_step:
-                on_step(done_forwards, done_forwards + _forwards_left(jobs, active, waiting))
-            for i in [i for i in active if jobs[i].done]:
-                active.remove(i)
-                if on_done:
-                    on_done(i, jobs[i])
+                on_step(done_forwards, done_forwards + forwards_left(active, waiting, max_batch_size))
 
 
-def _forwards_left(jobs: list[Job], active: list[int], waiting: list[int]) -> int:
-    """A plan of the forwards still to run (exact for one request, an estimate for a queue)."""
-    left = max((len(jobs[i].schedule) - jobs[i].step for i in active), default=0)
-    return left + sum(len(jobs[i].schedule) for i in waiting) // max(1, len(active) or 1)
+def forwards_left(active: list[Job], waiting: list[Job], max_batch_size: int) -> int:
+    """Forwards still to run if the queue drains in waves of max_batch_size (exact for one wave)."""
+    left = max((len(j.schedule) - j.step for j in active), default=0)
+    queue = [len(j.schedule) for j in waiting]
+    free = max_batch_size - len(active)
+    while queue:  # waiting jobs start as active ones finish; approximate by waves
+        wave, queue = queue[: max(free, 1)], queue[max(free, 1) :]
+        left += max(wave)
+        free = max_batch_size
+    return left

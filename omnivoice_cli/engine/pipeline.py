@@ -65,13 +65,11 @@ def validate_request(req: Request, cfg: ModelConfig | None = None) -> list[str]:
     if warning:
         warnings.append(warning)
     textmod.resolve_instruct(req.instruct, use_zh=textmod.contains_chinese(req.text))
-    ref_text, ref_len = (req.ref.text, req.ref.codes.shape[-1]) if req.ref is not None else (None, None)
-    target, _ = textmod.resolve_target_len(req.text, ref_text, ref_len, req.speed, req.duration, cfg.frame_rate)
-    if target > cfg.max_target_seconds * cfg.frame_rate:
-        raise InvalidRequest(
-            f"text is too long: about {target / cfg.frame_rate:.1f} s of speech, more than the "
-            f"{cfg.max_target_seconds:g} s one generation allows; split it into shorter texts"
-        )
+    parts, _ = textmod.split_pauses(req.text)
+    if not parts:
+        raise InvalidRequest("text has nothing to speak besides pause tags")
+    if req.duration is not None and len(parts) > 1:
+        raise InvalidRequest("--duration cannot be combined with [pause] tags: use --speed instead")
     return warnings
 
 
@@ -82,6 +80,33 @@ class VoicePrompt:
     codes: "object"  # torch.LongTensor [num_codebooks, T_ref]
     text: str  # the transcript, with its final punctuation
     rms: float | None  # RMS of the reference audio (sets the output level when < 0.1)
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One generation of a request: a whole text, a part between pauses, or a chunk of one."""
+
+    part: int  # which pause-separated part it belongs to
+    chunk: int  # its index within the part
+    text: str  # what it says
+    target_len: int | None  # frames, or None: estimated against its reference when it starts
+    speed: float | None = None  # the speed chunks are estimated at
+
+
+@dataclass
+class Plan:
+    """A request cut into pieces, and what has come back of them."""
+
+    req: Request
+    pieces: list[Piece]
+    gaps: list[float]  # seconds of silence before, between and after the parts
+    n_parts: int
+    audio: list = field(default_factory=list)  # decoded waveform of each piece, None until done
+    tokens: list = field(default_factory=list)  # codes of each piece
+
+    def __post_init__(self) -> None:
+        self.audio = [None] * len(self.pieces)
+        self.tokens = [None] * len(self.pieces)
 
 
 def resolve_device(device: str = "auto") -> "torch.device":
@@ -160,27 +185,52 @@ class Engine:
         codec = load_codec_decoder(root / "audio_tokenizer", cfg.codec, device=codec_device)
         return cls(root, cfg, tokenizer, net, codec, dev, dt)
 
-    def prepare(self, req: Request):
-        """Validate a request and build its job: canvas, schedule and generator."""
+    def plan(self, req: Request) -> "Plan":
+        """Cut a request into pieces: parts between pause tags, and chunks of long parts."""
+        from . import text
+
+        g = req.generation
+        parts, gaps = text.split_pauses(req.text)
+        ref = req.ref
+        ref_text, ref_len = (ref.text, ref.codes.shape[-1]) if ref else (None, None)
+        threshold = g.audio_chunk_threshold * self.cfg.frame_rate
+        pieces: list[Piece] = []
+        for p, part in enumerate(parts):
+            target, eff_speed = text.resolve_target_len(
+                part, ref_text, ref_len, req.speed, req.duration, self.cfg.frame_rate
+            )
+            if target <= threshold:
+                pieces.append(Piece(p, 0, part, target))
+                continue
+            chunk_len = text.chunk_len_for(part, target, g.audio_chunk_duration, self.cfg.frame_rate)
+            for c, chunk in enumerate(text.chunk_text(part, chunk_len)):
+                pieces.append(Piece(p, c, chunk, None, eff_speed))
+        return Plan(req, pieces, gaps, len(parts))
+
+    def prepare(self, req: Request, piece: "Piece | None" = None, ref: VoicePrompt | None = None, seed: int | None = None):
+        """Build the job of one piece of a request (by default: the whole request, uncut)."""
         from . import text
         from .canvas import build_canvas
         from .generation import make_job
 
-        validate_request(req, self.cfg)
+        ref = ref or req.ref
+        if piece is None:
+            target, _ = text.resolve_target_len(
+                req.text, ref.text if ref else None, ref.codes.shape[-1] if ref else None,
+                req.speed, req.duration, self.cfg.frame_rate,
+            )  # fmt: skip
+            piece = Piece(0, 0, req.text, target)
         lang, _ = text.resolve_language(req.lang)
         instruct = text.resolve_instruct(req.instruct, use_zh=text.contains_chinese(req.text))
-        ref = req.ref
-        target, _ = text.resolve_target_len(
-            req.text,
-            ref.text if ref else None,
-            ref.codes.shape[-1] if ref else None,
-            req.speed,
-            req.duration,
-            self.cfg.frame_rate,
-        )
+        target = piece.target_len
+        if target is None:  # a chunk: re-estimated against its reference, at the text's speed
+            target, _ = text.resolve_target_len(
+                piece.text, ref.text if ref else None, ref.codes.shape[-1] if ref else None,
+                piece.speed, None, self.cfg.frame_rate,
+            )  # fmt: skip
         canvas = build_canvas(
             self.tokenizer,
-            req.text,
+            piece.text,
             target,
             ref_text=ref.text if ref else None,
             ref_codes=ref.codes if ref else None,
@@ -190,7 +240,7 @@ class Engine:
             num_codebooks=self.cfg.num_audio_codebook,
             mask_id=self.cfg.audio_mask_id,
         )
-        return make_job(canvas, req.generation, req.seed, self.cfg.audio_mask_id, self.device)
+        return make_job(canvas, req.generation, req.seed if seed is None else seed, self.cfg.audio_mask_id, self.device)
 
     def generate(
         self,
@@ -202,37 +252,98 @@ class Engine:
 
         Requests are packed into shared forwards and each leaves when its own steps are done;
         on_result(index, result) is called as soon as one is finished (so a caller can save it).
+        A long text is cut into chunks (and at pause tags): with a reference voice every chunk uses
+        it; without one, the first chunk is generated first and is the reference of the others.
         """
         from .generation import run_jobs
 
         warnings = [validate_request(req, self.cfg) for req in requests]
-        jobs = [self.prepare(req) for req in requests]
+        plans = [self.plan(req) for req in requests]
         results: list[Result | None] = [None] * len(requests)
+        owner: dict[int, tuple[int, int]] = {}  # id(job) -> (request index, piece index)
 
-        def finish(i: int, job) -> None:
-            results[i] = self.render(requests[i], job, warnings[i])
-            if on_result:
-                on_result(i, results[i])
+        def job_for(i: int, k: int, ref: VoicePrompt | None = None):
+            job = self.prepare(requests[i], plans[i].pieces[k], ref=ref, seed=requests[i].seed + k)
+            owner[id(job)] = (i, k)
+            return job
+
+        first = []
+        for i, (req, plan) in enumerate(zip(requests, plans)):
+            n = len(plan.pieces)
+            # with a reference (or a single piece) every piece can start now; else piece 0 first
+            first += [job_for(i, k) for k in range(n if req.ref is not None else 1)]
+
+        def done(job):
+            i, k = owner.pop(id(job))
+            plan = plans[i]
+            plan.audio[k] = self._decode(job.tokens)
+            plan.tokens[k] = job.tokens.cpu()
+            new = []
+            if k == 0 and requests[i].ref is None and len(plan.pieces) > 1:
+                voice = VoicePrompt(job.tokens, plan.pieces[0].text, None)  # chunk 0 speaks for the rest
+                new = [job_for(i, j, voice) for j in range(1, len(plan.pieces))]
+            if all(a is not None for a in plan.audio):
+                results[i] = self._finish(plan, warnings[i])
+                if on_result:
+                    on_result(i, results[i])
+            return new
+
+        def pending_forwards() -> int:
+            return sum(
+                sum(1 for a in plan.audio[1:] if a is None) * req.generation.num_step
+                for req, plan in zip(requests, plans)
+                if req.ref is None and plan.audio[0] is None and len(plan.pieces) > 1
+            )
+
+        def step(done_forwards: int, planned: int) -> None:
+            if on_step:
+                on_step(done_forwards, planned + pending_forwards())
 
         run_jobs(
             self.model,
-            jobs,
+            first,
             mask_id=self.cfg.audio_mask_id,
             max_batch_size=self.cfg.max_batch_size,
             max_packed_tokens=self.cfg.max_packed_tokens,
-            on_step=on_step,
-            on_done=finish,
+            on_step=step,
+            on_done=done,
         )
         return results  # type: ignore[return-value]
 
-    def render(self, req: Request, job, warnings: list[str] | None = None) -> Result:
-        """Decode a finished job's tokens and post-process the waveform."""
+    def _decode(self, tokens):
+        import torch
+
+        with torch.inference_mode():
+            return self.codec.decode(tokens[None].to(self.codec.device))[0, 0].cpu().numpy()  # [N]
+
+    def _finish(self, plan: "Plan", warnings: list[str]) -> Result:
+        """Join a request's pieces: chunks cross-faded, parts post-processed and spaced by pauses."""
         import torch
 
         from . import audio
 
-        with torch.inference_mode():
-            raw = self.codec.decode(job.tokens[None].to(self.codec.device))[0, 0].cpu().numpy()  # [N]
+        req, g = plan.req, plan.req.generation
+        raw_parts = [
+            audio.cross_fade_chunks([a for piece, a in zip(plan.pieces, plan.audio) if piece.part == p], self.sample_rate)
+            for p in range(plan.n_parts)
+        ]
+        wav = audio.post_process_parts(
+            raw_parts,
+            [round(s * self.sample_rate) for s in plan.gaps],
+            ref_rms=req.ref.rms if req.ref else None,
+            sample_rate=self.sample_rate,
+            postprocess_output=g.postprocess_output,
+            pad_duration=g.pad_duration,
+            fade_duration=g.fade_duration,
+        )
+        tokens = torch.cat(plan.tokens, dim=1)
+        return Result(wav, self.sample_rate, tokens, tokens.shape[1], req.seed, warnings)
+
+    def render(self, req: Request, job, warnings: list[str] | None = None) -> Result:
+        """Decode a finished job's tokens and post-process the waveform."""
+        from . import audio
+
+        raw = self._decode(job.tokens)
         g = req.generation
         wav = audio.post_process(
             raw,

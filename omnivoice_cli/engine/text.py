@@ -568,3 +568,48 @@ def chunk_text(text: str, chunk_len: int, min_chunk_len: int | None = 3) -> list
     out = ["".join(c).strip() for c in final]
     return [c for c in out if c]
 
+
+
+# --------------------------------------------------------------------------------------------
+# Pause tags
+# --------------------------------------------------------------------------------------------
+
+_PAUSE_ANY_RE = re.compile(r"\[\s*pause\b[^\]]*\]?", re.IGNORECASE)
+_PAUSE_RE = re.compile(r"\[pause(?:\s+(\d+(?:\.\d+)?|\.\d+)\s*(s|ms))?\]", re.IGNORECASE)
+DEFAULT_PAUSE_SECONDS = 0.5
+MAX_PAUSE_SECONDS = 60.0
+
+
+def split_pauses(text: str) -> tuple[list[str], list[float]]:
+    """Cut text at `[pause]`, `[pause 0.5s]`, `[pause 500ms]` tags.
+
+    Returns (parts, gaps): the non-empty text parts, and len(parts) + 1 silences in seconds
+    (gaps[0] before the first part, gaps[-1] after the last, gaps[i] between parts i-1 and i;
+    adjacent tags add up). A tag that starts like a pause but is not one of these forms is an
+    InvalidRequest naming it.
+    """
+    parts: list[str] = []
+    gaps: list[float] = [0.0]
+    pos = 0
+    for m in _PAUSE_ANY_RE.finditer(text):
+        tag = m.group(0)
+        ok = _PAUSE_RE.fullmatch(tag)
+        if not ok:
+            raise InvalidRequest(
+                f"malformed pause tag {tag!r}: use [pause] (0.5 s), [pause 1.5s] or [pause 500ms]"
+            )
+        seconds = DEFAULT_PAUSE_SECONDS
+        if ok.group(1):
+            seconds = float(ok.group(1)) / (1000.0 if ok.group(2).lower() == "ms" else 1.0)
+        if seconds > MAX_PAUSE_SECONDS:
+            raise InvalidRequest(f"pause tag {tag!r} is too long: at most {MAX_PAUSE_SECONDS:g} s")
+        before = text[pos : m.start()]
+        if before.strip():
+            parts.append(before)
+            gaps.append(0.0)
+        gaps[-1] += seconds
+        pos = m.end()
+    if text[pos:].strip():
+        parts.append(text[pos:])
+        gaps.append(0.0)
+    return parts, gaps

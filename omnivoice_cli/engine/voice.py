@@ -1,0 +1,256 @@
+"""Reference audio for voice cloning: load, prepare as the reference does, encode to codes.
+
+What the reference (`OmniVoice.create_voice_clone_prompt`, omnivoice 0.2.1) does, in order:
+  1. load: soundfile float32, channels averaged, resampled to 24 kHz (torchaudio defaults:
+     resample.py reproduces them bit for bit);
+  2. RMS of that waveform; if 0 < RMS < 0.1 the waveform is scaled to RMS 0.1 (the output is
+     scaled back by RMS / 0.1 after decoding, so the caller keeps the RMS);
+  3. with preprocess_prompt (default): when there is no transcript and the audio is longer than
+     20 s, it is cut at a silence gap (`trim_long_audio`: last pause starting by 15 s, at least
+     3 s kept); then silences are removed (pydub, -50 dBFS: inner pauses over 200 ms shortened,
+     100 ms kept at the start and 200 ms at the end); empty audio after that is an error;
+  4. longer than 20 s: a warning (slower, more memory, worse cloning);
+  5. cut (not padded) to a multiple of the hop (960), encoded to codes [8, T_ref];
+  6. with preprocess_prompt, the transcript ends in '.' ('。' for CJK) unless it already ends in
+     punctuation (`text.add_punctuation`).
+On top of the reference, this module refuses references shorter than 0.5 s after preparation and
+reports unreadable or missing files as InvalidRequest naming the file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from . import audio as audio_ops
+from .errors import InvalidRequest
+from .resample import resample
+from .text import add_punctuation
+
+SAMPLE_RATE = 24000  # codec rate
+HOP_LENGTH = 960  # codec samples per frame
+RMS_TARGET = 0.1  # quieter references are scaled up to this RMS before encoding
+MAX_SECONDS = 20.0  # longer references: trimmed (without transcript) and warned about
+MIN_SECONDS = 0.5  # shorter prepared references are refused
+TRIM_MAX_SECONDS = 15.0  # trim_long_audio: cut at a pause starting no later than this ...
+TRIM_MIN_SECONDS = 3.0  # ... keeping at least this much
+MID_SIL_MS, LEAD_SIL_MS, TRAIL_SIL_MS = 200, 100, 200  # silence removal on the reference
+
+
+@dataclass(frozen=True)
+class PreparedReference:
+    """The waveform to encode ([N] float32, N a multiple of the hop), the original RMS, and
+    warnings for the user (the caller prints them)."""
+
+    wav: np.ndarray
+    rms: float
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def seconds(self) -> float:
+        return self.wav.shape[-1] / SAMPLE_RATE
+
+
+@dataclass(frozen=True)
+class ReferencePrompt:
+    """A prepared voice-clone reference: codes [Q, T_ref] int64, the transcript as the model sees
+    it (punctuated; None when none was given), the reference RMS (for output volume), warnings."""
+
+    codes: torch.Tensor
+    ref_text: str | None
+    rms: float
+    warnings: tuple[str, ...] = ()
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading
+# ---------------------------------------------------------------------------------------------
+
+
+def read_audio(path: str | Path) -> tuple[np.ndarray, int]:
+    """Any soundfile-readable file -> (float32 [channels, N], sample_rate). InvalidRequest names the
+    file when it is missing, a folder, or not readable audio."""
+    import soundfile as sf
+
+    p = Path(path)
+    if not p.exists():
+        raise InvalidRequest(f"reference audio file not found: {p}")
+    if p.is_dir():
+        raise InvalidRequest(f"reference audio {p} is a folder, not an audio file")
+    try:
+        data, sr = sf.read(str(p), dtype="float32", always_2d=True)
+    except (sf.SoundFileError, RuntimeError, OSError, ValueError, TypeError) as e:
+        raise InvalidRequest(
+            f"cannot read reference audio {p}: {e} (use a format libsndfile reads, e.g. WAV, FLAC, OGG, MP3)"
+        ) from None
+    return data.T, int(sr)
+
+
+def to_mono(data: np.ndarray) -> np.ndarray:
+    """[N] or [C, N] -> [1, N] float32, channels averaged as the reference does (np.mean)."""
+    data = np.asarray(data, dtype=np.float32)
+    if data.ndim == 1:
+        data = data[np.newaxis, :]
+    if data.ndim != 2:
+        raise InvalidRequest(f"reference audio must be [N] or [channels, N], got shape {list(data.shape)}")
+    if data.shape[0] > 1:
+        data = np.mean(data, axis=0, keepdims=True)
+    return data
+
+
+def load_reference(path: str | Path, sample_rate: int = SAMPLE_RATE) -> np.ndarray:
+    """A reference recording as mono float32 [N] at `sample_rate` (the reference's `load_audio`)."""
+    data, sr = read_audio(path)
+    return _mono_at_rate(data, sr, sample_rate, path)
+
+
+def _mono_at_rate(data: np.ndarray, sr: int, sample_rate: int, source: object) -> np.ndarray:
+    data = to_mono(data)
+    if data.shape[-1] and not np.isfinite(data).all():
+        raise InvalidRequest(f"reference audio {source} contains NaN or infinite samples")
+    if sr != sample_rate:
+        if data.shape[-1] == 0:
+            raise InvalidRequest(f"reference audio {source} is empty")
+        data = resample(data, sr, sample_rate)
+    return np.ascontiguousarray(data[0], dtype=np.float32)
+
+
+# ---------------------------------------------------------------------------------------------
+# Preparation
+# ---------------------------------------------------------------------------------------------
+
+
+def reference_rms(wav: np.ndarray) -> float:
+    """sqrt(mean(x^2)) in float32, as the reference computes it on its [1, N] array."""
+    wav = np.asarray(wav, dtype=np.float32).reshape(1, -1)
+    if wav.size == 0:
+        return 0.0
+    return float(np.sqrt(np.mean(wav**2)))
+
+
+def trim_long_audio(
+    wav: np.ndarray,
+    sample_rate: int = SAMPLE_RATE,
+    max_duration: float = TRIM_MAX_SECONDS,
+    min_duration: float = TRIM_MIN_SECONDS,
+    trim_threshold: float = MAX_SECONDS,
+) -> np.ndarray:
+    """The reference's `trim_long_audio` on mono float32 [N]: audio longer than trim_threshold s is
+    cut at the start of the last non-silent stretch (pydub, -40 dBFS, pauses >= 100 ms, 10 ms
+    steps) that begins by max_duration s; if that keeps under min_duration s, it is cut at
+    max_duration s instead. The cut audio goes through int16 (pydub), as in the reference."""
+    wav = np.asarray(wav, dtype=np.float32).reshape(-1)
+    if wav.shape[-1] / sample_rate <= trim_threshold:
+        return wav
+    samples = audio_ops.to_int16(wav)
+    nonsilent = audio_ops.detect_nonsilent(samples, sample_rate, min_silence_len=100, silence_thresh=-40, seek_step=10)
+    if not nonsilent:
+        return wav
+    max_ms = int(max_duration * 1000)
+    min_ms = int(min_duration * 1000)
+    best = 0
+    for start, end in nonsilent:
+        if best < start <= max_ms:
+            best = start
+        if end > max_ms:
+            break
+    if best < min_ms:
+        best = min(max_ms, audio_ops.segment_ms(len(samples), sample_rate))
+    return audio_ops.from_int16(audio_ops.slice_ms(samples, sample_rate, None, best))
+
+
+def prepare_reference(
+    wav24k: np.ndarray,
+    ref_text: str | None,
+    *,
+    sample_rate: int = SAMPLE_RATE,
+    hop_length: int = HOP_LENGTH,
+    preprocess: bool = True,
+    source: object = "reference audio",
+) -> PreparedReference:
+    """Mono float32 [N] at the codec rate -> the waveform the reference would encode, and its RMS.
+
+    Raises InvalidRequest when the audio is empty or silent after silence removal, or shorter than
+    MIN_SECONDS after preparation. Warnings (returned, not printed): the audio was trimmed, or is
+    still longer than MAX_SECONDS.
+    """
+    wav = np.asarray(wav24k, dtype=np.float32).reshape(1, -1)
+    if wav.shape[-1] == 0:
+        raise InvalidRequest(f"{source} is empty")
+    warnings: list[str] = []
+    rms = reference_rms(wav)
+    if 0 < rms < RMS_TARGET:
+        wav = wav * RMS_TARGET / rms  # float32 throughout, in the reference's order
+
+    wav = wav[0]
+    if preprocess:
+        if ref_text is None:
+            before = wav.shape[-1] / sample_rate
+            wav = trim_long_audio(wav, sample_rate, trim_threshold=MAX_SECONDS)
+            after = wav.shape[-1] / sample_rate
+            if after < before:
+                warnings.append(
+                    f"{source} is {before:.1f}s long (>{MAX_SECONDS:.0f}s) and has no transcript: "
+                    f"trimmed to {after:.1f}s (cut at a pause where there is one)."
+                )
+        wav = audio_ops.remove_silence(
+            wav, sample_rate, mid_sil_ms=MID_SIL_MS, lead_sil_ms=LEAD_SIL_MS, trail_sil_ms=TRAIL_SIL_MS
+        )
+        if wav.shape[-1] == 0:
+            raise InvalidRequest(
+                f"{source} is silent: nothing is left after silence removal (-50 dBFS threshold)"
+            )
+
+    seconds = wav.shape[-1] / sample_rate
+    if seconds > MAX_SECONDS:
+        warnings.append(
+            f"{source} is {seconds:.1f}s long (>{MAX_SECONDS:.0f}s). This may cause slower generation, "
+            "higher memory usage, and degraded voice cloning quality. We recommend trimming it to 3-10s."
+        )
+
+    clip = wav.shape[-1] % hop_length
+    if clip:
+        wav = wav[:-clip]
+    if wav.shape[-1] < MIN_SECONDS * sample_rate:
+        raise InvalidRequest(
+            f"{source} is too short: {wav.shape[-1] / sample_rate:.2f}s of audio after preparation "
+            f"(at least {MIN_SECONDS}s is needed; 3-10s is recommended)"
+        )
+    return PreparedReference(np.ascontiguousarray(wav, dtype=np.float32), rms, tuple(warnings))
+
+
+# ---------------------------------------------------------------------------------------------
+# Encoding
+# ---------------------------------------------------------------------------------------------
+
+
+def encode_reference(
+    encoder,
+    ref_audio: str | Path | tuple[np.ndarray, int],
+    ref_text: str | None,
+    *,
+    preprocess: bool = True,
+) -> ReferencePrompt:
+    """A file path or (waveform [N] / [C, N], sample_rate) -> ReferencePrompt with codes [Q, T_ref].
+
+    `encoder` is a loaded `encoder.HiggsEncoder` (its rate and hop are used).
+    """
+    sr_codec, hop = encoder.sample_rate, encoder.hop_length
+    if isinstance(ref_audio, (str, Path)):
+        source = f"reference audio {ref_audio}"
+        wav = load_reference(ref_audio, sr_codec)
+    else:
+        data, sr = ref_audio
+        if torch.is_tensor(data):
+            data = data.detach().cpu().numpy()
+        source = "reference audio"
+        wav = _mono_at_rate(data, int(sr), sr_codec, source)
+    prepared = prepare_reference(
+        wav, ref_text, sample_rate=sr_codec, hop_length=hop, preprocess=preprocess, source=source
+    )
+    codes = encoder.encode(torch.from_numpy(prepared.wav)[None, None])[0]
+    text = add_punctuation(ref_text) if (preprocess and ref_text is not None) else ref_text
+    return ReferencePrompt(codes=codes, ref_text=text, rms=prepared.rms, warnings=prepared.warnings)
