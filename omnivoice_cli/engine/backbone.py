@@ -83,21 +83,25 @@ class Attention(nn.Module):
         self.q_norm = RMSNorm(self.head_dim, b.rms_norm_eps)
         self.k_norm = RMSNorm(self.head_dim, b.rms_norm_eps)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, seq_lens: list[int]) -> torch.Tensor:
-        n = x.shape[0]  # x [N, H]
-        q = self.q_norm(self.q_proj(x).view(n, self.n_heads, self.head_dim)).transpose(0, 1)  # [h, N, D]
-        k = self.k_norm(self.k_proj(x).view(n, self.n_kv, self.head_dim)).transpose(0, 1)  # [kv, N, D]
-        v = self.v_proj(x).view(n, self.n_kv, self.head_dim).transpose(0, 1)  # [kv, N, D]
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+    def project(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+        """x [N, H] -> q [h, N, D], k and v [kv, N, D], with q/k normed and rotated."""
+        n = x.shape[0]
+        q = self.q_norm(self.q_proj(x).view(n, self.n_heads, self.head_dim)).transpose(0, 1)
+        k = self.k_norm(self.k_proj(x).view(n, self.n_kv, self.head_dim)).transpose(0, 1)
+        v = self.v_proj(x).view(n, self.n_kv, self.head_dim).transpose(0, 1)
+        return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
+
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seq_lens: list[int]) -> torch.Tensor:
+        """Block-diagonal attention: each packed row attends within itself. -> [N, h * D]."""
         out = torch.empty_like(q)
         start = 0
-        for length in seq_lens:  # block-diagonal attention: each row attends within itself
+        for length in seq_lens:
             s = slice(start, start + length)
             out[:, s] = F.scaled_dot_product_attention(
                 q[None, :, s], k[None, :, s], v[None, :, s], enable_gqa=self.n_kv != self.n_heads
             )[0]
             start += length
-        return self.o_proj(out.transpose(0, 1).reshape(n, self.n_heads * self.head_dim))
+        return out.transpose(0, 1).reshape(q.shape[1], self.n_heads * self.head_dim)
 
 
 class MLP(nn.Module):
@@ -121,9 +125,18 @@ class DecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(b.hidden_size, b.rms_norm_eps)
         self.mlp = MLP(cfg)
 
-    def forward(self, h, cos, sin, seq_lens):
-        h = h + self.self_attn(self.input_layernorm(h), cos, sin, seq_lens)
+    def attention_inputs(self, h, cos, sin):
+        return self.self_attn.project(self.input_layernorm(h), cos, sin)
+
+    def attention_output_and_mlp(self, h, attn):
+        h = h + self.self_attn.o_proj(attn)
         return h + self.mlp(self.post_attention_layernorm(h))
+
+
+def layer_forward(layer: DecoderLayer, h, cos, sin, seq_lens, inputs=DecoderLayer.attention_inputs, outputs=DecoderLayer.attention_output_and_mlp):
+    """One decoder layer; the two position-wise halves can be compiled, the attention stays eager."""
+    q, k, v = inputs(layer, h, cos, sin)
+    return outputs(layer, h, layer.self_attn.attend(q, k, v, seq_lens))
 
 
 class Qwen3Body(nn.Module):
@@ -158,6 +171,11 @@ class OmniVoiceModel(nn.Module):
         offsets = torch.arange(cfg.num_audio_codebook, dtype=torch.long) * cfg.audio_vocab_size
         self.register_buffer("codebook_layer_offsets", offsets, persistent=True)
         self.register_buffer("inv_freq", rope_inv_freq(b.head_dim, b.rope_theta), persistent=False)
+        self._halves = (DecoderLayer.attention_inputs, DecoderLayer.attention_output_and_mlp)
+
+    def compile_layers(self) -> None:
+        """torch.compile the position-wise halves of a layer (one graph for all layers and lengths)."""
+        self._halves = tuple(torch.compile(f, dynamic=True) for f in self._halves)
 
     def embed(self, input_ids: torch.Tensor, audio_mask: torch.Tensor) -> torch.Tensor:
         """input_ids [C, N], audio_mask [N] -> [N, H]: text rows use row 0, audio sums C tables."""
@@ -171,8 +189,21 @@ class OmniVoiceModel(nn.Module):
         h = self.embed(batch.input_ids, batch.audio_mask)
         positions = packed_positions(batch.seq_lens, device=h.device)
         cos, sin = rope_cos_sin(positions, self.inv_freq, h.dtype)
+        inputs, outputs = self._halves
         for layer in self.llm.layers:
-            h = layer(h, cos, sin, batch.seq_lens)
+            h = layer_forward(layer, h, cos, sin, batch.seq_lens, inputs, outputs)
         h = self.llm.norm(h[batch.target_index])  # RMSNorm is per position: norm only what the heads need
         logits = self.audio_heads(h).float()  # [M, C*V]
         return logits.view(-1, self.cfg.num_audio_codebook, self.cfg.audio_vocab_size)
+
+
+def quantize_int8(model: OmniVoiceModel) -> None:
+    """Dynamic int8 linear layers for the body on CPU: weights int8 (per tensor), activations
+    quantised on the fly each forward. Embeddings, norms and the audio heads stay fp32."""
+    import warnings
+
+    from torch.ao.quantization import quantize_dynamic
+
+    with warnings.catch_warnings():  # torch marks its quantised tensor types deprecated
+        warnings.simplefilter("ignore")
+        model.llm.layers = quantize_dynamic(model.llm.layers, {nn.Linear}, dtype=torch.qint8)

@@ -158,7 +158,12 @@ class Engine:
         device: str = "auto",
         dtype: str = "auto",
         on_notice: Callable[[str], None] | None = None,
+        quantize: str | None = None,
+        compile: bool = False,
+        threads: int | None = None,
     ) -> "Engine":
+        """Load a checkpoint. quantize="int8": dynamic int8 body on CPU; compile: torch.compile the
+        position-wise halves of each layer; threads: torch CPU threads (default: torch's)."""
         import torch
 
         from . import weights
@@ -166,10 +171,22 @@ class Engine:
         from .codec import load_codec_decoder
         from .text import TextTokenizer
 
+        if threads is not None:
+            if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+                raise InvalidRequest(f"threads {threads!r} is not allowed: use an integer >= 1")
+            torch.set_num_threads(threads)
+        if quantize not in (None, "int8"):
+            raise InvalidRequest(f"quantize {quantize!r} is not allowed: use int8 (or leave it off)")
         dev = resolve_device(device)
+        if quantize and dev.type != "cpu":
+            raise InvalidRequest(f"quantize int8 runs on the CPU only, not on {dev.type}: use --device cpu")
+        if quantize and compile:
+            raise InvalidRequest("quantize int8 and compile cannot be combined: choose one")
         root = weights.resolve_checkpoint(model, on_notice)
         cfg = ModelConfig.from_checkpoint(root)
         dt = resolve_dtype(dtype, dev, cfg)
+        if quantize and dt != torch.float32:
+            raise InvalidRequest(f"quantize int8 starts from float32 weights, not {dtype}: leave --dtype at auto")
         tokenizer = TextTokenizer.from_file(root / "tokenizer.json")
         if tokenizer.vocab_size > cfg.backbone.vocab_size:
             raise CheckpointError(
@@ -181,6 +198,12 @@ class Engine:
         weights.load_module(net, root / "model.safetensors", optional=["codebook_layer_offsets"], dtype=dt, device=dev)
         _check_offsets(net, cfg, root)
         net.eval()
+        if quantize == "int8":
+            from .backbone import quantize_int8
+
+            quantize_int8(net)
+        if compile:
+            net.compile_layers()
         codec_device = torch.device("cpu") if dev.type == "mps" else dev  # MPS convs cap lengths at 65536
         codec = load_codec_decoder(root / "audio_tokenizer", cfg.codec, device=codec_device)
         return cls(root, cfg, tokenizer, net, codec, dev, dt)
