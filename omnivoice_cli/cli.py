@@ -3,6 +3,11 @@
     omnivoice say "Hello world" -o hello.wav
     omnivoice say "Good evening." --instruct "female, low pitch, british accent" --lang en -o out.flac
     echo "Text from a pipe" | omnivoice say - -o - > out.wav
+    omnivoice say "Quick draft" --preset fast -o d.wav
+    omnivoice batch lines.txt -o out/
+    omnivoice batch jobs.jsonl -o out/ --preset fast
+    omnivoice presets
+    omnivoice presets show quality
     omnivoice languages
     omnivoice instructs
 
@@ -10,7 +15,8 @@ Streams: stdout carries only data (the audio of `-o -`, the `--json` report when
 on stdout, the listings); messages, warnings, errors and the progress bar go to stderr.
 
 Exit codes, mapped once in `_Group.invoke`: 0 ok; 1 runtime failure (an OmniVoiceError such as
-CheckpointError or ModelUnavailable, an OSError); 2 usage (InvalidRequest, a bad option value).
+CheckpointError or ModelUnavailable, an OSError; for `batch`, any line that failed); 2 usage
+(InvalidRequest, SettingsError, a bad option value); 130 / 143 a batch stopped by Ctrl-C / SIGTERM.
 
 The engine (and torch) is imported inside the command functions only, so `omnivoice --help`
 stays fast and never imports torch.
@@ -229,12 +235,27 @@ def _num(flag: str, metavar: str, help: str):
     return typer.Option(None, flag, metavar=metavar, help=help, show_default=False)
 
 
+_DEVICE_OPTION = typer.Option(
+    None, "--device", metavar="auto|cpu|cuda|mps", show_default=False,
+    help="Where to run; cuda:N picks a GPU. Default: auto.",
+)
+_DTYPE_OPTION = typer.Option(
+    None, "--dtype", metavar="auto|float32|float16|bfloat16", show_default=False,
+    help="Precision; auto = float32 on CPU, float16 on GPU. Default: auto.",
+)
+
+
 @app.command(help=_SAY_HELP, no_args_is_help=True)
 def say(
     text: str = typer.Argument(..., metavar="TEXT", help="The text to speak; - reads stdin.", show_default=False),
-    output: str = typer.Option(
-        st.DEFAULT_OUTPUT, "-o", "--output", metavar="PATH",
-        help="Audio file: .wav, .flac or .ogg; - writes WAV to stdout.",
+    output: Optional[str] = typer.Option(
+        None, "-o", "--output", metavar="PATH", show_default=False,
+        help=f"Audio file: .wav, .flac or .ogg; - writes WAV to stdout. Default: {st.DEFAULT_OUTPUT} "
+        "(another extension when the preset sets format).",
+    ),
+    preset: Optional[str] = typer.Option(
+        None, "--preset", metavar="NAME|FILE", show_default=False,
+        help="Settings from a preset (see `omnivoice presets`) or a .toml file; flags override it.",
     ),
     model: Optional[str] = typer.Option(
         None, "--model", envvar="OMNIVOICE_MODEL", metavar="ID|DIR", show_default=False,
@@ -273,11 +294,8 @@ def say(
         "--duration", "SECONDS", "Length of the speech, up to 30; overrides --speed. Default: from the text."
     ),
     seed: Optional[str] = _num("--seed", "INT", "Random seed, >= 0. Default: random (printed, to repeat the run)."),
-    device: str = typer.Option("auto", "--device", metavar="auto|cpu|cuda|mps", help="Where to run; cuda:N picks a GPU."),
-    dtype: str = typer.Option(
-        "auto", "--dtype", metavar="auto|float32|float16|bfloat16",
-        help="Precision; auto = float32 on CPU, float16 on GPU.",
-    ),
+    device: Optional[str] = _DEVICE_OPTION,
+    dtype: Optional[str] = _DTYPE_OPTION,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only warnings and errors on stderr."),
     json_out: bool = typer.Option(False, "--json", help="Print a JSON report instead of the summary (stderr if -o -)."),
 ) -> None:  # fmt: skip
@@ -303,8 +321,11 @@ def say(
     }
     flags = {key: _parse_number(key, raw) for key, raw in numbers.items()}
     flags.update(model=model, device=device, dtype=dtype, lang=lang, instruct=instruct, denoise=denoise)
-    settings = st.resolve_settings(st.DEFAULTS, None, flags)
+    chosen = st.find_preset(preset) if preset is not None else None
+    settings = st.resolve_settings(st.DEFAULTS, chosen.settings if chosen else None, flags)
     _check_choices(settings["device"], settings["dtype"])
+    if settings["voice"] is not None:
+        raise InvalidRequest(f"the preset sets voice {settings['voice']!r}, but voice cloning is not available yet")
     try:
         generation = GenerationConfig(**st.generation_kwargs(settings))
     except InvalidRequest as e:
@@ -328,7 +349,11 @@ def say(
         _rethrow_with_flag(e)
     if settings["duration"] is not None and settings["speed"] is not None:
         warnings.append("--duration sets the length, so --speed is ignored")
-    target = check_output(output)
+    target = check_output(output if output is not None else f"{st.DEFAULT_OUTPUT_STEM}.{settings['format']}")
+    if not target.to_stdout:
+        settings["format"] = target.path.suffix.lower().lstrip(".")
+    else:
+        settings["format"] = "wav"
     if target.to_stdout and typer.get_binary_stream("stdout").isatty():
         raise InvalidRequest("-o - writes binary audio to stdout, which is a terminal: redirect it or pipe it")
     shown: set[str] = set()
@@ -388,6 +413,203 @@ def say(
             f"model loaded in {t_gen - t_load:.1f} s), seed {result.seed}",
             err=True,
         )
+
+
+_BATCH_HELP = (
+    "Speak every line of INPUT into its own audio file in the folder -o.\n\n"
+    "INPUT is a .txt file (one text per line) or a .jsonl file (one JSON object per line with "
+    "\"text\" and optionally id, output, lang, instruct, ref, ref_text, voice, duration, "
+    "speed, seed, num_step, guidance_scale, t_shift, layer_penalty_factor, position_temperature, "
+    "class_temperature, denoise, preset). Blank lines and lines starting with # are skipped.\n\n"
+    "Files are named after id / output, else the zero-padded line number (0007.wav). Existing "
+    "files are skipped, so running the same command again resumes an interrupted batch "
+    "(--overwrite redoes them). OUT/manifest.jsonl records every line.\n\n"
+    "Settings: defaults < preset < flags < the fields of a JSON line. Seeds: a line's own seed, "
+    "else --seed S + the line's 0-based index in the file, else random (all recorded).\n\n"
+    "Exit codes: 0 every line done or skipped; 1 a line failed (or a runtime failure); 2 bad "
+    "usage; 130 / 143 stopped by Ctrl-C / SIGTERM (finished files are kept)."
+)
+
+
+@app.command(help=_BATCH_HELP, no_args_is_help=True)
+def batch(
+    input: str = typer.Argument(..., metavar="INPUT", help="A .txt or .jsonl file.", show_default=False),
+    output: str = typer.Option(
+        ..., "-o", "--output", metavar="DIR", show_default=False,
+        help="Output folder (created when missing); holds the audio files and manifest.jsonl.",
+    ),
+    preset: Optional[str] = typer.Option(
+        None, "--preset", metavar="NAME|FILE", show_default=False,
+        help="Settings from a preset (see `omnivoice presets`) or a .toml file; flags override it.",
+    ),
+    format: Optional[str] = typer.Option(
+        None, "--format", metavar="wav|flac|ogg", show_default=False,
+        help="Format of files whose output name has no extension. Default: wav.",
+    ),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Redo lines whose file already exists."),
+    model: Optional[str] = typer.Option(
+        None, "--model", envvar="OMNIVOICE_MODEL", metavar="ID|DIR", show_default=False,
+        help=f"Hugging Face hub id or local checkpoint folder. Default: {st.DEFAULT_MODEL}.",
+    ),
+    lang: Optional[str] = typer.Option(None, "--lang", metavar="LANG", help="Language of every line. Default: none."),
+    instruct: Optional[str] = typer.Option(
+        None, "--instruct", metavar="ITEMS", help="Voice design of every line. Default: auto voice."
+    ),
+    num_step: Optional[str] = _num("--num-step", "INT", f"Diffusion steps, 1..64. Default: {G['num_step']}."),
+    guidance_scale: Optional[str] = _num(
+        "--guidance-scale", "FLOAT", f"Classifier-free guidance, >= 0. Default: {G['guidance_scale']}."
+    ),
+    t_shift: Optional[str] = _num("--t-shift", "FLOAT", f"Time-step shift, > 0. Default: {G['t_shift']}."),
+    layer_penalty_factor: Optional[str] = _num(
+        "--layer-penalty-factor", "FLOAT", f"Codebook layer penalty, >= 0. Default: {G['layer_penalty_factor']}."
+    ),
+    position_temperature: Optional[str] = _num(
+        "--position-temperature", "FLOAT",
+        f"Position sampling temperature, >= 0 (0 = greedy). Default: {G['position_temperature']}.",
+    ),
+    class_temperature: Optional[str] = _num(
+        "--class-temperature", "FLOAT",
+        f"Token sampling temperature, >= 0 (0 = argmax). Default: {G['class_temperature']}.",
+    ),
+    denoise: Optional[bool] = typer.Option(
+        None, "--denoise/--no-denoise", show_default=False,
+        help="Clean audio with a reference voice. Default: --denoise.",
+    ),
+    speed: Optional[str] = _num("--speed", "FLOAT", "Speaking rate, > 0 (1.2 = faster). Default: 1.0."),
+    duration: Optional[str] = _num(
+        "--duration", "SECONDS", "Length of every line, up to 30; overrides --speed. Default: from the text."
+    ),
+    seed: Optional[str] = _num(
+        "--seed", "INT", "Line i (0-based) uses SEED + i unless it has its own seed. Default: random per line."
+    ),
+    device: Optional[str] = _DEVICE_OPTION,
+    dtype: Optional[str] = _DTYPE_OPTION,
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Only warnings and errors on stderr."),
+) -> None:  # fmt: skip
+    from .engine.config import GenerationConfig
+    from .engine.errors import InvalidRequest
+
+    numbers = {
+        "num_step": num_step,
+        "guidance_scale": guidance_scale,
+        "t_shift": t_shift,
+        "layer_penalty_factor": layer_penalty_factor,
+        "position_temperature": position_temperature,
+        "class_temperature": class_temperature,
+        "speed": speed,
+        "duration": duration,
+        "seed": seed,
+    }
+    flags: dict[str, Any] = {key: _parse_number(key, raw) for key, raw in numbers.items()}
+    for key, value in flags.items():
+        if value is not None:
+            try:
+                flags[key] = st.check_setting(key, value)
+            except st.SettingsError:
+                raise InvalidRequest(f"{st.flag_name(key)} {value!r} is not allowed: use {st.allowed(key)}") from None
+    if format is not None and format.lower().lstrip(".") not in st.FORMATS:
+        raise InvalidRequest(f"--format {format!r} is not allowed: use {', '.join(st.FORMATS)}")
+    flags.update(
+        model=model, device=device, dtype=dtype, lang=lang, instruct=instruct, denoise=denoise,
+        format=format.lower().lstrip(".") if format else None,
+    )  # fmt: skip
+    chosen = st.find_preset(preset) if preset is not None else None
+    run = st.resolve_settings(st.DEFAULTS, chosen.settings if chosen else None, flags)
+    _check_choices(run["device"], run["dtype"])
+    try:
+        GenerationConfig(**st.generation_kwargs(run))
+        if run["instruct"] is not None:
+            from .engine.text import resolve_instruct
+
+            resolve_instruct(run["instruct"])
+    except InvalidRequest as e:
+        _rethrow_with_flag(e)
+
+    from .batch import run_batch
+
+    def echo(msg: str) -> None:
+        typer.echo(msg, err=True)
+
+    report = run_batch(input, output, preset=chosen, flags=flags, overwrite=overwrite, quiet=quiet, echo=echo)
+
+    counts = f"{report.done} done, {report.failed} failed, {report.skipped} skipped"
+    if report.pending:
+        counts += f", {report.pending} not run"
+    if report.interrupted:
+        name = "Ctrl-C" if report.interrupted == 2 else f"signal {int(report.interrupted)}"
+        _warn(
+            f"stopped by {name}: {report.lines} lines: {counts}; finished files are kept, "
+            f"run the same command again to finish ({report.manifest})"
+        )
+        raise typer.Exit(128 + int(report.interrupted))
+    if not quiet:
+        rtf = "n/a" if report.rtf is None else f"{report.rtf:.3f}"
+        loaded = "" if report.load_seconds is None else f"; model loaded in {report.load_seconds:.1f} s"
+        typer.echo(
+            f"{report.lines} lines: {counts}; {report.audio_seconds:.2f} s of audio in "
+            f"{report.generate_seconds:.2f} s (RTF {rtf}{loaded}); wall time {report.wall_seconds:.1f} s; "
+            f"manifest {report.manifest}",
+            err=True,
+        )
+    if report.failed:
+        raise typer.Exit(1)
+
+
+presets_app = typer.Typer(
+    help="List the presets (built-in and user), or show one's resolved settings with `presets show NAME`.",
+    no_args_is_help=False,
+    add_completion=False,
+)
+app.add_typer(presets_app, name="presets")
+
+
+@presets_app.callback(invoke_without_command=True)
+def presets(ctx: typer.Context) -> None:
+    """List the built-in and user presets: name, source, description (user ones shadow built-in ones).
+
+    User presets are TOML files in $OMNIVOICE_HOME/presets, else $XDG_CONFIG_HOME/omnivoice/presets
+    (~/.config/omnivoice/presets).
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    rows = st.list_presets()
+    out = typer.get_text_stream("stdout")
+    width = max([len(name) for name, *_ in rows] + [4])
+    src_width = max([len(source) for _, _, source, *_ in rows] + [8])
+    for name, path, source, found, error in rows:
+        about = found.description if found is not None else f"(broken: {error})"
+        out.write(f"{name:<{width}}  {source:<{src_width}}  {about}".rstrip() + "\n")
+        if error:
+            _warn(error)
+    typer.echo(f"user presets: {st.user_preset_dir()}", err=True)
+
+
+@presets_app.command("show")
+def presets_show(
+    name: str = typer.Argument(..., metavar="NAME|FILE", help="A preset name or a .toml file."),
+) -> None:
+    """Print the settings a preset resolves to (defaults < preset), as a preset file."""
+    found = st.find_preset(name)
+    resolved = st.resolve_settings(st.DEFAULTS, found.settings, {})
+    out = typer.get_text_stream("stdout")
+    out.write(f"# preset {found.name!r} ({found.source}): {found.path}\n")
+    if found.description:
+        out.write(f"description = {_toml_value(found.description)}\n")
+    for key in st.PRESET_KEYS:
+        value = resolved[key]
+        origin = "preset" if key in found.settings else "default"
+        if value is None:
+            out.write(f"# {key} is not set ({origin})\n")
+        else:
+            out.write(f"{key} = {_toml_value(value)}  # {origin}\n")
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return json.dumps(str(value), ensure_ascii=False)  # a TOML basic string
 
 
 @app.command()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -65,11 +66,11 @@ class FakeEngine:
             on_notice("fake notice: weights are for testing only")
         return cls(model, device, dtype)
 
-    def generate(self, requests, on_step=None):
+    def generate(self, requests, on_step=None, on_result=None):
         from omnivoice_cli.engine.pipeline import Result
 
         out = []
-        for req in requests:
+        for index, req in enumerate(requests):
             type(self).requests.append(req)
             n = req.generation.num_step
             for i in range(1, n + 1):
@@ -88,6 +89,8 @@ class FakeEngine:
                     warnings=list(type(self).result_warnings),
                 )
             )
+            if on_result is not None:
+                on_result(index, out[-1])
         return out
 
 

@@ -69,7 +69,7 @@ def test_long_text_is_no_longer_an_error():
 
 
 def test_chunks_with_a_reference_all_use_it(engine):
-    from omnivoice_cli.engine.pipeline import VoicePrompt
+    from omnivoice_cli.engine.voice import VoicePrompt
 
     g = load_file(FIXTURES / "golden" / "clone.safetensors")
     voice = VoicePrompt(g["prompt0.ref_audio_tokens"], "This is the reference voice for the test.", 0.05)

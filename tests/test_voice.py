@@ -67,7 +67,7 @@ def test_end_to_end_codes_match_reference(encoder, case, wav):
     ref = g["prompt0.ref_audio_tokens"]
     assert prompt.codes.dtype == torch.int64 and tuple(prompt.codes.shape) == ref.shape
     assert np.array_equal(prompt.codes.numpy(), ref)
-    assert prompt.ref_text == meta["task"]["ref_texts"][0]  # punctuated
+    assert prompt.text == meta["task"]["ref_texts"][0]  # punctuated
     assert abs(prompt.rms - meta["prompts"][0]["ref_rms"]) <= 1e-6
 
 
@@ -196,9 +196,9 @@ def test_transcript_punctuation():
             assert w.shape[:2] == (1, 1) and w.shape[2] % 960 == 0
             return torch.zeros(1, 8, w.shape[2] // 960, dtype=torch.long)
 
-    assert encode_reference(Fake(), (wav, SR), "hello there").ref_text == "hello there."
-    assert encode_reference(Fake(), (wav, SR), "你好").ref_text == "你好。"
-    assert encode_reference(Fake(), (wav, SR), "done!").ref_text == "done!"
-    assert encode_reference(Fake(), (wav, SR), "raw", preprocess=False).ref_text == "raw"
-    assert encode_reference(Fake(), (wav, SR), None).ref_text is None
+    assert encode_reference(Fake(), (wav, SR), "hello there").text == "hello there."
+    assert encode_reference(Fake(), (wav, SR), "你好").text == "你好。"
+    assert encode_reference(Fake(), (wav, SR), "done!").text == "done!"
+    assert encode_reference(Fake(), (wav, SR), "raw", preprocess=False).text == "raw"
+    assert encode_reference(Fake(), (wav, SR), None).text is None
     assert encode_reference(Fake(), (wav, SR), "x").codes.shape == (8, 50)

@@ -29,7 +29,7 @@ class Request:
     duration: float | None = None  # fixed output length in seconds (overrides speed)
     speed: float | None = None  # speaking-rate factor (> 1 faster)
     seed: int = 0  # seeds this request's own torch.Generator
-    ref: "VoicePrompt | None" = None  # voice to clone; None = auto voice / voice design
+    ref: "voice.VoicePrompt | None" = None  # voice to clone; None = auto voice / voice design
     generation: GenerationConfig = field(default_factory=GenerationConfig)  # decoding settings
 
 
@@ -59,7 +59,7 @@ def validate_request(req: Request, cfg: ModelConfig | None = None) -> list[str]:
             f"duration {req.duration} is not allowed: use seconds in (0, {cfg.max_target_seconds:g}]"
         )
     warnings = []
-    if req.ref is not None and not req.ref.text.strip():
+    if req.ref is not None and not (req.ref.text or "").strip():
         raise InvalidRequest("the reference transcript is empty: give the words spoken in the reference audio")
     _, warning = textmod.resolve_language(req.lang)
     if warning:
@@ -71,15 +71,6 @@ def validate_request(req: Request, cfg: ModelConfig | None = None) -> list[str]:
     if req.duration is not None and len(parts) > 1:
         raise InvalidRequest("--duration cannot be combined with [pause] tags: use --speed instead")
     return warnings
-
-
-@dataclass(frozen=True)
-class VoicePrompt:
-    """A reference voice, ready for the canvas."""
-
-    codes: "object"  # torch.LongTensor [num_codebooks, T_ref]
-    text: str  # the transcript, with its final punctuation
-    rms: float | None  # RMS of the reference audio (sets the output level when < 0.1)
 
 
 @dataclass(frozen=True)
@@ -145,6 +136,7 @@ class Engine:
     def __init__(self, root: Path, cfg: ModelConfig, tokenizer, model, codec, device, dtype):
         self.root, self.cfg, self.tokenizer, self.model, self.codec = root, cfg, tokenizer, model, codec
         self.device, self.dtype = device, dtype
+        self._encoder = None  # loaded on the first voice clone
 
     @property
     def sample_rate(self) -> int:
@@ -208,6 +200,20 @@ class Engine:
         codec = load_codec_decoder(root / "audio_tokenizer", cfg.codec, device=codec_device)
         return cls(root, cfg, tokenizer, net, codec, dev, dt)
 
+    def voice_from_audio(self, ref_audio, ref_text: str | None, *, preprocess: bool = True):
+        """Encode a reference recording (a path, or (waveform, sample_rate)) into a VoicePrompt.
+
+        The codec's encoder (HuBERT and the acoustic encoder) is loaded on first use only."""
+        from .voice import encode_reference
+
+        if ref_text is not None and not ref_text.strip():
+            raise InvalidRequest("the reference transcript is empty: give the words spoken in the reference audio")
+        if self._encoder is None:
+            from .encoder import load_codec_encoder
+
+            self._encoder = load_codec_encoder(self.root / "audio_tokenizer", device=self.codec.device)
+        return encode_reference(self._encoder, ref_audio, ref_text, preprocess=preprocess)
+
     def plan(self, req: Request) -> "Plan":
         """Cut a request into pieces: parts between pause tags, and chunks of long parts."""
         from . import text
@@ -230,7 +236,7 @@ class Engine:
                 pieces.append(Piece(p, c, chunk, None, eff_speed))
         return Plan(req, pieces, gaps, len(parts))
 
-    def prepare(self, req: Request, piece: "Piece | None" = None, ref: VoicePrompt | None = None, seed: int | None = None):
+    def prepare(self, req: Request, piece: "Piece | None" = None, ref=None, seed: int | None = None):
         """Build the job of one piece of a request (by default: the whole request, uncut)."""
         from . import text
         from .canvas import build_canvas
@@ -279,6 +285,7 @@ class Engine:
         it; without one, the first chunk is generated first and is the reference of the others.
         """
         from .generation import run_jobs
+        from .voice import VoicePrompt
 
         warnings = [validate_request(req, self.cfg) for req in requests]
         plans = [self.plan(req) for req in requests]

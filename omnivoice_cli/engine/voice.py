@@ -55,14 +55,13 @@ class PreparedReference:
 
 
 @dataclass(frozen=True)
-class ReferencePrompt:
-    """A prepared voice-clone reference: codes [Q, T_ref] int64, the transcript as the model sees
-    it (punctuated; None when none was given), the reference RMS (for output volume), warnings."""
+class VoicePrompt:
+    """A reference voice, ready for the canvas."""
 
-    codes: torch.Tensor
-    ref_text: str | None
-    rms: float
-    warnings: tuple[str, ...] = ()
+    codes: torch.Tensor  # [Q, T_ref] int64 codec codes of the reference audio
+    text: str | None  # the transcript as the model sees it (punctuated); None when none was given
+    rms: float | None  # RMS of the reference audio (sets the output level when < 0.1)
+    warnings: tuple[str, ...] = ()  # for the user: a long reference, a trim
 
 
 # ---------------------------------------------------------------------------------------------
@@ -233,8 +232,8 @@ def encode_reference(
     ref_text: str | None,
     *,
     preprocess: bool = True,
-) -> ReferencePrompt:
-    """A file path or (waveform [N] / [C, N], sample_rate) -> ReferencePrompt with codes [Q, T_ref].
+) -> VoicePrompt:
+    """A file path or (waveform [N] / [C, N], sample_rate) -> VoicePrompt with codes [Q, T_ref].
 
     `encoder` is a loaded `encoder.HiggsEncoder` (its rate and hop are used).
     """
@@ -253,4 +252,99 @@ def encode_reference(
     )
     codes = encoder.encode(torch.from_numpy(prepared.wav)[None, None])[0]
     text = add_punctuation(ref_text) if (preprocess and ref_text is not None) else ref_text
-    return ReferencePrompt(codes=codes, ref_text=text, rms=prepared.rms, warnings=prepared.warnings)
+    return VoicePrompt(codes=codes, text=text, rms=prepared.rms, warnings=prepared.warnings)
+
+
+# ---------------------------------------------------------------------------------------------
+# Saved voices
+# ---------------------------------------------------------------------------------------------
+
+VOICE_FORMAT = "omnivoice-voice"  # safetensors metadata "format"
+VOICE_FORMAT_VERSION = "1"  # bump on any change of layout
+REFERENCE_PT_VERSION = 1  # the reference's VoiceClonePrompt.save format_version
+
+
+def save_voice(path: str | Path, voice: VoicePrompt, **meta: str) -> None:
+    """Write a voice as safetensors: the codes as a tensor, transcript and RMS in the metadata.
+
+    Written to a temporary file and renamed, so a voice file is never partial."""
+    from safetensors.torch import save_file
+
+    if voice.text is None or not voice.text.strip():
+        raise InvalidRequest("a saved voice needs its transcript")
+    path = Path(path)
+    metadata = {
+        "format": VOICE_FORMAT,
+        "version": VOICE_FORMAT_VERSION,
+        "text": voice.text,
+        "rms": "" if voice.rms is None else repr(float(voice.rms)),
+        **{k: str(v) for k, v in meta.items()},
+    }
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        save_file({"codes": voice.codes.detach().to("cpu", torch.int64).contiguous()}, str(tmp), metadata=metadata)
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def read_voice_metadata(path: str | Path) -> dict[str, str]:
+    """The metadata of a saved voice file; InvalidRequest if it is not one of ours, or another version."""
+    from safetensors import safe_open
+
+    path = Path(path)
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            meta = dict(f.metadata() or {})
+            keys = set(f.keys())
+    except FileNotFoundError:
+        raise InvalidRequest(f"voice file {path} does not exist") from None
+    except Exception as e:  # safetensors raises its own error types for a bad header
+        raise InvalidRequest(f"{path} is not a voice file ({type(e).__name__}: {e})") from None
+    if meta.get("format") != VOICE_FORMAT or keys != {"codes"}:
+        raise InvalidRequest(f"{path} is not an omnivoice voice file")
+    if meta.get("version") != VOICE_FORMAT_VERSION:
+        raise InvalidRequest(
+            f"{path} is a voice file of format version {meta.get('version')!r}; this omnivoice reads "
+            f"version {VOICE_FORMAT_VERSION}: add the voice again from its recording"
+        )
+    return meta
+
+
+def load_voice(path: str | Path) -> VoicePrompt:
+    """Read a voice saved by `save_voice`."""
+    from safetensors.torch import load_file
+
+    meta = read_voice_metadata(path)
+    codes = load_file(str(path))["codes"]
+    if codes.ndim != 2 or codes.dtype != torch.int64 or codes.numel() == 0:
+        raise InvalidRequest(f"{path}: the voice's codes have shape {list(codes.shape)}, expected [codebooks, frames]")
+    rms = float(meta["rms"]) if meta.get("rms") else None
+    return VoicePrompt(codes=codes, text=meta["text"], rms=rms)
+
+
+def import_reference_prompt(path: str | Path) -> VoicePrompt:
+    """Read a `.pt` prompt saved by the reference's `VoiceClonePrompt.save`.
+
+    Loaded with `torch.load(weights_only=True)`: plain tensors and builtins only, never code."""
+    path = Path(path)
+    try:
+        data = torch.load(str(path), map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise InvalidRequest(f"prompt file {path} does not exist") from None
+    except Exception as e:  # an unpickling error, a zip error, a non-weights object...
+        raise InvalidRequest(f"{path} is not a saved reference prompt ({type(e).__name__})") from None
+    if not isinstance(data, dict) or "format_version" not in data:
+        raise InvalidRequest(f"{path} is not a saved reference prompt (no format_version)")
+    if data["format_version"] != REFERENCE_PT_VERSION:
+        raise InvalidRequest(
+            f"{path} has prompt format version {data['format_version']!r}; supported: {REFERENCE_PT_VERSION}"
+        )
+    codes, text, rms = data.get("ref_audio_tokens"), data.get("ref_text"), data.get("ref_rms")
+    if not torch.is_tensor(codes) or codes.ndim != 2 or codes.dtype.is_floating_point:
+        raise InvalidRequest(f"{path}: ref_audio_tokens must be an integer tensor [codebooks, frames]")
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidRequest(f"{path}: ref_text is missing or empty")
+    if not isinstance(rms, (int, float)):
+        raise InvalidRequest(f"{path}: ref_rms is missing")
+    return VoicePrompt(codes=codes.to(torch.int64), text=text, rms=float(rms))

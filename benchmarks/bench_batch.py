@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""A batch of 8 lines of 1.5-9 s, side by side with the reference (when its oracle venv exists).
+
+    python benchmarks/bench_batch.py [--ckpt DIR] [--steps 8] [--repeats 3] [--whole-steps 2]
+
+Per-step figures: generate() of the 8 lines in one call, in alternating subprocesses, medians of
+`--repeats`. The reference pads all 16 rows (8 conditional + 8 unconditional) to the longest canvas;
+our engine packs the rows back to back. Whole-command figures time `omnivoice batch lines.txt -o
+DIR` against a script that does the same with the reference (import, load, generate, write 8 files).
+"""
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import _harness as H
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ckpt", type=Path, default=None)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--whole-steps", type=int, default=2, help="0 skips the whole-command runs")
+    ap.add_argument("--no-reference", action="store_true")
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+    args.ckpt = args.ckpt or H.default_ckpt()
+    ref = H.have_reference() and not args.no_reference
+    print(f"checkpoint {args.ckpt}, {args.threads} threads, reference {'on' if ref else 'off'}", flush=True)
+    runs = {"ours": [], **({"reference": []} if ref else {})}
+    for rep in range(args.repeats):
+        runs["ours"].append(H.run_json(H.ours_cmd(args, H.BATCH8, args.steps)))
+        if ref:
+            runs["reference"].append(H.run_json(H.reference_cmd(args, H.BATCH8, args.steps)))
+        print(f"  repeat {rep + 1}/{args.repeats} done", flush=True)
+    out = {"ckpt": str(args.ckpt), "threads": args.threads, "num_step": args.steps, "per_step": {}, "whole": {}}
+    print(f"\nbatch of 8 at {args.steps} steps\n{H.HEADER}")
+    for name, rs in runs.items():
+        med = {k: H.median([r[k] for r in rs]) for k in ("s_per_step", "generate_seconds", "audio_seconds", "rtf", "peak_rss_gib")}
+        out["per_step"][name] = med | {"runs": rs}
+        print(H.fmt_row(name, med))
+    if ref:
+        r, o = out["per_step"]["reference"], out["per_step"]["ours"]
+        print(f"  ours: {r['s_per_step'] / o['s_per_step']:.2f}x per step, "
+              f"{r['generate_seconds'] / o['generate_seconds']:.2f}x generate(), "
+              f"peak RSS {o['peak_rss_gib']:.2f} vs {r['peak_rss_gib']:.2f} GiB")  # fmt: skip
+    if args.whole_steps:
+        with tempfile.TemporaryDirectory() as tmp:
+            lines = Path(tmp) / "lines.txt"
+            lines.write_text("\n".join(H.BATCH8) + "\n")
+            walls = {"ours": [], **({"reference": []} if ref else {})}
+            for rep in range(args.repeats):
+                cmd = [sys.executable, "-m", "omnivoice_cli.cli", "batch", str(lines), "-o", f"{tmp}/out{rep}",
+                       "--model", str(args.ckpt), "--lang", "en", "--num-step", str(args.whole_steps),
+                       "--position-temperature", "0", "--threads", str(args.threads), "--device", "cpu", "-q"]  # fmt: skip
+                walls["ours"].append(H.run_wall(cmd))
+                if ref:
+                    rcmd = H.reference_cmd(args, H.BATCH8, args.whole_steps, ["--output", f"{tmp}/ref.wav"])
+                    walls["reference"].append(H.run_wall(rcmd))
+            print(f"\nwhole command at {args.whole_steps} steps (median of {args.repeats}, seconds)")
+            for name, ws in walls.items():
+                print(f"  {name:10s} {H.median(ws):7.1f}   runs {[round(w, 1) for w in ws]}")
+                out["whole"][name] = {"median": H.median(ws), "runs": ws}
+            if ref:
+                print(f"  ours: {H.median(walls['reference']) / H.median(walls['ours']):.2f}x the reference")
+    if args.out:
+        args.out.write_text(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,253 @@
+"""Presets: the built-in ones, user ones, lookup, `omnivoice presets`, `say --preset`, bad files."""
+
+from __future__ import annotations
+
+import sys
+import zipfile
+
+import pytest
+
+from conftest import ROOT, files_in
+from omnivoice_cli import settings as st
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    """OMNIVOICE_HOME in tmp_path; user presets go in home/presets (created)."""
+    h = tmp_path / "home"
+    (h / "presets").mkdir(parents=True)
+    monkeypatch.setenv("OMNIVOICE_HOME", str(h))
+    return h
+
+
+def error_line(result) -> str:
+    assert "Traceback" not in result.stderr, result.stderr
+    errors = [ln for ln in result.stderr.splitlines() if ln.startswith("Error: ")]
+    assert len(errors) == 1, result.stderr
+    return errors[0]
+
+
+# ------------------------------------------------------------------------------------ built-in
+
+
+def test_builtin_presets(home):
+    names = {name: (path, source) for name, path, source, *_ in st.list_presets()}
+    assert {"fast", "balanced", "quality"} <= set(names)
+    assert all(source == "built-in" for _, source in names.values())
+    fast, balanced, quality = (st.find_preset(n) for n in ("fast", "balanced", "quality"))
+    assert fast.settings["num_step"] == 16
+    assert st.resolve_settings(st.DEFAULTS, balanced.settings, {}) == st.DEFAULTS  # balanced = the defaults
+    assert quality.settings["num_step"] > st.DEFAULTS["num_step"]
+    for p in (fast, balanced, quality):
+        assert p.description and p.source == "built-in"
+        assert set(p.settings) == set(st.GENERATION_DEFAULTS)  # complete recipes: no leaks between presets
+
+
+def test_builtin_presets_agree_with_the_engine():
+    from omnivoice_cli.engine.config import GenerationConfig
+
+    for name in ("fast", "balanced", "quality"):
+        GenerationConfig(**st.find_preset(name).settings)  # every value is one the engine accepts
+
+
+def test_presets_are_package_data():
+    """pyproject ships presets/*.toml with the package, and they sit inside the package folder."""
+    text = (ROOT / "pyproject.toml").read_text()
+    assert '"presets/*.toml"' in text
+    folder = st.builtin_preset_dir()
+    assert folder == ROOT / "omnivoice_cli" / "presets"
+    assert {p.name for p in folder.glob("*.toml")} >= {"fast.toml", "balanced.toml", "quality.toml"}
+
+
+@pytest.mark.slow
+def test_presets_are_in_the_wheel(tmp_path):
+    pytest.importorskip("setuptools")
+    import subprocess
+
+    import shutil
+
+    src = tmp_path / "src"  # a copy, so that the build leaves nothing in the checkout
+    shutil.copytree(ROOT / "omnivoice_cli", src / "omnivoice_cli", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    out = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "--no-build-isolation", "-w", str(tmp_path), "-q"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    if out.returncode != 0:
+        pytest.skip(f"cannot build a wheel here: {out.stderr.strip()[-200:]}")
+    [wheel] = tmp_path.glob("*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    for name in ("fast", "balanced", "quality"):
+        assert f"omnivoice_cli/presets/{name}.toml" in names
+
+
+# ------------------------------------------------------------------------------------ user presets
+
+
+def test_user_preset_dir(monkeypatch, tmp_path):
+    monkeypatch.setenv("OMNIVOICE_HOME", str(tmp_path / "h"))
+    assert st.user_preset_dir() == tmp_path / "h" / "presets"
+    monkeypatch.delenv("OMNIVOICE_HOME")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
+    assert st.user_preset_dir() == tmp_path / "cfg" / "omnivoice" / "presets"
+    monkeypatch.delenv("XDG_CONFIG_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "me"))
+    assert st.user_preset_dir() == tmp_path / "me" / ".config" / "omnivoice" / "presets"
+
+
+def test_user_presets_are_found_and_shadow_builtin_ones(home):
+    (home / "presets" / "mine.toml").write_text('description = "my voice"\nnum_step = 8\ninstruct = "female"\n')
+    (home / "presets" / "fast.toml").write_text("num_step = 4\n")
+    assert st.find_preset("mine").settings == {"num_step": 8, "instruct": "female"}
+    assert st.find_preset("mine").source == "user"
+    assert st.find_preset("fast").settings == {"num_step": 4}
+    rows = {name: source for name, _, source, *_ in st.list_presets()}
+    assert rows["mine"] == "user" and rows["fast"] == "user, overrides built-in" and rows["quality"] == "built-in"
+
+
+def test_preset_by_path(home, tmp_path, monkeypatch):
+    f = tmp_path / "my preset.toml"
+    f.write_text("num_step = 12\n")
+    assert st.find_preset(str(f)).settings == {"num_step": 12}
+    assert st.find_preset(str(f)).source == "file"
+    monkeypatch.chdir(tmp_path)
+    assert st.find_preset("my preset.toml").name == "my preset"
+
+
+BAD_PRESETS = [
+    # (file content, message fragment after "preset file '<path>': ")
+    ("num_step = 8\nguidance_scale = \n", "TOML syntax error: Invalid value (at line 2, column 18)"),
+    ("num_step = 8\n[section\n", "TOML syntax error"),
+    ("num_steps = 8\n", "unknown key 'num_steps' (did you mean 'num_step'?); allowed keys: num_step"),
+    ("model = 'x/y'\n", "unknown key 'model' (model cannot be set by a preset: give --model)"),
+    ("seed = 3\n", "unknown key 'seed' (seed cannot be set by a preset: give --seed)"),
+    ("[generation]\nnum_step = 8\n", "unknown key 'generation'"),
+    ("num_step = '8'\n", "key 'num_step' must be an integer in 1..64, got '8' (a string)"),
+    ("num_step = 8.0\n", "key 'num_step' must be an integer in 1..64, got 8.0 (a number)"),
+    ("num_step = 0\n", "key 'num_step' must be an integer in 1..64, got 0"),
+    ("guidance_scale = -1\n", "key 'guidance_scale' must be a number >= 0, got -1.0"),
+    ("denoise = 'no'\n", "key 'denoise' must be true or false, got 'no' (a string)"),
+    ("device = 'tpu'\n", "key 'device' must be auto, cpu, cuda, cuda:N or mps, got 'tpu'"),
+    ("format = 'mp3'\n", "key 'format' must be wav, flac, ogg, got 'mp3'"),
+    ("description = 3\n", "key 'description' must be a string, got an integer"),
+]
+
+
+@pytest.mark.parametrize("content,message", BAD_PRESETS, ids=[m for _, m in BAD_PRESETS])
+def test_bad_preset_files(invoke, fake_engine, home, tmp_path, content, message):
+    f = tmp_path / "bad.toml"
+    f.write_text(content)
+    with pytest.raises(st.SettingsError) as e:
+        st.find_preset(str(f))
+    assert f"preset file '{f}': {message}" in str(e.value)
+    # through the command line: exit 2, one line, before the model
+    r = invoke("say", "Hello", "--preset", f, "-o", tmp_path / "x.wav")
+    assert r.exit_code == 2, r.stderr
+    assert f"preset file '{f}': {message}" in error_line(r)
+    assert fake_engine.loads == [] and not (tmp_path / "x.wav").exists()
+
+
+def test_missing_preset_file(home, tmp_path):
+    with pytest.raises(st.SettingsError, match="preset file '.*nope.toml' does not exist"):
+        st.find_preset(str(tmp_path / "nope.toml"))
+
+
+def test_unknown_preset_name_lists_the_known_ones(invoke, fake_engine, home):
+    (home / "presets" / "mine.toml").write_text("num_step = 8\n")
+    r = invoke("say", "Hello", "--preset", "fats")
+    assert r.exit_code == 2
+    line = error_line(r)
+    assert "unknown preset 'fats' (did you mean 'fast'?); known presets: balanced, fast, mine, quality" in line
+    assert str(home / "presets") in line
+    assert fake_engine.loads == []
+
+
+# ------------------------------------------------------------------------------------ say --preset
+
+
+def test_say_with_a_preset(invoke, fake_engine, home, tmp_path):
+    r = invoke("say", "Quick draft", "--preset", "fast", "-o", tmp_path / "d.wav", "--json")
+    assert r.exit_code == 0, r.stderr
+    [req] = fake_engine.requests
+    assert req.generation.num_step == 16
+    import json
+
+    assert json.loads(r.stdout)["settings"]["num_step"] == 16
+
+
+def test_say_flags_beat_the_preset(invoke, fake_engine, home, tmp_path):
+    (home / "presets" / "mine.toml").write_text(
+        'num_step = 8\nguidance_scale = 1.0\nlang = "de"\ndevice = "cpu"\ndtype = "bfloat16"\n'
+    )
+    r = invoke("say", "Hi", "--preset", "mine", "--num-step", "12", "--dtype", "float32", "-o", tmp_path / "x.wav")
+    assert r.exit_code == 0, r.stderr
+    [req] = fake_engine.requests
+    assert (req.generation.num_step, req.generation.guidance_scale, req.lang) == (12, 1.0, "de")
+    assert fake_engine.loads == [{"model": st.DEFAULT_MODEL, "device": "cpu", "dtype": "float32"}]
+
+
+def test_say_preset_format_sets_the_default_output(invoke, fake_engine, home, tmp_path, monkeypatch):
+    (home / "presets" / "flac.toml").write_text('format = "flac"\n')
+    monkeypatch.chdir(tmp_path)
+    r = invoke("say", "Hi", "--preset", "flac", "-q")
+    assert r.exit_code == 0, r.stderr
+    assert "omnivoice.flac" in files_in(tmp_path)
+    r = invoke("say", "Hi", "--preset", "flac", "-o", "given.wav", "-q")  # -o wins
+    assert r.exit_code == 0, r.stderr
+    assert "given.wav" in files_in(tmp_path)
+
+
+def test_say_preset_with_a_voice_is_refused_for_now(invoke, fake_engine, home, tmp_path):
+    (home / "presets" / "alice.toml").write_text('voice = "alice"\n')
+    r = invoke("say", "Hi", "--preset", "alice", "-o", tmp_path / "x.wav")
+    assert r.exit_code == 2
+    assert "voice cloning is not available yet" in error_line(r)
+
+
+# ------------------------------------------------------------------------------------ omnivoice presets
+
+
+def test_presets_command_lists(invoke, home):
+    (home / "presets" / "mine.toml").write_text('description = "my own"\nnum_step = 8\n')
+    (home / "presets" / "broken.toml").write_text("num_step = \n")
+    r = invoke("presets")
+    assert r.exit_code == 0, r.stderr
+    rows = [ln.split() for ln in r.stdout.splitlines()]
+    names = [row[0] for row in rows]
+    assert names == ["balanced", "broken", "fast", "mine", "quality"]
+    assert rows[names.index("fast")][1] == "built-in" and "16" in r.stdout.splitlines()[names.index("fast")]
+    assert rows[names.index("mine")][1:3] == ["user", "my"]
+    assert "(broken: preset file" in r.stdout
+    assert "Warning: preset file" in r.stderr and "TOML syntax error" in r.stderr
+    assert f"user presets: {home / 'presets'}" in r.stderr
+
+
+def test_presets_show_prints_the_resolved_settings(invoke, home, tmp_path):
+    r = invoke("presets", "show", "quality")
+    assert r.exit_code == 0, r.stderr
+    out = r.stdout
+    assert out.startswith("# preset 'quality' (built-in): ")
+    assert "num_step = 64  # preset" in out
+    assert 'device = "auto"  # default' in out and 'format = "wav"  # default' in out
+    assert "# lang is not set (default)" in out
+    # the listing is itself a valid preset file that resolves to the same settings
+    copy = tmp_path / "copy.toml"
+    copy.write_text(out)
+    again = st.find_preset(str(copy))
+    assert st.resolve_settings(st.DEFAULTS, again.settings, {}) == st.resolve_settings(
+        st.DEFAULTS, st.find_preset("quality").settings, {}
+    )
+
+
+def test_presets_show_a_file_and_errors(invoke, home, tmp_path):
+    f = tmp_path / "p.toml"
+    f.write_text('instruct = "female, low pitch"\nspeed = 1.1\n')
+    r = invoke("presets", "show", f)
+    assert r.exit_code == 0, r.stderr
+    assert 'instruct = "female, low pitch"  # preset' in r.stdout and "speed = 1.1  # preset" in r.stdout
+    assert "num_step = 32  # default" in r.stdout
+    r = invoke("presets", "show", "nope")
+    assert r.exit_code == 2
+    assert "unknown preset 'nope'" in error_line(r)
+    assert r.stdout == ""

@@ -1,0 +1,136 @@
+"""omnivoice_cli.settings: the one precedence function, and the checks of one setting."""
+
+from __future__ import annotations
+
+import pytest
+
+from omnivoice_cli import settings as st
+
+_ = None  # "not given in this layer"
+
+# (setting, preset, flag, JSON line field, expected): built-in defaults < preset < flags < line
+PRECEDENCE = [
+    ("num_step", _, _, _, 32),
+    ("num_step", 16, _, _, 16),
+    ("num_step", _, 8, _, 8),
+    ("num_step", _, _, 4, 4),
+    ("num_step", 16, 8, _, 8),
+    ("num_step", 16, _, 4, 4),
+    ("num_step", _, 8, 4, 4),
+    ("num_step", 16, 8, 4, 4),
+    ("guidance_scale", 0.0, _, _, 0.0),  # a falsy value still counts as given
+    ("guidance_scale", 1.0, 0.0, _, 0.0),
+    ("guidance_scale", 1.0, 3.0, 0.0, 0.0),
+    ("denoise", False, _, _, False),
+    ("denoise", False, True, _, True),
+    ("denoise", _, False, True, True),
+    ("lang", "de", _, _, "de"),
+    ("lang", "de", "en", _, "en"),
+    ("lang", "de", "en", "fr", "fr"),
+    ("instruct", _, _, _, None),
+    ("instruct", "male", _, "female", "female"),
+    ("speed", 1.2, _, _, 1.2),
+    ("duration", _, 3.0, 2.0, 2.0),
+    ("seed", _, 100, _, 100),
+    ("seed", _, 100, 7, 7),
+    ("device", "cpu", _, _, "cpu"),
+    ("device", "cpu", "cuda", _, "cuda"),
+    ("dtype", "bfloat16", _, _, "bfloat16"),
+    ("format", "flac", _, _, "flac"),
+    ("format", "flac", "ogg", _, "ogg"),
+    ("voice", "alice", _, "bob", "bob"),
+    ("model", _, "some/model", _, "some/model"),
+]
+
+
+@pytest.mark.parametrize("key,preset,flag,line,expected", PRECEDENCE)
+def test_precedence(key, preset, flag, line, expected):
+    layers = [{key: v} if v is not None else {} for v in (preset, flag, line)]
+    merged = st.resolve_settings(st.DEFAULTS, *layers)
+    assert merged[key] == expected
+    others = {k: v for k, v in merged.items() if k != key}
+    assert others == {k: v for k, v in st.DEFAULTS.items() if k != key}  # nothing else moves
+    # None in a layer means "not given there", the same as leaving the key out
+    nones = [{key: v} for v in (preset, flag, line)]
+    assert st.resolve_settings(st.DEFAULTS, *nones)[key] == expected
+
+
+def test_unknown_setting_in_any_layer():
+    for layers in (({"bogus": 1}, {}, {}), ({}, {"bogus": 1}, {}), ({}, {}, {"bogus": 1})):
+        with pytest.raises(st.SettingsError, match="unknown setting 'bogus'"):
+            st.resolve_settings(st.DEFAULTS, *layers)
+
+
+def test_layers_are_not_modified():
+    preset, flags, line = {"num_step": 16}, {"num_step": 8}, {"num_step": 4}
+    st.resolve_settings(st.DEFAULTS, preset, flags, line)
+    assert (preset, flags, line) == ({"num_step": 16}, {"num_step": 8}, {"num_step": 4})
+    assert st.DEFAULTS["num_step"] == 32
+
+
+CHECKS_OK = [
+    ("num_step", 1, 1),
+    ("num_step", 64, 64),
+    ("guidance_scale", 2, 2.0),  # an integer where a number is due becomes a float
+    ("guidance_scale", 0, 0.0),
+    ("t_shift", 0.5, 0.5),
+    ("speed", 1, 1.0),
+    ("duration", 30, 30.0),
+    ("seed", 0, 0),
+    ("seed", 2**63 - 1, 2**63 - 1),
+    ("denoise", False, False),
+    ("device", "cuda:1", "cuda:1"),
+    ("dtype", "bfloat16", "bfloat16"),
+    ("format", "ogg", "ogg"),
+    ("lang", "klingon", "klingon"),  # unknown languages warn later, they are not refused here
+]
+
+
+@pytest.mark.parametrize("key,value,expected", CHECKS_OK)
+def test_check_setting_accepts(key, value, expected):
+    got = st.check_setting(key, value)
+    assert got == expected and type(got) is type(expected)
+
+
+CHECKS_BAD = [
+    ("num_step", 0, "must be an integer in 1..64, got 0"),
+    ("num_step", 65, "got 65"),
+    ("num_step", 16.0, "must be an integer in 1..64, got 16.0 (a number)"),
+    ("num_step", True, "got True (a boolean)"),
+    ("num_step", "16", "got '16' (a string)"),
+    ("guidance_scale", -0.5, "must be a number >= 0, got -0.5"),
+    ("guidance_scale", float("nan"), "got nan"),
+    ("guidance_scale", float("inf"), "got inf"),
+    ("t_shift", 0, "must be a number > 0, got 0.0"),
+    ("speed", [1], "got [1] (a list)"),
+    ("duration", 0, "must be seconds in (0, 30], got 0.0"),
+    ("seed", -1, "got -1"),
+    ("seed", 2**63, "got 9223372036854775808"),
+    ("denoise", 1, "must be true or false, got 1 (an integer)"),
+    ("device", "tpu", "must be auto, cpu, cuda, cuda:N or mps, got 'tpu'"),
+    ("dtype", "float64", "must be auto, float32, float16, bfloat16, got 'float64'"),
+    ("format", "mp3", "must be wav, flac, ogg, got 'mp3'"),
+    ("lang", 5, "got 5 (an integer)"),
+    ("voice", "", "got ''"),
+]
+
+
+@pytest.mark.parametrize("key,value,message", CHECKS_BAD)
+def test_check_setting_refuses(key, value, message):
+    with pytest.raises(st.SettingsError) as e:
+        st.check_setting(key, value)
+    assert message in str(e.value)
+
+
+def test_every_setting_has_a_check():
+    for key in st.DEFAULTS:
+        st.allowed(key)  # KeyError if the schema misses one
+        if st.DEFAULTS[key] is not None:
+            assert st.check_setting(key, st.DEFAULTS[key]) == st.DEFAULTS[key], key
+
+
+def test_preset_keys():
+    assert set(st.GENERATION_DEFAULTS) <= set(st.PRESET_KEYS)
+    assert {"lang", "instruct", "voice", "device", "dtype", "format"} <= set(st.PRESET_KEYS)
+    assert set(st.PRESET_KEYS) <= set(st.DEFAULTS)
+    assert "model" not in st.PRESET_KEYS and "seed" not in st.PRESET_KEYS
