@@ -28,12 +28,16 @@ random seed. The seed is always recorded, so `omnivoice say TEXT --seed N` (same
 repeats any line byte for byte.
 
 A line's "preset" replaces --preset for that line (defaults < the line's preset < the flags < the
-line's fields); device and dtype are per run, so a line's preset may not change them.
+line's fields); model, device, dtype, threads, quantize and compile are per run (one engine), so
+a line's preset may not change them.
 
-Voice cloning: "ref" (a recording) with "ref_text" (its transcript) is encoded once the model is
-loaded (`Engine.voice_from_audio`; each recording once); "voice" is a saved voice file
-(`voice.load_voice`, or a reference `.pt` prompt). Relative paths in a line are relative to the
-input file's folder. An engine without these features fails such lines with a clear message.
+Text: line breaks inside a JSON line's text (and ref_text) become spaces, as in `say`.
+
+Voice cloning: "ref" (a recording) with "ref_text" (its transcript; else the .txt file beside
+the recording) is encoded once the model is loaded (`Engine.voice_from_audio`; each recording
+once); "voice" is a saved voice's name (`voices.py`) or a voice file (.safetensors, or a reference
+`.pt` prompt). Relative paths in a line are relative to the input file's folder; a preset's voice
+to the preset's folder; --voice to the current folder.
 """
 
 from __future__ import annotations
@@ -43,20 +47,20 @@ import os
 import secrets
 import signal
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 from typing import Any, Callable, Mapping
 
 from . import settings as st
 from .engine.errors import InvalidRequest, OmniVoiceError
+from .signals import HoldSignals as _Signals
 
 MANIFEST = "manifest.jsonl"
 GROUP_SIZE = 64  # lines per Engine.generate call (the engine bounds each forward itself)
 TEXT_SUFFIXES = (".txt",)
 JSON_SUFFIXES = (".jsonl", ".ndjson")
 AUDIO_SUFFIXES = {".wav": "wav", ".flac": "flac", ".ogg": "ogg"}
-RUN_WIDE = ("model", "device", "dtype")  # one engine per run
+RUN_WIDE = ("model", "device", "dtype", "threads", "quantize", "compile")  # one engine per run
 
 # Fields of a JSON line that are settings (checked by settings.check_setting).
 SETTING_FIELDS = (
@@ -73,6 +77,8 @@ SETTING_FIELDS = (
     "position_temperature",
     "class_temperature",
     "denoise",
+    "chunk_duration",
+    "chunk_threshold",
 )
 LINE_FIELDS = ("text", "id", "output", *SETTING_FIELDS[:3], "ref", "ref_text", *SETTING_FIELDS[3:], "preset")
 VOICE_CLONING_MISSING = "voice cloning is not available yet"
@@ -120,61 +126,6 @@ class BatchReport:
     @property
     def rtf(self) -> float | None:
         return self.generate_seconds / self.audio_seconds if self.audio_seconds > 0 else None
-
-
-class _Stop(KeyboardInterrupt):
-    """Ctrl-C or SIGTERM: finished files stay, the manifest is rewritten."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
-class _Signals:
-    """SIGINT and SIGTERM raise _Stop, except inside `protect()`: there they wait until it ends.
-
-    A file and its manifest record are written inside `protect()`, so a stop never lands inside
-    soundfile's C callbacks (where an exception is swallowed) nor between a file and its record.
-    """
-
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-    def __init__(self) -> None:
-        self.depth = 0
-        self.pending: int | None = None
-        self._old: dict[int, Any] = {}
-
-    def __enter__(self) -> "_Signals":
-        for sig in self.SIGNALS:
-            try:
-                self._old[sig] = signal.signal(sig, self._handler)
-            except (ValueError, OSError):  # not the main thread: leave signals alone
-                pass
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for sig, old in self._old.items():
-            try:
-                signal.signal(sig, old)
-            except (ValueError, OSError):
-                pass
-
-    def _handler(self, signum, frame) -> None:
-        if self.depth:
-            self.pending = signum
-            return
-        raise _Stop(signum)
-
-    @contextmanager
-    def protect(self):
-        self.depth += 1
-        try:
-            yield
-        finally:
-            self.depth -= 1
-            if not self.depth and self.pending is not None:
-                signum, self.pending = self.pending, None
-                raise _Stop(signum)
 
 
 # --------------------------------------------------------------------------------------------
@@ -277,7 +228,7 @@ def check_fields(line: Line) -> None:
     if not text.strip():
         line.error = f"line {n}: field 'text' is empty: give some text to speak"
         return
-    line.text = text
+    line.text = st.join_lines(text)
     for key in ("id", "output", "ref", "ref_text", "preset"):
         value = f.get(key)
         if value is None:
@@ -336,7 +287,7 @@ def plan_line(
             line.error = f"line {n}: field 'preset': {found}"
             return
         preset = found
-        for key in ("device", "dtype"):
+        for key in RUN_WIDE:
             if key in preset.settings and preset.settings[key] != run[key]:
                 line.error = (
                     f"line {n}: field 'preset': preset {spec!r} sets {key} {preset.settings[key]!r} but this run "
@@ -379,8 +330,13 @@ def plan_line(
     settings["format"] = fmt
 
     # voice cloning: ref / ref_text / voice
-    voice_base = base if f.get("voice") is not None else preset.path.parent if preset else Path(".")
-    ref = _voice_prompt(line, settings, base, voice_base, {} if voices is None else voices)
+    if f.get("voice") is not None:
+        voice_base, voice_from = base, "line"  # the input file's folder
+    elif flags.get("voice") is not None or preset is None:
+        voice_base, voice_from = Path("."), "flag"
+    else:
+        voice_base, voice_from = preset.path.parent, "preset"
+    ref = _voice_prompt(line, settings, base, voice_base, {} if voices is None else voices, voice_from)
     if line.error:
         return
 
@@ -403,14 +359,23 @@ def plan_line(
     line.request = request
 
 
-def _voice_prompt(line: Line, settings: Mapping[str, Any], base: Path, voice_base: Path, voices: dict[Path, Any]):
+def _voice_prompt(
+    line: Line,
+    settings: Mapping[str, Any],
+    base: Path,
+    voice_base: Path,
+    voices: dict[Path, Any],
+    voice_from: str = "line",
+):
     """The VoicePrompt of a line that clones a saved voice, else None.
 
-    `ref` (a recording, with `ref_text`) is only checked here and set on line.ref: it is encoded
-    once the model is loaded (`encode_refs`). `voice` is a saved voice file, read now. Relative
-    paths in a line are relative to the input file's folder (`base`); a preset's voice to the
-    preset's folder (`voice_base`).
+    `ref` (a recording, with `ref_text`, else the .txt file beside it) is only checked here and
+    set on line.ref: it is encoded once the model is loaded (`encode_refs`). `voice` is a saved
+    voice's name or a voice file, read now. Relative paths in a line are relative to the input
+    file's folder (`base`); a preset's voice to the preset's folder (`voice_base`).
     """
+    from . import voices as store
+
     f, n = line.fields, line.number
     ref, ref_text = f.get("ref"), f.get("ref_text")
     if ref_text is not None and ref is None:
@@ -425,23 +390,29 @@ def _voice_prompt(line: Line, settings: Mapping[str, Any], base: Path, voice_bas
             shown = f"'{ref}'" if path == Path(ref) else f"'{ref}' ({path})"
             line.error = f"line {n}: field 'ref': audio file {shown} does not exist"
             return None
-        line.ref = (path, ref_text)
+        try:
+            transcript = store.reference_transcript(path, ref_text, flag="field 'ref_text'")
+        except InvalidRequest as e:
+            line.error = f"line {n}: field 'ref': {e}"
+            return None
+        line.ref = (path, transcript)
         return None
     voice = settings.get("voice")
     if voice is None:
         return None
-    from_line = f.get("voice") is not None
-    where = "field 'voice'" if from_line else f"voice {voice!r} (from the preset)"
-    path = _resolve(voice, voice_base)
-    if not path.is_file():
-        line.error = (
-            f"line {n}: {where}: no voice file {str(path)!r}; saved voices by name are not available "
-            "yet: give the path of a voice file (.safetensors)"
-        )
+    where = {
+        "line": "field 'voice'",
+        "flag": f"--voice {voice!r}",
+        "preset": f"voice {voice!r} (from the preset)",
+    }[voice_from]
+    try:
+        path = store.resolve_voice(voice, voice_base)
+    except InvalidRequest as e:
+        line.error = f"line {n}: {where}: {e}"
         return None
     if path not in voices:
         try:
-            voices[path] = _load_voice_file(path)
+            voices[path] = store.load_voice_file(path)
         except InvalidRequest as e:
             voices[path] = e
     loaded = voices[path]
@@ -454,18 +425,6 @@ def _voice_prompt(line: Line, settings: Mapping[str, Any], base: Path, voice_bas
 def _resolve(spec: str, base: Path) -> Path:
     p = Path(spec).expanduser()
     return p if p.is_absolute() else base / p
-
-
-def _load_voice_file(path: Path):
-    """A saved voice (.safetensors, `voice.load_voice`) or the reference's prompt (.pt)."""
-    try:
-        from .engine import voice as vmod
-    except ImportError:
-        vmod = None
-    load = getattr(vmod, "import_reference_prompt" if path.suffix.lower() == ".pt" else "load_voice", None)
-    if load is None:
-        raise InvalidRequest(VOICE_CLONING_MISSING)
-    return load(path)
 
 
 def encode_refs(engine, lines: list[Line]) -> list[tuple[Line, str]]:
@@ -828,7 +787,9 @@ def run_batch(
                         echo(msg)
 
                 t_load = time.perf_counter()
-                engine = pipeline.Engine.load(run["model"], device=run["device"], dtype=run["dtype"], on_notice=notice)
+                engine = pipeline.Engine.load(
+                    run["model"], device=run["device"], dtype=run["dtype"], on_notice=notice, **st.engine_kwargs(run)
+                )
                 t_gen = time.perf_counter()
                 report.load_seconds = t_gen - t_load
                 for line, message in encode_refs(engine, pending):

@@ -4,6 +4,13 @@
     omnivoice say "Good evening." --instruct "female, low pitch, british accent" --lang en -o out.flac
     echo "Text from a pipe" | omnivoice say - -o - > out.wav
     omnivoice say "Quick draft" --preset fast -o d.wav
+    omnivoice say -f chapter1.txt -o chapter1.flac
+    omnivoice say "I can speak in your voice." --ref me.wav --ref-text "What I say in me.wav." -o out.wav
+    omnivoice voice add alice --ref alice.flac --ref-text "Transcript of alice.flac."
+    omnivoice voice list
+    omnivoice say "Hello again." --voice alice -o hi.wav
+    omnivoice voice import my_voice.pt --name bob
+    omnivoice voice rm alice
     omnivoice batch lines.txt -o out/
     omnivoice batch jobs.jsonl -o out/ --preset fast
     omnivoice presets
@@ -16,7 +23,8 @@ on stdout, the listings); messages, warnings, errors and the progress bar go to 
 
 Exit codes, mapped once in `_Group.invoke`: 0 ok; 1 runtime failure (an OmniVoiceError such as
 CheckpointError or ModelUnavailable, an OSError; for `batch`, any line that failed); 2 usage
-(InvalidRequest, SettingsError, a bad option value); 130 / 143 a batch stopped by Ctrl-C / SIGTERM.
+(InvalidRequest, SettingsError, a bad option value); 130 / 143 stopped by Ctrl-C / SIGTERM (a file
+being written is finished first).
 
 The engine (and torch) is imported inside the command functions only, so `omnivoice --help`
 stays fast and never imports torch.
@@ -26,6 +34,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import time
 from typing import Any, Optional
 
@@ -115,7 +124,14 @@ _NUMBERS: dict[str, tuple[type, str]] = {
     "speed": (float, "a number > 0 (1.0 is normal)"),
     "duration": (float, "seconds in (0, 30]"),
     "seed": (int, f"an integer in 0..{2**63 - 1}"),
+    "chunk_duration": (float, "seconds > 0"),
+    "chunk_threshold": (float, "seconds in (0, 30]"),
+    "threads": (int, "an integer >= 1"),
 }
+
+# Flags checked by the CLI itself (settings.check_setting), with the flag in the message; the
+# generation settings are checked by GenerationConfig, in its own words.
+_CHECKED_FLAGS = ("chunk_duration", "chunk_threshold", "threads", "quantize")
 
 
 def _parse_number(key: str, raw: str | None) -> int | float | None:
@@ -128,6 +144,22 @@ def _parse_number(key: str, raw: str | None) -> int | float | None:
         return kind(raw.strip())
     except ValueError:
         raise InvalidRequest(f"{st.flag_name(key)} {raw!r} is not allowed: use {allowed}") from None
+
+
+def _check_flags(flags: dict[str, Any], keys) -> None:
+    """settings.check_setting on the flags given, as '--flag VALUE is not allowed: use ...'."""
+    from .engine.errors import InvalidRequest
+
+    for key in keys:
+        value = flags.get(key)
+        if value is None:
+            continue
+        if isinstance(value, str) and key == "quantize":
+            value = flags[key] = value.strip().lower()
+        try:
+            flags[key] = st.check_setting(key, value)
+        except st.SettingsError:
+            raise InvalidRequest(f"{st.flag_name(key)} {value!r} is not allowed: use {st.allowed(key)}") from None
 
 
 def _check_choices(device: str, dtype: str) -> None:
@@ -163,8 +195,9 @@ class _StepProgress:
     its own total; the bar adds them up.
     """
 
-    def __init__(self, enabled: bool) -> None:
+    def __init__(self, enabled: bool, label: str = "generating") -> None:
         self.enabled = enabled
+        self.label = label
         self._progress = None
         self._task = None
         self._offset = 0  # steps of finished loops
@@ -178,7 +211,7 @@ class _StepProgress:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
             self._progress = Progress(
-                TextColumn("generating"),
+                TextColumn(self.label.replace("[", "\\[")),
                 BarColumn(),
                 MofNCompleteColumn(),
                 TextColumn("steps"),
@@ -223,11 +256,16 @@ def _random_seed() -> int:
 
 
 _SAY_HELP = (
-    "Speak TEXT and write it to an audio file, or to stdout with -o -.\n\n"
+    "Speak TEXT (or the text of -f FILE) and write it to an audio file, or to stdout with -o -.\n\n"
     "Files are 24 kHz mono: .wav and .flac as 16-bit PCM, .ogg as Vorbis. A file is written to a "
     "temporary file in the same folder and renamed, so it is never left partial.\n\n"
+    "Long texts are spoken in chunks (--chunk-duration, --chunk-threshold); \\[pause 1.5s], "
+    "\\[pause 500ms] and \\[pause] (0.5 s) insert silences. Line breaks are read as spaces.\n\n"
+    "Voice cloning: --ref RECORDING with --ref-text (else the .txt file beside the recording), or "
+    "--voice NAME|FILE (see `omnivoice voice`).\n\n"
     "Progress and a summary (path, audio length, time, real-time factor, seed) go to stderr.\n\n"
-    "Exit codes: 0 ok; 1 runtime failure (model, checkpoint, writing); 2 bad usage or value."
+    "Exit codes: 0 ok; 1 runtime failure (model, checkpoint, writing); 2 bad usage or value; "
+    "130 / 143 stopped by Ctrl-C / SIGTERM."
 )
 
 
@@ -243,11 +281,82 @@ _DTYPE_OPTION = typer.Option(
     None, "--dtype", metavar="auto|float32|float16|bfloat16", show_default=False,
     help="Precision; auto = float32 on CPU, float16 on GPU. Default: auto.",
 )
+_MODEL_OPTION = typer.Option(
+    None, "--model", envvar="OMNIVOICE_MODEL", metavar="ID|DIR", show_default=False,
+    help=f"Hugging Face hub id or local checkpoint folder. Default: {st.DEFAULT_MODEL}.",
+)
+_THREADS_OPTION = _num("--threads", "N", "Torch CPU threads. Default: torch's default (the CPU cores).")
+_QUANTIZE_OPTION = typer.Option(
+    None, "--quantize", metavar="int8|none", show_default=False,
+    help="int8: dynamic int8 weights for the model body (CPU only; the audio differs slightly from "
+    "float32). Default: none.",
+)
+_COMPILE_OPTION = typer.Option(
+    None, "--compile/--no-compile", show_default=False,
+    help="torch.compile the per-step forward (slow first call; for long texts and batches). Default: off.",
+)
+_CHUNK_DURATION_OPTION = _num(
+    "--chunk-duration", "SECONDS",
+    f"Speech per chunk of a long text, > 0. Default: {st.CHUNK_DEFAULTS['chunk_duration']:g}.",
+)
+_CHUNK_THRESHOLD_OPTION = _num(
+    "--chunk-threshold", "SECONDS",
+    f"Texts estimated longer than this are chunked, in (0, 30]. Default: {st.CHUNK_DEFAULTS['chunk_threshold']:g}.",
+)
+
+
+def _read_text_file(spec: str, quiet: bool) -> str:
+    """The text of -f PATH (- reads stdin)."""
+    from pathlib import Path
+
+    from .engine.errors import InvalidRequest
+
+    if spec == "-":
+        return _read_stdin(quiet)
+    p = Path(spec).expanduser()
+    if not p.exists():
+        raise InvalidRequest(f"text file '{spec}' does not exist")
+    if p.is_dir():
+        raise InvalidRequest(f"text file '{spec}' is a folder: give a text file")
+    try:
+        return p.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise InvalidRequest(f"text file '{spec}' is not UTF-8 text (bad byte at offset {e.start})") from None
+    except OSError as e:
+        raise OSError(e.errno, f"cannot read the text file '{spec}': {e.strerror or e}") from None
+
+
+def _engine_notice(quiet: bool):
+    def notice(msg: str) -> None:
+        if not quiet:
+            typer.echo(msg, err=True)
+
+    return notice
+
+
+class _Warnings:
+    """Warnings on stderr, each once."""
+
+    def __init__(self) -> None:
+        self.shown: list[str] = []
+
+    def __call__(self, warnings) -> None:
+        for w in warnings:
+            if w not in self.shown:
+                _warn(w)
+                self.shown.append(w)
 
 
 @app.command(help=_SAY_HELP, no_args_is_help=True)
 def say(
-    text: str = typer.Argument(..., metavar="TEXT", help="The text to speak; - reads stdin.", show_default=False),
+    ctx: typer.Context,
+    text: Optional[str] = typer.Argument(
+        None, metavar="TEXT", show_default=False, help="The text to speak; - reads stdin. Or give -f FILE."
+    ),
+    text_file: Optional[str] = typer.Option(
+        None, "-f", "--text-file", metavar="PATH", show_default=False,
+        help="Speak the whole text of this UTF-8 file (line breaks are read as spaces); - reads stdin.",
+    ),
     output: Optional[str] = typer.Option(
         None, "-o", "--output", metavar="PATH", show_default=False,
         help=f"Audio file: .wav, .flac or .ogg; - writes WAV to stdout. Default: {st.DEFAULT_OUTPUT} "
@@ -257,10 +366,7 @@ def say(
         None, "--preset", metavar="NAME|FILE", show_default=False,
         help="Settings from a preset (see `omnivoice presets`) or a .toml file; flags override it.",
     ),
-    model: Optional[str] = typer.Option(
-        None, "--model", envvar="OMNIVOICE_MODEL", metavar="ID|DIR", show_default=False,
-        help=f"Hugging Face hub id or local checkpoint folder. Default: {st.DEFAULT_MODEL}.",
-    ),
+    model: Optional[str] = _MODEL_OPTION,
     lang: Optional[str] = typer.Option(
         None, "--lang", metavar="LANG",
         help="Language code or name, e.g. en or English (see `omnivoice languages`). Default: none.",
@@ -268,6 +374,18 @@ def say(
     instruct: Optional[str] = typer.Option(
         None, "--instruct", metavar="ITEMS",
         help="Voice design, e.g. \"female, low pitch\" (see `omnivoice instructs`). Default: auto voice.",
+    ),
+    ref: Optional[str] = typer.Option(
+        None, "--ref", metavar="AUDIO", show_default=False,
+        help="Clone the voice of this recording (3-10 s is best; any format libsndfile reads).",
+    ),
+    ref_text: Optional[str] = typer.Option(
+        None, "--ref-text", metavar="TEXT", show_default=False,
+        help="The words spoken in --ref. Default: the .txt file beside it (me.txt for me.wav).",
+    ),
+    voice: Optional[str] = typer.Option(
+        None, "--voice", metavar="NAME|FILE", show_default=False,
+        help="A saved voice (see `omnivoice voice list`) or a voice file (.safetensors, or a reference .pt prompt).",
     ),
     num_step: Optional[str] = _num("--num-step", "INT", f"Diffusion steps, 1..64. Default: {G['num_step']}."),
     guidance_scale: Optional[str] = _num(
@@ -291,23 +409,38 @@ def say(
     ),
     speed: Optional[str] = _num("--speed", "FLOAT", "Speaking rate, > 0 (1.2 = faster). Default: 1.0."),
     duration: Optional[str] = _num(
-        "--duration", "SECONDS", "Length of the speech, up to 30; overrides --speed. Default: from the text."
+        "--duration", "SECONDS",
+        "Length of the speech, up to 30; overrides --speed; not with pause tags. Default: from the text.",
     ),
+    chunk_duration: Optional[str] = _CHUNK_DURATION_OPTION,
+    chunk_threshold: Optional[str] = _CHUNK_THRESHOLD_OPTION,
     seed: Optional[str] = _num("--seed", "INT", "Random seed, >= 0. Default: random (printed, to repeat the run)."),
     device: Optional[str] = _DEVICE_OPTION,
     dtype: Optional[str] = _DTYPE_OPTION,
+    threads: Optional[str] = _THREADS_OPTION,
+    quantize: Optional[str] = _QUANTIZE_OPTION,
+    compile: Optional[bool] = _COMPILE_OPTION,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only warnings and errors on stderr."),
     json_out: bool = typer.Option(False, "--json", help="Print a JSON report instead of the summary (stderr if -o -)."),
 ) -> None:  # fmt: skip
     t_start = time.perf_counter()
+    import dataclasses
+
     from .engine.config import GenerationConfig
     from .engine.errors import InvalidRequest
     from .engine.pipeline import Request, validate_request
     from .output import check_output, write_audio
 
     # --- everything that needs no model: fail fast -------------------------------------------
-    if text == "-":
+    if text is not None and text_file is not None:
+        raise _cx.UsageError("give the text either as TEXT or with -f/--text-file, not both", ctx)
+    if text is None and text_file is None:
+        raise _cx.UsageError("Missing argument 'TEXT': give the text to speak, - to read stdin, or -f FILE", ctx)
+    if text_file is not None:
+        text = _read_text_file(text_file, quiet)
+    elif text == "-":
         text = _read_stdin(quiet)
+    text = st.join_lines(text)
     numbers = {
         "num_step": num_step,
         "guidance_scale": guidance_scale,
@@ -318,14 +451,48 @@ def say(
         "speed": speed,
         "duration": duration,
         "seed": seed,
+        "chunk_duration": chunk_duration,
+        "chunk_threshold": chunk_threshold,
+        "threads": threads,
     }
     flags = {key: _parse_number(key, raw) for key, raw in numbers.items()}
-    flags.update(model=model, device=device, dtype=dtype, lang=lang, instruct=instruct, denoise=denoise)
+    flags.update(
+        model=model, device=device, dtype=dtype, lang=lang, instruct=instruct, denoise=denoise,
+        voice=voice, quantize=quantize, compile=compile,
+    )  # fmt: skip
+    _check_flags(flags, _CHECKED_FLAGS)
+    if ref_text is not None and ref is None:
+        raise InvalidRequest("--ref-text needs --ref, the recording it transcribes")
+    if ref is not None and voice is not None:
+        raise InvalidRequest("give either --ref (a recording) or --voice (a saved voice), not both")
     chosen = st.find_preset(preset) if preset is not None else None
     settings = st.resolve_settings(st.DEFAULTS, chosen.settings if chosen else None, flags)
     _check_choices(settings["device"], settings["dtype"])
-    if settings["voice"] is not None:
-        raise InvalidRequest(f"the preset sets voice {settings['voice']!r}, but voice cloning is not available yet")
+    st.check_engine_options(settings)
+
+    # the voice: a recording (encoded once the model is loaded) or a saved voice (read now)
+    from . import voices
+
+    shown = _Warnings()
+    prompt = None
+    ref_path = transcript = None
+    voice_path = None
+    if ref is not None:
+        settings["voice"] = None  # --ref beats a preset's voice
+        ref_path = voices.check_reference_file(ref)
+        transcript = voices.reference_transcript(ref_path, ref_text)
+        _, ref_warnings = voices.precheck_reference(ref_path, transcript)
+        shown(ref_warnings)
+    elif settings["voice"] is not None:
+        from_preset = voice is None
+        base = chosen.path.parent if from_preset and chosen is not None else None
+        try:
+            voice_path, prompt = voices.find_voice(settings["voice"], base)
+        except InvalidRequest as e:
+            if not from_preset:
+                raise
+            raise InvalidRequest(f"preset {chosen.name!r} sets voice {settings['voice']!r}: {e}") from None
+
     try:
         generation = GenerationConfig(**st.generation_kwargs(settings))
     except InvalidRequest as e:
@@ -341,6 +508,7 @@ def say(
         duration=settings["duration"],
         speed=settings["speed"],
         seed=int(settings["seed"]),
+        ref=prompt,
         generation=generation,
     )
     try:
@@ -356,34 +524,51 @@ def say(
         settings["format"] = "wav"
     if target.to_stdout and typer.get_binary_stream("stdout").isatty():
         raise InvalidRequest("-o - writes binary audio to stdout, which is a terminal: redirect it or pipe it")
-    shown: set[str] = set()
-    for w in warnings:
-        _warn(w)
-        shown.add(w)
+    shown(warnings)
 
     # --- the model -------------------------------------------------------------------------------
     from .engine.pipeline import Engine
+    from .signals import HoldSignals, signal_name
 
-    def notice(msg: str) -> None:
-        if not quiet:
-            typer.echo(msg, err=True)
-
-    t_load = time.perf_counter()
-    engine = Engine.load(settings["model"], device=settings["device"], dtype=settings["dtype"], on_notice=notice)
-    t_gen = time.perf_counter()
-    with _StepProgress(enabled=not quiet) as progress:
-        [result] = engine.generate([request], on_step=progress)
-    for w in result.warnings:
-        if w not in shown:
-            _warn(w)
-            shown.add(w)
+    written = False
+    chunks = 1
+    signals = HoldSignals()
     try:
-        write_audio(result.audio, result.sample_rate, target, stdout=typer.get_binary_stream("stdout"))
-    except BrokenPipeError:
-        raise
-    except OSError as e:
-        where = "stdout" if target.to_stdout else str(target)
-        raise OSError(e.errno, f"cannot write {where}: {e.strerror or e}") from None
+        with signals:
+            t_load = time.perf_counter()
+            engine = Engine.load(
+                settings["model"], device=settings["device"], dtype=settings["dtype"],
+                on_notice=_engine_notice(quiet), **st.engine_kwargs(settings),
+            )  # fmt: skip
+            t_gen = time.perf_counter()
+            if ref_path is not None:
+                prompt = engine.voice_from_audio(str(ref_path), transcript)
+                shown(getattr(prompt, "warnings", ()))
+                request = dataclasses.replace(request, ref=prompt)
+            label = "generating"
+            if hasattr(engine, "plan"):
+                chunks = len(engine.plan(request).pieces)
+                if chunks > 1:
+                    label = f"generating {chunks} pieces"
+            with _StepProgress(enabled=not quiet, label=label) as progress:
+                [result] = engine.generate([request], on_step=progress)
+            shown(result.warnings)
+            with signals.protect():  # a Ctrl-C now waits until the file is complete
+                try:
+                    write_audio(result.audio, result.sample_rate, target, stdout=typer.get_binary_stream("stdout"))
+                except BrokenPipeError:
+                    raise
+                except OSError as e:
+                    where = "stdout" if target.to_stdout else str(target)
+                    raise OSError(e.errno, f"cannot write {where}: {e.strerror or e}") from None
+                written = True
+    except KeyboardInterrupt as e:  # Stop (SIGINT / SIGTERM), or a KeyboardInterrupt of our own
+        signum = int(getattr(e, "signum", signal.SIGINT))
+        if written:
+            _warn(f"stopped by {signal_name(signum)} after writing {target}")
+        else:
+            _error(f"stopped by {signal_name(signum)}; nothing was written")
+        raise typer.Exit(128 + signum) from None
     t_end = time.perf_counter()
 
     # --- the report ------------------------------------------------------------------------------
@@ -401,15 +586,20 @@ def say(
             "total_seconds": round(t_end - t_start, 4),
             "rtf": None if rtf is None else round(rtf, 4),
             "seed": result.seed,
+            "pieces": chunks,
+            "ref": None if ref_path is None else str(ref_path),
+            "ref_text": transcript,
+            "voice_file": None if voice_path is None else str(voice_path),
             "settings": settings,
-            "warnings": sorted(shown),
+            "warnings": shown.shown,
         }
         typer.echo(json.dumps(report, ensure_ascii=False), err=target.to_stdout)
     elif not quiet:
         where = "stdout" if target.to_stdout else str(target)
         rtf_s = "n/a" if rtf is None else f"{rtf:.3f}"
+        pieces = f" ({chunks} pieces)" if chunks > 1 else ""
         typer.echo(
-            f"{where}: {audio_seconds:.2f} s of audio in {seconds:.2f} s (RTF {rtf_s}; "
+            f"{where}: {audio_seconds:.2f} s of audio{pieces} in {seconds:.2f} s (RTF {rtf_s}; "
             f"model loaded in {t_gen - t_load:.1f} s), seed {result.seed}",
             err=True,
         )
@@ -418,9 +608,10 @@ def say(
 _BATCH_HELP = (
     "Speak every line of INPUT into its own audio file in the folder -o.\n\n"
     "INPUT is a .txt file (one text per line) or a .jsonl file (one JSON object per line with "
-    "\"text\" and optionally id, output, lang, instruct, ref, ref_text, voice, duration, "
+    "\"text\" and optionally id, output, lang, instruct, voice, ref, ref_text, duration, "
     "speed, seed, num_step, guidance_scale, t_shift, layer_penalty_factor, position_temperature, "
-    "class_temperature, denoise, preset). Blank lines and lines starting with # are skipped.\n\n"
+    "class_temperature, denoise, chunk_duration, chunk_threshold, preset). Blank lines and lines "
+    "starting with # are skipped.\n\n"
     "Files are named after id / output, else the zero-padded line number (0007.wav). Existing "
     "files are skipped, so running the same command again resumes an interrupted batch "
     "(--overwrite redoes them). OUT/manifest.jsonl records every line.\n\n"
@@ -447,13 +638,14 @@ def batch(
         help="Format of files whose output name has no extension. Default: wav.",
     ),
     overwrite: bool = typer.Option(False, "--overwrite", help="Redo lines whose file already exists."),
-    model: Optional[str] = typer.Option(
-        None, "--model", envvar="OMNIVOICE_MODEL", metavar="ID|DIR", show_default=False,
-        help=f"Hugging Face hub id or local checkpoint folder. Default: {st.DEFAULT_MODEL}.",
-    ),
+    model: Optional[str] = _MODEL_OPTION,
     lang: Optional[str] = typer.Option(None, "--lang", metavar="LANG", help="Language of every line. Default: none."),
     instruct: Optional[str] = typer.Option(
         None, "--instruct", metavar="ITEMS", help="Voice design of every line. Default: auto voice."
+    ),
+    voice: Optional[str] = typer.Option(
+        None, "--voice", metavar="NAME|FILE", show_default=False,
+        help="A saved voice or voice file for every line without its own ref or voice.",
     ),
     num_step: Optional[str] = _num("--num-step", "INT", f"Diffusion steps, 1..64. Default: {G['num_step']}."),
     guidance_scale: Optional[str] = _num(
@@ -479,11 +671,16 @@ def batch(
     duration: Optional[str] = _num(
         "--duration", "SECONDS", "Length of every line, up to 30; overrides --speed. Default: from the text."
     ),
+    chunk_duration: Optional[str] = _CHUNK_DURATION_OPTION,
+    chunk_threshold: Optional[str] = _CHUNK_THRESHOLD_OPTION,
     seed: Optional[str] = _num(
         "--seed", "INT", "Line i (0-based) uses SEED + i unless it has its own seed. Default: random per line."
     ),
     device: Optional[str] = _DEVICE_OPTION,
     dtype: Optional[str] = _DTYPE_OPTION,
+    threads: Optional[str] = _THREADS_OPTION,
+    quantize: Optional[str] = _QUANTIZE_OPTION,
+    compile: Optional[bool] = _COMPILE_OPTION,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only warnings and errors on stderr."),
 ) -> None:  # fmt: skip
     from .engine.config import GenerationConfig
@@ -499,23 +696,23 @@ def batch(
         "speed": speed,
         "duration": duration,
         "seed": seed,
+        "chunk_duration": chunk_duration,
+        "chunk_threshold": chunk_threshold,
+        "threads": threads,
     }
     flags: dict[str, Any] = {key: _parse_number(key, raw) for key, raw in numbers.items()}
-    for key, value in flags.items():
-        if value is not None:
-            try:
-                flags[key] = st.check_setting(key, value)
-            except st.SettingsError:
-                raise InvalidRequest(f"{st.flag_name(key)} {value!r} is not allowed: use {st.allowed(key)}") from None
+    flags.update(quantize=quantize, voice=voice)
+    _check_flags(flags, [*numbers, "quantize", "voice"])
     if format is not None and format.lower().lstrip(".") not in st.FORMATS:
         raise InvalidRequest(f"--format {format!r} is not allowed: use {', '.join(st.FORMATS)}")
     flags.update(
         model=model, device=device, dtype=dtype, lang=lang, instruct=instruct, denoise=denoise,
-        format=format.lower().lstrip(".") if format else None,
+        compile=compile, format=format.lower().lstrip(".") if format else None,
     )  # fmt: skip
     chosen = st.find_preset(preset) if preset is not None else None
     run = st.resolve_settings(st.DEFAULTS, chosen.settings if chosen else None, flags)
     _check_choices(run["device"], run["dtype"])
+    st.check_engine_options(run)
     try:
         GenerationConfig(**st.generation_kwargs(run))
         if run["instruct"] is not None:
@@ -553,6 +750,164 @@ def batch(
         )
     if report.failed:
         raise typer.Exit(1)
+
+
+voice_app = typer.Typer(
+    help=(
+        "Saved voices: add one from a recording, list, show, remove, or import a reference .pt prompt. "
+        "`omnivoice say --voice NAME` speaks in a saved voice.\n\n"
+        "Voices live in $OMNIVOICE_HOME/voices when OMNIVOICE_HOME is set, else "
+        "$XDG_DATA_HOME/omnivoice/voices (~/.local/share/omnivoice/voices), one .safetensors file each."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+)
+app.add_typer(voice_app, name="voice")
+
+
+@voice_app.command("add", no_args_is_help=True)
+def voice_add(
+    name: str = typer.Argument(..., metavar="NAME", help="The voice's name: letters, digits, '-', '_', '.'."),
+    ref: str = typer.Option(..., "--ref", metavar="AUDIO", show_default=False, help="The recording (3-10 s is best)."),
+    ref_text: Optional[str] = typer.Option(
+        None, "--ref-text", metavar="TEXT", show_default=False,
+        help="The words spoken in it. Default: the .txt file beside it (alice.txt for alice.flac).",
+    ),
+    force: bool = typer.Option(False, "--force", help="Replace a saved voice of the same name."),
+    model: Optional[str] = _MODEL_OPTION,
+    device: Optional[str] = _DEVICE_OPTION,
+    dtype: Optional[str] = _DTYPE_OPTION,
+    threads: Optional[str] = _THREADS_OPTION,
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Only warnings and errors on stderr."),
+) -> None:  # fmt: skip
+    """Encode a recording and its transcript into a saved voice (needs the model's audio encoder)."""
+    from . import voices
+
+    flags: dict[str, Any] = {"threads": _parse_number("threads", threads)}
+    _check_flags(flags, ["threads"])
+    flags.update(model=model, device=device, dtype=dtype)
+    settings = st.resolve_settings(st.DEFAULTS, None, flags)
+    _check_choices(settings["device"], settings["dtype"])
+    voices.check_new_name(name, force)
+    path = voices.check_reference_file(ref)
+    transcript = voices.reference_transcript(path, ref_text)
+    shown = _Warnings()
+    _, warnings = voices.precheck_reference(path, transcript)
+    shown(warnings)
+
+    from .engine.pipeline import Engine
+
+    engine = Engine.load(
+        settings["model"], device=settings["device"], dtype=settings["dtype"],
+        on_notice=_engine_notice(quiet), **st.engine_kwargs(settings),
+    )  # fmt: skip
+    prompt = engine.voice_from_audio(str(path), transcript)
+    shown(getattr(prompt, "warnings", ()))
+    saved = voices.save(name, prompt, force=force, source=str(path.resolve()), model=settings["model"])
+    if not quiet:
+        seconds = prompt.codes.shape[-1] / 25.0
+        typer.echo(f"voice {name!r}: {seconds:.2f} s of audio, transcript {prompt.text!r} -> {saved}", err=True)
+
+
+@voice_app.command("import", no_args_is_help=True)
+def voice_import(
+    file: str = typer.Argument(..., metavar="FILE", help="A reference .pt prompt, or a .safetensors voice file."),
+    name: Optional[str] = typer.Option(
+        None, "--name", metavar="NAME", show_default=False, help="The voice's name. Default: the file's name."
+    ),
+    force: bool = typer.Option(False, "--force", help="Replace a saved voice of the same name."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Only warnings and errors on stderr."),
+) -> None:
+    """Save a reference .pt prompt or a .safetensors voice file as a saved voice.
+
+    A .pt prompt is one saved by the reference implementation's Python API (VoiceClonePrompt.save);
+    it is read with torch.load(weights_only=True), which loads tensors and plain values only.
+    """
+    from pathlib import Path
+
+    from . import voices
+    from .engine.errors import InvalidRequest
+
+    p = Path(file).expanduser()
+    if name is None:
+        name = p.stem if p.suffix.lower() in (voices.VOICE_SUFFIX, voices.PROMPT_SUFFIX) else p.name
+        try:
+            voices.check_name(name)
+        except InvalidRequest:
+            raise InvalidRequest(f"{file}: the file's name {name!r} cannot name a voice: give --name NAME") from None
+    voices.check_new_name(name, force)
+    if not p.exists():
+        raise InvalidRequest(f"voice file '{file}' does not exist")
+    if not p.is_file():
+        raise InvalidRequest(f"voice file '{file}' is a folder, not a voice file")
+    if p.suffix.lower() not in (voices.VOICE_SUFFIX, voices.PROMPT_SUFFIX):
+        raise InvalidRequest(f"voice file '{file}' must end in .pt (a reference prompt) or .safetensors")
+    prompt = voices.load_voice_file(p)
+    meta = {"source": str(p.resolve()), "imported": "reference prompt" if p.suffix.lower() == ".pt" else "voice file"}
+    if p.suffix.lower() == voices.VOICE_SUFFIX:
+        from .engine.voice import read_voice_metadata
+
+        old = read_voice_metadata(p)
+        meta.update({k: old[k] for k in ("model", "source") if old.get(k)})
+        meta["imported_from"] = str(p.resolve())
+    saved = voices.save(name, prompt, force=force, **meta)
+    if not quiet:
+        seconds = prompt.codes.shape[-1] / 25.0
+        typer.echo(f"voice {name!r}: {seconds:.2f} s of audio, transcript {prompt.text!r} -> {saved}", err=True)
+
+
+@voice_app.command("list")
+def voice_list() -> None:
+    """List the saved voices: name, seconds of audio, date added, transcript."""
+    from . import voices
+
+    entries = voices.list_voices()
+    out = typer.get_text_stream("stdout")
+    width = max([len(e.name) for e in entries] + [4])
+    for e in entries:
+        if e.meta is None:
+            out.write(f"{e.name:<{width}}  (broken: {e.error})\n")
+            _warn(e.error)
+            continue
+        seconds = e.meta.get("seconds") or "?"
+        created = (e.meta.get("created") or "").replace("T", " ").rstrip("Z")[:16] or "-"
+        text = e.meta.get("text", "")
+        if len(text) > 50:
+            text = text[:47] + "..."
+        out.write(f"{e.name:<{width}}  {seconds:>6} s  {created:<16}  {text}\n")
+    if not entries:
+        typer.echo(f"no saved voices yet ({voices.ADD_HINT})", err=True)
+    typer.echo(f"voices: {voices.voice_dir()}", err=True)
+
+
+@voice_app.command("show", no_args_is_help=True)
+def voice_show(
+    spec: str = typer.Argument(..., metavar="NAME|FILE", help="A saved voice's name or a voice file."),
+) -> None:
+    """Print what a saved voice holds: transcript, length, source recording, model, date."""
+    from . import voices
+
+    path = voices.resolve_voice(spec)
+    info = voices.describe(path)
+    out = typer.get_text_stream("stdout")
+    width = max(len(k) for k in info)
+    for key, value in info.items():
+        out.write(f"{key + ':':<{width + 1}} {value}\n")
+
+
+@voice_app.command("rm", no_args_is_help=True)
+def voice_rm(
+    names: list[str] = typer.Argument(..., metavar="NAME...", help="Saved voices to delete."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Only warnings and errors on stderr."),
+) -> None:
+    """Delete saved voices (every name must exist; nothing is deleted otherwise)."""
+    from . import voices
+
+    paths = [voices.find_saved(name) for name in names]  # all known, before deleting any
+    for name, path in zip(names, paths):
+        path.unlink(missing_ok=True)
+        if not quiet:
+            typer.echo(f"removed voice {name!r} ({path})", err=True)
 
 
 presets_app = typer.Typer(

@@ -41,6 +41,20 @@ GENERATION_DEFAULTS: dict[str, Any] = {
     "denoise": True,
 }
 
+# Long texts: GenerationConfig.audio_chunk_duration / audio_chunk_threshold, under shorter names.
+CHUNK_DEFAULTS: dict[str, Any] = {
+    "chunk_duration": 15.0,  # seconds of speech per chunk of a long text
+    "chunk_threshold": 30.0,  # texts estimated longer than this (seconds, at most 30) are chunked
+}
+CHUNK_FIELDS = {"chunk_duration": "audio_chunk_duration", "chunk_threshold": "audio_chunk_threshold"}
+
+# How the model is loaded (Engine.load): one engine per run.
+ENGINE_DEFAULTS: dict[str, Any] = {
+    "threads": None,  # torch CPU threads; None = torch's default
+    "quantize": "none",  # none | int8 (dynamic int8 body, CPU only)
+    "compile": False,  # torch.compile the per-step forward
+}
+
 # Everything a run can be told, with its built-in default.
 DEFAULTS: dict[str, Any] = {
     "model": DEFAULT_MODEL,  # hub id or local checkpoint folder
@@ -54,27 +68,33 @@ DEFAULTS: dict[str, Any] = {
     "duration": None,  # fixed length in seconds; None = estimated from the text
     "seed": None,  # None = a fresh random seed (printed, so the run can be repeated)
     **GENERATION_DEFAULTS,
+    **CHUNK_DEFAULTS,
+    **ENGINE_DEFAULTS,
 }
 
 DEVICES = ("auto", "cpu", "cuda", "mps")  # plus cuda:N
 DTYPES = ("auto", "float32", "float16", "bfloat16")
 FORMATS = ("wav", "flac", "ogg")
+QUANTIZE = ("none", "int8")
 MAX_NUM_STEP = 64
 MAX_DURATION = 30.0
 MAX_SEED = 2**63 - 1
 
-# The settings a preset may set: every generation setting plus lang, instruct, voice, device,
-# dtype and format. Not model (a preset describes how to speak, not what to load) nor seed.
+# The settings a preset may set: every generation setting plus the chunk settings, lang,
+# instruct, voice, device, dtype, format, threads, quantize and compile. Not model (a preset
+# describes how to speak, not what to load) nor seed.
 PRESET_KEYS: tuple[str, ...] = (
     *GENERATION_DEFAULTS,
     "speed",
     "duration",
+    *CHUNK_DEFAULTS,
     "lang",
     "instruct",
     "voice",
     "device",
     "dtype",
     "format",
+    *ENGINE_DEFAULTS,
 )
 PRESET_META_KEYS = ("description",)  # allowed in a preset file, not a setting
 
@@ -109,7 +129,12 @@ _SCHEMA: dict[str, tuple[str, str, Any]] = {
     "format": (_STR, ", ".join(FORMATS), lambda v: v in FORMATS),
     "lang": (_STR, "a language code or name", None),
     "instruct": (_STR, 'voice-design items, e.g. "female, low pitch"', None),
-    "voice": (_STR, "the path of a saved voice file", lambda v: bool(v.strip())),
+    "voice": (_STR, "a saved voice name or the path of a voice file", lambda v: bool(v.strip())),
+    "chunk_duration": (_FLOAT, "seconds > 0", lambda v: v > 0),
+    "chunk_threshold": (_FLOAT, f"seconds in (0, {MAX_DURATION:g}]", lambda v: 0 < v <= MAX_DURATION),
+    "threads": (_INT, "an integer >= 1", lambda v: v >= 1),
+    "quantize": (_STR, "int8 or none", lambda v: v in QUANTIZE),
+    "compile": (_BOOL, "true or false", None),
 }
 
 
@@ -188,7 +213,52 @@ def resolve_settings(
 
 def generation_kwargs(settings: Mapping[str, Any]) -> dict[str, Any]:
     """The part of resolved settings that goes to GenerationConfig(**kwargs)."""
-    return {k: settings[k] for k in GENERATION_DEFAULTS if k in settings}
+    kwargs = {k: settings[k] for k in GENERATION_DEFAULTS if k in settings}
+    kwargs.update({CHUNK_FIELDS[k]: settings[k] for k in CHUNK_FIELDS if settings.get(k) is not None})
+    return kwargs
+
+
+def engine_kwargs(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The keyword arguments of Engine.load for quantize, compile and threads; only those asked for
+    (so the defaults leave Engine.load's own defaults alone)."""
+    kwargs: dict[str, Any] = {}
+    if settings.get("quantize") not in (None, "none"):
+        kwargs["quantize"] = settings["quantize"]
+    if settings.get("compile"):
+        kwargs["compile"] = True
+    if settings.get("threads") is not None:
+        kwargs["threads"] = settings["threads"]
+    return kwargs
+
+
+def check_engine_options(settings: Mapping[str, Any]) -> None:
+    """Refuse combinations Engine.load would refuse, before the model is loaded (SettingsError,
+    in flag names). quantize int8 wants the CPU, float32 weights and no compile."""
+    if settings.get("quantize") != "int8":
+        return
+    if settings.get("compile"):
+        raise SettingsError("--quantize int8 and --compile cannot be combined: choose one")
+    if settings.get("device") not in (None, "auto", "cpu"):
+        raise SettingsError(
+            f"--quantize int8 runs on the CPU only, not on {settings['device']!r}: use --device cpu"
+        )
+    if settings.get("dtype") not in (None, "auto", "float32"):
+        raise SettingsError(
+            f"--quantize int8 starts from float32 weights, not {settings['dtype']}: leave --dtype at auto"
+        )
+
+
+_LINE_BREAK_RE = re.compile(r"[ \t]*(?:\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029])+[ \t]*")
+
+
+def join_lines(text: str) -> str:
+    """Line breaks (and the spaces around them) become one space; the ends are stripped.
+
+    The engine, like the reference, deletes line breaks without a space, which would glue the
+    last word of a line to the first word of the next: every text goes through this first."""
+    if not isinstance(text, str):
+        return text
+    return _LINE_BREAK_RE.sub(" ", text).strip()
 
 
 def flag_name(setting: str) -> str:

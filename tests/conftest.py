@@ -57,14 +57,33 @@ class FakeEngine:
     def __init__(self, model, device, dtype):
         self.model, self.device, self.dtype = model, device, dtype
 
+    encoded: list = []  # (path, transcript) of every voice_from_audio call
+
     @classmethod
-    def load(cls, model=None, *, device="auto", dtype="auto", on_notice=None):
-        cls.loads.append({"model": model, "device": device, "dtype": dtype})
+    def load(cls, model=None, *, device="auto", dtype="auto", on_notice=None, **options):
+        # quantize / compile / threads are recorded only when the CLI passes them
+        cls.loads.append({"model": model, "device": device, "dtype": dtype, **options})
         if cls.load_error is not None:
             raise cls.load_error
         if on_notice is not None:
             on_notice("fake notice: weights are for testing only")
         return cls(model, device, dtype)
+
+    def voice_from_audio(self, ref_audio, ref_text, *, preprocess=True):
+        """The real preparation of the recording (errors, warnings, RMS), fake codes: [8, frames]
+        derived from the prepared waveform, so one recording always gives the same codes."""
+        import torch
+
+        from omnivoice_cli.engine import voice as vmod
+        from omnivoice_cli.engine.text import add_punctuation
+
+        type(self).encoded.append((ref_audio, ref_text))
+        wav = vmod.load_reference(ref_audio)
+        prepared = vmod.prepare_reference(wav, ref_text, source=f"reference audio {ref_audio}")
+        frames = len(prepared.wav) // vmod.HOP_LENGTH
+        level = int(abs(float(prepared.wav.sum())) * 1000) % 1000
+        codes = (torch.arange(8 * frames, dtype=torch.int64).reshape(8, frames) + level) % 1024
+        return vmod.VoicePrompt(codes, add_punctuation(ref_text), prepared.rms, prepared.warnings)
 
     def generate(self, requests, on_step=None, on_result=None):
         from omnivoice_cli.engine.pipeline import Result
@@ -101,6 +120,7 @@ def fake_engine(monkeypatch):
 
     FakeEngine.loads = []
     FakeEngine.requests = []
+    FakeEngine.encoded = []
     FakeEngine.load_error = None
     FakeEngine.result_warnings = []
     monkeypatch.setattr(pipeline, "Engine", FakeEngine, raising=False)

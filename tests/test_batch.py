@@ -337,7 +337,11 @@ BAD_LINES = [
     ('{"text": "hi", "ref": 5}', "line 2: field 'ref' must be a string, got 5"),
     ('{"text": "hi", "ref_text": "Hello."}', "line 2: field 'ref_text' needs 'ref', the recording it transcribes"),
     ('{"text": "hi", "ref": "a.wav", "voice": "v.safetensors"}', "line 2: give either 'ref' or 'voice', not both"),
-    ('{"text": "hi", "voice": "alice"}', "line 2: field 'voice': no voice file"),
+    ('{"text": "hi", "voice": "alice"}', "line 2: field 'voice': unknown voice 'alice'; known voices: none yet"),
+    ('{"text": "hi", "voice": "./nope.safetensors"}', "line 2: field 'voice': voice file './nope.safetensors' ("),
+    ('{"text": "hi", "ref": "jobs.jsonl"}', "line 2: field 'ref': no transcript for the reference audio"),
+    ('{"text": "hi", "chunk_duration": 0}', "line 2: field 'chunk_duration' must be seconds > 0, got 0.0"),
+    ('{"text": "hi", "chunk_threshold": 31}', "line 2: field 'chunk_threshold' must be seconds in (0, 30], got 31.0"),
 ]
 
 
@@ -357,7 +361,7 @@ def test_bad_line_fails_alone(invoke, fake_engine, tmp_path, home, bad, message)
 
 
 def test_voice_fields(invoke, fake_engine, tmp_path, home):
-    """ref needs an engine that encodes recordings (FakeEngine does not); voice needs a voice file."""
+    """ref is encoded after the model loads (a bad recording fails its line); voice needs a voice."""
     (tmp_path / "me.wav").write_bytes(b"RIFF")  # only checked to exist before the model
     (tmp_path / "bad.safetensors").write_bytes(b"not a voice")
     (home / "presets").mkdir(parents=True)
@@ -375,16 +379,31 @@ def test_voice_fields(invoke, fake_engine, tmp_path, home):
     r = invoke("batch", src, "-o", out)
     assert r.exit_code == 1
     errs = errors_of(r)
-    assert "Error: line 1: field 'ref': voice cloning is not available yet" in errs
+    assert any(e.startswith("Error: line 1: field 'ref': cannot read reference audio") for e in errs), errs
     assert any(e.startswith("Error: line 2: field 'voice': ") and "is not a voice file" in e for e in errs), errs
     assert any(
-        e.startswith("Error: line 3: voice 'alice' (from the preset): no voice file")
-        and "saved voices by name are not available yet" in e
+        e.startswith("Error: line 3: voice 'alice' (from the preset): unknown voice 'alice'; known voices: none yet")
         for e in errs
     ), errs
     assert [q.text for q in fake_engine.requests] == ["d"]
     recs = by_line(out)
     assert recs[1]["ref"] == "me.wav" and recs[1]["ref_text"] == "Me speaking." and recs[1]["status"] == "failed"
+
+
+def test_long_texts_and_line_breaks(invoke, fake_engine, tmp_path, home):
+    """A line far over 30 s is not refused (the engine chunks it); line breaks in JSON text are spaces."""
+    long = "A sentence that goes on and on, and then on some more. " * 80
+    src = write_jsonl(
+        tmp_path / "jobs.jsonl",
+        [{"text": long, "chunk_duration": 10, "chunk_threshold": 20}, {"text": "Two\nlines.\r\n"}],
+    )
+    out = tmp_path / "out"
+    r = invoke("batch", src, "-o", out, "-q")
+    assert r.exit_code == 0, r.stderr
+    a, b = fake_engine.requests
+    assert a.text == long.strip() and b.text == "Two lines."
+    assert (a.generation.audio_chunk_duration, a.generation.audio_chunk_threshold) == (10.0, 20.0)
+    assert by_line(out)[1]["settings"]["chunk_duration"] == 10.0
 
 
 def test_every_line_checked_before_the_model(invoke, fake_engine, tmp_path, home):

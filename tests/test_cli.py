@@ -52,7 +52,8 @@ def test_help_does_not_import_torch():
         "import typer.main\n"
         "import omnivoice_cli.cli as cli\n"
         "cmd = typer.main.get_command(cli.app)\n"
-        "for args in (['--help'], ['say', '--help'], ['languages', '--help'], ['instructs', '--help'], [], ['say']):\n"
+        "for args in (['--help'], ['say', '--help'], ['languages', '--help'], ['instructs', '--help'], [], ['say'],\n"
+        "             ['voice', '--help'], ['voice'], ['voice', 'add', '--help'], ['voice', 'import', '--help']):\n"
         "    try:\n"
         "        cmd.main(args, prog_name='omnivoice', standalone_mode=False)\n"
         "    except (SystemExit, Exception):\n"
@@ -219,9 +220,117 @@ def test_random_seed_is_printed_and_repeats(invoke, fake_engine, tmp_path):
 
 
 def test_text_from_stdin(invoke, fake_engine, tmp_path):
-    r = invoke("say", "-", "-o", tmp_path / "x.wav", input="Text from a pipe\n")
+    r = invoke("say", "-", "-o", tmp_path / "x.wav", input="Text from a pipe\nand its second line\n")
     assert r.exit_code == 0, r.stderr
-    assert fake_engine.requests[0].text == "Text from a pipe\n"
+    assert fake_engine.requests[0].text == "Text from a pipe and its second line"  # line breaks are spaces
+
+
+def test_text_file(invoke, fake_engine, tmp_path):
+    """-f reads a whole UTF-8 file as one text; line breaks become spaces (never glued words)."""
+    src = tmp_path / "chapter1.txt"
+    src.write_bytes("\ufeffIt was a dark\r\nand stormy night.\n\nThe end. [pause 1.5s]\nReally.\n".encode())
+    out = tmp_path / "chapter1.flac"
+    r = invoke("say", "-f", src, "-o", out, "-q")
+    assert r.exit_code == 0, r.stderr
+    assert fake_engine.requests[0].text == "It was a dark and stormy night. The end. [pause 1.5s] Really."
+    assert sf.info(str(out)).format == "FLAC"
+    r = invoke("say", "--text-file", "-", "-o", tmp_path / "stdin.wav", "-q", input="From\nstdin\n")
+    assert r.exit_code == 0, r.stderr
+    assert fake_engine.requests[1].text == "From stdin"
+
+
+def test_text_argument_line_breaks_become_spaces(invoke, fake_engine, tmp_path):
+    r = invoke("say", "Two\nlines", "-o", tmp_path / "x.wav", "-q")
+    assert r.exit_code == 0, r.stderr
+    assert fake_engine.requests[0].text == "Two lines"
+
+
+def test_text_file_not_utf8(invoke, fake_engine, tmp_path):
+    src = tmp_path / "latin1.txt"
+    src.write_bytes("caf\xe9".encode("latin-1"))
+    r = invoke("say", "-f", src, "-o", tmp_path / "x.wav")
+    assert r.exit_code == 2
+    assert f"text file '{src}' is not UTF-8 text (bad byte at offset 3)" in error_line(r)
+    assert fake_engine.loads == [] and not (tmp_path / "x.wav").exists()
+
+
+def test_long_text_is_not_refused(invoke, fake_engine, tmp_path):
+    """Far more than 30 s of speech: the engine chunks it; the CLI does not refuse it."""
+    text = "A sentence that goes on and on, and then on some more. " * 80
+    r = invoke("say", text, "-o", tmp_path / "x.wav", "-q", "--chunk-duration", "10", "--chunk-threshold", "20")
+    assert r.exit_code == 0, r.stderr
+    g = fake_engine.requests[0].generation
+    assert (g.audio_chunk_duration, g.audio_chunk_threshold) == (10.0, 20.0)
+
+
+def test_speed_flags_reach_the_loader(invoke, fake_engine, tmp_path):
+    r = invoke("say", "Hi", "-o", tmp_path / "a.wav", "-q", "--threads", "3", "--quantize", "INT8", "--device", "cpu")
+    assert r.exit_code == 0, r.stderr
+    r = invoke("say", "Hi", "-o", tmp_path / "b.wav", "-q", "--compile")
+    assert r.exit_code == 0, r.stderr
+    r = invoke("say", "Hi", "-o", tmp_path / "c.wav", "-q", "--quantize", "none", "--no-compile", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert fake_engine.loads == [
+        {"model": st.DEFAULT_MODEL, "device": "cpu", "dtype": "auto", "threads": 3, "quantize": "int8"},
+        {"model": st.DEFAULT_MODEL, "device": "auto", "dtype": "auto", "compile": True},
+        {"model": st.DEFAULT_MODEL, "device": "auto", "dtype": "auto"},
+    ]
+    settings = json.loads(r.stdout)["settings"]
+    assert (settings["quantize"], settings["compile"], settings["threads"]) == ("none", False, None)
+    assert (settings["chunk_duration"], settings["chunk_threshold"]) == (15.0, 30.0)
+
+
+def test_ctrl_c_while_generating_writes_nothing(invoke, fake_engine, tmp_path, monkeypatch):
+    def interrupted(self, requests, on_step=None, on_result=None):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fake_engine, "generate", interrupted)
+    r = invoke("say", "Hi", "-o", tmp_path / "x.wav")
+    assert r.exit_code == 130, (r.exit_code, r.stderr)
+    assert error_line(r) == "Error: stopped by Ctrl-C; nothing was written"
+    assert files_in(tmp_path) == []
+
+
+def test_sigterm_while_generating(invoke, fake_engine, tmp_path, monkeypatch):
+    import signal
+
+    def killed(self, requests, on_step=None, on_result=None):
+        os.kill(os.getpid(), signal.SIGTERM)
+        raise AssertionError("SIGTERM should have stopped the run")
+
+    monkeypatch.setattr(fake_engine, "generate", killed)
+    r = invoke("say", "Hi", "-o", tmp_path / "x.wav")
+    assert r.exit_code == 143, (r.exit_code, r.stderr)
+    assert error_line(r) == "Error: stopped by signal 15; nothing was written"
+    assert files_in(tmp_path) == []
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # handlers restored
+
+
+@pytest.mark.parametrize("to_stdout", [False, True], ids=["file", "stdout"])
+def test_ctrl_c_while_writing_finishes_the_file(invoke, fake_engine, tmp_path, monkeypatch, to_stdout):
+    """A Ctrl-C that lands inside the write waits until the file (or the whole WAV on stdout) is out."""
+    import signal
+
+    real_write = sf.write
+
+    def write_then_interrupted(file, data, samplerate, **kw):
+        os.kill(os.getpid(), signal.SIGINT)  # held until the write is done
+        return real_write(file, data, samplerate, **kw)
+
+    monkeypatch.setattr(sf, "write", write_then_interrupted)
+    out = tmp_path / "x.wav"
+    r = invoke("say", "Hi", "-o", "-" if to_stdout else out, "--seed", "2")
+    assert r.exit_code == 130, (r.exit_code, r.stderr)
+    assert "Traceback" not in r.stderr
+    if to_stdout:
+        data = r.stdout_bytes
+        assert "Warning: stopped by Ctrl-C after writing -" in r.stderr
+    else:
+        data = out.read_bytes()
+        assert f"Warning: stopped by Ctrl-C after writing {out}" in r.stderr
+        assert files_in(tmp_path) == ["x.wav"]  # no temporary file left
+    audio, sr = sf.read(io.BytesIO(data), dtype="float32")
+    assert sr == 24000 and len(audio) == 24000  # complete
 
 
 def test_audio_to_stdout(invoke, fake_engine, tmp_path):
@@ -360,6 +469,22 @@ BAD_INPUT = [
     (["-o", "{tmp}/noext"], "Hi", None, "has no extension"),
     (["-o", "{tmp}/missing/x.wav"], "Hi", None, "does not exist"),
     ([], "Before [pause 2 sec] after.", None, "malformed pause tag '[pause 2 sec]'"),
+    (["--duration", "3"], "Before [pause] after.", None, "--duration cannot be combined with [pause] tags"),
+    (["--chunk-duration", "0"], "Hi", None, "--chunk-duration 0.0 is not allowed: use seconds > 0"),
+    (["--chunk-duration", "soon"], "Hi", None, "--chunk-duration 'soon' is not allowed: use seconds > 0"),
+    (["--chunk-threshold", "31"], "Hi", None, "--chunk-threshold 31.0 is not allowed: use seconds in (0, 30]"),
+    (["--chunk-threshold", "-1"], "Hi", None, "--chunk-threshold -1.0 is not allowed"),
+    (["--threads", "0"], "Hi", None, "--threads 0 is not allowed: use an integer >= 1"),
+    (["--threads", "two"], "Hi", None, "--threads 'two' is not allowed: use an integer >= 1"),
+    (["--threads", "1.5"], "Hi", None, "--threads '1.5' is not allowed"),
+    (["--quantize", "int4"], "Hi", None, "--quantize 'int4' is not allowed: use int8 or none"),
+    (["--quantize", "int8", "--compile"], "Hi", None, "--quantize int8 and --compile cannot be combined"),
+    (["--quantize", "int8", "--device", "cuda"], "Hi", None, "--quantize int8 runs on the CPU only, not on 'cuda'"),
+    (["--quantize", "int8", "--dtype", "bfloat16"], "Hi", None, "--quantize int8 starts from float32 weights"),
+    (["-f", "{tmp}/missing.txt"], None, None, "text file '{tmp}/missing.txt' does not exist"),
+    (["-f", "{tmp}"], None, None, "is a folder"),
+    (["-f", "-"], None, "  \n\n ", "text is empty"),
+    (["-f", "-"], None, b"\xff\xfebinary", "the text on stdin is not valid utf-8"),
 ]
 
 
@@ -368,9 +493,9 @@ def test_bad_input(invoke, fake_engine, tmp_path, args, text, stdin, message):
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]
     if "-o" not in args:
         args += ["-o", str(tmp_path / "out.wav")]
-    r = invoke("say", text, *args, input=stdin)
+    r = invoke("say", *([] if text is None else [text]), *args, input=stdin)
     assert r.exit_code == 2, (r.exit_code, r.stderr)
-    assert message in error_line(r)
+    assert message.replace("{tmp}", str(tmp_path)) in error_line(r)
     assert r.stdout == ""
     assert fake_engine.loads == []  # failed before loading the model
     assert files_in(tmp_path) == []
@@ -378,6 +503,8 @@ def test_bad_input(invoke, fake_engine, tmp_path, args, text, stdin, message):
 
 CLICK_USAGE = [
     (["say", "-o", "x.wav"], "Missing argument 'TEXT'"),
+    (["say", "Hi", "-f", "t.txt"], "give the text either as TEXT or with -f/--text-file, not both"),
+    (["say", "Hi", "--compile=yes"], "--compile"),
     (["say", "Hi", "--bogus"], "No such option: --bogus"),
     (["say", "Hi", "--num-step"], "--num-step"),
     (["say", "Hi", "extra"], "extra"),
@@ -529,6 +656,30 @@ def test_real_json(invoke, tmp_path):
     assert report["path"] == str(out) and report["seed"] == 4
     assert abs(report["audio_seconds"] - info.frames / 24000) < 1e-3
     assert report["settings"]["num_step"] == 8 and report["settings"]["model"] == str(TINY_CKPT)
+
+
+@slow
+def test_real_long_text_in_chunks(invoke, tmp_path):
+    """A text far over 30 s is spoken in chunks (no error), with a pause tag; JSON counts the pieces."""
+    text = "This sentence is repeated to make a long text for chunking. " * 12 + "[pause 0.5s] The end."
+    out = tmp_path / "long.wav"
+    r = invoke("say", text, "--model", TINY_CKPT, "--num-step", 2, "--seed", 1, "-o", out, "--json")
+    assert r.exit_code == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert report["pieces"] > 2 and report["audio_seconds"] > 30
+    assert sf.info(str(out)).frames / 24000 == pytest.approx(report["audio_seconds"], abs=1e-3)
+
+
+@slow
+@pytest.mark.parametrize("flag", ["--quantize=int8", "--compile"])
+def test_real_speed_flags_give_valid_audio(invoke, tmp_path, flag):
+    out = tmp_path / "x.wav"
+    r = invoke("say", "Hello there.", "--model", TINY_CKPT, "--num-step", 4, "--seed", 3, "-o", out, "-q",
+               "--threads", 1, flag, "--device", "cpu")  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    audio, sr = sf.read(str(out), dtype="float32")
+    assert sr == 24000 and audio.ndim == 1 and len(audio) > 0.5 * sr
+    assert np.isfinite(audio).all() and np.abs(audio).max() > 0
 
 
 @slow

@@ -95,11 +95,11 @@ def test_step0_logits_match_reference(engine):
     meta, g = golden("auto_en")
     job = engine.prepare(requests_for(meta)[0])
     batch, [(cond_at, uncond_at)] = pack([job], engine.device)
-    with torch.inference_mode():
-        logits = engine.model(batch)  # [M, C, V]
     T = job.canvas.target_len
-    cond = logits[cond_at : cond_at + T].transpose(0, 1)
-    uncond = logits[uncond_at : uncond_at + T].transpose(0, 1)
+    with torch.inference_mode():
+        hidden = engine.model(batch)  # [M, H]
+        cond = engine.model.heads(hidden[cond_at : cond_at + T])  # [C, T, V]
+        uncond = engine.model.heads(hidden[uncond_at : uncond_at + T])
     torch.testing.assert_close(cond, g["step0.cond_target_logits"], rtol=0, atol=1e-4)
     torch.testing.assert_close(uncond, g["step0.uncond_target_logits"], rtol=0, atol=1e-4)
 

@@ -131,6 +131,11 @@ BAD_PRESETS = [
     ("device = 'tpu'\n", "key 'device' must be auto, cpu, cuda, cuda:N or mps, got 'tpu'"),
     ("format = 'mp3'\n", "key 'format' must be wav, flac, ogg, got 'mp3'"),
     ("description = 3\n", "key 'description' must be a string, got an integer"),
+    ("threads = 0\n", "key 'threads' must be an integer >= 1, got 0"),
+    ("quantize = 'int4'\n", "key 'quantize' must be int8 or none, got 'int4'"),
+    ("compile = 1\n", "key 'compile' must be true or false, got 1 (an integer)"),
+    ("chunk_threshold = 45\n", "key 'chunk_threshold' must be seconds in (0, 30], got 45.0"),
+    ("chunk_duration = 0\n", "key 'chunk_duration' must be seconds > 0, got 0.0"),
 ]
 
 
@@ -187,6 +192,34 @@ def test_say_flags_beat_the_preset(invoke, fake_engine, home, tmp_path):
     assert fake_engine.loads == [{"model": st.DEFAULT_MODEL, "device": "cpu", "dtype": "float32"}]
 
 
+def test_say_preset_engine_and_chunk_settings(invoke, fake_engine, home, tmp_path):
+    (home / "presets" / "cpu8.toml").write_text(
+        'threads = 2\nquantize = "int8"\ndevice = "cpu"\nchunk_duration = 10\nchunk_threshold = 20.0\n'
+    )
+    r = invoke("say", "Hi", "--preset", "cpu8", "-o", tmp_path / "x.wav", "-q")
+    assert r.exit_code == 0, r.stderr
+    assert fake_engine.loads[-1] == {
+        "model": st.DEFAULT_MODEL, "device": "cpu", "dtype": "auto", "threads": 2, "quantize": "int8",
+    }  # fmt: skip
+    g = fake_engine.requests[-1].generation
+    assert (g.audio_chunk_duration, g.audio_chunk_threshold) == (10.0, 20.0)
+    # flags beat the preset: int8 off, compile on, other chunk values
+    r = invoke(
+        "say", "Hi", "--preset", "cpu8", "--quantize", "none", "--compile", "--threads", "1",
+        "--chunk-duration", "12", "-o", tmp_path / "y.wav", "-q",
+    )  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    assert fake_engine.loads[-1] == {
+        "model": st.DEFAULT_MODEL, "device": "cpu", "dtype": "auto", "threads": 1, "compile": True,
+    }  # fmt: skip
+    assert fake_engine.requests[-1].generation.audio_chunk_duration == 12.0
+    # a preset's int8 with --compile is refused before the model
+    r = invoke("say", "Hi", "--preset", "cpu8", "--compile", "-o", tmp_path / "z.wav")
+    assert r.exit_code == 2
+    assert "--quantize int8 and --compile cannot be combined" in error_line(r)
+    assert len(fake_engine.loads) == 2
+
+
 def test_say_preset_format_sets_the_default_output(invoke, fake_engine, home, tmp_path, monkeypatch):
     (home / "presets" / "flac.toml").write_text('format = "flac"\n')
     monkeypatch.chdir(tmp_path)
@@ -198,11 +231,25 @@ def test_say_preset_format_sets_the_default_output(invoke, fake_engine, home, tm
     assert "given.wav" in files_in(tmp_path)
 
 
-def test_say_preset_with_a_voice_is_refused_for_now(invoke, fake_engine, home, tmp_path):
+def test_say_preset_voice_is_looked_up(invoke, fake_engine, home, tmp_path):
+    """A preset's voice: a saved voice's name, or a file relative to the preset's folder."""
+    import torch
+
+    from omnivoice_cli.engine.voice import VoicePrompt, save_voice
+
     (home / "presets" / "alice.toml").write_text('voice = "alice"\n')
     r = invoke("say", "Hi", "--preset", "alice", "-o", tmp_path / "x.wav")
     assert r.exit_code == 2
-    assert "voice cloning is not available yet" in error_line(r)
+    assert "preset 'alice' sets voice 'alice': unknown voice 'alice'; known voices: none yet" in error_line(r)
+    codes = torch.arange(80).reshape(8, 10)
+    (home / "voices").mkdir()
+    save_voice(home / "voices" / "alice.safetensors", VoicePrompt(codes, "Hello there.", 0.05))
+    save_voice(home / "presets" / "bob.safetensors", VoicePrompt(codes + 1, "Bob here.", 0.05))
+    (home / "presets" / "bob.toml").write_text('voice = "bob.safetensors"\n')
+    for preset, expected in (("alice", codes), ("bob", codes + 1)):
+        r = invoke("say", "Hi", "--preset", preset, "-o", tmp_path / f"{preset}.wav", "-q")
+        assert r.exit_code == 0, r.stderr
+        assert torch.equal(fake_engine.requests[-1].ref.codes, expected)
 
 
 # ------------------------------------------------------------------------------------ omnivoice presets

@@ -40,6 +40,23 @@ PRECEDENCE = [
     ("format", "flac", "ogg", _, "ogg"),
     ("voice", "alice", _, "bob", "bob"),
     ("model", _, "some/model", _, "some/model"),
+    ("chunk_duration", _, _, _, 15.0),
+    ("chunk_duration", 10.0, _, _, 10.0),
+    ("chunk_duration", 10.0, 12.0, _, 12.0),
+    ("chunk_duration", 10.0, 12.0, 8.0, 8.0),
+    ("chunk_threshold", _, _, _, 30.0),
+    ("chunk_threshold", 20.0, _, _, 20.0),
+    ("chunk_threshold", 20.0, 25.0, _, 25.0),
+    ("chunk_threshold", _, 25.0, 10.0, 10.0),
+    ("threads", _, _, _, None),
+    ("threads", 2, _, _, 2),
+    ("threads", 2, 4, _, 4),
+    ("quantize", _, _, _, "none"),
+    ("quantize", "int8", _, _, "int8"),
+    ("quantize", "int8", "none", _, "none"),  # a flag can turn a preset's int8 off
+    ("compile", _, _, _, False),
+    ("compile", True, _, _, True),
+    ("compile", True, False, _, False),  # --no-compile beats the preset
 ]
 
 
@@ -83,6 +100,17 @@ CHECKS_OK = [
     ("dtype", "bfloat16", "bfloat16"),
     ("format", "ogg", "ogg"),
     ("lang", "klingon", "klingon"),  # unknown languages warn later, they are not refused here
+    ("chunk_duration", 5, 5.0),
+    ("chunk_duration", 60.5, 60.5),
+    ("chunk_threshold", 30, 30.0),
+    ("chunk_threshold", 0.5, 0.5),
+    ("threads", 1, 1),
+    ("threads", 16, 16),
+    ("quantize", "int8", "int8"),
+    ("quantize", "none", "none"),
+    ("compile", True, True),
+    ("voice", "alice", "alice"),
+    ("voice", "./voices/bob.safetensors", "./voices/bob.safetensors"),
 ]
 
 
@@ -112,6 +140,17 @@ CHECKS_BAD = [
     ("format", "mp3", "must be wav, flac, ogg, got 'mp3'"),
     ("lang", 5, "got 5 (an integer)"),
     ("voice", "", "got ''"),
+    ("chunk_duration", 0, "must be seconds > 0, got 0.0"),
+    ("chunk_duration", -5, "got -5.0"),
+    ("chunk_duration", "15", "got '15' (a string)"),
+    ("chunk_threshold", 0, "must be seconds in (0, 30], got 0.0"),
+    ("chunk_threshold", 31, "got 31.0"),
+    ("threads", 0, "must be an integer >= 1, got 0"),
+    ("threads", 2.0, "got 2.0 (a number)"),
+    ("threads", True, "got True (a boolean)"),
+    ("quantize", "int4", "must be int8 or none, got 'int4'"),
+    ("quantize", 8, "got 8 (an integer)"),
+    ("compile", "yes", "must be true or false, got 'yes' (a string)"),
 ]
 
 
@@ -132,5 +171,57 @@ def test_every_setting_has_a_check():
 def test_preset_keys():
     assert set(st.GENERATION_DEFAULTS) <= set(st.PRESET_KEYS)
     assert {"lang", "instruct", "voice", "device", "dtype", "format"} <= set(st.PRESET_KEYS)
+    assert {"chunk_duration", "chunk_threshold", "threads", "quantize", "compile"} <= set(st.PRESET_KEYS)
     assert set(st.PRESET_KEYS) <= set(st.DEFAULTS)
     assert "model" not in st.PRESET_KEYS and "seed" not in st.PRESET_KEYS
+
+
+def test_chunk_settings_are_the_engines():
+    from omnivoice_cli.engine.config import GenerationConfig
+
+    g = GenerationConfig()
+    assert st.CHUNK_DEFAULTS == {"chunk_duration": g.audio_chunk_duration, "chunk_threshold": g.audio_chunk_threshold}
+    kwargs = st.generation_kwargs({**st.DEFAULTS, "chunk_duration": 7.5, "chunk_threshold": 12.0})
+    assert GenerationConfig(**kwargs).audio_chunk_duration == 7.5
+    assert GenerationConfig(**kwargs).audio_chunk_threshold == 12.0
+
+
+def test_engine_kwargs_only_what_is_asked():
+    assert st.engine_kwargs(st.DEFAULTS) == {}
+    s = {**st.DEFAULTS, "threads": 3, "quantize": "int8"}
+    assert st.engine_kwargs(s) == {"threads": 3, "quantize": "int8"}
+    assert st.engine_kwargs({**st.DEFAULTS, "compile": True}) == {"compile": True}
+
+
+@pytest.mark.parametrize(
+    "changes,message",
+    [
+        ({"quantize": "int8", "compile": True}, "--quantize int8 and --compile cannot be combined"),
+        ({"quantize": "int8", "device": "cuda"}, "--quantize int8 runs on the CPU only, not on 'cuda'"),
+        ({"quantize": "int8", "device": "mps"}, "runs on the CPU only"),
+        ({"quantize": "int8", "dtype": "float16"}, "--quantize int8 starts from float32 weights, not float16"),
+    ],
+)
+def test_engine_option_combinations(changes, message):
+    with pytest.raises(st.SettingsError, match=message.replace("(", r"\(")):
+        st.check_engine_options({**st.DEFAULTS, **changes})
+    st.check_engine_options({**st.DEFAULTS, "quantize": "int8", "device": "cpu", "dtype": "float32"})
+    st.check_engine_options({**st.DEFAULTS, "compile": True, "device": "cuda", "dtype": "float16"})
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("Hello world", "Hello world"),
+        ("Hello\nworld", "Hello world"),
+        ("Hello\r\nworld\r\n", "Hello world"),
+        ("end of line  \n   start of the next", "end of line start of the next"),
+        ("paragraph one.\n\n\nparagraph two.", "paragraph one. paragraph two."),
+        ("  spaced  out  ", "spaced  out"),  # inner spaces are the engine's business
+        ("tab\tkept", "tab\tkept"),
+        ("a\u2028b\x0bc", "a b c"),
+        ("First part. [pause 1.5s]\nSecond part.", "First part. [pause 1.5s] Second part."),
+    ],
+)
+def test_join_lines(text, expected):
+    assert st.join_lines(text) == expected

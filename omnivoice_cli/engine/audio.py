@@ -9,8 +9,8 @@
     happen when the length in ms was rounded up);
   * a window's loudness is audioop's integer RMS, `int(sqrt(sum(x^2) / n))`, and
     dBFS = 20 * log(rms / 32768, 10) (-inf for rms 0).
-Windows are scanned with cumulative sums of squares (exact in int64), so the 10 ms / 500 ms scans are
-vectorised.
+Windows are scanned with prefix sums of squares (exact in int64, computed block by block), so the
+10 ms / 500 ms scans are vectorised and a long signal needs no full-size temporaries.
 
 One difference: when the whole signal is silent the reference returns an empty segment (and then
 crashes in the peak normalisation of `post_process`); here the result is simply empty.
@@ -31,10 +31,19 @@ SILENCE_THRESHOLD_DB = -50.0
 # ---------------------------------------------------------------------------------------------
 
 
+BLOCK = 1 << 20  # samples per block in the passes over long signals (bounds their temporaries)
+
+
 def to_int16(audio: np.ndarray) -> np.ndarray:
-    """float32 [-1, 1) -> int16, truncating toward zero after clipping, as the reference does."""
+    """float32 [-1, 1) -> int16, truncating toward zero after clipping, as the reference does.
+
+    Done block by block, so a long signal costs its int16 copy and no full-size temporaries."""
     audio = np.asarray(audio, dtype=np.float32)
-    return (audio * INT16_SCALE).clip(-32768, 32767).astype(np.int16)
+    out = np.empty(audio.shape, dtype=np.int16)
+    flat_in, flat_out = audio.reshape(-1), out.reshape(-1)
+    for i in range(0, flat_in.size, BLOCK):
+        flat_out[i : i + BLOCK] = (flat_in[i : i + BLOCK] * INT16_SCALE).clip(-32768, 32767).astype(np.int16)
+    return out
 
 
 def from_int16(samples: np.ndarray) -> np.ndarray:
@@ -72,22 +81,41 @@ def slice_ms(samples: np.ndarray, sample_rate: int, start_ms: int | None = None,
     return data
 
 
-def _window_rms(cum_sq: np.ndarray, n: int, s: np.ndarray, e: np.ndarray) -> np.ndarray:
+def _prefix_squares(samples: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """sum(samples[:i] ** 2) for each i in idx (0 <= i <= n), exact in int64, block by block."""
+    order = np.argsort(idx, kind="stable")
+    sorted_idx = idx[order]
+    out = np.empty(len(idx), dtype=np.int64)
+    total, k = 0, 0
+    for start in range(0, len(samples) + 1, BLOCK):
+        block = samples[start : start + BLOCK].astype(np.int64)
+        cum = np.cumsum(block * block)
+        end = start + len(block)
+        hi = np.searchsorted(sorted_idx, end, side="right")
+        sel = sorted_idx[k:hi] - start  # prefix lengths within this block, 0..len(block)
+        vals = np.full(len(sel), total, dtype=np.int64)
+        inner = sel > 0
+        vals[inner] += cum[sel[inner] - 1]
+        out[order[k:hi]] = vals
+        k = hi
+        total += int(cum[-1]) if len(cum) else 0
+        if k == len(sorted_idx):
+            break
+    return out
+
+
+def _window_rms(samples: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
     """audioop.rms of zero-padded windows [s, e): floor(sqrt(sum_sq / (e - s))), 0 when empty.
 
-    cum_sq: [n + 1] int64 cumulative sum of squares; s, e: [W] sample indices (e may exceed n).
-    """
-    sum_sq = cum_sq[np.minimum(e, n)] - cum_sq[np.minimum(s, n)]
+    samples: int16 [n]; s, e: [W] sample indices (e may exceed n: the padding adds nothing)."""
+    n = len(samples)
+    both = _prefix_squares(samples, np.concatenate([np.minimum(s, n), np.minimum(e, n)]))
+    sum_sq = both[len(s) :] - both[: len(s)]
     count = e - s
     rms = np.zeros(len(s), dtype=np.int64)
     ok = count > 0
     rms[ok] = np.floor(np.sqrt(sum_sq[ok].astype(np.float64) / count[ok].astype(np.float64))).astype(np.int64)
     return rms
-
-
-def _cum_squares(samples: np.ndarray) -> np.ndarray:
-    sq = samples.astype(np.int64) ** 2
-    return np.concatenate([np.zeros(1, dtype=np.int64), np.cumsum(sq)])
 
 
 def _dbfs_of_rms(rms: int) -> float:
@@ -124,9 +152,7 @@ def detect_silence(
     if last_start % seek_step:
         starts = np.append(starts, last_start)
     ends = np.minimum(starts + min_silence_len, length)
-    rms = _window_rms(
-        _cum_squares(samples), len(samples), ms_to_sample(starts, sample_rate), ms_to_sample(ends, sample_rate)
-    )
+    rms = _window_rms(samples, ms_to_sample(starts, sample_rate), ms_to_sample(ends, sample_rate))
     silence_starts = starts[rms <= thresh].tolist()
     if not silence_starts:
         return []
@@ -195,9 +221,7 @@ def detect_leading_silence(
     if len(starts) == 0:
         return 0
     ends = np.minimum(starts + chunk_size, length)
-    rms = _window_rms(
-        _cum_squares(samples), len(samples), ms_to_sample(starts, sample_rate), ms_to_sample(ends, sample_rate)
-    )
+    rms = _window_rms(samples, ms_to_sample(starts, sample_rate), ms_to_sample(ends, sample_rate))
     loud = np.flatnonzero(rms > _max_rms_below_db(silence_threshold))
     trim = int(starts[loud[0]]) if len(loud) else len(starts) * chunk_size
     return min(trim, length)
@@ -212,6 +236,22 @@ def remove_silence_edges(
     rev = samples[::-1]
     start = max(0, detect_leading_silence(rev, sample_rate, threshold_db) - trail_sil_ms)
     return slice_ms(rev, sample_rate, start, None)[::-1].copy()
+
+
+def remove_silence_int16(
+    samples: np.ndarray,
+    sample_rate: int,
+    mid_sil_ms: int = 500,
+    lead_sil_ms: int = 100,
+    trail_sil_ms: int = 100,
+    threshold_db: float = SILENCE_THRESHOLD_DB,
+) -> np.ndarray:
+    """`remove_silence` on the int16 signal itself (int16 [N] -> int16 [N'])."""
+    if mid_sil_ms > 0:
+        parts = split_on_silence(samples, sample_rate, mid_sil_ms, threshold_db, mid_sil_ms, seek_step=10)
+        samples = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int16)
+        del parts
+    return remove_silence_edges(samples, sample_rate, lead_sil_ms, trail_sil_ms, threshold_db)
 
 
 def remove_silence(
@@ -230,11 +270,7 @@ def remove_silence(
     that case is not reproduced.)
     """
     samples = to_int16(np.asarray(audio).reshape(-1))
-    if mid_sil_ms > 0:
-        parts = split_on_silence(samples, sample_rate, mid_sil_ms, threshold_db, mid_sil_ms, seek_step=10)
-        samples = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int16)
-    samples = remove_silence_edges(samples, sample_rate, lead_sil_ms, trail_sil_ms, threshold_db)
-    return from_int16(samples)
+    return from_int16(remove_silence_int16(samples, sample_rate, mid_sil_ms, lead_sil_ms, trail_sil_ms, threshold_db))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -263,31 +299,46 @@ def fade_and_pad(
     return out
 
 
-def cross_fade_chunks(chunks: list[np.ndarray], sample_rate: int, silence_duration: float = 0.3) -> np.ndarray:
-    """Join mono chunks [N_i]: each boundary gets a linear fade-out of silence_duration/3,
-    silence_duration/3 of zeros, and a linear fade-in of silence_duration/3 (as the reference).
+def fade_chunk(chunk: np.ndarray, first: bool, last: bool, sample_rate: int, silence_duration: float = 0.3):
+    """One chunk [N] as `cross_fade_chunks` leaves it: faded in unless first, out unless last.
 
-    Written into one preallocated array, so joining many chunks costs one copy of the audio."""
+    Lets a caller fade (and quantise) each chunk as it arrives, then `join_chunks` them."""
+    fade_n = int(silence_duration * sample_rate) // 3
+    out = np.array(chunk, dtype=np.float32).reshape(-1)
+    if not first:
+        n_in = min(fade_n, len(out))
+        out[:n_in] *= np.linspace(0, 1, n_in, dtype=np.float32)
+    if not last:
+        # the reference fades the last fade_n samples of everything so far: after the first chunk
+        # that window may reach back over the silent gap (zeros stay zeros)
+        n_out = min(fade_n, len(out)) if first else fade_n
+        w = np.linspace(1, 0, n_out, dtype=np.float32)
+        k = min(n_out, len(out))
+        out[len(out) - k :] *= w[n_out - k :]
+    return out
+
+
+def join_chunks(faded: list[np.ndarray], sample_rate: int, silence_duration: float = 0.3) -> np.ndarray:
+    """Concatenate faded chunks (float32 or int16) with silence_duration/3 of zeros between."""
+    gap = int(silence_duration * sample_rate) // 3
+    out = np.zeros(sum(len(c) for c in faded) + gap * (len(faded) - 1), dtype=faded[0].dtype)
+    pos = 0
+    for c in faded:
+        out[pos : pos + len(c)] = c
+        pos += len(c) + gap
+    return out
+
+
+def cross_fade_chunks(chunks: list[np.ndarray], sample_rate: int, silence_duration: float = 0.3) -> np.ndarray:
+    """Join mono chunks [N_i] as the reference does: each boundary gets a linear fade-out of
+    silence_duration/3, silence_duration/3 of zeros, and a linear fade-in of silence_duration/3."""
     if not chunks:
         raise ValueError("cross_fade_chunks needs at least one chunk")
     if any(np.ndim(c) != 1 for c in chunks):
         raise ValueError("cross_fade_chunks joins mono waveforms [N]")
-    if len(chunks) == 1:
-        return np.array(chunks[0], dtype=np.float32)
-    fade_n = int(silence_duration * sample_rate) // 3
-    out = np.zeros(sum(len(c) for c in chunks) + fade_n * (len(chunks) - 1), dtype=np.float32)
-    pos = 0
-    for i, chunk in enumerate(chunks):
-        seg = out[pos : pos + len(chunk)]
-        seg[:] = chunk
-        if i > 0:  # fade in (the reference fades the chunk in, then the merged audio out, per boundary)
-            n_in = min(fade_n, len(seg))
-            seg[:n_in] *= np.linspace(0, 1, n_in, dtype=np.float32)
-        if i < len(chunks) - 1:
-            n_out = min(fade_n, pos + len(chunk))
-            out[pos + len(chunk) - n_out : pos + len(chunk)] *= np.linspace(1, 0, n_out, dtype=np.float32)
-        pos += len(chunk) + (fade_n if i < len(chunks) - 1 else 0)
-    return out
+    last = len(chunks) - 1
+    faded = [fade_chunk(c, i == 0, i == last, sample_rate, silence_duration) for i, c in enumerate(chunks)]
+    return join_chunks(faded, sample_rate, silence_duration)
 
 
 def adjust_volume(audio: np.ndarray, ref_rms: float | None) -> np.ndarray:
@@ -301,6 +352,27 @@ def adjust_volume(audio: np.ndarray, ref_rms: float | None) -> np.ndarray:
     return audio / peak * 0.5 if peak > 1e-6 else audio
 
 
+def _level_and_fade_into(out: np.ndarray, ref_rms: float | None, peak: float | None, fade_n: int) -> None:
+    """In place on out [N] float32: `adjust_volume` (with a precomputed peak) then the fades of
+    `fade_and_pad`, with the same float32 arithmetic, without temporaries of the signal's size."""
+    if ref_rms is not None:
+        if ref_rms < 0.1:
+            out *= ref_rms
+            out /= 0.1
+    elif peak is not None and peak > 1e-6:
+        out /= peak
+        out *= 0.5
+    k = min(fade_n, len(out) // 2)
+    if k > 0:
+        out[:k] *= np.linspace(0, 1, k, dtype=np.float32)
+        out[-k:] *= np.linspace(1, 0, k, dtype=np.float32)
+
+
+def _peak(x: np.ndarray) -> np.float32:
+    """max |x| without an abs() copy."""
+    return max(x.max(), -x.min()) if x.size else np.float32(0)
+
+
 def post_process(
     raw: np.ndarray,
     ref_rms: float | None,
@@ -311,16 +383,12 @@ def post_process(
 ) -> np.ndarray:
     """The reference's `_post_process_audio` on one mono waveform ([N] or [1, N]) -> [N'] float32:
     silence removal (optional), volume, fade and pad."""
-    audio = np.asarray(raw, dtype=np.float32)
+    audio = np.asarray(raw)
     if audio.ndim == 2 and audio.shape[0] == 1:
         audio = audio[0]
     if audio.ndim != 1:
         raise ValueError(f"post_process expects mono audio [N] or [1, N], got shape {list(np.shape(raw))}")
-    if postprocess_output:
-        audio = remove_silence(audio, sample_rate, mid_sil_ms=500, lead_sil_ms=100, trail_sil_ms=100)
-    audio = adjust_volume(audio, ref_rms)
-    audio = fade_and_pad(audio, sample_rate, pad_duration, fade_duration)
-    return np.ascontiguousarray(audio, dtype=np.float32)
+    return post_process_parts([audio], [0, 0], ref_rms, sample_rate, postprocess_output, pad_duration, fade_duration)
 
 
 def post_process_parts(
@@ -334,25 +402,36 @@ def post_process_parts(
 ) -> np.ndarray:
     """Post-process the parts of a text cut at pause tags and space them by exact silences.
 
-    parts: raw mono waveforms; gaps: len(parts) + 1 silences in samples (before, between, after).
-    One part with no gaps is exactly `post_process`. Otherwise each part has its silences removed
-    and is faded on its own, the level is set once for all parts (so they match), and exactly
-    gaps[i] zero samples separate them, inside the usual padding at both ends.
+    parts: mono waveforms, float32 (raw decoder output) or int16 (already quantised as the
+    silence removal does; the list is emptied as they are used, to free them early); gaps:
+    len(parts) + 1 silences in samples (before, between, after). One part with no gaps is exactly
+    the reference's post-processing. Otherwise each part has its silences removed and is faded
+    on its own, the level is set once for all parts (so they match), and exactly gaps[i] zero
+    samples separate them, inside the usual padding at both ends.
     """
-    if len(parts) == 1 and not any(gaps):
-        return post_process(parts[0], ref_rms, sample_rate, postprocess_output, pad_duration, fade_duration)
-    if postprocess_output:
-        parts = [remove_silence(p, sample_rate, mid_sil_ms=500, lead_sil_ms=100, trail_sil_ms=100) for p in parts]
-    peak = max((float(np.abs(p).max()) for p in parts if len(p)), default=0.0)
-    if ref_rms is not None:
-        parts = [adjust_volume(p, ref_rms) for p in parts]
-    elif peak > 1e-6:
-        parts = [p / peak * 0.5 for p in parts]
-    parts = [fade_and_pad(np.asarray(p, dtype=np.float32), sample_rate, 0.0, fade_duration) for p in parts]
+    cleaned = []
+    while parts:
+        p = parts.pop(0)
+        if postprocess_output:
+            p = p if p.dtype == np.int16 else to_int16(p)
+            p = remove_silence_int16(p, sample_rate, mid_sil_ms=500, lead_sil_ms=100, trail_sil_ms=100)
+        cleaned.append(p)
+    total = sum(len(p) for p in cleaned)
+    if total == 0 and not any(gaps):
+        return np.zeros(0, dtype=np.float32)  # as the reference: empty audio is not padded
     pad = int(pad_duration * sample_rate)
-    out = np.zeros(2 * pad + sum(gaps) + sum(len(p) for p in parts), dtype=np.float32)
-    pos = pad + gaps[0]
-    for p, gap in zip(parts, gaps[1:]):
-        out[pos : pos + len(p)] = p
+    out = np.zeros(2 * pad + sum(gaps) + total, dtype=np.float32)
+    views, pos = [], pad + gaps[0]
+    for p, gap in zip(cleaned, gaps[1:]):
+        view = out[pos : pos + len(p)]
+        if p.dtype == np.int16:
+            np.divide(p, np.float32(INT16_SCALE), out=view)
+        else:
+            view[:] = p
+        views.append(view)
         pos += len(p) + gap
+    del cleaned
+    peak = max((_peak(v) for v in views), default=np.float32(0)) if ref_rms is None else None
+    for view in views:
+        _level_and_fade_into(view, ref_rms, peak, int(fade_duration * sample_rate))
     return out

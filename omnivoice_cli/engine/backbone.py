@@ -185,16 +185,20 @@ class OmniVoiceModel(nn.Module):
         return torch.where(audio_mask[:, None], audio, text)
 
     def forward(self, batch: PackedBatch) -> torch.Tensor:
-        """-> logits [M, C, V] in fp32 at the target positions."""
+        """-> final hidden states [M, H] at the target positions (pass slices of it to `heads`)."""
         h = self.embed(batch.input_ids, batch.audio_mask)
         positions = packed_positions(batch.seq_lens, device=h.device)
         cos, sin = rope_cos_sin(positions, self.inv_freq, h.dtype)
         inputs, outputs = self._halves
         for layer in self.llm.layers:
             h = layer_forward(layer, h, cos, sin, batch.seq_lens, inputs, outputs)
-        h = self.llm.norm(h[batch.target_index])  # RMSNorm is per position: norm only what the heads need
-        logits = self.audio_heads(h).float()  # [M, C*V]
-        return logits.view(-1, self.cfg.num_audio_codebook, self.cfg.audio_vocab_size)
+        return self.llm.norm(h[batch.target_index])  # RMSNorm is per position: norm only what the heads need
+
+    def heads(self, hidden: torch.Tensor) -> torch.Tensor:
+        """hidden [T, H] -> logits [C, T, V] in fp32. Applied per request, so that the logits of a
+        whole packed batch (M x 8200 floats) never exist at once."""
+        logits = self.audio_heads(hidden).float()  # [T, C*V]
+        return logits.view(-1, self.cfg.num_audio_codebook, self.cfg.audio_vocab_size).transpose(0, 1)
 
 
 def quantize_int8(model: OmniVoiceModel) -> None:

@@ -78,15 +78,15 @@ def pack(jobs: list[Job], device) -> tuple[PackedBatch, list[tuple[int, int]]]:
     return batch, spans
 
 
-def advance(job: Job, logits: torch.Tensor, cond_at: int, uncond_at: int, mask_id: int) -> None:
-    """Apply one step's reveal to a job, from the packed logits [M, C, V]."""
+def advance(job: Job, model: OmniVoiceModel, hidden: torch.Tensor, cond_at: int, uncond_at: int, mask_id: int) -> None:
+    """Apply one step's reveal to a job, from the packed hidden states [M, H] of the forward."""
     T = job.canvas.target_len
     k = job.schedule[job.step]
     job.step += 1
     if k <= 0:
         return
-    cond = logits[cond_at : cond_at + T].transpose(0, 1)  # [C, T, V]
-    uncond = logits[uncond_at : uncond_at + T].transpose(0, 1) if uncond_at >= 0 else None
+    cond = model.heads(hidden[cond_at : cond_at + T])  # [C, T, V]
+    uncond = model.heads(hidden[uncond_at : uncond_at + T]) if uncond_at >= 0 else None
     g = job.gen
     lp = scheduler.guided_log_probs(cond, uncond, g.guidance_scale, mask_id)
     pred, confidence = scheduler.predict(lp, g.class_temperature, job.generator)
@@ -125,9 +125,9 @@ def run_jobs(
                 used += waiting[0].packed_len
                 active.append(waiting.pop(0))
             batch, spans = pack(active, device)
-            logits = model(batch)
+            hidden = model(batch)
             for job, (cond_at, uncond_at) in zip(active, spans):
-                advance(job, logits, cond_at, uncond_at, mask_id)
+                advance(job, model, hidden, cond_at, uncond_at, mask_id)
             done_forwards += 1
             finished = [j for j in active if j.done]
             active = [j for j in active if not j.done]

@@ -61,6 +61,17 @@ def validate_request(req: Request, cfg: ModelConfig | None = None) -> list[str]:
     warnings = []
     if req.ref is not None and not (req.ref.text or "").strip():
         raise InvalidRequest("the reference transcript is empty: give the words spoken in the reference audio")
+    if req.ref is not None:
+        codes = req.ref.codes
+        if codes.ndim != 2 or codes.shape[0] != cfg.num_audio_codebook or codes.shape[-1] == 0:
+            raise InvalidRequest(
+                f"the voice's codes have shape {list(codes.shape)}; this model needs "
+                f"[{cfg.num_audio_codebook}, frames] (was the voice made for another model?)"
+            )
+        if codes.dtype.is_floating_point or int(codes.min()) < 0 or int(codes.max()) >= cfg.audio_mask_id:
+            raise InvalidRequest(
+                f"the voice's codes are out of range: this model's codes are integers in 0..{cfg.audio_mask_id - 1}"
+            )
     _, warning = textmod.resolve_language(req.lang)
     if warning:
         warnings.append(warning)
@@ -306,7 +317,7 @@ class Engine:
         def done(job):
             i, k = owner.pop(id(job))
             plan = plans[i]
-            plan.audio[k] = self._decode(job.tokens)
+            plan.audio[k] = self._chunk_audio(plan, k, self._decode(job.tokens))
             plan.tokens[k] = job.tokens.cpu()
             new = []
             if k == 0 and requests[i].ref is None and len(plan.pieces) > 1:
@@ -346,6 +357,18 @@ class Engine:
         with torch.inference_mode():
             return self.codec.decode(tokens[None].to(self.codec.device))[0, 0].cpu().numpy()  # [N]
 
+    def _chunk_audio(self, plan: "Plan", k: int, wav):
+        """A decoded piece as it will be joined: faded at the chunk boundaries of its part, and
+        already quantised to int16 when post-processing will (so a long text costs 2 bytes a sample)."""
+        from . import audio
+
+        if len(plan.pieces) == 1:
+            return wav
+        piece = plan.pieces[k]
+        siblings = [p for p in plan.pieces if p.part == piece.part]
+        wav = audio.fade_chunk(wav, piece.chunk == 0, piece.chunk == len(siblings) - 1, self.sample_rate)
+        return audio.to_int16(wav) if plan.req.generation.postprocess_output else wav
+
     def _finish(self, plan: "Plan", warnings: list[str]) -> Result:
         """Join a request's pieces: chunks cross-faded, parts post-processed and spaced by pauses."""
         import torch
@@ -353,10 +376,12 @@ class Engine:
         from . import audio
 
         req, g = plan.req, plan.req.generation
-        raw_parts = [
-            audio.cross_fade_chunks([a for piece, a in zip(plan.pieces, plan.audio) if piece.part == p], self.sample_rate)
-            for p in range(plan.n_parts)
-        ]
+        raw_parts = []
+        for p in range(plan.n_parts):
+            chunks = [a for piece, a in zip(plan.pieces, plan.audio) if piece.part == p]
+            raw_parts.append(chunks[0] if len(chunks) == 1 else audio.join_chunks(chunks, self.sample_rate))
+        plan.audio = [None] * len(plan.pieces)  # free the chunks: the joined parts hold them now
+        del chunks
         wav = audio.post_process_parts(
             raw_parts,
             [round(s * self.sample_rate) for s in plan.gaps],

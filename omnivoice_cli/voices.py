@@ -1,0 +1,337 @@
+"""The saved-voice store: `omnivoice voice add/list/show/rm/import`, and `--voice NAME|FILE`.
+
+A saved voice is one safetensors file, `<user data folder>/voices/<name>.safetensors`
+(`engine.weights.user_home()`: `$OMNIVOICE_HOME`, else `$XDG_DATA_HOME/omnivoice`, else
+`~/.local/share/omnivoice`), written by `engine.voice.save_voice`: the codec codes of the
+reference recording as a tensor, its transcript and RMS in the metadata, plus what this module
+records (name, source, created, model, seconds). Nothing is ever unpickled: the reference
+implementation's `.pt` prompts are read by `engine.voice.import_reference_prompt`
+(`torch.load(weights_only=True)`, format version checked).
+
+`--voice SPEC` (and `voice` in presets and JSON lines) is a path when it looks like one (it holds
+a '/', starts with '.' or '~', or ends in .safetensors or .pt), else a saved voice's name.
+
+Also here: finding the transcript of a reference recording (`--ref-text`, else `me.txt` beside
+`me.wav`) and checking a recording before the model is loaded.
+
+Importing this module is cheap; the engine (and torch) is imported inside the functions.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from . import settings as st
+from .engine.errors import InvalidRequest
+
+VOICE_SUFFIX = ".safetensors"
+PROMPT_SUFFIX = ".pt"  # the reference implementation's VoiceClonePrompt.save
+MAX_NAME = 64
+_NAME_RE = re.compile(r"^[^\W_](?:[\w.-]*[^\W.])?$")  # letters, digits, '_', '-', '.'; no '.' at the ends
+# Metadata written by save_voice itself; ours must not collide with these.
+_ENGINE_META = ("format", "version", "text", "rms")
+ADD_HINT = "add one with `omnivoice voice add NAME --ref FILE`"
+
+
+class VoiceEntry(NamedTuple):
+    """One file of the store, read (meta) or not (error)."""
+
+    name: str
+    path: Path
+    meta: dict[str, str] | None
+    error: str | None
+
+
+def voice_dir() -> Path:
+    """Where saved voices live: engine.weights.user_home() / "voices"."""
+    from .engine.weights import user_home
+
+    return user_home() / "voices"
+
+
+# ------------------------------------------------------------------------------------ names
+
+
+def check_name(name: str) -> str:
+    """A voice name: 1-64 letters, digits, '_', '-' or '.', starting with a letter or digit and
+    not ending in '.'; no path separators. InvalidRequest otherwise."""
+    if not isinstance(name, str) or not name.strip():
+        raise InvalidRequest("voice name is empty: use letters, digits, '-', '_' or '.', e.g. alice")
+    if len(name) > MAX_NAME:
+        raise InvalidRequest(f"voice name {name!r} is too long: at most {MAX_NAME} characters")
+    if is_voice_path(name) or not _NAME_RE.match(name):
+        raise InvalidRequest(
+            f"voice name {name!r} is not allowed: use letters, digits, '-', '_' or '.' (starting with a "
+            "letter or digit; no '/', spaces or file extension), e.g. alice or narrator-2"
+        )
+    return name
+
+
+def is_voice_path(spec: str) -> bool:
+    """`--voice SPEC` names a file (rather than a saved voice) when it looks like a path."""
+    low = spec.lower()
+    return (
+        "/" in spec
+        or os.sep in spec
+        or (os.altsep is not None and os.altsep in spec)
+        or spec.startswith((".", "~"))
+        or low.endswith((VOICE_SUFFIX, PROMPT_SUFFIX))
+    )
+
+
+# ------------------------------------------------------------------------------------ the store
+
+
+def voice_index(folder: Path | None = None) -> dict[str, Path]:
+    """name -> file of every saved voice, by name."""
+    folder = voice_dir() if folder is None else folder
+    try:
+        files = [p for p in folder.glob(f"*{VOICE_SUFFIX}") if p.is_file() and not p.name.startswith(".")]
+    except OSError:
+        return {}
+    return {p.name[: -len(VOICE_SUFFIX)]: p for p in sorted(files, key=lambda p: p.name)}
+
+
+def _known(index: dict[str, Path]) -> str:
+    return ", ".join(index) if index else "none yet"
+
+
+def find_saved(name: str) -> Path:
+    """The file of a saved voice (exact name, else the one name equal but for case)."""
+    index = voice_index()
+    if name in index:
+        return index[name]
+    folded = [n for n in index if n.casefold() == name.casefold()]
+    if len(folded) == 1:
+        return index[folded[0]]
+    raise InvalidRequest(
+        f"unknown voice {name!r}{st.did_you_mean(name, index)}; known voices: {_known(index)} "
+        f"({ADD_HINT}, or give the path of a voice file)"
+    )
+
+
+def resolve_voice(spec: str, base: Path | None = None) -> Path:
+    """The file a `--voice` / `voice` setting means: a path (relative ones are relative to `base`,
+    default the current folder) or a saved voice's name."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise InvalidRequest("voice is empty: give a saved voice's name or the path of a voice file")
+    if not is_voice_path(spec):
+        return find_saved(spec)
+    p = Path(spec).expanduser()
+    if not p.is_absolute() and base is not None:
+        p = base / p
+    if not p.exists():
+        shown = f"'{spec}'" if str(p) == spec else f"'{spec}' ({p})"
+        raise InvalidRequest(f"voice file {shown} does not exist")
+    if not p.is_file():
+        raise InvalidRequest(f"voice file '{spec}' is a folder, not a voice file")
+    return p
+
+
+def load_voice_file(path: Path):
+    """A VoicePrompt from a saved voice (.safetensors) or a reference `.pt` prompt."""
+    from .engine import voice as vmod
+
+    path = Path(path)
+    if path.suffix.lower() == PROMPT_SUFFIX:
+        voice = vmod.import_reference_prompt(path)
+    else:
+        voice = vmod.load_voice(path)
+    check_codes(voice.codes, path)
+    return voice
+
+
+def check_codes(codes, where: Any) -> None:
+    """Codes must be [codebooks, frames] with at least one frame and no negative values."""
+    if codes.ndim != 2 or codes.shape[-1] == 0:
+        raise InvalidRequest(f"{where}: the voice's codes have shape {list(codes.shape)}, expected [codebooks, frames]")
+    if int(codes.min()) < 0:
+        raise InvalidRequest(f"{where}: the voice's codes hold negative values")
+
+
+def find_voice(spec: str, base: Path | None = None):
+    """(path, VoicePrompt) of a `--voice` setting."""
+    path = resolve_voice(spec, base)
+    return path, load_voice_file(path)
+
+
+def exists(name: str) -> Path | None:
+    """The file of a saved voice with this name, compared case-insensitively (two names that differ
+    only in case would share one file on some systems)."""
+    for other, path in voice_index().items():
+        if other.casefold() == name.casefold():
+            return path
+    return None
+
+
+def check_new_name(name: str, force: bool) -> None:
+    """Before any work: the name is valid, and free unless --force."""
+    check_name(name)
+    old = exists(name)
+    if old is not None and not force:
+        raise InvalidRequest(
+            f"voice {old.name[: -len(VOICE_SUFFIX)]!r} already exists ({old}): give --force to replace it, "
+            "or choose another name"
+        )
+
+
+def save(name: str, voice, *, force: bool = False, **meta: Any) -> Path:
+    """Write a voice into the store under `name`; returns its file."""
+    from .engine import voice as vmod
+
+    check_new_name(name, force)
+    folder = voice_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise OSError(e.errno, f"cannot create the voice folder '{folder}': {e.strerror or e}") from None
+    old = exists(name)
+    path = folder / f"{name}{VOICE_SUFFIX}"
+    frames = int(voice.codes.shape[-1])
+    record = {
+        "name": name,
+        "seconds": f"{frames / 25.0:.2f}",
+        "frames": str(frames),
+        "codebooks": str(int(voice.codes.shape[0])),
+        "created": _now(),
+        "tool": f"omnivoice-cli {_version()}",
+        **{k: "" if v is None else str(v) for k, v in meta.items()},
+    }
+    for key in _ENGINE_META:
+        record.pop(key, None)
+    vmod.save_voice(path, voice, **record)
+    if old is not None and old != path:  # replaced a name that differed only in case
+        old.unlink(missing_ok=True)
+    return path
+
+
+def remove(name: str) -> Path:
+    """Delete a saved voice; returns the file that was removed."""
+    path = find_saved(name)
+    path.unlink()
+    return path
+
+
+def read_entry(name: str, path: Path) -> VoiceEntry:
+    from .engine import voice as vmod
+
+    try:
+        return VoiceEntry(name, path, vmod.read_voice_metadata(path), None)
+    except InvalidRequest as e:
+        return VoiceEntry(name, path, None, str(e))
+
+
+def list_voices() -> list[VoiceEntry]:
+    """Every saved voice, by name, with its metadata or why it cannot be read."""
+    return [read_entry(name, path) for name, path in voice_index().items()]
+
+
+def describe(path: Path, voice=None) -> dict[str, Any]:
+    """What `voice show` prints: metadata of a saved voice, or what a `.pt` prompt holds."""
+    from .engine import voice as vmod
+
+    path = Path(path)
+    if path.suffix.lower() == PROMPT_SUFFIX:
+        voice = voice or load_voice_file(path)
+        frames = int(voice.codes.shape[-1])
+        return {
+            "path": str(path),
+            "kind": "reference prompt (.pt)",
+            "text": voice.text,
+            "seconds": f"{frames / 25.0:.2f}",
+            "frames": str(frames),
+            "codebooks": str(int(voice.codes.shape[0])),
+            "rms": "" if voice.rms is None else repr(voice.rms),
+        }
+    meta = vmod.read_voice_metadata(path)
+    out: dict[str, Any] = {"name": meta.get("name") or path.name[: -len(VOICE_SUFFIX)], "path": str(path)}
+    out["kind"] = "saved voice" + (f" (imported {meta['imported']})" if meta.get("imported") else "")
+    order = ("text", "seconds", "frames", "codebooks", "rms", "source", "imported_from", "model", "created", "tool")
+    out.update({k: meta[k] for k in order if meta.get(k)})
+    skip = {"format", "version", "name", "imported", *order}
+    out.update({k: v for k, v in sorted(meta.items()) if k not in skip})
+    out["format version"] = meta.get("version")
+    return out
+
+
+def _now() -> str:
+    import datetime
+
+    return datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("omnivoice-cli")
+    except Exception:
+        return "unknown"
+
+
+# ------------------------------------------------------------------------------------ references
+
+
+def transcript_file(audio: Path) -> Path:
+    """Where a recording's transcript is looked for: `me.txt` beside `me.wav`."""
+    return Path(audio).with_suffix(".txt")
+
+
+def read_transcript(path: Path) -> str:
+    """A transcript file's text, lines joined; InvalidRequest when unreadable or empty."""
+    try:
+        text = Path(path).read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError:
+        raise InvalidRequest(f"transcript file {path} is not UTF-8 text") from None
+    except OSError as e:
+        raise InvalidRequest(f"cannot read the transcript file {path}: {e.strerror or e}") from None
+    text = st.join_lines(text)
+    if not text:
+        raise InvalidRequest(f"transcript file {path} is empty: write the words spoken in the recording into it")
+    return text
+
+
+def reference_transcript(audio: Path, ref_text: str | None, flag: str = "--ref-text") -> str:
+    """The transcript of a reference recording: `ref_text`, else the `.txt` file beside it.
+
+    There is no speech recogniser in this tool, so without either it is an error saying how to
+    give one."""
+    if ref_text is not None:
+        text = st.join_lines(ref_text)
+        if not text:
+            raise InvalidRequest(
+                f"{flag} is empty: give the words spoken in the reference audio"
+            )
+        return text
+    sibling = transcript_file(audio)
+    if sibling.is_file():
+        return read_transcript(sibling)
+    raise InvalidRequest(
+        f"no transcript for the reference audio {audio}: give {flag} \"the words spoken in it\" or write "
+        f"them into {sibling} (omnivoice has no speech recogniser)"
+    )
+
+
+def check_reference_file(path: str | Path) -> Path:
+    """A reference recording given on the command line: it must be an existing file."""
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise InvalidRequest(f"reference audio file not found: {path}")
+    if not p.is_file():
+        raise InvalidRequest(f"reference audio {path} is not a file")
+    return p
+
+
+def precheck_reference(path: Path, ref_text: str) -> tuple[float, tuple[str, ...]]:
+    """Read and prepare a recording as the engine will (numpy only, no model): a file that is not
+    audio, truncated, silent or too short fails here, before the model is loaded.
+
+    Returns (seconds of prepared audio, warnings)."""
+    from .engine import voice as vmod
+
+    wav = vmod.load_reference(path)
+    prepared = vmod.prepare_reference(wav, ref_text, source=f"reference audio {path}")
+    return prepared.seconds, prepared.warnings
