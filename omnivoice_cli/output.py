@@ -85,12 +85,27 @@ def prepare_audio(audio) -> "object":
     return np.clip(a, -1.0, 1.0)
 
 
-def encode(audio, sample_rate: int, format: str = "WAV", subtype: str = "PCM_16") -> bytes:
-    """The bytes of an audio file holding `audio` (mono)."""
+WRITE_BLOCK = 1 << 18  # samples prepared and written at a time: a long file needs no full-size copies
+
+
+def _write_blocks(f, audio, sample_rate: int, format: str, subtype: str) -> None:
+    import numpy as np
     import soundfile as sf
 
+    a = np.asarray(audio)
+    if a.ndim == 2 and 1 in a.shape:
+        a = a.reshape(-1)
+    if a.ndim != 1:
+        raise ValueError(f"expected mono audio (1-D), got shape {a.shape}")
+    with sf.SoundFile(f, "w", samplerate=int(sample_rate), channels=1, format=format, subtype=subtype) as out:
+        for i in range(0, max(len(a), 1), WRITE_BLOCK):
+            out.write(prepare_audio(a[i : i + WRITE_BLOCK]))
+
+
+def encode(audio, sample_rate: int, format: str = "WAV", subtype: str = "PCM_16") -> bytes:
+    """The bytes of an audio file holding `audio` (mono)."""
     buf = io.BytesIO()
-    sf.write(buf, prepare_audio(audio), int(sample_rate), format=format, subtype=subtype)
+    _write_blocks(buf, audio, sample_rate, format, subtype)
     return buf.getvalue()
 
 
@@ -112,13 +127,10 @@ def write_audio(audio, sample_rate: int, target: OutputTarget, stdout: BinaryIO 
 
 
 def _write_atomically(path: Path, audio, sample_rate: int, format: str, subtype: str) -> None:
-    import soundfile as sf
-
-    data = prepare_audio(audio)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
-            sf.write(f, data, int(sample_rate), format=format, subtype=subtype)
+            _write_blocks(f, audio, sample_rate, format, subtype)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, 0o666 & ~_umask())

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+import omnivoice_cli.output as omnivoice_output
 import soundfile as sf
 
 from conftest import ROOT, TINY_CKPT, files_in
@@ -557,16 +559,16 @@ def test_output_option_is_required(invoke, fake_engine, tmp_path, home):
 
 
 def test_write_failure_fails_the_line_only(invoke, fake_engine, tmp_path, home, monkeypatch):
-    real_write = sf.write
+    real_write = omnivoice_output._write_blocks
     calls = {"n": 0}
 
-    def flaky(file, data, samplerate, **kw):
+    def flaky(file, data, samplerate, *args):
         calls["n"] += 1
         if calls["n"] == 2:
             raise OSError(28, "No space left on device")
-        return real_write(file, data, samplerate, **kw)
+        return real_write(file, data, samplerate, *args)
 
-    monkeypatch.setattr(sf, "write", flaky)
+    monkeypatch.setattr(omnivoice_output, "_write_blocks", flaky)
     src = tmp_path / "lines.txt"
     src.write_text("One.\nTwo.\nThree.\n")
     out = tmp_path / "out"

@@ -16,6 +16,8 @@ import sys
 
 import numpy as np
 import pytest
+
+import omnivoice_cli.output as omnivoice_output
 import soundfile as sf
 from safetensors.numpy import load_file
 
@@ -311,13 +313,13 @@ def test_ctrl_c_while_writing_finishes_the_file(invoke, fake_engine, tmp_path, m
     """A Ctrl-C that lands inside the write waits until the file (or the whole WAV on stdout) is out."""
     import signal
 
-    real_write = sf.write
+    real_write = omnivoice_output._write_blocks
 
-    def write_then_interrupted(file, data, samplerate, **kw):
+    def write_then_interrupted(file, data, samplerate, *args):
         os.kill(os.getpid(), signal.SIGINT)  # held until the write is done
-        return real_write(file, data, samplerate, **kw)
+        return real_write(file, data, samplerate, *args)
 
-    monkeypatch.setattr(sf, "write", write_then_interrupted)
+    monkeypatch.setattr(omnivoice_output, "_write_blocks", write_then_interrupted)
     out = tmp_path / "x.wav"
     r = invoke("say", "Hi", "-o", "-" if to_stdout else out, "--seed", "2")
     assert r.exit_code == 130, (r.exit_code, r.stderr)
@@ -550,11 +552,11 @@ def test_load_errors_map_to_exit_codes(invoke, fake_engine, tmp_path, error, cod
 
 
 def test_write_failure_is_exit_1_and_leaves_nothing(invoke, fake_engine, tmp_path, monkeypatch):
-    def full_disk(file, data, samplerate, **kw):
+    def full_disk(file, data, samplerate, *args):
         file.write(b"RIFF....")
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(sf, "write", full_disk)
+    monkeypatch.setattr(omnivoice_output, "_write_blocks", full_disk)
     r = invoke("say", "Hi", "-o", tmp_path / "x.wav")
     assert r.exit_code == 1
     assert error_line(r) == f"Error: cannot write {tmp_path / 'x.wav'}: No space left on device"

@@ -8,6 +8,8 @@ import stat
 
 import numpy as np
 import pytest
+
+import omnivoice_cli.output as omnivoice_output
 import soundfile as sf
 
 from conftest import files_in
@@ -107,11 +109,11 @@ def test_stdout_is_a_complete_wav():
 def test_failure_leaves_no_file(tmp_path, monkeypatch):
     path = tmp_path / "x.wav"
 
-    def broken_write(file, data, samplerate, **kw):
+    def broken_write(file, data, samplerate, *args):
         file.write(b"RIFF partial")
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(sf, "write", broken_write)
+    monkeypatch.setattr(omnivoice_output, "_write_blocks", broken_write)
     with pytest.raises(OSError, match="No space"):
         write_audio(tone(), SR, check_output(str(path)))
     assert files_in(tmp_path) == []
@@ -121,10 +123,10 @@ def test_failure_keeps_the_old_file(tmp_path, monkeypatch):
     path = tmp_path / "x.wav"
     path.write_bytes(b"old contents")
 
-    def broken_write(file, data, samplerate, **kw):
+    def broken_write(file, data, samplerate, *args):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(sf, "write", broken_write)
+    monkeypatch.setattr(omnivoice_output, "_write_blocks", broken_write)
     with pytest.raises(RuntimeError):
         write_audio(tone(), SR, check_output(str(path)))
     assert path.read_bytes() == b"old contents"

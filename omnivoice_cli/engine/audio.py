@@ -230,12 +230,13 @@ def detect_leading_silence(
 def remove_silence_edges(
     samples: np.ndarray, sample_rate: int, lead_sil_ms: int, trail_sil_ms: int, threshold_db: float
 ) -> np.ndarray:
-    """Trim leading / trailing silence down to lead_sil_ms / trail_sil_ms (int16 in, int16 out)."""
+    """Trim leading / trailing silence down to lead_sil_ms / trail_sil_ms (int16 in, int16 out;
+    a view of the input where no zero padding is needed)."""
     start = max(0, detect_leading_silence(samples, sample_rate, threshold_db) - lead_sil_ms)
     samples = slice_ms(samples, sample_rate, start, None)
     rev = samples[::-1]
     start = max(0, detect_leading_silence(rev, sample_rate, threshold_db) - trail_sil_ms)
-    return slice_ms(rev, sample_rate, start, None)[::-1].copy()
+    return slice_ms(rev, sample_rate, start, None)[::-1]
 
 
 def remove_silence_int16(
@@ -399,6 +400,7 @@ def post_process_parts(
     postprocess_output: bool = True,
     pad_duration: float = 0.1,
     fade_duration: float = 0.1,
+    release=None,
 ) -> np.ndarray:
     """Post-process the parts of a text cut at pause tags and space them by exact silences.
 
@@ -407,7 +409,8 @@ def post_process_parts(
     len(parts) + 1 silences in samples (before, between, after). One part with no gaps is exactly
     the reference's post-processing. Otherwise each part has its silences removed and is faded
     on its own, the level is set once for all parts (so they match), and exactly gaps[i] zero
-    samples separate them, inside the usual padding at both ends.
+    samples separate them, inside the usual padding at both ends. release(), if given, is called
+    when large temporaries have been freed (to hand the memory back to the system).
     """
     cleaned = []
     while parts:
@@ -415,6 +418,8 @@ def post_process_parts(
         if postprocess_output:
             p = p if p.dtype == np.int16 else to_int16(p)
             p = remove_silence_int16(p, sample_rate, mid_sil_ms=500, lead_sil_ms=100, trail_sil_ms=100)
+            if release:
+                release()
         cleaned.append(p)
     total = sum(len(p) for p in cleaned)
     if total == 0 and not any(gaps):

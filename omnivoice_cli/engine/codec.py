@@ -40,7 +40,8 @@ def snake(x: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
 
     x: [B, C, L], alpha: [1, C, 1] -> [B, C, L]
     """
-    return x + (alpha + SNAKE_EPS).reciprocal() * torch.sin(alpha * x).pow(2)
+    # in place on one temporary (same arithmetic: + and * commute exactly), to keep decode memory low
+    return (alpha * x).sin_().pow_(2).mul_((alpha + SNAKE_EPS).reciprocal()).add_(x)
 
 
 def rvq_decode(
@@ -99,7 +100,7 @@ class ResidualUnit(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.conv2(self.snake2(self.conv1(self.snake1(x))))
-        return x + y
+        return y.add_(x)
 
 
 class DecoderBlock(nn.Module):

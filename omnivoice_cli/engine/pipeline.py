@@ -9,6 +9,7 @@ The engine never imports typer or rich; progress leaves it through `on_step(done
 
 from __future__ import annotations
 
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -103,11 +104,9 @@ class Plan:
     pieces: list[Piece]
     gaps: list[float]  # seconds of silence before, between and after the parts
     n_parts: int
-    audio: list = field(default_factory=list)  # decoded waveform of each piece, None until done
-    tokens: list = field(default_factory=list)  # codes of each piece
+    tokens: list = field(default_factory=list)  # codes of each piece, None until it is done
 
     def __post_init__(self) -> None:
-        self.audio = [None] * len(self.pieces)
         self.tokens = [None] * len(self.pieces)
 
 
@@ -317,13 +316,12 @@ class Engine:
         def done(job):
             i, k = owner.pop(id(job))
             plan = plans[i]
-            plan.audio[k] = self._chunk_audio(plan, k, self._decode(job.tokens))
-            plan.tokens[k] = job.tokens.cpu()
+            plan.tokens[k] = job.tokens.cpu()  # decoded when the whole text is done, one chunk at a time
             new = []
             if k == 0 and requests[i].ref is None and len(plan.pieces) > 1:
                 voice = VoicePrompt(job.tokens, plan.pieces[0].text, None)  # chunk 0 speaks for the rest
                 new = [job_for(i, j, voice) for j in range(1, len(plan.pieces))]
-            if all(a is not None for a in plan.audio):
+            if all(t is not None for t in plan.tokens):
                 results[i] = self._finish(plan, warnings[i])
                 if on_result:
                     on_result(i, results[i])
@@ -331,9 +329,9 @@ class Engine:
 
         def pending_forwards() -> int:
             return sum(
-                sum(1 for a in plan.audio[1:] if a is None) * req.generation.num_step
+                (len(plan.pieces) - 1) * req.generation.num_step
                 for req, plan in zip(requests, plans)
-                if req.ref is None and plan.audio[0] is None and len(plan.pieces) > 1
+                if req.ref is None and plan.tokens[0] is None and len(plan.pieces) > 1
             )
 
         def step(done_forwards: int, planned: int) -> None:
@@ -357,31 +355,41 @@ class Engine:
         with torch.inference_mode():
             return self.codec.decode(tokens[None].to(self.codec.device))[0, 0].cpu().numpy()  # [N]
 
-    def _chunk_audio(self, plan: "Plan", k: int, wav):
-        """A decoded piece as it will be joined: faded at the chunk boundaries of its part, and
-        already quantised to int16 when post-processing will (so a long text costs 2 bytes a sample)."""
-        from . import audio
-
-        if len(plan.pieces) == 1:
-            return wav
-        piece = plan.pieces[k]
-        siblings = [p for p in plan.pieces if p.part == piece.part]
-        wav = audio.fade_chunk(wav, piece.chunk == 0, piece.chunk == len(siblings) - 1, self.sample_rate)
-        return audio.to_int16(wav) if plan.req.generation.postprocess_output else wav
-
     def _finish(self, plan: "Plan", warnings: list[str]) -> Result:
-        """Join a request's pieces: chunks cross-faded, parts post-processed and spaced by pauses."""
+        """Decode a request's pieces and join them (a long text with a lean heap)."""
+        with lean_heap() if len(plan.pieces) > 1 else nullcontext():
+            return self._join(plan, warnings)
+
+    def _join(self, plan: "Plan", warnings: list[str]) -> Result:
+        """Decode a request's pieces and join them: chunks cross-faded, parts post-processed and
+        spaced by pauses.
+
+        Each chunk is decoded, faded and (when post-processing will quantise anyway) turned into
+        int16 straight into its part's buffer, so a long text costs 2 bytes a sample, plus one
+        chunk's decoding, plus the float32 result."""
+        import numpy as np
         import torch
 
         from . import audio
 
         req, g = plan.req, plan.req.generation
+        hop, sr = self.cfg.codec.hop_length, self.sample_rate
+        gap = int(0.3 * sr) // 3  # the reference's cross-fade: 0.1 s fade out, 0.1 s silence, 0.1 s fade in
         raw_parts = []
         for p in range(plan.n_parts):
-            chunks = [a for piece, a in zip(plan.pieces, plan.audio) if piece.part == p]
-            raw_parts.append(chunks[0] if len(chunks) == 1 else audio.join_chunks(chunks, self.sample_rate))
-        plan.audio = [None] * len(plan.pieces)  # free the chunks: the joined parts hold them now
-        del chunks
+            ks = [k for k, piece in enumerate(plan.pieces) if piece.part == p]
+            if len(ks) == 1:
+                raw_parts.append(self._decode(plan.tokens[ks[0]]))
+                continue
+            lengths = [plan.tokens[k].shape[1] * hop for k in ks]
+            dtype = np.int16 if g.postprocess_output else np.float32
+            part = np.zeros(sum(lengths) + gap * (len(ks) - 1), dtype=dtype)
+            pos = 0
+            for i, (k, n) in enumerate(zip(ks, lengths)):
+                wav = audio.fade_chunk(self._decode(plan.tokens[k]), i == 0, i == len(ks) - 1, sr)
+                part[pos : pos + n] = audio.to_int16(wav) if dtype == np.int16 else wav
+                pos += n + gap
+            raw_parts.append(part)
         wav = audio.post_process_parts(
             raw_parts,
             [round(s * self.sample_rate) for s in plan.gaps],
@@ -390,6 +398,7 @@ class Engine:
             postprocess_output=g.postprocess_output,
             pad_duration=g.pad_duration,
             fade_duration=g.fade_duration,
+            release=release_free_memory,
         )
         tokens = torch.cat(plan.tokens, dim=1)
         return Result(wav, self.sample_rate, tokens, tokens.shape[1], req.seed, warnings)
@@ -409,6 +418,48 @@ class Engine:
             fade_duration=g.fade_duration,
         )
         return Result(wav, self.sample_rate, job.tokens.cpu(), job.canvas.target_len, req.seed, warnings or [])
+
+
+def _libc():
+    global _LIBC
+    if _LIBC is None:
+        _LIBC = False
+        try:
+            import ctypes
+
+            _LIBC = ctypes.CDLL("libc.so.6")
+            _LIBC.malloc_trim, _LIBC.mallopt  # glibc only
+        except (OSError, AttributeError):
+            _LIBC = False
+    return _LIBC
+
+
+_LIBC = None
+_M_MMAP_THRESHOLD = -3  # glibc mallopt parameter
+
+
+def release_free_memory() -> None:
+    """Give freed heap memory back to the system (glibc's malloc_trim; a no-op elsewhere)."""
+    if _libc():
+        _libc().malloc_trim(0)
+
+
+@contextmanager
+def lean_heap():
+    """While joining a long text's audio: large arrays get their own memory maps, so that freeing
+    one gives its memory back at once (glibc otherwise keeps up to 32 MiB blocks in a fragmented
+    heap, and a long text's many chunk-sized arrays would make the process grow with the text).
+    Outside, the usual threshold is restored: the step loop reuses heap blocks without page faults."""
+    libc = _libc()
+    if libc:
+        libc.mallopt(_M_MMAP_THRESHOLD, 1 << 20)
+        release_free_memory()
+    try:
+        yield
+    finally:
+        if libc:
+            libc.mallopt(_M_MMAP_THRESHOLD, 32 << 20)
+            release_free_memory()
 
 
 def _check_offsets(net, cfg: ModelConfig, root: Path) -> None:
