@@ -295,6 +295,27 @@ _COMPILE_OPTION = typer.Option(
     None, "--compile/--no-compile", show_default=False,
     help="torch.compile the per-step forward (slow first call; for long texts and batches). Default: off.",
 )
+# generation options shared by `say` and `batch`
+_NUM_STEP_OPTION = _num("--num-step", "INT", f"Diffusion steps, 1..64. Default: {G['num_step']}.")
+_GUIDANCE_SCALE_OPTION = _num(
+    "--guidance-scale", "FLOAT", f"Classifier-free guidance, >= 0. Default: {G['guidance_scale']}."
+)
+_T_SHIFT_OPTION = _num("--t-shift", "FLOAT", f"Time-step shift, > 0. Default: {G['t_shift']}.")
+_LAYER_PENALTY_OPTION = _num(
+    "--layer-penalty-factor", "FLOAT", f"Codebook layer penalty, >= 0. Default: {G['layer_penalty_factor']}."
+)
+_POSITION_TEMPERATURE_OPTION = _num(
+    "--position-temperature", "FLOAT",
+    f"Position sampling temperature, >= 0 (0 = greedy). Default: {G['position_temperature']}.",
+)  # fmt: skip
+_CLASS_TEMPERATURE_OPTION = _num(
+    "--class-temperature", "FLOAT",
+    f"Token sampling temperature, >= 0 (0 = argmax). Default: {G['class_temperature']}.",
+)  # fmt: skip
+_DENOISE_OPTION = typer.Option(
+    None, "--denoise/--no-denoise", show_default=False, help="Clean audio with a reference voice. Default: --denoise."
+)
+_SPEED_OPTION = _num("--speed", "FLOAT", "Speaking rate, > 0 (1.2 = faster). Default: 1.0.")
 _CHUNK_DURATION_OPTION = _num(
     "--chunk-duration", "SECONDS",
     f"Speech per chunk of a long text, > 0. Default: {st.CHUNK_DEFAULTS['chunk_duration']:g}.",
@@ -387,27 +408,14 @@ def say(
         None, "--voice", metavar="NAME|FILE", show_default=False,
         help="A saved voice (see `omnivoice voice list`) or a voice file (.safetensors, or a reference .pt prompt).",
     ),
-    num_step: Optional[str] = _num("--num-step", "INT", f"Diffusion steps, 1..64. Default: {G['num_step']}."),
-    guidance_scale: Optional[str] = _num(
-        "--guidance-scale", "FLOAT", f"Classifier-free guidance, >= 0. Default: {G['guidance_scale']}."
-    ),
-    t_shift: Optional[str] = _num("--t-shift", "FLOAT", f"Time-step shift, > 0. Default: {G['t_shift']}."),
-    layer_penalty_factor: Optional[str] = _num(
-        "--layer-penalty-factor", "FLOAT", f"Codebook layer penalty, >= 0. Default: {G['layer_penalty_factor']}."
-    ),
-    position_temperature: Optional[str] = _num(
-        "--position-temperature", "FLOAT",
-        f"Position sampling temperature, >= 0 (0 = greedy). Default: {G['position_temperature']}.",
-    ),
-    class_temperature: Optional[str] = _num(
-        "--class-temperature", "FLOAT",
-        f"Token sampling temperature, >= 0 (0 = argmax). Default: {G['class_temperature']}.",
-    ),
-    denoise: Optional[bool] = typer.Option(
-        None, "--denoise/--no-denoise", show_default=False,
-        help="Clean audio with a reference voice. Default: --denoise.",
-    ),
-    speed: Optional[str] = _num("--speed", "FLOAT", "Speaking rate, > 0 (1.2 = faster). Default: 1.0."),
+    num_step: Optional[str] = _NUM_STEP_OPTION,
+    guidance_scale: Optional[str] = _GUIDANCE_SCALE_OPTION,
+    t_shift: Optional[str] = _T_SHIFT_OPTION,
+    layer_penalty_factor: Optional[str] = _LAYER_PENALTY_OPTION,
+    position_temperature: Optional[str] = _POSITION_TEMPERATURE_OPTION,
+    class_temperature: Optional[str] = _CLASS_TEMPERATURE_OPTION,
+    denoise: Optional[bool] = _DENOISE_OPTION,
+    speed: Optional[str] = _SPEED_OPTION,
     duration: Optional[str] = _num(
         "--duration", "SECONDS",
         "Length of the speech, up to 30; overrides --speed; not with pause tags. Default: from the text.",
@@ -647,27 +655,14 @@ def batch(
         None, "--voice", metavar="NAME|FILE", show_default=False,
         help="A saved voice or voice file for every line without its own ref or voice.",
     ),
-    num_step: Optional[str] = _num("--num-step", "INT", f"Diffusion steps, 1..64. Default: {G['num_step']}."),
-    guidance_scale: Optional[str] = _num(
-        "--guidance-scale", "FLOAT", f"Classifier-free guidance, >= 0. Default: {G['guidance_scale']}."
-    ),
-    t_shift: Optional[str] = _num("--t-shift", "FLOAT", f"Time-step shift, > 0. Default: {G['t_shift']}."),
-    layer_penalty_factor: Optional[str] = _num(
-        "--layer-penalty-factor", "FLOAT", f"Codebook layer penalty, >= 0. Default: {G['layer_penalty_factor']}."
-    ),
-    position_temperature: Optional[str] = _num(
-        "--position-temperature", "FLOAT",
-        f"Position sampling temperature, >= 0 (0 = greedy). Default: {G['position_temperature']}.",
-    ),
-    class_temperature: Optional[str] = _num(
-        "--class-temperature", "FLOAT",
-        f"Token sampling temperature, >= 0 (0 = argmax). Default: {G['class_temperature']}.",
-    ),
-    denoise: Optional[bool] = typer.Option(
-        None, "--denoise/--no-denoise", show_default=False,
-        help="Clean audio with a reference voice. Default: --denoise.",
-    ),
-    speed: Optional[str] = _num("--speed", "FLOAT", "Speaking rate, > 0 (1.2 = faster). Default: 1.0."),
+    num_step: Optional[str] = _NUM_STEP_OPTION,
+    guidance_scale: Optional[str] = _GUIDANCE_SCALE_OPTION,
+    t_shift: Optional[str] = _T_SHIFT_OPTION,
+    layer_penalty_factor: Optional[str] = _LAYER_PENALTY_OPTION,
+    position_temperature: Optional[str] = _POSITION_TEMPERATURE_OPTION,
+    class_temperature: Optional[str] = _CLASS_TEMPERATURE_OPTION,
+    denoise: Optional[bool] = _DENOISE_OPTION,
+    speed: Optional[str] = _SPEED_OPTION,
     duration: Optional[str] = _num(
         "--duration", "SECONDS", "Length of every line, up to 30; overrides --speed. Default: from the text."
     ),
