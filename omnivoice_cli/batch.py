@@ -592,26 +592,11 @@ class ManifestWriter:
             self._f = None
 
     def rewrite(self, records: list[Mapping[str, Any]]) -> None:
-        import tempfile
+        from .output import replace_atomically
 
         self.close()
-        data = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
-        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".part", dir=self.path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            mask = os.umask(0o022)
-            os.umask(mask)
-            os.chmod(tmp, 0o666 & ~mask)
-            os.replace(tmp, self.path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        data = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode("utf-8")
+        replace_atomically(self.path, lambda f: f.write(data))
 
 
 def _record(line: Line, status: str, **extra: Any) -> dict[str, Any]:

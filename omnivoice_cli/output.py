@@ -13,7 +13,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Callable
 
 from .engine.errors import InvalidRequest
 
@@ -127,10 +127,16 @@ def write_audio(audio, sample_rate: int, target: OutputTarget, stdout: BinaryIO 
 
 
 def _write_atomically(path: Path, audio, sample_rate: int, format: str, subtype: str) -> None:
+    replace_atomically(path, lambda f: _write_blocks(f, audio, sample_rate, format, subtype))
+
+
+def replace_atomically(path: Path, write: "Callable[[BinaryIO], None]") -> None:
+    """Create or replace `path` with what write(f) writes, through a temporary file in the same
+    folder that is synced and renamed: `path` is never partial, and on failure it is untouched."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
-            _write_blocks(f, audio, sample_rate, format, subtype)
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, 0o666 & ~_umask())
