@@ -61,6 +61,18 @@ def packed_positions(seq_lens: list[int], device=None) -> torch.Tensor:
 # --------------------------------------------------------------------------- modules
 
 
+class Embedding(nn.Module):
+    """A lookup table. Unlike nn.Embedding it draws no random init: the weights always come from
+    the checkpoint, and drawing them (even on the meta device) imports torch._dynamo, ~1 s."""
+
+    def __init__(self, num: int, dim: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(num, dim))
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return F.embedding(ids, self.weight)
+
+
 class RMSNorm(nn.Module):
     def __init__(self, dim: int, eps: float):
         super().__init__()
@@ -143,7 +155,7 @@ class Qwen3Body(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         b = cfg.backbone
-        self.embed_tokens = nn.Embedding(b.vocab_size, b.hidden_size)
+        self.embed_tokens = Embedding(b.vocab_size, b.hidden_size)
         self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(b.num_hidden_layers))
         self.norm = RMSNorm(b.hidden_size, b.rms_norm_eps)
 
@@ -166,12 +178,23 @@ class OmniVoiceModel(nn.Module):
         self.cfg = cfg
         b = cfg.backbone
         self.llm = Qwen3Body(cfg)
-        self.audio_embeddings = nn.Embedding(cfg.audio_embedding_rows, b.hidden_size)
+        self.audio_embeddings = Embedding(cfg.audio_embedding_rows, b.hidden_size)
         self.audio_heads = nn.Linear(b.hidden_size, cfg.audio_embedding_rows, bias=False)
-        offsets = torch.arange(cfg.num_audio_codebook, dtype=torch.long) * cfg.audio_vocab_size
-        self.register_buffer("codebook_layer_offsets", offsets, persistent=True)
-        self.register_buffer("inv_freq", rope_inv_freq(b.head_dim, b.rope_theta), persistent=False)
+        # buffers get their values in init_buffers() (arange etc. on the meta device import torch._dynamo)
+        self.register_buffer("codebook_layer_offsets", torch.empty(cfg.num_audio_codebook, dtype=torch.long))
+        self.register_buffer("inv_freq", torch.empty(b.head_dim // 2), persistent=False)
         self._halves = (DecoderLayer.attention_inputs, DecoderLayer.attention_output_and_mlp)
+
+    def codebook_offsets(self) -> torch.Tensor:
+        """[C] the first row of each codebook's block in the audio tables: c * audio_vocab_size."""
+        return torch.arange(self.cfg.num_audio_codebook, dtype=torch.long) * self.cfg.audio_vocab_size
+
+    def init_buffers(self, device, offsets_loaded: bool) -> None:
+        """Fill the buffers once the weights are in place (offsets only if the file had none)."""
+        if not offsets_loaded:
+            self.codebook_layer_offsets = self.codebook_offsets().to(device)
+        b = self.cfg.backbone
+        self.inv_freq = rope_inv_freq(b.head_dim, b.rope_theta).to(device)
 
     def compile_layers(self) -> None:
         """torch.compile the position-wise halves of a layer (one graph for all layers and lengths)."""

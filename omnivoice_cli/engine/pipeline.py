@@ -189,15 +189,12 @@ class Engine:
         dt = resolve_dtype(dtype, dev, cfg)
         if quantize and dt != torch.float32:
             raise InvalidRequest(f"quantize int8 starts from float32 weights, not {dtype}: leave --dtype at auto")
-        tokenizer = TextTokenizer.from_file(root / "tokenizer.json")
-        if tokenizer.vocab_size > cfg.backbone.vocab_size:
-            raise CheckpointError(
-                f"{root / 'tokenizer.json'} has {tokenizer.vocab_size} tokens but the model embeds "
-                f"{cfg.backbone.vocab_size}"
-            )
         with torch.device("meta"):
             net = OmniVoiceModel(cfg)
-        weights.load_module(net, root / "model.safetensors", optional=["codebook_layer_offsets"], dtype=dt, device=dev)
+        weights.load_module(
+            net, root / "model.safetensors", optional=["codebook_layer_offsets"], dtype=dt, device=dev,
+            prefetch=not quantize,  # int8 reads every weight at once anyway
+        )  # fmt: skip
         _check_offsets(net, cfg, root)
         net.eval()
         if quantize == "int8":
@@ -206,6 +203,12 @@ class Engine:
             quantize_int8(net)
         if compile:
             net.compile_layers()
+        tokenizer = TextTokenizer.from_file(root / "tokenizer.json")
+        if tokenizer.vocab_size > cfg.backbone.vocab_size:
+            raise CheckpointError(
+                f"{root / 'tokenizer.json'} has {tokenizer.vocab_size} tokens but the model embeds "
+                f"{cfg.backbone.vocab_size}"
+            )
         codec_device = torch.device("cpu") if dev.type == "mps" else dev  # MPS convs cap lengths at 65536
         codec = load_codec_decoder(root / "audio_tokenizer", cfg.codec, device=codec_device)
         return cls(root, cfg, tokenizer, net, codec, dev, dt)
@@ -463,15 +466,14 @@ def lean_heap():
 
 
 def _check_offsets(net, cfg: ModelConfig, root: Path) -> None:
+    """codebook_layer_offsets may be absent from the file (then derived); if present it must be
+    the layout the engine assumes."""
     import torch
 
-    expected = torch.arange(cfg.num_audio_codebook, dtype=torch.long) * cfg.audio_vocab_size
     offsets = net.codebook_layer_offsets
-    if offsets.is_meta:  # absent from the file: derive it
-        net.codebook_layer_offsets = expected.to(net.audio_heads.weight.device)
-    elif not torch.equal(offsets.cpu(), expected):
-        raise CheckpointError(f"{root / 'model.safetensors'}: codebook_layer_offsets {offsets.tolist()} != {expected.tolist()}")
-    from .backbone import rope_inv_freq
-
-    b = cfg.backbone
-    net.inv_freq = rope_inv_freq(b.head_dim, b.rope_theta).to(net.audio_heads.weight.device)
+    loaded = not offsets.is_meta
+    if loaded and not torch.equal(offsets.cpu(), net.codebook_offsets()):
+        raise CheckpointError(
+            f"{root / 'model.safetensors'}: codebook_layer_offsets {offsets.tolist()} != {net.codebook_offsets().tolist()}"
+        )
+    net.init_buffers(net.audio_heads.weight.device, offsets_loaded=loaded)

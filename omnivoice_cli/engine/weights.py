@@ -166,18 +166,35 @@ class SafetensorsFile:
     def shape(self, name: str) -> list[int]:
         return self.entries[name][1]
 
-    def get(self, name: str) -> torch.Tensor:
-        """The tensor as a view into the mapped file (copied only if misaligned)."""
-        dtype, shape, begin, end = self.entries[name]
+    def _mapped(self) -> torch.UntypedStorage:
         if self._storage is None:
             nbytes = self.path.stat().st_size
             self._storage = torch.UntypedStorage.from_file(str(self.path), shared=False, nbytes=nbytes)
+        return self._storage
+
+    def prefetch(self) -> None:
+        """Fault the mapped pages in on a background thread, so that the first forward does not
+        (on a warm page cache that saves about a second for the full model)."""
+        import threading
+
+        storage = self._mapped()
+
+        def touch() -> None:
+            pages = torch.empty(0, dtype=torch.uint8).set_(storage, 0, (storage.nbytes(),))
+            pages[::4096].sum()  # one byte a page; torch releases the GIL meanwhile
+
+        threading.Thread(target=touch, name="omnivoice-prefetch").start()  # not a daemon: exit waits for it
+
+    def get(self, name: str) -> torch.Tensor:
+        """The tensor as a view into the mapped file (copied only if misaligned)."""
+        dtype, shape, begin, end = self.entries[name]
+        storage = self._mapped()
         offset = self.data_start + begin
         if offset % dtype.itemsize == 0:
             t = torch.empty(0, dtype=dtype)
-            t.set_(self._storage, offset // dtype.itemsize, shape)
+            t.set_(storage, offset // dtype.itemsize, shape)
             return t
-        raw = torch.empty(0, dtype=torch.uint8).set_(self._storage, offset, (end - begin,))
+        raw = torch.empty(0, dtype=torch.uint8).set_(storage, offset, (end - begin,))
         return raw.clone().view(dtype).view(shape)
 
 
@@ -200,8 +217,11 @@ def check_tensors(
         raise CheckpointError(f"{path} does not match the model ({len(problems)} problems): " + "; ".join(shown))
 
 
-def load_module(module: torch.nn.Module, path: Path, *, optional: Iterable[str] = (), dtype=None, device="cpu") -> None:
-    """Strictly load a safetensors file into a module built on the meta device."""
+def load_module(
+    module: torch.nn.Module, path: Path, *, optional: Iterable[str] = (), dtype=None, device="cpu", prefetch=False
+) -> None:
+    """Strictly load a safetensors file into a module built on the meta device. prefetch: when
+    the tensors stay views of the file (CPU, same dtype), fault its pages in in the background."""
     file = SafetensorsFile(path)
     state = module.state_dict()
     expected = {k: tuple(v.shape) for k, v in state.items()}
@@ -215,3 +235,5 @@ def load_module(module: torch.nn.Module, path: Path, *, optional: Iterable[str] 
             t = t.to(dtype)
         tensors[name] = t.to(device)
     module.load_state_dict(tensors, strict=False, assign=True)
+    if prefetch and torch.device(device).type == "cpu" and dtype in (None, torch.float32):
+        file.prefetch()
