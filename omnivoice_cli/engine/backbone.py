@@ -235,5 +235,8 @@ def quantize_int8(model: OmniVoiceModel) -> None:
         warnings.simplefilter("ignore")
         from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
 
-        # in place: no deep copy of the fp32 body first (that would cost seconds and its memory)
-        quantize_dynamic(model.llm.layers, {nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8, inplace=True)
+        # not in place: measured, quantising in place runs the steps ~30% slower (1.5 vs 1.15 s on the
+        # full model), though the copy costs a second more at load and the fp32 body's memory
+        model.llm.layers = quantize_dynamic(
+            model.llm.layers, {nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8
+        )
