@@ -12,10 +12,15 @@ from __future__ import annotations
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from .config import GenerationConfig, ModelConfig
 from .errors import CheckpointError, InvalidRequest
+
+if TYPE_CHECKING:  # annotations only: importing torch here would slow `--help` and validation
+    import torch
+
+    from .voice import VoicePrompt
 
 StepCallback = Callable[[int, int], None]  # (steps done, steps in total) of the current forward loop
 
@@ -30,7 +35,7 @@ class Request:
     duration: float | None = None  # fixed output length in seconds (overrides speed)
     speed: float | None = None  # speaking-rate factor (> 1 faster)
     seed: int = 0  # seeds this request's own torch.Generator
-    ref: "voice.VoicePrompt | None" = None  # voice to clone; None = auto voice / voice design
+    ref: "VoicePrompt | None" = None  # voice to clone; None = auto voice / voice design
     generation: GenerationConfig = field(default_factory=GenerationConfig)  # decoding settings
 
 
