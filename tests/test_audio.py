@@ -111,18 +111,28 @@ def test_leading_silence_and_rms_geometry():
     assert audio.ms_to_sample(3, 44100) == 132
 
 
+def fade_and_pad(x, sr, pad_duration=0.1, fade_duration=0.1):
+    """post_process's fade and pad alone (no silence removal; a reference level that is kept)."""
+    return audio.post_process(x, 0.2, sr, postprocess_output=False, pad_duration=pad_duration, fade_duration=fade_duration)
+
+
+def adjust_volume(x, ref_rms):
+    """post_process's level rule alone (no silence removal, fades or padding)."""
+    return audio.post_process(x, ref_rms, SR, postprocess_output=False, pad_duration=0.0, fade_duration=0.0)
+
+
 def test_fade_and_pad_lengths():
     x = np.ones(10000, np.float32)
-    out = audio.fade_and_pad(x, SR, pad_duration=0.1, fade_duration=0.1)
+    out = fade_and_pad(x, SR, pad_duration=0.1, fade_duration=0.1)
     assert out.shape == (10000 + 2 * 2400,)
     assert np.all(out[:2400] == 0) and np.all(out[-2400:] == 0)
     body = out[2400:-2400]
     np.testing.assert_array_equal(body[:2400], np.linspace(0, 1, 2400, dtype=np.float32))
     np.testing.assert_array_equal(body[-2400:], np.linspace(1, 0, 2400, dtype=np.float32))
     assert np.all(body[2400:-2400] == 1)
-    short = audio.fade_and_pad(np.ones(101, np.float32), SR, 0.0, 0.1)  # fade capped at half the length
+    short = fade_and_pad(np.ones(101, np.float32), SR, 0.0, 0.1)  # fade capped at half the length
     assert short.shape == (101,) and short[0] == 0 and short[49] == 1 and short[50] == 1 and short[-1] == 0
-    assert audio.fade_and_pad(np.zeros(0, np.float32), SR).shape == (0,)
+    assert fade_and_pad(np.zeros(0, np.float32), SR).shape == (0,)
 
 
 def test_cross_fade_layout():
@@ -138,10 +148,10 @@ def test_cross_fade_layout():
 
 def test_volume_rules():
     x = np.array([0.0, 0.2, -0.4], np.float32)
-    np.testing.assert_allclose(audio.adjust_volume(x, None), [0.0, 0.25, -0.5])
-    np.testing.assert_allclose(audio.adjust_volume(x, 0.05), x * 0.5)
-    np.testing.assert_array_equal(audio.adjust_volume(x, 0.2), x)
-    np.testing.assert_array_equal(audio.adjust_volume(np.full(3, 1e-7, np.float32), None), np.full(3, 1e-7, np.float32))
+    np.testing.assert_allclose(adjust_volume(x, None), [0.0, 0.25, -0.5])
+    np.testing.assert_allclose(adjust_volume(x, 0.05), x * 0.5)
+    np.testing.assert_array_equal(adjust_volume(x, 0.2), x)
+    np.testing.assert_array_equal(adjust_volume(np.full(3, 1e-7, np.float32), None), np.full(3, 1e-7, np.float32))
 
 
 def test_post_process_without_silence_removal():

@@ -279,27 +279,6 @@ def remove_silence(
 # ---------------------------------------------------------------------------------------------
 
 
-def fade_and_pad(
-    audio: np.ndarray, sample_rate: int, pad_duration: float = 0.1, fade_duration: float = 0.1
-) -> np.ndarray:
-    """Linear fade in/out over fade_duration (at most half the length), then pad_duration of zeros
-    on both sides. Time is the last axis; empty audio is returned unchanged (not padded)."""
-    if audio.shape[-1] == 0:
-        return audio
-    fade_n = int(fade_duration * sample_rate)
-    pad_n = int(pad_duration * sample_rate)
-    out = audio.copy()
-    if fade_n > 0:
-        k = min(fade_n, out.shape[-1] // 2)
-        if k > 0:
-            out[..., :k] *= np.linspace(0, 1, k, dtype=np.float32)
-            out[..., -k:] *= np.linspace(1, 0, k, dtype=np.float32)
-    if pad_n > 0:
-        zeros = np.zeros(out.shape[:-1] + (pad_n,), dtype=out.dtype)
-        out = np.concatenate([zeros, out, zeros], axis=-1)
-    return out
-
-
 def fade_chunk(chunk: np.ndarray, first: bool, last: bool, sample_rate: int, silence_duration: float = 0.3):
     """One chunk [N] as `cross_fade_chunks` leaves it: faded in unless first, out unless last.
 
@@ -342,20 +321,11 @@ def cross_fade_chunks(chunks: list[np.ndarray], sample_rate: int, silence_durati
     return join_chunks(faded, sample_rate, silence_duration)
 
 
-def adjust_volume(audio: np.ndarray, ref_rms: float | None) -> np.ndarray:
-    """With a reference quieter than RMS 0.1: scale by ref_rms / 0.1. Without a reference: peak
-    normalise to 0.5 (when the peak exceeds 1e-6). Otherwise unchanged."""
-    if ref_rms is not None:
-        return audio * ref_rms / 0.1 if ref_rms < 0.1 else audio
-    if audio.size == 0:
-        return audio
-    peak = np.abs(audio).max()
-    return audio / peak * 0.5 if peak > 1e-6 else audio
-
-
 def _level_and_fade_into(out: np.ndarray, ref_rms: float | None, peak: float | None, fade_n: int) -> None:
-    """In place on out [N] float32: `adjust_volume` (with a precomputed peak) then the fades of
-    `fade_and_pad`, with the same float32 arithmetic, without temporaries of the signal's size."""
+    """In place on out [N] float32, the reference's level rule then its fades, with its float32
+    arithmetic and no temporaries of the signal's size: with a reference quieter than RMS 0.1,
+    scale by ref_rms / 0.1; without one, peak-normalise to 0.5 (when the peak exceeds 1e-6); then a
+    linear fade in and out over fade_n samples (at most half the length)."""
     if ref_rms is not None:
         if ref_rms < 0.1:
             out *= ref_rms

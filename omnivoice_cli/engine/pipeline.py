@@ -412,20 +412,10 @@ class Engine:
         return Result(wav, self.sample_rate, tokens, tokens.shape[1], req.seed, warnings)
 
     def render(self, req: Request, job, warnings: list[str] | None = None) -> Result:
-        """Decode a finished job's tokens and post-process the waveform."""
-        from . import audio
-
-        raw = self._decode(job.tokens)
-        g = req.generation
-        wav = audio.post_process(
-            raw,
-            ref_rms=req.ref.rms if req.ref else None,
-            sample_rate=self.sample_rate,
-            postprocess_output=g.postprocess_output,
-            pad_duration=g.pad_duration,
-            fade_duration=g.fade_duration,
-        )
-        return Result(wav, self.sample_rate, job.tokens.cpu(), job.canvas.target_len, req.seed, warnings or [])
+        """Decode and post-process a finished job of a whole (uncut) request, as generate() does."""
+        plan = Plan(req, [Piece(0, 0, req.text, job.canvas.target_len)], [0.0, 0.0], 1)
+        plan.tokens[0] = job.tokens.cpu()
+        return self._finish(plan, warnings or [])
 
 
 def _libc():
