@@ -199,6 +199,7 @@ class Engine:
         weights.load_module(
             net, root / "model.safetensors", optional=["codebook_layer_offsets"], dtype=dt, device=dev,
             prefetch=not quantize,  # int8 reads every weight at once anyway
+            prefetch_skip=["llm.embed_tokens.weight"],  # 620 MB, of which a step reads a few rows
         )  # fmt: skip
         _check_offsets(net, cfg, root)
         net.eval()
@@ -208,6 +209,10 @@ class Engine:
             quantize_int8(net)
         if compile:
             net.compile_layers()
+        elif dev.type == "cpu" and dt == torch.float32:
+            from .backbone import use_onednn_linears
+
+            use_onednn_linears(net)  # the fp32 linears left (all, or the heads when quantised)
         tokenizer = TextTokenizer.from_file(root / "tokenizer.json")
         if tokenizer.vocab_size > cfg.backbone.vocab_size:
             raise CheckpointError(

@@ -170,18 +170,24 @@ class SafetensorsFile:
         if self._storage is None:
             nbytes = self.path.stat().st_size
             self._storage = torch.UntypedStorage.from_file(str(self.path), shared=False, nbytes=nbytes)
+            _FILE_MAPS.append((self._storage.data_ptr(), self._storage.data_ptr() + nbytes, self._storage))
         return self._storage
 
-    def prefetch(self) -> None:
-        """Fault the mapped pages in on a background thread, so that the first forward does not
-        (on a warm page cache that saves about a second for the full model)."""
+    def prefetch(self, skip: Iterable[str] = ()) -> None:
+        """Fault the mapped pages of every tensor but `skip` in on a background thread, so that the
+        first forward does not (on a warm page cache that saves about a second for the full model).
+        Skip tables that are only looked up a few rows at a time: their pages would only add to
+        the resident memory."""
         import threading
 
         storage = self._mapped()
+        skip = set(skip)
+        spans = sorted((b, e) for name, (_, _, b, e) in self.entries.items() if name not in skip)
 
         def touch() -> None:
             pages = torch.empty(0, dtype=torch.uint8).set_(storage, 0, (storage.nbytes(),))
-            pages[::4096].sum()  # one byte a page; torch releases the GIL meanwhile
+            for begin, end in spans:  # one byte a page; torch releases the GIL meanwhile
+                pages[self.data_start + begin : self.data_start + end : 4096].sum()
 
         threading.Thread(target=touch, name="omnivoice-prefetch").start()  # not a daemon: exit waits for it
 
@@ -196,6 +202,41 @@ class SafetensorsFile:
             return t
         raw = torch.empty(0, dtype=torch.uint8).set_(storage, offset, (end - begin,))
         return raw.clone().view(dtype).view(shape)
+
+
+_FILE_MAPS: list[tuple[int, int, torch.UntypedStorage]] = []  # (start, end, storage) of every file mapped
+
+
+def release_pages(t: torch.Tensor) -> bool:
+    """Let the kernel drop the resident pages of a tensor that is a view of a mapped checkpoint
+    (for weights whose data now lives elsewhere, e.g. repacked). They are clean private file pages,
+    so a later read faults them back in from the file: nothing is lost. Any other tensor (heap
+    memory, where dropping pages would zero them) is left alone. Linux only; returns whether it
+    released."""
+    import mmap
+    import sys
+
+    start = t.data_ptr()
+    end = start + t.numel() * t.element_size()
+    if not sys.platform.startswith("linux") or not any(a <= start and end <= b for a, b, _ in _FILE_MAPS):
+        return False
+    page = mmap.PAGESIZE
+    first, last = -(-start // page) * page, end // page * page  # whole pages inside the tensor only
+    if last <= first:
+        return False
+    global _LIBC
+    if _LIBC is None:
+        import ctypes
+
+        try:
+            _LIBC = ctypes.CDLL("libc.so.6", use_errno=True)
+            _LIBC.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+        except (OSError, AttributeError):
+            _LIBC = False
+    return bool(_LIBC) and _LIBC.madvise(first, last - first, 4) == 0  # 4 = MADV_DONTNEED
+
+
+_LIBC = None
 
 
 def check_tensors(
@@ -218,10 +259,12 @@ def check_tensors(
 
 
 def load_module(
-    module: torch.nn.Module, path: Path, *, optional: Iterable[str] = (), dtype=None, device="cpu", prefetch=False
+    module: torch.nn.Module, path: Path, *, optional: Iterable[str] = (), dtype=None, device="cpu",
+    prefetch=False, prefetch_skip: Iterable[str] = (),
 ) -> None:
     """Strictly load a safetensors file into a module built on the meta device. prefetch: when
-    the tensors stay views of the file (CPU, same dtype), fault its pages in in the background."""
+    the tensors stay views of the file (CPU, same dtype), fault the pages of all but
+    `prefetch_skip` in in the background."""
     file = SafetensorsFile(path)
     state = module.state_dict()
     expected = {k: tuple(v.shape) for k, v in state.items()}
@@ -236,4 +279,4 @@ def load_module(
         tensors[name] = t.to(device)
     module.load_state_dict(tensors, strict=False, assign=True)
     if prefetch and torch.device(device).type == "cpu" and dtype in (None, torch.float32):
-        file.prefetch()
+        file.prefetch(skip=prefetch_skip)
