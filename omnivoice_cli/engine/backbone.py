@@ -170,6 +170,7 @@ class PackedBatch:
     audio_mask: torch.Tensor  # [N] bool, True on audio positions
     seq_lens: list[int]  # length of each packed row, sum = N
     target_index: torch.Tensor  # [M] long, positions to compute heads on
+    layout: tuple = ()  # ((length, targets) per row): equal layouts run the same shapes (CUDA graphs)
 
 
 class OmniVoiceModel(nn.Module):

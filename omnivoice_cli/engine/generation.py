@@ -53,7 +53,7 @@ def make_job(canvas: Canvas, gen: GenerationConfig, seed: int, mask_id: int, dev
 
 def pack(jobs: list[Job], device) -> tuple[PackedBatch, list[tuple[int, int]]]:
     """Lay out every job's rows; return the batch and each job's (cond, uncond) offsets into the heads."""
-    ids, masks, lens, index, spans = [], [], [], [], []
+    ids, masks, lens, index, spans, layout = [], [], [], [], [], []
     n = m = 0
     for job in jobs:
         c = job.canvas
@@ -62,6 +62,7 @@ def pack(jobs: list[Job], device) -> tuple[PackedBatch, list[tuple[int, int]]]:
         masks.append(c.audio_mask.to(device))
         L, T = ids[-1].shape[1], c.target_len
         lens.append(L)
+        layout.append((L, T))
         index.append(torch.arange(n + L - T, n + L, device=device))
         n += L
         cond_at, m = m, m + T
@@ -70,11 +71,12 @@ def pack(jobs: list[Job], device) -> tuple[PackedBatch, list[tuple[int, int]]]:
             ids.append(job.tokens)
             masks.append(torch.ones(T, dtype=torch.bool, device=device))
             lens.append(T)
+            layout.append((T, T))
             index.append(torch.arange(n, n + T, device=device))
             n += T
             uncond_at, m = m, m + T
         spans.append((cond_at, uncond_at))
-    batch = PackedBatch(torch.cat(ids, dim=1), torch.cat(masks), lens, torch.cat(index))
+    batch = PackedBatch(torch.cat(ids, dim=1), torch.cat(masks), lens, torch.cat(index), tuple(layout))
     return batch, spans
 
 
@@ -106,12 +108,15 @@ def run_jobs(
     max_packed_tokens: int,
     on_step: Callable[[int, int], None] | None = None,
     on_done: Callable[[Job], list[Job] | None] | None = None,
+    forward: Callable[[PackedBatch], torch.Tensor] | None = None,
 ) -> None:
     """Run every job to the end, in the order given.
 
     on_step(forwards done, forwards planned) after each forward; on_done(job) when a job has
     revealed its last token: it may return new jobs (which need that one's result) to queue.
+    forward: what runs the body (default the model itself; e.g. a GraphedForward on CUDA).
     """
+    forward = forward or model
     device = model.audio_heads.weight.device
     waiting = list(jobs)
     active: list[Job] = []
@@ -125,7 +130,7 @@ def run_jobs(
                 used += waiting[0].packed_len
                 active.append(waiting.pop(0))
             batch, spans = pack(active, device)
-            hidden = model(batch)
+            hidden = forward(batch)
             for job, (cond_at, uncond_at) in zip(active, spans):
                 advance(job, model, hidden, cond_at, uncond_at, mask_id)
             done_forwards += 1

@@ -151,6 +151,7 @@ class Engine:
     def __init__(self, root: Path, cfg: ModelConfig, tokenizer, model, codec, device, dtype):
         self.root, self.cfg, self.tokenizer, self.model, self.codec = root, cfg, tokenizer, model, codec
         self.device, self.dtype = device, dtype
+        self.forward = model  # what runs the body each step (a GraphedForward on CUDA)
         self._encoder = None  # loaded on the first voice clone
 
     @property
@@ -168,9 +169,11 @@ class Engine:
         quantize: str | None = None,
         compile: bool = False,
         threads: int | None = None,
+        cuda_graphs: bool = True,
     ) -> "Engine":
         """Load a checkpoint. quantize="int8": dynamic int8 body on CPU; compile: torch.compile the
-        position-wise halves of each layer; threads: torch CPU threads (default: torch's)."""
+        position-wise halves of each layer; threads: torch CPU threads (default: torch's);
+        cuda_graphs: on CUDA, replay each packed layout's forward as a CUDA graph."""
         import torch
 
         from . import weights
@@ -221,7 +224,12 @@ class Engine:
             )
         codec_device = torch.device("cpu") if dev.type == "mps" else dev  # MPS convs cap lengths at 65536
         codec = load_codec_decoder(root / "audio_tokenizer", cfg.codec, device=codec_device)
-        return cls(root, cfg, tokenizer, net, codec, dev, dt)
+        engine = cls(root, cfg, tokenizer, net, codec, dev, dt)
+        if cuda_graphs and dev.type == "cuda" and not compile:
+            from .graphs import GraphedForward
+
+            engine.forward = GraphedForward(net)
+        return engine
 
     def voice_from_audio(self, ref_audio, ref_text: str | None, *, preprocess: bool = True):
         """Encode a reference recording (a path, or (waveform, sample_rate)) into a VoicePrompt.
@@ -359,6 +367,7 @@ class Engine:
             max_packed_tokens=self.cfg.max_packed_tokens,
             on_step=step,
             on_done=done,
+            forward=self.forward,
         )
         return results  # type: ignore[return-value]
 

@@ -1,0 +1,98 @@
+"""CUDA-graph replay of the forward: layouts, static buffers, eviction, fallback.
+
+No GPU here: the capture is replaced by one that records the forward on static buffers and
+replays it by re-running the model on them, which exercises everything but the CUDA calls."""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from omnivoice_cli.engine.config import GenerationConfig
+from omnivoice_cli.engine.generation import pack, run_jobs
+from omnivoice_cli.engine.graphs import Graph, GraphedForward, static_copy
+from omnivoice_cli.engine.pipeline import Engine, Request
+
+TINY = Path(__file__).parent / "fixtures" / "tiny" / "ckpt"
+TEXTS = ["Hello there.", "A second, somewhat longer sentence for the batch.", "Third one."]
+
+
+@pytest.fixture(scope="module")
+def engine():
+    return Engine.load(str(TINY), device="cpu")
+
+
+def fake_capture(log):
+    def capture(model, batch):
+        static = static_copy(batch)
+        out = model(static)
+        log.append(("capture", batch.layout))
+
+        def replay():
+            log.append(("replay", static.layout))
+            out.copy_(model(static))
+
+        return Graph(static, out, replay)
+
+    return capture
+
+
+def jobs_for(engine, steps=(4, 6, 8), guidance=(2.0, 0.0, 2.0)):
+    reqs = [
+        Request(text=t, lang="en", seed=i, generation=GenerationConfig(num_step=n, guidance_scale=g))
+        for i, (t, n, g) in enumerate(zip(TEXTS, steps, guidance))
+    ]
+    return [engine.prepare(r) for r in reqs]
+
+
+def run(engine, forward=None, **kw):
+    jobs = jobs_for(engine, **kw)
+    cfg = engine.cfg
+    run_jobs(engine.model, jobs, mask_id=cfg.audio_mask_id, max_batch_size=16, max_packed_tokens=10**6, forward=forward)
+    return [j.tokens for j in jobs]
+
+
+def test_layout_names_each_rows_length_and_targets(engine):
+    jobs = jobs_for(engine)
+    batch, _ = pack(jobs, "cpu")
+    want = []
+    for j in jobs:
+        L, T = j.canvas.input_ids.shape[1], j.canvas.target_len
+        want += [(L, T)] + ([(T, T)] if j.guided else [])
+    assert batch.layout == tuple(want) and [n for n, _ in batch.layout] == batch.seq_lens
+
+
+def test_replayed_graphs_give_the_eager_tokens(engine):
+    eager = run(engine)
+    log = []
+    fwd = GraphedForward(engine.model, capture=fake_capture(log))
+    graphed = run(engine, fwd)
+    assert all(torch.equal(a, b) for a, b in zip(eager, graphed))
+    # three layouts (3 jobs for 4 steps, 2 for 2 more, 1 for 2 more): each runs once eagerly,
+    # is captured at its second step and replayed from then on
+    layouts = list(dict.fromkeys(k for _, k in log))
+    assert fwd.captures == 3 and len(layouts) == 3
+    replays = [sum(1 for e, k in log if e == "replay" and k == lay) for lay in layouts]
+    assert replays == [3, 1, 1] and fwd.disabled is None
+
+
+def test_old_layouts_are_evicted(engine):
+    fwd = GraphedForward(engine.model, max_graphs=1, capture=fake_capture([]))
+    run(engine, fwd)
+    assert fwd.captures == 3 and len(fwd.graphs) == 1
+
+
+def test_a_failed_capture_falls_back_to_eager(engine):
+    eager = run(engine)
+
+    def broken(model, batch):
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    fwd = GraphedForward(engine.model, capture=broken)
+    graphed = run(engine, fwd)
+    assert all(torch.equal(a, b) for a, b in zip(eager, graphed))
+    assert "not permitted" in fwd.disabled and not fwd.graphs
+
+
+def test_graphs_are_used_on_cuda_only(engine):
+    assert engine.forward is engine.model  # CPU: plain eager forward
