@@ -293,7 +293,7 @@ _QUANTIZE_OPTION = typer.Option(
 )
 _COMPILE_OPTION = typer.Option(
     None, "--compile/--no-compile", show_default=False,
-    help="torch.compile the per-step forward (slow first call; for long texts and batches). Default: off.",
+    help="torch.compile the layers' position-wise parts (slow first call; on CPU the default is faster). Default: off.",
 )
 # generation options shared by `say` and `batch`
 _NUM_STEP_OPTION = _num("--num-step", "INT", f"Diffusion steps, 1..64. Default: {G['num_step']}.")
