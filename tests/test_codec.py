@@ -174,4 +174,3 @@ def test_truncated_file_names_the_file(tmp_path, codec_cfg):
     f.unlink()
     with pytest.raises(CheckpointError, match="missing"):
         load_codec_decoder(d, codec_cfg)
-
