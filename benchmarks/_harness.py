@@ -102,10 +102,23 @@ def have_reference() -> bool:
 
 
 def ours_cmd(args, texts, num_step, extra=()) -> list[str]:
+    device = ["--device", getattr(args, "device", "cpu"), "--dtype", getattr(args, "dtype", "auto")]
     return [
         sys.executable, str(Path(__file__).parent / "_ours.py"), "--ckpt", str(args.ckpt),
-        "--threads", str(args.threads), "--num-step", str(num_step), "--texts", json.dumps(texts), *extra,
+        "--threads", str(args.threads), "--num-step", str(num_step), "--texts", json.dumps(texts), *device, *extra,
     ]  # fmt: skip
+
+
+def add_device_args(ap) -> None:
+    """--device / --dtype for our engine; the reference runs on the CPU only, so it is skipped
+    (and the whole-command runs use the same device) when another device is chosen."""
+    ap.add_argument("--device", default="cpu", help="cpu, cuda, ... (the reference is skipped off the CPU)")
+    ap.add_argument("--dtype", default="auto", help="auto, float32, bfloat16, float16")
+
+
+def lines(n: int) -> list[str]:
+    """n benchmark lines: BATCH8 repeated (1.5-9 s each)."""
+    return [BATCH8[i % len(BATCH8)] for i in range(n)]
 
 
 def reference_cmd(args, texts, num_step, extra=()) -> list[str]:

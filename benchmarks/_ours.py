@@ -15,6 +15,8 @@ def main():
     ap.add_argument("--texts", required=True)
     ap.add_argument("--quantize", default=None)
     ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--dtype", default="auto")
     ap.add_argument("--logits-of", default=None, help="also dump step-0 target logits to this file")
     args = ap.parse_args()
     import torch
@@ -29,14 +31,15 @@ def main():
         kw["quantize"] = args.quantize
     if args.compile:
         kw["compile"] = True
-    engine = Engine.load(args.ckpt, device="cpu", **kw)
+    engine = Engine.load(args.ckpt, device=args.device, dtype=args.dtype, **kw)
     load_s = time.perf_counter() - t0
+    sync = torch.cuda.synchronize if engine.device.type == "cuda" else (lambda: None)  # honest step times
     gen = GenerationConfig(num_step=args.num_step, position_temperature=0.0, class_temperature=0.0)
     reqs = [Request(text=t, lang="en", generation=gen) for t in json.loads(args.texts)]
     marks = []
     with PeakRSS() as pk:
         t1 = time.perf_counter()
-        results = engine.generate(reqs, on_step=lambda d, t: marks.append(time.perf_counter()))
+        results = engine.generate(reqs, on_step=lambda d, t: (sync(), marks.append(time.perf_counter())))
         total = time.perf_counter() - t1
     steps = [b - a for a, b in zip([t1] + marks[:-1], marks)]
     audio_s = sum(len(r.audio) for r in results) / engine.sample_rate

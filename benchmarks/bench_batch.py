@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""A batch of 8 lines of 1.5-9 s, side by side with the reference (when its oracle venv exists).
+"""A batch of lines of 1.5-9 s (8 by default), side by side with the reference (when its oracle venv exists).
 
     python benchmarks/bench_batch.py [--ckpt DIR] [--steps 8] [--repeats 3] [--whole-steps 2]
+                                     [--lines 8] [--device cuda --dtype bfloat16]
 
 Per-step figures: generate() of the 8 lines in one call, in alternating subprocesses, medians of
 `--repeats`. The reference pads all 16 rows (8 conditional + 8 unconditional) to the longest canvas;
@@ -27,18 +28,21 @@ def main() -> int:
     ap.add_argument("--whole-steps", type=int, default=2, help="0 skips the whole-command runs")
     ap.add_argument("--no-reference", action="store_true")
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--lines", type=int, default=8, help="lines in the batch (the 8 lines, repeated)")
+    H.add_device_args(ap)
     args = ap.parse_args()
+    batch = H.lines(args.lines)
     args.ckpt = args.ckpt or H.default_ckpt()
-    ref = H.have_reference() and not args.no_reference
+    ref = H.have_reference() and not args.no_reference and args.device == "cpu"
     print(f"checkpoint {args.ckpt}, {args.threads} threads, reference {'on' if ref else 'off'}", flush=True)
     runs = {"ours": [], **({"reference": []} if ref else {})}
     for rep in range(args.repeats):
-        runs["ours"].append(H.run_json(H.ours_cmd(args, H.BATCH8, args.steps)))
+        runs["ours"].append(H.run_json(H.ours_cmd(args, batch, args.steps)))
         if ref:
-            runs["reference"].append(H.run_json(H.reference_cmd(args, H.BATCH8, args.steps)))
+            runs["reference"].append(H.run_json(H.reference_cmd(args, batch, args.steps)))
         print(f"  repeat {rep + 1}/{args.repeats} done", flush=True)
     out = {"ckpt": str(args.ckpt), "threads": args.threads, "num_step": args.steps, "per_step": {}, "whole": {}}
-    print(f"\nbatch of 8 at {args.steps} steps\n{H.HEADER}")
+    print(f"\nbatch of {len(batch)} at {args.steps} steps\n{H.HEADER}")
     for name, rs in runs.items():
         med = {k: H.median([r[k] for r in rs]) for k in ("s_per_step", "generate_seconds", "audio_seconds", "rtf", "peak_rss_gib")}
         out["per_step"][name] = med | {"runs": rs}
@@ -51,15 +55,16 @@ def main() -> int:
     if args.whole_steps:
         with tempfile.TemporaryDirectory() as tmp:
             lines = Path(tmp) / "lines.txt"
-            lines.write_text("\n".join(H.BATCH8) + "\n")
+            lines.write_text("\n".join(batch) + "\n")
             walls = {"ours": [], **({"reference": []} if ref else {})}
             for rep in range(args.repeats):
                 cmd = [sys.executable, "-m", "omnivoice_cli.cli", "batch", str(lines), "-o", f"{tmp}/out{rep}",
                        "--model", str(args.ckpt), "--lang", "en", "--num-step", str(args.whole_steps),
-                       "--position-temperature", "0", "--threads", str(args.threads), "--device", "cpu", "-q"]  # fmt: skip
+                       "--position-temperature", "0", "--threads", str(args.threads), "--device", args.device,
+                       "--dtype", args.dtype, "-q"]  # fmt: skip
                 walls["ours"].append(H.run_wall(cmd))
                 if ref:
-                    rcmd = H.reference_cmd(args, H.BATCH8, args.whole_steps, ["--output", f"{tmp}/ref.wav"])
+                    rcmd = H.reference_cmd(args, batch, args.whole_steps, ["--output", f"{tmp}/ref.wav"])
                     walls["reference"].append(H.run_wall(rcmd))
             print(f"\nwhole command at {args.whole_steps} steps (median of {args.repeats}, seconds)")
             for name, ws in walls.items():

@@ -2,7 +2,7 @@
 """One ~9 s sentence, side by side with the reference (when its oracle venv exists).
 
     python benchmarks/bench_say.py [--ckpt DIR] [--steps 32 16] [--repeats 3] [--whole-steps 8]
-                                   [--quantize int8] [--threads 2]
+                                   [--quantize int8] [--threads 2] [--device cuda --dtype bfloat16]
 
 Per-step figures: our engine and the reference each run generate() in their own subprocess, in
 alternation, `--repeats` times; medians are reported (s/step is the median forward). Whole-command
@@ -30,10 +30,11 @@ def main() -> int:
     ap.add_argument("--quantize", choices=["int8"], default=None, help="also measure ours with --quantize")
     ap.add_argument("--compile", action="store_true", help="also measure ours with --compile")
     ap.add_argument("--no-reference", action="store_true")
+    H.add_device_args(ap)
     ap.add_argument("--out", type=Path, default=None, help="write all figures as JSON here")
     args = ap.parse_args()
     args.ckpt = args.ckpt or H.default_ckpt()
-    ref = H.have_reference() and not args.no_reference
+    ref = H.have_reference() and not args.no_reference and args.device == "cpu"
     texts = [H.SENTENCE_9S]
     variants = [("ours fp32", [])]
     if args.quantize:
@@ -69,7 +70,8 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as tmp:
             cmd = [sys.executable, "-m", "omnivoice_cli.cli", "say", H.SENTENCE_9S, "--model", str(args.ckpt),
                    "--lang", "en", "--num-step", str(args.whole_steps), "--position-temperature", "0",
-                   "--threads", str(args.threads), "--device", "cpu", "-q", "-o", f"{tmp}/ours.wav"]  # fmt: skip
+                   "--threads", str(args.threads), "--device", args.device, "--dtype", args.dtype,
+                   "-q", "-o", f"{tmp}/ours.wav"]  # fmt: skip
             walls = {name: [] for name, _ in variants}
             if ref:
                 walls["reference"] = []
