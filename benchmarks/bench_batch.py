@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""A batch of lines of 1.5-9 s (8 by default), side by side with the reference (when its oracle venv exists).
+"""A batch of lines of 1.5-9 s (8 by default), side by side with the reference (when its oracle
+venv exists).
 
     python benchmarks/bench_batch.py [--ckpt DIR] [--steps 8] [--repeats 3] [--whole-steps 2]
                                      [--lines 8] [--device cuda --dtype bfloat16]
