@@ -311,7 +311,7 @@ def quantize_int8(model: OmniVoiceModel) -> int:
     activations quantised on the fly each forward. Embeddings, norms and the audio heads stay fp32.
     (Per channel: 95% of step-0 argmaxes agree with fp32 on random weights, 86% per tensor, at the
     same speed.) Layer by layer, each fp32 weight's mmap'd pages released once it is packed, so
-    memory never holds the whole fp32 body. Returns the number of layers quantised."""
+    memory never holds the whole fp32 body. Returns the number of linear layers quantised."""
     import warnings
 
     from .weights import release_pages

@@ -432,28 +432,16 @@ class Engine:
         return self._finish(plan, warnings or [])
 
 
-def _libc():
-    global _LIBC
-    if _LIBC is None:
-        _LIBC = False
-        try:
-            import ctypes
-
-            _LIBC = ctypes.CDLL("libc.so.6")
-            _LIBC.malloc_trim, _LIBC.mallopt  # glibc only
-        except (OSError, AttributeError):
-            _LIBC = False
-    return _LIBC
-
-
-_LIBC = None
 _M_MMAP_THRESHOLD = -3  # glibc mallopt parameter
 
 
 def release_free_memory() -> None:
     """Give freed heap memory back to the system (glibc's malloc_trim; a no-op elsewhere)."""
-    if _libc():
-        _libc().malloc_trim(0)
+    from .weights import libc
+
+    lib = libc()
+    if lib:
+        lib.malloc_trim(0)
 
 
 @contextmanager
@@ -462,15 +450,17 @@ def lean_heap():
     one gives its memory back at once (glibc otherwise keeps up to 32 MiB blocks in a fragmented
     heap, and a long text's many chunk-sized arrays would make the process grow with the text).
     Outside, the usual threshold is restored: the step loop reuses heap blocks without page faults."""
-    libc = _libc()
-    if libc:
-        libc.mallopt(_M_MMAP_THRESHOLD, 1 << 20)
+    from .weights import libc
+
+    lib = libc()
+    if lib:
+        lib.mallopt(_M_MMAP_THRESHOLD, 1 << 20)
         release_free_memory()
     try:
         yield
     finally:
-        if libc:
-            libc.mallopt(_M_MMAP_THRESHOLD, 32 << 20)
+        if lib:
+            lib.mallopt(_M_MMAP_THRESHOLD, 32 << 20)
             release_free_memory()
 
 

@@ -180,8 +180,8 @@ class SafetensorsFile:
         few rows at a time. A no-op where madvise is not available."""
         import mmap
 
-        libc = _libc()
-        if not libc:
+        lib = libc()
+        if not lib:
             return
         storage = self._mapped()
         base, skip = storage.data_ptr(), set(skip)
@@ -189,7 +189,7 @@ class SafetensorsFile:
             if name in skip:
                 continue
             first = (base + self.data_start + begin) // mmap.PAGESIZE * mmap.PAGESIZE
-            libc.madvise(first, base + self.data_start + end - first, 3)  # 3 = MADV_WILLNEED
+            lib.madvise(first, base + self.data_start + end - first, 3)  # 3 = MADV_WILLNEED
 
     def get(self, name: str) -> torch.Tensor:
         """The tensor as a view into the mapped file (copied only if misaligned)."""
@@ -223,15 +223,16 @@ def release_pages(t: torch.Tensor) -> bool:
     first, last = -(-start // page) * page, end // page * page  # whole pages inside the tensor only
     if last <= first:
         return False
-    libc = _libc()
-    return bool(libc) and libc.madvise(first, last - first, 4) == 0  # 4 = MADV_DONTNEED
+    lib = libc()
+    return bool(lib) and lib.madvise(first, last - first, 4) == 0  # 4 = MADV_DONTNEED
 
 
 _LIBC = None
 
 
-def _libc():
-    """glibc's madvise through ctypes on Linux; False elsewhere."""
+def libc():
+    """glibc through ctypes (madvise, malloc_trim, mallopt), loaded once; False where there is
+    none (another OS or C library): the memory hints that use it are then skipped."""
     global _LIBC
     if _LIBC is None:
         _LIBC = False
@@ -241,8 +242,10 @@ def _libc():
             import ctypes
 
             try:
-                _LIBC = ctypes.CDLL("libc.so.6", use_errno=True)
-                _LIBC.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+                lib = ctypes.CDLL("libc.so.6", use_errno=True)
+                lib.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+                lib.malloc_trim, lib.mallopt  # glibc only
+                _LIBC = lib
             except (OSError, AttributeError):
                 _LIBC = False
     return _LIBC
