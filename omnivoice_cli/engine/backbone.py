@@ -313,17 +313,28 @@ def quantize_int8(model: OmniVoiceModel) -> int:
     same speed.) Layer by layer, each fp32 weight's mmap'd pages released once it is packed, so
     memory never holds the whole fp32 body. Returns the number of linear layers quantised."""
     import warnings
+    from concurrent.futures import ThreadPoolExecutor
 
     from .weights import release_pages
 
-    n = 0
+    todo = [
+        (parent, name, child)
+        for layer in model.llm.layers
+        for parent in (layer.self_attn, layer.mlp)
+        for name, child in parent.named_children()
+        if isinstance(child, nn.Linear)  # OneDNNLinear too
+    ]
+
+    def build(item):
+        parent, name, child = item
+        q = Int8Linear(child)
+        release_pages(child.weight)
+        return parent, name, q
+
     with warnings.catch_warnings():  # torch marks its quantised tensor types deprecated
         warnings.simplefilter("ignore")
-        for layer in model.llm.layers:
-            for parent in (layer.self_attn, layer.mlp):
-                for name, child in list(parent.named_children()):
-                    if isinstance(child, nn.Linear):  # OneDNNLinear too
-                        setattr(parent, name, Int8Linear(child))
-                        release_pages(child.weight)
-                        n += 1
-    return n
+        # two at a time: fbgemm's packing runs on one core (measured: ~30% less time than one by one)
+        with ThreadPoolExecutor(2) as pool:
+            for parent, name, q in pool.map(build, todo):
+                setattr(parent, name, q)
+    return len(todo)
