@@ -258,7 +258,7 @@ def onednn_linear_available() -> bool:
             packed = torch.ops.mkldnn._reorder_linear_weight(w, None)
             y = torch.ops.mkldnn._linear_pointwise(x, packed, b, "none", [], "")
             _onednn_ok = bool(torch.backends.mkldnn.is_available()) and torch.allclose(y, F.linear(x, w, b), atol=1e-4)
-        except (AttributeError, RuntimeError, NotImplementedError):
+        except (AttributeError, RuntimeError, NotImplementedError, TypeError):  # absent or changed
             _onednn_ok = False
     return _onednn_ok
 
