@@ -142,3 +142,13 @@ def test_int8_engine_logits_stay_close_to_fp32():
     rel = ((out[1] - out[0]).norm() / out[0].norm()).item()
     assert 0 < rel < 0.1
     assert F.cosine_similarity(out[0].flatten(), out[1].flatten(), dim=0) > 0.99
+
+
+def test_without_onednn_the_plain_linears_stay(monkeypatch):
+    from omnivoice_cli.engine import backbone
+
+    monkeypatch.setattr(backbone, "_onednn_ok", False)  # as if the probe had failed
+    lin = _linear()
+    assert use_onednn_linears(lin) == 0 and type(lin) is nn.Linear
+    engine = Engine.load(str(TINY), device="cpu")
+    assert not any(isinstance(m, OneDNNLinear) for m in engine.model.modules())
