@@ -146,6 +146,11 @@ def _parse_number(key: str, raw: str | None) -> int | float | None:
         raise InvalidRequest(f"{st.flag_name(key)} {raw!r} is not allowed: use {allowed}") from None
 
 
+def _parse_numbers(given: dict[str, Any]) -> dict[str, int | float | None]:
+    """Every numeric option of `say` / `batch` parsed from `given` (the command's arguments)."""
+    return {key: _parse_number(key, given[key]) for key in _NUMBERS}
+
+
 def _check_flags(flags: dict[str, Any], keys) -> None:
     """settings.check_setting on the flags given, as '--flag VALUE is not allowed: use ...'."""
     from .engine.errors import InvalidRequest
@@ -449,21 +454,7 @@ def say(
     elif text == "-":
         text = _read_stdin(quiet)
     text = st.join_lines(text)
-    numbers = {
-        "num_step": num_step,
-        "guidance_scale": guidance_scale,
-        "t_shift": t_shift,
-        "layer_penalty_factor": layer_penalty_factor,
-        "position_temperature": position_temperature,
-        "class_temperature": class_temperature,
-        "speed": speed,
-        "duration": duration,
-        "seed": seed,
-        "chunk_duration": chunk_duration,
-        "chunk_threshold": chunk_threshold,
-        "threads": threads,
-    }
-    flags = {key: _parse_number(key, raw) for key, raw in numbers.items()}
+    flags = _parse_numbers(locals())
     flags.update(
         model=model, device=device, dtype=dtype, lang=lang, instruct=instruct, denoise=denoise,
         voice=voice, quantize=quantize, compile=compile,
@@ -681,23 +672,9 @@ def batch(
     from .engine.config import GenerationConfig
     from .engine.errors import InvalidRequest
 
-    numbers = {
-        "num_step": num_step,
-        "guidance_scale": guidance_scale,
-        "t_shift": t_shift,
-        "layer_penalty_factor": layer_penalty_factor,
-        "position_temperature": position_temperature,
-        "class_temperature": class_temperature,
-        "speed": speed,
-        "duration": duration,
-        "seed": seed,
-        "chunk_duration": chunk_duration,
-        "chunk_threshold": chunk_threshold,
-        "threads": threads,
-    }
-    flags: dict[str, Any] = {key: _parse_number(key, raw) for key, raw in numbers.items()}
+    flags: dict[str, Any] = _parse_numbers(locals())
     flags.update(quantize=quantize, voice=voice)
-    _check_flags(flags, [*numbers, "quantize", "voice"])
+    _check_flags(flags, [*_NUMBERS, "quantize", "voice"])
     if format is not None and format.lower().lstrip(".") not in st.FORMATS:
         raise InvalidRequest(f"--format {format!r} is not allowed: use {', '.join(st.FORMATS)}")
     flags.update(
