@@ -93,6 +93,19 @@ def run_wall(cmd: list[str], env: dict | None = None) -> float:
     return time.perf_counter() - t0
 
 
+def report_whole(walls: dict[str, list[float]], steps: int, repeats: int, out: dict) -> None:
+    """Print the whole-command wall times (median of the runs) and, when the reference ran, each of
+    ours as a ratio to it; record them in out["whole"]."""
+    print(f"\nwhole command at {steps} steps (median of {repeats}, seconds)")
+    for name, ws in walls.items():
+        print(f"  {name:14s} {median(ws):7.1f}   runs {[round(w, 1) for w in ws]}")
+        out["whole"][name] = {"median": median(ws), "runs": ws}
+    if "reference" in walls:
+        for name in walls:
+            if name != "reference":
+                print(f"  {name}: {median(walls['reference']) / median(walls[name]):.2f}x the reference")
+
+
 def median(xs):
     return statistics.median(xs)
 

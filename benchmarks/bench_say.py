@@ -81,13 +81,7 @@ def main() -> int:
                 if ref:
                     rcmd = H.reference_cmd(args, texts, args.whole_steps, ["--output", f"{tmp}/ref.wav"])
                     walls["reference"].append(H.run_wall(rcmd))
-            print(f"\nwhole command at {args.whole_steps} steps (median of {args.repeats}, seconds)")
-            for name, ws in walls.items():
-                print(f"  {name:14s} {H.median(ws):7.1f}   runs {[round(w, 1) for w in ws]}")
-                out["whole"][name] = {"median": H.median(ws), "runs": ws}
-            if ref:
-                for name, _ in variants:
-                    print(f"  {name}: {H.median(walls['reference']) / H.median(walls[name]):.2f}x the reference")
+            H.report_whole(walls, args.whole_steps, args.repeats, out)
     if args.out:
         args.out.write_text(json.dumps(out, indent=1))
     return 0
