@@ -1,18 +1,27 @@
-"""Where the settings of one run (or one batch line) come from, and presets.
+"""The one schema of settings, where the settings of one run (or one request) come from, and presets.
 
-Four layers, later ones win (`resolve_settings`, the one place that merges them):
+Every setting a person can give is described once, in `SCHEMA`: its name (the reference's field
+name), type, allowed values, default, one-line help, help panel and the ways in that accept it
+(command-line flag, preset key, JSON-line field, HTTP field). From it come the typer options of
+every command (`options.py`), the checks of flags, presets, JSON lines and server requests, `presets
+show` and the README's options table (a test keeps the two in step).
 
-    built-in defaults  <  a preset  <  the command-line flags  <  the fields of a JSON line
+A bad value gives the same words wherever it came from, after a prefix naming the source:
+
+    --num-step must be an integer in 1..64, got 100
+    preset file 'fast.toml': key 'num_step' must be an integer in 1..64, got 100
+    line 7: field 'num_step' must be an integer in 1..64, got 100
+
+Four layers, later ones win (`resolve`, the one place that merges them):
+
+    built-in defaults  <  a preset  <  the command-line flags  <  the fields of a JSON line / request
 
 A layer leaves a setting alone by not naming it or by giving None. Presets are TOML files:
-built-in ones ship in `omnivoice_cli/presets/`; user ones live in `user_preset_dir()`
-(`$OMNIVOICE_HOME/presets` when OMNIVOICE_HOME is set, else the platform config folder, e.g.
-`$XDG_CONFIG_HOME/omnivoice/presets` or `~/.config/omnivoice/presets`) and shadow a built-in
-preset of the same name. `--preset NAME` looks a name up; `--preset path.toml` reads a file.
+built-in ones ship in `omnivoice_cli/presets/`; user ones live in `user_preset_dir()` and shadow
+a built-in preset of the same name. `--preset NAME` looks a name up; `--preset path.toml` reads a file.
 
-This module imports nothing heavy (no torch, not even the engine package), so that building the
-command line and `--help` stay fast. The defaults below are the engine's own (`GenerationConfig`,
-`weights.DEFAULT_MODEL`); tests/test_cli.py checks that they agree.
+This module imports nothing heavy (no torch), so that building the command line and `--help` stay
+fast. Defaults come from the engine's config dataclasses (engine/config.py imports no torch).
 """
 
 from __future__ import annotations
@@ -22,129 +31,173 @@ import math
 import os
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Iterable, Mapping
+
+from .engine.config import GenerationConfig, ModelConfig
 
 DEFAULT_MODEL = "k2-fsa/OmniVoice"  # hub id used when neither --model nor $OMNIVOICE_MODEL is given
 DEFAULT_OUTPUT_STEM = "omnivoice"  # `say` writes omnivoice.<format> in the current folder by default
 DEFAULT_OUTPUT = DEFAULT_OUTPUT_STEM + ".wav"
 
-# Decoding settings, passed to GenerationConfig (same names).
-GENERATION_DEFAULTS: dict[str, Any] = {
-    "num_step": 32,
-    "guidance_scale": 2.0,
-    "t_shift": 0.1,
-    "layer_penalty_factor": 5.0,
-    "position_temperature": 5.0,
-    "class_temperature": 0.0,
-    "denoise": True,
-}
-
-# Long texts: GenerationConfig.audio_chunk_duration / audio_chunk_threshold, under shorter names.
-CHUNK_DEFAULTS: dict[str, Any] = {
-    "chunk_duration": 15.0,  # seconds of speech per chunk of a long text
-    "chunk_threshold": 30.0,  # texts estimated longer than this (seconds, at most 30) are chunked
-}
-CHUNK_FIELDS = {"chunk_duration": "audio_chunk_duration", "chunk_threshold": "audio_chunk_threshold"}
-
-# How the model is loaded (Engine.load): one engine per run.
-ENGINE_DEFAULTS: dict[str, Any] = {
-    "threads": None,  # torch CPU threads; None = torch's default
-    "quantize": "none",  # none | int8 (dynamic int8 body, CPU only)
-    "compile": False,  # torch.compile the per-step forward
-}
-
-# Everything a run can be told, with its built-in default.
-DEFAULTS: dict[str, Any] = {
-    "model": DEFAULT_MODEL,  # hub id or local checkpoint folder
-    "device": "auto",  # auto | cpu | cuda | cuda:N | mps
-    "dtype": "auto",  # auto | float32 | float16 | bfloat16
-    "format": "wav",  # audio file format when the output name does not say: wav | flac | ogg
-    "lang": None,  # language code or name; None = language-agnostic
-    "instruct": None,  # voice-design items; None = auto voice
-    "voice": None,  # a saved voice file to clone; None = auto voice / voice design
-    "speed": None,  # speaking-rate factor; None = 1.0
-    "duration": None,  # fixed length in seconds; None = estimated from the text
-    "seed": None,  # None = a fresh random seed (printed, so the run can be repeated)
-    **GENERATION_DEFAULTS,
-    **CHUNK_DEFAULTS,
-    **ENGINE_DEFAULTS,
-}
-
-DEVICES = ("auto", "cpu", "cuda", "mps")  # plus cuda:N
-DTYPES = ("auto", "float32", "float16", "bfloat16")
-FORMATS = ("wav", "flac", "ogg")
-QUANTIZE = ("none", "int8")
-MAX_NUM_STEP = 64
-MAX_DURATION = 30.0
+_GEN = GenerationConfig()
+_MODEL = ModelConfig()
+MAX_NUM_STEP = _GEN.max_num_step
+MAX_DURATION = _MODEL.max_target_seconds
 MAX_SEED = 2**63 - 1
+MAX_THREADS = 256  # more threads than this only thrash (and torch crashes on absurd counts)
+DTYPES = ("auto", "float32", "float16", "bfloat16")
+QUANTIZE = ("none", "int8")
+FORMATS = ("wav", "flac", "ogg")  # audio formats a file name or --format may ask for
+_DEVICE_RE = re.compile(r"^(auto|cpu|cuda|mps|cuda:\d{1,3})$")
 
-# The settings a preset may set: every generation setting plus the chunk settings, lang,
-# instruct, voice, device, dtype, format, threads, quantize and compile. Not model (a preset
-# describes how to speak, not what to load) nor seed.
-PRESET_KEYS: tuple[str, ...] = (
-    *GENERATION_DEFAULTS,
-    "speed",
-    "duration",
-    *CHUNK_DEFAULTS,
-    "lang",
-    "instruct",
-    "voice",
-    "device",
-    "dtype",
-    "format",
-    *ENGINE_DEFAULTS,
-)
-PRESET_META_KEYS = ("description",)  # allowed in a preset file, not a setting
+# Help panels, in the order `--help` shows them.
+PANELS = ("Input", "Voice", "Generation", "Output", "Hardware")
 
-_DEVICE_RE = re.compile(r"^(auto|cpu|cuda|mps|cuda:\d+)$")
+# The ways in: a command-line flag, a key of a preset file, a field of a batch JSON line, a field
+# of a server request.
+FLAG, PRESET, LINE, HTTP = "flag", "preset", "line", "http"
+EVERYWHERE = frozenset({FLAG, PRESET, LINE, HTTP})
 
 
 class SettingsError(ValueError):
-    """A preset or setting is unknown, of the wrong type or out of range (a usage error)."""
+    """A setting or preset is unknown, of the wrong type or out of range (a usage error)."""
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting: what it is, what it accepts and where it can be given."""
+
+    name: str  # the reference's field name, also the preset key / JSON field / HTTP field
+    kind: type  # int, float, bool or str
+    default: Any  # built-in default (None: not set, e.g. a random seed)
+    help: str  # one line for --help
+    panel: str  # help panel (see PANELS)
+    allowed: str = ""  # what is allowed, in words: "an integer in 1..64"
+    ok: Callable[[Any], bool] | None = None  # the value check (after the type check)
+    low: float | None = None  # a sane lower bound beyond `ok` ("must be at least ...")
+    high: float | None = None  # a sane upper bound beyond `ok` ("must be at most ...")
+    choices: tuple[str, ...] = ()  # for str settings with a fixed set of values
+    metavar: str = ""  # shown after the flag in --help
+    where: frozenset = EVERYWHERE  # the ways in that accept it
+    run_wide: bool = False  # one engine per run: a batch line may not change it
+    default_help: str = ""  # how --help words the default when str(default) will not do
+    envvar: str | None = None  # an environment variable the flag reads
+
+    @property
+    def flag(self) -> str:
+        return flag_name(self.name)
+
+
+def _setting(name, kind, default, help, panel, allowed="", ok=None, **kw) -> Setting:
+    return Setting(name, kind, default, help, panel, allowed, ok, **kw)
+
+
+_ANY_NUMBER = "a number"
+_HW = frozenset({FLAG, PRESET})  # run-wide: a preset or a flag, not a line or a request
+
+SCHEMA: dict[str, Setting] = {
+    s.name: s
+    for s in [
+        _setting("num_step", int, _GEN.num_step, "Diffusion steps: fewer is faster, rougher.", "Generation",
+                 f"an integer in 1..{MAX_NUM_STEP}", lambda v: 1 <= v <= MAX_NUM_STEP, metavar="N"),
+        _setting("guidance_scale", float, _GEN.guidance_scale, "Classifier-free guidance (0 skips it).",
+                 "Generation", "a number >= 0", lambda v: v >= 0, high=100.0, metavar="G"),
+        _setting("t_shift", float, _GEN.t_shift, "Time-step shift of the reveal schedule.", "Generation",
+                 "a number > 0", lambda v: v > 0, high=100.0, metavar="S"),
+        _setting("layer_penalty_factor", float, _GEN.layer_penalty_factor, "Penalty per codebook layer.",
+                 "Generation", "a number >= 0", lambda v: v >= 0, high=1000.0, metavar="F"),
+        _setting("position_temperature", float, _GEN.position_temperature,
+                 "Noise on which positions are revealed (0 = greedy).", "Generation", "a number >= 0",
+                 lambda v: v >= 0, high=1000.0, metavar="T"),
+        _setting("class_temperature", float, _GEN.class_temperature, "Noise on the token choice (0 = argmax).",
+                 "Generation", "a number >= 0", lambda v: v >= 0, high=1000.0, metavar="T"),
+        _setting("denoise", bool, _GEN.denoise, "The denoise token when cloning a voice.", "Generation",
+                 "true or false"),
+        _setting("speed", float, None, "Speaking rate (1.2 = faster).", "Voice", "a number > 0 (1.0 is normal)",
+                 lambda v: v > 0, low=0.1, high=10.0, metavar="X", default_help="1.0"),
+        _setting("duration", float, None, f"Length in seconds, up to {MAX_DURATION:g}; overrides --speed.", "Voice",
+                 f"seconds in (0, {MAX_DURATION:g}]", lambda v: 0 < v <= MAX_DURATION, metavar="SECONDS",
+                 default_help="from the text"),
+        _setting("chunk_duration", float, _GEN.audio_chunk_duration, "Seconds of speech per chunk of a long text.",
+                 "Input", "seconds > 0", lambda v: v > 0, high=MAX_DURATION, metavar="SECONDS"),
+        _setting("chunk_threshold", float, _GEN.audio_chunk_threshold, "Texts estimated longer are spoken in chunks.",
+                 "Input", f"seconds in (0, {MAX_DURATION:g}]", lambda v: 0 < v <= MAX_DURATION, metavar="SECONDS"),
+        _setting("lang", str, None, "Language code or name, e.g. en, de-AT, English (`omnivoice languages`).",
+                 "Input", "a language code or name", metavar="LANG", default_help="none (any language)"),
+        _setting("instruct", str, None, 'Design a voice, e.g. "female, low pitch" (`omnivoice instructs`).',
+                 "Voice", 'voice-design items, e.g. "female, low pitch"', metavar="ITEMS", default_help="auto voice"),
+        _setting("voice", str, None, "A saved voice (`omnivoice voice list`) or a voice file.", "Voice",
+                 "a saved voice name or the path of a voice file", lambda v: bool(v.strip()), metavar="NAME|FILE",
+                 where=frozenset({FLAG, PRESET, LINE}), default_help="auto voice"),
+        _setting("ref", str, None, "Clone the voice of this recording (3-10 s is best).", "Voice",
+                 "a string", metavar="AUDIO",
+                 where=frozenset({FLAG, LINE})),
+        _setting("ref_text", str, None, "The words spoken in --ref.", "Voice",
+                 "a string", metavar="TEXT",
+                 default_help="the .txt file beside the recording",
+                 where=frozenset({FLAG, LINE})),
+        _setting("seed", int, None, "Random seed (printed, so a run can be repeated).", "Generation",
+                 f"an integer in 0..{MAX_SEED}", lambda v: 0 <= v <= MAX_SEED, metavar="N",
+                 where=frozenset({FLAG, LINE, HTTP}), default_help="random"),
+        _setting("format", str, "wav", "Audio format when the output name does not say.", "Output",
+                 ", ".join(FORMATS), lambda v: v in FORMATS, choices=FORMATS, metavar="FMT",
+                 where=frozenset({FLAG, PRESET})),
+        _setting("device", str, "auto", "auto, cpu, cuda, cuda:N or mps.", "Hardware",
+                 "auto, cpu, cuda, cuda:N or mps", lambda v: bool(_DEVICE_RE.match(v)), metavar="DEV",
+                 where=_HW, run_wide=True),
+        _setting("dtype", str, "auto", "auto (float32 on CPU, float16 on GPU), float32, float16, bfloat16.",
+                 "Hardware", ", ".join(DTYPES), lambda v: v in DTYPES, choices=DTYPES, metavar="TYPE",
+                 where=_HW, run_wide=True),
+        _setting("threads", int, None, "Torch CPU threads.", "Hardware", "an integer >= 1", lambda v: v >= 1,
+                 high=MAX_THREADS, metavar="N", where=_HW, run_wide=True, default_help="the CPU cores"),
+        _setting("quantize", str, "none", "int8: int8 body weights (CPU; the audio differs slightly).",
+                 "Hardware", "int8 or none", lambda v: v in QUANTIZE, choices=QUANTIZE, metavar="int8|none",
+                 where=_HW, run_wide=True),
+        _setting("compile", bool, False, "torch.compile the layers (slow start; on CPU the default is faster).",
+                 "Hardware", "true or false", where=_HW, run_wide=True),
+        _setting("model", str, DEFAULT_MODEL, "Hub id or local checkpoint folder.", "Hardware",
+                 "a hub id or a checkpoint folder", lambda v: bool(v.strip()), metavar="ID|DIR",
+                 where=frozenset({FLAG}), run_wide=True, envvar="OMNIVOICE_MODEL"),
+    ]
+}  # fmt: skip
+
+DEFAULTS: dict[str, Any] = {name: s.default for name, s in SCHEMA.items()}
+GENERATION_KEYS = ("num_step", "guidance_scale", "t_shift", "layer_penalty_factor", "position_temperature",
+                   "class_temperature", "denoise")  # fmt: skip
+GENERATION_DEFAULTS: dict[str, Any] = {k: DEFAULTS[k] for k in GENERATION_KEYS}
+CHUNK_DEFAULTS: dict[str, Any] = {k: DEFAULTS[k] for k in ("chunk_duration", "chunk_threshold")}
+CHUNK_FIELDS = {"chunk_duration": "audio_chunk_duration", "chunk_threshold": "audio_chunk_threshold"}
+RUN_WIDE: tuple[str, ...] = tuple(k for k, s in SCHEMA.items() if s.run_wide)
+PRESET_KEYS: tuple[str, ...] = tuple(k for k, s in SCHEMA.items() if PRESET in s.where)
+LINE_SETTINGS: tuple[str, ...] = tuple(k for k, s in SCHEMA.items() if LINE in s.where)
+HTTP_SETTINGS: tuple[str, ...] = tuple(k for k, s in SCHEMA.items() if HTTP in s.where)
+PRESET_META_KEYS = ("description",)  # allowed in a preset file, not a setting
+
+
+def _check_schema_against_engine() -> None:
+    """The generation settings are GenerationConfig's fields, with its defaults."""
+    names = {f.name for f in fields(GenerationConfig)}
+    assert set(GENERATION_KEYS) <= names and all(CHUNK_FIELDS[k] in names for k in CHUNK_FIELDS)
+
+
+_check_schema_against_engine()
 
 
 # --------------------------------------------------------------------------------------------
-# One setting: its type and allowed values
+# One value
 # --------------------------------------------------------------------------------------------
 
-_INT, _FLOAT, _BOOL, _STR = "int", "float", "bool", "str"
 
-# key -> (kind, what is allowed (for messages), value check)
-_SCHEMA: dict[str, tuple[str, str, Any]] = {
-    "num_step": (_INT, f"an integer in 1..{MAX_NUM_STEP}", lambda v: 1 <= v <= MAX_NUM_STEP),
-    "guidance_scale": (_FLOAT, "a number >= 0", lambda v: v >= 0),
-    "t_shift": (_FLOAT, "a number > 0", lambda v: v > 0),
-    "layer_penalty_factor": (_FLOAT, "a number >= 0", lambda v: v >= 0),
-    "position_temperature": (_FLOAT, "a number >= 0", lambda v: v >= 0),
-    "class_temperature": (_FLOAT, "a number >= 0", lambda v: v >= 0),
-    "denoise": (_BOOL, "true or false", None),
-    "speed": (_FLOAT, "a number > 0 (1.0 is normal)", lambda v: v > 0),
-    "duration": (_FLOAT, f"seconds in (0, {MAX_DURATION:g}]", lambda v: 0 < v <= MAX_DURATION),
-    "seed": (_INT, f"an integer in 0..{MAX_SEED}", lambda v: 0 <= v <= MAX_SEED),
-    "model": (_STR, "a hub id or a checkpoint folder", lambda v: bool(v.strip())),
-    "device": (_STR, "auto, cpu, cuda, cuda:N or mps", lambda v: bool(_DEVICE_RE.match(v))),
-    "dtype": (_STR, ", ".join(DTYPES), lambda v: v in DTYPES),
-    "format": (_STR, ", ".join(FORMATS), lambda v: v in FORMATS),
-    "lang": (_STR, "a language code or name", None),
-    "instruct": (_STR, 'voice-design items, e.g. "female, low pitch"', None),
-    "voice": (_STR, "a saved voice name or the path of a voice file", lambda v: bool(v.strip())),
-    "chunk_duration": (_FLOAT, "seconds > 0", lambda v: v > 0),
-    "chunk_threshold": (_FLOAT, f"seconds in (0, {MAX_DURATION:g}]", lambda v: 0 < v <= MAX_DURATION),
-    "threads": (_INT, "an integer >= 1", lambda v: v >= 1),
-    "quantize": (_STR, "int8 or none", lambda v: v in QUANTIZE),
-    "compile": (_BOOL, "true or false", None),
-}
-
-
-def _type_name(value: Any) -> str:
+def type_name(value: Any) -> str:
+    """'an integer', 'a string', ... for messages."""
     if isinstance(value, bool):
         return "a boolean"
     if isinstance(value, int):
         return "an integer"
     if isinstance(value, float):
-        return "a number"
+        return _ANY_NUMBER
     if isinstance(value, str):
         return "a string"
     if isinstance(value, (list, tuple)):
@@ -156,36 +209,182 @@ def _type_name(value: Any) -> str:
 
 def allowed(key: str) -> str:
     """What a setting accepts, in words: 'an integer in 1..64'."""
-    return _SCHEMA[key][1]
+    return SCHEMA[key].allowed
+
+
+def shown_value(value: Any) -> str:
+    """A value as a message shows it: repr, cut to 80 characters; a huge integer by its length."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 10**30:
+        return f"an integer of {len(str(abs(value)))} digits"  # never print a 5,000-digit number
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _bad_type(kind: type, value: Any) -> bool:
+    if kind is int:
+        return isinstance(value, bool) or not isinstance(value, int)
+    if kind is float:
+        return isinstance(value, bool) or not isinstance(value, (int, float))
+    return not isinstance(value, kind)
 
 
 def check_setting(key: str, value: Any) -> Any:
     """Check one setting's type and value; return it (an int becomes a float where a number is due).
 
     Raises SettingsError with a message that does not name where the value came from, e.g.
-    "must be an integer in 1..64, got 0" (callers add "file: key 'num_step': " or "line 3: ...").
+    "must be an integer in 1..64, got 0": callers add the source ("--num-step", "line 3: field
+    'num_step'", ...) in front.
     """
-    kind, allowed, ok = _SCHEMA[key]
-    bad_type = (
-        (kind == _INT and (isinstance(value, bool) or not isinstance(value, int)))
-        or (kind == _FLOAT and (isinstance(value, bool) or not isinstance(value, (int, float))))
-        or (kind == _BOOL and not isinstance(value, bool))
-        or (kind == _STR and not isinstance(value, str))
-    )
-    if bad_type:
-        raise SettingsError(f"must be {allowed}, got {value!r} ({_type_name(value)})")
-    if kind == _FLOAT:
-        value = float(value)
+    s = SCHEMA[key]
+    if _bad_type(s.kind, value):
+        raise SettingsError(f"must be {s.allowed}, got {shown_value(value)} ({type_name(value)})")
+    if s.kind is float:
+        try:
+            value = float(value)
+        except OverflowError:
+            raise SettingsError(f"must be {s.allowed}, got {shown_value(value)}") from None
         if not math.isfinite(value):
-            raise SettingsError(f"must be {allowed}, got {value!r}")
-    if ok is not None and not ok(value):
-        raise SettingsError(f"must be {allowed}, got {value!r}")
+            raise SettingsError(f"must be {s.allowed}, got {value!r}")
+    if s.ok is not None and not s.ok(value):
+        raise SettingsError(f"must be {s.allowed}, got {shown_value(value)}")
+    if s.low is not None and value < s.low:
+        raise SettingsError(f"must be at least {s.low:g}, got {shown_value(value)}")
+    if s.high is not None and value > s.high:
+        raise SettingsError(f"must be at most {s.high:g}, got {shown_value(value)}")
     return value
 
 
+def parse_text(key: str, raw: str) -> Any:
+    """A value typed on the command line (a string) -> the setting's value, checked.
+
+    Numbers are parsed here rather than by click, so that a bad one gets the same words as in a
+    preset or a JSON line: "must be an integer in 1..64, got 'abc'"."""
+    s = SCHEMA[key]
+    text = raw.strip()
+    if s.kind is int:
+        try:
+            value: Any = int(text) if len(text) <= 40 else None
+        except ValueError:
+            value = None
+    elif s.kind is float:
+        try:
+            value = float(text) if len(text) <= 40 else None
+        except ValueError:
+            value = None
+    elif s.choices:
+        value = text.lower()
+    else:
+        value = raw
+    if value is None:
+        raise SettingsError(f"must be {s.allowed}, got {shown_value(raw)}")
+    return check_setting(key, value)
+
+
+def flag_name(setting: str) -> str:
+    """The command-line spelling of a setting: 'num_step' -> '--num-step'."""
+    return "--" + setting.replace("_", "-")
+
+
+def or_list(items: Iterable[str]) -> str:
+    """'a, b or c'."""
+    items = list(items)
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} or {items[-1]}"
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """" (did you mean 'x'?)" or ""."""
+    close = difflib.get_close_matches(str(word), list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 # --------------------------------------------------------------------------------------------
-# The layers
+# Where a value came from
 # --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Source:
+    """One layer of settings: where its values came from, for messages and for `--dry-run`."""
+
+    kind: str  # "default", "preset", "flag", "line" or "request"
+    where: str = ""  # the preset file, the line number, ...
+
+    def name(self, key: str) -> str:
+        """The prefix of a message about `key` given here: '--num-step', "line 3: field 'num_step'"."""
+        if self.kind == "flag":
+            return flag_name(key)
+        if self.kind == "preset":
+            return f"preset file '{self.where}': key {key!r}"
+        if self.kind == "line":
+            return f"line {self.where}: field {key!r}"
+        if self.kind == "request":
+            return f"field {key!r}"
+        return key
+
+    def short(self, key: str) -> str:
+        """How a message names another setting of the same source: '--ref', "'ref'"."""
+        return flag_name(key) if self.kind == "flag" else repr(key)
+
+    def describe(self) -> str:
+        """'default', 'preset fast', 'flag', 'line 3' (for `--dry-run`)."""
+        return f"{self.kind} {self.where}".strip()
+
+
+DEFAULT_SOURCE = Source("default")
+FLAG_SOURCE = Source("flag")
+
+
+def check_layer(values: Mapping[str, Any], source: Source, way: str) -> dict[str, Any]:
+    """Check every value of one layer (None = not given). Unknown keys and keys this way in does not
+    accept are errors naming the known ones; a bad value's message starts with its source."""
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        if value is None:
+            continue
+        s = SCHEMA.get(key)
+        if s is None or way not in s.where:
+            known = [k for k, v in SCHEMA.items() if way in v.where]
+            raise SettingsError(f"{source.name(key)} is not a known setting{did_you_mean(key, known)}; "
+                                f"known: {', '.join(known)}")  # fmt: skip
+        try:
+            out[key] = check_setting(key, value)
+        except SettingsError as e:
+            raise SettingsError(f"{source.name(key)} {e}") from None
+    return out
+
+
+@dataclass
+class Resolved:
+    """Settings after merging the layers: the values, and the source of each."""
+
+    values: dict[str, Any]
+    sources: dict[str, Source] = field(default_factory=dict)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.values.get(key, default)
+
+    def source(self, key: str) -> Source:
+        return self.sources.get(key, DEFAULT_SOURCE)
+
+    def name(self, key: str) -> str:
+        """How a message names this setting: by the source it came from ('--instruct', ...)."""
+        return self.source(key).name(key)
+
+
+def resolve(*layers: tuple[Source, Mapping[str, Any] | None], defaults: Mapping[str, Any] = DEFAULTS) -> Resolved:
+    """Merge checked layers in order (later wins; None = not given) over the defaults."""
+    values, sources = dict(defaults), {}
+    for source, layer in layers:
+        for key, value in (layer or {}).items():
+            if key not in values:
+                raise SettingsError(f"{source.describe()}: unknown setting {key!r}; known settings: "
+                                    f"{', '.join(sorted(values))}")  # fmt: skip
+            if value is not None:
+                values[key], sources[key] = value, source
+    return Resolved(values, sources)
 
 
 def resolve_settings(
@@ -194,26 +393,14 @@ def resolve_settings(
     flags: Mapping[str, Any],
     line: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Merge the layers: defaults < preset < flags < line. None in a layer means "not given there".
-
-    Every key of `preset`, `flags` and `line` must be a key of `defaults` (SettingsError
-    otherwise), so a typo is reported rather than ignored. Values are not checked here: presets
-    and JSON lines are checked where they are read (`load_preset`, the batch reader).
-    """
-    merged = dict(defaults)
-    for where, layer in (("preset", preset), ("flags", flags), ("line", line)):
-        for key, value in (layer or {}).items():
-            if key not in defaults:
-                allowed = ", ".join(sorted(defaults))
-                raise SettingsError(f"{where}: unknown setting {key!r}; known settings: {allowed}")
-            if value is not None:
-                merged[key] = value
-    return merged
+    """The merged values of defaults < preset < flags < line (see `resolve`)."""
+    layers = ((Source("preset"), preset), (FLAG_SOURCE, flags), (Source("line"), line))
+    return resolve(*layers, defaults=defaults).values
 
 
 def generation_kwargs(settings: Mapping[str, Any]) -> dict[str, Any]:
     """The part of resolved settings that goes to GenerationConfig(**kwargs)."""
-    kwargs = {k: settings[k] for k in GENERATION_DEFAULTS if k in settings}
+    kwargs = {k: settings[k] for k in GENERATION_KEYS if k in settings}
     kwargs.update({CHUNK_FIELDS[k]: settings[k] for k in CHUNK_FIELDS if settings.get(k) is not None})
     return kwargs
 
@@ -239,9 +426,7 @@ def check_engine_options(settings: Mapping[str, Any]) -> None:
     if settings.get("compile"):
         raise SettingsError("--quantize int8 and --compile cannot be combined: choose one")
     if settings.get("device") not in (None, "auto", "cpu"):
-        raise SettingsError(
-            f"--quantize int8 runs on the CPU only, not on {settings['device']!r}: use --device cpu"
-        )
+        raise SettingsError(f"--quantize int8 runs on the CPU only, not on {settings['device']!r}: use --device cpu")
     if settings.get("dtype") not in (None, "auto", "float32"):
         raise SettingsError(
             f"--quantize int8 starts from float32 weights, not {settings['dtype']}: leave --dtype at auto"
@@ -261,20 +446,11 @@ def join_lines(text: str) -> str:
     return _LINE_BREAK_RE.sub(" ", text).strip()
 
 
-def flag_name(setting: str) -> str:
-    """The command-line spelling of a setting: 'num_step' -> '--num-step'."""
-    return "--" + setting.replace("_", "-")
-
-
-def did_you_mean(word: str, choices) -> str:
-    """" (did you mean 'x'?)" or ""."""
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
 # --------------------------------------------------------------------------------------------
 # Presets
 # --------------------------------------------------------------------------------------------
+
+MAX_PRESET_BYTES = 64 * 1024  # a preset is a few lines; reading stops here
 
 
 @dataclass(frozen=True)
@@ -287,6 +463,10 @@ class Preset:
     settings: dict[str, Any] = field(default_factory=dict)  # only the keys it sets
     description: str = ""
 
+    @property
+    def origin(self) -> Source:
+        return Source("preset", str(self.path))
+
 
 def builtin_preset_dir() -> Path:
     """The presets packaged with omnivoice_cli (omnivoice_cli/presets/*.toml)."""
@@ -298,23 +478,32 @@ def user_preset_dir() -> Path:
     home = os.environ.get("OMNIVOICE_HOME")
     if home:
         return Path(home).expanduser() / "presets"
-    base = os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config"  # as weights.user_home() for data
+    base = os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config"
     return Path(base).expanduser() / "omnivoice" / "presets"
+
+
+def _read_preset_text(path: Path) -> str:
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_PRESET_BYTES + 1)
+    except FileNotFoundError:
+        raise SettingsError(f"preset file '{path}' does not exist") from None
+    except IsADirectoryError:
+        raise SettingsError(f"preset '{path}' is a folder, not a .toml file") from None
+    except OSError as e:
+        raise SettingsError(f"cannot read preset file '{path}': {e.strerror or e}") from None
+    if len(data) > MAX_PRESET_BYTES:
+        raise SettingsError(f"preset file '{path}' is over {MAX_PRESET_BYTES // 1024} KiB: a preset is a few lines")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SettingsError(f"preset file '{path}' is not UTF-8 text") from None
 
 
 def load_preset(path: Path, name: str | None = None, source: str = "file") -> Preset:
     """Read and check one preset file. Errors (SettingsError) name the file and the key."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SettingsError(f"preset file '{path}' does not exist") from None
-    except IsADirectoryError:
-        raise SettingsError(f"preset '{path}' is a folder, not a .toml file") from None
-    except UnicodeDecodeError:
-        raise SettingsError(f"preset file '{path}' is not UTF-8 text") from None
-    except OSError as e:
-        raise SettingsError(f"cannot read preset file '{path}': {e.strerror or e}") from None
+    text = _read_preset_text(path)
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # pragma: no cover - Python 3.10
@@ -323,26 +512,19 @@ def load_preset(path: Path, name: str | None = None, source: str = "file") -> Pr
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise SettingsError(f"preset file '{path}': TOML syntax error: {e}") from None  # "(at line L, column C)"
-    settings: dict[str, Any] = {}
-    description = ""
-    for key, value in data.items():
-        if key in PRESET_META_KEYS:
-            if not isinstance(value, str):
-                raise SettingsError(f"preset file '{path}': key {key!r} must be a string, got {_type_name(value)}")
-            description = value
-            continue
+    except RecursionError:
+        raise SettingsError(f"preset file '{path}': nested too deeply") from None
+    description = data.pop("description", "")
+    if not isinstance(description, str):
+        raise SettingsError(f"preset file '{path}': key 'description' must be a string, got {type_name(description)}")
+    for key in data:
         if key not in PRESET_KEYS:
             known = (*PRESET_KEYS, *PRESET_META_KEYS)
             hint = did_you_mean(key, known)
-            if key in ("model", "seed"):
+            if key in SCHEMA:
                 hint = f" ({key} cannot be set by a preset: give {flag_name(key)})"
-            raise SettingsError(
-                f"preset file '{path}': unknown key {key!r}{hint}; allowed keys: {', '.join(known)}"
-            )
-        try:
-            settings[key] = check_setting(key, value)
-        except SettingsError as e:
-            raise SettingsError(f"preset file '{path}': key {key!r} {e}") from None
+            raise SettingsError(f"preset file '{path}': unknown key {key!r}{hint}; allowed keys: {', '.join(known)}")
+    settings = check_layer(data, Source("preset", str(path)), PRESET)
     return Preset(name or path.stem, path, source, settings, description)
 
 

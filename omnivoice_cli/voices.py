@@ -25,8 +25,10 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from . import settings as st
+from .engine.config import ModelConfig
 from .engine.errors import InvalidRequest
 
+FRAME_RATE = ModelConfig().frame_rate  # codec frames per second of a voice's codes
 VOICE_SUFFIX = ".safetensors"
 PROMPT_SUFFIX = ".pt"  # the reference implementation's VoiceClonePrompt.save
 MAX_NAME = 64
@@ -193,7 +195,7 @@ def save(name: str, voice, *, force: bool = False, **meta: Any) -> Path:
     frames = int(voice.codes.shape[-1])
     record = {
         "name": name,
-        "seconds": f"{frames / 25.0:.2f}",
+        "seconds": f"{frames / FRAME_RATE:.2f}",
         "frames": str(frames),
         "codebooks": str(int(voice.codes.shape[0])),
         "created": _now(),
@@ -206,6 +208,19 @@ def save(name: str, voice, *, force: bool = False, **meta: Any) -> Path:
     if old is not None and old != path:  # replaced a name that differed only in case
         old.unlink(missing_ok=True)
     return path
+
+
+def import_metadata(path: Path) -> dict[str, str]:
+    """What `voice import` records about the file it imports (and what a voice file said of itself)."""
+    meta = {"source": str(path.resolve()),
+            "imported": "reference prompt" if path.suffix.lower() == PROMPT_SUFFIX else "voice file"}  # fmt: skip
+    if path.suffix.lower() == VOICE_SUFFIX:
+        from .engine.voice import read_voice_metadata
+
+        old = read_voice_metadata(path)
+        meta.update({k: old[k] for k in ("model", "source") if old.get(k)})
+        meta["imported_from"] = str(path.resolve())
+    return meta
 
 
 def remove(name: str) -> Path:
@@ -241,7 +256,7 @@ def describe(path: Path, voice=None) -> dict[str, Any]:
             "path": str(path),
             "kind": "reference prompt (.pt)",
             "text": voice.text,
-            "seconds": f"{frames / 25.0:.2f}",
+            "seconds": f"{frames / FRAME_RATE:.2f}",
             "frames": str(frames),
             "codebooks": str(int(voice.codes.shape[0])),
             "rms": "" if voice.rms is None else repr(voice.rms),
@@ -315,23 +330,14 @@ def reference_transcript(audio: Path, ref_text: str | None, flag: str = "--ref-t
     )
 
 
-def check_reference_file(path: str | Path) -> Path:
-    """A reference recording given on the command line: it must be an existing file."""
+def check_reference_file(path: str | Path, shown: str | None = None) -> Path:
+    """A reference recording: it must be an existing file. `shown` is how the user wrote it (the
+    message adds the path it was looked for at, when that differs)."""
     p = Path(path).expanduser()
+    shown = str(path) if shown is None else shown
+    label = f"'{shown}'" if str(p) == shown else f"'{shown}' ({p})"
     if not p.exists():
-        raise InvalidRequest(f"reference audio file not found: {path}")
+        raise InvalidRequest(f"audio file {label} does not exist")
     if not p.is_file():
-        raise InvalidRequest(f"reference audio {path} is not a file")
+        raise InvalidRequest(f"audio file {label} is a folder, not a recording")
     return p
-
-
-def precheck_reference(path: Path, ref_text: str) -> tuple[float, tuple[str, ...]]:
-    """Read and prepare a recording as the engine will (numpy only, no model): a file that is not
-    audio, truncated, silent or too short fails here, before the model is loaded.
-
-    Returns (seconds of prepared audio, warnings)."""
-    from .engine import voice as vmod
-
-    wav = vmod.load_reference(path)
-    prepared = vmod.prepare_reference(wav, ref_text, source=f"reference audio {path}")
-    return prepared.seconds, prepared.warnings

@@ -76,9 +76,12 @@ class FakeEngine:
         from omnivoice_cli.engine import voice as vmod
         from omnivoice_cli.engine.text import add_punctuation
 
-        type(self).encoded.append((ref_audio, ref_text))
-        wav = vmod.load_reference(ref_audio)
-        prepared = vmod.prepare_reference(wav, ref_text, source=f"reference audio {ref_audio}")
+        if isinstance(ref_audio, vmod.PreparedReference):  # read and prepared before the model was loaded
+            prepared = ref_audio
+        else:
+            wav = vmod.load_reference(ref_audio)
+            prepared = vmod.prepare_reference(wav, ref_text, source=f"reference audio {ref_audio}")
+        type(self).encoded.append((getattr(ref_audio, "source", ref_audio), ref_text))
         frames = len(prepared.wav) // vmod.HOP_LENGTH
         level = int(abs(float(prepared.wav.sum())) * 1000) % 1000
         codes = (torch.arange(8 * frames, dtype=torch.int64).reshape(8, frames) + level) % 1024

@@ -122,5 +122,5 @@ def test_pause_inserts_exactly_the_requested_silence(engine):
 
 
 def test_duration_and_pauses_do_not_mix():
-    with pytest.raises(InvalidRequest, match="--duration cannot be combined"):
+    with pytest.raises(InvalidRequest, match="duration cannot be combined"):
         validate_request(Request(text="A [pause] B", duration=2.0))

@@ -240,7 +240,7 @@ def test_say_preset_voice_is_looked_up(invoke, fake_engine, home, tmp_path):
     (home / "presets" / "alice.toml").write_text('voice = "alice"\n')
     r = invoke("say", "Hi", "--preset", "alice", "-o", tmp_path / "x.wav")
     assert r.exit_code == 2
-    assert "preset 'alice' sets voice 'alice': unknown voice 'alice'; known voices: none yet" in error_line(r)
+    assert "alice.toml': key 'voice': unknown voice 'alice'; known voices: none yet" in error_line(r)
     codes = torch.arange(80).reshape(8, 10)
     (home / "voices").mkdir()
     save_voice(home / "voices" / "alice.safetensors", VoicePrompt(codes, "Hello there.", 0.05))

@@ -101,7 +101,7 @@ CHECKS_OK = [
     ("format", "ogg", "ogg"),
     ("lang", "klingon", "klingon"),  # unknown languages warn later, they are not refused here
     ("chunk_duration", 5, 5.0),
-    ("chunk_duration", 60.5, 60.5),
+    ("chunk_duration", 25.5, 25.5),
     ("chunk_threshold", 30, 30.0),
     ("chunk_threshold", 0.5, 0.5),
     ("threads", 1, 1),

@@ -1,12 +1,22 @@
 """Typed errors raised by the engine. The CLI maps them once to exit codes."""
 
+from __future__ import annotations
+
 
 class OmniVoiceError(Exception):
     """Base class: a runtime failure (exit code 1)."""
 
 
 class InvalidRequest(OmniVoiceError, ValueError):
-    """A request's value is outside what is allowed (a usage error, exit code 2)."""
+    """A request's value is outside what is allowed (a usage error, exit code 2).
+
+    `setting` names the request setting the message is about (e.g. "instruct"), when there is one:
+    the message then reads after that name ("instruct: unsupported item ..."), and a caller names
+    the setting its own way (a flag, a JSON field) in front of it."""
+
+    def __init__(self, message: str, setting: str | None = None) -> None:
+        super().__init__(message)
+        self.setting = setting
 
 
 class CheckpointError(OmniVoiceError):

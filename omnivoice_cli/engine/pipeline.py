@@ -52,42 +52,51 @@ class Result:
 
 
 def validate_request(req: Request, cfg: ModelConfig | None = None) -> list[str]:
-    """Check a request without a model (no torch needed). Raise InvalidRequest; return warnings."""
+    """Check a request without a model (no torch needed). Raise InvalidRequest; return warnings.
+
+    An error about one setting carries its name in `InvalidRequest.setting` and reads after it
+    ("instruct: unsupported instruct item ...")."""
     from . import text as textmod
 
     cfg = cfg or ModelConfig()
     if not isinstance(req.text, str) or not req.text.strip():
         raise InvalidRequest("text is empty: give some text to speak")
     if req.speed is not None and not req.speed > 0:
-        raise InvalidRequest(f"speed {req.speed} is not allowed: use a number > 0 (1.0 is normal)")
+        raise InvalidRequest(f"{req.speed} is not allowed: use a number > 0 (1.0 is normal)", "speed")
     if req.duration is not None and not 0 < req.duration <= cfg.max_target_seconds:
-        raise InvalidRequest(
-            f"duration {req.duration} is not allowed: use seconds in (0, {cfg.max_target_seconds:g}]"
-        )
-    warnings = []
-    if req.ref is not None and not (req.ref.text or "").strip():
-        raise InvalidRequest("the reference transcript is empty: give the words spoken in the reference audio")
+        raise InvalidRequest(f"{req.duration} is not allowed: use seconds in (0, {cfg.max_target_seconds:g}]", "duration")
     if req.ref is not None:
-        codes = req.ref.codes
-        if codes.ndim != 2 or codes.shape[0] != cfg.num_audio_codebook or codes.shape[-1] == 0:
-            raise InvalidRequest(
-                f"the voice's codes have shape {list(codes.shape)}; this model needs "
-                f"[{cfg.num_audio_codebook}, frames] (was the voice made for another model?)"
-            )
-        if codes.dtype.is_floating_point or int(codes.min()) < 0 or int(codes.max()) >= cfg.audio_mask_id:
-            raise InvalidRequest(
-                f"the voice's codes are out of range: this model's codes are integers in 0..{cfg.audio_mask_id - 1}"
-            )
+        _check_voice(req.ref, cfg)
+    warnings = []
     _, warning = textmod.resolve_language(req.lang)
     if warning:
         warnings.append(warning)
-    textmod.resolve_instruct(req.instruct, use_zh=textmod.contains_chinese(req.text))
+    try:
+        textmod.resolve_instruct(req.instruct, use_zh=textmod.contains_chinese(req.text))
+    except InvalidRequest as e:
+        raise InvalidRequest(str(e), "instruct") from None
     parts, _ = textmod.split_pauses(req.text)
     if not parts:
         raise InvalidRequest("text has nothing to speak besides pause tags")
     if req.duration is not None and len(parts) > 1:
-        raise InvalidRequest("--duration cannot be combined with [pause] tags: use --speed instead")
+        raise InvalidRequest("a fixed duration cannot be combined with [pause] tags; set a speed instead", "duration")
     return warnings
+
+
+def _check_voice(ref: "VoicePrompt", cfg: ModelConfig) -> None:
+    """A voice's transcript and codes fit this model (InvalidRequest about the setting "voice")."""
+    if not (ref.text or "").strip():
+        raise InvalidRequest("the reference transcript is empty: give the words spoken in the reference audio", "voice")
+    codes = ref.codes
+    if codes.ndim != 2 or codes.shape[0] != cfg.num_audio_codebook or codes.shape[-1] == 0:
+        raise InvalidRequest(
+            f"the voice's codes have shape {list(codes.shape)}; this model needs "
+            f"[{cfg.num_audio_codebook}, frames] (was the voice made for another model?)", "voice"
+        )  # fmt: skip
+    if codes.dtype.is_floating_point or int(codes.min()) < 0 or int(codes.max()) >= cfg.audio_mask_id:
+        raise InvalidRequest(
+            f"the voice's codes are out of range: this model's codes are integers in 0..{cfg.audio_mask_id - 1}", "voice"
+        )
 
 
 @dataclass(frozen=True)
@@ -113,6 +122,28 @@ class Plan:
 
     def __post_init__(self) -> None:
         self.tokens = [None] * len(self.pieces)
+
+
+def plan_request(req: Request, cfg: ModelConfig | None = None) -> "Plan":
+    """Cut a request into pieces without a model: parts between pause tags, and chunks of long parts."""
+    from . import text
+
+    cfg = cfg or ModelConfig()
+    g = req.generation
+    parts, gaps = text.split_pauses(req.text)
+    ref = req.ref
+    ref_text, ref_len = (ref.text, ref.codes.shape[-1]) if ref else (None, None)
+    threshold = g.audio_chunk_threshold * cfg.frame_rate
+    pieces: list[Piece] = []
+    for p, part in enumerate(parts):
+        target, eff_speed = text.resolve_target_len(part, ref_text, ref_len, req.speed, req.duration, cfg.frame_rate)
+        if target <= threshold:
+            pieces.append(Piece(p, 0, part, target))
+            continue
+        chunk_len = text.chunk_len_for(part, target, g.audio_chunk_duration, cfg.frame_rate)
+        for c, chunk in enumerate(text.chunk_text(part, chunk_len)):
+            pieces.append(Piece(p, c, chunk, None, eff_speed))
+    return Plan(req, pieces, gaps, len(parts))
 
 
 def resolve_device(device: str = "auto") -> "torch.device":
@@ -232,7 +263,8 @@ class Engine:
         return engine
 
     def voice_from_audio(self, ref_audio, ref_text: str | None, *, preprocess: bool = True):
-        """Encode a reference recording (a path, or (waveform, sample_rate)) into a VoicePrompt.
+        """Encode a reference recording (a path, (waveform, sample_rate), or a PreparedReference)
+        into a VoicePrompt.
 
         The codec's encoder (HuBERT and the acoustic encoder) is loaded on first use only."""
         from .voice import encode_reference
@@ -247,25 +279,7 @@ class Engine:
 
     def plan(self, req: Request) -> "Plan":
         """Cut a request into pieces: parts between pause tags, and chunks of long parts."""
-        from . import text
-
-        g = req.generation
-        parts, gaps = text.split_pauses(req.text)
-        ref = req.ref
-        ref_text, ref_len = (ref.text, ref.codes.shape[-1]) if ref else (None, None)
-        threshold = g.audio_chunk_threshold * self.cfg.frame_rate
-        pieces: list[Piece] = []
-        for p, part in enumerate(parts):
-            target, eff_speed = text.resolve_target_len(
-                part, ref_text, ref_len, req.speed, req.duration, self.cfg.frame_rate
-            )
-            if target <= threshold:
-                pieces.append(Piece(p, 0, part, target))
-                continue
-            chunk_len = text.chunk_len_for(part, target, g.audio_chunk_duration, self.cfg.frame_rate)
-            for c, chunk in enumerate(text.chunk_text(part, chunk_len)):
-                pieces.append(Piece(p, c, chunk, None, eff_speed))
-        return Plan(req, pieces, gaps, len(parts))
+        return plan_request(req, self.cfg)
 
     def prepare(self, req: Request, piece: "Piece | None" = None, ref=None, seed: int | None = None):
         """Build the job of one piece of a request (by default: the whole request, uncut)."""

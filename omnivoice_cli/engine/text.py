@@ -613,3 +613,10 @@ def split_pauses(text: str) -> tuple[list[str], list[float]]:
         parts.append(text[pos:])
         gaps.append(0.0)
     return parts, gaps
+
+
+def nonverbal_tags() -> tuple[str, ...]:
+    """The non-verbal tags the model speaks as sounds: ('[laughter]', '[sigh]', ...)."""
+    pattern = _table("text.json")["nonverbal_tags"]
+    names = pattern[pattern.index("(") + 1 : pattern.rindex(")")].split("|")
+    return tuple(f"[{name}]" for name in names)

@@ -48,6 +48,7 @@ class PreparedReference:
     wav: np.ndarray
     rms: float
     warnings: tuple[str, ...] = ()
+    source: str | None = None  # the file it was read from, when it came from one
 
     @property
     def seconds(self) -> float:
@@ -228,28 +229,33 @@ def prepare_reference(
 
 def encode_reference(
     encoder,
-    ref_audio: str | Path | tuple[np.ndarray, int],
+    ref_audio: "str | Path | tuple[np.ndarray, int] | PreparedReference",
     ref_text: str | None,
     *,
     preprocess: bool = True,
 ) -> VoicePrompt:
-    """A file path or (waveform [N] / [C, N], sample_rate) -> VoicePrompt with codes [Q, T_ref].
+    """A file path, (waveform [N] / [C, N], sample_rate), or a reference already prepared by
+    `prepare_reference` (read and prepared once, e.g. checked before the model was loaded)
+    -> VoicePrompt with codes [Q, T_ref].
 
     `encoder` is a loaded `encoder.HiggsEncoder` (its rate and hop are used).
     """
     sr_codec, hop = encoder.sample_rate, encoder.hop_length
-    if isinstance(ref_audio, (str, Path)):
-        source = f"reference audio {ref_audio}"
-        wav = load_reference(ref_audio, sr_codec)
+    if isinstance(ref_audio, PreparedReference):
+        prepared = ref_audio
     else:
-        data, sr = ref_audio
-        if torch.is_tensor(data):
-            data = data.detach().cpu().numpy()
-        source = "reference audio"
-        wav = _mono_at_rate(data, int(sr), sr_codec, source)
-    prepared = prepare_reference(
-        wav, ref_text, sample_rate=sr_codec, hop_length=hop, preprocess=preprocess, source=source
-    )
+        if isinstance(ref_audio, (str, Path)):
+            source = f"reference audio {ref_audio}"
+            wav = load_reference(ref_audio, sr_codec)
+        else:
+            data, sr = ref_audio
+            if torch.is_tensor(data):
+                data = data.detach().cpu().numpy()
+            source = "reference audio"
+            wav = _mono_at_rate(data, int(sr), sr_codec, source)
+        prepared = prepare_reference(
+            wav, ref_text, sample_rate=sr_codec, hop_length=hop, preprocess=preprocess, source=source
+        )
     codes = encoder.encode(torch.from_numpy(prepared.wav)[None, None])[0]
     text = add_punctuation(ref_text) if (preprocess and ref_text is not None) else ref_text
     return VoicePrompt(codes=codes, text=text, rms=prepared.rms, warnings=prepared.warnings)

@@ -1,0 +1,85 @@
+"""`omnivoice batch`: every line of a file into its own audio file, resumable (batch.py does the work)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from .. import settings as st
+from ..engine.errors import InvalidRequest
+from ..options import HARDWARE_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, SPEECH_SETTINGS, with_settings
+from .common import echo, run_settings, warn
+
+HELP = """Speak every line of INPUT into its own audio file in the folder -o.
+
+INPUT is a .txt file (one text per line) or a .jsonl file (one JSON object per line with "text" and
+any of: id, output, preset, ref, ref_text and the settings below by their names, e.g. num_step).
+Blank lines and lines starting with # are skipped.
+
+Files are named after id / output, else the zero-padded line number (0007.wav). Existing files are
+skipped, so running the same command again resumes an interrupted batch (--overwrite redoes them).
+OUT/manifest.jsonl records every line. Settings: defaults < preset < flags < the fields of a line.
+Seeds: a line's own seed, else --seed S + the line's 0-based index in the file, else random.
+
+Exit codes: 0 every line done or skipped; 1 a line failed (or a runtime failure); 2 bad usage;
+130 / 143 stopped by Ctrl-C / SIGTERM (finished files are kept)."""
+
+EXAMPLES = """
+omnivoice batch lines.txt -o out/
+omnivoice batch jobs.jsonl -o out/ --preset fast --seed 100
+omnivoice batch jobs.jsonl -o out/ --voice alice --format flac
+"""
+
+
+def _check_run(flags: dict, preset: Optional[str]) -> st.Preset | None:
+    """The run's preset and flags, checked before any line is read."""
+    chosen, run = run_settings(preset, flags)
+    if run["instruct"] is not None:
+        from ..engine.text import resolve_instruct
+        from ..request import named
+
+        try:
+            resolve_instruct(run["instruct"])
+        except InvalidRequest as e:
+            raise named(run, e, "instruct") from None
+    return chosen
+
+
+def _summary(report, quiet: bool) -> None:
+    counts = f"{report.done} done, {report.failed} failed, {report.skipped} skipped"
+    if report.pending:
+        counts += f", {report.pending} not run"
+    if report.interrupted:
+        name = "Ctrl-C" if report.interrupted == 2 else f"signal {int(report.interrupted)}"
+        warn(f"stopped by {name}: {report.lines} lines: {counts}; finished files are kept, "
+             f"run the same command again to finish ({report.manifest})")  # fmt: skip
+        raise typer.Exit(128 + int(report.interrupted))
+    if not quiet:
+        rtf = "n/a" if report.rtf is None else f"{report.rtf:.3f}"
+        loaded = "" if report.load_seconds is None else f"; model loaded in {report.load_seconds:.1f} s"
+        echo(f"{report.lines} lines: {counts}; {report.audio_seconds:.2f} s of audio in "
+             f"{report.generate_seconds:.2f} s (RTF {rtf}{loaded}); wall time {report.wall_seconds:.1f} s; "
+             f"manifest {report.manifest}")  # fmt: skip
+    if report.failed:
+        raise typer.Exit(1)
+
+
+@with_settings(*SPEECH_SETTINGS, *HARDWARE_SETTINGS)
+def batch(
+    input: str = typer.Argument(..., metavar="INPUT", show_default=False, help="A .txt or .jsonl file."),
+    output: str = typer.Option(
+        ..., "-o", "--output", metavar="DIR", show_default=False, rich_help_panel="Output",
+        help="Output folder (created when missing): the audio files and manifest.jsonl.",
+    ),
+    preset: Optional[str] = PRESET_OPTION,
+    overwrite: bool = typer.Option(False, "--overwrite", rich_help_panel="Output", help="Redo lines whose file exists."),
+    quiet: bool = QUIET_OPTION,
+    flags: dict = NO_FLAGS,
+) -> None:  # fmt: skip
+    """Speak every line of INPUT into its own audio file in the folder -o."""
+    from ..batch import run_batch
+
+    chosen = _check_run(flags, preset)
+    report = run_batch(input, output, preset=chosen, flags=flags, overwrite=overwrite, quiet=quiet, echo=echo)
+    _summary(report, quiet)

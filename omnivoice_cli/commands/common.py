@@ -1,0 +1,78 @@
+"""What the commands share: messages on stderr, warnings shown once, loading the engine."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Iterable
+
+import typer
+
+from .. import settings as st
+from ..progress import loading
+
+
+def usage_error(message: str, ctx: Any = None) -> Exception:
+    """A click usage error (exit code 2, with a pointer to --help), of the click typer runs on."""
+    try:  # typer >= 0.2x vendors its own click
+        from typer._click.exceptions import UsageError
+    except ImportError:  # older typer runs on click
+        from click.exceptions import UsageError
+    return UsageError(message, ctx)
+
+
+def echo(msg: str) -> None:
+    typer.echo(msg, err=True)
+
+
+def error(msg: str) -> None:
+    echo(f"Error: {msg}")
+
+
+def warn(msg: str) -> None:
+    echo(f"Warning: {msg}")
+
+
+class Warnings:
+    """Warnings on stderr, each once."""
+
+    def __init__(self) -> None:
+        self.shown: list[str] = []
+
+    def __call__(self, warnings: Iterable[str]) -> None:
+        for w in warnings:
+            if w not in self.shown:
+                warn(w)
+                self.shown.append(w)
+
+
+def notice(quiet: bool):
+    """The engine's on_notice: its messages (licence, download) on stderr unless quiet."""
+
+    def show(msg: str) -> None:
+        if not quiet:
+            echo(msg)
+
+    return show
+
+
+def run_settings(preset: str | None, flags: dict[str, Any]) -> tuple[st.Preset | None, st.Resolved]:
+    """defaults < --preset < flags, checked, with the engine options that cannot go together refused."""
+    chosen = st.find_preset(preset) if preset is not None else None
+    layers = [(chosen.origin, chosen.settings)] if chosen else []
+    resolved = st.resolve(*layers, (st.FLAG_SOURCE, flags))
+    st.check_engine_options(resolved.values)
+    return chosen, resolved
+
+
+def load_engine(settings: st.Resolved | dict[str, Any], quiet: bool) -> tuple[Any, float]:
+    """Load the model the settings name (a status line while it loads); returns (engine, seconds)."""
+    from ..engine import pipeline
+
+    values = settings.values if isinstance(settings, st.Resolved) else settings
+    t0 = time.perf_counter()
+    with loading(f"the model ({values['model']})", enabled=not quiet):
+        engine = pipeline.Engine.load(
+            values["model"], device=values["device"], dtype=values["dtype"], on_notice=notice(quiet),
+            **st.engine_kwargs(values),
+        )  # fmt: skip
+    return engine, time.perf_counter() - t0

@@ -1,0 +1,42 @@
+"""Listings: `omnivoice languages`, `instructs` and `tags` (no model, no torch)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+
+def languages(
+    word: Optional[str] = typer.Argument(None, metavar="WORD", help="Only languages whose code or name contains it."),
+) -> None:
+    """List the accepted languages, one 'code<TAB>name' per line (--lang takes either)."""
+    from ..engine.text import list_languages
+
+    out = typer.get_text_stream("stdout")
+    needle = (word or "").casefold()
+    for code, name in list_languages():
+        if needle in code.casefold() or needle in name.casefold():
+            out.write(f"{code}\t{name}\n")
+
+
+def instructs() -> None:
+    """List the voice-design items accepted by --instruct, by category (at most one item per category)."""
+    from ..engine.text import instruct_vocabulary
+
+    out = typer.get_text_stream("stdout")
+    for cat in instruct_vocabulary():
+        out.write(f"{cat.name}:\n")
+        for en, zh in cat.pairs:
+            out.write(f"  {en} ({zh})\n" if en and zh else f"  {en or zh}\n")
+
+
+def tags() -> None:
+    """List the tags a text may hold: non-verbal sounds such as [laughter], and [pause] silences."""
+    from ..engine.text import nonverbal_tags
+
+    out = typer.get_text_stream("stdout")
+    out.write("sounds (spoken by the model):\n")
+    for tag in nonverbal_tags():
+        out.write(f"  {tag}\n")
+    out.write("pauses (exact silences):\n  [pause]  0.5 s\n  [pause 1.5s]\n  [pause 500ms]\n")

@@ -1,0 +1,209 @@
+"""`omnivoice say`: speak one text into one audio file (or stdout)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from .. import settings as st
+from ..engine.errors import InvalidRequest
+from ..options import HARDWARE_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, SPEECH_SETTINGS, with_settings
+from ..progress import StepProgress
+from .common import Warnings, echo, error, load_engine, run_settings, usage_error, warn
+
+HELP = """Speak TEXT (or the text of -f FILE) into an audio file, or to stdout with -o -.
+
+Files are 24 kHz mono: .wav and .flac as 16-bit PCM, .ogg as Vorbis, written to a temporary file
+and renamed, so never left partial. Long texts are spoken in chunks; [pause 1.5s], [pause 500ms]
+and [pause] insert silences; [laughter], [sigh] and the other tags of `omnivoice tags` are spoken
+as sounds. Line breaks are read as spaces.
+
+Progress and a summary (path, audio length, time, real-time factor, seed) go to stderr. Exit
+codes: 0 ok; 1 runtime failure; 2 bad usage or value; 130 / 143 stopped by Ctrl-C / SIGTERM."""
+
+EXAMPLES = """
+omnivoice say "Hello world" -o hello.wav
+omnivoice say Good evening --instruct "female, low pitch" -o out.flac
+omnivoice say -f chapter.txt --voice alice --preset fast -o chapter.flac
+"""
+
+MAX_TEXT_BYTES = 10 * 1024 * 1024  # what -f / stdin read at most (about 3 hours of speech)
+
+
+def _read_limited(stream: Any, what: str) -> str:
+    """Read at most MAX_TEXT_BYTES of UTF-8 text from a binary stream (InvalidRequest beyond)."""
+    data = stream.read(MAX_TEXT_BYTES + 1)
+    if len(data) > MAX_TEXT_BYTES:
+        raise InvalidRequest(f"{what} is over {MAX_TEXT_BYTES // (1024 * 1024)} MiB: split it into several texts")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise InvalidRequest(f"{what} is not UTF-8 text (bad byte at offset {e.start}): give text, "
+                             "not binary data") from None  # fmt: skip
+
+
+def read_stdin(quiet: bool) -> str:
+    stream = typer.get_binary_stream("stdin")
+    if stream.isatty() and not quiet:
+        echo("Reading the text from stdin (end with Ctrl-D) ...")
+    return _read_limited(stream, "the text on stdin")
+
+
+def read_text_file(spec: str, quiet: bool) -> str:
+    """The text of -f PATH (- reads stdin)."""
+    if spec == "-":
+        return read_stdin(quiet)
+    p = Path(spec).expanduser()
+    if not p.exists():
+        raise InvalidRequest(f"text file '{spec}' does not exist")
+    if p.is_dir():
+        raise InvalidRequest(f"text file '{spec}' is a folder: give a text file")
+    try:
+        with open(p, "rb") as f:
+            return _read_limited(f, f"text file '{spec}'")
+    except OSError as e:
+        raise OSError(e.errno, f"cannot read the text file '{spec}': {e.strerror or e}") from None
+
+
+def the_text(ctx: typer.Context, words: list[str] | None, text_file: str | None, quiet: bool) -> str:
+    """TEXT (words joined, as macOS `say` does; - reads stdin) or the text of -f FILE."""
+    if words and text_file is not None:
+        raise usage_error("give the text either as TEXT or with -f/--text-file, not both", ctx)
+    if not words and text_file is None:
+        raise usage_error("Missing argument 'TEXT': give the text to speak, - to read stdin, or -f FILE", ctx)
+    if text_file is not None:
+        return st.join_lines(read_text_file(text_file, quiet))
+    if words == ["-"]:
+        return st.join_lines(read_stdin(quiet))
+    text = " ".join(words)
+    if len(words) == 1 and _is_file(text):
+        warn(f"'{text}' is the name of a file: speaking the name itself (to speak the file's text, give -f {text})")
+    return st.join_lines(text)
+
+
+def _is_file(text: str) -> bool:
+    try:
+        return len(text) < 4096 and Path(text).expanduser().is_file()
+    except (OSError, ValueError):  # a name too long for the system, a NUL
+        return False
+
+
+def _target(output: str | None, settings: st.Resolved):
+    from ..output import check_output
+
+    target = check_output(output if output is not None else f"{st.DEFAULT_OUTPUT_STEM}.{settings['format']}")
+    settings.values["format"] = "wav" if target.to_stdout else target.path.suffix.lower().lstrip(".")
+    if target.to_stdout and typer.get_binary_stream("stdout").isatty():
+        raise InvalidRequest("-o - writes binary audio to stdout, which is a terminal: redirect it or pipe it")
+    return target
+
+
+def _speak(built: Any, refs: Any, target: Any, settings: st.Resolved, quiet: bool, shown: Warnings) -> dict:
+    """Load the model, generate, write. Returns timings and the result; a stop raises Stop."""
+    from ..engine.pipeline import plan_request
+    from ..output import write_audio
+    from ..request import finish_request
+    from ..signals import HoldSignals
+
+    timing: dict[str, Any] = {"written": False}
+    with HoldSignals() as signals:
+        try:
+            engine, timing["load"] = load_engine(settings, quiet)
+            t_gen = time.perf_counter()
+            request = finish_request(engine, built, refs)
+            shown(getattr(request.ref, "warnings", ()) if built.reference else ())
+            timing["pieces"] = pieces = len(plan_request(request).pieces)
+            label = f"generating {pieces} pieces" if pieces > 1 else "generating"
+            with StepProgress(enabled=not quiet, label=label) as progress:
+                [result] = engine.generate([request], on_step=progress)
+            shown(result.warnings)
+            with signals.protect():  # a Ctrl-C now waits until the file is complete
+                try:
+                    write_audio(result.audio, result.sample_rate, target, stdout=typer.get_binary_stream("stdout"))
+                except BrokenPipeError:
+                    raise
+                except OSError as e:
+                    where = "stdout" if target.to_stdout else str(target)
+                    raise OSError(e.errno, f"cannot write {where}: {e.strerror or e}") from None
+                timing["written"] = True
+        except KeyboardInterrupt as e:  # Stop (SIGINT / SIGTERM), or a KeyboardInterrupt of our own
+            _stopped(int(getattr(e, "signum", signal.SIGINT)), timing["written"], target)
+    timing["generate"] = time.perf_counter() - t_gen
+    timing["result"] = result
+    return timing
+
+
+def _stopped(signum: int, written: bool, target: Any) -> None:
+    from ..signals import signal_name
+
+    if written:
+        warn(f"stopped by {signal_name(signum)} after writing {target}")
+    else:
+        error(f"stopped by {signal_name(signum)}; nothing was written")
+    raise typer.Exit(128 + signum)
+
+
+def _report(built: Any, target: Any, timing: dict, t_start: float, json_out: bool, quiet: bool, shown: Warnings):
+    result = timing["result"]
+    audio_seconds = len(result.audio) / result.sample_rate
+    seconds = timing["generate"]
+    rtf = seconds / audio_seconds if audio_seconds > 0 else None
+    where = "stdout" if target.to_stdout else str(target)
+    if json_out:
+        report = {
+            "path": str(target), "format": target.format.lower(), "sample_rate": result.sample_rate,
+            "audio_seconds": round(audio_seconds, 4), "seconds": round(seconds, 4),
+            "load_seconds": round(timing["load"], 4), "total_seconds": round(time.perf_counter() - t_start, 4),
+            "rtf": None if rtf is None else round(rtf, 4), "seed": result.seed, "pieces": timing["pieces"],
+            "ref": None if built.reference is None else str(built.reference.path),
+            "ref_text": None if built.reference is None else built.reference.transcript,
+            "voice_file": None if built.voice_file is None else str(built.voice_file),
+            "settings": built.settings.values, "warnings": shown.shown,
+        }  # fmt: skip
+        typer.echo(json.dumps(report, ensure_ascii=False), err=target.to_stdout)
+    elif not quiet:
+        rtf_s = "n/a" if rtf is None else f"{rtf:.3f}"
+        pieces = f" ({timing['pieces']} pieces)" if timing["pieces"] > 1 else ""
+        echo(f"{where}: {audio_seconds:.2f} s of audio{pieces} in {seconds:.2f} s (RTF {rtf_s}; "
+             f"model loaded in {timing['load']:.1f} s), seed {result.seed}")  # fmt: skip
+
+
+@with_settings(*SPEECH_SETTINGS, "ref", "ref_text", *HARDWARE_SETTINGS)
+def say(
+    ctx: typer.Context,
+    text: Optional[list[str]] = typer.Argument(
+        None, metavar="TEXT", show_default=False, help="The text to speak (the words of the command line); - reads stdin.",
+    ),
+    text_file: Optional[str] = typer.Option(
+        None, "-f", "--text-file", metavar="PATH", show_default=False, rich_help_panel="Input",
+        help="Speak the whole text of this UTF-8 file (line breaks are read as spaces); - reads stdin.",
+    ),
+    preset: Optional[str] = PRESET_OPTION,
+    output: Optional[str] = typer.Option(
+        None, "-o", "--output", metavar="PATH", show_default=False, rich_help_panel="Output",
+        help=f"Audio file: .wav, .flac or .ogg; - writes WAV to stdout. Default: {st.DEFAULT_OUTPUT}.",
+    ),
+    json_out: bool = typer.Option(
+        False, "--json", rich_help_panel="Output", help="A JSON report instead of the summary (stderr if -o -).",
+    ),
+    quiet: bool = QUIET_OPTION,
+    flags: dict = NO_FLAGS,
+) -> None:  # fmt: skip
+    """Speak TEXT (or the text of -f FILE) into an audio file, or to stdout with -o -."""
+    from ..request import References, Voices, build_request
+
+    t_start = time.perf_counter()
+    text_value = the_text(ctx, text, text_file, quiet)
+    _, settings = run_settings(preset, flags)
+    refs = References()
+    built = build_request(text_value, settings, refs=refs, voices=Voices())
+    target = _target(output, settings)
+    shown = Warnings()
+    shown(built.warnings)
+    timing = _speak(built, refs, target, settings, quiet, shown)
+    _report(built, target, timing, t_start, json_out, quiet, shown)

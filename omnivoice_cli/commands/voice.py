@@ -1,0 +1,154 @@
+"""`omnivoice voice add|import|list|show|rm`: the saved voices (voices.py is the store)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ..engine.errors import InvalidRequest
+from ..helpfmt import HelpCommand, HelpGroup
+from ..options import NO_FLAGS, QUIET_OPTION, with_settings
+from .common import Warnings, echo, load_engine, run_settings, warn
+
+app = typer.Typer(
+    cls=HelpGroup,
+    help=(
+        "Saved voices: add one from a recording, list, show, remove, or import a reference .pt prompt. "
+        "`omnivoice say --voice NAME` speaks in a saved voice.\n\n"
+        "Voices live in $OMNIVOICE_HOME/voices when OMNIVOICE_HOME is set, else "
+        "$XDG_DATA_HOME/omnivoice/voices (~/.local/share/omnivoice/voices), one .safetensors file each."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+
+def _saved(name: str, prompt, saved: Path, quiet: bool) -> None:
+    from .. import voices
+
+    if not quiet:
+        seconds = prompt.codes.shape[-1] / voices.FRAME_RATE
+        echo(f"voice {name!r}: {seconds:.2f} s of audio, transcript {prompt.text!r} -> {saved}")
+
+
+@app.command("add", cls=HelpCommand, no_args_is_help=True,
+             epilog="\nomnivoice voice add alice --ref alice.flac --ref-text \"Transcript of alice.flac.\"\n")
+@with_settings("model", "device", "dtype", "threads")
+def voice_add(
+    name: str = typer.Argument(..., metavar="NAME", help="The voice's name: letters, digits, '-', '_', '.'."),
+    ref: str = typer.Option(..., "--ref", metavar="AUDIO", show_default=False, rich_help_panel="Voice",
+                            help="The recording (3-10 s is best)."),
+    ref_text: Optional[str] = typer.Option(
+        None, "--ref-text", metavar="TEXT", show_default=False, rich_help_panel="Voice",
+        help="The words spoken in it. Default: the .txt file beside it (alice.txt for alice.flac).",
+    ),
+    force: bool = typer.Option(False, "--force", rich_help_panel="Output", help="Replace a saved voice of that name."),
+    quiet: bool = QUIET_OPTION,
+    flags: dict = NO_FLAGS,
+) -> None:  # fmt: skip
+    """Encode a recording and its transcript into a saved voice (needs the model's audio encoder)."""
+    from .. import voices
+    from ..request import References
+
+    _, settings = run_settings(None, flags)
+    voices.check_new_name(name, force)
+    path = voices.check_reference_file(ref)
+    refs = References()
+    reference = refs.prepare(path, voices.reference_transcript(path, ref_text))
+    shown = Warnings()
+    shown(reference.warnings)
+    engine, _ = load_engine(settings, quiet)
+    prompt = refs.encode(engine, reference)
+    saved = voices.save(name, prompt, force=force, source=str(path.resolve()), model=settings["model"])
+    _saved(name, prompt, saved, quiet)
+
+
+@app.command("import", cls=HelpCommand, no_args_is_help=True)
+def voice_import(
+    file: str = typer.Argument(..., metavar="FILE", help="A reference .pt prompt, or a .safetensors voice file."),
+    name: Optional[str] = typer.Option(
+        None, "--name", metavar="NAME", show_default=False, help="The voice's name. Default: the file's name."
+    ),
+    force: bool = typer.Option(False, "--force", help="Replace a saved voice of the same name."),
+    quiet: bool = QUIET_OPTION,
+) -> None:
+    """Save a reference .pt prompt or a .safetensors voice file as a saved voice.
+
+    A .pt prompt is one saved by the reference implementation's Python API (VoiceClonePrompt.save);
+    it is read with torch.load(weights_only=True), which loads tensors and plain values only.
+    """
+    from .. import voices
+
+    p = Path(file).expanduser()
+    if name is None:
+        name = p.stem if p.suffix.lower() in (voices.VOICE_SUFFIX, voices.PROMPT_SUFFIX) else p.name
+        try:
+            voices.check_name(name)
+        except InvalidRequest:
+            raise InvalidRequest(f"{file}: the file's name {name!r} cannot name a voice: give --name NAME") from None
+    voices.check_new_name(name, force)
+    if not p.exists():
+        raise InvalidRequest(f"voice file '{file}' does not exist")
+    if not p.is_file():
+        raise InvalidRequest(f"voice file '{file}' is a folder, not a voice file")
+    if p.suffix.lower() not in (voices.VOICE_SUFFIX, voices.PROMPT_SUFFIX):
+        raise InvalidRequest(f"voice file '{file}' must end in .pt (a reference prompt) or .safetensors")
+    prompt = voices.load_voice_file(p)
+    meta = voices.import_metadata(p)
+    _saved(name, prompt, voices.save(name, prompt, force=force, **meta), quiet)
+
+
+@app.command("list", cls=HelpCommand)
+def voice_list() -> None:
+    """List the saved voices: name, seconds of audio, date added, transcript."""
+    from .. import voices
+
+    entries = voices.list_voices()
+    out = typer.get_text_stream("stdout")
+    width = max([len(e.name) for e in entries] + [4])
+    for e in entries:
+        if e.meta is None:
+            out.write(f"{e.name:<{width}}  (broken: {e.error})\n")
+            warn(e.error)
+            continue
+        seconds = e.meta.get("seconds") or "?"
+        created = (e.meta.get("created") or "").replace("T", " ").rstrip("Z")[:16] or "-"
+        text = e.meta.get("text", "")
+        if len(text) > 50:
+            text = text[:47] + "..."
+        out.write(f"{e.name:<{width}}  {seconds:>6} s  {created:<16}  {text}\n")
+    if not entries:
+        echo(f"no saved voices yet ({voices.ADD_HINT})")
+    echo(f"voices: {voices.voice_dir()}")
+
+
+@app.command("show", cls=HelpCommand, no_args_is_help=True)
+def voice_show(
+    spec: str = typer.Argument(..., metavar="NAME|FILE", help="A saved voice's name or a voice file."),
+) -> None:
+    """Print what a saved voice holds: transcript, length, source recording, model, date."""
+    from .. import voices
+
+    path = voices.resolve_voice(spec)
+    info = voices.describe(path)
+    out = typer.get_text_stream("stdout")
+    width = max(len(k) for k in info)
+    for key, value in info.items():
+        out.write(f"{key + ':':<{width + 1}} {value}\n")
+
+
+@app.command("rm", cls=HelpCommand, no_args_is_help=True)
+def voice_rm(
+    names: list[str] = typer.Argument(..., metavar="NAME...", help="Saved voices to delete."),
+    quiet: bool = QUIET_OPTION,
+) -> None:
+    """Delete saved voices (every name must exist; nothing is deleted otherwise)."""
+    from .. import voices
+
+    paths = [voices.find_saved(name) for name in names]  # all known, before deleting any
+    for name, path in zip(names, paths):
+        path.unlink(missing_ok=True)
+        if not quiet:
+            echo(f"removed voice {name!r} ({path})")

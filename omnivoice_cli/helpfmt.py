@@ -1,0 +1,123 @@
+"""`--help` a person can read at 80 columns: options in panels, flag names never cut.
+
+typer's own rich help gives every panel five columns (long flag, short flag, negative flag, type,
+help), so at 80 columns the help column shrinks to a few characters and long flag names are cut.
+Here each option is one cell ("-f, --text-file PATH", "--denoise / --no-denoise") that never wraps,
+and the help text takes the rest of the width. A command's epilog is shown as its examples.
+Rich is imported only when help is printed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from typer.core import TyperCommand, TyperGroup
+
+ORDER = ("Arguments", "Input", "Voice", "Generation", "Output", "Hardware", "Options")
+MAX_WIDTH = 100
+
+
+def _console():
+    from rich.console import Console
+
+    console = Console(highlight=False, soft_wrap=False)
+    if console.width > MAX_WIDTH:
+        console = Console(highlight=False, soft_wrap=False, width=MAX_WIDTH)
+    return console
+
+
+def option_label(param: Any) -> str:
+    """'-f, --text-file PATH', '--denoise / --no-denoise', 'TEXT...'."""
+    if param.param_type_name == "argument":
+        return param.metavar or param.name.upper()
+    names = sorted(param.opts, key=lambda o: (o.startswith("--"), o))  # short ones first
+    label = ", ".join(names)
+    if param.secondary_opts:
+        label += " / " + ", ".join(param.secondary_opts)
+    if not param.is_flag and not getattr(param, "count", False):
+        label += " " + (param.metavar or "VALUE")
+    return label
+
+
+def _panels(obj: Any, ctx: Any) -> dict[str, list[tuple[str, str]]]:
+    panels: dict[str, list[tuple[str, str]]] = {}
+    for param in obj.get_params(ctx):
+        if getattr(param, "hidden", False):
+            continue
+        default = "Arguments" if param.param_type_name == "argument" else "Options"
+        panel = getattr(param, "rich_help_panel", None) or default
+        panels.setdefault(panel, []).append((option_label(param), getattr(param, "help", None) or ""))
+    rank = {name: i for i, name in enumerate(ORDER)}
+    return dict(sorted(panels.items(), key=lambda kv: rank.get(kv[0], len(ORDER) - 1)))
+
+
+def _table(rows: list[tuple[str, str]], left: int):
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table.grid(padding=(0, 2), expand=True)
+    table.add_column(no_wrap=True, width=left)
+    table.add_column(ratio=1, overflow="fold")
+    for name, text in rows:
+        table.add_row(Text(name, style="bold cyan"), Text(text))
+    return table
+
+
+def _panel(title: str, body: Any):
+    from rich.panel import Panel
+
+    return Panel(body, title=title, title_align="left", border_style="dim")
+
+
+def _print_text(console: Any, text: str) -> None:
+    from rich.padding import Padding
+    from rich.text import Text
+
+    for para in [p.strip() for p in text.strip().split("\n\n") if p.strip()]:
+        console.print(Padding(Text(" ".join(para.split())), (0, 1, 1, 1)))
+
+
+def _print_examples(console: Any, epilog: str | None) -> None:
+    from rich.text import Text
+
+    if not epilog:
+        return
+    lines = [ln.rstrip() for ln in epilog.strip("\n").splitlines()]
+    console.print(_panel("Examples", Text("\n".join(lines), no_wrap=True, overflow="ellipsis")))
+
+
+def render_help(obj: Any, ctx: Any, commands: list[tuple[str, str]] | None = None) -> None:
+    from rich.padding import Padding
+    from rich.text import Text
+
+    console = _console()
+    console.print(Padding(Text(obj.get_usage(ctx), style="bold"), (1, 1, 1, 1)))
+    if obj.help:
+        _print_text(console, obj.help)
+    panels = _panels(obj, ctx)
+    if commands:
+        panels = {"Commands": commands, **panels}
+    left = max((len(name) for rows in panels.values() for name, _ in rows), default=10)
+    left = min(left, max(20, console.width // 2 - 4))
+    for title, rows in panels.items():
+        console.print(_panel(title, _table(rows, left)))
+    _print_examples(console, obj.epilog)
+
+
+class HelpCommand(TyperCommand):
+    """A typer command whose --help is `render_help`."""
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        render_help(self, ctx)
+
+
+class HelpGroup(TyperGroup):
+    """A typer group whose --help is `render_help`, with its commands in a panel."""
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        commands = []
+        for name in self.list_commands(ctx):
+            cmd = self.get_command(ctx, name)
+            if cmd is not None and not cmd.hidden:
+                commands.append((name, cmd.get_short_help_str(limit=200)))
+        render_help(self, ctx, commands)

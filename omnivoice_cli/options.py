@@ -1,0 +1,105 @@
+"""Command-line options built from the settings schema, and the options commands share.
+
+    @app.command(cls=HelpCommand, epilog=EXAMPLES)
+    @with_settings("lang", "num_step", ...)
+    def say(text: ..., flags: dict = NO_FLAGS) -> None: ...
+
+`with_settings` adds one typer option per schema setting to the command's signature (flag name,
+metavar, help and panel from `settings.SCHEMA`) and hands the command the values given as one
+checked dict, `flags` (None = not given). Numbers are taken as text and parsed by the schema, so a
+bad one gets the same words as in a preset or a JSON line.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import typing
+from typing import Any, Callable, Optional
+
+import typer
+
+from . import settings as st
+
+NO_FLAGS: dict[str, Any] = {}
+
+
+def setting_help(s: st.Setting) -> str:
+    """The help line of a setting's flag, with its default."""
+    if s.default_help:
+        default = s.default_help
+    elif s.kind is bool:
+        default = "on" if s.default else "off"
+    elif s.default is None:
+        default = "none"
+    else:
+        default = str(s.default)
+    return f"{s.help} Default: {default}."
+
+
+def setting_option(s: st.Setting) -> Any:
+    """The typer option of one setting."""
+    if s.kind is bool:
+        decl = f"{s.flag}/--no-{s.flag[2:]}"
+        return typer.Option(None, decl, help=setting_help(s), rich_help_panel=s.panel, show_default=False)
+    return typer.Option(
+        None, s.flag, metavar=s.metavar or "VALUE", help=setting_help(s), rich_help_panel=s.panel,
+        show_default=False, envvar=s.envvar, show_envvar=False,
+    )  # fmt: skip
+
+
+def parse_flags(raw: dict[str, Any]) -> dict[str, Any]:
+    """The values typed on the command line (text, or bool for switches) -> checked settings.
+
+    Raises SettingsError "--num-step must be an integer in 1..64, got 'abc'"."""
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        if value is None:
+            continue
+        try:
+            out[key] = st.check_setting(key, value) if isinstance(value, bool) else st.parse_text(key, value)
+        except st.SettingsError as e:
+            raise st.SettingsError(f"{st.flag_name(key)} {e}") from None
+    return out
+
+
+def with_settings(*names: str) -> Callable:
+    """Add the schema's options for `names` to a command; it receives them as `flags` (checked)."""
+
+    def decorate(func: Callable) -> Callable:
+        sig = inspect.signature(func)
+        own = [p for p in sig.parameters.values() if p.name != "flags"]
+        added = []
+        for name in names:
+            s = st.SCHEMA[name]
+            annotation = Optional[bool] if s.kind is bool else Optional[str]
+            added.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=setting_option(s),
+                                           annotation=annotation))  # fmt: skip
+
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            raw = {name: kwargs.pop(name, None) for name in names}
+            return func(*args, flags=parse_flags(raw), **kwargs)
+
+        hints = typing.get_type_hints(func, include_extras=True)  # the command's own, evaluated
+        params = [p.replace(annotation=hints.get(p.name, p.annotation)) for p in own]
+        wrapper.__signature__ = sig.replace(parameters=[*params, *added])  # type: ignore[attr-defined]
+        wrapper.__annotations__ = {p.name: p.annotation for p in [*params, *added]}
+        del wrapper.__wrapped__  # typer must read the new signature, not the function's own
+        return wrapper
+
+    return decorate
+
+
+# ------------------------------------------------------------------------------ shared options
+
+PRESET_OPTION = typer.Option(
+    None, "--preset", metavar="NAME|FILE", show_default=False, rich_help_panel="Input",
+    help="Settings from a preset (`omnivoice presets`) or a .toml file; flags override it.",
+)  # fmt: skip
+QUIET_OPTION = typer.Option(False, "--quiet", "-q", help="Only warnings and errors on stderr.", rich_help_panel="Output")
+
+# The settings of `say` and `batch` (what a request and its engine are made of).
+SPEECH_SETTINGS = ("lang", "chunk_duration", "chunk_threshold", "instruct", "voice", "speed", "duration",
+                   *st.GENERATION_KEYS, "seed", "format")  # fmt: skip
+HARDWARE_SETTINGS = ("model", "device", "dtype", "threads", "quantize", "compile")

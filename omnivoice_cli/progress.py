@@ -1,0 +1,187 @@
+"""Progress on stderr: a status while the model loads, bars while it speaks.
+
+On a terminal these are rich live displays (a spinner, then bars with an ETA). When stderr is not
+a terminal (a log file, a pipe), a live display would print nothing until the end, so they print
+plain lines instead: one when loading starts, one per quarter of the steps of `say`, one per
+finished line of `batch`, so that a log shows the run is alive.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from contextlib import contextmanager
+from typing import Callable, Iterator
+
+Echo = Callable[[str], None]
+
+
+def stderr_is_terminal() -> bool:
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _echo(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _bar(*columns):
+    """A transient rich progress display on stderr: the given columns, a bar, n/total, elapsed, ETA."""
+    from rich.console import Console
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                               TimeRemainingColumn)  # fmt: skip
+
+    return Progress(*columns, BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("eta"),
+                    TimeRemainingColumn(), console=Console(stderr=True), transient=True)  # fmt: skip
+
+
+@contextmanager
+def loading(what: str, enabled: bool, live: bool | None = None, echo: Echo = _echo) -> Iterator[None]:
+    """'loading the model ...' while the block runs: a spinner on a terminal, else one line."""
+    if not enabled:
+        yield
+        return
+    live = stderr_is_terminal() if live is None else live
+    if not live:
+        echo(f"loading {what} ...")
+        yield
+        return
+    from rich.console import Console
+
+    with Console(stderr=True).status(f"loading {what} ..."):
+        yield
+
+
+class StepProgress:
+    """The diffusion steps of `say`, advanced by the engine's on_step(done, total).
+
+    The engine may run several forward loops (e.g. a long text's first chunk, then the others),
+    each counting from 1 to its own total; the bar adds them up."""
+
+    def __init__(self, enabled: bool, label: str = "generating", live: bool | None = None, echo: Echo = _echo):
+        self.enabled, self.label, self.echo = enabled, label, echo
+        self.live = stderr_is_terminal() if live is None else live
+        self._progress = self._task = None
+        self._offset = 0  # steps of finished loops
+        self._last = (0, 0)  # (done, total) of the current loop
+        self._quarter = 0  # plain lines printed so far (one per quarter)
+        self._t0 = time.perf_counter()
+        self.completed = 0  # steps done, all loops
+        self.total = 0  # steps known so far, all loops
+
+    def __enter__(self) -> "StepProgress":
+        self._t0 = time.perf_counter()
+        if self.enabled and self.live:
+            from rich.progress import TextColumn
+
+            self._progress = _bar(TextColumn(self.label.replace("[", "\\[")), TextColumn("steps"))
+            self._progress.start()
+            self._task = self._progress.add_task("generating", total=None)
+        return self
+
+    def __call__(self, done: int, total: int) -> None:
+        last_done, last_total = self._last
+        if done < last_done or (done == last_done and done == last_total and last_total):
+            self._offset += last_total  # a new forward loop started
+        self._last = (done, total)
+        self.completed, self.total = self._offset + done, self._offset + total
+        if self._progress is not None:
+            self._progress.update(self._task, completed=self.completed, total=self.total)
+        elif self.enabled and self.total:
+            quarter = 4 * self.completed // self.total
+            if quarter > self._quarter:
+                self._quarter = quarter
+                seconds = time.perf_counter() - self._t0
+                self.echo(f"{self.label}: {self.completed}/{self.total} steps, {seconds:.1f} s")
+
+    def __exit__(self, *exc) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+
+class BatchProgress:
+    """Two bars for `batch`: lines (done / failed / skipped, moving as each line finishes) and
+    the steps of the current forward loop. Not on a terminal: one plain line per finished line."""
+
+    def __init__(self, total_lines: int, enabled: bool, live: bool | None = None, echo: Echo = _echo):
+        self.total, self.enabled, self.echo = total_lines, enabled, echo
+        self.live = stderr_is_terminal() if live is None else live
+        self.done = self.failed = self.skipped = 0
+        self._progress = None
+        self._t0 = time.perf_counter()
+
+    def __enter__(self) -> "BatchProgress":
+        self._t0 = time.perf_counter()
+        if self.enabled and self.live:
+            from rich.progress import TextColumn
+
+            self._progress = _bar(TextColumn("{task.description:>5}"), TextColumn("{task.fields[info]}"))
+            self._progress.start()
+            self._lines = self._progress.add_task("lines", total=self.total, info="")
+            self._steps = self._progress.add_task("steps", total=None, info="current forward loop")
+            self._refresh()
+        return self
+
+    def line(self, status: str, what: str = "") -> None:
+        """A line finished: status is done, failed or skipped; `what` names it for the log."""
+        if status == "done":
+            self.done += 1
+        elif status == "failed":
+            self.failed += 1
+        elif status == "skipped":
+            self.skipped += 1
+        self._refresh()
+        if self.enabled and not self.live and status != "skipped":
+            count = self.done + self.failed + self.skipped
+            seconds = time.perf_counter() - self._t0
+            self.echo(f"[{count}/{self.total}] {status}{': ' + what if what else ''} ({seconds:.1f} s)")
+
+    def step(self, done: int, total: int) -> None:
+        if self._progress is not None:
+            self._progress.update(self._steps, completed=done, total=total)
+
+    def _refresh(self) -> None:
+        if self._progress is not None:
+            info = f"done {self.done} · failed {self.failed} · skipped {self.skipped}"
+            self._progress.update(self._lines, completed=self.done + self.failed + self.skipped, info=info)
+
+    def __exit__(self, *exc) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+
+class DownloadProgress:
+    """A download's bytes, advanced by the engine's on_progress(done_bytes, total_bytes): a bar with
+    the transfer speed on a terminal, else a plain line every tenth of the total."""
+
+    def __init__(self, what: str, enabled: bool, live: bool | None = None, echo: Echo = _echo):
+        self.what, self.enabled, self.echo = what, enabled, echo
+        self.live = stderr_is_terminal() if live is None else live
+        self._progress = self._task = None
+        self._tenth = 0
+
+    def __enter__(self) -> "DownloadProgress":
+        if self.enabled and self.live:
+            from rich.console import Console
+            from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
+            self._progress = Progress(TextColumn(f"downloading {self.what}"), BarColumn(), DownloadColumn(),
+                                      TransferSpeedColumn(), console=Console(stderr=True), transient=True)  # fmt: skip
+            self._progress.start()
+            self._task = self._progress.add_task("download", total=None)
+        return self
+
+    def __call__(self, done: int, total: int) -> None:
+        if self._progress is not None:
+            self._progress.update(self._task, completed=done, total=total or None)
+        elif self.enabled and total:
+            tenth = 10 * done // total
+            if tenth > self._tenth:
+                self._tenth = tenth
+                self.echo(f"downloading {self.what}: {done / 1e6:.0f} of {total / 1e6:.0f} MB")
+
+    def __exit__(self, *exc) -> None:
+        if self._progress is not None:
+            self._progress.stop()

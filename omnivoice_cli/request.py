@@ -1,0 +1,221 @@
+"""From resolved settings to an engine request: `build_request`, used by every command that speaks.
+
+    refs, voices = References(), Voices()
+    built = build_request(text, resolved, refs=refs, voices=voices)   # no model yet: fail fast
+    ...load the model...
+    request = finish_request(engine, built, refs)                     # encodes a --ref recording once
+
+Everything that can be checked without the model is checked here, and a bad value is named by
+where it came from (`Resolved.name`: "--instruct", "line 3: field 'instruct'", a preset's key):
+the engine's own checks (the instruct vocabulary, pause tags with a fixed duration, a voice's
+codes) raise in the engine's words and get that prefix here, in one place.
+
+A reference recording (`ref`) is read and prepared once, before the model is loaded (so a file
+that is not audio, silent or too short fails early), and its prepared waveform is what the
+encoder gets once the model is there. Relative paths are relative to where the setting came
+from: a JSON line's to the input file's folder, a preset's to the preset's folder, a flag's to
+the current folder.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import settings as st
+from .engine.errors import InvalidRequest
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A recording to clone, read and prepared (encoded once the model is loaded)."""
+
+    path: Path
+    transcript: str
+    prepared: Any  # engine.voice.PreparedReference
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        return tuple(self.prepared.warnings)
+
+
+class References:
+    """Recordings read and prepared once per (file, transcript), and their encodings once per run."""
+
+    def __init__(self) -> None:
+        self._prepared: dict[tuple[Path, str], Reference | InvalidRequest] = {}
+        self._encoded: dict[tuple[Path, str], Any] = {}
+
+    def prepare(self, path: Path, transcript: str) -> Reference:
+        key = (path.resolve(), transcript)
+        if key not in self._prepared:
+            from .engine import voice as vmod
+
+            try:
+                wav = vmod.load_reference(path)
+                prepared = vmod.prepare_reference(wav, transcript, source=f"reference audio {path}")
+                self._prepared[key] = Reference(path, transcript, dataclasses.replace(prepared, source=str(path)))
+            except InvalidRequest as e:
+                self._prepared[key] = e
+        found = self._prepared[key]
+        if isinstance(found, InvalidRequest):
+            raise found
+        return found
+
+    def encode(self, engine: Any, ref: Reference) -> Any:
+        """The VoicePrompt of a prepared reference (encoded once per run)."""
+        key = (ref.path.resolve(), ref.transcript)
+        if key not in self._encoded:
+            self._encoded[key] = engine.voice_from_audio(ref.prepared, ref.transcript)
+        return self._encoded[key]
+
+
+class Voices:
+    """Saved voices and voice files, read once per file."""
+
+    def __init__(self) -> None:
+        self._loaded: dict[Path, Any] = {}
+
+    def find(self, spec: str, base: Path | None) -> tuple[Path, Any]:
+        from . import voices as store
+
+        path = store.resolve_voice(spec, base)
+        if path not in self._loaded:
+            try:
+                self._loaded[path] = store.load_voice_file(path)
+            except InvalidRequest as e:
+                self._loaded[path] = e
+        found = self._loaded[path]
+        if isinstance(found, InvalidRequest):
+            raise found
+        return path, found
+
+
+@dataclass
+class Built:
+    """A request ready for the engine, but for a recording still to encode."""
+
+    request: Any  # engine.pipeline.Request (ref is None while `reference` waits for the encoder)
+    settings: st.Resolved
+    reference: Reference | None = None
+    voice_file: Path | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+_RANK = {"default": 0, "preset": 1, "flag": 2, "line": 3, "request": 3}  # later layers win
+
+
+def _base(source: st.Source, line_base: Path | None) -> Path | None:
+    """Where a relative path given in `source` is relative to."""
+    if source.kind == "preset":
+        return Path(source.where).parent
+    if source.kind == "line":
+        return line_base
+    return None  # the current folder
+
+
+def named(settings: st.Resolved, e: InvalidRequest, key: str | None = None) -> InvalidRequest:
+    """An engine error about one setting (`key`, else the one the error names), named by where
+    that setting came from: "--instruct: ...", "line 3: field 'instruct': ..."."""
+    key = key or e.setting
+    if key is None or key not in st.SCHEMA:
+        return e
+    return InvalidRequest(f"{settings.name(key)}: {e}", key)
+
+
+def _voice(settings: st.Resolved, voices: Voices, line_base: Path | None) -> tuple[Path | None, Any]:
+    spec = settings["voice"]
+    if spec is None:
+        return None, None
+    try:
+        return voices.find(spec, _base(settings.source("voice"), line_base))
+    except InvalidRequest as e:
+        raise named(settings, e, "voice") from None
+
+
+def _reference(settings: st.Resolved, refs: References, line_base: Path | None) -> Reference | None:
+    from . import voices as store
+
+    ref, ref_text = settings["ref"], settings["ref_text"]
+    if ref_text is not None and ref is None:
+        short = settings.source("ref_text").short
+        raise InvalidRequest(f"{settings.name('ref_text')} needs {short('ref')}, the recording it transcribes")
+    if ref is None:
+        return None
+    if settings["voice"] is not None:
+        ref_rank, voice_rank = (_RANK[settings.source(k).kind] for k in ("ref", "voice"))
+        if ref_rank == voice_rank:
+            short = settings.source("ref").short
+            raise InvalidRequest(f"give either {short('ref')} or {short('voice')}, not both")
+        if voice_rank > ref_rank:
+            return None  # the voice was given later (e.g. a line's voice over a --ref flag)
+    base = _base(settings.source("ref"), line_base)
+    path = Path(ref).expanduser()
+    if not path.is_absolute() and base is not None:
+        path = base / path
+    try:
+        path = store.check_reference_file(path, shown=ref)
+        transcript = store.reference_transcript(path, ref_text, flag=settings.source("ref").short("ref_text"))
+        return refs.prepare(path, transcript)
+    except InvalidRequest as e:
+        raise named(settings, e, "ref") from None
+
+
+def random_seed() -> int:
+    return secrets.randbelow(2**31)
+
+
+def build_request(
+    text: str,
+    settings: st.Resolved,
+    *,
+    refs: References,
+    voices: Voices,
+    line_base: Path | None = None,
+    seed: int | None = None,
+) -> Built:
+    """Check everything about one request that needs no model and build it (see the module doc).
+
+    `settings` are resolved and checked; `seed` is the seed when the settings give none (default:
+    a random one, recorded in the result)."""
+    from .engine.config import GenerationConfig
+    from .engine.pipeline import Request, validate_request
+
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidRequest("text is empty: give some text to speak")
+    reference = _reference(settings, refs, line_base)
+    if reference is not None:
+        settings.values["voice"] = None  # a recording given later than a voice replaces it
+    voice_file, prompt = _voice(settings, voices, line_base)
+    if settings["seed"] is None:
+        settings.values["seed"] = random_seed() if seed is None else seed
+    request = Request(
+        text=text,
+        lang=settings["lang"],
+        instruct=settings["instruct"],
+        duration=settings["duration"],
+        speed=settings["speed"],
+        seed=int(settings["seed"]),
+        ref=prompt,
+        generation=GenerationConfig(**st.generation_kwargs(settings.values)),
+    )
+    try:
+        warnings = list(validate_request(request))
+    except InvalidRequest as e:
+        raise named(settings, e) from None
+    if settings["duration"] is not None and settings["speed"] is not None:
+        warnings.append(f"{settings.name('duration')} sets the length, so {settings.name('speed')} is ignored")
+    if reference is not None:
+        warnings += list(reference.warnings)
+    return Built(request, settings, reference, voice_file, warnings)
+
+
+def finish_request(engine: Any, built: Built, refs: References) -> Any:
+    """The engine request of `built`, with its recording encoded (the model is loaded now)."""
+    if built.reference is None:
+        return built.request
+    prompt = refs.encode(engine, built.reference)
+    return dataclasses.replace(built.request, ref=prompt)
