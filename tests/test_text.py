@@ -107,8 +107,8 @@ def test_resolve_language():
     assert resolve_language("none") == (None, None)
     code, warning = resolve_language("Klingon")
     assert code is None and "Klingon" in warning and "not recognized" in warning
-    code, warning = resolve_language("EN")  # codes are case-sensitive, as in the reference
-    assert code is None and warning
+    # The reference warns on "EN" (its codes are case-sensitive); tags are case-insensitive (BCP-47).
+    assert resolve_language("EN") == ("en", None)
 
 
 def test_list_languages():

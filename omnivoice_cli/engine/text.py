@@ -3,7 +3,7 @@
 These are small pure functions that reproduce the reference (omnivoice 0.2.1) exactly:
 
 - `TextTokenizer`: the Qwen2 byte-level BPE from the checkpoint's `tokenizer.json`.
-- `resolve_language`, `list_languages`: language codes and names (`data/languages.json`).
+- `resolve_language`, `list_languages`: language codes, tags and names (from `languages.py`).
 - `resolve_instruct`, `instruct_vocabulary`: voice-design instructs (`data/instruct.json`).
 - `combine_text`, `tokenize_with_nonverbal_tags`, `add_punctuation`: the canvas text.
 - `estimate_target_tokens`, `resolve_target_len`: how many audio frames to generate
@@ -27,6 +27,7 @@ from importlib import resources
 from pathlib import Path
 
 from .errors import CheckpointError, InvalidRequest
+from .languages import language_display_name, list_languages, resolve_language  # re-exported
 
 __all__ = [
     "MARKER_TOKENS",
@@ -130,61 +131,6 @@ class TextTokenizer:
     def vocab_size(self) -> int:
         """Size of the vocabulary including added tokens."""
         return self._tok.get_vocab_size(with_added_tokens=True)
-
-
-# --------------------------------------------------------------------------------------------
-# Languages
-# --------------------------------------------------------------------------------------------
-
-# Names whose display form is not `str.title()` (the reference's `lang_map._TITLE_EXCEPTIONS`).
-_TITLE_EXCEPTIONS = {
-    "fe'fe'": "Fe'fe'",
-    "dũya": "Dũya",
-    "santiago del estero quichua": "Santiago del Estero Quichua",
-    "santa ana de tusi pasco quechua": "Santa Ana de Tusi Pasco Quechua",
-    "malinaltepec me'phaa": "Malinaltepec Me'phaa",
-    "tlacoapa me'phaa": "Tlacoapa Me'phaa",
-}
-
-
-@lru_cache(maxsize=None)
-def _lang_tables() -> tuple[dict[str, str], frozenset[str]]:
-    name_to_id: dict[str, str] = _table("languages.json")["name_to_id"]  # lowercase name -> code
-    return name_to_id, frozenset(name_to_id.values())
-
-
-def language_display_name(name: str) -> str:
-    """Display form of a lowercase language name ('english' -> 'English')."""
-    return _TITLE_EXCEPTIONS.get(name, name.title())
-
-
-def resolve_language(lang: str | None) -> tuple[str | None, str | None]:
-    """Resolve a language code or name to a code, as the reference does.
-
-    Returns (code or None, warning or None): a known code is used as is (case-sensitive), a
-    name is looked up case-insensitively, None / "none" gives (None, None), anything else
-    (None, warning) — the reference warns and goes on in language-agnostic mode.
-    """
-    if lang is None or lang.lower() == "none":
-        return None, None
-    name_to_id, ids = _lang_tables()
-    if lang in ids:
-        return lang, None
-    code = name_to_id.get(lang.lower())
-    if code is not None:
-        return code, None
-    return None, (
-        f"Language '{lang}' is not recognized. Use a language code (e.g. 'en', 'zh', 'ja', 'de') "
-        f"or a full language name (e.g. 'English', 'Chinese', 'Japanese'). "
-        f"Falling back to None (language-agnostic mode)."
-    )
-
-
-def list_languages() -> list[tuple[str, str]]:
-    """All supported languages as (code, display name), sorted by display name."""
-    name_to_id, _ = _lang_tables()
-    out = [(code, language_display_name(name)) for name, code in name_to_id.items()]
-    return sorted(out, key=lambda cn: (cn[1].lower(), cn[0]))
 
 
 # --------------------------------------------------------------------------------------------
