@@ -7,7 +7,8 @@ These are small pure functions that reproduce the reference (omnivoice 0.2.1) ex
 - `resolve_instruct`, `instruct_vocabulary`: voice-design instructs (`data/instruct.json`).
 - `combine_text`, `tokenize_with_nonverbal_tags`, `add_punctuation`: the canvas text.
 - `estimate_target_tokens`, `resolve_target_len`: how many audio frames to generate
-  (`data/duration.json`).
+  (`data/duration.json`); `speech_seconds`, `check_ref_transcript`: a transcript's speaking time
+  against its recording's length.
 - `chunk_text`, `chunk_len_for`: splitting long text (`data/text.json`).
 
 Tables are read from the package's `data/` folder with `importlib.resources`.
@@ -48,6 +49,8 @@ __all__ = [
     "resolve_target_len",
     "chunk_len_for",
     "chunk_text",
+    "speech_seconds",
+    "check_ref_transcript",
 ]
 
 
@@ -409,6 +412,38 @@ def estimate_target_tokens(
     if speed > 0 and speed != 1.0:
         est = est / speed
     return max(1, int(est))
+
+
+def speech_seconds(text: str) -> float:
+    """How long `text` takes to say, in seconds, by the duration estimator at its plain rate
+    ("Nice to meet you." in 1 s; no short-text boost: that one gives a target room, not a time)."""
+    return estimate_duration(text, _DEFAULT_REF_TEXT, _DEFAULT_REF_FRAMES, low_threshold=None) / _DEFAULT_REF_FRAMES
+
+
+def check_ref_transcript(ref_text: str | None, ref_seconds: float, max_ratio: float = 2.0) -> str | None:
+    """A warning when a reference transcript and its prepared recording disagree in length.
+
+    The transcript's speaking time (`speech_seconds`) and `ref_seconds` (the recording after
+    preparation) differing by more than `max_ratio` either way usually means a partial or wrong
+    transcript, which makes the target length estimate (scaled by the reference) far off.
+    Returns None when they agree, or when there is no transcript or no recording to compare.
+    """
+    if not ref_text or not ref_text.strip() or not ref_seconds > 0:
+        return None
+    est = speech_seconds(ref_text)
+    if est <= 0:
+        return None
+    if ref_seconds > max_ratio * est:
+        return (
+            f"the reference transcript reads as about {est:.1f} s but the recording is {ref_seconds:.1f} s: "
+            "is the transcript complete?"
+        )
+    if est > max_ratio * ref_seconds:
+        return (
+            f"the reference transcript reads as about {est:.1f} s but the recording is only "
+            f"{ref_seconds:.1f} s: is it the transcript of this recording?"
+        )
+    return None
 
 
 def _check_positive(name: str, value, unit: str = "") -> float:
