@@ -12,6 +12,7 @@ from omnivoice_cli.engine.text import (
     MARKER_TOKENS,
     TextTokenizer,
     add_punctuation,
+    check_ref_transcript,
     chunk_len_for,
     chunk_text,
     combine_text,
@@ -23,6 +24,7 @@ from omnivoice_cli.engine.text import (
     resolve_instruct,
     resolve_language,
     resolve_target_len,
+    speech_seconds,
     text_weight,
     tokenize_with_nonverbal_tags,
 )
@@ -107,8 +109,8 @@ def test_resolve_language():
     assert resolve_language("none") == (None, None)
     code, warning = resolve_language("Klingon")
     assert code is None and "Klingon" in warning and "not recognized" in warning
-    code, warning = resolve_language("EN")  # codes are case-sensitive, as in the reference
-    assert code is None and warning
+    # The reference warns on "EN" (its codes are case-sensitive); tags are case-insensitive (BCP-47).
+    assert resolve_language("EN") == ("en", None)
 
 
 def test_list_languages():
@@ -327,3 +329,44 @@ def test_golden_long_chunks():
         assert g["calls"][c]["ref_texts"] == [chunks[0]]
         assert [estimate_target_tokens(chunk, chunks[0], first_len)] == g["calls"][c]["target_lens"]
 
+
+
+# ---------------------------------------------------------------- reference transcript check
+
+
+def test_speech_seconds_is_the_plain_estimate():
+    assert speech_seconds("Nice to meet you.") == pytest.approx(1.0)  # the yardstick
+    assert speech_seconds("Nice to meet you. " * 4) == pytest.approx(4 * text_weight("Nice to meet you. ") / text_weight("Nice to meet you."))
+    assert speech_seconds("hello") < estimate_duration("hello", "Nice to meet you.", 25) / 25  # no boost
+    assert speech_seconds("") == 0.0
+
+
+def test_transcript_check_warns_on_a_partial_transcript():
+    w = check_ref_transcript("hello", 4.1)
+    assert w is not None and "\n" not in w
+    assert "about 0.4 s" in w and "4.1 s" in w and "is the transcript complete?" in w
+    long = check_ref_transcript("This is a much longer transcript than the recording could hold at all.", 1.0)
+    assert long is not None and "only 1.0 s" in long and "about 4." in long
+
+
+def test_transcript_check_is_quiet_when_it_fits_or_cannot_tell():
+    assert check_ref_transcript("Nice to meet you.", 1.0) is None
+    assert check_ref_transcript("Nice to meet you.", 1.9) is None  # within 2x
+    assert check_ref_transcript("Nice to meet you.", 2.1) is not None
+    assert check_ref_transcript("Nice to meet you.", 0.55) is None
+    assert check_ref_transcript("Nice to meet you.", 0.45) is not None
+    assert check_ref_transcript(None, 3.0) is None and check_ref_transcript("  ", 3.0) is None
+    assert check_ref_transcript("hello", 0.0) is None
+    assert check_ref_transcript("\u0301", 3.0) is None  # weightless text: nothing to compare
+
+
+@pytest.mark.parametrize("case", ["clone", "clone_16k"])
+def test_transcript_check_quiet_on_the_fixture_references(case):
+    """The real references: ref_24k.wav / ref_16k.wav with their transcripts, at the length the
+    reference prepared them to (its prompt's frames / 25)."""
+    from safetensors.numpy import load_file
+
+    g = _golden(case)
+    frames = load_file(GOLDEN / f"{case}.safetensors")["prompt0.ref_audio_tokens"].shape[1]
+    assert check_ref_transcript(g["generate_kwargs"]["ref_text"], frames / 25) is None
+    assert check_ref_transcript("hello", frames / 25) is not None  # the same recording, a partial transcript

@@ -3,11 +3,12 @@
 These are small pure functions that reproduce the reference (omnivoice 0.2.1) exactly:
 
 - `TextTokenizer`: the Qwen2 byte-level BPE from the checkpoint's `tokenizer.json`.
-- `resolve_language`, `list_languages`: language codes and names (`data/languages.json`).
+- `resolve_language`, `list_languages`: language codes, tags and names (from `languages.py`).
 - `resolve_instruct`, `instruct_vocabulary`: voice-design instructs (`data/instruct.json`).
 - `combine_text`, `tokenize_with_nonverbal_tags`, `add_punctuation`: the canvas text.
 - `estimate_target_tokens`, `resolve_target_len`: how many audio frames to generate
-  (`data/duration.json`).
+  (`data/duration.json`); `speech_seconds`, `check_ref_transcript`: a transcript's speaking time
+  against its recording's length.
 - `chunk_text`, `chunk_len_for`: splitting long text (`data/text.json`).
 
 Tables are read from the package's `data/` folder with `importlib.resources`.
@@ -27,6 +28,7 @@ from importlib import resources
 from pathlib import Path
 
 from .errors import CheckpointError, InvalidRequest
+from .languages import language_display_name, list_languages, resolve_language  # re-exported
 
 __all__ = [
     "MARKER_TOKENS",
@@ -47,6 +49,8 @@ __all__ = [
     "resolve_target_len",
     "chunk_len_for",
     "chunk_text",
+    "speech_seconds",
+    "check_ref_transcript",
 ]
 
 
@@ -130,61 +134,6 @@ class TextTokenizer:
     def vocab_size(self) -> int:
         """Size of the vocabulary including added tokens."""
         return self._tok.get_vocab_size(with_added_tokens=True)
-
-
-# --------------------------------------------------------------------------------------------
-# Languages
-# --------------------------------------------------------------------------------------------
-
-# Names whose display form is not `str.title()` (the reference's `lang_map._TITLE_EXCEPTIONS`).
-_TITLE_EXCEPTIONS = {
-    "fe'fe'": "Fe'fe'",
-    "dũya": "Dũya",
-    "santiago del estero quichua": "Santiago del Estero Quichua",
-    "santa ana de tusi pasco quechua": "Santa Ana de Tusi Pasco Quechua",
-    "malinaltepec me'phaa": "Malinaltepec Me'phaa",
-    "tlacoapa me'phaa": "Tlacoapa Me'phaa",
-}
-
-
-@lru_cache(maxsize=None)
-def _lang_tables() -> tuple[dict[str, str], frozenset[str]]:
-    name_to_id: dict[str, str] = _table("languages.json")["name_to_id"]  # lowercase name -> code
-    return name_to_id, frozenset(name_to_id.values())
-
-
-def language_display_name(name: str) -> str:
-    """Display form of a lowercase language name ('english' -> 'English')."""
-    return _TITLE_EXCEPTIONS.get(name, name.title())
-
-
-def resolve_language(lang: str | None) -> tuple[str | None, str | None]:
-    """Resolve a language code or name to a code, as the reference does.
-
-    Returns (code or None, warning or None): a known code is used as is (case-sensitive), a
-    name is looked up case-insensitively, None / "none" gives (None, None), anything else
-    (None, warning) — the reference warns and goes on in language-agnostic mode.
-    """
-    if lang is None or lang.lower() == "none":
-        return None, None
-    name_to_id, ids = _lang_tables()
-    if lang in ids:
-        return lang, None
-    code = name_to_id.get(lang.lower())
-    if code is not None:
-        return code, None
-    return None, (
-        f"Language '{lang}' is not recognized. Use a language code (e.g. 'en', 'zh', 'ja', 'de') "
-        f"or a full language name (e.g. 'English', 'Chinese', 'Japanese'). "
-        f"Falling back to None (language-agnostic mode)."
-    )
-
-
-def list_languages() -> list[tuple[str, str]]:
-    """All supported languages as (code, display name), sorted by display name."""
-    name_to_id, _ = _lang_tables()
-    out = [(code, language_display_name(name)) for name, code in name_to_id.items()]
-    return sorted(out, key=lambda cn: (cn[1].lower(), cn[0]))
 
 
 # --------------------------------------------------------------------------------------------
@@ -463,6 +412,38 @@ def estimate_target_tokens(
     if speed > 0 and speed != 1.0:
         est = est / speed
     return max(1, int(est))
+
+
+def speech_seconds(text: str) -> float:
+    """How long `text` takes to say, in seconds, by the duration estimator at its plain rate
+    ("Nice to meet you." in 1 s; no short-text boost: that one gives a target room, not a time)."""
+    return estimate_duration(text, _DEFAULT_REF_TEXT, _DEFAULT_REF_FRAMES, low_threshold=None) / _DEFAULT_REF_FRAMES
+
+
+def check_ref_transcript(ref_text: str | None, ref_seconds: float, max_ratio: float = 2.0) -> str | None:
+    """A warning when a reference transcript and its prepared recording disagree in length.
+
+    The transcript's speaking time (`speech_seconds`) and `ref_seconds` (the recording after
+    preparation) differing by more than `max_ratio` either way usually means a partial or wrong
+    transcript, which makes the target length estimate (scaled by the reference) far off.
+    Returns None when they agree, or when there is no transcript or no recording to compare.
+    """
+    if not ref_text or not ref_text.strip() or not ref_seconds > 0:
+        return None
+    est = speech_seconds(ref_text)
+    if est <= 0:
+        return None
+    if ref_seconds > max_ratio * est:
+        return (
+            f"the reference transcript reads as about {est:.1f} s but the recording is {ref_seconds:.1f} s: "
+            "is the transcript complete?"
+        )
+    if est > max_ratio * ref_seconds:
+        return (
+            f"the reference transcript reads as about {est:.1f} s but the recording is only "
+            f"{ref_seconds:.1f} s: is it the transcript of this recording?"
+        )
+    return None
 
 
 def _check_positive(name: str, value, unit: str = "") -> float:
