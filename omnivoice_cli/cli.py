@@ -94,7 +94,7 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
     context_settings={"help_option_names": ["-h", "--help"]},
     epilog='\nomnivoice say "Hello world" -o hello.wav\nomnivoice batch lines.txt -o out/\n'
-    "omnivoice voice add alice --ref alice.flac --ref-text \"Transcript of alice.flac.\"\n",
+    "omnivoice voice add alice --ref alice.flac   # alice.txt holds its transcript\n",
 )
 
 

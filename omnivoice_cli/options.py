@@ -103,3 +103,23 @@ QUIET_OPTION = typer.Option(False, "--quiet", "-q", help="Only warnings and erro
 SPEECH_SETTINGS = ("lang", "chunk_duration", "chunk_threshold", "instruct", "voice", "speed", "duration",
                    *st.GENERATION_KEYS, "seed", "format")  # fmt: skip
 HARDWARE_SETTINGS = ("model", "device", "dtype", "threads", "quantize", "compile")
+
+
+_WAYS = ((st.PRESET, "preset"), (st.LINE, "line"), (st.HTTP, "server"))
+
+
+def settings_table() -> str:
+    """The README's table of settings, made from the schema (a test keeps the README in step)."""
+    rows = ["| flag | key | also as | meaning | default |", "| --- | --- | --- | --- | --- |"]
+    for panel in st.PANELS:
+        for key, s in st.SCHEMA.items():
+            if s.panel != panel:
+                continue
+            flag = f"{s.flag} / --no-{s.flag[2:]}" if s.kind is bool else f"{s.flag} {s.metavar}"
+            ways = ", ".join(name for way, name in _WAYS if way in s.where) or "-"
+            default = setting_help(s).rsplit("Default: ", 1)[1].rstrip(".")
+            bounds = "".join(f", at {w} {b:g}" for w, b in (("least", s.low), ("most", s.high)) if b is not None)
+            meaning = f"{s.help} Allowed: {s.allowed}{bounds}."
+            cells = [f"`{flag}`", f"`{key}`", ways, meaning, default]
+            rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(rows) + "\n"

@@ -708,3 +708,47 @@ def test_missing_checkpoint_folder(invoke, tmp_path):
     assert r.exit_code == 1, r.stderr
     assert "no-such-ckpt" in error_line(r)
     assert files_in(tmp_path) == []
+
+
+# ------------------------------------------------------------------------------------ basics people expect
+
+
+def test_version(invoke):
+    from importlib.metadata import version
+
+    r = invoke("--version")
+    assert r.exit_code == 0 and r.stdout.strip() == f"omnivoice {version('omnivoice-cli')}"
+
+
+def test_shell_completion_script(invoke):
+    r = invoke("--show-completion", "bash")
+    assert r.exit_code == 0, r.stderr
+    assert "_omnivoice_completion" in r.stdout and "complete" in r.stdout
+
+
+def test_unquoted_words_are_one_text(invoke, fake_engine, tmp_path):
+    r = invoke("say", "Hello", "big", "world", "-o", tmp_path / "x.wav")
+    assert r.exit_code == 0, r.stderr
+    assert [q.text for q in fake_engine.requests] == ["Hello big world"]
+
+
+def test_text_that_names_a_file_warns_and_suggests_f(invoke, fake_engine, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "chapter.txt").write_text("The real text.")
+    r = invoke("say", "chapter.txt", "-o", "x.wav")
+    assert r.exit_code == 0, r.stderr
+    assert "Warning: 'chapter.txt' is the name of a file: speaking the name itself (to speak the file's text, give -f chapter.txt)" in r.stderr
+    assert [q.text for q in fake_engine.requests] == ["chapter.txt"]
+    r = invoke("say", "-f", "chapter.txt", "-o", "y.wav")
+    assert r.exit_code == 0 and "Warning" not in r.stderr
+    assert fake_engine.requests[-1].text == "The real text."
+
+
+def test_text_over_the_limit_is_refused(invoke, fake_engine, tmp_path, monkeypatch):
+    from omnivoice_cli.commands import say
+
+    monkeypatch.setattr(say, "MAX_TEXT_BYTES", 100)
+    (tmp_path / "big.txt").write_text("word " * 100)
+    r = invoke("say", "-f", tmp_path / "big.txt", "-o", tmp_path / "x.wav")
+    assert r.exit_code == 2
+    assert "is over" in error_line(r) and fake_engine.loads == []

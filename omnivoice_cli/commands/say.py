@@ -39,7 +39,7 @@ def _read_limited(stream: Any, what: str) -> str:
     """Read at most MAX_TEXT_BYTES of UTF-8 text from a binary stream (InvalidRequest beyond)."""
     data = stream.read(MAX_TEXT_BYTES + 1)
     if len(data) > MAX_TEXT_BYTES:
-        raise InvalidRequest(f"{what} is over {MAX_TEXT_BYTES // (1024 * 1024)} MiB: split it into several texts")
+        raise InvalidRequest(f"{what} is over {MAX_TEXT_BYTES / 2**20:g} MiB: split it into several texts")
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:

@@ -1,0 +1,163 @@
+"""One schema of settings: every way in gives the same words for a bad value; help and README follow it."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+from omnivoice_cli import settings as st
+from omnivoice_cli.options import settings_table
+
+# One bad value per setting, the same in every way in (a flag gets it as text). Settings with no
+# bad value of the same type in every way (lang takes any text) or given only one way are left out.
+BAD = {
+    "num_step": 0,
+    "guidance_scale": -1,
+    "t_shift": 0,
+    "layer_penalty_factor": 2000,
+    "position_temperature": -1,
+    "class_temperature": 1e9,
+    "speed": 0,
+    "duration": 31,
+    "chunk_duration": 0,
+    "chunk_threshold": 31,
+    "instruct": "robot voice",
+    "voice": "nobody-here",
+    "seed": -1,
+    "format": "aiff",
+    "device": "tpu",
+    "dtype": "float64",
+    "threads": 0,
+    "quantize": "int4",
+}
+BOOLEAN_BAD = {"denoise": "yes", "compile": "yes"}  # a switch on the command line cannot be bad
+
+
+def _toml(value) -> str:
+    return json.dumps(value) if isinstance(value, str) else repr(value)
+
+
+def _body(message: str, prefix: str) -> str:
+    assert message.startswith(prefix), (message, prefix)
+    return message[len(prefix) :].lstrip(": ")
+
+
+def _flag_error(invoke, key, value, tmp_path):
+    r = invoke("say", "Hello", st.flag_name(key), str(value), "-o", tmp_path / "x.wav")
+    return r.exit_code, [ln[7:] for ln in r.stderr.splitlines() if ln.startswith("Error: ")]
+
+
+def _preset_error(invoke, key, value, tmp_path):
+    preset = tmp_path / "p.toml"
+    preset.write_text(f"{key} = {_toml(value)}\n")
+    r = invoke("say", "Hello", "--preset", preset, "-o", tmp_path / "x.wav")
+    return r.exit_code, [ln[7:] for ln in r.stderr.splitlines() if ln.startswith("Error: ")], preset
+
+
+def _line_error(invoke, key, value, tmp_path):
+    src = tmp_path / "jobs.jsonl"
+    src.write_text(json.dumps({"text": "Hello", key: value}) + "\n" + json.dumps({"text": "Fine."}) + "\n")
+    r = invoke("batch", src, "-o", tmp_path / "out")
+    records = [json.loads(x) for x in (tmp_path / "out" / "manifest.jsonl").read_text().splitlines()]
+    return r.exit_code, records
+
+
+@pytest.mark.parametrize("key", sorted(BAD))
+def test_a_bad_value_reads_the_same_from_every_way_in(invoke, fake_engine, tmp_path, monkeypatch, key):
+    monkeypatch.setenv("OMNIVOICE_HOME", str(tmp_path / "home"))
+    value, s = BAD[key], st.SCHEMA[key]
+    bodies = {}
+    if st.FLAG in s.where:
+        code, errors = _flag_error(invoke, key, value, tmp_path)
+        assert code == 2 and len(errors) == 1, errors
+        bodies["flag"] = _body(errors[0], st.flag_name(key))
+    if st.PRESET in s.where:
+        code, errors, preset = _preset_error(invoke, key, value, tmp_path)
+        assert code == 2 and len(errors) == 1, errors
+        bodies["preset"] = _body(errors[0], f"preset file '{preset}': key {key!r}")
+    if st.LINE in s.where:
+        code, records = _line_error(invoke, key, value, tmp_path)
+        assert code == 1  # the bad line fails alone (and the batch says a line failed); the other is spoken
+        assert [r["status"] for r in records] == ["failed", "done"]
+        bodies["line"] = _body(records[0]["error"], f"line 1: field {key!r}")
+    assert len(bodies) >= 2 and len(set(bodies.values())) == 1, bodies
+    assert fake_engine.loads == [] or "line" in bodies  # flags and presets fail before the model
+
+
+@pytest.mark.parametrize("key", sorted(BOOLEAN_BAD))
+def test_a_bad_switch_reads_the_same_in_a_preset_and_a_line(invoke, fake_engine, tmp_path, key):
+    s = st.SCHEMA[key]
+    bodies = {}
+    _, errors, preset = _preset_error(invoke, key, BOOLEAN_BAD[key], tmp_path)
+    bodies["preset"] = _body(errors[0], f"preset file '{preset}': key {key!r}")
+    if st.LINE in s.where:
+        _, records = _line_error(invoke, key, BOOLEAN_BAD[key], tmp_path)
+        bodies["line"] = _body(records[0]["error"], f"line 1: field {key!r}")
+    assert set(bodies.values()) == {"must be true or false, got 'yes' (a string)"}
+
+
+def test_every_setting_is_complete():
+    for key, s in st.SCHEMA.items():
+        assert s.help and s.panel in st.PANELS and s.allowed and s.where, key
+        assert s.kind in (int, float, bool, str), key
+        if s.default is not None:
+            assert st.check_setting(key, s.default) == s.default, key
+
+
+def test_defaults_come_from_the_engine():
+    from omnivoice_cli.engine.config import GenerationConfig, ModelConfig
+
+    g = GenerationConfig()
+    for key in st.GENERATION_KEYS:
+        assert st.DEFAULTS[key] == getattr(g, key), key
+    assert (st.DEFAULTS["chunk_duration"], st.DEFAULTS["chunk_threshold"]) == (
+        g.audio_chunk_duration, g.audio_chunk_threshold)  # fmt: skip
+    assert st.MAX_NUM_STEP == g.max_num_step and st.MAX_DURATION == ModelConfig().max_target_seconds
+
+
+def test_the_readme_options_table_is_the_schema():
+    readme = (ROOT / "README.md").read_text()
+    m = re.search(r"<!-- settings-table -->\n(.*?)<!-- /settings-table -->", readme, re.S)
+    assert m, "README.md lacks the settings table markers"
+    assert m.group(1).strip() == settings_table().strip()
+
+
+def _help(args, columns=80) -> str:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": str(columns), "TERM": "dumb"}
+    out = subprocess.run([sys.executable, "-c", "from omnivoice_cli.cli import main; main()", *args, "--help"],
+                         capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+@pytest.mark.parametrize("command", [["say"], ["batch"], ["voice", "add"]])
+def test_help_at_80_columns_shows_every_flag_whole(command):
+    import typer.main
+
+    from omnivoice_cli.cli import app
+
+    text = _help(command)
+    assert max(len(line) for line in text.splitlines()) <= 80
+    cmd = typer.main.get_command(app)
+    for name in command:
+        cmd = cmd.get_command(None, name) if hasattr(cmd, "get_command") else cmd
+    flags = [o for p in cmd.params for o in (*p.opts, *p.secondary_opts) if o.startswith("--")]
+    words = set(re.findall(r"--[a-z][a-z0-9-]*", text))
+    assert set(flags) <= words, set(flags) - words
+    assert not re.search(r"<(bool|str|int|float|list\[str\])>", text)
+    for panel in ("Input", "Voice", "Generation", "Output", "Hardware", "Examples"):
+        if command == ["say"]:
+            assert f"─ {panel} " in text, panel
+
+
+def test_examples_end_each_main_command_help():
+    for command in (["say"], ["batch"]):
+        text = _help(command)
+        assert "Examples" in text and f"omnivoice {command[0]} " in text.split("Examples", 1)[1]
