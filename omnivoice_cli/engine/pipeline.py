@@ -9,7 +9,7 @@ The engine never imports typer or rich; progress leaves it through `on_step(done
 
 from __future__ import annotations
 
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
@@ -176,7 +176,7 @@ class Engine:
         cuda_graphs: on CUDA, replay each packed layout's forward as a CUDA graph."""
         import torch
 
-        from . import weights
+        from . import tensorfile, weights
         from .backbone import OmniVoiceModel
         from .codec import load_codec_decoder
         from .text import TextTokenizer
@@ -199,7 +199,7 @@ class Engine:
             raise InvalidRequest(f"quantize int8 starts from float32 weights, not {dtype}: leave --dtype at auto")
         with torch.device("meta"):
             net = OmniVoiceModel(cfg)
-        weights.load_module(
+        tensorfile.load_module(
             net, root / "model.safetensors", optional=["codebook_layer_offsets"], dtype=dt, device=dev,
             prefetch=not quantize,  # int8 reads every weight at once anyway
             prefetch_skip=["llm.embed_tokens.weight"],  # 620 MB, of which a step reads a few rows
@@ -207,13 +207,13 @@ class Engine:
         _check_offsets(net, cfg, root)
         net.eval()
         if quantize == "int8":
-            from .backbone import quantize_int8
+            from .linears import quantize_int8
 
             quantize_int8(net)
         if compile:
             net.compile_layers()
         elif dev.type == "cpu" and dt == torch.float32:
-            from .backbone import use_onednn_linears
+            from .linears import use_onednn_linears
 
             use_onednn_linears(net)  # the fp32 linears left (all, or the heads when quantised)
         tokenizer = TextTokenizer.from_file(root / "tokenizer.json")
@@ -379,6 +379,8 @@ class Engine:
 
     def _finish(self, plan: "Plan", warnings: list[str]) -> Result:
         """Decode a request's pieces and join them (a long text with a lean heap)."""
+        from .memory import lean_heap
+
         with lean_heap() if len(plan.pieces) > 1 else nullcontext():
             return self._join(plan, warnings)
 
@@ -393,6 +395,7 @@ class Engine:
         import torch
 
         from . import audio
+        from .memory import release_free_memory
 
         req, g = plan.req, plan.req.generation
         hop, sr = self.cfg.codec.hop_length, self.sample_rate
@@ -430,38 +433,6 @@ class Engine:
         plan = Plan(req, [Piece(0, 0, req.text, job.canvas.target_len)], [0.0, 0.0], 1)
         plan.tokens[0] = job.tokens.cpu()
         return self._finish(plan, warnings or [])
-
-
-_M_MMAP_THRESHOLD = -3  # glibc mallopt parameter
-
-
-def release_free_memory() -> None:
-    """Give freed heap memory back to the system (glibc's malloc_trim; a no-op elsewhere)."""
-    from .weights import libc
-
-    lib = libc()
-    if lib:
-        lib.malloc_trim(0)
-
-
-@contextmanager
-def lean_heap():
-    """While joining a long text's audio: large arrays get their own memory maps, so that freeing
-    one gives its memory back at once (glibc otherwise keeps up to 32 MiB blocks in a fragmented
-    heap, and a long text's many chunk-sized arrays would make the process grow with the text).
-    Outside, the usual threshold is restored: the step loop reuses heap blocks without page faults."""
-    from .weights import libc
-
-    lib = libc()
-    if lib:
-        lib.mallopt(_M_MMAP_THRESHOLD, 1 << 20)
-        release_free_memory()
-    try:
-        yield
-    finally:
-        if lib:
-            lib.mallopt(_M_MMAP_THRESHOLD, 32 << 20)
-            release_free_memory()
 
 
 def _check_offsets(net, cfg: ModelConfig, root: Path) -> None:
