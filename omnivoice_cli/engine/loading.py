@@ -136,6 +136,7 @@ def load_engine(
     compile: bool = False,
     threads: int | None = None,
     cuda_graphs: bool = True,
+    on_download: Callable[[int, int], None] | None = None,
 ):
     """Load a checkpoint into `engine_cls(root, cfg, tokenizer, model, codec, device, dtype)`
     (see Engine.load for the options)."""
@@ -146,7 +147,7 @@ def load_engine(
 
     _set_threads(threads)
     dev = _resolve_hardware(device, quantize, compile)
-    root = weights.resolve_checkpoint(model, on_notice)
+    root = weights.resolve_checkpoint(model, on_notice, on_download)
     cfg = ModelConfig.from_checkpoint(root)
     dt = resolve_dtype(dtype, dev, cfg)
     if quantize and dt != torch.float32:

@@ -163,16 +163,18 @@ class Engine:
         compile: bool = False,
         threads: int | None = None,
         cuda_graphs: bool = True,
+        on_download: Callable[[int, int], None] | None = None,
     ) -> "Engine":
         """Load a checkpoint (loading.load_engine). quantize="int8": dynamic int8 body on CPU;
         compile: torch.compile the position-wise halves of each layer; threads: torch CPU threads
         (default: torch's); cuda_graphs: on CUDA, replay each packed layout's forward as a CUDA
-        graph; on_notice(line): the licence notice and download messages."""
+        graph; on_notice(line): the licence notice and download messages; on_download(done,
+        total): bytes of a download from the hub, if one is needed."""
         from .loading import load_engine
 
         return load_engine(
             cls, model, device=device, dtype=dtype, on_notice=on_notice, quantize=quantize, compile=compile,
-            threads=threads, cuda_graphs=cuda_graphs,
+            threads=threads, cuda_graphs=cuda_graphs, on_download=on_download,
         )  # fmt: skip
 
     def voice_from_audio(self, ref_audio, ref_text: str | None, *, preprocess: bool = True):
