@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def compare(ckpt: Path, requests) -> list[tuple[str, float, float]]:
-    from omnivoice_cli.engine.backbone import quantize_int8
+    from omnivoice_cli.engine.linears import quantize_int8
     from omnivoice_cli.engine.generation import pack
     from omnivoice_cli.engine.pipeline import Engine
 

@@ -8,8 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from omnivoice_cli.engine import weights
-from omnivoice_cli.engine.backbone import (
+from omnivoice_cli.engine.linears import (
     Int8Linear,
     OneDNNLinear,
     int8_weight,
@@ -17,7 +16,9 @@ from omnivoice_cli.engine.backbone import (
     quantize_int8,
     use_onednn_linears,
 )
+from omnivoice_cli.engine.memory import release_pages
 from omnivoice_cli.engine.pipeline import Engine
+from omnivoice_cli.engine.tensorfile import SafetensorsFile
 
 TINY = Path(__file__).parent / "fixtures" / "tiny" / "ckpt"
 needs_onednn = pytest.mark.skipif(not onednn_linear_available(), reason="this torch build has no oneDNN linear")
@@ -104,14 +105,14 @@ def test_int8_linear_is_torchs_dynamic_quantised_linear_on_its_codes():
 
 
 def test_release_pages_drops_only_mapped_checkpoint_pages():
-    f = weights.SafetensorsFile(TINY / "model.safetensors")
+    f = SafetensorsFile(TINY / "model.safetensors")
     name = max(f.keys(), key=lambda k: f.get(k).numel())
     mapped = f.get(name)
     copy = mapped.clone()
-    assert weights.release_pages(mapped) is True
+    assert release_pages(mapped) is True
     assert torch.equal(mapped, copy)  # clean file pages fault back in with the same data
     heap = copy.clone()
-    assert weights.release_pages(heap) is False  # heap memory would read back as zeros: refused
+    assert release_pages(heap) is False  # heap memory would read back as zeros: refused
     assert torch.equal(heap, copy)
 
 
@@ -145,9 +146,9 @@ def test_int8_engine_logits_stay_close_to_fp32():
 
 
 def test_without_onednn_the_plain_linears_stay(monkeypatch):
-    from omnivoice_cli.engine import backbone
+    from omnivoice_cli.engine import linears
 
-    monkeypatch.setattr(backbone, "_onednn_ok", False)  # as if the probe had failed
+    monkeypatch.setattr(linears, "_onednn_ok", False)  # as if the probe had failed
     lin = _linear()
     assert use_onednn_linears(lin) == 0 and type(lin) is nn.Linear
     engine = Engine.load(str(TINY), device="cpu")

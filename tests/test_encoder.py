@@ -17,7 +17,7 @@ from omnivoice_cli.engine.encoder import (
     load_codec_encoder,
 )
 from omnivoice_cli.engine.errors import CheckpointError
-from omnivoice_cli.engine.weights import SafetensorsFile
+from omnivoice_cli.engine.tensorfile import SafetensorsFile
 
 FIX = Path(__file__).parent / "fixtures"
 TINY_AT = FIX / "tiny" / "ckpt" / "audio_tokenizer"

@@ -12,6 +12,7 @@ from omnivoice_cli.engine.backbone import OmniVoiceModel
 from omnivoice_cli.engine.config import ModelConfig
 from omnivoice_cli.engine.errors import CheckpointError, ModelUnavailable
 from omnivoice_cli.engine.pipeline import Engine
+from omnivoice_cli.engine.tensorfile import SafetensorsFile
 
 TINY = Path(__file__).parent / "fixtures" / "tiny" / "ckpt"
 
@@ -27,7 +28,7 @@ def test_mmap_views_equal_a_plain_read():
     from safetensors.torch import load_file
 
     plain = load_file(TINY / "model.safetensors")
-    f = weights.SafetensorsFile(TINY / "model.safetensors")
+    f = SafetensorsFile(TINY / "model.safetensors")
     assert sorted(f.keys()) == sorted(plain)
     for name, t in plain.items():
         assert torch.equal(f.get(name), t)
@@ -65,7 +66,7 @@ def test_missing_unexpected_and_misshaped_tensors_are_listed_together(ckpt):
     msg = str(e.value)
     assert "3 problems" in msg
     assert "missing llm.norm.weight" in msg
-    assert "mis-shaped llm.layers.0.mlp.up_proj.weight" in msg
+    assert "llm.layers.0.mlp.up_proj.weight has shape [95, 32], expected [96, 32]" in msg
     assert "unexpected lm_head.weight" in msg
 
 

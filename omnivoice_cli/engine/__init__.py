@@ -1,5 +1,7 @@
-"""The OmniVoice engine in plain PyTorch: config, weights, text, canvas, backbone, scheduler,
-generation, codec, audio. It never imports typer or rich; `pipeline.Engine` is its public face.
+"""The OmniVoice engine in plain PyTorch: config, weights and hub (finding and fetching the
+checkpoint), tensorfile (safetensors), loading, text, canvas, backbone and linears, scheduler,
+generation, codec, encoder, voice, audio, memory. It never imports typer or rich;
+`pipeline.Engine` (with `pipeline.plan_request`) is its public face.
 """
 
 import os

@@ -25,6 +25,7 @@ from torch import nn
 
 from .config import CodecConfig
 from .errors import CheckpointError
+from .tensorfile import read_floats
 
 RES_UNIT_DILATIONS = (1, 3, 9)
 SNAKE_EPS = 1e-9
@@ -242,8 +243,7 @@ def load_codec_decoder(audio_tokenizer_dir: Path, cfg: CodecConfig, device="cpu"
     listed in one message). Extra keys (encoder, training state) are ignored.
     """
     path = Path(audio_tokenizer_dir) / "model.safetensors"
-    expected = decoder_tensor_shapes(cfg)
-    state = _read_tensors(path, expected)
+    state = read_floats(path, decoder_tensor_shapes(cfg), what="the codec decoder")
     with torch.device("meta"):
         model = build_decoder(cfg)
     model.load_state_dict(state, strict=True, assign=True)
@@ -251,34 +251,3 @@ def load_codec_decoder(audio_tokenizer_dir: Path, cfg: CodecConfig, device="cpu"
     model.eval()
     model.requires_grad_(False)
     return model
-
-
-def _read_tensors(path: Path, expected: dict[str, tuple[int, ...]]) -> dict[str, torch.Tensor]:
-    from safetensors import SafetensorError, safe_open
-
-    if not path.is_file():
-        raise CheckpointError(f"codec checkpoint file missing: {path}")
-    try:
-        with safe_open(str(path), framework="pt", device="cpu") as f:
-            present = set(f.keys())
-            problems = []
-            for name, shape in expected.items():
-                if name not in present:
-                    problems.append(f"missing {name} (expected shape {list(shape)})")
-                    continue
-                sl = f.get_slice(name)
-                got = tuple(sl.get_shape())
-                if got != shape:
-                    problems.append(f"{name} has shape {list(got)}, expected {list(shape)}")
-                elif sl.get_dtype() not in ("F32", "F16", "BF16", "F64"):
-                    problems.append(f"{name} has dtype {sl.get_dtype()}, expected a float type")
-            if problems:
-                raise CheckpointError(
-                    f"{path}: {len(problems)} codec decoder tensor(s) are missing or mis-shaped:\n  "
-                    + "\n  ".join(problems)
-                )
-            return {name: f.get_tensor(name).to(torch.float32) for name in expected}
-    except CheckpointError:
-        raise
-    except (SafetensorError, OSError, ValueError, RuntimeError) as e:
-        raise CheckpointError(f"cannot read codec checkpoint {path} (truncated or corrupt?): {e}") from None

@@ -36,7 +36,7 @@ from .codec import RES_UNIT_DILATIONS, Codebook, ResidualUnit, Snake
 from .config import CodecConfig, _codec_from_config
 from .errors import CheckpointError
 from .resample import resample_tensor
-from .weights import SafetensorsFile, check_tensors
+from .tensorfile import SafetensorsFile, check_tensors
 
 POS_CONV_G = "parametrizations.weight.original0"  # weight-norm magnitude g [1, 1, K]
 POS_CONV_V = "parametrizations.weight.original1"  # weight-norm direction v [C, C/groups, K]
@@ -646,10 +646,8 @@ def load_codec_encoder(
     file = SafetensorsFile(path)
     expected = encoder_tensor_shapes(cfg)
     names = _file_names(file, expected)
-    check_tensors(path, file, {names[k]: s for k, s in expected.items()}, allow_extra=True)
-    not_float = [names[k] for k in expected if not file.entries[names[k]][0].is_floating_point]
-    if not_float:
-        raise CheckpointError(f"{path}: codec encoder tensors must be floating point: {', '.join(not_float[:8])}")
+    shapes = {names[k]: s for k, s in expected.items()}
+    check_tensors(path, file, shapes, allow_extra=True, floating=True, what="the codec encoder")
     device = torch.device(device)
     state = {key: file.get(names[key]).to(device=device, dtype=torch.float32) for key in expected}
     with torch.device("meta"):

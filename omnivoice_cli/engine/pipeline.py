@@ -9,17 +9,15 @@ The engine never imports typer or rich; progress leaves it through `on_step(done
 
 from __future__ import annotations
 
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from .config import GenerationConfig, ModelConfig
-from .errors import CheckpointError, InvalidRequest
+from .errors import InvalidRequest
 
 if TYPE_CHECKING:  # annotations only: importing torch here would slow `--help` and validation
-    import torch
-
     from .voice import VoicePrompt
 
 StepCallback = Callable[[int, int], None]  # (steps done, steps in total) of the current forward loop
@@ -124,8 +122,11 @@ class Plan:
         self.tokens = [None] * len(self.pieces)
 
 
-def plan_request(req: Request, cfg: ModelConfig | None = None) -> "Plan":
-    """Cut a request into pieces without a model: parts between pause tags, and chunks of long parts."""
+def plan_request(req: Request, cfg: ModelConfig | None = None) -> Plan:
+    """Cut a request into pieces: the parts between pause tags, and chunks of parts estimated
+    longer than audio_chunk_threshold. Needs no model and no torch (only the text tables and the
+    frame rate), so a dry run or an up-front size check can call it; the request should have
+    passed validate_request."""
     from . import text
 
     cfg = cfg or ModelConfig()
@@ -144,36 +145,6 @@ def plan_request(req: Request, cfg: ModelConfig | None = None) -> "Plan":
         for c, chunk in enumerate(text.chunk_text(part, chunk_len)):
             pieces.append(Piece(p, c, chunk, None, eff_speed))
     return Plan(req, pieces, gaps, len(parts))
-
-
-def resolve_device(device: str = "auto") -> "torch.device":
-    import torch
-
-    allowed = ("auto", "cpu", "cuda", "mps")
-    if device not in allowed and not device.startswith("cuda:"):
-        raise InvalidRequest(f"device {device!r} is not allowed: use one of {', '.join(allowed)}")
-    if device == "auto":
-        if torch.cuda.is_available():
-            return torch.device("cuda")
-        if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
-            return torch.device("mps")
-        return torch.device("cpu")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise InvalidRequest(f"device {device!r} is not available: this torch build sees no CUDA GPU (use cpu)")
-    if device == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
-        raise InvalidRequest("device 'mps' is not available on this machine (use cpu)")
-    return torch.device(device)
-
-
-def resolve_dtype(dtype: str, device: "torch.device", cfg: ModelConfig) -> "torch.dtype":
-    import torch
-
-    names = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
-    if dtype == "auto":
-        return torch.float32 if device.type == "cpu" else names[cfg.load_dtype]
-    if dtype not in names:
-        raise InvalidRequest(f"dtype {dtype!r} is not allowed: use auto, float32, float16 or bfloat16")
-    return names[dtype]
 
 
 class Engine:
@@ -201,66 +172,19 @@ class Engine:
         compile: bool = False,
         threads: int | None = None,
         cuda_graphs: bool = True,
+        on_download: Callable[[int, int], None] | None = None,
     ) -> "Engine":
-        """Load a checkpoint. quantize="int8": dynamic int8 body on CPU; compile: torch.compile the
-        position-wise halves of each layer; threads: torch CPU threads (default: torch's);
-        cuda_graphs: on CUDA, replay each packed layout's forward as a CUDA graph."""
-        import torch
+        """Load a checkpoint (loading.load_engine). quantize="int8": dynamic int8 body on CPU;
+        compile: torch.compile the position-wise halves of each layer; threads: torch CPU threads
+        (default: torch's); cuda_graphs: on CUDA, replay each packed layout's forward as a CUDA
+        graph; on_notice(line): the licence notice and download messages; on_download(done,
+        total): bytes of a download from the hub, if one is needed."""
+        from .loading import load_engine
 
-        from . import weights
-        from .backbone import OmniVoiceModel
-        from .codec import load_codec_decoder
-        from .text import TextTokenizer
-
-        if threads is not None:
-            if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-                raise InvalidRequest(f"threads {threads!r} is not allowed: use an integer >= 1")
-            torch.set_num_threads(threads)
-        if quantize not in (None, "int8"):
-            raise InvalidRequest(f"quantize {quantize!r} is not allowed: use int8 (or leave it off)")
-        dev = resolve_device(device)
-        if quantize and dev.type != "cpu":
-            raise InvalidRequest(f"quantize int8 runs on the CPU only, not on {dev.type}: use --device cpu")
-        if quantize and compile:
-            raise InvalidRequest("quantize int8 and compile cannot be combined: choose one")
-        root = weights.resolve_checkpoint(model, on_notice)
-        cfg = ModelConfig.from_checkpoint(root)
-        dt = resolve_dtype(dtype, dev, cfg)
-        if quantize and dt != torch.float32:
-            raise InvalidRequest(f"quantize int8 starts from float32 weights, not {dtype}: leave --dtype at auto")
-        with torch.device("meta"):
-            net = OmniVoiceModel(cfg)
-        weights.load_module(
-            net, root / "model.safetensors", optional=["codebook_layer_offsets"], dtype=dt, device=dev,
-            prefetch=not quantize,  # int8 reads every weight at once anyway
-            prefetch_skip=["llm.embed_tokens.weight"],  # 620 MB, of which a step reads a few rows
+        return load_engine(
+            cls, model, device=device, dtype=dtype, on_notice=on_notice, quantize=quantize, compile=compile,
+            threads=threads, cuda_graphs=cuda_graphs, on_download=on_download,
         )  # fmt: skip
-        _check_offsets(net, cfg, root)
-        net.eval()
-        if quantize == "int8":
-            from .backbone import quantize_int8
-
-            quantize_int8(net)
-        if compile:
-            net.compile_layers()
-        elif dev.type == "cpu" and dt == torch.float32:
-            from .backbone import use_onednn_linears
-
-            use_onednn_linears(net)  # the fp32 linears left (all, or the heads when quantised)
-        tokenizer = TextTokenizer.from_file(root / "tokenizer.json")
-        if tokenizer.vocab_size > cfg.backbone.vocab_size:
-            raise CheckpointError(
-                f"{root / 'tokenizer.json'} has {tokenizer.vocab_size} tokens but the model embeds "
-                f"{cfg.backbone.vocab_size}"
-            )
-        codec_device = torch.device("cpu") if dev.type == "mps" else dev  # MPS convs cap lengths at 65536
-        codec = load_codec_decoder(root / "audio_tokenizer", cfg.codec, device=codec_device)
-        engine = cls(root, cfg, tokenizer, net, codec, dev, dt)
-        if cuda_graphs and dev.type == "cuda" and not compile:
-            from .graphs import GraphedForward
-
-            engine.forward = GraphedForward(net)
-        return engine
 
     def voice_from_audio(self, ref_audio, ref_text: str | None, *, preprocess: bool = True):
         """Encode a reference recording (a path, (waveform, sample_rate), or a PreparedReference)
@@ -278,7 +202,7 @@ class Engine:
         return encode_reference(self._encoder, ref_audio, ref_text, preprocess=preprocess)
 
     def plan(self, req: Request) -> "Plan":
-        """Cut a request into pieces: parts between pause tags, and chunks of long parts."""
+        """Cut a request into pieces (plan_request with this checkpoint's config)."""
         return plan_request(req, self.cfg)
 
     def prepare(self, req: Request, piece: "Piece | None" = None, ref=None, seed: int | None = None):
@@ -393,6 +317,8 @@ class Engine:
 
     def _finish(self, plan: "Plan", warnings: list[str]) -> Result:
         """Decode a request's pieces and join them (a long text with a lean heap)."""
+        from .memory import lean_heap
+
         with lean_heap() if len(plan.pieces) > 1 else nullcontext():
             return self._join(plan, warnings)
 
@@ -407,6 +333,7 @@ class Engine:
         import torch
 
         from . import audio
+        from .memory import release_free_memory
 
         req, g = plan.req, plan.req.generation
         hop, sr = self.cfg.codec.hop_length, self.sample_rate
@@ -444,49 +371,3 @@ class Engine:
         plan = Plan(req, [Piece(0, 0, req.text, job.canvas.target_len)], [0.0, 0.0], 1)
         plan.tokens[0] = job.tokens.cpu()
         return self._finish(plan, warnings or [])
-
-
-_M_MMAP_THRESHOLD = -3  # glibc mallopt parameter
-
-
-def release_free_memory() -> None:
-    """Give freed heap memory back to the system (glibc's malloc_trim; a no-op elsewhere)."""
-    from .weights import libc
-
-    lib = libc()
-    if lib:
-        lib.malloc_trim(0)
-
-
-@contextmanager
-def lean_heap():
-    """While joining a long text's audio: large arrays get their own memory maps, so that freeing
-    one gives its memory back at once (glibc otherwise keeps up to 32 MiB blocks in a fragmented
-    heap, and a long text's many chunk-sized arrays would make the process grow with the text).
-    Outside, the usual threshold is restored: the step loop reuses heap blocks without page faults."""
-    from .weights import libc
-
-    lib = libc()
-    if lib:
-        lib.mallopt(_M_MMAP_THRESHOLD, 1 << 20)
-        release_free_memory()
-    try:
-        yield
-    finally:
-        if lib:
-            lib.mallopt(_M_MMAP_THRESHOLD, 32 << 20)
-            release_free_memory()
-
-
-def _check_offsets(net, cfg: ModelConfig, root: Path) -> None:
-    """codebook_layer_offsets may be absent from the file (then derived); if present it must be
-    the layout the engine assumes."""
-    import torch
-
-    offsets = net.codebook_layer_offsets
-    loaded = not offsets.is_meta
-    if loaded and not torch.equal(offsets.cpu(), net.codebook_offsets()):
-        raise CheckpointError(
-            f"{root / 'model.safetensors'}: codebook_layer_offsets {offsets.tolist()} != {net.codebook_offsets().tolist()}"
-        )
-    net.init_buffers(net.audio_heads.weight.device, offsets_loaded=loaded)

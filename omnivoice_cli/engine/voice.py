@@ -274,11 +274,10 @@ def save_voice(path: str | Path, voice: VoicePrompt, **meta: str) -> None:
     """Write a voice as safetensors: the codes as a tensor, transcript and RMS in the metadata.
 
     Written to a temporary file and renamed, so a voice file is never partial."""
-    from safetensors.torch import save_file
+    from .tensorfile import write_file
 
     if voice.text is None or not voice.text.strip():
         raise InvalidRequest("a saved voice needs its transcript")
-    path = Path(path)
     metadata = {
         "format": VOICE_FORMAT,
         "version": VOICE_FORMAT_VERSION,
@@ -286,43 +285,40 @@ def save_voice(path: str | Path, voice: VoicePrompt, **meta: str) -> None:
         "rms": "" if voice.rms is None else repr(float(voice.rms)),
         **{k: str(v) for k, v in meta.items()},
     }
-    tmp = path.with_name(f".{path.name}.tmp")
+    write_file(Path(path), {"codes": voice.codes.detach().to("cpu", torch.int64).contiguous()}, metadata)
+
+
+def _open_voice(path: Path):
+    """The voice file opened (tensorfile.SafetensorsFile), its format and version checked;
+    InvalidRequest if it is missing, not one of ours, or another version."""
+    from .tensorfile import SafetensorsFile, TensorFileError
+
     try:
-        save_file({"codes": voice.codes.detach().to("cpu", torch.int64).contiguous()}, str(tmp), metadata=metadata)
-        tmp.replace(path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def read_voice_metadata(path: str | Path) -> dict[str, str]:
-    """The metadata of a saved voice file; InvalidRequest if it is not one of ours, or another version."""
-    from safetensors import safe_open
-
-    path = Path(path)
-    try:
-        with safe_open(str(path), framework="pt") as f:
-            meta = dict(f.metadata() or {})
-            keys = set(f.keys())
-    except FileNotFoundError:
-        raise InvalidRequest(f"voice file {path} does not exist") from None
-    except Exception as e:  # safetensors raises its own error types for a bad header
-        raise InvalidRequest(f"{path} is not a voice file ({type(e).__name__}: {e})") from None
-    if meta.get("format") != VOICE_FORMAT or keys != {"codes"}:
+        file = SafetensorsFile(path)
+    except TensorFileError as e:
+        if e.missing:
+            raise InvalidRequest(f"voice file {path} does not exist") from None
+        raise InvalidRequest(f"{path} is not a voice file ({e.detail})") from None
+    meta = file.metadata
+    if meta.get("format") != VOICE_FORMAT or set(file.keys()) != {"codes"}:
         raise InvalidRequest(f"{path} is not an omnivoice voice file")
     if meta.get("version") != VOICE_FORMAT_VERSION:
         raise InvalidRequest(
             f"{path} is a voice file of format version {meta.get('version')!r}; this omnivoice reads "
             f"version {VOICE_FORMAT_VERSION}: add the voice again from its recording"
         )
-    return meta
+    return file
+
+
+def read_voice_metadata(path: str | Path) -> dict[str, str]:
+    """The metadata of a saved voice file; InvalidRequest if it is not one of ours, or another version."""
+    return dict(_open_voice(Path(path)).metadata)
 
 
 def load_voice(path: str | Path) -> VoicePrompt:
     """Read a voice saved by `save_voice`."""
-    from safetensors.torch import load_file
-
-    meta = read_voice_metadata(path)
-    codes = load_file(str(path))["codes"]
+    file = _open_voice(Path(path))
+    meta, codes = file.metadata, file.read("codes")
     if codes.ndim != 2 or codes.dtype != torch.int64 or codes.numel() == 0:
         raise InvalidRequest(f"{path}: the voice's codes have shape {list(codes.shape)}, expected [codebooks, frames]")
     rms = float(meta["rms"]) if meta.get("rms") else None

@@ -1,0 +1,164 @@
+"""Loading a checkpoint: what `Engine.load` does.
+
+Threads, device and dtype are resolved and checked first (before anything is read); then the
+checkpoint is found (hub.download when it is a hub id), the body is built on the meta device and
+strictly loaded from the mapped file, switched to its CPU linears (int8, oneDNN) or compiled,
+and the tokenizer and the codec's decoder are loaded beside it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from .config import ModelConfig
+from .errors import CheckpointError, InvalidRequest
+
+if TYPE_CHECKING:  # annotations only: importing torch here would slow `--help`
+    import torch
+
+
+def resolve_device(device: str = "auto") -> "torch.device":
+    import torch
+
+    allowed = ("auto", "cpu", "cuda", "mps")
+    if device not in allowed and not device.startswith("cuda:"):
+        raise InvalidRequest(f"device {device!r} is not allowed: use one of {', '.join(allowed)}")
+    if device == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise InvalidRequest(f"device {device!r} is not available: this torch build sees no CUDA GPU (use cpu)")
+    if device == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise InvalidRequest("device 'mps' is not available on this machine (use cpu)")
+    return torch.device(device)
+
+
+def resolve_dtype(dtype: str, device: "torch.device", cfg: ModelConfig) -> "torch.dtype":
+    import torch
+
+    names = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+    if dtype == "auto":
+        return torch.float32 if device.type == "cpu" else names[cfg.load_dtype]
+    if dtype not in names:
+        raise InvalidRequest(f"dtype {dtype!r} is not allowed: use auto, float32, float16 or bfloat16")
+    return names[dtype]
+
+
+def _set_threads(threads: int | None) -> None:
+    import torch
+
+    if threads is not None:
+        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+            raise InvalidRequest(f"threads {threads!r} is not allowed: use an integer >= 1")
+        torch.set_num_threads(threads)
+
+
+def _resolve_hardware(device: str, quantize: str | None, compile: bool) -> "torch.device":
+    """The device, with the quantize / compile choices checked against it (before any reading)."""
+    if quantize not in (None, "int8"):
+        raise InvalidRequest(f"quantize {quantize!r} is not allowed: use int8 (or leave it off)")
+    dev = resolve_device(device)
+    if quantize and dev.type != "cpu":
+        raise InvalidRequest(f"quantize int8 runs on the CPU only, not on {dev.type}: use --device cpu")
+    if quantize and compile:
+        raise InvalidRequest("quantize int8 and compile cannot be combined: choose one")
+    return dev
+
+
+def load_body(root: Path, cfg: ModelConfig, dev, dt, quantize: str | None, compile: bool):
+    """The OmniVoiceModel, built on the meta device, strictly loaded, then switched to int8 or
+    oneDNN linears (CPU, float32) or compiled."""
+    import torch
+
+    from . import tensorfile
+    from .backbone import OmniVoiceModel
+
+    with torch.device("meta"):
+        net = OmniVoiceModel(cfg)
+    tensorfile.load_module(
+        net, root / "model.safetensors", optional=["codebook_layer_offsets"], dtype=dt, device=dev,
+        prefetch=not quantize,  # int8 reads every weight at once anyway
+        prefetch_skip=["llm.embed_tokens.weight"],  # 620 MB, of which a step reads a few rows
+    )  # fmt: skip
+    check_offsets(net, root)
+    net.eval()
+    if quantize == "int8":
+        from .linears import quantize_int8
+
+        quantize_int8(net)
+    if compile:
+        net.compile_layers()
+    elif dev.type == "cpu" and dt == torch.float32:
+        from .linears import use_onednn_linears
+
+        use_onednn_linears(net)  # the fp32 linears left (all, or the heads when quantised)
+    return net
+
+
+def check_offsets(net, root: Path) -> None:
+    """codebook_layer_offsets may be absent from the file (then derived); if present it must be
+    the layout the engine assumes."""
+    import torch
+
+    offsets = net.codebook_layer_offsets
+    loaded = not offsets.is_meta
+    if loaded and not torch.equal(offsets.cpu(), net.codebook_offsets()):
+        raise CheckpointError(
+            f"{root / 'model.safetensors'}: codebook_layer_offsets {offsets.tolist()} != {net.codebook_offsets().tolist()}"
+        )
+    net.init_buffers(net.audio_heads.weight.device, offsets_loaded=loaded)
+
+
+def load_tokenizer(root: Path, cfg: ModelConfig):
+    from .text import TextTokenizer
+
+    tokenizer = TextTokenizer.from_file(root / "tokenizer.json")
+    if tokenizer.vocab_size > cfg.backbone.vocab_size:
+        raise CheckpointError(
+            f"{root / 'tokenizer.json'} has {tokenizer.vocab_size} tokens but the model embeds "
+            f"{cfg.backbone.vocab_size}"
+        )
+    return tokenizer
+
+
+def load_engine(
+    engine_cls,
+    model: str | None = None,
+    *,
+    device: str = "auto",
+    dtype: str = "auto",
+    on_notice: Callable[[str], None] | None = None,
+    quantize: str | None = None,
+    compile: bool = False,
+    threads: int | None = None,
+    cuda_graphs: bool = True,
+    on_download: Callable[[int, int], None] | None = None,
+):
+    """Load a checkpoint into `engine_cls(root, cfg, tokenizer, model, codec, device, dtype)`
+    (see Engine.load for the options)."""
+    import torch
+
+    from . import weights
+    from .codec import load_codec_decoder
+
+    _set_threads(threads)
+    dev = _resolve_hardware(device, quantize, compile)
+    root = weights.resolve_checkpoint(model, on_notice, on_download)
+    cfg = ModelConfig.from_checkpoint(root)
+    dt = resolve_dtype(dtype, dev, cfg)
+    if quantize and dt != torch.float32:
+        raise InvalidRequest(f"quantize int8 starts from float32 weights, not {dtype}: leave --dtype at auto")
+    net = load_body(root, cfg, dev, dt, quantize, compile)
+    tokenizer = load_tokenizer(root, cfg)
+    codec_device = torch.device("cpu") if dev.type == "mps" else dev  # MPS convs cap lengths at 65536
+    codec = load_codec_decoder(root / "audio_tokenizer", cfg.codec, device=codec_device)
+    engine = engine_cls(root, cfg, tokenizer, net, codec, dev, dt)
+    if cuda_graphs and dev.type == "cuda" and not compile:
+        from .graphs import GraphedForward
+
+        engine.forward = GraphedForward(net)
+    return engine
