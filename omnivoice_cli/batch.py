@@ -499,7 +499,8 @@ class BatchRun:
     def _speak(self, pending: list[Line], out: Path, signals: HoldSignals) -> None:
         from .commands.common import load_engine
 
-        engine, self.report.load_seconds = load_engine(self.run_settings(), self.quiet)
+        needs_encoder = any(ln.built.reference is not None for ln in pending)
+        engine, self.report.load_seconds = load_engine(self.run_settings(), self.quiet, encoder=needs_encoder)
         t_gen = time.perf_counter()
         for line in pending:
             if line.built.reference is None:

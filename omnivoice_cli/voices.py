@@ -215,7 +215,7 @@ def import_metadata(path: Path) -> dict[str, str]:
     meta = {"source": str(path.resolve()),
             "imported": "reference prompt" if path.suffix.lower() == PROMPT_SUFFIX else "voice file"}  # fmt: skip
     if path.suffix.lower() == VOICE_SUFFIX:
-        from .engine.voice import read_voice_metadata
+        from .engine.voicefile import read_voice_metadata
 
         old = read_voice_metadata(path)
         meta.update({k: old[k] for k in ("model", "source") if old.get(k)})
@@ -231,10 +231,10 @@ def remove(name: str) -> Path:
 
 
 def read_entry(name: str, path: Path) -> VoiceEntry:
-    from .engine import voice as vmod
+    from .engine.voicefile import read_voice_metadata
 
     try:
-        return VoiceEntry(name, path, vmod.read_voice_metadata(path), None)
+        return VoiceEntry(name, path, read_voice_metadata(path), None)
     except InvalidRequest as e:
         return VoiceEntry(name, path, None, str(e))
 
@@ -246,7 +246,7 @@ def list_voices() -> list[VoiceEntry]:
 
 def describe(path: Path, voice=None) -> dict[str, Any]:
     """What `voice show` prints: metadata of a saved voice, or what a `.pt` prompt holds."""
-    from .engine import voice as vmod
+    from .engine.voicefile import read_voice_metadata
 
     path = Path(path)
     if path.suffix.lower() == PROMPT_SUFFIX:
@@ -261,7 +261,7 @@ def describe(path: Path, voice=None) -> dict[str, Any]:
             "codebooks": str(int(voice.codes.shape[0])),
             "rms": "" if voice.rms is None else repr(voice.rms),
         }
-    meta = vmod.read_voice_metadata(path)
+    meta = read_voice_metadata(path)
     out: dict[str, Any] = {"name": meta.get("name") or path.name[: -len(VOICE_SUFFIX)], "path": str(path)}
     out["kind"] = "saved voice" + (f" (imported {meta['imported']})" if meta.get("imported") else "")
     order = ("text", "seconds", "frames", "codebooks", "rms", "source", "imported_from", "model", "created", "tool")

@@ -68,6 +68,11 @@ class FakeEngine:
             on_notice("fake notice: weights are for testing only")
         return cls(model, device, dtype)
 
+    encoder_loads = 0
+
+    def load_encoder(self):
+        type(self).encoder_loads += 1
+
     def voice_from_audio(self, ref_audio, ref_text, *, preprocess=True):
         """The real preparation of the recording (errors, warnings, RMS), fake codes: [8, frames]
         derived from the prepared waveform, so one recording always gives the same codes."""
@@ -123,6 +128,7 @@ def fake_engine(monkeypatch):
     FakeEngine.loads = []
     FakeEngine.requests = []
     FakeEngine.encoded = []
+    FakeEngine.encoder_loads = 0
     FakeEngine.load_error = None
     FakeEngine.result_warnings = []
     monkeypatch.setattr(pipeline, "Engine", FakeEngine, raising=False)

@@ -9,6 +9,9 @@ implementation and `--ref` all give the same bytes for the same seed.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import shutil
 
 import numpy as np
@@ -16,7 +19,7 @@ import pytest
 import soundfile as sf
 import torch
 
-from conftest import GOLDEN, TINY_CKPT, files_in
+from conftest import GOLDEN, ROOT, TINY_CKPT, files_in
 from omnivoice_cli import settings as st
 from omnivoice_cli import voices
 
@@ -607,3 +610,29 @@ def test_reference_pt_prompt_equals_saved_voice(invoke, loaded, tiny_engine, hom
     alice = say(invoke, tmp_path / "alice.wav", "--voice", "alice")
     assert say(invoke, tmp_path / "bob.wav", "--voice", "bob") == alice
     assert say(invoke, tmp_path / "pt.wav", "--voice", pt) == alice
+
+
+def test_voice_list_and_show_import_no_torch(invoke, fake_engine, home, ref):
+    assert invoke("voice", "add", "alice", "--ref", ref, "--ref-text", REF_TEXT).exit_code == 0
+    code = (
+        "import sys\n"
+        "import typer.main\n"
+        "import omnivoice_cli.cli as cli\n"
+        "cmd = typer.main.get_command(cli.app)\n"
+        "for args in (['voice', 'list'], ['voice', 'show', 'alice']):\n"
+        "    cmd.main(args, prog_name='omnivoice', standalone_mode=False)\n"
+        "print('TORCH', 'torch' in sys.modules)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMNIVOICE_HOME": str(home)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("alice ") and "text: " in out.stdout
+    assert "TORCH False" in out.stdout
+
+
+def test_model_load_time_includes_the_encoder_when_cloning(invoke, fake_engine, home, ref, tmp_path):
+    r = invoke("say", "Hi", "--ref", ref, "--ref-text", REF_TEXT, "-o", tmp_path / "x.wav")
+    assert r.exit_code == 0, r.stderr
+    assert fake_engine.encoder_loads == 1  # loaded with the model, inside "model loaded in"
+    r = invoke("say", "Hi", "-o", tmp_path / "y.wav")
+    assert fake_engine.encoder_loads == 1  # not without a recording

@@ -64,8 +64,9 @@ def run_settings(preset: str | None, flags: dict[str, Any]) -> tuple[st.Preset |
     return chosen, resolved
 
 
-def load_engine(settings: st.Resolved | dict[str, Any], quiet: bool) -> tuple[Any, float]:
-    """Load the model the settings name (a status line while it loads); returns (engine, seconds)."""
+def load_engine(settings: st.Resolved | dict[str, Any], quiet: bool, encoder: bool = False) -> tuple[Any, float]:
+    """Load the model the settings name (a status line while it loads), with the codec's encoder
+    when a recording is to be cloned; returns (engine, seconds)."""
     from ..engine import pipeline
 
     values = settings.values if isinstance(settings, st.Resolved) else settings
@@ -75,4 +76,6 @@ def load_engine(settings: st.Resolved | dict[str, Any], quiet: bool) -> tuple[An
             values["model"], device=values["device"], dtype=values["dtype"], on_notice=notice(quiet),
             **st.engine_kwargs(values),
         )  # fmt: skip
+        if encoder:
+            engine.load_encoder()
     return engine, time.perf_counter() - t0

@@ -23,21 +23,21 @@ def download(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only warnings and errors on stderr."),
 ) -> None:
     """Download a model into the Hugging Face cache (with a progress bar), so `say` needs no network."""
-    from ..engine import weights
+    from ..engine import hub
     from ..progress import DownloadProgress
 
     repo = model or st.DEFAULT_MODEL
     with DownloadProgress(repo, enabled=not quiet) as progress:
-        path = weights.download(repo, on_progress=progress, on_notice=notice(quiet))
+        path = hub.download(repo, on_progress=progress, on_notice=notice(quiet))
     if not quiet:
         echo(f"{repo}: ready in {path}")
 
 
 def models() -> None:
     """List the OmniVoice checkpoints in the Hugging Face cache: hub id, size, complete or not, where."""
-    from ..engine import weights
+    from ..engine import hub
 
-    found = weights.cached_models()
+    found = hub.cached_models()
     out = typer.get_text_stream("stdout")
     width = max([len(m.repo_id) for m in found] + [5])
     for m in found:

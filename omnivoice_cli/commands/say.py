@@ -113,7 +113,7 @@ def _speak(built: Any, refs: Any, target: Any, settings: st.Resolved, quiet: boo
     timing: dict[str, Any] = {"written": False}
     with HoldSignals() as signals:
         try:
-            engine, timing["load"] = load_engine(settings, quiet)
+            engine, timing["load"] = load_engine(settings, quiet, encoder=built.reference is not None)
             t_gen = time.perf_counter()
             request = finish_request(engine, built, refs)
             shown(getattr(request.ref, "warnings", ()) if built.reference else ())

@@ -59,7 +59,7 @@ def voice_add(
     reference = refs.prepare(path, voices.reference_transcript(path, ref_text))
     shown = Warnings()
     shown(reference.warnings)
-    engine, _ = load_engine(settings, quiet)
+    engine, _ = load_engine(settings, quiet, encoder=True)
     prompt = refs.encode(engine, reference)
     saved = voices.save(name, prompt, force=force, source=str(path.resolve()), model=settings["model"])
     _saved(name, prompt, saved, quiet)

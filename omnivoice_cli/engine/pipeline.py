@@ -186,19 +186,22 @@ class Engine:
             threads=threads, cuda_graphs=cuda_graphs, on_download=on_download,
         )  # fmt: skip
 
-    def voice_from_audio(self, ref_audio, ref_text: str | None, *, preprocess: bool = True):
-        """Encode a reference recording (a path, (waveform, sample_rate), or a PreparedReference)
-        into a VoicePrompt.
-
-        The codec's encoder (HuBERT and the acoustic encoder) is loaded on first use only."""
-        from .voice import encode_reference
-
-        if ref_text is not None and not ref_text.strip():
-            raise InvalidRequest("the reference transcript is empty: give the words spoken in the reference audio")
+    def load_encoder(self) -> None:
+        """Load the codec's encoder (HuBERT and the acoustic encoder), which cloning needs; done by
+        the first voice_from_audio otherwise. Loading it up front lets a caller time model loading."""
         if self._encoder is None:
             from .encoder import load_codec_encoder
 
             self._encoder = load_codec_encoder(self.root / "audio_tokenizer", device=self.codec.device)
+
+    def voice_from_audio(self, ref_audio, ref_text: str | None, *, preprocess: bool = True):
+        """Encode a reference recording (a path, (waveform, sample_rate), or a PreparedReference)
+        into a VoicePrompt."""
+        from .voice import encode_reference
+
+        if ref_text is not None and not ref_text.strip():
+            raise InvalidRequest("the reference transcript is empty: give the words spoken in the reference audio")
+        self.load_encoder()
         return encode_reference(self._encoder, ref_audio, ref_text, preprocess=preprocess)
 
     def plan(self, req: Request) -> "Plan":

@@ -11,25 +11,33 @@ from __future__ import annotations
 import json
 import struct
 from pathlib import Path
-from typing import Iterable
-
-import torch
+from typing import TYPE_CHECKING, Iterable
 
 from . import memory
 from .errors import CheckpointError
 
+if TYPE_CHECKING:  # torch is imported when a tensor is made: reading a header (voice list) needs none
+    import torch
+
+# safetensors dtype -> (torch dtype name, bytes per element)
 _DTYPES = {
-    "F64": torch.float64,
-    "F32": torch.float32,
-    "F16": torch.float16,
-    "BF16": torch.bfloat16,
-    "I64": torch.int64,
-    "I32": torch.int32,
-    "I16": torch.int16,
-    "I8": torch.int8,
-    "U8": torch.uint8,
-    "BOOL": torch.bool,
+    "F64": ("float64", 8),
+    "F32": ("float32", 4),
+    "F16": ("float16", 2),
+    "BF16": ("bfloat16", 2),
+    "I64": ("int64", 8),
+    "I32": ("int32", 4),
+    "I16": ("int16", 2),
+    "I8": ("int8", 1),
+    "U8": ("uint8", 1),
+    "BOOL": ("bool", 1),
 }
+
+
+def _torch_dtype(name: str) -> "torch.dtype":
+    import torch
+
+    return getattr(torch, _DTYPES[name][0])
 _MAX_HEADER = 100_000_000  # bytes; a larger header length means a corrupt file
 
 
@@ -63,10 +71,11 @@ def _read_header(path: Path) -> tuple[dict, int, int]:
     return header, 8 + n, size
 
 
-def _entry(path: Path, name: str, info) -> tuple[torch.dtype, list[int], int, int]:
-    """One header entry -> (dtype, shape, begin, end), its offsets checked against its size."""
+def _entry(path: Path, name: str, info) -> tuple[str, list[int], int, int]:
+    """One header entry -> (safetensors dtype, shape, begin, end), its offsets checked against its size."""
     try:
-        dtype = _DTYPES[info["dtype"]]
+        dtype = info["dtype"]
+        itemsize = _DTYPES[dtype][1]
         begin, end = (int(x) for x in info["data_offsets"])
         shape = [int(s) for s in info["shape"]]
     except (KeyError, TypeError, ValueError):
@@ -74,7 +83,7 @@ def _entry(path: Path, name: str, info) -> tuple[torch.dtype, list[int], int, in
     numel = 1
     for s in shape:
         numel *= s
-    if end - begin != numel * dtype.itemsize or begin < 0:
+    if end - begin != numel * itemsize or begin < 0:
         raise TensorFileError(path, f"inconsistent offsets for tensor {name!r}")
     return dtype, shape, begin, end
 
@@ -92,7 +101,7 @@ class SafetensorsFile:
         if self.data_start + end_max > size:
             detail = f"truncated: {size} bytes, its header needs {self.data_start + end_max}"
             raise TensorFileError(self.path, detail, f"{self.path} is {detail}")
-        self._storage: torch.UntypedStorage | None = None
+        self._storage: "torch.UntypedStorage | None" = None
 
     def keys(self) -> list[str]:
         return list(self.entries)
@@ -100,10 +109,12 @@ class SafetensorsFile:
     def shape(self, name: str) -> list[int]:
         return self.entries[name][1]
 
-    def dtype(self, name: str) -> torch.dtype:
-        return self.entries[name][0]
+    def dtype(self, name: str) -> "torch.dtype":
+        return _torch_dtype(self.entries[name][0])
 
-    def _mapped(self) -> torch.UntypedStorage:
+    def _mapped(self) -> "torch.UntypedStorage":
+        import torch
+
         if self._storage is None:
             nbytes = self.path.stat().st_size
             self._storage = torch.UntypedStorage.from_file(str(self.path), shared=False, nbytes=nbytes)
@@ -122,9 +133,12 @@ class SafetensorsFile:
             if name not in skip:
                 memory.advise(base + begin, end - begin, memory.MADV_WILLNEED)
 
-    def get(self, name: str) -> torch.Tensor:
+    def get(self, name: str) -> "torch.Tensor":
         """The tensor as a view into the mapped file (copied only if misaligned)."""
-        dtype, shape, begin, end = self.entries[name]
+        import torch
+
+        code, shape, begin, end = self.entries[name]
+        dtype = _torch_dtype(code)
         storage = self._mapped()
         offset = self.data_start + begin
         if offset % dtype.itemsize == 0:
@@ -134,9 +148,12 @@ class SafetensorsFile:
         raw = torch.empty(0, dtype=torch.uint8).set_(storage, offset, (end - begin,))
         return raw.clone().view(dtype).view(shape)
 
-    def read(self, name: str) -> torch.Tensor:
+    def read(self, name: str) -> "torch.Tensor":
         """The tensor copied into memory by a plain read (no mapping kept: small tensors)."""
-        dtype, shape, begin, end = self.entries[name]
+        import torch
+
+        code, shape, begin, end = self.entries[name]
+        dtype = _torch_dtype(code)
         if end == begin:
             return torch.empty(shape, dtype=dtype)
         with open(self.path, "rb") as f:
@@ -169,12 +186,14 @@ def check_tensors(
 
 
 def load_module(
-    module: torch.nn.Module, path: Path, *, optional: Iterable[str] = (), dtype=None, device="cpu",
+    module: "torch.nn.Module", path: Path, *, optional: Iterable[str] = (), dtype=None, device="cpu",
     prefetch=False, prefetch_skip: Iterable[str] = (),
 ) -> None:  # fmt: skip
     """Strictly load a safetensors file into a module built on the meta device. prefetch: when
     the tensors stay views of the file (CPU, same dtype), have the kernel read the pages of all
     but `prefetch_skip` ahead in the background."""
+    import torch
+
     file = SafetensorsFile(path)
     expected = {k: tuple(v.shape) for k, v in module.state_dict().items()}
     check_tensors(path, file, expected, optional=optional)
@@ -191,16 +210,18 @@ def load_module(
         file.prefetch(skip=prefetch_skip)
 
 
-def read_floats(path: Path, expected: dict[str, tuple[int, ...]], what: str, device="cpu") -> dict[str, torch.Tensor]:
+def read_floats(path: Path, expected: dict[str, tuple[int, ...]], what: str, device="cpu") -> "dict[str, torch.Tensor]":
     """The `expected` tensors of a file as float32 on `device` (views of the mapped file where
     they already are float32 on the CPU); other tensors in the file are never read. One
     CheckpointError lists every missing, mis-shaped or non-float tensor."""
+    import torch
+
     file = SafetensorsFile(path)
     check_tensors(path, file, expected, allow_extra=True, floating=True, what=what)
     return {name: file.get(name).to(device=torch.device(device), dtype=torch.float32) for name in expected}
 
 
-def write_file(path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> None:
+def write_file(path: Path, tensors: "dict[str, torch.Tensor]", metadata: dict[str, str]) -> None:
     """Write tensors and string metadata as safetensors, through a temporary file and a rename,
     so the file is never seen partial."""
     from safetensors.torch import save_file

@@ -29,6 +29,7 @@ from . import audio as audio_ops
 from .errors import InvalidRequest
 from .resample import resample
 from .text import add_punctuation
+from .voicefile import VOICE_FORMAT, VOICE_FORMAT_VERSION, open_voice_file, read_voice_metadata  # noqa: F401
 
 SAMPLE_RATE = 24000  # codec rate
 HOP_LENGTH = 960  # codec samples per frame
@@ -265,8 +266,6 @@ def encode_reference(
 # Saved voices
 # ---------------------------------------------------------------------------------------------
 
-VOICE_FORMAT = "omnivoice-voice"  # safetensors metadata "format"
-VOICE_FORMAT_VERSION = "1"  # bump on any change of layout
 REFERENCE_PT_VERSION = 1  # the reference's VoiceClonePrompt.save format_version
 
 
@@ -288,36 +287,9 @@ def save_voice(path: str | Path, voice: VoicePrompt, **meta: str) -> None:
     write_file(Path(path), {"codes": voice.codes.detach().to("cpu", torch.int64).contiguous()}, metadata)
 
 
-def _open_voice(path: Path):
-    """The voice file opened (tensorfile.SafetensorsFile), its format and version checked;
-    InvalidRequest if it is missing, not one of ours, or another version."""
-    from .tensorfile import SafetensorsFile, TensorFileError
-
-    try:
-        file = SafetensorsFile(path)
-    except TensorFileError as e:
-        if e.missing:
-            raise InvalidRequest(f"voice file {path} does not exist") from None
-        raise InvalidRequest(f"{path} is not a voice file ({e.detail})") from None
-    meta = file.metadata
-    if meta.get("format") != VOICE_FORMAT or set(file.keys()) != {"codes"}:
-        raise InvalidRequest(f"{path} is not an omnivoice voice file")
-    if meta.get("version") != VOICE_FORMAT_VERSION:
-        raise InvalidRequest(
-            f"{path} is a voice file of format version {meta.get('version')!r}; this omnivoice reads "
-            f"version {VOICE_FORMAT_VERSION}: add the voice again from its recording"
-        )
-    return file
-
-
-def read_voice_metadata(path: str | Path) -> dict[str, str]:
-    """The metadata of a saved voice file; InvalidRequest if it is not one of ours, or another version."""
-    return dict(_open_voice(Path(path)).metadata)
-
-
 def load_voice(path: str | Path) -> VoicePrompt:
     """Read a voice saved by `save_voice`."""
-    file = _open_voice(Path(path))
+    file = open_voice_file(Path(path))
     meta, codes = file.metadata, file.read("codes")
     if codes.ndim != 2 or codes.dtype != torch.int64 or codes.numel() == 0:
         raise InvalidRequest(f"{path}: the voice's codes have shape {list(codes.shape)}, expected [codebooks, frames]")
