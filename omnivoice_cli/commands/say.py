@@ -173,6 +173,14 @@ def _report(built: Any, target: Any, timing: dict, t_start: float, json_out: boo
              f"model loaded in {timing['load']:.1f} s), seed {result.seed}")  # fmt: skip
 
 
+def _dry_run(built: Any, json_out: bool) -> None:
+    from ..dryrun import describe, render
+
+    report = describe(built)
+    out = typer.get_text_stream("stdout")
+    out.write(json.dumps(report, ensure_ascii=False) + "\n" if json_out else render(report))
+
+
 @with_settings(*SPEECH_SETTINGS, "ref", "ref_text", *HARDWARE_SETTINGS)
 def say(
     ctx: typer.Context,
@@ -191,6 +199,10 @@ def say(
     json_out: bool = typer.Option(
         False, "--json", rich_help_panel="Output", help="A JSON report instead of the summary (stderr if -o -).",
     ),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", rich_help_panel="Output",
+        help="Load no model: print what would be spoken (text, language, pieces, settings and their source).",
+    ),
     quiet: bool = QUIET_OPTION,
     flags: dict = NO_FLAGS,
 ) -> None:  # fmt: skip
@@ -202,8 +214,11 @@ def say(
     _, settings = run_settings(preset, flags)
     refs = References()
     built = build_request(text_value, settings, refs=refs, voices=Voices())
-    target = _target(output, settings)
     shown = Warnings()
     shown(built.warnings)
+    if dry_run:
+        _dry_run(built, json_out)
+        return
+    target = _target(output, settings)
     timing = _speak(built, refs, target, settings, quiet, shown)
     _report(built, target, timing, t_start, json_out, quiet, shown)
