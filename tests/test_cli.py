@@ -467,7 +467,7 @@ BAD_INPUT = [
     (["--speed", "fast"], "Hi", None, "--speed 'fast' is not allowed: use a number > 0"),
     (["--dtype", "float64"], "Hi", None, "--dtype 'float64' is not allowed: use auto, float32, float16, bfloat16"),
     (["--device", "tpu"], "Hi", None, "--device 'tpu' is not allowed: use auto, cpu, cuda, cuda:N or mps"),
-    (["-o", "{tmp}/x.mp3"], "Hi", None, "'.mp3': use a file ending in .wav, .flac or .ogg"),
+    (["-o", "{tmp}/x.aac"], "Hi", None, "'.aac': use a file ending in .wav, .flac, .ogg, .opus, .mp3, .raw or .pcm"),
     (["-o", "{tmp}/noext"], "Hi", None, "has no extension"),
     (["-o", "{tmp}/missing/x.wav"], "Hi", None, "does not exist"),
     ([], "Before [pause 2 sec] after.", None, "malformed pause tag '[pause 2 sec]'"),
