@@ -269,12 +269,16 @@ class _Emitter:
         self.on_piece, self.ready, self.next, self.start = on_piece, [None] * count, 0, 0
 
     def put(self, i: int, piece_args: tuple) -> int:
-        """Mark segment i ready (text, audio, seed); emit every segment now in order; return how
-        many were emitted."""
+        """Mark segment i ready (text, audio or a count of zero samples, seed); emit every segment
+        now in order; return how many were emitted."""
+        import numpy as np
+
         self.ready[i] = piece_args
         emitted = 0
         while self.next < len(self.ready) and self.ready[self.next] is not None:
             text, audio, seed = self.ready[self.next]
+            if isinstance(audio, int):  # a pause: its silence made when it is handed out
+                audio = np.zeros(audio, dtype=np.float32)
             self.ready[self.next] = ()  # emitted: keep no audio
             self.on_piece(StreamPiece(self.next, text, audio, self.start, seed))
             self.start += len(audio)
@@ -287,8 +291,6 @@ class _Driver:
     """One request streamed through one run_jobs loop (see `stream`)."""
 
     def __init__(self, engine: "Engine", req: "Request", config: StreamConfig, clock, cancel, on_warning) -> None:
-        import numpy as np
-
         self.engine, self.req, self.clock, self.cancel, self.on_warning = engine, req, clock, cancel, on_warning
         whole = req.duration is not None  # a fixed length is one generation: not cut
         limit = min(config.piece_seconds, req.generation.audio_chunk_threshold)
@@ -313,7 +315,6 @@ class _Driver:
         )
         self.waves: list[int] = []
         self.sr = engine.sample_rate
-        self._np = np
 
     # --- jobs ---------------------------------------------------------------------------------
     def job(self, k: int):
@@ -344,7 +345,7 @@ class _Driver:
         self.emitter = _Emitter(on_piece, len(self.segments))
         for i, s in enumerate(self.segments):
             if s.text is None:
-                self._put(i, ("", self._np.zeros(round(s.pause * self.sr), dtype=self._np.float32), None))
+                self._put(i, ("", round(s.pause * self.sr), None))
 
     def _put(self, i: int, args: tuple) -> None:
         now = self.clock()
