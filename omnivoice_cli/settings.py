@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from .engine.config import GenerationConfig, ModelConfig
+from .output import AUDIO_FORMATS
 
 DEFAULT_MODEL = "k2-fsa/OmniVoice"  # hub id used when neither --model nor $OMNIVOICE_MODEL is given
 DEFAULT_OUTPUT_STEM = "omnivoice"  # `say` writes omnivoice.<format> in the current folder by default
@@ -49,7 +50,7 @@ MAX_SEED = 2**63 - 1
 MAX_THREADS = 256  # more threads than this only thrash (and torch crashes on absurd counts)
 DTYPES = ("auto", "float32", "float16", "bfloat16")
 QUANTIZE = ("none", "int8")
-FORMATS = ("wav", "flac", "ogg")  # audio formats a file name or --format may ask for
+FORMATS = (*AUDIO_FORMATS, "pcm")  # audio formats a file name or --format may ask for (pcm = raw)
 _DEVICE_RE = re.compile(r"^(auto|cpu|cuda|mps|cuda:\d{1,3})$")
 
 # Help panels, in the order `--help` shows them.

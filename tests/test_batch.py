@@ -534,7 +534,7 @@ BAD_FLAGS = [
     (["--num-step", "x"], "--num-step must be an integer in 1..64, got 'x'"),
     (["--speed", "-1"], "--speed must be a number > 0 (1.0 is normal), got -1.0"),
     (["--seed", "-1"], "--seed must be an integer in 0..9223372036854775807, got -1"),
-    (["--format", "mp3"], "--format must be wav, flac, ogg, got 'mp3'"),
+    (["--format", "aac"], "--format must be wav, flac, ogg, opus, mp3, raw, pcm, got 'aac'"),
     (["--device", "tpu"], "--device must be auto, cpu, cuda, cuda:N or mps, got 'tpu'"),
     (["--instruct", "robot voice"], "unsupported instruct item"),
 ]
