@@ -75,11 +75,19 @@ def batch(
     preset: Optional[str] = PRESET_OPTION,
     overwrite: bool = typer.Option(False, "--overwrite", rich_help_panel="Output", help="Redo lines whose file exists."),
     quiet: bool = QUIET_OPTION,
+    subtitles: Optional[str] = typer.Option(  # issue 15 (cues.py)
+        None, "--subtitles", metavar="srt|vtt", show_default=False, rich_help_panel="Output",
+        help="Also write subtitles beside each audio file (0001.wav -> 0001.srt), one cue per piece.",
+    ),
     flags: dict = NO_FLAGS,
 ) -> None:  # fmt: skip
     """Speak every line of INPUT into its own audio file in the folder -o."""
     from ..batch import run_batch
 
+    if subtitles is not None and subtitles.lower().lstrip(".") not in ("srt", "vtt"):
+        raise InvalidRequest(f"--subtitles must be srt or vtt (a file beside each audio file), got {subtitles!r}")
     chosen = _check_run(flags, preset)
-    report = run_batch(input, output, preset=chosen, flags=flags, overwrite=overwrite, quiet=quiet, echo=echo)
+    subtitles = subtitles.lower().lstrip(".") if subtitles else None
+    report = run_batch(input, output, preset=chosen, flags=flags, overwrite=overwrite, quiet=quiet, echo=echo,
+                       subtitles=subtitles)  # fmt: skip
     _summary(report, quiet)
