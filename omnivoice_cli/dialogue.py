@@ -22,6 +22,7 @@ from . import settings as st
 from .engine.errors import InvalidRequest
 
 MAX_NAME = 40  # characters of a speaker's name
+MAX_LINES = 20_000  # spoken lines of one script (all go to one packed run)
 PROBE_TEXT = "Hello."  # the text a voice is checked with before any line needs it
 _LABEL_RE = re.compile(r"^\s*([^:\n]{1,%d}?)\s*:(?:\s+|$)(.*)$" % MAX_NAME, re.S)  # "NAME: text"
 _SHOUTED_RE = re.compile(r"^[A-Z0-9][A-Z0-9 ._'&-]*$")  # how subtitles write a speaker's label
@@ -217,4 +218,6 @@ def parse_script(text: str, cast: Cast, name: str) -> list[ScriptLine]:
             lines.append(ScriptLine(number, member, rest))
     if not lines:
         raise InvalidRequest(f"{name} has no lines to speak: write lines like 'ALICE: Hello.'")
+    if len(lines) > MAX_LINES:
+        raise InvalidRequest(f"{name} has {len(lines)} lines, more than {MAX_LINES} in one dialogue: split it")
     return lines

@@ -47,8 +47,11 @@ from .request import Built, References, Voices, build_request
 from .tracks import as_written, ms_to_samples, place
 
 GROUP_SIZE = 64  # pieces per Engine.generate call (the engine bounds each forward itself)
+MAX_CUES = 20_000  # cues in one file (a feature film has about 2,000)
 MAX_TRACK_SECONDS = 4 * 3600  # the longest track (4 h: 1.4 GB of float32 samples while assembled)
 SAMPLE_RATE = 24000
+NOT_FOR_CUES = ("speed", "duration", "chunk_duration", "chunk_threshold")  # settings a cue's times replace
+MAX_SPEEDUP = 10  # a cue's words may take at most this many times its length (or 1 s) to say
 
 
 @dataclass
@@ -151,8 +154,11 @@ class DubRun:
             self.echo(f"Warning: {message}")
 
     def layers(self) -> list:
-        preset = [(self.preset.origin, self.preset.settings)] if self.preset else []
-        return [*preset, (st.FLAG_SOURCE, {k: v for k, v in self.flags.items() if k != "seed"})]
+        """The preset and the flags; a cue's times fix its length, so a preset's speed, duration
+        and chunk settings do not apply (the seed is the cue's own)."""
+        preset = {k: v for k, v in self.preset.settings.items() if k not in NOT_FOR_CUES} if self.preset else None
+        return [*([(self.preset.origin, preset)] if preset is not None else []),
+                (st.FLAG_SOURCE, {k: v for k, v in self.flags.items() if k != "seed"})]  # fmt: skip
 
     def base_seed(self, earlier: list[dict[str, Any]]) -> int:
         """--seed, else the seed of the stems being resumed, else a random one."""
@@ -165,7 +171,7 @@ class DubRun:
 
     def plan_cue(self, cue: Cue, base: int) -> CuePlan:
         """One cue's speaker, words, pieces and requests (InvalidRequest "FILE: line N: ...")."""
-        from .engine.text import split_pauses
+        from .engine.text import speech_seconds, split_pauses
         from .tracks import cue_pieces
 
         plan = CuePlan(cue, f"{self.input_path}: line {cue.line}")
@@ -180,6 +186,10 @@ class DubRun:
             raise InvalidRequest(f"{plan.where}: {e}") from None
         if len(parts) != 1 or any(gaps):
             raise InvalidRequest(f"{plan.where}: [pause] tags cannot be used in a cue: its times fix its length")
+        seconds, slot = speech_seconds(plan.text), (cue.end_ms - cue.start_ms) / 1000
+        if seconds > MAX_SPEEDUP * max(slot, 1.0):
+            raise InvalidRequest(f"{plan.where}: the cue's words take about {seconds:.0f} s to say, more than "
+                                 f"{MAX_SPEEDUP:g} times its {slot:g} s: shorten them or lengthen the cue")  # fmt: skip
         plan.seed = base + cue.index
         if plan.seed > st.MAX_SEED:
             raise InvalidRequest(f"seed {base} + {cue.index} is more than {st.MAX_SEED}: give a smaller --seed")
@@ -195,21 +205,25 @@ class DubRun:
                 raise InvalidRequest(str(e) if str(e).startswith(plan.where) else f"{plan.where}: {e}") from None
             plan.built.append(built)
             plan.warnings += [w for w in built.warnings if w not in plan.warnings]
+        for w in plan.warnings:  # shown once for the whole dub (e.g. an unknown language)
+            self.warn(w)
         return plan
 
     def plan(self, earlier: list[dict[str, Any]]) -> list[CuePlan]:
         """Read and plan every cue; the checks that span cues (length, overlaps, the cast)."""
         cues = read_cues(self.input_path)
-        used_default = any(self._speaker_of(c) is None for c in cues)
+        if len(cues) > MAX_CUES:
+            raise InvalidRequest(f"{self.input_path}: {len(cues)} cues, more than {MAX_CUES} in one dub: split the file")
+        last = max(c.end_ms for c in cues)
+        spoken_ms = sum(c.end_ms - c.start_ms for c in cues if c.text.strip())
+        for what, ms in ((f"ends at {timestamp(last)}", last), (f"holds {timestamp(spoken_ms)} of cues", spoken_ms)):
+            if ms > MAX_TRACK_SECONDS * 1000:
+                raise InvalidRequest(f"{self.input_path}: the dub {what}, more than {MAX_TRACK_SECONDS // 3600} h: "
+                                     "split the subtitle file")  # fmt: skip
+        used_default = any(c.text.strip() and self._speaker_of(c) is None for c in cues)
         check_voices(self.cast, self.layers(), self.refs, self.voices, default=used_default)
         base = self.report.seed = self.base_seed(earlier)
         plans = [self.plan_cue(cue, base) for cue in cues]
-        last = max(c.end_ms for c in cues)
-        spoken_ms = sum(p.cue.end_ms - p.cue.start_ms for p in plans if p.status != "empty")
-        for what, ms in (("ends at", last), ("holds", spoken_ms)):
-            if ms > MAX_TRACK_SECONDS * 1000:
-                raise InvalidRequest(f"{self.input_path}: the dub {what} {timestamp(ms)} of speech or time, more than "
-                                     f"{MAX_TRACK_SECONDS // 3600} h: split the subtitle file")  # fmt: skip
         for member in self.cast.unused():
             self.warn(f"--cast {member.name} speaks no cue")
         self._warn_overlaps(plans)
@@ -227,11 +241,11 @@ class DubRun:
         from .tracks import overlaps
 
         spoken = {p.cue.index: p for p in plans if p.status != "empty"}
-        pairs = overlaps([(i, p.cue.start_ms, p.cue.end_ms) for i, p in spoken.items()])
+        pairs, total = overlaps([(i, p.cue.start_ms, p.cue.end_ms) for i, p in spoken.items()])
         if pairs:
             shown = "; ".join(f"cues {i + 1} and {j + 1} (lines {spoken[i].cue.line} and {spoken[j].cue.line})"
-                              for i, j in pairs[:5])  # fmt: skip
-            more = f" and {len(pairs) - 5} more pairs" if len(pairs) > 5 else ""
+                              for i, j in pairs)  # fmt: skip
+            more = f" and {total - len(pairs)} more pairs" if total > len(pairs) else ""
             self.warn(f"{self.input_path}: overlapping cues are mixed: {shown}{more}")
 
     # -- stems and resuming ----------------------------------------------------------------
@@ -309,6 +323,8 @@ class DubRun:
         for o, r in zip(offsets, results):
             place(audio, r.audio, o)
             plan.warnings += [w for w in r.warnings if w not in plan.warnings]
+            for w in r.warnings:
+                self.warn(w)
         plan.results = {}
         audio = as_written(audio, SAMPLE_RATE)  # as its stem holds it: a resumed dub is the same
         if out is not None:

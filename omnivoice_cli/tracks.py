@@ -93,16 +93,24 @@ def place(track: np.ndarray, audio: np.ndarray, start: int) -> None:
         track[start:end] += audio[: end - start]
 
 
-def overlaps(spans: list[tuple[int, int, int]]) -> list[tuple[int, int]]:
-    """(i, j) for every two of the (id, start, end) spans that overlap in time (start < other's end
-    and other's start < end), once each, the one that starts first (then ends first) first."""
+def overlaps(spans: list[tuple[int, int, int]], limit: int = 5) -> tuple[list[tuple[int, int]], int]:
+    """Which of the (id, start, end) spans overlap in time (start < other's end and other's start
+    < end): the first `limit` pairs found in order of time, each as (smaller id, larger id), and
+    how many pairs there are in all. O(n log n), however many pairs there are."""
+    import heapq
+
     order = sorted(spans, key=lambda s: (s[1], s[2]))
-    found, active = [], []
+    found: list[tuple[int, int]] = []
+    active: list[tuple[int, int]] = []  # heap of (end, id) of the spans still open
+    total = 0
     for ident, start, end in order:
-        active = [a for a in active if a[2] > start]
-        found += [(a[0], ident) for a in active]
-        active.append((ident, start, end))
-    return found
+        while active and active[0][0] <= start:
+            heapq.heappop(active)
+        total += len(active)
+        if len(found) < limit:
+            found += sorted((min(i, ident), max(i, ident)) for _, i in active)[: limit - len(found)]
+        heapq.heappush(active, (end, ident))
+    return found, total
 
 
 def join_with_gaps(audios: list[np.ndarray], gap: int) -> tuple[np.ndarray, list[int]]:

@@ -126,6 +126,8 @@ def test_parse_script():
         dialogue.parse_script("Eve: hi\n", cast, "s.txt")
     with pytest.raises(InvalidRequest, match="has no lines to speak"):
         dialogue.parse_script("# nothing\n\n", cast, "s.txt")
+    with pytest.raises(InvalidRequest, match=r"s.txt has 20001 lines, more than 20000"):
+        dialogue.parse_script("ALICE: x\n" * 20_001, cast, "s.txt")
 
 
 # ------------------------------------------------------------------------------------ fake engine

@@ -268,6 +268,8 @@ CAST = ("--cast", "ALICE=auto", "--cast", "BOB=auto")
          "episode.srt: line 2: [pause] tags cannot be used in a cue"),
         (lambda s: s.replace("00:00:50,200", "05:00:50,200"), CAST, "more than 4 h"),
         (lambda s: "", CAST, "has no cues"),
+        (lambda s: s.replace("BOB: The end.", "BOB: " + "Far too many words for a second. " * 40), CAST,
+         "episode.srt: line 22: the cue's words take about"),
         (lambda s: s, (*CAST, "--seed", str(2**63 - 2)), "is more than"),
     ],
 )
@@ -289,9 +291,35 @@ def test_bad_input_file(invoke, fake_engine, home, tmp_path, name, message):
     assert r.exit_code == 2 and message in one_error(r)
 
 
+def test_the_number_of_cues_is_bounded(invoke, fake_engine, home, tmp_path, monkeypatch):
+    monkeypatch.setattr(dubbing, "MAX_CUES", 3)
+    src = tmp_path / "a.srt"
+    src.write_text("".join(f"{i}\n00:00:0{i},000 --> 00:00:0{i},500\nHi.\n\n" for i in range(1, 5)))
+    r = invoke("dub", src, "-o", tmp_path / "t.wav")
+    assert r.exit_code == 2 and "4 cues, more than 3 in one dub" in one_error(r)
+
+
 def test_bad_output_fails_before_reading(invoke, fake_engine, home, episode, tmp_path):
     r = invoke("dub", episode, "-o", tmp_path / "t.mp4")
     assert r.exit_code == 2 and "'.mp4'" in one_error(r)
+
+
+def test_a_presets_speed_and_chunks_do_not_apply(invoke, fake_engine, home, episode, tmp_path):
+    preset = tmp_path / "p.toml"
+    preset.write_text("speed = 1.5\nchunk_threshold = 5.0\nnum_step = 7\n")
+    r = invoke("dub", episode, "-o", tmp_path / "t.wav", *CAST, "--preset", preset, "-q")
+    assert r.exit_code == 0, r.stderr
+    assert "ignored" not in r.stderr  # no "speed is ignored" warnings
+    q = fake_engine.requests[0]
+    assert (q.speed, q.generation.num_step, q.generation.audio_chunk_threshold) == (None, 7, 30.0)
+
+
+def test_warnings_are_shown_once(invoke, fake_engine, home, episode, tmp_path):
+    fake_engine.result_warnings = ["something odd"]
+    r = invoke("dub", episode, "-o", tmp_path / "t.wav", *CAST, "--lang", "xx-nowhere", "-q")
+    assert r.exit_code == 0, r.stderr
+    assert r.stderr.count("Warning: something odd") == 1
+    assert sum("xx-nowhere" in ln for ln in r.stderr.splitlines()) == 1
 
 
 def test_unused_cast_member_is_a_warning(invoke, fake_engine, home, episode, tmp_path):
@@ -323,8 +351,11 @@ def test_cue_pieces_fill_the_slot():
 
 
 def test_overlaps():
-    assert tracks.overlaps([(0, 0, 10), (1, 5, 15), (2, 15, 20), (3, 20, 30)]) == [(0, 1)]
-    assert tracks.overlaps([(0, 0, 100), (1, 10, 20), (2, 30, 40)]) == [(0, 1), (0, 2)]
+    assert tracks.overlaps([(0, 0, 10), (1, 5, 15), (2, 15, 20), (3, 20, 30)]) == ([(0, 1)], 1)
+    assert tracks.overlaps([(0, 0, 100), (1, 10, 20), (2, 30, 40)]) == ([(0, 1), (0, 2)], 2)
+    assert tracks.overlaps([(2, 0, 10), (0, 0, 30), (1, 5, 15)]) == ([(0, 2), (0, 1), (1, 2)], 3)  # found in time order
+    many = [(i, 0, 1000) for i in range(20_000)]  # 200 million pairs: counted, not listed
+    assert tracks.overlaps(many, limit=3) == ([(0, 1), (0, 2), (1, 2)], 20_000 * 19_999 // 2)
 
 
 # ------------------------------------------------------------------------------------ real engine (slow)
