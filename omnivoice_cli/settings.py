@@ -124,6 +124,10 @@ SCHEMA: dict[str, Setting] = {
                  "Input", "seconds > 0", lambda v: v > 0, high=MAX_DURATION, metavar="SECONDS"),
         _setting("chunk_threshold", float, _GEN.audio_chunk_threshold, "Texts estimated longer are spoken in chunks.",
                  "Input", f"seconds in (0, {MAX_DURATION:g}]", lambda v: 0 < v <= MAX_DURATION, metavar="SECONDS"),
+        _setting("normalize", bool, False, "Numbers, currency, dates, times and units in words (needs the "
+                 "normalize extra).", "Input", "true or false"),
+        _setting("markdown", bool, False, "Read the text as Markdown: emphasis, links, lists spoken as words.",
+                 "Input", "true or false"),
         _setting("lang", str, None, "Language code or name, e.g. en, de-AT, English (`omnivoice languages`).",
                  "Input", "a language code or name", metavar="LANG", default_help="none (any language)"),
         _setting("instruct", str, None, 'Design a voice, e.g. "female, low pitch" (`omnivoice instructs`).',
@@ -306,8 +310,9 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
 class Source:
     """One layer of settings: where its values came from, for messages and for `--dry-run`."""
 
-    kind: str  # "default", "preset", "flag", "line" or "request"
+    kind: str  # "default", "preset", "flag", "line", "request" or "random" (a seed drawn for the run)
     where: str = ""  # the preset file, the line number, ...
+    label: str = ""  # how `--dry-run` shows it, when not `where` (a preset's name)
 
     def name(self, key: str) -> str:
         """The prefix of a message about `key` given here: '--num-step', "line 3: field 'num_step'"."""
@@ -327,7 +332,7 @@ class Source:
 
     def describe(self) -> str:
         """'default', 'preset fast', 'flag', 'line 3' (for `--dry-run`)."""
-        return f"{self.kind} {self.where}".strip()
+        return f"{self.kind} {self.label or self.where}".strip()
 
 
 DEFAULT_SOURCE = Source("default")
@@ -465,7 +470,7 @@ class Preset:
 
     @property
     def origin(self) -> Source:
-        return Source("preset", str(self.path))
+        return Source("preset", str(self.path), self.name)
 
 
 def builtin_preset_dir() -> Path:

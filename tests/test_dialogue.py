@@ -171,6 +171,17 @@ def test_gaps_are_bounded(invoke, fake_engine, home, tmp_path):
     assert not (tmp_path / "a.wav").exists() and fake_engine.loads == []
 
 
+def test_dry_run_speaks_nothing(invoke, fake_engine, home, script, tmp_path):
+    r = invoke("say", "-f", script, "--cast", "ALICE=auto", "--cast", "BOB=instruct:male", "--dry-run", "--json",
+               "--seed", 4, "-o", tmp_path / "a.wav")  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    rows = [json.loads(ln) for ln in r.stdout.splitlines()]
+    assert [(x["line"], x["speaker"], x["seed"]) for x in rows] == [(2, "ALICE", 4), (4, "BOB", 5), (5, "ALICE", 6)]
+    assert fake_engine.loads == [] and not (tmp_path / "a.wav").exists()
+    r = invoke("say", "-f", script, "--cast", "ALICE=auto", "--cast", "BOB=auto", "--dry-run")
+    assert r.exit_code == 0 and "line 4 (BOB):" in r.stdout
+
+
 def test_script_from_the_command_line(invoke, fake_engine, home, tmp_path):
     r = invoke("say", "ALICE: Just one line.", "--cast", "ALICE=auto", "-o", tmp_path / "a.wav", "-q")
     assert r.exit_code == 0, r.stderr

@@ -144,9 +144,20 @@ def _report(built: list, base: int, target: Any, subtitles: Any, timing: dict, t
              f"(model loaded in {timing['load']:.1f} s), seed {base}")  # fmt: skip
 
 
+def _dry_run(built: list, json_out: bool) -> None:
+    """--dry-run: what each line would speak (one JSON object a line with --json), no model."""
+    from ..dryrun import describe, render
+
+    out = typer.get_text_stream("stdout")
+    for line, b in built:
+        report = {"line": line.number, "speaker": line.speaker.name, "voice": line.speaker.spec, **describe(b)}
+        out.write(json.dumps(report, ensure_ascii=False) + "\n" if json_out
+                  else f"line {line.number} ({line.speaker.name}):\n{render(report)}")  # fmt: skip
+
+
 def say_dialogue(ctx: Any, words: list[str] | None, text_file: str | None, preset: str | None, flags: dict,
                  cast: list[str], gap: float | None, output: str | None, subtitles: str | None, json_out: bool,
-                 quiet: bool) -> None:  # fmt: skip
+                 quiet: bool, dry_run: bool = False) -> None:  # fmt: skip
     """`say --cast ...`: check everything, then speak the script (see the module doc)."""
     from ..cues import check_subtitles_path
     from .say import _target
@@ -161,6 +172,8 @@ def say_dialogue(ctx: Any, words: list[str] | None, text_file: str | None, prese
     if gap_s * (len(built) - 1) > MAX_GAPS_TOTAL:
         raise InvalidRequest(f"--gap {gap_s:g} between {len(built)} lines is more than {MAX_GAPS_TOTAL / 3600:g} h "
                              "of silence: give a shorter --gap")  # fmt: skip
+    if dry_run:
+        return _dry_run(built, json_out)
     target = _target(output, settings)
     for _, b in built:
         b.settings.values["format"] = settings["format"]

@@ -31,7 +31,7 @@ omnivoice dub episode.vtt -o track.flac --cast ALICE=alice --cast BOB=bob --stem
 omnivoice dub episode.srt --cast "NARRATOR=instruct:male, low pitch" --seed 7 --json
 """
 
-DUB_SETTINGS = ("lang", "instruct", "voice", "ref", "ref_text", *st.GENERATION_KEYS, "seed", "format")
+DUB_SETTINGS = ("lang", "normalize", "instruct", "voice", "ref", "ref_text", *st.GENERATION_KEYS, "seed", "format")
 
 
 def _target(input: str, output: Optional[str], settings: st.Resolved) -> Any:

@@ -179,6 +179,14 @@ def _report(built: Any, target: Any, timing: dict, t_start: float, json_out: boo
              f"model loaded in {timing['load']:.1f} s), seed {result.seed}")  # fmt: skip
 
 
+def _dry_run(built: Any, json_out: bool) -> None:
+    from ..dryrun import describe, render
+
+    report = describe(built)
+    out = typer.get_text_stream("stdout")
+    out.write(json.dumps(report, ensure_ascii=False) + "\n" if json_out else render(report))
+
+
 @with_settings(*SPEECH_SETTINGS, "ref", "ref_text", *HARDWARE_SETTINGS)
 def say(
     ctx: typer.Context,
@@ -196,6 +204,10 @@ def say(
     ),
     json_out: bool = typer.Option(
         False, "--json", rich_help_panel="Output", help="A JSON report instead of the summary (stderr if -o -).",
+    ),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", rich_help_panel="Output",
+        help="Load no model: print what would be spoken (text, language, pieces, settings and their source).",
     ),
     quiet: bool = QUIET_OPTION,
     # -- subtitles and dialogue (issue 15: cues.py, commands/dialogue.py) --
@@ -220,7 +232,8 @@ def say(
     if cast:  # a dialogue script (commands/dialogue.py)
         from .dialogue import say_dialogue
 
-        return say_dialogue(ctx, text, text_file, preset, flags, cast, gap, output, subtitles, json_out, quiet)
+        return say_dialogue(ctx, text, text_file, preset, flags, cast, gap, output, subtitles, json_out, quiet,
+                            dry_run=dry_run)  # fmt: skip
     if gap is not None:
         raise usage_error("--gap sets the silence between the lines of a dialogue: give --cast too", ctx)
     t_start = time.perf_counter()
@@ -228,10 +241,13 @@ def say(
     _, settings = run_settings(preset, flags)
     refs = References()
     built = build_request(text_value, settings, refs=refs, voices=Voices())
-    target = _target(output, settings)
-    subtitles_path = _subtitles_path(subtitles)
     shown = Warnings()
     shown(built.warnings)
+    if dry_run:
+        _dry_run(built, json_out)
+        return
+    target = _target(output, settings)
+    subtitles_path = _subtitles_path(subtitles)
     timing = _speak(built, refs, target, settings, quiet, shown, subtitles_path)
     timing["subtitles"] = subtitles_path
     _report(built, target, timing, t_start, json_out, quiet, shown)

@@ -63,7 +63,7 @@ def _resolve_hardware(device: str, quantize: str | None, compile: bool) -> "torc
         raise InvalidRequest(f"quantize {quantize!r} is not allowed: use int8 (or leave it off)")
     dev = resolve_device(device)
     if quantize and dev.type != "cpu":
-        raise InvalidRequest(f"quantize int8 runs on the CPU only, not on {dev.type}: use --device cpu")
+        raise InvalidRequest(f"int8 runs on the CPU only, not on {dev.type}: use device cpu", "quantize")
     if quantize and compile:
         raise InvalidRequest("quantize int8 and compile cannot be combined: choose one")
     return dev
@@ -151,7 +151,7 @@ def load_engine(
     cfg = ModelConfig.from_checkpoint(root)
     dt = resolve_dtype(dtype, dev, cfg)
     if quantize and dt != torch.float32:
-        raise InvalidRequest(f"quantize int8 starts from float32 weights, not {dtype}: leave --dtype at auto")
+        raise InvalidRequest(f"int8 starts from float32 weights, not {dtype}: leave dtype at auto", "quantize")
     net = load_body(root, cfg, dev, dt, quantize, compile)
     tokenizer = load_tokenizer(root, cfg)
     codec_device = torch.device("cpu") if dev.type == "mps" else dev  # MPS convs cap lengths at 65536
