@@ -80,13 +80,21 @@ def batch(
     ),
     json_out: bool = typer.Option(False, "--json", rich_help_panel="Output", help="With --dry-run: JSON lines."),
     quiet: bool = QUIET_OPTION,
+    subtitles: Optional[str] = typer.Option(  # issue 15 (cues.py)
+        None, "--subtitles", metavar="srt|vtt", show_default=False, rich_help_panel="Output",
+        help="Also write subtitles beside each audio file (0001.wav -> 0001.srt), one cue per piece.",
+    ),
     flags: dict = NO_FLAGS,
 ) -> None:  # fmt: skip
     """Speak every line of INPUT into its own audio file in the folder -o."""
     from ..batch import BatchRun
 
+    if subtitles is not None and subtitles.lower().lstrip(".") not in ("srt", "vtt"):
+        raise InvalidRequest(f"--subtitles must be srt or vtt (a file beside each audio file), got {subtitles!r}")
     chosen = _check_run(flags, preset)
-    run = BatchRun(input, output, preset=chosen, flags=flags, overwrite=overwrite, quiet=quiet, echo=echo)
+    subtitles = subtitles.lower().lstrip(".") if subtitles else None
+    run = BatchRun(input, output, preset=chosen, flags=flags, overwrite=overwrite, quiet=quiet, echo=echo,
+                   subtitles=subtitles)  # fmt: skip
     if dry_run:
         _dry_run(run, json_out)
         return

@@ -103,7 +103,8 @@ def _target(output: str | None, settings: st.Resolved):
     return target
 
 
-def _speak(built: Any, refs: Any, target: Any, settings: st.Resolved, quiet: bool, shown: Warnings) -> dict:
+def _speak(built: Any, refs: Any, target: Any, settings: st.Resolved, quiet: bool, shown: Warnings,
+           subtitles: Any = None) -> dict:  # fmt: skip
     """Load the model, generate, write. Returns timings and the result; a stop raises Stop."""
     from ..engine.pipeline import plan_request
     from ..output import write_audio
@@ -123,6 +124,10 @@ def _speak(built: Any, refs: Any, target: Any, settings: st.Resolved, quiet: boo
                 [result] = engine.generate([request], on_step=progress)
             shown(result.warnings)
             with signals.protect():  # a Ctrl-C now waits until the file is complete
+                if subtitles is not None:  # --subtitles: written just before the audio
+                    from ..cues import write_result_subtitles
+
+                    write_result_subtitles(subtitles, result, request.text)
                 try:
                     write_audio(result.audio, result.sample_rate, target, stdout=typer.get_binary_stream("stdout"))
                 except BrokenPipeError:
@@ -164,6 +169,7 @@ def _report(built: Any, target: Any, timing: dict, t_start: float, json_out: boo
             "ref_text": None if built.reference is None else built.reference.transcript,
             "voice_file": None if built.voice_file is None else str(built.voice_file),
             "settings": built.settings.values, "warnings": shown.shown,
+            "subtitles": None if timing.get("subtitles") is None else str(timing["subtitles"]),
         }  # fmt: skip
         typer.echo(json.dumps(report, ensure_ascii=False), err=target.to_stdout)
     elif not quiet:
@@ -204,11 +210,32 @@ def say(
         help="Load no model: print what would be spoken (text, language, pieces, settings and their source).",
     ),
     quiet: bool = QUIET_OPTION,
+    # -- subtitles and dialogue (issue 15: cues.py, commands/dialogue.py) --
+    subtitles: Optional[str] = typer.Option(
+        None, "--subtitles", metavar="FILE", show_default=False, rich_help_panel="Output",
+        help="Also write subtitles (.srt or .vtt): one cue per piece of the audio, at its real times.",
+    ),
+    cast: Optional[list[str]] = typer.Option(
+        None, "--cast", metavar="NAME=VOICE", show_default=False, rich_help_panel="Voice",
+        help="Speak a script of 'NAME: text' lines, NAME in this voice: a saved voice, a voice file, "
+        "instruct:ITEMS or auto (once per speaker).",
+    ),
+    gap: Optional[float] = typer.Option(
+        None, "--gap", metavar="SECONDS", show_default=False, rich_help_panel="Voice",
+        help="Silence between the lines of a --cast script. Default: 0.3.",
+    ),
     flags: dict = NO_FLAGS,
 ) -> None:  # fmt: skip
     """Speak TEXT (or the text of -f FILE) into an audio file, or to stdout with -o -."""
     from ..request import References, Voices, build_request
 
+    if cast:  # a dialogue script (commands/dialogue.py)
+        from .dialogue import say_dialogue
+
+        return say_dialogue(ctx, text, text_file, preset, flags, cast, gap, output, subtitles, json_out, quiet,
+                            dry_run=dry_run)  # fmt: skip
+    if gap is not None:
+        raise usage_error("--gap sets the silence between the lines of a dialogue: give --cast too", ctx)
     t_start = time.perf_counter()
     text_value = the_text(ctx, text, text_file, quiet)
     _, settings = run_settings(preset, flags)
@@ -220,5 +247,13 @@ def say(
         _dry_run(built, json_out)
         return
     target = _target(output, settings)
-    timing = _speak(built, refs, target, settings, quiet, shown)
+    subtitles_path = _subtitles_path(subtitles)
+    timing = _speak(built, refs, target, settings, quiet, shown, subtitles_path)
+    timing["subtitles"] = subtitles_path
     _report(built, target, timing, t_start, json_out, quiet, shown)
+
+
+def _subtitles_path(spec: Optional[str]) -> Any:
+    from ..cues import check_subtitles_path
+
+    return None if spec is None else check_subtitles_path(spec)
