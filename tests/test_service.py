@@ -189,6 +189,8 @@ def test_a_cancelled_request_leaves_at_the_next_forward(engine, service):
 def test_bad_requests_fail_at_submit_and_failures_stay_with_their_request(engine, service):
     with pytest.raises(InvalidRequest, match="text is empty"):
         service.submit(Request(text="  ", generation=G4), Collector())
+    with pytest.raises(InvalidRequest, match="more than one generation holds: add punctuation"):
+        service.submit(Request(text="word " * 800, speed=0.1, generation=G4), Collector())  # one 1,000 s piece
     with pytest.raises(InvalidRequest, match="unsupported instruct"):
         service.submit(Request(text="Hi.", instruct="robot voice", generation=G4), Collector())
     real = engine.render

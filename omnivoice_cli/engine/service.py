@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable
 
 from . import text as textmod
-from .errors import OmniVoiceError
+from .errors import InvalidRequest, OmniVoiceError
 from .streaming import Segment, StreamConfig, StreamPiece, cut_segments
 
 if TYPE_CHECKING:
@@ -153,6 +153,25 @@ def cut_request(req: "Request", config: StreamConfig) -> list[Segment]:
     return cut_segments(req.text, config.first_seconds, limit, whole=whole)
 
 
+def check_sizes(req: "Request", segments: list[Segment], cfg) -> None:
+    """InvalidRequest when a piece would not fit one forward (max_packed_tokens): a long text
+    without punctuation at a slow speed would otherwise make one huge generation."""
+    ref = req.ref
+    rows = 2 if req.generation.guidance_scale != 0 else 1
+    for seg in segments:
+        if seg.text is None:
+            continue
+        target, _ = textmod.resolve_target_len(
+            seg.text, ref.text if ref else None, ref.codes.shape[-1] if ref else None, req.speed, req.duration,
+            cfg.frame_rate,
+        )  # fmt: skip
+        if target * rows + len(seg.text) > cfg.max_packed_tokens:
+            raise InvalidRequest(
+                f"the text has a piece of about {target / cfg.frame_rate:.0f} s of audio ({seg.text[:30]!r}...), more "
+                "than one generation holds: add punctuation to cut it, or raise the speed"
+            )
+
+
 class Service:
     """The engine loop (see the module doc). Thread-safe: submit, cancel, call, stats, stop."""
 
@@ -187,6 +206,7 @@ class Service:
 
         warnings = validate_request(req, self.engine.cfg)
         segments = cut_request(req, self.config)
+        check_sizes(req, segments, self.engine.cfg)
         with self._cond:
             if self._stopping:
                 raise Stopped("the server is shutting down")
@@ -279,7 +299,11 @@ class Service:
     def _slot(self, ticket: Ticket, k: int) -> _Slot:
         voice = ticket.voice if k > 0 else ticket.request.ref
         text = ticket.segments[ticket.speech[k]].text
-        return _Slot(ticket, k, piece_job(self.engine, ticket.request, k, text, voice))
+        job = piece_job(self.engine, ticket.request, k, text, voice)
+        if job.packed_len > self.engine.cfg.max_packed_tokens:  # check_sizes estimated it without piece 0's voice
+            raise InvalidRequest(f"piece {k + 1} of the text needs {job.packed_len} positions, more than one "
+                                 f"forward holds ({self.engine.cfg.max_packed_tokens}): add punctuation to cut it")  # fmt: skip
+        return _Slot(ticket, k, job)
 
     def _drop_cancelled(self) -> None:
         self._active = [s for s in self._active if not s.ticket.closed]

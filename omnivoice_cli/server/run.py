@@ -85,6 +85,7 @@ def make_server(state: ServerState, on_ready: Callable[[str], None] | None = Non
     config = uvicorn.Config(
         create_app(state), host=options.host, port=options.port, log_level="warning", access_log=False,
         lifespan="on", timeout_graceful_shutdown=5, server_header=False, proxy_headers=False,
+        limit_concurrency=max(128, 4 * options.max_queue),  # connections at once: beyond, uvicorn's own 503
     )  # fmt: skip
     return DrainingServer(config, state, on_ready)
 
