@@ -82,6 +82,25 @@ def test_old_layouts_are_evicted(engine):
     assert fwd.captures == 3 and len(fwd.graphs) == 1
 
 
+def test_layouts_seen_once_are_remembered_within_a_bound():
+    from types import SimpleNamespace
+
+    from omnivoice_cli.engine import graphs
+
+    captured = []
+    def capture(model, batch):
+        captured.append(batch.layout)
+        return SimpleNamespace(run=lambda b: "replayed")
+
+    fwd = GraphedForward(lambda batch: batch.layout, capture=capture)
+    for n in range(graphs.MAX_SEEN + 50):  # every layout new: run eagerly, never captured
+        assert fwd(SimpleNamespace(layout=((n, 1),))) == ((n, 1),)
+    assert len(fwd.seen) == graphs.MAX_SEEN and ((0, 1),) not in fwd.seen and not captured
+    last = SimpleNamespace(layout=((graphs.MAX_SEEN + 49, 1),))
+    assert fwd(last) == "replayed"  # its second step: captured, and no longer among those seen once
+    assert captured == [last.layout] and last.layout not in fwd.seen
+
+
 def test_a_failed_capture_falls_back_to_eager(engine):
     eager = run(engine)
 

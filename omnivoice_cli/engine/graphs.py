@@ -21,6 +21,7 @@ import torch
 
 from .backbone import OmniVoiceModel, PackedBatch
 
+MAX_SEEN = 256  # layouts remembered as run once (a server meets new layouts without end)
 
 @dataclass
 class Graph:
@@ -77,7 +78,7 @@ class GraphedForward:
         self.max_graphs = max_graphs  # graphs kept; each holds its own activation memory
         self.capture = capture
         self.graphs: OrderedDict[tuple, Graph] = OrderedDict()
-        self.seen: set[tuple] = set()  # layouts run once eagerly
+        self.seen: OrderedDict[tuple, None] = OrderedDict()  # layouts run once eagerly (the latest MAX_SEEN)
         self.captures = 0  # graphs captured so far
         self.disabled: str | None = None  # why graphs were turned off, if a capture failed
 
@@ -88,8 +89,11 @@ class GraphedForward:
         graph = self.graphs.get(key)
         if graph is None:
             if key not in self.seen:  # a layout used for one step only is not worth capturing
-                self.seen.add(key)
+                self.seen[key] = None
+                while len(self.seen) > MAX_SEEN:  # a long-running server meets endless layouts
+                    self.seen.popitem(last=False)
                 return self.model(batch)
+            del self.seen[key]
             try:
                 graph = self.capture(self.model, batch)
             except (RuntimeError, AssertionError) as e:  # capture is unsupported here: stay eager
