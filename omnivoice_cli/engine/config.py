@@ -64,6 +64,9 @@ class ModelConfig:
     sample_rate: int = 24000  # output audio rate
     frame_rate: float = 25.0  # audio frames per second
     max_target_seconds: float = 30.0  # longest single generation (longer text is chunked)
+    max_request_seconds: float = 4 * 3600.0  # longest audio of one request, pauses included (estimated)
+    max_pieces: int = 5000  # generations (chunks, parts between pauses) of one request
+    max_ref_seconds: float = 60.0  # longest voice reference (prepared recording, or a voice's codes)
     max_batch_size: int = 16  # requests per packed forward
     max_packed_tokens: int = 24576  # canvas positions per packed forward
     load_dtype: str = "float16"  # body dtype on GPU when --dtype auto
