@@ -172,7 +172,8 @@ def plan_request(req: Request, cfg: ModelConfig | None = None) -> Plan:
             continue
         chunk_len = text.chunk_len_for(part, target, g.audio_chunk_duration, cfg.frame_rate)
         pieces += [Piece(p, c, chunk, None, eff_speed) for c, chunk in enumerate(text.chunk_text(part, chunk_len))]
-    pieces, frames = _fit_pieces(pieces, (ref_text, ref_len) if ref is not None else None, cfg)
+    voice = (ref_text, ref_len) if ref is not None else None
+    pieces, frames = _fit_pieces(pieces, voice, cfg, g.audio_chunk_duration * cfg.frame_rate)
     _check_length(sum(frames), gaps, cfg)
     plan = Plan(req, pieces, gaps, len(parts))
     plan.frames = frames
@@ -198,12 +199,17 @@ def piece_frames(piece: Piece, ref_text: str | None, ref_len: int | None, frame_
     return resolve_target_len(piece.text, ref_text, ref_len, piece.speed, None, frame_rate)[0]
 
 
-def _fit_pieces(pieces: list[Piece], ref: tuple | None, cfg: ModelConfig):
+MIN_CUT_CHARS = 8  # a piece cut shorter than this to fit means the speed or voice is absurd: refused
+
+
+def _fit_pieces(pieces: list[Piece], ref: tuple | None, cfg: ModelConfig, preferred: float):
     """(pieces, frames of each): every piece cut until it generates at most max_target_seconds.
 
-    `ref`: (transcript, frames) of the request's voice. Without one, piece 0 is the voice of the others (as Engine.generate runs them), so
-    it is fitted first and the others are estimated against it. A piece that cannot be cut
-    further (one character) and is still too long is an InvalidRequest."""
+    `ref`: (transcript, frames) of the request's voice. Without one, piece 0 is the voice of the
+    others (as Engine.generate runs them), so it is fitted first and the others are estimated
+    against it. A piece too long is cut (`text.cut_to_length`) into pieces of about `preferred`
+    frames (the chunk duration); one that would have to be cut under MIN_CUT_CHARS characters
+    (a speed or a voice that makes a few letters last many seconds) is an InvalidRequest."""
     from dataclasses import replace as _replace
 
     from .text import cut_to_length
@@ -220,7 +226,8 @@ def _fit_pieces(pieces: list[Piece], ref: tuple | None, cfg: ModelConfig):
             if len(out) > cfg.max_pieces:
                 raise InvalidRequest(f"the text is cut into more than {cfg.max_pieces} pieces: split the text")
             continue
-        cut = cut_to_length(piece.text, len(piece.text) * limit * 0.9 / n)
+        max_chars = int(len(piece.text) * min(0.9 * limit, max(preferred, 0.2 * limit)) / n)
+        cut = cut_to_length(piece.text, max_chars) if max_chars >= MIN_CUT_CHARS else []
         if len(cut) < 2:
             raise InvalidRequest(
                 f"{piece.text[:40]!r} would take {n / cfg.frame_rate:.0f} s to say at this speed and voice: one "
