@@ -233,13 +233,22 @@ def check_writable(path: Path, shown: str | None = None) -> None:
 
 
 def _check_name_length(path: Path, shown: str) -> None:
-    limit = name_max(path.parent) if path.parent.is_dir() else 255
+    """Every name in the path fits the file system's limit (the file's own: its folder's limit;
+    folders: 255 bytes), and the whole path fits 4095 bytes (InvalidRequest)."""
+    if len(os.fsencode(str(path))) >= 4096:
+        raise InvalidRequest(f"output {shown[:60]!r}...: the path is longer than 4095 bytes")
+    for folder in path.parent.parts:
+        if len(os.fsencode(folder)) > 255:
+            raise InvalidRequest(f"output {shown[:80]!r}...: a folder name is {len(os.fsencode(folder))} bytes long; "
+                                 "at most 255")  # fmt: skip
+    try:
+        limit = name_max(path.parent) if path.parent.is_dir() else 255
+    except OSError:
+        limit = 255
     size = len(os.fsencode(path.name))
     if size > limit:
         raise InvalidRequest(f"output {shown!r}: the file name is {size} bytes long; this file system allows "
                              f"at most {limit}")  # fmt: skip
-    if len(os.fsencode(str(path))) >= 4096:
-        raise InvalidRequest(f"output {shown[:60]!r}...: the path is longer than 4095 bytes")
 
 
 def stdout_is_open() -> bool:

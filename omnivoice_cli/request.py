@@ -247,11 +247,12 @@ def check_size(request: Any, reference: Reference | None = None) -> None:
     from types import SimpleNamespace
 
     from .engine.config import ModelConfig
-    from .engine.pipeline import plan_request
+    from .engine.pipeline import check_transcript, plan_request
     from .engine.text import add_punctuation
 
     cfg = ModelConfig()
     if reference is not None:
+        check_transcript(reference.transcript, cfg, "ref")
         frames = int(len(reference.prepared.wav) * cfg.frame_rate // cfg.sample_rate)
         stand_in = SimpleNamespace(codes=SimpleNamespace(shape=(cfg.num_audio_codebook, frames)),
                                    text=add_punctuation(reference.transcript))  # fmt: skip

@@ -90,8 +90,6 @@ def _check_voice(ref: "VoicePrompt", cfg: ModelConfig) -> None:
     """A voice's transcript and codes fit this model and its bounds (InvalidRequest about the
     setting "voice"): codes [codebooks, 1..max_ref_seconds of frames], a transcript that reads
     at most 4x as long as that."""
-    from .text import speech_seconds
-
     if not (ref.text or "").strip():
         raise InvalidRequest("the reference transcript is empty: give the words spoken in the reference audio", "voice")
     codes = ref.codes
@@ -105,15 +103,23 @@ def _check_voice(ref: "VoicePrompt", cfg: ModelConfig) -> None:
             f"the voice holds {codes.shape[-1] / cfg.frame_rate:.1f} s of audio: at most {cfg.max_ref_seconds:g} s "
             "(3-10 s is best)", "voice"
         )  # fmt: skip
-    if len(ref.text) > 100_000 or speech_seconds(ref.text) > 4 * cfg.max_ref_seconds:
-        raise InvalidRequest(
-            f"the reference transcript is too long for a reference of at most {cfg.max_ref_seconds:g} s: "
-            "give only the words spoken in the recording", "voice"
-        )  # fmt: skip
     if codes.dtype.is_floating_point or int(codes.min()) < 0 or int(codes.max()) >= cfg.audio_mask_id:
         raise InvalidRequest(
             f"the voice's codes are out of range: this model's codes are integers in 0..{cfg.audio_mask_id - 1}", "voice"
         )
+    check_transcript(ref.text, cfg, "voice")
+
+
+def check_transcript(text: str, cfg: ModelConfig | None = None, setting: str | None = None) -> None:
+    """A reference transcript reads at most 4x as long as the longest reference (InvalidRequest)."""
+    from .text import speech_seconds
+
+    cfg = cfg or ModelConfig()
+    if len(text) > 100_000 or speech_seconds(text) > 4 * cfg.max_ref_seconds:
+        raise InvalidRequest(
+            f"the reference transcript is too long for a reference of at most {cfg.max_ref_seconds:g} s: "
+            "give only the words spoken in the recording", setting
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)

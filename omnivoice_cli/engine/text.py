@@ -143,6 +143,7 @@ class TextTokenizer:
 # --------------------------------------------------------------------------------------------
 
 _ZH_RE = re.compile(r"[\u4e00-\u9fff]")  # CJK Unified Ideographs: "the text is Chinese"
+MAX_INSTRUCT_ITEMS = 12  # more items than this cannot be valid (one per category): refused before any lookup
 
 
 def contains_chinese(text: str | None) -> bool:
@@ -217,6 +218,11 @@ def resolve_instruct(instruct: str | None, use_zh: bool = False) -> str | None:
     valid = set(t.all_valid)
 
     raw_items = [x for x in re.split(r"\s*[,，]\s*", instruct_str) if x]
+    if len(raw_items) > MAX_INSTRUCT_ITEMS:
+        raise InvalidRequest(
+            f"instruct has {len(raw_items)} items: at most one per category ({len(t.categories)} categories: "
+            "gender, age, pitch, style, accent, dialect; run `omnivoice instructs` for the list)"
+        )
     normalised: list[str] = []
     unknown: list[str] = []
     for raw in raw_items:
@@ -230,9 +236,10 @@ def resolve_instruct(instruct: str | None, use_zh: bool = False) -> str | None:
         else:
             unknown.append(f"'{raw}'")
     if unknown:
+        more = f"; and {len(unknown) - 5} more" if len(unknown) > 5 else ""
         raise InvalidRequest(
-            f"unsupported instruct item{'s' if len(unknown) > 1 else ''} in '{instruct_str}': "
-            + "; ".join(unknown)
+            f"unsupported instruct item{'s' if len(unknown) > 1 else ''} in '{instruct_str[:200]}': "
+            + "; ".join(unknown[:5]) + more
             + ". Use only English items joined by ', ' or only Chinese items joined by '，' "
             "(run `omnivoice instructs` for the list)."
         )
