@@ -39,7 +39,7 @@ from .engine.errors import InvalidRequest, OmniVoiceError
 from .manifest import MANIFEST, ManifestWriter, done_records
 from .output import AUDIO_FORMATS
 from .progress import BatchProgress
-from .request import Built, References, Voices, build_request
+from .request import Built, References, Voices, build_request, named
 from .signals import HoldSignals
 
 GROUP_SIZE = 64  # lines per Engine.generate call (the engine bounds each forward itself)
@@ -49,6 +49,9 @@ AUDIO_SUFFIXES = {ext: f.name for f in AUDIO_FORMATS.values() for ext in f.exten
 MAX_INPUT_BYTES = 512 * 1024 * 1024  # the input file is read up to here
 MAX_LINE_BYTES = 1024 * 1024  # one line (a text of about 20 minutes of speech)
 MAX_NAME_BYTES = 200  # an output file name (the temporary name adds ~20 bytes; most systems allow 255)
+MAX_PATH_BYTES = 1024  # an output's path inside the folder
+MAX_DEPTH = 16  # folders in an output's path
+MAX_LINES = 100_000  # lines to speak in one input file (each is planned, and kept, before the model loads)
 LINE_FIELDS = ("text", "id", "output", *st.LINE_SETTINGS, "preset")
 __all__ = ["BatchRun", "BatchReport", "BatchProgress", "MANIFEST", "run_batch"]
 
@@ -166,6 +169,9 @@ def read_input(path: str | Path) -> tuple[list[Line], int]:
             seen_text = seen_text or bool(stripped)
             if not stripped or stripped.startswith("#"):
                 continue
+            if len(lines) >= MAX_LINES:
+                raise InvalidRequest(f"input file '{path}' has more than {MAX_LINES} lines to speak: split it "
+                                     "into several files")  # fmt: skip
             lines.append(Line(number, text=stripped) if not as_json else _json_line(number, stripped))
     if not lines:
         what = "is empty" if physical == 0 or not seen_text else "has only blank lines and # comments"
@@ -274,6 +280,9 @@ def _output_name(spec: str, fmt: str) -> tuple[str, str, str | None]:
         name = f"{p.as_posix()}.{fmt}"
     if any(len(part.encode()) > MAX_NAME_BYTES for part in PurePath(name).parts):
         return "", fmt, f"{st.shown_value(spec)} is too long: at most {MAX_NAME_BYTES} bytes per name"
+    if len(name.encode()) > MAX_PATH_BYTES or len(PurePath(name).parts) > MAX_DEPTH:
+        return "", fmt, (f"{st.shown_value(spec)} is too long: at most {MAX_PATH_BYTES} bytes and {MAX_DEPTH} "
+                         "folders deep")  # fmt: skip
     return name, fmt, None
 
 
@@ -329,25 +338,38 @@ def prepare_output_dir(spec: str | Path) -> Path:
     return out
 
 
-def _glob_escape(name: str) -> str:
-    return "".join(f"[{c}]" if c in "*?[" else c for c in name)
-
-
 def remove_stale_temporaries(out: Path, names: list[str]) -> list[Path]:
     """Delete the temporary files (.NAME.*.part) a killed run left for these outputs and the manifest."""
+    from .output import temporary_files
+
     removed = []
     for name in [*names, MANIFEST]:
         target = out / name
         if not target.parent.is_dir():
             continue
-        for tmp in target.parent.glob(f".{_glob_escape(target.name)}.*.part"):
+        for tmp in temporary_files(target):
             try:
-                if tmp.is_file():
-                    tmp.unlink()
-                    removed.append(tmp)
+                tmp.unlink()
+                removed.append(tmp)
             except OSError:
                 pass
     return removed
+
+
+def _target_problem(out: Path, name: str) -> str | None:
+    """Why a line's output cannot be written (before anything runs), else None: a folder in its
+    place, a path leading outside the output folder (through a symbolic link), a name the file
+    system refuses."""
+    target = out / name
+    try:
+        if target.is_dir():
+            return f"output '{name}' is a folder: give another output"
+        if not target.parent.resolve().is_relative_to(out.resolve()):
+            return f"output '{name}' leads outside the output folder (through a symbolic link)"
+        target.exists()
+    except (OSError, ValueError) as e:
+        return f"output '{name}' cannot be written: {getattr(e, 'strerror', None) or e}"
+    return None
 
 
 def _audio_seconds(path: Path) -> float | None:
@@ -488,6 +510,8 @@ class BatchRun:
         """Fail the bad lines, skip the done ones; the lines left to speak."""
         pending = []
         for line in self.lines:
+            if line.error is None:
+                line.error = _target_problem(out, line.name)
             if line.error is not None:
                 self._fail(line, line.error)
             elif (out / line.name).exists() and not self.overwrite:
@@ -560,10 +584,17 @@ class BatchRun:
             with signals.protect():  # the file and its record, or neither
                 self._save(group[i], result, out, t0)
 
+        def on_error(i: int, e: Exception) -> None:  # this line alone failed (its checks, size, decoding)
+            line = group[i]
+            if isinstance(e, InvalidRequest) and e.setting is not None:
+                e = named(line.built.settings, e)
+            with signals.protect():
+                self._fail(line, f"generation failed: {' '.join((str(e).strip() or type(e).__name__).split())}")
+
         requests = [dataclasses.replace(ln.built.request, ref=ln.prompt) if ln.prompt else ln.built.request
                     for ln in group]  # fmt: skip
         try:
-            engine.generate(requests, on_step=self.progress.step, on_result=on_result)
+            engine.generate(requests, on_step=self.progress.step, on_result=on_result, on_error=on_error)
         except (OmniVoiceError, RuntimeError, MemoryError) as e:  # e.g. out of memory: the group fails
             msg = " ".join((str(e).strip() or type(e).__name__).split())
             for line in group:
@@ -595,6 +626,7 @@ class BatchRun:
         self.report.manifest = out / MANIFEST
         earlier = done_records(self.report.manifest)
         self.manifest = ManifestWriter(self.report.manifest)
+        self.manifest.check()  # a link in its place: refused before anything runs
         self.progress = BatchProgress(len(self.lines), enabled=not self.quiet, echo=self.echo)
         signals = HoldSignals().__enter__()
         try:

@@ -11,22 +11,41 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Any, Mapping
 
 MANIFEST = "manifest.jsonl"
 MAX_RECORD_BYTES = 4 * 1024 * 1024  # a longer line in an old manifest is not a record of ours
+MAX_MANIFEST_BYTES = 1 << 30  # an old manifest is read up to here
+
+
+def _open_regular(path: Path):
+    """The manifest opened for reading, or None: absent, a folder, a symbolic link (never
+    followed: it could lead anywhere, /dev/zero included) or not a regular file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    return os.fdopen(fd, "rb")
 
 
 def read_manifest(path: Path) -> list[dict[str, Any]]:
-    """The records of an existing manifest (lines that do not parse, e.g. torn by a kill, are ignored)."""
+    """The records of an existing manifest (lines that do not parse, e.g. torn by a kill, are
+    ignored; at most MAX_MANIFEST_BYTES are read)."""
     records: list[dict[str, Any]] = []
-    try:
-        f = open(path, "rb")
-    except (FileNotFoundError, IsADirectoryError):
+    f = _open_regular(path)
+    if f is None:
         return records
+    read = 0
     with f:
         for raw in iter(lambda: f.readline(MAX_RECORD_BYTES), b""):
+            read += len(raw)
+            if read > MAX_MANIFEST_BYTES:
+                break
             try:
                 rec = json.loads(raw.decode("utf-8", errors="replace"))
             except (json.JSONDecodeError, RecursionError):
@@ -55,9 +74,15 @@ class ManifestWriter:
         self.path = path
         self._f = None
 
-    def _open(self):
+    def check(self) -> None:
+        """Before a run: OSError when the manifest's place holds a link or something not a file."""
         if self.path.is_symlink():
             raise OSError(40, f"{self.path} is a symbolic link: remove it (the manifest is never written through a link)")
+        if self.path.exists() and not self.path.is_file():
+            raise OSError(21, f"{self.path} is not a regular file: remove it or use another output folder")
+
+    def _open(self):
+        self.check()
         needs_newline = False
         try:
             with open(self.path, "rb") as f:

@@ -12,9 +12,12 @@ soundfile / libsndfile:
 | mp3  | .mp3          | MPEG-2 layer III, 64 kbit/s CBR  | yes   | yes (no info frame) |
 | raw  | .raw, .pcm    | headerless s16le                 | no    | yes     |
 
-A file is written to a temporary file in the same folder and renamed over the target, so the
-target is never left partial or empty: on any failure it is untouched (absent, or its old
-contents). `check_output` runs before the model is loaded, so a bad path fails fast.
+A file is written to a temporary file in the same folder ('.NAME.XXXXXXXX.part', NAME cut so the
+name stays within the file system's limit) and renamed over the target, so the target is never
+left partial or empty: on any failure it is untouched (absent, or its old contents); a replaced
+file keeps its mode. `check_output` runs before the model is loaded and creates (and removes)
+that temporary file, so a bad path, a name too long or a read-only folder fails fast; a WAV
+longer than its header can say (about 24.8 h, `MAX_SAMPLES`) is refused before a byte is written.
 
 A stream (a pipe, an HTTP body) cannot be seeked back into, so `StreamEncoder` turns float32
 pieces into the bytes of one stream as they come: WAV with 0xFFFFFFFF in its RIFF and data size
@@ -177,6 +180,8 @@ def check_output(spec: str, format: str | None = None) -> OutputTarget:
     if spec == STDOUT:
         fmt = wanted or AUDIO_FORMATS["wav"]
         check_available(fmt)
+        if not stdout_is_open():
+            raise InvalidRequest("-o - writes the audio to stdout, which is closed: give -o FILE")
         return OutputTarget(None, fmt.sf_format, fmt.subtype)
     if not spec or not spec.strip():
         raise InvalidRequest(f"output path is empty: give a file ending in {_extension_list()}, or - for stdout")
@@ -188,6 +193,7 @@ def check_output(spec: str, format: str | None = None) -> OutputTarget:
         raise InvalidRequest(f"output {spec!r} has {shown}: use a file ending in {_extension_list()}, or - for stdout")
     if wanted is not None and wanted is not fmt:
         raise InvalidRequest(f"output {spec!r} is {fmt.name} but the format asked is {wanted.name}: make them agree")
+    _check_name_length(path, spec)
     if path.is_dir():
         raise InvalidRequest(f"output {spec!r} is a folder: give a file name ending in {ext}")
     folder = path.parent
@@ -198,7 +204,68 @@ def check_output(spec: str, format: str | None = None) -> OutputTarget:
     if not os.access(folder, os.W_OK | os.X_OK):
         raise PermissionError(errno.EACCES, "cannot write to this folder", str(folder))
     check_available(fmt)
+    check_writable(path, spec)
     return OutputTarget(path, fmt.sf_format, fmt.subtype)
+
+
+def name_max(folder: Path) -> int:
+    """The longest file name (bytes) the folder's file system allows (255 where it cannot tell)."""
+    try:
+        return int(os.pathconf(folder, "PC_NAME_MAX"))
+    except (OSError, ValueError):
+        return 255
+
+
+def check_writable(path: Path, shown: str | None = None) -> None:
+    """Before any work: the file name fits the file system, and its temporary file can be created
+    there (then removed). InvalidRequest for a name that is too long; OSError naming the output
+    for anything else (a read-only or full file system, no permission)."""
+    shown = str(path) if shown is None else shown
+    _check_name_length(path, shown)
+    try:
+        fd, tmp = _temporary(path)
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as e:
+        if e.errno == errno.ENAMETOOLONG:
+            raise InvalidRequest(f"output {shown!r}: the path is too long for this file system") from None
+        raise OSError(e.errno, f"cannot write the output {shown!r}: {e.strerror or e}") from None
+
+
+def _check_name_length(path: Path, shown: str) -> None:
+    """Every name in the path fits the file system's limit (the file's own: its folder's limit;
+    folders: 255 bytes), and the whole path fits 4095 bytes (InvalidRequest)."""
+    if len(os.fsencode(str(path))) >= 4096:
+        raise InvalidRequest(f"output {shown[:60]!r}...: the path is longer than 4095 bytes")
+    for folder in path.parent.parts:
+        if len(os.fsencode(folder)) > 255:
+            raise InvalidRequest(f"output {shown[:80]!r}...: a folder name is {len(os.fsencode(folder))} bytes long; "
+                                 "at most 255")  # fmt: skip
+    try:
+        limit = name_max(path.parent) if path.parent.is_dir() else 255
+    except OSError:
+        limit = 255
+    size = len(os.fsencode(path.name))
+    if size > limit:
+        raise InvalidRequest(f"output {shown!r}: the file name is {size} bytes long; this file system allows "
+                             f"at most {limit}")  # fmt: skip
+
+
+def stdout_is_open() -> bool:
+    """False when the process was started with stdout closed (`>&-`)."""
+    import sys
+
+    if sys.stdout is None:
+        return False
+    try:
+        fd = sys.stdout.fileno()
+    except (OSError, ValueError, AttributeError):  # not a real file (a test runner's buffer)
+        return True
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
 
 
 def prepare_audio(audio) -> "object":
@@ -228,11 +295,27 @@ def _mono(audio):
     return a
 
 
+# The most samples a file of a format can hold (mono 16-bit), where its header sets a limit: a
+# WAV's RIFF size field is 32 bits (36 header bytes + 2 bytes a sample), about 24.8 h at 24 kHz.
+MAX_SAMPLES = {"wav": (0xFFFFFFFF - 36) // 2}
+
+
+def check_fits(fmt: AudioFormat, samples: int, sample_rate: int) -> None:
+    """InvalidRequest when `samples` do not fit in one file of `fmt` (before anything is written)."""
+    limit = MAX_SAMPLES.get(fmt.name)
+    if limit is not None and samples > limit:
+        raise InvalidRequest(
+            f"the audio is {samples / sample_rate / 3600:.1f} h long: a {fmt.name} file holds at most "
+            f"{limit / sample_rate / 3600:.1f} h (its header's 4 GiB limit); use .flac or .ogg"
+        )
+
+
 def _write_blocks(f, audio, sample_rate: int, format: str, subtype: str) -> None:
     import soundfile as sf
 
     a = _mono(audio)
     fmt = format_of(format, subtype)
+    check_fits(fmt, len(a), sample_rate)
     step = fmt.block or WRITE_BLOCK
     with sf.SoundFile(f, "w", samplerate=int(sample_rate), channels=1, **fmt.sf_options()) as out:
         for i in range(0, max(len(a), 1), step):
@@ -281,16 +364,62 @@ def _write_atomically(path: Path, audio, sample_rate: int, format: str, subtype:
     replace_atomically(path, lambda f: _write_blocks(f, audio, sample_rate, format, subtype))
 
 
+TEMPORARY_SUFFIX = ".part"
+_RANDOM_CHARS = 8  # what mkstemp puts between the prefix and the suffix
+
+
+def temporary_prefix(path: Path) -> str:
+    """The start of the temporary files' names of `path`: '.NAME.', NAME cut (at a character) so
+    that a whole temporary name fits in the file system's name limit (a legal 255-byte NAME
+    gives a legal temporary name)."""
+    room = name_max(path.parent) - _RANDOM_CHARS - len(TEMPORARY_SUFFIX) - 2
+    raw = os.fsencode(path.name)
+    if len(raw) > room:
+        raw = raw[: max(room, 1)]
+        name = raw.decode("utf-8", "ignore") or os.fsdecode(raw)  # never half a character
+    else:
+        name = path.name
+    return f".{name}."
+
+
+def temporary_files(path: Path) -> list[Path]:
+    """The temporary files that writing `path` may have left (a killed run's)."""
+    prefix = "".join(f"[{c}]" if c in "*?[" else c for c in temporary_prefix(path))
+    try:
+        return [p for p in path.parent.glob(f"{prefix}*{TEMPORARY_SUFFIX}") if p.is_file()]
+    except OSError:
+        return []
+
+
+def _temporary(path: Path) -> tuple[int, str]:
+    return tempfile.mkstemp(prefix=temporary_prefix(path), suffix=TEMPORARY_SUFFIX, dir=path.parent)
+
+
+def _mode_for(path: Path) -> int:
+    """The mode of the regular file `path` replaces (kept), else (nothing there, or a link, which
+    is replaced rather than followed) what a new file gets: 0666 less the umask."""
+    import stat
+
+    try:
+        st = os.lstat(path)
+        if stat.S_ISREG(st.st_mode):
+            return stat.S_IMODE(st.st_mode)
+    except (OSError, ValueError):
+        pass
+    return 0o666 & ~_umask()
+
+
 def replace_atomically(path: Path, write: "Callable[[BinaryIO], None]") -> None:
     """Create or replace `path` with what write(f) writes, through a temporary file in the same
-    folder that is synced and renamed: `path` is never partial, and on failure it is untouched."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    folder that is synced and renamed: `path` is never partial, and on failure it is untouched.
+    A replaced file keeps its mode (permissions)."""
+    fd, tmp = _temporary(path)
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())
+        os.chmod(tmp, _mode_for(path))
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -476,6 +605,7 @@ def write_all(out, data: bytes) -> None:
     """Write every byte of `data` to `out` (an int file descriptor or a binary file object),
     looping over partial writes and waiting on a non-blocking one; EPIPE raises StreamClosed."""
     view = memoryview(data)
+    total = len(view)
     try:
         while view:
             try:
@@ -490,7 +620,22 @@ def write_all(out, data: bytes) -> None:
         if not isinstance(out, int) and hasattr(out, "flush"):
             out.flush()
     except BrokenPipeError:
-        raise StreamClosed(errno.EPIPE, "the reader of the audio stream went away") from None
+        sent = total - len(view)
+        raise StreamClosed(errno.EPIPE, f"the reader of the audio stream went away ({sent} of {total} bytes "
+                                        "of this write sent): the audio is incomplete") from None  # fmt: skip
+
+
+def quiet_stdout() -> None:
+    """After stdout's reader went away: point fd 1 at /dev/null and drop what is buffered, so the
+    interpreter's last flush does not fail again (and print a second error)."""
+    import sys
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 class StreamWriter:

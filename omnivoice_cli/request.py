@@ -231,6 +231,7 @@ def build_request(
     )
     try:
         warnings = text_warnings + list(validate_request(request))
+        check_size(request, reference)
     except InvalidRequest as e:
         raise named(settings, e) from None
     if settings["duration"] is not None and settings["speed"] is not None:
@@ -238,6 +239,25 @@ def build_request(
     if reference is not None:
         warnings += list(reference.warnings)
     return Built(request, settings, reference, voice_file, warnings)
+
+
+def check_size(request: Any, reference: Reference | None = None) -> None:
+    """The engine's bounds on a request's pieces and length (plan_request), checked before the
+    model loads: a recording still to encode stands in by its prepared length."""
+    from types import SimpleNamespace
+
+    from .engine.config import ModelConfig
+    from .engine.pipeline import check_transcript, plan_request
+    from .engine.text import add_punctuation
+
+    cfg = ModelConfig()
+    if reference is not None:
+        check_transcript(reference.transcript, cfg, "ref")
+        frames = int(len(reference.prepared.wav) * cfg.frame_rate // cfg.sample_rate)
+        stand_in = SimpleNamespace(codes=SimpleNamespace(shape=(cfg.num_audio_codebook, frames)),
+                                   text=add_punctuation(reference.transcript))  # fmt: skip
+        request = dataclasses.replace(request, ref=stand_in)
+    plan_request(request, cfg)
 
 
 def finish_request(engine: Any, built: Built, refs: References) -> Any:

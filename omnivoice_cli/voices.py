@@ -87,18 +87,42 @@ def is_voice_path(spec: str) -> bool:
 # ------------------------------------------------------------------------------------ the store
 
 
-def voice_index(folder: Path | None = None) -> dict[str, Path]:
-    """name -> file of every saved voice, by name."""
-    folder = voice_dir() if folder is None else folder
+def printable(text: str) -> str:
+    """`text` safe to print on one line: bytes that are not UTF-8 (a file name's surrogate escapes)
+    as \\xNN, control characters escaped."""
     try:
-        files = [p for p in folder.glob(f"*{VOICE_SUFFIX}") if p.is_file() and not p.name.startswith(".")]
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = os.fsencode(text).decode("utf-8", "backslashreplace")
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def _voice_files(folder: Path) -> list[Path]:
+    try:
+        return sorted((p for p in folder.glob(f"*{VOICE_SUFFIX}") if p.is_file() and not p.name.startswith(".")),
+                      key=lambda p: os.fsencode(p.name))  # fmt: skip
     except OSError:
-        return {}
-    return {p.name[: -len(VOICE_SUFFIX)]: p for p in sorted(files, key=lambda p: p.name)}
+        return []
+
+
+def _readable_name(path: Path) -> bool:
+    """A file name that is valid UTF-8 (others cannot be typed as a voice's name, nor printed)."""
+    try:
+        path.name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def voice_index(folder: Path | None = None) -> dict[str, Path]:
+    """name -> file of every saved voice, by name (files whose name is not UTF-8 are left out:
+    `list_voices` reports them)."""
+    folder = voice_dir() if folder is None else folder
+    return {p.name[: -len(VOICE_SUFFIX)]: p for p in _voice_files(folder) if _readable_name(p)}
 
 
 def _known(index: dict[str, Path]) -> str:
-    return ", ".join(index) if index else "none yet"
+    return ", ".join(printable(n) for n in index) if index else "none yet"
 
 
 def find_saved(name: str) -> Path:
@@ -231,17 +255,22 @@ def remove(name: str) -> Path:
 
 
 def read_entry(name: str, path: Path) -> VoiceEntry:
+    """A voice file's entry: its metadata (values made printable), or why it cannot be read."""
     from .engine.voicefile import read_voice_metadata
 
+    if not _readable_name(path):
+        return VoiceEntry(printable(name), path, None, "the file name is not UTF-8 text: rename the file")
     try:
-        return VoiceEntry(name, path, read_voice_metadata(path), None)
-    except InvalidRequest as e:
-        return VoiceEntry(name, path, None, str(e))
+        meta = {k: printable(v) for k, v in read_voice_metadata(path).items()}
+        return VoiceEntry(printable(name), path, meta, None)
+    except (InvalidRequest, OSError) as e:
+        return VoiceEntry(printable(name), path, None, printable(" ".join(str(e).split())))
 
 
 def list_voices() -> list[VoiceEntry]:
-    """Every saved voice, by name, with its metadata or why it cannot be read."""
-    return [read_entry(name, path) for name, path in voice_index().items()]
+    """Every saved voice, by name, with its metadata or why it cannot be read (one bad file
+    never hides the others)."""
+    return [read_entry(p.name[: -len(VOICE_SUFFIX)], p) for p in _voice_files(voice_dir())]
 
 
 def describe(path: Path, voice=None) -> dict[str, Any]:

@@ -271,14 +271,14 @@ def test_interrupt_rewrites_the_manifest_and_keeps_finished_files(invoke, fake_e
     calls = {"n": 0}
     orig = fake_engine.generate
 
-    def generate(self, requests, on_step=None, on_result=None):
+    def generate(self, requests, on_step=None, on_result=None, on_error=None):
         def on_result_then_stop(i, result):
             on_result(i, result)
             calls["n"] += 1
             if calls["n"] == 2:
                 raise KeyboardInterrupt
 
-        return orig(self, requests, on_step, on_result_then_stop)
+        return orig(self, requests, on_step, on_result_then_stop, on_error)
 
     monkeypatch.setattr(fake_engine, "generate", generate)
     src = tmp_path / "lines.txt"
@@ -581,7 +581,7 @@ def test_write_failure_fails_the_line_only(invoke, fake_engine, tmp_path, home, 
 def test_engine_failure_fails_the_group(invoke, fake_engine, tmp_path, home, monkeypatch):
     from omnivoice_cli.engine.errors import OmniVoiceError
 
-    def broken(self, requests, on_step=None, on_result=None):
+    def broken(self, requests, on_step=None, on_result=None, on_error=None):
         raise OmniVoiceError("out of memory somewhere")
 
     monkeypatch.setattr(fake_engine, "generate", broken)

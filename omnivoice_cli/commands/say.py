@@ -113,7 +113,6 @@ def _speak(built: Any, refs: Any, target: Any, settings: st.Resolved, quiet: boo
            subtitles: Any = None) -> dict:  # fmt: skip
     """Load the model, generate, write. Returns timings and the result; a stop raises Stop."""
     from ..engine.pipeline import plan_request
-    from ..output import write_audio
     from ..request import finish_request
     from ..signals import HoldSignals
 
@@ -134,19 +133,29 @@ def _speak(built: Any, refs: Any, target: Any, settings: st.Resolved, quiet: boo
                     from ..cues import write_result_subtitles
 
                     write_result_subtitles(subtitles, result, request.text)
-                try:
-                    write_audio(result.audio, result.sample_rate, target, stdout=typer.get_binary_stream("stdout"))
-                except BrokenPipeError:
-                    raise
-                except OSError as e:
-                    where = "stdout" if target.to_stdout else str(target)
-                    raise OSError(e.errno, f"cannot write {where}: {e.strerror or e}") from None
+                _write(result, target)
                 timing["written"] = True
         except KeyboardInterrupt as e:  # Stop (SIGINT / SIGTERM), or a KeyboardInterrupt of our own
             _stopped(int(getattr(e, "signum", signal.SIGINT)), timing["written"], target)
     timing.update(generate=time.perf_counter() - t_gen, audio=result.audio, sample_rate=result.sample_rate,
                   seed=result.seed)  # fmt: skip
     return timing
+
+
+def _write(result: Any, target: Any) -> None:
+    """The audio into its file, or every byte of it to stdout (a reader that goes away is an error)."""
+    from ..engine.errors import OmniVoiceError
+    from ..output import StreamClosed, quiet_stdout, write_audio
+
+    try:
+        stdout = typer.get_binary_stream("stdout") if target.to_stdout else None  # stdout may be closed
+        write_audio(result.audio, result.sample_rate, target, stdout=stdout)
+    except StreamClosed as e:
+        quiet_stdout()
+        raise OmniVoiceError(f"stdout: {e.strerror}") from None
+    except OSError as e:
+        where = "stdout" if target.to_stdout else str(target)
+        raise OSError(e.errno, f"cannot write {where}: {e.strerror or e}") from None
 
 
 def _stopped(signum: int, written: bool, target: Any) -> None:

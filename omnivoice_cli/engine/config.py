@@ -64,6 +64,9 @@ class ModelConfig:
     sample_rate: int = 24000  # output audio rate
     frame_rate: float = 25.0  # audio frames per second
     max_target_seconds: float = 30.0  # longest single generation (longer text is chunked)
+    max_request_seconds: float = 4 * 3600.0  # longest audio of one request, pauses included (estimated)
+    max_pieces: int = 5000  # generations (chunks, parts between pauses) of one request
+    max_ref_seconds: float = 60.0  # longest voice reference (prepared recording, or a voice's codes)
     max_batch_size: int = 16  # requests per packed forward
     max_packed_tokens: int = 24576  # canvas positions per packed forward
     load_dtype: str = "float16"  # body dtype on GPU when --dtype auto
@@ -83,48 +86,18 @@ class ModelConfig:
 
     @classmethod
     def from_checkpoint(cls, root: Path) -> "ModelConfig":
-        """Read `config.json` and `audio_tokenizer/config.json` and check them against the engine."""
-        cfg = _read_json(root / "config.json")
-        codec_cfg = _read_json(root / "audio_tokenizer" / "config.json")
+        """Read `config.json` and `audio_tokenizer/config.json` and check them against the engine:
+        every number is checked against sane bounds (`_int`, `_num`) before anything is built."""
         where = root / "config.json"
+        cfg = _read_json(where)
+        codec_cfg = _read_json(root / "audio_tokenizer" / "config.json")
         if cfg.get("model_type") != "omnivoice":
             raise CheckpointError(f"{where}: model_type is {cfg.get('model_type')!r}, expected 'omnivoice'")
-        llm = cfg.get("llm_config")
-        if not isinstance(llm, dict) or llm.get("model_type") != "qwen3":
-            raise CheckpointError(f"{where}: llm_config must describe a 'qwen3' model")
-        rope = llm.get("rope_parameters") or {}
-        theta = rope.get("rope_theta", llm.get("rope_theta", BackboneConfig.rope_theta))
-        if rope.get("rope_type", "default") != "default" or llm.get("rope_scaling"):
-            raise CheckpointError(f"{where}: only the default RoPE is supported, got {rope or llm.get('rope_scaling')}")
-        if llm.get("use_sliding_window") or any(t != "full_attention" for t in llm.get("layer_types") or []):
-            raise CheckpointError(f"{where}: every layer must use full attention (no sliding window)")
-        if llm.get("attention_bias"):
-            raise CheckpointError(f"{where}: attention_bias is true; the engine supports Qwen3 without biases")
-        if llm.get("hidden_act", "silu") != "silu":
-            raise CheckpointError(f"{where}: hidden_act {llm.get('hidden_act')!r} is not supported (silu only)")
-        try:
-            backbone = BackboneConfig(
-                hidden_size=int(llm["hidden_size"]),
-                num_hidden_layers=int(llm["num_hidden_layers"]),
-                num_attention_heads=int(llm["num_attention_heads"]),
-                num_key_value_heads=int(llm.get("num_key_value_heads", llm["num_attention_heads"])),
-                head_dim=int(llm.get("head_dim") or llm["hidden_size"] // llm["num_attention_heads"]),
-                intermediate_size=int(llm["intermediate_size"]),
-                vocab_size=int(llm["vocab_size"]),
-                rms_norm_eps=float(llm.get("rms_norm_eps", BackboneConfig.rms_norm_eps)),
-                rope_theta=float(theta),
-                max_position_embeddings=int(llm.get("max_position_embeddings", 40960)),
-                tie_word_embeddings=bool(llm.get("tie_word_embeddings", True)),
-            )
-        except (KeyError, TypeError, ValueError) as e:
-            raise CheckpointError(f"{where}: llm_config is missing or has a bad value for {e}") from None
-        if backbone.num_attention_heads % backbone.num_key_value_heads:
-            raise CheckpointError(f"{where}: num_attention_heads must be a multiple of num_key_value_heads")
-
+        backbone = _backbone_from_config(cfg.get("llm_config"), where)
         codec = _codec_from_config(codec_cfg, root / "audio_tokenizer" / "config.json")
-        n_cb = int(cfg.get("num_audio_codebook", 8))
-        vocab = int(cfg.get("audio_vocab_size", 1025))
-        mask_id = int(cfg.get("audio_mask_id", 1024))
+        n_cb = _int(cfg, "num_audio_codebook", where, 1, 64, 8)
+        vocab = _int(cfg, "audio_vocab_size", where, 2, 1 << 20, 1025)
+        mask_id = _int(cfg, "audio_mask_id", where, 1, 1 << 20, 1024)
         if mask_id != vocab - 1:
             raise CheckpointError(f"{where}: audio_mask_id {mask_id} must be audio_vocab_size - 1 ({vocab - 1})")
         if vocab - 1 != codec.codebook_size:
@@ -150,55 +123,145 @@ class ModelConfig:
             audio_mask_id=mask_id,
             sample_rate=codec.sample_rate,
             frame_rate=frame_rate,
-            checkpoint_dtype=str(dtype) if dtype else None,
+            checkpoint_dtype=str(dtype)[:40] if dtype else None,
         )
+
+
+_MISSING = object()
+
+
+def _int(d: dict, key: str, where: object, low: int, high: int, default=_MISSING) -> int:
+    """d[key] as an integer in low..high (an integral float such as 8.0 is taken); CheckpointError
+    naming the file and the key otherwise. `default` when the key is absent (or null)."""
+    value = d.get(key)
+    if value is None:
+        if default is _MISSING:
+            raise CheckpointError(f"{where}: {key} is missing")
+        return default
+    ok = isinstance(value, int) or (isinstance(value, float) and math.isfinite(value) and value == int(value))
+    if isinstance(value, bool) or not ok or not low <= int(value) <= high:
+        raise CheckpointError(f"{where}: {key} is {str(value)[:40]}; the engine takes an integer in {low}..{high}")
+    return int(value)
+
+
+def _num(d: dict, key: str, where: object, low: float, high: float, default: float) -> float:
+    """d[key] as a finite number in (low, high]; CheckpointError naming the file and the key otherwise."""
+    value = d.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not low < value <= high:
+        raise CheckpointError(f"{where}: {key} is {str(value)[:40]}; the engine takes a number in ({low:g}, {high:g}]")
+    return float(value)
+
+
+def _dict(value, where: object, key: str) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise CheckpointError(f"{where}: {key} must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _backbone_from_config(llm, where: Path) -> BackboneConfig:
+    """The body's sizes from config.json's llm_config, each checked against sane bounds."""
+    if not isinstance(llm, dict) or llm.get("model_type") != "qwen3":
+        raise CheckpointError(f"{where}: llm_config must describe a 'qwen3' model")
+    rope = _dict(llm.get("rope_parameters"), where, "llm_config.rope_parameters")
+    if rope.get("rope_type", "default") != "default" or llm.get("rope_scaling"):
+        raise CheckpointError(f"{where}: only the default RoPE is supported, got {rope or llm.get('rope_scaling')}")
+    layer_types = llm.get("layer_types") or []
+    if llm.get("use_sliding_window") or not isinstance(layer_types, list) or any(t != "full_attention" for t in layer_types):
+        raise CheckpointError(f"{where}: every layer must use full attention (no sliding window)")
+    if llm.get("attention_bias"):
+        raise CheckpointError(f"{where}: attention_bias is true; the engine supports Qwen3 without biases")
+    if llm.get("hidden_act", "silu") != "silu":
+        raise CheckpointError(f"{where}: hidden_act {str(llm.get('hidden_act'))[:40]!r} is not supported (silu only)")
+    w = f"{where}: llm_config"
+    hidden = _int(llm, "hidden_size", w, 1, 1 << 16)
+    heads = _int(llm, "num_attention_heads", w, 1, 1024)
+    kv_heads = _int(llm, "num_key_value_heads", w, 1, heads, heads)
+    if heads % kv_heads:
+        raise CheckpointError(f"{where}: num_attention_heads must be a multiple of num_key_value_heads")
+    theta = rope.get("rope_theta", llm.get("rope_theta"))
+    return BackboneConfig(
+        hidden_size=hidden,
+        num_hidden_layers=_int(llm, "num_hidden_layers", w, 1, 512),
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        head_dim=_int(llm, "head_dim", w, 1, 4096, hidden // heads) or hidden // heads,
+        intermediate_size=_int(llm, "intermediate_size", w, 1, 1 << 20),
+        vocab_size=_int(llm, "vocab_size", w, 1, 1 << 22),
+        rms_norm_eps=_num(llm, "rms_norm_eps", w, 0.0, 1.0, BackboneConfig.rms_norm_eps),
+        rope_theta=_num({"rope_theta": theta}, "rope_theta", w, 0.0, 1e12, BackboneConfig.rope_theta),
+        max_position_embeddings=_int(llm, "max_position_embeddings", w, 1, 1 << 24, 40960),
+        tie_word_embeddings=bool(llm.get("tie_word_embeddings", True)),
+    )
+
+
+def _ratios(ac: dict, key: str, where: object, default: tuple[int, ...]) -> tuple[int, ...]:
+    value = ac.get(key, default)
+    if not isinstance(value, (list, tuple)) or not 1 <= len(value) <= 16:
+        raise CheckpointError(f"{where}: acoustic_model_config.{key} must be a list of 1 to 16 integers")
+    return tuple(_int({key: r}, key, where, 1, 64) for r in value)
 
 
 def _codec_from_config(c: dict, where: Path) -> CodecConfig:
+    """The codec's sizes from audio_tokenizer/config.json, each checked against sane bounds."""
     if c.get("model_type") != "higgs_audio_v2_tokenizer":
         raise CheckpointError(f"{where}: model_type is {c.get('model_type')!r}, expected 'higgs_audio_v2_tokenizer'")
-    ac = c.get("acoustic_model_config") or {}
-    sc = c.get("semantic_model_config") or {}
-    try:
-        up = tuple(int(r) for r in ac.get("upsampling_ratios", CodecConfig.upsampling_ratios))
-        down = tuple(int(r) for r in ac.get("downsampling_ratios", CodecConfig.downsampling_ratios))
-        sample_rate = int(c.get("sample_rate", 24000))
-        hop = math.prod(up)
-        bandwidths = c.get("target_bandwidths", [0.5, 1, 1.5, 2])
-        codebook_size = int(c.get("codebook_size", 1024))
-        frame_rate = math.ceil(sample_rate / hop)
-        bits = int(math.log2(codebook_size))
-        n_q = int(1000 * float(bandwidths[-1]) // (frame_rate * bits))
-        codec = CodecConfig(
-            sample_rate=sample_rate,
-            hop_length=hop,
-            num_quantizers=n_q,
-            codebook_size=codebook_size,
-            codebook_dim=int(c.get("codebook_dim", 64)),
-            acoustic_hidden_size=int(ac.get("hidden_size", 256)),
-            semantic_hidden_size=int(sc.get("hidden_size", 768)),
-            decoder_hidden_size=int(ac.get("decoder_hidden_size", 1024)),
-            encoder_hidden_size=int(ac.get("encoder_hidden_size", 64)),
-            upsampling_ratios=up,
-            downsampling_ratios=down,
-            semantic_sample_rate=int(c.get("semantic_sample_rate", 16000)),
-            downsample_factor=int(c.get("downsample_factor", 320)),
-        )
-    except (TypeError, ValueError, IndexError) as e:
-        raise CheckpointError(f"{where}: bad codec configuration ({e})") from None
+    ac = _dict(c.get("acoustic_model_config"), where, "acoustic_model_config")
+    sc = _dict(c.get("semantic_model_config"), where, "semantic_model_config")
+    up = _ratios(ac, "upsampling_ratios", where, CodecConfig.upsampling_ratios)
+    down = _ratios(ac, "downsampling_ratios", where, CodecConfig.downsampling_ratios)
+    sample_rate = _int(c, "sample_rate", where, 1000, 384_000, 24000)
+    hop = math.prod(up)
+    bandwidths = c.get("target_bandwidths", [0.5, 1, 1.5, 2])
+    if not isinstance(bandwidths, list) or not bandwidths:
+        raise CheckpointError(f"{where}: target_bandwidths must be a non-empty list of numbers")
+    top = _num({"target_bandwidths": bandwidths[-1]}, "target_bandwidths", where, 0.0, 1e4, 2.0)
+    codebook_size = _int(c, "codebook_size", where, 2, 1 << 20, 1024)
+    frame_rate = math.ceil(sample_rate / hop)
+    n_q = int(1000 * top // (frame_rate * int(math.log2(codebook_size))))
+    if not 1 <= n_q <= 64:
+        raise CheckpointError(f"{where}: target_bandwidths give {n_q} quantizers; the engine takes 1..64")
+    codec = CodecConfig(
+        sample_rate=sample_rate,
+        hop_length=hop,
+        num_quantizers=n_q,
+        codebook_size=codebook_size,
+        codebook_dim=_int(c, "codebook_dim", where, 1, 4096, 64),
+        acoustic_hidden_size=_int(ac, "hidden_size", where, 1, 1 << 16, 256),
+        semantic_hidden_size=_int(sc, "hidden_size", where, 1, 1 << 16, 768),
+        decoder_hidden_size=_int(ac, "decoder_hidden_size", where, 1, 1 << 16, 1024),
+        encoder_hidden_size=_int(ac, "encoder_hidden_size", where, 1, 1 << 16, 64),
+        upsampling_ratios=up,
+        downsampling_ratios=down,
+        semantic_sample_rate=_int(c, "semantic_sample_rate", where, 1000, 384_000, 16000),
+        downsample_factor=_int(c, "downsample_factor", where, 1, 100_000, 320),
+    )
     if math.prod(down) != hop:
         raise CheckpointError(f"{where}: downsampling ratios {down} and upsampling ratios {up} give different hops")
     return codec
 
 
+MAX_CONFIG_BYTES = 16 << 20  # a config.json is a few kB
+
+
 def _read_json(path: Path) -> dict:
+    """A config file's JSON object; CheckpointError when missing, too large, not JSON or not an object."""
     try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
+        with open(path, "rb") as f:
+            raw = f.read(MAX_CONFIG_BYTES + 1)
+        if len(raw) > MAX_CONFIG_BYTES:
+            raise CheckpointError(f"{path} is over {MAX_CONFIG_BYTES >> 20} MiB: not a model configuration")
+        data = json.loads(raw.decode("utf-8"))
     except FileNotFoundError:
         raise CheckpointError(f"checkpoint file missing: {path}") from None
-    except (OSError, json.JSONDecodeError) as e:
-        raise CheckpointError(f"cannot read {path}: {e}") from None
+    except (OSError, ValueError, RecursionError) as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise CheckpointError(f"cannot read {path}: {str(e)[:200] or type(e).__name__}") from None
+    if not isinstance(data, dict):
+        raise CheckpointError(f"{path} is not a JSON object (got {type(data).__name__}): not a model configuration")
+    return data
 
 
 @dataclass(frozen=True)

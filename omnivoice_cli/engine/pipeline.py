@@ -87,7 +87,9 @@ def validate_request(req: Request, cfg: ModelConfig | None = None) -> list[str]:
 
 
 def _check_voice(ref: "VoicePrompt", cfg: ModelConfig) -> None:
-    """A voice's transcript and codes fit this model (InvalidRequest about the setting "voice")."""
+    """A voice's transcript and codes fit this model and its bounds (InvalidRequest about the
+    setting "voice"): codes [codebooks, 1..max_ref_seconds of frames], a transcript that reads
+    at most 4x as long as that."""
     if not (ref.text or "").strip():
         raise InvalidRequest("the reference transcript is empty: give the words spoken in the reference audio", "voice")
     codes = ref.codes
@@ -96,10 +98,28 @@ def _check_voice(ref: "VoicePrompt", cfg: ModelConfig) -> None:
             f"the voice's codes have shape {list(codes.shape)}; this model needs "
             f"[{cfg.num_audio_codebook}, frames] (was the voice made for another model?)", "voice"
         )  # fmt: skip
+    if codes.shape[-1] > cfg.max_ref_seconds * cfg.frame_rate:
+        raise InvalidRequest(
+            f"the voice holds {codes.shape[-1] / cfg.frame_rate:.1f} s of audio: at most {cfg.max_ref_seconds:g} s "
+            "(3-10 s is best)", "voice"
+        )  # fmt: skip
     if codes.dtype.is_floating_point or int(codes.min()) < 0 or int(codes.max()) >= cfg.audio_mask_id:
         raise InvalidRequest(
             f"the voice's codes are out of range: this model's codes are integers in 0..{cfg.audio_mask_id - 1}", "voice"
         )
+    check_transcript(ref.text, cfg, "voice")
+
+
+def check_transcript(text: str, cfg: ModelConfig | None = None, setting: str | None = None) -> None:
+    """A reference transcript reads at most 4x as long as the longest reference (InvalidRequest)."""
+    from .text import speech_seconds
+
+    cfg = cfg or ModelConfig()
+    if len(text) > 100_000 or speech_seconds(text) > 4 * cfg.max_ref_seconds:
+        raise InvalidRequest(
+            f"the reference transcript is too long for a reference of at most {cfg.max_ref_seconds:g} s: "
+            "give only the words spoken in the recording", setting
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -122,6 +142,7 @@ class Plan:
     gaps: list[float]  # seconds of silence before, between and after the parts
     n_parts: int
     tokens: list = field(default_factory=list)  # codes of each piece, None until it is done
+    frames: list[int] = field(default_factory=list)  # frames each piece will generate (plan_request)
 
     def __post_init__(self) -> None:
         self.tokens = [None] * len(self.pieces)
@@ -131,25 +152,100 @@ def plan_request(req: Request, cfg: ModelConfig | None = None) -> Plan:
     """Cut a request into pieces: the parts between pause tags, and chunks of parts estimated
     longer than audio_chunk_threshold. Needs no model and no torch (only the text tables and the
     frame rate), so a dry run or an up-front size check can call it; the request should have
-    passed validate_request."""
+    passed validate_request.
+
+    Bounds (InvalidRequest, before anything is generated): no piece generates more than
+    max_target_seconds (a chunk estimated longer, e.g. text without sentence punctuation, is cut
+    at words, else characters: `text.cut_to_length`); at most max_pieces pieces; at most
+    max_request_seconds of audio, pauses included."""
     from . import text
 
     cfg = cfg or ModelConfig()
     g = req.generation
     parts, gaps = text.split_pauses(req.text)
+    if len(parts) > cfg.max_pieces:
+        raise InvalidRequest(f"the text has {len(parts)} parts between pause tags: at most {cfg.max_pieces}")
     ref = req.ref
     ref_text, ref_len = (ref.text, ref.codes.shape[-1]) if ref else (None, None)
     threshold = g.audio_chunk_threshold * cfg.frame_rate
+    targets = [text.resolve_target_len(part, ref_text, ref_len, req.speed, req.duration, cfg.frame_rate)
+               for part in parts]  # fmt: skip
+    _check_length(sum(t for t, _ in targets), gaps, cfg)
     pieces: list[Piece] = []
-    for p, part in enumerate(parts):
-        target, eff_speed = text.resolve_target_len(part, ref_text, ref_len, req.speed, req.duration, cfg.frame_rate)
+    for p, (part, (target, eff_speed)) in enumerate(zip(parts, targets)):
         if target <= threshold:
             pieces.append(Piece(p, 0, part, target))
             continue
         chunk_len = text.chunk_len_for(part, target, g.audio_chunk_duration, cfg.frame_rate)
-        for c, chunk in enumerate(text.chunk_text(part, chunk_len)):
-            pieces.append(Piece(p, c, chunk, None, eff_speed))
-    return Plan(req, pieces, gaps, len(parts))
+        pieces += [Piece(p, c, chunk, None, eff_speed) for c, chunk in enumerate(text.chunk_text(part, chunk_len))]
+    voice = (ref_text, ref_len) if ref is not None else None
+    pieces, frames = _fit_pieces(pieces, voice, cfg, g.audio_chunk_duration * cfg.frame_rate)
+    _check_length(sum(frames), gaps, cfg)
+    plan = Plan(req, pieces, gaps, len(parts))
+    plan.frames = frames
+    return plan
+
+
+def _check_length(frames: int, gaps: list[float], cfg: ModelConfig) -> None:
+    seconds = frames / cfg.frame_rate + sum(gaps)
+    if seconds > cfg.max_request_seconds:
+        raise InvalidRequest(
+            f"the text would take about {seconds / 3600:.1f} h to say: at most {cfg.max_request_seconds / 3600:g} h "
+            "of audio in one request (split the text)"
+        )
+
+
+def piece_frames(piece: Piece, ref_text: str | None, ref_len: int | None, frame_rate: float) -> int:
+    """Frames a piece generates (as Engine.prepare computes them): its own target, or a chunk's
+    estimate against its voice (`ref_text` spoken in `ref_len` frames; None: the yardstick)."""
+    from .text import resolve_target_len
+
+    if piece.target_len is not None:
+        return piece.target_len
+    return resolve_target_len(piece.text, ref_text, ref_len, piece.speed, None, frame_rate)[0]
+
+
+MIN_CUT_CHARS = 8  # a piece cut shorter than this to fit means the speed or voice is absurd: refused
+
+
+def _fit_pieces(pieces: list[Piece], ref: tuple | None, cfg: ModelConfig, preferred: float):
+    """(pieces, frames of each): every piece cut until it generates at most max_target_seconds.
+
+    `ref`: (transcript, frames) of the request's voice. Without one, piece 0 is the voice of the
+    others (as Engine.generate runs them), so it is fitted first and the others are estimated
+    against it. A piece too long is cut (`text.cut_to_length`) into pieces of about `preferred`
+    frames (the chunk duration); one that would have to be cut under MIN_CUT_CHARS characters
+    (a speed or a voice that makes a few letters last many seconds) is an InvalidRequest."""
+    from dataclasses import replace as _replace
+
+    from .text import cut_to_length
+
+    limit = int(cfg.max_target_seconds * cfg.frame_rate)
+    queue, out, frames = list(reversed(pieces)), [], []
+    while queue:
+        piece = queue.pop()
+        voice = ref if ref is not None else (out[0].text, frames[0]) if out else (None, None)
+        n = piece_frames(piece, *voice, cfg.frame_rate)
+        if n <= limit:
+            out.append(piece)
+            frames.append(n)
+            if len(out) > cfg.max_pieces:
+                raise InvalidRequest(f"the text is cut into more than {cfg.max_pieces} pieces: split the text")
+            continue
+        max_chars = int(len(piece.text) * min(0.9 * limit, max(preferred, 0.2 * limit)) / n)
+        cut = cut_to_length(piece.text, max_chars) if max_chars >= MIN_CUT_CHARS else []
+        if len(cut) < 2:
+            raise InvalidRequest(
+                f"{piece.text[:40]!r} would take {n / cfg.frame_rate:.0f} s to say at this speed and voice: one "
+                f"generation is at most {cfg.max_target_seconds:g} s (a higher speed, or a voice whose transcript "
+                "matches its recording)"
+            )
+        queue += [_replace(piece, text=t) for t in reversed(cut)]
+    chunks: dict[int, int] = {}
+    for k, piece in enumerate(out):  # number the chunks of each part again, in order
+        out[k] = _replace(piece, chunk=chunks.setdefault(piece.part, 0))
+        chunks[piece.part] += 1
+    return out, frames
 
 
 def piece_spans(parts: list[int], extents: list[tuple[int, int]], placed: list[tuple[int, list]]) -> list[tuple[int, int]]:
@@ -249,6 +345,11 @@ class Engine:
                 piece.text, ref.text if ref else None, ref.codes.shape[-1] if ref else None,
                 piece.speed, None, self.cfg.frame_rate,
             )  # fmt: skip
+        if target > self.cfg.max_target_seconds * self.cfg.frame_rate:
+            raise InvalidRequest(
+                f"one generation would be {target / self.cfg.frame_rate:.1f} s long: at most "
+                f"{self.cfg.max_target_seconds:g} s (a longer text is cut into pieces by Engine.generate)"
+            )
         canvas = build_canvas(
             self.tokenizer,
             piece.text,
@@ -261,6 +362,12 @@ class Engine:
             num_codebooks=self.cfg.num_audio_codebook,
             mask_id=self.cfg.audio_mask_id,
         )
+        positions = canvas.length + (target if req.generation.guidance_scale != 0 else 0)
+        if positions > self.cfg.max_packed_tokens:
+            raise InvalidRequest(
+                f"one generation needs {positions} canvas positions (text, reference and audio): at most "
+                f"{self.cfg.max_packed_tokens} (a shorter text piece or reference)"
+            )
         return make_job(canvas, req.generation, req.seed if seed is None else seed, self.cfg.audio_mask_id, self.device)
 
     def generate(
@@ -268,6 +375,7 @@ class Engine:
         requests: list[Request],
         on_step: StepCallback | None = None,
         on_result: Callable[[int, Result], None] | None = None,
+        on_error: Callable[[int, Exception], None] | None = None,
     ) -> list[Result]:
         """Synthesise every request; the order of results follows the requests.
 
@@ -275,62 +383,30 @@ class Engine:
         on_result(index, result) is called as soon as one is finished (so a caller can save it).
         A long text is cut into chunks (and at pause tags): with a reference voice every chunk uses
         it; without one, the first chunk is generated first and is the reference of the others.
+
+        A request that fails on its own (its checks, its size, preparing or decoding one of its
+        pieces) fails alone: with `on_error`, on_error(index, error) is called, its result is None
+        and the others go on; without it, a request that fails its checks raises before anything
+        runs, and one failing later raises once the others are finished.
         """
         from .generation import run_jobs
-        from .voice import VoicePrompt
 
-        warnings = [validate_request(req, self.cfg) for req in requests]
-        plans = [self.plan(req) for req in requests]
-        results: list[Result | None] = [None] * len(requests)
-        owner: dict[int, tuple[int, int]] = {}  # id(job) -> (request index, piece index)
-
-        def job_for(i: int, k: int, ref: VoicePrompt | None = None):
-            job = self.prepare(requests[i], plans[i].pieces[k], ref=ref, seed=requests[i].seed + k)
-            owner[id(job)] = (i, k)
-            return job
-
-        first = []
-        for i, (req, plan) in enumerate(zip(requests, plans)):
-            n = len(plan.pieces)
-            # with a reference (or a single piece) every piece can start now; else piece 0 first
-            first += [job_for(i, k) for k in range(n if req.ref is not None else 1)]
-
-        def done(job):
-            i, k = owner.pop(id(job))
-            plan = plans[i]
-            plan.tokens[k] = job.tokens.cpu()  # decoded when the whole text is done, one chunk at a time
-            new = []
-            if k == 0 and requests[i].ref is None and len(plan.pieces) > 1:
-                voice = VoicePrompt(job.tokens, plan.pieces[0].text, None)  # chunk 0 speaks for the rest
-                new = [job_for(i, j, voice) for j in range(1, len(plan.pieces))]
-            if all(t is not None for t in plan.tokens):
-                results[i] = self._finish(plan, warnings[i])
-                if on_result:
-                    on_result(i, results[i])
-            return new
-
-        def pending_forwards() -> int:
-            return sum(
-                (len(plan.pieces) - 1) * req.generation.num_step
-                for req, plan in zip(requests, plans)
-                if req.ref is None and plan.tokens[0] is None and len(plan.pieces) > 1
+        run = _GenerateRun(self, requests, on_step, on_result, on_error)
+        first = run.start()
+        if first:
+            run_jobs(
+                self.model,
+                first,
+                mask_id=self.cfg.audio_mask_id,
+                max_batch_size=self.cfg.max_batch_size,
+                max_packed_tokens=self.cfg.max_packed_tokens,
+                on_step=run.step,
+                on_done=run.done,
+                forward=self.forward,
             )
-
-        def step(done_forwards: int, planned: int) -> None:
-            if on_step:
-                on_step(done_forwards, planned + pending_forwards())
-
-        run_jobs(
-            self.model,
-            first,
-            mask_id=self.cfg.audio_mask_id,
-            max_batch_size=self.cfg.max_batch_size,
-            max_packed_tokens=self.cfg.max_packed_tokens,
-            on_step=step,
-            on_done=done,
-            forward=self.forward,
-        )
-        return results  # type: ignore[return-value]
+        if run.errors and on_error is None:
+            raise next(iter(run.errors.values()))
+        return run.results  # type: ignore[return-value]
 
     def _decode(self, tokens):
         import torch
@@ -407,3 +483,93 @@ class Engine:
         plan = Plan(req, [Piece(0, 0, req.text, job.canvas.target_len)], [0.0, 0.0], 1)
         plan.tokens[0] = job.tokens.cpu()
         return self._finish(plan, warnings or [])
+
+
+class _GenerateRun:
+    """The state of one Engine.generate call: plans, jobs and results, a failure kept to its request."""
+
+    def __init__(self, engine: Engine, requests: list[Request], on_step, on_result, on_error) -> None:
+        self.engine, self.requests = engine, requests
+        self.on_step, self.on_result, self.on_error = on_step, on_result, on_error
+        self.plans: list[Plan | None] = [None] * len(requests)
+        self.warnings: list[list[str]] = [[] for _ in requests]
+        self.results: list[Result | None] = [None] * len(requests)
+        self.errors: dict[int, Exception] = {}
+        self.owner: dict[int, tuple[int, int]] = {}  # id(job) -> (request index, piece index)
+
+    def fail(self, i: int, error: Exception) -> None:
+        """Request i failed: report it (once); its jobs still in the loop are ignored when done."""
+        if i in self.errors:
+            return
+        self.errors[i] = error
+        if self.on_error is not None:
+            self.on_error(i, error)
+
+    def start(self) -> list:
+        """Check and plan every request; the jobs that can start now."""
+        for i, req in enumerate(self.requests):
+            try:
+                self.warnings[i] = validate_request(req, self.engine.cfg)
+                self.plans[i] = self.engine.plan(req)
+            except Exception as e:  # this request only
+                if self.on_error is None:
+                    raise
+                self.fail(i, e)
+        first = []
+        for i, (req, plan) in enumerate(zip(self.requests, self.plans)):
+            if plan is None:
+                continue
+            # with a reference (or a single piece) every piece can start now; else piece 0 first
+            jobs = self._jobs(i, range(len(plan.pieces) if req.ref is not None else 1))
+            first += jobs or []
+        return first
+
+    def _jobs(self, i: int, ks, ref: "VoicePrompt | None" = None) -> list | None:
+        """The jobs of request i's pieces ks (None when preparing one fails: the request fails)."""
+        req, plan = self.requests[i], self.plans[i]
+        jobs = []
+        try:
+            for k in ks:
+                job = self.engine.prepare(req, plan.pieces[k], ref=ref, seed=req.seed + k)
+                jobs.append(job)
+        except Exception as e:
+            self.fail(i, e)
+            return None
+        for k, job in zip(ks, jobs):
+            self.owner[id(job)] = (i, k)
+        return jobs
+
+    def done(self, job) -> list:
+        """A job finished: keep its codes; queue what waited for it; finish its request when complete."""
+        from .voice import VoicePrompt
+
+        i, k = self.owner.pop(id(job))
+        plan = self.plans[i]
+        if i in self.errors:
+            return []
+        plan.tokens[k] = job.tokens.cpu()  # decoded when the whole text is done, one chunk at a time
+        new = []
+        if k == 0 and self.requests[i].ref is None and len(plan.pieces) > 1:
+            voice = VoicePrompt(job.tokens, plan.pieces[0].text, None)  # chunk 0 speaks for the rest
+            new = self._jobs(i, range(1, len(plan.pieces)), voice) or []
+        if all(t is not None for t in plan.tokens):
+            try:
+                self.results[i] = self.engine._finish(plan, self.warnings[i])
+            except Exception as e:  # decoding this request only
+                self.fail(i, e)
+                return new
+            if self.on_result:
+                self.on_result(i, self.results[i])
+        return new
+
+    def pending_forwards(self) -> int:
+        return sum(
+            (len(plan.pieces) - 1) * req.generation.num_step
+            for i, (req, plan) in enumerate(zip(self.requests, self.plans))
+            if plan is not None and i not in self.errors and req.ref is None and plan.tokens[0] is None
+            and len(plan.pieces) > 1
+        )  # fmt: skip
+
+    def step(self, done_forwards: int, planned: int) -> None:
+        if self.on_step:
+            self.on_step(done_forwards, planned + self.pending_forwards())

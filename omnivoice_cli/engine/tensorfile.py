@@ -66,8 +66,8 @@ def _read_header(path: Path) -> tuple[dict, int, int]:
             raise ValueError("the header is not a JSON object")
     except FileNotFoundError:
         raise TensorFileError(path, "no such file", f"checkpoint file missing: {path}", missing=True) from None
-    except (OSError, ValueError, UnicodeDecodeError) as e:
-        raise TensorFileError(path, str(e)) from None
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError) as e:
+        raise TensorFileError(path, str(e)[:200] or type(e).__name__) from None
     return header, 8 + n, size
 
 
@@ -80,6 +80,8 @@ def _entry(path: Path, name: str, info) -> tuple[str, list[int], int, int]:
         shape = [int(s) for s in info["shape"]]
     except (KeyError, TypeError, ValueError):
         raise TensorFileError(path, f"bad header entry for tensor {name!r}") from None
+    if any(s < 0 for s in shape) or len(shape) > 8:
+        raise TensorFileError(path, f"bad shape {shape[:9]} for tensor {name!r}")
     numel = 1
     for s in shape:
         numel *= s
@@ -95,7 +97,9 @@ class SafetensorsFile:
         self.path = Path(path)
         header, self.data_start, size = _read_header(self.path)
         meta = header.pop("__metadata__", None)
-        self.metadata: dict[str, str] = dict(meta) if isinstance(meta, dict) else {}
+        if meta is not None and (not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values())):
+            raise TensorFileError(self.path, "its __metadata__ is not a map of strings")
+        self.metadata: dict[str, str] = dict(meta) if meta else {}
         self.entries = {name: _entry(self.path, name, info) for name, info in header.items()}
         end_max = max((e[3] for e in self.entries.values()), default=0)
         if self.data_start + end_max > size:

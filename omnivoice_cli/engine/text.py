@@ -9,7 +9,8 @@ These are small pure functions that reproduce the reference (omnivoice 0.2.1) ex
 - `estimate_target_tokens`, `resolve_target_len`: how many audio frames to generate
   (`data/duration.json`); `speech_seconds`, `check_ref_transcript`: a transcript's speaking time
   against its recording's length.
-- `chunk_text`, `chunk_len_for`: splitting long text (`data/text.json`).
+- `chunk_text`, `chunk_len_for`: splitting long text (`data/text.json`); `cut_to_length`: cutting a
+  stretch without sentence punctuation at words (else characters) so no generation exceeds its bound.
 
 Tables are read from the package's `data/` folder with `importlib.resources`.
 """
@@ -49,6 +50,7 @@ __all__ = [
     "resolve_target_len",
     "chunk_len_for",
     "chunk_text",
+    "cut_to_length",
     "speech_seconds",
     "check_ref_transcript",
 ]
@@ -141,6 +143,7 @@ class TextTokenizer:
 # --------------------------------------------------------------------------------------------
 
 _ZH_RE = re.compile(r"[\u4e00-\u9fff]")  # CJK Unified Ideographs: "the text is Chinese"
+MAX_INSTRUCT_ITEMS = 12  # more items than this cannot be valid (one per category): refused before any lookup
 
 
 def contains_chinese(text: str | None) -> bool:
@@ -215,6 +218,11 @@ def resolve_instruct(instruct: str | None, use_zh: bool = False) -> str | None:
     valid = set(t.all_valid)
 
     raw_items = [x for x in re.split(r"\s*[,，]\s*", instruct_str) if x]
+    if len(raw_items) > MAX_INSTRUCT_ITEMS:
+        raise InvalidRequest(
+            f"instruct has {len(raw_items)} items: at most one per category ({len(t.categories)} categories: "
+            "gender, age, pitch, style, accent, dialect; run `omnivoice instructs` for the list)"
+        )
     normalised: list[str] = []
     unknown: list[str] = []
     for raw in raw_items:
@@ -228,9 +236,10 @@ def resolve_instruct(instruct: str | None, use_zh: bool = False) -> str | None:
         else:
             unknown.append(f"'{raw}'")
     if unknown:
+        more = f"; and {len(unknown) - 5} more" if len(unknown) > 5 else ""
         raise InvalidRequest(
-            f"unsupported instruct item{'s' if len(unknown) > 1 else ''} in '{instruct_str}': "
-            + "; ".join(unknown)
+            f"unsupported instruct item{'s' if len(unknown) > 1 else ''} in '{instruct_str[:200]}': "
+            + "; ".join(unknown[:5]) + more
             + ". Use only English items joined by ', ' or only Chinese items joined by '，' "
             "(run `omnivoice instructs` for the list)."
         )
@@ -550,6 +559,42 @@ def chunk_text(text: str, chunk_len: int, min_chunk_len: int | None = 3) -> list
     return [c for c in out if c]
 
 
+_TAG_OR_SPACE_RE = re.compile(r"\[[^\[\]]*\]|\s+")  # a bracketed tag ([laughter], [B EY1 S]) or a space run
+
+
+def _words(text: str) -> list[str]:
+    """`text` as words, each with the spaces after it; a bracketed tag is one word (never cut)."""
+    words, start, pos = [], 0, 0
+    for m in _TAG_OR_SPACE_RE.finditer(text):
+        if m.group()[0] != "[":  # a space run ends the word before it
+            words.append(text[start : m.end()])
+            start = m.end()
+        pos = m.end()
+    if start < len(text):
+        words.append(text[start:])
+    return [w for w in words if w]
+
+
+def cut_to_length(text: str, max_chars: int) -> list[str]:
+    """Cut `text` into pieces of at most `max_chars` characters (stripped, none empty), for a
+    stretch too long for one generation that has no sentence punctuation to cut at: at spaces
+    (a bracketed tag stays whole), and a word longer than `max_chars` (or text without spaces,
+    as Chinese is written) at characters."""
+    max_chars = max(1, int(max_chars))
+    pieces: list[str] = []
+    cur = ""
+    for word in _words(text):
+        if len(cur) + len(word.rstrip()) > max_chars and cur.strip():
+            pieces.append(cur)
+            cur = ""
+        while len(word.rstrip()) > max_chars:  # a word (or a text without spaces) too long alone
+            pieces.append(word[:max_chars])
+            word = word[max_chars:]
+        cur += word
+    pieces.append(cur)
+    return [p.strip() for p in pieces if p.strip()]
+
+
 
 # --------------------------------------------------------------------------------------------
 # Pause tags
@@ -558,7 +603,8 @@ def chunk_text(text: str, chunk_len: int, min_chunk_len: int | None = 3) -> list
 _PAUSE_ANY_RE = re.compile(r"\[\s*pause\b[^\]]*\]?", re.IGNORECASE)
 _PAUSE_RE = re.compile(r"\[pause(?:\s+(\d+(?:\.\d+)?|\.\d+)\s*(s|ms))?\]", re.IGNORECASE)
 DEFAULT_PAUSE_SECONDS = 0.5
-MAX_PAUSE_SECONDS = 60.0
+MAX_PAUSE_SECONDS = 60.0  # one tag (adjacent tags add up, so this bounds a tag, not a gap)
+MAX_TOTAL_PAUSE_SECONDS = 3600.0  # all pause tags of one text together
 
 
 def split_pauses(text: str) -> tuple[list[str], list[float]]:
@@ -566,7 +612,8 @@ def split_pauses(text: str) -> tuple[list[str], list[float]]:
 
     Returns (parts, gaps): the non-empty text parts, and len(parts) + 1 silences in seconds
     (gaps[0] before the first part, gaps[-1] after the last, gaps[i] between parts i-1 and i;
-    adjacent tags add up). A tag that starts like a pause but is not one of these forms is an
+    adjacent tags add up). A tag that starts like a pause but is not one of these forms, a tag over
+    MAX_PAUSE_SECONDS, or tags adding up to more than MAX_TOTAL_PAUSE_SECONDS are an
     InvalidRequest naming it.
     """
     parts: list[str] = []
@@ -593,6 +640,11 @@ def split_pauses(text: str) -> tuple[list[str], list[float]]:
     if text[pos:].strip():
         parts.append(text[pos:])
         gaps.append(0.0)
+    total = sum(gaps)
+    if total > MAX_TOTAL_PAUSE_SECONDS:
+        raise InvalidRequest(
+            f"the pause tags add up to {total:g} s: at most {MAX_TOTAL_PAUSE_SECONDS:g} s of pauses in one text"
+        )
     return parts, gaps
 
 

@@ -13,8 +13,12 @@ What the reference (`OmniVoice.create_voice_clone_prompt`, omnivoice 0.2.1) does
   5. cut (not padded) to a multiple of the hop (960), encoded to codes [8, T_ref];
   6. with preprocess_prompt, the transcript ends in '.' ('。' for CJK) unless it already ends in
      punctuation (`text.add_punctuation`).
-On top of the reference, this module refuses references shorter than 0.5 s after preparation and
-reports unreadable or missing files as InvalidRequest naming the file.
+On top of the reference, this module refuses references shorter than 0.5 s or longer than 60 s
+after preparation, reports unreadable or missing files as InvalidRequest naming the file, and
+bounds what a file may cost before reading it: by its header, at most 300 s and 2**25 samples
+(all channels) are read, and a sample rate whose resampling kernel would be large (an odd rate
+such as 44101 Hz) is refused. Voice files are checked (shape, size, metadata) before any tensor
+of theirs is materialised.
 """
 
 from __future__ import annotations
@@ -29,7 +33,14 @@ from . import audio as audio_ops
 from .errors import InvalidRequest
 from .resample import resample
 from .text import add_punctuation
-from .voicefile import VOICE_FORMAT, VOICE_FORMAT_VERSION, open_voice_file, read_voice_metadata  # noqa: F401
+from .voicefile import (  # noqa: F401
+    VOICE_FORMAT,
+    VOICE_FORMAT_VERSION,
+    open_voice_file,
+    read_voice_metadata,
+    voice_rms,
+    voice_text,
+)
 
 SAMPLE_RATE = 24000  # codec rate
 HOP_LENGTH = 960  # codec samples per frame
@@ -39,6 +50,13 @@ MIN_SECONDS = 0.5  # shorter prepared references are refused
 TRIM_MAX_SECONDS = 15.0  # trim_long_audio: cut at a pause starting no later than this ...
 TRIM_MIN_SECONDS = 3.0  # ... keeping at least this much
 MID_SIL_MS, LEAD_SIL_MS, TRAIL_SIL_MS = 200, 100, 200  # silence removal on the reference
+MAX_PREPARED_SECONDS = 60.0  # longer prepared references are refused (ModelConfig.max_ref_seconds)
+MAX_FILE_SECONDS = 300.0  # a recording longer than this (by its header) is refused unread
+MAX_FILE_SAMPLES = 1 << 25  # frames x channels read from a recording at most (128 MiB as float32)
+MAX_KERNEL = 1 << 24  # elements of the resampling kernel (odd rates make it huge)
+MAX_PROMPT_BYTES = 64 << 20  # a reference `.pt` prompt file (a few kB in practice)
+MAX_VOICE_FRAMES = int(MAX_PREPARED_SECONDS * SAMPLE_RATE / HOP_LENGTH)  # codes of a voice at most
+MAX_CODEBOOKS = 64  # rows of a voice's codes at most (the model uses 8)
 
 
 @dataclass(frozen=True)
@@ -81,13 +99,59 @@ def read_audio(path: str | Path) -> tuple[np.ndarray, int]:
         raise InvalidRequest(f"reference audio file not found: {p}")
     if p.is_dir():
         raise InvalidRequest(f"reference audio {p} is a folder, not an audio file")
+    if not p.is_file():
+        raise InvalidRequest(f"reference audio {p} is not a regular file")
     try:
-        data, sr = sf.read(str(p), dtype="float32", always_2d=True)
+        with sf.SoundFile(str(p)) as f:
+            check_audio_header(p, f.frames, f.samplerate, f.channels)
+            data = f.read(frames=int(MAX_FILE_SECONDS * f.samplerate) + 1, dtype="float32", always_2d=True)
+            sr = f.samplerate
+    except InvalidRequest:
+        raise
     except (sf.SoundFileError, RuntimeError, OSError, ValueError, TypeError) as e:
         raise InvalidRequest(
             f"cannot read reference audio {p}: {e} (use a format libsndfile reads, e.g. WAV, FLAC, OGG, MP3)"
         ) from None
+    check_audio_header(p, len(data), sr, data.shape[1])  # a header may under-count
     return data.T, int(sr)
+
+
+def check_audio_header(source: object, frames: int, sample_rate: int, channels: int) -> None:
+    """Refuse a recording by what its header says, before it is read: its length, its samples
+    over all channels, its sample rate (positive, and cheap to resample to 24 kHz)."""
+    source = source if str(source).startswith("reference audio") else f"reference audio {source}"
+    if sample_rate <= 0 or channels <= 0:
+        raise InvalidRequest(f"{source}: its header says {sample_rate} Hz, {channels} channels")
+    if frames > MAX_FILE_SECONDS * sample_rate:
+        raise InvalidRequest(
+            f"{source} is {frames / sample_rate:.0f} s long: at most {MAX_FILE_SECONDS:g} s is read "
+            "(3-10 s is best): trim it"
+        )
+    if frames * channels > MAX_FILE_SAMPLES:
+        raise InvalidRequest(
+            f"{source} holds {frames * channels} samples ({channels} channels at {sample_rate} Hz): "
+            f"at most {MAX_FILE_SAMPLES}: convert it to mono at 24000 or 48000 Hz"
+        )
+    check_sample_rate(source, sample_rate)
+
+
+def check_sample_rate(source: object, sample_rate: int, target: int = SAMPLE_RATE) -> None:
+    """A rate whose resampling to `target` needs a kernel over MAX_KERNEL elements (rates with a
+    small common divisor, e.g. 44101 Hz: 24000 kernels of 44101 taps) is refused."""
+    import math
+
+    from .resample import reduced_rates
+
+    if sample_rate == target:
+        return
+    orig, new = reduced_rates(int(sample_rate), target)
+    half = math.ceil(6 * orig / (min(orig, new) * 0.99))
+    if new * (2 * half + orig) > MAX_KERNEL:
+        source = source if str(source).startswith("reference audio") else f"reference audio {source}"
+        raise InvalidRequest(
+            f"{source} has the unusual sample rate {sample_rate} Hz, too costly to resample: "
+            "convert it to 48000, 44100, 24000 or 16000 Hz"
+        )
 
 
 def to_mono(data: np.ndarray) -> np.ndarray:
@@ -110,6 +174,7 @@ def load_reference(path: str | Path, sample_rate: int = SAMPLE_RATE) -> np.ndarr
 
 def _mono_at_rate(data: np.ndarray, sr: int, sample_rate: int, source: object) -> np.ndarray:
     data = to_mono(data)
+    check_audio_header(source, data.shape[-1], sr, 1)
     if data.shape[-1] and not np.isfinite(data).all():
         raise InvalidRequest(f"reference audio {source} contains NaN or infinite samples")
     if sr != sample_rate:
@@ -206,6 +271,11 @@ def prepare_reference(
             )
 
     seconds = wav.shape[-1] / sample_rate
+    if seconds > MAX_PREPARED_SECONDS:
+        raise InvalidRequest(
+            f"{source} is {seconds:.1f} s long after silence removal: at most {MAX_PREPARED_SECONDS:g} s (3-10 s "
+            "is best): trim it"
+        )
     if seconds > MAX_SECONDS:
         warnings.append(
             f"{source} is {seconds:.1f}s long (>{MAX_SECONDS:.0f}s). This may cause slower generation, "
@@ -287,14 +357,27 @@ def save_voice(path: str | Path, voice: VoicePrompt, **meta: str) -> None:
     write_file(Path(path), {"codes": voice.codes.detach().to("cpu", torch.int64).contiguous()}, metadata)
 
 
+def check_codes_shape(path: object, shape: list[int] | tuple[int, ...]) -> None:
+    """A voice's codes must be [codebooks, frames], 1..MAX_CODEBOOKS rows and 1..MAX_VOICE_FRAMES
+    frames (checked before the codes are read or materialised)."""
+    if len(shape) != 2 or not 0 < shape[0] <= MAX_CODEBOOKS or shape[1] <= 0:
+        raise InvalidRequest(f"{path}: the voice's codes have shape {list(shape)}, expected [codebooks, frames]")
+    if shape[1] > MAX_VOICE_FRAMES:
+        raise InvalidRequest(
+            f"{path}: the voice holds {shape[1] * HOP_LENGTH / SAMPLE_RATE:.1f} s of audio: at most "
+            f"{MAX_PREPARED_SECONDS:g} s"
+        )
+
+
 def load_voice(path: str | Path) -> VoicePrompt:
     """Read a voice saved by `save_voice`."""
     file = open_voice_file(Path(path))
-    meta, codes = file.metadata, file.read("codes")
-    if codes.ndim != 2 or codes.dtype != torch.int64 or codes.numel() == 0:
-        raise InvalidRequest(f"{path}: the voice's codes have shape {list(codes.shape)}, expected [codebooks, frames]")
-    rms = float(meta["rms"]) if meta.get("rms") else None
-    return VoicePrompt(codes=codes, text=meta["text"], rms=rms)
+    meta = file.metadata
+    check_codes_shape(path, file.shape("codes"))
+    if file.dtype("codes") != torch.int64:
+        raise InvalidRequest(f"{path}: the voice's codes are {file.dtype('codes')}, expected int64")
+    text, rms = voice_text(path, meta.get("text"), "text"), voice_rms(path, meta.get("rms"), "rms")
+    return VoicePrompt(codes=file.read("codes"), text=text, rms=rms)
 
 
 def import_reference_prompt(path: str | Path) -> VoicePrompt:
@@ -303,9 +386,13 @@ def import_reference_prompt(path: str | Path) -> VoicePrompt:
     Loaded with `torch.load(weights_only=True)`: plain tensors and builtins only, never code."""
     path = Path(path)
     try:
+        if path.stat().st_size > MAX_PROMPT_BYTES:
+            raise InvalidRequest(f"{path} is over {MAX_PROMPT_BYTES >> 20} MiB: not a saved reference prompt")
         data = torch.load(str(path), map_location="cpu", weights_only=True)
     except FileNotFoundError:
         raise InvalidRequest(f"prompt file {path} does not exist") from None
+    except InvalidRequest:
+        raise
     except Exception as e:  # an unpickling error, a zip error, a non-weights object...
         raise InvalidRequest(f"{path} is not a saved reference prompt ({type(e).__name__})") from None
     if not isinstance(data, dict) or "format_version" not in data:
@@ -315,10 +402,10 @@ def import_reference_prompt(path: str | Path) -> VoicePrompt:
             f"{path} has prompt format version {data['format_version']!r}; supported: {REFERENCE_PT_VERSION}"
         )
     codes, text, rms = data.get("ref_audio_tokens"), data.get("ref_text"), data.get("ref_rms")
-    if not torch.is_tensor(codes) or codes.ndim != 2 or codes.dtype.is_floating_point:
+    if not torch.is_tensor(codes) or codes.ndim != 2 or codes.dtype.is_floating_point or codes.is_complex():
         raise InvalidRequest(f"{path}: ref_audio_tokens must be an integer tensor [codebooks, frames]")
-    if not isinstance(text, str) or not text.strip():
-        raise InvalidRequest(f"{path}: ref_text is missing or empty")
-    if not isinstance(rms, (int, float)):
+    check_codes_shape(path, tuple(codes.shape))  # before any copy: a broadcast view can claim any size
+    text = voice_text(path, text, "ref_text")
+    if not isinstance(rms, (int, float)) or isinstance(rms, bool):
         raise InvalidRequest(f"{path}: ref_rms is missing")
-    return VoicePrompt(codes=codes.to(torch.int64), text=text, rms=float(rms))
+    return VoicePrompt(codes=codes.to(torch.int64).contiguous().clone(), text=text, rms=voice_rms(path, rms, "ref_rms"))

@@ -5,6 +5,7 @@ voice list` and `voice show` start fast); `voice.py` reads and writes the codes.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from .errors import InvalidRequest
@@ -35,6 +36,37 @@ def open_voice_file(path: Path):
     return file
 
 
+MAX_TEXT_CHARS = 100_000  # a voice's transcript at most
+
+
+def voice_text(path: object, text: object, key: str = "text") -> str:
+    """A voice's transcript: a non-empty string of at most MAX_TEXT_CHARS (InvalidRequest otherwise)."""
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidRequest(f"{path}: the voice has no transcript ({key} is missing or empty)")
+    if len(text) > MAX_TEXT_CHARS:
+        raise InvalidRequest(f"{path}: the voice's transcript is {len(text)} characters long: at most {MAX_TEXT_CHARS}")
+    return text
+
+
+def voice_rms(path: object, value: object, key: str = "rms") -> float | None:
+    """A voice's level: a finite number >= 0, or None when not recorded (InvalidRequest otherwise)."""
+    if value is None or value == "":
+        return None
+    rms = None
+    if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        try:
+            rms = float(value)
+        except ValueError:
+            pass
+    if rms is None or not math.isfinite(rms) or rms < 0:
+        raise InvalidRequest(f"{path}: the voice's level ({key}) is {str(value)[:40]!r}, not a number >= 0")
+    return rms
+
+
 def read_voice_metadata(path: str | Path) -> dict[str, str]:
-    """The metadata of a saved voice file; InvalidRequest if it is not one of ours, or another version."""
-    return dict(open_voice_file(Path(path)).metadata)
+    """The metadata of a saved voice file; InvalidRequest if it is not one of ours, another version,
+    or its transcript or level is missing or broken."""
+    meta = dict(open_voice_file(Path(path)).metadata)
+    voice_text(path, meta.get("text"))
+    voice_rms(path, meta.get("rms"))
+    return meta
