@@ -30,11 +30,13 @@ imports this module but `omnivoice batch --ray`.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import math
 import os
 import signal
+import sys
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -257,7 +259,7 @@ def connect(ray: Any, options: ClusterOptions, echo: Any) -> None:
     quiet = dict(logging_level=logging.ERROR, log_to_driver=False)
     if options.address == "local":
         cpus = max(os.cpu_count() or 1, options.workers * options.cpus)
-        ray.init(num_cpus=cpus, include_dashboard=False, **quiet)
+        ray.init(address="local", num_cpus=cpus, include_dashboard=False, **quiet)  # a new one, even if one runs
         echo(f"Ray: started a local cluster ({cpus} CPUs)")
         return
     package = Path(__file__).resolve().parent  # the workers run this very code
@@ -266,7 +268,9 @@ def connect(ray: Any, options: ClusterOptions, echo: Any) -> None:
     except (ConnectionError, RuntimeError, ValueError) as e:
         auto = "(RAY_ADDRESS or a head started on this machine)"
         where = auto if options.address == "auto" else "at " + options.address
-        raise OmniVoiceError(f"cannot reach a Ray cluster {where}: {one_line(e)}") from None
+        hint = ("; a cluster with token authentication also needs RAY_AUTH_MODE=token (and its token in "
+                "RAY_AUTH_TOKEN or ~/.ray/auth_token)" if "RAY_AUTH_MODE" not in os.environ else "")  # fmt: skip
+        raise OmniVoiceError(f"cannot reach a Ray cluster {where}: {one_line(e)}{hint}") from None
     echo(f"Ray: connected to the cluster at {options.address}")
 
 
@@ -297,12 +301,14 @@ class RayExecutor:
         check_device(settings["device"], self.options)
         options = dataclasses.replace(self.options, cpus=settings["threads"] or 1)
         session = _Session(ray, options, run, out, signals)
-        try:
-            session.start(pending)
-            session.loop()
-        finally:
-            with signals.protect():  # a second Ctrl-C waits for the cluster to be let go
-                session.close()
+        # Ray prints what its raylets report (a worker that died) on stdout, which carries only data
+        with contextlib.redirect_stdout(sys.stderr):
+            try:
+                session.start(pending)
+                session.loop()
+            finally:
+                with signals.protect():  # a second Ctrl-C waits for the cluster to be let go
+                    session.close()
 
 
 class _Session:

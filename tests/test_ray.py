@@ -360,6 +360,18 @@ def _rows() -> list[dict]:
     return rows
 
 
+@pytest.fixture
+def ray_tmp(monkeypatch):
+    """Ray's files (sessions, logs, the address file) in a short folder of the test's own, removed after."""
+    import shutil
+    import tempfile
+
+    temp = tempfile.mkdtemp(prefix="ovr", dir="/tmp")  # short: Ray's socket paths are under it
+    monkeypatch.setenv("RAY_TMPDIR", temp)
+    yield temp
+    shutil.rmtree(temp, ignore_errors=True)
+
+
 RUN = ["--model", str(TINY_CKPT), "--threads", "1"]  # one torch thread each: float sums depend on the count
 CLUSTER = ["--ray", "local", "--workers", "2"]
 
@@ -388,7 +400,7 @@ def _same_as_local(out: Path, local: Path) -> dict[int, dict]:
 
 
 @slow
-def test_two_workers_give_the_bytes_of_a_local_batch(invoke, local_batch, tmp_path, home, monkeypatch):
+def test_two_workers_give_the_bytes_of_a_local_batch(invoke, local_batch, tmp_path, home, monkeypatch, ray_tmp):
     src, local = local_batch
     monkeypatch.setenv("PYTHONPATH", ENV["PYTHONPATH"])  # the workers import this checkout
     monkeypatch.setattr("omnivoice_cli.progress.stderr_is_terminal", lambda: True)  # the bars, fed by the workers
@@ -428,9 +440,9 @@ def _descendants(pid: int) -> dict[int, str]:
     return found
 
 
-def _start(src: Path, out: Path, tmp_path: Path) -> subprocess.Popen:
+def _start(src: Path, out: Path, tmp_path: Path, ray_tmp: str) -> subprocess.Popen:
     cmd = MAIN + ["batch", str(src), "-o", str(out), *RUN, *CLUSTER]
-    env = {**ENV, "OMNIVOICE_HOME": str(tmp_path / "home")}
+    env = {**ENV, "OMNIVOICE_HOME": str(tmp_path / "home"), "RAY_TMPDIR": ray_tmp}
     return subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
@@ -456,9 +468,9 @@ def _alive(pid: int) -> bool:
 
 
 @slow
-def test_a_worker_killed_mid_run_is_replaced(local_batch, tmp_path):
+def test_a_worker_killed_mid_run_is_replaced(local_batch, tmp_path, ray_tmp):
     src, local = local_batch
-    proc = _start(src, tmp_path / "out", tmp_path)
+    proc = _start(src, tmp_path / "out", tmp_path, ray_tmp)
     try:
         running = lambda: [p for p, c in _descendants(proc.pid).items() if c.startswith("ray::OmnivoiceWorker.run")]
         victim = _wait_for(proc, running)[0]
@@ -475,10 +487,10 @@ def test_a_worker_killed_mid_run_is_replaced(local_batch, tmp_path):
 
 
 @slow
-def test_ctrl_c_then_rerun(local_batch, tmp_path):
+def test_ctrl_c_then_rerun(local_batch, tmp_path, ray_tmp):
     src, local = local_batch
     out = tmp_path / "out"
-    proc = _start(src, out, tmp_path)
+    proc = _start(src, out, tmp_path, ray_tmp)
     try:
         cluster_pids = set()
 
@@ -505,7 +517,7 @@ def test_ctrl_c_then_rerun(local_batch, tmp_path):
     assert cluster_pids
     _wait_for(None, lambda: not [p for p in cluster_pids if _alive(p)], 30)  # the local cluster is gone
 
-    rerun = _start(src, out, tmp_path)
+    rerun = _start(src, out, tmp_path, ray_tmp)
     _, stderr = rerun.communicate(timeout=300)
     assert rerun.returncode == 0, stderr.decode()
     assert f"{len(finished)} skipped" in stderr.decode()
@@ -525,7 +537,7 @@ def _free_port() -> int:
 
 
 @slow
-def test_a_cluster_started_apart_runs_the_drivers_code(local_batch, tmp_path):
+def test_a_cluster_started_apart_runs_the_drivers_code(local_batch, tmp_path, ray_tmp):
     """`ray start --head` here, without this checkout on its path: --ray ADDRESS joins it, the
     workers run the driver's copy of the package (sent with the job), and the cluster stays up."""
     src, local = local_batch
@@ -534,7 +546,11 @@ def test_a_cluster_started_apart_runs_the_drivers_code(local_batch, tmp_path):
     ray_cli = Path(sys.executable).parent / "ray"
     if not ray_cli.exists():
         pytest.skip("no `ray` command beside this Python")
-    head_env = {k: v for k, v in ENV.items() if k != "PYTHONPATH"}
+    import secrets
+
+    auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16)}  # this cluster's own token
+    # RAY_TMPDIR (ray_tmp): the head's address file stays out of /tmp/ray, where any ray.init() would find it
+    head_env = {**{k: v for k, v in ENV.items() if k != "PYTHONPATH"}, **auth, "RAY_TMPDIR": ray_tmp}
     head = subprocess.Popen([str(ray_cli), "start", "--head", "--block", f"--port={port}", "--num-cpus=1",
                              "--include-dashboard=false", "--disable-usage-stats"], env=head_env, cwd=tmp_path,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
@@ -544,7 +560,7 @@ def test_a_cluster_started_apart_runs_the_drivers_code(local_batch, tmp_path):
         _wait_for(head, lambda: socket.socket().connect_ex(("127.0.0.1", port)) == 0, 120)
         cmd = MAIN + ["batch", str(small), "-o", str(tmp_path / "out"), *RUN, "--ray", f"127.0.0.1:{port}"]
         proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=300,
-                              env={**ENV, "OMNIVOICE_HOME": str(tmp_path / "home")})  # fmt: skip
+                              env={**ENV, **auth, "RAY_TMPDIR": ray_tmp, "OMNIVOICE_HOME": str(tmp_path / "home")})
         assert proc.returncode == 0, proc.stderr
         assert f"Ray: connected to the cluster at 127.0.0.1:{port}" in proc.stderr and proc.stdout == ""
         assert head.poll() is None  # not ours to stop

@@ -92,16 +92,16 @@ def batch(
     ray: Optional[str] = typer.Option(
         None, "--ray", metavar="ADDRESS|auto|local", show_default=False, rich_help_panel="Cluster",
         help="Speak the lines on a Ray cluster: local starts one on this machine, auto joins the one RAY_ADDRESS "
-             "or a running head names, or give its address (needs pip install 'omnivoice-cli[ray]').",
+             "or a running head names, or give its address (needs pip install 'omnivoice-cli[ray]'). Default: off.",
     ),
     workers: Optional[int] = typer.Option(
         None, "--workers", metavar="N", show_default=False, rich_help_panel="Cluster",
-        help="With --ray: engines on the cluster, each loading the model once (each takes --threads CPU cores, "
-             "default 1) [default: 1].",
+        help="With --ray: engines on the cluster, each loading the model once and taking --threads CPU cores "
+             "(default 1). Default: 1.",
     ),
     gpus_per_worker: Optional[float] = typer.Option(
         None, "--gpus-per-worker", metavar="G", show_default=False, rich_help_panel="Cluster",
-        help="With --ray: GPUs each worker takes (0.5: two share one) [default: 0, on the CPU].",
+        help="With --ray: GPUs each worker takes (0.5: two share one). Default: 0 (on the CPU).",
     ),
     flags: dict = NO_FLAGS,
 ) -> None:  # fmt: skip
