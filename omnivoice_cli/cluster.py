@@ -352,7 +352,8 @@ class _Session:
                                      max_restarts=0)(OmnivoiceWorker)  # fmt: skip
         self.t_start = time.perf_counter()
         count = min(self.options.workers, len(self.todo))
-        self.echo(f"Ray: starting {count} worker{'s' if count > 1 else ''}, each loading the model ({values['model']})")
+        each = "workers, each" if count > 1 else "worker,"
+        self.echo(f"Ray: starting {count} {each} loading the model ({values['model']})")
         for _ in range(count):
             self._start_worker()
 
@@ -428,8 +429,10 @@ class _Session:
     # -- what comes back ----------------------------------------------------------------------
 
     def _died(self) -> tuple[type, ...]:
+        """What a worker's death (or Ray's memory monitor killing it) raises: worth another worker."""
         e = self.ray.exceptions
-        return (e.RayActorError, e.WorkerCrashedError, e.ObjectLostError, e.OwnerDiedError, e.NodeDiedError)
+        kinds = ("RayActorError", "WorkerCrashedError", "ObjectLostError", "NodeDiedError", "OutOfMemoryError")
+        return tuple(getattr(e, kind) for kind in kinds if hasattr(e, kind))
 
     def _on_ready(self, ref: Any, name: str) -> None:
         try:

@@ -32,6 +32,9 @@ MAIN = [sys.executable, "-c", "from omnivoice_cli.cli import main; main()"]  # t
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
 ENV.pop("OMNIVOICE_MODEL", None)
 ENV.pop("RAY_ADDRESS", None)
+# Other jobs share the test machine's memory: Ray's memory monitor (which kills workers when the
+# whole machine is at 95%) would kill this test's workers for them. A test that wants it says so.
+ENV["RAY_memory_monitor_refresh_ms"] = "0"
 slow = pytest.mark.slow
 
 
@@ -135,6 +138,9 @@ class FakeExceptions:
     class NodeDiedError(RayError):
         pass
 
+    class OutOfMemoryError(RayError):  # Ray's memory monitor killed the worker
+        pass
+
     class RayTaskError(RayError):
         cause = None
 
@@ -146,8 +152,8 @@ class FakeRay:
 
     exceptions = FakeExceptions
 
-    def __init__(self, dies=lambda k, tasks: False, on_wait=None):
-        self.dies, self.on_wait = dies, on_wait
+    def __init__(self, dies=lambda k, tasks: False, on_wait=None, death=FakeExceptions.ActorDiedError):
+        self.dies, self.on_wait, self.death = dies, on_wait, death
         self.runs = self.waits = 0
         self.actors: list = []
         self.killed: list = []
@@ -185,7 +191,7 @@ class FakeRay:
                     if fake.dies(fake.runs, a[0]):
                         handle.dead = True
                 if handle.dead:
-                    return FakeRef(error=FakeExceptions.ActorDiedError("The actor died unexpectedly. More."))
+                    return FakeRef(error=fake.death("The actor died unexpectedly. More."))
                 return FakeRef(getattr(worker, self.name)(*a))
 
         handle.ready, handle.run = Method("ready"), Method("run")
@@ -240,9 +246,10 @@ def test_fake_cluster_gives_the_local_files(invoke, fake_engine, fake_ray, tmp_p
     assert len(fake.killed) == 2  # the workers are let go at the end
 
 
-def test_a_dead_worker_is_replaced_and_its_group_retried(invoke, fake_engine, fake_ray, tmp_path, home):
+@pytest.mark.parametrize("death", ["ActorDiedError", "OutOfMemoryError"])
+def test_a_dead_worker_is_replaced_and_its_group_retried(invoke, fake_engine, fake_ray, tmp_path, home, death):
     src = _lines(tmp_path)
-    fake = fake_ray(dies=lambda k, tasks: k == 2)
+    fake = fake_ray(dies=lambda k, tasks: k == 2, death=getattr(FakeExceptions, death))
     r = invoke("batch", src, "-o", tmp_path / "out", "--ray", "local", "--workers", "2", "-q")
     assert r.exit_code == 0, r.stderr
     assert "Warning: worker 2 died (The actor died unexpectedly): its 2 line(s) go to another worker" in r.stderr
@@ -368,6 +375,7 @@ def ray_tmp(monkeypatch):
 
     temp = tempfile.mkdtemp(prefix="ovr", dir="/tmp")  # short: Ray's socket paths are under it
     monkeypatch.setenv("RAY_TMPDIR", temp)
+    monkeypatch.setenv("RAY_memory_monitor_refresh_ms", ENV["RAY_memory_monitor_refresh_ms"])
     yield temp
     shutil.rmtree(temp, ignore_errors=True)
 
