@@ -38,6 +38,7 @@ from typing import Any, Callable
 from . import settings as st
 from .engine.errors import InvalidRequest, OmniVoiceError
 from .manifest import MANIFEST, ManifestWriter, done_records
+from .output import AUDIO_FORMATS
 from .progress import BatchProgress
 from .request import Built, References, Voices, build_request
 from .signals import HoldSignals
@@ -45,7 +46,7 @@ from .signals import HoldSignals
 GROUP_SIZE = 64  # lines per Engine.generate call (the engine bounds each forward itself)
 TEXT_SUFFIXES = (".txt",)
 JSON_SUFFIXES = (".jsonl", ".ndjson")
-AUDIO_SUFFIXES = {".wav": "wav", ".flac": "flac", ".ogg": "ogg"}
+AUDIO_SUFFIXES = {ext: f.name for f in AUDIO_FORMATS.values() for ext in f.extensions}  # ".mp3" -> "mp3"
 MAX_INPUT_BYTES = 512 * 1024 * 1024  # the input file is read up to here
 MAX_LINE_BYTES = 1024 * 1024  # one line (a text of about 20 minutes of speech)
 MAX_NAME_BYTES = 200  # an output file name (the temporary name adds ~20 bytes; most systems allow 255)

@@ -25,7 +25,7 @@ except ImportError:  # older typer runs on click
 
 from . import settings as st
 from .commands import batch as batch_cmd
-from .commands import dub, info, models, presets, say, voice
+from .commands import dub, info, models, presets, say, serve, voice
 from .commands.common import error
 from .helpfmt import HelpCommand, HelpGroup
 
@@ -121,6 +121,7 @@ _command(models.models, "models")
 _command(info.languages, "languages")
 _command(info.instructs, "instructs")
 _command(info.tags, "tags")
+_command(serve.serve, "serve", help=serve.HELP, epilog=serve.EXAMPLES)
 
 
 def main() -> None:

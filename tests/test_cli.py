@@ -128,13 +128,6 @@ def test_say_writes_a_24k_mono_wav(invoke, fake_engine, tmp_path):
     assert seed_of(summary) == fake_engine.requests[0].seed
 
 
-def test_default_output_is_omnivoice_wav(invoke, fake_engine, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    r = invoke("say", "Hello")
-    assert r.exit_code == 0, r.stderr
-    assert files_in(tmp_path) == ["omnivoice.wav"]
-
-
 @pytest.mark.parametrize("ext,fmt", [("flac", "FLAC"), ("ogg", "OGG")])
 def test_say_other_formats(invoke, fake_engine, tmp_path, ext, fmt):
     out = tmp_path / f"x.{ext}"

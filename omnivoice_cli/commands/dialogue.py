@@ -77,8 +77,10 @@ def plan_lines(script: str, name: str, cast_specs: list[str], preset: Any, flags
     return built, base, cast
 
 
-def _generate(built: list, target: Any, subtitles: Any, gap: float, quiet: bool, shown: Warnings) -> dict:
-    """Load, generate every line in one packed run, write subtitles then audio (a stop waits)."""
+def _generate(built: list, target: Any, subtitles: Any, gap: float, quiet: bool, shown: Warnings,
+              player: Any = None) -> dict:  # fmt: skip
+    """Load, generate every line in one packed run, write subtitles then audio (a stop waits), and
+    play the whole when there is a player."""
     from ..output import write_audio
     from ..progress import StepProgress
     from ..signals import HoldSignals
@@ -99,9 +101,15 @@ def _generate(built: list, target: Any, subtitles: Any, gap: float, quiet: bool,
                     from ..cues import write_subtitles
 
                     write_subtitles(subtitles, subs)
-                write_audio(audio, engine.sample_rate, target, stdout=typer.get_binary_stream("stdout"))
-                timing["written"] = True
+                if target is not None:
+                    write_audio(audio, engine.sample_rate, target, stdout=typer.get_binary_stream("stdout"))
+                timing["written"] = target is not None
+            if player is not None:
+                player.play(audio)
+                player.close()  # until it has played; a Ctrl-C stops it at once
         except KeyboardInterrupt as e:
+            if player is not None:
+                player.stop()
             _stopped(int(getattr(e, "signum", signal.SIGINT)), timing["written"], target)
     timing.update(generate=time.perf_counter() - t0, audio=audio, rate=engine.sample_rate, starts=starts,
                   results=results)  # fmt: skip
@@ -125,7 +133,7 @@ def _report(built: list, base: int, target: Any, subtitles: Any, timing: dict, t
             quiet: bool, shown: Warnings) -> None:  # fmt: skip
     rate, audio = timing["rate"], timing["audio"]
     seconds = len(audio) / rate
-    where = "stdout" if target.to_stdout else str(target)
+    where = "the player" if target is None else "stdout" if target.to_stdout else str(target)
     if json_out:
         lines = [
             {"line": line.number, "speaker": line.speaker.name, "voice": line.speaker.spec, "text": b.request.text,
@@ -133,12 +141,13 @@ def _report(built: list, base: int, target: Any, subtitles: Any, timing: dict, t
             for (line, b), r, s in zip(built, timing["results"], timing["starts"])
         ]  # fmt: skip
         report = {
-            "path": str(target), "format": target.format.lower(), "sample_rate": rate, "audio_seconds": round(seconds, 4),
+            "path": None if target is None else str(target), "format": None if target is None else target.audio_format.name,
+            "sample_rate": rate, "audio_seconds": round(seconds, 4),
             "seconds": round(timing["generate"], 4), "load_seconds": round(timing["load"], 4),
             "total_seconds": round(time.perf_counter() - t_start, 4), "seed": base, "lines": lines,
             "subtitles": None if subtitles is None else str(subtitles), "warnings": shown.shown,
         }  # fmt: skip
-        typer.echo(json.dumps(report, ensure_ascii=False), err=target.to_stdout)
+        typer.echo(json.dumps(report, ensure_ascii=False), err=target is not None and target.to_stdout)
     elif not quiet:
         echo(f"{where}: {seconds:.2f} s of audio, {len(built)} lines in {timing['generate']:.2f} s "
              f"(model loaded in {timing['load']:.1f} s), seed {base}")  # fmt: skip
@@ -157,7 +166,7 @@ def _dry_run(built: list, json_out: bool) -> None:
 
 def say_dialogue(ctx: Any, words: list[str] | None, text_file: str | None, preset: str | None, flags: dict,
                  cast: list[str], gap: float | None, output: str | None, subtitles: str | None, json_out: bool,
-                 quiet: bool, dry_run: bool = False) -> None:  # fmt: skip
+                 quiet: bool, dry_run: bool = False, play: bool = False) -> None:  # fmt: skip
     """`say --cast ...`: check everything, then speak the script (see the module doc)."""
     from ..cues import check_subtitles_path
     from .say import _target
@@ -181,5 +190,7 @@ def say_dialogue(ctx: Any, words: list[str] | None, text_file: str | None, prese
     shown = Warnings()
     for _, b in built:
         shown(b.warnings)
-    timing = _generate(built, target, subs_path, gap_s, quiet, shown)
+    from .stream import open_the_player
+
+    timing = _generate(built, target, subs_path, gap_s, quiet, shown, open_the_player(play))
     _report(built, base, target, subs_path, timing, t_start, json_out, quiet, shown)
