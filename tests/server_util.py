@@ -42,8 +42,14 @@ def running_server(engine, **options):
 
 def hold_engine(state):
     """Block the engine loop (a call that waits) until the returned event is set."""
-    gate = threading.Event()
-    state.service.call(lambda engine: gate.wait(120))
+    gate, entered = threading.Event(), threading.Event()
+
+    def wait(engine):
+        entered.set()
+        gate.wait(120)
+
+    state.service.call(wait)
+    assert entered.wait(60)  # the loop is inside the call: what is submitted now is taken at once
     return gate
 
 

@@ -19,13 +19,15 @@ from omnivoice_cli.engine.config import GenerationConfig
 from omnivoice_cli.engine.pipeline import Engine, Request
 from omnivoice_cli.engine.streaming import StreamConfig, stream
 from omnivoice_cli.output import pcm16
+from omnivoice_cli.server.config import ServeOptions
 from server_util import TINY_CKPT, decode, hold_engine, running_server, wait_for, wav_samples
 
 GOLDEN = Path(__file__).parent / "fixtures" / "golden"
 CLONE = json.loads((GOLDEN / "clone.json").read_text())["generate_kwargs"]
 LONG = (
     "Good morning. The train to the city leaves at seven in the evening, so there is time for tea. "
-    "[pause 0.4s] She packed her bags. She checked the tickets twice, and then she called a taxi."
+    "[pause 0.4s] She packed her bags. She checked the tickets twice, and then she called a taxi. "
+    "[pause 0.2s] The driver was late. It rained all the way to the station."
 )
 GREEDY = {"position_temperature": 0, "class_temperature": 0}
 
@@ -118,7 +120,7 @@ def test_a_multi_sentence_text_equals_the_streamed_render(srv, engine):
     assert r.status_code == 200 and r.headers["content-type"] == "audio/pcm"
     pieces = []
     stream(engine, Request(text=LONG, seed=9, generation=GenerationConfig(num_step=4)), pieces.append,
-           config=StreamConfig())  # fmt: skip
+           config=StreamConfig(ServeOptions().piece_seconds, ServeOptions().piece_seconds))  # fmt: skip
     assert len([p for p in pieces if p.seed is not None]) >= 3
     assert r.content == pcm16(np.concatenate([p.audio for p in pieces]))
 

@@ -64,8 +64,14 @@ def service(engine):
 
 def hold(service):
     """Block the engine loop until the returned event is set (a call that waits)."""
-    gate = threading.Event()
-    service.call(lambda engine: gate.wait(120))
+    gate, entered = threading.Event(), threading.Event()
+
+    def wait(engine):
+        entered.set()
+        gate.wait(120)
+
+    service.call(wait)
+    assert entered.wait(60)  # the loop is inside the call: whatever is submitted now is taken at once
     return gate
 
 

@@ -33,12 +33,12 @@ import math
 import threading
 import time
 from concurrent.futures import Future
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from . import text as textmod
 from .errors import InvalidRequest, OmniVoiceError
-from .streaming import Segment, StreamConfig, StreamPiece, cut_segments
+from .streaming import Segment, StreamConfig, StreamPiece, cut_segments, piece_job, render_piece
 
 if TYPE_CHECKING:
     from .generation import Job
@@ -129,28 +129,12 @@ class _Slot:
     job: "Job"
 
 
-def piece_job(engine: "Engine", req: "Request", k: int, text: str, voice) -> "Job":
-    """The job of spoken piece k (as the streamed render makes it): its text in `voice` (piece 0
-    of a request without a reference: None), seed + k."""
-    from .pipeline import Piece
-
-    target, _ = textmod.resolve_target_len(
-        text, voice.text if voice else None, voice.codes.shape[-1] if voice else None,
-        req.speed, req.duration, engine.cfg.frame_rate,
-    )  # fmt: skip
-    return engine.prepare(req, Piece(0, k, text, target), ref=voice, seed=req.seed + k)
-
-
-def render_piece(engine: "Engine", req: "Request", k: int, text: str, job: "Job"):
-    """Piece k's audio: decoded and post-processed exactly as a whole request of its text."""
-    return engine.render(replace(req, text=text, seed=req.seed + k), job).audio
-
-
 def cut_request(req: "Request", config: StreamConfig) -> list[Segment]:
     """A request's segments, cut as the streamed render cuts them."""
     whole = req.duration is not None  # a fixed length is one generation: not cut
     limit = min(config.piece_seconds, req.generation.audio_chunk_threshold)
-    return cut_segments(req.text, config.first_seconds, limit, whole=whole)
+    first = min(config.first_seconds, req.generation.audio_chunk_threshold)
+    return cut_segments(req.text, first, limit, whole=whole)
 
 
 def check_sizes(req: "Request", segments: list[Segment], cfg) -> None:
@@ -200,12 +184,13 @@ class Service:
         self._thread.start()
         return self
 
-    def submit(self, req: "Request", on_event: Callable[[Event], None]) -> Ticket:
-        """Accept a request (checked: InvalidRequest), or raise Busy / Stopped."""
+    def submit(self, req: "Request", on_event: Callable[[Event], None], config: StreamConfig | None = None) -> Ticket:
+        """Accept a request (checked: InvalidRequest), or raise Busy / Stopped. config: how its
+        text is cut (the service's own by default; streaming.WHOLE for a reply sent whole)."""
         from .pipeline import validate_request
 
         warnings = validate_request(req, self.engine.cfg)
-        segments = cut_request(req, self.config)
+        segments = cut_request(req, config or self.config)
         check_sizes(req, segments, self.engine.cfg)
         with self._cond:
             if self._stopping:

@@ -287,6 +287,23 @@ class _Emitter:
         return emitted
 
 
+def piece_job(engine: "Engine", req: "Request", k: int, text: str, voice):
+    """The job of spoken piece k: its text in `voice` (for piece 0 of a request without a reference
+    voice: None, else piece 0's codes and text), with seed + k."""
+    from .pipeline import Piece
+
+    target, _ = textmod.resolve_target_len(
+        text, voice.text if voice else None, voice.codes.shape[-1] if voice else None,
+        req.speed, req.duration, engine.cfg.frame_rate,
+    )  # fmt: skip
+    return engine.prepare(req, Piece(0, k, text, target), ref=voice, seed=req.seed + k)
+
+
+def render_piece(engine: "Engine", req: "Request", k: int, text: str, job) -> "np.ndarray":
+    """Piece k's audio: decoded and post-processed exactly as a whole request of its text."""
+    return engine.render(replace(req, text=text, seed=req.seed + k), job).audio
+
+
 class _Driver:
     """One request streamed through one run_jobs loop (see `stream`)."""
 
@@ -318,27 +335,10 @@ class _Driver:
 
     # --- jobs ---------------------------------------------------------------------------------
     def job(self, k: int):
-        from .pipeline import Piece
-
         text = self.segments[self.speech[k]].text
-        ref = self.voice if k > 0 else self.req.ref
-        target, _ = textmod.resolve_target_len(
-            text, ref.text if ref else None, ref.codes.shape[-1] if ref else None,
-            self.req.speed, self.req.duration, self.engine.cfg.frame_rate,
-        )  # fmt: skip
-        job = self.engine.prepare(self.req, Piece(0, k, text, target), ref=ref, seed=self.req.seed + k)
+        job = piece_job(self.engine, self.req, k, text, self.voice if k > 0 else self.req.ref)
         self.jobs[id(job)] = k
         return job
-
-    def render(self, k: int, tokens) -> "np.ndarray":
-        """Decode and post-process piece k exactly as a whole request of its text."""
-        from .pipeline import Piece, Plan
-
-        text = self.segments[self.speech[k]].text
-        sub = replace(self.req, text=text, seed=self.req.seed + k)
-        plan = Plan(sub, [Piece(0, 0, text, tokens.shape[-1])], [0.0, 0.0], 1)
-        plan.tokens[0] = tokens.cpu()
-        return self.engine._finish(plan, []).audio
 
     # --- emission -----------------------------------------------------------------------------
     def start(self, on_piece) -> None:
@@ -376,7 +376,7 @@ class _Driver:
             self.forward_times.append(self.clock() - self.last_forward)  # its last forward
             self.planner.measure_wave(self.wave_tokens, statistics.median(self.forward_times))
         t_render = self.clock()
-        audio = self.render(k, job.tokens)
+        audio = render_piece(self.engine, self.req, k, self.segments[self.speech[k]].text, job)
         self.planner.measure_decode(self.clock() - t_render, len(audio) / self.sr)
         self._put(self.speech[k], (self.segments[self.speech[k]].text, audio, self.req.seed + k))
         self.wave_left = max(self.wave_left - 1, 0)

@@ -58,10 +58,13 @@ class ServerState:
 
     def _load(self) -> None:
         from ..engine.service import Service
+        from ..engine.streaming import StreamConfig
 
+        seconds = self.options.piece_seconds
+        pieces = StreamConfig(first_seconds=seconds, piece_seconds=seconds)
         try:
             engine = self.load()
-            self.service = Service(engine, max_queue=self.options.max_queue).start()
+            self.service = Service(engine, max_queue=self.options.max_queue, config=pieces).start()
             if self.status == "loading":
                 self.status = "ready"
         except Exception as e:  # noqa: BLE001 - reported on stderr and by /health; the server then exits
