@@ -12,7 +12,8 @@ A run (`BatchRun`), in order:
      line whose output already exists (unless --overwrite): a rerun resumes;
   3. load the model (only if a line is left to speak), encode the references, and send the lines
      to `Engine.generate` in groups of GROUP_SIZE; each file is written (temporary name, then
-     rename) as soon as its line is finished, and its manifest record appended;
+     rename) as soon as its line is finished, and its manifest record appended (with --ray the
+     lines are spoken on a Ray cluster instead: cluster.RayExecutor; this run still writes);
   4. rewrite the manifest atomically with one record per input line (manifest.py).
 
 Settings: defaults < the run's preset (or a line's own "preset") < the flags < the line's fields.
@@ -53,6 +54,9 @@ MAX_PATH_BYTES = 1024  # an output's path inside the folder
 MAX_DEPTH = 16  # folders in an output's path
 MAX_LINES = 100_000  # lines to speak in one input file (each is planned, and kept, before the model loads)
 LINE_FIELDS = ("text", "id", "output", *st.LINE_SETTINGS, "preset")
+# Speaks the pending lines of a run (run, pending, output folder, signals): saves each result with
+# run._save (or fails it with run._fail). Default: BatchRun._speak (the engine in this process).
+Executor = Callable[["BatchRun", "list[Line]", Path, HoldSignals], None]
 __all__ = ["BatchRun", "BatchReport", "BatchProgress", "MANIFEST", "run_batch"]
 
 
@@ -413,9 +417,10 @@ class BatchRun:
     def __init__(self, input_path: str | Path, output_dir: str | Path, *, preset: st.Preset | None,
                  flags: dict[str, Any], overwrite: bool = False, quiet: bool = False,
                  echo: Callable[[str], None] = print, random_seed: Callable[[], int] | None = None,
-                 subtitles: str | None = None) -> None:  # fmt: skip
+                 subtitles: str | None = None, executor: Executor | None = None) -> None:  # fmt: skip
         self.input_path, self.output_dir = input_path, output_dir
         self.subtitles = subtitles  # "srt" | "vtt": a subtitles file beside each audio file (cues.py)
+        self.executor = executor or BatchRun._speak  # speaks the pending lines: this engine, or cluster.RayExecutor
         self.preset, self.flags, self.overwrite, self.quiet, self.echo = preset, flags, overwrite, quiet, echo
         self.random_seed = random_seed or (lambda: secrets.randbelow(2**31))
         self.base = Path(input_path).expanduser().parent  # relative paths in a line start here
@@ -633,7 +638,7 @@ class BatchRun:
             with self.progress:
                 pending = self._skip_or_queue(out, earlier)
                 if pending:
-                    self._speak(pending, out, signals)
+                    self.executor(self, pending, out, signals)
         except KeyboardInterrupt as e:
             self.report.interrupted = int(getattr(e, "signum", signal.SIGINT))
         finally:

@@ -22,6 +22,9 @@ skipped, so running the same command again resumes an interrupted batch (--overw
 OUT/manifest.jsonl records every line. Settings: defaults < preset < flags < the fields of a line.
 Seeds: a line's own seed, else --seed S + the line's 0-based index in the file, else random.
 
+With --ray the lines are spoken by --workers engines on a Ray cluster (pip install
+'omnivoice-cli[ray]'); this command still writes every file and the manifest, as above.
+
 Exit codes: 0 every line done or skipped; 1 a line failed (or a runtime failure); 2 bad usage;
 130 / 143 stopped by Ctrl-C / SIGTERM (finished files are kept)."""
 
@@ -29,6 +32,8 @@ EXAMPLES = """
 omnivoice batch lines.txt -o out/
 omnivoice batch jobs.jsonl -o out/ --preset fast --seed 100
 omnivoice batch jobs.jsonl -o out/ --voice alice --format flac
+omnivoice batch jobs.jsonl -o out/ --ray local --workers 2
+omnivoice batch jobs.jsonl -o /shared/out --ray auto --workers 8 --gpus-per-worker 1
 """
 
 
@@ -84,6 +89,20 @@ def batch(
         None, "--subtitles", metavar="srt|vtt", show_default=False, rich_help_panel="Output",
         help="Also write subtitles beside each audio file (0001.wav -> 0001.srt), one cue per piece.",
     ),
+    ray: Optional[str] = typer.Option(
+        None, "--ray", metavar="ADDRESS|auto|local", show_default=False, rich_help_panel="Cluster",
+        help="Speak the lines on a Ray cluster: local starts one on this machine, auto joins the one RAY_ADDRESS "
+             "or a running head names, or give its address (needs pip install 'omnivoice-cli[ray]'). Default: off.",
+    ),
+    workers: Optional[int] = typer.Option(
+        None, "--workers", metavar="N", show_default=False, rich_help_panel="Cluster",
+        help="With --ray: engines on the cluster, each loading the model once and taking --threads CPU cores "
+             "(default 1). Default: 1.",
+    ),
+    gpus_per_worker: Optional[float] = typer.Option(
+        None, "--gpus-per-worker", metavar="G", show_default=False, rich_help_panel="Cluster",
+        help="With --ray: GPUs each worker takes (0.5: two share one). Default: 0 (on the CPU).",
+    ),
     flags: dict = NO_FLAGS,
 ) -> None:  # fmt: skip
     """Speak every line of INPUT into its own audio file in the folder -o."""
@@ -93,12 +112,30 @@ def batch(
         raise InvalidRequest(f"--subtitles must be srt or vtt (a file beside each audio file), got {subtitles!r}")
     chosen = _check_run(flags, preset)
     subtitles = subtitles.lower().lstrip(".") if subtitles else None
+    # a dry run needs no cluster (and no Ray), but --workers without --ray is still refused
+    executor = None if dry_run and ray is not None else _executor(ray, workers, gpus_per_worker, preset, flags)
     run = BatchRun(input, output, preset=chosen, flags=flags, overwrite=overwrite, quiet=quiet, echo=echo,
-                   subtitles=subtitles)  # fmt: skip
+                   subtitles=subtitles, executor=executor)  # fmt: skip
     if dry_run:
         _dry_run(run, json_out)
         return
     _summary(run.run(), quiet)
+
+
+def _executor(ray: Optional[str], workers: Optional[int], gpus: Optional[float], preset: Optional[str], flags: dict):
+    """The Ray executor of --ray (None: this process speaks); --workers and --gpus-per-worker need --ray."""
+    if ray is None:
+        for name, value in (("--workers", workers), ("--gpus-per-worker", gpus)):
+            if value is not None:
+                raise InvalidRequest(f"{name} needs --ray (a Ray cluster to run the workers on)")
+        return None
+    from ..cluster import ClusterOptions, RayExecutor, check_device, import_ray
+
+    _, run = run_settings(preset, flags)
+    options = ClusterOptions(ray.strip(), 1 if workers is None else workers, gpus or 0.0, run["threads"] or 1)
+    check_device(run["device"], options)
+    import_ray()  # installed? (exit 2 with how to install it, before any line is read)
+    return RayExecutor(options)
 
 
 def _dry_run(run, json_out: bool) -> None:
