@@ -93,7 +93,7 @@ def test_int8_linear_is_torchs_dynamic_quantised_linear_on_its_codes():
         from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
 
         theirs = quantize_dynamic(nn.Sequential(lin), {nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8)[0]
-        ours = Int8Linear(lin)
+        ours = Int8Linear(lin.weight, lin.bias)
         qweight, bias = torch.ops.quantized.linear_unpack(ours.packed)
         theirs.set_weight_bias(qweight, bias)
     codes, scale = int8_weight(lin.weight.detach())

@@ -1,6 +1,8 @@
-"""The CPU linears of the body: oneDNN fp32 (a weight repacked once into oneDNN's blocked layout)
-and dynamic int8 (fbgemm). Both keep the module tree and state-dict keys of the network; the
-network itself (backbone.py) knows nothing of them: loading.py picks one.
+"""The CPU linears of the body: oneDNN fp32 (a weight repacked once into oneDNN's blocked layout),
+oneDNN bf16 (the weight converted and packed once) and dynamic int8 (fbgemm). The module tree keeps
+the checkpoint's names; on the bf16 and int8 paths the projections that read the same input (q, k,
+v; gate, up) run as one product (`Fused`, set as the attention's `fused_qkv` and the MLP's
+`fused_gate_up`). The network itself (backbone.py) knows nothing of the kernels: loading.py picks one.
 """
 
 from __future__ import annotations
@@ -64,6 +66,37 @@ def use_onednn_linears(model: nn.Module) -> int:
     return n
 
 
+def native_bfloat16() -> bool:
+    """Whether this CPU multiplies bf16 natively (AVX512-BF16 or AMX). Elsewhere oneDNN emulates bf16
+    products with fp32 arithmetic and conversions, slower than fp32 itself."""
+    try:
+        return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
+    except AttributeError:  # torch moved its private probes: read the flags the kernel reports
+        try:
+            with open("/proc/cpuinfo") as f:
+                flags = next((ln.split(":", 1)[1].split() for ln in f if ln.startswith("flags")), [])
+        except OSError:
+            return False
+        return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+class BF16Linear(nn.Module):
+    """A linear layer computed by oneDNN in bf16 (inputs and outputs bf16, fp32 accumulation) on a
+    weight converted to bf16 and packed into oneDNN's blocked layout once, at construction."""
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None):
+        super().__init__()
+        self.out_features, self.in_features = weight.shape
+        self.packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach().to(torch.bfloat16).contiguous(), None)
+        self.bias = None if bias is None else bias.detach().to(torch.bfloat16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, bf16"
+
+
 def int8_weight(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """w [out, in] -> (codes int8 [out, in], scales [out]): symmetric per output channel, as torch's
     per-channel weight observer: scale = max|w| / 127.5 floored at float32 eps, code = round(w / scale)
@@ -78,13 +111,17 @@ class Int8Linear(nn.Module):
     """A dynamic int8 linear layer (CPU, fbgemm): the weight is int8 per output channel, the input
     is quantised per tensor on the fly at each call, accumulation is int32, the output fp32."""
 
-    def __init__(self, linear: nn.Linear):
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None):
         super().__init__()
-        self.in_features, self.out_features = linear.in_features, linear.out_features
-        codes, scale = int8_weight(linear.weight.detach())
+        import warnings
+
+        self.out_features, self.in_features = weight.shape
+        codes, scale = int8_weight(weight.detach())
         zero = torch.zeros(len(scale), dtype=torch.long)
-        qweight = torch._make_per_channel_quantized_tensor(codes, scale.double(), zero, 0)
-        bias = None if linear.bias is None else linear.bias.detach().float()
+        with warnings.catch_warnings():  # torch marks its quantised tensor types deprecated
+            warnings.simplefilter("ignore")
+            qweight = torch._make_per_channel_quantized_tensor(codes, scale.double(), zero, 0)
+        bias = None if bias is None else bias.detach().float()
         self.packed = torch.ops.quantized.linear_prepack(qweight, bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -94,33 +131,98 @@ class Int8Linear(nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, int8"
 
 
-def quantize_int8(model: OmniVoiceModel) -> int:
-    """Dynamic int8 linear layers for the body on CPU: weights int8 per output channel,
-    activations quantised on the fly each forward. Embeddings, norms and the audio heads stay fp32.
-    (Per channel: 95% of step-0 argmaxes agree with fp32 on random weights, 86% per tensor, at the
-    same speed.) Layer by layer, each fp32 weight's mmap'd pages released once it is packed, so
-    memory never holds the whole fp32 body. Returns the number of linear layers quantised."""
-    import warnings
+class Fused:
+    """Linear layers that read the same input, computed as one product of their stacked weights
+    (one pass over the input; for int8 one quantisation of it): a call returns each layer's output
+    as a view of the joint one. A plain object, not a module: the module tree stays the checkpoint's."""
+
+    def __init__(self, kind: type, linears: list[nn.Linear]):
+        self.sizes = [m.out_features for m in linears]
+        biases = [m.bias for m in linears]
+        bias = None if biases[0] is None else torch.cat([b.detach() for b in biases])
+        self.linear = kind(torch.cat([m.weight.detach() for m in linears]), bias)  # [sum(out), in]
+
+    def __call__(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return self.linear(x).split(self.sizes, dim=-1)
+
+    def __repr__(self) -> str:
+        return f"Fused({self.linear!r}, sizes={self.sizes})"
+
+
+class FusedPart(nn.Module):
+    """What stands in a fused layer's place in the module tree (q_proj, ...): called alone it runs the
+    joint product and returns its own part (the network calls the joint product once instead)."""
+
+    def __init__(self, fused: Fused, index: int):
+        super().__init__()
+        self.fused, self.index = fused, index
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fused(x)[self.index]
+
+    def extra_repr(self) -> str:
+        return f"part {self.index} of {self.fused!r}"
+
+
+def convert_layers(model: OmniVoiceModel, kind: type, attention: torch.dtype | None) -> int:
+    """Every decoder layer's linears as `kind` (BF16Linear, Int8Linear): q/k/v and gate/up fused,
+    o_proj and down_proj replaced; `attention`: the dtype of the grouped attention's products (None:
+    scaled_dot_product_attention, as in fp32). Two layers at a time (fbgemm packs on one core: ~30% less time
+    than one by one); each fp32 weight's mapped pages released once packed, so memory never holds
+    the whole fp32 body. The unfused q/k/v/gate/up modules stay, views of the file with their pages
+    released; the modules that were fused become FusedParts. Returns the number of linear layers
+    converted."""
     from concurrent.futures import ThreadPoolExecutor
 
-    todo = [
-        (parent, name, child)
-        for layer in model.llm.layers
-        for parent in (layer.self_attn, layer.mlp)
-        for name, child in parent.named_children()
-        if isinstance(child, nn.Linear)  # OneDNNLinear too
-    ]
+    def convert(layer):
+        a, m = layer.self_attn, layer.mlp
+        olds = [a.q_proj, a.k_proj, a.v_proj, a.o_proj, m.gate_proj, m.up_proj, m.down_proj]
+        qkv, gate_up = Fused(kind, olds[:3]), Fused(kind, olds[4:6])
+        o, down = kind(a.o_proj.weight, a.o_proj.bias), kind(m.down_proj.weight, m.down_proj.bias)
+        for old in olds:
+            release_pages(old.weight)
+        return layer, qkv, o, gate_up, down
 
-    def build(item):
-        parent, name, child = item
-        q = Int8Linear(child)
-        release_pages(child.weight)
-        return parent, name, q
+    layers = [layer for layer in model.llm.layers if layer.self_attn.fused_qkv is None]
+    with ThreadPoolExecutor(2) as pool:
+        for layer, qkv, o, gate_up, down in pool.map(convert, layers):
+            a, m = layer.self_attn, layer.mlp
+            a.fused_qkv, a.o_proj, m.fused_gate_up, m.down_proj = qkv, o, gate_up, down
+            a.math_dtype = attention
+            a.q_proj, a.k_proj, a.v_proj = (FusedPart(qkv, i) for i in range(3))
+            m.gate_proj, m.up_proj = (FusedPart(gate_up, i) for i in range(2))
+    return 7 * len(layers)
 
-    with warnings.catch_warnings():  # torch marks its quantised tensor types deprecated
-        warnings.simplefilter("ignore")
-        # two at a time: fbgemm's packing runs on one core (measured: ~30% less time than one by one)
-        with ThreadPoolExecutor(2) as pool:
-            for parent, name, q in pool.map(build, todo):
-                setattr(parent, name, q)
-    return len(todo)
+
+def quantize_int8(model: OmniVoiceModel) -> int:
+    """Dynamic int8 linear layers for the body on CPU: weights int8 per output channel,
+    activations quantised on the fly each forward. Embeddings, norms and the audio heads stay fp32;
+    attention runs in bf16 where the CPU has it natively. (Per channel: 95% of step-0 argmaxes agree
+    with fp32 on random weights, 86% per tensor, at the same speed.) Returns the number of linear
+    layers quantised."""
+    return convert_layers(model, Int8Linear, torch.bfloat16 if native_bfloat16() else None)
+
+
+def _to_bf16(param: nn.Parameter) -> nn.Parameter:
+    """A bf16 copy of a parameter; the fp32 one's mapped pages released."""
+    out = nn.Parameter(param.detach().to(torch.bfloat16), requires_grad=False)
+    release_pages(param)
+    return out
+
+
+def to_bfloat16(model: OmniVoiceModel) -> int:
+    """The body in bf16 on the CPU, from the fp32 weights of the mapped file: linears converted and
+    packed for oneDNN (q/k/v and gate/up fused), norms, audio embeddings and heads in bf16, each fp32
+    source's pages released. The text-embedding table stays a fp32 view of the file (a step reads a
+    few of its rows, cast by `embed`). Returns the number of linear layers converted."""
+    n = convert_layers(model, BF16Linear, torch.bfloat16)
+    for m in model.modules():
+        if type(m).__name__ == "RMSNorm" and m.weight.dtype != torch.bfloat16:
+            m.weight = _to_bf16(m.weight)
+    model.audio_embeddings.weight = _to_bf16(model.audio_embeddings.weight)
+    heads = model.audio_heads
+    if not isinstance(heads, BF16Linear):  # bf16 logits: the error against fp32 is the body's (measured)
+        model.audio_heads = BF16Linear(heads.weight, heads.bias)
+        model.audio_heads.weight = heads.weight  # the file's view, pages released: its key and device stay
+        release_pages(heads.weight)
+    return n

@@ -1,0 +1,211 @@
+"""The CPU's narrow paths: bf16 and int8 linear layers against a float64 product, fused projections,
+the grouped bf16 attention, and the engine's bf16 / int8 bodies (structure, closeness to fp32,
+packed batches, what it says on CPUs and devices that do not fit)."""
+
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from omnivoice_cli.engine import linears, loading
+from omnivoice_cli.engine.backbone import grouped_attention
+from omnivoice_cli.engine.errors import InvalidRequest
+from omnivoice_cli.engine.linears import BF16Linear, Fused, FusedPart, Int8Linear, int8_weight, native_bfloat16
+from omnivoice_cli.engine.pipeline import Engine, Request
+
+TINY = Path(__file__).parent / "fixtures" / "tiny" / "ckpt"
+needs_onednn = pytest.mark.skipif(not linears.onednn_linear_available(), reason="this torch build has no oneDNN linear")
+BF16_EPS = torch.finfo(torch.bfloat16).eps  # 2**-7: a rounding to bf16 moves a value by at most half of this, relatively
+
+
+def _case(rows: int, n_in: int, n_out: int, bias: bool, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(rows, n_in, generator=g)
+    w = torch.randn(n_out, n_in, generator=g) * torch.linspace(0.05, 2, n_out)[:, None]  # channels of unequal size
+    b = torch.randn(n_out, generator=g) if bias else None
+    return x, w, b
+
+
+def _product64(x, w, b):
+    y = x.double() @ w.double().T
+    return y if b is None else y + b.double()
+
+
+# ------------------------------------------------------------------------------------------ bf16
+
+
+@needs_onednn
+@pytest.mark.parametrize("rows,n_in,n_out,bias", [(1, 64, 48, True), (7, 96, 40, False), (130, 256, 72, True)])
+def test_bf16_linear_against_a_float64_product(rows, n_in, n_out, bias):
+    x, w, b = _case(rows, n_in, n_out, bias)
+    y = BF16Linear(w, b)(x.to(torch.bfloat16))
+    assert y.dtype == torch.bfloat16 and y.shape == (rows, n_out)
+    # on the bf16-rounded inputs the product is exact up to fp32 accumulation and one bf16 rounding of the output
+    bf = lambda t: None if t is None else t.to(torch.bfloat16)  # noqa: E731
+    exact = _product64(bf(x), bf(w), bf(b))
+    scale = x.abs().double() @ w.abs().double().T + (0 if b is None else b.abs().double())  # sum |x_i w_i| + |b|
+    err = (y.double() - exact).abs()
+    assert (err <= BF16_EPS / 2 * exact.abs() + 1e-5 * scale).all()
+    # against the true product: the inputs' rounding adds at most about one bf16 epsilon of |x||w|
+    err_true = (y.double() - _product64(x, w, b)).abs()
+    assert (err_true <= 1.5 * BF16_EPS * scale).all()
+    assert err_true.max() > 0  # it is bf16 arithmetic, not fp32
+
+
+@needs_onednn
+def test_bf16_linear_rows_do_not_depend_on_their_neighbours():
+    """A packed batch gives each request what it gets alone, bit for bit."""
+    x, w, _ = _case(300, 128, 96, False)
+    layer = BF16Linear(w)
+    xb = x.to(torch.bfloat16)
+    full = layer(xb)
+    for a, b in [(5, 231), (100, 299), (0, 1), (7, 8)]:
+        assert torch.equal(layer(xb[a:b]), full[a:b])
+
+
+# ------------------------------------------------------------------------------------------ int8
+
+
+@pytest.mark.parametrize("rows,n_in,n_out,bias", [(1, 64, 48, True), (9, 96, 40, False), (130, 256, 72, True)])
+def test_int8_linear_against_a_float64_product(rows, n_in, n_out, bias):
+    x, w, b = _case(rows, n_in, n_out, bias, seed=1)
+    y = Int8Linear(w, b)(x)
+    assert y.dtype == torch.float32 and y.shape == (rows, n_out)
+    want = _product64(x, w, b)
+    # weights: per output channel, |dw| <= s_w / 2; inputs: per tensor on 7 bits, |dx| <= s_x / 2
+    _, s_w = int8_weight(w)
+    s_x = (x.max().clamp_min(0) - x.min().clamp_max(0)).item() / 127 * 1.01  # 1%: the kernel's nudged zero point
+    dw = s_w.double()[None, :] / 2  # [1, out]
+    from_x = s_x / 2 * w.abs().double().sum(1)[None, :]  # sum_i |dx_i| |w_i|
+    from_w = dw * x.abs().double().sum(1)[:, None]  # sum_i |x_i| |dw_i|
+    bound = from_x + from_w + n_in * s_x / 2 * dw + 1e-5 * (want.abs() + 1)
+    err = (y.double() - want).abs()
+    assert (err <= bound).all()
+    rel = (err.norm() / want.norm()).item()
+    assert 0 < rel < 0.03  # quantised, and close
+
+
+def test_int8_weight_codes_round_to_the_nearest_step():
+    w = torch.randn(24, 40) * torch.linspace(0.01, 3, 24)[:, None]
+    codes, scale = int8_weight(w)
+    assert codes.dtype == torch.int8 and codes.min() >= -128
+    err = (codes.double() * scale.double()[:, None] - w.double()).abs()
+    assert (err <= scale.double()[:, None] / 2 * (1 + 1e-4)).all()  # a channel's max sits on a tie, by construction
+
+
+# ----------------------------------------------------------------------------------------- fused
+
+
+@pytest.mark.parametrize("kind", [Int8Linear, pytest.param(BF16Linear, marks=needs_onednn)])
+def test_fused_projections_equal_the_separate_layers(kind):
+    torch.manual_seed(0)
+    parts = [nn.Linear(96, n, bias=True) for n in (64, 32, 48)]
+    x = torch.randn(300, 96)
+    xin = x.to(torch.bfloat16) if kind is BF16Linear else x
+    fused = Fused(kind, parts)
+    outs = fused(xin)
+    assert [o.shape[1] for o in outs] == [64, 32, 48]
+    for part, out in zip(parts, outs):
+        assert torch.equal(out, kind(part.weight, part.bias)(xin))  # same inputs, same quantisation, same sums
+    for i, out in enumerate(outs):
+        assert torch.equal(FusedPart(fused, i)(xin), out)  # what stands in the module tree computes its part
+
+
+# ------------------------------------------------------------------------------------- attention
+
+
+@pytest.mark.parametrize("heads,kv", [(4, 2), (4, 4), (6, 2)])
+def test_grouped_attention_is_attention(heads, kv):
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(n, 37, 16, generator=g, dtype=torch.float64) for n in (heads, kv, kv))
+    want = F.scaled_dot_product_attention(q[None], k[None], v[None], enable_gqa=heads != kv)[0]
+    got = grouped_attention(q, k, v, torch.float64)
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+    got16 = grouped_attention(q.float(), k.float(), v.float(), torch.bfloat16)
+    assert got16.dtype == torch.bfloat16
+    assert ((got16.double() - want).norm() / want.norm()).item() < 2e-2
+
+
+# ---------------------------------------------------------------------------------------- engine
+
+
+def _step0_logits(engine) -> torch.Tensor:
+    from omnivoice_cli.engine.generation import pack
+
+    job = engine.prepare(Request(text="Hello there, how are you?", lang="en"))
+    batch, [(c, _)] = pack([job], "cpu")
+    with torch.inference_mode():
+        return engine.model.heads(engine.model(batch)[c : c + job.canvas.target_len])
+
+
+@pytest.fixture(scope="module")
+def fp32_logits():
+    return _step0_logits(Engine.load(str(TINY), device="cpu"))
+
+
+@needs_onednn
+def test_bf16_engine_converts_the_body_and_keeps_the_text_table(fp32_logits):
+    engine = Engine.load(str(TINY), device="cpu", dtype="bfloat16")
+    m = engine.model
+    layer = m.llm.layers[0]
+    assert isinstance(layer.self_attn.fused_qkv, Fused) and isinstance(layer.mlp.fused_gate_up, Fused)
+    assert type(layer.self_attn.q_proj) is FusedPart and type(layer.self_attn.o_proj) is BF16Linear
+    assert type(layer.mlp.down_proj) is BF16Linear and type(m.audio_heads) is BF16Linear
+    assert layer.self_attn.math_dtype == torch.bfloat16
+    assert layer.input_layernorm.weight.dtype == torch.bfloat16 and m.audio_embeddings.weight.dtype == torch.bfloat16
+    assert m.llm.embed_tokens.weight.dtype == torch.float32  # a view of the file: a step reads a few rows
+    assert m.audio_heads.weight.device.type == "cpu"  # callers read the heads' device
+    logits = _step0_logits(engine)
+    assert logits.dtype == torch.float32
+    rel = ((logits - fp32_logits).norm() / fp32_logits.norm()).item()
+    assert 0 < rel < 0.05
+
+
+def test_int8_engine_fuses_and_stays_close(fp32_logits):
+    engine = Engine.load(str(TINY), device="cpu", quantize="int8")
+    layer = engine.model.llm.layers[0]
+    assert isinstance(layer.self_attn.fused_qkv.linear, Int8Linear) and type(layer.mlp.down_proj) is Int8Linear
+    assert isinstance(engine.model.audio_heads, nn.Linear)  # the heads stay fp32
+    rel = ((_step0_logits(engine) - fp32_logits).norm() / fp32_logits.norm()).item()
+    assert 0 < rel < 0.1
+
+
+@needs_onednn
+def test_bf16_packed_batch_gives_each_request_its_solo_tokens():
+    engine = Engine.load(str(TINY), device="cpu", dtype="bfloat16")
+    reqs = [Request(text=t, lang="en", seed=5) for t in ("Good morning to you.", "A second, longer line of text here.")]
+    alone = [engine.generate([r])[0].tokens for r in reqs]
+    together = [r.tokens for r in engine.generate(reqs)]
+    assert all(torch.equal(a, b) for a, b in zip(alone, together))
+
+
+def test_native_bfloat16_agrees_with_the_cpu_flags():
+    native = native_bfloat16()
+    assert isinstance(native, bool)
+    try:
+        flags = Path("/proc/cpuinfo").read_text().split()
+    except OSError:
+        pytest.skip("no /proc/cpuinfo")
+    assert native == ("avx512_bf16" in flags or "amx_bf16" in flags)
+
+
+def test_emulated_bf16_is_said(monkeypatch):
+    monkeypatch.setattr(linears, "native_bfloat16", lambda: False)
+    notices = []
+    Engine.load(str(TINY), device="cpu", dtype="bfloat16", on_notice=notices.append)
+    assert any("bfloat16 is emulated on this CPU" in n for n in notices)
+    notices.clear()
+    Engine.load(str(TINY), device="cpu", on_notice=notices.append)
+    assert not any("emulated" in n for n in notices)  # only when bf16 is asked for
+
+
+def test_int8_on_a_gpu_falls_back_only_when_the_device_was_auto(monkeypatch):
+    monkeypatch.setattr(loading, "resolve_device", lambda device: torch.device("cuda"))
+    notices = []
+    dev, quantize = loading._resolve_hardware("auto", "int8", False, notices.append)
+    assert (dev.type, quantize) == ("cuda", None)
+    assert notices == ["quantize int8 is for the CPU: running on cuda without it"]
+    with pytest.raises(InvalidRequest, match="quantize int8 runs on the CPU only, not on cuda"):
+        loading._resolve_hardware("cuda", "int8", False, notices.append)
