@@ -12,11 +12,21 @@ from torch import nn
 from omnivoice_cli.engine import linears, loading
 from omnivoice_cli.engine.backbone import grouped_attention
 from omnivoice_cli.engine.errors import InvalidRequest
-from omnivoice_cli.engine.linears import BF16Linear, Fused, FusedPart, Int8Linear, int8_weight, native_bfloat16
+from omnivoice_cli.engine.linears import (
+    BF16Linear,
+    Fused,
+    FusedPart,
+    Int8Linear,
+    LegacyInt8Linear,
+    int8_weight,
+    native_bfloat16,
+    quantize_activations,
+)
 from omnivoice_cli.engine.pipeline import Engine, Request
 
 TINY = Path(__file__).parent / "fixtures" / "tiny" / "ckpt"
 needs_onednn = pytest.mark.skipif(not linears.onednn_linear_available(), reason="this torch build has no oneDNN linear")
+needs_onednn_int8 = pytest.mark.skipif(not linears.onednn_int8_available(), reason="this torch build has no oneDNN int8 linear")
 BF16_EPS = torch.finfo(torch.bfloat16).eps  # 2**-7: a rounding to bf16 moves a value by at most half of this, relatively
 
 
@@ -68,15 +78,33 @@ def test_bf16_linear_rows_do_not_depend_on_their_neighbours():
 # ------------------------------------------------------------------------------------------ int8
 
 
+@needs_onednn_int8
 @pytest.mark.parametrize("rows,n_in,n_out,bias", [(1, 64, 48, True), (9, 96, 40, False), (130, 256, 72, True)])
-def test_int8_linear_against_a_float64_product(rows, n_in, n_out, bias):
-    x, w, b = _case(rows, n_in, n_out, bias, seed=1)
+def test_int8_linear_is_the_float64_product_of_its_codes(rows, n_in, n_out, bias):
+    x, w, b = _case(rows, n_in, n_out, bias, seed=2)
     y = Int8Linear(w, b)(x)
+    codes, s_w = int8_weight(w)
+    xq, s_x = quantize_activations(x, Int8Linear.half)
+    assert xq.dtype == torch.uint8 and 1 <= xq.min() and xq.max() <= 2 * Int8Linear.half + 1
+    dequant = (xq.double() - Int8Linear.half - 1) * s_x
+    assert (dequant - x.double()).abs().max() <= s_x / 2 * (1 + 1e-6)  # each input on its nearest step
+    want = _product64(dequant, codes.double() * s_w.double()[:, None], b)
+    torch.testing.assert_close(y.double(), want, rtol=1e-5, atol=1e-5 * want.abs().max().item())
+
+
+@pytest.mark.parametrize("kind", [pytest.param(Int8Linear, marks=needs_onednn_int8), LegacyInt8Linear])
+@pytest.mark.parametrize("rows,n_in,n_out,bias", [(1, 64, 48, True), (9, 96, 40, False), (130, 256, 72, True)])
+def test_int8_linear_against_a_float64_product(kind, rows, n_in, n_out, bias):
+    x, w, b = _case(rows, n_in, n_out, bias, seed=1)
+    y = kind(w, b)(x)
     assert y.dtype == torch.float32 and y.shape == (rows, n_out)
     want = _product64(x, w, b)
     # weights: per output channel, |dw| <= s_w / 2; inputs: per tensor on 7 bits, |dx| <= s_x / 2
     _, s_w = int8_weight(w)
-    s_x = (x.max().clamp_min(0) - x.min().clamp_max(0)).item() / 127 * 1.01  # 1%: the kernel's nudged zero point
+    # (legacy: 7 bits over [min, max] with a nudged zero point, 1% margin; oneDNN: max|x| / half)
+    s_x = (x.max().clamp_min(0) - x.min().clamp_max(0)).item() / 127 * 1.01
+    if kind is Int8Linear:
+        s_x = x.abs().max().item() / Int8Linear.half
     dw = s_w.double()[None, :] / 2  # [1, out]
     from_x = s_x / 2 * w.abs().double().sum(1)[None, :]  # sum_i |dx_i| |w_i|
     from_w = dw * x.abs().double().sum(1)[:, None]  # sum_i |x_i| |dw_i|
@@ -98,7 +126,9 @@ def test_int8_weight_codes_round_to_the_nearest_step():
 # ----------------------------------------------------------------------------------------- fused
 
 
-@pytest.mark.parametrize("kind", [Int8Linear, pytest.param(BF16Linear, marks=needs_onednn)])
+@pytest.mark.parametrize(
+    "kind", [pytest.param(Int8Linear, marks=needs_onednn_int8), LegacyInt8Linear, pytest.param(BF16Linear, marks=needs_onednn)]
+)
 def test_fused_projections_equal_the_separate_layers(kind):
     torch.manual_seed(0)
     parts = [nn.Linear(96, n, bias=True) for n in (64, 32, 48)]
@@ -166,8 +196,17 @@ def test_bf16_engine_converts_the_body_and_keeps_the_text_table(fp32_logits):
 def test_int8_engine_fuses_and_stays_close(fp32_logits):
     engine = Engine.load(str(TINY), device="cpu", quantize="int8")
     layer = engine.model.llm.layers[0]
-    assert isinstance(layer.self_attn.fused_qkv.linear, Int8Linear) and type(layer.mlp.down_proj) is Int8Linear
+    kind = Int8Linear if linears.onednn_int8_available() else LegacyInt8Linear
+    assert type(layer.self_attn.fused_qkv.linear) is kind and type(layer.mlp.down_proj) is kind
     assert isinstance(engine.model.audio_heads, nn.Linear)  # the heads stay fp32
+    rel = ((_step0_logits(engine) - fp32_logits).norm() / fp32_logits.norm()).item()
+    assert 0 < rel < 0.1
+
+
+def test_int8_without_onednn_uses_torchs_quantised_ops(monkeypatch, fp32_logits):
+    monkeypatch.setattr(linears, "_int8_ok", False)  # as if the probe had failed
+    engine = Engine.load(str(TINY), device="cpu", quantize="int8")
+    assert type(engine.model.llm.layers[0].mlp.down_proj) is LegacyInt8Linear
     rel = ((_step0_logits(engine) - fp32_logits).norm() / fp32_logits.norm()).item()
     assert 0 < rel < 0.1
 

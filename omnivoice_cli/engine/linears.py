@@ -1,5 +1,6 @@
 """The CPU linears of the body: oneDNN fp32 (a weight repacked once into oneDNN's blocked layout),
-oneDNN bf16 (the weight converted and packed once) and dynamic int8 (fbgemm). The module tree keeps
+oneDNN bf16 (the weight converted and packed once) and dynamic int8 (oneDNN's u8 x s8 kernel;
+torch's quantised ops where a build lacks it). The module tree keeps
 the checkpoint's names; on the bf16 and int8 paths the projections that read the same input (q, k,
 v; gate, up) run as one product (`Fused`, set as the attention's `fused_qkv` and the MLP's
 `fused_gate_up`). The network itself (backbone.py) knows nothing of the kernels: loading.py picks one.
@@ -66,18 +67,37 @@ def use_onednn_linears(model: nn.Module) -> int:
     return n
 
 
+_FLAGS: frozenset[str] | None = None
+
+
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags as the kernel reports them (Linux; empty elsewhere), read once."""
+    global _FLAGS
+    if _FLAGS is None:
+        try:
+            with open("/proc/cpuinfo") as f:
+                _FLAGS = frozenset(next((ln.split(":", 1)[1].split() for ln in f if ln.startswith("flags")), []))
+        except OSError:
+            _FLAGS = frozenset()
+    return _FLAGS
+
+
 def native_bfloat16() -> bool:
     """Whether this CPU multiplies bf16 natively (AVX512-BF16 or AMX). Elsewhere oneDNN emulates bf16
     products with fp32 arithmetic and conversions, slower than fp32 itself."""
     try:
         return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
-    except AttributeError:  # torch moved its private probes: read the flags the kernel reports
-        try:
-            with open("/proc/cpuinfo") as f:
-                flags = next((ln.split(":", 1)[1].split() for ln in f if ln.startswith("flags")), [])
-        except OSError:
-            return False
-        return "avx512_bf16" in flags or "amx_bf16" in flags
+    except AttributeError:  # torch moved its private probes: read the flags
+        return bool({"avx512_bf16", "amx_bf16"} & cpu_flags())
+
+
+def native_vnni() -> bool:
+    """Whether this CPU has a u8 x s8 dot product into int32 (AVX512-VNNI, AVX-VNNI or AMX). Without
+    it, x86 int8 kernels add pairs of products in int16, which 8-bit inputs could overflow."""
+    try:
+        return bool(torch.cpu._is_vnni_supported() or torch.cpu._is_amx_tile_supported())
+    except AttributeError:
+        return bool({"avx512_vnni", "avx_vnni", "amx_int8"} & cpu_flags())
 
 
 class BF16Linear(nn.Module):
@@ -107,9 +127,65 @@ def int8_weight(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return codes, scale
 
 
+def quantize_activations(x: torch.Tensor, half: int) -> tuple[torch.Tensor, float]:
+    """x -> (codes uint8, scale): symmetric per tensor around the zero point half + 1, so
+    x ~ scale * (codes - half - 1) with codes in 1..2 * half + 1; half = 127 uses all 8 bits, 63
+    keeps the codes under 128 (CPUs without VNNI). One pass for the range, one to quantise."""
+    lo, hi = torch.aminmax(x)
+    scale = max(-float(lo), float(hi), 1e-30) / half
+    return x.mul(1.0 / scale).round_().add_(half + 1).to(torch.uint8), scale
+
+
+_int8_ok: bool | None = None
+
+
+def onednn_int8_available() -> bool:
+    """Whether this torch build has oneDNN's quantised linear (torch.ops.onednn, the kernel torch's
+    own CPU compiler emits for int8) and it agrees with a plain product of the codes (checked once)."""
+    global _int8_ok
+    if _int8_ok is None:
+        try:
+            g = torch.Generator().manual_seed(0)
+            x, w = torch.randn(9, 64, generator=g), torch.randn(24, 64, generator=g)
+            y = Int8Linear(w)(x)
+            codes, scale = int8_weight(w)
+            xq, xs = quantize_activations(x, Int8Linear.half)
+            want = ((xq.float() - Int8Linear.half - 1) * xs) @ (codes.float() * scale[:, None]).T
+            _int8_ok = torch.allclose(y, want, rtol=1e-4, atol=1e-4)
+        except (AttributeError, RuntimeError, NotImplementedError, TypeError):  # absent or changed
+            _int8_ok = False
+    return _int8_ok
+
+
 class Int8Linear(nn.Module):
-    """A dynamic int8 linear layer (CPU, fbgemm): the weight is int8 per output channel, the input
-    is quantised per tensor on the fly at each call, accumulation is int32, the output fp32."""
+    """A dynamic int8 linear layer (CPU, oneDNN): the weight int8 per output channel, packed once;
+    the input quantised per tensor on the fly at each call (8 bits with VNNI, 7 without);
+    accumulation int32, output fp32 (the scales applied by the kernel)."""
+
+    half = 127 if native_vnni() else 63  # the activations' codes: zero point half + 1
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None):
+        super().__init__()
+        self.out_features, self.in_features = weight.shape
+        codes, self.w_scale = int8_weight(weight.detach())
+        self.packed = torch.ops.onednn.qlinear_prepack(codes, None)
+        self.bias = None if bias is None else bias.detach().float()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        codes, scale = quantize_activations(x, self.half)
+        return torch.ops.onednn.qlinear_pointwise(
+            codes, scale, self.half + 1, self.packed, self.w_scale, None, self.bias,
+            1.0, 0, torch.float32, "none", [], "",  # output scale, zero point, dtype; no fused op
+        )  # fmt: skip
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, int8"
+
+
+class LegacyInt8Linear(nn.Module):
+    """The dynamic int8 linear layer of torch's quantised ops (fbgemm on x86, qnnpack on ARM), for
+    torch builds without oneDNN's: 7-bit inputs per tensor, int8 weights per output channel. It needs
+    torch's quantised tensor types, which torch marks deprecated."""
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None):
         super().__init__()
@@ -128,7 +204,7 @@ class Int8Linear(nn.Module):
         return torch.ops.quantized.linear_dynamic(x, self.packed, True)  # True: 7-bit inputs, as fbgemm needs
 
     def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, int8"
+        return f"in_features={self.in_features}, out_features={self.out_features}, int8 (torch quantized)"
 
 
 class Fused:
@@ -200,7 +276,8 @@ def quantize_int8(model: OmniVoiceModel) -> int:
     attention runs in bf16 where the CPU has it natively. (Per channel: 95% of step-0 argmaxes agree
     with fp32 on random weights, 86% per tensor, at the same speed.) Returns the number of linear
     layers quantised."""
-    return convert_layers(model, Int8Linear, torch.bfloat16 if native_bfloat16() else None)
+    kind = Int8Linear if onednn_int8_available() else LegacyInt8Linear
+    return convert_layers(model, kind, torch.bfloat16 if native_bfloat16() else None)
 
 
 def _to_bf16(param: nn.Parameter) -> nn.Parameter:
