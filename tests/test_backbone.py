@@ -124,7 +124,7 @@ def test_engine_picks_the_cpu_linear_paths():
     int8 = Engine.load(str(TINY), device="cpu", quantize="int8")
     kinds = {type(m) for m in int8.model.llm.layers.modules() if isinstance(m, (nn.Linear, Int8Linear))}
     assert kinds == {Int8Linear}
-    assert isinstance(int8.model.audio_heads, nn.Linear)  # the heads stay fp32
+    # the heads: bf16 where the CPU has it natively (test_linears.py), fp32 elsewhere
     n_layers = len(int8.model.llm.layers)
     assert quantize_int8(int8.model) == 0 and n_layers == fp32.cfg.backbone.num_hidden_layers
 

@@ -10,8 +10,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from omnivoice_cli.engine import linears, loading
-from omnivoice_cli.engine.backbone import grouped_attention
+from omnivoice_cli.engine import narrow
+from omnivoice_cli.engine.backbone import RMSNorm, apply_rope, grouped_attention, rms_norm, rope_cos_sin, rope_inv_freq
 from omnivoice_cli.engine.errors import InvalidRequest
+from omnivoice_cli.engine.narrow import LeanRMSNorm, lean_rms_norm, norm_rope
 from omnivoice_cli.engine.linears import (
     BF16Linear,
     Fused,
@@ -158,6 +160,63 @@ def test_grouped_attention_is_attention(heads, kv):
     assert ((got16.double() - want).norm() / want.norm()).item() < 2e-2
 
 
+# ------------------------------------------------------------------------------- narrow forward
+
+
+def narrow_installed(model) -> bool:
+    return model._halves == (narrow.attention_inputs, narrow.attention_output_and_mlp)
+
+
+def _rms64(x, w, eps):
+    x = x.double()
+    return x * (x.square().mean(-1, keepdim=True) + eps).rsqrt() * w.double()
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16])
+def test_lean_rms_norm_against_float64(dtype):
+    g = torch.Generator().manual_seed(4)
+    x = (torch.randn(33, 64, generator=g) * 3).to(dtype)
+    w = torch.randn(64, generator=g).to(dtype)
+    got = lean_rms_norm(x, w, 1e-6)
+    assert got.dtype == dtype and got.is_contiguous()
+    # bf16: two roundings (the scaled value, then the weighted one), as the reference's bf16 arithmetic
+    tol = {torch.float64: 1e-12, torch.float32: 1e-6, torch.bfloat16: 1.01 * BF16_EPS}[dtype]
+    torch.testing.assert_close(got.double(), _rms64(x, w, 1e-6), rtol=tol, atol=tol)
+    if dtype == torch.float32:  # the engine's fp32 RMSNorm, to fp32 rounding
+        torch.testing.assert_close(got, rms_norm(x, w, 1e-6), rtol=1e-6, atol=1e-6)
+    view = x.view(33, 4, 16)[:, 1:3]  # a strided view, as q and k are of the fused product
+    torch.testing.assert_close(lean_rms_norm(view, w[:16], 1e-6).double(), _rms64(view, w[:16], 1e-6), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_norm_rope_is_rope_of_the_norm(dtype):
+    g = torch.Generator().manual_seed(5)
+    joint = torch.randn(21, 3 * 32, generator=g, dtype=torch.float64)
+    x = joint[:, 32:].reshape(21, 4, 16)[:, :2]  # [N, heads, D], a view
+    norm = RMSNorm(16, 1e-6).double().requires_grad_(False)
+    norm.weight.data = torch.randn(16, generator=g, dtype=torch.float64)
+    cos, sin = rope_cos_sin(torch.arange(21), rope_inv_freq(16, 1e4), torch.float64)
+    want = apply_rope(norm(x).transpose(0, 1), cos, sin).transpose(0, 1)  # the reference's arithmetic, float64
+    got = norm_rope(x, norm, cos, sin, dtype)
+    assert got.dtype == dtype and got.shape == x.shape
+    tol = 1e-6 if dtype == torch.float32 else 4 * BF16_EPS
+    torch.testing.assert_close(got.double(), want, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("kind", [pytest.param(Int8Linear, marks=needs_onednn_int8), LegacyInt8Linear, pytest.param(BF16Linear, marks=needs_onednn)])
+def test_fused_epilogues_are_the_plain_products(kind):
+    """add: x W^T + other; gated: silu(x Wg^T) * x Wu^T; as the kernel's own plain product gives."""
+    x, w, _ = _case(40, 64, 48, False, seed=6)
+    _, w2, _ = _case(40, 64, 48, False, seed=7)
+    dt = torch.bfloat16 if kind is BF16Linear else torch.float32
+    x, other = x.to(dt), torch.randn(40, 48).to(dt)
+    a, b = kind(w), kind(w2)
+    tol = 2 * BF16_EPS if dt == torch.bfloat16 else 1e-5
+    torch.testing.assert_close(a.add(x, other).double(), (a(x).double() + other.double()), rtol=tol, atol=tol * 4)
+    want = F.silu(a(x).double()) * b(x).double()
+    torch.testing.assert_close(kind.gated(a, b, x).double(), want, rtol=tol * 2, atol=tol * 4)
+
+
 # ---------------------------------------------------------------------------------------- engine
 
 
@@ -180,10 +239,11 @@ def test_bf16_engine_converts_the_body_and_keeps_the_text_table(fp32_logits):
     engine = Engine.load(str(TINY), device="cpu", dtype="bfloat16")
     m = engine.model
     layer = m.llm.layers[0]
-    assert isinstance(layer.self_attn.fused_qkv, Fused) and isinstance(layer.mlp.fused_gate_up, Fused)
-    assert type(layer.self_attn.q_proj) is FusedPart and type(layer.self_attn.o_proj) is BF16Linear
-    assert type(layer.mlp.down_proj) is BF16Linear and type(m.audio_heads) is BF16Linear
-    assert layer.self_attn.math_dtype == torch.bfloat16
+    assert isinstance(layer.self_attn.fused_qkv, Fused) and type(layer.self_attn.q_proj) is FusedPart
+    assert {type(getattr(layer.mlp, n)) for n in ("gate_proj", "up_proj", "down_proj")} == {BF16Linear}
+    assert type(layer.self_attn.o_proj) is BF16Linear and type(m.audio_heads) is BF16Linear
+    assert layer.self_attn.math_dtype == torch.bfloat16 and narrow_installed(m)
+    assert type(layer.input_layernorm) is LeanRMSNorm and type(m.llm.norm) is LeanRMSNorm
     assert layer.input_layernorm.weight.dtype == torch.bfloat16 and m.audio_embeddings.weight.dtype == torch.bfloat16
     assert m.llm.embed_tokens.weight.dtype == torch.float32  # a view of the file: a step reads a few rows
     assert m.audio_heads.weight.device.type == "cpu"  # callers read the heads' device
@@ -198,7 +258,10 @@ def test_int8_engine_fuses_and_stays_close(fp32_logits):
     layer = engine.model.llm.layers[0]
     kind = Int8Linear if linears.onednn_int8_available() else LegacyInt8Linear
     assert type(layer.self_attn.fused_qkv.linear) is kind and type(layer.mlp.down_proj) is kind
-    assert isinstance(engine.model.audio_heads, nn.Linear)  # the heads stay fp32
+    assert narrow_installed(engine.model)
+    bf16 = native_bfloat16() and linears.onednn_linear_available()
+    assert type(engine.model.audio_heads) is (BF16Linear if bf16 else linears.OneDNNLinear)  # bf16 where native
+    assert layer.self_attn.math_dtype == (torch.bfloat16 if bf16 else None)
     rel = ((_step0_logits(engine) - fp32_logits).norm() / fp32_logits.norm()).item()
     assert 0 < rel < 0.1
 

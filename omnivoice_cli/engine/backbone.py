@@ -153,12 +153,8 @@ class MLP(nn.Module):
         self.gate_proj = nn.Linear(b.hidden_size, b.intermediate_size, bias=False)
         self.up_proj = nn.Linear(b.hidden_size, b.intermediate_size, bias=False)
         self.down_proj = nn.Linear(b.intermediate_size, b.hidden_size, bias=False)
-        self.fused_gate_up = None  # gate and up as one product (linears.py sets it on the CPU's bf16 / int8 paths)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.fused_gate_up is not None:
-            gate, up = self.fused_gate_up(x)  # views of one [N, 2 I] product
-            return self.down_proj(F.silu(gate).mul_(up))  # silu makes a contiguous [N, I]
         return self.down_proj(F.silu(self.gate_proj(x), inplace=True).mul_(self.up_proj(x)))
 
 

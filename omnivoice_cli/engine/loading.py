@@ -91,13 +91,15 @@ def load_body(root: Path, cfg: ModelConfig, dev, dt, quantize: str | None, compi
 
     from . import tensorfile
     from .backbone import OmniVoiceModel
+    from .linears import onednn_linear_available
 
-    cpu_bf16 = dev.type == "cpu" and dt == torch.bfloat16 and not compile
+    # CPU bf16 with oneDNN: converted layer by layer from the mapped fp32 file (else loaded as bf16)
+    cpu_bf16 = dev.type == "cpu" and dt == torch.bfloat16 and not compile and onednn_linear_available()
     with torch.device("meta"):
         net = OmniVoiceModel(cfg)
     tensorfile.load_module(
         net, root / "model.safetensors", optional=["codebook_layer_offsets"],
-        dtype=None if cpu_bf16 else dt, device=dev,  # CPU bf16: converted layer by layer below
+        dtype=None if cpu_bf16 else dt, device=dev,
         prefetch=not (quantize or cpu_bf16),  # converting reads every weight at once anyway
         prefetch_skip=["llm.embed_tokens.weight"],  # 620 MB, of which a step reads a few rows
     )  # fmt: skip
