@@ -37,6 +37,7 @@ from typing import Any, Callable
 from . import settings as st
 from .engine.errors import InvalidRequest, OmniVoiceError
 from .manifest import MANIFEST, ManifestWriter, done_records
+from .output import AUDIO_FORMATS
 from .progress import BatchProgress
 from .request import Built, References, Voices, build_request
 from .signals import HoldSignals
@@ -44,7 +45,7 @@ from .signals import HoldSignals
 GROUP_SIZE = 64  # lines per Engine.generate call (the engine bounds each forward itself)
 TEXT_SUFFIXES = (".txt",)
 JSON_SUFFIXES = (".jsonl", ".ndjson")
-AUDIO_SUFFIXES = {".wav": "wav", ".flac": "flac", ".ogg": "ogg"}
+AUDIO_SUFFIXES = {ext: f.name for f in AUDIO_FORMATS.values() for ext in f.extensions}  # ".mp3" -> "mp3"
 MAX_INPUT_BYTES = 512 * 1024 * 1024  # the input file is read up to here
 MAX_LINE_BYTES = 1024 * 1024  # one line (a text of about 20 minutes of speech)
 MAX_NAME_BYTES = 200  # an output file name (the temporary name adds ~20 bytes; most systems allow 255)
@@ -293,18 +294,21 @@ def line_output(line: Line, fmt: str, width: int) -> tuple[str, str]:
     return f"{n:0{width}d}.{fmt}", fmt
 
 
-def check_duplicates(lines: list[Line]) -> None:
-    """Two lines that would write the same file (case-insensitively) both fail."""
+def check_duplicates(lines: list[Line], suffix: str | None = None) -> None:
+    """Two lines that would write the same file (case-insensitively) both fail; with `suffix`,
+    the same file of that extension beside their audio (their subtitles)."""
     by_name: dict[str, list[Line]] = {}
     for line in lines:
         if line.error is None and line.name is not None:
-            by_name.setdefault(line.name.casefold(), []).append(line)
+            name = line.name if suffix is None else str(PurePath(line.name).with_suffix(suffix))
+            by_name.setdefault(name.casefold(), []).append(line)
     for group in by_name.values():
         if len(group) < 2:
             continue
         for line in group:
             others = ", ".join(str(o.number) for o in group if o is not line)
-            line.fail(f"output '{line.name}' is also written by line {others}: give each line its own id or output")
+            name = line.name if suffix is None else str(PurePath(line.name).with_suffix(suffix))
+            line.fail(f"output '{name}' is also written by line {others}: give each line its own id or output")
 
 
 # --------------------------------------------------------------------------------------------
@@ -386,8 +390,10 @@ class BatchRun:
 
     def __init__(self, input_path: str | Path, output_dir: str | Path, *, preset: st.Preset | None,
                  flags: dict[str, Any], overwrite: bool = False, quiet: bool = False,
-                 echo: Callable[[str], None] = print, random_seed: Callable[[], int] | None = None) -> None:  # fmt: skip
+                 echo: Callable[[str], None] = print, random_seed: Callable[[], int] | None = None,
+                 subtitles: str | None = None) -> None:  # fmt: skip
         self.input_path, self.output_dir = input_path, output_dir
+        self.subtitles = subtitles  # "srt" | "vtt": a subtitles file beside each audio file (cues.py)
         self.preset, self.flags, self.overwrite, self.quiet, self.echo = preset, flags, overwrite, quiet, echo
         self.random_seed = random_seed or (lambda: secrets.randbelow(2**31))
         self.base = Path(input_path).expanduser().parent  # relative paths in a line start here
@@ -459,6 +465,8 @@ class BatchRun:
             except (InvalidRequest, st.SettingsError) as e:
                 line.fail(str(e))
         check_duplicates(self.lines)
+        if self.subtitles:
+            check_duplicates(self.lines, f".{self.subtitles}")
 
     # -- running ---------------------------------------------------------------------------
 
@@ -484,6 +492,9 @@ class BatchRun:
                 self._fail(line, line.error)
             elif (out / line.name).exists() and not self.overwrite:
                 line.status = "skipped"
+                if self.subtitles and not (out / line.name).with_suffix("." + self.subtitles).exists():
+                    self.echo(f"Warning: line {line.number}: {line.name} exists without subtitles: give --overwrite "
+                              "to make both")  # fmt: skip
                 old = earlier.get(line.name.casefold())
                 if old is not None:
                     line.record = {**old, "line": line.number}
@@ -522,6 +533,10 @@ class BatchRun:
         target = out / line.name
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
+            if self.subtitles:  # written just before the audio: an audio file always has its subtitles
+                from .cues import write_result_subtitles
+
+                write_result_subtitles(target.with_suffix("." + self.subtitles), result, line.built.request.text)
             write_audio(result.audio, result.sample_rate, OutputTarget(target, *FORMATS["." + line.format]))
         except OSError as e:
             self._fail(line, f"cannot write {target}: {e.strerror or e}")

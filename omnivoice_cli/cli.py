@@ -25,7 +25,7 @@ except ImportError:  # older typer runs on click
 
 from . import settings as st
 from .commands import batch as batch_cmd
-from .commands import info, models, presets, say, voice
+from .commands import dub, info, models, presets, say, serve, voice
 from .commands.common import error
 from .helpfmt import HelpCommand, HelpGroup
 
@@ -113,6 +113,7 @@ def _command(func, name: str | None = None, **kw: Any) -> None:
 
 _command(say.say, "say", help=say.HELP, epilog=say.EXAMPLES, no_args_is_help=True)
 _command(batch_cmd.batch, "batch", help=batch_cmd.HELP, epilog=batch_cmd.EXAMPLES, no_args_is_help=True)
+_command(dub.dub, "dub", help=dub.HELP, epilog=dub.EXAMPLES, no_args_is_help=True)
 app.add_typer(voice.app, name="voice")
 app.add_typer(presets.app, name="presets")
 _command(models.download, "download")
@@ -120,6 +121,7 @@ _command(models.models, "models")
 _command(info.languages, "languages")
 _command(info.instructs, "instructs")
 _command(info.tags, "tags")
+_command(serve.serve, "serve", help=serve.HELP, epilog=serve.EXAMPLES)
 
 
 def main() -> None:

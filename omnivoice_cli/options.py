@@ -100,7 +100,7 @@ PRESET_OPTION = typer.Option(
 QUIET_OPTION = typer.Option(False, "--quiet", "-q", help="Only warnings and errors on stderr.", rich_help_panel="Output")
 
 # The settings of `say` and `batch` (what a request and its engine are made of).
-SPEECH_SETTINGS = ("lang", "chunk_duration", "chunk_threshold", "instruct", "voice", "speed", "duration",
+SPEECH_SETTINGS = ("lang", "normalize", "markdown", "chunk_duration", "chunk_threshold", "instruct", "voice", "speed", "duration",
                    *st.GENERATION_KEYS, "seed", "format")  # fmt: skip
 HARDWARE_SETTINGS = ("model", "device", "dtype", "threads", "quantize", "compile")
 

@@ -53,11 +53,15 @@ class References:
         key = (path.resolve(), transcript)
         if key not in self._prepared:
             from .engine import voice as vmod
+            from .engine.text import check_ref_transcript
 
             try:
                 wav = vmod.load_reference(path)
                 prepared = vmod.prepare_reference(wav, transcript, source=f"reference audio {path}")
-                self._prepared[key] = Reference(path, transcript, dataclasses.replace(prepared, source=str(path)))
+                mismatch = check_ref_transcript(transcript, prepared.seconds)
+                warnings = (*prepared.warnings, *([f"{path}: {mismatch}"] if mismatch else []))
+                prepared = dataclasses.replace(prepared, source=str(path), warnings=warnings)
+                self._prepared[key] = Reference(path, transcript, prepared)
             except InvalidRequest as e:
                 self._prepared[key] = e
         found = self._prepared[key]
@@ -164,6 +168,27 @@ def _reference(settings: st.Resolved, refs: References, line_base: Path | None) 
         raise named(settings, e, "ref") from None
 
 
+def spoken_text(text: str, settings: st.Resolved) -> tuple[str, list[str]]:
+    """The text as the model will be given it, and warnings: SSML breaks become pause tags (other
+    tags dropped, with a warning), Markdown is read as its words with `markdown`, and numbers,
+    dates, units and currency are written out with `normalize` (in that order: the control tags
+    [laughter], [pause 1s], [B EY1 S] pass through untouched)."""
+    from .engine import markup
+
+    text, warning = markup.convert_ssml(text)
+    warnings = [warning] if warning else []
+    if settings["markdown"]:
+        text = markup.markdown_to_text(text)
+    if settings["normalize"]:
+        from .engine.normalize import normalize_text
+
+        try:
+            text = normalize_text(text, settings["lang"])
+        except InvalidRequest as e:
+            raise named(settings, e, "normalize") from None
+    return st.join_lines(text), warnings
+
+
 def random_seed() -> int:
     return secrets.randbelow(2**31)
 
@@ -186,12 +211,14 @@ def build_request(
 
     if not isinstance(text, str) or not text.strip():
         raise InvalidRequest("text is empty: give some text to speak")
+    text, text_warnings = spoken_text(text, settings)
     reference = _reference(settings, refs, line_base)
     if reference is not None:
         settings.values["voice"] = None  # a recording given later than a voice replaces it
     voice_file, prompt = _voice(settings, voices, line_base)
     if settings["seed"] is None:
         settings.values["seed"] = random_seed() if seed is None else seed
+        settings.sources["seed"] = st.Source("random")
     request = Request(
         text=text,
         lang=settings["lang"],
@@ -203,7 +230,7 @@ def build_request(
         generation=GenerationConfig(**st.generation_kwargs(settings.values)),
     )
     try:
-        warnings = list(validate_request(request))
+        warnings = text_warnings + list(validate_request(request))
     except InvalidRequest as e:
         raise named(settings, e) from None
     if settings["duration"] is not None and settings["speed"] is not None:

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from .engine.config import GenerationConfig, ModelConfig
+from .output import AUDIO_FORMATS
 
 DEFAULT_MODEL = "k2-fsa/OmniVoice"  # hub id used when neither --model nor $OMNIVOICE_MODEL is given
 DEFAULT_OUTPUT_STEM = "omnivoice"  # `say` writes omnivoice.<format> in the current folder by default
@@ -49,7 +50,7 @@ MAX_SEED = 2**63 - 1
 MAX_THREADS = 256  # more threads than this only thrash (and torch crashes on absurd counts)
 DTYPES = ("auto", "float32", "float16", "bfloat16")
 QUANTIZE = ("none", "int8")
-FORMATS = ("wav", "flac", "ogg")  # audio formats a file name or --format may ask for
+FORMATS = (*AUDIO_FORMATS, "pcm")  # audio formats a file name or --format may ask for (pcm = raw)
 _DEVICE_RE = re.compile(r"^(auto|cpu|cuda|mps|cuda:\d{1,3})$")
 
 # Help panels, in the order `--help` shows them.
@@ -124,6 +125,10 @@ SCHEMA: dict[str, Setting] = {
                  "Input", "seconds > 0", lambda v: v > 0, high=MAX_DURATION, metavar="SECONDS"),
         _setting("chunk_threshold", float, _GEN.audio_chunk_threshold, "Texts estimated longer are spoken in chunks.",
                  "Input", f"seconds in (0, {MAX_DURATION:g}]", lambda v: 0 < v <= MAX_DURATION, metavar="SECONDS"),
+        _setting("normalize", bool, False, "Numbers, currency, dates, times and units in words (needs the "
+                 "normalize extra).", "Input", "true or false"),
+        _setting("markdown", bool, False, "Read the text as Markdown: emphasis, links, lists spoken as words.",
+                 "Input", "true or false"),
         _setting("lang", str, None, "Language code or name, e.g. en, de-AT, English (`omnivoice languages`).",
                  "Input", "a language code or name", metavar="LANG", default_help="none (any language)"),
         _setting("instruct", str, None, 'Design a voice, e.g. "female, low pitch" (`omnivoice instructs`).',
@@ -306,8 +311,9 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
 class Source:
     """One layer of settings: where its values came from, for messages and for `--dry-run`."""
 
-    kind: str  # "default", "preset", "flag", "line" or "request"
+    kind: str  # "default", "preset", "flag", "line", "request" or "random" (a seed drawn for the run)
     where: str = ""  # the preset file, the line number, ...
+    label: str = ""  # how `--dry-run` shows it, when not `where` (a preset's name)
 
     def name(self, key: str) -> str:
         """The prefix of a message about `key` given here: '--num-step', "line 3: field 'num_step'"."""
@@ -327,7 +333,7 @@ class Source:
 
     def describe(self) -> str:
         """'default', 'preset fast', 'flag', 'line 3' (for `--dry-run`)."""
-        return f"{self.kind} {self.where}".strip()
+        return f"{self.kind} {self.label or self.where}".strip()
 
 
 DEFAULT_SOURCE = Source("default")
@@ -465,7 +471,7 @@ class Preset:
 
     @property
     def origin(self) -> Source:
-        return Source("preset", str(self.path))
+        return Source("preset", str(self.path), self.name)
 
 
 def builtin_preset_dir() -> Path:

@@ -325,7 +325,7 @@ BAD_LINES = [
     ('{"text": "hi", "id": "a/b"}', "line 2: field 'id' 'a/b' cannot name a file"),
     ('{"text": "hi", "output": "../x.wav"}', "line 2: field 'output' '../x.wav' must be a file name inside the output folder"),
     ('{"text": "hi", "output": "/tmp/x.wav"}', "line 2: field 'output' '/tmp/x.wav' must be a file name inside"),
-    ('{"text": "hi", "output": "x.mp3"}', "line 2: field 'output' 'x.mp3' must end in .wav, .flac or .ogg"),
+    ('{"text": "hi", "output": "x.aac"}', "line 2: field 'output' 'x.aac' must end in .wav, .flac, .ogg, .opus, .mp3, .raw or .pcm"),
     (
         '{"text": "hi", "instruct": "female, lowpitch"}',
         "line 2: field 'instruct': unsupported instruct item in 'female, lowpitch': 'lowpitch' (did you mean 'low pitch'?)",
@@ -534,7 +534,7 @@ BAD_FLAGS = [
     (["--num-step", "x"], "--num-step must be an integer in 1..64, got 'x'"),
     (["--speed", "-1"], "--speed must be a number > 0 (1.0 is normal), got -1.0"),
     (["--seed", "-1"], "--seed must be an integer in 0..9223372036854775807, got -1"),
-    (["--format", "mp3"], "--format must be wav, flac, ogg, got 'mp3'"),
+    (["--format", "aac"], "--format must be wav, flac, ogg, opus, mp3, raw, pcm, got 'aac'"),
     (["--device", "tpu"], "--device must be auto, cpu, cuda, cuda:N or mps, got 'tpu'"),
     (["--instruct", "robot voice"], "unsupported instruct item"),
 ]
@@ -890,3 +890,14 @@ def test_batch_clones_a_voice_like_the_engine(invoke, loaded, tiny_engine, tmp_p
     assert (out / "0002.wav").read_bytes() == expected
     assert (out / "0003.wav").read_bytes() != expected
     assert (out / "0004.wav").read_bytes() == expected
+
+
+def test_every_format_of_the_table_in_a_batch(invoke, fake_engine, tmp_path, home):
+    src = write_jsonl(tmp_path / "jobs.jsonl", [{"text": "a", "output": "a.mp3"}, {"text": "b", "output": "b.raw"},
+                                                {"text": "c"}])  # fmt: skip
+    out = tmp_path / "out"
+    r = invoke("batch", src, "-o", out, "--format", "opus", "--seed", "1", "-q")
+    assert r.exit_code == 0, r.stderr
+    assert files_in(out) == ["0003.opus", "a.mp3", "b.raw", MANIFEST]
+    audio, sr = sf.read(str(out / "0003.opus"))
+    assert sr == 24000 and len(audio) > 0

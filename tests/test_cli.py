@@ -128,13 +128,6 @@ def test_say_writes_a_24k_mono_wav(invoke, fake_engine, tmp_path):
     assert seed_of(summary) == fake_engine.requests[0].seed
 
 
-def test_default_output_is_omnivoice_wav(invoke, fake_engine, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    r = invoke("say", "Hello")
-    assert r.exit_code == 0, r.stderr
-    assert files_in(tmp_path) == ["omnivoice.wav"]
-
-
 @pytest.mark.parametrize("ext,fmt", [("flac", "FLAC"), ("ogg", "OGG")])
 def test_say_other_formats(invoke, fake_engine, tmp_path, ext, fmt):
     out = tmp_path / f"x.{ext}"
@@ -422,7 +415,7 @@ BAD_INPUT = [
     (["--speed", "fast"], "Hi", None, "--speed must be a number > 0 (1.0 is normal), got 'fast'"),
     (["--dtype", "float64"], "Hi", None, "--dtype must be auto, float32, float16, bfloat16, got 'float64'"),
     (["--device", "tpu"], "Hi", None, "--device must be auto, cpu, cuda, cuda:N or mps, got 'tpu'"),
-    (["-o", "{tmp}/x.mp3"], "Hi", None, "'.mp3': use a file ending in .wav, .flac or .ogg"),
+    (["-o", "{tmp}/x.aac"], "Hi", None, "'.aac': use a file ending in .wav, .flac, .ogg, .opus, .mp3, .raw or .pcm"),
     (["-o", "{tmp}/noext"], "Hi", None, "has no extension"),
     (["-o", "{tmp}/missing/x.wav"], "Hi", None, "does not exist"),
     ([], "Before [pause 2 sec] after.", None, "malformed pause tag '[pause 2 sec]'"),

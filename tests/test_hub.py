@@ -170,7 +170,7 @@ def test_offline_with_nothing_cached_is_one_clear_line(fake_hub, cache, tmp_path
         hub.download(REPO, on_notice=notices.append)
     assert str(e.value) == (
         f"{REPO} is not in the Hugging Face cache and cannot be downloaded (offline). Connect once to "
-        "fetch it (about 3.2 GB), or pass --model PATH to a local checkpoint folder."
+        "fetch it (about 3.2 GB), or give the model as the path of a local checkpoint folder."
     )
     assert notices == [] and not marker(tmp_path).exists() and fake_hub.downloads == []
 

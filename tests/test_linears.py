@@ -309,5 +309,5 @@ def test_int8_on_a_gpu_falls_back_only_when_the_device_was_auto(monkeypatch):
     dev, quantize = loading._resolve_hardware("auto", "int8", False, notices.append)
     assert (dev.type, quantize) == ("cuda", None)
     assert notices == ["quantize int8 is for the CPU: running on cuda without it"]
-    with pytest.raises(InvalidRequest, match="quantize int8 runs on the CPU only, not on cuda"):
+    with pytest.raises(InvalidRequest, match="int8 runs on the CPU only, not on cuda"):
         loading._resolve_hardware("cuda", "int8", False, notices.append)

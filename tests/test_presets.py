@@ -129,7 +129,7 @@ BAD_PRESETS = [
     ("guidance_scale = -1\n", "key 'guidance_scale' must be a number >= 0, got -1.0"),
     ("denoise = 'no'\n", "key 'denoise' must be true or false, got 'no' (a string)"),
     ("device = 'tpu'\n", "key 'device' must be auto, cpu, cuda, cuda:N or mps, got 'tpu'"),
-    ("format = 'mp3'\n", "key 'format' must be wav, flac, ogg, got 'mp3'"),
+    ("format = 'aac'\n", "key 'format' must be wav, flac, ogg, opus, mp3, raw, pcm, got 'aac'"),
     ("description = 3\n", "key 'description' must be a string, got an integer"),
     ("threads = 0\n", "key 'threads' must be an integer >= 1, got 0"),
     ("quantize = 'int4'\n", "key 'quantize' must be int8 or none, got 'int4'"),
@@ -220,15 +220,15 @@ def test_say_preset_engine_and_chunk_settings(invoke, fake_engine, home, tmp_pat
     assert len(fake_engine.loads) == 2
 
 
-def test_say_preset_format_sets_the_default_output(invoke, fake_engine, home, tmp_path, monkeypatch):
+def test_say_preset_format_sets_the_format_of_stdout(invoke, fake_engine, home, tmp_path, monkeypatch):
     (home / "presets" / "flac.toml").write_text('format = "flac"\n')
     monkeypatch.chdir(tmp_path)
-    r = invoke("say", "Hi", "--preset", "flac", "-q")
+    r = invoke("say", "Hi", "--preset", "flac", "-o", "-", "-q")
     assert r.exit_code == 0, r.stderr
-    assert "omnivoice.flac" in files_in(tmp_path)
-    r = invoke("say", "Hi", "--preset", "flac", "-o", "given.wav", "-q")  # -o wins
+    assert r.stdout_bytes[:4] == b"fLaC"
+    r = invoke("say", "Hi", "--preset", "flac", "-o", "given.wav", "-q")  # a file's extension wins over a preset
     assert r.exit_code == 0, r.stderr
-    assert "given.wav" in files_in(tmp_path)
+    assert "given.wav" in files_in(tmp_path) and not any(f.endswith(".flac") for f in files_in(tmp_path))
 
 
 def test_say_preset_voice_is_looked_up(invoke, fake_engine, home, tmp_path):

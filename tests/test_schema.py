@@ -126,7 +126,7 @@ def test_the_readme_options_table_is_the_schema():
     readme = (ROOT / "README.md").read_text()
     m = re.search(r"<!-- settings-table -->\n(.*?)<!-- /settings-table -->", readme, re.S)
     assert m, "README.md lacks the settings table markers"
-    assert m.group(1).strip() == settings_table().strip()
+    assert m.group(1).strip() == settings_table().strip(), "run python tools/readme_settings.py"
 
 
 def _help(args, columns=80) -> str:

@@ -114,7 +114,7 @@ def test_offline_without_cache_is_one_clear_error(tmp_path, monkeypatch):
     with pytest.raises(ModelUnavailable) as e:
         weights.resolve_checkpoint("k2-fsa/OmniVoice")
     assert "k2-fsa/OmniVoice is not in the Hugging Face cache" in str(e.value)
-    assert "--model" in str(e.value)
+    assert "the path of a local checkpoint folder" in str(e.value)  # an engine message names engine things
 
 
 def test_not_a_folder_nor_a_hub_id(tmp_path):

@@ -74,12 +74,50 @@ def batch(
     ),
     preset: Optional[str] = PRESET_OPTION,
     overwrite: bool = typer.Option(False, "--overwrite", rich_help_panel="Output", help="Redo lines whose file exists."),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", rich_help_panel="Output",
+        help="Load no model, write nothing: print what each line would speak (with --json, one JSON object a line).",
+    ),
+    json_out: bool = typer.Option(False, "--json", rich_help_panel="Output", help="With --dry-run: JSON lines."),
     quiet: bool = QUIET_OPTION,
+    subtitles: Optional[str] = typer.Option(  # issue 15 (cues.py)
+        None, "--subtitles", metavar="srt|vtt", show_default=False, rich_help_panel="Output",
+        help="Also write subtitles beside each audio file (0001.wav -> 0001.srt), one cue per piece.",
+    ),
     flags: dict = NO_FLAGS,
 ) -> None:  # fmt: skip
     """Speak every line of INPUT into its own audio file in the folder -o."""
-    from ..batch import run_batch
+    from ..batch import BatchRun
 
+    if subtitles is not None and subtitles.lower().lstrip(".") not in ("srt", "vtt"):
+        raise InvalidRequest(f"--subtitles must be srt or vtt (a file beside each audio file), got {subtitles!r}")
     chosen = _check_run(flags, preset)
-    report = run_batch(input, output, preset=chosen, flags=flags, overwrite=overwrite, quiet=quiet, echo=echo)
-    _summary(report, quiet)
+    subtitles = subtitles.lower().lstrip(".") if subtitles else None
+    run = BatchRun(input, output, preset=chosen, flags=flags, overwrite=overwrite, quiet=quiet, echo=echo,
+                   subtitles=subtitles)  # fmt: skip
+    if dry_run:
+        _dry_run(run, json_out)
+        return
+    _summary(run.run(), quiet)
+
+
+def _dry_run(run, json_out: bool) -> None:
+    """Plan every line (no model, nothing written) and print what each would speak."""
+    import json
+
+    from ..dryrun import describe
+
+    run.plan()
+    out = typer.get_text_stream("stdout")
+    for line in run.lines:
+        if line.error is not None:
+            echo(f"Error: {line.error}")
+            continue
+        report = {"line": line.number, "output": line.name, **describe(line.built)}
+        if json_out:
+            out.write(json.dumps(report, ensure_ascii=False) + "\n")
+        else:
+            out.write(f"line {line.number} -> {line.name}: {len(report['pieces'])} piece(s), about "
+                      f"{report['seconds']:.1f} s, seed {report['seed']}\n")  # fmt: skip
+    if any(line.error is not None for line in run.lines):
+        raise typer.Exit(1)

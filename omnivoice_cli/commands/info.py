@@ -14,10 +14,11 @@ def languages(
     from ..engine.text import list_languages
 
     out = typer.get_text_stream("stdout")
-    needle = (word or "").casefold()
-    for code, name in list_languages():
-        if needle in code.casefold() or needle in name.casefold():
-            out.write(f"{code}\t{name}\n")
+    found = list_languages(word)
+    for code, name in found:
+        out.write(f"{code}\t{name}\n")
+    if word and not found:
+        typer.echo(f"no language matches {word!r} (`omnivoice languages` lists all)", err=True)
 
 
 def instructs() -> None:

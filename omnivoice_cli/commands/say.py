@@ -16,20 +16,21 @@ from ..options import HARDWARE_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, 
 from ..progress import StepProgress
 from .common import Warnings, echo, error, load_engine, run_settings, usage_error, warn
 
-HELP = """Speak TEXT (or the text of -f FILE) into an audio file, or to stdout with -o -.
+HELP = """Speak TEXT (or the text of -f FILE): play it, or write it to a file (-o), or to stdout (-o -).
 
-Files are 24 kHz mono: .wav and .flac as 16-bit PCM, .ogg as Vorbis, written to a temporary file
-and renamed, so never left partial. Long texts are spoken in chunks; [pause 1.5s], [pause 500ms]
-and [pause] insert silences; [laughter], [sigh] and the other tags of `omnivoice tags` are spoken
-as sounds. Line breaks are read as spaces.
+Without -o the speech is played as it is made (--play also plays while writing -o). Files are
+24 kHz mono, in the format of their extension (wav, flac, ogg, opus, mp3, raw), written to a
+temporary file and renamed, so never left partial; --stream sends stdout's audio piece by piece.
+Long texts are spoken in chunks; [pause 1.5s], [pause 500ms] and [pause] insert silences;
+[laughter], [sigh] and the other tags of `omnivoice tags` are spoken as sounds.
 
 Progress and a summary (path, audio length, time, real-time factor, seed) go to stderr. Exit
 codes: 0 ok; 1 runtime failure; 2 bad usage or value; 130 / 143 stopped by Ctrl-C / SIGTERM."""
 
 EXAMPLES = """
-omnivoice say "Hello world" -o hello.wav
+omnivoice say Hello world
 omnivoice say Good evening --instruct "female, low pitch" -o out.flac
-omnivoice say -f chapter.txt --voice alice --preset fast -o chapter.flac
+omnivoice say -f chapter.txt --voice alice --stream -o - | ffplay -nodisp -i -
 """
 
 MAX_TEXT_BYTES = 10 * 1024 * 1024  # what -f / stdin read at most (about 3 hours of speech)
@@ -94,16 +95,22 @@ def _is_file(text: str) -> bool:
 
 
 def _target(output: str | None, settings: st.Resolved):
+    """Where the audio goes: None (the player), stdout or a file. A file's format is its
+    extension's; --format, when given as a flag, must agree with it; stdout takes the format."""
     from ..output import check_output
 
-    target = check_output(output if output is not None else f"{st.DEFAULT_OUTPUT_STEM}.{settings['format']}")
-    settings.values["format"] = "wav" if target.to_stdout else target.path.suffix.lower().lstrip(".")
+    if output is None:
+        return None
+    flagged = settings.source("format").kind == "flag"
+    target = check_output(output, settings["format"] if (flagged or output == "-") else None)
+    settings.values["format"] = target.audio_format.name
     if target.to_stdout and typer.get_binary_stream("stdout").isatty():
         raise InvalidRequest("-o - writes binary audio to stdout, which is a terminal: redirect it or pipe it")
     return target
 
 
-def _speak(built: Any, refs: Any, target: Any, settings: st.Resolved, quiet: bool, shown: Warnings) -> dict:
+def _speak(built: Any, refs: Any, target: Any, settings: st.Resolved, quiet: bool, shown: Warnings,
+           subtitles: Any = None) -> dict:  # fmt: skip
     """Load the model, generate, write. Returns timings and the result; a stop raises Stop."""
     from ..engine.pipeline import plan_request
     from ..output import write_audio
@@ -123,6 +130,10 @@ def _speak(built: Any, refs: Any, target: Any, settings: st.Resolved, quiet: boo
                 [result] = engine.generate([request], on_step=progress)
             shown(result.warnings)
             with signals.protect():  # a Ctrl-C now waits until the file is complete
+                if subtitles is not None:  # --subtitles: written just before the audio
+                    from ..cues import write_result_subtitles
+
+                    write_result_subtitles(subtitles, result, request.text)
                 try:
                     write_audio(result.audio, result.sample_rate, target, stdout=typer.get_binary_stream("stdout"))
                 except BrokenPipeError:
@@ -133,8 +144,8 @@ def _speak(built: Any, refs: Any, target: Any, settings: st.Resolved, quiet: boo
                 timing["written"] = True
         except KeyboardInterrupt as e:  # Stop (SIGINT / SIGTERM), or a KeyboardInterrupt of our own
             _stopped(int(getattr(e, "signum", signal.SIGINT)), timing["written"], target)
-    timing["generate"] = time.perf_counter() - t_gen
-    timing["result"] = result
+    timing.update(generate=time.perf_counter() - t_gen, audio=result.audio, sample_rate=result.sample_rate,
+                  seed=result.seed)  # fmt: skip
     return timing
 
 
@@ -149,28 +160,40 @@ def _stopped(signum: int, written: bool, target: Any) -> None:
 
 
 def _report(built: Any, target: Any, timing: dict, t_start: float, json_out: bool, quiet: bool, shown: Warnings):
-    result = timing["result"]
-    audio_seconds = len(result.audio) / result.sample_rate
+    audio_seconds = len(timing["audio"]) / timing["sample_rate"]
     seconds = timing["generate"]
     rtf = seconds / audio_seconds if audio_seconds > 0 else None
-    where = "stdout" if target.to_stdout else str(target)
+    where = "the player" if target is None else "stdout" if target.to_stdout else str(target)
+    first = timing.get("first")
     if json_out:
         report = {
-            "path": str(target), "format": target.format.lower(), "sample_rate": result.sample_rate,
+            "path": None if target is None else str(target), "played": timing.get("played", False),
+            "format": None if target is None else target.audio_format.name, "sample_rate": timing["sample_rate"],
             "audio_seconds": round(audio_seconds, 4), "seconds": round(seconds, 4),
+            "first_audio_seconds": None if first is None else round(first, 4),
             "load_seconds": round(timing["load"], 4), "total_seconds": round(time.perf_counter() - t_start, 4),
-            "rtf": None if rtf is None else round(rtf, 4), "seed": result.seed, "pieces": timing["pieces"],
+            "rtf": None if rtf is None else round(rtf, 4), "seed": timing["seed"], "pieces": timing["pieces"],
             "ref": None if built.reference is None else str(built.reference.path),
             "ref_text": None if built.reference is None else built.reference.transcript,
             "voice_file": None if built.voice_file is None else str(built.voice_file),
             "settings": built.settings.values, "warnings": shown.shown,
+            "subtitles": None if timing.get("subtitles") is None else str(timing["subtitles"]),
         }  # fmt: skip
-        typer.echo(json.dumps(report, ensure_ascii=False), err=target.to_stdout)
+        typer.echo(json.dumps(report, ensure_ascii=False), err=target is not None and target.to_stdout)
     elif not quiet:
         rtf_s = "n/a" if rtf is None else f"{rtf:.3f}"
         pieces = f" ({timing['pieces']} pieces)" if timing["pieces"] > 1 else ""
-        echo(f"{where}: {audio_seconds:.2f} s of audio{pieces} in {seconds:.2f} s (RTF {rtf_s}; "
-             f"model loaded in {timing['load']:.1f} s), seed {result.seed}")  # fmt: skip
+        first_s = "" if first is None else f"; first audio after {first:.2f} s"
+        echo(f"{where}: {audio_seconds:.2f} s of audio{pieces} in {seconds:.2f} s (RTF {rtf_s}{first_s}; "
+             f"model loaded in {timing['load']:.1f} s), seed {timing['seed']}")  # fmt: skip
+
+
+def _dry_run(built: Any, json_out: bool) -> None:
+    from ..dryrun import describe, render
+
+    report = describe(built)
+    out = typer.get_text_stream("stdout")
+    out.write(json.dumps(report, ensure_ascii=False) + "\n" if json_out else render(report))
 
 
 @with_settings(*SPEECH_SETTINGS, "ref", "ref_text", *HARDWARE_SETTINGS)
@@ -186,24 +209,74 @@ def say(
     preset: Optional[str] = PRESET_OPTION,
     output: Optional[str] = typer.Option(
         None, "-o", "--output", metavar="PATH", show_default=False, rich_help_panel="Output",
-        help=f"Audio file: .wav, .flac or .ogg; - writes WAV to stdout. Default: {st.DEFAULT_OUTPUT}.",
+        help="Audio file (.wav .flac .ogg .opus .mp3 .raw); - writes to stdout (--format, default wav). "
+        "Default: play it.",
+    ),
+    play: bool = typer.Option(False, "--play", rich_help_panel="Output", help="Play it as it is made (also with -o)."),
+    stream: bool = typer.Option(
+        False, "--stream", rich_help_panel="Output",
+        help="Cut at sentences and send each piece as soon as it is ready (with -o -: progressive stdout).",
     ),
     json_out: bool = typer.Option(
         False, "--json", rich_help_panel="Output", help="A JSON report instead of the summary (stderr if -o -).",
     ),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", rich_help_panel="Output",
+        help="Load no model: print what would be spoken (text, language, pieces, settings and their source).",
+    ),
     quiet: bool = QUIET_OPTION,
+    # -- subtitles and dialogue (issue 15: cues.py, commands/dialogue.py) --
+    subtitles: Optional[str] = typer.Option(
+        None, "--subtitles", metavar="FILE", show_default=False, rich_help_panel="Output",
+        help="Also write subtitles (.srt or .vtt): one cue per piece of the audio, at its real times.",
+    ),
+    cast: Optional[list[str]] = typer.Option(
+        None, "--cast", metavar="NAME=VOICE", show_default=False, rich_help_panel="Voice",
+        help="Speak a script of 'NAME: text' lines, NAME in this voice: a saved voice, a voice file, "
+        "instruct:ITEMS or auto (once per speaker).",
+    ),
+    gap: Optional[float] = typer.Option(
+        None, "--gap", metavar="SECONDS", show_default=False, rich_help_panel="Voice",
+        help="Silence between the lines of a --cast script. Default: 0.3.",
+    ),
     flags: dict = NO_FLAGS,
 ) -> None:  # fmt: skip
     """Speak TEXT (or the text of -f FILE) into an audio file, or to stdout with -o -."""
     from ..request import References, Voices, build_request
 
+    if cast:  # a dialogue script (commands/dialogue.py)
+        from .dialogue import say_dialogue
+
+        return say_dialogue(ctx, text, text_file, preset, flags, cast, gap, output, subtitles, json_out, quiet,
+                            dry_run=dry_run, play=play or output is None)  # fmt: skip
+    if gap is not None:
+        raise usage_error("--gap sets the silence between the lines of a dialogue: give --cast too", ctx)
     t_start = time.perf_counter()
     text_value = the_text(ctx, text, text_file, quiet)
     _, settings = run_settings(preset, flags)
     refs = References()
     built = build_request(text_value, settings, refs=refs, voices=Voices())
-    target = _target(output, settings)
     shown = Warnings()
     shown(built.warnings)
-    timing = _speak(built, refs, target, settings, quiet, shown)
+    if dry_run:
+        _dry_run(built, json_out)
+        return
+    target = _target(output, settings)
+    subtitles_path = _subtitles_path(subtitles)
+    play = play or target is None
+    if play or stream:  # the streamed render (commands/stream.py)
+        from .stream import check_streamable, speak_streamed
+
+        check_streamable(target, play)
+        timing = speak_streamed(built, refs, target, settings, quiet, play, subtitles_path)
+        timing["played"] = play
+    else:
+        timing = _speak(built, refs, target, settings, quiet, shown, subtitles_path)
+    timing["subtitles"] = subtitles_path
     _report(built, target, timing, t_start, json_out, quiet, shown)
+
+
+def _subtitles_path(spec: Optional[str]) -> Any:
+    from ..cues import check_subtitles_path
+
+    return None if spec is None else check_subtitles_path(spec)

@@ -52,6 +52,81 @@ def from_int16(samples: np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------------------
+# Layouts: which input sample each output sample of the post-processing is
+# ---------------------------------------------------------------------------------------------
+
+# A signal described in samples of a source: runs of (source start, length), in order; a run
+# whose start is None is zeros that come from no source sample. The post-processing keeps the
+# layout of what it cuts (silence removal, edge trimming), so a caller can find where a stretch
+# of the decoded audio (one chunk of a long text) lands in the output, with no per-sample arrays.
+Layout = list  # list[tuple[int | None, int]]
+
+
+def layout_length(layout: Layout) -> int:
+    return sum(n for _, n in layout)
+
+
+def merge_layout(layout: Layout) -> Layout:
+    """Drop empty runs and join runs that continue each other."""
+    out: Layout = []
+    for src, n in layout:
+        if n <= 0:
+            continue
+        if out:
+            last_src, last_n = out[-1]
+            if (src is None and last_src is None) or (src is not None and last_src is not None and last_src + last_n == src):
+                out[-1] = (last_src, last_n + n)
+                continue
+        out.append((src, n))
+    return out
+
+
+def layout_slice(layout: Layout, a: int, b: int) -> Layout:
+    """The layout of positions [a, b) of the described signal; positions past its end are zeros
+    (as `padded_slice` pads)."""
+    out: Layout = []
+    pos = 0
+    for src, n in layout:
+        lo, hi = max(a, pos), min(b, pos + n)
+        if hi > lo:
+            out.append((None if src is None else src + lo - pos, hi - lo))
+        pos += n
+    if b > max(a, pos):
+        out.append((None, b - max(a, pos)))
+    return merge_layout(out)
+
+
+def render_layout(source: np.ndarray, layout: Layout) -> np.ndarray:
+    """The signal a layout describes, made of `source` (source positions past its end are zeros)."""
+    out = np.zeros(layout_length(layout), dtype=source.dtype)
+    pos = 0
+    for src, n in layout:
+        if src is not None:
+            data = source[src : src + n]
+            out[pos : pos + len(data)] = data
+        pos += n
+    return out
+
+
+def map_span(layout: Layout, a: int, b: int) -> tuple[int, int]:
+    """Where the source samples [a, b) are in the described signal: from the first of them that
+    is there to one past the last. When none is there, an empty span (p, p) at the position of
+    the first source sample after them (the signal's end if none)."""
+    first = last = None
+    pos = 0
+    for src, n in layout:
+        if src is not None:
+            lo, hi = max(a, src), min(b, src + n)
+            if hi > lo:
+                first = pos + lo - src if first is None else first
+                last = pos + hi - src
+            elif first is None and src >= b:
+                return pos, pos
+        pos += n
+    return (pos, pos) if first is None else (first, last)
+
+
+# ---------------------------------------------------------------------------------------------
 # pydub's millisecond geometry and loudness, on an int16 mono array
 # ---------------------------------------------------------------------------------------------
 
@@ -68,17 +143,27 @@ def ms_to_sample(ms, sample_rate: int):
     return int(ms * (sample_rate / 1000.0))
 
 
-def slice_ms(samples: np.ndarray, sample_rate: int, start_ms: int | None = None, end_ms: int | None = None) -> np.ndarray:
-    """pydub `segment[start_ms:end_ms]` for start/end >= 0 (or None), including its zero padding."""
-    length = segment_ms(len(samples), sample_rate)
+def ms_bounds(n_samples: int, sample_rate: int, start_ms: int | None = None, end_ms: int | None = None) -> tuple[int, int]:
+    """The samples [s, e) pydub's `segment[start_ms:end_ms]` takes of n_samples (start/end >= 0 or
+    None); e may pass n_samples, and what lies beyond is zeros."""
+    length = segment_ms(n_samples, sample_rate)
     start = 0 if start_ms is None else min(start_ms, length)
     end = length if end_ms is None else min(end_ms, length)
-    s, e = ms_to_sample(start, sample_rate), ms_to_sample(end, sample_rate)
+    return ms_to_sample(start, sample_rate), ms_to_sample(end, sample_rate)
+
+
+def padded_slice(samples: np.ndarray, s: int, e: int) -> np.ndarray:
+    """samples[s:e] followed by zeros up to e - s samples (a view when no zeros are needed)."""
     data = samples[s:e]
     missing = (e - s) - len(data)
     if missing > 0:
         data = np.concatenate([data, np.zeros(missing, dtype=samples.dtype)])
     return data
+
+
+def slice_ms(samples: np.ndarray, sample_rate: int, start_ms: int | None = None, end_ms: int | None = None) -> np.ndarray:
+    """pydub `segment[start_ms:end_ms]` for start/end >= 0 (or None), including its zero padding."""
+    return padded_slice(samples, *ms_bounds(len(samples), sample_rate, start_ms, end_ms))
 
 
 def _prefix_squares(samples: np.ndarray, idx: np.ndarray) -> np.ndarray:
@@ -200,6 +285,19 @@ def split_on_silence(
     seek_step: int = 1,
 ) -> list[np.ndarray]:
     """pydub `split_on_silence` (keep_silence in ms; overlapping keeps meet halfway)."""
+    bounds = split_on_silence_bounds(samples, sample_rate, min_silence_len, silence_thresh, keep_silence, seek_step)
+    return [padded_slice(samples, s, e) for s, e in bounds]
+
+
+def split_on_silence_bounds(
+    samples: np.ndarray,
+    sample_rate: int,
+    min_silence_len: int,
+    silence_thresh: float,
+    keep_silence: int,
+    seek_step: int = 1,
+) -> list[tuple[int, int]]:
+    """The sample bounds [s, e) of the pieces `split_on_silence` returns (e may pass the end: zeros)."""
     length = segment_ms(len(samples), sample_rate)
     ranges = [
         [start - keep_silence, end + keep_silence]
@@ -209,7 +307,7 @@ def split_on_silence(
         if right[0] < left[1]:
             left[1] = (left[1] + right[0]) // 2
             right[0] = left[1]
-    return [slice_ms(samples, sample_rate, max(s, 0), min(e, length)) for s, e in ranges]
+    return [ms_bounds(len(samples), sample_rate, max(s, 0), min(e, length)) for s, e in ranges]
 
 
 def detect_leading_silence(
@@ -232,11 +330,32 @@ def remove_silence_edges(
 ) -> np.ndarray:
     """Trim leading / trailing silence down to lead_sil_ms / trail_sil_ms (int16 in, int16 out;
     a view of the input where no zero padding is needed)."""
+    return remove_silence_edges_mapped(samples, sample_rate, lead_sil_ms, trail_sil_ms, threshold_db)[0]
+
+
+def remove_silence_edges_mapped(
+    samples: np.ndarray,
+    sample_rate: int,
+    lead_sil_ms: int,
+    trail_sil_ms: int,
+    threshold_db: float,
+    layout: "Layout | None" = None,
+) -> tuple[np.ndarray, "Layout"]:
+    """`remove_silence_edges`, and the layout of its output: `layout` (default: the input itself)
+    cut as the samples are. The trailing edge is found on the reversed signal, as pydub does."""
+    layout = [(0, len(samples))] if layout is None else layout
     start = max(0, detect_leading_silence(samples, sample_rate, threshold_db) - lead_sil_ms)
-    samples = slice_ms(samples, sample_rate, start, None)
-    rev = samples[::-1]
+    s, e = ms_bounds(len(samples), sample_rate, start, None)
+    samples, layout = padded_slice(samples, s, e), layout_slice(layout, s, e)
+    rev, n = samples[::-1], len(samples)
     start = max(0, detect_leading_silence(rev, sample_rate, threshold_db) - trail_sil_ms)
-    return slice_ms(rev, sample_rate, start, None)[::-1]
+    s, e = ms_bounds(n, sample_rate, start, None)
+    out = padded_slice(rev, s, e)[::-1]
+    # forward: the zeros padded after the reversed slice come first, then samples[n - e : n - s]
+    lo = n - min(e, n)
+    kept = layout_slice(layout, lo, max(lo, n - s))
+    missing = len(out) - layout_length(kept)
+    return out, merge_layout(([(None, missing)] if missing > 0 else []) + kept)
 
 
 def remove_silence_int16(
@@ -248,11 +367,27 @@ def remove_silence_int16(
     threshold_db: float = SILENCE_THRESHOLD_DB,
 ) -> np.ndarray:
     """`remove_silence` on the int16 signal itself (int16 [N] -> int16 [N'])."""
+    return remove_silence_mapped(samples, sample_rate, mid_sil_ms, lead_sil_ms, trail_sil_ms, threshold_db)[0]
+
+
+def remove_silence_mapped(
+    samples: np.ndarray,
+    sample_rate: int,
+    mid_sil_ms: int = 500,
+    lead_sil_ms: int = 100,
+    trail_sil_ms: int = 100,
+    threshold_db: float = SILENCE_THRESHOLD_DB,
+) -> tuple[np.ndarray, "Layout"]:
+    """`remove_silence_int16`, and the layout of its output in the input's samples (which input
+    sample each output sample is; see `Layout`)."""
+    layout: Layout = [(0, len(samples))]
     if mid_sil_ms > 0:
-        parts = split_on_silence(samples, sample_rate, mid_sil_ms, threshold_db, mid_sil_ms, seek_step=10)
+        bounds = split_on_silence_bounds(samples, sample_rate, mid_sil_ms, threshold_db, mid_sil_ms, seek_step=10)
+        layout = merge_layout([seg for s, e in bounds for seg in layout_slice(layout, s, e)])
+        parts = [padded_slice(samples, s, e) for s, e in bounds]
         samples = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int16)
         del parts
-    return remove_silence_edges(samples, sample_rate, lead_sil_ms, trail_sil_ms, threshold_db)
+    return remove_silence_edges_mapped(samples, sample_rate, lead_sil_ms, trail_sil_ms, threshold_db, layout)
 
 
 def remove_silence(
@@ -382,31 +517,52 @@ def post_process_parts(
     samples separate them, inside the usual padding at both ends. release(), if given, is called
     when large temporaries have been freed (to hand the memory back to the system).
     """
-    cleaned = []
+    args = (ref_rms, sample_rate, postprocess_output, pad_duration, fade_duration, release)
+    return post_process_parts_mapped(parts, gaps, *args)[0]
+
+
+def post_process_parts_mapped(
+    parts: list[np.ndarray],
+    gaps: list[int],
+    ref_rms: float | None,
+    sample_rate: int,
+    postprocess_output: bool = True,
+    pad_duration: float = 0.1,
+    fade_duration: float = 0.1,
+    release=None,
+) -> tuple[np.ndarray, list[tuple[int, Layout]]]:
+    """`post_process_parts` [N'] float32, and where each part went: (offset, layout) per part, its
+    kept samples lying at out[offset : offset + layout_length(layout)], described in the part's
+    own samples (see `Layout`; `map_span` finds a stretch of the part there)."""
+    cleaned, layouts = [], []
     while parts:
         p = parts.pop(0)
         if postprocess_output:
             p = p if p.dtype == np.int16 else to_int16(p)
-            p = remove_silence_int16(p, sample_rate, mid_sil_ms=500, lead_sil_ms=100, trail_sil_ms=100)
+            p, layout = remove_silence_mapped(p, sample_rate, mid_sil_ms=500, lead_sil_ms=100, trail_sil_ms=100)
             if release:
                 release()
+        else:
+            layout = [(0, len(p))]
         cleaned.append(p)
+        layouts.append(layout)
     total = sum(len(p) for p in cleaned)
     if total == 0 and not any(gaps):
-        return np.zeros(0, dtype=np.float32)  # as the reference: empty audio is not padded
+        return np.zeros(0, dtype=np.float32), [(0, layout) for layout in layouts]  # as the reference: not padded
     pad = int(pad_duration * sample_rate)
     out = np.zeros(2 * pad + sum(gaps) + total, dtype=np.float32)
-    views, pos = [], pad + gaps[0]
-    for p, gap in zip(cleaned, gaps[1:]):
+    views, placed, pos = [], [], pad + gaps[0]
+    for p, gap, layout in zip(cleaned, gaps[1:], layouts):
         view = out[pos : pos + len(p)]
         if p.dtype == np.int16:
             np.divide(p, np.float32(INT16_SCALE), out=view)
         else:
             view[:] = p
         views.append(view)
+        placed.append((pos, layout))
         pos += len(p) + gap
     del cleaned
     peak = max((_peak(v) for v in views), default=np.float32(0)) if ref_rms is None else None
     for view in views:
         _level_and_fade_into(view, ref_rms, peak, int(fade_duration * sample_rate))
-    return out
+    return out, placed

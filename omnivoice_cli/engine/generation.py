@@ -99,6 +99,23 @@ def advance(job: Job, model: OmniVoiceModel, hidden: torch.Tensor, cond_at: int,
     scheduler.reveal(job.tokens, pred, scores, k)
 
 
+def forward_step(
+    model: OmniVoiceModel,
+    active: list[Job],
+    *,
+    mask_id: int,
+    forward: Callable[[PackedBatch], torch.Tensor] | None = None,
+    device=None,
+) -> None:
+    """One forward of the active jobs, packed, and each one's reveal (run_jobs' loop body; the
+    server's engine loop calls it too). Call it under torch.inference_mode()."""
+    device = device if device is not None else model.audio_heads.weight.device
+    batch, spans = pack(active, device)
+    hidden = (forward or model)(batch)
+    for job, (cond_at, uncond_at) in zip(active, spans):
+        advance(job, model, hidden, cond_at, uncond_at, mask_id)
+
+
 def run_jobs(
     model: OmniVoiceModel,
     jobs: list[Job],
@@ -129,10 +146,7 @@ def run_jobs(
                     break
                 used += waiting[0].packed_len
                 active.append(waiting.pop(0))
-            batch, spans = pack(active, device)
-            hidden = forward(batch)
-            for job, (cond_at, uncond_at) in zip(active, spans):
-                advance(job, model, hidden, cond_at, uncond_at, mask_id)
+            forward_step(model, active, mask_id=mask_id, forward=forward, device=device)
             done_forwards += 1
             finished = [j for j in active if j.done]
             active = [j for j in active if not j.done]

@@ -127,7 +127,7 @@ def _offline_message(repo_id: str, missing: list[str] | None, why: str = "offlin
     )  # fmt: skip
     return (
         f"{repo_id} {where} and cannot be downloaded ({why}). Connect once to fetch it{size}, or "
-        "pass --model PATH to a local checkpoint folder."
+        "give the model as the path of a local checkpoint folder."
     )
 
 

@@ -66,7 +66,7 @@ def _resolve_hardware(device: str, quantize: str | None, compile: bool, notice: 
     dev = resolve_device(device)
     if quantize and dev.type != "cpu":
         if device != "auto":
-            raise InvalidRequest(f"quantize int8 runs on the CPU only, not on {dev.type}: use --device cpu")
+            raise InvalidRequest(f"int8 runs on the CPU only, not on {dev.type}: use device cpu", "quantize")
         notice(f"quantize int8 is for the CPU: running on {dev.type} without it")
         quantize = None
     if quantize and compile:
@@ -175,7 +175,7 @@ def load_engine(
     cfg = ModelConfig.from_checkpoint(root)
     dt = resolve_dtype(dtype, dev, cfg)
     if quantize and dt != torch.float32:
-        raise InvalidRequest(f"quantize int8 starts from float32 weights, not {dtype}: leave --dtype at auto")
+        raise InvalidRequest(f"int8 starts from float32 weights, not {dtype}: leave dtype at auto", "quantize")
     _check_cpu_bf16(dev, dt, notice)
     net = load_body(root, cfg, dev, dt, quantize, compile)
     tokenizer = load_tokenizer(root, cfg)

@@ -47,6 +47,11 @@ class Result:
     target_len: int  # frames generated
     seed: int  # the seed used
     warnings: list[str] = field(default_factory=list)  # e.g. an unknown language
+    # (text, start, end) of each piece (a chunk of a long text, a part between pauses) in `audio`'s
+    # samples, in order: where what came of it lies after cross-fades and silence removal (its
+    # kept samples, from the first to one past the last; the padding, pauses and the silence
+    # between chunks belong to no piece). Empty when unknown.
+    pieces: list[tuple[str, int, int]] = field(default_factory=list)
 
 
 def validate_request(req: Request, cfg: ModelConfig | None = None) -> list[str]:
@@ -145,6 +150,21 @@ def plan_request(req: Request, cfg: ModelConfig | None = None) -> Plan:
         for c, chunk in enumerate(text.chunk_text(part, chunk_len)):
             pieces.append(Piece(p, c, chunk, None, eff_speed))
     return Plan(req, pieces, gaps, len(parts))
+
+
+def piece_spans(parts: list[int], extents: list[tuple[int, int]], placed: list[tuple[int, list]]) -> list[tuple[int, int]]:
+    """Where each piece lies in the post-processed audio: [start, end) in its samples.
+
+    parts[k]: the part piece k belongs to; extents[k]: its samples [a, b) in that part as decoded;
+    placed[p]: (offset, layout) of part p in the output (audio.post_process_parts_mapped)."""
+    from .audio import map_span
+
+    spans = []
+    for p, (a, b) in zip(parts, extents):
+        offset, layout = placed[p]
+        s, e = map_span(layout, a, b)
+        spans.append((offset + s, offset + e))
+    return spans
 
 
 class Engine:
@@ -325,27 +345,25 @@ class Engine:
         with lean_heap() if len(plan.pieces) > 1 else nullcontext():
             return self._join(plan, warnings)
 
-    def _join(self, plan: "Plan", warnings: list[str]) -> Result:
-        """Decode a request's pieces and join them: chunks cross-faded, parts post-processed and
-        spaced by pauses.
+    def _decode_parts(self, plan: "Plan") -> tuple[list, list[tuple[int, int]]]:
+        """Decode a request's pieces into its raw parts (chunks cross-faded), and where each piece
+        lies in its part: [start, end) in the part's samples.
 
         Each chunk is decoded, faded and (when post-processing will quantise anyway) turned into
         int16 straight into its part's buffer, so a long text costs 2 bytes a sample, plus one
         chunk's decoding, plus the float32 result."""
         import numpy as np
-        import torch
 
         from . import audio
-        from .memory import release_free_memory
 
-        req, g = plan.req, plan.req.generation
-        hop, sr = self.cfg.codec.hop_length, self.sample_rate
+        g, hop, sr = plan.req.generation, self.cfg.codec.hop_length, self.sample_rate
         gap = int(0.3 * sr) // 3  # the reference's cross-fade: 0.1 s fade out, 0.1 s silence, 0.1 s fade in
-        raw_parts = []
+        raw_parts, extents = [], [(0, 0)] * len(plan.pieces)
         for p in range(plan.n_parts):
             ks = [k for k, piece in enumerate(plan.pieces) if piece.part == p]
             if len(ks) == 1:
                 raw_parts.append(self._decode(plan.tokens[ks[0]]))
+                extents[ks[0]] = (0, len(raw_parts[-1]))
                 continue
             lengths = [plan.tokens[k].shape[1] * hop for k in ks]
             dtype = np.int16 if g.postprocess_output else np.float32
@@ -354,9 +372,22 @@ class Engine:
             for i, (k, n) in enumerate(zip(ks, lengths)):
                 wav = audio.fade_chunk(self._decode(plan.tokens[k]), i == 0, i == len(ks) - 1, sr)
                 part[pos : pos + n] = audio.to_int16(wav) if dtype == np.int16 else wav
+                extents[k] = (pos, pos + n)
                 pos += n + gap
             raw_parts.append(part)
-        wav = audio.post_process_parts(
+        return raw_parts, extents
+
+    def _join(self, plan: "Plan", warnings: list[str]) -> Result:
+        """Decode a request's pieces and join them: chunks cross-faded, parts post-processed and
+        spaced by pauses; where each piece landed goes into Result.pieces."""
+        import torch
+
+        from . import audio
+        from .memory import release_free_memory
+
+        req, g = plan.req, plan.req.generation
+        raw_parts, extents = self._decode_parts(plan)
+        wav, placed = audio.post_process_parts_mapped(
             raw_parts,
             [round(s * self.sample_rate) for s in plan.gaps],
             ref_rms=req.ref.rms if req.ref else None,
@@ -367,7 +398,9 @@ class Engine:
             release=release_free_memory,
         )
         tokens = torch.cat(plan.tokens, dim=1)
-        return Result(wav, self.sample_rate, tokens, tokens.shape[1], req.seed, warnings)
+        spans = piece_spans([piece.part for piece in plan.pieces], extents, placed)
+        pieces = [(piece.text, s, e) for piece, (s, e) in zip(plan.pieces, spans)]
+        return Result(wav, self.sample_rate, tokens, tokens.shape[1], req.seed, warnings, pieces)
 
     def render(self, req: Request, job, warnings: list[str] | None = None) -> Result:
         """Decode and post-process a finished job of a whole (uncut) request, as generate() does."""

@@ -54,10 +54,10 @@ def resolve_checkpoint(
     path = Path(model).expanduser()
     if path.exists():
         if not path.is_dir():
-            raise CheckpointError(f"--model {model}: not a folder (give a checkpoint folder or a hub id)")
+            raise CheckpointError(f"model {model}: not a folder (give a checkpoint folder or a hub id)")
         return check_checkpoint_dir(path)
     if model.startswith((".", "/", "~")) or model.count("/") != 1:
-        raise CheckpointError(f"--model {model}: no such folder, and not a hub id of the form owner/name")
+        raise CheckpointError(f"model {model}: no such folder, and not a hub id of the form owner/name")
     from .hub import download
 
     return download(model, on_progress=on_progress, on_notice=on_notice)

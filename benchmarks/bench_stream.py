@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""Streamed against not streamed: time to first audio and total time of a 600-character paragraph.
+
+    python benchmarks/bench_stream.py [--ckpt DIR] [--num-step 8] [--threads 2] [--repeats 1]
+                                      [--device cpu] [--out figures.json]
+
+Each run is its own subprocess (load, then one render, peak RSS sampled): "plain" is
+Engine.generate (the audio exists only at the end: its first audio is its total), "stream" is
+engine.streaming.stream (first audio = the first spoken piece handed out). The two alternate
+`--repeats` times; medians are reported. Targets (issue 13): first streamed audio within 20% of
+the plain total, streamed total within 1.15x of it.
+"""
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import _harness as H
+
+PARAGRAPH = (  # 600 characters
+    "Once upon a time, in a quiet village at the foot of the mountains, there lived an old clockmaker "
+    "named Elias. Every morning he opened the wooden shutters of his tiny shop, swept the dust from the "
+    "floor, and wound each of the hundred clocks that hung on the walls. The children of the village "
+    "loved to press their noses against his window and watch the tiny gears turn. One cold winter evening, "
+    "a stranger knocked at the door with a broken pocket watch that had not ticked for forty years. "
+    "Elias worked through the night by the light of a single candle. When the sun rose, his watch was ticking again."
+)
+
+
+def child(args) -> None:
+    import torch
+
+    from omnivoice_cli.engine.config import GenerationConfig
+    from omnivoice_cli.engine.pipeline import Engine, Request
+
+    torch.set_num_threads(args.threads)
+    engine = Engine.load(str(args.ckpt), device=args.device, dtype=args.dtype)
+    req = Request(text=PARAGRAPH, lang="en", seed=args.seed, generation=GenerationConfig(num_step=args.num_step))
+    out = {"mode": args.child}
+    with H.PeakRSS() as pk:
+        t0 = time.perf_counter()
+        if args.child == "plain":
+            [r] = engine.generate([req])
+            out["total"] = out["first_audio"] = time.perf_counter() - t0
+            out["audio_seconds"] = len(r.audio) / r.sample_rate
+            out["pieces"] = len(engine.plan(req).pieces)
+        else:
+            from omnivoice_cli.engine.streaming import stream
+
+            pieces, warnings = [], []
+            s = stream(engine, req, lambda p: pieces.append((time.perf_counter() - t0, len(p.audio))), on_warning=warnings.append)
+            out["total"] = time.perf_counter() - t0
+            out["first_audio"] = s.first_audio
+            out["audio_seconds"] = s.samples / s.sample_rate
+            out["pieces"], out["waves"], out["kept_up"], out["warnings"] = s.pieces, s.waves, s.kept_up, warnings
+            out["emitted_at"] = [round(t, 2) for t, _ in pieces]
+    out["peak_rss_gib"] = pk.peak / 2**30
+    print("RESULT " + json.dumps(out), flush=True)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ckpt", type=Path, default=None)
+    ap.add_argument("--num-step", type=int, default=8)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--out", type=Path, default=None, help="write all figures as JSON here")
+    ap.add_argument("--child", choices=["plain", "stream"], default=None, help=argparse.SUPPRESS)
+    H.add_device_args(ap)
+    args = ap.parse_args()
+    args.ckpt = args.ckpt or H.default_ckpt()
+    if args.child:
+        child(args)
+        return 0
+    print(f"checkpoint {args.ckpt}, {args.threads} threads, {args.device}, {args.num_step} steps, "
+          f"{len(PARAGRAPH)} characters", flush=True)  # fmt: skip
+    runs = {"plain": [], "stream": []}
+    for rep in range(args.repeats):
+        for mode in runs:
+            cmd = [sys.executable, __file__, "--child", mode, "--ckpt", str(args.ckpt), "--num-step", str(args.num_step),
+                   "--threads", str(args.threads), "--seed", str(args.seed), "--device", args.device, "--dtype", args.dtype]  # fmt: skip
+            runs[mode].append(H.run_json(cmd))
+            r = runs[mode][-1]
+            print(f"  {mode:6s} repeat {rep + 1}: first audio {r['first_audio']:.1f} s, total {r['total']:.1f} s", flush=True)
+    med = {m: {k: H.median([r[k] for r in rs]) for k in ("first_audio", "total", "audio_seconds", "peak_rss_gib")} for m, rs in runs.items()}
+    plain, streamed = med["plain"], med["stream"]
+    print(f"\n{'':8s} {'first audio s':>13s} {'total s':>8s} {'audio s':>8s} {'peak GiB':>9s}")
+    for m in runs:
+        print(f"{m:8s} {med[m]['first_audio']:13.1f} {med[m]['total']:8.1f} {med[m]['audio_seconds']:8.1f} {med[m]['peak_rss_gib']:9.2f}")
+    first_ratio, total_ratio = streamed["first_audio"] / plain["total"], streamed["total"] / plain["total"]
+    last = runs["stream"][-1]
+    print(f"\nstream: {last['pieces']} pieces, waves {last['waves']}, kept up: {last['kept_up']}; "
+          f"pieces out at {last['emitted_at']} s")  # fmt: skip
+    print(f"first streamed audio / plain total: {first_ratio:.2f} (target <= 0.20)")
+    print(f"streamed total / plain total:       {total_ratio:.2f} (target <= 1.15)")
+    if args.out:
+        args.out.write_text(json.dumps({"median": med, "runs": runs, "first_ratio": first_ratio, "total_ratio": total_ratio}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,113 @@
+"""`omnivoice dub`: speak an SRT or WebVTT file into one track, each cue in its time slot (dubbing.py)."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Optional
+
+import typer
+
+from .. import settings as st
+from ..options import HARDWARE_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, with_settings
+from .common import echo, error, run_settings, warn
+
+HELP = """Speak every cue of an SRT or WebVTT file into one audio track, each in its time slot.
+
+Each cue is one request whose fixed length is the cue's (a cue over 30 s is cut into pieces that
+fill it), all generated together; cue i (from 0) uses seed S + i, so
+`omnivoice say "<cue text>" --duration <cue length> --seed <S + i>` remakes one cue exactly. The
+track is as long as the last cue's end, with silence between cues; overlapping cues are mixed.
+Markup (<i>, {\\an8}, <v Bob>) is not spoken. With --cast NAME=VOICE, a VTT voice span or a
+'NAME:' label picks a cue's voice (VOICE: a saved voice, a voice file, instruct:ITEMS or auto).
+
+--stems DIR also writes each cue's audio and DIR/manifest.jsonl; running the same command again
+then reuses the cues already made. Exit codes: 0 ok; 1 runtime failure; 2 bad usage, a malformed
+subtitle file (with its line number) or a bad cast; 130 / 143 stopped by Ctrl-C / SIGTERM."""
+
+EXAMPLES = """
+omnivoice dub episode.srt -o episode.wav --voice alice
+omnivoice dub episode.vtt -o track.flac --cast ALICE=alice --cast BOB=bob --stems stems/
+omnivoice dub episode.srt --cast "NARRATOR=instruct:male, low pitch" --seed 7 --json
+"""
+
+DUB_SETTINGS = ("lang", "normalize", "instruct", "voice", "ref", "ref_text", *st.GENERATION_KEYS, "seed", "format")
+
+
+def _target(input: str, output: Optional[str], settings: st.Resolved) -> Any:
+    from ..dubbing import default_output
+    from ..engine.errors import InvalidRequest
+    from ..output import check_output
+
+    target = check_output(output if output is not None else default_output(input, settings["format"]))
+    if target.to_stdout and typer.get_binary_stream("stdout").isatty():
+        raise InvalidRequest("-o - writes binary audio to stdout, which is a terminal: redirect it or pipe it")
+    return target
+
+
+def _report(run: Any, report: Any, t_start: float, json_out: bool, quiet: bool) -> None:
+    seconds = report.track_samples / 24000
+    where = "stdout" if run.target.to_stdout else str(run.target)
+    counts = {s: report.count(s) for s in ("done", "reused", "empty")}
+    if json_out:
+        data = {
+            "path": where, "format": run.target.format.lower(), "sample_rate": 24000,
+            "audio_seconds": round(seconds, 4), "seed": report.seed, "cues": [c.record() for c in report.cues],
+            "spoken": counts["done"], "reused": counts["reused"], "empty": counts["empty"],
+            "stems": run.stems, "seconds": round(report.generate_seconds, 4),
+            "load_seconds": None if report.load_seconds is None else round(report.load_seconds, 4),
+            "total_seconds": round(time.perf_counter() - t_start, 4), "warnings": report.warnings,
+        }  # fmt: skip
+        for cue in data["cues"]:
+            cue.pop("key", None)
+        typer.echo(json.dumps(data, ensure_ascii=False), err=run.target.to_stdout)
+    elif not quiet:
+        loaded = "" if report.load_seconds is None else f" (model loaded in {report.load_seconds:.1f} s)"
+        echo(f"{where}: {seconds:.2f} s track, {len(report.cues)} cues: {counts['done']} spoken, "
+             f"{counts['reused']} reused, {counts['empty']} empty, in {report.generate_seconds:.2f} s{loaded}; "
+             f"seed {report.seed}")  # fmt: skip
+
+
+@with_settings(*DUB_SETTINGS, *HARDWARE_SETTINGS)
+def dub(
+    input: str = typer.Argument(..., metavar="INPUT", show_default=False, help="An .srt or .vtt file."),
+    output: Optional[str] = typer.Option(
+        None, "-o", "--output", metavar="PATH", show_default=False, rich_help_panel="Output",
+        help="The track: .wav, .flac or .ogg; - writes WAV to stdout. Default: INPUT's name with --format.",
+    ),
+    cast: Optional[list[str]] = typer.Option(
+        None, "--cast", metavar="NAME=VOICE", show_default=False, rich_help_panel="Voice",
+        help="A speaker's voice: a saved voice, a voice file, instruct:ITEMS or auto (once per speaker).",
+    ),
+    stems: Optional[str] = typer.Option(
+        None, "--stems", metavar="DIR", show_default=False, rich_help_panel="Output",
+        help="Also write each cue's audio here, with manifest.jsonl; a rerun reuses them.",
+    ),
+    overwrite: bool = typer.Option(False, "--overwrite", rich_help_panel="Output", help="Remake cues whose stems exist."),
+    preset: Optional[str] = PRESET_OPTION,
+    json_out: bool = typer.Option(
+        False, "--json", rich_help_panel="Output", help="A JSON report with every cue (stderr if -o -).",
+    ),
+    quiet: bool = QUIET_OPTION,
+    flags: dict = NO_FLAGS,
+) -> None:  # fmt: skip
+    """Speak every cue of an SRT or WebVTT file into one audio track, each in its time slot."""
+    from ..dialogue import Cast
+    from ..dubbing import DubRun
+    from ..signals import signal_name
+
+    t_start = time.perf_counter()
+    chosen, settings = run_settings(preset, flags)
+    the_cast = Cast.parse(cast)
+    target = _target(input, output, settings)
+    run = DubRun(input, target, preset=chosen, flags=flags, cast=the_cast, stems=stems, overwrite=overwrite,
+                 quiet=quiet, echo=echo, stdout=typer.get_binary_stream("stdout"))  # fmt: skip
+    report = run.run()
+    if report.interrupted:
+        if report.written:
+            warn(f"stopped by {signal_name(report.interrupted)} after writing {target}")
+        else:
+            kept = " (finished stems are kept: run the same command again to resume)" if stems else ""
+            error(f"stopped by {signal_name(report.interrupted)}; the track was not written{kept}")
+        raise typer.Exit(128 + report.interrupted)
+    _report(run, report, t_start, json_out, quiet)

@@ -1,0 +1,121 @@
+"""`omnivoice serve`: an OpenAI-compatible speech server on the packed engine (server/)."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Optional
+
+import typer
+
+from ..options import HARDWARE_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, with_settings
+from .. import settings as st
+from .common import echo, notice, run_settings, warn
+
+HELP = """Serve OpenAI's speech API (POST /v1/audio/speech) and the saved voices over HTTP.
+
+Requests share the engine's forwards as they arrive (continuous batching), each with its own
+settings and seed; a reply streams as its pieces are ready. The body is OpenAI's (model, input,
+voice, instructions, response_format, speed, stream_format) plus any request setting of
+`omnivoice say` (seed, lang, num_step, guidance_scale, duration, preset, ...).
+
+Listens on 127.0.0.1 unless --host says otherwise; with --api-key (or OMNIVOICE_API_KEY) every
+endpoint but /health needs 'Authorization: Bearer KEY'. SIGTERM or Ctrl-C stops taking requests
+(503), lets those in flight finish for up to --grace seconds, and exits 0."""
+
+EXAMPLES = """
+omnivoice serve --port 8000
+omnivoice serve --host 0.0.0.0 --api-key "$KEY" --preset fast
+curl -s localhost:8000/v1/audio/speech -H 'Content-Type: application/json' \\
+  -d '{"model":"omnivoice","input":"Hello there.","voice":"alloy"}' -o hello.mp3
+"""
+
+SERVE_SETTINGS = (*st.GENERATION_KEYS, "chunk_duration", "chunk_threshold", *HARDWARE_SETTINGS)
+
+
+def _check_stack() -> None:
+    try:
+        import starlette  # noqa: F401
+        import uvicorn  # noqa: F401
+
+        try:
+            import python_multipart  # noqa: F401  (voice uploads)
+        except ImportError:  # python-multipart before 0.0.13
+            import multipart  # noqa: F401
+    except ImportError as e:
+        raise OSError(f"omnivoice serve needs the serve extra ({e.name} is missing): "
+                      "pip install 'omnivoice-cli[serve]'") from None  # fmt: skip
+
+
+def _loader(settings: st.Resolved, quiet: bool):
+    def load():
+        from ..engine import pipeline
+
+        t0 = time.perf_counter()
+        values = settings.values
+        engine = pipeline.Engine.load(values["model"], device=values["device"], dtype=values["dtype"],
+                                      on_notice=notice(quiet), **st.engine_kwargs(values))  # fmt: skip
+        if not quiet:
+            echo(f"omnivoice serve: model loaded in {time.perf_counter() - t0:.1f} s; ready")
+        return engine
+
+    return load
+
+
+@with_settings(*SERVE_SETTINGS)
+def serve(
+    host: str = typer.Option("127.0.0.1", "--host", metavar="ADDR", rich_help_panel="Server",
+                             help="Address to listen on (0.0.0.0: every interface)."),
+    port: int = typer.Option(8000, "--port", min=0, max=65535, metavar="N", rich_help_panel="Server",
+                             help="Port to listen on (0: any free port, printed)."),
+    api_key: Optional[str] = typer.Option(None, "--api-key", envvar="OMNIVOICE_API_KEY", show_envvar=False,
+                                          metavar="KEY", rich_help_panel="Server", show_default=False,
+                                          help="Require 'Authorization: Bearer KEY' (also OMNIVOICE_API_KEY)."),
+    cors: list[str] = typer.Option([], "--cors", metavar="ORIGIN", rich_help_panel="Server", show_default=False,
+                                   help="Let pages of this origin call the server (repeatable)."),
+    max_queue: int = typer.Option(64, "--max-queue", min=1, max=100_000, metavar="N", rich_help_panel="Server",
+                                  help="Requests taken at once (generating or waiting); more get 503."),
+    max_input_chars: int = typer.Option(4096, "--max-input-chars", min=1, max=1_000_000, metavar="N",
+                                        rich_help_panel="Server", help="Characters of 'input' at most."),
+    grace: float = typer.Option(30.0, "--grace", min=0.0, max=86400.0, metavar="SECONDS", rich_help_panel="Server",
+                                help="Seconds requests in flight get to finish after SIGTERM / Ctrl-C."),
+    voice_map: Optional[str] = typer.Option(None, "--voice-map", metavar="FILE", rich_help_panel="Voice",
+                                            show_default=False,
+                                            help="JSON of OpenAI voice names -> voice-design items, over the shipped table."),
+    preset: Optional[str] = PRESET_OPTION,
+    quiet: bool = QUIET_OPTION,
+    flags: dict = NO_FLAGS,
+) -> None:  # fmt: skip
+    """Serve OpenAI's speech API (POST /v1/audio/speech) and the saved voices over HTTP."""
+    from ..server.app import ServerState
+    from ..server.config import ServeOptions, load_voice_map
+    from ..server.run import is_loopback
+
+    _check_stack()
+    chosen, settings = run_settings(preset, flags)
+    layers = ((chosen.origin, chosen.settings),) if chosen else ()
+    options = ServeOptions(
+        host=host, port=port, api_key=api_key or None, cors=tuple(cors), max_queue=max_queue,
+        max_input_chars=max_input_chars, grace=grace, layers=(*layers, (st.FLAG_SOURCE, flags)),
+        voice_map=load_voice_map(voice_map), model=settings["model"], quiet=quiet,
+    )  # fmt: skip
+    if not is_loopback(host) and options.api_key is None:
+        warn(f"listening on {host} without --api-key: anyone who can reach this port can use the server")
+    _run(ServerState(options, _loader(settings, quiet)), quiet)
+
+
+def _run(state, quiet: bool) -> None:
+    from ..server.run import serve as run_server
+
+    def ready(url: str) -> None:
+        if not quiet:
+            echo(f"omnivoice serve: listening on {url} (OpenAI base URL {url}/v1); loading the model "
+                 f"({state.options.model}) ...")  # fmt: skip
+
+    code = run_server(state, ready)
+    if state.status == "failed":
+        raise state.exception
+    if code:
+        raise typer.Exit(code)
+    if not quiet:
+        echo(f"omnivoice serve: stopped (pid {os.getpid()})")

@@ -1,0 +1,399 @@
+"""`omnivoice dub`: a subtitle file spoken into one track, every cue in its own time slot.
+
+A run (`DubRun`), in order:
+  1. read the cues (cues.read_cues: every error names the file and line) and plan each one
+     without the model: its speaker (--cast: a VTT voice span or a `NAME:` label), its words
+     (markup stripped; an empty cue is skipped), its pieces (a cue over 30 s is cut into pieces
+     that fill it) and one engine request per piece, whose duration is the piece's length and
+     whose seed is S + the cue's index (from 0, counting every cue of the file). Anything wrong
+     stops the run here, before anything is written;
+  2. with --stems DIR: the folder is created, and a cue whose stem is there with a matching
+     record in DIR/manifest.jsonl (same words, times, seed and settings) is reused (a rerun of
+     an interrupted dub resumes);
+  3. load the model and send the other cues' pieces to `Engine.generate` in groups; each cue's
+     audio is placed on the track, and its stem written, as soon as its pieces are done;
+  4. write the track (atomically; or WAV on stdout) and rewrite DIR/manifest.jsonl.
+
+Placement: a cue's audio is exactly what `omnivoice say "<its words>" --duration <its length>
+--seed <S + index>` writes (0.1 s of silence, the speech, 0.1 s of silence), starting at the
+cue's start sample (start ms x 24). The engine never makes more than the slot, but its padding
+can carry the end of that audio up to 0.2 s past the cue's end (its 0.1 s fade-out and 0.1 s
+of silence): it runs on into the silence after the cue, or is mixed into the next cue's opening
+silence. A cue cut into pieces: each piece is placed at the start of its share of the slot.
+The track is exactly as long as the latest cue end of the file (empty cues count), to the
+sample; what runs past it is cut. Cues whose times overlap are mixed (summed, then clipped to
+[-1, 1]) with a warning naming them. Silence everywhere else. Each cue's audio is placed as a
+16-bit file holds it (which changes nothing a 16-bit track holds where cues do not overlap), so
+a dub resumed from its stems is identical to one made in one go.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import secrets
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from . import settings as st
+from .cues import Cue, read_cues, timestamp
+from .dialogue import Cast, Member, PlaceSource, check_voices, cue_speaker
+from .engine.errors import InvalidRequest, OmniVoiceError
+from .manifest import MANIFEST, ManifestWriter, read_manifest
+from .request import Built, References, Voices, build_request
+from .tracks import as_written, ms_to_samples, place
+
+GROUP_SIZE = 64  # pieces per Engine.generate call (the engine bounds each forward itself)
+MAX_CUES = 20_000  # cues in one file (a feature film has about 2,000)
+MAX_TRACK_SECONDS = 4 * 3600  # the longest track (4 h: 1.4 GB of float32 samples while assembled)
+SAMPLE_RATE = 24000
+NOT_FOR_CUES = ("speed", "duration", "chunk_duration", "chunk_threshold")  # settings a cue's times replace
+MAX_SPEEDUP = 10  # a cue's words may take at most this many times its length (or 1 s) to say
+
+
+@dataclass
+class CuePlan:
+    """One cue: what it says, in which voice, as which requests, and what became of it."""
+
+    cue: Cue
+    where: str  # "FILE: line N"
+    speaker: Member | None = None
+    text: str = ""
+    seed: int = 0
+    pieces: list[tuple[str, int]] = field(default_factory=list)  # (words, milliseconds) of each request
+    built: list[Built] = field(default_factory=list)
+    status: str | None = None  # empty | reused | done (None: to speak)
+    stem: str | None = None  # its file in the stems folder
+    results: dict[int, Any] = field(default_factory=dict)  # piece -> engine Result
+    audio_seconds: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+
+    def offsets(self) -> list[int]:
+        """Where each piece starts, in ms from the cue's start."""
+        out, pos = [], 0
+        for _, ms in self.pieces:
+            out.append(pos)
+            pos += ms
+        return out
+
+    def key(self) -> dict[str, Any]:
+        """What makes its audio: a stem made with the same key can be reused."""
+        settings = {k: v for k, v in self.built[0].settings.values.items() if k not in ("duration", "format")}
+        return {"text": self.text, "start_ms": self.cue.start_ms, "end_ms": self.cue.end_ms, "seed": self.seed,
+                "pieces": [list(p) for p in self.pieces], "settings": settings}  # fmt: skip
+
+    def record(self) -> dict[str, Any]:
+        c = self.cue
+        return {
+            "cue": c.index + 1, "index": c.index, "line": c.line, "start": timestamp(c.start_ms),
+            "end": timestamp(c.end_ms), "start_seconds": c.start_ms / 1000, "end_seconds": c.end_ms / 1000,
+            "text": self.text, "speaker": self.speaker.name if self.speaker else None,
+            "voice": self.speaker.spec if self.speaker else None, "status": self.status or "pending",
+            "output": self.stem, "seed": self.seed if self.built else None,
+            "audio_seconds": round(self.audio_seconds, 4) if self.status in ("done", "reused") else None,
+            "pieces": [{"text": t, "offset_seconds": o / 1000, "seconds": ms / 1000}
+                       for (t, ms), o in zip(self.pieces, self.offsets())],
+            "key": self.key() if self.built else None, "warnings": self.warnings,
+        }  # fmt: skip
+
+
+@dataclass
+class DubReport:
+    """What a run did."""
+
+    cues: list[CuePlan] = field(default_factory=list)
+    seed: int = 0
+    track_samples: int = 0
+    generate_seconds: float = 0.0
+    load_seconds: float | None = None
+    interrupted: int | None = None  # the signal number when stopped
+    written: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+    def count(self, status: str) -> int:
+        return sum(1 for c in self.cues if c.status == status)
+
+
+def default_output(input_path: str, fmt: str) -> str:
+    """The track beside the subtitle file: episode.srt -> episode.wav."""
+    return str(Path(input_path).expanduser().with_suffix(f".{fmt}"))
+
+
+def stems_format(track_format: str) -> str:
+    """Stems are lossless, so a rerun can reuse them exactly: an .ogg track gets .flac stems."""
+    return track_format if track_format in ("wav", "flac") else "flac"
+
+
+# --------------------------------------------------------------------------------------------
+# Planning (no model)
+# --------------------------------------------------------------------------------------------
+
+
+class DubRun:
+    """One dub: plan every cue (no model), reuse stems, speak the rest, write the track."""
+
+    def __init__(self, input_path: str, target: Any, *, preset: st.Preset | None, flags: dict[str, Any],
+                 cast: Cast, stems: str | None = None, overwrite: bool = False, quiet: bool = False,
+                 echo: Callable[[str], None] = print, stdout: Any = None) -> None:  # fmt: skip
+        self.input_path, self.target, self.preset, self.flags = input_path, target, preset, flags
+        self.cast, self.stems, self.overwrite, self.quiet, self.echo = cast, stems, overwrite, quiet, echo
+        self.stdout = stdout
+        self.refs, self.voices = References(), Voices()
+        self.report = DubReport()
+        self.track = None  # float32 [samples], allocated once the plan is checked
+        self.manifest: ManifestWriter | None = None  # the stems folder's manifest
+        self._shown: set[str] = set()
+
+    def warn(self, message: str) -> None:
+        if message not in self._shown:
+            self._shown.add(message)
+            self.report.warnings.append(message)
+            self.echo(f"Warning: {message}")
+
+    def layers(self) -> list:
+        """The preset and the flags; a cue's times fix its length, so a preset's speed, duration
+        and chunk settings do not apply (the seed is the cue's own)."""
+        preset = {k: v for k, v in self.preset.settings.items() if k not in NOT_FOR_CUES} if self.preset else None
+        return [*([(self.preset.origin, preset)] if preset is not None else []),
+                (st.FLAG_SOURCE, {k: v for k, v in self.flags.items() if k != "seed"})]  # fmt: skip
+
+    def base_seed(self, earlier: list[dict[str, Any]]) -> int:
+        """--seed, else the seed of the stems being resumed, else a random one."""
+        if self.flags.get("seed") is not None:
+            return int(self.flags["seed"])
+        for rec in earlier:
+            if rec.get("status") in ("done", "reused") and isinstance(rec.get("seed"), int) and isinstance(rec.get("index"), int):
+                return rec["seed"] - rec["index"]
+        return secrets.randbelow(2**31)
+
+    def plan_cue(self, cue: Cue, base: int) -> CuePlan:
+        """One cue's speaker, words, pieces and requests (InvalidRequest "FILE: line N: ...")."""
+        from .engine.text import speech_seconds, split_pauses
+        from .tracks import cue_pieces
+
+        plan = CuePlan(cue, f"{self.input_path}: line {cue.line}")
+        plan.speaker, plan.text = cue_speaker(cue.text, cue.voice, self.cast, plan.where)
+        plan.text = plan.text.strip()
+        if not plan.text:
+            plan.status = "empty"
+            return plan
+        try:
+            parts, gaps = split_pauses(plan.text)
+        except InvalidRequest as e:
+            raise InvalidRequest(f"{plan.where}: {e}") from None
+        if len(parts) != 1 or any(gaps):
+            raise InvalidRequest(f"{plan.where}: [pause] tags cannot be used in a cue: its times fix its length")
+        seconds, slot = speech_seconds(plan.text), (cue.end_ms - cue.start_ms) / 1000
+        if seconds > MAX_SPEEDUP * max(slot, 1.0):
+            raise InvalidRequest(f"{plan.where}: the cue's words take about {seconds:.0f} s to say, more than "
+                                 f"{MAX_SPEEDUP:g} times its {slot:g} s: shorten them or lengthen the cue")  # fmt: skip
+        plan.seed = base + cue.index
+        if plan.seed > st.MAX_SEED:
+            raise InvalidRequest(f"seed {base} + {cue.index} is more than {st.MAX_SEED}: give a smaller --seed")
+        plan.pieces = cue_pieces(plan.text, cue.end_ms - cue.start_ms)
+        if sum(ms for _, ms in plan.pieces) < cue.end_ms - cue.start_ms:
+            self.warn(f"{plan.where}: the cue is longer than its words can fill (30 s a piece): its end is silent")
+        source = PlaceSource("line", plan.where)
+        for text, ms in plan.pieces:
+            settings = self.cast.settings(plan.speaker, self.layers(), {"duration": ms / 1000, "seed": plan.seed}, source)
+            try:
+                built = build_request(text, settings, refs=self.refs, voices=self.voices)
+            except InvalidRequest as e:
+                raise InvalidRequest(str(e) if str(e).startswith(plan.where) else f"{plan.where}: {e}") from None
+            plan.built.append(built)
+            plan.warnings += [w for w in built.warnings if w not in plan.warnings]
+        for w in plan.warnings:  # shown once for the whole dub (e.g. an unknown language)
+            self.warn(w)
+        return plan
+
+    def plan(self, earlier: list[dict[str, Any]]) -> list[CuePlan]:
+        """Read and plan every cue; the checks that span cues (length, overlaps, the cast)."""
+        cues = read_cues(self.input_path)
+        if len(cues) > MAX_CUES:
+            raise InvalidRequest(f"{self.input_path}: {len(cues)} cues, more than {MAX_CUES} in one dub: split the file")
+        last = max(c.end_ms for c in cues)
+        spoken_ms = sum(c.end_ms - c.start_ms for c in cues if c.text.strip())
+        for what, ms in ((f"ends at {timestamp(last)}", last), (f"holds {timestamp(spoken_ms)} of cues", spoken_ms)):
+            if ms > MAX_TRACK_SECONDS * 1000:
+                raise InvalidRequest(f"{self.input_path}: the dub {what}, more than {MAX_TRACK_SECONDS // 3600} h: "
+                                     "split the subtitle file")  # fmt: skip
+        used_default = any(c.text.strip() and self._speaker_of(c) is None for c in cues)
+        check_voices(self.cast, self.layers(), self.refs, self.voices, default=used_default)
+        base = self.report.seed = self.base_seed(earlier)
+        plans = [self.plan_cue(cue, base) for cue in cues]
+        for member in self.cast.unused():
+            self.warn(f"--cast {member.name} speaks no cue")
+        self._warn_overlaps(plans)
+        self.report.cues = plans
+        self.report.track_samples = ms_to_samples(last, SAMPLE_RATE)
+        return plans
+
+    def _speaker_of(self, cue: Cue) -> Member | None:
+        try:
+            return cue_speaker(cue.text, cue.voice, self.cast, "")[0]
+        except InvalidRequest:
+            return None  # reported with its line when the cue is planned
+
+    def _warn_overlaps(self, plans: list[CuePlan]) -> None:
+        from .tracks import overlaps
+
+        spoken = {p.cue.index: p for p in plans if p.status != "empty"}
+        pairs, total = overlaps([(i, p.cue.start_ms, p.cue.end_ms) for i, p in spoken.items()])
+        if pairs:
+            shown = "; ".join(f"cues {i + 1} and {j + 1} (lines {spoken[i].cue.line} and {spoken[j].cue.line})"
+                              for i, j in pairs)  # fmt: skip
+            more = f" and {total - len(pairs)} more pairs" if total > len(pairs) else ""
+            self.warn(f"{self.input_path}: overlapping cues are mixed: {shown}{more}")
+
+    # -- stems and resuming ----------------------------------------------------------------
+
+    def stems_dir(self) -> Path | None:
+        """The stems folder, created, with what a killed run left behind removed."""
+        if self.stems is None:
+            return None
+        from .batch import prepare_output_dir, remove_stale_temporaries
+
+        out = prepare_output_dir(self.stems)
+        remove_stale_temporaries(out, [p.stem for p in self.report.cues if p.stem])
+        return out
+
+    def name_stems(self, fmt: str) -> None:
+        width = max(4, len(str(len(self.report.cues))))
+        for p in self.report.cues:
+            if p.status != "empty":
+                p.stem = f"{p.cue.index + 1:0{width}d}.{fmt}"
+
+    def reuse(self, out: Path, earlier: list[dict[str, Any]]) -> None:
+        """Place every cue whose stem matches its record (same key) on the track, unread ones not."""
+        import soundfile as sf
+
+        records = {rec.get("output"): rec for rec in earlier if rec.get("status") in ("done", "reused")}
+        for p in self.report.cues:
+            rec = records.get(p.stem)
+            if p.status is not None or rec is None or self.overwrite or rec.get("key") != _jsonable(p.key()):
+                continue
+            try:
+                audio, rate = sf.read(str(out / p.stem), dtype="float32", always_2d=False)
+            except Exception:  # gone or unreadable: spoken again
+                continue
+            if rate != SAMPLE_RATE or audio.ndim != 1:
+                continue
+            place(self.track, audio, ms_to_samples(p.cue.start_ms, SAMPLE_RATE))
+            p.status, p.audio_seconds = "reused", len(audio) / SAMPLE_RATE
+
+    # -- speaking ----------------------------------------------------------------------------
+
+    def speak(self, pending: list[CuePlan], signals: Any, out: Path | None, progress: Any) -> None:
+        from .commands.common import load_engine
+        from .request import finish_request
+
+        built = [b for p in pending for b in p.built]
+        settings = self.cast.settings(None, self.layers())
+        engine, self.report.load_seconds = load_engine(settings, self.quiet, encoder=any(b.reference for b in built))
+        if engine.sample_rate != SAMPLE_RATE:
+            raise OmniVoiceError(f"the model makes {engine.sample_rate} Hz audio; dub needs {SAMPLE_RATE} Hz")
+        t0 = time.perf_counter()
+        items = [(p, k, finish_request(engine, b, self.refs)) for p in pending for k, b in enumerate(p.built)]
+        for start in range(0, len(items), GROUP_SIZE):
+            group = items[start : start + GROUP_SIZE]
+
+            def on_result(i: int, result: Any, group=group) -> None:
+                plan, k, _ = group[i]
+                plan.results[k] = result
+                if len(plan.results) == len(plan.pieces):
+                    with signals.protect():
+                        self.finish_cue(plan, out, progress)
+
+            try:
+                engine.generate([req for _, _, req in group], on_step=progress.step, on_result=on_result)
+            except (RuntimeError, MemoryError) as e:
+                raise OmniVoiceError(f"generation failed: {' '.join((str(e) or type(e).__name__).split())}") from None
+        self.report.generate_seconds = time.perf_counter() - t0
+
+    def finish_cue(self, plan: CuePlan, out: Path | None, progress: Any) -> None:
+        """A cue whose pieces are all done: its audio (pieces at their offsets) on the track, its stem."""
+        import numpy as np
+
+        offsets = [ms_to_samples(o, SAMPLE_RATE) for o in plan.offsets()]
+        results = [plan.results[k] for k in range(len(plan.pieces))]
+        audio = np.zeros(max(o + len(r.audio) for o, r in zip(offsets, results)), dtype=np.float32)
+        for o, r in zip(offsets, results):
+            place(audio, r.audio, o)
+            plan.warnings += [w for w in r.warnings if w not in plan.warnings]
+            for w in r.warnings:
+                self.warn(w)
+        plan.results = {}
+        audio = as_written(audio, SAMPLE_RATE)  # as its stem holds it: a resumed dub is the same
+        if out is not None:
+            from .output import FORMATS, OutputTarget, write_audio
+
+            fmt = Path(plan.stem).suffix.lower()
+            write_audio(audio, SAMPLE_RATE, OutputTarget(out / plan.stem, *FORMATS[fmt]))
+        place(self.track, audio, ms_to_samples(plan.cue.start_ms, SAMPLE_RATE))
+        plan.status, plan.audio_seconds = "done", len(audio) / SAMPLE_RATE
+        if self.manifest is not None:
+            self.manifest.append(_jsonable(plan.record()))
+        progress.line("done", f"cue {plan.cue.index + 1}")
+
+    # -- the run ---------------------------------------------------------------------------------
+
+    def run(self) -> DubReport:
+        """Plan (errors raised before anything is written), reuse stems, speak, write the track.
+        A stop by Ctrl-C / SIGTERM is recorded in the report (finished stems are kept)."""
+        import numpy as np
+
+        from .progress import BatchProgress
+        from .signals import HoldSignals
+
+        stems_path = Path(self.stems).expanduser() if self.stems else None
+        earlier = read_manifest(stems_path / MANIFEST) if stems_path and stems_path.is_dir() else []
+        plans = self.plan(earlier)
+        self.name_stems(stems_format("wav" if self.target.to_stdout else self.target.path.suffix.lower().lstrip(".")))
+        out = self.stems_dir()
+        self.manifest = ManifestWriter(out / MANIFEST) if out else None
+        self.track = np.zeros(self.report.track_samples, dtype=np.float32)
+        if out is not None:
+            self.reuse(out, earlier)
+        progress = BatchProgress(len(plans), enabled=not self.quiet, echo=self.echo)
+        signals = HoldSignals().__enter__()
+        try:
+            with progress:
+                for p in plans:
+                    if p.status is not None:
+                        progress.line("skipped")
+                pending = [p for p in plans if p.status is None]
+                if pending:
+                    self.speak(pending, signals, out, progress)
+                np.clip(self.track, -1.0, 1.0, out=self.track)
+                with signals.protect():
+                    self.write_track()
+        except KeyboardInterrupt as e:
+            self.report.interrupted = int(getattr(e, "signum", signal.SIGINT))
+        finally:
+            signals.depth += 1  # no stop while the manifest is rewritten
+            try:
+                if self.manifest is not None:
+                    self.manifest.rewrite([_jsonable(p.record()) for p in plans])
+            finally:
+                signals.__exit__()
+        return self.report
+
+    def write_track(self) -> None:
+        from .output import write_audio
+
+        try:
+            write_audio(self.track, SAMPLE_RATE, self.target, stdout=self.stdout)
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            where = "stdout" if self.target.to_stdout else str(self.target)
+            raise OSError(e.errno, f"cannot write {where}: {e.strerror or e}") from None
+        self.report.written = True
+
+
+def _jsonable(value: Any) -> Any:
+    """As it reads back from JSON (tuples become lists), to compare with a manifest record."""
+    return json.loads(json.dumps(value, ensure_ascii=False))

@@ -1,0 +1,422 @@
+"""The engine as a service: one loop thread runs forwards without pause for requests that arrive
+at any time (what `omnivoice serve` runs on; no web framework here).
+
+    service = Service(engine, max_queue=64).start()
+    ticket = service.submit(request, on_event)   # Busy when max_queue requests are open
+    # on_event(Event("piece", piece=StreamPiece)) for every segment, strictly in order, then
+    # Event("done", summary=...) or Event("error", error=...): called in the loop thread, between
+    # forwards, so it must only hand the event on (a queue), never block
+    ticket.cancel()                              # its jobs leave at the next forward
+    service.call(lambda engine: ...)             # run on the engine between forwards -> Future
+    service.stop()
+
+A request is rendered exactly as the streamed render (engine/streaming.py) renders it: its text
+is cut at pauses and sentences (`cut_segments`), piece k is generated with seed + k, without a
+reference voice piece 0 is generated first and its codes and text are the voice of the others,
+and each piece is decoded and post-processed on its own as a whole request of its text
+(`Engine.render`). So a text of one piece gives exactly what `Engine.generate` gives, and the
+pieces of any text, joined, are what `streaming.stream` hands out.
+
+Scheduling (continuous batching across requests): every piece is a job of the packed loop
+(engine/generation.py). Before each forward, the loop takes new requests, drops the jobs of
+cancelled ones, and admits waiting jobs while the forward stays within max_batch_size jobs and
+max_packed_tokens positions, the request with the fewest jobs in the forward first (then the
+oldest, then piece order), so a new request joins the next forward even beside a long text. A
+job leaves when its own steps are done. The packing is row-independent, so a request's samples
+do not depend on what shares its forwards.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+from . import text as textmod
+from .errors import InvalidRequest, OmniVoiceError
+from .streaming import Segment, StreamConfig, StreamPiece, cut_segments, piece_job, render_piece
+
+if TYPE_CHECKING:
+    from .generation import Job
+    from .pipeline import Engine, Request
+
+
+class Busy(OmniVoiceError):
+    """max_queue requests are open: try again in `retry_after` seconds."""
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class Stopped(OmniVoiceError):
+    """The service is stopping (or stopped) and takes no new requests."""
+
+
+class Cancelled(OmniVoiceError):
+    """The request was cancelled (its client left) or the service stopped under it."""
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What one request took."""
+
+    pieces: int  # spoken pieces generated
+    samples: int  # samples handed out in all
+    sample_rate: int  # Hz
+    seed: int  # the request's seed (piece k used seed + k)
+    queued: float  # seconds from submit to its first forward
+    first_audio: float | None  # seconds from submit to its first spoken piece handed out
+    seconds: float  # seconds from submit to its end
+    forwards: int  # forwards it took part in
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def audio_seconds(self) -> float:
+        return self.samples / self.sample_rate
+
+
+@dataclass(frozen=True)
+class Event:
+    """What a request's on_event receives: "piece", then "done" (or "error" at any time)."""
+
+    kind: str  # "piece", "done" or "error"
+    piece: StreamPiece | None = None
+    summary: Summary | None = None
+    error: BaseException | None = None
+
+
+class Ticket:
+    """One submitted request, as the service tracks it. `cancel()` may be called from any thread;
+    the rest belongs to the loop thread."""
+
+    def __init__(self, service: "Service", number: int, req: "Request", segments: list[Segment], on_event, warnings):
+        self.service, self.id, self.request, self.on_event = service, number, req, on_event
+        self.segments = segments
+        self.speech = [i for i, s in enumerate(segments) if s.text is not None]  # segment of spoken piece k
+        self.warnings = list(warnings)
+        self.voice = req.ref  # the voice of pieces after 0 (piece 0's own without a reference)
+        self.ready: list[Any] = [None] * len(segments)  # audio (or a count of zero samples) until handed out
+        self.next = 0  # the next segment to hand out
+        self.samples = 0  # samples handed out
+        self.active = 0  # its jobs in the forward now
+        self.forwards = 0
+        self.cancelled = False
+        self.closed = False
+        self.submitted = service.clock()
+        self.started: float | None = None
+        self.first_audio: float | None = None
+
+    @property
+    def seed(self) -> int:
+        return self.request.seed
+
+    def cancel(self) -> None:
+        """Drop this request: its jobs leave at the next forward and its place is free at once."""
+        self.service._cancel(self)
+
+
+@dataclass
+class _Slot:
+    """A job of the loop and the piece it renders."""
+
+    ticket: Ticket
+    k: int  # spoken piece
+    job: "Job"
+
+
+def cut_request(req: "Request", config: StreamConfig) -> list[Segment]:
+    """A request's segments, cut as the streamed render cuts them."""
+    whole = req.duration is not None  # a fixed length is one generation: not cut
+    limit = min(config.piece_seconds, req.generation.audio_chunk_threshold)
+    first = min(config.first_seconds, req.generation.audio_chunk_threshold)
+    return cut_segments(req.text, first, limit, whole=whole)
+
+
+def check_sizes(req: "Request", segments: list[Segment], cfg) -> None:
+    """InvalidRequest when a piece would not fit one forward (max_packed_tokens): a long text
+    without punctuation at a slow speed would otherwise make one huge generation."""
+    ref = req.ref
+    rows = 2 if req.generation.guidance_scale != 0 else 1
+    for seg in segments:
+        if seg.text is None:
+            continue
+        target, _ = textmod.resolve_target_len(
+            seg.text, ref.text if ref else None, ref.codes.shape[-1] if ref else None, req.speed, req.duration,
+            cfg.frame_rate,
+        )  # fmt: skip
+        if target * rows + len(seg.text) > cfg.max_packed_tokens:
+            raise InvalidRequest(
+                f"the text has a piece of about {target / cfg.frame_rate:.0f} s of audio ({seg.text[:30]!r}...), more "
+                "than one generation holds: add punctuation to cut it, or raise the speed"
+            )
+
+
+class Service:
+    """The engine loop (see the module doc). Thread-safe: submit, cancel, call, stats, stop."""
+
+    def __init__(self, engine: "Engine", *, max_queue: int = 64, config: StreamConfig | None = None,
+                 clock: Callable[[], float] = time.perf_counter) -> None:  # fmt: skip
+        if max_queue < 1:
+            raise ValueError("max_queue must be at least 1")
+        self.engine, self.max_queue, self.config, self.clock = engine, max_queue, config or StreamConfig(), clock
+        self.forwards = 0  # forwards run so far
+        self.served = 0  # requests finished
+        self._cond = threading.Condition()
+        self._inbox: list[Ticket] = []  # submitted, not yet started by the loop
+        self._calls: list[tuple[Callable, Future]] = []
+        self._open: dict[int, Ticket] = {}  # accepted and not finished (what max_queue bounds)
+        self._numbers = itertools.count(1)
+        self._stopping = False
+        self._dirty = False  # a ticket was cancelled since the loop last looked
+        self._active: list[_Slot] = []  # jobs in the forward (loop thread only)
+        self._pending: list[_Slot] = []  # jobs waiting for a place (loop thread only)
+        self._mean_seconds = 0.0  # running mean of a request's seconds (for retry_after)
+        self._thread = threading.Thread(target=self._loop, name="omnivoice-engine", daemon=True)
+        self.on_forward: Callable[[list[tuple[int, int]]], None] | None = None  # (ticket id, piece) of each forward
+
+    # --- the public face ----------------------------------------------------------------------
+    def start(self) -> "Service":
+        self._thread.start()
+        return self
+
+    def submit(self, req: "Request", on_event: Callable[[Event], None], config: StreamConfig | None = None) -> Ticket:
+        """Accept a request (checked: InvalidRequest), or raise Busy / Stopped. config: how its
+        text is cut (the service's own by default; streaming.WHOLE for a reply sent whole)."""
+        from .pipeline import validate_request
+
+        warnings = validate_request(req, self.engine.cfg)
+        segments = cut_request(req, config or self.config)
+        check_sizes(req, segments, self.engine.cfg)
+        with self._cond:
+            if self._stopping:
+                raise Stopped("the server is shutting down")
+            if len(self._open) >= self.max_queue:
+                raise Busy(f"the server is busy: {len(self._open)} requests are queued (the most it takes, "
+                           "--max-queue); try again shortly", self.retry_after())  # fmt: skip
+            ticket = Ticket(self, next(self._numbers), req, segments, on_event, warnings)
+            self._open[ticket.id] = ticket
+            self._inbox.append(ticket)
+            self._cond.notify()
+        return ticket
+
+    def call(self, fn: Callable[["Engine"], Any]) -> Future:
+        """Run fn(engine) in the loop thread between two forwards; its Future has the result."""
+        future: Future = Future()
+        with self._cond:
+            if self._stopping:
+                raise Stopped("the server is shutting down")
+            self._calls.append((fn, future))
+            self._cond.notify()
+        return future
+
+    def retry_after(self) -> int:
+        """Seconds after which a refused request may find a place (from the requests so far)."""
+        return max(1, min(60, math.ceil(self._mean_seconds or 1.0)))
+
+    def stats(self) -> dict:
+        with self._cond:
+            return {"forwards": self.forwards, "open": len(self._open), "served": self.served,
+                    "active_jobs": len(self._active), "waiting_jobs": len(self._pending)}  # fmt: skip
+
+    @property
+    def open(self) -> int:
+        """Requests accepted and not finished."""
+        with self._cond:
+            return len(self._open)
+
+    def stop(self, timeout: float | None = 10.0) -> None:
+        """Refuse new requests, cancel the open ones (an "error" event: Cancelled) and end the loop."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        self._thread.join(timeout)
+
+    def _cancel(self, ticket: Ticket) -> None:
+        with self._cond:
+            if ticket.closed:
+                return
+            ticket.cancelled = ticket.closed = True
+            self._open.pop(ticket.id, None)
+            self._dirty = True
+            self._cond.notify()
+
+    # --- the loop -----------------------------------------------------------------------------
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not (self._inbox or self._calls or self._active or self._pending or self._stopping or self._dirty):
+                    self._cond.wait()
+                if self._stopping:
+                    break
+                inbox, self._inbox = self._inbox, []
+                calls, self._calls = self._calls, []
+                dirty, self._dirty = self._dirty, False
+            for fn, future in calls:
+                _run_call(self.engine, fn, future)
+            for ticket in inbox:
+                self._start(ticket)
+            if dirty:
+                self._drop_cancelled()
+            self._admit()
+            if self._active:
+                self._forward()
+        self._shut_down()
+
+    def _start(self, ticket: Ticket) -> None:
+        """Hand out leading pauses and make the first jobs: piece 0 alone without a reference."""
+        if ticket.cancelled:
+            return
+        try:
+            for i, seg in enumerate(ticket.segments):
+                if seg.text is None:
+                    ticket.ready[i] = round(seg.pause * self.engine.sample_rate)
+            first = len(ticket.speech) if ticket.request.ref is not None else 1
+            self._pending += [self._slot(ticket, k) for k in range(first)]
+            self._hand_out(ticket)
+        except Exception as e:  # noqa: BLE001 - this request's own failure (its text, its voice)
+            self._fail(ticket, e)
+
+    def _slot(self, ticket: Ticket, k: int) -> _Slot:
+        voice = ticket.voice if k > 0 else ticket.request.ref
+        text = ticket.segments[ticket.speech[k]].text
+        job = piece_job(self.engine, ticket.request, k, text, voice)
+        if job.packed_len > self.engine.cfg.max_packed_tokens:  # check_sizes estimated it without piece 0's voice
+            raise InvalidRequest(f"piece {k + 1} of the text needs {job.packed_len} positions, more than one "
+                                 f"forward holds ({self.engine.cfg.max_packed_tokens}): add punctuation to cut it")  # fmt: skip
+        return _Slot(ticket, k, job)
+
+    def _drop_cancelled(self) -> None:
+        self._active = [s for s in self._active if not s.ticket.closed]
+        self._pending = [s for s in self._pending if not s.ticket.closed]
+
+    def _admit(self) -> None:
+        """Move waiting jobs into the forward within the limits, fairest first (see the module doc)."""
+        cfg = self.engine.cfg
+        used = sum(s.job.packed_len for s in self._active)
+        while self._pending and len(self._active) < cfg.max_batch_size:
+            best = min(self._pending, key=lambda s: (s.ticket.active, s.ticket.id, s.k))
+            if self._active and used + best.job.packed_len > cfg.max_packed_tokens:
+                break
+            self._pending.remove(best)
+            self._active.append(best)
+            used += best.job.packed_len
+            best.ticket.active += 1
+            if best.ticket.started is None:
+                best.ticket.started = self.clock()
+
+    def _forward(self) -> None:
+        import torch
+
+        from .generation import forward_step
+
+        if self.on_forward is not None:
+            self.on_forward([(s.ticket.id, s.k) for s in self._active])
+        try:
+            with torch.inference_mode():
+                forward_step(self.engine.model, [s.job for s in self._active], mask_id=self.engine.cfg.audio_mask_id,
+                             forward=self.engine.forward)  # fmt: skip
+        except Exception as e:  # noqa: BLE001 - the forward failed: every request in it fails
+            for ticket in {s.ticket.id: s.ticket for s in self._active}.values():
+                self._fail(ticket, e)
+            return
+        self.forwards += 1
+        for ticket in {s.ticket.id: s.ticket for s in self._active}.values():
+            ticket.forwards += 1
+        finished = [s for s in self._active if s.job.done]
+        self._active = [s for s in self._active if not s.job.done]
+        for slot in finished:
+            slot.ticket.active -= 1
+            if not slot.ticket.closed:
+                self._finish_piece(slot)
+
+    def _finish_piece(self, slot: _Slot) -> None:
+        """A piece's steps are done: the later pieces' jobs (after piece 0 without a reference),
+        its audio, and every segment now ready handed out in order."""
+        from .voice import VoicePrompt
+
+        ticket, k = slot.ticket, slot.k
+        try:
+            if k == 0 and ticket.request.ref is None and len(ticket.speech) > 1:
+                ticket.voice = VoicePrompt(slot.job.tokens, ticket.segments[ticket.speech[0]].text.strip(), None)
+                self._pending += [self._slot(ticket, j) for j in range(1, len(ticket.speech))]
+            text = ticket.segments[ticket.speech[k]].text
+            ticket.ready[ticket.speech[k]] = render_piece(self.engine, ticket.request, k, text, slot.job)
+            self._hand_out(ticket)
+        except Exception as e:  # noqa: BLE001 - this request's own failure
+            self._fail(ticket, e)
+
+    def _hand_out(self, ticket: Ticket) -> None:
+        """Emit the segments ready at the head, in order; close the request after its last."""
+        import numpy as np
+
+        while ticket.next < len(ticket.segments) and ticket.ready[ticket.next] is not None and not ticket.closed:
+            i, audio = ticket.next, ticket.ready[ticket.next]
+            seg = ticket.segments[i]
+            if isinstance(audio, int):  # a pause: its silence made when it is handed out
+                audio = np.zeros(audio, dtype=np.float32)
+            ticket.ready[i] = ()  # handed out: keep no audio
+            k = ticket.speech.index(i) if seg.text is not None else None
+            piece = StreamPiece(i, seg.text or "", audio, ticket.samples, None if k is None else ticket.seed + k)
+            ticket.samples += len(audio)
+            ticket.next += 1
+            if seg.text is not None and ticket.first_audio is None:
+                ticket.first_audio = self.clock() - ticket.submitted
+            self._emit(ticket, Event("piece", piece=piece))
+        if ticket.next == len(ticket.segments) and not ticket.closed:
+            self._close(ticket)
+            self._emit(ticket, Event("done", summary=self._summary(ticket)))
+
+    def _summary(self, ticket: Ticket) -> Summary:
+        now = self.clock()
+        started = ticket.started if ticket.started is not None else now
+        return Summary(
+            len(ticket.speech), ticket.samples, self.engine.sample_rate, ticket.seed, started - ticket.submitted,
+            ticket.first_audio, now - ticket.submitted, ticket.forwards, ticket.warnings,
+        )  # fmt: skip
+
+    def _emit(self, ticket: Ticket, event: Event) -> None:
+        try:
+            ticket.on_event(event)
+        except Exception:  # noqa: BLE001 - a receiver that fails is gone: drop its request
+            ticket.cancel()
+
+    def _close(self, ticket: Ticket) -> None:
+        with self._cond:
+            ticket.closed = True
+            self._open.pop(ticket.id, None)
+            self.served += 1
+            seconds = self.clock() - ticket.submitted
+            self._mean_seconds += (seconds - self._mean_seconds) / min(self.served, 20)
+
+    def _fail(self, ticket: Ticket, error: BaseException) -> None:
+        if ticket.closed:
+            return
+        with self._cond:
+            ticket.closed = True
+            self._open.pop(ticket.id, None)
+        self._drop_cancelled()
+        self._emit(ticket, Event("error", error=error))
+
+    def _shut_down(self) -> None:
+        with self._cond:
+            tickets = list(self._open.values()) + self._inbox
+            calls, self._calls = self._calls, []
+        for fn, future in calls:
+            future.set_exception(Stopped("the server is shutting down"))
+        for ticket in tickets:
+            self._fail(ticket, Cancelled("the server stopped before this request was done"))
+        self._active, self._pending = [], []
+
+
+def _run_call(engine: "Engine", fn: Callable, future: Future) -> None:
+    if not future.set_running_or_notify_cancel():
+        return
+    try:
+        future.set_result(fn(engine))
+    except BaseException as e:  # noqa: BLE001 - handed to the caller
+        future.set_exception(e)

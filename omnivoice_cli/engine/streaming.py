@@ -1,0 +1,544 @@
+"""Streamed rendering: a text spoken piece by piece, each piece handed out as soon as it is ready.
+
+    summary = stream(engine, request, on_piece=lambda p: play(p.audio), on_step=bar, on_warning=warn)
+
+    with StreamRun(engine, request) as run:        # the same, generated in a worker thread
+        for piece in run:                           # StreamPiece, strictly in order
+            out.write(piece.audio)
+
+How (used by `say --stream / --play` and by the server):
+- The text is cut at its pause tags, then at sentence boundaries (`cut_segments`): the first piece
+  short (whole sentences up to `first_seconds`, or clauses of a longer first sentence), the
+  others whole sentences up to `piece_seconds`. A pause is a segment of its exact silence.
+- Without a reference voice, piece 0 is generated first and its codes and text are the voice of
+  every later piece (as long-text chunking does in Engine.generate); with one, every piece uses
+  it. Piece k (k-th spoken piece) uses seed + k.
+- Every piece is decoded and post-processed on its own exactly as a whole request of its text
+  (silence removal, level, fade, pad), so a text that is one piece renders exactly as
+  Engine.generate renders it. The pieces joined are the streamed output.
+- After piece 0 the rest run in packed waves (all of a wave's jobs share each forward). A wave
+  is as large as can be generated, by the speed measured so far, before the audio already
+  handed out has played (`WavePlanner`); when even one piece cannot be, the device is slower
+  than real time: on_warning says so once, and waves then double in size (fewer, fuller
+  forwards; playback pauses between waves whatever the sizes).
+"""
+
+from __future__ import annotations
+
+import math
+import queue
+import statistics
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Callable, Iterator
+
+from . import text as textmod
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from .pipeline import Engine, Request
+
+StepCallback = Callable[[int, int], None]  # (forwards done, forwards planned)
+
+
+# ---------------------------------------------------------------------------------------------
+# Cutting the text
+# ---------------------------------------------------------------------------------------------
+
+_SENTENCE_END = frozenset(".!?。！？…")  # a unit ending with one of these ends a sentence
+_CLOSING = "\"')]}>»’”」』】）》"  # marks that may follow a sentence's end
+_YARDSTICK = ("Nice to meet you.", 25)  # the engine's duration yardstick: this text in 25 frames (1 s)
+
+
+@dataclass(frozen=True)
+class StreamConfig:
+    """How a streamed text is cut and scheduled."""
+
+    first_seconds: float = 4.0  # first piece: whole sentences up to this estimated length (else clauses)
+    piece_seconds: float = 10.0  # later pieces: whole sentences up to this estimated length (else clauses)
+    margin: float = 0.8  # a wave must be ready within this share of the audio queued when it starts
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A piece of the streamed output: text to speak, or an exact silence."""
+
+    text: str | None  # what to say; None for a pause
+    pause: float = 0.0  # seconds of silence (pauses only)
+
+
+def estimated_seconds(s: str) -> float:
+    """Rough spoken length of `s` at speed 1 (linear in the text; for sizing pieces only)."""
+    return textmod.estimate_duration(s, _YARDSTICK[0], _YARDSTICK[1], low_threshold=None) / 25.0
+
+
+def text_units(part: str) -> list[tuple[int, int, bool]]:
+    """The part cut by the engine's splitting rules (`text.chunk_text` at every punctuation mark):
+    (start, end, ends_a_sentence) spans, in order; the spans plus the whitespace between them
+    are the whole part."""
+    units = textmod.chunk_text(part, 1, min_chunk_len=None)  # each unit alone: the splitting only
+    spans, pos = [], 0
+    for u in units:
+        start = part.index(u, pos)
+        pos = start + len(u)
+        core = u.rstrip(_CLOSING)
+        spans.append((start, pos, bool(core) and core[-1] in _SENTENCE_END))
+    return spans
+
+
+def group_units(seconds: list[float], ends: list[bool], first_limit: float | None, limit: float) -> list[int]:
+    """How many units go in each piece: whole sentences while the piece stays within its limit
+    (first_limit for the first piece, if given), at least one; a sentence over the limit alone is
+    cut into clauses (units) the same way. Returns the count of units per piece."""
+    sizes: list[int] = []
+    i, n = 0, len(seconds)
+    while i < n:
+        cap = first_limit if (first_limit is not None and not sizes) else limit
+        j, total = i, 0.0
+        while j < n:  # whole sentences
+            k = j
+            while k < n - 1 and not ends[k]:
+                k += 1
+            s = sum(seconds[j : k + 1])
+            if j > i and total + s > cap:
+                break
+            if j == i and s > cap:  # the first sentence alone is too long: its clauses
+                while j < n and (j == i or total + seconds[j] <= cap) and not (j > i and ends[j - 1]):
+                    total += seconds[j]
+                    j += 1
+                break
+            total, j = total + s, k + 1
+        sizes.append(j - i)
+        i = j
+    return sizes
+
+
+def cut_part(part: str, first_limit: float | None, limit: float) -> list[str]:
+    """Slices of `part` (joined they are the part) for its pieces."""
+    spans = text_units(part)
+    if len(spans) <= 1:
+        return [part]
+    seconds = [estimated_seconds(part[s:e]) for s, e, _ in spans]
+    sizes = group_units(seconds, [end for _, _, end in spans], first_limit, limit)
+    cuts, u = [0], 0
+    for size in sizes[:-1]:
+        u += size
+        cuts.append(spans[u][0])
+    cuts.append(len(part))
+    return [part[a:b] for a, b in zip(cuts, cuts[1:])]
+
+
+def cut_segments(text: str, first_seconds: float, piece_seconds: float, whole: bool = False) -> list[Segment]:
+    """The text as segments, in order: pieces to speak and the exact silences of its pause tags
+    (a leading or trailing pause included). whole: no cutting at sentences (one piece per part)."""
+    parts, gaps = textmod.split_pauses(text)
+    out: list[Segment] = [Segment(None, gaps[0])] if gaps[0] > 0 else []
+    for p, part in enumerate(parts):
+        first = first_seconds if p == 0 else None
+        for piece in [part] if whole else cut_part(part, first, piece_seconds):
+            out.append(Segment(piece))
+        if gaps[p + 1] > 0:
+            out.append(Segment(None, gaps[p + 1]))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Scheduling
+# ---------------------------------------------------------------------------------------------
+
+
+def forward_model(points: list[tuple[int, float]]) -> Callable[[int], float]:
+    """Seconds per forward as a function of the packed tokens, from measured (tokens, seconds)
+    points: proportional to the tokens from a single point (pessimistic where a forward costs
+    about the same at any size, as on a GPU), a line a + b * tokens (a, b >= 0) fitted by least
+    squares through two or more distinct sizes."""
+    if not points:
+        raise ValueError("forward_model needs a measurement")
+    xs = [float(x) for x, _ in points]
+    ys = [float(y) for _, y in points]
+    if len(set(xs)) < 2:
+        rate = max(y / x for x, y in zip(xs, ys))
+        return lambda tokens: rate * tokens
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    b = max(b, 0.0)
+    a = max(my - b * mx, 0.0)
+    return lambda tokens: a + b * tokens
+
+
+@dataclass
+class WavePlanner:
+    """Sizes the waves after piece 0 from the measured speed.
+
+    A wave of pieces is ready when its forwards (num_step of them, all the wave's jobs packed in
+    each) and the decoding of its first piece are done; it must be ready within `margin` of the
+    audio still queued for playback when it starts. The largest such wave is taken (packing more
+    pieces in one forward is cheaper per piece). When even one piece cannot be, `behind` is set
+    and waves double in size from the last one."""
+
+    num_step: int
+    max_batch_size: int
+    max_packed_tokens: int
+    margin: float = 0.8
+    points: list[tuple[int, float]] = field(default_factory=list)  # measured (packed tokens, s per forward)
+    decode_rate: float = 0.0  # seconds of decoding + post-processing per second of audio
+    behind: bool = False  # the device was found slower than real time
+    last_size: int = 1
+
+    def measure_wave(self, tokens: int, seconds_per_forward: float) -> None:
+        self.points.append((tokens, seconds_per_forward))
+
+    def measure_decode(self, seconds: float, audio_seconds: float) -> None:
+        self.decode_rate = seconds / max(audio_seconds, 1e-3)  # the latest: the first decode warms up
+
+    def predicted(self, tokens: int, first_audio_seconds: float) -> float:
+        """Seconds until the first piece of a wave of `tokens` packed tokens is ready."""
+        return self.num_step * forward_model(self.points)(tokens) + self.decode_rate * first_audio_seconds
+
+    def size(self, lens: list[int], audio_seconds: list[float], queued: float) -> int:
+        """How many of the next pieces (packed lengths `lens`, estimated audio seconds) to run
+        together, given `queued` seconds of audio not yet played."""
+        n, tokens = 0, 0
+        while n < len(lens) and n < self.max_batch_size and (n == 0 or tokens + lens[n] <= self.max_packed_tokens):
+            if self.predicted(tokens + lens[n], audio_seconds[0]) > self.margin * queued:
+                break
+            tokens += lens[n]
+            n += 1
+        if n == 0:  # not even one piece in time: slower than real time
+            self.behind = True
+            n = 1
+        if self.behind:
+            n = max(n, min(2 * self.last_size, len(lens)))
+            n = min(n, self.max_batch_size, _fitting(lens, self.max_packed_tokens))
+        self.last_size = n
+        return n
+
+
+def _fitting(lens: list[int], budget: int) -> int:
+    """How many of lens fit in one forward of `budget` tokens (at least one)."""
+    n, used = 0, 0
+    for length in lens:
+        if n and used + length > budget:
+            break
+        used += length
+        n += 1
+    return max(n, 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# The render
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StreamPiece:
+    """One emitted piece of the streamed output."""
+
+    index: int  # order of emission: 0, 1, 2, ... (pauses included)
+    text: str  # what it says ('' for a pause)
+    audio: "np.ndarray"  # float32 [N] at the engine's sample rate
+    start: int  # its first sample in the joined output
+    seed: int | None  # the seed it was generated with (None for a pause)
+
+
+@dataclass
+class StreamSummary:
+    """What a streamed render did."""
+
+    pieces: int  # spoken pieces generated
+    samples: int  # samples emitted in all (the joined output's length)
+    sample_rate: int  # Hz
+    waves: list[int]  # pieces per wave after piece 0
+    kept_up: bool  # False when the device was found slower than real time
+    first_audio: float | None  # seconds from the start to the first spoken piece's emission
+    seconds: float  # seconds from the start to the end
+    seed: int  # the request's seed (piece k used seed + k)
+    warnings: list[str] = field(default_factory=list)
+
+
+class Cancelled(Exception):
+    """The streamed render was cancelled (by StreamRun.cancel or its `cancel` event)."""
+
+
+class _Emitter:
+    """Hands out finished segments strictly in order, each with its start sample."""
+
+    def __init__(self, on_piece: Callable[[StreamPiece], None], count: int) -> None:
+        self.on_piece, self.ready, self.next, self.start = on_piece, [None] * count, 0, 0
+
+    def put(self, i: int, piece_args: tuple) -> int:
+        """Mark segment i ready (text, audio or a count of zero samples, seed); emit every segment
+        now in order; return how many were emitted."""
+        import numpy as np
+
+        self.ready[i] = piece_args
+        emitted = 0
+        while self.next < len(self.ready) and self.ready[self.next] is not None:
+            text, audio, seed = self.ready[self.next]
+            if isinstance(audio, int):  # a pause: its silence made when it is handed out
+                audio = np.zeros(audio, dtype=np.float32)
+            self.ready[self.next] = ()  # emitted: keep no audio
+            self.on_piece(StreamPiece(self.next, text, audio, self.start, seed))
+            self.start += len(audio)
+            self.next += 1
+            emitted += 1
+        return emitted
+
+
+def piece_job(engine: "Engine", req: "Request", k: int, text: str, voice):
+    """The job of spoken piece k: its text in `voice` (for piece 0 of a request without a reference
+    voice: None, else piece 0's codes and text), with seed + k."""
+    from .pipeline import Piece
+
+    target, _ = textmod.resolve_target_len(
+        text, voice.text if voice else None, voice.codes.shape[-1] if voice else None,
+        req.speed, req.duration, engine.cfg.frame_rate,
+    )  # fmt: skip
+    return engine.prepare(req, Piece(0, k, text, target), ref=voice, seed=req.seed + k)
+
+
+def render_piece(engine: "Engine", req: "Request", k: int, text: str, job) -> "np.ndarray":
+    """Piece k's audio: decoded and post-processed exactly as a whole request of its text."""
+    return engine.render(replace(req, text=text, seed=req.seed + k), job).audio
+
+
+class _Driver:
+    """One request streamed through one run_jobs loop (see `stream`)."""
+
+    def __init__(self, engine: "Engine", req: "Request", config: StreamConfig, clock, cancel, on_warning) -> None:
+        self.engine, self.req, self.clock, self.cancel, self.on_warning = engine, req, clock, cancel, on_warning
+        whole = req.duration is not None  # a fixed length is one generation: not cut
+        limit = min(config.piece_seconds, req.generation.audio_chunk_threshold)
+        self.segments = cut_segments(req.text, config.first_seconds, limit, whole=whole)
+        self.speech = [i for i, s in enumerate(self.segments) if s.text is not None]  # segment of piece k
+        self.emitter: _Emitter | None = None
+        self.voice = req.ref  # the voice of pieces after 0 (piece 0's own, without a reference)
+        self.jobs: dict[int, int] = {}  # id(job) -> piece k
+        self.wave_left = 0  # pieces of the running wave not finished yet
+        self.wave_measured = False  # its forwards' time is measured (when its first piece is done)
+        self.forward_times: list[float] = []  # seconds of each forward of the running wave
+        self.last_forward = clock()  # when the last forward ended (or the wave started)
+        self.boundary = False  # a wave ended in this forward (its callbacks' time is no forward's)
+        self.wave_tokens = 0
+        self.queued_k = 1  # pieces handed to run_jobs so far
+        self.emitted_seconds = 0.0
+        self.t0 = clock()
+        self.first_emit: float | None = None
+        self.first_audio: float | None = None
+        self.planner = WavePlanner(
+            req.generation.num_step, engine.cfg.max_batch_size, engine.cfg.max_packed_tokens, config.margin
+        )
+        self.waves: list[int] = []
+        self.sr = engine.sample_rate
+
+    # --- jobs ---------------------------------------------------------------------------------
+    def job(self, k: int):
+        text = self.segments[self.speech[k]].text
+        job = piece_job(self.engine, self.req, k, text, self.voice if k > 0 else self.req.ref)
+        self.jobs[id(job)] = k
+        return job
+
+    # --- emission -----------------------------------------------------------------------------
+    def start(self, on_piece) -> None:
+        self.emitter = _Emitter(on_piece, len(self.segments))
+        for i, s in enumerate(self.segments):
+            if s.text is None:
+                self._put(i, ("", round(s.pause * self.sr), None))
+
+    def _put(self, i: int, args: tuple) -> None:
+        now = self.clock()
+        n = self.emitter.put(i, args)
+        if n and self.first_emit is None:
+            self.first_emit = now
+        if n:
+            done = self.emitter.next
+            self.emitted_seconds = self.emitter.start / self.sr
+            if self.first_audio is None and any(self.segments[j].text is not None for j in range(done)):
+                self.first_audio = self.clock() - self.t0
+
+    def queued(self) -> float:
+        """Seconds of emitted audio not yet played, if playback began at the first emission."""
+        if self.first_emit is None:
+            return 0.0
+        return max(0.0, self.emitted_seconds - (self.clock() - self.first_emit))
+
+    # --- the loop's callbacks -----------------------------------------------------------------
+    def done(self, job) -> list:
+        k = self.jobs.pop(id(job))
+        if k == 0 and self.req.ref is None:
+            from .voice import VoicePrompt
+
+            self.voice = VoicePrompt(job.tokens, self.segments[self.speech[0]].text.strip(), None)
+        if not self.wave_measured:  # the first of its wave to finish: its forwards' typical time
+            self.wave_measured = True
+            self.forward_times.append(self.clock() - self.last_forward)  # its last forward
+            self.planner.measure_wave(self.wave_tokens, statistics.median(self.forward_times))
+        t_render = self.clock()
+        audio = render_piece(self.engine, self.req, k, self.segments[self.speech[k]].text, job)
+        self.planner.measure_decode(self.clock() - t_render, len(audio) / self.sr)
+        self._put(self.speech[k], (self.segments[self.speech[k]].text, audio, self.req.seed + k))
+        self.wave_left = max(self.wave_left - 1, 0)
+        if self.wave_left == 0 and self.queued_k < len(self.speech):
+            return self.next_wave()
+        return []
+
+    def next_wave(self) -> list:
+        rest = range(self.queued_k, len(self.speech))
+        jobs = [self.job(k) for k in rest[: self.engine.cfg.max_batch_size]]
+        lens = [j.packed_len for j in jobs]
+        seconds = [j.canvas.target_len / self.engine.cfg.frame_rate for j in jobs]
+        was_behind = self.planner.behind
+        n = self.planner.size(lens, seconds, self.queued())
+        if self.planner.behind and not was_behind and self.on_warning:
+            self.on_warning(
+                f"generation is slower than real time here ({self.predicted_text(lens[0], seconds[0])}): "
+                "playback will pause between pieces"
+            )
+        for j in jobs[n:]:
+            del self.jobs[id(j)]
+        self.queued_k += n
+        self.waves.append(n)
+        self.wave_left, self.wave_tokens, self.wave_measured = n, sum(lens[:n]), False
+        self.boundary = True
+        return jobs[:n]
+
+    def predicted_text(self, tokens: int, seconds: float) -> str:
+        need = self.planner.predicted(tokens, seconds)
+        return f"the next piece needs about {need:.1f} s, {self.queued():.1f} s of audio is queued"
+
+    def forward_done(self) -> None:
+        """After each forward: record how long it took (wave boundaries start a new record)."""
+        now = self.clock()
+        if self.boundary:
+            self.boundary, self.forward_times = False, []
+        else:
+            self.forward_times.append(now - self.last_forward)
+        self.last_forward = now
+
+    def forwards_to_come(self) -> int:
+        """Forwards of the pieces not yet handed to the loop, in waves of the last size."""
+        left = len(self.speech) - self.queued_k
+        return math.ceil(left / max(self.planner.last_size, 1)) * self.req.generation.num_step
+
+
+def stream(
+    engine: "Engine",
+    req: "Request",
+    on_piece: Callable[[StreamPiece], None],
+    *,
+    on_step: StepCallback | None = None,
+    on_warning: Callable[[str], None] | None = None,
+    config: StreamConfig | None = None,
+    cancel: threading.Event | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> StreamSummary:
+    """Speak `req` piece by piece: on_piece(StreamPiece) for every segment, strictly in order, each
+    as soon as it and all before it are ready (called from this thread, between forwards).
+
+    on_step(done, planned) after every forward (planned grows as waves are sized); on_warning(msg)
+    for the request's warnings and, once, when the device cannot keep up with playback.
+    cancel: when set, the render stops at the next forward with Cancelled."""
+    from .generation import run_jobs
+    from .pipeline import validate_request
+
+    warnings = validate_request(req, engine.cfg)
+    for w in warnings:
+        if on_warning:
+            on_warning(w)
+    d = _Driver(engine, req, config or StreamConfig(), clock, cancel, on_warning)
+    d.start(on_piece)
+
+    def step(done: int, planned: int) -> None:
+        d.forward_done()
+        if cancel is not None and cancel.is_set():
+            raise Cancelled("the streamed render was cancelled")
+        if on_step:
+            on_step(done, planned + d.forwards_to_come())
+
+    if d.speech:
+        first = d.job(0)
+        d.wave_tokens, d.last_forward = first.packed_len, clock()
+        run_jobs(
+            engine.model, [first], mask_id=engine.cfg.audio_mask_id, max_batch_size=engine.cfg.max_batch_size,
+            max_packed_tokens=engine.cfg.max_packed_tokens, on_step=step, on_done=d.done, forward=engine.forward,
+        )  # fmt: skip
+    return StreamSummary(
+        pieces=len(d.speech), samples=d.emitter.start, sample_rate=engine.sample_rate, waves=d.waves,
+        kept_up=not d.planner.behind, first_audio=d.first_audio, seconds=clock() - d.t0, seed=req.seed,
+        warnings=warnings,
+    )  # fmt: skip
+
+
+class StreamRun:
+    """`stream` in a worker thread; iterate for the pieces in order, in the caller's thread.
+
+        with StreamRun(engine, req, on_step=bar) as run:
+            for piece in run:
+                player.play(piece.audio)
+        run.summary
+
+    on_step and on_warning are called in the iterating thread too (between pieces), so a caller
+    needs no locking. Leaving the block early (an exception, Ctrl-C) cancels the render: the
+    worker stops at its next forward without being waited for."""
+
+    def __init__(self, engine: "Engine", req: "Request", *, on_step: StepCallback | None = None,
+                 on_warning: Callable[[str], None] | None = None, config: StreamConfig | None = None) -> None:  # fmt: skip
+        self.on_step, self.on_warning = on_step, on_warning
+        self.summary: StreamSummary | None = None
+        self.error: BaseException | None = None  # what ended the worker, if not success (Cancelled, ...)
+        self._events: queue.Queue = queue.Queue()
+        self._cancel = threading.Event()
+        self._thread = threading.Thread(
+            target=self._work, args=(engine, req, config), name="omnivoice-stream", daemon=True
+        )
+        self._thread.start()
+
+    def _work(self, engine, req, config) -> None:
+        put = self._events.put
+        try:
+            summary = stream(
+                engine, req, lambda p: put(("piece", p)), on_step=lambda d, t: put(("step", d, t)),
+                on_warning=lambda w: put(("warning", w)), config=config, cancel=self._cancel,
+            )  # fmt: skip
+            put(("done", summary))
+        except BaseException as e:  # handed to the iterating thread
+            self.error = e
+            put(("error", e))
+
+    def __iter__(self) -> Iterator[StreamPiece]:
+        while True:
+            event = self._events.get()
+            kind = event[0]
+            if kind == "piece":
+                yield event[1]
+            elif kind == "step":
+                if self.on_step:
+                    self.on_step(event[1], event[2])
+            elif kind == "warning":
+                if self.on_warning:
+                    self.on_warning(event[1])
+            elif kind == "done":
+                self.summary = event[1]
+                return
+            else:
+                raise event[1]
+
+    def cancel(self) -> None:
+        """Stop the render at its next forward (not waited for)."""
+        self._cancel.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the worker to end; True when it has."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def __enter__(self) -> "StreamRun":
+        return self
+
+    def __exit__(self, kind, value, tb) -> None:
+        if kind is not None or self.summary is None:
+            self.cancel()
+        else:
+            self.wait()

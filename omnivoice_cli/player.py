@@ -1,0 +1,334 @@
+"""Playing audio as it is made: s16le mono PCM at 24 kHz, fed piece by piece.
+
+    with open_player(24000) as player:      # PlayerUnavailable if nothing can play
+        for piece in pieces:
+            player.play(piece.audio)         # float32; or player.write(s16le bytes)
+    # leaving the block normally waits until everything has played; an exception (Ctrl-C) stops at once
+
+Which player (the first that works):
+1. `OMNIVOICE_PLAYER`: a shell command that reads s16le 24 kHz mono on stdin
+   (e.g. `aplay -q -t raw -f S16_LE -r 24000 -c 1`), when set;
+2. `sounddevice` (the optional `play` extra; on Linux it needs PortAudio), when it imports and
+   finds an output device;
+3. the first of ffplay, mpv, aplay, paplay, pw-play found on PATH.
+
+A background thread feeds the player, so `write` never blocks the caller (the generation) while
+the player consumes audio at its own pace. `stop()` kills the player process (its whole process
+group) or aborts the device stream at once.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+from .engine.errors import OmniVoiceError
+
+ENV_PLAYER = "OMNIVOICE_PLAYER"
+STARTUP_GRACE = 0.2  # seconds a player process has to fail at start-up before it is trusted
+
+
+class PlayerUnavailable(OmniVoiceError):
+    """No way to play audio here (exit 1); the message names what was tried."""
+
+
+class PlayerFailed(OmniVoiceError):
+    """The player stopped with an error while playing."""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A way to play: a command reading s16le on stdin, or the sounddevice module."""
+
+    name: str  # what messages call it
+    argv: tuple[str, ...] | None = None  # the command (None: sounddevice)
+    shell: str | None = None  # a shell command line instead of argv (OMNIVOICE_PLAYER)
+
+
+def player_commands(sample_rate: int = 24000) -> list[Candidate]:
+    """The players looked for on PATH, in order, each reading raw s16le mono at sample_rate on stdin."""
+    sr = str(sample_rate)
+    return [
+        Candidate("ffplay", ("ffplay", "-nodisp", "-autoexit", "-loglevel", "error", "-f", "s16le", "-ar", sr, "-i", "-")),
+        Candidate("mpv", ("mpv", "--no-terminal", "--no-video", "--demuxer=rawaudio", "--demuxer-rawaudio-format=s16le",
+                          f"--demuxer-rawaudio-rate={sr}", "--demuxer-rawaudio-channels=1", "-")),
+        Candidate("aplay", ("aplay", "-q", "-t", "raw", "-f", "S16_LE", "-r", sr, "-c", "1")),
+        Candidate("paplay", ("paplay", "--raw", "--format=s16le", f"--rate={sr}", "--channels=1")),
+        Candidate("pw-play", ("pw-play", "--format=s16", f"--rate={sr}", "--channels=1", "-")),
+    ]  # fmt: skip
+
+
+def candidates(
+    env: Mapping[str, str] | None = None,
+    which: Callable[[str], str | None] = shutil.which,
+    sample_rate: int = 24000,
+) -> tuple[list[Candidate], list[str]]:
+    """The ways to play, in order of preference, and a note for each one passed over."""
+    env = os.environ if env is None else env
+    found: list[Candidate] = []
+    skipped: list[str] = []
+    command = (env.get(ENV_PLAYER) or "").strip()
+    if command:
+        found.append(Candidate(f"{ENV_PLAYER} ({command})", shell=command))
+    why = _sounddevice_problem()
+    if why is None:
+        found.append(Candidate("sounddevice"))
+    else:
+        skipped.append(f"sounddevice ({why})")
+    for c in player_commands(sample_rate):
+        path = which(c.argv[0])
+        if path:
+            found.append(Candidate(c.name, (path, *c.argv[1:])))
+        else:
+            skipped.append(f"{c.name} (not on PATH)")
+    return found, skipped
+
+
+def _sounddevice_problem() -> str | None:
+    """Why sounddevice cannot play here, or None when it finds an output device."""
+    try:
+        import sounddevice as sd
+    except ImportError:
+        return "not installed: pip install 'omnivoice-cli[play]'"
+    except OSError as e:  # the module is there but PortAudio is not
+        return f"PortAudio missing: {e}"
+    try:
+        sd.query_devices(kind="output")
+    except Exception as e:  # sd.PortAudioError, ValueError: no default output device
+        return f"no output device: {e}"
+    return None
+
+
+def open_player(
+    sample_rate: int = 24000,
+    *,
+    env: Mapping[str, str] | None = None,
+    which: Callable[[str], str | None] = shutil.which,
+    grace: float = STARTUP_GRACE,
+) -> "Player":
+    """Start the first player that works; PlayerUnavailable naming everything tried otherwise."""
+    found, notes = candidates(env, which, sample_rate)
+    for c in found:
+        try:
+            if c.argv is None and c.shell is None:
+                return DevicePlayer(sample_rate)
+            return ProcessPlayer(c, sample_rate, grace=grace)
+        except PlayerFailed as e:
+            notes.append(f"{c.name} ({e})")
+    raise PlayerUnavailable(
+        "no way to play audio here: tried " + "; ".join(notes)
+        + f". Write a file instead with -o FILE, or set {ENV_PLAYER} to a command that plays "
+        "s16le 24 kHz mono from stdin"
+    )  # fmt: skip
+
+
+class Player:
+    """Plays s16le mono PCM fed piece by piece; a thread hands the bytes to the sink in order."""
+
+    name = "player"
+
+    def __init__(self, sample_rate: int) -> None:
+        self.sample_rate = sample_rate
+        self.bytes_played = 0  # bytes handed to the sink so far
+        self._queue: queue.Queue[bytes | None] = queue.Queue()
+        self._error: BaseException | None = None
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._feed, name=f"omnivoice-{self.name}", daemon=True)
+        self._closed = False
+
+    def _start_feeding(self) -> None:
+        self._thread.start()
+
+    def play(self, audio) -> None:
+        """Queue mono float audio (converted to s16le exactly as the WAV output is)."""
+        from .output import pcm16
+
+        self.write(pcm16(audio))
+
+    def write(self, pcm: bytes) -> None:
+        """Queue s16le bytes; raises PlayerFailed if the player has already failed."""
+        self._raise_error()
+        if self._closed:
+            raise ValueError("the player is closed")
+        if pcm:
+            self._queue.put(bytes(pcm))
+
+    def close(self) -> None:
+        """Wait until everything queued has played, then release the player (a Ctrl-C while
+        waiting stops it at once)."""
+        if not self._closed:
+            self._closed = True
+            try:
+                self._queue.put(None)
+                self._thread.join()
+                self._finish()
+            except BaseException:
+                self.stop()
+                raise
+        self._raise_error()
+
+    def stop(self) -> None:
+        """Stop playing now (Ctrl-C): queued audio is dropped and the player ended."""
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        self._closed = True
+        self._abort()  # unblocks the feeding thread
+        self._queue.put(None)
+        self._thread.join(timeout=2.0)
+        self._release()
+
+    def __enter__(self) -> "Player":
+        return self
+
+    def __exit__(self, kind, value, tb) -> None:
+        if kind is None:
+            self.close()
+        else:
+            self.stop()
+
+    def _feed(self) -> None:
+        while True:
+            data = self._queue.get()
+            if data is None or self._stopped.is_set():
+                return
+            try:
+                self._sink(data)
+                self.bytes_played += len(data)
+            except BaseException as e:  # the player died or the device failed
+                if not self._stopped.is_set():
+                    self._error = e
+                return
+
+    def _raise_error(self) -> None:
+        if self._error is not None and not self._stopped.is_set():
+            e = self._error
+            raise e if isinstance(e, PlayerFailed) else PlayerFailed(f"{self.name} failed: {e}")
+
+    # a sink implements these
+    def _sink(self, data: bytes) -> None:
+        raise NotImplementedError
+
+    def _finish(self) -> None:
+        raise NotImplementedError
+
+    def _abort(self) -> None:
+        raise NotImplementedError
+
+    def _release(self) -> None:
+        raise NotImplementedError
+
+
+class ProcessPlayer(Player):
+    """A player command reading s16le on stdin, in its own process group."""
+
+    def __init__(self, candidate: Candidate, sample_rate: int, grace: float = STARTUP_GRACE) -> None:
+        self.name = candidate.name
+        super().__init__(sample_rate)
+        self._stderr = tempfile.TemporaryFile()
+        command = candidate.shell if candidate.shell is not None else list(candidate.argv or ())
+        try:
+            self.process = subprocess.Popen(
+                command, shell=candidate.shell is not None, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                stderr=self._stderr, start_new_session=True,  # Ctrl-C reaches us; we end the player ourselves
+            )  # fmt: skip
+        except OSError as e:
+            self._stderr.close()
+            raise PlayerFailed(f"cannot start: {e.strerror or e}") from None
+        try:
+            code = self.process.wait(timeout=grace) if grace > 0 else self.process.poll()
+        except subprocess.TimeoutExpired:
+            code = None
+        if code is not None:  # gone before it was fed: no sound device, bad arguments, ...
+            detail = self._stderr_tail()
+            self._stderr.close()
+            raise PlayerFailed(f"exited with code {code} at start" + (f": {detail}" if detail else ""))
+        self._start_feeding()
+
+    def _sink(self, data: bytes) -> None:
+        from .output import write_all
+
+        try:
+            write_all(self.process.stdin.fileno(), data)
+        except BrokenPipeError:
+            code = self.process.wait()
+            detail = self._stderr_tail()
+            raise PlayerFailed(
+                f"{self.name} stopped (exit code {code})" + (f": {detail}" if detail else "")
+            ) from None
+
+    def _finish(self) -> None:
+        try:
+            self.process.stdin.close()
+        except BrokenPipeError:
+            pass
+        code = self.process.wait()
+        if code != 0 and self._error is None:
+            detail = self._stderr_tail()
+            self._error = PlayerFailed(f"{self.name} exited with code {code}" + (f": {detail}" if detail else ""))
+        self._stderr.close()
+
+    def _abort(self) -> None:
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)  # the shell of OMNIVOICE_PLAYER and its children
+        except (ProcessLookupError, PermissionError):
+            self.process.kill()
+        self.process.wait()
+
+    def _release(self) -> None:
+        for f in (self.process.stdin, self._stderr):
+            try:
+                f.close()
+            except OSError:
+                pass
+
+    def _stderr_tail(self) -> str:
+        try:
+            self._stderr.seek(0)
+            lines = self._stderr.read().decode("utf-8", "replace").strip().splitlines()
+        except (OSError, ValueError):
+            return ""
+        return lines[-1].strip() if lines else ""
+
+
+class DevicePlayer(Player):
+    """The default output device through sounddevice (PortAudio)."""
+
+    name = "sounddevice"
+
+    def __init__(self, sample_rate: int) -> None:
+        import sounddevice as sd
+
+        super().__init__(sample_rate)
+        try:
+            self.stream = sd.RawOutputStream(samplerate=sample_rate, channels=1, dtype="int16")
+            self.stream.start()
+        except Exception as e:  # sd.PortAudioError: the device refused
+            raise PlayerFailed(f"cannot open the output device: {e}") from None
+        self._start_feeding()
+
+    def _sink(self, data: bytes) -> None:
+        self.stream.write(data)
+
+    def _finish(self) -> None:
+        self.stream.stop()  # returns when the queued buffers have played
+        self.stream.close()
+
+    def _abort(self) -> None:
+        try:
+            self.stream.abort()
+        except Exception:
+            pass
+
+    def _release(self) -> None:
+        try:
+            self.stream.close()
+        except Exception:
+            pass

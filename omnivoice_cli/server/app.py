@@ -1,0 +1,345 @@
+"""The ASGI app of `omnivoice serve`: routes, the gate (key, body size, shutting down), the log.
+
+    state = ServerState(options, load=lambda: Engine.load(...))
+    app = create_app(state)           # run by uvicorn (server/run.py); the model loads at startup
+
+Endpoints (OpenAI's where there is one): POST /v1/audio/speech; GET /v1/audio/voices,
+POST /v1/audio/voices (multipart: name, file, ref_text), DELETE /v1/audio/voices/{id};
+GET /v1/models, GET /v1/models/{id}, GET /v1/audio/models; GET /health (no key needed).
+"""
+
+from __future__ import annotations
+
+import hmac
+import itertools
+import secrets
+import sys
+import threading
+import time
+from contextlib import asynccontextmanager
+from typing import Any, Callable
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from .. import settings as st
+from ..engine.errors import InvalidRequest
+from .config import ServeOptions
+from .errors import ApiError, busy, from_engine
+
+REQUEST_ID_HEADER = "X-Request-Id"
+OPEN_PATHS = ("/health",)  # answered without a key, also while stopping
+
+
+class ServerState:
+    """What the app shares: options, the engine service once loaded, and the lifecycle."""
+
+    def __init__(self, options: ServeOptions, load: Callable[[], Any]) -> None:
+        self.options, self.load = options, load
+        self.service: Any = None  # engine.service.Service once the model is loaded
+        self.status = "loading"  # loading, ready, stopping or failed
+        self.error: str | None = None  # why loading failed
+        self.exception: BaseException | None = None  # what loading raised
+        self.inflight = 0  # requests being answered (but /health)
+        self.voice_lock: Any = None  # asyncio.Lock of the voice store (made in the event loop)
+        self.loaded = threading.Event()
+        self._ids = itertools.count(1)
+        self._prefix = secrets.token_hex(3)
+
+    def request_id(self) -> str:
+        return f"req_{self._prefix}{next(self._ids):05d}"
+
+    def start_loading(self) -> None:
+        threading.Thread(target=self._load, name="omnivoice-load", daemon=True).start()
+
+    def _load(self) -> None:
+        from ..engine.service import Service
+        from ..engine.streaming import StreamConfig
+
+        seconds = self.options.piece_seconds
+        pieces = StreamConfig(first_seconds=seconds, piece_seconds=seconds)
+        try:
+            engine = self.load()
+            self.service = Service(engine, max_queue=self.options.max_queue, config=pieces).start()
+            if self.status == "loading":
+                self.status = "ready"
+        except Exception as e:  # noqa: BLE001 - reported on stderr and by /health; the server then exits
+            self.error = " ".join(str(e).split()) or type(e).__name__
+            self.exception = e
+            self.status = "failed"
+        finally:
+            self.loaded.set()
+
+    def require_service(self) -> Any:
+        """The engine service, or a 503 while the model loads (or after it failed to)."""
+        if self.status == "stopping":
+            raise busy("the server is shutting down", max(1, int(self.options.grace)), "shutting_down")
+        if self.service is None:
+            if self.status == "failed":
+                raise ApiError(503, f"the model failed to load: {self.error}", type="server_error", code="no_model")
+            raise busy("the model is still loading: try again shortly", 5, "loading")
+        return self.service
+
+    def stop(self) -> None:
+        if self.service is not None:
+            self.service.stop()
+
+
+def log_line(state: ServerState, entry: dict) -> None:
+    """One line per request on stderr: id, status, characters, audio seconds, seconds, RTF, queued."""
+    if state.options.quiet:
+        return
+    parts = [f"omnivoice serve: {entry['id']} {entry.get('status', '-')} {entry['method']} {entry['path']}"]
+    seconds = entry["seconds"]
+    if "chars" in entry:
+        audio = entry.get("audio")
+        rtf = f"{seconds / audio:.3f}" if audio else "n/a"
+        audio_s = f"{audio:.2f}s" if audio is not None else "-"
+        queued = f"{entry['queued']:.2f}s" if "queued" in entry else "-"
+        parts.append(f"chars={entry['chars']} audio={audio_s} seconds={seconds:.2f} rtf={rtf} queued={queued}")
+        parts += [f"{k}={entry[k]}" for k in ("seed", "voice", "format", "forwards") if k in entry]
+    else:
+        parts.append(f"seconds={seconds:.3f}")
+    if entry.get("disconnected"):
+        parts.append("client-left")
+    for key in ("warning", "error"):
+        if entry.get(key):
+            parts.append(f"{key}={entry[key]!r}")
+    sys.stderr.write(" ".join(parts) + "\n")
+    sys.stderr.flush()
+
+
+class Gate:
+    """Pure ASGI middleware in front of the routes: the request id and log line, the key, the
+    body size limit (413), the 503 while stopping, and the count of requests in flight."""
+
+    def __init__(self, app: Any, state: ServerState) -> None:
+        self.app, self.state = app, state
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        state, path = self.state, scope["path"]
+        entry = {"id": state.request_id(), "method": scope["method"], "path": path[:200], "t0": time.perf_counter()}
+        scope["omnivoice.log"] = entry
+        started = False
+
+        async def sending(message: dict) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+                entry["status"] = message["status"]
+                message = {**message, "headers": [*message.get("headers", []),
+                                                  (REQUEST_ID_HEADER.lower().encode(), entry["id"].encode())]}  # fmt: skip
+            await send(message)
+
+        counted = path not in OPEN_PATHS
+        state.inflight += counted
+        try:
+            refusal = self.refusal(scope)
+            if refusal is not None:
+                await error_response(refusal)(scope, receive, sending)
+            else:
+                await self.app(scope, self.limited(scope, receive), sending)
+        except Exception as e:  # noqa: BLE001 - a bug: one line here, the traceback below
+            entry["error"] = f"{type(e).__name__}: {e}"
+            if not started:
+                await error_response(from_engine(e))(scope, receive, sending)
+            raise
+        finally:
+            state.inflight -= counted
+            entry["seconds"] = time.perf_counter() - entry["t0"]
+            log_line(state, entry)
+
+    def refusal(self, scope: dict) -> ApiError | None:
+        """Why the request is refused before it is read: stopping, a missing or wrong key, a body
+        declared over the limit."""
+        path, options = scope["path"], self.state.options
+        if path in OPEN_PATHS:
+            return None
+        if self.state.status == "stopping":
+            return busy("the server is shutting down", max(1, int(options.grace)), "shutting_down")
+        if options.api_key is not None:
+            refused = check_key(dict(scope["headers"]).get(b"authorization", b""), options.api_key)
+            if refused is not None:
+                return refused
+        length = dict(scope["headers"]).get(b"content-length")
+        limit = body_limit(scope, options)
+        if length is not None and (not length.isdigit() or int(length) > limit):
+            return too_large(limit)
+        return None
+
+    def limited(self, scope: dict, receive: Any) -> Any:
+        """`receive`, failing with 413 once the body passes its limit (chunked bodies too)."""
+        limit, seen = body_limit(scope, self.state.options), 0
+
+        async def receiving() -> dict:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > limit:
+                    raise too_large(limit)
+            return message
+
+        return receiving
+
+
+def body_limit(scope: dict, options: ServeOptions) -> int:
+    upload = scope["method"] == "POST" and scope["path"].rstrip("/") == "/v1/audio/voices"
+    return options.upload_limit if upload else options.json_limit
+
+
+def too_large(limit: int) -> ApiError:
+    return ApiError(413, f"the request body is over {limit / 1024:.0f} KiB, the most this endpoint takes",
+                    code="body_too_large")  # fmt: skip
+
+
+def check_key(header: bytes, key: str) -> ApiError | None:
+    """None when `Authorization: Bearer KEY` holds the key (compared in constant time), else 401."""
+    challenge = {"WWW-Authenticate": "Bearer"}
+    if not header:
+        return ApiError(401, "missing API key: send the header 'Authorization: Bearer KEY'",
+                        code="missing_api_key", headers=challenge)  # fmt: skip
+    scheme, _, given = header.partition(b" ")
+    if scheme.lower() != b"bearer" or not hmac.compare_digest(given.strip(), key.encode("utf-8")):
+        return ApiError(401, "wrong API key", code="invalid_api_key", headers=challenge)
+    return None
+
+
+def error_response(error: ApiError) -> Response:
+    return Response(error.body(), status_code=error.status, headers=error.headers, media_type="application/json")
+
+
+async def on_api_error(request: Request, exc: Exception) -> Response:
+    if not isinstance(exc, ApiError):
+        exc = from_engine(exc)
+    request.scope.get("omnivoice.log", {})["error"] = exc.message
+    return error_response(exc)
+
+
+async def on_http_error(request: Request, exc: Exception) -> Response:
+    status = getattr(exc, "status_code", 500)
+    if status == 404:
+        message = f"no such endpoint: {request.method} {request.url.path}"
+    elif status == 405:
+        message = f"{request.method} is not allowed on {request.url.path}"
+    else:
+        message = str(getattr(exc, "detail", exc))
+    return await on_api_error(request, ApiError(status, message, code="not_found" if status == 404 else None,
+                                                headers=getattr(exc, "headers", None)))  # fmt: skip
+
+
+# ------------------------------------------------------------------------------------ endpoints
+
+
+async def speech(request: Request) -> Any:
+    import anyio
+
+    from .replies import EventQueue, SpeechReply
+    from .speech import parse_speech
+
+    state: ServerState = request.app.state.server
+    service = state.require_service()
+    entry = request.scope["omnivoice.log"]
+    parsed = await anyio.to_thread.run_sync(parse_speech, await request.body(), state.options)
+    entry.update(chars=parsed.chars, seed=parsed.request.seed, voice=parsed.voice, format=parsed.response_format)
+    if parsed.built.warnings:
+        entry["warning"] = "; ".join(parsed.built.warnings)
+    events = EventQueue()
+    try:
+        ticket = service.submit(parsed.request, events.put)
+    except InvalidRequest as e:
+        raise from_engine(e) from None
+    except Exception as e:
+        from ..engine.service import Busy, Stopped
+
+        if isinstance(e, Busy):
+            raise busy(str(e), e.retry_after) from None
+        if isinstance(e, Stopped):
+            raise busy(str(e), max(1, int(state.options.grace)), "shutting_down") from None
+        raise
+    return SpeechReply(parsed, ticket, events, entry)
+
+
+def model_names(state: ServerState) -> list[str]:
+    from .speech import MODELS
+
+    return [*MODELS, *(p for p in st.preset_index() if p not in MODELS)]
+
+
+async def models(request: Request) -> Response:
+    names = model_names(request.app.state.server)
+    return JSONResponse({"object": "list", "data": [_model(n) for n in names]})
+
+
+async def model(request: Request) -> Response:
+    name = request.path_params["id"]
+    names = model_names(request.app.state.server)
+    if name not in names:
+        raise ApiError(404, f"unknown model {name!r}{st.did_you_mean(name, names)}; known: {', '.join(names)}",
+                       param="model", code="model_not_found")  # fmt: skip
+    return JSONResponse(_model(name))
+
+
+def _model(name: str) -> dict:
+    return {"id": name, "object": "model", "created": 0, "owned_by": "omnivoice"}
+
+
+async def audio_models(request: Request) -> Response:
+    return JSONResponse({"models": [{"id": n, "name": n} for n in model_names(request.app.state.server)]})
+
+
+async def health(request: Request) -> Response:
+    state: ServerState = request.app.state.server
+    body: dict[str, Any] = {"status": state.status, "model": state.options.model, "max_queue": state.options.max_queue}
+    if state.error:
+        body["error"] = state.error
+    if state.service is not None:
+        body.update(state.service.stats())
+    return JSONResponse(body, status_code=200 if state.status == "ready" else 503)
+
+
+def create_app(state: ServerState) -> Starlette:
+    """The app; the model starts loading when the app starts (lifespan) and the engine loop
+    stops when it ends."""
+    from . import voices as voice_routes
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette):
+        import asyncio
+
+        state.voice_lock = asyncio.Lock()
+        state.start_loading()
+        try:
+            yield
+        finally:
+            state.stop()
+
+    middleware = [Middleware(Gate, state=state)]
+    if state.options.cors:
+        from starlette.middleware.cors import CORSMiddleware
+
+        middleware.insert(0, Middleware(
+            CORSMiddleware, allow_origins=list(state.options.cors), allow_methods=["GET", "POST", "DELETE"],
+            allow_headers=["Authorization", "Content-Type"], expose_headers=["X-OmniVoice-Seed", REQUEST_ID_HEADER],
+        ))  # fmt: skip
+    routes = [
+        Route("/v1/audio/speech", speech, methods=["POST"]),
+        Route("/v1/audio/voices", voice_routes.list_voices, methods=["GET"]),
+        Route("/v1/audio/voices", voice_routes.create_voice, methods=["POST"]),
+        Route("/v1/audio/voices/{id}", voice_routes.delete_voice, methods=["DELETE"]),
+        Route("/v1/models", models, methods=["GET"]),
+        Route("/v1/models/{id}", model, methods=["GET"]),
+        Route("/v1/audio/models", audio_models, methods=["GET"]),
+        Route("/health", health, methods=["GET"]),
+    ]
+    handlers = {ApiError: on_api_error, HTTPException: on_http_error, InvalidRequest: on_api_error,
+                st.SettingsError: on_api_error}  # fmt: skip
+    app = Starlette(routes=routes, middleware=middleware, exception_handlers=handlers, lifespan=lifespan)
+    app.state.server = state
+    return app

@@ -1,0 +1,64 @@
+"""Errors as OpenAI's API gives them: {"error": {"message", "type", "param", "code"}}, one line."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..engine.errors import InvalidRequest, OmniVoiceError
+
+INVALID = "invalid_request_error"
+
+
+class ApiError(Exception):
+    """An HTTP error reply: status, a one-line message and OpenAI's error fields."""
+
+    def __init__(self, status: int, message: str, *, param: str | None = None, code: str | None = None,
+                 type: str = INVALID, headers: dict[str, str] | None = None) -> None:  # fmt: skip
+        super().__init__(message)
+        self.status, self.param, self.code, self.type = status, param, code, type
+        self.headers = dict(headers or {})
+
+    @property
+    def message(self) -> str:
+        return one_line(str(self))
+
+    def body(self) -> bytes:
+        error = {"message": self.message, "type": self.type, "param": self.param, "code": self.code}
+        return json.dumps({"error": error}, ensure_ascii=False).encode("utf-8")
+
+
+def one_line(text: str) -> str:
+    return " ".join(str(text).split()) or "error"
+
+
+def bad_request(message: str, param: str | None = None, code: str | None = None) -> ApiError:
+    return ApiError(400, message, param=param, code=code)
+
+
+def busy(message: str, retry_after: int, code: str = "server_busy") -> ApiError:
+    """503 with Retry-After (the queue is full, the model loads, the server stops)."""
+    return ApiError(503, message, code=code, type="server_error", headers={"Retry-After": str(int(retry_after))})
+
+
+def from_engine(e: BaseException, param: str | None = None) -> ApiError:
+    """An engine error as a reply: InvalidRequest -> 400 naming its setting; other failures -> 500."""
+    from ..engine.service import Cancelled, Stopped
+    from ..settings import SettingsError
+
+    if isinstance(e, (InvalidRequest, SettingsError)):
+        return bad_request(str(e), param or getattr(e, "setting", None))
+    if isinstance(e, ApiError):
+        return e
+    if isinstance(e, (Cancelled, Stopped)):  # the server stops under the request
+        return busy(str(e), 5, "shutting_down")
+    if isinstance(e, OmniVoiceError):
+        return ApiError(500, str(e), type="server_error", code="engine_error")
+    return ApiError(500, f"internal error: {type(e).__name__}: {e}", type="server_error", code="internal_error")
+
+
+def scrub(message: str, *paths: Any) -> str:
+    """A message with the server's own folders left out (a reply never shows server paths)."""
+    for path, shown in paths:
+        message = message.replace(str(path), shown)
+    return message

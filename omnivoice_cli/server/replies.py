@@ -1,0 +1,170 @@
+"""The reply of an accepted speech request: audio sent as its pieces are ready, or one whole file.
+
+    events = EventQueue()                                  # the engine loop's events, into asyncio
+    ticket = service.submit(request, events.put)
+    return SpeechReply(speech, ticket, events, log)        # an ASGI app
+
+Nothing is sent before the first piece (or the error) is there, so an error found while the
+request starts (its text, its voice) is still a proper 400 / 500 reply. Then:
+- stream_format "sse": `speech.audio.delta` events (base64 of the encoded stream's bytes), then
+  `speech.audio.done`;
+- a format that streams (wav with unknown-size header fields, pcm, mp3, opus, ogg): chunked,
+  each piece's bytes as soon as it is ready;
+- flac, or `"stream": false`: one whole file with its length (a WAV then has its real sizes).
+The bytes of the chunks and of the SSE deltas are the same stream; every way decodes to the same
+samples. A client that disconnects cancels its request (its jobs leave at the next forward).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from typing import Any
+
+import anyio
+
+from ..engine.service import Event, Ticket
+from .errors import ApiError, from_engine
+from .speech import Speech
+
+SEED_HEADER = "X-OmniVoice-Seed"
+
+
+class EventQueue:
+    """Events put from the engine loop's thread, taken in the event loop."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.queue: asyncio.Queue[Event] = asyncio.Queue()
+
+    def put(self, event: Event) -> None:
+        self.loop.call_soon_threadsafe(self.queue.put_nowait, event)
+
+    async def get(self) -> Event:
+        return await self.queue.get()
+
+
+def _start(status: int, headers: dict[str, str]) -> dict:
+    raw = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
+    return {"type": "http.response.start", "status": status, "headers": raw}
+
+
+def _sse(kind: str, payload: dict) -> bytes:
+    return f"event: {kind}\ndata: {json.dumps({'type': kind, **payload})}\n\n".encode()
+
+
+class SpeechReply:
+    """An ASGI app sending one request's audio (see the module doc)."""
+
+    def __init__(self, speech: Speech, ticket: Ticket, events: EventQueue, log: dict[str, Any]) -> None:
+        self.speech, self.ticket, self.events, self.log = speech, ticket, events, log
+        self.finished = False
+
+    def headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        fmt = self.speech.format
+        kind = "text/event-stream" if self.speech.sse else fmt.mime
+        out = {"Content-Type": kind, SEED_HEADER: str(self.ticket.seed)}
+        if self.speech.sse:
+            out.update({"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        return {**out, **(extra or {})}
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        async with anyio.create_task_group() as group:
+
+            async def watch() -> None:  # a client that leaves cancels its request
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+                if self.finished:  # the reply is complete (the server reads that as a disconnect too)
+                    return
+                self.log["disconnected"] = True
+                self.ticket.cancel()
+                group.cancel_scope.cancel()
+
+            group.start_soon(watch)
+            try:
+                await self.reply(send)
+            finally:
+                if not self.finished:
+                    self.ticket.cancel()
+                group.cancel_scope.cancel()
+
+    async def reply(self, send: Any) -> None:
+        first = await self.events.get()
+        if first.kind == "error":
+            self.finished = True
+            await self.send_error(send, from_engine(first.error))
+            return
+        if self.speech.stream:
+            await self.stream(send, first)
+        else:
+            await self.whole(send, first)
+
+    async def send_error(self, send: Any, error: ApiError) -> None:
+        self.log["error"] = error.message
+        body = error.body()
+        headers = {"Content-Type": "application/json", "Content-Length": str(len(body)), **error.headers}
+        await send(_start(error.status, headers))
+        await send({"type": "http.response.body", "body": body})
+
+    def done(self, event: Event) -> None:
+        s = event.summary
+        self.finished = True
+        self.log.update(audio=s.audio_seconds, queued=s.queued, pieces=s.pieces, forwards=s.forwards)
+
+    async def whole(self, send: Any, event: Event) -> None:
+        """Every piece, then one file with its length."""
+        import numpy as np
+
+        from ..output import encode
+
+        pieces = []
+        while event.kind == "piece":
+            pieces.append(event.piece.audio)
+            event = await self.events.get()
+        if event.kind == "error":
+            self.finished = True
+            await self.send_error(send, from_engine(event.error))
+            return
+        self.done(event)
+        fmt, rate = self.speech.format, self.ticket.service.engine.sample_rate
+        audio = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float32)
+        data = await anyio.to_thread.run_sync(encode, audio, rate, fmt.sf_format, fmt.subtype)
+        await send(_start(200, self.headers({"Content-Length": str(len(data))})))
+        await send({"type": "http.response.body", "body": data})
+
+    async def stream(self, send: Any, event: Event) -> None:
+        """Each piece's bytes as it comes (chunked, or as SSE deltas)."""
+        from ..output import StreamEncoder
+
+        encoder = StreamEncoder(self.speech.format, self.ticket.service.engine.sample_rate)
+        await send(_start(200, self.headers()))
+        while True:
+            if event.kind == "piece":
+                await self.send_bytes(send, await anyio.to_thread.run_sync(encoder.feed, event.piece.audio))
+            elif event.kind == "done":
+                await self.send_bytes(send, await anyio.to_thread.run_sync(encoder.finish))
+                self.done(event)
+                break
+            else:  # failed after audio went out: an SSE error event, or a cut connection
+                self.log["error"] = from_engine(event.error).message
+                if not self.speech.sse:
+                    return  # the body is left incomplete: the client sees the failure, not a short file
+                await send({"type": "http.response.body", "body": _sse("error", {"error": self.log["error"]}),
+                            "more_body": True})  # fmt: skip
+                break
+            event = await self.events.get()
+        if self.speech.sse and event.kind == "done":
+            usage = {"input_tokens": self.speech.chars, "output_tokens": event.summary.samples,
+                     "total_tokens": self.speech.chars + event.summary.samples}  # fmt: skip
+            await send({"type": "http.response.body", "body": _sse("speech.audio.done", {"usage": usage}),
+                        "more_body": True})  # fmt: skip
+        self.finished = True
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def send_bytes(self, send: Any, data: bytes) -> None:
+        if not data:
+            return
+        if self.speech.sse:
+            data = _sse("speech.audio.delta", {"audio": base64.b64encode(data).decode("ascii")})
+        await send({"type": "http.response.body", "body": data, "more_body": True})

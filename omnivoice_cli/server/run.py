@@ -1,0 +1,97 @@
+"""Running the app under uvicorn, with a drain on SIGTERM / Ctrl-C.
+
+    code = serve(state)       # blocks; 0 after a clean stop, 1 when the model failed to load
+
+The first SIGTERM or Ctrl-C stops taking requests (503 with Retry-After, the socket stays open so
+clients hear why) and lets the requests in flight finish, for up to `grace` seconds; then the
+server exits. A second Ctrl-C or SIGTERM exits at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import sys
+import time
+from typing import Any, Callable
+
+import uvicorn
+
+from .app import ServerState, create_app
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+class DrainingServer(uvicorn.Server):
+    """uvicorn's server, with the drain described in the module doc."""
+
+    def __init__(self, config: uvicorn.Config, state: ServerState, on_ready: Callable[[str], None] | None = None):
+        super().__init__(config)
+        self.state, self.on_ready = state, on_ready
+        self.deadline: float | None = None  # when the drain gives up on requests in flight
+        self.url: str | None = None
+        self.exit_code = 0
+
+    def handle_exit(self, sig: int, frame: Any) -> None:  # signal handler: no re-raise at the end
+        if self.deadline is None:
+            self.drain()
+        else:
+            self.should_exit = self.force_exit = True
+            self.exit_code = 128 + sig
+
+    def drain(self) -> None:
+        """Stop taking requests; exit once those in flight are done or `grace` has passed."""
+        self.deadline = time.monotonic() + self.state.options.grace
+        self.state.status = "stopping"
+
+    async def startup(self, sockets: Any = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.servers and self.servers[0].sockets:
+            host, port = self.servers[0].sockets[0].getsockname()[:2]
+            shown = f"[{host}]" if ":" in host else host
+            self.url = f"http://{shown}:{port}"
+        if self.on_ready is not None and self.url:
+            self.on_ready(self.url)
+
+    async def on_tick(self, counter: int) -> bool:
+        if await super().on_tick(counter):
+            return True
+        if self.state.status == "failed":
+            self.exit_code, self.should_exit = 1, True
+            return True
+        if self.deadline is None:
+            return False
+        service = self.state.service
+        busy = self.state.inflight > 0 or (service is not None and service.open > 0)
+        if busy and time.monotonic() < self.deadline:
+            return False
+        if busy:
+            sys.stderr.write(f"omnivoice serve: the grace of {self.state.options.grace:g} s is over: "
+                             f"{self.state.inflight} requests cut short\n")  # fmt: skip
+            await asyncio.to_thread(self.state.stop)  # their replies say so (503)
+        self.should_exit = True
+        return True
+
+
+def make_server(state: ServerState, on_ready: Callable[[str], None] | None = None) -> DrainingServer:
+    options = state.options
+    config = uvicorn.Config(
+        create_app(state), host=options.host, port=options.port, log_level="warning", access_log=False,
+        lifespan="on", timeout_graceful_shutdown=5, server_header=False, proxy_headers=False,
+        limit_concurrency=max(128, 4 * options.max_queue),  # connections at once: beyond, uvicorn's own 503
+    )  # fmt: skip
+    return DrainingServer(config, state, on_ready)
+
+
+def serve(state: ServerState, on_ready: Callable[[str], None] | None = None) -> int:
+    """Run until stopped; the exit code (0, or 1 when the model failed to load)."""
+    server = make_server(state, on_ready)
+    server.run()  # a port that cannot be bound: uvicorn says why and exits 1
+    return server.exit_code

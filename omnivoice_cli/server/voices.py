@@ -1,0 +1,159 @@
+"""The voice endpoints: list the voices, save one from an upload, delete one.
+
+    GET    /v1/audio/voices        -> {"voices": [{"id", "name", "type", ...}]}: saved, OpenAI names, auto
+    POST   /v1/audio/voices        multipart: name, file (the recording), ref_text (its words) -> 201
+    DELETE /v1/audio/voices/{id}   -> {"id", "object": "voice", "deleted": true}
+
+An upload is read from memory (bounded by the server's upload limit), refused when it is not
+audio or longer than MAX_UPLOAD_SECONDS, prepared as `voice add` prepares a recording, encoded by
+the engine loop between two forwards, and saved in the same store as `omnivoice voice add`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import tempfile
+from typing import Any
+
+import anyio
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from .. import settings as st
+from ..engine.errors import InvalidRequest
+from .errors import ApiError, bad_request, scrub
+
+MAX_UPLOAD_SECONDS = 60.0  # a reference is best at 3-10 s
+UPLOAD_FIELDS = ("name", "file", "ref_text")
+MAX_FIELD_BYTES = 64 * 1024
+_SUFFIX_RE = re.compile(r"^\.[A-Za-z0-9]{1,5}$")
+
+
+async def list_voices(request: Request) -> Response:
+    from .. import voices
+
+    options = request.app.state.server.options
+    out: list[dict[str, Any]] = []
+    saved = await anyio.to_thread.run_sync(voices.list_voices)
+    for e in saved:
+        if e.meta is None:
+            continue  # a broken file: `omnivoice voice list` says why
+        out.append({"id": e.name, "name": e.name, "type": "saved", "seconds": _number(e.meta.get("seconds")),
+                    "text": e.meta.get("text", "")})  # fmt: skip
+    names = {e.name.casefold() for e in saved}
+    for name, instruct in options.voice_map.items():
+        if name.casefold() not in names:
+            out.append({"id": name, "name": name, "type": "openai", "instruct": instruct})
+    out.append({"id": "auto", "name": "auto", "type": "auto"})
+    return JSONResponse({"voices": out})
+
+
+def _number(text: str | None) -> float | None:
+    try:
+        return float(text) if text else None
+    except ValueError:
+        return None
+
+
+async def _form_fields(request: Request) -> tuple[str, Any, str]:
+    """(name, upload, transcript) of a multipart body, or a 400 saying what is missing."""
+    from starlette.formparsers import MultiPartException
+    from starlette.datastructures import UploadFile
+
+    if not request.headers.get("content-type", "").lower().startswith("multipart/form-data"):
+        raise bad_request("send multipart/form-data with the fields name, file (the recording) and ref_text")
+    try:
+        form = await request.form(max_files=1, max_fields=len(UPLOAD_FIELDS), max_part_size=MAX_FIELD_BYTES)
+    except MultiPartException as e:
+        raise bad_request(f"the multipart body cannot be read: {e}") from None
+    for key in form.keys():
+        if key not in UPLOAD_FIELDS:
+            raise bad_request(f"field {st.shown_value(key)} is not a known field{st.did_you_mean(key, UPLOAD_FIELDS)}; "
+                              f"known: {', '.join(UPLOAD_FIELDS)}", str(key)[:80], "unknown_field")  # fmt: skip
+    name, upload, text = form.get("name"), form.get("file"), form.get("ref_text")
+    if not isinstance(name, str) or not name.strip():
+        raise bad_request("field 'name' is missing: give the voice a name, e.g. alice", "name")
+    if not isinstance(upload, UploadFile):
+        raise bad_request("field 'file' is missing: attach the recording (3-10 s of speech) as a file", "file")
+    if not isinstance(text, str) or not st.join_lines(text):
+        raise bad_request("field 'ref_text' is missing: give the words spoken in the recording "
+                          "(omnivoice has no speech recogniser)", "ref_text")  # fmt: skip
+    return name.strip(), upload, st.join_lines(text)
+
+
+def prepare_upload(data: bytes, filename: str, transcript: str) -> Any:
+    """The uploaded recording, read and prepared (engine.voice.PreparedReference); InvalidRequest
+    when it is not audio, too long, silent or too short."""
+    import soundfile as sf
+
+    from ..engine import voice as vmod
+
+    shown = f"the uploaded file {filename!r}"
+    suffix = os.path.splitext(filename)[1]
+    fd, tmp = tempfile.mkstemp(prefix="omnivoice-upload-", suffix=suffix if _SUFFIX_RE.match(suffix) else ".audio")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        try:
+            info = sf.info(tmp)
+        except Exception as e:  # noqa: BLE001 - whatever libsndfile says: it is not audio it reads
+            why = scrub(" ".join(str(e).split()), (tmp, repr(filename)))
+            raise InvalidRequest(f"{shown} is not audio (libsndfile: {why}): send WAV, FLAC, OGG or MP3") from None
+        if info.samplerate <= 0 or info.frames / info.samplerate > MAX_UPLOAD_SECONDS:
+            seconds = info.frames / max(info.samplerate, 1)
+            raise InvalidRequest(f"{shown} is {seconds:.0f} s long: at most {MAX_UPLOAD_SECONDS:g} s (3-10 s is best)")
+        try:
+            wav = vmod.load_reference(tmp)
+            return vmod.prepare_reference(wav, transcript, source=shown)
+        except InvalidRequest as e:
+            raise InvalidRequest(scrub(str(e), (tmp, repr(filename)))) from None
+    finally:
+        os.unlink(tmp)
+
+
+async def create_voice(request: Request) -> Response:
+    from .. import voices
+
+    state = request.app.state.server
+    service = state.require_service()
+    name, upload, transcript = await _form_fields(request)
+    try:
+        voices.check_name(name)
+    except InvalidRequest as e:
+        raise bad_request(str(e), "name") from None
+    async with state.voice_lock:
+        if voices.exists(name) is not None or name.lower() == "auto":
+            raise ApiError(409, f"voice {name!r} already exists: delete it first (DELETE /v1/audio/voices/{name}) or "
+                           "choose another name", param="name", code="voice_exists")  # fmt: skip
+        data = await upload.read()
+        try:
+            prepared = await anyio.to_thread.run_sync(prepare_upload, data, upload.filename or "upload", transcript)
+        except InvalidRequest as e:
+            raise bad_request(str(e), "file") from None
+        prompt = await asyncio.wrap_future(service.call(lambda engine: engine.voice_from_audio(prepared, transcript)))
+        source = f"upload {upload.filename or ''}".strip()
+        await anyio.to_thread.run_sync(lambda: voices.save(name, prompt, source=source, model=state.options.model))
+    seconds = prompt.codes.shape[-1] / voices.FRAME_RATE
+    body = {"id": name, "name": name, "type": "saved", "seconds": round(seconds, 2), "text": prompt.text,
+            "warnings": list(prepared.warnings)}  # fmt: skip
+    return JSONResponse(body, status_code=201)
+
+
+async def delete_voice(request: Request) -> Response:
+    from .. import voices
+
+    state = request.app.state.server
+    name = request.path_params["id"]
+    async with state.voice_lock:
+        index = voices.voice_index()
+        if name in index:
+            index[name].unlink(missing_ok=True)
+            return JSONResponse({"id": name, "object": "voice", "deleted": True})
+    if name.lower() in state.options.voice_map or name.lower() == "auto":
+        raise bad_request(f"voice {name!r} is not a saved voice (it is one of the server's built-in names): only "
+                          "saved voices can be deleted", "voice")  # fmt: skip
+    known = ", ".join(index) or "none"
+    raise ApiError(404, f"unknown voice {name!r}{st.did_you_mean(name, index)}; saved voices: {known}",
+                   param="voice", code="voice_not_found")  # fmt: skip

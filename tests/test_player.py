@@ -1,0 +1,222 @@
+"""omnivoice_cli.player: choosing a player, feeding it every byte in order, stopping it at once."""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import sys
+import time
+import types
+
+import numpy as np
+import pytest
+
+from omnivoice_cli import player as playermod
+from omnivoice_cli.output import pcm16
+from omnivoice_cli.player import (
+    ENV_PLAYER,
+    DevicePlayer,
+    PlayerFailed,
+    PlayerUnavailable,
+    ProcessPlayer,
+    candidates,
+    open_player,
+)
+
+SR = 24000
+RECORDER = "import shutil, sys\nwith open(sys.argv[1], 'wb') as f:\n    shutil.copyfileobj(sys.stdin.buffer, f)\n"
+NOTHING = lambda name: None  # noqa: E731  (no command on PATH)
+
+
+@pytest.fixture(autouse=True)
+def no_sounddevice(monkeypatch):
+    """Tests choose among commands unless they bring their own sounddevice."""
+    monkeypatch.setattr(playermod, "_sounddevice_problem", lambda: "not installed: pip install 'omnivoice-cli[play]'")
+
+
+def recorder(tmp_path, name="got.raw"):
+    """A stand-in player command that writes what it reads on stdin to a file."""
+    script = tmp_path / "recorder.py"
+    script.write_text(RECORDER)
+    out = tmp_path / name
+    return f"{shlex.quote(sys.executable)} {shlex.quote(str(script))} {shlex.quote(str(out))}", out
+
+
+def tone(seconds, f=440.0):
+    t = np.arange(int(seconds * SR)) / SR
+    return (0.4 * np.sin(2 * np.pi * f * t)).astype(np.float32)
+
+
+def test_the_order_of_choice():
+    found, skipped = candidates({ENV_PLAYER: "my-player --raw"}, which=lambda n: f"/usr/bin/{n}" if n in ("aplay", "mpv") else None)
+    assert [c.name for c in found] == [f"{ENV_PLAYER} (my-player --raw)", "mpv", "aplay"]
+    assert found[0].shell == "my-player --raw"
+    assert found[2].argv == ("/usr/bin/aplay", "-q", "-t", "raw", "-f", "S16_LE", "-r", "24000", "-c", "1")
+    assert skipped == [
+        "sounddevice (not installed: pip install 'omnivoice-cli[play]')",
+        "ffplay (not on PATH)", "paplay (not on PATH)", "pw-play (not on PATH)",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["ffplay", "mpv", "aplay", "paplay", "pw-play"])
+def test_every_command_reads_raw_s16le_24k_mono_on_stdin(name):
+    [c] = [c for c in playermod.player_commands(SR) if c.name == name]
+    line = " ".join(c.argv)
+    assert "24000" in line and "s16" in line.lower()
+    assert "mono" in line or "-c 1" in line or "channels=1" in line or name == "ffplay"  # ffplay's s16le is mono
+    reads_stdin = {"ffplay": "-i -", "mpv": " -", "pw-play": " -"}  # aplay and paplay read stdin without
+    assert line.endswith(reads_stdin.get(name, line[-3:]))
+    assert name != "ffplay" or "-autoexit" in line  # ffplay would otherwise wait after the end
+
+
+def test_the_recording_player_gets_every_byte(tmp_path):
+    command, out = recorder(tmp_path)
+    pieces = [tone(0.3), tone(0.01, 220), np.zeros(0, np.float32), tone(1.2, 330)]
+    with open_player(SR, env={ENV_PLAYER: command}, which=NOTHING) as p:
+        assert isinstance(p, ProcessPlayer) and p.name.startswith(ENV_PLAYER)
+        for piece in pieces:
+            p.play(piece)
+        p.write(b"\x01\x02")
+    assert out.read_bytes() == b"".join(pcm16(x) for x in pieces) + b"\x01\x02"
+    assert p.bytes_played == out.stat().st_size
+
+
+def test_write_does_not_wait_for_the_player(tmp_path):
+    """A player that reads slowly does not hold up the caller: the bytes are queued."""
+    script = tmp_path / "slow.py"
+    script.write_text("import sys, time\nwhile sys.stdin.buffer.read(4096):\n    time.sleep(0.05)\n")
+    p = open_player(SR, env={ENV_PLAYER: f"{sys.executable} {script}"}, which=NOTHING)
+    t0 = time.perf_counter()
+    for _ in range(20):
+        p.write(b"\0" * 48000)  # 20 s of audio, far more than a pipe holds
+    queued = time.perf_counter() - t0
+    p.stop()
+    assert queued < 0.5 and p.process.poll() is not None
+
+
+def test_stop_kills_the_player_at_once(tmp_path):
+    script = tmp_path / "forever.py"
+    script.write_text("import time\nwhile True:\n    time.sleep(1)\n")  # never reads, never ends
+    p = open_player(SR, env={ENV_PLAYER: f"exec {sys.executable} {script}"}, which=NOTHING)
+    p.write(b"\0" * 480000)
+    t0 = time.perf_counter()
+    p.stop()
+    assert p.process.poll() is not None and time.perf_counter() - t0 < 2.5
+    p.stop()  # twice is harmless
+
+
+def test_ctrl_c_inside_the_block_stops_the_player(tmp_path):
+    script = tmp_path / "forever.py"
+    script.write_text("import time\nwhile True:\n    time.sleep(1)\n")
+    with pytest.raises(KeyboardInterrupt):
+        with open_player(SR, env={ENV_PLAYER: f"{sys.executable} {script}"}, which=NOTHING) as p:
+            p.write(b"\0" * 1000)
+            raise KeyboardInterrupt
+    assert p.process.poll() is not None  # the shell and the player in it are gone
+
+
+def test_a_player_that_dies_while_playing_is_an_error(tmp_path):
+    script = tmp_path / "dies.py"
+    script.write_text("import sys\nsys.stdin.buffer.read(10)\nsys.stderr.write('device lost\\n')\nsys.exit(4)\n")
+    p = open_player(SR, env={ENV_PLAYER: f"{sys.executable} {script}"}, which=NOTHING)
+    with pytest.raises(PlayerFailed, match="device lost"):
+        for _ in range(200):
+            p.write(b"\0" * 48000)
+            time.sleep(0.01)
+        p.close()
+    p.stop()
+
+
+def test_nothing_to_play_with_names_what_was_tried():
+    with pytest.raises(PlayerUnavailable) as e:
+        open_player(SR, env={}, which=NOTHING)
+    msg = str(e.value)
+    for name in ("sounddevice", "ffplay", "mpv", "aplay", "paplay", "pw-play"):
+        assert name in msg
+    assert "-o FILE" in msg and ENV_PLAYER in msg
+
+
+def test_a_player_failing_at_start_falls_through_to_the_next(tmp_path, monkeypatch):
+    script = tmp_path / "nocard.py"
+    script.write_text("import sys\nsys.stderr.write('aplay: main:831: audio open error: No such file or directory\\n')\nsys.exit(1)\n")
+    command, out = recorder(tmp_path)
+    with pytest.raises(PlayerUnavailable, match=r"exited with code 1 at start: aplay: main:831: audio open error"):
+        open_player(SR, env={ENV_PLAYER: f"{sys.executable} {script}"}, which=NOTHING)
+    # a broken "aplay" on PATH is passed over for the next command that works
+    stand_ins = {"aplay": (sys.executable, str(script)), "paplay": tuple(shlex.split(command))}
+    real = playermod.player_commands
+    monkeypatch.setattr(
+        playermod, "player_commands", lambda sr: [playermod.Candidate(c.name, stand_ins.get(c.name, c.argv)) for c in real(sr)]
+    )
+    with open_player(SR, env={}, which=lambda n: n if n == sys.executable else None) as p:
+        assert p.name == "paplay"
+        p.play(tone(0.1))
+    assert out.read_bytes() == pcm16(tone(0.1))
+
+
+class FakeStream:
+    def __init__(self, samplerate, channels, dtype):
+        assert (samplerate, channels, dtype) == (SR, 1, "int16")
+        self.data, self.state = bytearray(), "new"
+        FakeSounddevice.streams.append(self)
+
+    def start(self):
+        self.state = "started"
+
+    def write(self, data):
+        self.data += bytes(data)
+
+    def stop(self):
+        self.state = "stopped"
+
+    def abort(self):
+        self.state = "aborted"
+
+    def close(self):
+        self.state += "+closed"
+
+
+class FakeSounddevice(types.ModuleType):
+    streams: list = []
+
+    def __init__(self, devices=True):
+        super().__init__("sounddevice")
+        self.devices = devices
+        self.RawOutputStream = FakeStream
+
+    def query_devices(self, kind=None):
+        if not self.devices:
+            raise ValueError("No output device")
+        return {"name": "fake"}
+
+
+@pytest.mark.parametrize("devices", [True, False])
+def test_sounddevice_when_it_finds_a_device(monkeypatch, devices):
+    monkeypatch.undo()  # the real _sounddevice_problem, over a fake module
+    monkeypatch.setitem(sys.modules, "sounddevice", FakeSounddevice(devices))
+    FakeSounddevice.streams = []
+    if not devices:
+        found, skipped = candidates({}, which=NOTHING)
+        assert found == [] and skipped[0] == "sounddevice (no output device: No output device)"
+        return
+    with open_player(SR, env={}, which=NOTHING) as p:
+        assert isinstance(p, DevicePlayer)
+        p.play(tone(0.2))
+    [stream] = FakeSounddevice.streams
+    assert bytes(stream.data) == pcm16(tone(0.2)) and stream.state == "stopped+closed"
+
+
+def test_sounddevice_stop_aborts(monkeypatch):
+    monkeypatch.undo()
+    monkeypatch.setitem(sys.modules, "sounddevice", FakeSounddevice())
+    FakeSounddevice.streams = []
+    p = open_player(SR, env={}, which=NOTHING)
+    p.stop()
+    assert FakeSounddevice.streams[0].state == "aborted+closed"
+
+
+@pytest.mark.skipif(shutil.which("aplay") is None, reason="aplay is not installed")
+def test_aplay_plays_to_its_null_device():
+    with open_player(SR, env={ENV_PLAYER: "aplay -q -D null -t raw -f S16_LE -r 24000 -c 1"}, which=NOTHING) as p:
+        p.play(tone(0.5))
+    assert p.process.returncode == 0 and p.bytes_played == 2 * len(tone(0.5))

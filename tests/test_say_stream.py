@@ -1,0 +1,180 @@
+"""`say` plays without -o, `--play` / `--stream`, and the formats of `-o` (issue 13), on the tiny checkpoint."""
+
+from __future__ import annotations
+
+import io
+import shlex
+import shutil
+import sys
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from conftest import TINY_CKPT, files_in
+from omnivoice_cli import player as playermod
+
+RECORDER = """import sys
+with open(sys.argv[1], "ab") as f:
+    while True:
+        data = sys.stdin.buffer.read(4096)
+        if not data:
+            break
+        f.write(data)
+"""
+TEXT = "The first sentence is short. The second one is a little longer than the first. Third."
+FAST = ["--model", TINY_CKPT, "--num-step", "2", "--seed", "11", "--position-temperature", "0"]
+
+
+@pytest.fixture(autouse=True)
+def no_sounddevice(monkeypatch):
+    monkeypatch.setattr(playermod, "_sounddevice_problem", lambda: "not installed: pip install 'omnivoice-cli[play]'")
+
+
+@pytest.fixture(scope="module")
+def tiny_engine():
+    from omnivoice_cli.engine.pipeline import Engine
+
+    return Engine.load(str(TINY_CKPT))
+
+
+@pytest.fixture
+def loaded(monkeypatch, tiny_engine):
+    """Every command reuses one loaded tiny engine."""
+    from omnivoice_cli.engine import pipeline
+
+    class Loaded:
+        @classmethod
+        def load(cls, model=None, **kw):
+            return tiny_engine
+
+    monkeypatch.setattr(pipeline, "Engine", Loaded)
+    return tiny_engine
+
+
+@pytest.fixture
+def recorder(tmp_path, monkeypatch):
+    script = tmp_path / "recorder.py"
+    script.write_text(RECORDER)
+    out = tmp_path / "played.raw"
+    monkeypatch.setenv("OMNIVOICE_PLAYER", f"{shlex.quote(sys.executable)} {shlex.quote(str(script))} {shlex.quote(str(out))}")
+    return out
+
+
+@pytest.mark.slow
+def test_no_output_plays_and_the_player_gets_the_streamed_raw_bytes(invoke, loaded, recorder, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    r = invoke("say", TEXT, *FAST)
+    assert r.exit_code == 0, r.stderr
+    assert "the player: " in r.stderr.splitlines()[-1]
+    played = recorder.read_bytes()
+    s = invoke("say", TEXT, *FAST, "--stream", "-o", "-", "--format", "raw")
+    assert s.exit_code == 0, s.stderr
+    assert played == s.stdout_bytes and len(played) > 0  # the same pieces, in the same order
+    assert files_in(tmp_path) == ["played.raw", "recorder.py"]  # nothing written by say
+
+
+@pytest.mark.slow
+def test_play_and_write_a_file(invoke, loaded, recorder, tmp_path):
+    out = tmp_path / "x.mp3"
+    r = invoke("say", TEXT, *FAST, "--play", "-o", out)
+    assert r.exit_code == 0, r.stderr
+    played = np.frombuffer(recorder.read_bytes(), dtype="<i2")
+    audio, sr = sf.read(str(out), dtype="int16")
+    assert sr == 24000 and audio.ndim == 1
+    assert abs(len(audio) - len(played)) <= 1728  # mp3: within its frame padding
+
+
+@pytest.mark.slow
+def test_stream_to_stdout_is_a_valid_wav_equal_to_the_streamed_file(invoke, loaded, tmp_path):
+    r = invoke("say", TEXT, *FAST, "--stream", "-o", "-")
+    assert r.exit_code == 0, r.stderr
+    data = r.stdout_bytes
+    assert data[:4] == b"RIFF" and data[4:8] == b"\xff\xff\xff\xff"  # size unknown while streaming
+    f = invoke("say", TEXT, *FAST, "--stream", "-o", tmp_path / "s.wav")
+    assert f.exit_code == 0, f.stderr
+    file_audio, _ = sf.read(str(tmp_path / "s.wav"), dtype="int16")
+    assert data[44:] == file_audio.tobytes()
+
+
+@pytest.mark.slow
+def test_the_first_bytes_go_out_before_the_last_piece_is_generated(invoke, loaded, monkeypatch):
+    from omnivoice_cli import output
+    from omnivoice_cli.progress import StepProgress
+
+    events: list[str] = []
+    real_write, real_step = output.StreamWriter.write, StepProgress.__call__
+    monkeypatch.setattr(output.StreamWriter, "write", lambda self, a: (events.append("write"), real_write(self, a))[1])
+    monkeypatch.setattr(StepProgress, "__call__", lambda self, d, t: (events.append("step"), real_step(self, d, t))[1])
+    r = invoke("say", TEXT, *FAST, "--stream", "-o", "-", "--format", "raw")
+    assert r.exit_code == 0, r.stderr
+    first_write = events.index("write")
+    assert "step" in events[first_write:]  # steps of later pieces came after the first audio went out
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_playing_exits_130_and_writes_nothing(invoke, loaded, recorder, tmp_path, monkeypatch):
+    def interrupted(self, audio):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(playermod.Player, "play", interrupted)
+    r = invoke("say", TEXT, *FAST, "--play", "-o", tmp_path / "x.wav")
+    assert r.exit_code == 130, r.stderr
+    assert "playback stopped by Ctrl-C; nothing was written" in r.stderr
+    assert not (tmp_path / "x.wav").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("aplay") is None, reason="aplay is not installed")
+def test_play_to_aplays_null_device(invoke, loaded, monkeypatch):
+    monkeypatch.setenv("OMNIVOICE_PLAYER", "aplay -q -D null -t raw -f S16_LE -r 24000 -c 1")
+    r = invoke("say", "Hello there.", *FAST)
+    assert r.exit_code == 0, r.stderr
+
+
+def test_no_player_is_exit_1_naming_what_was_tried(invoke, fake_engine, tmp_path, monkeypatch):
+    monkeypatch.delenv("OMNIVOICE_PLAYER", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.chdir(tmp_path)
+    r = invoke("say", "Hello")
+    assert r.exit_code == 1
+    [error] = [ln for ln in r.stderr.splitlines() if ln.startswith("Error: ")]
+    assert "no way to play audio here: tried" in error and "ffplay" in error and "-o FILE" in error
+    assert fake_engine.loads == []  # the player is looked for before the model is loaded
+    assert files_in(tmp_path) == []
+
+
+def test_stream_refuses_a_format_that_cannot_stream(invoke, fake_engine):
+    r = invoke("say", "Hi", "--stream", "-o", "-", "--format", "flac")
+    assert r.exit_code == 2
+    assert "cannot send flac piece by piece" in r.stderr and fake_engine.loads == []
+
+
+def test_format_must_agree_with_the_extension(invoke, fake_engine, tmp_path):
+    r = invoke("say", "Hi", "--format", "wav", "-o", tmp_path / "x.mp3")
+    assert r.exit_code == 2 and "is mp3 but the format asked is wav" in r.stderr
+
+
+@pytest.mark.parametrize("ext", ["mp3", "opus", "raw", "pcm", "flac", "ogg"])
+def test_files_of_every_format_decode_to_the_wavs_length(invoke, fake_engine, tmp_path, ext):
+    assert invoke("say", "Hi", "--seed", "4", "-o", tmp_path / "x.wav").exit_code == 0
+    wav, _ = sf.read(str(tmp_path / "x.wav"), dtype="int16")
+    r = invoke("say", "Hi", "--seed", "4", "-o", tmp_path / f"x.{ext}")
+    assert r.exit_code == 0, r.stderr
+    if ext in ("raw", "pcm"):
+        assert (tmp_path / f"x.{ext}").read_bytes() == wav.tobytes()  # the wav's sample data
+        return
+    audio, sr = sf.read(str(tmp_path / f"x.{ext}"), dtype="int16")
+    assert sr == 24000 and audio.ndim == 1
+    if ext == "mp3":
+        assert 0 <= len(audio) - len(wav) <= 1728 or len(audio) == len(wav)
+    else:
+        assert len(audio) == len(wav)
+
+
+def test_raw_on_stdout_is_headerless_pcm(invoke, fake_engine, tmp_path):
+    r = invoke("say", "Hi", "--seed", "4", "-o", "-", "--format", "raw")
+    assert r.exit_code == 0, r.stderr
+    w = invoke("say", "Hi", "--seed", "4", "-o", "-")
+    audio, _ = sf.read(io.BytesIO(w.stdout_bytes), dtype="int16")
+    assert r.stdout_bytes == audio.tobytes()

@@ -1,0 +1,304 @@
+"""The server under pressure: keys, CORS, body limits, uploads that are not audio, loading, a full
+queue, clients that leave, SIGTERM with requests in flight, 100 requests from 20 clients."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("uvicorn")  # the serve extra (CI installs it with the test extra)
+
+import httpx
+import numpy as np
+
+from omnivoice_cli.engine.pipeline import Engine
+from server_util import TINY_CKPT, decode, hold_engine, running_server, wait_for, wav_samples
+
+ROOT = Path(__file__).resolve().parent.parent
+SHORT = {"input": "Hello there.", "num_step": 2, "response_format": "wav", "stream": False}
+
+
+@pytest.fixture(scope="module")
+def engine():
+    return Engine.load(str(TINY_CKPT), device="cpu")
+
+
+@pytest.fixture(autouse=True)
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("OMNIVOICE_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+def envelope(r, status):
+    assert r.status_code == status, r.text
+    error = r.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"} and "\n" not in error["message"]
+    return error
+
+
+# --- the gate -----------------------------------------------------------------------------------
+
+
+def test_api_key_cors_and_body_limits(engine):
+    with running_server(engine, api_key="s3cret", cors=("http://app.example",), max_input_chars=50) as (url, _, _s):
+        c = httpx.Client(base_url=url, timeout=60)
+        assert c.get("/health").status_code == 200  # no key needed
+        missing = c.get("/v1/models")
+        assert envelope(missing, 401)["code"] == "missing_api_key" and missing.headers["www-authenticate"] == "Bearer"
+        assert envelope(c.get("/v1/models", headers={"Authorization": "Bearer nope"}), 401)["message"] == "wrong API key"
+        assert envelope(c.get("/v1/models", headers={"Authorization": "Basic s3cret"}), 401)
+        key = {"Authorization": "Bearer s3cret"}
+        assert c.get("/v1/models", headers=key).status_code == 200
+        pre = c.options("/v1/audio/speech", headers={"Origin": "http://app.example", "Access-Control-Request-Method": "POST",
+                                                     "Access-Control-Request-Headers": "authorization,content-type"})  # fmt: skip
+        assert pre.status_code == 200 and pre.headers["access-control-allow-origin"] == "http://app.example"
+        other = c.get("/v1/models", headers={**key, "Origin": "http://evil.example"})
+        assert "access-control-allow-origin" not in other.headers
+        big = c.post("/v1/audio/speech", headers=key, content=b"{" + b" " * 200_000 + b"}")
+        assert envelope(big, 413)["code"] == "body_too_large"
+        chunks = (b" " * 65536 for _ in range(4))  # no Content-Length: counted as it comes
+        assert envelope(c.post("/v1/audio/speech", headers={**key, "Content-Type": "application/json"}, content=chunks), 413)
+        long = c.post("/v1/audio/speech", headers=key, json={"input": "x" * 51})
+        assert envelope(long, 400)["code"] == "input_too_long"
+
+
+def test_no_cors_header_without_cors_and_errors_over_http(engine):
+    with running_server(engine) as (url, _, _s):
+        c = httpx.Client(base_url=url, timeout=60)
+        r = c.get("/v1/models", headers={"Origin": "http://app.example"})
+        assert r.status_code == 200 and "access-control-allow-origin" not in r.headers
+        e = envelope(c.post("/v1/audio/speech", content=b"{oops"), 400)
+        assert e["type"] == "invalid_request_error" and e["message"].startswith("the body is not valid JSON")
+        e = envelope(c.post("/v1/audio/speech", json={"input": "Hi", "num_step": 99}), 400)
+        assert (e["param"], e["message"]) == ("num_step", "field 'num_step' must be an integer in 1..64, got 99")
+        huge = envelope(c.post("/v1/audio/speech", json={"input": "word " * 800, "speed": 0.1}), 400)
+        assert "add punctuation to cut it" in huge["message"]
+        assert envelope(c.get("/v1/audio/speech"), 405)
+        assert envelope(c.get("/v1/models/gpt-5"), 404)["code"] == "model_not_found"
+
+
+def test_uploads_that_are_wrong(engine, tmp_path):
+    with running_server(engine, upload_limit=2_000_000) as (url, _, _s):
+        c = httpx.Client(base_url=url, timeout=60)
+        wav = (Path(__file__).parent / "fixtures" / "golden" / "ref_24k.wav").read_bytes()
+
+        def up(data=None, files=None):
+            return c.post("/v1/audio/voices", data=data or {}, files=files)
+
+        e = envelope(up({"name": "x", "ref_text": "Words."}, {"file": ("notes.txt", b"just some text", "text/plain")}), 400)
+        assert "the uploaded file 'notes.txt' is not audio" in e["message"] and e["param"] == "file"
+        assert str(tmp_path) not in e["message"] and "/tmp" not in e["message"]
+        assert envelope(up({"name": "x"}, {"file": ("a.wav", wav[:40000])}), 400)["param"] == "ref_text"
+        assert envelope(up({"name": "x"}, {"ref_text": (None, "Hi")}), 400)["param"] == "file"  # multipart, no file
+        assert envelope(up({"name": "../etc", "ref_text": "Hi"}, {"file": ("a.wav", wav[:40000])}), 400)["param"] == "name"
+        e = envelope(up({"name": "x", "ref_text": "Hi", "nmae": "y"}, {"file": ("a.wav", wav[:40000])}), 400)
+        assert "field 'nmae' is not a known field (did you mean 'name'?)" in e["message"]
+        assert envelope(up({"name": "x", "ref_text": "Hi"}, {"file": ("a.wav", wav * 40)}), 413)  # over 2 MB
+        e = envelope(c.post("/v1/audio/voices", json={"name": "x"}), 400)
+        assert "multipart/form-data" in e["message"]
+        silent = _wav(np.zeros(24000 * 3, dtype=np.float32))
+        e = envelope(up({"name": "quiet", "ref_text": "Nothing."}, {"file": ("s.wav", silent)}), 400)
+        assert "silent" in e["message"] or "empty" in e["message"]
+        long = _wav(np.zeros(8000 * 61, dtype=np.float32), rate=8000)  # 61 s at 8 kHz: under 2 MB
+        e = envelope(up({"name": "long", "ref_text": "Long."}, {"file": ("l.wav", long)}), 400)
+        assert "is 61 s long: at most 60 s" in e["message"]
+
+
+def _wav(audio, rate=24000):
+    import io
+
+    import soundfile as sf
+
+    buf = io.BytesIO()
+    sf.write(buf, audio, rate, format="WAV", subtype="PCM_16")
+    return buf.getvalue()
+
+
+def test_503_while_the_model_loads():
+    from omnivoice_cli.server.app import ServerState
+    from omnivoice_cli.server.config import ServeOptions
+    from omnivoice_cli.server.run import make_server
+
+    go = threading.Event()
+
+    def slow_load():
+        go.wait(60)
+        raise RuntimeError("no model here")
+
+    state = ServerState(ServeOptions(port=0, quiet=True), slow_load)
+    server = make_server(state)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    wait_for(lambda: server.started, what="the server")
+    port = server.servers[0].sockets[0].getsockname()[1]
+    c = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30)
+    h = c.get("/health")
+    assert h.status_code == 503 and h.json()["status"] == "loading"
+    r = c.post("/v1/audio/speech", json={"input": "Hi"})
+    assert envelope(r, 503)["code"] == "loading" and r.headers["retry-after"] == "5"
+    assert c.get("/v1/audio/voices").status_code == 200  # listing needs no model
+    go.set()
+    thread.join(30)
+    assert not thread.is_alive() and server.exit_code == 1 and state.error == "no model here"
+
+
+# --- a full queue, clients that leave, stopping -------------------------------------------------
+
+
+def _send_and_leave(url: str, body: dict) -> None:
+    """Send a speech request on a raw socket and close it before any reply."""
+    host, port = url.removeprefix("http://").split(":")
+    data = json.dumps(body).encode()
+    with socket.create_connection((host, int(port))) as s:
+        s.sendall(b"POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n%s" % (len(data), data))  # fmt: skip
+        time.sleep(0.3)
+
+
+def test_a_full_queue_says_503_and_a_client_that_leaves_frees_its_place(engine):
+    with running_server(engine, max_queue=1) as (url, _, state):
+        c = httpx.Client(base_url=url, timeout=60)
+        gate = hold_engine(state)
+        leaver = threading.Thread(target=_send_and_leave, args=(url, {**SHORT, "input": "I will leave early."}))
+        leaver.start()
+        wait_for(lambda: state.service.open == 1, what="the first request")
+        full = c.post("/v1/audio/speech", json=SHORT)
+        assert envelope(full, 503)["code"] == "server_busy" and int(full.headers["retry-after"]) >= 1
+        leaver.join()
+        wait_for(lambda: state.service.open == 0, what="the place to be freed")
+        gate.set()
+        r = c.post("/v1/audio/speech", json=SHORT)
+        assert r.status_code == 200 and len(wav_samples(r.content)) > 0
+        assert state.service.stats()["served"] == 1  # the one that left was never finished
+
+
+def test_a_drain_finishes_requests_in_flight_and_refuses_new_ones(engine):
+    with running_server(engine, grace=60) as (url, server, state):
+        c = httpx.Client(base_url=url, timeout=60)
+        gate = hold_engine(state)
+        with ThreadPoolExecutor(2) as pool:
+            inflight = [pool.submit(c.post, "/v1/audio/speech", json={**SHORT, "seed": n}) for n in range(2)]
+            wait_for(lambda: state.service.open == 2, what="two requests in flight")
+            server.handle_exit(signal.SIGTERM, None)  # as the signal handler does
+            refused = c.post("/v1/audio/speech", json=SHORT)
+            assert envelope(refused, 503)["code"] == "shutting_down" and "retry-after" in refused.headers
+            h = c.get("/health")
+            assert h.status_code == 503 and h.json()["status"] == "stopping"
+            gate.set()
+            for f in inflight:
+                r = f.result()
+                assert r.status_code == 200 and len(wav_samples(r.content)) > 0
+        wait_for(lambda: server.should_exit, what="the server to exit")
+        assert server.exit_code == 0
+
+
+def test_a_drain_past_its_grace_cuts_requests_with_503(engine):
+    with running_server(engine, grace=0.2) as (url, server, state):
+        c = httpx.Client(base_url=url, timeout=60)
+        gate = hold_engine(state)
+        with ThreadPoolExecutor(1) as pool:
+            f = pool.submit(c.post, "/v1/audio/speech", json=SHORT)
+            wait_for(lambda: state.service.open == 1, what="a request in flight")
+            server.handle_exit(signal.SIGTERM, None)
+            threading.Timer(1.0, gate.set).start()
+            assert envelope(f.result(), 503)["code"] == "shutting_down"
+
+
+@pytest.mark.slow
+def test_load_100_requests_from_20_clients_with_a_queue_of_8(engine):
+    with running_server(engine, max_queue=8) as (url, _, state):
+        peak = []
+        state.service.on_forward = lambda slots: peak.append(state.service.open)
+
+        def client(n):
+            out = []
+            with httpx.Client(base_url=url, timeout=120) as c:
+                for i in range(5):
+                    r = c.post("/v1/audio/speech", json={**SHORT, "input": f"Request {n} {i}.", "seed": n * 5 + i})
+                    out.append((r.status_code, r.headers.get("retry-after"), r.content))
+            return out
+
+        with ThreadPoolExecutor(20) as pool:
+            replies = [r for rs in pool.map(client, range(20)) for r in rs]
+        assert len(replies) == 100
+        print("load test:", {s: [r[0] for r in replies].count(s) for s in (200, 503)}, "peak open", max(peak))
+        statuses = [s for s, _, _ in replies]
+        assert set(statuses) <= {200, 503} and statuses.count(200) >= 8 and statuses.count(503) > 0
+        for status, retry, content in replies:
+            if status == 200:
+                assert len(wav_samples(content)) > 2400 and decode(content)[1] == 24000
+            else:
+                assert retry is not None and int(retry) >= 1 and json.loads(content)["error"]["code"] == "server_busy"
+        assert max(peak) <= 8
+        assert state.service.open == 0
+        r = httpx.post(url + "/v1/audio/speech", json=SHORT, timeout=60)  # and then serves normally
+        assert r.status_code == 200
+
+
+# --- the command --------------------------------------------------------------------------------
+
+
+def test_serve_warns_on_an_open_address_without_a_key(invoke, monkeypatch):
+    from omnivoice_cli.commands import serve as cmd
+
+    seen = []
+    monkeypatch.setattr(cmd, "_run", lambda state, quiet: seen.append(state.options))
+    r = invoke("serve", "--host", "0.0.0.0", "--model", TINY_CKPT, "--num-step", "8", "--max-queue", "3")
+    assert r.exit_code == 0 and "Warning: listening on 0.0.0.0 without --api-key" in r.stderr
+    o = seen[-1]
+    assert (o.host, o.max_queue, o.api_key, o.model) == ("0.0.0.0", 3, None, str(TINY_CKPT))
+    assert dict(o.layers)[__import__("omnivoice_cli.settings").settings.FLAG_SOURCE]["num_step"] == 8
+    r = invoke("serve", "--host", "0.0.0.0", env={"OMNIVOICE_API_KEY": "k"})
+    assert r.exit_code == 0 and "Warning" not in r.stderr and seen[-1].api_key == "k"
+    r = invoke("serve")
+    assert r.exit_code == 0 and "Warning" not in r.stderr and seen[-1].host == "127.0.0.1"
+    r = invoke("serve", "--num-step", "0")
+    assert r.exit_code == 2 and "--num-step must be an integer in 1..64, got 0" in r.stderr
+
+
+def test_serve_with_a_bad_voice_map_or_model(invoke, tmp_path):
+    bad = tmp_path / "m.json"
+    bad.write_text('{"x": "robot"}')
+    r = invoke("serve", "--voice-map", bad)
+    assert r.exit_code == 2 and "voice 'x': unsupported instruct item" in r.stderr
+    r = invoke("serve", "--model", tmp_path / "nothing", "--port", "0", "-q")
+    assert r.exit_code in (1, 2) and r.stderr.startswith("Error: ") and "Traceback" not in r.stderr
+
+
+@pytest.mark.slow
+def test_sigterm_with_requests_in_flight_exits_0(tmp_path):
+    env = {**os.environ, "OMNIVOICE_HOME": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "omnivoice_cli.cli", "serve", "--model", str(TINY_CKPT), "--port", "0", "--num-step", "16"],
+        stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    try:
+        lines = []
+        while not any("ready" in line for line in lines):
+            lines.append(proc.stderr.readline())
+            assert lines[-1], "".join(lines)
+        url = next(line for line in lines if "listening on" in line).split("listening on ")[1].split()[0]
+        text = " ".join(f"Sentence number {n} of a text that takes a while to speak." for n in range(12))
+        with ThreadPoolExecutor(1) as pool:
+            inflight = pool.submit(httpx.post, url + "/v1/audio/speech", json={"input": text, "response_format": "wav"},
+                                   timeout=300)  # fmt: skip
+            wait_for(lambda: httpx.get(url + "/health").json()["open"] == 1, what="the request in flight")
+            proc.send_signal(signal.SIGTERM)
+            wait_for(lambda: httpx.get(url + "/health").status_code == 503, what="the drain")
+            assert httpx.post(url + "/v1/audio/speech", json={"input": "Too late."}).status_code == 503
+            r = inflight.result()
+        assert r.status_code == 200 and len(wav_samples(r.content)) > 24000
+        assert proc.wait(60) == 0
+        rest = proc.stderr.read()
+        assert "Traceback" not in rest and "stopped" in rest
+    finally:
+        if proc.poll() is None:
+            proc.kill()

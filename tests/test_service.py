@@ -1,0 +1,232 @@
+"""The engine service (engine/service.py) on the tiny checkpoint: what it renders, how it schedules."""
+
+import json
+import queue
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from omnivoice_cli.engine.config import GenerationConfig
+from omnivoice_cli.engine.errors import InvalidRequest
+from omnivoice_cli.engine.pipeline import Engine, Request
+from omnivoice_cli.engine.service import Busy, Cancelled, Service, Stopped, cut_request
+from omnivoice_cli.engine.streaming import StreamConfig, stream
+
+FIXTURES = Path(__file__).parent / "fixtures"
+GOLDEN = FIXTURES / "golden"
+G4 = GenerationConfig(num_step=4)
+TEXT = "Good morning. The train leaves at seven, so we have time. [pause 0.4s] She packed her bags. Nobody left."
+CFG = StreamConfig(first_seconds=1.5, piece_seconds=2.5)  # TEXT in four short pieces
+
+
+@pytest.fixture(scope="module")
+def engine():
+    return Engine.load(str(FIXTURES / "tiny" / "ckpt"), device="cpu")
+
+
+@pytest.fixture(scope="module")
+def ref_voice(engine):
+    meta = json.loads((GOLDEN / "clone.json").read_text())["generate_kwargs"]
+    return engine.voice_from_audio(str(GOLDEN / meta["ref_audio"]), meta["ref_text"])
+
+
+class Collector:
+    """on_event for a test: the events of one request, waited for."""
+
+    def __init__(self):
+        self.events = queue.Queue()
+
+    def __call__(self, event):
+        self.events.put(event)
+
+    def all(self, timeout=120):
+        out = []
+        while True:
+            event = self.events.get(timeout=timeout)
+            out.append(event)
+            if event.kind != "piece":
+                return out
+
+
+def audio_of(events):
+    assert events[-1].kind == "done", events[-1]
+    return np.concatenate([e.piece.audio for e in events if e.kind == "piece"])
+
+
+@pytest.fixture
+def service(engine):
+    s = Service(engine, max_queue=8, config=CFG).start()
+    yield s
+    s.stop()
+
+
+def hold(service):
+    """Block the engine loop until the returned event is set (a call that waits)."""
+    gate, entered = threading.Event(), threading.Event()
+
+    def wait(engine):
+        entered.set()
+        gate.wait(120)
+
+    service.call(wait)
+    assert entered.wait(60)  # the loop is inside the call: whatever is submitted now is taken at once
+    return gate
+
+
+def test_one_piece_equals_generate(engine, service):
+    req = Request(text="I can speak in the same voice.", seed=11, generation=G4)
+    got = Collector()
+    service.submit(req, got)
+    events = got.all()
+    [plain] = engine.generate([req])
+    assert audio_of(events).tobytes() == plain.audio.tobytes()
+    summary = events[-1].summary
+    assert summary.pieces == 1 and summary.seed == 11 and summary.samples == len(plain.audio)
+    assert summary.forwards == 4 and summary.queued >= 0
+
+
+@pytest.mark.parametrize("with_ref", [False, True], ids=["auto", "ref"])
+def test_pieces_equal_the_streamed_render(engine, service, ref_voice, with_ref):
+    req = Request(text=TEXT, seed=5, generation=G4, ref=ref_voice if with_ref else None)
+    got = Collector()
+    service.submit(req, got)
+    events = got.all()
+    streamed = []
+    stream(engine, req, streamed.append, config=CFG)
+    pieces = [e.piece for e in events if e.kind == "piece"]
+    assert len(pieces) == len(streamed) == len(cut_request(req, CFG)) == 5
+    for a, b in zip(pieces, streamed):
+        assert (a.index, a.text, a.start, a.seed) == (b.index, b.text, b.start, b.seed)
+        assert a.audio.tobytes() == b.audio.tobytes()
+
+
+def test_requests_packed_together_equal_each_alone(engine, service, ref_voice):
+    reqs = [
+        Request(text="One two three.", seed=1, generation=GenerationConfig(num_step=4)),
+        Request(text="A voice by design.", seed=2, instruct="female, low pitch",
+                generation=GenerationConfig(num_step=6, guidance_scale=0.0)),
+        Request(text="Cloned. And a second sentence here.", seed=3, ref=ref_voice, generation=G4),
+    ]  # fmt: skip
+    alone = []
+    for req in reqs:
+        got = Collector()
+        service.submit(req, got)
+        alone.append(audio_of(got.all()))
+    before = service.forwards
+    gate = hold(service)
+    collectors = [Collector() for _ in reqs]
+    for req, got in zip(reqs, collectors):
+        service.submit(req, got)
+    seen = []
+    service.on_forward = seen.append
+    gate.set()
+    together = [audio_of(got.all()) for got in collectors]
+    for a, b in zip(alone, together):
+        assert a.tobytes() == b.tobytes()
+    assert service.forwards - before == 6  # all three in the first forward: the longest one's steps
+    assert len(seen[0]) == len(cut_request(reqs[2], CFG)) + 2  # every job at once
+
+
+def test_a_new_request_joins_the_running_forwards(engine, service):
+    long = Request(text="This request has many more steps to run than the other one.", seed=1,
+                   generation=GenerationConfig(num_step=32))  # fmt: skip
+    short = Request(text="Quick.", seed=2, generation=GenerationConfig(num_step=4))
+    order = []
+    started = threading.Event()
+
+    def on_forward(slots):
+        if len(order) == 2:  # two forwards of the long one alone, then the short one arrives
+            started.set()
+        order.append(sorted(t for t, _ in slots))
+
+    service.on_forward = on_forward
+    a, b = Collector(), Collector()
+    ta = service.submit(long, a)
+    started.wait(60)
+    tb = service.submit(short, b)
+    b_events = b.all()
+    assert a.events.empty()  # the long one (one piece) is still running
+    a_events = a.all()
+    assert b_events[-1].kind == "done" and a_events[-1].kind == "done"
+    assert any(s == sorted([ta.id, tb.id]) for s in order)  # they shared forwards
+    assert b_events[-1].summary.forwards == 4 and a_events[-1].summary.forwards == 32
+
+
+def test_busy_beyond_max_queue_and_cancel_frees_a_place(engine):
+    service = Service(engine, max_queue=2, config=CFG).start()
+    try:
+        gate = hold(service)
+        tickets = [service.submit(Request(text=TEXT, seed=n, generation=G4), Collector()) for n in range(2)]
+        with pytest.raises(Busy) as e:
+            service.submit(Request(text="No room.", generation=G4), Collector())
+        assert e.value.retry_after >= 1 and "busy" in str(e.value)
+        tickets[0].cancel()
+        assert service.open == 1
+        later = Collector()
+        service.submit(Request(text="Room now.", seed=3, generation=G4), later)
+        gate.set()
+        assert later.all()[-1].kind == "done"
+        assert tickets[0].closed and service.stats()["open"] in (0, 1)
+    finally:
+        service.stop()
+
+
+def test_a_cancelled_request_leaves_at_the_next_forward(engine, service):
+    got = Collector()
+    seen = []
+    ticket = None
+
+    def on_forward(slots):
+        seen.append([t for t, _ in slots])
+        if len(seen) == 2:
+            ticket.cancel()
+
+    service.on_forward = on_forward
+    ticket = service.submit(Request(text="Cancel me soon please.", seed=1, generation=GenerationConfig(num_step=16)), got)
+    other = Collector()
+    service.submit(Request(text="Others go on.", seed=2, generation=G4), other)
+    assert other.all()[-1].kind == "done"
+    assert all(ticket.id not in s for s in seen[3:])  # dropped from the forward after the one it was cancelled in
+    assert got.events.empty() or all(e.kind == "piece" for e in got.events.queue)  # no done for it
+
+
+def test_bad_requests_fail_at_submit_and_failures_stay_with_their_request(engine, service):
+    with pytest.raises(InvalidRequest, match="text is empty"):
+        service.submit(Request(text="  ", generation=G4), Collector())
+    with pytest.raises(InvalidRequest, match="more than one generation holds: add punctuation"):
+        service.submit(Request(text="word " * 800, speed=0.1, generation=G4), Collector())  # one 1,000 s piece
+    with pytest.raises(InvalidRequest, match="unsupported instruct"):
+        service.submit(Request(text="Hi.", instruct="robot voice", generation=G4), Collector())
+    real = engine.render
+    bad, good = Collector(), Collector()
+
+    def render(req, job, warnings=None):
+        if req.text.startswith("Explode"):
+            raise RuntimeError("decoder broke")
+        return real(req, job, warnings)
+
+    engine.render = render
+    try:
+        service.submit(Request(text="Explode here.", seed=1, generation=G4), bad)
+        service.submit(Request(text="I am fine.", seed=2, generation=G4), good)
+        assert bad.all()[-1].error.args[0] == "decoder broke"
+        assert good.all()[-1].kind == "done"
+    finally:
+        del engine.render
+
+
+def test_call_runs_on_the_loop_and_stop_refuses(engine):
+    service = Service(engine, max_queue=4).start()
+    assert service.call(lambda e: e.sample_rate).result(30) == engine.sample_rate
+    thread = service.call(lambda e: threading.current_thread().name).result(30)
+    assert thread == "omnivoice-engine"
+    gate = hold(service)
+    got = Collector()
+    service.submit(Request(text="Stopped under me.", generation=G4), got)
+    threading.Timer(0.2, gate.set).start()
+    service.stop()
+    assert isinstance(got.all()[-1].error, Cancelled)
+    with pytest.raises(Stopped):
+        service.submit(Request(text="Too late.", generation=G4), Collector())
