@@ -48,6 +48,13 @@ def rss_bytes() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+def max_rss_gib() -> float:
+    """The process's peak resident memory since it started (load included), GiB (Linux: ru_maxrss in KiB)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
 class PeakRSS:
     """Peak resident memory of this process, sampled every 10 ms."""
 
@@ -103,7 +110,8 @@ def report_whole(walls: dict[str, list[float]], steps: int, repeats: int, out: d
     if "reference" in walls:
         for name in walls:
             if name != "reference":
-                print(f"  {name}: {median(walls['reference']) / median(walls[name]):.2f}x the reference")
+                pairs = [round(a / b, 2) for a, b in zip(walls["reference"], walls[name])]
+                print(f"  {name}: {median(walls['reference']) / median(walls[name]):.2f}x the reference (pairs {pairs})")
 
 
 def median(xs):
@@ -144,8 +152,62 @@ def reference_cmd(args, texts, num_step, extra=()) -> list[str]:
 def fmt_row(name: str, r: dict) -> str:
     return (
         f"{name:28s} {r['s_per_step']:8.2f} {r['generate_seconds']:9.1f} {r['audio_seconds']:8.2f} "
-        f"{r['rtf']:7.2f} {r['peak_rss_gib']:8.2f}"
+        f"{r['rtf']:7.2f} {r['peak_rss_gib']:8.2f} {r.get('max_rss_gib', float('nan')):8.2f}"
     )
 
 
-HEADER = f"{'run':28s} {'s/step':>8s} {'total s':>9s} {'audio s':>8s} {'RTF':>7s} {'peak GiB':>8s}"
+HEADER = (
+    f"{'run':28s} {'s/step':>8s} {'total s':>9s} {'audio s':>8s} {'RTF':>7s} {'peak GiB':>8s} {'max GiB':>8s}"
+    "\n(peak: during generate(); max: the whole process, load included)"
+)
+KEYS = ("s_per_step", "generate_seconds", "audio_seconds", "rtf", "peak_rss_gib", "max_rss_gib", "load_seconds")
+
+
+def dtype_label(device: str, dtype: str) -> str:
+    """The row name of our engine at a device and dtype: fp32 (the CPU's auto), bf16, fp16, auto."""
+    names = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+    if dtype == "auto":
+        return "fp32" if device == "cpu" else f"auto ({device})"
+    return names.get(dtype, dtype)
+
+
+def add_variant_args(ap) -> None:
+    """Rows measured besides ours at --dtype: --bf16, --quantize int8, --compile; --no-base skips that one."""
+    ap.add_argument("--quantize", choices=["int8"], default=None, help="also measure ours with --quantize")
+    ap.add_argument("--bf16", action="store_true", help="also measure ours with --dtype bfloat16")
+    ap.add_argument("--compile", action="store_true", help="also measure ours with --compile")
+    ap.add_argument("--no-base", action="store_true", help="skip ours at --dtype (measure only the extra rows)")
+
+
+def variants(args) -> list[tuple[str, list[str]]]:
+    """(row name, extra arguments for _ours.py and for the CLI) of every row of ours to measure."""
+    rows = [] if args.no_base else [(f"ours {dtype_label(args.device, args.dtype)}", [])]
+    if args.bf16:
+        rows.append(("ours bf16", ["--dtype", "bfloat16"]))
+    if args.quantize:
+        rows.append((f"ours {args.quantize}", ["--quantize", args.quantize]))
+    if args.compile:
+        rows.append(("ours compile", ["--compile"]))
+    if not rows:
+        raise SystemExit("nothing to measure: --no-base needs --bf16, --quantize or --compile")
+    return rows
+
+
+def pair_ratios(ref_runs: list[dict], our_runs: list[dict], key: str = "s_per_step") -> list[float]:
+    """reference / ours for each pair of runs made side by side (the spread of the ratio)."""
+    return [round(a[key] / b[key], 2) for a, b in zip(ref_runs, our_runs)]
+
+
+def table(runs: dict[str, list[dict]]) -> dict[str, dict]:
+    """Medians of every figure per row, with the runs kept."""
+    return {name: {k: median([r[k] for r in rs]) for k in KEYS if k in rs[0]} | {"runs": rs} for name, rs in runs.items()}
+
+
+def summary(name: str, r: dict, o: dict) -> str:
+    """One line: ours against the reference, per step, generate() and memory."""
+    return (
+        f"  {name}: {r['s_per_step'] / o['s_per_step']:.2f}x per step, "
+        f"{r['generate_seconds'] / o['generate_seconds']:.2f}x generate(), "
+        f"peak RSS {o['peak_rss_gib']:.2f} vs {r['peak_rss_gib']:.2f} GiB, "
+        f"max RSS {o.get('max_rss_gib', float('nan')):.2f} vs {r.get('max_rss_gib', float('nan')):.2f} GiB"
+    )

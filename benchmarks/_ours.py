@@ -4,7 +4,7 @@ import argparse
 import json
 import time
 
-from _harness import PeakRSS
+from _harness import PeakRSS, max_rss_gib
 
 
 def main():
@@ -48,6 +48,7 @@ def main():
         # the first forward also builds canvases; the step time is the median forward
         "s_per_step": sorted(steps)[len(steps) // 2], "step_seconds": steps,
         "audio_seconds": audio_s, "rtf": total / audio_s, "peak_rss_gib": pk.peak / 2**30,
+        "max_rss_gib": max_rss_gib(),
         "target_lens": [r.target_len for r in results],
         "tokens_sha": [hash(r.tokens.numpy().tobytes()) for r in results],
     }), flush=True)  # fmt: skip

@@ -5,7 +5,7 @@ import argparse
 import json
 import time
 
-from _harness import PeakRSS
+from _harness import PeakRSS, max_rss_gib
 
 
 def main():
@@ -48,6 +48,7 @@ def main():
         "load_seconds": load_s, "generate_seconds": total, "n_forward": len(fwd),
         "s_per_step": sorted(fwd)[len(fwd) // 2], "step_seconds": fwd,
         "audio_seconds": audio_s, "rtf": total / audio_s, "peak_rss_gib": pk.peak / 2**30,
+        "max_rss_gib": max_rss_gib(),
     }), flush=True)  # fmt: skip
 
 

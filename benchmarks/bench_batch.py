@@ -3,7 +3,8 @@
 venv exists).
 
     python benchmarks/bench_batch.py [--ckpt DIR] [--steps 8] [--repeats 3] [--whole-steps 2]
-                                     [--lines 8] [--device cuda --dtype bfloat16]
+                                     [--lines 8] [--bf16] [--quantize int8] [--no-base]
+                                     [--device cuda --dtype bfloat16]
 
 Per-step figures: generate() of the 8 lines in one call, in alternating subprocesses, medians of
 `--repeats`. The reference pads all 16 rows (8 conditional + 8 unconditional) to the longest canvas;
@@ -31,46 +32,53 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--lines", type=int, default=8, help="lines in the batch (the 8 lines, repeated)")
     H.add_device_args(ap)
+    H.add_variant_args(ap)
     args = ap.parse_args()
     batch = H.lines(args.lines)
     args.ckpt = args.ckpt or H.default_ckpt()
     ref = H.have_reference() and not args.no_reference and args.device == "cpu"
+    variants = H.variants(args)
     print(f"checkpoint {args.ckpt}, {args.threads} threads, reference {'on' if ref else 'off'}", flush=True)
-    runs = {"ours": [], **({"reference": []} if ref else {})}
+    runs = {name: [] for name, _ in variants} | ({"reference": []} if ref else {})
     for rep in range(args.repeats):
-        runs["ours"].append(H.run_json(H.ours_cmd(args, batch, args.steps)))
+        for name, extra in variants:
+            runs[name].append(H.run_json(H.ours_cmd(args, batch, args.steps, extra)))
         if ref:
             runs["reference"].append(H.run_json(H.reference_cmd(args, batch, args.steps)))
         print(f"  repeat {rep + 1}/{args.repeats} done", flush=True)
-    out = {"ckpt": str(args.ckpt), "threads": args.threads, "num_step": args.steps, "per_step": {}, "whole": {}}
+    out = {"ckpt": str(args.ckpt), "threads": args.threads, "num_step": args.steps, "whole": {}}
     print(f"\nbatch of {len(batch)} at {args.steps} steps\n{H.HEADER}")
-    for name, rs in runs.items():
-        med = {k: H.median([r[k] for r in rs]) for k in ("s_per_step", "generate_seconds", "audio_seconds", "rtf", "peak_rss_gib")}
-        out["per_step"][name] = med | {"runs": rs}
-        print(H.fmt_row(name, med))
+    out["per_step"] = H.table(runs)
+    for name, med in out["per_step"].items():
+        print(H.fmt_row(name, med) + f"   s/step runs {[round(r['s_per_step'], 2) for r in med['runs']]}")
     if ref:
-        r, o = out["per_step"]["reference"], out["per_step"]["ours"]
-        print(f"  ours: {r['s_per_step'] / o['s_per_step']:.2f}x per step, "
-              f"{r['generate_seconds'] / o['generate_seconds']:.2f}x generate(), "
-              f"peak RSS {o['peak_rss_gib']:.2f} vs {r['peak_rss_gib']:.2f} GiB")  # fmt: skip
+        for name, _ in variants:
+            pairs = H.pair_ratios(runs["reference"], runs[name])
+            print(H.summary(name, out["per_step"]["reference"], out["per_step"][name]) + f" (per-step pairs {pairs})")
     if args.whole_steps:
-        with tempfile.TemporaryDirectory() as tmp:
-            lines = Path(tmp) / "lines.txt"
-            lines.write_text("\n".join(batch) + "\n")
-            walls = {"ours": [], **({"reference": []} if ref else {})}
-            for rep in range(args.repeats):
-                cmd = [sys.executable, "-m", "omnivoice_cli.cli", "batch", str(lines), "-o", f"{tmp}/out{rep}",
-                       "--model", str(args.ckpt), "--lang", "en", "--num-step", str(args.whole_steps),
-                       "--position-temperature", "0", "--threads", str(args.threads), "--device", args.device,
-                       "--dtype", args.dtype, "-q"]  # fmt: skip
-                walls["ours"].append(H.run_wall(cmd))
-                if ref:
-                    rcmd = H.reference_cmd(args, batch, args.whole_steps, ["--output", f"{tmp}/ref.wav"])
-                    walls["reference"].append(H.run_wall(rcmd))
-            H.report_whole(walls, args.whole_steps, args.repeats, out)
+        whole(args, batch, variants, ref, out)
     if args.out:
         args.out.write_text(json.dumps(out, indent=1))
     return 0
+
+
+def whole(args, batch: list[str], variants, ref: bool, out: dict) -> None:
+    """`omnivoice batch` against the reference's script, whole processes, alternating."""
+    with tempfile.TemporaryDirectory() as tmp:
+        lines = Path(tmp) / "lines.txt"
+        lines.write_text("\n".join(batch) + "\n")
+        walls = {name: [] for name, _ in variants} | ({"reference": []} if ref else {})
+        for rep in range(args.repeats):
+            for i, (name, extra) in enumerate(variants):
+                cmd = [sys.executable, "-m", "omnivoice_cli.cli", "batch", str(lines), "-o", f"{tmp}/out{rep}_{i}",
+                       "--model", str(args.ckpt), "--lang", "en", "--num-step", str(args.whole_steps),
+                       "--position-temperature", "0", "--threads", str(args.threads), "--device", args.device,
+                       "--dtype", args.dtype, "-q", *extra]  # fmt: skip
+                walls[name].append(H.run_wall(cmd))
+            if ref:
+                rcmd = H.reference_cmd(args, batch, args.whole_steps, ["--output", f"{tmp}/ref.wav"])
+                walls["reference"].append(H.run_wall(rcmd))
+        H.report_whole(walls, args.whole_steps, args.repeats, out)
 
 
 if __name__ == "__main__":

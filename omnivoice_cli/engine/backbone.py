@@ -55,6 +55,20 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return (x * cos).add_(rotate_half(x).mul_(sin))
 
 
+def grouped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """softmax(q k^T / sqrt(D)) v for one row, as two batched products and a softmax in `dtype`:
+    q [h, L, D], k and v [kv, L, D] -> [h, L, D]. The query heads that share a key/value head are
+    stacked along L ([kv, h/kv * L, D]), so k and v are never repeated. On CPUs this beats the fused
+    kernel at these lengths in bf16 (its products run at the bf16 rate); it is not the reference's
+    arithmetic, so the fp32 path keeps scaled_dot_product_attention."""
+    h, L, D = q.shape
+    kv = k.shape[0]
+    qs = q.to(dtype).reshape(kv, h // kv * L, D)  # a contiguous copy: head pairs side by side
+    scores = torch.baddbmm(qs.new_empty(kv, qs.shape[1], L), qs, k.to(dtype).transpose(1, 2), beta=0, alpha=D**-0.5)
+    probs = scores.softmax(-1)  # [kv, h/kv * L, L], computed in fp32 internally
+    return torch.bmm(probs, v.to(dtype)).view(h, L, D)
+
+
 def packed_positions(seq_lens: list[int], device=None) -> torch.Tensor:
     """[N] RoPE positions: 0..L-1 for each packed row."""
     return torch.cat([torch.arange(n, device=device) for n in seq_lens])
@@ -96,26 +110,40 @@ class Attention(nn.Module):
         self.o_proj = nn.Linear(self.n_heads * self.head_dim, b.hidden_size, bias=False)
         self.q_norm = RMSNorm(self.head_dim, b.rms_norm_eps)
         self.k_norm = RMSNorm(self.head_dim, b.rms_norm_eps)
+        self.fused_qkv = None  # q, k and v as one product (linears.py sets it on the CPU's bf16 / int8 paths)
+        self.math_dtype = None  # None: scaled_dot_product_attention; a dtype: grouped_attention in it (CPU bf16 / int8)
+
+    def qkv(self, x: torch.Tensor):
+        """x [N, H] -> q [N, h * D], k and v [N, kv * D] (views of one product when fused)."""
+        if self.fused_qkv is not None:
+            return self.fused_qkv(x)
+        return self.q_proj(x), self.k_proj(x), self.v_proj(x)
 
     def project(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
         """x [N, H] -> q [h, N, D], k and v [kv, N, D], with q/k normed and rotated."""
         n = x.shape[0]
-        q = self.q_norm(self.q_proj(x).view(n, self.n_heads, self.head_dim)).transpose(0, 1)
-        k = self.k_norm(self.k_proj(x).view(n, self.n_kv, self.head_dim)).transpose(0, 1)
-        v = self.v_proj(x).view(n, self.n_kv, self.head_dim).transpose(0, 1)
+        q, k, v = self.qkv(x)
+        q = self.q_norm(q.view(n, self.n_heads, self.head_dim)).transpose(0, 1)
+        k = self.k_norm(k.view(n, self.n_kv, self.head_dim)).transpose(0, 1)
+        v = v.view(n, self.n_kv, self.head_dim).transpose(0, 1)
         return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seq_lens: list[int]) -> torch.Tensor:
         """Block-diagonal attention: each packed row attends within itself. -> [N, h * D]."""
-        out = torch.empty_like(q)
+        n = q.shape[1]
+        out = q.new_empty(n, self.n_heads, self.head_dim)  # [N, h, D]: the result is a view, not a copy
         start = 0
         for length in seq_lens:
             s = slice(start, start + length)
-            out[:, s] = F.scaled_dot_product_attention(
-                q[None, :, s], k[None, :, s], v[None, :, s], enable_gqa=self.n_kv != self.n_heads
-            )[0]
+            if self.math_dtype is not None:
+                o = grouped_attention(q[:, s], k[:, s], v[:, s], self.math_dtype)
+            else:
+                o = F.scaled_dot_product_attention(
+                    q[None, :, s], k[None, :, s], v[None, :, s], enable_gqa=self.n_kv != self.n_heads
+                )[0]
+            out[s] = o.transpose(0, 1)  # [h, L, D] -> [L, h, D]
             start += length
-        return out.transpose(0, 1).reshape(q.shape[1], self.n_heads * self.head_dim)
+        return out.view(n, self.n_heads * self.head_dim)
 
 
 class MLP(nn.Module):
@@ -208,7 +236,7 @@ class OmniVoiceModel(nn.Module):
         text = self.llm.embed_tokens(torch.where(audio_mask, 0, input_ids[0]))  # [N, H]
         shifted = torch.where(audio_mask, input_ids, 0) + self.codebook_layer_offsets[:, None]  # [C, N]
         audio = self.audio_embeddings(shifted).sum(dim=0)  # [N, H]
-        return torch.where(audio_mask[:, None], audio, text)
+        return torch.where(audio_mask[:, None], audio, text.to(audio.dtype))  # the text table may stay fp32
 
     def forward(self, batch: PackedBatch) -> torch.Tensor:
         """-> final hidden states [M, H] at the target positions (pass slices of it to `heads`)."""

@@ -1,6 +1,9 @@
-"""The CPU linears of the body: oneDNN fp32 (a weight repacked once into oneDNN's blocked layout)
-and dynamic int8 (fbgemm). Both keep the module tree and state-dict keys of the network; the
-network itself (backbone.py) knows nothing of them: loading.py picks one.
+"""The CPU linears of the body: oneDNN fp32 (a weight repacked once into oneDNN's blocked layout),
+oneDNN bf16 (the weight converted and packed once) and dynamic int8 (oneDNN's u8 x s8 kernel;
+torch's quantised ops where a build lacks it). The module tree keeps the checkpoint's names; on the
+bf16 and int8 paths q, k and v run as one product (`Fused`, the attention's `fused_qkv`), and the
+layer forward is narrow.py's, which fuses the residual adds and the MLP's gate into the products.
+The network itself (backbone.py) knows nothing of the kernels: loading.py picks one.
 """
 
 from __future__ import annotations
@@ -64,6 +67,85 @@ def use_onednn_linears(model: nn.Module) -> int:
     return n
 
 
+_FLAGS: frozenset[str] | None = None
+
+
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags as the kernel reports them (Linux; empty elsewhere), read once."""
+    global _FLAGS
+    if _FLAGS is None:
+        try:
+            with open("/proc/cpuinfo") as f:
+                _FLAGS = frozenset(next((ln.split(":", 1)[1].split() for ln in f if ln.startswith("flags")), []))
+        except OSError:
+            _FLAGS = frozenset()
+    return _FLAGS
+
+
+def native_bfloat16() -> bool:
+    """Whether this CPU multiplies bf16 natively (AVX512-BF16 or AMX). Elsewhere oneDNN emulates bf16
+    products with fp32 arithmetic and conversions, slower than fp32 itself."""
+    try:
+        return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
+    except AttributeError:  # torch moved its private probes: read the flags
+        return bool({"avx512_bf16", "amx_bf16"} & cpu_flags())
+
+
+def native_vnni() -> bool:
+    """Whether this CPU has a u8 x s8 dot product into int32 (AVX512-VNNI, AVX-VNNI or AMX). Without
+    it, x86 int8 kernels add pairs of products in int16, which 8-bit inputs could overflow."""
+    try:
+        return bool(torch.cpu._is_vnni_supported() or torch.cpu._is_amx_tile_supported())
+    except AttributeError:
+        return bool({"avx512_vnni", "avx_vnni", "amx_int8"} & cpu_flags())
+
+
+class KernelLinear(nn.Module):
+    """A linear layer with its weight packed for a kernel. Besides `forward`, the products the
+    narrow layer forward (narrow.py) asks for: `add` (x W^T + other: the residual adds) and
+    `gated(gate, up, x)` (silu(x Wg^T) * x Wu^T: the MLP). Here as plain compositions; the kernels
+    that can fuse them into the product's epilogue override them."""
+
+    def add(self, x: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
+        return self(x).add_(other)
+
+    @staticmethod
+    def gated(gate: nn.Module, up: nn.Module, x: torch.Tensor) -> torch.Tensor:
+        return F.silu(gate(x), inplace=True).mul_(up(x))
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, {self.kind}"
+
+
+class BF16Linear(KernelLinear):
+    """A linear layer computed by oneDNN in bf16 (inputs and outputs bf16, fp32 accumulation) on a
+    weight converted to bf16 and packed into oneDNN's blocked layout once, at construction. The
+    residual add, the SiLU and the gate's product run in the product's epilogue (oneDNN post-ops)."""
+
+    kind = "bf16"
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None):
+        super().__init__()
+        self.out_features, self.in_features = weight.shape
+        self.packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach().to(torch.bfloat16).contiguous(), None)
+        self.bias = None if bias is None else bias.detach().to(torch.bfloat16)
+
+    def forward(self, x: torch.Tensor, post: str = "none") -> torch.Tensor:
+        x = x if x.dtype == torch.bfloat16 else x.to(torch.bfloat16)
+        return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, post, [], "")
+
+    def binary(self, x: torch.Tensor, other: torch.Tensor, op: str) -> torch.Tensor:
+        """x W^T (+ b) `op` other ("add" or "mul"), other bf16 [N, out] (or [N, 1])."""
+        return torch.ops.mkldnn._linear_pointwise.binary(x, other, self.packed, self.bias, op)
+
+    def add(self, x: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
+        return self.binary(x, other, "add")
+
+    @staticmethod
+    def gated(gate: "BF16Linear", up: "BF16Linear", x: torch.Tensor) -> torch.Tensor:
+        return up.binary(x, gate(x, "swish"), "mul")  # two products, no pass of their own
+
+
 def int8_weight(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """w [out, in] -> (codes int8 [out, in], scales [out]): symmetric per output channel, as torch's
     per-channel weight observer: scale = max|w| / 127.5 floored at float32 eps, code = round(w / scale)
@@ -74,53 +156,213 @@ def int8_weight(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return codes, scale
 
 
-class Int8Linear(nn.Module):
-    """A dynamic int8 linear layer (CPU, fbgemm): the weight is int8 per output channel, the input
-    is quantised per tensor on the fly at each call, accumulation is int32, the output fp32."""
+def quantize_activations(x: torch.Tensor, half: int) -> tuple[torch.Tensor, float]:
+    """x -> (codes uint8, scale): symmetric per tensor around the zero point half + 1, so
+    x ~ scale * (codes - half - 1) with codes in 1..2 * half + 1; half = 127 uses all 8 bits, 63
+    keeps the codes under 128 (CPUs without VNNI). Three passes: the range, x / scale + zero point
+    + 0.5 (one fused multiply-add), and the cast, whose truncation rounds the positive values to
+    the nearest code (ties up)."""
+    x = x.float()  # (bf16 could not hold the half steps above 128)
+    lo, hi = torch.aminmax(x)
+    scale = max(-float(lo), float(hi), 1e-30) / half
+    shifted = torch.addcmul(x.new_tensor(half + 1.5), x, x.new_tensor(1.0 / scale))  # in [1.5, 2 * half + 1.5]
+    return shifted.to(torch.uint8), scale
 
-    def __init__(self, linear: nn.Linear):
+
+_int8_ok: bool | None = None
+
+
+def onednn_int8_available() -> bool:
+    """Whether this torch build has oneDNN's quantised linear (torch.ops.onednn, the kernel torch's
+    own CPU compiler emits for int8) and it agrees with a plain product of the codes (checked once)."""
+    global _int8_ok
+    if _int8_ok is None:
+        try:
+            g = torch.Generator().manual_seed(0)
+            x, w = torch.randn(9, 64, generator=g), torch.randn(24, 64, generator=g)
+            y = Int8Linear(w)(x)
+            codes, scale = int8_weight(w)
+            xq, xs = quantize_activations(x, Int8Linear.half)
+            want = ((xq.float() - Int8Linear.half - 1) * xs) @ (codes.float() * scale[:, None]).T
+            _int8_ok = torch.allclose(y, want, rtol=1e-4, atol=1e-4)
+        except (AttributeError, RuntimeError, NotImplementedError, TypeError):  # absent or changed
+            _int8_ok = False
+    return _int8_ok
+
+
+class Int8Linear(KernelLinear):
+    """A dynamic int8 linear layer (CPU, oneDNN): the weight int8 per output channel, packed once;
+    the input quantised per tensor on the fly at each call (8 bits with VNNI, 7 without);
+    accumulation int32, output fp32 (the scales, the residual add and the SiLU applied by the
+    kernel's epilogue)."""
+
+    kind = "int8"
+    half = 127 if native_vnni() else 63  # the activations' codes: zero point half + 1
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None):
         super().__init__()
-        self.in_features, self.out_features = linear.in_features, linear.out_features
-        codes, scale = int8_weight(linear.weight.detach())
+        self.out_features, self.in_features = weight.shape
+        codes, self.w_scale = int8_weight(weight.detach())
+        self.packed = torch.ops.onednn.qlinear_prepack(codes, None)
+        self.bias = None if bias is None else bias.detach().float()
+
+    def quantize(self, x: torch.Tensor) -> tuple[torch.Tensor, float]:
+        return quantize_activations(x, self.half)
+
+    def run(self, q: tuple[torch.Tensor, float], post: str = "none", other: torch.Tensor | None = None) -> torch.Tensor:
+        """The product on quantised inputs `q` (so that two layers can share one quantisation), with
+        a unary post-op ("none", "swish") and, given `other` (fp32 [N, out]), + other."""
+        codes, scale = q
+        zero = self.half + 1
+        if other is None:
+            return torch.ops.onednn.qlinear_pointwise(
+                codes, scale, zero, self.packed, self.w_scale, None, self.bias,
+                1.0, 0, torch.float32, post, [], "",  # output scale, zero point, dtype
+            )  # fmt: skip
+        return torch.ops.onednn.qlinear_pointwise.binary(
+            codes, scale, zero, self.packed, self.w_scale, None, other, self.bias,
+            1.0, 0, torch.float32, 1.0, 0, "add", 1.0, post, [], "",  # ..., other's scale and zero point
+        )  # fmt: skip
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.run(self.quantize(x))
+
+    def add(self, x: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
+        return self.run(self.quantize(x), other=other)
+
+    @staticmethod
+    def gated(gate: "Int8Linear", up: "Int8Linear", x: torch.Tensor) -> torch.Tensor:
+        q = gate.quantize(x)  # one quantisation for both products
+        return gate.run(q, "swish").mul_(up.run(q))
+
+
+class LegacyInt8Linear(KernelLinear):
+    """The dynamic int8 linear layer of torch's quantised ops (fbgemm on x86, qnnpack on ARM), for
+    torch builds without oneDNN's: 7-bit inputs per tensor, int8 weights per output channel. It needs
+    torch's quantised tensor types, which torch marks deprecated."""
+
+    kind = "int8 (torch quantized)"
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None):
+        super().__init__()
+        import warnings
+
+        self.out_features, self.in_features = weight.shape
+        codes, scale = int8_weight(weight.detach())
         zero = torch.zeros(len(scale), dtype=torch.long)
-        qweight = torch._make_per_channel_quantized_tensor(codes, scale.double(), zero, 0)
-        bias = None if linear.bias is None else linear.bias.detach().float()
+        with warnings.catch_warnings():  # torch marks its quantised tensor types deprecated
+            warnings.simplefilter("ignore")
+            qweight = torch._make_per_channel_quantized_tensor(codes, scale.double(), zero, 0)
+        bias = None if bias is None else bias.detach().float()
         self.packed = torch.ops.quantized.linear_prepack(qweight, bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.ops.quantized.linear_dynamic(x, self.packed, True)  # True: 7-bit inputs, as fbgemm needs
+        return torch.ops.quantized.linear_dynamic(x.float(), self.packed, True)  # True: 7-bit inputs, as fbgemm needs
+
+
+class Fused:
+    """Linear layers that read the same input, computed as one product of their stacked weights
+    (one pass over the input; for int8 one quantisation of it): a call returns each layer's output
+    as a view of the joint one. A plain object, not a module: the module tree stays the checkpoint's."""
+
+    def __init__(self, kind: type, linears: list[nn.Linear]):
+        self.sizes = [m.out_features for m in linears]
+        biases = [m.bias for m in linears]
+        bias = None if biases[0] is None else torch.cat([b.detach() for b in biases])
+        self.linear = kind(torch.cat([m.weight.detach() for m in linears]), bias)  # [sum(out), in]
+
+    def __call__(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return self.linear(x).split(self.sizes, dim=-1)
+
+    def __repr__(self) -> str:
+        return f"Fused({self.linear!r}, sizes={self.sizes})"
+
+
+class FusedPart(nn.Module):
+    """What stands in a fused layer's place in the module tree (q_proj, ...): called alone it runs the
+    joint product and returns its own part (the network calls the joint product once instead)."""
+
+    def __init__(self, fused: Fused, index: int):
+        super().__init__()
+        self.fused, self.index = fused, index
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fused(x)[self.index]
 
     def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, int8"
+        return f"part {self.index} of {self.fused!r}"
+
+
+def convert_layers(model: OmniVoiceModel, kind: type) -> int:
+    """Every decoder layer's linears as `kind` (BF16Linear, Int8Linear, ...): q/k/v fused into one
+    product (q_proj, k_proj, v_proj become FusedParts of it), o_proj, gate_proj, up_proj and
+    down_proj converted. Two layers at a time (packing runs on one core: ~30% less time than one by
+    one); each fp32 weight's mapped pages released once packed, so memory never holds the whole
+    fp32 body. Returns the number of linear layers converted."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def convert(layer):
+        a, m = layer.self_attn, layer.mlp
+        olds = [a.q_proj, a.k_proj, a.v_proj, a.o_proj, m.gate_proj, m.up_proj, m.down_proj]
+        qkv = Fused(kind, olds[:3])
+        rest = [kind(old.weight, old.bias) for old in olds[3:]]
+        for old in olds:
+            release_pages(old.weight)
+        return layer, qkv, rest
+
+    layers = [layer for layer in model.llm.layers if layer.self_attn.fused_qkv is None]
+    with ThreadPoolExecutor(2) as pool:
+        for layer, qkv, (o, gate, up, down) in pool.map(convert, layers):
+            a, m = layer.self_attn, layer.mlp
+            a.fused_qkv, a.o_proj, m.gate_proj, m.up_proj, m.down_proj = qkv, o, gate, up, down
+            a.q_proj, a.k_proj, a.v_proj = (FusedPart(qkv, i) for i in range(3))
+    return 7 * len(layers)
+
+
+def _heads_to_bf16(model: OmniVoiceModel) -> None:
+    heads = model.audio_heads
+    if not isinstance(heads, BF16Linear):  # bf16 logits: the error against fp32 is the body's (measured)
+        model.audio_heads = BF16Linear(heads.weight, heads.bias)
+        model.audio_heads.weight = heads.weight  # the file's view, pages released: its key and device stay
+        release_pages(heads.weight)
 
 
 def quantize_int8(model: OmniVoiceModel) -> int:
-    """Dynamic int8 linear layers for the body on CPU: weights int8 per output channel,
-    activations quantised on the fly each forward. Embeddings, norms and the audio heads stay fp32.
-    (Per channel: 95% of step-0 argmaxes agree with fp32 on random weights, 86% per tensor, at the
-    same speed.) Layer by layer, each fp32 weight's mmap'd pages released once it is packed, so
-    memory never holds the whole fp32 body. Returns the number of linear layers quantised."""
-    import warnings
-    from concurrent.futures import ThreadPoolExecutor
+    """Dynamic int8 linear layers for the body on CPU: weights int8 per output channel, activations
+    quantised per tensor on the fly; the layer forward of narrow.py (activations fp32 between the
+    products). Where the CPU has bf16 natively, attention and the audio heads run in bf16 (their
+    error is small beside int8's); else they stay fp32. Embeddings and norms stay fp32. Returns the
+    number of linear layers quantised."""
+    from . import narrow
 
-    todo = [
-        (parent, name, child)
-        for layer in model.llm.layers
-        for parent in (layer.self_attn, layer.mlp)
-        for name, child in parent.named_children()
-        if isinstance(child, nn.Linear)  # OneDNNLinear too
-    ]
+    n = convert_layers(model, Int8Linear if onednn_int8_available() else LegacyInt8Linear)
+    bf16 = native_bfloat16() and onednn_linear_available()
+    if bf16:
+        _heads_to_bf16(model)
+    narrow.install(model, torch.bfloat16 if bf16 else torch.float32)
+    return n
 
-    def build(item):
-        parent, name, child = item
-        q = Int8Linear(child)
-        release_pages(child.weight)
-        return parent, name, q
 
-    with warnings.catch_warnings():  # torch marks its quantised tensor types deprecated
-        warnings.simplefilter("ignore")
-        # two at a time: fbgemm's packing runs on one core (measured: ~30% less time than one by one)
-        with ThreadPoolExecutor(2) as pool:
-            for parent, name, q in pool.map(build, todo):
-                setattr(parent, name, q)
-    return len(todo)
+def _to_bf16(param: nn.Parameter) -> nn.Parameter:
+    """A bf16 copy of a parameter; the fp32 one's mapped pages released."""
+    out = nn.Parameter(param.detach().to(torch.bfloat16), requires_grad=False)
+    release_pages(param)
+    return out
+
+
+def to_bfloat16(model: OmniVoiceModel) -> int:
+    """The body in bf16 on the CPU, from the fp32 weights of the mapped file: linears converted and
+    packed for oneDNN (q/k/v fused), norms, audio embeddings and heads in bf16, each fp32 source's
+    pages released; the layer forward of narrow.py. The text-embedding table stays a fp32 view of
+    the file (a step reads a few of its rows, cast by `embed`). Returns the number of linear layers
+    converted."""
+    from . import narrow
+
+    n = convert_layers(model, BF16Linear)
+    for m in model.modules():
+        if type(m).__name__ == "RMSNorm" and m.weight.dtype != torch.bfloat16:
+            m.weight = _to_bf16(m.weight)
+    model.audio_embeddings.weight = _to_bf16(model.audio_embeddings.weight)
+    _heads_to_bf16(model)
+    narrow.install(model, torch.bfloat16)
+    return n

@@ -57,31 +57,50 @@ def _set_threads(threads: int | None) -> None:
         torch.set_num_threads(threads)
 
 
-def _resolve_hardware(device: str, quantize: str | None, compile: bool) -> "torch.device":
-    """The device, with the quantize / compile choices checked against it (before any reading)."""
+def _resolve_hardware(device: str, quantize: str | None, compile: bool, notice: Callable[[str], None]):
+    """(device, quantize), checked against each other before any reading. int8 is a CPU path: with
+    device "auto" on a machine with a GPU it is dropped (said through `notice`), so that a preset
+    asking for it runs everywhere; with a GPU named explicitly it is refused."""
     if quantize not in (None, "int8"):
         raise InvalidRequest(f"quantize {quantize!r} is not allowed: use int8 (or leave it off)")
     dev = resolve_device(device)
     if quantize and dev.type != "cpu":
-        raise InvalidRequest(f"int8 runs on the CPU only, not on {dev.type}: use device cpu", "quantize")
+        if device != "auto":
+            raise InvalidRequest(f"int8 runs on the CPU only, not on {dev.type}: use device cpu", "quantize")
+        notice(f"quantize int8 is for the CPU: running on {dev.type} without it")
+        quantize = None
     if quantize and compile:
         raise InvalidRequest("quantize int8 and compile cannot be combined: choose one")
-    return dev
+    return dev, quantize
+
+
+def _check_cpu_bf16(dev, dt, notice: Callable[[str], None]) -> None:
+    """bf16 on a CPU without AVX512-BF16 or AMX runs, emulated and slower than fp32: say so."""
+    import torch
+
+    from .linears import native_bfloat16
+
+    if dev.type == "cpu" and dt == torch.bfloat16 and not native_bfloat16():
+        notice("bfloat16 is emulated on this CPU (no AVX512-BF16 or AMX): expect it slower than float32")
 
 
 def load_body(root: Path, cfg: ModelConfig, dev, dt, quantize: str | None, compile: bool):
-    """The OmniVoiceModel, built on the meta device, strictly loaded, then switched to int8 or
-    oneDNN linears (CPU, float32) or compiled."""
+    """The OmniVoiceModel, built on the meta device, strictly loaded, then switched to its CPU
+    linears (int8, bf16 or fp32 oneDNN) or compiled."""
     import torch
 
     from . import tensorfile
     from .backbone import OmniVoiceModel
+    from .linears import onednn_linear_available
 
+    # CPU bf16 with oneDNN: converted layer by layer from the mapped fp32 file (else loaded as bf16)
+    cpu_bf16 = dev.type == "cpu" and dt == torch.bfloat16 and not compile and onednn_linear_available()
     with torch.device("meta"):
         net = OmniVoiceModel(cfg)
     tensorfile.load_module(
-        net, root / "model.safetensors", optional=["codebook_layer_offsets"], dtype=dt, device=dev,
-        prefetch=not quantize,  # int8 reads every weight at once anyway
+        net, root / "model.safetensors", optional=["codebook_layer_offsets"],
+        dtype=None if cpu_bf16 else dt, device=dev,
+        prefetch=not (quantize or cpu_bf16),  # converting reads every weight at once anyway
         prefetch_skip=["llm.embed_tokens.weight"],  # 620 MB, of which a step reads a few rows
     )  # fmt: skip
     check_offsets(net, root)
@@ -90,6 +109,10 @@ def load_body(root: Path, cfg: ModelConfig, dev, dt, quantize: str | None, compi
         from .linears import quantize_int8
 
         quantize_int8(net)
+    elif cpu_bf16:
+        from .linears import to_bfloat16
+
+        to_bfloat16(net)
     if compile:
         net.compile_layers()
     elif dev.type == "cpu" and dt == torch.float32:
@@ -145,13 +168,15 @@ def load_engine(
     from . import weights
     from .codec import load_codec_decoder
 
+    notice = on_notice or (lambda line: None)
     _set_threads(threads)
-    dev = _resolve_hardware(device, quantize, compile)
+    dev, quantize = _resolve_hardware(device, quantize, compile, notice)
     root = weights.resolve_checkpoint(model, on_notice, on_download)
     cfg = ModelConfig.from_checkpoint(root)
     dt = resolve_dtype(dtype, dev, cfg)
     if quantize and dt != torch.float32:
         raise InvalidRequest(f"int8 starts from float32 weights, not {dtype}: leave dtype at auto", "quantize")
+    _check_cpu_bf16(dev, dt, notice)
     net = load_body(root, cfg, dev, dt, quantize, compile)
     tokenizer = load_tokenizer(root, cfg)
     codec_device = torch.device("cpu") if dev.type == "mps" else dev  # MPS convs cap lengths at 65536

@@ -1,0 +1,313 @@
+"""The CPU's narrow paths: bf16 and int8 linear layers against a float64 product, fused projections,
+the grouped bf16 attention, and the engine's bf16 / int8 bodies (structure, closeness to fp32,
+packed batches, what it says on CPUs and devices that do not fit)."""
+
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from omnivoice_cli.engine import linears, loading
+from omnivoice_cli.engine import narrow
+from omnivoice_cli.engine.backbone import RMSNorm, apply_rope, grouped_attention, rms_norm, rope_cos_sin, rope_inv_freq
+from omnivoice_cli.engine.errors import InvalidRequest
+from omnivoice_cli.engine.narrow import LeanRMSNorm, lean_rms_norm, norm_rope
+from omnivoice_cli.engine.linears import (
+    BF16Linear,
+    Fused,
+    FusedPart,
+    Int8Linear,
+    LegacyInt8Linear,
+    int8_weight,
+    native_bfloat16,
+    quantize_activations,
+)
+from omnivoice_cli.engine.pipeline import Engine, Request
+
+TINY = Path(__file__).parent / "fixtures" / "tiny" / "ckpt"
+needs_onednn = pytest.mark.skipif(not linears.onednn_linear_available(), reason="this torch build has no oneDNN linear")
+needs_onednn_int8 = pytest.mark.skipif(not linears.onednn_int8_available(), reason="this torch build has no oneDNN int8 linear")
+BF16_EPS = torch.finfo(torch.bfloat16).eps  # 2**-7: a rounding to bf16 moves a value by at most half of this, relatively
+
+
+def _case(rows: int, n_in: int, n_out: int, bias: bool, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(rows, n_in, generator=g)
+    w = torch.randn(n_out, n_in, generator=g) * torch.linspace(0.05, 2, n_out)[:, None]  # channels of unequal size
+    b = torch.randn(n_out, generator=g) if bias else None
+    return x, w, b
+
+
+def _product64(x, w, b):
+    y = x.double() @ w.double().T
+    return y if b is None else y + b.double()
+
+
+# ------------------------------------------------------------------------------------------ bf16
+
+
+@needs_onednn
+@pytest.mark.parametrize("rows,n_in,n_out,bias", [(1, 64, 48, True), (7, 96, 40, False), (130, 256, 72, True)])
+def test_bf16_linear_against_a_float64_product(rows, n_in, n_out, bias):
+    x, w, b = _case(rows, n_in, n_out, bias)
+    y = BF16Linear(w, b)(x.to(torch.bfloat16))
+    assert y.dtype == torch.bfloat16 and y.shape == (rows, n_out)
+    # on the bf16-rounded inputs the product is exact up to fp32 accumulation and one bf16 rounding of the output
+    bf = lambda t: None if t is None else t.to(torch.bfloat16)  # noqa: E731
+    exact = _product64(bf(x), bf(w), bf(b))
+    scale = x.abs().double() @ w.abs().double().T + (0 if b is None else b.abs().double())  # sum |x_i w_i| + |b|
+    err = (y.double() - exact).abs()
+    assert (err <= BF16_EPS / 2 * exact.abs() + 1e-5 * scale).all()
+    # against the true product: the inputs' rounding adds at most about one bf16 epsilon of |x||w|
+    err_true = (y.double() - _product64(x, w, b)).abs()
+    assert (err_true <= 1.5 * BF16_EPS * scale).all()
+    assert err_true.max() > 0  # it is bf16 arithmetic, not fp32
+
+
+@needs_onednn
+def test_bf16_linear_rows_do_not_depend_on_their_neighbours():
+    """A packed batch gives each request what it gets alone, bit for bit."""
+    x, w, _ = _case(300, 128, 96, False)
+    layer = BF16Linear(w)
+    xb = x.to(torch.bfloat16)
+    full = layer(xb)
+    for a, b in [(5, 231), (100, 299), (0, 1), (7, 8)]:
+        assert torch.equal(layer(xb[a:b]), full[a:b])
+
+
+# ------------------------------------------------------------------------------------------ int8
+
+
+@needs_onednn_int8
+@pytest.mark.parametrize("rows,n_in,n_out,bias", [(1, 64, 48, True), (9, 96, 40, False), (130, 256, 72, True)])
+def test_int8_linear_is_the_float64_product_of_its_codes(rows, n_in, n_out, bias):
+    x, w, b = _case(rows, n_in, n_out, bias, seed=2)
+    y = Int8Linear(w, b)(x)
+    codes, s_w = int8_weight(w)
+    xq, s_x = quantize_activations(x, Int8Linear.half)
+    assert xq.dtype == torch.uint8 and 1 <= xq.min() and xq.max() <= 2 * Int8Linear.half + 1
+    dequant = (xq.double() - Int8Linear.half - 1) * s_x
+    assert (dequant - x.double()).abs().max() <= s_x / 2 * (1 + 1e-6)  # each input on its nearest step
+    want = _product64(dequant, codes.double() * s_w.double()[:, None], b)
+    torch.testing.assert_close(y.double(), want, rtol=1e-5, atol=1e-5 * want.abs().max().item())
+
+
+@pytest.mark.parametrize("kind", [pytest.param(Int8Linear, marks=needs_onednn_int8), LegacyInt8Linear])
+@pytest.mark.parametrize("rows,n_in,n_out,bias", [(1, 64, 48, True), (9, 96, 40, False), (130, 256, 72, True)])
+def test_int8_linear_against_a_float64_product(kind, rows, n_in, n_out, bias):
+    x, w, b = _case(rows, n_in, n_out, bias, seed=1)
+    y = kind(w, b)(x)
+    assert y.dtype == torch.float32 and y.shape == (rows, n_out)
+    want = _product64(x, w, b)
+    # weights: per output channel, |dw| <= s_w / 2; inputs: per tensor on 7 bits, |dx| <= s_x / 2
+    _, s_w = int8_weight(w)
+    # (legacy: 7 bits over [min, max] with a nudged zero point, 1% margin; oneDNN: max|x| / half)
+    s_x = (x.max().clamp_min(0) - x.min().clamp_max(0)).item() / 127 * 1.01
+    if kind is Int8Linear:
+        s_x = x.abs().max().item() / Int8Linear.half
+    dw = s_w.double()[None, :] / 2  # [1, out]
+    from_x = s_x / 2 * w.abs().double().sum(1)[None, :]  # sum_i |dx_i| |w_i|
+    from_w = dw * x.abs().double().sum(1)[:, None]  # sum_i |x_i| |dw_i|
+    bound = from_x + from_w + n_in * s_x / 2 * dw + 1e-5 * (want.abs() + 1)
+    err = (y.double() - want).abs()
+    assert (err <= bound).all()
+    rel = (err.norm() / want.norm()).item()
+    assert 0 < rel < 0.03  # quantised, and close
+
+
+def test_int8_weight_codes_round_to_the_nearest_step():
+    w = torch.randn(24, 40) * torch.linspace(0.01, 3, 24)[:, None]
+    codes, scale = int8_weight(w)
+    assert codes.dtype == torch.int8 and codes.min() >= -128
+    err = (codes.double() * scale.double()[:, None] - w.double()).abs()
+    assert (err <= scale.double()[:, None] / 2 * (1 + 1e-4)).all()  # a channel's max sits on a tie, by construction
+
+
+# ----------------------------------------------------------------------------------------- fused
+
+
+@pytest.mark.parametrize(
+    "kind", [pytest.param(Int8Linear, marks=needs_onednn_int8), LegacyInt8Linear, pytest.param(BF16Linear, marks=needs_onednn)]
+)
+def test_fused_projections_equal_the_separate_layers(kind):
+    torch.manual_seed(0)
+    parts = [nn.Linear(96, n, bias=True) for n in (64, 32, 48)]
+    x = torch.randn(300, 96)
+    xin = x.to(torch.bfloat16) if kind is BF16Linear else x
+    fused = Fused(kind, parts)
+    outs = fused(xin)
+    assert [o.shape[1] for o in outs] == [64, 32, 48]
+    for part, out in zip(parts, outs):
+        assert torch.equal(out, kind(part.weight, part.bias)(xin))  # same inputs, same quantisation, same sums
+    for i, out in enumerate(outs):
+        assert torch.equal(FusedPart(fused, i)(xin), out)  # what stands in the module tree computes its part
+
+
+# ------------------------------------------------------------------------------------- attention
+
+
+@pytest.mark.parametrize("heads,kv", [(4, 2), (4, 4), (6, 2)])
+def test_grouped_attention_is_attention(heads, kv):
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(n, 37, 16, generator=g, dtype=torch.float64) for n in (heads, kv, kv))
+    want = F.scaled_dot_product_attention(q[None], k[None], v[None], enable_gqa=heads != kv)[0]
+    got = grouped_attention(q, k, v, torch.float64)
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+    got16 = grouped_attention(q.float(), k.float(), v.float(), torch.bfloat16)
+    assert got16.dtype == torch.bfloat16
+    assert ((got16.double() - want).norm() / want.norm()).item() < 2e-2
+
+
+# ------------------------------------------------------------------------------- narrow forward
+
+
+def narrow_installed(model) -> bool:
+    return model._halves == (narrow.attention_inputs, narrow.attention_output_and_mlp)
+
+
+def _rms64(x, w, eps):
+    x = x.double()
+    return x * (x.square().mean(-1, keepdim=True) + eps).rsqrt() * w.double()
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16])
+def test_lean_rms_norm_against_float64(dtype):
+    g = torch.Generator().manual_seed(4)
+    x = (torch.randn(33, 64, generator=g) * 3).to(dtype)
+    w = torch.randn(64, generator=g).to(dtype)
+    got = lean_rms_norm(x, w, 1e-6)
+    assert got.dtype == dtype and got.is_contiguous()
+    # bf16: two roundings (the scaled value, then the weighted one), as the reference's bf16 arithmetic
+    tol = {torch.float64: 1e-12, torch.float32: 1e-6, torch.bfloat16: 1.01 * BF16_EPS}[dtype]
+    torch.testing.assert_close(got.double(), _rms64(x, w, 1e-6), rtol=tol, atol=tol)
+    if dtype == torch.float32:  # the engine's fp32 RMSNorm, to fp32 rounding
+        torch.testing.assert_close(got, rms_norm(x, w, 1e-6), rtol=1e-6, atol=1e-6)
+    view = x.view(33, 4, 16)[:, 1:3]  # a strided view, as q and k are of the fused product
+    torch.testing.assert_close(lean_rms_norm(view, w[:16], 1e-6).double(), _rms64(view, w[:16], 1e-6), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_norm_rope_is_rope_of_the_norm(dtype):
+    g = torch.Generator().manual_seed(5)
+    joint = torch.randn(21, 3 * 32, generator=g, dtype=torch.float64)
+    x = joint[:, 32:].reshape(21, 4, 16)[:, :2]  # [N, heads, D], a view
+    norm = RMSNorm(16, 1e-6).double().requires_grad_(False)
+    norm.weight.data = torch.randn(16, generator=g, dtype=torch.float64)
+    cos, sin = rope_cos_sin(torch.arange(21), rope_inv_freq(16, 1e4), torch.float64)
+    want = apply_rope(norm(x).transpose(0, 1), cos, sin).transpose(0, 1)  # the reference's arithmetic, float64
+    got = norm_rope(x, norm, cos, sin, dtype)
+    assert got.dtype == dtype and got.shape == x.shape
+    tol = 1e-6 if dtype == torch.float32 else 4 * BF16_EPS
+    torch.testing.assert_close(got.double(), want, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("kind", [pytest.param(Int8Linear, marks=needs_onednn_int8), LegacyInt8Linear, pytest.param(BF16Linear, marks=needs_onednn)])
+def test_fused_epilogues_are_the_plain_products(kind):
+    """add: x W^T + other; gated: silu(x Wg^T) * x Wu^T; as the kernel's own plain product gives."""
+    x, w, _ = _case(40, 64, 48, False, seed=6)
+    _, w2, _ = _case(40, 64, 48, False, seed=7)
+    dt = torch.bfloat16 if kind is BF16Linear else torch.float32
+    x, other = x.to(dt), torch.randn(40, 48).to(dt)
+    a, b = kind(w), kind(w2)
+    tol = 2 * BF16_EPS if dt == torch.bfloat16 else 1e-5
+    torch.testing.assert_close(a.add(x, other).double(), (a(x).double() + other.double()), rtol=tol, atol=tol * 4)
+    want = F.silu(a(x).double()) * b(x).double()
+    torch.testing.assert_close(kind.gated(a, b, x).double(), want, rtol=tol * 2, atol=tol * 4)
+
+
+# ---------------------------------------------------------------------------------------- engine
+
+
+def _step0_logits(engine) -> torch.Tensor:
+    from omnivoice_cli.engine.generation import pack
+
+    job = engine.prepare(Request(text="Hello there, how are you?", lang="en"))
+    batch, [(c, _)] = pack([job], "cpu")
+    with torch.inference_mode():
+        return engine.model.heads(engine.model(batch)[c : c + job.canvas.target_len])
+
+
+@pytest.fixture(scope="module")
+def fp32_logits():
+    return _step0_logits(Engine.load(str(TINY), device="cpu"))
+
+
+@needs_onednn
+def test_bf16_engine_converts_the_body_and_keeps_the_text_table(fp32_logits):
+    engine = Engine.load(str(TINY), device="cpu", dtype="bfloat16")
+    m = engine.model
+    layer = m.llm.layers[0]
+    assert isinstance(layer.self_attn.fused_qkv, Fused) and type(layer.self_attn.q_proj) is FusedPart
+    assert {type(getattr(layer.mlp, n)) for n in ("gate_proj", "up_proj", "down_proj")} == {BF16Linear}
+    assert type(layer.self_attn.o_proj) is BF16Linear and type(m.audio_heads) is BF16Linear
+    assert layer.self_attn.math_dtype == torch.bfloat16 and narrow_installed(m)
+    assert type(layer.input_layernorm) is LeanRMSNorm and type(m.llm.norm) is LeanRMSNorm
+    assert layer.input_layernorm.weight.dtype == torch.bfloat16 and m.audio_embeddings.weight.dtype == torch.bfloat16
+    assert m.llm.embed_tokens.weight.dtype == torch.float32  # a view of the file: a step reads a few rows
+    assert m.audio_heads.weight.device.type == "cpu"  # callers read the heads' device
+    logits = _step0_logits(engine)
+    assert logits.dtype == torch.float32
+    rel = ((logits - fp32_logits).norm() / fp32_logits.norm()).item()
+    assert 0 < rel < 0.05
+
+
+def test_int8_engine_fuses_and_stays_close(fp32_logits):
+    engine = Engine.load(str(TINY), device="cpu", quantize="int8")
+    layer = engine.model.llm.layers[0]
+    kind = Int8Linear if linears.onednn_int8_available() else LegacyInt8Linear
+    assert type(layer.self_attn.fused_qkv.linear) is kind and type(layer.mlp.down_proj) is kind
+    assert narrow_installed(engine.model)
+    bf16 = native_bfloat16() and linears.onednn_linear_available()
+    assert type(engine.model.audio_heads) is (BF16Linear if bf16 else linears.OneDNNLinear)  # bf16 where native
+    assert layer.self_attn.math_dtype == (torch.bfloat16 if bf16 else None)
+    rel = ((_step0_logits(engine) - fp32_logits).norm() / fp32_logits.norm()).item()
+    assert 0 < rel < 0.1
+
+
+def test_int8_without_onednn_uses_torchs_quantised_ops(monkeypatch, fp32_logits):
+    monkeypatch.setattr(linears, "_int8_ok", False)  # as if the probe had failed
+    engine = Engine.load(str(TINY), device="cpu", quantize="int8")
+    assert type(engine.model.llm.layers[0].mlp.down_proj) is LegacyInt8Linear
+    rel = ((_step0_logits(engine) - fp32_logits).norm() / fp32_logits.norm()).item()
+    assert 0 < rel < 0.1
+
+
+@needs_onednn
+def test_bf16_packed_batch_gives_each_request_its_solo_tokens():
+    engine = Engine.load(str(TINY), device="cpu", dtype="bfloat16")
+    reqs = [Request(text=t, lang="en", seed=5) for t in ("Good morning to you.", "A second, longer line of text here.")]
+    alone = [engine.generate([r])[0].tokens for r in reqs]
+    together = [r.tokens for r in engine.generate(reqs)]
+    assert all(torch.equal(a, b) for a, b in zip(alone, together))
+
+
+def test_native_bfloat16_agrees_with_the_cpu_flags():
+    native = native_bfloat16()
+    assert isinstance(native, bool)
+    try:
+        flags = Path("/proc/cpuinfo").read_text().split()
+    except OSError:
+        pytest.skip("no /proc/cpuinfo")
+    assert native == ("avx512_bf16" in flags or "amx_bf16" in flags)
+
+
+def test_emulated_bf16_is_said(monkeypatch):
+    monkeypatch.setattr(linears, "native_bfloat16", lambda: False)
+    notices = []
+    Engine.load(str(TINY), device="cpu", dtype="bfloat16", on_notice=notices.append)
+    assert any("bfloat16 is emulated on this CPU" in n for n in notices)
+    notices.clear()
+    Engine.load(str(TINY), device="cpu", on_notice=notices.append)
+    assert not any("emulated" in n for n in notices)  # only when bf16 is asked for
+
+
+def test_int8_on_a_gpu_falls_back_only_when_the_device_was_auto(monkeypatch):
+    monkeypatch.setattr(loading, "resolve_device", lambda device: torch.device("cuda"))
+    notices = []
+    dev, quantize = loading._resolve_hardware("auto", "int8", False, notices.append)
+    assert (dev.type, quantize) == ("cuda", None)
+    assert notices == ["quantize int8 is for the CPU: running on cuda without it"]
+    with pytest.raises(InvalidRequest, match="int8 runs on the CPU only, not on cuda"):
+        loading._resolve_hardware("cuda", "int8", False, notices.append)
