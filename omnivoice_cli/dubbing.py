@@ -29,7 +29,6 @@ a dub resumed from its stems is identical to one made in one go.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import secrets
 import signal

@@ -564,12 +564,11 @@ _TAG_OR_SPACE_RE = re.compile(r"\[[^\[\]]*\]|\s+")  # a bracketed tag ([laughter
 
 def _words(text: str) -> list[str]:
     """`text` as words, each with the spaces after it; a bracketed tag is one word (never cut)."""
-    words, start, pos = [], 0, 0
+    words, start = [], 0
     for m in _TAG_OR_SPACE_RE.finditer(text):
         if m.group()[0] != "[":  # a space run ends the word before it
             words.append(text[start : m.end()])
             start = m.end()
-        pos = m.end()
     if start < len(text):
         words.append(text[start:])
     return [w for w in words if w]
