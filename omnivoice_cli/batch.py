@@ -434,7 +434,9 @@ class BatchRun:
 
     def run_settings(self) -> st.Resolved:
         layers = [(self.preset.origin, self.preset.settings)] if self.preset else []
-        return st.resolve(*layers, (st.FLAG_SOURCE, self.flags))
+        resolved = st.resolve(*layers, (st.FLAG_SOURCE, self.flags))
+        st.check_engine_options(resolved.values, resolved.sources)  # (the command said what it drops)
+        return resolved
 
     def _line_preset(self, line: Line, run: st.Resolved) -> st.Preset | None:
         spec = line.fields.get("preset")
@@ -448,12 +450,8 @@ class BatchRun:
         found = self.presets[spec]
         if isinstance(found, st.SettingsError):
             raise InvalidRequest(f"field 'preset': {found}")
-        for key in st.RUN_WIDE:
-            if key in found.settings and found.settings[key] != run[key]:
-                raise InvalidRequest(
-                    f"field 'preset': preset {spec!r} sets {key} {found.settings[key]!r} but this run uses "
-                    f"{run[key]!r}; {key} applies to the whole run (give {st.flag_name(key)} or --preset)"
-                )
+        # The hardware settings (device, dtype, threads, quantize, compile) are the run's: a line's
+        # preset does not change them (plan_line sets the run's), as a request's preset on the server.
         return found
 
     def plan_line(self, line: Line, run: st.Resolved, width: int) -> None:

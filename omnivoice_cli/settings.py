@@ -424,19 +424,30 @@ def engine_kwargs(settings: Mapping[str, Any]) -> dict[str, Any]:
     return kwargs
 
 
-def check_engine_options(settings: Mapping[str, Any]) -> None:
+def check_engine_options(settings: dict[str, Any], sources: Mapping[str, Source] | None = None) -> str | None:
     """Refuse combinations Engine.load would refuse, before the model is loaded (SettingsError,
-    in flag names). quantize int8 wants the CPU, float32 weights and no compile."""
+    in flag names). quantize int8 wants the CPU, float32 weights and no compile. A preset's int8
+    (the `fast` preset's) that meets another device, dtype or compile given elsewhere is dropped
+    instead: `settings["quantize"]` becomes "none" and the notice saying so is returned."""
     if settings.get("quantize") != "int8":
-        return
+        return None
     if settings.get("compile"):
-        raise SettingsError("--quantize int8 and --compile cannot be combined: choose one")
-    if settings.get("device") not in (None, "auto", "cpu"):
-        raise SettingsError(f"--quantize int8 runs on the CPU only, not on {settings['device']!r}: use --device cpu")
-    if settings.get("dtype") not in (None, "auto", "float32"):
-        raise SettingsError(
-            f"--quantize int8 starts from float32 weights, not {settings['dtype']}: leave --dtype at auto"
-        )
+        clash, problem = "compile", "--quantize int8 and --compile cannot be combined: choose one"
+    elif settings.get("device") not in (None, "auto", "cpu"):
+        clash, problem = "device", (f"--quantize int8 runs on the CPU only, not on {settings['device']!r}: "
+                                    "use --device cpu")  # fmt: skip
+    elif settings.get("dtype") not in (None, "auto", "float32"):
+        clash, problem = "dtype", (f"--quantize int8 starts from float32 weights, not {settings['dtype']}: "
+                                   "leave --dtype at auto")  # fmt: skip
+    else:
+        return None
+    sources = sources or {}
+    origin = sources.get("quantize", DEFAULT_SOURCE)
+    if origin.kind == "preset" and sources.get(clash) != origin:
+        settings["quantize"] = "none"
+        return (f"{origin.describe()} runs the body in int8, which needs the CPU, float32 and no compile: "
+                f"without it here ({clash} {settings[clash]})")
+    raise SettingsError(problem)
 
 
 _LINE_BREAK_RE = re.compile(r"[ \t]*(?:\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029])+[ \t]*")

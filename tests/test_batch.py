@@ -185,14 +185,15 @@ def test_preset_sets_device_dtype_and_format(invoke, fake_engine, tmp_path, home
     assert by_line(out)[2]["settings"]["device"] == "cpu"  # per run
 
 
-def test_line_preset_may_not_change_the_device(invoke, fake_engine, tmp_path, home):
+def test_line_preset_leaves_the_hardware_to_the_run(invoke, fake_engine, tmp_path, home):
     (home / "presets").mkdir(parents=True)
-    (home / "presets" / "gpu.toml").write_text('device = "cuda"\n')
+    (home / "presets" / "gpu.toml").write_text('device = "cuda"\nquantize = "int8"\nnum_step = 4\n')
     src = write_jsonl(tmp_path / "jobs.jsonl", [{"text": "a"}, {"text": "b", "preset": "gpu"}])
     r = invoke("batch", src, "-o", tmp_path / "out", "--device", "cpu", "-q")
-    assert r.exit_code == 1
-    assert "line 2: field 'preset': preset 'gpu' sets device 'cuda' but this run uses 'cpu'" in one_error(r)
-    assert files_in(tmp_path / "out") == ["0001.wav", MANIFEST]
+    assert r.exit_code == 0, r.stderr
+    assert files_in(tmp_path / "out") == ["0001.wav", "0002.wav", MANIFEST]
+    assert fake_engine.loads == [{"model": st.DEFAULT_MODEL, "device": "cpu", "dtype": "auto"}]
+    assert [q.generation.num_step for q in fake_engine.requests] == [32, 4]  # the line's preset, on the run's CPU
 
 
 # ------------------------------------------------------------------------------------ resume

@@ -40,14 +40,17 @@ def test_builtin_presets(home):
     assert quality.settings["num_step"] > st.DEFAULTS["num_step"]
     for p in (fast, balanced, quality):
         assert p.description and p.source == "built-in"
-        assert set(p.settings) == set(st.GENERATION_DEFAULTS)  # complete recipes: no leaks between presets
+        # complete recipes: no leaks between presets (fast also runs the body in int8 on a CPU)
+        assert set(p.settings) - {"quantize"} == set(st.GENERATION_DEFAULTS)
+    assert fast.settings["quantize"] == "int8" and "quantize" not in balanced.settings
 
 
 def test_builtin_presets_agree_with_the_engine():
     from omnivoice_cli.engine.config import GenerationConfig
 
     for name in ("fast", "balanced", "quality"):
-        GenerationConfig(**st.find_preset(name).settings)  # every value is one the engine accepts
+        settings = st.find_preset(name).settings
+        GenerationConfig(**{k: v for k, v in settings.items() if k in st.GENERATION_DEFAULTS})  # accepted values
 
 
 def test_presets_are_package_data():
@@ -213,11 +216,18 @@ def test_say_preset_engine_and_chunk_settings(invoke, fake_engine, home, tmp_pat
         "model": st.DEFAULT_MODEL, "device": "cpu", "dtype": "auto", "threads": 1, "compile": True,
     }  # fmt: skip
     assert fake_engine.requests[-1].generation.audio_chunk_duration == 12.0
-    # a preset's int8 with --compile is refused before the model
+    # a preset's int8 meeting --compile (or another device or dtype) is left out, with a warning
     r = invoke("say", "Hi", "--preset", "cpu8", "--compile", "-o", tmp_path / "z.wav")
+    assert r.exit_code == 0, r.stderr
+    assert "Warning: preset cpu8 runs the body in int8" in r.stderr and "(compile True)" in r.stderr
+    assert "quantize" not in fake_engine.loads[-1] and fake_engine.loads[-1]["compile"] is True
+    r = invoke("say", "Hi", "--preset", "cpu8", "--device", "cuda", "-o", tmp_path / "z.wav", "-q")
+    assert r.exit_code == 0 and "quantize" not in fake_engine.loads[-1] and "(device cuda)" in r.stderr
+    # the flag itself is still refused
+    r = invoke("say", "Hi", "--quantize", "int8", "--compile", "-o", tmp_path / "z.wav")
     assert r.exit_code == 2
     assert "--quantize int8 and --compile cannot be combined" in error_line(r)
-    assert len(fake_engine.loads) == 2
+    assert len(fake_engine.loads) == 4
 
 
 def test_say_preset_format_sets_the_format_of_stdout(invoke, fake_engine, home, tmp_path, monkeypatch):

@@ -60,7 +60,9 @@ def run_settings(preset: str | None, flags: dict[str, Any]) -> tuple[st.Preset |
     chosen = st.find_preset(preset) if preset is not None else None
     layers = [(chosen.origin, chosen.settings)] if chosen else []
     resolved = st.resolve(*layers, (st.FLAG_SOURCE, flags))
-    st.check_engine_options(resolved.values)
+    dropped = st.check_engine_options(resolved.values, resolved.sources)
+    if dropped:
+        warn(dropped)
     return chosen, resolved
 
 
