@@ -438,7 +438,7 @@ class BatchRun:
         st.check_engine_options(resolved.values, resolved.sources)  # (the command said what it drops)
         return resolved
 
-    def _line_preset(self, line: Line, run: st.Resolved) -> st.Preset | None:
+    def _line_preset(self, line: Line) -> st.Preset | None:
         spec = line.fields.get("preset")
         if spec is None:
             return self.preset
@@ -457,7 +457,7 @@ class BatchRun:
     def plan_line(self, line: Line, run: st.Resolved, width: int) -> None:
         """Resolve a checked line's settings, build its request and output name (or fail it)."""
         n, f = line.number, line.fields
-        preset = self._line_preset(line, run)
+        preset = self._line_preset(line)
         flags = dict(self.flags)
         if flags.get("seed") is not None and f.get("seed") is None:
             flags["seed"] = flags["seed"] + line.index
