@@ -40,17 +40,22 @@ def running_server(engine, **options):
         thread.join(30)
 
 
-def hold_engine(state):
-    """Block the engine loop (a call that waits) until the returned event is set."""
+def hold_loop(service):
+    """Block the service's engine loop (a call that waits) until the returned event is set."""
     gate, entered = threading.Event(), threading.Event()
 
     def wait(engine):
         entered.set()
         gate.wait(120)
 
-    state.service.call(wait)
+    service.call(wait)
     assert entered.wait(60)  # the loop is inside the call: what is submitted now is taken at once
     return gate
+
+
+def hold_engine(state):
+    """hold_loop of a running server's service."""
+    return hold_loop(state.service)
 
 
 def wait_for(predicate, timeout=60.0, what="a condition"):

@@ -11,8 +11,9 @@ import pytest
 from omnivoice_cli.engine.config import GenerationConfig
 from omnivoice_cli.engine.errors import InvalidRequest
 from omnivoice_cli.engine.pipeline import Engine, Request
-from omnivoice_cli.engine.service import Busy, Cancelled, Service, Stopped, cut_request
-from omnivoice_cli.engine.streaming import StreamConfig, stream
+from omnivoice_cli.engine.service import Busy, Cancelled, Service, Stopped
+from omnivoice_cli.engine.streaming import StreamConfig, cut_request, stream
+from server_util import hold_loop
 
 FIXTURES = Path(__file__).parent / "fixtures"
 GOLDEN = FIXTURES / "golden"
@@ -62,19 +63,6 @@ def service(engine):
     s.stop()
 
 
-def hold(service):
-    """Block the engine loop until the returned event is set (a call that waits)."""
-    gate, entered = threading.Event(), threading.Event()
-
-    def wait(engine):
-        entered.set()
-        gate.wait(120)
-
-    service.call(wait)
-    assert entered.wait(60)  # the loop is inside the call: whatever is submitted now is taken at once
-    return gate
-
-
 def test_one_piece_equals_generate(engine, service):
     req = Request(text="I can speak in the same voice.", seed=11, generation=G4)
     got = Collector()
@@ -115,7 +103,7 @@ def test_requests_packed_together_equal_each_alone(engine, service, ref_voice):
         service.submit(req, got)
         alone.append(audio_of(got.all()))
     before = service.forwards
-    gate = hold(service)
+    gate = hold_loop(service)
     collectors = [Collector() for _ in reqs]
     for req, got in zip(reqs, collectors):
         service.submit(req, got)
@@ -157,7 +145,7 @@ def test_a_new_request_joins_the_running_forwards(engine, service):
 def test_busy_beyond_max_queue_and_cancel_frees_a_place(engine):
     service = Service(engine, max_queue=2, config=CFG).start()
     try:
-        gate = hold(service)
+        gate = hold_loop(service)
         tickets = [service.submit(Request(text=TEXT, seed=n, generation=G4), Collector()) for n in range(2)]
         with pytest.raises(Busy) as e:
             service.submit(Request(text="No room.", generation=G4), Collector())
@@ -222,7 +210,7 @@ def test_call_runs_on_the_loop_and_stop_refuses(engine):
     assert service.call(lambda e: e.sample_rate).result(30) == engine.sample_rate
     thread = service.call(lambda e: threading.current_thread().name).result(30)
     assert thread == "omnivoice-engine"
-    gate = hold(service)
+    gate = hold_loop(service)
     got = Collector()
     service.submit(Request(text="Stopped under me.", generation=G4), got)
     threading.Timer(0.2, gate.set).start()

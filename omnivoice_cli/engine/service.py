@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from . import text as textmod
 from .errors import InvalidRequest, OmniVoiceError
-from .streaming import Segment, StreamConfig, StreamPiece, cut_segments, piece_job, render_piece
+from .streaming import Segment, StreamConfig, StreamPiece, cut_request, piece_job, render_piece
 
 if TYPE_CHECKING:
     from .generation import Job
@@ -129,14 +129,6 @@ class _Slot:
     job: "Job"
 
 
-def cut_request(req: "Request", config: StreamConfig) -> list[Segment]:
-    """A request's segments, cut as the streamed render cuts them."""
-    whole = req.duration is not None  # a fixed length is one generation: not cut
-    limit = min(config.piece_seconds, req.generation.audio_chunk_threshold)
-    first = min(config.first_seconds, req.generation.audio_chunk_threshold)
-    return cut_segments(req.text, first, limit, whole=whole)
-
-
 def check_sizes(req: "Request", segments: list[Segment], cfg) -> None:
     """InvalidRequest when a piece would not fit one forward (max_packed_tokens): a long text
     without punctuation at a slow speed would otherwise make one huge generation."""
@@ -184,13 +176,12 @@ class Service:
         self._thread.start()
         return self
 
-    def submit(self, req: "Request", on_event: Callable[[Event], None], config: StreamConfig | None = None) -> Ticket:
-        """Accept a request (checked: InvalidRequest), or raise Busy / Stopped. config: how its
-        text is cut (the service's own by default; streaming.WHOLE for a reply sent whole)."""
+    def submit(self, req: "Request", on_event: Callable[[Event], None]) -> Ticket:
+        """Accept a request (checked: InvalidRequest), or raise Busy / Stopped."""
         from .pipeline import validate_request
 
         warnings = validate_request(req, self.engine.cfg)
-        segments = cut_request(req, config or self.config)
+        segments = cut_request(req, self.config)
         check_sizes(req, segments, self.engine.cfg)
         with self._cond:
             if self._stopping:

@@ -144,6 +144,14 @@ def cut_segments(text: str, first_seconds: float, piece_seconds: float, whole: b
     return out
 
 
+def cut_request(req: "Request", config: StreamConfig) -> list[Segment]:
+    """A request's segments as the streamed render (and the server) cut them: pieces up to the
+    config's lengths and never over the request's chunk threshold; a fixed duration is not cut."""
+    whole = req.duration is not None  # a fixed length is one generation: not cut
+    limit = min(config.piece_seconds, req.generation.audio_chunk_threshold)
+    return cut_segments(req.text, config.first_seconds, limit, whole=whole)
+
+
 # ---------------------------------------------------------------------------------------------
 # Scheduling
 # ---------------------------------------------------------------------------------------------
@@ -309,9 +317,7 @@ class _Driver:
 
     def __init__(self, engine: "Engine", req: "Request", config: StreamConfig, clock, cancel, on_warning) -> None:
         self.engine, self.req, self.clock, self.cancel, self.on_warning = engine, req, clock, cancel, on_warning
-        whole = req.duration is not None  # a fixed length is one generation: not cut
-        limit = min(config.piece_seconds, req.generation.audio_chunk_threshold)
-        self.segments = cut_segments(req.text, config.first_seconds, limit, whole=whole)
+        self.segments = cut_request(req, config)
         self.speech = [i for i, s in enumerate(self.segments) if s.text is not None]  # segment of piece k
         self.emitter: _Emitter | None = None
         self.voice = req.ref  # the voice of pieces after 0 (piece 0's own, without a reference)
