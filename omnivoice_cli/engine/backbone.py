@@ -112,6 +112,7 @@ class Attention(nn.Module):
         self.k_norm = RMSNorm(self.head_dim, b.rms_norm_eps)
         self.fused_qkv = None  # q, k and v as one product (linears.py sets it on the CPU's bf16 / int8 paths)
         self.math_dtype = None  # None: scaled_dot_product_attention; a dtype: grouped_attention in it (CPU bf16 / int8)
+        self.out_dtype = None  # the output's dtype; None: q's (the int8 path asks for fp32, what its products read)
 
     def qkv(self, x: torch.Tensor):
         """x [N, H] -> q [N, h * D], k and v [N, kv * D] (views of one product when fused)."""
@@ -131,7 +132,7 @@ class Attention(nn.Module):
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seq_lens: list[int]) -> torch.Tensor:
         """Block-diagonal attention: each packed row attends within itself. -> [N, h * D]."""
         n = q.shape[1]
-        out = q.new_empty(n, self.n_heads, self.head_dim)  # [N, h, D]: the result is a view, not a copy
+        out = q.new_empty(n, self.n_heads, self.head_dim, dtype=self.out_dtype or q.dtype)  # [N, h, D]
         start = 0
         for length in seq_lens:
             s = slice(start, start + length)

@@ -151,22 +151,26 @@ def int8_weight(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     per-channel weight observer: scale = max|w| / 127.5 floored at float32 eps, code = round(w / scale)
     in -128..127. (torch.quantize_per_channel divides in higher precision, so a weight exactly
     half-way between two codes may land one code away from its choice; this is twice as fast.)"""
-    scale = (w.abs().amax(dim=1).float() / 127.5).clamp_min(torch.finfo(torch.float32).eps)  # [out]
-    codes = torch.round(w.float() / scale[:, None]).clamp_(-128, 127).to(torch.int8)  # [out, in]
+    lo, hi = torch.aminmax(w, dim=1)  # one pass, no |w| copy
+    scale = (torch.maximum(hi, lo.neg_()).float() / 127.5).clamp_min(torch.finfo(torch.float32).eps)  # [out]
+    codes = torch.div(w.float(), scale[:, None]).round_().clamp_(-128, 127).to(torch.int8)  # [out, in]
     return codes, scale
 
 
 def quantize_activations(x: torch.Tensor, half: int) -> tuple[torch.Tensor, float]:
     """x -> (codes uint8, scale): symmetric per tensor around the zero point half + 1, so
     x ~ scale * (codes - half - 1) with codes in 1..2 * half + 1; half = 127 uses all 8 bits, 63
-    keeps the codes under 128 (CPUs without VNNI). Three passes: the range, x / scale + zero point
-    + 0.5 (one fused multiply-add), and the cast, whose truncation rounds the positive values to
-    the nearest code (ties up)."""
-    x = x.float()  # (bf16 could not hold the half steps above 128)
+    keeps the codes under 128 (CPUs without VNNI). Passes that torch vectorises: the range, the
+    scaling, the rounding, the cast to int8 (x / scale lies in [-half, half]), and the shift to the
+    zero point on the same bytes read as uint8 (adding half + 1 modulo 256 maps -half..half onto
+    1..2 * half + 1). A direct fp32 -> uint8 cast, or a multiply-add with tensor operands, runs
+    unvectorised, each slower than all of these together (measured: 0.18 ms against 0.32-0.54
+    for [523, 1024] on 2 cores)."""
+    x = x.float()  # (bf16 could not hold the steps above 128)
     lo, hi = torch.aminmax(x)
     scale = max(-float(lo), float(hi), 1e-30) / half
-    shifted = torch.addcmul(x.new_tensor(half + 1.5), x, x.new_tensor(1.0 / scale))  # in [1.5, 2 * half + 1.5]
-    return shifted.to(torch.uint8), scale
+    codes = x.mul(1.0 / scale).round_().to(torch.int8).view(torch.uint8)
+    return codes.add_(half + 1), scale
 
 
 _int8_ok: bool | None = None
@@ -339,7 +343,7 @@ def quantize_int8(model: OmniVoiceModel) -> int:
     bf16 = native_bfloat16() and onednn_linear_available()
     if bf16:
         _heads_to_bf16(model)
-    narrow.install(model, torch.bfloat16 if bf16 else torch.float32)
+    narrow.install(model, torch.bfloat16 if bf16 else torch.float32, output=torch.float32)  # fp32: quantised at once
     return n
 
 

@@ -165,11 +165,12 @@ def load_engine(
     (see Engine.load for the options)."""
     import torch
 
-    from . import weights
+    from . import memory, weights
     from .codec import load_codec_decoder
 
     notice = on_notice or (lambda line: None)
     _set_threads(threads)
+    memory.keep_heap()
     dev, quantize = _resolve_hardware(device, quantize, compile, notice)
     root = weights.resolve_checkpoint(model, on_notice, on_download)
     cfg = ModelConfig.from_checkpoint(root)

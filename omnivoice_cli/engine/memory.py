@@ -13,7 +13,7 @@ if TYPE_CHECKING:  # annotations only
     import torch
 
 _LIBC = None
-_M_MMAP_THRESHOLD = -3  # glibc mallopt parameter
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc mallopt parameters
 MADV_WILLNEED, MADV_DONTNEED = 3, 4  # madvise advice values (Linux)
 
 _FILE_MAPS: list[tuple[int, int, object]] = []  # (start, end, storage) of every file mapped
@@ -74,6 +74,19 @@ def release_pages(t: "torch.Tensor") -> bool:
         return False
     lib = libc()
     return bool(lib) and lib.madvise(first, last - first, MADV_DONTNEED) == 0
+
+
+def keep_heap() -> None:
+    """Let the step loop reuse its memory: blocks up to 32 MiB come from the heap (glibc otherwise
+    maps each large block afresh until it has seen one freed) and the heap's free top is not handed
+    back on every free (only past 1 GiB). Each step's tensors then land in the pages the step before
+    used, instead of faulting fresh zeroed pages in. Measured on a 9 s sentence at 8 steps: ~250,000
+    page faults fewer, about 0.15 s of a whole command on 2 cores. Memory still goes back after
+    each request (release_free_memory). A no-op without glibc."""
+    lib = libc()
+    if lib:
+        lib.mallopt(_M_MMAP_THRESHOLD, 32 << 20)
+        lib.mallopt(_M_TRIM_THRESHOLD, 1 << 30)
 
 
 def release_free_memory() -> None:

@@ -5,11 +5,18 @@ is no longer all matrix products, and every pass over an [N, H] tensor shows. No
 arithmetic (summation orders and roundings differ), so the fp32 path, which must give the
 reference's tokens, never uses it.
 
-- RMSNorm: one reduction (sum of squares accumulated in fp32), one scaling pass written straight
-  in the input's dtype, one weighting pass (instead of a cast, a square, a mean, a scaling, a cast).
-- q/k norm and RoPE: the rotation's two half products are accumulated into the scaled copy
-  (`addcmul_`), no rotated copy, no negation; q and k come out in the attention's dtype.
-- Attention: backbone.grouped_attention (two batched products and a softmax in bf16).
+- Every pass runs in one dtype: a bf16 tensor is widened once, worked in fp32 and rounded once.
+  torch runs mixed-dtype passes (a bf16 operand beside an fp32 one, an fp32 result written as
+  bf16) unvectorised, several times slower than a cast followed by same-dtype passes (measured:
+  q's norm and RoPE 1.9 ms as mixed passes, 0.7 ms so, for 523 positions).
+- RMSNorm: one reduction (fp32 sums), one scaling, one weighting (instead of a cast, a square, a
+  mean, a scaling, a cast).
+- q/k norm and RoPE: worked head-major from the first pass (the widening copy transposes), the
+  rotation's two half products accumulated into the scaled copy (`addcmul_`), no rotated copy, no
+  negation; q, k and v come out dense [heads, N, D] in the attention's dtype, the layout its
+  batched products read without a copy.
+- Attention: backbone.grouped_attention (two batched products and a softmax in bf16); on the
+  int8 path its result is written in fp32 (`Attention.out_dtype`), what o_proj's quantisation reads.
 - The residual adds and the MLP's SiLU and gate product run in the epilogues of the products
   (`KernelLinear.add`, `KernelLinear.gated`: oneDNN post-ops), with no pass of their own.
 
@@ -23,15 +30,23 @@ import torch
 from .backbone import DecoderLayer, OmniVoiceModel, RMSNorm
 
 
+def _scale_by_rms(xf: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """xf (dense, fp32 or fp64) scaled in place: xf * rsqrt(mean(xf^2) + eps) * weight, last dim."""
+    inv = torch.linalg.vector_norm(xf, dim=-1, keepdim=True)  # [..., 1] sqrt(sum x^2)
+    inv = inv.square_().div_(xf.shape[-1]).add_(eps).rsqrt_()
+    return xf.mul_(inv).mul_(weight.to(xf.dtype))
+
+
 def lean_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """RMSNorm over the last dim in three passes: x * rsqrt(mean(x^2) + eps), rounded to x's dtype,
-    then * weight (the same roundings as the reference's bf16 arithmetic; sums in another order)."""
-    acc = torch.promote_types(x.dtype, torch.float32)  # fp32 sums for bf16 and fp32 (fp64 stays fp64)
-    inv = torch.linalg.vector_norm(x, dim=-1, keepdim=True, dtype=acc)  # [..., 1] sqrt(sum x^2)
-    inv = inv.square_().div_(x.shape[-1]).add_(eps).rsqrt_()
-    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)  # dense even when x is a strided view
-    torch.mul(x, inv, out=y)  # computed in fp32, stored in x's dtype
-    return y.mul_(weight)
+    """RMSNorm over the last dim: x * rsqrt(mean(x^2) + eps) * weight, computed in fp32 (fp64 stays
+    fp64) and rounded once to x's dtype. A bf16 x is widened once: torch's mixed-dtype passes (a bf16
+    operand beside an fp32 one, or an output of another dtype) run unvectorised, several times
+    slower than a cast plus same-dtype passes."""
+    acc = torch.promote_types(x.dtype, torch.float32)
+    if x.dtype == acc:  # scaled into a new dense tensor (x may be a strided view)
+        inv = torch.linalg.vector_norm(x, dim=-1, keepdim=True).square_().div_(x.shape[-1]).add_(eps).rsqrt_()
+        return torch.mul(x, inv).mul_(weight.to(acc))
+    return _scale_by_rms(x.to(acc), weight, eps).to(x.dtype)
 
 
 class LeanRMSNorm(RMSNorm):
@@ -43,15 +58,20 @@ class LeanRMSNorm(RMSNorm):
 
 def norm_rope(x: torch.Tensor, norm: RMSNorm, cos: torch.Tensor, sin: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """x [N, heads, D] (a view into the q/k/v product) -> RoPE(RMSNorm(x)) [N, heads, D] in `dtype`,
-    rotate-half layout: out = y * cos + (-y2, y1) * sin, with cos, sin [N, D]."""
-    y = lean_rms_norm(x, norm.weight, norm.eps)
-    half = x.shape[-1] // 2
-    c, s = cos[:, None], sin[:, None]  # [N, 1, D]
-    out = torch.empty(y.shape, dtype=dtype, device=y.device)
-    torch.mul(y, c, out=out)
-    out[..., :half].addcmul_(y[..., half:], s[..., :half], value=-1)
-    out[..., half:].addcmul_(y[..., :half], s[..., half:])
-    return out
+    rotate-half layout: out = y * cos + (-y2, y1) * sin, with cos, sin [N, D]. Computed in fp32 and
+    rounded once. Worked head-major from the first pass on: the result is a transposed view of a
+    dense [heads, N, D], the layout the attention's batched products read without a copy."""
+    n, heads, d = x.shape
+    half = d // 2
+    acc = torch.promote_types(x.dtype, torch.float32)
+    y = torch.empty(heads, n, d, dtype=acc, device=x.device)
+    y.copy_(x.transpose(0, 1))  # widened and head-major in one pass
+    y = _scale_by_rms(y, norm.weight, norm.eps)
+    c, s = cos.to(acc), sin.to(acc)  # [N, D], broadcast over the heads
+    z = y * c
+    z[..., :half].addcmul_(y[..., half:], s[..., :half], value=-1)
+    z[..., half:].addcmul_(y[..., :half], s[..., half:])
+    return z.to(dtype).transpose(0, 1)
 
 
 def attention_inputs(layer: DecoderLayer, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
@@ -61,8 +81,9 @@ def attention_inputs(layer: DecoderLayer, h: torch.Tensor, cos: torch.Tensor, si
     q, k, v = a.qkv(layer.input_layernorm(h))
     q = norm_rope(q.view(n, a.n_heads, a.head_dim), a.q_norm, cos, sin, dtype)
     k = norm_rope(k.view(n, a.n_kv, a.head_dim), a.k_norm, cos, sin, dtype)
-    v = v.to(dtype).view(n, a.n_kv, a.head_dim)
-    return q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1)
+    vh = torch.empty(a.n_kv, n, a.head_dim, dtype=dtype, device=v.device)  # head-major, as q and k
+    vh.copy_(v.view(n, a.n_kv, a.head_dim).transpose(0, 1))
+    return q.transpose(0, 1), k.transpose(0, 1), vh
 
 
 def attention_output_and_mlp(layer: DecoderLayer, h: torch.Tensor, attn: torch.Tensor) -> torch.Tensor:
@@ -73,13 +94,15 @@ def attention_output_and_mlp(layer: DecoderLayer, h: torch.Tensor, attn: torch.T
     return m.down_proj.add(type(m.gate_proj).gated(m.gate_proj, m.up_proj, x), h)
 
 
-def install(model: OmniVoiceModel, attention: torch.dtype) -> None:
+def install(model: OmniVoiceModel, attention: torch.dtype, output: torch.dtype | None = None) -> None:
     """Switch a converted body (linears.convert_layers) to this layer forward and its norms to
     LeanRMSNorm. Attention: grouped_attention in bf16; scaled_dot_product_attention when
-    `attention` is float32 (it beats the batched products in fp32)."""
+    `attention` is float32 (it beats the batched products in fp32). `output`: the dtype the
+    attention's result is written in (default the attention's), the one o_proj reads."""
     for module in model.modules():
         if type(module) is RMSNorm:
             module.__class__ = LeanRMSNorm
     for layer in model.llm.layers:
         layer.self_attn.math_dtype = None if attention == torch.float32 else attention
+        layer.self_attn.out_dtype = output
     model._halves = (attention_inputs, attention_output_and_mlp)
