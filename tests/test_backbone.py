@@ -1,5 +1,7 @@
 """The body's CPU fast paths: oneDNN fp32 linears, dynamic int8 linears, releasing mmap'd pages."""
 
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -17,6 +19,7 @@ from omnivoice_cli.engine.linears import (
     quantize_int8,
     use_onednn_linears,
 )
+from omnivoice_cli.engine import memory
 from omnivoice_cli.engine.memory import release_pages
 from omnivoice_cli.engine.pipeline import Engine
 from omnivoice_cli.engine.tensorfile import SafetensorsFile
@@ -115,6 +118,40 @@ def test_release_pages_drops_only_mapped_checkpoint_pages():
     heap = copy.clone()
     assert release_pages(heap) is False  # heap memory would read back as zeros: refused
     assert torch.equal(heap, copy)
+
+
+_STEP_LIKE = """
+import resource, sys, torch
+if sys.argv[1] == "keep":
+    from omnivoice_cli.engine.memory import keep_heap
+    keep_heap()
+def step():  # tensors of a few MiB made and dropped, as a forward does
+    xs = []
+    for mib in (6, 2, 8, 4, 12, 3):
+        t = torch.ones(mib << 18)
+        xs.append(t * 2)
+        del t
+    return sum(float(x[0]) for x in xs)
+step()
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(10):
+    step()
+print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or not memory.libc(), reason="glibc only")
+def test_keep_heap_lets_steps_reuse_their_pages():
+    """Each in a fresh process (the setting is process-wide): after keep_heap, repeating a step's
+    allocations faults few pages in; glibc's defaults fault most of them in again every time."""
+
+    def faults(mode):
+        out = subprocess.run([sys.executable, "-c", _STEP_LIKE, mode], capture_output=True, text=True, check=True)
+        return int(out.stdout)
+
+    pages = 10 * (6 + 2 + 8 + 4 + 12 + 3) * 2 * 256  # 10 steps, each tensor and its double, 4 KiB pages
+    kept, default = faults("keep"), faults("default")
+    assert kept < pages // 20 and default > pages // 8, (kept, default)
 
 
 def test_engine_picks_the_cpu_linear_paths():
