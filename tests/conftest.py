@@ -151,3 +151,20 @@ def ckpt_copy(tmp_path) -> Path:
 def files_in(folder: Path) -> list[str]:
     """Every file under `folder` (hidden temporary files included), relative, sorted."""
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+
+
+@pytest.fixture(scope="module")
+def engine():
+    """The tiny checkpoint loaded on the CPU, once per test module (a module may define its own)."""
+    from omnivoice_cli.engine.pipeline import Engine
+
+    return Engine.load(str(TINY_CKPT), device="cpu")
+
+
+@pytest.fixture(scope="module")
+def ref_voice(engine):
+    """The golden cloning case's reference voice, prepared by the module's engine."""
+    import json
+
+    meta = json.loads((GOLDEN / "clone.json").read_text())["generate_kwargs"]
+    return engine.voice_from_audio(str(GOLDEN / meta["ref_audio"]), meta["ref_text"])

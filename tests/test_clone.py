@@ -9,16 +9,11 @@ import torch
 from safetensors.torch import load_file
 
 from omnivoice_cli.engine.config import GenerationConfig
-from omnivoice_cli.engine.pipeline import Engine, Request
+from omnivoice_cli.engine.pipeline import Request
 from test_parity import run_traced
 
 FIXTURES = Path(__file__).parent / "fixtures"
 GOLDEN = FIXTURES / "golden"
-
-
-@pytest.fixture(scope="module")
-def engine():
-    return Engine.load(str(FIXTURES / "tiny" / "ckpt"), device="cpu")
 
 
 @pytest.mark.parametrize("case", ["clone", "clone_16k"])

@@ -3,23 +3,15 @@
 No GPU here: the capture is replaced by one that records the forward on static buffers and
 replays it by re-running the model on them, which exercises everything but the CUDA calls."""
 
-from pathlib import Path
 
-import pytest
 import torch
 
 from omnivoice_cli.engine.config import GenerationConfig
 from omnivoice_cli.engine.generation import pack, run_jobs
 from omnivoice_cli.engine.graphs import Graph, GraphedForward, static_copy
-from omnivoice_cli.engine.pipeline import Engine, Request
+from omnivoice_cli.engine.pipeline import Request
 
-TINY = Path(__file__).parent / "fixtures" / "tiny" / "ckpt"
 TEXTS = ["Hello there.", "A second, somewhat longer sentence for the batch.", "Third one."]
-
-
-@pytest.fixture(scope="module")
-def engine():
-    return Engine.load(str(TINY), device="cpu")
 
 
 def fake_capture(log):

@@ -206,13 +206,6 @@ def test_a_closed_stdout_does_not_matter_when_audio_goes_to_a_file(tmp_path):
 # ------------------------------------------------------------------------------ one request fails alone
 
 
-@pytest.fixture(scope="module")
-def engine():
-    from omnivoice_cli.engine.pipeline import Engine
-
-    return Engine.load(str(TINY_CKPT), device="cpu")
-
-
 def _request(text: str, seed: int, **kw):
     from omnivoice_cli.engine.config import GenerationConfig
     from omnivoice_cli.engine.pipeline import Request

@@ -11,16 +11,11 @@ from safetensors.torch import load_file
 from omnivoice_cli.engine import audio, generation
 from omnivoice_cli.engine.config import GenerationConfig
 from omnivoice_cli.engine.errors import InvalidRequest
-from omnivoice_cli.engine.pipeline import Engine, Request, validate_request
+from omnivoice_cli.engine.pipeline import Request, validate_request
 from omnivoice_cli.engine.text import split_pauses
 
 FIXTURES = Path(__file__).parent / "fixtures"
 GREEDY = GenerationConfig(position_temperature=0.0, class_temperature=0.0)
-
-
-@pytest.fixture(scope="module")
-def engine():
-    return Engine.load(str(FIXTURES / "tiny" / "ckpt"), device="cpu")
 
 
 def traced_generate(engine, requests, monkeypatch):

@@ -22,13 +22,6 @@ GOLDEN = FIXTURES / "golden"
 CASES = ["auto_en", "design_en", "zh", "batch3", "steps8", "steps16", "guidance0", "duration2", "speed13", "nonverbal"]
 
 
-@pytest.fixture(scope="module")
-def engine():
-    from omnivoice_cli.engine.pipeline import Engine
-
-    return Engine.load(str(FIXTURES / "tiny" / "ckpt"), device="cpu")
-
-
 def golden(case):
     meta = json.loads((GOLDEN / f"{case}.json").read_text())
     return meta, load_file(GOLDEN / f"{case}.safetensors")

@@ -16,7 +16,7 @@ import httpx
 import numpy as np
 
 from omnivoice_cli.engine.config import GenerationConfig
-from omnivoice_cli.engine.pipeline import Engine, Request
+from omnivoice_cli.engine.pipeline import Request
 from omnivoice_cli.engine.streaming import StreamConfig, stream
 from omnivoice_cli.output import pcm16
 from omnivoice_cli.server.config import ServeOptions
@@ -41,11 +41,6 @@ def home(tmp_path_factory):
         del os.environ["OMNIVOICE_HOME"]
     else:
         os.environ["OMNIVOICE_HOME"] = old
-
-
-@pytest.fixture(scope="module")
-def engine():
-    return Engine.load(str(TINY_CKPT), device="cpu")
 
 
 @pytest.fixture(scope="module")

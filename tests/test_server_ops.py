@@ -19,16 +19,10 @@ pytest.importorskip("uvicorn")  # the serve extra (CI installs it with the test 
 import httpx
 import numpy as np
 
-from omnivoice_cli.engine.pipeline import Engine
 from server_util import TINY_CKPT, decode, hold_engine, running_server, wait_for, wav_samples
 
 ROOT = Path(__file__).resolve().parent.parent
 SHORT = {"input": "Hello there.", "num_step": 2, "response_format": "wav", "stream": False}
-
-
-@pytest.fixture(scope="module")
-def engine():
-    return Engine.load(str(TINY_CKPT), device="cpu")
 
 
 @pytest.fixture(autouse=True)

@@ -1,36 +1,21 @@
 """The engine service (engine/service.py) on the tiny checkpoint: what it renders, how it schedules."""
 
-import json
 import queue
 import threading
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from omnivoice_cli.engine.config import GenerationConfig
 from omnivoice_cli.engine.errors import InvalidRequest
-from omnivoice_cli.engine.pipeline import Engine, Request
+from omnivoice_cli.engine.pipeline import Request
 from omnivoice_cli.engine.service import Busy, Cancelled, Service, Stopped
 from omnivoice_cli.engine.streaming import StreamConfig, cut_request, stream
 from server_util import hold_loop
 
-FIXTURES = Path(__file__).parent / "fixtures"
-GOLDEN = FIXTURES / "golden"
 G4 = GenerationConfig(num_step=4)
 TEXT = "Good morning. The train leaves at seven, so we have time. [pause 0.4s] She packed her bags. Nobody left."
 CFG = StreamConfig(first_seconds=1.5, piece_seconds=2.5)  # TEXT in four short pieces
-
-
-@pytest.fixture(scope="module")
-def engine():
-    return Engine.load(str(FIXTURES / "tiny" / "ckpt"), device="cpu")
-
-
-@pytest.fixture(scope="module")
-def ref_voice(engine):
-    meta = json.loads((GOLDEN / "clone.json").read_text())["generate_kwargs"]
-    return engine.voice_from_audio(str(GOLDEN / meta["ref_audio"]), meta["ref_text"])
 
 
 class Collector:

@@ -1,9 +1,7 @@
 """Streamed rendering (engine/streaming.py): cutting, wave sizing, and the render on the tiny checkpoint."""
 
 import itertools
-import json
 import threading
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,7 +9,7 @@ import torch
 
 from omnivoice_cli.engine import generation
 from omnivoice_cli.engine.config import GenerationConfig
-from omnivoice_cli.engine.pipeline import Engine, Request
+from omnivoice_cli.engine.pipeline import Request
 from omnivoice_cli.engine.streaming import (
     Cancelled,
     Segment,
@@ -27,8 +25,6 @@ from omnivoice_cli.engine.streaming import (
 )
 from omnivoice_cli.engine.voice import VoicePrompt
 
-FIXTURES = Path(__file__).parent / "fixtures"
-GOLDEN = FIXTURES / "golden"
 G4 = GenerationConfig(num_step=4)
 GREEDY4 = GenerationConfig(num_step=4, position_temperature=0.0, class_temperature=0.0)
 LONG = (
@@ -137,17 +133,6 @@ def test_slower_than_real_time_doubles_the_waves():
 
 
 # --- the render on the tiny checkpoint ----------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def engine():
-    return Engine.load(str(FIXTURES / "tiny" / "ckpt"), device="cpu")
-
-
-@pytest.fixture(scope="module")
-def ref_voice(engine):
-    meta = json.loads((GOLDEN / "clone.json").read_text())["generate_kwargs"]
-    return engine.voice_from_audio(str(GOLDEN / meta["ref_audio"]), meta["ref_text"])
 
 
 def fake_clock(dt):
