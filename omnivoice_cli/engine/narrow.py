@@ -30,11 +30,14 @@ import torch
 from .backbone import DecoderLayer, OmniVoiceModel, RMSNorm
 
 
+def _inv_rms(x: torch.Tensor, eps: float) -> torch.Tensor:
+    """x [..., D] (fp32 or fp64) -> rsqrt(mean(x^2) + eps) [..., 1]."""
+    return torch.linalg.vector_norm(x, dim=-1, keepdim=True).square_().div_(x.shape[-1]).add_(eps).rsqrt_()
+
+
 def _scale_by_rms(xf: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """xf (dense, fp32 or fp64) scaled in place: xf * rsqrt(mean(xf^2) + eps) * weight, last dim."""
-    inv = torch.linalg.vector_norm(xf, dim=-1, keepdim=True)  # [..., 1] sqrt(sum x^2)
-    inv = inv.square_().div_(xf.shape[-1]).add_(eps).rsqrt_()
-    return xf.mul_(inv).mul_(weight.to(xf.dtype))
+    return xf.mul_(_inv_rms(xf, eps)).mul_(weight.to(xf.dtype))
 
 
 def lean_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -44,8 +47,7 @@ def lean_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Te
     slower than a cast plus same-dtype passes."""
     acc = torch.promote_types(x.dtype, torch.float32)
     if x.dtype == acc:  # scaled into a new dense tensor (x may be a strided view)
-        inv = torch.linalg.vector_norm(x, dim=-1, keepdim=True).square_().div_(x.shape[-1]).add_(eps).rsqrt_()
-        return torch.mul(x, inv).mul_(weight.to(acc))
+        return torch.mul(x, _inv_rms(x, eps)).mul_(weight.to(acc))
     return _scale_by_rms(x.to(acc), weight, eps).to(x.dtype)
 
 
