@@ -16,10 +16,10 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-import soundfile as sf
 
 from conftest import GOLDEN, ROOT, TINY_CKPT, files_in
 from omnivoice_cli import cluster
@@ -448,10 +448,19 @@ def _descendants(pid: int) -> dict[int, str]:
     return found
 
 
-def _start(src: Path, out: Path, tmp_path: Path, ray_tmp: str) -> subprocess.Popen:
+@contextmanager
+def _running(src: Path, out: Path, tmp_path: Path, ray_tmp: str):
+    """`omnivoice batch --ray local` started in a child process, killed on the way out if a test
+    left it running (a failed assertion or a timeout), so no cluster outlives its test."""
     cmd = MAIN + ["batch", str(src), "-o", str(out), *RUN, *CLUSTER]
     env = {**ENV, "OMNIVOICE_HOME": str(tmp_path / "home"), "RAY_TMPDIR": ray_tmp}
-    return subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def _wait_for(proc: subprocess.Popen | None, what, seconds: float = 240):
@@ -478,16 +487,11 @@ def _alive(pid: int) -> bool:
 @slow
 def test_a_worker_killed_mid_run_is_replaced(local_batch, tmp_path, ray_tmp):
     src, local = local_batch
-    proc = _start(src, tmp_path / "out", tmp_path, ray_tmp)
-    try:
+    with _running(src, tmp_path / "out", tmp_path, ray_tmp) as proc:
         running = lambda: [p for p, c in _descendants(proc.pid).items() if c.startswith("ray::OmnivoiceWorker.run")]
         victim = _wait_for(proc, running)[0]
         os.kill(victim, signal.SIGKILL)
         stdout, stderr = proc.communicate(timeout=300)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     stderr = stderr.decode()
     assert proc.returncode == 0, stderr
     assert "died" in stderr and "go to another worker" in stderr and stdout == b""
@@ -498,8 +502,7 @@ def test_a_worker_killed_mid_run_is_replaced(local_batch, tmp_path, ray_tmp):
 def test_ctrl_c_then_rerun(local_batch, tmp_path, ray_tmp):
     src, local = local_batch
     out = tmp_path / "out"
-    proc = _start(src, out, tmp_path, ray_tmp)
-    try:
+    with _running(src, out, tmp_path, ray_tmp) as proc:
         cluster_pids = set()
 
         def first_record():
@@ -509,10 +512,6 @@ def test_ctrl_c_then_rerun(local_batch, tmp_path, ray_tmp):
         _wait_for(proc, first_record)
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     stderr = stderr.decode()
     assert proc.returncode == 130, stderr
     assert "stopped by Ctrl-C" in stderr and "Traceback" not in stderr
@@ -525,8 +524,8 @@ def test_ctrl_c_then_rerun(local_batch, tmp_path, ray_tmp):
     assert cluster_pids
     _wait_for(None, lambda: not [p for p in cluster_pids if _alive(p)], 30)  # the local cluster is gone
 
-    rerun = _start(src, out, tmp_path, ray_tmp)
-    _, stderr = rerun.communicate(timeout=300)
+    with _running(src, out, tmp_path, ray_tmp) as rerun:
+        _, stderr = rerun.communicate(timeout=300)
     assert rerun.returncode == 0, stderr.decode()
     assert f"{len(finished)} skipped" in stderr.decode()
     for name, stamp in finished.items():
