@@ -8,16 +8,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 from safetensors import safe_open
 from safetensors.numpy import load_file as load_np
 from safetensors.torch import load_file, save_file
 
 from omnivoice_cli.engine.codec import (
+    Upsample,
     build_decoder,
     decoder_tensor_shapes,
     load_codec_decoder,
+    polyphase_upsample,
+    polyphase_weight,
     rvq_decode,
     snake,
+    upsample_conv_params,
 )
 from omnivoice_cli.engine.config import CodecConfig, ModelConfig
 from omnivoice_cli.engine.errors import CheckpointError
@@ -94,6 +99,28 @@ def test_snake_formula():
     # alpha is used raw (not exp'd): alpha -> 0 gives x + alpha * x^2 -> x
     tiny = snake(x, torch.full_like(alpha, 1e-6))
     torch.testing.assert_close(tiny, x, atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("stride", [2, 3, 4, 5, 8])
+def test_polyphase_upsample_is_the_transposed_convolution(stride):
+    g = torch.Generator().manual_seed(stride)
+    x = torch.randn(2, 6, 11, generator=g, dtype=torch.float64)
+    w = torch.randn(6, 4, 2 * stride, generator=g, dtype=torch.float64)  # [C_in, C_out, 2s]
+    b = torch.randn(4, generator=g, dtype=torch.float64)
+    geometry = upsample_conv_params(stride)
+    want = F.conv_transpose1d(x, w, b, stride=stride, padding=geometry["padding"], output_padding=geometry["output_padding"])
+    pw, pb = polyphase_weight(w, b, stride)
+    got = polyphase_upsample(x, pw, pb, stride, geometry["padding"])
+    assert got.shape == want.shape == (2, 4, 11 * stride)
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+    module = Upsample(6, 4, **geometry).double()
+    with torch.no_grad():
+        module.weight.copy_(w)
+        module.bias.copy_(b)
+    torch.testing.assert_close(module(x), want, rtol=1e-12, atol=1e-12)
+    with torch.no_grad():  # new weights are picked up, not the first call's rearrangement
+        module.weight.mul_(2)
+    torch.testing.assert_close(module(x) - b[:, None], 2 * (want - b[:, None]), rtol=1e-12, atol=1e-12)
 
 
 def test_rvq_decode_sums_projected_levels():

@@ -13,7 +13,7 @@ from omnivoice_cli.engine import linears, loading
 from omnivoice_cli.engine import narrow
 from omnivoice_cli.engine.backbone import RMSNorm, apply_rope, grouped_attention, rms_norm, rope_cos_sin, rope_inv_freq
 from omnivoice_cli.engine.errors import InvalidRequest
-from omnivoice_cli.engine.narrow import LeanRMSNorm, lean_rms_norm, norm_rope
+from omnivoice_cli.engine.narrow import LeanRMSNorm, lean_rms_norm, norm_rope, rope_tables, rope_weights
 from omnivoice_cli.engine.linears import (
     BF16Linear,
     Fused,
@@ -125,6 +125,58 @@ def test_int8_weight_codes_round_to_the_nearest_step():
     assert (err <= scale.double()[:, None] / 2 * (1 + 1e-4)).all()  # a channel's max sits on a tie, by construction
 
 
+def test_int8_weight_in_blocks_is_the_same_coding():
+    w = torch.randn(37, 40) * torch.linspace(0.01, 3, 37)[:, None]
+    whole, s1 = int8_weight(w)
+    blocks, s2 = int8_weight(w, block=3 * 40 + 5)  # 3 rows a block, 13 blocks, the last short
+    assert torch.equal(whole, blocks) and torch.equal(s1, s2)
+    want = torch.div(w.double(), s1.double()[:, None]).round().clamp(-128, 127)
+    assert (whole.double() - want).abs().max() <= 1  # division rounding only ever at an exact tie
+
+
+@needs_onednn_int8
+@pytest.mark.parametrize("n_out,n_in", [(128, 64), (192, 128), (64, 256)])
+def test_int8_packing_is_onednns_byte_for_byte(monkeypatch, n_out, n_in):
+    monkeypatch.setattr(linears, "_TEMPLATES", {})
+    monkeypatch.setattr(linears, "_FOREIGN", set())
+    g = torch.Generator().manual_seed(n_out + n_in)
+    codes = [torch.randint(-128, 128, (n_out, n_in), dtype=torch.int8, generator=g) for _ in range(3)]
+    first = linears.prepack_int8(codes[0])  # oneDNN's, checked against ours
+    if (n_out, n_in) in linears._FOREIGN:
+        pytest.skip("this CPU / torch build packs int8 weights in another layout (oneDNN's packing is used)")
+    assert linears._TEMPLATES[(n_out, n_in)] is first
+    x = torch.randint(1, 256, (5, n_in), dtype=torch.uint8, generator=g)
+    scales = torch.rand(n_out, generator=g) / 100
+    for c in codes[1:]:
+        ours, theirs = linears.prepack_int8(c), torch.ops.onednn.qlinear_prepack(c, None)
+        assert torch.equal(linears._packed_bytes(ours), linears._packed_bytes(theirs))
+        run = lambda p: torch.ops.onednn.qlinear_pointwise(x, 0.05, 128, p, scales, None, None, 1.0, 0, torch.float32, "none", [], "")  # noqa: E731
+        assert torch.equal(run(ours), run(theirs))
+        want = ((x.double() - 128) * 0.05) @ (c.double() * scales.double()[:, None]).T
+        torch.testing.assert_close(run(ours).double(), want, rtol=1e-5, atol=1e-4)
+
+
+@needs_onednn_int8
+def test_int8_packing_falls_back_to_onednn_where_the_layout_differs(monkeypatch):
+    monkeypatch.setattr(linears, "_TEMPLATES", {})
+    monkeypatch.setattr(linears, "_FOREIGN", set())
+    odd = torch.randint(-128, 128, (40, 24), dtype=torch.int8)  # not whole 64 x 64 blocks
+    linears.prepack_int8(odd)
+    assert (40, 24) in linears._FOREIGN and not linears._TEMPLATES
+    real = linears._pack_like
+
+    def transposed_blocks(template, codes):  # a layout that is not oneDNN's
+        return real(template, codes.view(-1, 64, codes.shape[1]).flip(1).reshape(codes.shape).contiguous())
+
+    monkeypatch.setattr(linears, "_pack_like", transposed_blocks)
+    codes = torch.randint(-128, 128, (128, 64), dtype=torch.int8)
+    packed = linears.prepack_int8(codes)
+    assert (128, 64) in linears._FOREIGN and (128, 64) not in linears._TEMPLATES
+    assert torch.equal(linears._packed_bytes(packed), linears._packed_bytes(torch.ops.onednn.qlinear_prepack(codes, None)))
+    again = torch.randint(-128, 128, (128, 64), dtype=torch.int8)  # later weights of that shape: oneDNN's too
+    assert torch.equal(linears._packed_bytes(linears.prepack_int8(again)), linears._packed_bytes(torch.ops.onednn.qlinear_prepack(again, None)))
+
+
 # ----------------------------------------------------------------------------------------- fused
 
 
@@ -197,7 +249,7 @@ def test_norm_rope_is_rope_of_the_norm(dtype):
     norm.weight.data = torch.randn(16, generator=g, dtype=torch.float64)
     cos, sin = rope_cos_sin(torch.arange(21), rope_inv_freq(16, 1e4), torch.float64)
     want = apply_rope(norm(x).transpose(0, 1), cos, sin).transpose(0, 1)  # the reference's arithmetic, float64
-    got = norm_rope(x, norm, cos, sin, dtype)
+    got = norm_rope(x, rope_tables(rope_weights(norm.weight), torch.stack([cos, sin])), norm.eps, dtype)
     assert got.dtype == dtype and got.shape == x.shape
     assert got.transpose(0, 1).is_contiguous()  # head-major: what the attention's products read
     tol = 1e-6 if dtype == torch.float32 else 0.51 * BF16_EPS  # bf16: rounded once, at the end

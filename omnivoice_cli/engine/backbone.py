@@ -216,6 +216,7 @@ class OmniVoiceModel(nn.Module):
         self.register_buffer("codebook_layer_offsets", torch.empty(cfg.num_audio_codebook, dtype=torch.long))
         self.register_buffer("inv_freq", torch.empty(b.head_dim // 2), persistent=False)
         self._halves = (DecoderLayer.attention_inputs, DecoderLayer.attention_output_and_mlp)
+        self._rope = rope_cos_sin  # (positions, inv_freq, dtype) -> what the layers get as (cos, sin)
 
     def codebook_offsets(self) -> torch.Tensor:
         """[C] the first row of each codebook's block in the audio tables: c * audio_vocab_size."""
@@ -243,7 +244,7 @@ class OmniVoiceModel(nn.Module):
         """-> final hidden states [M, H] at the target positions (pass slices of it to `heads`)."""
         h = self.embed(batch.input_ids, batch.audio_mask)
         positions = packed_positions(batch.seq_lens, device=h.device)
-        cos, sin = rope_cos_sin(positions, self.inv_freq, h.dtype)
+        cos, sin = self._rope(positions, self.inv_freq, h.dtype)
         inputs, outputs = self._halves
         for layer in self.llm.layers:
             h = layer_forward(layer, h, cos, sin, batch.seq_lens, inputs, outputs)

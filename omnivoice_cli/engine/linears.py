@@ -8,6 +8,8 @@ The network itself (backbone.py) knows nothing of the kernels: loading.py picks 
 
 from __future__ import annotations
 
+import ctypes
+import weakref
 from typing import TYPE_CHECKING
 
 import torch
@@ -146,14 +148,22 @@ class BF16Linear(KernelLinear):
         return up.binary(x, gate(x, "swish"), "mul")  # two products, no pass of their own
 
 
-def int8_weight(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def int8_weight(w: torch.Tensor, block: int = 1 << 18) -> tuple[torch.Tensor, torch.Tensor]:
     """w [out, in] -> (codes int8 [out, in], scales [out]): symmetric per output channel, as torch's
     per-channel weight observer: scale = max|w| / 127.5 floored at float32 eps, code = round(w / scale)
     in -128..127. (torch.quantize_per_channel divides in higher precision, so a weight exactly
-    half-way between two codes may land one code away from its choice; this is twice as fast.)"""
-    lo, hi = torch.aminmax(w, dim=1)  # one pass, no |w| copy
+    half-way between two codes may land one code away from its choice; this is twice as fast.)
+    Coded `block` elements of rows at a time (1 MiB of fp32): the division, rounding, clamping and
+    cast then stay in the core's cache, and w is read from memory twice (its range, its codes)
+    instead of six times. (Measured on the 0.6B body at load: 1.6 s of two cores' time before,
+    mostly torch.aminmax along a dim, which runs unvectorised.)"""
+    hi, lo = w.amax(dim=1), w.amin(dim=1)  # no |w| copy; ~20x faster than aminmax along a dim
     scale = (torch.maximum(hi, lo.neg_()).float() / 127.5).clamp_min(torch.finfo(torch.float32).eps)  # [out]
-    codes = torch.div(w.float(), scale[:, None]).round_().clamp_(-128, 127).to(torch.int8)  # [out, in]
+    codes = torch.empty(w.shape, dtype=torch.int8, device=w.device)
+    rows = max(1, block // max(1, w.shape[1]))
+    for i in range(0, w.shape[0], rows):
+        part = torch.div(w[i : i + rows].float(), scale[i : i + rows, None])
+        codes[i : i + rows] = part.round_().clamp_(-128, 127)  # [rows, in]
     return codes, scale
 
 
@@ -171,6 +181,59 @@ def quantize_activations(x: torch.Tensor, half: int) -> tuple[torch.Tensor, floa
     scale = max(-float(lo), float(hi), 1e-30) / half
     codes = x.mul(1.0 / scale).round_().to(torch.int8).view(torch.uint8)
     return codes.add_(half + 1), scale
+
+
+_TEMPLATES: "weakref.WeakValueDictionary[tuple[int, int], torch.Tensor]" = weakref.WeakValueDictionary()
+_FOREIGN: set[tuple[int, int]] = set()  # weight shapes whose packing here is not oneDNN's
+
+
+def _packed_bytes(packed: torch.Tensor) -> torch.Tensor:
+    """The bytes of a packed (opaque oneDNN) weight as a uint8 tensor over the same memory; only
+    while `packed` lives."""
+    n = torch.ops.mkldnn._nbytes(packed)
+    return torch.frombuffer((ctypes.c_uint8 * n).from_address(torch.ops.mkldnn.data_ptr(packed)), dtype=torch.uint8)
+
+
+def _pack_like(template: torch.Tensor, codes: torch.Tensor) -> torch.Tensor:
+    """codes int8 [out, in] packed as oneDNN packs them for its u8 x s8 products on AVX-512 (the
+    layout `BA16a64b4a`: blocks of 64 outputs x 64 inputs, outer over the outputs; in a block, 16
+    groups of 4 inputs, each with its 64 outputs' 4 bytes side by side), followed by the zero-point
+    compensation (-sum of each output's codes, int32): written into a copy of `template`, a weight
+    oneDNN packed at this shape. A few vectorised copies instead of oneDNN's reference reorder
+    (measured: 1.5 ms against 11.7 ms for a [3072, 1024] weight)."""
+    n, k = codes.shape
+    packed = template.clone()
+    out = _packed_bytes(packed)
+    blocks = out[: n * k].view(torch.int32).view(n // 64, k // 64, 16, 64)
+    blocks.copy_(codes.view(torch.int32).view(n // 64, 64, k // 64, 16).permute(0, 2, 3, 1))
+    out[n * k :].view(torch.int32).copy_(codes.sum(1, dtype=torch.int32).neg_())
+    return packed
+
+
+def prepack_int8(codes: torch.Tensor) -> torch.Tensor:
+    """codes int8 [out, in] -> the packed weight oneDNN's qlinear reads (qlinear_prepack's result).
+    The first weight of each shape is packed by oneDNN and checked against _pack_like, byte for
+    byte; where they agree, the later ones of that shape are packed by _pack_like, else (another
+    layout: another CPU, torch build or shape) always by oneDNN. Loading the 0.6B body: ~1 s less."""
+    key = tuple(codes.shape)
+    template = _TEMPLATES.get(key)
+    if template is not None:
+        return _pack_like(template, codes.contiguous())
+    packed = torch.ops.onednn.qlinear_prepack(codes, None)
+    if key not in _FOREIGN:
+        n, k = key
+        try:
+            same = n % 64 == 0 and k % 64 == 0 and codes.is_contiguous() and torch.ops.mkldnn._nbytes(packed) == n * k + 4 * n
+            if same:
+                mine = _pack_like(packed, codes)  # held while its bytes are read
+                same = torch.equal(_packed_bytes(mine), _packed_bytes(packed))
+        except (AttributeError, RuntimeError, TypeError, ValueError):  # no raw access in this build
+            same = False
+        if same:
+            _TEMPLATES[key] = packed
+        else:
+            _FOREIGN.add(key)
+    return packed
 
 
 _int8_ok: bool | None = None
@@ -207,7 +270,7 @@ class Int8Linear(KernelLinear):
         super().__init__()
         self.out_features, self.in_features = weight.shape
         codes, self.w_scale = int8_weight(weight.detach())
-        self.packed = torch.ops.onednn.qlinear_prepack(codes, None)
+        self.packed = prepack_int8(codes)
         self.bias = None if bias is None else bias.detach().float()
 
     def quantize(self, x: torch.Tensor) -> tuple[torch.Tensor, float]:
@@ -363,10 +426,10 @@ def to_bfloat16(model: OmniVoiceModel) -> int:
     from . import narrow
 
     n = convert_layers(model, BF16Linear)
+    narrow.install(model, torch.bfloat16)  # first: the q/k norms' weights are folded into RoPE in fp32
     for m in model.modules():
-        if type(m).__name__ == "RMSNorm" and m.weight.dtype != torch.bfloat16:
+        if isinstance(m, narrow.RMSNorm) and m.weight.dtype != torch.bfloat16:
             m.weight = _to_bf16(m.weight)
     model.audio_embeddings.weight = _to_bf16(model.audio_embeddings.weight)
     _heads_to_bf16(model)
-    narrow.install(model, torch.bfloat16)
     return n

@@ -179,6 +179,7 @@ def load_engine(
         raise InvalidRequest(f"int8 starts from float32 weights, not {dtype}: leave dtype at auto", "quantize")
     _check_cpu_bf16(dev, dt, notice)
     net = load_body(root, cfg, dev, dt, quantize, compile)
+    memory.release_free_memory()  # the conversions' freed temporaries (~0.2 GB for int8), kept by keep_heap
     tokenizer = load_tokenizer(root, cfg)
     codec_device = torch.device("cpu") if dev.type == "mps" else dev  # MPS convs cap lengths at 65536
     codec = load_codec_decoder(root / "audio_tokenizer", cfg.codec, device=codec_device)

@@ -11,10 +11,12 @@ reference's tokens, never uses it.
   q's norm and RoPE 1.9 ms as mixed passes, 0.7 ms so, for 523 positions).
 - RMSNorm: one reduction (fp32 sums), one scaling, one weighting (instead of a cast, a square, a
   mean, a scaling, a cast).
-- q/k norm and RoPE: worked head-major from the first pass (the widening copy transposes), the
-  rotation's two half products accumulated into the scaled copy (`addcmul_`), no rotated copy, no
-  negation; q, k and v come out dense [heads, N, D] in the attention's dtype, the layout its
-  batched products read without a copy.
+- q/k norm and RoPE: the norm's weight folded into RoPE's tables (cos and sin in fp32, stacked
+  once per forward, times the weight: one small product per layer), the norm's scale applied
+  last; worked head-major from the first pass (the widening copy transposes), the rotation's two
+  half products accumulated into the scaled copy (`addcmul_`), no rotated copy; q, k and v come out
+  dense [heads, N, D] in the attention's dtype, the layout its batched products read without a
+  copy.
 - Attention: backbone.grouped_attention (two batched products and a softmax in bf16); on the
   int8 path its result is written in fp32 (`Attention.out_dtype`), what o_proj's quantisation reads.
 - The residual adds and the MLP's SiLU and gate product run in the epilogues of the products
@@ -27,7 +29,7 @@ from __future__ import annotations
 
 import torch
 
-from .backbone import DecoderLayer, OmniVoiceModel, RMSNorm
+from .backbone import DecoderLayer, OmniVoiceModel, RMSNorm, rope_cos_sin
 
 
 def _inv_rms(x: torch.Tensor, eps: float) -> torch.Tensor:
@@ -58,31 +60,55 @@ class LeanRMSNorm(RMSNorm):
         return lean_rms_norm(x, self.weight, self.eps)
 
 
-def norm_rope(x: torch.Tensor, norm: RMSNorm, cos: torch.Tensor, sin: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+def rope_weights(weight: torch.Tensor) -> torch.Tensor:
+    """A q/k norm's weight w [D] -> [2, 1, D] fp32: w, and (-w2, w1) (halves swapped, the first
+    negated): what cos and sin are multiplied by when the weight is folded into RoPE (rope_tables)."""
+    w = weight.detach().to(torch.float32)
+    half = w.shape[0] // 2
+    return torch.stack([w, torch.cat([-w[half:], w[:half]])])[:, None]
+
+
+def rope_tables(weights: torch.Tensor, cos_sin: torch.Tensor) -> torch.Tensor:
+    """The norm's weight folded into RoPE's tables: for y = x * rsqrt(mean(x^2) + eps),
+    RoPE(y * w) = y * (cos * w) + (y2, y1) * (sin * (-w2, w1)).
+    weights [2, 1, D] (rope_weights), cos_sin [2, N, D] -> [2, N, D] in cos_sin's dtype."""
+    return cos_sin * weights.to(cos_sin.dtype)
+
+
+def norm_rope(x: torch.Tensor, tables: torch.Tensor, eps: float, dtype: torch.dtype) -> torch.Tensor:
     """x [N, heads, D] (a view into the q/k/v product) -> RoPE(RMSNorm(x)) [N, heads, D] in `dtype`,
-    rotate-half layout: out = y * cos + (-y2, y1) * sin, with cos, sin [N, D]. Computed in fp32 and
-    rounded once. Worked head-major from the first pass on: the result is a transposed view of a
-    dense [heads, N, D], the layout the attention's batched products read without a copy."""
+    rotate-half layout, the norm's weight folded into `tables` [2, N, D] (rope_tables). Computed in
+    the tables' dtype (fp32, or fp64) and rounded once; the norm's scale is applied last, so x is
+    read twice (the widening copy, the sum of squares) and the result is built in three passes.
+    Worked head-major from the first pass on: the result is a transposed view of a dense
+    [heads, N, D], the layout the attention's batched products read without a copy."""
     n, heads, d = x.shape
     half = d // 2
-    acc = torch.promote_types(x.dtype, torch.float32)
-    y = torch.empty(heads, n, d, dtype=acc, device=x.device)
+    cw, sw = tables
+    y = torch.empty(heads, n, d, dtype=tables.dtype, device=x.device)
     y.copy_(x.transpose(0, 1))  # widened and head-major in one pass
-    y = _scale_by_rms(y, norm.weight, norm.eps)
-    c, s = cos.to(acc), sin.to(acc)  # [N, D], broadcast over the heads
-    z = y * c
-    z[..., :half].addcmul_(y[..., half:], s[..., :half], value=-1)
-    z[..., half:].addcmul_(y[..., :half], s[..., half:])
-    return z.to(dtype).transpose(0, 1)
+    inv = _inv_rms(y, eps)  # [heads, N, 1]
+    z = y * cw
+    z[..., :half].addcmul_(y[..., half:], sw[:, :half])
+    z[..., half:].addcmul_(y[..., :half], sw[:, half:])
+    return z.mul_(inv).to(dtype).transpose(0, 1)
 
 
-def attention_inputs(layer: DecoderLayer, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
-    """h [N, H] -> q [h, N, D], k and v [kv, N, D] in the attention's dtype."""
+def stacked_rope(positions: torch.Tensor, inv_freq: torch.Tensor, dtype: torch.dtype):
+    """The model's RoPE on the narrow paths: (cos and sin stacked [2, N, D] in fp32, None), built
+    once per forward; the layers fold each norm's weight into it (rope_tables). Never rounded to
+    bf16: bf16's cos and sin would turn every rotation by up to 0.4%."""
+    return torch.stack(rope_cos_sin(positions, inv_freq, torch.float32)), None
+
+
+def attention_inputs(layer: DecoderLayer, h: torch.Tensor, cos_sin: torch.Tensor, _=None):
+    """h [N, H], cos_sin [2, N, D] (stacked_rope) -> q [h, N, D], k and v [kv, N, D] in the
+    attention's dtype."""
     a = layer.self_attn
     n, dtype = h.shape[0], a.math_dtype or h.dtype
     q, k, v = a.qkv(layer.input_layernorm(h))
-    q = norm_rope(q.view(n, a.n_heads, a.head_dim), a.q_norm, cos, sin, dtype)
-    k = norm_rope(k.view(n, a.n_kv, a.head_dim), a.k_norm, cos, sin, dtype)
+    q = norm_rope(q.view(n, a.n_heads, a.head_dim), rope_tables(a.q_norm.rope_weights, cos_sin), a.q_norm.eps, dtype)
+    k = norm_rope(k.view(n, a.n_kv, a.head_dim), rope_tables(a.k_norm.rope_weights, cos_sin), a.k_norm.eps, dtype)
     vh = torch.empty(a.n_kv, n, a.head_dim, dtype=dtype, device=v.device)  # head-major, as q and k
     vh.copy_(v.view(n, a.n_kv, a.head_dim).transpose(0, 1))
     return q.transpose(0, 1), k.transpose(0, 1), vh
@@ -105,6 +131,9 @@ def install(model: OmniVoiceModel, attention: torch.dtype, output: torch.dtype |
         if type(module) is RMSNorm:
             module.__class__ = LeanRMSNorm
     for layer in model.llm.layers:
+        for norm in (layer.self_attn.q_norm, layer.self_attn.k_norm):
+            norm.rope_weights = rope_weights(norm.weight)  # [2, 1, D]: its weight folded into RoPE
         layer.self_attn.math_dtype = None if attention == torch.float32 else attention
         layer.self_attn.out_dtype = output
     model._halves = (attention_inputs, attention_output_and_mlp)
+    model._rope = stacked_rope
