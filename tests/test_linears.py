@@ -157,6 +157,27 @@ def test_int8_packing_is_onednns_byte_for_byte(monkeypatch, n_out, n_in):
 
 
 @needs_onednn_int8
+def test_int8_layers_coded_straight_into_the_packed_layout(monkeypatch):
+    monkeypatch.setattr(linears, "_TEMPLATES", {})
+    monkeypatch.setattr(linears, "_FOREIGN", set())
+    g = torch.Generator().manual_seed(9)
+    parts = [torch.randn(n, 128, generator=g) * torch.linspace(0.1, 2, n)[:, None] for n in (128, 64, 192)]
+    codes, scale = int8_weight(torch.cat(parts))
+    want = linears._packed_bytes(torch.ops.onednn.qlinear_prepack(codes, None))
+    first = Int8Linear(torch.cat(parts))  # the first of its shape: oneDNN packs it, then checked
+    if (384, 128) in linears._FOREIGN:
+        pytest.skip("this CPU / torch build packs int8 weights in another layout (oneDNN's packing is used)")
+    assert torch.equal(linears._packed_bytes(first.packed), want)
+    for block in (1 << 18, 64 * 128, 100):  # whole parts, 64 rows at a time, and less than 64 asked
+        packed, s = linears.pack_int8_rows(parts, block)
+        assert torch.equal(linears._packed_bytes(packed), want) and torch.equal(s, scale)
+    fused = Int8Linear.stacked(parts, None)
+    assert fused.out_features == 384 and torch.equal(linears._packed_bytes(fused.packed), want)
+    x = torch.randn(5, 128, generator=g)
+    assert torch.equal(fused(x), first(x))
+
+
+@needs_onednn_int8
 def test_int8_packing_falls_back_to_onednn_where_the_layout_differs(monkeypatch):
     monkeypatch.setattr(linears, "_TEMPLATES", {})
     monkeypatch.setattr(linears, "_FOREIGN", set())
