@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from omnivoice_cli.engine import linears, loading
+from omnivoice_cli.engine import cpu, linears, loading
 from omnivoice_cli.engine import narrow
 from omnivoice_cli.engine.backbone import RMSNorm, apply_rope, grouped_attention, rms_norm, rope_cos_sin, rope_inv_freq
 from omnivoice_cli.engine.errors import InvalidRequest
@@ -21,13 +21,17 @@ from omnivoice_cli.engine.linears import (
     Int8Linear,
     LegacyInt8Linear,
     int8_weight,
-    native_bfloat16,
     quantize_activations,
 )
 from omnivoice_cli.engine.pipeline import Engine, Request
 
 TINY = Path(__file__).parent / "fixtures" / "tiny" / "ckpt"
-needs_onednn = pytest.mark.skipif(not linears.onednn_linear_available(), reason="this torch build has no oneDNN linear")
+# oneDNN's bf16 kernels where this CPU runs them; elsewhere (AVX2 only) the engine loads float32
+# instead, tested on every machine with the class forced (test_cpu.py)
+needs_onednn_bf16 = pytest.mark.skipif(
+    not (linears.onednn_linear_available() and cpu.bf16_runs()),
+    reason=f"oneDNN cannot run bf16 on this CPU ({cpu.info().describe()}): the float32 fallback is tested instead (test_cpu.py)",
+)
 needs_onednn_int8 = pytest.mark.skipif(not linears.onednn_int8_available(), reason="this torch build has no oneDNN int8 linear")
 BF16_EPS = torch.finfo(torch.bfloat16).eps  # 2**-7: a rounding to bf16 moves a value by at most half of this, relatively
 
@@ -48,7 +52,7 @@ def _product64(x, w, b):
 # ------------------------------------------------------------------------------------------ bf16
 
 
-@needs_onednn
+@needs_onednn_bf16
 @pytest.mark.parametrize("rows,n_in,n_out,bias", [(1, 64, 48, True), (7, 96, 40, False), (130, 256, 72, True)])
 def test_bf16_linear_against_a_float64_product(rows, n_in, n_out, bias):
     x, w, b = _case(rows, n_in, n_out, bias)
@@ -66,7 +70,7 @@ def test_bf16_linear_against_a_float64_product(rows, n_in, n_out, bias):
     assert err_true.max() > 0  # it is bf16 arithmetic, not fp32
 
 
-@needs_onednn
+@needs_onednn_bf16
 def test_bf16_linear_rows_do_not_depend_on_their_neighbours():
     """A packed batch gives each request what it gets alone, bit for bit."""
     x, w, _ = _case(300, 128, 96, False)
@@ -145,14 +149,15 @@ def test_int8_packing_is_onednns_byte_for_byte(monkeypatch, n_out, n_in):
     if (n_out, n_in) in linears._FOREIGN:
         pytest.skip("this CPU / torch build packs int8 weights in another layout (oneDNN's packing is used)")
     assert linears._TEMPLATES[(n_out, n_in)] is first
-    x = torch.randint(1, 256, (5, n_in), dtype=torch.uint8, generator=g)
+    zero = Int8Linear.half + 1  # inputs on 7 bits without VNNI (8-bit pairs would saturate int16 sums)
+    x = torch.randint(1, 2 * zero, (5, n_in), dtype=torch.uint8, generator=g)
     scales = torch.rand(n_out, generator=g) / 100
     for c in codes[1:]:
         ours, theirs = linears.prepack_int8(c), torch.ops.onednn.qlinear_prepack(c, None)
         assert torch.equal(linears._packed_bytes(ours), linears._packed_bytes(theirs))
-        run = lambda p: torch.ops.onednn.qlinear_pointwise(x, 0.05, 128, p, scales, None, None, 1.0, 0, torch.float32, "none", [], "")  # noqa: E731
+        run = lambda p: torch.ops.onednn.qlinear_pointwise(x, 0.05, zero, p, scales, None, None, 1.0, 0, torch.float32, "none", [], "")  # noqa: E731
         assert torch.equal(run(ours), run(theirs))
-        want = ((x.double() - 128) * 0.05) @ (c.double() * scales.double()[:, None]).T
+        want = ((x.double() - zero) * 0.05) @ (c.double() * scales.double()[:, None]).T
         torch.testing.assert_close(run(ours).double(), want, rtol=1e-5, atol=1e-4)
 
 
@@ -202,7 +207,7 @@ def test_int8_packing_falls_back_to_onednn_where_the_layout_differs(monkeypatch)
 
 
 @pytest.mark.parametrize(
-    "kind", [pytest.param(Int8Linear, marks=needs_onednn_int8), LegacyInt8Linear, pytest.param(BF16Linear, marks=needs_onednn)]
+    "kind", [pytest.param(Int8Linear, marks=needs_onednn_int8), LegacyInt8Linear, pytest.param(BF16Linear, marks=needs_onednn_bf16)]
 )
 def test_fused_projections_equal_the_separate_layers(kind):
     torch.manual_seed(0)
@@ -277,7 +282,7 @@ def test_norm_rope_is_rope_of_the_norm(dtype):
     torch.testing.assert_close(got.double(), want, rtol=tol, atol=tol)
 
 
-@pytest.mark.parametrize("kind", [pytest.param(Int8Linear, marks=needs_onednn_int8), LegacyInt8Linear, pytest.param(BF16Linear, marks=needs_onednn)])
+@pytest.mark.parametrize("kind", [pytest.param(Int8Linear, marks=needs_onednn_int8), LegacyInt8Linear, pytest.param(BF16Linear, marks=needs_onednn_bf16)])
 def test_fused_epilogues_are_the_plain_products(kind):
     """add: x W^T + other; gated: silu(x Wg^T) * x Wu^T; as the kernel's own plain product gives."""
     x, w, _ = _case(40, 64, 48, False, seed=6)
@@ -308,7 +313,7 @@ def fp32_logits():
     return _step0_logits(Engine.load(str(TINY), device="cpu"))
 
 
-@needs_onednn
+@needs_onednn_bf16
 def test_bf16_engine_converts_the_body_and_keeps_the_text_table(fp32_logits):
     engine = Engine.load(str(TINY), device="cpu", dtype="bfloat16")
     m = engine.model
@@ -333,8 +338,9 @@ def test_int8_engine_fuses_and_stays_close(fp32_logits):
     kind = Int8Linear if linears.onednn_int8_available() else LegacyInt8Linear
     assert type(layer.self_attn.fused_qkv.linear) is kind and type(layer.mlp.down_proj) is kind
     assert narrow_installed(engine.model)
-    bf16 = native_bfloat16() and linears.onednn_linear_available()
-    assert type(engine.model.audio_heads) is (BF16Linear if bf16 else linears.OneDNNLinear)  # bf16 where native
+    bf16 = linears.use_bf16_heads()  # where the CPU has bf16 natively (cpu.py)
+    assert bf16 == (cpu.has_native_bf16() and cpu.bf16_runs() and linears.onednn_linear_available())
+    assert type(engine.model.audio_heads) is (BF16Linear if bf16 else linears.OneDNNLinear)
     assert layer.self_attn.math_dtype == (torch.bfloat16 if bf16 else None)
     assert layer.self_attn.out_dtype == torch.float32  # what o_proj's quantisation reads
     rel = ((_step0_logits(engine) - fp32_logits).norm() / fp32_logits.norm()).item()
@@ -349,7 +355,7 @@ def test_int8_without_onednn_uses_torchs_quantised_ops(monkeypatch, fp32_logits)
     assert 0 < rel < 0.1
 
 
-@needs_onednn
+@needs_onednn_bf16
 def test_bf16_packed_batch_gives_each_request_its_solo_tokens():
     engine = Engine.load(str(TINY), device="cpu", dtype="bfloat16")
     reqs = [Request(text=t, lang="en", seed=5) for t in ("Good morning to you.", "A second, longer line of text here.")]
@@ -358,24 +364,17 @@ def test_bf16_packed_batch_gives_each_request_its_solo_tokens():
     assert all(torch.equal(a, b) for a, b in zip(alone, together))
 
 
-def test_native_bfloat16_agrees_with_the_cpu_flags():
-    native = native_bfloat16()
-    assert isinstance(native, bool)
-    try:
-        flags = Path("/proc/cpuinfo").read_text().split()
-    except OSError:
-        pytest.skip("no /proc/cpuinfo")
-    assert native == ("avx512_bf16" in flags or "amx_bf16" in flags)
-
-
+@needs_onednn_bf16
 def test_emulated_bf16_is_said(monkeypatch):
-    monkeypatch.setattr(linears, "native_bfloat16", lambda: False)
+    """On AVX-512 without AVX512-BF16 or AMX (forced) bf16 still runs, in oneDNN's emulation: said."""
+    monkeypatch.setattr(cpu, "_INFO", cpu.detect({"avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512dq"}, "x86_64", env={}))
     notices = []
-    Engine.load(str(TINY), device="cpu", dtype="bfloat16", on_notice=notices.append)
-    assert any("bfloat16 is emulated on this CPU" in n for n in notices)
+    engine = Engine.load(str(TINY), device="cpu", dtype="bfloat16", on_notice=notices.append)
+    assert engine.dtype == torch.bfloat16 and type(engine.model.llm.layers[0].mlp.down_proj) is BF16Linear
+    assert [n for n in notices if "bfloat16" in n] == ["bfloat16 is emulated on this CPU (avx512: no AVX512-BF16 or AMX): expect it slower than float32"]
     notices.clear()
     Engine.load(str(TINY), device="cpu", on_notice=notices.append)
-    assert not any("emulated" in n for n in notices)  # only when bf16 is asked for
+    assert not any("bfloat16" in n for n in notices)  # only when bf16 is asked for
 
 
 def test_int8_on_a_gpu_falls_back_only_when_the_device_was_auto(monkeypatch):

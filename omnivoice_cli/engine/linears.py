@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import cpu
 from .memory import release_pages
 
 if TYPE_CHECKING:  # annotations only
@@ -67,39 +68,6 @@ def use_onednn_linears(model: nn.Module) -> int:
             m.__class__ = OneDNNLinear
             n += 1
     return n
-
-
-_FLAGS: frozenset[str] | None = None
-
-
-def cpu_flags() -> frozenset[str]:
-    """The CPU's feature flags as the kernel reports them (Linux; empty elsewhere), read once."""
-    global _FLAGS
-    if _FLAGS is None:
-        try:
-            with open("/proc/cpuinfo") as f:
-                _FLAGS = frozenset(next((ln.split(":", 1)[1].split() for ln in f if ln.startswith("flags")), []))
-        except OSError:
-            _FLAGS = frozenset()
-    return _FLAGS
-
-
-def native_bfloat16() -> bool:
-    """Whether this CPU multiplies bf16 natively (AVX512-BF16 or AMX). Elsewhere oneDNN emulates bf16
-    products with fp32 arithmetic and conversions, slower than fp32 itself."""
-    try:
-        return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
-    except AttributeError:  # torch moved its private probes: read the flags
-        return bool({"avx512_bf16", "amx_bf16"} & cpu_flags())
-
-
-def native_vnni() -> bool:
-    """Whether this CPU has a u8 x s8 dot product into int32 (AVX512-VNNI, AVX-VNNI or AMX). Without
-    it, x86 int8 kernels add pairs of products in int16, which 8-bit inputs could overflow."""
-    try:
-        return bool(torch.cpu._is_vnni_supported() or torch.cpu._is_amx_tile_supported())
-    except AttributeError:
-        return bool({"avx512_vnni", "avx_vnni", "amx_int8"} & cpu_flags())
 
 
 class KernelLinear(nn.Module):
@@ -322,7 +290,7 @@ class Int8Linear(KernelLinear):
     kernel's epilogue)."""
 
     kind = "int8"
-    half = 127 if native_vnni() else 63  # the activations' codes: zero point half + 1
+    half = 127 if cpu.has_vnni() else 63  # the activations' codes: zero point half + 1
 
     def __init__(self, weight: torch.Tensor | list[torch.Tensor], bias: torch.Tensor | None = None):
         super().__init__()
@@ -459,17 +427,23 @@ def _heads_to_bf16(model: OmniVoiceModel) -> None:
 def quantize_int8(model: OmniVoiceModel) -> int:
     """Dynamic int8 linear layers for the body on CPU: weights int8 per output channel, activations
     quantised per tensor on the fly; the layer forward of narrow.py (activations fp32 between the
-    products). Where the CPU has bf16 natively, attention and the audio heads run in bf16 (their
-    error is small beside int8's); else they stay fp32. Embeddings and norms stay fp32. Returns the
-    number of linear layers quantised."""
+    products). Where the CPU has bf16 natively (cpu.py), attention and the audio heads run in bf16
+    (their error is small beside int8's); else they stay fp32. Embeddings and norms stay fp32.
+    Returns the number of linear layers quantised."""
     from . import narrow
 
     n = convert_layers(model, Int8Linear if onednn_int8_available() else LegacyInt8Linear)
-    bf16 = native_bfloat16() and onednn_linear_available()
+    bf16 = use_bf16_heads()
     if bf16:
         _heads_to_bf16(model)
     narrow.install(model, torch.bfloat16 if bf16 else torch.float32, output=torch.float32)  # fp32: quantised at once
     return n
+
+
+def use_bf16_heads() -> bool:
+    """Whether quantize_int8 runs attention and the audio heads in bf16: where the CPU multiplies bf16
+    natively and oneDNN runs it (cpu.py, caps included), with this build's oneDNN linear."""
+    return cpu.has_native_bf16() and cpu.bf16_runs() and onednn_linear_available()
 
 
 def _to_bf16(param: nn.Parameter) -> nn.Parameter:

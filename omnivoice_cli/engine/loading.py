@@ -74,14 +74,26 @@ def _resolve_hardware(device: str, quantize: str | None, compile: bool, notice: 
     return dev, quantize
 
 
-def _check_cpu_bf16(dev, dt, notice: Callable[[str], None]) -> None:
-    """bf16 on a CPU without AVX512-BF16 or AMX runs, emulated and slower than fp32: say so."""
+def _check_cpu_bf16(dev, dt, notice: Callable[[str], None]) -> "torch.dtype":
+    """What bfloat16 means on this CPU (cpu.py), said in one line where it is not the plain thing:
+    oneDNN bf16 where the CPU multiplies bf16 natively (AVX512-BF16, AMX); oneDNN's emulated bf16,
+    slower than float32, on AVX-512 without them; float32 where oneDNN cannot run bf16 at all (AVX2
+    only: its bf16 weight reorder refuses), which is also what that CPU runs fastest (measured on
+    2 cores under ONEDNN_MAX_CPU_ISA=AVX2: a [523, 1024] x [1024, 3072] product 30 ms in fp32, 200
+    ms in torch's own bf16). Returns the dtype to load in."""
     import torch
 
-    from .linears import native_bfloat16
+    from . import cpu
+    from .linears import onednn_linear_available
 
-    if dev.type == "cpu" and dt == torch.bfloat16 and not native_bfloat16():
-        notice("bfloat16 is emulated on this CPU (no AVX512-BF16 or AMX): expect it slower than float32")
+    if dev.type != "cpu" or dt != torch.bfloat16:
+        return dt
+    if onednn_linear_available() and not cpu.bf16_runs():
+        notice(f"bfloat16 is not supported on this CPU ({cpu.cpu_class()}: oneDNN needs AVX-512 for it): running in float32")
+        return torch.float32
+    if not cpu.has_native_bf16():
+        notice(f"bfloat16 is emulated on this CPU ({cpu.cpu_class()}: no AVX512-BF16 or AMX): expect it slower than float32")
+    return dt
 
 
 def load_body(root: Path, cfg: ModelConfig, dev, dt, quantize: str | None, compile: bool):
@@ -177,7 +189,7 @@ def load_engine(
     dt = resolve_dtype(dtype, dev, cfg)
     if quantize and dt != torch.float32:
         raise InvalidRequest(f"int8 starts from float32 weights, not {dtype}: leave dtype at auto", "quantize")
-    _check_cpu_bf16(dev, dt, notice)
+    dt = _check_cpu_bf16(dev, dt, notice)
     net = load_body(root, cfg, dev, dt, quantize, compile)
     memory.release_free_memory()  # the conversions' freed temporaries (~0.2 GB for int8), kept by keep_heap
     tokenizer = load_tokenizer(root, cfg)
