@@ -109,7 +109,7 @@ _WAYS = ((st.PRESET, "preset"), (st.LINE, "line"), (st.HTTP, "server"))
 
 
 def settings_table() -> str:
-    """The README's table of settings, made from the schema (a test keeps the README in step)."""
+    """The table of settings in docs/settings.md, made from the schema (a test keeps the page in step)."""
     rows = ["| flag | key | also as | meaning | default |", "| --- | --- | --- | --- | --- |"]
     for panel in st.PANELS:
         for key, s in st.SCHEMA.items():

@@ -4,7 +4,7 @@ Every setting a person can give is described once, in `SCHEMA`: its name (the re
 name), type, allowed values, default, one-line help, help panel and the ways in that accept it
 (command-line flag, preset key, JSON-line field, HTTP field). From it come the typer options of
 every command (`options.py`), the checks of flags, presets, JSON lines and server requests, `presets
-show` and the README's options table (a test keeps the two in step).
+show` and the settings table of docs/settings.md (a test keeps the two in step).
 
 A bad value gives the same words wherever it came from, after a prefix naming the source:
 

@@ -1,4 +1,4 @@
-"""One schema of settings: every way in gives the same words for a bad value; help and README follow it."""
+"""One schema of settings: every way in gives the same words for a bad value; help and docs/settings.md follow it."""
 
 from __future__ import annotations
 
@@ -122,11 +122,11 @@ def test_defaults_come_from_the_engine():
     assert st.MAX_NUM_STEP == g.max_num_step and st.MAX_DURATION == ModelConfig().max_target_seconds
 
 
-def test_the_readme_options_table_is_the_schema():
-    readme = (ROOT / "README.md").read_text()
+def test_the_docs_settings_table_is_the_schema():
+    readme = (ROOT / "docs" / "settings.md").read_text()
     m = re.search(r"<!-- settings-table -->\n(.*?)<!-- /settings-table -->", readme, re.S)
-    assert m, "README.md lacks the settings table markers"
-    assert m.group(1).strip() == settings_table().strip(), "run python tools/readme_settings.py"
+    assert m, "docs/settings.md lacks the settings table markers"
+    assert m.group(1).strip() == settings_table().strip(), "run python tools/docs_settings.py"
 
 
 def _help(args, columns=80) -> str:
