@@ -217,7 +217,7 @@ def test_the_first_piece_plays_while_the_rest_is_generated(tab, server):
 
 
 def test_a_designed_voice_sends_exactly_the_chosen_items(tab):
-    tab.hook("voice").select_option("design")
+    tab.hook("voice").select_option(":design")
     tab.hook("design-gender").select_option("female")
     tab.hook("design-age").select_option("elderly")
     tab.hook("design-dialect").select_option("四川话")
@@ -336,7 +336,7 @@ def test_screenshots_at_1280_and_375_px(browser, server, tmp_path_factory):
     for width in (1280, 375, 320):
         tab = Page(browser, server[0], width=width, height=800).open()
         try:
-            tab.hook("voice").select_option("design")
+            tab.hook("voice").select_option(":design")
             tab.hook("text").fill("A short take for the picture.")
             tab.speak()
             tab.hook("settings").locator("summary").click()

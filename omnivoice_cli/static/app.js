@@ -185,6 +185,7 @@
     return el;
   }
 
+  const DESIGN = ":design"; // the voice choice "design a voice" (no voice name has a ':')
   const OWN_CONTROLS = new Set(["lang", "instruct", "seed"]); // they have their own place on the page
 
   function shownDefault(key, spec) {
@@ -295,7 +296,7 @@
     const keep = select || box.value || "auto";
     const saved = element("optgroup", { label: "Saved voices" });
     const openai = element("optgroup", { label: "OpenAI names" });
-    box.replaceChildren(option("auto", "Auto (a new voice each seed)"), option("design", "Design a voice…"));
+    box.replaceChildren(option("auto", "Auto (a new voice each seed)"), option(DESIGN, "Design a voice…"));
     for (const v of state.voices) {
       if (v.type === "saved") saved.append(option(v.id, `${v.name} (${v.seconds ?? "?"} s)`));
       if (v.type === "openai") openai.append(option(v.id, `${v.name}: ${v.instruct}`));
@@ -331,7 +332,7 @@
   }
 
   function voiceChanged() {
-    $("design").hidden = $("voice").value !== "design";
+    $("design").hidden = $("voice").value !== DESIGN;
   }
 
   async function deleteVoice(name) {
@@ -586,7 +587,7 @@
   function speechBody() {
     const body = { model: "omnivoice", input: $("text").value };
     const voice = $("voice").value;
-    if (voice === "design") {
+    if (voice === DESIGN) {
       body.voice = "auto";
       const items = [...document.querySelectorAll("#design-fields select")].map((s) => s.value).filter(Boolean);
       if (items.length) body.instruct = items.join(", ");
@@ -631,7 +632,10 @@
   }
 
   async function speak() {
-    if (!state.schema) return;
+    if (!state.schema) {
+      await boot(); // the first try failed (its error is shown): once more, then say why again
+      if (!state.schema) return;
+    }
     stopRun();
     clearErrors();
     const body = speechBody();
