@@ -13,7 +13,7 @@ pytest.importorskip("uvicorn")  # the serve extra (CI installs it with the test 
 import httpx
 
 from omnivoice_cli import settings as st
-from server_util import TINY_CKPT, running_server
+from server_util import running_server
 
 STATIC = Path(__file__).resolve().parent.parent / "omnivoice_cli" / "static"
 KEY = {"Authorization": "Bearer s3cret"}
@@ -30,7 +30,7 @@ def home(tmp_path, monkeypatch):
 
 @pytest.fixture(scope="module")
 def keyed(engine):
-    with running_server(engine, api_key="s3cret") as (url, _, state):
+    with running_server(engine, api_key="s3cret") as (url, _, _state):
         with httpx.Client(base_url=url, timeout=60) as client:
             yield client
 
