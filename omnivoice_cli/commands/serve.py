@@ -20,8 +20,9 @@ voice, instructions, response_format, speed, stream_format) plus any request set
 `omnivoice say` (seed, lang, num_step, guidance_scale, duration, preset, ...).
 
 Listens on 127.0.0.1 unless --host says otherwise; with --api-key (or OMNIVOICE_API_KEY) every
-endpoint but /health needs 'Authorization: Bearer KEY'. SIGTERM or Ctrl-C stops taking requests
-(503), lets those in flight finish for up to --grace seconds, and exits 0."""
+endpoint but /health and the page needs 'Authorization: Bearer KEY'. A page to try it is on /
+(on the same API; it asks for the key once; --no-ui: none). SIGTERM or Ctrl-C stops taking
+requests (503), lets those in flight finish for up to --grace seconds, and exits 0."""
 
 EXAMPLES = """
 omnivoice serve --port 8000
@@ -79,6 +80,8 @@ def serve(
                                         rich_help_panel="Server", help="Characters of 'input' at most."),
     grace: float = typer.Option(30.0, "--grace", min=0.0, max=86400.0, metavar="SECONDS", rich_help_panel="Server",
                                 help="Seconds requests in flight get to finish after SIGTERM / Ctrl-C."),
+    no_ui: bool = typer.Option(False, "--no-ui", rich_help_panel="Server",
+                               help="No page on GET / (the API only)."),
     voice_map: Optional[str] = typer.Option(None, "--voice-map", metavar="FILE", rich_help_panel="Voice",
                                             show_default=False,
                                             help="JSON of OpenAI voice names -> voice-design items, over the shipped table."),
@@ -97,7 +100,7 @@ def serve(
     options = ServeOptions(
         host=host, port=port, api_key=api_key or None, cors=tuple(cors), max_queue=max_queue,
         max_input_chars=max_input_chars, grace=grace, layers=(*layers, (st.FLAG_SOURCE, flags)),
-        voice_map=load_voice_map(voice_map), model=settings["model"], quiet=quiet,
+        voice_map=load_voice_map(voice_map), model=settings["model"], quiet=quiet, ui=not no_ui,
     )  # fmt: skip
     if not is_loopback(host) and options.api_key is None:
         warn(f"listening on {host} without --api-key: anyone who can reach this port can use the server")
@@ -109,7 +112,8 @@ def _run(state, quiet: bool) -> None:
 
     def ready(url: str) -> None:
         if not quiet:
-            echo(f"omnivoice serve: listening on {url} (OpenAI base URL {url}/v1); loading the model "
+            page = f"; the page: {url}/" if state.options.ui else ""
+            echo(f"omnivoice serve: listening on {url} (OpenAI base URL {url}/v1{page}); loading the model "
                  f"({state.options.model}) ...")  # fmt: skip
 
     code = run_server(state, ready)

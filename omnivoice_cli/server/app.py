@@ -5,7 +5,9 @@
 
 Endpoints (OpenAI's where there is one): POST /v1/audio/speech; GET /v1/audio/voices,
 POST /v1/audio/voices (multipart: name, file, ref_text), DELETE /v1/audio/voices/{id};
-GET /v1/models, GET /v1/models/{id}, GET /v1/audio/models; GET /health (no key needed).
+GET /v1/models, GET /v1/models/{id}, GET /v1/audio/models; GET /v1/omnivoice/schema (the settings,
+presets, voice-design vocabulary and languages: schema.py); GET /health (no key needed). The page
+(ui.py): GET / and GET /ui/{name}, no key needed, off with --no-ui.
 """
 
 from __future__ import annotations
@@ -33,6 +35,12 @@ from .errors import ApiError, busy, from_engine
 
 REQUEST_ID_HEADER = "X-Request-Id"
 OPEN_PATHS = ("/health",)  # answered without a key, also while stopping
+PAGE_PATHS = ("/", "/ui/")  # the page and its files: no key needed (the page asks for it)
+
+
+def is_open(path: str) -> bool:
+    """Answered without a key: /health, the page and its files."""
+    return path in OPEN_PATHS or path == PAGE_PATHS[0] or path.startswith(PAGE_PATHS[1])
 
 
 class ServerState:
@@ -163,7 +171,7 @@ class Gate:
             return None
         if self.state.status == "stopping":
             return busy("the server is shutting down", max(1, int(options.grace)), "shutting_down")
-        if options.api_key is not None:
+        if options.api_key is not None and not is_open(path):
             refused = check_key(dict(scope["headers"]).get(b"authorization", b""), options.api_key)
             if refused is not None:
                 return refused
@@ -294,6 +302,14 @@ async def audio_models(request: Request) -> Response:
     return JSONResponse({"models": [{"id": n, "name": n} for n in model_names(request.app.state.server)]})
 
 
+async def schema(request: Request) -> Response:
+    import anyio
+
+    from .schema import schema_document
+
+    return JSONResponse(await anyio.to_thread.run_sync(schema_document, request.app.state.server.options))
+
+
 async def health(request: Request) -> Response:
     state: ServerState = request.app.state.server
     body: dict[str, Any] = {"status": state.status, "model": state.options.model, "max_queue": state.options.max_queue}
@@ -336,8 +352,13 @@ def create_app(state: ServerState) -> Starlette:
         Route("/v1/models", models, methods=["GET"]),
         Route("/v1/models/{id}", model, methods=["GET"]),
         Route("/v1/audio/models", audio_models, methods=["GET"]),
+        Route("/v1/omnivoice/schema", schema, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
     ]
+    if state.options.ui:
+        from . import ui
+
+        routes += [Route("/", ui.page, methods=["GET"]), Route("/ui/{name}", ui.asset, methods=["GET"])]
     handlers = {ApiError: on_api_error, HTTPException: on_http_error, InvalidRequest: on_api_error,
                 st.SettingsError: on_api_error}  # fmt: skip
     app = Starlette(routes=routes, middleware=middleware, exception_handlers=handlers, lifespan=lifespan)

@@ -30,6 +30,7 @@ class ServeOptions:
     voice_map: Mapping[str, str] = field(default_factory=dict)  # OpenAI voice name -> voice-design instruct
     model: str = "omnivoice"  # what --model named
     quiet: bool = False  # no per-request log lines
+    ui: bool = True  # the page on GET / (--no-ui: off)
     # A reply's pieces: whole sentences up to this estimated length. A text up to it is one piece,
     # the same job as `say`'s, so a lone request costs what `say` costs; a longer one streams its
     # first piece while the rest are generated.

@@ -1,0 +1,135 @@
+"""GET /v1/omnivoice/schema: what a client needs to build any request the server takes, read-only.
+
+    document = schema_document(options)       # a JSON-ready dict (no web framework here)
+
+Everything in it is built from the tables the command line uses, never a copy of them:
+- "settings": every setting a request may give (`settings.HTTP_SETTINGS`) with its type, what it
+  allows (the words of its error messages), its sane bounds, choices, default and help line, as
+  `settings.SCHEMA` holds them; "server": the values the server was started with (its --preset
+  and flags) where they differ from the defaults;
+- "presets": the presets a request may name (`preset` or `model`), as `omnivoice presets` lists
+  them, with the settings a request takes from each;
+- "voice_design": the vocabulary of `instruct` by category, as `omnivoice instructs` lists it
+  (at most one item per category; `only` says which language a category forces);
+- "languages": (code, name) pairs as `omnivoice languages` lists them;
+- "speech": the speech endpoint's own choices (response formats that this server can encode,
+  stream formats, model names) and "limits" (input characters, upload bytes and seconds).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import settings as st
+from .config import ServeOptions
+
+OBJECT = "omnivoice.schema"
+_TYPES = {int: "integer", float: "number", bool: "boolean", str: "string"}
+
+
+def package_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("omnivoice-cli")
+    except Exception:  # noqa: BLE001 - run from a checkout that is not installed
+        return "0"
+
+
+def setting_entry(setting: st.Setting) -> dict[str, Any]:
+    """One setting as the schema serves it."""
+    entry: dict[str, Any] = {
+        "type": _TYPES[setting.kind], "default": setting.default, "allowed": setting.allowed,
+        "help": setting.help, "panel": setting.panel,
+    }  # fmt: skip
+    if setting.low is not None:
+        entry["low"] = setting.low
+    if setting.high is not None:
+        entry["high"] = setting.high
+    if setting.choices:
+        entry["choices"] = list(setting.choices)
+    if setting.default_help:
+        entry["default_help"] = setting.default_help
+    return entry
+
+
+def settings_part() -> dict[str, dict[str, Any]]:
+    return {key: setting_entry(st.SCHEMA[key]) for key in st.HTTP_SETTINGS}
+
+
+def server_values(options: ServeOptions) -> dict[str, Any]:
+    """The request settings the server's own layers (serve --preset, its flags) change."""
+    values = st.resolve(*options.layers).values
+    return {k: values[k] for k in st.HTTP_SETTINGS if values[k] != st.DEFAULTS[k]}
+
+
+def presets_part() -> list[dict[str, Any]]:
+    from .errors import scrub
+    from .speech import _DROPPED_PRESET_KEYS
+
+    out = []
+    for name, path, source, found, error in st.list_presets():
+        entry: dict[str, Any] = {"name": name, "source": source}
+        if found is None:
+            entry["error"] = scrub(error or "broken", (path, f"{name}.toml"))
+        else:
+            entry["description"] = found.description
+            entry["settings"] = {k: v for k, v in found.settings.items() if k not in _DROPPED_PRESET_KEYS}
+        out.append(entry)
+    return out
+
+
+def voice_design_part() -> list[dict[str, Any]]:
+    """The instruct vocabulary by category: id (the name's first word), name, items (en, zh)."""
+    from ..engine.text import instruct_vocabulary
+
+    out = []
+    for cat in instruct_vocabulary():
+        ens = [en for en, _ in cat.pairs if en]
+        zhs = [zh for _, zh in cat.pairs if zh]
+        only = "en" if not zhs else "zh" if not ens else None  # an accent forces English, a dialect Chinese
+        items = [{"en": en, "zh": zh} for en, zh in cat.pairs]
+        out.append({"id": cat.name.split()[0], "name": cat.name, "only": only, "items": items})
+    return out
+
+
+def languages_part() -> list[dict[str, str]]:
+    from ..engine.text import list_languages
+
+    return [{"code": code, "name": name} for code, name in list_languages()]
+
+
+def speech_part(options: ServeOptions) -> dict[str, Any]:
+    from ..output import FormatUnavailable, check_available, format_named
+    from .speech import MODELS, RESPONSE_FORMATS, STREAM_FORMATS
+
+    formats = []
+    for name, fmt in RESPONSE_FORMATS.items():
+        try:
+            check_available(format_named(fmt))
+        except FormatUnavailable:
+            continue
+        formats.append(name)
+    return {"response_formats": formats, "stream_formats": list(STREAM_FORMATS), "models": list(MODELS)}
+
+
+def limits_part(options: ServeOptions) -> dict[str, Any]:
+    from .voices import MAX_UPLOAD_SECONDS
+
+    return {"max_input_chars": options.max_input_chars, "upload_bytes": options.upload_limit,
+            "upload_seconds": MAX_UPLOAD_SECONDS}  # fmt: skip
+
+
+def schema_document(options: ServeOptions) -> dict[str, Any]:
+    """The whole document (see the module doc)."""
+    return {
+        "object": OBJECT,
+        "version": package_version(),
+        "settings": settings_part(),
+        "server": server_values(options),
+        "presets": presets_part(),
+        "voice_design": voice_design_part(),
+        "languages": languages_part(),
+        "speech": speech_part(options),
+        "limits": limits_part(options),
+    }
