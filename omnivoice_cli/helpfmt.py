@@ -104,8 +104,27 @@ def render_help(obj: Any, ctx: Any, commands: list[tuple[str, str]] | None = Non
     _print_examples(console, obj.epilog)
 
 
+BARE = "omnivoice.bare"  # ctx.meta key: the command was given no arguments at all
+
+
 class HelpCommand(TyperCommand):
-    """A typer command whose --help is `render_help`."""
+    """A typer command whose --help is `render_help`.
+
+    A command whose callback has `reads_stdin` (a function: whether stdin is piped; `say`) shows
+    its help for no arguments only when that is false: piped text (`echo Hello | omnivoice say`)
+    is what it speaks, and the command raises NoArgsIsHelpError itself when the pipe is empty
+    (ctx.meta[BARE] says it had no arguments)."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        piped = getattr(self.callback, "reads_stdin", None)
+        if args or not self.no_args_is_help or piped is None or not piped():
+            return super().parse_args(ctx, args)
+        ctx.meta[BARE] = True
+        self.no_args_is_help = False
+        try:
+            return super().parse_args(ctx, args)
+        finally:
+            self.no_args_is_help = True
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
         render_help(self, ctx)
