@@ -63,7 +63,8 @@ def test_help_does_not_import_torch():
         "heavy = [m for m in ('torch', 'numpy', 'soundfile', 'safetensors') if m in sys.modules]\n"
         "print('HEAVY', heavy)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=ENV, timeout=120)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=ENV, timeout=120,
+                         stdin=subprocess.DEVNULL)  # ['say'] would read a piped stdin  # fmt: skip
     assert out.returncode == 0, out.stderr
     assert "omnivoice say" in out.stdout and "--num-step" in out.stdout
     assert "HEAVY []" in out.stdout, out.stdout

@@ -32,6 +32,7 @@ EXAMPLES = """
 omnivoice say Hello world
 omnivoice say Good evening --instruct "female, low pitch" -o out.flac
 omnivoice say -f chapter.txt --voice alice --stream -o - | ffplay -nodisp -i -
+echo "Text from a pipe" | omnivoice say -o out.wav
 """
 
 MAX_TEXT_BYTES = 10 * 1024 * 1024  # what -f / stdin read at most (about 3 hours of speech)
@@ -233,7 +234,8 @@ def _dry_run(built: Any, json_out: bool) -> None:
 def say(
     ctx: typer.Context,
     text: Optional[list[str]] = typer.Argument(
-        None, metavar="TEXT", show_default=False, help="The text to speak (the words of the command line); - reads stdin.",
+        None, metavar="TEXT", show_default=False,
+        help="The text to speak (the words of the command line); - reads stdin, as does a pipe without TEXT.",
     ),
     text_file: Optional[str] = typer.Option(
         None, "-f", "--text-file", metavar="PATH", show_default=False, rich_help_panel="Input",
