@@ -57,7 +57,7 @@ def _table(rows: list[tuple[str, str]], left: int):
     from rich.text import Text
 
     table = Table.grid(padding=(0, 2), expand=True)
-    table.add_column(width=left, overflow="fold")  # as wide as the longest label up to half the width: no wrap at 80
+    table.add_column(width=left, overflow="fold")  # the longest label (up to half the width): no wrap at 80
     table.add_column(ratio=1, overflow="fold")
     for name, text in rows:
         table.add_row(Text(name, style="bold cyan"), Text(text))

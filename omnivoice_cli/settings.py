@@ -567,7 +567,7 @@ def load_preset(path: Path, name: str | None = None, source: str = "file") -> Pr
                 hint = f" ({key} cannot be set by a preset: give {flag_name(key)})"
             raise SettingsError(f"preset file '{path}': unknown key {key!r}{hint}; allowed keys: {', '.join(known)}")
     settings = check_layer(data, Source("preset", str(path)), PRESET)
-    if "model" in settings:  # a checkpoint folder beside the preset, as its voice and ref paths are
+    if "model" in settings:  # a checkpoint folder beside the preset, as its voice path is
         beside = path.parent / Path(settings["model"]).expanduser()
         if not Path(settings["model"]).expanduser().is_absolute() and beside.is_dir():
             settings["model"] = str(beside)

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import soundfile as sf
 import typer.main
-
 from conftest import ROOT, TINY_CKPT
+
 from omnivoice_cli import settings as st
 from omnivoice_cli.helpfmt import wrap_example
 
@@ -25,7 +25,7 @@ SR = 24000
 
 
 def run_main(args, cwd, **kw):
-    return subprocess.run(MAIN + [str(a) for a in args], capture_output=True, text=True, cwd=cwd,
+    return subprocess.run(MAIN + [str(a) for a in args], capture_output=True, text=True, cwd=cwd, check=False,
                           env=kw.pop("env", ENV), timeout=120, **kw)  # fmt: skip
 
 
