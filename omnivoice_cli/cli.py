@@ -63,9 +63,18 @@ def exit_code_for(e: BaseException) -> int | None:
     return None
 
 
+# What to do when the model is neither cached nor downloadable (the engine's advice, in flags).
+MODEL_ADVICE = ("Connect once to fetch it (`omnivoice download`), or use a local checkpoint folder: "
+                "--model DIR, or OMNIVOICE_MODEL=DIR")  # fmt: skip
+
+
 def error_message(e: BaseException) -> str:
+    from .engine.errors import ModelUnavailable
+
     if isinstance(e, OSError) and e.strerror:
         return f"{e.strerror}: {e.filename}" if e.filename else e.strerror
+    if isinstance(e, ModelUnavailable) and e.problem:
+        return f"{e.problem}. {MODEL_ADVICE}."
     msg = str(e).strip() or type(e).__name__
     return " ".join(msg.splitlines())  # one line
 

@@ -3,7 +3,8 @@
 typer's own rich help gives every panel five columns (long flag, short flag, negative flag, type,
 help), so at 80 columns the help column shrinks to a few characters and long flag names are cut.
 Here each option is one cell ("-f, --text-file PATH", "--denoise / --no-denoise") that never wraps,
-and the help text takes the rest of the width. A command's epilog is shown as its examples.
+and the help text takes the rest of the width. A command's epilog is shown as its examples, a
+long one broken into shell continuation lines (`wrap_example`), never cut with an ellipsis.
 Rich is imported only when help is printed.
 """
 
@@ -56,7 +57,7 @@ def _table(rows: list[tuple[str, str]], left: int):
     from rich.text import Text
 
     table = Table.grid(padding=(0, 2), expand=True)
-    table.add_column(no_wrap=True, width=left)
+    table.add_column(width=left, overflow="fold")  # the longest label (up to half the width): no wrap at 80
     table.add_column(ratio=1, overflow="fold")
     for name, text in rows:
         table.add_row(Text(name, style="bold cyan"), Text(text))
@@ -77,13 +78,61 @@ def _print_text(console: Any, text: str) -> None:
         console.print(Padding(Text(" ".join(para.split())), (0, 1, 1, 1)))
 
 
+def _shell_split(line: str) -> tuple[list[str], str | None]:
+    """(the words of a shell line, quoted spaces kept inside a word; its trailing comment or None)."""
+    words: list[str] = []
+    word, quote = "", ""
+    for i, c in enumerate(line):
+        if quote:
+            word += c
+            quote = "" if c == quote else quote
+        elif c in "'\"":
+            word, quote = word + c, c
+        elif c == "#" and not word and (i == 0 or line[i - 1].isspace()):
+            return words, line[i:]
+        elif c.isspace():
+            if word:
+                words.append(word)
+            word = ""
+        else:
+            word += c
+    return [*words, *([word] if word else [])], None
+
+
+def wrap_example(line: str, width: int) -> list[str]:
+    """A shell example that fits `width` columns: a long one is broken between words (never inside
+    quotes, and an option stays with its value) with ` \\` continuations, its comment put on a
+    line of its own before it. A word longer than the width stays whole (the panel folds it:
+    nothing is ever cut)."""
+    if len(line) <= width:
+        return [line]
+    indent = line[: len(line) - len(line.lstrip())]
+    words, comment = _shell_split(line)
+    out = [indent + comment] if comment else []
+    lines: list[list[str]] = [[]]
+    for word in words:
+        first = len(lines) == 1
+        room = width - len(indent) - (0 if first else 2) - 2  # the indent, and " \\" at the end
+        if lines[-1] and len(" ".join([*lines[-1], word])) > room:
+            last = lines[-1]
+            moved = [last.pop()] if len(last) > 1 and last[-1].startswith("-") and len(last[-1]) > 1 else []
+            lines.append([*moved, word])
+        else:
+            lines[-1].append(word)
+    for i, part in enumerate(lines):
+        text = (indent if i == 0 else indent + "  ") + " ".join(part)
+        out.append(text + (" \\" if i < len(lines) - 1 else ""))
+    return out
+
+
 def _print_examples(console: Any, epilog: str | None) -> None:
     from rich.text import Text
 
     if not epilog:
         return
-    lines = [ln.rstrip() for ln in epilog.strip("\n").splitlines()]
-    console.print(_panel("Examples", Text("\n".join(lines), no_wrap=True, overflow="ellipsis")))
+    width = console.width - 4  # inside the panel's borders and padding
+    lines = [part for ln in epilog.strip("\n").splitlines() for part in wrap_example(ln.rstrip(), width)]
+    console.print(_panel("Examples", Text("\n".join(lines), no_wrap=True, overflow="fold")))
 
 
 def render_help(obj: Any, ctx: Any, commands: list[tuple[str, str]] | None = None) -> None:
@@ -104,8 +153,27 @@ def render_help(obj: Any, ctx: Any, commands: list[tuple[str, str]] | None = Non
     _print_examples(console, obj.epilog)
 
 
+BARE = "omnivoice.bare"  # ctx.meta key: the command was given no arguments at all
+
+
 class HelpCommand(TyperCommand):
-    """A typer command whose --help is `render_help`."""
+    """A typer command whose --help is `render_help`.
+
+    A command whose callback has `reads_stdin` (a function: whether stdin is piped; `say`) shows
+    its help for no arguments only when that is false: piped text (`echo Hello | omnivoice say`)
+    is what it speaks, and the command raises NoArgsIsHelpError itself when the pipe is empty
+    (ctx.meta[BARE] says it had no arguments)."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        piped = getattr(self.callback, "reads_stdin", None)
+        if args or not self.no_args_is_help or piped is None or not piped():
+            return super().parse_args(ctx, args)
+        ctx.meta[BARE] = True
+        self.no_args_is_help = False
+        try:
+            return super().parse_args(ctx, args)
+        finally:
+            self.no_args_is_help = True
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
         render_help(self, ctx)

@@ -42,9 +42,9 @@ def setting_option(s: st.Setting) -> Any:
     if s.kind is bool:
         decl = f"{s.flag}/--no-{s.flag[2:]}"
         return typer.Option(None, decl, help=setting_help(s), rich_help_panel=s.panel, show_default=False)
-    return typer.Option(
+    return typer.Option(  # an envvar is a default (settings.resolve), below a preset: not read here
         None, s.flag, metavar=s.metavar or "VALUE", help=setting_help(s), rich_help_panel=s.panel,
-        show_default=False, envvar=s.envvar, show_envvar=False,
+        show_default=False,
     )  # fmt: skip
 
 

@@ -16,6 +16,9 @@ Four layers, later ones win (`resolve`, the one place that merges them):
 
     built-in defaults  <  a preset  <  the command-line flags  <  the fields of a JSON line / request
 
+An environment variable named by a setting (`envvar`: OMNIVOICE_MODEL for `model`) is read here
+too, as that setting's default: a preset and a flag still win over it.
+
 A layer leaves a setting alone by not naming it or by giving None. Presets are TOML files:
 built-in ones ship in `omnivoice_cli/presets/`; user ones live in `user_preset_dir()` and shadow
 a built-in preset of the same name. `--preset NAME` looks a name up; `--preset path.toml` reads a file.
@@ -84,7 +87,7 @@ class Setting:
     where: frozenset = EVERYWHERE  # the ways in that accept it
     run_wide: bool = False  # one engine per run: a batch line may not change it
     default_help: str = ""  # how --help words the default when str(default) will not do
-    envvar: str | None = None  # an environment variable the flag reads
+    envvar: str | None = None  # an environment variable that sets the default (`environment_defaults`)
 
     @property
     def flag(self) -> str:
@@ -164,7 +167,8 @@ SCHEMA: dict[str, Setting] = {
                  "Hardware", "true or false", where=_HW, run_wide=True),
         _setting("model", str, DEFAULT_MODEL, "Hub id or local checkpoint folder.", "Hardware",
                  "a hub id or a checkpoint folder", lambda v: bool(v.strip()), metavar="ID|DIR",
-                 where=frozenset({FLAG}), run_wide=True, envvar="OMNIVOICE_MODEL"),
+                 where=_HW, run_wide=True, envvar="OMNIVOICE_MODEL",
+                 default_help=f"$OMNIVOICE_MODEL, else {DEFAULT_MODEL}"),
     ]
 }  # fmt: skip
 
@@ -311,7 +315,7 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
 class Source:
     """One layer of settings: where its values came from, for messages and for `--dry-run`."""
 
-    kind: str  # "default", "preset", "flag", "line", "request" or "random" (a seed drawn for the run)
+    kind: str  # "default", "env", "preset", "flag", "line", "request" or "random" (a seed drawn for the run)
     where: str = ""  # the preset file, the line number, ...
     label: str = ""  # how `--dry-run` shows it, when not `where` (a preset's name)
 
@@ -319,6 +323,8 @@ class Source:
         """The prefix of a message about `key` given here: '--num-step', "line 3: field 'num_step'"."""
         if self.kind == "flag":
             return flag_name(key)
+        if self.kind == "env":
+            return f"environment variable {self.where}"
         if self.kind == "preset":
             return f"preset file '{self.where}': key {key!r}"
         if self.kind == "line":
@@ -380,9 +386,28 @@ class Resolved:
         return self.source(key).name(key)
 
 
+def environment_defaults() -> dict[str, tuple[Any, Source]]:
+    """key -> (value, source) of the settings whose environment variable is set (and not empty),
+    read now and checked: SettingsError "environment variable OMNIVOICE_MODEL must be ..."."""
+    out: dict[str, tuple[Any, Source]] = {}
+    for key, s in SCHEMA.items():
+        raw = os.environ.get(s.envvar, "") if s.envvar else ""
+        if raw.strip():
+            source = Source("env", s.envvar or "")
+            try:
+                out[key] = (parse_text(key, raw), source)
+            except SettingsError as e:
+                raise SettingsError(f"{source.name(key)} {e}") from None
+    return out
+
+
 def resolve(*layers: tuple[Source, Mapping[str, Any] | None], defaults: Mapping[str, Any] = DEFAULTS) -> Resolved:
-    """Merge checked layers in order (later wins; None = not given) over the defaults."""
+    """Merge checked layers in order (later wins; None = not given) over the defaults, which the
+    environment may set (`environment_defaults`)."""
     values, sources = dict(defaults), {}
+    for key, (value, source) in environment_defaults().items():
+        if key in values:
+            values[key], sources[key] = value, source
     for source, layer in layers:
         for key, value in (layer or {}).items():
             if key not in values:
@@ -542,6 +567,10 @@ def load_preset(path: Path, name: str | None = None, source: str = "file") -> Pr
                 hint = f" ({key} cannot be set by a preset: give {flag_name(key)})"
             raise SettingsError(f"preset file '{path}': unknown key {key!r}{hint}; allowed keys: {', '.join(known)}")
     settings = check_layer(data, Source("preset", str(path)), PRESET)
+    if "model" in settings:  # a checkpoint folder beside the preset, as its voice path is
+        beside = path.parent / Path(settings["model"]).expanduser()
+        if not Path(settings["model"]).expanduser().is_absolute() and beside.is_dir():
+            settings["model"] = str(beside)
     return Preset(name or path.stem, path, source, settings, description)
 
 

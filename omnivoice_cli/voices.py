@@ -141,20 +141,52 @@ def find_saved(name: str) -> Path:
 
 def resolve_voice(spec: str, base: Path | None = None) -> Path:
     """The file a `--voice` / `voice` setting means: a path (relative ones are relative to `base`,
-    default the current folder) or a saved voice's name."""
+    default the current folder) or a saved voice's name. A recording (`--voice alice.flac`) is
+    refused with the way to clone it."""
     if not isinstance(spec, str) or not spec.strip():
         raise InvalidRequest("voice is empty: give a saved voice's name or the path of a voice file")
-    if not is_voice_path(spec):
-        return find_saved(spec)
     p = Path(spec).expanduser()
     if not p.is_absolute() and base is not None:
         p = base / p
+    if not is_voice_path(spec):
+        if p.suffix.lower() in AUDIO_SUFFIXES and p.is_file() and spec not in voice_index():
+            raise _recording(spec)
+        return find_saved(spec)
     if not p.exists():
         shown = f"'{spec}'" if str(p) == spec else f"'{spec}' ({p})"
         raise InvalidRequest(f"voice file {shown} does not exist")
     if not p.is_file():
         raise InvalidRequest(f"voice file '{spec}' is a folder, not a voice file")
+    if p.suffix.lower() in AUDIO_SUFFIXES or (p.suffix.lower() not in (VOICE_SUFFIX, PROMPT_SUFFIX)
+                                              and _sounds_like_audio(p)):  # fmt: skip
+        raise _recording(spec)
     return p
+
+
+# What a recording's name ends in, and how its file begins (WAV, FLAC, Ogg, MP3, AIFF, MP4, WebM).
+AUDIO_SUFFIXES = (".wav", ".wave", ".flac", ".ogg", ".oga", ".opus", ".mp3", ".m4a", ".aac", ".aif", ".aiff",
+                  ".webm", ".wma", ".au", ".caf")  # fmt: skip
+_AUDIO_MAGIC = (b"RIFF", b"RF64", b"fLaC", b"OggS", b"ID3", b"FORM", b"\x1aE\xdf\xa3", b".snd", b"caff")
+
+
+def _sounds_like_audio(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            head = f.read(12)
+    except OSError:
+        return False
+    mp3_frame = len(head) >= 2 and head[0] == 0xFF and head[1] & 0xE0 == 0xE0
+    return head.startswith(_AUDIO_MAGIC) or mp3_frame or head[4:8] == b"ftyp"
+
+
+def _recording(spec: str) -> InvalidRequest:
+    import shlex
+
+    ref = shlex.quote(spec)
+    return InvalidRequest(
+        f"'{spec}' is a recording, not a saved voice or voice file: clone it with --ref {ref} (or save it "
+        f"as a voice once: omnivoice voice add NAME --ref {ref})"
+    )
 
 
 def load_voice_file(path: Path):

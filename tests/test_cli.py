@@ -63,7 +63,8 @@ def test_help_does_not_import_torch():
         "heavy = [m for m in ('torch', 'numpy', 'soundfile', 'safetensors') if m in sys.modules]\n"
         "print('HEAVY', heavy)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=ENV, timeout=120)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=ENV, timeout=120,
+                         stdin=subprocess.DEVNULL)  # ['say'] would read a piped stdin  # fmt: skip
     assert out.returncode == 0, out.stderr
     assert "omnivoice say" in out.stdout and "--num-step" in out.stdout
     assert "HEAVY []" in out.stdout, out.stdout
@@ -546,9 +547,13 @@ def test_main_exit_codes_in_a_subprocess(tmp_path):
     assert out.returncode == 2
     assert out.stderr.strip() == "Error: --num-step must be an integer in 1..64, got 0"
     assert out.stdout == ""
-    out = subprocess.run(run + ["say", "-o", "x.wav"], capture_output=True, text=True, cwd=tmp_path, env=ENV, timeout=120)
+    # stdin=DEVNULL: without TEXT a piped stdin would be read (test_frictions.py), and the test's own
+    # stdin may be a pipe that never ends
+    out = subprocess.run(run + ["say", "-o", "x.wav"], capture_output=True, text=True, cwd=tmp_path, env=ENV,
+                         timeout=120, stdin=subprocess.DEVNULL)  # fmt: skip
     assert out.returncode == 2 and out.stderr.startswith("Error: Missing argument 'TEXT'")
-    out = subprocess.run(run + ["say"], capture_output=True, text=True, cwd=tmp_path, env=ENV, timeout=120)
+    out = subprocess.run(run + ["say"], capture_output=True, text=True, cwd=tmp_path, env=ENV, timeout=120,
+                         stdin=subprocess.DEVNULL)  # fmt: skip
     assert out.returncode == 2 and "Usage" in out.stdout + out.stderr  # no arguments: the help
     assert files_in(tmp_path) == []
 

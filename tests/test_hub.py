@@ -169,9 +169,10 @@ def test_offline_with_nothing_cached_is_one_clear_line(fake_hub, cache, tmp_path
     with pytest.raises(ModelUnavailable) as e:
         hub.download(REPO, on_notice=notices.append)
     assert str(e.value) == (
-        f"{REPO} is not in the Hugging Face cache and cannot be downloaded (offline). Connect once to "
-        "fetch it (about 3.2 GB), or give the model as the path of a local checkpoint folder."
+        f"{REPO} (about 3.2 GB) is not in the Hugging Face cache and cannot be downloaded (offline: "
+        "HF_HUB_OFFLINE is set). Connect once to fetch it, or give the model as the path of a local checkpoint folder."
     )
+    assert e.value.problem == str(e.value).split(". Connect once")[0]  # what the CLI words its own advice after
     assert notices == [] and not marker(tmp_path).exists() and fake_hub.downloads == []
 
 
@@ -274,4 +275,5 @@ def test_download_against_a_local_stand_in_for_the_hub():
     assert r["cached_offline"] and r["cached_online"] and r["requests_when_cached"] == 0
     assert r["models"] == [[REPO, total, True]]
     assert r["gone"].startswith("owner/gone: no such model on the Hugging Face hub")
-    assert r["down"].startswith(f"{REPO} is not in the Hugging Face cache and cannot be downloaded (ConnectError).")
+    assert r["down"].startswith(f"{REPO} (about 3.2 GB) is not in the Hugging Face cache and cannot be downloaded "
+                                "(ConnectError).")  # fmt: skip

@@ -14,7 +14,8 @@ from omnivoice_cli.engine import normalize as nz
 
 GOLDEN = json.loads((Path(__file__).parent / "fixtures" / "normalize" / "golden.json").read_text(encoding="utf-8"))
 CASES = [c for c in GOLDEN["cases"] if not c.get("deviation")]
-DEVIATIONS = [c for c in GOLDEN["cases"] if c.get("deviation")]
+DEVIATIONS = [c for c in GOLDEN["cases"] if c.get("deviation") is True]  # num2words' two-letter fallback
+CENTS_ROWS = [c for c in GOLDEN["cases"] if c.get("deviation") == "cents"]  # English money read with its cents
 
 pytest.importorskip("kaldifst", reason="the normalize extra is not installed")
 pytest.importorskip("num2words", reason="the normalize extra is not installed")
@@ -96,3 +97,48 @@ def test_importing_the_engine_does_not_import_the_extra():
     code = "import omnivoice_cli.engine.normalize, omnivoice_cli.engine.text, sys; print('kaldifst' in sys.modules, 'num2words' in sys.modules, 'langcodes' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False", "False"]
+
+
+# ------------------------------------------------------------------ the cents (a deliberate difference)
+
+
+def test_the_golden_money_row_differs_from_the_reference_only_in_its_cents():
+    [row] = CENTS_ROWS
+    assert "three point five dollars" in row["reference"]  # the reference loses the cents' zero
+    assert nz.normalize_text(row["text"], row["lang"]) == row["ours"]
+    assert row["ours"] == row["reference"].replace("three point five dollars", "three dollars fifty")
+
+
+@pytest.mark.parametrize("text, spoken", [
+    ("$3.50", "three dollars fifty"),
+    ("$1.01", "one dollar oh one"),
+    ("$12.00", "twelve dollars"),
+    ("$0.99", "ninety nine cents"),
+    ("$0.01", "one cent"),
+    ("€2.50", "two euros fifty"),
+    ("£0.20", "twenty pence"),
+    ("$1,234.56", "one thousand two hundred and thirty four dollars fifty six"),
+    ("It costs $3.50 today.", "It costs three dollars fifty today."),
+    ("$3.50-$4.50", "three dollars fifty - four dollars fifty"),  # never "fifty-four"
+    ("Pay $3.50 [laughter] now", "Pay three dollars fifty [laughter] now"),
+])  # fmt: skip
+def test_money_with_two_decimals_is_read_with_its_cents(text, spoken):
+    assert nz.normalize_text(text, "en") == spoken
+
+
+@pytest.mark.parametrize("text, spoken", [
+    ("$3.5", "three point five dollars"),  # one decimal: not cents
+    ("$2.999", "two point nine nine nine dollars"),
+    ("$3.50 million", "three point five oh million dollars"),  # a quantity: as the reference
+    ("$3.50m", "three point five oh million dollars"),
+    ("US$3.50", "three point five us dollars"),
+    ("3.50", "three point five oh"),  # no currency
+])  # fmt: skip
+def test_other_amounts_are_read_as_the_reference_reads_them(text, spoken):
+    assert nz.normalize_text(text, "en") == spoken
+    assert nz._fst_normalizer("en")(text) == spoken  # the reference's FST, with nothing of ours
+
+
+def test_chinese_money_is_left_to_the_reference():
+    [row] = [c for c in CASES if c["lang"] == "zh" and "$3.50" in c["text"]]
+    assert "三点五零美元" in nz.normalize_text(row["text"], "zh") == row["reference"]

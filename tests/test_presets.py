@@ -123,7 +123,7 @@ BAD_PRESETS = [
     ("num_step = 8\nguidance_scale = \n", "TOML syntax error: Invalid value (at line 2, column 18)"),
     ("num_step = 8\n[section\n", "TOML syntax error"),
     ("num_steps = 8\n", "unknown key 'num_steps' (did you mean 'num_step'?); allowed keys: num_step"),
-    ("model = 'x/y'\n", "unknown key 'model' (model cannot be set by a preset: give --model)"),
+    ("model = ''\n", "key 'model' must be a hub id or a checkpoint folder, got ''"),
     ("seed = 3\n", "unknown key 'seed' (seed cannot be set by a preset: give --seed)"),
     ("[generation]\nnum_step = 8\n", "unknown key 'generation'"),
     ("num_step = '8'\n", "key 'num_step' must be an integer in 1..64, got '8' (a string)"),

@@ -171,9 +171,9 @@ def test_every_setting_has_a_check():
 def test_preset_keys():
     assert set(st.GENERATION_DEFAULTS) <= set(st.PRESET_KEYS)
     assert {"lang", "instruct", "voice", "device", "dtype", "format"} <= set(st.PRESET_KEYS)
-    assert {"chunk_duration", "chunk_threshold", "threads", "quantize", "compile"} <= set(st.PRESET_KEYS)
+    assert {"chunk_duration", "chunk_threshold", "threads", "quantize", "compile", "model"} <= set(st.PRESET_KEYS)
     assert set(st.PRESET_KEYS) <= set(st.DEFAULTS)
-    assert "model" not in st.PRESET_KEYS and "seed" not in st.PRESET_KEYS
+    assert "seed" not in st.PRESET_KEYS and "ref" not in st.PRESET_KEYS
 
 
 def test_chunk_settings_are_the_engines():

@@ -113,7 +113,7 @@ def test_offline_without_cache_is_one_clear_error(tmp_path, monkeypatch):
     monkeypatch.setenv("OMNIVOICE_HOME", str(tmp_path / "home"))
     with pytest.raises(ModelUnavailable) as e:
         weights.resolve_checkpoint("k2-fsa/OmniVoice")
-    assert "k2-fsa/OmniVoice is not in the Hugging Face cache" in str(e.value)
+    assert "k2-fsa/OmniVoice (about 3.2 GB) is not in the Hugging Face cache" in str(e.value)
     assert "the path of a local checkpoint folder" in str(e.value)  # an engine message names engine things
 
 

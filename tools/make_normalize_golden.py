@@ -7,10 +7,11 @@ num2words 0.5.14 installed):
 
 Each case goes through the reference as its `generate(normalize_text=True)` does: the language
 is resolved first (`_resolve_language`: unknown -> None), then `normalize_text(text, language)`.
-tests/test_normalize.py compares ours with every row. Rows marked "deviation" are the one
-place where we differ on purpose (num2words' two-letter fallback reads Filipino digits in
-Finnish; see omnivoice_cli/engine/normalize.py): the test checks the reference really does
-that there and that we leave the digits.
+tests/test_normalize.py compares ours with every row. Rows marked "deviation" are the two
+places where we differ on purpose (see omnivoice_cli/engine/normalize.py): `true` where
+num2words' two-letter fallback reads Filipino digits in Finnish (the test checks the reference
+really does that there and that we leave the digits), "cents" where English money with two
+decimals is read with its cents (the row's "ours" is what we say instead).
 """
 
 from __future__ import annotations
@@ -37,7 +38,6 @@ PROTECTED = [
 SENTENCES = {
     "en": [
         "I have 2345 apples.",
-        "It costs $3.50, or £12 and €1,000,000.",
         "On Jan. 5, 2024 we met; on 2023-12-31 we left.",
         "The meeting is at 3:30 pm, not 14:45.",
         "It is 25km away and weighs 3.5 kg at 37°C.",
@@ -112,6 +112,8 @@ BY_NAME_OR_NONE = [
 ]
 
 DEVIATIONS = [("Mayroon akong 25 na mansanas.", "fil"), ("Naa koy 25 ka mansanas.", "ceb")]
+CENTS = [("It costs $3.50, or £12 and €1,000,000.", "en",
+          "It costs three dollars fifty, or twelve pounds and one million euros.")]  # fmt: skip
 
 
 def main() -> None:
@@ -127,6 +129,9 @@ def main() -> None:
         rows.append({"lang": lang, "text": text, "reference": normalize_text(text, resolved)})
     for text, lang in DEVIATIONS:
         rows.append({"lang": lang, "text": text, "reference": normalize_text(text, lang), "deviation": True})
+    for text, lang, ours in CENTS:
+        rows.append({"lang": lang, "text": text, "reference": normalize_text(text, lang), "ours": ours,
+                     "deviation": "cents"})  # fmt: skip
     versions = {p: metadata.version(p) for p in ("omnivoice", "WeTextProcessing", "num2words")}
     OUT.parent.mkdir(parents=True, exist_ok=True)
     doc = {"_about": "reference normalize_text outputs (tools/make_normalize_golden.py)", "versions": versions}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Optional
 
 import typer
@@ -19,18 +20,52 @@ def _size(n: int) -> str:
 
 
 def download(
-    model: Optional[str] = typer.Argument(None, metavar="MODEL", help=f"A hub id. Default: {st.DEFAULT_MODEL}."),
+    model: Optional[str] = typer.Argument(
+        None, metavar="MODEL", show_default=False,
+        help=f"A hub id. Default: $OMNIVOICE_MODEL (the model `say` uses), else {st.DEFAULT_MODEL}.",
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only warnings and errors on stderr."),
-) -> None:
+) -> None:  # fmt: skip
     """Download a model into the Hugging Face cache (with a progress bar), so `say` needs no network."""
     from ..engine import hub
+    from ..engine.errors import ModelUnavailable
     from ..progress import DownloadProgress
 
-    repo = model or st.DEFAULT_MODEL
+    repo = model or _default_model()
+    if model is None and Path(repo).expanduser().is_dir():  # OMNIVOICE_MODEL names a local folder
+        from ..engine.weights import check_checkpoint_dir
+
+        check_checkpoint_dir(Path(repo).expanduser())
+        if not quiet:
+            echo(f"{repo}: a local checkpoint folder (OMNIVOICE_MODEL), nothing to download")
+        return
     with DownloadProgress(repo, enabled=not quiet) as progress:
-        path = hub.download(repo, on_progress=progress, on_notice=notice(quiet))
+        try:
+            path = hub.download(repo, on_progress=progress, on_notice=notice(quiet))
+        except ModelUnavailable as e:
+            if e.problem is None:
+                raise
+            raise ModelUnavailable(f"{e.problem}. {_retry_advice()}.") from None
     if not quiet:
         echo(f"{repo}: ready in {path}")
+
+
+def _default_model() -> str:
+    """The model `say` would load without --model or a preset: $OMNIVOICE_MODEL, else the default."""
+    found = st.environment_defaults().get("model")
+    return st.DEFAULT_MODEL if found is None else found[0]
+
+
+def _retry_advice() -> str:
+    """What to do when `download` cannot reach the hub."""
+    from ..engine.hub import offline_reason
+
+    reason = offline_reason()
+    if reason is not None and reason.endswith(" is set"):
+        return f"Unset {reason.split()[0]} and run `omnivoice download` again with the network on"
+    if reason is not None:
+        return "Leave huggingface_hub's offline mode and run `omnivoice download` again"
+    return "Check the network connection (or HTTPS_PROXY) and run `omnivoice download` again"
 
 
 def models() -> None:

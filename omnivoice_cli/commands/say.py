@@ -13,6 +13,7 @@ import typer
 from .. import settings as st
 from ..engine.errors import InvalidRequest
 from ..options import HARDWARE_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, SPEECH_SETTINGS, with_settings
+from ..helpfmt import BARE
 from ..progress import StepProgress
 from .common import Warnings, echo, error, load_engine, run_settings, usage_error, warn
 
@@ -31,6 +32,7 @@ EXAMPLES = """
 omnivoice say Hello world
 omnivoice say Good evening --instruct "female, low pitch" -o out.flac
 omnivoice say -f chapter.txt --voice alice --stream -o - | ffplay -nodisp -i -
+echo "Text from a pipe" | omnivoice say -o out.wav
 """
 
 MAX_TEXT_BYTES = 10 * 1024 * 1024  # what -f / stdin read at most (about 3 hours of speech)
@@ -55,6 +57,15 @@ def read_stdin(quiet: bool) -> str:
     return _read_limited(stream, "the text on stdin")
 
 
+def stdin_is_piped() -> bool:
+    """Whether stdin is a pipe or a file (not a terminal, and open): then, without TEXT or -f,
+    the text is read from it, as piper and macOS `say` do."""
+    try:
+        return not typer.get_binary_stream("stdin").isatty()
+    except (AttributeError, OSError, ValueError, RuntimeError):  # no stdin at all (closed, or None)
+        return False
+
+
 def read_text_file(spec: str, quiet: bool) -> str:
     """The text of -f PATH (- reads stdin)."""
     if spec == "-":
@@ -72,10 +83,16 @@ def read_text_file(spec: str, quiet: bool) -> str:
 
 
 def the_text(ctx: typer.Context, words: list[str] | None, text_file: str | None, quiet: bool) -> str:
-    """TEXT (words joined, as macOS `say` does; - reads stdin) or the text of -f FILE."""
+    """TEXT (words joined, as macOS `say` does; - reads stdin) or the text of -f FILE; without
+    either, a piped stdin (`echo Hello | omnivoice say -o hi.wav`)."""
     if words and text_file is not None:
         raise usage_error("give the text either as TEXT or with -f/--text-file, not both", ctx)
     if not words and text_file is None:
+        piped = st.join_lines(read_stdin(quiet)) if stdin_is_piped() else ""
+        if piped:
+            return piped
+        if ctx.meta.get(BARE):  # `omnivoice say </dev/null`: nothing at all, so the help as before
+            raise _no_args_is_help(ctx)
         raise usage_error("Missing argument 'TEXT': give the text to speak, - to read stdin, or -f FILE", ctx)
     if text_file is not None:
         return st.join_lines(read_text_file(text_file, quiet))
@@ -85,6 +102,14 @@ def the_text(ctx: typer.Context, words: list[str] | None, text_file: str | None,
     if len(words) == 1 and _is_file(text):
         warn(f"'{text}' is the name of a file: speaking the name itself (to speak the file's text, give -f {text})")
     return st.join_lines(text)
+
+
+def _no_args_is_help(ctx: typer.Context) -> Exception:
+    try:  # typer >= 0.2x vendors its own click
+        from typer._click.exceptions import NoArgsIsHelpError
+    except ImportError:
+        from click.exceptions import NoArgsIsHelpError
+    return NoArgsIsHelpError(ctx)
 
 
 def _is_file(text: str) -> bool:
@@ -209,7 +234,8 @@ def _dry_run(built: Any, json_out: bool) -> None:
 def say(
     ctx: typer.Context,
     text: Optional[list[str]] = typer.Argument(
-        None, metavar="TEXT", show_default=False, help="The text to speak (the words of the command line); - reads stdin.",
+        None, metavar="TEXT", show_default=False,
+        help="The text to speak (the words of the command line); - reads stdin, as does a pipe without TEXT.",
     ),
     text_file: Optional[str] = typer.Option(
         None, "-f", "--text-file", metavar="PATH", show_default=False, rich_help_panel="Input",
@@ -283,6 +309,9 @@ def say(
         timing = _speak(built, refs, target, settings, quiet, shown, subtitles_path)
     timing["subtitles"] = subtitles_path
     _report(built, target, timing, t_start, json_out, quiet, shown)
+
+
+say.reads_stdin = stdin_is_piped  # type: ignore[attr-defined]  # HelpCommand: `echo Hi | omnivoice say` speaks
 
 
 def _subtitles_path(spec: Optional[str]) -> Any:

@@ -24,4 +24,13 @@ class CheckpointError(OmniVoiceError):
 
 
 class ModelUnavailable(OmniVoiceError):
-    """The checkpoint is not cached and cannot be downloaded (offline)."""
+    """The checkpoint is not cached and cannot be downloaded (offline).
+
+    `problem`, when set, is the message without its advice (what cannot be had and why, e.g.
+    "k2-fsa/OmniVoice (about 3.2 GB) is not in the Hugging Face cache and cannot be downloaded
+    (offline: HF_HUB_OFFLINE is set)"): a local checkpoint folder would do instead, and a caller
+    may word that advice its own way (the CLI names --model and OMNIVOICE_MODEL)."""
+
+    def __init__(self, message: str, problem: str | None = None) -> None:
+        super().__init__(message)
+        self.problem = problem

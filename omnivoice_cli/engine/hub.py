@@ -52,12 +52,14 @@ def hub_cache_dir() -> Path:
     return Path(os.path.expandvars(os.path.expanduser(path)))
 
 
-def hub_offline() -> bool:
-    """Whether the hub must not be reached (HF_HUB_OFFLINE or TRANSFORMERS_OFFLINE set)."""
+def offline_reason() -> str | None:
+    """Why the hub must not be reached ("HF_HUB_OFFLINE is set"), or None when it may be."""
     from huggingface_hub import constants
 
-    env = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE") or ""
-    return env.strip().lower() in _TRUE or bool(constants.HF_HUB_OFFLINE)
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        if os.environ.get(name, "").strip().lower() in _TRUE:
+            return f"{name} is set"
+    return "huggingface_hub is in offline mode" if constants.HF_HUB_OFFLINE else None
 
 
 def check_repo_id(repo_id: str) -> None:
@@ -96,8 +98,9 @@ def download(
     missing = missing_files(root) if root is not None else list(REQUIRED_FILES)
     if not missing:
         return root
-    if hub_offline():
-        raise ModelUnavailable(_offline_message(repo_id, None if root is None else missing))
+    reason = offline_reason()
+    if reason is not None:
+        raise _not_fetched(repo_id, None if root is None else missing, f"offline: {reason}")
     files = _remote_files(repo_id, None if root is None else missing)
     shown = _show_licence(on_notice)
     todo = [f for f in files if f.will_download]
@@ -120,15 +123,16 @@ def _size(n: int) -> str:
     return f"{n / 1e9:.1f} GB" if n >= 1e9 else f"{n / 1e6:.1f} MB"
 
 
-def _offline_message(repo_id: str, missing: list[str] | None, why: str = "offline") -> str:
+def _not_fetched(repo_id: str, missing: list[str] | None, why: str) -> ModelUnavailable:
+    """Not cached (or partly) and not downloadable: the problem, and the engine's own advice
+    (ModelUnavailable.problem lets a caller word the advice for its users)."""
     size = " (about 3.2 GB)" if repo_id == DEFAULT_MODEL else ""
     where = "is not in the Hugging Face cache" if missing is None else (
         f"is only partly in the Hugging Face cache (missing {', '.join(missing)})"
     )  # fmt: skip
-    return (
-        f"{repo_id} {where} and cannot be downloaded ({why}). Connect once to fetch it{size}, or "
-        "give the model as the path of a local checkpoint folder."
-    )
+    problem = f"{repo_id}{size} {where} and cannot be downloaded ({why})"
+    advice = "Connect once to fetch it, or give the model as the path of a local checkpoint folder."
+    return ModelUnavailable(f"{problem}. {advice}", problem=problem)
 
 
 def _remote_files(repo_id: str, missing: list[str] | None) -> list:
@@ -145,7 +149,7 @@ def _remote_files(repo_id: str, missing: list[str] | None) -> list:
                 f"{repo_id}: no such model on the Hugging Face hub, or it is private or gated: check the "
                 "name, or log in (HF_TOKEN) with access to it"
             ) from None
-        raise ModelUnavailable(_offline_message(repo_id, missing, _why(e, False))) from None
+        raise _not_fetched(repo_id, missing, _why(e, False)) from None
 
 
 def _causes(e: BaseException | None):

@@ -13,10 +13,18 @@ Equal to the reference's `normalize_text` (omnivoice 0.2.1), checked on a golden
   CMU pronunciations like [B EY1 S], our [pause 500ms] tags) and, for Chinese, uppercase pinyin
   with a tone digit (NI3). Whitespace around a protected span is kept.
 
-One deliberate difference: num2words, given a code it lacks, tries the code's first two letters,
-so the reference reads digits in Filipino ('fil') as Finnish and in Cebuano ('ceb') as Chechen.
-We accept that fallback only for the Arabic varieties ('arb', 'arz', ... -> 'ar') and otherwise
-leave the digits as they are (what the reference does for languages num2words lacks).
+Two deliberate differences:
+
+- num2words, given a code it lacks, tries the code's first two letters, so the reference reads
+  digits in Filipino ('fil') as Finnish and in Cebuano ('ceb') as Chechen. We accept that
+  fallback only for the Arabic varieties ('arb', 'arz', ... -> 'ar') and otherwise leave the
+  digits as they are (what the reference does for languages num2words lacks).
+- English money with exactly two decimals is read with its cents, as people say it: "$3.50" ->
+  "three dollars fifty", "$1.01" -> "one dollar oh one", "$0.99" -> "ninety nine cents", "£0.20"
+  -> "twenty pence" (the reference says "three point five dollars", losing the cents' zero). The
+  words come from the same English FST (its reading of "$3 50"); "$12.00", one or three decimals
+  ("$3.5", "$2.999"), an amount with a quantity ("$3.50 million", "$3.50k") and Chinese are read
+  as the reference reads them.
 
 `kaldifst` and `num2words` are the `normalize` extra; they are imported on first use only.
 """
@@ -58,6 +66,14 @@ _FIELD_ORDERS = {
         "money": ("integer_part", "fractional_part", "quantity", "currency_maj"),
     },
 }
+# English money with exactly two decimals ($ € £; not after a letter such as US$, not before a
+# digit, a letter or a quantity word, which the FST reads as "three point five oh million dollars").
+_CENTS_RE = re.compile(
+    r"(?<![\w$€£.,])([$€£])(\d{1,3}(?:,\d{3})+|\d+)\.(\d{2})(?![.,]?\d)(?![^\W\d_])"
+    r"(?!\s*(?i:thousand|million|billion|trillion|quadrillion|quintillion|mln|bn|[kmb])s?\b)"
+)
+_OPENING, _CLOSING = "([{\"'“‘«", ")]}\"'”’»,.;:!?"
+_MINOR_UNIT = {"$": ("cent", "cents"), "€": ("cent", "cents"), "£": ("penny", "pence")}
 _TOKEN_RE = re.compile(r'\s*([A-Za-z_]+)\s*\{((?:\s*[A-Za-z_]+:\s*"(?:[^"\\]|\\.)*")*)\s*\}', re.S)
 _FIELD_RE = re.compile(r'([A-Za-z_]+):\s*"((?:[^"\\]|\\.)*)"', re.S)
 
@@ -113,6 +129,29 @@ class _FstNormalizer:
 @lru_cache(maxsize=None)
 def _fst_normalizer(lang: str) -> _FstNormalizer:
     return _FstNormalizer(lang)
+
+
+def say_cents(text: str, fst: Callable[[str], str]) -> str:
+    """English money with two decimals in words, cents included (the module's second deliberate
+    difference): "$3.50" -> "three dollars fifty", "$0.99" -> "ninety nine cents". `fst` is the
+    English normaliser; the rest of the text is left for it."""
+
+    def words(m: re.Match) -> str:
+        symbol, whole, cents = m.groups()
+        if cents == "00":
+            return fst(f"{symbol}{whole}")  # "twelve dollars", as the reference says it
+        if whole.strip("0,") == "":
+            one, many = _MINOR_UNIT[symbol]
+            return f"{fst(str(int(cents)))} {one if cents == '01' else many}"
+        return fst(f"{symbol}{whole} {cents}")  # the FST's own reading of dollars and cents
+
+    def spaced(m: re.Match) -> str:  # "$3.50-$4.50": "... fifty - four ...", never "fifty-four"
+        before, after = text[m.start() - 1 : m.start()], text[m.end() : m.end() + 1]
+        lead = " " if before and not before.isspace() and before not in _OPENING else ""
+        trail = " " if after and not after.isspace() and after not in _CLOSING else ""
+        return lead + words(m) + trail
+
+    return _CENTS_RE.sub(spaced, text)
 
 
 def _num2words_fn(code: str) -> Callable[[str], str] | None:
@@ -195,8 +234,11 @@ def normalize_text(text: str, lang: str | None = None) -> str:
     if not text or not text.strip():
         return text
     code = normalizer_language(lang, text)
-    if code in ("zh", "en"):
-        return _apply(text, _fst_normalizer(code), pinyin=code == "zh")
+    if code == "en":
+        fst = _fst_normalizer(code)  # here, not in _apply: a missing extra is an error, not a no-op
+        return _apply(text, lambda seg: fst(say_cents(seg, fst)), pinyin=False)
+    if code == "zh":
+        return _apply(text, _fst_normalizer(code), pinyin=True)
     if not _DIGITS_RE.search(text):
         return text
     fn = _num2words_fn(code)

@@ -10,6 +10,8 @@ What the reference (`OmniVoice.create_voice_clone_prompt`, omnivoice 0.2.1) does
      3 s kept); then silences are removed (pydub, -50 dBFS: inner pauses over 200 ms shortened,
      100 ms kept at the start and 200 ms at the end); empty audio after that is an error;
   4. longer than 20 s: a warning (slower, more memory, worse cloning);
+     on top of the reference, warnings outside the 3-10 s that cloning works best with (see
+     `length_warning`);
   5. cut (not padded) to a multiple of the hop (960), encoded to codes [8, T_ref];
   6. with preprocess_prompt, the transcript ends in '.' ('。' for CJK) unless it already ends in
      punctuation (`text.add_punctuation`).
@@ -47,6 +49,7 @@ HOP_LENGTH = 960  # codec samples per frame
 RMS_TARGET = 0.1  # quieter references are scaled up to this RMS before encoding
 MAX_SECONDS = 20.0  # longer references: trimmed (without transcript) and warned about
 MIN_SECONDS = 0.5  # shorter prepared references are refused
+BEST_SECONDS = (3.0, 10.0)  # cloning works best with this much: outside it, a warning says why
 TRIM_MAX_SECONDS = 15.0  # trim_long_audio: cut at a pause starting no later than this ...
 TRIM_MIN_SECONDS = 3.0  # ... keeping at least this much
 MID_SIL_MS, LEAD_SIL_MS, TRAIL_SIL_MS = 200, 100, 200  # silence removal on the reference
@@ -228,6 +231,23 @@ def trim_long_audio(
     return audio_ops.from_int16(audio_ops.slice_ms(samples, sample_rate, None, best))
 
 
+def length_warning(source: object, given: float, prepared: float) -> str | None:
+    """Why a reference outside BEST_SECONDS clones less well: under 3 s as given, too little of
+    the voice to capture it; over 10 s once its silences are removed, a long canvas (the
+    reference's codes, 25 frames a second, are in the model's input at every diffusion step) for
+    little gain. None inside."""
+    low, high = BEST_SECONDS
+    if given < low:
+        return (f"{source} is only {given:.1f} s long: under {low:g} s the voice is poorly captured and the "
+                f"clone may not sound like it; {low:g}-{high:g} s of clear speech is best")  # fmt: skip
+    if prepared > high:
+        return (f"{source} holds {prepared:.1f} s of sound once its silences are removed: over {high:g} s "
+                "makes every diffusion step slower and needs more memory (all of it is part of the model's "
+                f"input at each step) and clones no better; trim it to {low:g}-{high:g} s (without a "
+                f"transcript, over {MAX_SECONDS:g} s is cut at a pause)")  # fmt: skip
+    return None
+
+
 def prepare_reference(
     wav24k: np.ndarray,
     ref_text: str | None,
@@ -241,11 +261,12 @@ def prepare_reference(
 
     Raises InvalidRequest when the audio is empty or silent after silence removal, or shorter than
     MIN_SECONDS after preparation. Warnings (returned, not printed): the audio was trimmed, or is
-    still longer than MAX_SECONDS.
+    still longer than MAX_SECONDS, or else is outside BEST_SECONDS (`length_warning`).
     """
     wav = np.asarray(wav24k, dtype=np.float32).reshape(1, -1)
     if wav.shape[-1] == 0:
         raise InvalidRequest(f"{source} is empty")
+    given = wav.shape[-1] / sample_rate
     warnings: list[str] = []
     rms = reference_rms(wav)
     if 0 < rms < RMS_TARGET:
@@ -281,6 +302,10 @@ def prepare_reference(
             f"{source} is {seconds:.1f}s long (>{MAX_SECONDS:.0f}s). This may cause slower generation, "
             "higher memory usage, and degraded voice cloning quality. We recommend trimming it to 3-10s."
         )
+    elif not warnings:  # neither trimmed nor over 20 s: those warnings already say it
+        warning = length_warning(source, given, seconds)
+        if warning:
+            warnings.append(warning)
 
     clip = wav.shape[-1] % hop_length
     if clip:

@@ -49,8 +49,9 @@ def resolve_checkpoint(
     on_progress: Callable[[int, int], None] | None = None,
 ) -> Path:
     """A local folder as is; otherwise a hub repo id, fetched into the normal hub cache
-    (hub.download: the licence notice and progress go to on_notice and on_progress)."""
-    model = model or os.environ.get("OMNIVOICE_MODEL") or DEFAULT_MODEL
+    (hub.download: the licence notice and progress go to on_notice and on_progress). None is
+    DEFAULT_MODEL (the CLI reads $OMNIVOICE_MODEL in its settings schema, not here)."""
+    model = model or DEFAULT_MODEL
     path = Path(model).expanduser()
     if path.exists():
         if not path.is_dir():
