@@ -141,14 +141,16 @@ def format_of(format: str, subtype: str) -> AudioFormat:
     raise ValueError(f"no output format writes {format}/{subtype}")
 
 
-def writable_formats() -> list[str]:
-    """Names of the table's formats that can be written here (libsndfile's, AAC with an encoder)."""
+def _sndfile_writes(f: AudioFormat) -> bool:
     import soundfile as sf
 
-    majors = sf.available_formats()
+    return f.sf_format in sf.available_formats() and f.subtype in sf.available_subtypes(f.sf_format)
+
+
+def writable_formats() -> list[str]:
+    """Names of the table's formats that can be written here (libsndfile's, AAC with an encoder)."""
     aac = aac_encoder() is not None
-    return [f.name for f in AUDIO_FORMATS.values()
-            if (aac if f.encoder == "aac" else f.sf_format in majors and f.subtype in sf.available_subtypes(f.sf_format))]  # fmt: skip
+    return [f.name for f in AUDIO_FORMATS.values() if (aac if f.encoder == "aac" else _sndfile_writes(f))]
 
 
 AAC_INSTALL = "pip install 'omnivoice-cli[aac]' (PyAV), or put ffmpeg on PATH"
@@ -163,7 +165,7 @@ def check_available(fmt: AudioFormat) -> None:
         if aac_encoder() is None:
             raise EncoderMissing(f"format {fmt.name} (AAC) needs an AAC encoder and none is installed: {AAC_INSTALL}")
         return
-    if fmt.name in writable_formats():
+    if _sndfile_writes(fmt):
         return
     raise FormatUnavailable(
         f"the installed libsndfile ({sf.__libsndfile_version__}) cannot write {fmt.name} "

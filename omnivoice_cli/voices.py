@@ -92,6 +92,7 @@ def is_voice_path(spec: str) -> bool:
 # ------------------------------------------------------------------------------------ built-in voices
 
 BUILTIN_FILE = Path(__file__).resolve().parent / "data" / "openai_voices.json"
+BUILTIN_CUTOFF = 0.8  # how close an unknown name must be to a built-in one to be suggested
 
 
 @lru_cache(maxsize=None)
@@ -161,10 +162,15 @@ def find_saved(name: str) -> Path:
     folded = [n for n in index if n.casefold() == name.casefold()]
     if len(folded) == 1:
         return index[folded[0]]
-    known = [*index, *(n for n in builtin_voices() if n not in index)]
-    builtin = "" if not builtin_voices() else f"; built in: {', '.join(builtin_voices())}"
+    import difflib
+
+    hint = st.did_you_mean(name, index)
+    if not hint:  # a built-in name only when it is close ('alloyy'), not any five letters ('alice': 'fable')
+        close = difflib.get_close_matches(name.lower(), list(builtin_voices()), n=1, cutoff=BUILTIN_CUTOFF)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+    builtin = f"; built in: {', '.join(builtin_voices())}" if builtin_voices() else ""
     raise InvalidRequest(
-        f"unknown voice {name!r}{st.did_you_mean(name, known)}; known voices: {_known(index)}{builtin} "
+        f"unknown voice {name!r}{hint}; known voices: {_known(index)}{builtin} "
         f"({ADD_HINT}, or give the path of a voice file)"
     )
 

@@ -13,8 +13,8 @@ is an error with a did-you-mean, never ignored; nothing in a request names a fil
 
 Layers, later wins: defaults < `serve --preset` < the serve flags < the request's preset < the
 voice's mapped items < the request's fields; the request's items (`instructions` or the strict
-`instruct`) replace a mapped voice's items of their categories only (`instruct.merge`). The request is then built by `request.build_request`,
-the same checks as `say`.
+`instruct`) replace a mapped voice's items of their categories only (`instruct.merge`). The
+request is then built by `request.build_request`, the same checks as `say`.
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ from .errors import ApiError, bad_request, scrub
 
 OPENAI_FIELDS = ("model", "input", "voice", "instructions", "response_format", "speed", "stream_format")
 SERVER_FIELDS = ("preset", "stream")
-RESPONSE_FORMATS = {"mp3": "mp3", "opus": "opus", "aac": "aac", "flac": "flac", "wav": "wav", "pcm": "raw", "ogg": "ogg"}
+RESPONSE_FORMATS = {"mp3": "mp3", "opus": "opus", "aac": "aac", "flac": "flac", "wav": "wav", "pcm": "raw",
+                    "ogg": "ogg"}  # fmt: skip
 MODELS = ("omnivoice", "tts-1", "tts-1-hd", "gpt-4o-mini-tts")  # accepted names of the model (no preset)
 STREAM_FORMATS = ("audio", "sse")
 REQUEST = st.Source("request")
