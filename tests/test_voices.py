@@ -535,6 +535,14 @@ def test_voice_list_show_and_rm_of_builtin_voices(invoke, home):
     assert r.exit_code == 2 and "unknown voice 'onyxx' (did you mean 'onyx'?)" in error_line(r)
 
 
+def test_builtin_voice_in_a_cast(invoke, fake_engine, home, tmp_path):
+    script = tmp_path / "s.txt"
+    script.write_text("A: Hello there.\nB: Hi.\n")
+    r = invoke("say", "-f", script, "--cast", "A=shimmer", "--cast", "B=instruct:man", "-o", tmp_path / "a.wav", "-q")
+    assert r.exit_code == 0, r.stderr
+    assert [q.instruct for q in fake_engine.requests] == [voices.builtin_voices()["shimmer"], "man"]
+
+
 def test_builtin_voice_in_a_batch_line(invoke, fake_engine, home, tmp_path):
     src = tmp_path / "jobs.jsonl"
     src.write_text(json.dumps({"text": "a", "voice": "echo"}) + "\n" + json.dumps({"text": "b", "voice": "nova",
