@@ -1,7 +1,7 @@
 """Writing audio: the table of formats, whole files (atomically), and streams piece by piece.
 
-Formats (`AUDIO_FORMATS`, one table for `say`, `batch` and the server), all 24 kHz mono through
-soundfile / libsndfile:
+Formats (`AUDIO_FORMATS`, one table for `say`, `batch` and the server), all 24 kHz mono, through
+soundfile / libsndfile but for AAC (PyAV, the `aac` extra, else an `ffmpeg` on PATH):
 
 | name | extensions    | encoding                         | lossy | streams |
 | ---- | ------------- | -------------------------------- | ----- | ------- |
@@ -11,6 +11,12 @@ soundfile / libsndfile:
 | opus | .opus         | Ogg Opus                         | yes   | yes     |
 | mp3  | .mp3          | MPEG-2 layer III, 64 kbit/s CBR  | yes   | yes (no info frame) |
 | raw  | .raw, .pcm    | headerless s16le                 | no    | yes     |
+| aac  | .aac          | AAC-LC in ADTS, 64 kbit/s        | yes   | no (encoded whole) |
+| m4a  | .m4a          | AAC-LC in MP4 (iPod), 64 kbit/s  | yes   | no (the index is written at the end) |
+
+Without an AAC encoder, asking for aac or m4a is a usage error (`EncoderMissing`) naming what to
+install. ADTS has no length field: decoders give the encoder's 1024 priming samples first and pad
+the end to a whole frame; MP4 records both, so players trim them.
 
 A file is written to a temporary file in the same folder ('.NAME.XXXXXXXX.part', NAME cut so the
 name stays within the file system's limit) and renamed over the target, so the target is never
@@ -62,6 +68,7 @@ class AudioFormat:
     compression_level: float | None = None  # soundfile compression_level (None: libsndfile's default)
     bitrate_mode: str | None = None  # soundfile bitrate_mode (None: libsndfile's default)
     block: int | None = None  # samples per write when the encoding depends on how writes are split
+    encoder: str = "sndfile"  # what writes it: libsndfile, or "aac" (PyAV or ffmpeg, see aac_encoder)
 
     @property
     def extension(self) -> str:
@@ -89,6 +96,8 @@ AUDIO_FORMATS: dict[str, AudioFormat] = {
             compression_level=_MP3_64K, bitrate_mode="CONSTANT",
         ),  # fmt: skip
         AudioFormat("raw", (".raw", ".pcm"), "RAW", "PCM_16", lossy=False, streams=True, mime="audio/pcm"),
+        AudioFormat("aac", (".aac",), "ADTS", "AAC", lossy=True, streams=False, mime="audio/aac", encoder="aac"),
+        AudioFormat("m4a", (".m4a",), "MP4", "AAC", lossy=True, streams=False, mime="audio/mp4", encoder="aac"),
     )
 }
 _BY_EXTENSION: dict[str, AudioFormat] = {ext: f for f in AUDIO_FORMATS.values() for ext in f.extensions}
@@ -99,6 +108,10 @@ FORMATS: dict[str, tuple[str, str]] = {ext: (f.sf_format, f.subtype) for ext, f 
 
 class FormatUnavailable(OmniVoiceError):
     """The installed libsndfile cannot write a format of the table (a runtime failure, exit 1)."""
+
+
+class EncoderMissing(InvalidRequest):
+    """A format of the table needs an encoder that is not installed (a usage error, exit 2)."""
 
 
 class StreamClosed(BrokenPipeError):
@@ -128,19 +141,31 @@ def format_of(format: str, subtype: str) -> AudioFormat:
     raise ValueError(f"no output format writes {format}/{subtype}")
 
 
-def writable_formats() -> list[str]:
-    """Names of the table's formats that the installed libsndfile can write."""
+def _sndfile_writes(f: AudioFormat) -> bool:
     import soundfile as sf
 
-    majors = sf.available_formats()
-    return [f.name for f in AUDIO_FORMATS.values() if f.sf_format in majors and f.subtype in sf.available_subtypes(f.sf_format)]
+    return f.sf_format in sf.available_formats() and f.subtype in sf.available_subtypes(f.sf_format)
+
+
+def writable_formats() -> list[str]:
+    """Names of the table's formats that can be written here (libsndfile's, AAC with an encoder)."""
+    aac = aac_encoder() is not None
+    return [f.name for f in AUDIO_FORMATS.values() if (aac if f.encoder == "aac" else _sndfile_writes(f))]
+
+
+AAC_INSTALL = "pip install 'omnivoice-cli[aac]' (PyAV), or put ffmpeg on PATH"
 
 
 def check_available(fmt: AudioFormat) -> None:
-    """FormatUnavailable when the installed libsndfile cannot write `fmt`, naming what it can."""
+    """FormatUnavailable when the installed libsndfile cannot write `fmt`, naming what it can;
+    EncoderMissing when `fmt` is AAC and there is no AAC encoder, naming what to install."""
     import soundfile as sf
 
-    if fmt.name in writable_formats():
+    if fmt.encoder == "aac":
+        if aac_encoder() is None:
+            raise EncoderMissing(f"format {fmt.name} (AAC) needs an AAC encoder and none is installed: {AAC_INSTALL}")
+        return
+    if _sndfile_writes(fmt):
         return
     raise FormatUnavailable(
         f"the installed libsndfile ({sf.__libsndfile_version__}) cannot write {fmt.name} "
@@ -316,6 +341,9 @@ def _write_blocks(f, audio, sample_rate: int, format: str, subtype: str) -> None
     a = _mono(audio)
     fmt = format_of(format, subtype)
     check_fits(fmt, len(a), sample_rate)
+    if fmt.encoder == "aac":
+        f.write(encode_aac(a, sample_rate, fmt))
+        return
     step = fmt.block or WRITE_BLOCK
     with sf.SoundFile(f, "w", samplerate=int(sample_rate), channels=1, **fmt.sf_options()) as out:
         for i in range(0, max(len(a), 1), step):
@@ -338,6 +366,82 @@ def encode(audio, sample_rate: int, format: str = "WAV", subtype: str = "PCM_16"
     buf = io.BytesIO()
     _write_blocks(buf, audio, sample_rate, format, subtype)
     return buf.getvalue()
+
+
+# ---------------------------------------------------------------------------------------------
+# AAC: PyAV (the `aac` extra: FFmpeg's libraries in a wheel), else an ffmpeg command on PATH
+# ---------------------------------------------------------------------------------------------
+
+AAC_BITRATE = 64000  # bits a second: as the mp3's, clear speech at 24 kHz mono
+_AAC_MUXERS = {"aac": "adts", "m4a": "ipod"}  # FFmpeg's muxer of each format (ipod: an .m4a MP4)
+
+
+def _pyav_has_aac() -> bool:
+    try:
+        import av
+        from av.codec import Codec
+
+        Codec("aac", "w")
+        return av is not None
+    except Exception:  # not installed, or built without the encoder
+        return False
+
+
+def aac_encoder() -> str | None:
+    """What encodes AAC here: "pyav", "ffmpeg" (an ffmpeg command on PATH), or None."""
+    import shutil
+
+    if _pyav_has_aac():
+        return "pyav"
+    return "ffmpeg" if shutil.which("ffmpeg") else None
+
+
+def encode_aac(audio, sample_rate: int, fmt: AudioFormat | str = "aac") -> bytes:
+    """The bytes of a whole AAC file (ADTS for aac, MP4 for m4a) of mono float `audio`."""
+    fmt = fmt if isinstance(fmt, AudioFormat) else format_named(fmt)
+    check_available(fmt)
+    a = prepare_audio(audio)
+    if aac_encoder() == "pyav":
+        return _aac_pyav(a, int(sample_rate), _AAC_MUXERS[fmt.name])
+    return _aac_ffmpeg(a, int(sample_rate), _AAC_MUXERS[fmt.name])
+
+
+def _aac_pyav(a, sample_rate: int, muxer: str) -> bytes:
+    import av
+
+    buf = io.BytesIO()
+    with av.open(buf, "w", format=muxer) as out:
+        stream = out.add_stream("aac", rate=sample_rate, layout="mono")
+        stream.bit_rate = AAC_BITRATE
+        for i in range(0, len(a), WRITE_BLOCK):
+            frame = av.AudioFrame.from_ndarray(a[None, i : i + WRITE_BLOCK], format="flt", layout="mono")
+            frame.sample_rate = sample_rate
+            for packet in stream.encode(frame):
+                out.mux(packet)
+        for packet in stream.encode(None):
+            out.mux(packet)
+    return buf.getvalue()
+
+
+def _aac_ffmpeg(a, sample_rate: int, muxer: str) -> bytes:
+    import shutil
+    import subprocess
+
+    ffmpeg = shutil.which("ffmpeg") or "ffmpeg"
+    with tempfile.TemporaryDirectory(prefix="omnivoice-aac-") as folder:
+        target = os.path.join(folder, "out")  # MP4 seeks back to write its index: a file, not a pipe
+        cmd = [ffmpeg, "-hide_banner", "-loglevel", "error", "-f", "f32le", "-ar", str(sample_rate), "-ac", "1",
+               "-i", "pipe:0", "-c:a", "aac", "-b:a", str(AAC_BITRATE), "-f", muxer]  # fmt: skip
+        try:
+            done = subprocess.run([*cmd, "-y", target], input=a.astype("<f4").tobytes(), capture_output=True)
+        except OSError as e:
+            raise OmniVoiceError(f"cannot run {ffmpeg} to encode AAC: {e.strerror or e}") from None
+        if done.returncode != 0:
+            said = done.stderr.decode("utf-8", "replace").strip().splitlines()
+            raise OmniVoiceError(f"{ffmpeg} could not encode AAC (exit {done.returncode}): "
+                                 f"{said[-1] if said else 'no message'}")  # fmt: skip
+        with open(target, "rb") as f:
+            return f.read()
 
 
 def pcm16(audio) -> bytes:

@@ -140,6 +140,22 @@ def _voice(settings: st.Resolved, voices: Voices, line_base: Path | None) -> tup
         raise named(settings, e, "voice") from None
 
 
+def _builtin_voice(settings: st.Resolved) -> None:
+    """A built-in voice (an OpenAI voice name no saved voice has) is its voice-design items; the
+    instruct given replaces its items of the same categories (`instruct.merge`)."""
+    from . import voices as store
+    from .instruct import merge
+
+    items = store.builtin_instruct(settings["voice"])
+    if items is None:
+        return
+    try:
+        settings.values["instruct"] = merge(items, settings["instruct"])
+    except InvalidRequest as e:
+        raise named(settings, e, "instruct") from None
+    settings.values["voice"] = None
+
+
 def _reference(settings: st.Resolved, refs: References, line_base: Path | None) -> Reference | None:
     from . import voices as store
 
@@ -215,6 +231,7 @@ def build_request(
     reference = _reference(settings, refs, line_base)
     if reference is not None:
         settings.values["voice"] = None  # a recording given later than a voice replaces it
+    _builtin_voice(settings)
     voice_file, prompt = _voice(settings, voices, line_base)
     if settings["seed"] is None:
         settings.values["seed"] = random_seed() if seed is None else seed

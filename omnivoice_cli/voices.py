@@ -9,7 +9,10 @@ implementation's `.pt` prompts are read by `engine.voice.import_reference_prompt
 (`torch.load(weights_only=True)`, format version checked).
 
 `--voice SPEC` (and `voice` in presets and JSON lines) is a path when it looks like one (it holds
-a '/', starts with '.' or '~', or ends in .safetensors or .pt), else a saved voice's name.
+a '/', starts with '.' or '~', or ends in .safetensors or .pt), else a saved voice's name, else a
+built-in voice: one of OpenAI's voice names (alloy, ash, ... `data/openai_voices.json`, the table
+`omnivoice serve` maps them by), which designs a voice from its voice-design items. A saved voice
+of the same name (case aside) wins over a built-in one; `voice list` shows both kinds.
 
 Also here: finding the transcript of a reference recording (`--ref-text`, else `me.txt` beside
 `me.wav`) and checking a recording before the model is loaded.
@@ -19,8 +22,10 @@ Importing this module is cheap; the engine (and torch) is imported inside the fu
 
 from __future__ import annotations
 
+import json
 import os
 import re
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -84,6 +89,30 @@ def is_voice_path(spec: str) -> bool:
     )
 
 
+# ------------------------------------------------------------------------------------ built-in voices
+
+BUILTIN_FILE = Path(__file__).resolve().parent / "data" / "openai_voices.json"
+BUILTIN_CUTOFF = 0.8  # how close an unknown name must be to a built-in one to be suggested
+
+
+@lru_cache(maxsize=None)
+def builtin_voices() -> dict[str, str]:
+    """The built-in voices: OpenAI's voice name (lower case) -> its voice-design items."""
+    data = json.loads(BUILTIN_FILE.read_text(encoding="utf-8"))
+    return {name.lower(): items for name, items in data.items() if not name.startswith("_")}
+
+
+def builtin_instruct(spec: str | None) -> str | None:
+    """The voice-design items of the built-in voice `spec` names (case aside), unless a saved voice
+    has that name (it wins) or `spec` is a path; None otherwise."""
+    if not isinstance(spec, str) or not spec.strip() or is_voice_path(spec):
+        return None
+    items = builtin_voices().get(spec.strip().lower())
+    if items is None or exists(spec.strip()) is not None:
+        return None
+    return items
+
+
 # ------------------------------------------------------------------------------------ the store
 
 
@@ -133,8 +162,15 @@ def find_saved(name: str) -> Path:
     folded = [n for n in index if n.casefold() == name.casefold()]
     if len(folded) == 1:
         return index[folded[0]]
+    import difflib
+
+    hint = st.did_you_mean(name, index)
+    if not hint:  # a built-in name only when it is close ('alloyy'), not any five letters ('alice': 'fable')
+        close = difflib.get_close_matches(name.lower(), list(builtin_voices()), n=1, cutoff=BUILTIN_CUTOFF)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+    builtin = f"; built in: {', '.join(builtin_voices())}" if builtin_voices() else ""
     raise InvalidRequest(
-        f"unknown voice {name!r}{st.did_you_mean(name, index)}; known voices: {_known(index)} "
+        f"unknown voice {name!r}{hint}; known voices: {_known(index)}{builtin} "
         f"({ADD_HINT}, or give the path of a voice file)"
     )
 

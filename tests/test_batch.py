@@ -326,7 +326,7 @@ BAD_LINES = [
     ('{"text": "hi", "id": "a/b"}', "line 2: field 'id' 'a/b' cannot name a file"),
     ('{"text": "hi", "output": "../x.wav"}', "line 2: field 'output' '../x.wav' must be a file name inside the output folder"),
     ('{"text": "hi", "output": "/tmp/x.wav"}', "line 2: field 'output' '/tmp/x.wav' must be a file name inside"),
-    ('{"text": "hi", "output": "x.aac"}', "line 2: field 'output' 'x.aac' must end in .wav, .flac, .ogg, .opus, .mp3, .raw or .pcm"),
+    ('{"text": "hi", "output": "x.mp4"}', "line 2: field 'output' 'x.mp4' must end in .wav, .flac, .ogg, .opus, .mp3, .raw, .pcm, .aac or .m4a"),
     (
         '{"text": "hi", "instruct": "female, lowpitch"}',
         "line 2: field 'instruct': unsupported instruct item in 'female, lowpitch': 'lowpitch' (did you mean 'low pitch'?)",
@@ -535,7 +535,7 @@ BAD_FLAGS = [
     (["--num-step", "x"], "--num-step must be an integer in 1..64, got 'x'"),
     (["--speed", "-1"], "--speed must be a number > 0 (1.0 is normal), got -1.0"),
     (["--seed", "-1"], "--seed must be an integer in 0..9223372036854775807, got -1"),
-    (["--format", "aac"], "--format must be wav, flac, ogg, opus, mp3, raw, pcm, got 'aac'"),
+    (["--format", "mp4"], "--format must be wav, flac, ogg, opus, mp3, raw, aac, m4a, pcm, got 'mp4'"),
     (["--device", "tpu"], "--device must be auto, cpu, cuda, cuda:N or mps, got 'tpu'"),
     (["--instruct", "robot voice"], "unsupported instruct item"),
 ]

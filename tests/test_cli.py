@@ -416,7 +416,7 @@ BAD_INPUT = [
     (["--speed", "fast"], "Hi", None, "--speed must be a number > 0 (1.0 is normal), got 'fast'"),
     (["--dtype", "float64"], "Hi", None, "--dtype must be auto, float32, float16, bfloat16, got 'float64'"),
     (["--device", "tpu"], "Hi", None, "--device must be auto, cpu, cuda, cuda:N or mps, got 'tpu'"),
-    (["-o", "{tmp}/x.aac"], "Hi", None, "'.aac': use a file ending in .wav, .flac, .ogg, .opus, .mp3, .raw or .pcm"),
+    (["-o", "{tmp}/x.mp4"], "Hi", None, "'.mp4': use a file ending in .wav, .flac, .ogg, .opus, .mp3, .raw, .pcm, .aac or .m4a"),
     (["-o", "{tmp}/noext"], "Hi", None, "has no extension"),
     (["-o", "{tmp}/missing/x.wav"], "Hi", None, "does not exist"),
     ([], "Before [pause 2 sec] after.", None, "malformed pause tag '[pause 2 sec]'"),

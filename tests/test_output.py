@@ -52,9 +52,9 @@ def test_check_output_stdout():
     assert t.to_stdout and t.format == "WAV" and str(t) == "-"
 
 
-@pytest.mark.parametrize("name", ["a.aac", "a", "a.wav.txt"])
+@pytest.mark.parametrize("name", ["a.mp4", "a", "a.wav.txt"])
 def test_check_output_bad_extension(tmp_path, name):
-    with pytest.raises(InvalidRequest, match=r"use a file ending in \.wav, \.flac, \.ogg, \.opus, \.mp3, \.raw or \.pcm, or - for stdout"):
+    with pytest.raises(InvalidRequest, match=r"use a file ending in \.wav, \.flac, \.ogg, \.opus, \.mp3, \.raw, \.pcm, \.aac or \.m4a, or - for stdout"):
         check_output(str(tmp_path / name))
 
 
@@ -163,9 +163,10 @@ def test_overwrite_and_mode(tmp_path):
 
 
 def test_the_table():
-    assert list(AUDIO_FORMATS) == ["wav", "flac", "ogg", "opus", "mp3", "raw"]
-    assert [n for n, f in AUDIO_FORMATS.items() if f.lossy] == ["ogg", "opus", "mp3"]
-    assert [n for n, f in AUDIO_FORMATS.items() if not f.streams] == ["flac"]
+    assert list(AUDIO_FORMATS) == ["wav", "flac", "ogg", "opus", "mp3", "raw", "aac", "m4a"]
+    assert [n for n, f in AUDIO_FORMATS.items() if f.lossy] == ["ogg", "opus", "mp3", "aac", "m4a"]
+    assert [n for n, f in AUDIO_FORMATS.items() if not f.streams] == ["flac", "aac", "m4a"]
+    assert FORMATS[".aac"] == ("ADTS", "AAC") and FORMATS[".m4a"] == ("MP4", "AAC")
     assert FORMATS[".pcm"] == FORMATS[".raw"] == ("RAW", "PCM_16")
     assert FORMATS[".opus"] == ("OGG", "OPUS") and FORMATS[".mp3"] == ("MP3", "MPEG_LAYER_III")
 
@@ -173,8 +174,9 @@ def test_the_table():
 def test_format_names():
     assert format_named("MP3") is AUDIO_FORMATS["mp3"]
     assert format_named("pcm") is format_named(".raw") is AUDIO_FORMATS["raw"]
-    with pytest.raises(InvalidRequest, match="format 'aac' is not allowed: use wav, flac, ogg, opus, mp3, raw"):
-        format_named("aac")
+    assert format_named(".m4a") is AUDIO_FORMATS["m4a"] and format_named("AAC") is AUDIO_FORMATS["aac"]
+    with pytest.raises(InvalidRequest, match="format 'mp4' is not allowed: use wav, flac, ogg, opus, mp3, raw, aac, m4a"):
+        format_named("mp4")
 
 
 def test_check_output_with_a_format(tmp_path):

@@ -34,6 +34,11 @@ def error_line(result) -> str:
     return errors[0]
 
 
+def saved_rows(result) -> list[str]:
+    """The rows of `voice list` that are saved voices (not the built-in ones)."""
+    return [row for row in result.stdout.splitlines() if row.split()[1:2] != ["built-in"]]
+
+
 def warnings_of(result) -> list[str]:
     return [ln for ln in result.stderr.splitlines() if ln.startswith("Warning: ")]
 
@@ -125,7 +130,7 @@ def test_add_list_show_rm(invoke, fake_engine, home, ref, tmp_path):
     assert r.exit_code == 0, r.stderr
     r = invoke("voice", "list")
     assert r.exit_code == 0, r.stderr
-    rows = r.stdout.splitlines()
+    rows = saved_rows(r)
     assert [row.split()[0] for row in rows] == ["alice", "bob"]
     assert "2.76 s" in rows[0] and REF_TEXT in rows[0] and meta["created"][:10] in rows[0]
     assert f"voices: {home / 'voices'}" in r.stderr
@@ -143,12 +148,13 @@ def test_add_list_show_rm(invoke, fake_engine, home, ref, tmp_path):
     assert r.exit_code == 0, r.stderr
     assert files_in(home) == ["voices/bob.safetensors"]
     r = invoke("voice", "list")
-    assert [row.split()[0] for row in r.stdout.splitlines()] == ["bob"]
+    assert [row.split()[0] for row in saved_rows(r)] == ["bob"]
 
 
 def test_list_when_empty(invoke, home):
     r = invoke("voice", "list")
-    assert r.exit_code == 0 and r.stdout == ""
+    assert r.exit_code == 0 and saved_rows(r) == []
+    assert [row.split()[0] for row in r.stdout.splitlines()] == list(voices.builtin_voices())  # the built-in ones
     assert "no saved voices yet" in r.stderr
 
 
@@ -336,7 +342,7 @@ def test_ref_beats_a_presets_voice(invoke, fake_engine, home, ref, tmp_path):
 BAD_SAY = [
     (["--ref", "{ref}", "--voice", "alice"], "give either --ref or --voice, not both"),
     (["--ref-text", "Hello."], "--ref-text needs --ref, the recording it transcribes"),
-    (["--voice", "carol"], "unknown voice 'carol'; known voices: alice, bob"),
+    (["--voice", "zed"], "unknown voice 'zed'; known voices: alice, bob; built in: alloy, ash,"),
     (["--voice", "alise"], "unknown voice 'alise' (did you mean 'alice'?); known voices: alice, bob"),
     (["--voice", "./nope.safetensors"], "voice file './nope.safetensors' ("),
     (["--voice", "{tmp}/other.safetensors"], "is a voice file of format version '2'; this omnivoice reads version 1"),
@@ -465,6 +471,86 @@ def test_import_existing_name(invoke, home, tmp_path):
     r = invoke("voice", "import", pt, "--name", "bob")
     assert r.exit_code == 2 and "voice 'bob' already exists" in error_line(r)
     assert invoke("voice", "import", pt, "--name", "bob", "--force").exit_code == 0
+
+
+# ------------------------------------------------------------------------------------ built-in voices
+
+
+def test_builtin_voices_are_the_servers_table():
+    from omnivoice_cli.server.config import load_voice_map
+
+    table = voices.builtin_voices()
+    assert table == load_voice_map() and table["alloy"] == "female, young adult, moderate pitch"
+    assert {"alloy", "ash", "ballad", "coral", "echo", "fable", "onyx", "nova", "sage", "shimmer", "verse"} <= set(table)
+
+
+@pytest.mark.parametrize("name", sorted(voices.builtin_voices()))
+def test_say_speaks_every_builtin_voice(invoke, fake_engine, home, tmp_path, name):
+    r = invoke("say", "Hi.", "--voice", name.upper(), "-o", tmp_path / "a.wav", "--json")
+    assert r.exit_code == 0, r.stderr
+    [req] = fake_engine.requests
+    assert req.instruct == voices.builtin_voices()[name] and req.ref is None
+    assert json.loads(r.stdout)["settings"]["instruct"] == voices.builtin_voices()[name]
+
+
+def test_instruct_replaces_a_builtin_voices_items_of_its_categories(invoke, fake_engine, home, tmp_path):
+    r = invoke("say", "Hi.", "--voice", "alloy", "--instruct", "male, whisper", "-o", tmp_path / "a.wav", "-q")
+    assert r.exit_code == 0, r.stderr
+    assert fake_engine.requests[-1].instruct == "male, young adult, moderate pitch, whisper"
+    r = invoke("say", "Hi.", "--voice", "alloy", "--instruct", "deep", "-o", tmp_path / "b.wav", "-q")
+    assert r.exit_code == 0 and fake_engine.requests[-1].instruct == "female, young adult, low pitch"
+    r = invoke("say", "Hi.", "--voice", "alloy", "--instruct", "robotic", "-o", tmp_path / "c.wav")
+    assert r.exit_code == 2 and "--instruct: unsupported instruct item in 'robotic'" in error_line(r)
+
+
+def test_a_saved_voice_of_a_builtin_name_wins(invoke, fake_engine, home, tmp_path):
+    from omnivoice_cli.engine.voice import VoicePrompt, save_voice
+
+    (home / "voices").mkdir(parents=True)
+    save_voice(home / "voices" / "Alloy.safetensors", VoicePrompt(torch.arange(80).reshape(8, 10), "Mine.", 0.1))
+    r = invoke("say", "Hi.", "--voice", "alloy", "-o", tmp_path / "a.wav", "-q")
+    assert r.exit_code == 0, r.stderr
+    req = fake_engine.requests[-1]
+    assert req.ref is not None and req.ref.text == "Mine." and req.instruct is None
+    r = invoke("voice", "list")
+    names = [row.split()[0] for row in r.stdout.splitlines()]
+    assert names[0] == "Alloy" and "alloy" not in names and "ash" in names  # the saved one, not both
+    assert "saved voices replace the built-in alloy" in r.stderr
+    assert invoke("voice", "show", "alloy").stdout.startswith("name:")
+    assert "Mine." in invoke("voice", "show", "alloy").stdout
+    assert invoke("voice", "rm", "alloy").exit_code == 0  # the saved one; the built-in one is back
+    assert invoke("say", "Hi.", "--voice", "alloy", "-o", tmp_path / "b.wav", "-q").exit_code == 0
+    assert fake_engine.requests[-1].instruct == "female, young adult, moderate pitch"
+
+
+def test_voice_list_show_and_rm_of_builtin_voices(invoke, home):
+    r = invoke("voice", "list")
+    rows = {row.split()[0]: row for row in r.stdout.splitlines()}
+    assert rows["onyx"].split(None, 2)[1:] == ["built-in", "male, middle-aged, very low pitch"]
+    r = invoke("voice", "show", "Onyx")
+    assert r.exit_code == 0 and "built-in" in r.stdout and "instruct: male, middle-aged, very low pitch" in r.stdout
+    r = invoke("voice", "rm", "onyx")
+    assert r.exit_code == 2 and "voice 'onyx' is built in" in error_line(r)
+    r = invoke("voice", "show", "onyxx")
+    assert r.exit_code == 2 and "unknown voice 'onyxx' (did you mean 'onyx'?)" in error_line(r)
+
+
+def test_builtin_voice_in_a_cast(invoke, fake_engine, home, tmp_path):
+    script = tmp_path / "s.txt"
+    script.write_text("A: Hello there.\nB: Hi.\n")
+    r = invoke("say", "-f", script, "--cast", "A=shimmer", "--cast", "B=instruct:man", "-o", tmp_path / "a.wav", "-q")
+    assert r.exit_code == 0, r.stderr
+    assert [q.instruct for q in fake_engine.requests] == [voices.builtin_voices()["shimmer"], "man"]
+
+
+def test_builtin_voice_in_a_batch_line(invoke, fake_engine, home, tmp_path):
+    src = tmp_path / "jobs.jsonl"
+    src.write_text(json.dumps({"text": "a", "voice": "echo"}) + "\n" + json.dumps({"text": "b", "voice": "nova",
+                                                                                 "instruct": "whisper"}))  # fmt: skip
+    r = invoke("batch", src, "-o", tmp_path / "out", "-q")
+    assert r.exit_code == 0, r.stderr
+    assert [q.instruct for q in fake_engine.requests] == [voices.builtin_voices()["echo"],
+                                                          "female, middle-aged, high pitch, whisper"]  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------ batch

@@ -16,7 +16,8 @@ app = typer.Typer(
     cls=HelpGroup,
     help=(
         "Saved voices: add one from a recording, list, show, remove, or import a reference .pt prompt. "
-        "`omnivoice say --voice NAME` speaks in a saved voice.\n\n"
+        "`omnivoice say --voice NAME` speaks in a saved voice, or in a built-in one: OpenAI's voice names "
+        "(alloy, ash, ...) designed from voice-design items. A saved voice of the same name wins.\n\n"
         "Voices live in $OMNIVOICE_HOME/voices when OMNIVOICE_HOME is set, else "
         "$XDG_DATA_HOME/omnivoice/voices (~/.local/share/omnivoice/voices), one .safetensors file each."
     ),
@@ -31,6 +32,8 @@ def _saved(name: str, prompt, saved: Path, quiet: bool) -> None:
     if not quiet:
         seconds = prompt.codes.shape[-1] / voices.FRAME_RATE
         echo(f"voice {name!r}: {seconds:.2f} s of audio, transcript {prompt.text!r} -> {saved}")
+        if name.lower() in voices.builtin_voices():
+            echo(f"the saved voice {name!r} is used instead of the built-in voice of that name")
 
 
 @app.command("add", cls=HelpCommand, no_args_is_help=True,
@@ -102,12 +105,15 @@ def voice_import(
 
 @app.command("list", cls=HelpCommand)
 def voice_list() -> None:
-    """List the saved voices: name, seconds of audio, date added, transcript."""
+    """List the voices: saved ones (name, seconds of audio, date added, transcript), then the built-in
+    ones (OpenAI's voice names: their voice-design items)."""
     from .. import voices
 
     entries = voices.list_voices()
     out = typer.get_text_stream("stdout")
-    width = max([len(e.name) for e in entries] + [4])
+    saved = {e.name.casefold() for e in entries}
+    builtin = {n: items for n, items in voices.builtin_voices().items() if n.casefold() not in saved}
+    width = max([len(e.name) for e in entries] + [len(n) for n in builtin] + [4])
     for e in entries:
         if e.meta is None:
             out.write(f"{e.name:<{width}}  (broken: {e.error})\n")
@@ -119,8 +125,13 @@ def voice_list() -> None:
         if len(text) > 50:
             text = text[:47] + "..."
         out.write(f"{e.name:<{width}}  {seconds:>6} s  {created:<16}  {text}\n")
+    for name, items in builtin.items():
+        out.write(f"{name:<{width}}  {'built-in':<26}  {items}\n")
     if not entries:
         echo(f"no saved voices yet ({voices.ADD_HINT})")
+    hidden = sorted(n for n in voices.builtin_voices() if n.casefold() in saved)
+    if hidden:
+        echo(f"saved voices replace the built-in {', '.join(hidden)}")
     echo(f"voices: {voices.voice_dir()}")
 
 
@@ -131,8 +142,11 @@ def voice_show(
     """Print what a saved voice holds: transcript, length, source recording, model, date."""
     from .. import voices
 
-    path = voices.resolve_voice(spec)
-    info = voices.describe(path)
+    items = voices.builtin_instruct(spec)
+    if items is not None:
+        info = {"name": spec.strip().lower(), "kind": "built-in (an OpenAI voice name)", "instruct": items}
+    else:
+        info = voices.describe(voices.resolve_voice(spec))
     out = typer.get_text_stream("stdout")
     width = max(len(k) for k in info)
     for key, value in info.items():
@@ -147,6 +161,10 @@ def voice_rm(
     """Delete saved voices (every name must exist; nothing is deleted otherwise)."""
     from .. import voices
 
+    for name in names:
+        if voices.builtin_instruct(name) is not None:
+            raise InvalidRequest(f"voice {name!r} is built in (an OpenAI voice name), not a saved voice: "
+                                 "there is nothing to remove")  # fmt: skip
     paths = [voices.find_saved(name) for name in names]  # all known, before deleting any
     for name, path in zip(names, paths):
         path.unlink(missing_ok=True)

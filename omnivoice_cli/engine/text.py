@@ -4,7 +4,8 @@ These are small pure functions that reproduce the reference (omnivoice 0.2.1) ex
 
 - `TextTokenizer`: the Qwen2 byte-level BPE from the checkpoint's `tokenizer.json`.
 - `resolve_language`, `list_languages`: language codes, tags and names (from `languages.py`).
-- `resolve_instruct`, `instruct_vocabulary`: voice-design instructs (`data/instruct.json`).
+- `resolve_instruct`, `instruct_vocabulary`: voice-design instructs (`data/instruct.json`), with
+  everyday synonyms (`data/instruct_synonyms.json`) and `find_instruct_phrases` for free text.
 - `combine_text`, `tokenize_with_nonverbal_tags`, `add_punctuation`: the canvas text.
 - `estimate_target_tokens`, `resolve_target_len`: how many audio frames to generate
   (`data/duration.json`); `speech_seconds`, `check_ref_transcript`: a transcript's speaking time
@@ -40,6 +41,10 @@ __all__ = [
     "contains_chinese",
     "resolve_instruct",
     "instruct_vocabulary",
+    "instruct_synonyms",
+    "instruct_category",
+    "find_instruct_phrases",
+    "InstructPhrase",
     "InstructCategory",
     "combine_text",
     "tokenize_with_nonverbal_tags",
@@ -200,11 +205,175 @@ def instruct_vocabulary() -> tuple[InstructCategory, ...]:
     return _instruct_tables().categories
 
 
+# Everyday words for the items (`data/instruct_synonyms.json`): --instruct takes one as an item,
+# and `find_instruct_phrases` finds them (and the items) in free text.
+_EN_ITEM_RE = re.compile(r"[a-z]+(?:[\s-]+[a-z]+)*")  # an English item as it may be written
+_SCAN_RE = re.compile(r"[A-Za-z]+|[\u4e00-\u9fff]+")  # English words and runs of Chinese
+_GAP_RE = re.compile(r"[\s-]+")  # what may stand between the words of one phrase
+_CLAUSE_RE = re.compile(r"[,.;:!?，。；：！？]")  # ends a negation's reach
+_NEGATIONS_EN = frozenset({"not", "no", "never", "without", "don", "doesn", "didn", "isn", "aren", "wasn", "won",
+                           "nor", "avoid", "non"})  # fmt: skip
+_CLAUSE_WORDS_EN = frozenset({"but", "and", "or", "yet", "instead", "rather", "than"})
+_NEGATIONS_ZH = ("不要太", "不要", "不是", "不用", "不太", "别太", "没有", "不", "别", "无")
+NEGATION_REACH = 4  # English words before a phrase that a negation may stand in
+
+
+def _en_key(text: str) -> tuple[str, ...]:
+    return tuple(re.findall(r"[a-z]+", text.lower()))
+
+
+@dataclass(frozen=True)
+class _PhraseTables:
+    en: dict[tuple[str, ...], tuple[str, ...]]  # words -> items (an empty tuple: a phrase passed over)
+    zh: dict[str, tuple[str, ...]]
+    synonyms: dict[str, tuple[str, ...]]  # every synonym as written in the table -> its items
+    longest_en: int  # words in the longest English phrase
+    longest_zh: int  # characters in the longest Chinese phrase
+
+
+@lru_cache(maxsize=None)
+def _phrase_tables() -> _PhraseTables:
+    t = _instruct_tables()
+    data = _table("instruct_synonyms.json")
+    valid = set(t.all_valid)
+
+    def items_of(value: str, where: str) -> tuple[str, ...]:
+        items = tuple(x for x in re.split(r"\s*[,，]\s*", value) if x)
+        bad = [x for x in items if x not in valid]
+        if bad or not items:
+            raise CheckpointError(f"instruct_synonyms.json: {where!r} names {bad or value!r}, not vocabulary items")
+        return items
+
+    synonyms = {k: items_of(v, k) for k, v in {**data["en"], **data["zh"]}.items()}
+    for cat in t.categories:  # '<place>口音' and '<place>方言' for each dialect '<place>话'
+        for _, zh in cat.pairs:
+            if zh and zh.endswith("话") and cat.pairs[0][0] is None:
+                synonyms.update({zh[:-1] + "口音": (zh,), zh[:-1] + "方言": (zh,)})
+    en: dict[tuple[str, ...], tuple[str, ...]] = {_en_key(k): () for k in data.get("en_skip", ())}
+    zh: dict[str, tuple[str, ...]] = {}
+    for phrase, items in [*((x, (x,)) for x in t.all_valid), *synonyms.items()]:
+        if _ZH_RE.search(phrase):
+            zh[phrase] = items
+        else:
+            en[_en_key(phrase)] = items
+    return _PhraseTables(en, zh, synonyms, max(map(len, en)), max(map(len, zh)))
+
+
+def instruct_synonyms() -> dict[str, tuple[str, ...]]:
+    """Everyday words for the voice-design items: 'woman' -> ('female',), 'girl' -> ('female', 'child')."""
+    return dict(_phrase_tables().synonyms)
+
+
+def instruct_category(item: str) -> str | None:
+    """The category name of a vocabulary item ('gender' for 'male' and '男'), None if it is none."""
+    for cat in _instruct_tables().categories:
+        if item in cat.items:
+            return cat.name
+    return None
+
+
+def _synonym_items(item: str) -> tuple[str, ...] | None:
+    """The items an --instruct item names by one of the table's phrases (spaces and hyphens aside)."""
+    t = _phrase_tables()
+    if _ZH_RE.search(item):
+        return t.zh.get(item) or None
+    if _EN_ITEM_RE.fullmatch(item):
+        return t.en.get(_en_key(item)) or None
+    return None
+
+
+@dataclass(frozen=True)
+class InstructPhrase:
+    """A voice-design phrase found in free text (`find_instruct_phrases`)."""
+
+    text: str  # as written
+    items: tuple[str, ...]  # the vocabulary items it names
+    start: int  # where it is in the text
+    negated: bool  # "not", "don't", "不要" ... just before it (in the same clause)
+
+
+def find_instruct_phrases(text: str) -> list[InstructPhrase]:
+    """Every vocabulary item and synonym in free text, in order: whole English words (longest phrase
+    first; case, spaces and hyphens aside), Chinese anywhere. Phrases that merely look like one
+    ('10 years old', 'a deep breath') are passed over. No choice is made between what is found."""
+    t = _phrase_tables()
+    tokens = list(_SCAN_RE.finditer(text))
+    words = [(i, m.group().lower()) for i, m in enumerate(tokens) if not _ZH_RE.match(m.group())]
+    found: list[InstructPhrase] = []
+    w = 0
+    while w < len(words):
+        for k in range(min(t.longest_en, len(words) - w), 0, -1):
+            run = words[w : w + k]
+            idx = [i for i, _ in run]
+            if idx != list(range(idx[0], idx[0] + k)) or any(
+                not _GAP_RE.fullmatch(text[tokens[a].end() : tokens[a + 1].start()]) for a in idx[:-1]
+            ):
+                continue
+            items = t.en.get(tuple(word for _, word in run))
+            if items is not None:
+                if items:
+                    start, end = tokens[idx[0]].start(), tokens[idx[-1]].end()
+                    found.append(InstructPhrase(text[start:end], items, start, _negated_en(text, tokens, idx[0])))
+                w += k
+                break
+        else:
+            w += 1
+    for m in tokens:
+        if _ZH_RE.match(m.group()):
+            found += _chinese_phrases(m.group(), m.start(), t)
+    return sorted(found, key=lambda p: p.start)
+
+
+def _negated_en(text: str, tokens: list, first: int) -> bool:
+    i = first
+    for _ in range(NEGATION_REACH):
+        if i == 0 or _CLAUSE_RE.search(text[tokens[i - 1].end() : tokens[i].start()]):
+            return False
+        i -= 1
+        word = tokens[i].group().lower()
+        if word in _NEGATIONS_EN:
+            return True
+        if word in _CLAUSE_WORDS_EN or _ZH_RE.match(word):
+            return False
+    return False
+
+
+def _chinese_phrases(run: str, offset: int, t: _PhraseTables) -> list[InstructPhrase]:
+    out = []
+    j = 0
+    while j < len(run):
+        for k in range(min(t.longest_zh, len(run) - j), 0, -1):
+            items = t.zh.get(run[j : j + k])
+            if items:
+                out.append(InstructPhrase(run[j : j + k], items, offset + j, run[:j].endswith(_NEGATIONS_ZH)))
+                j += k
+                break
+        else:
+            j += 1
+    return out
+
+
+def _suggestion(raw: str, n: str, t: _InstructTables) -> str:
+    """How an unknown --instruct item is named in the error: with the close item or synonym, else
+    the items a longer phrase holds."""
+    synonyms = _phrase_tables().synonyms
+    sug = difflib.get_close_matches(n, [*t.all_valid, *synonyms], n=1, cutoff=0.6)
+    if sug:
+        meant = f"'{sug[0]}'" + (f", read as '{', '.join(synonyms[sug[0]])}'" if sug[0] in synonyms else "")
+        return f"'{raw}' (did you mean {meant}?)"
+    if len(raw) <= 200:
+        items = list(dict.fromkeys(x for p in find_instruct_phrases(raw) if not p.negated for x in p.items))
+        if items:
+            return f"'{raw}' (did you mean '{', '.join(items)}'? give items separated by commas)"
+    return f"'{raw}'"
+
+
 def resolve_instruct(instruct: str | None, use_zh: bool = False) -> str | None:
     """Validate and normalise a voice-design instruct string, as the reference does.
 
-    Items are split on ',' and '，', stripped and lowercased; each must be in the vocabulary.
-    A dialect forces Chinese and an accent forces English (both: error); otherwise `use_zh`
+    Items are split on ',' and '，', stripped and lowercased; each must be in the vocabulary, or
+    be one of its synonyms ('woman', 'deep', `data/instruct_synonyms.json`), which stands for its
+    items. A dialect forces Chinese and an accent forces English (both: error); otherwise `use_zh`
     (the target text contains Chinese) decides. Items are mapped to that language and joined
     with ', ' (English) or '，' (Chinese). Two items of one category are an error.
     Returns None for None or a blank string. Raises `InvalidRequest` with a one-line message.
@@ -224,17 +393,19 @@ def resolve_instruct(instruct: str | None, use_zh: bool = False) -> str | None:
             "gender, age, pitch, style, accent, dialect; run `omnivoice instructs` for the list)"
         )
     normalised: list[str] = []
+    origin: dict[int, str] = {}  # index in normalised -> the synonym it came from
     unknown: list[str] = []
     for raw in raw_items:
         n = raw.strip().lower()
         if n in valid:
             normalised.append(n)
             continue
-        sug = difflib.get_close_matches(n, t.all_valid, n=1, cutoff=0.6)
-        if sug:
-            unknown.append(f"'{raw}' (did you mean '{sug[0]}'?)")
-        else:
-            unknown.append(f"'{raw}'")
+        items = _synonym_items(n)
+        if items:
+            origin.update({len(normalised) + i: raw.strip() for i in range(len(items))})
+            normalised.extend(items)
+            continue
+        unknown.append(_suggestion(raw, n, t))
     if unknown:
         more = f"; and {len(unknown) - 5} more" if len(unknown) > 5 else ""
         raise InvalidRequest(
@@ -243,7 +414,12 @@ def resolve_instruct(instruct: str | None, use_zh: bool = False) -> str | None:
             + ". Use only English items joined by ', ' or only Chinese items joined by '，' "
             "(run `omnivoice instructs` for the list)."
         )
+    return _finish_instruct(instruct_str, normalised, origin, use_zh)
 
+
+def _finish_instruct(instruct_str: str, normalised: list[str], origin: dict[int, str], use_zh: bool) -> str:
+    """The items' language (a dialect forces Chinese, an accent English), then one item a category."""
+    t = _instruct_tables()
     has_dialect = any(n.endswith("话") for n in normalised)
     has_accent = any(" accent" in n for n in normalised)
     if has_dialect and has_accent:
@@ -263,9 +439,9 @@ def resolve_instruct(instruct: str | None, use_zh: bool = False) -> str | None:
 
     conflicts = []
     for cat in t.exclusive:
-        hits = [n for n in normalised if n in cat]
+        hits = [(i, n) for i, n in enumerate(normalised) if n in cat]
         if len(hits) > 1:
-            conflicts.append(" vs ".join(f"'{x}'" for x in hits))
+            conflicts.append(" vs ".join(f"'{x}'" + (f" (from '{origin[i]}')" if i in origin else "") for i, x in hits))
     if conflicts:
         raise InvalidRequest(
             "conflicting instruct items within the same category: "

@@ -340,9 +340,12 @@ def create_app(state: ServerState) -> Starlette:
     if state.options.cors:
         from starlette.middleware.cors import CORSMiddleware
 
+        from .speech import INSTRUCT_HEADER, INSTRUCT_NOTES_HEADER
+
+        exposed = ["X-OmniVoice-Seed", REQUEST_ID_HEADER, INSTRUCT_HEADER, INSTRUCT_NOTES_HEADER]
         middleware.insert(0, Middleware(
             CORSMiddleware, allow_origins=list(state.options.cors), allow_methods=["GET", "POST", "DELETE"],
-            allow_headers=["Authorization", "Content-Type"], expose_headers=["X-OmniVoice-Seed", REQUEST_ID_HEADER],
+            allow_headers=["Authorization", "Content-Type"], expose_headers=exposed,
         ))  # fmt: skip
     routes = [
         Route("/v1/audio/speech", speech, methods=["POST"]),

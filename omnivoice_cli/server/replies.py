@@ -64,7 +64,7 @@ class SpeechReply:
     def headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         fmt = self.speech.format
         kind = "text/event-stream" if self.speech.sse else fmt.mime
-        out = {"Content-Type": kind, SEED_HEADER: str(self.ticket.seed)}
+        out = {"Content-Type": kind, SEED_HEADER: str(self.ticket.seed), **self.speech.headers()}
         if self.speech.sse:
             out.update({"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
         return {**out, **(extra or {})}

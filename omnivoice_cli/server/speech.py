@@ -2,16 +2,19 @@
 
 OpenAI's fields are the server's own: `model` (omnivoice, tts-1, tts-1-hd, gpt-4o-mini-tts, or a
 preset's name), `input`, `voice` (a saved voice, an OpenAI voice name mapped to voice-design
-items, or auto), `instructions` (voice-design items: the schema's `instruct`), `response_format`,
-`speed` (the schema's), `stream_format` (audio or sse). Two more are ours: `preset` (a preset's
+items, or auto), `instructions` (free text, read for voice-design items by `instruct.read_free`:
+"a deep British male voice" is "male, low pitch, british accent"; the rest is ignored, and the
+reply's X-OmniVoice-Instruct header says what was used), `response_format`, `speed` (the
+schema's), `stream_format` (audio or sse). Two more are ours: `preset` (a preset's
 name) and `stream` (false: one whole file). Every other field must be a setting the schema lets
 a request give (`Setting.where` has HTTP): it is checked by `settings.check_layer` with the source
 "request", so a bad value reads as on the command line after "field 'num_step'". An unknown field
 is an error with a did-you-mean, never ignored; nothing in a request names a file on the server.
 
 Layers, later wins: defaults < `serve --preset` < the serve flags < the request's preset < the
-voice's mapped items < the request's fields. The request is then built by `request.build_request`,
-the same checks as `say`.
+voice's mapped items < the request's fields; the request's items (`instructions` or the strict
+`instruct`) replace a mapped voice's items of their categories only (`instruct.merge`). The
+request is then built by `request.build_request`, the same checks as `say`.
 """
 
 from __future__ import annotations
@@ -28,12 +31,16 @@ from .errors import ApiError, bad_request, scrub
 
 OPENAI_FIELDS = ("model", "input", "voice", "instructions", "response_format", "speed", "stream_format")
 SERVER_FIELDS = ("preset", "stream")
-RESPONSE_FORMATS = {"mp3": "mp3", "opus": "opus", "flac": "flac", "wav": "wav", "pcm": "raw", "ogg": "ogg"}
+RESPONSE_FORMATS = {"mp3": "mp3", "opus": "opus", "aac": "aac", "flac": "flac", "wav": "wav", "pcm": "raw",
+                    "ogg": "ogg"}  # fmt: skip
 MODELS = ("omnivoice", "tts-1", "tts-1-hd", "gpt-4o-mini-tts")  # accepted names of the model (no preset)
 STREAM_FORMATS = ("audio", "sse")
 REQUEST = st.Source("request")
 _DROPPED_PRESET_KEYS = (*st.RUN_WIDE, "format")  # fixed by the server's start / by response_format
 MAX_LISTED = 40  # names listed in an unknown-voice message
+MAX_INSTRUCTIONS_CHARS = 4096  # characters of `instructions` at most
+INSTRUCT_HEADER = "X-OmniVoice-Instruct"  # the voice-design items used ('none': the model's own voice)
+INSTRUCT_NOTES_HEADER = "X-OmniVoice-Instruct-Notes"  # what of `instructions` was left out, and why
 
 
 @dataclass
@@ -47,10 +54,20 @@ class Speech:
     stream: bool  # pieces sent as they are ready (False: one whole file with its length)
     voice: str  # 'auto', a saved voice's name or an OpenAI voice name
     chars: int  # characters of the input
+    instruct_notes: tuple[str, ...] = ()  # what `instructions` gave that was not used
 
     @property
     def request(self) -> Any:
         return self.built.request
+
+    def headers(self) -> dict[str, str]:
+        """The reply's headers about the voice: the items used, and notes on `instructions`."""
+        from ..instruct import header_text, shown
+
+        out = {INSTRUCT_HEADER: shown(self.request.instruct)}
+        if self.instruct_notes:
+            out[INSTRUCT_NOTES_HEADER] = header_text("; ".join(self.instruct_notes))
+        return out
 
 
 def known_fields() -> tuple[str, ...]:
@@ -124,20 +141,18 @@ def _input(data: dict, limit: int) -> str:
 def _format(data: dict) -> tuple[str, AudioFormat]:
     from ..output import FormatUnavailable, check_available, format_named
 
-    value = data.get("response_format")
-    if isinstance(value, str) and value.strip().lower() == "aac":
-        raise bad_request("field 'response_format' must be mp3, opus, flac, wav, pcm or ogg, got 'aac' (there is "
-                          "no AAC encoder here: mp3 and opus are as small)", "response_format")  # fmt: skip
     name = _choice(data, "response_format", tuple(RESPONSE_FORMATS), "mp3")
     fmt = format_named(RESPONSE_FORMATS[name])
     try:
         check_available(fmt)
-    except FormatUnavailable as e:
-        raise bad_request(str(e), "response_format") from None
+    except (FormatUnavailable, InvalidRequest) as e:  # InvalidRequest: output.EncoderMissing (aac)
+        raise bad_request(f"field 'response_format' {name!r}: {e}", "response_format") from None
     return name, fmt
 
 
 def _streaming(data: dict, fmt: AudioFormat) -> tuple[bool, bool]:
+    from ..output import format_named
+
     sse = _choice(data, "stream_format", STREAM_FORMATS, "audio") == "sse"
     stream = data.get("stream")
     if stream is not None and not isinstance(stream, bool):
@@ -145,7 +160,7 @@ def _streaming(data: dict, fmt: AudioFormat) -> tuple[bool, bool]:
     if sse and stream is False:
         raise bad_request("field 'stream' is false but stream_format 'sse' streams: leave one out", "stream")
     if sse and not fmt.streams:
-        streamable = st.or_list(n for n, f in RESPONSE_FORMATS.items() if n != "flac" and f != "flac")
+        streamable = st.or_list(n for n, f in RESPONSE_FORMATS.items() if format_named(f).streams)
         raise bad_request(f"field 'stream_format' 'sse' needs a format that streams ({streamable}), not {fmt.name}",
                           "stream_format")  # fmt: skip
     return sse, fmt.streams and stream is not False
@@ -182,8 +197,9 @@ def _preset_layers(data: dict, options: ServeOptions) -> list[tuple[st.Source, d
     return [(st.Source("preset", found.name), values)]
 
 
-def _settings_layer(data: dict) -> tuple[dict, bool]:
-    """The request's schema settings, each checked; True when `instructions` gave `instruct`."""
+def _settings_layer(data: dict) -> tuple[dict, bool, tuple[str, ...]]:
+    """The request's schema settings, each checked; True when `instructions` gave `instruct`; the
+    notes on what of `instructions` was not used."""
     fields = {k: data[k] for k in st.HTTP_SETTINGS if k in data}
     renamed = data.get("instructions") is not None
     if renamed:
@@ -197,7 +213,38 @@ def _settings_layer(data: dict) -> tuple[dict, bool]:
         except st.SettingsError as e:
             param = "instructions" if renamed and key == "instruct" else key
             raise bad_request(_rename(str(e), renamed), param) from None
-    return layer, renamed
+    notes: tuple[str, ...] = ()
+    if renamed:
+        layer, notes = _free_instructions(layer)
+    return layer, renamed, notes
+
+
+def _free_instructions(layer: dict) -> tuple[dict, tuple[str, ...]]:
+    """`instructions` read as free text: its voice-design items, or no `instruct` when it has none."""
+    from ..instruct import read_free
+
+    text = layer.pop("instruct")
+    if len(text) > MAX_INSTRUCTIONS_CHARS:
+        raise bad_request(f"field 'instructions' is {len(text)} characters long: at most "
+                          f"{MAX_INSTRUCTIONS_CHARS} are allowed", "instructions")  # fmt: skip
+    found = read_free(text)
+    if found.instruct is not None:
+        layer["instruct"] = found.instruct
+    return layer, found.notes
+
+
+def _voice_items(layers: list, layer: dict, mapped: str, renamed: bool) -> None:
+    """A mapped voice's items under the request's: merged into the request's `instruct`, else a layer."""
+    from ..instruct import merge
+
+    if layer.get("instruct") is None:
+        layers.append((st.Source("request", "voice"), {"instruct": mapped}))
+        return
+    try:
+        layer["instruct"] = merge(mapped, layer["instruct"])
+    except InvalidRequest as e:
+        param = "instructions" if renamed else "instruct"
+        raise bad_request(f"field {param!r}: {e}", param) from None
 
 
 def _rename(message: str, renamed: bool) -> str:
@@ -242,14 +289,15 @@ def parse_speech(body: bytes, options: ServeOptions) -> Speech:
     name, fmt = _format(data)
     sse, stream = _streaming(data, fmt)
     layers = _preset_layers(data, options)
-    layer, renamed = _settings_layer(data)
+    layer, renamed, notes = _settings_layer(data)
     voice = _voice(data, options)
     if voice is not None and voice[2] is not None:
-        layers.append((st.Source("request", "voice"), {"instruct": voice[2]}))
+        _voice_items(layers, layer, voice[2], renamed)
     settings = st.resolve(*options.layers, *layers, (REQUEST, layer))
     if voice is not None:
         settings.values["voice"], settings.sources["voice"] = voice[1], REQUEST
-    return Speech(_build(text, settings, renamed), fmt, name, sse, stream, voice[0] if voice else "auto", len(text))
+    built = _build(text, settings, renamed)
+    return Speech(built, fmt, name, sse, stream, voice[0] if voice else "auto", len(text), notes)
 
 
 def _build(text: str, settings: st.Resolved, renamed: bool):
