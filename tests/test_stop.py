@@ -26,6 +26,7 @@ pytestmark = pytest.mark.slow
 
 GONE_WITHIN = 5.0  # seconds from the signal (or the reader / player going away) to the process's end
 LONG = " ".join(f"This is sentence number {i}, and it goes on for a while." for i in range(200))
+SHORTER = " ".join(f"This is sentence number {i}, and it goes on for a while." for i in range(60))  # progress sooner
 RECORDER = """import os, sys
 with open(sys.argv[1], "ab") as f:
     while True:
@@ -50,13 +51,13 @@ with open(sys.argv[1], "w") as f:
 class Run:
     """`omnivoice say -f LONG --model tiny ARGS` in a child process; stderr read as it comes."""
 
-    def __init__(self, tmp_path: Path, *args: str, env: dict | None = None, stdout=subprocess.DEVNULL):
-        text = tmp_path / "long.txt"
-        text.write_text(LONG)
+    def __init__(self, tmp_path: Path, *args: str, env: dict | None = None, stdout=subprocess.DEVNULL, text=LONG):
+        path = tmp_path / "long.txt"
+        path.write_text(text)
         full_env = {k: v for k, v in os.environ.items() if k not in ("OMNIVOICE_MODEL", "OMNIVOICE_PLAYER")}
         full_env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
         full_env.update(env or {})
-        command = [sys.executable, "-m", "omnivoice_cli.cli", "say", "-f", str(text), "--model", str(TINY_CKPT), *args]
+        command = [sys.executable, "-m", "omnivoice_cli.cli", "say", "-f", str(path), "--model", str(TINY_CKPT), *args]
         self.proc = subprocess.Popen(command, stdout=stdout, stderr=subprocess.PIPE, cwd=tmp_path, env=full_env)
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -155,7 +156,7 @@ def test_the_reader_of_stdout_going_away(tmp_path):
 def test_a_signal_during_stream_to_a_file(tmp_path, signum):
     out = tmp_path / "out"
     out.mkdir()
-    run = Run(tmp_path, "--stream", "-o", str(out / "x.wav"))
+    run = Run(tmp_path, "--stream", "-o", str(out / "x.wav"), text=SHORTER)  # a line at a quarter of the steps
     run.wait_for(lambda: any(line.startswith("streaming: ") for line in run.lines), "a progress line")
     run.proc.send_signal(signum)
     assert run.end() == 128 + signum, run.stderr
