@@ -135,7 +135,14 @@ _command(serve.serve, "serve", help=serve.HELP, epilog=serve.EXAMPLES)
 
 def main() -> None:
     """Entry point of the `omnivoice` script."""
-    app(prog_name="omnivoice")
+    try:
+        app(prog_name="omnivoice")
+    except SystemExit as e:
+        if e.code in (130, 143):  # stopped: a signal that follows must not interrupt the exit
+            from .signals import ignore_stops
+
+            ignore_stops()
+        raise
 
 
 if __name__ == "__main__":

@@ -5,25 +5,30 @@
             player.play(piece.audio)         # float32; or player.write(s16le bytes)
     # leaving the block normally waits until everything has played; an exception (Ctrl-C) stops at once
 
-Which player (the first that works):
+Which player (the first that works), so that a default install plays on every desktop:
 1. `OMNIVOICE_PLAYER`: a shell command that reads s16le 24 kHz mono on stdin
    (e.g. `aplay -q -t raw -f S16_LE -r 24000 -c 1`), when set;
-2. `sounddevice` (the optional `play` extra; on Linux it needs PortAudio), when it imports and
-   finds an output device;
-3. the first of ffplay, mpv, aplay, paplay, pw-play found on PATH.
+2. `sounddevice` (the optional `play` extra; on Linux it needs the PortAudio library, the
+   system package libportaudio2 on Debian/Ubuntu), when it imports and finds an output device;
+3. ffplay or mpv, where found on PATH;
+4. the platform's own: aplay, paplay, pw-play on Linux (and other Unix systems); afplay on macOS
+   (it plays files: the audio goes to it as WAV clips, one after the other, each what was made
+   since the last began); the standard library's winsound on Windows (WAV clips in memory).
 
 A background thread feeds the player, so `write` never blocks the caller (the generation) while
 the player consumes audio at its own pace. `stop()` kills the player process (its whole process
-group) or aborts the device stream at once.
+group) or aborts the device stream at once, and waits for the thread.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import queue
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 from dataclasses import dataclass
@@ -45,20 +50,39 @@ class PlayerFailed(OmniVoiceError):
 
 @dataclass(frozen=True)
 class Candidate:
-    """A way to play: a command reading s16le on stdin, or the sounddevice module."""
+    """A way to play: a command reading s16le on stdin (or playing a WAV file it is given), or a
+    module (sounddevice, winsound)."""
 
     name: str  # what messages call it
-    argv: tuple[str, ...] | None = None  # the command (None: sounddevice)
+    argv: tuple[str, ...] | None = None  # the command (None: the module of that name)
     shell: str | None = None  # a shell command line instead of argv (OMNIVOICE_PLAYER)
+    files: bool = False  # the command plays the WAV file named after argv (afplay), not stdin
 
 
-def player_commands(sample_rate: int = 24000) -> list[Candidate]:
-    """The players looked for on PATH, in order, each reading raw s16le mono at sample_rate on stdin."""
+def platform_name(platform: str | None = None) -> str:
+    """"linux", "darwin" or "win32" (sys.platform; other Unix systems count as linux here)."""
+    platform = sys.platform if platform is None else platform
+    if platform.startswith("win"):
+        return "win32"
+    return "darwin" if platform == "darwin" else "linux"
+
+
+def player_commands(sample_rate: int = 24000, platform: str | None = None) -> list[Candidate]:
+    """The players looked for on PATH, in order: ffplay and mpv anywhere, then the platform's own
+    (aplay, paplay, pw-play on Linux; afplay on macOS; Windows has winsound, not a command). All
+    but afplay read raw s16le mono at sample_rate on stdin; afplay plays a WAV file."""
     sr = str(sample_rate)
-    return [
+    common = [
         Candidate("ffplay", ("ffplay", "-nodisp", "-autoexit", "-loglevel", "error", "-f", "s16le", "-ar", sr, "-i", "-")),
         Candidate("mpv", ("mpv", "--no-terminal", "--no-video", "--demuxer=rawaudio", "--demuxer-rawaudio-format=s16le",
                           f"--demuxer-rawaudio-rate={sr}", "--demuxer-rawaudio-channels=1", "-")),
+    ]  # fmt: skip
+    system = platform_name(platform)
+    if system == "darwin":
+        return common + [Candidate("afplay", ("afplay",), files=True)]
+    if system == "win32":
+        return common
+    return common + [
         Candidate("aplay", ("aplay", "-q", "-t", "raw", "-f", "S16_LE", "-r", sr, "-c", "1")),
         Candidate("paplay", ("paplay", "--raw", "--format=s16le", f"--rate={sr}", "--channels=1")),
         Candidate("pw-play", ("pw-play", "--format=s16", f"--rate={sr}", "--channels=1", "-")),
@@ -69,6 +93,7 @@ def candidates(
     env: Mapping[str, str] | None = None,
     which: Callable[[str], str | None] = shutil.which,
     sample_rate: int = 24000,
+    platform: str | None = None,
 ) -> tuple[list[Candidate], list[str]]:
     """The ways to play, in order of preference, and a note for each one passed over."""
     env = os.environ if env is None else env
@@ -82,12 +107,19 @@ def candidates(
         found.append(Candidate("sounddevice"))
     else:
         skipped.append(f"sounddevice ({why})")
-    for c in player_commands(sample_rate):
+    for c in player_commands(sample_rate, platform):
         path = which(c.argv[0])
         if path:
-            found.append(Candidate(c.name, (path, *c.argv[1:])))
+            found.append(Candidate(c.name, (path, *c.argv[1:]), files=c.files))
         else:
             skipped.append(f"{c.name} (not on PATH)")
+    if platform_name(platform) == "win32":
+        try:
+            import winsound  # noqa: F401 - the standard library's, on Windows
+        except ImportError as e:
+            skipped.append(f"winsound ({e})")
+        else:
+            found.append(Candidate("winsound"))
     return found, skipped
 
 
@@ -97,13 +129,25 @@ def _sounddevice_problem() -> str | None:
         import sounddevice as sd
     except ImportError:
         return "not installed: pip install 'omnivoice-cli[play]'"
-    except OSError as e:  # the module is there but PortAudio is not
-        return f"PortAudio missing: {e}"
+    except OSError as e:  # the module is there but the PortAudio library is not
+        return f"{portaudio_hint()} ({e})"
     try:
         sd.query_devices(kind="output")
     except Exception as e:  # sd.PortAudioError, ValueError: no default output device
         return f"no output device: {e}"
     return None
+
+
+def portaudio_hint(platform: str | None = None) -> str:
+    """What to install when sounddevice finds no PortAudio library (its wheels for macOS and
+    Windows bring one; on Linux it is a system package)."""
+    system = platform_name(platform)
+    if system == "darwin":
+        return "the PortAudio library is missing: brew install portaudio"
+    if system == "win32":
+        return "the PortAudio library is missing: pip install --force-reinstall sounddevice"
+    return ("the PortAudio library is missing: install the system package libportaudio2 "
+            "(sudo apt install libportaudio2 on Debian/Ubuntu; portaudio on Fedora and Arch)")  # fmt: skip
 
 
 def open_player(
@@ -112,27 +156,49 @@ def open_player(
     env: Mapping[str, str] | None = None,
     which: Callable[[str], str | None] = shutil.which,
     grace: float = STARTUP_GRACE,
+    platform: str | None = None,
 ) -> "Player":
     """Start the first player that works; PlayerUnavailable naming everything tried otherwise."""
-    found, notes = candidates(env, which, sample_rate)
+    found, notes = candidates(env, which, sample_rate, platform)
     for c in found:
         try:
-            if c.argv is None and c.shell is None:
+            if c.name == "sounddevice" and c.argv is None:
                 return DevicePlayer(sample_rate)
+            if c.name == "winsound" and c.argv is None:
+                return WinsoundPlayer(sample_rate)
+            if c.files:
+                return FilePlayer(c, sample_rate)
             return ProcessPlayer(c, sample_rate, grace=grace)
         except PlayerFailed as e:
             notes.append(f"{c.name} ({e})")
+    hint = ""
+    if platform_name(platform) == "linux":
+        hint = " Or install a player: sudo apt install alsa-utils (aplay) on Debian/Ubuntu."
     raise PlayerUnavailable(
         "no way to play audio here: tried " + "; ".join(notes)
         + f". Write a file instead with -o FILE, or set {ENV_PLAYER} to a command that plays "
-        "s16le 24 kHz mono from stdin"
+        "s16le 24 kHz mono from stdin." + hint
     )  # fmt: skip
+
+
+def wav_bytes(pcm: bytes, sample_rate: int) -> bytes:
+    """A whole WAV file (s16le mono) of the PCM bytes."""
+    import wave
+
+    buf = io.BytesIO()
+    with wave.open(buf, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(sample_rate)
+        w.writeframes(pcm)
+    return buf.getvalue()
 
 
 class Player:
     """Plays s16le mono PCM fed piece by piece; a thread hands the bytes to the sink in order."""
 
     name = "player"
+    clips = False  # the sink plays whole clips: it gets all that was queued at once (see _feed)
 
     def __init__(self, sample_rate: int) -> None:
         self.sample_rate = sample_rate
@@ -159,6 +225,10 @@ class Player:
             raise ValueError("the player is closed")
         if pcm:
             self._queue.put(bytes(pcm))
+
+    def check(self) -> None:
+        """Raise PlayerFailed if the player has failed (quit before the end, lost its device)."""
+        self._raise_error()
 
     def close(self) -> None:
         """Wait until everything queued has played, then release the player (a Ctrl-C while
@@ -199,12 +269,27 @@ class Player:
             data = self._queue.get()
             if data is None or self._stopped.is_set():
                 return
+            end = False
+            if self.clips:  # one clip of everything queued: the fewer clips, the fewer gaps
+                parts = [data]
+                while True:
+                    try:
+                        more = self._queue.get_nowait()
+                    except queue.Empty:
+                        break
+                    if more is None:
+                        end = True
+                        break
+                    parts.append(more)
+                data = b"".join(parts)
             try:
                 self._sink(data)
                 self.bytes_played += len(data)
             except BaseException as e:  # the player died or the device failed
                 if not self._stopped.is_set():
                     self._error = e
+                return
+            if end:
                 return
 
     def _raise_error(self) -> None:
@@ -261,7 +346,7 @@ class ProcessPlayer(Player):
             code = self.process.wait()
             detail = self._stderr_tail()
             raise PlayerFailed(
-                f"{self.name} stopped (exit code {code})" + (f": {detail}" if detail else "")
+                f"{self.name} quit before the end of the audio (exit code {code})" + (f": {detail}" if detail else "")
             ) from None
 
     def _finish(self) -> None:
@@ -276,11 +361,7 @@ class ProcessPlayer(Player):
         self._stderr.close()
 
     def _abort(self) -> None:
-        try:
-            os.killpg(self.process.pid, signal.SIGKILL)  # the shell of OMNIVOICE_PLAYER and its children
-        except (ProcessLookupError, PermissionError):
-            self.process.kill()
-        self.process.wait()
+        _kill(self.process)
 
     def _release(self) -> None:
         for f in (self.process.stdin, self._stderr):
@@ -296,6 +377,103 @@ class ProcessPlayer(Player):
         except (OSError, ValueError):
             return ""
         return lines[-1].strip() if lines else ""
+
+
+def _kill(process: subprocess.Popen) -> None:
+    """End a player process now: its whole process group (the shell of OMNIVOICE_PLAYER and its
+    children) where there are groups, the process itself on Windows."""
+    killpg = getattr(os, "killpg", None)
+    try:
+        if killpg is None:
+            raise ProcessLookupError
+        killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        try:
+            process.kill()
+        except OSError:
+            pass
+    process.wait()
+
+
+class FilePlayer(Player):
+    """A command that plays a WAV file (afplay): the audio goes to it as clips, one after the
+    other, each a temporary file (removed after it has played)."""
+
+    clips = True
+
+    def __init__(self, candidate: Candidate, sample_rate: int) -> None:
+        self.name = candidate.name
+        super().__init__(sample_rate)
+        self.argv = tuple(candidate.argv or ())
+        self.process: subprocess.Popen | None = None
+        self._lock = threading.Lock()
+        self._dir = tempfile.mkdtemp(prefix="omnivoice-play-")
+        self._start_feeding()
+
+    def _sink(self, data: bytes) -> None:
+        path = os.path.join(self._dir, "clip.wav")
+        with open(path, "wb") as f:
+            f.write(wav_bytes(data, self.sample_rate))
+        with self._lock:  # stop() either kills this process or finds none started
+            if self._stopped.is_set():
+                return
+            try:
+                self.process = subprocess.Popen(
+                    [*self.argv, path], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE, start_new_session=True,
+                )  # fmt: skip
+            except OSError as e:
+                raise PlayerFailed(f"{self.name} cannot start: {e.strerror or e}") from None
+        _, err = self.process.communicate()
+        code = self.process.returncode
+        if code != 0 and not self._stopped.is_set():
+            lines = err.decode("utf-8", "replace").strip().splitlines()
+            raise PlayerFailed(f"{self.name} exited with code {code}" + (f": {lines[-1].strip()}" if lines else ""))
+
+    def _finish(self) -> None:
+        self._release()
+
+    def _abort(self) -> None:
+        with self._lock:
+            if self.process is not None and self.process.poll() is None:
+                _kill(self.process)
+
+    def _release(self) -> None:
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+
+class WinsoundPlayer(Player):
+    """The standard library's winsound (Windows): the audio as WAV clips in memory, one after the
+    other (PlaySound returns when a clip has played)."""
+
+    name = "winsound"
+    clips = True
+
+    def __init__(self, sample_rate: int) -> None:
+        import winsound
+
+        super().__init__(sample_rate)
+        self.winsound = winsound
+        self._start_feeding()
+
+    def _sink(self, data: bytes) -> None:
+        ws = self.winsound
+        try:
+            ws.PlaySound(wav_bytes(data, self.sample_rate), ws.SND_MEMORY | ws.SND_NODEFAULT)
+        except RuntimeError as e:  # no sound device, the driver refused
+            raise PlayerFailed(f"winsound cannot play: {e}") from None
+
+    def _finish(self) -> None:
+        pass
+
+    def _abort(self) -> None:
+        try:
+            self.winsound.PlaySound(None, 0)  # stops the clip playing now
+        except RuntimeError:
+            pass
+
+    def _release(self) -> None:
+        pass
 
 
 class DevicePlayer(Player):

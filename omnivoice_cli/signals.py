@@ -8,6 +8,11 @@
 Used by `omnivoice say` (one file, or WAV on stdout) and `omnivoice batch` (a file and its
 manifest record). A stop never lands inside soundfile's C callbacks (where an exception would be
 swallowed) nor between a file and its record. The caller maps Stop to exit code 128 + signum.
+
+Once a Stop has been raised, the signals that follow while the block cleans up (a second Ctrl-C,
+or the copy `timeout -s INT` sends to the process group) are ignored, so the clean-up (the
+render's thread joined, the player ended) is not cut short; the `omnivoice` entry point then
+ignores them for the interpreter's exit too (`ignore_stops`), so none ends in a traceback.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ class HoldSignals:
     def __init__(self) -> None:
         self.depth = 0
         self.pending: int | None = None
+        self.stopping = False  # a Stop was raised: later signals are ignored
         self._old: dict[int, Any] = {}
 
     def __enter__(self) -> "HoldSignals":
@@ -56,9 +62,12 @@ class HoldSignals:
         self._old = {}
 
     def _handler(self, signum, frame) -> None:
+        if self.stopping:
+            return
         if self.depth:
             self.pending = signum
             return
+        self.stopping = True
         raise Stop(signum)
 
     @contextmanager
@@ -68,6 +77,16 @@ class HoldSignals:
             yield
         finally:
             self.depth -= 1
-            if not self.depth and self.pending is not None:
+            if not self.depth and self.pending is not None and not self.stopping:
                 signum, self.pending = self.pending, None
+                self.stopping = True
                 raise Stop(signum)
+
+
+def ignore_stops() -> None:
+    """Ignore SIGINT and SIGTERM from now on (the process is exiting after a stop)."""
+    for sig in HoldSignals.SIGNALS:
+        try:
+            signal.signal(sig, signal.SIG_IGN)
+        except (ValueError, OSError):
+            pass

@@ -5,8 +5,11 @@ from __future__ import annotations
 import shlex
 import shutil
 import sys
+import threading
 import time
 import types
+from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -48,7 +51,8 @@ def tone(seconds, f=440.0):
 
 
 def test_the_order_of_choice():
-    found, skipped = candidates({ENV_PLAYER: "my-player --raw"}, which=lambda n: f"/usr/bin/{n}" if n in ("aplay", "mpv") else None)
+    found, skipped = candidates({ENV_PLAYER: "my-player --raw"}, which=lambda n: f"/usr/bin/{n}" if n in ("aplay", "mpv") else None,
+                                platform="linux")  # fmt: skip
     assert [c.name for c in found] == [f"{ENV_PLAYER} (my-player --raw)", "mpv", "aplay"]
     assert found[0].shell == "my-player --raw"
     assert found[2].argv == ("/usr/bin/aplay", "-q", "-t", "raw", "-f", "S16_LE", "-r", "24000", "-c", "1")
@@ -60,7 +64,7 @@ def test_the_order_of_choice():
 
 @pytest.mark.parametrize("name", ["ffplay", "mpv", "aplay", "paplay", "pw-play"])
 def test_every_command_reads_raw_s16le_24k_mono_on_stdin(name):
-    [c] = [c for c in playermod.player_commands(SR) if c.name == name]
+    [c] = [c for c in playermod.player_commands(SR, "linux") if c.name == name]
     line = " ".join(c.argv)
     assert "24000" in line and "s16" in line.lower()
     assert "mono" in line or "-c 1" in line or "channels=1" in line or name == "ffplay"  # ffplay's s16le is mono
@@ -119,7 +123,7 @@ def test_a_player_that_dies_while_playing_is_an_error(tmp_path):
     script = tmp_path / "dies.py"
     script.write_text("import sys\nsys.stdin.buffer.read(10)\nsys.stderr.write('device lost\\n')\nsys.exit(4)\n")
     p = open_player(SR, env={ENV_PLAYER: f"{sys.executable} {script}"}, which=NOTHING)
-    with pytest.raises(PlayerFailed, match="device lost"):
+    with pytest.raises(PlayerFailed, match=r"quit before the end of the audio \(exit code 4\): device lost"):
         for _ in range(200):
             p.write(b"\0" * 48000)
             time.sleep(0.01)
@@ -129,7 +133,7 @@ def test_a_player_that_dies_while_playing_is_an_error(tmp_path):
 
 def test_nothing_to_play_with_names_what_was_tried():
     with pytest.raises(PlayerUnavailable) as e:
-        open_player(SR, env={}, which=NOTHING)
+        open_player(SR, env={}, which=NOTHING, platform="linux")
     msg = str(e.value)
     for name in ("sounddevice", "ffplay", "mpv", "aplay", "paplay", "pw-play"):
         assert name in msg
@@ -146,9 +150,10 @@ def test_a_player_failing_at_start_falls_through_to_the_next(tmp_path, monkeypat
     stand_ins = {"aplay": (sys.executable, str(script)), "paplay": tuple(shlex.split(command))}
     real = playermod.player_commands
     monkeypatch.setattr(
-        playermod, "player_commands", lambda sr: [playermod.Candidate(c.name, stand_ins.get(c.name, c.argv)) for c in real(sr)]
-    )
-    with open_player(SR, env={}, which=lambda n: n if n == sys.executable else None) as p:
+        playermod, "player_commands",
+        lambda sr, platform=None: [replace(c, argv=stand_ins.get(c.name, c.argv)) for c in real(sr, platform)],
+    )  # fmt: skip
+    with open_player(SR, env={}, which=lambda n: n if n == sys.executable else None, platform="linux") as p:
         assert p.name == "paplay"
         p.play(tone(0.1))
     assert out.read_bytes() == pcm16(tone(0.1))
@@ -220,3 +225,183 @@ def test_aplay_plays_to_its_null_device():
     with open_player(SR, env={ENV_PLAYER: "aplay -q -D null -t raw -f S16_LE -r 24000 -c 1"}, which=NOTHING) as p:
         p.play(tone(0.5))
     assert p.process.returncode == 0 and p.bytes_played == 2 * len(tone(0.5))
+
+
+# --- the platform's own player, on a default install (issue 23, item 7) -------------------------
+
+AFPLAY = """#!{python}
+import sys, wave
+with wave.open(sys.argv[-1], "rb") as w:
+    assert (w.getnchannels(), w.getsampwidth(), w.getframerate()) == (1, 2, 24000)
+    frames = w.readframes(w.getnframes())
+with open({out!r}, "ab") as f:
+    f.write(frames)
+with open({out!r} + ".clips", "a") as f:
+    f.write(sys.argv[-1] + "\\n")
+"""
+
+
+def stand_in_afplay(tmp_path, body=None):
+    """An executable named like afplay that appends the frames of the WAV file it is given."""
+    out = tmp_path / "afplay.raw"
+    path = tmp_path / "afplay"
+    path.write_text(body or AFPLAY.format(python=sys.executable, out=str(out)))
+    path.chmod(0o755)
+    return str(path), out
+
+
+@pytest.mark.parametrize("platform, names", [
+    ("linux", ["ffplay", "mpv", "aplay", "paplay", "pw-play"]),
+    ("darwin", ["ffplay", "mpv", "afplay"]),
+    ("win32", ["ffplay", "mpv", "winsound"]),
+])  # fmt: skip
+def test_each_platform_tries_its_own_player(monkeypatch, platform, names):
+    """Without the play extra: ffplay or mpv where installed, else what the system has."""
+    monkeypatch.setitem(sys.modules, "winsound", FakeWinsound())
+    found, notes = candidates({}, which=lambda n: f"/bin/{n}", platform=platform)
+    assert [c.name for c in found] == names
+    assert notes == ["sounddevice (not installed: pip install 'omnivoice-cli[play]')"]
+    assert [c.name for c in found if c.files] == (["afplay"] if platform == "darwin" else [])  # a file, not stdin
+
+
+def test_without_any_command_each_platform_names_what_it_tried(monkeypatch):
+    monkeypatch.delitem(sys.modules, "winsound", raising=False)
+    monkeypatch.setattr(sys, "meta_path", [Refuse("winsound", ImportError("No module named 'winsound'")), *sys.meta_path])
+    for platform, tried in [("darwin", "afplay (not on PATH)"), ("win32", "winsound (No module named 'winsound')"),
+                            ("linux", "pw-play (not on PATH)")]:  # fmt: skip
+        with pytest.raises(PlayerUnavailable) as e:
+            open_player(SR, env={}, which=NOTHING, platform=platform)
+        assert tried in str(e.value) and "-o FILE" in str(e.value)
+        assert ("alsa-utils" in str(e.value)) == (platform == "linux")
+    assert playermod.platform_name("win32") == "win32" and playermod.platform_name("freebsd13") == "linux"
+
+
+def test_afplay_gets_the_audio_as_wav_clips_in_order(tmp_path):
+    path, out = stand_in_afplay(tmp_path)
+    pieces = [tone(0.3), tone(0.2, 220), tone(0.5, 330)]
+    with open_player(SR, env={}, which=lambda n: path if n == "afplay" else None, platform="darwin") as p:
+        assert isinstance(p, playermod.FilePlayer) and p.name == "afplay"
+        clip_dir = p._dir
+        for piece in pieces:
+            p.play(piece)
+    assert out.read_bytes() == b"".join(pcm16(x) for x in pieces)
+    clips = (tmp_path / "afplay.raw.clips").read_text().split()
+    assert 1 <= len(clips) <= len(pieces) and all(c.startswith(clip_dir) for c in clips)
+    assert not Path(clip_dir).exists()  # its temporary files are gone
+
+
+def test_afplay_is_stopped_at_once_and_its_files_removed(tmp_path):
+    path, _ = stand_in_afplay(tmp_path, f"#!{sys.executable}\nimport time\ntime.sleep(60)\n")
+    p = open_player(SR, env={}, which=lambda n: path if n == "afplay" else None, platform="darwin")
+    p.play(tone(1.0))
+    wait_until(lambda: p.process is not None)
+    t0 = time.perf_counter()
+    p.stop()
+    assert p.process.poll() is not None and time.perf_counter() - t0 < 2.5
+    assert not Path(p._dir).exists() and not p._thread.is_alive()
+
+
+def test_a_failing_afplay_is_an_error(tmp_path):
+    path, _ = stand_in_afplay(tmp_path, f"#!{sys.executable}\nimport sys\nsys.stderr.write('no device\\n')\nsys.exit(2)\n")
+    p = open_player(SR, env={}, which=lambda n: path if n == "afplay" else None, platform="darwin")
+    p.play(tone(0.1))
+    with pytest.raises(PlayerFailed, match="afplay exited with code 2: no device"):
+        p.close()
+
+
+class FakeWinsound(types.ModuleType):
+    SND_MEMORY, SND_NODEFAULT = 4, 2
+
+    def __init__(self, block=None):
+        super().__init__("winsound")
+        self.calls, self.block = [], block
+
+    def PlaySound(self, sound, flags):  # noqa: N802 - winsound's name
+        self.calls.append((sound, flags))
+        if sound is None and self.block is not None:
+            self.block.set()  # PlaySound(None, 0) stops the sound playing in the other thread
+        elif self.block is not None:
+            self.block.wait(10)
+
+
+def test_winsound_plays_wav_clips_from_memory(monkeypatch):
+    import io
+    import wave
+
+    ws = FakeWinsound()
+    monkeypatch.setitem(sys.modules, "winsound", ws)
+    pieces = [tone(0.2), tone(0.4, 220)]
+    with open_player(SR, env={}, which=NOTHING, platform="win32") as p:
+        assert isinstance(p, playermod.WinsoundPlayer)
+        for piece in pieces:
+            p.play(piece)
+    frames = b""
+    for sound, flags in ws.calls:
+        assert flags == ws.SND_MEMORY | ws.SND_NODEFAULT
+        with wave.open(io.BytesIO(sound), "rb") as w:
+            assert (w.getnchannels(), w.getsampwidth(), w.getframerate()) == (1, 2, SR)
+            frames += w.readframes(w.getnframes())
+    assert frames == b"".join(pcm16(x) for x in pieces)
+
+
+def test_winsound_stop_ends_the_sound_playing(monkeypatch):
+    ws = FakeWinsound(block=threading.Event())
+    monkeypatch.setitem(sys.modules, "winsound", ws)
+    p = open_player(SR, env={}, which=NOTHING, platform="win32")
+    p.play(tone(5.0))
+    wait_until(lambda: len(ws.calls) == 1)
+    p.stop()
+    assert ws.calls[-1] == (None, 0) and not p._thread.is_alive()
+
+
+class Refuse:
+    """A meta path finder that makes importing `name` raise `error` (a module whose library is missing)."""
+
+    def __init__(self, name, error):
+        self.name, self.error = name, error
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != self.name:
+            return None
+        import importlib.machinery
+
+        return importlib.machinery.ModuleSpec(fullname, self)
+
+    def create_module(self, spec):
+        raise self.error
+
+    def exec_module(self, module):
+        pass
+
+
+def test_portaudio_missing_names_the_system_package(monkeypatch):
+    """sounddevice installed without the PortAudio library (its import raises OSError)."""
+    monkeypatch.undo()  # the real _sounddevice_problem
+    monkeypatch.delitem(sys.modules, "sounddevice", raising=False)
+    monkeypatch.setattr(sys, "meta_path", [Refuse("sounddevice", OSError("PortAudio library not found")), *sys.meta_path])
+    monkeypatch.setattr(playermod.sys, "platform", "linux")
+    with pytest.raises(PlayerUnavailable) as e:
+        open_player(SR, env={}, which=NOTHING, platform="linux")
+    msg = str(e.value)
+    assert "sounddevice (the PortAudio library is missing: install the system package libportaudio2" in msg
+    assert "sudo apt install libportaudio2" in msg and "(PortAudio library not found)" in msg
+    for name in ("aplay", "paplay", "pw-play", "ffplay", "mpv"):
+        assert f"{name} (not on PATH)" in msg
+    assert "brew install portaudio" in playermod.portaudio_hint("darwin")
+
+
+def test_killing_a_player_without_process_groups(tmp_path, monkeypatch):
+    """Windows has no os.killpg: the player process itself is killed."""
+    script = tmp_path / "forever.py"
+    script.write_text("import time\nwhile True:\n    time.sleep(1)\n")
+    p = open_player(SR, env={ENV_PLAYER: f"exec {sys.executable} {script}"}, which=NOTHING)
+    monkeypatch.delattr(playermod.os, "killpg")
+    p.stop()
+    assert p.process.poll() is not None and not p._thread.is_alive()
+
+
+def wait_until(predicate, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)

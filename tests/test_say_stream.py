@@ -125,6 +125,52 @@ def test_ctrl_c_while_playing_exits_130_and_writes_nothing(invoke, loaded, recor
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("output", [None, "x.wav"])
+def test_ctrl_c_while_the_end_plays_exits_130(invoke, loaded, recorder, tmp_path, monkeypatch, output):
+    """All generated (a file written), the last audio playing: Ctrl-C stops it, with its message."""
+    players = []
+
+    def interrupted(self):  # Ctrl-C while close() waits for the player to finish
+        players.append(self)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(playermod.ProcessPlayer, "_finish", interrupted)
+    r = invoke("say", TEXT, *FAST, *(["--play", "-o", tmp_path / output] if output else []))
+    assert r.exit_code == 130, r.stderr
+    last = r.stderr.splitlines()[-1]
+    if output:
+        assert last == f"Warning: playback stopped by Ctrl-C after writing {tmp_path / output}"
+        assert sf.info(str(tmp_path / output)).frames > 0
+    else:
+        assert last == "Warning: playback stopped by Ctrl-C"
+    [player] = players
+    assert player.process.poll() is not None  # the player stopped at once
+
+
+def test_a_closed_pipe_is_noticed_between_pieces(monkeypatch):
+    """`--stream -o - | head -c 1000`: the reader gone is found while the next piece is made."""
+    import os
+
+    from omnivoice_cli.commands import stream as streamcmd
+    from omnivoice_cli.engine.errors import OmniVoiceError
+    from omnivoice_cli.output import StreamWriter
+
+    quieted = []
+    monkeypatch.setattr("omnivoice_cli.output.quiet_stdout", lambda: quieted.append(1))
+    r, w = os.pipe()
+    try:
+        check = streamcmd._watch(None, StreamWriter(w, "wav", 24000))
+        check()  # the reader is there
+        os.close(r)
+        with pytest.raises(OmniVoiceError, match="stdout: the reader of the audio stream went away"):
+            check()
+        assert quieted == [1]
+    finally:
+        os.close(w)
+    assert streamcmd._watch(None, None) is None
+
+
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("aplay") is None, reason="aplay is not installed")
 def test_play_to_aplays_null_device(invoke, loaded, monkeypatch):
     monkeypatch.setenv("OMNIVOICE_PLAYER", "aplay -q -D null -t raw -f S16_LE -r 24000 -c 1")

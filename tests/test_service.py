@@ -203,3 +203,34 @@ def test_call_runs_on_the_loop_and_stop_refuses(engine):
     assert isinstance(got.all()[-1].error, Cancelled)
     with pytest.raises(Stopped):
         service.submit(Request(text="Too late.", generation=G4), Collector())
+
+
+def test_stop_ends_the_running_forward_between_its_layers(engine):
+    """stop() while a forward runs: its next layer does not run, the loop thread ends, and the
+    request is told (Cancelled) rather than left waiting (issue 23: a server stopping at once)."""
+    service = Service(engine, max_queue=4, config=CFG).start()
+    layers = engine.model.llm.layers
+    calls, stopped = [], threading.Event()
+
+    def first(module, args):
+        calls.append(0)
+        if calls.count(0) == 2 and not stopped.is_set():  # layer 0 of the second forward
+            stopped.set()
+            service.stop(timeout=0)  # from the loop thread itself: does not wait for itself
+
+    def second(module, args):
+        calls.append(1)
+
+    handles = [layers[0].input_layernorm.register_forward_pre_hook(first),
+               layers[1].input_layernorm.register_forward_pre_hook(second)]  # fmt: skip
+    try:
+        got = Collector()
+        service.submit(Request(text=TEXT, seed=3, generation=G4), got)
+        events = got.all()
+        service._thread.join(30)
+    finally:
+        for h in handles:
+            h.remove()
+    assert calls == [0, 1, 0]  # the second forward stopped after its first layer
+    assert isinstance(events[-1].error, Cancelled) and not service._thread.is_alive()
+    assert service.forwards == 1

@@ -307,3 +307,127 @@ def test_stream_run_left_early_cancels(engine):
         first = next(iter(run))
     assert first.index == 0
     assert run.wait(60) and isinstance(run.error, Cancelled)  # stopped at its next forward, not at the end
+
+
+# --- stopping: cancelled between layers, the worker joined (issue 23) ---------------------------
+
+
+class LayerSpy:
+    """Records which decoder layers run (a hook on each layer's first norm, a module call); sets
+    `cancel` when layer `at` of forward `forward` starts."""
+
+    def __init__(self, engine, cancel, at=0, forward=2):
+        self.cancel, self.at, self.forward, self.calls, self.after = cancel, at, forward, [], []
+        layers = engine.model.llm.layers
+        self.handles = [layer.input_layernorm.register_forward_pre_hook(self.hook(i)) for i, layer in enumerate(layers)]
+
+    def hook(self, i):
+        def pre(module, args):
+            if self.cancel.is_set():
+                self.after.append(i)
+            self.calls.append(i)
+            if i == self.at and self.calls.count(self.at) == self.forward:
+                self.cancel.set()
+
+        return pre
+
+    def remove(self):
+        for h in self.handles:
+            h.remove()
+
+
+def test_cancel_stops_the_forward_between_its_layers(engine):
+    """Set while layer 0 of the second forward runs: layer 1 of that forward never runs."""
+    assert len(engine.model.llm.layers) >= 2
+    cancel = threading.Event()
+    spy = LayerSpy(engine, cancel, at=0, forward=2)
+    try:
+        with pytest.raises(Cancelled):
+            stream(engine, Request(text=TEXT, seed=5, generation=G4), lambda p: None, cancel=cancel, config=CFG)
+    finally:
+        spy.remove()
+    assert spy.calls == [0, 1, 0] and spy.after == []
+
+
+def test_check_outside_a_cancellable_block_is_a_no_op():
+    from omnivoice_cli.engine.cancel import cancellable, check
+
+    event = threading.Event()
+    event.set()
+    check()  # no event for this thread
+    with pytest.raises(Cancelled):
+        with cancellable(event):
+            check()
+    check()  # the block's event is gone again
+    other = []
+    with cancellable(event):
+        t = threading.Thread(target=lambda: other.append(check()))  # another thread: not cancelled
+        t.start()
+        t.join()
+    assert other == [None]
+
+
+def test_leaving_the_block_waits_for_the_worker(engine):
+    """An exception in the block (Ctrl-C, a reader gone) cancels the render and joins its thread:
+    none is left running torch as the interpreter exits (that aborted the process)."""
+    with pytest.raises(RuntimeError, match="reader gone"):
+        with StreamRun(engine, Request(text=LONG, seed=9, generation=G4), config=CFG) as run:
+            next(iter(run))
+            raise RuntimeError("reader gone")
+    assert run.wait(0) and isinstance(run.error, Cancelled)
+
+
+def test_a_keyboard_interrupt_while_joining_still_joins(engine, monkeypatch):
+    """A second Ctrl-C while the worker is being waited for does not leave it running."""
+    run = StreamRun(engine, Request(text=LONG, seed=9, generation=G4), config=CFG)
+    real_join, calls = run._thread.join, []
+
+    def join(timeout=None):
+        calls.append(timeout)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        real_join(timeout)
+
+    monkeypatch.setattr(run._thread, "join", join)
+    with pytest.raises(KeyboardInterrupt):
+        run.close()  # cancels, is interrupted once, waits again, then raises the interrupt
+    assert len(calls) == 2 and run.wait(0) and isinstance(run.error, Cancelled)
+
+
+def test_on_idle_ends_the_iteration_while_waiting(engine):
+    """What on_idle raises (a player that quit) ends the run while the next piece is being made."""
+    seen = []
+
+    def idle():
+        seen.append(1)
+        raise RuntimeError("the player quit")
+
+    with pytest.raises(RuntimeError, match="the player quit"):
+        with StreamRun(engine, Request(text=LONG, seed=9, generation=G4), config=CFG, on_idle=idle,
+                       idle_seconds=0.001) as run:  # fmt: skip
+            list(run)
+    assert seen == [1] and run.wait(0) and run.summary is None
+
+
+def test_a_cuda_graph_capture_is_not_cut_by_a_cancel():
+    """A cancel set while a layout's graph is captured is seen after the capture, not inside it
+    (a CUDA stream must not be left half captured)."""
+    import types
+
+    from omnivoice_cli.engine.cancel import cancellable, check
+    from omnivoice_cli.engine.graphs import GraphedForward
+
+    def capture(model, batch):
+        check()  # the model's layers check: must not raise here
+        return types.SimpleNamespace(run=lambda b: "replayed")
+
+    event = threading.Event()
+    event.set()
+    forward = GraphedForward(lambda batch: "eager", capture=capture)
+    batch = types.SimpleNamespace(layout=((5, 1),))
+    with cancellable(event):
+        assert forward(batch) == "eager"  # a layout's first forward runs eagerly
+        assert forward(batch) == "replayed"  # its second is captured (checks suspended), then replayed
+        assert forward.captures == 1 and forward.disabled is None
+        with pytest.raises(Cancelled):
+            check()

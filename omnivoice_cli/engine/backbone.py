@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .cancel import check as cancel_check
 from .config import ModelConfig
 
 
@@ -247,6 +248,7 @@ class OmniVoiceModel(nn.Module):
         cos, sin = self._rope(positions, self.inv_freq, h.dtype)
         inputs, outputs = self._halves
         for layer in self.llm.layers:
+            cancel_check()  # a cancelled render (engine/cancel.py) stops here, within one layer
             h = layer_forward(layer, h, cos, sin, batch.seq_lens, inputs, outputs)
         return self.llm.norm(h[batch.target_index])  # RMSNorm is per position: norm only what the heads need
 

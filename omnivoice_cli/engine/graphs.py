@@ -20,6 +20,7 @@ from typing import Callable
 import torch
 
 from .backbone import OmniVoiceModel, PackedBatch
+from .cancel import suspended
 
 MAX_SEEN = 256  # layouts remembered as run once (a server meets new layouts without end)
 
@@ -95,7 +96,8 @@ class GraphedForward:
                 return self.model(batch)
             del self.seen[key]
             try:
-                graph = self.capture(self.model, batch)
+                with suspended():  # a cancelled render is not cut inside a capture (engine/cancel.py)
+                    graph = self.capture(self.model, batch)
             except (RuntimeError, AssertionError) as e:  # capture is unsupported here: stay eager
                 self.disabled = f"{type(e).__name__}: {e}"
                 self.graphs.clear()

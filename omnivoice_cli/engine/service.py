@@ -36,6 +36,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
+from . import cancel as cancelmod
 from . import text as textmod
 from .errors import InvalidRequest, OmniVoiceError
 from .streaming import Segment, StreamConfig, StreamPiece, cut_request, piece_job, render_piece
@@ -164,6 +165,7 @@ class Service:
         self._open: dict[int, Ticket] = {}  # accepted and not finished (what max_queue bounds)
         self._numbers = itertools.count(1)
         self._stopping = False
+        self._halt = threading.Event()  # set by stop(): the forward running then ends within a layer
         self._dirty = False  # a ticket was cancelled since the loop last looked
         self._active: list[_Slot] = []  # jobs in the forward (loop thread only)
         self._pending: list[_Slot] = []  # jobs waiting for a place (loop thread only)
@@ -221,11 +223,15 @@ class Service:
             return len(self._open)
 
     def stop(self, timeout: float | None = 10.0) -> None:
-        """Refuse new requests, cancel the open ones (an "error" event: Cancelled) and end the loop."""
+        """Refuse new requests, cancel the open ones (an "error" event: Cancelled) and end the loop:
+        a forward running then stops within one layer, so the loop thread ends promptly (waited
+        for up to `timeout` seconds)."""
         with self._cond:
             self._stopping = True
+            self._halt.set()
             self._cond.notify()
-        self._thread.join(timeout)
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
 
     def _cancel(self, ticket: Ticket) -> None:
         with self._cond:
@@ -308,9 +314,11 @@ class Service:
         if self.on_forward is not None:
             self.on_forward([(s.ticket.id, s.k) for s in self._active])
         try:
-            with torch.inference_mode():
+            with torch.inference_mode(), cancelmod.cancellable(self._halt):
                 forward_step(self.engine.model, [s.job for s in self._active], mask_id=self.engine.cfg.audio_mask_id,
                              forward=self.engine.forward)  # fmt: skip
+        except cancelmod.Cancelled:  # stop() under the forward: the loop ends, _shut_down fails the requests
+            return
         except Exception as e:  # noqa: BLE001 - the forward failed: every request in it fails
             for ticket in {s.ticket.id: s.ticket for s in self._active}.values():
                 self._fail(ticket, e)

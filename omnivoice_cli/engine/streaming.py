@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable, Iterator
 
 from . import text as textmod
+from .cancel import Cancelled, cancellable
 
 if TYPE_CHECKING:
     import numpy as np
@@ -266,10 +267,6 @@ class StreamSummary:
     warnings: list[str] = field(default_factory=list)
 
 
-class Cancelled(Exception):
-    """The streamed render was cancelled (by StreamRun.cancel or its `cancel` event)."""
-
-
 class _Emitter:
     """Hands out finished segments strictly in order, each with its start sample."""
 
@@ -445,7 +442,8 @@ def stream(
 
     on_step(done, planned) after every forward (planned grows as waves are sized); on_warning(msg)
     for the request's warnings and, once, when the device cannot keep up with playback.
-    cancel: when set, the render stops at the next forward with Cancelled."""
+    cancel: once set (from any thread), the render stops with Cancelled before the next layer of
+    the forward running then (engine/cancel.py), or at the next forward."""
     from .generation import run_jobs
     from .pipeline import validate_request
 
@@ -466,10 +464,11 @@ def stream(
     if d.speech:
         first = d.job(0)
         d.wave_tokens, d.last_forward = first.packed_len, clock()
-        run_jobs(
-            engine.model, [first], mask_id=engine.cfg.audio_mask_id, max_batch_size=engine.cfg.max_batch_size,
-            max_packed_tokens=engine.cfg.max_packed_tokens, on_step=step, on_done=d.done, forward=engine.forward,
-        )  # fmt: skip
+        with cancellable(cancel):
+            run_jobs(
+                engine.model, [first], mask_id=engine.cfg.audio_mask_id, max_batch_size=engine.cfg.max_batch_size,
+                max_packed_tokens=engine.cfg.max_packed_tokens, on_step=step, on_done=d.done, forward=engine.forward,
+            )  # fmt: skip
     return StreamSummary(
         pieces=len(d.speech), samples=d.emitter.start, sample_rate=engine.sample_rate, waves=d.waves,
         kept_up=not d.planner.behind, first_audio=d.first_audio, seconds=clock() - d.t0, seed=req.seed,
@@ -486,12 +485,17 @@ class StreamRun:
         run.summary
 
     on_step and on_warning are called in the iterating thread too (between pieces), so a caller
-    needs no locking. Leaving the block early (an exception, Ctrl-C) cancels the render: the
-    worker stops at its next forward without being waited for."""
+    needs no locking; so is on_idle(), every `idle_seconds` while no piece comes: what it raises
+    ends the iteration (a caller's check that its reader or player is still there).
+
+    Leaving the block early (an exception, Ctrl-C, a `break`) cancels the render and waits for
+    the worker, which stops within one layer of its forward: no thread is left running torch
+    when the block is left (an interpreter exiting under one aborts the process)."""
 
     def __init__(self, engine: "Engine", req: "Request", *, on_step: StepCallback | None = None,
-                 on_warning: Callable[[str], None] | None = None, config: StreamConfig | None = None) -> None:  # fmt: skip
-        self.on_step, self.on_warning = on_step, on_warning
+                 on_warning: Callable[[str], None] | None = None, config: StreamConfig | None = None,
+                 on_idle: Callable[[], None] | None = None, idle_seconds: float = 0.25) -> None:  # fmt: skip
+        self.on_step, self.on_warning, self.on_idle, self.idle_seconds = on_step, on_warning, on_idle, idle_seconds
         self.summary: StreamSummary | None = None
         self.error: BaseException | None = None  # what ended the worker, if not success (Cancelled, ...)
         self._events: queue.Queue = queue.Queue()
@@ -515,7 +519,11 @@ class StreamRun:
 
     def __iter__(self) -> Iterator[StreamPiece]:
         while True:
-            event = self._events.get()
+            try:
+                event = self._events.get(timeout=self.idle_seconds if self.on_idle else None)
+            except queue.Empty:
+                self.on_idle()
+                continue
             kind = event[0]
             if kind == "piece":
                 yield event[1]
@@ -532,7 +540,7 @@ class StreamRun:
                 raise event[1]
 
     def cancel(self) -> None:
-        """Stop the render at its next forward (not waited for)."""
+        """Stop the render within one layer of its forward (not waited for: see `wait`)."""
         self._cancel.set()
 
     def wait(self, timeout: float | None = None) -> bool:
@@ -540,11 +548,27 @@ class StreamRun:
         self._thread.join(timeout)
         return not self._thread.is_alive()
 
+    def close(self) -> None:
+        """Cancel the render (unless it is done) and wait until the worker has ended. A
+        KeyboardInterrupt while waiting (a second Ctrl-C) does not cut the wait short, since
+        the worker ends within a layer anyway; it is raised once the worker has ended."""
+        if self.summary is None:
+            self.cancel()
+        interrupted: BaseException | None = None
+        while self._thread.is_alive():
+            try:
+                self._thread.join()
+            except KeyboardInterrupt as e:
+                interrupted = e
+        if interrupted is not None:
+            raise interrupted
+
     def __enter__(self) -> "StreamRun":
         return self
 
     def __exit__(self, kind, value, tb) -> None:
-        if kind is not None or self.summary is None:
-            self.cancel()
-        else:
-            self.wait()
+        try:
+            self.close()
+        except KeyboardInterrupt:
+            if kind is None:  # else the exception that left the block goes on
+                raise
