@@ -36,7 +36,7 @@ from pathlib import Path, PurePath
 from typing import Any, Callable
 
 from . import settings as st
-from .engine.errors import InvalidRequest, OmniVoiceError
+from .engine.errors import InvalidRequest, MissingExtra, OmniVoiceError
 from .manifest import MANIFEST, ManifestWriter, done_records
 from .output import AUDIO_FORMATS
 from .progress import BatchProgress
@@ -487,6 +487,8 @@ class BatchRun:
                 continue
             try:
                 self.plan_line(line, run, width)
+            except MissingExtra:
+                raise  # the installation, not the line: the whole run stops (one line, exit 2)
             except (InvalidRequest, st.SettingsError) as e:
                 line.fail(str(e))
         check_duplicates(self.lines)

@@ -25,3 +25,17 @@ class CheckpointError(OmniVoiceError):
 
 class ModelUnavailable(OmniVoiceError):
     """The checkpoint is not cached and cannot be downloaded (offline)."""
+
+
+def install_hint(extra: str) -> str:
+    """The command that installs one of the package's extras (pyproject.toml)."""
+    return f"pip install 'omnivoice-cli[{extra}]'"
+
+
+class MissingExtra(InvalidRequest):
+    """An optional package is not installed (a usage error, exit code 2): one line that says
+    what needs it and the pip command of the extra that brings it."""
+
+    def __init__(self, what: str, package: str, extra: str) -> None:
+        super().__init__(f"{what} needs {package}, which is not installed: {install_hint(extra)}")
+        self.package, self.extra = package, extra
