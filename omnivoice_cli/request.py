@@ -213,8 +213,9 @@ def build_request(
     from .engine.config import GenerationConfig
     from .engine.pipeline import Request, validate_request
 
-    if not isinstance(text, str) or not text.strip():
-        raise InvalidRequest("text is empty: give some text to speak")
+    from .engine.text import check_text
+
+    check_text(text)  # before any conversion; validate_request checks what the model will be given
     text, text_warnings = spoken_text(text, settings)
     reference = _reference(settings, refs, line_base)
     if reference is not None:

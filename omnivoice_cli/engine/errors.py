@@ -12,7 +12,8 @@ class InvalidRequest(OmniVoiceError, ValueError):
 
     `setting` names the request setting the message is about (e.g. "instruct"), when there is one:
     the message then reads after that name ("instruct: unsupported item ..."), and a caller names
-    the setting its own way (a flag, a JSON field) in front of it."""
+    the setting its own way (a flag, a JSON field) in front of it. "text" marks an error about the
+    text to speak itself, whose message names it already ("text is empty: ...", a pause tag)."""
 
     def __init__(self, message: str, setting: str | None = None) -> None:
         super().__init__(message)
