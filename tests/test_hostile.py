@@ -705,3 +705,14 @@ def test_validate_request_is_the_one_text_check():
     assert not validate_request(Request(text="नमस्ते")) and not validate_request(Request(text="こんにちは"))
     assert is_blank("\u200b \u2060\ufeff\x00") and not is_blank("\u200bA") and not is_blank("😀")
     assert split_pauses("Hi. [pause 1s] \u200b") == (["Hi. "], [0.0, 1.0])  # an invisible part is no piece
+
+
+def test_a_reference_transcript_that_is_not_unicode_is_a_usage_error(invoke, fake_engine, tmp_path, home):
+    from conftest import GOLDEN
+
+    bad = "caf\udce9 is what I said"
+    r = invoke("say", "Hello.", "--ref", GOLDEN / "ref_24k.wav", "--ref-text", bad, "-o", tmp_path / "x.wav")
+    assert r.exit_code == 2 and "--ref-text is not valid Unicode: character 4 is U+DCE9" in one_error(r)
+    r = invoke("voice", "add", "me", "--ref", GOLDEN / "ref_24k.wav", "--ref-text", bad)
+    assert r.exit_code == 2 and "--ref-text is not valid Unicode" in one_error(r)
+    assert fake_engine.loads == []
