@@ -32,9 +32,13 @@ curl -s localhost:8000/v1/audio/speech -H 'Content-Type: application/json' \\
 
 SERVE_SETTINGS = (*st.GENERATION_KEYS, "chunk_duration", "chunk_threshold", *HARDWARE_SETTINGS)
 
-
-SERVE_STACK = (("starlette", ("starlette",)), ("uvicorn", ("uvicorn",)),
-               ("python-multipart", ("python_multipart", "multipart")))  # multipart: voice uploads; before 0.0.13
+# The serve extra: (package, the modules it may be imported as). python-multipart reads voice
+# uploads; before 0.0.13 it was imported as `multipart`.
+SERVE_STACK = (
+    ("starlette", ("starlette",)),
+    ("uvicorn", ("uvicorn",)),
+    ("python-multipart", ("python_multipart", "multipart")),
+)
 
 
 def check_stack() -> None:

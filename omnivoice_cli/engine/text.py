@@ -674,9 +674,9 @@ MAX_TOTAL_PAUSE_SECONDS = 3600.0  # all pause tags of one text together
 def split_pauses(text: str) -> tuple[list[str], list[float]]:
     """Cut text at `[pause]`, `[pause 0.5s]`, `[pause 500ms]` tags.
 
-    Returns (parts, gaps): the text parts with something to speak (`is_blank` parts are dropped), and len(parts) + 1 silences in seconds
-    (gaps[0] before the first part, gaps[-1] after the last, gaps[i] between parts i-1 and i;
-    adjacent tags add up). A tag that starts like a pause but is not one of these forms, a tag over
+    Returns (parts, gaps): the text parts with something to speak (an `is_blank` part is dropped),
+    and len(parts) + 1 silences in seconds (gaps[0] before the first part, gaps[-1] after the last,
+    gaps[i] between parts i-1 and i; adjacent tags add up). A tag that starts like a pause but is not one of these forms, a tag over
     MAX_PAUSE_SECONDS, or tags adding up to more than MAX_TOTAL_PAUSE_SECONDS are an
     InvalidRequest naming it.
     """
