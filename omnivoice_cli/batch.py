@@ -36,7 +36,8 @@ from pathlib import Path, PurePath
 from typing import Any, Callable
 
 from . import settings as st
-from .engine.errors import InvalidRequest, OmniVoiceError
+from .engine.errors import InvalidRequest, MissingExtra, OmniVoiceError
+from .engine.text import is_blank
 from .manifest import MANIFEST, ManifestWriter, done_records
 from .output import AUDIO_FORMATS
 from .progress import BatchProgress
@@ -171,7 +172,7 @@ def read_input(path: str | Path) -> tuple[list[Line], int]:
                 continue
             stripped = raw.strip()
             seen_text = seen_text or bool(stripped)
-            if not stripped or stripped.startswith("#"):
+            if is_blank(stripped) or stripped.startswith("#"):  # blank: whitespace, zero-width, controls
                 continue
             if len(lines) >= MAX_LINES:
                 raise InvalidRequest(f"input file '{path}' has more than {MAX_LINES} lines to speak: split it "
@@ -487,6 +488,8 @@ class BatchRun:
                 continue
             try:
                 self.plan_line(line, run, width)
+            except MissingExtra:
+                raise  # the installation, not the line: the whole run stops (one line, exit 2)
             except (InvalidRequest, st.SettingsError) as e:
                 line.fail(str(e))
         check_duplicates(self.lines)

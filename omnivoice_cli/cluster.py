@@ -43,9 +43,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .engine.errors import InvalidRequest, OmniVoiceError
+from .engine.errors import InvalidRequest, MissingExtra, OmniVoiceError, install_hint
 
-INSTALL_HINT = "pip install 'omnivoice-cli[ray]'"
+INSTALL_HINT = install_hint("ray")
 MAX_RETRIES = 2  # times a group is given to another worker after its worker died
 GROUP_SIZE = 64  # at most this many lines per group (batch.GROUP_SIZE)
 GROUPS_PER_WORKER = 2  # smaller groups, down to one line, until each worker gets about this many
@@ -60,7 +60,7 @@ def import_ray():
     try:
         import ray
     except ImportError:
-        raise InvalidRequest(f"--ray needs Ray, which is not installed: {INSTALL_HINT}") from None
+        raise MissingExtra("--ray", "Ray", "ray") from None
     return ray
 
 

@@ -170,13 +170,13 @@ class DubRun:
 
     def plan_cue(self, cue: Cue, base: int) -> CuePlan:
         """One cue's speaker, words, pieces and requests (InvalidRequest "FILE: line N: ...")."""
-        from .engine.text import speech_seconds, split_pauses
+        from .engine.text import is_blank, speech_seconds, split_pauses
         from .tracks import cue_pieces
 
         plan = CuePlan(cue, f"{self.input_path}: line {cue.line}")
         plan.speaker, plan.text = cue_speaker(cue.text, cue.voice, self.cast, plan.where)
         plan.text = plan.text.strip()
-        if not plan.text:
+        if is_blank(plan.text):  # whitespace, zero-width or control characters: a silent cue
             plan.status = "empty"
             return plan
         try:

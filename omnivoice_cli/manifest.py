@@ -93,7 +93,9 @@ class ManifestWriter:
         except FileNotFoundError:
             pass
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
-        self._f = os.fdopen(os.open(self.path, flags, 0o666), "a", encoding="utf-8")
+        # backslashreplace: a lone surrogate (a bad line's text) can only sit inside a JSON string,
+        # where it is written as the JSON escape \\udXXX and reads back as the same text
+        self._f = os.fdopen(os.open(self.path, flags, 0o666), "a", encoding="utf-8", errors="backslashreplace")
         if needs_newline:
             self._f.write("\n")
 
@@ -113,5 +115,5 @@ class ManifestWriter:
         from .output import replace_atomically
 
         self.close()
-        data = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode("utf-8")
+        data = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode("utf-8", "backslashreplace")
         replace_atomically(self.path, lambda f: f.write(data))

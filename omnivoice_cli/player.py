@@ -34,7 +34,7 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
-from .engine.errors import OmniVoiceError
+from .engine.errors import OmniVoiceError, install_hint
 
 ENV_PLAYER = "OMNIVOICE_PLAYER"
 STARTUP_GRACE = 0.2  # seconds a player process has to fail at start-up before it is trusted
@@ -128,7 +128,7 @@ def _sounddevice_problem() -> str | None:
     try:
         import sounddevice as sd
     except ImportError:
-        return "not installed: pip install 'omnivoice-cli[play]'"
+        return f"not installed: {install_hint('play')}"
     except OSError as e:  # the module is there but the PortAudio library is not
         return f"{portaudio_hint()} ({e})"
     try:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from . import settings as st
-from .engine.errors import InvalidRequest
+from .engine.errors import InvalidRequest, MissingExtra
 
 
 @dataclass(frozen=True)
@@ -123,8 +123,12 @@ def _base(source: st.Source, line_base: Path | None) -> Path | None:
 
 def named(settings: st.Resolved, e: InvalidRequest, key: str | None = None) -> InvalidRequest:
     """An engine error about one setting (`key`, else the one the error names), named by where
-    that setting came from: "--instruct: ...", "line 3: field 'instruct': ..."."""
+    that setting came from: "--instruct: ...", "line 3: field 'instruct': ...". A missing extra is
+    about the installation, not the value: its one line (with the pip command) is kept as it is."""
     key = key or e.setting
+    if isinstance(e, MissingExtra):
+        e.setting = e.setting or key
+        return e
     if key is None or key not in st.SCHEMA:
         return e
     return InvalidRequest(f"{settings.name(key)}: {e}", key)
@@ -225,8 +229,9 @@ def build_request(
     from .engine.config import GenerationConfig
     from .engine.pipeline import Request, validate_request
 
-    if not isinstance(text, str) or not text.strip():
-        raise InvalidRequest("text is empty: give some text to speak")
+    from .engine.text import check_text
+
+    check_text(text)  # before any conversion; validate_request checks what the model will be given
     text, text_warnings = spoken_text(text, settings)
     reference = _reference(settings, refs, line_base)
     if reference is not None:

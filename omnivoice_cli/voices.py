@@ -417,6 +417,11 @@ def reference_transcript(audio: Path, ref_text: str | None, flag: str = "--ref-t
             raise InvalidRequest(
                 f"{flag} is empty: give the words spoken in the reference audio"
             )
+        from .engine.text import unicode_problem
+
+        problem = unicode_problem(text)  # a byte that is not UTF-8 in the argument
+        if problem:
+            raise InvalidRequest(f"{flag} is {problem}: give UTF-8 text")
         return text
     sibling = transcript_file(audio)
     if sibling.is_file():

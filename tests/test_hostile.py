@@ -609,3 +609,110 @@ def test_too_many_lines_are_refused(invoke, fake_engine, tmp_path, home, monkeyp
     r = invoke("batch", src, "-o", tmp_path / "out")
     assert r.exit_code == 2
     assert "more than 3 lines to speak" in one_error(r)
+
+
+# ------------------------------------------------------------------------------ text with nothing to speak
+
+NOTHING_TO_SPEAK = ["\u200b", "\ufeff", "\u2060\u200d", "\x01\x02", " \u200b \n\u200e ", "e\u0301"[1:]]
+
+
+@pytest.mark.parametrize("text", NOTHING_TO_SPEAK, ids=["zwsp", "bom", "joiners", "controls", "mixed", "mark"])
+def test_invisible_or_control_text_is_as_empty_as_whitespace(invoke, fake_engine, tmp_path, text):
+    """Refused like whitespace-only text (exit 2, before the model), not spoken as 0.8 s of noise."""
+    r = invoke("say", text, "-o", tmp_path / "x.wav")
+    assert r.exit_code == 2
+    assert one_error(r).startswith("Error: text is empty: it has only invisible or control characters (U+")
+    assert fake_engine.loads == [] and not (tmp_path / "x.wav").exists()
+    (tmp_path / "t.txt").write_text(text + "\n")
+    assert invoke("say", "-f", tmp_path / "t.txt", "-o", tmp_path / "x.wav").exit_code == 2
+
+
+def test_only_punctuation_or_emoji_is_spoken_with_a_warning(invoke, fake_engine, tmp_path):
+    r = invoke("say", "?! 😀👍🏽", "-o", tmp_path / "x.wav")
+    assert r.exit_code == 0, r.stderr
+    assert "Warning: text '?! 😀👍🏽' has no letters or digits, only punctuation or symbols" in r.stderr
+    r = invoke("say", "Hi 😀 [pause 1s] !", "-o", tmp_path / "y.wav")  # a word somewhere: no warning
+    assert r.exit_code == 0 and "no letters" not in r.stderr
+
+
+def test_text_that_is_not_unicode_is_a_usage_error(invoke, fake_engine, tmp_path):
+    r = invoke("say", "caf\udce9 au lait", "-o", tmp_path / "x.wav")  # what a Latin-1 byte in argv becomes
+    assert r.exit_code == 2
+    assert one_error(r) == ("Error: text is not valid Unicode: character 4 is U+DCE9, a lone surrogate (half of a "
+                            "UTF-16 pair, or a byte that is not UTF-8): give UTF-8 text")  # fmt: skip
+    assert fake_engine.loads == []
+
+
+def test_a_non_utf8_argument_is_one_line_in_a_real_process(tmp_path):
+    """The bytes reach Python through surrogateescape (as from a Latin-1 terminal): exit 2, one
+    line, no traceback (this was TypeError: TextInputSequence must be str from the tokenizer)."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "OMNIVOICE_HOME": str(tmp_path / "home"), "PYTHONPATH": str(Path(__file__).parent.parent)}
+    argv = [sys.executable, "-c", "from omnivoice_cli.cli import main; main()", "say", b"caf\xe9 au lait",
+            "-o", str(tmp_path / "x.wav"), "--model", str(TINY_CKPT)]  # fmt: skip
+    proc = subprocess.run(argv, capture_output=True, env=env, timeout=120)
+    stderr = proc.stderr.decode("utf-8", "replace")
+    assert proc.returncode == 2, stderr
+    assert stderr.strip().splitlines() == ["Error: text is not valid Unicode: character 4 is U+DCE9, a lone surrogate "
+                                           "(half of a UTF-16 pair, or a byte that is not UTF-8): give UTF-8 text"]
+    assert not (tmp_path / "x.wav").exists()
+
+
+def test_batch_skips_invisible_lines_and_fails_bad_json_text_alone(invoke, fake_engine, tmp_path, home):
+    src = tmp_path / "lines.txt"
+    src.write_text("One.\n\u200b\n \ufeff\u2060 \nTwo.\n")
+    r = invoke("batch", src, "-o", tmp_path / "out", "-q")
+    assert r.exit_code == 0, r.stderr
+    assert [q.text for q in fake_engine.requests] == ["One.", "Two."]  # blank like an empty line
+    (tmp_path / "only.txt").write_text("\u200b\n\x01\n")
+    r = invoke("batch", tmp_path / "only.txt", "-o", tmp_path / "out2")
+    assert r.exit_code == 2 and "has only blank lines and # comments: nothing to speak" in one_error(r)
+    rows = [{"text": "Good."}, {"text": "\u200b\u200d"}, {"text": "Bad \ud800."}, {"text": "!!"}]
+    src = tmp_path / "lines.jsonl"
+    src.write_text("".join(json.dumps(row) + "\n" for row in rows))  # json.dumps writes \ud800 as an escape
+    r = invoke("batch", src, "-o", tmp_path / "out3", "--seed", "1")
+    assert r.exit_code == 1 and "Traceback" not in r.stderr
+    recs = {rec["line"]: rec for rec in map(json.loads, (tmp_path / "out3" / "manifest.jsonl").read_text().splitlines())}
+    assert [recs[n]["status"] for n in (1, 2, 3, 4)] == ["done", "failed", "failed", "done"]
+    assert "text is empty: it has only invisible or control characters" in recs[2]["error"]
+    assert "text is not valid Unicode: character 5 is U+D800" in recs[3]["error"]
+    assert "has no letters or digits" in r.stderr  # line 4 is spoken, with the warning
+
+
+def test_a_dub_cue_of_invisible_characters_is_a_silent_cue(invoke, fake_engine, tmp_path, home):
+    src = tmp_path / "a.srt"
+    src.write_text("1\n00:00:00,000 --> 00:00:01,000\nHi.\n\n2\n00:00:01,000 --> 00:00:02,000\n\u200b\u2060\n\n"
+                   "3\n00:00:02,000 --> 00:00:03,000\nBye.\n")  # fmt: skip
+    r = invoke("dub", src, "-o", tmp_path / "t.wav", "--seed", 1, "-q")
+    assert r.exit_code == 0, r.stderr
+    assert [q.text for q in fake_engine.requests] == ["Hi.", "Bye."]
+    assert sf.info(str(tmp_path / "t.wav")).duration == pytest.approx(3.0)
+
+
+def test_validate_request_is_the_one_text_check():
+    """What say, batch lines, dub cues and the server share (engine.text.check_text)."""
+    from omnivoice_cli.engine.text import is_blank, split_pauses
+
+    for text in ["\ud800", "ok\udfff", *NOTHING_TO_SPEAK, "", "  "]:
+        with pytest.raises(InvalidRequest) as e:
+            validate_request(Request(text=text))
+        assert e.value.setting == "text"
+    assert any("no letters" in w for w in validate_request(Request(text="…")))
+    assert not validate_request(Request(text="Zwölf Äpfel 🍎."))
+    assert not validate_request(Request(text="12"))  # digits are words
+    assert not validate_request(Request(text="नमस्ते")) and not validate_request(Request(text="こんにちは"))
+    assert is_blank("\u200b \u2060\ufeff\x00") and not is_blank("\u200bA") and not is_blank("😀")
+    assert split_pauses("Hi. [pause 1s] \u200b") == (["Hi. "], [0.0, 1.0])  # an invisible part is no piece
+
+
+def test_a_reference_transcript_that_is_not_unicode_is_a_usage_error(invoke, fake_engine, tmp_path, home):
+    from conftest import GOLDEN
+
+    bad = "caf\udce9 is what I said"
+    r = invoke("say", "Hello.", "--ref", GOLDEN / "ref_24k.wav", "--ref-text", bad, "-o", tmp_path / "x.wav")
+    assert r.exit_code == 2 and "--ref-text is not valid Unicode: character 4 is U+DCE9" in one_error(r)
+    r = invoke("voice", "add", "me", "--ref", GOLDEN / "ref_24k.wav", "--ref-text", bad)
+    assert r.exit_code == 2 and "--ref-text is not valid Unicode" in one_error(r)
+    assert fake_engine.loads == []

@@ -82,7 +82,23 @@ BAD = [
     ({"input": "Hi", "preset": "../fast.toml"}, "preset", "(a request cannot name a file)"),
     ({"input": "Hi", "preset": "fsat"}, "preset", "got 'fsat' (did you mean 'fast'?)"),
     ({"input": "Hi", "model": "fast", "preset": "quality"}, "preset", "name different presets"),
-    ({"input": "[pause 1s]"}, None, "text has nothing to speak besides pause tags"),
+    ({"input": "[pause 1s]"}, "input", "text has nothing to speak besides pause tags"),
+    ({"input": "[pause 1s] \u200b [pause]"}, "input", "text has nothing to speak besides pause tags"),
+    ({"input": "Hi [pause 99s]"}, "input", "pause tag '[pause 99s]' is too long"),
+    # not valid Unicode (JSON's \ud800 escapes): 400 naming the field, never a 500 from the tokenizer
+    (b'{"input": "\\ud800"}', "input", "field 'input': text is not valid Unicode: character 1 is U+D800, a lone surrogate"),
+    (b'{"input": "ok \\udc80 ok"}', "input", "character 4 is U+DC80, a lone surrogate"),
+    (b'{"input": "\\ude00\\ud83d"}', "input", "U+DE00, a lone surrogate"),  # a pair the wrong way round
+    (b'{"input": "Hi", "voice": "\\ud800"}', "voice", "field 'voice': its value is not valid Unicode"),
+    (b'{"input": "Hi", "instructions": "male\\udfff"}', "instructions", "field 'instructions': its value is not valid Unicode"),
+    (b'{"input": "Hi", "lang": ["\\ud800"]}', "lang", "field 'lang': its value is not valid Unicode"),
+    (b'{"input": "Hi", "\\ud800": 1}', None, "a field's name is not valid Unicode"),
+    # nothing to speak: invisible, format and control characters are as empty as whitespace
+    ({"input": "\u200b"}, "input", "field 'input': text is empty: it has only invisible or control characters (U+200B ZERO WIDTH SPACE)"),
+    ({"input": "\ufeff"}, "input", "text is empty: it has only invisible or control characters (U+FEFF"),
+    ({"input": "\u2060\u200d"}, "input", "(U+2060 WORD JOINER, U+200D ZERO WIDTH JOINER)"),
+    ({"input": "\x01\x02"}, "input", "text is empty: it has only invisible or control characters (U+0001, U+0002)"),
+    ({"input": " \u200b\n\u200e\u0301 "}, "input", "field 'input': text is empty"),
     ({"input": "A [pause 1s] B", "duration": 2}, "duration", "field 'duration': a fixed duration cannot be combined with [pause] tags"),
 ]
 
@@ -182,3 +198,61 @@ def test_voice_map_file_overrides_and_is_checked(tmp_path):
     (tmp_path / "list.json").write_text("[]")
     with pytest.raises(InvalidRequest, match="must be a JSON object"):
         load_voice_map(tmp_path / "list.json")
+
+
+# --- over HTTP: a real uvicorn on 127.0.0.1 ------------------------------------------------------
+
+HOSTILE_BODIES = [
+    # (raw body, param, words): text that is not valid Unicode, text with nothing to speak
+    (b'{"input": "\\ud800"}', "input", "field 'input': text is not valid Unicode: character 1 is U+D800"),
+    (b'{"input": "Hello \\udc80", "response_format": "wav"}', "input", "character 7 is U+DC80, a lone surrogate"),
+    (b'{"input": "Hi", "voice": "\\ud800", "stream": false}', "voice", "field 'voice': its value is not valid Unicode"),
+    (b'{"input": "Hi", "\\udfff": true}', None, "a field's name is not valid Unicode"),
+    (b'{"input": "\\u200b"}', "input", "field 'input': text is empty: it has only invisible or control characters"),
+    (b'{"input": "\\ufeff", "stream_format": "sse", "response_format": "wav"}', "input", "(U+FEFF"),
+    (b'{"input": "\\u2060\\u200d"}', "input", "text is empty"),
+    (b'{"input": "\\u0001\\u0002", "response_format": "pcm"}', "input", "(U+0001, U+0002)"),
+    (b'{"input": " \\n\\t "}', "input", "field 'input': text is empty: give some text to speak"),
+    (b'{"input": "[pause 1s]\\u200b"}', "input", "text has nothing to speak besides pause tags"),
+    (b'{"input": "**\\u200b**", "markdown": true}', "input", "text is empty"),  # blank once Markdown is read
+]
+
+
+def test_bad_unicode_and_nothing_to_speak_are_400_on_input_over_http(engine):
+    """Each reply is a 400 in OpenAI's envelope naming the field, never a 500 (a lone surrogate
+    used to reach the tokenizer: 'TextInputSequence must be str'); the server then still speaks."""
+    pytest.importorskip("uvicorn")
+    import httpx
+
+    from server_util import running_server, wav_samples
+
+    with running_server(engine) as (url, _, state):
+        c = httpx.Client(base_url=url, timeout=60)
+        for body, param, words in HOSTILE_BODIES:
+            r = c.post("/v1/audio/speech", content=body, headers={"Content-Type": "application/json"})
+            assert r.status_code == 400, (body, r.status_code, r.text)
+            error = r.json()["error"]
+            assert error["param"] == param and words in error["message"], (body, error)
+            assert error["type"] == "invalid_request_error" and "\n" not in error["message"]
+        assert state.service.stats()["forwards"] == 0  # refused before the engine
+        ok = c.post("/v1/audio/speech", json={"input": "Hello there.", "response_format": "wav", "stream": False})
+        assert ok.status_code == 200 and len(wav_samples(ok.content)) > 0
+
+
+def test_the_engine_service_refuses_such_text_itself(engine):
+    """The engine's own check (validate_request), for any caller of Service.submit."""
+    from omnivoice_cli.engine.pipeline import Request
+    from omnivoice_cli.engine.service import Service
+
+    service = Service(engine, max_queue=4)  # not started: submit checks before it queues
+    for text, words in [("\ud800", "not valid Unicode"), ("\u200b\ufeff", "text is empty"), ("\x01", "text is empty")]:
+        with pytest.raises(InvalidRequest, match=words) as e:
+            service.submit(Request(text=text), lambda event: None)
+        assert e.value.setting == "text"
+    assert service.open == 0
+
+
+def test_only_punctuation_or_emoji_is_spoken_with_a_warning():
+    s = parse({"input": "?! 😀"})
+    assert any("has no letters or digits, only punctuation or symbols" in w for w in s.built.warnings)
+    assert not any("no letters" in w for w in parse({"input": "Hi 😀"}).built.warnings)

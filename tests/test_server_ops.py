@@ -267,6 +267,55 @@ def test_serve_with_a_bad_voice_map_or_model(invoke, tmp_path):
     assert r.exit_code in (1, 2) and r.stderr.startswith("Error: ") and "Traceback" not in r.stderr
 
 
+def _health(url: str) -> dict:
+    h = httpx.get(url + "/health", timeout=30).json()
+    return {k: h[k] for k in ("open", "served", "generating")}
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
+def test_health_counts_a_request_as_open_until_its_last_byte(engine, monkeypatch, stream):
+    """`open` is what the README says: requests being answered, so a reply whose audio is all
+    generated but not yet all sent is still open (it read 0 while the reply streamed on); `served`
+    counts replies sent in full; `generating` is the engine's share. The reply is held between the
+    engine's last piece and its last byte by holding the encoder's final step (or the whole file's
+    encoding) until the test lets it go."""
+    from omnivoice_cli import output
+
+    held, entered = threading.Event(), threading.Event()
+
+    def holding(real):
+        def wrapper(*args, **kwargs):
+            entered.set()
+            assert held.wait(60)
+            return real(*args, **kwargs)
+
+        return wrapper
+
+    if stream:
+        monkeypatch.setattr(output.StreamEncoder, "finish", holding(output.StreamEncoder.finish))
+    else:
+        monkeypatch.setattr(output, "encode", holding(output.encode))
+    with running_server(engine) as (url, _, state):
+        assert _health(url) == {"open": 0, "served": 0, "generating": 0}
+        gate = hold_engine(state)
+        body = {"input": "One sentence here. And a second one.", "num_step": 2, "response_format": "wav",
+                "stream": stream}  # fmt: skip
+        with ThreadPoolExecutor(1) as pool:
+            reply = pool.submit(httpx.post, url + "/v1/audio/speech", json=body, timeout=120)
+            wait_for(lambda: state.service.open == 1, what="the request in the engine")
+            assert _health(url) == {"open": 1, "served": 0, "generating": 1}
+            gate.set()
+            assert entered.wait(60)  # every piece generated; the reply's last bytes wait
+            assert _health(url) == {"open": 1, "served": 0, "generating": 0}
+            held.set()
+            r = reply.result()
+        assert r.status_code == 200 and len(wav_samples(r.content)) > 0
+        wait_for(lambda: _health(url)["open"] == 0, what="the reply to be counted")
+        assert _health(url) == {"open": 0, "served": 1, "generating": 0}
+        refused = httpx.post(url + "/v1/audio/speech", json={"input": "\u200b"})
+        assert refused.status_code == 400 and _health(url) == {"open": 0, "served": 1, "generating": 0}
+
+
 @pytest.mark.slow
 def test_sigterm_with_requests_in_flight_exits_0(tmp_path):
     env = {**os.environ, "OMNIVOICE_HOME": str(tmp_path), "PYTHONPATH": str(ROOT)}

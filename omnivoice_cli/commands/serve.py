@@ -33,19 +33,30 @@ curl -s localhost:8000/v1/audio/speech -H 'Content-Type: application/json' \\
 
 SERVE_SETTINGS = (*st.GENERATION_KEYS, "chunk_duration", "chunk_threshold", *HARDWARE_SETTINGS)
 
+# The serve extra: (package, the modules it may be imported as). python-multipart reads voice
+# uploads; before 0.0.13 it was imported as `multipart`.
+SERVE_STACK = (
+    ("starlette", ("starlette",)),
+    ("uvicorn", ("uvicorn",)),
+    ("python-multipart", ("python_multipart", "multipart")),
+)
 
-def _check_stack() -> None:
-    try:
-        import starlette  # noqa: F401
-        import uvicorn  # noqa: F401
 
-        try:
-            import python_multipart  # noqa: F401  (voice uploads)
-        except ImportError:  # python-multipart before 0.0.13
-            import multipart  # noqa: F401
-    except ImportError as e:
-        raise OSError(f"omnivoice serve needs the serve extra ({e.name} is missing): "
-                      "pip install 'omnivoice-cli[serve]'") from None  # fmt: skip
+def check_stack() -> None:
+    """The serve extra's packages import, or MissingExtra naming the first that does not (exit 2)."""
+    import importlib
+
+    from ..engine.errors import MissingExtra
+
+    for package, modules in SERVE_STACK:
+        for module in modules:
+            try:
+                importlib.import_module(module)
+                break
+            except ImportError:
+                continue
+        else:
+            raise MissingExtra("omnivoice serve", package, "serve")
 
 
 def _loader(settings: st.Resolved, quiet: bool):
@@ -90,11 +101,11 @@ def serve(
     flags: dict = NO_FLAGS,
 ) -> None:  # fmt: skip
     """Serve OpenAI's speech API (POST /v1/audio/speech) and the saved voices over HTTP."""
+    check_stack()  # before the server's modules, which import the web framework
     from ..server.app import ServerState
     from ..server.config import ServeOptions, load_voice_map
     from ..server.run import is_loopback
 
-    _check_stack()
     chosen, settings = run_settings(preset, flags)
     layers = ((chosen.origin, chosen.settings),) if chosen else ()
     options = ServeOptions(

@@ -12,7 +12,8 @@ class InvalidRequest(OmniVoiceError, ValueError):
 
     `setting` names the request setting the message is about (e.g. "instruct"), when there is one:
     the message then reads after that name ("instruct: unsupported item ..."), and a caller names
-    the setting its own way (a flag, a JSON field) in front of it."""
+    the setting its own way (a flag, a JSON field) in front of it. "text" marks an error about the
+    text to speak itself, whose message names it already ("text is empty: ...", a pause tag)."""
 
     def __init__(self, message: str, setting: str | None = None) -> None:
         super().__init__(message)
@@ -34,3 +35,17 @@ class ModelUnavailable(OmniVoiceError):
     def __init__(self, message: str, problem: str | None = None) -> None:
         super().__init__(message)
         self.problem = problem
+
+
+def install_hint(extra: str) -> str:
+    """The command that installs one of the package's extras (pyproject.toml)."""
+    return f"pip install 'omnivoice-cli[{extra}]'"
+
+
+class MissingExtra(InvalidRequest):
+    """An optional package is not installed (a usage error, exit code 2): one line that says
+    what needs it and the pip command of the extra that brings it."""
+
+    def __init__(self, what: str, package: str, extra: str) -> None:
+        super().__init__(f"{what} needs {package}, which is not installed: {install_hint(extra)}")
+        self.package, self.extra = package, extra

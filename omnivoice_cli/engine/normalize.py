@@ -39,7 +39,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Callable
 
-from .errors import InvalidRequest
+from .errors import InvalidRequest, MissingExtra
 
 __all__ = ["normalize_text", "normalizer_language"]
 
@@ -47,7 +47,6 @@ _BRACKET_RE = re.compile(r"\[[^\[\]]*\]")  # non-verbal tags, CMU pronunciations
 _PINYIN_RE = re.compile(r"[A-Z]+[1-5]")  # uppercase pinyin with a tone digit (Chinese only)
 _CJK_RE = re.compile(r"[\u4e00-\u9fff]")
 _DIGITS_RE = re.compile(r"\d+")
-_INSTALL = "pip install 'omnivoice-cli[normalize]'"
 # Codes whose first two letters name the same language in num2words (see the module docstring).
 _NUM2WORDS_PREFIX_OK = frozenset({"arb", "arq", "ars", "ary", "arz"})
 # The token parser's field orders of WeTextProcessing 1.2.0 ("tn" for Chinese, "en_tn" for English):
@@ -79,7 +78,7 @@ _FIELD_RE = re.compile(r'([A-Za-z_]+):\s*"((?:[^"\\]|\\.)*)"', re.S)
 
 
 def _missing(package: str) -> InvalidRequest:
-    return InvalidRequest(f"text normalisation needs {package}, which is not installed: {_INSTALL}")
+    return MissingExtra("text normalisation", package, "normalize")
 
 
 def reorder_tokens(tagged: str, lang: str) -> str:

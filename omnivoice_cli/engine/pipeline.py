@@ -62,8 +62,7 @@ def validate_request(req: Request, cfg: ModelConfig | None = None) -> list[str]:
     from . import text as textmod
 
     cfg = cfg or ModelConfig()
-    if not isinstance(req.text, str) or not req.text.strip():
-        raise InvalidRequest("text is empty: give some text to speak")
+    textmod.check_text(req.text)
     if req.speed is not None and not req.speed > 0:
         raise InvalidRequest(f"{req.speed} is not allowed: use a number > 0 (1.0 is normal)", "speed")
     if req.duration is not None and not 0 < req.duration <= cfg.max_target_seconds:
@@ -80,7 +79,10 @@ def validate_request(req: Request, cfg: ModelConfig | None = None) -> list[str]:
         raise InvalidRequest(str(e), "instruct") from None
     parts, _ = textmod.split_pauses(req.text)
     if not parts:
-        raise InvalidRequest("text has nothing to speak besides pause tags")
+        raise InvalidRequest("text has nothing to speak besides pause tags", "text")
+    wordless = textmod.wordless_warning(" ".join(parts))
+    if wordless:
+        warnings.append(wordless)
     if req.duration is not None and len(parts) > 1:
         raise InvalidRequest("a fixed duration cannot be combined with [pause] tags; set a speed instead", "duration")
     return warnings

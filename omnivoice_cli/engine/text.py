@@ -10,6 +10,7 @@ These are small pure functions that reproduce the reference (omnivoice 0.2.1) ex
 - `estimate_target_tokens`, `resolve_target_len`: how many audio frames to generate
   (`data/duration.json`); `speech_seconds`, `check_ref_transcript`: a transcript's speaking time
   against its recording's length.
+- `check_text`: the one check of a text to speak (valid Unicode, something to say); `is_blank`.
 - `chunk_text`, `chunk_len_for`: splitting long text (`data/text.json`); `cut_to_length`: cutting a
   stretch without sentence punctuation at words (else characters) so no generation exceeds its bound.
 
@@ -141,6 +142,70 @@ class TextTokenizer:
     def vocab_size(self) -> int:
         """Size of the vocabulary including added tokens."""
         return self._tok.get_vocab_size(with_added_tokens=True)
+
+
+# --------------------------------------------------------------------------------------------
+# A text to speak: the one check (say, batch lines, dub cues, the server's input)
+# --------------------------------------------------------------------------------------------
+
+# Characters with nothing to say on their own: whitespace and separators, control and format
+# characters (zero-width space and joiners, BOM, word joiner, bidi marks), lone surrogates, and
+# combining marks without a letter to sit on.
+_BLANK_CATEGORIES = frozenset({"Zs", "Zl", "Zp", "Cc", "Cf", "Cs", "Mn", "Mc", "Me"})
+_SHOWN_CHARS = 3  # characters a message names
+
+
+def unicode_problem(text: str) -> str | None:
+    """Why `text` is not valid Unicode, or None: a lone surrogate (U+D800..U+DFFF), which is what
+    a JSON escape such as \\ud800 or bytes that are not UTF-8 (a command-line argument, read with
+    surrogateescape) become; no encoder or tokenizer takes it."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        return (f"not valid Unicode: character {e.start + 1} is U+{ord(text[e.start]):04X}, a lone surrogate "
+                "(half of a UTF-16 pair, or a byte that is not UTF-8)")  # fmt: skip
+    return None
+
+
+def is_blank(text: str) -> bool:
+    """True when `text` has nothing to speak: only whitespace, invisible (zero-width, format) or
+    control characters and combining marks (what `str.strip` alone leaves, such as U+200B)."""
+    return all(unicodedata.category(ch) in _BLANK_CATEGORIES for ch in text)
+
+
+def has_words(text: str) -> bool:
+    """True when `text` holds a letter or a digit (of any script)."""
+    return any(unicodedata.category(ch)[0] in "LN" for ch in text)
+
+
+def _named_chars(text: str) -> str:
+    seen = list(dict.fromkeys(ch for ch in text if not ch.isspace()))
+    shown = [f"U+{ord(ch):04X} {unicodedata.name(ch, '')}".strip() for ch in seen[:_SHOWN_CHARS]]
+    return ", ".join(shown) + (", ..." if len(seen) > _SHOWN_CHARS else "")
+
+
+def check_text(text: str) -> None:
+    """The text of a request can be spoken: InvalidRequest (about the setting "text") when it is
+    not a string, not valid Unicode, or has nothing to speak (empty, whitespace, only invisible or
+    control characters)."""
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidRequest("text is empty: give some text to speak", "text")
+    problem = unicode_problem(text)
+    if problem:
+        raise InvalidRequest(f"text is {problem}: give UTF-8 text", "text")
+    if is_blank(text):
+        raise InvalidRequest(f"text is empty: it has only invisible or control characters ({_named_chars(text)}): "
+                             "give some text to speak", "text")  # fmt: skip
+
+
+def wordless_warning(text: str) -> str | None:
+    """A warning when `text` (checked, pause tags out) has no letter or digit: only punctuation or
+    symbols such as emoji, which the model has no words for."""
+    if has_words(text):
+        return None
+    shown = " ".join(text.split())
+    shown = shown if len(shown) <= 20 else shown[:20] + "..."
+    return f"text {shown!r} has no letters or digits, only punctuation or symbols: it may not come out as speech"
 
 
 # --------------------------------------------------------------------------------------------
@@ -785,9 +850,9 @@ MAX_TOTAL_PAUSE_SECONDS = 3600.0  # all pause tags of one text together
 def split_pauses(text: str) -> tuple[list[str], list[float]]:
     """Cut text at `[pause]`, `[pause 0.5s]`, `[pause 500ms]` tags.
 
-    Returns (parts, gaps): the non-empty text parts, and len(parts) + 1 silences in seconds
-    (gaps[0] before the first part, gaps[-1] after the last, gaps[i] between parts i-1 and i;
-    adjacent tags add up). A tag that starts like a pause but is not one of these forms, a tag over
+    Returns (parts, gaps): the text parts with something to speak (an `is_blank` part is dropped),
+    and len(parts) + 1 silences in seconds (gaps[0] before the first part, gaps[-1] after the last,
+    gaps[i] between parts i-1 and i; adjacent tags add up). A tag that starts like a pause but is not one of these forms, a tag over
     MAX_PAUSE_SECONDS, or tags adding up to more than MAX_TOTAL_PAUSE_SECONDS are an
     InvalidRequest naming it.
     """
@@ -799,26 +864,26 @@ def split_pauses(text: str) -> tuple[list[str], list[float]]:
         ok = _PAUSE_RE.fullmatch(tag)
         if not ok:
             raise InvalidRequest(
-                f"malformed pause tag {tag!r}: use [pause] (0.5 s), [pause 1.5s] or [pause 500ms]"
+                f"malformed pause tag {tag!r}: use [pause] (0.5 s), [pause 1.5s] or [pause 500ms]", "text"
             )
         seconds = DEFAULT_PAUSE_SECONDS
         if ok.group(1):
             seconds = float(ok.group(1)) / (1000.0 if ok.group(2).lower() == "ms" else 1.0)
         if seconds > MAX_PAUSE_SECONDS:
-            raise InvalidRequest(f"pause tag {tag!r} is too long: at most {MAX_PAUSE_SECONDS:g} s")
+            raise InvalidRequest(f"pause tag {tag!r} is too long: at most {MAX_PAUSE_SECONDS:g} s", "text")
         before = text[pos : m.start()]
-        if before.strip():
+        if not is_blank(before):
             parts.append(before)
             gaps.append(0.0)
         gaps[-1] += seconds
         pos = m.end()
-    if text[pos:].strip():
+    if not is_blank(text[pos:]):
         parts.append(text[pos:])
         gaps.append(0.0)
     total = sum(gaps)
     if total > MAX_TOTAL_PAUSE_SECONDS:
         raise InvalidRequest(
-            f"the pause tags add up to {total:g} s: at most {MAX_TOTAL_PAUSE_SECONDS:g} s of pauses in one text"
+            f"the pause tags add up to {total:g} s: at most {MAX_TOTAL_PAUSE_SECONDS:g} s of pauses in one text", "text"
         )
     return parts, gaps
 

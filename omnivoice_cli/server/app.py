@@ -36,6 +36,7 @@ from .errors import ApiError, busy, from_engine
 REQUEST_ID_HEADER = "X-Request-Id"
 OPEN_PATHS = ("/health",)  # answered without a key, also while stopping
 PAGE_PATHS = ("/", "/ui/")  # the page and its files: no key needed (the page asks for it)
+SPEECH_PATH = "/v1/audio/speech"
 
 
 def is_open(path: str) -> bool:
@@ -53,6 +54,8 @@ class ServerState:
         self.error: str | None = None  # why loading failed
         self.exception: BaseException | None = None  # what loading raised
         self.inflight = 0  # requests being answered (but /health)
+        self.speaking = 0  # speech requests being answered, from arrival to their reply's last byte
+        self.served = 0  # speech replies sent in full (200, the last byte out)
         self.voice_lock: Any = None  # asyncio.Lock of the voice store (made in the event loop)
         self.loaded = threading.Event()
         self._ids = itertools.count(1)
@@ -146,7 +149,9 @@ class Gate:
             await send(message)
 
         counted = path not in OPEN_PATHS
+        speech = path == SPEECH_PATH and scope["method"] == "POST"
         state.inflight += counted
+        state.speaking += speech
         try:
             refusal = self.refusal(scope)
             if refusal is not None:
@@ -160,6 +165,9 @@ class Gate:
             raise
         finally:
             state.inflight -= counted
+            state.speaking -= speech
+            if speech and entry.get("status") == 200 and not (entry.get("error") or entry.get("disconnected")):
+                state.served += 1
             entry["seconds"] = time.perf_counter() - entry["t0"]
             log_line(state, entry)
 
@@ -311,12 +319,19 @@ async def schema(request: Request) -> Response:
 
 
 async def health(request: Request) -> Response:
+    """The server's state and counters: `open` speech requests (from arrival to their reply's last
+    byte, so a streamed reply counts until it is all sent), `served` (replies sent in full), and
+    the engine's: `generating` (requests in the engine, what --max-queue bounds), `active_jobs` /
+    `waiting_jobs` (pieces in the forward / waiting for a place), `forwards`."""
     state: ServerState = request.app.state.server
     body: dict[str, Any] = {"status": state.status, "model": state.options.model, "max_queue": state.options.max_queue}
     if state.error:
         body["error"] = state.error
+    body.update(open=state.speaking, served=state.served)
     if state.service is not None:
-        body.update(state.service.stats())
+        stats = state.service.stats()
+        body.update(forwards=stats["forwards"], generating=stats["open"], active_jobs=stats["active_jobs"],
+                    waiting_jobs=stats["waiting_jobs"])  # fmt: skip
     return JSONResponse(body, status_code=200 if state.status == "ready" else 503)
 
 
@@ -348,7 +363,7 @@ def create_app(state: ServerState) -> Starlette:
             allow_headers=["Authorization", "Content-Type"], expose_headers=exposed,
         ))  # fmt: skip
     routes = [
-        Route("/v1/audio/speech", speech, methods=["POST"]),
+        Route(SPEECH_PATH, speech, methods=["POST"]),
         Route("/v1/audio/voices", voice_routes.list_voices, methods=["GET"]),
         Route("/v1/audio/voices", voice_routes.create_voice, methods=["POST"]),
         Route("/v1/audio/voices/{id}", voice_routes.delete_voice, methods=["DELETE"]),

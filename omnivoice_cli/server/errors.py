@@ -25,7 +25,10 @@ class ApiError(Exception):
 
     def body(self) -> bytes:
         error = {"message": self.message, "type": self.type, "param": self.param, "code": self.code}
-        return json.dumps({"error": error}, ensure_ascii=False).encode("utf-8")
+        try:
+            return json.dumps({"error": error}, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate echoed from the request: JSON's \\u escapes
+            return json.dumps({"error": error}).encode("ascii")
 
 
 def one_line(text: str) -> str:
@@ -41,13 +44,18 @@ def busy(message: str, retry_after: int, code: str = "server_busy") -> ApiError:
     return ApiError(503, message, code=code, type="server_error", headers={"Retry-After": str(int(retry_after))})
 
 
+def request_field(setting: str | None) -> str | None:
+    """The body's field of an engine error's setting: the text to speak is 'input'."""
+    return "input" if setting == "text" else setting
+
+
 def from_engine(e: BaseException, param: str | None = None) -> ApiError:
     """An engine error as a reply: InvalidRequest -> 400 naming its setting; other failures -> 500."""
     from ..engine.service import Cancelled, Stopped
     from ..settings import SettingsError
 
     if isinstance(e, (InvalidRequest, SettingsError)):
-        return bad_request(str(e), param or getattr(e, "setting", None))
+        return bad_request(str(e), param or request_field(getattr(e, "setting", None)))
     if isinstance(e, ApiError):
         return e
     if isinstance(e, (Cancelled, Stopped)):  # the server stops under the request

@@ -25,9 +25,10 @@ from typing import Any
 
 from .. import settings as st
 from ..engine.errors import InvalidRequest
+from ..engine.text import check_text, unicode_problem
 from ..output import AudioFormat
 from .config import ServeOptions
-from .errors import ApiError, bad_request, scrub
+from .errors import ApiError, bad_request, request_field, scrub
 
 OPENAI_FIELDS = ("model", "input", "voice", "instructions", "response_format", "speed", "stream_format")
 SERVER_FIELDS = ("preset", "stream")
@@ -133,9 +134,31 @@ def _input(data: dict, limit: int) -> str:
         raise bad_request(f"field 'input' is {len(text)} characters long: at most {limit} are allowed "
                           "(the server's --max-input-chars)", "input", code="input_too_long")  # fmt: skip
     text = st.join_lines(text)
-    if not text:
-        raise bad_request("field 'input': text is empty: give some text to speak", "input")
+    try:
+        check_text(text)  # the CLI's check: valid Unicode, something to speak
+    except InvalidRequest as e:
+        raise bad_request(f"field 'input': {e}", "input") from None
     return text
+
+
+def _check_unicode(data: dict) -> None:
+    """Every string of the body is valid Unicode (a JSON escape such as \\ud800 makes a lone
+    surrogate, which nothing downstream takes): else a 400 naming the field."""
+    for key, value in data.items():
+        if unicode_problem(key):
+            raise bad_request(f"a field's name is {unicode_problem(key)}: give UTF-8 text")
+        stack, found = [value], None
+        while stack and found is None:  # a walk, not recursion: the body may nest deeply
+            item = stack.pop()
+            if isinstance(item, str):
+                found = unicode_problem(item)
+            elif isinstance(item, dict):
+                stack += [*item.keys(), *item.values()]
+            elif isinstance(item, list):
+                stack += item
+        if found:
+            what = "text" if key == "input" and isinstance(value, str) else "its value"
+            raise bad_request(f"field {key!r}: {what} is {found}: give UTF-8 text", key)
 
 
 def _format(data: dict) -> tuple[str, AudioFormat]:
@@ -284,6 +307,7 @@ def _voice(data: dict, options: ServeOptions) -> tuple[str, str | None, str | No
 def parse_speech(body: bytes, options: ServeOptions) -> Speech:
     """Check a speech request's body and build its engine request (ApiError 400 when it is wrong)."""
     data = parse_json(body)
+    _check_unicode(data)
     _check_fields(data)
     text = _input(data, options.max_input_chars)
     name, fmt = _format(data)
@@ -307,6 +331,6 @@ def _build(text: str, settings: st.Resolved, renamed: bool):
     try:
         return build_request(text, settings, refs=References(), voices=Voices())
     except InvalidRequest as e:
-        param = "instructions" if renamed and e.setting == "instruct" else e.setting
+        param = "instructions" if renamed and e.setting == "instruct" else request_field(e.setting)
         message = scrub(_rename(str(e), renamed), (voices.voice_dir(), "<voices>"))
         raise bad_request(message, param) from None

@@ -1,0 +1,137 @@
+"""Each command that needs an extra, run where the extra's packages do not import: one line on
+stderr with the pip command of the extra, the exit code, no traceback, nothing written.
+
+The packages are hidden from a subprocess (without uninstalling them) by a sitecustomize first on
+PYTHONPATH that puts a finder in front of sys.meta_path: importing a blocked name raises
+ModuleNotFoundError, as it does where the package is not installed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import TINY_CKPT
+from omnivoice_cli.engine.errors import MissingExtra, install_hint
+
+ROOT = Path(__file__).resolve().parent.parent
+
+BLOCKER = '''
+import os, sys
+_BLOCKED = frozenset(filter(None, os.environ.get("OMNIVOICE_TEST_BLOCK", "").split(",")))
+
+class _Blocker:
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in _BLOCKED:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, _Blocker())
+'''
+
+
+@pytest.fixture(scope="module")
+def blocker(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("blocker")
+    (folder / "sitecustomize.py").write_text(BLOCKER)
+    return folder
+
+
+def omnivoice(blocker: Path, blocked: str, *args, cwd: Path, path: str | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(blocker), str(ROOT)]), "OMNIVOICE_TEST_BLOCK": blocked,
+           "OMNIVOICE_HOME": str(cwd / "home"), "NO_COLOR": "1", "COLUMNS": "200"}  # fmt: skip
+    env.pop("OMNIVOICE_MODEL", None)
+    env.pop("OMNIVOICE_PLAYER", None)
+    if path is not None:
+        env["PATH"] = path
+    code = "from omnivoice_cli.cli import main; main()"
+    return subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, env=env,
+                          cwd=cwd, timeout=180)  # fmt: skip
+
+
+def one_line(proc: subprocess.CompletedProcess, extra: str, code: int = 2) -> str:
+    assert proc.returncode == code, proc.stderr
+    assert "Traceback" not in proc.stderr and "───" not in proc.stderr, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), proc.stderr
+    assert install_hint(extra) in lines[0] and install_hint(extra) == f"pip install 'omnivoice-cli[{extra}]'"
+    return lines[0]
+
+
+def test_the_blocker_hides_a_package(blocker, tmp_path):
+    """The simulation itself: a blocked package does not import in the subprocess, others do."""
+    env = {**os.environ, "PYTHONPATH": str(blocker), "OMNIVOICE_TEST_BLOCK": "json"}
+    proc = subprocess.run([sys.executable, "-c", "import csv\nimport json"], capture_output=True, text=True, env=env)
+    assert proc.returncode == 1 and "ModuleNotFoundError: No module named 'json'" in proc.stderr
+
+
+@pytest.mark.parametrize("blocked, package", [("starlette", "starlette"), ("uvicorn", "uvicorn"),
+                                              ("python_multipart,multipart", "python-multipart")])  # fmt: skip
+def test_serve_without_the_serve_extra(blocker, tmp_path, blocked, package):
+    proc = omnivoice(blocker, blocked, "serve", "--model", TINY_CKPT, "--port", "0", cwd=tmp_path)
+    line = one_line(proc, "serve")
+    assert line == f"Error: omnivoice serve needs {package}, which is not installed: {install_hint('serve')}"
+
+
+@pytest.mark.parametrize("blocked, args", [("kaldifst", ["I have 5 apples."]),
+                                           ("num2words", ["Ich habe 5 Äpfel.", "--lang", "de"])])  # fmt: skip
+def test_say_normalize_without_the_normalize_extra(blocker, tmp_path, blocked, args):
+    proc = omnivoice(blocker, blocked, "say", *args, "--normalize", "-o", "out.wav", "--model", TINY_CKPT, cwd=tmp_path)
+    line = one_line(proc, "normalize")
+    assert line == f"Error: text normalisation needs {blocked}, which is not installed: {install_hint('normalize')}"
+    assert not (tmp_path / "out.wav").exists()
+
+
+def test_batch_normalize_without_the_extra_stops_the_run_in_one_line(blocker, tmp_path):
+    """Not one failure per line: the installation is missing a part, so nothing runs (exit 2)."""
+    (tmp_path / "lines.txt").write_text("I have 5 apples.\nAnd 7 pears.\n")
+    proc = omnivoice(blocker, "kaldifst", "batch", "lines.txt", "--normalize", "-o", "out", "--model", TINY_CKPT,
+                     cwd=tmp_path)  # fmt: skip
+    one_line(proc, "normalize")
+    assert not (tmp_path / "out").exists()
+
+
+def test_batch_line_asking_for_normalize_without_the_extra(blocker, tmp_path):
+    (tmp_path / "lines.jsonl").write_text('{"text": "Plain."}\n{"text": "I have 5 apples.", "normalize": true}\n')
+    proc = omnivoice(blocker, "kaldifst", "batch", "lines.jsonl", "-o", "out", "--model", TINY_CKPT, cwd=tmp_path)
+    one_line(proc, "normalize")
+    assert not (tmp_path / "out").exists()
+
+
+def test_dub_normalize_without_the_normalize_extra(blocker, tmp_path):
+    (tmp_path / "cues.srt").write_text("1\n00:00:00,000 --> 00:00:02,000\nI have 5 apples.\n")
+    proc = omnivoice(blocker, "kaldifst", "dub", "cues.srt", "--normalize", "-o", "dub.wav", "--model", TINY_CKPT,
+                     cwd=tmp_path)  # fmt: skip
+    one_line(proc, "normalize")
+    assert not (tmp_path / "dub.wav").exists()
+
+
+def test_batch_ray_without_the_ray_extra(blocker, tmp_path):
+    (tmp_path / "lines.txt").write_text("Hello there.\n")
+    proc = omnivoice(blocker, "ray", "batch", "lines.txt", "--ray", "local", "-o", "out", "--model", TINY_CKPT,
+                     cwd=tmp_path)  # fmt: skip
+    assert one_line(proc, "ray") == f"Error: --ray needs Ray, which is not installed: {install_hint('ray')}"
+    assert not (tmp_path / "out").exists()
+
+
+def test_say_without_the_play_extra_nor_a_player(blocker, tmp_path):
+    """sounddevice is optional (a player command does as well), so only no way to play at all is
+    an error: one line naming the play extra among what was tried, exit 1 (the README's code for
+    'nothing can play here')."""
+    proc = omnivoice(blocker, "sounddevice", "say", "Hello there.", "--model", TINY_CKPT, cwd=tmp_path,
+                     path=str(tmp_path / "no-bin"))  # fmt: skip
+    line = one_line(proc, "play", code=1)
+    assert line.startswith("Error: no way to play audio here: tried sounddevice (not installed: ")
+
+
+def test_a_missing_extra_keeps_its_words_under_a_setting_name():
+    """request.named leaves the pip line as it is (no "--normalize:" in front) but notes the setting."""
+    from omnivoice_cli import settings as st
+    from omnivoice_cli.request import named
+
+    e = MissingExtra("text normalisation", "kaldifst", "normalize")
+    out = named(st.resolve((st.FLAG_SOURCE, {"normalize": True})), e, "normalize")
+    assert out is e and out.setting == "normalize" and str(out).startswith("text normalisation needs kaldifst")
