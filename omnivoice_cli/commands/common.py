@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any, Iterable
 
 import typer
@@ -69,15 +68,8 @@ def run_settings(preset: str | None, flags: dict[str, Any]) -> tuple[st.Preset |
 def load_engine(settings: st.Resolved | dict[str, Any], quiet: bool, encoder: bool = False) -> tuple[Any, float]:
     """Load the model the settings name (a status line while it loads), with the codec's encoder
     when a recording is to be cloned; returns (engine, seconds)."""
-    from ..engine import pipeline
+    from ..session import Hardware, load_engine as load
 
     values = settings.values if isinstance(settings, st.Resolved) else settings
-    t0 = time.perf_counter()
-    with loading(f"the model ({values['model']})", enabled=not quiet):
-        engine = pipeline.Engine.load(
-            values["model"], device=values["device"], dtype=values["dtype"], on_notice=notice(quiet),
-            **st.engine_kwargs(values),
-        )  # fmt: skip
-        if encoder:
-            engine.load_encoder()
-    return engine, time.perf_counter() - t0
+    status = lambda what: loading(what, enabled=not quiet)  # noqa: E731
+    return load(Hardware.from_settings(values), encoder=encoder, status=status, on_notice=notice(quiet))
