@@ -8,7 +8,7 @@ from typing import Any, Iterable
 import typer
 
 from .. import settings as st
-from ..progress import loading
+from ..progress import loading, print_above
 
 
 def usage_error(message: str, ctx: Any = None) -> Exception:
@@ -21,7 +21,8 @@ def usage_error(message: str, ctx: Any = None) -> Exception:
 
 
 def echo(msg: str) -> None:
-    typer.echo(msg, err=True)
+    if not print_above(msg):  # a progress bar on the terminal: above it
+        typer.echo(msg, err=True)
 
 
 def error(msg: str) -> None:
@@ -67,8 +68,11 @@ def run_settings(preset: str | None, flags: dict[str, Any]) -> tuple[st.Preset |
 
 
 def load_engine(settings: st.Resolved | dict[str, Any], quiet: bool, encoder: bool = False) -> tuple[Any, float]:
-    """Load the model the settings name (a status line while it loads), with the codec's encoder
-    when a recording is to be cloned; returns (engine, seconds)."""
+    """Load the model the settings name (a status line while it loads), and the codec's encoder
+    when a recording is to be cloned; returns (engine, seconds). The seconds are the "model loaded
+    in" of every summary, the same with or without a voice: the model (with --compile, its
+    compilation: Engine.load runs a first forward), not the encoder, which belongs to preparing
+    a voice (commands time that apart)."""
     from ..engine import pipeline
 
     values = settings.values if isinstance(settings, st.Resolved) else settings
@@ -78,6 +82,8 @@ def load_engine(settings: st.Resolved | dict[str, Any], quiet: bool, encoder: bo
             values["model"], device=values["device"], dtype=values["dtype"], on_notice=notice(quiet),
             **st.engine_kwargs(values),
         )  # fmt: skip
-        if encoder:
+    seconds = time.perf_counter() - t0
+    if encoder:
+        with loading("the voice encoder", enabled=not quiet):
             engine.load_encoder()
-    return engine, time.perf_counter() - t0
+    return engine, seconds
