@@ -540,7 +540,6 @@ class BatchRun:
 
     def _speak(self, pending: list[Line], out: Path, signals: HoldSignals) -> None:
         from .commands.common import load_engine
-
         from .progress import status
 
         engine, self.report.load_seconds = load_engine(self.run_settings(), self.quiet)

@@ -320,9 +320,8 @@ class DubRun:
 
     def speak(self, pending: list[CuePlan], signals: Any, out: Path | None, progress: Any) -> None:
         from .commands.common import load_engine
-        from .request import finish_request
-
         from .progress import status
+        from .request import finish_request
 
         built = [b for p in pending for b in p.built]
         settings = self.cast.settings(None, self.layers())

@@ -121,7 +121,7 @@ def test_count_forwards_is_what_generate_runs(engine, monkeypatch, limits):
     for requests in cases:
         calls: list[tuple[int, int]] = []
         expected = engine.count_forwards(requests)
-        engine.generate(requests, on_step=lambda d, t: calls.append((d, t)))
+        engine.generate(requests, on_step=lambda d, t, calls=calls: calls.append((d, t)))
         assert expected == len(calls) == calls[-1][0]
 
 

@@ -420,23 +420,23 @@ class Engine:
 
         from .voice import VoicePrompt
 
+        def entry(req: Request, piece: Piece, ref=None) -> list:
+            job = self.prepare(req, piece, ref=ref, seed=0)  # its sizes only (not kept: a long text has many)
+            return [job.packed_len, len(job.schedule), []]
+
         first: list[list] = []  # [packed length, forwards left, later jobs] of the jobs that start at once
         for req in requests:
             try:
                 plan = self.plan(req)
                 together = req.ref is not None or len(plan.pieces) == 1
-                ks = range(len(plan.pieces)) if together else range(1)
-                jobs = [self.prepare(req, plan.pieces[k], seed=0) for k in ks]
-                later = []
+                entries = [entry(req, piece) for piece in (plan.pieces if together else plan.pieces[:1])]
                 if not together:
-                    frames = jobs[0].canvas.target_len
+                    frames = self.prepare(req, plan.pieces[0], seed=0).canvas.target_len
                     voice = VoicePrompt(torch.zeros(self.cfg.num_audio_codebook, frames, dtype=torch.long),
                                         plan.pieces[0].text, None)  # fmt: skip
-                    later = [self.prepare(req, piece, ref=voice, seed=0) for piece in plan.pieces[1:]]
+                    entries[0][2] = [entry(req, piece, voice) for piece in plan.pieces[1:]]
             except Exception:  # generate fails this request before or while preparing it
                 continue
-            entries = [[j.packed_len, len(j.schedule), []] for j in jobs]
-            entries[0][2] = [[j.packed_len, len(j.schedule), []] for j in later]
             first += entries
         return _count_forwards(first, self.cfg.max_batch_size, self.cfg.max_packed_tokens)
 
