@@ -8,6 +8,11 @@ this module adds what they leave to the caller: the line number of every cue and
 (one line, "FILE: line N: ..."), the checks a dub needs (times in order, nothing unbounded), and
 the markup a subtitle carries but a voice must not speak (`<i>`, `<font ...>`, `{\\an8}`, VTT
 voice spans and timestamps, HTML entities).
+
+Subtitles written for our audio follow the usual broadcast rules: at most MAX_LINES (2) lines of
+WRAP (42) columns (a CJK character takes two) and about MAX_CUE_MS (7 s) a cue; a piece of the
+audio that is longer is cut at sentence ends, else at clauses, else between words (cut_cue),
+and timed within the piece by its characters' speaking-time weights until word timings exist.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from __future__ import annotations
 import bisect
 import html
 import re
-import textwrap
+import unicodedata
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -24,7 +29,9 @@ from .engine.errors import InvalidRequest
 
 MAX_SUBTITLE_BYTES = 10 * 1024 * 1024  # a subtitle file is read up to here (thousands of hours of cues)
 SUFFIXES = (".srt", ".vtt")
-WRAP = 42  # characters per subtitle line written (the usual broadcast limit)
+WRAP = 42  # columns per subtitle line written (the usual broadcast limit); a wide (CJK) character takes 2
+MAX_LINES = 2  # lines per cue written
+MAX_CUE_MS = 7000  # the longest cue written, when its piece can be cut (at words at the least)
 
 _TAG_RE = re.compile(r"<[^<>]*>")  # <i>, </i>, <font color=..>, <v Bob>, <c.x>, <00:00:01.000>: linear
 _ASS_RE = re.compile(r"\{\\[^{}]*\}")  # {\an8}, {\i1}: ASS override blocks some SRT files carry
@@ -249,14 +256,142 @@ def check_subtitles_path(spec: str, flag: str = "--subtitles") -> Path:
 
 
 def subtitles_from_pieces(pieces, sample_rate: int, offset: int = 0, speaker: str | None = None) -> list[Subtitle]:
-    """The cues of one engine result: one per piece (text, start, end in samples) that kept any
-    audio, moved by `offset` samples."""
+    """The cues of one engine result: each piece (text, start, end in samples) that kept any
+    audio, moved by `offset` samples, as cues of at most MAX_LINES lines and MAX_CUE_MS (cut_cue)."""
     out = []
     for text, start, end in pieces:
         s, e = round((offset + start) * 1000 / sample_rate), round((offset + end) * 1000 / sample_rate)
         if e > s and text.strip():
-            out.append(Subtitle(s, e, " ".join(text.split()), speaker))
+            out += cut_cue(Subtitle(s, e, " ".join(text.split()), speaker))
     return out
+
+
+# A cue is cut at the end of a sentence, else of a clause, else between words (or wide characters).
+_SENTENCE_END = re.compile(r"[.!?\u2026]+[\"'\u201d\u2019\u00bb)\]]*\s+|[\u3002\uff01\uff1f]+[\u300d\u300f\u201d\u2019\uff09]*\s*")
+_CLAUSE_END = re.compile(r"[,;:]+[\"'\u201d\u2019\u00bb)\]]*\s+|\s+[\u2013\u2014-]+\s+|[\uff0c\u3001\uff1b\uff1a]\s*")
+
+
+def _cut_points(text: str, level: int) -> list[int]:
+    """Where a cue of `text` may end (offsets of the next cue's start): sentences (0), clauses (1),
+    words and wide characters (2)."""
+    if level < 2:
+        return [m.end() for m in (_SENTENCE_END if level == 0 else _CLAUSE_END).finditer(text)]
+    points, pos = [], 0
+    for word in re.finditer(r"\S+", text):
+        if word.start() > 0:
+            points.append(word.start())
+        pos = word.start()
+        for unit in _units(word.group())[:-1]:
+            pos += len(unit)
+            points.append(pos)
+    return points
+
+
+def cut_cue(sub: Subtitle, max_lines: int = MAX_LINES, width: int = WRAP, max_ms: int = MAX_CUE_MS) -> list[Subtitle]:
+    """One piece's cue as cues of at most `max_lines` lines of `width` columns and, where a
+    sentence or clause ends in time, at most `max_ms`: cut at sentence ends, else at clauses,
+    each cue holding as many as fit; a clause still too long for the lines is cut between words
+    into parts of even length. The piece's time is shared by the engine's speaking-time weights
+    of the characters (text.text_weight), since where each word falls is not known. A word
+    longer than a cue stays whole."""
+    from .engine.text import text_weight
+
+    text, span = sub.text, sub.end_ms - sub.start_ms
+    prefix = f"{sub.speaker}: " if sub.speaker else ""  # as SRT shows it
+    total = text_weight(text) or 1.0
+
+    def fits(a: int, b: int, level: int) -> bool:
+        part = text[a:b].strip()
+        short = level >= 2 or span * text_weight(part) / total <= max_ms  # words are cut for the lines only
+        return short and len(wrap_lines(prefix + part, width)) <= max_lines
+
+    def cut(a: int, b: int, level: int) -> list[tuple[int, int]]:
+        if level > 2 or fits(a, b, level):
+            return [(a, b)]
+        bounds = [a, *(c for c in _cut_points(text, level) if a < c < b), b]
+        ends, i = [], 0
+        while i < len(bounds) - 1:  # each part as long as it may be
+            j = i + 1
+            while j + 1 < len(bounds) and fits(bounds[i], bounds[j + 1], level):
+                j += 1
+            ends.append(j)
+            i = j
+        if level == 2 and len(ends) > 1:  # between words: the same number of parts, of even length
+            even = [min(range(1, len(bounds) - 1), key=lambda j: abs(bounds[j] - a - k * (b - a) / len(ends)))
+                    for k in range(1, len(ends))] + [len(bounds) - 1]  # fmt: skip
+            starts = [0, *even[:-1]]
+            if even == sorted(set(even)) and all(fits(bounds[x], bounds[y], 2) for x, y in zip(starts, even)):
+                ends = even
+        return [part for x, y in zip([0, *ends[:-1]], ends) for part in cut(bounds[x], bounds[y], level + 1)]
+
+    parts = [(a, b) for a, b in cut(0, len(text), 0) if text[a:b].strip()]
+    if len(parts) <= 1:
+        return [sub]
+    texts = [text[a:b].strip() for a, b in parts]
+    weights = [text_weight(t) or 1.0 for t in texts]
+    out, done, whole = [], 0.0, sum(weights)
+    for n, (part, weight) in enumerate(zip(texts, weights)):
+        start = sub.start_ms + round(span * done / whole)
+        done += weight
+        end = sub.end_ms if n == len(parts) - 1 else sub.start_ms + round(span * done / whole)
+        if end > start:
+            out.append(Subtitle(start, end, part, sub.speaker))
+    return out
+
+
+def _is_wide(c: str) -> bool:
+    return unicodedata.east_asian_width(c) in "WF"
+
+
+def _units(word: str) -> list[str]:
+    """A word cut where a line may break inside it: before each wide (CJK) character, except a
+    closing punctuation mark (kept with what it closes) and after an opening one."""
+    units: list[str] = []
+    for c in word:
+        closing = unicodedata.category(c) in ("Po", "Pe", "Pf")
+        after_opening = bool(units) and unicodedata.category(units[-1][-1]) in ("Ps", "Pi")
+        if units and (closing or after_opening or not (_is_wide(c) or _is_wide(units[-1][-1]))):
+            units[-1] += c
+        else:
+            units.append(c)
+    return units
+
+
+def wrap_lines(text: str, width: int = WRAP) -> list[str]:
+    """`text` as lines of at most `width` columns (a wide character takes two), broken at
+    spaces and between wide characters, as few lines as fit and of even length; a word longer
+    than a line stays whole on its own."""
+    lines = _fill(text, width)
+    if len(lines) == 2:  # two lines: broken after a sentence or clause if one fits, the most even one
+        text = " ".join(text.split())
+        halves = [(text[:c].strip(), text[c:].strip()) for level in (0, 1) for c in _cut_points(text, level)]
+        halves = [h for h in halves if h[0] and h[1] and max(_columns(h[0]), _columns(h[1])) <= width]
+        if halves:
+            return list(min(halves, key=lambda h: abs(_columns(h[0]) - _columns(h[1]))))
+    if len(lines) > 1:  # the narrowest width that needs no more lines: even lines
+        for narrower in range(max(1, sum(_columns(ln) for ln in lines) // len(lines)), width):
+            even = _fill(text, narrower)
+            if len(even) == len(lines):
+                return even
+    return lines
+
+
+def _columns(text: str) -> int:
+    return sum(2 if _is_wide(c) else 1 for c in text)
+
+
+def _fill(text: str, width: int) -> list[str]:
+    """Lines filled greedily up to `width` columns."""
+    lines, line, used = [], "", 0
+    for word in text.split():
+        for k, unit in enumerate(_units(word)):
+            sep = " " if k == 0 and line else ""
+            w = _columns(unit)
+            if line and used + len(sep) + w > width:
+                lines.append(line)
+                line, used, sep = "", 0, ""
+            line, used = line + sep + unit, used + len(sep) + w
+    return [*lines, line] if line else lines
 
 
 def finish_subtitles(subs: list[Subtitle], audio_ms: int) -> list[Subtitle]:
@@ -274,7 +409,7 @@ def finish_subtitles(subs: list[Subtitle], audio_ms: int) -> list[Subtitle]:
 
 
 def _wrapped(text: str) -> str:
-    return "\n".join(textwrap.wrap(text.replace("-->", "->"), WRAP, break_long_words=False)) or text
+    return "\n".join(wrap_lines(text.replace("-->", "->"), WRAP)) or text
 
 
 def subtitles_text(subs: list[Subtitle], fmt: str) -> str:
@@ -308,8 +443,9 @@ def write_subtitles(path: Path, subs: list[Subtitle]) -> None:
 
 
 def write_result_subtitles(path: Path, result, text: str) -> None:
-    """The subtitles of one engine result: one cue per piece, at its place in the audio, the
-    last one ending with the audio. A result that does not say where its pieces are is one cue."""
+    """The subtitles of one engine result: its pieces at their places in the audio, each cut into
+    cues of two lines / 7 s at most (cut_cue), the last one ending with the audio. A result that
+    does not say where its pieces are is one piece."""
     from .engine.text import split_pauses
 
     pieces = result.pieces or [(" ".join(split_pauses(text)[0]), 0, len(result.audio))]

@@ -5,8 +5,9 @@ A run (`DubRun`), in order:
      without the model: its speaker (--cast: a VTT voice span or a `NAME:` label), its words
      (markup stripped; an empty cue is skipped), its pieces (a cue over 30 s is cut into pieces
      that fill it) and one engine request per piece, whose duration is the piece's length and
-     whose seed is S + the cue's index (from 0, counting every cue of the file). Anything wrong
-     stops the run here, before anything is written;
+     whose seed is S + the cue's index (from 0, counting every cue of the file), and its speed
+     (its words' natural time / its length: cues over FAST_SPEED are warned about). Anything
+     wrong stops the run here, before anything is written (DubRun.dry_run stops here);
   2. with --stems DIR: the folder is created, and a cue whose stem is there with a matching
      record in DIR/manifest.jsonl (same words, times, seed and settings) is reused (a rerun of
      an interrupted dub resumes);
@@ -51,6 +52,7 @@ MAX_TRACK_SECONDS = 4 * 3600  # the longest track (4 h: 1.4 GB of float32 sample
 SAMPLE_RATE = 24000
 NOT_FOR_CUES = ("speed", "duration", "chunk_duration", "chunk_threshold")  # settings a cue's times replace
 MAX_SPEEDUP = 10  # a cue's words may take at most this many times its length (or 1 s) to say
+FAST_SPEED = 2.0  # a cue whose words must be said faster than this (x their natural time) is warned about
 
 
 @dataclass
@@ -69,6 +71,7 @@ class CuePlan:
     results: dict[int, Any] = field(default_factory=dict)  # piece -> engine Result
     audio_seconds: float = 0.0
     warnings: list[str] = field(default_factory=list)
+    speed: float | None = None  # its words' natural time (text.speech_seconds) / its length: > 1 is faster
 
     def offsets(self) -> list[int]:
         """Where each piece starts, in ms from the cue's start."""
@@ -95,8 +98,21 @@ class CuePlan:
             "audio_seconds": round(self.audio_seconds, 4) if self.status in ("done", "reused") else None,
             "pieces": [{"text": t, "offset_seconds": o / 1000, "seconds": ms / 1000}
                        for (t, ms), o in zip(self.pieces, self.offsets())],
+            "speed": None if self.speed is None else round(self.speed, 2),
             "key": self.key() if self.built else None, "warnings": self.warnings,
         }  # fmt: skip
+
+    def voice(self) -> str | None:
+        """Who speaks it: the cast member's voice, else the run's (--voice, --ref, --instruct) or auto."""
+        if self.speaker is not None:
+            return self.speaker.spec
+        if not self.built:
+            return None
+        values = self.built[0].settings.values
+        for key, shown in (("voice", "{}"), ("ref", "{}"), ("instruct", "instruct:{}")):
+            if values.get(key):
+                return shown.format(values[key])
+        return "auto"
 
 
 @dataclass
@@ -108,6 +124,7 @@ class DubReport:
     track_samples: int = 0
     generate_seconds: float = 0.0
     load_seconds: float | None = None
+    voice_seconds: float | None = None  # encoding the recordings of ref (None: none to encode)
     interrupted: int | None = None  # the signal number when stopped
     written: bool = False
     warnings: list[str] = field(default_factory=list)
@@ -186,6 +203,7 @@ class DubRun:
         if len(parts) != 1 or any(gaps):
             raise InvalidRequest(f"{plan.where}: [pause] tags cannot be used in a cue: its times fix its length")
         seconds, slot = speech_seconds(plan.text), (cue.end_ms - cue.start_ms) / 1000
+        plan.speed = seconds / slot
         if seconds > MAX_SPEEDUP * max(slot, 1.0):
             raise InvalidRequest(f"{plan.where}: the cue's words take about {seconds:.0f} s to say, more than "
                                  f"{MAX_SPEEDUP:g} times its {slot:g} s: shorten them or lengthen the cue")  # fmt: skip
@@ -225,6 +243,7 @@ class DubRun:
         plans = [self.plan_cue(cue, base) for cue in cues]
         for member in self.cast.unused():
             self.warn(f"--cast {member.name} speaks no cue")
+        self._warn_fast(plans)
         self._warn_overlaps(plans)
         self.report.cues = plans
         self.report.track_samples = ms_to_samples(last, SAMPLE_RATE)
@@ -235,6 +254,20 @@ class DubRun:
             return cue_speaker(cue.text, cue.voice, self.cast, "")[0]
         except InvalidRequest:
             return None  # reported with its line when the cue is planned
+
+    def _warn_fast(self, plans: list[CuePlan]) -> None:
+        """One warning for the cues whose words must be said more than FAST_SPEED times faster
+        than their natural pace to fit their times (their "speed" in --json and --dry-run)."""
+        fast = [p for p in plans if p.speed is not None and p.speed > FAST_SPEED]
+        if len(fast) == 1:
+            p = fast[0]
+            self.warn(f"{self.input_path}: the cue at line {p.cue.line} must be spoken {p.speed:.1f}x faster than its "
+                      "natural pace to fit its times: shorten its words or lengthen it")  # fmt: skip
+        elif fast:
+            shown = ", ".join(f"line {p.cue.line} ({p.speed:.1f}x)" for p in fast[:5])
+            more = f" and {len(fast) - 5} more" if len(fast) > 5 else ""
+            self.warn(f"{self.input_path}: {len(fast)} cues must be spoken over {FAST_SPEED:g}x faster than their "
+                      f"natural pace to fit their times: {shown}{more}; shorten their words or lengthen them")  # fmt: skip
 
     def _warn_overlaps(self, plans: list[CuePlan]) -> None:
         from .tracks import overlaps
@@ -287,15 +320,23 @@ class DubRun:
 
     def speak(self, pending: list[CuePlan], signals: Any, out: Path | None, progress: Any) -> None:
         from .commands.common import load_engine
+        from .progress import status
         from .request import finish_request
 
         built = [b for p in pending for b in p.built]
         settings = self.cast.settings(None, self.layers())
-        engine, self.report.load_seconds = load_engine(settings, self.quiet, encoder=any(b.reference for b in built))
+        engine, self.report.load_seconds = load_engine(settings, self.quiet)
         if engine.sample_rate != SAMPLE_RATE:
             raise OmniVoiceError(f"the model makes {engine.sample_rate} Hz audio; dub needs {SAMPLE_RATE} Hz")
+        if any(b.reference for b in built):  # the encoder and the recordings: "voices prepared in"
+            t_voice = time.perf_counter()
+            with status("preparing the reference voices ...", enabled=not self.quiet):
+                engine.load_encoder()
+                items = [(p, k, finish_request(engine, b, self.refs)) for p in pending for k, b in enumerate(p.built)]
+            self.report.voice_seconds = time.perf_counter() - t_voice
+        else:
+            items = [(p, k, b.request) for p in pending for k, b in enumerate(p.built)]
         t0 = time.perf_counter()
-        items = [(p, k, finish_request(engine, b, self.refs)) for p in pending for k, b in enumerate(p.built)]
         for start in range(0, len(items), GROUP_SIZE):
             group = items[start : start + GROUP_SIZE]
 
@@ -339,6 +380,38 @@ class DubRun:
 
     # -- the run ---------------------------------------------------------------------------------
 
+    def earlier(self) -> list[dict[str, Any]]:
+        """The records of the stems folder's manifest (a rerun resumes from them)."""
+        stems_path = Path(self.stems).expanduser() if self.stems else None
+        return read_manifest(stems_path / MANIFEST) if stems_path and stems_path.is_dir() else []
+
+    def stems_format(self) -> str:
+        return stems_format("wav" if self.target.to_stdout else self.target.path.suffix.lower().lstrip("."))
+
+    def dry_run(self) -> list[dict[str, Any]]:
+        """Plan every cue as run() would (the model is not loaded, nothing is written): for each,
+        its times, words, speaker and voice, speed (see CuePlan.speed), seed and pieces, and what
+        the run would do with it: speak it, reuse its stem, or skip it (empty)."""
+        earlier = self.earlier()
+        plans = self.plan(earlier)
+        self.name_stems(self.stems_format())
+        kept = {rec.get("output"): rec.get("key") for rec in earlier if rec.get("status") in ("done", "reused")}
+        out = []
+        for p in plans:
+            action = "skip (empty)" if p.status == "empty" else "speak"
+            stem = Path(self.stems).expanduser() / p.stem if self.stems and p.stem else None
+            if action == "speak" and stem is not None and not self.overwrite and stem.is_file() \
+                    and kept.get(p.stem) == _jsonable(p.key()):  # fmt: skip
+                action = "reuse its stem"
+            rec = p.record()
+            out.append({
+                "cue": rec["cue"], "line": rec["line"], "start": rec["start"], "end": rec["end"],
+                "seconds": (p.cue.end_ms - p.cue.start_ms) / 1000, "text": p.text, "speaker": rec["speaker"],
+                "voice": p.voice(), "speed": rec["speed"], "seed": rec["seed"], "pieces": rec["pieces"],
+                "action": action, "warnings": p.warnings,
+            })  # fmt: skip
+        return out
+
     def run(self) -> DubReport:
         """Plan (errors raised before anything is written), reuse stems, speak, write the track.
         A stop by Ctrl-C / SIGTERM is recorded in the report (finished stems are kept)."""
@@ -347,16 +420,15 @@ class DubRun:
         from .progress import BatchProgress
         from .signals import HoldSignals
 
-        stems_path = Path(self.stems).expanduser() if self.stems else None
-        earlier = read_manifest(stems_path / MANIFEST) if stems_path and stems_path.is_dir() else []
+        earlier = self.earlier()
         plans = self.plan(earlier)
-        self.name_stems(stems_format("wav" if self.target.to_stdout else self.target.path.suffix.lower().lstrip(".")))
+        self.name_stems(self.stems_format())
         out = self.stems_dir()
         self.manifest = ManifestWriter(out / MANIFEST) if out else None
         self.track = np.zeros(self.report.track_samples, dtype=np.float32)
         if out is not None:
             self.reuse(out, earlier)
-        progress = BatchProgress(len(plans), enabled=not self.quiet, echo=self.echo)
+        progress = BatchProgress(len(plans), enabled=not self.quiet, echo=self.echo, unit="cues")
         signals = HoldSignals().__enter__()
         try:
             with progress:

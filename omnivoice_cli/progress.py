@@ -3,7 +3,11 @@
 On a terminal these are rich live displays (a spinner, then bars with an ETA). When stderr is not
 a terminal (a log file, a pipe), a live display would print nothing until the end, so they print
 plain lines instead: one when loading starts, one per quarter of the steps of `say`, one per
-finished line of `batch`, so that a log shows the run is alive.
+finished line of `batch` (cue of `dub`), so that a log shows the run is alive.
+
+One live display at a time: the bars of `batch` and `dub` start with the first forward (after the
+model is loaded), and a message printed while one is live (`print_above`, which the commands' echo
+uses) goes above it, so no half-drawn bar is left behind in the terminal.
 """
 
 from __future__ import annotations
@@ -24,7 +28,29 @@ def stderr_is_terminal() -> bool:
 
 
 def _echo(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
+    if not print_above(msg):
+        print(msg, file=sys.stderr, flush=True)
+
+
+_LIVE: list = []  # the rich consoles of the live displays now shown (a spinner, bars), innermost last
+
+
+def print_above(msg: str) -> bool:
+    """Print a message above the live display now shown, if any (True); False when none is, and the
+    caller prints it itself. (Written past the display, it would leave a copy of the bar behind.)"""
+    if not _LIVE:
+        return False
+    _LIVE[-1].print(msg, markup=False, highlight=False, emoji=False, soft_wrap=True)
+    return True
+
+
+@contextmanager
+def _live_on(console) -> Iterator[None]:
+    _LIVE.append(console)
+    try:
+        yield
+    finally:
+        _LIVE.remove(console)
 
 
 def _bar(*columns):
@@ -38,38 +64,50 @@ def _bar(*columns):
 
 
 @contextmanager
-def loading(what: str, enabled: bool, live: bool | None = None, echo: Echo = _echo) -> Iterator[None]:
-    """'loading the model ...' while the block runs: a spinner on a terminal, else one line."""
+def status(message: str, enabled: bool, live: bool | None = None, echo: Echo = _echo) -> Iterator[None]:
+    """`message` while the block runs: a spinner on a terminal (a line above a live display
+    already shown), else one line."""
     if not enabled:
         yield
         return
     live = stderr_is_terminal() if live is None else live
-    if not live:
-        echo(f"loading {what} ...")
+    if not live or _LIVE:
+        echo(message)
         yield
         return
     from rich.console import Console
 
-    with Console(stderr=True).status(f"loading {what} ..."):
+    console = Console(stderr=True)
+    with console.status(message), _live_on(console):
         yield
 
 
+def loading(what: str, enabled: bool, live: bool | None = None, echo: Echo = _echo):
+    """'loading the model ...' while the block runs: a spinner on a terminal, else one line."""
+    return status(f"loading {what} ...", enabled, live, echo)
+
+
 class StepProgress:
-    """The diffusion steps of `say`, advanced by the engine's on_step(done, total).
+    """The forwards of `say`, advanced by the engine's on_step(done, total).
 
-    The engine may run several forward loops (e.g. a long text's first chunk, then the others),
-    each counting from 1 to its own total; the bar adds them up."""
+    `total`, when the caller knows it before the run (Engine.count_forwards), is the bar's total
+    from the start and never changes. Without it the bar takes the engine's totals, which may be
+    estimates (a long text's later chunks, streamed waves); the engine may also run several
+    forward loops, each counting from 1 to its own total, and the bar adds them up."""
 
-    def __init__(self, enabled: bool, label: str = "generating", live: bool | None = None, echo: Echo = _echo):
+    def __init__(self, enabled: bool, label: str = "generating", live: bool | None = None, echo: Echo = _echo,
+                 total: int | None = None) -> None:  # fmt: skip
         self.enabled, self.label, self.echo = enabled, label, echo
         self.live = stderr_is_terminal() if live is None else live
-        self._progress = self._task = None
+        self.fixed = total if total else None
+        self._progress = self._task = self._console = None
         self._offset = 0  # steps of finished loops
         self._last = (0, 0)  # (done, total) of the current loop
         self._quarter = 0  # plain lines printed so far (one per quarter)
         self._t0 = time.perf_counter()
         self.completed = 0  # steps done, all loops
-        self.total = 0  # steps known so far, all loops
+        self.total = self.fixed or 0  # steps known so far, all loops (the fixed total when given)
+        self.totals: list[int] = []  # every total the bar showed, in order (a test reads it)
 
     def __enter__(self) -> "StepProgress":
         self._t0 = time.perf_counter()
@@ -78,7 +116,9 @@ class StepProgress:
 
             self._progress = _bar(TextColumn(self.label.replace("[", "\\[")), TextColumn("steps"))
             self._progress.start()
-            self._task = self._progress.add_task("generating", total=None)
+            self._task = self._progress.add_task("generating", total=self.fixed)
+            self._console = self._progress.console
+            _LIVE.append(self._console)
         return self
 
     def __call__(self, done: int, total: int) -> None:
@@ -86,7 +126,11 @@ class StepProgress:
         if done < last_done or (done == last_done and done == last_total and last_total):
             self._offset += last_total  # a new forward loop started
         self._last = (done, total)
-        self.completed, self.total = self._offset + done, self._offset + total
+        self.completed = self._offset + done
+        # a fixed total holds unless the run outgrows it (it should not: then the engine's)
+        self.total = max(self.fixed, self.completed) if self.fixed else self._offset + total
+        if not self.totals or self.totals[-1] != self.total:
+            self.totals.append(self.total)
         if self._progress is not None:
             self._progress.update(self._task, completed=self.completed, total=self.total)
         elif self.enabled and self.total:
@@ -99,35 +143,51 @@ class StepProgress:
     def __exit__(self, *exc) -> None:
         if self._progress is not None:
             self._progress.stop()
+            _LIVE.remove(self._console)
 
 
 class BatchProgress:
-    """Two bars for `batch`: lines (done / failed / skipped, moving as each line finishes) and
-    the steps of the current forward loop. Not on a terminal: one plain line per finished line."""
+    """Two bars for `batch` (and `dub`, counting cues): items done / failed / skipped, moving as
+    each one finishes, and the steps of the current forward loop. Not on a terminal: one plain
+    line per finished item.
 
-    def __init__(self, total_lines: int, enabled: bool, live: bool | None = None, echo: Echo = _echo):
-        self.total, self.enabled, self.echo = total_lines, enabled, echo
+    On a terminal the bars start with the first forward (`step`) or finished item, not when the
+    block is entered: the model is loaded in between, under its own spinner, and a run whose items
+    are all skipped shows no bar at all."""
+
+    def __init__(self, total_lines: int, enabled: bool, live: bool | None = None, echo: Echo = _echo,
+                 unit: str = "lines") -> None:  # fmt: skip
+        self.total, self.enabled, self.echo, self.unit = total_lines, enabled, echo, unit
         self.live = stderr_is_terminal() if live is None else live
         self.done = self.failed = self.skipped = 0
-        self._progress = None
+        self._progress = self._console = None
+        self._inside = False
         self._t0 = time.perf_counter()
 
     def __enter__(self) -> "BatchProgress":
         self._t0 = time.perf_counter()
-        if self.enabled and self.live:
-            from rich.progress import TextColumn
-
-            self._progress = _bar(TextColumn("{task.description:>5}"), TextColumn("{task.fields[info]}"))
-            self._progress.start()
-            self._lines = self._progress.add_task("lines", total=self.total, info="")
-            self._steps = self._progress.add_task("steps", total=None, info="current forward loop")
-            self._refresh()
+        self._inside = True
         return self
 
+    def _start(self) -> None:
+        """Show the bars (on a terminal, inside the block, once)."""
+        if self._progress is not None or not (self.enabled and self.live and self._inside):
+            return
+        from rich.progress import TextColumn
+
+        self._progress = _bar(TextColumn("{task.description:>5}"), TextColumn("{task.fields[info]}"))
+        self._progress.start()
+        self._lines = self._progress.add_task(self.unit, total=self.total, info="")
+        self._steps = self._progress.add_task("steps", total=None, info="current forward loop")
+        self._console = self._progress.console
+        _LIVE.append(self._console)
+        self._refresh()
+
     def line(self, status: str, what: str = "") -> None:
-        """A line finished: status is done, failed or skipped; `what` names it for the log."""
+        """An item finished: status is done, failed or skipped; `what` names it for the log."""
         if status == "done":
             self.done += 1
+            self._start()
         elif status == "failed":
             self.failed += 1
         elif status == "skipped":
@@ -139,6 +199,7 @@ class BatchProgress:
             self.echo(f"[{count}/{self.total}] {status}{': ' + what if what else ''} ({seconds:.1f} s)")
 
     def step(self, done: int, total: int) -> None:
+        self._start()
         if self._progress is not None:
             self._progress.update(self._steps, completed=done, total=total)
 
@@ -148,8 +209,11 @@ class BatchProgress:
             self._progress.update(self._lines, completed=self.done + self.failed + self.skipped, info=info)
 
     def __exit__(self, *exc) -> None:
+        self._inside = False
         if self._progress is not None:
             self._progress.stop()
+            _LIVE.remove(self._console)
+            self._progress = None
 
 
 class DownloadProgress:
@@ -171,6 +235,7 @@ class DownloadProgress:
                                       TransferSpeedColumn(), console=Console(stderr=True), transient=True)  # fmt: skip
             self._progress.start()
             self._task = self._progress.add_task("download", total=None)
+            _LIVE.append(self._progress.console)
         return self
 
     def __call__(self, done: int, total: int) -> None:
@@ -185,3 +250,4 @@ class DownloadProgress:
     def __exit__(self, *exc) -> None:
         if self._progress is not None:
             self._progress.stop()
+            _LIVE.remove(self._progress.console)

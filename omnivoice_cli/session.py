@@ -98,14 +98,20 @@ def load_engine(
     status: Callable[[str], AbstractContextManager] | None = None,
     on_notice: Callable[[str], None] | None = None,
 ) -> tuple[Any, float]:
-    """Load the engine `hw` names, with the codec's encoder when a recording is to be cloned;
-    returns (engine, seconds). `status(what)` is a context manager shown while it loads (the
-    face's status line); `on_notice` gets the engine's messages (licence, download)."""
+    """Load the engine `hw` names, and the codec's encoder when a recording is to be cloned;
+    returns (engine, seconds). The seconds are the "model loaded in" of every summary, the same
+    with or without a voice: the model (with compile, its compilation: Engine.load runs a first
+    forward), not the encoder, which belongs to preparing a voice (callers time that apart).
+    `status(what)` is a context manager shown while each loads (the face's status line);
+    `on_notice` gets the engine's messages (licence, download)."""
     from .engine import pipeline
 
+    status = status or (lambda what: nullcontext())
     t0 = time.perf_counter()
-    with (status or (lambda what: nullcontext()))(f"the model ({hw.model})"):
+    with status(f"the model ({hw.model})"):
         engine = pipeline.Engine.load(hw.model, on_notice=on_notice, **hw.engine_kwargs())
-        if encoder:
+    seconds = time.perf_counter() - t0
+    if encoder:
+        with status("the voice encoder"):
             engine.load_encoder()
-    return engine, time.perf_counter() - t0
+    return engine, seconds

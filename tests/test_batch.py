@@ -902,3 +902,29 @@ def test_every_format_of_the_table_in_a_batch(invoke, fake_engine, tmp_path, hom
     assert files_in(out) == ["0003.opus", "a.mp3", "b.raw", MANIFEST]
     audio, sr = sf.read(str(out / "0003.opus"))
     assert sr == 24000 and len(audio) > 0
+
+
+# ------------------------------------------------------------------------------- --json (issue 23)
+
+
+def test_json_summary_like_say(invoke, fake_engine, tmp_path, home):
+    """batch --json: one JSON object on stdout (no summary line), with the counts, the times,
+    the run's settings (speed as used: 1.0 when none is given) and the warnings and errors."""
+    src = write_jsonl(tmp_path / "jobs.jsonl", [{"text": "a", "lang": "klingon"}, "{bad", {"text": "c"}])
+    out = tmp_path / "out"
+    r = invoke("batch", src, "-o", out, "--json", "--seed", 5)
+    assert r.exit_code == 1  # a line failed: still the summary
+    report = json.loads(r.stdout)
+    assert (report["lines"], report["done"], report["failed"], report["skipped"], report["pending"]) == (3, 2, 1, 0, 0)
+    assert report["manifest"] == str(out / MANIFEST) and report["audio_seconds"] == 2.0
+    assert report["load_seconds"] is not None and report["voice_seconds"] is None and report["rtf"] is not None
+    assert report["seed"] == 5 and report["settings"]["speed"] == 1.0 and report["settings"]["seed"] == 5
+    assert len(report["warnings"]) == 1 and report["warnings"][0].startswith("line 1: ")
+    assert report["errors"] == [rec["error"] for rec in manifest(out) if rec["status"] == "failed"]
+    assert " lines: " not in r.stderr  # the JSON replaces the summary line
+    r = invoke("batch", src, "-o", out, "--json", "--speed", "1.25")
+    assert json.loads(r.stdout)["settings"]["speed"] == 1.25 and json.loads(r.stdout)["skipped"] == 2
+    (home / "presets").mkdir(parents=True)
+    (home / "presets" / "slow.toml").write_text("speed = 0.8\n")
+    r = invoke("batch", src, "-o", out, "--json", "--preset", "slow", "--overwrite")
+    assert json.loads(r.stdout)["settings"]["speed"] == 0.8

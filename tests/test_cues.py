@@ -154,3 +154,52 @@ def test_check_subtitles_path(tmp_path, monkeypatch, spec, message):
     with pytest.raises(InvalidRequest, match=message):
         cues.check_subtitles_path(spec)
     assert cues.check_subtitles_path("ok.VTT").name == "ok.VTT"
+
+
+# ------------------------------------------------------------------ cues of two lines / 7 s (issue 23)
+
+LONG = ("This is the first sentence of a long piece. It goes on, and on, with a clause or two; then it "
+        "stops. A short one. And here is a rather longer sentence without any commas that must be cut "
+        "somewhere between its words because it does not fit in two lines.")  # fmt: skip
+
+
+def test_wrap_lines_standard_width():
+    text = "Hello there, this is a longer line of text that should wrap somewhere."
+    lines = cues.wrap_lines(text)
+    assert len(lines) == 2 and all(len(ln) <= cues.WRAP for ln in lines) and " ".join(lines) == text
+    assert abs(len(lines[0]) - len(lines[1])) <= 2  # even, not one full line and a stub
+    assert cues.wrap_lines("It goes on and on, with a clause or two, then it stops here.") == [
+        "It goes on and on, with a clause or two,", "then it stops here."]  # after the clause, as it fits
+    wide = cues.wrap_lines("今天天气很好，我们去公园散步吧。公园里有很多花，非常漂亮。")
+    assert len(wide) == 2 and all(len(ln) * 2 <= cues.WRAP for ln in wide) and wide[0].endswith("。")
+    assert cues.wrap_lines("see https://example.com/" + "x" * 60) == ["see", "https://example.com/" + "x" * 60]
+
+
+def test_a_long_piece_is_cut_into_readable_cues():
+    from omnivoice_cli.engine.text import text_weight
+
+    subs = cues.cut_cue(Subtitle(1000, 21000, LONG, "ALICE"))
+    assert " ".join(s.text for s in subs) == LONG and all(s.speaker == "ALICE" for s in subs)
+    assert subs[0].start_ms == 1000 and subs[-1].end_ms == 21000
+    assert all(a.end_ms == b.start_ms for a, b in zip(subs, subs[1:]))  # contiguous, in order
+    whole = sum(text_weight(s.text) for s in subs)
+    for s in subs:
+        assert len(cues.wrap_lines(f"ALICE: {s.text}")) <= 2
+        assert s.end_ms - s.start_ms <= cues.MAX_CUE_MS
+        share = 20000 * text_weight(s.text) / whole  # the time by the characters' weights
+        assert abs((s.end_ms - s.start_ms) - share) <= 1
+    assert [s.text for s in subs] == [
+        "This is the first sentence of a long piece.",  # sentences, as many as fit
+        "It goes on, and on, with a clause or two; then it stops. A short one.",
+        "And here is a rather longer sentence without any commas that must be",  # no clause: between words,
+        "cut somewhere between its words because it does not fit in two lines.",  # in even parts
+    ]
+
+
+def test_a_short_piece_is_one_cue():
+    sub = Subtitle(0, 3000, "Hello there. How are you?")
+    assert cues.cut_cue(sub) == [sub]
+    slow = Subtitle(0, 20000, "Short but slow.")  # over 7 s, but no sentence or clause to cut at: kept whole
+    assert cues.cut_cue(slow) == [slow]
+    two = cues.cut_cue(Subtitle(0, 16000, "Short but slow, and then some more words."))  # cut at the clause
+    assert [s.text for s in two] == ["Short but slow,", "and then some more words."]

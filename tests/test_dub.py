@@ -209,6 +209,7 @@ def test_rerun_with_stems_resumes(invoke, fake_engine, home, episode, tmp_path):
     first, n = out.read_bytes(), len(fake_engine.requests)
     (stems / "0002.wav").unlink()
     fake_engine.requests.clear()
+    args += ("--force",)  # the track exists: replaced only with --force
     r = invoke(*args)  # no --seed: the seed of the stems is kept
     assert r.exit_code == 0, r.stderr
     assert [q.text for q in fake_engine.requests] == ["The second cue."]
@@ -440,3 +441,83 @@ def test_long_cue_pieces_equal_say_exactly(invoke, loaded, home, tmp_path):
     stem = read16(tmp_path / "stems" / "0001.wav")
     assert np.array_equal(stem, mix[: len(stem)].astype(np.int16))
     assert not mix[len(stem) :].any()
+
+
+# ------------------------------------------------------------------ issue 23: fast cues, dry run, overwrite
+
+
+def test_fast_cues_are_warned_about(invoke, fake_engine, home, tmp_path):
+    """A cue whose words must be said over 2x faster than their natural pace (text.speech_seconds
+    against its length) is named in one warning; its speed is in --json."""
+    from omnivoice_cli.engine.text import speech_seconds
+
+    words = "These words take well over a second to say at a natural pace."
+    src = tmp_path / "a.srt"
+    src.write_text(f"1\n00:00:00,000 --> 00:00:01,000\n{words}\n\n2\n00:00:02,000 --> 00:00:09,000\n{words}\n")
+    r = invoke("dub", src, "-o", tmp_path / "a.wav", "--json")
+    assert r.exit_code == 0, r.stderr
+    speed = speech_seconds(words)
+    assert speed > 2 and speed / 7 < 2
+    warnings = [ln for ln in r.stderr.splitlines() if ln.startswith("Warning: ")]
+    assert warnings == [f"Warning: {src}: the cue at line 2 must be spoken {speed:.1f}x faster than its natural pace "
+                        "to fit its times: shorten its words or lengthen it"]  # fmt: skip
+    report = json.loads(r.stdout)
+    assert [c["speed"] for c in report["cues"]] == [round(speed, 2), round(speed / 7, 2)]
+    src.write_text("".join(f"{i + 1}\n00:00:0{i},000 --> 00:00:0{i},900\n{words}\n\n" for i in range(7)))
+    r = invoke("dub", src, "-o", tmp_path / "b.wav", "-q")
+    warnings = [ln for ln in r.stderr.splitlines() if ln.startswith("Warning: ")]
+    assert len(warnings) == 1 and warnings[0].startswith(f"Warning: {src}: 7 cues must be spoken over 2x faster")
+    assert "line 2 (" in warnings[0] and "and 2 more;" in warnings[0]
+
+
+def test_dry_run_loads_no_model_and_writes_nothing(invoke, fake_engine, home, episode, tmp_path):
+    from omnivoice_cli.engine.text import speech_seconds
+
+    before = files_in(tmp_path)
+    r = invoke("dub", episode, "--seed", 100, "--cast", "ALICE=instruct:female", "--cast", "BOB=auto", "--dry-run",
+               "--stems", tmp_path / "stems")  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    assert fake_engine.loads == [] and files_in(tmp_path) == before
+    rows = r.stdout.splitlines()
+    assert rows[0] == f"{episode}: 6 cues (1 empty) -> {tmp_path / 'episode.wav'}, 00:00:50.200 long, seed 100"
+    speed = f"{speech_seconds('Hello there.') / 1.5:.2f}x"
+    assert rows[1].split() == ["1", "00:00:01.000", "-->", "00:00:02.500", speed, "auto", "Hello", "there."]
+    assert "ALICE=instruct:female" in rows[2] and "The second cue." in rows[2]
+    assert rows[4].endswith("[skip (empty)]") and "BOB=auto" in rows[6]
+    r = invoke("dub", episode, "--seed", 100, "--cast", "ALICE=auto", "--cast", "BOB=auto", "--dry-run", "--json")
+    cues = [json.loads(ln) for ln in r.stdout.splitlines()]
+    assert [c["cue"] for c in cues] == [1, 2, 3, 4, 5, 6] and [c["seed"] for c in cues][:3] == [100, 101, 102]
+    assert [c["action"] for c in cues] == ["speak"] * 3 + ["skip (empty)"] + ["speak"] * 2
+    assert cues[0]["voice"] == "auto" and cues[1]["speaker"] == "ALICE" and cues[4]["seconds"] == 40.0
+    assert len(cues[4]["pieces"]) == 3 and cues[0]["speed"] == round(speech_seconds("Hello there.") / 1.5, 2)
+    assert fake_engine.loads == []
+
+
+def test_dry_run_tells_which_stems_a_rerun_reuses(invoke, fake_engine, home, episode, tmp_path):
+    args = ("dub", episode, "-o", tmp_path / "t.wav", "--cast", "ALICE=auto", "--cast", "BOB=auto", "--stems",
+            tmp_path / "stems", "--seed", 4)  # fmt: skip
+    assert invoke(*args, "-q").exit_code == 0
+    (tmp_path / "stems" / "0002.wav").unlink()
+    r = invoke(*args, "--dry-run", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert "t.wav' exists: give --force to replace it" in r.stderr  # told, not refused
+    actions = [json.loads(ln)["action"] for ln in r.stdout.splitlines()]
+    assert actions == ["reuse its stem", "speak", "reuse its stem", "skip (empty)", "reuse its stem", "reuse its stem"]
+    r = invoke(*args, "--dry-run", "--json", "--overwrite")
+    assert [json.loads(ln)["action"] for ln in r.stdout.splitlines()].count("speak") == 5
+
+
+def test_an_existing_track_is_not_replaced_silently(invoke, fake_engine, home, episode, tmp_path):
+    default = tmp_path / "episode.wav"  # beside the input, when no -o
+    default.write_bytes(b"mine")
+    r = invoke("dub", episode, "--cast", "ALICE=auto", "--cast", "BOB=auto")
+    assert r.exit_code == 2
+    assert one_error(r) == f"Error: output '{default}' exists: give --force to replace it (or another -o)"
+    assert default.read_bytes() == b"mine" and fake_engine.loads == []
+    for flag in ("--force", "--overwrite"):
+        default.write_bytes(b"mine")
+        r = invoke("dub", episode, "--cast", "ALICE=auto", "--cast", "BOB=auto", flag, "-q")
+        assert r.exit_code == 0, r.stderr
+        assert default.read_bytes()[:4] == b"RIFF"
+    r = invoke("dub", episode, "--cast", "ALICE=auto", "--cast", "BOB=auto", "-o", "-", "-q")  # stdout: nothing to keep
+    assert r.exit_code == 0 and r.stdout_bytes[:4] == b"RIFF"

@@ -1,6 +1,7 @@
-"""`--subtitles` in `say` and `batch`: one cue per piece of the written audio, at its real times
-(Result.pieces). Fast tests on FakeEngine; slow ones on the tiny checkpoint check the times
-against the audio itself and that the audio does not change."""
+"""`--subtitles` in `say` and `batch`: the pieces of the written audio at their real times
+(Result.pieces), each cut into cues of two lines / 7 s at most. Fast tests on FakeEngine; slow
+ones on the tiny checkpoint check the times against the audio itself and that the audio does not
+change."""
 
 from __future__ import annotations
 
@@ -82,6 +83,28 @@ def test_batch_subtitles_format_is_checked(invoke, fake_engine, home, tmp_path):
     r = invoke("batch", src, "-o", tmp_path / "out", "--subtitles", "ass")
     assert r.exit_code == 2 and "--subtitles must be srt or vtt" in r.stderr
     assert not (tmp_path / "out").exists()
+
+
+LONG = ("A long piece of speech starts here and runs for a while. It has a clause, and then another one; "
+        "it keeps going with more words than two lines can hold. Then a short one. And a last sentence that "
+        "ends the whole piece.")  # fmt: skip
+
+
+@pytest.mark.parametrize("ext", ["srt", "vtt"])
+def test_say_subtitles_of_a_long_piece_are_readable_cues(invoke, fake_engine, home, tmp_path, ext):
+    """A piece longer than a cue is cut at sentences, then clauses, into cues of at most two lines
+    of 42 columns and 7 s, timed within the piece by its characters (no word timings yet)."""
+    subs = tmp_path / f"a.{ext}"
+    r = invoke("say", LONG, "-o", tmp_path / "a.wav", "--subtitles", subs, "--duration", "20", "-q")
+    assert r.exit_code == 0, r.stderr
+    cues = read_cues(subs)
+    assert len(cues) > 3 and " ".join(t for _, _, t in cues) == LONG
+    assert cues[0][0] == 0 and cues[-1][1] == 20000 and all(a[1] == b[0] for a, b in zip(cues, cues[1:]))
+    assert all(e - s <= 7000 for s, e, _ in cues)
+    raw = [s.content for s in srt.parse(subs.read_text())] if ext == "srt" else \
+        [c.raw_text for c in webvtt.read(str(subs)).captions]  # fmt: skip
+    assert all(len(body.splitlines()) <= 2 and max(map(len, body.splitlines())) <= 42 for body in raw)
+    assert all(t.endswith((".", ",", ";")) for _, _, t in cues[:-1])  # cut at sentences and clauses here
 
 
 # ------------------------------------------------------------------------------------ real engine (slow)

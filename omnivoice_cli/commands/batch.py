@@ -51,23 +51,54 @@ def _check_run(flags: dict, preset: Optional[str]) -> st.Preset | None:
     return chosen
 
 
-def _summary(report, quiet: bool) -> None:
+def _summary(run, quiet: bool, json_out: bool = False) -> None:
+    report = run.report
     counts = f"{report.done} done, {report.failed} failed, {report.skipped} skipped"
     if report.pending:
         counts += f", {report.pending} not run"
+    if json_out:
+        _json_summary(run)
     if report.interrupted:
         name = "Ctrl-C" if report.interrupted == 2 else f"signal {int(report.interrupted)}"
         warn(f"stopped by {name}: {report.lines} lines: {counts}; finished files are kept, "
              f"run the same command again to finish ({report.manifest})")  # fmt: skip
         raise typer.Exit(128 + int(report.interrupted))
-    if not quiet:
+    if not quiet and not json_out:
         rtf = "n/a" if report.rtf is None else f"{report.rtf:.3f}"
         loaded = "" if report.load_seconds is None else f"; model loaded in {report.load_seconds:.1f} s"
+        if report.voice_seconds is not None:
+            loaded += f", voices prepared in {report.voice_seconds:.1f} s"
         echo(f"{report.lines} lines: {counts}; {report.audio_seconds:.2f} s of audio in "
              f"{report.generate_seconds:.2f} s (RTF {rtf}{loaded}); wall time {report.wall_seconds:.1f} s; "
              f"manifest {report.manifest}")  # fmt: skip
     if report.failed:
         raise typer.Exit(1)
+
+
+def _json_summary(run) -> None:
+    """--json: the run's summary as one JSON object on stdout (as `say --json`), instead of the
+    line on stderr; every line's own record is in the manifest."""
+    import json
+
+    from ..signals import signal_name
+    from .say import report_settings
+
+    r = run.report
+
+    def rounded(x):
+        return None if x is None else round(x, 4)
+
+    data = {
+        "input": str(run.input_path), "output": str(run.output_dir), "manifest": str(r.manifest),
+        "lines": r.lines, "done": r.done, "failed": r.failed, "skipped": r.skipped, "pending": r.pending,
+        "audio_seconds": round(r.audio_seconds, 4), "seconds": round(r.generate_seconds, 4),
+        "load_seconds": rounded(r.load_seconds), "voice_seconds": rounded(r.voice_seconds),
+        "total_seconds": round(r.wall_seconds, 4), "rtf": rounded(r.rtf),
+        "seed": run.flags.get("seed"), "settings": report_settings(run.run_settings().values),
+        "warnings": r.warnings, "errors": [ln.error for ln in run.lines if ln.status == "failed"],
+        "interrupted": None if not r.interrupted else signal_name(int(r.interrupted)),
+    }  # fmt: skip
+    typer.echo(json.dumps(data, ensure_ascii=False))
 
 
 @with_settings(*SPEECH_SETTINGS, *HARDWARE_SETTINGS)
@@ -83,11 +114,14 @@ def batch(
         False, "--dry-run", rich_help_panel="Output",
         help="Load no model, write nothing: print what each line would speak (with --json, one JSON object a line).",
     ),
-    json_out: bool = typer.Option(False, "--json", rich_help_panel="Output", help="With --dry-run: JSON lines."),
+    json_out: bool = typer.Option(
+        False, "--json", rich_help_panel="Output",
+        help="A JSON summary on stdout instead of the summary line (with --dry-run: one JSON object a line).",
+    ),
     quiet: bool = QUIET_OPTION,
     subtitles: Optional[str] = typer.Option(  # issue 15 (cues.py)
         None, "--subtitles", metavar="srt|vtt", show_default=False, rich_help_panel="Output",
-        help="Also write subtitles beside each audio file (0001.wav -> 0001.srt), one cue per piece.",
+        help="Also write subtitles beside each audio file (0001.wav -> 0001.srt), as say --subtitles does.",
     ),
     ray: Optional[str] = typer.Option(
         None, "--ray", metavar="ADDRESS|auto|local", show_default=False, rich_help_panel="Cluster",
@@ -119,7 +153,8 @@ def batch(
     if dry_run:
         _dry_run(run, json_out)
         return
-    _summary(run.run(), quiet)
+    run.run()
+    _summary(run, quiet, json_out)
 
 
 def _executor(ray: Optional[str], workers: Optional[int], gpus: Optional[float], preset: Optional[str], flags: dict):

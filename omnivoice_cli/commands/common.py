@@ -7,7 +7,7 @@ from typing import Any, Iterable
 import typer
 
 from .. import settings as st
-from ..progress import loading
+from ..progress import loading, print_above
 
 
 def usage_error(message: str, ctx: Any = None) -> Exception:
@@ -20,7 +20,8 @@ def usage_error(message: str, ctx: Any = None) -> Exception:
 
 
 def echo(msg: str) -> None:
-    typer.echo(msg, err=True)
+    if not print_above(msg):  # a progress bar on the terminal: above it
+        typer.echo(msg, err=True)
 
 
 def error(msg: str) -> None:
@@ -66,8 +67,8 @@ def run_settings(preset: str | None, flags: dict[str, Any]) -> tuple[st.Preset |
 
 
 def load_engine(settings: st.Resolved | dict[str, Any], quiet: bool, encoder: bool = False) -> tuple[Any, float]:
-    """Load the model the settings name (a status line while it loads), with the codec's encoder
-    when a recording is to be cloned; returns (engine, seconds)."""
+    """Load the model the settings name (a status line while it loads), and the codec's encoder
+    when a recording is to be cloned; returns (engine, seconds): session.load_engine."""
     from ..session import Hardware, load_engine as load
 
     values = settings.values if isinstance(settings, st.Resolved) else settings

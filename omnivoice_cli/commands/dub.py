@@ -21,27 +21,39 @@ track is as long as the last cue's end, with silence between cues; overlapping c
 Markup (<i>, {\\an8}, <v Bob>) is not spoken. With --cast NAME=VOICE, a VTT voice span or a
 'NAME:' label picks a cue's voice (VOICE: a saved voice, a voice file, instruct:ITEMS or auto).
 
+A cue whose words must be said over 2x faster than their natural pace to fit its times is
+warned about (its "speed" is in --json and --dry-run); --dry-run shows every cue (times, words,
+voice, speed) without loading the model. An existing track is not replaced without --force.
+
 --stems DIR also writes each cue's audio and DIR/manifest.jsonl; running the same command again
-then reuses the cues already made. Exit codes: 0 ok; 1 runtime failure; 2 bad usage, a malformed
-subtitle file (with its line number) or a bad cast; 130 / 143 stopped by Ctrl-C / SIGTERM."""
+(with --force, once the track exists) then reuses the cues already made. Exit codes: 0 ok; 1
+runtime failure; 2 bad usage, a malformed subtitle file (with its line number), a bad cast or a
+track that exists; 130 / 143 stopped by Ctrl-C / SIGTERM."""
 
 EXAMPLES = """
 omnivoice dub episode.srt -o episode.wav --voice alice
 omnivoice dub episode.vtt -o track.flac --cast ALICE=alice --cast BOB=bob --stems stems/
 omnivoice dub episode.srt --cast "NARRATOR=instruct:male, low pitch" --seed 7 --json
+omnivoice dub episode.srt --cast ALICE=alice --dry-run
 """
 
 DUB_SETTINGS = ("lang", "normalize", "instruct", "voice", "ref", "ref_text", *st.GENERATION_KEYS, "seed", "format")
 
 
-def _target(input: str, output: Optional[str], settings: st.Resolved) -> Any:
+def _target(input: str, output: Optional[str], settings: st.Resolved, replace: bool, dry_run: bool) -> Any:
+    """The track's target; an existing file is refused unless `replace` (--force or --overwrite)."""
     from ..dubbing import default_output
     from ..engine.errors import InvalidRequest
     from ..output import check_output
 
     target = check_output(output if output is not None else default_output(input, settings["format"]))
-    if target.to_stdout and typer.get_binary_stream("stdout").isatty():
+    if target.to_stdout and typer.get_binary_stream("stdout").isatty() and not dry_run:
         raise InvalidRequest("-o - writes binary audio to stdout, which is a terminal: redirect it or pipe it")
+    if not target.to_stdout and target.path.exists() and not replace:
+        message = f"output '{target.path}' exists: give --force to replace it (or another -o)"
+        if not dry_run:
+            raise InvalidRequest(message)
+        warn(f"{message}; this dry run writes nothing")
     return target
 
 
@@ -56,6 +68,7 @@ def _report(run: Any, report: Any, t_start: float, json_out: bool, quiet: bool) 
             "spoken": counts["done"], "reused": counts["reused"], "empty": counts["empty"],
             "stems": run.stems, "seconds": round(report.generate_seconds, 4),
             "load_seconds": None if report.load_seconds is None else round(report.load_seconds, 4),
+            "voice_seconds": None if report.voice_seconds is None else round(report.voice_seconds, 4),
             "total_seconds": round(time.perf_counter() - t_start, 4), "warnings": report.warnings,
         }  # fmt: skip
         for cue in data["cues"]:
@@ -63,6 +76,8 @@ def _report(run: Any, report: Any, t_start: float, json_out: bool, quiet: bool) 
         typer.echo(json.dumps(data, ensure_ascii=False), err=run.target.to_stdout)
     elif not quiet:
         loaded = "" if report.load_seconds is None else f" (model loaded in {report.load_seconds:.1f} s)"
+        if report.voice_seconds is not None:
+            loaded = loaded[:-1] + f", voices prepared in {report.voice_seconds:.1f} s)"
         echo(f"{where}: {seconds:.2f} s track, {len(report.cues)} cues: {counts['done']} spoken, "
              f"{counts['reused']} reused, {counts['empty']} empty, in {report.generate_seconds:.2f} s{loaded}; "
              f"seed {report.seed}")  # fmt: skip
@@ -83,7 +98,16 @@ def dub(
         None, "--stems", metavar="DIR", show_default=False, rich_help_panel="Output",
         help="Also write each cue's audio here, with manifest.jsonl; a rerun reuses them.",
     ),
-    overwrite: bool = typer.Option(False, "--overwrite", rich_help_panel="Output", help="Remake cues whose stems exist."),
+    overwrite: bool = typer.Option(
+        False, "--overwrite", rich_help_panel="Output", help="Remake cues whose stems exist (and replace the track).",
+    ),
+    force: bool = typer.Option(
+        False, "--force", rich_help_panel="Output", help="Replace the track if it exists (stems are still reused).",
+    ),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", rich_help_panel="Output",
+        help="Load no model, write nothing: print every cue (times, words, voice, speed); with --json, JSON lines.",
+    ),
     preset: Optional[str] = PRESET_OPTION,
     json_out: bool = typer.Option(
         False, "--json", rich_help_panel="Output", help="A JSON report with every cue (stderr if -o -).",
@@ -99,9 +123,11 @@ def dub(
     t_start = time.perf_counter()
     chosen, settings = run_settings(preset, flags)
     the_cast = Cast.parse(cast)
-    target = _target(input, output, settings)
+    target = _target(input, output, settings, force or overwrite, dry_run)
     run = DubRun(input, target, preset=chosen, flags=flags, cast=the_cast, stems=stems, overwrite=overwrite,
                  quiet=quiet, echo=echo, stdout=typer.get_binary_stream("stdout"))  # fmt: skip
+    if dry_run:
+        return _dry_run(run, json_out)
     report = run.run()
     if report.interrupted:
         if report.written:
@@ -111,3 +137,26 @@ def dub(
             error(f"stopped by {signal_name(report.interrupted)}; the track was not written{kept}")
         raise typer.Exit(128 + report.interrupted)
     _report(run, report, t_start, json_out, quiet)
+
+
+def _dry_run(run: Any, json_out: bool) -> None:
+    """Every cue as the run would make it, on stdout (the warnings on stderr, as in a run)."""
+    from ..cues import timestamp
+
+    cues = run.dry_run()
+    out = typer.get_text_stream("stdout")
+    if json_out:
+        for cue in cues:
+            out.write(json.dumps(cue, ensure_ascii=False) + "\n")
+        return
+    where = "stdout" if run.target.to_stdout else str(run.target)
+    spoken = [c for c in cues if c["action"] != "skip (empty)"]
+    out.write(f"{run.input_path}: {len(cues)} cues ({len(cues) - len(spoken)} empty) -> {where}, "
+              f"{timestamp(run.report.track_samples * 1000 // 24000)} long, seed {run.report.seed}\n")  # fmt: skip
+    who = [f"{c['speaker']}={c['voice']}" if c["speaker"] else c["voice"] or "-" for c in cues]
+    width = min(max(len(w) for w in who), 32)
+    for c, voice in zip(cues, who):
+        speed = "" if c["speed"] is None else f"{c['speed']:.2f}x"
+        text = c["text"] if len(c["text"]) <= 60 else c["text"][:57] + "..."
+        out.write(f"{c['cue']:>4}  {c['start']} --> {c['end']}  {speed:>6}  {voice:<{width}}  {text}"
+                  f"{'' if c['action'] == 'speak' else '  [' + c['action'] + ']'}\n")  # fmt: skip

@@ -138,19 +138,18 @@ def _speak(built: Any, refs: Any, target: Any, settings: st.Resolved, quiet: boo
            subtitles: Any = None) -> dict:  # fmt: skip
     """Load the model, generate, write. Returns timings and the result; a stop raises Stop."""
     from ..engine.pipeline import plan_request
-    from ..request import finish_request
     from ..signals import HoldSignals
 
     timing: dict[str, Any] = {"written": False}
     with HoldSignals() as signals:
         try:
-            engine, timing["load"] = load_engine(settings, quiet, encoder=built.reference is not None)
-            t_gen = time.perf_counter()
-            request = finish_request(engine, built, refs)
+            engine, timing["load"] = load_engine(settings, quiet)
+            request, timing["voice"] = prepare_voice(engine, built, refs, quiet)
             shown(getattr(request.ref, "warnings", ()) if built.reference else ())
+            t_gen = time.perf_counter()
             timing["pieces"] = pieces = len(plan_request(request).pieces)
             label = f"generating {pieces} pieces" if pieces > 1 else "generating"
-            with StepProgress(enabled=not quiet, label=label) as progress:
+            with StepProgress(enabled=not quiet, label=label, total=forwards(engine, [request])) as progress:
                 [result] = engine.generate([request], on_step=progress)
             shown(result.warnings)
             with signals.protect():  # a Ctrl-C now waits until the file is complete
@@ -165,6 +164,40 @@ def _speak(built: Any, refs: Any, target: Any, settings: st.Resolved, quiet: boo
     timing.update(generate=time.perf_counter() - t_gen, audio=result.audio, sample_rate=result.sample_rate,
                   seed=result.seed)  # fmt: skip
     return timing
+
+
+def prepare_voice(engine: Any, built: Any, refs: Any, quiet: bool) -> tuple[Any, float | None]:
+    """The engine request of `built` with its recording encoded (the encoder loaded first), and
+    the seconds that took: the summary's "voice prepared in", apart from "model loaded in"
+    (None: no recording to encode; a saved voice is read before the model loads)."""
+    from ..progress import status
+    from ..request import finish_request
+
+    if built.reference is None:
+        return built.request, None
+    t0 = time.perf_counter()
+    with status(f"preparing the voice of {built.reference.path} ...", enabled=not quiet):
+        engine.load_encoder()
+        request = finish_request(engine, built, refs)
+    return request, time.perf_counter() - t0
+
+
+def forwards(engine: Any, requests: list) -> int | None:
+    """The forwards generating `requests` takes, for a bar whose total never changes (None from
+    an engine that cannot tell, e.g. a test's stand-in: the bar then takes the engine's totals)."""
+    count = getattr(engine, "count_forwards", None)
+    return count(requests) if count is not None else None
+
+
+def report_settings(values: dict) -> dict:
+    """Settings as a --json report gives them: `speed` as used, 1.0 (the normal rate) when none
+    was given, and None when --duration sets the length (the speed is then ignored)."""
+    out = dict(values)
+    if out.get("duration") is not None:
+        out["speed"] = None
+    elif out.get("speed") is None and "speed" in out:
+        out["speed"] = 1.0
+    return out
 
 
 def _write(result: Any, target: Any) -> None:
@@ -205,12 +238,14 @@ def _report(built: Any, target: Any, timing: dict, t_start: float, json_out: boo
             "format": None if target is None else target.audio_format.name, "sample_rate": timing["sample_rate"],
             "audio_seconds": round(audio_seconds, 4), "seconds": round(seconds, 4),
             "first_audio_seconds": None if first is None else round(first, 4),
-            "load_seconds": round(timing["load"], 4), "total_seconds": round(time.perf_counter() - t_start, 4),
+            "load_seconds": round(timing["load"], 4),
+            "voice_seconds": None if timing.get("voice") is None else round(timing["voice"], 4),
+            "total_seconds": round(time.perf_counter() - t_start, 4),
             "rtf": None if rtf is None else round(rtf, 4), "seed": timing["seed"], "pieces": timing["pieces"],
             "ref": None if built.reference is None else str(built.reference.path),
             "ref_text": None if built.reference is None else built.reference.transcript,
             "voice_file": None if built.voice_file is None else str(built.voice_file),
-            "settings": built.settings.values, "warnings": shown.shown,
+            "settings": report_settings(built.settings.values), "warnings": shown.shown,
             "subtitles": None if timing.get("subtitles") is None else str(timing["subtitles"]),
         }  # fmt: skip
         typer.echo(json.dumps(report, ensure_ascii=False), err=target is not None and target.to_stdout)
@@ -218,8 +253,9 @@ def _report(built: Any, target: Any, timing: dict, t_start: float, json_out: boo
         rtf_s = "n/a" if rtf is None else f"{rtf:.3f}"
         pieces = f" ({timing['pieces']} pieces)" if timing["pieces"] > 1 else ""
         first_s = "" if first is None else f"; first audio after {first:.2f} s"
+        voice_s = "" if timing.get("voice") is None else f", voice prepared in {timing['voice']:.1f} s"
         echo(f"{where}: {audio_seconds:.2f} s of audio{pieces} in {seconds:.2f} s (RTF {rtf_s}{first_s}; "
-             f"model loaded in {timing['load']:.1f} s), seed {timing['seed']}")  # fmt: skip
+             f"model loaded in {timing['load']:.1f} s{voice_s}), seed {timing['seed']}")  # fmt: skip
 
 
 def _dry_run(built: Any, json_out: bool) -> None:
@@ -263,7 +299,8 @@ def say(
     # -- subtitles and dialogue (issue 15: cues.py, commands/dialogue.py) --
     subtitles: Optional[str] = typer.Option(
         None, "--subtitles", metavar="FILE", show_default=False, rich_help_panel="Output",
-        help="Also write subtitles (.srt or .vtt): one cue per piece of the audio, at its real times.",
+        help="Also write subtitles (.srt or .vtt) at the pieces' real times: cues of at most 2 lines of 42 "
+        "characters and about 7 s, cut at sentences and clauses.",
     ),
     cast: Optional[list[str]] = typer.Option(
         None, "--cast", metavar="NAME=VOICE", show_default=False, rich_help_panel="Voice",

@@ -200,4 +200,6 @@ def load_engine(
         from .graphs import GraphedForward
 
         engine.forward = GraphedForward(net)
+    if compile:  # torch.compile compiles on the first call: now, as part of loading, not in a request
+        engine.warm_up()
     return engine

@@ -293,7 +293,8 @@ class Engine:
         on_download: Callable[[int, int], None] | None = None,
     ) -> "Engine":
         """Load a checkpoint (loading.load_engine). quantize="int8": dynamic int8 body on CPU;
-        compile: torch.compile the position-wise halves of each layer; threads: torch CPU threads
+        compile: torch.compile the position-wise halves of each layer (compiled by a first forward
+        before it returns); threads: torch CPU threads
         (default: torch's); cuda_graphs: on CUDA, replay each packed layout's forward as a CUDA
         graph; on_notice(line): the licence notice and download messages; on_download(done,
         total): bytes of a download from the hub, if one is needed."""
@@ -409,6 +410,48 @@ class Engine:
         if run.errors and on_error is None:
             raise next(iter(run.errors.values()))
         return run.results  # type: ignore[return-value]
+
+    def count_forwards(self, requests: list[Request]) -> int:
+        """The forwards generate(requests) will run (on_step is called once after each), known
+        before it runs: every piece's job is prepared as generate prepares it (a chunk after the
+        first, without a reference, against a stand-in for the first chunk's codes: only their
+        length matters) and packed by run_jobs' rules (max_batch_size jobs, max_packed_tokens
+        positions, each job num_step forwards, a text's later chunks queued when its first is
+        done). A request that cannot be planned or prepared counts nothing (generate fails it)."""
+        import torch
+
+        from .voice import VoicePrompt
+
+        def entry(req: Request, piece: Piece, ref=None) -> list:
+            job = self.prepare(req, piece, ref=ref, seed=0)  # its sizes only (not kept: a long text has many)
+            return [job.packed_len, len(job.schedule), []]
+
+        first: list[list] = []  # [packed length, forwards left, later jobs] of the jobs that start at once
+        for req in requests:
+            try:
+                plan = self.plan(req)
+                together = req.ref is not None or len(plan.pieces) == 1
+                entries = [entry(req, piece) for piece in (plan.pieces if together else plan.pieces[:1])]
+                if not together:
+                    frames = self.prepare(req, plan.pieces[0], seed=0).canvas.target_len
+                    voice = VoicePrompt(torch.zeros(self.cfg.num_audio_codebook, frames, dtype=torch.long),
+                                        plan.pieces[0].text, None)  # fmt: skip
+                    entries[0][2] = [entry(req, piece, voice) for piece in plan.pieces[1:]]
+            except Exception:  # generate fails this request before or while preparing it
+                continue
+            first += entries
+        return _count_forwards(first, self.cfg.max_batch_size, self.cfg.max_packed_tokens)
+
+    def warm_up(self) -> None:
+        """Run one short forward, so that a torch.compile'd body compiles now rather than in the
+        first request (Engine.load does this with compile=True: it counts as loading)."""
+        import torch
+
+        from .generation import forward_step
+
+        job = self.prepare(Request(text="Warm up."))
+        with torch.inference_mode():
+            forward_step(self.model, [job], mask_id=self.cfg.audio_mask_id, forward=self.forward, device=self.device)
 
     def _decode(self, tokens):
         import torch
@@ -575,3 +618,24 @@ class _GenerateRun:
     def step(self, done_forwards: int, planned: int) -> None:
         if self.on_step:
             self.on_step(done_forwards, planned + self.pending_forwards())
+
+
+def _count_forwards(waiting: list[list], max_batch_size: int, max_packed_tokens: int) -> int:
+    """generation.run_jobs' loop without the model: [packed length, forwards, jobs queued when it
+    is done] of each job, in order; the forwards it runs."""
+    active: list[list] = []
+    forwards = 0
+    while waiting or active:
+        used = sum(j[0] for j in active)
+        while waiting and len(active) < max_batch_size:
+            if active and used + waiting[0][0] > max_packed_tokens:
+                break
+            used += waiting[0][0]
+            active.append(waiting.pop(0))
+        forwards += 1
+        for job in active:
+            job[1] -= 1
+        for job in [j for j in active if j[1] <= 0]:
+            waiting.extend(job[2])
+        active = [j for j in active if j[1] > 0]
+    return forwards
