@@ -84,7 +84,7 @@ class Line:
 
     @property
     def settings(self) -> dict[str, Any] | None:
-        return self.built.settings.values if self.built else None
+        return dict(self.built.settings.values) if self.built else None
 
     def fail(self, message: str) -> None:
         self.error = message if message.startswith(f"line {self.number}:") else f"line {self.number}: {message}"
@@ -437,8 +437,7 @@ class BatchRun:
 
     def run_settings(self) -> st.Resolved:
         layers = [(self.preset.origin, self.preset.settings)] if self.preset else []
-        resolved = st.resolve(*layers, (st.FLAG_SOURCE, self.flags))
-        st.check_engine_options(resolved.values, resolved.sources)  # (the command said what it drops)
+        resolved, _ = st.engine_options(st.resolve(*layers, (st.FLAG_SOURCE, self.flags)))  # (the command said it)
         return resolved
 
     def _line_preset(self, line: Line) -> st.Preset | None:
@@ -470,9 +469,9 @@ class BatchRun:
         layer = {k: f[k] for k in st.LINE_SETTINGS if f.get(k) is not None}
         preset_layer = [(preset.origin, preset.settings)] if preset else []
         settings = st.resolve(*preset_layer, (st.FLAG_SOURCE, flags), (st.Source("line", str(n)), layer))
-        settings.values.update({k: run[k] for k in st.RUN_WIDE})
+        settings = settings.with_values({k: run[k] for k in st.RUN_WIDE})  # the run's hardware, its sources kept
         line.name, line.format = line_output(line, settings["format"], width)
-        settings.values["format"] = line.format
+        settings = settings.with_values({"format": line.format})
         seed = self.random_seed() if settings["seed"] is None else None
         line.built = build_request(line.text, settings, refs=self.refs, voices=self.voices, line_base=self.base,
                                    seed=seed)  # fmt: skip

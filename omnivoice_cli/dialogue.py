@@ -3,6 +3,7 @@
     cast = Cast.parse(["ALICE=alice", "BOB=bob.safetensors", "NARRATOR=instruct:male, low pitch"])
     lines = parse_script(text, cast, "script.txt")     # [ScriptLine(number, speaker, text)]
     settings = cast.settings(member, base_layers, flags, extra_layer)   # st.Resolved for build_request
+    script = plan_script(text, "script.txt", cast_specs, preset, flags)  # every line built (`say --cast`)
 
 A cast member's VOICE is a saved voice or a voice file (as --voice takes), `instruct:ITEMS` (a
 designed voice, as --instruct takes) or `auto` (the model's own voice). It replaces the voice
@@ -14,6 +15,7 @@ A script line is `NAME: text`; blank lines and lines starting with '#' are skipp
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
@@ -23,6 +25,9 @@ from .engine.errors import InvalidRequest
 
 MAX_NAME = 40  # characters of a speaker's name
 MAX_LINES = 20_000  # spoken lines of one script (all go to one packed run)
+DEFAULT_GAP = 0.3  # seconds of silence between two lines of a script
+MAX_GAP = 60.0
+MAX_GAPS_TOTAL = 3600.0  # seconds of silence all the gaps of a script may add up to
 PROBE_TEXT = "Hello."  # the text a voice is checked with before any line needs it
 _LABEL_RE = re.compile(r"^\s*([^:\n]{1,%d}?)\s*:(?:\s+|$)(.*)$" % MAX_NAME, re.S)  # "NAME: text"
 _SHOUTED_RE = re.compile(r"^[A-Z0-9][A-Z0-9 ._'&-]*$")  # how subtitles write a speaker's label
@@ -128,12 +133,10 @@ class Cast:
             own = st.check_layer({member.kind: member.value}, source, st.LINE)
         more = [(extra_source or st.Source("request"), dict(extra))] if extra else []
         resolved = st.resolve(*layers, *([(source, own)] if member else []), *more)
-        if member is not None:
-            for key in ("voice", "instruct", "ref", "ref_text"):
-                if key != member.kind:
-                    resolved.values[key] = None
-                    resolved.sources[key] = source
-        return resolved
+        if member is None:
+            return resolved
+        others = [key for key in ("voice", "instruct", "ref", "ref_text") if key != member.kind]
+        return resolved.with_values(dict.fromkeys(others), source)  # the member is exactly its voice
 
 
 def check_voices(cast: Cast, layers: list, refs: Any, voices: Any, default: bool) -> None:
@@ -221,3 +224,59 @@ def parse_script(text: str, cast: Cast, name: str) -> list[ScriptLine]:
     if len(lines) > MAX_LINES:
         raise InvalidRequest(f"{name} has {len(lines)} lines, more than {MAX_LINES} in one dialogue: split it")
     return lines
+
+
+# --------------------------------------------------------------------------------------------
+# A dialogue script, planned (`say --cast`)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Script:
+    """A dialogue script checked and built without the model: line i (from 0, counting the
+    spoken lines) is its own request with seed `seed` + i, in its speaker's voice."""
+
+    lines: tuple[tuple[ScriptLine, Any], ...]  # (the line, its request.Built)
+    seed: int  # the base seed
+    cast: Cast  # who speaks (`cast.unused()`: the members with no line)
+
+
+def check_gap(gap: float | None) -> float:
+    """--gap, the seconds of silence between two lines (DEFAULT_GAP when not given)."""
+    if gap is None:
+        return DEFAULT_GAP
+    if not (math.isfinite(gap) and 0 <= gap <= MAX_GAP):
+        raise InvalidRequest(f"--gap must be seconds in 0..{MAX_GAP:g}, got {gap!r}")
+    return gap
+
+
+def check_gaps_total(gap: float, lines: int) -> None:
+    if gap * (lines - 1) > MAX_GAPS_TOTAL:
+        raise InvalidRequest(f"--gap {gap:g} between {lines} lines is more than {MAX_GAPS_TOTAL / 3600:g} h "
+                             "of silence: give a shorter --gap")  # fmt: skip
+
+
+def plan_script(text: str, name: str, cast_specs: list[str], preset: st.Preset | None,
+                flags: Mapping[str, Any]) -> Script:  # fmt: skip
+    """Every line of the script `name` built (InvalidRequest naming its line), every cast member's
+    voice checked first, the seeds S + i checked (S: --seed, else a random one)."""
+    from .request import References, Voices, build_request
+    from .session import check_seed_range, random_seed, seed_for
+
+    cast = Cast.parse(cast_specs)
+    lines = parse_script(text, cast, name)
+    layers = [*([(preset.origin, preset.settings)] if preset else []),
+              (st.FLAG_SOURCE, {k: v for k, v in flags.items() if k != "seed"})]  # fmt: skip
+    refs, voices = References(), Voices()
+    check_voices(cast, layers, refs, voices, default=False)
+    base = int(flags["seed"]) if flags.get("seed") is not None else random_seed()
+    check_seed_range(base, len(lines))
+    built = []
+    for i, line in enumerate(lines):
+        where = f"{name}: line {line.number}"
+        settings = cast.settings(line.speaker, layers, {"seed": seed_for(base, i)}, PlaceSource("line", where))
+        try:
+            built.append((line, build_request(st.join_lines(line.text), settings, refs=refs, voices=voices)))
+        except InvalidRequest as e:
+            raise InvalidRequest(str(e) if str(e).startswith(where) else f"{where}: {e}") from None
+    return Script(tuple(built), base, cast)

@@ -20,13 +20,13 @@ the current folder.
 from __future__ import annotations
 
 import dataclasses
-import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from . import settings as st
 from .engine.errors import InvalidRequest, MissingExtra
+from .session import random_seed
 
 
 @dataclass(frozen=True)
@@ -144,20 +144,21 @@ def _voice(settings: st.Resolved, voices: Voices, line_base: Path | None) -> tup
         raise named(settings, e, "voice") from None
 
 
-def _builtin_voice(settings: st.Resolved) -> None:
+def _builtin_voice(settings: st.Resolved) -> st.Resolved:
     """A built-in voice (an OpenAI voice name no saved voice has) is its voice-design items; the
-    instruct given replaces its items of the same categories (`instruct.merge`)."""
+    instruct given replaces its items of the same categories (`instruct.merge`): the settings
+    with those items as the instruct and no voice (the sources kept, for messages)."""
     from . import voices as store
     from .instruct import merge
 
     items = store.builtin_instruct(settings["voice"])
     if items is None:
-        return
+        return settings
     try:
-        settings.values["instruct"] = merge(items, settings["instruct"])
+        instruct = merge(items, settings["instruct"])
     except InvalidRequest as e:
         raise named(settings, e, "instruct") from None
-    settings.values["voice"] = None
+    return settings.with_values({"instruct": instruct, "voice": None})
 
 
 def _reference(settings: st.Resolved, refs: References, line_base: Path | None) -> Reference | None:
@@ -209,10 +210,6 @@ def spoken_text(text: str, settings: st.Resolved) -> tuple[str, list[str]]:
     return st.join_lines(text), warnings
 
 
-def random_seed() -> int:
-    return secrets.randbelow(2**31)
-
-
 def build_request(
     text: str,
     settings: st.Resolved,
@@ -225,7 +222,9 @@ def build_request(
     """Check everything about one request that needs no model and build it (see the module doc).
 
     `settings` are resolved and checked; `seed` is the seed when the settings give none (default:
-    a random one, recorded in the result)."""
+    a random one, recorded in the result). The decisions taken here are layers on top of them,
+    in the returned `Built.settings`: a recording given later than a voice takes the voice away,
+    a built-in voice becomes its instruct items, a drawn seed comes from "random"."""
     from .engine.config import GenerationConfig
     from .engine.pipeline import Request, validate_request
 
@@ -235,12 +234,11 @@ def build_request(
     text, text_warnings = spoken_text(text, settings)
     reference = _reference(settings, refs, line_base)
     if reference is not None:
-        settings.values["voice"] = None  # a recording given later than a voice replaces it
-    _builtin_voice(settings)
+        settings = settings.with_values({"voice": None})  # a recording given later than a voice replaces it
+    settings = _builtin_voice(settings)
     voice_file, prompt = _voice(settings, voices, line_base)
     if settings["seed"] is None:
-        settings.values["seed"] = random_seed() if seed is None else seed
-        settings.sources["seed"] = st.Source("random")
+        settings = settings.with_values({"seed": random_seed() if seed is None else seed}, st.Source("random"))
     request = Request(
         text=text,
         lang=settings["lang"],

@@ -36,6 +36,7 @@ import re
 import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Callable, Iterable, Mapping
 
 from .engine.config import GenerationConfig, ModelConfig
@@ -365,12 +366,27 @@ def check_layer(values: Mapping[str, Any], source: Source, way: str) -> dict[str
     return out
 
 
-@dataclass
+@dataclass(frozen=True)
 class Resolved:
-    """Settings after merging the layers: the values, and the source of each."""
+    """Settings after merging the layers: the values, and the source of each, read-only. A
+    decision taken later (a seed drawn, the format of `-o`, a recording over a voice) is a new
+    layer on top: `with_values` gives a new Resolved and leaves this one as it was."""
 
-    values: dict[str, Any]
-    sources: dict[str, Source] = field(default_factory=dict)
+    values: Mapping[str, Any]
+    sources: Mapping[str, Source] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "values", MappingProxyType(dict(self.values)))
+        object.__setattr__(self, "sources", MappingProxyType(dict(self.sources)))
+
+    def with_values(self, changes: Mapping[str, Any], source: Source | None = None) -> "Resolved":
+        """These values on top (None too: a setting taken away), given by `source`; without a
+        source each keeps the one it had (a value derived from it, e.g. a format from `-o`)."""
+        unknown = [key for key in changes if key not in self.values]
+        if unknown:
+            raise KeyError(f"unknown settings {unknown}")
+        sources = {**self.sources, **(dict.fromkeys(changes, source) if source is not None else {})}
+        return Resolved({**self.values, **changes}, sources)
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
@@ -473,6 +489,15 @@ def check_engine_options(settings: dict[str, Any], sources: Mapping[str, Source]
         return (f"{origin.describe()} runs the body in int8, which needs the CPU, float32 and no compile: "
                 f"without it here ({clash} {settings[clash]})")
     raise SettingsError(problem)
+
+
+def engine_options(resolved: Resolved) -> tuple[Resolved, str | None]:
+    """`check_engine_options` on resolved settings: the settings it leaves (a preset's int8
+    dropped, as a new layer that keeps the sources) and its notice (None: nothing dropped)."""
+    values = dict(resolved.values)  # TODO(lead): check_engine_options edits the dict it is given
+    notice = check_engine_options(values, resolved.sources)
+    changed = {k: v for k, v in values.items() if v != resolved.values[k]}
+    return (resolved.with_values(changed) if changed else resolved), notice
 
 
 _LINE_BREAK_RE = re.compile(r"[ \t]*(?:\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029])+[ \t]*")

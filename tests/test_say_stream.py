@@ -151,7 +151,7 @@ def test_a_closed_pipe_is_noticed_between_pieces(monkeypatch):
     """`--stream -o - | head -c 1000`: the reader gone is found while the next piece is made."""
     import os
 
-    from omnivoice_cli.commands import stream as streamcmd
+    from omnivoice_cli import speak as streamcmd
     from omnivoice_cli.engine.errors import OmniVoiceError
     from omnivoice_cli.output import StreamWriter
 

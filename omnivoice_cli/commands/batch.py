@@ -81,7 +81,7 @@ def _json_summary(run) -> None:
     import json
 
     from ..signals import signal_name
-    from .say import report_settings
+    from ..speak import report_settings
 
     r = run.report
 

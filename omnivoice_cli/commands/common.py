@@ -1,4 +1,5 @@
-"""What the commands share: messages on stderr, warnings shown once, loading the engine."""
+"""What the commands share: messages on stderr, warnings shown once, loading the engine, and
+the hooks and held signals a run of speak.py is run under (`held(run)`)."""
 
 from __future__ import annotations
 
@@ -55,12 +56,40 @@ def notice(quiet: bool):
     return show
 
 
+def stdout_is_terminal() -> bool:
+    return typer.get_binary_stream("stdout").isatty()
+
+
+def hooks(quiet: bool) -> Any:
+    """What a run of speak.py shows: warnings, and unless quiet the engine's notices, status lines
+    and progress bars, on stderr; the audio of -o - on stdout."""
+    from ..progress import StepProgress, status
+    from ..speak import Hooks
+
+    return Hooks(warn=warn, notice=notice(quiet), status=lambda message: status(message, enabled=not quiet),
+                 progress=lambda label, total: StepProgress(enabled=not quiet, label=label, total=total),
+                 stdout=lambda: typer.get_binary_stream("stdout"))  # fmt: skip
+
+
+def held(run: Any) -> Any:
+    """`run.run(signals)` with Ctrl-C and SIGTERM held while it writes (signals.HoldSignals); a
+    stop is its one line (speak.Stopped), then exit 128 + signum."""
+    from ..signals import HoldSignals
+    from ..speak import Stopped
+
+    with HoldSignals() as signals:
+        try:
+            return run.run(signals)
+        except Stopped as stop:
+            (error if stop.failed else warn)(stop.message)
+            raise typer.Exit(stop.exit_code) from None
+
+
 def run_settings(preset: str | None, flags: dict[str, Any]) -> tuple[st.Preset | None, st.Resolved]:
     """defaults < --preset < flags, checked, with the engine options that cannot go together refused."""
     chosen = st.find_preset(preset) if preset is not None else None
     layers = [(chosen.origin, chosen.settings)] if chosen else []
-    resolved = st.resolve(*layers, (st.FLAG_SOURCE, flags))
-    dropped = st.check_engine_options(resolved.values, resolved.sources)
+    resolved, dropped = st.engine_options(st.resolve(*layers, (st.FLAG_SOURCE, flags)))
     if dropped:
         warn(dropped)
     return chosen, resolved

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import signal
 import time
 from pathlib import Path
 from typing import Any, Optional
@@ -14,8 +13,7 @@ from .. import settings as st
 from ..engine.errors import InvalidRequest
 from ..options import HARDWARE_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, SPEECH_SETTINGS, with_settings
 from ..helpfmt import BARE
-from ..progress import StepProgress
-from .common import Warnings, echo, error, load_engine, run_settings, usage_error, warn
+from .common import Warnings, echo, held, hooks, run_settings, stdout_is_terminal, usage_error, warn
 
 HELP = """Speak TEXT (or the text of -f FILE): play it, or write it to a file (-o), or to stdout (-o -).
 
@@ -119,143 +117,49 @@ def _is_file(text: str) -> bool:
         return False
 
 
-def _target(output: str | None, settings: st.Resolved):
-    """Where the audio goes: None (the player), stdout or a file. A file's format is its
-    extension's; --format, when given as a flag, must agree with it; stdout takes the format."""
-    from ..output import check_output
-
-    if output is None:
-        return None
-    flagged = settings.source("format").kind == "flag"
-    target = check_output(output, settings["format"] if (flagged or output == "-") else None)
-    settings.values["format"] = target.audio_format.name
-    if target.to_stdout and typer.get_binary_stream("stdout").isatty():
-        raise InvalidRequest("-o - writes binary audio to stdout, which is a terminal: redirect it or pipe it")
-    return target
+def script_text(ctx: Any, words: list[str] | None, text_file: str | None, quiet: bool) -> tuple[str, str]:
+    """The text of a dialogue script with its line breaks, and how messages name it."""
+    if words and text_file is not None:
+        raise usage_error("give the text either as TEXT or with -f/--text-file, not both", ctx)
+    if not words and text_file is None:
+        raise usage_error("Missing argument 'TEXT': give the script, - to read stdin, or -f FILE", ctx)
+    if text_file is not None:
+        return read_text_file(text_file, quiet), ("stdin" if text_file == "-" else text_file)
+    if words == ["-"]:
+        return read_stdin(quiet), "stdin"
+    return " ".join(words), "the text"
 
 
-def _speak(built: Any, refs: Any, target: Any, settings: st.Resolved, quiet: bool, shown: Warnings,
-           subtitles: Any = None) -> dict:  # fmt: skip
-    """Load the model, generate, write. Returns timings and the result; a stop raises Stop."""
-    from ..engine.pipeline import plan_request
-    from ..signals import HoldSignals
-
-    timing: dict[str, Any] = {"written": False}
-    with HoldSignals() as signals:
-        try:
-            engine, timing["load"] = load_engine(settings, quiet)
-            request, timing["voice"] = prepare_voice(engine, built, refs, quiet)
-            shown(getattr(request.ref, "warnings", ()) if built.reference else ())
-            t_gen = time.perf_counter()
-            timing["pieces"] = pieces = len(plan_request(request).pieces)
-            label = f"generating {pieces} pieces" if pieces > 1 else "generating"
-            with StepProgress(enabled=not quiet, label=label, total=forwards(engine, [request])) as progress:
-                [result] = engine.generate([request], on_step=progress)
-            shown(result.warnings)
-            with signals.protect():  # a Ctrl-C now waits until the file is complete
-                if subtitles is not None:  # --subtitles: written just before the audio
-                    from ..cues import write_result_subtitles
-
-                    write_result_subtitles(subtitles, result, request.text)
-                _write(result, target)
-                timing["written"] = True
-        except KeyboardInterrupt as e:  # Stop (SIGINT / SIGTERM), or a KeyboardInterrupt of our own
-            _stopped(int(getattr(e, "signum", signal.SIGINT)), timing["written"], target)
-    timing.update(generate=time.perf_counter() - t_gen, audio=result.audio, sample_rate=result.sample_rate,
-                  seed=result.seed)  # fmt: skip
-    return timing
+def _rounded(x: float | None) -> float | None:
+    return None if x is None else round(x, 4)
 
 
-def prepare_voice(engine: Any, built: Any, refs: Any, quiet: bool) -> tuple[Any, float | None]:
-    """The engine request of `built` with its recording encoded (the encoder loaded first), and
-    the seconds that took: the summary's "voice prepared in", apart from "model loaded in"
-    (None: no recording to encode; a saved voice is read before the model loads)."""
-    from ..progress import status
-    from ..request import finish_request
+def _report(report: Any, t_start: float, json_out: bool, quiet: bool) -> None:
+    """The summary line on stderr, or the --json report (speak.SpeechReport)."""
+    from ..speak import report_settings
 
-    if built.reference is None:
-        return built.request, None
-    t0 = time.perf_counter()
-    with status(f"preparing the voice of {built.reference.path} ...", enabled=not quiet):
-        engine.load_encoder()
-        request = finish_request(engine, built, refs)
-    return request, time.perf_counter() - t0
-
-
-def forwards(engine: Any, requests: list) -> int | None:
-    """The forwards generating `requests` takes, for a bar whose total never changes (None from
-    an engine that cannot tell, e.g. a test's stand-in: the bar then takes the engine's totals)."""
-    count = getattr(engine, "count_forwards", None)
-    return count(requests) if count is not None else None
-
-
-def report_settings(values: dict) -> dict:
-    """Settings as a --json report gives them: `speed` as used, 1.0 (the normal rate) when none
-    was given, and None when --duration sets the length (the speed is then ignored)."""
-    out = dict(values)
-    if out.get("duration") is not None:
-        out["speed"] = None
-    elif out.get("speed") is None and "speed" in out:
-        out["speed"] = 1.0
-    return out
-
-
-def _write(result: Any, target: Any) -> None:
-    """The audio into its file, or every byte of it to stdout (a reader that goes away is an error)."""
-    from ..engine.errors import OmniVoiceError
-    from ..output import StreamClosed, quiet_stdout, write_audio
-
-    try:
-        stdout = typer.get_binary_stream("stdout") if target.to_stdout else None  # stdout may be closed
-        write_audio(result.audio, result.sample_rate, target, stdout=stdout)
-    except StreamClosed as e:
-        quiet_stdout()
-        raise OmniVoiceError(f"stdout: {e.strerror}") from None
-    except OSError as e:
-        where = "stdout" if target.to_stdout else str(target)
-        raise OSError(e.errno, f"cannot write {where}: {e.strerror or e}") from None
-
-
-def _stopped(signum: int, written: bool, target: Any) -> None:
-    from ..signals import signal_name
-
-    if written:
-        warn(f"stopped by {signal_name(signum)} after writing {target}")
-    else:
-        error(f"stopped by {signal_name(signum)}; nothing was written")
-    raise typer.Exit(128 + signum)
-
-
-def _report(built: Any, target: Any, timing: dict, t_start: float, json_out: bool, quiet: bool, shown: Warnings):
-    audio_seconds = len(timing["audio"]) / timing["sample_rate"]
-    seconds = timing["generate"]
-    rtf = seconds / audio_seconds if audio_seconds > 0 else None
-    where = "the player" if target is None else "stdout" if target.to_stdout else str(target)
-    first = timing.get("first")
+    target, ref, rtf, first = report.target, report.reference, report.rtf, report.first_audio_seconds
     if json_out:
-        report = {
-            "path": None if target is None else str(target), "played": timing.get("played", False),
-            "format": None if target is None else target.audio_format.name, "sample_rate": timing["sample_rate"],
-            "audio_seconds": round(audio_seconds, 4), "seconds": round(seconds, 4),
-            "first_audio_seconds": None if first is None else round(first, 4),
-            "load_seconds": round(timing["load"], 4),
-            "voice_seconds": None if timing.get("voice") is None else round(timing["voice"], 4),
-            "total_seconds": round(time.perf_counter() - t_start, 4),
-            "rtf": None if rtf is None else round(rtf, 4), "seed": timing["seed"], "pieces": timing["pieces"],
-            "ref": None if built.reference is None else str(built.reference.path),
-            "ref_text": None if built.reference is None else built.reference.transcript,
-            "voice_file": None if built.voice_file is None else str(built.voice_file),
-            "settings": report_settings(built.settings.values), "warnings": shown.shown,
-            "subtitles": None if timing.get("subtitles") is None else str(timing["subtitles"]),
+        data = {
+            "path": None if target is None else str(target), "played": report.played,
+            "format": None if target is None else target.audio_format.name, "sample_rate": report.sample_rate,
+            "audio_seconds": round(report.audio_seconds, 4), "seconds": round(report.seconds, 4),
+            "first_audio_seconds": _rounded(first), "load_seconds": round(report.load_seconds, 4),
+            "voice_seconds": _rounded(report.voice_seconds), "total_seconds": round(time.perf_counter() - t_start, 4),
+            "rtf": _rounded(rtf), "seed": report.seed, "pieces": report.pieces,
+            "ref": None if ref is None else str(ref.path), "ref_text": None if ref is None else ref.transcript,
+            "voice_file": None if report.voice_file is None else str(report.voice_file),
+            "settings": report_settings(report.settings.values), "warnings": list(report.warnings),
+            "subtitles": None if report.subtitles is None else str(report.subtitles),
         }  # fmt: skip
-        typer.echo(json.dumps(report, ensure_ascii=False), err=target is not None and target.to_stdout)
+        typer.echo(json.dumps(data, ensure_ascii=False), err=target is not None and target.to_stdout)
     elif not quiet:
         rtf_s = "n/a" if rtf is None else f"{rtf:.3f}"
-        pieces = f" ({timing['pieces']} pieces)" if timing["pieces"] > 1 else ""
+        pieces = f" ({report.pieces} pieces)" if report.pieces > 1 else ""
         first_s = "" if first is None else f"; first audio after {first:.2f} s"
-        voice_s = "" if timing.get("voice") is None else f", voice prepared in {timing['voice']:.1f} s"
-        echo(f"{where}: {audio_seconds:.2f} s of audio{pieces} in {seconds:.2f} s (RTF {rtf_s}{first_s}; "
-             f"model loaded in {timing['load']:.1f} s{voice_s}), seed {timing['seed']}")  # fmt: skip
+        voice_s = "" if report.voice_seconds is None else f", voice prepared in {report.voice_seconds:.1f} s"
+        echo(f"{report.where}: {report.audio_seconds:.2f} s of audio{pieces} in {report.seconds:.2f} s (RTF {rtf_s}"
+             f"{first_s}; model loaded in {report.load_seconds:.1f} s{voice_s}), seed {report.seed}")  # fmt: skip
 
 
 def _dry_run(built: Any, json_out: bool) -> None:
@@ -315,15 +219,18 @@ def say(
 ) -> None:  # fmt: skip
     """Speak TEXT (or the text of -f FILE) into an audio file, or to stdout with -o -."""
     from ..request import References, Voices, build_request
+    from ..session import Hardware
+    from ..speak import Speech, check_streamable, output_target, speech_run
 
+    t_start = time.perf_counter()
     if cast:  # a dialogue script (commands/dialogue.py)
         from .dialogue import say_dialogue
 
-        return say_dialogue(ctx, text, text_file, preset, flags, cast, gap, output, subtitles, json_out, quiet,
+        script, name = script_text(ctx, text, text_file, quiet)
+        return say_dialogue(script, name, preset, flags, cast, gap, output, subtitles, json_out, quiet, t_start,
                             dry_run=dry_run, play=play or output is None)  # fmt: skip
     if gap is not None:
         raise usage_error("--gap sets the silence between the lines of a dialogue: give --cast too", ctx)
-    t_start = time.perf_counter()
     text_value = the_text(ctx, text, text_file, quiet)
     _, settings = run_settings(preset, flags)
     refs = References()
@@ -333,19 +240,12 @@ def say(
     if dry_run:
         _dry_run(built, json_out)
         return
-    target = _target(output, settings)
-    subtitles_path = _subtitles_path(subtitles)
-    play = play or target is None
-    if play or stream:  # the streamed render (commands/stream.py)
-        from .stream import check_streamable, speak_streamed
-
-        check_streamable(target, play)
-        timing = speak_streamed(built, refs, target, settings, quiet, play, subtitles_path)
-        timing["played"] = play
-    else:
-        timing = _speak(built, refs, target, settings, quiet, shown, subtitles_path)
-    timing["subtitles"] = subtitles_path
-    _report(built, target, timing, t_start, json_out, quiet, shown)
+    target = output_target(output, settings, stdout_is_terminal)
+    speech = Speech(built, refs, target, Hardware.from_settings(settings.values), _subtitles_path(subtitles),
+                    play=play or target is None, stream=stream)  # fmt: skip
+    if speech.streamed:  # the streamed render (speak.StreamedRun)
+        check_streamable(target)
+    _report(held(speech_run(speech, hooks(quiet), shown)), t_start, json_out, quiet)
 
 
 say.reads_stdin = stdin_is_piped  # type: ignore[attr-defined]  # HelpCommand: `echo Hi | omnivoice say` speaks

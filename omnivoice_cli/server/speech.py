@@ -319,7 +319,7 @@ def parse_speech(body: bytes, options: ServeOptions) -> Speech:
         _voice_items(layers, layer, voice[2], renamed)
     settings = st.resolve(*options.layers, *layers, (REQUEST, layer))
     if voice is not None:
-        settings.values["voice"], settings.sources["voice"] = voice[1], REQUEST
+        settings = settings.with_values({"voice": voice[1]}, REQUEST)
     built = _build(text, settings, renamed)
     return Speech(built, fmt, name, sse, stream, voice[0] if voice else "auto", len(text), notes)
 

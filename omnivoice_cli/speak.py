@@ -1,0 +1,571 @@
+"""Speaking one text, or one dialogue script, into a file, stdout and/or the player: the runs
+under `omnivoice say`, free of typer and rich (the command passes its printers in as `Hooks`).
+
+    target = output_target(output, settings, stdout_is_terminal)        # before the model
+    speech = Speech(built, refs, target, Hardware.from_settings(settings.values), play=True)
+    with HoldSignals() as signals:
+        try:
+            report = speech_run(speech, hooks, shown).run(signals)     # a SpeechReport
+        except Stopped as stop:                                        # Ctrl-C / SIGTERM
+            ...print stop.message; exit with stop.exit_code
+
+Three runs, each returning a typed report (what the summary line and --json print):
+- `PlainRun` (`-o FILE`, `-o -`): the render that matches the reference. The model is loaded,
+  the recording encoded, every piece generated at once, then the subtitles and the audio written
+  (a stop waits until the file is complete).
+- `StreamedRun` (`--play`, `--stream`, no -o): the text cut at sentences (engine/streaming.py);
+  the first piece is generated alone, the rest in packed waves, and each piece is played and/or
+  written to stdout as soon as it and the ones before it are ready. A file (`-o FILE` with
+  --play / --stream) holds the same streamed render, written at the end through a temporary
+  file, so it is never partial.
+- `DialogueRun` (`--cast`): every line of a script (dialogue.plan_script) in one packed run,
+  joined with gaps of silence; subtitles, then the audio, then the player.
+
+Stopping a streamed render (each exits within a layer of the forward running then, the render's
+thread joined):
+- Ctrl-C (or SIGTERM) stops the sound at once (`Stopped`: exit 130 / 143); on stdout the piece
+  being written is finished first (the stream stays a valid WAV/MP3/... up to there); a file under
+  -o is written only at the end, so a stop leaves none (nor its temporary file).
+- stdout's reader going away (`... --stream -o - | head -c 1000`): OmniVoiceError "stdout: ...".
+- the player quitting before the end (its window closed, the command killed): PlayerFailed.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO, Callable, Iterable, Iterator, Mapping, Protocol
+
+from . import settings as st
+from .engine.errors import InvalidRequest, OmniVoiceError
+from .request import Built, Reference, References
+from .session import Hardware, load_engine
+
+StepCallback = Callable[[int, int], None]
+
+
+# --------------------------------------------------------------------------------------------
+# What a run is given
+# --------------------------------------------------------------------------------------------
+
+
+def _nothing(message: str) -> None:
+    pass
+
+
+@contextmanager
+def _no_bar(label: str, total: int | None) -> Iterator[StepCallback]:
+    yield lambda done, total: None
+
+
+def _stdout() -> BinaryIO:
+    return sys.stdout.buffer
+
+
+@dataclass(frozen=True)
+class Hooks:
+    """How a run shows what it does: the face's printers (the defaults show nothing)."""
+
+    warn: Callable[[str], None] = _nothing  # one warning, as it comes (a streamed render's)
+    notice: Callable[[str], None] = _nothing  # the engine's messages (licence, download)
+    status: Callable[[str], AbstractContextManager] = lambda message: nullcontext()  # a line while a step runs
+    progress: Callable[[str, int | None], AbstractContextManager] = _no_bar  # (label, total) -> on_step
+    stdout: Callable[[], BinaryIO] = _stdout  # the binary stdout, asked for when the audio goes there
+
+
+class Shown(Protocol):
+    """Warnings shown once per run (commands.common.Warnings, session.WarnOnce): `shown` lists them."""
+
+    shown: list[str]
+
+    def __call__(self, warnings: Iterable[str]) -> None: ...
+
+
+@dataclass(frozen=True)
+class Speech:
+    """One text to speak, checked without the model: what `PlainRun` and `StreamedRun` are given."""
+
+    built: Built  # the request (its recording still to encode) and its settings
+    refs: References  # where that recording is encoded, once
+    target: Any | None  # output.OutputTarget: a file or stdout; None: the player only
+    hardware: Hardware  # the model to load, and how
+    subtitles: Path | None = None  # --subtitles: written just before the audio
+    play: bool = False  # played as it is made
+    stream: bool = False  # --stream: stdout piece by piece
+
+    @property
+    def streamed(self) -> bool:
+        return self.play or self.stream
+
+    @property
+    def settings(self) -> st.Resolved:
+        """The settings used: the request's, with the format of the output it goes to."""
+        if self.target is None:
+            return self.built.settings
+        return self.built.settings.with_values({"format": self.target.audio_format.name})
+
+
+class Stopped(Exception):
+    """A run stopped by Ctrl-C or SIGTERM: its one line (an error when nothing was written)."""
+
+    def __init__(self, signum: int, message: str, failed: bool) -> None:
+        super().__init__(message)
+        self.signum, self.message, self.failed = signum, message, failed
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+def _signum(e: BaseException) -> int:
+    return int(getattr(e, "signum", signal.SIGINT))  # Stop (SIGINT / SIGTERM), or a KeyboardInterrupt of our own
+
+
+def _stopped(e: BaseException, written: bool, target: Any) -> Stopped:
+    from .signals import signal_name
+
+    signum = _signum(e)
+    if written:
+        return Stopped(signum, f"stopped by {signal_name(signum)} after writing {target}", failed=False)
+    return Stopped(signum, f"stopped by {signal_name(signum)}; nothing was written", failed=True)
+
+
+def output_target(output: str | None, settings: st.Resolved, stdout_is_terminal: Callable[[], bool]) -> Any:
+    """Where the audio goes: None (the player), stdout or a file (output.OutputTarget). A file's
+    format is its extension's; --format, when given as a flag, must agree with it; stdout takes
+    the format. Binary audio is not written to a terminal."""
+    from .output import check_output
+
+    if output is None:
+        return None
+    flagged = settings.source("format").kind == "flag"
+    target = check_output(output, settings["format"] if (flagged or output == "-") else None)
+    if target.to_stdout and stdout_is_terminal():
+        raise InvalidRequest("-o - writes binary audio to stdout, which is a terminal: redirect it or pipe it")
+    return target
+
+
+def check_streamable(target: Any) -> None:
+    """Before the model: stdout streaming needs a format that can be written piece by piece."""
+    if target is not None and target.to_stdout and not target.audio_format.streams:
+        raise InvalidRequest(f"--stream -o - cannot send {target.audio_format.name} piece by piece: "
+                             "use wav, raw, mp3, ogg or opus")  # fmt: skip
+
+
+def report_settings(values: Mapping[str, Any]) -> dict:
+    """Settings as a --json report gives them: `speed` as used, 1.0 (the normal rate) when none
+    was given, and None when --duration sets the length (the speed is then ignored)."""
+    out = dict(values)
+    if out.get("duration") is not None:
+        out["speed"] = None
+    elif out.get("speed") is None and "speed" in out:
+        out["speed"] = 1.0
+    return out
+
+
+def forwards(engine: Any, requests: list) -> int | None:
+    """The forwards generating `requests` takes, for a bar whose total never changes (None from
+    an engine that cannot tell, e.g. a test's stand-in: the bar then takes the engine's totals)."""
+    count = getattr(engine, "count_forwards", None)
+    return count(requests) if count is not None else None
+
+
+# --------------------------------------------------------------------------------------------
+# What a run gives
+# --------------------------------------------------------------------------------------------
+
+
+def where(target: Any) -> str:
+    """How a summary names where the audio went."""
+    return "the player" if target is None else "stdout" if target.to_stdout else str(target)
+
+
+@dataclass(frozen=True)
+class SpeechReport:
+    """What speaking one text gave: the numbers of `say`'s summary line and of its --json."""
+
+    target: Any | None  # where the audio went (None: the player only)
+    played: bool  # played as it was made
+    sample_rate: int
+    audio_seconds: float
+    seconds: float  # generating (streamed: until the last piece was handed on) and writing
+    load_seconds: float  # the model ("model loaded in")
+    voice_seconds: float | None  # encoding the recording (None: none, or within `seconds` when streamed)
+    first_audio_seconds: float | None  # streamed: the first piece ready, from the start of the render
+    seed: int
+    pieces: int
+    settings: st.Resolved  # the settings used (the format: the output's)
+    reference: Reference | None  # the recording cloned
+    voice_file: Path | None  # the saved voice or voice file spoken in
+    subtitles: Path | None
+    warnings: tuple[str, ...]  # every warning shown, once
+
+    @property
+    def rtf(self) -> float | None:
+        return self.seconds / self.audio_seconds if self.audio_seconds > 0 else None
+
+    @property
+    def where(self) -> str:
+        return where(self.target)
+
+
+def _report(speech: Speech, shown: Shown, *, result: Any, sample_rate: int, seconds: float, load: float,
+            voice: float | None, first: float | None, seed: int, pieces: int) -> SpeechReport:  # fmt: skip
+    return SpeechReport(
+        target=speech.target, played=speech.play, sample_rate=sample_rate,
+        audio_seconds=len(result) / sample_rate, seconds=seconds, load_seconds=load, voice_seconds=voice,
+        first_audio_seconds=first, seed=seed, pieces=pieces, settings=speech.settings,
+        reference=speech.built.reference, voice_file=speech.built.voice_file, subtitles=speech.subtitles,
+        warnings=tuple(shown.shown),
+    )  # fmt: skip
+
+
+def speech_run(speech: Speech, hooks: Hooks, shown: Shown | None = None) -> "PlainRun | StreamedRun":
+    """The run that speaks `speech`: streamed when it is played or streamed, else plain."""
+    return (StreamedRun if speech.streamed else PlainRun)(speech, hooks, shown)
+
+
+class _Run:
+    def __init__(self, speech: Speech, hooks: Hooks = Hooks(), shown: Shown | None = None) -> None:
+        from .session import WarnOnce
+
+        self.speech, self.hooks = speech, hooks
+        self.shown: Shown = shown if shown is not None else WarnOnce(hooks.warn)
+
+    def load(self, encoder: bool = False) -> tuple[Any, float]:
+        return _load(self.speech.hardware, self.hooks, encoder)
+
+
+def _load(hardware: Hardware, hooks: Hooks, encoder: bool = False) -> tuple[Any, float]:
+    """session.load_engine, its status lines through the hooks: (engine, seconds)."""
+    status = lambda what: hooks.status(f"loading {what} ...")  # noqa: E731
+    return load_engine(hardware, encoder=encoder, status=status, on_notice=hooks.notice)
+
+
+# --------------------------------------------------------------------------------------------
+# The plain render
+# --------------------------------------------------------------------------------------------
+
+
+class PlainRun(_Run):
+    """Load, prepare the voice, generate every piece at once, write (see the module doc)."""
+
+    def run(self, signals: Any) -> SpeechReport:
+        """Speak; Stopped on Ctrl-C / SIGTERM (`signals`: the HoldSignals the writes are held by)."""
+        from .engine.pipeline import plan_request
+
+        speech, written = self.speech, False
+        try:
+            engine, load = self.load()
+            request, voice = self.prepare_voice(engine)
+            self.shown(getattr(request.ref, "warnings", ()) if speech.built.reference else ())
+            t_gen = time.perf_counter()
+            pieces = len(plan_request(request).pieces)
+            label = f"generating {pieces} pieces" if pieces > 1 else "generating"
+            with self.hooks.progress(label, forwards(engine, [request])) as on_step:
+                [result] = engine.generate([request], on_step=on_step)
+            self.shown(result.warnings)
+            with signals.protect():  # a Ctrl-C now waits until the file is complete
+                if speech.subtitles is not None:  # --subtitles: written just before the audio
+                    from .cues import write_result_subtitles
+
+                    write_result_subtitles(speech.subtitles, result, request.text)
+                self.write(result)
+                written = True
+        except KeyboardInterrupt as e:
+            raise _stopped(e, written, speech.target) from None
+        return _report(speech, self.shown, result=result.audio, sample_rate=result.sample_rate,
+                       seconds=time.perf_counter() - t_gen, load=load, voice=voice, first=None, seed=result.seed,
+                       pieces=pieces)  # fmt: skip
+
+    def prepare_voice(self, engine: Any) -> tuple[Any, float | None]:
+        """The engine request with its recording encoded (the encoder loaded first), and the
+        seconds that took: the summary's "voice prepared in", apart from "model loaded in"
+        (None: no recording to encode; a saved voice is read before the model loads)."""
+        from .request import finish_request
+
+        built = self.speech.built
+        if built.reference is None:
+            return built.request, None
+        t0 = time.perf_counter()
+        with self.hooks.status(f"preparing the voice of {built.reference.path} ..."):
+            engine.load_encoder()
+            request = finish_request(engine, built, self.speech.refs)
+        return request, time.perf_counter() - t0
+
+    def write(self, result: Any) -> None:
+        """The audio into its file, or every byte of it to stdout (a reader that goes away is an error)."""
+        from .output import StreamClosed, quiet_stdout, write_audio
+
+        target = self.speech.target
+        try:
+            stdout = self.hooks.stdout() if target.to_stdout else None  # stdout may be closed
+            write_audio(result.audio, result.sample_rate, target, stdout=stdout)
+        except StreamClosed as e:
+            quiet_stdout()
+            raise OmniVoiceError(f"stdout: {e.strerror}") from None
+        except OSError as e:
+            shown = "stdout" if target.to_stdout else str(target)
+            raise OSError(e.errno, f"cannot write {shown}: {e.strerror or e}") from None
+
+
+# --------------------------------------------------------------------------------------------
+# The streamed render
+# --------------------------------------------------------------------------------------------
+
+
+def _send(write: Callable[[], None], signals: Any) -> None:
+    """A piece (or the stream's end) to stdout, whole (a stop waits); a reader that went away is
+    the error `say -o -` gives (exit 1)."""
+    from .output import StreamClosed, quiet_stdout
+
+    try:
+        with signals.protect():  # a piece is written whole, so the stream stays valid
+            write()
+    except StreamClosed as e:
+        quiet_stdout()
+        raise OmniVoiceError(f"stdout: {e.strerror}") from None
+
+
+def _watch(player: Any, writer: Any) -> Callable[[], None] | None:
+    """While the next piece is made: a player that quit, or stdout's reader gone, ends the run now
+    (not when the next piece is handed over, which may be a wave's time away)."""
+    fd = None
+    if writer is not None:
+        try:
+            fd = writer.out.fileno() if not isinstance(writer.out, int) else writer.out
+        except (AttributeError, OSError, ValueError):  # not a real file (a test's buffer)
+            fd = None
+    if player is None and fd is None:
+        return None
+
+    def check() -> None:
+        if player is not None:
+            player.check()
+        if fd is not None and _reader_gone(fd):
+            from .output import quiet_stdout
+
+            quiet_stdout()
+            raise OmniVoiceError("stdout: the reader of the audio stream went away: the audio is incomplete")
+
+    return check
+
+
+def _reader_gone(fd: int) -> bool:
+    """The reading end of the pipe (or socket) on fd was closed (POSIX poll: POLLERR / POLLHUP)."""
+    import select
+
+    if not hasattr(select, "poll"):  # Windows: found at the next write
+        return False
+    p = select.poll()
+    p.register(fd, 0)  # no events asked for: only the errors and hang-ups, always reported
+    try:
+        return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in p.poll(0))
+    except OSError:
+        return False
+
+
+def open_the_player(play: bool) -> Any:
+    """The player, started before the model is loaded (none that works: PlayerUnavailable, exit 1)."""
+    if not play:
+        return None
+    from .player import open_player
+
+    return open_player()
+
+
+@dataclass
+class _Rendered:
+    pieces: list = field(default_factory=list)  # engine.streaming.StreamPiece, in order
+    first: float | None = None  # seconds from the render's start to the first piece
+
+
+class StreamedRun(_Run):
+    """The text rendered piece by piece: played, streamed to stdout and/or kept for a file."""
+
+    def run(self, signals: Any) -> SpeechReport:
+        """Speak; Stopped on Ctrl-C / SIGTERM, also while the end plays (it stops at once)."""
+        import numpy as np
+
+        from .request import finish_request
+
+        speech, written = self.speech, False
+        try:
+            player = open_the_player(speech.play)
+            with player or nullcontext():  # left normally: waits until all has played
+                engine, load = self.load(encoder=speech.built.reference is not None)
+                t_gen = time.perf_counter()
+                request = finish_request(engine, speech.built, speech.refs)
+                rendered = self.render(engine, request, player, signals)
+                pieces = rendered.pieces
+                audio = np.concatenate([p.audio for p in pieces]) if pieces else np.zeros(0, np.float32)
+                if speech.target is not None and not speech.target.to_stdout:
+                    self.write_file(audio, engine.sample_rate, pieces, signals)
+                written = speech.target is not None
+        except KeyboardInterrupt as e:
+            raise self.stopped(e, written) from None
+        return _report(speech, self.shown, result=audio, sample_rate=engine.sample_rate,
+                       seconds=time.perf_counter() - t_gen, load=load, voice=None, first=rendered.first,
+                       seed=request.seed, pieces=sum(1 for p in pieces if p.seed is not None))  # fmt: skip
+
+    def render(self, engine: Any, request: Any, player: Any, signals: Any) -> _Rendered:
+        from .engine.streaming import StreamRun
+        from .output import StreamWriter
+
+        target, out = self.speech.target, _Rendered()
+        writer = None
+        if target is not None and target.to_stdout:
+            writer = StreamWriter(self.hooks.stdout(), target.audio_format, engine.sample_rate)
+        t0 = time.perf_counter()
+        idle = _watch(player, writer)
+        with self.hooks.progress("streaming", None) as on_step:
+            with StreamRun(engine, request, on_step=on_step, on_warning=self.hooks.warn, on_idle=idle) as run:
+                for piece in run:  # each, in order, to the player and to stdout; kept for a file
+                    if out.first is None and piece.seed is not None:
+                        out.first = time.perf_counter() - t0
+                    if player is not None:
+                        player.play(piece.audio)
+                    if writer is not None:
+                        _send(lambda: writer.write(piece.audio), signals)
+                    out.pieces.append(piece)
+        if writer is not None:
+            _send(writer.close, signals)
+        return out
+
+    def write_file(self, audio: Any, sample_rate: int, pieces: list, signals: Any) -> None:
+        from .output import write_audio
+
+        target, subtitles = self.speech.target, self.speech.subtitles
+        with signals.protect():  # the file (and its subtitles) complete, or nothing
+            if subtitles is not None:
+                from .cues import finish_subtitles, subtitles_from_pieces, write_subtitles
+
+                spans = [(p.text, p.start, p.start + len(p.audio)) for p in pieces if p.text]
+                subs = subtitles_from_pieces(spans, sample_rate)
+                write_subtitles(subtitles, finish_subtitles(subs, round(len(audio) * 1000 / sample_rate)))
+            try:
+                write_audio(audio, sample_rate, target)
+            except OSError as e:
+                raise OSError(e.errno, f"cannot write {target}: {e.strerror or e}") from None
+
+    def stopped(self, e: BaseException, written: bool) -> Stopped:
+        from .signals import signal_name
+
+        signum, target = _signum(e), self.speech.target
+        what = f"{'playback stopped' if self.speech.play else 'stopped'} by {signal_name(signum)}"
+        if target is None:
+            return Stopped(signum, what, failed=False)
+        if target.to_stdout:
+            return Stopped(signum, f"{what}: the stream on stdout ends after its last whole piece", failed=False)
+        if written:
+            return Stopped(signum, f"{what} after writing {target}", failed=False)
+        return Stopped(signum, f"{what}; nothing was written", failed=True)
+
+
+# --------------------------------------------------------------------------------------------
+# A dialogue script
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SpokenLine:
+    """One line of a dialogue, spoken: where it is in the audio (samples)."""
+
+    number: int  # its line number in the script
+    speaker: str  # the cast member's name
+    voice: str  # the member's VOICE as --cast gave it
+    text: str  # what the model was given
+    seed: int
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class DialogueReport:
+    """What speaking a dialogue script gave: the numbers of its summary line and of its --json."""
+
+    target: Any | None  # where the audio went (None: the player only)
+    sample_rate: int
+    audio_seconds: float
+    seconds: float  # generating every line, joining and writing (and playing)
+    load_seconds: float
+    seed: int  # the base seed: line i has seed + i
+    lines: tuple[SpokenLine, ...]
+    subtitles: Path | None
+    warnings: tuple[str, ...]
+
+    @property
+    def where(self) -> str:
+        return where(self.target)
+
+
+class DialogueRun:
+    """Load, generate every line in one packed run, write subtitles then audio (a stop waits),
+    and play the whole when there is a player."""
+
+    def __init__(self, script: Any, target: Any, hardware: Hardware, *, gap: float, subtitles: Path | None = None,
+                 play: bool = False, hooks: Hooks = Hooks(), shown: Shown | None = None) -> None:  # fmt: skip
+        from .session import WarnOnce
+
+        self.script, self.target, self.hardware, self.gap = script, target, hardware, gap  # dialogue.Script
+        self.subtitles, self.play, self.hooks = subtitles, play, hooks
+        self.shown: Shown = shown if shown is not None else WarnOnce(hooks.warn)
+
+    def run(self, signals: Any) -> DialogueReport:
+        """Speak; Stopped on Ctrl-C / SIGTERM (`signals`: the HoldSignals the writes are held by)."""
+        from .output import write_audio
+
+        built, target, written = self.script.lines, self.target, False
+        player = open_the_player(self.play)  # before the model is loaded
+        try:
+            engine, load = _load(self.hardware, self.hooks)
+            t0 = time.perf_counter()
+            with self.hooks.progress(f"generating {len(built)} lines", None) as on_step:
+                results = engine.generate([b.request for _, b in built], on_step=on_step)
+            for r in results:
+                self.shown(r.warnings)
+            audio, subs, starts = join_lines(built, results, self.gap, engine.sample_rate)
+            with signals.protect():
+                if self.subtitles is not None:
+                    from .cues import write_subtitles
+
+                    write_subtitles(self.subtitles, subs)
+                if target is not None:
+                    write_audio(audio, engine.sample_rate, target, stdout=self.hooks.stdout())
+                written = target is not None
+            if player is not None:
+                player.play(audio)
+                player.close()  # until it has played; a Ctrl-C stops it at once
+        except KeyboardInterrupt as e:
+            if player is not None:
+                player.stop()
+            raise _stopped(e, written, target) from None
+        return self.report(audio, results, starts, engine.sample_rate, time.perf_counter() - t0, load)
+
+    def report(self, audio: Any, results: list, starts: list[int], rate: int, seconds: float,
+               load: float) -> DialogueReport:  # fmt: skip
+        lines = tuple(
+            SpokenLine(line.number, line.speaker.name, line.speaker.spec, b.request.text, b.request.seed, s,
+                       s + len(r.audio))
+            for (line, b), r, s in zip(self.script.lines, results, starts)
+        )  # fmt: skip
+        return DialogueReport(self.target, rate, len(audio) / rate, seconds, load, self.script.seed, lines,
+                              self.subtitles, tuple(self.shown.shown))  # fmt: skip
+
+
+def join_lines(built: Iterable, results: list, gap: float, rate: int) -> tuple[Any, list, list[int]]:
+    """The lines' audio joined with gaps, their subtitle cues, where each line starts."""
+    from .cues import finish_subtitles, subtitles_from_pieces
+    from .tracks import join_with_gaps
+
+    audio, starts = join_with_gaps([r.audio for r in results], round(gap * rate))
+    subs = []
+    for (line, b), r, start in zip(built, results, starts):
+        pieces = r.pieces or [(b.request.text, 0, len(r.audio))]
+        subs += subtitles_from_pieces(pieces, rate, offset=start, speaker=line.speaker.name)
+    return audio, finish_subtitles(subs, round(len(audio) * 1000 / rate)), starts
+
