@@ -20,7 +20,8 @@ import typer
 
 from .. import settings as st
 from ..engine.errors import InvalidRequest
-from .common import Warnings, echo, load_engine, run_settings, usage_error, warn
+from ..session import WarnOnce
+from .common import echo, load_engine, run_settings, usage_error, warn
 
 DEFAULT_GAP = 0.3  # seconds of silence between two lines
 MAX_GAP = 60.0
@@ -77,7 +78,7 @@ def plan_lines(script: str, name: str, cast_specs: list[str], preset: Any, flags
     return built, base, cast
 
 
-def _generate(built: list, target: Any, subtitles: Any, gap: float, quiet: bool, shown: Warnings,
+def _generate(built: list, target: Any, subtitles: Any, gap: float, quiet: bool, shown: WarnOnce,
               player: Any = None) -> dict:  # fmt: skip
     """Load, generate every line in one packed run, write subtitles then audio (a stop waits), and
     play the whole when there is a player."""
@@ -130,7 +131,7 @@ def _join(built: list, results: list, gap: float, rate: int) -> tuple[Any, list,
 
 
 def _report(built: list, base: int, target: Any, subtitles: Any, timing: dict, t_start: float, json_out: bool,
-            quiet: bool, shown: Warnings) -> None:  # fmt: skip
+            quiet: bool, shown: WarnOnce) -> None:  # fmt: skip
     rate, audio = timing["rate"], timing["audio"]
     seconds = len(audio) / rate
     where = "the player" if target is None else "stdout" if target.to_stdout else str(target)
@@ -187,7 +188,7 @@ def say_dialogue(ctx: Any, words: list[str] | None, text_file: str | None, prese
     for _, b in built:
         b.settings.values["format"] = settings["format"]
     subs_path = check_subtitles_path(subtitles) if subtitles else None
-    shown = Warnings()
+    shown = WarnOnce(warn)
     for _, b in built:
         shown(b.warnings)
     from .stream import open_the_player

@@ -15,7 +15,8 @@ from ..engine.errors import InvalidRequest
 from ..options import HARDWARE_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, SPEECH_SETTINGS, with_settings
 from ..helpfmt import BARE
 from ..progress import StepProgress
-from .common import Warnings, echo, error, load_engine, run_settings, usage_error, warn
+from ..session import WarnOnce
+from .common import echo, error, load_engine, run_settings, usage_error, warn
 
 HELP = """Speak TEXT (or the text of -f FILE): play it, or write it to a file (-o), or to stdout (-o -).
 
@@ -134,7 +135,7 @@ def _target(output: str | None, settings: st.Resolved):
     return target
 
 
-def _speak(built: Any, refs: Any, target: Any, settings: st.Resolved, quiet: bool, shown: Warnings,
+def _speak(built: Any, refs: Any, target: Any, settings: st.Resolved, quiet: bool, shown: WarnOnce,
            subtitles: Any = None) -> dict:  # fmt: skip
     """Load the model, generate, write. Returns timings and the result; a stop raises Stop."""
     from ..engine.pipeline import plan_request
@@ -226,7 +227,7 @@ def _stopped(signum: int, written: bool, target: Any) -> None:
     raise typer.Exit(128 + signum)
 
 
-def _report(built: Any, target: Any, timing: dict, t_start: float, json_out: bool, quiet: bool, shown: Warnings):
+def _report(built: Any, target: Any, timing: dict, t_start: float, json_out: bool, quiet: bool, shown: WarnOnce):
     audio_seconds = len(timing["audio"]) / timing["sample_rate"]
     seconds = timing["generate"]
     rtf = seconds / audio_seconds if audio_seconds > 0 else None
@@ -328,7 +329,7 @@ def say(
     _, settings = run_settings(preset, flags)
     refs = References()
     built = build_request(text_value, settings, refs=refs, voices=Voices())
-    shown = Warnings()
+    shown = WarnOnce(warn)
     shown(built.warnings)
     if dry_run:
         _dry_run(built, json_out)
