@@ -35,7 +35,7 @@ import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from . import settings as st
 from .engine.errors import InvalidRequest, MissingExtra, OmniVoiceError
@@ -43,8 +43,7 @@ from .engine.text import is_blank
 from .manifest import MANIFEST, ManifestWriter, done_records
 from .output import AUDIO_FORMATS
 from .request import Built, References, Voices, build_request, named
-from .session import Hardware, Session, WarnOnce, seed_for
-from .session import random_seed as draw_seed
+from .session import Hardware, Session, WarnOnce, random_seed, seed_for
 from .signals import HoldSignals
 
 GROUP_SIZE = 64  # lines per Engine.generate call (the engine bounds each forward itself)
@@ -419,8 +418,9 @@ class Executor(Protocol):
     cluster.RayExecutor (engine actors on a Ray cluster). It ends each line with run.save_result
     or run.fail_line (the run writes the files and the manifest, the executor nothing), shows
     the run's warnings (run.warn), feeds run.progress.step, and sets run.report's load_seconds,
-    voice_seconds and generate_seconds. A Stop (Ctrl-C, SIGTERM) goes through: the run records
-    the lines not spoken as pending."""
+    voice_seconds and generate_seconds. `signals` are the run's (HoldSignals: reclaim them after a
+    library took them, protect what must not be cut); a Stop (Ctrl-C, SIGTERM) goes through, and
+    the run records the lines not spoken as pending."""
 
     def speak(self, run: "BatchRun", pending: list[Line], signals: HoldSignals) -> None: ...
 
@@ -430,15 +430,13 @@ class BatchRun:
 
     def __init__(self, input_path: str | Path, output_dir: str | Path, *, preset: st.Preset | None,
                  flags: dict[str, Any], overwrite: bool = False, session: Session | None = None,
-                 random_seed: Callable[[], int] | None = None, subtitles: str | None = None,
-                 executor: Executor | None = None) -> None:  # fmt: skip
+                 subtitles: str | None = None, executor: Executor | None = None) -> None:  # fmt: skip
         self.input_path, self.output_dir = input_path, output_dir
         self.subtitles = subtitles  # "srt" | "vtt": a subtitles file beside each audio file (cues.py)
         self.executor = executor or LocalExecutor()  # speaks the pending lines: this engine, or cluster.RayExecutor
         self.preset, self.flags, self.overwrite = preset, flags, overwrite
         self.session = session or Session()  # how the run shows itself (the face's status line and bars)
         self.echo, self.quiet = self.session.echo, self.session.quiet
-        self.random_seed = random_seed or draw_seed
         self.base = Path(input_path).expanduser().parent  # relative paths in a line start here
         self.refs, self.voices = References(), Voices()
         self.presets: dict[str, st.Preset | st.SettingsError] = {}
@@ -489,7 +487,7 @@ class BatchRun:
         settings.values.update({k: run[k] for k in st.RUN_WIDE})
         line.name, line.format = line_output(line, settings["format"], width)
         settings.values["format"] = line.format
-        seed = self.random_seed() if settings["seed"] is None else None
+        seed = random_seed() if settings["seed"] is None else None
         line.built = build_request(line.text, settings, refs=self.refs, voices=self.voices, line_base=self.base,
                                    seed=seed)  # fmt: skip
         line.warnings = list(line.built.warnings)

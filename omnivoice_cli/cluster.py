@@ -290,18 +290,18 @@ class RayExecutor:
         hardware = run.hardware()
         check_device(hardware.device, self.options)
         options = dataclasses.replace(self.options, cpus=hardware.threads or 1)
-        session = _Session(ray, options, run, signals)
+        cluster_run = _ClusterRun(ray, options, run, signals)
         # Ray prints what its raylets report (a worker that died) on stdout, which carries only data
         with contextlib.redirect_stdout(sys.stderr):
             try:
-                session.start(pending)
-                session.loop()
+                cluster_run.start(pending)
+                cluster_run.loop()
             finally:
                 with signals.protect():  # a second Ctrl-C waits for the cluster to be let go
-                    session.close()
+                    cluster_run.close()
 
 
-class _Session:
+class _ClusterRun:
     """One run on the cluster: the workers, the groups to do, the calls in flight."""
 
     def __init__(self, ray: Any, options: ClusterOptions, run: Any, signals: Any) -> None:
