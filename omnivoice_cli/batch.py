@@ -13,7 +13,9 @@ A run (`BatchRun`), in order:
   3. load the model (only if a line is left to speak), encode the references, and send the lines
      to `Engine.generate` in groups of GROUP_SIZE; each file is written (temporary name, then
      rename) as soon as its line is finished, and its manifest record appended (with --ray the
-     lines are spoken on a Ray cluster instead: cluster.RayExecutor; this run still writes);
+     lines are spoken on a Ray cluster instead: cluster.RayExecutor; this run still writes). The
+     part that speaks is the run's `Executor` (LocalExecutor here), which hands each result to
+     BatchRun.save_result (or fails its line with BatchRun.fail_line);
   4. rewrite the manifest atomically with one record per input line (manifest.py).
 
 Settings: defaults < the run's preset (or a line's own "preset") < the flags < the line's fields.
@@ -28,20 +30,20 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import signal
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
-from typing import Any, Callable
+from typing import Any, Protocol
 
 from . import settings as st
 from .engine.errors import InvalidRequest, MissingExtra, OmniVoiceError
 from .engine.text import is_blank
 from .manifest import MANIFEST, ManifestWriter, done_records
 from .output import AUDIO_FORMATS
-from .progress import BatchProgress
 from .request import Built, References, Voices, build_request, named
+from .session import Hardware, Session, WarnOnce, random_seed, seed_for
 from .signals import HoldSignals
 
 GROUP_SIZE = 64  # lines per Engine.generate call (the engine bounds each forward itself)
@@ -55,10 +57,7 @@ MAX_PATH_BYTES = 1024  # an output's path inside the folder
 MAX_DEPTH = 16  # folders in an output's path
 MAX_LINES = 100_000  # lines to speak in one input file (each is planned, and kept, before the model loads)
 LINE_FIELDS = ("text", "id", "output", *st.LINE_SETTINGS, "preset")
-# Speaks the pending lines of a run (run, pending, output folder, signals): saves each result with
-# run._save (or fails it with run._fail). Default: BatchRun._speak (the engine in this process).
-Executor = Callable[["BatchRun", "list[Line]", Path, HoldSignals], None]
-__all__ = ["BatchRun", "BatchReport", "BatchProgress", "MANIFEST", "run_batch"]
+__all__ = ["BatchRun", "BatchReport", "Executor", "LocalExecutor", "MANIFEST", "run_batch"]
 
 
 @dataclass
@@ -414,24 +413,38 @@ def _record(line: Line, status: str, **extra: Any) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------
 
 
+class Executor(Protocol):
+    """What speaks the pending lines of a run: LocalExecutor (the engine in this process) or
+    cluster.RayExecutor (engine actors on a Ray cluster). It ends each line with run.save_result
+    or run.fail_line (the run writes the files and the manifest, the executor nothing), shows
+    the run's warnings (run.warn), feeds run.progress.step, and sets run.report's load_seconds,
+    voice_seconds and generate_seconds. `signals` are the run's (HoldSignals: reclaim them after a
+    library took them, protect what must not be cut); a Stop (Ctrl-C, SIGTERM) goes through, and
+    the run records the lines not spoken as pending."""
+
+    def speak(self, run: "BatchRun", pending: list[Line], signals: HoldSignals) -> None: ...
+
+
 class BatchRun:
     """One batch: plan every line (no model), then speak what is left, writing files and manifest."""
 
     def __init__(self, input_path: str | Path, output_dir: str | Path, *, preset: st.Preset | None,
-                 flags: dict[str, Any], overwrite: bool = False, quiet: bool = False,
-                 echo: Callable[[str], None] = print, random_seed: Callable[[], int] | None = None,
+                 flags: dict[str, Any], overwrite: bool = False, session: Session | None = None,
                  subtitles: str | None = None, executor: Executor | None = None) -> None:  # fmt: skip
         self.input_path, self.output_dir = input_path, output_dir
         self.subtitles = subtitles  # "srt" | "vtt": a subtitles file beside each audio file (cues.py)
-        self.executor = executor or BatchRun._speak  # speaks the pending lines: this engine, or cluster.RayExecutor
-        self.preset, self.flags, self.overwrite, self.quiet, self.echo = preset, flags, overwrite, quiet, echo
-        self.random_seed = random_seed or (lambda: secrets.randbelow(2**31))
+        self.executor = executor or LocalExecutor()  # speaks the pending lines: this engine, or cluster.RayExecutor
+        self.preset, self.flags, self.overwrite = preset, flags, overwrite
+        self.session = session or Session()  # how the run shows itself (the face's status line and bars)
+        self.echo, self.quiet = self.session.echo, self.session.quiet
         self.base = Path(input_path).expanduser().parent  # relative paths in a line start here
         self.refs, self.voices = References(), Voices()
         self.presets: dict[str, st.Preset | st.SettingsError] = {}
         self.report = BatchReport()
         self.lines: list[Line] = []
-        self._shown: set[str] = set()
+        self.out: Path | None = None  # the output folder, once created
+        self.signals: HoldSignals | None = None  # while the run speaks
+        self._once = WarnOnce(lambda w: None)
 
     # -- planning (no model) -------------------------------------------------------------
 
@@ -439,6 +452,10 @@ class BatchRun:
         layers = [(self.preset.origin, self.preset.settings)] if self.preset else []
         resolved, _ = st.engine_options(st.resolve(*layers, (st.FLAG_SOURCE, self.flags)))  # (the command said it)
         return resolved
+
+    def hardware(self) -> Hardware:
+        """The run's engine: one for every line."""
+        return Hardware.from_settings(self.run_settings().values)
 
     def _line_preset(self, line: Line) -> st.Preset | None:
         spec = line.fields.get("preset")
@@ -462,17 +479,14 @@ class BatchRun:
         preset = self._line_preset(line)
         flags = dict(self.flags)
         if flags.get("seed") is not None and f.get("seed") is None:
-            flags["seed"] = flags["seed"] + line.index
-            if flags["seed"] > st.MAX_SEED:
-                raise InvalidRequest(f"seed {self.flags['seed']} + {line.index} is more than {st.MAX_SEED}: "
-                                     "give a smaller --seed")  # fmt: skip
+            flags["seed"] = seed_for(flags["seed"], line.index)
         layer = {k: f[k] for k in st.LINE_SETTINGS if f.get(k) is not None}
         preset_layer = [(preset.origin, preset.settings)] if preset else []
         settings = st.resolve(*preset_layer, (st.FLAG_SOURCE, flags), (st.Source("line", str(n)), layer))
         settings = settings.with_values({k: run[k] for k in st.RUN_WIDE})  # the run's hardware, its sources kept
         line.name, line.format = line_output(line, settings["format"], width)
         settings = settings.with_values({"format": line.format})
-        seed = self.random_seed() if settings["seed"] is None else None
+        seed = random_seed() if settings["seed"] is None else None
         line.built = build_request(line.text, settings, refs=self.refs, voices=self.voices, line_base=self.base,
                                    seed=seed)  # fmt: skip
         line.warnings = list(line.built.warnings)
@@ -497,22 +511,57 @@ class BatchRun:
         if self.subtitles:
             check_duplicates(self.lines, f".{self.subtitles}")
 
-    # -- running ---------------------------------------------------------------------------
+    # -- what the executor reports -----------------------------------------------------------
 
     def warn(self, line: Line, warnings: list[str]) -> None:
-        for w in warnings:
-            if w not in self._shown:
-                self._shown.add(w)
-                self.report.warnings.append(f"line {line.number}: {w}")
-                self.echo(f"Warning: line {line.number}: {w}")
+        """Show a line's warnings, each text once per run ("Warning: line N: ...")."""
+        for w in self._once.new(warnings):
+            self.report.warnings.append(f"line {line.number}: {w}")
+            self.echo(f"Warning: line {line.number}: {w}")
 
-    def _fail(self, line: Line, message: str) -> None:
-        line.fail(message)
-        line.status = "failed"
-        line.record = _record(line, "failed")
-        self.manifest.append(line.record)
-        self.echo(f"Error: {line.error}")
-        self.progress.line("failed")
+    def _held(self):
+        """No stop between a file and its record (the signals held while the run speaks)."""
+        return self.signals.protect() if self.signals is not None else nullcontext()
+
+    def fail_line(self, line: Line, message: str) -> None:
+        """The line failed (`message` says why): its record, the error shown, the bar moved."""
+        with self._held():
+            line.fail(message)
+            line.status = "failed"
+            line.record = _record(line, "failed")
+            self.manifest.append(line.record)
+            self.echo(f"Error: {line.error}")
+            self.progress.line("failed")
+
+    def save_result(self, line: Line, result: Any, started: float) -> None:
+        """Write a line's engine Result (its subtitles first, with --subtitles) and its record;
+        `started`: perf_counter() when its group started (its record's "seconds" count from there
+        to its file being written). A file that cannot be written fails the line."""
+        from .output import FORMATS, OutputTarget, write_audio
+
+        with self._held():  # the file and its record, or neither
+            target = self.out / line.name
+            try:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                if self.subtitles:  # written just before the audio: an audio file always has its subtitles
+                    from .cues import write_result_subtitles
+
+                    write_result_subtitles(target.with_suffix("." + self.subtitles), result, line.built.request.text)
+                write_audio(result.audio, result.sample_rate, OutputTarget(target, *FORMATS["." + line.format]))
+            except OSError as e:
+                self.fail_line(line, f"cannot write {target}: {e.strerror or e}")
+                return
+            seconds = len(result.audio) / result.sample_rate
+            line.warnings = list(dict.fromkeys([*line.warnings, *result.warnings]))
+            self.warn(line, result.warnings)
+            line.status = "done"
+            line.record = _record(line, "done", audio_seconds=round(seconds, 4),
+                                  seconds=round(time.perf_counter() - started, 4), seed=result.seed)  # fmt: skip
+            self.manifest.append(line.record)
+            self.report.audio_seconds += seconds
+            self.progress.line("done")
+
+    # -- running ---------------------------------------------------------------------------
 
     def _skip_or_queue(self, out: Path, earlier: dict[str, dict[str, Any]]) -> list[Line]:
         """Fail the bad lines, skip the done ones; the lines left to speak."""
@@ -521,7 +570,7 @@ class BatchRun:
             if line.error is None:
                 line.error = _target_problem(out, line.name)
             if line.error is not None:
-                self._fail(line, line.error)
+                self.fail_line(line, line.error)
             elif (out / line.name).exists() and not self.overwrite:
                 line.status = "skipped"
                 if self.subtitles and not (out / line.name).with_suffix("." + self.subtitles).exists():
@@ -540,80 +589,6 @@ class BatchRun:
                 pending.append(line)
         return pending
 
-    def _speak(self, pending: list[Line], out: Path, signals: HoldSignals) -> None:
-        from .commands.common import load_engine
-        from .progress import status
-
-        engine, self.report.load_seconds = load_engine(self.run_settings(), self.quiet)
-        cloned = [ln for ln in pending if ln.built.reference is not None]
-        if cloned:  # the encoder and every recording: "voices prepared in", apart from the model's load
-            t_voice = time.perf_counter()
-            with status("preparing the reference voices ...", enabled=not self.quiet):
-                engine.load_encoder()
-                for line in cloned:
-                    try:
-                        line.prompt = self.refs.encode(engine, line.built.reference)
-                    except (OmniVoiceError, OSError, ValueError) as e:
-                        self._fail(line, f"{line.built.settings.name('ref')}: {' '.join(str(e).split())}")
-            self.report.voice_seconds = time.perf_counter() - t_voice
-        t_gen = time.perf_counter()
-        pending = [ln for ln in pending if ln.status is None]
-        for line in pending:
-            self.warn(line, line.warnings)
-        for start in range(0, len(pending), GROUP_SIZE):
-            self._run_group(engine, pending[start : start + GROUP_SIZE], out, signals)
-        self.report.generate_seconds = time.perf_counter() - t_gen
-
-    def _save(self, line: Line, result: Any, out: Path, t0: float) -> None:
-        from .output import FORMATS, OutputTarget, write_audio
-
-        target = out / line.name
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if self.subtitles:  # written just before the audio: an audio file always has its subtitles
-                from .cues import write_result_subtitles
-
-                write_result_subtitles(target.with_suffix("." + self.subtitles), result, line.built.request.text)
-            write_audio(result.audio, result.sample_rate, OutputTarget(target, *FORMATS["." + line.format]))
-        except OSError as e:
-            self._fail(line, f"cannot write {target}: {e.strerror or e}")
-            return
-        seconds = len(result.audio) / result.sample_rate
-        line.warnings = list(dict.fromkeys([*line.warnings, *result.warnings]))
-        self.warn(line, result.warnings)
-        line.status = "done"
-        line.record = _record(line, "done", audio_seconds=round(seconds, 4),
-                              seconds=round(time.perf_counter() - t0, 4), seed=result.seed)  # fmt: skip
-        self.manifest.append(line.record)
-        self.report.audio_seconds += seconds
-        self.progress.line("done")
-
-    def _run_group(self, engine: Any, group: list[Line], out: Path, signals: HoldSignals) -> None:
-        import dataclasses
-
-        t0 = time.perf_counter()
-
-        def on_result(i: int, result: Any) -> None:
-            with signals.protect():  # the file and its record, or neither
-                self._save(group[i], result, out, t0)
-
-        def on_error(i: int, e: Exception) -> None:  # this line alone failed (its checks, size, decoding)
-            line = group[i]
-            if isinstance(e, InvalidRequest) and e.setting is not None:
-                e = named(line.built.settings, e)
-            with signals.protect():
-                self._fail(line, f"generation failed: {' '.join((str(e).strip() or type(e).__name__).split())}")
-
-        requests = [dataclasses.replace(ln.built.request, ref=ln.prompt) if ln.prompt else ln.built.request
-                    for ln in group]  # fmt: skip
-        try:
-            engine.generate(requests, on_step=self.progress.step, on_result=on_result, on_error=on_error)
-        except (OmniVoiceError, RuntimeError, MemoryError) as e:  # e.g. out of memory: the group fails
-            msg = " ".join((str(e).strip() or type(e).__name__).split())
-            for line in group:
-                if line.status is None:
-                    self._fail(line, f"generation failed: {msg}")
-
     def _finish(self, signals: HoldSignals) -> None:
         """One record per line in the manifest, rewritten atomically (no stop while it is written)."""
         signals.depth += 1
@@ -629,24 +604,25 @@ class BatchRun:
             self.manifest.rewrite(final)
         finally:
             signals.__exit__()
+            self.signals = None
 
     def run(self) -> BatchReport:
         """Plan, then speak. Per-line problems go to `echo` and the manifest, never raised."""
         t_start = time.perf_counter()
         self.plan()
-        out = prepare_output_dir(self.output_dir)
+        out = self.out = prepare_output_dir(self.output_dir)
         remove_stale_temporaries(out, [ln.name for ln in self.lines if ln.name])
         self.report.manifest = out / MANIFEST
         earlier = done_records(self.report.manifest)
         self.manifest = ManifestWriter(self.report.manifest)
         self.manifest.check()  # a link in its place: refused before anything runs
-        self.progress = BatchProgress(len(self.lines), enabled=not self.quiet, echo=self.echo)
-        signals = HoldSignals().__enter__()
+        self.progress = self.session.progress(len(self.lines))
+        signals = self.signals = HoldSignals().__enter__()
         try:
             with self.progress:
                 pending = self._skip_or_queue(out, earlier)
                 if pending:
-                    self.executor(self, pending, out, signals)
+                    self.executor.speak(self, pending, signals)
         except KeyboardInterrupt as e:
             self.report.interrupted = int(getattr(e, "signum", signal.SIGINT))
         finally:
@@ -655,6 +631,57 @@ class BatchRun:
             setattr(self.report, status, sum(1 for ln in self.lines if ln.status == status))
         self.report.wall_seconds = time.perf_counter() - t_start
         return self.report
+
+
+class LocalExecutor:
+    """The engine in this process (the default Executor): loaded once, the reference recordings
+    encoded once each, the lines sent to Engine.generate in groups of GROUP_SIZE."""
+
+    def speak(self, run: BatchRun, pending: list[Line], signals: HoldSignals) -> None:
+        engine, run.report.load_seconds = run.session.load_engine(run.hardware())
+        cloned = [ln for ln in pending if ln.built.reference is not None]
+        if cloned:  # the encoder and every recording: "voices prepared in", apart from the model's load
+            t_voice = time.perf_counter()
+            with run.session.status("preparing the reference voices ..."):
+                engine.load_encoder()
+                for line in cloned:
+                    try:
+                        line.prompt = run.refs.encode(engine, line.built.reference)
+                    except (OmniVoiceError, OSError, ValueError) as e:
+                        run.fail_line(line, f"{line.built.settings.name('ref')}: {' '.join(str(e).split())}")
+            run.report.voice_seconds = time.perf_counter() - t_voice
+        t_gen = time.perf_counter()
+        pending = [ln for ln in pending if ln.status is None]
+        for line in pending:
+            run.warn(line, line.warnings)
+        for start in range(0, len(pending), GROUP_SIZE):
+            self.run_group(run, engine, pending[start : start + GROUP_SIZE])
+        run.report.generate_seconds = time.perf_counter() - t_gen
+
+    def run_group(self, run: BatchRun, engine: Any, group: list[Line]) -> None:
+        """One Engine.generate call: each line saved as soon as it is finished."""
+        import dataclasses
+
+        t0 = time.perf_counter()
+
+        def on_result(i: int, result: Any) -> None:
+            run.save_result(group[i], result, t0)
+
+        def on_error(i: int, e: Exception) -> None:  # this line alone failed (its checks, size, decoding)
+            line = group[i]
+            if isinstance(e, InvalidRequest) and e.setting is not None:
+                e = named(line.built.settings, e)
+            run.fail_line(line, f"generation failed: {' '.join((str(e).strip() or type(e).__name__).split())}")
+
+        requests = [dataclasses.replace(ln.built.request, ref=ln.prompt) if ln.prompt else ln.built.request
+                    for ln in group]  # fmt: skip
+        try:
+            engine.generate(requests, on_step=run.progress.step, on_result=on_result, on_error=on_error)
+        except (OmniVoiceError, RuntimeError, MemoryError) as e:  # e.g. out of memory: the group fails
+            msg = " ".join((str(e).strip() or type(e).__name__).split())
+            for line in group:
+                if line.status is None:
+                    run.fail_line(line, f"generation failed: {msg}")
 
 
 def run_batch(input_path: str | Path, output_dir: str | Path, **kwargs: Any) -> BatchReport:

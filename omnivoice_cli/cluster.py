@@ -5,18 +5,19 @@
 
 The driver is batch.BatchRun, unchanged: it checks every line before anything starts, skips the
 files that exist, and is the only writer of the output folder and the manifest (resume,
---overwrite, atomic writes and exit codes are a local batch's). This module is its executor, the
-part that speaks the pending lines (`BatchRun(..., executor=RayExecutor(options))`):
+--overwrite, atomic writes and exit codes are a local batch's). This module is its executor
+(batch.Executor), the part that speaks the pending lines (`BatchRun(..., executor=RayExecutor(options))`):
 
   1. connect to the cluster (`local`: start one here; shut down again at the end);
   2. start `workers` actors (OmnivoiceWorker): each loads the engine once, with the run's settings
-     (commands.common.load_engine), on `gpus_per_worker` GPUs or `threads` CPU cores;
+     (session.load_engine, from the run's session.Hardware), on `gpus_per_worker` GPUs or
+     `threads` CPU cores;
   3. cut the lines into groups, the longest first (estimated frames x steps, from plan_request),
      and hand a group to each idle worker. A worker encodes the reference recordings its group
      needs (prepared by the driver; encoded once per worker) and runs the group through the
      packed continuous-batching loop (Engine.generate); it returns the audio and what the
      manifest record needs, and writes nothing (so the nodes need no shared file system);
-  4. the driver saves each result as a local batch does (BatchRun._save);
+  4. the driver saves each result as a local batch does (BatchRun.save_result, or fail_line);
   5. a worker that dies (its process killed, its node lost) has its group retried on another
      worker, and a replacement is started; a group is retried MAX_RETRIES times, then its lines
      fail with a message (a rerun retries them);
@@ -35,7 +36,6 @@ import dataclasses
 import logging
 import math
 import os
-import signal
 import sys
 import time
 from collections import deque
@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from .engine.errors import InvalidRequest, MissingExtra, OmniVoiceError, install_hint
+from .session import Hardware, load_engine
 
 INSTALL_HINT = install_hint("ray")
 MAX_RETRIES = 2  # times a group is given to another worker after its worker died
@@ -163,15 +164,13 @@ def sum_steps(steps: dict[str, tuple[int, int]]) -> tuple[int, int]:
 class OmnivoiceWorker:
     """One engine, loaded once, speaking groups of lines (wrapped by ray.remote at run time)."""
 
-    def __init__(self, values: dict[str, Any], encoder: bool, queue: Any = None, name: str = "") -> None:
+    def __init__(self, hardware: Hardware, encoder: bool, queue: Any = None, name: str = "") -> None:
         self.queue, self.name = queue, name
         self.prompts: dict[tuple[str, str], Any] = {}  # encoded recordings
         self.engine, self.error, self.load_seconds = None, None, 0.0
         self._last = 0.0
         try:
-            from .commands.common import load_engine
-
-            self.engine, self.load_seconds = load_engine(values, True, encoder=encoder)
+            self.engine, self.load_seconds = load_engine(hardware, encoder=encoder)
         except Exception as e:  # sent back by ready(), raised by the driver
             self.error = e
 
@@ -243,15 +242,6 @@ def check_device(device: str | None, options: ClusterOptions) -> None:
         raise InvalidRequest("--device cuda with --ray needs --gpus-per-worker (the GPUs each worker takes)")
 
 
-def _reclaim_signals(signals: Any) -> None:
-    """ray.init installs its own SIGTERM handler in the driver: put the batch's back (HoldSignals)."""
-    for sig in signals.SIGNALS:
-        try:
-            signal.signal(sig, signals._handler)
-        except (ValueError, OSError):  # not the main thread
-            pass
-
-
 def connect(ray: Any, options: ClusterOptions, echo: Any) -> None:
     """Start or join the cluster (unless this program set Ray up itself)."""
     if ray.is_initialized():
@@ -290,32 +280,32 @@ def check_resources(ray: Any, options: ClusterOptions, echo: Any) -> None:
 
 
 class RayExecutor:
-    """BatchRun's executor on a Ray cluster (see the module doc)."""
+    """BatchRun's executor (batch.Executor) on a Ray cluster (see the module doc)."""
 
     def __init__(self, options: ClusterOptions) -> None:
         self.options = options
 
-    def __call__(self, run: Any, pending: list, out: Path, signals: Any) -> None:
+    def speak(self, run: Any, pending: list, signals: Any) -> None:
         ray = import_ray()
-        settings = run.run_settings()
-        check_device(settings["device"], self.options)
-        options = dataclasses.replace(self.options, cpus=settings["threads"] or 1)
-        session = _Session(ray, options, run, out, signals)
+        hardware = run.hardware()
+        check_device(hardware.device, self.options)
+        options = dataclasses.replace(self.options, cpus=hardware.threads or 1)
+        cluster_run = _ClusterRun(ray, options, run, signals)
         # Ray prints what its raylets report (a worker that died) on stdout, which carries only data
         with contextlib.redirect_stdout(sys.stderr):
             try:
-                session.start(pending)
-                session.loop()
+                cluster_run.start(pending)
+                cluster_run.loop()
             finally:
                 with signals.protect():  # a second Ctrl-C waits for the cluster to be let go
-                    session.close()
+                    cluster_run.close()
 
 
-class _Session:
+class _ClusterRun:
     """One run on the cluster: the workers, the groups to do, the calls in flight."""
 
-    def __init__(self, ray: Any, options: ClusterOptions, run: Any, out: Path, signals: Any) -> None:
-        self.ray, self.options, self.run, self.out, self.signals = ray, options, run, out, signals
+    def __init__(self, ray: Any, options: ClusterOptions, run: Any, signals: Any) -> None:
+        self.ray, self.options, self.run, self.signals = ray, options, run, signals
         self.echo = run.echo if not run.quiet else (lambda msg: run.echo(msg) if msg.startswith("Warning") else None)
         self.owns_ray = not ray.is_initialized()  # this run starts (or joins) Ray, and lets go at the end
         self.queue = None
@@ -336,15 +326,14 @@ class _Session:
         self.lines = {line.number: line for line in pending}
         self.todo = deque(make_groups([(ln, line_cost(ln.built.request)) for ln in pending], self.options.workers))
         connect(self.ray, self.options, self.echo)
-        _reclaim_signals(self.signals)
+        self.signals.reclaim()  # ray.init installs its own SIGTERM handler in the driver: the batch's again
         check_resources(self.ray, self.options, self.echo)
-        values = dict(self.run.run_settings().values)
-        model = Path(str(values["model"])).expanduser()
+        hardware = self.run.hardware()
+        model = Path(hardware.model).expanduser()
         if model.exists():  # a local checkpoint: the workers do not start in this folder
-            values["model"] = str(model.resolve())
-        self.values, self.encoder = values, any(ln.built.reference is not None for ln in pending)
-        progress = self.run.progress
-        if progress.enabled and progress.live:
+            hardware = dataclasses.replace(hardware, model=str(model.resolve()))
+        self.hardware, self.encoder = hardware, any(ln.built.reference is not None for ln in pending)
+        if self.run.progress.shows_steps:
             from ray.util.queue import Queue
 
             self.queue = Queue(maxsize=10_000, actor_options={"num_cpus": 0})
@@ -353,14 +342,14 @@ class _Session:
         self.t_start = time.perf_counter()
         count = min(self.options.workers, len(self.todo))
         each = "workers, each" if count > 1 else "worker,"
-        self.echo(f"Ray: starting {count} {each} loading the model ({values['model']})")
+        self.echo(f"Ray: starting {count} {each} loading the model ({hardware.model})")
         for _ in range(count):
             self._start_worker()
 
     def _start_worker(self) -> None:
         self.started += 1
         name = f"worker {self.started}"
-        actor = self.actor.remote(self.values, self.encoder, self.queue, name)
+        actor = self.actor.remote(self.hardware, self.encoder, self.queue, name)
         self.workers[name] = actor
         self.in_flight[actor.ready.remote()] = ("ready", name, None)
 
@@ -465,13 +454,12 @@ class _Session:
 
     def _save(self, outcome: Outcome) -> None:
         line = self.lines[outcome.number]
-        with self.signals.protect():  # the file and its record, or neither
-            if outcome.error is None:
-                self.run._save(line, outcome.result, self.out, time.perf_counter() - outcome.seconds)
-            elif outcome.ref_error:
-                self.run._fail(line, f"{line.built.settings.name('ref')}: {outcome.error}")
-            else:
-                self.run._fail(line, outcome.error)
+        if outcome.error is None:  # its seconds: from its group's start on the worker to its file here
+            self.run.save_result(line, outcome.result, time.perf_counter() - outcome.seconds)
+        elif outcome.ref_error:
+            self.run.fail_line(line, f"{line.built.settings.name('ref')}: {outcome.error}")
+        else:
+            self.run.fail_line(line, outcome.error)
 
     def _lost(self, name: str, group: Group | None, error: BaseException) -> None:
         """A worker died: its group goes to another worker (or fails), and a new worker starts."""

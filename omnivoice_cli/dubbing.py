@@ -31,12 +31,11 @@ a dub resumed from its stems is identical to one made in one go.
 from __future__ import annotations
 
 import json
-import secrets
 import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from . import settings as st
 from .cues import Cue, read_cues, timestamp
@@ -44,6 +43,7 @@ from .dialogue import Cast, Member, PlaceSource, check_voices, cue_speaker
 from .engine.errors import InvalidRequest, OmniVoiceError
 from .manifest import MANIFEST, ManifestWriter, read_manifest
 from .request import Built, References, Voices, build_request
+from .session import Hardware, Session, WarnOnce, random_seed, seed_for
 from .tracks import as_written, ms_to_samples, place
 
 GROUP_SIZE = 64  # pieces per Engine.generate call (the engine bounds each forward itself)
@@ -152,22 +152,26 @@ class DubRun:
     """One dub: plan every cue (no model), reuse stems, speak the rest, write the track."""
 
     def __init__(self, input_path: str, target: Any, *, preset: st.Preset | None, flags: dict[str, Any],
-                 cast: Cast, stems: str | None = None, overwrite: bool = False, quiet: bool = False,
-                 echo: Callable[[str], None] = print, stdout: Any = None) -> None:  # fmt: skip
+                 cast: Cast, stems: str | None = None, overwrite: bool = False, session: Session | None = None,
+                 stdout: Any = None) -> None:  # fmt: skip
         self.input_path, self.target, self.preset, self.flags = input_path, target, preset, flags
-        self.cast, self.stems, self.overwrite, self.quiet, self.echo = cast, stems, overwrite, quiet, echo
+        self.cast, self.stems, self.overwrite = cast, stems, overwrite
+        self.session = session or Session()  # how the run shows itself (the face's status line and bars)
+        self.echo = self.session.echo
         self.stdout = stdout
         self.refs, self.voices = References(), Voices()
         self.report = DubReport()
         self.track = None  # float32 [samples], allocated once the plan is checked
         self.manifest: ManifestWriter | None = None  # the stems folder's manifest
-        self._shown: set[str] = set()
+        self._once = WarnOnce(self._show_warning)
 
     def warn(self, message: str) -> None:
-        if message not in self._shown:
-            self._shown.add(message)
-            self.report.warnings.append(message)
-            self.echo(f"Warning: {message}")
+        """Show a warning, each text once for the whole dub."""
+        self._once([message])
+
+    def _show_warning(self, message: str) -> None:
+        self.report.warnings.append(message)
+        self.echo(f"Warning: {message}")
 
     def layers(self) -> list:
         """The preset and the flags; a cue's times fix its length, so a preset's speed, duration
@@ -183,7 +187,7 @@ class DubRun:
         for rec in earlier:
             if rec.get("status") in ("done", "reused") and isinstance(rec.get("seed"), int) and isinstance(rec.get("index"), int):
                 return rec["seed"] - rec["index"]
-        return secrets.randbelow(2**31)
+        return random_seed()
 
     def plan_cue(self, cue: Cue, base: int) -> CuePlan:
         """One cue's speaker, words, pieces and requests (InvalidRequest "FILE: line N: ...")."""
@@ -207,9 +211,7 @@ class DubRun:
         if seconds > MAX_SPEEDUP * max(slot, 1.0):
             raise InvalidRequest(f"{plan.where}: the cue's words take about {seconds:.0f} s to say, more than "
                                  f"{MAX_SPEEDUP:g} times its {slot:g} s: shorten them or lengthen the cue")  # fmt: skip
-        plan.seed = base + cue.index
-        if plan.seed > st.MAX_SEED:
-            raise InvalidRequest(f"seed {base} + {cue.index} is more than {st.MAX_SEED}: give a smaller --seed")
+        plan.seed = seed_for(base, cue.index)
         plan.pieces = cue_pieces(plan.text, cue.end_ms - cue.start_ms)
         if sum(ms for _, ms in plan.pieces) < cue.end_ms - cue.start_ms:
             self.warn(f"{plan.where}: the cue is longer than its words can fill (30 s a piece): its end is silent")
@@ -319,18 +321,16 @@ class DubRun:
     # -- speaking ----------------------------------------------------------------------------
 
     def speak(self, pending: list[CuePlan], signals: Any, out: Path | None, progress: Any) -> None:
-        from .commands.common import load_engine
-        from .progress import status
         from .request import finish_request
 
         built = [b for p in pending for b in p.built]
-        settings = self.cast.settings(None, self.layers())
-        engine, self.report.load_seconds = load_engine(settings, self.quiet)
+        hardware = Hardware.from_settings(self.cast.settings(None, self.layers()).values)
+        engine, self.report.load_seconds = self.session.load_engine(hardware)
         if engine.sample_rate != SAMPLE_RATE:
             raise OmniVoiceError(f"the model makes {engine.sample_rate} Hz audio; dub needs {SAMPLE_RATE} Hz")
         if any(b.reference for b in built):  # the encoder and the recordings: "voices prepared in"
             t_voice = time.perf_counter()
-            with status("preparing the reference voices ...", enabled=not self.quiet):
+            with self.session.status("preparing the reference voices ..."):
                 engine.load_encoder()
                 items = [(p, k, finish_request(engine, b, self.refs)) for p in pending for k, b in enumerate(p.built)]
             self.report.voice_seconds = time.perf_counter() - t_voice
@@ -417,7 +417,6 @@ class DubRun:
         A stop by Ctrl-C / SIGTERM is recorded in the report (finished stems are kept)."""
         import numpy as np
 
-        from .progress import BatchProgress
         from .signals import HoldSignals
 
         earlier = self.earlier()
@@ -428,7 +427,7 @@ class DubRun:
         self.track = np.zeros(self.report.track_samples, dtype=np.float32)
         if out is not None:
             self.reuse(out, earlier)
-        progress = BatchProgress(len(plans), enabled=not self.quiet, echo=self.echo, unit="cues")
+        progress = self.session.progress(len(plans))
         signals = HoldSignals().__enter__()
         try:
             with progress:

@@ -149,7 +149,7 @@ class StepProgress:
 class BatchProgress:
     """Two bars for `batch` (and `dub`, counting cues): items done / failed / skipped, moving as
     each one finishes, and the steps of the current forward loop. Not on a terminal: one plain
-    line per finished item.
+    line per finished item. The app layer sees it as a session.Progress (commands/ pass it in).
 
     On a terminal the bars start with the first forward (`step`) or finished item, not when the
     block is entered: the model is loaded in between, under its own spinner, and a run whose items
@@ -163,6 +163,11 @@ class BatchProgress:
         self._progress = self._console = None
         self._inside = False
         self._t0 = time.perf_counter()
+
+    @property
+    def shows_steps(self) -> bool:
+        """Whether step() shows anything (the bars, on a terminal): session.Progress."""
+        return self.enabled and self.live
 
     def __enter__(self) -> "BatchProgress":
         self._t0 = time.perf_counter()

@@ -5,18 +5,22 @@
     seed = random_seed()                  # a drawn seed: printed, so a run can be repeated
     seed_for(base, i)                     # item i of a run whose base seed is `base` (checked)
     shown = WarnOnce(warn); shown(["..."])
+    session = Session(echo=..., status=..., progress=..., notice=..., quiet=...)  # how a run shows itself
+    engine, seconds = session.load_engine(hw)
 
 `say`, `batch`, `dub`, the dialogue, `voice add`, the server and the Ray workers load their
-engine here; the face (commands/) only passes its status line and message printers in.
+engine here; the face (commands/) only passes its status line, progress bars and message printers
+in (a `Session`; the `Progress` protocol is what its bars implement).
 """
 
 from __future__ import annotations
 
 import secrets
+import sys
 import time
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Protocol
 
 from .engine.errors import InvalidRequest
 from .settings import MAX_SEED
@@ -48,11 +52,18 @@ class WarnOnce:
         self.show = show
         self.shown: list[str] = []
 
-    def __call__(self, warnings: Iterable[str]) -> None:
+    def new(self, warnings: Iterable[str]) -> list[str]:
+        """The warnings not seen before, in order (now seen; nothing is shown)."""
+        fresh = []
         for w in warnings:
             if w not in self.shown:
-                self.show(w)
                 self.shown.append(w)
+                fresh.append(w)
+        return fresh
+
+    def __call__(self, warnings: Iterable[str]) -> None:
+        for w in self.new(warnings):
+            self.show(w)
 
 
 @dataclass(frozen=True)
@@ -115,3 +126,82 @@ def load_engine(
         with status("the voice encoder"):
             engine.load_encoder()
     return engine, seconds
+
+
+# --------------------------------------------------------------------------------------------
+# How a run shows itself: the face passes its own in (commands/common.run_session)
+# --------------------------------------------------------------------------------------------
+
+Status = Callable[[str], AbstractContextManager]
+"""status(message): a context manager that shows `message` while its block runs (the face's
+status line: a spinner on a terminal, else one line)."""
+
+
+def no_status(message: str) -> AbstractContextManager:
+    return nullcontext()
+
+
+class Progress(Protocol):
+    """The progress of a run over many items (batch lines, dub cues); the face's bars implement it
+    (progress.BatchProgress). Entered around the speaking."""
+
+    shows_steps: bool  # step() shows something (a cluster gathers its workers' steps only then)
+
+    def __enter__(self) -> Any: ...
+
+    def __exit__(self, *exc: Any) -> Any: ...
+
+    def line(self, status: str, what: str = "") -> None:
+        """An item finished: status is done, failed or skipped; `what` names it (for a log)."""
+
+    def step(self, done: int, total: int) -> None:
+        """The engine's on_step: the current forward loop's step `done` of `total`."""
+
+
+class NoProgress:
+    """Progress that shows nothing (the default)."""
+
+    shows_steps = False
+
+    def __init__(self, total: int = 0) -> None:
+        self.total = total
+
+    def __enter__(self) -> "NoProgress":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+    def line(self, status: str, what: str = "") -> None:
+        return None
+
+    def step(self, done: int, total: int) -> None:
+        return None
+
+
+def _to_stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True)
+class Session:
+    """How one run shows itself, as the face set it up (the defaults: messages on stderr, no
+    status line, no bars, no engine notices), and its engine loaded through it.
+
+    echo: messages (warnings, errors, notes); quiet: the run's informational messages are off
+    (the face's status and bars already know it); status: the status line; progress(total): the
+    bars over a run of `total` items; notice: the engine's messages (licence, download)."""
+
+    echo: Callable[[str], None] = _to_stderr
+    quiet: bool = False
+    status: Status = no_status
+    progress: Callable[[int], Progress] = NoProgress
+    notice: Callable[[str], None] | None = None
+
+    def loading(self, what: str) -> AbstractContextManager:
+        """The status line while `what` loads: "loading the model (x) ..."."""
+        return self.status(f"loading {what} ...")
+
+    def load_engine(self, hw: Hardware, *, encoder: bool = False) -> tuple[Any, float]:
+        """load_engine(hw), with this session's status line and notices."""
+        return load_engine(hw, encoder=encoder, status=self.loading, on_notice=self.notice)

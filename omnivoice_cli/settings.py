@@ -452,19 +452,6 @@ def generation_kwargs(settings: Mapping[str, Any]) -> dict[str, Any]:
     return kwargs
 
 
-def engine_kwargs(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """The keyword arguments of Engine.load for quantize, compile and threads; only those asked for
-    (so the defaults leave Engine.load's own defaults alone)."""
-    kwargs: dict[str, Any] = {}
-    if settings.get("quantize") not in (None, "none"):
-        kwargs["quantize"] = settings["quantize"]
-    if settings.get("compile"):
-        kwargs["compile"] = True
-    if settings.get("threads") is not None:
-        kwargs["threads"] = settings["threads"]
-    return kwargs
-
-
 def check_engine_options(settings: dict[str, Any], sources: Mapping[str, Source] | None = None) -> str | None:
     """Refuse combinations Engine.load would refuse, before the model is loaded (SettingsError,
     in flag names). quantize int8 wants the CPU, float32 weights and no compile. A preset's int8

@@ -61,6 +61,15 @@ class HoldSignals:
                 pass
         self._old = {}
 
+    def reclaim(self) -> None:
+        """Install the handlers again, after a library put its own in their place (ray.init does,
+        for SIGTERM); leaving the block still restores the handlers from before it was entered."""
+        for sig in self.SIGNALS:
+            try:
+                signal.signal(sig, self._handler)
+            except (ValueError, OSError):  # not the main thread
+                pass
+
     def _handler(self, signum, frame) -> None:
         if self.stopping:
             return

@@ -78,7 +78,7 @@ class Hooks:
 
 
 class Shown(Protocol):
-    """Warnings shown once per run (commands.common.Warnings, session.WarnOnce): `shown` lists them."""
+    """Warnings shown once per run (session.WarnOnce): `shown` lists them."""
 
     shown: list[str]
 

@@ -622,13 +622,13 @@ def test_warnings_are_shown_once(invoke, fake_engine, tmp_path, home):
 
 
 def test_progress_gets_steps_and_lines(invoke, fake_engine, tmp_path, home, monkeypatch):
-    from omnivoice_cli import batch
+    from omnivoice_cli import progress
 
     seen = {"steps": [], "lines": []}
-    monkeypatch.setattr(batch.BatchProgress, "step", lambda self, d, t: seen["steps"].append((d, t)))
-    orig_line = batch.BatchProgress.line
+    monkeypatch.setattr(progress.BatchProgress, "step", lambda self, d, t: seen["steps"].append((d, t)))
+    orig_line = progress.BatchProgress.line
     monkeypatch.setattr(
-        batch.BatchProgress, "line", lambda self, s: (seen["lines"].append(s), orig_line(self, s))
+        progress.BatchProgress, "line", lambda self, s: (seen["lines"].append(s), orig_line(self, s))
     )
     src = write_jsonl(tmp_path / "jobs.jsonl", [{"text": "a", "num_step": 3}, "{bad", {"text": "c", "num_step": 2}])
     out = tmp_path / "out"
@@ -638,6 +638,38 @@ def test_progress_gets_steps_and_lines(invoke, fake_engine, tmp_path, home, monk
     assert r.exit_code == 1
     assert seen["steps"] == [(1, 3), (2, 3), (3, 3)]
     assert sorted(seen["lines"]) == ["done", "failed", "skipped"]
+
+
+def test_an_executor_needs_only_the_public_seam(tmp_path, home):
+    """batch.Executor: an executor that ends each line with save_result or fail_line (as
+    cluster.RayExecutor does) gets the files, the manifest and the counts of a local run; the run
+    needs nothing of the face (a bare session.Session: messages to a list, no bars)."""
+    from omnivoice_cli.batch import BatchRun
+    from omnivoice_cli.engine.pipeline import Result
+    from omnivoice_cli.session import Session
+
+    class Halves:  # line 1 spoken, line 2 failed, by no engine
+        def speak(self, run, pending, signals):
+            for line in pending:
+                if line.number == 1:
+                    audio, seed = np.zeros(2400, dtype=np.float32), line.settings["seed"]
+                    result = Result(audio=audio, sample_rate=24000, tokens=None, target_len=2, seed=seed)
+                    run.save_result(line, result, time.perf_counter())
+                else:
+                    run.fail_line(line, "no engine here")
+
+    src = tmp_path / "lines.txt"
+    src.write_text("One.\nTwo.\n")
+    said: list[str] = []
+    run = BatchRun(src, tmp_path / "out", preset=None, flags={"seed": 7}, session=Session(echo=said.append),
+                   executor=Halves())  # fmt: skip
+    report = run.run()
+    assert (report.done, report.failed, report.pending) == (1, 1, 0)
+    recs = by_line(tmp_path / "out")
+    assert recs[1]["status"] == "done" and recs[1]["seed"] == 7 and recs[1]["audio_seconds"] == 0.1
+    assert recs[2]["status"] == "failed" and recs[2]["error"] == "line 2: no engine here"
+    assert files_in(tmp_path / "out") == ["0001.wav", MANIFEST]
+    assert said == ["Error: line 2: no engine here"]
 
 
 def test_batch_and_presets_help_do_not_import_torch():

@@ -186,13 +186,6 @@ def test_chunk_settings_are_the_engines():
     assert GenerationConfig(**kwargs).audio_chunk_threshold == 12.0
 
 
-def test_engine_kwargs_only_what_is_asked():
-    assert st.engine_kwargs(st.DEFAULTS) == {}
-    s = {**st.DEFAULTS, "threads": 3, "quantize": "int8"}
-    assert st.engine_kwargs(s) == {"threads": 3, "quantize": "int8"}
-    assert st.engine_kwargs({**st.DEFAULTS, "compile": True}) == {"compile": True}
-
-
 @pytest.mark.parametrize(
     "changes,message",
     [

@@ -9,7 +9,7 @@ import typer
 from .. import settings as st
 from ..engine.errors import InvalidRequest
 from ..options import HARDWARE_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, SPEECH_SETTINGS, with_settings
-from .common import echo, run_settings, warn
+from .common import echo, run_session, run_settings, warn
 
 HELP = """Speak every line of INPUT into its own audio file in the folder -o.
 
@@ -148,7 +148,7 @@ def batch(
     subtitles = subtitles.lower().lstrip(".") if subtitles else None
     # a dry run needs no cluster (and no Ray), but --workers without --ray is still refused
     executor = None if dry_run and ray is not None else _executor(ray, workers, gpus_per_worker, preset, flags)
-    run = BatchRun(input, output, preset=chosen, flags=flags, overwrite=overwrite, quiet=quiet, echo=echo,
+    run = BatchRun(input, output, preset=chosen, flags=flags, overwrite=overwrite, session=run_session(quiet),
                    subtitles=subtitles, executor=executor)  # fmt: skip
     if dry_run:
         _dry_run(run, json_out)

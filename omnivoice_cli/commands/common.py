@@ -1,14 +1,15 @@
-"""What the commands share: messages on stderr, warnings shown once, loading the engine, and
-the hooks and held signals a run of speak.py is run under (`held(run)`)."""
+"""What the commands share: messages on stderr, the run's session (status line, bars), loading the
+engine, and the hooks and held signals a run of speak.py is run under (`held(run)`)."""
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any
 
 import typer
 
 from .. import settings as st
-from ..progress import loading, print_above
+from ..progress import BatchProgress, print_above, status
+from ..session import Hardware, Session
 
 
 def usage_error(message: str, ctx: Any = None) -> Exception:
@@ -31,19 +32,6 @@ def error(msg: str) -> None:
 
 def warn(msg: str) -> None:
     echo(f"Warning: {msg}")
-
-
-class Warnings:
-    """Warnings on stderr, each once."""
-
-    def __init__(self) -> None:
-        self.shown: list[str] = []
-
-    def __call__(self, warnings: Iterable[str]) -> None:
-        for w in warnings:
-            if w not in self.shown:
-                warn(w)
-                self.shown.append(w)
 
 
 def notice(quiet: bool):
@@ -95,11 +83,18 @@ def run_settings(preset: str | None, flags: dict[str, Any]) -> tuple[st.Preset |
     return chosen, resolved
 
 
-def load_engine(settings: st.Resolved | dict[str, Any], quiet: bool, encoder: bool = False) -> tuple[Any, float]:
+def run_session(quiet: bool, unit: str = "lines") -> Session:
+    """The app layer's session of a command: messages on stderr, the status line and the bars
+    (progress.py; counting `unit`) unless quiet, the engine's notices unless quiet."""
+    shown = not quiet
+    return Session(
+        echo=echo, quiet=quiet, notice=notice(quiet),
+        status=lambda message: status(message, enabled=shown),
+        progress=lambda total: BatchProgress(total, enabled=shown, echo=echo, unit=unit),
+    )  # fmt: skip
+
+
+def load_engine(settings: st.Resolved, quiet: bool, encoder: bool = False) -> tuple[Any, float]:
     """Load the model the settings name (a status line while it loads), and the codec's encoder
     when a recording is to be cloned; returns (engine, seconds): session.load_engine."""
-    from ..session import Hardware, load_engine as load
-
-    values = settings.values if isinstance(settings, st.Resolved) else settings
-    status = lambda what: loading(what, enabled=not quiet)  # noqa: E731
-    return load(Hardware.from_settings(values), encoder=encoder, status=status, on_notice=notice(quiet))
+    return run_session(quiet).load_engine(Hardware.from_settings(settings.values), encoder=encoder)

@@ -16,7 +16,8 @@ from typing import Any
 
 import typer
 
-from .common import Warnings, echo, held, hooks, run_settings, stdout_is_terminal, warn
+from ..session import WarnOnce
+from .common import echo, held, hooks, run_settings, stdout_is_terminal, warn
 
 
 def _report(report: Any, t_start: float, json_out: bool, quiet: bool) -> None:
@@ -73,7 +74,7 @@ def say_dialogue(script: str, name: str, preset: str | None, flags: dict, cast: 
         return _dry_run(planned.lines, json_out)
     target = output_target(output, settings, stdout_is_terminal)
     subs_path = check_subtitles_path(subtitles) if subtitles else None
-    shown = Warnings()
+    shown = WarnOnce(warn)
     for _, b in planned.lines:
         shown(b.warnings)
     run = DialogueRun(planned, target, Hardware.from_settings(settings.values), gap=gap_s, subtitles=subs_path,

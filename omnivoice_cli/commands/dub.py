@@ -10,7 +10,7 @@ import typer
 
 from .. import settings as st
 from ..options import HARDWARE_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, with_settings
-from .common import echo, error, run_settings, warn
+from .common import echo, error, run_session, run_settings, warn
 
 HELP = """Speak every cue of an SRT or WebVTT file into one audio track, each in its time slot.
 
@@ -125,7 +125,7 @@ def dub(
     the_cast = Cast.parse(cast)
     target = _target(input, output, settings, force or overwrite, dry_run)
     run = DubRun(input, target, preset=chosen, flags=flags, cast=the_cast, stems=stems, overwrite=overwrite,
-                 quiet=quiet, echo=echo, stdout=typer.get_binary_stream("stdout"))  # fmt: skip
+                 session=run_session(quiet, unit="cues"), stdout=typer.get_binary_stream("stdout"))  # fmt: skip
     if dry_run:
         return _dry_run(run, json_out)
     report = run.run()

@@ -13,7 +13,8 @@ from .. import settings as st
 from ..engine.errors import InvalidRequest
 from ..options import HARDWARE_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, SPEECH_SETTINGS, with_settings
 from ..helpfmt import BARE
-from .common import Warnings, echo, held, hooks, run_settings, stdout_is_terminal, usage_error, warn
+from ..session import WarnOnce
+from .common import echo, held, hooks, run_settings, stdout_is_terminal, usage_error, warn
 
 HELP = """Speak TEXT (or the text of -f FILE): play it, or write it to a file (-o), or to stdout (-o -).
 
@@ -235,7 +236,7 @@ def say(
     _, settings = run_settings(preset, flags)
     refs = References()
     built = build_request(text_value, settings, refs=refs, voices=Voices())
-    shown = Warnings()
+    shown = WarnOnce(warn)
     shown(built.warnings)
     if dry_run:
         _dry_run(built, json_out)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 from typing import Optional
 
 import typer
@@ -60,15 +59,14 @@ def check_stack() -> None:
 
 
 def _loader(settings: st.Resolved, quiet: bool):
-    def load():
-        from ..engine import pipeline
+    """The server's engine, loaded once it listens (session.load_engine; no status line: the
+    'listening ... loading the model' line says it)."""
+    from ..session import Hardware, load_engine
 
-        t0 = time.perf_counter()
-        values = settings.values
-        engine = pipeline.Engine.load(values["model"], device=values["device"], dtype=values["dtype"],
-                                      on_notice=notice(quiet), **st.engine_kwargs(values))  # fmt: skip
+    def load():
+        engine, seconds = load_engine(Hardware.from_settings(settings.values), on_notice=notice(quiet))
         if not quiet:
-            echo(f"omnivoice serve: model loaded in {time.perf_counter() - t0:.1f} s; ready")
+            echo(f"omnivoice serve: model loaded in {seconds:.1f} s; ready")
         return engine
 
     return load

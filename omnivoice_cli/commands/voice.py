@@ -10,7 +10,8 @@ import typer
 from ..engine.errors import InvalidRequest
 from ..helpfmt import HelpCommand, HelpGroup
 from ..options import NO_FLAGS, QUIET_OPTION, with_settings
-from .common import Warnings, echo, load_engine, run_settings, warn
+from ..session import WarnOnce
+from .common import echo, load_engine, run_settings, warn
 
 app = typer.Typer(
     cls=HelpGroup,
@@ -60,7 +61,7 @@ def voice_add(
     path = voices.check_reference_file(ref)
     refs = References()
     reference = refs.prepare(path, voices.reference_transcript(path, ref_text))
-    shown = Warnings()
+    shown = WarnOnce(warn)
     shown(reference.warnings)
     engine, _ = load_engine(settings, quiet, encoder=True)
     prompt = refs.encode(engine, reference)

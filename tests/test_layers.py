@@ -1,0 +1,232 @@
+"""The layers, imports one way (issue 24, check 1): the import graph of omnivoice_cli, read with `ast`.
+
+Every import counts: at module level, inside functions and under `if TYPE_CHECKING:`, relative
+ones resolved. The graph has one node per module (a package is its __init__.py); `from X import
+a` is an edge to X, and to X.a too when that is a module.
+
+- the face (FACE below) is the only part that imports typer, rich or click, and nothing outside it
+  imports it (so nothing below commands/ imports commands/, and batch or dub never reach the bars);
+- the engine (engine/) imports nothing of the package outside itself (test_code_shape checks that
+  it imports no UI library or web framework either);
+- no two modules import each other, directly or around a longer cycle.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "omnivoice_cli"
+
+# The layers, by path inside omnivoice_cli/: a file ("cli.py") or a folder ("commands/"). Moving the
+# face into a folder of its own changes only this line.
+FACE = ("cli.py", "commands/", "options.py", "helpfmt.py", "progress.py")
+ENGINE = ("engine/",)
+UI_LIBRARIES = ("typer", "rich", "click")  # the face's alone
+
+# Cycles that other branches of issue 24 remove (say <-> dialogue in commands/: i24-cmds; engine/hub
+# <-> engine/weights: i24-engine). Listed so this branch passes; empty this set once they are merged
+# (the test fails while a listed cycle is gone, to say so).
+KNOWN_CYCLES_BEING_REMOVED: set[frozenset[str]] = {
+    frozenset({"commands.dialogue", "commands.say"}),
+    frozenset({"engine.hub", "engine.weights"}),
+}
+
+
+@dataclass(frozen=True)
+class Import:
+    source: str  # the importing module, relative to the package ("commands.say")
+    target: str  # what it imports: a module of the package ("settings") or an outside one ("typer.main")
+    line: int
+    inside: bool  # a module of the package (else an outside library)
+
+    def where(self) -> str:
+        return f"{_path(self.source)}:{self.line}"
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)  # "" is the package itself
+
+
+@lru_cache(maxsize=None)
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _path(module: str) -> str:
+    return str(_modules()[module].relative_to(PACKAGE))
+
+
+def _in(module: str, layer: tuple[str, ...]) -> bool:
+    """Whether a module lies in a layer given as files and folders (see FACE)."""
+    path = _path(module)
+    return any(path.startswith(entry) if entry.endswith("/") else path == entry for entry in layer)
+
+
+def _resolve(source: str, node: ast.ImportFrom) -> str:
+    """The absolute name (inside the package: relative to it, "" the package) of `from ... import`."""
+    if node.level == 0:
+        return _absolute(node.module or "")
+    package = source.split(".") if _modules()[source].name == "__init__.py" else source.split(".")[:-1]
+    package = [p for p in package if p]
+    if node.level - 1 > len(package):
+        raise AssertionError(f"{_path(source)}:{node.lineno}: a relative import above the package")
+    base = package[: len(package) - (node.level - 1)]
+    return ".".join([*base, *([node.module] if node.module else [])])
+
+
+def _absolute(name: str) -> str:
+    """An absolute module name as _resolve gives it: "omnivoice_cli.x.y" -> "x.y", "typer" -> "omnivoice_cli:typer"."""
+    if name == "omnivoice_cli":
+        return ""
+    if name.startswith("omnivoice_cli."):
+        return name[len("omnivoice_cli.") :]
+    return "omnivoice_cli:" + name
+
+
+def _as_import(source: str, name: str, line: int) -> Import:
+    """An import of `name`: "omnivoice_cli:X" marks an outside library X; else a name in the package,
+    whose nearest module is the target."""
+    if name.startswith("omnivoice_cli:"):
+        return Import(source, name.split(":", 1)[1], line, inside=False)
+    modules = _modules()
+    target = name
+    while target not in modules:
+        target = target.rpartition(".")[0]
+    return Import(source, target, line, inside=True)
+
+
+@lru_cache(maxsize=None)
+def _imports() -> tuple[Import, ...]:
+    found = []
+    for source, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Import):
+                found += [_as_import(source, _absolute(alias.name), node.lineno) for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = _resolve(source, node)
+                found.append(_as_import(source, base, node.lineno))
+                if not base.startswith("omnivoice_cli:"):
+                    for alias in node.names:  # `from . import settings`: the module settings
+                        name = f"{base}.{alias.name}" if base else alias.name
+                        if name in _modules():
+                            found.append(_as_import(source, name, node.lineno))
+    return tuple(found)
+
+
+def _graph() -> dict[str, dict[str, Import]]:
+    """module -> {module it imports: the first such import}."""
+    graph: dict[str, dict[str, Import]] = {m: {} for m in _modules()}
+    for imp in _imports():
+        if imp.inside and imp.target != imp.source:
+            graph[imp.source].setdefault(imp.target, imp)
+    return graph
+
+
+def _cycles(graph: dict[str, dict[str, Import]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:  # the package has a few dozen modules: recursion is fine
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def _cycle_path(graph: dict[str, dict[str, Import]], component: list[str]) -> str:
+    """One cycle through the component's first module, each step with its file and line."""
+    start, members = component[0], set(component)
+    paths = {start: [start]}
+    queue = [start]
+    while queue:  # breadth first: the shortest way back to start
+        v = queue.pop(0)
+        for w in sorted(graph[v]):
+            if w == start:
+                path = [*paths[v], start]
+                return " -> ".join(f"{a} ({graph[a][b].where()})" for a, b in zip(path, path[1:])) + f" -> {start}"
+            if w in members and w not in paths:
+                paths[w] = [*paths[v], w]
+                queue.append(w)
+    raise AssertionError(f"no cycle through {start}")  # a component always has one
+
+
+# ------------------------------------------------------------------------------------------- the checks
+
+
+def test_the_graph_sees_the_imports_it_must():
+    """The walk finds imports of each kind (else the checks below would pass on an empty graph)."""
+    edges = {(i.source, i.target) for i in _imports()}
+    assert ("commands.common", "session") in edges  # relative, module level: from ..session import ...
+    assert ("commands.say", "settings") in edges  # from .. import settings as st
+    assert ("batch", "output") in edges  # inside a function: from .output import FORMATS, ...
+    assert ("session", "engine.pipeline") in edges  # inside a function: from .engine import pipeline
+    assert ("cli", "typer") in {(i.source, i.target.split(".")[0]) for i in _imports() if not i.inside}
+    assert _in("commands.batch", FACE) and _in("cli", FACE) and not _in("batch", FACE) and _in("engine.text", ENGINE)
+
+
+def test_only_the_face_imports_typer_rich_or_click():
+    found = [f"{i.where()} imports {i.target}" for i in _imports()
+             if not i.inside and i.target.split(".")[0] in UI_LIBRARIES and not _in(i.source, FACE)]  # fmt: skip
+    assert not found, "\n".join(found)
+
+
+def test_nothing_outside_the_face_imports_the_face():
+    """commands/, the help, the options and the bars are imported only by the face itself: the app
+    layer, the server and the engine take callbacks (session.Session, session.Progress) instead."""
+    found = [f"{i.where()} imports {i.target}" for i in _imports()
+             if i.inside and _in(i.target, FACE) and not _in(i.source, FACE)]  # fmt: skip
+    assert not found, "\n".join(found)
+
+
+def test_the_engine_imports_nothing_of_the_package_outside_it():
+    found = [f"{i.where()} imports {i.target or 'omnivoice_cli'}" for i in _imports()
+             if _in(i.source, ENGINE) and i.inside and not _in(i.target, ENGINE) and i.target != ""]  # fmt: skip
+    assert not found, "\n".join(found)
+
+
+def test_no_import_cycles():
+    graph = _graph()
+    components = _cycles(graph)
+    new = [_cycle_path(graph, c) for c in components if frozenset(c) not in KNOWN_CYCLES_BEING_REMOVED]
+    assert new == [], "import cycles:\n" + "\n".join(new)
+    gone = [sorted(c) for c in KNOWN_CYCLES_BEING_REMOVED if sorted(c) not in components]
+    assert gone == [], f"these cycles are gone: remove them from KNOWN_CYCLES_BEING_REMOVED: {gone}"
+
+
+def test_the_cycle_finder_finds_a_cycle_and_its_path():
+    """The cycle check on a small made-up graph (a -> b -> c -> a; d only imports a), so that it
+    cannot pass by finding nothing."""
+    edges = {"a": ["b"], "b": ["c"], "c": ["a"], "d": ["a"]}
+    graph = {m: {t: Import("cli", t, 7, True) for t in targets} for m, targets in edges.items()}
+    assert _cycles(graph) == [["a", "b", "c"]]
+    assert _cycle_path(graph, ["a", "b", "c"]) == "a (cli.py:7) -> b (cli.py:7) -> c (cli.py:7) -> a"
