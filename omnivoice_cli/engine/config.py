@@ -15,6 +15,8 @@ from pathlib import Path
 
 from .errors import CheckpointError, InvalidRequest
 
+SAMPLE_RATE = 24_000  # Hz: the codec's, so every audio in and out (ModelConfig.sample_rate reads a checkpoint's)
+
 
 @dataclass(frozen=True)
 class BackboneConfig:
@@ -37,7 +39,7 @@ class BackboneConfig:
 class CodecConfig:
     """The Higgs-Audio-v2 codec (decode path and encode path)."""
 
-    sample_rate: int = 24000  # codec input/output rate
+    sample_rate: int = SAMPLE_RATE  # codec input/output rate
     hop_length: int = 960  # samples per frame (product of the ratios)
     num_quantizers: int = 8  # RVQ levels used (= num_audio_codebook)
     codebook_size: int = 1024  # entries per RVQ level
@@ -61,7 +63,7 @@ class ModelConfig:
     num_audio_codebook: int = 8  # codebook rows per canvas position
     audio_vocab_size: int = 1025  # 1024 codes + the mask id
     audio_mask_id: int = 1024  # id of a not-yet-revealed audio token
-    sample_rate: int = 24000  # output audio rate
+    sample_rate: int = SAMPLE_RATE  # output audio rate
     frame_rate: float = 25.0  # audio frames per second
     max_target_seconds: float = 30.0  # longest single generation (longer text is chunked)
     max_request_seconds: float = 4 * 3600.0  # longest audio of one request, pauses included (estimated)
@@ -213,7 +215,7 @@ def _codec_from_config(c: dict, where: Path) -> CodecConfig:
     sc = _dict(c.get("semantic_model_config"), where, "semantic_model_config")
     up = _ratios(ac, "upsampling_ratios", where, CodecConfig.upsampling_ratios)
     down = _ratios(ac, "downsampling_ratios", where, CodecConfig.downsampling_ratios)
-    sample_rate = _int(c, "sample_rate", where, 1000, 384_000, 24000)
+    sample_rate = _int(c, "sample_rate", where, 1000, 384_000, SAMPLE_RATE)
     hop = math.prod(up)
     bandwidths = c.get("target_bandwidths", [0.5, 1, 1.5, 2])
     if not isinstance(bandwidths, list) or not bandwidths:
