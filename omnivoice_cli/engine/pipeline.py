@@ -10,11 +10,11 @@ The engine never imports typer or rich; progress leaves it through `on_step(done
 from __future__ import annotations
 
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from .config import GenerationConfig, ModelConfig
+from .config import GenerationConfig, ModelConfig, value_rule
 from .errors import InvalidRequest
 from .pieces import Piece, RequestPieces
 
@@ -64,10 +64,11 @@ def validate_request(req: Request, cfg: ModelConfig | None = None) -> list[str]:
 
     cfg = cfg or ModelConfig()
     textmod.check_text(req.text)
-    if req.speed is not None and not req.speed > 0:
-        raise InvalidRequest(f"{req.speed} is not allowed: use a number > 0 (1.0 is normal)", "speed")
-    if req.duration is not None and not 0 < req.duration <= cfg.max_target_seconds:
-        raise InvalidRequest(f"{req.duration} is not allowed: use seconds in (0, {cfg.max_target_seconds:g}]", "duration")
+    speed, duration = value_rule("speed"), replace(value_rule("duration"), high=cfg.max_target_seconds)
+    if req.speed is not None and not speed.ok(req.speed):
+        raise InvalidRequest(f"{req.speed} is not allowed: use {speed.allowed}", "speed")
+    if req.duration is not None and not duration.ok(req.duration):
+        raise InvalidRequest(f"{req.duration} is not allowed: use {duration.allowed}", "duration")
     if req.ref is not None:
         _check_voice(req.ref, cfg)
     warnings = []
@@ -232,8 +233,6 @@ def _fit_pieces(pieces: list[Piece], ref: tuple | None, cfg: ModelConfig, prefer
     against it. A piece too long is cut (`text.cut_to_length`) into pieces of about `preferred`
     frames (the chunk duration); one that would have to be cut under MIN_CUT_CHARS characters
     (a speed or a voice that makes a few letters last many seconds) is an InvalidRequest."""
-    from dataclasses import replace as _replace
-
     from .text import cut_to_length
 
     limit = int(cfg.max_target_seconds * cfg.frame_rate)
@@ -256,10 +255,10 @@ def _fit_pieces(pieces: list[Piece], ref: tuple | None, cfg: ModelConfig, prefer
                 f"generation is at most {cfg.max_target_seconds:g} s (a higher speed, or a voice whose transcript "
                 "matches its recording)"
             )
-        queue += [_replace(piece, text=t) for t in reversed(cut)]
+        queue += [replace(piece, text=t) for t in reversed(cut)]
     chunks: dict[int, int] = {}
     for k, piece in enumerate(out):  # number the chunks of each part again, in order
-        out[k] = _replace(piece, chunk=chunks.setdefault(piece.part, 0))
+        out[k] = replace(piece, chunk=chunks.setdefault(piece.part, 0))
         chunks[piece.part] += 1
     return out, frames
 
