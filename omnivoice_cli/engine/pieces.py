@@ -10,14 +10,16 @@ and sentences, `streaming.cut_request`), but run the pieces by this one policy:
 - the seed of piece k is the request's seed + k;
 - what a finished piece unlocks: with a reference (or a single piece) every piece is ready at
   once and unlocks nothing; without one, piece 0 unlocks all the others;
-- a finished piece's output is accepted in one place, `RequestPieces.accept` (a driver's kind
-  keeps its codes, or renders its audio); a per-piece check (speech recognition) hooks in there.
+- a finished piece's output is accepted in one place, `accept`: `pipeline.JoinedPieces` keeps its
+  codes (decoded and joined when all are done), `streaming.StreamedPieces` renders its audio (and
+  hands the segments out in order, for the streamed render and the service). A per-piece check
+  (speech recognition) hooks in there, once.
 
 A driver keeps only its admission policy: which ready pieces go into the next forward.
 
-    pieces = SomePieces(...)               # a subclass: what is done with a finished piece
+    pieces = JoinedPieces(engine, plan)    # or StreamedPieces(engine, req, config)
     jobs = [pieces.job(k) for k in pieces.first()]
-    ...                                    # a job finishes in the loop:
+    ...                                    # piece k's job finishes in the loop:
     jobs += [pieces.job(j) for j in pieces.done(k, job)]
 """
 
