@@ -12,54 +12,34 @@ the lengths the model is asked for, before silence removal.
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import settings as st
 from .request import Built
 
+if TYPE_CHECKING:
+    from .engine.pipeline import VoiceShape
 
-def _voice(built: Built) -> Any:
-    """The request's voice for estimates: a saved voice as is; a recording by its prepared length."""
+
+def _voice(built: Built) -> VoiceShape | None:
+    """A recording's voice by its prepared length (it is not encoded in a dry run); None for the
+    request's own voice (a saved voice, or none)."""
+    from .engine.pipeline import VoiceShape
+
     if built.reference is None:
-        return built.request.ref
-    from .engine.text import add_punctuation
-    from .engine.voice import HOP_LENGTH
-
-    frames = len(built.reference.prepared.wav) // HOP_LENGTH
-    return SimpleNamespace(codes=SimpleNamespace(shape=(8, frames)), text=add_punctuation(built.reference.transcript))
-
-
-def _piece_frames(plan: Any, voice: Any, frame_rate: float) -> list[int]:
-    """Frames the engine would generate for each piece (chunks estimated as Engine.prepare does:
-    against the voice, or without one against the text's first chunk)."""
-    from .engine.text import resolve_target_len
-
-    frames: list[int] = []
-    for k, piece in enumerate(plan.pieces):
-        if piece.target_len is not None:
-            frames.append(piece.target_len)
-            continue
-        ref_text, ref_len = (voice.text, voice.codes.shape[-1]) if voice is not None else (None, None)
-        if voice is None and k > 0:
-            ref_text, ref_len = plan.pieces[0].text, frames[0]  # piece 0 is the voice of the others
-        target, _ = resolve_target_len(piece.text, ref_text, ref_len, piece.speed, None, frame_rate)
-        frames.append(target)
-    return frames
+        return None
+    return VoiceShape.of_recording(len(built.reference.prepared.wav), built.reference.transcript)
 
 
 def describe(built: Built) -> dict[str, Any]:
     """The dry run of one request (see the module doc)."""
-    import dataclasses
-
     from .engine.config import ModelConfig
     from .engine.pipeline import plan_request
     from .engine.text import resolve_language
 
     cfg = ModelConfig()
-    voice = _voice(built)
-    plan = plan_request(dataclasses.replace(built.request, ref=voice), cfg)
-    frames = _piece_frames(plan, voice, cfg.frame_rate)
+    plan = plan_request(built.request, cfg, _voice(built))
+    frames = plan.frames  # each piece's, as the engine estimates it (chunks after 0 against piece 0 without a voice)
     pieces = [{"text": p.text.strip(), "seconds": round(f / cfg.frame_rate, 2)} for p, f in zip(plan.pieces, frames)]
     settings = {key: {"value": built.settings[key], "from": built.settings.source(key).describe()}
                 for key in st.SCHEMA}  # fmt: skip

@@ -40,6 +40,7 @@ from typing import Any
 from . import settings as st
 from .cues import Cue, read_cues, timestamp
 from .dialogue import Cast, Member, PlaceSource, check_voices, cue_speaker
+from .engine.config import SAMPLE_RATE
 from .engine.errors import InvalidRequest, OmniVoiceError
 from .manifest import MANIFEST, ManifestWriter, read_manifest
 from .request import Built, References, Voices, build_request
@@ -49,7 +50,6 @@ from .tracks import as_written, ms_to_samples, place
 GROUP_SIZE = 64  # pieces per Engine.generate call (the engine bounds each forward itself)
 MAX_CUES = 20_000  # cues in one file (a feature film has about 2,000)
 MAX_TRACK_SECONDS = 4 * 3600  # the longest track (4 h: 1.4 GB of float32 samples while assembled)
-SAMPLE_RATE = 24000
 NOT_FOR_CUES = ("speed", "duration", "chunk_duration", "chunk_threshold")  # settings a cue's times replace
 MAX_SPEEDUP = 10  # a cue's words may take at most this many times its length (or 1 s) to say
 FAST_SPEED = 2.0  # a cue whose words must be said faster than this (x their natural time) is warned about

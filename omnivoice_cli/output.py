@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Callable
 
+from .engine.config import SAMPLE_RATE
 from .engine.errors import InvalidRequest, OmniVoiceError
 
 STDOUT = "-"
@@ -446,7 +447,7 @@ def _aac_ffmpeg(a, sample_rate: int, muxer: str) -> bytes:
 
 def pcm16(audio) -> bytes:
     """s16le bytes of mono float `audio`: exactly the sample data of the WAV (and raw) output."""
-    return encode(audio, 24000, "RAW", "PCM_16")  # the rate is not stored in raw PCM
+    return encode(audio, SAMPLE_RATE, "RAW", "PCM_16")  # the rate is not stored in raw PCM
 
 
 def write_audio(audio, sample_rate: int, target: OutputTarget, stdout: BinaryIO | None = None) -> None:
@@ -606,7 +607,7 @@ def mp3_frame_length(header: bytes) -> int | None:
 class StreamEncoder:
     """Float32 pieces in, the bytes of one audio stream out, in order, never seeking back.
 
-        enc = StreamEncoder("wav", 24000)
+        enc = StreamEncoder("wav", SAMPLE_RATE)
         for piece in pieces:
             send(enc.feed(piece))     # may be b"" while a lossy encoder fills a frame
         send(enc.finish())
@@ -746,7 +747,7 @@ class StreamWriter:
     """Writes float32 pieces as one stream of `fmt` to `out` (a file descriptor or a binary file),
     each piece's bytes as soon as it is fed.
 
-        with StreamWriter(sys.stdout.buffer, "wav", 24000) as w:
+        with StreamWriter(sys.stdout.buffer, "wav", SAMPLE_RATE) as w:
             for piece in pieces:
                 w.write(piece)
     """

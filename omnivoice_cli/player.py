@@ -34,6 +34,7 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
+from .engine.config import SAMPLE_RATE
 from .engine.errors import OmniVoiceError, install_hint
 
 ENV_PLAYER = "OMNIVOICE_PLAYER"
@@ -67,7 +68,7 @@ def platform_name(platform: str | None = None) -> str:
     return "darwin" if platform == "darwin" else "linux"
 
 
-def player_commands(sample_rate: int = 24000, platform: str | None = None) -> list[Candidate]:
+def player_commands(sample_rate: int = SAMPLE_RATE, platform: str | None = None) -> list[Candidate]:
     """The players looked for on PATH, in order: ffplay and mpv anywhere, then the platform's own
     (aplay, paplay, pw-play on Linux; afplay on macOS; Windows has winsound, not a command). All
     but afplay read raw s16le mono at sample_rate on stdin; afplay plays a WAV file."""
@@ -92,7 +93,7 @@ def player_commands(sample_rate: int = 24000, platform: str | None = None) -> li
 def candidates(
     env: Mapping[str, str] | None = None,
     which: Callable[[str], str | None] = shutil.which,
-    sample_rate: int = 24000,
+    sample_rate: int = SAMPLE_RATE,
     platform: str | None = None,
 ) -> tuple[list[Candidate], list[str]]:
     """The ways to play, in order of preference, and a note for each one passed over."""
@@ -151,7 +152,7 @@ def portaudio_hint(platform: str | None = None) -> str:
 
 
 def open_player(
-    sample_rate: int = 24000,
+    sample_rate: int = SAMPLE_RATE,
     *,
     env: Mapping[str, str] | None = None,
     which: Callable[[str], str | None] = shutil.which,

@@ -264,20 +264,15 @@ def build_request(
 def check_size(request: Any, reference: Reference | None = None) -> None:
     """The engine's bounds on a request's pieces and length (plan_request), checked before the
     model loads: a recording still to encode stands in by its prepared length."""
-    from types import SimpleNamespace
-
     from .engine.config import ModelConfig
-    from .engine.pipeline import check_transcript, plan_request
-    from .engine.text import add_punctuation
+    from .engine.pipeline import VoiceShape, check_transcript, plan_request
 
     cfg = ModelConfig()
+    voice = None
     if reference is not None:
         check_transcript(reference.transcript, cfg, "ref")
-        frames = int(len(reference.prepared.wav) * cfg.frame_rate // cfg.sample_rate)
-        stand_in = SimpleNamespace(codes=SimpleNamespace(shape=(cfg.num_audio_codebook, frames)),
-                                   text=add_punctuation(reference.transcript))  # fmt: skip
-        request = dataclasses.replace(request, ref=stand_in)
-    plan_request(request, cfg)
+        voice = VoiceShape.of_recording(len(reference.prepared.wav), reference.transcript, cfg)
+    plan_request(request, cfg, voice)
 
 
 def finish_request(engine: Any, built: Built, refs: References) -> Any:

@@ -39,7 +39,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Callable, Iterable, Mapping
 
-from .engine.config import GenerationConfig, ModelConfig
+from .engine.config import GenerationConfig, ModelConfig, value_rule
 from .output import AUDIO_FORMATS
 
 DEFAULT_MODEL = "k2-fsa/OmniVoice"  # hub id used when neither --model nor $OMNIVOICE_MODEL is given
@@ -99,6 +99,12 @@ def _setting(name, kind, default, help, panel, allowed="", ok=None, **kw) -> Set
     return Setting(name, kind, default, help, panel, allowed, ok, **kw)
 
 
+def _engine(name: str) -> tuple[str, Callable[[Any], bool]]:
+    """(allowed, ok) of a value the engine checks: its own rule (engine.config.VALUE_RULES)."""
+    rule = value_rule(name)
+    return rule.allowed, rule.ok
+
+
 _ANY_NUMBER = "a number"
 _HW = frozenset({FLAG, PRESET})  # run-wide: a preset or a flag, not a line or a request
 
@@ -106,29 +112,28 @@ SCHEMA: dict[str, Setting] = {
     s.name: s
     for s in [
         _setting("num_step", int, _GEN.num_step, "Diffusion steps: fewer is faster, rougher.", "Generation",
-                 f"an integer in 1..{MAX_NUM_STEP}", lambda v: 1 <= v <= MAX_NUM_STEP, metavar="N"),
+                 *_engine("num_step"), metavar="N"),
         _setting("guidance_scale", float, _GEN.guidance_scale, "Classifier-free guidance (0 skips it).",
-                 "Generation", "a number >= 0", lambda v: v >= 0, high=100.0, metavar="G"),
+                 "Generation", *_engine("guidance_scale"), high=100.0, metavar="G"),
         _setting("t_shift", float, _GEN.t_shift, "Time-step shift of the reveal schedule.", "Generation",
-                 "a number > 0", lambda v: v > 0, high=100.0, metavar="S"),
+                 *_engine("t_shift"), high=100.0, metavar="S"),
         _setting("layer_penalty_factor", float, _GEN.layer_penalty_factor, "Penalty per codebook layer.",
-                 "Generation", "a number >= 0", lambda v: v >= 0, high=1000.0, metavar="F"),
+                 "Generation", *_engine("layer_penalty_factor"), high=1000.0, metavar="F"),
         _setting("position_temperature", float, _GEN.position_temperature,
-                 "Noise on which positions are revealed (0 = greedy).", "Generation", "a number >= 0",
-                 lambda v: v >= 0, high=1000.0, metavar="T"),
+                 "Noise on which positions are revealed (0 = greedy).", "Generation",
+                 *_engine("position_temperature"), high=1000.0, metavar="T"),
         _setting("class_temperature", float, _GEN.class_temperature, "Noise on the token choice (0 = argmax).",
-                 "Generation", "a number >= 0", lambda v: v >= 0, high=1000.0, metavar="T"),
+                 "Generation", *_engine("class_temperature"), high=1000.0, metavar="T"),
         _setting("denoise", bool, _GEN.denoise, "The denoise token when cloning a voice.", "Generation",
                  "true or false"),
-        _setting("speed", float, None, "Speaking rate (1.2 = faster).", "Voice", "a number > 0 (1.0 is normal)",
-                 lambda v: v > 0, low=0.1, high=10.0, metavar="X", default_help="1.0"),
+        _setting("speed", float, None, "Speaking rate (1.2 = faster).", "Voice", *_engine("speed"),
+                 low=0.1, high=10.0, metavar="X", default_help="1.0"),
         _setting("duration", float, None, f"Length in seconds, up to {MAX_DURATION:g}; overrides --speed.", "Voice",
-                 f"seconds in (0, {MAX_DURATION:g}]", lambda v: 0 < v <= MAX_DURATION, metavar="SECONDS",
-                 default_help="from the text"),
+                 *_engine("duration"), metavar="SECONDS", default_help="from the text"),
         _setting("chunk_duration", float, _GEN.audio_chunk_duration, "Seconds of speech per chunk of a long text.",
-                 "Input", "seconds > 0", lambda v: v > 0, high=MAX_DURATION, metavar="SECONDS"),
+                 "Input", *_engine("audio_chunk_duration"), high=MAX_DURATION, metavar="SECONDS"),
         _setting("chunk_threshold", float, _GEN.audio_chunk_threshold, "Texts estimated longer are spoken in chunks.",
-                 "Input", f"seconds in (0, {MAX_DURATION:g}]", lambda v: 0 < v <= MAX_DURATION, metavar="SECONDS"),
+                 "Input", *_engine("audio_chunk_threshold"), metavar="SECONDS"),
         _setting("normalize", bool, False, "Numbers, currency, dates, times and units in words (needs the "
                  "normalize extra).", "Input", "true or false"),
         _setting("markdown", bool, False, "Read the text as Markdown: emphasis, links, lists spoken as words.",

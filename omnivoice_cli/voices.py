@@ -1,7 +1,7 @@
 """The saved-voice store: `omnivoice voice add/list/show/rm/import`, and `--voice NAME|FILE`.
 
 A saved voice is one safetensors file, `<user data folder>/voices/<name>.safetensors`
-(`engine.weights.user_home()`: `$OMNIVOICE_HOME`, else `$XDG_DATA_HOME/omnivoice`, else
+(`engine.hub.user_home()`: `$OMNIVOICE_HOME`, else `$XDG_DATA_HOME/omnivoice`, else
 `~/.local/share/omnivoice`), written by `engine.voice.save_voice`: the codec codes of the
 reference recording as a tensor, its transcript and RMS in the metadata, plus what this module
 records (name, source, created, model, seconds). Nothing is ever unpickled: the reference
@@ -53,8 +53,8 @@ class VoiceEntry(NamedTuple):
 
 
 def voice_dir() -> Path:
-    """Where saved voices live: engine.weights.user_home() / "voices"."""
-    from .engine.weights import user_home
+    """Where saved voices live: engine.hub.user_home() / "voices"."""
+    from .engine.hub import user_home
 
     return user_home() / "voices"
 

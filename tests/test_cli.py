@@ -98,8 +98,8 @@ def test_defaults_match_the_engine():
 
 
 def test_default_model_matches_the_engine():
-    weights = pytest.importorskip("omnivoice_cli.engine.weights")
-    assert st.DEFAULT_MODEL == weights.DEFAULT_MODEL
+    hub = pytest.importorskip("omnivoice_cli.engine.hub")
+    assert st.DEFAULT_MODEL == hub.DEFAULT_MODEL
 
 
 def test_resolve_settings_layers():

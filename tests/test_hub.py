@@ -14,7 +14,7 @@ import huggingface_hub
 import huggingface_hub.constants
 import pytest
 
-from omnivoice_cli.engine import hub, weights
+from omnivoice_cli.engine import hub
 from omnivoice_cli.engine.errors import InvalidRequest, ModelUnavailable
 
 REPO = "k2-fsa/OmniVoice"
@@ -142,7 +142,7 @@ def test_the_licence_notice_counts_as_shown_only_after_a_download_succeeded(fake
     notices = []
     fake_hub.fail_at = "model.safetensors"
     with pytest.raises(ModelUnavailable) as e:
-        weights.resolve_checkpoint(REPO, on_notice=notices.append)  # the path Engine.load takes
+        hub.resolve_checkpoint(REPO, on_notice=notices.append)  # the path Engine.load takes
     assert str(e.value) == (
         f"{REPO}: the download stopped (ConnectionResetError: connection reset by peer); "
         "run it again to resume where it stopped"
@@ -150,9 +150,9 @@ def test_the_licence_notice_counts_as_shown_only_after_a_download_succeeded(fake
     assert notices[0] == hub.LICENCE_NOTICE and not marker(tmp_path).exists()
     fake_hub.fail_at = None
     notices.clear()
-    root = weights.resolve_checkpoint(REPO, on_notice=notices.append)
+    root = hub.resolve_checkpoint(REPO, on_notice=notices.append)
     assert notices[0] == hub.LICENCE_NOTICE and marker(tmp_path).exists()  # shown again, now counted
-    assert weights.missing_files(root) == []
+    assert hub.missing_files(root) == []
 
 
 def test_the_notice_is_not_shown_again_once_counted(fake_hub, cache, tmp_path):
@@ -252,11 +252,11 @@ def test_the_cache_follows_hf_home_when_hf_hub_cache_is_unset(tmp_path, monkeypa
     assert [m.repo_id for m in hub.cached_models()] == ["me/half"]
 
 
-def test_hub_and_weights_import_no_torch(tmp_path):
+def test_hub_imports_no_torch(tmp_path):
     code = (
         "import sys\n"
-        "from omnivoice_cli.engine import hub, weights\n"
-        "weights.user_home(); hub.cached_models()\n"
+        "from omnivoice_cli.engine import hub\n"
+        "hub.user_home(); hub.cached_models()\n"
         "print('torch' in sys.modules)\n"
     )
     env = {**os.environ, "HF_HUB_CACHE": str(tmp_path)}

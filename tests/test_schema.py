@@ -161,3 +161,30 @@ def test_examples_end_each_main_command_help():
     for command in (["say"], ["batch"]):
         text = _help(command)
         assert "Examples" in text and f"omnivoice {command[0]} " in text.split("Examples", 1)[1]
+
+
+def test_the_schema_checks_the_engines_values_by_the_engines_rules():
+    """A generation value the schema accepts the engine accepts, and one the engine refuses the
+    schema refuses in the engine's own words (the schema may add sane bounds of its own)."""
+    from omnivoice_cli.engine.config import GenerationConfig, value_rule
+    from omnivoice_cli.engine.errors import InvalidRequest
+
+    fields = {**{k: k for k in st.GENERATION_KEYS if k != "denoise"}, **st.CHUNK_FIELDS}
+    probes = [-1, 0, 1e-3, 0.5, 1, 2, 29.5, 30, 30.5, 64, 65, 2000]
+    for key, name in fields.items():
+        kind = st.SCHEMA[key].kind
+        for value in [v for v in probes if kind is float or float(v).is_integer()]:
+            value = kind(value)
+            try:
+                GenerationConfig(**{name: value})
+                engine_ok = True
+            except InvalidRequest:
+                engine_ok = False
+            try:
+                st.check_setting(key, value)
+                schema_ok = True
+            except st.SettingsError as e:
+                schema_ok = False
+                if not engine_ok:
+                    assert str(e).startswith(f"must be {value_rule(name).allowed}, got"), (key, value, str(e))
+            assert engine_ok or not schema_ok, (key, value)

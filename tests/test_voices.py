@@ -75,7 +75,7 @@ def write_pt(path, codes, text, rms, version=1):
 
 
 def test_voice_dir_is_in_the_user_home(home):
-    from omnivoice_cli.engine.weights import user_home
+    from omnivoice_cli.engine.hub import user_home
 
     assert voices.voice_dir() == user_home() / "voices" == home / "voices"
 

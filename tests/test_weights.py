@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from omnivoice_cli.engine import weights
+from omnivoice_cli.engine import hub
 from omnivoice_cli.engine.backbone import OmniVoiceModel
 from omnivoice_cli.engine.config import ModelConfig
 from omnivoice_cli.engine.errors import CheckpointError, ModelUnavailable
@@ -37,7 +37,7 @@ def test_mmap_views_equal_a_plain_read():
 def test_missing_file_is_named(ckpt):
     (ckpt / "tokenizer.json").unlink()
     with pytest.raises(CheckpointError, match="missing tokenizer.json"):
-        weights.resolve_checkpoint(str(ckpt))
+        hub.resolve_checkpoint(str(ckpt))
 
 
 def test_truncated_safetensors_is_named(ckpt):
@@ -112,11 +112,11 @@ def test_offline_without_cache_is_one_clear_error(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("OMNIVOICE_HOME", str(tmp_path / "home"))
     with pytest.raises(ModelUnavailable) as e:
-        weights.resolve_checkpoint("k2-fsa/OmniVoice")
+        hub.resolve_checkpoint("k2-fsa/OmniVoice")
     assert "k2-fsa/OmniVoice (about 3.2 GB) is not in the Hugging Face cache" in str(e.value)
     assert "the path of a local checkpoint folder" in str(e.value)  # an engine message names engine things
 
 
 def test_not_a_folder_nor_a_hub_id(tmp_path):
     with pytest.raises(CheckpointError, match="no such folder"):
-        weights.resolve_checkpoint(str(tmp_path / "nope"))
+        hub.resolve_checkpoint(str(tmp_path / "nope"))

@@ -9,6 +9,7 @@ from typing import Any, Optional
 import typer
 
 from .. import settings as st
+from ..engine.config import SAMPLE_RATE
 from ..options import HARDWARE_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, with_settings
 from .common import echo, error, run_session, run_settings, warn
 
@@ -58,12 +59,12 @@ def _target(input: str, output: Optional[str], settings: st.Resolved, replace: b
 
 
 def _report(run: Any, report: Any, t_start: float, json_out: bool, quiet: bool) -> None:
-    seconds = report.track_samples / 24000
+    seconds = report.track_samples / SAMPLE_RATE
     where = "stdout" if run.target.to_stdout else str(run.target)
     counts = {s: report.count(s) for s in ("done", "reused", "empty")}
     if json_out:
         data = {
-            "path": where, "format": run.target.format.lower(), "sample_rate": 24000,
+            "path": where, "format": run.target.format.lower(), "sample_rate": SAMPLE_RATE,
             "audio_seconds": round(seconds, 4), "seed": report.seed, "cues": [c.record() for c in report.cues],
             "spoken": counts["done"], "reused": counts["reused"], "empty": counts["empty"],
             "stems": run.stems, "seconds": round(report.generate_seconds, 4),
@@ -152,7 +153,7 @@ def _dry_run(run: Any, json_out: bool) -> None:
     where = "stdout" if run.target.to_stdout else str(run.target)
     spoken = [c for c in cues if c["action"] != "skip (empty)"]
     out.write(f"{run.input_path}: {len(cues)} cues ({len(cues) - len(spoken)} empty) -> {where}, "
-              f"{timestamp(run.report.track_samples * 1000 // 24000)} long, seed {run.report.seed}\n")  # fmt: skip
+              f"{timestamp(run.report.track_samples * 1000 // SAMPLE_RATE)} long, seed {run.report.seed}\n")  # fmt: skip
     who = [f"{c['speaker']}={c['voice']}" if c["speaker"] else c["voice"] or "-" for c in cues]
     width = min(max(len(w) for w in who), 32)
     for c, voice in zip(cues, who):

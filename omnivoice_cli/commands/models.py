@@ -33,7 +33,7 @@ def download(
 
     repo = model or _default_model()
     if model is None and Path(repo).expanduser().is_dir():  # OMNIVOICE_MODEL names a local folder
-        from ..engine.weights import check_checkpoint_dir
+        from ..engine.hub import check_checkpoint_dir
 
         check_checkpoint_dir(Path(repo).expanduser())
         if not quiet:

@@ -1,6 +1,6 @@
-"""The OmniVoice engine in plain PyTorch: config, weights and hub (finding and fetching the
-checkpoint), tensorfile (safetensors), loading, text, canvas, backbone and linears, scheduler,
-generation, codec, encoder, voice, audio, memory. It never imports typer or rich;
+"""The OmniVoice engine in plain PyTorch: config, hub (finding and fetching the checkpoint),
+tensorfile (safetensors), loading, text, canvas, backbone and linears, scheduler, generation,
+pieces (the piece policy of every driver), codec, encoder, voice, audio, memory. It never imports typer or rich;
 `pipeline.Engine` (with `pipeline.plan_request`) is its public face.
 """
 

@@ -15,6 +15,10 @@ from pathlib import Path
 
 from .errors import CheckpointError, InvalidRequest
 
+SAMPLE_RATE = 24_000  # Hz: the codec's, so every audio in and out (ModelConfig.sample_rate reads a checkpoint's)
+MAX_TARGET_SECONDS = 30.0  # longest single generation (a longer text is cut into pieces)
+MAX_NUM_STEP = 64  # most diffusion steps a request may ask for
+
 
 @dataclass(frozen=True)
 class BackboneConfig:
@@ -37,7 +41,7 @@ class BackboneConfig:
 class CodecConfig:
     """The Higgs-Audio-v2 codec (decode path and encode path)."""
 
-    sample_rate: int = 24000  # codec input/output rate
+    sample_rate: int = SAMPLE_RATE  # codec input/output rate
     hop_length: int = 960  # samples per frame (product of the ratios)
     num_quantizers: int = 8  # RVQ levels used (= num_audio_codebook)
     codebook_size: int = 1024  # entries per RVQ level
@@ -61,9 +65,9 @@ class ModelConfig:
     num_audio_codebook: int = 8  # codebook rows per canvas position
     audio_vocab_size: int = 1025  # 1024 codes + the mask id
     audio_mask_id: int = 1024  # id of a not-yet-revealed audio token
-    sample_rate: int = 24000  # output audio rate
+    sample_rate: int = SAMPLE_RATE  # output audio rate
     frame_rate: float = 25.0  # audio frames per second
-    max_target_seconds: float = 30.0  # longest single generation (longer text is chunked)
+    max_target_seconds: float = MAX_TARGET_SECONDS  # longest single generation (longer text is chunked)
     max_request_seconds: float = 4 * 3600.0  # longest audio of one request, pauses included (estimated)
     max_pieces: int = 5000  # generations (chunks, parts between pauses) of one request
     max_ref_seconds: float = 60.0  # longest voice reference (prepared recording, or a voice's codes)
@@ -213,7 +217,7 @@ def _codec_from_config(c: dict, where: Path) -> CodecConfig:
     sc = _dict(c.get("semantic_model_config"), where, "semantic_model_config")
     up = _ratios(ac, "upsampling_ratios", where, CodecConfig.upsampling_ratios)
     down = _ratios(ac, "downsampling_ratios", where, CodecConfig.downsampling_ratios)
-    sample_rate = _int(c, "sample_rate", where, 1000, 384_000, 24000)
+    sample_rate = _int(c, "sample_rate", where, 1000, 384_000, SAMPLE_RATE)
     hop = math.prod(up)
     bandwidths = c.get("target_bandwidths", [0.5, 1, 1.5, 2])
     if not isinstance(bandwidths, list) or not bandwidths:
@@ -280,7 +284,7 @@ class GenerationConfig:
     fade_duration: float = 0.1  # seconds of fade in / out
     audio_chunk_duration: float = 15.0  # seconds of speech per chunk of a long text
     audio_chunk_threshold: float = 30.0  # texts estimated longer than this are chunked
-    max_num_step: int = 64  # upper bound accepted for num_step
+    max_num_step: int = MAX_NUM_STEP  # upper bound accepted for num_step
 
     def __post_init__(self) -> None:
         validate_generation(self)
@@ -293,23 +297,71 @@ class GenerationConfig:
         return tuple(f.name for f in fields(cls))
 
 
+@dataclass(frozen=True)
+class ValueRule:
+    """What one of the engine's values accepts: a number (an integer when `integer`) from `low`
+    (`low` itself too when `closed`) to `high`. `allowed` says it in the words every message
+    uses, the settings schema's included (which reuses these rules: `value_rule`)."""
+
+    low: float
+    high: float = math.inf
+    closed: bool = True  # low itself is allowed (>= rather than >)
+    integer: bool = False
+    unit: str = "a number"  # how the words name the value: "a number", "seconds"
+    note: str = ""  # said after the range, e.g. " (1.0 is normal)"
+
+    @property
+    def allowed(self) -> str:
+        """'an integer in 1..64', 'a number >= 0', 'seconds in (0, 30]', ..."""
+        if self.integer:
+            return f"an integer in {self.low:g}..{self.high:g}{self.note}"
+        if self.high == math.inf:
+            return f"{self.unit} {'>=' if self.closed else '>'} {self.low:g}{self.note}"
+        return f"{self.unit} in {'[' if self.closed else '('}{self.low:g}, {self.high:g}]{self.note}"
+
+    def ok(self, value: float) -> bool:
+        """Within the rule (the value's type is checked first: a number, an int for an integer)."""
+        return (self.low <= value if self.closed else self.low < value) and value <= self.high
+
+
+# The rules of the values a request gives (GenerationConfig's fields, and Request's speed and
+# duration), by their engine names. No torch: the settings schema imports them.
+VALUE_RULES: dict[str, ValueRule] = {
+    "num_step": ValueRule(1, MAX_NUM_STEP, integer=True),
+    "guidance_scale": ValueRule(0),
+    "t_shift": ValueRule(0, closed=False),
+    "layer_penalty_factor": ValueRule(0),
+    "position_temperature": ValueRule(0),
+    "class_temperature": ValueRule(0),
+    "pad_duration": ValueRule(0),
+    "fade_duration": ValueRule(0),
+    "audio_chunk_duration": ValueRule(0, closed=False, unit="seconds"),
+    "audio_chunk_threshold": ValueRule(0, MAX_TARGET_SECONDS, closed=False, unit="seconds"),
+    "speed": ValueRule(0, closed=False, note=" (1.0 is normal)"),
+    "duration": ValueRule(0, MAX_TARGET_SECONDS, closed=False, unit="seconds"),
+}
+
+
+def value_rule(name: str) -> ValueRule:
+    """The rule of one of the engine's values (VALUE_RULES; KeyError for another name)."""
+    return VALUE_RULES[name]
+
+
+def is_number(value: object) -> bool:
+    """A finite int or float (not a bool)."""
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+
+
 def validate_generation(g: GenerationConfig) -> None:
-    """Raise InvalidRequest naming the bad value and what is allowed."""
+    """Raise InvalidRequest naming the bad value and what is allowed (VALUE_RULES; num_step up to
+    this config's max_num_step)."""
+    steps = replace(VALUE_RULES["num_step"], high=g.max_num_step)
     if isinstance(g.num_step, bool) or not isinstance(g.num_step, int):
         raise InvalidRequest(f"num_step must be an integer, got {g.num_step!r}")
-    if not 1 <= g.num_step <= g.max_num_step:
-        raise InvalidRequest(f"num_step {g.num_step} is out of range: allowed 1..{g.max_num_step}")
-    checks = [
-        ("guidance_scale", g.guidance_scale, "a number >= 0", lambda v: v >= 0),
-        ("t_shift", g.t_shift, "a number > 0", lambda v: v > 0),
-        ("layer_penalty_factor", g.layer_penalty_factor, "a number >= 0", lambda v: v >= 0),
-        ("position_temperature", g.position_temperature, "a number >= 0", lambda v: v >= 0),
-        ("class_temperature", g.class_temperature, "a number >= 0", lambda v: v >= 0),
-        ("pad_duration", g.pad_duration, "a number >= 0", lambda v: v >= 0),
-        ("fade_duration", g.fade_duration, "a number >= 0", lambda v: v >= 0),
-        ("audio_chunk_duration", g.audio_chunk_duration, "seconds > 0", lambda v: v > 0),
-        ("audio_chunk_threshold", g.audio_chunk_threshold, "seconds > 0, at most 30", lambda v: 0 < v <= 30),
-    ]
-    for name, value, allowed, ok in checks:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not ok(value):
-            raise InvalidRequest(f"{name} {value!r} is not allowed: use {allowed}")
+    if not steps.ok(g.num_step):
+        raise InvalidRequest(f"num_step {g.num_step} is out of range: allowed {steps.low:g}..{steps.high:g}")
+    for name in GenerationConfig.field_names():
+        rule = VALUE_RULES.get(name) if name != "num_step" else None
+        value = getattr(g, name)
+        if rule is not None and not (is_number(value) and rule.ok(value)):
+            raise InvalidRequest(f"{name} {value!r} is not allowed: use {rule.allowed}")

@@ -1,7 +1,13 @@
-"""The Hugging Face hub cache: downloading a checkpoint into it, and listing what it holds.
+"""Finding the checkpoint: a local folder, or a hub id found in (or fetched into) the Hugging
+Face hub cache; downloading into that cache, and listing what it holds.
 
+    root = resolve_checkpoint("k2-fsa/OmniVoice", on_notice=print_line)   # what Engine.load does
     path = download("k2-fsa/OmniVoice", on_progress=bar, on_notice=print_line)
     for m in cached_models(): print(m.repo_id, m.path, m.size_bytes, m.complete)
+
+The checkpoint is a folder holding `config.json`, `model.safetensors`, `tokenizer.json` and
+`audio_tokenizer/{config.json, model.safetensors}` (REQUIRED_FILES). Reading its safetensors
+files is tensorfile.py's job.
 
 Downloads go into the normal hub cache (HF_HUB_CACHE, else HF_HOME/hub, else ~/.cache/huggingface/
 hub), read from the environment at each call. Progress leaves through on_progress(done_bytes,
@@ -16,8 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from .errors import InvalidRequest, ModelUnavailable
-from .weights import DEFAULT_MODEL, REQUIRED_FILES, check_checkpoint_dir, missing_files, user_home
+from .errors import CheckpointError, InvalidRequest, ModelUnavailable
 
 ProgressCallback = Callable[[int, int], None]  # (bytes done, bytes in total) of the files to fetch
 NoticeCallback = Callable[[str], None]  # one line for the user
@@ -27,6 +32,14 @@ LICENCE_NOTICE = (
     "(Higgs Audio v2 tokenizer) is under the Boson Higgs Audio 2 Community License."
 )
 _TRUE = ("1", "true", "yes", "on")
+DEFAULT_MODEL = "k2-fsa/OmniVoice"
+REQUIRED_FILES = (
+    "config.json",
+    "model.safetensors",
+    "tokenizer.json",
+    "audio_tokenizer/config.json",
+    "audio_tokenizer/model.safetensors",
+)
 
 
 @dataclass(frozen=True)
@@ -40,6 +53,45 @@ class CachedModel:
 
 
 # --------------------------------------------------------------------------- where
+
+
+def user_home() -> Path:
+    """The user's data folder (OMNIVOICE_HOME overrides it)."""
+    if os.environ.get("OMNIVOICE_HOME"):
+        return Path(os.environ["OMNIVOICE_HOME"]).expanduser()
+    base = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return Path(base) / "omnivoice"
+
+
+def missing_files(root: Path) -> list[str]:
+    """The REQUIRED_FILES that `root` lacks."""
+    return [f for f in REQUIRED_FILES if not (Path(root) / f).is_file()]
+
+
+def check_checkpoint_dir(root: Path) -> Path:
+    missing = missing_files(root)
+    if missing:
+        raise CheckpointError(f"checkpoint folder {root} is missing {', '.join(missing)}")
+    return root
+
+
+def resolve_checkpoint(
+    model: str | None = None,
+    on_notice: NoticeCallback | None = None,
+    on_progress: ProgressCallback | None = None,
+) -> Path:
+    """A local folder as is; otherwise a hub repo id, fetched into the normal hub cache
+    (`download`: the licence notice and progress go to on_notice and on_progress). None is
+    DEFAULT_MODEL (the CLI reads $OMNIVOICE_MODEL in its settings schema, not here)."""
+    model = model or DEFAULT_MODEL
+    path = Path(model).expanduser()
+    if path.exists():
+        if not path.is_dir():
+            raise CheckpointError(f"model {model}: not a folder (give a checkpoint folder or a hub id)")
+        return check_checkpoint_dir(path)
+    if model.startswith((".", "/", "~")) or model.count("/") != 1:
+        raise CheckpointError(f"model {model}: no such folder, and not a hub id of the form owner/name")
+    return download(model, on_progress=on_progress, on_notice=on_notice)
 
 
 def hub_cache_dir() -> Path:

@@ -177,14 +177,14 @@ def load_engine(
     (see Engine.load for the options)."""
     import torch
 
-    from . import memory, weights
+    from . import hub, memory
     from .codec import load_codec_decoder
 
     notice = on_notice or (lambda line: None)
     _set_threads(threads)
     memory.keep_heap()
     dev, quantize = _resolve_hardware(device, quantize, compile, notice)
-    root = weights.resolve_checkpoint(model, on_notice, on_download)
+    root = hub.resolve_checkpoint(model, on_notice, on_download)
     cfg = ModelConfig.from_checkpoint(root)
     dt = resolve_dtype(dtype, dev, cfg)
     if quantize and dt != torch.float32:

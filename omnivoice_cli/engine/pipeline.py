@@ -10,12 +10,13 @@ The engine never imports typer or rich; progress leaves it through `on_step(done
 from __future__ import annotations
 
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from .config import GenerationConfig, ModelConfig
+from .config import GenerationConfig, ModelConfig, value_rule
 from .errors import InvalidRequest
+from .pieces import Piece, RequestPieces
 
 if TYPE_CHECKING:  # annotations only: importing torch here would slow `--help` and validation
     from .voice import VoicePrompt
@@ -63,10 +64,11 @@ def validate_request(req: Request, cfg: ModelConfig | None = None) -> list[str]:
 
     cfg = cfg or ModelConfig()
     textmod.check_text(req.text)
-    if req.speed is not None and not req.speed > 0:
-        raise InvalidRequest(f"{req.speed} is not allowed: use a number > 0 (1.0 is normal)", "speed")
-    if req.duration is not None and not 0 < req.duration <= cfg.max_target_seconds:
-        raise InvalidRequest(f"{req.duration} is not allowed: use seconds in (0, {cfg.max_target_seconds:g}]", "duration")
+    speed, duration = value_rule("speed"), replace(value_rule("duration"), high=cfg.max_target_seconds)
+    if req.speed is not None and not speed.ok(req.speed):
+        raise InvalidRequest(f"{req.speed} is not allowed: use {speed.allowed}", "speed")
+    if req.duration is not None and not duration.ok(req.duration):
+        raise InvalidRequest(f"{req.duration} is not allowed: use {duration.allowed}", "duration")
     if req.ref is not None:
         _check_voice(req.ref, cfg)
     warnings = []
@@ -125,14 +127,25 @@ def check_transcript(text: str, cfg: ModelConfig | None = None, setting: str | N
 
 
 @dataclass(frozen=True)
-class Piece:
-    """One generation of a request: a whole text, a part between pauses, or a chunk of one."""
+class VoiceShape:
+    """What planning needs of a voice: its transcript as the model reads it and its length in
+    frames (a VoicePrompt's, or a recording's still to encode: `of_recording`)."""
 
-    part: int  # which pause-separated part it belongs to
-    chunk: int  # its index within the part
-    text: str  # what it says
-    target_len: int | None  # frames, or None: estimated against its reference when it starts
-    speed: float | None = None  # the speed chunks are estimated at
+    text: str | None  # the transcript, punctuated as the voice holds it
+    frames: int  # codec frames of its audio
+
+    @classmethod
+    def of(cls, voice: "VoicePrompt") -> "VoiceShape":
+        return cls(voice.text, int(voice.codes.shape[-1]))
+
+    @classmethod
+    def of_recording(cls, samples: int, transcript: str, cfg: ModelConfig | None = None) -> "VoiceShape":
+        """A recording not encoded yet: `samples` of prepared audio at the codec's rate, and the
+        transcript as the encoded voice will hold it."""
+        from .text import add_punctuation
+
+        cfg = cfg or ModelConfig()
+        return cls(add_punctuation(transcript), samples // cfg.codec.hop_length)
 
 
 @dataclass
@@ -150,11 +163,12 @@ class Plan:
         self.tokens = [None] * len(self.pieces)
 
 
-def plan_request(req: Request, cfg: ModelConfig | None = None) -> Plan:
+def plan_request(req: Request, cfg: ModelConfig | None = None, voice: VoiceShape | None = None) -> Plan:
     """Cut a request into pieces: the parts between pause tags, and chunks of parts estimated
     longer than audio_chunk_threshold. Needs no model and no torch (only the text tables and the
     frame rate), so a dry run or an up-front size check can call it; the request should have
-    passed validate_request.
+    passed validate_request. `voice`: the shape of the request's voice (by default req.ref's; a
+    recording still to encode stands in by `VoiceShape.of_recording`).
 
     Bounds (InvalidRequest, before anything is generated): no piece generates more than
     max_target_seconds (a chunk estimated longer, e.g. text without sentence punctuation, is cut
@@ -167,8 +181,9 @@ def plan_request(req: Request, cfg: ModelConfig | None = None) -> Plan:
     parts, gaps = text.split_pauses(req.text)
     if len(parts) > cfg.max_pieces:
         raise InvalidRequest(f"the text has {len(parts)} parts between pause tags: at most {cfg.max_pieces}")
-    ref = req.ref
-    ref_text, ref_len = (ref.text, ref.codes.shape[-1]) if ref else (None, None)
+    if voice is None and req.ref is not None:
+        voice = VoiceShape.of(req.ref)
+    ref_text, ref_len = (voice.text, voice.frames) if voice is not None else (None, None)
     threshold = g.audio_chunk_threshold * cfg.frame_rate
     targets = [text.resolve_target_len(part, ref_text, ref_len, req.speed, req.duration, cfg.frame_rate)
                for part in parts]  # fmt: skip
@@ -180,8 +195,8 @@ def plan_request(req: Request, cfg: ModelConfig | None = None) -> Plan:
             continue
         chunk_len = text.chunk_len_for(part, target, g.audio_chunk_duration, cfg.frame_rate)
         pieces += [Piece(p, c, chunk, None, eff_speed) for c, chunk in enumerate(text.chunk_text(part, chunk_len))]
-    voice = (ref_text, ref_len) if ref is not None else None
-    pieces, frames = _fit_pieces(pieces, voice, cfg, g.audio_chunk_duration * cfg.frame_rate)
+    shape = (ref_text, ref_len) if voice is not None else None
+    pieces, frames = _fit_pieces(pieces, shape, cfg, g.audio_chunk_duration * cfg.frame_rate)
     _check_length(sum(frames), gaps, cfg)
     plan = Plan(req, pieces, gaps, len(parts))
     plan.frames = frames
@@ -218,8 +233,6 @@ def _fit_pieces(pieces: list[Piece], ref: tuple | None, cfg: ModelConfig, prefer
     against it. A piece too long is cut (`text.cut_to_length`) into pieces of about `preferred`
     frames (the chunk duration); one that would have to be cut under MIN_CUT_CHARS characters
     (a speed or a voice that makes a few letters last many seconds) is an InvalidRequest."""
-    from dataclasses import replace as _replace
-
     from .text import cut_to_length
 
     limit = int(cfg.max_target_seconds * cfg.frame_rate)
@@ -242,10 +255,10 @@ def _fit_pieces(pieces: list[Piece], ref: tuple | None, cfg: ModelConfig, prefer
                 f"generation is at most {cfg.max_target_seconds:g} s (a higher speed, or a voice whose transcript "
                 "matches its recording)"
             )
-        queue += [_replace(piece, text=t) for t in reversed(cut)]
+        queue += [replace(piece, text=t) for t in reversed(cut)]
     chunks: dict[int, int] = {}
     for k, piece in enumerate(out):  # number the chunks of each part again, in order
-        out[k] = _replace(piece, chunk=chunks.setdefault(piece.part, 0))
+        out[k] = replace(piece, chunk=chunks.setdefault(piece.part, 0))
         chunks[piece.part] += 1
     return out, frames
 
@@ -413,30 +426,31 @@ class Engine:
 
     def count_forwards(self, requests: list[Request]) -> int:
         """The forwards generate(requests) will run (on_step is called once after each), known
-        before it runs: every piece's job is prepared as generate prepares it (a chunk after the
-        first, without a reference, against a stand-in for the first chunk's codes: only their
-        length matters) and packed by run_jobs' rules (max_batch_size jobs, max_packed_tokens
+        before it runs: every piece's job is prepared as generate prepares it (a piece unlocked by
+        piece 0, against a stand-in for piece 0's codes: only their length matters) and packed by
+        run_jobs' rules (max_batch_size jobs, max_packed_tokens
         positions, each job num_step forwards, a text's later chunks queued when its first is
         done). A request that cannot be planned or prepared counts nothing (generate fails it)."""
         import torch
 
         from .voice import VoicePrompt
 
-        def entry(req: Request, piece: Piece, ref=None) -> list:
-            job = self.prepare(req, piece, ref=ref, seed=0)  # its sizes only (not kept: a long text has many)
+        def sizes(job) -> list:  # a job's sizes only (not the job: a long text has many)
             return [job.packed_len, len(job.schedule), []]
 
         first: list[list] = []  # [packed length, forwards left, later jobs] of the jobs that start at once
         for req in requests:
             try:
-                plan = self.plan(req)
-                together = req.ref is not None or len(plan.pieces) == 1
-                entries = [entry(req, piece) for piece in (plan.pieces if together else plan.pieces[:1])]
-                if not together:
-                    frames = self.prepare(req, plan.pieces[0], seed=0).canvas.target_len
-                    voice = VoicePrompt(torch.zeros(self.cfg.num_audio_codebook, frames, dtype=torch.long),
-                                        plan.pieces[0].text, None)  # fmt: skip
-                    entries[0][2] = [entry(req, piece, voice) for piece in plan.pieces[1:]]
+                pieces = JoinedPieces(self, self.plan(req))
+                entries = []
+                for k in pieces.first():
+                    job = pieces.job(k)
+                    entries.append(sizes(job))
+                later = pieces.unlocks(0)
+                if later:  # job is piece 0's: a stand-in for its codes voices the later pieces
+                    codes = torch.zeros(self.cfg.num_audio_codebook, job.canvas.target_len, dtype=torch.long)
+                    voice = VoicePrompt(codes, pieces.voice_text, None)
+                    entries[0][2] = [sizes(pieces.job(k, voice)) for k in later]
             except Exception:  # generate fails this request before or while preparing it
                 continue
             first += entries
@@ -530,14 +544,34 @@ class Engine:
         return self._finish(plan, warnings or [])
 
 
+class JoinedPieces(RequestPieces):
+    """A request as Engine.generate runs it (pieces.py has the policy): cut by plan_request, the
+    codes of its pieces kept and, once all are done, decoded and joined into one Result."""
+
+    def __init__(self, engine: Engine, plan: Plan, warnings: list[str] | None = None) -> None:
+        req = plan.req
+        super().__init__(
+            plan.pieces, ref=req.ref, seed=req.seed, voice_text=plan.pieces[0].text if plan.pieces else "",
+            prepare=lambda piece, voice, seed: engine.prepare(req, piece, ref=voice, seed=seed),
+        )  # fmt: skip
+        self.engine, self.plan, self.warnings = engine, plan, warnings or []
+
+    def accept(self, k: int, job) -> None:
+        self.plan.tokens[k] = job.tokens.cpu()  # decoded when the whole text is done, one chunk at a time
+
+    def result(self) -> Result:
+        """The joined audio, once every piece is done."""
+        return self.engine._finish(self.plan, self.warnings)
+
+
 class _GenerateRun:
-    """The state of one Engine.generate call: plans, jobs and results, a failure kept to its request."""
+    """The state of one Engine.generate call: each request's pieces, its jobs and its result, a
+    failure kept to its request. Admission: every ready job at once (run_jobs packs them)."""
 
     def __init__(self, engine: Engine, requests: list[Request], on_step, on_result, on_error) -> None:
         self.engine, self.requests = engine, requests
         self.on_step, self.on_result, self.on_error = on_step, on_result, on_error
-        self.plans: list[Plan | None] = [None] * len(requests)
-        self.warnings: list[list[str]] = [[] for _ in requests]
+        self.runs: list[JoinedPieces | None] = [None] * len(requests)
         self.results: list[Result | None] = [None] * len(requests)
         self.errors: dict[int, Exception] = {}
         self.owner: dict[int, tuple[int, int]] = {}  # id(job) -> (request index, piece index)
@@ -554,29 +588,22 @@ class _GenerateRun:
         """Check and plan every request; the jobs that can start now."""
         for i, req in enumerate(self.requests):
             try:
-                self.warnings[i] = validate_request(req, self.engine.cfg)
-                self.plans[i] = self.engine.plan(req)
+                warnings = validate_request(req, self.engine.cfg)
+                self.runs[i] = JoinedPieces(self.engine, self.engine.plan(req), warnings)
             except Exception as e:  # this request only
                 if self.on_error is None:
                     raise
                 self.fail(i, e)
         first = []
-        for i, (req, plan) in enumerate(zip(self.requests, self.plans)):
-            if plan is None:
-                continue
-            # with a reference (or a single piece) every piece can start now; else piece 0 first
-            jobs = self._jobs(i, range(len(plan.pieces) if req.ref is not None else 1))
-            first += jobs or []
+        for i, pieces in enumerate(self.runs):
+            if pieces is not None:
+                first += self._jobs(i, pieces.first()) or []
         return first
 
-    def _jobs(self, i: int, ks, ref: "VoicePrompt | None" = None) -> list | None:
+    def _jobs(self, i: int, ks: list[int]) -> list | None:
         """The jobs of request i's pieces ks (None when preparing one fails: the request fails)."""
-        req, plan = self.requests[i], self.plans[i]
-        jobs = []
         try:
-            for k in ks:
-                job = self.engine.prepare(req, plan.pieces[k], ref=ref, seed=req.seed + k)
-                jobs.append(job)
+            jobs = [self.runs[i].job(k) for k in ks]
         except Exception as e:
             self.fail(i, e)
             return None
@@ -585,21 +612,15 @@ class _GenerateRun:
         return jobs
 
     def done(self, job) -> list:
-        """A job finished: keep its codes; queue what waited for it; finish its request when complete."""
-        from .voice import VoicePrompt
-
+        """A job finished: its piece is accepted; queue what it unlocks; finish its request when complete."""
         i, k = self.owner.pop(id(job))
-        plan = self.plans[i]
         if i in self.errors:
             return []
-        plan.tokens[k] = job.tokens.cpu()  # decoded when the whole text is done, one chunk at a time
-        new = []
-        if k == 0 and self.requests[i].ref is None and len(plan.pieces) > 1:
-            voice = VoicePrompt(job.tokens, plan.pieces[0].text, None)  # chunk 0 speaks for the rest
-            new = self._jobs(i, range(1, len(plan.pieces)), voice) or []
-        if all(t is not None for t in plan.tokens):
+        pieces = self.runs[i]
+        new = self._jobs(i, pieces.done(k, job)) or []
+        if pieces.complete:
             try:
-                self.results[i] = self.engine._finish(plan, self.warnings[i])
+                self.results[i] = pieces.result()
             except Exception as e:  # decoding this request only
                 self.fail(i, e)
                 return new
@@ -608,12 +629,9 @@ class _GenerateRun:
         return new
 
     def pending_forwards(self) -> int:
-        return sum(
-            (len(plan.pieces) - 1) * req.generation.num_step
-            for i, (req, plan) in enumerate(zip(self.requests, self.plans))
-            if plan is not None and i not in self.errors and req.ref is None and plan.tokens[0] is None
-            and len(plan.pieces) > 1
-        )  # fmt: skip
+        """Forwards of the pieces still waiting for their piece 0."""
+        return sum(pieces.waiting() * pieces.plan.req.generation.num_step
+                   for i, pieces in enumerate(self.runs) if pieces is not None and i not in self.errors)  # fmt: skip
 
     def step(self, done_forwards: int, planned: int) -> None:
         if self.on_step:

@@ -10,8 +10,9 @@ at any time (what `omnivoice serve` runs on; no web framework here).
     service.call(lambda engine: ...)             # run on the engine between forwards -> Future
     service.stop()
 
-A request is rendered exactly as the streamed render (engine/streaming.py) renders it: its text
-is cut at pauses and sentences (`cut_segments`), piece k is generated with seed + k, without a
+A request is rendered exactly as the streamed render (engine/streaming.py) renders it, by the
+same `StreamedPieces`: its text is cut at pauses and sentences (`cut_segments`), and its pieces
+run by the engine's one piece policy (pieces.py): piece k is generated with seed + k, without a
 reference voice piece 0 is generated first and its codes and text are the voice of the others,
 and each piece is decoded and post-processed on its own as a whole request of its text
 (`Engine.render`). So a text of one piece gives exactly what `Engine.generate` gives, and the
@@ -39,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from . import cancel as cancelmod
 from . import text as textmod
 from .errors import InvalidRequest, OmniVoiceError
-from .streaming import Segment, StreamConfig, StreamPiece, cut_request, piece_job, render_piece
+from .streaming import Segment, StreamConfig, StreamedPieces, StreamPiece
 
 if TYPE_CHECKING:
     from .generation import Job
@@ -95,15 +96,10 @@ class Ticket:
     """One submitted request, as the service tracks it. `cancel()` may be called from any thread;
     the rest belongs to the loop thread."""
 
-    def __init__(self, service: "Service", number: int, req: "Request", segments: list[Segment], on_event, warnings):
+    def __init__(self, service: "Service", number: int, req: "Request", pieces: StreamedPieces, on_event, warnings):
         self.service, self.id, self.request, self.on_event = service, number, req, on_event
-        self.segments = segments
-        self.speech = [i for i, s in enumerate(segments) if s.text is not None]  # segment of spoken piece k
+        self.pieces = pieces  # its segments, the voice and seeds of its pieces, what is ready to hand out
         self.warnings = list(warnings)
-        self.voice = req.ref  # the voice of pieces after 0 (piece 0's own without a reference)
-        self.ready: list[Any] = [None] * len(segments)  # audio (or a count of zero samples) until handed out
-        self.next = 0  # the next segment to hand out
-        self.samples = 0  # samples handed out
         self.active = 0  # its jobs in the forward now
         self.forwards = 0
         self.cancelled = False
@@ -183,15 +179,15 @@ class Service:
         from .pipeline import validate_request
 
         warnings = validate_request(req, self.engine.cfg)
-        segments = cut_request(req, self.config)
-        check_sizes(req, segments, self.engine.cfg)
+        pieces = StreamedPieces(self.engine, req, self.config)
+        check_sizes(req, pieces.segments, self.engine.cfg)
         with self._cond:
             if self._stopping:
                 raise Stopped("the server is shutting down")
             if len(self._open) >= self.max_queue:
                 raise Busy(f"the server is busy: {len(self._open)} requests are queued (the most it takes, "
                            "--max-queue); try again shortly", self.retry_after())  # fmt: skip
-            ticket = Ticket(self, next(self._numbers), req, segments, on_event, warnings)
+            ticket = Ticket(self, next(self._numbers), req, pieces, on_event, warnings)
             self._open[ticket.id] = ticket
             self._inbox.append(ticket)
             self._cond.notify()
@@ -269,19 +265,13 @@ class Service:
         if ticket.cancelled:
             return
         try:
-            for i, seg in enumerate(ticket.segments):
-                if seg.text is None:
-                    ticket.ready[i] = round(seg.pause * self.engine.sample_rate)
-            first = len(ticket.speech) if ticket.request.ref is not None else 1
-            self._pending += [self._slot(ticket, k) for k in range(first)]
+            self._pending += [self._slot(ticket, k) for k in ticket.pieces.first()]
             self._hand_out(ticket)
         except Exception as e:  # noqa: BLE001 - this request's own failure (its text, its voice)
             self._fail(ticket, e)
 
     def _slot(self, ticket: Ticket, k: int) -> _Slot:
-        voice = ticket.voice if k > 0 else ticket.request.ref
-        text = ticket.segments[ticket.speech[k]].text
-        job = piece_job(self.engine, ticket.request, k, text, voice)
+        job = ticket.pieces.job(k)
         if job.packed_len > self.engine.cfg.max_packed_tokens:  # check_sizes estimated it without piece 0's voice
             raise InvalidRequest(f"piece {k + 1} of the text needs {job.packed_len} positions, more than one "
                                  f"forward holds ({self.engine.cfg.max_packed_tokens}): add punctuation to cut it")  # fmt: skip
@@ -334,39 +324,25 @@ class Service:
                 self._finish_piece(slot)
 
     def _finish_piece(self, slot: _Slot) -> None:
-        """A piece's steps are done: the later pieces' jobs (after piece 0 without a reference),
-        its audio, and every segment now ready handed out in order."""
-        from .voice import VoicePrompt
-
-        ticket, k = slot.ticket, slot.k
+        """A piece's steps are done: its audio, the jobs of the pieces it unlocks, and every
+        segment now ready handed out in order."""
+        ticket = slot.ticket
         try:
-            if k == 0 and ticket.request.ref is None and len(ticket.speech) > 1:
-                ticket.voice = VoicePrompt(slot.job.tokens, ticket.segments[ticket.speech[0]].text.strip(), None)
-                self._pending += [self._slot(ticket, j) for j in range(1, len(ticket.speech))]
-            text = ticket.segments[ticket.speech[k]].text
-            ticket.ready[ticket.speech[k]] = render_piece(self.engine, ticket.request, k, text, slot.job)
+            unlocked = ticket.pieces.done(slot.k, slot.job)
+            self._pending += [self._slot(ticket, j) for j in unlocked]
             self._hand_out(ticket)
         except Exception as e:  # noqa: BLE001 - this request's own failure
             self._fail(ticket, e)
 
     def _hand_out(self, ticket: Ticket) -> None:
         """Emit the segments ready at the head, in order; close the request after its last."""
-        import numpy as np
-
-        while ticket.next < len(ticket.segments) and ticket.ready[ticket.next] is not None and not ticket.closed:
-            i, audio = ticket.next, ticket.ready[ticket.next]
-            seg = ticket.segments[i]
-            if isinstance(audio, int):  # a pause: its silence made when it is handed out
-                audio = np.zeros(audio, dtype=np.float32)
-            ticket.ready[i] = ()  # handed out: keep no audio
-            k = ticket.speech.index(i) if seg.text is not None else None
-            piece = StreamPiece(i, seg.text or "", audio, ticket.samples, None if k is None else ticket.seed + k)
-            ticket.samples += len(audio)
-            ticket.next += 1
-            if seg.text is not None and ticket.first_audio is None:
+        for piece in ticket.pieces.hand_out():
+            if ticket.closed:
+                return
+            if piece.seed is not None and ticket.first_audio is None:
                 ticket.first_audio = self.clock() - ticket.submitted
             self._emit(ticket, Event("piece", piece=piece))
-        if ticket.next == len(ticket.segments) and not ticket.closed:
+        if ticket.pieces.handed_out and not ticket.closed:
             self._close(ticket)
             self._emit(ticket, Event("done", summary=self._summary(ticket)))
 
@@ -374,7 +350,7 @@ class Service:
         now = self.clock()
         started = ticket.started if ticket.started is not None else now
         return Summary(
-            len(ticket.speech), ticket.samples, self.engine.sample_rate, ticket.seed, started - ticket.submitted,
+            len(ticket.pieces), ticket.pieces.samples, self.engine.sample_rate, ticket.seed, started - ticket.submitted,
             ticket.first_audio, now - ticket.submitted, ticket.forwards, ticket.warnings,
         )  # fmt: skip
 

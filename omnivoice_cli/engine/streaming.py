@@ -10,12 +10,13 @@ How (used by `say --stream / --play` and by the server):
 - The text is cut at its pause tags, then at sentence boundaries (`cut_segments`): the first piece
   short (whole sentences up to `first_seconds`, or clauses of a longer first sentence), the
   others whole sentences up to `piece_seconds`. A pause is a segment of its exact silence.
-- Without a reference voice, piece 0 is generated first and its codes and text are the voice of
-  every later piece (as long-text chunking does in Engine.generate); with one, every piece uses
-  it. Piece k (k-th spoken piece) uses seed + k.
+- The pieces run by the engine's one piece policy (pieces.py), as Engine.generate's do: without
+  a reference voice, piece 0 is generated first and its codes and text are the voice of every
+  later piece; with one, every piece uses it. Piece k (k-th spoken piece) uses seed + k.
 - Every piece is decoded and post-processed on its own exactly as a whole request of its text
   (silence removal, level, fade, pad), so a text that is one piece renders exactly as
-  Engine.generate renders it. The pieces joined are the streamed output.
+  Engine.generate renders it. The pieces joined are the streamed output (`StreamedPieces`, which
+  the service runs too).
 - After piece 0 the rest run in packed waves (all of a wave's jobs share each forward). A wave
   is as large as can be generated, by the speed measured so far, before the audio already
   handed out has played (`WavePlanner`); when even one piece cannot be, the device is slower
@@ -35,6 +36,7 @@ from typing import TYPE_CHECKING, Callable, Iterator
 
 from . import text as textmod
 from .cancel import Cancelled, cancellable
+from .pieces import Piece, RequestPieces
 
 if TYPE_CHECKING:
     import numpy as np
@@ -267,57 +269,77 @@ class StreamSummary:
     warnings: list[str] = field(default_factory=list)
 
 
-class _Emitter:
-    """Hands out finished segments strictly in order, each with its start sample."""
+def stream_pieces(req: "Request", texts: list[str], frame_rate: float) -> list[Piece]:
+    """The pieces of spoken texts as the streamed render runs them: each estimated against its
+    voice when its job is made, at the request's speed; a fixed duration (one piece: a fixed
+    length is not cut) is the piece's length whatever the voice."""
+    if req.duration is None:
+        return [Piece(0, k, text, None, req.speed) for k, text in enumerate(texts)]
+    return [Piece(0, k, text, textmod.resolve_target_len(text, None, None, req.speed, req.duration, frame_rate)[0])
+            for k, text in enumerate(texts)]  # fmt: skip
 
-    def __init__(self, on_piece: Callable[[StreamPiece], None], count: int) -> None:
-        self.on_piece, self.ready, self.next, self.start = on_piece, [None] * count, 0, 0
 
-    def put(self, i: int, piece_args: tuple) -> int:
-        """Mark segment i ready (text, audio or a count of zero samples, seed); emit every segment
-        now in order; return how many were emitted."""
+class StreamedPieces(RequestPieces):
+    """A request as the streamed render and the service run it (pieces.py has the policy): cut at
+    pauses and sentences (`cut_request`), each spoken piece decoded and post-processed on its own
+    exactly as a whole request of its text (`Engine.render`), and every segment, pauses
+    included, handed out strictly in order (`hand_out`)."""
+
+    def __init__(self, engine: "Engine", req: "Request", config: StreamConfig) -> None:
+        self.engine, self.req = engine, req
+        self.segments = cut_request(req, config)
+        self.speech = [i for i, s in enumerate(self.segments) if s.text is not None]  # segment of spoken piece k
+        texts = [self.segments[i].text or "" for i in self.speech]
+        super().__init__(
+            stream_pieces(req, texts, engine.cfg.frame_rate), ref=req.ref, seed=req.seed,
+            voice_text=texts[0].strip() if texts else "",
+            prepare=lambda piece, voice, seed: engine.prepare(req, piece, ref=voice, seed=seed),
+        )  # fmt: skip
+        # (text, audio or a count of zero samples, seed) of each segment ready and not yet handed out
+        self._ready: list = [None] * len(self.segments)
+        for i, s in enumerate(self.segments):
+            if s.text is None:  # a pause: its silence made when it is handed out
+                self._ready[i] = ("", round(s.pause * engine.sample_rate), None)
+        self.lengths = [0] * len(self.speech)  # samples of each spoken piece's audio, once done
+        self.next = 0  # the next segment to hand out
+        self.samples = 0  # samples handed out
+
+    def accept(self, k: int, job) -> None:
+        """Piece k's audio: decoded and post-processed exactly as a whole request of its text."""
+        i = self.speech[k]
+        text, seed = self.segments[i].text, self.seed_for(k)
+        audio = self.engine.render(replace(self.req, text=text, seed=seed), job).audio
+        self._ready[i] = (text, audio, seed)
+        self.lengths[k] = len(audio)
+
+    def hand_out(self) -> Iterator[StreamPiece]:
+        """The segments ready at the head, in order, each marked handed out as it is taken."""
         import numpy as np
 
-        self.ready[i] = piece_args
-        emitted = 0
-        while self.next < len(self.ready) and self.ready[self.next] is not None:
-            text, audio, seed = self.ready[self.next]
-            if isinstance(audio, int):  # a pause: its silence made when it is handed out
+        while self.next < len(self.segments) and self._ready[self.next] is not None:
+            text, audio, seed = self._ready[self.next]
+            if isinstance(audio, int):
                 audio = np.zeros(audio, dtype=np.float32)
-            self.ready[self.next] = ()  # emitted: keep no audio
-            self.on_piece(StreamPiece(self.next, text, audio, self.start, seed))
-            self.start += len(audio)
+            piece = StreamPiece(self.next, text, audio, self.samples, seed)
+            self._ready[self.next] = ()  # handed out: keep no audio
+            self.samples += len(audio)
             self.next += 1
-            emitted += 1
-        return emitted
+            yield piece
 
-
-def piece_job(engine: "Engine", req: "Request", k: int, text: str, voice):
-    """The job of spoken piece k: its text in `voice` (for piece 0 of a request without a reference
-    voice: None, else piece 0's codes and text), with seed + k."""
-    from .pipeline import Piece
-
-    target, _ = textmod.resolve_target_len(
-        text, voice.text if voice else None, voice.codes.shape[-1] if voice else None,
-        req.speed, req.duration, engine.cfg.frame_rate,
-    )  # fmt: skip
-    return engine.prepare(req, Piece(0, k, text, target), ref=voice, seed=req.seed + k)
-
-
-def render_piece(engine: "Engine", req: "Request", k: int, text: str, job) -> "np.ndarray":
-    """Piece k's audio: decoded and post-processed exactly as a whole request of its text."""
-    return engine.render(replace(req, text=text, seed=req.seed + k), job).audio
+    @property
+    def handed_out(self) -> bool:
+        """Every segment is handed out."""
+        return self.next == len(self.segments)
 
 
 class _Driver:
-    """One request streamed through one run_jobs loop (see `stream`)."""
+    """One request streamed through one run_jobs loop (see `stream`). Admission: piece 0 alone,
+    then waves of the ready pieces sized by `WavePlanner`."""
 
     def __init__(self, engine: "Engine", req: "Request", config: StreamConfig, clock, cancel, on_warning) -> None:
         self.engine, self.req, self.clock, self.cancel, self.on_warning = engine, req, clock, cancel, on_warning
-        self.segments = cut_request(req, config)
-        self.speech = [i for i, s in enumerate(self.segments) if s.text is not None]  # segment of piece k
-        self.emitter: _Emitter | None = None
-        self.voice = req.ref  # the voice of pieces after 0 (piece 0's own, without a reference)
+        self.pieces = StreamedPieces(engine, req, config)
+        self.on_piece: Callable[[StreamPiece], None] | None = None
         self.jobs: dict[int, int] = {}  # id(job) -> piece k
         self.wave_left = 0  # pieces of the running wave not finished yet
         self.wave_measured = False  # its forwards' time is measured (when its first piece is done)
@@ -338,27 +360,28 @@ class _Driver:
 
     # --- jobs ---------------------------------------------------------------------------------
     def job(self, k: int):
-        text = self.segments[self.speech[k]].text
-        job = piece_job(self.engine, self.req, k, text, self.voice if k > 0 else self.req.ref)
+        job = self.pieces.job(k)
         self.jobs[id(job)] = k
         return job
 
     # --- emission -----------------------------------------------------------------------------
     def start(self, on_piece) -> None:
-        self.emitter = _Emitter(on_piece, len(self.segments))
-        for i, s in enumerate(self.segments):
-            if s.text is None:
-                self._put(i, ("", round(s.pause * self.sr), None))
+        self.on_piece = on_piece
+        if any(s.text is None for s in self.pieces.segments):  # the leading pauses go out now
+            self._hand_out()
 
-    def _put(self, i: int, args: tuple) -> None:
+    def _hand_out(self) -> None:
         now = self.clock()
-        n = self.emitter.put(i, args)
+        n = 0
+        for piece in self.pieces.hand_out():
+            self.on_piece(piece)
+            n += 1
         if n and self.first_emit is None:
             self.first_emit = now
         if n:
-            done = self.emitter.next
-            self.emitted_seconds = self.emitter.start / self.sr
-            if self.first_audio is None and any(self.segments[j].text is not None for j in range(done)):
+            done = self.pieces.next
+            self.emitted_seconds = self.pieces.samples / self.sr
+            if self.first_audio is None and any(self.pieces.segments[j].text is not None for j in range(done)):
                 self.first_audio = self.clock() - self.t0
 
     def queued(self) -> float:
@@ -370,25 +393,21 @@ class _Driver:
     # --- the loop's callbacks -----------------------------------------------------------------
     def done(self, job) -> list:
         k = self.jobs.pop(id(job))
-        if k == 0 and self.req.ref is None:
-            from .voice import VoicePrompt
-
-            self.voice = VoicePrompt(job.tokens, self.segments[self.speech[0]].text.strip(), None)
         if not self.wave_measured:  # the first of its wave to finish: its forwards' typical time
             self.wave_measured = True
             self.forward_times.append(self.clock() - self.last_forward)  # its last forward
             self.planner.measure_wave(self.wave_tokens, statistics.median(self.forward_times))
         t_render = self.clock()
-        audio = render_piece(self.engine, self.req, k, self.segments[self.speech[k]].text, job)
-        self.planner.measure_decode(self.clock() - t_render, len(audio) / self.sr)
-        self._put(self.speech[k], (self.segments[self.speech[k]].text, audio, self.req.seed + k))
+        self.pieces.done(k, job)  # its audio rendered (and, for piece 0, the voice of the rest)
+        self.planner.measure_decode(self.clock() - t_render, self.pieces.lengths[k] / self.sr)
+        self._hand_out()
         self.wave_left = max(self.wave_left - 1, 0)
-        if self.wave_left == 0 and self.queued_k < len(self.speech):
+        if self.wave_left == 0 and self.queued_k < len(self.pieces):
             return self.next_wave()
         return []
 
     def next_wave(self) -> list:
-        rest = range(self.queued_k, len(self.speech))
+        rest = range(self.queued_k, len(self.pieces))
         jobs = [self.job(k) for k in rest[: self.engine.cfg.max_batch_size]]
         lens = [j.packed_len for j in jobs]
         seconds = [j.canvas.target_len / self.engine.cfg.frame_rate for j in jobs]
@@ -422,7 +441,7 @@ class _Driver:
 
     def forwards_to_come(self) -> int:
         """Forwards of the pieces not yet handed to the loop, in waves of the last size."""
-        left = len(self.speech) - self.queued_k
+        left = len(self.pieces) - self.queued_k
         return math.ceil(left / max(self.planner.last_size, 1)) * self.req.generation.num_step
 
 
@@ -461,7 +480,7 @@ def stream(
         if on_step:
             on_step(done, planned + d.forwards_to_come())
 
-    if d.speech:
+    if len(d.pieces):
         first = d.job(0)
         d.wave_tokens, d.last_forward = first.packed_len, clock()
         with cancellable(cancel):
@@ -470,7 +489,7 @@ def stream(
                 max_packed_tokens=engine.cfg.max_packed_tokens, on_step=step, on_done=d.done, forward=engine.forward,
             )  # fmt: skip
     return StreamSummary(
-        pieces=len(d.speech), samples=d.emitter.start, sample_rate=engine.sample_rate, waves=d.waves,
+        pieces=len(d.pieces), samples=d.pieces.samples, sample_rate=engine.sample_rate, waves=d.waves,
         kept_up=not d.planner.behind, first_audio=d.first_audio, seconds=clock() - d.t0, seed=req.seed,
         warnings=warnings,
     )  # fmt: skip

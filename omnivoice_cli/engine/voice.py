@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from . import audio as audio_ops
+from .config import SAMPLE_RATE
 from .errors import InvalidRequest
 from .resample import resample
 from .text import add_punctuation
@@ -44,7 +45,6 @@ from .voicefile import (  # noqa: F401
     voice_text,
 )
 
-SAMPLE_RATE = 24000  # codec rate
 HOP_LENGTH = 960  # codec samples per frame
 RMS_TARGET = 0.1  # quieter references are scaled up to this RMS before encoding
 MAX_SECONDS = 20.0  # longer references: trimmed (without transcript) and warned about

@@ -1,0 +1,120 @@
+"""The piece policy of one request: how its pieces are run, the same in every driver.
+
+Three drivers run requests through the packed loop: `Engine.generate` (pipeline.py), the
+streamed render (streaming.py) and the service (service.py). They cut a text differently by
+design (Engine.generate in chunks like the reference, `plan_request`; the other two at pauses
+and sentences, `streaming.cut_request`), but run the pieces by this one policy:
+
+- the voice: with a reference voice every piece uses it; without one, piece 0 is generated
+  first and its codes and text are the voice of every later piece;
+- the seed of piece k is the request's seed + k;
+- what a finished piece unlocks: with a reference (or a single piece) every piece is ready at
+  once and unlocks nothing; without one, piece 0 unlocks all the others;
+- a finished piece's output is accepted in one place, `accept`: `pipeline.JoinedPieces` keeps its
+  codes (decoded and joined when all are done), `streaming.StreamedPieces` renders its audio (and
+  hands the segments out in order, for the streamed render and the service). A per-piece check
+  (speech recognition) hooks in there, once.
+
+A driver keeps only its admission policy: which ready pieces go into the next forward.
+
+    pieces = JoinedPieces(engine, plan)    # or StreamedPieces(engine, req, config)
+    jobs = [pieces.job(k) for k in pieces.first()]
+    ...                                    # piece k's job finishes in the loop:
+    jobs += [pieces.job(j) for j in pieces.done(k, job)]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:  # annotations only (torch)
+    from .generation import Job
+    from .voice import VoicePrompt
+
+# make a piece's job: (piece, its voice or None, its seed) -> Job
+Prepare = Callable[["Piece", "VoicePrompt | None", int], "Job"]
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One generation of a request: a whole text, a part between pauses, or a chunk of one."""
+
+    part: int  # which pause-separated part it belongs to
+    chunk: int  # its index within the part
+    text: str  # what it says
+    target_len: int | None  # frames, or None: estimated against its voice when its job is made
+    speed: float | None = None  # the speed such a piece is estimated at
+
+
+class RequestPieces:
+    """The pieces of one request and the policy they run by (see the module doc).
+
+    pieces: the driver's cut; ref: the request's voice (None: piece 0 voices the rest); seed: the
+    request's; voice_text: piece 0's text as the voice of the others (the driver's cut says how
+    it reads); prepare(piece, voice, seed): its job. Subclasses say what `accept` does."""
+
+    def __init__(self, pieces: list[Piece], *, ref: "VoicePrompt | None", seed: int, voice_text: str,
+                 prepare: Prepare) -> None:  # fmt: skip
+        self.pieces, self.ref, self.seed = pieces, ref, seed
+        self.voice = ref  # the voice of pieces after 0: the reference, or piece 0's once it is done
+        self.finished = [False] * len(pieces)
+        self.voice_text, self._prepare = voice_text, prepare
+
+    def __len__(self) -> int:
+        return len(self.pieces)
+
+    @property
+    def independent(self) -> bool:
+        """Every piece can run at once (a reference voice, or a single piece)."""
+        return self.ref is not None or len(self.pieces) <= 1
+
+    @property
+    def complete(self) -> bool:
+        return all(self.finished)
+
+    def seed_for(self, k: int) -> int:
+        """The seed of piece k."""
+        return self.seed + k
+
+    def first(self) -> list[int]:
+        """The pieces ready before any is done."""
+        return list(range(len(self.pieces))) if self.independent else [0]
+
+    def unlocks(self, k: int) -> list[int]:
+        """The pieces that become ready when piece k is done."""
+        return [] if self.independent or k != 0 else list(range(1, len(self.pieces)))
+
+    def ready(self, k: int) -> bool:
+        return self.independent or k == 0 or self.voice is not None
+
+    def waiting(self) -> int:
+        """Pieces not ready yet (waiting for piece 0's voice)."""
+        return 0 if self.independent or self.voice is not None else len(self.pieces) - 1
+
+    def voice_for(self, k: int) -> "VoicePrompt | None":
+        """The voice piece k is spoken in: the reference, or (after 0, without one) piece 0's."""
+        return self.ref if k == 0 else self.voice
+
+    def job(self, k: int, voice: "VoicePrompt | None" = None) -> "Job":
+        """The job of piece k, which must be ready. `voice`: a stand-in for piece 0's (its length
+        alone matters) to size a later piece's job before piece 0 is done (Engine.count_forwards)."""
+        if voice is None:
+            if not self.ready(k):
+                raise RuntimeError(f"piece {k} waits for piece 0's voice")
+            voice = self.voice_for(k)
+        return self._prepare(self.pieces[k], voice, self.seed_for(k))
+
+    def done(self, k: int, job: "Job") -> list[int]:
+        """Piece k's job is finished: its output is accepted (`accept`); -> the pieces it unlocks."""
+        self.accept(k, job)
+        self.finished[k] = True
+        if k == 0 and not self.independent:
+            from .voice import VoicePrompt
+
+            self.voice = VoicePrompt(job.tokens, self.voice_text, None)  # piece 0 speaks for the rest
+        return self.unlocks(k)
+
+    def accept(self, k: int, job: "Job") -> None:
+        """The one place a finished piece's output is taken (kept, or rendered to audio)."""
+        raise NotImplementedError
