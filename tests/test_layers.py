@@ -26,13 +26,9 @@ FACE = ("cli.py", "commands/", "options.py", "helpfmt.py", "progress.py")
 ENGINE = ("engine/",)
 UI_LIBRARIES = ("typer", "rich", "click")  # the face's alone
 
-# Cycles that other branches of issue 24 remove (say <-> dialogue in commands/: i24-cmds; engine/hub
-# <-> engine/weights: i24-engine). Listed so this branch passes; empty this set once they are merged
-# (the test fails while a listed cycle is gone, to say so).
-KNOWN_CYCLES_BEING_REMOVED: set[frozenset[str]] = {
-    frozenset({"commands.dialogue", "commands.say"}),
-    frozenset({"engine.hub", "engine.weights"}),
-}
+# Cycles known and being removed, listed so a branch passes while another removes them (the test
+# fails once a listed cycle is gone, to say so). Empty: say <-> dialogue and hub <-> weights are gone.
+KNOWN_CYCLES_BEING_REMOVED: set[frozenset[str]] = set()  # none left
 
 
 @dataclass(frozen=True)
