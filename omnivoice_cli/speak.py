@@ -423,7 +423,8 @@ class StreamedRun(_Run):
         t0 = time.perf_counter()
         idle = _watch(player, writer)
         with self.hooks.progress("streaming", None) as on_step:
-            with StreamRun(engine, request, on_step=on_step, on_warning=self.hooks.warn, on_idle=idle) as run:
+            # the bar counts steps over all pieces: its total is known from the start, never changes
+            with StreamRun(engine, request, on_progress=on_step, on_warning=self.hooks.warn, on_idle=idle) as run:
                 for piece in run:  # each, in order, to the player and to stdout; kept for a file
                     if out.first is None and piece.seed is not None:
                         out.first = time.perf_counter() - t0

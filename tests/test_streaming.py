@@ -431,3 +431,19 @@ def test_a_cuda_graph_capture_is_not_cut_by_a_cancel():
         assert forward.captures == 1 and forward.disabled is None
         with pytest.raises(Cancelled):
             check()
+
+
+def test_progress_over_all_pieces_has_one_total_from_the_first_forward(engine):
+    """The streamed bar's measure (say --play / --stream): steps over every piece, a total that
+    never changes while the waves are sized as they come (the forwards' total grows)."""
+    progress, steps = [], []
+    text = " ".join(f"Line {n}." for n in range(8))
+    summary = stream(
+        engine, Request(text=text, seed=5, generation=G4), lambda p: None, on_step=lambda d, t: steps.append(t),
+        on_progress=lambda d, t: progress.append((d, t)), clock=fake_clock(10.0),
+        config=StreamConfig(first_seconds=0.5, piece_seconds=0.5),
+    )  # fmt: skip
+    assert summary.pieces == 8 and len(set(steps)) > 1  # the forwards' total did change
+    assert {t for _, t in progress} == {8 * 4}  # 8 pieces x 4 steps, from the first call on
+    done = [d for d, _ in progress]
+    assert done == sorted(done) and done[:5] == [1, 2, 3, 4, 6] and done[-1] == 8 * 4  # piece 0 alone, then a wave of 2

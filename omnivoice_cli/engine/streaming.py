@@ -32,7 +32,7 @@ import statistics
 import threading
 import time
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from . import text as textmod
 from .cancel import Cancelled, cancellable
@@ -341,6 +341,8 @@ class _Driver:
         self.pieces = StreamedPieces(engine, req, config)
         self.on_piece: Callable[[StreamPiece], None] | None = None
         self.jobs: dict[int, int] = {}  # id(job) -> piece k
+        self.running: dict[int, Any] = {}  # id(job) -> the job, while it is in run_jobs' hands
+        self.finished = 0  # pieces generated
         self.wave_left = 0  # pieces of the running wave not finished yet
         self.wave_measured = False  # its forwards' time is measured (when its first piece is done)
         self.forward_times: list[float] = []  # seconds of each forward of the running wave
@@ -362,6 +364,7 @@ class _Driver:
     def job(self, k: int):
         job = self.pieces.job(k)
         self.jobs[id(job)] = k
+        self.running[id(job)] = job
         return job
 
     # --- emission -----------------------------------------------------------------------------
@@ -393,6 +396,8 @@ class _Driver:
     # --- the loop's callbacks -----------------------------------------------------------------
     def done(self, job) -> list:
         k = self.jobs.pop(id(job))
+        self.running.pop(id(job), None)
+        self.finished += 1
         if not self.wave_measured:  # the first of its wave to finish: its forwards' typical time
             self.wave_measured = True
             self.forward_times.append(self.clock() - self.last_forward)  # its last forward
@@ -420,6 +425,7 @@ class _Driver:
             )
         for j in jobs[n:]:
             del self.jobs[id(j)]
+            del self.running[id(j)]
         self.queued_k += n
         self.waves.append(n)
         self.wave_left, self.wave_tokens, self.wave_measured = n, sum(lens[:n]), False
@@ -439,6 +445,13 @@ class _Driver:
             self.forward_times.append(now - self.last_forward)
         self.last_forward = now
 
+    def piece_steps(self) -> tuple[int, int]:
+        """(steps done, steps in all) over every piece: a total known from the start, which the
+        forwards' is not (waves are sized as they come)."""
+        per_piece = self.req.generation.num_step
+        done = self.finished * per_piece + sum(j.step for j in self.running.values())
+        return done, len(self.pieces) * per_piece
+
     def forwards_to_come(self) -> int:
         """Forwards of the pieces not yet handed to the loop, in waves of the last size."""
         left = len(self.pieces) - self.queued_k
@@ -451,6 +464,7 @@ def stream(
     on_piece: Callable[[StreamPiece], None],
     *,
     on_step: StepCallback | None = None,
+    on_progress: StepCallback | None = None,
     on_warning: Callable[[str], None] | None = None,
     config: StreamConfig | None = None,
     cancel: threading.Event | None = None,
@@ -459,7 +473,8 @@ def stream(
     """Speak `req` piece by piece: on_piece(StreamPiece) for every segment, strictly in order, each
     as soon as it and all before it are ready (called from this thread, between forwards).
 
-    on_step(done, planned) after every forward (planned grows as waves are sized); on_warning(msg)
+    on_step(done, planned) after every forward (planned grows as waves are sized); on_progress(done,
+    total) after every forward in steps over all pieces (a total that never changes); on_warning(msg)
     for the request's warnings and, once, when the device cannot keep up with playback.
     cancel: once set (from any thread), the render stops with Cancelled before the next layer of
     the forward running then (engine/cancel.py), or at the next forward."""
@@ -479,6 +494,8 @@ def stream(
             raise Cancelled("the streamed render was cancelled")
         if on_step:
             on_step(done, planned + d.forwards_to_come())
+        if on_progress:
+            on_progress(*d.piece_steps())
 
     if len(d.pieces):
         first = d.job(0)
@@ -503,7 +520,7 @@ class StreamRun:
                 player.play(piece.audio)
         run.summary
 
-    on_step and on_warning are called in the iterating thread too (between pieces), so a caller
+    on_step, on_progress and on_warning are called in the iterating thread too (between pieces), so a caller
     needs no locking; so is on_idle(), every `idle_seconds` while no piece comes: what it raises
     ends the iteration (a caller's check that its reader or player is still there).
 
@@ -512,9 +529,11 @@ class StreamRun:
     when the block is left (an interpreter exiting under one aborts the process)."""
 
     def __init__(self, engine: "Engine", req: "Request", *, on_step: StepCallback | None = None,
-                 on_warning: Callable[[str], None] | None = None, config: StreamConfig | None = None,
-                 on_idle: Callable[[], None] | None = None, idle_seconds: float = 0.25) -> None:  # fmt: skip
+                 on_progress: StepCallback | None = None, on_warning: Callable[[str], None] | None = None,
+                 config: StreamConfig | None = None, on_idle: Callable[[], None] | None = None,
+                 idle_seconds: float = 0.25) -> None:  # fmt: skip
         self.on_step, self.on_warning, self.on_idle, self.idle_seconds = on_step, on_warning, on_idle, idle_seconds
+        self.on_progress = on_progress
         self.summary: StreamSummary | None = None
         self.error: BaseException | None = None  # what ended the worker, if not success (Cancelled, ...)
         self._events: queue.Queue = queue.Queue()
@@ -529,7 +548,8 @@ class StreamRun:
         try:
             summary = stream(
                 engine, req, lambda p: put(("piece", p)), on_step=lambda d, t: put(("step", d, t)),
-                on_warning=lambda w: put(("warning", w)), config=config, cancel=self._cancel,
+                on_progress=lambda d, t: put(("progress", d, t)), on_warning=lambda w: put(("warning", w)),
+                config=config, cancel=self._cancel,
             )  # fmt: skip
             put(("done", summary))
         except BaseException as e:  # handed to the iterating thread
@@ -549,6 +569,9 @@ class StreamRun:
             elif kind == "step":
                 if self.on_step:
                     self.on_step(event[1], event[2])
+            elif kind == "progress":
+                if self.on_progress:
+                    self.on_progress(event[1], event[2])
             elif kind == "warning":
                 if self.on_warning:
                     self.on_warning(event[1])
