@@ -7,6 +7,7 @@ at any time (what `omnivoice serve` runs on; no web framework here).
     # Event("done", summary=...) or Event("error", error=...): called in the loop thread, between
     # forwards, so it must only hand the event on (a queue), never block
     ticket.cancel()                              # its jobs leave at the next forward
+    ticket.voice                                 # after piece 0: the VoicePrompt its other pieces use
     service.call(lambda engine: ...)             # run on the engine between forwards -> Future
     service.stop()
 
@@ -100,7 +101,7 @@ class Ticket:
         self.segments = segments
         self.speech = [i for i, s in enumerate(segments) if s.text is not None]  # segment of spoken piece k
         self.warnings = list(warnings)
-        self.voice = req.ref  # the voice of pieces after 0 (piece 0's own without a reference)
+        self.voice = req.ref  # the voice of pieces after 0 (piece 0's own without a reference, once it is done)
         self.ready: list[Any] = [None] * len(segments)  # audio (or a count of zero samples) until handed out
         self.next = 0  # the next segment to hand out
         self.samples = 0  # samples handed out
@@ -340,7 +341,7 @@ class Service:
 
         ticket, k = slot.ticket, slot.k
         try:
-            if k == 0 and ticket.request.ref is None and len(ticket.speech) > 1:
+            if k == 0 and ticket.request.ref is None:  # piece 0's voice: the others', and a caller's to go on in
                 ticket.voice = VoicePrompt(slot.job.tokens, ticket.segments[ticket.speech[0]].text.strip(), None)
                 self._pending += [self._slot(ticket, j) for j in range(1, len(ticket.speech))]
             text = ticket.segments[ticket.speech[k]].text
