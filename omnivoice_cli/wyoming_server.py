@@ -17,14 +17,18 @@ Events (the `wyoming` package's own classes; needs the `wyoming` extra):
   are spoken in the first part's voice (its piece 0, as the streamed render of a whole text
   does) with seeds seed + 1, seed + 2, ...; the `synthesize` sent for older servers inside a
   stream is not spoken twice;
-- `ping` -> `pong`; anything else -> an `error` event (the connection stays open).
+- `ping` -> `pong`; an event of another type -> an `error` event (the connection stays open).
+
+A request that cannot be spoken (a bad value, a full engine, a failure) gets an `error` event in
+the words of the command line, and then the connection is closed, as wyoming-piper does: Home
+Assistant reads a synthesis until its audio-stop (or synthesize-stopped) and would otherwise wait.
 
 Every satellite shares the one engine loop (`speaker.Speaker`): their requests are packed into
 the same forwards. A client that disconnects cancels its work at once. Bounds: `max_queue`
-requests in the engine (`Busy`: an error event), `MAX_PENDING` requests waiting per connection,
-`max_connections` connections, and an event's data of at most `event_limit` bytes (16 KiB and 6
-per character of --max-chars): a larger one is read and dropped (up to `MAX_DRAIN` bytes, else
-the connection is closed) and answered with an error event. Errors read as on the command line.
+requests in the engine (`Busy`), `MAX_PENDING` requests waiting per connection, `max_connections`
+connections, and an event's data of at most `event_limit` bytes (16 KiB and 6 per character of
+--max-chars): a larger one is read and dropped (up to `MAX_DRAIN` bytes) and answered with an
+error event. Nothing a client sends stops the server or another client.
 """
 
 from __future__ import annotations
@@ -217,6 +221,7 @@ class Connection:
         self.jobs: collections.deque[Job] = collections.deque()
         self.wake = asyncio.Event()
         self.stream: Stream | None = None
+        self.closed = False
 
     async def send(self, event: Event) -> None:
         await async_write_event(event, self.writer)
@@ -224,19 +229,29 @@ class Connection:
     async def send_error(self, text: str, code: str) -> None:
         await self.send(Error(text=text, code=code).event())
 
+    async def fail(self, text: str, code: str) -> None:
+        """A request that cannot be spoken: its error event, then the connection closed."""
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            await self.send_error(text, code)
+        finally:
+            self.writer.close()  # the reader then sees the end
+
     async def run(self) -> None:
         worker = asyncio.create_task(self.work())
         try:
-            while True:
+            while not self.closed:
                 try:
                     event = await read_event(self.reader, self.server.event_limit)
                 except TooLarge as e:
-                    await self.send_error(str(e), "too-large")
-                    continue
-                except BadEvent as e:
-                    await self.send_error(f"{e}: closing the connection", "bad-event")
+                    await self.fail(str(e), "too-large")
                     break
-                if event is None:
+                except BadEvent as e:
+                    await self.fail(f"{e}: closing the connection", "bad-event")
+                    break
+                if event is None or self.closed:
                     break
                 await self.handle(event)
         except (ConnectionError, OSError):
@@ -284,7 +299,7 @@ class Connection:
                 await self.send_error(f"unknown event type {kind[:40]!r}: this server takes {', '.join(EVENTS)}",
                                       "unknown-event")  # fmt: skip
         except InvalidRequest as e:
-            await self.send_error(one_line(e), "invalid-request")
+            await self.fail(one_line(e), "invalid-request")
 
     async def chunk(self, text: str) -> None:
         stream = self.stream
@@ -315,11 +330,13 @@ class Connection:
         self.wake.set()
 
     async def work(self) -> None:
-        while True:
+        while not self.closed:
             while not self.jobs:
                 self.wake.clear()
                 await self.wake.wait()
             job = self.jobs.popleft()
+            if self.closed:
+                return
             if job.kind == "stopped":
                 await self.send(SynthesizeStopped().event())
                 continue
@@ -358,7 +375,7 @@ class Speaking:
         try:
             request = await asyncio.to_thread(self.build)
         except USAGE_ERRORS as e:
-            await conn.send_error(one_line(e), "invalid-request")
+            await conn.fail(one_line(e), "invalid-request")
             return
         await self.relay(request)
 
@@ -387,10 +404,10 @@ class Speaking:
         try:
             ticket = self.speaker.submit(request, put)  # quick (text checks), and never left behind by a cancel
         except (Busy, Stopped) as e:
-            await conn.send_error(one_line(e), "busy")
+            await conn.fail(one_line(e), "busy")
             return
         except USAGE_ERRORS as e:
-            await conn.send_error(one_line(e), "invalid-request")
+            await conn.fail(one_line(e), "invalid-request")
             return
         done = False
         try:
@@ -406,7 +423,8 @@ class Speaking:
         while True:
             event = await events.get()
             if event.kind == "error":
-                await conn.send_error(one_line(event.error), "synthesis-failed")
+                code = "invalid-request" if isinstance(event.error, USAGE_ERRORS) else "synthesis-failed"
+                await conn.fail(one_line(event.error), code)
                 return True
             if not started:
                 await conn.send(AudioStart(rate=rate, width=WIDTH, channels=CHANNELS).event())
@@ -446,6 +464,7 @@ class WyomingServer:
         self._server: asyncio.AbstractServer | None = None
         self._closed: asyncio.Event | None = None
         self.address: str | None = None  # where it listens, once it does
+        self._socket: str | None = None  # the unix socket's file, removed at the end
 
     async def start(self) -> str:
         kind, where, port = parse_uri(self.options.uri)
@@ -455,8 +474,10 @@ class WyomingServer:
             host, bound = self._server.sockets[0].getsockname()[:2]
             self.address = f"tcp://{f'[{host}]' if ':' in host else host}:{bound}"
         else:
+            _remove_socket(where)  # a stale one of an earlier run
             self._server = await asyncio.start_unix_server(self._accept, where, limit=limit)
             self.address = f"unix://{where}"
+            self._socket = where
         self._closed = asyncio.Event()
         return self.address
 
@@ -485,9 +506,23 @@ class WyomingServer:
             for task in list(self.connections):
                 task.cancel()
             await asyncio.gather(*self.connections, return_exceptions=True)
+            if self._socket is not None:
+                _remove_socket(self._socket)
             await asyncio.to_thread(self.speaker.stop)
 
     def close(self) -> None:
         """Stop serving (from the event loop's thread)."""
         if self._closed is not None:
             self._closed.set()
+
+
+def _remove_socket(path: str) -> None:
+    """Remove a unix socket's file (only a socket: never another file at that path)."""
+    import os
+    import stat
+
+    try:
+        if stat.S_ISSOCK(os.lstat(path).st_mode):
+            os.unlink(path)
+    except OSError:
+        pass

@@ -58,18 +58,18 @@ def alice(home, ref_voice):
 class Running:
     """A WyomingServer in a thread of its own (its own event loop), on a free port."""
 
-    def __init__(self, engine, **options):
+    def __init__(self, engine, uri="tcp://127.0.0.1:0", **options):
         flags = {"num_step": NUM_STEP, "seed": SEED}
         self.speaker = Speaker(SpeakerOptions(layers=((st.FLAG_SOURCE, flags),), model=str(TINY_CKPT), **options),
                                load=lambda: engine)  # fmt: skip
         self.speaker.start()
-        self.server = WyomingServer(self.speaker, WyomingOptions(uri="tcp://127.0.0.1:0", quiet=True))
+        self.server = WyomingServer(self.speaker, WyomingOptions(uri=uri, quiet=True))
         self.ready = threading.Event()
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self._run, name="test-wyoming", daemon=True)
         self.thread.start()
         assert self.ready.wait(60), "the server did not start"
-        self.port = int(self.server.address.rsplit(":", 1)[1])
+        self.port = int(self.server.address.rsplit(":", 1)[1]) if uri.startswith("tcp") else None
 
     def _run(self):
         self.loop.run_until_complete(self.server.serve(lambda address: self.ready.set()))
@@ -294,40 +294,55 @@ def test_a_client_that_drops_frees_its_work(srv):
     assert len(run(speak(srv, "Still here."))) > 0
 
 
-def test_bad_events_get_an_error_and_the_server_keeps_serving(srv):
+async def refused(srv, *events, write=None):
+    """The error event a new connection gets for `events` (or raw bytes), and what follows it."""
+    async with srv.client() as client:
+        if write is not None:
+            client._writer.write(write)
+        for event in events:
+            await client.write_event(event)
+        error = await client.read_event()
+        assert error is not None and Error.is_type(error.type), error
+        return Error.from_event(error), await client.read_event()
+
+
+def test_an_unknown_event_gets_an_error_and_the_connection_goes_on(srv):
     async def go():
-        out = {}
         async with srv.client() as client:
             await client.write_event(Event(type="launch-rockets"))
-            out["unknown"] = Error.from_event(await client.read_event())
-            await client.write_event(Event(type="synthesize", data={"voice": {"name": "alloy"}}))
-            out["no text"] = Error.from_event(await client.read_event())
-            await client.write_event(Synthesize(text="x" * 1_000_000).event())
-            out["1 MB"] = Error.from_event(await client.read_event())
-            await client.write_event(Synthesize(text="y " * 2100).event())
-            out["long"] = Error.from_event(await client.read_event())
-            _, _, out["voice"] = await synthesize(client, "Hi.", SynthesizeVoice(name="nobody"))
-            _, _, out["instruct"] = await synthesize(client, "Hi.", SynthesizeVoice(name="auto", speaker="purple"))
+            error = Error.from_event(await client.read_event())
             await client.write_event(Ping(text="p").event())
-            out["ping"] = await client.read_event()
+            pong = await client.read_event()
             await client.write_event(Describe().event())
-            out["describe"] = await client.read_event()
-        async with srv.client() as client:  # not a line of JSON: closed, after an error event
-            client._writer.write(b"this is not json\n")
-            out["garbage"] = Error.from_event(await client.read_event())
-            out["closed"] = await client.read_event()
-        return out
+            return error, pong, await client.read_event()
 
-    out = run(go())
-    assert out["unknown"].code == "unknown-event" and "'launch-rockets'" in out["unknown"].text
-    assert out["no text"].text == "the 'synthesize' event has no 'text': give the text to speak"
-    assert out["1 MB"].code == "too-large" and "at most 40960 bytes" in out["1 MB"].text
-    assert out["long"].text == "text is 4200 characters long: at most 4096 are allowed (--max-chars)"
-    assert out["voice"].type == "error" and "unknown voice 'nobody'" in out["voice"].data["text"]
-    assert "known voices: alice, alloy" in out["voice"].data["text"] or "known voices: alloy" in out["voice"].data["text"]
-    assert out["instruct"].type == "error" and "field 'instruct'" in out["instruct"].data["text"]
-    assert out["ping"].type == "pong" and Info.is_type(out["describe"].type)
-    assert out["garbage"].code == "bad-event" and out["closed"] is None
+    error, pong, info = run(go())
+    assert error.code == "unknown-event" and error.text.startswith("unknown event type 'launch-rockets': this server")
+    assert pong.type == "pong" and pong.data["text"] == "p" and Info.is_type(info.type)
+
+
+def test_a_request_that_cannot_be_spoken_gets_an_error_then_the_connection_closes(srv):
+    """As wyoming-piper does: Home Assistant reads a synthesis up to its audio-stop, so an error
+    alone would leave it waiting; the close ends its wait. The server goes on serving."""
+    cases = [
+        ((Event(type="synthesize", data={"voice": {"name": "alloy"}}),), "invalid-request",
+         "the 'synthesize' event has no 'text': give the text to speak"),
+        ((Synthesize(text="x" * 1_000_000).event(),), "too-large",
+         "the 'synthesize' event is 1000012 bytes long: at most 40960 bytes are allowed (--max-chars)"),
+        ((Synthesize(text="y " * 2100).event(),), "invalid-request",
+         "text is 4200 characters long: at most 4096 are allowed (--max-chars)"),
+        ((Synthesize(text="Hi.", voice=SynthesizeVoice(name="nobody")).event(),), "invalid-request",
+         "unknown voice 'nobody'"),
+        ((Synthesize(text="Hi.", voice=SynthesizeVoice(name="auto", speaker="purple")).event(),), "invalid-request",
+         "field 'instruct': "),
+        ((SynthesizeChunk(text="Hi.").event(),), "invalid-request", "synthesize-chunk outside a stream"),
+        ((SynthesizeStart().event(), SynthesizeStart().event()), "invalid-request", "synthesize-start inside a stream"),
+    ]  # fmt: skip
+    for events, code, words in cases:
+        error, after = run(refused(srv, *events))
+        assert error.code == code and words in error.text and after is None, (events[0].type, error)
+    error, after = run(refused(srv, write=b"this is not json\n"))
+    assert error.code == "bad-event" and error.text.startswith("an event's header is not a line of JSON") and after is None
     assert len(run(speak(srv, "Still here."))) > 0
 
 
@@ -341,11 +356,35 @@ def test_a_full_engine_queue_is_an_error_event(engine, home):
                     await a.write_event(Synthesize(text="First.").event())
                     await asyncio.to_thread(wait_for, lambda: running.service.open == 1, 60, "the first queued")
                     await b.write_event(Synthesize(text="Second.").event())
-                    return Error.from_event(await b.read_event())
+                    return Error.from_event(await b.read_event()), await b.read_event()
 
-            busy = run(go())
+            busy, after = run(go())
         finally:
             gate.set()
-        assert busy.code == "busy" and busy.text.startswith("the server is busy: 1 requests are queued")
+        assert busy.code == "busy" and busy.text.startswith("the server is busy: 1 requests are queued") and after is None
     finally:
         running.close()
+
+
+def test_a_unix_socket_serves_and_is_removed_at_the_end(engine, home, tmp_path):
+    from wyoming.client import AsyncUnixClient
+
+    from omnivoice_cli.wyoming_server import _remove_socket
+
+    sock = tmp_path / "omnivoice.sock"
+    sock.write_text("a file, not a socket")
+    _remove_socket(str(sock))  # what start does before it binds: only a stale socket goes
+    assert sock.read_text() == "a file, not a socket"
+    sock.unlink()
+    running = Running(engine, uri=f"unix://{sock}")
+    try:
+        async def go():
+            async with AsyncUnixClient(str(sock)) as client:
+                chunks, kinds, last = await synthesize(client, "Over a socket.")
+                return samples(chunks), last
+
+        audio, last = run(go())
+        assert AudioStop.is_type(last.type) and len(audio) > 0
+    finally:
+        running.close()
+    assert not sock.exists()
