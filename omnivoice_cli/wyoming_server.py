@@ -142,6 +142,19 @@ def ready_text(buffer: str) -> tuple[str, str]:
     return buffer[:cut], buffer[cut:]
 
 
+def within(text: str, limit: int) -> list[str]:
+    """`text` in parts of at most `limit` characters (joined, they are the text), each cut at its
+    last sentence end, else its last space."""
+    parts = []
+    while len(text) > limit:
+        head, _ = ready_text(text[: limit + 1])
+        space = text.rfind(" ", 1, limit + 1)
+        cut = len(head) if head.strip() else space if space > 0 else limit
+        parts.append(text[:cut])
+        text = text[cut:]
+    return [*parts, text]
+
+
 async def read_event(reader: asyncio.StreamReader, limit: int) -> Event | None:
     """The next event (None at the end), its data and payload within `limit` bytes each."""
     try:
@@ -306,13 +319,16 @@ class Connection:
         if stream is None:
             raise InvalidRequest("synthesize-chunk outside a stream: send synthesize-start first")
         stream.text += text
-        if len(stream.text) > self.server.speaker.options.max_chars:  # no sentence end for that long: speak it
-            ready, stream.text = stream.text, ""
-        else:
-            ready, stream.text = ready_text(stream.text)
-        if ready.strip():
-            stream.handed = True
-            await self.queue(Job("speak", ready, stream.voice, stream))
+        limit = self.server.speaker.options.max_chars
+        ready, stream.text = ready_text(stream.text)
+        parts = within(ready, limit) if ready else []
+        if len(stream.text) > limit:  # no sentence end for that long: spoken up to a space
+            *more, stream.text = within(stream.text, limit)
+            parts += more
+        for part in parts:
+            if part.strip():
+                stream.handed = True
+                await self.queue(Job("speak", part, stream.voice, stream))
 
     async def stop_stream(self) -> None:
         stream, self.stream = self.stream, None
@@ -340,7 +356,9 @@ class Connection:
             if job.kind == "stopped":
                 await self.send(SynthesizeStopped().event())
                 continue
-            while job.stream is not None and self.jobs and self.jobs[0].stream is job.stream:
+            limit = self.server.speaker.options.max_chars
+            while (job.stream is not None and self.jobs and self.jobs[0].stream is job.stream
+                   and len(job.text) + len(self.jobs[0].text) <= limit):  # fmt: skip
                 job.text += self.jobs.popleft().text  # parts that arrived while the last one spoke: one request
             await Speaking(self, job).run()
 

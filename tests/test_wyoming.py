@@ -388,3 +388,32 @@ def test_a_unix_socket_serves_and_is_removed_at_the_end(engine, home, tmp_path):
     finally:
         running.close()
     assert not sock.exists()
+
+
+@pytest.mark.slow
+def test_a_long_stream_is_spoken_in_parts_within_max_chars(engine, home, monkeypatch):
+    """An answer longer than --max-chars, with and without sentence ends, streamed in: spoken in
+    parts of at most --max-chars (parts that waited are joined only up to it), never refused."""
+    running = Running(engine, max_chars=60)
+    submitted = []
+    real = running.speaker.submit
+    monkeypatch.setattr(running.speaker, "submit", lambda req, on: (submitted.append(req.text), real(req, on))[1])
+    text = "The lamp is on. " * 6 + "and then words without any end " * 5
+    try:
+        async def go():
+            async with running.client() as client:
+                await client.write_event(SynthesizeStart().event())
+                for i in range(0, len(text), 23):
+                    await client.write_event(SynthesizeChunk(text=text[i : i + 23]).event())
+                await client.write_event(SynthesizeStop().event())
+                kinds = []
+                while not kinds or kinds[-1] not in ("synthesize-stopped", "error"):
+                    kinds.append((await client.read_event()).type)
+                return kinds
+
+        kinds = run(go())
+    finally:
+        running.close()
+    assert kinds[-1] == "synthesize-stopped" and "error" not in kinds
+    assert all(len(t) <= 60 for t in submitted) and len(submitted) >= 4
+    assert " ".join(t.strip() for t in submitted) == text.strip()
