@@ -25,7 +25,7 @@ except ImportError:  # older typer runs on click
 
 from . import settings as st
 from .commands import batch as batch_cmd
-from .commands import dub, info, models, presets, say, serve, voice
+from .commands import dub, info, mcp, models, presets, say, serve, voice, wyoming
 from .commands.common import error
 from .helpfmt import HelpCommand, HelpGroup
 
@@ -131,6 +131,8 @@ _command(info.languages, "languages")
 _command(info.instructs, "instructs")
 _command(info.tags, "tags")
 _command(serve.serve, "serve", help=serve.HELP, epilog=serve.EXAMPLES)
+_command(wyoming.wyoming, "wyoming", help=wyoming.HELP, epilog=wyoming.EXAMPLES)
+_command(mcp.mcp, "mcp", help=mcp.HELP, epilog=mcp.EXAMPLES)
 
 
 def main() -> None:

@@ -135,3 +135,32 @@ def test_a_missing_extra_keeps_its_words_under_a_setting_name():
     e = MissingExtra("text normalisation", "kaldifst", "normalize")
     out = named(st.resolve((st.FLAG_SOURCE, {"normalize": True})), e, "normalize")
     assert out is e and out.setting == "normalize" and str(out).startswith("text normalisation needs kaldifst")
+
+
+@pytest.mark.parametrize("command, package", [("wyoming", "wyoming"), ("mcp", "mcp (2.x)")])
+def test_wyoming_and_mcp_without_their_extras(blocker, tmp_path, command, package):
+    where = ["--root", tmp_path / "speech"] if command == "mcp" else ["--uri", "tcp://127.0.0.1:0"]
+    proc = omnivoice(blocker, command, command, *where, "--model", TINY_CKPT, cwd=tmp_path)
+    line = one_line(proc, command)
+    assert line == f"Error: omnivoice {command} needs {package}, which is not installed: {install_hint(command)}"
+    assert not (tmp_path / "speech").exists()
+
+
+@pytest.mark.slow
+def test_help_and_the_core_path_import_neither_wyoming_nor_mcp(tmp_path):
+    """`--help`, `say --help`, the new commands' help and a plain `say` leave both SDKs unimported."""
+    say = ["say", "Hello.", "-o", str(tmp_path / "out.wav"), "--model", str(TINY_CKPT), "--num-step", "2", "-q"]
+    code = f"""
+import sys
+from typer.testing import CliRunner
+from omnivoice_cli.cli import app
+for args in (["--help"], ["say", "--help"], ["wyoming", "--help"], ["mcp", "--help"], {say!r}):
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, (args, result.output)
+print(sorted(m for m in sys.modules if m.split(".")[0] in ("wyoming", "mcp", "mcp_types")))
+"""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMNIVOICE_HOME": str(tmp_path / "home")}
+    env.pop("OMNIVOICE_MODEL", None)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]" and (tmp_path / "out.wav").is_file()

@@ -109,10 +109,10 @@ class RequestPieces:
         """Piece k's job is finished: its output is accepted (`accept`); -> the pieces it unlocks."""
         self.accept(k, job)
         self.finished[k] = True
-        if k == 0 and not self.independent:
+        if k == 0 and self.ref is None:  # piece 0 speaks for the rest (and, alone, for a caller's next)
             from .voice import VoicePrompt
 
-            self.voice = VoicePrompt(job.tokens, self.voice_text, None)  # piece 0 speaks for the rest
+            self.voice = VoicePrompt(job.tokens, self.voice_text, None)
         return self.unlocks(k)
 
     def accept(self, k: int, job: "Job") -> None:

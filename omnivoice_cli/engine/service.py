@@ -7,6 +7,7 @@ at any time (what `omnivoice serve` runs on; no web framework here).
     # Event("done", summary=...) or Event("error", error=...): called in the loop thread, between
     # forwards, so it must only hand the event on (a queue), never block
     ticket.cancel()                              # its jobs leave at the next forward
+    ticket.voice                                 # after piece 0: the VoicePrompt its other pieces use
     service.call(lambda engine: ...)             # run on the engine between forwards -> Future
     service.stop()
 
@@ -45,6 +46,7 @@ from .streaming import Segment, StreamConfig, StreamedPieces, StreamPiece
 if TYPE_CHECKING:
     from .generation import Job
     from .pipeline import Engine, Request
+    from .voice import VoicePrompt
 
 
 class Busy(OmniVoiceError):
@@ -107,6 +109,13 @@ class Ticket:
         self.submitted = service.clock()
         self.started: float | None = None
         self.first_audio: float | None = None
+
+    @property
+    def voice(self) -> "VoicePrompt | None":
+        """The voice its pieces after 0 are spoken in: the reference, or piece 0's once it is done
+        (also for a text of one piece: a caller's voice to go on in, e.g. the next part of a
+        streamed answer)."""
+        return self.pieces.voice
 
     @property
     def seed(self) -> int:

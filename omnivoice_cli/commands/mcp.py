@@ -1,0 +1,102 @@
+"""`omnivoice mcp`: speech as tools for agents over the Model Context Protocol (mcp_server.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from .. import settings as st
+from ..engine.errors import InvalidRequest
+from ..options import HARDWARE_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, with_settings
+from .common import echo, notice, run_settings
+
+HELP = """Serve speech as MCP tools for agents (Claude Desktop, IDEs, any MCP client), over stdio.
+
+Tools: speak (plays on this machine, through the player `say` uses), synthesize (writes a file
+under --root, and nowhere else), list_voices, describe_voice_options. Their arguments are
+checked as `say` checks its flags. The model loads on the first call and stays loaded; calls
+at once share the engine's forwards. --http PORT serves MCP's streamable HTTP on
+127.0.0.1:PORT/mcp instead. Needs the mcp extra."""
+
+EXAMPLES = """
+omnivoice mcp --root ~/speech --voice alice --preset fast
+omnivoice mcp --root ~/speech --http 8765
+"""
+
+MCP_SETTINGS = ("lang", "normalize", "markdown", "chunk_duration", "chunk_threshold", "instruct", "voice", "speed",
+                *st.GENERATION_KEYS, "seed", *HARDWARE_SETTINGS)  # fmt: skip
+
+
+def check_extra() -> None:
+    """The mcp SDK (2.x) imports, or MissingExtra (exit 2)."""
+    from ..engine.errors import MissingExtra
+
+    try:
+        import mcp.server.mcpserver  # noqa: F401 - 2.x (1.x had FastMCP, another API)
+    except ImportError:
+        raise MissingExtra("omnivoice mcp", "mcp (2.x)", "mcp") from None
+
+
+def _root(spec: str) -> Path:
+    root = Path(spec).expanduser()
+    if root.exists() and not root.is_dir():
+        raise InvalidRequest(f"--root '{spec}' is a file: give a folder (created if missing)")
+    root.mkdir(parents=True, exist_ok=True)
+    return root.resolve()
+
+
+@with_settings(*MCP_SETTINGS)
+def mcp(
+    root: str = typer.Option(..., "--root", metavar="DIR", rich_help_panel="Server", show_default=False,
+                             help="Folder synthesize writes under (created if missing); nothing is written elsewhere."),
+    http: Optional[int] = typer.Option(None, "--http", min=1, max=65535, metavar="PORT", rich_help_panel="Server",
+                                       show_default=False,
+                                       help="Serve MCP's streamable HTTP on 127.0.0.1:PORT (path /mcp), not stdio."),
+    max_queue: int = typer.Option(64, "--max-queue", min=1, max=100_000, metavar="N", rich_help_panel="Server",
+                                  help="Requests in the engine at once (generating or waiting); more get an error."),
+    max_chars: int = typer.Option(4096, "--max-chars", min=1, max=1_000_000, metavar="N", rich_help_panel="Server",
+                                  help="Characters of one text at most."),
+    preset: Optional[str] = PRESET_OPTION,
+    quiet: bool = QUIET_OPTION,
+    flags: dict = NO_FLAGS,
+) -> None:  # fmt: skip
+    """Serve speech as MCP tools for agents (Claude Desktop, IDEs, any MCP client), over stdio."""
+    check_extra()
+    from ..mcp_server import Tools, build_server
+    from ..server.schema import package_version
+    from ..speaker import Speaker, SpeakerOptions
+
+    chosen, settings = run_settings(preset, flags)
+    layers = ((chosen.origin, chosen.settings),) if chosen else ()
+    options = SpeakerOptions(layers=(*layers, (st.FLAG_SOURCE, flags)), model=settings["model"], max_queue=max_queue,
+                             max_chars=max_chars)  # fmt: skip
+    speaker = Speaker(options, load=_loader(settings, quiet))
+    speaker.check()  # the flags make a request (a voice that exists, ...) before any client comes
+    tools = Tools(speaker, _root(root))
+    server = build_server(tools, package_version())
+    if not quiet:
+        where = f"http://127.0.0.1:{http}/mcp" if http else "stdio"
+        echo(f"omnivoice mcp: serving on {where}; files under {tools.root}; the model loads on the first call")
+    try:
+        if http:
+            server.run("streamable-http", host="127.0.0.1", port=http)
+        else:
+            server.run("stdio")
+    except KeyboardInterrupt:
+        pass
+    finally:
+        speaker.stop()
+
+
+def _loader(settings: st.Resolved, quiet: bool):
+    def load():
+        from ..session import Hardware, load_engine
+
+        engine, seconds = load_engine(Hardware.from_settings(settings.values), on_notice=notice(quiet))
+        if not quiet:
+            echo(f"omnivoice mcp: model loaded in {seconds:.1f} s")
+        return engine
+
+    return load

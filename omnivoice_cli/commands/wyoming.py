@@ -1,0 +1,90 @@
+"""`omnivoice wyoming`: a Wyoming TTS server for Home Assistant (wyoming_server.py)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from .. import settings as st
+from ..options import HARDWARE_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, with_settings
+from .common import echo, load_engine, run_settings
+
+HELP = """Serve text to speech over the Wyoming protocol, for Home Assistant's voice pipeline.
+
+In Home Assistant: Settings > Devices & services > Add integration > Wyoming Protocol, with the
+host and port of --uri. Its voices are the saved voices, OpenAI's names (alloy, ...) and auto.
+Every satellite shares one loaded model, their requests packed into the same forwards; audio
+streams as each piece is ready, and a text streamed in (an LLM's answer) is spoken from its
+first sentence end. --seed pins the seed: a text of one piece then equals `say --seed`.
+Needs the wyoming extra. SIGTERM or Ctrl-C stops it."""
+
+EXAMPLES = """
+omnivoice wyoming --uri tcp://0.0.0.0:10200 --preset fast
+omnivoice wyoming --voice alice --lang en
+"""
+
+WYOMING_SETTINGS = ("lang", "normalize", "markdown", "chunk_duration", "chunk_threshold", "instruct", "voice", "speed",
+                    *st.GENERATION_KEYS, "seed", *HARDWARE_SETTINGS)  # fmt: skip
+
+
+def check_extra() -> None:
+    """The wyoming package imports, or MissingExtra (exit 2)."""
+    from ..engine.errors import MissingExtra
+
+    try:
+        import wyoming.server  # noqa: F401
+    except ImportError:
+        raise MissingExtra("omnivoice wyoming", "wyoming", "wyoming") from None
+
+
+@with_settings(*WYOMING_SETTINGS)
+def wyoming(
+    uri: str = typer.Option("tcp://127.0.0.1:10200", "--uri", metavar="URI", rich_help_panel="Server",
+                            help="Where to listen: tcp://HOST:PORT (0.0.0.0: every interface) or unix://PATH."),
+    max_queue: int = typer.Option(64, "--max-queue", min=1, max=100_000, metavar="N", rich_help_panel="Server",
+                                  help="Requests in the engine at once (generating or waiting); more get an error."),
+    max_chars: int = typer.Option(4096, "--max-chars", min=1, max=1_000_000, metavar="N", rich_help_panel="Server",
+                                  help="Characters of one text at most."),
+    preset: Optional[str] = PRESET_OPTION,
+    quiet: bool = QUIET_OPTION,
+    flags: dict = NO_FLAGS,
+) -> None:  # fmt: skip
+    """Serve text to speech over the Wyoming protocol, for Home Assistant's voice pipeline."""
+    check_extra()
+    import asyncio
+
+    from ..server.schema import package_version
+    from ..speaker import Speaker, SpeakerOptions
+    from ..wyoming_server import WyomingOptions, WyomingServer, parse_uri
+
+    parse_uri(uri)
+    chosen, settings = run_settings(preset, flags)
+    layers = ((chosen.origin, chosen.settings),) if chosen else ()
+    options = SpeakerOptions(layers=(*layers, (st.FLAG_SOURCE, flags)), model=settings["model"], max_queue=max_queue,
+                             max_chars=max_chars)  # fmt: skip
+    speaker = Speaker(options, load=lambda: load_engine(settings, quiet)[0])
+    speaker.check()  # the flags make a request (a voice that exists, ...) before the model loads
+    speaker.start()
+    server = WyomingServer(speaker, WyomingOptions(uri=uri, quiet=quiet, version=package_version(), log=echo))
+    asyncio.run(_serve(server, quiet))
+    if not quiet:
+        echo("omnivoice wyoming: stopped")
+
+
+async def _serve(server, quiet: bool) -> None:
+    import asyncio
+    import signal
+
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, server.close)
+        except (NotImplementedError, RuntimeError):  # not on this platform: Ctrl-C still ends the run
+            pass
+
+    def ready(address: str) -> None:
+        if not quiet:
+            echo(f"omnivoice wyoming: listening on {address} (model {server.speaker.options.model})")
+
+    await server.serve(ready)

@@ -1,0 +1,191 @@
+"""`omnivoice mcp`: speech as tools of the Model Context Protocol, for agents (Claude Desktop, IDEs,
+any MCP client), on the official `mcp` SDK (2.x: MCPServer; needs the `mcp` extra).
+
+    tools = Tools(speaker, root=Path("~/speech"))
+    server = build_server(tools)             # the four tools below
+    server.run("stdio")                      # or: server.run("streamable-http", host=..., port=...)
+
+Tools (arguments as JSON; `settings` is an object of request settings, e.g. {"num_step": 16,
+"seed": 7, "speed": 1.1, "preset": "fast"}, checked by the settings schema as a server request's
+fields are: a bad value is a tool error in the CLI's words, "field 'num_step' must be an integer
+in 1..64, got 100", never an exception to the client):
+- speak(text, voice?, instruct?, lang?, settings?): plays on this machine through the player
+  `say` uses (player.py; OMNIVOICE_PLAYER first), as the pieces are ready; returns the seconds
+  and the seed once it has played. One speak plays at a time.
+- synthesize(text, path, format?, voice?, instruct?, lang?, settings?): writes one audio file
+  under the root (atomically: a temporary file renamed) and returns its path, length and seed;
+- list_voices(): the saved voices, OpenAI's names and auto (what `voice` may name);
+- describe_voice_options(): the voice-design vocabulary of `instruct`, the languages, the
+  request settings and presets, the formats.
+
+A path is relative to the root (created if missing; missing folders under it too). It may not
+go up (`..`), be absolute outside the root, or reach outside it through a symbolic link: such a
+path is refused before anything is generated, and nothing is ever written outside the root. A
+voice is a name, never a file (speaker.py). The model loads once, on the first call that speaks,
+and stays loaded; every call shares its engine loop (concurrent calls share forwards).
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Annotated, Any, Callable
+
+from pydantic import Field
+
+from . import settings as st
+from .engine.errors import InvalidRequest, OmniVoiceError
+from .speaker import USAGE_ERRORS, Speaker, one_line
+
+NAME = "omnivoice"
+INSTRUCTIONS = ("Text to speech with the OmniVoice model. `speak` plays speech on the user's machine; `synthesize` "
+                "writes an audio file under the server's root folder. Voices: `list_voices`; voice design "
+                "(instruct) and languages: `describe_voice_options`.")  # fmt: skip
+
+
+class Tools:
+    """What the tools do, free of the protocol: InvalidRequest / SettingsError / OmniVoiceError
+    / OSError for what goes wrong, in the CLI's words."""
+
+    def __init__(self, speaker: Speaker, root: Path, open_player: Callable[..., Any] | None = None) -> None:
+        self.speaker = speaker
+        self.root = Path(root).expanduser().resolve()
+        self._open_player = open_player
+        self._playing = threading.Lock()
+
+    def speak(self, text: Any, voice: Any = None, instruct: Any = None, lang: Any = None,
+              settings: Any = None) -> dict[str, Any]:  # fmt: skip
+        built = self.speaker.build(text, voice=voice, lang=lang, instruct=instruct, settings=settings)
+        rate = self.speaker.sample_rate  # the model, loaded once
+        if self._open_player is None:
+            from .player import open_player
+        else:
+            open_player = self._open_player
+        with self._playing:
+            with open_player(rate) as player:
+                audio, summary = self.speaker.render(built.request, on_piece=lambda p: player.play(p.audio))
+            played = getattr(player, "name", "player")
+        return {"seconds": round(len(audio) / rate, 3), "seed": summary.seed, "player": played,
+                "warnings": [*built.warnings, *summary.warnings]}  # fmt: skip
+
+    def synthesize(self, text: Any, path: Any, format: Any = None, voice: Any = None, instruct: Any = None,
+                   lang: Any = None, settings: Any = None) -> dict[str, Any]:  # fmt: skip
+        from .output import check_output, write_audio
+
+        if format is not None and not isinstance(format, str):
+            raise InvalidRequest(f"format must be a string, got {st.type_name(format)}")
+        target_path = resolve_under(self.root, path, format)
+        built = self.speaker.build(text, voice=voice, lang=lang, instruct=instruct, settings=settings)
+        target_path.parent.mkdir(parents=True, exist_ok=True)
+        target = check_output(str(target_path), format)
+        audio, summary = self.speaker.render(built.request)
+        write_audio(audio, summary.sample_rate, target)
+        return {"path": str(target_path), "seconds": round(len(audio) / summary.sample_rate, 3),
+                "samples": int(len(audio)), "sample_rate": summary.sample_rate, "seed": summary.seed,
+                "format": target.audio_format.name, "warnings": [*built.warnings, *summary.warnings]}  # fmt: skip
+
+    def list_voices(self) -> dict[str, Any]:
+        return {"voices": self.speaker.voices()}
+
+    def describe_voice_options(self) -> dict[str, Any]:
+        from .output import writable_formats
+        from .server.schema import languages_part, presets_part, settings_part, voice_design_part
+
+        return {"voice_design": voice_design_part(), "languages": languages_part(), "settings": settings_part(),
+                "presets": presets_part(), "formats": writable_formats()}  # fmt: skip
+
+
+def resolve_under(root: Path, spec: Any, format: str | None = None) -> Path:
+    """The file `spec` names under `root` (a resolved folder), its extension that of `format`
+    (default wav) when it has none. InvalidRequest when it leaves the root: '..', an absolute
+    path elsewhere, a symbolic link (of a folder on the way, or of the file) that points out."""
+    from .output import format_named
+
+    if not isinstance(spec, str) or not spec.strip():
+        raise InvalidRequest("path is empty: give a file name under the root, e.g. hello.wav")
+    if "\x00" in spec:
+        raise InvalidRequest("path holds a NUL character: give a file name under the root")
+    shown = st.shown_value(spec)
+    p = Path(spec)
+    if ".." in p.parts:
+        raise InvalidRequest(f"path {shown} goes up a folder ('..'): give a path inside the root ({root})")
+    if p.is_absolute():
+        try:
+            p = p.relative_to(root)
+        except ValueError:
+            raise InvalidRequest(f"path {shown} is outside the root ({root}): give a path inside it, "
+                                 "e.g. hello.wav") from None  # fmt: skip
+    if str(p) in ("", "."):
+        raise InvalidRequest(f"path {shown} is the root itself: give a file name, e.g. hello.wav")
+    full = root / p
+    if not full.suffix:
+        full = full.with_name(full.name + format_named(format or "wav").extension)
+    folder = full.parent.resolve()  # through every link on the way
+    if not _inside(folder, root) or (full.is_symlink() and not _inside(full.resolve(), root)):
+        raise InvalidRequest(f"path {shown} leads outside the root ({root}) through a symbolic link: "
+                             "nothing is written there")  # fmt: skip
+    return folder / full.name
+
+
+def _inside(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def guarded(call: Callable[[], Any]) -> Any:
+    """A tool's result, or a ToolError (the client's `is_error` result) in the CLI's words."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    try:
+        return call()
+    except (*USAGE_ERRORS, OmniVoiceError, OSError) as e:
+        raise ToolError(_message(e)) from None
+
+
+def _message(e: BaseException) -> str:
+    if isinstance(e, OSError) and e.strerror:
+        return f"{e.strerror}: {e.filename}" if e.filename else e.strerror
+    return one_line(e)
+
+
+Text = Annotated[str, Field(description="What to say. [pause 1s] and [laughter] style tags work.")]
+Voice = Annotated[str | None, Field(description="A voice from list_voices: a saved voice, an OpenAI name "
+                                                "(alloy, ...) or auto. Default: the server's.")]  # fmt: skip
+Instruct = Annotated[str | None, Field(description='Voice-design items, e.g. "female, low pitch, british accent" '
+                                                   "(describe_voice_options lists them).")]  # fmt: skip
+Lang = Annotated[str | None, Field(description="Language code, tag or name, e.g. en, de-AT, Japanese.")]
+Settings = Annotated[dict[str, Any] | None, Field(description='Request settings, e.g. {"speed": 1.1, "seed": 7, '
+                                                            '"num_step": 16, "preset": "fast"} '
+                                                            "(describe_voice_options lists them).")]  # fmt: skip
+OutPath = Annotated[str, Field(description="File to write, relative to the server's root, e.g. intro.mp3 "
+                                           "(its extension is the format; default .wav).")]  # fmt: skip
+Format = Annotated[str | None, Field(description="wav, flac, ogg, opus, mp3 or raw (default: the path's extension).")]
+
+
+def build_server(tools: Tools, version: str = "0") -> Any:
+    """mcp's MCPServer with the four tools over `tools`."""
+    from mcp.server.mcpserver import MCPServer
+
+    server = MCPServer(name=NAME, instructions=INSTRUCTIONS, version=version, log_level="WARNING")
+
+    @server.tool(description="Speak text aloud on the user's machine (waits until it has played).")
+    def speak(text: Text, voice: Voice = None, instruct: Instruct = None, lang: Lang = None,
+              settings: Settings = None) -> dict[str, Any]:  # fmt: skip
+        return guarded(lambda: tools.speak(text, voice=voice, instruct=instruct, lang=lang, settings=settings))
+
+    @server.tool(description="Write speech to an audio file under the server's root folder; returns its path, "
+                             "length (seconds, samples at 24 kHz) and seed.")  # fmt: skip
+    def synthesize(text: Text, path: OutPath, format: Format = None, voice: Voice = None, instruct: Instruct = None,
+                   lang: Lang = None, settings: Settings = None) -> dict[str, Any]:  # fmt: skip
+        return guarded(lambda: tools.synthesize(text, path, format=format, voice=voice, instruct=instruct, lang=lang,
+                                                settings=settings))  # fmt: skip
+
+    @server.tool(description="The voices speak and synthesize may name: saved voices, OpenAI names, auto.")
+    def list_voices() -> dict[str, Any]:
+        return guarded(tools.list_voices)
+
+    @server.tool(description="The voice-design items of instruct by category, the languages, the request "
+                             "settings and presets, and the audio formats.")  # fmt: skip
+    def describe_voice_options() -> dict[str, Any]:
+        return guarded(tools.describe_voice_options)
+
+    return server

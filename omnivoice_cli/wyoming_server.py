@@ -1,0 +1,546 @@
+"""`omnivoice wyoming`: the Wyoming protocol (Home Assistant's voice pipeline) on the engine loop.
+
+    server = WyomingServer(speaker, WyomingOptions(uri="tcp://127.0.0.1:10200"))
+    asyncio.run(server.serve(on_ready=print))     # until server.close() (SIGTERM, Ctrl-C)
+
+Events (the `wyoming` package's own classes; needs the `wyoming` extra):
+- `describe` -> `info`: one TTS program whose voices are the saved voices, OpenAI's names and
+  `auto`, each with the languages advertised (ISO 639-1 codes and a few three-letter ones the
+  model has that have none; a request may give any code, tag or name `--lang` takes);
+- `synthesize` (text; voice name, language, speaker: the speaker is read as voice-design items,
+  e.g. "female, low pitch") -> `audio-start` (24000 Hz, 16-bit, mono), `audio-chunk`s as the
+  pieces of the text are ready (the streamed render: a long text's first sentence plays while
+  the rest is generated), `audio-stop`;
+- streaming: `synthesize-start`, `synthesize-chunk`s, `synthesize-stop` -> `synthesize-stopped`.
+  The text is spoken as it arrives, from its first sentence end (a sentence mark followed by a
+  space): each part that is ready is one audio-start .. audio-stop. The parts after the first
+  are spoken in the first part's voice (its piece 0, as the streamed render of a whole text
+  does) with seeds seed + 1, seed + 2, ...; the `synthesize` sent for older servers inside a
+  stream is not spoken twice;
+- `ping` -> `pong`; an event of another type -> an `error` event (the connection stays open).
+
+A request that cannot be spoken (a bad value, a full engine, a failure) gets an `error` event in
+the words of the command line, and then the connection is closed, as wyoming-piper does: Home
+Assistant reads a synthesis until its audio-stop (or synthesize-stopped) and would otherwise wait.
+
+Every satellite shares the one engine loop (`speaker.Speaker`): their requests are packed into
+the same forwards. A client that disconnects cancels its work at once. Bounds: `max_queue`
+requests in the engine (`Busy`), `MAX_PENDING` requests waiting per connection, `max_connections`
+connections, and an event's data of at most `event_limit` bytes (16 KiB and 6 per character of
+--max-chars): a larger one is read and dropped (up to `MAX_DRAIN` bytes) and answered with an
+error event. Nothing a client sends stops the server or another client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import dataclasses
+import json
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Callable
+from urllib.parse import urlparse
+
+from wyoming.audio import AudioChunk, AudioStart, AudioStop
+from wyoming.error import Error
+from wyoming.event import Event, async_write_event
+from wyoming.info import Attribution, Describe, Info, TtsProgram, TtsVoice
+from wyoming.ping import Ping, Pong
+from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeStopped
+
+from .engine.errors import InvalidRequest
+from .speaker import USAGE_ERRORS, Speaker, one_line
+
+PROGRAM = "omnivoice"
+ATTRIBUTION = Attribution(name="k2-fsa (OmniVoice)", url="https://huggingface.co/k2-fsa/OmniVoice")
+WIDTH, CHANNELS = 2, 1  # 16-bit mono
+CHUNK_SAMPLES = 2400  # samples per audio-chunk (0.1 s at 24 kHz)
+MAX_PENDING = 32  # requests waiting on one connection (beyond: an error event)
+MAX_DRAIN = 16 * 1024 * 1024  # bytes of an oversized event read and dropped; beyond, the connection closes
+# Languages the model has that no ISO 639-1 code names, advertised beside the two-letter ones.
+EXTRA_LANGUAGES = ("yue", "fil", "ceb", "ckb", "nan", "ast", "haw")
+EVENTS = ("describe", "synthesize", "synthesize-start", "synthesize-chunk", "synthesize-stop", "ping")
+
+
+@dataclass(frozen=True)
+class WyomingOptions:
+    uri: str = "tcp://127.0.0.1:10200"  # tcp://HOST:PORT (port 0: any free one) or unix://PATH
+    max_connections: int = 256
+    quiet: bool = False  # no per-request log lines
+    version: str = "0"  # what `info` says of the program
+    log: Callable[[str], None] | None = None  # where log lines go (default: stderr)
+
+    def say(self, line: str) -> None:
+        if self.quiet:
+            return
+        if self.log is not None:
+            self.log(line)
+        else:
+            sys.stderr.write(line + "\n")
+            sys.stderr.flush()
+
+
+class BadEvent(Exception):
+    """What came is not an event this server can read on (the connection is closed after)."""
+
+
+class TooLarge(Exception):
+    """An event over the limit, read and dropped: the connection goes on."""
+
+
+def parse_uri(uri: str) -> tuple[str, Any, Any]:
+    """("tcp", host, port) or ("unix", path, None); InvalidRequest in --uri's words."""
+    try:
+        parsed = urlparse(uri)
+        port = parsed.port
+    except ValueError:
+        parsed, port = None, None
+    if parsed is not None and parsed.scheme == "tcp" and parsed.hostname and port is not None:
+        return "tcp", parsed.hostname, port
+    if parsed is not None and parsed.scheme == "unix" and parsed.path:
+        return "unix", parsed.path, None
+    raise InvalidRequest(f"--uri must be tcp://HOST:PORT or unix://PATH, got {uri!r}")
+
+
+def advertised_languages() -> list[str]:
+    from .engine.text import list_languages
+
+    codes = {code for code, _ in list_languages()}
+    return sorted(c for c in codes if len(c) == 2) + [c for c in EXTRA_LANGUAGES if c in codes]
+
+
+def info_event(speaker: Speaker, version: str) -> Event:
+    languages = advertised_languages()
+    voices = []
+    for v in speaker.voices():
+        if v["type"] == "saved":
+            seconds = f"{v['seconds']:.1f} s" if v.get("seconds") else "a"
+            about = f"saved voice ({seconds} reference)"
+        elif v["type"] == "openai":
+            about = f"designed: {v['instruct']}"
+        else:
+            about = "the model's own voice (a new one per request, unless the server pins --seed)"
+        voices.append(TtsVoice(name=v["name"], attribution=ATTRIBUTION, installed=True, description=about,
+                               version=None, languages=languages))  # fmt: skip
+    program = TtsProgram(name=PROGRAM, attribution=ATTRIBUTION, installed=True, version=version,
+                         description="OmniVoice text to speech (omnivoice-cli): packed generation, saved and "
+                                     "designed voices, streaming", voices=voices,
+                         supports_synthesize_streaming=True)  # fmt: skip
+    return Info(tts=[program]).event()
+
+
+def ready_text(buffer: str) -> tuple[str, str]:
+    """(the text to speak now, the rest) of a stream's buffer: up to its last sentence end that
+    a space follows ('It costs 3.' may go on as '5 euros')."""
+    from .engine.streaming import text_units
+
+    cut = 0
+    for _start, end, ends in text_units(buffer):
+        if ends and end < len(buffer) and buffer[end].isspace():
+            cut = end
+    return buffer[:cut], buffer[cut:]
+
+
+def within(text: str, limit: int) -> list[str]:
+    """`text` in parts of at most `limit` characters (joined, they are the text), each cut at its
+    last sentence end, else its last space."""
+    parts = []
+    while len(text) > limit:
+        head, _ = ready_text(text[: limit + 1])
+        space = text.rfind(" ", 1, limit + 1)
+        cut = len(head) if head.strip() else space if space > 0 else limit
+        parts.append(text[:cut])
+        text = text[cut:]
+    return [*parts, text]
+
+
+async def read_event(reader: asyncio.StreamReader, limit: int) -> Event | None:
+    """The next event (None at the end), its data and payload within `limit` bytes each."""
+    try:
+        line = await reader.readline()
+    except ValueError:  # asyncio's LimitOverrunError: a header line over the reader's limit
+        raise BadEvent(f"an event's header line is over {limit} bytes") from None
+    if not line or not line.endswith(b"\n"):
+        return None
+    try:
+        header = json.loads(line)
+    except ValueError:
+        raise BadEvent("an event's header is not a line of JSON") from None
+    if not isinstance(header, dict) or not isinstance(header.get("type"), str):
+        raise BadEvent("an event's header must be a JSON object with a 'type'")
+    data = header.get("data") or {}
+    lengths = [header.get("data_length") or 0, header.get("payload_length") or 0]
+    if not isinstance(data, dict) or not all(isinstance(n, int) and n >= 0 for n in lengths):
+        raise BadEvent("an event's 'data' must be an object and its lengths counts of bytes")
+    kind = header["type"][:40]
+    if max(lengths) > limit:
+        await _drain(reader, sum(lengths))
+        raise TooLarge(f"the {kind!r} event is {sum(lengths)} bytes long: at most {limit} bytes are allowed "
+                       "(--max-chars)")  # fmt: skip
+    try:
+        raw = await reader.readexactly(lengths[0]) if lengths[0] else b""
+        payload = await reader.readexactly(lengths[1]) if lengths[1] else None
+    except asyncio.IncompleteReadError:
+        return None
+    if raw:
+        try:
+            more = json.loads(raw)
+        except ValueError:
+            raise BadEvent(f"the {kind!r} event's data is not JSON") from None
+        if not isinstance(more, dict):
+            raise BadEvent(f"the {kind!r} event's data must be a JSON object")
+        data.update(more)
+    return Event(type=header["type"], data=data, payload=payload)
+
+
+async def _drain(reader: asyncio.StreamReader, n: int) -> None:
+    if n > MAX_DRAIN:
+        raise BadEvent(f"an event of {n} bytes is announced: far over the limit")
+    while n > 0:
+        got = await reader.read(min(n, 65536))
+        if not got:
+            return
+        n -= len(got)
+
+
+@dataclass
+class Stream:
+    """A streamed synthesis (synthesize-start .. synthesize-stop)."""
+
+    voice: Any  # wyoming SynthesizeVoice or None
+    text: str = ""  # arrived, not yet handed on
+    fallback: str = ""  # the text of a `synthesize` inside the stream (spoken only if no chunk came)
+    handed: bool = False  # some text was handed on
+    ref: Any = None  # the voice of its first part, for the others (VoicePrompt)
+    seed: int | None = None  # its first part's seed
+    parts: int = 0  # parts spoken
+
+
+@dataclass
+class Job:
+    kind: str  # "speak" or "stopped"
+    text: str = ""
+    voice: Any = None
+    stream: Stream | None = None
+    chars: int = field(default=0)
+
+
+class Connection:
+    """One client: events read in order; requests spoken one after the other by a worker."""
+
+    def __init__(self, server: "WyomingServer", reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+        self.server, self.reader, self.writer = server, reader, writer
+        self.jobs: collections.deque[Job] = collections.deque()
+        self.wake = asyncio.Event()
+        self.stream: Stream | None = None
+        self.closed = False
+
+    async def send(self, event: Event) -> None:
+        await async_write_event(event, self.writer)
+
+    async def send_error(self, text: str, code: str) -> None:
+        await self.send(Error(text=text, code=code).event())
+
+    async def fail(self, text: str, code: str) -> None:
+        """A request that cannot be spoken: its error event, then the connection closed."""
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            await self.send_error(text, code)
+        finally:
+            self.writer.close()  # the reader then sees the end
+
+    async def run(self) -> None:
+        worker = asyncio.create_task(self.work())
+        try:
+            while not self.closed:
+                try:
+                    event = await read_event(self.reader, self.server.event_limit)
+                except TooLarge as e:
+                    await self.fail(str(e), "too-large")
+                    break
+                except BadEvent as e:
+                    await self.fail(f"{e}: closing the connection", "bad-event")
+                    break
+                if event is None or self.closed:
+                    break
+                await self.handle(event)
+        except (ConnectionError, OSError):
+            pass  # the client left
+        finally:
+            worker.cancel()  # its request, if any, is cancelled (Speaking.relay)
+            await asyncio.gather(worker, return_exceptions=True)
+            self.writer.close()
+
+    async def handle(self, event: Event) -> None:
+        kind = event.type
+        if Describe.is_type(kind):
+            info = await asyncio.to_thread(info_event, self.server.speaker, self.server.options.version)
+            await self.send(info)
+        elif Ping.is_type(kind):
+            await self.send(Pong(text=event.data.get("text")).event())
+        elif kind == "select-program":
+            if event.data.get("name") != PROGRAM:
+                await self.send_error(f"unknown program {event.data.get('name')!r}: this server has {PROGRAM!r}",
+                                      "unknown-program")  # fmt: skip
+        elif kind.startswith("synthesize"):
+            await self.synthesis_event(event)
+        else:
+            await self.send_error(f"unknown event type {kind[:40]!r}: this server takes {', '.join(EVENTS)}",
+                                  "unknown-event")  # fmt: skip
+
+    async def synthesis_event(self, event: Event) -> None:
+        kind = event.type
+        try:
+            if Synthesize.is_type(kind):
+                s = parse(Synthesize, event)
+                if self.stream is not None:  # sent for older servers inside a stream: spoken by the chunks
+                    self.stream.fallback = s.text
+                else:
+                    await self.queue(Job("speak", s.text, s.voice))
+            elif SynthesizeStart.is_type(kind):
+                if self.stream is not None:
+                    raise InvalidRequest("synthesize-start inside a stream: send synthesize-stop first")
+                self.stream = Stream(parse(SynthesizeStart, event).voice)
+            elif SynthesizeChunk.is_type(kind):
+                await self.chunk(parse(SynthesizeChunk, event).text)
+            elif SynthesizeStop.is_type(kind):
+                await self.stop_stream()
+            else:
+                await self.send_error(f"unknown event type {kind[:40]!r}: this server takes {', '.join(EVENTS)}",
+                                      "unknown-event")  # fmt: skip
+        except InvalidRequest as e:
+            await self.fail(one_line(e), "invalid-request")
+
+    async def chunk(self, text: str) -> None:
+        stream = self.stream
+        if stream is None:
+            raise InvalidRequest("synthesize-chunk outside a stream: send synthesize-start first")
+        stream.text += text
+        limit = self.server.speaker.options.max_chars
+        ready, stream.text = ready_text(stream.text)
+        parts = within(ready, limit) if ready else []
+        if len(stream.text) > limit:  # no sentence end for that long: spoken up to a space
+            *more, stream.text = within(stream.text, limit)
+            parts += more
+        for part in parts:
+            if part.strip():
+                stream.handed = True
+                await self.queue(Job("speak", part, stream.voice, stream))
+
+    async def stop_stream(self) -> None:
+        stream, self.stream = self.stream, None
+        if stream is None:
+            raise InvalidRequest("synthesize-stop outside a stream: send synthesize-start first")
+        rest = stream.text if stream.handed or stream.text.strip() else stream.fallback
+        if rest.strip():
+            await self.queue(Job("speak", rest, stream.voice, stream))
+        await self.queue(Job("stopped"), force=True)
+
+    async def queue(self, job: Job, force: bool = False) -> None:
+        if len(self.jobs) >= MAX_PENDING and not force:
+            raise InvalidRequest(f"{MAX_PENDING} requests are already waiting on this connection: wait for their audio")
+        self.jobs.append(job)
+        self.wake.set()
+
+    async def work(self) -> None:
+        while not self.closed:
+            while not self.jobs:
+                self.wake.clear()
+                await self.wake.wait()
+            job = self.jobs.popleft()
+            if self.closed:
+                return
+            if job.kind == "stopped":
+                await self.send(SynthesizeStopped().event())
+                continue
+            limit = self.server.speaker.options.max_chars
+            while (job.stream is not None and self.jobs and self.jobs[0].stream is job.stream
+                   and len(job.text) + len(self.jobs[0].text) <= limit):  # fmt: skip
+                job.text += self.jobs.popleft().text  # parts that arrived while the last one spoke: one request
+            await Speaking(self, job).run()
+
+
+def parse(cls: Any, event: Event) -> Any:
+    """The wyoming class's reading of an event; InvalidRequest for a missing or wrong field."""
+    if cls in (Synthesize, SynthesizeChunk) and event.data.get("text") is None:
+        raise InvalidRequest(f"the {event.type!r} event has no 'text': give the text to speak")
+    try:
+        found = cls.from_event(event)
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise InvalidRequest(f"the {event.type!r} event is missing a field or has a wrong one ({e!r})") from None
+    text = getattr(found, "text", "")
+    if not isinstance(text, str):
+        raise InvalidRequest(f"the {event.type!r} event's 'text' must be a string, got {type(text).__name__}")
+    voice = getattr(found, "voice", None)
+    if voice is not None and not all(isinstance(v, (str, type(None))) for v in (voice.name, voice.language,
+                                                                                   voice.speaker)):  # fmt: skip
+        raise InvalidRequest(f"the {event.type!r} event's 'voice' fields must be strings")
+    return found
+
+
+class Speaking:
+    """One request of a connection: built, submitted, its audio relayed as it is ready."""
+
+    def __init__(self, connection: Connection, job: Job) -> None:
+        self.connection, self.job = connection, job
+        self.speaker = connection.server.speaker
+
+    async def run(self) -> None:
+        conn = self.connection
+        try:
+            request = await asyncio.to_thread(self.build)
+        except USAGE_ERRORS as e:
+            await conn.fail(one_line(e), "invalid-request")
+            return
+        await self.relay(request)
+
+    def build(self) -> Any:
+        job, voice = self.job, self.job.voice
+        built = self.speaker.build(job.text, voice=voice.name if voice else None,
+                                   lang=voice.language if voice else None,
+                                   instruct=voice.speaker if voice else None)  # fmt: skip
+        request, stream = built.request, job.stream
+        if stream is None:
+            return request
+        if stream.parts == 0:
+            stream.seed = request.seed
+            return request
+        from .session import seed_for
+
+        return dataclasses.replace(request, seed=seed_for(stream.seed, stream.parts),
+                                   ref=stream.ref if stream.ref is not None else request.ref)  # fmt: skip
+
+    async def relay(self, request: Any) -> None:
+        from .engine.service import Busy, Stopped
+
+        conn, loop = self.connection, asyncio.get_running_loop()
+        events: asyncio.Queue = asyncio.Queue()
+        put = lambda e: loop.call_soon_threadsafe(events.put_nowait, e)  # noqa: E731 - the engine loop's thread
+        try:
+            ticket = self.speaker.submit(request, put)  # quick (text checks), and never left behind by a cancel
+        except (Busy, Stopped) as e:
+            await conn.fail(one_line(e), "busy")
+            return
+        except USAGE_ERRORS as e:
+            await conn.fail(one_line(e), "invalid-request")
+            return
+        done = False
+        try:
+            done = await self.send_audio(events, ticket)
+        finally:
+            if not done:
+                ticket.cancel()
+
+    async def send_audio(self, events: asyncio.Queue, ticket: Any) -> bool:
+        from .output import pcm16
+
+        conn, rate, started = self.connection, self.speaker.sample_rate, False
+        while True:
+            event = await events.get()
+            if event.kind == "error":
+                code = "invalid-request" if isinstance(event.error, USAGE_ERRORS) else "synthesis-failed"
+                await conn.fail(one_line(event.error), code)
+                return True
+            if not started:
+                await conn.send(AudioStart(rate=rate, width=WIDTH, channels=CHANNELS).event())
+                started = True
+            if event.kind == "done":
+                await conn.send(AudioStop().event())
+                self.finished(ticket, event.summary)
+                return True
+            data = pcm16(event.piece.audio)
+            step = CHUNK_SAMPLES * WIDTH
+            for i in range(0, len(data), step):
+                chunk = AudioChunk(rate=rate, width=WIDTH, channels=CHANNELS, audio=data[i : i + step],
+                                   timestamp=(event.piece.start + i // WIDTH) * 1000 // rate)  # fmt: skip
+                await conn.send(chunk.event())
+
+    def finished(self, ticket: Any, summary: Any) -> None:
+        stream = self.job.stream
+        if stream is not None:
+            if stream.parts == 0:
+                stream.ref = ticket.voice
+            stream.parts += 1
+        voice = self.job.voice.name if self.job.voice and self.job.voice.name else "default"
+        self.connection.server.options.say(
+            f"omnivoice wyoming: synthesize chars={len(self.job.text)} audio={summary.audio_seconds:.2f}s "
+            f"seconds={summary.seconds:.2f} seed={summary.seed} voice={voice} forwards={summary.forwards}"
+            + (f" stream-part={stream.parts}" if stream is not None else "")
+        )  # fmt: skip
+
+
+class WyomingServer:
+    """Listens on options.uri; one Connection per client, all on one Speaker."""
+
+    def __init__(self, speaker: Speaker, options: WyomingOptions) -> None:
+        self.speaker, self.options = speaker, options
+        self.event_limit = 16 * 1024 + 6 * speaker.options.max_chars
+        self.connections: set[asyncio.Task] = set()
+        self._server: asyncio.AbstractServer | None = None
+        self._closed: asyncio.Event | None = None
+        self.address: str | None = None  # where it listens, once it does
+        self._socket: str | None = None  # the unix socket's file, removed at the end
+
+    async def start(self) -> str:
+        kind, where, port = parse_uri(self.options.uri)
+        limit = self.event_limit + 4096  # a header line with its data inline
+        if kind == "tcp":
+            self._server = await asyncio.start_server(self._accept, where, port, limit=limit)
+            host, bound = self._server.sockets[0].getsockname()[:2]
+            self.address = f"tcp://{f'[{host}]' if ':' in host else host}:{bound}"
+        else:
+            _remove_socket(where)  # a stale one of an earlier run
+            self._server = await asyncio.start_unix_server(self._accept, where, limit=limit)
+            self.address = f"unix://{where}"
+            self._socket = where
+        self._closed = asyncio.Event()
+        return self.address
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if len(self.connections) >= self.options.max_connections:
+            await async_write_event(Error(text=f"the server has {len(self.connections)} connections, the most it "
+                                               "takes: try again shortly", code="busy").event(), writer)  # fmt: skip
+            writer.close()
+            return
+        task = asyncio.current_task()
+        self.connections.add(task)
+        try:
+            await Connection(self, reader, writer).run()
+        finally:
+            self.connections.discard(task)
+
+    async def serve(self, on_ready: Callable[[str], None] | None = None) -> None:
+        """Listen until close(); then the connections are ended and the engine loop stopped."""
+        address = self.address or await self.start()
+        if on_ready is not None:
+            on_ready(address)
+        try:
+            await self._closed.wait()
+        finally:
+            self._server.close()
+            for task in list(self.connections):
+                task.cancel()
+            await asyncio.gather(*self.connections, return_exceptions=True)
+            if self._socket is not None:
+                _remove_socket(self._socket)
+            await asyncio.to_thread(self.speaker.stop)
+
+    def close(self) -> None:
+        """Stop serving (from the event loop's thread)."""
+        if self._closed is not None:
+            self._closed.set()
+
+
+def _remove_socket(path: str) -> None:
+    """Remove a unix socket's file (only a socket: never another file at that path)."""
+    import os
+    import stat
+
+    try:
+        if stat.S_ISSOCK(os.lstat(path).st_mode):
+            os.unlink(path)
+    except OSError:
+        pass

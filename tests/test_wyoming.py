@@ -1,0 +1,419 @@
+"""`omnivoice wyoming` on the tiny checkpoint, driven by the `wyoming` package's own client
+(AsyncTcpClient) over real TCP on 127.0.0.1: info, audio equal to `say --seed`, streamed pieces,
+streaming synthesis, many satellites on one engine loop, clients that leave, bad events."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("wyoming")  # the wyoming extra (CI installs it with the test extra)
+
+from wyoming.audio import AudioChunk, AudioStart, AudioStop
+from wyoming.client import AsyncTcpClient
+from wyoming.error import Error
+from wyoming.event import Event, async_write_event
+from wyoming.info import Describe, Info
+from wyoming.ping import Ping
+from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeVoice
+
+from omnivoice_cli import settings as st
+from omnivoice_cli.engine.streaming import cut_segments
+from omnivoice_cli.engine.errors import InvalidRequest
+from omnivoice_cli.speaker import Speaker, SpeakerOptions
+from omnivoice_cli.wyoming_server import WyomingOptions, WyomingServer, parse_uri, ready_text
+from server_util import TINY_CKPT, hold_loop, wait_for, wav_samples
+
+SEED = 17  # the server's --seed: every request's (a stream's parts: 17, 18, ...)
+NUM_STEP = 4
+THREE = ("Good morning to all of you here today. "
+         "The train to the city leaves at seven in the evening, so there is plenty of time left for tea. "
+         "She packed her bags and then she checked the tickets twice before she called a taxi home.")  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory):
+    old = os.environ.get("OMNIVOICE_HOME")
+    os.environ["OMNIVOICE_HOME"] = str(tmp_path_factory.mktemp("home"))
+    yield Path(os.environ["OMNIVOICE_HOME"])
+    if old is None:
+        del os.environ["OMNIVOICE_HOME"]
+    else:
+        os.environ["OMNIVOICE_HOME"] = old
+
+
+@pytest.fixture(scope="module")
+def alice(home, ref_voice):
+    from omnivoice_cli import voices
+
+    voices.save("alice", ref_voice, source="test")
+    return "alice"
+
+
+class Running:
+    """A WyomingServer in a thread of its own (its own event loop), on a free port."""
+
+    def __init__(self, engine, uri="tcp://127.0.0.1:0", **options):
+        flags = {"num_step": NUM_STEP, "seed": SEED}
+        self.speaker = Speaker(SpeakerOptions(layers=((st.FLAG_SOURCE, flags),), model=str(TINY_CKPT), **options),
+                               load=lambda: engine)  # fmt: skip
+        self.speaker.start()
+        self.server = WyomingServer(self.speaker, WyomingOptions(uri=uri, quiet=True))
+        self.ready = threading.Event()
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self._run, name="test-wyoming", daemon=True)
+        self.thread.start()
+        assert self.ready.wait(60), "the server did not start"
+        self.port = int(self.server.address.rsplit(":", 1)[1]) if uri.startswith("tcp") else None
+
+    def _run(self):
+        self.loop.run_until_complete(self.server.serve(lambda address: self.ready.set()))
+
+    @property
+    def service(self):
+        return self.speaker.service()
+
+    def client(self):
+        return AsyncTcpClient("127.0.0.1", self.port, connect_timeout=10, read_timeout=120)
+
+    def close(self):
+        self.loop.call_soon_threadsafe(self.server.close)
+        self.thread.join(30)
+
+
+@pytest.fixture(scope="module")
+def srv(engine, home):
+    running = Running(engine)
+    yield running
+    running.close()
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 300))
+
+
+async def synthesize(client, text, voice=None):
+    """(audio-chunk payloads, every event's type) of one synthesize, up to audio-stop or error."""
+    await client.write_event(Synthesize(text=text, voice=voice).event())
+    chunks, kinds = [], []
+    while True:
+        event = await client.read_event()
+        assert event is not None, "the server closed the connection"
+        kinds.append(event.type)
+        if AudioChunk.is_type(event.type):
+            chunk = AudioChunk.from_event(event)
+            assert (chunk.rate, chunk.width, chunk.channels) == (24000, 2, 1)
+            chunks.append(chunk.audio)
+        if event.type in ("audio-stop", "error"):
+            return chunks, kinds, event
+
+
+def samples(chunks) -> np.ndarray:
+    return np.frombuffer(b"".join(chunks), dtype="<i2")
+
+
+async def speak(srv, text, voice=None):
+    async with srv.client() as client:
+        chunks, kinds, last = await synthesize(client, text, voice)
+    assert AudioStop.is_type(last.type), last
+    return samples(chunks)
+
+
+# --- pieces that need no server ------------------------------------------------------------------
+
+
+def test_a_sentence_end_counts_once_a_space_follows_it():
+    assert ready_text("Hello there. How are") == ("Hello there.", " How are")
+    assert ready_text("It costs 3.") == ("", "It costs 3.")  # it may go on as '3.5 euros'
+    assert ready_text("It costs 3.5 euros. And") == ("It costs 3.5 euros.", " And")
+    assert ready_text("One! Two? Three") == ("One! Two?", " Three")
+
+
+def test_the_uri_is_tcp_or_unix():
+    assert parse_uri("tcp://0.0.0.0:10200") == ("tcp", "0.0.0.0", 10200)
+    assert parse_uri("unix:///run/omnivoice.sock") == ("unix", "/run/omnivoice.sock", None)
+    for bad in ("tcp://localhost", "http://x:1", "10200", "tcp://x:99999"):
+        with pytest.raises(InvalidRequest, match="--uri must be tcp://HOST:PORT or unix://PATH"):
+            parse_uri(bad)
+
+
+# --- check 1 ------------------------------------------------------------------------------------
+
+
+def test_describe_lists_the_voices_and_languages(srv, alice):
+    async def go():
+        async with srv.client() as client:
+            await client.write_event(Describe().event())
+            return Info.from_event(await client.read_event())
+
+    info = run(go())
+    assert len(info.tts) == 1 and not info.asr
+    program = info.tts[0]
+    assert program.name == "omnivoice" and program.installed and program.version
+    assert program.supports_synthesize_streaming and "OmniVoice" in program.attribution.url
+    names = [v.name for v in program.voices]
+    assert names[0] == "alice" and names[-1] == "auto" and {"alloy", "onyx", "cedar"} <= set(names)
+    assert "saved voice" in program.voices[0].description
+    languages = program.voices[0].languages
+    assert {"en", "de", "zh", "ja", "yue", "fil"} <= set(languages)
+    assert all(len(code) in (2, 3) for code in languages) and all(v.languages == languages for v in program.voices)
+
+
+@pytest.mark.slow
+def test_a_one_piece_text_equals_say_with_the_seed(srv, invoke, tmp_path):
+    text = "I can speak in the same voice."
+    got = run(speak(srv, text))
+    out = tmp_path / "say.wav"
+    r = invoke("say", text, "--model", TINY_CKPT, "--seed", SEED, "--num-step", NUM_STEP, "-o", out, "-q")
+    assert r.exit_code == 0, r.stderr
+    assert len(got) > 0 and np.array_equal(got, wav_samples(out.read_bytes()))
+    # a saved voice and a language, as a satellite names them, against `say --voice --lang`
+    got = run(speak(srv, text, SynthesizeVoice(name="alloy")))
+    r = invoke("say", text, "--model", TINY_CKPT, "--seed", SEED, "--num-step", NUM_STEP, "--voice", "alloy",
+               "-o", out, "-q")  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    assert np.array_equal(got, wav_samples(out.read_bytes()))
+
+
+@pytest.mark.slow
+def test_a_three_sentence_text_streams_its_first_piece_before_the_last_is_made(srv):
+    config = srv.service.config
+    assert len(cut_segments(THREE, config.first_seconds, config.piece_seconds)) == 3  # three pieces
+    first_chunk, waited = threading.Event(), []
+
+    def on_forward(jobs):  # the engine loop, before each forward: hold the last piece's first forward
+        if any(k == 2 for _, k in jobs) and not waited:
+            waited.append(first_chunk.wait(60))  # released only by the client's first audio
+
+    async def go():
+        async with srv.client() as client:
+            await client.write_event(Synthesize(text=THREE).event())
+            chunks, kinds = 0, []
+            while True:
+                event = await client.read_event()
+                kinds.append(event.type)
+                if AudioChunk.is_type(event.type):
+                    chunks += 1
+                    first_chunk.set()
+                if event.type in ("audio-stop", "error"):
+                    return chunks, kinds
+
+    srv.service.on_forward = on_forward
+    try:
+        chunks, kinds = run(go())
+    finally:
+        srv.service.on_forward = None
+    assert waited == [True]  # the first audio came while the last piece was not yet generated
+    assert kinds[0] == "audio-start" and kinds[-1] == "audio-stop" and chunks >= 3
+    assert set(kinds[1:-1]) == {"audio-chunk"}
+
+
+@pytest.mark.slow
+def test_streaming_synthesis_speaks_from_the_first_sentence_end(srv, monkeypatch):
+    submitted = []
+    real = srv.speaker.submit
+    monkeypatch.setattr(srv.speaker, "submit", lambda req, on_event: (submitted.append(req), real(req, on_event))[1])
+
+    async def events_until(client, kind):
+        got = []
+        while True:
+            event = await client.read_event()
+            assert event is not None and not Error.is_type(event.type), event
+            got.append(event)
+            if event.type == kind:
+                return got
+
+    async def go():
+        async with srv.client() as client:
+            await client.write_event(SynthesizeStart(voice=SynthesizeVoice(name="onyx")).event())
+            await client.write_event(SynthesizeChunk(text="Good morning to you").event())
+            await client.write_event(SynthesizeChunk(text=" all. The tr").event())
+            first = await events_until(client, "audio-stop")  # spoken before the stream goes on
+            for text in ("ain leaves at seven. It", " rained all day"):
+                await client.write_event(SynthesizeChunk(text=text).event())
+            full = "Good morning to you all. The train leaves at seven. It rained all day"
+            await client.write_event(Synthesize(text=full, voice=SynthesizeVoice(name="onyx")).event())  # for old servers
+            await client.write_event(SynthesizeStop().event())
+            rest = await events_until(client, "synthesize-stopped")
+            return first, rest
+
+    first, rest = run(go())
+    assert [e.type for e in first][0] == "audio-start" and len(submitted) >= 2
+    assert submitted[0].text == "Good morning to you all."
+    assert " ".join(r.text.strip() for r in submitted) == "Good morning to you all. The train leaves at seven. It rained all day"
+    assert [r.seed for r in submitted] == [SEED + k for k in range(len(submitted))]
+    assert submitted[0].ref is None and all(r.ref is not None for r in submitted[1:])  # the first part's voice
+    kinds = [e.type for e in rest]
+    assert kinds[-1] == "synthesize-stopped" and kinds.count("audio-start") == kinds.count("audio-stop") == len(submitted) - 1
+
+
+@pytest.mark.slow
+def test_four_satellites_at_once_share_forwards_and_each_gets_its_own_audio(srv):
+    texts = ["The kitchen light is on.", "It is seven degrees outside.", "Your timer is done.", "Good night."]
+    solo, solo_forwards = [], 0
+    for text in texts:
+        before = srv.service.forwards
+        solo.append(run(speak(srv, text)))
+        solo_forwards += srv.service.forwards - before
+
+    async def together():
+        return await asyncio.gather(*(speak(srv, t) for t in texts))
+
+    before = srv.service.forwards
+    gate = hold_loop(srv.service)
+    result: list = []
+    thread = threading.Thread(target=lambda: result.append(run(together())))
+    thread.start()
+    wait_for(lambda: srv.service.open == 4, what="four requests queued")
+    gate.set()
+    thread.join(300)
+    shared = srv.service.forwards - before
+    assert all(np.array_equal(a, b) and len(a) for a, b in zip(result[0], solo))  # the seed pinned: the same audio
+    assert shared < solo_forwards and shared <= 2 * NUM_STEP
+
+
+def test_a_client_that_drops_frees_its_work(srv):
+    gate = hold_loop(srv.service)
+    try:
+        async def drop():
+            client = srv.client()
+            await client.connect()
+            await client.write_event(Synthesize(text=THREE).event())
+            await asyncio.to_thread(wait_for, lambda: srv.service.open == 1, 60, "the request queued")
+            await client.disconnect()
+
+        run(drop())
+        wait_for(lambda: srv.service.open == 0, what="the request cancelled")  # before any forward ran
+    finally:
+        gate.set()
+    assert len(run(speak(srv, "Still here."))) > 0
+
+
+async def refused(srv, *events, write=None):
+    """The error event a new connection gets for `events` (or raw bytes), and what follows it."""
+    async with srv.client() as client:
+        if write is not None:
+            client._writer.write(write)
+        for event in events:
+            await client.write_event(event)
+        error = await client.read_event()
+        assert error is not None and Error.is_type(error.type), error
+        return Error.from_event(error), await client.read_event()
+
+
+def test_an_unknown_event_gets_an_error_and_the_connection_goes_on(srv):
+    async def go():
+        async with srv.client() as client:
+            await client.write_event(Event(type="launch-rockets"))
+            error = Error.from_event(await client.read_event())
+            await client.write_event(Ping(text="p").event())
+            pong = await client.read_event()
+            await client.write_event(Describe().event())
+            return error, pong, await client.read_event()
+
+    error, pong, info = run(go())
+    assert error.code == "unknown-event" and error.text.startswith("unknown event type 'launch-rockets': this server")
+    assert pong.type == "pong" and pong.data["text"] == "p" and Info.is_type(info.type)
+
+
+def test_a_request_that_cannot_be_spoken_gets_an_error_then_the_connection_closes(srv):
+    """As wyoming-piper does: Home Assistant reads a synthesis up to its audio-stop, so an error
+    alone would leave it waiting; the close ends its wait. The server goes on serving."""
+    cases = [
+        ((Event(type="synthesize", data={"voice": {"name": "alloy"}}),), "invalid-request",
+         "the 'synthesize' event has no 'text': give the text to speak"),
+        ((Synthesize(text="x" * 1_000_000).event(),), "too-large",
+         "the 'synthesize' event is 1000012 bytes long: at most 40960 bytes are allowed (--max-chars)"),
+        ((Synthesize(text="y " * 2100).event(),), "invalid-request",
+         "text is 4200 characters long: at most 4096 are allowed (--max-chars)"),
+        ((Synthesize(text="Hi.", voice=SynthesizeVoice(name="nobody")).event(),), "invalid-request",
+         "unknown voice 'nobody'"),
+        ((Synthesize(text="Hi.", voice=SynthesizeVoice(name="auto", speaker="purple")).event(),), "invalid-request",
+         "field 'instruct': "),
+        ((SynthesizeChunk(text="Hi.").event(),), "invalid-request", "synthesize-chunk outside a stream"),
+        ((SynthesizeStart().event(), SynthesizeStart().event()), "invalid-request", "synthesize-start inside a stream"),
+    ]  # fmt: skip
+    for events, code, words in cases:
+        error, after = run(refused(srv, *events))
+        assert error.code == code and words in error.text and after is None, (events[0].type, error)
+    error, after = run(refused(srv, write=b"this is not json\n"))
+    assert error.code == "bad-event" and error.text.startswith("an event's header is not a line of JSON") and after is None
+    assert len(run(speak(srv, "Still here."))) > 0
+
+
+def test_a_full_engine_queue_is_an_error_event(engine, home):
+    running = Running(engine, max_queue=1)
+    try:
+        gate = hold_loop(running.service)
+        try:
+            async def go():
+                async with running.client() as a, running.client() as b:
+                    await a.write_event(Synthesize(text="First.").event())
+                    await asyncio.to_thread(wait_for, lambda: running.service.open == 1, 60, "the first queued")
+                    await b.write_event(Synthesize(text="Second.").event())
+                    return Error.from_event(await b.read_event()), await b.read_event()
+
+            busy, after = run(go())
+        finally:
+            gate.set()
+        assert busy.code == "busy" and busy.text.startswith("the server is busy: 1 requests are queued") and after is None
+    finally:
+        running.close()
+
+
+def test_a_unix_socket_serves_and_is_removed_at_the_end(engine, home, tmp_path):
+    from wyoming.client import AsyncUnixClient
+
+    from omnivoice_cli.wyoming_server import _remove_socket
+
+    sock = tmp_path / "omnivoice.sock"
+    sock.write_text("a file, not a socket")
+    _remove_socket(str(sock))  # what start does before it binds: only a stale socket goes
+    assert sock.read_text() == "a file, not a socket"
+    sock.unlink()
+    running = Running(engine, uri=f"unix://{sock}")
+    try:
+        async def go():
+            async with AsyncUnixClient(str(sock)) as client:
+                chunks, kinds, last = await synthesize(client, "Over a socket.")
+                return samples(chunks), last
+
+        audio, last = run(go())
+        assert AudioStop.is_type(last.type) and len(audio) > 0
+    finally:
+        running.close()
+    assert not sock.exists()
+
+
+@pytest.mark.slow
+def test_a_long_stream_is_spoken_in_parts_within_max_chars(engine, home, monkeypatch):
+    """An answer longer than --max-chars, with and without sentence ends, streamed in: spoken in
+    parts of at most --max-chars (parts that waited are joined only up to it), never refused."""
+    running = Running(engine, max_chars=60)
+    submitted = []
+    real = running.speaker.submit
+    monkeypatch.setattr(running.speaker, "submit", lambda req, on: (submitted.append(req.text), real(req, on))[1])
+    text = "The lamp is on. " * 6 + "and then words without any end " * 5
+    try:
+        async def go():
+            async with running.client() as client:
+                await client.write_event(SynthesizeStart().event())
+                for i in range(0, len(text), 23):
+                    await client.write_event(SynthesizeChunk(text=text[i : i + 23]).event())
+                await client.write_event(SynthesizeStop().event())
+                kinds = []
+                while not kinds or kinds[-1] not in ("synthesize-stopped", "error"):
+                    kinds.append((await client.read_event()).type)
+                return kinds
+
+        kinds = run(go())
+    finally:
+        running.close()
+    assert kinds[-1] == "synthesize-stopped" and "error" not in kinds
+    assert all(len(t) <= 60 for t in submitted) and len(submitted) >= 4
+    assert " ".join(t.strip() for t in submitted) == text.strip()
