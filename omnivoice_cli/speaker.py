@@ -139,7 +139,7 @@ class Speaker:
         named = voice_setting(voice)
         resolved = st.resolve(*self.options.layers, *layers)
         if named is not _UNSET:
-            resolved.values["voice"], resolved.sources["voice"] = named, REQUEST
+            resolved = resolved.with_values({"voice": named}, REQUEST)
         return build_request(text, resolved, refs=References(), voices=Voices())
 
     def check_text(self, text: Any) -> str:

@@ -395,6 +395,9 @@ class Speaking:
         except USAGE_ERRORS as e:
             await conn.fail(one_line(e), "invalid-request")
             return
+        except Exception as e:  # noqa: BLE001 - a fault of ours: the client hears of it, the server goes on
+            await conn.fail(f"internal error: {one_line(e)}", "internal-error")
+            return
         await self.relay(request)
 
     def build(self) -> Any:
