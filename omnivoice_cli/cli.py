@@ -121,6 +121,7 @@ _command(models.models, "models")
 _command(info.languages, "languages")
 _command(info.instructs, "instructs")
 _command(info.tags, "tags")
+_command(info.system, "info")
 _command(serve.serve, "serve", help=serve.HELP, epilog=serve.EXAMPLES)
 
 
