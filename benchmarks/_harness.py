@@ -43,6 +43,33 @@ def default_ckpt() -> Path:
     raise SystemExit("no full-size checkpoint: run `python benchmarks/make_checkpoint.py` (writes bench-ckpt-full/)")
 
 
+def cpu_header(env: dict | None = None) -> str:
+    """Two lines for the top of a table: the CPU, its class (engine/cpu.py, under the caps of `env`,
+    default this process's environment) with its flags of interest, and the load average now (the
+    machine may be shared: ratios measured side by side are what to read)."""
+    try:
+        from omnivoice_cli.engine import cpu
+    except ImportError:  # run without the package installed: the checkout's
+        sys.path.insert(0, str(ROOT))
+        from omnivoice_cli.engine import cpu
+    info = cpu.detect(env=env)
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    return (f"CPU {cpu.model_name()} ({os.cpu_count()} logical), class {info.describe()}\n"
+            f"  flags: {' '.join(info.flags()) or '-'}; load average {load}")  # fmt: skip
+
+
+def force_int8_kernel(kernel: str | None) -> None:
+    """Make this process's CPU row (engine/cpu.py's CHOICES) run int8 on `kernel` ("onednn" or
+    "fbgemm"), to compare the kernels on the same class; None leaves the table alone."""
+    if kernel:
+        from dataclasses import replace
+
+        from omnivoice_cli.engine import cpu
+
+        row = cpu.row_name(cpu.info())
+        cpu.CHOICES[row] = replace(cpu.CHOICES.get(row, cpu.UNMEASURED), int8=kernel)
+
+
 def rss_bytes() -> int:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -103,7 +130,7 @@ def run_wall(cmd: list[str], env: dict | None = None) -> float:
 def report_whole(walls: dict[str, list[float]], steps: int, repeats: int, out: dict) -> None:
     """Print the whole-command wall times (median of the runs) and, when the reference ran, each of
     ours as a ratio to it; record them in out["whole"]."""
-    print(f"\nwhole command at {steps} steps (median of {repeats}, seconds)")
+    print(f"\nwhole command at {steps} steps (median of {repeats}, seconds)\n{cpu_header()}")
     for name, ws in walls.items():
         print(f"  {name:14s} {median(ws):7.1f}   runs {[round(w, 1) for w in ws]}")
         out["whole"][name] = {"median": median(ws), "runs": ws}
@@ -160,6 +187,13 @@ HEADER = (
     f"{'run':28s} {'s/step':>8s} {'total s':>9s} {'audio s':>8s} {'RTF':>7s} {'peak GiB':>8s} {'max GiB':>8s}"
     "\n(peak: during generate(); max: the whole process, load included)"
 )
+
+
+def table_header() -> str:
+    """The CPU (cpu_header) and the columns, for the top of a table of runs."""
+    return f"{cpu_header()}\n{HEADER}"
+
+
 KEYS = ("s_per_step", "generate_seconds", "audio_seconds", "rtf", "peak_rss_gib", "max_rss_gib", "load_seconds")
 
 
@@ -172,8 +206,12 @@ def dtype_label(device: str, dtype: str) -> str:
 
 
 def add_variant_args(ap) -> None:
-    """Rows measured besides ours at --dtype: --bf16, --quantize int8, --compile; --no-base skips that one."""
-    ap.add_argument("--quantize", choices=["int8"], default=None, help="also measure ours with --quantize")
+    """Rows measured besides ours at --dtype: --bf16, --quantize int8 / auto, --int8-kernels,
+    --compile; --no-base skips that one."""
+    ap.add_argument("--quantize", choices=["int8", "auto"], nargs="*", default=[],
+                    help="also measure ours with --quantize (auto: the path the fast preset takes on this CPU)")
+    ap.add_argument("--int8-kernels", choices=["onednn", "fbgemm"], nargs="*", default=[],
+                    help="also measure int8 on each of these kernels (per step only: the CLI takes the table's)")
     ap.add_argument("--bf16", action="store_true", help="also measure ours with --dtype bfloat16")
     ap.add_argument("--compile", action="store_true", help="also measure ours with --compile")
     ap.add_argument("--no-base", action="store_true", help="skip ours at --dtype (measure only the extra rows)")
@@ -184,13 +222,32 @@ def variants(args) -> list[tuple[str, list[str]]]:
     rows = [] if args.no_base else [(f"ours {dtype_label(args.device, args.dtype)}", [])]
     if args.bf16:
         rows.append(("ours bf16", ["--dtype", "bfloat16"]))
-    if args.quantize:
-        rows.append((f"ours {args.quantize}", ["--quantize", args.quantize]))
+    for q in args.quantize:
+        rows.append((f"ours {q}", ["--quantize", q]))
+    for kernel in getattr(args, "int8_kernels", []):
+        rows.append((f"ours int8 {kernel}", ["--quantize", "int8", "--int8-kernel", kernel]))
     if args.compile:
         rows.append(("ours compile", ["--compile"]))
     if not rows:
-        raise SystemExit("nothing to measure: --no-base needs --bf16, --quantize or --compile")
+        raise SystemExit("nothing to measure: --no-base needs --bf16, --quantize, --int8-kernels or --compile")
     return rows
+
+
+def cli_variants(variants: list[tuple[str, list[str]]]) -> list[tuple[str, list[str]]]:
+    """The rows a whole command can run (the CLI has no --int8-kernel)."""
+    return [(name, extra) for name, extra in variants if "--int8-kernel" not in extra]
+
+
+def fast_vs_balanced(table: dict) -> str | None:
+    """One line for check 3 of issue 29: the fast preset's path (--quantize auto) against
+    balanced's (the fp32 default) per step, where both rows were measured."""
+    fast, balanced = table.get("ours auto"), table.get("ours fp32")
+    if not (fast and balanced):
+        return None
+    ratio = balanced["s_per_step"] / fast["s_per_step"]
+    pairs = pair_ratios(balanced["runs"], fast["runs"])
+    verdict = "not slower" if ratio >= 1 else "SLOWER"
+    return f"  fast's path (auto) against balanced's (fp32) per step: {ratio:.2f}x, {verdict} (pairs {pairs})"
 
 
 def pair_ratios(ref_runs: list[dict], our_runs: list[dict], key: str = "s_per_step") -> list[float]:

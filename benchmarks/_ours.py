@@ -4,7 +4,7 @@ import argparse
 import json
 import time
 
-from _harness import PeakRSS, max_rss_gib
+from _harness import PeakRSS, force_int8_kernel, max_rss_gib
 
 
 def main():
@@ -17,6 +17,7 @@ def main():
     ap.add_argument("--compile", action="store_true")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--dtype", default="auto")
+    ap.add_argument("--int8-kernel", default=None, help="int8 on this kernel (onednn, fbgemm), not the table's")
     ap.add_argument("--logits-of", default=None, help="also dump step-0 target logits to this file")
     args = ap.parse_args()
     import torch
@@ -25,6 +26,7 @@ def main():
     from omnivoice_cli.engine.pipeline import Engine, Request
 
     torch.set_num_threads(args.threads)
+    force_int8_kernel(args.int8_kernel)
     t0 = time.perf_counter()
     kw = {}
     if args.quantize:

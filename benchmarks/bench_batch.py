@@ -3,7 +3,7 @@
 venv exists).
 
     python benchmarks/bench_batch.py [--ckpt DIR] [--steps 8] [--repeats 3] [--whole-steps 2]
-                                     [--lines 8] [--bf16] [--quantize int8] [--no-base]
+                                     [--lines 8] [--bf16] [--quantize int8 auto] [--no-base]
                                      [--device cuda --dtype bfloat16]
 
 Per-step figures: generate() of the 8 lines in one call, in alternating subprocesses, medians of
@@ -38,6 +38,7 @@ def main() -> int:
     args.ckpt = args.ckpt or H.default_ckpt()
     ref = H.have_reference() and not args.no_reference and args.device == "cpu"
     variants = H.variants(args)
+    print(H.cpu_header())
     print(f"checkpoint {args.ckpt}, {args.threads} threads, reference {'on' if ref else 'off'}", flush=True)
     runs = {name: [] for name, _ in variants} | ({"reference": []} if ref else {})
     for rep in range(args.repeats):
@@ -47,7 +48,7 @@ def main() -> int:
             runs["reference"].append(H.run_json(H.reference_cmd(args, batch, args.steps)))
         print(f"  repeat {rep + 1}/{args.repeats} done", flush=True)
     out = {"ckpt": str(args.ckpt), "threads": args.threads, "num_step": args.steps, "whole": {}}
-    print(f"\nbatch of {len(batch)} at {args.steps} steps\n{H.HEADER}")
+    print(f"\nbatch of {len(batch)} at {args.steps} steps\n{H.table_header()}")
     out["per_step"] = H.table(runs)
     for name, med in out["per_step"].items():
         print(H.fmt_row(name, med) + f"   s/step runs {[round(r['s_per_step'], 2) for r in med['runs']]}")
@@ -55,8 +56,10 @@ def main() -> int:
         for name, _ in variants:
             pairs = H.pair_ratios(runs["reference"], runs[name])
             print(H.summary(name, out["per_step"]["reference"], out["per_step"][name]) + f" (per-step pairs {pairs})")
+    if H.fast_vs_balanced(out["per_step"]):
+        print(H.fast_vs_balanced(out["per_step"]))
     if args.whole_steps:
-        whole(args, batch, variants, ref, out)
+        whole(args, batch, H.cli_variants(variants), ref, out)
     if args.out:
         args.out.write_text(json.dumps(out, indent=1))
     return 0

@@ -111,6 +111,10 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
+    sys.path.insert(0, str(Path(__file__).parent))
+    import _harness as H
+
+    print(H.cpu_header())
     t = time.perf_counter()
     model = random_full_encoder()
     n_params = sum(p.numel() for p in model.state_dict().values())

@@ -56,6 +56,10 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
+    sys.path.insert(0, str(Path(__file__).parent))
+    import _harness as H
+
+    print(H.cpu_header())
     report = {"pages_touched": PAGES, "threads": args.threads}
     for mode in ("keep", "default"):
         runs = [faults(mode, args.threads) for _ in range(args.repeats)]

@@ -59,6 +59,10 @@ def main() -> int:
             wall, seconds, peak_kib = p.stdout.rsplit("RESULT", 1)[1].split()
             rows.append((n, float(wall), int(peak_kib) * 1024, float(seconds)))
     base = rows[0]
+    sys.path.insert(0, str(Path(__file__).parent))
+    import _harness as H
+
+    print(H.cpu_header())
     print(f"{'chars':>6s} {'audio s':>8s} {'generate s':>10s} {'peak RSS MiB':>13s} {'RSS ratio':>9s}")
     for n, wall, peak, seconds in rows:
         print(f"{n:6d} {seconds:8.1f} {wall:10.1f} {peak / 2**20:13.0f} {peak / base[2]:9.2f}")

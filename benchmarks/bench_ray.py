@@ -65,6 +65,7 @@ def main() -> int:
     med = {k: {m: H.median([r[m] for r in rs]) for m in ("wall", "generate", "load")} for k, rs in runs.items()}
     print(f"\n{args.lines} lines at {args.steps} steps, {args.threads} threads, {args.ckpt} "
           f"(median of {args.repeats}, seconds)")  # fmt: skip
+    print(H.cpu_header())
     print(f"{'run':8s} {'wall':>8s} {'generate':>9s} {'load':>7s}")
     for kind, m in med.items():
         walls = [round(r["wall"], 1) for r in runs[kind]]

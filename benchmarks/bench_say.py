@@ -2,7 +2,8 @@
 """One ~9 s sentence, side by side with the reference (when its oracle venv exists).
 
     python benchmarks/bench_say.py [--ckpt DIR] [--steps 32 16] [--repeats 3] [--whole-steps 8]
-                                   [--bf16] [--quantize int8] [--no-base] [--threads 2]
+                                   [--bf16] [--quantize int8 auto] [--int8-kernels onednn fbgemm]
+                                   [--no-base] [--threads 2]
                                    [--device cuda --dtype bfloat16]
 
 Per-step figures: our engine and the reference each run generate() in their own subprocess, in
@@ -41,6 +42,7 @@ def main() -> int:
     texts = [H.SENTENCE_9S]
     variants = H.variants(args)
     out = {"ckpt": str(args.ckpt), "threads": args.threads, "per_step": {}, "whole": {}}
+    print(H.cpu_header())
     print(f"checkpoint {args.ckpt}, {args.threads} threads, reference {'on' if ref else 'off'}", flush=True)
     for steps in args.steps:
         runs = {name: [] for name, _ in variants}
@@ -52,7 +54,7 @@ def main() -> int:
             if ref:
                 runs["reference"].append(H.run_json(H.reference_cmd(args, texts, steps)))
             print(f"  {steps} steps, repeat {rep + 1}/{args.repeats} done", flush=True)
-        print(f"\n{steps} steps\n{H.HEADER}")
+        print(f"\n{steps} steps\n{H.table_header()}")
         table = H.table(runs)
         for name, med in table.items():
             print(H.fmt_row(name, med) + f"   s/step runs {[round(r['s_per_step'], 2) for r in med['runs']]}")
@@ -60,9 +62,11 @@ def main() -> int:
             for name, _ in variants:
                 pairs = H.pair_ratios(runs["reference"], runs[name])
                 print(H.summary(name, table["reference"], table[name]) + f" (per-step pairs {pairs})")
+        if H.fast_vs_balanced(table):
+            print(H.fast_vs_balanced(table))
         out["per_step"][steps] = table
     if args.whole_steps:
-        whole(args, variants, ref, texts, out)
+        whole(args, H.cli_variants(variants), ref, texts, out)
     if args.out:
         args.out.write_text(json.dumps(out, indent=1))
     return 0

@@ -188,7 +188,8 @@ def summary(run: dict) -> dict:
 
 
 def print_table(rows: dict) -> None:
-    print(f"\n{'run':34s} {'audio s/s':>9s} {'p50 s':>7s} {'p95 s':>7s} {'total s':>8s} {'audio s':>8s} {'peak GiB':>8s}")
+    print(f"\n{H.cpu_header()}")
+    print(f"{'run':34s} {'audio s/s':>9s} {'p50 s':>7s} {'p95 s':>7s} {'total s':>8s} {'audio s':>8s} {'peak GiB':>8s}")
     for name, r in rows.items():
         print(f"{name:34s} {r['throughput']:9.3f} {r['p50']:7.1f} {r['p95']:7.1f} {r['total']:8.1f} "
               f"{r['audio']:8.2f} {r['peak_rss_gib']:8.2f}")  # fmt: skip

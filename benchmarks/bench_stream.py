@@ -87,7 +87,8 @@ def main() -> int:
             print(f"  {mode:6s} repeat {rep + 1}: first audio {r['first_audio']:.1f} s, total {r['total']:.1f} s", flush=True)
     med = {m: {k: H.median([r[k] for r in rs]) for k in ("first_audio", "total", "audio_seconds", "peak_rss_gib")} for m, rs in runs.items()}
     plain, streamed = med["plain"], med["stream"]
-    print(f"\n{'':8s} {'first audio s':>13s} {'total s':>8s} {'audio s':>8s} {'peak GiB':>9s}")
+    print(f"\n{H.cpu_header()}")
+    print(f"{'':8s} {'first audio s':>13s} {'total s':>8s} {'audio s':>8s} {'peak GiB':>9s}")
     for m in runs:
         print(f"{m:8s} {med[m]['first_audio']:13.1f} {med[m]['total']:8.1f} {med[m]['audio_seconds']:8.1f} {med[m]['peak_rss_gib']:9.2f}")
     first_ratio, total_ratio = streamed["first_audio"] / plain["total"], streamed["total"] / plain["total"]

@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """How far the CPU's narrow paths (`--dtype bfloat16`, `--quantize int8`) move the model from fp32.
 
-    python benchmarks/fidelity.py [--full DIR] [--steps 8] [--variants bf16 int8]
+    python benchmarks/fidelity.py [--full DIR] [--steps 8] [--variants bf16 int8 auto]
+
+(under caps, e.g. `ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 FBGEMM_ENABLE_INSTRUCTIONS=AVX2`,
+the paths of that class: there int8 runs FBGEMM's kernel, and bf16 loads float32)
 
 For each golden case of the tiny fixture checkpoint (and one ~9 s sentence on the full-size
 checkpoint, if given or found), the first forward of the request runs in fp32 and in each variant;
@@ -22,7 +25,7 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
-VARIANTS = {"bf16": {"dtype": "bfloat16"}, "int8": {"quantize": "int8"}}
+VARIANTS = {"bf16": {"dtype": "bfloat16"}, "int8": {"quantize": "int8"}, "auto": {"quantize": "auto"}}
 
 
 def step0_logits(engine, requests) -> list[torch.Tensor]:
@@ -76,8 +79,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--full", type=Path, default=None)
     ap.add_argument("--steps", type=int, default=8, help="steps of the whole greedy runs")
-    ap.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS))
+    ap.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=["bf16", "int8"])
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--int8-kernel", choices=["onednn", "fbgemm"], default=None, help="int8 on this kernel, not the table's")
     ap.add_argument("--out", type=Path, default=None, help="write the rows as JSON here")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -86,6 +90,13 @@ def main() -> None:
     for case in ["auto_en", "design_en", "zh", "nonverbal", "speed13"]:
         kw = json.loads((golden / f"{case}.json").read_text())["generate_kwargs"]
         reqs.append((case, Request(text=kw["text"], lang=kw.get("language"), instruct=kw.get("instruct"), speed=kw.get("speed"))))
+    sys.path.insert(0, str(Path(__file__).parent))
+    import _harness as H
+    from omnivoice_cli.engine import cpu, linears
+
+    H.force_int8_kernel(args.int8_kernel)
+    print(H.cpu_header())
+    print(f"  int8 kernel: {linears.int8_kind().__name__}; quantize auto: {cpu.choice().quantize or 'none'}")
     print(f"{'checkpoint':10s} {'variant':7s} {'case':12s} {'logits rel. error':>17s} {'argmax agree':>12s} {'tokens agree':>12s}")
     table = []
 
@@ -97,7 +108,6 @@ def main() -> None:
     show("tiny", compare(ROOT / "tests" / "fixtures" / "tiny" / "ckpt", reqs, args.variants, args.steps))
     full = args.full or next((p for p in (ROOT / ".oracle" / "ckpt-full", ROOT / "bench-ckpt-full") if p.is_dir()), None)
     if full:
-        sys.path.insert(0, str(Path(__file__).parent))
         from _harness import SENTENCE_9S
 
         show("full-size", compare(full, [("sentence 9 s", Request(text=SENTENCE_9S, lang="en"))], args.variants, args.steps))

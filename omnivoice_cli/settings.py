@@ -53,7 +53,7 @@ MAX_DURATION = _MODEL.max_target_seconds
 MAX_SEED = 2**63 - 1
 MAX_THREADS = 256  # more threads than this only thrash (and torch crashes on absurd counts)
 DTYPES = ("auto", "float32", "float16", "bfloat16")
-QUANTIZE = ("none", "int8")
+QUANTIZE = ("none", "int8", "auto")  # auto: the fastest path measured on this CPU's class (engine/cpu.py)
 FORMATS = (*AUDIO_FORMATS, "pcm")  # audio formats a file name or --format may ask for (pcm = raw)
 _DEVICE_RE = re.compile(r"^(auto|cpu|cuda|mps|cuda:\d{1,3})$")
 
@@ -166,8 +166,9 @@ SCHEMA: dict[str, Setting] = {
                  where=_HW, run_wide=True),
         _setting("threads", int, None, "Torch CPU threads.", "Hardware", "an integer >= 1", lambda v: v >= 1,
                  high=MAX_THREADS, metavar="N", where=_HW, run_wide=True, default_help="the CPU cores"),
-        _setting("quantize", str, "none", "int8: int8 body weights (CPU; the audio differs slightly).",
-                 "Hardware", "int8 or none", lambda v: v in QUANTIZE, choices=QUANTIZE, metavar="int8|none",
+        _setting("quantize", str, "none", "int8: int8 body weights (CPU; the audio differs slightly); "
+                 "auto: the fastest path measured on this CPU (omnivoice info shows it).",
+                 "Hardware", "int8, auto or none", lambda v: v in QUANTIZE, choices=QUANTIZE, metavar="int8|auto|none",
                  where=_HW, run_wide=True),
         _setting("compile", bool, False, "torch.compile the layers (slow start; on CPU the default is faster).",
                  "Hardware", "true or false", where=_HW, run_wide=True),
@@ -461,7 +462,11 @@ def check_engine_options(settings: dict[str, Any], sources: Mapping[str, Source]
     """Refuse combinations Engine.load would refuse, before the model is loaded (SettingsError,
     in flag names). quantize int8 wants the CPU, float32 weights and no compile. A preset's int8
     (the `fast` preset's) that meets another device, dtype or compile given elsewhere is dropped
-    instead: `settings["quantize"]` becomes "none" and the notice saying so is returned."""
+    instead: `settings["quantize"]` becomes "none" and the notice saying so is returned. So is
+    "auto" (from anywhere) where it means int8 on this CPU (engine/cpu.py) and meets them: auto is
+    the fastest path that fits; with a GPU named it is nothing (the table is the CPU's)."""
+    if settings.get("quantize") == "auto":
+        return _check_auto(settings, sources or {})
     if settings.get("quantize") != "int8":
         return None
     if settings.get("compile"):
@@ -490,6 +495,28 @@ def engine_options(resolved: Resolved) -> tuple[Resolved, str | None]:
     notice = check_engine_options(values, resolved.sources)
     changed = {k: v for k, v in values.items() if v != resolved.values[k]}
     return (resolved.with_values(changed) if changed else resolved), notice
+
+
+def _check_auto(settings: dict[str, Any], sources: Mapping[str, Source]) -> str | None:
+    from .engine import cpu
+
+    if settings.get("device") not in (None, "auto", "cpu"):
+        settings["quantize"] = "none"  # a GPU runs its own dtype: nothing to say
+        return None
+    chosen = cpu.choice()
+    if chosen.quantize != "int8":
+        return None
+    if settings.get("compile"):
+        clash = "compile"
+    elif settings.get("dtype") not in (None, "auto", "float32"):
+        clash = "dtype"
+    else:
+        return None
+    settings["quantize"] = "none"
+    origin = sources.get("quantize", DEFAULT_SOURCE)
+    who = "--quantize auto" if origin.kind == "flag" else f"{origin.describe()} (quantize auto)"
+    return (f"{who} runs the body in int8 on this CPU ({cpu.cpu_class()}), which needs float32 and no "
+            f"compile: without it here ({clash} {settings[clash]})")
 
 
 _LINE_BREAK_RE = re.compile(r"[ \t]*(?:\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029])+[ \t]*")

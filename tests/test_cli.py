@@ -428,7 +428,7 @@ BAD_INPUT = [
     (["--threads", "0"], "Hi", None, "--threads must be an integer >= 1, got 0"),
     (["--threads", "two"], "Hi", None, "--threads must be an integer >= 1, got 'two'"),
     (["--threads", "1.5"], "Hi", None, "--threads must be an integer >= 1, got '1.5'"),
-    (["--quantize", "int4"], "Hi", None, "--quantize must be int8 or none, got 'int4'"),
+    (["--quantize", "int4"], "Hi", None, "--quantize must be int8, auto or none, got 'int4'"),
     (["--quantize", "int8", "--compile"], "Hi", None, "--quantize int8 and --compile cannot be combined"),
     (["--quantize", "int8", "--device", "cuda"], "Hi", None, "--quantize int8 runs on the CPU only, not on 'cuda'"),
     (["--quantize", "int8", "--dtype", "bfloat16"], "Hi", None, "--quantize int8 starts from float32 weights"),

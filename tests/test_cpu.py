@@ -125,11 +125,11 @@ def test_torch_is_not_imported_to_read_the_class():
 
 @pytest.fixture
 def force(monkeypatch):
-    """force(flags, runs=None): the engine sees a CPU with these flags; oneDNN's own answer on bf16
-    is `runs` (default: the features' prediction)."""
+    """force(flags, runs=None, machine="x86_64"): the engine sees a CPU with these flags; oneDNN's own
+    answer on bf16 is `runs` (default: the features' prediction)."""
 
-    def set_cpu(flags, runs=None):
-        info = cpu.detect(flags, "x86_64", env={})
+    def set_cpu(flags, runs=None, machine="x86_64"):
+        info = cpu.detect(flags, machine, env={})
         monkeypatch.setattr(cpu, "_INFO", info)
         monkeypatch.setattr(cpu, "_BF16_RUNS", info.onednn_bf16 if runs is None else runs)
         return info
@@ -274,3 +274,124 @@ def test_the_engine_under_avx2_caps():
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_avx2_env(), timeout=300, cwd=ROOT)
     assert run.returncode == 0, run.stderr
     assert run.stdout.startswith("ok")
+
+
+# ----------------------------------------------------------------- the choice table and `auto`
+
+ROWS = {  # a CPU of each row of cpu.CHOICES
+    "amx": SAPPHIRE_RAPIDS, "avx512-bf16": ZEN4, "avx512+vnni": CASCADE_LAKE, "avx512": SKYLAKE_SP,
+    "avx2+vnni": ALDER_LAKE, "avx2": ZEN3, "x86-64": SANDY_BRIDGE,
+}  # fmt: skip
+
+
+def test_every_class_has_a_row_that_names_its_measurement():
+    assert set(cpu.CHOICES) == set(ROWS)  # every x86 class cpu.py can name (with VNNI or not), and only those
+    assert {cpu.row_name(cpu.detect(flags, "x86_64", env={})) for flags in ROWS.values()} == set(ROWS)
+    for name, row in cpu.CHOICES.items():
+        assert row.quantize in ("int8", None) and row.int8 in ("onednn", "fbgemm") and row.dtype == "float32"
+        assert "bench_" in row.measured and any(c.isdigit() for c in row.measured), (name, row.measured)  # a benchmark and its figures
+    assert cpu.UNMEASURED.quantize is None and "not measured" in cpu.UNMEASURED.measured
+
+
+@pytest.mark.parametrize(
+    "flags,machine,quantize,int8",
+    [
+        (SAPPHIRE_RAPIDS, "x86_64", "int8", "onednn"),
+        (ZEN4, "x86_64", "int8", "onednn"),
+        (CASCADE_LAKE, "x86_64", "int8", "onednn"),
+        (SKYLAKE_SP, "x86_64", "int8", "onednn"),
+        (ZEN3, "x86_64", "int8", "fbgemm"),
+        (ALDER_LAKE, "x86_64", "int8", "onednn"),  # AVX-VNNI: oneDNN's kernels use it, FBGEMM's do not
+        (ARROW_LAKE, "x86_64", "int8", "onednn"),
+        (SANDY_BRIDGE, "x86_64", "int8", "onednn"),
+        ({"fp", "asimd", "bf16"}, "aarch64", None, "onednn"),
+    ],
+)
+def test_the_choice_of_each_cpu(flags, machine, quantize, int8):
+    row = cpu.choice(cpu.detect(flags, machine, env={}))
+    assert (row.quantize, row.int8) == (quantize, int8)
+
+
+def test_a_cap_changes_the_choice():
+    capped = cpu.detect(SAPPHIRE_RAPIDS, "x86_64", env={"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"})
+    assert cpu.choice(capped) is cpu.CHOICES["avx2"]
+    vnni = cpu.detect(SAPPHIRE_RAPIDS, "x86_64", env={"ONEDNN_MAX_CPU_ISA": "AVX2_VNNI"})
+    assert cpu.choice(vnni) is cpu.CHOICES["avx2+vnni"]
+    assert cpu.choice(cpu.detect(SAPPHIRE_RAPIDS, "x86_64", env={})) is cpu.CHOICES["amx"]
+
+
+@pytest.mark.parametrize("name", list(ROWS))
+def test_auto_in_each_forced_class(force, name):
+    """quantize "auto" is its class's row; --dtype auto is float32 in every class; a clash with
+    bf16 or compile leaves int8 out, said once."""
+    force(ROWS[name])
+    row = cpu.CHOICES[name]
+    assert cpu.choice() is row and cpu.row_name(cpu.info()) == name
+    assert loading.resolve_dtype("auto", torch.device("cpu"), None) == torch.float32
+    said = []
+    assert loading.auto_quantize(torch.float32, False, said.append) == row.quantize and said == []
+    assert loading.auto_quantize(torch.bfloat16, False, said.append) is None
+    assert loading.auto_quantize(torch.float32, True, said.append) is None
+    assert len(said) == (2 if row.quantize else 0)
+    if said:
+        assert said[0] == (f"quantize auto: int8 (the fastest on this CPU, {name.removesuffix('+vnni')}) needs float32 "
+                           "and no compile: without it here (dtype bfloat16)")  # fmt: skip
+    kind = linears.int8_kind()
+    if row.int8 == "fbgemm" and linears.fbgemm_available():
+        assert kind is linears.FbgemmInt8Linear
+    else:
+        assert kind is (linears.Int8Linear if linears.onednn_int8_available() else linears.LegacyInt8Linear)
+
+
+def test_auto_off_the_cpu_is_nothing(monkeypatch, force):
+    force(ZEN3)
+    monkeypatch.setattr(loading, "resolve_device", lambda device: torch.device("cuda"))
+    said = []
+    for device in ("auto", "cuda"):
+        assert loading._resolve_hardware(device, "auto", False, said.append)[1] is None
+    assert said == []  # the table is the CPU's: a GPU runs its own dtype, with nothing to say
+
+
+@pytest.mark.parametrize("name,kind", [("avx2", "FbgemmInt8Linear"), ("amx", "Int8Linear"), ("aarch64", None)])
+def test_the_engine_takes_the_auto_path_of_the_class(force, name, kind):
+    if name == "aarch64":  # no row: the exact path
+        force({"fp", "asimd"}, runs=True, machine="aarch64")
+    else:
+        force(ROWS[name])
+    if kind == "FbgemmInt8Linear" and not linears.fbgemm_available():
+        pytest.skip("this torch build has no FBGEMM")
+    if kind == "Int8Linear" and not linears.onednn_int8_available():
+        pytest.skip("this torch build has no oneDNN int8 linear")
+    engine = Engine.load(str(TINY), device="cpu", quantize="auto")
+    down = engine.model.llm.layers[0].mlp.down_proj
+    if kind is None:  # the exact float32 body, bit for bit
+        assert engine.dtype == torch.float32 and not isinstance(down, linears.KernelLinear)
+        assert torch.equal(_step0_logits(engine), _step0_logits(Engine.load(str(TINY), device="cpu")))
+    else:
+        assert type(down).__name__ == kind and type(engine.model.llm.layers[0].self_attn.fused_qkv.linear).__name__ == kind
+
+
+def test_info_shows_the_class_and_its_choice(invoke, force):
+    force(ZEN3)
+    r = invoke("info")
+    assert r.exit_code == 0, r.stderr
+    rows = dict(line.split(":", 1) for line in r.stdout.splitlines() if not line.startswith(" "))
+    rows = {k.strip(): v.strip() for k, v in rows.items()}
+    assert rows["class"] == cpu.info().describe() == "avx2 (no oneDNN bf16, no VNNI)"
+    assert rows["flags"] == "avx avx2 fma f16c"
+    assert rows["--quantize auto"] == "int8" and rows["--dtype auto"].startswith("float32")
+    assert cpu.CHOICES["avx2"].measured in r.stdout
+    assert rows["--dtype bfloat16"].startswith("runs float32") == linears.onednn_linear_available()
+    if linears.fbgemm_available():
+        assert rows["--quantize int8"].startswith("FBGEMM")
+    force({"fp", "asimd", "bf16"}, machine="aarch64")
+    r = invoke("info")
+    assert "--quantize auto:  none (the exact float32 body)" in r.stdout and "class:            aarch64\n" in r.stdout
+    assert cpu.UNMEASURED.measured in r.stdout
+
+
+def test_info_on_this_cpu(invoke):
+    r = invoke("info")
+    assert r.exit_code == 0, r.stderr
+    assert f"class:            {cpu.info().describe()}\n" in r.stdout
+    assert cpu.choice().measured in r.stdout and r.stderr == ""

@@ -16,6 +16,7 @@ from omnivoice_cli.engine.errors import InvalidRequest
 from omnivoice_cli.engine.narrow import LeanRMSNorm, lean_rms_norm, norm_rope, rope_tables, rope_weights
 from omnivoice_cli.engine.linears import (
     BF16Linear,
+    FbgemmInt8Linear,
     Fused,
     FusedPart,
     Int8Linear,
@@ -33,6 +34,8 @@ needs_onednn_bf16 = pytest.mark.skipif(
     reason=f"oneDNN cannot run bf16 on this CPU ({cpu.info().describe()}): the float32 fallback is tested instead (test_cpu.py)",
 )
 needs_onednn_int8 = pytest.mark.skipif(not linears.onednn_int8_available(), reason="this torch build has no oneDNN int8 linear")
+needs_fbgemm = pytest.mark.skipif(not linears.fbgemm_available(), reason="this torch build has no FBGEMM")
+FBGEMM = pytest.param(FbgemmInt8Linear, marks=needs_fbgemm)
 BF16_EPS = torch.finfo(torch.bfloat16).eps  # 2**-7: a rounding to bf16 moves a value by at most half of this, relatively
 
 
@@ -98,7 +101,7 @@ def test_int8_linear_is_the_float64_product_of_its_codes(rows, n_in, n_out, bias
     torch.testing.assert_close(y.double(), want, rtol=1e-5, atol=1e-5 * want.abs().max().item())
 
 
-@pytest.mark.parametrize("kind", [pytest.param(Int8Linear, marks=needs_onednn_int8), LegacyInt8Linear])
+@pytest.mark.parametrize("kind", [pytest.param(Int8Linear, marks=needs_onednn_int8), LegacyInt8Linear, FBGEMM])
 @pytest.mark.parametrize("rows,n_in,n_out,bias", [(1, 64, 48, True), (9, 96, 40, False), (130, 256, 72, True)])
 def test_int8_linear_against_a_float64_product(kind, rows, n_in, n_out, bias):
     x, w, b = _case(rows, n_in, n_out, bias, seed=1)
@@ -207,7 +210,7 @@ def test_int8_packing_falls_back_to_onednn_where_the_layout_differs(monkeypatch)
 
 
 @pytest.mark.parametrize(
-    "kind", [pytest.param(Int8Linear, marks=needs_onednn_int8), LegacyInt8Linear, pytest.param(BF16Linear, marks=needs_onednn_bf16)]
+    "kind", [pytest.param(Int8Linear, marks=needs_onednn_int8), LegacyInt8Linear, FBGEMM, pytest.param(BF16Linear, marks=needs_onednn_bf16)]
 )
 def test_fused_projections_equal_the_separate_layers(kind):
     torch.manual_seed(0)
@@ -282,7 +285,7 @@ def test_norm_rope_is_rope_of_the_norm(dtype):
     torch.testing.assert_close(got.double(), want, rtol=tol, atol=tol)
 
 
-@pytest.mark.parametrize("kind", [pytest.param(Int8Linear, marks=needs_onednn_int8), LegacyInt8Linear, pytest.param(BF16Linear, marks=needs_onednn_bf16)])
+@pytest.mark.parametrize("kind", [pytest.param(Int8Linear, marks=needs_onednn_int8), LegacyInt8Linear, FBGEMM, pytest.param(BF16Linear, marks=needs_onednn_bf16)])
 def test_fused_epilogues_are_the_plain_products(kind):
     """add: x W^T + other; gated: silu(x Wg^T) * x Wu^T; as the kernel's own plain product gives."""
     x, w, _ = _case(40, 64, 48, False, seed=6)
@@ -343,6 +346,33 @@ def test_int8_engine_fuses_and_stays_close(fp32_logits):
     assert type(engine.model.audio_heads) is (BF16Linear if bf16 else linears.OneDNNLinear)
     assert layer.self_attn.math_dtype == (torch.bfloat16 if bf16 else None)
     assert layer.self_attn.out_dtype == torch.float32  # what o_proj's quantisation reads
+    rel = ((_step0_logits(engine) - fp32_logits).norm() / fp32_logits.norm()).item()
+    assert 0 < rel < 0.1
+
+
+@needs_fbgemm
+def test_fbgemm_is_fbgemm_whatever_the_engine(monkeypatch):
+    """FbgemmInt8Linear packs for FBGEMM even where torch's default engine ("x86") would pack for
+    oneDNN, and leaves the engine as it was; its products are the ones of the layer packed under
+    fbgemm itself (under "x86" on a VNNI CPU they would not be: oneDNN quantises the inputs on 8 bits)."""
+    x, w, b = _case(33, 128, 64, True, seed=8)
+    was = torch.backends.quantized.engine
+    layer = FbgemmInt8Linear(w, b)
+    assert torch.backends.quantized.engine == was
+    monkeypatch.setattr(torch.backends.quantized, "engine", "fbgemm")
+    assert torch.equal(layer(x), LegacyInt8Linear(w, b)(x))  # the same layer, packed under fbgemm itself
+
+
+@needs_fbgemm
+def test_int8_engine_on_an_avx2_cpu_runs_fbgemm_and_stays_close(monkeypatch, fp32_logits):
+    """The avx2 class's int8 kernel (cpu.CHOICES): FBGEMM's, within int8's fidelity of fp32."""
+    monkeypatch.setattr(cpu, "_INFO", cpu.detect({"avx", "avx2", "fma", "f16c"}, "x86_64", env={}))
+    assert cpu.choice().int8 == "fbgemm"
+    engine = Engine.load(str(TINY), device="cpu", quantize="int8")
+    layer = engine.model.llm.layers[0]
+    assert type(layer.self_attn.fused_qkv.linear) is FbgemmInt8Linear and type(layer.mlp.down_proj) is FbgemmInt8Linear
+    assert type(layer.self_attn.o_proj) is FbgemmInt8Linear and narrow_installed(engine.model)
+    assert type(engine.model.audio_heads) is not BF16Linear  # no native bf16 there
     rel = ((_step0_logits(engine) - fp32_logits).norm() / fp32_logits.norm()).item()
     assert 0 < rel < 0.1
 

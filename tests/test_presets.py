@@ -40,9 +40,9 @@ def test_builtin_presets(home):
     assert quality.settings["num_step"] > st.DEFAULTS["num_step"]
     for p in (fast, balanced, quality):
         assert p.description and p.source == "built-in"
-        # complete recipes: no leaks between presets (fast also runs the body in int8 on a CPU)
+        # complete recipes: no leaks between presets (fast also takes the fastest CPU path measured)
         assert set(p.settings) - {"quantize"} == set(st.GENERATION_DEFAULTS)
-    assert fast.settings["quantize"] == "int8" and "quantize" not in balanced.settings
+    assert fast.settings["quantize"] == "auto" and "quantize" not in balanced.settings
 
 
 def test_builtin_presets_agree_with_the_engine():
@@ -135,7 +135,7 @@ BAD_PRESETS = [
     ("format = 'mp4'\n", "key 'format' must be wav, flac, ogg, opus, mp3, raw, aac, m4a, pcm, got 'mp4'"),
     ("description = 3\n", "key 'description' must be a string, got an integer"),
     ("threads = 0\n", "key 'threads' must be an integer >= 1, got 0"),
-    ("quantize = 'int4'\n", "key 'quantize' must be int8 or none, got 'int4'"),
+    ("quantize = 'int4'\n", "key 'quantize' must be int8, auto or none, got 'int4'"),
     ("compile = 1\n", "key 'compile' must be true or false, got 1 (an integer)"),
     ("chunk_threshold = 45\n", "key 'chunk_threshold' must be seconds in (0, 30], got 45.0"),
     ("chunk_duration = 0\n", "key 'chunk_duration' must be seconds > 0, got 0.0"),
@@ -308,3 +308,49 @@ def test_presets_show_a_file_and_errors(invoke, home, tmp_path):
     assert r.exit_code == 2
     assert "unknown preset 'nope'" in error_line(r)
     assert r.stdout == ""
+
+
+# ------------------------------------------------------------------------ fast: quantize "auto"
+
+
+def _force_cpu(monkeypatch, flags, machine="x86_64"):
+    from omnivoice_cli.engine import cpu
+
+    monkeypatch.setattr(cpu, "_INFO", cpu.detect(flags, machine, env={}))
+
+
+ZEN3 = {"sse4_2", "avx", "avx2", "fma", "f16c"}
+
+
+def test_fast_passes_auto_to_the_engine(invoke, fake_engine, home, tmp_path, monkeypatch):
+    """The engine resolves auto (it knows the device); the settings pass it through on the CPU."""
+    _force_cpu(monkeypatch, ZEN3)
+    r = invoke("say", "Hi", "--preset", "fast", "-o", tmp_path / "a.wav", "-q")
+    assert r.exit_code == 0, r.stderr
+    assert fake_engine.loads[-1]["quantize"] == "auto" and r.stderr == ""
+    r = invoke("say", "Hi", "--preset", "fast", "--quantize", "none", "-o", tmp_path / "b.wav", "-q")
+    assert "quantize" not in fake_engine.loads[-1]  # a flag turns it off
+
+
+def test_fasts_auto_meeting_compile_or_bf16_is_left_out_with_a_warning(invoke, fake_engine, home, tmp_path, monkeypatch):
+    _force_cpu(monkeypatch, ZEN3)  # auto is int8 there
+    r = invoke("say", "Hi", "--preset", "fast", "--compile", "-o", tmp_path / "a.wav")
+    assert r.exit_code == 0, r.stderr
+    assert ("Warning: preset fast (quantize auto) runs the body in int8 on this CPU (avx2), which needs float32 "
+            "and no compile: without it here (compile True)") in " ".join(r.stderr.split())  # fmt: skip
+    assert "quantize" not in fake_engine.loads[-1] and fake_engine.loads[-1]["compile"] is True
+    r = invoke("say", "Hi", "--preset", "fast", "--dtype", "bfloat16", "-o", tmp_path / "b.wav")
+    assert r.exit_code == 0 and "(dtype bfloat16)" in r.stderr and "quantize" not in fake_engine.loads[-1]
+    # the flag too: auto is the fastest path that fits, never an error
+    r = invoke("say", "Hi", "--quantize", "auto", "--compile", "-o", tmp_path / "c.wav")
+    assert r.exit_code == 0 and "--quantize auto runs the body in int8" in r.stderr
+    # a GPU named: auto is nothing there, and nothing is said
+    r = invoke("say", "Hi", "--preset", "fast", "--device", "cuda", "-o", tmp_path / "d.wav")
+    assert r.exit_code == 0 and "Warning" not in r.stderr and "quantize" not in fake_engine.loads[-1]
+
+
+def test_fasts_auto_where_it_is_the_exact_path(invoke, fake_engine, home, tmp_path, monkeypatch):
+    _force_cpu(monkeypatch, {"fp", "asimd"}, "aarch64")  # no row: auto keeps float32, so nothing clashes
+    r = invoke("say", "Hi", "--preset", "fast", "--compile", "-o", tmp_path / "a.wav")
+    assert r.exit_code == 0 and "Warning" not in r.stderr
+    assert fake_engine.loads[-1]["quantize"] == "auto" and fake_engine.loads[-1]["compile"] is True

@@ -148,7 +148,7 @@ CHECKS_BAD = [
     ("threads", 0, "must be an integer >= 1, got 0"),
     ("threads", 2.0, "got 2.0 (a number)"),
     ("threads", True, "got True (a boolean)"),
-    ("quantize", "int4", "must be int8 or none, got 'int4'"),
+    ("quantize", "int4", "must be int8, auto or none, got 'int4'"),
     ("quantize", 8, "got 8 (an integer)"),
     ("compile", "yes", "must be true or false, got 'yes' (a string)"),
 ]

@@ -605,7 +605,7 @@ def test_batch_speed_and_chunk_flags(invoke, fake_engine, home, tmp_path):
     "args,message",
     [
         (["--threads", "0"], "--threads must be an integer >= 1, got 0"),
-        (["--quantize", "fp8"], "--quantize must be int8 or none, got 'fp8'"),
+        (["--quantize", "fp8"], "--quantize must be int8, auto or none, got 'fp8'"),
         (["--quantize", "int8", "--compile"], "--quantize int8 and --compile cannot be combined"),
         (["--chunk-threshold", "40"], "--chunk-threshold must be seconds in (0, 30], got 40.0"),
     ],

@@ -1,4 +1,5 @@
-"""Listings: `omnivoice languages`, `instructs` and `tags` (no model, no torch)."""
+"""Listings: `omnivoice languages`, `instructs` and `tags` (no model, no torch), and `omnivoice
+info` (this machine: the CPU's class and what `auto` chooses on it; imports torch)."""
 
 from __future__ import annotations
 
@@ -41,3 +42,14 @@ def tags() -> None:
     for tag in nonverbal_tags():
         out.write(f"  {tag}\n")
     out.write("pauses (exact silences):\n  [pause]  0.5 s\n  [pause 1.5s]\n  [pause 500ms]\n")
+
+
+def system() -> None:
+    """Show this machine: the CPU's class and flags, and the paths --dtype auto and --quantize auto take on it."""
+    from ..engine.loading import cpu_paths
+
+    rows = cpu_paths()
+    width = max(len(label) for label, _ in rows)
+    out = typer.get_text_stream("stdout")
+    for label, value in rows:
+        out.write(f"{label + ':':<{width + 1}} {value}\n")

@@ -17,6 +17,11 @@ and the answers the loading needs: whether bf16 products are native (`has_native
 oneDNN can run bf16 at all (`bf16_runs`: it refuses to reorder a bf16 weight below AVX-512 unless
 the CPU has AVX-NE-CONVERT), whether int8 dot products have VNNI (`has_vnni`). Torch-light: only
 `bf16_runs` (and the probes where /proc/cpuinfo is absent) import torch.
+
+And what `auto` means in each class (`choice()`, a row of CHOICES, each naming the measurement
+behind it): `--quantize auto` is int8 on every x86 class measured (the `fast` preset asks for it),
+on FBGEMM's kernel where that beats oneDNN's (AVX2 without VNNI); `--dtype auto` is float32, the
+exact path, everywhere. `omnivoice info` prints the class, its flags and these choices.
 """
 
 from __future__ import annotations
@@ -51,6 +56,12 @@ _CONTROLLED = _ONEDNN_ISAS["AVX512_CORE_AMX_FP16"] | _ONEDNN_ISAS["AVX2_VNNI_2"]
 # ATEN_CPU_CAPABILITY's values (torch's vectorised kernels) -> the same; "avx512" caps nothing
 _ATEN_CAPS = {"default": frozenset(), "avx2": _ONEDNN_ISAS["AVX2_VNNI_2"]}
 _X86 = ("x86_64", "amd64", "i386", "i686", "x86")
+# what `omnivoice info` and the benchmarks' headers show of a CPU's flags: those the kernels ask about
+FLAGS_OF_INTEREST = (
+    "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni", "avx_vnni",
+    "avx_vnni_int8", "avx512_bf16", "avx_ne_convert", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8",
+    "asimd", "asimddp", "bf16", "i8mm", "sve",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -114,6 +125,10 @@ class CpuInfo:
             return "avx512"
         return "avx2" if self.avx2 else "x86-64"
 
+    def flags(self) -> tuple[str, ...]:
+        """The flags of interest (FLAGS_OF_INTEREST) this CPU has, after the caps."""
+        return tuple(f for f in FLAGS_OF_INTEREST if f in self.features)
+
     def describe(self) -> str:
         """One line: the class, what it has of bf16 / VNNI, and the caps applied."""
         bf16 = "native bf16" if self.native_bf16 else "bf16 emulated" if self.onednn_bf16 else "no oneDNN bf16"
@@ -142,6 +157,19 @@ def detect(
             features -= _CONTROLLED - allowed
             capped.append(f"{var}={env[var]}")
     return CpuInfo(machine, features, tuple(capped))
+
+
+def model_name() -> str:
+    """The CPU's model name (/proc/cpuinfo's "model name"), else the platform's processor or machine."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() in ("model name", "Model", "Hardware") and value.strip():
+                    return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
 
 
 def _read_flags() -> frozenset[str]:
@@ -179,6 +207,57 @@ def _torch_flags() -> frozenset[str]:
         return frozenset(out)
     except (ImportError, AttributeError, RuntimeError):
         return frozenset()
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What `auto` means in a CPU class, and the int8 kernel it runs."""
+
+    quantize: str | None  # `--quantize auto`: "int8", or None (the exact float32 body)
+    int8: str  # the int8 kernel (of `--quantize int8` and of auto's int8): "onednn" (Int8Linear) or "fbgemm"
+    measured: str  # the measurement behind the row
+    dtype: str = "float32"  # `--dtype auto` on the CPU: the exact path in every class (bf16 is never the fastest)
+
+
+# Each class's fastest faithful path, from measurements: benchmarks/bench_int8.py (the kernels at
+# the body's shapes, one thread, all in one process in alternation) and benchmarks/bench_say.py
+# (whole steps against the reference). A class whose int8 kernels differ with VNNI has a row for
+# each ("+vnni": AVX-VNNI or AVX512-VNNI). A capped run on a bigger CPU (ONEDNN_MAX_CPU_ISA=...,
+# and FBGEMM_ENABLE_INSTRUCTIONS, which FBGEMM reads instead) emulates a class on the same cores.
+CHOICES: dict[str, Choice] = {
+    "amx": Choice("int8", "onednn", (
+        "bench_int8.py 2026-12-01 (Xeon, AMX, 1 thread): oneDNN's int8 4.0-5.8x fp32 a layer at 300-2400 "
+        "rows, FBGEMM's 1.7-2.2x slower than oneDNN's; @AMXSAY@")),
+    "avx512-bf16": Choice("int8", "onednn", (
+        "bench_say.py 2026-12-01 (Zen 4): int8 4.07x the reference a step, bf16 2.71x, fp32 1.39x; "
+        "bench_int8.py at AVX512_CORE_BF16 (emulated): oneDNN's int8 2.7-3.0x fp32, FBGEMM's 1.02-1.33x slower")),
+    "avx512+vnni": Choice("int8", "onednn", (
+        "bench_int8.py at AVX512_CORE_VNNI (emulated): oneDNN's int8 2.1-3.1x fp32 a layer, FBGEMM's 1.01-1.23x slower")),
+    "avx512": Choice("int8", "onednn", (
+        "bench_int8.py at AVX512_CORE (emulated): oneDNN's int8 1.48-1.53x fp32 a layer, FBGEMM's 0.96-1.06x "
+        "its time (a tie: oneDNN's fuses the adds and shares the gate's quantisation)")),
+    "avx2+vnni": Choice("int8", "onednn", (
+        "bench_int8.py at AVX2_VNNI (emulated): oneDNN's int8 (AVX-VNNI) 2.5-3.0x fp32 a layer, FBGEMM's "
+        "(no AVX-VNNI kernels) 1.53-1.57x slower")),
+    "avx2": Choice("int8", "fbgemm", (
+        "issue 29 (Zen 3): oneDNN's int8 2.01x the reference a step, fp32 1.09x; bench_int8.py at AVX2 with "
+        "FBGEMM_ENABLE_INSTRUCTIONS=AVX2 (emulated): FBGEMM's int8 1.63-2.02x fp32 a layer, 0.84-0.97x "
+        "oneDNN's time; @AVX2SAY@")),
+    "x86-64": Choice("int8", "onednn", (
+        "bench_int8.py at SSE41 (emulated): oneDNN's int8 2.1-2.4x fp32 a layer (FBGEMM needs AVX2)")),
+}
+# another architecture (aarch64, ...): nothing measured, so auto is the exact path there
+UNMEASURED = Choice(None, "onednn", "not measured on this architecture: auto keeps the exact float32 body")
+
+
+def row_name(of: CpuInfo) -> str:
+    """The row of CHOICES a CPU takes: its class, "+vnni" where the class has a row for it."""
+    return f"{of.name}+vnni" if of.vnni and f"{of.name}+vnni" in CHOICES else of.name
+
+
+def choice(of: CpuInfo | None = None) -> Choice:
+    """The row of CHOICES for `of` (default: this CPU, caps included)."""
+    return CHOICES.get(row_name(of or info()), UNMEASURED)
 
 
 _INFO: CpuInfo | None = None

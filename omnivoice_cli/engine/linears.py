@@ -1,6 +1,7 @@
 """The CPU linears of the body: oneDNN fp32 (a weight repacked once into oneDNN's blocked layout),
-oneDNN bf16 (the weight converted and packed once) and dynamic int8 (oneDNN's u8 x s8 kernel;
-torch's quantised ops where a build lacks it). The module tree keeps the checkpoint's names; on the
+oneDNN bf16 (the weight converted and packed once) and dynamic int8 (oneDNN's u8 x s8 kernel, or
+FBGEMM's where the CPU's class runs it faster (cpu.CHOICES); torch's quantised ops where a build
+lacks oneDNN's). The module tree keeps the checkpoint's names; on the
 bf16 and int8 paths q, k and v run as one product (`Fused`, the attention's `fused_qkv`), and the
 layer forward is narrow.py's, which fuses the residual adds and the MLP's gate into the products.
 The network itself (backbone.py) knows nothing of the kernels: loading.py picks one.
@@ -339,6 +340,7 @@ class LegacyInt8Linear(KernelLinear):
     torch's quantised tensor types, which torch marks deprecated."""
 
     kind = "int8 (torch quantized)"
+    engine: str | None = None  # torch's quantised engine to pack for (None: the one in force)
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None):
         super().__init__()
@@ -351,10 +353,34 @@ class LegacyInt8Linear(KernelLinear):
             warnings.simplefilter("ignore")
             qweight = torch._make_per_channel_quantized_tensor(codes, scale.double(), zero, 0)
         bias = None if bias is None else bias.detach().float()
-        self.packed = torch.ops.quantized.linear_prepack(qweight, bias)
+        engines = torch.backends.quantized
+        was = engines.engine
+        if self.engine and self.engine != was:
+            engines.engine = self.engine  # the engine packs (and so picks the kernel of) the weight
+        try:
+            self.packed = torch.ops.quantized.linear_prepack(qweight, bias)
+        finally:
+            if engines.engine != was:
+                engines.engine = was
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.ops.quantized.linear_dynamic(x.float(), self.packed, True)  # True: 7-bit inputs, as fbgemm needs
+
+
+class FbgemmInt8Linear(LegacyInt8Linear):
+    """LegacyInt8Linear packed for FBGEMM's kernels whatever torch's quantised engine is (its default
+    "x86" picks a backend by its own rules; qnnpack elsewhere): 7-bit activations per tensor,
+    quantised inside the op; the residual add and the gate composed after it. The int8 kernel of the
+    classes where it beats oneDNN's u8 x s8 (cpu.CHOICES: AVX2 without VNNI, where both add byte
+    pairs in int16). FBGEMM picks its instructions itself and reads none of oneDNN's or ATen's caps
+    (its own: FBGEMM_ENABLE_INSTRUCTIONS=AVX2, AVX512, ...)."""
+
+    kind = "int8 (fbgemm)"
+    engine = "fbgemm"
+
+
+def fbgemm_available() -> bool:
+    return "fbgemm" in torch.backends.quantized.supported_engines
 
 
 class Fused:
@@ -425,19 +451,27 @@ def _heads_to_bf16(model: OmniVoiceModel) -> None:
 
 
 def quantize_int8(model: OmniVoiceModel) -> int:
-    """Dynamic int8 linear layers for the body on CPU: weights int8 per output channel, activations
-    quantised per tensor on the fly; the layer forward of narrow.py (activations fp32 between the
-    products). Where the CPU has bf16 natively (cpu.py), attention and the audio heads run in bf16
+    """Dynamic int8 linear layers for the body on CPU (the kernel of this CPU's class: int8_kind):
+    weights int8 per output channel, activations quantised per tensor on the fly; the layer forward
+    of narrow.py (activations fp32 between the products). Where the CPU has bf16 natively (cpu.py), attention and the audio heads run in bf16
     (their error is small beside int8's); else they stay fp32. Embeddings and norms stay fp32.
     Returns the number of linear layers quantised."""
     from . import narrow
 
-    n = convert_layers(model, Int8Linear if onednn_int8_available() else LegacyInt8Linear)
+    n = convert_layers(model, int8_kind())
     bf16 = use_bf16_heads()
     if bf16:
         _heads_to_bf16(model)
     narrow.install(model, torch.bfloat16 if bf16 else torch.float32, output=torch.float32)  # fp32: quantised at once
     return n
+
+
+def int8_kind() -> type:
+    """The int8 layer of this CPU's class (cpu.CHOICES: FBGEMM's where it beats oneDNN's u8 x s8,
+    measured), or what this torch build has: oneDNN's, else torch's quantised ops."""
+    if cpu.choice().int8 == "fbgemm" and fbgemm_available():
+        return FbgemmInt8Linear
+    return Int8Linear if onednn_int8_available() else LegacyInt8Linear
 
 
 def use_bf16_heads() -> bool:

@@ -40,9 +40,11 @@ def resolve_device(device: str = "auto") -> "torch.device":
 def resolve_dtype(dtype: str, device: "torch.device", cfg: ModelConfig) -> "torch.dtype":
     import torch
 
+    from . import cpu
+
     names = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
-    if dtype == "auto":
-        return torch.float32 if device.type == "cpu" else names[cfg.load_dtype]
+    if dtype == "auto":  # the CPU's: its class's row of cpu.CHOICES (float32, the exact path, in every one)
+        return names[cpu.choice().dtype] if device.type == "cpu" else names[cfg.load_dtype]
     if dtype not in names:
         raise InvalidRequest(f"dtype {dtype!r} is not allowed: use auto, float32, float16 or bfloat16")
     return names[dtype]
@@ -60,18 +62,38 @@ def _set_threads(threads: int | None) -> None:
 def _resolve_hardware(device: str, quantize: str | None, compile: bool, notice: Callable[[str], None]):
     """(device, quantize), checked against each other before any reading. int8 is a CPU path: with
     device "auto" on a machine with a GPU it is dropped (said through `notice`), so that a preset
-    asking for it runs everywhere; with a GPU named explicitly it is refused."""
-    if quantize not in (None, "int8"):
-        raise InvalidRequest(f"quantize {quantize!r} is not allowed: use int8 (or leave it off)")
+    asking for it runs everywhere; with a GPU named explicitly it is refused. "auto" (the fastest
+    path measured on this CPU's class) is left for auto_quantize, once the dtype is known; off the
+    CPU it is nothing (the table is the CPU's)."""
+    if quantize not in (None, "int8", "auto"):
+        raise InvalidRequest(f"quantize {quantize!r} is not allowed: use int8 or auto (or leave it off)")
     dev = resolve_device(device)
-    if quantize and dev.type != "cpu":
+    if quantize == "auto" and dev.type != "cpu":
+        quantize = None
+    if quantize == "int8" and dev.type != "cpu":
         if device != "auto":
             raise InvalidRequest(f"int8 runs on the CPU only, not on {dev.type}: use device cpu", "quantize")
         notice(f"quantize int8 is for the CPU: running on {dev.type} without it")
         quantize = None
-    if quantize and compile:
+    if quantize == "int8" and compile:
         raise InvalidRequest("quantize int8 and compile cannot be combined: choose one")
     return dev, quantize
+
+
+def auto_quantize(dt, compile: bool, notice: Callable[[str], None]) -> str | None:
+    """What quantize "auto" is on this CPU (its class's row of cpu.CHOICES): int8 where that is the
+    fastest path measured, unless a dtype other than float32 or compile was asked for (then the
+    exact path of those, said through `notice`); None where the exact float32 body is the fastest."""
+    import torch
+
+    from . import cpu
+
+    chosen = cpu.choice().quantize
+    if chosen == "int8" and (dt != torch.float32 or compile):
+        clash = "compile" if compile else f"dtype {str(dt).removeprefix('torch.')}"
+        notice(f"quantize auto: int8 (the fastest on this CPU, {cpu.cpu_class()}) needs float32 and no compile: without it here ({clash})")
+        return None
+    return chosen
 
 
 def _check_cpu_bf16(dev, dt, notice: Callable[[str], None]) -> "torch.dtype":
@@ -187,6 +209,8 @@ def load_engine(
     root = hub.resolve_checkpoint(model, on_notice, on_download)
     cfg = ModelConfig.from_checkpoint(root)
     dt = resolve_dtype(dtype, dev, cfg)
+    if quantize == "auto":
+        quantize = auto_quantize(dt, compile, notice)
     if quantize and dt != torch.float32:
         raise InvalidRequest(f"int8 starts from float32 weights, not {dtype}: leave dtype at auto", "quantize")
     dt = _check_cpu_bf16(dev, dt, notice)
@@ -203,3 +227,44 @@ def load_engine(
     if compile:  # torch.compile compiles on the first call: now, as part of loading, not in a request
         engine.warm_up()
     return engine
+
+
+def cpu_paths() -> list[tuple[str, str]]:
+    """What this machine is and what the CPU settings run on it, as (label, value) rows for
+    `omnivoice info`: the CPU's class and flags (cpu.py, caps included), what `--dtype auto` and
+    `--quantize auto` choose (cpu.CHOICES) and the measurement behind it, the int8 kernel, what
+    `--dtype bfloat16` does, torch and its threads, the GPUs torch sees."""
+    import os
+
+    import torch
+
+    from . import cpu
+    from .linears import FbgemmInt8Linear, Int8Linear, int8_kind, onednn_linear_available
+
+    info, chosen = cpu.info(), cpu.choice()
+    kind = int8_kind()
+    if kind is Int8Linear:
+        kernel = f"oneDNN's u8 x s8 kernel, {8 if Int8Linear.half == 127 else 7}-bit activations"
+    elif kind is FbgemmInt8Linear:
+        kernel = "FBGEMM's dynamic quantised linear, 7-bit activations"
+    else:
+        kernel = "torch's quantised ops (this torch build has no oneDNN int8)"
+    if onednn_linear_available() and not cpu.bf16_runs():
+        bf16 = "runs float32 (oneDNN cannot run bf16 on this CPU)"
+    elif cpu.has_native_bf16():
+        bf16 = "native bf16 (AVX512-BF16 / AMX)"
+    else:
+        bf16 = "emulated bf16: slower than float32"
+    gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+    return [
+        ("cpu", f"{cpu.model_name()}, {os.cpu_count()} logical cores"),
+        ("class", info.describe()),
+        ("flags", " ".join(info.flags()) or "-"),
+        ("--dtype auto", f"{chosen.dtype} on the CPU (exact); on a GPU the checkpoint's dtype"),
+        ("--quantize auto", "int8" if chosen.quantize == "int8" else "none (the exact float32 body)"),
+        ("  measured", chosen.measured),
+        ("--quantize int8", kernel),
+        ("--dtype bfloat16", bf16),
+        ("torch", f"{torch.__version__}, {torch.get_num_threads()} threads"),
+        ("gpu", ", ".join(gpus) or "none"),
+    ]
