@@ -467,25 +467,21 @@ def check_engine_options(settings: dict[str, Any], sources: Mapping[str, Source]
     the fastest path that fits; with a GPU named it is nothing (the table is the CPU's)."""
     if settings.get("quantize") == "auto":
         return _check_auto(settings, sources or {})
+    from .engine.config import INT8_NEEDS, int8_clash, int8_problem
+
     if settings.get("quantize") != "int8":
         return None
-    if settings.get("compile"):
-        clash, problem = "compile", "--quantize int8 and --compile cannot be combined: choose one"
-    elif settings.get("device") not in (None, "auto", "cpu"):
-        clash, problem = "device", (f"--quantize int8 runs on the CPU only, not on {settings['device']!r}: "
-                                    "use --device cpu")  # fmt: skip
-    elif settings.get("dtype") not in (None, "auto", "float32"):
-        clash, problem = "dtype", (f"--quantize int8 starts from float32 weights, not {settings['dtype']}: "
-                                   "leave --dtype at auto")  # fmt: skip
-    else:
+    clash = int8_clash(settings.get("device"), settings.get("dtype"), bool(settings.get("compile")))
+    if clash is None:
         return None
     sources = sources or {}
     origin = sources.get("quantize", DEFAULT_SOURCE)
     if origin.kind == "preset" and sources.get(clash) != origin:
         settings["quantize"] = "none"
-        return (f"{origin.describe()} runs the body in int8, which needs the CPU, float32 and no compile: "
+        return (f"{origin.describe()} runs the body in int8, which needs {INT8_NEEDS}: "
                 f"without it here ({clash} {settings[clash]})")
-    raise SettingsError(problem)
+    shown = repr(settings[clash]) if clash == "device" else str(settings[clash])
+    raise SettingsError(int8_problem(clash, shown, lambda key: f"--{key}"))
 
 
 def engine_options(resolved: Resolved) -> tuple[Resolved, str | None]:
@@ -499,18 +495,16 @@ def engine_options(resolved: Resolved) -> tuple[Resolved, str | None]:
 
 def _check_auto(settings: dict[str, Any], sources: Mapping[str, Source]) -> str | None:
     from .engine import cpu
+    from .engine.config import int8_clash
 
-    if settings.get("device") not in (None, "auto", "cpu"):
+    if int8_clash(settings.get("device"), None, False) == "device":
         settings["quantize"] = "none"  # a GPU runs its own dtype: nothing to say
         return None
     chosen = cpu.choice()
     if chosen.quantize != "int8":
         return None
-    if settings.get("compile"):
-        clash = "compile"
-    elif settings.get("dtype") not in (None, "auto", "float32"):
-        clash = "dtype"
-    else:
+    clash = int8_clash(None, settings.get("dtype"), bool(settings.get("compile")))
+    if clash is None:
         return None
     settings["quantize"] = "none"
     origin = sources.get("quantize", DEFAULT_SOURCE)

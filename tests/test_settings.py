@@ -218,3 +218,19 @@ def test_engine_option_combinations(changes, message):
 )
 def test_join_lines(text, expected):
     assert st.join_lines(text) == expected
+
+
+def test_the_int8_rule_is_the_engines():
+    """One rule for int8 with device, dtype and compile: the schema's check before loading and the
+    loader's own take it from engine/config.py, and name the settings each its own way."""
+    from omnivoice_cli.engine.config import int8_clash, int8_problem
+
+    assert int8_clash("cpu", "float32", False) is None and int8_clash("auto", None, False) is None
+    assert [int8_clash("cuda", None, False), int8_clash(None, "bfloat16", False), int8_clash("cuda", "bf16", True)] == [
+        "device", "dtype", "compile"]  # fmt: skip
+    for values, clash in (({"device": "cuda:1"}, "device"), ({"dtype": "float16"}, "dtype"), ({"compile": True}, "compile")):
+        with pytest.raises(st.SettingsError) as e:
+            st.check_engine_options({"quantize": "int8", **values})
+        value = values[clash]
+        assert str(e.value) == int8_problem(clash, repr(value) if clash == "device" else str(value), lambda k: f"--{k}")
+    assert int8_problem("compile", "") == "quantize int8 and compile cannot be combined: choose one"

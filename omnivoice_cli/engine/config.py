@@ -12,6 +12,7 @@ import json
 import math
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
+from typing import Callable
 
 from .errors import CheckpointError, InvalidRequest
 
@@ -326,6 +327,33 @@ class ValueRule:
 
 # The rules of the values a request gives (GenerationConfig's fields, and Request's speed and
 # duration), by their engine names. No torch: the settings schema imports them.
+INT8_NEEDS = "the CPU, float32 and no compile"  # what the int8 body runs on (engine/linears.py)
+
+
+def int8_clash(device: str | None, dtype: str | None, compile: bool) -> str | None:
+    """The hardware setting int8 cannot go with ("compile", "device" or "dtype"), or None: the
+    one rule, torch-free, that the settings check before loading and the loader at loading use.
+    device: as named ("auto" passes here; the loader checks the device it resolves to)."""
+    if compile:
+        return "compile"
+    if device not in (None, "auto", "cpu"):
+        return "device"
+    if dtype not in (None, "auto", "float32"):
+        return "dtype"
+    return None
+
+
+def int8_problem(clash: str, shown: str, name: Callable[[str], str] = lambda key: key) -> str:
+    """Why int8 is refused with `clash` (shown: its value as the message gives it), the settings
+    named by `name` (the command line: as flags)."""
+    q = f"{name('quantize')} int8"
+    if clash == "compile":
+        return f"{q} and {name('compile')} cannot be combined: choose one"
+    if clash == "device":
+        return f"{q} runs on the CPU only, not on {shown}: use {name('device')} cpu"
+    return f"{q} starts from float32 weights, not {shown}: leave {name('dtype')} at auto"
+
+
 VALUE_RULES: dict[str, ValueRule] = {
     "num_step": ValueRule(1, MAX_NUM_STEP, integer=True),
     "guidance_scale": ValueRule(0),

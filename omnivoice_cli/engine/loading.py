@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from .config import ModelConfig
+from .config import ModelConfig, int8_clash, int8_problem
 from .errors import CheckpointError, InvalidRequest
 
 if TYPE_CHECKING:  # annotations only: importing torch here would slow `--help`
@@ -70,13 +70,13 @@ def _resolve_hardware(device: str, quantize: str | None, compile: bool, notice: 
     dev = resolve_device(device)
     if quantize == "auto" and dev.type != "cpu":
         quantize = None
-    if quantize == "int8" and dev.type != "cpu":
+    if quantize == "int8" and int8_clash(dev.type, None, False):
         if device != "auto":
-            raise InvalidRequest(f"int8 runs on the CPU only, not on {dev.type}: use device cpu", "quantize")
+            raise InvalidRequest(int8_problem("device", dev.type), "quantize")
         notice(f"quantize int8 is for the CPU: running on {dev.type} without it")
         quantize = None
-    if quantize == "int8" and compile:
-        raise InvalidRequest("quantize int8 and compile cannot be combined: choose one")
+    if quantize == "int8" and int8_clash(None, None, compile):
+        raise InvalidRequest(int8_problem("compile", ""))
     return dev, quantize
 
 
@@ -212,7 +212,7 @@ def load_engine(
     if quantize == "auto":
         quantize = auto_quantize(dt, compile, notice)
     if quantize and dt != torch.float32:
-        raise InvalidRequest(f"int8 starts from float32 weights, not {dtype}: leave dtype at auto", "quantize")
+        raise InvalidRequest(int8_problem("dtype", str(dtype)), "quantize")
     dt = _check_cpu_bf16(dev, dt, notice)
     net = load_body(root, cfg, dev, dt, quantize, compile)
     memory.release_free_memory()  # the conversions' freed temporaries (~0.2 GB for int8), kept by keep_heap
