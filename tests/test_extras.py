@@ -135,3 +135,15 @@ def test_a_missing_extra_keeps_its_words_under_a_setting_name():
     e = MissingExtra("text normalisation", "kaldifst", "normalize")
     out = named(st.resolve((st.FLAG_SOURCE, {"normalize": True})), e, "normalize")
     assert out is e and out.setting == "normalize" and str(out).startswith("text normalisation needs kaldifst")
+
+
+def test_say_ref_without_transcript_without_the_asr_extra(blocker, tmp_path):
+    import shutil
+
+    ref = tmp_path / "me.wav"
+    shutil.copy(ROOT / "tests" / "fixtures" / "golden" / "ref_24k.wav", ref)
+    proc = omnivoice(blocker, "faster_whisper,ctranslate2", "say", "Hi.", "--ref", ref, "--model", TINY_CKPT,
+                     "-o", tmp_path / "o.wav", cwd=tmp_path)  # fmt: skip
+    line = one_line(proc, "asr")
+    assert "needs faster-whisper, which is not installed" in line and "no --ref-text, no .txt beside it" in line
+    assert not (tmp_path / "o.wav").exists()

@@ -11,7 +11,7 @@ import typer
 
 from .. import settings as st
 from ..engine.errors import InvalidRequest
-from ..options import HARDWARE_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, SPEECH_SETTINGS, with_settings
+from ..options import HARDWARE_SETTINGS, LISTEN_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, SPEECH_SETTINGS, with_settings
 from ..helpfmt import BARE
 from ..session import WarnOnce
 from .common import echo, held, hooks, run_settings, stdout_is_terminal, usage_error, warn
@@ -149,6 +149,7 @@ def _report(report: Any, t_start: float, json_out: bool, quiet: bool) -> None:
             "voice_seconds": _rounded(report.voice_seconds), "total_seconds": round(time.perf_counter() - t_start, 4),
             "rtf": _rounded(rtf), "seed": report.seed, "pieces": report.pieces,
             "ref": None if ref is None else str(ref.path), "ref_text": None if ref is None else ref.transcript,
+            "ref_text_source": None if ref is None else ref.transcript_source,
             "voice_file": None if report.voice_file is None else str(report.voice_file),
             "settings": report_settings(report.settings.values), "warnings": list(report.warnings),
             "subtitles": None if report.subtitles is None else str(report.subtitles),
@@ -171,7 +172,7 @@ def _dry_run(built: Any, json_out: bool) -> None:
     out.write(json.dumps(report, ensure_ascii=False) + "\n" if json_out else render(report))
 
 
-@with_settings(*SPEECH_SETTINGS, "ref", "ref_text", *HARDWARE_SETTINGS)
+@with_settings(*SPEECH_SETTINGS, "ref", "ref_text", *HARDWARE_SETTINGS, *LISTEN_SETTINGS)
 def say(
     ctx: typer.Context,
     text: Optional[list[str]] = typer.Argument(
@@ -236,6 +237,8 @@ def say(
     _, settings = run_settings(preset, flags)
     refs = References()
     built = build_request(text_value, settings, refs=refs, voices=Voices())
+    if built.reference is not None and built.reference.transcript_source == "asr" and not quiet:
+        echo(f"--ref: transcribed as {json.dumps(built.reference.transcript, ensure_ascii=False)}")
     shown = WarnOnce(warn)
     shown(built.warnings)
     if dry_run:
