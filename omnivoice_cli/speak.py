@@ -203,6 +203,7 @@ class SpeechReport:
     voice_file: Path | None  # the saved voice or voice file spoken in
     subtitles: Path | None
     warnings: tuple[str, ...]  # every warning shown, once
+    verify: list | None = None  # --verify: per piece (verify.RequestCheck.report)
 
     @property
     def rtf(self) -> float | None:
@@ -214,13 +215,14 @@ class SpeechReport:
 
 
 def _report(speech: Speech, shown: Shown, *, result: Any, sample_rate: int, seconds: float, load: float,
-            voice: float | None, first: float | None, seed: int, pieces: int) -> SpeechReport:  # fmt: skip
+            voice: float | None, first: float | None, seed: int, pieces: int,
+            verify: list | None = None) -> SpeechReport:  # fmt: skip
     return SpeechReport(
         target=speech.target, played=speech.play, sample_rate=sample_rate,
         audio_seconds=len(result) / sample_rate, seconds=seconds, load_seconds=load, voice_seconds=voice,
         first_audio_seconds=first, seed=seed, pieces=pieces, settings=speech.settings,
         reference=speech.built.reference, voice_file=speech.built.voice_file, subtitles=speech.subtitles,
-        warnings=tuple(shown.shown),
+        warnings=tuple(shown.shown), verify=verify,
     )  # fmt: skip
 
 
@@ -266,9 +268,12 @@ class PlainRun(_Run):
             t_gen = time.perf_counter()
             pieces = len(plan_request(request).pieces)
             label = f"generating {pieces} pieces" if pieces > 1 else "generating"
+            check = self.verifier(request)
             with self.hooks.progress(label, forwards(engine, [request])) as on_step:
-                [result] = engine.generate([request], on_step=on_step)
+                [result] = engine.generate([request], on_step=on_step, **({"checks": [check]} if check else {}))
             self.shown(result.warnings)
+            if check is not None:
+                self.shown(check.warnings())
             with signals.protect():  # a Ctrl-C now waits until the file is complete
                 if speech.subtitles is not None:  # --subtitles: written just before the audio
                     from .cues import write_result_subtitles
@@ -280,7 +285,16 @@ class PlainRun(_Run):
             raise _stopped(e, written, speech.target) from None
         return _report(speech, self.shown, result=result.audio, sample_rate=result.sample_rate,
                        seconds=time.perf_counter() - t_gen, load=load, voice=voice, first=None, seed=result.seed,
-                       pieces=pieces)  # fmt: skip
+                       pieces=pieces, verify=None if check is None else check.report())  # fmt: skip
+
+    def verifier(self, request: Any) -> Any:
+        """--verify: the per-piece check of `request` (its recogniser loaded now, beside the TTS model)."""
+        if not self.speech.settings["verify"]:
+            return None
+        from .verify import Verifier
+
+        with self.hooks.status("loading the speech recogniser ..."):
+            return Verifier.from_settings(self.speech.settings).for_request(request.lang)
 
     def prepare_voice(self, engine: Any) -> tuple[Any, float | None]:
         """The engine request with its recording encoded (the encoder loaded first), and the

@@ -153,6 +153,7 @@ def _report(report: Any, t_start: float, json_out: bool, quiet: bool) -> None:
             "voice_file": None if report.voice_file is None else str(report.voice_file),
             "settings": report_settings(report.settings.values), "warnings": list(report.warnings),
             "subtitles": None if report.subtitles is None else str(report.subtitles),
+            **({} if report.verify is None else {"verify": report.verify}),
         }  # fmt: skip
         typer.echo(json.dumps(data, ensure_ascii=False), err=target is not None and target.to_stdout)
     elif not quiet:
