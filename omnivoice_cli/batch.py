@@ -72,6 +72,7 @@ class Line:
     format: str | None = None  # wav | flac | ogg
     built: Built | None = None  # the request, when the line is valid
     prompt: Any = None  # its reference recording, encoded once the model is loaded
+    check: Any = None  # --verify: its per-piece check (verify.RequestCheck), while it is spoken
     warnings: list[str] = field(default_factory=list)
     error: str | None = None  # "line N: ..." when the line failed
     status: str | None = None  # done | failed | skipped (None: not run yet)
@@ -552,11 +553,14 @@ class BatchRun:
                 self.fail_line(line, f"cannot write {target}: {e.strerror or e}")
                 return
             seconds = len(result.audio) / result.sample_rate
-            line.warnings = list(dict.fromkeys([*line.warnings, *result.warnings]))
-            self.warn(line, result.warnings)
+            checked = [] if line.check is None else line.check.warnings()
+            line.warnings = list(dict.fromkeys([*line.warnings, *result.warnings, *checked]))
+            self.warn(line, [*result.warnings, *checked])
             line.status = "done"
+            verified = {} if line.check is None else {"verify": line.check.report()}
             line.record = _record(line, "done", audio_seconds=round(seconds, 4),
-                                  seconds=round(time.perf_counter() - started, 4), seed=result.seed)  # fmt: skip
+                                  seconds=round(time.perf_counter() - started, 4), seed=result.seed,
+                                  **verified)  # fmt: skip
             self.manifest.append(line.record)
             self.report.audio_seconds += seconds
             self.progress.line("done")
@@ -658,6 +662,20 @@ class LocalExecutor:
             self.run_group(run, engine, pending[start : start + GROUP_SIZE])
         run.report.generate_seconds = time.perf_counter() - t_gen
 
+    def check_for(self, run: BatchRun, line: Line) -> Any:
+        """A line's --verify check (the run's one recogniser, loaded on the first such line)."""
+        settings = line.built.settings
+        if not settings["verify"]:
+            return None
+        if getattr(run, "verifier", None) is None:
+            from .verify import Verifier
+
+            with run.session.status("loading the speech recogniser ..."):
+                run.verifier = Verifier.from_settings(settings)
+        line.check = run.verifier.for_request(line.built.request.lang, settings["verify_max_error"],
+                                              settings["verify_retries"])  # fmt: skip
+        return line.check
+
     def run_group(self, run: BatchRun, engine: Any, group: list[Line]) -> None:
         """One Engine.generate call: each line saved as soon as it is finished."""
         import dataclasses
@@ -675,8 +693,10 @@ class LocalExecutor:
 
         requests = [dataclasses.replace(ln.built.request, ref=ln.prompt) if ln.prompt else ln.built.request
                     for ln in group]  # fmt: skip
+        checks = [self.check_for(run, ln) for ln in group]  # --verify (verify.py)
         try:
-            engine.generate(requests, on_step=run.progress.step, on_result=on_result, on_error=on_error)
+            engine.generate(requests, on_step=run.progress.step, on_result=on_result, on_error=on_error,
+                            **({"checks": checks} if any(c is not None for c in checks) else {}))  # fmt: skip
         except (OmniVoiceError, RuntimeError, MemoryError) as e:  # e.g. out of memory: the group fails
             msg = " ".join((str(e).strip() or type(e).__name__).split())
             for line in group:

@@ -101,23 +101,23 @@ class PieceVerdict:
 class RequestCheck:
     """The engine's PieceCheck for one request."""
 
-    def __init__(self, verifier: "Verifier", lang: str | None) -> None:
-        self.verifier, self.lang = verifier, lang
+    def __init__(self, recogniser: Any, lang: str | None, max_error: float, retries: int) -> None:
+        self.recogniser, self.lang, self.max_error, self.retries = recogniser, lang, float(max_error), int(retries)
         self.pieces: dict[int, PieceVerdict] = {}
 
     def check(self, take: Any) -> tuple[float, bool]:
-        heard = self.verifier.recogniser.transcribe(take.audio, take.sample_rate, self.lang,
+        heard = self.recogniser.transcribe(take.audio, take.sample_rate, self.lang,
                                                     max_tokens=max_tokens(take.text, self.lang)).text  # fmt: skip
         error = error_rate(take.text, heard, self.lang)
         verdict = self.pieces.setdefault(take.piece, PieceVerdict(take.text))
         verdict.takes.append((error, heard, take.seed))
-        return error, error > self.verifier.max_error and take.attempt < self.verifier.retries
+        return error, error > self.max_error and take.attempt < self.retries
 
     def kept(self, piece: int, attempt: int, seed: int) -> None:
         self.pieces[piece].kept = attempt
 
     def report(self) -> list[dict[str, Any]]:
-        return [self.pieces[k].as_dict(k, self.verifier.max_error) for k in sorted(self.pieces)]
+        return [self.pieces[k].as_dict(k, self.max_error) for k in sorted(self.pieces)]
 
     def warnings(self, label: str = "") -> list[str]:
         out = []
@@ -140,8 +140,10 @@ class Verifier:
         rec = listen.recogniser(values["asr_model"], values.get("device") or "auto", "--verify")
         return cls(rec, values["verify_max_error"], values["verify_retries"])
 
-    def for_request(self, lang: str | None) -> RequestCheck:
-        return RequestCheck(self, lang)
+    def for_request(self, lang: str | None, max_error: float | None = None, retries: int | None = None) -> RequestCheck:
+        """The check of one request (a batch line's own limits, when it gives them)."""
+        return RequestCheck(self.recogniser, lang, self.max_error if max_error is None else max_error,
+                            self.retries if retries is None else retries)  # fmt: skip
 
     def close(self) -> None:
         self.recogniser.close()

@@ -88,3 +88,19 @@ def test_error_rate():
     assert verify.error_rate("你好世界", "你好世", "zh") == 0.25  # characters for Chinese
     assert verify.error_rate("你好世界", "你好世") == 0.25  # ... found by its script too
     assert verify.error_rate("", "") == 0.0 and verify.error_rate("", "uh") == 1.0
+
+
+def test_batch_verify_per_line_in_the_manifest(invoke, tmp_path, scripted):
+    scripted(["garbled", TEXT])
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"id": "a", "text": TEXT, "verify": True, "seed": 5}) + "\n"
+                   + json.dumps({"id": "b", "text": TEXT, "seed": 5}) + "\n")  # fmt: skip
+    r = invoke("batch", src, "-o", tmp_path / "out", "--model", TINY_CKPT, "--num-step", "4")
+    assert r.exit_code == 0, r.stderr
+    records = {rec["id"]: rec for rec in map(json.loads, (tmp_path / "out" / "manifest.jsonl").read_text().splitlines())}
+    [row] = records["a"]["verify"]
+    assert row["attempts"] == 2 and row["kept"] == 2 and row["seed"] == 1005 and row["ok"]
+    assert "verify" not in records["b"]
+    a, _ = sf.read(tmp_path / "out" / records["a"]["output"], dtype="float32")
+    b, _ = sf.read(tmp_path / "out" / records["b"]["output"], dtype="float32")
+    assert not np.array_equal(a, b)  # a is its retake (seed 1005), b the first take (seed 5)

@@ -8,7 +8,7 @@ import typer
 
 from .. import settings as st
 from ..engine.errors import InvalidRequest
-from ..options import HARDWARE_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, SPEECH_SETTINGS, with_settings
+from ..options import HARDWARE_SETTINGS, LISTEN_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, SPEECH_SETTINGS, with_settings
 from .common import echo, run_session, run_settings, warn
 
 HELP = """Speak every line of INPUT into its own audio file in the folder -o.
@@ -101,7 +101,7 @@ def _json_summary(run) -> None:
     typer.echo(json.dumps(data, ensure_ascii=False))
 
 
-@with_settings(*SPEECH_SETTINGS, *HARDWARE_SETTINGS)
+@with_settings(*SPEECH_SETTINGS, *HARDWARE_SETTINGS, *LISTEN_SETTINGS)
 def batch(
     input: str = typer.Argument(..., metavar="INPUT", show_default=False, help="A .txt or .jsonl file."),
     output: str = typer.Option(
