@@ -241,6 +241,15 @@ class _Run:
     def load(self, encoder: bool = False) -> tuple[Any, float]:
         return _load(self.speech.hardware, self.hooks, encoder)
 
+    def verifier(self, request: Any) -> Any:
+        """--verify: the per-piece check of `request` (its recogniser loaded now, beside the TTS model)."""
+        if not self.speech.settings["verify"]:
+            return None
+        from .verify import Verifier
+
+        with self.hooks.status("loading the speech recogniser ..."):
+            return Verifier.from_settings(self.speech.settings).for_request(request.lang)
+
 
 def _load(hardware: Hardware, hooks: Hooks, encoder: bool = False) -> tuple[Any, float]:
     """session.load_engine, its status lines through the hooks: (engine, seconds)."""
@@ -286,15 +295,6 @@ class PlainRun(_Run):
         return _report(speech, self.shown, result=result.audio, sample_rate=result.sample_rate,
                        seconds=time.perf_counter() - t_gen, load=load, voice=voice, first=None, seed=result.seed,
                        pieces=pieces, verify=None if check is None else check.report())  # fmt: skip
-
-    def verifier(self, request: Any) -> Any:
-        """--verify: the per-piece check of `request` (its recogniser loaded now, beside the TTS model)."""
-        if not self.speech.settings["verify"]:
-            return None
-        from .verify import Verifier
-
-        with self.hooks.status("loading the speech recogniser ..."):
-            return Verifier.from_settings(self.speech.settings).for_request(request.lang)
 
     def prepare_voice(self, engine: Any) -> tuple[Any, float | None]:
         """The engine request with its recording encoded (the encoder loaded first), and the
@@ -414,7 +414,10 @@ class StreamedRun(_Run):
                 engine, load = self.load(encoder=speech.built.reference is not None)
                 t_gen = time.perf_counter()
                 request = finish_request(engine, speech.built, speech.refs)
-                rendered = self.render(engine, request, player, signals)
+                check = self.verifier(request)
+                rendered = self.render(engine, request, player, signals, check)
+                if check is not None:
+                    self.shown(check.warnings())
                 pieces = rendered.pieces
                 audio = np.concatenate([p.audio for p in pieces]) if pieces else np.zeros(0, np.float32)
                 if speech.target is not None and not speech.target.to_stdout:
@@ -424,9 +427,10 @@ class StreamedRun(_Run):
             raise self.stopped(e, written) from None
         return _report(speech, self.shown, result=audio, sample_rate=engine.sample_rate,
                        seconds=time.perf_counter() - t_gen, load=load, voice=None, first=rendered.first,
-                       seed=request.seed, pieces=sum(1 for p in pieces if p.seed is not None))  # fmt: skip
+                       seed=request.seed, pieces=sum(1 for p in pieces if p.seed is not None),
+                       verify=None if check is None else check.report())  # fmt: skip
 
-    def render(self, engine: Any, request: Any, player: Any, signals: Any) -> _Rendered:
+    def render(self, engine: Any, request: Any, player: Any, signals: Any, check: Any = None) -> _Rendered:
         from .engine.streaming import StreamRun
         from .output import StreamWriter
 
@@ -438,7 +442,8 @@ class StreamedRun(_Run):
         idle = _watch(player, writer)
         with self.hooks.progress("streaming", None) as on_step:
             # the bar counts steps over all pieces: its total is known from the start, never changes
-            with StreamRun(engine, request, on_progress=on_step, on_warning=self.hooks.warn, on_idle=idle) as run:
+            with StreamRun(engine, request, on_progress=on_step, on_warning=self.hooks.warn, on_idle=idle,
+                           check=check) as run:  # fmt: skip
                 for piece in run:  # each, in order, to the player and to stdout; kept for a file
                     if out.first is None and piece.seed is not None:
                         out.first = time.perf_counter() - t0

@@ -104,3 +104,12 @@ def test_batch_verify_per_line_in_the_manifest(invoke, tmp_path, scripted):
     a, _ = sf.read(tmp_path / "out" / records["a"]["output"], dtype="float32")
     b, _ = sf.read(tmp_path / "out" / records["b"]["output"], dtype="float32")
     assert not np.array_equal(a, b)  # a is its retake (seed 1005), b the first take (seed 5)
+
+
+def test_verify_with_stream_hands_a_piece_out_after_its_check(invoke, tmp_path, scripted):
+    rec = scripted(["garbled", TEXT])
+    report, audio, _ = say(invoke, tmp_path, "s.wav", "--seed", "9", "--verify", "--stream")
+    [row] = report["verify"]
+    assert row["attempts"] == 2 and row["seed"] == 1009 and len(rec.heard) == 2
+    _, alone, _ = say(invoke, tmp_path, "alone.wav", "--seed", "1009", "--stream")
+    assert np.array_equal(alone, audio)
