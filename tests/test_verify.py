@@ -113,3 +113,37 @@ def test_verify_with_stream_hands_a_piece_out_after_its_check(invoke, tmp_path, 
     assert row["attempts"] == 2 and row["seed"] == 1009 and len(rec.heard) == 2
     _, alone, _ = say(invoke, tmp_path, "alone.wav", "--seed", "1009", "--stream")
     assert np.array_equal(alone, audio)
+
+
+def test_server_verify_field_and_header(engine, scripted):
+    httpx = pytest.importorskip("httpx")
+    pytest.importorskip("starlette")
+    from server_util import running_server
+
+    rec = scripted(["garbled", TEXT])
+    with running_server(engine) as (url, _, _s):
+        c = httpx.Client(base_url=url, timeout=120)
+        body = {"model": "omnivoice", "input": TEXT, "voice": "auto", "seed": 11, "verify": True, "stream": False,
+                "response_format": "wav"}  # fmt: skip
+        r = c.post("/v1/audio/speech", json=body)
+        assert r.status_code == 200, r.text
+        [row] = json.loads(r.headers["x-omnivoice-verify"])
+        assert row["attempts"] == 2 and row["seed"] == 1011 and row["ok"] and len(rec.heard) == 2
+        alone = c.post("/v1/audio/speech", json={**body, "verify": False, "seed": 1011})
+        assert "x-omnivoice-verify" not in alone.headers and alone.content == r.content  # the kept take alone
+
+
+def test_server_upload_without_ref_text_is_transcribed(engine, scripted, tmp_path, monkeypatch):
+    httpx = pytest.importorskip("httpx")
+    pytest.importorskip("starlette")
+    from pathlib import Path
+
+    from server_util import running_server
+
+    monkeypatch.setenv("OMNIVOICE_HOME", str(tmp_path / "home"))
+    scripted(["These are the words heard."])
+    wav = (Path(__file__).parent / "fixtures" / "golden" / "ref_24k.wav").read_bytes()
+    with running_server(engine) as (url, _, _s):
+        r = httpx.post(url + "/v1/audio/voices", data={"name": "heard"}, files={"file": ("a.wav", wav)}, timeout=120)
+        assert r.status_code == 201, r.text
+        assert r.json()["text_source"] == "asr" and "These are the words heard" in r.json()["text"]
