@@ -96,6 +96,8 @@ class Speech:
     subtitles: Path | None = None  # --subtitles: written just before the audio
     play: bool = False  # played as it is made
     stream: bool = False  # --stream: stdout piece by piece
+    words: Path | None = None  # --words: the word timings (words.py), written just before the audio
+    subtitle_level: str = "line"  # --subtitle-level word: VTT cues with each word's time
 
     @property
     def streamed(self) -> bool:
@@ -283,8 +285,17 @@ class PlainRun(_Run):
             self.shown(result.warnings)
             if check is not None:
                 self.shown(check.warnings())
+            timed = self.word_times(result, request, check)
             with signals.protect():  # a Ctrl-C now waits until the file is complete
-                if speech.subtitles is not None:  # --subtitles: written just before the audio
+                if speech.words is not None:
+                    from .words import write_words
+
+                    write_words(speech.words, timed)
+                if speech.subtitles is not None and timed is not None and speech.subtitle_level == "word":
+                    from .words import write_word_subtitles
+
+                    write_word_subtitles(speech.subtitles, result, request.text, timed)
+                elif speech.subtitles is not None:  # --subtitles: written just before the audio
                     from .cues import write_result_subtitles
 
                     write_result_subtitles(speech.subtitles, result, request.text)
@@ -295,6 +306,27 @@ class PlainRun(_Run):
         return _report(speech, self.shown, result=result.audio, sample_rate=result.sample_rate,
                        seconds=time.perf_counter() - t_gen, load=load, voice=voice, first=None, seed=result.seed,
                        pieces=pieces, verify=None if check is None else check.report())  # fmt: skip
+
+    def word_times(self, result: Any, request: Any, check: Any) -> Any:
+        """--words / --subtitle-level word: every word's time in the final audio (words.py), by
+        the recogniser of --verify or one loaded now; None when neither is asked for."""
+        speech = self.speech
+        if speech.words is None and speech.subtitle_level != "word":
+            return None
+        from . import listen
+        from .words import word_timings
+
+        rec = check.recogniser if check is not None else None
+        with self.hooks.status("timing the words ..."):
+            own = rec is None
+            if own:
+                rec = listen.recogniser(speech.settings["asr_model"], speech.settings["device"] or "auto",
+                                        "--words / --subtitle-level word")  # fmt: skip
+            try:
+                return word_timings(rec, result.audio, result.sample_rate, result.pieces, request.text, request.lang)
+            finally:
+                if own:
+                    rec.close()
 
     def prepare_voice(self, engine: Any) -> tuple[Any, float | None]:
         """The engine request with its recording encoded (the encoder loaded first), and the

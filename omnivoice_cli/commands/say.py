@@ -209,6 +209,14 @@ def say(
         help="Also write subtitles (.srt or .vtt) at the pieces' real times: cues of at most 2 lines of 42 "
         "characters and about 7 s, cut at sentences and clauses.",
     ),
+    words_file: Optional[str] = typer.Option(
+        None, "--words", metavar="FILE.json", show_default=False, rich_help_panel="Output",
+        help="Also write when each word is spoken (JSON), heard by the speech recogniser (the asr extra).",
+    ),
+    subtitle_level: str = typer.Option(
+        "line", "--subtitle-level", metavar="line|word", rich_help_panel="Output",
+        help="--subtitles cues: line, or word (VTT with each word's time, from the speech recogniser).",
+    ),
     cast: Optional[list[str]] = typer.Option(
         None, "--cast", metavar="NAME=VOICE", show_default=False, rich_help_panel="Voice",
         help="Speak a script of 'NAME: text' lines, NAME in this voice: a saved voice, a voice file, "
@@ -246,14 +254,35 @@ def say(
         _dry_run(built, json_out)
         return
     target = output_target(output, settings, stdout_is_terminal)
+    words_path = _words_options(ctx, words_file, subtitle_level, subtitles)
     speech = Speech(built, refs, target, Hardware.from_settings(settings.values), _subtitles_path(subtitles),
-                    play=play or target is None, stream=stream)  # fmt: skip
+                    play=play or target is None, stream=stream, words=words_path,
+                    subtitle_level=subtitle_level)  # fmt: skip
     if speech.streamed:  # the streamed render (speak.StreamedRun)
         check_streamable(target)
+        if words_path is not None or subtitle_level == "word":
+            raise usage_error("--words and --subtitle-level word time the whole render: give -o FILE without "
+                              "--stream or --play", ctx)  # fmt: skip
     _report(held(speech_run(speech, hooks(quiet), shown)), t_start, json_out, quiet)
 
 
 say.reads_stdin = stdin_is_piped  # type: ignore[attr-defined]  # HelpCommand: `echo Hi | omnivoice say` speaks
+
+
+def _words_options(ctx: Any, words_file: Optional[str], level: str, subtitles: Optional[str]) -> Any:
+    """--words FILE.json and --subtitle-level, checked before the model loads."""
+    if level not in ("line", "word"):
+        raise usage_error(f"--subtitle-level must be line or word, got {level!r}", ctx)
+    if level == "word" and (subtitles is None or not subtitles.lower().endswith(".vtt")):
+        raise usage_error("--subtitle-level word needs --subtitles FILE.vtt (SRT has no word times)", ctx)
+    if words_file is None:
+        return None
+    path = Path(words_file).expanduser()
+    if path.suffix.lower() != ".json":
+        raise usage_error(f"--words writes JSON: give a .json file name, got {words_file!r}", ctx)
+    if path.is_dir():
+        raise usage_error(f"--words {words_file!r} is a folder", ctx)
+    return path
 
 
 def _subtitles_path(spec: Optional[str]) -> Any:
