@@ -431,8 +431,11 @@ class BatchRun:
 
     def __init__(self, input_path: str | Path, output_dir: str | Path, *, preset: st.Preset | None,
                  flags: dict[str, Any], overwrite: bool = False, session: Session | None = None,
-                 subtitles: str | None = None, executor: Executor | None = None) -> None:  # fmt: skip
+                 subtitles: str | None = None, executor: Executor | None = None, words: bool = False) -> None:  # fmt: skip
         self.input_path, self.output_dir = input_path, output_dir
+        self.words = words  # --words: NAME.words.json beside each audio file (words.py)
+        self.verifier: Any = None  # --verify: the run's recogniser (verify.Verifier), loaded on first use
+        self._listener: Any = None  # --words without --verify: listen.RecogniserHolder
         self.subtitles = subtitles  # "srt" | "vtt": a subtitles file beside each audio file (cues.py)
         self.executor = executor or LocalExecutor()  # speaks the pending lines: this engine, or cluster.RayExecutor
         self.preset, self.flags, self.overwrite = preset, flags, overwrite
@@ -534,6 +537,17 @@ class BatchRun:
             self.echo(f"Error: {line.error}")
             self.progress.line("failed")
 
+    def recogniser(self, line: Line) -> Any:
+        """The run's speech recogniser (--verify's, or one for --words alone)."""
+        if self.verifier is not None:
+            return self.verifier.recogniser
+        if self._listener is None:
+            from .listen import RecogniserHolder
+
+            settings = line.built.settings
+            self._listener = RecogniserHolder(settings["asr_model"], settings["device"] or "auto", "--words")
+        return self._listener.get()
+
     def save_result(self, line: Line, result: Any, started: float) -> None:
         """Write a line's engine Result (its subtitles first, with --subtitles) and its record;
         `started`: perf_counter() when its group started (its record's "seconds" count from there
@@ -548,6 +562,13 @@ class BatchRun:
                     from .cues import write_result_subtitles
 
                     write_result_subtitles(target.with_suffix("." + self.subtitles), result, line.built.request.text)
+                if self.words:
+                    from .words import word_timings, write_words
+
+                    req = line.built.request
+                    timed = word_timings(self.recogniser(line), result.audio, result.sample_rate, result.pieces,
+                                         req.text, req.lang)  # fmt: skip
+                    write_words(target.with_name(target.stem + ".words.json"), timed)
                 write_audio(result.audio, result.sample_rate, OutputTarget(target, *FORMATS["." + line.format]))
             except OSError as e:
                 self.fail_line(line, f"cannot write {target}: {e.strerror or e}")
@@ -667,7 +688,7 @@ class LocalExecutor:
         settings = line.built.settings
         if not settings["verify"]:
             return None
-        if getattr(run, "verifier", None) is None:
+        if run.verifier is None:
             from .verify import Verifier
 
             with run.session.status("loading the speech recogniser ..."):

@@ -92,3 +92,17 @@ def test_word_options_are_checked_before_the_model(invoke, tmp_path):
     assert r.exit_code == 2 and "give a .json file name" in r.stderr
     r = invoke("say", "Hi.", "--model", TINY_CKPT, "-o", tmp_path / "o.wav", "--subtitle-level", "char")
     assert r.exit_code == 2 and "--subtitle-level must be line or word" in r.stderr
+
+
+def test_batch_words_beside_each_output(invoke, tmp_path, monkeypatch):
+    rec = Timed(TEXT)
+    monkeypatch.setattr(listen, "RECOGNISER", lambda spec, device, what: rec)
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"id": "a", "text": TEXT}) + "\n" + json.dumps({"id": "b", "text": "Short one."}) + "\n")
+    r = invoke("batch", src, "-o", tmp_path / "out", "--model", TINY_CKPT, "--num-step", "4", "--words")
+    assert r.exit_code == 0, r.stderr
+    for rec_ in map(json.loads, (tmp_path / "out" / "manifest.jsonl").read_text().splitlines()):
+        wav = tmp_path / "out" / rec_["output"]
+        audio, rate = sf.read(wav)
+        rows = json.loads(wav.with_name(wav.stem + ".words.json").read_text())["words"]
+        check_words(rows, rec_["text"], len(audio) / rate)

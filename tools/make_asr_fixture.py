@@ -13,7 +13,11 @@ A development tool only: it needs `transformers` and `ctranslate2`'s converter, 
 run time. In an environment with torch, faster-whisper and ctranslate2:
 
     pip install --target /tmp/asrtool_pkgs --no-deps transformers regex pyyaml
-    PYTHONPATH=/tmp/asrtool_pkgs python tools/make_asr_fixture.py [OUT_DIR]
+    PYTHONPATH=/tmp/asrtool_pkgs python tools/make_asr_fixture.py [OUT_DIR] [--size tiny|turbo]
+
+`--size turbo` builds the default recogniser's exact size (whisper-large-v3-turbo: d_model 1280,
+32 encoder layers, 4 decoder layers, 20 heads; about 0.8 GB at int8) with random weights, for
+benchmarks/bench_asr.py.
 """
 
 from __future__ import annotations
@@ -30,6 +34,12 @@ N_TEXT = 50257  # GPT-2's byte-level BPE vocabulary (ids 0..50256)
 N_TIMESTAMPS = 1501  # <|0.00|> .. <|30.00|>
 N_MELS = 128  # large-v3 and turbo
 SEED = 0
+SIZES = {
+    "tiny": dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=2, decoder_attention_heads=2,
+                 encoder_ffn_dim=64, decoder_ffn_dim=64),
+    "turbo": dict(d_model=1280, encoder_layers=32, decoder_layers=4, encoder_attention_heads=20,
+                  decoder_attention_heads=20, encoder_ffn_dim=5120, decoder_ffn_dim=5120),
+}  # fmt: skip
 # the language tokens in Whisper's order (large-v3: 100, "yue" last)
 LANGUAGES = tuple("""en zh de es ru ko fr ja pt tr pl ca nl ar sv it id hi fi vi he uk el ms cs ro da hu ta no th ur hr bg lt la mi ml cy sk te fa lv bn sr az sl kn et mk br eu is hy ne mn bs kk sq sw gl mr pa si km sn yo so af oc ka be tg sd gu am yi lo uz fo ht ps tk nn mt sa lb my bo tl mg as tt haw ln ha ba jw su yue""".split())
 
@@ -79,7 +89,7 @@ def build_tokenizer(folder: Path) -> int:
     return tok.get_vocab_size(with_added_tokens=True)
 
 
-def build(out: Path) -> None:
+def build(out: Path, size: str = "tiny") -> None:
     import torch
     from ctranslate2.converters import TransformersConverter
     from transformers import GenerationConfig, WhisperConfig, WhisperForConditionalGeneration
@@ -90,9 +100,7 @@ def build(out: Path) -> None:
         assert n_vocab == N_TEXT + 2 + len(LANGUAGES) + 6 + N_TIMESTAMPS == 51866, n_vocab
         eot, sot = N_TEXT, N_TEXT + 1
         config = WhisperConfig(
-            vocab_size=n_vocab, num_mel_bins=N_MELS, d_model=32, encoder_layers=2, decoder_layers=2,
-            encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64,
-            max_source_positions=1500, max_target_positions=448, bos_token_id=eot, eos_token_id=eot,
+            vocab_size=n_vocab, num_mel_bins=N_MELS, **SIZES[size], max_source_positions=1500, max_target_positions=448, bos_token_id=eot, eos_token_id=eot,
             pad_token_id=eot, decoder_start_token_id=sot,
         )  # fmt: skip
         torch.manual_seed(SEED)
@@ -100,7 +108,8 @@ def build(out: Path) -> None:
         lang_ids = {f"<|{c}|>": sot + 1 + i for i, c in enumerate(LANGUAGES)}
         model.generation_config = GenerationConfig(
             decoder_start_token_id=sot, eos_token_id=eot, pad_token_id=eot, suppress_tokens=[],
-            begin_suppress_tokens=[220, eot], alignment_heads=[[1, 0], [1, 1]], lang_to_id=lang_ids,
+            begin_suppress_tokens=[220, eot], alignment_heads=[[SIZES[size]["decoder_layers"] - 1, h] for h in range(2)],
+            lang_to_id=lang_ids,
             is_multilingual=True, no_timestamps_token_id=sot + 1 + len(LANGUAGES) + 5,
         )  # fmt: skip
         model.save_pretrained(str(hf_dir))
@@ -118,6 +127,12 @@ def build(out: Path) -> None:
 
 
 if __name__ == "__main__":
-    target = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parents[1] / "tests/fixtures/asr-tiny"
-    build(target)
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("out", nargs="?", type=Path, default=Path(__file__).resolve().parents[1] / "tests/fixtures/asr-tiny")
+    ap.add_argument("--size", choices=sorted(SIZES), default="tiny")
+    args = ap.parse_args()
+    target = args.out
+    build(target, args.size)
     print(target, sorted(p.name for p in target.iterdir()), sum(p.stat().st_size for p in target.iterdir()))

@@ -123,6 +123,11 @@ def batch(
         None, "--subtitles", metavar="srt|vtt", show_default=False, rich_help_panel="Output",
         help="Also write subtitles beside each audio file (0001.wav -> 0001.srt), as say --subtitles does.",
     ),
+    words: bool = typer.Option(
+        False, "--words", rich_help_panel="Output",
+        help="Also write when each word is spoken beside each audio file (0001.words.json), heard by the speech "
+             "recogniser (the asr extra).",
+    ),
     ray: Optional[str] = typer.Option(
         None, "--ray", metavar="ADDRESS|auto|local", show_default=False, rich_help_panel="Cluster",
         help="Speak the lines on a Ray cluster: local starts one on this machine, auto joins the one RAY_ADDRESS "
@@ -149,7 +154,7 @@ def batch(
     # a dry run needs no cluster (and no Ray), but --workers without --ray is still refused
     executor = None if dry_run and ray is not None else _executor(ray, workers, gpus_per_worker, preset, flags)
     run = BatchRun(input, output, preset=chosen, flags=flags, overwrite=overwrite, session=run_session(quiet),
-                   subtitles=subtitles, executor=executor)  # fmt: skip
+                   subtitles=subtitles, executor=executor, words=words)  # fmt: skip
     if dry_run:
         _dry_run(run, json_out)
         return
