@@ -73,14 +73,19 @@ def main() -> None:
         audio = (0.05 * rng.standard_normal(int(args.seconds * 24000))).astype(np.float32)
     seconds = len(audio) / 24000
     cap = verify.max_tokens(SENTENCE_9S, "en")
-    times = []
-    for _ in range(args.runs):
-        t = time.perf_counter()
-        rec.transcribe(audio, 24000, "en", max_tokens=cap)
-        times.append(time.perf_counter() - t)
-    asr = statistics.median(times) / seconds
-    out.update(audio_seconds=round(seconds, 2), max_tokens=cap, asr_seconds=round(statistics.median(times), 3),
-               asr_seconds_per_audio_second=round(asr, 4), asr_peak_rss_gib=round(max_rss_gib(), 2))  # fmt: skip
+    def timed(words: bool) -> float:
+        times = []
+        for _ in range(args.runs):
+            t = time.perf_counter()
+            rec.transcribe(audio, 24000, "en", max_tokens=cap, words=words)
+            times.append(time.perf_counter() - t)
+        return statistics.median(times)
+
+    check, with_words = timed(False), timed(True)  # --verify's check; --words (word times: a second encode)
+    asr = check / seconds
+    out.update(audio_seconds=round(seconds, 2), max_tokens=cap, asr_seconds=round(check, 3),
+               asr_seconds_with_word_times=round(with_words, 3), asr_seconds_per_audio_second=round(asr, 4),
+               asr_peak_rss_gib=round(max_rss_gib(), 2))  # fmt: skip
     for steps, g in gen.items():
         out[f"generation_seconds_per_audio_second_{steps}_steps"] = round(g, 3)
         out[f"verify_overhead_{steps}_steps"] = round(asr / g, 4)

@@ -58,8 +58,8 @@ class Transcript:
 
 
 class Recogniser(Protocol):
-    def transcribe(self, audio: Any, sample_rate: int, lang: str | None = None,
-                   max_tokens: int | None = None) -> Transcript: ...  # fmt: skip
+    def transcribe(self, audio: Any, sample_rate: int, lang: str | None = None, max_tokens: int | None = None,
+                   words: bool = True) -> Transcript: ...  # fmt: skip
 
     def close(self) -> None: ...
 
@@ -106,13 +106,15 @@ class WhisperRecogniser:
     def languages(self) -> list[str]:
         return list(self.model.supported_languages)
 
-    def transcribe(self, audio: Any, sample_rate: int, lang: str | None = None,
-                   max_tokens: int | None = None) -> Transcript:  # fmt: skip
+    def transcribe(self, audio: Any, sample_rate: int, lang: str | None = None, max_tokens: int | None = None,
+                   words: bool = True) -> Transcript:  # fmt: skip
+        """The words heard; `words`: with their times (CTranslate2's alignment encodes the audio
+        again: about twice the time, so --verify asks without)."""
         wav = to_16k(audio, sample_rate)
         language = whisper_language(lang)
         if language is not None and language not in self.model.supported_languages:
             language = None
-        options = dict(TRANSCRIBE_OPTIONS)
+        options = dict(TRANSCRIBE_OPTIONS, word_timestamps=words)
         if max_tokens is not None:
             options["max_new_tokens"] = max(1, min(int(max_tokens), 440))
         segments, info = self.model.transcribe(wav, language=language, **options)

@@ -107,7 +107,7 @@ class RequestCheck:
 
     def check(self, take: Any) -> tuple[float, bool]:
         heard = self.recogniser.transcribe(take.audio, take.sample_rate, self.lang,
-                                                    max_tokens=max_tokens(take.text, self.lang)).text  # fmt: skip
+                                         max_tokens=max_tokens(take.text, self.lang), words=False).text  # fmt: skip
         error = error_rate(take.text, heard, self.lang)
         verdict = self.pieces.setdefault(take.piece, PieceVerdict(take.text))
         verdict.takes.append((error, heard, take.seed))

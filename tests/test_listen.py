@@ -84,7 +84,7 @@ def test_recogniser_is_freed_before_the_tts_model_loads(invoke, fake_engine, bar
     events = []
 
     class Stub:
-        def transcribe(self, audio, sample_rate, lang=None, max_tokens=None):
+        def transcribe(self, audio, sample_rate, lang=None, max_tokens=None, words=True):
             events.append("transcribe")
             return listen.Transcript("stub words")
 

@@ -22,7 +22,7 @@ class Scripted:
     def __init__(self, lines: list[str]) -> None:
         self.lines, self.heard = list(lines), []
 
-    def transcribe(self, audio, sample_rate, lang=None, max_tokens=None):
+    def transcribe(self, audio, sample_rate, lang=None, max_tokens=None, words=True):
         assert sample_rate == 24000 and audio.dtype == np.float32 and audio.ndim == 1 and len(audio) > 0
         self.heard.append(np.asarray(audio).copy())
         line = self.lines.pop(0) if len(self.lines) > 1 else self.lines[0]

@@ -24,7 +24,7 @@ class Timed:
     def __init__(self, text: str, drop: set[str] = frozenset()) -> None:
         self.text, self.drop, self.calls = text, drop, 0
 
-    def transcribe(self, audio, sample_rate, lang=None, max_tokens=None):
+    def transcribe(self, audio, sample_rate, lang=None, max_tokens=None, words=True):
         self.calls += 1
         said = [w for w in self.text.split() if verify.normalise(w) not in self.drop]
         step = len(audio) / sample_rate / max(len(said), 1)

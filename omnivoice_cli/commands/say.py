@@ -209,14 +209,10 @@ def say(
         help="Also write subtitles (.srt or .vtt) at the pieces' real times: cues of at most 2 lines of 42 "
         "characters and about 7 s, cut at sentences and clauses.",
     ),
-    words_file: Optional[str] = typer.Option(
-        None, "--words", metavar="FILE.json", show_default=False, rich_help_panel="Output",
-        help="Also write when each word is spoken (JSON), heard by the speech recogniser (the asr extra).",
-    ),
-    subtitle_level: str = typer.Option(
-        "line", "--subtitle-level", metavar="line|word", rich_help_panel="Output",
-        help="--subtitles cues: line, or word (VTT with each word's time, from the speech recogniser).",
-    ),
+    words_file: Optional[str] = typer.Option(None, "--words", metavar="FILE.json", show_default=False,
+        rich_help_panel="Output", help="Also write when each word is spoken (JSON), heard by the speech recogniser."),
+    subtitle_level: str = typer.Option("line", "--subtitle-level", metavar="line|word", rich_help_panel="Output",
+        help="--subtitles cues: line, or word (VTT with each word's time, from the speech recogniser)."),
     cast: Optional[list[str]] = typer.Option(
         None, "--cast", metavar="NAME=VOICE", show_default=False, rich_help_panel="Voice",
         help="Speak a script of 'NAME: text' lines, NAME in this voice: a saved voice, a voice file, "
@@ -246,33 +242,36 @@ def say(
     _, settings = run_settings(preset, flags)
     refs = References()
     built = build_request(text_value, settings, refs=refs, voices=Voices())
-    if built.reference is not None and built.reference.transcript_source == "asr" and not quiet:
-        echo(f"--ref: transcribed as {json.dumps(built.reference.transcript, ensure_ascii=False)}")
-    shown = WarnOnce(warn)
-    shown(built.warnings)
+    heard(built.reference, quiet)
+    (shown := WarnOnce(warn))(built.warnings)
     if dry_run:
         _dry_run(built, json_out)
         return
     target = output_target(output, settings, stdout_is_terminal)
-    words_path = _words_options(ctx, words_file, subtitle_level, subtitles)
+    words_path = _words_options(ctx, words_file, subtitle_level, subtitles, play or stream or target is None)
     speech = Speech(built, refs, target, Hardware.from_settings(settings.values), _subtitles_path(subtitles),
-                    play=play or target is None, stream=stream, words=words_path,
-                    subtitle_level=subtitle_level)  # fmt: skip
+                    play=play or target is None, stream=stream, words=words_path, subtitle_level=subtitle_level)
     if speech.streamed:  # the streamed render (speak.StreamedRun)
         check_streamable(target)
-        if words_path is not None or subtitle_level == "word":
-            raise usage_error("--words and --subtitle-level word time the whole render: give -o FILE without "
-                              "--stream or --play", ctx)  # fmt: skip
     _report(held(speech_run(speech, hooks(quiet), shown)), t_start, json_out, quiet)
 
 
 say.reads_stdin = stdin_is_piped  # type: ignore[attr-defined]  # HelpCommand: `echo Hi | omnivoice say` speaks
 
 
-def _words_options(ctx: Any, words_file: Optional[str], level: str, subtitles: Optional[str]) -> Any:
+def heard(reference: Any, quiet: bool) -> None:
+    """A --ref transcribed by the speech recogniser: its words, shown."""
+    if reference is not None and reference.transcript_source == "asr" and not quiet:
+        echo(f"--ref: transcribed as {json.dumps(reference.transcript, ensure_ascii=False)}")
+
+
+def _words_options(ctx: Any, words_file: Optional[str], level: str, subtitles: Optional[str], streamed: bool) -> Any:
     """--words FILE.json and --subtitle-level, checked before the model loads."""
     if level not in ("line", "word"):
         raise usage_error(f"--subtitle-level must be line or word, got {level!r}", ctx)
+    if streamed and (words_file is not None or level == "word"):
+        raise usage_error("--words and --subtitle-level word time the whole render: give -o FILE without "
+                          "--stream or --play", ctx)  # fmt: skip
     if level == "word" and (subtitles is None or not subtitles.lower().endswith(".vtt")):
         raise usage_error("--subtitle-level word needs --subtitles FILE.vtt (SRT has no word times)", ctx)
     if words_file is None:
