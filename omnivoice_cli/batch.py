@@ -72,6 +72,7 @@ class Line:
     format: str | None = None  # wav | flac | ogg
     built: Built | None = None  # the request, when the line is valid
     prompt: Any = None  # its reference recording, encoded once the model is loaded
+    check: Any = None  # --verify: its per-piece check (verify.RequestCheck), while it is spoken
     warnings: list[str] = field(default_factory=list)
     error: str | None = None  # "line N: ..." when the line failed
     status: str | None = None  # done | failed | skipped (None: not run yet)
@@ -430,8 +431,11 @@ class BatchRun:
 
     def __init__(self, input_path: str | Path, output_dir: str | Path, *, preset: st.Preset | None,
                  flags: dict[str, Any], overwrite: bool = False, session: Session | None = None,
-                 subtitles: str | None = None, executor: Executor | None = None) -> None:  # fmt: skip
+                 subtitles: str | None = None, executor: Executor | None = None, words: bool = False) -> None:  # fmt: skip
         self.input_path, self.output_dir = input_path, output_dir
+        self.words = words  # --words: NAME.words.json beside each audio file (words.py)
+        self.verifier: Any = None  # --verify: the run's recogniser (verify.Verifier), loaded on first use
+        self._listener: Any = None  # --words without --verify: listen.RecogniserHolder
         self.subtitles = subtitles  # "srt" | "vtt": a subtitles file beside each audio file (cues.py)
         self.executor = executor or LocalExecutor()  # speaks the pending lines: this engine, or cluster.RayExecutor
         self.preset, self.flags, self.overwrite = preset, flags, overwrite
@@ -533,6 +537,17 @@ class BatchRun:
             self.echo(f"Error: {line.error}")
             self.progress.line("failed")
 
+    def recogniser(self, line: Line) -> Any:
+        """The run's speech recogniser (--verify's, or one for --words alone)."""
+        if self.verifier is not None:
+            return self.verifier.recogniser
+        if self._listener is None:
+            from .listen import RecogniserHolder
+
+            settings = line.built.settings
+            self._listener = RecogniserHolder(settings["asr_model"], settings["device"] or "auto", "--words")
+        return self._listener.get()
+
     def save_result(self, line: Line, result: Any, started: float) -> None:
         """Write a line's engine Result (its subtitles first, with --subtitles) and its record;
         `started`: perf_counter() when its group started (its record's "seconds" count from there
@@ -547,16 +562,26 @@ class BatchRun:
                     from .cues import write_result_subtitles
 
                     write_result_subtitles(target.with_suffix("." + self.subtitles), result, line.built.request.text)
+                if self.words:
+                    from .words import word_timings, write_words
+
+                    req = line.built.request
+                    timed = word_timings(self.recogniser(line), result.audio, result.sample_rate, result.pieces,
+                                         req.text, req.lang)  # fmt: skip
+                    write_words(target.with_name(target.stem + ".words.json"), timed)
                 write_audio(result.audio, result.sample_rate, OutputTarget(target, *FORMATS["." + line.format]))
             except OSError as e:
                 self.fail_line(line, f"cannot write {target}: {e.strerror or e}")
                 return
             seconds = len(result.audio) / result.sample_rate
-            line.warnings = list(dict.fromkeys([*line.warnings, *result.warnings]))
-            self.warn(line, result.warnings)
+            checked = [] if line.check is None else line.check.warnings()
+            line.warnings = list(dict.fromkeys([*line.warnings, *result.warnings, *checked]))
+            self.warn(line, [*result.warnings, *checked])
             line.status = "done"
+            verified = {} if line.check is None else {"verify": line.check.report()}
             line.record = _record(line, "done", audio_seconds=round(seconds, 4),
-                                  seconds=round(time.perf_counter() - started, 4), seed=result.seed)  # fmt: skip
+                                  seconds=round(time.perf_counter() - started, 4), seed=result.seed,
+                                  **verified)  # fmt: skip
             self.manifest.append(line.record)
             self.report.audio_seconds += seconds
             self.progress.line("done")
@@ -658,6 +683,20 @@ class LocalExecutor:
             self.run_group(run, engine, pending[start : start + GROUP_SIZE])
         run.report.generate_seconds = time.perf_counter() - t_gen
 
+    def check_for(self, run: BatchRun, line: Line) -> Any:
+        """A line's --verify check (the run's one recogniser, loaded on the first such line)."""
+        settings = line.built.settings
+        if not settings["verify"]:
+            return None
+        if run.verifier is None:
+            from .verify import Verifier
+
+            with run.session.status("loading the speech recogniser ..."):
+                run.verifier = Verifier.from_settings(settings)
+        line.check = run.verifier.for_request(line.built.request.lang, settings["verify_max_error"],
+                                              settings["verify_retries"])  # fmt: skip
+        return line.check
+
     def run_group(self, run: BatchRun, engine: Any, group: list[Line]) -> None:
         """One Engine.generate call: each line saved as soon as it is finished."""
         import dataclasses
@@ -675,8 +714,10 @@ class LocalExecutor:
 
         requests = [dataclasses.replace(ln.built.request, ref=ln.prompt) if ln.prompt else ln.built.request
                     for ln in group]  # fmt: skip
+        checks = [self.check_for(run, ln) for ln in group]  # --verify (verify.py)
         try:
-            engine.generate(requests, on_step=run.progress.step, on_result=on_result, on_error=on_error)
+            engine.generate(requests, on_step=run.progress.step, on_result=on_result, on_error=on_error,
+                            **({"checks": checks} if any(c is not None for c in checks) else {}))  # fmt: skip
         except (OmniVoiceError, RuntimeError, MemoryError) as e:  # e.g. out of memory: the group fails
             msg = " ".join((str(e).strip() or type(e).__name__).split())
             for line in group:

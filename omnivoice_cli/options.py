@@ -103,6 +103,7 @@ QUIET_OPTION = typer.Option(False, "--quiet", "-q", help="Only warnings and erro
 SPEECH_SETTINGS = ("lang", "normalize", "markdown", "chunk_duration", "chunk_threshold", "instruct", "voice", "speed", "duration",
                    *st.GENERATION_KEYS, "seed", "format")  # fmt: skip
 HARDWARE_SETTINGS = ("model", "device", "dtype", "threads", "quantize", "compile")
+LISTEN_SETTINGS = ("asr_model", "verify", "verify_retries", "verify_max_error")  # the speech recogniser (listen.py, verify.py)
 
 
 _WAYS = ((st.PRESET, "preset"), (st.LINE, "line"), (st.HTTP, "server"))

@@ -36,6 +36,7 @@ class Reference:
     path: Path
     transcript: str
     prepared: Any  # engine.voice.PreparedReference
+    transcript_source: str = "ref_text"  # "ref_text" (given), "file" (the .txt beside it) or "asr" (heard)
 
     @property
     def warnings(self) -> tuple[str, ...]:
@@ -49,7 +50,7 @@ class References:
         self._prepared: dict[tuple[Path, str], Reference | InvalidRequest] = {}
         self._encoded: dict[tuple[Path, str], Any] = {}
 
-    def prepare(self, path: Path, transcript: str) -> Reference:
+    def prepare(self, path: Path, transcript: str, source: str = "ref_text") -> Reference:
         key = (path.resolve(), transcript)
         if key not in self._prepared:
             from .engine import voice as vmod
@@ -61,7 +62,33 @@ class References:
                 mismatch = check_ref_transcript(transcript, prepared.seconds)
                 warnings = (*prepared.warnings, *([f"{path}: {mismatch}"] if mismatch else []))
                 prepared = dataclasses.replace(prepared, source=str(path), warnings=warnings)
-                self._prepared[key] = Reference(path, transcript, prepared)
+                self._prepared[key] = Reference(path, transcript, prepared, source)
+            except InvalidRequest as e:
+                self._prepared[key] = e
+        found = self._prepared[key]
+        if isinstance(found, InvalidRequest):
+            raise found
+        return found
+
+    def transcribed(self, path: Path, lang: str | None, asr_model: str | None, device: str = "auto") -> Reference:
+        """A recording without a transcript: prepared as the reference prepares one (a long one
+        trimmed), its words heard by the speech recogniser (listen.py: loaded, used and freed
+        here, before any TTS model loads), once per file."""
+        key = (path.resolve(), None)
+        if key not in self._prepared:
+            from . import listen
+            from .engine import voice as vmod
+            from .engine.text import check_ref_transcript
+
+            try:
+                wav = vmod.load_reference(path)
+                prepared = vmod.prepare_reference(wav, None, source=f"reference audio {path}")
+                text = listen.transcribe_reference(prepared.wav, vmod.SAMPLE_RATE, lang, asr_model, device,
+                                                   source=f"reference audio {path}")  # fmt: skip
+                mismatch = check_ref_transcript(text, prepared.seconds)
+                warnings = (*prepared.warnings, *([f"{path}: {mismatch}"] if mismatch else []))
+                prepared = dataclasses.replace(prepared, source=str(path), warnings=warnings)
+                self._prepared[key] = Reference(path, text, prepared, "asr")
             except InvalidRequest as e:
                 self._prepared[key] = e
         found = self._prepared[key]
@@ -183,8 +210,10 @@ def _reference(settings: st.Resolved, refs: References, line_base: Path | None) 
         path = base / path
     try:
         path = store.check_reference_file(path, shown=ref)
+        if ref_text is None and not store.transcript_file(path).is_file():  # no transcript: the recogniser's
+            return refs.transcribed(path, settings["lang"], settings["asr_model"], settings["device"])
         transcript = store.reference_transcript(path, ref_text, flag=settings.source("ref").short("ref_text"))
-        return refs.prepare(path, transcript)
+        return refs.prepare(path, transcript, "ref_text" if ref_text is not None else "file")
     except InvalidRequest as e:
         raise named(settings, e, "ref") from None
 

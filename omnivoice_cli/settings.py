@@ -43,6 +43,9 @@ from .engine.config import GenerationConfig, ModelConfig, value_rule
 from .output import AUDIO_FORMATS
 
 DEFAULT_MODEL = "k2-fsa/OmniVoice"  # hub id used when neither --model nor $OMNIVOICE_MODEL is given
+# The speech recogniser (the `asr` extra, listen.py): whisper-large-v3-turbo, the reference's, as
+# faster-whisper names it ("large-v3-turbo"): 99 languages at near large-v3 accuracy, 8x faster.
+DEFAULT_ASR_MODEL = "mobiuslabsgmbh/faster-whisper-large-v3-turbo"
 DEFAULT_OUTPUT_STEM = "omnivoice"  # `say` writes omnivoice.<format> in the current folder by default
 DEFAULT_OUTPUT = DEFAULT_OUTPUT_STEM + ".wav"
 
@@ -176,6 +179,18 @@ SCHEMA: dict[str, Setting] = {
                  "a hub id or a checkpoint folder", lambda v: bool(v.strip()), metavar="ID|DIR",
                  where=_HW, run_wide=True, envvar="OMNIVOICE_MODEL",
                  default_help=f"$OMNIVOICE_MODEL, else {DEFAULT_MODEL}"),
+        # -- listening back (the asr extra, listen.py) --
+        _setting("asr_model", str, DEFAULT_ASR_MODEL, "Speech recogniser: a faster-whisper hub id, name or folder "
+                 "(transcripts of --ref, --verify).", "Hardware", "a hub id, a faster-whisper model name or a folder",
+                 lambda v: bool(v.strip()), metavar="ID|DIR", where=_HW, run_wide=True, envvar="OMNIVOICE_ASR_MODEL",
+                 default_help=f"$OMNIVOICE_ASR_MODEL, else {DEFAULT_ASR_MODEL}"),
+        _setting("verify", bool, False, "Transcribe each piece and retake the ones that do not say their text "
+                 "(needs the asr extra).", "Generation", "true or false"),
+        _setting("verify_retries", int, 2, "Retakes at most per piece with --verify (another seed each).",
+                 "Generation", "an integer in 0..10", lambda v: 0 <= v <= 10, metavar="N"),
+        _setting("verify_max_error", float, 0.25, "A piece is retaken when its word error rate is above this "
+                 "(character error rate for zh, ja, ko, th).", "Generation", "a number in 0..1",
+                 lambda v: 0.0 <= v <= 1.0, metavar="X"),
     ]
 }  # fmt: skip
 

@@ -96,6 +96,8 @@ class Speech:
     subtitles: Path | None = None  # --subtitles: written just before the audio
     play: bool = False  # played as it is made
     stream: bool = False  # --stream: stdout piece by piece
+    words: Path | None = None  # --words: the word timings (words.py), written just before the audio
+    subtitle_level: str = "line"  # --subtitle-level word: VTT cues with each word's time
 
     @property
     def streamed(self) -> bool:
@@ -203,6 +205,7 @@ class SpeechReport:
     voice_file: Path | None  # the saved voice or voice file spoken in
     subtitles: Path | None
     warnings: tuple[str, ...]  # every warning shown, once
+    verify: list | None = None  # --verify: per piece (verify.RequestCheck.report)
 
     @property
     def rtf(self) -> float | None:
@@ -214,13 +217,14 @@ class SpeechReport:
 
 
 def _report(speech: Speech, shown: Shown, *, result: Any, sample_rate: int, seconds: float, load: float,
-            voice: float | None, first: float | None, seed: int, pieces: int) -> SpeechReport:  # fmt: skip
+            voice: float | None, first: float | None, seed: int, pieces: int,
+            verify: list | None = None) -> SpeechReport:  # fmt: skip
     return SpeechReport(
         target=speech.target, played=speech.play, sample_rate=sample_rate,
         audio_seconds=len(result) / sample_rate, seconds=seconds, load_seconds=load, voice_seconds=voice,
         first_audio_seconds=first, seed=seed, pieces=pieces, settings=speech.settings,
         reference=speech.built.reference, voice_file=speech.built.voice_file, subtitles=speech.subtitles,
-        warnings=tuple(shown.shown),
+        warnings=tuple(shown.shown), verify=verify,
     )  # fmt: skip
 
 
@@ -238,6 +242,15 @@ class _Run:
 
     def load(self, encoder: bool = False) -> tuple[Any, float]:
         return _load(self.speech.hardware, self.hooks, encoder)
+
+    def verifier(self, request: Any) -> Any:
+        """--verify: the per-piece check of `request` (its recogniser loaded now, beside the TTS model)."""
+        if not self.speech.settings["verify"]:
+            return None
+        from .verify import Verifier
+
+        with self.hooks.status("loading the speech recogniser ..."):
+            return Verifier.from_settings(self.speech.settings).for_request(request.lang)
 
 
 def _load(hardware: Hardware, hooks: Hooks, encoder: bool = False) -> tuple[Any, float]:
@@ -266,11 +279,23 @@ class PlainRun(_Run):
             t_gen = time.perf_counter()
             pieces = len(plan_request(request).pieces)
             label = f"generating {pieces} pieces" if pieces > 1 else "generating"
+            check = self.verifier(request)
             with self.hooks.progress(label, forwards(engine, [request])) as on_step:
-                [result] = engine.generate([request], on_step=on_step)
+                [result] = engine.generate([request], on_step=on_step, **({"checks": [check]} if check else {}))
             self.shown(result.warnings)
+            if check is not None:
+                self.shown(check.warnings())
+            timed = self.word_times(result, request, check)
             with signals.protect():  # a Ctrl-C now waits until the file is complete
-                if speech.subtitles is not None:  # --subtitles: written just before the audio
+                if speech.words is not None:
+                    from .words import write_words
+
+                    write_words(speech.words, timed)
+                if speech.subtitles is not None and timed is not None and speech.subtitle_level == "word":
+                    from .words import write_word_subtitles
+
+                    write_word_subtitles(speech.subtitles, result, request.text, timed)
+                elif speech.subtitles is not None:  # --subtitles: written just before the audio
                     from .cues import write_result_subtitles
 
                     write_result_subtitles(speech.subtitles, result, request.text)
@@ -280,7 +305,28 @@ class PlainRun(_Run):
             raise _stopped(e, written, speech.target) from None
         return _report(speech, self.shown, result=result.audio, sample_rate=result.sample_rate,
                        seconds=time.perf_counter() - t_gen, load=load, voice=voice, first=None, seed=result.seed,
-                       pieces=pieces)  # fmt: skip
+                       pieces=pieces, verify=None if check is None else check.report())  # fmt: skip
+
+    def word_times(self, result: Any, request: Any, check: Any) -> Any:
+        """--words / --subtitle-level word: every word's time in the final audio (words.py), by
+        the recogniser of --verify or one loaded now; None when neither is asked for."""
+        speech = self.speech
+        if speech.words is None and speech.subtitle_level != "word":
+            return None
+        from . import listen
+        from .words import word_timings
+
+        rec = check.recogniser if check is not None else None
+        with self.hooks.status("timing the words ..."):
+            own = rec is None
+            if own:
+                rec = listen.recogniser(speech.settings["asr_model"], speech.settings["device"] or "auto",
+                                        "--words / --subtitle-level word")  # fmt: skip
+            try:
+                return word_timings(rec, result.audio, result.sample_rate, result.pieces, request.text, request.lang)
+            finally:
+                if own:
+                    rec.close()
 
     def prepare_voice(self, engine: Any) -> tuple[Any, float | None]:
         """The engine request with its recording encoded (the encoder loaded first), and the
@@ -400,7 +446,10 @@ class StreamedRun(_Run):
                 engine, load = self.load(encoder=speech.built.reference is not None)
                 t_gen = time.perf_counter()
                 request = finish_request(engine, speech.built, speech.refs)
-                rendered = self.render(engine, request, player, signals)
+                check = self.verifier(request)
+                rendered = self.render(engine, request, player, signals, check)
+                if check is not None:
+                    self.shown(check.warnings())
                 pieces = rendered.pieces
                 audio = np.concatenate([p.audio for p in pieces]) if pieces else np.zeros(0, np.float32)
                 if speech.target is not None and not speech.target.to_stdout:
@@ -410,9 +459,10 @@ class StreamedRun(_Run):
             raise self.stopped(e, written) from None
         return _report(speech, self.shown, result=audio, sample_rate=engine.sample_rate,
                        seconds=time.perf_counter() - t_gen, load=load, voice=None, first=rendered.first,
-                       seed=request.seed, pieces=sum(1 for p in pieces if p.seed is not None))  # fmt: skip
+                       seed=request.seed, pieces=sum(1 for p in pieces if p.seed is not None),
+                       verify=None if check is None else check.report())  # fmt: skip
 
-    def render(self, engine: Any, request: Any, player: Any, signals: Any) -> _Rendered:
+    def render(self, engine: Any, request: Any, player: Any, signals: Any, check: Any = None) -> _Rendered:
         from .engine.streaming import StreamRun
         from .output import StreamWriter
 
@@ -424,7 +474,8 @@ class StreamedRun(_Run):
         idle = _watch(player, writer)
         with self.hooks.progress("streaming", None) as on_step:
             # the bar counts steps over all pieces: its total is known from the start, never changes
-            with StreamRun(engine, request, on_progress=on_step, on_warning=self.hooks.warn, on_idle=idle) as run:
+            with StreamRun(engine, request, on_progress=on_step, on_warning=self.hooks.warn, on_idle=idle,
+                           check=check) as run:  # fmt: skip
                 for piece in run:  # each, in order, to the player and to stdout; kept for a file
                     if out.first is None and piece.seed is not None:
                         out.first = time.perf_counter() - t0

@@ -342,7 +342,7 @@ BAD_LINES = [
     ('{"text": "hi", "ref": "a.wav", "voice": "v.safetensors"}', "line 2: give either 'ref' or 'voice', not both"),
     ('{"text": "hi", "voice": "alice"}', "line 2: field 'voice': unknown voice 'alice'; known voices: none yet"),
     ('{"text": "hi", "voice": "./nope.safetensors"}', "line 2: field 'voice': voice file './nope.safetensors' ("),
-    ('{"text": "hi", "ref": "jobs.jsonl"}', "line 2: field 'ref': no transcript for the reference audio"),
+    ('{"text": "hi", "ref": "jobs.jsonl"}', "line 2: field 'ref': cannot read reference audio"),
     ('{"text": "hi", "chunk_duration": 0}', "line 2: field 'chunk_duration' must be seconds > 0, got 0.0"),
     ('{"text": "hi", "chunk_threshold": 31}', "line 2: field 'chunk_threshold' must be seconds in (0, 30], got 31.0"),
 ]

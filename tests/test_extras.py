@@ -164,3 +164,15 @@ print(sorted(m for m in sys.modules if m.split(".")[0] in ("wyoming", "mcp", "mc
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]" and (tmp_path / "out.wav").is_file()
+
+
+def test_say_ref_without_transcript_without_the_asr_extra(blocker, tmp_path):
+    import shutil
+
+    ref = tmp_path / "me.wav"
+    shutil.copy(ROOT / "tests" / "fixtures" / "golden" / "ref_24k.wav", ref)
+    proc = omnivoice(blocker, "faster_whisper,ctranslate2", "say", "Hi.", "--ref", ref, "--model", TINY_CKPT,
+                     "-o", tmp_path / "o.wav", cwd=tmp_path)  # fmt: skip
+    line = one_line(proc, "asr")
+    assert "needs faster-whisper, which is not installed" in line and "no --ref-text, no .txt beside it" in line
+    assert not (tmp_path / "o.wav").exists()

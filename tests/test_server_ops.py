@@ -90,7 +90,7 @@ def test_uploads_that_are_wrong(engine, tmp_path):
         e = envelope(up({"name": "x", "ref_text": "Words."}, {"file": ("notes.txt", b"just some text", "text/plain")}), 400)
         assert "the uploaded file 'notes.txt' is not audio" in e["message"] and e["param"] == "file"
         assert str(tmp_path) not in e["message"] and "/tmp" not in e["message"]
-        assert envelope(up({"name": "x"}, {"file": ("a.wav", wav[:40000])}), 400)["param"] == "ref_text"
+        assert envelope(up({"name": "x", "ref_text": " "}, {"file": ("a.wav", wav[:40000])}), 400)["param"] == "ref_text"
         assert envelope(up({"name": "x"}, {"ref_text": (None, "Hi")}), 400)["param"] == "file"  # multipart, no file
         assert envelope(up({"name": "../etc", "ref_text": "Hi"}, {"file": ("a.wav", wav[:40000])}), 400)["param"] == "name"
         e = envelope(up({"name": "x", "ref_text": "Hi", "nmae": "y"}, {"file": ("a.wav", wav[:40000])}), 400)

@@ -8,7 +8,7 @@ import typer
 
 from .. import settings as st
 from ..engine.errors import InvalidRequest
-from ..options import HARDWARE_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, SPEECH_SETTINGS, with_settings
+from ..options import HARDWARE_SETTINGS, LISTEN_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, SPEECH_SETTINGS, with_settings
 from .common import echo, run_session, run_settings, warn
 
 HELP = """Speak every line of INPUT into its own audio file in the folder -o.
@@ -101,7 +101,7 @@ def _json_summary(run) -> None:
     typer.echo(json.dumps(data, ensure_ascii=False))
 
 
-@with_settings(*SPEECH_SETTINGS, *HARDWARE_SETTINGS)
+@with_settings(*SPEECH_SETTINGS, *HARDWARE_SETTINGS, *LISTEN_SETTINGS)
 def batch(
     input: str = typer.Argument(..., metavar="INPUT", show_default=False, help="A .txt or .jsonl file."),
     output: str = typer.Option(
@@ -122,6 +122,11 @@ def batch(
     subtitles: Optional[str] = typer.Option(  # issue 15 (cues.py)
         None, "--subtitles", metavar="srt|vtt", show_default=False, rich_help_panel="Output",
         help="Also write subtitles beside each audio file (0001.wav -> 0001.srt), as say --subtitles does.",
+    ),
+    words: bool = typer.Option(
+        False, "--words", rich_help_panel="Output",
+        help="Also write when each word is spoken beside each audio file (0001.words.json), heard by the speech "
+             "recogniser (the asr extra).",
     ),
     ray: Optional[str] = typer.Option(
         None, "--ray", metavar="ADDRESS|auto|local", show_default=False, rich_help_panel="Cluster",
@@ -149,7 +154,7 @@ def batch(
     # a dry run needs no cluster (and no Ray), but --workers without --ray is still refused
     executor = None if dry_run and ray is not None else _executor(ray, workers, gpus_per_worker, preset, flags)
     run = BatchRun(input, output, preset=chosen, flags=flags, overwrite=overwrite, session=run_session(quiet),
-                   subtitles=subtitles, executor=executor)  # fmt: skip
+                   subtitles=subtitles, executor=executor, words=words)  # fmt: skip
     if dry_run:
         _dry_run(run, json_out)
         return

@@ -11,7 +11,7 @@ import typer
 
 from .. import settings as st
 from ..engine.errors import InvalidRequest
-from ..options import HARDWARE_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, SPEECH_SETTINGS, with_settings
+from ..options import HARDWARE_SETTINGS, LISTEN_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, SPEECH_SETTINGS, with_settings
 from ..helpfmt import BARE
 from ..session import WarnOnce
 from .common import echo, held, hooks, run_settings, stdout_is_terminal, usage_error, warn
@@ -149,9 +149,11 @@ def _report(report: Any, t_start: float, json_out: bool, quiet: bool) -> None:
             "voice_seconds": _rounded(report.voice_seconds), "total_seconds": round(time.perf_counter() - t_start, 4),
             "rtf": _rounded(rtf), "seed": report.seed, "pieces": report.pieces,
             "ref": None if ref is None else str(ref.path), "ref_text": None if ref is None else ref.transcript,
+            "ref_text_source": None if ref is None else ref.transcript_source,
             "voice_file": None if report.voice_file is None else str(report.voice_file),
             "settings": report_settings(report.settings.values), "warnings": list(report.warnings),
             "subtitles": None if report.subtitles is None else str(report.subtitles),
+            **({} if report.verify is None else {"verify": report.verify}),
         }  # fmt: skip
         typer.echo(json.dumps(data, ensure_ascii=False), err=target is not None and target.to_stdout)
     elif not quiet:
@@ -171,7 +173,7 @@ def _dry_run(built: Any, json_out: bool) -> None:
     out.write(json.dumps(report, ensure_ascii=False) + "\n" if json_out else render(report))
 
 
-@with_settings(*SPEECH_SETTINGS, "ref", "ref_text", *HARDWARE_SETTINGS)
+@with_settings(*SPEECH_SETTINGS, "ref", "ref_text", *HARDWARE_SETTINGS, *LISTEN_SETTINGS)
 def say(
     ctx: typer.Context,
     text: Optional[list[str]] = typer.Argument(
@@ -207,6 +209,10 @@ def say(
         help="Also write subtitles (.srt or .vtt) at the pieces' real times: cues of at most 2 lines of 42 "
         "characters and about 7 s, cut at sentences and clauses.",
     ),
+    words_file: Optional[str] = typer.Option(None, "--words", metavar="FILE.json", show_default=False,
+        rich_help_panel="Output", help="Also write when each word is spoken (JSON), heard by the speech recogniser."),
+    subtitle_level: str = typer.Option("line", "--subtitle-level", metavar="line|word", rich_help_panel="Output",
+        help="--subtitles cues: line, or word (VTT with each word's time, from the speech recogniser)."),
     cast: Optional[list[str]] = typer.Option(
         None, "--cast", metavar="NAME=VOICE", show_default=False, rich_help_panel="Voice",
         help="Speak a script of 'NAME: text' lines, NAME in this voice: a saved voice, a voice file, "
@@ -236,20 +242,46 @@ def say(
     _, settings = run_settings(preset, flags)
     refs = References()
     built = build_request(text_value, settings, refs=refs, voices=Voices())
-    shown = WarnOnce(warn)
-    shown(built.warnings)
+    heard(built.reference, quiet)
+    (shown := WarnOnce(warn))(built.warnings)
     if dry_run:
         _dry_run(built, json_out)
         return
     target = output_target(output, settings, stdout_is_terminal)
+    words_path = _words_options(ctx, words_file, subtitle_level, subtitles, play or stream or target is None)
     speech = Speech(built, refs, target, Hardware.from_settings(settings.values), _subtitles_path(subtitles),
-                    play=play or target is None, stream=stream)  # fmt: skip
+                    play=play or target is None, stream=stream, words=words_path, subtitle_level=subtitle_level)
     if speech.streamed:  # the streamed render (speak.StreamedRun)
         check_streamable(target)
     _report(held(speech_run(speech, hooks(quiet), shown)), t_start, json_out, quiet)
 
 
 say.reads_stdin = stdin_is_piped  # type: ignore[attr-defined]  # HelpCommand: `echo Hi | omnivoice say` speaks
+
+
+def heard(reference: Any, quiet: bool) -> None:
+    """A --ref transcribed by the speech recogniser: its words, shown."""
+    if reference is not None and reference.transcript_source == "asr" and not quiet:
+        echo(f"--ref: transcribed as {json.dumps(reference.transcript, ensure_ascii=False)}")
+
+
+def _words_options(ctx: Any, words_file: Optional[str], level: str, subtitles: Optional[str], streamed: bool) -> Any:
+    """--words FILE.json and --subtitle-level, checked before the model loads."""
+    if level not in ("line", "word"):
+        raise usage_error(f"--subtitle-level must be line or word, got {level!r}", ctx)
+    if streamed and (words_file is not None or level == "word"):
+        raise usage_error("--words and --subtitle-level word time the whole render: give -o FILE without "
+                          "--stream or --play", ctx)  # fmt: skip
+    if level == "word" and (subtitles is None or not subtitles.lower().endswith(".vtt")):
+        raise usage_error("--subtitle-level word needs --subtitles FILE.vtt (SRT has no word times)", ctx)
+    if words_file is None:
+        return None
+    path = Path(words_file).expanduser()
+    if path.suffix.lower() != ".json":
+        raise usage_error(f"--words writes JSON: give a .json file name, got {words_file!r}", ctx)
+    if path.is_dir():
+        raise usage_error(f"--words {words_file!r} is a folder", ctx)
+    return path
 
 
 def _subtitles_path(spec: Optional[str]) -> Any:

@@ -30,7 +30,7 @@ curl -s localhost:8000/v1/audio/speech -H 'Content-Type: application/json' \\
   -d '{"model":"omnivoice","input":"Hello there.","voice":"alloy"}' -o hello.mp3
 """
 
-SERVE_SETTINGS = (*st.GENERATION_KEYS, "chunk_duration", "chunk_threshold", *HARDWARE_SETTINGS)
+SERVE_SETTINGS = (*st.GENERATION_KEYS, "chunk_duration", "chunk_threshold", *HARDWARE_SETTINGS, "asr_model")
 
 # The serve extra: (package, the modules it may be imported as). python-multipart reads voice
 # uploads; before 0.0.13 it was imported as `multipart`.
@@ -110,6 +110,7 @@ def serve(
         host=host, port=port, api_key=api_key or None, cors=tuple(cors), max_queue=max_queue,
         max_input_chars=max_input_chars, grace=grace, layers=(*layers, (st.FLAG_SOURCE, flags)),
         voice_map=load_voice_map(voice_map), model=settings["model"], quiet=quiet, ui=not no_ui,
+        asr_model=settings["asr_model"],
     )  # fmt: skip
     if not is_loopback(host) and options.api_key is None:
         warn(f"listening on {host} without --api-key: anyone who can reach this port can use the server")

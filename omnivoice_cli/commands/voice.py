@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from pathlib import Path
 from typing import Optional
 
@@ -39,14 +41,15 @@ def _saved(name: str, prompt, saved: Path, quiet: bool) -> None:
 
 @app.command("add", cls=HelpCommand, no_args_is_help=True,
              epilog="\nomnivoice voice add alice --ref alice.flac --ref-text \"Transcript of alice.flac.\"\n")
-@with_settings("model", "device", "dtype", "threads")
+@with_settings("model", "device", "dtype", "threads", "asr_model")
 def voice_add(
     name: str = typer.Argument(..., metavar="NAME", help="The voice's name: letters, digits, '-', '_', '.'."),
     ref: str = typer.Option(..., "--ref", metavar="AUDIO", show_default=False, rich_help_panel="Voice",
                             help="The recording (3-10 s is best)."),
     ref_text: Optional[str] = typer.Option(
         None, "--ref-text", metavar="TEXT", show_default=False, rich_help_panel="Voice",
-        help="The words spoken in it. Default: the .txt file beside it (alice.txt for alice.flac).",
+        help="The words spoken in it. Default: the .txt file beside it (alice.txt for alice.flac), else what "
+        "the speech recogniser hears (the asr extra).",
     ),
     force: bool = typer.Option(False, "--force", rich_help_panel="Output", help="Replace a saved voice of that name."),
     quiet: bool = QUIET_OPTION,
@@ -60,7 +63,12 @@ def voice_add(
     voices.check_new_name(name, force)
     path = voices.check_reference_file(ref)
     refs = References()
-    reference = refs.prepare(path, voices.reference_transcript(path, ref_text))
+    if ref_text is None and not voices.transcript_file(path).is_file():  # the recogniser's words
+        reference = refs.transcribed(path, None, settings["asr_model"], settings["device"])
+        if not quiet:
+            echo(f"--ref: transcribed as {json.dumps(reference.transcript, ensure_ascii=False)}")
+    else:
+        reference = refs.prepare(path, voices.reference_transcript(path, ref_text))
     shown = WarnOnce(warn)
     shown(reference.warnings)
     engine, _ = load_engine(settings, quiet, encoder=True)

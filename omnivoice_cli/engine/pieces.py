@@ -7,13 +7,18 @@ and sentences, `streaming.cut_request`), but run the pieces by this one policy:
 
 - the voice: with a reference voice every piece uses it; without one, piece 0 is generated
   first and its codes and text are the voice of every later piece;
-- the seed of piece k is the request's seed + k;
+- the seed of piece k is the request's seed + k (its retake a: + 1000 x a, see below);
 - what a finished piece unlocks: with a reference (or a single piece) every piece is ready at
   once and unlocks nothing; without one, piece 0 unlocks all the others;
 - a finished piece's output is accepted in one place, `accept`: `pipeline.JoinedPieces` keeps its
   codes (decoded and joined when all are done), `streaming.StreamedPieces` renders its audio (and
   hands the segments out in order, for the streamed render and the service). A per-piece check
-  (speech recognition) hooks in there, once.
+  (speech recognition) hooks in there, once: with a `check`, each finished take of piece k is
+  shown to it (`Take`: its text, audio, attempt, seed) before it is accepted; the check answers
+  (error, retake?). A retake is the same piece again with seed + k + 1000 x attempt, queued into
+  the driver's next forwards with whatever else is running; when the check stops asking, the
+  take of least error (the earliest of equal ones) is the one accepted, and `check.kept` is told
+  which. The engine never knows what the check is (the application's recogniser).
 
 A driver keeps only its admission policy: which ready pieces go into the next forward.
 
@@ -26,7 +31,7 @@ A driver keeps only its admission policy: which ready pieces go into the next fo
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 if TYPE_CHECKING:  # annotations only (torch)
     from .generation import Job
@@ -34,6 +39,29 @@ if TYPE_CHECKING:  # annotations only (torch)
 
 # make a piece's job: (piece, its voice or None, its seed) -> Job
 Prepare = Callable[["Piece", "VoicePrompt | None", int], "Job"]
+RETAKE_SEED_STEP = 1000  # retake a of piece k: the request's seed + k + 1000 x a
+
+
+@dataclass(frozen=True)
+class Take:
+    """One finished generation of a piece, for a check to judge."""
+
+    piece: int
+    text: str
+    attempt: int  # 0: the first take
+    seed: int
+    audio: Any  # float32 [N], the piece alone decoded (no post-processing)
+    sample_rate: int
+
+
+class PieceCheck(Protocol):
+    """A per-piece check (the application's: e.g. a speech recogniser's word error rate)."""
+
+    def check(self, take: Take) -> tuple[float, bool]:
+        """(error, retake?) of one take."""
+
+    def kept(self, piece: int, attempt: int, seed: int) -> None:
+        """The take of piece `piece` that is accepted."""
 
 
 @dataclass(frozen=True)
@@ -55,11 +83,14 @@ class RequestPieces:
     it reads); prepare(piece, voice, seed): its job. Subclasses say what `accept` does."""
 
     def __init__(self, pieces: list[Piece], *, ref: "VoicePrompt | None", seed: int, voice_text: str,
-                 prepare: Prepare) -> None:  # fmt: skip
+                 prepare: Prepare, check: PieceCheck | None = None) -> None:  # fmt: skip
         self.pieces, self.ref, self.seed = pieces, ref, seed
         self.voice = ref  # the voice of pieces after 0: the reference, or piece 0's once it is done
         self.finished = [False] * len(pieces)
         self.voice_text, self._prepare = voice_text, prepare
+        self.check = check
+        self.attempts = [0] * len(pieces)  # the take of piece k now running (or kept, once finished)
+        self._best: dict[int, tuple[float, int, "Job"]] = {}  # piece -> (error, attempt, job) of its best take
 
     def __len__(self) -> int:
         return len(self.pieces)
@@ -73,9 +104,10 @@ class RequestPieces:
     def complete(self) -> bool:
         return all(self.finished)
 
-    def seed_for(self, k: int) -> int:
-        """The seed of piece k."""
-        return self.seed + k
+    def seed_for(self, k: int, attempt: int | None = None) -> int:
+        """The seed of piece k (of its take `attempt`; default: the one running, or kept)."""
+        attempt = self.attempts[k] if attempt is None else attempt
+        return self.seed + k + RETAKE_SEED_STEP * attempt
 
     def first(self) -> list[int]:
         """The pieces ready before any is done."""
@@ -105,8 +137,34 @@ class RequestPieces:
             voice = self.voice_for(k)
         return self._prepare(self.pieces[k], voice, self.seed_for(k))
 
+    def take_audio(self, k: int, job: "Job") -> tuple[Any, int]:
+        """(audio, sample rate) of a finished take of piece k, for the check."""
+        raise NotImplementedError
+
+    def _judge(self, k: int, job: "Job") -> "Job | None":
+        """The check's verdict on piece k's take: None (retake it), or the take to accept."""
+        attempt = self.attempts[k]
+        audio, rate = self.take_audio(k, job)
+        error, retake = self.check.check(Take(k, self.pieces[k].text, attempt, self.seed_for(k), audio, rate))
+        best = self._best.get(k)
+        if best is None or error < best[0]:
+            self._best[k] = best = (float(error), attempt, job)
+        if retake:
+            self.attempts[k] = attempt + 1
+            return None
+        del self._best[k]
+        self.attempts[k] = best[1]
+        self.check.kept(k, best[1], self.seed_for(k))
+        return best[2]
+
     def done(self, k: int, job: "Job") -> list[int]:
-        """Piece k's job is finished: its output is accepted (`accept`); -> the pieces it unlocks."""
+        """Piece k's job is finished: its output is accepted (`accept`); -> the pieces it unlocks
+        (or [k] itself: the check asks for a retake)."""
+        if self.check is not None:
+            kept = self._judge(k, job)
+            if kept is None:
+                return [k]
+            job = kept
         self.accept(k, job)
         self.finished[k] = True
         if k == 0 and self.ref is None:  # piece 0 speaks for the rest (and, alone, for a caller's next)

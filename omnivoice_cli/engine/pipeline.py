@@ -392,8 +392,12 @@ class Engine:
         on_step: StepCallback | None = None,
         on_result: Callable[[int, Result], None] | None = None,
         on_error: Callable[[int, Exception], None] | None = None,
+        checks: "list | None" = None,
     ) -> list[Result]:
         """Synthesise every request; the order of results follows the requests.
+
+        `checks`: a per-piece check (pieces.PieceCheck) for each request, or None: each piece's
+        take is shown to it, and retaken with another seed while it asks (pieces.py).
 
         Requests are packed into shared forwards and each leaves when its own steps are done;
         on_result(index, result) is called as soon as one is finished (so a caller can save it).
@@ -407,7 +411,7 @@ class Engine:
         """
         from .generation import run_jobs
 
-        run = _GenerateRun(self, requests, on_step, on_result, on_error)
+        run = _GenerateRun(self, requests, on_step, on_result, on_error, checks)
         first = run.start()
         if first:
             run_jobs(
@@ -548,13 +552,16 @@ class JoinedPieces(RequestPieces):
     """A request as Engine.generate runs it (pieces.py has the policy): cut by plan_request, the
     codes of its pieces kept and, once all are done, decoded and joined into one Result."""
 
-    def __init__(self, engine: Engine, plan: Plan, warnings: list[str] | None = None) -> None:
+    def __init__(self, engine: Engine, plan: Plan, warnings: list[str] | None = None, check=None) -> None:
         req = plan.req
         super().__init__(
             plan.pieces, ref=req.ref, seed=req.seed, voice_text=plan.pieces[0].text if plan.pieces else "",
-            prepare=lambda piece, voice, seed: engine.prepare(req, piece, ref=voice, seed=seed),
+            prepare=lambda piece, voice, seed: engine.prepare(req, piece, ref=voice, seed=seed), check=check,
         )  # fmt: skip
         self.engine, self.plan, self.warnings = engine, plan, warnings or []
+
+    def take_audio(self, k: int, job) -> tuple:
+        return self.engine._decode(job.tokens.cpu()), self.engine.sample_rate
 
     def accept(self, k: int, job) -> None:
         self.plan.tokens[k] = job.tokens.cpu()  # decoded when the whole text is done, one chunk at a time
@@ -568,8 +575,9 @@ class _GenerateRun:
     """The state of one Engine.generate call: each request's pieces, its jobs and its result, a
     failure kept to its request. Admission: every ready job at once (run_jobs packs them)."""
 
-    def __init__(self, engine: Engine, requests: list[Request], on_step, on_result, on_error) -> None:
+    def __init__(self, engine: Engine, requests: list[Request], on_step, on_result, on_error, checks=None) -> None:
         self.engine, self.requests = engine, requests
+        self.checks = list(checks) if checks is not None else [None] * len(requests)
         self.on_step, self.on_result, self.on_error = on_step, on_result, on_error
         self.runs: list[JoinedPieces | None] = [None] * len(requests)
         self.results: list[Result | None] = [None] * len(requests)
@@ -589,7 +597,7 @@ class _GenerateRun:
         for i, req in enumerate(self.requests):
             try:
                 warnings = validate_request(req, self.engine.cfg)
-                self.runs[i] = JoinedPieces(self.engine, self.engine.plan(req), warnings)
+                self.runs[i] = JoinedPieces(self.engine, self.engine.plan(req), warnings, self.checks[i])
             except Exception as e:  # this request only
                 if self.on_error is None:
                     raise

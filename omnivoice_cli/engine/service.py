@@ -183,12 +183,13 @@ class Service:
         self._thread.start()
         return self
 
-    def submit(self, req: "Request", on_event: Callable[[Event], None]) -> Ticket:
-        """Accept a request (checked: InvalidRequest), or raise Busy / Stopped."""
+    def submit(self, req: "Request", on_event: Callable[[Event], None], check=None) -> Ticket:
+        """Accept a request (checked: InvalidRequest), or raise Busy / Stopped. `check`: its
+        per-piece check (pieces.PieceCheck), run in the loop thread as each piece is done."""
         from .pipeline import validate_request
 
         warnings = validate_request(req, self.engine.cfg)
-        pieces = StreamedPieces(self.engine, req, self.config)
+        pieces = StreamedPieces(self.engine, req, self.config, check)
         check_sizes(req, pieces.segments, self.engine.cfg)
         with self._cond:
             if self._stopping:

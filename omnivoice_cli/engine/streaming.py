@@ -285,7 +285,7 @@ class StreamedPieces(RequestPieces):
     exactly as a whole request of its text (`Engine.render`), and every segment, pauses
     included, handed out strictly in order (`hand_out`)."""
 
-    def __init__(self, engine: "Engine", req: "Request", config: StreamConfig) -> None:
+    def __init__(self, engine: "Engine", req: "Request", config: StreamConfig, check=None) -> None:
         self.engine, self.req = engine, req
         self.segments = cut_request(req, config)
         self.speech = [i for i, s in enumerate(self.segments) if s.text is not None]  # segment of spoken piece k
@@ -293,7 +293,7 @@ class StreamedPieces(RequestPieces):
         super().__init__(
             stream_pieces(req, texts, engine.cfg.frame_rate), ref=req.ref, seed=req.seed,
             voice_text=texts[0].strip() if texts else "",
-            prepare=lambda piece, voice, seed: engine.prepare(req, piece, ref=voice, seed=seed),
+            prepare=lambda piece, voice, seed: engine.prepare(req, piece, ref=voice, seed=seed), check=check,
         )  # fmt: skip
         # (text, audio or a count of zero samples, seed) of each segment ready and not yet handed out
         self._ready: list = [None] * len(self.segments)
@@ -311,6 +311,11 @@ class StreamedPieces(RequestPieces):
         audio = self.engine.render(replace(self.req, text=text, seed=seed), job).audio
         self._ready[i] = (text, audio, seed)
         self.lengths[k] = len(audio)
+
+    def take_audio(self, k: int, job) -> tuple:
+        """A take as it would be handed out (its seed: the take's)."""
+        text = self.segments[self.speech[k]].text
+        return self.engine.render(replace(self.req, text=text, seed=self.seed_for(k)), job).audio, self.engine.sample_rate
 
     def hand_out(self) -> Iterator[StreamPiece]:
         """The segments ready at the head, in order, each marked handed out as it is taken."""
@@ -336,9 +341,10 @@ class _Driver:
     """One request streamed through one run_jobs loop (see `stream`). Admission: piece 0 alone,
     then waves of the ready pieces sized by `WavePlanner`."""
 
-    def __init__(self, engine: "Engine", req: "Request", config: StreamConfig, clock, cancel, on_warning) -> None:
+    def __init__(self, engine: "Engine", req: "Request", config: StreamConfig, clock, cancel, on_warning,
+                 check=None) -> None:  # fmt: skip
         self.engine, self.req, self.clock, self.cancel, self.on_warning = engine, req, clock, cancel, on_warning
-        self.pieces = StreamedPieces(engine, req, config)
+        self.pieces = StreamedPieces(engine, req, config, check)
         self.on_piece: Callable[[StreamPiece], None] | None = None
         self.jobs: dict[int, int] = {}  # id(job) -> piece k
         self.running: dict[int, Any] = {}  # id(job) -> the job, while it is in run_jobs' hands
@@ -404,6 +410,9 @@ class _Driver:
             self.planner.measure_wave(self.wave_tokens, statistics.median(self.forward_times))
         t_render = self.clock()
         self.pieces.done(k, job)  # its audio rendered (and, for piece 0, the voice of the rest)
+        if not self.pieces.finished[k]:  # the check asked for a retake: it runs in its wave still
+            self.finished -= 1
+            return [self.job(k)]
         self.planner.measure_decode(self.clock() - t_render, self.pieces.lengths[k] / self.sr)
         self._hand_out()
         self.wave_left = max(self.wave_left - 1, 0)
@@ -469,6 +478,7 @@ def stream(
     config: StreamConfig | None = None,
     cancel: threading.Event | None = None,
     clock: Callable[[], float] = time.perf_counter,
+    check=None,
 ) -> StreamSummary:
     """Speak `req` piece by piece: on_piece(StreamPiece) for every segment, strictly in order, each
     as soon as it and all before it are ready (called from this thread, between forwards).
@@ -477,7 +487,8 @@ def stream(
     total) after every forward in steps over all pieces (a total that never changes); on_warning(msg)
     for the request's warnings and, once, when the device cannot keep up with playback.
     cancel: once set (from any thread), the render stops with Cancelled before the next layer of
-    the forward running then (engine/cancel.py), or at the next forward."""
+    the forward running then (engine/cancel.py), or at the next forward. check: the per-piece
+    check (pieces.PieceCheck): a piece is handed out once its check accepts a take."""
     from .generation import run_jobs
     from .pipeline import validate_request
 
@@ -485,7 +496,7 @@ def stream(
     for w in warnings:
         if on_warning:
             on_warning(w)
-    d = _Driver(engine, req, config or StreamConfig(), clock, cancel, on_warning)
+    d = _Driver(engine, req, config or StreamConfig(), clock, cancel, on_warning, check)
     d.start(on_piece)
 
     def step(done: int, planned: int) -> None:
@@ -531,7 +542,8 @@ class StreamRun:
     def __init__(self, engine: "Engine", req: "Request", *, on_step: StepCallback | None = None,
                  on_progress: StepCallback | None = None, on_warning: Callable[[str], None] | None = None,
                  config: StreamConfig | None = None, on_idle: Callable[[], None] | None = None,
-                 idle_seconds: float = 0.25) -> None:  # fmt: skip
+                 idle_seconds: float = 0.25, check=None) -> None:  # fmt: skip
+        self.check = check
         self.on_step, self.on_warning, self.on_idle, self.idle_seconds = on_step, on_warning, on_idle, idle_seconds
         self.on_progress = on_progress
         self.summary: StreamSummary | None = None
@@ -549,7 +561,7 @@ class StreamRun:
             summary = stream(
                 engine, req, lambda p: put(("piece", p)), on_step=lambda d, t: put(("step", d, t)),
                 on_progress=lambda d, t: put(("progress", d, t)), on_warning=lambda w: put(("warning", w)),
-                config=config, cancel=self._cancel,
+                config=config, cancel=self._cancel, **({"check": self.check} if self.check is not None else {}),
             )  # fmt: skip
             put(("done", summary))
         except BaseException as e:  # handed to the iterating thread

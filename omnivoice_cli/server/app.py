@@ -57,6 +57,8 @@ class ServerState:
         self.speaking = 0  # speech requests being answered, from arrival to their reply's last byte
         self.served = 0  # speech replies sent in full (200, the last byte out)
         self.voice_lock: Any = None  # asyncio.Lock of the voice store (made in the event loop)
+        self.verifier: Any = None  # verify.Verifier: the recogniser of `verify` requests, loaded on first use
+        self.verifier_lock = threading.Lock()
         self.loaded = threading.Event()
         self._ids = itertools.count(1)
         self._prefix = secrets.token_hex(3)
@@ -267,8 +269,9 @@ async def speech(request: Request) -> Any:
     if parsed.built.warnings:
         entry["warning"] = "; ".join(parsed.built.warnings)
     events = EventQueue()
+    check = await anyio.to_thread.run_sync(_verify_check, state, parsed)
     try:
-        ticket = service.submit(parsed.request, events.put)
+        ticket = service.submit(parsed.request, events.put, **({"check": check} if check is not None else {}))
     except InvalidRequest as e:
         raise from_engine(e) from None
     except Exception as e:
@@ -280,6 +283,22 @@ async def speech(request: Request) -> Any:
             raise busy(str(e), max(1, int(state.options.grace)), "shutting_down") from None
         raise
     return SpeechReply(parsed, ticket, events, entry)
+
+
+def _verify_check(state: ServerState, parsed: Any) -> Any:
+    """A request's `verify` check (verify.py): the server's one recogniser, loaded on first use."""
+    settings = parsed.built.settings
+    if not settings["verify"]:
+        return None
+    from ..verify import Verifier
+
+    with state.verifier_lock:
+        if state.verifier is None:
+            try:
+                state.verifier = Verifier.from_settings({**settings.values, "asr_model": state.options.asr_model})
+            except InvalidRequest as e:
+                raise ApiError(400, str(e), param="verify") from None
+    return state.verifier.for_request(parsed.request.lang, settings["verify_max_error"], settings["verify_retries"])
 
 
 def model_names(state: ServerState) -> list[str]:

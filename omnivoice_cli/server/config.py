@@ -29,6 +29,7 @@ class ServeOptions:
     layers: tuple = ()  # the server's settings layers: (settings.Source, values) of --preset and the flags
     voice_map: Mapping[str, str] = field(default_factory=dict)  # OpenAI voice name -> voice-design instruct
     model: str = "omnivoice"  # what --model named
+    asr_model: str | None = None  # the speech recogniser (--asr-model): uploads without ref_text, `verify`
     quiet: bool = False  # no per-request log lines
     ui: bool = True  # the page on GET / (--no-ui: off)
     # A reply's pieces: whole sentences up to this estimated length. A text up to it is one piece,

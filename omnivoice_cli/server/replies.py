@@ -29,6 +29,7 @@ from .errors import ApiError, from_engine
 from .speech import Speech
 
 SEED_HEADER = "X-OmniVoice-Seed"
+VERIFY_HEADER = "X-OmniVoice-Verify"  # `verify`: per piece, JSON (error, transcript, attempts, seed kept)
 
 
 class EventQueue:
@@ -130,7 +131,11 @@ class SpeechReply:
         fmt, rate = self.speech.format, self.ticket.service.engine.sample_rate
         audio = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float32)
         data = await anyio.to_thread.run_sync(encode, audio, rate, fmt.sf_format, fmt.subtype)
-        await send(_start(200, self.headers({"Content-Length": str(len(data))})))
+        extra = {"Content-Length": str(len(data))}
+        check = self.ticket.pieces.check
+        if check is not None:  # the pieces are all checked now (a streamed reply's headers go out first)
+            extra[VERIFY_HEADER] = json.dumps(check.report(), ensure_ascii=True, separators=(",", ":"))
+        await send(_start(200, self.headers(extra)))
         await send({"type": "http.response.body", "body": data})
 
     async def stream(self, send: Any, event: Event) -> None:

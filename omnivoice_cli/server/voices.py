@@ -22,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from .. import settings as st
-from ..engine.errors import InvalidRequest
+from ..engine.errors import InvalidRequest, ModelUnavailable
 from .errors import ApiError, bad_request, scrub
 
 MAX_UPLOAD_SECONDS = 60.0  # a reference is best at 3-10 s
@@ -77,13 +77,24 @@ async def _form_fields(request: Request) -> tuple[str, Any, str]:
         raise bad_request("field 'name' is missing: give the voice a name, e.g. alice", "name")
     if not isinstance(upload, UploadFile):
         raise bad_request("field 'file' is missing: attach the recording (3-10 s of speech) as a file", "file")
+    if text is None:
+        return name.strip(), upload, None  # the speech recogniser's words (listen.py, the asr extra)
     if not isinstance(text, str) or not st.join_lines(text):
-        raise bad_request("field 'ref_text' is missing: give the words spoken in the recording "
-                          "(omnivoice has no speech recogniser)", "ref_text")  # fmt: skip
+        raise bad_request("field 'ref_text' is empty: give the words spoken in the recording, or leave the "
+                          "field out to have them transcribed", "ref_text")  # fmt: skip
     return name.strip(), upload, st.join_lines(text)
 
 
-def prepare_upload(data: bytes, filename: str, transcript: str) -> Any:
+def heard_upload(prepared: Any, filename: str, asr_model: str | None, device: str = "auto") -> str:
+    """The words of an uploaded recording without ref_text: the speech recogniser's (loaded, used, freed)."""
+    from .. import listen
+    from ..engine.config import SAMPLE_RATE
+
+    return listen.transcribe_reference(prepared.wav, SAMPLE_RATE, None, asr_model, device,
+                                       source=f"the uploaded file {filename!r}")  # fmt: skip
+
+
+def prepare_upload(data: bytes, filename: str, transcript: str | None) -> Any:
     """The uploaded recording, read and prepared (engine.voice.PreparedReference); InvalidRequest
     when it is not audio, too long, silent or too short."""
     import soundfile as sf
@@ -119,6 +130,7 @@ async def create_voice(request: Request) -> Response:
     state = request.app.state.server
     service = state.require_service()
     name, upload, transcript = await _form_fields(request)
+    heard = transcript is None
     try:
         voices.check_name(name)
     except InvalidRequest as e:
@@ -132,12 +144,21 @@ async def create_voice(request: Request) -> Response:
             prepared = await anyio.to_thread.run_sync(prepare_upload, data, upload.filename or "upload", transcript)
         except InvalidRequest as e:
             raise bad_request(str(e), "file") from None
+        if transcript is None:
+            asr_model = getattr(state.options, "asr_model", None)
+            try:
+                transcript = await anyio.to_thread.run_sync(heard_upload, prepared, upload.filename or "upload",
+                                                            asr_model)  # fmt: skip
+            except InvalidRequest as e:
+                raise bad_request(str(e), "ref_text") from None
+            except ModelUnavailable as e:
+                raise ApiError(503, str(e), param="ref_text", code="asr_model_unavailable") from None
         prompt = await asyncio.wrap_future(service.call(lambda engine: engine.voice_from_audio(prepared, transcript)))
         source = f"upload {upload.filename or ''}".strip()
         await anyio.to_thread.run_sync(lambda: voices.save(name, prompt, source=source, model=state.options.model))
     seconds = prompt.codes.shape[-1] / voices.FRAME_RATE
     body = {"id": name, "name": name, "type": "saved", "seconds": round(seconds, 2), "text": prompt.text,
-            "warnings": list(prepared.warnings)}  # fmt: skip
+            "text_source": "asr" if heard else "ref_text", "warnings": list(prepared.warnings)}  # fmt: skip
     return JSONResponse(body, status_code=201)
 
 

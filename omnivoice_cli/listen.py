@@ -1,0 +1,228 @@
+"""Listening back: a speech recogniser (the `asr` extra), for transcripts and checks of speech.
+
+    rec = load_recogniser("mobiuslabsgmbh/faster-whisper-large-v3-turbo")   # or a local folder
+    heard = rec.transcribe(wav, 24000, lang="en")     # -> Transcript(text, words with times)
+    rec.close()                                       # its memory back before the TTS body loads
+
+The recogniser is faster-whisper (CTranslate2: int8 on CPU, word timestamps, its own hub
+download), chosen over openai-whisper because checking every piece must cost far less than
+generating it; it brings no `transformers`. This module is the application layer's: the engine
+never imports it, nor do `--help` and the core path (faster_whisper is imported in
+`load_recogniser` only).
+
+`RECOGNISER` is the seam the rest of the application loads a recogniser through
+(`recogniser(spec)`): tests put a stub with scripted transcripts there.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+from .engine.errors import InvalidRequest, MissingExtra, ModelUnavailable
+
+# whisper-large-v3-turbo (the reference implementation's recogniser), as CTranslate2 converts it:
+# faster-whisper's own "large-v3-turbo" / "turbo" alias. 99 languages; 4 decoder layers instead
+# of large-v3's 32, so about 8x faster at nearly its accuracy; about 1.6 GB on disk (float16).
+DEFAULT_ASR_MODEL = "mobiuslabsgmbh/faster-whisper-large-v3-turbo"
+SAMPLE_RATE = 16000  # what Whisper hears
+MODEL_FILES = ("model.bin", "config.json")  # a CTranslate2 Whisper folder has at least these
+HUB_FILES = ["config.json", "preprocessor_config.json", "model.bin", "tokenizer.json", "vocabulary.*"]
+
+# The options of every transcription (faster-whisper's `transcribe`): greedy at temperature 0
+# with no fallback (the same audio gives the same words), word timestamps, no voice-activity
+# filter (the audio is speech we made), each call on its own (no previous text as a prompt).
+TRANSCRIBE_OPTIONS: dict[str, Any] = {
+    "beam_size": 1, "temperature": 0.0, "word_timestamps": True, "vad_filter": False,
+    "condition_on_previous_text": False, "without_timestamps": False,
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Word:
+    """One recognised word and its time in the audio (seconds)."""
+
+    text: str
+    start: float
+    end: float
+
+
+@dataclass(frozen=True)
+class Transcript:
+    text: str
+    words: tuple[Word, ...] = ()
+    language: str | None = None
+
+
+class Recogniser(Protocol):
+    def transcribe(self, audio: Any, sample_rate: int, lang: str | None = None, max_tokens: int | None = None,
+                   words: bool = True) -> Transcript: ...  # fmt: skip
+
+    def close(self) -> None: ...
+
+
+def to_16k(audio: Any, sample_rate: int) -> Any:
+    """Mono float32 at 16 kHz, as Whisper hears it (the engine's resampler)."""
+    import numpy as np
+
+    from .engine.resample import resample
+
+    wav = np.asarray(audio, dtype=np.float32).reshape(1, -1)
+    if sample_rate != SAMPLE_RATE:
+        wav = resample(wav, sample_rate, SAMPLE_RATE)
+    return np.ascontiguousarray(wav[0], dtype=np.float32)
+
+
+def whisper_language(lang: str | None) -> str | None:
+    """A language as Whisper names it ("en" for "en-US", "English"), or None (it detects one)."""
+    if not lang:
+        return None
+    from .engine.languages import resolve_language
+
+    code, _ = resolve_language(lang)
+    base = str(code or lang).replace("_", "-").split("-")[0].lower()
+    return {"zh": "zh", "yue": "yue", "jv": "jw"}.get(base, base)
+
+
+class WhisperRecogniser:
+    """faster-whisper's WhisperModel (int8 on CPU, float16 on a GPU)."""
+
+    def __init__(self, folder: Path, device: str = "auto") -> None:
+        from faster_whisper import WhisperModel
+
+        import ctranslate2
+
+        kind, _, index = str(device or "auto").partition(":")
+        if kind in ("auto", "mps"):  # CTranslate2 runs on CUDA or the CPU
+            kind = "cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu"
+        compute = "int8" if kind == "cpu" else "default"
+        self.folder = folder
+        self.model = WhisperModel(str(folder), device=kind, device_index=int(index or 0), compute_type=compute,
+                                  cpu_threads=min(os.cpu_count() or 1, 8))  # fmt: skip
+
+    def languages(self) -> list[str]:
+        return list(self.model.supported_languages)
+
+    def transcribe(self, audio: Any, sample_rate: int, lang: str | None = None, max_tokens: int | None = None,
+                   words: bool = True) -> Transcript:  # fmt: skip
+        """The words heard; `words`: with their times (CTranslate2's alignment encodes the audio
+        again: about twice the time, so --verify asks without)."""
+        wav = to_16k(audio, sample_rate)
+        language = whisper_language(lang)
+        if language is not None and language not in self.model.supported_languages:
+            language = None
+        options = dict(TRANSCRIBE_OPTIONS, word_timestamps=words)
+        if max_tokens is not None:
+            options["max_new_tokens"] = max(1, min(int(max_tokens), 440))
+        segments, info = self.model.transcribe(wav, language=language, **options)
+        return transcript_of(list(segments), info.language)
+
+    def close(self) -> None:
+        self.model = None
+        gc.collect()
+
+
+def transcript_of(segments: list, language: str | None = None) -> Transcript:
+    """faster-whisper's segments as one Transcript (text joined, words in order)."""
+    text = "".join(s.text for s in segments).strip()
+    words = tuple(Word(w.word.strip(), float(w.start), float(w.end)) for s in segments for w in (s.words or ()))
+    return Transcript(" ".join(text.split()), words, language)
+
+
+def resolve_asr_model(spec: str, flag: str = "--asr-model") -> Path:
+    """A recogniser folder: a local one (it must be a CTranslate2 Whisper model), or a hub id
+    (or one of faster-whisper's names, e.g. large-v3-turbo) fetched into the Hugging Face cache.
+    ModelUnavailable (one line) when offline and not cached."""
+    path = Path(spec).expanduser()
+    if path.exists() or spec.startswith((".", "/", "~")):
+        if not path.is_dir():
+            raise InvalidRequest(f"{flag} {spec}: no such model folder (give a folder or a hub id)", "asr_model")
+        missing = [f for f in MODEL_FILES if not (path / f).is_file()]
+        if missing:
+            raise InvalidRequest(f"{flag} {spec}: the folder is not a faster-whisper (CTranslate2) model: "
+                                 f"it lacks {', '.join(missing)}", "asr_model")  # fmt: skip
+        return path
+    from faster_whisper.utils import _MODELS
+
+    repo_id = _MODELS.get(spec, spec)
+    if repo_id.count("/") != 1:
+        names = ", ".join(sorted(_MODELS))
+        raise InvalidRequest(f"{flag} {spec!r} is not a hub id (owner/name), a model folder nor one of {names}",
+                             "asr_model")  # fmt: skip
+    import huggingface_hub as hf
+
+    from .engine.hub import hub_cache_dir, offline_reason
+
+    cache = hub_cache_dir()
+    try:
+        return Path(hf.snapshot_download(repo_id, cache_dir=cache, allow_patterns=HUB_FILES, local_files_only=True))
+    except Exception:  # noqa: BLE001 - not cached (LocalEntryNotFoundError and its kin)
+        pass
+    reason = offline_reason()
+    if reason is not None:
+        raise ModelUnavailable(f"speech recogniser {repo_id} is not in the Hugging Face cache and cannot be "
+                               f"downloaded (offline: {reason}); give {flag} a local model folder")  # fmt: skip
+    try:
+        return Path(hf.snapshot_download(repo_id, cache_dir=cache, allow_patterns=HUB_FILES))
+    except Exception as e:  # noqa: BLE001 - network and disk errors come in many classes
+        raise ModelUnavailable(f"speech recogniser {repo_id}: the download failed ({type(e).__name__}: "
+                               f"{' '.join(str(e).split())[:200]})") from None  # fmt: skip
+
+
+def load_recogniser(spec: str, device: str = "auto", what: str = "transcribing speech") -> Recogniser:
+    """The real recogniser (faster-whisper); MissingExtra when the `asr` extra is not installed."""
+    try:
+        import faster_whisper  # noqa: F401
+    except ImportError:
+        raise MissingExtra(what, "faster-whisper", "asr") from None
+    folder = resolve_asr_model(spec)
+    try:
+        return WhisperRecogniser(folder, device)
+    except (RuntimeError, ValueError, OSError) as e:
+        raise InvalidRequest(f"--asr-model {spec}: the recogniser cannot be loaded from {folder} "
+                             f"({' '.join(str(e).split())[:200]})", "asr_model") from None  # fmt: skip
+
+
+# The seam every caller loads a recogniser through: (spec, device, what) -> Recogniser.
+RECOGNISER: Callable[..., Recogniser] = load_recogniser
+
+
+def recogniser(spec: str | None, device: str = "auto", what: str = "transcribing speech") -> Recogniser:
+    return RECOGNISER(spec or DEFAULT_ASR_MODEL, device, what)
+
+
+def transcribe_reference(wav: Any, sample_rate: int, lang: str | None, spec: str | None, device: str = "auto",
+                         source: str = "the reference audio") -> str:  # fmt: skip
+    """The words of a reference recording (prepared): a recogniser loaded, used and freed."""
+    rec = recogniser(spec, device, f"a reference without a transcript ({source}: no --ref-text, no .txt beside it)")
+    try:
+        heard = rec.transcribe(wav, sample_rate, lang)
+    finally:
+        rec.close()
+    if not heard.text.strip():
+        raise InvalidRequest(f"the speech recogniser heard no words in {source}: give --ref-text \"the words "
+                             f"spoken in it\"", "ref_text")  # fmt: skip
+    return heard.text
+
+
+@dataclass
+class RecogniserHolder:
+    """One recogniser for a run, loaded on first use."""
+
+    spec: str | None
+    device: str = "auto"
+    what: str = "transcribing speech"
+    _rec: Any = field(default=None, repr=False)
+
+    def get(self) -> Recogniser:
+        if self._rec is None:
+            self._rec = recogniser(self.spec, self.device, self.what)
+        return self._rec
+
+    def close(self) -> None:
+        if self._rec is not None:
+            self._rec.close()
+            self._rec = None

@@ -1,0 +1,147 @@
+"""Listening back (listen.py, the asr extra): a reference without a transcript is transcribed by
+the speech recogniser, and what we report is the library's own transcription of the same prepared
+audio with the same options (tests/fixtures/asr-tiny: a random-weight Whisper in faster-whisper's
+format, built by tools/make_asr_fixture.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+ASR_TINY = ROOT / "tests" / "fixtures" / "asr-tiny"
+REF = ROOT / "tests" / "fixtures" / "golden" / "ref_24k.wav"
+
+faster_whisper = pytest.importorskip("faster_whisper")
+
+
+def library_transcript(path: Path, lang: str | None = None) -> str:
+    """faster-whisper's own transcription of the prepared reference, with listen's options."""
+    from faster_whisper import WhisperModel
+
+    from omnivoice_cli import listen
+    from omnivoice_cli.engine import voice as vmod
+
+    prepared = vmod.prepare_reference(vmod.load_reference(path), None)
+    model = WhisperModel(str(ASR_TINY), device="cpu", compute_type="int8")
+    segments, _ = model.transcribe(listen.to_16k(prepared.wav, vmod.SAMPLE_RATE), language=lang,
+                                   **listen.TRANSCRIBE_OPTIONS)  # fmt: skip
+    return " ".join("".join(s.text for s in segments).split())
+
+
+@pytest.fixture
+def bare_ref(tmp_path) -> Path:
+    """A recording with no .txt beside it."""
+    ref = tmp_path / "me.wav"
+    shutil.copy(REF, ref)
+    return ref
+
+
+def test_say_ref_without_transcript_is_transcribed(invoke, fake_engine, bare_ref, tmp_path):
+    out = tmp_path / "out.wav"
+    r = invoke("say", "Hi, it is me.", "--ref", bare_ref, "--asr-model", ASR_TINY, "--model", "x", "-o", out,
+               "--json", "--lang", "en")  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    report = json.loads(r.stdout)
+    heard = library_transcript(bare_ref, "en")
+    assert heard and report["ref_text"] == heard and report["ref_text_source"] == "asr"
+    assert fake_engine.encoded == [(str(bare_ref), heard)]  # the voice is encoded with that transcript
+    assert f"--ref: transcribed as {json.dumps(heard, ensure_ascii=False)}" in r.stderr
+    # a transcript given wins, and says where it came from
+    r = invoke("say", "Hi.", "--ref", bare_ref, "--ref-text", "Given words.", "--asr-model", "/nonexistent",
+               "--model", "x", "-o", out, "--json")  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["ref_text_source"] == "ref_text" and "transcribed as" not in r.stderr
+    bare_ref.with_suffix(".txt").write_text("Words in a file.")
+    r = invoke("say", "Hi.", "--ref", bare_ref, "--asr-model", "/nonexistent", "--model", "x", "-o", out, "--json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["ref_text"] == "Words in a file." and json.loads(r.stdout)["ref_text_source"] == "file"
+
+
+def test_voice_add_without_transcript_stores_the_recognisers_words(invoke, fake_engine, bare_ref, tmp_path,
+                                                                     monkeypatch):  # fmt: skip
+    monkeypatch.setenv("OMNIVOICE_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("OMNIVOICE_ASR_MODEL", str(ASR_TINY))  # the setting's environment variable
+    r = invoke("voice", "add", "alice", "--ref", bare_ref, "--model", "x")
+    assert r.exit_code == 0, r.stderr
+    heard = library_transcript(bare_ref)
+    assert fake_engine.encoded == [(str(bare_ref), heard)]
+    from omnivoice_cli import voices
+
+    saved = voices.load_voice_file(voices.resolve_voice("alice", None))
+    assert heard.rstrip(".") in saved.text  # the stored transcript (the model's punctuation added)
+
+
+def test_recogniser_is_freed_before_the_tts_model_loads(invoke, fake_engine, bare_ref, tmp_path, monkeypatch):
+    from omnivoice_cli import listen
+
+    events = []
+
+    class Stub:
+        def transcribe(self, audio, sample_rate, lang=None, max_tokens=None, words=True):
+            events.append("transcribe")
+            return listen.Transcript("stub words")
+
+        def close(self):
+            events.append("close")
+
+    monkeypatch.setattr(listen, "RECOGNISER", lambda spec, device, what: events.append("load") or Stub())
+    real_load = fake_engine.load
+    monkeypatch.setattr(fake_engine, "load", classmethod(lambda cls, *a, **k: events.append("tts") or
+                                                         real_load.__func__(cls, *a, **k)))  # fmt: skip
+    r = invoke("say", "Hi.", "--ref", bare_ref, "--model", "x", "-o", tmp_path / "o.wav", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert events == ["load", "transcribe", "close", "tts"]
+
+
+def test_asr_model_errors(invoke, fake_engine, bare_ref, tmp_path, monkeypatch):
+    not_a_model = tmp_path / "notamodel"
+    not_a_model.mkdir()
+    r = invoke("say", "Hi.", "--ref", bare_ref, "--asr-model", not_a_model, "--model", "x", "-o", tmp_path / "o.wav")
+    assert r.exit_code == 2 and "is not a faster-whisper (CTranslate2) model: it lacks model.bin" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    r = invoke("say", "Hi.", "--ref", bare_ref, "--asr-model", "someone/whisper-x", "--model", "x",
+               "-o", tmp_path / "o.wav")  # fmt: skip
+    assert r.exit_code == 1, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "someone/whisper-x is not in the Hugging Face cache" in lines[0], r.stderr
+    assert "offline: HF_HUB_OFFLINE is set" in lines[0] and not (tmp_path / "o.wav").exists()
+
+
+def test_help_and_the_core_path_never_import_the_recogniser(tmp_path):
+    code = (
+        "import sys\n"
+        "from omnivoice_cli import request, speak, settings, batch, listen\n"
+        "from omnivoice_cli.engine import pipeline, streaming, pieces\n"
+        "from omnivoice_cli.cli import main\n"
+        "sys.argv = ['omnivoice', 'say', '--help']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('faster_whisper', 'ctranslate2', 'transformers'))\n"
+        "print('LOADED', bad)\n"
+    )  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert "--asr-model" in proc.stdout and "LOADED []" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_the_fixture_is_in_the_librarys_format():
+    from omnivoice_cli import listen
+
+    rec = listen.load_recogniser(str(ASR_TINY), "cpu")
+    try:
+        assert rec.model.model.n_mels == 128  # large-v3 / turbo's features
+        assert len(json.loads((ASR_TINY / "vocabulary.json").read_text())) == 51866
+        import numpy as np
+
+        heard = rec.transcribe(np.zeros(24000, np.float32) + 0.01, 24000, "en", max_tokens=8)
+        assert all(w.start <= w.end for w in heard.words)
+    finally:
+        rec.close()

@@ -1,0 +1,149 @@
+"""--verify: each piece transcribed, a piece over the limit retaken with seed + k + 1000 x attempt,
+the best take kept (verify.py, the engine's per-piece check in engine/pieces.py). The recogniser
+is a stub with scripted transcripts (listen.RECOGNISER is the seam), the TTS the tiny checkpoint."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from conftest import TINY_CKPT
+from omnivoice_cli import listen, verify
+
+TEXT = "Hello there, this is a test."
+
+
+class Scripted:
+    """A recogniser that hears what it is told to, in order (then the last line again)."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self.lines, self.heard = list(lines), []
+
+    def transcribe(self, audio, sample_rate, lang=None, max_tokens=None, words=True):
+        assert sample_rate == 24000 and audio.dtype == np.float32 and audio.ndim == 1 and len(audio) > 0
+        self.heard.append(np.asarray(audio).copy())
+        line = self.lines.pop(0) if len(self.lines) > 1 else self.lines[0]
+        return listen.Transcript(line)
+
+    def close(self):
+        pass
+
+
+@pytest.fixture
+def scripted(monkeypatch):
+    def install(lines):
+        rec = Scripted(lines)
+        monkeypatch.setattr(listen, "RECOGNISER", lambda spec, device, what: rec)
+        return rec
+
+    return install
+
+
+def say(invoke, tmp_path, name, *args):
+    out = tmp_path / name
+    r = invoke("say", TEXT, "--model", TINY_CKPT, "-o", out, "--json", "--num-step", "4", *args)
+    assert r.exit_code == 0, r.stderr
+    return json.loads(r.stdout), sf.read(out, dtype="float32")[0], r.stderr
+
+
+def test_a_piece_failing_twice_takes_three_attempts_and_its_seed_reproduces_it(invoke, tmp_path, scripted):
+    rec = scripted(["garbled words", "hello hello hello", TEXT])
+    report, audio, stderr = say(invoke, tmp_path, "v.wav", "--seed", "7", "--verify")
+    [row] = report["verify"]
+    assert row["attempts"] == 3 and row["kept"] == 3 and row["ok"] and row["error"] == 0.0
+    assert row["seed"] == 7 + 0 + 1000 * 2 and row["transcript"] == TEXT and len(rec.heard) == 3
+    assert not np.array_equal(rec.heard[0], rec.heard[2])  # each retake is a new generation
+    _, alone, _ = say(invoke, tmp_path, "alone.wav", "--seed", str(row["seed"]))
+    assert np.array_equal(alone, audio)  # the kept take, reproduced by `say --seed`
+
+
+def test_every_first_take_passing_gives_the_audio_of_a_run_without_verify(invoke, tmp_path, scripted):
+    scripted([TEXT.upper() + "!"])  # case and punctuation do not count
+    report, audio, _ = say(invoke, tmp_path, "v.wav", "--seed", "3", "--verify")
+    assert [r["attempts"] for r in report["verify"]] == [1] and report["verify"][0]["error"] == 0.0
+    plain, plain_audio, _ = say(invoke, tmp_path, "p.wav", "--seed", "3")
+    assert "verify" not in plain and np.array_equal(audio, plain_audio)
+
+
+def test_a_piece_still_over_the_limit_is_kept_with_a_warning(invoke, tmp_path, scripted):
+    rec = scripted(["hello there this is", "nothing like it", "hello there this is a tent"])
+    report, _, stderr = say(invoke, tmp_path, "v.wav", "--seed", "1", "--verify", "--verify-max-error", "0.1")
+    [row] = report["verify"]
+    assert row["attempts"] == 3 and len(rec.heard) == 3  # the default of 2 retries
+    assert row["kept"] == 3 and row["seed"] == 2001 and not row["ok"]  # 1/6 wrong: the least error
+    assert row["error"] == pytest.approx(1 / 6, abs=1e-4)
+    assert "piece 1 still reads 17% wrong after 3 takes (kept take 3, seed 2001)" in stderr
+    report, _, _ = say(invoke, tmp_path, "w.wav", "--seed", "1", "--verify", "--verify-retries", "0")
+    assert report["verify"][0]["attempts"] == 1
+
+
+def test_error_rate():
+    assert verify.error_rate("Hello, World!", "hello world") == 0.0
+    assert verify.error_rate("one two three four", "one three four") == 0.25
+    assert verify.error_rate("one two", "one two two two") == 1.0
+    assert verify.error_rate("[laughter] Don't stop.", "don't stop") == 0.0
+    assert verify.error_rate("你好世界", "你好世", "zh") == 0.25  # characters for Chinese
+    assert verify.error_rate("你好世界", "你好世") == 0.25  # ... found by its script too
+    assert verify.error_rate("", "") == 0.0 and verify.error_rate("", "uh") == 1.0
+
+
+def test_batch_verify_per_line_in_the_manifest(invoke, tmp_path, scripted):
+    scripted(["garbled", TEXT])
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"id": "a", "text": TEXT, "verify": True, "seed": 5}) + "\n"
+                   + json.dumps({"id": "b", "text": TEXT, "seed": 5}) + "\n")  # fmt: skip
+    r = invoke("batch", src, "-o", tmp_path / "out", "--model", TINY_CKPT, "--num-step", "4")
+    assert r.exit_code == 0, r.stderr
+    records = {rec["id"]: rec for rec in map(json.loads, (tmp_path / "out" / "manifest.jsonl").read_text().splitlines())}
+    [row] = records["a"]["verify"]
+    assert row["attempts"] == 2 and row["kept"] == 2 and row["seed"] == 1005 and row["ok"]
+    assert "verify" not in records["b"]
+    a, _ = sf.read(tmp_path / "out" / records["a"]["output"], dtype="float32")
+    b, _ = sf.read(tmp_path / "out" / records["b"]["output"], dtype="float32")
+    assert not np.array_equal(a, b)  # a is its retake (seed 1005), b the first take (seed 5)
+
+
+def test_verify_with_stream_hands_a_piece_out_after_its_check(invoke, tmp_path, scripted):
+    rec = scripted(["garbled", TEXT])
+    report, audio, _ = say(invoke, tmp_path, "s.wav", "--seed", "9", "--verify", "--stream")
+    [row] = report["verify"]
+    assert row["attempts"] == 2 and row["seed"] == 1009 and len(rec.heard) == 2
+    _, alone, _ = say(invoke, tmp_path, "alone.wav", "--seed", "1009", "--stream")
+    assert np.array_equal(alone, audio)
+
+
+def test_server_verify_field_and_header(engine, scripted):
+    httpx = pytest.importorskip("httpx")
+    pytest.importorskip("starlette")
+    from server_util import running_server
+
+    rec = scripted(["garbled", TEXT])
+    with running_server(engine) as (url, _, _s):
+        c = httpx.Client(base_url=url, timeout=120)
+        body = {"model": "omnivoice", "input": TEXT, "voice": "auto", "seed": 11, "verify": True, "stream": False,
+                "response_format": "wav"}  # fmt: skip
+        r = c.post("/v1/audio/speech", json=body)
+        assert r.status_code == 200, r.text
+        [row] = json.loads(r.headers["x-omnivoice-verify"])
+        assert row["attempts"] == 2 and row["seed"] == 1011 and row["ok"] and len(rec.heard) == 2
+        alone = c.post("/v1/audio/speech", json={**body, "verify": False, "seed": 1011})
+        assert "x-omnivoice-verify" not in alone.headers and alone.content == r.content  # the kept take alone
+
+
+def test_server_upload_without_ref_text_is_transcribed(engine, scripted, tmp_path, monkeypatch):
+    httpx = pytest.importorskip("httpx")
+    pytest.importorskip("starlette")
+    from pathlib import Path
+
+    from server_util import running_server
+
+    monkeypatch.setenv("OMNIVOICE_HOME", str(tmp_path / "home"))
+    scripted(["These are the words heard."])
+    wav = (Path(__file__).parent / "fixtures" / "golden" / "ref_24k.wav").read_bytes()
+    with running_server(engine) as (url, _, _s):
+        r = httpx.post(url + "/v1/audio/voices", data={"name": "heard"}, files={"file": ("a.wav", wav)}, timeout=120)
+        assert r.status_code == 201, r.text
+        assert r.json()["text_source"] == "asr" and "These are the words heard" in r.json()["text"]

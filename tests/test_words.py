@@ -1,0 +1,108 @@
+"""Word timings (words.py): --words FILE.json and --subtitle-level word. Every word of the text
+once, in order, start <= end, never decreasing, inside the audio; the VTT and JSON parse back."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from conftest import TINY_CKPT
+from omnivoice_cli import listen, verify, words
+
+TEXT = "Hello there, this is a test. It has two sentences and a few more words."
+ASR_TINY = Path(__file__).resolve().parent / "fixtures" / "asr-tiny"
+
+
+class Timed:
+    """Hears the text it is given (less the words in `drop`), its words evenly over the audio."""
+
+    def __init__(self, text: str, drop: set[str] = frozenset()) -> None:
+        self.text, self.drop, self.calls = text, drop, 0
+
+    def transcribe(self, audio, sample_rate, lang=None, max_tokens=None, words=True):
+        self.calls += 1
+        said = [w for w in self.text.split() if verify.normalise(w) not in self.drop]
+        step = len(audio) / sample_rate / max(len(said), 1)
+        heard = tuple(listen.Word(w, i * step, (i + 0.8) * step) for i, w in enumerate(said))
+        return listen.Transcript(" ".join(said), heard)
+
+    def close(self):
+        pass
+
+
+def check_words(rows: list[dict], text: str, seconds: float) -> None:
+    assert [r["word"] for r in rows] == verify.normalise(text).split()
+    last = 0.0
+    for r in rows:
+        assert 0.0 <= r["start"] <= r["end"] <= seconds + 1e-3 and r["start"] >= last
+        last = r["start"]
+
+
+def test_say_words_and_word_subtitles(invoke, tmp_path, monkeypatch):
+    import webvtt
+
+    rec = Timed(TEXT, drop={"this", "few"})
+    monkeypatch.setattr(listen, "RECOGNISER", lambda spec, device, what: rec)
+    out, wj, vtt = tmp_path / "o.wav", tmp_path / "o.words.json", tmp_path / "o.vtt"
+    r = invoke("say", TEXT, "--model", TINY_CKPT, "-o", out, "--num-step", "4", "--seed", "1", "--words", wj,
+               "--subtitles", vtt, "--subtitle-level", "word")  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    audio, rate = sf.read(out)
+    rows = json.loads(wj.read_text())["words"]
+    check_words(rows, TEXT, len(audio) / rate)
+    assert {r["word"] for r in rows if r["estimated"]} == {"this", "few"}  # missed: interpolated, marked
+    assert all(r["piece"] == 0 for r in rows) and rec.calls == 1
+    captions = webvtt.read(str(vtt))
+    body = " ".join(c.raw_text for c in captions)
+    stamps = re.findall(r"<(\d\d:\d\d:\d\d\.\d\d\d)>", body)
+    assert len(stamps) >= len(rows) - 3  # a time before (almost) every word but the first of a cue
+    assert verify.normalise(re.sub(r"<[^>]+>", "", body)) == verify.normalise(TEXT)
+
+
+def test_words_on_a_long_text_cover_every_piece(tmp_path):
+    """Several pieces: each transcribed in its own stretch, words in order across them."""
+    text = "One two three. Four five six."
+    audio = np.zeros(48000, np.float32)
+    pieces = [("One two three.", 0, 20000), ("Four five six.", 26000, 48000)]
+    rows = [w.as_dict() for w in words.word_timings(Timed("a b c"), audio, 24000, pieces, text)]
+    check_words(rows, text, 2.0)
+    assert [r["piece"] for r in rows] == [0, 0, 0, 1, 1, 1]
+    assert not any(r["estimated"] for r in rows)  # a word heard otherwise still gives its place and time
+    assert rows[3]["start"] == pytest.approx(26000 / 24000, abs=1e-3) and rows[2]["end"] <= 20000 / 24000 + 1e-3
+
+
+def test_words_with_the_fixture_recogniser(tmp_path):
+    pytest.importorskip("faster_whisper")
+    rec = listen.load_recogniser(str(ASR_TINY), "cpu")
+    audio, rate = sf.read(Path(__file__).parent / "fixtures" / "golden" / "ref_24k.wav", dtype="float32")
+    rows = [w.as_dict() for w in words.word_timings(rec, audio, rate, None, TEXT, "en")]
+    check_words(rows, TEXT, len(audio) / rate)
+    rec.close()
+
+
+def test_word_options_are_checked_before_the_model(invoke, tmp_path):
+    r = invoke("say", "Hi.", "--model", TINY_CKPT, "-o", tmp_path / "o.wav", "--subtitle-level", "word")
+    assert r.exit_code == 2 and "--subtitle-level word needs --subtitles FILE.vtt" in r.stderr
+    r = invoke("say", "Hi.", "--model", TINY_CKPT, "-o", tmp_path / "o.wav", "--words", tmp_path / "w.txt")
+    assert r.exit_code == 2 and "give a .json file name" in r.stderr
+    r = invoke("say", "Hi.", "--model", TINY_CKPT, "-o", tmp_path / "o.wav", "--subtitle-level", "char")
+    assert r.exit_code == 2 and "--subtitle-level must be line or word" in r.stderr
+
+
+def test_batch_words_beside_each_output(invoke, tmp_path, monkeypatch):
+    rec = Timed(TEXT)
+    monkeypatch.setattr(listen, "RECOGNISER", lambda spec, device, what: rec)
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"id": "a", "text": TEXT}) + "\n" + json.dumps({"id": "b", "text": "Short one."}) + "\n")
+    r = invoke("batch", src, "-o", tmp_path / "out", "--model", TINY_CKPT, "--num-step", "4", "--words")
+    assert r.exit_code == 0, r.stderr
+    for rec_ in map(json.loads, (tmp_path / "out" / "manifest.jsonl").read_text().splitlines()):
+        wav = tmp_path / "out" / rec_["output"]
+        audio, rate = sf.read(wav)
+        rows = json.loads(wav.with_name(wav.stem + ".words.json").read_text())["words"]
+        check_words(rows, rec_["text"], len(audio) / rate)
