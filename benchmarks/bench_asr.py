@@ -42,7 +42,7 @@ def main() -> None:
 
     import numpy as np
 
-    from omnivoice_cli import listen, verify
+    from omnivoice_cli.app import listen, verify
 
     out: dict = {"text": SENTENCE_9S, "asr_model": args.asr_model}
     t0 = time.perf_counter()

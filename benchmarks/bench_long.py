@@ -35,7 +35,7 @@ ckpt, src, steps, threads, out = sys.argv[1:6]
 engine = Engine.load(ckpt, device="cpu", threads=int(threads))
 t0 = time.perf_counter()
 [r] = engine.generate([Request(text=open(src).read(), seed=1, generation=GenerationConfig(num_step=int(steps)))])
-from omnivoice_cli.output import check_output, write_audio
+from omnivoice_cli.media.output import check_output, write_audio
 write_audio(r.audio, r.sample_rate, check_output(out))
 print("RESULT", time.perf_counter() - t0, len(r.audio) / r.sample_rate, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 """

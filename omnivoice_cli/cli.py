@@ -23,11 +23,11 @@ try:  # typer >= 0.2x vendors its own click
 except ImportError:  # older typer runs on click
     from click import exceptions as _cx
 
-from . import settings as st
+from .app import settings as st
 from .commands import batch as batch_cmd
 from .commands import dub, info, mcp, models, presets, say, serve, voice, wyoming
 from .commands.common import error
-from .helpfmt import HelpCommand, HelpGroup
+from .ui.helpfmt import HelpCommand, HelpGroup
 
 
 class Group(HelpGroup):
@@ -142,7 +142,7 @@ def main() -> None:
         app(prog_name="omnivoice")
     except SystemExit as e:
         if e.code in (130, 143):  # stopped: a signal that follows must not interrupt the exit
-            from .signals import ignore_stops
+            from .app.signals import ignore_stops
 
             ignore_stops()
         raise

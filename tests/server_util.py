@@ -17,7 +17,7 @@ TINY_CKPT = Path(__file__).resolve().parent / "fixtures" / "tiny" / "ckpt"
 @contextmanager
 def running_server(engine, **options):
     """Yield (url, server, state): the app over `engine` (already loaded) on a free port."""
-    from omnivoice_cli import settings as st
+    from omnivoice_cli.app import settings as st
     from omnivoice_cli.server.app import ServerState
     from omnivoice_cli.server.config import ServeOptions, load_voice_map
     from omnivoice_cli.server.run import make_server

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from conftest import files_in
-from omnivoice_cli import output
+from omnivoice_cli.media import output
 from omnivoice_cli.engine.errors import InvalidRequest, OmniVoiceError
-from omnivoice_cli.output import AUDIO_FORMATS, EncoderMissing, check_output, encode, encode_aac, write_audio
+from omnivoice_cli.media.output import AUDIO_FORMATS, EncoderMissing, check_output, encode, encode_aac, write_audio
 
 SR = 24000
 

@@ -19,12 +19,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import omnivoice_cli.output as omnivoice_output
+import omnivoice_cli.media.output as omnivoice_output
 import soundfile as sf
 
 from conftest import ROOT, TINY_CKPT, files_in
-from omnivoice_cli import settings as st
-from omnivoice_cli.batch import MANIFEST
+from omnivoice_cli.app import settings as st
+from omnivoice_cli.app.batch import MANIFEST
 
 MAIN = [sys.executable, "-c", "from omnivoice_cli.cli import main; main()"]  # the `omnivoice` script
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -622,7 +622,7 @@ def test_warnings_are_shown_once(invoke, fake_engine, tmp_path, home):
 
 
 def test_progress_gets_steps_and_lines(invoke, fake_engine, tmp_path, home, monkeypatch):
-    from omnivoice_cli import progress
+    from omnivoice_cli.ui import progress
 
     seen = {"steps": [], "lines": []}
     monkeypatch.setattr(progress.BatchProgress, "step", lambda self, d, t: seen["steps"].append((d, t)))
@@ -644,9 +644,9 @@ def test_an_executor_needs_only_the_public_seam(tmp_path, home):
     """batch.Executor: an executor that ends each line with save_result or fail_line (as
     cluster.RayExecutor does) gets the files, the manifest and the counts of a local run; the run
     needs nothing of the face (a bare session.Session: messages to a list, no bars)."""
-    from omnivoice_cli.batch import BatchRun
+    from omnivoice_cli.app.batch import BatchRun
     from omnivoice_cli.engine.pipeline import Result
-    from omnivoice_cli.session import Session
+    from omnivoice_cli.app.session import Session
 
     class Halves:  # line 1 spoken, line 2 failed, by no engine
         def speak(self, run, pending, signals):
@@ -890,7 +890,7 @@ def test_batch_clones_a_voice_like_the_engine(invoke, loaded, tiny_engine, tmp_p
 
     from omnivoice_cli.engine.config import GenerationConfig
     from omnivoice_cli.engine.pipeline import Request
-    from omnivoice_cli.output import encode
+    from omnivoice_cli.media.output import encode
 
     voice_mod = pytest.importorskip("omnivoice_cli.engine.voice")
     if not hasattr(tiny_engine, "voice_from_audio") or not hasattr(voice_mod, "save_voice"):

@@ -17,12 +17,12 @@ import sys
 import numpy as np
 import pytest
 
-import omnivoice_cli.output as omnivoice_output
+import omnivoice_cli.media.output as omnivoice_output
 import soundfile as sf
 from safetensors.numpy import load_file
 
 from conftest import GOLDEN, ROOT, TINY_CKPT, files_in
-from omnivoice_cli import settings as st
+from omnivoice_cli.app import settings as st
 
 TEXT = "Hello world, this is a small test of the speech oracle."
 MAIN = [sys.executable, "-c", "from omnivoice_cli.cli import main; main()"]  # the `omnivoice` script

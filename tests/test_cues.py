@@ -6,8 +6,8 @@ import srt
 import webvtt
 import pytest
 
-from omnivoice_cli import cues
-from omnivoice_cli.cues import Subtitle
+from omnivoice_cli.media import cues
+from omnivoice_cli.media.cues import Subtitle
 from omnivoice_cli.engine.errors import InvalidRequest
 
 SRT = """1

@@ -13,8 +13,8 @@ import torch
 import webvtt
 
 from conftest import TINY_CKPT, files_in
-from omnivoice_cli import dialogue
-from omnivoice_cli.dialogue import Cast, Member
+from omnivoice_cli.app import dialogue
+from omnivoice_cli.app.dialogue import Cast, Member
 from omnivoice_cli.engine.errors import InvalidRequest
 
 SR = 24000

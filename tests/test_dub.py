@@ -15,7 +15,8 @@ import pytest
 import soundfile as sf
 
 from conftest import TINY_CKPT, files_in
-from omnivoice_cli import dubbing, tracks
+from omnivoice_cli.app import dubbing
+from omnivoice_cli.media import tracks
 
 SR = 24000
 
@@ -66,7 +67,7 @@ def pcm(x: np.ndarray) -> np.ndarray:
     """As a 16-bit WAV file written by the tool holds it."""
     import io
 
-    from omnivoice_cli.output import encode
+    from omnivoice_cli.media.output import encode
 
     return sf.read(io.BytesIO(encode(x, SR)), dtype="int16")[0]
 
@@ -230,7 +231,7 @@ def test_rerun_with_stems_resumes(invoke, fake_engine, home, episode, tmp_path):
 
 
 def test_interrupted_dub_keeps_stems_and_writes_no_track(invoke, fake_engine, home, episode, tmp_path, monkeypatch):
-    from omnivoice_cli.signals import Stop
+    from omnivoice_cli.app.signals import Stop
 
     real = fake_engine.generate
 

@@ -15,8 +15,8 @@ import soundfile as sf
 import typer.main
 from conftest import ROOT, TINY_CKPT
 
-from omnivoice_cli import settings as st
-from omnivoice_cli.helpfmt import wrap_example
+from omnivoice_cli.app import settings as st
+from omnivoice_cli.ui.helpfmt import wrap_example
 
 MAIN = [sys.executable, "-c", "from omnivoice_cli.cli import main; main()"]  # the `omnivoice` script
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}

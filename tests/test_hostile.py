@@ -106,7 +106,7 @@ def test_a_path_too_long_fails_before_the_model(invoke, fake_engine, tmp_path):
 
 
 def test_temporary_prefix_fits_the_name_limit(tmp_path):
-    from omnivoice_cli.output import TEMPORARY_SUFFIX, name_max, temporary_prefix
+    from omnivoice_cli.media.output import TEMPORARY_SUFFIX, name_max, temporary_prefix
 
     limit = name_max(tmp_path)
     for name in ("a.wav", "a" * 251 + ".wav", "é" * 127 + ".w", "日本" * 40 + ".wav"):
@@ -118,7 +118,7 @@ def test_temporary_prefix_fits_the_name_limit(tmp_path):
 
 
 def test_stale_temporaries_of_long_names_are_found(tmp_path):
-    from omnivoice_cli.output import replace_atomically, temporary_files
+    from omnivoice_cli.media.output import replace_atomically, temporary_files
 
     target = tmp_path / ("b" * 251 + ".wav")
 
@@ -137,7 +137,7 @@ def test_stale_temporaries_of_long_names_are_found(tmp_path):
 
 
 def temporary_name_of(target: Path) -> str:
-    from omnivoice_cli.output import TEMPORARY_SUFFIX, temporary_prefix
+    from omnivoice_cli.media.output import TEMPORARY_SUFFIX, temporary_prefix
 
     return temporary_prefix(target) + "x1y2z3w4" + TEMPORARY_SUFFIX
 
@@ -146,7 +146,7 @@ def test_output_stdout_closed_fails_before_the_model(invoke, fake_engine, monkey
     import sys
 
     monkeypatch.setattr(sys, "stdout", None)
-    from omnivoice_cli.output import check_output
+    from omnivoice_cli.media.output import check_output
 
     with pytest.raises(InvalidRequest, match="stdout, which is closed"):
         check_output("-")
@@ -154,7 +154,7 @@ def test_output_stdout_closed_fails_before_the_model(invoke, fake_engine, monkey
 
 def test_wav_past_its_header_limit_is_refused_before_writing(tmp_path):
     """A WAV's sizes are 32-bit: more than about 24.8 h cannot be written (no partial, wrapped file)."""
-    from omnivoice_cli.output import MAX_SAMPLES, check_output, write_audio
+    from omnivoice_cli.media.output import MAX_SAMPLES, check_output, write_audio
 
     huge = np.broadcast_to(np.zeros(1, np.float32), (MAX_SAMPLES["wav"] + 1,))  # no memory behind it
     target = check_output(str(tmp_path / "long.wav"))
@@ -412,7 +412,7 @@ def test_broken_voice_metadata_is_one_error(invoke, fake_engine, tmp_path, home,
 
 
 def test_a_voice_too_long_is_refused_before_reading(tmp_path):
-    from omnivoice_cli.voices import load_voice_file
+    from omnivoice_cli.app.voices import load_voice_file
 
     path = _voice_file(tmp_path / "v.safetensors", {"rms": "0.1", "text": "Hi."}, frames=2000)
     with pytest.raises(InvalidRequest, match="holds 80.0 s of audio: at most 60 s"):
@@ -589,7 +589,7 @@ def test_outputs_through_a_link_or_onto_a_folder_fail_alone(invoke, fake_engine,
 
 
 def test_a_batch_input_linked_to_dev_zero_is_bounded(invoke, fake_engine, tmp_path, home, monkeypatch):
-    import omnivoice_cli.batch as batch
+    import omnivoice_cli.app.batch as batch
 
     monkeypatch.setattr(batch, "MAX_INPUT_BYTES", 8 << 20)  # the same loop, a smaller bound
     src = tmp_path / "zero.jsonl"
@@ -601,7 +601,7 @@ def test_a_batch_input_linked_to_dev_zero_is_bounded(invoke, fake_engine, tmp_pa
 
 
 def test_too_many_lines_are_refused(invoke, fake_engine, tmp_path, home, monkeypatch):
-    import omnivoice_cli.batch as batch
+    import omnivoice_cli.app.batch as batch
 
     monkeypatch.setattr(batch, "MAX_LINES", 3)
     src = tmp_path / "in.txt"

@@ -16,7 +16,7 @@ from omnivoice_cli.engine.text import (
     instruct_vocabulary,
     resolve_instruct,
 )
-from omnivoice_cli.instruct import header_text, merge, read_free, shown
+from omnivoice_cli.app.instruct import header_text, merge, read_free, shown
 
 # (instructions, the items used (None: none), words every note together must hold)
 FREE = [

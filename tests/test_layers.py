@@ -22,7 +22,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "omnivoice_cli"
 
 # The layers, by path inside omnivoice_cli/: a file ("cli.py") or a folder ("commands/"). Moving the
 # face into a folder of its own changes only this line.
-FACE = ("cli.py", "commands/", "options.py", "helpfmt.py", "progress.py")
+FACE = ("cli.py", "commands/", "ui/")
 ENGINE = ("engine/",)
 UI_LIBRARIES = ("typer", "rich", "click")  # the face's alone
 
@@ -182,12 +182,12 @@ def _cycle_path(graph: dict[str, dict[str, Import]], component: list[str]) -> st
 def test_the_graph_sees_the_imports_it_must():
     """The walk finds imports of each kind (else the checks below would pass on an empty graph)."""
     edges = {(i.source, i.target) for i in _imports()}
-    assert ("commands.common", "session") in edges  # relative, module level: from ..session import ...
-    assert ("commands.say", "settings") in edges  # from .. import settings as st
-    assert ("batch", "output") in edges  # inside a function: from .output import FORMATS, ...
-    assert ("session", "engine.pipeline") in edges  # inside a function: from .engine import pipeline
+    assert ("commands.common", "app.session") in edges  # relative, module level: from ..app.session import ...
+    assert ("commands.say", "app.settings") in edges  # from ..app import settings as st
+    assert ("app.batch", "media.output") in edges  # inside a function: from ..media.output import ...
+    assert ("app.session", "engine.pipeline") in edges  # inside a function: from ..engine import pipeline
     assert ("cli", "typer") in {(i.source, i.target.split(".")[0]) for i in _imports() if not i.inside}
-    assert _in("commands.batch", FACE) and _in("cli", FACE) and not _in("batch", FACE) and _in("engine.text", ENGINE)
+    assert _in("commands.batch", FACE) and _in("cli", FACE) and not _in("app.batch", FACE) and _in("engine.text", ENGINE)
 
 
 def test_only_the_face_imports_typer_rich_or_click():
@@ -226,3 +226,32 @@ def test_the_cycle_finder_finds_a_cycle_and_its_path():
     graph = {m: {t: Import("cli", t, 7, True) for t in targets} for m, targets in edges.items()}
     assert _cycles(graph) == [["a", "b", "c"]]
     assert _cycle_path(graph, ["a", "b", "c"]) == "a (cli.py:7) -> b (cli.py:7) -> c (cli.py:7) -> a"
+
+
+# What each folder may import of the package (besides itself): the face may import anything.
+LAYERS = {
+    "engine/": (),
+    "media/": ("engine/",),
+    "app/": ("media/", "engine/"),
+    "server/": ("app/", "media/", "engine/"),
+}
+
+
+def _layer(module: str) -> str | None:
+    """The folder (or face entry) a module of the package lies in; None: not the package's."""
+    if module not in _modules():
+        return None
+    return next((layer for layer in (*LAYERS, *FACE) if _in(module, (layer,))), None)
+
+
+def test_each_folder_imports_only_the_layers_below_it():
+    """The folders are the layers: engine/ < media/ < app/ < server/ < the face."""
+    assert _layer("engine.text") == "engine/" and _layer("app.batch") == "app/" and _layer("media.output") == "media/"
+    bad = []
+    for i in _imports():
+        source, target = _layer(i.source), _layer(i.target)
+        if source in LAYERS and target is not None and target != source and target not in LAYERS[source]:
+            bad.append(f"{i.source} imports {i.target} ({source} may import {', '.join(LAYERS[source]) or 'nothing'})")
+    assert not bad, "\n".join(bad)
+    top = sorted(p.name for p in PACKAGE.glob("*.py") if p.name != "__init__.py")
+    assert top == ["cli.py"], f"modules outside the layer folders: {top}"

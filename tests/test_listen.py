@@ -25,7 +25,7 @@ def library_transcript(path: Path, lang: str | None = None) -> str:
     """faster-whisper's own transcription of the prepared reference, with listen's options."""
     from faster_whisper import WhisperModel
 
-    from omnivoice_cli import listen
+    from omnivoice_cli.app import listen
     from omnivoice_cli.engine import voice as vmod
 
     prepared = vmod.prepare_reference(vmod.load_reference(path), None)
@@ -72,14 +72,14 @@ def test_voice_add_without_transcript_stores_the_recognisers_words(invoke, fake_
     assert r.exit_code == 0, r.stderr
     heard = library_transcript(bare_ref)
     assert fake_engine.encoded == [(str(bare_ref), heard)]
-    from omnivoice_cli import voices
+    from omnivoice_cli.app import voices
 
     saved = voices.load_voice_file(voices.resolve_voice("alice", None))
     assert heard.rstrip(".") in saved.text  # the stored transcript (the model's punctuation added)
 
 
 def test_recogniser_is_freed_before_the_tts_model_loads(invoke, fake_engine, bare_ref, tmp_path, monkeypatch):
-    from omnivoice_cli import listen
+    from omnivoice_cli.app import listen
 
     events = []
 
@@ -119,7 +119,7 @@ def test_asr_model_errors(invoke, fake_engine, bare_ref, tmp_path, monkeypatch):
 def test_help_and_the_core_path_never_import_the_recogniser(tmp_path):
     code = (
         "import sys\n"
-        "from omnivoice_cli import request, speak, settings, batch, listen\n"
+        "from omnivoice_cli.app import request, speak, settings, batch, listen\n"
         "from omnivoice_cli.engine import pipeline, streaming, pieces\n"
         "from omnivoice_cli.cli import main\n"
         "sys.argv = ['omnivoice', 'say', '--help']\n"
@@ -133,7 +133,7 @@ def test_help_and_the_core_path_never_import_the_recogniser(tmp_path):
 
 
 def test_the_fixture_is_in_the_librarys_format():
-    from omnivoice_cli import listen
+    from omnivoice_cli.app import listen
 
     rec = listen.load_recogniser(str(ASR_TINY), "cpu")
     try:

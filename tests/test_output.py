@@ -1,4 +1,4 @@
-"""omnivoice_cli.output: formats, clipping, atomic writes, stdout."""
+"""omnivoice_cli.media.output: formats, clipping, atomic writes, stdout."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import stat
 import numpy as np
 import pytest
 
-import omnivoice_cli.output as omnivoice_output
+import omnivoice_cli.media.output as omnivoice_output
 import soundfile as sf
 
 from conftest import files_in
 from omnivoice_cli.engine.errors import InvalidRequest
-from omnivoice_cli.output import (
+from omnivoice_cli.media.output import (
     AUDIO_FORMATS,
     FORMATS,
     FormatUnavailable,

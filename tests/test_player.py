@@ -1,4 +1,4 @@
-"""omnivoice_cli.player: choosing a player, feeding it every byte in order, stopping it at once."""
+"""omnivoice_cli.media.player: choosing a player, feeding it every byte in order, stopping it at once."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from omnivoice_cli import player as playermod
-from omnivoice_cli.output import pcm16
-from omnivoice_cli.player import (
+from omnivoice_cli.media import player as playermod
+from omnivoice_cli.media.output import pcm16
+from omnivoice_cli.media.player import (
     ENV_PLAYER,
     DevicePlayer,
     PlayerFailed,

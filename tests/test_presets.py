@@ -8,7 +8,7 @@ import zipfile
 import pytest
 
 from conftest import ROOT, files_in
-from omnivoice_cli import settings as st
+from omnivoice_cli.app import settings as st
 
 
 @pytest.fixture

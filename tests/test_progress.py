@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from conftest import TINY_CKPT
-from omnivoice_cli import progress
-from omnivoice_cli.progress import BatchProgress, DownloadProgress, StepProgress
+from omnivoice_cli.ui import progress
+from omnivoice_cli.ui.progress import BatchProgress, DownloadProgress, StepProgress
 
 
 def test_steps_add_up_across_forward_loops():

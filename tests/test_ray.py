@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from conftest import GOLDEN, ROOT, TINY_CKPT, files_in
-from omnivoice_cli import cluster
-from omnivoice_cli.batch import MANIFEST
+from omnivoice_cli.app import cluster
+from omnivoice_cli.app.batch import MANIFEST
 from omnivoice_cli.engine.config import GenerationConfig
 from omnivoice_cli.engine.errors import CheckpointError, InvalidRequest
 from omnivoice_cli.engine.pipeline import Request
@@ -411,8 +411,8 @@ def _same_as_local(out: Path, local: Path) -> dict[int, dict]:
 def test_two_workers_give_the_bytes_of_a_local_batch(invoke, local_batch, tmp_path, home, monkeypatch, ray_tmp):
     src, local = local_batch
     monkeypatch.setenv("PYTHONPATH", ENV["PYTHONPATH"])  # the workers import this checkout
-    monkeypatch.setattr("omnivoice_cli.progress.stderr_is_terminal", lambda: True)  # the bars, fed by the workers
-    from omnivoice_cli.progress import BatchProgress
+    monkeypatch.setattr("omnivoice_cli.ui.progress.stderr_is_terminal", lambda: True)  # the bars, fed by the workers
+    from omnivoice_cli.ui.progress import BatchProgress
 
     steps = []
     monkeypatch.setattr(BatchProgress, "step", lambda self, done, total: steps.append((done, total)))

@@ -12,7 +12,7 @@ import pytest
 import soundfile as sf
 
 from conftest import TINY_CKPT, files_in
-from omnivoice_cli import player as playermod
+from omnivoice_cli.media import player as playermod
 
 RECORDER = """import sys
 with open(sys.argv[1], "ab") as f:
@@ -99,8 +99,8 @@ def test_stream_to_stdout_is_a_valid_wav_equal_to_the_streamed_file(invoke, load
 
 @pytest.mark.slow
 def test_the_first_bytes_go_out_before_the_last_piece_is_generated(invoke, loaded, monkeypatch):
-    from omnivoice_cli import output
-    from omnivoice_cli.progress import StepProgress
+    from omnivoice_cli.media import output
+    from omnivoice_cli.ui.progress import StepProgress
 
     events: list[str] = []
     real_write, real_step = output.StreamWriter.write, StepProgress.__call__
@@ -151,12 +151,12 @@ def test_a_closed_pipe_is_noticed_between_pieces(monkeypatch):
     """`--stream -o - | head -c 1000`: the reader gone is found while the next piece is made."""
     import os
 
-    from omnivoice_cli import speak as streamcmd
+    from omnivoice_cli.app import speak as streamcmd
     from omnivoice_cli.engine.errors import OmniVoiceError
-    from omnivoice_cli.output import StreamWriter
+    from omnivoice_cli.media.output import StreamWriter
 
     quieted = []
-    monkeypatch.setattr("omnivoice_cli.output.quiet_stdout", lambda: quieted.append(1))
+    monkeypatch.setattr("omnivoice_cli.media.output.quiet_stdout", lambda: quieted.append(1))
     r, w = os.pipe()
     try:
         check = streamcmd._watch(None, StreamWriter(w, "wav", 24000))

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from omnivoice_cli import settings as st
-from omnivoice_cli.options import settings_table
+from omnivoice_cli.app import settings as st
+from omnivoice_cli.ui.options import settings_table
 
 # One bad value per setting, the same in every way in (a flag gets it as text). Settings with no
 # bad value of the same type in every way (lang takes any text) or given only one way are left out.

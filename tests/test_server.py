@@ -18,7 +18,7 @@ import numpy as np
 from omnivoice_cli.engine.config import GenerationConfig
 from omnivoice_cli.engine.pipeline import Request
 from omnivoice_cli.engine.streaming import StreamConfig, stream
-from omnivoice_cli.output import pcm16
+from omnivoice_cli.media.output import pcm16
 from omnivoice_cli.server.config import ServeOptions
 from server_util import TINY_CKPT, decode, hold_engine, running_server, wait_for, wav_samples
 

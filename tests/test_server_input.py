@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from omnivoice_cli import settings as st
+from omnivoice_cli.app import settings as st
 from omnivoice_cli.server.config import ServeOptions, load_voice_map
 from omnivoice_cli.server.errors import ApiError
 from omnivoice_cli.server.speech import known_fields, parse_speech
@@ -164,7 +164,7 @@ def test_presets_by_model_or_field_and_the_servers_layers():
 def test_a_saved_voice_by_name_and_a_saved_voice_shadows_an_openai_name(home):
     import torch
 
-    from omnivoice_cli import voices
+    from omnivoice_cli.app import voices
     from omnivoice_cli.engine.voice import VoicePrompt
 
     codes = torch.zeros(8, 30, dtype=torch.long)

@@ -249,7 +249,7 @@ def test_serve_warns_on_an_open_address_without_a_key(invoke, monkeypatch):
     assert r.exit_code == 0 and "Warning: listening on 0.0.0.0 without --api-key" in r.stderr
     o = seen[-1]
     assert (o.host, o.max_queue, o.api_key, o.model) == ("0.0.0.0", 3, None, str(TINY_CKPT))
-    assert dict(o.layers)[__import__("omnivoice_cli.settings").settings.FLAG_SOURCE]["num_step"] == 8
+    assert dict(o.layers)[__import__("omnivoice_cli.app.settings").settings.FLAG_SOURCE]["num_step"] == 8
     r = invoke("serve", "--host", "0.0.0.0", env={"OMNIVOICE_API_KEY": "k"})
     assert r.exit_code == 0 and "Warning" not in r.stderr and seen[-1].api_key == "k"
     r = invoke("serve")
@@ -279,7 +279,7 @@ def test_health_counts_a_request_as_open_until_its_last_byte(engine, monkeypatch
     counts replies sent in full; `generating` is the engine's share. The reply is held between the
     engine's last piece and its last byte by holding the encoder's final step (or the whole file's
     encoding) until the test lets it go."""
-    from omnivoice_cli import output
+    from omnivoice_cli.media import output
 
     held, entered = threading.Event(), threading.Event()
 

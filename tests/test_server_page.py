@@ -12,7 +12,7 @@ pytest.importorskip("uvicorn")  # the serve extra (CI installs it with the test 
 
 import httpx
 
-from omnivoice_cli import settings as st
+from omnivoice_cli.app import settings as st
 from server_util import running_server
 
 STATIC = Path(__file__).resolve().parent.parent / "omnivoice_cli" / "static"

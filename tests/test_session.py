@@ -6,9 +6,9 @@ from contextlib import contextmanager
 
 import pytest
 
-from omnivoice_cli import settings as st
+from omnivoice_cli.app import settings as st
 from omnivoice_cli.engine.errors import InvalidRequest
-from omnivoice_cli.session import Hardware, NoProgress, Session, WarnOnce, check_seed_range, seed_for
+from omnivoice_cli.app.session import Hardware, NoProgress, Session, WarnOnce, check_seed_range, seed_for
 
 
 def test_engine_kwargs_only_what_is_asked():

@@ -1,10 +1,10 @@
-"""omnivoice_cli.settings: the one precedence function, and the checks of one setting."""
+"""omnivoice_cli.app.settings: the one precedence function, and the checks of one setting."""
 
 from __future__ import annotations
 
 import pytest
 
-from omnivoice_cli import settings as st
+from omnivoice_cli.app import settings as st
 
 _ = None  # "not given in this layer"
 

@@ -15,10 +15,10 @@ import pytest
 import soundfile as sf
 
 from conftest import ROOT
-from omnivoice_cli import settings as st
-from omnivoice_cli import speak
-from omnivoice_cli.request import References, Voices, build_request
-from omnivoice_cli.session import Hardware
+from omnivoice_cli.app import settings as st
+from omnivoice_cli.app import speak
+from omnivoice_cli.app.request import References, Voices, build_request
+from omnivoice_cli.app.session import Hardware
 
 PACKAGE = ROOT / "omnivoice_cli"
 
@@ -150,7 +150,7 @@ def test_the_streamed_run_writes_its_file_at_the_end(engine, tmp_path, monkeypat
 
 
 def test_a_stop_while_generating_is_stopped_and_nothing_written(fake_engine, tmp_path, monkeypatch):
-    from omnivoice_cli.signals import Stop
+    from omnivoice_cli.app.signals import Stop
 
     def stopped(self, requests, **kw):
         raise Stop(signal.SIGTERM)
@@ -164,7 +164,7 @@ def test_a_stop_while_generating_is_stopped_and_nothing_written(fake_engine, tmp
 
 
 def test_the_dialogue_run_gives_each_line_its_place(fake_engine, tmp_path):
-    from omnivoice_cli.dialogue import plan_script
+    from omnivoice_cli.app.dialogue import plan_script
 
     flags = {"num_step": 2, "model": "fake", "seed": 5}
     script = plan_script("A: Hello there.\nB: Hi.\n", "the text", ["A=auto", "B=instruct:male"], None, flags)
@@ -192,7 +192,7 @@ def test_a_dialogue_loads_the_model_as_the_run_settings_say(invoke, fake_engine,
 
 
 def test_the_runs_import_no_typer_or_rich():
-    code = ("import sys, omnivoice_cli.speak, omnivoice_cli.dialogue; print(sorted(m for m in sys.modules "
+    code = ("import sys, omnivoice_cli.app.speak, omnivoice_cli.app.dialogue; print(sorted(m for m in sys.modules "
             "if m.split('.')[0] in ('typer', 'rich', 'click') or m.startswith('omnivoice_cli.commands')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "[]"

@@ -168,7 +168,7 @@ def test_a_signal_during_stream_to_a_file(tmp_path, signum):
 def test_signals_after_the_stop_are_ignored():
     """The first signal raises Stop; those that follow while the block cleans up (a second Ctrl-C,
     the copy `timeout` sends to the process group) do not cut the clean-up short."""
-    from omnivoice_cli.signals import HoldSignals, Stop
+    from omnivoice_cli.app.signals import HoldSignals, Stop
 
     signals = HoldSignals()
     with pytest.raises(Stop) as e:

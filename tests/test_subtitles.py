@@ -14,7 +14,7 @@ import srt
 import webvtt
 
 from conftest import TINY_CKPT, files_in
-from omnivoice_cli.cues import strip_markup
+from omnivoice_cli.media.cues import strip_markup
 
 SR = 24000
 TEXT = ("The first sentence is here. The second one follows it closely. [pause 1s] After a pause, a third "

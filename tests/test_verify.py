@@ -11,7 +11,7 @@ import pytest
 import soundfile as sf
 
 from conftest import TINY_CKPT
-from omnivoice_cli import listen, verify
+from omnivoice_cli.app import listen, verify
 
 TEXT = "Hello there, this is a test."
 

@@ -20,8 +20,8 @@ import soundfile as sf
 import torch
 
 from conftest import GOLDEN, ROOT, TINY_CKPT, files_in
-from omnivoice_cli import settings as st
-from omnivoice_cli import voices
+from omnivoice_cli.app import settings as st
+from omnivoice_cli.app import voices
 
 REF_TEXT = "This is the reference voice for the test"
 SR = 24000
@@ -671,7 +671,7 @@ def test_saved_voice_equals_ref(invoke, loaded, tiny_engine, home, ref, tmp_path
     """voice add + say --voice == say --ref, byte for byte; and both == the engine with that prompt."""
     from omnivoice_cli.engine.config import GenerationConfig
     from omnivoice_cli.engine.pipeline import Request
-    from omnivoice_cli.output import encode
+    from omnivoice_cli.media.output import encode
 
     r = invoke("voice", "add", "alice", "--ref", ref, "--ref-text", REF_TEXT, "--model", TINY_CKPT)
     assert r.exit_code == 0, r.stderr

@@ -22,11 +22,11 @@ from wyoming.info import Describe, Info
 from wyoming.ping import Ping
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeVoice
 
-from omnivoice_cli import settings as st
+from omnivoice_cli.app import settings as st
 from omnivoice_cli.engine.streaming import cut_segments
 from omnivoice_cli.engine.errors import InvalidRequest
-from omnivoice_cli.speaker import Speaker, SpeakerOptions
-from omnivoice_cli.wyoming_server import WyomingOptions, WyomingServer, parse_uri, ready_text
+from omnivoice_cli.app.speaker import Speaker, SpeakerOptions
+from omnivoice_cli.server.wyoming import WyomingOptions, WyomingServer, parse_uri, ready_text
 from server_util import TINY_CKPT, hold_loop, wait_for, wav_samples
 
 SEED = 17  # the server's --seed: every request's (a stream's parts: 17, 18, ...)
@@ -49,7 +49,7 @@ def home(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def alice(home, ref_voice):
-    from omnivoice_cli import voices
+    from omnivoice_cli.app import voices
 
     voices.save("alice", ref_voice, source="test")
     return "alice"
@@ -369,7 +369,7 @@ def test_a_full_engine_queue_is_an_error_event(engine, home):
 def test_a_unix_socket_serves_and_is_removed_at_the_end(engine, home, tmp_path):
     from wyoming.client import AsyncUnixClient
 
-    from omnivoice_cli.wyoming_server import _remove_socket
+    from omnivoice_cli.server.wyoming import _remove_socket
 
     sock = tmp_path / "omnivoice.sock"
     sock.write_text("a file, not a socket")

@@ -11,7 +11,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from omnivoice_cli.options import settings_table  # noqa: E402
+from omnivoice_cli.ui.options import settings_table  # noqa: E402
 
 readme = ROOT / "docs" / "settings.md"
 text = readme.read_text()

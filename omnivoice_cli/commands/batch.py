@@ -6,9 +6,9 @@ from typing import Optional
 
 import typer
 
-from .. import settings as st
+from ..app import settings as st
 from ..engine.errors import InvalidRequest
-from ..options import HARDWARE_SETTINGS, LISTEN_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, SPEECH_SETTINGS, with_settings
+from ..ui.options import HARDWARE_SETTINGS, LISTEN_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, SPEECH_SETTINGS, with_settings
 from .common import echo, run_session, run_settings, warn
 
 HELP = """Speak every line of INPUT into its own audio file in the folder -o.
@@ -42,7 +42,7 @@ def _check_run(flags: dict, preset: Optional[str]) -> st.Preset | None:
     chosen, run = run_settings(preset, flags)
     if run["instruct"] is not None:
         from ..engine.text import resolve_instruct
-        from ..request import named
+        from ..app.request import named
 
         try:
             resolve_instruct(run["instruct"])
@@ -80,8 +80,8 @@ def _json_summary(run) -> None:
     line on stderr; every line's own record is in the manifest."""
     import json
 
-    from ..signals import signal_name
-    from ..speak import report_settings
+    from ..app.signals import signal_name
+    from ..app.speak import report_settings
 
     r = run.report
 
@@ -145,7 +145,7 @@ def batch(
     flags: dict = NO_FLAGS,
 ) -> None:  # fmt: skip
     """Speak every line of INPUT into its own audio file in the folder -o."""
-    from ..batch import BatchRun
+    from ..app.batch import BatchRun
 
     if subtitles is not None and subtitles.lower().lstrip(".") not in ("srt", "vtt"):
         raise InvalidRequest(f"--subtitles must be srt or vtt (a file beside each audio file), got {subtitles!r}")
@@ -169,7 +169,7 @@ def _executor(ray: Optional[str], workers: Optional[int], gpus: Optional[float],
             if value is not None:
                 raise InvalidRequest(f"{name} needs --ray (a Ray cluster to run the workers on)")
         return None
-    from ..cluster import ClusterOptions, RayExecutor, check_device, import_ray
+    from ..app.cluster import ClusterOptions, RayExecutor, check_device, import_ray
 
     _, run = run_settings(preset, flags)
     options = ClusterOptions(ray.strip(), 1 if workers is None else workers, gpus or 0.0, run["threads"] or 1)
@@ -182,7 +182,7 @@ def _dry_run(run, json_out: bool) -> None:
     """Plan every line (no model, nothing written) and print what each would speak."""
     import json
 
-    from ..dryrun import describe
+    from ..app.dryrun import describe
 
     run.plan()
     out = typer.get_text_stream("stdout")

@@ -7,9 +7,9 @@ from typing import Any
 
 import typer
 
-from .. import settings as st
-from ..progress import BatchProgress, print_above, status
-from ..session import Hardware, Session
+from ..app import settings as st
+from ..ui.progress import BatchProgress, print_above, status
+from ..app.session import Hardware, Session
 
 
 def usage_error(message: str, ctx: Any = None) -> Exception:
@@ -51,8 +51,8 @@ def stdout_is_terminal() -> bool:
 def hooks(quiet: bool) -> Any:
     """What a run of speak.py shows: warnings, and unless quiet the engine's notices, status lines
     and progress bars, on stderr; the audio of -o - on stdout."""
-    from ..progress import StepProgress, status
-    from ..speak import Hooks
+    from ..ui.progress import StepProgress, status
+    from ..app.speak import Hooks
 
     return Hooks(warn=warn, notice=notice(quiet), status=lambda message: status(message, enabled=not quiet),
                  progress=lambda label, total: StepProgress(enabled=not quiet, label=label, total=total),
@@ -62,8 +62,8 @@ def hooks(quiet: bool) -> Any:
 def held(run: Any) -> Any:
     """`run.run(signals)` with Ctrl-C and SIGTERM held while it writes (signals.HoldSignals); a
     stop is its one line (speak.Stopped), then exit 128 + signum."""
-    from ..signals import HoldSignals
-    from ..speak import Stopped
+    from ..app.signals import HoldSignals
+    from ..app.speak import Stopped
 
     with HoldSignals() as signals:
         try:

@@ -16,7 +16,7 @@ from typing import Any
 
 import typer
 
-from ..session import WarnOnce
+from ..app.session import WarnOnce
 from .common import echo, held, hooks, run_settings, stdout_is_terminal, warn
 
 
@@ -44,7 +44,7 @@ def _report(report: Any, t_start: float, json_out: bool, quiet: bool) -> None:
 
 def _dry_run(built: Any, json_out: bool) -> None:
     """--dry-run: what each line would speak (one JSON object a line with --json), no model."""
-    from ..dryrun import describe, render
+    from ..app.dryrun import describe, render
 
     out = typer.get_text_stream("stdout")
     for line, b in built:
@@ -57,10 +57,10 @@ def say_dialogue(script: str, name: str, preset: str | None, flags: dict, cast: 
                  output: str | None, subtitles: str | None, json_out: bool, quiet: bool, t_start: float,
                  dry_run: bool = False, play: bool = False) -> None:  # fmt: skip
     """`say --cast ...`: check everything, then speak the script (see the module doc)."""
-    from ..cues import check_subtitles_path
-    from ..dialogue import check_gap, check_gaps_total, plan_script
-    from ..session import Hardware
-    from ..speak import DialogueRun, output_target
+    from ..media.cues import check_subtitles_path
+    from ..app.dialogue import check_gap, check_gaps_total, plan_script
+    from ..app.session import Hardware
+    from ..app.speak import DialogueRun, output_target
 
     chosen, settings = run_settings(preset, flags)
     gap_s = check_gap(gap)

@@ -8,9 +8,9 @@ from typing import Any, Optional
 
 import typer
 
-from .. import settings as st
+from ..app import settings as st
 from ..engine.config import SAMPLE_RATE
-from ..options import HARDWARE_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, with_settings
+from ..ui.options import HARDWARE_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, with_settings
 from .common import echo, error, run_session, run_settings, warn
 
 HELP = """Speak every cue of an SRT or WebVTT file into one audio track, each in its time slot.
@@ -43,9 +43,9 @@ DUB_SETTINGS = ("lang", "normalize", "instruct", "voice", "ref", "ref_text", *st
 
 def _target(input: str, output: Optional[str], settings: st.Resolved, replace: bool, dry_run: bool) -> Any:
     """The track's target; an existing file is refused unless `replace` (--force or --overwrite)."""
-    from ..dubbing import default_output
+    from ..app.dubbing import default_output
     from ..engine.errors import InvalidRequest
-    from ..output import check_output
+    from ..media.output import check_output
 
     target = check_output(output if output is not None else default_output(input, settings["format"]))
     if target.to_stdout and typer.get_binary_stream("stdout").isatty() and not dry_run:
@@ -117,9 +117,9 @@ def dub(
     flags: dict = NO_FLAGS,
 ) -> None:  # fmt: skip
     """Speak every cue of an SRT or WebVTT file into one audio track, each in its time slot."""
-    from ..dialogue import Cast
-    from ..dubbing import DubRun
-    from ..signals import signal_name
+    from ..app.dialogue import Cast
+    from ..app.dubbing import DubRun
+    from ..app.signals import signal_name
 
     t_start = time.perf_counter()
     chosen, settings = run_settings(preset, flags)
@@ -142,7 +142,7 @@ def dub(
 
 def _dry_run(run: Any, json_out: bool) -> None:
     """Every cue as the run would make it, on stdout (the warnings on stderr, as in a run)."""
-    from ..cues import timestamp
+    from ..media.cues import timestamp
 
     cues = run.dry_run()
     out = typer.get_text_stream("stdout")

@@ -1,4 +1,4 @@
-"""`omnivoice mcp`: speech as tools for agents over the Model Context Protocol (mcp_server.py)."""
+"""`omnivoice mcp`: speech as tools for agents over the Model Context Protocol (server/mcp.py)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from typing import Optional
 
 import typer
 
-from .. import settings as st
+from ..app import settings as st
 from ..engine.errors import InvalidRequest
-from ..options import HARDWARE_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, with_settings
+from ..ui.options import HARDWARE_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, with_settings
 from .common import echo, notice, run_settings
 
 HELP = """Serve speech as MCP tools for agents (Claude Desktop, IDEs, any MCP client), over stdio.
@@ -64,9 +64,9 @@ def mcp(
 ) -> None:  # fmt: skip
     """Serve speech as MCP tools for agents (Claude Desktop, IDEs, any MCP client), over stdio."""
     check_extra()
-    from ..mcp_server import Tools, build_server
+    from ..server.mcp import Tools, build_server
     from ..server.schema import package_version
-    from ..speaker import Speaker, SpeakerOptions
+    from ..app.speaker import Speaker, SpeakerOptions
 
     chosen, settings = run_settings(preset, flags)
     layers = ((chosen.origin, chosen.settings),) if chosen else ()
@@ -92,7 +92,7 @@ def mcp(
 
 def _loader(settings: st.Resolved, quiet: bool):
     def load():
-        from ..session import Hardware, load_engine
+        from ..app.session import Hardware, load_engine
 
         engine, seconds = load_engine(Hardware.from_settings(settings.values), on_notice=notice(quiet))
         if not quiet:

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from .. import settings as st
+from ..app import settings as st
 from .common import echo, notice
 
 
@@ -29,7 +29,7 @@ def download(
     """Download a model into the Hugging Face cache (with a progress bar), so `say` needs no network."""
     from ..engine import hub
     from ..engine.errors import ModelUnavailable
-    from ..progress import DownloadProgress
+    from ..ui.progress import DownloadProgress
 
     repo = model or _default_model()
     if model is None and Path(repo).expanduser().is_dir():  # OMNIVOICE_MODEL names a local folder

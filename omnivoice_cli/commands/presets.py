@@ -7,8 +7,8 @@ from typing import Any
 
 import typer
 
-from .. import settings as st
-from ..helpfmt import HelpCommand, HelpGroup
+from ..app import settings as st
+from ..ui.helpfmt import HelpCommand, HelpGroup
 from .common import echo, warn
 
 app = typer.Typer(

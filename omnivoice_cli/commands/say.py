@@ -9,11 +9,11 @@ from typing import Any, Optional
 
 import typer
 
-from .. import settings as st
+from ..app import settings as st
 from ..engine.errors import InvalidRequest
-from ..options import HARDWARE_SETTINGS, LISTEN_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, SPEECH_SETTINGS, with_settings
-from ..helpfmt import BARE
-from ..session import WarnOnce
+from ..ui.options import HARDWARE_SETTINGS, LISTEN_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, SPEECH_SETTINGS, with_settings
+from ..ui.helpfmt import BARE
+from ..app.session import WarnOnce
 from .common import echo, held, hooks, run_settings, stdout_is_terminal, usage_error, warn
 
 HELP = """Speak TEXT (or the text of -f FILE): play it, or write it to a file (-o), or to stdout (-o -).
@@ -137,7 +137,7 @@ def _rounded(x: float | None) -> float | None:
 
 def _report(report: Any, t_start: float, json_out: bool, quiet: bool) -> None:
     """The summary line on stderr, or the --json report (speak.SpeechReport)."""
-    from ..speak import report_settings
+    from ..app.speak import report_settings
 
     target, ref, rtf, first = report.target, report.reference, report.rtf, report.first_audio_seconds
     if json_out:
@@ -166,7 +166,7 @@ def _report(report: Any, t_start: float, json_out: bool, quiet: bool) -> None:
 
 
 def _dry_run(built: Any, json_out: bool) -> None:
-    from ..dryrun import describe, render
+    from ..app.dryrun import describe, render
 
     report = describe(built)
     out = typer.get_text_stream("stdout")
@@ -225,9 +225,9 @@ def say(
     flags: dict = NO_FLAGS,
 ) -> None:  # fmt: skip
     """Speak TEXT (or the text of -f FILE) into an audio file, or to stdout with -o -."""
-    from ..request import References, Voices, build_request
-    from ..session import Hardware
-    from ..speak import Speech, check_streamable, output_target, speech_run
+    from ..app.request import References, Voices, build_request
+    from ..app.session import Hardware
+    from ..app.speak import Speech, check_streamable, output_target, speech_run
 
     t_start = time.perf_counter()
     if cast:  # a dialogue script (commands/dialogue.py)
@@ -285,6 +285,6 @@ def _words_options(ctx: Any, words_file: Optional[str], level: str, subtitles: O
 
 
 def _subtitles_path(spec: Optional[str]) -> Any:
-    from ..cues import check_subtitles_path
+    from ..media.cues import check_subtitles_path
 
     return None if spec is None else check_subtitles_path(spec)

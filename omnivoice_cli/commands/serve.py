@@ -7,8 +7,8 @@ from typing import Optional
 
 import typer
 
-from ..options import HARDWARE_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, with_settings
-from .. import settings as st
+from ..ui.options import HARDWARE_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, with_settings
+from ..app import settings as st
 from .common import echo, notice, run_settings, warn
 
 HELP = """Serve OpenAI's speech API (POST /v1/audio/speech) and the saved voices over HTTP.
@@ -61,7 +61,7 @@ def check_stack() -> None:
 def _loader(settings: st.Resolved, quiet: bool):
     """The server's engine, loaded once it listens (session.load_engine; no status line: the
     'listening ... loading the model' line says it)."""
-    from ..session import Hardware, load_engine
+    from ..app.session import Hardware, load_engine
 
     def load():
         engine, seconds = load_engine(Hardware.from_settings(settings.values), on_notice=notice(quiet))

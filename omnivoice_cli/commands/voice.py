@@ -10,9 +10,9 @@ from typing import Optional
 import typer
 
 from ..engine.errors import InvalidRequest
-from ..helpfmt import HelpCommand, HelpGroup
-from ..options import NO_FLAGS, QUIET_OPTION, with_settings
-from ..session import WarnOnce
+from ..ui.helpfmt import HelpCommand, HelpGroup
+from ..ui.options import NO_FLAGS, QUIET_OPTION, with_settings
+from ..app.session import WarnOnce
 from .common import echo, load_engine, run_settings, warn
 
 app = typer.Typer(
@@ -30,7 +30,7 @@ app = typer.Typer(
 
 
 def _saved(name: str, prompt, saved: Path, quiet: bool) -> None:
-    from .. import voices
+    from ..app import voices
 
     if not quiet:
         seconds = prompt.codes.shape[-1] / voices.FRAME_RATE
@@ -56,8 +56,8 @@ def voice_add(
     flags: dict = NO_FLAGS,
 ) -> None:  # fmt: skip
     """Encode a recording and its transcript into a saved voice (needs the model's audio encoder)."""
-    from .. import voices
-    from ..request import References
+    from ..app import voices
+    from ..app.request import References
 
     _, settings = run_settings(None, flags)
     voices.check_new_name(name, force)
@@ -91,7 +91,7 @@ def voice_import(
     A .pt prompt is one saved by the reference implementation's Python API (VoiceClonePrompt.save);
     it is read with torch.load(weights_only=True), which loads tensors and plain values only.
     """
-    from .. import voices
+    from ..app import voices
 
     p = Path(file).expanduser()
     if name is None:
@@ -116,7 +116,7 @@ def voice_import(
 def voice_list() -> None:
     """List the voices: saved ones (name, seconds of audio, date added, transcript), then the built-in
     ones (OpenAI's voice names: their voice-design items)."""
-    from .. import voices
+    from ..app import voices
 
     entries = voices.list_voices()
     out = typer.get_text_stream("stdout")
@@ -149,7 +149,7 @@ def voice_show(
     spec: str = typer.Argument(..., metavar="NAME|FILE", help="A saved voice's name or a voice file."),
 ) -> None:
     """Print what a saved voice holds: transcript, length, source recording, model, date."""
-    from .. import voices
+    from ..app import voices
 
     items = voices.builtin_instruct(spec)
     if items is not None:
@@ -168,7 +168,7 @@ def voice_rm(
     quiet: bool = QUIET_OPTION,
 ) -> None:
     """Delete saved voices (every name must exist; nothing is deleted otherwise)."""
-    from .. import voices
+    from ..app import voices
 
     for name in names:
         if voices.builtin_instruct(name) is not None:

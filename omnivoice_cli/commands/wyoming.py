@@ -1,4 +1,4 @@
-"""`omnivoice wyoming`: a Wyoming TTS server for Home Assistant (wyoming_server.py)."""
+"""`omnivoice wyoming`: a Wyoming TTS server for Home Assistant (server/wyoming.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from typing import Optional
 
 import typer
 
-from .. import settings as st
-from ..options import HARDWARE_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, with_settings
+from ..app import settings as st
+from ..ui.options import HARDWARE_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, with_settings
 from .common import echo, load_engine, run_settings
 
 HELP = """Serve text to speech over the Wyoming protocol, for Home Assistant's voice pipeline.
@@ -55,8 +55,8 @@ def wyoming(
     import asyncio
 
     from ..server.schema import package_version
-    from ..speaker import Speaker, SpeakerOptions
-    from ..wyoming_server import WyomingOptions, WyomingServer, parse_uri
+    from ..app.speaker import Speaker, SpeakerOptions
+    from ..server.wyoming import WyomingOptions, WyomingServer, parse_uri
 
     parse_uri(uri)
     chosen, settings = run_settings(preset, flags)

@@ -28,7 +28,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from .. import settings as st
+from ..app import settings as st
 from ..engine.errors import InvalidRequest
 from .config import ServeOptions
 from .errors import ApiError, busy, from_engine
@@ -290,7 +290,7 @@ def _verify_check(state: ServerState, parsed: Any) -> Any:
     settings = parsed.built.settings
     if not settings["verify"]:
         return None
-    from ..verify import Verifier
+    from ..app.verify import Verifier
 
     with state.verifier_lock:
         if state.verifier is None:

@@ -52,7 +52,7 @@ def request_field(setting: str | None) -> str | None:
 def from_engine(e: BaseException, param: str | None = None) -> ApiError:
     """An engine error as a reply: InvalidRequest -> 400 naming its setting; other failures -> 500."""
     from ..engine.service import Cancelled, Stopped
-    from ..settings import SettingsError
+    from ..app.settings import SettingsError
 
     if isinstance(e, (InvalidRequest, SettingsError)):
         return bad_request(str(e), param or request_field(getattr(e, "setting", None)))

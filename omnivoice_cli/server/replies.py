@@ -117,7 +117,7 @@ class SpeechReply:
         """Every piece, then one file with its length."""
         import numpy as np
 
-        from ..output import encode
+        from ..media.output import encode
 
         pieces = []
         while event.kind == "piece":
@@ -140,7 +140,7 @@ class SpeechReply:
 
     async def stream(self, send: Any, event: Event) -> None:
         """Each piece's bytes as it comes (chunked, or as SSE deltas)."""
-        from ..output import StreamEncoder
+        from ..media.output import StreamEncoder
 
         encoder = StreamEncoder(self.speech.format, self.ticket.service.engine.sample_rate)
         await send(_start(200, self.headers()))

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import settings as st
+from ..app import settings as st
 from .config import ServeOptions
 
 OBJECT = "omnivoice.schema"
@@ -100,7 +100,7 @@ def languages_part() -> list[dict[str, str]]:
 
 
 def speech_part(options: ServeOptions) -> dict[str, Any]:
-    from ..output import FormatUnavailable, check_available, format_named
+    from ..media.output import FormatUnavailable, check_available, format_named
     from .speech import MODELS, RESPONSE_FORMATS, STREAM_FORMATS
 
     formats = []

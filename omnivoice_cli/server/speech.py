@@ -23,10 +23,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from .. import settings as st
+from ..app import settings as st
 from ..engine.errors import InvalidRequest
 from ..engine.text import check_text, unicode_problem
-from ..output import AudioFormat
+from ..media.output import AudioFormat
 from .config import ServeOptions
 from .errors import ApiError, bad_request, request_field, scrub
 
@@ -63,7 +63,7 @@ class Speech:
 
     def headers(self) -> dict[str, str]:
         """The reply's headers about the voice: the items used, and notes on `instructions`."""
-        from ..instruct import header_text, shown
+        from ..app.instruct import header_text, shown
 
         out = {INSTRUCT_HEADER: shown(self.request.instruct)}
         if self.instruct_notes:
@@ -162,7 +162,7 @@ def _check_unicode(data: dict) -> None:
 
 
 def _format(data: dict) -> tuple[str, AudioFormat]:
-    from ..output import FormatUnavailable, check_available, format_named
+    from ..media.output import FormatUnavailable, check_available, format_named
 
     name = _choice(data, "response_format", tuple(RESPONSE_FORMATS), "mp3")
     fmt = format_named(RESPONSE_FORMATS[name])
@@ -174,7 +174,7 @@ def _format(data: dict) -> tuple[str, AudioFormat]:
 
 
 def _streaming(data: dict, fmt: AudioFormat) -> tuple[bool, bool]:
-    from ..output import format_named
+    from ..media.output import format_named
 
     sse = _choice(data, "stream_format", STREAM_FORMATS, "audio") == "sse"
     stream = data.get("stream")
@@ -244,7 +244,7 @@ def _settings_layer(data: dict) -> tuple[dict, bool, tuple[str, ...]]:
 
 def _free_instructions(layer: dict) -> tuple[dict, tuple[str, ...]]:
     """`instructions` read as free text: its voice-design items, or no `instruct` when it has none."""
-    from ..instruct import read_free
+    from ..app.instruct import read_free
 
     text = layer.pop("instruct")
     if len(text) > MAX_INSTRUCTIONS_CHARS:
@@ -258,7 +258,7 @@ def _free_instructions(layer: dict) -> tuple[dict, tuple[str, ...]]:
 
 def _voice_items(layers: list, layer: dict, mapped: str, renamed: bool) -> None:
     """A mapped voice's items under the request's: merged into the request's `instruct`, else a layer."""
-    from ..instruct import merge
+    from ..app.instruct import merge
 
     if layer.get("instruct") is None:
         layers.append((st.Source("request", "voice"), {"instruct": mapped}))
@@ -276,7 +276,7 @@ def _rename(message: str, renamed: bool) -> str:
 
 def _voice(data: dict, options: ServeOptions) -> tuple[str, str | None, str | None] | None:
     """(shown name, saved voice, mapped items) of the request's `voice`; None when not given."""
-    from .. import voices
+    from ..app import voices
 
     spec = data.get("voice")
     if isinstance(spec, dict) and isinstance(spec.get("id"), str):  # OpenAI's {"id": ...} form
@@ -325,8 +325,8 @@ def parse_speech(body: bytes, options: ServeOptions) -> Speech:
 
 
 def _build(text: str, settings: st.Resolved, renamed: bool):
-    from .. import voices
-    from ..request import References, Voices, build_request
+    from ..app import voices
+    from ..app.request import References, Voices, build_request
 
     try:
         return build_request(text, settings, refs=References(), voices=Voices())

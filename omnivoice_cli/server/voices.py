@@ -21,7 +21,7 @@ import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from .. import settings as st
+from ..app import settings as st
 from ..engine.errors import InvalidRequest, ModelUnavailable
 from .errors import ApiError, bad_request, scrub
 
@@ -32,7 +32,7 @@ _SUFFIX_RE = re.compile(r"^\.[A-Za-z0-9]{1,5}$")
 
 
 async def list_voices(request: Request) -> Response:
-    from .. import voices
+    from ..app import voices
 
     options = request.app.state.server.options
     out: list[dict[str, Any]] = []
@@ -87,7 +87,7 @@ async def _form_fields(request: Request) -> tuple[str, Any, str]:
 
 def heard_upload(prepared: Any, filename: str, asr_model: str | None, device: str = "auto") -> str:
     """The words of an uploaded recording without ref_text: the speech recogniser's (loaded, used, freed)."""
-    from .. import listen
+    from ..app import listen
     from ..engine.config import SAMPLE_RATE
 
     return listen.transcribe_reference(prepared.wav, SAMPLE_RATE, None, asr_model, device,
@@ -125,7 +125,7 @@ def prepare_upload(data: bytes, filename: str, transcript: str | None) -> Any:
 
 
 async def create_voice(request: Request) -> Response:
-    from .. import voices
+    from ..app import voices
 
     state = request.app.state.server
     service = state.require_service()
@@ -163,7 +163,7 @@ async def create_voice(request: Request) -> Response:
 
 
 async def delete_voice(request: Request) -> Response:
-    from .. import voices
+    from ..app import voices
 
     state = request.app.state.server
     name = request.path_params["id"]

@@ -19,7 +19,7 @@ from typing import Any, Callable, Optional
 
 import typer
 
-from . import settings as st
+from ..app import settings as st
 
 NO_FLAGS: dict[str, Any] = {}
 

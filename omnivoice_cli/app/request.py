@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from . import settings as st
-from .engine.errors import InvalidRequest, MissingExtra
+from ..engine.errors import InvalidRequest, MissingExtra
 from .session import random_seed
 
 
@@ -53,8 +53,8 @@ class References:
     def prepare(self, path: Path, transcript: str, source: str = "ref_text") -> Reference:
         key = (path.resolve(), transcript)
         if key not in self._prepared:
-            from .engine import voice as vmod
-            from .engine.text import check_ref_transcript
+            from ..engine import voice as vmod
+            from ..engine.text import check_ref_transcript
 
             try:
                 wav = vmod.load_reference(path)
@@ -77,8 +77,8 @@ class References:
         key = (path.resolve(), None)
         if key not in self._prepared:
             from . import listen
-            from .engine import voice as vmod
-            from .engine.text import check_ref_transcript
+            from ..engine import voice as vmod
+            from ..engine.text import check_ref_transcript
 
             try:
                 wav = vmod.load_reference(path)
@@ -223,14 +223,14 @@ def spoken_text(text: str, settings: st.Resolved) -> tuple[str, list[str]]:
     tags dropped, with a warning), Markdown is read as its words with `markdown`, and numbers,
     dates, units and currency are written out with `normalize` (in that order: the control tags
     [laughter], [pause 1s], [B EY1 S] pass through untouched)."""
-    from .engine import markup
+    from ..engine import markup
 
     text, warning = markup.convert_ssml(text)
     warnings = [warning] if warning else []
     if settings["markdown"]:
         text = markup.markdown_to_text(text)
     if settings["normalize"]:
-        from .engine.normalize import normalize_text
+        from ..engine.normalize import normalize_text
 
         try:
             text = normalize_text(text, settings["lang"])
@@ -254,10 +254,10 @@ def build_request(
     a random one, recorded in the result). The decisions taken here are layers on top of them,
     in the returned `Built.settings`: a recording given later than a voice takes the voice away,
     a built-in voice becomes its instruct items, a drawn seed comes from "random"."""
-    from .engine.config import GenerationConfig
-    from .engine.pipeline import Request, validate_request
+    from ..engine.config import GenerationConfig
+    from ..engine.pipeline import Request, validate_request
 
-    from .engine.text import check_text
+    from ..engine.text import check_text
 
     check_text(text)  # before any conversion; validate_request checks what the model will be given
     text, text_warnings = spoken_text(text, settings)
@@ -293,8 +293,8 @@ def build_request(
 def check_size(request: Any, reference: Reference | None = None) -> None:
     """The engine's bounds on a request's pieces and length (plan_request), checked before the
     model loads: a recording still to encode stands in by its prepared length."""
-    from .engine.config import ModelConfig
-    from .engine.pipeline import VoiceShape, check_transcript, plan_request
+    from ..engine.config import ModelConfig
+    from ..engine.pipeline import VoiceShape, check_transcript, plan_request
 
     cfg = ModelConfig()
     voice = None

@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from . import settings as st
-from .engine.config import ModelConfig
-from .engine.errors import InvalidRequest
+from ..engine.config import ModelConfig
+from ..engine.errors import InvalidRequest
 
 FRAME_RATE = ModelConfig().frame_rate  # codec frames per second of a voice's codes
 VOICE_SUFFIX = ".safetensors"
@@ -54,7 +54,7 @@ class VoiceEntry(NamedTuple):
 
 def voice_dir() -> Path:
     """Where saved voices live: engine.hub.user_home() / "voices"."""
-    from .engine.hub import user_home
+    from ..engine.hub import user_home
 
     return user_home() / "voices"
 
@@ -91,7 +91,7 @@ def is_voice_path(spec: str) -> bool:
 
 # ------------------------------------------------------------------------------------ built-in voices
 
-BUILTIN_FILE = Path(__file__).resolve().parent / "data" / "openai_voices.json"
+BUILTIN_FILE = Path(__file__).resolve().parent.parent / "data" / "openai_voices.json"
 BUILTIN_CUTOFF = 0.8  # how close an unknown name must be to a built-in one to be suggested
 
 
@@ -227,7 +227,7 @@ def _recording(spec: str) -> InvalidRequest:
 
 def load_voice_file(path: Path):
     """A VoicePrompt from a saved voice (.safetensors) or a reference `.pt` prompt."""
-    from .engine import voice as vmod
+    from ..engine import voice as vmod
 
     path = Path(path)
     if path.suffix.lower() == PROMPT_SUFFIX:
@@ -274,7 +274,7 @@ def check_new_name(name: str, force: bool) -> None:
 
 def save(name: str, voice, *, force: bool = False, **meta: Any) -> Path:
     """Write a voice into the store under `name`; returns its file."""
-    from .engine import voice as vmod
+    from ..engine import voice as vmod
 
     check_new_name(name, force)
     folder = voice_dir()
@@ -307,7 +307,7 @@ def import_metadata(path: Path) -> dict[str, str]:
     meta = {"source": str(path.resolve()),
             "imported": "reference prompt" if path.suffix.lower() == PROMPT_SUFFIX else "voice file"}  # fmt: skip
     if path.suffix.lower() == VOICE_SUFFIX:
-        from .engine.voicefile import read_voice_metadata
+        from ..engine.voicefile import read_voice_metadata
 
         old = read_voice_metadata(path)
         meta.update({k: old[k] for k in ("model", "source") if old.get(k)})
@@ -324,7 +324,7 @@ def remove(name: str) -> Path:
 
 def read_entry(name: str, path: Path) -> VoiceEntry:
     """A voice file's entry: its metadata (values made printable), or why it cannot be read."""
-    from .engine.voicefile import read_voice_metadata
+    from ..engine.voicefile import read_voice_metadata
 
     if not _readable_name(path):
         return VoiceEntry(printable(name), path, None, "the file name is not UTF-8 text: rename the file")
@@ -343,7 +343,7 @@ def list_voices() -> list[VoiceEntry]:
 
 def describe(path: Path, voice=None) -> dict[str, Any]:
     """What `voice show` prints: metadata of a saved voice, or what a `.pt` prompt holds."""
-    from .engine.voicefile import read_voice_metadata
+    from ..engine.voicefile import read_voice_metadata
 
     path = Path(path)
     if path.suffix.lower() == PROMPT_SUFFIX:
@@ -417,7 +417,7 @@ def reference_transcript(audio: Path, ref_text: str | None, flag: str = "--ref-t
             raise InvalidRequest(
                 f"{flag} is empty: give the words spoken in the reference audio"
             )
-        from .engine.text import unicode_problem
+        from ..engine.text import unicode_problem
 
         problem = unicode_problem(text)  # a byte that is not UTF-8 in the argument
         if problem:

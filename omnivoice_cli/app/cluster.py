@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .engine.errors import InvalidRequest, MissingExtra, OmniVoiceError, install_hint
+from ..engine.errors import InvalidRequest, MissingExtra, OmniVoiceError, install_hint
 from .session import Hardware, load_engine
 
 INSTALL_HINT = install_hint("ray")
@@ -125,9 +125,9 @@ def one_line(e: BaseException) -> str:
 def line_cost(request: Any) -> float:
     """How long a line takes, roughly: its estimated frames times its steps (plan_request; a chunk
     of a long text is estimated on its own)."""
-    from .engine.config import ModelConfig
-    from .engine.pipeline import plan_request
-    from .engine.text import resolve_target_len
+    from ..engine.config import ModelConfig
+    from ..engine.pipeline import plan_request
+    from ..engine.text import resolve_target_len
 
     cfg = ModelConfig()
     frames = 0
@@ -252,7 +252,7 @@ def connect(ray: Any, options: ClusterOptions, echo: Any) -> None:
         ray.init(address="local", num_cpus=cpus, include_dashboard=False, **quiet)  # a new one, even if one runs
         echo(f"Ray: started a local cluster ({cpus} CPUs)")
         return
-    package = Path(__file__).resolve().parent  # the workers run this very code
+    package = Path(__file__).resolve().parent.parent  # the omnivoice_cli package: the workers run this very code
     try:
         ray.init(address=options.address, runtime_env={"py_modules": [str(package)]}, **quiet)
     except (ConnectionError, RuntimeError, ValueError) as e:

@@ -45,8 +45,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Callable
 
-from .engine.config import SAMPLE_RATE
-from .engine.errors import InvalidRequest, OmniVoiceError
+from ..engine.config import SAMPLE_RATE
+from ..engine.errors import InvalidRequest, OmniVoiceError
 
 STDOUT = "-"
 

@@ -49,8 +49,8 @@ from wyoming.info import Attribution, Describe, Info, TtsProgram, TtsVoice
 from wyoming.ping import Ping, Pong
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeStopped
 
-from .engine.errors import InvalidRequest
-from .speaker import USAGE_ERRORS, Speaker, one_line
+from ..engine.errors import InvalidRequest
+from ..app.speaker import USAGE_ERRORS, Speaker, one_line
 
 PROGRAM = "omnivoice"
 ATTRIBUTION = Attribution(name="k2-fsa (OmniVoice)", url="https://huggingface.co/k2-fsa/OmniVoice")
@@ -104,7 +104,7 @@ def parse_uri(uri: str) -> tuple[str, Any, Any]:
 
 
 def advertised_languages() -> list[str]:
-    from .engine.text import list_languages
+    from ..engine.text import list_languages
 
     codes = {code for code, _ in list_languages()}
     return sorted(c for c in codes if len(c) == 2) + [c for c in EXTRA_LANGUAGES if c in codes]
@@ -133,7 +133,7 @@ def info_event(speaker: Speaker, version: str) -> Event:
 def ready_text(buffer: str) -> tuple[str, str]:
     """(the text to speak now, the rest) of a stream's buffer: up to its last sentence end that
     a space follows ('It costs 3.' may go on as '5 euros')."""
-    from .engine.streaming import text_units
+    from ..engine.streaming import text_units
 
     cut = 0
     for _start, end, ends in text_units(buffer):
@@ -411,13 +411,13 @@ class Speaking:
         if stream.parts == 0:
             stream.seed = request.seed
             return request
-        from .session import seed_for
+        from ..app.session import seed_for
 
         return dataclasses.replace(request, seed=seed_for(stream.seed, stream.parts),
                                    ref=stream.ref if stream.ref is not None else request.ref)  # fmt: skip
 
     async def relay(self, request: Any) -> None:
-        from .engine.service import Busy, Stopped
+        from ..engine.service import Busy, Stopped
 
         conn, loop = self.connection, asyncio.get_running_loop()
         events: asyncio.Queue = asyncio.Queue()
@@ -438,7 +438,7 @@ class Speaking:
                 ticket.cancel()
 
     async def send_audio(self, events: asyncio.Queue, ticket: Any) -> bool:
-        from .output import pcm16
+        from ..media.output import pcm16
 
         conn, rate, started = self.connection, self.speaker.sample_rate, False
         while True:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-from .engine.errors import InvalidRequest
+from ..engine.errors import InvalidRequest
 
 MAX_SUBTITLE_BYTES = 10 * 1024 * 1024  # a subtitle file is read up to here (thousands of hours of cues)
 SUFFIXES = (".srt", ".vtt")
@@ -294,7 +294,7 @@ def cut_cue(sub: Subtitle, max_lines: int = MAX_LINES, width: int = WRAP, max_ms
     into parts of even length. The piece's time is shared by the engine's speaking-time weights
     of the characters (text.text_weight), since where each word falls is not known. A word
     longer than a cue stays whole."""
-    from .engine.text import text_weight
+    from ..engine.text import text_weight
 
     text, span = sub.text, sub.end_ms - sub.start_ms
     prefix = f"{sub.speaker}: " if sub.speaker else ""  # as SRT shows it
@@ -446,7 +446,7 @@ def write_result_subtitles(path: Path, result, text: str) -> None:
     """The subtitles of one engine result: its pieces at their places in the audio, each cut into
     cues of two lines / 7 s at most (cut_cue), the last one ending with the audio. A result that
     does not say where its pieces are is one piece."""
-    from .engine.text import split_pauses
+    from ..engine.text import split_pauses
 
     pieces = result.pieces or [(" ".join(split_pauses(text)[0]), 0, len(result.audio))]
     subs = subtitles_from_pieces(pieces, result.sample_rate)

@@ -137,7 +137,7 @@ def word_timings(recogniser: Any, audio: Any, sample_rate: int, pieces: list | N
 
 
 def write_words(path: Path, words: list[WordTime]) -> None:
-    from .output import replace_atomically
+    from ..media.output import replace_atomically
 
     data = json.dumps({"words": [w.as_dict() for w in words]}, ensure_ascii=False, indent=1).encode("utf-8")
     replace_atomically(path, lambda f: f.write(data))
@@ -150,7 +150,7 @@ def word_vtt(subs: list, words: list[WordTime]) -> str:
 
     import webvtt
 
-    from .cues import WRAP, timestamp, wrap_lines
+    from ..media.cues import WRAP, timestamp, wrap_lines
 
     queue = list(words)
     captions = []
@@ -173,9 +173,9 @@ def word_vtt(subs: list, words: list[WordTime]) -> str:
 
 def write_word_subtitles(path: Path, result: Any, text: str, words: list[WordTime]) -> None:
     """--subtitle-level word: the line cues of `write_result_subtitles`, each word timed (VTT)."""
-    from .cues import finish_subtitles, subtitles_from_pieces
-    from .engine.text import split_pauses
-    from .output import replace_atomically
+    from ..media.cues import finish_subtitles, subtitles_from_pieces
+    from ..engine.text import split_pauses
+    from ..media.output import replace_atomically
 
     pieces = result.pieces or [(" ".join(split_pauses(text)[0]), 0, len(result.audio))]
     subs = finish_subtitles(subtitles_from_pieces(pieces, result.sample_rate),

@@ -38,10 +38,10 @@ from pathlib import Path, PurePath
 from typing import Any, Protocol
 
 from . import settings as st
-from .engine.errors import InvalidRequest, MissingExtra, OmniVoiceError
-from .engine.text import is_blank
+from ..engine.errors import InvalidRequest, MissingExtra, OmniVoiceError
+from ..engine.text import is_blank
 from .manifest import MANIFEST, ManifestWriter, done_records
-from .output import AUDIO_FORMATS
+from ..media.output import AUDIO_FORMATS
 from .request import Built, References, Voices, build_request, named
 from .session import Hardware, Session, WarnOnce, random_seed, seed_for
 from .signals import HoldSignals
@@ -347,7 +347,7 @@ def prepare_output_dir(spec: str | Path) -> Path:
 
 def remove_stale_temporaries(out: Path, names: list[str]) -> list[Path]:
     """Delete the temporary files (.NAME.*.part) a killed run left for these outputs and the manifest."""
-    from .output import temporary_files
+    from ..media.output import temporary_files
 
     removed = []
     for name in [*names, MANIFEST]:
@@ -552,14 +552,14 @@ class BatchRun:
         """Write a line's engine Result (its subtitles first, with --subtitles) and its record;
         `started`: perf_counter() when its group started (its record's "seconds" count from there
         to its file being written). A file that cannot be written fails the line."""
-        from .output import FORMATS, OutputTarget, write_audio
+        from ..media.output import FORMATS, OutputTarget, write_audio
 
         with self._held():  # the file and its record, or neither
             target = self.out / line.name
             try:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 if self.subtitles:  # written just before the audio: an audio file always has its subtitles
-                    from .cues import write_result_subtitles
+                    from ..media.cues import write_result_subtitles
 
                     write_result_subtitles(target.with_suffix("." + self.subtitles), result, line.built.request.text)
                 if self.words:

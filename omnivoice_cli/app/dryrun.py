@@ -18,13 +18,13 @@ from . import settings as st
 from .request import Built
 
 if TYPE_CHECKING:
-    from .engine.pipeline import VoiceShape
+    from ..engine.pipeline import VoiceShape
 
 
 def _voice(built: Built) -> VoiceShape | None:
     """A recording's voice by its prepared length (it is not encoded in a dry run); None for the
     request's own voice (a saved voice, or none)."""
-    from .engine.pipeline import VoiceShape
+    from ..engine.pipeline import VoiceShape
 
     if built.reference is None:
         return None
@@ -33,9 +33,9 @@ def _voice(built: Built) -> VoiceShape | None:
 
 def describe(built: Built) -> dict[str, Any]:
     """The dry run of one request (see the module doc)."""
-    from .engine.config import ModelConfig
-    from .engine.pipeline import plan_request
-    from .engine.text import resolve_language
+    from ..engine.config import ModelConfig
+    from ..engine.pipeline import plan_request
+    from ..engine.text import resolve_language
 
     cfg = ModelConfig()
     plan = plan_request(built.request, cfg, _voice(built))

@@ -112,7 +112,7 @@ class ManifestWriter:
             self._f = None
 
     def rewrite(self, records: list[Mapping[str, Any]]) -> None:
-        from .output import replace_atomically
+        from ..media.output import replace_atomically
 
         self.close()
         data = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode("utf-8", "backslashreplace")

@@ -22,7 +22,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Protocol
 
-from .engine.errors import InvalidRequest
+from ..engine.errors import InvalidRequest
 from .settings import MAX_SEED
 
 RANDOM_SEED_BOUND = 2**31  # drawn seeds stay short enough to read and retype
@@ -115,7 +115,7 @@ def load_engine(
     forward), not the encoder, which belongs to preparing a voice (callers time that apart).
     `status(what)` is a context manager shown while each loads (the face's status line);
     `on_notice` gets the engine's messages (licence, download)."""
-    from .engine import pipeline
+    from ..engine import pipeline
 
     status = status or (lambda what: nullcontext())
     t0 = time.perf_counter()

@@ -34,8 +34,8 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
-from .engine.config import SAMPLE_RATE
-from .engine.errors import OmniVoiceError, install_hint
+from ..engine.config import SAMPLE_RATE
+from ..engine.errors import OmniVoiceError, install_hint
 
 ENV_PLAYER = "OMNIVOICE_PLAYER"
 STARTUP_GRACE = 0.2  # seconds a player process has to fail at start-up before it is trusted

@@ -38,14 +38,14 @@ from pathlib import Path
 from typing import Any
 
 from . import settings as st
-from .cues import Cue, read_cues, timestamp
+from ..media.cues import Cue, read_cues, timestamp
 from .dialogue import Cast, Member, PlaceSource, check_voices, cue_speaker
-from .engine.config import SAMPLE_RATE
-from .engine.errors import InvalidRequest, OmniVoiceError
+from ..engine.config import SAMPLE_RATE
+from ..engine.errors import InvalidRequest, OmniVoiceError
 from .manifest import MANIFEST, ManifestWriter, read_manifest
 from .request import Built, References, Voices, build_request
 from .session import Hardware, Session, WarnOnce, random_seed, seed_for
-from .tracks import as_written, ms_to_samples, place
+from ..media.tracks import as_written, ms_to_samples, place
 
 GROUP_SIZE = 64  # pieces per Engine.generate call (the engine bounds each forward itself)
 MAX_CUES = 20_000  # cues in one file (a feature film has about 2,000)
@@ -191,8 +191,8 @@ class DubRun:
 
     def plan_cue(self, cue: Cue, base: int) -> CuePlan:
         """One cue's speaker, words, pieces and requests (InvalidRequest "FILE: line N: ...")."""
-        from .engine.text import is_blank, speech_seconds, split_pauses
-        from .tracks import cue_pieces
+        from ..engine.text import is_blank, speech_seconds, split_pauses
+        from ..media.tracks import cue_pieces
 
         plan = CuePlan(cue, f"{self.input_path}: line {cue.line}")
         plan.speaker, plan.text = cue_speaker(cue.text, cue.voice, self.cast, plan.where)
@@ -272,7 +272,7 @@ class DubRun:
                       f"natural pace to fit their times: {shown}{more}; shorten their words or lengthen them")  # fmt: skip
 
     def _warn_overlaps(self, plans: list[CuePlan]) -> None:
-        from .tracks import overlaps
+        from ..media.tracks import overlaps
 
         spoken = {p.cue.index: p for p in plans if p.status != "empty"}
         pairs, total = overlaps([(i, p.cue.start_ms, p.cue.end_ms) for i, p in spoken.items()])
@@ -368,7 +368,7 @@ class DubRun:
         plan.results = {}
         audio = as_written(audio, SAMPLE_RATE)  # as its stem holds it: a resumed dub is the same
         if out is not None:
-            from .output import FORMATS, OutputTarget, write_audio
+            from ..media.output import FORMATS, OutputTarget, write_audio
 
             fmt = Path(plan.stem).suffix.lower()
             write_audio(audio, SAMPLE_RATE, OutputTarget(out / plan.stem, *FORMATS[fmt]))
@@ -452,7 +452,7 @@ class DubRun:
         return self.report
 
     def write_track(self) -> None:
-        from .output import write_audio
+        from ..media.output import write_audio
 
         try:
             write_audio(self.track, SAMPLE_RATE, self.target, stdout=self.stdout)

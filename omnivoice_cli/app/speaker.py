@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from . import settings as st
-from .engine.errors import InvalidRequest
+from ..engine.errors import InvalidRequest
 
 REQUEST = st.Source("request")
 USAGE_ERRORS = (InvalidRequest, st.SettingsError)  # a request's own fault: the client is told why
@@ -73,8 +73,8 @@ class Speaker:
         next call tries again)."""
         with self._lock:
             if self._service is None:
-                from .engine.service import Service
-                from .engine.streaming import StreamConfig
+                from ..engine.service import Service
+                from ..engine.streaming import StreamConfig
 
                 t0 = time.perf_counter()
                 engine = self._load()

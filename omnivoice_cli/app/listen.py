@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from .engine.errors import InvalidRequest, MissingExtra, ModelUnavailable
+from ..engine.errors import InvalidRequest, MissingExtra, ModelUnavailable
 
 # whisper-large-v3-turbo (the reference implementation's recogniser), as CTranslate2 converts it:
 # faster-whisper's own "large-v3-turbo" / "turbo" alias. 99 languages; 4 decoder layers instead
@@ -68,7 +68,7 @@ def to_16k(audio: Any, sample_rate: int) -> Any:
     """Mono float32 at 16 kHz, as Whisper hears it (the engine's resampler)."""
     import numpy as np
 
-    from .engine.resample import resample
+    from ..engine.resample import resample
 
     wav = np.asarray(audio, dtype=np.float32).reshape(1, -1)
     if sample_rate != SAMPLE_RATE:
@@ -80,7 +80,7 @@ def whisper_language(lang: str | None) -> str | None:
     """A language as Whisper names it ("en" for "en-US", "English"), or None (it detects one)."""
     if not lang:
         return None
-    from .engine.languages import resolve_language
+    from ..engine.languages import resolve_language
 
     code, _ = resolve_language(lang)
     base = str(code or lang).replace("_", "-").split("-")[0].lower()
@@ -154,7 +154,7 @@ def resolve_asr_model(spec: str, flag: str = "--asr-model") -> Path:
                              "asr_model")  # fmt: skip
     import huggingface_hub as hf
 
-    from .engine.hub import hub_cache_dir, offline_reason
+    from ..engine.hub import hub_cache_dir, offline_reason
 
     cache = hub_cache_dir()
     try:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from . import settings as st
-from .engine.errors import InvalidRequest
+from ..engine.errors import InvalidRequest
 
 MAX_NAME = 40  # characters of a speaker's name
 MAX_LINES = 20_000  # spoken lines of one script (all go to one packed run)

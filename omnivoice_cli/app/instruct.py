@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 from urllib.parse import quote
 
-from .engine import text as textmod
+from ..engine import text as textmod
 
 MAX_NOTES = 8  # notes kept about one text
 _SPLIT_RE = re.compile(r"\s*[,，]\s*")

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterable, Iterator, Mapping, Protocol
 
 from . import settings as st
-from .engine.errors import InvalidRequest, OmniVoiceError
+from ..engine.errors import InvalidRequest, OmniVoiceError
 from .request import Built, Reference, References
 from .session import Hardware, load_engine
 
@@ -140,7 +140,7 @@ def output_target(output: str | None, settings: st.Resolved, stdout_is_terminal:
     """Where the audio goes: None (the player), stdout or a file (output.OutputTarget). A file's
     format is its extension's; --format, when given as a flag, must agree with it; stdout takes
     the format. Binary audio is not written to a terminal."""
-    from .output import check_output
+    from ..media.output import check_output
 
     if output is None:
         return None
@@ -269,7 +269,7 @@ class PlainRun(_Run):
 
     def run(self, signals: Any) -> SpeechReport:
         """Speak; Stopped on Ctrl-C / SIGTERM (`signals`: the HoldSignals the writes are held by)."""
-        from .engine.pipeline import plan_request
+        from ..engine.pipeline import plan_request
 
         speech, written = self.speech, False
         try:
@@ -296,7 +296,7 @@ class PlainRun(_Run):
 
                     write_word_subtitles(speech.subtitles, result, request.text, timed)
                 elif speech.subtitles is not None:  # --subtitles: written just before the audio
-                    from .cues import write_result_subtitles
+                    from ..media.cues import write_result_subtitles
 
                     write_result_subtitles(speech.subtitles, result, request.text)
                 self.write(result)
@@ -345,7 +345,7 @@ class PlainRun(_Run):
 
     def write(self, result: Any) -> None:
         """The audio into its file, or every byte of it to stdout (a reader that goes away is an error)."""
-        from .output import StreamClosed, quiet_stdout, write_audio
+        from ..media.output import StreamClosed, quiet_stdout, write_audio
 
         target = self.speech.target
         try:
@@ -367,7 +367,7 @@ class PlainRun(_Run):
 def _send(write: Callable[[], None], signals: Any) -> None:
     """A piece (or the stream's end) to stdout, whole (a stop waits); a reader that went away is
     the error `say -o -` gives (exit 1)."""
-    from .output import StreamClosed, quiet_stdout
+    from ..media.output import StreamClosed, quiet_stdout
 
     try:
         with signals.protect():  # a piece is written whole, so the stream stays valid
@@ -393,7 +393,7 @@ def _watch(player: Any, writer: Any) -> Callable[[], None] | None:
         if player is not None:
             player.check()
         if fd is not None and _reader_gone(fd):
-            from .output import quiet_stdout
+            from ..media.output import quiet_stdout
 
             quiet_stdout()
             raise OmniVoiceError("stdout: the reader of the audio stream went away: the audio is incomplete")
@@ -419,7 +419,7 @@ def open_the_player(play: bool) -> Any:
     """The player, started before the model is loaded (none that works: PlayerUnavailable, exit 1)."""
     if not play:
         return None
-    from .player import open_player
+    from ..media.player import open_player
 
     return open_player()
 
@@ -463,8 +463,8 @@ class StreamedRun(_Run):
                        verify=None if check is None else check.report())  # fmt: skip
 
     def render(self, engine: Any, request: Any, player: Any, signals: Any, check: Any = None) -> _Rendered:
-        from .engine.streaming import StreamRun
-        from .output import StreamWriter
+        from ..engine.streaming import StreamRun
+        from ..media.output import StreamWriter
 
         target, out = self.speech.target, _Rendered()
         writer = None
@@ -489,12 +489,12 @@ class StreamedRun(_Run):
         return out
 
     def write_file(self, audio: Any, sample_rate: int, pieces: list, signals: Any) -> None:
-        from .output import write_audio
+        from ..media.output import write_audio
 
         target, subtitles = self.speech.target, self.speech.subtitles
         with signals.protect():  # the file (and its subtitles) complete, or nothing
             if subtitles is not None:
-                from .cues import finish_subtitles, subtitles_from_pieces, write_subtitles
+                from ..media.cues import finish_subtitles, subtitles_from_pieces, write_subtitles
 
                 spans = [(p.text, p.start, p.start + len(p.audio)) for p in pieces if p.text]
                 subs = subtitles_from_pieces(spans, sample_rate)
@@ -569,7 +569,7 @@ class DialogueRun:
 
     def run(self, signals: Any) -> DialogueReport:
         """Speak; Stopped on Ctrl-C / SIGTERM (`signals`: the HoldSignals the writes are held by)."""
-        from .output import write_audio
+        from ..media.output import write_audio
 
         built, target, written = self.script.lines, self.target, False
         player = open_the_player(self.play)  # before the model is loaded
@@ -583,7 +583,7 @@ class DialogueRun:
             audio, subs, starts = join_lines(built, results, self.gap, engine.sample_rate)
             with signals.protect():
                 if self.subtitles is not None:
-                    from .cues import write_subtitles
+                    from ..media.cues import write_subtitles
 
                     write_subtitles(self.subtitles, subs)
                 if target is not None:
@@ -611,8 +611,8 @@ class DialogueRun:
 
 def join_lines(built: Iterable, results: list, gap: float, rate: int) -> tuple[Any, list, list[int]]:
     """The lines' audio joined with gaps, their subtitle cues, where each line starts."""
-    from .cues import finish_subtitles, subtitles_from_pieces
-    from .tracks import join_with_gaps
+    from ..media.cues import finish_subtitles, subtitles_from_pieces
+    from ..media.tracks import join_with_gaps
 
     audio, starts = join_with_gaps([r.audio for r in results], round(gap * rate))
     subs = []

@@ -39,8 +39,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Callable, Iterable, Mapping
 
-from .engine.config import GenerationConfig, ModelConfig, value_rule
-from .output import AUDIO_FORMATS
+from ..engine.config import GenerationConfig, ModelConfig, value_rule
+from ..media.output import AUDIO_FORMATS
 
 DEFAULT_MODEL = "k2-fsa/OmniVoice"  # hub id used when neither --model nor $OMNIVOICE_MODEL is given
 # The speech recogniser (the `asr` extra, listen.py): whisper-large-v3-turbo, the reference's, as
@@ -482,7 +482,7 @@ def check_engine_options(settings: dict[str, Any], sources: Mapping[str, Source]
     the fastest path that fits; with a GPU named it is nothing (the table is the CPU's)."""
     if settings.get("quantize") == "auto":
         return _check_auto(settings, sources or {})
-    from .engine.config import INT8_NEEDS, int8_clash, int8_problem
+    from ..engine.config import INT8_NEEDS, int8_clash, int8_problem
 
     if settings.get("quantize") != "int8":
         return None
@@ -509,8 +509,8 @@ def engine_options(resolved: Resolved) -> tuple[Resolved, str | None]:
 
 
 def _check_auto(settings: dict[str, Any], sources: Mapping[str, Source]) -> str | None:
-    from .engine import cpu
-    from .engine.config import int8_clash
+    from ..engine import cpu
+    from ..engine.config import int8_clash
 
     if int8_clash(settings.get("device"), None, False) == "device":
         settings["quantize"] = "none"  # a GPU runs its own dtype: nothing to say
@@ -565,7 +565,7 @@ class Preset:
 
 def builtin_preset_dir() -> Path:
     """The presets packaged with omnivoice_cli (omnivoice_cli/presets/*.toml)."""
-    return Path(__file__).resolve().parent / "presets"
+    return Path(__file__).resolve().parent.parent / "presets"
 
 
 def user_preset_dir() -> Path:

@@ -33,9 +33,9 @@ from typing import Annotated, Any, Callable
 
 from pydantic import Field
 
-from . import settings as st
-from .engine.errors import InvalidRequest, OmniVoiceError
-from .speaker import USAGE_ERRORS, Speaker, one_line
+from ..app import settings as st
+from ..engine.errors import InvalidRequest, OmniVoiceError
+from ..app.speaker import USAGE_ERRORS, Speaker, one_line
 
 NAME = "omnivoice"
 INSTRUCTIONS = ("Text to speech with the OmniVoice model. `speak` plays speech on the user's machine; `synthesize` "
@@ -58,7 +58,7 @@ class Tools:
         built = self.speaker.build(text, voice=voice, lang=lang, instruct=instruct, settings=settings)
         rate = self.speaker.sample_rate  # the model, loaded once
         if self._open_player is None:
-            from .player import open_player
+            from ..media.player import open_player
         else:
             open_player = self._open_player
         with self._playing:
@@ -70,7 +70,7 @@ class Tools:
 
     def synthesize(self, text: Any, path: Any, format: Any = None, voice: Any = None, instruct: Any = None,
                    lang: Any = None, settings: Any = None) -> dict[str, Any]:  # fmt: skip
-        from .output import check_output, write_audio
+        from ..media.output import check_output, write_audio
 
         if format is not None and not isinstance(format, str):
             raise InvalidRequest(f"format must be a string, got {st.type_name(format)}")
@@ -88,8 +88,8 @@ class Tools:
         return {"voices": self.speaker.voices()}
 
     def describe_voice_options(self) -> dict[str, Any]:
-        from .output import writable_formats
-        from .server.schema import languages_part, presets_part, settings_part, voice_design_part
+        from ..media.output import writable_formats
+        from .schema import languages_part, presets_part, settings_part, voice_design_part
 
         return {"voice_design": voice_design_part(), "languages": languages_part(), "settings": settings_part(),
                 "presets": presets_part(), "formats": writable_formats()}  # fmt: skip
@@ -99,7 +99,7 @@ def resolve_under(root: Path, spec: Any, format: str | None = None) -> Path:
     """The file `spec` names under `root` (a resolved folder), its extension that of `format`
     (default wav) when it has none. InvalidRequest when it leaves the root: '..', an absolute
     path elsewhere, a symbolic link (of a folder on the way, or of the file) that points out."""
-    from .output import format_named
+    from ..media.output import format_named
 
     if not isinstance(spec, str) or not spec.strip():
         raise InvalidRequest("path is empty: give a file name under the root, e.g. hello.wav")

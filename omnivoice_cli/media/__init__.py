@@ -1,0 +1,1 @@
+"""Media in and out: audio formats, the player, subtitle cues, tracks."""

@@ -1,0 +1,1 @@
+"""The face's helpers: typer options from the schema, help layout, progress display (rich)."""
