@@ -238,7 +238,8 @@ BAD_REFS = {
 
 @pytest.mark.parametrize("case", list(BAD_REFS))
 @pytest.mark.parametrize("command", ["say", "voice add"])
-def test_bad_reference(invoke, fake_engine, home, tmp_path, case, command):
+def test_bad_reference(invoke, fake_engine, home, tmp_path, case, command, monkeypatch):
+    monkeypatch.setitem(sys.modules, "faster_whisper", None)  # no speech recogniser (the asr extra absent)
     """Each bad recording: exit 2, one line, before the model, nothing written."""
     name, make, text_args, message = BAD_REFS[case]
     src = tmp_path / "src"
@@ -259,7 +260,8 @@ def test_bad_reference(invoke, fake_engine, home, tmp_path, case, command):
     assert r.stdout == ""
 
 
-def test_no_transcript_says_how_to_give_one(invoke, fake_engine, home, ref, tmp_path):
+def test_no_transcript_says_how_to_give_one(invoke, fake_engine, home, ref, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "faster_whisper", None)  # no speech recogniser (the asr extra absent)
     r = invoke("say", "Hello.", "--ref", ref, "-o", tmp_path / "x.wav")
     line = error_line(r)
     assert "--ref-text" in line and str(ref.with_suffix(".txt")) in line and "no speech recogniser" in line

@@ -168,8 +168,9 @@ def resolve_asr_model(spec: str, flag: str = "--asr-model") -> Path:
     try:
         return Path(hf.snapshot_download(repo_id, cache_dir=cache, allow_patterns=HUB_FILES))
     except Exception as e:  # noqa: BLE001 - network and disk errors come in many classes
-        raise ModelUnavailable(f"speech recogniser {repo_id}: the download failed ({type(e).__name__}: "
-                               f"{' '.join(str(e).split())[:200]})") from None  # fmt: skip
+        first = " ".join(str(e).split()).split(". ")[0][:120]  # one line: the error's first sentence
+        raise ModelUnavailable(f"speech recogniser {repo_id} could not be downloaded ({type(e).__name__}: {first}); "
+                               f"give {flag} a local model folder") from None  # fmt: skip
 
 
 def load_recogniser(spec: str, device: str = "auto", what: str = "transcribing speech") -> Recogniser:

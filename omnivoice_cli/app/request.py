@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from . import settings as st
-from ..engine.errors import InvalidRequest, MissingExtra
+from ..engine.errors import InvalidRequest, MissingExtra, ModelUnavailable
 from .session import random_seed
 
 
@@ -89,10 +89,17 @@ class References:
                 warnings = (*prepared.warnings, *([f"{path}: {mismatch}"] if mismatch else []))
                 prepared = dataclasses.replace(prepared, source=str(path), warnings=warnings)
                 self._prepared[key] = Reference(path, text, prepared, "asr")
+            except (MissingExtra, ModelUnavailable) as e:  # no recogniser to be had: how to give the words instead
+                from .voices import transcript_file
+
+                message = (f"no transcript for the reference audio {path}: give --ref-text \"the words spoken in it\" "
+                           f"or write them into {transcript_file(path)} (no speech recogniser at hand: {e})")
+                # the extra missing is a usage error (exit 2); a model that cannot be had, a failure (exit 1)
+                self._prepared[key] = ModelUnavailable(message) if isinstance(e, ModelUnavailable) else InvalidRequest(message)
             except InvalidRequest as e:
                 self._prepared[key] = e
         found = self._prepared[key]
-        if isinstance(found, InvalidRequest):
+        if isinstance(found, (InvalidRequest, ModelUnavailable)):
             raise found
         return found
 

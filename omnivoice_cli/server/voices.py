@@ -89,9 +89,14 @@ def heard_upload(prepared: Any, filename: str, asr_model: str | None, device: st
     """The words of an uploaded recording without ref_text: the speech recogniser's (loaded, used, freed)."""
     from ..app import listen
     from ..engine.config import SAMPLE_RATE
+    from ..engine.errors import MissingExtra, ModelUnavailable
 
-    return listen.transcribe_reference(prepared.wav, SAMPLE_RATE, None, asr_model, device,
-                                       source=f"the uploaded file {filename!r}")  # fmt: skip
+    try:
+        return listen.transcribe_reference(prepared.wav, SAMPLE_RATE, None, asr_model, device,
+                                           source=f"the uploaded file {filename!r}")  # fmt: skip
+    except (MissingExtra, ModelUnavailable) as e:  # no recogniser here: the client gives the words
+        raise bad_request(f"field 'ref_text' is missing: give the words spoken in {filename!r} (this server has no "
+                          f"speech recogniser at hand: {e})", "ref_text") from None  # fmt: skip
 
 
 def prepare_upload(data: bytes, filename: str, transcript: str | None) -> Any:
