@@ -10,6 +10,7 @@ The network itself (backbone.py) knows nothing of the kernels: loading.py picks 
 from __future__ import annotations
 
 import ctypes
+import threading
 import weakref
 from typing import TYPE_CHECKING
 
@@ -334,6 +335,9 @@ class Int8Linear(KernelLinear):
         return gate.run(q, "swish").mul_(up.run(q))
 
 
+_ENGINE_LOCK = threading.Lock()
+
+
 class LegacyInt8Linear(KernelLinear):
     """The dynamic int8 linear layer of torch's quantised ops (fbgemm on x86, qnnpack on ARM), for
     torch builds without oneDNN's: 7-bit inputs per tensor, int8 weights per output channel. It needs
@@ -353,15 +357,16 @@ class LegacyInt8Linear(KernelLinear):
             warnings.simplefilter("ignore")
             qweight = torch._make_per_channel_quantized_tensor(codes, scale.double(), zero, 0)
         bias = None if bias is None else bias.detach().float()
-        engines = torch.backends.quantized
-        was = engines.engine
-        if self.engine and self.engine != was:
-            engines.engine = self.engine  # the engine packs (and so picks the kernel of) the weight
-        try:
-            self.packed = torch.ops.quantized.linear_prepack(qweight, bias)
-        finally:
-            if engines.engine != was:
-                engines.engine = was
+        with _ENGINE_LOCK:  # the engine is process-wide, and convert_layers packs two layers at a time
+            engines = torch.backends.quantized
+            was = engines.engine
+            if self.engine and self.engine != was:
+                engines.engine = self.engine  # the engine packs (and so picks the kernel of) the weight
+            try:
+                self.packed = torch.ops.quantized.linear_prepack(qweight, bias)
+            finally:
+                if engines.engine != was:
+                    engines.engine = was
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.ops.quantized.linear_dynamic(x.float(), self.packed, True)  # True: 7-bit inputs, as fbgemm needs
