@@ -1,9 +1,9 @@
 """The CPU linears of the body: oneDNN fp32 (a weight repacked once into oneDNN's blocked layout),
 oneDNN bf16 (the weight converted and packed once) and dynamic int8 (oneDNN's u8 x s8 kernel, or
 FBGEMM's where the CPU's class runs it faster (cpu.CHOICES); torch's quantised ops where a build
-lacks oneDNN's). The module tree keeps the checkpoint's names; on the
-bf16 and int8 paths q, k and v run as one product (`Fused`, the attention's `fused_qkv`), and the
-layer forward is narrow.py's, which fuses the residual adds and the MLP's gate into the products.
+lacks oneDNN's). The module tree keeps the checkpoint's names; on the bf16 and int8 paths q, k and
+v run as one product (`Fused`, the attention's `fused_qkv`), and the layer forward is narrow.py's,
+which fuses the residual adds and the MLP's gate into the products.
 The network itself (backbone.py) knows nothing of the kernels: loading.py picks one.
 """
 
@@ -458,9 +458,9 @@ def _heads_to_bf16(model: OmniVoiceModel) -> None:
 def quantize_int8(model: OmniVoiceModel) -> int:
     """Dynamic int8 linear layers for the body on CPU (the kernel of this CPU's class: int8_kind):
     weights int8 per output channel, activations quantised per tensor on the fly; the layer forward
-    of narrow.py (activations fp32 between the products). Where the CPU has bf16 natively (cpu.py), attention and the audio heads run in bf16
-    (their error is small beside int8's); else they stay fp32. Embeddings and norms stay fp32.
-    Returns the number of linear layers quantised."""
+    of narrow.py (activations fp32 between the products). Where the CPU has bf16 natively (cpu.py),
+    attention and the audio heads run in bf16 (their error is small beside int8's); else they stay
+    fp32. Embeddings and norms stay fp32. Returns the number of linear layers quantised."""
     from . import narrow
 
     n = convert_layers(model, int8_kind())
