@@ -368,7 +368,9 @@ def test_int8_engine_on_an_avx2_cpu_runs_fbgemm_and_stays_close(monkeypatch, fp3
     """The avx2 class's int8 kernel (cpu.CHOICES): FBGEMM's, within int8's fidelity of fp32."""
     monkeypatch.setattr(cpu, "_INFO", cpu.detect({"avx", "avx2", "fma", "f16c"}, "x86_64", env={}))
     assert cpu.choice().int8 == "fbgemm"
+    was = torch.backends.quantized.engine
     engine = Engine.load(str(TINY), device="cpu", quantize="int8")
+    assert torch.backends.quantized.engine == was  # packed two layers at a time, the engine switched under a lock
     layer = engine.model.llm.layers[0]
     assert type(layer.self_attn.fused_qkv.linear) is FbgemmInt8Linear and type(layer.mlp.down_proj) is FbgemmInt8Linear
     assert type(layer.self_attn.o_proj) is FbgemmInt8Linear and narrow_installed(engine.model)

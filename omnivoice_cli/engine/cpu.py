@@ -227,7 +227,8 @@ class Choice:
 CHOICES: dict[str, Choice] = {
     "amx": Choice("int8", "onednn", (
         "bench_int8.py 2026-12-01 (Xeon, AMX, 1 thread): oneDNN's int8 4.0-5.8x fp32 a layer at 300-2400 "
-        "rows, FBGEMM's 1.7-2.2x slower than oneDNN's; @AMXSAY@")),
+        "rows, FBGEMM's 1.7-2.2x slower than oneDNN's; bench_say.py (1 thread): int8 3.71x the reference a step, "
+        "2.95x the whole command, fp32 0.89x")),
     "avx512-bf16": Choice("int8", "onednn", (
         "bench_say.py 2026-12-01 (Zen 4): int8 4.07x the reference a step, bf16 2.71x, fp32 1.39x; "
         "bench_int8.py at AVX512_CORE_BF16 (emulated): oneDNN's int8 2.7-3.0x fp32, FBGEMM's 1.02-1.33x slower")),
@@ -242,7 +243,8 @@ CHOICES: dict[str, Choice] = {
     "avx2": Choice("int8", "fbgemm", (
         "issue 29 (Zen 3): oneDNN's int8 2.01x the reference a step, fp32 1.09x; bench_int8.py at AVX2 with "
         "FBGEMM_ENABLE_INSTRUCTIONS=AVX2 (emulated): FBGEMM's int8 1.63-2.02x fp32 a layer, 0.84-0.97x "
-        "oneDNN's time; @AVX2SAY@")),
+        "oneDNN's time; bench_say.py there (1 thread): FBGEMM's int8 1.84x the reference a step, oneDNN's "
+        "1.67x, fp32 1.14x")),
     "x86-64": Choice("int8", "onednn", (
         "bench_int8.py at SSE41 (emulated): oneDNN's int8 2.1-2.4x fp32 a layer (FBGEMM needs AVX2)")),
 }

@@ -1,15 +1,16 @@
 """The CPU linears of the body: oneDNN fp32 (a weight repacked once into oneDNN's blocked layout),
 oneDNN bf16 (the weight converted and packed once) and dynamic int8 (oneDNN's u8 x s8 kernel, or
 FBGEMM's where the CPU's class runs it faster (cpu.CHOICES); torch's quantised ops where a build
-lacks oneDNN's). The module tree keeps the checkpoint's names; on the
-bf16 and int8 paths q, k and v run as one product (`Fused`, the attention's `fused_qkv`), and the
-layer forward is narrow.py's, which fuses the residual adds and the MLP's gate into the products.
+lacks oneDNN's). The module tree keeps the checkpoint's names; on the bf16 and int8 paths q, k and
+v run as one product (`Fused`, the attention's `fused_qkv`), and the layer forward is narrow.py's,
+which fuses the residual adds and the MLP's gate into the products.
 The network itself (backbone.py) knows nothing of the kernels: loading.py picks one.
 """
 
 from __future__ import annotations
 
 import ctypes
+import threading
 import weakref
 from typing import TYPE_CHECKING
 
@@ -334,6 +335,9 @@ class Int8Linear(KernelLinear):
         return gate.run(q, "swish").mul_(up.run(q))
 
 
+_ENGINE_LOCK = threading.Lock()
+
+
 class LegacyInt8Linear(KernelLinear):
     """The dynamic int8 linear layer of torch's quantised ops (fbgemm on x86, qnnpack on ARM), for
     torch builds without oneDNN's: 7-bit inputs per tensor, int8 weights per output channel. It needs
@@ -353,15 +357,16 @@ class LegacyInt8Linear(KernelLinear):
             warnings.simplefilter("ignore")
             qweight = torch._make_per_channel_quantized_tensor(codes, scale.double(), zero, 0)
         bias = None if bias is None else bias.detach().float()
-        engines = torch.backends.quantized
-        was = engines.engine
-        if self.engine and self.engine != was:
-            engines.engine = self.engine  # the engine packs (and so picks the kernel of) the weight
-        try:
-            self.packed = torch.ops.quantized.linear_prepack(qweight, bias)
-        finally:
-            if engines.engine != was:
-                engines.engine = was
+        with _ENGINE_LOCK:  # the engine is process-wide, and convert_layers packs two layers at a time
+            engines = torch.backends.quantized
+            was = engines.engine
+            if self.engine and self.engine != was:
+                engines.engine = self.engine  # the engine packs (and so picks the kernel of) the weight
+            try:
+                self.packed = torch.ops.quantized.linear_prepack(qweight, bias)
+            finally:
+                if engines.engine != was:
+                    engines.engine = was
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.ops.quantized.linear_dynamic(x.float(), self.packed, True)  # True: 7-bit inputs, as fbgemm needs
@@ -453,9 +458,9 @@ def _heads_to_bf16(model: OmniVoiceModel) -> None:
 def quantize_int8(model: OmniVoiceModel) -> int:
     """Dynamic int8 linear layers for the body on CPU (the kernel of this CPU's class: int8_kind):
     weights int8 per output channel, activations quantised per tensor on the fly; the layer forward
-    of narrow.py (activations fp32 between the products). Where the CPU has bf16 natively (cpu.py), attention and the audio heads run in bf16
-    (their error is small beside int8's); else they stay fp32. Embeddings and norms stay fp32.
-    Returns the number of linear layers quantised."""
+    of narrow.py (activations fp32 between the products). Where the CPU has bf16 natively (cpu.py),
+    attention and the audio heads run in bf16 (their error is small beside int8's); else they stay
+    fp32. Embeddings and norms stay fp32. Returns the number of linear layers quantised."""
     from . import narrow
 
     n = convert_layers(model, int8_kind())

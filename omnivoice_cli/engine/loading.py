@@ -91,7 +91,8 @@ def auto_quantize(dt, compile: bool, notice: Callable[[str], None]) -> str | Non
     chosen = cpu.choice().quantize
     if chosen == "int8" and (dt != torch.float32 or compile):
         clash = "compile" if compile else f"dtype {str(dt).removeprefix('torch.')}"
-        notice(f"quantize auto: int8 (the fastest on this CPU, {cpu.cpu_class()}) needs float32 and no compile: without it here ({clash})")
+        notice(f"quantize auto: int8 (the fastest on this CPU, {cpu.cpu_class()}) needs float32 and no "
+               f"compile: without it here ({clash})")  # fmt: skip
         return None
     return chosen
 
