@@ -54,8 +54,10 @@ def cpu_header(env: dict | None = None) -> str:
         from omnivoice_cli.engine import cpu
     info = cpu.detect(env=env)
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    return (f"CPU {cpu.model_name()} ({os.cpu_count()} logical), class {info.describe()}\n"
-            f"  flags: {' '.join(info.flags()) or '-'}; load average {load}")  # fmt: skip
+    return (
+        f"CPU {cpu.model_name()} ({os.cpu_count()} logical), class {info.describe()}\n"
+        f"  flags: {' '.join(info.flags()) or '-'}; load average {load}"
+    )
 
 
 def force_int8_kernel(kernel: str | None) -> None:
@@ -138,7 +140,9 @@ def report_whole(walls: dict[str, list[float]], steps: int, repeats: int, out: d
         for name in walls:
             if name != "reference":
                 pairs = [round(a / b, 2) for a, b in zip(walls["reference"], walls[name])]
-                print(f"  {name}: {median(walls['reference']) / median(walls[name]):.2f}x the reference (pairs {pairs})")
+                print(
+                    f"  {name}: {median(walls['reference']) / median(walls[name]):.2f}x the reference (pairs {pairs})"
+                )
 
 
 def median(xs):
@@ -152,9 +156,19 @@ def have_reference() -> bool:
 def ours_cmd(args, texts, num_step, extra=()) -> list[str]:
     device = ["--device", getattr(args, "device", "cpu"), "--dtype", getattr(args, "dtype", "auto")]
     return [
-        sys.executable, str(Path(__file__).parent / "_ours.py"), "--ckpt", str(args.ckpt),
-        "--threads", str(args.threads), "--num-step", str(num_step), "--texts", json.dumps(texts), *device, *extra,
-    ]  # fmt: skip
+        sys.executable,
+        str(Path(__file__).parent / "_ours.py"),
+        "--ckpt",
+        str(args.ckpt),
+        "--threads",
+        str(args.threads),
+        "--num-step",
+        str(num_step),
+        "--texts",
+        json.dumps(texts),
+        *device,
+        *extra,
+    ]
 
 
 def add_device_args(ap) -> None:
@@ -171,9 +185,18 @@ def lines(n: int) -> list[str]:
 
 def reference_cmd(args, texts, num_step, extra=()) -> list[str]:
     return [
-        str(ORACLE_PY), str(Path(__file__).parent / "_reference.py"), "--ckpt", str(args.ckpt),
-        "--threads", str(args.threads), "--num-step", str(num_step), "--texts", json.dumps(texts), *extra,
-    ]  # fmt: skip
+        str(ORACLE_PY),
+        str(Path(__file__).parent / "_reference.py"),
+        "--ckpt",
+        str(args.ckpt),
+        "--threads",
+        str(args.threads),
+        "--num-step",
+        str(num_step),
+        "--texts",
+        json.dumps(texts),
+        *extra,
+    ]
 
 
 def fmt_row(name: str, r: dict) -> str:
@@ -208,10 +231,20 @@ def dtype_label(device: str, dtype: str) -> str:
 def add_variant_args(ap) -> None:
     """Rows measured besides ours at --dtype: --bf16, --quantize int8 / auto, --int8-kernels,
     --compile; --no-base skips that one."""
-    ap.add_argument("--quantize", choices=["int8", "auto"], nargs="*", default=[],
-                    help="also measure ours with --quantize (auto: the path the fast preset takes on this CPU)")
-    ap.add_argument("--int8-kernels", choices=["onednn", "fbgemm"], nargs="*", default=[],
-                    help="also measure int8 on each of these kernels (per step only: the CLI takes the table's)")
+    ap.add_argument(
+        "--quantize",
+        choices=["int8", "auto"],
+        nargs="*",
+        default=[],
+        help="also measure ours with --quantize (auto: the path the fast preset takes on this CPU)",
+    )
+    ap.add_argument(
+        "--int8-kernels",
+        choices=["onednn", "fbgemm"],
+        nargs="*",
+        default=[],
+        help="also measure int8 on each of these kernels (per step only: the CLI takes the table's)",
+    )
     ap.add_argument("--bf16", action="store_true", help="also measure ours with --dtype bfloat16")
     ap.add_argument("--compile", action="store_true", help="also measure ours with --compile")
     ap.add_argument("--no-base", action="store_true", help="skip ours at --dtype (measure only the extra rows)")
@@ -257,7 +290,9 @@ def pair_ratios(ref_runs: list[dict], our_runs: list[dict], key: str = "s_per_st
 
 def table(runs: dict[str, list[dict]]) -> dict[str, dict]:
     """Medians of every figure per row, with the runs kept."""
-    return {name: {k: median([r[k] for r in rs]) for k in KEYS if k in rs[0]} | {"runs": rs} for name, rs in runs.items()}
+    return {
+        name: {k: median([r[k] for r in rs]) for k in KEYS if k in rs[0]} | {"runs": rs} for name, rs in runs.items()
+    }
 
 
 def summary(name: str, r: dict, o: dict) -> str:

@@ -45,15 +45,26 @@ def main():
         total = time.perf_counter() - t1
     steps = [b - a for a, b in zip([t1] + marks[:-1], marks)]
     audio_s = sum(len(r.audio) for r in results) / engine.sample_rate
-    print("RESULT " + json.dumps({
-        "load_seconds": load_s, "generate_seconds": total, "n_forward": len(steps),
-        # the first forward also builds canvases; the step time is the median forward
-        "s_per_step": sorted(steps)[len(steps) // 2], "step_seconds": steps,
-        "audio_seconds": audio_s, "rtf": total / audio_s, "peak_rss_gib": pk.peak / 2**30,
-        "max_rss_gib": max_rss_gib(),
-        "target_lens": [r.target_len for r in results],
-        "tokens_sha": [hash(r.tokens.numpy().tobytes()) for r in results],
-    }), flush=True)  # fmt: skip
+    print(
+        "RESULT "
+        + json.dumps(
+            {
+                "load_seconds": load_s,
+                "generate_seconds": total,
+                "n_forward": len(steps),
+                # the first forward also builds canvases; the step time is the median forward
+                "s_per_step": sorted(steps)[len(steps) // 2],
+                "step_seconds": steps,
+                "audio_seconds": audio_s,
+                "rtf": total / audio_s,
+                "peak_rss_gib": pk.peak / 2**30,
+                "max_rss_gib": max_rss_gib(),
+                "target_lens": [r.target_len for r in results],
+                "tokens_sha": [hash(r.tokens.numpy().tobytes()) for r in results],
+            }
+        ),
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -33,9 +33,12 @@ def main():
     with PeakRSS() as pk:
         t1 = time.perf_counter()
         audios = model.generate(
-            text=texts if len(texts) > 1 else texts[0], language="en", num_step=args.num_step,
-            position_temperature=0.0, class_temperature=0.0,
-        )  # fmt: skip
+            text=texts if len(texts) > 1 else texts[0],
+            language="en",
+            num_step=args.num_step,
+            position_temperature=0.0,
+            class_temperature=0.0,
+        )
         total = time.perf_counter() - t1
     if args.output:
         import soundfile as sf
@@ -44,12 +47,23 @@ def main():
             path = args.output if len(audios) == 1 else args.output.replace(".wav", f"_{i}.wav")
             sf.write(path, a, model.sampling_rate)
     audio_s = sum(len(a) for a in audios) / model.sampling_rate
-    print("RESULT " + json.dumps({
-        "load_seconds": load_s, "generate_seconds": total, "n_forward": len(fwd),
-        "s_per_step": sorted(fwd)[len(fwd) // 2], "step_seconds": fwd,
-        "audio_seconds": audio_s, "rtf": total / audio_s, "peak_rss_gib": pk.peak / 2**30,
-        "max_rss_gib": max_rss_gib(),
-    }), flush=True)  # fmt: skip
+    print(
+        "RESULT "
+        + json.dumps(
+            {
+                "load_seconds": load_s,
+                "generate_seconds": total,
+                "n_forward": len(fwd),
+                "s_per_step": sorted(fwd)[len(fwd) // 2],
+                "step_seconds": fwd,
+                "audio_seconds": audio_s,
+                "rtf": total / audio_s,
+                "peak_rss_gib": pk.peak / 2**30,
+                "max_rss_gib": max_rss_gib(),
+            }
+        ),
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

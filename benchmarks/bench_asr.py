@@ -31,9 +31,13 @@ from benchmarks._harness import SENTENCE_9S, max_rss_gib  # noqa: E402
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--asr-model", required=True, help="a faster-whisper folder (tools/make_asr_fixture.py --size turbo)")
+    ap.add_argument(
+        "--asr-model", required=True, help="a faster-whisper folder (tools/make_asr_fixture.py --size turbo)"
+    )
     ap.add_argument("--tts-ckpt", type=Path, help="a full-size OmniVoice checkpoint to time generation with")
-    ap.add_argument("--tts-rtf", type=float, nargs="*", default=[], help="generation seconds per audio second, per --steps")
+    ap.add_argument(
+        "--tts-rtf", type=float, nargs="*", default=[], help="generation seconds per audio second, per --steps"
+    )
     ap.add_argument("--steps", type=int, nargs="*", default=[32, 16])
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=9.2, help="audio length when no checkpoint makes it")
@@ -73,6 +77,7 @@ def main() -> None:
         audio = (0.05 * rng.standard_normal(int(args.seconds * 24000))).astype(np.float32)
     seconds = len(audio) / 24000
     cap = verify.max_tokens(SENTENCE_9S, "en")
+
     def timed(words: bool) -> float:
         times = []
         for _ in range(args.runs):
@@ -83,9 +88,14 @@ def main() -> None:
 
     check, with_words = timed(False), timed(True)  # --verify's check; --words (word times: a second encode)
     asr = check / seconds
-    out.update(audio_seconds=round(seconds, 2), max_tokens=cap, asr_seconds=round(check, 3),
-               asr_seconds_with_word_times=round(with_words, 3), asr_seconds_per_audio_second=round(asr, 4),
-               asr_peak_rss_gib=round(max_rss_gib(), 2))  # fmt: skip
+    out.update(
+        audio_seconds=round(seconds, 2),
+        max_tokens=cap,
+        asr_seconds=round(check, 3),
+        asr_seconds_with_word_times=round(with_words, 3),
+        asr_seconds_per_audio_second=round(asr, 4),
+        asr_peak_rss_gib=round(max_rss_gib(), 2),
+    )
     for steps, g in gen.items():
         out[f"generation_seconds_per_audio_second_{steps}_steps"] = round(g, 3)
         out[f"verify_overhead_{steps}_steps"] = round(asr / g, 4)

@@ -73,10 +73,31 @@ def whole(args, batch: list[str], variants, ref: bool, out: dict) -> None:
         walls = {name: [] for name, _ in variants} | ({"reference": []} if ref else {})
         for rep in range(args.repeats):
             for i, (name, extra) in enumerate(variants):
-                cmd = [sys.executable, "-m", "omnivoice_cli.cli", "batch", str(lines), "-o", f"{tmp}/out{rep}_{i}",
-                       "--model", str(args.ckpt), "--lang", "en", "--num-step", str(args.whole_steps),
-                       "--position-temperature", "0", "--threads", str(args.threads), "--device", args.device,
-                       "--dtype", args.dtype, "-q", *extra]  # fmt: skip
+                cmd = [
+                    sys.executable,
+                    "-m",
+                    "omnivoice_cli.cli",
+                    "batch",
+                    str(lines),
+                    "-o",
+                    f"{tmp}/out{rep}_{i}",
+                    "--model",
+                    str(args.ckpt),
+                    "--lang",
+                    "en",
+                    "--num-step",
+                    str(args.whole_steps),
+                    "--position-temperature",
+                    "0",
+                    "--threads",
+                    str(args.threads),
+                    "--device",
+                    args.device,
+                    "--dtype",
+                    args.dtype,
+                    "-q",
+                    *extra,
+                ]
                 walls[name].append(H.run_wall(cmd))
             if ref:
                 rcmd = H.reference_cmd(args, batch, args.whole_steps, ["--output", f"{tmp}/ref.wav"])

@@ -97,7 +97,12 @@ def timed_encode(model: HiggsEncoder, wav: torch.Tensor) -> dict[str, float]:
         t5 = time.perf_counter()
     assert codes.shape[-1] == wav.shape[-1] // c.hop_length
     stages.update(
-        resample=t1 - t0, hubert=t2 - t1, semantic_encoder=t3 - t2, acoustic_encoder=t4 - t3, fc_rvq=t5 - t4, total=t5 - t0
+        resample=t1 - t0,
+        hubert=t2 - t1,
+        semantic_encoder=t3 - t2,
+        acoustic_encoder=t4 - t3,
+        fc_rvq=t5 - t4,
+        total=t5 - t0,
     )
     return stages
 
@@ -118,8 +123,10 @@ def main() -> None:
     t = time.perf_counter()
     model = random_full_encoder()
     n_params = sum(p.numel() for p in model.state_dict().values())
-    print(f"full-size encoder: {n_params:,} elements, built in {time.perf_counter() - t:.1f}s; "
-          f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    print(
+        f"full-size encoder: {n_params:,} elements, built in {time.perf_counter() - t:.1f}s; "
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads"
+    )
 
     results = []
     for seconds in args.seconds:
@@ -140,9 +147,11 @@ def main() -> None:
         }
         results.append(row)
         stages = ", ".join(f"{k} {v:.2f}" for k, v in row["stages_s"].items())
-        print(f"{audio_s:5.1f}s audio ({row['frames']} frames): encode {med:.2f}s median of "
-              f"{args.repeats} ({', '.join(f'{x:.2f}' for x in totals)}) -> "
-              f"{row['s_per_audio_s']:.3f} s per second of audio  [{stages}]")
+        print(
+            f"{audio_s:5.1f}s audio ({row['frames']} frames): encode {med:.2f}s median of "
+            f"{args.repeats} ({', '.join(f'{x:.2f}' for x in totals)}) -> "
+            f"{row['s_per_audio_s']:.3f} s per second of audio  [{stages}]"
+        )
     if args.json:
         args.json.write_text(json.dumps({"threads": args.threads, "results": results}, indent=1))
 

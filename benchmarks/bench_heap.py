@@ -46,7 +46,9 @@ PAGES = 10 * (6 + 2 + 8 + 4 + 12 + 3) * 2 * 256  # every tensor and its double, 
 
 def faults(mode: str, threads: int) -> int:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-c", STEP, mode, str(threads)], capture_output=True, text=True, check=True, env=env)
+    out = subprocess.run(
+        [sys.executable, "-c", STEP, mode, str(threads)], capture_output=True, text=True, check=True, env=env
+    )
     return int(out.stdout)
 
 
@@ -64,7 +66,9 @@ def main() -> None:
     for mode in ("keep", "default"):
         runs = [faults(mode, args.threads) for _ in range(args.repeats)]
         report[mode] = {"median": statistics.median(runs), "min": min(runs), "max": max(runs), "runs": runs}
-        print(f"{mode:8s} faults over 10 steps: median {statistics.median(runs):8.0f}  min {min(runs):7d}  max {max(runs):7d}  ({PAGES} pages touched)")
+        print(
+            f"{mode:8s} faults over 10 steps: median {statistics.median(runs):8.0f}  min {min(runs):7d}  max {max(runs):7d}  ({PAGES} pages touched)"
+        )
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
 

@@ -33,19 +33,37 @@ from pathlib import Path
 
 import _harness as H
 
-SHAPES = [("qkv", 1024, 4096, 1), ("o", 2048, 1024, 1), ("gate/up", 1024, 3072, 2), ("down", 3072, 1024, 1)]  # name, K, N, per layer
+SHAPES = [
+    ("qkv", 1024, 4096, 1),
+    ("o", 2048, 1024, 1),
+    ("gate/up", 1024, 3072, 2),
+    ("down", 3072, 1024, 1),
+]  # name, K, N, per layer
 AVX2 = {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}
 CAPS = {
     "native": {},
     "avx2": AVX2,  # oneDNN, ATen and MKL capped; FBGEMM not told
     "avx2-fbgemm": {**AVX2, "FBGEMM_ENABLE_INSTRUCTIONS": "AVX2"},  # FBGEMM capped too: an AVX2-only CPU
-    "avx2-vnni-fbgemm": {**AVX2, "ONEDNN_MAX_CPU_ISA": "AVX2_VNNI", "FBGEMM_ENABLE_INSTRUCTIONS": "AVX2"},  # Alder Lake-like
+    "avx2-vnni-fbgemm": {
+        **AVX2,
+        "ONEDNN_MAX_CPU_ISA": "AVX2_VNNI",
+        "FBGEMM_ENABLE_INSTRUCTIONS": "AVX2",
+    },  # Alder Lake-like
     "avx512": {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE", "FBGEMM_ENABLE_INSTRUCTIONS": "AVX512"},  # Skylake-SP-like
-    "avx512-vnni": {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE_VNNI", "FBGEMM_ENABLE_INSTRUCTIONS": "AVX512_E1"},  # Cascade Lake-like
+    "avx512-vnni": {
+        "ONEDNN_MAX_CPU_ISA": "AVX512_CORE_VNNI",
+        "FBGEMM_ENABLE_INSTRUCTIONS": "AVX512_E1",
+    },  # Cascade Lake-like
     "avx512-bf16": {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE_BF16", "FBGEMM_ENABLE_INSTRUCTIONS": "AVX512_E1"},  # Zen 4-like
     "x86-64": {"ONEDNN_MAX_CPU_ISA": "SSE41", "ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2"},
 }
-CAP_VARS = ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "FBGEMM_ENABLE_INSTRUCTIONS")
+CAP_VARS = (
+    "ONEDNN_MAX_CPU_ISA",
+    "DNNL_MAX_CPU_ISA",
+    "ATEN_CPU_CAPABILITY",
+    "MKL_ENABLE_INSTRUCTIONS",
+    "FBGEMM_ENABLE_INSTRUCTIONS",
+)
 
 
 def measure(rows: list[int], rounds: int, threads: int) -> dict:
@@ -61,7 +79,12 @@ def measure(rows: list[int], rounds: int, threads: int) -> dict:
         kernels.pop("fp32")
     if not linears.onednn_int8_available():
         kernels.pop("onednn")
-    out = {"class": cpu.info().describe(), "flags": list(cpu.info().flags()), "half": linears.Int8Linear.half, "rows": {}}
+    out = {
+        "class": cpu.info().describe(),
+        "flags": list(cpu.info().flags()),
+        "half": linears.Int8Linear.half,
+        "rows": {},
+    }
     for m in rows:
         per = {}
         for name, k, n, _count in SHAPES:
@@ -96,7 +119,12 @@ def show(name: str, env: dict, r: dict) -> None:
     print(H.cpu_header(env={k: v for k, v in env.items() if k != "FBGEMM_ENABLE_INSTRUCTIONS"}))
     print(f"  (the child saw: {r['class']}; activations on {'8' if r['half'] == 127 else '7'} bits in oneDNN's int8)")
     kinds = list(next(iter(next(iter(r["rows"].values())).values())))
-    print(f"{'M':>5s} {'product':8s} " + " ".join(f"{k + ' ms':>10s}" for k in kinds) + "   " + " ".join(f"{k + ' GOP/s':>13s}" for k in kinds))
+    print(
+        f"{'M':>5s} {'product':8s} "
+        + " ".join(f"{k + ' ms':>10s}" for k in kinds)
+        + "   "
+        + " ".join(f"{k + ' GOP/s':>13s}" for k in kinds)
+    )
     for m, per in r["rows"].items():
         m = int(m)
         layer = {k: 0.0 for k in kinds}
@@ -135,7 +163,17 @@ def main() -> int:
     results = {}
     for name in args.caps:
         env = {k: v for k, v in os.environ.items() if k not in CAP_VARS} | CAPS[name]
-        cmd = [sys.executable, __file__, "--child", "--rows", *map(str, args.rows), "--rounds", str(args.rounds), "--threads", str(args.threads)]
+        cmd = [
+            sys.executable,
+            __file__,
+            "--child",
+            "--rows",
+            *map(str, args.rows),
+            "--rounds",
+            str(args.rounds),
+            "--threads",
+            str(args.threads),
+        ]
         t = time.perf_counter()
         p = subprocess.run(cmd, capture_output=True, text=True, env=env)
         line = next((ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")), None)

@@ -53,8 +53,16 @@ def main() -> int:
         for n in args.chars:
             src = Path(tmp) / f"text{n}.txt"
             src.write_text(text_of(n))
-            cmd = [sys.executable, "-c", CHILD, str(args.ckpt), str(src), str(args.num_step), str(args.threads),
-                   f"{tmp}/out{n}.wav"]  # fmt: skip
+            cmd = [
+                sys.executable,
+                "-c",
+                CHILD,
+                str(args.ckpt),
+                str(src),
+                str(args.num_step),
+                str(args.threads),
+                f"{tmp}/out{n}.wav",
+            ]
             p = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=ROOT)
             wall, seconds, peak_kib = p.stdout.rsplit("RESULT", 1)[1].split()
             rows.append((n, float(wall), int(peak_kib) * 1024, float(seconds)))

@@ -20,7 +20,14 @@ from pathlib import Path
 import _harness as H
 
 # the ops that are the linear products, on every path (fp32 oneDNN, bf16, oneDNN int8, FBGEMM, torch's)
-PRODUCTS = ("mkldnn::_linear_pointwise", "onednn::qlinear_pointwise", "quantized::linear_dynamic", "aten::addmm", "aten::mm", "aten::linear")
+PRODUCTS = (
+    "mkldnn::_linear_pointwise",
+    "onednn::qlinear_pointwise",
+    "quantized::linear_dynamic",
+    "aten::addmm",
+    "aten::mm",
+    "aten::linear",
+)
 
 
 def main() -> int:
@@ -57,15 +64,19 @@ def main() -> int:
     total = sum(e.self_cpu_time_total for e in events)
     print(H.cpu_header())
     layer = engine.model.llm.layers[0]
-    print(f"path: dtype {engine.dtype}, quantize {args.quantize or 'none'}, down_proj {type(layer.mlp.down_proj).__name__}, "
-          f"{batch.input_ids.shape[-1] if hasattr(batch, 'input_ids') else '?'} positions; "
-          f"{wall:.3f} s a forward with the heads (profiled), {args.threads} threads")  # fmt: skip
+    print(
+        f"path: dtype {engine.dtype}, quantize {args.quantize or 'none'}, down_proj {type(layer.mlp.down_proj).__name__}, "
+        f"{batch.input_ids.shape[-1] if hasattr(batch, 'input_ids') else '?'} positions; "
+        f"{wall:.3f} s a forward with the heads (profiled), {args.threads} threads"
+    )
     print(f"{'op':44s} {'self ms/fwd':>11s} {'share':>6s} {'calls/fwd':>9s}")
     for e in sorted(events, key=lambda e: -e.self_cpu_time_total)[: args.top]:
         ms = e.self_cpu_time_total / 1e3 / args.forwards
         print(f"{e.key[:44]:44s} {ms:11.1f} {e.self_cpu_time_total / total:6.1%} {e.count / args.forwards:9.0f}")
     products = sum(e.self_cpu_time_total for e in events if e.key in PRODUCTS)
-    print(f"linear products: {products / total:.1%} of the ops' own time; the rest {(total - products) / 1e3 / args.forwards:.1f} ms a forward")
+    print(
+        f"linear products: {products / total:.1%} of the ops' own time; the rest {(total - products) / 1e3 / args.forwards:.1f} ms a forward"
+    )
     return 0
 
 

@@ -54,25 +54,48 @@ def main() -> int:
         src.write_text("\n".join(H.lines(args.lines)) + "\n")
         for rep in range(args.repeats):
             for kind, extra in kinds.items():
-                cmd = [sys.executable, "-m", "omnivoice_cli.cli", "batch", str(src), "-o", f"{tmp}/{kind}{rep}",
-                       "--model", str(args.ckpt), "--lang", "en", "--num-step", str(args.steps), "--seed", "1",
-                       "--threads", str(args.threads), "--device", "cpu", *extra]  # fmt: skip
+                cmd = [
+                    sys.executable,
+                    "-m",
+                    "omnivoice_cli.cli",
+                    "batch",
+                    str(src),
+                    "-o",
+                    f"{tmp}/{kind}{rep}",
+                    "--model",
+                    str(args.ckpt),
+                    "--lang",
+                    "en",
+                    "--num-step",
+                    str(args.steps),
+                    "--seed",
+                    "1",
+                    "--threads",
+                    str(args.threads),
+                    "--device",
+                    "cpu",
+                    *extra,
+                ]
                 runs[kind].append(run(cmd))
             for name in sorted(p.name for p in Path(f"{tmp}/plain{rep}").glob("*.wav")):
                 if (Path(f"{tmp}/plain{rep}") / name).read_bytes() != (Path(f"{tmp}/ray{rep}") / name).read_bytes():
                     raise SystemExit(f"{name}: the Ray run's file differs from the plain run's")
             print(f"  repeat {rep + 1}/{args.repeats} done", flush=True)
     med = {k: {m: H.median([r[m] for r in rs]) for m in ("wall", "generate", "load")} for k, rs in runs.items()}
-    print(f"\n{args.lines} lines at {args.steps} steps, {args.threads} threads, {args.ckpt} "
-          f"(median of {args.repeats}, seconds)")  # fmt: skip
+    print(
+        f"\n{args.lines} lines at {args.steps} steps, {args.threads} threads, {args.ckpt} "
+        f"(median of {args.repeats}, seconds)"
+    )
     print(H.cpu_header())
     print(f"{'run':8s} {'wall':>8s} {'generate':>9s} {'load':>7s}")
     for kind, m in med.items():
         walls = [round(r["wall"], 1) for r in runs[kind]]
         print(f"{kind:8s} {m['wall']:8.1f} {m['generate']:9.2f} {m['load']:7.1f}   walls {walls}")
     p, r = med["plain"], med["ray"]
-    print(f"ray / plain: whole command {r['wall'] / p['wall']:.2f}x (+{r['wall'] - p['wall']:.1f} s), "
-          f"generation {r['generate'] / p['generate']:.2f}x")  # fmt: skip
+    print(
+        f"ray / plain: whole command {r['wall'] / p['wall']:.2f}x (+{r['wall'] - p['wall']:.1f} s), "
+        f"generation {r['generate'] / p['generate']:.2f}x"
+    )
     if args.out:
         report = {"args": {k: str(v) for k, v in vars(args).items()}, "runs": runs, "median": med}
         args.out.write_text(json.dumps(report, indent=1))

@@ -75,10 +75,30 @@ def main() -> int:
 def whole(args, variants, ref: bool, texts: list[str], out: dict) -> None:
     """`omnivoice say` against the reference's script, whole processes, alternating."""
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "omnivoice_cli.cli", "say", H.SENTENCE_9S, "--model", str(args.ckpt),
-               "--lang", "en", "--num-step", str(args.whole_steps), "--position-temperature", "0",
-               "--threads", str(args.threads), "--device", args.device, "--dtype", args.dtype,
-               "-q", "-o", f"{tmp}/ours.wav"]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "omnivoice_cli.cli",
+            "say",
+            H.SENTENCE_9S,
+            "--model",
+            str(args.ckpt),
+            "--lang",
+            "en",
+            "--num-step",
+            str(args.whole_steps),
+            "--position-temperature",
+            "0",
+            "--threads",
+            str(args.threads),
+            "--device",
+            args.device,
+            "--dtype",
+            args.dtype,
+            "-q",
+            "-o",
+            f"{tmp}/ours.wav",
+        ]
         walls = {name: [] for name, _ in variants}
         if ref:
             walls["reference"] = []

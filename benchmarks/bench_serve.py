@@ -59,8 +59,9 @@ def reference_child(args) -> None:
     with H.PeakRSS() as pk:
         t0 = time.perf_counter()
         for text in texts:
-            [a] = model.generate(text=text, language="en", num_step=args.steps, position_temperature=0.0,
-                                 class_temperature=0.0)  # fmt: skip
+            [a] = model.generate(
+                text=text, language="en", num_step=args.steps, position_temperature=0.0, class_temperature=0.0
+            )
             done.append(time.perf_counter() - t0)
             audio.append(len(a) / model.sampling_rate)
     print("RESULT " + json.dumps({"done": done, "audio": audio, "peak_rss_gib": pk.peak / 2**30}), flush=True)
@@ -73,8 +74,24 @@ class Server:
     """`omnivoice serve` in a subprocess; its RSS sampled while `sampling`."""
 
     def __init__(self, args) -> None:
-        cmd = [sys.executable, "-m", "omnivoice_cli.cli", "serve", "--model", str(args.ckpt), "--port", "0",
-               "--threads", str(args.threads), "--device", args.device, "--dtype", args.dtype, "--max-queue", "64"]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "omnivoice_cli.cli",
+            "serve",
+            "--model",
+            str(args.ckpt),
+            "--port",
+            "0",
+            "--threads",
+            str(args.threads),
+            "--device",
+            args.device,
+            "--dtype",
+            args.dtype,
+            "--max-queue",
+            "64",
+        ]
         env = {**os.environ, "PYTHONPATH": str(H.ROOT)}
         self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env, cwd=H.ROOT)
         self.log: list[str] = []
@@ -113,8 +130,17 @@ class Server:
 
 
 def body(text: str, steps: int, seed: int) -> dict:
-    return {"model": "omnivoice", "input": text, "lang": "en", "num_step": steps, "position_temperature": 0,
-            "class_temperature": 0, "response_format": "pcm", "stream": False, "seed": seed}  # fmt: skip
+    return {
+        "model": "omnivoice",
+        "input": text,
+        "lang": "en",
+        "num_step": steps,
+        "position_temperature": 0,
+        "class_temperature": 0,
+        "response_format": "pcm",
+        "stream": False,
+        "seed": seed,
+    }
 
 
 def post(url: str, payload: dict, t0: float) -> tuple[float, float]:
@@ -160,10 +186,35 @@ def short_while_long(url: str, steps: int) -> dict:
 
 def say_seconds(args, text: str) -> float:
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "omnivoice_cli.cli", "say", text, "--model", str(args.ckpt), "--threads",
-               str(args.threads), "--device", args.device, "--dtype", args.dtype, "--num-step", str(args.steps),
-               "--position-temperature", "0", "--class-temperature", "0", "--lang", "en", "--seed", "0",
-               "-o", f"{tmp}/say.wav", "--json", "-q"]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "omnivoice_cli.cli",
+            "say",
+            text,
+            "--model",
+            str(args.ckpt),
+            "--threads",
+            str(args.threads),
+            "--device",
+            args.device,
+            "--dtype",
+            args.dtype,
+            "--num-step",
+            str(args.steps),
+            "--position-temperature",
+            "0",
+            "--class-temperature",
+            "0",
+            "--lang",
+            "en",
+            "--seed",
+            "0",
+            "-o",
+            f"{tmp}/say.wav",
+            "--json",
+            "-q",
+        ]
         p = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(H.ROOT)})
         if p.returncode != 0:
             raise SystemExit(f"say failed: {p.stderr[-2000:]}")
@@ -183,16 +234,24 @@ def quantile(xs: list[float], q: float) -> float:
 
 def summary(run: dict) -> dict:
     total = max(run["done"])
-    return {**run, "throughput": sum(run["audio"]) / total, "p50": quantile(run["done"], 0.5),
-            "p95": quantile(run["done"], 0.95), "total": total, "audio": sum(run["audio"])}  # fmt: skip
+    return {
+        **run,
+        "throughput": sum(run["audio"]) / total,
+        "p50": quantile(run["done"], 0.5),
+        "p95": quantile(run["done"], 0.95),
+        "total": total,
+        "audio": sum(run["audio"]),
+    }
 
 
 def print_table(rows: dict) -> None:
     print(f"\n{H.cpu_header()}")
     print(f"{'run':34s} {'audio s/s':>9s} {'p50 s':>7s} {'p95 s':>7s} {'total s':>8s} {'audio s':>8s} {'peak GiB':>8s}")
     for name, r in rows.items():
-        print(f"{name:34s} {r['throughput']:9.3f} {r['p50']:7.1f} {r['p95']:7.1f} {r['total']:8.1f} "
-              f"{r['audio']:8.2f} {r['peak_rss_gib']:8.2f}")  # fmt: skip
+        print(
+            f"{name:34s} {r['throughput']:9.3f} {r['p50']:7.1f} {r['p95']:7.1f} {r['total']:8.1f} "
+            f"{r['audio']:8.2f} {r['peak_rss_gib']:8.2f}"
+        )
 
 
 def lone_runs(args, server: Server, out: dict) -> None:
@@ -235,9 +294,14 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--no-reference", action="store_true")
-    ap.add_argument("--parts", nargs="+", choices=["load", "lone", "short"], default=["load", "lone", "short"],
-                    help="load: 8 at once / one after another / the reference; lone: a lone request against say; "
-                         "short: a short request beside a long one")
+    ap.add_argument(
+        "--parts",
+        nargs="+",
+        choices=["load", "lone", "short"],
+        default=["load", "lone", "short"],
+        help="load: 8 at once / one after another / the reference; lone: a lone request against say; "
+        "short: a short request beside a long one",
+    )
     ap.add_argument("--repeats", type=int, default=1, help="lone requests and say runs, alternating")
     ap.add_argument("--requests", type=int, default=8, help="requests at once (the 8 lines, repeated; 16 on a GPU)")
     ap.add_argument("--out", type=Path, default=None)
@@ -251,13 +315,27 @@ def main() -> int:
         return 0
     texts = H.lines(args.requests)
     ref = H.have_reference() and not args.no_reference and args.device == "cpu"
-    print(f"checkpoint {args.ckpt}, {args.threads} threads, {args.steps} steps, reference {'on' if ref else 'off'}",
-          flush=True)  # fmt: skip
+    print(
+        f"checkpoint {args.ckpt}, {args.threads} threads, {args.steps} steps, reference {'on' if ref else 'off'}",
+        flush=True,
+    )
     out = serve_runs(args, texts)
     rows = {k: out[k] for k in (AT_ONCE, ONE_BY_ONE) if k in out}
     if ref and "load" in args.parts:
-        cmd = [str(H.ORACLE_PY), __file__, "--child", "reference", "--ckpt", str(args.ckpt), "--threads",
-               str(args.threads), "--steps", str(args.steps), "--texts", json.dumps(texts)]  # fmt: skip
+        cmd = [
+            str(H.ORACLE_PY),
+            __file__,
+            "--child",
+            "reference",
+            "--ckpt",
+            str(args.ckpt),
+            "--threads",
+            str(args.threads),
+            "--steps",
+            str(args.steps),
+            "--texts",
+            json.dumps(texts),
+        ]
         r = H.run_json(cmd)
         rows["reference, generate() per text"] = out["reference"] = summary(r) | {"peak_rss_gib": r["peak_rss_gib"]}
     report(out, rows, ref and "load" in args.parts)
@@ -271,22 +349,30 @@ def report(out: dict, rows: dict, ref: bool) -> None:
     if rows:
         print_table(rows)
         at, seq = rows[AT_ONCE], rows[ONE_BY_ONE]
-        print(f"\nall at once: {at['throughput'] / seq['throughput']:.2f}x the throughput of one after another "
-              f"({at['forwards']} forwards against {seq['forwards']}; target >= 1.0x; on a GPU, 16 at once >= 3x)")  # fmt: skip
+        print(
+            f"\nall at once: {at['throughput'] / seq['throughput']:.2f}x the throughput of one after another "
+            f"({at['forwards']} forwards against {seq['forwards']}; target >= 1.0x; on a GPU, 16 at once >= 3x)"
+        )
     if ref:
         r = rows["reference, generate() per text"]
-        print(f"all at once: {at['throughput'] / r['throughput']:.2f}x the reference's throughput (target >= 1.3x); "
-              f"one after another: {seq['throughput'] / r['throughput']:.2f}x")  # fmt: skip
+        print(
+            f"all at once: {at['throughput'] / r['throughput']:.2f}x the reference's throughput (target >= 1.3x); "
+            f"one after another: {seq['throughput'] / r['throughput']:.2f}x"
+        )
     for name in ("one_piece", "sentence_9s"):
         if f"lone_{name}" in out:
             lone, say = out[f"lone_{name}"], out[f"say_{name}"]
-            print(f"lone request ({name}): {lone:.1f} s over HTTP against say's {say:.1f} s of generation "
-                  f"({lone / say:.2f}x; target within 1.10x)")  # fmt: skip
+            print(
+                f"lone request ({name}): {lone:.1f} s over HTTP against say's {say:.1f} s of generation "
+                f"({lone / say:.2f}x; target within 1.10x)"
+            )
     if "short_while_long" in out:
         s = out["short_while_long"]
         first = "the short one first" if s["short_done"] < s["long_done"] else "the LONG one first"
-        print(f"short (8 steps) sent at {s['short_sent']:.1f} s while a long one (32 steps) ran: done at "
-              f"{s['short_done']:.1f} s, the long one at {s['long_done']:.1f} s: {first}")  # fmt: skip
+        print(
+            f"short (8 steps) sent at {s['short_sent']:.1f} s while a long one (32 steps) ran: done at "
+            f"{s['short_done']:.1f} s, the long one at {s['long_done']:.1f} s: {first}"
+        )
     print(f"server exit code after SIGTERM: {out['exit_code']}")
 
 

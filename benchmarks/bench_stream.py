@@ -50,7 +50,12 @@ def child(args) -> None:
             from omnivoice_cli.engine.streaming import stream
 
             pieces, warnings = [], []
-            s = stream(engine, req, lambda p: pieces.append((time.perf_counter() - t0, len(p.audio))), on_warning=warnings.append)
+            s = stream(
+                engine,
+                req,
+                lambda p: pieces.append((time.perf_counter() - t0, len(p.audio))),
+                on_warning=warnings.append,
+            )
             out["total"] = time.perf_counter() - t0
             out["first_audio"] = s.first_audio
             out["audio_seconds"] = s.samples / s.sample_rate
@@ -75,30 +80,61 @@ def main() -> int:
     if args.child:
         child(args)
         return 0
-    print(f"checkpoint {args.ckpt}, {args.threads} threads, {args.device}, {args.num_step} steps, "
-          f"{len(PARAGRAPH)} characters", flush=True)  # fmt: skip
+    print(
+        f"checkpoint {args.ckpt}, {args.threads} threads, {args.device}, {args.num_step} steps, "
+        f"{len(PARAGRAPH)} characters",
+        flush=True,
+    )
     runs = {"plain": [], "stream": []}
     for rep in range(args.repeats):
         for mode in runs:
-            cmd = [sys.executable, __file__, "--child", mode, "--ckpt", str(args.ckpt), "--num-step", str(args.num_step),
-                   "--threads", str(args.threads), "--seed", str(args.seed), "--device", args.device, "--dtype", args.dtype]  # fmt: skip
+            cmd = [
+                sys.executable,
+                __file__,
+                "--child",
+                mode,
+                "--ckpt",
+                str(args.ckpt),
+                "--num-step",
+                str(args.num_step),
+                "--threads",
+                str(args.threads),
+                "--seed",
+                str(args.seed),
+                "--device",
+                args.device,
+                "--dtype",
+                args.dtype,
+            ]
             runs[mode].append(H.run_json(cmd))
             r = runs[mode][-1]
-            print(f"  {mode:6s} repeat {rep + 1}: first audio {r['first_audio']:.1f} s, total {r['total']:.1f} s", flush=True)
-    med = {m: {k: H.median([r[k] for r in rs]) for k in ("first_audio", "total", "audio_seconds", "peak_rss_gib")} for m, rs in runs.items()}
+            print(
+                f"  {mode:6s} repeat {rep + 1}: first audio {r['first_audio']:.1f} s, total {r['total']:.1f} s",
+                flush=True,
+            )
+    med = {
+        m: {k: H.median([r[k] for r in rs]) for k in ("first_audio", "total", "audio_seconds", "peak_rss_gib")}
+        for m, rs in runs.items()
+    }
     plain, streamed = med["plain"], med["stream"]
     print(f"\n{H.cpu_header()}")
     print(f"{'':8s} {'first audio s':>13s} {'total s':>8s} {'audio s':>8s} {'peak GiB':>9s}")
     for m in runs:
-        print(f"{m:8s} {med[m]['first_audio']:13.1f} {med[m]['total']:8.1f} {med[m]['audio_seconds']:8.1f} {med[m]['peak_rss_gib']:9.2f}")
+        print(
+            f"{m:8s} {med[m]['first_audio']:13.1f} {med[m]['total']:8.1f} {med[m]['audio_seconds']:8.1f} {med[m]['peak_rss_gib']:9.2f}"
+        )
     first_ratio, total_ratio = streamed["first_audio"] / plain["total"], streamed["total"] / plain["total"]
     last = runs["stream"][-1]
-    print(f"\nstream: {last['pieces']} pieces, waves {last['waves']}, kept up: {last['kept_up']}; "
-          f"pieces out at {last['emitted_at']} s")  # fmt: skip
+    print(
+        f"\nstream: {last['pieces']} pieces, waves {last['waves']}, kept up: {last['kept_up']}; "
+        f"pieces out at {last['emitted_at']} s"
+    )
     print(f"first streamed audio / plain total: {first_ratio:.2f} (target <= 0.20)")
     print(f"streamed total / plain total:       {total_ratio:.2f} (target <= 1.15)")
     if args.out:
-        args.out.write_text(json.dumps({"median": med, "runs": runs, "first_ratio": first_ratio, "total_ratio": total_ratio}, indent=1))
+        args.out.write_text(
+            json.dumps({"median": med, "runs": runs, "first_ratio": first_ratio, "total_ratio": total_ratio}, indent=1)
+        )
     return 0
 
 

@@ -81,7 +81,9 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=8, help="steps of the whole greedy runs")
     ap.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=["bf16", "int8"])
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--int8-kernel", choices=["onednn", "fbgemm"], default=None, help="int8 on this kernel, not the table's")
+    ap.add_argument(
+        "--int8-kernel", choices=["onednn", "fbgemm"], default=None, help="int8 on this kernel, not the table's"
+    )
     ap.add_argument("--out", type=Path, default=None, help="write the rows as JSON here")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -89,28 +91,50 @@ def main() -> None:
     reqs = []
     for case in ["auto_en", "design_en", "zh", "nonverbal", "speed13"]:
         kw = json.loads((golden / f"{case}.json").read_text())["generate_kwargs"]
-        reqs.append((case, Request(text=kw["text"], lang=kw.get("language"), instruct=kw.get("instruct"), speed=kw.get("speed"))))
+        reqs.append(
+            (
+                case,
+                Request(text=kw["text"], lang=kw.get("language"), instruct=kw.get("instruct"), speed=kw.get("speed")),
+            )
+        )
     sys.path.insert(0, str(Path(__file__).parent))
     import _harness as H
+
     from omnivoice_cli.engine import cpu, linears
 
     H.force_int8_kernel(args.int8_kernel)
     print(H.cpu_header())
     print(f"  int8 kernel: {linears.int8_kind().__name__}; quantize auto: {cpu.choice().quantize or 'none'}")
-    print(f"{'checkpoint':10s} {'variant':7s} {'case':12s} {'logits rel. error':>17s} {'argmax agree':>12s} {'tokens agree':>12s}")
+    print(
+        f"{'checkpoint':10s} {'variant':7s} {'case':12s} {'logits rel. error':>17s} {'argmax agree':>12s} {'tokens agree':>12s}"
+    )
     table = []
 
     def show(ckpt_name, rows):
         for variant, name, rel, agree, same in rows:
             print(f"{ckpt_name:10s} {variant:7s} {name:12s} {rel:17.4f} {agree:12.3f} {same:12.3f}", flush=True)
-            table.append({"checkpoint": ckpt_name, "variant": variant, "case": name, "rel_error": rel, "argmax_agree": agree, "tokens_agree": same})
+            table.append(
+                {
+                    "checkpoint": ckpt_name,
+                    "variant": variant,
+                    "case": name,
+                    "rel_error": rel,
+                    "argmax_agree": agree,
+                    "tokens_agree": same,
+                }
+            )
 
     show("tiny", compare(ROOT / "tests" / "fixtures" / "tiny" / "ckpt", reqs, args.variants, args.steps))
-    full = args.full or next((p for p in (ROOT / ".oracle" / "ckpt-full", ROOT / "bench-ckpt-full") if p.is_dir()), None)
+    full = args.full or next(
+        (p for p in (ROOT / ".oracle" / "ckpt-full", ROOT / "bench-ckpt-full") if p.is_dir()), None
+    )
     if full:
         from _harness import SENTENCE_9S
 
-        show("full-size", compare(full, [("sentence 9 s", Request(text=SENTENCE_9S, lang="en"))], args.variants, args.steps))
+        show(
+            "full-size",
+            compare(full, [("sentence 9 s", Request(text=SENTENCE_9S, lang="en"))], args.variants, args.steps),
+        )
     if args.out:
         args.out.write_text(json.dumps(table, indent=1))
 

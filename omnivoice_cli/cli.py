@@ -64,8 +64,10 @@ def exit_code_for(e: BaseException) -> int | None:
 
 
 # What to do when the model is neither cached nor downloadable (the engine's advice, in flags).
-MODEL_ADVICE = ("Connect once to fetch it (`omnivoice download`), or use a local checkpoint folder: "
-                "--model DIR, or OMNIVOICE_MODEL=DIR")  # fmt: skip
+MODEL_ADVICE = (
+    "Connect once to fetch it (`omnivoice download`), or use a local checkpoint folder: "
+    "--model DIR, or OMNIVOICE_MODEL=DIR"
+)
 
 
 def error_message(e: BaseException) -> str:

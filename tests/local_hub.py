@@ -50,7 +50,10 @@ class Handler(BaseHTTPRequestHandler):
             info = {"id": REPO, "sha": COMMIT, "siblings": [{"rfilename": f} for f in FILES]}
             return self._send(200, json.dumps(info).encode())
         if path.startswith(api + "tree/"):
-            tree = [{"type": "file", "oid": hashlib.sha1(c).hexdigest(), "size": len(c), "path": f} for f, c in FILES.items()]
+            tree = [
+                {"type": "file", "oid": hashlib.sha1(c).hexdigest(), "size": len(c), "path": f}
+                for f, c in FILES.items()
+            ]
             return self._send(200, json.dumps(tree).encode())
         name = path[len(resolve) :].partition("/")[2] if path.startswith(resolve) else None
         if name in FILES:
@@ -71,7 +74,9 @@ def main() -> None:
     from omnivoice_cli.engine import hub
 
     report: dict = {"notices": [], "progress": []}
-    path = hub.download(REPO, on_progress=lambda d, t: report["progress"].append([d, t]), on_notice=report["notices"].append)
+    path = hub.download(
+        REPO, on_progress=lambda d, t: report["progress"].append([d, t]), on_notice=report["notices"].append
+    )
     report["files_equal"] = all((path / f).read_bytes() == c for f, c in FILES.items())
     report["marker"] = os.path.exists(f"{tmp}/home/licence-notice-shown")
     asked = len(Handler.requests)

@@ -22,8 +22,14 @@ def running_server(engine, **options):
     from omnivoice_cli.server.config import ServeOptions, load_voice_map
     from omnivoice_cli.server.run import make_server
 
-    base = ServeOptions(host="127.0.0.1", port=0, voice_map=load_voice_map(), model=str(TINY_CKPT), quiet=True,
-                        layers=((st.FLAG_SOURCE, {"num_step": 4}),))  # fmt: skip
+    base = ServeOptions(
+        host="127.0.0.1",
+        port=0,
+        voice_map=load_voice_map(),
+        model=str(TINY_CKPT),
+        quiet=True,
+        layers=((st.FLAG_SOURCE, {"num_step": 4}),),
+    )
     state = ServerState(replace(base, **options), load=lambda: engine)
     server = make_server(state)
     thread = threading.Thread(target=server.run, name="test-server", daemon=True)
@@ -72,7 +78,10 @@ def wav_samples(data: bytes) -> np.ndarray:
     while pos + 8 <= len(data):
         kind, size = data[pos : pos + 4], int.from_bytes(data[pos + 4 : pos + 8], "little")
         if kind == b"fmt ":
-            channels, rate = int.from_bytes(data[pos + 10 : pos + 12], "little"), int.from_bytes(data[pos + 12 : pos + 16], "little")
+            channels, rate = (
+                int.from_bytes(data[pos + 10 : pos + 12], "little"),
+                int.from_bytes(data[pos + 12 : pos + 16], "little"),
+            )
             assert (channels, rate) == (1, 24000)
         if kind == b"data":
             end = len(data) if size == 0xFFFFFFFF else pos + 8 + size

@@ -6,16 +6,15 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import shutil
 import stat
 
 import numpy as np
 import pytest
-
 from conftest import files_in
-from omnivoice_cli.media import output
+
 from omnivoice_cli.engine.errors import InvalidRequest, OmniVoiceError
+from omnivoice_cli.media import output
 from omnivoice_cli.media.output import AUDIO_FORMATS, EncoderMissing, check_output, encode, encode_aac, write_audio
 
 SR = 24000
@@ -87,8 +86,11 @@ def test_without_an_encoder_aac_is_a_usage_error_naming_what_to_install(tmp_path
     monkeypatch.setattr(output, "aac_encoder", lambda: None)
     assert "aac" not in output.writable_formats() and "m4a" not in output.writable_formats()
     for name in ("x.aac", "x.m4a"):
-        with pytest.raises(EncoderMissing, match=r"needs an AAC encoder and none is installed: pip install "
-                                                 r"'omnivoice-cli\[aac\]' \(PyAV\), or put ffmpeg on PATH"):  # fmt: skip
+        with pytest.raises(
+            EncoderMissing,
+            match=r"needs an AAC encoder and none is installed: pip install "
+            r"'omnivoice-cli\[aac\]' \(PyAV\), or put ffmpeg on PATH",
+        ):
             check_output(str(tmp_path / name))
     assert issubclass(EncoderMissing, InvalidRequest)  # exit 2, and a 400 from the server
     r = invoke("say", "Hi.", "-o", tmp_path / "x.m4a")

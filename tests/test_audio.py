@@ -42,7 +42,9 @@ def test_cross_fade_of_decoded_chunks_matches_reference():
     chunks = [dec.decode(torch.from_numpy(g[f"decode{k}.codes"]))[0, 0].numpy() for k in range(5)]  # [N_k]
     merged = audio.cross_fade_chunks(chunks, SR)
     ref = g["item0.raw_waveform"][0]
-    assert merged.shape == ref.shape == (sum(c.shape[-1] for c in chunks) + 4 * 2400,)  # 0.1 s of zeros per boundary; the fades overlap the chunks
+    assert (
+        merged.shape == ref.shape == (sum(c.shape[-1] for c in chunks) + 4 * 2400,)
+    )  # 0.1 s of zeros per boundary; the fades overlap the chunks
     assert np.abs(merged - ref).max() < 1e-4
 
 
@@ -113,7 +115,9 @@ def test_leading_silence_and_rms_geometry():
 
 def fade_and_pad(x, sr, pad_duration=0.1, fade_duration=0.1):
     """post_process's fade and pad alone (no silence removal; a reference level that is kept)."""
-    return audio.post_process(x, 0.2, sr, postprocess_output=False, pad_duration=pad_duration, fade_duration=fade_duration)
+    return audio.post_process(
+        x, 0.2, sr, postprocess_output=False, pad_duration=pad_duration, fade_duration=fade_duration
+    )
 
 
 def adjust_volume(x, ref_rms):

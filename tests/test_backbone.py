@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from omnivoice_cli.engine import memory
 from omnivoice_cli.engine.linears import (
     Int8Linear,
     LegacyInt8Linear,
@@ -21,7 +22,6 @@ from omnivoice_cli.engine.linears import (
     quantize_int8,
     use_onednn_linears,
 )
-from omnivoice_cli.engine import memory
 from omnivoice_cli.engine.memory import release_pages
 from omnivoice_cli.engine.pipeline import Engine
 from omnivoice_cli.engine.tensorfile import SafetensorsFile
@@ -159,7 +159,15 @@ def test_keep_heap_lets_steps_reuse_their_pages():
 
     def steps(mode):
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        out = subprocess.run([sys.executable, "-c", _STEPS, mode], capture_output=True, text=True, check=True, env=env, cwd=ROOT, timeout=60)
+        out = subprocess.run(
+            [sys.executable, "-c", _STEPS, mode],
+            capture_output=True,
+            text=True,
+            check=True,
+            env=env,
+            cwd=ROOT,
+            timeout=60,
+        )
         return json.loads(out.stdout)
 
     total = (6 + 2 + 8 + 4 + 12 + 3 + 24) << 20

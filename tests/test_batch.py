@@ -18,11 +18,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import soundfile as sf
+from conftest import ROOT, TINY_CKPT, files_in
 
 import omnivoice_cli.media.output as omnivoice_output
-import soundfile as sf
-
-from conftest import ROOT, TINY_CKPT, files_in
 from omnivoice_cli.app import settings as st
 from omnivoice_cli.app.batch import MANIFEST
 
@@ -126,14 +125,26 @@ def test_jsonl_fields_map_to_requests(invoke, fake_engine, tmp_path, home):
         tmp_path / "jobs.jsonl",
         [
             {"text": "Plain."},
-            {"text": "All of them.", "id": "full", "lang": "en", "instruct": "female, low pitch", "speed": 1.25,
-             "seed": 7, "num_step": 8, "guidance_scale": 0, "t_shift": 0.5, "layer_penalty_factor": 4,
-             "position_temperature": 0, "class_temperature": 0.5, "denoise": False},
+            {
+                "text": "All of them.",
+                "id": "full",
+                "lang": "en",
+                "instruct": "female, low pitch",
+                "speed": 1.25,
+                "seed": 7,
+                "num_step": 8,
+                "guidance_scale": 0,
+                "t_shift": 0.5,
+                "layer_penalty_factor": 4,
+                "position_temperature": 0,
+                "class_temperature": 0.5,
+                "denoise": False,
+            },
             {"text": "Fixed length.", "duration": 2.5, "output": "chapter1/intro"},
             {"text": "Own file.", "output": "named.ogg", "lang": None},
             {"text": "Numbered id.", "id": 42},
         ],
-    )  # fmt: skip
+    )
     out = tmp_path / "out"
     r = invoke("batch", src, "-o", out, "--format", "flac", "--seed", "100")
     assert r.exit_code == 0, r.stderr
@@ -144,9 +155,14 @@ def test_jsonl_fields_map_to_requests(invoke, fake_engine, tmp_path, home):
     assert plain.generation == GenerationConfig() and plain.seed == 100
     assert (full.lang, full.instruct, full.speed, full.seed) == ("en", "female, low pitch", 1.25, 7)
     assert full.generation == GenerationConfig(
-        num_step=8, guidance_scale=0.0, t_shift=0.5, layer_penalty_factor=4.0,
-        position_temperature=0.0, class_temperature=0.5, denoise=False,
-    )  # fmt: skip
+        num_step=8,
+        guidance_scale=0.0,
+        t_shift=0.5,
+        layer_penalty_factor=4.0,
+        position_temperature=0.0,
+        class_temperature=0.5,
+        denoise=False,
+    )
     assert fixed.duration == 2.5 and fixed.seed == 102
     assert own.lang is None
     recs = by_line(out)
@@ -303,12 +319,15 @@ BAD_LINES = [
     # (JSON line as written, message fragment)
     ('{"text": "hi",}', "line 2: not valid JSON: Expecting property name enclosed in double quotes (column 15)"),
     ("just words", "line 2: not valid JSON"),
-    ('["text", "hi"]', "line 2: expected a JSON object such as {\"text\": \"Hello\"}, got a list"),
+    ('["text", "hi"]', 'line 2: expected a JSON object such as {"text": "Hello"}, got a list'),
     ('{"id": "x"}', "line 2: field 'text' is missing"),
     ('{"text": null}', "line 2: field 'text' is missing"),
     ('{"text": "  "}', "line 2: field 'text' is empty"),
     ('{"text": 5}', "line 2: field 'text' must be a string, got 5 (an integer)"),
-    ('{"text": "hi", "num_steps": 8}', "line 2: unknown field 'num_steps' (did you mean 'num_step'?); known fields: text, id"),
+    (
+        '{"text": "hi", "num_steps": 8}',
+        "line 2: unknown field 'num_steps' (did you mean 'num_step'?); known fields: text, id",
+    ),
     ('{"text": "hi", "a": 1, "b": 2}', "line 2: unknown fields 'a', 'b'"),
     ('{"text": "hi", "text": "again"}', "line 2: field 'text' appears twice"),
     ('{"text": "hi", "num_step": "8"}', "line 2: field 'num_step' must be an integer in 1..64, got '8' (a string)"),
@@ -317,16 +336,25 @@ BAD_LINES = [
     ('{"text": "hi", "num_step": 65}', "line 2: field 'num_step' must be an integer in 1..64, got 65"),
     ('{"text": "hi", "guidance_scale": -1}', "line 2: field 'guidance_scale' must be a number >= 0, got -1.0"),
     ('{"text": "hi", "t_shift": 0}', "line 2: field 't_shift' must be a number > 0, got 0.0"),
-    ('{"text": "hi", "speed": true}', "line 2: field 'speed' must be a number > 0 (1.0 is normal), got True (a boolean)"),
+    (
+        '{"text": "hi", "speed": true}',
+        "line 2: field 'speed' must be a number > 0 (1.0 is normal), got True (a boolean)",
+    ),
     ('{"text": "hi", "duration": 31}', "line 2: field 'duration' must be seconds in (0, 30], got 31.0"),
     ('{"text": "hi", "seed": -3}', "line 2: field 'seed' must be an integer in 0..9223372036854775807, got -3"),
     ('{"text": "hi", "denoise": "yes"}', "line 2: field 'denoise' must be true or false, got 'yes' (a string)"),
     ('{"text": "hi", "lang": 7}', "line 2: field 'lang' must be a language code or name, got 7 (an integer)"),
     ('{"text": "hi", "id": true}', "line 2: field 'id' must be a string or an integer, got True (a boolean)"),
     ('{"text": "hi", "id": "a/b"}', "line 2: field 'id' 'a/b' cannot name a file"),
-    ('{"text": "hi", "output": "../x.wav"}', "line 2: field 'output' '../x.wav' must be a file name inside the output folder"),
+    (
+        '{"text": "hi", "output": "../x.wav"}',
+        "line 2: field 'output' '../x.wav' must be a file name inside the output folder",
+    ),
     ('{"text": "hi", "output": "/tmp/x.wav"}', "line 2: field 'output' '/tmp/x.wav' must be a file name inside"),
-    ('{"text": "hi", "output": "x.mp4"}', "line 2: field 'output' 'x.mp4' must end in .wav, .flac, .ogg, .opus, .mp3, .raw, .pcm, .aac or .m4a"),
+    (
+        '{"text": "hi", "output": "x.mp4"}',
+        "line 2: field 'output' 'x.mp4' must end in .wav, .flac, .ogg, .opus, .mp3, .raw, .pcm, .aac or .m4a",
+    ),
     (
         '{"text": "hi", "instruct": "female, lowpitch"}',
         "line 2: field 'instruct': unsupported instruct item in 'female, lowpitch': 'lowpitch' (did you mean 'low pitch'?)",
@@ -445,7 +473,8 @@ def test_missing_input_file(invoke, fake_engine, tmp_path, home):
 
 
 @pytest.mark.parametrize(
-    "content,message", [("", "is empty: nothing to speak"), ("\n  \n# only a comment\n", "has only blank lines and # comments")]
+    "content,message",
+    [("", "is empty: nothing to speak"), ("\n  \n# only a comment\n", "has only blank lines and # comments")],
 )
 @pytest.mark.parametrize("ext", ["txt", "jsonl"])
 def test_empty_input_file(invoke, fake_engine, tmp_path, home, content, message, ext):
@@ -627,9 +656,7 @@ def test_progress_gets_steps_and_lines(invoke, fake_engine, tmp_path, home, monk
     seen = {"steps": [], "lines": []}
     monkeypatch.setattr(progress.BatchProgress, "step", lambda self, d, t: seen["steps"].append((d, t)))
     orig_line = progress.BatchProgress.line
-    monkeypatch.setattr(
-        progress.BatchProgress, "line", lambda self, s: (seen["lines"].append(s), orig_line(self, s))
-    )
+    monkeypatch.setattr(progress.BatchProgress, "line", lambda self, s: (seen["lines"].append(s), orig_line(self, s)))
     src = write_jsonl(tmp_path / "jobs.jsonl", [{"text": "a", "num_step": 3}, "{bad", {"text": "c", "num_step": 2}])
     out = tmp_path / "out"
     (out).mkdir()
@@ -645,8 +672,8 @@ def test_an_executor_needs_only_the_public_seam(tmp_path, home):
     cluster.RayExecutor does) gets the files, the manifest and the counts of a local run; the run
     needs nothing of the face (a bare session.Session: messages to a list, no bars)."""
     from omnivoice_cli.app.batch import BatchRun
-    from omnivoice_cli.engine.pipeline import Result
     from omnivoice_cli.app.session import Session
+    from omnivoice_cli.engine.pipeline import Result
 
     class Halves:  # line 1 spoken, line 2 failed, by no engine
         def speak(self, run, pending, signals):
@@ -661,8 +688,9 @@ def test_an_executor_needs_only_the_public_seam(tmp_path, home):
     src = tmp_path / "lines.txt"
     src.write_text("One.\nTwo.\n")
     said: list[str] = []
-    run = BatchRun(src, tmp_path / "out", preset=None, flags={"seed": 7}, session=Session(echo=said.append),
-                   executor=Halves())  # fmt: skip
+    run = BatchRun(
+        src, tmp_path / "out", preset=None, flags={"seed": 7}, session=Session(echo=said.append), executor=Halves()
+    )
     report = run.run()
     assert (report.done, report.failed, report.pending) == (1, 1, 0)
     recs = by_line(tmp_path / "out")
@@ -788,10 +816,16 @@ def test_mixed_steps_guidance_and_shift_in_one_run(invoke, loaded, tmp_path, hom
         {"text": text, "num_step": 16, "guidance_scale": 0, "t_shift": 0.5, "seed": 2},
         {"text": FIXTURE_TEXTS[1], "num_step": 32, "guidance_scale": 2, "t_shift": 1.0, "seed": 3},
         {"text": FIXTURE_TEXTS[2], "num_step": 8, "guidance_scale": 0, "t_shift": 0.3, "seed": 4},
-        {"text": FIXTURE_TEXTS[3], "num_step": 16, "guidance_scale": 2, "t_shift": 0.1, "seed": 5,
-         "position_temperature": 0},
+        {
+            "text": FIXTURE_TEXTS[3],
+            "num_step": 16,
+            "guidance_scale": 2,
+            "t_shift": 0.1,
+            "seed": 5,
+            "position_temperature": 0,
+        },
         {"text": text, "num_step": 32, "guidance_scale": 0, "t_shift": 0.2, "seed": 6},
-    ]  # fmt: skip
+    ]
     src = write_jsonl(tmp_path / "jobs.jsonl", rows)
     out = tmp_path / "out"
     r = invoke("batch", src, "-o", out, "--model", TINY_CKPT, "-q")
@@ -926,8 +960,9 @@ def test_batch_clones_a_voice_like_the_engine(invoke, loaded, tiny_engine, tmp_p
 
 
 def test_every_format_of_the_table_in_a_batch(invoke, fake_engine, tmp_path, home):
-    src = write_jsonl(tmp_path / "jobs.jsonl", [{"text": "a", "output": "a.mp3"}, {"text": "b", "output": "b.raw"},
-                                                {"text": "c"}])  # fmt: skip
+    src = write_jsonl(
+        tmp_path / "jobs.jsonl", [{"text": "a", "output": "a.mp3"}, {"text": "b", "output": "b.raw"}, {"text": "c"}]
+    )
     out = tmp_path / "out"
     r = invoke("batch", src, "-o", out, "--format", "opus", "--seed", "1", "-q")
     assert r.exit_code == 0, r.stderr

@@ -26,9 +26,19 @@ from omnivoice_cli.engine.text import (
 FIXTURES = Path(__file__).parent / "fixtures"
 GOLDEN = FIXTURES / "golden"
 SHORT_CASES = [
-    "auto_en", "design_en", "zh", "clone", "clone_16k", "batch3", "steps8", "steps16",
-    "guidance0", "duration2", "speed13", "nonverbal",
-]  # fmt: skip
+    "auto_en",
+    "design_en",
+    "zh",
+    "clone",
+    "clone_16k",
+    "batch3",
+    "steps8",
+    "steps16",
+    "guidance0",
+    "duration2",
+    "speed13",
+    "nonverbal",
+]
 
 
 @pytest.fixture(scope="module")

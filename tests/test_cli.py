@@ -16,12 +16,11 @@ import sys
 
 import numpy as np
 import pytest
-
-import omnivoice_cli.media.output as omnivoice_output
 import soundfile as sf
+from conftest import GOLDEN, ROOT, TINY_CKPT, files_in
 from safetensors.numpy import load_file
 
-from conftest import GOLDEN, ROOT, TINY_CKPT, files_in
+import omnivoice_cli.media.output as omnivoice_output
 from omnivoice_cli.app import settings as st
 
 TEXT = "Hello world, this is a small test of the speech oracle."
@@ -63,8 +62,15 @@ def test_help_does_not_import_torch():
         "heavy = [m for m in ('torch', 'numpy', 'soundfile', 'safetensors') if m in sys.modules]\n"
         "print('HEAVY', heavy)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=ENV, timeout=120,
-                         stdin=subprocess.DEVNULL)  # ['say'] would read a piped stdin  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=ENV,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )  # ['say'] would read a piped stdin
     assert out.returncode == 0, out.stderr
     assert "omnivoice say" in out.stdout and "--num-step" in out.stdout
     assert "HEAVY []" in out.stdout, out.stdout
@@ -153,30 +159,49 @@ def test_options_map_to_request(invoke, fake_engine, tmp_path):
     from omnivoice_cli.engine.config import GenerationConfig
 
     r = invoke(
-        "say", "Good evening.",
-        "-o", tmp_path / "x.flac",
-        "--model", "some/model",
-        "--lang", "en",
-        "--instruct", "female, low pitch, british accent",
-        "--num-step", "16",
-        "--guidance-scale", "1.5",
-        "--t-shift", "0.2",
-        "--layer-penalty-factor", "4",
-        "--position-temperature", "0",
-        "--class-temperature", "0.5",
+        "say",
+        "Good evening.",
+        "-o",
+        tmp_path / "x.flac",
+        "--model",
+        "some/model",
+        "--lang",
+        "en",
+        "--instruct",
+        "female, low pitch, british accent",
+        "--num-step",
+        "16",
+        "--guidance-scale",
+        "1.5",
+        "--t-shift",
+        "0.2",
+        "--layer-penalty-factor",
+        "4",
+        "--position-temperature",
+        "0",
+        "--class-temperature",
+        "0.5",
         "--no-denoise",
-        "--speed", "1.25",
-        "--seed", "1234",
-        "--device", "cpu",
-        "--dtype", "bfloat16",
-    )  # fmt: skip
+        "--speed",
+        "1.25",
+        "--seed",
+        "1234",
+        "--device",
+        "cpu",
+        "--dtype",
+        "bfloat16",
+    )
     assert r.exit_code == 0, r.stderr
     assert fake_engine.loads == [{"model": "some/model", "device": "cpu", "dtype": "bfloat16"}]
     [req] = fake_engine.requests
     assert req.text == "Good evening."
     assert (req.lang, req.instruct, req.speed, req.duration, req.seed) == (
-        "en", "female, low pitch, british accent", 1.25, None, 1234,
-    )  # fmt: skip
+        "en",
+        "female, low pitch, british accent",
+        1.25,
+        None,
+        1234,
+    )
     assert req.generation == GenerationConfig(
         num_step=16,
         guidance_scale=1.5,
@@ -416,11 +441,21 @@ BAD_INPUT = [
     (["--speed", "fast"], "Hi", None, "--speed must be a number > 0 (1.0 is normal), got 'fast'"),
     (["--dtype", "float64"], "Hi", None, "--dtype must be auto, float32, float16, bfloat16, got 'float64'"),
     (["--device", "tpu"], "Hi", None, "--device must be auto, cpu, cuda, cuda:N or mps, got 'tpu'"),
-    (["-o", "{tmp}/x.mp4"], "Hi", None, "'.mp4': use a file ending in .wav, .flac, .ogg, .opus, .mp3, .raw, .pcm, .aac or .m4a"),
+    (
+        ["-o", "{tmp}/x.mp4"],
+        "Hi",
+        None,
+        "'.mp4': use a file ending in .wav, .flac, .ogg, .opus, .mp3, .raw, .pcm, .aac or .m4a",
+    ),
     (["-o", "{tmp}/noext"], "Hi", None, "has no extension"),
     (["-o", "{tmp}/missing/x.wav"], "Hi", None, "does not exist"),
     ([], "Before [pause 2 sec] after.", None, "malformed pause tag '[pause 2 sec]'"),
-    (["--duration", "3"], "Before [pause] after.", None, "--duration: a fixed duration cannot be combined with [pause] tags"),
+    (
+        ["--duration", "3"],
+        "Before [pause] after.",
+        None,
+        "--duration: a fixed duration cannot be combined with [pause] tags",
+    ),
     (["--chunk-duration", "0"], "Hi", None, "--chunk-duration must be seconds > 0, got 0.0"),
     (["--chunk-duration", "soon"], "Hi", None, "--chunk-duration must be seconds > 0, got 'soon'"),
     (["--chunk-threshold", "31"], "Hi", None, "--chunk-threshold must be seconds in (0, 30], got 31.0"),
@@ -542,18 +577,32 @@ def test_instructs(invoke):
 def test_main_exit_codes_in_a_subprocess(tmp_path):
     """The installed entry point: exit codes and one-line messages, without CliRunner."""
     run = MAIN
-    out = subprocess.run(run + ["say", "Hi", "--num-step", "0", "-o", str(tmp_path / "x.wav")],
-                         capture_output=True, text=True, cwd=ROOT, env=ENV, timeout=120)  # fmt: skip
+    out = subprocess.run(
+        run + ["say", "Hi", "--num-step", "0", "-o", str(tmp_path / "x.wav")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=ENV,
+        timeout=120,
+    )
     assert out.returncode == 2
     assert out.stderr.strip() == "Error: --num-step must be an integer in 1..64, got 0"
     assert out.stdout == ""
     # stdin=DEVNULL: without TEXT a piped stdin would be read (test_frictions.py), and the test's own
     # stdin may be a pipe that never ends
-    out = subprocess.run(run + ["say", "-o", "x.wav"], capture_output=True, text=True, cwd=tmp_path, env=ENV,
-                         timeout=120, stdin=subprocess.DEVNULL)  # fmt: skip
+    out = subprocess.run(
+        run + ["say", "-o", "x.wav"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=ENV,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
     assert out.returncode == 2 and out.stderr.startswith("Error: Missing argument 'TEXT'")
-    out = subprocess.run(run + ["say"], capture_output=True, text=True, cwd=tmp_path, env=ENV, timeout=120,
-                         stdin=subprocess.DEVNULL)  # fmt: skip
+    out = subprocess.run(
+        run + ["say"], capture_output=True, text=True, cwd=tmp_path, env=ENV, timeout=120, stdin=subprocess.DEVNULL
+    )
     assert out.returncode == 2 and "Usage" in out.stdout + out.stderr  # no arguments: the help
     assert files_in(tmp_path) == []
 
@@ -628,8 +677,24 @@ def test_real_long_text_in_chunks(invoke, tmp_path):
 @pytest.mark.parametrize("flag", ["--quantize=int8", "--compile"])
 def test_real_speed_flags_give_valid_audio(invoke, tmp_path, flag):
     out = tmp_path / "x.wav"
-    r = invoke("say", "Hello there.", "--model", TINY_CKPT, "--num-step", 4, "--seed", 3, "-o", out, "-q",
-               "--threads", 1, flag, "--device", "cpu")  # fmt: skip
+    r = invoke(
+        "say",
+        "Hello there.",
+        "--model",
+        TINY_CKPT,
+        "--num-step",
+        4,
+        "--seed",
+        3,
+        "-o",
+        out,
+        "-q",
+        "--threads",
+        1,
+        flag,
+        "--device",
+        "cpu",
+    )
     assert r.exit_code == 0, r.stderr
     audio, sr = sf.read(str(out), dtype="float32")
     assert sr == 24000 and audio.ndim == 1 and len(audio) > 0.5 * sr
@@ -740,7 +805,10 @@ def test_text_that_names_a_file_warns_and_suggests_f(invoke, fake_engine, tmp_pa
     (tmp_path / "chapter.txt").write_text("The real text.")
     r = invoke("say", "chapter.txt", "-o", "x.wav")
     assert r.exit_code == 0, r.stderr
-    assert "Warning: 'chapter.txt' is the name of a file: speaking the name itself (to speak the file's text, give -f chapter.txt)" in r.stderr
+    assert (
+        "Warning: 'chapter.txt' is the name of a file: speaking the name itself (to speak the file's text, give -f chapter.txt)"
+        in r.stderr
+    )
     assert [q.text for q in fake_engine.requests] == ["chapter.txt"]
     r = invoke("say", "-f", "chapter.txt", "-o", "y.wav")
     assert r.exit_code == 0 and "Warning" not in r.stderr

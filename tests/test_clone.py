@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
+from test_parity import run_traced
 
 from omnivoice_cli.engine.config import GenerationConfig
 from omnivoice_cli.engine.pipeline import Request
-from test_parity import run_traced
 
 FIXTURES = Path(__file__).parent / "fixtures"
 GOLDEN = FIXTURES / "golden"

@@ -95,7 +95,9 @@ def test_snake_formula():
         a = float(alpha[0, c, 0])
         for j in range(19):
             v = float(x[0, c, j])
-            assert math.isclose(float(got[0, c, j]), v + math.sin(a * v) ** 2 / (a + 1e-9), rel_tol=1e-12, abs_tol=1e-12)
+            assert math.isclose(
+                float(got[0, c, j]), v + math.sin(a * v) ** 2 / (a + 1e-9), rel_tol=1e-12, abs_tol=1e-12
+            )
     # alpha is used raw (not exp'd): alpha -> 0 gives x + alpha * x^2 -> x
     tiny = snake(x, torch.full_like(alpha, 1e-6))
     torch.testing.assert_close(tiny, x, atol=1e-4, rtol=0)
@@ -108,7 +110,9 @@ def test_polyphase_upsample_is_the_transposed_convolution(stride):
     w = torch.randn(6, 4, 2 * stride, generator=g, dtype=torch.float64)  # [C_in, C_out, 2s]
     b = torch.randn(4, generator=g, dtype=torch.float64)
     geometry = upsample_conv_params(stride)
-    want = F.conv_transpose1d(x, w, b, stride=stride, padding=geometry["padding"], output_padding=geometry["output_padding"])
+    want = F.conv_transpose1d(
+        x, w, b, stride=stride, padding=geometry["padding"], output_padding=geometry["output_padding"]
+    )
     pw, pb = polyphase_weight(w, b, stride)
     got = polyphase_upsample(x, pw, pb, stride, geometry["padding"])
     assert got.shape == want.shape == (2, 4, 11 * stride)

@@ -142,8 +142,16 @@ def force(monkeypatch):
     [
         (SAPPHIRE_RAPIDS, torch.bfloat16, None),
         (ZEN4, torch.bfloat16, None),
-        (CASCADE_LAKE, torch.bfloat16, "bfloat16 is emulated on this CPU (avx512: no AVX512-BF16 or AMX): expect it slower than float32"),
-        (ZEN3, torch.float32, "bfloat16 is not supported on this CPU (avx2: oneDNN needs AVX-512 for it): running in float32"),
+        (
+            CASCADE_LAKE,
+            torch.bfloat16,
+            "bfloat16 is emulated on this CPU (avx512: no AVX512-BF16 or AMX): expect it slower than float32",
+        ),
+        (
+            ZEN3,
+            torch.float32,
+            "bfloat16 is not supported on this CPU (avx2: oneDNN needs AVX-512 for it): running in float32",
+        ),
     ],
 )
 def test_what_bf16_means_in_each_class(force, flags, dtype, said):
@@ -189,7 +197,9 @@ def test_bf16_on_an_avx2_cpu_is_the_float32_engine(force):
     assert [n for n in notices if "bfloat16" in n] == [
         "bfloat16 is not supported on this CPU (avx2: oneDNN needs AVX-512 for it): running in float32"
     ]
-    kinds = {type(m) for m in engine.model.llm.layers.modules() if isinstance(m, (torch.nn.Linear, linears.KernelLinear))}
+    kinds = {
+        type(m) for m in engine.model.llm.layers.modules() if isinstance(m, (torch.nn.Linear, linears.KernelLinear))
+    }
     assert kinds == ({linears.OneDNNLinear} if linears.onednn_linear_available() else {torch.nn.Linear})
     fp32 = Engine.load(str(TINY), device="cpu")
     assert torch.equal(_step0_logits(engine), _step0_logits(fp32))
@@ -209,7 +219,9 @@ def test_bf16_takes_this_cpus_own_branch():
     engine = Engine.load(str(TINY), device="cpu", dtype="bfloat16", on_notice=notices.append)
     said = [n for n in notices if "bfloat16" in n]
     if cpu.bf16_runs() and linears.onednn_linear_available():
-        assert engine.dtype == torch.bfloat16 and isinstance(engine.model.llm.layers[0].mlp.down_proj, linears.BF16Linear)
+        assert engine.dtype == torch.bfloat16 and isinstance(
+            engine.model.llm.layers[0].mlp.down_proj, linears.BF16Linear
+        )
         assert said == ([] if cpu.has_native_bf16() else [said[0]]) and all("emulated" in n for n in said)
     elif linears.onednn_linear_available():
         assert engine.dtype == torch.float32 and len(said) == 1 and "running in float32" in said[0]
@@ -230,7 +242,8 @@ def _avx2_env() -> dict:
 
 
 needs_avx2 = pytest.mark.skipif(
-    not (cpu.detect(env={}).x86 and cpu.detect(env={}).avx2), reason="the caps emulate an AVX2 CPU only on an x86 CPU with AVX2"
+    not (cpu.detect(env={}).x86 and cpu.detect(env={}).avx2),
+    reason="the caps emulate an AVX2 CPU only on an x86 CPU with AVX2",
 )
 
 
@@ -271,7 +284,9 @@ print("ok", tuple(tokens.shape))
 def test_the_engine_under_avx2_caps():
     """In that process the engine sees an AVX2 CPU: no oneDNN bf16, no VNNI, and int8 runs there."""
     code = _AVX2_PROBE.replace("{tiny}", str(TINY))
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_avx2_env(), timeout=300, cwd=ROOT)
+    run = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=_avx2_env(), timeout=300, cwd=ROOT
+    )
     assert run.returncode == 0, run.stderr
     assert run.stdout.startswith("ok")
 
@@ -279,9 +294,14 @@ def test_the_engine_under_avx2_caps():
 # ----------------------------------------------------------------- the choice table and `auto`
 
 ROWS = {  # a CPU of each row of cpu.CHOICES
-    "amx": SAPPHIRE_RAPIDS, "avx512-bf16": ZEN4, "avx512+vnni": CASCADE_LAKE, "avx512": SKYLAKE_SP,
-    "avx2+vnni": ALDER_LAKE, "avx2": ZEN3, "x86-64": SANDY_BRIDGE,
-}  # fmt: skip
+    "amx": SAPPHIRE_RAPIDS,
+    "avx512-bf16": ZEN4,
+    "avx512+vnni": CASCADE_LAKE,
+    "avx512": SKYLAKE_SP,
+    "avx2+vnni": ALDER_LAKE,
+    "avx2": ZEN3,
+    "x86-64": SANDY_BRIDGE,
+}
 
 
 def test_every_class_has_a_row_that_names_its_measurement():
@@ -289,7 +309,10 @@ def test_every_class_has_a_row_that_names_its_measurement():
     assert {cpu.row_name(cpu.detect(flags, "x86_64", env={})) for flags in ROWS.values()} == set(ROWS)
     for name, row in cpu.CHOICES.items():
         assert row.quantize in ("int8", None) and row.int8 in ("onednn", "fbgemm") and row.dtype == "float32"
-        assert "bench_" in row.measured and any(c.isdigit() for c in row.measured), (name, row.measured)  # a benchmark and its figures
+        assert "bench_" in row.measured and any(c.isdigit() for c in row.measured), (
+            name,
+            row.measured,
+        )  # a benchmark and its figures
     assert cpu.UNMEASURED.quantize is None and "not measured" in cpu.UNMEASURED.measured
 
 
@@ -334,8 +357,10 @@ def test_auto_in_each_forced_class(force, name):
     assert loading.auto_quantize(torch.float32, True, said.append) is None
     assert len(said) == (2 if row.quantize else 0)
     if said:
-        assert said[0] == (f"quantize auto: int8 (the fastest on this CPU, {name.removesuffix('+vnni')}) needs float32 "
-                           "and no compile: without it here (dtype bfloat16)")  # fmt: skip
+        assert said[0] == (
+            f"quantize auto: int8 (the fastest on this CPU, {name.removesuffix('+vnni')}) needs float32 "
+            "and no compile: without it here (dtype bfloat16)"
+        )
     kind = linears.int8_kind()
     if row.int8 == "fbgemm" and linears.fbgemm_available():
         assert kind is linears.FbgemmInt8Linear
@@ -368,7 +393,9 @@ def test_the_engine_takes_the_auto_path_of_the_class(force, name, kind):
         assert engine.dtype == torch.float32 and not isinstance(down, linears.KernelLinear)
         assert torch.equal(_step0_logits(engine), _step0_logits(Engine.load(str(TINY), device="cpu")))
     else:
-        assert type(down).__name__ == kind and type(engine.model.llm.layers[0].self_attn.fused_qkv.linear).__name__ == kind
+        assert (
+            type(down).__name__ == kind and type(engine.model.llm.layers[0].self_attn.fused_qkv.linear).__name__ == kind
+        )
 
 
 def test_info_shows_the_class_and_its_choice(invoke, force):

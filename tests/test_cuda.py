@@ -26,9 +26,13 @@ def run(engine, reqs, forward):
     jobs = [engine.prepare(r) for r in reqs]
     cfg = engine.cfg
     run_jobs(
-        engine.model, jobs, mask_id=cfg.audio_mask_id, max_batch_size=cfg.max_batch_size,
-        max_packed_tokens=cfg.max_packed_tokens, forward=forward,
-    )  # fmt: skip
+        engine.model,
+        jobs,
+        mask_id=cfg.audio_mask_id,
+        max_batch_size=cfg.max_batch_size,
+        max_packed_tokens=cfg.max_packed_tokens,
+        forward=forward,
+    )
     return jobs
 
 

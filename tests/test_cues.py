@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
 import srt
 import webvtt
-import pytest
 
+from omnivoice_cli.engine.errors import InvalidRequest
 from omnivoice_cli.media import cues
 from omnivoice_cli.media.cues import Subtitle
-from omnivoice_cli.engine.errors import InvalidRequest
 
 SRT = """1
 00:00:01,000 --> 00:00:02,500
@@ -77,7 +77,11 @@ def test_vtt_cues_voices_and_lines(tmp_path):
 @pytest.mark.parametrize(
     "name, text, message",
     [
-        ("a.srt", SRT.replace("00:00:03,000 --> 00:00:04,000", "00:00:03,000 -> 00:00:04,000"), "line 5: not an SRT cue"),
+        (
+            "a.srt",
+            SRT.replace("00:00:03,000 --> 00:00:04,000", "00:00:03,000 -> 00:00:04,000"),
+            "line 5: not an SRT cue",
+        ),
         ("a.srt", SRT.replace("00:00:03,000", "00:00:63,000"), "line 6: invalid time '00:00:63,000'"),
         ("a.srt", SRT.replace("00:00:04,000", "00:00:02,000"), "line 6: the cue ends before it starts"),
         ("a.srt", SRT.replace("00:00:04,000", "00:00:03,000"), "line 6: the cue ends when it starts"),
@@ -158,9 +162,11 @@ def test_check_subtitles_path(tmp_path, monkeypatch, spec, message):
 
 # ------------------------------------------------------------------ cues of two lines / 7 s (issue 23)
 
-LONG = ("This is the first sentence of a long piece. It goes on, and on, with a clause or two; then it "
-        "stops. A short one. And here is a rather longer sentence without any commas that must be cut "
-        "somewhere between its words because it does not fit in two lines.")  # fmt: skip
+LONG = (
+    "This is the first sentence of a long piece. It goes on, and on, with a clause or two; then it "
+    "stops. A short one. And here is a rather longer sentence without any commas that must be cut "
+    "somewhere between its words because it does not fit in two lines."
+)
 
 
 def test_wrap_lines_standard_width():
@@ -169,7 +175,9 @@ def test_wrap_lines_standard_width():
     assert len(lines) == 2 and all(len(ln) <= cues.WRAP for ln in lines) and " ".join(lines) == text
     assert abs(len(lines[0]) - len(lines[1])) <= 2  # even, not one full line and a stub
     assert cues.wrap_lines("It goes on and on, with a clause or two, then it stops here.") == [
-        "It goes on and on, with a clause or two,", "then it stops here."]  # after the clause, as it fits
+        "It goes on and on, with a clause or two,",
+        "then it stops here.",
+    ]  # after the clause, as it fits
     wide = cues.wrap_lines("今天天气很好，我们去公园散步吧。公园里有很多花，非常漂亮。")
     assert len(wide) == 2 and all(len(ln) * 2 <= cues.WRAP for ln in wide) and wide[0].endswith("。")
     assert cues.wrap_lines("see https://example.com/" + "x" * 60) == ["see", "https://example.com/" + "x" * 60]

@@ -11,8 +11,8 @@ import pytest
 import soundfile as sf
 import torch
 import webvtt
-
 from conftest import TINY_CKPT, files_in
+
 from omnivoice_cli.app import dialogue
 from omnivoice_cli.app.dialogue import Cast, Member
 from omnivoice_cli.engine.errors import InvalidRequest
@@ -76,9 +76,16 @@ def test_parse_member(spec, member):
     assert dialogue.parse_member(spec) == member
 
 
-@pytest.mark.parametrize("spec, message", [("ALICE", "expected NAME=VOICE"), ("=alice", "expected NAME=VOICE"),
-                                           ("A=", "expected NAME=VOICE"), ("A:B=x", "without ':'"),
-                                           ("A=instruct:", "needs voice-design items")])  # fmt: skip
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("ALICE", "expected NAME=VOICE"),
+        ("=alice", "expected NAME=VOICE"),
+        ("A=", "expected NAME=VOICE"),
+        ("A:B=x", "without ':'"),
+        ("A=instruct:", "needs voice-design items"),
+    ],
+)
 def test_bad_members(spec, message):
     with pytest.raises(InvalidRequest, match=message):
         dialogue.parse_member(spec)
@@ -93,11 +100,17 @@ def test_cast_names_are_case_insensitive_and_unique():
 
 @pytest.mark.parametrize(
     "text, label",
-    [("ALICE: hi", ("ALICE", "hi")), ("Dr. Smith:  hi there", ("Dr. Smith", "hi there")), ("ALICE:", ("ALICE", "")),
-     ("At 10:30 we met", (None, "At 10:30 we met")), ("10: ten", (None, "10: ten")),
-     ("Note:that", (None, "Note:that")), ("no label here", (None, "no label here")),
-     ("A" * 41 + ": x", (None, "A" * 41 + ": x"))],
-)  # fmt: skip
+    [
+        ("ALICE: hi", ("ALICE", "hi")),
+        ("Dr. Smith:  hi there", ("Dr. Smith", "hi there")),
+        ("ALICE:", ("ALICE", "")),
+        ("At 10:30 we met", (None, "At 10:30 we met")),
+        ("10: ten", (None, "10: ten")),
+        ("Note:that", (None, "Note:that")),
+        ("no label here", (None, "no label here")),
+        ("A" * 41 + ": x", (None, "A" * 41 + ": x")),
+    ],
+)
 def test_split_label(text, label):
     assert dialogue.split_label(text) == label
 
@@ -119,8 +132,13 @@ def test_parse_script():
     cast = Cast.parse(["ALICE=auto", "BOB=auto"])
     lines = dialogue.parse_script(SCRIPT, cast, "s.txt")
     assert [(ln.number, ln.speaker.name, ln.text) for ln in lines] == [
-        (2, "ALICE", "Hello there, Bob."), (4, "BOB", "Hi Alice. How are you?"), (5, "ALICE", "Fine, thank you.")]  # fmt: skip
-    with pytest.raises(InvalidRequest, match=r"s.txt: line 2: no speaker: begin the line with NAME: \(the cast: ALICE, BOB\)"):
+        (2, "ALICE", "Hello there, Bob."),
+        (4, "BOB", "Hi Alice. How are you?"),
+        (5, "ALICE", "Fine, thank you."),
+    ]
+    with pytest.raises(
+        InvalidRequest, match=r"s.txt: line 2: no speaker: begin the line with NAME: \(the cast: ALICE, BOB\)"
+    ):
         dialogue.parse_script("ALICE: hi\njust words\n", cast, "s.txt")
     with pytest.raises(InvalidRequest, match=r"s.txt: line 1: speaker 'Eve' is not in the cast \(ALICE, BOB\)"):
         dialogue.parse_script("Eve: hi\n", cast, "s.txt")
@@ -135,13 +153,29 @@ def test_parse_script():
 
 def test_dialogue_lines_voices_seeds_and_gaps(invoke, fake_engine, home, script, voice_file, tmp_path):
     out, subs = tmp_path / "show.wav", tmp_path / "show.vtt"
-    r = invoke("say", "-f", script, "--cast", "ALICE=instruct:female, low pitch", "--cast", f"BOB={voice_file}",
-               "--seed", 10, "-o", out, "--subtitles", subs, "--json")  # fmt: skip
+    r = invoke(
+        "say",
+        "-f",
+        script,
+        "--cast",
+        "ALICE=instruct:female, low pitch",
+        "--cast",
+        f"BOB={voice_file}",
+        "--seed",
+        10,
+        "-o",
+        out,
+        "--subtitles",
+        subs,
+        "--json",
+    )
     assert r.exit_code == 0, r.stderr
     reqs = fake_engine.requests
     assert [(q.text, q.seed, q.instruct, q.ref is not None) for q in reqs] == [
-        ("Hello there, Bob.", 10, "female, low pitch", False), ("Hi Alice. How are you?", 11, None, True),
-        ("Fine, thank you.", 12, "female, low pitch", False)]  # fmt: skip
+        ("Hello there, Bob.", 10, "female, low pitch", False),
+        ("Hi Alice. How are you?", 11, None, True),
+        ("Fine, thank you.", 12, "female, low pitch", False),
+    ]
     audio, rate = sf.read(str(out), dtype="float32")
     gap = round(0.3 * SR)
     assert len(audio) == 3 * SR + 2 * gap  # the fake engine makes 1 s a line
@@ -150,15 +184,22 @@ def test_dialogue_lines_voices_seeds_and_gaps(invoke, fake_engine, home, script,
         assert not audio[start : start + gap].any()
     report = json.loads(r.stdout)
     assert [(ln["line"], ln["speaker"], ln["seed"], ln["start_seconds"]) for ln in report["lines"]] == [
-        (2, "ALICE", 10, 0.0), (4, "BOB", 11, 1.3), (5, "ALICE", 12, 2.6)]  # fmt: skip
+        (2, "ALICE", 10, 0.0),
+        (4, "BOB", 11, 1.3),
+        (5, "ALICE", 12, 2.6),
+    ]
     caps = webvtt.read(str(subs)).captions
     assert [(c.voice, c.start, c.end) for c in caps] == [
-        ("ALICE", "00:00:00.000", "00:00:01.000"), ("BOB", "00:00:01.300", "00:00:02.300"),
-        ("ALICE", "00:00:02.600", "00:00:03.600")]  # fmt: skip
+        ("ALICE", "00:00:00.000", "00:00:01.000"),
+        ("BOB", "00:00:01.300", "00:00:02.300"),
+        ("ALICE", "00:00:02.600", "00:00:03.600"),
+    ]
 
 
 def test_gap_option(invoke, fake_engine, home, script, tmp_path):
-    r = invoke("say", "-f", script, "--cast", "ALICE=auto", "--cast", "BOB=auto", "--gap", "0", "-o", tmp_path / "a.wav")
+    r = invoke(
+        "say", "-f", script, "--cast", "ALICE=auto", "--cast", "BOB=auto", "--gap", "0", "-o", tmp_path / "a.wav"
+    )
     assert r.exit_code == 0, r.stderr
     assert len(sf.read(str(tmp_path / "a.wav"))[0]) == 3 * SR
 
@@ -172,8 +213,21 @@ def test_gaps_are_bounded(invoke, fake_engine, home, tmp_path):
 
 
 def test_dry_run_speaks_nothing(invoke, fake_engine, home, script, tmp_path):
-    r = invoke("say", "-f", script, "--cast", "ALICE=auto", "--cast", "BOB=instruct:male", "--dry-run", "--json",
-               "--seed", 4, "-o", tmp_path / "a.wav")  # fmt: skip
+    r = invoke(
+        "say",
+        "-f",
+        script,
+        "--cast",
+        "ALICE=auto",
+        "--cast",
+        "BOB=instruct:male",
+        "--dry-run",
+        "--json",
+        "--seed",
+        4,
+        "-o",
+        tmp_path / "a.wav",
+    )
     assert r.exit_code == 0, r.stderr
     rows = [json.loads(ln) for ln in r.stdout.splitlines()]
     assert [(x["line"], x["speaker"], x["seed"]) for x in rows] == [(2, "ALICE", 4), (4, "BOB", 5), (5, "ALICE", 6)]
@@ -191,7 +245,10 @@ def test_script_from_the_command_line(invoke, fake_engine, home, tmp_path):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--cast", "ALICE=auto"], "script.txt: line 4: speaker 'bob' is not in the cast (ALICE): add --cast bob=VOICE"),
+        (
+            ["--cast", "ALICE=auto"],
+            "script.txt: line 4: speaker 'bob' is not in the cast (ALICE): add --cast bob=VOICE",
+        ),
         (["--cast", "ALICE=auto", "--cast", "BOB=nosuch"], "--cast BOB: unknown voice 'nosuch'"),
         (["--cast", "ALICE=auto", "--cast", "BOB=instruct:purple"], "--cast BOB: unsupported instruct item"),
         (["--cast", "ALICE=auto", "--cast", "BOB=auto", "--gap", "-1"], "--gap must be seconds in 0..60"),
@@ -222,15 +279,45 @@ def test_each_line_equals_say(invoke, home, script, voice_file, tmp_path, monkey
     monkeypatch.setattr(pipeline, "Engine", type("Loaded", (), {"load": classmethod(lambda cls, *a, **k: engine)}))
     out = tmp_path / "show.wav"
     voices = {"ALICE": ["--instruct", "female, low pitch"], "BOB": ["--voice", str(voice_file)]}
-    r = invoke("say", "-f", script, "--cast", "ALICE=instruct:female, low pitch", "--cast", f"BOB={voice_file}",
-               "--seed", 5, "--gap", "0.25", "--num-step", 4, "--model", TINY_CKPT, "-o", out, "--json")  # fmt: skip
+    r = invoke(
+        "say",
+        "-f",
+        script,
+        "--cast",
+        "ALICE=instruct:female, low pitch",
+        "--cast",
+        f"BOB={voice_file}",
+        "--seed",
+        5,
+        "--gap",
+        "0.25",
+        "--num-step",
+        4,
+        "--model",
+        TINY_CKPT,
+        "-o",
+        out,
+        "--json",
+    )
     assert r.exit_code == 0, r.stderr
     show = sf.read(str(out), dtype="int16")[0]
     pos, gap = 0, round(0.25 * SR)
     for i, line in enumerate(json.loads(r.stdout)["lines"]):
         solo_path = tmp_path / f"line{i}.wav"
-        s = invoke("say", line["text"], *voices[line["speaker"]], "--seed", 5 + i, "--num-step", 4,
-                   "--model", TINY_CKPT, "-o", solo_path, "-q")  # fmt: skip
+        s = invoke(
+            "say",
+            line["text"],
+            *voices[line["speaker"]],
+            "--seed",
+            5 + i,
+            "--num-step",
+            4,
+            "--model",
+            TINY_CKPT,
+            "-o",
+            solo_path,
+            "-q",
+        )
         assert s.exit_code == 0, s.stderr
         solo = sf.read(str(solo_path), dtype="int16")[0]
         assert line["seed"] == 5 + i and round(line["start_seconds"] * SR) == pos

@@ -104,8 +104,13 @@ def policy(n: int, ref=None) -> tuple[RequestPieces, list]:
             made.append(("accept", k))
 
     pieces = [Piece(0, k, f"piece {k}.", None) for k in range(n)]
-    return Kept(pieces, ref=ref, seed=100, voice_text="piece 0.",
-                prepare=lambda piece, voice, seed: made.append((piece.chunk, voice, seed)) or object()), made  # fmt: skip
+    return Kept(
+        pieces,
+        ref=ref,
+        seed=100,
+        voice_text="piece 0.",
+        prepare=lambda piece, voice, seed: made.append((piece.chunk, voice, seed)) or object(),
+    ), made
 
 
 class _Job:

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
-
 from conftest import TINY_CKPT, files_in
+
 from omnivoice_cli.app import dubbing
 from omnivoice_cli.media import tracks
 
@@ -97,8 +97,21 @@ def read16(path) -> np.ndarray:
 
 def test_dub_places_every_cue(invoke, fake_engine, home, episode, tmp_path):
     out, stems = tmp_path / "track.wav", tmp_path / "stems"
-    r = invoke("dub", episode, "-o", out, "--seed", 100, "--cast", "ALICE=auto", "--cast", "BOB=instruct:male",
-               "--stems", stems, "--json")  # fmt: skip
+    r = invoke(
+        "dub",
+        episode,
+        "-o",
+        out,
+        "--seed",
+        100,
+        "--cast",
+        "ALICE=auto",
+        "--cast",
+        "BOB=instruct:male",
+        "--stems",
+        stems,
+        "--json",
+    )
     assert r.exit_code == 0, r.stderr
     report = json.loads(r.stdout)
     track = read16(out)
@@ -110,7 +123,8 @@ def test_dub_places_every_cue(invoke, fake_engine, home, episode, tmp_path):
     long = [q for q in reqs if q.seed == 104]
     assert len(long) >= 2 and all(q.duration <= 30 for q in long)
     assert round(sum(q.duration for q in long), 3) == 40.0 and " ".join(q.text for q in long) == (
-        "This is a very long cue. It has several sentences in it. It lasts forty seconds in all, so it must be cut.")
+        "This is a very long cue. It has several sentences in it. It lasts forty seconds in all, so it must be cut."
+    )
     assert [q.seed for q in reqs if q.seed != 104] == [100, 101, 102, 105]  # cue i: seed + i
     assert [q.duration for q in reqs if q.seed != 104] == [1.5, 1.0, 1.5, 1.2]
     assert "cues 2 and 3 (lines 6 and 10)" in r.stderr  # the overlap is named
@@ -168,14 +182,20 @@ def test_the_track_is_cut_at_the_last_end(invoke, fake_engine, home, tmp_path, m
 
 def test_vtt_voice_spans_pick_the_cast(invoke, fake_engine, home, tmp_path):
     src = tmp_path / "a.vtt"
-    src.write_text("WEBVTT\n\n00:01.000 --> 00:02.000\n<v Ann>Hi Bob.\n\n00:02.000 --> 00:03.000\n"
-                   "<v Bob>Hi Ann.\n\n00:03.000 --> 00:04.000\nNote: nobody.\n")  # fmt: skip
-    r = invoke("dub", src, "--cast", "ann=instruct:female", "--cast", "BOB=auto", "--instruct", "male", "-q",
-               "--seed", "0")  # fmt: skip
+    src.write_text(
+        "WEBVTT\n\n00:01.000 --> 00:02.000\n<v Ann>Hi Bob.\n\n00:02.000 --> 00:03.000\n"
+        "<v Bob>Hi Ann.\n\n00:03.000 --> 00:04.000\nNote: nobody.\n"
+    )
+    r = invoke(
+        "dub", src, "--cast", "ann=instruct:female", "--cast", "BOB=auto", "--instruct", "male", "-q", "--seed", "0"
+    )
     assert r.exit_code == 0, r.stderr
     assert (tmp_path / "a.wav").exists()  # the default output: beside the input
     assert [(q.text, q.instruct) for q in fake_engine.requests] == [
-        ("Hi Bob.", "female"), ("Hi Ann.", None), ("Note: nobody.", "male")]  # fmt: skip
+        ("Hi Bob.", "female"),
+        ("Hi Ann.", None),
+        ("Note: nobody.", "male"),
+    ]
 
 
 def test_a_reference_recording_for_cues_without_a_speaker(invoke, fake_engine, home, tmp_path):
@@ -240,8 +260,20 @@ def test_interrupted_dub_keeps_stems_and_writes_no_track(invoke, fake_engine, ho
         raise Stop(15)
 
     monkeypatch.setattr(fake_engine, "generate", stopped)
-    r = invoke("dub", episode, "-o", tmp_path / "t.wav", "--cast", "ALICE=auto", "--cast", "BOB=auto",
-               "--stems", tmp_path / "stems", "--seed", 1)  # fmt: skip
+    r = invoke(
+        "dub",
+        episode,
+        "-o",
+        tmp_path / "t.wav",
+        "--cast",
+        "ALICE=auto",
+        "--cast",
+        "BOB=auto",
+        "--stems",
+        tmp_path / "stems",
+        "--seed",
+        1,
+    )
     assert r.exit_code == 143
     assert "the track was not written" in one_error(r)
     assert not (tmp_path / "t.wav").exists()
@@ -255,23 +287,44 @@ CAST = ("--cast", "ALICE=auto", "--cast", "BOB=auto")
 @pytest.mark.parametrize(
     "edit, args, message",
     [
-        (lambda s: s.replace("00:00:03,000 --> 00:00:04,000", "00:00:03,000 => 00:00:04,000"), CAST,
-         "episode.srt: line 5: not an SRT cue"),
-        (lambda s: s.replace("00:00:04,000", "00:00:02,000"), CAST, "episode.srt: line 6: the cue ends before it starts"),
+        (
+            lambda s: s.replace("00:00:03,000 --> 00:00:04,000", "00:00:03,000 => 00:00:04,000"),
+            CAST,
+            "episode.srt: line 5: not an SRT cue",
+        ),
+        (
+            lambda s: s.replace("00:00:04,000", "00:00:02,000"),
+            CAST,
+            "episode.srt: line 6: the cue ends before it starts",
+        ),
         (lambda s: s.replace("00:00:04,000", "00:00:61,000"), CAST, "episode.srt: line 6: invalid time '00:00:61,000'"),
-        (lambda s: s, ("--cast", "ALICE=auto"), "episode.srt: line 22: speaker 'BOB' is not in the cast (ALICE): add --cast BOB=VOICE"),
+        (
+            lambda s: s,
+            ("--cast", "ALICE=auto"),
+            "episode.srt: line 22: speaker 'BOB' is not in the cast (ALICE): add --cast BOB=VOICE",
+        ),
         (lambda s: s, (*CAST, "--cast", "CAROL=nosuch"), "--cast CAROL: unknown voice 'nosuch'"),
-        (lambda s: s, (*CAST, "--cast", "CAROL=./missing.safetensors"), "--cast CAROL: voice file './missing.safetensors'"),
+        (
+            lambda s: s,
+            (*CAST, "--cast", "CAROL=./missing.safetensors"),
+            "--cast CAROL: voice file './missing.safetensors'",
+        ),
         (lambda s: s, (*CAST, "--cast", "CAROL=instruct:purple"), "--cast CAROL: unsupported instruct item"),
         (lambda s: s, (*CAST, "--cast", "bob=auto"), "--cast bob is given twice"),
         (lambda s: s, ("--cast", "ALICE"), "--cast 'ALICE': expected NAME=VOICE"),
         (lambda s: s, ("--voice", "nosuch", *CAST), "--voice: unknown voice 'nosuch'"),
-        (lambda s: s.replace("Hello</i> there.", "Hello [pause 1s] there."), CAST,
-         "episode.srt: line 2: [pause] tags cannot be used in a cue"),
+        (
+            lambda s: s.replace("Hello</i> there.", "Hello [pause 1s] there."),
+            CAST,
+            "episode.srt: line 2: [pause] tags cannot be used in a cue",
+        ),
         (lambda s: s.replace("00:00:50,200", "05:00:50,200"), CAST, "more than 4 h"),
         (lambda s: "", CAST, "has no cues"),
-        (lambda s: s.replace("BOB: The end.", "BOB: " + "Far too many words for a second. " * 40), CAST,
-         "episode.srt: line 22: the cue's words take about"),
+        (
+            lambda s: s.replace("BOB: The end.", "BOB: " + "Far too many words for a second. " * 40),
+            CAST,
+            "episode.srt: line 22: the cue's words take about",
+        ),
         (lambda s: s, (*CAST, "--seed", str(2**63 - 2)), "is more than"),
     ],
 )
@@ -336,10 +389,17 @@ def test_help_does_not_import_torch():
 
     from conftest import ROOT
 
-    code = "import sys; from omnivoice_cli.cli import app\ntry: app(['dub', '--help'])\nexcept SystemExit: pass\n" \
-           "print('torch' in sys.modules)"  # fmt: skip
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
-                         env={"PYTHONPATH": str(ROOT), "COLUMNS": "100"})  # fmt: skip
+    code = (
+        "import sys; from omnivoice_cli.cli import app\ntry: app(['dub', '--help'])\nexcept SystemExit: pass\n"
+        "print('torch' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={"PYTHONPATH": str(ROOT), "COLUMNS": "100"},
+    )
     assert out.stdout.strip().endswith("False"), out.stdout + out.stderr
 
 
@@ -369,8 +429,21 @@ STEPS = "4"
 def say_audio(invoke, tmp_path, name, text, seconds, seed) -> np.ndarray:
     path = tmp_path / "say" / name
     path.parent.mkdir(exist_ok=True)
-    r = invoke("say", text, "--duration", f"{seconds:g}", "--seed", seed, "--num-step", STEPS,
-               "--model", TINY_CKPT, "-o", path, "-q")  # fmt: skip
+    r = invoke(
+        "say",
+        text,
+        "--duration",
+        f"{seconds:g}",
+        "--seed",
+        seed,
+        "--num-step",
+        STEPS,
+        "--model",
+        TINY_CKPT,
+        "-o",
+        path,
+        "-q",
+    )
     assert r.exit_code == 0, r.stderr
     return read16(path)
 
@@ -393,8 +466,22 @@ def loaded(monkeypatch):
 @slow
 def test_each_cue_equals_say(invoke, loaded, home, episode, tmp_path):
     out, stems = tmp_path / "track.wav", tmp_path / "stems"
-    r = invoke("dub", episode, "-o", out, "--seed", 40, *CAST, "--stems", stems, "--num-step", STEPS,
-               "--model", TINY_CKPT, "--json")  # fmt: skip
+    r = invoke(
+        "dub",
+        episode,
+        "-o",
+        out,
+        "--seed",
+        40,
+        *CAST,
+        "--stems",
+        stems,
+        "--num-step",
+        STEPS,
+        "--model",
+        TINY_CKPT,
+        "--json",
+    )
     assert r.exit_code == 0, r.stderr
     track, report = read16(out), json.loads(r.stdout)
     assert len(track) == 50_200 * 24
@@ -406,8 +493,14 @@ def test_each_cue_equals_say(invoke, loaded, home, episode, tmp_path):
         stem = read16(stems / c["output"])
         assert c["seed"] == 40 + c["index"]
         for piece in c["pieces"]:  # each piece is `say` of its words, its length, seed + index
-            solo = say_audio(invoke, tmp_path, f"{c['cue']}-{piece['offset_seconds']}.wav", piece["text"],
-                             piece["seconds"], c["seed"])  # fmt: skip
+            solo = say_audio(
+                invoke,
+                tmp_path,
+                f"{c['cue']}-{piece['offset_seconds']}.wav",
+                piece["text"],
+                piece["seconds"],
+                c["seed"],
+            )
             at = round(piece["offset_seconds"] * SR)
             if len(c["pieces"]) == 1:
                 assert np.array_equal(stem, solo), c["cue"]
@@ -427,10 +520,25 @@ def test_long_cue_pieces_equal_say_exactly(invoke, loaded, home, tmp_path):
     """A 40 s cue alone: its pieces, each `say` of its words, sum into its stem (mixed only where
     one piece's trailing padding meets the next one's leading padding)."""
     src = tmp_path / "long.srt"
-    src.write_text("1\n00:00:02,000 --> 00:00:42,000\nThe first half is this sentence here. And the second half "
-                   "is this other sentence.\n")  # fmt: skip
-    r = invoke("dub", src, "-o", tmp_path / "t.wav", "--seed", 9, "--num-step", STEPS, "--model", TINY_CKPT,
-               "--json", "--stems", tmp_path / "stems")  # fmt: skip
+    src.write_text(
+        "1\n00:00:02,000 --> 00:00:42,000\nThe first half is this sentence here. And the second half "
+        "is this other sentence.\n"
+    )
+    r = invoke(
+        "dub",
+        src,
+        "-o",
+        tmp_path / "t.wav",
+        "--seed",
+        9,
+        "--num-step",
+        STEPS,
+        "--model",
+        TINY_CKPT,
+        "--json",
+        "--stems",
+        tmp_path / "stems",
+    )
     assert r.exit_code == 0, r.stderr
     [cue] = json.loads(r.stdout)["cues"]
     assert len(cue["pieces"]) == 2
@@ -460,8 +568,10 @@ def test_fast_cues_are_warned_about(invoke, fake_engine, home, tmp_path):
     speed = speech_seconds(words)
     assert speed > 2 and speed / 7 < 2
     warnings = [ln for ln in r.stderr.splitlines() if ln.startswith("Warning: ")]
-    assert warnings == [f"Warning: {src}: the cue at line 2 must be spoken {speed:.1f}x faster than its natural pace "
-                        "to fit its times: shorten its words or lengthen it"]  # fmt: skip
+    assert warnings == [
+        f"Warning: {src}: the cue at line 2 must be spoken {speed:.1f}x faster than its natural pace "
+        "to fit its times: shorten its words or lengthen it"
+    ]
     report = json.loads(r.stdout)
     assert [c["speed"] for c in report["cues"]] == [round(speed, 2), round(speed / 7, 2)]
     src.write_text("".join(f"{i + 1}\n00:00:0{i},000 --> 00:00:0{i},900\n{words}\n\n" for i in range(7)))
@@ -475,8 +585,19 @@ def test_dry_run_loads_no_model_and_writes_nothing(invoke, fake_engine, home, ep
     from omnivoice_cli.engine.text import speech_seconds
 
     before = files_in(tmp_path)
-    r = invoke("dub", episode, "--seed", 100, "--cast", "ALICE=instruct:female", "--cast", "BOB=auto", "--dry-run",
-               "--stems", tmp_path / "stems")  # fmt: skip
+    r = invoke(
+        "dub",
+        episode,
+        "--seed",
+        100,
+        "--cast",
+        "ALICE=instruct:female",
+        "--cast",
+        "BOB=auto",
+        "--dry-run",
+        "--stems",
+        tmp_path / "stems",
+    )
     assert r.exit_code == 0, r.stderr
     assert fake_engine.loads == [] and files_in(tmp_path) == before
     rows = r.stdout.splitlines()
@@ -495,8 +616,20 @@ def test_dry_run_loads_no_model_and_writes_nothing(invoke, fake_engine, home, ep
 
 
 def test_dry_run_tells_which_stems_a_rerun_reuses(invoke, fake_engine, home, episode, tmp_path):
-    args = ("dub", episode, "-o", tmp_path / "t.wav", "--cast", "ALICE=auto", "--cast", "BOB=auto", "--stems",
-            tmp_path / "stems", "--seed", 4)  # fmt: skip
+    args = (
+        "dub",
+        episode,
+        "-o",
+        tmp_path / "t.wav",
+        "--cast",
+        "ALICE=auto",
+        "--cast",
+        "BOB=auto",
+        "--stems",
+        tmp_path / "stems",
+        "--seed",
+        4,
+    )
     assert invoke(*args, "-q").exit_code == 0
     (tmp_path / "stems" / "0002.wav").unlink()
     r = invoke(*args, "--dry-run", "--json")

@@ -133,7 +133,12 @@ def test_hubert_config_from_tiny_and_refusals():
     assert (h.hidden_size, h.num_hidden_layers, h.num_attention_heads, h.intermediate_size) == (8, 2, 2, 16)
     assert h.conv_dim == (4,) * 7 and h.num_conv_pos_embeddings == 16 and h.num_conv_pos_embedding_groups == 4
     assert cfg.codec.codebook_dim == 8 and cfg.rvq_dim == 16
-    for bad in ({"do_stable_layer_norm": True}, {"hidden_act": "relu"}, {"conv_kernel": [10, 3]}, {"num_attention_heads": 3}):
+    for bad in (
+        {"do_stable_layer_norm": True},
+        {"hidden_act": "relu"},
+        {"conv_kernel": [10, 3]},
+        {"num_attention_heads": 3},
+    ):
         dd = json.loads(json.dumps(d))
         dd["semantic_model_config"].update(bad)
         with pytest.raises(CheckpointError):

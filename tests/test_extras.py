@@ -13,13 +13,13 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import TINY_CKPT
+
 from omnivoice_cli.engine.errors import MissingExtra, install_hint
 
 ROOT = Path(__file__).resolve().parent.parent
 
-BLOCKER = '''
+BLOCKER = """
 import os, sys
 _BLOCKED = frozenset(filter(None, os.environ.get("OMNIVOICE_TEST_BLOCK", "").split(",")))
 
@@ -30,7 +30,7 @@ class _Blocker:
         return None
 
 sys.meta_path.insert(0, _Blocker())
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -41,15 +41,22 @@ def blocker(tmp_path_factory) -> Path:
 
 
 def omnivoice(blocker: Path, blocked: str, *args, cwd: Path, path: str | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(blocker), str(ROOT)]), "OMNIVOICE_TEST_BLOCK": blocked,
-           "OMNIVOICE_HOME": str(cwd / "home"), "NO_COLOR": "1", "COLUMNS": "200"}  # fmt: skip
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(blocker), str(ROOT)]),
+        "OMNIVOICE_TEST_BLOCK": blocked,
+        "OMNIVOICE_HOME": str(cwd / "home"),
+        "NO_COLOR": "1",
+        "COLUMNS": "200",
+    }
     env.pop("OMNIVOICE_MODEL", None)
     env.pop("OMNIVOICE_PLAYER", None)
     if path is not None:
         env["PATH"] = path
     code = "from omnivoice_cli.cli import main; main()"
-    return subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, env=env,
-                          cwd=cwd, timeout=180)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, env=env, cwd=cwd, timeout=180
+    )
 
 
 def one_line(proc: subprocess.CompletedProcess, extra: str, code: int = 2) -> str:
@@ -68,16 +75,19 @@ def test_the_blocker_hides_a_package(blocker, tmp_path):
     assert proc.returncode == 1 and "ModuleNotFoundError: No module named 'json'" in proc.stderr
 
 
-@pytest.mark.parametrize("blocked, package", [("starlette", "starlette"), ("uvicorn", "uvicorn"),
-                                              ("python_multipart,multipart", "python-multipart")])  # fmt: skip
+@pytest.mark.parametrize(
+    "blocked, package",
+    [("starlette", "starlette"), ("uvicorn", "uvicorn"), ("python_multipart,multipart", "python-multipart")],
+)
 def test_serve_without_the_serve_extra(blocker, tmp_path, blocked, package):
     proc = omnivoice(blocker, blocked, "serve", "--model", TINY_CKPT, "--port", "0", cwd=tmp_path)
     line = one_line(proc, "serve")
     assert line == f"Error: omnivoice serve needs {package}, which is not installed: {install_hint('serve')}"
 
 
-@pytest.mark.parametrize("blocked, args", [("kaldifst", ["I have 5 apples."]),
-                                           ("num2words", ["Ich habe 5 Äpfel.", "--lang", "de"])])  # fmt: skip
+@pytest.mark.parametrize(
+    "blocked, args", [("kaldifst", ["I have 5 apples."]), ("num2words", ["Ich habe 5 Äpfel.", "--lang", "de"])]
+)
 def test_say_normalize_without_the_normalize_extra(blocker, tmp_path, blocked, args):
     proc = omnivoice(blocker, blocked, "say", *args, "--normalize", "-o", "out.wav", "--model", TINY_CKPT, cwd=tmp_path)
     line = one_line(proc, "normalize")
@@ -88,8 +98,9 @@ def test_say_normalize_without_the_normalize_extra(blocker, tmp_path, blocked, a
 def test_batch_normalize_without_the_extra_stops_the_run_in_one_line(blocker, tmp_path):
     """Not one failure per line: the installation is missing a part, so nothing runs (exit 2)."""
     (tmp_path / "lines.txt").write_text("I have 5 apples.\nAnd 7 pears.\n")
-    proc = omnivoice(blocker, "kaldifst", "batch", "lines.txt", "--normalize", "-o", "out", "--model", TINY_CKPT,
-                     cwd=tmp_path)  # fmt: skip
+    proc = omnivoice(
+        blocker, "kaldifst", "batch", "lines.txt", "--normalize", "-o", "out", "--model", TINY_CKPT, cwd=tmp_path
+    )
     one_line(proc, "normalize")
     assert not (tmp_path / "out").exists()
 
@@ -103,16 +114,18 @@ def test_batch_line_asking_for_normalize_without_the_extra(blocker, tmp_path):
 
 def test_dub_normalize_without_the_normalize_extra(blocker, tmp_path):
     (tmp_path / "cues.srt").write_text("1\n00:00:00,000 --> 00:00:02,000\nI have 5 apples.\n")
-    proc = omnivoice(blocker, "kaldifst", "dub", "cues.srt", "--normalize", "-o", "dub.wav", "--model", TINY_CKPT,
-                     cwd=tmp_path)  # fmt: skip
+    proc = omnivoice(
+        blocker, "kaldifst", "dub", "cues.srt", "--normalize", "-o", "dub.wav", "--model", TINY_CKPT, cwd=tmp_path
+    )
     one_line(proc, "normalize")
     assert not (tmp_path / "dub.wav").exists()
 
 
 def test_batch_ray_without_the_ray_extra(blocker, tmp_path):
     (tmp_path / "lines.txt").write_text("Hello there.\n")
-    proc = omnivoice(blocker, "ray", "batch", "lines.txt", "--ray", "local", "-o", "out", "--model", TINY_CKPT,
-                     cwd=tmp_path)  # fmt: skip
+    proc = omnivoice(
+        blocker, "ray", "batch", "lines.txt", "--ray", "local", "-o", "out", "--model", TINY_CKPT, cwd=tmp_path
+    )
     assert one_line(proc, "ray") == f"Error: --ray needs Ray, which is not installed: {install_hint('ray')}"
     assert not (tmp_path / "out").exists()
 
@@ -121,8 +134,9 @@ def test_say_without_the_play_extra_nor_a_player(blocker, tmp_path):
     """sounddevice is optional (a player command does as well), so only no way to play at all is
     an error: one line naming the play extra among what was tried, exit 1 (the README's code for
     'nothing can play here')."""
-    proc = omnivoice(blocker, "sounddevice", "say", "Hello there.", "--model", TINY_CKPT, cwd=tmp_path,
-                     path=str(tmp_path / "no-bin"))  # fmt: skip
+    proc = omnivoice(
+        blocker, "sounddevice", "say", "Hello there.", "--model", TINY_CKPT, cwd=tmp_path, path=str(tmp_path / "no-bin")
+    )
     line = one_line(proc, "play", code=1)
     assert line.startswith("Error: no way to play audio here: tried sounddevice (not installed: ")
 
@@ -171,8 +185,19 @@ def test_say_ref_without_transcript_without_the_asr_extra(blocker, tmp_path):
 
     ref = tmp_path / "me.wav"
     shutil.copy(ROOT / "tests" / "fixtures" / "golden" / "ref_24k.wav", ref)
-    proc = omnivoice(blocker, "faster_whisper,ctranslate2", "say", "Hi.", "--ref", ref, "--model", TINY_CKPT,
-                     "-o", tmp_path / "o.wav", cwd=tmp_path)  # fmt: skip
+    proc = omnivoice(
+        blocker,
+        "faster_whisper,ctranslate2",
+        "say",
+        "Hi.",
+        "--ref",
+        ref,
+        "--model",
+        TINY_CKPT,
+        "-o",
+        tmp_path / "o.wav",
+        cwd=tmp_path,
+    )
     line = one_line(proc, "asr")
     assert "needs faster-whisper, which is not installed" in line and "no --ref-text, no .txt beside it" in line
     assert not (tmp_path / "o.wav").exists()

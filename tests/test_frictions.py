@@ -25,8 +25,16 @@ SR = 24000
 
 
 def run_main(args, cwd, **kw):
-    return subprocess.run(MAIN + [str(a) for a in args], capture_output=True, text=True, cwd=cwd, check=False,
-                          env=kw.pop("env", ENV), timeout=120, **kw)  # fmt: skip
+    return subprocess.run(
+        MAIN + [str(a) for a in args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        check=False,
+        env=kw.pop("env", ENV),
+        timeout=120,
+        **kw,
+    )
 
 
 def error_line(result) -> str:
@@ -72,8 +80,11 @@ def test_piped_stdin_reaches_the_engine(invoke, fake_engine, tmp_path):
 
 @pytest.mark.slow
 def test_piped_stdin_is_spoken_into_the_file(tmp_path):
-    r = run_main(["say", "-o", "x.wav", "--model", TINY_CKPT, "--num-step", "2", "--seed", "1"], tmp_path,
-                 input="Hello from a pipe.")  # fmt: skip
+    r = run_main(
+        ["say", "-o", "x.wav", "--model", TINY_CKPT, "--num-step", "2", "--seed", "1"],
+        tmp_path,
+        input="Hello from a pipe.",
+    )
     assert r.returncode == 0, r.stderr
     audio, sr = sf.read(tmp_path / "x.wav")
     assert sr == SR and len(audio) > SR // 2
@@ -82,12 +93,15 @@ def test_piped_stdin_is_spoken_into_the_file(tmp_path):
 # ------------------------------------------------------------------------------------ 2. --voice RECORDING
 
 
-@pytest.mark.parametrize("name, spec", [
-    ("alice.flac", "alice.flac"),  # no '/': would be looked up as a saved voice's name
-    ("alice.flac", "./alice.flac"),  # a path: read as a voice file, a header-length error before
-    ("take 2.wav", "take 2.wav"),
-    ("bob", "./bob"),  # no extension: known by how the file begins (RIFF)
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "name, spec",
+    [
+        ("alice.flac", "alice.flac"),  # no '/': would be looked up as a saved voice's name
+        ("alice.flac", "./alice.flac"),  # a path: read as a voice file, a header-length error before
+        ("take 2.wav", "take 2.wav"),
+        ("bob", "./bob"),  # no extension: known by how the file begins (RIFF)
+    ],
+)
 def test_a_recording_given_to_voice_says_how_to_clone_it(invoke, fake_engine, tmp_path, monkeypatch, name, spec):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("OMNIVOICE_HOME", str(tmp_path / "home"))
@@ -227,12 +241,15 @@ def test_the_examples_of_say_are_whole_at_80_columns(runner):
         assert " ".join(example.split()) in shown
 
 
-@pytest.mark.parametrize("line", [
-    "omnivoice say -f chapter.txt --voice alice --stream -o - | ffplay -nodisp -i -",
-    'omnivoice dub episode.srt --cast "NARRATOR=instruct:male, low pitch" --seed 7 --json',
-    "  -d '{\"model\":\"omnivoice\",\"input\":\"Hello there.\",\"voice\":\"alloy\"}' -o hello.mp3",
-    "omnivoice voice add alice --ref alice.flac   # alice.txt holds its transcript",
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "line",
+    [
+        "omnivoice say -f chapter.txt --voice alice --stream -o - | ffplay -nodisp -i -",
+        'omnivoice dub episode.srt --cast "NARRATOR=instruct:male, low pitch" --seed 7 --json',
+        '  -d \'{"model":"omnivoice","input":"Hello there.","voice":"alloy"}\' -o hello.mp3',
+        "omnivoice voice add alice --ref alice.flac   # alice.txt holds its transcript",
+    ],
+)
 def test_wrap_example_keeps_the_command_whole(line):
     out = wrap_example(line, 72)
     assert len(out) > 1 and all(len(ln) <= 72 for ln in out)
@@ -256,8 +273,9 @@ def _prepare(seconds, transcript="Some words."):
     from omnivoice_cli.engine.voice import prepare_reference
 
     t = np.arange(int(seconds * SR)) / SR
-    return prepare_reference((0.3 * np.sin(2 * np.pi * 220 * t)).astype(np.float32), transcript,
-                             source="reference audio me.wav")  # fmt: skip
+    return prepare_reference(
+        (0.3 * np.sin(2 * np.pi * 220 * t)).astype(np.float32), transcript, source="reference audio me.wav"
+    )
 
 
 def test_a_short_reference_is_warned_about_and_why():

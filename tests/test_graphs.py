@@ -3,7 +3,6 @@
 No GPU here: the capture is replaced by one that records the forward on static buffers and
 replays it by re-running the model on them, which exercises everything but the CUDA calls."""
 
-
 import torch
 
 from omnivoice_cli.engine.config import GenerationConfig
@@ -80,6 +79,7 @@ def test_layouts_seen_once_are_remembered_within_a_bound():
     from omnivoice_cli.engine import graphs
 
     captured = []
+
     def capture(model, batch):
         captured.append(batch.layout)
         return SimpleNamespace(run=lambda b: "replayed")

@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
-
 from conftest import TINY_CKPT, files_in
+
 from omnivoice_cli.engine.config import ModelConfig
 from omnivoice_cli.engine.errors import CheckpointError, InvalidRequest
 from omnivoice_cli.engine.pipeline import Request, plan_request, validate_request
@@ -168,9 +168,16 @@ def test_wav_past_its_header_limit_is_refused_before_writing(tmp_path):
 
 @pytest.mark.parametrize(
     "flag, value",
-    [("--t-shift", "1e308"), ("--layer-penalty-factor", "1e39"), ("--speed", "inf"), ("--speed", "1e-6"),
-     ("--threads", "100000"), ("--guidance-scale", "nan"), ("--num-step", "99999999999999999999")],
-)  # fmt: skip
+    [
+        ("--t-shift", "1e308"),
+        ("--layer-penalty-factor", "1e39"),
+        ("--speed", "inf"),
+        ("--speed", "1e-6"),
+        ("--threads", "100000"),
+        ("--guidance-scale", "nan"),
+        ("--num-step", "99999999999999999999"),
+    ],
+)
 def test_absurd_numbers_are_refused_by_name_before_the_model(invoke, fake_engine, tmp_path, flag, value):
     r = invoke("say", "Hello", flag, value, "-o", tmp_path / "x.wav")
     assert r.exit_code == 2
@@ -316,19 +323,31 @@ CONFIGS = {
     "list": ("config.json", lambda c: [c], "is not a JSON object (got list)"),
     "number": ("config.json", lambda c: 3, "is not a JSON object (got int)"),
     "codebooks 1e9": ("config.json", lambda c: {**c, "num_audio_codebook": 10**9}, "num_audio_codebook is"),
-    "codec ratio 0": ("audio_tokenizer/config.json", _acoustic("upsampling_ratios", [8, 5, 4, 2, 0]),
-                      "upsampling_ratios is 0"),
-    "codec ratios negative": ("audio_tokenizer/config.json", _acoustic("upsampling_ratios", [-8, -5, 4, 2, 3]),
-                              "upsampling_ratios is -8"),
+    "codec ratio 0": (
+        "audio_tokenizer/config.json",
+        _acoustic("upsampling_ratios", [8, 5, 4, 2, 0]),
+        "upsampling_ratios is 0",
+    ),
+    "codec ratios negative": (
+        "audio_tokenizer/config.json",
+        _acoustic("upsampling_ratios", [-8, -5, 4, 2, 3]),
+        "upsampling_ratios is -8",
+    ),
     "codec ratios not a list": ("audio_tokenizer/config.json", _acoustic("upsampling_ratios", 5), "list of 1 to 16"),
     "codec rate 0": ("audio_tokenizer/config.json", lambda c: {**c, "sample_rate": 0}, "sample_rate is 0"),
     "codec list": ("audio_tokenizer/config.json", lambda c: [], "is not a JSON object"),
-    "codec acoustic list": ("audio_tokenizer/config.json", lambda c: {**c, "acoustic_model_config": [1]},
-                            "acoustic_model_config must be a JSON object"),
+    "codec acoustic list": (
+        "audio_tokenizer/config.json",
+        lambda c: {**c, "acoustic_model_config": [1]},
+        "acoustic_model_config must be a JSON object",
+    ),
     "codec bandwidths": ("audio_tokenizer/config.json", lambda c: {**c, "target_bandwidths": "x"}, "target_bandwidths"),
-    "codec decoder 1e9": ("audio_tokenizer/config.json", _acoustic("decoder_hidden_size", 10**9),
-                          "decoder_hidden_size is 1000000000"),
-}  # fmt: skip
+    "codec decoder 1e9": (
+        "audio_tokenizer/config.json",
+        _acoustic("decoder_hidden_size", 10**9),
+        "decoder_hidden_size is 1000000000",
+    ),
+}
 
 
 @pytest.mark.parametrize("case", list(CONFIGS))
@@ -365,11 +384,15 @@ def _safetensors(path: Path, header) -> Path:
 
 @pytest.mark.parametrize(
     "header, detail",
-    [([], "not a JSON object"), ({"a": 5}, "bad header entry"), ({"__metadata__": [1]}, "__metadata__"),
-     ({"__metadata__": {"text": 5}}, "__metadata__"),
-     ({"a": {"dtype": "F32", "shape": [-1, -4], "data_offsets": [0, 16]}}, "bad shape"),
-     ({"a": {"dtype": "F32", "shape": [10**12, 10**12], "data_offsets": [0, 0]}}, "inconsistent offsets")],
-)  # fmt: skip
+    [
+        ([], "not a JSON object"),
+        ({"a": 5}, "bad header entry"),
+        ({"__metadata__": [1]}, "__metadata__"),
+        ({"__metadata__": {"text": 5}}, "__metadata__"),
+        ({"a": {"dtype": "F32", "shape": [-1, -4], "data_offsets": [0, 16]}}, "bad shape"),
+        ({"a": {"dtype": "F32", "shape": [10**12, 10**12], "data_offsets": [0, 0]}}, "inconsistent offsets"),
+    ],
+)
 def test_bad_safetensors_headers(tmp_path, header, detail):
     from omnivoice_cli.engine.tensorfile import SafetensorsFile, TensorFileError
 
@@ -392,17 +415,24 @@ def _voice_file(path: Path, meta: dict, frames: int = 50) -> Path:
     import torch
     from safetensors.torch import save_file
 
-    save_file({"codes": torch.zeros(8, frames, dtype=torch.int64)}, str(path),
-              metadata={"format": "omnivoice-voice", "version": "1", **meta})  # fmt: skip
+    save_file(
+        {"codes": torch.zeros(8, frames, dtype=torch.int64)},
+        str(path),
+        metadata={"format": "omnivoice-voice", "version": "1", **meta},
+    )
     return path
 
 
 @pytest.mark.parametrize(
     "meta, message",
-    [({"rms": "0.1"}, "no transcript"), ({"rms": "abc", "text": "Hi."}, "level (rms) is 'abc'"),
-     ({"rms": "nan", "text": "Hi."}, "level (rms) is 'nan'"), ({"rms": "-1", "text": "Hi."}, "not a number >= 0"),
-     ({"rms": "0.1", "text": "   "}, "no transcript")],
-)  # fmt: skip
+    [
+        ({"rms": "0.1"}, "no transcript"),
+        ({"rms": "abc", "text": "Hi."}, "level (rms) is 'abc'"),
+        ({"rms": "nan", "text": "Hi."}, "level (rms) is 'nan'"),
+        ({"rms": "-1", "text": "Hi."}, "not a number >= 0"),
+        ({"rms": "0.1", "text": "   "}, "no transcript"),
+    ],
+)
 def test_broken_voice_metadata_is_one_error(invoke, fake_engine, tmp_path, home, meta, message):
     path = _voice_file(tmp_path / "v.safetensors", meta)
     r = invoke("say", "Hello", "--voice", path, "-o", tmp_path / "x.wav")
@@ -638,8 +668,10 @@ def test_only_punctuation_or_emoji_is_spoken_with_a_warning(invoke, fake_engine,
 def test_text_that_is_not_unicode_is_a_usage_error(invoke, fake_engine, tmp_path):
     r = invoke("say", "caf\udce9 au lait", "-o", tmp_path / "x.wav")  # what a Latin-1 byte in argv becomes
     assert r.exit_code == 2
-    assert one_error(r) == ("Error: text is not valid Unicode: character 4 is U+DCE9, a lone surrogate (half of a "
-                            "UTF-16 pair, or a byte that is not UTF-8): give UTF-8 text")  # fmt: skip
+    assert one_error(r) == (
+        "Error: text is not valid Unicode: character 4 is U+DCE9, a lone surrogate (half of a "
+        "UTF-16 pair, or a byte that is not UTF-8): give UTF-8 text"
+    )
     assert fake_engine.loads == []
 
 
@@ -650,13 +682,24 @@ def test_a_non_utf8_argument_is_one_line_in_a_real_process(tmp_path):
     import sys
 
     env = {**os.environ, "OMNIVOICE_HOME": str(tmp_path / "home"), "PYTHONPATH": str(Path(__file__).parent.parent)}
-    argv = [sys.executable, "-c", "from omnivoice_cli.cli import main; main()", "say", b"caf\xe9 au lait",
-            "-o", str(tmp_path / "x.wav"), "--model", str(TINY_CKPT)]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-c",
+        "from omnivoice_cli.cli import main; main()",
+        "say",
+        b"caf\xe9 au lait",
+        "-o",
+        str(tmp_path / "x.wav"),
+        "--model",
+        str(TINY_CKPT),
+    ]
     proc = subprocess.run(argv, capture_output=True, env=env, timeout=120)
     stderr = proc.stderr.decode("utf-8", "replace")
     assert proc.returncode == 2, stderr
-    assert stderr.strip().splitlines() == ["Error: text is not valid Unicode: character 4 is U+DCE9, a lone surrogate "
-                                           "(half of a UTF-16 pair, or a byte that is not UTF-8): give UTF-8 text"]
+    assert stderr.strip().splitlines() == [
+        "Error: text is not valid Unicode: character 4 is U+DCE9, a lone surrogate "
+        "(half of a UTF-16 pair, or a byte that is not UTF-8): give UTF-8 text"
+    ]
     assert not (tmp_path / "x.wav").exists()
 
 
@@ -674,7 +717,9 @@ def test_batch_skips_invisible_lines_and_fails_bad_json_text_alone(invoke, fake_
     src.write_text("".join(json.dumps(row) + "\n" for row in rows))  # json.dumps writes \ud800 as an escape
     r = invoke("batch", src, "-o", tmp_path / "out3", "--seed", "1")
     assert r.exit_code == 1 and "Traceback" not in r.stderr
-    recs = {rec["line"]: rec for rec in map(json.loads, (tmp_path / "out3" / "manifest.jsonl").read_text().splitlines())}
+    recs = {
+        rec["line"]: rec for rec in map(json.loads, (tmp_path / "out3" / "manifest.jsonl").read_text().splitlines())
+    }
     assert [recs[n]["status"] for n in (1, 2, 3, 4)] == ["done", "failed", "failed", "done"]
     assert "text is empty: it has only invisible or control characters" in recs[2]["error"]
     assert "text is not valid Unicode: character 5 is U+D800" in recs[3]["error"]
@@ -683,8 +728,10 @@ def test_batch_skips_invisible_lines_and_fails_bad_json_text_alone(invoke, fake_
 
 def test_a_dub_cue_of_invisible_characters_is_a_silent_cue(invoke, fake_engine, tmp_path, home):
     src = tmp_path / "a.srt"
-    src.write_text("1\n00:00:00,000 --> 00:00:01,000\nHi.\n\n2\n00:00:01,000 --> 00:00:02,000\n\u200b\u2060\n\n"
-                   "3\n00:00:02,000 --> 00:00:03,000\nBye.\n")  # fmt: skip
+    src.write_text(
+        "1\n00:00:00,000 --> 00:00:01,000\nHi.\n\n2\n00:00:01,000 --> 00:00:02,000\n\u200b\u2060\n\n"
+        "3\n00:00:02,000 --> 00:00:03,000\nBye.\n"
+    )
     r = invoke("dub", src, "-o", tmp_path / "t.wav", "--seed", 1, "-q")
     assert r.exit_code == 0, r.stderr
     assert [q.text for q in fake_engine.requests] == ["Hi.", "Bye."]

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import ROOT, TINY_CKPT, files_in
 
 pytestmark = pytest.mark.slow
@@ -45,8 +44,10 @@ def limit() -> int:
     """Bytes of address space a child may use: what importing torch and the engine takes here
     (a CUDA build maps more) plus 1 GiB, far below what the inputs below used to ask for
     (2.8 to 64 GB), and enough for the tiny model to speak."""
-    code = ("import torch, soundfile, omnivoice_cli.engine.pipeline, omnivoice_cli.cli; "
-            "print([ln for ln in open('/proc/self/status') if ln.startswith('VmPeak')][0].split()[1])")  # fmt: skip
+    code = (
+        "import torch, soundfile, omnivoice_cli.engine.pipeline, omnivoice_cli.cli; "
+        "print([ln for ln in open('/proc/self/status') if ln.startswith('VmPeak')][0].split()[1])"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, timeout=120)
     if out.returncode != 0:
         pytest.skip(f"cannot measure the address space here: {out.stderr[-200:]}")
@@ -79,10 +80,13 @@ def sparse_wav(path: Path, seconds: float, rate: int = 24000) -> Path:
 
 @pytest.mark.parametrize(
     "seconds, rate, message",
-    [(3600, 24000, "is 3600 s long: at most 300 s is read"), (1800, 48000, "is 1800 s long"),
-     (3, 44101, "unusual sample rate 44101 Hz")],
+    [
+        (3600, 24000, "is 3600 s long: at most 300 s is read"),
+        (1800, 48000, "is 1800 s long"),
+        (3, 44101, "unusual sample rate 44101 Hz"),
+    ],
     ids=["silent-hour", "half-hour-48k", "odd-rate"],
-)  # fmt: skip
+)
 def test_a_costly_reference_is_refused_within_the_limit(limit, tmp_path, seconds, rate, message):
     ref = sparse_wav(tmp_path / "ref.wav", seconds, rate)
     if rate == 44101:  # not silent: a real recording at an odd rate
@@ -100,8 +104,10 @@ def test_a_broadcast_voice_prompt_is_refused_within_the_limit(limit, tmp_path):
     import torch
 
     codes = torch.zeros(1, 1, dtype=torch.int32).expand(8, 10**9)
-    torch.save({"format_version": 1, "ref_audio_tokens": codes, "ref_text": "Hi there.", "ref_rms": 0.1},
-               str(tmp_path / "v.pt"))  # fmt: skip
+    torch.save(
+        {"format_version": 1, "ref_audio_tokens": codes, "ref_text": "Hi there.", "ref_rms": 0.1},
+        str(tmp_path / "v.pt"),
+    )
     assert (tmp_path / "v.pt").stat().st_size < 4096
     out = limited([*SAY, "hello", "--voice", "./v.pt", "-o", "x.wav"], limit, tmp_path)
     assert out.returncode == 2, out.stderr
@@ -112,8 +118,11 @@ def test_a_voice_of_a_million_frames_is_refused_within_the_limit(limit, tmp_path
     import torch
     from safetensors.torch import save_file
 
-    save_file({"codes": torch.zeros(8, 10**6, dtype=torch.int64)}, str(tmp_path / "v.safetensors"),
-              metadata={"format": "omnivoice-voice", "version": "1", "rms": "0.1", "text": "Hi."})  # fmt: skip
+    save_file(
+        {"codes": torch.zeros(8, 10**6, dtype=torch.int64)},
+        str(tmp_path / "v.safetensors"),
+        metadata={"format": "omnivoice-voice", "version": "1", "rms": "0.1", "text": "Hi."},
+    )
     out = limited([*SAY, "hello", "--voice", "./v.safetensors", "-o", "x.wav"], limit, tmp_path)
     assert out.returncode == 2, out.stderr
     assert "holds 40000.0 s of audio: at most 60 s" in one_error(out.stderr)
@@ -142,8 +151,16 @@ def test_text_without_punctuation_stays_bounded(limit, tmp_path):
 def test_endless_text_input_is_bounded(limit, tmp_path, how):
     args = [*MAIN, "say", "-f", "/dev/zero"] if how != "stdin" else [*MAIN, "say", "-"]
     with open("/dev/zero", "rb") as zero:
-        out = subprocess.run([*args, "-o", "x.wav"], stdin=zero, capture_output=True, text=True, env=ENV,
-                             cwd=tmp_path, timeout=120, preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit)))  # fmt: skip
+        out = subprocess.run(
+            [*args, "-o", "x.wav"],
+            stdin=zero,
+            capture_output=True,
+            text=True,
+            env=ENV,
+            cwd=tmp_path,
+            timeout=120,
+            preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit)),
+        )
     assert out.returncode == 2
     assert "is over 10 MiB" in one_error(out.stderr)
 
@@ -162,8 +179,9 @@ LONG = ["Hello there, this is a longer text.", "--duration", "12", "--seed", "5"
 
 def test_a_reader_that_closes_the_pipe_is_a_failure(tmp_path):
     assert len(clean_bytes(tmp_path, *LONG)) > 4 * 65536
-    proc = subprocess.Popen([*SAY, *LONG, "-o", "-"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV,
-                            cwd=tmp_path)  # fmt: skip
+    proc = subprocess.Popen(
+        [*SAY, *LONG, "-o", "-"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV, cwd=tmp_path
+    )
     head = proc.stdout.read(100)
     proc.stdout.close()  # like `| head -c 100`
     stderr = proc.stderr.read().decode()
@@ -176,8 +194,9 @@ def test_a_reader_that_closes_the_pipe_is_a_failure(tmp_path):
 
 def test_sigterm_while_writing_stdout_delivers_every_byte(tmp_path):
     expected = clean_bytes(tmp_path, *LONG)
-    proc = subprocess.Popen([*SAY, *LONG, "-o", "-"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV,
-                            cwd=tmp_path)  # fmt: skip
+    proc = subprocess.Popen(
+        [*SAY, *LONG, "-o", "-"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV, cwd=tmp_path
+    )
     first = proc.stdout.read(1)  # the writing has started (and the pipe is full behind it)
     proc.send_signal(signal.SIGTERM)
     rest = proc.stdout.read()
@@ -191,14 +210,28 @@ def test_a_closed_stdout_does_not_matter_when_audio_goes_to_a_file(tmp_path):
     def close_stdout() -> None:
         os.close(1)
 
-    out = subprocess.run([*SAY, "Hello there.", "-o", "x.wav", "--seed", "3"], stderr=subprocess.PIPE,
-                         stdout=subprocess.DEVNULL, env=ENV, cwd=tmp_path, timeout=300, preexec_fn=close_stdout)  # fmt: skip
+    out = subprocess.run(
+        [*SAY, "Hello there.", "-o", "x.wav", "--seed", "3"],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        env=ENV,
+        cwd=tmp_path,
+        timeout=300,
+        preexec_fn=close_stdout,
+    )
     assert out.returncode == 0, out.stderr.decode()
     assert "Traceback" not in out.stderr.decode()
     expected = clean_bytes(tmp_path, "Hello there.", "--seed", "3")
     assert (tmp_path / "x.wav").read_bytes() == expected
-    out = subprocess.run([*SAY, "Hello there.", "-o", "-"], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                         env=ENV, cwd=tmp_path, timeout=300, preexec_fn=close_stdout)  # fmt: skip
+    out = subprocess.run(
+        [*SAY, "Hello there.", "-o", "-"],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        env=ENV,
+        cwd=tmp_path,
+        timeout=300,
+        preexec_fn=close_stdout,
+    )
     assert out.returncode == 2
     assert "stdout, which is closed" in one_error(out.stderr.decode())
 
@@ -216,8 +249,11 @@ def _request(text: str, seed: int, **kw):
 def test_a_failing_request_fails_alone_in_the_engine(engine, monkeypatch):
     from omnivoice_cli.engine.errors import InvalidRequest
 
-    good = [_request("First good line.", 1), _request("Second good line, a bit longer.", 2),
-            _request("Third one. " * 30, 3)]  # fmt: skip
+    good = [
+        _request("First good line.", 1),
+        _request("Second good line, a bit longer.", 2),
+        _request("Third one. " * 30, 3),
+    ]
     alone = [engine.generate([r])[0].audio for r in good]
     real_finish = type(engine)._finish
 
@@ -245,8 +281,9 @@ def test_without_on_error_a_bad_request_raises_before_anything_runs(engine):
 
     steps = []
     with pytest.raises(InvalidRequest, match="would take 1448 s to say at this speed"):
-        engine.generate([_request("Fine.", 1), _request("Slow speech.", 2, speed=0.001)],
-                        on_step=lambda d, t: steps.append(d))  # fmt: skip
+        engine.generate(
+            [_request("Fine.", 1), _request("Slow speech.", 2, speed=0.001)], on_step=lambda d, t: steps.append(d)
+        )
     assert steps == []
 
 
@@ -255,8 +292,9 @@ def test_a_canvas_too_large_is_refused_per_request(engine, monkeypatch):
 
     monkeypatch.setattr(engine, "cfg", dataclasses.replace(engine.cfg, max_packed_tokens=60))
     errors: dict[int, Exception] = {}
-    results = engine.generate([_request("Hi.", 1), _request("A much longer line of words to say.", 2)],
-                              on_error=errors.__setitem__)  # fmt: skip
+    results = engine.generate(
+        [_request("Hi.", 1), _request("A much longer line of words to say.", 2)], on_error=errors.__setitem__
+    )
     assert list(errors) == [1] and isinstance(errors[1], InvalidRequest)
     assert "canvas positions" in str(errors[1]) and "at most 60" in str(errors[1])
     assert results[0] is not None
@@ -281,11 +319,20 @@ def loaded(monkeypatch, engine):
 
 
 def test_bad_lines_fail_alone_and_good_lines_are_byte_identical(invoke, loaded, engine, tmp_path, monkeypatch):
-    good = [{"text": "A good line.", "id": "a", "seed": 11}, {"text": "Another good line, longer.", "id": "b", "seed": 12},
-            {"text": "The third good line.", "id": "c", "seed": 13}]  # fmt: skip
-    bad = [{"text": "Bad shift.", "t_shift": 1e308}, {"text": "Bad output.", "output": "a\u0000b.wav"},
-           {"text": "Long id.", "id": "x" * 300}, "[" * 100_000, '{"text": "n", "seed": ' + "9" * 5000 + "}",
-           {"text": "Tiny speed.", "speed": 1e-9}, {"text": "boom, the engine fails on this one", "id": "boom"}]  # fmt: skip
+    good = [
+        {"text": "A good line.", "id": "a", "seed": 11},
+        {"text": "Another good line, longer.", "id": "b", "seed": 12},
+        {"text": "The third good line.", "id": "c", "seed": 13},
+    ]
+    bad = [
+        {"text": "Bad shift.", "t_shift": 1e308},
+        {"text": "Bad output.", "output": "a\u0000b.wav"},
+        {"text": "Long id.", "id": "x" * 300},
+        "[" * 100_000,
+        '{"text": "n", "seed": ' + "9" * 5000 + "}",
+        {"text": "Tiny speed.", "speed": 1e-9},
+        {"text": "boom, the engine fails on this one", "id": "boom"},
+    ]
     real_prepare = type(engine).prepare
 
     def prepare(self, req, piece=None, ref=None, seed=None):  # a failure inside the group, for one request

@@ -24,7 +24,7 @@ FILES = {  # a checkpoint's files, small
     "config.json": CONFIG,
     "model.safetensors": b"m" * 3000,
     "tokenizer.json": b"{}",
-    "audio_tokenizer/config.json": b"{\"codec\": 1}",  # contents differ: blobs are not shared
+    "audio_tokenizer/config.json": b'{"codec": 1}',  # contents differ: blobs are not shared
     "audio_tokenizer/model.safetensors": b"c" * 1000,
     "README.md": b"# card",
 }
@@ -113,7 +113,10 @@ def test_download_fetches_every_file_with_progress_and_the_notice_first(fake_hub
     assert progress[-1] == (total, total) and all(t == total for _, t in progress)
     assert [d for d, _ in progress] == sorted(d for d, _ in progress)  # never goes back
     assert len(progress) > len(FILES)  # within files too, not only between them
-    assert notices[0] == hub.LICENCE_NOTICE and notices[1] == f"downloading {REPO} (6 files, 0.0 MB) into the Hugging Face cache ..."
+    assert (
+        notices[0] == hub.LICENCE_NOTICE
+        and notices[1] == f"downloading {REPO} (6 files, 0.0 MB) into the Hugging Face cache ..."
+    )
     assert marker(tmp_path).exists()
 
 
@@ -275,5 +278,6 @@ def test_download_against_a_local_stand_in_for_the_hub():
     assert r["cached_offline"] and r["cached_online"] and r["requests_when_cached"] == 0
     assert r["models"] == [[REPO, total, True]]
     assert r["gone"].startswith("owner/gone: no such model on the Hugging Face hub")
-    assert r["down"].startswith(f"{REPO} (about 3.2 GB) is not in the Hugging Face cache and cannot be downloaded "
-                                "(ConnectError).")  # fmt: skip
+    assert r["down"].startswith(
+        f"{REPO} (about 3.2 GB) is not in the Hugging Face cache and cannot be downloaded (ConnectError)."
+    )

@@ -8,6 +8,7 @@ from urllib.parse import unquote
 
 import pytest
 
+from omnivoice_cli.app.instruct import header_text, merge, read_free, shown
 from omnivoice_cli.engine.errors import InvalidRequest
 from omnivoice_cli.engine.text import (
     contains_chinese,
@@ -16,7 +17,6 @@ from omnivoice_cli.engine.text import (
     instruct_vocabulary,
     resolve_instruct,
 )
-from omnivoice_cli.app.instruct import header_text, merge, read_free, shown
 
 # (instructions, the items used (None: none), words every note together must hold)
 FREE = [
@@ -82,8 +82,15 @@ def test_every_item_and_synonym_is_found_in_a_sentence_and_accepted_strictly():
 
 
 def test_the_synonyms_the_issue_names():
-    for word, item in [("woman", "female"), ("man", "male"), ("deep", "low pitch"), ("old", "elderly"),
-                       ("kid", "child"), ("British", "british accent"), ("whispering", "whisper")]:  # fmt: skip
+    for word, item in [
+        ("woman", "female"),
+        ("man", "male"),
+        ("deep", "low pitch"),
+        ("old", "elderly"),
+        ("kid", "child"),
+        ("British", "british accent"),
+        ("whispering", "whisper"),
+    ]:
         assert resolve_instruct(word, False) == item
         assert read_free(f"a {word} voice").instruct == item
 
@@ -97,7 +104,9 @@ def test_instruct_takes_synonyms_and_stays_strict():
         resolve_instruct("deeep", False)
     with pytest.raises(InvalidRequest, match=r"'grandmaa' \(did you mean 'grandma', read as 'female, elderly'\?\)"):
         resolve_instruct("grandmaa, low pitch", False)
-    with pytest.raises(InvalidRequest, match=r"\(did you mean 'low pitch, british accent, male'\? give items separated"):
+    with pytest.raises(
+        InvalidRequest, match=r"\(did you mean 'low pitch, british accent, male'\? give items separated"
+    ):
         resolve_instruct("a deep British male voice", False)
     with pytest.raises(InvalidRequest, match=r"'child' \(from 'girl'\) vs 'elderly'"):
         resolve_instruct("girl, elderly", False)
@@ -130,7 +139,9 @@ def _parse(body):
     from omnivoice_cli.server.config import ServeOptions, load_voice_map
     from omnivoice_cli.server.speech import parse_speech
 
-    return parse_speech(json.dumps({"input": "Hello there.", **body}).encode(), ServeOptions(voice_map=load_voice_map()))
+    return parse_speech(
+        json.dumps({"input": "Hello there.", **body}).encode(), ServeOptions(voice_map=load_voice_map())
+    )
 
 
 def test_instructions_are_read_leniently(monkeypatch, tmp_path):
@@ -140,8 +151,10 @@ def test_instructions_are_read_leniently(monkeypatch, tmp_path):
     assert "no voice-design words found" in s.headers()["X-OmniVoice-Instruct-Notes"]
     s = _parse({"instructions": "a deep British male voice, not whispering"})
     assert s.request.instruct == "male, low pitch, british accent"
-    assert s.headers() == {"X-OmniVoice-Instruct": "male, low pitch, british accent",
-                           "X-OmniVoice-Instruct-Notes": "ignored 'whispering' (negated)"}  # fmt: skip
+    assert s.headers() == {
+        "X-OmniVoice-Instruct": "male, low pitch, british accent",
+        "X-OmniVoice-Instruct-Notes": "ignored 'whispering' (negated)",
+    }
     s = _parse({"voice": "onyx", "instructions": "Speak in a calm whisper"})  # the voice's items stay
     assert s.headers() == {"X-OmniVoice-Instruct": "male, middle-aged, very low pitch, whisper"}
     s = _parse({"voice": "onyx", "instructions": "Be nice"})
@@ -164,13 +177,24 @@ def test_the_openai_client_with_free_instructions(engine, tmp_path, monkeypatch)
         said = {}
         for instructions in ("Speak in a cheerful and positive tone.", "a deep British male voice"):
             r = api.audio.speech.with_raw_response.create(
-                model="gpt-4o-mini-tts", voice="coral", input="Hello there.", instructions=instructions,
-                response_format="wav", extra_body={"num_step": 2, "seed": 1})  # fmt: skip
+                model="gpt-4o-mini-tts",
+                voice="coral",
+                input="Hello there.",
+                instructions=instructions,
+                response_format="wav",
+                extra_body={"num_step": 2, "seed": 1},
+            )
             assert r.status_code == 200 and r.headers["content-type"] == "audio/wav"
             assert r.content[:4] == b"RIFF" and len(r.content) > 1000
             said[instructions] = r.headers["x-omnivoice-instruct"]
-        r = api.audio.speech.with_raw_response.create(model="tts-1", voice="alloy", input="Hi.", response_format="wav",
-                                                      instructions="robot", extra_body={"num_step": 2})  # fmt: skip
+        r = api.audio.speech.with_raw_response.create(
+            model="tts-1",
+            voice="alloy",
+            input="Hi.",
+            response_format="wav",
+            instructions="robot",
+            extra_body={"num_step": 2},
+        )
         assert r.status_code == 200 and r.headers["x-omnivoice-instruct"] == "female, young adult, moderate pitch"
         assert "no voice-design words found" in r.headers["x-omnivoice-instruct-notes"]
     assert said == {

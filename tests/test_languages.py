@@ -13,23 +13,66 @@ DATA = Path(__file__).resolve().parent.parent / "omnivoice_cli" / "data"
 
 TABLE = [
     # model ids and names, as the reference
-    ("en", "en"), ("zh", "zh"), ("yue", "yue"), ("English", "en"), ("CHINESE", "zh"), ("adamawa fulfulde", "fub"),
+    ("en", "en"),
+    ("zh", "zh"),
+    ("yue", "yue"),
+    ("English", "en"),
+    ("CHINESE", "zh"),
+    ("adamawa fulfulde", "fub"),
     # case of a code (the reference is case-sensitive and warns)
-    ("EN", "en"), ("De", "de"),
+    ("EN", "en"),
+    ("De", "de"),
     # BCP-47 tags: a region or script the model lacks falls back to the language
-    ("en-US", "en"), ("en-gb", "en"), ("pt-BR", "pt"), ("zh-Hant", "zh"), ("zh-Hans-CN", "zh"), ("zh-TW", "zh"),
-    ("es-419", "es"), ("sr-Latn", "sr"), ("yue-HK", "yue"), ("zh-yue", "yue"), ("en_US", "en"), ("en_US.UTF-8", "en"),
+    ("en-US", "en"),
+    ("en-gb", "en"),
+    ("pt-BR", "pt"),
+    ("zh-Hant", "zh"),
+    ("zh-Hans-CN", "zh"),
+    ("zh-TW", "zh"),
+    ("es-419", "es"),
+    ("sr-Latn", "sr"),
+    ("yue-HK", "yue"),
+    ("zh-yue", "yue"),
+    ("en_US", "en"),
+    ("en_US.UTF-8", "en"),
     (" fr-CA ", "fr"),
     # ISO 639-2/B, 639-2/T and 639-3
-    ("eng", "en"), ("fra", "fr"), ("fre", "fr"), ("deu", "de"), ("ger", "de"), ("zho", "zh"), ("chi", "zh"),
-    ("jpn", "ja"), ("spa", "es"), ("rus", "ru"), ("kor", "ko"), ("per", "fa"), ("cmn", "zh"), ("tgl", "fil"),
+    ("eng", "en"),
+    ("fra", "fr"),
+    ("fre", "fr"),
+    ("deu", "de"),
+    ("ger", "de"),
+    ("zho", "zh"),
+    ("chi", "zh"),
+    ("jpn", "ja"),
+    ("spa", "es"),
+    ("rus", "ru"),
+    ("kor", "ko"),
+    ("per", "fa"),
+    ("cmn", "zh"),
+    ("tgl", "fil"),
     # deprecated codes and macrolanguages with one model language under them
-    ("iw", "he"), ("in", "id"), ("tl", "fil"), ("ne", "npi"), ("nep", "npi"), ("or", "ory"), ("ar", "arb"),
+    ("iw", "he"),
+    ("in", "id"),
+    ("tl", "fil"),
+    ("ne", "npi"),
+    ("nep", "npi"),
+    ("or", "ory"),
+    ("ar", "arb"),
     # other names and autonyms
-    ("Mandarin", "zh"), ("Farsi", "fa"), ("Tagalog", "fil"), ("Arabic", "arb"), ("Punjabi", "pa"),
-    ("Deutsch", "de"), ("français", "fr"), ("Español", "es"), ("中文", "zh"), ("日本語", "ja"), ("Brazilian Portuguese", "pt"),
+    ("Mandarin", "zh"),
+    ("Farsi", "fa"),
+    ("Tagalog", "fil"),
+    ("Arabic", "arb"),
+    ("Punjabi", "pa"),
+    ("Deutsch", "de"),
+    ("français", "fr"),
+    ("Español", "es"),
+    ("中文", "zh"),
+    ("日本語", "ja"),
+    ("Brazilian Portuguese", "pt"),
     ("Haitian-Creole", "ht"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize("given, expected", TABLE)
@@ -39,7 +82,12 @@ def test_maps_without_a_warning(given, expected):
 
 @pytest.mark.parametrize(
     "given, hint",
-    [("Englsh", "'English' (en)"), ("Chinse", "'Chinese' (zh)"), ("Frnch", "'French' (fr)"), ("Japanes", "'Japanese' (ja)")],
+    [
+        ("Englsh", "'English' (en)"),
+        ("Chinse", "'Chinese' (zh)"),
+        ("Frnch", "'French' (fr)"),
+        ("Japanes", "'Japanese' (ja)"),
+    ],
 )
 def test_near_miss_warns_with_did_you_mean(given, hint):
     code, warning = resolve_language(given)

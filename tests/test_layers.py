@@ -187,26 +187,37 @@ def test_the_graph_sees_the_imports_it_must():
     assert ("app.batch", "media.output") in edges  # inside a function: from ..media.output import ...
     assert ("app.session", "engine.pipeline") in edges  # inside a function: from ..engine import pipeline
     assert ("cli", "typer") in {(i.source, i.target.split(".")[0]) for i in _imports() if not i.inside}
-    assert _in("commands.batch", FACE) and _in("cli", FACE) and not _in("app.batch", FACE) and _in("engine.text", ENGINE)
+    assert (
+        _in("commands.batch", FACE) and _in("cli", FACE) and not _in("app.batch", FACE) and _in("engine.text", ENGINE)
+    )
 
 
 def test_only_the_face_imports_typer_rich_or_click():
-    found = [f"{i.where()} imports {i.target}" for i in _imports()
-             if not i.inside and i.target.split(".")[0] in UI_LIBRARIES and not _in(i.source, FACE)]  # fmt: skip
+    found = [
+        f"{i.where()} imports {i.target}"
+        for i in _imports()
+        if not i.inside and i.target.split(".")[0] in UI_LIBRARIES and not _in(i.source, FACE)
+    ]
     assert not found, "\n".join(found)
 
 
 def test_nothing_outside_the_face_imports_the_face():
     """commands/, the help, the options and the bars are imported only by the face itself: the app
     layer, the server and the engine take callbacks (session.Session, session.Progress) instead."""
-    found = [f"{i.where()} imports {i.target}" for i in _imports()
-             if i.inside and _in(i.target, FACE) and not _in(i.source, FACE)]  # fmt: skip
+    found = [
+        f"{i.where()} imports {i.target}"
+        for i in _imports()
+        if i.inside and _in(i.target, FACE) and not _in(i.source, FACE)
+    ]
     assert not found, "\n".join(found)
 
 
 def test_the_engine_imports_nothing_of_the_package_outside_it():
-    found = [f"{i.where()} imports {i.target or 'omnivoice_cli'}" for i in _imports()
-             if _in(i.source, ENGINE) and i.inside and not _in(i.target, ENGINE) and i.target != ""]  # fmt: skip
+    found = [
+        f"{i.where()} imports {i.target or 'omnivoice_cli'}"
+        for i in _imports()
+        if _in(i.source, ENGINE) and i.inside and not _in(i.target, ENGINE) and i.target != ""
+    ]
     assert not found, "\n".join(found)
 
 

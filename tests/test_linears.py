@@ -9,11 +9,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from omnivoice_cli.engine import cpu, linears, loading
-from omnivoice_cli.engine import narrow
+from omnivoice_cli.engine import cpu, linears, loading, narrow
 from omnivoice_cli.engine.backbone import RMSNorm, apply_rope, grouped_attention, rms_norm, rope_cos_sin, rope_inv_freq
 from omnivoice_cli.engine.errors import InvalidRequest
-from omnivoice_cli.engine.narrow import LeanRMSNorm, lean_rms_norm, norm_rope, rope_tables, rope_weights
 from omnivoice_cli.engine.linears import (
     BF16Linear,
     FbgemmInt8Linear,
@@ -24,6 +22,7 @@ from omnivoice_cli.engine.linears import (
     int8_weight,
     quantize_activations,
 )
+from omnivoice_cli.engine.narrow import LeanRMSNorm, lean_rms_norm, norm_rope, rope_tables, rope_weights
 from omnivoice_cli.engine.pipeline import Engine, Request
 
 TINY = Path(__file__).parent / "fixtures" / "tiny" / "ckpt"
@@ -33,10 +32,14 @@ needs_onednn_bf16 = pytest.mark.skipif(
     not (linears.onednn_linear_available() and cpu.bf16_runs()),
     reason=f"oneDNN cannot run bf16 on this CPU ({cpu.info().describe()}): the float32 fallback is tested instead (test_cpu.py)",
 )
-needs_onednn_int8 = pytest.mark.skipif(not linears.onednn_int8_available(), reason="this torch build has no oneDNN int8 linear")
+needs_onednn_int8 = pytest.mark.skipif(
+    not linears.onednn_int8_available(), reason="this torch build has no oneDNN int8 linear"
+)
 needs_fbgemm = pytest.mark.skipif(not linears.fbgemm_available(), reason="this torch build has no FBGEMM")
 FBGEMM = pytest.param(FbgemmInt8Linear, marks=needs_fbgemm)
-BF16_EPS = torch.finfo(torch.bfloat16).eps  # 2**-7: a rounding to bf16 moves a value by at most half of this, relatively
+BF16_EPS = torch.finfo(
+    torch.bfloat16
+).eps  # 2**-7: a rounding to bf16 moves a value by at most half of this, relatively
 
 
 def _case(rows: int, n_in: int, n_out: int, bias: bool, seed: int = 0):
@@ -158,7 +161,9 @@ def test_int8_packing_is_onednns_byte_for_byte(monkeypatch, n_out, n_in):
     for c in codes[1:]:
         ours, theirs = linears.prepack_int8(c), torch.ops.onednn.qlinear_prepack(c, None)
         assert torch.equal(linears._packed_bytes(ours), linears._packed_bytes(theirs))
-        run = lambda p: torch.ops.onednn.qlinear_pointwise(x, 0.05, zero, p, scales, None, None, 1.0, 0, torch.float32, "none", [], "")  # noqa: E731
+        run = lambda p: torch.ops.onednn.qlinear_pointwise(
+            x, 0.05, zero, p, scales, None, None, 1.0, 0, torch.float32, "none", [], ""
+        )  # noqa: E731
         assert torch.equal(run(ours), run(theirs))
         want = ((x.double() - zero) * 0.05) @ (c.double() * scales.double()[:, None]).T
         torch.testing.assert_close(run(ours).double(), want, rtol=1e-5, atol=1e-4)
@@ -201,16 +206,27 @@ def test_int8_packing_falls_back_to_onednn_where_the_layout_differs(monkeypatch)
     codes = torch.randint(-128, 128, (128, 64), dtype=torch.int8)
     packed = linears.prepack_int8(codes)
     assert (128, 64) in linears._FOREIGN and (128, 64) not in linears._TEMPLATES
-    assert torch.equal(linears._packed_bytes(packed), linears._packed_bytes(torch.ops.onednn.qlinear_prepack(codes, None)))
+    assert torch.equal(
+        linears._packed_bytes(packed), linears._packed_bytes(torch.ops.onednn.qlinear_prepack(codes, None))
+    )
     again = torch.randint(-128, 128, (128, 64), dtype=torch.int8)  # later weights of that shape: oneDNN's too
-    assert torch.equal(linears._packed_bytes(linears.prepack_int8(again)), linears._packed_bytes(torch.ops.onednn.qlinear_prepack(again, None)))
+    assert torch.equal(
+        linears._packed_bytes(linears.prepack_int8(again)),
+        linears._packed_bytes(torch.ops.onednn.qlinear_prepack(again, None)),
+    )
 
 
 # ----------------------------------------------------------------------------------------- fused
 
 
 @pytest.mark.parametrize(
-    "kind", [pytest.param(Int8Linear, marks=needs_onednn_int8), LegacyInt8Linear, FBGEMM, pytest.param(BF16Linear, marks=needs_onednn_bf16)]
+    "kind",
+    [
+        pytest.param(Int8Linear, marks=needs_onednn_int8),
+        LegacyInt8Linear,
+        FBGEMM,
+        pytest.param(BF16Linear, marks=needs_onednn_bf16),
+    ],
 )
 def test_fused_projections_equal_the_separate_layers(kind):
     torch.manual_seed(0)
@@ -266,7 +282,9 @@ def test_lean_rms_norm_against_float64(dtype):
     if dtype == torch.float32:  # the engine's fp32 RMSNorm, to fp32 rounding
         torch.testing.assert_close(got, rms_norm(x, w, 1e-6), rtol=1e-6, atol=1e-6)
     view = x.view(33, 4, 16)[:, 1:3]  # a strided view, as q and k are of the fused product
-    torch.testing.assert_close(lean_rms_norm(view, w[:16], 1e-6).double(), _rms64(view, w[:16], 1e-6), rtol=tol, atol=tol)
+    torch.testing.assert_close(
+        lean_rms_norm(view, w[:16], 1e-6).double(), _rms64(view, w[:16], 1e-6), rtol=tol, atol=tol
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -285,7 +303,15 @@ def test_norm_rope_is_rope_of_the_norm(dtype):
     torch.testing.assert_close(got.double(), want, rtol=tol, atol=tol)
 
 
-@pytest.mark.parametrize("kind", [pytest.param(Int8Linear, marks=needs_onednn_int8), LegacyInt8Linear, FBGEMM, pytest.param(BF16Linear, marks=needs_onednn_bf16)])
+@pytest.mark.parametrize(
+    "kind",
+    [
+        pytest.param(Int8Linear, marks=needs_onednn_int8),
+        LegacyInt8Linear,
+        FBGEMM,
+        pytest.param(BF16Linear, marks=needs_onednn_bf16),
+    ],
+)
 def test_fused_epilogues_are_the_plain_products(kind):
     """add: x W^T + other; gated: silu(x Wg^T) * x Wu^T; as the kernel's own plain product gives."""
     x, w, _ = _case(40, 64, 48, False, seed=6)
@@ -399,11 +425,17 @@ def test_bf16_packed_batch_gives_each_request_its_solo_tokens():
 @needs_onednn_bf16
 def test_emulated_bf16_is_said(monkeypatch):
     """On AVX-512 without AVX512-BF16 or AMX (forced) bf16 still runs, in oneDNN's emulation: said."""
-    monkeypatch.setattr(cpu, "_INFO", cpu.detect({"avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512dq"}, "x86_64", env={}))
+    monkeypatch.setattr(
+        cpu,
+        "_INFO",
+        cpu.detect({"avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512dq"}, "x86_64", env={}),
+    )
     notices = []
     engine = Engine.load(str(TINY), device="cpu", dtype="bfloat16", on_notice=notices.append)
     assert engine.dtype == torch.bfloat16 and type(engine.model.llm.layers[0].mlp.down_proj) is BF16Linear
-    assert [n for n in notices if "bfloat16" in n] == ["bfloat16 is emulated on this CPU (avx512: no AVX512-BF16 or AMX): expect it slower than float32"]
+    assert [n for n in notices if "bfloat16" in n] == [
+        "bfloat16 is emulated on this CPU (avx512: no AVX512-BF16 or AMX): expect it slower than float32"
+    ]
     notices.clear()
     Engine.load(str(TINY), device="cpu", on_notice=notices.append)
     assert not any("bfloat16" in n for n in notices)  # only when bf16 is asked for

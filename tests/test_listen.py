@@ -30,8 +30,9 @@ def library_transcript(path: Path, lang: str | None = None) -> str:
 
     prepared = vmod.prepare_reference(vmod.load_reference(path), None)
     model = WhisperModel(str(ASR_TINY), device="cpu", compute_type="int8")
-    segments, _ = model.transcribe(listen.to_16k(prepared.wav, vmod.SAMPLE_RATE), language=lang,
-                                   **listen.TRANSCRIBE_OPTIONS)  # fmt: skip
+    segments, _ = model.transcribe(
+        listen.to_16k(prepared.wav, vmod.SAMPLE_RATE), language=lang, **listen.TRANSCRIBE_OPTIONS
+    )
     return " ".join("".join(s.text for s in segments).split())
 
 
@@ -45,8 +46,21 @@ def bare_ref(tmp_path) -> Path:
 
 def test_say_ref_without_transcript_is_transcribed(invoke, fake_engine, bare_ref, tmp_path):
     out = tmp_path / "out.wav"
-    r = invoke("say", "Hi, it is me.", "--ref", bare_ref, "--asr-model", ASR_TINY, "--model", "x", "-o", out,
-               "--json", "--lang", "en")  # fmt: skip
+    r = invoke(
+        "say",
+        "Hi, it is me.",
+        "--ref",
+        bare_ref,
+        "--asr-model",
+        ASR_TINY,
+        "--model",
+        "x",
+        "-o",
+        out,
+        "--json",
+        "--lang",
+        "en",
+    )
     assert r.exit_code == 0, r.stderr
     report = json.loads(r.stdout)
     heard = library_transcript(bare_ref, "en")
@@ -54,8 +68,21 @@ def test_say_ref_without_transcript_is_transcribed(invoke, fake_engine, bare_ref
     assert fake_engine.encoded == [(str(bare_ref), heard)]  # the voice is encoded with that transcript
     assert f"--ref: transcribed as {json.dumps(heard, ensure_ascii=False)}" in r.stderr
     # a transcript given wins, and says where it came from
-    r = invoke("say", "Hi.", "--ref", bare_ref, "--ref-text", "Given words.", "--asr-model", "/nonexistent",
-               "--model", "x", "-o", out, "--json")  # fmt: skip
+    r = invoke(
+        "say",
+        "Hi.",
+        "--ref",
+        bare_ref,
+        "--ref-text",
+        "Given words.",
+        "--asr-model",
+        "/nonexistent",
+        "--model",
+        "x",
+        "-o",
+        out,
+        "--json",
+    )
     assert r.exit_code == 0, r.stderr
     assert json.loads(r.stdout)["ref_text_source"] == "ref_text" and "transcribed as" not in r.stderr
     bare_ref.with_suffix(".txt").write_text("Words in a file.")
@@ -64,8 +91,9 @@ def test_say_ref_without_transcript_is_transcribed(invoke, fake_engine, bare_ref
     assert json.loads(r.stdout)["ref_text"] == "Words in a file." and json.loads(r.stdout)["ref_text_source"] == "file"
 
 
-def test_voice_add_without_transcript_stores_the_recognisers_words(invoke, fake_engine, bare_ref, tmp_path,
-                                                                     monkeypatch):  # fmt: skip
+def test_voice_add_without_transcript_stores_the_recognisers_words(
+    invoke, fake_engine, bare_ref, tmp_path, monkeypatch
+):
     monkeypatch.setenv("OMNIVOICE_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("OMNIVOICE_ASR_MODEL", str(ASR_TINY))  # the setting's environment variable
     r = invoke("voice", "add", "alice", "--ref", bare_ref, "--model", "x")
@@ -93,8 +121,9 @@ def test_recogniser_is_freed_before_the_tts_model_loads(invoke, fake_engine, bar
 
     monkeypatch.setattr(listen, "RECOGNISER", lambda spec, device, what: events.append("load") or Stub())
     real_load = fake_engine.load
-    monkeypatch.setattr(fake_engine, "load", classmethod(lambda cls, *a, **k: events.append("tts") or
-                                                         real_load.__func__(cls, *a, **k)))  # fmt: skip
+    monkeypatch.setattr(
+        fake_engine, "load", classmethod(lambda cls, *a, **k: events.append("tts") or real_load.__func__(cls, *a, **k))
+    )
     r = invoke("say", "Hi.", "--ref", bare_ref, "--model", "x", "-o", tmp_path / "o.wav", "--json")
     assert r.exit_code == 0, r.stderr
     assert events == ["load", "transcribe", "close", "tts"]
@@ -108,8 +137,9 @@ def test_asr_model_errors(invoke, fake_engine, bare_ref, tmp_path, monkeypatch):
     assert len(r.stderr.strip().splitlines()) == 1
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
-    r = invoke("say", "Hi.", "--ref", bare_ref, "--asr-model", "someone/whisper-x", "--model", "x",
-               "-o", tmp_path / "o.wav")  # fmt: skip
+    r = invoke(
+        "say", "Hi.", "--ref", bare_ref, "--asr-model", "someone/whisper-x", "--model", "x", "-o", tmp_path / "o.wav"
+    )
     assert r.exit_code == 1, r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "someone/whisper-x is not in the Hugging Face cache" in lines[0], r.stderr
@@ -126,7 +156,7 @@ def test_help_and_the_core_path_never_import_the_recogniser(tmp_path):
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('faster_whisper', 'ctranslate2', 'transformers'))\n"
         "print('LOADED', bad)\n"
-    )  # fmt: skip
+    )
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert "--asr-model" in proc.stdout and "LOADED []" in proc.stdout, proc.stdout + proc.stderr

@@ -74,7 +74,9 @@ def test_chunks_with_a_reference_all_use_it(engine):
     for piece in plan.pieces:
         job = engine.prepare(req, piece)
         ref_len = voice.codes.shape[1]
-        assert torch.equal(job.canvas.input_ids[:, job.canvas.target_start - ref_len : job.canvas.target_start], voice.codes)
+        assert torch.equal(
+            job.canvas.input_ids[:, job.canvas.target_start - ref_len : job.canvas.target_start], voice.codes
+        )
 
 
 @pytest.mark.parametrize(

@@ -7,21 +7,28 @@ import pytest
 from omnivoice_cli.engine.markup import BREAK_STRENGTH_SECONDS, convert_ssml, looks_like_ssml, markdown_to_text
 from omnivoice_cli.engine.text import split_pauses
 
-
 # ---------------------------------------------------------------- SSML
 
 
 @pytest.mark.parametrize(
     "text",
-    ["<speak>Hi</speak>", 'Hello <break time="1s"/> there', "a <break/> b", "<prosody rate='slow'>x</prosody>",
-     '<say-as interpret-as="date">2024</say-as>', "<SPEAK>loud</SPEAK>", "<amazon:effect name='whispered'>x</amazon:effect>"],
-)  # fmt: skip
+    [
+        "<speak>Hi</speak>",
+        'Hello <break time="1s"/> there',
+        "a <break/> b",
+        "<prosody rate='slow'>x</prosody>",
+        '<say-as interpret-as="date">2024</say-as>',
+        "<SPEAK>loud</SPEAK>",
+        "<amazon:effect name='whispered'>x</amazon:effect>",
+    ],
+)
 def test_ssml_detected(text):
     assert looks_like_ssml(text)
 
 
 @pytest.mark.parametrize(
-    "text", ["plain text", "a < b and c > d", "x <b>bold</b> y", "[pause 500ms] and [laughter]", "<3 you", "email <me@x.org>"]
+    "text",
+    ["plain text", "a < b and c > d", "x <b>bold</b> y", "[pause 500ms] and [laughter]", "<3 you", "email <me@x.org>"],
 )
 def test_plain_text_is_not_ssml_and_stays_as_it_is(text):
     assert not looks_like_ssml(text)

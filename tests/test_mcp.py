@@ -5,7 +5,6 @@ paths, arguments checked by the settings schema, speak through the player, one m
 from __future__ import annotations
 
 import asyncio
-import os
 import shlex
 import sys
 import threading
@@ -16,9 +15,8 @@ import pytest
 pytest.importorskip("mcp.server.mcpserver")  # the mcp extra, 2.x (CI installs it with the test extra)
 
 import soundfile as sf
-from mcp import ClientSession, StdioServerParameters, stdio_client
-
 from conftest import ROOT, TINY_CKPT, files_in
+from mcp import ClientSession, StdioServerParameters, stdio_client
 
 RECORDER = "import sys\nwith open(sys.argv[1], 'ab') as f:\n    f.write(sys.stdin.buffer.read())\n"
 
@@ -69,10 +67,20 @@ def place(tmp_path_factory):
 @pytest.fixture(scope="module")
 def mcp(place):
     player = f"{shlex.quote(sys.executable)} {shlex.quote(str(place / 'recorder.py'))} {shlex.quote(str(place / 'played.raw'))}"
-    env = {"PYTHONPATH": str(ROOT), "OMNIVOICE_HOME": str(place / "home"), "OMNIVOICE_PLAYER": player,
-           "NO_COLOR": "1"}  # fmt: skip
-    args = ["-c", "from omnivoice_cli.cli import main; main()", "mcp", "--root", str(place / "root"), "--model",
-            str(TINY_CKPT), "--num-step", "4", "--device", "cpu"]  # fmt: skip
+    env = {"PYTHONPATH": str(ROOT), "OMNIVOICE_HOME": str(place / "home"), "OMNIVOICE_PLAYER": player, "NO_COLOR": "1"}
+    args = [
+        "-c",
+        "from omnivoice_cli.cli import main; main()",
+        "mcp",
+        "--root",
+        str(place / "root"),
+        "--model",
+        str(TINY_CKPT),
+        "--num-step",
+        "4",
+        "--device",
+        "cpu",
+    ]
     with open(place / "stderr.txt", "w") as errlog:
         session = Session(StdioServerParameters(command=sys.executable, args=args, env=env, cwd=str(place)), errlog)
         yield session
@@ -129,9 +137,13 @@ def test_paths_that_leave_the_root_are_refused_and_nothing_is_written(mcp, place
     (root / "out").symlink_to(outside, target_is_directory=True)
     (root / "link.wav").symlink_to(outside / "target.wav")
     before = files_in(root)
-    for path, words in [("../x.wav", "goes up a folder ('..')"), (str(outside / "x.wav"), "is outside the root"),
-                        ("out/x.wav", "leads outside the root"), ("link.wav", "leads outside the root"),
-                        ("", "path is empty")]:  # fmt: skip
+    for path, words in [
+        ("../x.wav", "goes up a folder ('..')"),
+        (str(outside / "x.wav"), "is outside the root"),
+        ("out/x.wav", "leads outside the root"),
+        ("link.wav", "leads outside the root"),
+        ("", "path is empty"),
+    ]:
         r = mcp.call("synthesize", text="Escape.", path=path)
         assert r.is_error and words in text_of(r), (path, text_of(r))
     assert files_in(outside) == [] and files_in(root) == before

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import huggingface_hub.constants
-
 from test_hub import FILES, REPO, cache, fake_hub, put  # noqa: F401 - fixtures
 
 

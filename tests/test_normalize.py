@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from omnivoice_cli.engine import normalize as nz
 from omnivoice_cli.engine.errors import InvalidRequest
 from omnivoice_cli.engine.languages import resolve_language
-from omnivoice_cli.engine import normalize as nz
 
 GOLDEN = json.loads((Path(__file__).parent / "fixtures" / "normalize" / "golden.json").read_text(encoding="utf-8"))
 CASES = [c for c in GOLDEN["cases"] if not c.get("deviation")]
@@ -109,31 +109,37 @@ def test_the_golden_money_row_differs_from_the_reference_only_in_its_cents():
     assert row["ours"] == row["reference"].replace("three point five dollars", "three dollars fifty")
 
 
-@pytest.mark.parametrize("text, spoken", [
-    ("$3.50", "three dollars fifty"),
-    ("$1.01", "one dollar oh one"),
-    ("$12.00", "twelve dollars"),
-    ("$0.99", "ninety nine cents"),
-    ("$0.01", "one cent"),
-    ("€2.50", "two euros fifty"),
-    ("£0.20", "twenty pence"),
-    ("$1,234.56", "one thousand two hundred and thirty four dollars fifty six"),
-    ("It costs $3.50 today.", "It costs three dollars fifty today."),
-    ("$3.50-$4.50", "three dollars fifty - four dollars fifty"),  # never "fifty-four"
-    ("Pay $3.50 [laughter] now", "Pay three dollars fifty [laughter] now"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "text, spoken",
+    [
+        ("$3.50", "three dollars fifty"),
+        ("$1.01", "one dollar oh one"),
+        ("$12.00", "twelve dollars"),
+        ("$0.99", "ninety nine cents"),
+        ("$0.01", "one cent"),
+        ("€2.50", "two euros fifty"),
+        ("£0.20", "twenty pence"),
+        ("$1,234.56", "one thousand two hundred and thirty four dollars fifty six"),
+        ("It costs $3.50 today.", "It costs three dollars fifty today."),
+        ("$3.50-$4.50", "three dollars fifty - four dollars fifty"),  # never "fifty-four"
+        ("Pay $3.50 [laughter] now", "Pay three dollars fifty [laughter] now"),
+    ],
+)
 def test_money_with_two_decimals_is_read_with_its_cents(text, spoken):
     assert nz.normalize_text(text, "en") == spoken
 
 
-@pytest.mark.parametrize("text, spoken", [
-    ("$3.5", "three point five dollars"),  # one decimal: not cents
-    ("$2.999", "two point nine nine nine dollars"),
-    ("$3.50 million", "three point five oh million dollars"),  # a quantity: as the reference
-    ("$3.50m", "three point five oh million dollars"),
-    ("US$3.50", "three point five us dollars"),
-    ("3.50", "three point five oh"),  # no currency
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "text, spoken",
+    [
+        ("$3.5", "three point five dollars"),  # one decimal: not cents
+        ("$2.999", "two point nine nine nine dollars"),
+        ("$3.50 million", "three point five oh million dollars"),  # a quantity: as the reference
+        ("$3.50m", "three point five oh million dollars"),
+        ("US$3.50", "three point five us dollars"),
+        ("3.50", "three point five oh"),  # no currency
+    ],
+)
 def test_other_amounts_are_read_as_the_reference_reads_them(text, spoken):
     assert nz.normalize_text(text, "en") == spoken
     assert nz._fst_normalizer("en")(text) == spoken  # the reference's FST, with nothing of ours

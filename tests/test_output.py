@@ -8,11 +8,10 @@ import stat
 
 import numpy as np
 import pytest
+import soundfile as sf
+from conftest import files_in
 
 import omnivoice_cli.media.output as omnivoice_output
-import soundfile as sf
-
-from conftest import files_in
 from omnivoice_cli.engine.errors import InvalidRequest
 from omnivoice_cli.media.output import (
     AUDIO_FORMATS,
@@ -54,7 +53,10 @@ def test_check_output_stdout():
 
 @pytest.mark.parametrize("name", ["a.mp4", "a", "a.wav.txt"])
 def test_check_output_bad_extension(tmp_path, name):
-    with pytest.raises(InvalidRequest, match=r"use a file ending in \.wav, \.flac, \.ogg, \.opus, \.mp3, \.raw, \.pcm, \.aac or \.m4a, or - for stdout"):
+    with pytest.raises(
+        InvalidRequest,
+        match=r"use a file ending in \.wav, \.flac, \.ogg, \.opus, \.mp3, \.raw, \.pcm, \.aac or \.m4a, or - for stdout",
+    ):
         check_output(str(tmp_path / name))
 
 
@@ -175,7 +177,9 @@ def test_format_names():
     assert format_named("MP3") is AUDIO_FORMATS["mp3"]
     assert format_named("pcm") is format_named(".raw") is AUDIO_FORMATS["raw"]
     assert format_named(".m4a") is AUDIO_FORMATS["m4a"] and format_named("AAC") is AUDIO_FORMATS["aac"]
-    with pytest.raises(InvalidRequest, match="format 'mp4' is not allowed: use wav, flac, ogg, opus, mp3, raw, aac, m4a"):
+    with pytest.raises(
+        InvalidRequest, match="format 'mp4' is not allowed: use wav, flac, ogg, opus, mp3, raw, aac, m4a"
+    ):
         format_named("mp4")
 
 
@@ -190,7 +194,9 @@ def test_check_output_with_a_format(tmp_path):
 def test_a_format_libsndfile_lacks_is_named(tmp_path, monkeypatch):
     real = sf.available_subtypes
     monkeypatch.setattr(sf, "available_subtypes", lambda major=None: {} if major == "MP3" else real(major))
-    with pytest.raises(FormatUnavailable, match=r"cannot write mp3 \(MP3/MPEG_LAYER_III\); it writes wav, flac, ogg, opus, raw"):
+    with pytest.raises(
+        FormatUnavailable, match=r"cannot write mp3 \(MP3/MPEG_LAYER_III\); it writes wav, flac, ogg, opus, raw"
+    ):
         check_output(str(tmp_path / "a.mp3"))
     with pytest.raises(FormatUnavailable):
         StreamEncoder("mp3", SR)

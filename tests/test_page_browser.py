@@ -10,10 +10,9 @@ import io
 import os
 import re
 import shutil
+import sys
 import threading
 from pathlib import Path
-
-import sys
 
 import numpy as np
 import pytest
@@ -22,7 +21,6 @@ pytest.importorskip("uvicorn")  # the serve extra (CI installs it with the test 
 
 import httpx
 import soundfile as sf
-
 from server_util import running_server, wav_samples
 
 pytestmark = pytest.mark.slow
@@ -79,8 +77,9 @@ class Page:
 
     def __init__(self, browser, url, width=1280, height=900, **options):
         self.url = url
-        self.context = browser.new_context(viewport={"width": width, "height": height}, accept_downloads=True,
-                                           **options)  # fmt: skip
+        self.context = browser.new_context(
+            viewport={"width": width, "height": height}, accept_downloads=True, **options
+        )
         self.page = self.context.new_page()
         self.requests, self.problems = [], []
         self.page.on("request", lambda r: self.requests.append(r))
@@ -175,8 +174,13 @@ def test_speak_with_the_auto_voice_plays_the_apis_audio(tab, server):
     tab.hook("text").fill("Good morning. The train leaves at seven.")
     tab.expect('[data-testid="count"]').to_have_text("40 / 4096 characters")
     sent = tab.speak()
-    assert sent == {"model": "omnivoice", "input": "Good morning. The train leaves at seven.", "voice": "auto",
-                    "response_format": "wav", "stream": True}  # fmt: skip
+    assert sent == {
+        "model": "omnivoice",
+        "input": "Good morning. The train leaves at seven.",
+        "voice": "auto",
+        "response_format": "wav",
+        "stream": True,
+    }
     seed = tab.hook("seed").input_value()
     assert seed.isdigit() and not tab.hook("seed-pin").is_checked()
     reply = _same_take(url, sent, seed)
@@ -323,7 +327,10 @@ def test_with_an_api_key_the_page_asks_for_it_once_and_works(browser, engine, ho
             tab.expect("body").to_have_attribute("data-ready", "true", timeout=TIMEOUT_MS)
             tab.hook("text").fill("With a key.")
             tab.speak()
-            assert tab.page.evaluate("() => [sessionStorage.getItem('omnivoice.apiKey'), localStorage.length]") == [KEY, 0]
+            assert tab.page.evaluate("() => [sessionStorage.getItem('omnivoice.apiKey'), localStorage.length]") == [
+                KEY,
+                0,
+            ]
             assert not [r.url for r in tab.requests if KEY in r.url]  # never in a URL
             assert tab.speeches()[-1].all_headers()["authorization"] == f"Bearer {KEY}"  # a header only
             tab.page.reload()  # the same tab: the key is kept, no second question

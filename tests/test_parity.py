@@ -101,7 +101,9 @@ def test_packing_does_not_change_a_request(engine):
     """A request gives the same tokens alone and packed with others of other lengths and settings."""
     meta, _ = golden("batch3")
     reqs = requests_for(meta)
-    reqs[1] = Request(text=reqs[1].text, lang="en", generation=reqs[1].generation.replace(guidance_scale=0.0, num_step=8))
+    reqs[1] = Request(
+        text=reqs[1].text, lang="en", generation=reqs[1].generation.replace(guidance_scale=0.0, num_step=8)
+    )
     together, _ = run_traced(engine, reqs)
     for req, job in zip(reqs, together):
         [alone], _ = run_traced(engine, [req])

@@ -27,8 +27,10 @@ def test_short_text_is_one_piece_at_its_estimated_length():
 def test_pause_tags_cut_parts_and_keep_the_silences():
     plan = plan_request(Request(text="First part. [pause 1.5s] Second part. [pause] Third."))
     assert [(p.part, p.chunk, p.text.strip()) for p in plan.pieces] == [
-        (0, 0, "First part."), (1, 0, "Second part."), (2, 0, "Third."),
-    ]  # fmt: skip
+        (0, 0, "First part."),
+        (1, 0, "Second part."),
+        (2, 0, "Third."),
+    ]
     assert plan.gaps == [0.0, 1.5, 0.5, 0.0] and plan.n_parts == 3
 
 

@@ -51,15 +51,20 @@ def tone(seconds, f=440.0):
 
 
 def test_the_order_of_choice():
-    found, skipped = candidates({ENV_PLAYER: "my-player --raw"}, which=lambda n: f"/usr/bin/{n}" if n in ("aplay", "mpv") else None,
-                                platform="linux")  # fmt: skip
+    found, skipped = candidates(
+        {ENV_PLAYER: "my-player --raw"},
+        which=lambda n: f"/usr/bin/{n}" if n in ("aplay", "mpv") else None,
+        platform="linux",
+    )
     assert [c.name for c in found] == [f"{ENV_PLAYER} (my-player --raw)", "mpv", "aplay"]
     assert found[0].shell == "my-player --raw"
     assert found[2].argv == ("/usr/bin/aplay", "-q", "-t", "raw", "-f", "S16_LE", "-r", "24000", "-c", "1")
     assert skipped == [
         "sounddevice (not installed: pip install 'omnivoice-cli[play]')",
-        "ffplay (not on PATH)", "paplay (not on PATH)", "pw-play (not on PATH)",
-    ]  # fmt: skip
+        "ffplay (not on PATH)",
+        "paplay (not on PATH)",
+        "pw-play (not on PATH)",
+    ]
 
 
 @pytest.mark.parametrize("name", ["ffplay", "mpv", "aplay", "paplay", "pw-play"])
@@ -142,7 +147,9 @@ def test_nothing_to_play_with_names_what_was_tried():
 
 def test_a_player_failing_at_start_falls_through_to_the_next(tmp_path, monkeypatch):
     script = tmp_path / "nocard.py"
-    script.write_text("import sys\nsys.stderr.write('aplay: main:831: audio open error: No such file or directory\\n')\nsys.exit(1)\n")
+    script.write_text(
+        "import sys\nsys.stderr.write('aplay: main:831: audio open error: No such file or directory\\n')\nsys.exit(1)\n"
+    )
     command, out = recorder(tmp_path)
     with pytest.raises(PlayerUnavailable, match=r"exited with code 1 at start: aplay: main:831: audio open error"):
         open_player(SR, env={ENV_PLAYER: f"{sys.executable} {script}"}, which=NOTHING)
@@ -150,9 +157,10 @@ def test_a_player_failing_at_start_falls_through_to_the_next(tmp_path, monkeypat
     stand_ins = {"aplay": (sys.executable, str(script)), "paplay": tuple(shlex.split(command))}
     real = playermod.player_commands
     monkeypatch.setattr(
-        playermod, "player_commands",
+        playermod,
+        "player_commands",
         lambda sr, platform=None: [replace(c, argv=stand_ins.get(c.name, c.argv)) for c in real(sr, platform)],
-    )  # fmt: skip
+    )
     with open_player(SR, env={}, which=lambda n: n if n == sys.executable else None, platform="linux") as p:
         assert p.name == "paplay"
         p.play(tone(0.1))
@@ -250,11 +258,14 @@ def stand_in_afplay(tmp_path, body=None):
     return str(path), out
 
 
-@pytest.mark.parametrize("platform, names", [
-    ("linux", ["ffplay", "mpv", "aplay", "paplay", "pw-play"]),
-    ("darwin", ["ffplay", "mpv", "afplay"]),
-    ("win32", ["ffplay", "mpv", "winsound"]),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "platform, names",
+    [
+        ("linux", ["ffplay", "mpv", "aplay", "paplay", "pw-play"]),
+        ("darwin", ["ffplay", "mpv", "afplay"]),
+        ("win32", ["ffplay", "mpv", "winsound"]),
+    ],
+)
 def test_each_platform_tries_its_own_player(monkeypatch, platform, names):
     """Without the play extra: ffplay or mpv where installed, else what the system has."""
     monkeypatch.setitem(sys.modules, "winsound", FakeWinsound())
@@ -266,9 +277,14 @@ def test_each_platform_tries_its_own_player(monkeypatch, platform, names):
 
 def test_without_any_command_each_platform_names_what_it_tried(monkeypatch):
     monkeypatch.delitem(sys.modules, "winsound", raising=False)
-    monkeypatch.setattr(sys, "meta_path", [Refuse("winsound", ImportError("No module named 'winsound'")), *sys.meta_path])
-    for platform, tried in [("darwin", "afplay (not on PATH)"), ("win32", "winsound (No module named 'winsound')"),
-                            ("linux", "pw-play (not on PATH)")]:  # fmt: skip
+    monkeypatch.setattr(
+        sys, "meta_path", [Refuse("winsound", ImportError("No module named 'winsound'")), *sys.meta_path]
+    )
+    for platform, tried in [
+        ("darwin", "afplay (not on PATH)"),
+        ("win32", "winsound (No module named 'winsound')"),
+        ("linux", "pw-play (not on PATH)"),
+    ]:
         with pytest.raises(PlayerUnavailable) as e:
             open_player(SR, env={}, which=NOTHING, platform=platform)
         assert tried in str(e.value) and "-o FILE" in str(e.value)
@@ -302,7 +318,9 @@ def test_afplay_is_stopped_at_once_and_its_files_removed(tmp_path):
 
 
 def test_a_failing_afplay_is_an_error(tmp_path):
-    path, _ = stand_in_afplay(tmp_path, f"#!{sys.executable}\nimport sys\nsys.stderr.write('no device\\n')\nsys.exit(2)\n")
+    path, _ = stand_in_afplay(
+        tmp_path, f"#!{sys.executable}\nimport sys\nsys.stderr.write('no device\\n')\nsys.exit(2)\n"
+    )
     p = open_player(SR, env={}, which=lambda n: path if n == "afplay" else None, platform="darwin")
     p.play(tone(0.1))
     with pytest.raises(PlayerFailed, match="afplay exited with code 2: no device"):
@@ -378,7 +396,9 @@ def test_portaudio_missing_names_the_system_package(monkeypatch):
     """sounddevice installed without the PortAudio library (its import raises OSError)."""
     monkeypatch.undo()  # the real _sounddevice_problem
     monkeypatch.delitem(sys.modules, "sounddevice", raising=False)
-    monkeypatch.setattr(sys, "meta_path", [Refuse("sounddevice", OSError("PortAudio library not found")), *sys.meta_path])
+    monkeypatch.setattr(
+        sys, "meta_path", [Refuse("sounddevice", OSError("PortAudio library not found")), *sys.meta_path]
+    )
     monkeypatch.setattr(playermod.sys, "platform", "linux")
     with pytest.raises(PlayerUnavailable) as e:
         open_player(SR, env={}, which=NOTHING, platform="linux")

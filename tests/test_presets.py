@@ -6,8 +6,8 @@ import sys
 import zipfile
 
 import pytest
-
 from conftest import ROOT, files_in
+
 from omnivoice_cli.app import settings as st
 
 
@@ -65,18 +65,31 @@ def test_presets_are_package_data():
 @pytest.mark.slow
 def test_presets_are_in_the_wheel(tmp_path):
     pytest.importorskip("setuptools")
-    import subprocess
-
     import shutil
+    import subprocess
 
     src = tmp_path / "src"  # a copy, so that the build leaves nothing in the checkout
     shutil.copytree(ROOT / "omnivoice_cli", src / "omnivoice_cli", ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, src / name)
     out = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "--no-build-isolation", "-w", str(tmp_path), "-q"],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            str(src),
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(tmp_path),
+            "-q",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     if out.returncode != 0:
         pytest.skip(f"cannot build a wheel here: {out.stderr.strip()[-200:]}")
     [wheel] = tmp_path.glob("*.whl")
@@ -202,19 +215,39 @@ def test_say_preset_engine_and_chunk_settings(invoke, fake_engine, home, tmp_pat
     r = invoke("say", "Hi", "--preset", "cpu8", "-o", tmp_path / "x.wav", "-q")
     assert r.exit_code == 0, r.stderr
     assert fake_engine.loads[-1] == {
-        "model": st.DEFAULT_MODEL, "device": "cpu", "dtype": "auto", "threads": 2, "quantize": "int8",
-    }  # fmt: skip
+        "model": st.DEFAULT_MODEL,
+        "device": "cpu",
+        "dtype": "auto",
+        "threads": 2,
+        "quantize": "int8",
+    }
     g = fake_engine.requests[-1].generation
     assert (g.audio_chunk_duration, g.audio_chunk_threshold) == (10.0, 20.0)
     # flags beat the preset: int8 off, compile on, other chunk values
     r = invoke(
-        "say", "Hi", "--preset", "cpu8", "--quantize", "none", "--compile", "--threads", "1",
-        "--chunk-duration", "12", "-o", tmp_path / "y.wav", "-q",
-    )  # fmt: skip
+        "say",
+        "Hi",
+        "--preset",
+        "cpu8",
+        "--quantize",
+        "none",
+        "--compile",
+        "--threads",
+        "1",
+        "--chunk-duration",
+        "12",
+        "-o",
+        tmp_path / "y.wav",
+        "-q",
+    )
     assert r.exit_code == 0, r.stderr
     assert fake_engine.loads[-1] == {
-        "model": st.DEFAULT_MODEL, "device": "cpu", "dtype": "auto", "threads": 1, "compile": True,
-    }  # fmt: skip
+        "model": st.DEFAULT_MODEL,
+        "device": "cpu",
+        "dtype": "auto",
+        "threads": 1,
+        "compile": True,
+    }
     assert fake_engine.requests[-1].generation.audio_chunk_duration == 12.0
     # a preset's int8 meeting --compile (or another device or dtype) is left out, with a warning
     r = invoke("say", "Hi", "--preset", "cpu8", "--compile", "-o", tmp_path / "z.wav")
@@ -332,12 +365,16 @@ def test_fast_passes_auto_to_the_engine(invoke, fake_engine, home, tmp_path, mon
     assert "quantize" not in fake_engine.loads[-1]  # a flag turns it off
 
 
-def test_fasts_auto_meeting_compile_or_bf16_is_left_out_with_a_warning(invoke, fake_engine, home, tmp_path, monkeypatch):
+def test_fasts_auto_meeting_compile_or_bf16_is_left_out_with_a_warning(
+    invoke, fake_engine, home, tmp_path, monkeypatch
+):
     _force_cpu(monkeypatch, ZEN3)  # auto is int8 there
     r = invoke("say", "Hi", "--preset", "fast", "--compile", "-o", tmp_path / "a.wav")
     assert r.exit_code == 0, r.stderr
-    assert ("Warning: preset fast (quantize auto) runs the body in int8 on this CPU (avx2), which needs float32 "
-            "and no compile: without it here (compile True)") in " ".join(r.stderr.split())  # fmt: skip
+    assert (
+        "Warning: preset fast (quantize auto) runs the body in int8 on this CPU (avx2), which needs float32 "
+        "and no compile: without it here (compile True)"
+    ) in " ".join(r.stderr.split())
     assert "quantize" not in fake_engine.loads[-1] and fake_engine.loads[-1]["compile"] is True
     r = invoke("say", "Hi", "--preset", "fast", "--dtype", "bfloat16", "-o", tmp_path / "b.wav")
     assert r.exit_code == 0 and "(dtype bfloat16)" in r.stderr and "quantize" not in fake_engine.loads[-1]

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import TINY_CKPT
+
 from omnivoice_cli.ui import progress
 from omnivoice_cli.ui.progress import BatchProgress, DownloadProgress, StepProgress
 
@@ -94,9 +94,15 @@ def test_a_fixed_total_never_changes():
     assert [ln.split(",")[0] for ln in lines] == [f"generating: {n}/8 steps" for n in (2, 4, 6, 8)]
 
 
-@pytest.mark.parametrize("limits", [{}, pytest.param({"max_batch_size": 2}, marks=pytest.mark.slow),
-                                    pytest.param({"max_batch_size": 3, "max_packed_tokens": 200}, marks=pytest.mark.slow)],
-                         ids=["default", "batch2", "tokens200"])  # fmt: skip
+@pytest.mark.parametrize(
+    "limits",
+    [
+        {},
+        pytest.param({"max_batch_size": 2}, marks=pytest.mark.slow),
+        pytest.param({"max_batch_size": 3, "max_packed_tokens": 200}, marks=pytest.mark.slow),
+    ],
+    ids=["default", "batch2", "tokens200"],
+)
 def test_count_forwards_is_what_generate_runs(engine, monkeypatch, limits):
     """Engine.count_forwards, known before generate runs, is the number of forwards it runs (one
     on_step call each): one piece, a long text without a voice (its first chunk, then the others
@@ -115,9 +121,16 @@ def test_count_forwards_is_what_generate_runs(engine, monkeypatch, limits):
     g = GenerationConfig(num_step=2, audio_chunk_threshold=1, audio_chunk_duration=1)
     text = "One here. Then two. [pause 0.2s] And three, then four."
     ref = VoicePrompt(torch.randint(0, 1024, (8, 30), generator=torch.Generator().manual_seed(1)), "A reference.", 0.05)
-    cases = [[Request("Hello.", generation=g)], [Request(text, generation=g)], [Request(text, ref=ref, generation=g)],
-             [Request(text, generation=g), Request("Hi there.", generation=dataclasses.replace(g, num_step=3)),
-              Request(text, ref=ref, generation=g)]]  # fmt: skip
+    cases = [
+        [Request("Hello.", generation=g)],
+        [Request(text, generation=g)],
+        [Request(text, ref=ref, generation=g)],
+        [
+            Request(text, generation=g),
+            Request("Hi there.", generation=dataclasses.replace(g, num_step=3)),
+            Request(text, ref=ref, generation=g),
+        ],
+    ]
     for requests in cases:
         calls: list[tuple[int, int]] = []
         expected = engine.count_forwards(requests)
@@ -128,9 +141,22 @@ def test_count_forwards_is_what_generate_runs(engine, monkeypatch, limits):
 def test_say_bar_total_is_known_from_the_start(invoke, tmp_path):
     """A multi-piece `say` prints its progress with one total, reached at the end (the engine's
     own totals would change when the first chunk is done)."""
-    r = invoke("say", "The first sentence. The second one follows it. And a third one to end.", "-o",
-               tmp_path / "a.wav", "--model", TINY_CKPT, "--num-step", 4, "--chunk-threshold", 1,
-               "--chunk-duration", 1, "--seed", 1)  # fmt: skip
+    r = invoke(
+        "say",
+        "The first sentence. The second one follows it. And a third one to end.",
+        "-o",
+        tmp_path / "a.wav",
+        "--model",
+        TINY_CKPT,
+        "--num-step",
+        4,
+        "--chunk-threshold",
+        1,
+        "--chunk-duration",
+        1,
+        "--seed",
+        1,
+    )
     assert r.exit_code == 0, r.stderr
     steps = [ln for ln in r.stderr.splitlines() if ln.startswith("generating 3 pieces: ")]
     counts = [tuple(map(int, ln.split(": ")[1].split(" ")[0].split("/"))) for ln in steps]
@@ -215,7 +241,7 @@ def test_messages_go_above_a_live_bar(live_bars):
 
 
 def test_model_load_time_is_the_same_measure_with_a_voice(invoke, fake_engine, tmp_path, monkeypatch):
-    """"model loaded in" is the model's load alone, with or without a recording to clone; the
+    """ "model loaded in" is the model's load alone, with or without a recording to clone; the
     encoder and the recording's encoding are "voice prepared in", and not generation time."""
     import json
     import shutil
@@ -225,7 +251,11 @@ def test_model_load_time_is_the_same_measure_with_a_voice(invoke, fake_engine, t
 
     clock = [0.0]
     monkeypatch.setattr(time_module, "perf_counter", lambda: clock[0])
-    real_load, real_encoder, real_voice = fake_engine.load.__func__, fake_engine.load_encoder, fake_engine.voice_from_audio
+    real_load, real_encoder, real_voice = (
+        fake_engine.load.__func__,
+        fake_engine.load_encoder,
+        fake_engine.voice_from_audio,
+    )
 
     def advance(seconds, fn):
         def wrapped(*a, **k):

@@ -20,8 +20,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-
 from conftest import GOLDEN, ROOT, TINY_CKPT, files_in
+
 from omnivoice_cli.app import cluster
 from omnivoice_cli.app.batch import MANIFEST
 from omnivoice_cli.engine.config import GenerationConfig
@@ -329,8 +329,13 @@ NO_RAY = "import sys; sys.modules['ray'] = None; from omnivoice_cli.cli import m
 
 def test_without_ray_the_option_says_how_to_install_it(tmp_path):
     src = _lines(tmp_path, 2)
-    proc = subprocess.run([sys.executable, "-c", NO_RAY, "batch", str(src), "-o", str(tmp_path / "out"), "--ray",
-                           "local"], capture_output=True, text=True, env=ENV, timeout=120)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", NO_RAY, "batch", str(src), "-o", str(tmp_path / "out"), "--ray", "local"],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=120,
+    )
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip() == f"Error: --ray needs Ray, which is not installed: {cluster.INSTALL_HINT}"
     assert not (tmp_path / "out").exists()
@@ -358,12 +363,28 @@ print(sorted(m for m in sys.modules if m == "ray" or m.startswith("ray.")))
 
 # ------------------------------------------------------------------------------------ a real cluster (slow)
 
+
 def _rows() -> list[dict]:
     meta = json.loads((GOLDEN / "clone.json").read_text())["generate_kwargs"]
-    rows = [{"text": f"Line number {i}, with a few words" + " and some more" * (i % 3) + ".", "id": f"l{i}",
-             "num_step": 16, "seed": i} for i in range(7)]  # fmt: skip
-    rows.append({"text": "I speak in the voice of the reference.", "id": "clone",
-                 "ref": str(GOLDEN / meta["ref_audio"]), "ref_text": meta["ref_text"], "num_step": 16, "seed": 7})
+    rows = [
+        {
+            "text": f"Line number {i}, with a few words" + " and some more" * (i % 3) + ".",
+            "id": f"l{i}",
+            "num_step": 16,
+            "seed": i,
+        }
+        for i in range(7)
+    ]
+    rows.append(
+        {
+            "text": "I speak in the voice of the reference.",
+            "id": "clone",
+            "ref": str(GOLDEN / meta["ref_audio"]),
+            "ref_text": meta["ref_text"],
+            "num_step": 16,
+            "seed": 7,
+        }
+    )
     return rows
 
 
@@ -391,8 +412,9 @@ def local_batch(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("local")
     src = write_jsonl(tmp / "jobs.jsonl", _rows())
     cmd = MAIN + ["batch", str(src), "-o", str(tmp / "out"), *RUN, "-q"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env={**ENV, "OMNIVOICE_HOME": str(tmp / "home")},
-                          timeout=300)  # fmt: skip
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, env={**ENV, "OMNIVOICE_HOME": str(tmp / "home")}, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr
     return src, tmp / "out"
 
@@ -558,16 +580,35 @@ def test_a_cluster_started_apart_runs_the_drivers_code(local_batch, tmp_path, ra
     auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16)}  # this cluster's own token
     # RAY_TMPDIR (ray_tmp): the head's address file stays out of /tmp/ray, where any ray.init() would find it
     head_env = {**{k: v for k, v in ENV.items() if k != "PYTHONPATH"}, **auth, "RAY_TMPDIR": ray_tmp}
-    head = subprocess.Popen([str(ray_cli), "start", "--head", "--block", f"--port={port}", "--num-cpus=1",
-                             "--include-dashboard=false", "--disable-usage-stats"], env=head_env, cwd=tmp_path,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    head = subprocess.Popen(
+        [
+            str(ray_cli),
+            "start",
+            "--head",
+            "--block",
+            f"--port={port}",
+            "--num-cpus=1",
+            "--include-dashboard=false",
+            "--disable-usage-stats",
+        ],
+        env=head_env,
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         import socket
 
         _wait_for(head, lambda: socket.socket().connect_ex(("127.0.0.1", port)) == 0, 120)
         cmd = MAIN + ["batch", str(small), "-o", str(tmp_path / "out"), *RUN, "--ray", f"127.0.0.1:{port}"]
-        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=300,
-                              env={**ENV, **auth, "RAY_TMPDIR": ray_tmp, "OMNIVOICE_HOME": str(tmp_path / "home")})
+        proc = subprocess.run(
+            cmd,
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            timeout=300,
+            env={**ENV, **auth, "RAY_TMPDIR": ray_tmp, "OMNIVOICE_HOME": str(tmp_path / "home")},
+        )
         assert proc.returncode == 0, proc.stderr
         assert f"Ray: connected to the cluster at 127.0.0.1:{port}" in proc.stderr and proc.stdout == ""
         assert head.poll() is None  # not ours to stop

@@ -20,7 +20,9 @@ def _load(name: str) -> tuple[np.ndarray, int]:
     return np.ascontiguousarray(data.T), sr  # [1, N] as the reference loads it
 
 
-def direct_resample_f64(x: np.ndarray, orig_freq: int, new_freq: int, width: int = 6, rolloff: float = 0.99) -> np.ndarray:
+def direct_resample_f64(
+    x: np.ndarray, orig_freq: int, new_freq: int, width: int = 6, rolloff: float = 0.99
+) -> np.ndarray:
     """Independent float64 formula: y[m] = sum_n x[n] h(n/orig - m/new) with the Hann-windowed sinc
     h(t) = sinc(c t) cos^2(pi c t / (2 width)) c / orig, c = min(orig, new) * rolloff, |c t| <= width
     (rates reduced by their gcd)."""
@@ -78,7 +80,9 @@ def test_other_rate_pairs_match_direct_formula(orig, new):
     assert np.abs(resample(x, orig, new) - expect).max() <= 2e-5
 
 
-@pytest.mark.parametrize("orig,new", [(24000, 16000), (16000, 24000), (44100, 24000), (48000, 24000), (22050, 24000), (8000, 24000)])
+@pytest.mark.parametrize(
+    "orig,new", [(24000, 16000), (16000, 24000), (44100, 24000), (48000, 24000), (22050, 24000), (8000, 24000)]
+)
 @pytest.mark.parametrize("n", [1, 2, 3, 959, 960, 12345])
 def test_output_length_is_ceil(orig, new, n):
     expect = math.ceil(n * new / orig)
@@ -94,7 +98,9 @@ def test_equal_rates_is_identity():
     assert resample_tensor(t, 16000, 16000) is t
 
 
-@pytest.mark.parametrize("orig,new,freq", [(24000, 16000, 3000.0), (16000, 24000, 3000.0), (44100, 24000, 1000.0), (48000, 24000, 7000.0)])
+@pytest.mark.parametrize(
+    "orig,new,freq", [(24000, 16000, 3000.0), (16000, 24000, 3000.0), (44100, 24000, 1000.0), (48000, 24000, 7000.0)]
+)
 def test_tone_below_nyquist_keeps_amplitude(orig, new, freq):
     n = orig  # 1 s
     x = np.sin(2 * np.pi * freq * np.arange(n) / orig).astype(np.float32)

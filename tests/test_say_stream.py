@@ -10,8 +10,8 @@ import sys
 import numpy as np
 import pytest
 import soundfile as sf
-
 from conftest import TINY_CKPT, files_in
+
 from omnivoice_cli.media import player as playermod
 
 RECORDER = """import sys
@@ -57,7 +57,9 @@ def recorder(tmp_path, monkeypatch):
     script = tmp_path / "recorder.py"
     script.write_text(RECORDER)
     out = tmp_path / "played.raw"
-    monkeypatch.setenv("OMNIVOICE_PLAYER", f"{shlex.quote(sys.executable)} {shlex.quote(str(script))} {shlex.quote(str(out))}")
+    monkeypatch.setenv(
+        "OMNIVOICE_PLAYER", f"{shlex.quote(sys.executable)} {shlex.quote(str(script))} {shlex.quote(str(out))}"
+    )
     return out
 
 

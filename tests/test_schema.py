@@ -7,11 +7,10 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-
 from conftest import ROOT
+
 from omnivoice_cli.app import settings as st
 from omnivoice_cli.ui.options import settings_table
 
@@ -118,7 +117,9 @@ def test_defaults_come_from_the_engine():
     for key in st.GENERATION_KEYS:
         assert st.DEFAULTS[key] == getattr(g, key), key
     assert (st.DEFAULTS["chunk_duration"], st.DEFAULTS["chunk_threshold"]) == (
-        g.audio_chunk_duration, g.audio_chunk_threshold)  # fmt: skip
+        g.audio_chunk_duration,
+        g.audio_chunk_threshold,
+    )
     assert st.MAX_NUM_STEP == g.max_num_step and st.MAX_DURATION == ModelConfig().max_target_seconds
 
 
@@ -131,8 +132,13 @@ def test_the_docs_settings_table_is_the_schema():
 
 def _help(args, columns=80) -> str:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": str(columns), "TERM": "dumb"}
-    out = subprocess.run([sys.executable, "-c", "from omnivoice_cli.cli import main; main()", *args, "--help"],
-                         capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", "from omnivoice_cli.cli import main; main()", *args, "--help"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     return out.stdout
 

@@ -14,13 +14,13 @@ pytest.importorskip("uvicorn")  # the serve extra (CI installs it with the test 
 
 import httpx
 import numpy as np
+from server_util import TINY_CKPT, decode, hold_engine, running_server, wait_for, wav_samples
 
 from omnivoice_cli.engine.config import GenerationConfig
 from omnivoice_cli.engine.pipeline import Request
 from omnivoice_cli.engine.streaming import StreamConfig, stream
 from omnivoice_cli.media.output import pcm16
 from omnivoice_cli.server.config import ServeOptions
-from server_util import TINY_CKPT, decode, hold_engine, running_server, wait_for, wav_samples
 
 GOLDEN = Path(__file__).parent / "fixtures" / "golden"
 CLONE = json.loads((GOLDEN / "clone.json").read_text())["generate_kwargs"]
@@ -81,7 +81,12 @@ def test_health_models_and_voices(srv):
     assert client.get("/v1/models/tts-1").json()["id"] == "tts-1"
     assert {"id": "omnivoice", "name": "omnivoice"} in client.get("/v1/audio/models").json()["models"]
     voices = client.get("/v1/audio/voices").json()["voices"]
-    assert {"id": "alloy", "name": "alloy", "type": "openai", "instruct": "female, young adult, moderate pitch"} in voices
+    assert {
+        "id": "alloy",
+        "name": "alloy",
+        "type": "openai",
+        "instruct": "female, young adult, moderate pitch",
+    } in voices
     assert voices[-1]["id"] == "auto"
     r = client.get("/v1/nothing")
     assert r.status_code == 404 and r.json()["error"]["message"] == "no such endpoint: GET /v1/nothing"
@@ -101,8 +106,23 @@ def test_a_one_sentence_wav_equals_say_sample_for_sample(srv, invoke, tmp_path):
     assert plain.headers["x-omnivoice-seed"] == chunked.headers["x-omnivoice-seed"] == str(seed)
     assert chunked.headers.get("transfer-encoding") == "chunked" and "content-length" in plain.headers
     out = tmp_path / "say.wav"
-    r = invoke("say", text, "--model", TINY_CKPT, "--seed", seed, "--num-step", 4, "--position-temperature", 0,
-               "--class-temperature", 0, "-o", out, "-q")  # fmt: skip
+    r = invoke(
+        "say",
+        text,
+        "--model",
+        TINY_CKPT,
+        "--seed",
+        seed,
+        "--num-step",
+        4,
+        "--position-temperature",
+        0,
+        "--class-temperature",
+        0,
+        "-o",
+        out,
+        "-q",
+    )
     assert r.exit_code == 0, r.stderr
     assert plain.content == out.read_bytes()  # the whole file: byte for byte
     assert np.array_equal(wav_samples(chunked.content), wav_samples(out.read_bytes()))  # streamed: every sample
@@ -114,8 +134,12 @@ def test_a_multi_sentence_text_equals_the_streamed_render(srv, engine):
     r = speak(client, input=LONG, response_format="pcm", seed=9, num_step=4, stream=False)
     assert r.status_code == 200 and r.headers["content-type"] == "audio/pcm"
     pieces = []
-    stream(engine, Request(text=LONG, seed=9, generation=GenerationConfig(num_step=4)), pieces.append,
-           config=StreamConfig(ServeOptions().piece_seconds, ServeOptions().piece_seconds))  # fmt: skip
+    stream(
+        engine,
+        Request(text=LONG, seed=9, generation=GenerationConfig(num_step=4)),
+        pieces.append,
+        config=StreamConfig(ServeOptions().piece_seconds, ServeOptions().piece_seconds),
+    )
     assert len([p for p in pieces if p.seed is not None]) >= 3
     assert r.content == pcm16(np.concatenate([p.audio for p in pieces]))
 
@@ -183,7 +207,9 @@ def test_sse_and_chunked_streams_join_to_the_plain_reply_and_start_early(srv):
 
         state.service.on_forward = on_forward
         try:
-            with client.stream("POST", "/v1/audio/speech", json={"response_format": fmt, "stream_format": "sse", **body}) as r:
+            with client.stream(
+                "POST", "/v1/audio/speech", json={"response_format": fmt, "stream_format": "sse", **body}
+            ) as r:
                 assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
                 deltas = []
                 for kind, data in sse_events(r):
@@ -209,8 +235,16 @@ def test_sse_and_chunked_streams_join_to_the_plain_reply_and_start_early(srv):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("fmt, mime", [("mp3", "audio/mpeg"), ("opus", "audio/ogg; codecs=opus"),
-                                       ("flac", "audio/flac"), ("ogg", "audio/ogg"), ("wav", "audio/wav")])  # fmt: skip
+@pytest.mark.parametrize(
+    "fmt, mime",
+    [
+        ("mp3", "audio/mpeg"),
+        ("opus", "audio/ogg; codecs=opus"),
+        ("flac", "audio/flac"),
+        ("ogg", "audio/ogg"),
+        ("wav", "audio/wav"),
+    ],
+)
 def test_every_format_decodes_at_24k_to_the_same_length(srv, fmt, mime):
     client, _ = srv
     body = {"input": "Formats of every kind.", "seed": 2, "num_step": 4}
@@ -229,8 +263,11 @@ def test_every_format_decodes_at_24k_to_the_same_length(srv, fmt, mime):
 def test_upload_use_and_delete_a_voice(srv, home):
     client, _ = srv
     ref = (GOLDEN / CLONE["ref_audio"]).read_bytes()
-    r = client.post("/v1/audio/voices", data={"name": "bob", "ref_text": CLONE["ref_text"]},
-                    files={"file": ("bob.wav", ref, "audio/wav")})  # fmt: skip
+    r = client.post(
+        "/v1/audio/voices",
+        data={"name": "bob", "ref_text": CLONE["ref_text"]},
+        files={"file": ("bob.wav", ref, "audio/wav")},
+    )
     assert r.status_code == 201 and r.json()["id"] == "bob" and r.json()["seconds"] > 1
     assert (home / "voices" / "bob.safetensors").is_file()
     assert "bob" in [v["id"] for v in client.get("/v1/audio/voices").json()["voices"]]
@@ -254,12 +291,14 @@ def test_the_openai_client(srv):
     openai = pytest.importorskip("openai")
     client, _ = srv
     api = openai.OpenAI(base_url=str(client.base_url) + "/v1", api_key="unused", max_retries=0)
-    audio = api.audio.speech.create(model="tts-1", voice="alloy", input="Hello there.", response_format="wav",
-                                    extra_body={"seed": 3, "num_step": 2})  # fmt: skip
+    audio = api.audio.speech.create(
+        model="tts-1", voice="alloy", input="Hello there.", response_format="wav", extra_body={"seed": 3, "num_step": 2}
+    )
     samples = wav_samples(audio.content)
     assert len(samples) > 1000
-    with api.audio.speech.with_streaming_response.create(model="tts-1", voice="alloy", input="Hello there.",
-                                                         response_format="wav", extra_body={"seed": 3, "num_step": 2}) as r:  # fmt: skip
+    with api.audio.speech.with_streaming_response.create(
+        model="tts-1", voice="alloy", input="Hello there.", response_format="wav", extra_body={"seed": 3, "num_step": 2}
+    ) as r:
         streamed = b"".join(r.iter_bytes())
     assert np.array_equal(wav_samples(streamed), samples)
     with pytest.raises(openai.BadRequestError) as e:

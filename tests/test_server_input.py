@@ -7,10 +7,10 @@ import json
 import pytest
 
 from omnivoice_cli.app import settings as st
+from omnivoice_cli.engine.errors import InvalidRequest
 from omnivoice_cli.server.config import ServeOptions, load_voice_map
 from omnivoice_cli.server.errors import ApiError
 from omnivoice_cli.server.speech import known_fields, parse_speech
-from omnivoice_cli.engine.errors import InvalidRequest
 
 OPTIONS = ServeOptions(voice_map=load_voice_map(), max_input_chars=100, model="tiny")
 
@@ -62,23 +62,55 @@ BAD = [
     ({"input": "Hi", "seed": -1}, "seed", "field 'seed' must be an integer in 0..9223372036854775807, got -1"),
     ({"input": "Hi", "seed": True}, "seed", "got True (a boolean)"),
     ({"input": "Hi", "denoise": "yes"}, "denoise", "field 'denoise' must be true or false, got 'yes'"),
-    ({"input": "Hi", "response_format": "m4a"}, "response_format", "must be mp3, opus, aac, flac, wav, pcm or ogg, got 'm4a'"),
+    (
+        {"input": "Hi", "response_format": "m4a"},
+        "response_format",
+        "must be mp3, opus, aac, flac, wav, pcm or ogg, got 'm4a'",
+    ),
     ({"input": "Hi", "response_format": 3}, "response_format", "got 3 (an integer)"),
     ({"input": "Hi", "stream_format": "ws"}, "stream_format", "field 'stream_format' must be audio or sse, got 'ws'"),
-    ({"input": "Hi", "stream_format": "sse", "response_format": "flac"}, "stream_format", "needs a format that streams"),
+    (
+        {"input": "Hi", "stream_format": "sse", "response_format": "flac"},
+        "stream_format",
+        "needs a format that streams",
+    ),
     ({"input": "Hi", "stream_format": "sse", "stream": False}, "stream", "leave one out"),
     ({"input": "Hi", "stream": "no"}, "stream", "field 'stream' must be true or false, got 'no'"),
-    ({"input": "Hi", "voice": "alloyy"}, "voice", "unknown voice 'alloyy' (did you mean 'alloy'?); known voices: alloy, ash"),
+    (
+        {"input": "Hi", "voice": "alloyy"},
+        "voice",
+        "unknown voice 'alloyy' (did you mean 'alloy'?); known voices: alloy, ash",
+    ),
     ({"input": "Hi", "voice": "/home/me/v.safetensors"}, "voice", "a request cannot name a file"),
     ({"input": "Hi", "voice": "../x"}, "voice", "a request cannot name a file"),
     ({"input": "Hi", "voice": 7}, "voice", "field 'voice' must be a voice's name, got 7 (an integer)"),
-    ({"input": "Hi", "instruct": "female, lowpitch"}, "instruct", "field 'instruct': unsupported instruct item in 'female, lowpitch': 'lowpitch' (did you mean 'low pitch'?)"),
-    ({"input": "Hi", "voice": "alloy", "instruct": "robot voice"}, "instruct", "field 'instruct': unsupported instruct item"),
-    ({"input": "Hi", "instructions": "male " * 1000}, "instructions", "field 'instructions' is 5000 characters long: at most 4096"),
+    (
+        {"input": "Hi", "instruct": "female, lowpitch"},
+        "instruct",
+        "field 'instruct': unsupported instruct item in 'female, lowpitch': 'lowpitch' (did you mean 'low pitch'?)",
+    ),
+    (
+        {"input": "Hi", "voice": "alloy", "instruct": "robot voice"},
+        "instruct",
+        "field 'instruct': unsupported instruct item",
+    ),
+    (
+        {"input": "Hi", "instructions": "male " * 1000},
+        "instructions",
+        "field 'instructions' is 5000 characters long: at most 4096",
+    ),
     ({"input": "Hi", "instructions": 5}, "instructions", "field 'instructions' must be voice-design items"),
-    ({"input": "Hi", "instructions": "male", "instruct": "female"}, "instructions", "give either 'instructions' or 'instruct'"),
+    (
+        {"input": "Hi", "instructions": "male", "instruct": "female"},
+        "instructions",
+        "give either 'instructions' or 'instruct'",
+    ),
     ({"input": "Hi", "lang": 5}, "lang", "field 'lang' must be a language code or name, got 5"),
-    ({"input": "Hi", "model": "tts-2"}, "model", "field 'model' must be omnivoice, tts-1, tts-1-hd, gpt-4o-mini-tts or a preset"),
+    (
+        {"input": "Hi", "model": "tts-2"},
+        "model",
+        "field 'model' must be omnivoice, tts-1, tts-1-hd, gpt-4o-mini-tts or a preset",
+    ),
     ({"input": "Hi", "preset": "../fast.toml"}, "preset", "(a request cannot name a file)"),
     ({"input": "Hi", "preset": "fsat"}, "preset", "got 'fsat' (did you mean 'fast'?)"),
     ({"input": "Hi", "model": "fast", "preset": "quality"}, "preset", "name different presets"),
@@ -86,20 +118,36 @@ BAD = [
     ({"input": "[pause 1s] \u200b [pause]"}, "input", "text has nothing to speak besides pause tags"),
     ({"input": "Hi [pause 99s]"}, "input", "pause tag '[pause 99s]' is too long"),
     # not valid Unicode (JSON's \ud800 escapes): 400 naming the field, never a 500 from the tokenizer
-    (b'{"input": "\\ud800"}', "input", "field 'input': text is not valid Unicode: character 1 is U+D800, a lone surrogate"),
+    (
+        b'{"input": "\\ud800"}',
+        "input",
+        "field 'input': text is not valid Unicode: character 1 is U+D800, a lone surrogate",
+    ),
     (b'{"input": "ok \\udc80 ok"}', "input", "character 4 is U+DC80, a lone surrogate"),
     (b'{"input": "\\ude00\\ud83d"}', "input", "U+DE00, a lone surrogate"),  # a pair the wrong way round
     (b'{"input": "Hi", "voice": "\\ud800"}', "voice", "field 'voice': its value is not valid Unicode"),
-    (b'{"input": "Hi", "instructions": "male\\udfff"}', "instructions", "field 'instructions': its value is not valid Unicode"),
+    (
+        b'{"input": "Hi", "instructions": "male\\udfff"}',
+        "instructions",
+        "field 'instructions': its value is not valid Unicode",
+    ),
     (b'{"input": "Hi", "lang": ["\\ud800"]}', "lang", "field 'lang': its value is not valid Unicode"),
     (b'{"input": "Hi", "\\ud800": 1}', None, "a field's name is not valid Unicode"),
     # nothing to speak: invisible, format and control characters are as empty as whitespace
-    ({"input": "\u200b"}, "input", "field 'input': text is empty: it has only invisible or control characters (U+200B ZERO WIDTH SPACE)"),
+    (
+        {"input": "\u200b"},
+        "input",
+        "field 'input': text is empty: it has only invisible or control characters (U+200B ZERO WIDTH SPACE)",
+    ),
     ({"input": "\ufeff"}, "input", "text is empty: it has only invisible or control characters (U+FEFF"),
     ({"input": "\u2060\u200d"}, "input", "(U+2060 WORD JOINER, U+200D ZERO WIDTH JOINER)"),
     ({"input": "\x01\x02"}, "input", "text is empty: it has only invisible or control characters (U+0001, U+0002)"),
     ({"input": " \u200b\n\u200e\u0301 "}, "input", "field 'input': text is empty"),
-    ({"input": "A [pause 1s] B", "duration": 2}, "duration", "field 'duration': a fixed duration cannot be combined with [pause] tags"),
+    (
+        {"input": "A [pause 1s] B", "duration": 2},
+        "duration",
+        "field 'duration': a fixed duration cannot be combined with [pause] tags",
+    ),
 ]
 
 
@@ -120,27 +168,61 @@ def test_the_message_reads_as_on_the_command_line():
 def test_every_known_field_is_listed_once():
     fields = known_fields()
     assert len(fields) == len(set(fields))
-    assert {"model", "input", "voice", "instructions", "response_format", "speed", "stream_format", "seed",
-            "num_step", "preset", "stream"} <= set(fields)  # fmt: skip
+    assert {
+        "model",
+        "input",
+        "voice",
+        "instructions",
+        "response_format",
+        "speed",
+        "stream_format",
+        "seed",
+        "num_step",
+        "preset",
+        "stream",
+    } <= set(fields)
     assert not {"ref", "ref_text", "device", "format", "model_path"} & set(fields)
 
 
 def test_a_good_request_maps_onto_the_schema():
-    s = parse({"model": "tts-1", "input": "Hello\nthere.", "voice": "Alloy", "response_format": "pcm", "speed": 1.25,
-               "seed": 5, "num_step": 8, "lang": "en"})  # fmt: skip
+    s = parse(
+        {
+            "model": "tts-1",
+            "input": "Hello\nthere.",
+            "voice": "Alloy",
+            "response_format": "pcm",
+            "speed": 1.25,
+            "seed": 5,
+            "num_step": 8,
+            "lang": "en",
+        }
+    )
     req = s.request
     assert (req.text, req.seed, req.speed, req.lang, req.generation.num_step) == ("Hello there.", 5, 1.25, "en", 8)
     assert req.instruct == "female, young adult, moderate pitch" and req.ref is None
-    assert (s.format.name, s.response_format, s.stream, s.sse, s.voice, s.chars) == ("raw", "pcm", True, False, "Alloy", 12)
+    assert (s.format.name, s.response_format, s.stream, s.sse, s.voice, s.chars) == (
+        "raw",
+        "pcm",
+        True,
+        False,
+        "Alloy",
+        12,
+    )
 
 
 def test_instructions_replace_the_voices_items_of_their_category_and_auto_has_none():
-    assert parse({"input": "Hi", "voice": "alloy", "instructions": "male"}).request.instruct == \
-        "male, young adult, moderate pitch"
-    assert parse({"input": "Hi", "voice": "alloy", "instruct": "whisper"}).request.instruct == \
-        "female, young adult, moderate pitch, whisper"
-    assert parse({"input": "Hi", "voice": "alloy", "instructions": "Be cheerful!"}).request.instruct == \
-        "female, young adult, moderate pitch"
+    assert (
+        parse({"input": "Hi", "voice": "alloy", "instructions": "male"}).request.instruct
+        == "male, young adult, moderate pitch"
+    )
+    assert (
+        parse({"input": "Hi", "voice": "alloy", "instruct": "whisper"}).request.instruct
+        == "female, young adult, moderate pitch, whisper"
+    )
+    assert (
+        parse({"input": "Hi", "voice": "alloy", "instructions": "Be cheerful!"}).request.instruct
+        == "female, young adult, moderate pitch"
+    )
     assert parse({"input": "Hi", "voice": "auto"}).request.instruct is None
     assert parse({"input": "Hi"}).request.instruct is None
 
@@ -223,7 +305,6 @@ def test_bad_unicode_and_nothing_to_speak_are_400_on_input_over_http(engine):
     used to reach the tokenizer: 'TextInputSequence must be str'); the server then still speaks."""
     pytest.importorskip("uvicorn")
     import httpx
-
     from server_util import running_server, wav_samples
 
     with running_server(engine) as (url, _, state):

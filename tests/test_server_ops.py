@@ -18,7 +18,6 @@ pytest.importorskip("uvicorn")  # the serve extra (CI installs it with the test 
 
 import httpx
 import numpy as np
-
 from server_util import TINY_CKPT, decode, hold_engine, running_server, wait_for, wav_samples
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,19 +46,29 @@ def test_api_key_cors_and_body_limits(engine):
         assert c.get("/health").status_code == 200  # no key needed
         missing = c.get("/v1/models")
         assert envelope(missing, 401)["code"] == "missing_api_key" and missing.headers["www-authenticate"] == "Bearer"
-        assert envelope(c.get("/v1/models", headers={"Authorization": "Bearer nope"}), 401)["message"] == "wrong API key"
+        assert (
+            envelope(c.get("/v1/models", headers={"Authorization": "Bearer nope"}), 401)["message"] == "wrong API key"
+        )
         assert envelope(c.get("/v1/models", headers={"Authorization": "Basic s3cret"}), 401)
         key = {"Authorization": "Bearer s3cret"}
         assert c.get("/v1/models", headers=key).status_code == 200
-        pre = c.options("/v1/audio/speech", headers={"Origin": "http://app.example", "Access-Control-Request-Method": "POST",
-                                                     "Access-Control-Request-Headers": "authorization,content-type"})  # fmt: skip
+        pre = c.options(
+            "/v1/audio/speech",
+            headers={
+                "Origin": "http://app.example",
+                "Access-Control-Request-Method": "POST",
+                "Access-Control-Request-Headers": "authorization,content-type",
+            },
+        )
         assert pre.status_code == 200 and pre.headers["access-control-allow-origin"] == "http://app.example"
         other = c.get("/v1/models", headers={**key, "Origin": "http://evil.example"})
         assert "access-control-allow-origin" not in other.headers
         big = c.post("/v1/audio/speech", headers=key, content=b"{" + b" " * 200_000 + b"}")
         assert envelope(big, 413)["code"] == "body_too_large"
         chunks = (b" " * 65536 for _ in range(4))  # no Content-Length: counted as it comes
-        assert envelope(c.post("/v1/audio/speech", headers={**key, "Content-Type": "application/json"}, content=chunks), 413)
+        assert envelope(
+            c.post("/v1/audio/speech", headers={**key, "Content-Type": "application/json"}, content=chunks), 413
+        )
         long = c.post("/v1/audio/speech", headers=key, json={"input": "x" * 51})
         assert envelope(long, 400)["code"] == "input_too_long"
 
@@ -87,12 +96,18 @@ def test_uploads_that_are_wrong(engine, tmp_path):
         def up(data=None, files=None):
             return c.post("/v1/audio/voices", data=data or {}, files=files)
 
-        e = envelope(up({"name": "x", "ref_text": "Words."}, {"file": ("notes.txt", b"just some text", "text/plain")}), 400)
+        e = envelope(
+            up({"name": "x", "ref_text": "Words."}, {"file": ("notes.txt", b"just some text", "text/plain")}), 400
+        )
         assert "the uploaded file 'notes.txt' is not audio" in e["message"] and e["param"] == "file"
         assert str(tmp_path) not in e["message"] and "/tmp" not in e["message"]
-        assert envelope(up({"name": "x", "ref_text": " "}, {"file": ("a.wav", wav[:40000])}), 400)["param"] == "ref_text"
+        assert (
+            envelope(up({"name": "x", "ref_text": " "}, {"file": ("a.wav", wav[:40000])}), 400)["param"] == "ref_text"
+        )
         assert envelope(up({"name": "x"}, {"ref_text": (None, "Hi")}), 400)["param"] == "file"  # multipart, no file
-        assert envelope(up({"name": "../etc", "ref_text": "Hi"}, {"file": ("a.wav", wav[:40000])}), 400)["param"] == "name"
+        assert (
+            envelope(up({"name": "../etc", "ref_text": "Hi"}, {"file": ("a.wav", wav[:40000])}), 400)["param"] == "name"
+        )
         e = envelope(up({"name": "x", "ref_text": "Hi", "nmae": "y"}, {"file": ("a.wav", wav[:40000])}), 400)
         assert "field 'nmae' is not a known field (did you mean 'name'?)" in e["message"]
         assert envelope(up({"name": "x", "ref_text": "Hi"}, {"file": ("a.wav", wav * 40)}), 413)  # over 2 MB
@@ -152,8 +167,10 @@ def _send_and_leave(url: str, body: dict) -> None:
     host, port = url.removeprefix("http://").split(":")
     data = json.dumps(body).encode()
     with socket.create_connection((host, int(port))) as s:
-        s.sendall(b"POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                  b"Content-Length: %d\r\n\r\n%s" % (len(data), data))  # fmt: skip
+        s.sendall(
+            b"POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(data), data)
+        )
         time.sleep(0.3)
 
 
@@ -298,8 +315,12 @@ def test_health_counts_a_request_as_open_until_its_last_byte(engine, monkeypatch
     with running_server(engine) as (url, _, state):
         assert _health(url) == {"open": 0, "served": 0, "generating": 0}
         gate = hold_engine(state)
-        body = {"input": "One sentence here. And a second one.", "num_step": 2, "response_format": "wav",
-                "stream": stream}  # fmt: skip
+        body = {
+            "input": "One sentence here. And a second one.",
+            "num_step": 2,
+            "response_format": "wav",
+            "stream": stream,
+        }
         with ThreadPoolExecutor(1) as pool:
             reply = pool.submit(httpx.post, url + "/v1/audio/speech", json=body, timeout=120)
             wait_for(lambda: state.service.open == 1, what="the request in the engine")
@@ -320,9 +341,22 @@ def test_health_counts_a_request_as_open_until_its_last_byte(engine, monkeypatch
 def test_sigterm_with_requests_in_flight_exits_0(tmp_path):
     env = {**os.environ, "OMNIVOICE_HOME": str(tmp_path), "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "omnivoice_cli.cli", "serve", "--model", str(TINY_CKPT), "--port", "0", "--num-step", "16"],
-        stderr=subprocess.PIPE, text=True, env=env,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "omnivoice_cli.cli",
+            "serve",
+            "--model",
+            str(TINY_CKPT),
+            "--port",
+            "0",
+            "--num-step",
+            "16",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         lines = []
         while not any("ready" in line for line in lines):
@@ -331,8 +365,9 @@ def test_sigterm_with_requests_in_flight_exits_0(tmp_path):
         url = next(line for line in lines if "listening on" in line).split("listening on ")[1].split()[0]
         text = " ".join(f"Sentence number {n} of a text that takes a while to speak." for n in range(12))
         with ThreadPoolExecutor(1) as pool:
-            inflight = pool.submit(httpx.post, url + "/v1/audio/speech", json={"input": text, "response_format": "wav"},
-                                   timeout=300)  # fmt: skip
+            inflight = pool.submit(
+                httpx.post, url + "/v1/audio/speech", json={"input": text, "response_format": "wav"}, timeout=300
+            )
             wait_for(lambda: httpx.get(url + "/health").json()["open"] == 1, what="the request in flight")
             proc.send_signal(signal.SIGTERM)
             wait_for(lambda: httpx.get(url + "/health").status_code == 503, what="the drain")

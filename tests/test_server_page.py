@@ -11,15 +11,29 @@ import pytest
 pytest.importorskip("uvicorn")  # the serve extra (CI installs it with the test extra)
 
 import httpx
+from server_util import running_server
 
 from omnivoice_cli.app import settings as st
-from server_util import running_server
 
 STATIC = Path(__file__).resolve().parent.parent / "omnivoice_cli" / "static"
 KEY = {"Authorization": "Bearer s3cret"}
 # the hooks the issue names (design-<category> and setting-<key> are made from the schema)
-HOOKS = ("text", "speak", "audio", "voice", "lang", "seed", "seed-pin", "download", "format", "upload",
-         "voice-name", "save-voice", "error", "settings")  # fmt: skip
+HOOKS = (
+    "text",
+    "speak",
+    "audio",
+    "voice",
+    "lang",
+    "seed",
+    "seed-pin",
+    "download",
+    "format",
+    "upload",
+    "voice-name",
+    "save-voice",
+    "error",
+    "settings",
+)
 
 
 @pytest.fixture(autouse=True)
@@ -150,7 +164,11 @@ def test_the_schema_settings_are_the_settings_schema(keyed):
     for key, entry in doc["settings"].items():
         s = st.SCHEMA[key]
         assert (kinds[entry["type"]], entry["default"], entry["allowed"], entry["help"]) == (
-            s.kind, s.default, s.allowed, s.help)  # fmt: skip
+            s.kind,
+            s.default,
+            s.allowed,
+            s.help,
+        )
         assert (entry.get("low"), entry.get("high"), entry.get("choices", [])) == (s.low, s.high, list(s.choices))
     assert doc["server"] == {"num_step": 4}  # the test server's --num-step 4
     # the range it shows is the one a request is refused with
@@ -171,7 +189,9 @@ def test_the_schema_lists_what_the_cli_lists(keyed, invoke, home):
     shown = []
     for cat in doc["voice_design"]:
         shown.append(f"{cat['name']}:")
-        shown += [f"  {i['en']} ({i['zh']})" if i["en"] and i["zh"] else f"  {i['en'] or i['zh']}" for i in cat["items"]]
+        shown += [
+            f"  {i['en']} ({i['zh']})" if i["en"] and i["zh"] else f"  {i['en'] or i['zh']}" for i in cat["items"]
+        ]
     assert shown == invoke("instructs").stdout.splitlines()
     assert [c["id"] for c in doc["voice_design"]] == ["gender", "age", "pitch", "style", "accent", "dialect"]
     assert [c["only"] for c in doc["voice_design"]][-2:] == ["en", "zh"]

@@ -5,13 +5,13 @@ import threading
 
 import numpy as np
 import pytest
+from server_util import hold_loop
 
 from omnivoice_cli.engine.config import GenerationConfig
 from omnivoice_cli.engine.errors import InvalidRequest
 from omnivoice_cli.engine.pipeline import Request
 from omnivoice_cli.engine.service import Busy, Cancelled, Service, Stopped
 from omnivoice_cli.engine.streaming import StreamConfig, cut_request, stream
-from server_util import hold_loop
 
 G4 = GenerationConfig(num_step=4)
 TEXT = "Good morning. The train leaves at seven, so we have time. [pause 0.4s] She packed her bags. Nobody left."
@@ -78,10 +78,14 @@ def test_pieces_equal_the_streamed_render(engine, service, ref_voice, with_ref):
 def test_requests_packed_together_equal_each_alone(engine, service, ref_voice):
     reqs = [
         Request(text="One two three.", seed=1, generation=GenerationConfig(num_step=4)),
-        Request(text="A voice by design.", seed=2, instruct="female, low pitch",
-                generation=GenerationConfig(num_step=6, guidance_scale=0.0)),
+        Request(
+            text="A voice by design.",
+            seed=2,
+            instruct="female, low pitch",
+            generation=GenerationConfig(num_step=6, guidance_scale=0.0),
+        ),
         Request(text="Cloned. And a second sentence here.", seed=3, ref=ref_voice, generation=G4),
-    ]  # fmt: skip
+    ]
     alone = []
     for req in reqs:
         got = Collector()
@@ -103,8 +107,11 @@ def test_requests_packed_together_equal_each_alone(engine, service, ref_voice):
 
 
 def test_a_new_request_joins_the_running_forwards(engine, service):
-    long = Request(text="This request has many more steps to run than the other one.", seed=1,
-                   generation=GenerationConfig(num_step=32))  # fmt: skip
+    long = Request(
+        text="This request has many more steps to run than the other one.",
+        seed=1,
+        generation=GenerationConfig(num_step=32),
+    )
     short = Request(text="Quick.", seed=2, generation=GenerationConfig(num_step=4))
     order = []
     started = threading.Event()
@@ -157,7 +164,9 @@ def test_a_cancelled_request_leaves_at_the_next_forward(engine, service):
             ticket.cancel()
 
     service.on_forward = on_forward
-    ticket = service.submit(Request(text="Cancel me soon please.", seed=1, generation=GenerationConfig(num_step=16)), got)
+    ticket = service.submit(
+        Request(text="Cancel me soon please.", seed=1, generation=GenerationConfig(num_step=16)), got
+    )
     other = Collector()
     service.submit(Request(text="Others go on.", seed=2, generation=G4), other)
     assert other.all()[-1].kind == "done"
@@ -221,8 +230,10 @@ def test_stop_ends_the_running_forward_between_its_layers(engine):
     def second(module, args):
         calls.append(1)
 
-    handles = [layers[0].input_layernorm.register_forward_pre_hook(first),
-               layers[1].input_layernorm.register_forward_pre_hook(second)]  # fmt: skip
+    handles = [
+        layers[0].input_layernorm.register_forward_pre_hook(first),
+        layers[1].input_layernorm.register_forward_pre_hook(second),
+    ]
     try:
         got = Collector()
         service.submit(Request(text=TEXT, seed=3, generation=G4), got)

@@ -7,8 +7,8 @@ from contextlib import contextmanager
 import pytest
 
 from omnivoice_cli.app import settings as st
-from omnivoice_cli.engine.errors import InvalidRequest
 from omnivoice_cli.app.session import Hardware, NoProgress, Session, WarnOnce, check_seed_range, seed_for
+from omnivoice_cli.engine.errors import InvalidRequest
 
 
 def test_engine_kwargs_only_what_is_asked():
@@ -16,10 +16,17 @@ def test_engine_kwargs_only_what_is_asked():
     reach Engine.load only when asked for, so its own defaults stand."""
     assert Hardware.from_settings(st.DEFAULTS).engine_kwargs() == {"device": "auto", "dtype": "auto"}
     s = {**st.DEFAULTS, "threads": 3, "quantize": "int8"}
-    assert Hardware.from_settings(s).engine_kwargs() == {"device": "auto", "dtype": "auto", "threads": 3,
-                                                          "quantize": "int8"}  # fmt: skip
+    assert Hardware.from_settings(s).engine_kwargs() == {
+        "device": "auto",
+        "dtype": "auto",
+        "threads": 3,
+        "quantize": "int8",
+    }
     assert Hardware.from_settings({**st.DEFAULTS, "compile": True}).engine_kwargs() == {
-        "device": "auto", "dtype": "auto", "compile": True}  # fmt: skip
+        "device": "auto",
+        "dtype": "auto",
+        "compile": True,
+    }
     assert Hardware.from_settings({**st.DEFAULTS, "quantize": "none"}).quantize is None
 
 
@@ -53,8 +60,11 @@ def test_a_session_loads_through_its_status_line_and_notices(fake_engine):
     session = Session(echo=seen.append, status=status, notice=seen.append)
     engine, seconds = session.load_engine(Hardware("x", threads=2), encoder=True)
     assert seconds >= 0 and fake_engine.encoder_loads == 1
-    assert seen == ["loading the model (x) ...", "fake notice: weights are for testing only",
-                    "loading the voice encoder ..."]  # fmt: skip
+    assert seen == [
+        "loading the model (x) ...",
+        "fake notice: weights are for testing only",
+        "loading the voice encoder ...",
+    ]
     assert fake_engine.loads == [{"model": "x", "device": "auto", "dtype": "auto", "threads": 2}]
 
 

@@ -227,8 +227,15 @@ def test_the_int8_rule_is_the_engines():
 
     assert int8_clash("cpu", "float32", False) is None and int8_clash("auto", None, False) is None
     assert [int8_clash("cuda", None, False), int8_clash(None, "bfloat16", False), int8_clash("cuda", "bf16", True)] == [
-        "device", "dtype", "compile"]  # fmt: skip
-    for values, clash in (({"device": "cuda:1"}, "device"), ({"dtype": "float16"}, "dtype"), ({"compile": True}, "compile")):
+        "device",
+        "dtype",
+        "compile",
+    ]
+    for values, clash in (
+        ({"device": "cuda:1"}, "device"),
+        ({"dtype": "float16"}, "dtype"),
+        ({"compile": True}, "compile"),
+    ):
         with pytest.raises(st.SettingsError) as e:
             st.check_engine_options({"quantize": "int8", **values})
         value = values[clash]

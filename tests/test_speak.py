@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 import soundfile as sf
-
 from conftest import ROOT
+
 from omnivoice_cli.app import settings as st
 from omnivoice_cli.app import speak
 from omnivoice_cli.app.request import References, Voices, build_request
@@ -139,8 +139,9 @@ def test_the_streamed_run_writes_its_file_at_the_end(engine, tmp_path, monkeypat
 
     monkeypatch.setattr(pipeline, "Engine", type("Loaded", (), {"load": classmethod(lambda cls, *a, **k: engine)}))
     seen = Seen()
-    speech = _speech(tmp_path, text="The first sentence is short. The second one is a little longer. Third.",
-                     stream=True)
+    speech = _speech(
+        tmp_path, text="The first sentence is short. The second one is a little longer. Third.", stream=True
+    )
     run = speak.speech_run(speech, seen.hooks(), None)
     assert isinstance(run, speak.StreamedRun)
     report = run.run(Held())
@@ -172,8 +173,10 @@ def test_the_dialogue_run_gives_each_line_its_place(fake_engine, tmp_path):
     target = speak.output_target(str(tmp_path / "d.wav"), st.resolve(), lambda: False)
     report = speak.DialogueRun(script, target, hw, gap=0.5).run(Held())
     assert isinstance(report, speak.DialogueReport) and report.seed == 5
-    assert [(ln.speaker, ln.seed, ln.start, ln.end) for ln in report.lines] == [("A", 5, 0, 24000),
-                                                                                ("B", 6, 36000, 60000)]
+    assert [(ln.speaker, ln.seed, ln.start, ln.end) for ln in report.lines] == [
+        ("A", 5, 0, 24000),
+        ("B", 6, 36000, 60000),
+    ]
     assert report.audio_seconds == 2.5 == sf.info(str(tmp_path / "d.wav")).duration
 
 
@@ -192,8 +195,10 @@ def test_a_dialogue_loads_the_model_as_the_run_settings_say(invoke, fake_engine,
 
 
 def test_the_runs_import_no_typer_or_rich():
-    code = ("import sys, omnivoice_cli.app.speak, omnivoice_cli.app.dialogue; print(sorted(m for m in sys.modules "
-            "if m.split('.')[0] in ('typer', 'rich', 'click') or m.startswith('omnivoice_cli.commands')))")
+    code = (
+        "import sys, omnivoice_cli.app.speak, omnivoice_cli.app.dialogue; print(sorted(m for m in sys.modules "
+        "if m.split('.')[0] in ('typer', 'rich', 'click') or m.startswith('omnivoice_cli.commands')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "[]"
 

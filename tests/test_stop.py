@@ -19,7 +19,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, TINY_CKPT
 
 pytestmark = pytest.mark.slow
@@ -102,7 +101,9 @@ def assert_clean(run: Run, message: str) -> None:
     for bad in ("terminate called", "Aborted", "Traceback", "Exception ignored", "core dumped"):
         assert bad not in err, err
     assert [line for line in run.lines if message in line], err
-    said = [line for line in run.lines if line.startswith(("Error:", "Warning:")) and "slower than real time" not in line]
+    said = [
+        line for line in run.lines if line.startswith(("Error:", "Warning:")) and "slower than real time" not in line
+    ]
     assert len(said) == 1, err
 
 

@@ -46,7 +46,14 @@ def spoken(segments):
 def test_units_cover_the_text_and_mark_sentence_ends():
     part = 'He said "stop." Then, slowly, Mr. Smith left; nobody followed!  End'
     spans = text_units(part)
-    assert [part[s:e] for s, e, _ in spans] == ['He said "stop."', "Then,", "slowly,", "Mr. Smith left;", "nobody followed!", "End"]
+    assert [part[s:e] for s, e, _ in spans] == [
+        'He said "stop."',
+        "Then,",
+        "slowly,",
+        "Mr. Smith left;",
+        "nobody followed!",
+        "End",
+    ]
     assert [end for _, _, end in spans] == [True, False, False, False, True, False]
 
 
@@ -66,9 +73,14 @@ def test_short_sentences_join_the_first_piece():
 
 
 def test_a_long_first_sentence_gives_a_clause():
-    text = "When the old clockmaker opened the shutters of his tiny shop, the sun came in, and every clock began to shine."
+    text = (
+        "When the old clockmaker opened the shutters of his tiny shop, the sun came in, and every clock began to shine."
+    )
     segs = cut_segments(text, first_seconds=3.0, piece_seconds=10.0)
-    assert spoken(segs) == ["When the old clockmaker opened the shutters of his tiny shop, ", "the sun came in, and every clock began to shine."]
+    assert spoken(segs) == [
+        "When the old clockmaker opened the shutters of his tiny shop, ",
+        "the sun came in, and every clock began to shine.",
+    ]
 
 
 def test_leading_and_trailing_pauses_and_whole():
@@ -194,7 +206,9 @@ def test_pieces_come_in_order_with_their_starts(engine, monkeypatch):
 
 def test_first_piece_is_out_before_the_last_piece_starts(engine, monkeypatch):
     events = record(engine, monkeypatch)
-    summary = stream(engine, Request(text=TEXT, seed=5, generation=G4), lambda p: events.append(("piece", p)), config=CFG)
+    summary = stream(
+        engine, Request(text=TEXT, seed=5, generation=G4), lambda p: events.append(("piece", p)), config=CFG
+    )
     last = summary.pieces - 1
     first_out = next(i for i, e in enumerate(events) if e[0] == "piece" and e[1].seed is not None)
     last_starts = events.index(("step", last))
@@ -243,8 +257,12 @@ def test_with_a_reference_every_piece_uses_it(engine, ref_voice, monkeypatch):
 def test_same_seed_same_stream_other_seed_other_stream(engine):
     def run(seed):
         out = []
-        stream(engine, Request(text="One sentence here. And another one there.", seed=seed, generation=G4), out.append,
-               config=StreamConfig(first_seconds=1.0))  # fmt: skip
+        stream(
+            engine,
+            Request(text="One sentence here. And another one there.", seed=seed, generation=G4),
+            out.append,
+            config=StreamConfig(first_seconds=1.0),
+        )
         return out
 
     a, b, c = run(1), run(1), run(2)
@@ -257,10 +275,14 @@ def test_slow_device_warns_once_and_still_emits_everything(engine):
     warnings, pieces, steps = [], [], []
     text = " ".join(f"Line {n}." for n in range(8))
     summary = stream(
-        engine, Request(text=text, seed=5, generation=G4), pieces.append, on_warning=warnings.append,
-        on_step=lambda d, t: steps.append((d, t)), clock=fake_clock(10.0),
+        engine,
+        Request(text=text, seed=5, generation=G4),
+        pieces.append,
+        on_warning=warnings.append,
+        on_step=lambda d, t: steps.append((d, t)),
+        clock=fake_clock(10.0),
         config=StreamConfig(first_seconds=0.5, piece_seconds=0.5),  # one sentence a piece
-    )  # fmt: skip
+    )
     assert not summary.kept_up and summary.pieces == 8
     assert len(warnings) == 1 and "slower than real time" in warnings[0]
     assert summary.waves == [2, 4, 1]  # doubling after piece 0
@@ -403,8 +425,9 @@ def test_on_idle_ends_the_iteration_while_waiting(engine):
         raise RuntimeError("the player quit")
 
     with pytest.raises(RuntimeError, match="the player quit"):
-        with StreamRun(engine, Request(text=LONG, seed=9, generation=G4), config=CFG, on_idle=idle,
-                       idle_seconds=0.001) as run:  # fmt: skip
+        with StreamRun(
+            engine, Request(text=LONG, seed=9, generation=G4), config=CFG, on_idle=idle, idle_seconds=0.001
+        ) as run:
             list(run)
     assert seen == [1] and run.wait(0) and run.summary is None
 
@@ -439,10 +462,14 @@ def test_progress_over_all_pieces_has_one_total_from_the_first_forward(engine):
     progress, steps = [], []
     text = " ".join(f"Line {n}." for n in range(8))
     summary = stream(
-        engine, Request(text=text, seed=5, generation=G4), lambda p: None, on_step=lambda d, t: steps.append(t),
-        on_progress=lambda d, t: progress.append((d, t)), clock=fake_clock(10.0),
+        engine,
+        Request(text=text, seed=5, generation=G4),
+        lambda p: None,
+        on_step=lambda d, t: steps.append(t),
+        on_progress=lambda d, t: progress.append((d, t)),
+        clock=fake_clock(10.0),
         config=StreamConfig(first_seconds=0.5, piece_seconds=0.5),
-    )  # fmt: skip
+    )
     assert summary.pieces == 8 and len(set(steps)) > 1  # the forwards' total did change
     assert {t for _, t in progress} == {8 * 4}  # 8 pieces x 4 steps, from the first call on
     done = [d for d, _ in progress]

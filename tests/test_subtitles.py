@@ -12,13 +12,15 @@ import pytest
 import soundfile as sf
 import srt
 import webvtt
-
 from conftest import TINY_CKPT, files_in
+
 from omnivoice_cli.media.cues import strip_markup
 
 SR = 24000
-TEXT = ("The first sentence is here. The second one follows it closely. [pause 1s] After a pause, a third "
-        "sentence. And a fourth to end.")  # fmt: skip
+TEXT = (
+    "The first sentence is here. The second one follows it closely. [pause 1s] After a pause, a third "
+    "sentence. And a fourth to end."
+)
 CHUNKED = ["--chunk-threshold", "1", "--chunk-duration", "1"]  # every sentence its own chunk
 
 
@@ -32,10 +34,14 @@ def home(tmp_path, monkeypatch):
 def read_cues(path) -> list[tuple[int, int, str]]:
     """(start ms, end ms, text) parsed back with the library of the format."""
     if str(path).endswith(".srt"):
-        return [(s.start // srt.timedelta(milliseconds=1), s.end // srt.timedelta(milliseconds=1), strip_markup(s.content))
-                for s in srt.parse(path.read_text())]  # fmt: skip
-    return [(c.start_time.in_milliseconds(), c.end_time.in_milliseconds(), strip_markup(c.raw_text))
-            for c in webvtt.read(str(path)).captions]  # fmt: skip
+        return [
+            (s.start // srt.timedelta(milliseconds=1), s.end // srt.timedelta(milliseconds=1), strip_markup(s.content))
+            for s in srt.parse(path.read_text())
+        ]
+    return [
+        (c.start_time.in_milliseconds(), c.end_time.in_milliseconds(), strip_markup(c.raw_text))
+        for c in webvtt.read(str(path)).captions
+    ]
 
 
 # ------------------------------------------------------------------------------------ fake engine
@@ -85,9 +91,11 @@ def test_batch_subtitles_format_is_checked(invoke, fake_engine, home, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-LONG = ("A long piece of speech starts here and runs for a while. It has a clause, and then another one; "
-        "it keeps going with more words than two lines can hold. Then a short one. And a last sentence that "
-        "ends the whole piece.")  # fmt: skip
+LONG = (
+    "A long piece of speech starts here and runs for a while. It has a clause, and then another one; "
+    "it keeps going with more words than two lines can hold. Then a short one. And a last sentence that "
+    "ends the whole piece."
+)
 
 
 @pytest.mark.parametrize("ext", ["srt", "vtt"])
@@ -101,8 +109,11 @@ def test_say_subtitles_of_a_long_piece_are_readable_cues(invoke, fake_engine, ho
     assert len(cues) > 3 and " ".join(t for _, _, t in cues) == LONG
     assert cues[0][0] == 0 and cues[-1][1] == 20000 and all(a[1] == b[0] for a, b in zip(cues, cues[1:]))
     assert all(e - s <= 7000 for s, e, _ in cues)
-    raw = [s.content for s in srt.parse(subs.read_text())] if ext == "srt" else \
-        [c.raw_text for c in webvtt.read(str(subs)).captions]  # fmt: skip
+    raw = (
+        [s.content for s in srt.parse(subs.read_text())]
+        if ext == "srt"
+        else [c.raw_text for c in webvtt.read(str(subs)).captions]
+    )
     assert all(len(body.splitlines()) <= 2 and max(map(len, body.splitlines())) <= 42 for body in raw)
     assert all(t.endswith((".", ",", ";")) for _, _, t in cues[:-1])  # cut at sentences and clauses here
 
@@ -142,8 +153,8 @@ def check_cues_against_audio(cues, audio, texts):
 @slow
 @pytest.mark.parametrize("ext", ["srt", "vtt"])
 def test_say_subtitles_follow_the_pieces(invoke, loaded, home, tmp_path, ext):
-    from omnivoice_cli.engine.pipeline import Request, plan_request
     from omnivoice_cli.engine.config import GenerationConfig
+    from omnivoice_cli.engine.pipeline import Request, plan_request
 
     args = ["--seed", 3, "--num-step", 4, "--model", TINY_CKPT, *CHUNKED, "-q"]
     subs = tmp_path / f"a.{ext}"
@@ -158,8 +169,21 @@ def test_say_subtitles_follow_the_pieces(invoke, loaded, home, tmp_path, ext):
 
 @slow
 def test_short_text_is_one_cue_and_pauses_are_between_cues(invoke, loaded, home, tmp_path):
-    r = invoke("say", "Hello there. [pause 1.5s] Goodbye now.", "-o", tmp_path / "a.wav", "--subtitles",
-               tmp_path / "a.srt", "--seed", 1, "--num-step", 4, "--model", TINY_CKPT, "-q")  # fmt: skip
+    r = invoke(
+        "say",
+        "Hello there. [pause 1.5s] Goodbye now.",
+        "-o",
+        tmp_path / "a.wav",
+        "--subtitles",
+        tmp_path / "a.srt",
+        "--seed",
+        1,
+        "--num-step",
+        4,
+        "--model",
+        TINY_CKPT,
+        "-q",
+    )
     assert r.exit_code == 0, r.stderr
     audio = sf.read(str(tmp_path / "a.wav"), dtype="float32")[0]
     cues = read_cues(tmp_path / "a.srt")
@@ -173,8 +197,22 @@ def test_batch_subtitles_equal_say_subtitles(invoke, loaded, home, tmp_path):
     src.write_text(json.dumps({"text": TEXT, "seed": 2, "chunk_threshold": 1, "chunk_duration": 1}) + "\n")
     r = invoke("batch", src, "-o", tmp_path / "out", "--subtitles", "srt", "--num-step", 4, "--model", TINY_CKPT, "-q")
     assert r.exit_code == 0, r.stderr
-    r = invoke("say", TEXT, "-o", tmp_path / "a.wav", "--subtitles", tmp_path / "a.srt", "--seed", 2, "--num-step", 4,
-               "--model", TINY_CKPT, *CHUNKED, "-q")  # fmt: skip
+    r = invoke(
+        "say",
+        TEXT,
+        "-o",
+        tmp_path / "a.wav",
+        "--subtitles",
+        tmp_path / "a.srt",
+        "--seed",
+        2,
+        "--num-step",
+        4,
+        "--model",
+        TINY_CKPT,
+        *CHUNKED,
+        "-q",
+    )
     assert r.exit_code == 0, r.stderr
     assert (tmp_path / "out" / "0001.srt").read_text() == (tmp_path / "a.srt").read_text()
 
@@ -191,8 +229,13 @@ def test_result_pieces_of_a_cloned_long_text(tiny_engine):
     ref = VoicePrompt(torch.randint(0, 1024, (8, 30), generator=torch.Generator().manual_seed(1)), "A reference.", 0.05)
     g = GenerationConfig(num_step=4, audio_chunk_threshold=1, audio_chunk_duration=1)
     [res] = tiny_engine.generate([Request(TEXT, seed=4, ref=ref, generation=g)])
-    assert [p[0] for p in res.pieces] == ["The first sentence is here.", "The second one follows it closely.",
-                                          "After a pause,", "a third sentence.", "And a fourth to end."]  # fmt: skip
+    assert [p[0] for p in res.pieces] == [
+        "The first sentence is here.",
+        "The second one follows it closely.",
+        "After a pause,",
+        "a third sentence.",
+        "And a fourth to end.",
+    ]
     spans = [(s, e) for _, s, e in res.pieces]
     assert all(s < e for s, e in spans) and all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
     inside = np.zeros(len(res.audio), bool)

@@ -69,7 +69,10 @@ def test_errors_name_the_file_and_say_what_is_wrong(tmp_path):
 
 def test_read_floats_converts_and_lists_every_problem(tmp_path):
     path = tmp_path / "t.safetensors"
-    save_file({"a": torch.ones(2, 3, dtype=torch.float16), "b": torch.ones(4, dtype=torch.int64), "x": torch.ones(1)}, str(path))
+    save_file(
+        {"a": torch.ones(2, 3, dtype=torch.float16), "b": torch.ones(4, dtype=torch.int64), "x": torch.ones(1)},
+        str(path),
+    )
     got = read_floats(path, {"a": (2, 3)}, what="the thing")
     assert got["a"].dtype == torch.float32 and torch.equal(got["a"], torch.ones(2, 3))  # "x" ignored
     with pytest.raises(CheckpointError) as e:

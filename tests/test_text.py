@@ -34,9 +34,20 @@ TINY_TOKENIZER = FIXTURES / "tiny" / "ckpt" / "tokenizer.json"
 FULL_TOKENIZER = Path("/work/shared/fixtures/full/tokenizer.json")
 GOLDEN = FIXTURES / "golden"
 CASES = [
-    "auto_en", "design_en", "zh", "clone", "clone_16k", "batch3", "steps8", "steps16",
-    "guidance0", "duration2", "speed13", "nonverbal", "long",
-]  # fmt: skip
+    "auto_en",
+    "design_en",
+    "zh",
+    "clone",
+    "clone_16k",
+    "batch3",
+    "steps8",
+    "steps16",
+    "guidance0",
+    "duration2",
+    "speed13",
+    "nonverbal",
+    "long",
+]
 
 
 @pytest.fixture(scope="module")
@@ -90,9 +101,12 @@ def test_nonverbal_tags_tokenized_alone(tok):
     # several tags, adjacent tags, a tag at the edges, an unknown tag left as text
     t2 = "[sigh]你好[question-en][surprise-wa] ok [notatag]"
     assert tokenize_with_nonverbal_tags(tok, t2) == (
-        tok.encode("[sigh]") + tok.encode("你好") + tok.encode("[question-en]") + tok.encode("[surprise-wa]")
+        tok.encode("[sigh]")
+        + tok.encode("你好")
+        + tok.encode("[question-en]")
+        + tok.encode("[surprise-wa]")
         + tok.encode(" ok [notatag]")
-    )  # fmt: skip
+    )
     assert tokenize_with_nonverbal_tags(tok, "") == []
 
 
@@ -330,13 +344,14 @@ def test_golden_long_chunks():
         assert [estimate_target_tokens(chunk, chunks[0], first_len)] == g["calls"][c]["target_lens"]
 
 
-
 # ---------------------------------------------------------------- reference transcript check
 
 
 def test_speech_seconds_is_the_plain_estimate():
     assert speech_seconds("Nice to meet you.") == pytest.approx(1.0)  # the yardstick
-    assert speech_seconds("Nice to meet you. " * 4) == pytest.approx(4 * text_weight("Nice to meet you. ") / text_weight("Nice to meet you."))
+    assert speech_seconds("Nice to meet you. " * 4) == pytest.approx(
+        4 * text_weight("Nice to meet you. ") / text_weight("Nice to meet you.")
+    )
     assert speech_seconds("hello") < estimate_duration("hello", "Nice to meet you.", 25) / 25  # no boost
     assert speech_seconds("") == 0.0
 

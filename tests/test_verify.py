@@ -9,8 +9,8 @@ import json
 import numpy as np
 import pytest
 import soundfile as sf
-
 from conftest import TINY_CKPT
+
 from omnivoice_cli.app import listen, verify
 
 TEXT = "Hello there, this is a test."
@@ -93,11 +93,17 @@ def test_error_rate():
 def test_batch_verify_per_line_in_the_manifest(invoke, tmp_path, scripted):
     scripted(["garbled", TEXT])
     src = tmp_path / "in.jsonl"
-    src.write_text(json.dumps({"id": "a", "text": TEXT, "verify": True, "seed": 5}) + "\n"
-                   + json.dumps({"id": "b", "text": TEXT, "seed": 5}) + "\n")  # fmt: skip
+    src.write_text(
+        json.dumps({"id": "a", "text": TEXT, "verify": True, "seed": 5})
+        + "\n"
+        + json.dumps({"id": "b", "text": TEXT, "seed": 5})
+        + "\n"
+    )
     r = invoke("batch", src, "-o", tmp_path / "out", "--model", TINY_CKPT, "--num-step", "4")
     assert r.exit_code == 0, r.stderr
-    records = {rec["id"]: rec for rec in map(json.loads, (tmp_path / "out" / "manifest.jsonl").read_text().splitlines())}
+    records = {
+        rec["id"]: rec for rec in map(json.loads, (tmp_path / "out" / "manifest.jsonl").read_text().splitlines())
+    }
     [row] = records["a"]["verify"]
     assert row["attempts"] == 2 and row["kept"] == 2 and row["seed"] == 1005 and row["ok"]
     assert "verify" not in records["b"]
@@ -123,8 +129,15 @@ def test_server_verify_field_and_header(engine, scripted):
     rec = scripted(["garbled", TEXT])
     with running_server(engine) as (url, _, _s):
         c = httpx.Client(base_url=url, timeout=120)
-        body = {"model": "omnivoice", "input": TEXT, "voice": "auto", "seed": 11, "verify": True, "stream": False,
-                "response_format": "wav"}  # fmt: skip
+        body = {
+            "model": "omnivoice",
+            "input": TEXT,
+            "voice": "auto",
+            "seed": 11,
+            "verify": True,
+            "stream": False,
+            "response_format": "wav",
+        }
         r = c.post("/v1/audio/speech", json=body)
         assert r.status_code == 200, r.text
         [row] = json.loads(r.headers["x-omnivoice-verify"])

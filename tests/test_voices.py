@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
-import shutil
 
 import numpy as np
 import pytest
 import soundfile as sf
 import torch
-
 from conftest import GOLDEN, ROOT, TINY_CKPT, files_in
+
 from omnivoice_cli.app import settings as st
 from omnivoice_cli.app import voices
 
@@ -86,9 +86,25 @@ def test_good_names(name):
 
 
 @pytest.mark.parametrize(
-    "name", ["", " ", "a/b", "../x", "a\\b", ".hidden", "-dash", "x.", "my voice", "x.safetensors", "x.pt", "~me",
-             "a" * 65, "tab\there", "_under"],
-)  # fmt: skip
+    "name",
+    [
+        "",
+        " ",
+        "a/b",
+        "../x",
+        "a\\b",
+        ".hidden",
+        "-dash",
+        "x.",
+        "my voice",
+        "x.safetensors",
+        "x.pt",
+        "~me",
+        "a" * 65,
+        "tab\there",
+        "_under",
+    ],
+)
 def test_bad_names(name):
     from omnivoice_cli.engine.errors import InvalidRequest
 
@@ -98,9 +114,17 @@ def test_bad_names(name):
 
 @pytest.mark.parametrize(
     "spec,is_path",
-    [("alice", False), ("v1.2", False), ("./alice", True), ("voices/a", True), ("a.safetensors", True),
-     ("A.PT", True), ("~/v", True), ("/abs/v", True)],
-)  # fmt: skip
+    [
+        ("alice", False),
+        ("v1.2", False),
+        ("./alice", True),
+        ("voices/a", True),
+        ("a.safetensors", True),
+        ("A.PT", True),
+        ("~/v", True),
+        ("/abs/v", True),
+    ],
+)
 def test_name_or_path(spec, is_path):
     assert voices.is_voice_path(spec) is is_path
 
@@ -217,23 +241,33 @@ BAD_REFS = {
     # name: (file name, how to make it, transcript args, message fragment)
     "missing file": ("nope.wav", None, ["--ref-text", "Hi."], "nope.wav' does not exist"),
     "a folder": ("folder.wav", lambda p: p.mkdir(), ["--ref-text", "Hi."], "is a folder, not a recording"),
-    "not audio": ("text.wav", lambda p: p.write_text("hello, not audio"), ["--ref-text", "Hi."], "cannot read reference audio"),
+    "not audio": (
+        "text.wav",
+        lambda p: p.write_text("hello, not audio"),
+        ["--ref-text", "Hi."],
+        "cannot read reference audio",
+    ),
     "truncated header": ("cut.wav", _truncated, ["--ref-text", "Hi."], "cannot read reference audio"),
     "truncated flac": ("cut.flac", _truncated_flac, ["--ref-text", "Hi."], "cannot read reference audio"),
     "empty": ("empty.wav", _header_only, ["--ref-text", "Hi."], "is empty"),
     "silent": ("silent.wav", _silent, ["--ref-text", "Hi."], "is silent: nothing is left after silence removal"),
     "short after silence removal": ("blip.wav", _mostly_silence, ["--ref-text", "Hi."], "is too short"),
     "stereo 16 kHz silence": (
-        "st.flac", lambda p: sf.write(str(p), np.zeros((16000, 2), np.float32), 16000), ["--ref-text", "Hi."],
+        "st.flac",
+        lambda p: sf.write(str(p), np.zeros((16000, 2), np.float32), 16000),
+        ["--ref-text", "Hi."],
         "is silent",
     ),
     "too short": ("short.wav", lambda p: tone(p, 0.3), ["--ref-text", "Hi."], "is too short"),
     "empty transcript": ("ok.wav", lambda p: tone(p, 2), ["--ref-text", "  "], "--ref-text is empty"),
     "no transcript": ("ok.wav", lambda p: tone(p, 2), [], "no transcript for the reference audio"),
     "empty transcript file": (
-        "ok.wav", lambda p: (tone(p, 2), p.with_suffix(".txt").write_text("\n \n")), [], "ok.txt is empty",
+        "ok.wav",
+        lambda p: (tone(p, 2), p.with_suffix(".txt").write_text("\n \n")),
+        [],
+        "ok.txt is empty",
     ),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("case", list(BAD_REFS))
@@ -440,22 +474,37 @@ def test_import_reference_prompt(invoke, fake_engine, home, tmp_path):
     "make,args,message",
     [
         (None, ["--name", "x"], "voice file '{f}' does not exist"),
-        (lambda p: write_pt(p, torch.zeros(8, 5, dtype=torch.long), "Hi.", 0.1, version=2), ["--name", "x"],
-         "has prompt format version 2; supported: 1"),
+        (
+            lambda p: write_pt(p, torch.zeros(8, 5, dtype=torch.long), "Hi.", 0.1, version=2),
+            ["--name", "x"],
+            "has prompt format version 2; supported: 1",
+        ),
         (lambda p: torch.save([1, 2, 3], str(p)), ["--name", "x"], "no format_version"),
-        (lambda p: torch.save({"format_version": 1, "x": _Evil()}, str(p)), ["--name", "x"],
-         "is not a saved reference prompt"),
+        (
+            lambda p: torch.save({"format_version": 1, "x": _Evil()}, str(p)),
+            ["--name", "x"],
+            "is not a saved reference prompt",
+        ),
         (lambda p: p.write_bytes(b"garbage"), ["--name", "x"], "is not a saved reference prompt"),
-        (lambda p: write_pt(p, torch.zeros(8, 5, dtype=torch.long), "  ", 0.1), ["--name", "x"],
-         "ref_text is missing or empty"),
+        (
+            lambda p: write_pt(p, torch.zeros(8, 5, dtype=torch.long), "  ", 0.1),
+            ["--name", "x"],
+            "ref_text is missing or empty",
+        ),
         (lambda p: write_pt(p, torch.zeros(8, 5), "Hi.", 0.1), ["--name", "x"], "must be an integer tensor"),
         (lambda p: write_pt(p, torch.full((8, 5), -1), "Hi.", 0.1), ["--name", "x"], "negative values"),
-        (lambda p: write_pt(p, torch.zeros(8, 5, dtype=torch.long), "Hi.", 0.1), ["--name", "a/b"],
-         "voice name 'a/b' is not allowed"),
-        (lambda p: write_pt(p, torch.zeros(8, 5, dtype=torch.long), "Hi.", 0.1), [],
-         "the file's name 'my voice' cannot name a voice: give --name NAME"),
+        (
+            lambda p: write_pt(p, torch.zeros(8, 5, dtype=torch.long), "Hi.", 0.1),
+            ["--name", "a/b"],
+            "voice name 'a/b' is not allowed",
+        ),
+        (
+            lambda p: write_pt(p, torch.zeros(8, 5, dtype=torch.long), "Hi.", 0.1),
+            [],
+            "the file's name 'my voice' cannot name a voice: give --name NAME",
+        ),
     ],
-)  # fmt: skip
+)
 def test_import_refuses(invoke, home, tmp_path, make, args, message, capfd):
     f = tmp_path / "my voice.pt"
     if make:
@@ -483,7 +532,9 @@ def test_builtin_voices_are_the_servers_table():
 
     table = voices.builtin_voices()
     assert table == load_voice_map() and table["alloy"] == "female, young adult, moderate pitch"
-    assert {"alloy", "ash", "ballad", "coral", "echo", "fable", "onyx", "nova", "sage", "shimmer", "verse"} <= set(table)
+    assert {"alloy", "ash", "ballad", "coral", "echo", "fable", "onyx", "nova", "sage", "shimmer", "verse"} <= set(
+        table
+    )
 
 
 @pytest.mark.parametrize("name", sorted(voices.builtin_voices()))
@@ -547,12 +598,17 @@ def test_builtin_voice_in_a_cast(invoke, fake_engine, home, tmp_path):
 
 def test_builtin_voice_in_a_batch_line(invoke, fake_engine, home, tmp_path):
     src = tmp_path / "jobs.jsonl"
-    src.write_text(json.dumps({"text": "a", "voice": "echo"}) + "\n" + json.dumps({"text": "b", "voice": "nova",
-                                                                                 "instruct": "whisper"}))  # fmt: skip
+    src.write_text(
+        json.dumps({"text": "a", "voice": "echo"})
+        + "\n"
+        + json.dumps({"text": "b", "voice": "nova", "instruct": "whisper"})
+    )
     r = invoke("batch", src, "-o", tmp_path / "out", "-q")
     assert r.exit_code == 0, r.stderr
-    assert [q.instruct for q in fake_engine.requests] == [voices.builtin_voices()["echo"],
-                                                          "female, middle-aged, high pitch, whisper"]  # fmt: skip
+    assert [q.instruct for q in fake_engine.requests] == [
+        voices.builtin_voices()["echo"],
+        "female, middle-aged, high pitch, whisper",
+    ]
 
 
 # ------------------------------------------------------------------------------------ batch
@@ -591,9 +647,20 @@ def test_batch_speed_and_chunk_flags(invoke, fake_engine, home, tmp_path):
     src = tmp_path / "jobs.jsonl"
     src.write_text(json.dumps({"text": "a"}) + "\n" + json.dumps({"text": "b", "chunk_duration": 5}) + "\n")
     r = invoke(
-        "batch", src, "-o", tmp_path / "out", "-q", "--threads", "2", "--quantize", "int8",
-        "--chunk-duration", "8", "--chunk-threshold", "12",
-    )  # fmt: skip
+        "batch",
+        src,
+        "-o",
+        tmp_path / "out",
+        "-q",
+        "--threads",
+        "2",
+        "--quantize",
+        "int8",
+        "--chunk-duration",
+        "8",
+        "--chunk-threshold",
+        "12",
+    )
     assert r.exit_code == 0, r.stderr
     assert fake_engine.loads == [
         {"model": st.DEFAULT_MODEL, "device": "auto", "dtype": "auto", "threads": 2, "quantize": "int8"}
@@ -662,8 +729,9 @@ def loaded(monkeypatch, tiny_engine):
 
 
 def say(invoke, path, *args):
-    r = invoke("say", "I can speak in your voice.", "--model", TINY_CKPT, "--seed", 7, "--num-step", 8,
-               "-o", path, "-q", *args)  # fmt: skip
+    r = invoke(
+        "say", "I can speak in your voice.", "--model", TINY_CKPT, "--seed", 7, "--num-step", 8, "-o", path, "-q", *args
+    )
     assert r.exit_code == 0, r.stderr
     return path.read_bytes()
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
-
 from conftest import TINY_CKPT
+
 from omnivoice_cli.app import listen, verify, words
 
 TEXT = "Hello there, this is a test. It has two sentences and a few more words."
@@ -49,8 +49,24 @@ def test_say_words_and_word_subtitles(invoke, tmp_path, monkeypatch):
     rec = Timed(TEXT, drop={"this", "few"})
     monkeypatch.setattr(listen, "RECOGNISER", lambda spec, device, what: rec)
     out, wj, vtt = tmp_path / "o.wav", tmp_path / "o.words.json", tmp_path / "o.vtt"
-    r = invoke("say", TEXT, "--model", TINY_CKPT, "-o", out, "--num-step", "4", "--seed", "1", "--words", wj,
-               "--subtitles", vtt, "--subtitle-level", "word")  # fmt: skip
+    r = invoke(
+        "say",
+        TEXT,
+        "--model",
+        TINY_CKPT,
+        "-o",
+        out,
+        "--num-step",
+        "4",
+        "--seed",
+        "1",
+        "--words",
+        wj,
+        "--subtitles",
+        vtt,
+        "--subtitle-level",
+        "word",
+    )
     assert r.exit_code == 0, r.stderr
     audio, rate = sf.read(out)
     rows = json.loads(wj.read_text())["words"]

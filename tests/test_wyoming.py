@@ -14,26 +14,28 @@ import pytest
 
 pytest.importorskip("wyoming")  # the wyoming extra (CI installs it with the test extra)
 
-from wyoming.audio import AudioChunk, AudioStart, AudioStop
+from server_util import TINY_CKPT, hold_loop, wait_for, wav_samples
+from wyoming.audio import AudioChunk, AudioStop
 from wyoming.client import AsyncTcpClient
 from wyoming.error import Error
-from wyoming.event import Event, async_write_event
+from wyoming.event import Event
 from wyoming.info import Describe, Info
 from wyoming.ping import Ping
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeVoice
 
 from omnivoice_cli.app import settings as st
-from omnivoice_cli.engine.streaming import cut_segments
-from omnivoice_cli.engine.errors import InvalidRequest
 from omnivoice_cli.app.speaker import Speaker, SpeakerOptions
+from omnivoice_cli.engine.errors import InvalidRequest
+from omnivoice_cli.engine.streaming import cut_segments
 from omnivoice_cli.server.wyoming import WyomingOptions, WyomingServer, parse_uri, ready_text
-from server_util import TINY_CKPT, hold_loop, wait_for, wav_samples
 
 SEED = 17  # the server's --seed: every request's (a stream's parts: 17, 18, ...)
 NUM_STEP = 4
-THREE = ("Good morning to all of you here today. "
-         "The train to the city leaves at seven in the evening, so there is plenty of time left for tea. "
-         "She packed her bags and then she checked the tickets twice before she called a taxi home.")  # fmt: skip
+THREE = (
+    "Good morning to all of you here today. "
+    "The train to the city leaves at seven in the evening, so there is plenty of time left for tea. "
+    "She packed her bags and then she checked the tickets twice before she called a taxi home."
+)
 
 
 @pytest.fixture(scope="module")
@@ -60,8 +62,9 @@ class Running:
 
     def __init__(self, engine, uri="tcp://127.0.0.1:0", **options):
         flags = {"num_step": NUM_STEP, "seed": SEED}
-        self.speaker = Speaker(SpeakerOptions(layers=((st.FLAG_SOURCE, flags),), model=str(TINY_CKPT), **options),
-                               load=lambda: engine)  # fmt: skip
+        self.speaker = Speaker(
+            SpeakerOptions(layers=((st.FLAG_SOURCE, flags),), model=str(TINY_CKPT), **options), load=lambda: engine
+        )
         self.speaker.start()
         self.server = WyomingServer(self.speaker, WyomingOptions(uri=uri, quiet=True))
         self.ready = threading.Event()
@@ -174,8 +177,9 @@ def test_a_one_piece_text_equals_say_with_the_seed(srv, invoke, tmp_path):
     assert len(got) > 0 and np.array_equal(got, wav_samples(out.read_bytes()))
     # a saved voice and a language, as a satellite names them, against `say --voice --lang`
     got = run(speak(srv, text, SynthesizeVoice(name="alloy")))
-    r = invoke("say", text, "--model", TINY_CKPT, "--seed", SEED, "--num-step", NUM_STEP, "--voice", "alloy",
-               "-o", out, "-q")  # fmt: skip
+    r = invoke(
+        "say", text, "--model", TINY_CKPT, "--seed", SEED, "--num-step", NUM_STEP, "--voice", "alloy", "-o", out, "-q"
+    )
     assert r.exit_code == 0, r.stderr
     assert np.array_equal(got, wav_samples(out.read_bytes()))
 
@@ -237,7 +241,9 @@ def test_streaming_synthesis_speaks_from_the_first_sentence_end(srv, monkeypatch
             for text in ("ain leaves at seven. It", " rained all day"):
                 await client.write_event(SynthesizeChunk(text=text).event())
             full = "Good morning to you all. The train leaves at seven. It rained all day"
-            await client.write_event(Synthesize(text=full, voice=SynthesizeVoice(name="onyx")).event())  # for old servers
+            await client.write_event(
+                Synthesize(text=full, voice=SynthesizeVoice(name="onyx")).event()
+            )  # for old servers
             await client.write_event(SynthesizeStop().event())
             rest = await events_until(client, "synthesize-stopped")
             return first, rest
@@ -245,11 +251,17 @@ def test_streaming_synthesis_speaks_from_the_first_sentence_end(srv, monkeypatch
     first, rest = run(go())
     assert [e.type for e in first][0] == "audio-start" and len(submitted) >= 2
     assert submitted[0].text == "Good morning to you all."
-    assert " ".join(r.text.strip() for r in submitted) == "Good morning to you all. The train leaves at seven. It rained all day"
+    assert (
+        " ".join(r.text.strip() for r in submitted)
+        == "Good morning to you all. The train leaves at seven. It rained all day"
+    )
     assert [r.seed for r in submitted] == [SEED + k for k in range(len(submitted))]
     assert submitted[0].ref is None and all(r.ref is not None for r in submitted[1:])  # the first part's voice
     kinds = [e.type for e in rest]
-    assert kinds[-1] == "synthesize-stopped" and kinds.count("audio-start") == kinds.count("audio-stop") == len(submitted) - 1
+    assert (
+        kinds[-1] == "synthesize-stopped"
+        and kinds.count("audio-start") == kinds.count("audio-stop") == len(submitted) - 1
+    )
 
 
 @pytest.mark.slow
@@ -280,6 +292,7 @@ def test_four_satellites_at_once_share_forwards_and_each_gets_its_own_audio(srv)
 def test_a_client_that_drops_frees_its_work(srv):
     gate = hold_loop(srv.service)
     try:
+
         async def drop():
             client = srv.client()
             await client.connect()
@@ -325,24 +338,41 @@ def test_a_request_that_cannot_be_spoken_gets_an_error_then_the_connection_close
     """As wyoming-piper does: Home Assistant reads a synthesis up to its audio-stop, so an error
     alone would leave it waiting; the close ends its wait. The server goes on serving."""
     cases = [
-        ((Event(type="synthesize", data={"voice": {"name": "alloy"}}),), "invalid-request",
-         "the 'synthesize' event has no 'text': give the text to speak"),
-        ((Synthesize(text="x" * 1_000_000).event(),), "too-large",
-         "the 'synthesize' event is 1000012 bytes long: at most 40960 bytes are allowed (--max-chars)"),
-        ((Synthesize(text="y " * 2100).event(),), "invalid-request",
-         "text is 4200 characters long: at most 4096 are allowed (--max-chars)"),
-        ((Synthesize(text="Hi.", voice=SynthesizeVoice(name="nobody")).event(),), "invalid-request",
-         "unknown voice 'nobody'"),
-        ((Synthesize(text="Hi.", voice=SynthesizeVoice(name="auto", speaker="purple")).event(),), "invalid-request",
-         "field 'instruct': "),
+        (
+            (Event(type="synthesize", data={"voice": {"name": "alloy"}}),),
+            "invalid-request",
+            "the 'synthesize' event has no 'text': give the text to speak",
+        ),
+        (
+            (Synthesize(text="x" * 1_000_000).event(),),
+            "too-large",
+            "the 'synthesize' event is 1000012 bytes long: at most 40960 bytes are allowed (--max-chars)",
+        ),
+        (
+            (Synthesize(text="y " * 2100).event(),),
+            "invalid-request",
+            "text is 4200 characters long: at most 4096 are allowed (--max-chars)",
+        ),
+        (
+            (Synthesize(text="Hi.", voice=SynthesizeVoice(name="nobody")).event(),),
+            "invalid-request",
+            "unknown voice 'nobody'",
+        ),
+        (
+            (Synthesize(text="Hi.", voice=SynthesizeVoice(name="auto", speaker="purple")).event(),),
+            "invalid-request",
+            "field 'instruct': ",
+        ),
         ((SynthesizeChunk(text="Hi.").event(),), "invalid-request", "synthesize-chunk outside a stream"),
         ((SynthesizeStart().event(), SynthesizeStart().event()), "invalid-request", "synthesize-start inside a stream"),
-    ]  # fmt: skip
+    ]
     for events, code, words in cases:
         error, after = run(refused(srv, *events))
         assert error.code == code and words in error.text and after is None, (events[0].type, error)
     error, after = run(refused(srv, write=b"this is not json\n"))
-    assert error.code == "bad-event" and error.text.startswith("an event's header is not a line of JSON") and after is None
+    assert (
+        error.code == "bad-event" and error.text.startswith("an event's header is not a line of JSON") and after is None
+    )
     assert len(run(speak(srv, "Still here."))) > 0
 
 
@@ -351,6 +381,7 @@ def test_a_full_engine_queue_is_an_error_event(engine, home):
     try:
         gate = hold_loop(running.service)
         try:
+
             async def go():
                 async with running.client() as a, running.client() as b:
                     await a.write_event(Synthesize(text="First.").event())
@@ -361,7 +392,9 @@ def test_a_full_engine_queue_is_an_error_event(engine, home):
             busy, after = run(go())
         finally:
             gate.set()
-        assert busy.code == "busy" and busy.text.startswith("the server is busy: 1 requests are queued") and after is None
+        assert (
+            busy.code == "busy" and busy.text.startswith("the server is busy: 1 requests are queued") and after is None
+        )
     finally:
         running.close()
 
@@ -378,6 +411,7 @@ def test_a_unix_socket_serves_and_is_removed_at_the_end(engine, home, tmp_path):
     sock.unlink()
     running = Running(engine, uri=f"unix://{sock}")
     try:
+
         async def go():
             async with AsyncUnixClient(str(sock)) as client:
                 chunks, kinds, last = await synthesize(client, "Over a socket.")
@@ -400,6 +434,7 @@ def test_a_long_stream_is_spoken_in_parts_within_max_chars(engine, home, monkeyp
     monkeypatch.setattr(running.speaker, "submit", lambda req, on: (submitted.append(req.text), real(req, on))[1])
     text = "The lamp is on. " * 6 + "and then words without any end " * 5
     try:
+
         async def go():
             async with running.client() as client:
                 await client.write_event(SynthesizeStart().event())

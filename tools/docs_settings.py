@@ -15,9 +15,15 @@ from omnivoice_cli.ui.options import settings_table  # noqa: E402
 
 readme = ROOT / "docs" / "settings.md"
 text = readme.read_text()
-new, n = re.subn(r"(<!-- settings-table -->\n).*?(<!-- /settings-table -->)",
-                 lambda m: m.group(1) + settings_table() + m.group(2), text, flags=re.S)  # fmt: skip
+new, n = re.subn(
+    r"(<!-- settings-table -->\n).*?(<!-- /settings-table -->)",
+    lambda m: m.group(1) + settings_table() + m.group(2),
+    text,
+    flags=re.S,
+)
 if n != 1:
     raise SystemExit("docs/settings.md: the settings table markers are missing")
 readme.write_text(new)
-print("docs/settings.md: settings table rewritten" if new != text else "docs/settings.md: settings table already current")
+print(
+    "docs/settings.md: settings table rewritten" if new != text else "docs/settings.md: settings table already current"
+)

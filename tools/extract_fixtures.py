@@ -43,7 +43,9 @@ def main() -> None:
             out["step0.cond_target_logits"] = lg[0, :, c_len - tl : c_len].contiguous()
             out["step0.uncond_target_logits"] = lg[1, :, :tl].contiguous()
         save_file(out, DST / f"{name}.safetensors")
-        keep = {k: meta[k] for k in ("name", "generate_kwargs", "calls", "task", "decodes", "encodes", "prompts", "post")}
+        keep = {
+            k: meta[k] for k in ("name", "generate_kwargs", "calls", "task", "decodes", "encodes", "prompts", "post")
+        }
         (DST / f"{name}.json").write_text(json.dumps(keep, indent=1, ensure_ascii=False) + "\n")
         print(name, sorted(out)[:3], "...", len(out))
 

@@ -26,7 +26,6 @@ import itertools
 import json
 import shutil
 import string
-import sys
 import tempfile
 from pathlib import Path
 
@@ -35,13 +34,29 @@ N_TIMESTAMPS = 1501  # <|0.00|> .. <|30.00|>
 N_MELS = 128  # large-v3 and turbo
 SEED = 0
 SIZES = {
-    "tiny": dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=2, decoder_attention_heads=2,
-                 encoder_ffn_dim=64, decoder_ffn_dim=64),
-    "turbo": dict(d_model=1280, encoder_layers=32, decoder_layers=4, encoder_attention_heads=20,
-                  decoder_attention_heads=20, encoder_ffn_dim=5120, decoder_ffn_dim=5120),
-}  # fmt: skip
+    "tiny": dict(
+        d_model=32,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=64,
+        decoder_ffn_dim=64,
+    ),
+    "turbo": dict(
+        d_model=1280,
+        encoder_layers=32,
+        decoder_layers=4,
+        encoder_attention_heads=20,
+        decoder_attention_heads=20,
+        encoder_ffn_dim=5120,
+        decoder_ffn_dim=5120,
+    ),
+}
 # the language tokens in Whisper's order (large-v3: 100, "yue" last)
-LANGUAGES = tuple("""en zh de es ru ko fr ja pt tr pl ca nl ar sv it id hi fi vi he uk el ms cs ro da hu ta no th ur hr bg lt la mi ml cy sk te fa lv bn sr az sl kn et mk br eu is hy ne mn bs kk sq sw gl mr pa si km sn yo so af oc ka be tg sd gu am yi lo uz fo ht ps tk nn mt sa lb my bo tl mg as tt haw ln ha ba jw su yue""".split())
+LANGUAGES = tuple(
+    """en zh de es ru ko fr ja pt tr pl ca nl ar sv it id hi fi vi he uk el ms cs ro da hu ta no th ur hr bg lt la mi ml cy sk te fa lv bn sr az sl kn et mk br eu is hy ne mn bs kk sq sw gl mr pa si km sn yo so af oc ka be tg sd gu am yi lo uz fo ht ps tk nn mt sa lb my bo tl mg as tt haw ln ha ba jw su yue""".split()
+)
 
 
 def _vocab() -> dict[str, int]:
@@ -61,10 +76,17 @@ def _vocab() -> dict[str, int]:
 
 def _specials() -> list[str]:
     return [
-        "<|endoftext|>", "<|startoftranscript|>", *(f"<|{c}|>" for c in LANGUAGES),
-        "<|translate|>", "<|transcribe|>", "<|startoflm|>", "<|startofprev|>", "<|nospeech|>",
-        "<|notimestamps|>", *("<|%.2f|>" % (i * 0.02) for i in range(N_TIMESTAMPS)),
-    ]  # fmt: skip
+        "<|endoftext|>",
+        "<|startoftranscript|>",
+        *(f"<|{c}|>" for c in LANGUAGES),
+        "<|translate|>",
+        "<|transcribe|>",
+        "<|startoflm|>",
+        "<|startofprev|>",
+        "<|nospeech|>",
+        "<|notimestamps|>",
+        *("<|%.2f|>" % (i * 0.02) for i in range(N_TIMESTAMPS)),
+    ]
 
 
 def build_tokenizer(folder: Path) -> int:
@@ -83,8 +105,13 @@ def build_tokenizer(folder: Path) -> int:
     tok.save(str(folder / "tokenizer.json"))
     from transformers import WhisperTokenizerFast
 
-    hf = WhisperTokenizerFast(tokenizer_file=str(folder / "tokenizer.json"), unk_token="<|endoftext|>",
-                              bos_token="<|endoftext|>", eos_token="<|endoftext|>", pad_token="<|endoftext|>")
+    hf = WhisperTokenizerFast(
+        tokenizer_file=str(folder / "tokenizer.json"),
+        unk_token="<|endoftext|>",
+        bos_token="<|endoftext|>",
+        eos_token="<|endoftext|>",
+        pad_token="<|endoftext|>",
+    )
     hf.save_pretrained(str(folder))
     return tok.get_vocab_size(with_added_tokens=True)
 
@@ -100,25 +127,50 @@ def build(out: Path, size: str = "tiny") -> None:
         assert n_vocab == N_TEXT + 2 + len(LANGUAGES) + 6 + N_TIMESTAMPS == 51866, n_vocab
         eot, sot = N_TEXT, N_TEXT + 1
         config = WhisperConfig(
-            vocab_size=n_vocab, num_mel_bins=N_MELS, **SIZES[size], max_source_positions=1500, max_target_positions=448, bos_token_id=eot, eos_token_id=eot,
-            pad_token_id=eot, decoder_start_token_id=sot,
-        )  # fmt: skip
+            vocab_size=n_vocab,
+            num_mel_bins=N_MELS,
+            **SIZES[size],
+            max_source_positions=1500,
+            max_target_positions=448,
+            bos_token_id=eot,
+            eos_token_id=eot,
+            pad_token_id=eot,
+            decoder_start_token_id=sot,
+        )
         torch.manual_seed(SEED)
         model = WhisperForConditionalGeneration(config).eval()
         lang_ids = {f"<|{c}|>": sot + 1 + i for i, c in enumerate(LANGUAGES)}
         model.generation_config = GenerationConfig(
-            decoder_start_token_id=sot, eos_token_id=eot, pad_token_id=eot, suppress_tokens=[],
-            begin_suppress_tokens=[220, eot], alignment_heads=[[SIZES[size]["decoder_layers"] - 1, h] for h in range(2)],
+            decoder_start_token_id=sot,
+            eos_token_id=eot,
+            pad_token_id=eot,
+            suppress_tokens=[],
+            begin_suppress_tokens=[220, eot],
+            alignment_heads=[[SIZES[size]["decoder_layers"] - 1, h] for h in range(2)],
             lang_to_id=lang_ids,
-            is_multilingual=True, no_timestamps_token_id=sot + 1 + len(LANGUAGES) + 5,
-        )  # fmt: skip
+            is_multilingual=True,
+            no_timestamps_token_id=sot + 1 + len(LANGUAGES) + 5,
+        )
         model.save_pretrained(str(hf_dir))
-        (hf_dir / "preprocessor_config.json").write_text(json.dumps({
-            "chunk_length": 30, "feature_extractor_type": "WhisperFeatureExtractor", "feature_size": N_MELS,
-            "hop_length": 160, "n_fft": 400, "n_samples": 480000, "nb_max_frames": 3000,
-            "padding_side": "right", "padding_value": 0.0, "processor_class": "WhisperProcessor",
-            "return_attention_mask": False, "sampling_rate": 16000,
-        }, indent=2))  # fmt: skip
+        (hf_dir / "preprocessor_config.json").write_text(
+            json.dumps(
+                {
+                    "chunk_length": 30,
+                    "feature_extractor_type": "WhisperFeatureExtractor",
+                    "feature_size": N_MELS,
+                    "hop_length": 160,
+                    "n_fft": 400,
+                    "n_samples": 480000,
+                    "nb_max_frames": 3000,
+                    "padding_side": "right",
+                    "padding_value": 0.0,
+                    "processor_class": "WhisperProcessor",
+                    "return_attention_mask": False,
+                    "sampling_rate": 16000,
+                },
+                indent=2,
+            )
+        )
         if out.exists():
             shutil.rmtree(out)
         TransformersConverter(str(hf_dir), copy_files=["tokenizer.json", "preprocessor_config.json"]).convert(
@@ -130,7 +182,9 @@ if __name__ == "__main__":
     import argparse
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("out", nargs="?", type=Path, default=Path(__file__).resolve().parents[1] / "tests/fixtures/asr-tiny")
+    ap.add_argument(
+        "out", nargs="?", type=Path, default=Path(__file__).resolve().parents[1] / "tests/fixtures/asr-tiny"
+    )
     ap.add_argument("--size", choices=sorted(SIZES), default="tiny")
     args = ap.parse_args()
     target = args.out

@@ -112,8 +112,13 @@ BY_NAME_OR_NONE = [
 ]
 
 DEVIATIONS = [("Mayroon akong 25 na mansanas.", "fil"), ("Naa koy 25 ka mansanas.", "ceb")]
-CENTS = [("It costs $3.50, or £12 and €1,000,000.", "en",
-          "It costs three dollars fifty, or twelve pounds and one million euros.")]  # fmt: skip
+CENTS = [
+    (
+        "It costs $3.50, or £12 and €1,000,000.",
+        "en",
+        "It costs three dollars fifty, or twelve pounds and one million euros.",
+    )
+]
 
 
 def main() -> None:
@@ -130,8 +135,9 @@ def main() -> None:
     for text, lang in DEVIATIONS:
         rows.append({"lang": lang, "text": text, "reference": normalize_text(text, lang), "deviation": True})
     for text, lang, ours in CENTS:
-        rows.append({"lang": lang, "text": text, "reference": normalize_text(text, lang), "ours": ours,
-                     "deviation": "cents"})  # fmt: skip
+        rows.append(
+            {"lang": lang, "text": text, "reference": normalize_text(text, lang), "ours": ours, "deviation": "cents"}
+        )
     versions = {p: metadata.version(p) for p in ("omnivoice", "WeTextProcessing", "num2words")}
     OUT.parent.mkdir(parents=True, exist_ok=True)
     doc = {"_about": "reference normalize_text outputs (tools/make_normalize_golden.py)", "versions": versions}

@@ -37,11 +37,11 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 from typing import Any, Protocol
 
-from . import settings as st
 from ..engine.errors import InvalidRequest, MissingExtra, OmniVoiceError
 from ..engine.text import is_blank
-from .manifest import MANIFEST, ManifestWriter, done_records
 from ..media.output import AUDIO_FORMATS
+from . import settings as st
+from .manifest import MANIFEST, ManifestWriter, done_records
 from .request import Built, References, Voices, build_request, named
 from .session import Hardware, Session, WarnOnce, random_seed, seed_for
 from .signals import HoldSignals
@@ -123,8 +123,10 @@ def _open_input(path: str | Path):
     suffix = p.suffix.lower()
     if suffix not in TEXT_SUFFIXES + JSON_SUFFIXES:
         shown = f"extension {suffix!r}" if suffix else "no extension"
-        raise InvalidRequest(f"input '{path}' has {shown}: use a .txt file (one text per line) or a .jsonl file "
-                             "(one JSON object per line)")  # fmt: skip
+        raise InvalidRequest(
+            f"input '{path}' has {shown}: use a .txt file (one text per line) or a .jsonl file "
+            "(one JSON object per line)"
+        )
     if not p.exists():
         raise InvalidRequest(f"input file '{path}' does not exist")
     if p.is_dir():
@@ -141,7 +143,9 @@ def _raw_lines(f, path: str | Path):
     for number, raw in enumerate(iter(lambda: f.readline(MAX_LINE_BYTES + 1), b""), start=1):
         total += len(raw)
         if total > MAX_INPUT_BYTES:
-            raise InvalidRequest(f"input file '{path}' is over {MAX_INPUT_BYTES >> 20} MiB: split it into several files")
+            raise InvalidRequest(
+                f"input file '{path}' is over {MAX_INPUT_BYTES >> 20} MiB: split it into several files"
+            )
         if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
             while raw and not raw.endswith(b"\n"):  # skip the rest of the line
                 raw = f.readline(MAX_LINE_BYTES + 1)
@@ -155,7 +159,9 @@ def _raw_lines(f, path: str | Path):
         try:
             yield number, raw.decode("utf-8").rstrip("\r\n"), None
         except UnicodeDecodeError as e:
-            raise InvalidRequest(f"input file '{path}' is not UTF-8 text (line {number}, column {e.start + 1})") from None
+            raise InvalidRequest(
+                f"input file '{path}' is not UTF-8 text (line {number}, column {e.start + 1})"
+            ) from None
 
 
 def read_input(path: str | Path) -> tuple[list[Line], int]:
@@ -177,8 +183,9 @@ def read_input(path: str | Path) -> tuple[list[Line], int]:
             if is_blank(stripped) or stripped.startswith("#"):  # blank: whitespace, zero-width, controls
                 continue
             if len(lines) >= MAX_LINES:
-                raise InvalidRequest(f"input file '{path}' has more than {MAX_LINES} lines to speak: split it "
-                                     "into several files")  # fmt: skip
+                raise InvalidRequest(
+                    f"input file '{path}' has more than {MAX_LINES} lines to speak: split it into several files"
+                )
             lines.append(Line(number, text=stripped) if not as_json else _json_line(number, stripped))
     if not lines:
         what = "is empty" if physical == 0 or not seen_text else "has only blank lines and # comments"
@@ -227,8 +234,10 @@ def check_fields(line: Line) -> None:
     if unknown:
         hint = st.did_you_mean(unknown[0], LINE_FIELDS)
         names = ", ".join(repr(k)[:60] for k in unknown[:5])
-        line.error = (f"line {n}: unknown field{'s' if len(unknown) > 1 else ''} {names}{hint}; "
-                      f"known fields: {', '.join(LINE_FIELDS)}")  # fmt: skip
+        line.error = (
+            f"line {n}: unknown field{'s' if len(unknown) > 1 else ''} {names}{hint}; "
+            f"known fields: {', '.join(LINE_FIELDS)}"
+        )
         return
     text = f.get("text")
     if text is None:
@@ -288,8 +297,11 @@ def _output_name(spec: str, fmt: str) -> tuple[str, str, str | None]:
     if any(len(part.encode()) > MAX_NAME_BYTES for part in PurePath(name).parts):
         return "", fmt, f"{st.shown_value(spec)} is too long: at most {MAX_NAME_BYTES} bytes per name"
     if len(name.encode()) > MAX_PATH_BYTES or len(PurePath(name).parts) > MAX_DEPTH:
-        return "", fmt, (f"{st.shown_value(spec)} is too long: at most {MAX_PATH_BYTES} bytes and {MAX_DEPTH} "
-                         "folders deep")  # fmt: skip
+        return (
+            "",
+            fmt,
+            (f"{st.shown_value(spec)} is too long: at most {MAX_PATH_BYTES} bytes and {MAX_DEPTH} folders deep"),
+        )
     return name, fmt, None
 
 
@@ -303,9 +315,11 @@ def line_output(line: Line, fmt: str, width: int) -> tuple[str, str]:
         return name, fmt
     if line.id is not None:
         if not _safe_id(line.id) or len(line.id.encode()) > MAX_NAME_BYTES:
-            raise InvalidRequest(f"line {n}: field 'id' {st.shown_value(line.id)} cannot name a file (no '/', '\\', "
-                                 f"'.' or '..', at most {MAX_NAME_BYTES} bytes): use letters, digits, '-' and '_', "
-                                 "or give 'output'")  # fmt: skip
+            raise InvalidRequest(
+                f"line {n}: field 'id' {st.shown_value(line.id)} cannot name a file (no '/', '\\', "
+                f"'.' or '..', at most {MAX_NAME_BYTES} bytes): use letters, digits, '-' and '_', "
+                "or give 'output'"
+            )
         return f"{line.id}.{fmt}", fmt
     return f"{n:0{width}d}.{fmt}", fmt
 
@@ -429,9 +443,19 @@ class Executor(Protocol):
 class BatchRun:
     """One batch: plan every line (no model), then speak what is left, writing files and manifest."""
 
-    def __init__(self, input_path: str | Path, output_dir: str | Path, *, preset: st.Preset | None,
-                 flags: dict[str, Any], overwrite: bool = False, session: Session | None = None,
-                 subtitles: str | None = None, executor: Executor | None = None, words: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self,
+        input_path: str | Path,
+        output_dir: str | Path,
+        *,
+        preset: st.Preset | None,
+        flags: dict[str, Any],
+        overwrite: bool = False,
+        session: Session | None = None,
+        subtitles: str | None = None,
+        executor: Executor | None = None,
+        words: bool = False,
+    ) -> None:
         self.input_path, self.output_dir = input_path, output_dir
         self.words = words  # --words: NAME.words.json beside each audio file (words.py)
         self.verifier: Any = None  # --verify: the run's recogniser (verify.Verifier), loaded on first use
@@ -491,8 +515,9 @@ class BatchRun:
         line.name, line.format = line_output(line, settings["format"], width)
         settings = settings.with_values({"format": line.format})
         seed = random_seed() if settings["seed"] is None else None
-        line.built = build_request(line.text, settings, refs=self.refs, voices=self.voices, line_base=self.base,
-                                   seed=seed)  # fmt: skip
+        line.built = build_request(
+            line.text, settings, refs=self.refs, voices=self.voices, line_base=self.base, seed=seed
+        )
         line.warnings = list(line.built.warnings)
 
     def plan(self) -> None:
@@ -566,8 +591,9 @@ class BatchRun:
                     from .words import word_timings, write_words
 
                     req = line.built.request
-                    timed = word_timings(self.recogniser(line), result.audio, result.sample_rate, result.pieces,
-                                         req.text, req.lang)  # fmt: skip
+                    timed = word_timings(
+                        self.recogniser(line), result.audio, result.sample_rate, result.pieces, req.text, req.lang
+                    )
                     write_words(target.with_name(target.stem + ".words.json"), timed)
                 write_audio(result.audio, result.sample_rate, OutputTarget(target, *FORMATS["." + line.format]))
             except OSError as e:
@@ -579,9 +605,14 @@ class BatchRun:
             self.warn(line, [*result.warnings, *checked])
             line.status = "done"
             verified = {} if line.check is None else {"verify": line.check.report()}
-            line.record = _record(line, "done", audio_seconds=round(seconds, 4),
-                                  seconds=round(time.perf_counter() - started, 4), seed=result.seed,
-                                  **verified)  # fmt: skip
+            line.record = _record(
+                line,
+                "done",
+                audio_seconds=round(seconds, 4),
+                seconds=round(time.perf_counter() - started, 4),
+                seed=result.seed,
+                **verified,
+            )
             self.manifest.append(line.record)
             self.report.audio_seconds += seconds
             self.progress.line("done")
@@ -606,8 +637,9 @@ class BatchRun:
                 if old is not None:
                     line.record = {**old, "line": line.number}
                 else:
-                    line.record = _record(line, "skipped", audio_seconds=_audio_seconds(out / line.name),
-                                          settings=None, seed=None)  # fmt: skip
+                    line.record = _record(
+                        line, "skipped", audio_seconds=_audio_seconds(out / line.name), settings=None, seed=None
+                    )
                     self.manifest.append(line.record)
                 self.progress.line("skipped")
             else:
@@ -617,8 +649,11 @@ class BatchRun:
     def _finish(self, signals: HoldSignals) -> None:
         """One record per line in the manifest, rewritten atomically (no stop while it is written)."""
         signals.depth += 1
-        error = ("the run was interrupted before this line was spoken" if self.report.interrupted
-                 else "the run stopped before this line was spoken")  # fmt: skip
+        error = (
+            "the run was interrupted before this line was spoken"
+            if self.report.interrupted
+            else "the run stopped before this line was spoken"
+        )
         final = []
         for line in self.lines:
             if line.record is None:
@@ -693,8 +728,9 @@ class LocalExecutor:
 
             with run.session.status("loading the speech recogniser ..."):
                 run.verifier = Verifier.from_settings(settings)
-        line.check = run.verifier.for_request(line.built.request.lang, settings["verify_max_error"],
-                                              settings["verify_retries"])  # fmt: skip
+        line.check = run.verifier.for_request(
+            line.built.request.lang, settings["verify_max_error"], settings["verify_retries"]
+        )
         return line.check
 
     def run_group(self, run: BatchRun, engine: Any, group: list[Line]) -> None:
@@ -712,12 +748,18 @@ class LocalExecutor:
                 e = named(line.built.settings, e)
             run.fail_line(line, f"generation failed: {' '.join((str(e).strip() or type(e).__name__).split())}")
 
-        requests = [dataclasses.replace(ln.built.request, ref=ln.prompt) if ln.prompt else ln.built.request
-                    for ln in group]  # fmt: skip
+        requests = [
+            dataclasses.replace(ln.built.request, ref=ln.prompt) if ln.prompt else ln.built.request for ln in group
+        ]
         checks = [self.check_for(run, ln) for ln in group]  # --verify (verify.py)
         try:
-            engine.generate(requests, on_step=run.progress.step, on_result=on_result, on_error=on_error,
-                            **({"checks": checks} if any(c is not None for c in checks) else {}))  # fmt: skip
+            engine.generate(
+                requests,
+                on_step=run.progress.step,
+                on_result=on_result,
+                on_error=on_error,
+                **({"checks": checks} if any(c is not None for c in checks) else {}),
+            )
         except (OmniVoiceError, RuntimeError, MemoryError) as e:  # e.g. out of memory: the group fails
             msg = " ".join((str(e).strip() or type(e).__name__).split())
             for line in group:

@@ -80,8 +80,10 @@ class ClusterOptions:
         if not 1 <= self.workers <= MAX_WORKERS:
             raise InvalidRequest(f"--workers must be an integer in 1..{MAX_WORKERS}, got {self.workers}")
         if not (math.isfinite(self.gpus_per_worker) and 0 <= self.gpus_per_worker <= 64):
-            raise InvalidRequest(f"--gpus-per-worker must be a number in 0..64 (0.5: two workers share a GPU), "
-                                 f"got {self.gpus_per_worker:g}")  # fmt: skip
+            raise InvalidRequest(
+                f"--gpus-per-worker must be a number in 0..64 (0.5: two workers share a GPU), "
+                f"got {self.gpus_per_worker:g}"
+            )
 
 
 # --------------------------------------------------------------------------------------------
@@ -199,8 +201,9 @@ class OmnivoiceWorker:
     def run(self, tasks: list[Task], references: dict) -> list[Outcome]:
         """Speak a group: every task gets an Outcome (a generation error fails the whole group)."""
         if self.error is not None:
-            return [Outcome(t.number, error=f"the worker could not load the model: {one_line(self.error)}")
-                    for t in tasks]  # fmt: skip
+            return [
+                Outcome(t.number, error=f"the worker could not load the model: {one_line(self.error)}") for t in tasks
+            ]
         t0 = time.perf_counter()
         outcomes: dict[int, Outcome] = {}
         requests, numbers = [], []
@@ -236,8 +239,10 @@ def check_device(device: str | None, options: ClusterOptions) -> None:
     cannot pick one."""
     device = (device or "auto").lower()
     if device.startswith("cuda:"):
-        raise InvalidRequest(f"--device {device} picks a GPU, but with --ray each worker uses the GPUs Ray gives it: "
-                             "give --device cuda (or auto) and --gpus-per-worker")  # fmt: skip
+        raise InvalidRequest(
+            f"--device {device} picks a GPU, but with --ray each worker uses the GPUs Ray gives it: "
+            "give --device cuda (or auto) and --gpus-per-worker"
+        )
     if device == "cuda" and not options.gpus_per_worker:
         raise InvalidRequest("--device cuda with --ray needs --gpus-per-worker (the GPUs each worker takes)")
 
@@ -258,8 +263,12 @@ def connect(ray: Any, options: ClusterOptions, echo: Any) -> None:
     except (ConnectionError, RuntimeError, ValueError) as e:
         auto = "(RAY_ADDRESS or a head started on this machine)"
         where = auto if options.address == "auto" else "at " + options.address
-        hint = ("; a cluster with token authentication also needs RAY_AUTH_MODE=token (and its token in "
-                "RAY_AUTH_TOKEN or ~/.ray/auth_token)" if "RAY_AUTH_MODE" not in os.environ else "")  # fmt: skip
+        hint = (
+            "; a cluster with token authentication also needs RAY_AUTH_MODE=token (and its token in "
+            "RAY_AUTH_TOKEN or ~/.ray/auth_token)"
+            if "RAY_AUTH_MODE" not in os.environ
+            else ""
+        )
         raise OmniVoiceError(f"cannot reach a Ray cluster {where}: {one_line(e)}{hint}") from None
     echo(f"Ray: connected to the cluster at {options.address}")
 
@@ -337,8 +346,9 @@ class _ClusterRun:
             from ray.util.queue import Queue
 
             self.queue = Queue(maxsize=10_000, actor_options={"num_cpus": 0})
-        self.actor = self.ray.remote(num_cpus=self.options.cpus, num_gpus=self.options.gpus_per_worker,
-                                     max_restarts=0)(OmnivoiceWorker)  # fmt: skip
+        self.actor = self.ray.remote(num_cpus=self.options.cpus, num_gpus=self.options.gpus_per_worker, max_restarts=0)(
+            OmnivoiceWorker
+        )
         self.t_start = time.perf_counter()
         count = min(self.options.workers, len(self.todo))
         each = "workers, each" if count > 1 else "worker,"
@@ -446,7 +456,9 @@ class _ClusterRun:
             return
         except self.ray.exceptions.RayTaskError as e:  # an unexpected error in the worker's code
             cause = one_line(getattr(e, "cause", None) or e)
-            outcomes = [Outcome(line.number, error=f"generation failed on a Ray worker: {cause}") for line in group.lines]
+            outcomes = [
+                Outcome(line.number, error=f"generation failed on a Ray worker: {cause}") for line in group.lines
+            ]
         self.steps.pop(name, None)
         self.idle.append(name)
         for outcome in outcomes:
@@ -474,8 +486,13 @@ class _ClusterRun:
             group.attempts += 1
             if group.attempts > MAX_RETRIES:
                 for line in group.lines:
-                    self._save(Outcome(line.number, error=f"a Ray worker died {group.attempts} times while speaking "
-                                       f"this line ({reason}); run the batch again to retry it"))  # fmt: skip
+                    self._save(
+                        Outcome(
+                            line.number,
+                            error=f"a Ray worker died {group.attempts} times while speaking "
+                            f"this line ({reason}); run the batch again to retry it",
+                        )
+                    )
             else:
                 self.todo.appendleft(group)
                 self.echo(f"Warning: {name} died ({reason}): its {len(group.lines)} line(s) go to another worker")

@@ -20,8 +20,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from . import settings as st
 from ..engine.errors import InvalidRequest
+from . import settings as st
 
 MAX_NAME = 40  # characters of a speaker's name
 MAX_LINES = 20_000  # spoken lines of one script (all go to one packed run)
@@ -77,8 +77,10 @@ def parse_member(spec: str) -> Member:
     name, sep, voice = spec.partition("=")
     name, voice = name.strip(), voice.strip()
     if not sep or not name or not voice:
-        raise InvalidRequest(f"--cast {spec!r}: expected NAME=VOICE, e.g. --cast ALICE=alice "
-                             "(VOICE: a saved voice, a voice file, instruct:ITEMS or auto)")  # fmt: skip
+        raise InvalidRequest(
+            f"--cast {spec!r}: expected NAME=VOICE, e.g. --cast ALICE=alice "
+            "(VOICE: a saved voice, a voice file, instruct:ITEMS or auto)"
+        )
     if len(name) > MAX_NAME or ":" in name or "\n" in name:
         raise InvalidRequest(f"--cast {spec!r}: a name is at most {MAX_NAME} characters, without ':'")
     if voice.lower() == "auto":
@@ -86,7 +88,9 @@ def parse_member(spec: str) -> Member:
     if voice.lower().startswith("instruct:"):
         items = voice[len("instruct:") :].strip()
         if not items:
-            raise InvalidRequest(f"--cast {spec!r}: instruct: needs voice-design items, e.g. instruct:female, low pitch")
+            raise InvalidRequest(
+                f"--cast {spec!r}: instruct: needs voice-design items, e.g. instruct:female, low pitch"
+            )
         return Member(name, "instruct", items)
     return Member(name, "voice", voice)
 
@@ -122,8 +126,13 @@ class Cast:
     def unused(self) -> list[Member]:
         return [m for k, m in self.members.items() if k not in self.used]
 
-    def settings(self, member: Member | None, layers: list, extra: Mapping[str, Any] | None = None,
-                 extra_source: st.Source | None = None) -> st.Resolved:  # fmt: skip
+    def settings(
+        self,
+        member: Member | None,
+        layers: list,
+        extra: Mapping[str, Any] | None = None,
+        extra_source: st.Source | None = None,
+    ) -> st.Resolved:
         """The resolved settings of one member's request: `layers` (preset, flags), then the
         member's voice (replacing voice, instruct and ref), then `extra` (e.g. a cue's duration
         and seed, from `extra_source`). member None: the layers as they are."""
@@ -189,8 +198,7 @@ def cue_speaker(text: str, voice: str | None, cast: Cast, where: str) -> tuple[M
 
 
 def unknown_speaker(name: str, cast: Cast, where: str) -> InvalidRequest:
-    return InvalidRequest(f"{where}: speaker {name!r} is not in the cast ({cast.names()}): "
-                          f"add --cast {name}=VOICE")  # fmt: skip
+    return InvalidRequest(f"{where}: speaker {name!r} is not in the cast ({cast.names()}): add --cast {name}=VOICE")
 
 
 @dataclass(frozen=True)
@@ -252,12 +260,15 @@ def check_gap(gap: float | None) -> float:
 
 def check_gaps_total(gap: float, lines: int) -> None:
     if gap * (lines - 1) > MAX_GAPS_TOTAL:
-        raise InvalidRequest(f"--gap {gap:g} between {lines} lines is more than {MAX_GAPS_TOTAL / 3600:g} h "
-                             "of silence: give a shorter --gap")  # fmt: skip
+        raise InvalidRequest(
+            f"--gap {gap:g} between {lines} lines is more than {MAX_GAPS_TOTAL / 3600:g} h "
+            "of silence: give a shorter --gap"
+        )
 
 
-def plan_script(text: str, name: str, cast_specs: list[str], preset: st.Preset | None,
-                flags: Mapping[str, Any]) -> Script:  # fmt: skip
+def plan_script(
+    text: str, name: str, cast_specs: list[str], preset: st.Preset | None, flags: Mapping[str, Any]
+) -> Script:
     """Every line of the script `name` built (InvalidRequest naming its line), every cast member's
     voice checked first, the seeds S + i checked (S: --seed, else a random one)."""
     from .request import References, Voices, build_request
@@ -265,8 +276,10 @@ def plan_script(text: str, name: str, cast_specs: list[str], preset: st.Preset |
 
     cast = Cast.parse(cast_specs)
     lines = parse_script(text, cast, name)
-    layers = [*([(preset.origin, preset.settings)] if preset else []),
-              (st.FLAG_SOURCE, {k: v for k, v in flags.items() if k != "seed"})]  # fmt: skip
+    layers = [
+        *([(preset.origin, preset.settings)] if preset else []),
+        (st.FLAG_SOURCE, {k: v for k, v in flags.items() if k != "seed"}),
+    ]
     refs, voices = References(), Voices()
     check_voices(cast, layers, refs, voices, default=False)
     base = int(flags["seed"]) if flags.get("seed") is not None else random_seed()

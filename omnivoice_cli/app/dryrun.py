@@ -41,8 +41,7 @@ def describe(built: Built) -> dict[str, Any]:
     plan = plan_request(built.request, cfg, _voice(built))
     frames = plan.frames  # each piece's, as the engine estimates it (chunks after 0 against piece 0 without a voice)
     pieces = [{"text": p.text.strip(), "seconds": round(f / cfg.frame_rate, 2)} for p, f in zip(plan.pieces, frames)]
-    settings = {key: {"value": built.settings[key], "from": built.settings.source(key).describe()}
-                for key in st.SCHEMA}  # fmt: skip
+    settings = {key: {"value": built.settings[key], "from": built.settings.source(key).describe()} for key in st.SCHEMA}
     return {
         "text": built.request.text,
         "lang": resolve_language(built.request.lang)[0],
@@ -57,8 +56,11 @@ def describe(built: Built) -> dict[str, Any]:
 
 def render(report: dict[str, Any]) -> str:
     """The dry run as lines for a person."""
-    lines = [f"text: {report['text']}", f"lang: {report['lang'] or 'none (any language)'}",
-             f"pieces: {len(report['pieces'])}, about {report['seconds']:.1f} s with pauses"]  # fmt: skip
+    lines = [
+        f"text: {report['text']}",
+        f"lang: {report['lang'] or 'none (any language)'}",
+        f"pieces: {len(report['pieces'])}, about {report['seconds']:.1f} s with pauses",
+    ]
     for i, piece in enumerate(report["pieces"], start=1):
         text = piece["text"] if len(piece["text"]) <= 60 else piece["text"][:57] + "..."
         lines.append(f"  {i:>3}. {piece['seconds']:6.2f} s  {text}")

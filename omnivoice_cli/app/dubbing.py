@@ -37,15 +37,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import settings as st
-from ..media.cues import Cue, read_cues, timestamp
-from .dialogue import Cast, Member, PlaceSource, check_voices, cue_speaker
 from ..engine.config import SAMPLE_RATE
 from ..engine.errors import InvalidRequest, OmniVoiceError
+from ..media.cues import Cue, read_cues, timestamp
+from ..media.tracks import as_written, ms_to_samples, place
+from . import settings as st
+from .dialogue import Cast, Member, PlaceSource, check_voices, cue_speaker
 from .manifest import MANIFEST, ManifestWriter, read_manifest
 from .request import Built, References, Voices, build_request
 from .session import Hardware, Session, WarnOnce, random_seed, seed_for
-from ..media.tracks import as_written, ms_to_samples, place
 
 GROUP_SIZE = 64  # pieces per Engine.generate call (the engine bounds each forward itself)
 MAX_CUES = 20_000  # cues in one file (a feature film has about 2,000)
@@ -84,23 +84,40 @@ class CuePlan:
     def key(self) -> dict[str, Any]:
         """What makes its audio: a stem made with the same key can be reused."""
         settings = {k: v for k, v in self.built[0].settings.values.items() if k not in ("duration", "format")}
-        return {"text": self.text, "start_ms": self.cue.start_ms, "end_ms": self.cue.end_ms, "seed": self.seed,
-                "pieces": [list(p) for p in self.pieces], "settings": settings}  # fmt: skip
+        return {
+            "text": self.text,
+            "start_ms": self.cue.start_ms,
+            "end_ms": self.cue.end_ms,
+            "seed": self.seed,
+            "pieces": [list(p) for p in self.pieces],
+            "settings": settings,
+        }
 
     def record(self) -> dict[str, Any]:
         c = self.cue
         return {
-            "cue": c.index + 1, "index": c.index, "line": c.line, "start": timestamp(c.start_ms),
-            "end": timestamp(c.end_ms), "start_seconds": c.start_ms / 1000, "end_seconds": c.end_ms / 1000,
-            "text": self.text, "speaker": self.speaker.name if self.speaker else None,
-            "voice": self.speaker.spec if self.speaker else None, "status": self.status or "pending",
-            "output": self.stem, "seed": self.seed if self.built else None,
+            "cue": c.index + 1,
+            "index": c.index,
+            "line": c.line,
+            "start": timestamp(c.start_ms),
+            "end": timestamp(c.end_ms),
+            "start_seconds": c.start_ms / 1000,
+            "end_seconds": c.end_ms / 1000,
+            "text": self.text,
+            "speaker": self.speaker.name if self.speaker else None,
+            "voice": self.speaker.spec if self.speaker else None,
+            "status": self.status or "pending",
+            "output": self.stem,
+            "seed": self.seed if self.built else None,
             "audio_seconds": round(self.audio_seconds, 4) if self.status in ("done", "reused") else None,
-            "pieces": [{"text": t, "offset_seconds": o / 1000, "seconds": ms / 1000}
-                       for (t, ms), o in zip(self.pieces, self.offsets())],
+            "pieces": [
+                {"text": t, "offset_seconds": o / 1000, "seconds": ms / 1000}
+                for (t, ms), o in zip(self.pieces, self.offsets())
+            ],
             "speed": None if self.speed is None else round(self.speed, 2),
-            "key": self.key() if self.built else None, "warnings": self.warnings,
-        }  # fmt: skip
+            "key": self.key() if self.built else None,
+            "warnings": self.warnings,
+        }
 
     def voice(self) -> str | None:
         """Who speaks it: the cast member's voice, else the run's (--voice, --ref, --instruct) or auto."""
@@ -151,9 +168,19 @@ def stems_format(track_format: str) -> str:
 class DubRun:
     """One dub: plan every cue (no model), reuse stems, speak the rest, write the track."""
 
-    def __init__(self, input_path: str, target: Any, *, preset: st.Preset | None, flags: dict[str, Any],
-                 cast: Cast, stems: str | None = None, overwrite: bool = False, session: Session | None = None,
-                 stdout: Any = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        input_path: str,
+        target: Any,
+        *,
+        preset: st.Preset | None,
+        flags: dict[str, Any],
+        cast: Cast,
+        stems: str | None = None,
+        overwrite: bool = False,
+        session: Session | None = None,
+        stdout: Any = None,
+    ) -> None:
         self.input_path, self.target, self.preset, self.flags = input_path, target, preset, flags
         self.cast, self.stems, self.overwrite = cast, stems, overwrite
         self.session = session or Session()  # how the run shows itself (the face's status line and bars)
@@ -177,15 +204,21 @@ class DubRun:
         """The preset and the flags; a cue's times fix its length, so a preset's speed, duration
         and chunk settings do not apply (the seed is the cue's own)."""
         preset = {k: v for k, v in self.preset.settings.items() if k not in NOT_FOR_CUES} if self.preset else None
-        return [*([(self.preset.origin, preset)] if preset is not None else []),
-                (st.FLAG_SOURCE, {k: v for k, v in self.flags.items() if k != "seed"})]  # fmt: skip
+        return [
+            *([(self.preset.origin, preset)] if preset is not None else []),
+            (st.FLAG_SOURCE, {k: v for k, v in self.flags.items() if k != "seed"}),
+        ]
 
     def base_seed(self, earlier: list[dict[str, Any]]) -> int:
         """--seed, else the seed of the stems being resumed, else a random one."""
         if self.flags.get("seed") is not None:
             return int(self.flags["seed"])
         for rec in earlier:
-            if rec.get("status") in ("done", "reused") and isinstance(rec.get("seed"), int) and isinstance(rec.get("index"), int):
+            if (
+                rec.get("status") in ("done", "reused")
+                and isinstance(rec.get("seed"), int)
+                and isinstance(rec.get("index"), int)
+            ):
                 return rec["seed"] - rec["index"]
         return random_seed()
 
@@ -209,15 +242,19 @@ class DubRun:
         seconds, slot = speech_seconds(plan.text), (cue.end_ms - cue.start_ms) / 1000
         plan.speed = seconds / slot
         if seconds > MAX_SPEEDUP * max(slot, 1.0):
-            raise InvalidRequest(f"{plan.where}: the cue's words take about {seconds:.0f} s to say, more than "
-                                 f"{MAX_SPEEDUP:g} times its {slot:g} s: shorten them or lengthen the cue")  # fmt: skip
+            raise InvalidRequest(
+                f"{plan.where}: the cue's words take about {seconds:.0f} s to say, more than "
+                f"{MAX_SPEEDUP:g} times its {slot:g} s: shorten them or lengthen the cue"
+            )
         plan.seed = seed_for(base, cue.index)
         plan.pieces = cue_pieces(plan.text, cue.end_ms - cue.start_ms)
         if sum(ms for _, ms in plan.pieces) < cue.end_ms - cue.start_ms:
             self.warn(f"{plan.where}: the cue is longer than its words can fill (30 s a piece): its end is silent")
         source = PlaceSource("line", plan.where)
         for text, ms in plan.pieces:
-            settings = self.cast.settings(plan.speaker, self.layers(), {"duration": ms / 1000, "seed": plan.seed}, source)
+            settings = self.cast.settings(
+                plan.speaker, self.layers(), {"duration": ms / 1000, "seed": plan.seed}, source
+            )
             try:
                 built = build_request(text, settings, refs=self.refs, voices=self.voices)
             except InvalidRequest as e:
@@ -232,13 +269,17 @@ class DubRun:
         """Read and plan every cue; the checks that span cues (length, overlaps, the cast)."""
         cues = read_cues(self.input_path)
         if len(cues) > MAX_CUES:
-            raise InvalidRequest(f"{self.input_path}: {len(cues)} cues, more than {MAX_CUES} in one dub: split the file")
+            raise InvalidRequest(
+                f"{self.input_path}: {len(cues)} cues, more than {MAX_CUES} in one dub: split the file"
+            )
         last = max(c.end_ms for c in cues)
         spoken_ms = sum(c.end_ms - c.start_ms for c in cues if c.text.strip())
         for what, ms in ((f"ends at {timestamp(last)}", last), (f"holds {timestamp(spoken_ms)} of cues", spoken_ms)):
             if ms > MAX_TRACK_SECONDS * 1000:
-                raise InvalidRequest(f"{self.input_path}: the dub {what}, more than {MAX_TRACK_SECONDS // 3600} h: "
-                                     "split the subtitle file")  # fmt: skip
+                raise InvalidRequest(
+                    f"{self.input_path}: the dub {what}, more than {MAX_TRACK_SECONDS // 3600} h: "
+                    "split the subtitle file"
+                )
         used_default = any(c.text.strip() and self._speaker_of(c) is None for c in cues)
         check_voices(self.cast, self.layers(), self.refs, self.voices, default=used_default)
         base = self.report.seed = self.base_seed(earlier)
@@ -263,13 +304,17 @@ class DubRun:
         fast = [p for p in plans if p.speed is not None and p.speed > FAST_SPEED]
         if len(fast) == 1:
             p = fast[0]
-            self.warn(f"{self.input_path}: the cue at line {p.cue.line} must be spoken {p.speed:.1f}x faster than its "
-                      "natural pace to fit its times: shorten its words or lengthen it")  # fmt: skip
+            self.warn(
+                f"{self.input_path}: the cue at line {p.cue.line} must be spoken {p.speed:.1f}x faster than its "
+                "natural pace to fit its times: shorten its words or lengthen it"
+            )
         elif fast:
             shown = ", ".join(f"line {p.cue.line} ({p.speed:.1f}x)" for p in fast[:5])
             more = f" and {len(fast) - 5} more" if len(fast) > 5 else ""
-            self.warn(f"{self.input_path}: {len(fast)} cues must be spoken over {FAST_SPEED:g}x faster than their "
-                      f"natural pace to fit their times: {shown}{more}; shorten their words or lengthen them")  # fmt: skip
+            self.warn(
+                f"{self.input_path}: {len(fast)} cues must be spoken over {FAST_SPEED:g}x faster than their "
+                f"natural pace to fit their times: {shown}{more}; shorten their words or lengthen them"
+            )
 
     def _warn_overlaps(self, plans: list[CuePlan]) -> None:
         from ..media.tracks import overlaps
@@ -277,8 +322,9 @@ class DubRun:
         spoken = {p.cue.index: p for p in plans if p.status != "empty"}
         pairs, total = overlaps([(i, p.cue.start_ms, p.cue.end_ms) for i, p in spoken.items()])
         if pairs:
-            shown = "; ".join(f"cues {i + 1} and {j + 1} (lines {spoken[i].cue.line} and {spoken[j].cue.line})"
-                              for i, j in pairs)  # fmt: skip
+            shown = "; ".join(
+                f"cues {i + 1} and {j + 1} (lines {spoken[i].cue.line} and {spoken[j].cue.line})" for i, j in pairs
+            )
             more = f" and {total - len(pairs)} more pairs" if total > len(pairs) else ""
             self.warn(f"{self.input_path}: overlapping cues are mixed: {shown}{more}")
 
@@ -400,16 +446,32 @@ class DubRun:
         for p in plans:
             action = "skip (empty)" if p.status == "empty" else "speak"
             stem = Path(self.stems).expanduser() / p.stem if self.stems and p.stem else None
-            if action == "speak" and stem is not None and not self.overwrite and stem.is_file() \
-                    and kept.get(p.stem) == _jsonable(p.key()):  # fmt: skip
+            if (
+                action == "speak"
+                and stem is not None
+                and not self.overwrite
+                and stem.is_file()
+                and kept.get(p.stem) == _jsonable(p.key())
+            ):
                 action = "reuse its stem"
             rec = p.record()
-            out.append({
-                "cue": rec["cue"], "line": rec["line"], "start": rec["start"], "end": rec["end"],
-                "seconds": (p.cue.end_ms - p.cue.start_ms) / 1000, "text": p.text, "speaker": rec["speaker"],
-                "voice": p.voice(), "speed": rec["speed"], "seed": rec["seed"], "pieces": rec["pieces"],
-                "action": action, "warnings": p.warnings,
-            })  # fmt: skip
+            out.append(
+                {
+                    "cue": rec["cue"],
+                    "line": rec["line"],
+                    "start": rec["start"],
+                    "end": rec["end"],
+                    "seconds": (p.cue.end_ms - p.cue.start_ms) / 1000,
+                    "text": p.text,
+                    "speaker": rec["speaker"],
+                    "voice": p.voice(),
+                    "speed": rec["speed"],
+                    "seed": rec["seed"],
+                    "pieces": rec["pieces"],
+                    "action": action,
+                    "warnings": p.warnings,
+                }
+            )
         return out
 
     def run(self) -> DubReport:

@@ -108,8 +108,10 @@ def read_free(text: str | None) -> FreeInstruct:
 def _typos(text: str, phrases: list) -> list[str]:
     """Words that are not items but nearly are ('lowpitch', 'femail'): named, with the item meant."""
     spans = [(p.start, p.start + len(p.text)) for p in phrases]
-    words = [*(x for x in textmod.instruct_synonyms() if x.isascii()),
-             *(x for c in textmod.instruct_vocabulary() for x in c.items if x.isascii())]  # fmt: skip
+    words = [
+        *(x for x in textmod.instruct_synonyms() if x.isascii()),
+        *(x for c in textmod.instruct_vocabulary() for x in c.items if x.isascii()),
+    ]
     notes = []
     for m in _WORD_RE.finditer(text):
         if any(a <= m.start() < b for a, b in spans):

@@ -36,9 +36,13 @@ HUB_FILES = ["config.json", "preprocessor_config.json", "model.bin", "tokenizer.
 # with no fallback (the same audio gives the same words), word timestamps, no voice-activity
 # filter (the audio is speech we made), each call on its own (no previous text as a prompt).
 TRANSCRIBE_OPTIONS: dict[str, Any] = {
-    "beam_size": 1, "temperature": 0.0, "word_timestamps": True, "vad_filter": False,
-    "condition_on_previous_text": False, "without_timestamps": False,
-}  # fmt: skip
+    "beam_size": 1,
+    "temperature": 0.0,
+    "word_timestamps": True,
+    "vad_filter": False,
+    "condition_on_previous_text": False,
+    "without_timestamps": False,
+}
 
 
 @dataclass(frozen=True)
@@ -58,8 +62,9 @@ class Transcript:
 
 
 class Recogniser(Protocol):
-    def transcribe(self, audio: Any, sample_rate: int, lang: str | None = None, max_tokens: int | None = None,
-                   words: bool = True) -> Transcript: ...  # fmt: skip
+    def transcribe(
+        self, audio: Any, sample_rate: int, lang: str | None = None, max_tokens: int | None = None, words: bool = True
+    ) -> Transcript: ...
 
     def close(self) -> None: ...
 
@@ -91,23 +96,28 @@ class WhisperRecogniser:
     """faster-whisper's WhisperModel (int8 on CPU, float16 on a GPU)."""
 
     def __init__(self, folder: Path, device: str = "auto") -> None:
-        from faster_whisper import WhisperModel
-
         import ctranslate2
+        from faster_whisper import WhisperModel
 
         kind, _, index = str(device or "auto").partition(":")
         if kind in ("auto", "mps"):  # CTranslate2 runs on CUDA or the CPU
             kind = "cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu"
         compute = "int8" if kind == "cpu" else "default"
         self.folder = folder
-        self.model = WhisperModel(str(folder), device=kind, device_index=int(index or 0), compute_type=compute,
-                                  cpu_threads=min(os.cpu_count() or 1, 8))  # fmt: skip
+        self.model = WhisperModel(
+            str(folder),
+            device=kind,
+            device_index=int(index or 0),
+            compute_type=compute,
+            cpu_threads=min(os.cpu_count() or 1, 8),
+        )
 
     def languages(self) -> list[str]:
         return list(self.model.supported_languages)
 
-    def transcribe(self, audio: Any, sample_rate: int, lang: str | None = None, max_tokens: int | None = None,
-                   words: bool = True) -> Transcript:  # fmt: skip
+    def transcribe(
+        self, audio: Any, sample_rate: int, lang: str | None = None, max_tokens: int | None = None, words: bool = True
+    ) -> Transcript:
         """The words heard; `words`: with their times (CTranslate2's alignment encodes the audio
         again: about twice the time, so --verify asks without)."""
         wav = to_16k(audio, sample_rate)
@@ -142,16 +152,19 @@ def resolve_asr_model(spec: str, flag: str = "--asr-model") -> Path:
             raise InvalidRequest(f"{flag} {spec}: no such model folder (give a folder or a hub id)", "asr_model")
         missing = [f for f in MODEL_FILES if not (path / f).is_file()]
         if missing:
-            raise InvalidRequest(f"{flag} {spec}: the folder is not a faster-whisper (CTranslate2) model: "
-                                 f"it lacks {', '.join(missing)}", "asr_model")  # fmt: skip
+            raise InvalidRequest(
+                f"{flag} {spec}: the folder is not a faster-whisper (CTranslate2) model: it lacks {', '.join(missing)}",
+                "asr_model",
+            )
         return path
     from faster_whisper.utils import _MODELS
 
     repo_id = _MODELS.get(spec, spec)
     if repo_id.count("/") != 1:
         names = ", ".join(sorted(_MODELS))
-        raise InvalidRequest(f"{flag} {spec!r} is not a hub id (owner/name), a model folder nor one of {names}",
-                             "asr_model")  # fmt: skip
+        raise InvalidRequest(
+            f"{flag} {spec!r} is not a hub id (owner/name), a model folder nor one of {names}", "asr_model"
+        )
     import huggingface_hub as hf
 
     from ..engine.hub import hub_cache_dir, offline_reason
@@ -163,14 +176,18 @@ def resolve_asr_model(spec: str, flag: str = "--asr-model") -> Path:
         pass
     reason = offline_reason()
     if reason is not None:
-        raise ModelUnavailable(f"speech recogniser {repo_id} is not in the Hugging Face cache and cannot be "
-                               f"downloaded (offline: {reason}); give {flag} a local model folder")  # fmt: skip
+        raise ModelUnavailable(
+            f"speech recogniser {repo_id} is not in the Hugging Face cache and cannot be "
+            f"downloaded (offline: {reason}); give {flag} a local model folder"
+        )
     try:
         return Path(hf.snapshot_download(repo_id, cache_dir=cache, allow_patterns=HUB_FILES))
     except Exception as e:  # noqa: BLE001 - network and disk errors come in many classes
         first = " ".join(str(e).split()).split(". ")[0][:120]  # one line: the error's first sentence
-        raise ModelUnavailable(f"speech recogniser {repo_id} could not be downloaded ({type(e).__name__}: {first}); "
-                               f"give {flag} a local model folder") from None  # fmt: skip
+        raise ModelUnavailable(
+            f"speech recogniser {repo_id} could not be downloaded ({type(e).__name__}: {first}); "
+            f"give {flag} a local model folder"
+        ) from None
 
 
 def load_recogniser(spec: str, device: str = "auto", what: str = "transcribing speech") -> Recogniser:
@@ -183,8 +200,10 @@ def load_recogniser(spec: str, device: str = "auto", what: str = "transcribing s
     try:
         return WhisperRecogniser(folder, device)
     except (RuntimeError, ValueError, OSError) as e:
-        raise InvalidRequest(f"--asr-model {spec}: the recogniser cannot be loaded from {folder} "
-                             f"({' '.join(str(e).split())[:200]})", "asr_model") from None  # fmt: skip
+        raise InvalidRequest(
+            f"--asr-model {spec}: the recogniser cannot be loaded from {folder} ({' '.join(str(e).split())[:200]})",
+            "asr_model",
+        ) from None
 
 
 # The seam every caller loads a recogniser through: (spec, device, what) -> Recogniser.
@@ -195,8 +214,14 @@ def recogniser(spec: str | None, device: str = "auto", what: str = "transcribing
     return RECOGNISER(spec or DEFAULT_ASR_MODEL, device, what)
 
 
-def transcribe_reference(wav: Any, sample_rate: int, lang: str | None, spec: str | None, device: str = "auto",
-                         source: str = "the reference audio") -> str:  # fmt: skip
+def transcribe_reference(
+    wav: Any,
+    sample_rate: int,
+    lang: str | None,
+    spec: str | None,
+    device: str = "auto",
+    source: str = "the reference audio",
+) -> str:
     """The words of a reference recording (prepared): a recogniser loaded, used and freed."""
     rec = recogniser(spec, device, f"a reference without a transcript ({source}: no --ref-text, no .txt beside it)")
     try:
@@ -204,8 +229,9 @@ def transcribe_reference(wav: Any, sample_rate: int, lang: str | None, spec: str
     finally:
         rec.close()
     if not heard.text.strip():
-        raise InvalidRequest(f"the speech recogniser heard no words in {source}: give --ref-text \"the words "
-                             f"spoken in it\"", "ref_text")  # fmt: skip
+        raise InvalidRequest(
+            f'the speech recogniser heard no words in {source}: give --ref-text "the words spoken in it"', "ref_text"
+        )
     return heard.text
 
 

@@ -77,7 +77,9 @@ class ManifestWriter:
     def check(self) -> None:
         """Before a run: OSError when the manifest's place holds a link or something not a file."""
         if self.path.is_symlink():
-            raise OSError(40, f"{self.path} is a symbolic link: remove it (the manifest is never written through a link)")
+            raise OSError(
+                40, f"{self.path} is a symbolic link: remove it (the manifest is never written through a link)"
+            )
         if self.path.exists() and not self.path.is_file():
             raise OSError(21, f"{self.path} is not a regular file: remove it or use another output folder")
 

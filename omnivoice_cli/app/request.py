@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import settings as st
 from ..engine.errors import InvalidRequest, MissingExtra, ModelUnavailable
+from . import settings as st
 from .session import random_seed
 
 
@@ -76,15 +76,16 @@ class References:
         here, before any TTS model loads), once per file."""
         key = (path.resolve(), None)
         if key not in self._prepared:
-            from . import listen
             from ..engine import voice as vmod
             from ..engine.text import check_ref_transcript
+            from . import listen
 
             try:
                 wav = vmod.load_reference(path)
                 prepared = vmod.prepare_reference(wav, None, source=f"reference audio {path}")
-                text = listen.transcribe_reference(prepared.wav, vmod.SAMPLE_RATE, lang, asr_model, device,
-                                                   source=f"reference audio {path}")  # fmt: skip
+                text = listen.transcribe_reference(
+                    prepared.wav, vmod.SAMPLE_RATE, lang, asr_model, device, source=f"reference audio {path}"
+                )
                 mismatch = check_ref_transcript(text, prepared.seconds)
                 warnings = (*prepared.warnings, *([f"{path}: {mismatch}"] if mismatch else []))
                 prepared = dataclasses.replace(prepared, source=str(path), warnings=warnings)
@@ -92,10 +93,14 @@ class References:
             except (MissingExtra, ModelUnavailable) as e:  # no recogniser to be had: how to give the words instead
                 from .voices import transcript_file
 
-                message = (f"no transcript for the reference audio {path}: give --ref-text \"the words spoken in it\" "
-                           f"or write them into {transcript_file(path)} (no speech recogniser at hand: {e})")
+                message = (
+                    f'no transcript for the reference audio {path}: give --ref-text "the words spoken in it" '
+                    f"or write them into {transcript_file(path)} (no speech recogniser at hand: {e})"
+                )
                 # the extra missing is a usage error (exit 2); a model that cannot be had, a failure (exit 1)
-                self._prepared[key] = ModelUnavailable(message) if isinstance(e, ModelUnavailable) else InvalidRequest(message)
+                self._prepared[key] = (
+                    ModelUnavailable(message) if isinstance(e, ModelUnavailable) else InvalidRequest(message)
+                )
             except InvalidRequest as e:
                 self._prepared[key] = e
         found = self._prepared[key]
@@ -263,7 +268,6 @@ def build_request(
     a built-in voice becomes its instruct items, a drawn seed comes from "random"."""
     from ..engine.config import GenerationConfig
     from ..engine.pipeline import Request, validate_request
-
     from ..engine.text import check_text
 
     check_text(text)  # before any conversion; validate_request checks what the model will be given

@@ -114,89 +114,335 @@ _HW = frozenset({FLAG, PRESET})  # run-wide: a preset or a flag, not a line or a
 SCHEMA: dict[str, Setting] = {
     s.name: s
     for s in [
-        _setting("num_step", int, _GEN.num_step, "Diffusion steps: fewer is faster, rougher.", "Generation",
-                 *_engine("num_step"), metavar="N"),
-        _setting("guidance_scale", float, _GEN.guidance_scale, "Classifier-free guidance (0 skips it).",
-                 "Generation", *_engine("guidance_scale"), high=100.0, metavar="G"),
-        _setting("t_shift", float, _GEN.t_shift, "Time-step shift of the reveal schedule.", "Generation",
-                 *_engine("t_shift"), high=100.0, metavar="S"),
-        _setting("layer_penalty_factor", float, _GEN.layer_penalty_factor, "Penalty per codebook layer.",
-                 "Generation", *_engine("layer_penalty_factor"), high=1000.0, metavar="F"),
-        _setting("position_temperature", float, _GEN.position_temperature,
-                 "Noise on which positions are revealed (0 = greedy).", "Generation",
-                 *_engine("position_temperature"), high=1000.0, metavar="T"),
-        _setting("class_temperature", float, _GEN.class_temperature, "Noise on the token choice (0 = argmax).",
-                 "Generation", *_engine("class_temperature"), high=1000.0, metavar="T"),
-        _setting("denoise", bool, _GEN.denoise, "The denoise token when cloning a voice.", "Generation",
-                 "true or false"),
-        _setting("speed", float, None, "Speaking rate (1.2 = faster).", "Voice", *_engine("speed"),
-                 low=0.1, high=10.0, metavar="X", default_help="1.0"),
-        _setting("duration", float, None, f"Length in seconds, up to {MAX_DURATION:g}; overrides --speed.", "Voice",
-                 *_engine("duration"), metavar="SECONDS", default_help="from the text"),
-        _setting("chunk_duration", float, _GEN.audio_chunk_duration, "Seconds of speech per chunk of a long text.",
-                 "Input", *_engine("audio_chunk_duration"), high=MAX_DURATION, metavar="SECONDS"),
-        _setting("chunk_threshold", float, _GEN.audio_chunk_threshold, "Texts estimated longer are spoken in chunks.",
-                 "Input", *_engine("audio_chunk_threshold"), metavar="SECONDS"),
-        _setting("normalize", bool, False, "Numbers, currency, dates, times and units in words (needs the "
-                 "normalize extra).", "Input", "true or false"),
-        _setting("markdown", bool, False, "Read the text as Markdown: emphasis, links, lists spoken as words.",
-                 "Input", "true or false"),
-        _setting("lang", str, None, "Language code or name, e.g. en, de-AT, English (`omnivoice languages`).",
-                 "Input", "a language code or name", metavar="LANG", default_help="none (any language)"),
-        _setting("instruct", str, None, 'Design a voice, e.g. "female, low pitch" (`omnivoice instructs`).',
-                 "Voice", 'voice-design items, e.g. "female, low pitch"', metavar="ITEMS", default_help="auto voice"),
-        _setting("voice", str, None, "A saved voice (`omnivoice voice list`) or a voice file.", "Voice",
-                 "a saved voice name or the path of a voice file", lambda v: bool(v.strip()), metavar="NAME|FILE",
-                 where=frozenset({FLAG, PRESET, LINE}), default_help="auto voice"),
-        _setting("ref", str, None, "Clone the voice of this recording (3-10 s is best).", "Voice",
-                 "a string", metavar="AUDIO",
-                 where=frozenset({FLAG, LINE})),
-        _setting("ref_text", str, None, "The words spoken in --ref.", "Voice",
-                 "a string", metavar="TEXT",
-                 default_help="the .txt file beside the recording",
-                 where=frozenset({FLAG, LINE})),
-        _setting("seed", int, None, "Random seed (printed, so a run can be repeated).", "Generation",
-                 f"an integer in 0..{MAX_SEED}", lambda v: 0 <= v <= MAX_SEED, metavar="N",
-                 where=frozenset({FLAG, LINE, HTTP}), default_help="random"),
-        _setting("format", str, "wav", "Audio format when the output name does not say.", "Output",
-                 ", ".join(FORMATS), lambda v: v in FORMATS, choices=FORMATS, metavar="FMT",
-                 where=frozenset({FLAG, PRESET})),
-        _setting("device", str, "auto", "Where to run (cuda:N picks a GPU).", "Hardware",
-                 "auto, cpu, cuda, cuda:N or mps", lambda v: bool(_DEVICE_RE.match(v)), metavar="DEV",
-                 where=_HW, run_wide=True),
-        _setting("dtype", str, "auto", "Precision of the model body (auto: float32 on CPU, float16 on GPU).",
-                 "Hardware", ", ".join(DTYPES), lambda v: v in DTYPES, choices=DTYPES, metavar="TYPE",
-                 where=_HW, run_wide=True),
-        _setting("threads", int, None, "Torch CPU threads.", "Hardware", "an integer >= 1", lambda v: v >= 1,
-                 high=MAX_THREADS, metavar="N", where=_HW, run_wide=True, default_help="the CPU cores"),
-        _setting("quantize", str, "none", "int8: int8 body weights (CPU; the audio differs slightly); "
-                 "auto: the fastest path measured on this CPU (omnivoice info shows it).",
-                 "Hardware", "int8, auto or none", lambda v: v in QUANTIZE, choices=QUANTIZE, metavar="int8|auto|none",
-                 where=_HW, run_wide=True),
-        _setting("compile", bool, False, "torch.compile the layers (slow start; on CPU the default is faster).",
-                 "Hardware", "true or false", where=_HW, run_wide=True),
-        _setting("model", str, DEFAULT_MODEL, "Hub id or local checkpoint folder.", "Hardware",
-                 "a hub id or a checkpoint folder", lambda v: bool(v.strip()), metavar="ID|DIR",
-                 where=_HW, run_wide=True, envvar="OMNIVOICE_MODEL",
-                 default_help=f"$OMNIVOICE_MODEL, else {DEFAULT_MODEL}"),
+        _setting(
+            "num_step",
+            int,
+            _GEN.num_step,
+            "Diffusion steps: fewer is faster, rougher.",
+            "Generation",
+            *_engine("num_step"),
+            metavar="N",
+        ),
+        _setting(
+            "guidance_scale",
+            float,
+            _GEN.guidance_scale,
+            "Classifier-free guidance (0 skips it).",
+            "Generation",
+            *_engine("guidance_scale"),
+            high=100.0,
+            metavar="G",
+        ),
+        _setting(
+            "t_shift",
+            float,
+            _GEN.t_shift,
+            "Time-step shift of the reveal schedule.",
+            "Generation",
+            *_engine("t_shift"),
+            high=100.0,
+            metavar="S",
+        ),
+        _setting(
+            "layer_penalty_factor",
+            float,
+            _GEN.layer_penalty_factor,
+            "Penalty per codebook layer.",
+            "Generation",
+            *_engine("layer_penalty_factor"),
+            high=1000.0,
+            metavar="F",
+        ),
+        _setting(
+            "position_temperature",
+            float,
+            _GEN.position_temperature,
+            "Noise on which positions are revealed (0 = greedy).",
+            "Generation",
+            *_engine("position_temperature"),
+            high=1000.0,
+            metavar="T",
+        ),
+        _setting(
+            "class_temperature",
+            float,
+            _GEN.class_temperature,
+            "Noise on the token choice (0 = argmax).",
+            "Generation",
+            *_engine("class_temperature"),
+            high=1000.0,
+            metavar="T",
+        ),
+        _setting(
+            "denoise", bool, _GEN.denoise, "The denoise token when cloning a voice.", "Generation", "true or false"
+        ),
+        _setting(
+            "speed",
+            float,
+            None,
+            "Speaking rate (1.2 = faster).",
+            "Voice",
+            *_engine("speed"),
+            low=0.1,
+            high=10.0,
+            metavar="X",
+            default_help="1.0",
+        ),
+        _setting(
+            "duration",
+            float,
+            None,
+            f"Length in seconds, up to {MAX_DURATION:g}; overrides --speed.",
+            "Voice",
+            *_engine("duration"),
+            metavar="SECONDS",
+            default_help="from the text",
+        ),
+        _setting(
+            "chunk_duration",
+            float,
+            _GEN.audio_chunk_duration,
+            "Seconds of speech per chunk of a long text.",
+            "Input",
+            *_engine("audio_chunk_duration"),
+            high=MAX_DURATION,
+            metavar="SECONDS",
+        ),
+        _setting(
+            "chunk_threshold",
+            float,
+            _GEN.audio_chunk_threshold,
+            "Texts estimated longer are spoken in chunks.",
+            "Input",
+            *_engine("audio_chunk_threshold"),
+            metavar="SECONDS",
+        ),
+        _setting(
+            "normalize",
+            bool,
+            False,
+            "Numbers, currency, dates, times and units in words (needs the normalize extra).",
+            "Input",
+            "true or false",
+        ),
+        _setting(
+            "markdown",
+            bool,
+            False,
+            "Read the text as Markdown: emphasis, links, lists spoken as words.",
+            "Input",
+            "true or false",
+        ),
+        _setting(
+            "lang",
+            str,
+            None,
+            "Language code or name, e.g. en, de-AT, English (`omnivoice languages`).",
+            "Input",
+            "a language code or name",
+            metavar="LANG",
+            default_help="none (any language)",
+        ),
+        _setting(
+            "instruct",
+            str,
+            None,
+            'Design a voice, e.g. "female, low pitch" (`omnivoice instructs`).',
+            "Voice",
+            'voice-design items, e.g. "female, low pitch"',
+            metavar="ITEMS",
+            default_help="auto voice",
+        ),
+        _setting(
+            "voice",
+            str,
+            None,
+            "A saved voice (`omnivoice voice list`) or a voice file.",
+            "Voice",
+            "a saved voice name or the path of a voice file",
+            lambda v: bool(v.strip()),
+            metavar="NAME|FILE",
+            where=frozenset({FLAG, PRESET, LINE}),
+            default_help="auto voice",
+        ),
+        _setting(
+            "ref",
+            str,
+            None,
+            "Clone the voice of this recording (3-10 s is best).",
+            "Voice",
+            "a string",
+            metavar="AUDIO",
+            where=frozenset({FLAG, LINE}),
+        ),
+        _setting(
+            "ref_text",
+            str,
+            None,
+            "The words spoken in --ref.",
+            "Voice",
+            "a string",
+            metavar="TEXT",
+            default_help="the .txt file beside the recording",
+            where=frozenset({FLAG, LINE}),
+        ),
+        _setting(
+            "seed",
+            int,
+            None,
+            "Random seed (printed, so a run can be repeated).",
+            "Generation",
+            f"an integer in 0..{MAX_SEED}",
+            lambda v: 0 <= v <= MAX_SEED,
+            metavar="N",
+            where=frozenset({FLAG, LINE, HTTP}),
+            default_help="random",
+        ),
+        _setting(
+            "format",
+            str,
+            "wav",
+            "Audio format when the output name does not say.",
+            "Output",
+            ", ".join(FORMATS),
+            lambda v: v in FORMATS,
+            choices=FORMATS,
+            metavar="FMT",
+            where=frozenset({FLAG, PRESET}),
+        ),
+        _setting(
+            "device",
+            str,
+            "auto",
+            "Where to run (cuda:N picks a GPU).",
+            "Hardware",
+            "auto, cpu, cuda, cuda:N or mps",
+            lambda v: bool(_DEVICE_RE.match(v)),
+            metavar="DEV",
+            where=_HW,
+            run_wide=True,
+        ),
+        _setting(
+            "dtype",
+            str,
+            "auto",
+            "Precision of the model body (auto: float32 on CPU, float16 on GPU).",
+            "Hardware",
+            ", ".join(DTYPES),
+            lambda v: v in DTYPES,
+            choices=DTYPES,
+            metavar="TYPE",
+            where=_HW,
+            run_wide=True,
+        ),
+        _setting(
+            "threads",
+            int,
+            None,
+            "Torch CPU threads.",
+            "Hardware",
+            "an integer >= 1",
+            lambda v: v >= 1,
+            high=MAX_THREADS,
+            metavar="N",
+            where=_HW,
+            run_wide=True,
+            default_help="the CPU cores",
+        ),
+        _setting(
+            "quantize",
+            str,
+            "none",
+            "int8: int8 body weights (CPU; the audio differs slightly); "
+            "auto: the fastest path measured on this CPU (omnivoice info shows it).",
+            "Hardware",
+            "int8, auto or none",
+            lambda v: v in QUANTIZE,
+            choices=QUANTIZE,
+            metavar="int8|auto|none",
+            where=_HW,
+            run_wide=True,
+        ),
+        _setting(
+            "compile",
+            bool,
+            False,
+            "torch.compile the layers (slow start; on CPU the default is faster).",
+            "Hardware",
+            "true or false",
+            where=_HW,
+            run_wide=True,
+        ),
+        _setting(
+            "model",
+            str,
+            DEFAULT_MODEL,
+            "Hub id or local checkpoint folder.",
+            "Hardware",
+            "a hub id or a checkpoint folder",
+            lambda v: bool(v.strip()),
+            metavar="ID|DIR",
+            where=_HW,
+            run_wide=True,
+            envvar="OMNIVOICE_MODEL",
+            default_help=f"$OMNIVOICE_MODEL, else {DEFAULT_MODEL}",
+        ),
         # -- listening back (the asr extra, listen.py) --
-        _setting("asr_model", str, DEFAULT_ASR_MODEL, "Speech recogniser: a faster-whisper hub id, name or folder "
-                 "(transcripts of --ref, --verify).", "Hardware", "a hub id, a faster-whisper model name or a folder",
-                 lambda v: bool(v.strip()), metavar="ID|DIR", where=_HW, run_wide=True, envvar="OMNIVOICE_ASR_MODEL",
-                 default_help=f"$OMNIVOICE_ASR_MODEL, else {DEFAULT_ASR_MODEL}"),
-        _setting("verify", bool, False, "Transcribe each piece and retake the ones that do not say their text "
-                 "(needs the asr extra).", "Generation", "true or false"),
-        _setting("verify_retries", int, 2, "Retakes at most per piece with --verify (another seed each).",
-                 "Generation", "an integer in 0..10", lambda v: 0 <= v <= 10, metavar="N"),
-        _setting("verify_max_error", float, 0.25, "A piece is retaken when its word error rate is above this "
-                 "(character error rate for zh, ja, ko, th).", "Generation", "a number in 0..1",
-                 lambda v: 0.0 <= v <= 1.0, metavar="X"),
+        _setting(
+            "asr_model",
+            str,
+            DEFAULT_ASR_MODEL,
+            "Speech recogniser: a faster-whisper hub id, name or folder (transcripts of --ref, --verify).",
+            "Hardware",
+            "a hub id, a faster-whisper model name or a folder",
+            lambda v: bool(v.strip()),
+            metavar="ID|DIR",
+            where=_HW,
+            run_wide=True,
+            envvar="OMNIVOICE_ASR_MODEL",
+            default_help=f"$OMNIVOICE_ASR_MODEL, else {DEFAULT_ASR_MODEL}",
+        ),
+        _setting(
+            "verify",
+            bool,
+            False,
+            "Transcribe each piece and retake the ones that do not say their text (needs the asr extra).",
+            "Generation",
+            "true or false",
+        ),
+        _setting(
+            "verify_retries",
+            int,
+            2,
+            "Retakes at most per piece with --verify (another seed each).",
+            "Generation",
+            "an integer in 0..10",
+            lambda v: 0 <= v <= 10,
+            metavar="N",
+        ),
+        _setting(
+            "verify_max_error",
+            float,
+            0.25,
+            "A piece is retaken when its word error rate is above this (character error rate for zh, ja, ko, th).",
+            "Generation",
+            "a number in 0..1",
+            lambda v: 0.0 <= v <= 1.0,
+            metavar="X",
+        ),
     ]
-}  # fmt: skip
+}
 
 DEFAULTS: dict[str, Any] = {name: s.default for name, s in SCHEMA.items()}
-GENERATION_KEYS = ("num_step", "guidance_scale", "t_shift", "layer_penalty_factor", "position_temperature",
-                   "class_temperature", "denoise")  # fmt: skip
+GENERATION_KEYS = (
+    "num_step",
+    "guidance_scale",
+    "t_shift",
+    "layer_penalty_factor",
+    "position_temperature",
+    "class_temperature",
+    "denoise",
+)
 GENERATION_DEFAULTS: dict[str, Any] = {k: DEFAULTS[k] for k in GENERATION_KEYS}
 CHUNK_DEFAULTS: dict[str, Any] = {k: DEFAULTS[k] for k in ("chunk_duration", "chunk_threshold")}
 CHUNK_FIELDS = {"chunk_duration": "audio_chunk_duration", "chunk_threshold": "audio_chunk_threshold"}
@@ -323,7 +569,7 @@ def or_list(items: Iterable[str]) -> str:
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
-    """" (did you mean 'x'?)" or ""."""
+    """ " (did you mean 'x'?)" or ""."""
     close = difflib.get_close_matches(str(word), list(choices), n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
@@ -378,8 +624,9 @@ def check_layer(values: Mapping[str, Any], source: Source, way: str) -> dict[str
         s = SCHEMA.get(key)
         if s is None or way not in s.where:
             known = [k for k, v in SCHEMA.items() if way in v.where]
-            raise SettingsError(f"{source.name(key)} is not a known setting{did_you_mean(key, known)}; "
-                                f"known: {', '.join(known)}")  # fmt: skip
+            raise SettingsError(
+                f"{source.name(key)} is not a known setting{did_you_mean(key, known)}; known: {', '.join(known)}"
+            )
         try:
             out[key] = check_setting(key, value)
         except SettingsError as e:
@@ -448,8 +695,9 @@ def resolve(*layers: tuple[Source, Mapping[str, Any] | None], defaults: Mapping[
     for source, layer in layers:
         for key, value in (layer or {}).items():
             if key not in values:
-                raise SettingsError(f"{source.describe()}: unknown setting {key!r}; known settings: "
-                                    f"{', '.join(sorted(values))}")  # fmt: skip
+                raise SettingsError(
+                    f"{source.describe()}: unknown setting {key!r}; known settings: {', '.join(sorted(values))}"
+                )
             if value is not None:
                 values[key], sources[key] = value, source
     return Resolved(values, sources)
@@ -493,8 +741,10 @@ def check_engine_options(settings: dict[str, Any], sources: Mapping[str, Source]
     origin = sources.get("quantize", DEFAULT_SOURCE)
     if origin.kind == "preset" and sources.get(clash) != origin:
         settings["quantize"] = "none"
-        return (f"{origin.describe()} runs the body in int8, which needs {INT8_NEEDS}: "
-                f"without it here ({clash} {settings[clash]})")
+        return (
+            f"{origin.describe()} runs the body in int8, which needs {INT8_NEEDS}: "
+            f"without it here ({clash} {settings[clash]})"
+        )
     shown = repr(settings[clash]) if clash == "device" else str(settings[clash])
     raise SettingsError(int8_problem(clash, shown, lambda key: f"--{key}"))
 
@@ -524,8 +774,10 @@ def _check_auto(settings: dict[str, Any], sources: Mapping[str, Source]) -> str 
     settings["quantize"] = "none"
     origin = sources.get("quantize", DEFAULT_SOURCE)
     who = "--quantize auto" if origin.kind == "flag" else f"{origin.describe()} (quantize auto)"
-    return (f"{who} runs the body in int8 on this CPU ({cpu.cpu_class()}), which needs float32 and no "
-            f"compile: without it here ({clash} {settings[clash]})")
+    return (
+        f"{who} runs the body in int8 on this CPU ({cpu.cpu_class()}), which needs float32 and no "
+        f"compile: without it here ({clash} {settings[clash]})"
+    )
 
 
 _LINE_BREAK_RE = re.compile(r"[ \t]*(?:\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029])+[ \t]*")

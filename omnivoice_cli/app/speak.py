@@ -40,8 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterable, Iterator, Mapping, Protocol
 
-from . import settings as st
 from ..engine.errors import InvalidRequest, OmniVoiceError
+from . import settings as st
 from .request import Built, Reference, References
 from .session import Hardware, load_engine
 
@@ -154,8 +154,9 @@ def output_target(output: str | None, settings: st.Resolved, stdout_is_terminal:
 def check_streamable(target: Any) -> None:
     """Before the model: stdout streaming needs a format that can be written piece by piece."""
     if target is not None and target.to_stdout and not target.audio_format.streams:
-        raise InvalidRequest(f"--stream -o - cannot send {target.audio_format.name} piece by piece: "
-                             "use wav, raw, mp3, ogg or opus")  # fmt: skip
+        raise InvalidRequest(
+            f"--stream -o - cannot send {target.audio_format.name} piece by piece: use wav, raw, mp3, ogg or opus"
+        )
 
 
 def report_settings(values: Mapping[str, Any]) -> dict:
@@ -216,16 +217,38 @@ class SpeechReport:
         return where(self.target)
 
 
-def _report(speech: Speech, shown: Shown, *, result: Any, sample_rate: int, seconds: float, load: float,
-            voice: float | None, first: float | None, seed: int, pieces: int,
-            verify: list | None = None) -> SpeechReport:  # fmt: skip
+def _report(
+    speech: Speech,
+    shown: Shown,
+    *,
+    result: Any,
+    sample_rate: int,
+    seconds: float,
+    load: float,
+    voice: float | None,
+    first: float | None,
+    seed: int,
+    pieces: int,
+    verify: list | None = None,
+) -> SpeechReport:
     return SpeechReport(
-        target=speech.target, played=speech.play, sample_rate=sample_rate,
-        audio_seconds=len(result) / sample_rate, seconds=seconds, load_seconds=load, voice_seconds=voice,
-        first_audio_seconds=first, seed=seed, pieces=pieces, settings=speech.settings,
-        reference=speech.built.reference, voice_file=speech.built.voice_file, subtitles=speech.subtitles,
-        warnings=tuple(shown.shown), verify=verify,
-    )  # fmt: skip
+        target=speech.target,
+        played=speech.play,
+        sample_rate=sample_rate,
+        audio_seconds=len(result) / sample_rate,
+        seconds=seconds,
+        load_seconds=load,
+        voice_seconds=voice,
+        first_audio_seconds=first,
+        seed=seed,
+        pieces=pieces,
+        settings=speech.settings,
+        reference=speech.built.reference,
+        voice_file=speech.built.voice_file,
+        subtitles=speech.subtitles,
+        warnings=tuple(shown.shown),
+        verify=verify,
+    )
 
 
 def speech_run(speech: Speech, hooks: Hooks, shown: Shown | None = None) -> "PlainRun | StreamedRun":
@@ -303,9 +326,19 @@ class PlainRun(_Run):
                 written = True
         except KeyboardInterrupt as e:
             raise _stopped(e, written, speech.target) from None
-        return _report(speech, self.shown, result=result.audio, sample_rate=result.sample_rate,
-                       seconds=time.perf_counter() - t_gen, load=load, voice=voice, first=None, seed=result.seed,
-                       pieces=pieces, verify=None if check is None else check.report())  # fmt: skip
+        return _report(
+            speech,
+            self.shown,
+            result=result.audio,
+            sample_rate=result.sample_rate,
+            seconds=time.perf_counter() - t_gen,
+            load=load,
+            voice=voice,
+            first=None,
+            seed=result.seed,
+            pieces=pieces,
+            verify=None if check is None else check.report(),
+        )
 
     def word_times(self, result: Any, request: Any, check: Any) -> Any:
         """--words / --subtitle-level word: every word's time in the final audio (words.py), by
@@ -320,8 +353,9 @@ class PlainRun(_Run):
         with self.hooks.status("timing the words ..."):
             own = rec is None
             if own:
-                rec = listen.recogniser(speech.settings["asr_model"], speech.settings["device"] or "auto",
-                                        "--words / --subtitle-level word")  # fmt: skip
+                rec = listen.recogniser(
+                    speech.settings["asr_model"], speech.settings["device"] or "auto", "--words / --subtitle-level word"
+                )
             try:
                 return word_timings(rec, result.audio, result.sample_rate, result.pieces, request.text, request.lang)
             finally:
@@ -457,10 +491,19 @@ class StreamedRun(_Run):
                 written = speech.target is not None
         except KeyboardInterrupt as e:
             raise self.stopped(e, written) from None
-        return _report(speech, self.shown, result=audio, sample_rate=engine.sample_rate,
-                       seconds=time.perf_counter() - t_gen, load=load, voice=None, first=rendered.first,
-                       seed=request.seed, pieces=sum(1 for p in pieces if p.seed is not None),
-                       verify=None if check is None else check.report())  # fmt: skip
+        return _report(
+            speech,
+            self.shown,
+            result=audio,
+            sample_rate=engine.sample_rate,
+            seconds=time.perf_counter() - t_gen,
+            load=load,
+            voice=None,
+            first=rendered.first,
+            seed=request.seed,
+            pieces=sum(1 for p in pieces if p.seed is not None),
+            verify=None if check is None else check.report(),
+        )
 
     def render(self, engine: Any, request: Any, player: Any, signals: Any, check: Any = None) -> _Rendered:
         from ..engine.streaming import StreamRun
@@ -474,8 +517,9 @@ class StreamedRun(_Run):
         idle = _watch(player, writer)
         with self.hooks.progress("streaming", None) as on_step:
             # the bar counts steps over all pieces: its total is known from the start, never changes
-            with StreamRun(engine, request, on_progress=on_step, on_warning=self.hooks.warn, on_idle=idle,
-                           check=check) as run:  # fmt: skip
+            with StreamRun(
+                engine, request, on_progress=on_step, on_warning=self.hooks.warn, on_idle=idle, check=check
+            ) as run:
                 for piece in run:  # each, in order, to the player and to stdout; kept for a file
                     if out.first is None and piece.seed is not None:
                         out.first = time.perf_counter() - t0
@@ -559,8 +603,18 @@ class DialogueRun:
     """Load, generate every line in one packed run, write subtitles then audio (a stop waits),
     and play the whole when there is a player."""
 
-    def __init__(self, script: Any, target: Any, hardware: Hardware, *, gap: float, subtitles: Path | None = None,
-                 play: bool = False, hooks: Hooks = Hooks(), shown: Shown | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        script: Any,
+        target: Any,
+        hardware: Hardware,
+        *,
+        gap: float,
+        subtitles: Path | None = None,
+        play: bool = False,
+        hooks: Hooks = Hooks(),
+        shown: Shown | None = None,
+    ) -> None:
         from .session import WarnOnce
 
         self.script, self.target, self.hardware, self.gap = script, target, hardware, gap  # dialogue.Script
@@ -598,15 +652,26 @@ class DialogueRun:
             raise _stopped(e, written, target) from None
         return self.report(audio, results, starts, engine.sample_rate, time.perf_counter() - t0, load)
 
-    def report(self, audio: Any, results: list, starts: list[int], rate: int, seconds: float,
-               load: float) -> DialogueReport:  # fmt: skip
+    def report(
+        self, audio: Any, results: list, starts: list[int], rate: int, seconds: float, load: float
+    ) -> DialogueReport:
         lines = tuple(
-            SpokenLine(line.number, line.speaker.name, line.speaker.spec, b.request.text, b.request.seed, s,
-                       s + len(r.audio))
+            SpokenLine(
+                line.number, line.speaker.name, line.speaker.spec, b.request.text, b.request.seed, s, s + len(r.audio)
+            )
             for (line, b), r, s in zip(self.script.lines, results, starts)
-        )  # fmt: skip
-        return DialogueReport(self.target, rate, len(audio) / rate, seconds, load, self.script.seed, lines,
-                              self.subtitles, tuple(self.shown.shown))  # fmt: skip
+        )
+        return DialogueReport(
+            self.target,
+            rate,
+            len(audio) / rate,
+            seconds,
+            load,
+            self.script.seed,
+            lines,
+            self.subtitles,
+            tuple(self.shown.shown),
+        )
 
 
 def join_lines(built: Iterable, results: list, gap: float, rate: int) -> tuple[Any, list, list[int]]:
@@ -620,4 +685,3 @@ def join_lines(built: Iterable, results: list, gap: float, rate: int) -> tuple[A
         pieces = r.pieces or [(b.request.text, 0, len(r.audio))]
         subs += subtitles_from_pieces(pieces, rate, offset=start, speaker=line.speaker.name)
     return audio, finish_subtitles(subs, round(len(audio) * 1000 / rate)), starts
-

@@ -29,8 +29,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from . import settings as st
 from ..engine.errors import InvalidRequest
+from . import settings as st
 
 REQUEST = st.Source("request")
 USAGE_ERRORS = (InvalidRequest, st.SettingsError)  # a request's own fault: the client is told why
@@ -79,8 +79,9 @@ class Speaker:
                 t0 = time.perf_counter()
                 engine = self._load()
                 self.load_seconds = time.perf_counter() - t0
-                config = StreamConfig(first_seconds=self.options.first_seconds,
-                                      piece_seconds=self.options.piece_seconds)  # fmt: skip
+                config = StreamConfig(
+                    first_seconds=self.options.first_seconds, piece_seconds=self.options.piece_seconds
+                )
                 self._service = Service(engine, max_queue=self.options.max_queue, config=config).start()
             return self._service
 
@@ -129,8 +130,9 @@ class Speaker:
         """The command's own settings make a request (before the model loads: fail fast)."""
         self.build("Hello.")
 
-    def build(self, text: Any, *, voice: Any = None, lang: Any = None, instruct: Any = None,
-              settings: Any = None) -> Any:  # fmt: skip
+    def build(
+        self, text: Any, *, voice: Any = None, lang: Any = None, instruct: Any = None, settings: Any = None
+    ) -> Any:
         """A request.Built for `text` (InvalidRequest / SettingsError in the CLI's words)."""
         from .request import References, Voices, build_request
 
@@ -147,8 +149,9 @@ class Speaker:
             raise InvalidRequest(f"text must be a string, got {st.type_name(text)}", "text")
         limit = self.options.max_chars
         if len(text) > limit:
-            raise InvalidRequest(f"text is {len(text)} characters long: at most {limit} are allowed (--max-chars)",
-                                 "text")  # fmt: skip
+            raise InvalidRequest(
+                f"text is {len(text)} characters long: at most {limit} are allowed (--max-chars)", "text"
+            )
         return st.join_lines(text)
 
     def request_layers(self, settings: Any, **given: Any) -> list[tuple[st.Source, dict]]:
@@ -157,7 +160,9 @@ class Speaker:
         if settings is None:
             settings = {}
         if not isinstance(settings, Mapping):
-            raise InvalidRequest(f"settings must be an object of setting names and values, got {st.type_name(settings)}")
+            raise InvalidRequest(
+                f"settings must be an object of setting names and values, got {st.type_name(settings)}"
+            )
         values = dict(settings)
         layers = []
         preset = values.pop("preset", None)
@@ -183,8 +188,14 @@ class Speaker:
         for e in saved:
             if e.meta is None:
                 continue  # a broken file: `omnivoice voice list` says why
-            out.append({"name": e.name, "type": "saved", "seconds": _number(e.meta.get("seconds")),
-                        "text": e.meta.get("text", "")})  # fmt: skip
+            out.append(
+                {
+                    "name": e.name,
+                    "type": "saved",
+                    "seconds": _number(e.meta.get("seconds")),
+                    "text": e.meta.get("text", ""),
+                }
+            )
         names = {e.name.casefold() for e in saved}
         for name, items in store.builtin_voices().items():
             if name.casefold() not in names:
@@ -210,15 +221,19 @@ def voice_setting(spec: Any) -> Any:
         return None
     known = _known_voices()
     if store.is_voice_path(name):
-        raise InvalidRequest(f"voice {st.shown_value(spec)} is a path: a request names a voice, not a file "
-                             f"(known voices: {_listed(known)})", "voice")  # fmt: skip
+        raise InvalidRequest(
+            f"voice {st.shown_value(spec)} is a path: a request names a voice, not a file "
+            f"(known voices: {_listed(known)})",
+            "voice",
+        )
     index = store.voice_index()
     if name in index or len([n for n in index if n.casefold() == name.casefold()]) == 1:
         return name
     if name.lower() in store.builtin_voices():
         return name.lower()
-    raise InvalidRequest(f"unknown voice {st.shown_value(name)}{st.did_you_mean(name, known)}; known voices: "
-                         f"{_listed(known)}", "voice")  # fmt: skip
+    raise InvalidRequest(
+        f"unknown voice {st.shown_value(name)}{st.did_you_mean(name, known)}; known voices: {_listed(known)}", "voice"
+    )
 
 
 def _known_voices() -> list[str]:
@@ -238,10 +253,14 @@ def preset_layer(name: Any) -> tuple[st.Source, dict]:
     """A preset a request names (by name only) as a layer, without the settings fixed at start."""
     index = st.preset_index()
     if not isinstance(name, str) or st.is_preset_path(name) or name not in index:
-        hint = " (a request cannot name a file)" if isinstance(name, str) and st.is_preset_path(name) else (
-            st.did_you_mean(name, index) if isinstance(name, str) else "")  # fmt: skip
-        raise InvalidRequest(f"field 'preset' must be a preset's name ({', '.join(index) or 'none'}), got "
-                             f"{st.shown_value(name)}{hint}")  # fmt: skip
+        hint = (
+            " (a request cannot name a file)"
+            if isinstance(name, str) and st.is_preset_path(name)
+            else (st.did_you_mean(name, index) if isinstance(name, str) else "")
+        )
+        raise InvalidRequest(
+            f"field 'preset' must be a preset's name ({', '.join(index) or 'none'}), got {st.shown_value(name)}{hint}"
+        )
     found = st.find_preset(name)
     return found.origin, {k: v for k, v in found.settings.items() if k not in DROPPED_PRESET_KEYS}
 

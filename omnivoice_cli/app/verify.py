@@ -23,8 +23,10 @@ from typing import Any
 from . import listen
 
 CHARACTER_LANGS = frozenset({"zh", "yue", "ja", "ko", "th", "cmn", "wuu", "lo", "my", "km"})
-_CHAR_SCRIPT = re.compile(r"[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff"
-                          r"\uac00-\ud7af\uf900-\ufaff]")  # fmt: skip
+_CHAR_SCRIPT = re.compile(
+    r"[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff"
+    r"\uac00-\ud7af\uf900-\ufaff]"
+)
 _TAG = re.compile(r"\[[^\]]*\]")  # control tags ([laughter], [pause 1s], [B EY1 S]) are not spoken words
 
 
@@ -93,9 +95,16 @@ class PieceVerdict:
     def as_dict(self, piece: int, max_error: float) -> dict[str, Any]:
         k = self.kept if self.kept is not None else 0
         error, heard, seed = self.takes[k] if self.takes else (None, None, None)
-        return {"piece": piece, "text": self.text, "error": None if error is None else round(error, 4),
-                "transcript": heard, "attempts": len(self.takes), "kept": k + 1, "seed": seed,
-                "ok": error is not None and error <= max_error}  # fmt: skip
+        return {
+            "piece": piece,
+            "text": self.text,
+            "error": None if error is None else round(error, 4),
+            "transcript": heard,
+            "attempts": len(self.takes),
+            "kept": k + 1,
+            "seed": seed,
+            "ok": error is not None and error <= max_error,
+        }
 
 
 class RequestCheck:
@@ -106,8 +115,9 @@ class RequestCheck:
         self.pieces: dict[int, PieceVerdict] = {}
 
     def check(self, take: Any) -> tuple[float, bool]:
-        heard = self.recogniser.transcribe(take.audio, take.sample_rate, self.lang,
-                                         max_tokens=max_tokens(take.text, self.lang), words=False).text  # fmt: skip
+        heard = self.recogniser.transcribe(
+            take.audio, take.sample_rate, self.lang, max_tokens=max_tokens(take.text, self.lang), words=False
+        ).text
         error = error_rate(take.text, heard, self.lang)
         verdict = self.pieces.setdefault(take.piece, PieceVerdict(take.text))
         verdict.takes.append((error, heard, take.seed))
@@ -123,9 +133,11 @@ class RequestCheck:
         out = []
         for row in self.report():
             if not row["ok"]:
-                out.append(f"{label}piece {row['piece'] + 1} still reads {row['error']:.0%} wrong after "
-                           f"{row['attempts']} takes (kept take {row['kept']}, seed {row['seed']}): heard "
-                           f"{row['transcript']!r} for {row['text']!r}")  # fmt: skip
+                out.append(
+                    f"{label}piece {row['piece'] + 1} still reads {row['error']:.0%} wrong after "
+                    f"{row['attempts']} takes (kept take {row['kept']}, seed {row['seed']}): heard "
+                    f"{row['transcript']!r} for {row['text']!r}"
+                )
         return out
 
 
@@ -142,8 +154,12 @@ class Verifier:
 
     def for_request(self, lang: str | None, max_error: float | None = None, retries: int | None = None) -> RequestCheck:
         """The check of one request (a batch line's own limits, when it gives them)."""
-        return RequestCheck(self.recogniser, lang, self.max_error if max_error is None else max_error,
-                            self.retries if retries is None else retries)  # fmt: skip
+        return RequestCheck(
+            self.recogniser,
+            lang,
+            self.max_error if max_error is None else max_error,
+            self.retries if retries is None else retries,
+        )
 
     def close(self) -> None:
         self.recogniser.close()

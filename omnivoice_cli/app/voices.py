@@ -29,9 +29,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from . import settings as st
 from ..engine.config import ModelConfig
 from ..engine.errors import InvalidRequest
+from . import settings as st
 
 FRAME_RATE = ModelConfig().frame_rate  # codec frames per second of a voice's codes
 VOICE_SUFFIX = ".safetensors"
@@ -128,8 +128,10 @@ def printable(text: str) -> str:
 
 def _voice_files(folder: Path) -> list[Path]:
     try:
-        return sorted((p for p in folder.glob(f"*{VOICE_SUFFIX}") if p.is_file() and not p.name.startswith(".")),
-                      key=lambda p: os.fsencode(p.name))  # fmt: skip
+        return sorted(
+            (p for p in folder.glob(f"*{VOICE_SUFFIX}") if p.is_file() and not p.name.startswith(".")),
+            key=lambda p: os.fsencode(p.name),
+        )
     except OSError:
         return []
 
@@ -193,15 +195,31 @@ def resolve_voice(spec: str, base: Path | None = None) -> Path:
         raise InvalidRequest(f"voice file {shown} does not exist")
     if not p.is_file():
         raise InvalidRequest(f"voice file '{spec}' is a folder, not a voice file")
-    if p.suffix.lower() in AUDIO_SUFFIXES or (p.suffix.lower() not in (VOICE_SUFFIX, PROMPT_SUFFIX)
-                                              and _sounds_like_audio(p)):  # fmt: skip
+    if p.suffix.lower() in AUDIO_SUFFIXES or (
+        p.suffix.lower() not in (VOICE_SUFFIX, PROMPT_SUFFIX) and _sounds_like_audio(p)
+    ):
         raise _recording(spec)
     return p
 
 
 # What a recording's name ends in, and how its file begins (WAV, FLAC, Ogg, MP3, AIFF, MP4, WebM).
-AUDIO_SUFFIXES = (".wav", ".wave", ".flac", ".ogg", ".oga", ".opus", ".mp3", ".m4a", ".aac", ".aif", ".aiff",
-                  ".webm", ".wma", ".au", ".caf")  # fmt: skip
+AUDIO_SUFFIXES = (
+    ".wav",
+    ".wave",
+    ".flac",
+    ".ogg",
+    ".oga",
+    ".opus",
+    ".mp3",
+    ".m4a",
+    ".aac",
+    ".aif",
+    ".aiff",
+    ".webm",
+    ".wma",
+    ".au",
+    ".caf",
+)
 _AUDIO_MAGIC = (b"RIFF", b"RF64", b"fLaC", b"OggS", b"ID3", b"FORM", b"\x1aE\xdf\xa3", b".snd", b"caff")
 
 
@@ -304,8 +322,10 @@ def save(name: str, voice, *, force: bool = False, **meta: Any) -> Path:
 
 def import_metadata(path: Path) -> dict[str, str]:
     """What `voice import` records about the file it imports (and what a voice file said of itself)."""
-    meta = {"source": str(path.resolve()),
-            "imported": "reference prompt" if path.suffix.lower() == PROMPT_SUFFIX else "voice file"}  # fmt: skip
+    meta = {
+        "source": str(path.resolve()),
+        "imported": "reference prompt" if path.suffix.lower() == PROMPT_SUFFIX else "voice file",
+    }
     if path.suffix.lower() == VOICE_SUFFIX:
         from ..engine.voicefile import read_voice_metadata
 
@@ -414,9 +434,7 @@ def reference_transcript(audio: Path, ref_text: str | None, flag: str = "--ref-t
     if ref_text is not None:
         text = st.join_lines(ref_text)
         if not text:
-            raise InvalidRequest(
-                f"{flag} is empty: give the words spoken in the reference audio"
-            )
+            raise InvalidRequest(f"{flag} is empty: give the words spoken in the reference audio")
         from ..engine.text import unicode_problem
 
         problem = unicode_problem(text)  # a byte that is not UTF-8 in the argument
@@ -427,7 +445,7 @@ def reference_transcript(audio: Path, ref_text: str | None, flag: str = "--ref-t
     if sibling.is_file():
         return read_transcript(sibling)
     raise InvalidRequest(
-        f"no transcript for the reference audio {audio}: give {flag} \"the words spoken in it\" or write "
+        f'no transcript for the reference audio {audio}: give {flag} "the words spoken in it" or write '
         f"them into {sibling} (omnivoice has no speech recogniser)"
     )
 

@@ -30,8 +30,13 @@ class WordTime:
     estimated: bool = False
 
     def as_dict(self) -> dict[str, Any]:
-        return {"word": self.word, "start": round(self.start, 3), "end": round(self.end, 3), "piece": self.piece,
-                "estimated": self.estimated}  # fmt: skip
+        return {
+            "word": self.word,
+            "start": round(self.start, 3),
+            "end": round(self.end, 3),
+            "piece": self.piece,
+            "estimated": self.estimated,
+        }
 
 
 def align(expected: list[str], heard: list[str]) -> list[int | None]:
@@ -71,8 +76,7 @@ def _heard_units(transcript: Any, chars: bool) -> list[tuple[str, float, float]]
     return out
 
 
-def piece_words(text: str, transcript: Any, lang: str | None, start: float, end: float,
-                piece: int) -> list[WordTime]:  # fmt: skip
+def piece_words(text: str, transcript: Any, lang: str | None, start: float, end: float, piece: int) -> list[WordTime]:
     """The words of one piece (its audio from `start` to `end` s), timed by its transcript
     (times relative to the piece's audio)."""
     chars = by_characters(text, lang)
@@ -115,8 +119,9 @@ def monotonic(words: list[WordTime], duration: float) -> list[WordTime]:
     return out
 
 
-def word_timings(recogniser: Any, audio: Any, sample_rate: int, pieces: list | None, text: str,
-                 lang: str | None = None) -> list[WordTime]:  # fmt: skip
+def word_timings(
+    recogniser: Any, audio: Any, sample_rate: int, pieces: list | None, text: str, lang: str | None = None
+) -> list[WordTime]:
     """Every word of the text as spoken, timed in `audio` (see the module doc). `pieces`: the
     result's (text, start, end in samples); None: the whole audio is one piece of `text`."""
     pieces = pieces or [(text, 0, len(audio))]
@@ -173,12 +178,13 @@ def word_vtt(subs: list, words: list[WordTime]) -> str:
 
 def write_word_subtitles(path: Path, result: Any, text: str, words: list[WordTime]) -> None:
     """--subtitle-level word: the line cues of `write_result_subtitles`, each word timed (VTT)."""
-    from ..media.cues import finish_subtitles, subtitles_from_pieces
     from ..engine.text import split_pauses
+    from ..media.cues import finish_subtitles, subtitles_from_pieces
     from ..media.output import replace_atomically
 
     pieces = result.pieces or [(" ".join(split_pauses(text)[0]), 0, len(result.audio))]
-    subs = finish_subtitles(subtitles_from_pieces(pieces, result.sample_rate),
-                            round(len(result.audio) * 1000 / result.sample_rate))  # fmt: skip
+    subs = finish_subtitles(
+        subtitles_from_pieces(pieces, result.sample_rate), round(len(result.audio) * 1000 / result.sample_rate)
+    )
     data = word_vtt(subs, words).encode("utf-8")
     replace_atomically(path, lambda f: f.write(data))

@@ -8,7 +8,15 @@ import typer
 
 from ..app import settings as st
 from ..engine.errors import InvalidRequest
-from ..ui.options import HARDWARE_SETTINGS, LISTEN_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, SPEECH_SETTINGS, with_settings
+from ..ui.options import (
+    HARDWARE_SETTINGS,
+    LISTEN_SETTINGS,
+    NO_FLAGS,
+    PRESET_OPTION,
+    QUIET_OPTION,
+    SPEECH_SETTINGS,
+    with_settings,
+)
 from .common import echo, run_session, run_settings, warn
 
 HELP = """Speak every line of INPUT into its own audio file in the folder -o.
@@ -41,8 +49,8 @@ def _check_run(flags: dict, preset: Optional[str]) -> st.Preset | None:
     """The run's preset and flags, checked before any line is read."""
     chosen, run = run_settings(preset, flags)
     if run["instruct"] is not None:
-        from ..engine.text import resolve_instruct
         from ..app.request import named
+        from ..engine.text import resolve_instruct
 
         try:
             resolve_instruct(run["instruct"])
@@ -60,17 +68,21 @@ def _summary(run, quiet: bool, json_out: bool = False) -> None:
         _json_summary(run)
     if report.interrupted:
         name = "Ctrl-C" if report.interrupted == 2 else f"signal {int(report.interrupted)}"
-        warn(f"stopped by {name}: {report.lines} lines: {counts}; finished files are kept, "
-             f"run the same command again to finish ({report.manifest})")  # fmt: skip
+        warn(
+            f"stopped by {name}: {report.lines} lines: {counts}; finished files are kept, "
+            f"run the same command again to finish ({report.manifest})"
+        )
         raise typer.Exit(128 + int(report.interrupted))
     if not quiet and not json_out:
         rtf = "n/a" if report.rtf is None else f"{report.rtf:.3f}"
         loaded = "" if report.load_seconds is None else f"; model loaded in {report.load_seconds:.1f} s"
         if report.voice_seconds is not None:
             loaded += f", voices prepared in {report.voice_seconds:.1f} s"
-        echo(f"{report.lines} lines: {counts}; {report.audio_seconds:.2f} s of audio in "
-             f"{report.generate_seconds:.2f} s (RTF {rtf}{loaded}); wall time {report.wall_seconds:.1f} s; "
-             f"manifest {report.manifest}")  # fmt: skip
+        echo(
+            f"{report.lines} lines: {counts}; {report.audio_seconds:.2f} s of audio in "
+            f"{report.generate_seconds:.2f} s (RTF {rtf}{loaded}); wall time {report.wall_seconds:.1f} s; "
+            f"manifest {report.manifest}"
+        )
     if report.failed:
         raise typer.Exit(1)
 
@@ -89,15 +101,26 @@ def _json_summary(run) -> None:
         return None if x is None else round(x, 4)
 
     data = {
-        "input": str(run.input_path), "output": str(run.output_dir), "manifest": str(r.manifest),
-        "lines": r.lines, "done": r.done, "failed": r.failed, "skipped": r.skipped, "pending": r.pending,
-        "audio_seconds": round(r.audio_seconds, 4), "seconds": round(r.generate_seconds, 4),
-        "load_seconds": rounded(r.load_seconds), "voice_seconds": rounded(r.voice_seconds),
-        "total_seconds": round(r.wall_seconds, 4), "rtf": rounded(r.rtf),
-        "seed": run.flags.get("seed"), "settings": report_settings(run.run_settings().values),
-        "warnings": r.warnings, "errors": [ln.error for ln in run.lines if ln.status == "failed"],
+        "input": str(run.input_path),
+        "output": str(run.output_dir),
+        "manifest": str(r.manifest),
+        "lines": r.lines,
+        "done": r.done,
+        "failed": r.failed,
+        "skipped": r.skipped,
+        "pending": r.pending,
+        "audio_seconds": round(r.audio_seconds, 4),
+        "seconds": round(r.generate_seconds, 4),
+        "load_seconds": rounded(r.load_seconds),
+        "voice_seconds": rounded(r.voice_seconds),
+        "total_seconds": round(r.wall_seconds, 4),
+        "rtf": rounded(r.rtf),
+        "seed": run.flags.get("seed"),
+        "settings": report_settings(run.run_settings().values),
+        "warnings": r.warnings,
+        "errors": [ln.error for ln in run.lines if ln.status == "failed"],
         "interrupted": None if not r.interrupted else signal_name(int(r.interrupted)),
-    }  # fmt: skip
+    }
     typer.echo(json.dumps(data, ensure_ascii=False))
 
 
@@ -105,45 +128,74 @@ def _json_summary(run) -> None:
 def batch(
     input: str = typer.Argument(..., metavar="INPUT", show_default=False, help="A .txt or .jsonl file."),
     output: str = typer.Option(
-        ..., "-o", "--output", metavar="DIR", show_default=False, rich_help_panel="Output",
+        ...,
+        "-o",
+        "--output",
+        metavar="DIR",
+        show_default=False,
+        rich_help_panel="Output",
         help="Output folder (created when missing): the audio files and manifest.jsonl.",
     ),
     preset: Optional[str] = PRESET_OPTION,
-    overwrite: bool = typer.Option(False, "--overwrite", rich_help_panel="Output", help="Redo lines whose file exists."),
+    overwrite: bool = typer.Option(
+        False, "--overwrite", rich_help_panel="Output", help="Redo lines whose file exists."
+    ),
     dry_run: bool = typer.Option(
-        False, "--dry-run", rich_help_panel="Output",
+        False,
+        "--dry-run",
+        rich_help_panel="Output",
         help="Load no model, write nothing: print what each line would speak (with --json, one JSON object a line).",
     ),
     json_out: bool = typer.Option(
-        False, "--json", rich_help_panel="Output",
+        False,
+        "--json",
+        rich_help_panel="Output",
         help="A JSON summary on stdout instead of the summary line (with --dry-run: one JSON object a line).",
     ),
     quiet: bool = QUIET_OPTION,
     subtitles: Optional[str] = typer.Option(  # issue 15 (cues.py)
-        None, "--subtitles", metavar="srt|vtt", show_default=False, rich_help_panel="Output",
+        None,
+        "--subtitles",
+        metavar="srt|vtt",
+        show_default=False,
+        rich_help_panel="Output",
         help="Also write subtitles beside each audio file (0001.wav -> 0001.srt), as say --subtitles does.",
     ),
     words: bool = typer.Option(
-        False, "--words", rich_help_panel="Output",
+        False,
+        "--words",
+        rich_help_panel="Output",
         help="Also write when each word is spoken beside each audio file (0001.words.json), heard by the speech "
-             "recogniser (the asr extra).",
+        "recogniser (the asr extra).",
     ),
     ray: Optional[str] = typer.Option(
-        None, "--ray", metavar="ADDRESS|auto|local", show_default=False, rich_help_panel="Cluster",
+        None,
+        "--ray",
+        metavar="ADDRESS|auto|local",
+        show_default=False,
+        rich_help_panel="Cluster",
         help="Speak the lines on a Ray cluster: local starts one on this machine, auto joins the one RAY_ADDRESS "
-             "or a running head names, or give its address (needs pip install 'omnivoice-cli[ray]'). Default: off.",
+        "or a running head names, or give its address (needs pip install 'omnivoice-cli[ray]'). Default: off.",
     ),
     workers: Optional[int] = typer.Option(
-        None, "--workers", metavar="N", show_default=False, rich_help_panel="Cluster",
+        None,
+        "--workers",
+        metavar="N",
+        show_default=False,
+        rich_help_panel="Cluster",
         help="With --ray: engines on the cluster, each loading the model once and taking --threads CPU cores "
-             "(default 1). Default: 1.",
+        "(default 1). Default: 1.",
     ),
     gpus_per_worker: Optional[float] = typer.Option(
-        None, "--gpus-per-worker", metavar="G", show_default=False, rich_help_panel="Cluster",
+        None,
+        "--gpus-per-worker",
+        metavar="G",
+        show_default=False,
+        rich_help_panel="Cluster",
         help="With --ray: GPUs each worker takes (0.5: two share one). Default: 0 (on the CPU).",
     ),
     flags: dict = NO_FLAGS,
-) -> None:  # fmt: skip
+) -> None:
     """Speak every line of INPUT into its own audio file in the folder -o."""
     from ..app.batch import BatchRun
 
@@ -153,8 +205,17 @@ def batch(
     subtitles = subtitles.lower().lstrip(".") if subtitles else None
     # a dry run needs no cluster (and no Ray), but --workers without --ray is still refused
     executor = None if dry_run and ray is not None else _executor(ray, workers, gpus_per_worker, preset, flags)
-    run = BatchRun(input, output, preset=chosen, flags=flags, overwrite=overwrite, session=run_session(quiet),
-                   subtitles=subtitles, executor=executor, words=words)  # fmt: skip
+    run = BatchRun(
+        input,
+        output,
+        preset=chosen,
+        flags=flags,
+        overwrite=overwrite,
+        session=run_session(quiet),
+        subtitles=subtitles,
+        executor=executor,
+        words=words,
+    )
     if dry_run:
         _dry_run(run, json_out)
         return
@@ -194,7 +255,9 @@ def _dry_run(run, json_out: bool) -> None:
         if json_out:
             out.write(json.dumps(report, ensure_ascii=False) + "\n")
         else:
-            out.write(f"line {line.number} -> {line.name}: {len(report['pieces'])} piece(s), about "
-                      f"{report['seconds']:.1f} s, seed {report['seed']}\n")  # fmt: skip
+            out.write(
+                f"line {line.number} -> {line.name}: {len(report['pieces'])} piece(s), about "
+                f"{report['seconds']:.1f} s, seed {report['seed']}\n"
+            )
     if any(line.error is not None for line in run.lines):
         raise typer.Exit(1)

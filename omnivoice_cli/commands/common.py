@@ -8,8 +8,8 @@ from typing import Any
 import typer
 
 from ..app import settings as st
-from ..ui.progress import BatchProgress, print_above, status
 from ..app.session import Hardware, Session
+from ..ui.progress import BatchProgress, print_above, status
 
 
 def usage_error(message: str, ctx: Any = None) -> Exception:
@@ -51,12 +51,16 @@ def stdout_is_terminal() -> bool:
 def hooks(quiet: bool) -> Any:
     """What a run of speak.py shows: warnings, and unless quiet the engine's notices, status lines
     and progress bars, on stderr; the audio of -o - on stdout."""
-    from ..ui.progress import StepProgress, status
     from ..app.speak import Hooks
+    from ..ui.progress import StepProgress, status
 
-    return Hooks(warn=warn, notice=notice(quiet), status=lambda message: status(message, enabled=not quiet),
-                 progress=lambda label, total: StepProgress(enabled=not quiet, label=label, total=total),
-                 stdout=lambda: typer.get_binary_stream("stdout"))  # fmt: skip
+    return Hooks(
+        warn=warn,
+        notice=notice(quiet),
+        status=lambda message: status(message, enabled=not quiet),
+        progress=lambda label, total: StepProgress(enabled=not quiet, label=label, total=total),
+        stdout=lambda: typer.get_binary_stream("stdout"),
+    )
 
 
 def held(run: Any) -> Any:
@@ -88,10 +92,12 @@ def run_session(quiet: bool, unit: str = "lines") -> Session:
     (progress.py; counting `unit`) unless quiet, the engine's notices unless quiet."""
     shown = not quiet
     return Session(
-        echo=echo, quiet=quiet, notice=notice(quiet),
+        echo=echo,
+        quiet=quiet,
+        notice=notice(quiet),
         status=lambda message: status(message, enabled=shown),
         progress=lambda total: BatchProgress(total, enabled=shown, echo=echo, unit=unit),
-    )  # fmt: skip
+    )
 
 
 def load_engine(settings: st.Resolved, quiet: bool, encoder: bool = False) -> tuple[Any, float]:

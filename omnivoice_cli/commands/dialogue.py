@@ -25,21 +25,36 @@ def _report(report: Any, t_start: float, json_out: bool, quiet: bool) -> None:
     rate, target = report.sample_rate, report.target
     if json_out:
         lines = [
-            {"line": ln.number, "speaker": ln.speaker, "voice": ln.voice, "text": ln.text, "seed": ln.seed,
-             "start_seconds": round(ln.start / rate, 4), "end_seconds": round(ln.end / rate, 4)}
+            {
+                "line": ln.number,
+                "speaker": ln.speaker,
+                "voice": ln.voice,
+                "text": ln.text,
+                "seed": ln.seed,
+                "start_seconds": round(ln.start / rate, 4),
+                "end_seconds": round(ln.end / rate, 4),
+            }
             for ln in report.lines
-        ]  # fmt: skip
+        ]
         data = {
-            "path": None if target is None else str(target), "format": None if target is None else target.audio_format.name,
-            "sample_rate": rate, "audio_seconds": round(report.audio_seconds, 4),
-            "seconds": round(report.seconds, 4), "load_seconds": round(report.load_seconds, 4),
-            "total_seconds": round(time.perf_counter() - t_start, 4), "seed": report.seed, "lines": lines,
-            "subtitles": None if report.subtitles is None else str(report.subtitles), "warnings": list(report.warnings),
-        }  # fmt: skip
+            "path": None if target is None else str(target),
+            "format": None if target is None else target.audio_format.name,
+            "sample_rate": rate,
+            "audio_seconds": round(report.audio_seconds, 4),
+            "seconds": round(report.seconds, 4),
+            "load_seconds": round(report.load_seconds, 4),
+            "total_seconds": round(time.perf_counter() - t_start, 4),
+            "seed": report.seed,
+            "lines": lines,
+            "subtitles": None if report.subtitles is None else str(report.subtitles),
+            "warnings": list(report.warnings),
+        }
         typer.echo(json.dumps(data, ensure_ascii=False), err=target is not None and target.to_stdout)
     elif not quiet:
-        echo(f"{report.where}: {report.audio_seconds:.2f} s of audio, {len(report.lines)} lines in "
-             f"{report.seconds:.2f} s (model loaded in {report.load_seconds:.1f} s), seed {report.seed}")  # fmt: skip
+        echo(
+            f"{report.where}: {report.audio_seconds:.2f} s of audio, {len(report.lines)} lines in "
+            f"{report.seconds:.2f} s (model loaded in {report.load_seconds:.1f} s), seed {report.seed}"
+        )
 
 
 def _dry_run(built: Any, json_out: bool) -> None:
@@ -49,18 +64,33 @@ def _dry_run(built: Any, json_out: bool) -> None:
     out = typer.get_text_stream("stdout")
     for line, b in built:
         report = {"line": line.number, "speaker": line.speaker.name, "voice": line.speaker.spec, **describe(b)}
-        out.write(json.dumps(report, ensure_ascii=False) + "\n" if json_out
-                  else f"line {line.number} ({line.speaker.name}):\n{render(report)}")  # fmt: skip
+        out.write(
+            json.dumps(report, ensure_ascii=False) + "\n"
+            if json_out
+            else f"line {line.number} ({line.speaker.name}):\n{render(report)}"
+        )
 
 
-def say_dialogue(script: str, name: str, preset: str | None, flags: dict, cast: list[str], gap: float | None,
-                 output: str | None, subtitles: str | None, json_out: bool, quiet: bool, t_start: float,
-                 dry_run: bool = False, play: bool = False) -> None:  # fmt: skip
+def say_dialogue(
+    script: str,
+    name: str,
+    preset: str | None,
+    flags: dict,
+    cast: list[str],
+    gap: float | None,
+    output: str | None,
+    subtitles: str | None,
+    json_out: bool,
+    quiet: bool,
+    t_start: float,
+    dry_run: bool = False,
+    play: bool = False,
+) -> None:
     """`say --cast ...`: check everything, then speak the script (see the module doc)."""
-    from ..media.cues import check_subtitles_path
     from ..app.dialogue import check_gap, check_gaps_total, plan_script
     from ..app.session import Hardware
     from ..app.speak import DialogueRun, output_target
+    from ..media.cues import check_subtitles_path
 
     chosen, settings = run_settings(preset, flags)
     gap_s = check_gap(gap)
@@ -77,6 +107,14 @@ def say_dialogue(script: str, name: str, preset: str | None, flags: dict, cast: 
     shown = WarnOnce(warn)
     for _, b in planned.lines:
         shown(b.warnings)
-    run = DialogueRun(planned, target, Hardware.from_settings(settings.values), gap=gap_s, subtitles=subs_path,
-                      play=play, hooks=hooks(quiet), shown=shown)  # fmt: skip
+    run = DialogueRun(
+        planned,
+        target,
+        Hardware.from_settings(settings.values),
+        gap=gap_s,
+        subtitles=subs_path,
+        play=play,
+        hooks=hooks(quiet),
+        shown=shown,
+    )
     _report(held(run), t_start, json_out, quiet)

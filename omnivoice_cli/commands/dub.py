@@ -64,14 +64,22 @@ def _report(run: Any, report: Any, t_start: float, json_out: bool, quiet: bool) 
     counts = {s: report.count(s) for s in ("done", "reused", "empty")}
     if json_out:
         data = {
-            "path": where, "format": run.target.format.lower(), "sample_rate": SAMPLE_RATE,
-            "audio_seconds": round(seconds, 4), "seed": report.seed, "cues": [c.record() for c in report.cues],
-            "spoken": counts["done"], "reused": counts["reused"], "empty": counts["empty"],
-            "stems": run.stems, "seconds": round(report.generate_seconds, 4),
+            "path": where,
+            "format": run.target.format.lower(),
+            "sample_rate": SAMPLE_RATE,
+            "audio_seconds": round(seconds, 4),
+            "seed": report.seed,
+            "cues": [c.record() for c in report.cues],
+            "spoken": counts["done"],
+            "reused": counts["reused"],
+            "empty": counts["empty"],
+            "stems": run.stems,
+            "seconds": round(report.generate_seconds, 4),
             "load_seconds": None if report.load_seconds is None else round(report.load_seconds, 4),
             "voice_seconds": None if report.voice_seconds is None else round(report.voice_seconds, 4),
-            "total_seconds": round(time.perf_counter() - t_start, 4), "warnings": report.warnings,
-        }  # fmt: skip
+            "total_seconds": round(time.perf_counter() - t_start, 4),
+            "warnings": report.warnings,
+        }
         for cue in data["cues"]:
             cue.pop("key", None)
         typer.echo(json.dumps(data, ensure_ascii=False), err=run.target.to_stdout)
@@ -79,43 +87,69 @@ def _report(run: Any, report: Any, t_start: float, json_out: bool, quiet: bool) 
         loaded = "" if report.load_seconds is None else f" (model loaded in {report.load_seconds:.1f} s)"
         if report.voice_seconds is not None:
             loaded = loaded[:-1] + f", voices prepared in {report.voice_seconds:.1f} s)"
-        echo(f"{where}: {seconds:.2f} s track, {len(report.cues)} cues: {counts['done']} spoken, "
-             f"{counts['reused']} reused, {counts['empty']} empty, in {report.generate_seconds:.2f} s{loaded}; "
-             f"seed {report.seed}")  # fmt: skip
+        echo(
+            f"{where}: {seconds:.2f} s track, {len(report.cues)} cues: {counts['done']} spoken, "
+            f"{counts['reused']} reused, {counts['empty']} empty, in {report.generate_seconds:.2f} s{loaded}; "
+            f"seed {report.seed}"
+        )
 
 
 @with_settings(*DUB_SETTINGS, *HARDWARE_SETTINGS)
 def dub(
     input: str = typer.Argument(..., metavar="INPUT", show_default=False, help="An .srt or .vtt file."),
     output: Optional[str] = typer.Option(
-        None, "-o", "--output", metavar="PATH", show_default=False, rich_help_panel="Output",
+        None,
+        "-o",
+        "--output",
+        metavar="PATH",
+        show_default=False,
+        rich_help_panel="Output",
         help="The track: .wav, .flac or .ogg; - writes WAV to stdout. Default: INPUT's name with --format.",
     ),
     cast: Optional[list[str]] = typer.Option(
-        None, "--cast", metavar="NAME=VOICE", show_default=False, rich_help_panel="Voice",
+        None,
+        "--cast",
+        metavar="NAME=VOICE",
+        show_default=False,
+        rich_help_panel="Voice",
         help="A speaker's voice: a saved voice, a voice file, instruct:ITEMS or auto (once per speaker).",
     ),
     stems: Optional[str] = typer.Option(
-        None, "--stems", metavar="DIR", show_default=False, rich_help_panel="Output",
+        None,
+        "--stems",
+        metavar="DIR",
+        show_default=False,
+        rich_help_panel="Output",
         help="Also write each cue's audio here, with manifest.jsonl; a rerun reuses them.",
     ),
     overwrite: bool = typer.Option(
-        False, "--overwrite", rich_help_panel="Output", help="Remake cues whose stems exist (and replace the track).",
+        False,
+        "--overwrite",
+        rich_help_panel="Output",
+        help="Remake cues whose stems exist (and replace the track).",
     ),
     force: bool = typer.Option(
-        False, "--force", rich_help_panel="Output", help="Replace the track if it exists (stems are still reused).",
+        False,
+        "--force",
+        rich_help_panel="Output",
+        help="Replace the track if it exists (stems are still reused).",
     ),
     dry_run: bool = typer.Option(
-        False, "--dry-run", rich_help_panel="Output",
+        False,
+        "--dry-run",
+        rich_help_panel="Output",
         help="Load no model, write nothing: print every cue (times, words, voice, speed); with --json, JSON lines.",
     ),
     preset: Optional[str] = PRESET_OPTION,
     json_out: bool = typer.Option(
-        False, "--json", rich_help_panel="Output", help="A JSON report with every cue (stderr if -o -).",
+        False,
+        "--json",
+        rich_help_panel="Output",
+        help="A JSON report with every cue (stderr if -o -).",
     ),
     quiet: bool = QUIET_OPTION,
     flags: dict = NO_FLAGS,
-) -> None:  # fmt: skip
+) -> None:
     """Speak every cue of an SRT or WebVTT file into one audio track, each in its time slot."""
     from ..app.dialogue import Cast
     from ..app.dubbing import DubRun
@@ -125,8 +159,17 @@ def dub(
     chosen, settings = run_settings(preset, flags)
     the_cast = Cast.parse(cast)
     target = _target(input, output, settings, force or overwrite, dry_run)
-    run = DubRun(input, target, preset=chosen, flags=flags, cast=the_cast, stems=stems, overwrite=overwrite,
-                 session=run_session(quiet, unit="cues"), stdout=typer.get_binary_stream("stdout"))  # fmt: skip
+    run = DubRun(
+        input,
+        target,
+        preset=chosen,
+        flags=flags,
+        cast=the_cast,
+        stems=stems,
+        overwrite=overwrite,
+        session=run_session(quiet, unit="cues"),
+        stdout=typer.get_binary_stream("stdout"),
+    )
     if dry_run:
         return _dry_run(run, json_out)
     report = run.run()
@@ -152,12 +195,16 @@ def _dry_run(run: Any, json_out: bool) -> None:
         return
     where = "stdout" if run.target.to_stdout else str(run.target)
     spoken = [c for c in cues if c["action"] != "skip (empty)"]
-    out.write(f"{run.input_path}: {len(cues)} cues ({len(cues) - len(spoken)} empty) -> {where}, "
-              f"{timestamp(run.report.track_samples * 1000 // SAMPLE_RATE)} long, seed {run.report.seed}\n")  # fmt: skip
+    out.write(
+        f"{run.input_path}: {len(cues)} cues ({len(cues) - len(spoken)} empty) -> {where}, "
+        f"{timestamp(run.report.track_samples * 1000 // SAMPLE_RATE)} long, seed {run.report.seed}\n"
+    )
     who = [f"{c['speaker']}={c['voice']}" if c["speaker"] else c["voice"] or "-" for c in cues]
     width = min(max(len(w) for w in who), 32)
     for c, voice in zip(cues, who):
         speed = "" if c["speed"] is None else f"{c['speed']:.2f}x"
         text = c["text"] if len(c["text"]) <= 60 else c["text"][:57] + "..."
-        out.write(f"{c['cue']:>4}  {c['start']} --> {c['end']}  {speed:>6}  {voice:<{width}}  {text}"
-                  f"{'' if c['action'] == 'speak' else '  [' + c['action'] + ']'}\n")  # fmt: skip
+        out.write(
+            f"{c['cue']:>4}  {c['start']} --> {c['end']}  {speed:>6}  {voice:<{width}}  {text}"
+            f"{'' if c['action'] == 'speak' else '  [' + c['action'] + ']'}\n"
+        )

@@ -25,8 +25,19 @@ omnivoice mcp --root ~/speech --voice alice --preset fast
 omnivoice mcp --root ~/speech --http 8765
 """
 
-MCP_SETTINGS = ("lang", "normalize", "markdown", "chunk_duration", "chunk_threshold", "instruct", "voice", "speed",
-                *st.GENERATION_KEYS, "seed", *HARDWARE_SETTINGS)  # fmt: skip
+MCP_SETTINGS = (
+    "lang",
+    "normalize",
+    "markdown",
+    "chunk_duration",
+    "chunk_threshold",
+    "instruct",
+    "voice",
+    "speed",
+    *st.GENERATION_KEYS,
+    "seed",
+    *HARDWARE_SETTINGS,
+)
 
 
 def check_extra() -> None:
@@ -49,29 +60,57 @@ def _root(spec: str) -> Path:
 
 @with_settings(*MCP_SETTINGS)
 def mcp(
-    root: str = typer.Option(..., "--root", metavar="DIR", rich_help_panel="Server", show_default=False,
-                             help="Folder synthesize writes under (created if missing); nothing is written elsewhere."),
-    http: Optional[int] = typer.Option(None, "--http", min=1, max=65535, metavar="PORT", rich_help_panel="Server",
-                                       show_default=False,
-                                       help="Serve MCP's streamable HTTP on 127.0.0.1:PORT (path /mcp), not stdio."),
-    max_queue: int = typer.Option(64, "--max-queue", min=1, max=100_000, metavar="N", rich_help_panel="Server",
-                                  help="Requests in the engine at once (generating or waiting); more get an error."),
-    max_chars: int = typer.Option(4096, "--max-chars", min=1, max=1_000_000, metavar="N", rich_help_panel="Server",
-                                  help="Characters of one text at most."),
+    root: str = typer.Option(
+        ...,
+        "--root",
+        metavar="DIR",
+        rich_help_panel="Server",
+        show_default=False,
+        help="Folder synthesize writes under (created if missing); nothing is written elsewhere.",
+    ),
+    http: Optional[int] = typer.Option(
+        None,
+        "--http",
+        min=1,
+        max=65535,
+        metavar="PORT",
+        rich_help_panel="Server",
+        show_default=False,
+        help="Serve MCP's streamable HTTP on 127.0.0.1:PORT (path /mcp), not stdio.",
+    ),
+    max_queue: int = typer.Option(
+        64,
+        "--max-queue",
+        min=1,
+        max=100_000,
+        metavar="N",
+        rich_help_panel="Server",
+        help="Requests in the engine at once (generating or waiting); more get an error.",
+    ),
+    max_chars: int = typer.Option(
+        4096,
+        "--max-chars",
+        min=1,
+        max=1_000_000,
+        metavar="N",
+        rich_help_panel="Server",
+        help="Characters of one text at most.",
+    ),
     preset: Optional[str] = PRESET_OPTION,
     quiet: bool = QUIET_OPTION,
     flags: dict = NO_FLAGS,
-) -> None:  # fmt: skip
+) -> None:
     """Serve speech as MCP tools for agents (Claude Desktop, IDEs, any MCP client), over stdio."""
     check_extra()
+    from ..app.speaker import Speaker, SpeakerOptions
     from ..server.mcp import Tools, build_server
     from ..server.schema import package_version
-    from ..app.speaker import Speaker, SpeakerOptions
 
     chosen, settings = run_settings(preset, flags)
     layers = ((chosen.origin, chosen.settings),) if chosen else ()
-    options = SpeakerOptions(layers=(*layers, (st.FLAG_SOURCE, flags)), model=settings["model"], max_queue=max_queue,
-                             max_chars=max_chars)  # fmt: skip
+    options = SpeakerOptions(
+        layers=(*layers, (st.FLAG_SOURCE, flags)), model=settings["model"], max_queue=max_queue, max_chars=max_chars
+    )
     speaker = Speaker(options, load=_loader(settings, quiet))
     speaker.check()  # the flags make a request (a voice that exists, ...) before any client comes
     tools = Tools(speaker, _root(root))

@@ -21,11 +21,13 @@ def _size(n: int) -> str:
 
 def download(
     model: Optional[str] = typer.Argument(
-        None, metavar="MODEL", show_default=False,
+        None,
+        metavar="MODEL",
+        show_default=False,
         help=f"A hub id. Default: $OMNIVOICE_MODEL (the model `say` uses), else {st.DEFAULT_MODEL}.",
     ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only warnings and errors on stderr."),
-) -> None:  # fmt: skip
+) -> None:
     """Download a model into the Hugging Face cache (with a progress bar), so `say` needs no network."""
     from ..engine import hub
     from ..engine.errors import ModelUnavailable

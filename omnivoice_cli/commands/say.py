@@ -10,10 +10,18 @@ from typing import Any, Optional
 import typer
 
 from ..app import settings as st
-from ..engine.errors import InvalidRequest
-from ..ui.options import HARDWARE_SETTINGS, LISTEN_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, SPEECH_SETTINGS, with_settings
-from ..ui.helpfmt import BARE
 from ..app.session import WarnOnce
+from ..engine.errors import InvalidRequest
+from ..ui.helpfmt import BARE
+from ..ui.options import (
+    HARDWARE_SETTINGS,
+    LISTEN_SETTINGS,
+    NO_FLAGS,
+    PRESET_OPTION,
+    QUIET_OPTION,
+    SPEECH_SETTINGS,
+    with_settings,
+)
 from .common import echo, held, hooks, run_settings, stdout_is_terminal, usage_error, warn
 
 HELP = """Speak TEXT (or the text of -f FILE): play it, or write it to a file (-o), or to stdout (-o -).
@@ -45,8 +53,9 @@ def _read_limited(stream: Any, what: str) -> str:
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
-        raise InvalidRequest(f"{what} is not UTF-8 text (bad byte at offset {e.start}): give text, "
-                             "not binary data") from None  # fmt: skip
+        raise InvalidRequest(
+            f"{what} is not UTF-8 text (bad byte at offset {e.start}): give text, not binary data"
+        ) from None
 
 
 def read_stdin(quiet: bool) -> str:
@@ -142,27 +151,38 @@ def _report(report: Any, t_start: float, json_out: bool, quiet: bool) -> None:
     target, ref, rtf, first = report.target, report.reference, report.rtf, report.first_audio_seconds
     if json_out:
         data = {
-            "path": None if target is None else str(target), "played": report.played,
-            "format": None if target is None else target.audio_format.name, "sample_rate": report.sample_rate,
-            "audio_seconds": round(report.audio_seconds, 4), "seconds": round(report.seconds, 4),
-            "first_audio_seconds": _rounded(first), "load_seconds": round(report.load_seconds, 4),
-            "voice_seconds": _rounded(report.voice_seconds), "total_seconds": round(time.perf_counter() - t_start, 4),
-            "rtf": _rounded(rtf), "seed": report.seed, "pieces": report.pieces,
-            "ref": None if ref is None else str(ref.path), "ref_text": None if ref is None else ref.transcript,
+            "path": None if target is None else str(target),
+            "played": report.played,
+            "format": None if target is None else target.audio_format.name,
+            "sample_rate": report.sample_rate,
+            "audio_seconds": round(report.audio_seconds, 4),
+            "seconds": round(report.seconds, 4),
+            "first_audio_seconds": _rounded(first),
+            "load_seconds": round(report.load_seconds, 4),
+            "voice_seconds": _rounded(report.voice_seconds),
+            "total_seconds": round(time.perf_counter() - t_start, 4),
+            "rtf": _rounded(rtf),
+            "seed": report.seed,
+            "pieces": report.pieces,
+            "ref": None if ref is None else str(ref.path),
+            "ref_text": None if ref is None else ref.transcript,
             "ref_text_source": None if ref is None else ref.transcript_source,
             "voice_file": None if report.voice_file is None else str(report.voice_file),
-            "settings": report_settings(report.settings.values), "warnings": list(report.warnings),
+            "settings": report_settings(report.settings.values),
+            "warnings": list(report.warnings),
             "subtitles": None if report.subtitles is None else str(report.subtitles),
             **({} if report.verify is None else {"verify": report.verify}),
-        }  # fmt: skip
+        }
         typer.echo(json.dumps(data, ensure_ascii=False), err=target is not None and target.to_stdout)
     elif not quiet:
         rtf_s = "n/a" if rtf is None else f"{rtf:.3f}"
         pieces = f" ({report.pieces} pieces)" if report.pieces > 1 else ""
         first_s = "" if first is None else f"; first audio after {first:.2f} s"
         voice_s = "" if report.voice_seconds is None else f", voice prepared in {report.voice_seconds:.1f} s"
-        echo(f"{report.where}: {report.audio_seconds:.2f} s of audio{pieces} in {report.seconds:.2f} s (RTF {rtf_s}"
-             f"{first_s}; model loaded in {report.load_seconds:.1f} s{voice_s}), seed {report.seed}")  # fmt: skip
+        echo(
+            f"{report.where}: {report.audio_seconds:.2f} s of audio{pieces} in {report.seconds:.2f} s (RTF {rtf_s}"
+            f"{first_s}; model loaded in {report.load_seconds:.1f} s{voice_s}), seed {report.seed}"
+        )
 
 
 def _dry_run(built: Any, json_out: bool) -> None:
@@ -177,53 +197,95 @@ def _dry_run(built: Any, json_out: bool) -> None:
 def say(
     ctx: typer.Context,
     text: Optional[list[str]] = typer.Argument(
-        None, metavar="TEXT", show_default=False,
+        None,
+        metavar="TEXT",
+        show_default=False,
         help="The text to speak (the words of the command line); - reads stdin, as does a pipe without TEXT.",
     ),
     text_file: Optional[str] = typer.Option(
-        None, "-f", "--text-file", metavar="PATH", show_default=False, rich_help_panel="Input",
+        None,
+        "-f",
+        "--text-file",
+        metavar="PATH",
+        show_default=False,
+        rich_help_panel="Input",
         help="Speak the whole text of this UTF-8 file (line breaks are read as spaces); - reads stdin.",
     ),
     preset: Optional[str] = PRESET_OPTION,
     output: Optional[str] = typer.Option(
-        None, "-o", "--output", metavar="PATH", show_default=False, rich_help_panel="Output",
+        None,
+        "-o",
+        "--output",
+        metavar="PATH",
+        show_default=False,
+        rich_help_panel="Output",
         help="Audio file (.wav .flac .ogg .opus .mp3 .raw); - writes to stdout (--format, default wav). "
         "Default: play it.",
     ),
     play: bool = typer.Option(False, "--play", rich_help_panel="Output", help="Play it as it is made (also with -o)."),
     stream: bool = typer.Option(
-        False, "--stream", rich_help_panel="Output",
+        False,
+        "--stream",
+        rich_help_panel="Output",
         help="Cut at sentences and send each piece as soon as it is ready (with -o -: progressive stdout).",
     ),
     json_out: bool = typer.Option(
-        False, "--json", rich_help_panel="Output", help="A JSON report instead of the summary (stderr if -o -).",
+        False,
+        "--json",
+        rich_help_panel="Output",
+        help="A JSON report instead of the summary (stderr if -o -).",
     ),
     dry_run: bool = typer.Option(
-        False, "--dry-run", rich_help_panel="Output",
+        False,
+        "--dry-run",
+        rich_help_panel="Output",
         help="Load no model: print what would be spoken (text, language, pieces, settings and their source).",
     ),
     quiet: bool = QUIET_OPTION,
     # -- subtitles and dialogue (issue 15: cues.py, commands/dialogue.py) --
     subtitles: Optional[str] = typer.Option(
-        None, "--subtitles", metavar="FILE", show_default=False, rich_help_panel="Output",
+        None,
+        "--subtitles",
+        metavar="FILE",
+        show_default=False,
+        rich_help_panel="Output",
         help="Also write subtitles (.srt or .vtt) at the pieces' real times: cues of at most 2 lines of 42 "
         "characters and about 7 s, cut at sentences and clauses.",
     ),
-    words_file: Optional[str] = typer.Option(None, "--words", metavar="FILE.json", show_default=False,
-        rich_help_panel="Output", help="Also write when each word is spoken (JSON), heard by the speech recogniser."),
-    subtitle_level: str = typer.Option("line", "--subtitle-level", metavar="line|word", rich_help_panel="Output",
-        help="--subtitles cues: line, or word (VTT with each word's time, from the speech recogniser)."),
+    words_file: Optional[str] = typer.Option(
+        None,
+        "--words",
+        metavar="FILE.json",
+        show_default=False,
+        rich_help_panel="Output",
+        help="Also write when each word is spoken (JSON), heard by the speech recogniser.",
+    ),
+    subtitle_level: str = typer.Option(
+        "line",
+        "--subtitle-level",
+        metavar="line|word",
+        rich_help_panel="Output",
+        help="--subtitles cues: line, or word (VTT with each word's time, from the speech recogniser).",
+    ),
     cast: Optional[list[str]] = typer.Option(
-        None, "--cast", metavar="NAME=VOICE", show_default=False, rich_help_panel="Voice",
+        None,
+        "--cast",
+        metavar="NAME=VOICE",
+        show_default=False,
+        rich_help_panel="Voice",
         help="Speak a script of 'NAME: text' lines, NAME in this voice: a saved voice, a voice file, "
         "instruct:ITEMS or auto (once per speaker).",
     ),
     gap: Optional[float] = typer.Option(
-        None, "--gap", metavar="SECONDS", show_default=False, rich_help_panel="Voice",
+        None,
+        "--gap",
+        metavar="SECONDS",
+        show_default=False,
+        rich_help_panel="Voice",
         help="Silence between the lines of a --cast script. Default: 0.3.",
     ),
     flags: dict = NO_FLAGS,
-) -> None:  # fmt: skip
+) -> None:
     """Speak TEXT (or the text of -f FILE) into an audio file, or to stdout with -o -."""
     from ..app.request import References, Voices, build_request
     from ..app.session import Hardware
@@ -234,8 +296,21 @@ def say(
         from .dialogue import say_dialogue
 
         script, name = script_text(ctx, text, text_file, quiet)
-        return say_dialogue(script, name, preset, flags, cast, gap, output, subtitles, json_out, quiet, t_start,
-                            dry_run=dry_run, play=play or output is None)  # fmt: skip
+        return say_dialogue(
+            script,
+            name,
+            preset,
+            flags,
+            cast,
+            gap,
+            output,
+            subtitles,
+            json_out,
+            quiet,
+            t_start,
+            dry_run=dry_run,
+            play=play or output is None,
+        )
     if gap is not None:
         raise usage_error("--gap sets the silence between the lines of a dialogue: give --cast too", ctx)
     text_value = the_text(ctx, text, text_file, quiet)
@@ -249,8 +324,17 @@ def say(
         return
     target = output_target(output, settings, stdout_is_terminal)
     words_path = _words_options(ctx, words_file, subtitle_level, subtitles, play or stream or target is None)
-    speech = Speech(built, refs, target, Hardware.from_settings(settings.values), _subtitles_path(subtitles),
-                    play=play or target is None, stream=stream, words=words_path, subtitle_level=subtitle_level)
+    speech = Speech(
+        built,
+        refs,
+        target,
+        Hardware.from_settings(settings.values),
+        _subtitles_path(subtitles),
+        play=play or target is None,
+        stream=stream,
+        words=words_path,
+        subtitle_level=subtitle_level,
+    )
     if speech.streamed:  # the streamed render (speak.StreamedRun)
         check_streamable(target)
     _report(held(speech_run(speech, hooks(quiet), shown)), t_start, json_out, quiet)
@@ -270,8 +354,9 @@ def _words_options(ctx: Any, words_file: Optional[str], level: str, subtitles: O
     if level not in ("line", "word"):
         raise usage_error(f"--subtitle-level must be line or word, got {level!r}", ctx)
     if streamed and (words_file is not None or level == "word"):
-        raise usage_error("--words and --subtitle-level word time the whole render: give -o FILE without "
-                          "--stream or --play", ctx)  # fmt: skip
+        raise usage_error(
+            "--words and --subtitle-level word time the whole render: give -o FILE without --stream or --play", ctx
+        )
     if level == "word" and (subtitles is None or not subtitles.lower().endswith(".vtt")):
         raise usage_error("--subtitle-level word needs --subtitles FILE.vtt (SRT has no word times)", ctx)
     if words_file is None:

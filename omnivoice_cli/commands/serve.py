@@ -7,8 +7,8 @@ from typing import Optional
 
 import typer
 
-from ..ui.options import HARDWARE_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, with_settings
 from ..app import settings as st
+from ..ui.options import HARDWARE_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, with_settings
 from .common import echo, notice, run_settings, warn
 
 HELP = """Serve OpenAI's speech API (POST /v1/audio/speech) and the saved voices over HTTP.
@@ -74,30 +74,80 @@ def _loader(settings: st.Resolved, quiet: bool):
 
 @with_settings(*SERVE_SETTINGS)
 def serve(
-    host: str = typer.Option("127.0.0.1", "--host", metavar="ADDR", rich_help_panel="Server",
-                             help="Address to listen on (0.0.0.0: every interface)."),
-    port: int = typer.Option(8000, "--port", min=0, max=65535, metavar="N", rich_help_panel="Server",
-                             help="Port to listen on (0: any free port, printed)."),
-    api_key: Optional[str] = typer.Option(None, "--api-key", envvar="OMNIVOICE_API_KEY", show_envvar=False,
-                                          metavar="KEY", rich_help_panel="Server", show_default=False,
-                                          help="Require 'Authorization: Bearer KEY' (also OMNIVOICE_API_KEY)."),
-    cors: list[str] = typer.Option([], "--cors", metavar="ORIGIN", rich_help_panel="Server", show_default=False,
-                                   help="Let pages of this origin call the server (repeatable)."),
-    max_queue: int = typer.Option(64, "--max-queue", min=1, max=100_000, metavar="N", rich_help_panel="Server",
-                                  help="Requests taken at once (generating or waiting); more get 503."),
-    max_input_chars: int = typer.Option(4096, "--max-input-chars", min=1, max=1_000_000, metavar="N",
-                                        rich_help_panel="Server", help="Characters of 'input' at most."),
-    grace: float = typer.Option(30.0, "--grace", min=0.0, max=86400.0, metavar="SECONDS", rich_help_panel="Server",
-                                help="Seconds requests in flight get to finish after SIGTERM / Ctrl-C."),
-    no_ui: bool = typer.Option(False, "--no-ui", rich_help_panel="Server",
-                               help="No page on GET / (the API only)."),
-    voice_map: Optional[str] = typer.Option(None, "--voice-map", metavar="FILE", rich_help_panel="Voice",
-                                            show_default=False,
-                                            help="JSON of OpenAI voice names -> voice-design items, over the shipped table."),
+    host: str = typer.Option(
+        "127.0.0.1",
+        "--host",
+        metavar="ADDR",
+        rich_help_panel="Server",
+        help="Address to listen on (0.0.0.0: every interface).",
+    ),
+    port: int = typer.Option(
+        8000,
+        "--port",
+        min=0,
+        max=65535,
+        metavar="N",
+        rich_help_panel="Server",
+        help="Port to listen on (0: any free port, printed).",
+    ),
+    api_key: Optional[str] = typer.Option(
+        None,
+        "--api-key",
+        envvar="OMNIVOICE_API_KEY",
+        show_envvar=False,
+        metavar="KEY",
+        rich_help_panel="Server",
+        show_default=False,
+        help="Require 'Authorization: Bearer KEY' (also OMNIVOICE_API_KEY).",
+    ),
+    cors: list[str] = typer.Option(
+        [],
+        "--cors",
+        metavar="ORIGIN",
+        rich_help_panel="Server",
+        show_default=False,
+        help="Let pages of this origin call the server (repeatable).",
+    ),
+    max_queue: int = typer.Option(
+        64,
+        "--max-queue",
+        min=1,
+        max=100_000,
+        metavar="N",
+        rich_help_panel="Server",
+        help="Requests taken at once (generating or waiting); more get 503.",
+    ),
+    max_input_chars: int = typer.Option(
+        4096,
+        "--max-input-chars",
+        min=1,
+        max=1_000_000,
+        metavar="N",
+        rich_help_panel="Server",
+        help="Characters of 'input' at most.",
+    ),
+    grace: float = typer.Option(
+        30.0,
+        "--grace",
+        min=0.0,
+        max=86400.0,
+        metavar="SECONDS",
+        rich_help_panel="Server",
+        help="Seconds requests in flight get to finish after SIGTERM / Ctrl-C.",
+    ),
+    no_ui: bool = typer.Option(False, "--no-ui", rich_help_panel="Server", help="No page on GET / (the API only)."),
+    voice_map: Optional[str] = typer.Option(
+        None,
+        "--voice-map",
+        metavar="FILE",
+        rich_help_panel="Voice",
+        show_default=False,
+        help="JSON of OpenAI voice names -> voice-design items, over the shipped table.",
+    ),
     preset: Optional[str] = PRESET_OPTION,
     quiet: bool = QUIET_OPTION,
     flags: dict = NO_FLAGS,
-) -> None:  # fmt: skip
+) -> None:
     """Serve OpenAI's speech API (POST /v1/audio/speech) and the saved voices over HTTP."""
     check_stack()  # before the server's modules, which import the web framework
     from ..server.app import ServerState
@@ -107,11 +157,20 @@ def serve(
     chosen, settings = run_settings(preset, flags)
     layers = ((chosen.origin, chosen.settings),) if chosen else ()
     options = ServeOptions(
-        host=host, port=port, api_key=api_key or None, cors=tuple(cors), max_queue=max_queue,
-        max_input_chars=max_input_chars, grace=grace, layers=(*layers, (st.FLAG_SOURCE, flags)),
-        voice_map=load_voice_map(voice_map), model=settings["model"], quiet=quiet, ui=not no_ui,
+        host=host,
+        port=port,
+        api_key=api_key or None,
+        cors=tuple(cors),
+        max_queue=max_queue,
+        max_input_chars=max_input_chars,
+        grace=grace,
+        layers=(*layers, (st.FLAG_SOURCE, flags)),
+        voice_map=load_voice_map(voice_map),
+        model=settings["model"],
+        quiet=quiet,
+        ui=not no_ui,
         asr_model=settings["asr_model"],
-    )  # fmt: skip
+    )
     if not is_loopback(host) and options.api_key is None:
         warn(f"listening on {host} without --api-key: anyone who can reach this port can use the server")
     _run(ServerState(options, _loader(settings, quiet)), quiet)
@@ -123,8 +182,10 @@ def _run(state, quiet: bool) -> None:
     def ready(url: str) -> None:
         if not quiet:
             page = f"; the page: {url}/" if state.options.ui else ""
-            echo(f"omnivoice serve: listening on {url} (OpenAI base URL {url}/v1{page}); loading the model "
-                 f"({state.options.model}) ...")  # fmt: skip
+            echo(
+                f"omnivoice serve: listening on {url} (OpenAI base URL {url}/v1{page}); loading the model "
+                f"({state.options.model}) ..."
+            )
 
     code = run_server(state, ready)
     if state.status == "failed":

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import json
-
 from pathlib import Path
 from typing import Optional
 
 import typer
 
+from ..app.session import WarnOnce
 from ..engine.errors import InvalidRequest
 from ..ui.helpfmt import HelpCommand, HelpGroup
 from ..ui.options import NO_FLAGS, QUIET_OPTION, with_settings
-from ..app.session import WarnOnce
 from .common import echo, load_engine, run_settings, warn
 
 app = typer.Typer(
@@ -39,22 +38,36 @@ def _saved(name: str, prompt, saved: Path, quiet: bool) -> None:
             echo(f"the saved voice {name!r} is used instead of the built-in voice of that name")
 
 
-@app.command("add", cls=HelpCommand, no_args_is_help=True,
-             epilog="\nomnivoice voice add alice --ref alice.flac --ref-text \"Transcript of alice.flac.\"\n")
+@app.command(
+    "add",
+    cls=HelpCommand,
+    no_args_is_help=True,
+    epilog='\nomnivoice voice add alice --ref alice.flac --ref-text "Transcript of alice.flac."\n',
+)
 @with_settings("model", "device", "dtype", "threads", "asr_model")
 def voice_add(
     name: str = typer.Argument(..., metavar="NAME", help="The voice's name: letters, digits, '-', '_', '.'."),
-    ref: str = typer.Option(..., "--ref", metavar="AUDIO", show_default=False, rich_help_panel="Voice",
-                            help="The recording (3-10 s is best)."),
+    ref: str = typer.Option(
+        ...,
+        "--ref",
+        metavar="AUDIO",
+        show_default=False,
+        rich_help_panel="Voice",
+        help="The recording (3-10 s is best).",
+    ),
     ref_text: Optional[str] = typer.Option(
-        None, "--ref-text", metavar="TEXT", show_default=False, rich_help_panel="Voice",
+        None,
+        "--ref-text",
+        metavar="TEXT",
+        show_default=False,
+        rich_help_panel="Voice",
         help="The words spoken in it. Default: the .txt file beside it (alice.txt for alice.flac), else what "
         "the speech recogniser hears (the asr extra).",
     ),
     force: bool = typer.Option(False, "--force", rich_help_panel="Output", help="Replace a saved voice of that name."),
     quiet: bool = QUIET_OPTION,
     flags: dict = NO_FLAGS,
-) -> None:  # fmt: skip
+) -> None:
     """Encode a recording and its transcript into a saved voice (needs the model's audio encoder)."""
     from ..app import voices
     from ..app.request import References
@@ -172,8 +185,9 @@ def voice_rm(
 
     for name in names:
         if voices.builtin_instruct(name) is not None:
-            raise InvalidRequest(f"voice {name!r} is built in (an OpenAI voice name), not a saved voice: "
-                                 "there is nothing to remove")  # fmt: skip
+            raise InvalidRequest(
+                f"voice {name!r} is built in (an OpenAI voice name), not a saved voice: there is nothing to remove"
+            )
     paths = [voices.find_saved(name) for name in names]  # all known, before deleting any
     for name, path in zip(names, paths):
         path.unlink(missing_ok=True)

@@ -24,8 +24,19 @@ omnivoice wyoming --uri tcp://0.0.0.0:10200 --preset fast
 omnivoice wyoming --voice alice --lang en
 """
 
-WYOMING_SETTINGS = ("lang", "normalize", "markdown", "chunk_duration", "chunk_threshold", "instruct", "voice", "speed",
-                    *st.GENERATION_KEYS, "seed", *HARDWARE_SETTINGS)  # fmt: skip
+WYOMING_SETTINGS = (
+    "lang",
+    "normalize",
+    "markdown",
+    "chunk_duration",
+    "chunk_threshold",
+    "instruct",
+    "voice",
+    "speed",
+    *st.GENERATION_KEYS,
+    "seed",
+    *HARDWARE_SETTINGS,
+)
 
 
 def check_extra() -> None:
@@ -40,29 +51,49 @@ def check_extra() -> None:
 
 @with_settings(*WYOMING_SETTINGS)
 def wyoming(
-    uri: str = typer.Option("tcp://127.0.0.1:10200", "--uri", metavar="URI", rich_help_panel="Server",
-                            help="Where to listen: tcp://HOST:PORT (0.0.0.0: every interface) or unix://PATH."),
-    max_queue: int = typer.Option(64, "--max-queue", min=1, max=100_000, metavar="N", rich_help_panel="Server",
-                                  help="Requests in the engine at once (generating or waiting); more get an error."),
-    max_chars: int = typer.Option(4096, "--max-chars", min=1, max=1_000_000, metavar="N", rich_help_panel="Server",
-                                  help="Characters of one text at most."),
+    uri: str = typer.Option(
+        "tcp://127.0.0.1:10200",
+        "--uri",
+        metavar="URI",
+        rich_help_panel="Server",
+        help="Where to listen: tcp://HOST:PORT (0.0.0.0: every interface) or unix://PATH.",
+    ),
+    max_queue: int = typer.Option(
+        64,
+        "--max-queue",
+        min=1,
+        max=100_000,
+        metavar="N",
+        rich_help_panel="Server",
+        help="Requests in the engine at once (generating or waiting); more get an error.",
+    ),
+    max_chars: int = typer.Option(
+        4096,
+        "--max-chars",
+        min=1,
+        max=1_000_000,
+        metavar="N",
+        rich_help_panel="Server",
+        help="Characters of one text at most.",
+    ),
     preset: Optional[str] = PRESET_OPTION,
     quiet: bool = QUIET_OPTION,
     flags: dict = NO_FLAGS,
-) -> None:  # fmt: skip
+) -> None:
     """Serve text to speech over the Wyoming protocol, for Home Assistant's voice pipeline."""
     check_extra()
     import asyncio
 
-    from ..server.schema import package_version
     from ..app.speaker import Speaker, SpeakerOptions
+    from ..server.schema import package_version
     from ..server.wyoming import WyomingOptions, WyomingServer, parse_uri
 
     parse_uri(uri)
     chosen, settings = run_settings(preset, flags)
     layers = ((chosen.origin, chosen.settings),) if chosen else ()
-    options = SpeakerOptions(layers=(*layers, (st.FLAG_SOURCE, flags)), model=settings["model"], max_queue=max_queue,
-                             max_chars=max_chars)  # fmt: skip
+    options = SpeakerOptions(
+        layers=(*layers, (st.FLAG_SOURCE, flags)), model=settings["model"], max_queue=max_queue, max_chars=max_chars
+    )
     speaker = Speaker(options, load=lambda: load_engine(settings, quiet)[0])
     speaker.check()  # the flags make a request (a voice that exists, ...) before the model loads
     speaker.start()

@@ -74,7 +74,9 @@ def merge_layout(layout: Layout) -> Layout:
             continue
         if out:
             last_src, last_n = out[-1]
-            if (src is None and last_src is None) or (src is not None and last_src is not None and last_src + last_n == src):
+            if (src is None and last_src is None) or (
+                src is not None and last_src is not None and last_src + last_n == src
+            ):
                 out[-1] = (last_src, last_n + n)
                 continue
         out.append((src, n))
@@ -143,7 +145,9 @@ def ms_to_sample(ms, sample_rate: int):
     return int(ms * (sample_rate / 1000.0))
 
 
-def ms_bounds(n_samples: int, sample_rate: int, start_ms: int | None = None, end_ms: int | None = None) -> tuple[int, int]:
+def ms_bounds(
+    n_samples: int, sample_rate: int, start_ms: int | None = None, end_ms: int | None = None
+) -> tuple[int, int]:
     """The samples [s, e) pydub's `segment[start_ms:end_ms]` takes of n_samples (start/end >= 0 or
     None); e may pass n_samples, and what lies beyond is zeros."""
     length = segment_ms(n_samples, sample_rate)
@@ -161,7 +165,9 @@ def padded_slice(samples: np.ndarray, s: int, e: int) -> np.ndarray:
     return data
 
 
-def slice_ms(samples: np.ndarray, sample_rate: int, start_ms: int | None = None, end_ms: int | None = None) -> np.ndarray:
+def slice_ms(
+    samples: np.ndarray, sample_rate: int, start_ms: int | None = None, end_ms: int | None = None
+) -> np.ndarray:
     """pydub `segment[start_ms:end_ms]` for start/end >= 0 (or None), including its zero padding."""
     return padded_slice(samples, *ms_bounds(len(samples), sample_rate, start_ms, end_ms))
 

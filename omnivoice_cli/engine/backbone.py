@@ -19,7 +19,6 @@ from torch import nn
 from .cancel import check as cancel_check
 from .config import ModelConfig
 
-
 # --------------------------------------------------------------------------- pure functions
 
 
@@ -177,7 +176,15 @@ class DecoderLayer(nn.Module):
         return self.mlp(self.post_attention_layernorm(h)).add_(h)
 
 
-def layer_forward(layer: DecoderLayer, h, cos, sin, seq_lens, inputs=DecoderLayer.attention_inputs, outputs=DecoderLayer.attention_output_and_mlp):
+def layer_forward(
+    layer: DecoderLayer,
+    h,
+    cos,
+    sin,
+    seq_lens,
+    inputs=DecoderLayer.attention_inputs,
+    outputs=DecoderLayer.attention_output_and_mlp,
+):
     """One decoder layer; the two position-wise halves can be compiled, the attention stays eager."""
     q, k, v = inputs(layer, h, cos, sin)
     return outputs(layer, h, layer.self_attn.attend(q, k, v, seq_lens))

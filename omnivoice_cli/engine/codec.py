@@ -78,7 +78,9 @@ def polyphase_weight(weight: torch.Tensor, bias: torch.Tensor | None, stride: in
     return w, None if bias is None else bias.repeat_interleave(stride)
 
 
-def polyphase_upsample(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, stride: int, padding: int) -> torch.Tensor:
+def polyphase_upsample(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, stride: int, padding: int
+) -> torch.Tensor:
     """ConvTranspose1d with kernel 2s, stride s, L * s samples out (padding p and output padding
     s % 2, as upsample_conv_params), computed as one two-tap conv1d and an interleave:
     the full transposed output z[m * s + r] = W_r^T x[m] + W_{r+s}^T x[m-1] (m = 0..L, x zero
@@ -108,7 +110,12 @@ class Upsample(nn.ConvTranspose1d):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         stride = self.stride[0]
-        key = (self.weight.device, self.weight.dtype, self.weight.data_ptr(), _version(self.weight))  # a new or edited weight
+        key = (
+            self.weight.device,
+            self.weight.dtype,
+            self.weight.data_ptr(),
+            _version(self.weight),
+        )  # a new or edited weight
         cached = self.__dict__.get("_polyphase")
         if cached is None or cached[0] != key:
             with torch.no_grad():
@@ -250,16 +257,13 @@ class HiggsDecoder(nn.Module):
     def decode(self, codes: torch.Tensor) -> torch.Tensor:
         """codes: LongTensor [B, Q, T] with values in [0, codebook_size) -> FloatTensor [B, 1, T * hop]."""
         if codes.dim() != 3 or codes.shape[1] != self.cfg.num_quantizers:
-            raise ValueError(
-                f"codes must have shape [B, {self.cfg.num_quantizers}, T], got {list(codes.shape)}"
-            )
+            raise ValueError(f"codes must have shape [B, {self.cfg.num_quantizers}, T], got {list(codes.shape)}")
         if codes.dtype.is_floating_point or codes.dtype == torch.bool:
             raise ValueError(f"codes must be an integer tensor, got {codes.dtype}")
         codes = codes.to(device=self.device, dtype=torch.long)
         if codes.numel() and (int(codes.min()) < 0 or int(codes.max()) >= self.cfg.codebook_size):
             raise ValueError(
-                f"codes must lie in [0, {self.cfg.codebook_size}), got range "
-                f"[{int(codes.min())}, {int(codes.max())}]"
+                f"codes must lie in [0, {self.cfg.codebook_size}), got range [{int(codes.min())}, {int(codes.max())}]"
             )
         with torch.inference_mode():
             return self.forward(codes)

@@ -154,7 +154,12 @@ def _num(d: dict, key: str, where: object, low: float, high: float, default: flo
     value = d.get(key)
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not low < value <= high:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or not low < value <= high
+    ):
         raise CheckpointError(f"{where}: {key} is {str(value)[:40]}; the engine takes a number in ({low:g}, {high:g}]")
     return float(value)
 
@@ -175,7 +180,11 @@ def _backbone_from_config(llm, where: Path) -> BackboneConfig:
     if rope.get("rope_type", "default") != "default" or llm.get("rope_scaling"):
         raise CheckpointError(f"{where}: only the default RoPE is supported, got {rope or llm.get('rope_scaling')}")
     layer_types = llm.get("layer_types") or []
-    if llm.get("use_sliding_window") or not isinstance(layer_types, list) or any(t != "full_attention" for t in layer_types):
+    if (
+        llm.get("use_sliding_window")
+        or not isinstance(layer_types, list)
+        or any(t != "full_attention" for t in layer_types)
+    ):
         raise CheckpointError(f"{where}: every layer must use full attention (no sliding window)")
     if llm.get("attention_bias"):
         raise CheckpointError(f"{where}: attention_bias is true; the engine supports Qwen3 without biases")

@@ -46,22 +46,46 @@ _ONEDNN_ISAS["AVX512_CORE"] = _AVX2 | _AVX512 | {"avx512cd"}
 _ONEDNN_ISAS["AVX512_CORE_VNNI"] = _ONEDNN_ISAS["AVX512_CORE"] | {"avx512_vnni"}
 _ONEDNN_ISAS["AVX512_CORE_BF16"] = _ONEDNN_ISAS["AVX512_CORE_VNNI"] | {"avx512_bf16"}
 _ONEDNN_ISAS["AVX512_CORE_FP16"] = _ONEDNN_ISAS["AVX10_1_512"] = _ONEDNN_ISAS["AVX512_CORE_BF16"] | {
-    "avx512_fp16", "avx_vnni"
-}  # fmt: skip
+    "avx512_fp16",
+    "avx_vnni",
+}
 _ONEDNN_ISAS["AVX512_CORE_AMX"] = _ONEDNN_ISAS["AVX10_1_512_AMX"] = _ONEDNN_ISAS["AVX512_CORE_FP16"] | {
-    "amx_tile", "amx_int8", "amx_bf16"
-}  # fmt: skip
-_ONEDNN_ISAS["AVX512_CORE_AMX_FP16"] = _ONEDNN_ISAS["AVX10_1_512_AMX_FP16"] = _ONEDNN_ISAS["AVX512_CORE_AMX"] | {"amx_fp16"}
+    "amx_tile",
+    "amx_int8",
+    "amx_bf16",
+}
+_ONEDNN_ISAS["AVX512_CORE_AMX_FP16"] = _ONEDNN_ISAS["AVX10_1_512_AMX_FP16"] = _ONEDNN_ISAS["AVX512_CORE_AMX"] | {
+    "amx_fp16"
+}
 _CONTROLLED = _ONEDNN_ISAS["AVX512_CORE_AMX_FP16"] | _ONEDNN_ISAS["AVX2_VNNI_2"]  # what a cap can take away
 # ATEN_CPU_CAPABILITY's values (torch's vectorised kernels) -> the same; "avx512" caps nothing
 _ATEN_CAPS = {"default": frozenset(), "avx2": _ONEDNN_ISAS["AVX2_VNNI_2"]}
 _X86 = ("x86_64", "amd64", "i386", "i686", "x86")
 # what `omnivoice info` and the benchmarks' headers show of a CPU's flags: those the kernels ask about
 FLAGS_OF_INTEREST = (
-    "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni", "avx_vnni",
-    "avx_vnni_int8", "avx512_bf16", "avx_ne_convert", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8",
-    "asimd", "asimddp", "bf16", "i8mm", "sve",
-)  # fmt: skip
+    "avx",
+    "avx2",
+    "fma",
+    "f16c",
+    "avx512f",
+    "avx512bw",
+    "avx512vl",
+    "avx512dq",
+    "avx512_vnni",
+    "avx_vnni",
+    "avx_vnni_int8",
+    "avx512_bf16",
+    "avx_ne_convert",
+    "avx512_fp16",
+    "amx_tile",
+    "amx_bf16",
+    "amx_int8",
+    "asimd",
+    "asimddp",
+    "bf16",
+    "i8mm",
+    "sve",
+)
 
 
 @dataclass(frozen=True)
@@ -225,28 +249,59 @@ class Choice:
 # each ("+vnni": AVX-VNNI or AVX512-VNNI). A capped run on a bigger CPU (ONEDNN_MAX_CPU_ISA=...,
 # and FBGEMM_ENABLE_INSTRUCTIONS, which FBGEMM reads instead) emulates a class on the same cores.
 CHOICES: dict[str, Choice] = {
-    "amx": Choice("int8", "onednn", (
-        "bench_int8.py 2026-12-01 (Xeon, AMX, 1 thread): oneDNN's int8 4.0-5.8x fp32 a layer at 300-2400 "
-        "rows, FBGEMM's 1.7-2.2x slower than oneDNN's; bench_say.py (1 thread): int8 3.71x the reference a step, "
-        "2.95x the whole command, fp32 0.89x")),
-    "avx512-bf16": Choice("int8", "onednn", (
-        "bench_say.py 2026-12-01 (Zen 4): int8 4.07x the reference a step, bf16 2.71x, fp32 1.39x; "
-        "bench_int8.py at AVX512_CORE_BF16 (emulated): oneDNN's int8 2.7-3.0x fp32, FBGEMM's 1.02-1.33x slower")),
-    "avx512+vnni": Choice("int8", "onednn", (
-        "bench_int8.py at AVX512_CORE_VNNI (emulated): oneDNN's int8 2.1-3.1x fp32 a layer, FBGEMM's 1.01-1.23x slower")),
-    "avx512": Choice("int8", "onednn", (
-        "bench_int8.py at AVX512_CORE (emulated): oneDNN's int8 1.48-1.53x fp32 a layer, FBGEMM's 0.96-1.06x "
-        "its time (a tie: oneDNN's fuses the adds and shares the gate's quantisation)")),
-    "avx2+vnni": Choice("int8", "onednn", (
-        "bench_int8.py at AVX2_VNNI (emulated): oneDNN's int8 (AVX-VNNI) 2.5-3.0x fp32 a layer, FBGEMM's "
-        "(no AVX-VNNI kernels) 1.53-1.57x slower")),
-    "avx2": Choice("int8", "fbgemm", (
-        "issue 29 (Zen 3): oneDNN's int8 2.01x the reference a step, fp32 1.09x; bench_int8.py at AVX2 with "
-        "FBGEMM_ENABLE_INSTRUCTIONS=AVX2 (emulated): FBGEMM's int8 1.63-2.02x fp32 a layer, 0.84-0.97x "
-        "oneDNN's time; bench_say.py there (1 thread): FBGEMM's int8 1.84x the reference a step, oneDNN's "
-        "1.67x, fp32 1.14x")),
-    "x86-64": Choice("int8", "onednn", (
-        "bench_int8.py at SSE41 (emulated): oneDNN's int8 2.1-2.4x fp32 a layer (FBGEMM needs AVX2)")),
+    "amx": Choice(
+        "int8",
+        "onednn",
+        (
+            "bench_int8.py 2026-12-01 (Xeon, AMX, 1 thread): oneDNN's int8 4.0-5.8x fp32 a layer at 300-2400 "
+            "rows, FBGEMM's 1.7-2.2x slower than oneDNN's; bench_say.py (1 thread): int8 3.71x the reference a step, "
+            "2.95x the whole command, fp32 0.89x"
+        ),
+    ),
+    "avx512-bf16": Choice(
+        "int8",
+        "onednn",
+        (
+            "bench_say.py 2026-12-01 (Zen 4): int8 4.07x the reference a step, bf16 2.71x, fp32 1.39x; "
+            "bench_int8.py at AVX512_CORE_BF16 (emulated): oneDNN's int8 2.7-3.0x fp32, FBGEMM's 1.02-1.33x slower"
+        ),
+    ),
+    "avx512+vnni": Choice(
+        "int8",
+        "onednn",
+        (
+            "bench_int8.py at AVX512_CORE_VNNI (emulated): oneDNN's int8 2.1-3.1x fp32 a layer, FBGEMM's 1.01-1.23x slower"
+        ),
+    ),
+    "avx512": Choice(
+        "int8",
+        "onednn",
+        (
+            "bench_int8.py at AVX512_CORE (emulated): oneDNN's int8 1.48-1.53x fp32 a layer, FBGEMM's 0.96-1.06x "
+            "its time (a tie: oneDNN's fuses the adds and shares the gate's quantisation)"
+        ),
+    ),
+    "avx2+vnni": Choice(
+        "int8",
+        "onednn",
+        (
+            "bench_int8.py at AVX2_VNNI (emulated): oneDNN's int8 (AVX-VNNI) 2.5-3.0x fp32 a layer, FBGEMM's "
+            "(no AVX-VNNI kernels) 1.53-1.57x slower"
+        ),
+    ),
+    "avx2": Choice(
+        "int8",
+        "fbgemm",
+        (
+            "issue 29 (Zen 3): oneDNN's int8 2.01x the reference a step, fp32 1.09x; bench_int8.py at AVX2 with "
+            "FBGEMM_ENABLE_INSTRUCTIONS=AVX2 (emulated): FBGEMM's int8 1.63-2.02x fp32 a layer, 0.84-0.97x "
+            "oneDNN's time; bench_say.py there (1 thread): FBGEMM's int8 1.84x the reference a step, oneDNN's "
+            "1.67x, fp32 1.14x"
+        ),
+    ),
+    "x86-64": Choice(
+        "int8", "onednn", ("bench_int8.py at SSE41 (emulated): oneDNN's int8 2.1-2.4x fp32 a layer (FBGEMM needs AVX2)")
+    ),
 }
 # another architecture (aarch64, ...): nothing measured, so auto is the exact path there
 UNMEASURED = Choice(None, "onednn", "not measured on this architecture: auto keeps the exact float32 body")

@@ -455,7 +455,9 @@ class EncoderBlock(nn.Module):
         self.res_unit2 = ResidualUnit(channels, RES_UNIT_DILATIONS[1])
         self.res_unit3 = ResidualUnit(channels, RES_UNIT_DILATIONS[2])
         self.snake1 = Snake(channels)
-        self.conv1 = nn.Conv1d(channels, 2 * channels, kernel_size=2 * stride, stride=stride, padding=math.ceil(stride / 2))
+        self.conv1 = nn.Conv1d(
+            channels, 2 * channels, kernel_size=2 * stride, stride=stride, padding=math.ceil(stride / 2)
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.res_unit3(self.res_unit2(self.res_unit1(x)))
@@ -631,9 +633,7 @@ def _file_names(file: SafetensorsFile, expected: dict[str, tuple[int, ...]]) -> 
     return names
 
 
-def load_codec_encoder(
-    audio_tokenizer_dir: Path, cfg: EncoderConfig | None = None, device="cpu"
-) -> HiggsEncoder:
+def load_codec_encoder(audio_tokenizer_dir: Path, cfg: EncoderConfig | None = None, device="cpu") -> HiggsEncoder:
     """Read only the encode tensors of `<dir>/model.safetensors` (mmap, each once) into a float32
     HiggsEncoder. `cfg` defaults to `<dir>/config.json`.
 

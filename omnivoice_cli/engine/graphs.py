@@ -24,6 +24,7 @@ from .cancel import suspended
 
 MAX_SEEN = 256  # layouts remembered as run once (a server meets new layouts without end)
 
+
 @dataclass
 class Graph:
     """A captured forward: its static input batch, its output buffer, and how to replay it."""

@@ -179,9 +179,11 @@ def _not_fetched(repo_id: str, missing: list[str] | None, why: str) -> ModelUnav
     """Not cached (or partly) and not downloadable: the problem, and the engine's own advice
     (ModelUnavailable.problem lets a caller word the advice for its users)."""
     size = " (about 3.2 GB)" if repo_id == DEFAULT_MODEL else ""
-    where = "is not in the Hugging Face cache" if missing is None else (
-        f"is only partly in the Hugging Face cache (missing {', '.join(missing)})"
-    )  # fmt: skip
+    where = (
+        "is not in the Hugging Face cache"
+        if missing is None
+        else (f"is only partly in the Hugging Face cache (missing {', '.join(missing)})")
+    )
     problem = f"{repo_id}{size} {where} and cannot be downloaded ({why})"
     advice = "Connect once to fetch it, or give the model as the path of a local checkpoint folder."
     return ModelUnavailable(f"{problem}. {advice}", problem=problem)
@@ -234,9 +236,7 @@ def _fetch(repo_id: str, files: list, total: int, on_progress: ProgressCallback 
 
     bar_class, file_done = (None, None) if on_progress is None else _byte_counter(on_progress, total)
     for f in files:
-        hf.hf_hub_download(
-            repo_id, f.filename, revision=f.commit_hash, cache_dir=hub_cache_dir(), tqdm_class=bar_class
-        )
+        hf.hf_hub_download(repo_id, f.filename, revision=f.commit_hash, cache_dir=hub_cache_dir(), tqdm_class=bar_class)
         if file_done is not None:
             file_done(f.file_size or 0)
 

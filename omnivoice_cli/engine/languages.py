@@ -141,8 +141,7 @@ def resolve_language(lang: str | None) -> tuple[str | None, str | None]:
     if several:
         listed = ", ".join(f"'{c}' ({_id_to_display()[c]})" for c in several)
         return None, (
-            f"Language '{lang}' covers several of the model's languages: {listed}; use one of them. "
-            + _FALLBACK
+            f"Language '{lang}' covers several of the model's languages: {listed}; use one of them. " + _FALLBACK
         )
     hint = _did_you_mean(lang)
     if hint:

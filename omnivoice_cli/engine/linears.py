@@ -228,7 +228,12 @@ def prepack_int8(codes: torch.Tensor) -> torch.Tensor:
     if key not in _FOREIGN:
         n, k = key
         try:
-            same = n % 64 == 0 and k % 64 == 0 and codes.is_contiguous() and torch.ops.mkldnn._nbytes(packed) == n * k + 4 * n
+            same = (
+                n % 64 == 0
+                and k % 64 == 0
+                and codes.is_contiguous()
+                and torch.ops.mkldnn._nbytes(packed) == n * k + 4 * n
+            )
             if same:
                 same = torch.equal(_packed_bytes(_pack_like(packed, codes)), _packed_bytes(packed))
         except (AttributeError, RuntimeError, TypeError, ValueError):  # no raw access in this build
@@ -315,13 +320,40 @@ class Int8Linear(KernelLinear):
         zero = self.half + 1
         if other is None:
             return torch.ops.onednn.qlinear_pointwise(
-                codes, scale, zero, self.packed, self.w_scale, None, self.bias,
-                1.0, 0, torch.float32, post, [], "",  # output scale, zero point, dtype
-            )  # fmt: skip
+                codes,
+                scale,
+                zero,
+                self.packed,
+                self.w_scale,
+                None,
+                self.bias,
+                1.0,
+                0,
+                torch.float32,
+                post,
+                [],
+                "",  # output scale, zero point, dtype
+            )
         return torch.ops.onednn.qlinear_pointwise.binary(
-            codes, scale, zero, self.packed, self.w_scale, None, other, self.bias,
-            1.0, 0, torch.float32, 1.0, 0, "add", 1.0, post, [], "",  # ..., other's scale and zero point
-        )  # fmt: skip
+            codes,
+            scale,
+            zero,
+            self.packed,
+            self.w_scale,
+            None,
+            other,
+            self.bias,
+            1.0,
+            0,
+            torch.float32,
+            1.0,
+            0,
+            "add",
+            1.0,
+            post,
+            [],
+            "",  # ..., other's scale and zero point
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.run(self.quantize(x))

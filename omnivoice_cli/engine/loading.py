@@ -91,8 +91,10 @@ def auto_quantize(dt, compile: bool, notice: Callable[[str], None]) -> str | Non
     chosen = cpu.choice().quantize
     if chosen == "int8" and (dt != torch.float32 or compile):
         clash = "compile" if compile else f"dtype {str(dt).removeprefix('torch.')}"
-        notice(f"quantize auto: int8 (the fastest on this CPU, {cpu.cpu_class()}) needs float32 and no "
-               f"compile: without it here ({clash})")  # fmt: skip
+        notice(
+            f"quantize auto: int8 (the fastest on this CPU, {cpu.cpu_class()}) needs float32 and no "
+            f"compile: without it here ({clash})"
+        )
         return None
     return chosen
 
@@ -112,10 +114,14 @@ def _check_cpu_bf16(dev, dt, notice: Callable[[str], None]) -> "torch.dtype":
     if dev.type != "cpu" or dt != torch.bfloat16:
         return dt
     if onednn_linear_available() and not cpu.bf16_runs():
-        notice(f"bfloat16 is not supported on this CPU ({cpu.cpu_class()}: oneDNN needs AVX-512 for it): running in float32")
+        notice(
+            f"bfloat16 is not supported on this CPU ({cpu.cpu_class()}: oneDNN needs AVX-512 for it): running in float32"
+        )
         return torch.float32
     if not cpu.has_native_bf16():
-        notice(f"bfloat16 is emulated on this CPU ({cpu.cpu_class()}: no AVX512-BF16 or AMX): expect it slower than float32")
+        notice(
+            f"bfloat16 is emulated on this CPU ({cpu.cpu_class()}: no AVX512-BF16 or AMX): expect it slower than float32"
+        )
     return dt
 
 
@@ -133,11 +139,14 @@ def load_body(root: Path, cfg: ModelConfig, dev, dt, quantize: str | None, compi
     with torch.device("meta"):
         net = OmniVoiceModel(cfg)
     tensorfile.load_module(
-        net, root / "model.safetensors", optional=["codebook_layer_offsets"],
-        dtype=None if cpu_bf16 else dt, device=dev,
+        net,
+        root / "model.safetensors",
+        optional=["codebook_layer_offsets"],
+        dtype=None if cpu_bf16 else dt,
+        device=dev,
         prefetch=not (quantize or cpu_bf16),  # converting reads every weight at once anyway
         prefetch_skip=["llm.embed_tokens.weight"],  # 620 MB, of which a step reads a few rows
-    )  # fmt: skip
+    )
     check_offsets(net, root)
     net.eval()
     if quantize == "int8":
@@ -256,7 +265,9 @@ def cpu_paths() -> list[tuple[str, str]]:
         bf16 = "native bf16 (AVX512-BF16 / AMX)"
     else:
         bf16 = "emulated bf16: slower than float32"
-    gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+    gpus = (
+        [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+    )
     return [
         ("cpu", f"{cpu.model_name()}, {os.cpu_count()} logical cores"),
         ("class", info.describe()),

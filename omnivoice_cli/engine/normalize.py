@@ -91,7 +91,7 @@ def reorder_tokens(tagged: str, lang: str) -> str:
     while pos < len(tagged):
         m = _TOKEN_RE.match(tagged, pos)
         if m is None:
-            raise ValueError(f"cannot parse the tagged text at {tagged[pos:pos + 40]!r}")
+            raise ValueError(f"cannot parse the tagged text at {tagged[pos : pos + 40]!r}")
         name, body = m.group(1), m.group(2)
         fields = dict(_FIELD_RE.findall(body))
         keys = [k for k, _ in _FIELD_RE.findall(body)]

@@ -82,8 +82,16 @@ class RequestPieces:
     request's; voice_text: piece 0's text as the voice of the others (the driver's cut says how
     it reads); prepare(piece, voice, seed): its job. Subclasses say what `accept` does."""
 
-    def __init__(self, pieces: list[Piece], *, ref: "VoicePrompt | None", seed: int, voice_text: str,
-                 prepare: Prepare, check: PieceCheck | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        pieces: list[Piece],
+        *,
+        ref: "VoicePrompt | None",
+        seed: int,
+        voice_text: str,
+        prepare: Prepare,
+        check: PieceCheck | None = None,
+    ) -> None:
         self.pieces, self.ref, self.seed = pieces, ref, seed
         self.voice = ref  # the voice of pieces after 0: the reference, or piece 0's once it is done
         self.finished = [False] * len(pieces)

@@ -100,16 +100,19 @@ def _check_voice(ref: "VoicePrompt", cfg: ModelConfig) -> None:
     if codes.ndim != 2 or codes.shape[0] != cfg.num_audio_codebook or codes.shape[-1] == 0:
         raise InvalidRequest(
             f"the voice's codes have shape {list(codes.shape)}; this model needs "
-            f"[{cfg.num_audio_codebook}, frames] (was the voice made for another model?)", "voice"
-        )  # fmt: skip
+            f"[{cfg.num_audio_codebook}, frames] (was the voice made for another model?)",
+            "voice",
+        )
     if codes.shape[-1] > cfg.max_ref_seconds * cfg.frame_rate:
         raise InvalidRequest(
             f"the voice holds {codes.shape[-1] / cfg.frame_rate:.1f} s of audio: at most {cfg.max_ref_seconds:g} s "
-            "(3-10 s is best)", "voice"
-        )  # fmt: skip
+            "(3-10 s is best)",
+            "voice",
+        )
     if codes.dtype.is_floating_point or int(codes.min()) < 0 or int(codes.max()) >= cfg.audio_mask_id:
         raise InvalidRequest(
-            f"the voice's codes are out of range: this model's codes are integers in 0..{cfg.audio_mask_id - 1}", "voice"
+            f"the voice's codes are out of range: this model's codes are integers in 0..{cfg.audio_mask_id - 1}",
+            "voice",
         )
     check_transcript(ref.text, cfg, "voice")
 
@@ -122,8 +125,9 @@ def check_transcript(text: str, cfg: ModelConfig | None = None, setting: str | N
     if len(text) > 100_000 or speech_seconds(text) > 4 * cfg.max_ref_seconds:
         raise InvalidRequest(
             f"the reference transcript is too long for a reference of at most {cfg.max_ref_seconds:g} s: "
-            "give only the words spoken in the recording", setting
-        )  # fmt: skip
+            "give only the words spoken in the recording",
+            setting,
+        )
 
 
 @dataclass(frozen=True)
@@ -185,8 +189,9 @@ def plan_request(req: Request, cfg: ModelConfig | None = None, voice: VoiceShape
         voice = VoiceShape.of(req.ref)
     ref_text, ref_len = (voice.text, voice.frames) if voice is not None else (None, None)
     threshold = g.audio_chunk_threshold * cfg.frame_rate
-    targets = [text.resolve_target_len(part, ref_text, ref_len, req.speed, req.duration, cfg.frame_rate)
-               for part in parts]  # fmt: skip
+    targets = [
+        text.resolve_target_len(part, ref_text, ref_len, req.speed, req.duration, cfg.frame_rate) for part in parts
+    ]
     _check_length(sum(t for t, _ in targets), gaps, cfg)
     pieces: list[Piece] = []
     for p, (part, (target, eff_speed)) in enumerate(zip(parts, targets)):
@@ -263,7 +268,9 @@ def _fit_pieces(pieces: list[Piece], ref: tuple | None, cfg: ModelConfig, prefer
     return out, frames
 
 
-def piece_spans(parts: list[int], extents: list[tuple[int, int]], placed: list[tuple[int, list]]) -> list[tuple[int, int]]:
+def piece_spans(
+    parts: list[int], extents: list[tuple[int, int]], placed: list[tuple[int, list]]
+) -> list[tuple[int, int]]:
     """Where each piece lies in the post-processed audio: [start, end) in its samples.
 
     parts[k]: the part piece k belongs to; extents[k]: its samples [a, b) in that part as decoded;
@@ -314,9 +321,17 @@ class Engine:
         from .loading import load_engine
 
         return load_engine(
-            cls, model, device=device, dtype=dtype, on_notice=on_notice, quantize=quantize, compile=compile,
-            threads=threads, cuda_graphs=cuda_graphs, on_download=on_download,
-        )  # fmt: skip
+            cls,
+            model,
+            device=device,
+            dtype=dtype,
+            on_notice=on_notice,
+            quantize=quantize,
+            compile=compile,
+            threads=threads,
+            cuda_graphs=cuda_graphs,
+            on_download=on_download,
+        )
 
     def load_encoder(self) -> None:
         """Load the codec's encoder (HuBERT and the acoustic encoder), which cloning needs; done by
@@ -349,18 +364,26 @@ class Engine:
         ref = ref or req.ref
         if piece is None:
             target, _ = text.resolve_target_len(
-                req.text, ref.text if ref else None, ref.codes.shape[-1] if ref else None,
-                req.speed, req.duration, self.cfg.frame_rate,
-            )  # fmt: skip
+                req.text,
+                ref.text if ref else None,
+                ref.codes.shape[-1] if ref else None,
+                req.speed,
+                req.duration,
+                self.cfg.frame_rate,
+            )
             piece = Piece(0, 0, req.text, target)
         lang, _ = text.resolve_language(req.lang)
         instruct = text.resolve_instruct(req.instruct, use_zh=text.contains_chinese(req.text))
         target = piece.target_len
         if target is None:  # a chunk: re-estimated against its reference, at the text's speed
             target, _ = text.resolve_target_len(
-                piece.text, ref.text if ref else None, ref.codes.shape[-1] if ref else None,
-                piece.speed, None, self.cfg.frame_rate,
-            )  # fmt: skip
+                piece.text,
+                ref.text if ref else None,
+                ref.codes.shape[-1] if ref else None,
+                piece.speed,
+                None,
+                self.cfg.frame_rate,
+            )
         if target > self.cfg.max_target_seconds * self.cfg.frame_rate:
             raise InvalidRequest(
                 f"one generation would be {target / self.cfg.frame_rate:.1f} s long: at most "
@@ -555,9 +578,13 @@ class JoinedPieces(RequestPieces):
     def __init__(self, engine: Engine, plan: Plan, warnings: list[str] | None = None, check=None) -> None:
         req = plan.req
         super().__init__(
-            plan.pieces, ref=req.ref, seed=req.seed, voice_text=plan.pieces[0].text if plan.pieces else "",
-            prepare=lambda piece, voice, seed: engine.prepare(req, piece, ref=voice, seed=seed), check=check,
-        )  # fmt: skip
+            plan.pieces,
+            ref=req.ref,
+            seed=req.seed,
+            voice_text=plan.pieces[0].text if plan.pieces else "",
+            prepare=lambda piece, voice, seed: engine.prepare(req, piece, ref=voice, seed=seed),
+            check=check,
+        )
         self.engine, self.plan, self.warnings = engine, plan, warnings or []
 
     def take_audio(self, k: int, job) -> tuple:
@@ -638,8 +665,11 @@ class _GenerateRun:
 
     def pending_forwards(self) -> int:
         """Forwards of the pieces still waiting for their piece 0."""
-        return sum(pieces.waiting() * pieces.plan.req.generation.num_step
-                   for i, pieces in enumerate(self.runs) if pieces is not None and i not in self.errors)  # fmt: skip
+        return sum(
+            pieces.waiting() * pieces.plan.req.generation.num_step
+            for i, pieces in enumerate(self.runs)
+            if pieces is not None and i not in self.errors
+        )
 
     def step(self, done_forwards: int, planned: int) -> None:
         if self.on_step:

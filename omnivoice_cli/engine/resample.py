@@ -46,9 +46,7 @@ def output_length(n: int, orig_freq: int, new_freq: int) -> int:
     return -((-n * new) // orig)
 
 
-def _sinc_kernel(
-    orig: int, new: int, dtype: torch.dtype, width_zeros: int, rolloff: float
-) -> tuple[torch.Tensor, int]:
+def _sinc_kernel(orig: int, new: int, dtype: torch.dtype, width_zeros: int, rolloff: float) -> tuple[torch.Tensor, int]:
     """Polyphase kernel [new, 1, 2*half + orig] in `dtype`, and `half`. Same float ops as torchaudio."""
     cutoff = min(orig, new) * rolloff  # in units of the reduced rates
     half = math.ceil(width_zeros * orig / cutoff)  # taps each side, in input samples

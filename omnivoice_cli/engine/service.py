@@ -144,9 +144,13 @@ def check_sizes(req: "Request", segments: list[Segment], cfg) -> None:
         if seg.text is None:
             continue
         target, _ = textmod.resolve_target_len(
-            seg.text, ref.text if ref else None, ref.codes.shape[-1] if ref else None, req.speed, req.duration,
+            seg.text,
+            ref.text if ref else None,
+            ref.codes.shape[-1] if ref else None,
+            req.speed,
+            req.duration,
             cfg.frame_rate,
-        )  # fmt: skip
+        )
         if target * rows + len(seg.text) > cfg.max_packed_tokens:
             raise InvalidRequest(
                 f"the text has a piece of about {target / cfg.frame_rate:.0f} s of audio ({seg.text[:30]!r}...), more "
@@ -157,8 +161,14 @@ def check_sizes(req: "Request", segments: list[Segment], cfg) -> None:
 class Service:
     """The engine loop (see the module doc). Thread-safe: submit, cancel, call, stats, stop."""
 
-    def __init__(self, engine: "Engine", *, max_queue: int = 64, config: StreamConfig | None = None,
-                 clock: Callable[[], float] = time.perf_counter) -> None:  # fmt: skip
+    def __init__(
+        self,
+        engine: "Engine",
+        *,
+        max_queue: int = 64,
+        config: StreamConfig | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
         if max_queue < 1:
             raise ValueError("max_queue must be at least 1")
         self.engine, self.max_queue, self.config, self.clock = engine, max_queue, config or StreamConfig(), clock
@@ -195,8 +205,11 @@ class Service:
             if self._stopping:
                 raise Stopped("the server is shutting down")
             if len(self._open) >= self.max_queue:
-                raise Busy(f"the server is busy: {len(self._open)} requests are queued (the most it takes, "
-                           "--max-queue); try again shortly", self.retry_after())  # fmt: skip
+                raise Busy(
+                    f"the server is busy: {len(self._open)} requests are queued (the most it takes, "
+                    "--max-queue); try again shortly",
+                    self.retry_after(),
+                )
             ticket = Ticket(self, next(self._numbers), req, pieces, on_event, warnings)
             self._open[ticket.id] = ticket
             self._inbox.append(ticket)
@@ -219,8 +232,13 @@ class Service:
 
     def stats(self) -> dict:
         with self._cond:
-            return {"forwards": self.forwards, "open": len(self._open), "served": self.served,
-                    "active_jobs": len(self._active), "waiting_jobs": len(self._pending)}  # fmt: skip
+            return {
+                "forwards": self.forwards,
+                "open": len(self._open),
+                "served": self.served,
+                "active_jobs": len(self._active),
+                "waiting_jobs": len(self._pending),
+            }
 
     @property
     def open(self) -> int:
@@ -252,7 +270,9 @@ class Service:
     def _loop(self) -> None:
         while True:
             with self._cond:
-                while not (self._inbox or self._calls or self._active or self._pending or self._stopping or self._dirty):
+                while not (
+                    self._inbox or self._calls or self._active or self._pending or self._stopping or self._dirty
+                ):
                     self._cond.wait()
                 if self._stopping:
                     break
@@ -283,8 +303,10 @@ class Service:
     def _slot(self, ticket: Ticket, k: int) -> _Slot:
         job = ticket.pieces.job(k)
         if job.packed_len > self.engine.cfg.max_packed_tokens:  # check_sizes estimated it without piece 0's voice
-            raise InvalidRequest(f"piece {k + 1} of the text needs {job.packed_len} positions, more than one "
-                                 f"forward holds ({self.engine.cfg.max_packed_tokens}): add punctuation to cut it")  # fmt: skip
+            raise InvalidRequest(
+                f"piece {k + 1} of the text needs {job.packed_len} positions, more than one "
+                f"forward holds ({self.engine.cfg.max_packed_tokens}): add punctuation to cut it"
+            )
         return _Slot(ticket, k, job)
 
     def _drop_cancelled(self) -> None:
@@ -315,8 +337,12 @@ class Service:
             self.on_forward([(s.ticket.id, s.k) for s in self._active])
         try:
             with torch.inference_mode(), cancelmod.cancellable(self._halt):
-                forward_step(self.engine.model, [s.job for s in self._active], mask_id=self.engine.cfg.audio_mask_id,
-                             forward=self.engine.forward)  # fmt: skip
+                forward_step(
+                    self.engine.model,
+                    [s.job for s in self._active],
+                    mask_id=self.engine.cfg.audio_mask_id,
+                    forward=self.engine.forward,
+                )
         except cancelmod.Cancelled:  # stop() under the forward: the loop ends, _shut_down fails the requests
             return
         except Exception as e:  # noqa: BLE001 - the forward failed: every request in it fails
@@ -360,9 +386,16 @@ class Service:
         now = self.clock()
         started = ticket.started if ticket.started is not None else now
         return Summary(
-            len(ticket.pieces), ticket.pieces.samples, self.engine.sample_rate, ticket.seed, started - ticket.submitted,
-            ticket.first_audio, now - ticket.submitted, ticket.forwards, ticket.warnings,
-        )  # fmt: skip
+            len(ticket.pieces),
+            ticket.pieces.samples,
+            self.engine.sample_rate,
+            ticket.seed,
+            started - ticket.submitted,
+            ticket.first_audio,
+            now - ticket.submitted,
+            ticket.forwards,
+            ticket.warnings,
+        )
 
     def _emit(self, ticket: Ticket, event: Event) -> None:
         try:

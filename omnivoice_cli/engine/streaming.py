@@ -275,8 +275,10 @@ def stream_pieces(req: "Request", texts: list[str], frame_rate: float) -> list[P
     length is not cut) is the piece's length whatever the voice."""
     if req.duration is None:
         return [Piece(0, k, text, None, req.speed) for k, text in enumerate(texts)]
-    return [Piece(0, k, text, textmod.resolve_target_len(text, None, None, req.speed, req.duration, frame_rate)[0])
-            for k, text in enumerate(texts)]  # fmt: skip
+    return [
+        Piece(0, k, text, textmod.resolve_target_len(text, None, None, req.speed, req.duration, frame_rate)[0])
+        for k, text in enumerate(texts)
+    ]
 
 
 class StreamedPieces(RequestPieces):
@@ -291,10 +293,13 @@ class StreamedPieces(RequestPieces):
         self.speech = [i for i, s in enumerate(self.segments) if s.text is not None]  # segment of spoken piece k
         texts = [self.segments[i].text or "" for i in self.speech]
         super().__init__(
-            stream_pieces(req, texts, engine.cfg.frame_rate), ref=req.ref, seed=req.seed,
+            stream_pieces(req, texts, engine.cfg.frame_rate),
+            ref=req.ref,
+            seed=req.seed,
             voice_text=texts[0].strip() if texts else "",
-            prepare=lambda piece, voice, seed: engine.prepare(req, piece, ref=voice, seed=seed), check=check,
-        )  # fmt: skip
+            prepare=lambda piece, voice, seed: engine.prepare(req, piece, ref=voice, seed=seed),
+            check=check,
+        )
         # (text, audio or a count of zero samples, seed) of each segment ready and not yet handed out
         self._ready: list = [None] * len(self.segments)
         for i, s in enumerate(self.segments):
@@ -315,7 +320,9 @@ class StreamedPieces(RequestPieces):
     def take_audio(self, k: int, job) -> tuple:
         """A take as it would be handed out (its seed: the take's)."""
         text = self.segments[self.speech[k]].text
-        return self.engine.render(replace(self.req, text=text, seed=self.seed_for(k)), job).audio, self.engine.sample_rate
+        return self.engine.render(
+            replace(self.req, text=text, seed=self.seed_for(k)), job
+        ).audio, self.engine.sample_rate
 
     def hand_out(self) -> Iterator[StreamPiece]:
         """The segments ready at the head, in order, each marked handed out as it is taken."""
@@ -341,8 +348,9 @@ class _Driver:
     """One request streamed through one run_jobs loop (see `stream`). Admission: piece 0 alone,
     then waves of the ready pieces sized by `WavePlanner`."""
 
-    def __init__(self, engine: "Engine", req: "Request", config: StreamConfig, clock, cancel, on_warning,
-                 check=None) -> None:  # fmt: skip
+    def __init__(
+        self, engine: "Engine", req: "Request", config: StreamConfig, clock, cancel, on_warning, check=None
+    ) -> None:
         self.engine, self.req, self.clock, self.cancel, self.on_warning = engine, req, clock, cancel, on_warning
         self.pieces = StreamedPieces(engine, req, config, check)
         self.on_piece: Callable[[StreamPiece], None] | None = None
@@ -513,14 +521,26 @@ def stream(
         d.wave_tokens, d.last_forward = first.packed_len, clock()
         with cancellable(cancel):
             run_jobs(
-                engine.model, [first], mask_id=engine.cfg.audio_mask_id, max_batch_size=engine.cfg.max_batch_size,
-                max_packed_tokens=engine.cfg.max_packed_tokens, on_step=step, on_done=d.done, forward=engine.forward,
-            )  # fmt: skip
+                engine.model,
+                [first],
+                mask_id=engine.cfg.audio_mask_id,
+                max_batch_size=engine.cfg.max_batch_size,
+                max_packed_tokens=engine.cfg.max_packed_tokens,
+                on_step=step,
+                on_done=d.done,
+                forward=engine.forward,
+            )
     return StreamSummary(
-        pieces=len(d.pieces), samples=d.pieces.samples, sample_rate=engine.sample_rate, waves=d.waves,
-        kept_up=not d.planner.behind, first_audio=d.first_audio, seconds=clock() - d.t0, seed=req.seed,
+        pieces=len(d.pieces),
+        samples=d.pieces.samples,
+        sample_rate=engine.sample_rate,
+        waves=d.waves,
+        kept_up=not d.planner.behind,
+        first_audio=d.first_audio,
+        seconds=clock() - d.t0,
+        seed=req.seed,
         warnings=warnings,
-    )  # fmt: skip
+    )
 
 
 class StreamRun:
@@ -539,10 +559,19 @@ class StreamRun:
     the worker, which stops within one layer of its forward: no thread is left running torch
     when the block is left (an interpreter exiting under one aborts the process)."""
 
-    def __init__(self, engine: "Engine", req: "Request", *, on_step: StepCallback | None = None,
-                 on_progress: StepCallback | None = None, on_warning: Callable[[str], None] | None = None,
-                 config: StreamConfig | None = None, on_idle: Callable[[], None] | None = None,
-                 idle_seconds: float = 0.25, check=None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        engine: "Engine",
+        req: "Request",
+        *,
+        on_step: StepCallback | None = None,
+        on_progress: StepCallback | None = None,
+        on_warning: Callable[[str], None] | None = None,
+        config: StreamConfig | None = None,
+        on_idle: Callable[[], None] | None = None,
+        idle_seconds: float = 0.25,
+        check=None,
+    ) -> None:
         self.check = check
         self.on_step, self.on_warning, self.on_idle, self.idle_seconds = on_step, on_warning, on_idle, idle_seconds
         self.on_progress = on_progress
@@ -559,10 +588,16 @@ class StreamRun:
         put = self._events.put
         try:
             summary = stream(
-                engine, req, lambda p: put(("piece", p)), on_step=lambda d, t: put(("step", d, t)),
-                on_progress=lambda d, t: put(("progress", d, t)), on_warning=lambda w: put(("warning", w)),
-                config=config, cancel=self._cancel, **({"check": self.check} if self.check is not None else {}),
-            )  # fmt: skip
+                engine,
+                req,
+                lambda p: put(("piece", p)),
+                on_step=lambda d, t: put(("step", d, t)),
+                on_progress=lambda d, t: put(("progress", d, t)),
+                on_warning=lambda w: put(("warning", w)),
+                config=config,
+                cancel=self._cancel,
+                **({"check": self.check} if self.check is not None else {}),
+            )
             put(("done", summary))
         except BaseException as e:  # handed to the iterating thread
             self.error = e

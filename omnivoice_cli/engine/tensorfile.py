@@ -38,6 +38,8 @@ def _torch_dtype(name: str) -> "torch.dtype":
     import torch
 
     return getattr(torch, _DTYPES[name][0])
+
+
 _MAX_HEADER = 100_000_000  # bytes; a larger header length means a corrupt file
 
 
@@ -167,9 +169,14 @@ class SafetensorsFile:
 
 
 def check_tensors(
-    path: Path, file: SafetensorsFile, expected: dict[str, tuple[int, ...]], optional: Iterable[str] = (),
-    allow_extra: bool = False, floating: bool = False, what: str = "the model",
-) -> None:  # fmt: skip
+    path: Path,
+    file: SafetensorsFile,
+    expected: dict[str, tuple[int, ...]],
+    optional: Iterable[str] = (),
+    allow_extra: bool = False,
+    floating: bool = False,
+    what: str = "the model",
+) -> None:
     """One CheckpointError listing every missing, unexpected or mis-shaped tensor (and, with
     `floating`, every one that is not floating point)."""
     optional = set(optional)
@@ -190,9 +197,15 @@ def check_tensors(
 
 
 def load_module(
-    module: "torch.nn.Module", path: Path, *, optional: Iterable[str] = (), dtype=None, device="cpu",
-    prefetch=False, prefetch_skip: Iterable[str] = (),
-) -> None:  # fmt: skip
+    module: "torch.nn.Module",
+    path: Path,
+    *,
+    optional: Iterable[str] = (),
+    dtype=None,
+    device="cpu",
+    prefetch=False,
+    prefetch_skip: Iterable[str] = (),
+) -> None:
     """Strictly load a safetensors file into a module built on the meta device. prefetch: when
     the tensors stay views of the file (CPU, same dtype), have the kernel read the pages of all
     but `prefetch_skip` ahead in the background."""

@@ -162,8 +162,10 @@ def unicode_problem(text: str) -> str | None:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as e:
-        return (f"not valid Unicode: character {e.start + 1} is U+{ord(text[e.start]):04X}, a lone surrogate "
-                "(half of a UTF-16 pair, or a byte that is not UTF-8)")  # fmt: skip
+        return (
+            f"not valid Unicode: character {e.start + 1} is U+{ord(text[e.start]):04X}, a lone surrogate "
+            "(half of a UTF-16 pair, or a byte that is not UTF-8)"
+        )
     return None
 
 
@@ -194,8 +196,11 @@ def check_text(text: str) -> None:
     if problem:
         raise InvalidRequest(f"text is {problem}: give UTF-8 text", "text")
     if is_blank(text):
-        raise InvalidRequest(f"text is empty: it has only invisible or control characters ({_named_chars(text)}): "
-                             "give some text to speak", "text")  # fmt: skip
+        raise InvalidRequest(
+            f"text is empty: it has only invisible or control characters ({_named_chars(text)}): "
+            "give some text to speak",
+            "text",
+        )
 
 
 def wordless_warning(text: str) -> str | None:
@@ -276,8 +281,9 @@ _EN_ITEM_RE = re.compile(r"[a-z]+(?:[\s-]+[a-z]+)*")  # an English item as it ma
 _SCAN_RE = re.compile(r"[A-Za-z]+|[\u4e00-\u9fff]+")  # English words and runs of Chinese
 _GAP_RE = re.compile(r"[\s-]+")  # what may stand between the words of one phrase
 _CLAUSE_RE = re.compile(r"[,.;:!?，。；：！？]")  # ends a negation's reach
-_NEGATIONS_EN = frozenset({"not", "no", "never", "without", "don", "doesn", "didn", "isn", "aren", "wasn", "won",
-                           "nor", "avoid", "non"})  # fmt: skip
+_NEGATIONS_EN = frozenset(
+    {"not", "no", "never", "without", "don", "doesn", "didn", "isn", "aren", "wasn", "won", "nor", "avoid", "non"}
+)
 _CLAUSE_WORDS_EN = frozenset({"but", "and", "or", "yet", "instead", "rather", "than"})
 _NEGATIONS_ZH = ("不要太", "不要", "不是", "不用", "不太", "别太", "没有", "不", "别", "无")
 NEGATION_REACH = 4  # English words before a phrase that a negation may stand in
@@ -475,7 +481,8 @@ def resolve_instruct(instruct: str | None, use_zh: bool = False) -> str | None:
         more = f"; and {len(unknown) - 5} more" if len(unknown) > 5 else ""
         raise InvalidRequest(
             f"unsupported instruct item{'s' if len(unknown) > 1 else ''} in '{instruct_str[:200]}': "
-            + "; ".join(unknown[:5]) + more
+            + "; ".join(unknown[:5])
+            + more
             + ". Use only English items joined by ', ' or only Chinese items joined by '，' "
             "(run `omnivoice instructs` for the list)."
         )
@@ -648,9 +655,7 @@ def estimate_duration(
     return est
 
 
-def estimate_target_tokens(
-    text: str, ref_text: str | None, num_ref_tokens: int | None, speed: float = 1.0
-) -> int:
+def estimate_target_tokens(text: str, ref_text: str | None, num_ref_tokens: int | None, speed: float = 1.0) -> int:
     """Frames to generate for `text`: max(1, int(estimate / speed)).
 
     Without a reference (no ref_text, empty ref_text or no ref frames) the yardstick is
@@ -833,7 +838,6 @@ def cut_to_length(text: str, max_chars: int) -> list[str]:
         cur += word
     pieces.append(cur)
     return [p.strip() for p in pieces if p.strip()]
-
 
 
 # --------------------------------------------------------------------------------------------

@@ -238,13 +238,17 @@ def length_warning(source: object, given: float, prepared: float) -> str | None:
     little gain. None inside."""
     low, high = BEST_SECONDS
     if given < low:
-        return (f"{source} is only {given:.1f} s long: under {low:g} s the voice is poorly captured and the "
-                f"clone may not sound like it; {low:g}-{high:g} s of clear speech is best")  # fmt: skip
+        return (
+            f"{source} is only {given:.1f} s long: under {low:g} s the voice is poorly captured and the "
+            f"clone may not sound like it; {low:g}-{high:g} s of clear speech is best"
+        )
     if prepared > high:
-        return (f"{source} holds {prepared:.1f} s of sound once its silences are removed: over {high:g} s "
-                "makes every diffusion step slower and needs more memory (all of it is part of the model's "
-                f"input at each step) and clones no better; trim it to {low:g}-{high:g} s (without a "
-                f"transcript, over {MAX_SECONDS:g} s is cut at a pause)")  # fmt: skip
+        return (
+            f"{source} holds {prepared:.1f} s of sound once its silences are removed: over {high:g} s "
+            "makes every diffusion step slower and needs more memory (all of it is part of the model's "
+            f"input at each step) and clones no better; trim it to {low:g}-{high:g} s (without a "
+            f"transcript, over {MAX_SECONDS:g} s is cut at a pause)"
+        )
     return None
 
 
@@ -287,9 +291,7 @@ def prepare_reference(
             wav, sample_rate, mid_sil_ms=MID_SIL_MS, lead_sil_ms=LEAD_SIL_MS, trail_sil_ms=TRAIL_SIL_MS
         )
         if wav.shape[-1] == 0:
-            raise InvalidRequest(
-                f"{source} is silent: nothing is left after silence removal (-50 dBFS threshold)"
-            )
+            raise InvalidRequest(f"{source} is silent: nothing is left after silence removal (-50 dBFS threshold)")
 
     seconds = wav.shape[-1] / sample_rate
     if seconds > MAX_PREPARED_SECONDS:

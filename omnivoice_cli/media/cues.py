@@ -124,8 +124,9 @@ def read_cues(path: str | Path) -> list[Cue]:
     for cue in cues:
         if cue.end_ms <= cue.start_ms:
             what = "ends before it starts" if cue.end_ms < cue.start_ms else "ends when it starts"
-            raise InvalidRequest(f"{path}: line {cue.line}: the cue {what} "
-                                 f"({timestamp(cue.start_ms)} --> {timestamp(cue.end_ms)})")  # fmt: skip
+            raise InvalidRequest(
+                f"{path}: line {cue.line}: the cue {what} ({timestamp(cue.start_ms)} --> {timestamp(cue.end_ms)})"
+            )
     return cues
 
 
@@ -149,8 +150,10 @@ def parse_srt(text: str, name: str) -> list[Cue]:
             sub = next(subs)  # the same match: raises for anything unparsed before it
             for raw in (match.group(2), match.group(3)):
                 if not _srt_time_ok(raw):
-                    raise InvalidRequest(f"{name}: line {line}: invalid time {raw.strip()!r}: use HH:MM:SS,mmm "
-                                         "(minutes and seconds below 60)")  # fmt: skip
+                    raise InvalidRequest(
+                        f"{name}: line {line}: invalid time {raw.strip()!r}: use HH:MM:SS,mmm "
+                        "(minutes and seconds below 60)"
+                    )
             cues.append(Cue(index, line, _ms(sub.start), _ms(sub.end), strip_markup(sub.content)))
         for _ in subs:  # the end: anything left unparsed
             pass
@@ -158,8 +161,10 @@ def parse_srt(text: str, name: str) -> list[Cue]:
         bad = e.unmatched_content
         offset = e.expected_start + len(bad) - len(bad.lstrip())
         shown = bad.strip().splitlines()[0][:60] if bad.strip() else ""
-        raise InvalidRequest(f"{name}: line {lines.of(offset)}: not an SRT cue ({shown!r}): expected a number, then a "
-                             "time line like '00:00:01,000 --> 00:00:02,500', then the text") from None  # fmt: skip
+        raise InvalidRequest(
+            f"{name}: line {lines.of(offset)}: not an SRT cue ({shown!r}): expected a number, then a "
+            "time line like '00:00:01,000 --> 00:00:02,500', then the text"
+        ) from None
     except InvalidRequest:
         raise
     except (OverflowError, ValueError):  # a time too large for a timedelta
@@ -184,10 +189,16 @@ def parse_vtt(text: str, name: str) -> list[Cue]:
         raise InvalidRequest(_vtt_error(text, name, e)) from None
     numbers = _vtt_cue_lines(text, captions)
     return [
-        Cue(i, numbers[i], c.start_time.in_milliseconds(), c.end_time.in_milliseconds(), strip_markup(c.raw_text),
-            c.voice.strip() if c.voice else None)
+        Cue(
+            i,
+            numbers[i],
+            c.start_time.in_milliseconds(),
+            c.end_time.in_milliseconds(),
+            strip_markup(c.raw_text),
+            c.voice.strip() if c.voice else None,
+        )
         for i, c in enumerate(captions)
-    ]  # fmt: skip
+    ]
 
 
 def _vtt_cue_lines(text: str, captions) -> list[int]:
@@ -204,7 +215,11 @@ def _vtt_cue_lines(text: str, captions) -> list[int]:
             k += 1
             m = re.match(WebVTTCueBlock.CUE_TIMINGS_PATTERN, rows[k - 1])
             try:
-                if m and (Timestamp.from_string(m.group(1)).to_tuple(), Timestamp.from_string(m.group(2)).to_tuple()) == want:
+                if (
+                    m
+                    and (Timestamp.from_string(m.group(1)).to_tuple(), Timestamp.from_string(m.group(2)).to_tuple())
+                    == want
+                ):
                     break
             except Exception:  # a malformed time on a line webvtt-py took for text
                 continue
@@ -267,7 +282,9 @@ def subtitles_from_pieces(pieces, sample_rate: int, offset: int = 0, speaker: st
 
 
 # A cue is cut at the end of a sentence, else of a clause, else between words (or wide characters).
-_SENTENCE_END = re.compile(r"[.!?\u2026]+[\"'\u201d\u2019\u00bb)\]]*\s+|[\u3002\uff01\uff1f]+[\u300d\u300f\u201d\u2019\uff09]*\s*")
+_SENTENCE_END = re.compile(
+    r"[.!?\u2026]+[\"'\u201d\u2019\u00bb)\]]*\s+|[\u3002\uff01\uff1f]+[\u300d\u300f\u201d\u2019\uff09]*\s*"
+)
 _CLAUSE_END = re.compile(r"[,;:]+[\"'\u201d\u2019\u00bb)\]]*\s+|\s+[\u2013\u2014-]+\s+|[\uff0c\u3001\uff1b\uff1a]\s*")
 
 
@@ -317,8 +334,10 @@ def cut_cue(sub: Subtitle, max_lines: int = MAX_LINES, width: int = WRAP, max_ms
             ends.append(j)
             i = j
         if level == 2 and len(ends) > 1:  # between words: the same number of parts, of even length
-            even = [min(range(1, len(bounds) - 1), key=lambda j: abs(bounds[j] - a - k * (b - a) / len(ends)))
-                    for k in range(1, len(ends))] + [len(bounds) - 1]  # fmt: skip
+            even = [
+                min(range(1, len(bounds) - 1), key=lambda j: abs(bounds[j] - a - k * (b - a) / len(ends)))
+                for k in range(1, len(ends))
+            ] + [len(bounds) - 1]
             starts = [0, *even[:-1]]
             if even == sorted(set(even)) and all(fits(bounds[x], bounds[y], 2) for x, y in zip(starts, even)):
                 ends = even
@@ -418,10 +437,14 @@ def subtitles_text(subs: list[Subtitle], fmt: str) -> str:
         import srt
 
         items = [
-            srt.Subtitle(i + 1, timedelta(milliseconds=s.start_ms), timedelta(milliseconds=s.end_ms),
-                         _wrapped(f"{s.speaker}: {s.text}" if s.speaker else s.text))
+            srt.Subtitle(
+                i + 1,
+                timedelta(milliseconds=s.start_ms),
+                timedelta(milliseconds=s.end_ms),
+                _wrapped(f"{s.speaker}: {s.text}" if s.speaker else s.text),
+            )
             for i, s in enumerate(subs)
-        ]  # fmt: skip
+        ]
         return srt.compose(items, reindex=False)
     import webvtt
 

@@ -93,9 +93,16 @@ AUDIO_FORMATS: dict[str, AudioFormat] = {
         AudioFormat("ogg", (".ogg",), "OGG", "VORBIS", lossy=True, streams=True, mime="audio/ogg", block=4096),
         AudioFormat("opus", (".opus",), "OGG", "OPUS", lossy=True, streams=True, mime="audio/ogg; codecs=opus"),
         AudioFormat(
-            "mp3", (".mp3",), "MP3", "MPEG_LAYER_III", lossy=True, streams=True, mime="audio/mpeg",
-            compression_level=_MP3_64K, bitrate_mode="CONSTANT",
-        ),  # fmt: skip
+            "mp3",
+            (".mp3",),
+            "MP3",
+            "MPEG_LAYER_III",
+            lossy=True,
+            streams=True,
+            mime="audio/mpeg",
+            compression_level=_MP3_64K,
+            bitrate_mode="CONSTANT",
+        ),
         AudioFormat("raw", (".raw", ".pcm"), "RAW", "PCM_16", lossy=False, streams=True, mime="audio/pcm"),
         AudioFormat("aac", (".aac",), "ADTS", "AAC", lossy=True, streams=False, mime="audio/aac", encoder="aac"),
         AudioFormat("m4a", (".m4a",), "MP4", "AAC", lossy=True, streams=False, mime="audio/mp4", encoder="aac"),
@@ -265,16 +272,18 @@ def _check_name_length(path: Path, shown: str) -> None:
         raise InvalidRequest(f"output {shown[:60]!r}...: the path is longer than 4095 bytes")
     for folder in path.parent.parts:
         if len(os.fsencode(folder)) > 255:
-            raise InvalidRequest(f"output {shown[:80]!r}...: a folder name is {len(os.fsencode(folder))} bytes long; "
-                                 "at most 255")  # fmt: skip
+            raise InvalidRequest(
+                f"output {shown[:80]!r}...: a folder name is {len(os.fsencode(folder))} bytes long; at most 255"
+            )
     try:
         limit = name_max(path.parent) if path.parent.is_dir() else 255
     except OSError:
         limit = 255
     size = len(os.fsencode(path.name))
     if size > limit:
-        raise InvalidRequest(f"output {shown!r}: the file name is {size} bytes long; this file system allows "
-                             f"at most {limit}")  # fmt: skip
+        raise InvalidRequest(
+            f"output {shown!r}: the file name is {size} bytes long; this file system allows at most {limit}"
+        )
 
 
 def stdout_is_open() -> bool:
@@ -431,16 +440,35 @@ def _aac_ffmpeg(a, sample_rate: int, muxer: str) -> bytes:
     ffmpeg = shutil.which("ffmpeg") or "ffmpeg"
     with tempfile.TemporaryDirectory(prefix="omnivoice-aac-") as folder:
         target = os.path.join(folder, "out")  # MP4 seeks back to write its index: a file, not a pipe
-        cmd = [ffmpeg, "-hide_banner", "-loglevel", "error", "-f", "f32le", "-ar", str(sample_rate), "-ac", "1",
-               "-i", "pipe:0", "-c:a", "aac", "-b:a", str(AAC_BITRATE), "-f", muxer]  # fmt: skip
+        cmd = [
+            ffmpeg,
+            "-hide_banner",
+            "-loglevel",
+            "error",
+            "-f",
+            "f32le",
+            "-ar",
+            str(sample_rate),
+            "-ac",
+            "1",
+            "-i",
+            "pipe:0",
+            "-c:a",
+            "aac",
+            "-b:a",
+            str(AAC_BITRATE),
+            "-f",
+            muxer,
+        ]
         try:
             done = subprocess.run([*cmd, "-y", target], input=a.astype("<f4").tobytes(), capture_output=True)
         except OSError as e:
             raise OmniVoiceError(f"cannot run {ffmpeg} to encode AAC: {e.strerror or e}") from None
         if done.returncode != 0:
             said = done.stderr.decode("utf-8", "replace").strip().splitlines()
-            raise OmniVoiceError(f"{ffmpeg} could not encode AAC (exit {done.returncode}): "
-                                 f"{said[-1] if said else 'no message'}")  # fmt: skip
+            raise OmniVoiceError(
+                f"{ffmpeg} could not encode AAC (exit {done.returncode}): {said[-1] if said else 'no message'}"
+            )
         with open(target, "rb") as f:
             return f.read()
 
@@ -550,8 +578,14 @@ UNKNOWN_SIZE = 0xFFFFFFFF  # RIFF and data sizes of a WAV whose length is not kn
 def streaming_wav_header(sample_rate: int) -> bytes:
     """The 44-byte header of a 16-bit mono PCM WAV of unknown length (sizes 0xFFFFFFFF)."""
     fmt = struct.pack("<HHIIHH", 1, 1, sample_rate, sample_rate * 2, 2, 16)  # PCM, mono, rate, bytes/s, align, bits
-    return b"RIFF" + struct.pack("<I", UNKNOWN_SIZE) + b"WAVE" + b"fmt " + struct.pack("<I", len(fmt)) + fmt + (
-        b"data" + struct.pack("<I", UNKNOWN_SIZE)
+    return (
+        b"RIFF"
+        + struct.pack("<I", UNKNOWN_SIZE)
+        + b"WAVE"
+        + b"fmt "
+        + struct.pack("<I", len(fmt))
+        + fmt
+        + (b"data" + struct.pack("<I", UNKNOWN_SIZE))
     )
 
 
@@ -726,8 +760,11 @@ def write_all(out, data: bytes) -> None:
             out.flush()
     except BrokenPipeError:
         sent = total - len(view)
-        raise StreamClosed(errno.EPIPE, f"the reader of the audio stream went away ({sent} of {total} bytes "
-                                        "of this write sent): the audio is incomplete") from None  # fmt: skip
+        raise StreamClosed(
+            errno.EPIPE,
+            f"the reader of the audio stream went away ({sent} of {total} bytes "
+            "of this write sent): the audio is incomplete",
+        ) from None
 
 
 def quiet_stdout() -> None:

@@ -61,7 +61,7 @@ class Candidate:
 
 
 def platform_name(platform: str | None = None) -> str:
-    """"linux", "darwin" or "win32" (sys.platform; other Unix systems count as linux here)."""
+    """ "linux", "darwin" or "win32" (sys.platform; other Unix systems count as linux here)."""
     platform = sys.platform if platform is None else platform
     if platform.startswith("win"):
         return "win32"
@@ -74,10 +74,23 @@ def player_commands(sample_rate: int = SAMPLE_RATE, platform: str | None = None)
     but afplay read raw s16le mono at sample_rate on stdin; afplay plays a WAV file."""
     sr = str(sample_rate)
     common = [
-        Candidate("ffplay", ("ffplay", "-nodisp", "-autoexit", "-loglevel", "error", "-f", "s16le", "-ar", sr, "-i", "-")),
-        Candidate("mpv", ("mpv", "--no-terminal", "--no-video", "--demuxer=rawaudio", "--demuxer-rawaudio-format=s16le",
-                          f"--demuxer-rawaudio-rate={sr}", "--demuxer-rawaudio-channels=1", "-")),
-    ]  # fmt: skip
+        Candidate(
+            "ffplay", ("ffplay", "-nodisp", "-autoexit", "-loglevel", "error", "-f", "s16le", "-ar", sr, "-i", "-")
+        ),
+        Candidate(
+            "mpv",
+            (
+                "mpv",
+                "--no-terminal",
+                "--no-video",
+                "--demuxer=rawaudio",
+                "--demuxer-rawaudio-format=s16le",
+                f"--demuxer-rawaudio-rate={sr}",
+                "--demuxer-rawaudio-channels=1",
+                "-",
+            ),
+        ),
+    ]
     system = platform_name(platform)
     if system == "darwin":
         return common + [Candidate("afplay", ("afplay",), files=True)]
@@ -87,7 +100,7 @@ def player_commands(sample_rate: int = SAMPLE_RATE, platform: str | None = None)
         Candidate("aplay", ("aplay", "-q", "-t", "raw", "-f", "S16_LE", "-r", sr, "-c", "1")),
         Candidate("paplay", ("paplay", "--raw", "--format=s16le", f"--rate={sr}", "--channels=1")),
         Candidate("pw-play", ("pw-play", "--format=s16", f"--rate={sr}", "--channels=1", "-")),
-    ]  # fmt: skip
+    ]
 
 
 def candidates(
@@ -147,8 +160,10 @@ def portaudio_hint(platform: str | None = None) -> str:
         return "the PortAudio library is missing: brew install portaudio"
     if system == "win32":
         return "the PortAudio library is missing: pip install --force-reinstall sounddevice"
-    return ("the PortAudio library is missing: install the system package libportaudio2 "
-            "(sudo apt install libportaudio2 on Debian/Ubuntu; portaudio on Fedora and Arch)")  # fmt: skip
+    return (
+        "the PortAudio library is missing: install the system package libportaudio2 "
+        "(sudo apt install libportaudio2 on Debian/Ubuntu; portaudio on Fedora and Arch)"
+    )
 
 
 def open_player(
@@ -176,10 +191,11 @@ def open_player(
     if platform_name(platform) == "linux":
         hint = " Or install a player: sudo apt install alsa-utils (aplay) on Debian/Ubuntu."
     raise PlayerUnavailable(
-        "no way to play audio here: tried " + "; ".join(notes)
+        "no way to play audio here: tried "
+        + "; ".join(notes)
         + f". Write a file instead with -o FILE, or set {ENV_PLAYER} to a command that plays "
         "s16le 24 kHz mono from stdin." + hint
-    )  # fmt: skip
+    )
 
 
 def wav_bytes(pcm: bytes, sample_rate: int) -> bytes:
@@ -322,9 +338,13 @@ class ProcessPlayer(Player):
         command = candidate.shell if candidate.shell is not None else list(candidate.argv or ())
         try:
             self.process = subprocess.Popen(
-                command, shell=candidate.shell is not None, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                stderr=self._stderr, start_new_session=True,  # Ctrl-C reaches us; we end the player ourselves
-            )  # fmt: skip
+                command,
+                shell=candidate.shell is not None,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=self._stderr,
+                start_new_session=True,  # Ctrl-C reaches us; we end the player ourselves
+            )
         except OSError as e:
             self._stderr.close()
             raise PlayerFailed(f"cannot start: {e.strerror or e}") from None
@@ -420,9 +440,12 @@ class FilePlayer(Player):
                 return
             try:
                 self.process = subprocess.Popen(
-                    [*self.argv, path], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                    stderr=subprocess.PIPE, start_new_session=True,
-                )  # fmt: skip
+                    [*self.argv, path],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                    start_new_session=True,
+                )
             except OSError as e:
                 raise PlayerFailed(f"{self.name} cannot start: {e.strerror or e}") from None
         _, err = self.process.communicate()

@@ -146,8 +146,13 @@ class Gate:
             if message["type"] == "http.response.start":
                 started = True
                 entry["status"] = message["status"]
-                message = {**message, "headers": [*message.get("headers", []),
-                                                  (REQUEST_ID_HEADER.lower().encode(), entry["id"].encode())]}  # fmt: skip
+                message = {
+                    **message,
+                    "headers": [
+                        *message.get("headers", []),
+                        (REQUEST_ID_HEADER.lower().encode(), entry["id"].encode()),
+                    ],
+                }
             await send(message)
 
         counted = path not in OPEN_PATHS
@@ -213,16 +218,21 @@ def body_limit(scope: dict, options: ServeOptions) -> int:
 
 
 def too_large(limit: int) -> ApiError:
-    return ApiError(413, f"the request body is over {limit / 1024:.0f} KiB, the most this endpoint takes",
-                    code="body_too_large")  # fmt: skip
+    return ApiError(
+        413, f"the request body is over {limit / 1024:.0f} KiB, the most this endpoint takes", code="body_too_large"
+    )
 
 
 def check_key(header: bytes, key: str) -> ApiError | None:
     """None when `Authorization: Bearer KEY` holds the key (compared in constant time), else 401."""
     challenge = {"WWW-Authenticate": "Bearer"}
     if not header:
-        return ApiError(401, "missing API key: send the header 'Authorization: Bearer KEY'",
-                        code="missing_api_key", headers=challenge)  # fmt: skip
+        return ApiError(
+            401,
+            "missing API key: send the header 'Authorization: Bearer KEY'",
+            code="missing_api_key",
+            headers=challenge,
+        )
     scheme, _, given = header.partition(b" ")
     if scheme.lower() != b"bearer" or not hmac.compare_digest(given.strip(), key.encode("utf-8")):
         return ApiError(401, "wrong API key", code="invalid_api_key", headers=challenge)
@@ -248,8 +258,10 @@ async def on_http_error(request: Request, exc: Exception) -> Response:
         message = f"{request.method} is not allowed on {request.url.path}"
     else:
         message = str(getattr(exc, "detail", exc))
-    return await on_api_error(request, ApiError(status, message, code="not_found" if status == 404 else None,
-                                                headers=getattr(exc, "headers", None)))  # fmt: skip
+    return await on_api_error(
+        request,
+        ApiError(status, message, code="not_found" if status == 404 else None, headers=getattr(exc, "headers", None)),
+    )
 
 
 # ------------------------------------------------------------------------------------ endpoints
@@ -316,8 +328,12 @@ async def model(request: Request) -> Response:
     name = request.path_params["id"]
     names = model_names(request.app.state.server)
     if name not in names:
-        raise ApiError(404, f"unknown model {name!r}{st.did_you_mean(name, names)}; known: {', '.join(names)}",
-                       param="model", code="model_not_found")  # fmt: skip
+        raise ApiError(
+            404,
+            f"unknown model {name!r}{st.did_you_mean(name, names)}; known: {', '.join(names)}",
+            param="model",
+            code="model_not_found",
+        )
     return JSONResponse(_model(name))
 
 
@@ -349,8 +365,12 @@ async def health(request: Request) -> Response:
     body.update(open=state.speaking, served=state.served)
     if state.service is not None:
         stats = state.service.stats()
-        body.update(forwards=stats["forwards"], generating=stats["open"], active_jobs=stats["active_jobs"],
-                    waiting_jobs=stats["waiting_jobs"])  # fmt: skip
+        body.update(
+            forwards=stats["forwards"],
+            generating=stats["open"],
+            active_jobs=stats["active_jobs"],
+            waiting_jobs=stats["waiting_jobs"],
+        )
     return JSONResponse(body, status_code=200 if state.status == "ready" else 503)
 
 
@@ -377,10 +397,16 @@ def create_app(state: ServerState) -> Starlette:
         from .speech import INSTRUCT_HEADER, INSTRUCT_NOTES_HEADER
 
         exposed = ["X-OmniVoice-Seed", REQUEST_ID_HEADER, INSTRUCT_HEADER, INSTRUCT_NOTES_HEADER]
-        middleware.insert(0, Middleware(
-            CORSMiddleware, allow_origins=list(state.options.cors), allow_methods=["GET", "POST", "DELETE"],
-            allow_headers=["Authorization", "Content-Type"], expose_headers=exposed,
-        ))  # fmt: skip
+        middleware.insert(
+            0,
+            Middleware(
+                CORSMiddleware,
+                allow_origins=list(state.options.cors),
+                allow_methods=["GET", "POST", "DELETE"],
+                allow_headers=["Authorization", "Content-Type"],
+                expose_headers=exposed,
+            ),
+        )
     routes = [
         Route(SPEECH_PATH, speech, methods=["POST"]),
         Route("/v1/audio/voices", voice_routes.list_voices, methods=["GET"]),
@@ -396,8 +422,12 @@ def create_app(state: ServerState) -> Starlette:
         from . import ui
 
         routes += [Route("/", ui.page, methods=["GET"]), Route("/ui/{name}", ui.asset, methods=["GET"])]
-    handlers = {ApiError: on_api_error, HTTPException: on_http_error, InvalidRequest: on_api_error,
-                st.SettingsError: on_api_error}  # fmt: skip
+    handlers = {
+        ApiError: on_api_error,
+        HTTPException: on_http_error,
+        InvalidRequest: on_api_error,
+        st.SettingsError: on_api_error,
+    }
     app = Starlette(routes=routes, middleware=middleware, exception_handlers=handlers, lifespan=lifespan)
     app.state.server = state
     return app

@@ -13,8 +13,16 @@ INVALID = "invalid_request_error"
 class ApiError(Exception):
     """An HTTP error reply: status, a one-line message and OpenAI's error fields."""
 
-    def __init__(self, status: int, message: str, *, param: str | None = None, code: str | None = None,
-                 type: str = INVALID, headers: dict[str, str] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = None,
+        type: str = INVALID,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status, self.param, self.code, self.type = status, param, code, type
         self.headers = dict(headers or {})
@@ -51,8 +59,8 @@ def request_field(setting: str | None) -> str | None:
 
 def from_engine(e: BaseException, param: str | None = None) -> ApiError:
     """An engine error as a reply: InvalidRequest -> 400 naming its setting; other failures -> 500."""
-    from ..engine.service import Cancelled, Stopped
     from ..app.settings import SettingsError
+    from ..engine.service import Cancelled, Stopped
 
     if isinstance(e, (InvalidRequest, SettingsError)):
         return bad_request(str(e), param or request_field(getattr(e, "setting", None)))

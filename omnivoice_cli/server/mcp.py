@@ -34,13 +34,15 @@ from typing import Annotated, Any, Callable
 from pydantic import Field
 
 from ..app import settings as st
-from ..engine.errors import InvalidRequest, OmniVoiceError
 from ..app.speaker import USAGE_ERRORS, Speaker, one_line
+from ..engine.errors import InvalidRequest, OmniVoiceError
 
 NAME = "omnivoice"
-INSTRUCTIONS = ("Text to speech with the OmniVoice model. `speak` plays speech on the user's machine; `synthesize` "
-                "writes an audio file under the server's root folder. Voices: `list_voices`; voice design "
-                "(instruct) and languages: `describe_voice_options`.")  # fmt: skip
+INSTRUCTIONS = (
+    "Text to speech with the OmniVoice model. `speak` plays speech on the user's machine; `synthesize` "
+    "writes an audio file under the server's root folder. Voices: `list_voices`; voice design "
+    "(instruct) and languages: `describe_voice_options`."
+)
 
 
 class Tools:
@@ -53,8 +55,9 @@ class Tools:
         self._open_player = open_player
         self._playing = threading.Lock()
 
-    def speak(self, text: Any, voice: Any = None, instruct: Any = None, lang: Any = None,
-              settings: Any = None) -> dict[str, Any]:  # fmt: skip
+    def speak(
+        self, text: Any, voice: Any = None, instruct: Any = None, lang: Any = None, settings: Any = None
+    ) -> dict[str, Any]:
         built = self.speaker.build(text, voice=voice, lang=lang, instruct=instruct, settings=settings)
         rate = self.speaker.sample_rate  # the model, loaded once
         if self._open_player is None:
@@ -65,11 +68,23 @@ class Tools:
             with open_player(rate) as player:
                 audio, summary = self.speaker.render(built.request, on_piece=lambda p: player.play(p.audio))
             played = getattr(player, "name", "player")
-        return {"seconds": round(len(audio) / rate, 3), "seed": summary.seed, "player": played,
-                "warnings": [*built.warnings, *summary.warnings]}  # fmt: skip
+        return {
+            "seconds": round(len(audio) / rate, 3),
+            "seed": summary.seed,
+            "player": played,
+            "warnings": [*built.warnings, *summary.warnings],
+        }
 
-    def synthesize(self, text: Any, path: Any, format: Any = None, voice: Any = None, instruct: Any = None,
-                   lang: Any = None, settings: Any = None) -> dict[str, Any]:  # fmt: skip
+    def synthesize(
+        self,
+        text: Any,
+        path: Any,
+        format: Any = None,
+        voice: Any = None,
+        instruct: Any = None,
+        lang: Any = None,
+        settings: Any = None,
+    ) -> dict[str, Any]:
         from ..media.output import check_output, write_audio
 
         if format is not None and not isinstance(format, str):
@@ -80,9 +95,15 @@ class Tools:
         target = check_output(str(target_path), format)
         audio, summary = self.speaker.render(built.request)
         write_audio(audio, summary.sample_rate, target)
-        return {"path": str(target_path), "seconds": round(len(audio) / summary.sample_rate, 3),
-                "samples": int(len(audio)), "sample_rate": summary.sample_rate, "seed": summary.seed,
-                "format": target.audio_format.name, "warnings": [*built.warnings, *summary.warnings]}  # fmt: skip
+        return {
+            "path": str(target_path),
+            "seconds": round(len(audio) / summary.sample_rate, 3),
+            "samples": int(len(audio)),
+            "sample_rate": summary.sample_rate,
+            "seed": summary.seed,
+            "format": target.audio_format.name,
+            "warnings": [*built.warnings, *summary.warnings],
+        }
 
     def list_voices(self) -> dict[str, Any]:
         return {"voices": self.speaker.voices()}
@@ -91,8 +112,13 @@ class Tools:
         from ..media.output import writable_formats
         from .schema import languages_part, presets_part, settings_part, voice_design_part
 
-        return {"voice_design": voice_design_part(), "languages": languages_part(), "settings": settings_part(),
-                "presets": presets_part(), "formats": writable_formats()}  # fmt: skip
+        return {
+            "voice_design": voice_design_part(),
+            "languages": languages_part(),
+            "settings": settings_part(),
+            "presets": presets_part(),
+            "formats": writable_formats(),
+        }
 
 
 def resolve_under(root: Path, spec: Any, format: str | None = None) -> Path:
@@ -113,8 +139,9 @@ def resolve_under(root: Path, spec: Any, format: str | None = None) -> Path:
         try:
             p = p.relative_to(root)
         except ValueError:
-            raise InvalidRequest(f"path {shown} is outside the root ({root}): give a path inside it, "
-                                 "e.g. hello.wav") from None  # fmt: skip
+            raise InvalidRequest(
+                f"path {shown} is outside the root ({root}): give a path inside it, e.g. hello.wav"
+            ) from None
     if str(p) in ("", "."):
         raise InvalidRequest(f"path {shown} is the root itself: give a file name, e.g. hello.wav")
     full = root / p
@@ -122,8 +149,9 @@ def resolve_under(root: Path, spec: Any, format: str | None = None) -> Path:
         full = full.with_name(full.name + format_named(format or "wav").extension)
     folder = full.parent.resolve()  # through every link on the way
     if not _inside(folder, root) or (full.is_symlink() and not _inside(full.resolve(), root)):
-        raise InvalidRequest(f"path {shown} leads outside the root ({root}) through a symbolic link: "
-                             "nothing is written there")  # fmt: skip
+        raise InvalidRequest(
+            f"path {shown} leads outside the root ({root}) through a symbolic link: nothing is written there"
+        )
     return folder / full.name
 
 
@@ -148,16 +176,35 @@ def _message(e: BaseException) -> str:
 
 
 Text = Annotated[str, Field(description="What to say. [pause 1s] and [laughter] style tags work.")]
-Voice = Annotated[str | None, Field(description="A voice from list_voices: a saved voice, an OpenAI name "
-                                                "(alloy, ...) or auto. Default: the server's.")]  # fmt: skip
-Instruct = Annotated[str | None, Field(description='Voice-design items, e.g. "female, low pitch, british accent" '
-                                                   "(describe_voice_options lists them).")]  # fmt: skip
+Voice = Annotated[
+    str | None,
+    Field(
+        description="A voice from list_voices: a saved voice, an OpenAI name "
+        "(alloy, ...) or auto. Default: the server's."
+    ),
+]
+Instruct = Annotated[
+    str | None,
+    Field(
+        description='Voice-design items, e.g. "female, low pitch, british accent" (describe_voice_options lists them).'
+    ),
+]
 Lang = Annotated[str | None, Field(description="Language code, tag or name, e.g. en, de-AT, Japanese.")]
-Settings = Annotated[dict[str, Any] | None, Field(description='Request settings, e.g. {"speed": 1.1, "seed": 7, '
-                                                            '"num_step": 16, "preset": "fast"} '
-                                                            "(describe_voice_options lists them).")]  # fmt: skip
-OutPath = Annotated[str, Field(description="File to write, relative to the server's root, e.g. intro.mp3 "
-                                           "(its extension is the format; default .wav).")]  # fmt: skip
+Settings = Annotated[
+    dict[str, Any] | None,
+    Field(
+        description='Request settings, e.g. {"speed": 1.1, "seed": 7, '
+        '"num_step": 16, "preset": "fast"} '
+        "(describe_voice_options lists them)."
+    ),
+]
+OutPath = Annotated[
+    str,
+    Field(
+        description="File to write, relative to the server's root, e.g. intro.mp3 "
+        "(its extension is the format; default .wav)."
+    ),
+]
 Format = Annotated[str | None, Field(description="wav, flac, ogg, opus, mp3 or raw (default: the path's extension).")]
 
 
@@ -168,23 +215,38 @@ def build_server(tools: Tools, version: str = "0") -> Any:
     server = MCPServer(name=NAME, instructions=INSTRUCTIONS, version=version, log_level="WARNING")
 
     @server.tool(description="Speak text aloud on the user's machine (waits until it has played).")
-    def speak(text: Text, voice: Voice = None, instruct: Instruct = None, lang: Lang = None,
-              settings: Settings = None) -> dict[str, Any]:  # fmt: skip
+    def speak(
+        text: Text, voice: Voice = None, instruct: Instruct = None, lang: Lang = None, settings: Settings = None
+    ) -> dict[str, Any]:
         return guarded(lambda: tools.speak(text, voice=voice, instruct=instruct, lang=lang, settings=settings))
 
-    @server.tool(description="Write speech to an audio file under the server's root folder; returns its path, "
-                             "length (seconds, samples at 24 kHz) and seed.")  # fmt: skip
-    def synthesize(text: Text, path: OutPath, format: Format = None, voice: Voice = None, instruct: Instruct = None,
-                   lang: Lang = None, settings: Settings = None) -> dict[str, Any]:  # fmt: skip
-        return guarded(lambda: tools.synthesize(text, path, format=format, voice=voice, instruct=instruct, lang=lang,
-                                                settings=settings))  # fmt: skip
+    @server.tool(
+        description="Write speech to an audio file under the server's root folder; returns its path, "
+        "length (seconds, samples at 24 kHz) and seed."
+    )
+    def synthesize(
+        text: Text,
+        path: OutPath,
+        format: Format = None,
+        voice: Voice = None,
+        instruct: Instruct = None,
+        lang: Lang = None,
+        settings: Settings = None,
+    ) -> dict[str, Any]:
+        return guarded(
+            lambda: tools.synthesize(
+                text, path, format=format, voice=voice, instruct=instruct, lang=lang, settings=settings
+            )
+        )
 
     @server.tool(description="The voices speak and synthesize may name: saved voices, OpenAI names, auto.")
     def list_voices() -> dict[str, Any]:
         return guarded(tools.list_voices)
 
-    @server.tool(description="The voice-design items of instruct by category, the languages, the request "
-                             "settings and presets, and the audio formats.")  # fmt: skip
+    @server.tool(
+        description="The voice-design items of instruct by category, the languages, the request "
+        "settings and presets, and the audio formats."
+    )
     def describe_voice_options() -> dict[str, Any]:
         return guarded(tools.describe_voice_options)
 

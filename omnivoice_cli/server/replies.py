@@ -155,15 +155,24 @@ class SpeechReply:
                 self.log["error"] = from_engine(event.error).message
                 if not self.speech.sse:
                     return  # the body is left incomplete: the client sees the failure, not a short file
-                await send({"type": "http.response.body", "body": _sse("error", {"error": self.log["error"]}),
-                            "more_body": True})  # fmt: skip
+                await send(
+                    {
+                        "type": "http.response.body",
+                        "body": _sse("error", {"error": self.log["error"]}),
+                        "more_body": True,
+                    }
+                )
                 break
             event = await self.events.get()
         if self.speech.sse and event.kind == "done":
-            usage = {"input_tokens": self.speech.chars, "output_tokens": event.summary.samples,
-                     "total_tokens": self.speech.chars + event.summary.samples}  # fmt: skip
-            await send({"type": "http.response.body", "body": _sse("speech.audio.done", {"usage": usage}),
-                        "more_body": True})  # fmt: skip
+            usage = {
+                "input_tokens": self.speech.chars,
+                "output_tokens": event.summary.samples,
+                "total_tokens": self.speech.chars + event.summary.samples,
+            }
+            await send(
+                {"type": "http.response.body", "body": _sse("speech.audio.done", {"usage": usage}), "more_body": True}
+            )
         self.finished = True
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 

@@ -73,8 +73,10 @@ class DrainingServer(uvicorn.Server):
         if busy and time.monotonic() < self.deadline:
             return False
         if busy:
-            sys.stderr.write(f"omnivoice serve: the grace of {self.state.options.grace:g} s is over: "
-                             f"{self.state.inflight} requests cut short\n")  # fmt: skip
+            sys.stderr.write(
+                f"omnivoice serve: the grace of {self.state.options.grace:g} s is over: "
+                f"{self.state.inflight} requests cut short\n"
+            )
             await asyncio.to_thread(self.state.stop)  # their replies say so (503)
         self.should_exit = True
         return True
@@ -83,10 +85,17 @@ class DrainingServer(uvicorn.Server):
 def make_server(state: ServerState, on_ready: Callable[[str], None] | None = None) -> DrainingServer:
     options = state.options
     config = uvicorn.Config(
-        create_app(state), host=options.host, port=options.port, log_level="warning", access_log=False,
-        lifespan="on", timeout_graceful_shutdown=5, server_header=False, proxy_headers=False,
+        create_app(state),
+        host=options.host,
+        port=options.port,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=5,
+        server_header=False,
+        proxy_headers=False,
         limit_concurrency=max(128, 4 * options.max_queue),  # connections at once: beyond, uvicorn's own 503
-    )  # fmt: skip
+    )
     return DrainingServer(config, state, on_ready)
 
 

@@ -39,9 +39,12 @@ def package_version() -> str:
 def setting_entry(setting: st.Setting) -> dict[str, Any]:
     """One setting as the schema serves it."""
     entry: dict[str, Any] = {
-        "type": _TYPES[setting.kind], "default": setting.default, "allowed": setting.allowed,
-        "help": setting.help, "panel": setting.panel,
-    }  # fmt: skip
+        "type": _TYPES[setting.kind],
+        "default": setting.default,
+        "allowed": setting.allowed,
+        "help": setting.help,
+        "panel": setting.panel,
+    }
     if setting.low is not None:
         entry["low"] = setting.low
     if setting.high is not None:
@@ -116,8 +119,11 @@ def speech_part(options: ServeOptions) -> dict[str, Any]:
 def limits_part(options: ServeOptions) -> dict[str, Any]:
     from .voices import MAX_UPLOAD_SECONDS
 
-    return {"max_input_chars": options.max_input_chars, "upload_bytes": options.upload_limit,
-            "upload_seconds": MAX_UPLOAD_SECONDS}  # fmt: skip
+    return {
+        "max_input_chars": options.max_input_chars,
+        "upload_bytes": options.upload_limit,
+        "upload_seconds": MAX_UPLOAD_SECONDS,
+    }
 
 
 def schema_document(options: ServeOptions) -> dict[str, Any]:

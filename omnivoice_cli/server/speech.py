@@ -32,8 +32,15 @@ from .errors import ApiError, bad_request, request_field, scrub
 
 OPENAI_FIELDS = ("model", "input", "voice", "instructions", "response_format", "speed", "stream_format")
 SERVER_FIELDS = ("preset", "stream")
-RESPONSE_FORMATS = {"mp3": "mp3", "opus": "opus", "aac": "aac", "flac": "flac", "wav": "wav", "pcm": "raw",
-                    "ogg": "ogg"}  # fmt: skip
+RESPONSE_FORMATS = {
+    "mp3": "mp3",
+    "opus": "opus",
+    "aac": "aac",
+    "flac": "flac",
+    "wav": "wav",
+    "pcm": "raw",
+    "ogg": "ogg",
+}
 MODELS = ("omnivoice", "tts-1", "tts-1-hd", "gpt-4o-mini-tts")  # accepted names of the model (no preset)
 STREAM_FORMATS = ("audio", "sse")
 REQUEST = st.Source("request")
@@ -105,8 +112,11 @@ def _check_fields(data: dict) -> None:
             hint = " (it is set when the server starts)"
         else:
             hint = st.did_you_mean(key, known)
-        raise bad_request(f"field {st.shown_value(key)} is not a known field{hint}; known: {', '.join(known)}",
-                          param=str(key)[:80], code="unknown_field")  # fmt: skip
+        raise bad_request(
+            f"field {st.shown_value(key)} is not a known field{hint}; known: {', '.join(known)}",
+            param=str(key)[:80],
+            code="unknown_field",
+        )
 
 
 def _string(data: dict, key: str, allowed: str) -> str | None:
@@ -131,8 +141,12 @@ def _input(data: dict, limit: int) -> str:
         raise bad_request("field 'input' is missing: give the text to speak", "input")
     text = _string(data, "input", "the text to speak (a string)")
     if len(text) > limit:
-        raise bad_request(f"field 'input' is {len(text)} characters long: at most {limit} are allowed "
-                          "(the server's --max-input-chars)", "input", code="input_too_long")  # fmt: skip
+        raise bad_request(
+            f"field 'input' is {len(text)} characters long: at most {limit} are allowed "
+            "(the server's --max-input-chars)",
+            "input",
+            code="input_too_long",
+        )
     text = st.join_lines(text)
     try:
         check_text(text)  # the CLI's check: valid Unicode, something to speak
@@ -184,8 +198,9 @@ def _streaming(data: dict, fmt: AudioFormat) -> tuple[bool, bool]:
         raise bad_request("field 'stream' is false but stream_format 'sse' streams: leave one out", "stream")
     if sse and not fmt.streams:
         streamable = st.or_list(n for n, f in RESPONSE_FORMATS.items() if format_named(f).streams)
-        raise bad_request(f"field 'stream_format' 'sse' needs a format that streams ({streamable}), not {fmt.name}",
-                          "stream_format")  # fmt: skip
+        raise bad_request(
+            f"field 'stream_format' 'sse' needs a format that streams ({streamable}), not {fmt.name}", "stream_format"
+        )
     return sse, fmt.streams and stream is not False
 
 
@@ -193,8 +208,10 @@ def _preset_named(name: str, key: str) -> st.Preset:
     index = st.preset_index()
     if st.is_preset_path(name) or name not in index:
         hint = " (a request cannot name a file)" if st.is_preset_path(name) else st.did_you_mean(name, index)
-        raise bad_request(f"field {key!r} must be a preset's name ({', '.join(index) or 'none'}), got "
-                          f"{st.shown_value(name)}{hint}", key)  # fmt: skip
+        raise bad_request(
+            f"field {key!r} must be a preset's name ({', '.join(index) or 'none'}), got {st.shown_value(name)}{hint}",
+            key,
+        )
     try:
         return st.find_preset(name)
     except st.SettingsError as e:
@@ -207,8 +224,11 @@ def _preset_layers(data: dict, options: ServeOptions) -> list[tuple[st.Source, d
     preset = _string(data, "preset", "a preset's name")
     if model is not None and model not in (*MODELS, options.model) and model not in st.preset_index():
         names = [*MODELS, *st.preset_index()]
-        raise bad_request(f"field 'model' must be {', '.join(MODELS)} or a preset ({', '.join(st.preset_index())}), "
-                          f"got {st.shown_value(model)}{st.did_you_mean(model, names)}", "model")  # fmt: skip
+        raise bad_request(
+            f"field 'model' must be {', '.join(MODELS)} or a preset ({', '.join(st.preset_index())}), "
+            f"got {st.shown_value(model)}{st.did_you_mean(model, names)}",
+            "model",
+        )
     if model in st.preset_index() and model not in MODELS:
         if preset is not None and preset != model:
             raise bad_request(f"fields 'model' and 'preset' name different presets ({model!r}, {preset!r})", "preset")
@@ -248,8 +268,10 @@ def _free_instructions(layer: dict) -> tuple[dict, tuple[str, ...]]:
 
     text = layer.pop("instruct")
     if len(text) > MAX_INSTRUCTIONS_CHARS:
-        raise bad_request(f"field 'instructions' is {len(text)} characters long: at most "
-                          f"{MAX_INSTRUCTIONS_CHARS} are allowed", "instructions")  # fmt: skip
+        raise bad_request(
+            f"field 'instructions' is {len(text)} characters long: at most {MAX_INSTRUCTIONS_CHARS} are allowed",
+            "instructions",
+        )
     found = read_free(text)
     if found.instruct is not None:
         layer["instruct"] = found.instruct
@@ -284,14 +306,18 @@ def _voice(data: dict, options: ServeOptions) -> tuple[str, str | None, str | No
     if spec is None:
         return None
     if not isinstance(spec, str):
-        raise bad_request(f"field 'voice' must be a voice's name, got {st.shown_value(spec)} ({st.type_name(spec)})",
-                          "voice")  # fmt: skip
+        raise bad_request(
+            f"field 'voice' must be a voice's name, got {st.shown_value(spec)} ({st.type_name(spec)})", "voice"
+        )
     name = spec.strip()
     if not name or name.lower() == "auto":
         return "auto", None, None
     if voices.is_voice_path(name):
-        raise bad_request(f"field 'voice' must be a voice's name, got {st.shown_value(spec)}: a request cannot name "
-                          "a file (GET /v1/audio/voices lists the voices)", "voice")  # fmt: skip
+        raise bad_request(
+            f"field 'voice' must be a voice's name, got {st.shown_value(spec)}: a request cannot name "
+            "a file (GET /v1/audio/voices lists the voices)",
+            "voice",
+        )
     index = voices.voice_index()
     folded = [n for n in index if n.casefold() == name.casefold()]
     if name in index or len(folded) == 1:
@@ -300,8 +326,11 @@ def _voice(data: dict, options: ServeOptions) -> tuple[str, str | None, str | No
         return name, None, options.voice_map[name.lower()]
     known = [*index, *(n for n in options.voice_map if n not in index), "auto"]
     shown = ", ".join(known[:MAX_LISTED]) + (f" and {len(known) - MAX_LISTED} more" if len(known) > MAX_LISTED else "")
-    raise bad_request(f"field 'voice': unknown voice {st.shown_value(name)}{st.did_you_mean(name, known)}; known "
-                      f"voices: {shown}", "voice", code="unknown_voice")  # fmt: skip
+    raise bad_request(
+        f"field 'voice': unknown voice {st.shown_value(name)}{st.did_you_mean(name, known)}; known voices: {shown}",
+        "voice",
+        code="unknown_voice",
+    )
 
 
 def parse_speech(body: bytes, options: ServeOptions) -> Speech:

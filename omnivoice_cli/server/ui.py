@@ -24,14 +24,20 @@ from starlette.responses import Response
 from .errors import ApiError
 from .schema import package_version
 
-CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; media-src 'self' blob:; "
-       "img-src 'self' data:; form-action 'none'; frame-ancestors 'none'; base-uri 'none'")  # fmt: skip
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; media-src 'self' blob:; "
+    "img-src 'self' data:; form-action 'none'; frame-ancestors 'none'; base-uri 'none'"
+)
 ASSETS = {"app.js": "text/javascript; charset=utf-8", "app.css": "text/css; charset=utf-8"}
 PAGE = "index.html"
 IMMUTABLE = "public, max-age=31536000, immutable"
 REVALIDATE = "no-cache"
-SECURITY_HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff",
-                    "Referrer-Policy": "no-referrer", "X-Frame-Options": "DENY"}  # fmt: skip
+SECURITY_HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+}
 
 
 @dataclass(frozen=True)
@@ -62,7 +68,7 @@ def assets() -> dict[str, Asset]:
         out[name] = Asset(body, kind, _version(body))
     page = _read(PAGE).decode("utf-8")
     for name, asset in out.items():
-        page = page.replace(f"/ui/{name}\"", f"/ui/{name}?v={asset.version}\"")
+        page = page.replace(f'/ui/{name}"', f'/ui/{name}?v={asset.version}"')
     body = page.encode("utf-8")
     out[PAGE] = Asset(body, "text/html; charset=utf-8", _version(body))
     return out
@@ -82,7 +88,8 @@ async def page(request: Request) -> Response:
 async def asset(request: Request) -> Response:
     name = request.path_params["name"]
     if name not in ASSETS:
-        raise ApiError(404, f"no such file: {request.url.path} (the page's files are {', '.join(ASSETS)})",
-                       code="not_found")  # fmt: skip
+        raise ApiError(
+            404, f"no such file: {request.url.path} (the page's files are {', '.join(ASSETS)})", code="not_found"
+        )
     found = assets()[name]
     return _reply(request, found, IMMUTABLE if request.query_params.get("v") == found.version else REVALIDATE)

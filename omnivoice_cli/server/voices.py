@@ -40,8 +40,15 @@ async def list_voices(request: Request) -> Response:
     for e in saved:
         if e.meta is None:
             continue  # a broken file: `omnivoice voice list` says why
-        out.append({"id": e.name, "name": e.name, "type": "saved", "seconds": _number(e.meta.get("seconds")),
-                    "text": e.meta.get("text", "")})  # fmt: skip
+        out.append(
+            {
+                "id": e.name,
+                "name": e.name,
+                "type": "saved",
+                "seconds": _number(e.meta.get("seconds")),
+                "text": e.meta.get("text", ""),
+            }
+        )
     names = {e.name.casefold() for e in saved}
     for name, instruct in options.voice_map.items():
         if name.casefold() not in names:
@@ -59,8 +66,8 @@ def _number(text: str | None) -> float | None:
 
 async def _form_fields(request: Request) -> tuple[str, Any, str]:
     """(name, upload, transcript) of a multipart body, or a 400 saying what is missing."""
-    from starlette.formparsers import MultiPartException
     from starlette.datastructures import UploadFile
+    from starlette.formparsers import MultiPartException
 
     if not request.headers.get("content-type", "").lower().startswith("multipart/form-data"):
         raise bad_request("send multipart/form-data with the fields name, file (the recording) and ref_text")
@@ -70,8 +77,12 @@ async def _form_fields(request: Request) -> tuple[str, Any, str]:
         raise bad_request(f"the multipart body cannot be read: {e}") from None
     for key in form.keys():
         if key not in UPLOAD_FIELDS:
-            raise bad_request(f"field {st.shown_value(key)} is not a known field{st.did_you_mean(key, UPLOAD_FIELDS)}; "
-                              f"known: {', '.join(UPLOAD_FIELDS)}", str(key)[:80], "unknown_field")  # fmt: skip
+            raise bad_request(
+                f"field {st.shown_value(key)} is not a known field{st.did_you_mean(key, UPLOAD_FIELDS)}; "
+                f"known: {', '.join(UPLOAD_FIELDS)}",
+                str(key)[:80],
+                "unknown_field",
+            )
     name, upload, text = form.get("name"), form.get("file"), form.get("ref_text")
     if not isinstance(name, str) or not name.strip():
         raise bad_request("field 'name' is missing: give the voice a name, e.g. alice", "name")
@@ -80,8 +91,11 @@ async def _form_fields(request: Request) -> tuple[str, Any, str]:
     if text is None:
         return name.strip(), upload, None  # the speech recogniser's words (listen.py, the asr extra)
     if not isinstance(text, str) or not st.join_lines(text):
-        raise bad_request("field 'ref_text' is empty: give the words spoken in the recording, or leave the "
-                          "field out to have them transcribed", "ref_text")  # fmt: skip
+        raise bad_request(
+            "field 'ref_text' is empty: give the words spoken in the recording, or leave the "
+            "field out to have them transcribed",
+            "ref_text",
+        )
     return name.strip(), upload, st.join_lines(text)
 
 
@@ -92,11 +106,15 @@ def heard_upload(prepared: Any, filename: str, asr_model: str | None, device: st
     from ..engine.errors import MissingExtra, ModelUnavailable
 
     try:
-        return listen.transcribe_reference(prepared.wav, SAMPLE_RATE, None, asr_model, device,
-                                           source=f"the uploaded file {filename!r}")  # fmt: skip
+        return listen.transcribe_reference(
+            prepared.wav, SAMPLE_RATE, None, asr_model, device, source=f"the uploaded file {filename!r}"
+        )
     except (MissingExtra, ModelUnavailable) as e:  # no recogniser here: the client gives the words
-        raise bad_request(f"field 'ref_text' is missing: give the words spoken in {filename!r} (this server has no "
-                          f"speech recogniser at hand: {e})", "ref_text") from None  # fmt: skip
+        raise bad_request(
+            f"field 'ref_text' is missing: give the words spoken in {filename!r} (this server has no "
+            f"speech recogniser at hand: {e})",
+            "ref_text",
+        ) from None
 
 
 def prepare_upload(data: bytes, filename: str, transcript: str | None) -> Any:
@@ -142,8 +160,13 @@ async def create_voice(request: Request) -> Response:
         raise bad_request(str(e), "name") from None
     async with state.voice_lock:
         if voices.exists(name) is not None or name.lower() == "auto":
-            raise ApiError(409, f"voice {name!r} already exists: delete it first (DELETE /v1/audio/voices/{name}) or "
-                           "choose another name", param="name", code="voice_exists")  # fmt: skip
+            raise ApiError(
+                409,
+                f"voice {name!r} already exists: delete it first (DELETE /v1/audio/voices/{name}) or "
+                "choose another name",
+                param="name",
+                code="voice_exists",
+            )
         data = await upload.read()
         try:
             prepared = await anyio.to_thread.run_sync(prepare_upload, data, upload.filename or "upload", transcript)
@@ -152,8 +175,9 @@ async def create_voice(request: Request) -> Response:
         if transcript is None:
             asr_model = getattr(state.options, "asr_model", None)
             try:
-                transcript = await anyio.to_thread.run_sync(heard_upload, prepared, upload.filename or "upload",
-                                                            asr_model)  # fmt: skip
+                transcript = await anyio.to_thread.run_sync(
+                    heard_upload, prepared, upload.filename or "upload", asr_model
+                )
             except InvalidRequest as e:
                 raise bad_request(str(e), "ref_text") from None
             except ModelUnavailable as e:
@@ -162,8 +186,15 @@ async def create_voice(request: Request) -> Response:
         source = f"upload {upload.filename or ''}".strip()
         await anyio.to_thread.run_sync(lambda: voices.save(name, prompt, source=source, model=state.options.model))
     seconds = prompt.codes.shape[-1] / voices.FRAME_RATE
-    body = {"id": name, "name": name, "type": "saved", "seconds": round(seconds, 2), "text": prompt.text,
-            "text_source": "asr" if heard else "ref_text", "warnings": list(prepared.warnings)}  # fmt: skip
+    body = {
+        "id": name,
+        "name": name,
+        "type": "saved",
+        "seconds": round(seconds, 2),
+        "text": prompt.text,
+        "text_source": "asr" if heard else "ref_text",
+        "warnings": list(prepared.warnings),
+    }
     return JSONResponse(body, status_code=201)
 
 
@@ -178,8 +209,15 @@ async def delete_voice(request: Request) -> Response:
             index[name].unlink(missing_ok=True)
             return JSONResponse({"id": name, "object": "voice", "deleted": True})
     if name.lower() in state.options.voice_map or name.lower() == "auto":
-        raise bad_request(f"voice {name!r} is not a saved voice (it is one of the server's built-in names): only "
-                          "saved voices can be deleted", "voice")  # fmt: skip
+        raise bad_request(
+            f"voice {name!r} is not a saved voice (it is one of the server's built-in names): only "
+            "saved voices can be deleted",
+            "voice",
+        )
     known = ", ".join(index) or "none"
-    raise ApiError(404, f"unknown voice {name!r}{st.did_you_mean(name, index)}; saved voices: {known}",
-                   param="voice", code="voice_not_found")  # fmt: skip
+    raise ApiError(
+        404,
+        f"unknown voice {name!r}{st.did_you_mean(name, index)}; saved voices: {known}",
+        param="voice",
+        code="voice_not_found",
+    )

@@ -49,8 +49,8 @@ from wyoming.info import Attribution, Describe, Info, TtsProgram, TtsVoice
 from wyoming.ping import Ping, Pong
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeStopped
 
-from ..engine.errors import InvalidRequest
 from ..app.speaker import USAGE_ERRORS, Speaker, one_line
+from ..engine.errors import InvalidRequest
 
 PROGRAM = "omnivoice"
 ATTRIBUTION = Attribution(name="k2-fsa (OmniVoice)", url="https://huggingface.co/k2-fsa/OmniVoice")
@@ -121,12 +121,25 @@ def info_event(speaker: Speaker, version: str) -> Event:
             about = f"designed: {v['instruct']}"
         else:
             about = "the model's own voice (a new one per request, unless the server pins --seed)"
-        voices.append(TtsVoice(name=v["name"], attribution=ATTRIBUTION, installed=True, description=about,
-                               version=None, languages=languages))  # fmt: skip
-    program = TtsProgram(name=PROGRAM, attribution=ATTRIBUTION, installed=True, version=version,
-                         description="OmniVoice text to speech (omnivoice-cli): packed generation, saved and "
-                                     "designed voices, streaming", voices=voices,
-                         supports_synthesize_streaming=True)  # fmt: skip
+        voices.append(
+            TtsVoice(
+                name=v["name"],
+                attribution=ATTRIBUTION,
+                installed=True,
+                description=about,
+                version=None,
+                languages=languages,
+            )
+        )
+    program = TtsProgram(
+        name=PROGRAM,
+        attribution=ATTRIBUTION,
+        installed=True,
+        version=version,
+        description="OmniVoice text to speech (omnivoice-cli): packed generation, saved and designed voices, streaming",
+        voices=voices,
+        supports_synthesize_streaming=True,
+    )
     return Info(tts=[program]).event()
 
 
@@ -176,8 +189,9 @@ async def read_event(reader: asyncio.StreamReader, limit: int) -> Event | None:
     kind = header["type"][:40]
     if max(lengths) > limit:
         await _drain(reader, sum(lengths))
-        raise TooLarge(f"the {kind!r} event is {sum(lengths)} bytes long: at most {limit} bytes are allowed "
-                       "(--max-chars)")  # fmt: skip
+        raise TooLarge(
+            f"the {kind!r} event is {sum(lengths)} bytes long: at most {limit} bytes are allowed (--max-chars)"
+        )
     try:
         raw = await reader.readexactly(lengths[0]) if lengths[0] else b""
         payload = await reader.readexactly(lengths[1]) if lengths[1] else None
@@ -283,13 +297,15 @@ class Connection:
             await self.send(Pong(text=event.data.get("text")).event())
         elif kind == "select-program":
             if event.data.get("name") != PROGRAM:
-                await self.send_error(f"unknown program {event.data.get('name')!r}: this server has {PROGRAM!r}",
-                                      "unknown-program")  # fmt: skip
+                await self.send_error(
+                    f"unknown program {event.data.get('name')!r}: this server has {PROGRAM!r}", "unknown-program"
+                )
         elif kind.startswith("synthesize"):
             await self.synthesis_event(event)
         else:
-            await self.send_error(f"unknown event type {kind[:40]!r}: this server takes {', '.join(EVENTS)}",
-                                  "unknown-event")  # fmt: skip
+            await self.send_error(
+                f"unknown event type {kind[:40]!r}: this server takes {', '.join(EVENTS)}", "unknown-event"
+            )
 
     async def synthesis_event(self, event: Event) -> None:
         kind = event.type
@@ -309,8 +325,9 @@ class Connection:
             elif SynthesizeStop.is_type(kind):
                 await self.stop_stream()
             else:
-                await self.send_error(f"unknown event type {kind[:40]!r}: this server takes {', '.join(EVENTS)}",
-                                      "unknown-event")  # fmt: skip
+                await self.send_error(
+                    f"unknown event type {kind[:40]!r}: this server takes {', '.join(EVENTS)}", "unknown-event"
+                )
         except InvalidRequest as e:
             await self.fail(one_line(e), "invalid-request")
 
@@ -357,8 +374,12 @@ class Connection:
                 await self.send(SynthesizeStopped().event())
                 continue
             limit = self.server.speaker.options.max_chars
-            while (job.stream is not None and self.jobs and self.jobs[0].stream is job.stream
-                   and len(job.text) + len(self.jobs[0].text) <= limit):  # fmt: skip
+            while (
+                job.stream is not None
+                and self.jobs
+                and self.jobs[0].stream is job.stream
+                and len(job.text) + len(self.jobs[0].text) <= limit
+            ):
                 job.text += self.jobs.popleft().text  # parts that arrived while the last one spoke: one request
             await Speaking(self, job).run()
 
@@ -375,8 +396,9 @@ def parse(cls: Any, event: Event) -> Any:
     if not isinstance(text, str):
         raise InvalidRequest(f"the {event.type!r} event's 'text' must be a string, got {type(text).__name__}")
     voice = getattr(found, "voice", None)
-    if voice is not None and not all(isinstance(v, (str, type(None))) for v in (voice.name, voice.language,
-                                                                                   voice.speaker)):  # fmt: skip
+    if voice is not None and not all(
+        isinstance(v, (str, type(None))) for v in (voice.name, voice.language, voice.speaker)
+    ):
         raise InvalidRequest(f"the {event.type!r} event's 'voice' fields must be strings")
     return found
 
@@ -402,9 +424,12 @@ class Speaking:
 
     def build(self) -> Any:
         job, voice = self.job, self.job.voice
-        built = self.speaker.build(job.text, voice=voice.name if voice else None,
-                                   lang=voice.language if voice else None,
-                                   instruct=voice.speaker if voice else None)  # fmt: skip
+        built = self.speaker.build(
+            job.text,
+            voice=voice.name if voice else None,
+            lang=voice.language if voice else None,
+            instruct=voice.speaker if voice else None,
+        )
         request, stream = built.request, job.stream
         if stream is None:
             return request
@@ -413,8 +438,9 @@ class Speaking:
             return request
         from ..app.session import seed_for
 
-        return dataclasses.replace(request, seed=seed_for(stream.seed, stream.parts),
-                                   ref=stream.ref if stream.ref is not None else request.ref)  # fmt: skip
+        return dataclasses.replace(
+            request, seed=seed_for(stream.seed, stream.parts), ref=stream.ref if stream.ref is not None else request.ref
+        )
 
     async def relay(self, request: Any) -> None:
         from ..engine.service import Busy, Stopped
@@ -457,8 +483,13 @@ class Speaking:
             data = pcm16(event.piece.audio)
             step = CHUNK_SAMPLES * WIDTH
             for i in range(0, len(data), step):
-                chunk = AudioChunk(rate=rate, width=WIDTH, channels=CHANNELS, audio=data[i : i + step],
-                                   timestamp=(event.piece.start + i // WIDTH) * 1000 // rate)  # fmt: skip
+                chunk = AudioChunk(
+                    rate=rate,
+                    width=WIDTH,
+                    channels=CHANNELS,
+                    audio=data[i : i + step],
+                    timestamp=(event.piece.start + i // WIDTH) * 1000 // rate,
+                )
                 await conn.send(chunk.event())
 
     def finished(self, ticket: Any, summary: Any) -> None:
@@ -472,7 +503,7 @@ class Speaking:
             f"omnivoice wyoming: synthesize chars={len(self.job.text)} audio={summary.audio_seconds:.2f}s "
             f"seconds={summary.seconds:.2f} seed={summary.seed} voice={voice} forwards={summary.forwards}"
             + (f" stream-part={stream.parts}" if stream is not None else "")
-        )  # fmt: skip
+        )
 
 
 class WyomingServer:
@@ -504,8 +535,13 @@ class WyomingServer:
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if len(self.connections) >= self.options.max_connections:
-            await async_write_event(Error(text=f"the server has {len(self.connections)} connections, the most it "
-                                               "takes: try again shortly", code="busy").event(), writer)  # fmt: skip
+            await async_write_event(
+                Error(
+                    text=f"the server has {len(self.connections)} connections, the most it takes: try again shortly",
+                    code="busy",
+                ).event(),
+                writer,
+            )
             writer.close()
             return
         task = asyncio.current_task()

@@ -43,9 +43,13 @@ def setting_option(s: st.Setting) -> Any:
         decl = f"{s.flag}/--no-{s.flag[2:]}"
         return typer.Option(None, decl, help=setting_help(s), rich_help_panel=s.panel, show_default=False)
     return typer.Option(  # an envvar is a default (settings.resolve), below a preset: not read here
-        None, s.flag, metavar=s.metavar or "VALUE", help=setting_help(s), rich_help_panel=s.panel,
+        None,
+        s.flag,
+        metavar=s.metavar or "VALUE",
+        help=setting_help(s),
+        rich_help_panel=s.panel,
         show_default=False,
-    )  # fmt: skip
+    )
 
 
 def parse_flags(raw: dict[str, Any]) -> dict[str, Any]:
@@ -73,8 +77,11 @@ def with_settings(*names: str) -> Callable:
         for name in names:
             s = st.SCHEMA[name]
             annotation = Optional[bool] if s.kind is bool else Optional[str]
-            added.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=setting_option(s),
-                                           annotation=annotation))  # fmt: skip
+            added.append(
+                inspect.Parameter(
+                    name, inspect.Parameter.KEYWORD_ONLY, default=setting_option(s), annotation=annotation
+                )
+            )
 
         @functools.wraps(func)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -94,16 +101,39 @@ def with_settings(*names: str) -> Callable:
 # ------------------------------------------------------------------------------ shared options
 
 PRESET_OPTION = typer.Option(
-    None, "--preset", metavar="NAME|FILE", show_default=False, rich_help_panel="Input",
+    None,
+    "--preset",
+    metavar="NAME|FILE",
+    show_default=False,
+    rich_help_panel="Input",
     help="Settings from a preset (`omnivoice presets`) or a .toml file; flags override it.",
-)  # fmt: skip
-QUIET_OPTION = typer.Option(False, "--quiet", "-q", help="Only warnings and errors on stderr.", rich_help_panel="Output")
+)
+QUIET_OPTION = typer.Option(
+    False, "--quiet", "-q", help="Only warnings and errors on stderr.", rich_help_panel="Output"
+)
 
 # The settings of `say` and `batch` (what a request and its engine are made of).
-SPEECH_SETTINGS = ("lang", "normalize", "markdown", "chunk_duration", "chunk_threshold", "instruct", "voice", "speed", "duration",
-                   *st.GENERATION_KEYS, "seed", "format")  # fmt: skip
+SPEECH_SETTINGS = (
+    "lang",
+    "normalize",
+    "markdown",
+    "chunk_duration",
+    "chunk_threshold",
+    "instruct",
+    "voice",
+    "speed",
+    "duration",
+    *st.GENERATION_KEYS,
+    "seed",
+    "format",
+)
 HARDWARE_SETTINGS = ("model", "device", "dtype", "threads", "quantize", "compile")
-LISTEN_SETTINGS = ("asr_model", "verify", "verify_retries", "verify_max_error")  # the speech recogniser (listen.py, verify.py)
+LISTEN_SETTINGS = (
+    "asr_model",
+    "verify",
+    "verify_retries",
+    "verify_max_error",
+)  # the speech recogniser (listen.py, verify.py)
 
 
 _WAYS = ((st.PRESET, "preset"), (st.LINE, "line"), (st.HTTP, "server"))

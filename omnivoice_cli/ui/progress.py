@@ -56,11 +56,25 @@ def _live_on(console) -> Iterator[None]:
 def _bar(*columns):
     """A transient rich progress display on stderr: the given columns, a bar, n/total, elapsed, ETA."""
     from rich.console import Console
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                               TimeRemainingColumn)  # fmt: skip
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
-    return Progress(*columns, BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("eta"),
-                    TimeRemainingColumn(), console=Console(stderr=True), transient=True)  # fmt: skip
+    return Progress(
+        *columns,
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    )
 
 
 @contextmanager
@@ -95,8 +109,14 @@ class StepProgress:
     estimates (a long text's later chunks, streamed waves); the engine may also run several
     forward loops, each counting from 1 to its own total, and the bar adds them up."""
 
-    def __init__(self, enabled: bool, label: str = "generating", live: bool | None = None, echo: Echo = _echo,
-                 total: int | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        enabled: bool,
+        label: str = "generating",
+        live: bool | None = None,
+        echo: Echo = _echo,
+        total: int | None = None,
+    ) -> None:
         self.enabled, self.label, self.echo = enabled, label, echo
         self.live = stderr_is_terminal() if live is None else live
         self.fixed = total if total else None
@@ -155,8 +175,9 @@ class BatchProgress:
     block is entered: the model is loaded in between, under its own spinner, and a run whose items
     are all skipped shows no bar at all."""
 
-    def __init__(self, total_lines: int, enabled: bool, live: bool | None = None, echo: Echo = _echo,
-                 unit: str = "lines") -> None:  # fmt: skip
+    def __init__(
+        self, total_lines: int, enabled: bool, live: bool | None = None, echo: Echo = _echo, unit: str = "lines"
+    ) -> None:
         self.total, self.enabled, self.echo, self.unit = total_lines, enabled, echo, unit
         self.live = stderr_is_terminal() if live is None else live
         self.done = self.failed = self.skipped = 0
@@ -236,8 +257,14 @@ class DownloadProgress:
             from rich.console import Console
             from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
-            self._progress = Progress(TextColumn(f"downloading {self.what}"), BarColumn(), DownloadColumn(),
-                                      TransferSpeedColumn(), console=Console(stderr=True), transient=True)  # fmt: skip
+            self._progress = Progress(
+                TextColumn(f"downloading {self.what}"),
+                BarColumn(),
+                DownloadColumn(),
+                TransferSpeedColumn(),
+                console=Console(stderr=True),
+                transient=True,
+            )
             self._progress.start()
             self._task = self._progress.add_task("download", total=None)
             _LIVE.append(self._progress.console)
