@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -168,3 +170,15 @@ def ref_voice(engine):
 
     meta = json.loads((GOLDEN / "clone.json").read_text())["generate_kwargs"]
     return engine.voice_from_audio(str(GOLDEN / meta["ref_audio"]), meta["ref_text"])
+
+
+@pytest.fixture(autouse=True)
+def _torch_threads_as_at_start():
+    """Each test starts with torch's thread count as the process began and denormals kept: a command
+    run in-process with --threads N sets the count for the rest of the process, and the tests that
+    compare a worker thread's audio with the main thread's need both to add floats up alike."""
+    yield
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(os.cpu_count() or 1)
+        torch.set_flush_denormal(False)
