@@ -87,6 +87,21 @@ def run_settings(preset: str | None, flags: dict[str, Any]) -> tuple[st.Preset |
     return chosen, resolved
 
 
+def speaker_options(
+    preset: str | None, flags: dict[str, Any], max_queue: int, max_chars: int
+) -> tuple[st.Resolved, Any]:
+    """The run's settings and the SpeakerOptions of an engine-loop server (wyoming, mcp): its
+    preset and flags as the layers every request starts from."""
+    from ..app.speaker import SpeakerOptions
+
+    chosen, settings = run_settings(preset, flags)
+    layers = ((chosen.origin, chosen.settings),) if chosen else ()
+    options = SpeakerOptions(
+        layers=(*layers, (st.FLAG_SOURCE, flags)), model=settings["model"], max_queue=max_queue, max_chars=max_chars
+    )
+    return settings, options
+
+
 def run_session(quiet: bool, unit: str = "lines") -> Session:
     """The app layer's session of a command: messages on stderr, the status line and the bars
     (progress.py; counting `unit`) unless quiet, the engine's notices unless quiet."""

@@ -9,8 +9,16 @@ import typer
 
 from ..app import settings as st
 from ..engine.errors import InvalidRequest
-from ..ui.options import HARDWARE_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, with_settings
-from .common import echo, notice, run_settings
+from ..ui.options import (
+    HARDWARE_SETTINGS,
+    NO_FLAGS,
+    PRESET_OPTION,
+    QUIET_OPTION,
+    SPEAKER_MAX_CHARS_OPTION,
+    SPEAKER_MAX_QUEUE_OPTION,
+    with_settings,
+)
+from .common import echo, notice, speaker_options
 
 HELP = """Serve speech as MCP tools for agents (Claude Desktop, IDEs, any MCP client), over stdio.
 
@@ -78,39 +86,19 @@ def mcp(
         show_default=False,
         help="Serve MCP's streamable HTTP on 127.0.0.1:PORT (path /mcp), not stdio.",
     ),
-    max_queue: int = typer.Option(
-        64,
-        "--max-queue",
-        min=1,
-        max=100_000,
-        metavar="N",
-        rich_help_panel="Server",
-        help="Requests in the engine at once (generating or waiting); more get an error.",
-    ),
-    max_chars: int = typer.Option(
-        4096,
-        "--max-chars",
-        min=1,
-        max=1_000_000,
-        metavar="N",
-        rich_help_panel="Server",
-        help="Characters of one text at most.",
-    ),
+    max_queue: int = SPEAKER_MAX_QUEUE_OPTION,
+    max_chars: int = SPEAKER_MAX_CHARS_OPTION,
     preset: Optional[str] = PRESET_OPTION,
     quiet: bool = QUIET_OPTION,
     flags: dict = NO_FLAGS,
 ) -> None:
     """Serve speech as MCP tools for agents (Claude Desktop, IDEs, any MCP client), over stdio."""
     check_extra()
-    from ..app.speaker import Speaker, SpeakerOptions
+    from ..app.speaker import Speaker
     from ..server.mcp import Tools, build_server
     from ..server.schema import package_version
 
-    chosen, settings = run_settings(preset, flags)
-    layers = ((chosen.origin, chosen.settings),) if chosen else ()
-    options = SpeakerOptions(
-        layers=(*layers, (st.FLAG_SOURCE, flags)), model=settings["model"], max_queue=max_queue, max_chars=max_chars
-    )
+    settings, options = speaker_options(preset, flags, max_queue, max_chars)
     speaker = Speaker(options, load=_loader(settings, quiet))
     speaker.check()  # the flags make a request (a voice that exists, ...) before any client comes
     tools = Tools(speaker, _root(root))

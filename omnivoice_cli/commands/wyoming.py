@@ -7,8 +7,16 @@ from typing import Optional
 import typer
 
 from ..app import settings as st
-from ..ui.options import HARDWARE_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, with_settings
-from .common import echo, load_engine, run_settings
+from ..ui.options import (
+    HARDWARE_SETTINGS,
+    NO_FLAGS,
+    PRESET_OPTION,
+    QUIET_OPTION,
+    SPEAKER_MAX_CHARS_OPTION,
+    SPEAKER_MAX_QUEUE_OPTION,
+    with_settings,
+)
+from .common import echo, load_engine, speaker_options
 
 HELP = """Serve text to speech over the Wyoming protocol, for Home Assistant's voice pipeline.
 
@@ -58,24 +66,8 @@ def wyoming(
         rich_help_panel="Server",
         help="Where to listen: tcp://HOST:PORT (0.0.0.0: every interface) or unix://PATH.",
     ),
-    max_queue: int = typer.Option(
-        64,
-        "--max-queue",
-        min=1,
-        max=100_000,
-        metavar="N",
-        rich_help_panel="Server",
-        help="Requests in the engine at once (generating or waiting); more get an error.",
-    ),
-    max_chars: int = typer.Option(
-        4096,
-        "--max-chars",
-        min=1,
-        max=1_000_000,
-        metavar="N",
-        rich_help_panel="Server",
-        help="Characters of one text at most.",
-    ),
+    max_queue: int = SPEAKER_MAX_QUEUE_OPTION,
+    max_chars: int = SPEAKER_MAX_CHARS_OPTION,
     preset: Optional[str] = PRESET_OPTION,
     quiet: bool = QUIET_OPTION,
     flags: dict = NO_FLAGS,
@@ -84,16 +76,12 @@ def wyoming(
     check_extra()
     import asyncio
 
-    from ..app.speaker import Speaker, SpeakerOptions
+    from ..app.speaker import Speaker
     from ..server.schema import package_version
     from ..server.wyoming import WyomingOptions, WyomingServer, parse_uri
 
     parse_uri(uri)
-    chosen, settings = run_settings(preset, flags)
-    layers = ((chosen.origin, chosen.settings),) if chosen else ()
-    options = SpeakerOptions(
-        layers=(*layers, (st.FLAG_SOURCE, flags)), model=settings["model"], max_queue=max_queue, max_chars=max_chars
-    )
+    settings, options = speaker_options(preset, flags, max_queue, max_chars)
     speaker = Speaker(options, load=lambda: load_engine(settings, quiet)[0])
     speaker.check()  # the flags make a request (a voice that exists, ...) before the model loads
     speaker.start()

@@ -108,6 +108,25 @@ PRESET_OPTION = typer.Option(
     rich_help_panel="Input",
     help="Settings from a preset (`omnivoice presets`) or a .toml file; flags override it.",
 )
+# the engine-loop servers' bounds (`omnivoice wyoming`, `omnivoice mcp`: app/speaker.py)
+SPEAKER_MAX_QUEUE_OPTION = typer.Option(
+    64,
+    "--max-queue",
+    min=1,
+    max=100_000,
+    metavar="N",
+    rich_help_panel="Server",
+    help="Requests in the engine at once (generating or waiting); more get an error.",
+)
+SPEAKER_MAX_CHARS_OPTION = typer.Option(
+    4096,
+    "--max-chars",
+    min=1,
+    max=1_000_000,
+    metavar="N",
+    rich_help_panel="Server",
+    help="Characters of one text at most.",
+)
 QUIET_OPTION = typer.Option(
     False, "--quiet", "-q", help="Only warnings and errors on stderr.", rich_help_panel="Output"
 )
