@@ -122,3 +122,99 @@ def test_batch_words_beside_each_output(invoke, tmp_path, monkeypatch):
         audio, rate = sf.read(wav)
         rows = json.loads(wav.with_name(wav.stem + ".words.json").read_text())["words"]
         check_words(rows, rec_["text"], len(audio) / rate)
+
+
+# ------------------------------------------------------------------------------------ dub --words
+
+DUB = """1
+00:00:01,000 --> 00:00:02,500
+<i>Hello</i> there.
+
+2
+00:00:03,000 --> 00:00:04,000
+ALICE: The second cue.
+
+3
+00:00:05,000 --> 00:00:06,000
+
+
+4
+00:00:07,000 --> 00:00:47,000
+This is a very long cue. It has several sentences in it. It lasts forty seconds in all, so it must be cut.
+
+5
+00:00:48,000 --> 00:00:49,200
+The end.
+"""
+
+
+class Heard:
+    """Hears the lines it is given, one per call, its words evenly over the audio it is given
+    (times relative to that audio); records the length of every call's audio."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self.lines, self.lengths = list(lines), []
+
+    def transcribe(self, audio, sample_rate, lang=None, max_tokens=None, words=True):
+        self.lengths.append(len(audio))
+        said = self.lines.pop(0).split()
+        step = len(audio) / sample_rate / len(said)
+        return listen.Transcript(
+            " ".join(said), tuple(listen.Word(w, i * step, (i + 0.8) * step) for i, w in enumerate(said))
+        )
+
+    def close(self):
+        pass
+
+
+def test_dub_words_are_timed_on_the_track(invoke, fake_engine, tmp_path, monkeypatch):
+    """Each cue's pieces heard where they lie on the track: a word's time is its cue's start plus
+    its piece's offset plus its time in the piece; a rerun that reuses every stem gives the same."""
+    monkeypatch.setenv("OMNIVOICE_HOME", str(tmp_path / "home"))
+    srt = tmp_path / "ep.srt"
+    srt.write_text(DUB, encoding="utf-8")
+    r = invoke("dub", srt, "--seed", 3, "--cast", "ALICE=auto", "--dry-run", "--json")
+    assert r.exit_code == 0, r.stderr
+    plan = [json.loads(ln) for ln in r.stdout.splitlines()]
+    spans = [(c, p) for c in plan if c["action"] == "speak" for p in c["pieces"]]
+    assert len(spans) >= 5  # the 40 s cue is cut into pieces
+    for rerun in (False, True):
+        rec = Heard([p["text"] for _, p in spans])
+        monkeypatch.setattr(listen, "RECOGNISER", lambda spec, device, what, rec=rec: rec)
+        out, wj = tmp_path / "ep.wav", tmp_path / "ep.words.json"
+        r = invoke(
+            "dub", srt, "-o", out, "--seed", 3, "--cast", "ALICE=auto", "--stems", tmp_path / "stems",
+            "--words", wj, "--json", *(["--force"] if rerun else []),
+        )  # fmt: skip
+        assert r.exit_code == 0, r.stderr
+        report = json.loads(r.stdout)
+        assert report["words"] == str(wj) and report["reused" if rerun else "spoken"] == 4
+        audio, rate = sf.read(out)
+        rows = json.loads(wj.read_text())["words"]
+        check_words(rows, " ".join(p["text"] for _, p in spans), len(audio) / rate)
+        assert not any(r["estimated"] for r in rows) and rec.lines == []
+        i = 0
+        for (cue, piece), length in zip(spans, rec.lengths):
+            n = len(piece["text"].split())
+            h, m, sec = cue["start"].replace(",", ".").split(":")
+            start = int(h) * 3600 + int(m) * 60 + float(sec) + piece["offset_seconds"]  # on the track
+            for j, row in enumerate(rows[i : i + n]):
+                assert row["cue"] == cue["cue"] and row["piece"] == cue["pieces"].index(piece)
+                assert row["start"] == pytest.approx(start + j * length / rate / n, abs=1.5e-3)
+            i += n
+        if not rerun:
+            first = rows
+    assert rows == first
+
+
+def test_dub_words_errors(invoke, fake_engine, tmp_path, monkeypatch):
+    monkeypatch.setenv("OMNIVOICE_HOME", str(tmp_path / "home"))
+    srt = tmp_path / "ep.srt"
+    srt.write_text(DUB, encoding="utf-8")
+    r = invoke("dub", srt, "-o", tmp_path / "ep.wav", "--words", tmp_path / "w.txt")
+    assert r.exit_code == 2 and "--words writes JSON: give a .json file name" in r.stderr
+    not_a_model = tmp_path / "notamodel"
+    not_a_model.mkdir()
+    r = invoke("dub", srt, "-o", tmp_path / "ep.wav", "--words", tmp_path / "w.json", "--asr-model", not_a_model)
+    assert r.exit_code == 2 and "is not a faster-whisper (CTranslate2) model" in r.stderr
+    assert fake_engine.loads == [] and not (tmp_path / "ep.wav").exists()  # before the TTS model, nothing written

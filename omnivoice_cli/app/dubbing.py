@@ -13,7 +13,11 @@ A run (`DubRun`), in order:
      an interrupted dub resumes);
   3. load the model and send the other cues' pieces to `Engine.generate` in groups; each cue's
      audio is placed on the track, and its stem written, as soon as its pieces are done;
-  4. write the track (atomically; or WAV on stdout) and rewrite DIR/manifest.jsonl.
+  4. with --words FILE.json: every spoken word's time on the track (words.py), each cue's
+     pieces transcribed where they lie on the final track (cue start + piece offset), the cues
+     in the track's order (by start time); the speech recogniser is loaded before the TTS model,
+     so a missing `asr` extra or recogniser fails before anything is spoken;
+  5. write the words, the track (atomically; or WAV on stdout) and rewrite DIR/manifest.jsonl.
 
 Placement: a cue's audio is exactly what `omnivoice say "<its words>" --duration <its length>
 --seed <S + index>` writes (0.1 s of silence, the speech, 0.1 s of silence), starting at the
@@ -33,7 +37,7 @@ from __future__ import annotations
 import json
 import signal
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -180,8 +184,11 @@ class DubRun:
         overwrite: bool = False,
         session: Session | None = None,
         stdout: Any = None,
+        words: Path | None = None,
     ) -> None:
         self.input_path, self.target, self.preset, self.flags = input_path, target, preset, flags
+        self.words = words  # --words FILE.json: the word timings on the track (words.py)
+        self.listener: Any = None  # its speech recogniser (listen.py), loaded before the TTS model
         self.cast, self.stems, self.overwrite = cast, stems, overwrite
         self.session = session or Session()  # how the run shows itself (the face's status line and bars)
         self.echo = self.session.echo
@@ -497,14 +504,22 @@ class DubRun:
                     if p.status is not None:
                         progress.line("skipped")
                 pending = [p for p in plans if p.status is None]
+                self.load_listener()
                 if pending:
                     self.speak(pending, signals, out, progress)
                 np.clip(self.track, -1.0, 1.0, out=self.track)
+                timed = self.time_words()
                 with signals.protect():
+                    if timed is not None:
+                        from .words import write_words
+
+                        write_words(self.words, timed)
                     self.write_track()
         except KeyboardInterrupt as e:
             self.report.interrupted = int(getattr(e, "signum", signal.SIGINT))
         finally:
+            if self.listener is not None:
+                self.listener.close()
             signals.depth += 1  # no stop while the manifest is rewritten
             try:
                 if self.manifest is not None:
@@ -512,6 +527,46 @@ class DubRun:
             finally:
                 signals.__exit__()
         return self.report
+
+    # -- word timings ------------------------------------------------------------------------
+
+    def load_listener(self) -> None:
+        """--words: the speech recogniser, before the TTS model (its errors before anything is spoken)."""
+        if self.words is None:
+            return
+        from .listen import recogniser
+
+        settings = self.cast.settings(None, self.layers())
+        with self.session.status("loading the speech recogniser ..."):
+            self.listener = recogniser(settings["asr_model"], settings["device"] or "auto", "--words")
+
+    def word_spans(self) -> list[tuple[CuePlan, int, int, int]]:
+        """(cue, piece, start, end) of every spoken piece on the track, in samples: a piece from its
+        cue's start plus its offset to the next piece's (the last: to the end of the cue's audio),
+        inside the track; the cues by start time (the track's order), then by their index."""
+        n = len(self.track)
+        spoken = [p for p in self.report.cues if p.status in ("done", "reused")]
+        out = []
+        for p in sorted(spoken, key=lambda p: (p.cue.start_ms, p.cue.index)):
+            start = ms_to_samples(p.cue.start_ms, SAMPLE_RATE)
+            end = min(start + round(p.audio_seconds * SAMPLE_RATE), n)
+            at = [min(start + ms_to_samples(o, SAMPLE_RATE), end) for o in p.offsets()] + [end]
+            out += [(p, k, at[k], at[k + 1]) for k in range(len(p.pieces))]
+        return out
+
+    def time_words(self) -> list | None:
+        """--words: every word of every spoken cue, timed on the final track (words.py)."""
+        if self.words is None:
+            return None
+        from .words import monotonic, span_words
+
+        timed = []
+        with self.session.status("timing the words ..."):
+            for p, k, s, e in self.word_spans():
+                lang = p.built[k].request.lang
+                found = span_words(self.listener, self.track, SAMPLE_RATE, p.pieces[k][0], s, e, lang, k)
+                timed += [replace(w, cue=p.cue.index + 1) for w in found]
+        return monotonic(timed, len(self.track) / SAMPLE_RATE)
 
     def write_track(self) -> None:
         from ..media.output import write_audio

@@ -14,7 +14,7 @@ audio, start <= end, never decreasing, inside the audio.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,15 +28,19 @@ class WordTime:
     end: float
     piece: int
     estimated: bool = False
+    cue: int | None = None  # dub: the cue it is in (from 1, as the dub's report numbers them)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "word": self.word,
             "start": round(self.start, 3),
             "end": round(self.end, 3),
             "piece": self.piece,
             "estimated": self.estimated,
         }
+        if self.cue is not None:
+            out["cue"] = self.cue
+        return out
 
 
 def align(expected: list[str], heard: list[str]) -> list[int | None]:
@@ -114,9 +118,24 @@ def monotonic(words: list[WordTime], duration: float) -> list[WordTime]:
     for w in words:
         s = min(max(w.start, last, 0.0), duration)
         e = min(max(w.end, s), duration)
-        out.append(WordTime(w.word, s, e, w.piece, w.estimated))
+        out.append(replace(w, start=s, end=e))
         last = s
     return out
+
+
+def span_words(
+    recogniser: Any, audio: Any, sample_rate: int, text: str, start: int, end: int, lang: str | None, piece: int
+) -> list[WordTime]:
+    """The words of `text`, spoken in audio[start:end] (samples), timed in `audio` (seconds)."""
+    if not units(text, by_characters(text, lang)):
+        return []
+    if end <= start:  # no audio kept: its words at its place
+        from .listen import Transcript
+
+        heard = Transcript("")
+    else:
+        heard = recogniser.transcribe(audio[start:end], sample_rate, lang, max_tokens=max_tokens(text, lang))
+    return piece_words(text, heard, lang, start / sample_rate, end / sample_rate, piece)
 
 
 def word_timings(
@@ -127,17 +146,7 @@ def word_timings(
     pieces = pieces or [(text, 0, len(audio))]
     words: list[WordTime] = []
     for k, (piece_text, s, e) in enumerate(pieces):
-        if not units(piece_text, by_characters(piece_text, lang)):
-            continue
-        if e <= s:  # no audio kept: its words at its place
-            heard = None
-        else:
-            heard = recogniser.transcribe(audio[s:e], sample_rate, lang, max_tokens=max_tokens(piece_text, lang))
-        if heard is None:
-            from .listen import Transcript
-
-            heard = Transcript("")
-        words += piece_words(piece_text, heard, lang, s / sample_rate, e / sample_rate, k)
+        words += span_words(recogniser, audio, sample_rate, piece_text, s, e, lang, k)
     return monotonic(words, len(audio) / sample_rate)
 
 

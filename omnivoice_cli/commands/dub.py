@@ -36,9 +36,11 @@ omnivoice dub episode.srt -o episode.wav --voice alice
 omnivoice dub episode.vtt -o track.flac --cast ALICE=alice --cast BOB=bob --stems stems/
 omnivoice dub episode.srt --cast "NARRATOR=instruct:male, low pitch" --seed 7 --json
 omnivoice dub episode.srt --cast ALICE=alice --dry-run
+omnivoice dub episode.srt -o episode.wav --words episode.words.json
 """
 
 DUB_SETTINGS = ("lang", "normalize", "instruct", "voice", "ref", "ref_text", *st.GENERATION_KEYS, "seed", "format")
+LISTEN = ("asr_model",)  # --words: the speech recogniser (listen.py)
 
 
 def _target(input: str, output: Optional[str], settings: st.Resolved, replace: bool, dry_run: bool) -> Any:
@@ -74,6 +76,7 @@ def _report(run: Any, report: Any, t_start: float, json_out: bool, quiet: bool) 
             "reused": counts["reused"],
             "empty": counts["empty"],
             "stems": run.stems,
+            "words": None if run.words is None else str(run.words),
             "seconds": round(report.generate_seconds, 4),
             "load_seconds": None if report.load_seconds is None else round(report.load_seconds, 4),
             "voice_seconds": None if report.voice_seconds is None else round(report.voice_seconds, 4),
@@ -94,8 +97,9 @@ def _report(run: Any, report: Any, t_start: float, json_out: bool, quiet: bool) 
         )
 
 
-@with_settings(*DUB_SETTINGS, *HARDWARE_SETTINGS)
+@with_settings(*DUB_SETTINGS, *HARDWARE_SETTINGS, *LISTEN)
 def dub(
+    ctx: typer.Context,
     input: str = typer.Argument(..., metavar="INPUT", show_default=False, help="An .srt or .vtt file."),
     output: Optional[str] = typer.Option(
         None,
@@ -121,6 +125,14 @@ def dub(
         show_default=False,
         rich_help_panel="Output",
         help="Also write each cue's audio here, with manifest.jsonl; a rerun reuses them.",
+    ),
+    words_file: Optional[str] = typer.Option(
+        None,
+        "--words",
+        metavar="FILE.json",
+        show_default=False,
+        rich_help_panel="Output",
+        help="Also write when each word is spoken on the track (JSON), heard by the speech recogniser (the asr extra).",
     ),
     overwrite: bool = typer.Option(
         False,
@@ -154,8 +166,10 @@ def dub(
     from ..app.dialogue import Cast
     from ..app.dubbing import DubRun
     from ..app.signals import signal_name
+    from .say import words_path
 
     t_start = time.perf_counter()
+    words = words_path(ctx, words_file)
     chosen, settings = run_settings(preset, flags)
     the_cast = Cast.parse(cast)
     target = _target(input, output, settings, force or overwrite, dry_run)
@@ -169,6 +183,7 @@ def dub(
         overwrite=overwrite,
         session=run_session(quiet, unit="cues"),
         stdout=typer.get_binary_stream("stdout"),
+        words=None if dry_run else words,
     )
     if dry_run:
         return _dry_run(run, json_out)

@@ -359,6 +359,11 @@ def _words_options(ctx: Any, words_file: Optional[str], level: str, subtitles: O
         )
     if level == "word" and (subtitles is None or not subtitles.lower().endswith(".vtt")):
         raise usage_error("--subtitle-level word needs --subtitles FILE.vtt (SRT has no word times)", ctx)
+    return words_path(ctx, words_file)
+
+
+def words_path(ctx: Any, words_file: Optional[str]) -> Any:
+    """--words FILE.json (say, dub): a JSON file's path, checked before the model loads."""
     if words_file is None:
         return None
     path = Path(words_file).expanduser()
