@@ -183,9 +183,21 @@ def test_dub_words_are_timed_on_the_track(invoke, fake_engine, tmp_path, monkeyp
         monkeypatch.setattr(listen, "RECOGNISER", lambda spec, device, what, rec=rec: rec)
         out, wj = tmp_path / "ep.wav", tmp_path / "ep.words.json"
         r = invoke(
-            "dub", srt, "-o", out, "--seed", 3, "--cast", "ALICE=auto", "--stems", tmp_path / "stems",
-            "--words", wj, "--json", *(["--force"] if rerun else []),
-        )  # fmt: skip
+            "dub",
+            srt,
+            "-o",
+            out,
+            "--seed",
+            3,
+            "--cast",
+            "ALICE=auto",
+            "--stems",
+            tmp_path / "stems",
+            "--words",
+            wj,
+            "--json",
+            *(["--force"] if rerun else []),
+        )
         assert r.exit_code == 0, r.stderr
         report = json.loads(r.stdout)
         assert report["words"] == str(wj) and report["reused" if rerun else "spoken"] == 4
