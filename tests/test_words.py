@@ -230,3 +230,90 @@ def test_dub_words_errors(invoke, fake_engine, tmp_path, monkeypatch):
     r = invoke("dub", srt, "-o", tmp_path / "ep.wav", "--words", tmp_path / "w.json", "--asr-model", not_a_model)
     assert r.exit_code == 2 and "is not a faster-whisper (CTranslate2) model" in r.stderr
     assert fake_engine.loads == [] and not (tmp_path / "ep.wav").exists()  # before the TTS model, nothing written
+
+
+# ------------------------------------------------------------------------ the server's timestamps
+
+
+def speech_body(**fields):
+    body = {"model": "omnivoice", "input": TEXT, "voice": "auto", "seed": 5, "response_format": "wav"}
+    return {**body, **fields}
+
+
+def test_server_timestamps_with_the_fixture_recogniser(engine):
+    """`timestamps: true`: JSON with the audio in base64 (the same bytes as the plain reply) and
+    every word once, in order, inside the audio; over a real uvicorn, by the fixture recogniser."""
+    import base64
+
+    httpx = pytest.importorskip("httpx")
+    pytest.importorskip("faster_whisper")
+    from server_util import decode, running_server
+
+    with running_server(engine, asr_model=str(ASR_TINY)) as (url, _, state):
+        c = httpx.Client(base_url=url, timeout=300)
+        plain = c.post("/v1/audio/speech", json=speech_body(stream=False))
+        streamed = c.post("/v1/audio/speech", json=speech_body())
+        r = c.post("/v1/audio/speech", json=speech_body(timestamps=True))
+        assert plain.status_code == 200 and r.status_code == 200, r.text
+        assert r.headers["content-type"] == "application/json" and r.headers["x-omnivoice-seed"] == "5"
+        body = r.json()
+        assert (body["format"], body["sample_rate"], body["seed"]) == ("wav", 24000, 5)
+        data = base64.b64decode(body["audio"])
+        assert data == plain.content  # the same file as without timestamps (whole, as with stream false)
+        audio, rate = decode(data)
+        assert np.array_equal(audio, decode(streamed.content)[0])
+        assert body["audio_seconds"] == round(len(audio) / rate, 4)
+        check_words(body["words"], TEXT, len(audio) / rate)
+        assert set(body["words"][0]) == {"word", "start", "end", "piece", "estimated"}
+        raw = c.post("/v1/audio/speech", json=speech_body(timestamps=True, response_format="pcm")).json()
+        pcm = np.frombuffer(base64.b64decode(raw["audio"]), "<i2")
+        assert np.array_equal(pcm, sf.read(__import__("io").BytesIO(data), dtype="int16")[0])
+        assert raw["words"] == body["words"]  # the same audio, heard the same
+        assert state.recogniser is not None
+
+
+def test_server_timestamps_refusals(engine, tmp_path, monkeypatch):
+    """Streaming cannot carry words timed on the whole audio: 400 naming the field; a server
+    without its recogniser: 501 (the extra, or its model offline) / 500 (a folder that is not
+    one), in the CLI's words, before anything is generated."""
+    import sys
+
+    httpx = pytest.importorskip("httpx")
+    from server_util import running_server
+
+    from omnivoice_cli.engine.errors import install_hint
+
+    with running_server(engine) as (url, _, state):
+        c = httpx.Client(base_url=url, timeout=120)
+        for fields, said in (
+            ({"stream": True}, "leave out 'stream' true"),
+            ({"stream_format": "sse"}, "leave out stream_format 'sse'"),
+            ({"timestamps": "yes"}, "field 'timestamps' must be true or false, got 'yes'"),
+        ):
+            r = c.post("/v1/audio/speech", json=speech_body(**{"timestamps": True, **fields}))
+            assert r.status_code == 400 and said in r.json()["error"]["message"], r.text
+            assert r.json()["error"]["param"] == "timestamps"
+        monkeypatch.setitem(sys.modules, "faster_whisper", None)  # the asr extra absent
+        forwards = state.service.stats()["forwards"]
+        for field in ("timestamps", "verify"):
+            r = c.post("/v1/audio/speech", json=speech_body(**{field: True}))
+            error = r.json()["error"]
+            assert r.status_code == 501 and error["code"] == "no_recogniser" and error["param"] == field
+            assert (
+                error["message"]
+                == f"field '{field}' needs faster-whisper, which is not installed: {install_hint('asr')}"
+            )
+        assert state.service.stats()["forwards"] == forwards  # refused before it was generated
+    monkeypatch.delitem(sys.modules, "faster_whisper")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    not_a_model = tmp_path / "notamodel"
+    not_a_model.mkdir()
+    for spec, status, said in (
+        ("someone/whisper-x", 501, "someone/whisper-x is not in the Hugging Face cache"),
+        (str(not_a_model), 500, "<asr-model>: the folder is not a faster-whisper (CTranslate2) model"),
+    ):
+        with running_server(engine, asr_model=spec) as (url, _, _s):
+            r = httpx.post(url + "/v1/audio/speech", json=speech_body(timestamps=True), timeout=120)
+            assert r.status_code == status and said in r.json()["error"]["message"], r.text
+            assert str(tmp_path) not in r.text  # no server path in a reply

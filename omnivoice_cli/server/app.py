@@ -57,8 +57,8 @@ class ServerState:
         self.speaking = 0  # speech requests being answered, from arrival to their reply's last byte
         self.served = 0  # speech replies sent in full (200, the last byte out)
         self.voice_lock: Any = None  # asyncio.Lock of the voice store (made in the event loop)
-        self.verifier: Any = None  # verify.Verifier: the recogniser of `verify` requests, loaded on first use
-        self.verifier_lock = threading.Lock()
+        self.recogniser: Any = None  # listen.py: the one speech recogniser of `verify` and `timestamps`
+        self.recogniser_lock = threading.Lock()  # (loaded on first use, kept while the server runs)
         self.loaded = threading.Event()
         self._ids = itertools.count(1)
         self._prefix = secrets.token_hex(3)
@@ -282,6 +282,7 @@ async def speech(request: Request) -> Any:
         entry["warning"] = "; ".join(parsed.built.warnings)
     events = EventQueue()
     check = await anyio.to_thread.run_sync(_verify_check, state, parsed)
+    listener = await anyio.to_thread.run_sync(_timestamps_recogniser, state, parsed)
     try:
         ticket = service.submit(parsed.request, events.put, **({"check": check} if check is not None else {}))
     except InvalidRequest as e:
@@ -294,23 +295,46 @@ async def speech(request: Request) -> Any:
         if isinstance(e, Stopped):
             raise busy(str(e), max(1, int(state.options.grace)), "shutting_down") from None
         raise
-    return SpeechReply(parsed, ticket, events, entry)
+    return SpeechReply(parsed, ticket, events, entry, listener)
+
+
+def server_recogniser(state: ServerState, parsed: Any, field: str) -> Any:
+    """The server's one speech recogniser (serve --asr-model), loaded on the first request that
+    needs it. One that cannot be had (the asr extra missing, its model not cached offline, a
+    folder that is not one) is a 501 / 500 in the CLI's words, before the request is generated."""
+    from ..app.listen import recogniser
+    from ..engine.errors import MissingExtra, ModelUnavailable
+    from .errors import scrub
+
+    with state.recogniser_lock:
+        if state.recogniser is None:
+            spec = state.options.asr_model
+            try:
+                state.recogniser = recogniser(spec, parsed.built.settings["device"] or "auto", f"field {field!r}")
+            except (MissingExtra, ModelUnavailable) as e:
+                raise ApiError(501, str(e), param=field, type="server_error", code="no_recogniser") from None
+            except InvalidRequest as e:  # the server's --asr-model is not a recogniser
+                message = scrub(str(e), (spec, "<asr-model>")) if spec else str(e)
+                raise ApiError(500, message, param=field, type="server_error", code="no_recogniser") from None
+        return state.recogniser
 
 
 def _verify_check(state: ServerState, parsed: Any) -> Any:
-    """A request's `verify` check (verify.py): the server's one recogniser, loaded on first use."""
+    """A request's `verify` check (verify.py), by the server's one recogniser."""
     settings = parsed.built.settings
     if not settings["verify"]:
         return None
     from ..app.verify import Verifier
 
-    with state.verifier_lock:
-        if state.verifier is None:
-            try:
-                state.verifier = Verifier.from_settings({**settings.values, "asr_model": state.options.asr_model})
-            except InvalidRequest as e:
-                raise ApiError(400, str(e), param="verify") from None
-    return state.verifier.for_request(parsed.request.lang, settings["verify_max_error"], settings["verify_retries"])
+    verifier = Verifier(
+        server_recogniser(state, parsed, "verify"), settings["verify_max_error"], settings["verify_retries"]
+    )
+    return verifier.for_request(parsed.request.lang)
+
+
+def _timestamps_recogniser(state: ServerState, parsed: Any) -> Any:
+    """`timestamps`: the recogniser that times the reply's words (None: not asked for)."""
+    return server_recogniser(state, parsed, "timestamps") if parsed.timestamps else None
 
 
 def model_names(state: ServerState) -> list[str]:

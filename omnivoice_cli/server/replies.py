@@ -10,7 +10,12 @@ request starts (its text, its voice) is still a proper 400 / 500 reply. Then:
   `speech.audio.done`;
 - a format that streams (wav with unknown-size header fields, pcm, mp3, opus, ogg): chunked,
   each piece's bytes as soon as it is ready;
-- flac, or `"stream": false`: one whole file with its length (a WAV then has its real sizes).
+- flac, or `"stream": false`: one whole file with its length (a WAV then has its real sizes);
+- `"timestamps": true`: JSON, {"audio": the whole file's bytes in base64 (exactly the reply
+  the same request gets with `"stream": false` instead), "format", "sample_rate", "seed", "audio_seconds", "words":
+  [{"word", "start", "end", "piece", "estimated"}] (as `say --words` writes them: words.py),
+  "verify" with `verify`}: the shape of the captioned-speech replies of other TTS servers
+  (Kokoro-FastAPI's /dev/captioned_speech: base64 audio beside word timestamps).
 The bytes of the chunks and of the SSE deltas are the same stream; every way decodes to the same
 samples. A client that disconnects cancels its request (its jobs leave at the next forward).
 """
@@ -58,8 +63,11 @@ def _sse(kind: str, payload: dict) -> bytes:
 class SpeechReply:
     """An ASGI app sending one request's audio (see the module doc)."""
 
-    def __init__(self, speech: Speech, ticket: Ticket, events: EventQueue, log: dict[str, Any]) -> None:
+    def __init__(
+        self, speech: Speech, ticket: Ticket, events: EventQueue, log: dict[str, Any], listener: Any = None
+    ) -> None:
         self.speech, self.ticket, self.events, self.log = speech, ticket, events, log
+        self.listener = listener  # `timestamps`: the speech recogniser that times the words
         self.finished = False
 
     def headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -114,29 +122,57 @@ class SpeechReply:
         self.log.update(audio=s.audio_seconds, queued=s.queued, pieces=s.pieces, forwards=s.forwards)
 
     async def whole(self, send: Any, event: Event) -> None:
-        """Every piece, then one file with its length."""
+        """Every piece, then one file with its length (or, with `timestamps`, JSON)."""
         import numpy as np
 
         from ..media.output import encode
 
         pieces = []
         while event.kind == "piece":
-            pieces.append(event.piece.audio)
+            pieces.append(event.piece)
             event = await self.events.get()
         if event.kind == "error":
             self.finished = True
             await self.send_error(send, from_engine(event.error))
             return
-        self.done(event)
         fmt, rate = self.speech.format, self.ticket.service.engine.sample_rate
-        audio = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float32)
+        audio = np.concatenate([p.audio for p in pieces]) if pieces else np.zeros(0, dtype=np.float32)
         data = await anyio.to_thread.run_sync(encode, audio, rate, fmt.sf_format, fmt.subtype)
-        extra = {"Content-Length": str(len(data))}
+        extra = {}
         check = self.ticket.pieces.check
         if check is not None:  # the pieces are all checked now (a streamed reply's headers go out first)
             extra[VERIFY_HEADER] = json.dumps(check.report(), ensure_ascii=True, separators=(",", ":"))
+        if self.speech.timestamps:
+            words = await anyio.to_thread.run_sync(self.word_times, audio, rate, pieces)
+            data = json.dumps(self.captioned(data, rate, len(audio), words), ensure_ascii=False).encode("utf-8")
+            extra["Content-Type"] = "application/json"
+        self.done(event)
+        extra["Content-Length"] = str(len(data))
         await send(_start(200, self.headers(extra)))
         await send({"type": "http.response.body", "body": data})
+
+    def word_times(self, audio: Any, rate: int, pieces: list) -> list:
+        """`timestamps`: each word of the text, timed on the reply's audio (words.py)."""
+        from ..app.words import word_timings
+
+        req = self.speech.request
+        spans = [(p.text, p.start, p.start + len(p.audio)) for p in pieces if p.text]
+        return word_timings(self.listener, audio, rate, spans, req.text, req.lang)
+
+    def captioned(self, data: bytes, rate: int, samples: int, words: list) -> dict[str, Any]:
+        """The JSON reply of `timestamps` (see the module doc)."""
+        body = {
+            "audio": base64.b64encode(data).decode("ascii"),
+            "format": self.speech.response_format,
+            "sample_rate": rate,
+            "seed": self.ticket.seed,
+            "audio_seconds": round(samples / rate, 4),
+            "words": [w.as_dict() for w in words],
+        }
+        check = self.ticket.pieces.check
+        if check is not None:
+            body["verify"] = check.report()
+        return body
 
     async def stream(self, send: Any, event: Event) -> None:
         """Each piece's bytes as it comes (chunked, or as SSE deltas)."""

@@ -5,8 +5,9 @@ preset's name), `input`, `voice` (a saved voice, an OpenAI voice name mapped to 
 items, or auto), `instructions` (free text, read for voice-design items by `instruct.read_free`:
 "a deep British male voice" is "male, low pitch, british accent"; the rest is ignored, and the
 reply's X-OmniVoice-Instruct header says what was used), `response_format`, `speed` (the
-schema's), `stream_format` (audio or sse). Two more are ours: `preset` (a preset's
-name) and `stream` (false: one whole file). Every other field must be a setting the schema lets
+schema's), `stream_format` (audio or sse). Three more are ours: `preset` (a preset's
+name), `stream` (false: one whole file) and `timestamps` (true: a JSON reply with the audio in
+base64 and each word's time, heard by the speech recogniser: replies.py). Every other field must be a setting the schema lets
 a request give (`Setting.where` has HTTP): it is checked by `settings.check_layer` with the source
 "request", so a bad value reads as on the command line after "field 'num_step'". An unknown field
 is an error with a did-you-mean, never ignored; nothing in a request names a file on the server.
@@ -31,7 +32,7 @@ from .config import ServeOptions
 from .errors import ApiError, bad_request, request_field, scrub
 
 OPENAI_FIELDS = ("model", "input", "voice", "instructions", "response_format", "speed", "stream_format")
-SERVER_FIELDS = ("preset", "stream")
+SERVER_FIELDS = ("preset", "stream", "timestamps")
 RESPONSE_FORMATS = {
     "mp3": "mp3",
     "opus": "opus",
@@ -63,6 +64,7 @@ class Speech:
     voice: str  # 'auto', a saved voice's name or an OpenAI voice name
     chars: int  # characters of the input
     instruct_notes: tuple[str, ...] = ()  # what `instructions` gave that was not used
+    timestamps: bool = False  # a JSON reply: the whole audio in base64 and its words' times
 
     @property
     def request(self) -> Any:
@@ -204,6 +206,21 @@ def _streaming(data: dict, fmt: AudioFormat) -> tuple[bool, bool]:
     return sse, fmt.streams and stream is not False
 
 
+def _timestamps(data: dict, sse: bool) -> bool:
+    """`timestamps`: true asks for a JSON reply (the words are timed on the whole audio, so it
+    is never streamed)."""
+    value = data.get("timestamps")
+    if value is not None and not isinstance(value, bool):
+        raise bad_request(f"field 'timestamps' must be true or false, got {st.shown_value(value)}", "timestamps")
+    if value and (sse or data.get("stream") is True):
+        given = "stream_format 'sse'" if sse else "'stream' true"
+        raise bad_request(
+            f"field 'timestamps' times the words on the whole audio, so the reply cannot stream: leave out {given}",
+            "timestamps",
+        )
+    return bool(value)
+
+
 def _preset_named(name: str, key: str) -> st.Preset:
     index = st.preset_index()
     if st.is_preset_path(name) or name not in index:
@@ -341,6 +358,7 @@ def parse_speech(body: bytes, options: ServeOptions) -> Speech:
     text = _input(data, options.max_input_chars)
     name, fmt = _format(data)
     sse, stream = _streaming(data, fmt)
+    timestamps = _timestamps(data, sse)
     layers = _preset_layers(data, options)
     layer, renamed, notes = _settings_layer(data)
     voice = _voice(data, options)
@@ -350,7 +368,8 @@ def parse_speech(body: bytes, options: ServeOptions) -> Speech:
     if voice is not None:
         settings = settings.with_values({"voice": voice[1]}, REQUEST)
     built = _build(text, settings, renamed)
-    return Speech(built, fmt, name, sse, stream, voice[0] if voice else "auto", len(text), notes)
+    stream = stream and not timestamps
+    return Speech(built, fmt, name, sse, stream, voice[0] if voice else "auto", len(text), notes, timestamps)
 
 
 def _build(text: str, settings: st.Resolved, renamed: bool):
