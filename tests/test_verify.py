@@ -104,12 +104,32 @@ def test_batch_verify_per_line_in_the_manifest(invoke, tmp_path, scripted):
     records = {
         rec["id"]: rec for rec in map(json.loads, (tmp_path / "out" / "manifest.jsonl").read_text().splitlines())
     }
-    [row] = records["a"]["verify"]
+    line = records["a"]["verify"]
+    [row] = line["pieces"]
     assert row["attempts"] == 2 and row["kept"] == 2 and row["seed"] == 1005 and row["ok"]
+    assert (line["error"], line["worst"], line["attempts"], line["retakes"], line["passed"]) == (0.0, 0.0, 2, 1, True)
     assert "verify" not in records["b"]
     a, _ = sf.read(tmp_path / "out" / records["a"]["output"], dtype="float32")
     b, _ = sf.read(tmp_path / "out" / records["b"]["output"], dtype="float32")
     assert not np.array_equal(a, b)  # a is its retake (seed 1005), b the first take (seed 5)
+
+
+def test_batch_verify_line_score_weights_its_pieces_by_their_words(invoke, tmp_path, scripted):
+    """A line of two pieces (6 words, then 3): the line's error is all edits over all words; its
+    worst piece, takes in all and whether every piece passed are beside the per-piece rows."""
+    scripted([TEXT, "second part", "nothing at all", "second part"])  # piece 1 misses a word each time
+    src = tmp_path / "in.jsonl"
+    line = {"id": "a", "text": TEXT + " [pause 0.3s] Second part here.", "verify": True, "seed": 2}
+    src.write_text(json.dumps({**line, "verify_max_error": 0.2}) + "\n")
+    r = invoke("batch", src, "-o", tmp_path / "out", "--model", TINY_CKPT, "--num-step", "4")
+    assert r.exit_code == 0, r.stderr
+    [record] = map(json.loads, (tmp_path / "out" / "manifest.jsonl").read_text().splitlines())
+    score = record["verify"]
+    assert [p["attempts"] for p in score["pieces"]] == [1, 3] and [p["kept"] for p in score["pieces"]] == [1, 1]
+    assert score["error"] == pytest.approx((6 * 0 + 3 * (1 / 3)) / 9, abs=1e-4)  # 1 edit in 9 words
+    assert score["worst"] == pytest.approx(1 / 3, abs=1e-4) and score["attempts"] == 4 and score["retakes"] == 2
+    assert score["passed"] is False  # piece 2 is over the line's 0.2
+    assert "piece 2 still reads 33% wrong after 3 takes" in r.stderr
 
 
 def test_verify_with_stream_hands_a_piece_out_after_its_check(invoke, tmp_path, scripted):

@@ -604,7 +604,7 @@ class BatchRun:
             line.warnings = list(dict.fromkeys([*line.warnings, *result.warnings, *checked]))
             self.warn(line, [*result.warnings, *checked])
             line.status = "done"
-            verified = {} if line.check is None else {"verify": line.check.report()}
+            verified = {} if line.check is None else {"verify": line.check.summary()}  # verify.py
             line.record = _record(
                 line,
                 "done",

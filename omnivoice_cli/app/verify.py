@@ -129,6 +129,28 @@ class RequestCheck:
     def report(self) -> list[dict[str, Any]]:
         return [self.pieces[k].as_dict(k, self.max_error) for k in sorted(self.pieces)]
 
+    def summary(self) -> dict[str, Any]:
+        """The request as one score (a batch line's `verify` in the manifest), beside its pieces:
+        `error`: the error rate of the whole text, each piece's kept take weighted by its words
+        (characters for zh, ja, ko, th), i.e. all edits over all words; `worst`: the largest piece
+        error; `attempts`: takes in all; `retakes`: attempts beyond one a piece; `passed`: every
+        piece within --verify-max-error; `pieces`: `report()`."""
+        rows = self.report()
+        weighted = total = 0.0
+        for k, verdict in self.pieces.items():
+            n = len(units(verdict.text, by_characters(verdict.text, self.lang)))
+            weighted += n * verdict.takes[verdict.kept or 0][0]
+            total += n
+        attempts = sum(r["attempts"] for r in rows)
+        return {
+            "error": round(weighted / total, 4) if total else 0.0,
+            "worst": max((r["error"] for r in rows), default=0.0),
+            "attempts": attempts,
+            "retakes": attempts - len(rows),
+            "passed": all(r["ok"] for r in rows),
+            "pieces": rows,
+        }
+
     def warnings(self, label: str = "") -> list[str]:
         out = []
         for row in self.report():
