@@ -80,6 +80,64 @@ def test_a_piece_still_over_the_limit_is_kept_with_a_warning(invoke, tmp_path, s
     assert report["verify"][0]["attempts"] == 1
 
 
+@pytest.mark.parametrize("mode", [[], ["--stream"]], ids=["plain", "stream"])
+def test_retakes_add_their_steps_to_the_bar(invoke, tmp_path, scripted, monkeypatch, mode):
+    """A piece taken three times (4 steps each): the bar's total grows by each retake's steps when
+    it is queued, so it is never passed and never reached before the last step."""
+    from omnivoice_cli.ui.progress import StepProgress
+
+    seen: list[tuple[int, int]] = []
+    orig = StepProgress.__call__
+
+    def spy(self, done, total):
+        orig(self, done, total)
+        seen.append((self.completed, self.total))
+
+    monkeypatch.setattr(StepProgress, "__call__", spy)
+    scripted(["garbled words", "hello hello hello", TEXT])
+    report, _, _ = say(invoke, tmp_path, "v.wav", "--seed", "7", "--verify", *mode)
+    assert report["verify"][0]["attempts"] == 3
+    assert [c for c, _ in seen] == list(range(1, 13))  # every step of the three takes, in order
+    assert seen[-1] == (12, 12) and all(c < t for c, t in seen[:-1])  # 100 % at the last step only
+    assert [t for _, t in seen] == sorted(t for _, t in seen) and {t for _, t in seen} == {4, 8, 12}
+
+
+def test_streamed_steps_count_a_retake_as_done_and_to_do(engine):
+    """streaming.stream's on_progress: a take sent back counts as done, its retake's steps are
+    added to the total: the steps never go back, the total is reached at the last step only."""
+    from omnivoice_cli.engine.config import GenerationConfig
+    from omnivoice_cli.engine.pipeline import Request
+    from omnivoice_cli.engine.streaming import stream
+
+    class TwiceBack:
+        def check(self, take):
+            return 1.0, take.attempt < 2
+
+        def kept(self, piece, attempt, seed):
+            pass
+
+    seen: list[tuple[int, int]] = []
+    req = Request(TEXT, seed=1, generation=GenerationConfig(num_step=4))
+    stream(engine, req, lambda piece: None, on_progress=lambda d, t: seen.append((d, t)), check=TwiceBack())
+    assert [d for d, _ in seen] == list(range(1, 13)) and seen[-1] == (12, 12)
+    assert all(d < t for d, t in seen[:-1])
+
+
+def test_batch_steps_count_retakes(invoke, tmp_path, scripted, monkeypatch):
+    """batch's steps bar takes the engine's totals, which hold the retakes queued."""
+    from omnivoice_cli.ui.progress import BatchProgress
+
+    seen: list[tuple[int, int]] = []
+    monkeypatch.setattr(BatchProgress, "step", lambda self, d, t: seen.append((d, t)))
+    scripted(["garbled", "garbled", TEXT])
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"id": "a", "text": TEXT, "verify": True, "seed": 5}) + "\n")
+    r = invoke("batch", src, "-o", tmp_path / "out", "--model", TINY_CKPT, "--num-step", "4")
+    assert r.exit_code == 0, r.stderr
+    assert [d for d, _ in seen] == list(range(1, 13)) and seen[-1] == (12, 12)
+    assert all(d < t for d, t in seen[:-1])
+
+
 def test_error_rate():
     assert verify.error_rate("Hello, World!", "hello world") == 0.0
     assert verify.error_rate("one two three four", "one three four") == 0.25

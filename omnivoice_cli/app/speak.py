@@ -303,8 +303,7 @@ class PlainRun(_Run):
             pieces = len(plan_request(request).pieces)
             label = f"generating {pieces} pieces" if pieces > 1 else "generating"
             check = self.verifier(request)
-            with self.hooks.progress(label, forwards(engine, [request])) as on_step:
-                [result] = engine.generate([request], on_step=on_step, **({"checks": [check]} if check else {}))
+            result = self.generate(engine, request, label, check)
             self.shown(result.warnings)
             if check is not None:
                 self.shown(check.warnings())
@@ -339,6 +338,21 @@ class PlainRun(_Run):
             pieces=pieces,
             verify=None if check is None else check.report(),
         )
+
+    def generate(self, engine: Any, request: Any, label: str, check: Any) -> Any:
+        """The request's Result, its forwards on the bar (a total known from the start, which
+        --verify's retakes add to: verify.CountedRetakes)."""
+        total = forwards(engine, [request])
+        if check is None:
+            with self.hooks.progress(label, total) as on_step:
+                [result] = engine.generate([request], on_step=on_step)
+            return result
+        from .verify import CountedRetakes
+
+        with self.hooks.progress(label, None) as on_step:
+            counted = CountedRetakes(check, on_step, total)
+            [result] = engine.generate([request], on_step=counted.step, checks=[counted])
+        return result
 
     def word_times(self, result: Any, request: Any, check: Any) -> Any:
         """--words / --subtitle-level word: every word's time in the final audio (words.py), by

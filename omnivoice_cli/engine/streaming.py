@@ -357,6 +357,7 @@ class _Driver:
         self.jobs: dict[int, int] = {}  # id(job) -> piece k
         self.running: dict[int, Any] = {}  # id(job) -> the job, while it is in run_jobs' hands
         self.finished = 0  # pieces generated
+        self.retakes = 0  # takes sent back by the check (each runs its steps again: piece_steps counts them)
         self.wave_left = 0  # pieces of the running wave not finished yet
         self.wave_measured = False  # its forwards' time is measured (when its first piece is done)
         self.forward_times: list[float] = []  # seconds of each forward of the running wave
@@ -420,6 +421,7 @@ class _Driver:
         self.pieces.done(k, job)  # its audio rendered (and, for piece 0, the voice of the rest)
         if not self.pieces.finished[k]:  # the check asked for a retake: it runs in its wave still
             self.finished -= 1
+            self.retakes += 1
             return [self.job(k)]
         self.planner.measure_decode(self.clock() - t_render, self.pieces.lengths[k] / self.sr)
         self._hand_out()
@@ -464,10 +466,11 @@ class _Driver:
 
     def piece_steps(self) -> tuple[int, int]:
         """(steps done, steps in all) over every piece: a total known from the start, which the
-        forwards' is not (waves are sized as they come)."""
+        forwards' is not (waves are sized as they come); a retake adds its steps to both (the
+        take sent back counts as done), so the total never falls behind nor runs ahead."""
         per_piece = self.req.generation.num_step
-        done = self.finished * per_piece + sum(j.step for j in self.running.values())
-        return done, len(self.pieces) * per_piece
+        done = (self.finished + self.retakes) * per_piece + sum(j.step for j in self.running.values())
+        return done, (len(self.pieces) + self.retakes) * per_piece
 
     def forwards_to_come(self) -> int:
         """Forwards of the pieces not yet handed to the loop, in waves of the last size."""
@@ -492,7 +495,8 @@ def stream(
     as soon as it and all before it are ready (called from this thread, between forwards).
 
     on_step(done, planned) after every forward (planned grows as waves are sized); on_progress(done,
-    total) after every forward in steps over all pieces (a total that never changes); on_warning(msg)
+    total) after every forward in steps over all pieces (a total that changes only when a retake adds
+    its steps); on_warning(msg)
     for the request's warnings and, once, when the device cannot keep up with playback.
     cancel: once set (from any thread), the render stops with Cancelled before the next layer of
     the forward running then (engine/cancel.py), or at the next forward. check: the per-piece
