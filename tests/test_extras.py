@@ -201,3 +201,27 @@ def test_say_ref_without_transcript_without_the_asr_extra(blocker, tmp_path):
     line = one_line(proc, "asr")
     assert "needs faster-whisper, which is not installed" in line and "no --ref-text, no .txt beside it" in line
     assert not (tmp_path / "o.wav").exists()
+
+
+@pytest.mark.parametrize(
+    "args, what",
+    [
+        (["say", "Hi.", "--verify", "-o", "o.wav"], "--verify needs faster-whisper"),
+        (
+            ["say", "Hi.", "--words", "o.words.json", "-o", "o.wav"],
+            "--words / --subtitle-level word needs faster-whisper",
+        ),
+        (["dub", "ep.srt", "--words", "o.words.json", "-o", "o.wav"], "--words needs faster-whisper"),
+    ],
+    ids=["say-verify", "say-words", "dub-words"],
+)
+def test_listening_without_the_asr_extra(blocker, tmp_path, args, what):
+    """--verify, --words (say, dub) without faster-whisper: one line with the pip command, exit 2,
+    no audio and no words written."""
+    (tmp_path / "ep.srt").write_text("1\n00:00:01,000 --> 00:00:02,000\nHello there.\n", encoding="utf-8")
+    proc = omnivoice(
+        blocker, "faster_whisper,ctranslate2", *args, "--model", TINY_CKPT, "--num-step", "2", "-q", cwd=tmp_path
+    )
+    line = one_line(proc, "asr")
+    assert what in line and "which is not installed" in line
+    assert not (tmp_path / "o.wav").exists() and not (tmp_path / "o.words.json").exists()

@@ -175,3 +175,36 @@ def test_the_fixture_is_in_the_librarys_format():
         assert all(w.start <= w.end for w in heard.words)
     finally:
         rec.close()
+
+
+def test_verify_and_word_times_hear_what_the_library_hears():
+    """--verify's transcript of a take is faster-whisper's own of that audio with listen's options
+    (no word times, the decode capped to the text); --words' words and times are the library's."""
+    import soundfile as sf
+    from faster_whisper import WhisperModel
+
+    from omnivoice_cli.app import listen, verify
+    from omnivoice_cli.engine.pieces import Take
+
+    audio, rate = sf.read(REF, dtype="float32")
+    text = "Hello there, this is a test."
+    cap = verify.max_tokens(text, "en")
+    model = WhisperModel(str(ASR_TINY), device="cpu", compute_type="int8")
+
+    def library(**options):
+        segments, _ = model.transcribe(
+            listen.to_16k(audio, rate), language="en", **{**listen.TRANSCRIBE_OPTIONS, "max_new_tokens": cap, **options}
+        )
+        return list(segments)
+
+    rec = listen.load_recogniser(str(ASR_TINY), "cpu")
+    try:
+        check = verify.Verifier(rec, 0.25, 2).for_request("en")
+        check.check(Take(0, text, 0, 7, audio, rate))
+        heard = " ".join("".join(s.text for s in library(word_timestamps=False)).split())
+        assert heard and check.report()[0]["transcript"] == heard
+        got = rec.transcribe(audio, rate, "en", max_tokens=cap)
+        timed = [(w.word.strip(), w.start, w.end) for s in library() for w in s.words]
+        assert timed and [(w.text, w.start, w.end) for w in got.words] == timed
+    finally:
+        rec.close()
