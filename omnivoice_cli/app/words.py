@@ -9,6 +9,10 @@ the final audio is transcribed with word timestamps, and the piece's own words (
 (least edits). Every word of the text is there once, in order: one the recogniser missed gets a
 time interpolated between its neighbours and is marked "estimated". Times are seconds in the
 audio, start <= end, never decreasing, inside the audio.
+
+Used by `say --words` / `--subtitle-level word`, `batch --words`, `dub --words` (each cue's
+pieces where they lie on the track, `span_words`; rows carry their "cue") and the server's
+`timestamps: true` (replies.py).
 """
 
 from __future__ import annotations
