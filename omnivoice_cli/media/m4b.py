@@ -21,8 +21,9 @@ in a wheel; `MissingExtra` without it). What it writes, and why:
 - No wall clock: the muxer writes 0 as the creation and modification times, so the same audio,
   chapters and tags give byte-identical files (the book's resume compares them), however the
   audio is split into chunks (it is re-cut into the encoder's 1024-sample frames here).
-- The index (`moov`) is at the end (MP4's "faststart" rewrites the whole file); it grows by
-  about 50 bytes a second of audio in memory while writing (some 40 MB for a ten-hour book).
+- The index (`moov`) is at the end (MP4's "faststart" rewrites the whole file); the muxer keeps
+  it in memory while writing, about 6 MB an hour of audio (measured: 1 MB of peak RSS for ten
+  minutes fed a second at a time, 6 MB for an hour), and nothing else grows with the book.
 
 The file is written to a temporary name beside the target and renamed over it
 (`output.replace_atomically`): the target is never partial. Chapter starts are given in seconds;
@@ -41,7 +42,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Iterable
 
-from ..engine.errors import InvalidRequest, MissingExtra
+from ..engine.errors import InvalidRequest, MissingExtra, OmniVoiceError
 from .output import AAC_BITRATE, prepare_audio, replace_atomically
 
 AAC_FRAME = 1024  # samples in one AAC-LC frame
@@ -223,6 +224,8 @@ def _mux(f, chunks, sample_rate, chapters, starts, tags, cover, bitrate) -> int:
             packet.stream, packet.pts, packet.dts, packet.time_base = pic, 0, 0, Fraction(1, 90000)
             out.mux(packet)
         samples = _encode(out, stream, chunks, sample_rate)
+        if not samples:
+            raise ValueError("no audio to write: an .m4b needs at least one sample")
         # Set now, before the trailer: the muxer then writes the chapter track (and chpl) with the
         # last chapter ending at the audio's real end.
         out.set_chapters(_av_chapters(chapters, starts, samples, sample_rate))
@@ -276,7 +279,13 @@ def read_m4b(path) -> dict:
      "tags": {"title", "author", "album", "year", "comment", "genre", "language"} (those present),
      "cover": bytes | None}"""
     av = _require_av()
-    with av.open(str(path)) as c:
+    try:
+        c = av.open(str(path))
+    except av.FFmpegError as e:
+        raise OmniVoiceError(f"cannot read {str(path)!r} as an MP4: {e}") from None
+    with c:
+        if not c.streams.audio:
+            raise OmniVoiceError(f"{str(path)!r} holds no audio")
         audio = c.streams.audio[0]
         duration = float(audio.duration * audio.time_base) if audio.duration else float(c.duration or 0) / 1e6
         meta = dict(c.metadata)
