@@ -1,0 +1,382 @@
+"""Audiobooks as .m4b: AAC in an MP4 with chapter marks, tags and a cover, written as it is spoken.
+
+`write_m4b` takes the audio as float32 mono chunks of any sizes (a generator: the whole book is
+never in memory) and encodes each as it comes, through PyAV (the `book` extra, FFmpeg's libraries
+in a wheel; `MissingExtra` without it). What it writes, and why:
+
+- AAC-LC at the input's rate (24 kHz mono for the model), 64 kbit/s by default, with the encoder
+  settings of `-o x.m4a` (media/output.py). 24 kHz is one of AAC's own sampling rates
+  (ISO/IEC 14496-3) and inside what players decode (Android: AAC-LC at 8 to 48 kHz; Apple's AAC
+  decoder likewise), so nothing is resampled: a 44.1/48 kHz file would be larger for no gain.
+- FFmpeg's "mp4" muxer with the major brand "M4B ": FFmpeg picks its "ipod" muxer for .m4b, which
+  writes the same boxes, but it refuses an MJPEG/PNG stream, so it cannot hold a cover. Chapters
+  are written twice by the muxer: a QuickTime text chapter track (the `chap` track reference:
+  what Apple's players read; FFmpeg reads it back, in milliseconds) and a Nero `chpl` box in
+  `udta` (what many Android players and older tools read; in 100 ns units, at most 255 chapters
+  and 255 bytes a title: titles are cut to 255 UTF-8 bytes at a character, for both).
+- iTunes tags in `udta/meta/ilst`: ©nam (title), ©ART and aART (author), ©alb (album; the title
+  when none), ©day (year), ©cmt (comment), ©gen "Audiobook", stik 2 (audiobook); the language as
+  the audio track's ISO 639-2/T code ("en-US" -> "eng"); the cover as `covr` (JPEG or PNG bytes
+  as given; another image PyAV can decode is converted to PNG).
+- No wall clock: the muxer writes 0 as the creation and modification times, so the same audio,
+  chapters and tags give byte-identical files (the book's resume compares them), however the
+  audio is split into chunks (it is re-cut into the encoder's 1024-sample frames here).
+- The index (`moov`) is at the end (MP4's "faststart" rewrites the whole file); the muxer keeps
+  it in memory while writing, about 6 MB an hour of audio (measured: 1 MB of peak RSS for ten
+  minutes fed a second at a time, 6 MB for an hour), and nothing else grows with the book.
+
+The file is written to a temporary name beside the target and renamed over it
+(`output.replace_atomically`): the target is never partial. Chapter starts are given in seconds;
+they must tile the audio (the first at 0, each end the next start); the last end is set to the
+audio's real duration, which it may miss by at most one AAC frame (1024 samples).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import struct
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Iterable
+
+from ..engine.errors import InvalidRequest, MissingExtra, OmniVoiceError
+from .output import AAC_BITRATE, prepare_audio, replace_atomically
+
+AAC_FRAME = 1024  # samples in one AAC-LC frame
+AAC_RATES = (8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000, 64000, 88200, 96000)
+MAX_TITLE_BYTES = 255  # what a Nero chpl entry holds
+BRAND = "M4B "  # the ftyp major brand of an audiobook
+GENRE = "Audiobook"
+_STIK_AUDIOBOOK = "2"  # iTunes media kind
+
+
+@dataclass(frozen=True)
+class ChapterMark:
+    title: str
+    start: float  # seconds from the start of the file
+    end: float
+
+
+@dataclass(frozen=True)
+class BookTags:
+    title: str | None = None
+    author: str | None = None
+    album: str | None = None
+    year: str | None = None
+    language: str | None = None  # a BCP-47 tag or ISO 639 code ("en", "en-US", "fra")
+    comment: str | None = None
+    cover: bytes | None = None
+    cover_type: str | None = None  # image/jpeg | image/png (the bytes themselves decide)
+
+
+def _require_av():
+    try:
+        import av
+    except ImportError:
+        raise MissingExtra("writing an .m4b audiobook", "PyAV", "book") from None
+    return av
+
+
+def cut_title(title: str) -> str:
+    """`title` cut to MAX_TITLE_BYTES of UTF-8 at a character boundary."""
+    raw = title.encode("utf-8")
+    return title if len(raw) <= MAX_TITLE_BYTES else raw[:MAX_TITLE_BYTES].decode("utf-8", "ignore")
+
+
+def check_chapters(chapters: list[ChapterMark], sample_rate: int) -> list[int]:
+    """The chapters' starts in samples, after checking that they tile: the first starts at 0,
+    each ends where the next starts, and each is longer than nothing (ValueError otherwise)."""
+    half = 0.5 / sample_rate
+    starts = []
+    for i, ch in enumerate(chapters):
+        if not isinstance(ch.title, str):
+            raise ValueError(f"chapter {i + 1}: the title must be a string, not {type(ch.title).__name__}")
+        if not ch.end > ch.start:
+            raise ValueError(f"chapter {i + 1} ({ch.title!r}) ends at {ch.end} s, not after its start {ch.start} s")
+        if i == 0 and abs(ch.start) > half:
+            raise ValueError(f"the first chapter starts at {ch.start} s: it must start at 0")
+        if i > 0 and abs(ch.start - chapters[i - 1].end) > half:
+            raise ValueError(
+                f"chapter {i + 1} ({ch.title!r}) starts at {ch.start} s but chapter {i} ends at "
+                f"{chapters[i - 1].end} s: chapters must tile the audio"
+            )
+        starts.append(round(ch.start * sample_rate))
+    return starts
+
+
+def _av_chapters(chapters: list[ChapterMark], starts: list[int], samples: int, sample_rate: int) -> list[dict]:
+    """PyAV's chapter dicts (in samples), the last ending at the audio's end (`samples`)."""
+    if not chapters:
+        return []
+    claimed = round(chapters[-1].end * sample_rate)
+    if abs(claimed - samples) > AAC_FRAME or starts[-1] >= samples:
+        raise ValueError(
+            f"the chapters end at {chapters[-1].end:.3f} s but the audio is {samples / sample_rate:.3f} s long"
+        )
+    ends = starts[1:] + [samples]
+    base = Fraction(1, sample_rate)
+    return [
+        {"id": i + 1, "start": s, "end": e, "time_base": base, "metadata": {"title": cut_title(ch.title)}}
+        for i, (ch, s, e) in enumerate(zip(chapters, starts, ends))
+    ]
+
+
+def iso639_2(language: str | None) -> str | None:
+    """The ISO 639-2/T code of a BCP-47 tag or ISO 639 code ("en-US" -> "eng"), else None."""
+    if not language or not language.strip():
+        return None
+    import langcodes
+
+    try:
+        return langcodes.Language.get(language.strip().replace("_", "-")).to_alpha3()
+    except (LookupError, ValueError):
+        return None
+
+
+def _container_tags(tags: BookTags) -> dict[str, str]:
+    """FFmpeg's metadata keys for the mp4 muxer's iTunes tags."""
+    fields = {
+        "title": tags.title,
+        "artist": tags.author,
+        "album_artist": tags.author,
+        "album": tags.album or tags.title,
+        "date": tags.year,
+        "comment": tags.comment,
+        "genre": GENRE,
+        "media_type": _STIK_AUDIOBOOK,
+    }
+    return {k: str(v) for k, v in fields.items() if v is not None and str(v) != ""}
+
+
+_JPEG, _PNG = b"\xff\xd8\xff", b"\x89PNG\r\n\x1a\n"
+
+
+def cover_image(data: bytes) -> tuple[bytes, str, int, int]:
+    """(bytes, PyAV codec, width, height) of a cover: JPEG and PNG as they are, any other image
+    PyAV decodes as PNG; InvalidRequest when it is not an image."""
+    av = _require_av()
+    try:
+        with av.open(io.BytesIO(data)) as c:
+            frame = next(c.decode(video=0))
+    except (av.FFmpegError, StopIteration, IndexError, ValueError):
+        raise InvalidRequest(f"the cover ({len(data)} bytes) is not an image PyAV can read (use JPEG or PNG)") from None
+    if data.startswith(_JPEG):
+        return data, "mjpeg", frame.width, frame.height
+    if data.startswith(_PNG):
+        return data, "png", frame.width, frame.height
+    enc = av.CodecContext.create("png", "w")
+    enc.width, enc.height, enc.pix_fmt = frame.width, frame.height, "rgb24"
+    png = b"".join(bytes(p) for p in [*enc.encode(frame.reformat(format="rgb24")), *enc.encode(None)])
+    return png, "png", frame.width, frame.height
+
+
+def write_m4b(
+    path,
+    chunks: Iterable,
+    sample_rate: int,
+    chapters: list[ChapterMark],
+    tags: BookTags,
+    *,
+    bitrate: int = AAC_BITRATE,
+) -> float:
+    """Encode float32 mono chunks (any sizes, streamed: never the whole book in memory) as AAC in
+    an MP4 (.m4b) with chapter marks, tags and cover; written to a temporary name then renamed;
+    returns the duration in seconds."""
+    _require_av()
+    sample_rate = int(sample_rate)
+    if sample_rate not in AAC_RATES:
+        raise InvalidRequest(f"sample rate {sample_rate} Hz is not one of AAC's: {', '.join(map(str, AAC_RATES))}")
+    chapters = list(chapters)
+    starts = check_chapters(chapters, sample_rate)
+    cover = cover_image(tags.cover) if tags.cover else None
+    samples = 0
+
+    def write(f) -> None:
+        nonlocal samples
+        samples = _mux(f, chunks, sample_rate, chapters, starts, tags, cover, int(bitrate))
+
+    replace_atomically(Path(path), write)
+    return samples / sample_rate
+
+
+def _mux(f, chunks, sample_rate, chapters, starts, tags, cover, bitrate) -> int:
+    """Write the whole MP4 to the binary file `f`; return the samples of audio written."""
+    import av
+    from av.stream import Disposition
+
+    with av.open(f, "w", format="mp4", options={"brand": BRAND}) as out:
+        out.metadata.update(_container_tags(tags))
+        stream = out.add_stream("aac", rate=sample_rate, layout="mono")
+        stream.bit_rate = bitrate
+        language = iso639_2(tags.language)
+        if language:
+            stream.metadata["language"] = language
+        pic = None
+        if cover is not None:
+            pic = out.add_mux_stream(cover[1], width=cover[2], height=cover[3])
+            pic.disposition = Disposition.attached_pic
+        out.start_encoding()
+        if pic is not None:
+            packet = av.Packet(cover[0])
+            packet.stream, packet.pts, packet.dts, packet.time_base = pic, 0, 0, Fraction(1, 90000)
+            out.mux(packet)
+        samples = _encode(out, stream, chunks, sample_rate)
+        if not samples:
+            raise ValueError("no audio to write: an .m4b needs at least one sample")
+        # Set now, before the trailer: the muxer then writes the chapter track (and chpl) with the
+        # last chapter ending at the audio's real end.
+        out.set_chapters(_av_chapters(chapters, starts, samples, sample_rate))
+    return samples
+
+
+def _encode(out, stream, chunks, sample_rate: int) -> int:
+    """Feed the chunks to the encoder in whole 1024-sample frames (the same frames however the
+    audio is split), then the rest and the flush; return the samples fed."""
+    import av
+    import numpy as np
+
+    pending = np.zeros(0, dtype=np.float32)
+    fed = 0
+
+    def frame(a) -> None:
+        nonlocal fed
+        fr = av.AudioFrame.from_ndarray(a[None, :], format="flt", layout="mono")
+        fr.sample_rate, fr.pts, fr.time_base = sample_rate, fed, Fraction(1, sample_rate)
+        out.mux(stream.encode(fr))
+        fed += len(a)
+
+    for chunk in chunks:
+        a = prepare_audio(chunk)
+        if not len(a):
+            continue
+        a = np.concatenate([pending, a]) if len(pending) else a
+        whole = len(a) - len(a) % AAC_FRAME
+        for i in range(0, whole, AAC_FRAME):
+            frame(a[i : i + AAC_FRAME])
+        pending = a[whole:].copy()
+    if len(pending):
+        frame(pending)
+    out.mux(stream.encode(None))
+    return fed
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading back: for the tests and for the book's own check of what it wrote
+# ---------------------------------------------------------------------------------------------
+
+_TAG_KEYS = {"title": "title", "author": "artist", "album": "album", "year": "date", "comment": "comment"}
+
+
+def read_m4b(path) -> dict:
+    """What an .m4b holds, read back with PyAV (and the chpl box by hand):
+
+    {"duration": seconds of audio, "sample_rate", "codec", "brand",
+     "chapters": [(title, start, end)] (FFmpeg's reading: the QuickTime chapter track),
+     "chpl": [(title, start)] (the Nero box, None when absent),
+     "tags": {"title", "author", "album", "year", "comment", "genre", "language"} (those present),
+     "cover": bytes | None}"""
+    av = _require_av()
+    try:
+        c = av.open(str(path))
+    except av.FFmpegError as e:
+        raise OmniVoiceError(f"cannot read {str(path)!r} as an MP4: {e}") from None
+    with c:
+        if not c.streams.audio:
+            raise OmniVoiceError(f"{str(path)!r} holds no audio")
+        audio = c.streams.audio[0]
+        duration = float(audio.duration * audio.time_base) if audio.duration else float(c.duration or 0) / 1e6
+        meta = dict(c.metadata)
+        tags = {k: meta[v] for k, v in _TAG_KEYS.items() if v in meta}
+        if "genre" in meta:
+            tags["genre"] = meta["genre"]
+        language = audio.metadata.get("language")
+        if language and language != "und":
+            tags["language"] = language
+        chapters = [
+            (ch["metadata"].get("title", ""), float(ch["start"] * ch["time_base"]), float(ch["end"] * ch["time_base"]))
+            for ch in c.chapters()
+        ]
+        cover = None
+        pics = [s for s in c.streams.video if s.disposition & av.stream.Disposition.attached_pic]
+        if pics:
+            packets = [p for p in c.demux(pics[0]) if p.size]
+            cover = bytes(packets[0]) if packets else None
+        info = {
+            "duration": duration,
+            "sample_rate": audio.codec_context.sample_rate,
+            "codec": audio.codec_context.name,
+            "brand": meta.get("major_brand"),
+        }
+    return {**info, "chapters": chapters, "chpl": read_chpl(path), "tags": tags, "cover": cover}
+
+
+def _boxes(f, start: int, end: int):
+    """(type, body start, body end) of the MP4 boxes between two offsets of the file `f`."""
+    pos = start
+    while pos + 8 <= end:
+        f.seek(pos)
+        size, kind = struct.unpack(">I4s", f.read(8))
+        head = 8
+        if size == 1:
+            size, head = struct.unpack(">Q", f.read(8))[0], 16
+        elif size == 0:
+            size = end - pos
+        if size < head:
+            return
+        yield kind, pos + head, min(pos + size, end)
+        pos += size
+
+
+def _box(f, start: int, end: int, kind: bytes):
+    return next(((s, e) for k, s, e in _boxes(f, start, end) if k == kind), None)
+
+
+def read_chpl(path) -> list[tuple[str, float]] | None:
+    """The Nero chapter list (moov/udta/chpl) as [(title, start seconds)], None when absent."""
+    body = box_path(path, b"moov", b"udta", b"chpl")
+    if body is None:
+        return None
+    count, pos, out = body[8], 9, []  # version and flags (4), 4 reserved bytes, the count
+    for _ in range(count):
+        start, n = struct.unpack(">QB", body[pos : pos + 9])
+        out.append((body[pos + 9 : pos + 9 + n].decode("utf-8", "replace"), start / 1e7))
+        pos += 9 + n
+    return out
+
+
+def box_path(path, *kinds: bytes) -> bytes | None:
+    """The body of the box at moov/.../kinds[-1] (the first of each type), None when absent; `kinds`
+    start below the file's top level (b"moov", b"mvhd")."""
+    with open(path, "rb") as f:
+        found = (0, os.fstat(f.fileno()).st_size)
+        for kind in kinds:
+            found = _box(f, *found, kind)
+            if found is None:
+                return None
+        f.seek(found[0])
+        return f.read(found[1] - found[0])
+
+
+# ---------------------------------------------------------------------------------------------
+# The chapter list beside the output
+# ---------------------------------------------------------------------------------------------
+
+
+def write_chapters_json(path, chapters: list[ChapterMark], tags: BookTags, files: list[str] | None = None) -> None:
+    """The chapter list as JSON (atomically): the book's title, author and language, then each
+    chapter's number (from 1), title, start and end (seconds, to the millisecond) and, with one
+    file per chapter, its file name (`files`, in the chapters' order)."""
+    if files is not None and len(files) != len(chapters):
+        raise ValueError(f"{len(files)} file names for {len(chapters)} chapters")
+    items = []
+    for i, ch in enumerate(chapters):
+        item = {"number": i + 1, "title": ch.title, "start": round(ch.start, 3), "end": round(ch.end, 3)}
+        if files is not None:
+            item["file"] = files[i]
+        items.append(item)
+    book = {"title": tags.title, "author": tags.author, "language": tags.language, "chapters": items}
+    text = json.dumps(book, ensure_ascii=False, indent=2) + "\n"
+    replace_atomically(Path(path), lambda f: f.write(text.encode("utf-8")))
