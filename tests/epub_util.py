@@ -5,9 +5,9 @@
                                         # copyright page, 3 titled chapters, the 2nd with an image
                                         # and a footnote
 
-What a reader should make of the default book: the chapters CHAPTERS' titles, in order, with the
-words of CHAPTER_WORDS[i] each (their text); the cover bytes tiny_png(); metadata TITLE, AUTHOR,
-LANGUAGE; none of the words of IMAGE_ALT, FOOTNOTE_BODY or the footnote marker.
+What a reader should make of the default book: 3 chapters, CHAPTERS' titles in order, the texts
+CHAPTER_TEXTS; the cover bytes tiny_png(); metadata TITLE, AUTHOR, LANGUAGE; none of the words of
+IMAGE_ALT or FOOTNOTE_BODY, no footnote marker.
 """
 
 from __future__ import annotations
@@ -38,16 +38,17 @@ CHAPTERS: list[tuple[str, str]] = [
         "<p>At dawn a ship came round the point, its sails torn.</p><p>Nobody on the shore said a word.</p>",
     ),
 ]
-# The words of each default chapter's text, as a reader gives them (title not included).
-CHAPTER_WORDS = [
-    "The wind rose in the evening and did not stop.\n\nBy midnight the sea was white.",
-    "She climbed the stairs with the oil.\n\nIt was the oldest lamp on the coast.",
-    "At dawn a ship came round the point, its sails torn.\n\nNobody on the shore said a word.",
-]
 FOOTNOTED = (
     '<p>The keeper trimmed the wick<a epub:type="noteref" href="#fn1" id="r1"><sup>1</sup></a> twice a night.</p>'
 )
 FOOTNOTED_TEXT = "The keeper trimmed the wick twice a night."
+# Each default chapter's text as the reader gives it: its heading not in it, paragraphs apart, the
+# image, the footnote marker and the footnote body gone.
+CHAPTER_TEXTS = [
+    "The wind rose in the evening and did not stop.\n\nBy midnight the sea was white.",
+    "She climbed the stairs with the oil.\n\nIt was the oldest lamp on the coast.\n\n" + FOOTNOTED_TEXT,
+    "At dawn a ship came round the point, its sails torn.\n\nNobody on the shore said a word.",
+]
 
 
 def tiny_png(width: int = 2, height: int = 2, rgb: tuple[int, int, int] = (200, 30, 30)) -> bytes:

@@ -216,11 +216,9 @@ def open_book(path: str | Path, *, keep_front_matter: bool = False) -> Book:
     return _open_text(path, keep_front_matter)
 
 
-def _not_utf8(path: Path, raw: bytes, where: str, pos: int) -> InvalidRequest:
-    hint = ""
-    if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        hint = " (it is UTF-16)"
-    return InvalidRequest(f"{path}: not UTF-8 text{hint}: {where}, byte {pos} (0x{raw[pos]:02x}); save it as UTF-8")
+def _not_utf8(path: Path, head: bytes, line: int, byte: int) -> InvalidRequest:
+    hint = " (it is UTF-16)" if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) else ""
+    return InvalidRequest(f"{path}: not UTF-8 text{hint}: line {line} has the byte 0x{byte:02x}; save it as UTF-8")
 
 
 # ---------------------------------------------------------------------------------------- plain text
@@ -279,7 +277,7 @@ def _lines(path: Path) -> Iterator[tuple[int, int, str]]:
             try:
                 line = raw[skip:].decode("utf-8")
             except UnicodeDecodeError as e:
-                raise _not_utf8(path, raw, f"line {lineno}", e.start + skip) from None
+                raise _not_utf8(path, raw, lineno, raw[e.start + skip]) from None
             yield lineno, start, line.rstrip("\r\n")
 
 
@@ -465,7 +463,7 @@ def _open_markdown(path: Path, keep: bool) -> Book:
         source = raw[skip:].decode("utf-8")
     except UnicodeDecodeError as e:
         line = raw[: e.start + skip].count(b"\n") + 1
-        raise _not_utf8(path, raw, f"line {line}", e.start + skip) from None
+        raise _not_utf8(path, raw, line, raw[e.start + skip]) from None
     lines = source.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     meta = _front_matter(lines)
     env: dict = {}
