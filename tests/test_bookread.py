@@ -88,6 +88,23 @@ def test_the_toc_title_wins_over_the_heading_and_a_heading_equal_to_it_is_droppe
     assert (chapter.title, chapter.text) == ("Chapter 1: The Storm", "Wind.")
 
 
+@pytest.mark.parametrize(
+    "paragraphs, title, kept",
+    [
+        (["The Storm", "Wind."], "The Storm", ["Wind."]),
+        (["THE STORM.", "Wind."], "The Storm", ["Wind."]),
+        (["Chapter 1", "The Storm", "Wind."], "Chapter 1: The Storm", ["Wind."]),
+        (["The Storm", "Wind."], "1. The Storm", ["Wind."]),
+        (["Chapter 1", "Wind."], "Chapter 1: The Storm", ["Chapter 1", "Wind."]),  # not the whole title
+        (["The Storm was wild.", "Wind."], "The Storm", ["The Storm was wild.", "Wind."]),
+        (["Wind."], None, ["Wind."]),
+        (["Storm"], "The Storm", []),
+    ],
+)
+def test_a_heading_that_is_the_title_is_not_read_again(paragraphs, title, kept):
+    assert bookread._drop_title(paragraphs, title) == kept
+
+
 def test_a_spine_page_the_toc_does_not_name_continues_its_chapter_unless_it_has_a_heading(tmp_path):
     extra = [
         ("chap_03b.xhtml", "", "<p>The rest of the morning.</p>"),  # a split file: no heading

@@ -478,6 +478,7 @@ def _open_markdown(path: Path, keep: bool) -> Book:
     texts: dict[int, str] = {}
     skipped: list[str] = []
     for sec in _markdown_sections(tokens, path):
+        sec.title = sec.title or f"line {sec.line}"  # a heading without words
         if not keep and sec.from_book and matter_by_title(sec.title):
             skipped.append(f"{sec.title} ({'back' if outline else 'front'} matter, by its title)")
             continue
@@ -809,16 +810,27 @@ def _read_doc(data: bytes, splits: Collection[str] = ()) -> _Doc:
     return _Doc(out.paragraphs, out.headings, types, out.cuts)
 
 
+def _key(text: str) -> str:
+    return "".join(c for c in text.casefold() if c.isalnum())
+
+
 def _drop_title(paragraphs: list[str], title: str | None) -> list[str]:
-    """The chapter's heading is its title, not its text: a first paragraph (or the first two,
-    "Chapter 1" + "The Storm") that reads as the title is dropped."""
+    """The chapter's heading is its title, not its text: the first paragraphs (up to 3) that
+    together read as the title ("Chapter 1" + "The Storm" under "Chapter 1: The Storm") are
+    dropped, or a first paragraph the title ends with ("The Storm" under "1. The Storm")."""
     if not title or not paragraphs:
         return paragraphs
-    key = "".join(c for c in title.casefold() if c.isalnum())
-    if "".join(c for c in paragraphs[0].casefold() if c.isalnum()) == key:
+    rest = _key(title)
+    for i, paragraph in enumerate(paragraphs[:3]):
+        key = _key(paragraph)
+        if not key or not rest.startswith(key):
+            break
+        rest = rest[len(key) :]
+        if not rest:
+            return paragraphs[i + 1 :]
+    first = _key(paragraphs[0])
+    if len(first) >= 3 and _key(title).endswith(first):
         return paragraphs[1:]
-    if len(paragraphs) > 1 and "".join(c for c in (paragraphs[0] + paragraphs[1]).casefold() if c.isalnum()) == key:
-        return paragraphs[2:]
     return paragraphs
 
 
