@@ -239,6 +239,13 @@ def test_a_bad_epub_is_one_line_naming_the_file(tmp_path, make, words):
     assert words in message and str(path) in message and "\n" not in message
 
 
+def test_a_file_of_the_zip_too_large_unpacked_is_refused(tmp_path, monkeypatch):
+    path = make_epub(tmp_path / "b.epub", cover=None)
+    monkeypatch.setattr(bookread, "MAX_MEMBER_BYTES", 300)
+    with pytest.raises(InvalidRequest, match=r"b\.epub: EPUB/contents\.xhtml is 0 MB unpacked, over the 0 MB"):
+        open_book(path)
+
+
 def test_without_ebooklib_an_epub_asks_for_the_book_extra(tmp_path, monkeypatch):
     path = make_epub(tmp_path / "b.epub")
     monkeypatch.setitem(sys.modules, "ebooklib", None)

@@ -11,8 +11,12 @@ in it (the title is the chapter's `title`, spoken or not by the caller). Which f
 
 `open_book` reads the whole book once to lay out the chapters (titles, what is skipped and why,
 words per chapter: `Book.outline`); `chapters()` reads each chapter again when it is asked for,
-so a 50 MB text file or a large EPUB never sits in memory whole. The rules are in the docstrings
-of `_epub_*`, `_markdown_*` and `_text_*` below and in docs/book.md.
+so a 50 MB text file or a large EPUB never sits in memory whole (Markdown is read whole, and an
+EPUB one content document at a time). The rules, each with its table test in tests/test_bookread.py,
+are in the docstrings: EPUB `_epub_checks` (what is refused), `_toc` and `_epub_units`
+(chaptering, titles), `_matter_reason` with MATTER_TYPES and MATTER_TITLES (front and back matter),
+`_read_doc` and `_dropped` (XHTML as text), `_cover`; Markdown `_markdown_sections`; plain text
+`_text_segments` and `text_heading`; `count_words`. docs/book.md says them for users.
 """
 
 from __future__ import annotations
@@ -955,12 +959,12 @@ def _cover(book, zf: zipfile.ZipFile, opf_dir: str, structure: dict[str, list[st
     for page, how in structure.items():
         if any(h.endswith(" cover") for h in how):
             try:
-                files.append(_cover_page_image(zf.read(posixpath.join(opf_dir, page)), page))
+                files.append(_cover_page_image(_member(zf, posixpath.join(opf_dir, page)), page))
             except KeyError:
                 pass
     for file in files:
         try:
-            data = zf.read(posixpath.normpath(posixpath.join(opf_dir, file))) if file else b""
+            data = _member(zf, posixpath.normpath(posixpath.join(opf_dir, file))) if file else b""
         except KeyError:
             continue
         if _image_type(data):
@@ -975,6 +979,19 @@ def _metadata(book) -> tuple[str | None, str | None, str | None]:
     titles, creators, languages = values("title"), values("creator"), values("language")
     author = ", ".join(dict.fromkeys(creators)) or None
     return (titles[0] if titles else None), author, (languages[0] if languages else None)
+
+
+MAX_MEMBER_BYTES = 128 * 1024 * 1024  # a document or image of a book, unpacked (a zip bomb is refused)
+
+
+def _member(zf: zipfile.ZipFile, name: str) -> bytes:
+    """One file of the EPUB's zip (KeyError when it has none of that name)."""
+    size = zf.getinfo(name).file_size
+    if size > MAX_MEMBER_BYTES:
+        raise InvalidRequest(
+            f"{zf.filename}: {name} is {size >> 20} MB unpacked, over the {MAX_MEMBER_BYTES >> 20} MB a file of a book may be"
+        )
+    return zf.read(name)
 
 
 _XHTML_TYPES = ("application/xhtml+xml", "text/html", "application/html+xml")
@@ -1031,7 +1048,7 @@ def _epub_units(zf: zipfile.ZipFile, opf_dir: str, book, toc: _Toc, structure: d
             skipped.append(f"{file} (not a text document: {media_type})")
             continue
         try:
-            doc = _read_doc(zf.read(posixpath.join(opf_dir, file)), toc.splits.get(file, ()))
+            doc = _read_doc(_member(zf, posixpath.join(opf_dir, file)), toc.splits.get(file, ()))
         except KeyError:
             skipped.append(f"{file} (missing from the EPUB)")
             continue
@@ -1085,7 +1102,7 @@ def _open_epub(path: Path, keep: bool) -> Book:
                 paragraphs = []
                 for file, anchor in pieces:
                     if last is None or last[0] != file:
-                        doc = _read_doc(zf.read(posixpath.join(opf_dir, file)), toc.splits.get(file, ()))
+                        doc = _read_doc(_member(zf, posixpath.join(opf_dir, file)), toc.splits.get(file, ()))
                         last = (file, {a: p for a, p, _ in doc.pieces()})
                     paragraphs += last[1].get(anchor, [])
                 yield "\n\n".join(_drop_title(paragraphs, title))
