@@ -39,7 +39,18 @@ omnivoice dub episode.srt --cast ALICE=alice --dry-run
 omnivoice dub episode.srt -o episode.wav --words episode.words.json
 """
 
-DUB_SETTINGS = ("lang", "normalize", "instruct", "voice", "ref", "ref_text", *st.GENERATION_KEYS, "seed", "format")
+DUB_SETTINGS = (
+    "lang",
+    "lexicon",
+    "normalize",
+    "instruct",
+    "voice",
+    "ref",
+    "ref_text",
+    *st.GENERATION_KEYS,
+    "seed",
+    "format",
+)
 LISTEN = ("asr_model",)  # --words: the speech recogniser (listen.py)
 
 
