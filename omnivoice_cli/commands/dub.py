@@ -50,6 +50,7 @@ DUB_SETTINGS = (
     *st.GENERATION_KEYS,
     "seed",
     "format",
+    "loudness",
 )
 LISTEN = ("asr_model",)  # --words: the speech recogniser (listen.py)
 

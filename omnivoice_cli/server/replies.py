@@ -35,6 +35,7 @@ from .speech import Speech
 
 SEED_HEADER = "X-OmniVoice-Seed"
 VERIFY_HEADER = "X-OmniVoice-Verify"  # `verify`: per piece, JSON (error, transcript, attempts, seed kept)
+LOUDNESS_HEADER = "X-OmniVoice-Loudness"  # `loudness`: JSON (target, input and output LUFS / dBTP, gain)
 
 
 class EventQueue:
@@ -137,8 +138,14 @@ class SpeechReply:
             return
         fmt, rate = self.speech.format, self.ticket.service.engine.sample_rate
         audio = np.concatenate([p.audio for p in pieces]) if pieces else np.zeros(0, dtype=np.float32)
-        data = await anyio.to_thread.run_sync(encode, audio, rate, fmt.sf_format, fmt.subtype)
+        target = self.speech.built.settings["loudness"]
         extra = {}
+        if target is not None:  # `loudness`: over the whole reply (media/loudness.py)
+            from ..media.loudness import normalize
+
+            audio, loud = await anyio.to_thread.run_sync(normalize, audio, rate, target)
+            extra[LOUDNESS_HEADER] = json.dumps(loud.as_dict(), separators=(",", ":"))
+        data = await anyio.to_thread.run_sync(encode, audio, rate, fmt.sf_format, fmt.subtype)
         check = self.ticket.pieces.check
         if check is not None:  # the pieces are all checked now (a streamed reply's headers go out first)
             extra[VERIFY_HEADER] = json.dumps(check.report(), ensure_ascii=True, separators=(",", ":"))
