@@ -175,8 +175,9 @@ def ref_voice(engine):
 @pytest.fixture(autouse=True)
 def _torch_threads_as_at_start():
     """Each test starts with torch's thread count as the process began and denormals kept: a command
-    run in-process with --threads N sets the count for the rest of the process, and the tests that
-    compare a worker thread's audio with the main thread's need both to add floats up alike."""
+    run in-process with --threads N sets torch's count for the rest of the process, and an engine
+    loaded later without `threads` would run with that count (each engine keeps its own count in
+    every thread it runs in: engine/loading.use_threads; tests/test_threads.py)."""
     yield
     torch = sys.modules.get("torch")
     if torch is not None:
