@@ -6,14 +6,13 @@ from typing import Optional
 
 import typer
 
-from ..app import settings as st
 from ..ui.options import (
-    HARDWARE_SETTINGS,
     NO_FLAGS,
     PRESET_OPTION,
     QUIET_OPTION,
     SPEAKER_MAX_CHARS_OPTION,
     SPEAKER_MAX_QUEUE_OPTION,
+    SPEAKER_SETTINGS,
     with_settings,
 )
 from .common import echo, load_engine, speaker_options
@@ -32,20 +31,6 @@ omnivoice wyoming --uri tcp://0.0.0.0:10200 --preset fast
 omnivoice wyoming --voice alice --lang en
 """
 
-WYOMING_SETTINGS = (
-    "lang",
-    "normalize",
-    "markdown",
-    "chunk_duration",
-    "chunk_threshold",
-    "instruct",
-    "voice",
-    "speed",
-    *st.GENERATION_KEYS,
-    "seed",
-    *HARDWARE_SETTINGS,
-)
-
 
 def check_extra() -> None:
     """The wyoming package imports, or MissingExtra (exit 2)."""
@@ -57,7 +42,7 @@ def check_extra() -> None:
         raise MissingExtra("omnivoice wyoming", "wyoming", "wyoming") from None
 
 
-@with_settings(*WYOMING_SETTINGS)
+@with_settings(*SPEAKER_SETTINGS)
 def wyoming(
     uri: str = typer.Option(
         "tcp://127.0.0.1:10200",
