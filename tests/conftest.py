@@ -138,6 +138,26 @@ def fake_engine(monkeypatch):
 
 
 @pytest.fixture
+def home(tmp_path, monkeypatch) -> Path:
+    """An empty OMNIVOICE_HOME for the test (saved voices, user presets); a module may define its own."""
+    h = tmp_path / "home"
+    monkeypatch.setenv("OMNIVOICE_HOME", str(h))
+    return h
+
+
+@pytest.fixture(scope="module")
+def module_home(tmp_path_factory) -> Path:
+    """An empty OMNIVOICE_HOME for the whole module (a server the module's tests share reads it)."""
+    old = os.environ.get("OMNIVOICE_HOME")
+    os.environ["OMNIVOICE_HOME"] = str(tmp_path_factory.mktemp("home"))
+    yield Path(os.environ["OMNIVOICE_HOME"])
+    if old is None:
+        del os.environ["OMNIVOICE_HOME"]
+    else:
+        os.environ["OMNIVOICE_HOME"] = old
+
+
+@pytest.fixture
 def tiny_ckpt() -> Path:
     return TINY_CKPT
 
