@@ -36,21 +36,7 @@ TINY_TOKENIZER = FIXTURES / "tiny" / "ckpt" / "tokenizer.json"
 # size, so the markers sit at the real ids), xz-compressed: 5.2 MB of it is padding.
 FULL_TOKENIZER = FIXTURES / "full" / "tokenizer.json.xz"
 GOLDEN = FIXTURES / "golden"
-CASES = [
-    "auto_en",
-    "design_en",
-    "zh",
-    "clone",
-    "clone_16k",
-    "batch3",
-    "steps8",
-    "steps16",
-    "guidance0",
-    "duration2",
-    "speed13",
-    "nonverbal",
-    "long",
-]
+CASES = sorted(p.stem for p in GOLDEN.glob("*.json"))  # every golden case
 
 
 @pytest.fixture(scope="module")
