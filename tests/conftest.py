@@ -138,6 +138,26 @@ def fake_engine(monkeypatch):
 
 
 @pytest.fixture
+def home(tmp_path, monkeypatch) -> Path:
+    """An empty OMNIVOICE_HOME for the test (saved voices, user presets); a module may define its own."""
+    h = tmp_path / "home"
+    monkeypatch.setenv("OMNIVOICE_HOME", str(h))
+    return h
+
+
+@pytest.fixture(scope="module")
+def module_home(tmp_path_factory) -> Path:
+    """An empty OMNIVOICE_HOME for the whole module (a server the module's tests share reads it)."""
+    old = os.environ.get("OMNIVOICE_HOME")
+    os.environ["OMNIVOICE_HOME"] = str(tmp_path_factory.mktemp("home"))
+    yield Path(os.environ["OMNIVOICE_HOME"])
+    if old is None:
+        del os.environ["OMNIVOICE_HOME"]
+    else:
+        os.environ["OMNIVOICE_HOME"] = old
+
+
+@pytest.fixture
 def tiny_ckpt() -> Path:
     return TINY_CKPT
 
@@ -175,8 +195,9 @@ def ref_voice(engine):
 @pytest.fixture(autouse=True)
 def _torch_threads_as_at_start():
     """Each test starts with torch's thread count as the process began and denormals kept: a command
-    run in-process with --threads N sets the count for the rest of the process, and the tests that
-    compare a worker thread's audio with the main thread's need both to add floats up alike."""
+    run in-process with --threads N sets torch's count for the rest of the process, and an engine
+    loaded later without `threads` would run with that count (each engine keeps its own count in
+    every thread it runs in: engine/loading.use_threads; tests/test_threads.py)."""
     yield
     torch = sys.modules.get("torch")
     if torch is not None:

@@ -25,20 +25,8 @@ from omnivoice_cli.engine.text import (
 
 FIXTURES = Path(__file__).parent / "fixtures"
 GOLDEN = FIXTURES / "golden"
-SHORT_CASES = [
-    "auto_en",
-    "design_en",
-    "zh",
-    "clone",
-    "clone_16k",
-    "batch3",
-    "steps8",
-    "steps16",
-    "guidance0",
-    "duration2",
-    "speed13",
-    "nonverbal",
-]
+CASES = sorted(p.stem for p in GOLDEN.glob("*.json"))  # every golden case
+SHORT_CASES = [c for c in CASES if c != "long"]  # one canvas each (`long` has five: its own test)
 
 
 @pytest.fixture(scope="module")

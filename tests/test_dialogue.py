@@ -34,13 +34,6 @@ def one_error(result) -> str:
 
 
 @pytest.fixture
-def home(tmp_path, monkeypatch):
-    h = tmp_path / "home"
-    monkeypatch.setenv("OMNIVOICE_HOME", str(h))
-    return h
-
-
-@pytest.fixture
 def voice_file(tmp_path):
     """A voice file (random codes for the tiny model's 8 codebooks)."""
     from omnivoice_cli.engine.voice import VoicePrompt, save_voice

@@ -7,13 +7,6 @@ import json
 import pytest
 
 
-@pytest.fixture
-def home(tmp_path, monkeypatch):
-    h = tmp_path / "home"
-    monkeypatch.setenv("OMNIVOICE_HOME", str(h))
-    return h
-
-
 @pytest.mark.parametrize("args, speed", [([], 1.0), (["--speed", "1.3"], 1.3), (["--duration", "2"], None)])
 def test_say_json_reports_the_speed_used(invoke, fake_engine, home, tmp_path, args, speed):
     """1.0 (the normal rate, what the engine uses) when none is given; none when --duration fixes

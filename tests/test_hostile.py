@@ -22,13 +22,6 @@ from omnivoice_cli.engine.errors import CheckpointError, InvalidRequest
 from omnivoice_cli.engine.pipeline import Request, plan_request, validate_request
 
 
-@pytest.fixture
-def home(tmp_path, monkeypatch):
-    h = tmp_path / "home"
-    monkeypatch.setenv("OMNIVOICE_HOME", str(h))
-    return h
-
-
 def one_error(result) -> str:
     """The one line a failure prints (no traceback, no second line)."""
     assert "Traceback" not in result.stderr and "───" not in result.stderr, result.stderr

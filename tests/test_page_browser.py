@@ -56,18 +56,7 @@ def browser():
 
 
 @pytest.fixture(scope="module")
-def home(tmp_path_factory):
-    old = os.environ.get("OMNIVOICE_HOME")
-    os.environ["OMNIVOICE_HOME"] = str(tmp_path_factory.mktemp("home"))
-    yield Path(os.environ["OMNIVOICE_HOME"])
-    if old is None:
-        del os.environ["OMNIVOICE_HOME"]
-    else:
-        os.environ["OMNIVOICE_HOME"] = old
-
-
-@pytest.fixture(scope="module")
-def server(engine, home):
+def server(engine, module_home):
     with running_server(engine, piece_seconds=1.0) as (url, _, state):
         yield url, state
 
@@ -313,7 +302,7 @@ def test_an_out_of_range_setting_shows_the_apis_message(tab, server):
     assert tab.hook("error").is_hidden()
 
 
-def test_with_an_api_key_the_page_asks_for_it_once_and_works(browser, engine, home):
+def test_with_an_api_key_the_page_asks_for_it_once_and_works(browser, engine, module_home):
     with running_server(engine, api_key=KEY) as (url, _, _state):
         tab = Page(browser, url).open(ready=False)
         try:

@@ -47,11 +47,11 @@ def test_batch_plain_line_per_finished_line():
     assert (p.done, p.skipped, p.failed) == (1, 1, 1)
 
 
-def test_loading_prints_one_line_when_not_a_terminal():
+def test_status_prints_one_line_when_not_a_terminal():
     lines: list[str] = []
-    with progress.loading("the model (x)", enabled=True, live=False, echo=lines.append):
+    with progress.status("loading the model (x) ...", enabled=True, live=False, echo=lines.append):
         pass
-    with progress.loading("the model (x)", enabled=False, live=False, echo=lines.append):
+    with progress.status("loading the model (x) ...", enabled=False, live=False, echo=lines.append):
         pass
     assert lines == ["loading the model (x) ..."]
 
@@ -234,7 +234,7 @@ def test_messages_go_above_a_live_bar(live_bars):
         assert progress._LIVE == []  # no bar yet: the model may load here under its own spinner
         p.step(1, 4)
         echo("Warning: something")
-        with progress.loading("x", enabled=True):
+        with progress.status("loading x ...", enabled=True):
             pass
     assert live_bars[-3:] == [("above", "Warning: something"), ("above", "loading x ..."), "bar stopped"]
     assert progress._LIVE == []

@@ -49,13 +49,6 @@ def records(out: Path) -> dict[int, dict]:
     return {r["line"]: r for r in recs}
 
 
-@pytest.fixture
-def home(tmp_path, monkeypatch):
-    h = tmp_path / "home"
-    monkeypatch.setenv("OMNIVOICE_HOME", str(h))
-    return h
-
-
 # ------------------------------------------------------------------------------------ pure parts
 
 

@@ -70,12 +70,6 @@ def test_a_presets_int8_dropped_is_a_new_layer():
 # ------------------------------------------------------------------ the runs, on FakeEngine
 
 
-@pytest.fixture
-def home(tmp_path, monkeypatch):
-    monkeypatch.setenv("OMNIVOICE_HOME", str(tmp_path / "home"))
-    return tmp_path / "home"
-
-
 class Held:
     """A stand-in for signals.HoldSignals: counts the writes it protects."""
 

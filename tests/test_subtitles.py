@@ -24,13 +24,6 @@ TEXT = (
 CHUNKED = ["--chunk-threshold", "1", "--chunk-duration", "1"]  # every sentence its own chunk
 
 
-@pytest.fixture
-def home(tmp_path, monkeypatch):
-    h = tmp_path / "home"
-    monkeypatch.setenv("OMNIVOICE_HOME", str(h))
-    return h
-
-
 def read_cues(path) -> list[tuple[int, int, str]]:
     """(start ms, end ms, text) parsed back with the library of the format."""
     if str(path).endswith(".srt"):

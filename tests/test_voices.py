@@ -44,13 +44,6 @@ def warnings_of(result) -> list[str]:
 
 
 @pytest.fixture
-def home(tmp_path, monkeypatch):
-    h = tmp_path / "home"
-    monkeypatch.setenv("OMNIVOICE_HOME", str(h))
-    return h
-
-
-@pytest.fixture
 def ref(tmp_path):
     """The golden 3 s reference recording, in a folder of its own."""
     folder = tmp_path / "refs"

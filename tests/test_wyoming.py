@@ -5,9 +5,7 @@ streaming synthesis, many satellites on one engine loop, clients that leave, bad
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -39,18 +37,7 @@ THREE = (
 
 
 @pytest.fixture(scope="module")
-def home(tmp_path_factory):
-    old = os.environ.get("OMNIVOICE_HOME")
-    os.environ["OMNIVOICE_HOME"] = str(tmp_path_factory.mktemp("home"))
-    yield Path(os.environ["OMNIVOICE_HOME"])
-    if old is None:
-        del os.environ["OMNIVOICE_HOME"]
-    else:
-        os.environ["OMNIVOICE_HOME"] = old
-
-
-@pytest.fixture(scope="module")
-def alice(home, ref_voice):
+def alice(module_home, ref_voice):
     from omnivoice_cli.app import voices
 
     voices.save("alice", ref_voice, source="test")
@@ -90,7 +77,7 @@ class Running:
 
 
 @pytest.fixture(scope="module")
-def srv(engine, home):
+def srv(engine, module_home):
     running = Running(engine)
     yield running
     running.close()
@@ -376,7 +363,7 @@ def test_a_request_that_cannot_be_spoken_gets_an_error_then_the_connection_close
     assert len(run(speak(srv, "Still here."))) > 0
 
 
-def test_a_full_engine_queue_is_an_error_event(engine, home):
+def test_a_full_engine_queue_is_an_error_event(engine, module_home):
     running = Running(engine, max_queue=1)
     try:
         gate = hold_loop(running.service)
@@ -399,7 +386,7 @@ def test_a_full_engine_queue_is_an_error_event(engine, home):
         running.close()
 
 
-def test_a_unix_socket_serves_and_is_removed_at_the_end(engine, home, tmp_path):
+def test_a_unix_socket_serves_and_is_removed_at_the_end(engine, module_home, tmp_path):
     from wyoming.client import AsyncUnixClient
 
     from omnivoice_cli.server.wyoming import _remove_socket
@@ -425,7 +412,7 @@ def test_a_unix_socket_serves_and_is_removed_at_the_end(engine, home, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_long_stream_is_spoken_in_parts_within_max_chars(engine, home, monkeypatch):
+def test_a_long_stream_is_spoken_in_parts_within_max_chars(engine, module_home, monkeypatch):
     """An answer longer than --max-chars, with and without sentence ends, streamed in: spoken in
     parts of at most --max-chars (parts that waited are joined only up to it), never refused."""
     running = Running(engine, max_chars=60)

@@ -427,10 +427,9 @@ def read_transcript(path: Path) -> str:
 
 
 def reference_transcript(audio: Path, ref_text: str | None, flag: str = "--ref-text") -> str:
-    """The transcript of a reference recording: `ref_text`, else the `.txt` file beside it.
-
-    There is no speech recogniser in this tool, so without either it is an error saying how to
-    give one."""
+    """The transcript of a reference recording: `ref_text`, else the `.txt` file beside it (read
+    with read_transcript's checks). A recording with neither is the speech recogniser's
+    (request.References.transcribed): callers ask this only when one of them is there."""
     if ref_text is not None:
         text = st.join_lines(ref_text)
         if not text:
@@ -441,13 +440,7 @@ def reference_transcript(audio: Path, ref_text: str | None, flag: str = "--ref-t
         if problem:
             raise InvalidRequest(f"{flag} is {problem}: give UTF-8 text")
         return text
-    sibling = transcript_file(audio)
-    if sibling.is_file():
-        return read_transcript(sibling)
-    raise InvalidRequest(
-        f'no transcript for the reference audio {audio}: give {flag} "the words spoken in it" or write '
-        f"them into {sibling} (omnivoice has no speech recogniser)"
-    )
+    return read_transcript(transcript_file(audio))
 
 
 def check_reference_file(path: str | Path, shown: str | None = None) -> Path:

@@ -10,12 +10,12 @@ import typer
 from ..app import settings as st
 from ..engine.errors import InvalidRequest
 from ..ui.options import (
-    HARDWARE_SETTINGS,
     NO_FLAGS,
     PRESET_OPTION,
     QUIET_OPTION,
     SPEAKER_MAX_CHARS_OPTION,
     SPEAKER_MAX_QUEUE_OPTION,
+    SPEAKER_SETTINGS,
     with_settings,
 )
 from .common import echo, notice, speaker_options
@@ -32,21 +32,6 @@ EXAMPLES = """
 omnivoice mcp --root ~/speech --voice alice --preset fast
 omnivoice mcp --root ~/speech --http 8765
 """
-
-MCP_SETTINGS = (
-    "lang",
-    "lexicon",
-    "normalize",
-    "markdown",
-    "chunk_duration",
-    "chunk_threshold",
-    "instruct",
-    "voice",
-    "speed",
-    *st.GENERATION_KEYS,
-    "seed",
-    *HARDWARE_SETTINGS,
-)
 
 
 def check_extra() -> None:
@@ -67,7 +52,7 @@ def _root(spec: str) -> Path:
     return root.resolve()
 
 
-@with_settings(*MCP_SETTINGS)
+@with_settings(*SPEAKER_SETTINGS)
 def mcp(
     root: str = typer.Option(
         ...,

@@ -6,17 +6,16 @@ from typing import Optional
 
 import typer
 
-from ..app import settings as st
 from ..ui.options import (
-    HARDWARE_SETTINGS,
     NO_FLAGS,
     PRESET_OPTION,
     QUIET_OPTION,
     SPEAKER_MAX_CHARS_OPTION,
     SPEAKER_MAX_QUEUE_OPTION,
+    SPEAKER_SETTINGS,
     with_settings,
 )
-from .common import echo, load_engine, speaker_options
+from .common import echo, load_engine, speaker_options, warn
 
 HELP = """Serve text to speech over the Wyoming protocol, for Home Assistant's voice pipeline.
 
@@ -32,21 +31,6 @@ omnivoice wyoming --uri tcp://0.0.0.0:10200 --preset fast
 omnivoice wyoming --voice alice --lang en
 """
 
-WYOMING_SETTINGS = (
-    "lang",
-    "lexicon",
-    "normalize",
-    "markdown",
-    "chunk_duration",
-    "chunk_threshold",
-    "instruct",
-    "voice",
-    "speed",
-    *st.GENERATION_KEYS,
-    "seed",
-    *HARDWARE_SETTINGS,
-)
-
 
 def check_extra() -> None:
     """The wyoming package imports, or MissingExtra (exit 2)."""
@@ -56,6 +40,9 @@ def check_extra() -> None:
         import wyoming.server  # noqa: F401
     except ImportError:
         raise MissingExtra("omnivoice wyoming", "wyoming", "wyoming") from None
+
+
+WYOMING_SETTINGS = tuple(k for k in SPEAKER_SETTINGS if k != "loudness")  # its audio streams: no whole output to level
 
 
 @with_settings(*WYOMING_SETTINGS)
@@ -83,6 +70,8 @@ def wyoming(
 
     parse_uri(uri)
     settings, options = speaker_options(preset, flags, max_queue, max_chars)
+    if settings["loudness"] is not None:  # from a preset (there is no flag)
+        warn("loudness is not applied by omnivoice wyoming: its audio streams as each piece is ready")
     speaker = Speaker(options, load=lambda: load_engine(settings, quiet)[0])
     speaker.check()  # the flags make a request (a voice that exists, ...) before the model loads
     speaker.start()

@@ -50,13 +50,31 @@ def resolve_dtype(dtype: str, device: "torch.device", cfg: ModelConfig) -> "torc
     return names[dtype]
 
 
-def _set_threads(threads: int | None) -> None:
+def _set_threads(threads: int | None) -> int:
+    """Check and set torch's CPU thread count (None: keep torch's); the count the engine runs with."""
     import torch
 
     if threads is not None:
         if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
             raise InvalidRequest(f"threads {threads!r} is not allowed: use an integer >= 1")
         torch.set_num_threads(threads)
+    return torch.get_num_threads()
+
+
+def use_threads(count: int | None) -> None:
+    """Run torch in the calling thread on `count` CPU threads (what the engine was loaded with).
+
+    torch.set_num_threads reaches only the thread that calls it and the threads that have not run
+    torch yet: each thread has its own OpenMP and MKL thread count, which torch sets from its
+    process-wide count once, at the thread's first parallel operation. A thread that had run
+    torch before (a server's engine loop started before another engine was loaded with other
+    --threads; the main thread after that load; a caller's thread pool) goes on with its old
+    count, and a sum split over another number of threads adds its floats up in another order:
+    other samples. So every entry of the engine that runs torch calls this first."""
+    import torch
+
+    if count is not None and torch.get_num_threads() != count:
+        torch.set_num_threads(count)
 
 
 def _resolve_hardware(device: str, quantize: str | None, compile: bool, notice: Callable[[str], None]):
@@ -213,7 +231,7 @@ def load_engine(
     from .codec import load_codec_decoder
 
     notice = on_notice or (lambda line: None)
-    _set_threads(threads)
+    count = _set_threads(threads)
     memory.keep_heap()
     dev, quantize = _resolve_hardware(device, quantize, compile, notice)
     root = hub.resolve_checkpoint(model, on_notice, on_download)
@@ -230,6 +248,7 @@ def load_engine(
     codec_device = torch.device("cpu") if dev.type == "mps" else dev  # MPS convs cap lengths at 65536
     codec = load_codec_decoder(root / "audio_tokenizer", cfg.codec, device=codec_device)
     engine = engine_cls(root, cfg, tokenizer, net, codec, dev, dt)
+    engine.threads = count
     if cuda_graphs and dev.type == "cuda" and not compile:
         from .graphs import GraphedForward
 

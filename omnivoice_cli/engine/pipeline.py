@@ -293,6 +293,7 @@ class Engine:
         self.device, self.dtype = device, dtype
         self.forward = model  # what runs the body each step (a GraphedForward on CUDA)
         self._encoder = None  # loaded on the first voice clone
+        self.threads: int | None = None  # torch CPU threads it runs with (set by load; None: whatever torch has)
 
     @property
     def sample_rate(self) -> int:
@@ -333,6 +334,13 @@ class Engine:
             on_download=on_download,
         )
 
+    def use_threads(self) -> None:
+        """Run torch in the calling thread on this engine's CPU threads (loading.use_threads): the
+        first thing each entry that runs torch does, so its audio is the same in any thread."""
+        from .loading import use_threads
+
+        use_threads(self.threads)
+
     def load_encoder(self) -> None:
         """Load the codec's encoder (HuBERT and the acoustic encoder), which cloning needs; done by
         the first voice_from_audio otherwise. Loading it up front lets a caller time model loading."""
@@ -348,6 +356,7 @@ class Engine:
 
         if ref_text is not None and not ref_text.strip():
             raise InvalidRequest("the reference transcript is empty: give the words spoken in the reference audio")
+        self.use_threads()
         self.load_encoder()
         return encode_reference(self._encoder, ref_audio, ref_text, preprocess=preprocess)
 
@@ -434,6 +443,7 @@ class Engine:
         """
         from .generation import run_jobs
 
+        self.use_threads()
         run = _GenerateRun(self, requests, on_step, on_result, on_error, checks)
         first = run.start()
         if first:

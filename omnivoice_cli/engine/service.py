@@ -279,6 +279,7 @@ class Service:
                 inbox, self._inbox = self._inbox, []
                 calls, self._calls = self._calls, []
                 dirty, self._dirty = self._dirty, False
+            self.engine.use_threads()  # the engine's count, also if torch's was changed since
             for fn, future in calls:
                 _run_call(self.engine, fn, future)
             for ticket in inbox:

@@ -504,6 +504,7 @@ def stream(
     from .generation import run_jobs
     from .pipeline import validate_request
 
+    engine.use_threads()
     warnings = validate_request(req, engine.cfg)
     for w in warnings:
         if on_warning:

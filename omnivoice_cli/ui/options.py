@@ -149,6 +149,9 @@ SPEECH_SETTINGS = (
     "loudness",
 )
 HARDWARE_SETTINGS = ("model", "device", "dtype", "threads", "quantize", "compile")
+# The settings of the engine-loop servers (`omnivoice wyoming`, `omnivoice mcp`: app/speaker.py):
+# say's, less duration and format (a request's own), with the engine's hardware.
+SPEAKER_SETTINGS = tuple(k for k in SPEECH_SETTINGS if k not in ("duration", "format")) + HARDWARE_SETTINGS
 LISTEN_SETTINGS = (
     "asr_model",
     "verify",

@@ -96,11 +96,6 @@ def status(message: str, enabled: bool, live: bool | None = None, echo: Echo = _
         yield
 
 
-def loading(what: str, enabled: bool, live: bool | None = None, echo: Echo = _echo):
-    """'loading the model ...' while the block runs: a spinner on a terminal, else one line."""
-    return status(f"loading {what} ...", enabled, live, echo)
-
-
 class StepProgress:
     """The forwards of `say`, advanced by the engine's on_step(done, total).
 
