@@ -1,0 +1,1013 @@
+"""Reading a book (EPUB, Markdown, plain text) into chapters of plain text: `omnivoice book`'s input.
+
+    book = open_book("novel.epub")            # InvalidRequest (one line naming the file) if unreadable
+    book.info.title, book.info.skipped        # metadata; front/back matter and empty chapters left out
+    for ch in book.chapters():                # one chapter's text in memory at a time
+        ch.number, ch.title, ch.text, ch.source
+
+A chapter's text is plain text, paragraphs separated by a blank line ("\\n\\n"); its heading is not
+in it (the title is the chapter's `title`, spoken or not by the caller). Which files are which:
+`.epub` (or any zip) is an EPUB, `.md`/`.markdown` Markdown, anything else UTF-8 plain text.
+
+`open_book` reads the whole book once to lay out the chapters (titles, what is skipped and why,
+words per chapter: `Book.outline`); `chapters()` reads each chapter again when it is asked for,
+so a 50 MB text file or a large EPUB never sits in memory whole. The rules are in the docstrings
+of `_epub_*`, `_markdown_*` and `_text_*` below and in docs/book.md.
+"""
+
+from __future__ import annotations
+
+import codecs
+import posixpath
+import re
+import zipfile
+from collections.abc import Callable, Collection, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import unquote
+
+from ..engine.errors import InvalidRequest, MissingExtra
+
+__all__ = [
+    "Book",
+    "BookInfo",
+    "Chapter",
+    "ChapterRef",
+    "count_words",
+    "open_book",
+    "MATTER_TITLES",
+    "MATTER_TYPES",
+    "MARKDOWN_SUFFIXES",
+]
+
+
+@dataclass(frozen=True)
+class Chapter:
+    number: int  # 1-based, in reading order, after skipping front/back matter and empty chapters
+    title: str  # from the navigation/TOC, a heading, a "Chapter 12" line; else "Chapter N" / the file's name
+    text: str  # plain text; paragraphs separated by "\n\n"
+    source: str  # an EPUB item's href ("Text/ch1.xhtml"), "notes.md line 12", "book.txt line 40"
+
+
+@dataclass(frozen=True)
+class ChapterRef:
+    """A chapter as open_book laid it out (no text): for a dry run, a progress total, a selection."""
+
+    number: int
+    title: str
+    source: str
+    words: int
+
+
+@dataclass(frozen=True)
+class BookInfo:
+    title: str | None  # the book's own (EPUB metadata, Markdown front matter); None when it says none
+    author: str | None  # its creators, joined by ", "
+    language: str | None  # as the book gives it ("en", "en-GB")
+    cover: bytes | None  # the cover image, JPEG or PNG only (other formats are not used)
+    cover_type: str | None  # "image/jpeg" | "image/png", from the bytes themselves
+    skipped: tuple[str, ...] = ()  # each "TITLE (why)": front/back matter, empty chapters
+    format: str = "text"  # "epub" | "markdown" | "text"
+
+
+class Book:
+    """A book laid out in chapters: `info`, `outline` (the chapters without text), `chapters()`."""
+
+    def __init__(
+        self, info: BookInfo, outline: tuple[ChapterRef, ...], read: Callable[[list[ChapterRef]], Iterator[str]]
+    ):
+        self.info = info
+        self.outline = outline
+        self._read = read
+
+    def __len__(self) -> int:
+        return len(self.outline)
+
+    def chapters(self, numbers: Collection[int] | None = None) -> Iterator[Chapter]:
+        """The chapters in order (only those `numbers` when given), each read when reached."""
+        wanted = [ref for ref in self.outline if numbers is None or ref.number in numbers]
+        for ref, text in zip(wanted, self._read(wanted)):
+            yield Chapter(ref.number, ref.title, text, ref.source)
+
+
+# ----------------------------------------------------------------------------------------- words
+
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f"
+_TOKEN_RE = re.compile(rf"[{_CJK}]|[^\s{_CJK}]+")
+_CJK_RE = re.compile(rf"[{_CJK}]")
+_SPEAKABLE_RE = re.compile(r"[^\W_]")  # a letter or a digit, in any script
+
+
+def count_words(text: str) -> int:
+    """Words in `text`: runs between spaces that hold a letter or a digit ("--" and "*" are not
+    words), and each Chinese character or Japanese kana/kanji one word (they are written without
+    spaces). Streams over the text (no list of words), so a huge text counts in little memory."""
+    n = 0
+    for m in _TOKEN_RE.finditer(text):
+        token = m.group()
+        if _SPEAKABLE_RE.search(token):
+            n += 1
+    return n
+
+
+def _speakable(text: str) -> bool:
+    return _SPEAKABLE_RE.search(text) is not None
+
+
+def _squash(text: str) -> str:
+    """Runs of white space (newlines, no-break spaces) as one space; soft hyphens and zero-width
+    characters dropped."""
+    return " ".join(text.replace("\xad", "").replace("\u200b", "").replace("\ufeff", "").split())
+
+
+# ----------------------------------------------------------------------------------- front/back matter
+
+# Chapter titles that mark front or back matter (compared case-insensitively, punctuation and
+# spaces aside): what each is, and the titles. Titles that start with one of MATTER_TITLE_PREFIXES
+# (advertisements for other books) too. Only titles the book gives count: not a file-name or a
+# "Chapter N" fallback.
+MATTER_TITLES: dict[str, tuple[str, ...]] = {
+    "cover": ("cover", "front cover", "back cover", "cover page"),
+    "title page": ("title page", "title", "half title", "half title page", "halftitle"),
+    "table of contents": ("contents", "table of contents", "toc", "brief contents"),
+    "copyright page": ("copyright", "copyright page", "copyright notice", "copyrights", "imprint", "legal notice"),
+    "list of illustrations": ("list of illustrations", "list of figures", "list of tables", "illustrations"),
+    "colophon": ("colophon",),
+    "index": ("index", "general index"),
+    "notes": ("notes", "endnotes", "footnotes"),
+    "bibliography": ("bibliography", "references", "works cited"),
+    "glossary": ("glossary",),
+}
+MATTER_TITLE_PREFIXES = ("also by", "other books by", "other titles by", "books by", "more from", "about the publisher")
+# EPUB structural types (epub:type on the document's <body>/<section>, EPUB 3 landmarks, EPUB 2
+# guide types, DPUB-ARIA roles as doc-TYPE) that mark front or back matter. Not skipped, because
+# audiobooks read them: dedication, epigraph, foreword, preface, introduction, prologue, epilogue,
+# afterword, acknowledgments, appendix.
+MATTER_TYPES = frozenset(
+    {
+        "cover",
+        "titlepage",
+        "title-page",
+        "halftitlepage",
+        "toc",
+        "loi",
+        "lot",
+        "lov",
+        "loa",
+        "copyright-page",
+        "imprint",
+        "colophon",
+        "index",
+        "glossary",
+        "bibliography",
+        "notes",
+        "footnotes",
+        "endnotes",
+        "rearnotes",
+        "errata",
+        "landmarks",
+        "page-list",
+        "other-credits",
+    }
+)
+_TITLE_KEY_RE = re.compile(r"[^\w\s]+")
+
+
+def _title_key(title: str) -> str:
+    return " ".join(_TITLE_KEY_RE.sub(" ", title.casefold()).split())
+
+
+def matter_by_title(title: str) -> str | None:
+    """What front/back matter a chapter title names ("table of contents"), or None."""
+    key = _title_key(title)
+    for what, titles in MATTER_TITLES.items():
+        if key in titles:
+            return what
+    if key.startswith(MATTER_TITLE_PREFIXES):
+        return "advertisement"
+    return None
+
+
+def _file_title(path: Path) -> str:
+    """A chapter title from the file's name: "my_notes.md" -> "my notes"."""
+    return " ".join(re.sub(r"[-_]+", " ", path.stem).split()) or path.name
+
+
+# ----------------------------------------------------------------------------------------- open
+
+
+MARKDOWN_SUFFIXES = (".md", ".markdown", ".mdown", ".mkd", ".mkdn")
+
+
+def open_book(path: str | Path, *, keep_front_matter: bool = False) -> Book:
+    """The book at `path`, laid out in chapters. EPUB for `.epub` or any zip file, Markdown for
+    `.md`/`.markdown`, else UTF-8 plain text. InvalidRequest (one line naming the file) for a
+    missing or unreadable file, MissingExtra for an EPUB without ebooklib installed."""
+    path = Path(path)
+    if not path.exists():
+        raise InvalidRequest(f"{path}: no such file")
+    if path.is_dir():
+        raise InvalidRequest(f"{path}: a folder, not a book (EPUB, Markdown or plain text)")
+    suffix = path.suffix.lower()
+    if suffix == ".epub" or (suffix not in MARKDOWN_SUFFIXES and zipfile.is_zipfile(path)):
+        return _open_epub(path, keep_front_matter)
+    if suffix in MARKDOWN_SUFFIXES:
+        return _open_markdown(path, keep_front_matter)
+    return _open_text(path, keep_front_matter)
+
+
+def _not_utf8(path: Path, head: bytes, line: int, byte: int) -> InvalidRequest:
+    hint = " (it is UTF-16)" if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) else ""
+    return InvalidRequest(f"{path}: not UTF-8 text{hint}: line {line} has the byte 0x{byte:02x}; save it as UTF-8")
+
+
+# ---------------------------------------------------------------------------------------- plain text
+
+_NUMBER_WORDS = (
+    r"(?:twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)(?:[-\s](?:one|two|three|four|five|six|seven|eight|nine))?"
+    r"|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen"
+    r"|seventeen|eighteen|nineteen"
+)
+_ROMAN = r"(?=[mdclxvi])m{0,3}(?:cm|cd|d?c{0,3})(?:xc|xl|l?x{0,3})(?:ix|iv|v?i{0,3})"
+_NUMBERED = r"chapter|chap\.|part|book"
+_NAMED = r"prologue|epilogue|preface|introduction|afterword|interlude"
+TEXT_HEADING_RE = re.compile(
+    rf"(?P<head>(?:{_NUMBERED})\s+(?:\d{{1,4}}|{_ROMAN}|{_NUMBER_WORDS})\b|(?:{_NAMED})\b)"
+    r"(?:\s*[.:]?|\s*[.:\-\u2013\u2014]\s*(?P<title>\S.{0,79}))",
+    re.IGNORECASE,
+)
+TEXT_TITLE_MAX_WORDS = 10
+_GUTENBERG_START_RE = re.compile(r"\*\*\*\s*START OF (?:THE|THIS) PROJECT GUTENBERG", re.IGNORECASE)
+_GUTENBERG_END_RE = re.compile(r"\*\*\*\s*END OF (?:THE|THIS) PROJECT GUTENBERG", re.IGNORECASE)
+
+
+def text_heading(line: str) -> tuple[str, bool] | None:
+    """(title, has its own title) when the line, stripped, is a chapter heading on its own:
+    "Chapter 12", "CHAPTER XII.", "Chapter Twelve", "Chapter 3: The Storm", "Part II", "Book One",
+    "Prologue"; else None. A heading's own title (after ":", ".", "-" or a dash) is at most
+    TEXT_TITLE_MAX_WORDS words, so "Chapter 12 was where..." or a sentence is not one."""
+    m = TEXT_HEADING_RE.fullmatch(line.strip())
+    if not m:
+        return None
+    title = m.group("title")
+    if title is not None and len(title.split()) > TEXT_TITLE_MAX_WORDS:
+        return None
+    head = _squash(m.group("head"))
+    if title is None:
+        return head, False
+    return f"{head}: {_squash(title).rstrip('.')}", True
+
+
+def _subtitle(line: str) -> str | None:
+    """The line under a bare "CHAPTER I" that names it ("Down the Rabbit-Hole"), when it can."""
+    text = _squash(line)
+    if not text or len(text) > 80 or len(text.split()) > TEXT_TITLE_MAX_WORDS or text_heading(text):
+        return None
+    return text.rstrip(".")
+
+
+def _lines(path: Path) -> Iterator[tuple[int, int, str]]:
+    """(line number, byte offset, text) of each line, decoded as UTF-8 (a BOM dropped)."""
+    with open(path, "rb") as f:
+        offset = 0
+        for lineno, raw in enumerate(f, 1):
+            start = offset
+            offset += len(raw)
+            skip = 3 if lineno == 1 and raw.startswith(codecs.BOM_UTF8) else 0
+            try:
+                line = raw[skip:].decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise _not_utf8(path, raw, lineno, raw[e.start + skip]) from None
+            yield lineno, start, line.rstrip("\r\n")
+
+
+@dataclass
+class _Segment:
+    title: str
+    from_book: bool  # the title is the book's own (a heading), not the file's name
+    line: int  # the heading's line (or the first text line)
+    start: int  # byte offset where its text starts
+    end: int = -1  # byte offset where it ends (-1: the end of the file)
+    words: int = 0
+
+
+def _text_segments(path: Path, keep: bool) -> tuple[list[_Segment], list[str]]:
+    """The plain-text rule: a chapter starts at a heading line (text_heading) that stands alone:
+    a blank line (or the file's start) before it and a blank line (or the end) after it, or after
+    the one short line under it that names it ("CHAPTER I." then "Down the Rabbit-Hole": title
+    "CHAPTER I: Down the Rabbit-Hole"). Text before the first heading is a chapter titled from the
+    file's name. A Project Gutenberg file's header (up to "*** START OF ...") and licence (from
+    "*** END OF ...") are skipped as front/back matter."""
+    segments: list[_Segment] = [_Segment(_file_title(path), False, 1, 0)]
+    skipped: list[str] = []
+    prev_blank, pending = True, []  # pending: the lines of a heading not yet confirmed
+    for lineno, offset, line in _lines(path):
+        blank = not line.strip()
+        if not keep and _GUTENBERG_START_RE.match(line.strip()):
+            segments, pending = [_Segment(_file_title(path), False, lineno + 1, offset + len(line) + 1)], []
+            skipped = [f"Project Gutenberg header (front matter, before line {lineno})"]
+            prev_blank = True
+            continue
+        if not keep and _GUTENBERG_END_RE.match(line.strip()):
+            segments[-1].end = offset
+            skipped.append(f"Project Gutenberg licence (back matter, from line {lineno})")
+            pending = []
+            break
+        if pending:
+            head = text_heading(pending[0][2])
+            if blank:
+                title = head[0] if len(pending) == 1 else f"{head[0].rstrip('.')}: {_subtitle(pending[1][2])}"
+                segments[-1].end = pending[0][1]
+                segments.append(_Segment(title, True, pending[0][0], offset))
+                pending = []
+            elif len(pending) == 1 and not head[1] and _subtitle(line):
+                pending.append((lineno, offset, line))
+                continue
+            else:
+                for p in pending:
+                    segments[-1].words += count_words(p[2])
+                pending = []
+        elif prev_blank and not blank and text_heading(line):
+            pending = [(lineno, offset, line)]
+            continue
+        segments[-1].words += count_words(line) if not blank else 0
+        prev_blank = blank
+    if pending:  # a heading on the last lines
+        head = text_heading(pending[0][2])
+        title = head[0] if len(pending) == 1 else f"{head[0].rstrip('.')}: {_subtitle(pending[1][2])}"
+        segments[-1].end = pending[0][1]
+        segments.append(_Segment(title, True, pending[0][0], -2))  # -2: nothing after it
+    return segments, skipped
+
+
+def _text_paragraphs(lines: Iterator[str]) -> str:
+    """Lines as paragraphs: a blank line ends one, the lines of one are joined by a space."""
+    paragraphs: list[str] = []
+    buf: list[str] = []
+    for line in lines:
+        if line.strip():
+            buf.append(line)
+        elif buf:
+            paragraphs.append(_squash(" ".join(buf)))
+            buf = []
+    if buf:
+        paragraphs.append(_squash(" ".join(buf)))
+    return "\n\n".join(p for p in paragraphs if p)
+
+
+def _segment_lines(path: Path, start: int, end: int) -> Iterator[str]:
+    if start < 0:
+        return
+    with open(path, "rb") as f:
+        f.seek(start)
+        pos = start
+        for raw in f:
+            if 0 <= end <= pos:
+                break
+            if pos == 0 and raw.startswith(codecs.BOM_UTF8):
+                pos, raw = 3, raw[3:]
+            pos += len(raw)
+            yield raw.decode("utf-8").rstrip("\r\n")
+
+
+def _open_text(path: Path, keep: bool) -> Book:
+    segments, skipped = _text_segments(path, keep)
+    outline: list[ChapterRef] = []
+    spans: dict[int, tuple[int, int]] = {}
+    for seg in segments:
+        if seg.words == 0:
+            if seg.from_book:
+                skipped.append(f"{seg.title} (no text)")
+            continue
+        n = len(outline) + 1
+        outline.append(ChapterRef(n, seg.title, f"{path.name} line {seg.line}", seg.words))
+        spans[n] = (seg.start, seg.end)
+
+    def read(refs: list[ChapterRef]) -> Iterator[str]:
+        for ref in refs:
+            yield _text_paragraphs(_segment_lines(path, *spans[ref.number]))
+
+    info = BookInfo(None, None, None, None, None, tuple(skipped), "text")
+    return Book(info, tuple(outline), read)
+
+
+# ------------------------------------------------------------------------------------------ Markdown
+
+
+def _front_matter(lines: list[str]) -> dict[str, str]:
+    """A YAML front matter block ("---" first, up to "---" or "..."): its simple `key: value`
+    lines, lower-cased keys. Its lines are blanked in `lines` (so line numbers stay right)."""
+    if not lines or lines[0].strip() != "---":
+        return {}
+    for end in range(1, min(len(lines), 200)):
+        if lines[end].strip() in ("---", "..."):
+            break
+    else:
+        return {}
+    meta: dict[str, str] = {}
+    for i in range(end + 1):
+        key, sep, value = lines[i].partition(":")
+        if sep and key.strip() and not key.startswith((" ", "\t", "-")):
+            meta[key.strip().lower()] = value.strip().strip("\"'")
+        lines[i] = ""
+    return meta
+
+
+def _inline_words(token) -> str:
+    """A heading's words: its text and code spans, image alt text; markup dropped."""
+    parts = []
+    for child in token.children or ():
+        if child.type in ("text", "code_inline", "image"):
+            parts.append(child.content)
+        elif child.type in ("softbreak", "hardbreak"):
+            parts.append(" ")
+    return _squash("".join(parts))
+
+
+@dataclass
+class _MdSection:
+    title: str
+    from_book: bool
+    line: int
+    blocks: list[tuple[int, int]] = field(default_factory=list)  # source line ranges, one a paragraph
+
+
+def _markdown_sections(tokens, path: Path) -> list[_MdSection]:
+    """The Markdown rule: each `#` and `##` heading (ATX or setext, not inside a quote or a list)
+    starts a chapter titled by it; `##` under a `#` is a chapter of its own, not a sub-chapter
+    (the `#` chapter holds only the text before that `##`). `###` and deeper headings are read in
+    their chapter. Text before the first heading is a chapter titled from the file's name.
+    Each top-level block (a paragraph, a quote, a table, a code block; each item of a list) is
+    one paragraph."""
+    sections = [_MdSection(_file_title(path), False, 1)]
+    for i, tok in enumerate(tokens):
+        if tok.type == "list_item_open" and tok.level == 1 and tok.map:
+            sections[-1].blocks.append(tuple(tok.map))
+        elif tok.level != 0 or not tok.map or tok.nesting < 0:
+            continue
+        elif tok.type == "heading_open" and tok.tag in ("h1", "h2"):
+            sections.append(_MdSection(_inline_words(tokens[i + 1]), True, tok.map[0] + 1))
+        elif tok.type not in ("bullet_list_open", "ordered_list_open", "hr"):
+            sections[-1].blocks.append(tuple(tok.map))
+    return sections
+
+
+def _open_markdown(path: Path, keep: bool) -> Book:
+    from markdown_it import MarkdownIt
+
+    from ..engine.markup import markdown_to_text
+
+    raw = path.read_bytes()
+    skip = 3 if raw.startswith(codecs.BOM_UTF8) else 0
+    try:
+        source = raw[skip:].decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start + skip].count(b"\n") + 1
+        raise _not_utf8(path, raw, line, raw[e.start + skip]) from None
+    lines = source.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    meta = _front_matter(lines)
+    env: dict = {}
+    tokens = MarkdownIt("commonmark").enable(["table", "strikethrough"]).parse("\n".join(lines), env)
+    refs = "\n".join(f"[{label}]: x" for label in env.get("references", {}))
+
+    def block_text(start: int, end: int) -> str:
+        block = "\n".join(lines[start:end])
+        return _squash(markdown_to_text(block + "\n\n" + refs if refs and "[" in block else block))
+
+    outline: list[ChapterRef] = []
+    texts: dict[int, str] = {}
+    skipped: list[str] = []
+    for sec in _markdown_sections(tokens, path):
+        if not keep and sec.from_book and matter_by_title(sec.title):
+            skipped.append(f"{sec.title} ({'back' if outline else 'front'} matter, by its title)")
+            continue
+        text = "\n\n".join(p for p in (block_text(a, b) for a, b in sec.blocks) if p)
+        if not _speakable(text):
+            if sec.from_book:
+                skipped.append(f"{sec.title} (no text)")
+            continue
+        first = sec.line if sec.from_book else sec.blocks[0][0] + 1
+        outline.append(
+            ChapterRef(
+                len(outline) + 1,
+                sec.title or f"Chapter {len(outline) + 1}",
+                f"{path.name} line {first}",
+                count_words(text),
+            )
+        )
+        texts[len(outline)] = text
+    language = meta.get("language") or meta.get("lang") or None
+    info = BookInfo(
+        meta.get("title") or None, meta.get("author") or None, language, None, None, tuple(skipped), "markdown"
+    )
+    return Book(info, tuple(outline), lambda refs_: (texts[r.number] for r in refs_))
+
+
+# --------------------------------------------------------------------------------------------- EPUB
+
+
+_OPS_TYPE = "{http://www.idpf.org/2007/ops}type"
+_XLINK_HREF = "{http://www.w3.org/1999/xlink}href"
+_FONT_OBFUSCATION = frozenset({"http://www.idpf.org/2008/embedding", "http://ns.adobe.com/pdf/enc#RC"})
+_FONT_SUFFIXES = (".otf", ".ttf", ".ttc", ".woff", ".woff2", ".eot")
+_HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
+# Read as nothing: scripts, styles, images and media, ruby annotations (the base text is read),
+# and <aside> (in an EPUB, a footnote or a pop-up; a sidebar interrupts the reading anyway).
+_DROP_TAGS = frozenset(
+    {"script", "style", "head", "title", "svg", "math", "img", "image", "object", "embed", "video", "audio"}
+    | {"iframe", "noscript", "template", "rt", "rp", "canvas", "map", "input", "button", "select", "textarea", "aside"}
+)
+# Each one ends a paragraph ("\n\n"), before and after.
+_BLOCK_TAGS = frozenset(
+    _HEADINGS
+    | {"p", "div", "li", "blockquote", "section", "article", "header", "footer", "pre", "tr", "dt", "dd", "hr", "br"}
+    | {"figcaption", "figure", "table", "caption", "ul", "ol", "dl", "nav", "main", "address", "center", "body"}
+    | {"hgroup", "details", "summary", "legend", "fieldset", "form", "tbody", "thead", "tfoot"}
+)
+# epub:type values (and DPUB-ARIA roles, as doc-VALUE) of an element that is not read where it
+# stands: footnote and endnote bodies, note references, page-break markers, hidden navigation.
+_NOTE_TYPES = frozenset(
+    {"footnote", "footnotes", "endnote", "endnotes", "rearnote", "rearnotes", "note", "notes", "noteref"}
+    | {"annoref", "backlink", "pagebreak", "page-list", "pagelist", "landmarks"}
+)
+_NOTE_CLASSES = frozenset({"footnote", "footnotes", "endnote", "endnotes", "footnote-ref", "noteref"})
+_MARKER_RE = re.compile(r"[\[(]?(?:\d{1,4}|[a-z]|[*\u2020\u2021\u00a7\u00b6#\u2016]{1,3})[\])]?", re.IGNORECASE)
+_ENTITY_RE = re.compile(rb"&([A-Za-z][A-Za-z0-9]{1,31});")
+
+
+def _epub_checks(path: Path) -> None:
+    """An EPUB is a zip with META-INF/container.xml naming its package (OPF) file. DRM: a
+    META-INF/encryption.xml that encrypts anything but fonts (font obfuscation, IDPF or Adobe, is
+    not DRM and is read) is refused."""
+    if not zipfile.is_zipfile(path):
+        raise InvalidRequest(f"{path}: not an EPUB (not a zip file)")
+    try:
+        with zipfile.ZipFile(path) as zf:
+            names = set(zf.namelist())
+            if "META-INF/container.xml" not in names:
+                raise InvalidRequest(f"{path}: not an EPUB (a zip without META-INF/container.xml)")
+            opf = _container_opf(zf.read("META-INF/container.xml"))
+            if opf is None:
+                raise InvalidRequest(f"{path}: not an EPUB (its META-INF/container.xml names no package (OPF) file)")
+            if opf not in names:
+                raise InvalidRequest(f"{path}: not an EPUB (its package file {opf} is missing)")
+            if "META-INF/encryption.xml" in names and _encrypts_content(zf.read("META-INF/encryption.xml")):
+                raise InvalidRequest(
+                    f"{path}: DRM-protected (META-INF/encryption.xml encrypts its content); only DRM-free EPUBs can be read"
+                )
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError) as e:
+        raise InvalidRequest(f"{path}: not an EPUB (a damaged zip file: {_squash(str(e))})") from None
+
+
+def _xml_elements(data: bytes):
+    import xml.etree.ElementTree as ET
+
+    try:
+        return list(ET.fromstring(data).iter())
+    except ET.ParseError:
+        return None
+
+
+def _container_opf(data: bytes) -> str | None:
+    for el in _xml_elements(data) or ():
+        if (
+            el.tag.endswith("rootfile")
+            and el.get("media-type") == "application/oebps-package+xml"
+            and el.get("full-path")
+        ):
+            return posixpath.normpath(el.get("full-path"))
+    return None
+
+
+def _encrypts_content(data: bytes) -> bool:
+    elements = _xml_elements(data)
+    if elements is None:
+        return True  # unreadable: assume the worst
+    for el in elements:
+        if el.tag.endswith("EncryptionMethod") and el.get("Algorithm") not in _FONT_OBFUSCATION:
+            return True
+        if el.tag.endswith("CipherReference") and not unquote(el.get("URI", "")).lower().endswith(_FONT_SUFFIXES):
+            return True
+    return False
+
+
+def _reader_class():
+    """ebooklib's EpubReader, reading only the package, the navigation document and the NCX: the
+    content documents and images are read from the zip one at a time when needed."""
+    from ebooklib import epub
+
+    class _Reader(epub.EpubReader):
+        _lazy = False
+        toc_base = ""  # the folder the TOC's hrefs are relative to (the NCX's; the nav's are resolved)
+
+        def read_file(self, name):
+            return b"" if self._lazy else super().read_file(name)
+
+        def _load_manifest(self):
+            self._lazy = True
+            try:
+                super()._load_manifest()
+            finally:
+                self._lazy = False
+            for item in self.book.get_items():
+                if isinstance(item, (epub.EpubNav, epub.EpubNcx)):
+                    item.content = self.read_file(posixpath.join(self.opf_dir, item.file_name))
+
+        def _parse_nav(self, data, base_path, navtype="toc"):
+            try:
+                super()._parse_nav(data, base_path, navtype)
+            except Exception:  # a navigation document without a usable list: the NCX or the headings
+                pass
+
+        def _load_opf_file(self):
+            super()._load_opf_file()
+            nav = next((i for i in self.book.get_items() if isinstance(i, epub.EpubNav)), None)
+            ncx = next((i for i in self.book.get_items() if isinstance(i, epub.EpubNcx)), None)
+            if ncx is not None and (nav is None or not self.book.toc):
+                if not self.book.toc:
+                    try:
+                        self._parse_ncx(ncx.content)
+                    except Exception:
+                        self.book.toc = []
+                self.toc_base = posixpath.dirname(ncx.file_name)
+
+    return _Reader
+
+
+def _load_epub(path: Path):
+    """(ebooklib's book, its reader): InvalidRequest for a package ebooklib cannot read."""
+    try:
+        import ebooklib.epub  # noqa: F401
+    except ImportError:
+        raise MissingExtra(f"{path}: reading an EPUB", "ebooklib", "book") from None
+    reader = _reader_class()(str(path), {"ignore_ncx": True})
+    try:
+        return reader.load(), reader
+    except Exception as e:  # ebooklib raises what lxml, zipfile and its own code raise
+        raise InvalidRequest(f"{path}: not a readable EPUB ({type(e).__name__}: {_squash(str(e))[:200]})") from None
+
+
+def _numeric_entity(m: re.Match) -> bytes:
+    """An HTML named entity (&nbsp; &mdash;) as a numeric one, which an XML parser reads."""
+    import html.entities
+
+    name = m.group(1).decode("ascii")
+    if name in ("amp", "lt", "gt", "quot", "apos"):
+        return m.group(0)
+    chars = html.entities.html5.get(name + ";")
+    return "".join(f"&#{ord(c)};" for c in chars).encode("ascii") if chars else m.group(0)
+
+
+def _parse_xhtml(data: bytes):
+    """The document's root element: as XML (HTML entities allowed), else as HTML; None if empty."""
+    from lxml import etree, html
+
+    data = _ENTITY_RE.sub(_numeric_entity, data)
+    parser = etree.XMLParser(
+        resolve_entities=False, no_network=True, load_dtd=False, remove_comments=True, remove_pis=True
+    )
+    try:
+        return etree.fromstring(data, parser)
+    except etree.XMLSyntaxError:
+        pass
+    try:
+        return html.document_fromstring(data, parser=html.HTMLParser(encoding="utf-8", remove_comments=True))
+    except (etree.ParserError, ValueError):
+        return None
+
+
+def _tag(el) -> str | None:
+    return el.tag.rpartition("}")[2].lower() if isinstance(el.tag, str) else None
+
+
+def _types(el) -> set[str]:
+    """The element's epub:type values and its DPUB-ARIA roles (doc-toc as toc)."""
+    raw = (el.get(_OPS_TYPE) or el.get("epub:type") or "").split()
+    raw += [r[4:] for r in (el.get("role") or "").split() if r.startswith("doc-")]
+    return {t.lower().rpartition(":")[2] for t in raw}
+
+
+def _is_marker(text: str) -> bool:
+    return _MARKER_RE.fullmatch(_squash(text)) is not None
+
+
+def _dropped(el, tag: str) -> bool:
+    """The XHTML reading rule for what is not read: see _DROP_TAGS, _NOTE_TYPES, _NOTE_CLASSES;
+    anything hidden; a footnote marker: a <sup> holding only a number or a note sign (or a link),
+    a link into a page (href with "#") whose text is only a number or a note sign ("[3]", "*")."""
+    if tag in _DROP_TAGS or el.get("hidden") is not None:
+        return True
+    if "display:none" in (el.get("style") or "").replace(" ", "").lower():
+        return True
+    if _types(el) & _NOTE_TYPES or set((el.get("class") or "").lower().split()) & _NOTE_CLASSES:
+        return True
+    if tag == "sup":
+        return _is_marker("".join(el.itertext())) or any(_tag(a) == "a" and a.get("href") for a in el.iter())
+    if tag == "a" and "#" in (el.get("href") or ""):
+        return _is_marker("".join(el.itertext()))
+    return False
+
+
+class _Paragraphs:
+    """Text gathered from a document: paragraphs, the first heading."""
+
+    def __init__(self) -> None:
+        self.paragraphs: list[str] = []
+        self.heading: str | None = None
+        self._buf: list[str] = []
+        self._pre = 0
+
+    def add(self, text: str) -> None:
+        if not self._pre:
+            self._buf.append(text)
+            return
+        for i, part in enumerate(text.split("\n")):  # in <pre>, each line its own paragraph
+            if i:
+                self.flush()
+            self._buf.append(part)
+
+    def flush(self) -> None:
+        text = _squash("".join(self._buf))
+        self._buf = []
+        if text:
+            self.paragraphs.append(text)
+
+    def walk(self, el) -> None:
+        tag = _tag(el)
+        if tag is None or _dropped(el, tag):
+            return
+        block = tag in _BLOCK_TAGS
+        if block:
+            self.flush()
+        heading_at = len(self.paragraphs) if tag in _HEADINGS and self.heading is None else None
+        self._pre += tag == "pre"
+        if el.text:
+            self.add(el.text)
+        for child in el:
+            self.walk(child)
+            if child.tail:
+                self.add(child.tail)
+        self._pre -= tag == "pre"
+        if block:
+            self.flush()
+        elif tag in ("td", "th"):
+            self.add(" ")
+        if heading_at is not None and len(self.paragraphs) > heading_at:
+            self.heading = " ".join(self.paragraphs[heading_at:])
+
+
+@dataclass
+class _Doc:
+    paragraphs: list[str]
+    heading: str | None
+    types: set[str]  # epub:type / doc- roles of its <body> and the sections that wrap its content
+
+
+def _read_doc(data: bytes) -> _Doc:
+    """The XHTML reading rule: the text of <body>, a paragraph break at each block element (<p>,
+    <div>, headings, <li>, <br>, ...), white space squashed; see _dropped for what is not read."""
+    root = _parse_xhtml(data)
+    if root is None:
+        return _Doc([], None, set())
+    body = next((el for el in root.iter() if _tag(el) == "body"), root)
+    types, el = _types(body), body
+    for _ in range(4):  # <body><section epub:type="copyright-page"><div>...: the wrappers' types too
+        first = next((c for c in el if _tag(c) is not None), None)
+        if first is None or _tag(first) not in ("section", "div", "article", "nav", "main"):
+            break
+        types |= _types(first)
+        el = first
+    out = _Paragraphs()
+    try:
+        out.walk(body)
+    except RecursionError:  # absurdly deep nesting: its text, one paragraph
+        out = _Paragraphs()
+        out.add(" ".join(body.itertext()))
+    out.flush()
+    return _Doc(out.paragraphs, out.heading, types)
+
+
+def _drop_title(paragraphs: list[str], title: str | None) -> list[str]:
+    """The chapter's heading is its title, not its text: a first paragraph (or the first two,
+    "Chapter 1" + "The Storm") that reads as the title is dropped."""
+    if not title or not paragraphs:
+        return paragraphs
+    key = "".join(c for c in title.casefold() if c.isalnum())
+    if "".join(c for c in paragraphs[0].casefold() if c.isalnum()) == key:
+        return paragraphs[1:]
+    if len(paragraphs) > 1 and "".join(c for c in (paragraphs[0] + paragraphs[1]).casefold() if c.isalnum()) == key:
+        return paragraphs[2:]
+    return paragraphs
+
+
+def _href_file(base: str, href: str | None) -> str | None:
+    """A link's file, relative to the package (OPF) folder: fragment dropped, %-escapes decoded."""
+    file = unquote((href or "").partition("#")[0])
+    return posixpath.normpath(posixpath.join(base, file)) if file else None
+
+
+def _flat_toc(entries) -> Iterator:
+    if entries and not isinstance(entries, (tuple, list)):
+        entries = [entries]  # ebooklib's NCX reading gives a lone entry bare
+    for entry in entries or ():
+        if isinstance(entry, (tuple, list)):
+            yield from _flat_toc(entry)
+        else:
+            yield entry
+
+
+def _toc_titles(book, base: str) -> dict[str, str]:
+    """Each file the TOC (navigation document, else NCX) links to: the title of the first link
+    to it, in the TOC's order, every level (parts and their chapters) included."""
+    titles: dict[str, str] = {}
+    for entry in _flat_toc(book.toc):
+        file = _href_file(base, getattr(entry, "href", None))
+        title = _squash(getattr(entry, "title", None) or "")
+        if file and title and file not in titles:
+            titles[file] = title
+    return titles
+
+
+def _structure_types(book, reader) -> dict[str, list[str]]:
+    """Each file the EPUB 2 guide or the EPUB 3 landmarks name, with how: ["guide type toc"]."""
+    from ebooklib import epub
+
+    out: dict[str, list[str]] = {}
+    for ref in getattr(book, "guide", None) or ():
+        file = _href_file("", ref.get("href"))
+        if file and ref.get("type"):
+            out.setdefault(file, []).append(f"guide type {ref['type'].lower()}")
+    for nav in book.get_items():
+        if not isinstance(nav, epub.EpubNav) or not nav.content:
+            continue
+        root = _parse_xhtml(nav.content)
+        for el in root.iter() if root is not None else ():
+            if _tag(el) == "nav" and "landmarks" in _types(el):
+                for a in el.iter():
+                    file = _href_file(posixpath.dirname(nav.file_name), a.get("href")) if _tag(a) == "a" else None
+                    for t in _types(a) if file else ():
+                        out.setdefault(file, []).append(f"landmarks type {t}")
+    return out
+
+
+def _image_type(data: bytes) -> str | None:
+    if data.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    return None
+
+
+def _cover_page_image(data: bytes, page: str) -> str | None:
+    """The first image a cover page (XHTML) shows: <img src> or SVG <image xlink:href>."""
+    root = _parse_xhtml(data)
+    for el in root.iter() if root is not None else ():
+        src = (
+            el.get("src")
+            if _tag(el) == "img"
+            else el.get(_XLINK_HREF) or el.get("href")
+            if _tag(el) == "image"
+            else None
+        )
+        if src:
+            return _href_file(posixpath.dirname(page), src)
+    return None
+
+
+def _cover(book, zf: zipfile.ZipFile, opf_dir: str, structure: dict[str, list[str]]) -> tuple[bytes | None, str | None]:
+    """The cover image: the manifest's cover-image item, else the item <meta name="cover"> names,
+    else the image on the page the guide or landmarks call the cover; JPEG or PNG only."""
+    import ebooklib
+
+    files = [item.file_name for item in book.get_items_of_type(ebooklib.ITEM_COVER)]
+    for _, attrs in book.get_metadata("OPF", "cover"):
+        item = book.get_item_with_id((attrs or {}).get("content"))
+        if item is not None:
+            files.append(item.file_name)
+    for page, how in structure.items():
+        if any(h.endswith(" cover") for h in how):
+            try:
+                files.append(_cover_page_image(zf.read(posixpath.join(opf_dir, page)), page))
+            except KeyError:
+                pass
+    for file in files:
+        try:
+            data = zf.read(posixpath.normpath(posixpath.join(opf_dir, file))) if file else b""
+        except KeyError:
+            continue
+        if _image_type(data):
+            return data, _image_type(data)
+    return None, None
+
+
+def _metadata(book) -> tuple[str | None, str | None, str | None]:
+    def values(name: str) -> list[str]:
+        return [v for v in (_squash(value or "") for value, _ in book.get_metadata("DC", name)) if v]
+
+    titles, creators, languages = values("title"), values("creator"), values("language")
+    author = ", ".join(dict.fromkeys(creators)) or None
+    return (titles[0] if titles else None), author, (languages[0] if languages else None)
+
+
+_XHTML_TYPES = ("application/xhtml+xml", "text/html", "application/html+xml")
+TITLE_MAX_CHARS = 150  # a longer "heading" is not used as a title
+
+
+@dataclass
+class _Unit:
+    title: str | None  # the book's own: the TOC's, else the first heading
+    files: list[str]
+    reason: str | None  # why it is front/back matter, when it is
+    paragraphs: list[str]
+
+
+def _matter_reason(file: str, linear: str, is_nav: bool, doc: _Doc, structure: dict, title: str | None) -> str | None:
+    """The EPUB front/back matter rule, first match: the navigation document itself; a file the
+    guide or landmarks give a MATTER_TYPES type; a document whose <body> (or its wrapping
+    <section>) has one as epub:type or doc- role; a spine item marked linear="no"; a title in
+    MATTER_TITLES."""
+    if is_nav:
+        return "the navigation document"
+    for how in structure.get(file, ()):
+        if how.rpartition(" ")[2] in MATTER_TYPES:
+            return how
+    for t in sorted(doc.types & MATTER_TYPES):
+        return f"epub:type {t}"
+    if (linear or "yes").strip().lower() == "no":
+        return 'linear="no" in the spine'
+    if title and matter_by_title(title):
+        return "by its title"
+    return None
+
+
+def _epub_units(zf: zipfile.ZipFile, opf_dir: str, book, toc: dict, structure: dict, skipped: list) -> Iterator[_Unit]:
+    """The spine, in order, as chapters-to-be. The EPUB chaptering rule: a spine document is a
+    chapter of its own, titled by the TOC's link to it, else by its first heading. When the TOC
+    links to some spine documents, one it does not link to that has no heading and is not front
+    or back matter continues the chapter before it (a chapter split over files)."""
+    from ebooklib import epub
+
+    spine = []
+    for idref, linear in book.spine:
+        item = book.get_item_with_id(idref)
+        if item is not None:
+            spine.append((posixpath.normpath(item.file_name), linear, isinstance(item, epub.EpubNav), item.media_type))
+    named_any = any(file in toc for file, *_ in spine)
+    unit = None
+    for file, linear, is_nav, media_type in spine:
+        if media_type not in _XHTML_TYPES and not file.lower().endswith((".xhtml", ".html", ".htm")):
+            skipped.append(f"{file} (not a text document: {media_type})")
+            continue
+        try:
+            doc = _read_doc(zf.read(posixpath.join(opf_dir, file)))
+        except KeyError:
+            skipped.append(f"{file} (missing from the EPUB)")
+            continue
+        heading = doc.heading if doc.heading and len(doc.heading) <= TITLE_MAX_CHARS else None
+        title = toc.get(file) or heading
+        reason = _matter_reason(file, linear, is_nav, doc, structure, title)
+        if unit is not None and named_any and file not in toc and reason is None and heading is None:
+            unit.files.append(file)
+            unit.paragraphs += doc.paragraphs
+            continue
+        if unit is not None:
+            yield unit
+        unit = _Unit(title, [file], reason, doc.paragraphs)
+    if unit is not None:
+        yield unit
+
+
+def _open_epub(path: Path, keep: bool) -> Book:
+    _epub_checks(path)
+    book, reader = _load_epub(path)
+    opf_dir = reader.opf_dir
+    toc = _toc_titles(book, reader.toc_base)
+    structure = _structure_types(book, reader)
+    skipped: list[str] = []
+    outline: list[ChapterRef] = []
+    plan: dict[int, tuple[list[str], str | None]] = {}
+    with zipfile.ZipFile(path) as zf:
+        cover, cover_type = _cover(book, zf, opf_dir, structure)
+        for unit in _epub_units(zf, opf_dir, book, toc, structure, skipped):
+            name = unit.title or unit.files[0]
+            if unit.reason and not keep:
+                skipped.append(f"{name} ({'back' if outline else 'front'} matter, {unit.reason})")
+                continue
+            text = "\n\n".join(_drop_title(unit.paragraphs, unit.title))
+            if not _speakable(text):
+                skipped.append(f"{name} (no text)")
+                continue
+            n = len(outline) + 1
+            outline.append(ChapterRef(n, unit.title or f"Chapter {n}", ", ".join(unit.files), count_words(text)))
+            plan[n] = (unit.files, unit.title)
+
+    def read(refs: list[ChapterRef]) -> Iterator[str]:
+        with zipfile.ZipFile(path) as zf:
+            for ref in refs:
+                files, title = plan[ref.number]
+                paragraphs = [p for f in files for p in _read_doc(zf.read(posixpath.join(opf_dir, f))).paragraphs]
+                yield "\n\n".join(_drop_title(paragraphs, title))
+
+    title, author, language = _metadata(book)
+    info = BookInfo(title, author, language, cover, cover_type, tuple(skipped), "epub")
+    return Book(info, tuple(outline), read)
