@@ -233,6 +233,8 @@ def check_fields(line: Line) -> None:
     unknown = [k for k in f if k not in LINE_FIELDS]
     if unknown:
         hint = st.did_you_mean(unknown[0], LINE_FIELDS)
+        if unknown[0] in st.SCHEMA:  # a setting of the whole run (a file of this machine, the hardware)
+            hint = f" ({unknown[0]} is set for the whole run: give {st.flag_name(unknown[0])} or a --preset)"
         names = ", ".join(repr(k)[:60] for k in unknown[:5])
         line.error = (
             f"line {n}: unknown field{'s' if len(unknown) > 1 else ''} {names}{hint}; "

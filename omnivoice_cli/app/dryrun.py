@@ -1,12 +1,14 @@
 """`--dry-run`: what would be spoken, without loading the model.
 
-    {"text": ..., "lang": "en", "pieces": [{"text": ..., "seconds": 3.2}, ...],
-     "pauses": [0.0, 1.5, 0.0], "seconds": 7.9, "settings": {"num_step": {"value": 16, "from": "preset ..."}}}
+    {"text": ..., "replaced": [{"words": "GIF", "say": "jif"}], "lang": "en",
+     "pieces": [{"text": ..., "seconds": 3.2}, ...], "pauses": [0.0, 1.5, 0.0], "seconds": 7.9,
+     "settings": {"num_step": {"value": 16, "from": "preset ..."}}}
 
-The text is what the model would be given (after SSML, Markdown and normalisation), cut into the
-pieces the engine would generate (the parts between pause tags, and the chunks of long parts),
-each with the length the engine would estimate for it; `pauses` are the exact silences before,
-between and after the parts. The estimates use the engine's own rules (engine.text), so they are
+The text is what the model would be given (after SSML, Markdown, the lexicon and normalisation),
+cut into the pieces the engine would generate (the parts between pause tags, and the chunks of
+long parts), each with the length the engine would estimate for it; `replaced` is what the lexicon
+replaced (the words as in the text, and their replacement); `pauses` are the exact silences
+before, between and after the parts. The estimates use the engine's own rules (engine.text), so they are
 the lengths the model is asked for, before silence removal.
 """
 
@@ -44,6 +46,7 @@ def describe(built: Built) -> dict[str, Any]:
     settings = {key: {"value": built.settings[key], "from": built.settings.source(key).describe()} for key in st.SCHEMA}
     return {
         "text": built.request.text,
+        "replaced": [{"words": words, "say": say} for words, say in built.replaced],  # by the lexicon
         "lang": resolve_language(built.request.lang)[0],
         "pieces": pieces,
         "pauses": [round(g, 3) for g in plan.gaps],
@@ -58,6 +61,7 @@ def render(report: dict[str, Any]) -> str:
     """The dry run as lines for a person."""
     lines = [
         f"text: {report['text']}",
+        *([f"lexicon: {len(report['replaced'])} replaced"] if report.get("replaced") else []),
         f"lang: {report['lang'] or 'none (any language)'}",
         f"pieces: {len(report['pieces'])}, about {report['seconds']:.1f} s with pauses",
     ]

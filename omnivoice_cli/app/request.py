@@ -146,6 +146,7 @@ class Built:
     reference: Reference | None = None
     voice_file: Path | None = None
     warnings: list[str] = field(default_factory=list)
+    replaced: list[tuple[str, str]] = field(default_factory=list)  # (words, replacement) the lexicon made
 
 
 _RANK = {"default": 0, "preset": 1, "flag": 2, "line": 3, "request": 3}  # later layers win
@@ -230,9 +231,10 @@ def _reference(settings: st.Resolved, refs: References, line_base: Path | None) 
         raise named(settings, e, "ref") from None
 
 
-def spoken_text(text: str, settings: st.Resolved) -> tuple[str, list[str]]:
+def spoken_text(text: str, settings: st.Resolved, replaced: list | None = None) -> tuple[str, list[str]]:
     """The text as the model will be given it, and warnings: SSML breaks become pause tags (other
-    tags dropped, with a warning), Markdown is read as its words with `markdown`, and numbers,
+    tags dropped, with a warning), Markdown is read as its words with `markdown`, the words of the
+    `lexicon` are replaced (lexicon.py; what was replaced is added to `replaced`), and numbers,
     dates, units and currency are written out with `normalize` (in that order: the control tags
     [laughter], [pause 1s], [B EY1 S] pass through untouched)."""
     from ..engine import markup
@@ -241,6 +243,12 @@ def spoken_text(text: str, settings: st.Resolved) -> tuple[str, list[str]]:
     warnings = [warning] if warning else []
     if settings["markdown"]:
         text = markup.markdown_to_text(text)
+    if settings["lexicon"] is not None:
+        from .lexicon import load_lexicon
+
+        text, done = load_lexicon(settings["lexicon"]).apply(text)
+        if replaced is not None:
+            replaced += done
     if settings["normalize"]:
         from ..engine.normalize import normalize_text
 
@@ -271,7 +279,8 @@ def build_request(
     from ..engine.text import check_text
 
     check_text(text)  # before any conversion; validate_request checks what the model will be given
-    text, text_warnings = spoken_text(text, settings)
+    replaced: list[tuple[str, str]] = []
+    text, text_warnings = spoken_text(text, settings, replaced)
     reference = _reference(settings, refs, line_base)
     if reference is not None:
         settings = settings.with_values({"voice": None})  # a recording given later than a voice replaces it
@@ -298,7 +307,7 @@ def build_request(
         warnings.append(f"{settings.name('duration')} sets the length, so {settings.name('speed')} is ignored")
     if reference is not None:
         warnings += list(reference.warnings)
-    return Built(request, settings, reference, voice_file, warnings)
+    return Built(request, settings, reference, voice_file, warnings, replaced)
 
 
 def check_size(request: Any, reference: Reference | None = None) -> None:

@@ -234,6 +234,18 @@ SCHEMA: dict[str, Setting] = {
             "true or false",
         ),
         _setting(
+            "lexicon",
+            str,
+            None,
+            "Whole-word replacements from this TOML file, before normalisation (docs/settings.md#lexicon).",
+            "Input",
+            "the path of a lexicon file (.toml)",
+            lambda v: bool(v.strip()),
+            metavar="FILE",
+            where=_HW,  # a file on this machine: never a line's or a request's (the server's is `serve --lexicon`)
+            run_wide=True,
+        ),
+        _setting(
             "lang",
             str,
             None,
@@ -624,9 +636,10 @@ def check_layer(values: Mapping[str, Any], source: Source, way: str) -> dict[str
         s = SCHEMA.get(key)
         if s is None or way not in s.where:
             known = [k for k, v in SCHEMA.items() if way in v.where]
-            raise SettingsError(
-                f"{source.name(key)} is not a known setting{did_you_mean(key, known)}; known: {', '.join(known)}"
-            )
+            hint = did_you_mean(key, known)
+            if s is not None and FLAG in s.where:  # e.g. a request's 'lexicon': the command's own
+                hint = f" (it is set when the command starts: {flag_name(key)})"
+            raise SettingsError(f"{source.name(key)} is not a known setting{hint}; known: {', '.join(known)}")
         try:
             out[key] = check_setting(key, value)
         except SettingsError as e:
@@ -872,6 +885,8 @@ def load_preset(path: Path, name: str | None = None, source: str = "file") -> Pr
                 hint = f" ({key} cannot be set by a preset: give {flag_name(key)})"
             raise SettingsError(f"preset file '{path}': unknown key {key!r}{hint}; allowed keys: {', '.join(known)}")
     settings = check_layer(data, Source("preset", str(path)), PRESET)
+    if "lexicon" in settings:  # a lexicon file: a relative path is relative to the preset's folder
+        settings["lexicon"] = str((path.parent / Path(settings["lexicon"]).expanduser()).absolute())
     if "model" in settings:  # a checkpoint folder beside the preset, as its voice path is
         beside = path.parent / Path(settings["model"]).expanduser()
         if not Path(settings["model"]).expanduser().is_absolute() and beside.is_dir():

@@ -84,6 +84,10 @@ def run_settings(preset: str | None, flags: dict[str, Any]) -> tuple[st.Preset |
     resolved, dropped = st.engine_options(st.resolve(*layers, (st.FLAG_SOURCE, flags)))
     if dropped:
         warn(dropped)
+    if resolved["lexicon"] is not None:  # read and checked now, once: every request of the run uses it
+        from ..app.lexicon import load_lexicon
+
+        load_lexicon(resolved["lexicon"], fresh=True)
     return chosen, resolved
 
 

@@ -38,7 +38,18 @@ omnivoice dub episode.srt --cast "NARRATOR=instruct:male, low pitch" --seed 7 --
 omnivoice dub episode.srt --cast ALICE=alice --dry-run
 """
 
-DUB_SETTINGS = ("lang", "normalize", "instruct", "voice", "ref", "ref_text", *st.GENERATION_KEYS, "seed", "format")
+DUB_SETTINGS = (
+    "lang",
+    "lexicon",
+    "normalize",
+    "instruct",
+    "voice",
+    "ref",
+    "ref_text",
+    *st.GENERATION_KEYS,
+    "seed",
+    "format",
+)
 
 
 def _target(input: str, output: Optional[str], settings: st.Resolved, replace: bool, dry_run: bool) -> Any:

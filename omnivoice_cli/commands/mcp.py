@@ -35,6 +35,7 @@ omnivoice mcp --root ~/speech --http 8765
 
 MCP_SETTINGS = (
     "lang",
+    "lexicon",
     "normalize",
     "markdown",
     "chunk_duration",

@@ -30,7 +30,7 @@ curl -s localhost:8000/v1/audio/speech -H 'Content-Type: application/json' \\
   -d '{"model":"omnivoice","input":"Hello there.","voice":"alloy"}' -o hello.mp3
 """
 
-SERVE_SETTINGS = (*st.GENERATION_KEYS, "chunk_duration", "chunk_threshold", *HARDWARE_SETTINGS, "asr_model")
+SERVE_SETTINGS = (*st.GENERATION_KEYS, "chunk_duration", "chunk_threshold", "lexicon", *HARDWARE_SETTINGS, "asr_model")
 
 # The serve extra: (package, the modules it may be imported as). python-multipart reads voice
 # uploads; before 0.0.13 it was imported as `multipart`.

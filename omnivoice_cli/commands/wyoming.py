@@ -34,6 +34,7 @@ omnivoice wyoming --voice alice --lang en
 
 WYOMING_SETTINGS = (
     "lang",
+    "lexicon",
     "normalize",
     "markdown",
     "chunk_duration",

@@ -98,7 +98,12 @@ def parse_json(body: bytes) -> dict:
 
 
 _UPLOAD_HINT = "a request cannot name a file: upload a voice (POST /v1/audio/voices) and give its name as 'voice'"
-_NOT_HERE = {"ref": _UPLOAD_HINT, "ref_text": _UPLOAD_HINT, "format": "did you mean 'response_format'?"}
+_NOT_HERE = {
+    "ref": _UPLOAD_HINT,
+    "ref_text": _UPLOAD_HINT,
+    "format": "did you mean 'response_format'?",
+    "lexicon": "a request cannot name a file: the server's lexicon is set when it starts, by `serve --lexicon FILE`",
+}
 
 
 def _check_fields(data: dict) -> None:

@@ -134,6 +134,7 @@ QUIET_OPTION = typer.Option(
 # The settings of `say` and `batch` (what a request and its engine are made of).
 SPEECH_SETTINGS = (
     "lang",
+    "lexicon",
     "normalize",
     "markdown",
     "chunk_duration",
