@@ -88,6 +88,8 @@ def make_epub(
     headings: bool = True,
     nav_in_spine: bool = False,
     extra_spine: list[tuple[str, str, str]] | None = None,
+    toc_links: list | None = None,
+    nav: bool = True,
 ) -> Path:
     """An EPUB 3 (with an NCX too) at `path`. `chapters`: (title, body HTML) each, a file
     chap_NN.xhtml with an <h1> of the title when `headings`, linked from the TOC when `toc`.
@@ -97,7 +99,8 @@ def make_epub(
     2nd chapter (the only one if there is one) gets an <img> and a noteref + <aside> footnote.
     `encrypted`: a META-INF/encryption.xml encrypting chap_01.xhtml (DRM); `obfuscated_font`: one
     obfuscating a font only (not DRM). `extra_spine`: (file name, title, body HTML) pages after the
-    chapters, in the spine but not in the TOC."""
+    chapters, in the spine but not in the TOC. `toc_links`: the TOC instead, as (href, title) links
+    and (href, title, [children]) sections."""
     from ebooklib import epub
 
     path = Path(path)
@@ -154,13 +157,38 @@ def make_epub(
     book.toc = (
         [epub.Link(f"chap_{i + 1:02d}.xhtml", t, f"chap{i + 1}") for i, (t, _) in enumerate(chapters)] if toc else []
     )
+    if toc_links is not None:
+        book.toc = _toc(epub, toc_links)
     book.add_item(epub.EpubNcx())
-    book.add_item(epub.EpubNav())
+    if nav:
+        book.add_item(epub.EpubNav())
     book.spine = spine
     epub.write_epub(str(path), book)
     if encrypted or obfuscated_font:
         _add_encryption(path, encrypted, obfuscated_font)
     return path
+
+
+def rewrite(path: str | Path, member: str, edit) -> Path:
+    """The EPUB at `path` with one member's bytes replaced by edit(bytes) (in place)."""
+    path = Path(path)
+    with zipfile.ZipFile(path) as zf:
+        files = [(info, zf.read(info.filename)) for info in zf.infolist()]
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for info, data in files:
+            zf.writestr(info, edit(data) if info.filename == member else data)
+    return path
+
+
+def _toc(epub, links: list) -> list:
+    out = []
+    for n, link in enumerate(links):
+        href, title, *children = link
+        if children:
+            out.append((epub.Section(title, href=href), _toc(epub, children[0])))
+        else:
+            out.append(epub.Link(href, title, f"l{abs(hash((href, n)))}"))
+    return out
 
 
 def _add_encryption(path: Path, encrypted: bool, obfuscated_font: bool) -> None:

@@ -17,7 +17,7 @@ from omnivoice_cli.engine.errors import InvalidRequest, MissingExtra
 pytest.importorskip("ebooklib")
 
 from tests import epub_util  # noqa: E402
-from tests.epub_util import make_epub, tiny_png  # noqa: E402
+from tests.epub_util import make_epub, rewrite, tiny_png  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -69,6 +69,7 @@ def test_front_matter_known_by_its_title_alone_is_skipped_and_kept_on_request(tm
         ({"toc": False}, ["The Storm", "The Lamp", "The Morning"]),  # no TOC: the first heading
         ({"toc": False, "headings": False}, ["Chapter 1", "Chapter 2", "Chapter 3"]),  # neither
         ({"headings": False}, ["The Storm", "The Lamp", "The Morning"]),
+        ({"headings": False, "nav": False}, ["The Storm", "The Lamp", "The Morning"]),  # EPUB 2: the NCX's
     ],
 )
 def test_epub_chapter_titles_come_from_the_toc_then_the_heading_then_a_number(tmp_path, options, titles):
@@ -81,14 +82,27 @@ def test_epub_chapter_titles_come_from_the_toc_then_the_heading_then_a_number(tm
 def test_the_toc_title_wins_over_the_heading_and_a_heading_equal_to_it_is_dropped(tmp_path):
     chapters = [("Chapter 1: The Storm", "<p>Wind.</p>")]
     path = make_epub(tmp_path / "b.epub", chapters=chapters, headings=False, with_image=False, footnote=False)
-    zf = zipfile.ZipFile(path)
-    page = zf.read("EPUB/chap_01.xhtml").replace(b"<p>Wind.</p>", b"<h1>Chapter 1</h1><h2>The Storm</h2><p>Wind.</p>")
-    rebuilt = tmp_path / "c.epub"
-    with zipfile.ZipFile(rebuilt, "w") as out:
-        for name in zf.namelist():
-            out.writestr(name, page if name == "EPUB/chap_01.xhtml" else zf.read(name))
-    [chapter] = open_book(rebuilt).chapters()
+    heading = b"<h1>Chapter 1</h1><h2>The Storm</h2><p>Wind.</p>"
+    rewrite(path, "EPUB/chap_01.xhtml", lambda page: page.replace(b"<p>Wind.</p>", heading))
+    [chapter] = open_book(path).chapters()
     assert (chapter.title, chapter.text) == ("Chapter 1: The Storm", "Wind.")
+
+
+@pytest.mark.parametrize(
+    "paragraphs, title, kept",
+    [
+        (["The Storm", "Wind."], "The Storm", ["Wind."]),
+        (["THE STORM.", "Wind."], "The Storm", ["Wind."]),
+        (["Chapter 1", "The Storm", "Wind."], "Chapter 1: The Storm", ["Wind."]),
+        (["The Storm", "Wind."], "1. The Storm", ["Wind."]),
+        (["Chapter 1", "Wind."], "Chapter 1: The Storm", ["Chapter 1", "Wind."]),  # not the whole title
+        (["The Storm was wild.", "Wind."], "The Storm", ["The Storm was wild.", "Wind."]),
+        (["Wind."], None, ["Wind."]),
+        (["Storm"], "The Storm", []),
+    ],
+)
+def test_a_heading_that_is_the_title_is_not_read_again(paragraphs, title, kept):
+    assert bookread._drop_title(paragraphs, title) == kept
 
 
 def test_a_spine_page_the_toc_does_not_name_continues_its_chapter_unless_it_has_a_heading(tmp_path):
@@ -104,6 +118,41 @@ def test_a_spine_page_the_toc_does_not_name_continues_its_chapter_unless_it_has_
     ]
     assert chapters[2].text.endswith("Nobody on the shore said a word.\n\nThe rest of the morning.")
     assert chapters[3].text == "Written at sea."
+
+
+def test_a_book_in_one_file_is_cut_at_the_tocs_anchors_but_not_at_its_sections(tmp_path):
+    body = (
+        '<h1 id="c1">One</h1><p>First.</p><h2 id="s1">A section</h2><p>Still one.</p>'
+        '<h1><a id="c2"></a>Two</h1><p>Second.</p><div id="c3"><h1>Three</h1><p>Third.</p></div>'
+    )
+    links = [
+        ("chap_01.xhtml#c1", "One", [("chap_01.xhtml#s1", "A section")]),  # a section of One: no cut
+        ("chap_01.xhtml#c2", "Two"),
+        ("chap_01.xhtml#c3", "Three"),
+    ]
+    path = make_epub(
+        tmp_path / "b.epub",
+        chapters=[("Book", body)],
+        headings=False,
+        toc_links=links,
+        with_image=False,
+        footnote=False,
+    )
+    chapters = list(open_book(path).chapters())
+    assert [(c.title, c.text, c.source) for c in chapters] == [
+        ("One", "First.\n\nA section\n\nStill one.", "chap_01.xhtml#c1"),
+        ("Two", "Second.", "chap_01.xhtml#c2"),
+        ("Three", "Third.", "chap_01.xhtml#c3"),
+    ]
+
+
+def test_parts_in_the_toc_title_their_own_files(tmp_path):
+    chapters = [("Part One", ""), ("The Storm", "<p>Wind.</p>"), ("The Calm", "<p>Still.</p>")]
+    links = [("chap_01.xhtml", "Part One", [("chap_02.xhtml", "The Storm"), ("chap_03.xhtml", "The Calm")])]
+    path = make_epub(tmp_path / "b.epub", chapters=chapters, toc_links=links, with_image=False, footnote=False)
+    book = open_book(path)
+    assert _outline(book) == [(1, "The Storm"), (2, "The Calm")]
+    assert book.info.skipped[-1] == "Part One (no text)"  # only its title
 
 
 def test_empty_chapters_are_skipped_and_listed_and_the_rest_renumbered(tmp_path):
@@ -131,6 +180,17 @@ def test_the_cover_is_the_cover_items_bytes_typed_by_its_content(tmp_path, cover
     info = open_book(make_epub(tmp_path / "b.epub", cover=cover)).info
     assert info.cover_type == expected
     assert info.cover == (cover if expected else None)
+
+
+def test_without_a_cover_item_the_cover_is_the_image_on_the_cover_page(tmp_path):
+    path = make_epub(tmp_path / "b.epub")
+    rewrite(
+        path,
+        "EPUB/content.opf",
+        lambda opf: opf.replace(b' properties="cover-image"', b"").replace(b'name="cover"', b'name="x"'),
+    )
+    assert b"cover-image" not in zipfile.ZipFile(path).read("EPUB/content.opf")
+    assert open_book(path).info.cover == tiny_png()
 
 
 def test_a_font_obfuscated_epub_is_not_drm_and_reads(tmp_path):
@@ -177,6 +237,13 @@ def test_a_bad_epub_is_one_line_naming_the_file(tmp_path, make, words):
         open_book(path)
     message = str(e.value)
     assert words in message and str(path) in message and "\n" not in message
+
+
+def test_a_file_of_the_zip_too_large_unpacked_is_refused(tmp_path, monkeypatch):
+    path = make_epub(tmp_path / "b.epub", cover=None)
+    monkeypatch.setattr(bookread, "MAX_MEMBER_BYTES", 300)
+    with pytest.raises(InvalidRequest, match=r"b\.epub: EPUB/contents\.xhtml is 0 MB unpacked, over the 0 MB"):
+        open_book(path)
 
 
 def test_without_ebooklib_an_epub_asks_for_the_book_extra(tmp_path, monkeypatch):

@@ -11,8 +11,12 @@ in it (the title is the chapter's `title`, spoken or not by the caller). Which f
 
 `open_book` reads the whole book once to lay out the chapters (titles, what is skipped and why,
 words per chapter: `Book.outline`); `chapters()` reads each chapter again when it is asked for,
-so a 50 MB text file or a large EPUB never sits in memory whole. The rules are in the docstrings
-of `_epub_*`, `_markdown_*` and `_text_*` below and in docs/book.md.
+so a 50 MB text file or a large EPUB never sits in memory whole (Markdown is read whole, and an
+EPUB one content document at a time). The rules, each with its table test in tests/test_bookread.py,
+are in the docstrings: EPUB `_epub_checks` (what is refused), `_toc` and `_epub_units`
+(chaptering, titles), `_matter_reason` with MATTER_TYPES and MATTER_TITLES (front and back matter),
+`_read_doc` and `_dropped` (XHTML as text), `_cover`; Markdown `_markdown_sections`; plain text
+`_text_segments` and `text_heading`; `count_words`. docs/book.md says them for users.
 """
 
 from __future__ import annotations
@@ -478,6 +482,7 @@ def _open_markdown(path: Path, keep: bool) -> Book:
     texts: dict[int, str] = {}
     skipped: list[str] = []
     for sec in _markdown_sections(tokens, path):
+        sec.title = sec.title or f"line {sec.line}"  # a heading without words
         if not keep and sec.from_book and matter_by_title(sec.title):
             skipped.append(f"{sec.title} ({'back' if outline else 'front'} matter, by its title)")
             continue
@@ -709,11 +714,13 @@ def _dropped(el, tag: str) -> bool:
 
 
 class _Paragraphs:
-    """Text gathered from a document: paragraphs, the first heading."""
+    """Text gathered from a document: paragraphs, where its headings are, where it is cut."""
 
-    def __init__(self) -> None:
+    def __init__(self, splits: Collection[str] = ()) -> None:
         self.paragraphs: list[str] = []
-        self.heading: str | None = None
+        self.headings: list[tuple[int, str]] = []  # (the heading's paragraph, its text)
+        self.cuts: list[tuple[int, str]] = []  # (the first paragraph after the anchor, the anchor)
+        self._splits = splits
         self._buf: list[str] = []
         self._pre = 0
 
@@ -739,7 +746,10 @@ class _Paragraphs:
         block = tag in _BLOCK_TAGS
         if block:
             self.flush()
-        heading_at = len(self.paragraphs) if tag in _HEADINGS and self.heading is None else None
+        if self._splits and el.get("id") in self._splits:
+            self.flush()
+            self.cuts.append((len(self.paragraphs), el.get("id")))
+        heading_at = len(self.paragraphs) if tag in _HEADINGS else None
         self._pre += tag == "pre"
         if el.text:
             self.add(el.text)
@@ -753,22 +763,39 @@ class _Paragraphs:
         elif tag in ("td", "th"):
             self.add(" ")
         if heading_at is not None and len(self.paragraphs) > heading_at:
-            self.heading = " ".join(self.paragraphs[heading_at:])
+            self.headings.append((heading_at, " ".join(self.paragraphs[heading_at:])))
 
 
 @dataclass
 class _Doc:
     paragraphs: list[str]
-    heading: str | None
+    headings: list[tuple[int, str]]
     types: set[str]  # epub:type / doc- roles of its <body> and the sections that wrap its content
+    cuts: list[tuple[int, str]] = field(default_factory=list)
+
+    @property
+    def heading(self) -> str | None:
+        return self.headings[0][1] if self.headings else None
+
+    def pieces(self) -> list[tuple[str | None, list[str], str | None]]:
+        """(anchor, paragraphs, first heading) of each part the cuts make; the part before the
+        first cut has anchor None (the whole document when nothing cuts it)."""
+        bounds = [(0, None)] + [c for c in self.cuts]
+        out = []
+        for i, (start, anchor) in enumerate(bounds):
+            end = bounds[i + 1][0] if i + 1 < len(bounds) else len(self.paragraphs)
+            heading = next((h for at, h in self.headings if start <= at < end), None)
+            out.append((anchor, self.paragraphs[start:end], heading))
+        return out
 
 
-def _read_doc(data: bytes) -> _Doc:
+def _read_doc(data: bytes, splits: Collection[str] = ()) -> _Doc:
     """The XHTML reading rule: the text of <body>, a paragraph break at each block element (<p>,
-    <div>, headings, <li>, <br>, ...), white space squashed; see _dropped for what is not read."""
+    <div>, headings, <li>, <br>, ...), white space squashed; see _dropped for what is not read.
+    Cut at the elements whose id is in `splits` (the TOC's anchors in it)."""
     root = _parse_xhtml(data)
     if root is None:
-        return _Doc([], None, set())
+        return _Doc([], [], set())
     body = next((el for el in root.iter() if _tag(el) == "body"), root)
     types, el = _types(body), body
     for _ in range(4):  # <body><section epub:type="copyright-page"><div>...: the wrappers' types too
@@ -777,26 +804,37 @@ def _read_doc(data: bytes) -> _Doc:
             break
         types |= _types(first)
         el = first
-    out = _Paragraphs()
+    out = _Paragraphs(splits)
     try:
         out.walk(body)
     except RecursionError:  # absurdly deep nesting: its text, one paragraph
         out = _Paragraphs()
         out.add(" ".join(body.itertext()))
     out.flush()
-    return _Doc(out.paragraphs, out.heading, types)
+    return _Doc(out.paragraphs, out.headings, types, out.cuts)
+
+
+def _key(text: str) -> str:
+    return "".join(c for c in text.casefold() if c.isalnum())
 
 
 def _drop_title(paragraphs: list[str], title: str | None) -> list[str]:
-    """The chapter's heading is its title, not its text: a first paragraph (or the first two,
-    "Chapter 1" + "The Storm") that reads as the title is dropped."""
+    """The chapter's heading is its title, not its text: the first paragraphs (up to 3) that
+    together read as the title ("Chapter 1" + "The Storm" under "Chapter 1: The Storm") are
+    dropped, or a first paragraph the title ends with ("The Storm" under "1. The Storm")."""
     if not title or not paragraphs:
         return paragraphs
-    key = "".join(c for c in title.casefold() if c.isalnum())
-    if "".join(c for c in paragraphs[0].casefold() if c.isalnum()) == key:
+    rest = _key(title)
+    for i, paragraph in enumerate(paragraphs[:3]):
+        key = _key(paragraph)
+        if not key or not rest.startswith(key):
+            break
+        rest = rest[len(key) :]
+        if not rest:
+            return paragraphs[i + 1 :]
+    first = _key(paragraphs[0])
+    if len(first) >= 3 and _key(title).endswith(first):
         return paragraphs[1:]
-    if len(paragraphs) > 1 and "".join(c for c in (paragraphs[0] + paragraphs[1]).casefold() if c.isalnum()) == key:
-        return paragraphs[2:]
     return paragraphs
 
 
@@ -806,26 +844,60 @@ def _href_file(base: str, href: str | None) -> str | None:
     return posixpath.normpath(posixpath.join(base, file)) if file else None
 
 
-def _flat_toc(entries) -> Iterator:
+def _flat_toc(entries, parent=None) -> Iterator[tuple[object, object]]:
+    """(entry, its parent entry or None), depth first."""
     if entries and not isinstance(entries, (tuple, list)):
         entries = [entries]  # ebooklib's NCX reading gives a lone entry bare
     for entry in entries or ():
-        if isinstance(entry, (tuple, list)):
-            yield from _flat_toc(entry)
+        if isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[1], (list, tuple)):
+            yield entry[0], parent
+            yield from _flat_toc(entry[1], entry[0])
+        elif isinstance(entry, (tuple, list)):
+            yield from _flat_toc(entry, parent)
         else:
-            yield entry
+            yield entry, parent
 
 
-def _toc_titles(book, base: str) -> dict[str, str]:
-    """Each file the TOC (navigation document, else NCX) links to: the title of the first link
-    to it, in the TOC's order, every level (parts and their chapters) included."""
-    titles: dict[str, str] = {}
-    for entry in _flat_toc(book.toc):
-        file = _href_file(base, getattr(entry, "href", None))
-        title = _squash(getattr(entry, "title", None) or "")
-        if file and title and file not in titles:
-            titles[file] = title
-    return titles
+@dataclass
+class _Toc:
+    titles: dict[tuple[str, str | None], str]  # (file, anchor or None) -> title
+    splits: dict[str, frozenset[str]]  # a file the TOC cuts at anchors -> those anchors
+
+    def title(self, file: str, anchor: str | None) -> str | None:
+        return self.titles.get((file, anchor if file in self.splits else None))
+
+    def names(self, file: str) -> bool:
+        return any(f == file for f, _ in self.titles)
+
+
+def _toc(book, base: str) -> _Toc:
+    """The TOC (navigation document, else NCX), every level (parts and their chapters). A file
+    it links to is titled by the first link to it. A file it links to at anchors ("book.xhtml#ch2")
+    is cut there, each part titled by its link, when two or more such links, or one and a link to
+    the file itself, are not sections of a chapter in that file (their TOC parent links elsewhere)."""
+    links: dict[str, list[tuple[str | None, str, bool]]] = {}  # file -> (anchor, title, a section of the file)
+    for entry, parent in _flat_toc(book.toc):
+        href = getattr(entry, "href", None) or ""
+        file, title = _href_file(base, href), _squash(getattr(entry, "title", None) or "")
+        if not file or not title:
+            continue
+        anchor = unquote(href.partition("#")[2]) or None
+        section = parent is not None and _href_file(base, getattr(parent, "href", None)) == file
+        if all(a != anchor for a, _, _ in links.setdefault(file, [])):
+            links[file].append((anchor, title, section))
+    titles: dict[tuple[str, str | None], str] = {}
+    splits: dict[str, frozenset[str]] = {}
+    for file, entries in links.items():
+        cuts = [(a, t) for a, t, section in entries if a and not section]
+        whole = [t for a, t, _ in entries if a is None]
+        if len(cuts) >= 2 or (cuts and whole):
+            splits[file] = frozenset(a for a, _ in cuts)
+            titles.update({(file, a): t for a, t in cuts})
+            if whole:
+                titles[(file, None)] = whole[0]
+        else:
+            titles[(file, None)] = entries[0][1]
+    return _Toc(titles, splits)
 
 
 def _structure_types(book, reader) -> dict[str, list[str]]:
@@ -887,12 +959,12 @@ def _cover(book, zf: zipfile.ZipFile, opf_dir: str, structure: dict[str, list[st
     for page, how in structure.items():
         if any(h.endswith(" cover") for h in how):
             try:
-                files.append(_cover_page_image(zf.read(posixpath.join(opf_dir, page)), page))
+                files.append(_cover_page_image(_member(zf, posixpath.join(opf_dir, page)), page))
             except KeyError:
                 pass
     for file in files:
         try:
-            data = zf.read(posixpath.normpath(posixpath.join(opf_dir, file))) if file else b""
+            data = _member(zf, posixpath.normpath(posixpath.join(opf_dir, file))) if file else b""
         except KeyError:
             continue
         if _image_type(data):
@@ -909,6 +981,19 @@ def _metadata(book) -> tuple[str | None, str | None, str | None]:
     return (titles[0] if titles else None), author, (languages[0] if languages else None)
 
 
+MAX_MEMBER_BYTES = 128 * 1024 * 1024  # a document or image of a book, unpacked (a zip bomb is refused)
+
+
+def _member(zf: zipfile.ZipFile, name: str) -> bytes:
+    """One file of the EPUB's zip (KeyError when it has none of that name)."""
+    size = zf.getinfo(name).file_size
+    if size > MAX_MEMBER_BYTES:
+        raise InvalidRequest(
+            f"{zf.filename}: {name} is {size >> 20} MB unpacked, over the {MAX_MEMBER_BYTES >> 20} MB a file of a book may be"
+        )
+    return zf.read(name)
+
+
 _XHTML_TYPES = ("application/xhtml+xml", "text/html", "application/html+xml")
 TITLE_MAX_CHARS = 150  # a longer "heading" is not used as a title
 
@@ -916,9 +1001,12 @@ TITLE_MAX_CHARS = 150  # a longer "heading" is not used as a title
 @dataclass
 class _Unit:
     title: str | None  # the book's own: the TOC's, else the first heading
-    files: list[str]
+    pieces: list[tuple[str, str | None]]  # (file, anchor): the documents (or parts) it reads
     reason: str | None  # why it is front/back matter, when it is
     paragraphs: list[str]
+
+    def source(self) -> str:
+        return ", ".join(f + (f"#{a}" if a else "") for f, a in self.pieces)
 
 
 def _matter_reason(file: str, linear: str, is_nav: bool, doc: _Doc, structure: dict, title: str | None) -> str | None:
@@ -940,11 +1028,12 @@ def _matter_reason(file: str, linear: str, is_nav: bool, doc: _Doc, structure: d
     return None
 
 
-def _epub_units(zf: zipfile.ZipFile, opf_dir: str, book, toc: dict, structure: dict, skipped: list) -> Iterator[_Unit]:
-    """The spine, in order, as chapters-to-be. The EPUB chaptering rule: a spine document is a
-    chapter of its own, titled by the TOC's link to it, else by its first heading. When the TOC
-    links to some spine documents, one it does not link to that has no heading and is not front
-    or back matter continues the chapter before it (a chapter split over files)."""
+def _epub_units(zf: zipfile.ZipFile, opf_dir: str, book, toc: _Toc, structure: dict, skipped: list) -> Iterator[_Unit]:
+    """The spine, in order, as chapters-to-be. The EPUB chaptering rule: a spine document (or a
+    part of one the TOC cuts at anchors, see _toc) is a chapter of its own, titled by the TOC's
+    link to it, else by its first heading. When the TOC links to some spine documents, one it does
+    not link to that has no heading and is not front or back matter continues the chapter before it
+    (a chapter split over files)."""
     from ebooklib import epub
 
     spine = []
@@ -952,27 +1041,31 @@ def _epub_units(zf: zipfile.ZipFile, opf_dir: str, book, toc: dict, structure: d
         item = book.get_item_with_id(idref)
         if item is not None:
             spine.append((posixpath.normpath(item.file_name), linear, isinstance(item, epub.EpubNav), item.media_type))
-    named_any = any(file in toc for file, *_ in spine)
+    named_any = any(toc.names(file) for file, *_ in spine)
     unit = None
     for file, linear, is_nav, media_type in spine:
         if media_type not in _XHTML_TYPES and not file.lower().endswith((".xhtml", ".html", ".htm")):
             skipped.append(f"{file} (not a text document: {media_type})")
             continue
         try:
-            doc = _read_doc(zf.read(posixpath.join(opf_dir, file)))
+            doc = _read_doc(_member(zf, posixpath.join(opf_dir, file)), toc.splits.get(file, ()))
         except KeyError:
             skipped.append(f"{file} (missing from the EPUB)")
             continue
-        heading = doc.heading if doc.heading and len(doc.heading) <= TITLE_MAX_CHARS else None
-        title = toc.get(file) or heading
-        reason = _matter_reason(file, linear, is_nav, doc, structure, title)
-        if unit is not None and named_any and file not in toc and reason is None and heading is None:
-            unit.files.append(file)
-            unit.paragraphs += doc.paragraphs
-            continue
-        if unit is not None:
-            yield unit
-        unit = _Unit(title, [file], reason, doc.paragraphs)
+        for anchor, paragraphs, heading in doc.pieces():
+            if anchor is None and not paragraphs and doc.cuts:
+                continue  # nothing before the first anchor
+            heading = heading if heading and len(heading) <= TITLE_MAX_CHARS else None
+            toc_title = toc.title(file, anchor)
+            title = toc_title or heading
+            reason = _matter_reason(file, linear, is_nav, doc, structure, title)
+            if unit is not None and named_any and toc_title is None and reason is None and heading is None:
+                unit.pieces.append((file, anchor))
+                unit.paragraphs += paragraphs
+                continue
+            if unit is not None:
+                yield unit
+            unit = _Unit(title, [(file, anchor)], reason, paragraphs)
     if unit is not None:
         yield unit
 
@@ -981,15 +1074,15 @@ def _open_epub(path: Path, keep: bool) -> Book:
     _epub_checks(path)
     book, reader = _load_epub(path)
     opf_dir = reader.opf_dir
-    toc = _toc_titles(book, reader.toc_base)
+    toc = _toc(book, reader.toc_base)
     structure = _structure_types(book, reader)
     skipped: list[str] = []
     outline: list[ChapterRef] = []
-    plan: dict[int, tuple[list[str], str | None]] = {}
+    plan: dict[int, tuple[list[tuple[str, str | None]], str | None]] = {}
     with zipfile.ZipFile(path) as zf:
         cover, cover_type = _cover(book, zf, opf_dir, structure)
         for unit in _epub_units(zf, opf_dir, book, toc, structure, skipped):
-            name = unit.title or unit.files[0]
+            name = unit.title or unit.pieces[0][0]
             if unit.reason and not keep:
                 skipped.append(f"{name} ({'back' if outline else 'front'} matter, {unit.reason})")
                 continue
@@ -998,14 +1091,20 @@ def _open_epub(path: Path, keep: bool) -> Book:
                 skipped.append(f"{name} (no text)")
                 continue
             n = len(outline) + 1
-            outline.append(ChapterRef(n, unit.title or f"Chapter {n}", ", ".join(unit.files), count_words(text)))
-            plan[n] = (unit.files, unit.title)
+            outline.append(ChapterRef(n, unit.title or f"Chapter {n}", unit.source(), count_words(text)))
+            plan[n] = (unit.pieces, unit.title)
 
     def read(refs: list[ChapterRef]) -> Iterator[str]:
+        last: tuple[str, dict] | None = None  # the document read last, in parts (a book in one file is read once)
         with zipfile.ZipFile(path) as zf:
             for ref in refs:
-                files, title = plan[ref.number]
-                paragraphs = [p for f in files for p in _read_doc(zf.read(posixpath.join(opf_dir, f))).paragraphs]
+                pieces, title = plan[ref.number]
+                paragraphs = []
+                for file, anchor in pieces:
+                    if last is None or last[0] != file:
+                        doc = _read_doc(_member(zf, posixpath.join(opf_dir, file)), toc.splits.get(file, ()))
+                        last = (file, {a: p for a, p, _ in doc.pieces()})
+                    paragraphs += last[1].get(anchor, [])
                 yield "\n\n".join(_drop_title(paragraphs, title))
 
     title, author, language = _metadata(book)
