@@ -162,6 +162,13 @@ def settings_key(values: dict[str, Any]) -> dict[str, Any]:
     for name in FILE_SETTINGS:
         if isinstance(kept.get(name), str):
             kept[f"{name}_sha256"] = _file_digest(kept[name])
+    if isinstance(kept.get("voice"), str):  # a saved voice: its file's content
+        from .voices import resolve_voice
+
+        try:
+            kept["voice_sha256"] = _file_digest(str(resolve_voice(kept["voice"], None)))
+        except (InvalidRequest, OSError):
+            kept["voice_sha256"] = None  # planning the parts then says what is wrong with it
     return kept
 
 
@@ -561,7 +568,8 @@ class BookRun:
 
     def _warn_voice(self) -> None:
         values = self.settings()
-        if values["voice"] is None and values["ref"] is None:
+        to_speak = any(not (self.work / p.name).exists() for p in self.parts.lines if p.name)
+        if values["voice"] is None and values["ref"] is None and to_speak:
             message = (
                 "no --voice or --ref: each part of the book is spoken in a voice the model makes up for it; "
                 "give --voice NAME or --ref FILE for one narrator"
