@@ -24,9 +24,6 @@ from conftest import ROOT, TINY_CKPT, files_in
 pytest.importorskip("ebooklib")
 pytest.importorskip("av")
 
-from tests import epub_util  # noqa: E402
-from tests.epub_util import make_epub, tiny_png  # noqa: E402
-
 from omnivoice_cli.app.book import (  # noqa: E402
     PART_CHARS,
     BookState,
@@ -39,6 +36,8 @@ from omnivoice_cli.app.book import (  # noqa: E402
     split_parts,
 )
 from omnivoice_cli.engine.errors import InvalidRequest  # noqa: E402
+from tests import epub_util  # noqa: E402
+from tests.epub_util import make_epub, tiny_png  # noqa: E402
 
 TITLES = [t for t, _ in epub_util.CHAPTERS]
 FILES = ["01-The-Storm", "02-The-Lamp", "03-The-Morning"]
@@ -334,7 +333,9 @@ USAGE = [
 ]
 
 
-@pytest.mark.parametrize("args, words", USAGE, ids=[" ".join(a[2:] if a[:1] == ["-o"] else a) or "no -o" for a, _ in USAGE])
+@pytest.mark.parametrize(
+    "args, words", USAGE, ids=[" ".join(a[2:] if a[:1] == ["-o"] else a) or "no -o" for a, _ in USAGE]
+)
 def test_usage_errors_are_one_line_exit_2(invoke, fake_engine, epub, tmp_path, home, monkeypatch, args, words):
     monkeypatch.chdir(tmp_path)
     r = book(invoke, epub, *args)
@@ -480,3 +481,49 @@ def test_a_killed_book_resumes(invoke, loaded, tmp_path, home):
     assert data["skipped"] == len(finished) and data["done"] == 3 - len(finished)
     assert stamps(work, finished) == before
     assert np.isfinite(data["duration"]) and out.exists()
+
+
+def test_ray_speaks_the_same_book(invoke, fake_engine, epub, tmp_path, home, monkeypatch):
+    """--ray hands the parts to the batch run's cluster executor: the same parts and the same
+    .m4b as in this process (FakeRay of test_ray.py: actors in this process; FakeEngine's audio)."""
+    from test_ray import FakeRay
+
+    from omnivoice_cli.app import cluster
+
+    assert book(invoke, epub, "-o", tmp_path / "local.m4b", "-q").exit_code == 0
+    fake = FakeRay()
+    monkeypatch.setattr(cluster, "import_ray", lambda: fake)
+    r = book(invoke, epub, "-o", tmp_path / "ray.m4b", "--ray", "local", "--workers", "2", "-q")
+    assert r.exit_code == 0, r.stderr
+    assert len(fake.actors) == 2 and fake.runs >= 1
+    local, ray = tmp_path / "local.m4b.parts", tmp_path / "ray.m4b.parts"
+    names = sorted(p.name for p in local.glob("*.flac"))
+    assert len(names) == 3 and names == sorted(p.name for p in ray.glob("*.flac"))
+    assert all((local / n).read_bytes() == (ray / n).read_bytes() for n in names)
+    assert (tmp_path / "local.m4b").read_bytes() == (tmp_path / "ray.m4b").read_bytes()
+
+
+def test_ctrl_c_while_the_m4b_is_written_leaves_no_file(invoke, fake_engine, epub, tmp_path, home, monkeypatch):
+    """A stop while the book is encoded: no .m4b and no temporary file; the next run writes it
+    from the parts it kept."""
+    import omnivoice_cli.app.book as book_mod
+
+    stream = book_mod._stream
+    blocks = {"n": 0}
+
+    def interrupted(layout, signals):
+        for block in stream(layout, signals):
+            blocks["n"] += 1
+            if blocks["n"] == 3:
+                os.kill(os.getpid(), signal.SIGINT)  # held by the run until the next block
+            yield block
+
+    monkeypatch.setattr(book_mod, "_stream", interrupted)
+    out = tmp_path / "x.m4b"
+    r = book(invoke, epub, "-o", out, "--loudness", "off")
+    assert r.exit_code == 130, r.stderr
+    assert not out.exists() and not [p for p in tmp_path.rglob("*.part")]
+    assert len(list((tmp_path / "x.m4b.parts").glob("*.flac"))) == 3
+    monkeypatch.setattr(book_mod, "_stream", stream)
+    data = report(book(invoke, epub, "-o", out, "--json", "--loudness", "off"))
+    assert (data["done"], data["skipped"], data["written"]) == (0, 3, [str(out)])

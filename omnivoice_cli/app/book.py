@@ -282,12 +282,21 @@ class NoBookProgress(NoProgress):
 
 class Tracker:
     """The batch run's Progress for a book: it counts parts per chapter and hands BookState to
-    the face's bars as each part ends."""
+    the face's bars as each part ends (in time linear in the parts: a book may have thousands)."""
 
     def __init__(self, bars: BookProgress, chapters: list[ChapterPlan], work: Path) -> None:
         self.bars, self.chapters, self.work = bars, chapters, work
+        self.where: dict[str, list[int]] = {}  # a part's name -> the chapters (indices) that have it
+        for i, ch in enumerate(chapters):
+            for p in ch.parts:
+                self.where.setdefault(p.name, []).append(i)
+        self.left = [len(ch.parts) for ch in chapters]  # parts not done, per chapter
+        self.total = sum(ch.estimate for ch in chapters)
         self.done: set[str] = set()
-        self.failed: set[str] = set()
+        self.audio_done = 0.0  # estimated seconds of the parts done, and of the chapters' silences
+        self.chapters_done = 0
+        self.first = 0  # the first chapter not done
+        self.failed = 0
         self.t0: float | None = None  # the first forward of this run
         self.spoken = 0.0  # estimated seconds spoken in this run
 
@@ -297,8 +306,9 @@ class Tracker:
 
     def __enter__(self) -> "Tracker":
         self.bars.__enter__()
-        names = {p.name for ch in self.chapters for p in ch.parts if p.name}
-        self.done = {n for n in names if (self.work / n).exists()}  # what the batch will skip
+        for name in self.where:
+            if (self.work / name).exists():  # what the batch will skip
+                self._mark(name)
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -312,35 +322,45 @@ class Tracker:
             self.t0 = time.perf_counter()
         self.bars.step(done, total)
 
+    def _mark(self, name: str) -> float:
+        """A part is done: count it in its chapters; its estimated seconds."""
+        if name in self.done or name not in self.where:
+            return 0.0
+        self.done.add(name)
+        for i in self.where[name]:
+            ch = self.chapters[i]
+            self.left[i] -= sum(p.name == name for p in ch.parts)
+            self.audio_done += sum(p.estimate for p in ch.parts if p.name == name)
+            if self.left[i] == 0:
+                self.chapters_done += 1
+                self.audio_done += ch.estimate - sum(p.estimate for p in ch.parts)  # its silences
+        while self.first < len(self.chapters) and self.left[self.first] == 0:
+            self.first += 1
+        return next(p.estimate for p in self.chapters[self.where[name][0]].parts if p.name == name)
+
     def finished(self, line: PartLine, status: str) -> None:
         if status == "done":
-            self.done.add(line.name)
-            self.spoken += line.estimate
+            self.spoken += self._mark(line.name)
         else:
-            self.failed.add(line.name or f"#{line.number}")
+            self.failed += 1
         self.bars.update(self.state())
 
     def state(self) -> BookState:
-        total = sum(ch.estimate for ch in self.chapters)
-        finished = [ch for ch in self.chapters if all(p.name in self.done for p in ch.parts)]
-        current = next((ch for ch in self.chapters if ch not in finished), None)
-        done = sum(ch.estimate for ch in finished) + sum(
-            p.estimate for ch in self.chapters if ch not in finished for p in ch.parts if p.name in self.done
-        )
+        current = self.chapters[self.first] if self.first < len(self.chapters) else None
         eta = None
         if self.spoken > 0 and self.t0 is not None:
-            eta = (time.perf_counter() - self.t0) / self.spoken * max(0.0, total - done)
+            eta = (time.perf_counter() - self.t0) / self.spoken * max(0.0, self.total - self.audio_done)
         return BookState(
-            chapters_done=len(finished),
+            chapters_done=self.chapters_done,
             chapters=len(self.chapters),
             chapter=current.number if current else None,
             title=current.title if current else "",
-            parts_done=sum(p.name in self.done for p in current.parts) if current else 0,
+            parts_done=len(current.parts) - self.left[self.first] if current else 0,
             parts=len(current.parts) if current else 0,
-            audio_done=done,
-            audio_total=total,
+            audio_done=self.audio_done,
+            audio_total=self.total,
             eta=eta,
-            failed=len(self.failed),
+            failed=self.failed,
         )
 
 
@@ -534,6 +554,8 @@ class BookRun:
                 chapter_stem(chapter.number, chapter.title, width),
             )
             texts = split_parts(chapter.text, chapter.title if self.titles else None)
+            if not texts:  # nothing to say (no title, no words)
+                continue
             for i, text in enumerate(texts, start=1):
                 name = f"{part_key(text, key_settings)[:KEY_CHARS]}.{PART_FORMAT}"
                 line = by_name.get(name)
@@ -545,6 +567,8 @@ class BookRun:
                     by_name[name] = self._plan_part(line, run, keep_text)
                 plan.parts.append(line)
             self.plans.append(plan)
+        if not self.plans:
+            raise InvalidRequest(f"{self.book_path}: the chapters picked have nothing to speak")
         self.parts.lines = list(by_name.values())
         self.report.chapters, self.report.parts = len(self.plans), len(self.parts.lines)
 
@@ -609,11 +633,11 @@ class BookRun:
     def _assemble_held(self) -> None:
         """Assemble with Ctrl-C and SIGTERM turned into a Stop between two blocks of audio (never
         inside an encoder's callback): the output being written is then dropped, not left half."""
-        with HoldSignals() as signals, signals.protect():
-            try:
+        try:
+            with HoldSignals() as signals, signals.protect():
                 self.assemble(signals)
-            except Stop as stop:
-                self.report.interrupted = stop.signum
+        except Stop as stop:  # from a block of audio, or as the block ends
+            self.report.interrupted = stop.signum
         if not self.chapter_spec and not self.report.interrupted:
             self._remove_old_parts()
 
