@@ -520,10 +520,10 @@ def test_ctrl_c_while_the_m4b_is_written_leaves_no_file(invoke, fake_engine, epu
 
     monkeypatch.setattr(book_mod, "_stream", interrupted)
     out = tmp_path / "x.m4b"
-    r = book(invoke, epub, "-o", out, "--loudness", "off")
+    r = book(invoke, epub, "-o", out, "--loudness", "-20")
     assert r.exit_code == 130, r.stderr
     assert not out.exists() and not [p for p in tmp_path.rglob("*.part")]
     assert len(list((tmp_path / "x.m4b.parts").glob("*.flac"))) == 3
     monkeypatch.setattr(book_mod, "_stream", stream)
-    data = report(book(invoke, epub, "-o", out, "--json", "--loudness", "off"))
+    data = report(book(invoke, epub, "-o", out, "--json", "--loudness", "-20"))
     assert (data["done"], data["skipped"], data["written"]) == (0, 3, [str(out)])

@@ -377,6 +377,13 @@ class PartsRun(BatchRun):
     def plan(self) -> None:
         self.report.lines = len(self.lines)
 
+    def plan_line(self, line: Line, run: st.Resolved, width: int) -> None:
+        """batch's plan, the part as spoken: no loudness of its own (a preset's `loudness` is the
+        book's, over each whole output, never a part's)."""
+        super().plan_line(line, run, width)
+        if line.built.settings.get("loudness") is not None:
+            line.built.settings = line.built.settings.with_values({"loudness": None})
+
     def warn(self, line: Line, warnings: list[str]) -> None:
         for w in self._once.new(warnings):
             where = f"chapter {line.chapter}" if isinstance(line, PartLine) else f"line {line.number}"
@@ -496,14 +503,9 @@ class BookRun:
         return st.resolve(*layers, (st.FLAG_SOURCE, self.flags))
 
     def loudness_target(self) -> float | None:
-        """The LUFS each output is brought to (None: as spoken): the `loudness` setting, else
-        DEFAULT_LOUDNESS."""
+        """The LUFS each output is brought to: the `loudness` setting, else DEFAULT_LOUDNESS."""
         value = self.settings().get("loudness")
-        if value is None:
-            return DEFAULT_LOUDNESS
-        if isinstance(value, str):
-            return None if value.strip().lower() in ("off", "none", "") else float(value)
-        return float(value)
+        return DEFAULT_LOUDNESS if value is None else float(value)
 
     def audio_format(self):
         """The format of a folder's chapter files (the `format` setting); an .m4b is AAC."""
