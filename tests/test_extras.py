@@ -121,6 +121,27 @@ def test_dub_normalize_without_the_normalize_extra(blocker, tmp_path):
     assert not (tmp_path / "dub.wav").exists()
 
 
+LOUDNESS_LINE = (
+    f"Error: loudness normalisation (--loudness) needs pyloudnorm, which is not installed: {install_hint('loudness')}"
+)
+
+
+def test_say_loudness_without_the_loudness_extra(blocker, tmp_path):
+    proc = omnivoice(
+        blocker, "pyloudnorm", "say", "Hello.", "--loudness", "-18", "-o", "out.wav", "--model", TINY_CKPT, cwd=tmp_path
+    )
+    assert one_line(proc, "loudness") == LOUDNESS_LINE
+    assert not (tmp_path / "out.wav").exists()
+
+
+def test_batch_line_asking_for_loudness_without_the_extra(blocker, tmp_path):
+    """Found while the lines are planned: nothing runs, nothing is written (exit 2)."""
+    (tmp_path / "lines.jsonl").write_text('{"text": "Plain."}\n{"text": "Level me.", "loudness": -20}\n')
+    proc = omnivoice(blocker, "pyloudnorm", "batch", "lines.jsonl", "-o", "out", "--model", TINY_CKPT, cwd=tmp_path)
+    assert one_line(proc, "loudness") == LOUDNESS_LINE
+    assert not (tmp_path / "out").exists()
+
+
 def test_batch_ray_without_the_ray_extra(blocker, tmp_path):
     (tmp_path / "lines.txt").write_text("Hello there.\n")
     proc = omnivoice(

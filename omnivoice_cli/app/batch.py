@@ -598,12 +598,16 @@ class BatchRun:
                         self.recogniser(line), result.audio, result.sample_rate, result.pieces, req.text, req.lang
                     )
                     write_words(target.with_name(target.stem + ".words.json"), timed)
-                write_audio(result.audio, result.sample_rate, OutputTarget(target, *FORMATS["." + line.format]))
+                from ..media.loudness import level  # --loudness: over the line's whole file
+
+                audio, loud = level(result.audio, result.sample_rate, line.built.settings["loudness"])
+                write_audio(audio, result.sample_rate, OutputTarget(target, *FORMATS["." + line.format]))
             except OSError as e:
                 self.fail_line(line, f"cannot write {target}: {e.strerror or e}")
                 return
             seconds = len(result.audio) / result.sample_rate
             checked = [] if line.check is None else line.check.warnings()
+            checked += [w for w in [loud and loud.warning()] if w]
             line.warnings = list(dict.fromkeys([*line.warnings, *result.warnings, *checked]))
             self.warn(line, [*result.warnings, *checked])
             line.status = "done"

@@ -514,10 +514,15 @@ class DubRun:
         return self.report
 
     def write_track(self) -> None:
+        from ..media.loudness import level
         from ..media.output import write_audio
 
+        target = self.cast.settings(None, self.layers())["loudness"]  # --loudness: over the whole track
+        track, loud = level(self.track, SAMPLE_RATE, target)
+        if loud is not None and loud.warning("the track"):
+            self.warn(loud.warning("the track"))
         try:
-            write_audio(self.track, SAMPLE_RATE, self.target, stdout=self.stdout)
+            write_audio(track, SAMPLE_RATE, self.target, stdout=self.stdout)
         except BrokenPipeError:
             raise
         except OSError as e:

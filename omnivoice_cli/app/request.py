@@ -279,6 +279,10 @@ def build_request(
     from ..engine.text import check_text
 
     check_text(text)  # before any conversion; validate_request checks what the model will be given
+    if settings["loudness"] is not None:  # its extra there before a model loads (media/loudness.py)
+        from ..media.loudness import require
+
+        require()
     replaced: list[tuple[str, str]] = []
     text, text_warnings = spoken_text(text, settings, replaced)
     reference = _reference(settings, refs, line_base)

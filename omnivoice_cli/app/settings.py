@@ -40,6 +40,7 @@ from types import MappingProxyType
 from typing import Any, Callable, Iterable, Mapping
 
 from ..engine.config import GenerationConfig, ModelConfig, value_rule
+from ..media.loudness import TARGET_RULE as LOUDNESS_RULE
 from ..media.output import AUDIO_FORMATS
 
 DEFAULT_MODEL = "k2-fsa/OmniVoice"  # hub id used when neither --model nor $OMNIVOICE_MODEL is given
@@ -321,6 +322,17 @@ SCHEMA: dict[str, Setting] = {
             choices=FORMATS,
             metavar="FMT",
             where=frozenset({FLAG, PRESET}),
+        ),
+        _setting(
+            "loudness",
+            float,
+            None,
+            "Loudness of each output in LUFS (ITU-R BS.1770), true peak at most -1 dBTP; needs the loudness extra.",
+            "Output",
+            LOUDNESS_RULE.allowed,
+            LOUDNESS_RULE.ok,
+            metavar="LUFS",
+            default_help="off",
         ),
         _setting(
             "device",

@@ -100,8 +100,14 @@ class Speech:
     subtitle_level: str = "line"  # --subtitle-level word: VTT cues with each word's time
 
     @property
+    def loudness(self) -> float | None:
+        """--loudness: the target of the whole output (LUFS), or None."""
+        return self.built.settings.get("loudness")
+
+    @property
     def streamed(self) -> bool:
-        return self.play or self.stream
+        """Rendered piece by piece: --stream, or played (but for --loudness: measured whole, then played)."""
+        return self.stream or (self.play and self.loudness is None)
 
     @property
     def settings(self) -> st.Resolved:
@@ -125,6 +131,12 @@ class Stopped(Exception):
 
 def _signum(e: BaseException) -> int:
     return int(getattr(e, "signum", signal.SIGINT))  # Stop (SIGINT / SIGTERM), or a KeyboardInterrupt of our own
+
+
+def _signal_name(e: BaseException) -> str:
+    from .signals import signal_name
+
+    return signal_name(_signum(e))
 
 
 def _stopped(e: BaseException, written: bool, target: Any) -> Stopped:
@@ -207,6 +219,7 @@ class SpeechReport:
     subtitles: Path | None
     warnings: tuple[str, ...]  # every warning shown, once
     verify: list | None = None  # --verify: per piece (verify.RequestCheck.report)
+    loudness: dict | None = None  # --loudness: what normalising did (loudness.LoudnessReport.as_dict)
 
     @property
     def rtf(self) -> float | None:
@@ -230,6 +243,7 @@ def _report(
     seed: int,
     pieces: int,
     verify: list | None = None,
+    loudness: Any = None,
 ) -> SpeechReport:
     return SpeechReport(
         target=speech.target,
@@ -248,12 +262,37 @@ def _report(
         subtitles=speech.subtitles,
         warnings=tuple(shown.shown),
         verify=verify,
+        loudness=None if loudness is None else loudness.as_dict(),
     )
 
 
 def speech_run(speech: Speech, hooks: Hooks, shown: Shown | None = None) -> "PlainRun | StreamedRun":
     """The run that speaks `speech`: streamed when it is played or streamed, else plain."""
+    check_loudness(speech)
     return (StreamedRun if speech.streamed else PlainRun)(speech, hooks, shown)
+
+
+def check_loudness(speech: Speech) -> None:
+    """Before the model: --loudness measures the whole output, which --stream sends before it exists."""
+    if speech.stream and speech.loudness is not None:
+        from ..media.loudness import streaming_refused
+
+        name = speech.built.settings.name("loudness")
+        instead = "leave out --stream (the audio is then written, or played, once it is complete)"
+        raise InvalidRequest(streaming_refused(name, "--stream", instead), "loudness")
+
+
+def level(audio: Any, sample_rate: int, target: float | None, shown: Shown, what: str = "the audio") -> tuple:
+    """--loudness over one whole output (media/loudness.py): (audio, report or None); a target
+    its peaks do not allow is said once. With no target, the audio itself, untouched."""
+    if target is None:
+        return audio, None
+    from ..media.loudness import normalize
+
+    audio, report = normalize(audio, sample_rate, target)
+    warning = report.warning(what)
+    shown([warning] if warning else [])
+    return audio, report
 
 
 class _Run:
@@ -295,6 +334,7 @@ class PlainRun(_Run):
         from ..engine.pipeline import plan_request
 
         speech, written = self.speech, False
+        player = open_the_player(speech.play)  # --play with --loudness: the whole, once measured
         try:
             engine, load = self.load()
             request, voice = self.prepare_voice(engine)
@@ -309,6 +349,7 @@ class PlainRun(_Run):
             if check is not None:
                 self.shown(check.warnings())
             timed = self.word_times(result, request, check)
+            audio, loud = level(result.audio, result.sample_rate, speech.loudness, self.shown)
             with signals.protect():  # a Ctrl-C now waits until the file is complete
                 if speech.words is not None:
                     from .words import write_words
@@ -322,9 +363,17 @@ class PlainRun(_Run):
                     from ..media.cues import write_result_subtitles
 
                     write_result_subtitles(speech.subtitles, result, request.text)
-                self.write(result)
-                written = True
+                if speech.target is not None:
+                    self.write(audio, result.sample_rate)
+                written = speech.target is not None
+            if player is not None:
+                player.play(audio)
+                player.close()  # until it has played; a Ctrl-C stops it at once
         except KeyboardInterrupt as e:
+            if player is not None:
+                player.stop()
+            if speech.target is None:
+                raise Stopped(_signum(e), f"playback stopped by {_signal_name(e)}", failed=False) from None
             raise _stopped(e, written, speech.target) from None
         return _report(
             speech,
@@ -338,6 +387,7 @@ class PlainRun(_Run):
             seed=result.seed,
             pieces=pieces,
             verify=None if check is None else check.report(),
+            loudness=loud,
         )
 
     def word_times(self, result: Any, request: Any, check: Any) -> Any:
@@ -377,14 +427,14 @@ class PlainRun(_Run):
             request = finish_request(engine, built, self.speech.refs)
         return request, time.perf_counter() - t0
 
-    def write(self, result: Any) -> None:
+    def write(self, audio: Any, sample_rate: int) -> None:
         """The audio into its file, or every byte of it to stdout (a reader that goes away is an error)."""
         from ..media.output import StreamClosed, quiet_stdout, write_audio
 
         target = self.speech.target
         try:
             stdout = self.hooks.stdout() if target.to_stdout else None  # stdout may be closed
-            write_audio(result.audio, result.sample_rate, target, stdout=stdout)
+            write_audio(audio, sample_rate, target, stdout=stdout)
         except StreamClosed as e:
             quiet_stdout()
             raise OmniVoiceError(f"stdout: {e.strerror}") from None
@@ -614,9 +664,11 @@ class DialogueRun:
         play: bool = False,
         hooks: Hooks = Hooks(),
         shown: Shown | None = None,
+        loudness: float | None = None,
     ) -> None:
         from .session import WarnOnce
 
+        self.loudness = loudness  # --loudness: the target of the whole dialogue (LUFS)
         self.script, self.target, self.hardware, self.gap = script, target, hardware, gap  # dialogue.Script
         self.subtitles, self.play, self.hooks = subtitles, play, hooks
         self.shown: Shown = shown if shown is not None else WarnOnce(hooks.warn)
@@ -635,6 +687,7 @@ class DialogueRun:
             for r in results:
                 self.shown(r.warnings)
             audio, subs, starts = join_lines(built, results, self.gap, engine.sample_rate)
+            audio, _ = level(audio, engine.sample_rate, self.loudness, self.shown, "the dialogue")
             with signals.protect():
                 if self.subtitles is not None:
                     from ..media.cues import write_subtitles

@@ -116,5 +116,6 @@ def say_dialogue(
         play=play,
         hooks=hooks(quiet),
         shown=shown,
+        loudness=settings["loudness"],
     )
     _report(held(run), t_start, json_out, quiet)

@@ -49,6 +49,7 @@ DUB_SETTINGS = (
     *st.GENERATION_KEYS,
     "seed",
     "format",
+    "loudness",
 )
 
 

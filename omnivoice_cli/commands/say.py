@@ -172,6 +172,7 @@ def _report(report: Any, t_start: float, json_out: bool, quiet: bool) -> None:
             "warnings": list(report.warnings),
             "subtitles": None if report.subtitles is None else str(report.subtitles),
             **({} if report.verify is None else {"verify": report.verify}),
+            **({} if report.loudness is None else {"loudness": report.loudness}),
         }
         typer.echo(json.dumps(data, ensure_ascii=False), err=target is not None and target.to_stdout)
     elif not quiet:

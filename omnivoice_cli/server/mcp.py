@@ -45,6 +45,18 @@ INSTRUCTIONS = (
 )
 
 
+def _level(audio: Any, rate: int, target: float | None) -> tuple[Any, Any]:
+    from ..media.loudness import level
+
+    return level(audio, rate, target)
+
+
+def _said(loud: Any) -> list[str]:
+    """A loudness target missed, in the tool's warnings."""
+    warning = loud.warning() if loud is not None else None
+    return [warning] if warning else []
+
+
 class Tools:
     """What the tools do, free of the protocol: InvalidRequest / SettingsError / OmniVoiceError
     / OSError for what goes wrong, in the CLI's words."""
@@ -64,15 +76,21 @@ class Tools:
             from ..media.player import open_player
         else:
             open_player = self._open_player
+        target = built.settings["loudness"]  # measured over the whole: played once it is complete
         with self._playing:
             with open_player(rate) as player:
-                audio, summary = self.speaker.render(built.request, on_piece=lambda p: player.play(p.audio))
+                if target is None:
+                    audio, summary = self.speaker.render(built.request, on_piece=lambda p: player.play(p.audio))
+                else:
+                    audio, summary = self.speaker.render(built.request)
+                    audio, loud = _level(audio, rate, target)
+                    player.play(audio)
             played = getattr(player, "name", "player")
         return {
             "seconds": round(len(audio) / rate, 3),
             "seed": summary.seed,
             "player": played,
-            "warnings": [*built.warnings, *summary.warnings],
+            "warnings": [*built.warnings, *summary.warnings, *(_said(loud) if target is not None else [])],
         }
 
     def synthesize(
@@ -94,6 +112,7 @@ class Tools:
         target_path.parent.mkdir(parents=True, exist_ok=True)
         target = check_output(str(target_path), format)
         audio, summary = self.speaker.render(built.request)
+        audio, loud = _level(audio, summary.sample_rate, built.settings["loudness"])
         write_audio(audio, summary.sample_rate, target)
         return {
             "path": str(target_path),
@@ -102,7 +121,7 @@ class Tools:
             "sample_rate": summary.sample_rate,
             "seed": summary.seed,
             "format": target.audio_format.name,
-            "warnings": [*built.warnings, *summary.warnings],
+            "warnings": [*built.warnings, *summary.warnings, *_said(loud)],
         }
 
     def list_voices(self) -> dict[str, Any]:

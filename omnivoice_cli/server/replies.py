@@ -30,6 +30,7 @@ from .speech import Speech
 
 SEED_HEADER = "X-OmniVoice-Seed"
 VERIFY_HEADER = "X-OmniVoice-Verify"  # `verify`: per piece, JSON (error, transcript, attempts, seed kept)
+LOUDNESS_HEADER = "X-OmniVoice-Loudness"  # `loudness`: JSON (target, input and output LUFS / dBTP, gain)
 
 
 class EventQueue:
@@ -130,8 +131,15 @@ class SpeechReply:
         self.done(event)
         fmt, rate = self.speech.format, self.ticket.service.engine.sample_rate
         audio = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float32)
+        target = self.speech.built.settings["loudness"]
+        if target is not None:  # `loudness`: over the whole reply (media/loudness.py)
+            from ..media.loudness import normalize
+
+            audio, loud = await anyio.to_thread.run_sync(normalize, audio, rate, target)
         data = await anyio.to_thread.run_sync(encode, audio, rate, fmt.sf_format, fmt.subtype)
         extra = {"Content-Length": str(len(data))}
+        if target is not None:
+            extra[LOUDNESS_HEADER] = json.dumps(loud.as_dict(), separators=(",", ":"))
         check = self.ticket.pieces.check
         if check is not None:  # the pieces are all checked now (a streamed reply's headers go out first)
             extra[VERIFY_HEADER] = json.dumps(check.report(), ensure_ascii=True, separators=(",", ":"))

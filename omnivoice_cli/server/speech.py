@@ -354,8 +354,22 @@ def parse_speech(body: bytes, options: ServeOptions) -> Speech:
     settings = st.resolve(*options.layers, *layers, (REQUEST, layer))
     if voice is not None:
         settings = settings.with_values({"voice": voice[1]}, REQUEST)
+    stream = _whole_for_loudness(data, settings, sse, stream)
     built = _build(text, settings, renamed)
     return Speech(built, fmt, name, sse, stream, voice[0] if voice else "auto", len(text), notes)
+
+
+def _whole_for_loudness(data: dict, settings: st.Resolved, sse: bool, stream: bool) -> bool:
+    """`loudness` is measured over the whole reply: one whole file, and a stream asked for is refused."""
+    if settings["loudness"] is None:
+        return stream
+    if sse or data.get("stream") is True:
+        from ..media.loudness import streaming_refused
+
+        streamer = "stream_format 'sse'" if sse else "stream: true"
+        instead = "leave out 'stream' and 'stream_format' (the reply is then one whole file)"
+        raise bad_request(streaming_refused(settings.name("loudness"), streamer, instead), "loudness")
+    return False
 
 
 def _build(text: str, settings: st.Resolved, renamed: bool):

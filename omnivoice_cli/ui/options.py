@@ -146,6 +146,7 @@ SPEECH_SETTINGS = (
     *st.GENERATION_KEYS,
     "seed",
     "format",
+    "loudness",
 )
 HARDWARE_SETTINGS = ("model", "device", "dtype", "threads", "quantize", "compile")
 LISTEN_SETTINGS = (

@@ -1,0 +1,446 @@
+"""Loudness: ITU-R BS.1770-4 integrated loudness and true peak, and normalising an output to a target.
+
+    report = measure(audio, 24000)                        # LUFS and dBTP of a whole signal
+    audio, report = normalize(audio, 24000, -18.0)        # one output at -18 LUFS, <= -1 dBTP
+
+    meter = LoudnessMeter(24000)                          # a book: measured as it is made ...
+    for piece in pieces: meter.add(piece)
+    n = Normaliser(gain_for(meter.integrated(), -18.0), 24000)
+    for piece in pieces: out.write(n.process(piece))      # ... then scaled and limited as it streams
+    out.write(n.flush())
+
+The meter streams, so a ten-hour book is never held as float64: the K-weighting (the two biquads
+pyloudnorm defines: a +4 dB high shelf at 1500 Hz, Q 1/sqrt 2, and a 38 Hz high pass, Q 0.5, both
+RBJ cookbook designs, taken from pyloudnorm's own `IIRfilter`) runs with its state carried from
+chunk to chunk; what is kept is one sum of squares per 100 ms, from which the 400 ms blocks (75 %
+overlap) are gated at the end: absolute -70 LUFS, relative -10 LU. A signal shorter than one block
+is measured as one block. True peak is the largest magnitude of the signal 4x oversampled (Annex 2
+of BS.1770-4) by a 129-tap windowed-sinc (Kaiser) interpolator whose phase 0 is the signal itself.
+
+Normalising is one gain for the whole output (never per piece: the level would jump between
+pieces), then, only where the gained signal's true peak would pass the ceiling, a look-ahead
+limiter: the gain it needs at each sample (ceiling / true peak around it) is held over the 5 ms
+ahead, released with an 80 ms time constant (on the attenuation in nepers) and smoothed by a
+5 ms moving average, so it is down before the peak arrives and changes by at most 1/240 of full
+scale a sample (no clicks); elsewhere the gain is exactly 1. It aims 0.3 dB under the ceiling so
+that any 4x interpolation of its output stays under. The limiter takes a little loudness off
+loud peaks: `normalize` measures its output and corrects the gain once or twice more.
+
+numpy and scipy come with pyloudnorm (the `loudness` extra): without it, MissingExtra.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from ..engine.config import ValueRule
+from ..engine.errors import MissingExtra
+
+TARGET_RULE = ValueRule(-50.0, -5.0, note=" (LUFS, e.g. -18)")  # what the `loudness` setting allows
+CEILING_DBTP = -1.0  # true peak at most this after normalising
+ABSOLUTE_GATE = -70.0  # LUFS
+RELATIVE_GATE = -10.0  # LU under the absolutely gated loudness
+BLOCK_HOPS = 4  # a 400 ms block is four 100 ms hops (75 % overlap)
+HOPS_PER_SECOND = 10
+OVERSAMPLE = 4  # true peak: 4x (BS.1770-4 Annex 2)
+_TAPS_PER_PHASE = 32  # the interpolator: 4 * 32 + 1 taps, a delay of 16 input samples
+_KAISER_BETA = 6.0
+LOOKAHEAD = 0.005  # seconds: the limiter's gain is down before the peak comes
+RELEASE = 0.080  # seconds: the time constant of its way back up
+MARGIN_DB = 0.3  # the limiter aims this far under the ceiling
+MISS_LU = 0.5  # an output further than this from its target is warned about
+MAX_MAKEUP_DB = 3.0  # gain added at most to give back what the limiter took
+BLOCK = 1 << 18  # samples at a time for the in-memory functions
+_OFFSET = -0.691  # BS.1770: loudness = -0.691 + 10 log10(mean square of the K-weighted signal)
+
+
+def _libraries() -> tuple[Any, Any]:
+    """(numpy, scipy.signal), with pyloudnorm there (its filters are the K-weighting used)."""
+    try:
+        import numpy as np
+        import pyloudnorm.iirfilter  # noqa: F401
+        import scipy.signal as signal
+    except ImportError:
+        raise MissingExtra("loudness normalisation (--loudness)", "pyloudnorm", "loudness") from None
+    return np, signal
+
+
+def streaming_refused(name: str, streamer: str, instead: str) -> str:
+    """The one wording of a stream asked for with a loudness target (`say --stream`, a request's
+    stream: true): name, the setting as its source names it; streamer, what streams."""
+    return f"{name} measures the whole output, which {streamer} sends piece by piece before its end is known: {instead}"
+
+
+def require() -> None:
+    """MissingExtra now (before a model loads) when the loudness extra is not installed."""
+    _libraries()
+
+
+def check_target(lufs: float) -> float:
+    """A target loudness within TARGET_RULE (ValueError naming what is allowed)."""
+    if not isinstance(lufs, (int, float)) or isinstance(lufs, bool) or not TARGET_RULE.ok(float(lufs)):
+        raise ValueError(f"the loudness target must be {TARGET_RULE.allowed}, got {lufs!r}")
+    return float(lufs)
+
+
+def k_weighting(sample_rate: int) -> Any:
+    """The K-weighting filter at `sample_rate` as second-order sections (scipy's sos layout):
+    pyloudnorm's high shelf, then its high pass."""
+    np, _ = _libraries()
+    from pyloudnorm.iirfilter import IIRfilter
+
+    stages = (
+        IIRfilter(4.0, 1 / math.sqrt(2), 1500.0, sample_rate, "high_shelf"),
+        IIRfilter(0.0, 0.5, 38.0, sample_rate, "high_pass"),
+    )
+    return np.array([[*s.b, *s.a] for s in stages], dtype=np.float64)
+
+
+def interpolator() -> Any:
+    """The 4x true-peak interpolator, phase by phase: row p gives the samples at n + p/4 (delayed)."""
+    np, signal = _libraries()
+    taps = OVERSAMPLE * _TAPS_PER_PHASE + 1
+    h = signal.firwin(taps, 1.0 / OVERSAMPLE, window=("kaiser", _KAISER_BETA)) * OVERSAMPLE
+    h = np.concatenate([h, np.zeros(OVERSAMPLE - 1)])  # a whole number of taps per phase
+    return h.reshape(-1, OVERSAMPLE).T.copy()
+
+
+def _mono(np: Any, chunk: Any) -> Any:
+    a = np.asarray(chunk, dtype=np.float64)
+    if a.ndim == 2 and 1 in a.shape:
+        a = a.reshape(-1)
+    if a.ndim != 1:
+        raise ValueError(f"expected mono audio (1-D), got shape {a.shape}")
+    return a
+
+
+def db(value: float) -> float:
+    """20 log10 of a magnitude (-inf for 0)."""
+    return 20.0 * math.log10(value) if value > 0 else -math.inf
+
+
+class TruePeak:
+    """The 4x oversampled signal, chunk by chunk (the interpolator's state carried)."""
+
+    DELAY = _TAPS_PER_PHASE // 2  # input samples: oversampled row p at n is the time n - DELAY + p/4
+
+    def __init__(self) -> None:
+        self.np, self.signal = _libraries()
+        self.phases = interpolator()
+        self.zi = self.np.zeros((OVERSAMPLE, self.phases.shape[1] - 1))
+        self.peak = 0.0
+
+    def oversample(self, x: Any) -> Any:
+        """(4, len(x)): the interpolated values, DELAY samples late."""
+        out = self.np.empty((OVERSAMPLE, len(x)))
+        for p in range(OVERSAMPLE):
+            out[p], self.zi[p] = self.signal.lfilter(self.phases[p], [1.0], x, zi=self.zi[p])
+        return out
+
+    def peaks(self, x: Any) -> Any:
+        """The largest magnitude of each sample's four interpolated values; the running peak kept."""
+        if len(x) == 0:
+            return self.np.zeros(0)
+        found = self.np.abs(self.oversample(x)).max(axis=0)
+        self.peak = max(self.peak, float(found.max()))
+        return found
+
+    def tail(self) -> float:
+        """The interpolator's last values (fed zeros), into the peak: the peak of the whole signal."""
+        self.peaks(self.np.zeros(self.DELAY * 2))
+        return self.peak
+
+
+class LoudnessMeter:
+    """BS.1770 integrated loudness and true peak of a mono signal given chunk by chunk."""
+
+    def __init__(self, sample_rate: int) -> None:
+        self.np, self.signal = _libraries()
+        self.rate = int(sample_rate)
+        if self.rate < HOPS_PER_SECOND * 4:
+            raise ValueError(f"sample rate {sample_rate} is too low to measure loudness")
+        self.sos = k_weighting(self.rate)
+        self.zi = self.np.zeros((self.sos.shape[0], 2))
+        self.samples = 0
+        self.hops: list[Any] = []  # arrays of sums of squares, one per whole 100 ms hop
+        self.partial = 0.0  # the sum of squares of the hop being filled (index `current`)
+        self.current = 0
+        self.total = 0.0  # the sum of squares of everything (a signal shorter than a block)
+        self.tp = TruePeak()
+        self._peak: float | None = None
+
+    def edge(self, hop: Any) -> Any:
+        """The first sample of 100 ms hop `hop` (ceil(hop * rate / 10))."""
+        return -((-hop * self.rate) // HOPS_PER_SECOND)
+
+    def add(self, chunk: Any) -> None:
+        np = self.np
+        x = _mono(np, chunk)
+        if len(x) == 0:
+            return
+        self.tp.peaks(x)
+        self._peak = None
+        y, self.zi = self.signal.sosfilt(self.sos, x, zi=self.zi)
+        squares = y * y
+        self.total += float(squares.sum())
+        hop = (HOPS_PER_SECOND * (self.samples + np.arange(len(x), dtype=np.int64))) // self.rate
+        first = int(hop[0])
+        sums = np.bincount(hop - first, weights=squares)
+        if first > self.current:  # the hop being filled was complete
+            self.hops.append(np.array([self.partial]))
+        else:
+            sums[0] += self.partial
+        self.hops.append(sums[:-1])
+        self.partial, self.current = float(sums[-1]), int(hop[-1])
+        self.samples += len(x)
+
+    def block_powers(self) -> Any:
+        """The mean square of every whole 400 ms block (hops j..j+3), in order."""
+        np = self.np
+        hops = np.concatenate([*self.hops, np.zeros(0)])
+        if self.samples == self.edge(self.current + 1):  # the last hop is whole
+            hops = np.concatenate([hops, [self.partial]])
+        if len(hops) < BLOCK_HOPS:
+            return np.zeros(0)
+        sums = np.convolve(hops, np.ones(BLOCK_HOPS), mode="valid")
+        j = np.arange(len(sums), dtype=np.int64)
+        length = self.edge(j + BLOCK_HOPS) - self.edge(j)
+        return sums / length
+
+    def integrated(self) -> float:
+        """The gated integrated loudness so far (LUFS; -inf for silence or nothing)."""
+        np = self.np
+        z = self.block_powers()
+        if len(z) == 0:  # shorter than one block: the whole as one
+            z = np.array([self.total / self.samples]) if self.samples else np.zeros(0)
+        with np.errstate(divide="ignore"):
+            loud = _OFFSET + 10.0 * np.log10(z)
+        z = z[loud >= ABSOLUTE_GATE]
+        if len(z) == 0:
+            return -math.inf
+        relative = _OFFSET + 10.0 * math.log10(float(z.mean())) + RELATIVE_GATE
+        with np.errstate(divide="ignore"):
+            kept = z[_OFFSET + 10.0 * np.log10(z) > relative]
+        return _OFFSET + 10.0 * math.log10(float(kept.mean())) if len(kept) else -math.inf
+
+    def true_peak(self) -> float:
+        """The true peak so far, dBTP (-inf for silence), the interpolator's tail included."""
+        if self._peak is None:
+            probe = TruePeak()
+            probe.peak, probe.zi = self.tp.peak, self.tp.zi.copy()
+            self._peak = probe.tail()
+        return db(self._peak)
+
+
+@dataclass(frozen=True)
+class Measurement:
+    lufs: float  # integrated loudness (-inf: silence)
+    dbtp: float  # true peak (-inf: silence)
+    seconds: float
+
+
+def measure(audio: Any, sample_rate: int) -> Measurement:
+    """Integrated loudness and true peak of a whole mono signal."""
+    meter = LoudnessMeter(sample_rate)
+    for i in range(0, len(audio), BLOCK):
+        meter.add(audio[i : i + BLOCK])
+    return Measurement(meter.integrated(), meter.true_peak(), meter.samples / int(sample_rate))
+
+
+def gain_for(lufs: float, target: float) -> float:
+    """The linear gain that brings `lufs` to `target` (1 for silence: nothing to bring up)."""
+    return 1.0 if not math.isfinite(lufs) else 10.0 ** ((target - lufs) / 20.0)
+
+
+class Normaliser:
+    """One gain, then a look-ahead true-peak limiter, chunk by chunk (see the module doc).
+
+    `process` returns the output that is ready (it lags the input by the look-ahead and the
+    interpolator's delay); `flush` returns the rest: all calls together give exactly as many
+    samples as went in. `limited` counts the samples whose gain the limiter took down.
+
+    At sample t: env[t] is the largest interpolated value between t - 1 and t + 1, A[t] =
+    max(0, ln(env[t] / ceiling)) the attenuation it needs (nepers), held over the look-ahead
+    (the max of A[t .. t+L-1]), released, and the gain is the mean of exp(-attenuation) over the
+    L samples up to t: every term of that mean is at most exp(-A[t]), so the gain is too."""
+
+    def __init__(self, gain: float, sample_rate: int, ceiling: float = CEILING_DBTP, margin: float = MARGIN_DB) -> None:
+        np, _ = _libraries()
+        self.np, self.gain, self.rate = np, float(gain), int(sample_rate)
+        self.ceiling = 10.0 ** ((ceiling - margin) / 20.0)
+        self.span = max(2, round(LOOKAHEAD * self.rate))  # L: the look-ahead and the smoothing, samples
+        self.release = 1.0 / (RELEASE * self.rate)  # the attenuation decays by exp(-this) a sample
+        self.tp = TruePeak()
+        self.taken = 0  # samples given (the output has as many)
+        self.fed = 0  # samples through the interpolator (padding included)
+        self.sent = 0  # samples sent out
+        self.x = np.zeros(0)  # the gained input from `sent` on
+        self.peaks = np.zeros(0)  # interpolated peaks, from input index `peaks_from`
+        self.peaks_from = 0
+        self.atten = np.zeros(0)  # A[t] from `sent` to `atten_end`
+        self.atten_end = 0
+        self.lost = np.zeros(self.span - 1)  # 1 - gain of the L - 1 samples before `sent`
+        self.log_held = -math.inf  # ln of the released attenuation at `sent` - 1
+        self.limited = 0
+
+    def process(self, chunk: Any) -> Any:
+        x = _mono(self.np, chunk) * self.gain
+        self.taken += len(x)
+        self.x = self.np.concatenate([self.x, x])
+        return self._feed(x).astype(self.np.float32)
+
+    def flush(self) -> Any:
+        """The rest of the output (the input is over)."""
+        np = self.np
+        pad = np.zeros(TruePeak.DELAY + self.span)
+        self.x = np.concatenate([self.x, pad])
+        out = self._feed(pad)
+        return out[: max(0, self.taken - (self.sent - len(out)))].astype(np.float32)
+
+    def _feed(self, x: Any) -> Any:
+        np, d = self.np, TruePeak.DELAY
+        self.peaks = np.concatenate([self.peaks, self.tp.peaks(x)])
+        self.fed += len(x)
+        last = self.fed - 1 - d  # env[t] needs the peaks at t + d - 1 and t + d
+        if last >= self.atten_end:
+            i = self.atten_end + d - 1 - self.peaks_from
+            count = last - self.atten_end + 1
+            env = np.maximum(self.peaks[i : i + count], self.peaks[i + 1 : i + 1 + count])
+            need = np.log(np.maximum(env, 1e-300) / self.ceiling)
+            self.atten = np.concatenate([self.atten, np.maximum(need, 0.0)])
+            self.atten_end = last + 1
+            drop = self.atten_end + d - 1 - self.peaks_from
+            self.peaks, self.peaks_from = self.peaks[drop:], self.peaks_from + drop
+        n = self.atten_end - self.span + 1 - self.sent  # whose look-ahead is known
+        if n <= 0:
+            return np.zeros(0)
+        out = self._limit(n)
+        self.atten, self.x, self.sent = self.atten[n:], self.x[n:], self.sent + n
+        return out
+
+    def _limit(self, n: int) -> Any:
+        """The output of the next n samples."""
+        np, span = self.np, self.span
+        window = self.atten[: n + span - 1]
+        if not window.any() and not self.lost.any() and self.log_held == -math.inf:
+            return self.x[:n].copy()  # nothing over the ceiling in reach: the gain alone, exactly
+        from scipy.ndimage import maximum_filter1d
+
+        ahead = maximum_filter1d(window, span, mode="constant", cval=0.0)[span // 2 : span // 2 + n]
+        lose = -np.expm1(-self._released(ahead))  # 1 - gain, before smoothing
+        both = np.concatenate([self.lost, lose])
+        sums = np.concatenate([[0.0], np.cumsum(both)])
+        near = np.concatenate([[0], np.cumsum(both > 0)])
+        mean = np.clip((sums[span:] - sums[:-span]) / span, 0.0, 1.0)
+        gain = np.where(near[span:] - near[:-span] > 0, 1.0 - mean, 1.0)  # 1 exactly where nothing is near
+        self.lost = both[len(both) - (span - 1) :]
+        self.limited += int(np.count_nonzero(gain < 1.0))
+        return self.x[:n] * gain
+
+    def _released(self, ahead: Any) -> Any:
+        """held[t] = max(ahead[t], held[t-1] * exp(-release)): a running max in the log domain."""
+        np = self.np
+        steps = np.arange(len(ahead)) * self.release
+        with np.errstate(divide="ignore"):
+            v = np.log(ahead) + steps
+        v[0] = max(v[0], self.log_held - self.release)
+        logs = np.maximum.accumulate(v) - steps
+        self.log_held = float(logs[-1])
+        if self.log_held < math.log(1e-12):  # released: exactly no attenuation from here on
+            self.log_held = -math.inf
+        return np.exp(logs)
+
+
+@dataclass(frozen=True)
+class LoudnessReport:
+    """What normalising one output did: its loudness and true peak before and after."""
+
+    target: float  # LUFS asked for
+    before_lufs: float
+    before_dbtp: float
+    gain_db: float  # the one gain applied (0 for silence)
+    lufs: float  # after
+    dbtp: float  # after
+    limited: float  # the share of samples the limiter took down (0: only scaled)
+
+    @property
+    def missed(self) -> bool:
+        """The output is more than MISS_LU off its target (its peaks allowed no more under the ceiling)."""
+        return math.isfinite(self.lufs) and abs(self.lufs - self.target) > MISS_LU
+
+    def warning(self, what: str = "the audio") -> str | None:
+        """One line when the target was missed (or the output is silent), else None."""
+        if not math.isfinite(self.before_lufs):
+            return f"{what} is silent (under {ABSOLUTE_GATE:g} LUFS): its loudness is left as it is"
+        if self.missed:
+            return (
+                f"{what} reaches {self.lufs:.1f} LUFS, not the {self.target:g} asked for: "
+                f"its peaks are held under {CEILING_DBTP:g} dBTP"
+            )
+        return None
+
+    def as_dict(self) -> dict[str, Any]:
+        def r(v: float) -> float | None:
+            return round(v, 2) if math.isfinite(v) else None
+
+        return {
+            "target_lufs": self.target,
+            "input_lufs": r(self.before_lufs),
+            "input_dbtp": r(self.before_dbtp),
+            "gain_db": r(self.gain_db),
+            "lufs": r(self.lufs),
+            "dbtp": r(self.dbtp),
+            "limited": round(self.limited, 4),
+        }
+
+
+def _apply(np: Any, audio: Any, gain: float, rate: int, ceiling: float) -> tuple[Any, float]:
+    """`audio` through a Normaliser of `gain`, block by block: (the output, float32; the share limited)."""
+    n = Normaliser(gain, rate, ceiling)
+    out = np.empty(len(audio), dtype=np.float32)
+    at = 0
+    for i in range(0, len(audio), BLOCK):
+        y = n.process(audio[i : i + BLOCK])
+        out[at : at + len(y)] = y
+        at += len(y)
+    y = n.flush()
+    out[at : at + len(y)] = y
+    return out, n.limited / max(1, len(audio))
+
+
+def normalize(
+    audio: Any, sample_rate: int, target_lufs: float, peak_dbtp: float = CEILING_DBTP
+) -> tuple[Any, LoudnessReport]:
+    """`audio` (mono) at `target_lufs` integrated, its true peak at most `peak_dbtp`: one gain,
+    then the limiter where the peaks need it. The limiter lowers the loudness a little where it
+    works, so the output is measured and the gain raised to give that back (at most twice more,
+    by MAX_MAKEUP_DB in all: a limiter is for peaks, not for loudness; a target the peaks do not
+    allow under the ceiling is missed, and the report says by how much). Silence (no block over
+    -70 LUFS) is left as it is. Returns float32 audio and the report."""
+    np, _ = _libraries()
+    target = check_target(target_lufs)
+    audio = _mono(np, audio).astype(np.float32, copy=False)
+    before = measure(audio, sample_rate)
+    if not math.isfinite(before.lufs):
+        return audio.copy(), LoudnessReport(target, before.lufs, before.dbtp, 0.0, before.lufs, before.dbtp, 0.0)
+    first = gain_db = target - before.lufs
+    for attempt in range(3):
+        if before.dbtp + gain_db <= peak_dbtp - MARGIN_DB:  # under the ceiling: only scaled
+            out, limited = audio * np.float32(10.0 ** (gain_db / 20.0)), 0.0
+        else:
+            out, limited = _apply(np, audio, 10.0 ** (gain_db / 20.0), sample_rate, peak_dbtp)
+        after = measure(out, sample_rate)
+        more = min(target - after.lufs, first + MAX_MAKEUP_DB - gain_db)  # what the limiter took, given back
+        if attempt == 2 or not math.isfinite(after.lufs) or abs(target - after.lufs) <= 0.1 or more < 0.05:
+            break
+        gain_db += more
+    return out, LoudnessReport(target, before.lufs, before.dbtp, gain_db, after.lufs, after.dbtp, limited)
+
+
+def level(audio: Any, sample_rate: int, target: float | None) -> tuple[Any, LoudnessReport | None]:
+    """`normalize` when a target is set; with None, `audio` itself (the very object) and no report."""
+    if target is None:
+        return audio, None
+    return normalize(audio, sample_rate, target)
