@@ -126,8 +126,8 @@ def test_check1_m4b_has_the_three_chapters_tags_and_cover(invoke, loaded, epub, 
     listed = json.loads((tmp_path / "x.chapters.json").read_text())
     assert [c["title"] for c in listed["chapters"]] == TITLES
     assert [c["start"] for c in listed["chapters"]] == pytest.approx(starts, abs=0.002)
-    assert data["loudness"]["x.m4b"]["integrated"] == pytest.approx(-18.0, abs=0.5)
-    assert data["loudness"]["x.m4b"]["true_peak"] <= -1.0 + 1e-6
+    level = data["loudness"]["x.m4b"]  # the audio encoded (before AAC)
+    assert level["lufs"] == pytest.approx(-18.0, abs=0.5) and level["dbtp"] <= -1.0 and level["warning"] is None
     assert not [p for p in tmp_path.rglob("*.part")]  # no temporary left
 
 
@@ -527,3 +527,36 @@ def test_ctrl_c_while_the_m4b_is_written_leaves_no_file(invoke, fake_engine, epu
     monkeypatch.setattr(book_mod, "_stream", stream)
     data = report(book(invoke, epub, "-o", out, "--json", "--loudness", "-20"))
     assert (data["done"], data["skipped"], data["written"]) == (0, 3, [str(out)])
+
+
+@pytest.mark.parametrize("source", ["quiet", "loud"])
+def test_check3_each_output_at_the_target_from_a_quiet_and_a_loud_source(
+    invoke, fake_engine, epub, tmp_path, home, monkeypatch, source
+):
+    """Parts spoken very quietly, or with peaks at full scale: every chapter file measures
+    within 0.5 LU of the target (pyloudnorm) with its true peak at most -1 dBTP."""
+    from omnivoice_cli.media.loudness import measure
+
+    orig = fake_engine.generate
+
+    def generate(self, requests, on_step=None, on_result=None, on_error=None):
+        def shaped(i, result):
+            if source == "quiet":
+                result.audio *= np.float32(0.004)
+            else:
+                result.audio *= np.float32(0.03)  # quiet speech with full-scale peaks: the limiter works
+                result.audio[12000::24000] = np.float32(0.99)  # a full-scale click a second
+            on_result(i, result)
+
+        return orig(self, requests, on_step, shaped, on_error)
+
+    monkeypatch.setattr(fake_engine, "generate", generate)
+    out = tmp_path / "dir"
+    data = report(book(invoke, epub, "-o", out, "--format", "wav", "--loudness", "-16", "--json"))
+    for stem in FILES:
+        path = out / f"{stem}.wav"
+        assert loudness(path) == pytest.approx(-16.0, abs=0.5)
+        audio, sr = sf.read(str(path), dtype="float32")
+        assert measure(audio, sr).dbtp <= -1.0
+        level = data["loudness"][path.name]
+        assert (level["limited"] > 0) == (source == "loud") and level["warning"] is None

@@ -696,6 +696,10 @@ class BookRun:
         _write_json(self.work / STATE, self.state)
         self.report.written.append(str(path))
         self.report.loudness[path.name] = level
+        if level and level.get("warning"):
+            message = f"{path.name}: {level['warning']}"
+            self.report.warnings.append(message)
+            self.session.echo(f"Warning: {message}")
 
     def _kept(self, path: Path) -> None:
         self.report.kept.append(str(path))
@@ -736,9 +740,9 @@ class BookRun:
                 for layout in layouts:
                     yield from _stream(layout, signals)
 
-            level = Level(self.loudness_target(), sr)
-            level.measure(stream())
-            duration = write_m4b(self.output, level.apply(stream()), sr, titled, tags)
+            level = Level(self.loudness_target(), sr, stream)
+            level.measure()
+            duration = write_m4b(self.output, level.output(), sr, titled, tags)
             self._written(self.output, key, duration, level.report())
         self.report.duration = start / sr
         write_chapters_json(_chapters_json(self.output), titled, tags)
@@ -758,9 +762,9 @@ class BookRun:
             if self._up_to_date(path, key):
                 self._kept(path)
             else:
-                level = Level(self.loudness_target(), sr)
-                level.measure(_stream(layout, signals))
-                write_stream(path, level.apply(_stream(layout, signals)), sr, self.fmt, frames)
+                level = Level(self.loudness_target(), sr, lambda layout=layout: _stream(layout, signals))
+                level.measure()
+                write_stream(path, level.output(), sr, self.fmt, frames)
                 self._written(path, key, frames / sr, level.report())
             if self.subtitles:
                 _write_chapter_subtitles(path.with_suffix("." + self.subtitles), self.work, layout, 0, sr)
@@ -834,59 +838,87 @@ def _stream(layout: list[Segment], signals: HoldSignals | None) -> Iterator[Any]
 
 
 class Level:
-    """One output's loudness: measured over all of it, then one gain and the true-peak limiter
-    (media/loudness.py). target None: the audio as spoken."""
+    """One output's loudness, as loudness.normalize does it but streamed (an output is read from
+    its parts, never held whole): measured over all of it; one gain to the target; where the
+    peaks then pass the ceiling, the true-peak limiter, and since it takes a little loudness
+    off, the gained and limited audio measured again and the gain raised (twice at most, by
+    MAX_MAKEUP_DB in all) before the output is written. `chunks()` gives the output's audio
+    anew at each call."""
 
-    def __init__(self, target: float | None, sr: int) -> None:
-        self.target, self.sr = target, sr
-        self.measured: float | None = None
-        self.gain = 0.0
-        self.out: Any = None  # the meter of what was written
+    def __init__(self, target: float, sr: int, chunks: Callable[[], Iterator[Any]]) -> None:
+        self.target, self.sr, self.chunks = target, sr, chunks
+        self.before: Any = None  # loudness.Measurement of the audio as spoken
+        self.gain_db = 0.0
+        self.limits = False  # the limiter is in the way
+        self.after: Any = None  # the meter of what was written
+        self.limited = 0
 
-    def measure(self, chunks) -> None:
-        if self.target is None:
-            return
-        from ..media.loudness import LoudnessMeter
+    def _pass(self, gain_db: float, limit: bool):
+        """The output at this gain, with its meter and Normaliser (None: scaled only)."""
+        import numpy as np
 
-        meter = LoudnessMeter(self.sr)
-        for chunk in chunks:
-            meter.add(chunk)
-        self.measured = meter.integrated()
-        ok = self.measured is not None and math.isfinite(self.measured)
-        self.gain = self.target - self.measured if ok else 0.0  # silence: left as it is
-
-    def apply(self, chunks) -> Iterator[Any]:
-        if self.target is None:
-            yield from chunks
-            return
         from ..media.loudness import LoudnessMeter, Normaliser
 
-        self.out = LoudnessMeter(self.sr)
-        norm = Normaliser(self.gain, self.sr, PEAK_DBTP)
-        for chunk in chunks:
-            out = norm.process(chunk)
-            if len(out):
-                self.out.add(out)
-                yield out
-        out = norm.flush()
-        if len(out):
-            self.out.add(out)
-            yield out
+        meter = LoudnessMeter(self.sr)
+        norm = Normaliser(10.0 ** (gain_db / 20.0), self.sr, PEAK_DBTP) if limit else None
+        scale = np.float32(10.0 ** (gain_db / 20.0))
 
-    def report(self) -> dict[str, float | None] | None:
-        if self.target is None:
-            return None
+        def run() -> Iterator[Any]:
+            for chunk in self.chunks():
+                out = norm.process(chunk) if norm is not None else np.asarray(chunk, np.float32) * scale
+                if len(out):
+                    meter.add(out)
+                    yield out
+            if norm is not None:
+                out = norm.flush()
+                if len(out):
+                    meter.add(out)
+                    yield out
 
-        def rounded(x):
-            return None if x is None or not math.isfinite(x) else round(float(x), 2)
+        return run(), meter, norm
 
-        return {
-            "target": self.target,
-            "measured": rounded(self.measured),
-            "gain": rounded(self.gain),
-            "integrated": rounded(self.out.integrated()) if self.out is not None else None,
-            "true_peak": rounded(self.out.true_peak()) if self.out is not None else None,
-        }
+    def measure(self) -> None:
+        """The audio as spoken measured, and the gain found (see the class doc)."""
+        from ..media.loudness import MARGIN_DB, MAX_MAKEUP_DB, LoudnessMeter, Measurement, check_target
+
+        check_target(self.target)
+        meter = LoudnessMeter(self.sr)
+        for chunk in self.chunks():
+            meter.add(chunk)
+        self.before = Measurement(meter.integrated(), meter.true_peak(), meter.samples / self.sr)
+        if not math.isfinite(self.before.lufs):
+            return  # silence: left as it is
+        first = self.gain_db = self.target - self.before.lufs
+        for _ in range(2):
+            self.limits = self.before.dbtp + self.gain_db > PEAK_DBTP - MARGIN_DB
+            if not self.limits:
+                return
+            out, after, _ = self._pass(self.gain_db, True)
+            for _chunk in out:
+                pass
+            lufs = after.integrated()
+            more = min(self.target - lufs, first + MAX_MAKEUP_DB - self.gain_db)
+            if not math.isfinite(lufs) or abs(self.target - lufs) <= 0.1 or more < 0.05:
+                return
+            self.gain_db += more
+        self.limits = self.before.dbtp + self.gain_db > PEAK_DBTP - MARGIN_DB
+
+    def output(self) -> Iterator[Any]:
+        """The output's audio, at the gain found (its meter kept for the report)."""
+        out, self.after, self._norm = self._pass(self.gain_db, self.limits)
+        return out
+
+    def report(self) -> dict[str, Any]:
+        """loudness.LoudnessReport.as_dict() of the output written, and its warning (None when on target)."""
+        from ..media.loudness import LoudnessReport
+
+        norm = getattr(self, "_norm", None)
+        samples = max(1, round(self.before.seconds * self.sr))
+        limited = norm.limited / samples if norm is not None else 0.0
+        lufs = self.after.integrated() if self.after is not None else self.before.lufs
+        dbtp = self.after.true_peak() if self.after is not None else self.before.dbtp
+        rep = LoudnessReport(self.target, self.before.lufs, self.before.dbtp, self.gain_db, lufs, dbtp, limited)
+        return {**rep.as_dict(), "warning": rep.warning()}
 
 
 def write_stream(path: Path, chunks, sr: int, fmt: Any, frames: int) -> None:

@@ -93,10 +93,10 @@ def _level(run, path: str) -> str:
     from pathlib import Path
 
     level = run.report.loudness.get(Path(path).name)
-    if not level or level.get("integrated") is None:
+    if not level or level.get("lufs") is None:
         return ""
-    peak = "" if level.get("true_peak") is None else f", peak {level['true_peak']:.1f} dBTP"
-    return f" ({level['integrated']:.1f} LUFS{peak})"
+    peak = "" if level.get("dbtp") is None else f", true peak {level['dbtp']:.1f} dBTP"
+    return f" ({level['lufs']:.1f} LUFS{peak})"
 
 
 def _json_summary(run) -> None:
