@@ -147,6 +147,7 @@ def test_check1_folder_has_three_files_in_order_at_the_loudness(invoke, loaded, 
     assert [c["start"] for c in listed["chapters"][1:]] == [c["end"] for c in listed["chapters"][:-1]]
 
 
+@slow
 def test_titles_are_spoken_first_unless_no_titles(invoke, loaded, epub, tmp_path, home):
     out = tmp_path / "dir"
     assert book(invoke, epub, "-o", out, *FAST, "--subtitles", "vtt", "-q").exit_code == 0
@@ -158,6 +159,7 @@ def test_titles_are_spoken_first_unless_no_titles(invoke, loaded, epub, tmp_path
     assert "The Lamp" not in (out / "02-The-Lamp.vtt").read_text().split("\n\n")[1]
 
 
+@slow
 def test_m4b_subtitles_are_on_the_books_timeline(invoke, loaded, epub, tmp_path, home):
     from omnivoice_cli.media.cues import read_cues
 
@@ -210,6 +212,7 @@ def test_check2_a_stopped_book_resumes_keeping_the_finished_part(
     assert [c[0] for c in read_m4b(out)["chapters"]] == TITLES
 
 
+@slow
 def test_check2_an_edited_chapter_is_the_only_one_spoken_again(invoke, loaded, tmp_path, home):
     epub = make_epub(tmp_path / "book.epub")
     out = tmp_path / "dir"
@@ -234,6 +237,7 @@ def test_check2_an_edited_chapter_is_the_only_one_spoken_again(invoke, loaded, t
     assert len(parts_after) == 3 and len(parts_after - parts_before) == 1  # the old part is gone
 
 
+@slow
 def test_a_changed_setting_speaks_again_and_loudness_only_reassembles(invoke, loaded, epub, tmp_path, home):
     out = tmp_path / "dir"
     assert book(invoke, epub, "-o", out, *FAST, "-q").exit_code == 0
@@ -560,3 +564,16 @@ def test_check3_each_output_at_the_target_from_a_quiet_and_a_loud_source(
         assert measure(audio, sr).dbtp <= -1.0
         level = data["loudness"][path.name]
         assert (level["limited"] > 0) == (source == "loud") and level["warning"] is None
+
+
+def test_book_help_gives_its_own_loudness_default():
+    import inspect
+
+    from omnivoice_cli.app.book import DEFAULT_LOUDNESS
+    from omnivoice_cli.commands import book as book_cmd
+    from omnivoice_cli.commands import say as say_cmd
+
+    assert DEFAULT_LOUDNESS == -18.0
+    ours = inspect.signature(book_cmd.book).parameters["loudness"].default.help
+    theirs = inspect.signature(say_cmd.say).parameters["loudness"].default.help
+    assert ours.endswith("Default: -18 (for book).") and theirs.endswith("Default: off.")

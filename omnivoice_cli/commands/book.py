@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Optional
 
 import typer
 
 from ..app import settings as st
+from ..app.book import DEFAULT_LOUDNESS
 from ..engine.errors import InvalidRequest
 from ..ui.options import HARDWARE_SETTINGS, LISTEN_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, with_settings
 from ..ui.progress import clock
@@ -264,3 +266,15 @@ def book(
         return
     run.run()
     _summary(run, quiet, json_out)
+
+
+def _book_default(name: str, default: str) -> None:
+    """A setting whose default is the book's own (loudness: -18 LUFS, not off): its --help says so."""
+    import inspect
+
+    param = inspect.signature(book).parameters.get(name)
+    if param is not None and param.default.help:
+        param.default.help = re.sub(r"Default: [^.]*\.$", f"Default: {default} (for book).", param.default.help)
+
+
+_book_default("loudness", f"{DEFAULT_LOUDNESS:g}")
