@@ -25,6 +25,7 @@ except ImportError:  # older typer runs on click
 
 from .app import settings as st
 from .commands import batch as batch_cmd
+from .commands import book as book_cmd
 from .commands import dub, info, mcp, models, presets, say, serve, voice, wyoming
 from .commands.common import error
 from .ui.helpfmt import HelpCommand, HelpGroup
@@ -125,6 +126,7 @@ def _command(func, name: str | None = None, **kw: Any) -> None:
 _command(say.say, "say", help=say.HELP, epilog=say.EXAMPLES, no_args_is_help=True)
 _command(batch_cmd.batch, "batch", help=batch_cmd.HELP, epilog=batch_cmd.EXAMPLES, no_args_is_help=True)
 _command(dub.dub, "dub", help=dub.HELP, epilog=dub.EXAMPLES, no_args_is_help=True)
+_command(book_cmd.book, "book", help=book_cmd.HELP, epilog=book_cmd.EXAMPLES, no_args_is_help=True)
 app.add_typer(voice.app, name="voice")
 app.add_typer(presets.app, name="presets")
 _command(models.download, "download")

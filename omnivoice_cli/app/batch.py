@@ -475,6 +475,7 @@ class BatchRun:
         self.out: Path | None = None  # the output folder, once created
         self.signals: HoldSignals | None = None  # while the run speaks
         self._once = WarnOnce(lambda w: None)
+        self.group_size = GROUP_SIZE  # lines per Engine.generate call (a book's long lines: fewer)
 
     # -- planning (no model) -------------------------------------------------------------
 
@@ -720,8 +721,9 @@ class LocalExecutor:
         pending = [ln for ln in pending if ln.status is None]
         for line in pending:
             run.warn(line, line.warnings)
-        for start in range(0, len(pending), GROUP_SIZE):
-            self.run_group(run, engine, pending[start : start + GROUP_SIZE])
+        size = getattr(run, "group_size", GROUP_SIZE)
+        for start in range(0, len(pending), size):
+            self.run_group(run, engine, pending[start : start + size])
         run.report.generate_seconds = time.perf_counter() - t_gen
 
     def check_for(self, run: BatchRun, line: Line) -> Any:

@@ -278,3 +278,88 @@ class DownloadProgress:
         if self._progress is not None:
             self._progress.stop()
             _LIVE.remove(self._progress.console)
+
+
+def clock(seconds: float | None) -> str:
+    """1:02:03, 4:05 (h:mm:ss, m:ss); '?' for None."""
+    if seconds is None:
+        return "?"
+    s = max(0, round(seconds))
+    h, m, s = s // 3600, s // 60 % 60, s % 60
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+class BookBars:
+    """The bars of `book` (app/book.BookProgress): the whole book, in estimated seconds of audio
+    with the ETA the run measures; the current chapter's parts; the steps of the current forward
+    loop. Not on a terminal: one plain line per finished part. Shown from the first forward."""
+
+    def __init__(self, enabled: bool, live: bool | None = None, echo: Echo = _echo) -> None:
+        self.enabled, self.echo = enabled, echo
+        self.live = stderr_is_terminal() if live is None else live
+        self._progress = self._console = None
+        self._inside = False
+        self.states: list = []  # every state shown (a test reads them)
+
+    @property
+    def shows_steps(self) -> bool:
+        return self.enabled and self.live
+
+    def __enter__(self) -> "BookBars":
+        self._inside = True
+        return self
+
+    def _start(self) -> None:
+        if self._progress is not None or not (self.enabled and self.live and self._inside):
+            return
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self._progress = Progress(  # the ETA is the run's own (over the whole book), in `info`
+            TextColumn("{task.description:>7}"),
+            BarColumn(),
+            TextColumn("{task.fields[info]}"),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+            transient=True,
+        )
+        self._progress.start()
+        self._book = self._progress.add_task("book", total=None, info="")
+        self._chapter = self._progress.add_task("chapter", total=None, info="")
+        self._steps = self._progress.add_task("steps", total=None, info="current forward loop")
+        self._console = self._progress.console
+        _LIVE.append(self._console)
+
+    @staticmethod
+    def describe(state) -> str:
+        """One line for a state: chapters, audio, ETA, the current chapter's parts."""
+        line = (
+            f"chapters {state.chapters_done}/{state.chapters}, audio {clock(state.audio_done)} of about "
+            f"{clock(state.audio_total)}, eta {clock(state.eta)}"
+        )
+        if state.chapter is not None:
+            line += f"; chapter {state.chapter} ({state.title}): part {state.parts_done}/{state.parts}"
+        return line + (f"; {state.failed} failed" if state.failed else "")
+
+    def update(self, state) -> None:
+        self.states.append(state)
+        self._start()
+        if self._progress is not None:
+            book = f"chapters {state.chapters_done}/{state.chapters} · eta {clock(state.eta)}"
+            self._progress.update(self._book, completed=state.audio_done, total=state.audio_total or None, info=book)
+            title = state.title if len(state.title) <= 40 else state.title[:37] + "..."
+            self._progress.update(self._chapter, completed=state.parts_done, total=state.parts or None, info=title)
+        elif self.enabled and not self.live:
+            self.echo(self.describe(state))
+
+    def step(self, done: int, total: int) -> None:
+        self._start()
+        if self._progress is not None:
+            self._progress.update(self._steps, completed=done, total=total)
+
+    def __exit__(self, *exc) -> None:
+        self._inside = False
+        if self._progress is not None:
+            self._progress.stop()
+            _LIVE.remove(self._console)
+            self._progress = None
