@@ -334,6 +334,9 @@ USAGE = [
     (["-o", "dir/", "--subtitles", "txt"], "--subtitles must be srt or vtt"),
     ([], "-o is missing"),
     (["-o", "dir/", "--workers", "2"], "--workers needs --ray"),
+    # the run's settings plan every part: refused once, before the model or a folder (not a failed part each)
+    (["-o", "dir/", "--voice", "nosuch"], "--voice: unknown voice 'nosuch'"),
+    (["-o", "x.m4b", "--ref", "missing.wav"], "--ref: audio file 'missing.wav' does not exist"),
 ]
 
 

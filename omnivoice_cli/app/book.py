@@ -531,7 +531,7 @@ class BookRun:
 
     def plan(self, *, keep_text: bool = True) -> None:
         """Read the book, pick the chapters, cut them into parts and plan each part's request
-        (InvalidRequest for the book or the run; a part that cannot be planned fails alone).
+        (InvalidRequest for the book or the run, or for a part that cannot be planned).
         keep_text=False (a dry run) drops each part's text once it is estimated."""
         from .bookread import open_book
 
@@ -585,7 +585,13 @@ class BookRun:
         except MissingExtra:
             raise
         except (InvalidRequest, st.SettingsError) as e:
-            line.fail(str(e))
+            # Every part has the run's settings (a book has no per-line fields): what one part
+            # cannot be planned with, none can. The run stops before anything is spoken (exit 2).
+            message = str(e)
+            if not message.startswith("--"):  # about this part's text, not a flag
+                line.fail(message)
+                message = line.error
+            raise InvalidRequest(message) from None
         if not keep:
             line.text, line.built = None, None
         return line

@@ -83,11 +83,14 @@ def _summary(run, quiet: bool, json_out: bool) -> None:
         raise typer.Exit(1)
     if not quiet and not json_out:
         rtf = "" if r.rtf is None else f" (RTF {r.rtf:.3f})"
-        out = "; ".join(f"{p}{_level(run, p)}" for p in r.written) or "nothing to write"
-        kept = f"; {len(r.kept)} up to date" if r.kept else ""
+        wrote = "; ".join(f"{p}{_level(run, p)}" for p in r.written)
+        outs = [f"wrote {wrote}"] if wrote else []
+        if r.kept:
+            outs.append(f"{len(r.kept)} output{'s' if len(r.kept) != 1 else ''} already up to date")
+        out = "; ".join(outs) or "nothing written"
         echo(
             f"{r.chapters} chapters, {counts}; {r.audio_seconds:.1f} s spoken in {r.generate_seconds:.1f} s{rtf}; "
-            f"the book is {clock(r.duration)} long; wrote {out}{kept}; wall time {r.wall_seconds:.1f} s"
+            f"the book is {clock(r.duration)} long; {out}; wall time {r.wall_seconds:.1f} s"
         )
 
 
