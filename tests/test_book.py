@@ -321,6 +321,53 @@ def test_dry_run_estimate_follows_the_engine(invoke, fake_engine, epub, home):
         assert b["seconds"] - CHAPTER_LEAD - CHAPTER_TAIL > 1.5 * (a["seconds"] - CHAPTER_LEAD - CHAPTER_TAIL)
 
 
+def lexicon(*more: str) -> str:
+    """sea, then `more` entries (any case), then a case-sensitive "Dawn" (the book has "dawn" only)."""
+    return "\n".join(['sea = "ocean"', *more, "", "[case-sensitive]", 'Dawn = "sunrise"', ""])
+
+
+def test_dry_run_json_shows_what_the_lexicon_replaced_per_chapter(invoke, fake_engine, epub, tmp_path, home):
+    """Check 4: the replacements of --lexicon, chapter by chapter (whole words, as in the text,
+    with their times; the case-sensitive "Dawn" leaves "dawn" alone); the text dry run says them too."""
+    words = tmp_path / "words.toml"
+    words.write_text(lexicon('lamp = "lantern"'), encoding="utf-8")
+    data = report(book(invoke, epub, "--dry-run", "--json", "--lexicon", words))
+    assert [c["replaced"] for c in data["chapters"]] == [
+        [{"words": "sea", "say": "ocean", "times": 1}],
+        [{"words": "Lamp", "say": "lantern", "times": 1}, {"words": "lamp", "say": "lantern", "times": 1}],
+        [],
+    ]  # chapter 2: its spoken title "The Lamp", then "the oldest lamp"
+    assert all(c["replaced"] == [] for c in report(book(invoke, epub, "--dry-run", "--json"))["chapters"])
+    text = book(invoke, epub, "--dry-run", "--lexicon", words)
+    assert text.exit_code == 0 and "lexicon: sea -> ocean" in text.stdout
+    assert "lexicon: Lamp -> lantern, lamp -> lantern" in text.stdout and fake_engine.loads == []
+
+
+def test_an_edited_lexicon_speaks_again_only_the_chapters_it_changes(invoke, fake_engine, epub, tmp_path, home):
+    """The part keys are over the text as spoken: adding "lamp" redoes chapter 2 alone (its file
+    rewritten, the others byte for byte and not rewritten); an entry that matches nothing, or the
+    same lexicon under another name, redoes nothing."""
+    out, words = tmp_path / "dir", tmp_path / "words.toml"
+    words.write_text(lexicon(), encoding="utf-8")
+    first = report(book(invoke, epub, "-o", out, "--format", "wav", "--lexicon", words, "--json"))
+    assert first["done"] == 3
+    names = [f"{s}.wav" for s in FILES]
+    before = stamps(out, names)
+    words.write_text(lexicon('lamp = "lantern"'), encoding="utf-8")
+    data = report(book(invoke, epub, "-o", out, "--format", "wav", "--lexicon", words, "--json"))
+    assert (data["done"], data["skipped"], data["written"]) == (1, 2, [str(out / names[1])])
+    after = stamps(out, names)
+    assert after[names[0]] == before[names[0]] and after[names[2]] == before[names[2]]
+    assert after[names[1]] != before[names[1]]
+    spoken = [r.text for r in fake_engine.requests if "lantern" in r.text]
+    assert spoken and not any("lamp" in t.lower() for t in spoken)  # chapter 2 as the lexicon says it
+    moved = tmp_path / "other.toml"
+    moved.write_text(lexicon('lamp = "lantern"', 'zebra = "horse"'), encoding="utf-8")
+    data = report(book(invoke, epub, "-o", out, "--format", "wav", "--lexicon", moved, "--json"))
+    assert (data["done"], data["skipped"], data["written"]) == (0, 3, [])
+    assert stamps(out, names) == after
+
+
 # ------------------------------------------------------------------------------------ usage errors
 
 USAGE = [
