@@ -277,6 +277,39 @@ def test_a_failed_part_fails_the_book_and_writes_none(invoke, loaded, tiny_engin
     assert not (tmp_path / "x.m4b").exists()
 
 
+def test_verify_retakes_a_part_that_fails_twice_and_the_manifest_has_its_report(
+    invoke, loaded, tmp_path, home, monkeypatch
+):
+    """--verify on a one-piece book (the recogniser: test_verify.py's Scripted stub at its seam,
+    listen.RECOGNISER): heard wrong twice, then right, the part is taken three times (seed + 1000
+    x attempt), the book completes, and the work folder's batch manifest keeps the verify report;
+    a rerun keeps the part and asks the recogniser nothing."""
+    from test_verify import TEXT, Scripted
+
+    from omnivoice_cli.app import listen
+    from omnivoice_cli.app.book import part_seed
+
+    rec = Scripted(["garbled words", "hello hello hello", TEXT])
+    monkeypatch.setattr(listen, "RECOGNISER", lambda spec, device, what: rec)
+    src = tmp_path / "short.txt"
+    src.write_text(TEXT + "\n", encoding="utf-8")
+    out = tmp_path / "dir"
+    args = ("-o", out, *FAST, "--no-titles", "--format", "wav", "--verify", "--json")
+    data = report(book(invoke, src, *args))
+    assert (data["done"], data["failed"], data["errors"]) == (1, 0, []) and len(rec.heard) == 3
+    assert data["manifest"] == str(out / ".parts" / "manifest.jsonl")
+    [record] = [json.loads(ln) for ln in Path(data["manifest"]).read_text().splitlines()]
+    score = record["verify"]
+    [row] = score["pieces"]
+    assert (row["attempts"], row["kept"], row["ok"], row["transcript"]) == (3, 3, True, TEXT)
+    assert row["seed"] == part_seed(TEXT, None) + 1000 * 2 and record["seed"] == part_seed(TEXT, None)
+    assert (score["attempts"], score["retakes"], score["passed"]) == (3, 2, True)
+    [chapter] = [p for p in out.iterdir() if p.suffix == ".wav"]
+    assert sf.info(str(chapter)).frames > 0
+    again = report(book(invoke, src, *args))
+    assert (again["done"], again["skipped"]) == (0, 1) and len(rec.heard) == 3
+
+
 # ------------------------------------------------------------------------------------ dry run
 
 
