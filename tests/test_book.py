@@ -277,6 +277,39 @@ def test_a_failed_part_fails_the_book_and_writes_none(invoke, loaded, tiny_engin
     assert not (tmp_path / "x.m4b").exists()
 
 
+def test_verify_retakes_a_part_that_fails_twice_and_the_manifest_has_its_report(
+    invoke, loaded, tmp_path, home, monkeypatch
+):
+    """--verify on a one-piece book (the recogniser: test_verify.py's Scripted stub at its seam,
+    listen.RECOGNISER): heard wrong twice, then right, the part is taken three times (seed + 1000
+    x attempt), the book completes, and the work folder's batch manifest keeps the verify report;
+    a rerun keeps the part and asks the recogniser nothing."""
+    from test_verify import TEXT, Scripted
+
+    from omnivoice_cli.app import listen
+    from omnivoice_cli.app.book import part_seed
+
+    rec = Scripted(["garbled words", "hello hello hello", TEXT])
+    monkeypatch.setattr(listen, "RECOGNISER", lambda spec, device, what: rec)
+    src = tmp_path / "short.txt"
+    src.write_text(TEXT + "\n", encoding="utf-8")
+    out = tmp_path / "dir"
+    args = ("-o", out, *FAST, "--no-titles", "--format", "wav", "--verify", "--json")
+    data = report(book(invoke, src, *args))
+    assert (data["done"], data["failed"], data["errors"]) == (1, 0, []) and len(rec.heard) == 3
+    assert data["manifest"] == str(out / ".parts" / "manifest.jsonl")
+    [record] = [json.loads(ln) for ln in Path(data["manifest"]).read_text().splitlines()]
+    score = record["verify"]
+    [row] = score["pieces"]
+    assert (row["attempts"], row["kept"], row["ok"], row["transcript"]) == (3, 3, True, TEXT)
+    assert row["seed"] == part_seed(TEXT, None) + 1000 * 2 and record["seed"] == part_seed(TEXT, None)
+    assert (score["attempts"], score["retakes"], score["passed"]) == (3, 2, True)
+    [chapter] = [p for p in out.iterdir() if p.suffix == ".wav"]
+    assert sf.info(str(chapter)).frames > 0
+    again = report(book(invoke, src, *args))
+    assert (again["done"], again["skipped"]) == (0, 1) and len(rec.heard) == 3
+
+
 # ------------------------------------------------------------------------------------ dry run
 
 
@@ -319,6 +352,53 @@ def test_dry_run_estimate_follows_the_engine(invoke, fake_engine, epub, home):
     slower = report(book(invoke, epub, "--dry-run", "--json", "--speed", "0.5"))
     for a, b in zip(short["chapters"], slower["chapters"]):
         assert b["seconds"] - CHAPTER_LEAD - CHAPTER_TAIL > 1.5 * (a["seconds"] - CHAPTER_LEAD - CHAPTER_TAIL)
+
+
+def lexicon(*more: str) -> str:
+    """sea, then `more` entries (any case), then a case-sensitive "Dawn" (the book has "dawn" only)."""
+    return "\n".join(['sea = "ocean"', *more, "", "[case-sensitive]", 'Dawn = "sunrise"', ""])
+
+
+def test_dry_run_json_shows_what_the_lexicon_replaced_per_chapter(invoke, fake_engine, epub, tmp_path, home):
+    """Check 4: the replacements of --lexicon, chapter by chapter (whole words, as in the text,
+    with their times; the case-sensitive "Dawn" leaves "dawn" alone); the text dry run says them too."""
+    words = tmp_path / "words.toml"
+    words.write_text(lexicon('lamp = "lantern"'), encoding="utf-8")
+    data = report(book(invoke, epub, "--dry-run", "--json", "--lexicon", words))
+    assert [c["replaced"] for c in data["chapters"]] == [
+        [{"words": "sea", "say": "ocean", "times": 1}],
+        [{"words": "Lamp", "say": "lantern", "times": 1}, {"words": "lamp", "say": "lantern", "times": 1}],
+        [],
+    ]  # chapter 2: its spoken title "The Lamp", then "the oldest lamp"
+    assert all(c["replaced"] == [] for c in report(book(invoke, epub, "--dry-run", "--json"))["chapters"])
+    text = book(invoke, epub, "--dry-run", "--lexicon", words)
+    assert text.exit_code == 0 and "lexicon: sea -> ocean" in text.stdout
+    assert "lexicon: Lamp -> lantern, lamp -> lantern" in text.stdout and fake_engine.loads == []
+
+
+def test_an_edited_lexicon_speaks_again_only_the_chapters_it_changes(invoke, fake_engine, epub, tmp_path, home):
+    """The part keys are over the text as spoken: adding "lamp" redoes chapter 2 alone (its file
+    rewritten, the others byte for byte and not rewritten); an entry that matches nothing, or the
+    same lexicon under another name, redoes nothing."""
+    out, words = tmp_path / "dir", tmp_path / "words.toml"
+    words.write_text(lexicon(), encoding="utf-8")
+    first = report(book(invoke, epub, "-o", out, "--format", "wav", "--lexicon", words, "--json"))
+    assert first["done"] == 3
+    names = [f"{s}.wav" for s in FILES]
+    before = stamps(out, names)
+    words.write_text(lexicon('lamp = "lantern"'), encoding="utf-8")
+    data = report(book(invoke, epub, "-o", out, "--format", "wav", "--lexicon", words, "--json"))
+    assert (data["done"], data["skipped"], data["written"]) == (1, 2, [str(out / names[1])])
+    after = stamps(out, names)
+    assert after[names[0]] == before[names[0]] and after[names[2]] == before[names[2]]
+    assert after[names[1]] != before[names[1]]
+    spoken = [r.text for r in fake_engine.requests if "lantern" in r.text]
+    assert spoken and not any("lamp" in t.lower() for t in spoken)  # chapter 2 as the lexicon says it
+    moved = tmp_path / "other.toml"
+    moved.write_text(lexicon('lamp = "lantern"', 'zebra = "horse"'), encoding="utf-8")
+    data = report(book(invoke, epub, "-o", out, "--format", "wav", "--lexicon", moved, "--json"))
+    assert (data["done"], data["skipped"], data["written"]) == (0, 3, [])
+    assert stamps(out, names) == after
 
 
 # ------------------------------------------------------------------------------------ usage errors

@@ -198,6 +198,40 @@ def test_the_streaming_normaliser_equals_the_whole():
     assert np.allclose(np.concatenate(parts), one, atol=1e-6) and whole.limited > 0
 
 
+def clicked(at_sample: int, seconds: float = 2.0) -> np.ndarray:
+    """Quiet noise (about -40 dBFS RMS) with one 0.99 click: the gain to -18 LUFS puts the click
+    some 20 dB over the ceiling, so only the limiter can hold it."""
+    x = 0.01 * np.random.default_rng(11).standard_normal(int(seconds * SR))
+    x[at_sample] = 0.99
+    return x.astype(np.float32)
+
+
+@pytest.mark.parametrize(
+    "where", [0, 3, 60, 119, -1], ids=["sample 0", "sample 3", "2.5 ms", "the look-ahead's end", "the very end"]
+)
+def test_a_click_at_the_edges_is_held_under_the_ceiling(where):
+    """A peak within the look-ahead of the start (before the fix the gain there began at 1, and
+    a click at sample 0 came out at +18.9 dBTP) or at the very end: at most -1 dBTP by the
+    module's meter and by scipy's 4x resampling; as many samples out as in."""
+    x = clicked(where % (2 * SR))
+    out, report = L.normalize(x, SR, -18.0)
+    assert len(out) == len(x)
+    assert report.dbtp <= -1.0 and L.measure(out, SR).dbtp <= -1.0 and resampled_peak(out) <= -1.0
+    assert report.limited > 0 and abs(report.lufs + 18.0) < 0.5  # limited, still at the target
+
+
+@pytest.mark.parametrize("where", [3, 24000, 47999])
+def test_a_click_right_after_a_chunk_boundary_is_held_streamed(where):
+    """The streaming Normaliser given the chunk that ends right before the click, then the rest
+    (the first chunk 3 samples long for the click at 3): at most the ceiling, lengths unchanged."""
+    x = clicked(where)
+    gain = L.gain_for(L.measure(x, SR).lufs, -18.0)
+    n = L.Normaliser(gain, SR)
+    out = np.concatenate([n.process(x[:where]), n.process(x[where : where + 1]), n.process(x[where + 1 :]), n.flush()])
+    assert len(out) == len(x) and n.limited > 0
+    assert L.measure(out, SR).dbtp <= -1.0 and resampled_peak(out) <= -1.0
+
+
 def test_under_the_ceiling_the_normaliser_only_scales():
     x = (0.05 * bursts(5, seed=8)).astype(np.float32)
     n = L.Normaliser(2.0, SR)

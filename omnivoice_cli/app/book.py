@@ -62,8 +62,9 @@ STATE = "book.json"  # in the work folder: the key of each output written
 CHAPTERS_JSON = "chapters.json"  # a folder's chapter list (an .m4b's: NAME.chapters.json beside it)
 BOOK_SUFFIXES = (".m4b",)
 # settings that do not change what is spoken (the part keys leave them out)
-NOT_IN_KEY = ("device", "threads", "compile", "format", "loudness")
-FILE_SETTINGS = ("ref", "lexicon")  # settings naming a file: its content is in the key too
+# (the lexicon neither: what it changes is in the key as the part's text as spoken, see lexicon_key)
+NOT_IN_KEY = ("device", "threads", "compile", "format", "loudness", "lexicon")
+FILE_SETTINGS = ("ref",)  # settings naming a file: its content is in the key too
 KEY_CHARS = 20  # hex digits of a part's key in its file name
 _SENTENCE_END = re.compile(r"(?<=[.!?\u2026\u3002\uff01\uff1f])\s+")
 
@@ -172,6 +173,23 @@ def settings_key(values: dict[str, Any]) -> dict[str, Any]:
     return kept
 
 
+def lexicon_key(text: str, resolved: st.Resolved) -> tuple[str, list[tuple[str, str]]]:
+    """What a part's key is over, and what the lexicon replaced in it. Without a lexicon, or
+    where it replaces nothing, the part's text (so the key is as without one); where it does,
+    the text and the text as the model is given it (spoken_text: after the lexicon), so an
+    edited lexicon gives new keys to exactly the parts whose spoken words it changes."""
+    if resolved["lexicon"] is None:
+        return text, []
+    from .request import spoken_text
+
+    replaced: list[tuple[str, str]] = []
+    try:
+        said = spoken_text(text, resolved, replaced)[0]
+    except InvalidRequest:  # planning the part says what is wrong
+        return text, []
+    return (f"{text}\0{said}" if replaced else text), replaced
+
+
 def part_key(text: str, key_settings: dict[str, Any]) -> str:
     data = json.dumps({"v": 1, "text": text, "settings": key_settings}, sort_keys=True, default=str)
     return hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()
@@ -199,6 +217,7 @@ class PartLine(Line):
     parts: int = 1
     estimate: float = 0.0  # seconds of audio, the engine's estimate
     pieces: int = 0  # the engine's pieces (generations) of it
+    replaced: dict[tuple[str, str], int] = field(default_factory=dict)  # the lexicon's (words, say): times
 
     def fail(self, message: str) -> None:
         prefix = f"chapter {self.chapter} (part {self.part}/{self.parts}): "
@@ -559,12 +578,15 @@ class BookRun:
             if not texts:  # nothing to say (no title, no words)
                 continue
             for i, text in enumerate(texts, start=1):
-                name = f"{part_key(text, key_settings)[:KEY_CHARS]}.{PART_FORMAT}"
+                keyed, replaced = lexicon_key(text, resolved)
+                name = f"{part_key(keyed, key_settings)[:KEY_CHARS]}.{PART_FORMAT}"
                 line = by_name.get(name)
                 if line is None:
                     line = PartLine(
                         len(by_name) + 1, name=name, text=text, chapter=chapter.number, part=i, parts=len(texts)
                     )
+                    for pair in replaced:
+                        line.replaced[pair] = line.replaced.get(pair, 0) + 1
                     line.fields = {"output": name, "seed": part_seed(text, self.flags.get("seed"))}
                     by_name[name] = self._plan_part(line, run, keep_text)
                 plan.parts.append(line)
@@ -972,9 +994,20 @@ def _write_chapter_subtitles(path: Path, work: Path, layout: list[Segment], offs
     write_subtitles(path, finish_subtitles(subs, round(at * 1000 / sr)))
 
 
+def _replaced(plan: ChapterPlan) -> list[dict[str, Any]]:
+    """What the lexicon replaced in a chapter: each (words, replacement) once, in the order first
+    met, with the times it was replaced."""
+    times: dict[tuple[str, str], int] = {}
+    for part in plan.parts:
+        for pair, n in part.replaced.items():
+            times[pair] = times.get(pair, 0) + n
+    return [{"words": w, "say": say, "times": n} for (w, say), n in times.items()]
+
+
 def describe_book(run: BookRun) -> dict[str, Any]:
     """The dry run of a planned book (no model, nothing written): the book, each chapter (words,
-    parts, the engine's pieces, estimated seconds, its file, whether its parts are all done),
+    parts, the engine's pieces, estimated seconds, its file, whether its parts are all done,
+    what the lexicon replaced in it),
     what was skipped, and the errors of parts that cannot be spoken."""
     info = run.book.info
     chapters = []
@@ -994,6 +1027,7 @@ def describe_book(run: BookRun) -> dict[str, Any]:
                 "seconds": round(plan.estimate, 2),
                 "file": file,
                 "done": done,
+                "replaced": _replaced(plan),
             }
         )
     return {

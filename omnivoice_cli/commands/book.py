@@ -158,9 +158,10 @@ def _dry_run(run, json_out: bool) -> None:
         for c in report["chapters"]:
             file = f" -> {c['file']}" if c["file"] else ""
             done = " (done)" if c["done"] else ""
+            said = ", ".join(f"{r['words']} -> {r['say']}" for r in c["replaced"])
             out.write(
                 f"  {c['number']:>3}. {c['title']}: {c['words']} words, {c['parts']} part(s), "
-                f"about {clock(c['seconds'])}{file}{done}\n"
+                f"about {clock(c['seconds'])}{file}{done}\n" + (f"       lexicon: {said}\n" if said else "")
             )
         if report["skipped"]:
             out.write("skipped: " + ", ".join(report["skipped"]) + "\n")

@@ -264,7 +264,9 @@ class Normaliser:
     At sample t: env[t] is the largest interpolated value between t - 1 and t + 1, A[t] =
     max(0, ln(env[t] / ceiling)) the attenuation it needs (nepers), held over the look-ahead
     (the max of A[t .. t+L-1]), released, and the gain is the mean of exp(-attenuation) over the
-    L samples up to t: every term of that mean is at most exp(-A[t]), so the gain is too."""
+    L samples up to t: every term of that mean is at most exp(-A[t]), so the gain is too
+    (the L - 1 samples before the start count as silent samples with that same look-ahead, so a
+    peak at sample 0 is held as well as one later on)."""
 
     def __init__(self, gain: float, sample_rate: int, ceiling: float = CEILING_DBTP, margin: float = MARGIN_DB) -> None:
         np, _ = _libraries()
@@ -328,9 +330,14 @@ class Normaliser:
             return self.x[:n].copy()  # nothing over the ceiling in reach: the gain alone, exactly
         from scipy.ndimage import maximum_filter1d
 
-        ahead = maximum_filter1d(window, span, mode="constant", cval=0.0)[span // 2 : span // 2 + n]
+        # At the start, the L - 1 (silent) samples before it are limited too: their look-ahead
+        # reaches a peak in the first L samples, so the mean that smooths the gain there is
+        # already down (were they taken as gain 1, a peak at sample 0 would get 1/L of its cut).
+        before = 0 if self.sent else span - 1
+        window = np.concatenate([np.zeros(before), window])
+        ahead = maximum_filter1d(window, span, mode="constant", cval=0.0)[span // 2 : span // 2 + n + before]
         lose = -np.expm1(-self._released(ahead))  # 1 - gain, before smoothing
-        both = np.concatenate([self.lost, lose])
+        both = lose if before else np.concatenate([self.lost, lose])
         sums = np.concatenate([[0.0], np.cumsum(both)])
         near = np.concatenate([[0], np.cumsum(both > 0)])
         mean = np.clip((sums[span:] - sums[:-span]) / span, 0.0, 1.0)
