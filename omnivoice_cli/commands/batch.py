@@ -9,12 +9,15 @@ import typer
 from ..app import settings as st
 from ..engine.errors import InvalidRequest
 from ..ui.options import (
+    GPUS_PER_WORKER_OPTION,
     HARDWARE_SETTINGS,
     LISTEN_SETTINGS,
     NO_FLAGS,
     PRESET_OPTION,
     QUIET_OPTION,
+    RAY_OPTION,
     SPEECH_SETTINGS,
+    WORKERS_OPTION,
     with_settings,
 )
 from .common import echo, run_session, run_settings, warn
@@ -168,32 +171,9 @@ def batch(
         help="Also write when each word is spoken beside each audio file (0001.words.json), heard by the speech "
         "recogniser (the asr extra).",
     ),
-    ray: Optional[str] = typer.Option(
-        None,
-        "--ray",
-        metavar="ADDRESS|auto|local",
-        show_default=False,
-        rich_help_panel="Cluster",
-        help="Speak the lines on a Ray cluster: local starts one on this machine, auto joins the one RAY_ADDRESS "
-        "or a running head names, or give its address (needs pip install 'omnivoice-cli[ray]'). Default: off.",
-    ),
-    workers: Optional[int] = typer.Option(
-        None,
-        "--workers",
-        metavar="N",
-        show_default=False,
-        rich_help_panel="Cluster",
-        help="With --ray: engines on the cluster, each loading the model once and taking --threads CPU cores "
-        "(default 1). Default: 1.",
-    ),
-    gpus_per_worker: Optional[float] = typer.Option(
-        None,
-        "--gpus-per-worker",
-        metavar="G",
-        show_default=False,
-        rich_help_panel="Cluster",
-        help="With --ray: GPUs each worker takes (0.5: two share one). Default: 0 (on the CPU).",
-    ),
+    ray: Optional[str] = RAY_OPTION,
+    workers: Optional[int] = WORKERS_OPTION,
+    gpus_per_worker: Optional[float] = GPUS_PER_WORKER_OPTION,
     flags: dict = NO_FLAGS,
 ) -> None:
     """Speak every line of INPUT into its own audio file in the folder -o."""

@@ -11,7 +11,17 @@ import typer
 from ..app import settings as st
 from ..app.book import DEFAULT_LOUDNESS
 from ..engine.errors import InvalidRequest
-from ..ui.options import HARDWARE_SETTINGS, LISTEN_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, with_settings
+from ..ui.options import (
+    GPUS_PER_WORKER_OPTION,
+    HARDWARE_SETTINGS,
+    LISTEN_SETTINGS,
+    NO_FLAGS,
+    PRESET_OPTION,
+    QUIET_OPTION,
+    RAY_OPTION,
+    WORKERS_OPTION,
+    with_settings,
+)
 from ..ui.progress import clock
 from .common import echo, error, run_session, warn
 
@@ -221,25 +231,9 @@ def book(
         False, "--json", rich_help_panel="Output", help="A JSON report on stdout instead of the summary line."
     ),
     quiet: bool = QUIET_OPTION,
-    ray: Optional[str] = typer.Option(
-        None,
-        "--ray",
-        metavar="ADDRESS|auto|local",
-        show_default=False,
-        rich_help_panel="Cluster",
-        help="Speak the parts on a Ray cluster, as batch --ray does (pip install 'omnivoice-cli[ray]'). Default: off.",
-    ),
-    workers: Optional[int] = typer.Option(
-        None, "--workers", metavar="N", show_default=False, rich_help_panel="Cluster", help="With --ray: engines."
-    ),
-    gpus_per_worker: Optional[float] = typer.Option(
-        None,
-        "--gpus-per-worker",
-        metavar="G",
-        show_default=False,
-        rich_help_panel="Cluster",
-        help="With --ray: GPUs each worker takes. Default: 0 (on the CPU).",
-    ),
+    ray: Optional[str] = RAY_OPTION,
+    workers: Optional[int] = WORKERS_OPTION,
+    gpus_per_worker: Optional[float] = GPUS_PER_WORKER_OPTION,
     flags: dict = NO_FLAGS,
 ) -> None:
     """Read a book aloud: an .m4b audiobook with chapter marks, or one audio file per chapter."""

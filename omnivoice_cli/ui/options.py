@@ -160,6 +160,34 @@ LISTEN_SETTINGS = (
 )  # the speech recogniser (listen.py, verify.py)
 
 
+RAY_OPTION = typer.Option(
+    None,
+    "--ray",
+    metavar="ADDRESS|auto|local",
+    show_default=False,
+    rich_help_panel="Cluster",
+    help="Speak on a Ray cluster: local starts one on this machine, auto joins the one RAY_ADDRESS "
+    "or a running head names, or give its address (needs pip install 'omnivoice-cli[ray]'). Default: off.",
+)
+WORKERS_OPTION = typer.Option(
+    None,
+    "--workers",
+    metavar="N",
+    show_default=False,
+    rich_help_panel="Cluster",
+    help="With --ray: engines on the cluster, each loading the model once and taking --threads CPU cores "
+    "(default 1). Default: 1.",
+)
+GPUS_PER_WORKER_OPTION = typer.Option(
+    None,
+    "--gpus-per-worker",
+    metavar="G",
+    show_default=False,
+    rich_help_panel="Cluster",
+    help="With --ray: GPUs each worker takes (0.5: two share one). Default: 0 (on the CPU).",
+)
+
+
 _WAYS = ((st.PRESET, "preset"), (st.LINE, "line"), (st.HTTP, "server"))
 
 
