@@ -3,7 +3,6 @@ equal `say` and the streamed render, requests share forwards, streams join to th
 
 import base64
 import json
-import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -33,18 +32,7 @@ GREEDY = {"position_temperature": 0, "class_temperature": 0}
 
 
 @pytest.fixture(scope="module")
-def home(tmp_path_factory):
-    old = os.environ.get("OMNIVOICE_HOME")
-    os.environ["OMNIVOICE_HOME"] = str(tmp_path_factory.mktemp("home"))
-    yield Path(os.environ["OMNIVOICE_HOME"])
-    if old is None:
-        del os.environ["OMNIVOICE_HOME"]
-    else:
-        os.environ["OMNIVOICE_HOME"] = old
-
-
-@pytest.fixture(scope="module")
-def srv(engine, home):
+def srv(engine, module_home):
     with running_server(engine) as (url, server, state):
         with httpx.Client(base_url=url, timeout=120) as client:
             yield client, state
@@ -260,7 +248,7 @@ def test_every_format_decodes_at_24k_to_the_same_length(srv, fmt, mime):
 
 
 @pytest.mark.slow
-def test_upload_use_and_delete_a_voice(srv, home):
+def test_upload_use_and_delete_a_voice(srv, module_home):
     client, _ = srv
     ref = (GOLDEN / CLONE["ref_audio"]).read_bytes()
     r = client.post(
@@ -269,7 +257,7 @@ def test_upload_use_and_delete_a_voice(srv, home):
         files={"file": ("bob.wav", ref, "audio/wav")},
     )
     assert r.status_code == 201 and r.json()["id"] == "bob" and r.json()["seconds"] > 1
-    assert (home / "voices" / "bob.safetensors").is_file()
+    assert (module_home / "voices" / "bob.safetensors").is_file()
     assert "bob" in [v["id"] for v in client.get("/v1/audio/voices").json()["voices"]]
     again = client.post("/v1/audio/voices", data={"name": "bob", "ref_text": "x"}, files={"file": ("b.wav", ref)})
     assert again.status_code == 409 and again.json()["error"]["param"] == "name"
