@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
+import test_ray
 from conftest import ROOT, TINY_CKPT, files_in
 
 pytest.importorskip("ebooklib")
@@ -40,6 +41,7 @@ from tests import epub_util  # noqa: E402
 from tests.epub_util import make_epub, tiny_png  # noqa: E402
 
 TITLES = [t for t, _ in epub_util.CHAPTERS]
+ray_tmp = test_ray.ray_tmp  # a fixture: Ray's files in a folder of the test's own
 FILES = ["01-The-Storm", "02-The-Lamp", "03-The-Morning"]
 FAST = ["--model", str(TINY_CKPT), "--num-step", "2"]
 slow = pytest.mark.slow
@@ -584,6 +586,35 @@ def test_ray_speaks_the_same_book(invoke, fake_engine, epub, tmp_path, home, mon
     names = sorted(p.name for p in local.glob("*.flac"))
     assert len(names) == 3 and names == sorted(p.name for p in ray.glob("*.flac"))
     assert all((local / n).read_bytes() == (ray / n).read_bytes() for n in names)
+    assert (tmp_path / "local.m4b").read_bytes() == (tmp_path / "ray.m4b").read_bytes()
+
+
+@slow
+def test_a_real_local_ray_cluster_gives_a_local_runs_parts_and_chapters(epub, tmp_path, ray_tmp):
+    """`book --ray local --workers 2` on a real local Ray cluster (test_ray.py's setting: RAY_TMPDIR
+    of the test's own, one torch thread in each process, the workers importing this checkout):
+    its parts are byte for byte a local run's, and the .m4b has the same chapters (titles, starts,
+    ends) and the same bytes."""
+    pytest.importorskip("ray")
+    from omnivoice_cli.media.m4b import read_m4b
+
+    env = {**test_ray.ENV, "OMNIVOICE_HOME": str(tmp_path / "home"), "RAY_TMPDIR": ray_tmp}
+
+    def run(name: str, *more: str) -> subprocess.CompletedProcess:
+        cmd = [*test_ray.MAIN, "book", str(epub), "-o", str(tmp_path / name), *test_ray.RUN, "--num-step", "2", *more]
+        return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=400)
+
+    local = run("local.m4b")
+    assert local.returncode == 0, local.stderr
+    ray = run("ray.m4b", "--ray", "local", "--workers", "2")
+    assert ray.returncode == 0, ray.stderr
+    assert "Ray: started a local cluster" in ray.stderr
+    parts = {d: tmp_path / f"{d}.m4b.parts" for d in ("local", "ray")}
+    names = sorted(p.name for p in parts["local"].glob("*.flac"))
+    assert len(names) == 3 and names == sorted(p.name for p in parts["ray"].glob("*.flac"))
+    assert all((parts["local"] / n).read_bytes() == (parts["ray"] / n).read_bytes() for n in names)
+    chapters = read_m4b(tmp_path / "local.m4b")["chapters"]
+    assert [c[0] for c in chapters] == TITLES and read_m4b(tmp_path / "ray.m4b")["chapters"] == chapters
     assert (tmp_path / "local.m4b").read_bytes() == (tmp_path / "ray.m4b").read_bytes()
 
 
