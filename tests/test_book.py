@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
+import test_ray
 from conftest import ROOT, TINY_CKPT, files_in
 
 pytest.importorskip("ebooklib")
@@ -40,6 +41,7 @@ from tests import epub_util  # noqa: E402
 from tests.epub_util import make_epub, tiny_png  # noqa: E402
 
 TITLES = [t for t, _ in epub_util.CHAPTERS]
+ray_tmp = test_ray.ray_tmp  # a fixture: Ray's files in a folder of the test's own
 FILES = ["01-The-Storm", "02-The-Lamp", "03-The-Morning"]
 FAST = ["--model", str(TINY_CKPT), "--num-step", "2"]
 slow = pytest.mark.slow
@@ -401,6 +403,68 @@ def test_an_edited_lexicon_speaks_again_only_the_chapters_it_changes(invoke, fak
     assert stamps(out, names) == after
 
 
+PEAK_RSS = """
+import atexit, sys
+
+def peak(path):  # this process's own peak RSS (VmHWM: not what the parent held, as ru_maxrss would)
+    with open("/proc/self/status") as f:
+        mib = next(int(ln.split()[1]) for ln in f if ln.startswith("VmHWM:")) // 1024
+    with open(path, "w") as f:
+        f.write(str(mib))
+
+atexit.register(peak, sys.argv[1])
+sys.argv = ["omnivoice", *sys.argv[2:]]
+from omnivoice_cli.cli import main
+main()
+"""
+
+
+@slow
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="VmHWM: Linux")
+def test_check5_a_50_mb_book_dry_runs_through_the_command_in_bounded_memory(tmp_path):
+    """Check 5 through the command: `omnivoice book BIG.txt --dry-run` on a generated 50 MB
+    plain-text book (about 450 chapters of 110 kB), in a fresh process: every chapter listed, and
+    the process's peak RSS under the issue's 300 MB (the book is read and planned a chapter at a
+    time, each part's text dropped once estimated)."""
+    import textwrap
+
+    from omnivoice_cli.app.bookread import count_words
+
+    paragraph = "The sea was calm that night and the keeper wrote in his log until the lamp burned low. "
+    body = "\n".join(textwrap.wrap(paragraph * 12, 72)) + "\n\n"
+    big = tmp_path / "big.txt"
+    with open(big, "w", encoding="utf-8") as f:
+        n = 0
+        while f.tell() < 50 * 1024 * 1024:
+            n += 1
+            f.write(f"Chapter {n}\n\n" + body * 100)
+    small = tmp_path / "small.txt"
+    small.write_text("Chapter 1\n\n" + body, encoding="utf-8")
+
+    def dry_run(path: Path) -> tuple[str, int]:
+        """(stdout, peak RSS in MiB) of `omnivoice book PATH --dry-run` in a fresh process."""
+        peak = tmp_path / "peak"
+        env = {
+            "PYTHONPATH": str(ROOT),
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "OMNIVOICE_HOME": str(tmp_path),
+        }
+        cmd = [sys.executable, "-c", PEAK_RSS, str(peak), "book", str(path), "--dry-run"]
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1200, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr[-2000:]
+        return r.stdout, int(peak.read_text())
+
+    out, mib = dry_run(big)
+    words = n * 100 * count_words(paragraph * 12)
+    assert out.startswith(f"big.txt: {n} chapters, {words} words") and f" {n}. Chapter {n}: " in out
+    _, baseline = dry_run(small)  # the command itself: Python, its imports, one chapter
+    print(
+        f"peak RSS of `book --dry-run`: {mib} MiB on {big.stat().st_size / 2**20:.0f} MiB, {baseline} MiB on 1 chapter"
+    )
+    assert mib < 300  # the issue's bound
+    assert mib - baseline < 40  # streamed: holding the 50 MB text (or its parts) would take more than that
+
+
 # ------------------------------------------------------------------------------------ usage errors
 
 USAGE = [
@@ -587,6 +651,35 @@ def test_ray_speaks_the_same_book(invoke, fake_engine, epub, tmp_path, home, mon
     names = sorted(p.name for p in local.glob("*.flac"))
     assert len(names) == 3 and names == sorted(p.name for p in ray.glob("*.flac"))
     assert all((local / n).read_bytes() == (ray / n).read_bytes() for n in names)
+    assert (tmp_path / "local.m4b").read_bytes() == (tmp_path / "ray.m4b").read_bytes()
+
+
+@slow
+def test_a_real_local_ray_cluster_gives_a_local_runs_parts_and_chapters(epub, tmp_path, ray_tmp):
+    """`book --ray local --workers 2` on a real local Ray cluster (test_ray.py's setting: RAY_TMPDIR
+    of the test's own, one torch thread in each process, the workers importing this checkout):
+    its parts are byte for byte a local run's, and the .m4b has the same chapters (titles, starts,
+    ends) and the same bytes."""
+    pytest.importorskip("ray")
+    from omnivoice_cli.media.m4b import read_m4b
+
+    env = {**test_ray.ENV, "OMNIVOICE_HOME": str(tmp_path / "home"), "RAY_TMPDIR": ray_tmp}
+
+    def run(name: str, *more: str) -> subprocess.CompletedProcess:
+        cmd = [*test_ray.MAIN, "book", str(epub), "-o", str(tmp_path / name), *test_ray.RUN, "--num-step", "2", *more]
+        return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=400)
+
+    local = run("local.m4b")
+    assert local.returncode == 0, local.stderr
+    ray = run("ray.m4b", "--ray", "local", "--workers", "2")
+    assert ray.returncode == 0, ray.stderr
+    assert "Ray: started a local cluster" in ray.stderr
+    parts = {d: tmp_path / f"{d}.m4b.parts" for d in ("local", "ray")}
+    names = sorted(p.name for p in parts["local"].glob("*.flac"))
+    assert len(names) == 3 and names == sorted(p.name for p in parts["ray"].glob("*.flac"))
+    assert all((parts["local"] / n).read_bytes() == (parts["ray"] / n).read_bytes() for n in names)
+    chapters = read_m4b(tmp_path / "local.m4b")["chapters"]
+    assert [c[0] for c in chapters] == TITLES and read_m4b(tmp_path / "ray.m4b")["chapters"] == chapters
     assert (tmp_path / "local.m4b").read_bytes() == (tmp_path / "ray.m4b").read_bytes()
 
 
