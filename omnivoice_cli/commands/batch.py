@@ -6,7 +6,6 @@ from typing import Optional
 
 import typer
 
-from ..app import settings as st
 from ..engine.errors import InvalidRequest
 from ..ui.options import (
     GPUS_PER_WORKER_OPTION,
@@ -20,7 +19,7 @@ from ..ui.options import (
     WORKERS_OPTION,
     with_settings,
 )
-from .common import echo, run_session, run_settings, warn
+from .common import check_run, cluster_executor, echo, run_session, warn
 
 HELP = """Speak every line of INPUT into its own audio file in the folder -o.
 
@@ -46,20 +45,6 @@ omnivoice batch jobs.jsonl -o out/ --voice alice --format flac
 omnivoice batch jobs.jsonl -o out/ --ray local --workers 2
 omnivoice batch jobs.jsonl -o /shared/out --ray auto --workers 8 --gpus-per-worker 1
 """
-
-
-def _check_run(flags: dict, preset: Optional[str]) -> st.Preset | None:
-    """The run's preset and flags, checked before any line is read."""
-    chosen, run = run_settings(preset, flags)
-    if run["instruct"] is not None:
-        from ..app.request import named
-        from ..engine.text import resolve_instruct
-
-        try:
-            resolve_instruct(run["instruct"])
-        except InvalidRequest as e:
-            raise named(run, e, "instruct") from None
-    return chosen
 
 
 def _summary(run, quiet: bool, json_out: bool = False) -> None:
@@ -181,10 +166,10 @@ def batch(
 
     if subtitles is not None and subtitles.lower().lstrip(".") not in ("srt", "vtt"):
         raise InvalidRequest(f"--subtitles must be srt or vtt (a file beside each audio file), got {subtitles!r}")
-    chosen = _check_run(flags, preset)
+    chosen = check_run(flags, preset)
     subtitles = subtitles.lower().lstrip(".") if subtitles else None
     # a dry run needs no cluster (and no Ray), but --workers without --ray is still refused
-    executor = None if dry_run and ray is not None else _executor(ray, workers, gpus_per_worker, preset, flags)
+    executor = None if dry_run and ray is not None else cluster_executor(ray, workers, gpus_per_worker, preset, flags)
     run = BatchRun(
         input,
         output,
@@ -201,22 +186,6 @@ def batch(
         return
     run.run()
     _summary(run, quiet, json_out)
-
-
-def _executor(ray: Optional[str], workers: Optional[int], gpus: Optional[float], preset: Optional[str], flags: dict):
-    """The Ray executor of --ray (None: this process speaks); --workers and --gpus-per-worker need --ray."""
-    if ray is None:
-        for name, value in (("--workers", workers), ("--gpus-per-worker", gpus)):
-            if value is not None:
-                raise InvalidRequest(f"{name} needs --ray (a Ray cluster to run the workers on)")
-        return None
-    from ..app.cluster import ClusterOptions, RayExecutor, check_device, import_ray
-
-    _, run = run_settings(preset, flags)
-    options = ClusterOptions(ray.strip(), 1 if workers is None else workers, gpus or 0.0, run["threads"] or 1)
-    check_device(run["device"], options)
-    import_ray()  # installed? (exit 2 with how to install it, before any line is read)
-    return RayExecutor(options)
 
 
 def _dry_run(run, json_out: bool) -> None:

@@ -239,13 +239,13 @@ def book(
     """Read a book aloud: an .m4b audiobook with chapter marks, or one audio file per chapter."""
     from ..app.book import BookRun
     from ..ui.progress import BookBars
-    from .batch import _check_run, _executor
+    from .common import check_run, cluster_executor
 
     subtitles = _subtitles(subtitles)
-    chosen = _check_run(flags, preset)
+    chosen = check_run(flags, preset)
     if output is None and not dry_run:
         raise InvalidRequest("-o is missing: give a .m4b file or a folder for the chapters (or --dry-run)")
-    executor = None if dry_run else _executor(ray, workers, gpus_per_worker, preset, flags)
+    executor = None if dry_run else cluster_executor(ray, workers, gpus_per_worker, preset, flags)
     run = BookRun(
         input,
         output,

@@ -9,6 +9,7 @@ import typer
 
 from ..app import settings as st
 from ..app.session import Hardware, Session
+from ..engine.errors import InvalidRequest
 from ..ui.progress import BatchProgress, print_above, status
 
 
@@ -123,3 +124,33 @@ def load_engine(settings: st.Resolved, quiet: bool, encoder: bool = False) -> tu
     """Load the model the settings name (a status line while it loads), and the codec's encoder
     when a recording is to be cloned; returns (engine, seconds): session.load_engine."""
     return run_session(quiet).load_engine(Hardware.from_settings(settings.values), encoder=encoder)
+
+
+def check_run(flags: dict, preset: str | None) -> st.Preset | None:
+    """A batch-like run's preset and flags (batch, book), checked before any line is read."""
+    chosen, run = run_settings(preset, flags)
+    if run["instruct"] is not None:
+        from ..app.request import named
+        from ..engine.text import resolve_instruct
+
+        try:
+            resolve_instruct(run["instruct"])
+        except InvalidRequest as e:
+            raise named(run, e, "instruct") from None
+    return chosen
+
+
+def cluster_executor(ray: str | None, workers: int | None, gpus: float | None, preset: str | None, flags: dict):
+    """The Ray executor of --ray (None: this process speaks); --workers and --gpus-per-worker need --ray."""
+    if ray is None:
+        for name, value in (("--workers", workers), ("--gpus-per-worker", gpus)):
+            if value is not None:
+                raise InvalidRequest(f"{name} needs --ray (a Ray cluster to run the workers on)")
+        return None
+    from ..app.cluster import ClusterOptions, RayExecutor, check_device, import_ray
+
+    _, run = run_settings(preset, flags)
+    options = ClusterOptions(ray.strip(), 1 if workers is None else workers, gpus or 0.0, run["threads"] or 1)
+    check_device(run["device"], options)
+    import_ray()  # installed? (exit 2 with how to install it, before any line is read)
+    return RayExecutor(options)
