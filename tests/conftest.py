@@ -203,3 +203,30 @@ def _torch_threads_as_at_start():
     if torch is not None:
         torch.set_num_threads(os.cpu_count() or 1)
         torch.set_flush_denormal(False)
+
+
+@pytest.fixture(scope="module")
+def tiny_engine():
+    """The tiny random-weight checkpoint, loaded once per module (a module may define its own)."""
+    from omnivoice_cli.engine.pipeline import Engine
+
+    return Engine.load(str(TINY_CKPT))
+
+
+@pytest.fixture
+def loaded(monkeypatch, tiny_engine):
+    """Every command run in the test reuses the module's tiny engine (in process) instead of
+    loading it again; `loaded.loads` counts the loads asked for."""
+    from omnivoice_cli.engine import pipeline
+
+    class Loaded:
+        loads = 0
+
+        @classmethod
+        def load(cls, model=None, *, device="auto", dtype="auto", on_notice=None, **options):
+            assert model == str(TINY_CKPT)
+            cls.loads += 1
+            return tiny_engine
+
+    monkeypatch.setattr(pipeline, "Engine", Loaded)
+    return Loaded

@@ -733,31 +733,6 @@ FIXTURE_TEXTS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def tiny_engine():
-    from omnivoice_cli.engine.pipeline import Engine
-
-    return Engine.load(str(TINY_CKPT))
-
-
-@pytest.fixture
-def loaded(monkeypatch, tiny_engine):
-    """`say` and `batch` reuse one loaded tiny engine (in process), instead of loading it per call."""
-    from omnivoice_cli.engine import pipeline
-
-    class Loaded:
-        loads = 0
-
-        @classmethod
-        def load(cls, model=None, *, device="auto", dtype="auto", on_notice=None):
-            assert model == str(TINY_CKPT)
-            cls.loads += 1
-            return tiny_engine
-
-    monkeypatch.setattr(pipeline, "Engine", Loaded)
-    return Loaded
-
-
 def say_bytes(invoke, tmp_path, name, text, args) -> bytes:
     path = tmp_path / "say" / name
     path.parent.mkdir(exist_ok=True)

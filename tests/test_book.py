@@ -47,36 +47,6 @@ FAST = ["--model", str(TINY_CKPT), "--num-step", "2"]
 slow = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def tiny_engine():
-    from omnivoice_cli.engine.pipeline import Engine
-
-    return Engine.load(str(TINY_CKPT))
-
-
-@pytest.fixture
-def loaded(monkeypatch, tiny_engine):
-    """Every run in this test uses the one tiny engine (in process), instead of loading it again."""
-    from omnivoice_cli.engine import pipeline
-
-    class Loaded:
-        loads = 0
-
-        @classmethod
-        def load(cls, model=None, *, device="auto", dtype="auto", on_notice=None, **options):
-            assert model == str(TINY_CKPT)
-            cls.loads += 1
-            return tiny_engine
-
-    monkeypatch.setattr(pipeline, "Engine", Loaded)
-    return Loaded
-
-
-@pytest.fixture
-def home(tmp_path, monkeypatch):
-    monkeypatch.setenv("OMNIVOICE_HOME", str(tmp_path / "home"))
-
-
 @pytest.fixture
 def epub(tmp_path):
     return make_epub(tmp_path / "book.epub")
