@@ -249,7 +249,7 @@ def check_fields(line: Line) -> None:
     elif not text.strip():
         line.error = f"line {n}: field 'text' is empty: give some text to speak"
     else:
-        line.text = st.join_lines(text)
+        line.text = text  # its line breaks kept for `markdown` (request.spoken_text joins the lines)
         line.error = _check_plain_fields(n, f)
     if line.error is None and f.get("id") is not None:
         line.id = str(f["id"])
@@ -411,7 +411,7 @@ def _record(line: Line, status: str, **extra: Any) -> dict[str, Any]:
         "id": line.id,
         "status": status,
         "output": line.name,
-        "text": line.text,
+        "text": st.join_lines(line.text),
         "audio_seconds": None,
         "seconds": None,
         "seed": line.settings["seed"] if line.settings else None,

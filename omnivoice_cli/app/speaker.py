@@ -152,7 +152,7 @@ class Speaker:
             raise InvalidRequest(
                 f"text is {len(text)} characters long: at most {limit} are allowed (--max-chars)", "text"
             )
-        return st.join_lines(text)
+        return text  # its line breaks kept for `markdown` (request.spoken_text joins the lines)
 
     def request_layers(self, settings: Any, **given: Any) -> list[tuple[st.Source, dict]]:
         """The request's preset and settings as layers, checked; `given` (lang, instruct: the

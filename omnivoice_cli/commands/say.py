@@ -92,24 +92,25 @@ def read_text_file(spec: str, quiet: bool) -> str:
 
 def the_text(ctx: typer.Context, words: list[str] | None, text_file: str | None, quiet: bool) -> str:
     """TEXT (words joined, as macOS `say` does; - reads stdin) or the text of -f FILE; without
-    either, a piped stdin (`echo Hello | omnivoice say -o hi.wav`)."""
+    either, a piped stdin (`echo Hello | omnivoice say -o hi.wav`). The text keeps its line
+    breaks: `--markdown` reads them (request.spoken_text joins the lines after)."""
     if words and text_file is not None:
         raise usage_error("give the text either as TEXT or with -f/--text-file, not both", ctx)
     if not words and text_file is None:
-        piped = st.join_lines(read_stdin(quiet)) if stdin_is_piped() else ""
-        if piped:
+        piped = read_stdin(quiet) if stdin_is_piped() else ""
+        if st.join_lines(piped):
             return piped
         if ctx.meta.get(BARE):  # `omnivoice say </dev/null`: nothing at all, so the help as before
             raise _no_args_is_help(ctx)
         raise usage_error("Missing argument 'TEXT': give the text to speak, - to read stdin, or -f FILE", ctx)
     if text_file is not None:
-        return st.join_lines(read_text_file(text_file, quiet))
+        return read_text_file(text_file, quiet)
     if words == ["-"]:
-        return st.join_lines(read_stdin(quiet))
+        return read_stdin(quiet)
     text = " ".join(words)
     if len(words) == 1 and _is_file(text):
         warn(f"'{text}' is the name of a file: speaking the name itself (to speak the file's text, give -f {text})")
-    return st.join_lines(text)
+    return text
 
 
 def _no_args_is_help(ctx: typer.Context) -> Exception:
@@ -210,7 +211,8 @@ def say(
         metavar="PATH",
         show_default=False,
         rich_help_panel="Input",
-        help="Speak the whole text of this UTF-8 file (line breaks are read as spaces); - reads stdin.",
+        help="Speak the whole text of this UTF-8 file (line breaks are read as spaces, or as Markdown with "
+        "--markdown); - reads stdin.",
     ),
     preset: Optional[str] = PRESET_OPTION,
     output: Optional[str] = typer.Option(

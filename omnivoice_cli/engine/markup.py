@@ -6,8 +6,13 @@
   `<sub alias="...">` its alias, and every other tag is dropped with its words kept. The caller
   shows the returned warning.
 - `markdown_to_text`: Markdown (markdown-it-py, CommonMark with tables and strikethrough) spoken
-  as its words: emphasis, links (their text), images (their alt text), code spans and blocks
-  (their content); headings, list items and table rows end as sentences.
+  as its words: emphasis, links (their text, never the URL), images (their alt text), code spans
+  and blocks (their content), block quotes (their words); list markers and `#` are not spoken.
+  Headings, list items and table rows each end as a sentence ('.' added when they end without
+  punctuation), and so does a paragraph that another block follows: the chunker and the cue
+  cutters cut between them. It must be given
+  the raw text, line breaks and all: a text whose lines were already joined is one paragraph
+  (`# Notes - a - b` is a heading of everything).
 
 Inline control syntax ([laughter], [B EY1 S], [pause 500ms]) passes through both unchanged.
 """
@@ -112,6 +117,7 @@ def markdown_to_text(text: str) -> str:
 
     tokens = MarkdownIt("commonmark").enable(["table", "strikethrough"]).parse(text)
     blocks: list[str] = []
+    paragraphs: set[int] = set()  # the blocks that end as a sentence when another block follows
     row: list[str] | None = None  # the cells of the table row being read
     sentence_depth = 0  # inside a heading or a list item: the block ends as a sentence
     for tok in tokens:
@@ -130,10 +136,14 @@ def markdown_to_text(text: str) -> str:
             words = " ".join(_inline_text(tok).split())
             if row is not None:
                 row.append(words)
-            elif words:
-                blocks.append(_sentence(words) if sentence_depth else words)
+            elif words and sentence_depth:
+                blocks.append(_sentence(words))
+            elif words:  # a paragraph (also in a quote)
+                paragraphs.add(len(blocks))
+                blocks.append(words)
         elif tok.type in ("fence", "code_block"):
             blocks.append(" ".join(tok.content.split()))
         elif tok.type == "html_block":
             blocks.append(" ".join(re.sub(r"<[^<>]*>", " ", tok.content).split()))
+    blocks = [_sentence(b) if i in paragraphs and i < len(blocks) - 1 else b for i, b in enumerate(blocks)]
     return " ".join(b for b in blocks if b)

@@ -154,8 +154,7 @@ def _input(data: dict, limit: int) -> str:
             "input",
             code="input_too_long",
         )
-    text = st.join_lines(text)
-    try:
+    try:  # the text keeps its line breaks for `markdown` (request.spoken_text joins the lines)
         check_text(text)  # the CLI's check: valid Unicode, something to speak
     except InvalidRequest as e:
         raise bad_request(f"field 'input': {e}", "input") from None
