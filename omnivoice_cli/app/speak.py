@@ -354,10 +354,11 @@ class PlainRun(_Run):
                     from .words import write_words
 
                     write_words(speech.words, timed)
-                if speech.subtitles is not None and timed is not None and speech.subtitle_level == "word":
+                if speech.subtitles is not None and timed is not None:  # cues where their words are heard
                     from .words import write_word_subtitles
 
-                    write_word_subtitles(speech.subtitles, result, request.text, timed)
+                    word_level = speech.subtitle_level == "word"
+                    write_word_subtitles(speech.subtitles, result, request.text, timed, request.lang, word_level)
                 elif speech.subtitles is not None:  # --subtitles: written just before the audio
                     from ..media.cues import write_result_subtitles
 

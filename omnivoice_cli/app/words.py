@@ -20,8 +20,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
+from ..media.cues import Subtitle
 from .verify import by_characters, max_tokens, units
 
 
@@ -47,28 +48,60 @@ class WordTime:
         return out
 
 
-def align(expected: list[str], heard: list[str]) -> list[int | None]:
+def align(
+    expected: list[str], heard: list[str], distance: Callable[[int, int], float] | None = None
+) -> list[int | None]:
     """For each expected unit, the index of the heard unit it lines up with (a match or a
-    substitution), or None (the recogniser missed it): a least-edits alignment."""
+    substitution), or None (the recogniser missed it): a least-edits alignment; among the
+    alignments of least edits, the one whose paired units lie closest by `distance(i, j)`
+    (seconds between where expected unit i should be and heard unit j is), so a repeated or
+    misheard word pairs with the one heard at its place, not the first or last of them."""
     n, m = len(expected), len(heard)
-    d = [[0] * (m + 1) for _ in range(n + 1)]
-    for i in range(n + 1):
-        d[i][0] = i
-    for j in range(m + 1):
-        d[0][j] = j
+    # cost[i][j] = (edits, distance) of aligning expected[:i] with heard[:j]; move: 0 pair, 1 missed, 2 extra
+    cost = [[(0, 0.0)] * (m + 1) for _ in range(n + 1)]
+    move = [[0] * (m + 1) for _ in range(n + 1)]
     for i in range(1, n + 1):
+        cost[i][0], move[i][0] = (i, 0.0), 1
+    for j in range(1, m + 1):
+        cost[0][j], move[0][j] = (j, 0.0), 2
+    for i in range(1, n + 1):
+        row, up_row = cost[i], cost[i - 1]
         for j in range(1, m + 1):
-            d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (expected[i - 1] != heard[j - 1]))
+            e, d = up_row[j - 1]
+            pair = (e + (expected[i - 1] != heard[j - 1]), d + (distance(i - 1, j - 1) if distance else 0.0))
+            missed = (up_row[j][0] + 1, up_row[j][1])
+            extra = (row[j - 1][0] + 1, row[j - 1][1])
+            best = min(pair, missed, extra)
+            row[j], move[i][j] = best, (0 if best == pair else 1 if best == missed else 2)
     out: list[int | None] = [None] * n
     i, j = n, m
     while i > 0 and j > 0:
-        if d[i][j] == d[i - 1][j - 1] + (expected[i - 1] != heard[j - 1]):
+        if move[i][j] == 0:
             out[i - 1] = j - 1
             i, j = i - 1, j - 1
-        elif d[i][j] == d[i - 1][j] + 1:
+        elif move[i][j] == 1:
             i -= 1
         else:
             j -= 1
+    return out
+
+
+def trusted(expected: list[str], heard: list[str], where: list[int | None]) -> list[int | None]:
+    """The pairs of `where` (align) whose heard times are the expected words' own: every match,
+    and the substitutions of a stretch between two matches (or the ends) that the recogniser
+    heard word for word (as many heard as expected: a word misheard in its place). In any other
+    stretch the heard words cannot be told apart from noise: its words are missed (None)."""
+    out: list[int | None] = [None] * len(expected)
+    prev_i, prev_j = -1, -1
+    matches = [i for i, j in enumerate(where) if j is not None and expected[i] == heard[j]]
+    for i in [*matches, len(expected)]:
+        j = where[i] if i < len(expected) else len(heard)
+        if i - prev_i == j - prev_j:  # word for word: every expected word of the stretch paired
+            for k in range(prev_i + 1, i):
+                out[k] = where[k]
+        if i < len(expected):
+            out[i] = j
+        prev_i, prev_j = i, j
     return out
 
 
@@ -84,33 +117,60 @@ def _heard_units(transcript: Any, chars: bool) -> list[tuple[str, float, float]]
     return out
 
 
+def _weights(words: list[str]) -> list[float]:
+    """Each word's share of speaking time (the engine's character weights; at least a letter's)."""
+    from ..engine.text import text_weight
+
+    return [max(text_weight(w), 1.0) for w in words]
+
+
+def spread(weights: list[float], lo: float, hi: float) -> list[tuple[float, float]]:
+    """(start, end) of words of these weights said one after the other from `lo` to `hi` s, each
+    taking its share of the time."""
+    total, done, out = sum(weights), 0.0, []
+    span = max(hi - lo, 0.0)
+    for w in weights:
+        out.append((lo + span * done / total, lo + span * (done + w) / total))
+        done += w
+    return out
+
+
 def piece_words(text: str, transcript: Any, lang: str | None, start: float, end: float, piece: int) -> list[WordTime]:
     """The words of one piece (its audio from `start` to `end` s), timed by its transcript
-    (times relative to the piece's audio)."""
+    (times relative to the piece's audio), every one inside [start, end]: the heard words paired
+    with the piece's own (`align`, then `trusted`) give theirs; a run of words not heard is
+    spread over the time between the words heard either side of it (the piece's start and end
+    at its ends) by the words' speaking-time weights, and marked estimated."""
     chars = by_characters(text, lang)
     expected = units(text, chars)
-    heard = _heard_units(transcript, chars)
-    where = align(expected, [h[0] for h in heard])
-    timed: list[tuple[float, float] | None] = [
-        None if j is None else (start + heard[j][1], start + heard[j][2]) for j in where
-    ]
+    if not expected:
+        return []
+    end = max(end, start)
+    weights = _weights(expected)
+    prior = [(a + b) / 2 for a, b in spread(weights, start, end)]  # where each word is, said evenly
+
+    def inside(t: float) -> float:
+        return min(max(start + t, start), end)
+
+    heard = [(u, inside(s), inside(e)) for u, s, e in _heard_units(transcript, chars)]
+    where = align(expected, [h[0] for h in heard], lambda i, j: abs(heard[j][1] - prior[i]))
+    where = trusted(expected, [h[0] for h in heard], where)
     out: list[WordTime] = []
     k = 0
     while k < len(expected):
-        if timed[k] is not None:
-            s, e = timed[k]
-            out.append(WordTime(expected[k], s, e, piece))
+        if where[k] is not None:
+            _, s, e = heard[where[k]]
+            s = max(s, out[-1].start if out else start)  # never before the word before it
+            out.append(WordTime(expected[k], s, max(e, s), piece))
             k += 1
             continue
         run_end = k
-        while run_end < len(expected) and timed[run_end] is None:
+        while run_end < len(expected) and where[run_end] is None:
             run_end += 1
         lo = out[-1].end if out else start
-        hi = timed[run_end][0] if run_end < len(expected) else end
-        hi = max(hi, lo)
-        step = (hi - lo) / (run_end - k)
-        for i in range(k, run_end):
-            out.append(WordTime(expected[i], lo + (i - k) * step, lo + (i - k + 1) * step, piece, True))
+        hi = max(heard[where[run_end]][1] if run_end < len(expected) else end, lo)
+        for i, (s, e) in zip(range(k, run_end), spread(weights[k:run_end], lo, hi)):
+            out.append(WordTime(expected[i], s, e, piece, True))
         k = run_end
     return out
 
@@ -130,7 +190,8 @@ def monotonic(words: list[WordTime], duration: float) -> list[WordTime]:
 def span_words(
     recogniser: Any, audio: Any, sample_rate: int, text: str, start: int, end: int, lang: str | None, piece: int
 ) -> list[WordTime]:
-    """The words of `text`, spoken in audio[start:end] (samples), timed in `audio` (seconds)."""
+    """The words of `text`, spoken in audio[start:end] (samples), timed in `audio` (seconds),
+    every one inside that span (the recogniser hears that span alone)."""
     if not units(text, by_characters(text, lang)):
         return []
     if end <= start:  # no audio kept: its words at its place
@@ -161,43 +222,106 @@ def write_words(path: Path, words: list[WordTime]) -> None:
     replace_atomically(path, lambda f: f.write(data))
 
 
-def word_vtt(subs: list, words: list[WordTime]) -> str:
-    """A WebVTT file of the line cues `subs` (cues.Subtitle) with a timestamp tag before each word
-    (karaoke / read-along): each cue's words take their times from `words`, in order."""
-    import html
+def _parts(line: str, chars: bool) -> list[tuple[str, int]]:
+    """A cue line's words as written, each with its number of units (verify.units) and the space
+    before it: the words between spaces, and in a language written without spaces each wide
+    character on its own (punctuation stays with what it follows; a run of letters is one)."""
+    from ..media.cues import _is_wide
 
+    out: list[tuple[str, int]] = []
+    for raw in line.split(" "):
+        parts: list[str] = []
+        for c in raw:
+            spoken = bool(units(c, True))
+            if parts and (not chars or not spoken or not (_is_wide(c) or _is_wide(parts[-1][-1]))):
+                parts[-1] += c
+            else:
+                parts.append(c)
+        sep = " " if out else ""
+        out += [(sep + p if i == 0 else p, len(units(p, chars))) for i, p in enumerate(parts or [""])]
+    return out
+
+
+def word_cues(
+    pieces: list, sample_rate: int, words: list[WordTime], audio_ms: int, lang: str | None = None
+) -> list[tuple[Subtitle, list[list[tuple[str, int | None]]]]]:
+    """The cues of a result timed by its words: each piece (text, start, end in samples) cut as
+    `cues.cut_texts` cuts it, each cue's words given their times from the piece's `words` (in
+    order), the cues retimed around them (`cues.retime_cues`: every word inside its cue, the
+    cues inside their piece), the last one ending with the audio. Each cue comes with its lines
+    of (word as written, its start in ms, None for a word of no units: punctuation)."""
+    from ..media.cues import WRAP, cut_texts, retime_cues, wrap_lines
+
+    by_piece: dict[int, list[WordTime]] = {}
+    for w in words:
+        by_piece.setdefault(w.piece, []).append(w)
+    out: list[tuple[Subtitle, list[list[tuple[str, int | None]]]]] = []
+    for k, (text, s, e) in enumerate(pieces):
+        s_ms, e_ms = round(s * 1000 / sample_rate), round(e * 1000 / sample_rate)
+        text = " ".join(text.split())
+        if e_ms <= s_ms or not text:
+            continue
+        chars = by_characters(text, lang)
+        texts = cut_texts(Subtitle(s_ms, e_ms, text))
+        laid = [[_parts(line, chars) for line in wrap_lines(t, WRAP) or [t]] for t in texts]
+        mine = by_piece.get(k, [])
+        total = sum(n for cue in laid for line in cue for _, n in line)
+        done = 0
+        timed: list[list[list[tuple[str, int | None]]]] = []
+        firsts, lasts, counts = [], [], []
+        for cue in laid:
+            lines, first, last, count = [], None, None, 0
+            for line in cue:
+                row: list[tuple[str, int | None]] = []
+                for part, n in line:
+                    ms = None
+                    if n and mine:  # its first word's time (shared out evenly if the count differs)
+                        a = done if total == len(mine) else done * len(mine) // total
+                        b = done + n - 1 if total == len(mine) else (done + n - 1) * len(mine) // total
+                        ms = min(max(round(mine[a].start * 1000), s_ms), e_ms)
+                        end = min(max(round(mine[b].end * 1000), ms), e_ms)
+                        first = ms if first is None else first
+                        last, count = end, count + 1
+                    done += n
+                    row.append((part, ms))
+                lines.append(row)
+            timed.append(lines)
+            firsts.append(first if first is not None else (lasts[-1] if lasts else s_ms))
+            lasts.append(last if last is not None else firsts[-1])
+            counts.append(count)
+        for (a, b), lines, t in zip(retime_cues(firsts, lasts, counts, s_ms, e_ms), timed, texts):
+            out.append((Subtitle(a, b, t), lines))
+    if out and audio_ms > out[-1][0].start_ms:  # the text stays up while the audio's padding plays
+        last_sub, lines = out[-1]
+        out[-1] = (Subtitle(last_sub.start_ms, max(audio_ms, last_sub.end_ms), last_sub.text), lines)
+    return [(sub, lines) for sub, lines in out if sub.end_ms > sub.start_ms]
+
+
+def word_vtt(cues: list[tuple[Subtitle, list[list[tuple[str, int | None]]]]]) -> str:
+    """A WebVTT file of `word_cues` with a timestamp tag before each word (karaoke /
+    read-along): `cues.word_payload`."""
     import webvtt
 
-    from ..media.cues import WRAP, timestamp, wrap_lines
+    from ..media.cues import timestamp, word_payload
 
-    queue = list(words)
-    captions = []
-    for sub in subs:
-        lines, last = [], sub.start_ms
-        for line in wrap_lines(sub.text.replace("-->", "->"), WRAP) or [sub.text]:
-            tokens = []
-            for raw in line.split(" "):
-                n = len(units(raw, by_characters(raw, None)))
-                taken, queue = queue[:n], queue[n:]
-                body = html.escape(raw, quote=False)
-                ms = round(taken[0].start * 1000) if taken else None
-                if ms is not None and last < ms < sub.end_ms and (tokens or lines):
-                    body, last = f"<{timestamp(ms)}>{body}", ms  # strictly later than the one before
-                tokens.append(body)
-            lines.append(" ".join(tokens))
-        captions.append(webvtt.Caption(timestamp(sub.start_ms), timestamp(sub.end_ms), "\n".join(lines)))
+    captions = [
+        webvtt.Caption(timestamp(sub.start_ms), timestamp(sub.end_ms), word_payload(lines, sub.start_ms, sub.end_ms))
+        for sub, lines in cues
+    ]
     return webvtt.WebVTT(captions=captions).content
 
 
-def write_word_subtitles(path: Path, result: Any, text: str, words: list[WordTime]) -> None:
-    """--subtitle-level word: the line cues of `write_result_subtitles`, each word timed (VTT)."""
+def write_word_subtitles(
+    path: Path, result: Any, text: str, words: list[WordTime], lang: str | None = None, tags: bool = True
+) -> None:
+    """Subtitles timed by the words (`word_cues`): --subtitle-level word (VTT, `tags`: each word
+    timed), or the line cues of an .srt / .vtt moved to where their words are heard."""
     from ..engine.text import split_pauses
-    from ..media.cues import finish_subtitles, subtitles_from_pieces
+    from ..media.cues import subtitles_text
     from ..media.output import replace_atomically
 
     pieces = result.pieces or [(" ".join(split_pauses(text)[0]), 0, len(result.audio))]
-    subs = finish_subtitles(
-        subtitles_from_pieces(pieces, result.sample_rate), round(len(result.audio) * 1000 / result.sample_rate)
-    )
-    data = word_vtt(subs, words).encode("utf-8")
+    cues = word_cues(pieces, result.sample_rate, words, round(len(result.audio) * 1000 / result.sample_rate), lang)
+    fmt = path.suffix.lower().lstrip(".")
+    data = (word_vtt(cues) if tags and fmt == "vtt" else subtitles_text([sub for sub, _ in cues], fmt)).encode("utf-8")
     replace_atomically(path, lambda f: f.write(data))

@@ -304,13 +304,12 @@ def _cut_points(text: str, level: int) -> list[int]:
     return points
 
 
-def cut_cue(sub: Subtitle, max_lines: int = MAX_LINES, width: int = WRAP, max_ms: int = MAX_CUE_MS) -> list[Subtitle]:
-    """One piece's cue as cues of at most `max_lines` lines of `width` columns and, where a
-    sentence or clause ends in time, at most `max_ms`: cut at sentence ends, else at clauses,
-    each cue holding as many as fit; a clause still too long for the lines is cut between words
-    into parts of even length. The piece's time is shared by the engine's speaking-time weights
-    of the characters (text.text_weight), since where each word falls is not known. A word
-    longer than a cue stays whole."""
+def cut_texts(sub: Subtitle, max_lines: int = MAX_LINES, width: int = WRAP, max_ms: int = MAX_CUE_MS) -> list[str]:
+    """The texts of one piece's cues (in order, every word of the piece once): at most
+    `max_lines` lines of `width` columns and, where a sentence or clause ends in time, at most
+    `max_ms` as the characters' speaking-time weights share the piece's time: cut at sentence
+    ends, else at clauses, each cue holding as many as fit; a clause still too long for the
+    lines is cut between words into parts of even length. A word longer than a cue stays whole."""
     from ..engine.text import text_weight
 
     text, span = sub.text, sub.end_ms - sub.start_ms
@@ -343,16 +342,26 @@ def cut_cue(sub: Subtitle, max_lines: int = MAX_LINES, width: int = WRAP, max_ms
                 ends = even
         return [part for x, y in zip([0, *ends[:-1]], ends) for part in cut(bounds[x], bounds[y], level + 1)]
 
-    parts = [(a, b) for a, b in cut(0, len(text), 0) if text[a:b].strip()]
-    if len(parts) <= 1:
+    return [text[a:b].strip() for a, b in cut(0, len(text), 0) if text[a:b].strip()] or [text]
+
+
+def cut_cue(sub: Subtitle, max_lines: int = MAX_LINES, width: int = WRAP, max_ms: int = MAX_CUE_MS) -> list[Subtitle]:
+    """One piece's cue as cues of at most `max_lines` lines of `width` columns and, where a
+    sentence or clause ends in time, at most `max_ms` (their texts: `cut_texts`). The piece's
+    time is shared by the engine's speaking-time weights of the characters (text.text_weight),
+    since where each word falls is not known (with word times: `retime_cues`)."""
+    from ..engine.text import text_weight
+
+    texts = cut_texts(sub, max_lines, width, max_ms)
+    if len(texts) <= 1:
         return [sub]
-    texts = [text[a:b].strip() for a, b in parts]
+    span = sub.end_ms - sub.start_ms
     weights = [text_weight(t) or 1.0 for t in texts]
     out, done, whole = [], 0.0, sum(weights)
     for n, (part, weight) in enumerate(zip(texts, weights)):
         start = sub.start_ms + round(span * done / whole)
         done += weight
-        end = sub.end_ms if n == len(parts) - 1 else sub.start_ms + round(span * done / whole)
+        end = sub.end_ms if n == len(texts) - 1 else sub.start_ms + round(span * done / whole)
         if end > start:
             out.append(Subtitle(start, end, part, sub.speaker))
     return out
@@ -411,6 +420,49 @@ def _fill(text: str, width: int) -> list[str]:
                 line, used, sep = "", 0, ""
             line, used = line + sep + unit, used + len(sep) + w
     return [*lines, line] if line else lines
+
+
+def retime_cues(
+    firsts: list[int], lasts: list[int], counts: list[int], start_ms: int, end_ms: int
+) -> list[tuple[int, int]]:
+    """The (start, end) ms of one piece's cues from their words' times: cue j's first word starts
+    at firsts[j] and its last ends at lasts[j] (ms, in order); counts[j] word times go inside it.
+    The first cue starts with the piece, the last ends with it, and a cue ends where the next
+    begins: half-way between the words either side of the cut (at the next's first word when
+    they touch), kept later than the cue before by more than its words' count (each word's
+    timestamp strictly inside its cue, strictly after the one before)."""
+    n = len(firsts)
+    bounds = [start_ms]
+    for j in range(1, n):
+        cut = (lasts[j - 1] + firsts[j]) // 2 if lasts[j - 1] < firsts[j] else firsts[j]
+        room = end_ms - sum(c + 1 for c in counts[j:])  # what the cues from j on need
+        bounds.append(max(bounds[-1] + counts[j - 1] + 1, min(cut, firsts[j], room)))
+    bounds.append(end_ms)
+    return [(bounds[j], max(bounds[j + 1], bounds[j])) for j in range(n)]
+
+
+def word_payload(lines: list[list[tuple[str, int | None]]], start_ms: int, end_ms: int) -> str:
+    """The text of a word-level WebVTT cue: its lines of (word, ms or None) (a word written after
+    a space begins with it: words of a language without spaces follow each other), each timed word
+    after a timestamp tag <HH:MM:SS.mmm>, strictly inside (start_ms, end_ms) and strictly
+    later than the tag before (WebVTT's rule), the words' own times where they allow; a word
+    without a time (only punctuation) and a tag with no room left (a cue shorter than a
+    millisecond a word) go untagged."""
+    tagged = sum(ms is not None for line in lines for _, ms in line)
+    out, last, k = [], start_ms, 0
+    for line in lines:
+        tokens = []
+        for word, ms in line:
+            space = word[: len(word) - len(word.lstrip(" "))]
+            body = html.escape(word.lstrip(" ").replace("-->", "->"), quote=False)
+            if ms is not None:
+                k += 1
+                t = min(max(ms, last + 1), end_ms - 1 - (tagged - k))
+                if last < t < end_ms:
+                    body, last = f"<{timestamp(t)}>{body}", t
+            tokens.append(space + body)
+        out.append("".join(tokens))
+    return "\n".join(out)
 
 
 def finish_subtitles(subs: list[Subtitle], audio_ms: int) -> list[Subtitle]:
