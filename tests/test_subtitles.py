@@ -236,3 +236,28 @@ def test_result_pieces_of_a_cloned_long_text(tiny_engine):
         inside[s:e] = True
     assert not res.audio[~inside].any()
     assert spans[0][0] >= 2400 and len(res.audio) - spans[-1][1] >= 2400  # the padding is no piece's
+
+
+# ------------------------------------------------------------------------------ word-level cue writing
+
+
+def test_retime_cues_around_their_words():
+    from omnivoice_cli.media.cues import retime_cues
+
+    # three cues of a piece 100..5000 ms: words 150-1800, 2000-3100, 3100-4800
+    spans = retime_cues([150, 2000, 3100], [1800, 3100, 4800], [3, 4, 5], 100, 5000)
+    assert spans == [(100, 1900), (1900, 3100), (3100, 5000)]  # half-way, else at the next's first word
+    assert all(a < b for a, b in spans) and spans[0][0] == 100 and spans[-1][1] == 5000
+    # words all squeezed at one time: each cue still long enough for a strictly later time a word
+    spans = retime_cues([100, 100, 100], [100, 100, 100], [2, 2, 2], 100, 200)
+    assert [b - a for a, b in spans][:2] == [3, 3] and spans[-1][1] == 200
+
+
+def test_word_payload_a_time_before_every_word_strictly_inside():
+    from omnivoice_cli.media.cues import word_payload
+
+    lines = [[("Hello", 1000), (" there,", 1000), (" you", 1500)], [("&", None), (" <me>", 2600)]]
+    assert word_payload(lines, 1000, 2500) == (
+        "<00:00:01.001>Hello <00:00:01.002>there, <00:00:01.500>you\n&amp; <00:00:02.499>&lt;me&gt;"
+    )
+    assert word_payload([[("你", 10), ("好", 10)]], 0, 100) == "<00:00:00.010>你<00:00:00.011>好"

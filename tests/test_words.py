@@ -43,8 +43,37 @@ def check_words(rows: list[dict], text: str, seconds: float) -> None:
         last = r["start"]
 
 
-def test_say_words_and_word_subtitles(invoke, tmp_path, monkeypatch):
+_STAMP = re.compile(r"<(\d\d):(\d\d):(\d\d)\.(\d\d\d)>")
+
+
+def check_word_vtt(path: Path, text: str, lang: str | None = None) -> list[tuple[int, int, int]]:
+    """A word-level VTT read back with webvtt-py: every cue has a timestamp before each of its
+    words (nothing spoken before the first), strictly inside the cue and strictly increasing;
+    the cues in order, their words the text's. Returns (timestamp, cue start, cue end) in ms."""
     import webvtt
+
+    chars = verify.by_characters(text, lang)
+    out, said, last_end = [], [], 0
+    for c in webvtt.read(str(path)).captions:
+        start, end = c.start_time.in_milliseconds(), c.end_time.in_milliseconds()
+        assert last_end <= start < end
+        last_end, last = end, start
+        pieces = _STAMP.split(c.raw_text)  # text, then (h, m, s, ms, text after the tag) per tag
+        assert not verify.units(pieces[0], chars), f"a word without a time: {c.raw_text!r}"
+        for k in range(1, len(pieces), 5):
+            h, m, sec, ms, after = pieces[k : k + 5]
+            t = ((int(h) * 60 + int(m)) * 60 + int(sec)) * 1000 + int(ms)
+            assert start < t < end and t > last, (c.raw_text, start, end)
+            words = [w for w in after.split() if verify.units(w, chars)]
+            assert len(words) == 1 or (chars and len(after.strip()) <= 2), f"words after one time: {after!r}"
+            out.append((t, start, end))
+            last = t
+        said.append(re.sub(r"<[^>]+>", "", c.raw_text))
+    assert verify.units(" ".join(said), chars) == verify.units(text, chars)
+    return out
+
+
+def test_say_words_and_word_subtitles(invoke, tmp_path, monkeypatch):
 
     rec = Timed(TEXT, drop={"this", "few"})
     monkeypatch.setattr(listen, "RECOGNISER", lambda spec, device, what: rec)
@@ -73,11 +102,9 @@ def test_say_words_and_word_subtitles(invoke, tmp_path, monkeypatch):
     check_words(rows, TEXT, len(audio) / rate)
     assert {r["word"] for r in rows if r["estimated"]} == {"this", "few"}  # missed: interpolated, marked
     assert all(r["piece"] == 0 for r in rows) and rec.calls == 1
-    captions = webvtt.read(str(vtt))
-    body = " ".join(c.raw_text for c in captions)
-    stamps = re.findall(r"<(\d\d:\d\d:\d\d\.\d\d\d)>", body)
-    assert len(stamps) >= len(rows) - 3  # a time before (almost) every word but the first of a cue
-    assert verify.normalise(re.sub(r"<[^>]+>", "", body)) == verify.normalise(TEXT)
+    stamps = check_word_vtt(vtt, TEXT)
+    assert len(stamps) == len(rows)  # a time before every word, the first of each cue too
+    assert [s for s, _, _ in stamps] == pytest.approx([round(r["start"] * 1000) for r in rows], abs=2)
 
 
 def test_words_on_a_long_text_cover_every_piece(tmp_path):
@@ -317,3 +344,235 @@ def test_server_timestamps_refusals(engine, tmp_path, monkeypatch):
             r = httpx.post(url + "/v1/audio/speech", json=speech_body(timestamps=True), timeout=120)
             assert r.status_code == status and said in r.json()["error"]["message"], r.text
             assert str(tmp_path) not in r.text  # no server path in a reply
+
+
+# ------------------------------------------------------------------ words inside their pieces
+
+
+def test_align_pairs_a_repeated_word_with_the_one_at_its_place():
+    expected = "the cat saw the dog".split()
+    prior = [0.1, 0.3, 0.5, 0.7, 0.9]
+    heard_at = [0.72]  # one "the", heard where the second one is
+    where = words.align(expected, ["the"], lambda i, j: abs(heard_at[j] - prior[i]))
+    assert where == [None, None, None, 0, None]
+    assert words.align(expected, ["the"]) in ([0, None, None, None, None], [None, None, None, 0, None])
+
+
+def test_trusted_keeps_matches_and_word_for_word_stretches_only():
+    expected = "a b c d e f".split()
+    heard = "a x c q r s t f".split()  # b misheard as x (word for word); d e heard as four words
+    where = words.align(expected, heard)
+    assert words.trusted(expected, heard, where) == [0, 1, 2, None, None, 7]
+    assert words.trusted(["a", "b"], ["x"], words.align(["a", "b"], ["x"])) == [None, None]  # noise only
+    assert words.trusted(["a", "b"], ["x", "y"], [0, 1]) == [0, 1]
+
+
+class Said:
+    """Hears the given words at the given times (s, relative to the audio it is given)."""
+
+    def __init__(self, heard: list[tuple[str, float, float]]) -> None:
+        self.heard = heard
+
+    def transcribe(self, audio, sample_rate, lang=None, max_tokens=None, words=True):
+        return listen.Transcript(" ".join(w for w, _, _ in self.heard), tuple(listen.Word(*h) for h in self.heard))
+
+    def close(self):
+        pass
+
+
+def check_in_pieces(rows: list[dict], pieces: list, rate: int) -> None:
+    """Each row inside its piece's span (seconds of the audio), in order."""
+    last = 0.0
+    for r in rows:
+        _, s, e = pieces[r["piece"]]
+        assert s / rate - 1e-3 <= r["start"] <= r["end"] <= e / rate + 1e-3, (r, s / rate, e / rate)
+        assert r["start"] >= last
+        last = r["start"]
+
+
+def test_missed_words_are_spread_over_their_piece():
+    """The issue's case: a recogniser that hears a few words, none of them right, early in a
+    4.3 s piece: every word estimated, spread over the piece's whole time (not squeezed
+    between 0.10 and 0.86 s), none outside it."""
+    text = "Hello there, this is a test with seven words."
+    audio = np.zeros(int(4.5 * 24000), np.float32)
+    pieces = [(text, 2400, 2400 + int(4.3 * 24000))]
+    rec = Said([("hollow", 0.0, 0.3), ("tear", 0.4, 0.76)])
+    rows = [w.as_dict() for w in words.word_timings(rec, audio, 24000, pieces, text)]
+    check_words(rows, text, 4.5)
+    check_in_pieces(rows, pieces, 24000)
+    assert all(r["estimated"] for r in rows)
+    assert rows[0]["start"] == pytest.approx(0.1) and rows[-1]["end"] == pytest.approx(4.4, abs=1e-3)
+    assert rows[len(rows) // 2]["start"] > 1.5  # spread, by speaking-time weight
+    starts = [r["start"] for r in rows]
+    assert all(b - a > 0.1 for a, b in zip(starts, starts[1:]))
+
+
+def test_heard_times_past_the_piece_stay_inside_it():
+    text = "One two three."
+    audio = np.zeros(48000, np.float32)
+    pieces = [(text, 0, 12000), ("Four five.", 24000, 36000)]
+    rec = Said([("one", 0.0, 0.2), ("two", 0.2, 0.4), ("three", 0.4, 1.9)])  # ends past its 0.5 s piece
+    rows = [w.as_dict() for w in words.word_timings(rec, audio, 24000, pieces, text + " Four five.")]
+    check_in_pieces(rows, pieces, 24000)
+    assert rows[2]["end"] == pytest.approx(0.5) and not rows[2]["estimated"]
+    assert [r["piece"] for r in rows] == [0, 0, 0, 1, 1]
+    assert rows[3]["start"] >= 1.0 and rows[3]["estimated"]  # "one two three" again: not its words
+
+
+def test_a_run_of_missed_words_takes_the_time_between_its_neighbours():
+    text = "alpha beta gamma delta epsilon"
+    audio = np.zeros(24000 * 3, np.float32)
+    rec = Said([("alpha", 0.0, 0.4), ("epsilon", 2.5, 3.0)])
+    rows = [w.as_dict() for w in words.word_timings(rec, audio, 24000, None, text)]
+    assert [r["estimated"] for r in rows] == [False, True, True, True, False]
+    assert rows[1]["start"] == pytest.approx(0.4) and rows[3]["end"] == pytest.approx(2.5)
+    assert rows[2]["start"] == pytest.approx(0.4 + 2.1 * 4 / 14)  # beta's 4 letters of the 14
+
+
+def word_cue_rows(vtt: Path) -> list[tuple[str, int, int, int]]:
+    """(word, its time, cue start, cue end) of a word-level VTT, one per time."""
+    import webvtt
+
+    out = []
+    for c in webvtt.read(str(vtt)).captions:
+        parts = _STAMP.split(c.raw_text)
+        for k in range(1, len(parts), 5):
+            h, m, sec, ms, after = parts[k : k + 5]
+            t = ((int(h) * 60 + int(m)) * 60 + int(sec)) * 1000 + int(ms)
+            out.append((verify.normalise(after), t, c.start_time.in_milliseconds(), c.end_time.in_milliseconds()))
+    return out
+
+
+LONG = (
+    "The first sentence is here and it runs on for quite a while, as first sentences do. "
+    "The second one follows it closely and has a good number of words in it as well. "
+    "Then a third sentence comes along to make a third piece. And a short fourth."
+)
+
+
+def _spy_pieces(monkeypatch) -> dict:
+    seen: dict = {}
+    real = words.word_timings
+
+    def spy(rec, audio, rate, pieces, text, lang=None):
+        seen.update(pieces=pieces, rate=rate)
+        return real(rec, audio, rate, pieces, text, lang)
+
+    monkeypatch.setattr(words, "word_timings", spy)
+    return seen
+
+
+def test_say_word_subtitles_of_several_pieces_with_missed_words(invoke, loaded, tmp_path, monkeypatch):
+    """Several pieces, a recogniser that misses words in one and hears only noise in another:
+    every --words row inside its piece, every cue's words timed inside the cue, in order."""
+    args = ["--model", TINY_CKPT, "--num-step", "2", "--seed", "3", "--chunk-threshold", "1", "--chunk-duration", "4"]
+    r = invoke("say", LONG, *args, "--dry-run", "--json")
+    assert r.exit_code == 0, r.stderr
+    texts = [p["text"] for p in json.loads(r.stdout)["pieces"]]
+    assert len(texts) >= 3
+    said = [" ".join(w for w in t.split() if len(w) > 3) for t in texts]  # short words missed
+    said[1] = "noise only"  # nothing right
+    rec = Heard(said)
+    monkeypatch.setattr(listen, "RECOGNISER", lambda spec, device, what: rec)
+    seen = _spy_pieces(monkeypatch)
+    out, wj, vtt = tmp_path / "o.wav", tmp_path / "o.words.json", tmp_path / "o.vtt"
+    r = invoke("say", LONG, *args, "-o", out, "--words", wj, "--subtitles", vtt, "--subtitle-level", "word")
+    assert r.exit_code == 0, r.stderr
+    audio, rate = sf.read(out)
+    rows = json.loads(wj.read_text())["words"]
+    check_words(rows, LONG, len(audio) / rate)
+    check_in_pieces(rows, seen["pieces"], seen["rate"])
+    assert len(seen["pieces"]) == len(texts) and rec.lines == []
+    assert {r["piece"] for r in rows if r["estimated"]} == set(range(len(texts)))
+    assert all(r["estimated"] for r in rows if r["piece"] == 1)
+    stamps = check_word_vtt(vtt, LONG)
+    assert len(stamps) == len(rows)
+    last, cue = 0, None
+    for row, (word, t, start, end) in zip(rows, word_cue_rows(vtt)):
+        assert word == row["word"] and start < t < end
+        if cue != start:
+            last, cue = start, start
+        assert abs(t - max(row["start"] * 1000, last + 1)) <= 1  # the row's time (later than the time before)
+        last = t
+    # each cue inside one piece: its words' piece spans hold it
+    cue_pieces: dict = {}
+    for row, (_, _, start, end) in zip(rows, word_cue_rows(vtt)):
+        cue_pieces.setdefault((start, end), set()).add(row["piece"])
+    assert all(len(p) == 1 for p in cue_pieces.values())
+
+
+def test_line_subtitles_with_words_follow_the_words(invoke, loaded, tmp_path, monkeypatch):
+    """--words with line-level --subtitles: the cues are moved to where their words are heard."""
+    rec = Said([("hello", 0.0, 0.3), ("there", 0.3, 0.5)])  # heard early: the rest spread after them
+    monkeypatch.setattr(listen, "RECOGNISER", lambda spec, device, what: rec)
+    out, wj, srt_path = tmp_path / "o.wav", tmp_path / "o.words.json", tmp_path / "o.srt"
+    r = invoke("say", TEXT, "--model", TINY_CKPT, "--num-step", "2", "-o", out, "--words", wj, "--subtitles", srt_path)
+    assert r.exit_code == 0, r.stderr
+    import srt
+
+    cues = list(srt.parse(srt_path.read_text()))
+    rows = json.loads(wj.read_text())["words"]
+    i = 0
+    for cue in cues:
+        n = len(verify.normalise(cue.content).split())
+        for row in rows[i : i + n]:
+            assert cue.start.total_seconds() - 1e-3 <= row["start"] <= cue.end.total_seconds() + 1e-3
+        i += n
+    assert i == len(rows)
+
+
+def test_word_subtitles_of_a_language_without_spaces(tmp_path):
+    """Chinese: a time before each character, inside its cue."""
+
+    class Result:
+        sample_rate = 24000
+        audio = np.zeros(24000 * 3, np.float32)
+        pieces = [("你好，世界。今天天气很好。", 2400, 24000 * 3 - 2400)]
+
+    rec = Said([("你好", 0.0, 0.5), ("世界", 0.5, 1.0)])
+    timed = words.word_timings(rec, Result.audio, 24000, Result.pieces, Result.pieces[0][0], "zh")
+    assert [w.word for w in timed] == list("你好世界今天天气很好")
+    vtt = tmp_path / "zh.vtt"
+    words.write_word_subtitles(vtt, Result, Result.pieces[0][0], timed, "zh")
+    stamps = check_word_vtt(vtt, Result.pieces[0][0], "zh")
+    assert len(stamps) == len(timed)
+
+
+def test_word_subtitles_with_the_fixture_recogniser(invoke, loaded, tmp_path, monkeypatch):
+    """The real (random, tiny) recogniser hears noise: still a time before every word, inside its
+    cue, and every row inside its piece."""
+    pytest.importorskip("faster_whisper")
+    seen = _spy_pieces(monkeypatch)
+    out, wj, vtt = tmp_path / "o.wav", tmp_path / "o.words.json", tmp_path / "o.vtt"
+    r = invoke(
+        "say",
+        LONG,
+        "--model",
+        TINY_CKPT,
+        "--num-step",
+        "2",
+        "--seed",
+        "1",
+        "--chunk-threshold",
+        "1",
+        "--chunk-duration",
+        "4",
+        "--asr-model",
+        ASR_TINY,
+        "-o",
+        out,
+        "--words",
+        wj,
+        "--subtitles",
+        vtt,
+        "--subtitle-level",
+        "word",
+    )
+    assert r.exit_code == 0, r.stderr
+    audio, rate = sf.read(out)
+    rows = json.loads(wj.read_text())["words"]
+    check_words(rows, LONG, len(audio) / rate)
+    check_in_pieces(rows, seen["pieces"], seen["rate"])
+    assert len(seen["pieces"]) >= 3
+    assert len(check_word_vtt(vtt, LONG)) == len(rows)
