@@ -4,11 +4,18 @@
     write_words(path, words)       # {"words": [{"word", "start", "end", "piece", "estimated"}]}
 
 A non-autoregressive model has no timings to give; the recogniser does. Each piece's stretch of
-the final audio is transcribed with word timestamps, and the piece's own words (normalised as
---verify normalises them: verify.normalise) are mapped onto the words heard by sequence alignment
-(least edits). Every word of the text is there once, in order: one the recogniser missed gets a
-time interpolated between its neighbours and is marked "estimated". Times are seconds in the
-audio, start <= end, never decreasing, inside the audio.
+the final audio (known exactly from generation) is transcribed on its own with word timestamps,
+and the piece's own words (normalised as --verify normalises them: verify.normalise) are mapped
+onto the words heard by sequence alignment (least edits, ties broken by time: `align`). The words
+heard exactly, and those misheard one for one between them, keep the times heard (`trusted`);
+the others (missed, or only noise heard) are spread over the time between the words heard either
+side of them, by speaking-time weight, and marked "estimated". Every word of the text is there
+once, in order, inside its piece's span. Times are seconds in the audio, start <= end, never
+decreasing, inside the audio.
+
+Subtitles timed by the words (`word_cues`, `write_word_subtitles`): each piece's cues cut as the
+line cues are (cues.cut_texts), retimed around their words (cues.retime_cues), a timestamp before
+every word strictly inside its cue (cues.word_payload).
 
 Used by `say --words` / `--subtitle-level word`, `batch --words`, `dub --words` (each cue's
 pieces where they lie on the track, `span_words`; rows carry their "cue") and the server's
