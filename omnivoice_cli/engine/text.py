@@ -767,6 +767,7 @@ def _unspaced(ch: str) -> bool:
     return any(lo <= code <= hi for lo, hi in _UNSPACED_RANGES)
 
 
+@lru_cache(maxsize=8192)
 def _word_char(ch: str) -> bool:
     """A letter, digit or combining mark of a script that spaces its words."""
     return unicodedata.category(ch)[0] in "LNM" and not _unspaced(ch)
@@ -795,7 +796,7 @@ def is_sentence_break(text: str, i: int) -> bool:
         return False
     if ch in _ASCII_SPLIT and before and after and _word_char(before) and _word_char(after):
         return False
-    if ch == ".":
+    if ch == "." and before.isalpha():
         m = _DOTTED_RE.search(text, max(0, i - _DOTTED_REACH), i)
         if m and not any(_unspaced(c) for c in m.group()):
             return False
