@@ -102,3 +102,13 @@ def test_wyoming_stream_speaks_up_to_a_break_only():
     parts = within(TEXT, 60)
     assert "".join(parts) == TEXT
     assert_whole([p.strip() for p in parts])
+
+
+def test_book_parts_are_cut_between_sentences_only():
+    """A paragraph longer than a part is cut between sentences: never after 'U.S.' or 'Mr.'."""
+    from omnivoice_cli.app.book import split_parts
+
+    paragraph = "Trade with the U.S. grew by 2.75 percent. Mr. Smith from the U.K. said so. " * 3
+    parts = split_parts(paragraph.strip(), None, limit=60)
+    assert len(parts) > 3 and " ".join(parts) == paragraph.strip()
+    assert all(p.endswith(".") and not p.endswith(("U.S.", "U.K.", "Mr.")) for p in parts), parts
