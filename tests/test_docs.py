@@ -56,3 +56,63 @@ def test_readme_is_a_front_page_that_links_every_doc():
         assert page.name in linked, f"README.md does not link docs/{page.name}"
     for command in ("pip install torch==2.13.0", "python -m pytest -q"):  # the two set-up commands
         assert command in readme
+
+
+# ---------------------------------------------------------------- commands a shell would mangle
+
+SHELL_FENCES = {"", "bash", "sh", "shell", "console", "zsh"}  # an unlabelled block is a shell's
+COMMAND_SPAN = re.compile(r"`((?:omnivoice|curl|echo|printf|python) [^`]*)`")  # a command in prose
+
+
+def shell_lines(page: Path) -> list[tuple[int, str]]:
+    """(line number, text) of every shell command line of a page: the lines of shell code blocks,
+    and commands quoted inline in prose."""
+    out, fence = [], None
+    for n, line in enumerate(page.read_text().splitlines(), 1):
+        m = re.match(r"\s*```(\w*)", line)
+        if m:
+            fence = m.group(1) if fence is None else None
+            continue
+        if fence is None:
+            out += [(n, span) for span in COMMAND_SPAN.findall(line)]
+        elif fence in SHELL_FENCES:
+            out.append((n, line))
+    return out
+
+
+def expanded_positionals(line: str) -> list[str]:
+    """Where a POSIX shell would expand `$` + digit in `line` (a positional parameter: "It costs
+    $3.50" reaches the command as "It costs .50"): inside double quotes or bare, not inside single
+    quotes nor escaped; a `#` comment after a space ends the command."""
+    found, quote, i = [], None, 0
+    while i < len(line):
+        ch = line[i]
+        if quote != "'" and ch == "\\":
+            i += 2
+            continue
+        if quote is None and ch == "#" and (i == 0 or line[i - 1].isspace()):
+            break
+        if ch in "'\"" and quote in (None, ch):
+            quote = None if quote == ch else ch
+        elif ch == "$" and quote != "'" and line[i + 1 : i + 2].isdigit():
+            found.append(line[max(0, i - 12) : i + 6])
+        i += 1
+    return found
+
+
+def test_expanded_positionals_follows_the_shell():
+    assert len(expanded_positionals('omnivoice say "It costs $3.50."')) == 1
+    assert expanded_positionals("omnivoice say 'It costs $3.50.'") == []
+    assert expanded_positionals('omnivoice say "It costs \\$3.50."') == []
+    assert len(expanded_positionals('omnivoice say "it\'s $5"')) == 1  # ' inside " is a letter
+    assert len(expanded_positionals("echo $1 and $2")) == 2
+    assert expanded_positionals('omnivoice say "Hi" -o a.wav   # costs "$3"') == []
+    assert expanded_positionals('omnivoice say "$HOME"') == []
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_no_command_a_shell_mangles(page):
+    """Every command in the docs reaches the tool as written: no `$` + digit a shell expands
+    (quote such text with single quotes)."""
+    bad = [f"line {n}: {hit!r}" for n, line in shell_lines(page) for hit in expanded_positionals(line)]
+    assert not bad, f"{page.name}: " + "; ".join(bad)

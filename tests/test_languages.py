@@ -138,3 +138,81 @@ def test_list_languages_filter():
     assert ("pt", "Portuguese") in list_languages("pt-BR")  # a tag it resolves
     assert ("fil", "Filipino") in list_languages("FIL")  # matches the code
     assert list_languages("klingon") == []
+
+
+# ---------------------------------------------------------------- regions to varieties
+
+REGIONS = [  # the check: a region whose variety the model has goes to it
+    ("ar-EG", "arz"),
+    ("ar-MA", "ary"),
+    ("ar-SA", "ars"),
+    ("ar-TN", "aeb"),
+    ("ar-IQ", "acm"),
+    ("ar-LB", "apc"),
+    ("ar-SY", "apc"),
+    ("ar-JO", "apc"),
+    ("ar-PS", "apc"),
+    ("ar-AE", "afb"),
+    ("ar-KW", "afb"),
+    ("ar-QA", "afb"),
+    ("ar-BH", "afb"),
+    ("ar-OM", "acx"),  # Omani Arabic: the model has it (the ovos plugin maps it so too)
+    ("ar-LY", "ayl"),
+    ("ar-SD", "apd"),
+    ("ar-DZ", "arq"),
+    ("ar-TD", "shu"),
+    ("zh-HK", "yue"),
+    ("zh-MO", "yue"),
+    ("pa-PK", "pnb"),
+    ("ku-IQ", "ckb"),
+    # spelled otherwise
+    ("ar_EG", "arz"),
+    ("ar_EG.UTF-8", "arz"),
+    ("AR-eg", "arz"),
+    ("ar-Arab-EG", "arz"),
+    ("zh-Hant-HK", "yue"),
+    ("pa-Arab", "pnb"),
+    # no variety of the region in the model: the language, as before
+    ("ar", "arb"),
+    ("Arabic", "arb"),
+    ("ar-YE", "arb"),
+    ("ar-001", "arb"),
+    ("zh", "zh"),
+    ("zh-CN", "zh"),
+    ("zh-TW", "zh"),
+    ("pa", "pa"),
+    ("pa-IN", "pa"),
+    ("fa-AF", "fa"),  # no Dari in the model
+]
+
+
+@pytest.mark.parametrize("given, expected", REGIONS)
+def test_a_region_goes_to_its_variety(given, expected):
+    assert resolve_language(given) == (expected, None)
+
+
+def test_every_region_row_is_a_model_language_with_its_source():
+    from omnivoice_cli.engine.languages import language_regions
+
+    name_to_id = json.loads((DATA / "languages.json").read_text(encoding="utf-8"))["name_to_id"]
+    rows = json.loads((DATA / "language_regions.json").read_text(encoding="utf-8"))["regions"]
+    assert len(language_regions()) == len(rows) >= 20
+    for tag, code, source in language_regions():
+        assert code in name_to_id.values() and resolve_language(tag) == (code, None)
+        assert tag not in name_to_id and tag.split("-")[0] not in rows  # never a model name or a plain language
+        assert ("CLDR" in source or "ISO 639-3" in source) and code in source
+
+
+def test_dry_run_and_languages_show_the_variety(invoke, fake_engine):
+    for tag, code in [("ar-EG", "arz"), ("zh-HK", "yue"), ("ar", "arb"), ("zh", "zh")]:
+        r = invoke("say", "مرحبا" if tag.startswith("ar") else "你好", "--lang", tag, "--dry-run", "--json")
+        assert r.exit_code == 0, r.stderr
+        assert json.loads(r.stdout)["lang"] == code
+    r = invoke("languages", "ar-EG")
+    assert r.exit_code == 0 and "arz\tEgyptian Arabic" in r.stdout.splitlines()
+    r = invoke("languages", "--regions")
+    lines = [line.split("\t") for line in r.stdout.splitlines()]
+    assert r.exit_code == 0 and ["ar-EG", "arz", "Egyptian Arabic"] == lines[[x[0] for x in lines].index("ar-EG")][:3]
+    assert all(len(x) == 4 and x[3] for x in lines)
+    r = invoke("languages", "--regions", "cantonese")
+    assert [x.split("\t")[:2] for x in r.stdout.splitlines()] == [["zh-HK", "yue"], ["zh-MO", "yue"]]

@@ -89,7 +89,7 @@ def test_a_one_sentence_wav_equals_say_sample_for_sample(srv, invoke, tmp_path):
     text, seed = "I can speak in the same voice.", 17
     body = {"input": text, "voice": "auto", "response_format": "wav", "seed": seed, "num_step": 4, **GREEDY}
     plain = speak(client, stream=False, **body)
-    chunked = speak(client, **body)
+    chunked = speak(client, stream=True, **body)
     assert plain.status_code == chunked.status_code == 200
     assert plain.headers["x-omnivoice-seed"] == chunked.headers["x-omnivoice-seed"] == str(seed)
     assert chunked.headers.get("transfer-encoding") == "chunked" and "content-length" in plain.headers
@@ -210,7 +210,7 @@ def test_sse_and_chunked_streams_join_to_the_plain_reply_and_start_early(srv):
             state.service.on_forward = None
         assert held == [True]  # the first audio arrived before any later piece had run a step
         assert done[0] == "speech.audio.done" and done[1]["type"] == "speech.audio.done"
-        chunked = speak(client, response_format=fmt, **body).content
+        chunked = speak(client, response_format=fmt, stream=True, **body).content
         joined = b"".join(deltas)
         assert joined == chunked
         if fmt == "pcm":

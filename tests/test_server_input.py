@@ -233,6 +233,10 @@ def test_defaults_seed_and_formats():
     assert a.request.seed != b.request.seed or a.request.seed == b.request.seed == 0  # random when not given
     assert parse({"input": "Hi", "response_format": "flac"}).stream is False  # flac does not stream
     assert parse({"input": "Hi", "response_format": "wav", "stream": False}).stream is False
+    assert parse({"input": "Hi", "response_format": "wav"}).stream is False  # whole: a WAV with its real sizes
+    assert parse({"input": "Hi", "response_format": "wav", "stream": True}).stream is True  # asked: streamed
+    assert parse({"input": "Hi", "response_format": "wav", "stream_format": "sse"}).stream is True
+    assert parse({"input": "Hi", "response_format": "pcm"}).stream is True
 
 
 def test_presets_by_model_or_field_and_the_servers_layers():

@@ -21,6 +21,7 @@ from omnivoice_cli.engine.text import (
     estimate_duration,
     estimate_target_tokens,
     instruct_vocabulary,
+    is_sentence_break,
     list_languages,
     resolve_instruct,
     resolve_language,
@@ -285,6 +286,126 @@ def test_chunk_text_rules():
     assert chunk_text("A. B. This is longer", 2, None) == ["A.", "B.", "This is longer"]
     assert chunk_text("你好。今天天气很好，我们走吧！", 8) == ["你好。", "今天天气很好，", "我们走吧！"]
     assert chunk_text("", 10) == []
+
+
+def _reference_chunk_text(text, chunk_len, min_chunk_len=3):
+    """The reference's chunker (omnivoice 0.2.1 `_generate_chunked`'s splitting), as ours was before
+    it stopped cutting inside tokens: the oracle for texts without such a mark."""
+    t = json.loads((Path(__file__).parent.parent / "omnivoice_cli" / "data" / "text.json").read_text())
+    split, closing, abbrevs = set(t["split_punctuation"]), set(t["closing_marks"]), set(t["abbreviations"])
+    sentences, cur = [], []
+    for ch in text:
+        if not cur and sentences and (ch in split or ch in closing):
+            sentences[-1].append(ch)
+            continue
+        cur.append(ch)
+        if ch in split:
+            if ch == "." and "".join(cur).strip() and "".join(cur).strip().split()[-1] in abbrevs:
+                continue
+            sentences.append(cur)
+            cur = []
+    if cur:
+        sentences.append(cur)
+    merged, chunk = [], []
+    for sent in sentences:
+        if len(chunk) + len(sent) <= chunk_len:
+            chunk.extend(sent)
+        else:
+            if chunk:
+                merged.append(chunk)
+            chunk = sent
+    if chunk:
+        merged.append(chunk)
+    final = merged
+    if min_chunk_len is not None:
+        final = []
+        first_short = bool(merged) and len(merged[0]) < min_chunk_len
+        for i, c in enumerate(merged):
+            if (i == 1 and first_short) or (len(c) < min_chunk_len and final):
+                final[-1].extend(c)
+            else:
+                final.append(c)
+    return [c for c in ("".join(c).strip() for c in final) if c]
+
+
+@pytest.mark.parametrize(
+    ("text", "i", "breaks"),
+    [
+        ("at 21:30 now", 5, False),  # a time
+        ("costs 3.5 now", 7, False),  # a decimal
+        ("1,000 items", 1, False),  # thousands
+        ("１２：３０に", 2, False),  # full-width digits around a full-width colon
+        ("the U.S. today", 5, False),  # inside a dotted abbreviation
+        ("the U.S. today", 7, False),  # its closing dot
+        ("e.g. this", 3, False),
+        ("Ph.D. thesis", 4, False),
+        ("Hello Mr. Smith", 8, False),  # the reference's abbreviations
+        ("see example.com now", 11, False),  # no space after it
+        ("It costs 3. Then", 10, True),  # a space after it
+        ("It costs 3.", 10, True),  # the end of the text
+        ('He said "Stop."Then', 13, True),  # a closing quote after it
+        ("Hello.[laughter] Yes", 5, True),  # a tag after it
+        ("Wait...what", 4, True),  # another mark after it
+        ("It is 5 p.m. now. Next", 16, True),  # a sentence end after an abbreviation
+        ("Visit google.com. Next", 16, True),  # a word of more than three letters
+        ("你好。我们", 2, True),  # full-width marks: no space after them is normal
+        ("你好，我们", 2, True),
+        ("你好,世界", 2, True),  # an ASCII mark between characters of a script without spaces
+        ("OK.好的", 2, True),
+        ("世界.OK.", 2, True),
+        ("สวัสดี.ครับ", 6, True),  # Thai, written without spaces
+        ("Hallo z.B. hier", 9, False),  # letters of any spaced script
+        ("т.е. так", 3, False),
+    ],
+)
+def test_is_sentence_break(text, i, breaks):
+    assert text[i] in ".,:：。，" and is_sentence_break(text, i) is breaks
+
+
+def test_chunks_never_end_inside_a_token():
+    text = (
+        "The train leaves at 21:30 from platform 4. A ticket costs 3.5 dollars, or 1,000 yen. "
+        "Trade with the U.S. grew by 2.75 percent, e.g. in steel, to 12,500,000 tonnes. "
+        "会议在２１：３０开始。价格是3.5元，共1,000件。"
+    )
+    tokens = ["21:30", "3.5", "1,000", "U.S.", "2.75", "e.g.", "12,500,000", "２１：３０"]
+    for chunk_len in (1, 10, 40):
+        chunks = chunk_text(text, chunk_len, None)
+        for token in tokens:
+            assert sum(c.count(token) for c in chunks) == text.count(token), (token, chunks)
+        assert "".join(chunks).replace(" ", "") == text.replace(" ", "")
+    assert chunk_text(text, 1, None)[:4] == [
+        "The train leaves at 21:30 from platform 4.",
+        "A ticket costs 3.5 dollars,",
+        "or 1,000 yen.",
+        "Trade with the U.S. grew by 2.75 percent,",
+    ]
+    assert chunk_text(text, 1, None)[-3:] == ["会议在２１：３０开始。", "价格是3.5元，", "共1,000件。"]
+    old = _reference_chunk_text(text, 1, None)  # the reference cuts every one of them
+    assert "The train leaves at 21:" in old and "A ticket costs 3." in old and "or 1," in old
+
+
+def test_chunks_are_the_references_where_no_mark_is_inside_a_token():
+    """Random texts of words, spaced marks, quotes, the reference's abbreviations and Chinese:
+    every chunk length gives the reference's chunks exactly."""
+    import random
+
+    rng = random.Random(5)
+    words = ["one", "Two", "three", "Mr.", "Dr.", "vs.", "fig.", "7", "2024", "[laughter]", "(aside)", "élan", "naïve"]
+    marks = [".", ",", "!", "?", ";", ":", "...", "?!", '."', '!"', ".'", ".)", "。", "，", "！", "”。", "」"]
+    zh = ["你好", "今天天气很好", "我们走吧", "東京タワー", "한국어"]
+    for _ in range(300):
+        parts = []
+        for _ in range(rng.randint(1, 40)):
+            if rng.random() < 0.15:
+                parts.append(rng.choice(zh) + rng.choice(["。", "，", "！", "？", ""]))
+            else:
+                parts.append(rng.choice(words) + (rng.choice(marks) if rng.random() < 0.35 else ""))
+            parts.append(rng.choice([" ", " ", " ", "  ", "\n"]))
+        text = "".join(parts).strip()
+        for chunk_len in (1, 5, 20, 80, 400):
+            for min_len in (3, None):
+                assert chunk_text(text, chunk_len, min_len) == _reference_chunk_text(text, chunk_len, min_len), text
 
 
 def test_chunk_len_for():

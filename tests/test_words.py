@@ -279,7 +279,7 @@ def test_server_timestamps_with_the_fixture_recogniser(engine):
     with running_server(engine, asr_model=str(ASR_TINY)) as (url, _, state):
         c = httpx.Client(base_url=url, timeout=300)
         plain = c.post("/v1/audio/speech", json=speech_body(stream=False))
-        streamed = c.post("/v1/audio/speech", json=speech_body())
+        streamed = c.post("/v1/audio/speech", json=speech_body(stream=True))
         r = c.post("/v1/audio/speech", json=speech_body(timestamps=True))
         assert plain.status_code == 200 and r.status_code == 200, r.text
         assert r.headers["content-type"] == "application/json" and r.headers["x-omnivoice-seed"] == "5"

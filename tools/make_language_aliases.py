@@ -15,17 +15,22 @@ What it writes (read by omnivoice_cli/engine/languages.py; nothing here runs at 
   (data/languages.json) does not already have it.
 - "macro_members": {macrolanguage: [model ids]} for the macrolanguages the model lacks but has
   members of, from langcodes' own folding (`ne` -> [`npi`], `ak` -> [`fat`, `tw`]).
+
+With `--regions` it writes omnivoice_cli/data/language_regions.json instead (langcodes alone is
+enough): the BCP-47 regions (and scripts) whose spoken variety the model has, `ar-EG` -> `arz`,
+`zh-HK` -> `yue`, from the table REGIONS below, each row with its source. Every row is checked:
+its id is one of the model's, and where its source cites CLDR's likely subtags, the region they
+give the id (as langcodes has them) is the tag's.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from collections import defaultdict
 from pathlib import Path
 
 import langcodes
-from language_data.names import load_trie, normalize_name
-from language_data.util import data_filename
 
 DATA = Path("omnivoice_cli/data")
 
@@ -61,6 +66,9 @@ def _to_model_id(code: str, ids: set[str], macro: dict[str, list[str]]) -> str |
 
 
 def main() -> None:
+    from language_data.names import load_trie, normalize_name
+    from language_data.util import data_filename
+
     name_to_id, ids = _model_ids()
     macro = _macro_members(ids)
     known = {normalize_name(k) for k in name_to_id}
@@ -91,5 +99,69 @@ def main() -> None:
     print(f"{path}: {len(aliases)} aliases, {len(macro)} macrolanguages, {path.stat().st_size} bytes")
 
 
+# BCP-47 tag -> (model id, source). A plain language (`ar`, `zh`) keeps its own id (`arb`, `zh`);
+# a region whose speech is one of the model's varieties goes to it. Sources: CLDR = the CLDR
+# likely subtags (the id's default region); ISO = ISO 639-3 (the individual language, member of
+# the macrolanguage, and the country the registry gives it). The ovos OmniVoice TTS plugin
+# (OpenVoiceOS/ovos-tts-plugin-omnivoice, languages.py) maps the Arabic regions the same way.
+_ISO_ARA = "ISO 639-3: {} ({}), member of the macrolanguage ara"
+REGIONS: dict[str, tuple[str, str]] = {
+    "ar-EG": ("arz", "CLDR likely subtags: arz -> arz_Arab_EG; " + _ISO_ARA.format("arz", "Egyptian Arabic")),
+    "ar-MA": ("ary", "CLDR likely subtags: ary -> ary_Arab_MA; " + _ISO_ARA.format("ary", "Moroccan Arabic")),
+    "ar-SA": ("ars", "CLDR likely subtags: ars -> ars_Arab_SA; " + _ISO_ARA.format("ars", "Najdi Arabic")),
+    "ar-TN": ("aeb", "CLDR likely subtags: aeb -> aeb_Arab_TN; " + _ISO_ARA.format("aeb", "Tunisian Arabic")),
+    "ar-DZ": ("arq", "CLDR likely subtags: arq -> arq_Arab_DZ; " + _ISO_ARA.format("arq", "Algerian Arabic")),
+    "ar-LY": ("ayl", _ISO_ARA.format("ayl", "Libyan Arabic, Libya")),
+    "ar-SD": ("apd", _ISO_ARA.format("apd", "Sudanese Arabic, Sudan")),
+    "ar-TD": ("shu", _ISO_ARA.format("shu", "Chadian Arabic, Chad")),
+    "ar-IQ": ("acm", _ISO_ARA.format("acm", "Mesopotamian Arabic, Iraq")),
+    "ar-LB": ("apc", _ISO_ARA.format("apc", "Levantine Arabic, Lebanon") + " (ajp merged into apc, 2023)"),
+    "ar-SY": ("apc", _ISO_ARA.format("apc", "Levantine Arabic, Syria") + " (ajp merged into apc, 2023)"),
+    "ar-JO": ("apc", _ISO_ARA.format("apc", "Levantine Arabic, Jordan") + " (ajp merged into apc, 2023)"),
+    "ar-PS": ("apc", _ISO_ARA.format("apc", "Levantine Arabic, Palestine") + " (ajp merged into apc, 2023)"),
+    "ar-AE": ("afb", _ISO_ARA.format("afb", "Gulf Arabic, United Arab Emirates")),
+    "ar-KW": ("afb", _ISO_ARA.format("afb", "Gulf Arabic, Kuwait")),
+    "ar-QA": ("afb", _ISO_ARA.format("afb", "Gulf Arabic, Qatar")),
+    "ar-BH": ("afb", _ISO_ARA.format("afb", "Gulf Arabic, Bahrain")),
+    "ar-OM": ("acx", _ISO_ARA.format("acx", "Omani Arabic, Oman")),
+    "zh-HK": ("yue", "CLDR likely subtags: yue -> yue_Hant_HK; ISO 639-3: yue (Cantonese), member of zho"),
+    "zh-MO": ("yue", "ISO 639-3: yue (Cantonese, Macau), member of the macrolanguage zho"),
+    "pa-PK": (
+        "pnb",
+        "CLDR likely subtags: pnb -> pnb_Arab_PK, pa_Arab -> pa_Arab_PK; ISO 639-3: pnb (Western Panjabi)",
+    ),
+    "pa-Arab": ("pnb", "CLDR likely subtags: pa_Arab -> pa_Arab_PK; ISO 639-3: pnb (Western Panjabi, Shahmukhi)"),
+    "ku-IQ": ("ckb", "CLDR likely subtags: ckb -> ckb_Arab_IQ; ISO 639-3: ckb (Central Kurdish), member of ku"),
+    "ku-IR": ("ckb", "ISO 639-3: ckb (Central Kurdish, Iran), member of the macrolanguage kur"),
+}
+
+
+def _cldr_region(code: str) -> str | None:
+    """The region CLDR's likely subtags give `code` (None where langcodes has only its fallback)."""
+    full = langcodes.Language.get(code).maximize()
+    return (
+        None if (full.territory in (None, "ZZ") or (full.script, full.territory) == ("Latn", "US")) else full.territory
+    )
+
+
+def write_regions() -> None:
+    _, ids = _model_ids()
+    rows = {}
+    for tag, (code, source) in sorted(REGIONS.items()):
+        parsed = langcodes.Language.get(tag, normalize=True)
+        assert code in ids, f"{tag}: {code} is not one of the model's languages"
+        region = _cldr_region(code)
+        if parsed.territory and region and region != parsed.territory and "CLDR" in source.split(";")[0]:
+            raise SystemExit(f"{tag}: CLDR gives {code} the region {region}")
+        rows[tag] = {"id": code, "source": source}
+    out = {
+        "_about": "BCP-47 regions whose spoken variety the model has (tools/make_language_aliases.py --regions).",
+        "regions": rows,
+    }
+    path = DATA / "language_regions.json"
+    path.write_text(json.dumps(out, ensure_ascii=False, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    print(f"{path}: {len(rows)} regions")
+
+
 if __name__ == "__main__":
-    main()
+    write_regions() if "--regions" in sys.argv[1:] else main()

@@ -108,8 +108,12 @@ def _cut(paragraph: str, limit: int) -> list[str]:
     """A paragraph longer than `limit` cut between sentences, else between words, else anywhere."""
     if len(paragraph) <= limit:
         return [paragraph]
+    from ..engine.text import is_sentence_break  # not after 'U.S.' or 'Mr.' (the chunker's rule)
+
     pieces: list[str] = []
-    for sentence in _SENTENCE_END.split(paragraph):
+    ends = [m for m in _SENTENCE_END.finditer(paragraph) if is_sentence_break(paragraph, m.start() - 1)]
+    bounds = zip([0, *(m.end() for m in ends)], [*(m.start() for m in ends), len(paragraph)])
+    for sentence in [paragraph[a:b] for a, b in bounds]:
         while len(sentence) > limit:
             cut = sentence.rfind(" ", 0, limit + 1)
             cut = cut if cut > 0 else limit

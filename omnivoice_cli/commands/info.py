@@ -10,11 +10,26 @@ import typer
 
 def languages(
     word: Optional[str] = typer.Argument(None, metavar="WORD", help="Only languages whose code or name contains it."),
+    regions: bool = typer.Option(
+        False,
+        "--regions",
+        help="List the regional tags that go to a variety instead, one 'tag<TAB>code<TAB>name<TAB>source' per line "
+        "(ar-EG -> arz Egyptian Arabic).",
+    ),
 ) -> None:
     """List the accepted languages, one 'code<TAB>name' per line (--lang takes either)."""
     from ..engine.text import list_languages
 
     out = typer.get_text_stream("stdout")
+    if regions:
+        from ..engine.languages import language_regions
+
+        names = dict(list_languages())
+        word_cf = (word or "").strip().casefold()
+        for tag, code, source in language_regions():
+            if word_cf in f"{tag}\t{code}\t{names[code]}".casefold():
+                out.write(f"{tag}\t{code}\t{names[code]}\t{source}\n")
+        return
     found = list_languages(word)
     for code, name in found:
         out.write(f"{code}\t{name}\n")

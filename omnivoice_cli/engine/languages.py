@@ -7,9 +7,12 @@ same id. Only what the reference rejects goes further:
 1. other names, normalised like language_data does (case, '-', parentheses, commas): English
    names and autonyms from `data/language_aliases.json` ('Mandarin', 'Farsi', 'Deutsch', '中文');
 2. a BCP-47 tag or ISO 639-1/2/3 code, parsed by `langcodes` ('en-US', 'pt_BR', 'zh-Hant',
-   'eng', 'fre', 'ger', 'cmn'): its language subtag, else its macrolanguage, else the one model
-   language under that macrolanguage ('ne' -> 'npi'). A region or script the model lacks falls
-   back to the language without a word: the model has none of them;
+   'eng', 'fre', 'ger', 'cmn'): a region whose spoken variety the model has goes to it
+   (`data/language_regions.json`, each row with its source: 'ar-EG' -> 'arz', 'zh-HK' -> 'yue',
+   'pa-PK' -> 'pnb'; a deliberate difference from the reference, which knows no tags); else its
+   language subtag, else its macrolanguage, else the one model language under that
+   macrolanguage ('ne' -> 'npi'). A plain 'ar' stays 'arb' and 'zh' stays 'zh'; another region
+   or script falls back to the language without a word;
 3. else a warning (with a did-you-mean when a name is close) and no language, as the reference.
 """
 
@@ -21,7 +24,7 @@ import re
 from functools import lru_cache
 from importlib import resources
 
-__all__ = ["resolve_language", "list_languages", "language_display_name"]
+__all__ = ["resolve_language", "list_languages", "language_display_name", "language_regions"]
 
 # Names whose display form is not `str.title()` (the reference's `lang_map._TITLE_EXCEPTIONS`).
 _TITLE_EXCEPTIONS = {
@@ -57,6 +60,19 @@ def _alias_tables() -> tuple[dict[str, str], dict[str, list[str]]]:
     return names, data["macro_members"]
 
 
+@lru_cache(maxsize=None)
+def _region_table() -> dict[str, tuple[str, str]]:
+    """BCP-47 tag ('ar-EG', 'pa-Arab') -> (model id, source of the row)."""
+    _, ids = _lang_tables()
+    rows = _read("language_regions.json")["regions"]
+    return {tag: (row["id"], row["source"]) for tag, row in rows.items() if row["id"] in ids}
+
+
+def language_regions() -> list[tuple[str, str, str]]:
+    """The regions (and scripts) whose spoken variety the model has: (tag, model id, source), by tag."""
+    return [(tag, code, source) for tag, (code, source) in sorted(_region_table().items())]
+
+
 def _norm_name(name: str) -> str:
     """A name as a lookup key: casefolded, ’ as ', '-' as a space, no parentheses or commas."""
     key = name.casefold().replace("’", "'").replace("-", " ")
@@ -84,11 +100,16 @@ def _from_tag(text: str) -> tuple[str | None, list[str]]:
     if not tag or not re.fullmatch(r"[A-Za-z0-9-]+", tag):
         return None, []
     try:
-        lang = langcodes.Language.get(tag, normalize=True).language
+        parsed = langcodes.Language.get(tag, normalize=True)
     except (ValueError, LookupError):  # LanguageTagError is a ValueError
         return None, []
+    lang = parsed.language
     if not lang:
         return None, []
+    regions = _region_table()
+    for sub in (parsed.territory, parsed.script):  # 'zh-Hant-HK' and 'ar_EG.UTF-8' too
+        if sub and f"{lang}-{sub}" in regions:
+            return regions[f"{lang}-{sub}"][0], []
     _, ids = _lang_tables()
     _, macro_members = _alias_tables()
     for cand in dict.fromkeys((lang, langcodes.standardize_tag(lang, macro=True))):

@@ -56,6 +56,7 @@ __all__ = [
     "resolve_target_len",
     "chunk_len_for",
     "chunk_text",
+    "is_sentence_break",
     "cut_to_length",
     "speech_seconds",
     "check_ref_transcript",
@@ -747,11 +748,73 @@ def chunk_len_for(text: str, target_len: int, chunk_duration: float = 15.0, fram
     return int(chunk_duration * frame_rate / avg_tokens_per_char)
 
 
+# Scripts written without spaces between words: an ASCII mark touching one of their characters
+# ends a sentence as the reference has it ('你好,世界'), since no space follows marks there.
+_UNSPACED_RANGES = ((0x0E00, 0x0EFF), (0x1000, 0x109F), (0x1780, 0x17FF))  # Thai and Lao, Myanmar, Khmer
+_ASCII_SPLIT = frozenset("!,.:;?")
+# A dotted abbreviation up to a '.': letters (of a spaced script) in 1-3 letter groups with an
+# internal dot, after no word character ('U.S', 'e.g', 'i.e', 'Ph.D', 'z.B'); checked on the 32 characters before the mark.
+_DOTTED_RE = re.compile(r"(?<!\w)(?:[^\W\d_]{1,3}\.){1,6}[^\W\d_]{1,3}\Z")
+_DOTTED_REACH = 32
+_ABBREV_REACH = 12  # characters of a word looked at for data/text.json's abbreviations ('Mr.')
+
+
+def _unspaced(ch: str) -> bool:
+    """A character of a script written without spaces (CJK, kana, Hangul, full-width forms, Thai...)."""
+    if unicodedata.east_asian_width(ch) in "WF":
+        return True
+    code = ord(ch)
+    return any(lo <= code <= hi for lo, hi in _UNSPACED_RANGES)
+
+
+@lru_cache(maxsize=8192)
+def _word_char(ch: str) -> bool:
+    """A letter, digit or combining mark of a script that spaces its words."""
+    return unicodedata.category(ch)[0] in "LNM" and not _unspaced(ch)
+
+
+def is_sentence_break(text: str, i: int) -> bool:
+    """Whether the split mark `text[i]` may end a sentence (or clause): False when it is inside a
+    token, the one rule of every cutter (chunks, streamed pieces, subtitle cues, Wyoming's stream).
+
+    Inside a token:
+    - a digit on both sides, for any mark ('21:30', '3.5', '1,000', '１２：３０');
+    - an ASCII mark (`!,.:;?`) between two word characters of a spaced script, so with no space
+      after it ('U.S', 'e.g', 'example.com', 'a,b'); a mark before a space, a quote, a bracket,
+      another mark or the end of the text is a break, and so is one touching a character of a
+      script written without spaces ('你好,世界', 'OK.好的'), where no space after a mark is normal;
+    - the '.' closing a dotted abbreviation ('U.S.', 'e.g.', 'i.e.', 'Ph.D.') or a word of
+      data/text.json's abbreviations ('Mr.', 'Dr.': the reference's rule, which `chunk_text`
+      also checks its own way, on the sentence so far).
+    Everywhere else (full-width '。' and '，' however they are followed included) it is a break,
+    as the reference has it.
+    """
+    ch = text[i]
+    before = text[i - 1] if i > 0 else ""
+    after = text[i + 1] if i + 1 < len(text) else ""
+    if before.isdigit() and after.isdigit():
+        return False
+    if ch in _ASCII_SPLIT and before and after and _word_char(before) and _word_char(after):
+        return False
+    if ch == "." and before.isalpha():
+        m = _DOTTED_RE.search(text, max(0, i - _DOTTED_REACH), i)
+        if m and not any(_unspaced(c) for c in m.group()):
+            return False
+        start = i  # the word the '.' ends, if it is short enough to be an abbreviation
+        while start > 0 and i - start < _ABBREV_REACH and not text[start - 1].isspace():
+            start -= 1
+        if (start == 0 or text[start - 1].isspace()) and text[start : i + 1] in _punct_sets()[3]:
+            return False
+    return True
+
+
 def chunk_text(text: str, chunk_len: int, min_chunk_len: int | None = 3) -> list[str]:
     """Split `text` at punctuation into chunks of about `chunk_len` characters.
 
-    1. Sentences end at split punctuation, except a '.' ending a known abbreviation ('Mr.');
-       punctuation or a closing mark that would start a sentence joins the previous one.
+    1. Sentences end at split punctuation, except a '.' ending a known abbreviation ('Mr.') and
+       a mark inside a token (`is_sentence_break`: '21:30', '3.5', '1,000', 'U.S.'; a deliberate
+       difference from the reference, which cuts there); punctuation or a closing mark that
+       would start a sentence joins the previous one.
     2. Consecutive sentences are merged while the chunk stays <= chunk_len characters.
     3. A chunk shorter than min_chunk_len joins the previous chunk (a short first chunk takes
        the second one in).
@@ -761,12 +824,12 @@ def chunk_text(text: str, chunk_len: int, min_chunk_len: int | None = 3) -> list
 
     sentences: list[list[str]] = []
     cur: list[str] = []
-    for ch in text:
+    for i, ch in enumerate(text):
         if not cur and sentences and (ch in split or ch in closing):
             sentences[-1].append(ch)
             continue
         cur.append(ch)
-        if ch in split:
+        if ch in split and is_sentence_break(text, i):
             if ch == ".":
                 stripped = "".join(cur).strip()
                 if stripped and stripped.split()[-1] in abbrevs:

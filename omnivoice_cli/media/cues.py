@@ -290,9 +290,13 @@ _CLAUSE_END = re.compile(r"[,;:]+[\"'\u201d\u2019\u00bb)\]]*\s+|\s+[\u2013\u2014
 
 def _cut_points(text: str, level: int) -> list[int]:
     """Where a cue of `text` may end (offsets of the next cue's start): sentences (0), clauses (1),
-    words and wide characters (2)."""
+    words and wide characters (2). A mark inside a token ('U.S.', 'Mr.', 'e.g.') ends nothing
+    (engine.text.is_sentence_break, the chunker's rule)."""
     if level < 2:
-        return [m.end() for m in (_SENTENCE_END if level == 0 else _CLAUSE_END).finditer(text)]
+        from ..engine.text import is_sentence_break
+
+        ends = (_SENTENCE_END if level == 0 else _CLAUSE_END).finditer(text)
+        return [m.end() for m in ends if is_sentence_break(text, m.start())]
     points, pos = [], 0
     for word in re.finditer(r"\S+", text):
         if word.start() > 0:

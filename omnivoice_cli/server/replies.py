@@ -8,9 +8,9 @@ Nothing is sent before the first piece (or the error) is there, so an error foun
 request starts (its text, its voice) is still a proper 400 / 500 reply. Then:
 - stream_format "sse": `speech.audio.delta` events (base64 of the encoded stream's bytes), then
   `speech.audio.done`;
-- a format that streams (wav with unknown-size header fields, pcm, mp3, opus, ogg): chunked,
-  each piece's bytes as soon as it is ready;
-- flac, or `"stream": false`: one whole file with its length (a WAV then has its real sizes);
+- a format that streams (pcm, mp3, opus, ogg; wav, with unknown-size header fields, only with
+  `"stream": true` or sse): chunked, each piece's bytes as soon as it is ready;
+- flac, wav, or `"stream": false`: one whole file with its length (a WAV then has its real sizes);
 - `"timestamps": true`: JSON, {"audio": the whole file's bytes in base64 (exactly the reply
   the same request gets with `"stream": false` instead), "format", "sample_rate", "seed", "audio_seconds", "words":
   [{"word", "start", "end", "piece", "estimated"}] (as `say --words` writes them: words.py),

@@ -6,7 +6,9 @@ items, or auto), `instructions` (free text, read for voice-design items by `inst
 "a deep British male voice" is "male, low pitch, british accent"; the rest is ignored, and the
 reply's X-OmniVoice-Instruct header says what was used), `response_format`, `speed` (the
 schema's), `stream_format` (audio or sse). Three more are ours: `preset` (a preset's
-name), `stream` (false: one whole file) and `timestamps` (true: a JSON reply with the audio in
+name), `stream` (false: one whole file; true: sent as the pieces are ready; the default streams
+every format that can, but for wav: a whole file with its real sizes unless `stream` is true or
+`stream_format` is sse, so a saved reply is a complete WAV) and `timestamps` (true: a JSON reply with the audio in
 base64 and each word's time, heard by the speech recogniser: replies.py). Every other field must be a setting the schema lets
 a request give (`Setting.where` has HTTP): it is checked by `settings.check_layer` with the source
 "request", so a bad value reads as on the command line after "field 'num_step'". An unknown field
@@ -193,6 +195,11 @@ def _format(data: dict) -> tuple[str, AudioFormat]:
     return name, fmt
 
 
+# Formats whose streamed form is a lesser file (a WAV's unknown-size header: `soxi` reads 24 h 51 min):
+# sent whole, with their real sizes, unless the request asks for a stream.
+WHOLE_BY_DEFAULT = frozenset({"wav"})
+
+
 def _streaming(data: dict, fmt: AudioFormat) -> tuple[bool, bool]:
     from ..media.output import format_named
 
@@ -207,6 +214,8 @@ def _streaming(data: dict, fmt: AudioFormat) -> tuple[bool, bool]:
         raise bad_request(
             f"field 'stream_format' 'sse' needs a format that streams ({streamable}), not {fmt.name}", "stream_format"
         )
+    if fmt.name in WHOLE_BY_DEFAULT:
+        return sse, sse or stream is True
     return sse, fmt.streams and stream is not False
 
 
