@@ -608,8 +608,7 @@ class BookRun:
                 cover_image(self.book.info.cover)
             except InvalidRequest as e:
                 self.cover_ok = False
-                reason = str(e).removeprefix("the cover is not used: ")
-                self.warnings.append(f"the cover is not used ({reason}): the book is written without it")
+                self.warnings.append(f"{e}; the book is written without it")
         for message in self.warnings:
             self.report.warnings.append(message)
 

@@ -252,10 +252,13 @@ def cover_image(data: bytes) -> tuple[bytes, str, int, int]:
             stream.codec_context.options = {"err_detect": "explode"}  # a damaged image is an error, not a grey frame
             frame = next(c.decode(stream))
     except (av.FFmpegError, StopIteration, IndexError, ValueError, OSError):
-        raise InvalidRequest(f"the cover ({len(data)} bytes, {kind}) does not decode: a damaged image") from None
+        raise InvalidRequest(
+            f"the cover is not used: it does not decode ({len(data)} bytes of {kind}: a damaged image)"
+        ) from None
     if (frame.width, frame.height) != (width, height):
         raise InvalidRequest(
-            f"the cover's header says {width}x{height} pixels but it decodes to {frame.width}x{frame.height}"
+            f"the cover is not used: its header says {width}x{height} pixels but it decodes to "
+            f"{frame.width}x{frame.height}"
         )
     if data.startswith(_JPEG):
         return data, "mjpeg", width, height
