@@ -224,24 +224,43 @@ def test_image_size_reads_each_format_from_its_header():
 HOSTILE_EPUBS = [*MEMBERS, "EPUB/images/cover.png"]
 
 
+def at_the_limit(src: Path, dst: Path) -> Path:
+    """A copy of `src` whose first chapter is as large as a document may be: MAX_MEMBER_BYTES of
+    real paragraphs (read, parsed and planned, not refused)."""
+    para = b"<p>The sea was calm that night and the keeper wrote in his log until the lamp burned low.</p>\n"
+    head, tail = b"<html xmlns='http://www.w3.org/1999/xhtml'><body><h1>One</h1>\n", b"</body></html>\n"
+    n = (bookread.MAX_MEMBER_BYTES - len(head) - len(tail)) // len(para)
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w", zipfile.ZIP_DEFLATED) as zout:
+        for info in zin.infolist():
+            zout.writestr(info, zin.read(info) if info.filename != "EPUB/chap_01.xhtml" else head + para * n + tail)
+    return dst
+
+
 @slow
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="VmHWM: Linux")
 def test_a_dry_run_of_any_hostile_epub_stays_under_300_mb(bombs, huge_cover, tmp_path):
-    """Each bomb (BOMB bytes unpacked, in each member and the cover) and the 16000 px cover, through
-    `omnivoice book X --dry-run` in a fresh process each: the peak RSS under the issue's 300 MB."""
-    cases = {m: bombs[m] for m in HOSTILE_EPUBS}
-    cases["16000px cover"] = make_epub(tmp_path / "huge.epub", cover=huge_cover)
+    """Each bomb (BOMB bytes unpacked, in each member and the cover) and the 16000 px cover, and
+    the largest an EPUB may be within the limits (a 16 MiB chapter; a 4096 x 4096 cover, decoded
+    by the check of an .m4b's cover), through `omnivoice book X --dry-run` in a fresh process
+    each: the peak RSS under the issue's 300 MB."""
+    cases = {m: (bombs[m],) for m in HOSTILE_EPUBS}
+    cases["16000px cover"] = (make_epub(tmp_path / "huge.epub", cover=huge_cover), "-o", "x.m4b")
+    cases["16 MiB chapter"] = (at_the_limit(make_epub(tmp_path / "a.epub"), tmp_path / "limit.epub"),)
+    cases["4096px cover"] = (make_epub(tmp_path / "big.epub", cover=big_png(4096, 4096)), "-o", "x.m4b")
     peaks = {}
-    for what, path in cases.items():
+    for what, (path, *more) in cases.items():
         peak = tmp_path / "peak"
         env = {
             "PYTHONPATH": str(ROOT),
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "OMNIVOICE_HOME": str(tmp_path),
         }
-        cmd = [sys.executable, "-c", PEAK_RSS, str(peak), "book", str(path), "--dry-run"]
+        cmd = [sys.executable, "-c", PEAK_RSS, str(peak), "book", str(path), "--dry-run", *more]
         r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path)
         assert "Traceback" not in r.stderr and r.returncode in (0, 2), r.stderr[-2000:]
+        assert (r.returncode == 0) == (
+            what in ("EPUB/images/cover.png", "16000px cover", "16 MiB chapter", "4096px cover")
+        )
         peaks[what] = int(peak.read_text())
     print("peak RSS (MiB) of book --dry-run:", peaks)
     assert max(peaks.values()) < 300, peaks
