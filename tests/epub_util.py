@@ -62,6 +62,12 @@ def tiny_png(width: int = 2, height: int = 2, rgb: tuple[int, int, int] = (200, 
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
 
 
+def jpeg_head(width: int = 2, height: int = 2) -> bytes:
+    """The start of a JPEG (SOI, then a baseline frame header giving its size): what the book's
+    reader reads of a cover (its header), not an image that decodes."""
+    return b"\xff\xd8" + b"\xff\xc0" + struct.pack(">HBHHB", 11, 8, height, width, 1) + b"\x01\x11\x00"
+
+
 def _page(epub, uid: str, file_name: str, title: str, body: str, epub_type: str | None = None):
     page = epub.EpubHtml(uid=uid, file_name=file_name, title=title, lang=LANGUAGE)
     wrapper = f'<section epub:type="{epub_type}">{body}</section>' if epub_type else body

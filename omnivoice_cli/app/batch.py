@@ -41,7 +41,7 @@ from ..engine.errors import InvalidRequest, MissingExtra, OmniVoiceError
 from ..engine.text import is_blank
 from ..media.output import AUDIO_FORMATS
 from . import settings as st
-from .manifest import MANIFEST, ManifestWriter, done_records
+from .manifest import MANIFEST, ManifestWriter, done_records, fingerprint
 from .request import Built, References, Voices, build_request, named
 from .session import Hardware, Session, WarnOnce, random_seed, seed_for
 from .signals import HoldSignals
@@ -602,6 +602,7 @@ class BatchRun:
 
                 audio, loud = level(result.audio, result.sample_rate, line.built.settings["loudness"])
                 write_audio(audio, result.sample_rate, OutputTarget(target, *FORMATS["." + line.format]))
+                written = fingerprint(target)  # what a later run checks the file against (manifest.is_recorded)
             except OSError as e:
                 self.fail_line(line, f"cannot write {target}: {e.strerror or e}")
                 return
@@ -619,6 +620,7 @@ class BatchRun:
                 seconds=round(time.perf_counter() - started, 4),
                 seed=result.seed,
                 **verified,
+                **written,
             )
             self.manifest.append(line.record)
             self.report.audio_seconds += seconds

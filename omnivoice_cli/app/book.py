@@ -43,9 +43,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol
 
-from ..engine.errors import InvalidRequest, MissingExtra
+from ..engine.errors import InvalidRequest, MissingExtra, OmniVoiceError
 from . import settings as st
 from .batch import BatchRun, Line, remove_stale_temporaries
+from .manifest import MANIFEST, _open_regular, done_records, fingerprint, is_recorded
 from .session import NoProgress, Session
 from .signals import HoldSignals, Stop
 
@@ -66,6 +67,7 @@ BOOK_SUFFIXES = (".m4b",)
 NOT_IN_KEY = ("device", "threads", "compile", "format", "loudness", "lexicon")
 FILE_SETTINGS = ("ref",)  # settings naming a file: its content is in the key too
 KEY_CHARS = 20  # hex digits of a part's key in its file name
+MAX_STATE_BYTES = 16 * 1024 * 1024  # book.json and a part's .pieces.json are read up to here
 _SENTENCE_END = re.compile(r"(?<=[.!?\u2026\u3002\uff01\uff1f])\s+")
 
 __all__ = ["BookRun", "BookReport", "BookState", "parse_chapters", "output_kind", "split_parts"]
@@ -441,6 +443,39 @@ def pieces_name(part: str) -> str:
     return part[: -len(PART_FORMAT) - 1] + ".pieces.json"
 
 
+def _read_json(path: Path) -> Any:
+    """A JSON file of the work folder, or None: read only when a regular file (never through a
+    symbolic link), at most MAX_STATE_BYTES, and None for anything that does not parse."""
+    f = _open_regular(path)
+    if f is None:
+        return None
+    with f:
+        raw = f.read(MAX_STATE_BYTES + 1)
+    if len(raw) > MAX_STATE_BYTES:
+        return None
+    try:
+        return json.loads(raw.decode("utf-8", "surrogatepass"))
+    except (ValueError, RecursionError):
+        return None
+
+
+def read_pieces(path: Path) -> dict[str, Any] | None:
+    """A part's .pieces.json, checked: {"samples": int, "sample_rate": int, "pieces": [[text,
+    start, end], ...]} with 0 <= start <= end <= samples; None when it is anything else."""
+    record = _read_json(path)
+    if not isinstance(record, dict):
+        return None
+    samples, rate, pieces = record.get("samples"), record.get("sample_rate"), record.get("pieces")
+    if not (isinstance(samples, int) and isinstance(rate, int) and rate > 0 and isinstance(pieces, list)):
+        return None
+    for p in pieces:
+        if not (isinstance(p, list) and len(p) == 3 and isinstance(p[0], str)):
+            return None
+        if not all(isinstance(x, int) and not isinstance(x, bool) for x in p[1:]) or not 0 <= p[1] <= p[2] <= samples:
+            return None
+    return record
+
+
 def _write_json(path: Path, data: Any) -> None:
     from ..media.output import replace_atomically
 
@@ -506,6 +541,9 @@ class BookRun:
         self.report = BookReport()
         self.book: Any = None
         self.plans: list[ChapterPlan] = []
+        self.warnings: list[str] = []  # about the book, found before anything is spoken (its cover)
+        self.cover_ok = False  # the book's cover is used (checked as the .m4b writer uses it)
+        self.sha: dict[str, str] = {}  # each part's sha256, checked as the outputs are assembled
         self.output, self.kind = output_kind(output) if output is not None else (None, None)
         self.work = self._work_folder()
         part_flags = {k: v for k, v in self.flags.items() if k != "loudness"}  # never per part
@@ -546,11 +584,37 @@ class BookRun:
         return fmt
 
     def _check_extras(self) -> None:
+        """What the outputs need, checked before anything is read or spoken: PyAV for an .m4b,
+        pyloudnorm (its filters) for the loudness every output is brought to."""
         if self.kind == "m4b":
             try:
                 import av  # noqa: F401
             except ImportError:
                 raise MissingExtra("writing an .m4b audiobook", "PyAV", "book") from None
+        if self.kind is not None:
+            from ..media.loudness import _libraries
+
+            try:
+                _libraries()
+            except MissingExtra:
+                raise MissingExtra("the loudness of a book's outputs", "pyloudnorm", "book") from None
+
+    def _check_cover(self) -> None:
+        """The book's cover checked as the .m4b writer will use it (media/m4b.cover_image: its
+        size from the header, then decoded whole), before anything is spoken: one it cannot use
+        is left out, with a warning (the book is still written, without a cover)."""
+        self.warnings = list(self.book.info.warnings)
+        self.cover_ok = self.book.info.cover is not None
+        if self.cover_ok and self.kind == "m4b":
+            from ..media.m4b import cover_image
+
+            try:
+                cover_image(self.book.info.cover)
+            except InvalidRequest as e:
+                self.cover_ok = False
+                self.warnings.append(f"{e}; the book is written without it")
+        for message in self.warnings:
+            self.report.warnings.append(message)
 
     def plan(self, *, keep_text: bool = True) -> None:
         """Read the book, pick the chapters, cut them into parts and plan each part's request
@@ -561,6 +625,7 @@ class BookRun:
         self.fmt = self.audio_format()
         self._check_extras()
         self.book = book = open_book(self.book_path, keep_front_matter=self.keep_front_matter)
+        self._check_cover()
         if len(book) == 0:
             raise InvalidRequest(f"{self.book_path}: no chapter to speak (every chapter is empty or front matter)")
         numbers = parse_chapters(self.chapter_spec, len(book)) if self.chapter_spec else None
@@ -643,6 +708,10 @@ class BookRun:
             raise InvalidRequest("-o is missing: give a .m4b file or a folder (or --dry-run)")
         if not self.plans:
             self.plan()
+        for message in self.warnings:
+            self.session.echo(f"Warning: {message}")
+        self._check_outputs()
+        self.check_parts(remove=True)
         self._warn_voice()
         self.tracker = Tracker(self.bars(), self.plans, self.work)
         self.parts.tracker = self.tracker
@@ -663,6 +732,46 @@ class BookRun:
             self._assemble_held()
         r.wall_seconds = time.perf_counter() - t_start
         return r
+
+    def _check_outputs(self) -> None:
+        """Before the model loads: the outputs' folder made (or there) and writable, no folder
+        where an output file goes (InvalidRequest, one line)."""
+        folder = self.output if self.kind == "folder" else self.output.parent
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise InvalidRequest(f"-o {self.spec}: cannot make the folder {folder}: {e.strerror or e}") from None
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise InvalidRequest(f"-o {self.spec}: the folder {folder} is not writable")
+        for name in self._output_names():
+            if (folder / name).is_dir():
+                raise InvalidRequest(f"-o {self.spec}: {folder / name} is a folder: remove it or give another -o")
+
+    def check_parts(self, *, remove: bool) -> set[str]:
+        """The parts in the work folder that are what the manifest says was written (a regular
+        file inside the folder, its size and sha256 those of its "done" record:
+        manifest.is_recorded) with a readable .pieces.json (read_pieces). With `remove`, every
+        other file or link in a part's place (and its pieces) is deleted, so it is spoken again:
+        a part replaced, truncated, linked elsewhere or without a record is never used."""
+        if self.work is None or not self.work.is_dir():
+            return set()
+        records = done_records(self.work / MANIFEST)
+        good: set[str] = set()
+        for line in self.parts.lines:
+            name = line.name
+            if not name:
+                continue
+            ok = is_recorded(self.work, name, records.get(name.casefold()))
+            if ok and read_pieces(self.work / pieces_name(name)) is not None:
+                good.add(name)
+            elif remove:
+                for path in (self.work / name, self.work / pieces_name(name)):
+                    if path.is_symlink() or path.is_file():
+                        try:
+                            path.unlink()
+                        except OSError:
+                            pass
+        return good
 
     def _assemble_held(self) -> None:
         """Assemble with Ctrl-C and SIGTERM turned into a Stop between two blocks of audio (never
@@ -691,10 +800,18 @@ class BookRun:
 
     def assemble(self, signals: HoldSignals | None = None) -> None:
         """Write the outputs from the parts (every part must be in the work folder)."""
-        import soundfile as sf
-
-        first = self.work / self.plans[0].parts[0].name
-        sr = sf.info(str(first)).samplerate
+        self.sha = {}  # each part's sha256, as its record gives it and as checked
+        for line in self.parts.lines:
+            if not is_recorded(self.work, line.name, line.record):
+                for path in (self.work / line.name, self.work / pieces_name(line.name)):
+                    if path.is_symlink() or path.is_file():
+                        path.unlink()
+                raise OmniVoiceError(
+                    f"{self.work / line.name} changed while the book was spoken: it is deleted, "
+                    "run the same command again to speak it again"
+                )
+            self.sha[line.name] = line.record["sha256"]
+        sr = _part_info(self.work / self.plans[0].parts[0].name)[0]
         layouts = [_layout(self.work, plan, sr) for plan in self.plans]
         self.state = _read_state(self.work / STATE)
         remove_stale_temporaries(self.output if self.kind == "folder" else self.output.parent, self._output_names())
@@ -710,20 +827,24 @@ class BookRun:
 
     def _chapter_key(self, plan: ChapterPlan, sr: int) -> str:
         parts = [p.name for p in plan.parts]
+        sha = [self.sha.get(p.name) for p in plan.parts]  # what is in them, as checked
         layout = [CHAPTER_LEAD, PARAGRAPH_PAUSE, CHAPTER_TAIL, sr, PEAK_DBTP, self.loudness_target()]
         fmt = self.fmt.name if self.fmt is not None else "m4b"
-        return _digest({"parts": parts, "layout": layout, "format": fmt})
+        return _digest({"parts": parts, "sha256": sha, "layout": layout, "format": fmt})
 
     def _up_to_date(self, path: Path, key: str) -> bool:
+        """Whether the output is there as written from these parts: its key (the parts' names
+        and sha256, the layout) and the file itself (its size and sha256, checked)."""
         entry = self.state.get("outputs", {}).get(path.name)
-        try:
-            return bool(entry) and entry.get("key") == key and path.stat().st_size == entry.get("size")
-        except OSError:
+        if not isinstance(entry, dict) or entry.get("key") != key:
             return False
+        return is_recorded(path.parent, path.name, {"bytes": entry.get("size"), "sha256": entry.get("sha256")})
 
     def _written(self, path: Path, key: str, duration: float, level: dict | None) -> None:
         """Record an output just written (state saved at once: a kill keeps what is done)."""
-        entry = {"key": key, "size": path.stat().st_size, "duration": round(duration, 3), "loudness": level}
+        fp = fingerprint(path)
+        entry = {"key": key, "size": fp["bytes"], "sha256": fp["sha256"], "duration": round(duration, 3)}
+        entry["loudness"] = level
         self.state.setdefault("outputs", {})[path.name] = entry
         _write_json(self.work / STATE, self.state)
         self.report.written.append(str(path))
@@ -747,8 +868,8 @@ class BookRun:
             author=info.author,
             album=title,
             language=info.language or self.settings().get("lang"),
-            cover=info.cover,
-            cover_type=info.cover_type,
+            cover=info.cover if self.cover_ok else None,
+            cover_type=info.cover_type if self.cover_ok else None,
         )
 
     def _write_m4b(self, layouts: list[list[Segment]], sr: int, signals: HoldSignals | None) -> None:
@@ -816,10 +937,7 @@ def _digest(data: Any) -> str:
 
 
 def _read_state(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {"outputs": {}}
+    data = _read_json(path)  # bounded, never through a link; anything that does not parse: no state
     return data if isinstance(data, dict) and isinstance(data.get("outputs"), dict) else {"outputs": {}}
 
 
@@ -833,16 +951,39 @@ BLOCK = 1 << 16  # samples read from a part at a time
 
 def _layout(work: Path, plan: ChapterPlan, sr: int) -> list[Segment]:
     """A chapter as segments: the lead-in silence, its parts with pauses between, the tail."""
-    import soundfile as sf
-
     segments: list[Segment] = [(None, round(CHAPTER_LEAD * sr))]
     for i, part in enumerate(plan.parts):
         if i:
             segments.append((None, round(PARAGRAPH_PAUSE * sr)))
         path = work / part.name
-        segments.append((path, sf.info(str(path)).frames))
+        rate, frames = _part_info(path)
+        if rate != sr:
+            raise OmniVoiceError(
+                f"{path}: {rate} Hz, not the {sr} Hz of the book's other parts: delete it and run again"
+            )
+        segments.append((path, frames))
     segments.append((None, round(CHAPTER_TAIL * sr)))
     return segments
+
+
+def _open_part(path: Path):
+    """A part of the work folder opened for reading: a regular file, never through a link."""
+    f = _open_regular(path)
+    if f is None:
+        raise OmniVoiceError(f"{path} is not a regular file: delete it and run the same command again")
+    return f
+
+
+def _part_info(path: Path) -> tuple[int, int]:
+    """(sample rate, frames) of a part (OmniVoiceError, one line, when it does not read)."""
+    import soundfile as sf
+
+    with _open_part(path) as f:
+        try:
+            with sf.SoundFile(f) as snd:
+                return snd.samplerate, snd.frames
+        except (sf.LibsndfileError, RuntimeError, ValueError) as e:
+            raise OmniVoiceError(f"{path} does not read as audio ({e}): delete it and run again") from None
 
 
 def _stop_point(signals: HoldSignals | None) -> None:
@@ -864,9 +1005,13 @@ def _stream(layout: list[Segment], signals: HoldSignals | None) -> Iterator[Any]
             for i in range(0, frames, BLOCK):
                 yield np.zeros(min(BLOCK, frames - i), dtype=np.float32)
             continue
-        for block in sf.blocks(str(path), blocksize=BLOCK, dtype="float32"):
-            _stop_point(signals)
-            yield block
+        with _open_part(path) as f:
+            try:
+                for block in sf.blocks(f, blocksize=BLOCK, dtype="float32"):
+                    _stop_point(signals)
+                    yield block
+            except (sf.LibsndfileError, RuntimeError) as e:
+                raise OmniVoiceError(f"{path} does not read as audio ({e}): delete it and run again") from None
 
 
 class Level:
@@ -992,7 +1137,9 @@ def _write_chapter_subtitles(path: Path, work: Path, layout: list[Segment], offs
     subs, at = [], offset
     for part, frames in layout:
         if part is not None:
-            record = json.loads((work / pieces_name(part.name)).read_text(encoding="utf-8"))
+            record = read_pieces(work / pieces_name(part.name))
+            if record is None:
+                raise OmniVoiceError(f"{work / pieces_name(part.name)} does not read: delete it and run again")
             subs += subtitles_from_pieces([tuple(p) for p in record["pieces"]], sr, at)
         at += frames
     write_subtitles(path, finish_subtitles(subs, round(at * 1000 / sr)))
@@ -1015,11 +1162,12 @@ def describe_book(run: BookRun) -> dict[str, Any]:
     what was skipped, and the errors of parts that cannot be spoken."""
     info = run.book.info
     chapters = []
+    good = run.check_parts(remove=False)  # done: a part the manifest vouches for (nothing deleted)
     for plan in run.plans:
         file = None
         if run.kind == "folder":
             file = plan.stem + run.fmt.extension
-        done = run.work is not None and all(p.name and (run.work / p.name).exists() for p in plan.parts)
+        done = all(p.name in good for p in plan.parts)
         chapters.append(
             {
                 "number": plan.number,
@@ -1040,7 +1188,7 @@ def describe_book(run: BookRun) -> dict[str, Any]:
         "title": info.title,
         "author": info.author,
         "language": info.language,
-        "cover": info.cover_type,
+        "cover": info.cover_type if run.cover_ok else None,
         "output": None if run.output is None else str(run.output),
         "kind": run.kind,
         "chapters": chapters,
@@ -1049,4 +1197,5 @@ def describe_book(run: BookRun) -> dict[str, Any]:
         "skipped": list(info.skipped),
         "loudness": run.loudness_target(),
         "errors": [ln.error for ln in run.parts.lines if ln.error],
+        "warnings": list(run.warnings),
     }

@@ -22,9 +22,12 @@ are in the docstrings: EPUB `_epub_checks` (what is refused), `_toc` and `_epub_
 from __future__ import annotations
 
 import codecs
+import os
 import posixpath
 import re
+import stat
 import zipfile
+import zlib
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,6 +75,7 @@ class BookInfo:
     cover_type: str | None  # "image/jpeg" | "image/png", from the bytes themselves
     skipped: tuple[str, ...] = ()  # each "TITLE (why)": front/back matter, empty chapters
     format: str = "text"  # "epub" | "markdown" | "text"
+    warnings: tuple[str, ...] = ()  # what was read past (a cover not used, and why)
 
 
 class Book:
@@ -201,19 +205,62 @@ def _file_title(path: Path) -> str:
 
 
 MARKDOWN_SUFFIXES = (".md", ".markdown", ".mdown", ".mkd", ".mkdn")
+# What a book's file may be (each refused in one line beyond): a plain-text book is read a line at
+# a time, so its limit is about time (256 MiB: some 45 million words, weeks of audio); a Markdown
+# book is parsed whole (its tokens take several times its size), so 16 MiB (2.5 million words).
+MAX_TEXT_BOOK_BYTES = 256 * 1024 * 1024
+MAX_MARKDOWN_BYTES = 16 * 1024 * 1024
+MAX_LINE_BYTES = 1024 * 1024  # one line of a plain-text book (a paragraph is far shorter)
+
+
+def _kib(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB" if n >= 1 << 10 else f"{n} bytes"
+
+
+def _regular_size(path: Path) -> int:
+    """The size of the book's file; InvalidRequest when it is not a regular file: a device such
+    as /dev/zero, a FIFO or a socket would be read without end (or wait for a writer)."""
+    try:
+        info = path.stat()
+    except OSError as e:
+        raise InvalidRequest(f"{path}: cannot be read: {e.strerror or e}") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise InvalidRequest(f"{path}: a folder, not a book (EPUB, Markdown or plain text)")
+    if not stat.S_ISREG(info.st_mode):
+        raise InvalidRequest(f"{path}: not a regular file (a device, a FIFO or a socket): give the book's file")
+    return info.st_size
+
+
+def _open_book_file(path: Path):
+    """The book's file opened for reading, checked to be a regular file once open (O_NONBLOCK:
+    a FIFO put in its place after the check does not hang the open)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as e:
+        raise InvalidRequest(f"{path}: cannot be read: {e.strerror or e}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise InvalidRequest(f"{path}: not a regular file (a device, a FIFO or a socket): give the book's file")
+    return os.fdopen(fd, "rb")
 
 
 def open_book(path: str | Path, *, keep_front_matter: bool = False) -> Book:
     """The book at `path`, laid out in chapters. EPUB for `.epub` or any zip file, Markdown for
     `.md`/`.markdown`, else UTF-8 plain text. InvalidRequest (one line naming the file) for a
-    missing or unreadable file, MissingExtra for an EPUB without ebooklib installed."""
+    missing or unreadable file, one that is not a regular file or is over its limit
+    (MAX_TEXT_BOOK_BYTES, MAX_MARKDOWN_BYTES, an EPUB's members: MAX_MEMBER_BYTES and the
+    limits beside it), MissingExtra for an EPUB without ebooklib installed."""
     path = Path(path)
     if not path.exists():
         raise InvalidRequest(f"{path}: no such file")
-    if path.is_dir():
-        raise InvalidRequest(f"{path}: a folder, not a book (EPUB, Markdown or plain text)")
+    size = _regular_size(path)
     suffix = path.suffix.lower()
-    if suffix == ".epub" or (suffix not in MARKDOWN_SUFFIXES and zipfile.is_zipfile(path)):
+    limit = MAX_MARKDOWN_BYTES if suffix in MARKDOWN_SUFFIXES else MAX_TEXT_BOOK_BYTES
+    is_epub = suffix == ".epub" or (suffix not in MARKDOWN_SUFFIXES and zipfile.is_zipfile(path))
+    if not is_epub and size > limit:
+        kind = "a Markdown book" if suffix in MARKDOWN_SUFFIXES else "a plain-text book"
+        raise InvalidRequest(f"{path}: {size / 2**20:.0f} MiB, over the {_kib(limit)} {kind} may be: split it")
+    if is_epub:
         return _open_epub(path, keep_front_matter)
     if suffix in MARKDOWN_SUFFIXES:
         return _open_markdown(path, keep_front_matter)
@@ -270,11 +317,27 @@ def _subtitle(line: str) -> str | None:
     return text.rstrip(".")
 
 
+def _bounded_lines(path: Path, f, lineno: int = 1, offset: int = 0) -> Iterator[bytes]:
+    """The raw lines of the open book `f`, each at most MAX_LINE_BYTES and all together at most
+    MAX_TEXT_BOOK_BYTES (the file may grow after it was measured): InvalidRequest beyond."""
+    for raw in iter(lambda: f.readline(MAX_LINE_BYTES + 1), b""):
+        if len(raw) > MAX_LINE_BYTES:
+            raise InvalidRequest(
+                f"{path}: line {lineno} is over {_kib(MAX_LINE_BYTES)} long: not a book's text "
+                "(a plain-text book has a line a paragraph at most)"
+            )
+        offset += len(raw)
+        if offset > MAX_TEXT_BOOK_BYTES:
+            raise InvalidRequest(f"{path}: over the {_kib(MAX_TEXT_BOOK_BYTES)} a plain-text book may be: split it")
+        lineno += 1
+        yield raw
+
+
 def _lines(path: Path) -> Iterator[tuple[int, int, str]]:
     """(line number, byte offset, text) of each line, decoded as UTF-8 (a BOM dropped)."""
-    with open(path, "rb") as f:
+    with _open_book_file(path) as f:
         offset = 0
-        for lineno, raw in enumerate(f, 1):
+        for lineno, raw in enumerate(_bounded_lines(path, f), 1):
             start = offset
             offset += len(raw)
             skip = 3 if lineno == 1 and raw.startswith(codecs.BOM_UTF8) else 0
@@ -362,10 +425,10 @@ def _text_paragraphs(lines: Iterator[str]) -> str:
 def _segment_lines(path: Path, start: int, end: int) -> Iterator[str]:
     if start < 0:
         return
-    with open(path, "rb") as f:
+    with _open_book_file(path) as f:
         f.seek(start)
         pos = start
-        for raw in f:
+        for raw in _bounded_lines(path, f, offset=start):
             if 0 <= end <= pos:
                 break
             if pos == 0 and raw.startswith(codecs.BOM_UTF8):
@@ -461,7 +524,10 @@ def _open_markdown(path: Path, keep: bool) -> Book:
 
     from ..engine.markup import markdown_to_text
 
-    raw = path.read_bytes()
+    with _open_book_file(path) as f:
+        raw = f.read(MAX_MARKDOWN_BYTES + 1)
+    if len(raw) > MAX_MARKDOWN_BYTES:
+        raise InvalidRequest(f"{path}: over the {_kib(MAX_MARKDOWN_BYTES)} a Markdown book may be: split it")
     skip = 3 if raw.startswith(codecs.BOM_UTF8) else 0
     try:
         source = raw[skip:].decode("utf-8")
@@ -551,12 +617,13 @@ def _epub_checks(path: Path) -> None:
             names = set(zf.namelist())
             if "META-INF/container.xml" not in names:
                 raise InvalidRequest(f"{path}: not an EPUB (a zip without META-INF/container.xml)")
-            opf = _container_opf(zf.read("META-INF/container.xml"))
+            opf = _container_opf(_member(zf, "META-INF/container.xml", MAX_META_INF_BYTES))
             if opf is None:
                 raise InvalidRequest(f"{path}: not an EPUB (its META-INF/container.xml names no package (OPF) file)")
             if opf not in names:
                 raise InvalidRequest(f"{path}: not an EPUB (its package file {opf} is missing)")
-            if "META-INF/encryption.xml" in names and _encrypts_content(zf.read("META-INF/encryption.xml")):
+            encryption = "META-INF/encryption.xml"
+            if encryption in names and _encrypts_content(_member(zf, encryption, MAX_META_INF_BYTES)):
                 raise InvalidRequest(
                     f"{path}: DRM-protected (META-INF/encryption.xml encrypts its content); only DRM-free EPUBs can be read"
                 )
@@ -606,7 +673,11 @@ def _reader_class():
         toc_base = ""  # the folder the TOC's hrefs are relative to (the NCX's; the nav's are resolved)
 
         def read_file(self, name):
-            return b"" if self._lazy else super().read_file(name)
+            """The container, the package, the navigation document and the NCX: bounded."""
+            if self._lazy:
+                return b""
+            name = posixpath.normpath(name)
+            return _member(self.zf, name, MAX_META_INF_BYTES if name.startswith("META-INF/") else MAX_PACKAGE_BYTES)
 
         def _load_manifest(self):
             self._lazy = True
@@ -648,6 +719,8 @@ def _load_epub(path: Path):
     reader = _reader_class()(str(path), {"ignore_ncx": True})
     try:
         return reader.load(), reader
+    except InvalidRequest:
+        raise
     except Exception as e:  # ebooklib raises what lxml, zipfile and its own code raise
         raise InvalidRequest(f"{path}: not a readable EPUB ({type(e).__name__}: {_squash(str(e))[:200]})") from None
 
@@ -946,10 +1019,16 @@ def _cover_page_image(data: bytes, page: str) -> str | None:
     return None
 
 
-def _cover(book, zf: zipfile.ZipFile, opf_dir: str, structure: dict[str, list[str]]) -> tuple[bytes | None, str | None]:
+def _cover(
+    book, zf: zipfile.ZipFile, opf_dir: str, structure: dict[str, list[str]], warnings: list[str]
+) -> tuple[bytes | None, str | None]:
     """The cover image: the manifest's cover-image item, else the item <meta name="cover"> names,
-    else the image on the page the guide or landmarks call the cover; JPEG or PNG only."""
+    else the image on the page the guide or landmarks call the cover; JPEG or PNG only. A cover
+    over media.m4b's limits (MAX_COVER_BYTES, MAX_COVER_PIXELS: its size read from the image's
+    header, never decoded), or whose header does not read, is not used: a warning says why."""
     import ebooklib
+
+    from ..media.m4b import MAX_COVER_BYTES, cover_problem
 
     files = [item.file_name for item in book.get_items_of_type(ebooklib.ITEM_COVER)]
     for _, attrs in book.get_metadata("OPF", "cover"):
@@ -962,12 +1041,19 @@ def _cover(book, zf: zipfile.ZipFile, opf_dir: str, structure: dict[str, list[st
                 files.append(_cover_page_image(_member(zf, posixpath.join(opf_dir, page)), page))
             except KeyError:
                 pass
-    for file in files:
+    for file in dict.fromkeys(files):
         try:
-            data = _member(zf, posixpath.normpath(posixpath.join(opf_dir, file))) if file else b""
+            data = _member(zf, posixpath.normpath(posixpath.join(opf_dir, file)), MAX_COVER_BYTES) if file else b""
         except KeyError:
             continue
+        except _TooBig:
+            warnings.append(f"the cover {file} is not used: it is over {_kib(MAX_COVER_BYTES)} unpacked")
+            return None, None
         if _image_type(data):
+            problem = cover_problem(data)
+            if problem is not None:
+                warnings.append(f"the cover {file} is not used: {problem}")
+                return None, None
             return data, _image_type(data)
     return None, None
 
@@ -981,17 +1067,48 @@ def _metadata(book) -> tuple[str | None, str | None, str | None]:
     return (titles[0] if titles else None), author, (languages[0] if languages else None)
 
 
-MAX_MEMBER_BYTES = 128 * 1024 * 1024  # a document or image of a book, unpacked (a zip bomb is refused)
+# What each member of an EPUB may be, unpacked (a zip bomb, or a member parsed into a tree many
+# times its size, is refused): checked from the zip's own sizes, and again while it is unpacked
+# (a header that lies about the size is caught by reading at most the limit and one byte more).
+MAX_MEMBER_BYTES = 16 * 1024 * 1024  # a content document (XHTML): 16 MiB is some 2.5 million words
+MAX_PACKAGE_BYTES = 8 * 1024 * 1024  # the package (OPF), the navigation document, the NCX
+MAX_META_INF_BYTES = 1024 * 1024  # META-INF/container.xml, META-INF/encryption.xml
+# the cover: at most media.m4b.MAX_COVER_BYTES and MAX_COVER_PIXELS (a larger one is not used)
 
 
-def _member(zf: zipfile.ZipFile, name: str) -> bytes:
-    """One file of the EPUB's zip (KeyError when it has none of that name)."""
-    size = zf.getinfo(name).file_size
-    if size > MAX_MEMBER_BYTES:
+class _TooBig(InvalidRequest):
+    """A member over its limit (an InvalidRequest: the book is refused, the cover skipped)."""
+
+
+def _member(zf: zipfile.ZipFile, name: str, limit: int | None = None) -> bytes:
+    """One file of the EPUB's zip, at most `limit` bytes unpacked (MAX_MEMBER_BYTES by default;
+    KeyError when it has none of that name; _TooBig beyond the limit; InvalidRequest when it
+    does not unpack)."""
+    limit = MAX_MEMBER_BYTES if limit is None else limit
+    info = zf.getinfo(name)
+    too_big = _TooBig(
+        f"{zf.filename}: {name} unpacks to over {_kib(limit)}, more than a {_member_kind(name, limit)} may be"
+    )
+    if info.file_size > limit:
+        raise too_big
+    try:
+        with zf.open(info) as f:
+            data = f.read(limit + 1)
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError, RuntimeError, ValueError) as e:
         raise InvalidRequest(
-            f"{zf.filename}: {name} is {size >> 20} MB unpacked, over the {MAX_MEMBER_BYTES >> 20} MB a file of a book may be"
-        )
-    return zf.read(name)
+            f"{zf.filename}: {name} does not unpack (a damaged EPUB: {_squash(str(e))[:120]})"
+        ) from None
+    if len(data) > limit:
+        raise too_big
+    return data
+
+
+def _member_kind(name: str, limit: int) -> str:
+    if limit == MAX_META_INF_BYTES:
+        return "META-INF file"
+    if limit == MAX_PACKAGE_BYTES:
+        return "package, navigation or NCX file"
+    return "document of a book" if limit == MAX_MEMBER_BYTES else "cover"
 
 
 _XHTML_TYPES = ("application/xhtml+xml", "text/html", "application/html+xml")
@@ -1079,8 +1196,9 @@ def _open_epub(path: Path, keep: bool) -> Book:
     skipped: list[str] = []
     outline: list[ChapterRef] = []
     plan: dict[int, tuple[list[tuple[str, str | None]], str | None]] = {}
+    warnings: list[str] = []
     with zipfile.ZipFile(path) as zf:
-        cover, cover_type = _cover(book, zf, opf_dir, structure)
+        cover, cover_type = _cover(book, zf, opf_dir, structure, warnings)
         for unit in _epub_units(zf, opf_dir, book, toc, structure, skipped):
             name = unit.title or unit.pieces[0][0]
             if unit.reason and not keep:
@@ -1108,5 +1226,5 @@ def _open_epub(path: Path, keep: bool) -> Book:
                 yield "\n\n".join(_drop_title(paragraphs, title))
 
     title, author, language = _metadata(book)
-    info = BookInfo(title, author, language, cover, cover_type, tuple(skipped), "epub")
+    info = BookInfo(title, author, language, cover, cover_type, tuple(skipped), "epub", tuple(warnings))
     return Book(info, tuple(outline), read)

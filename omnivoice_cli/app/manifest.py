@@ -9,6 +9,7 @@ and the next run rewrites the file. Statuses: done, failed, skipped, pending.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import stat
@@ -31,6 +32,45 @@ def _open_regular(path: Path):
         os.close(fd)
         return None
     return os.fdopen(fd, "rb")
+
+
+def fingerprint(path: Path) -> dict[str, Any]:
+    """{"bytes", "sha256"} of a file just written: what a "done" record says of its output, so a
+    later run can tell the file is still the one written (`is_recorded`)."""
+    h, size = hashlib.sha256(), 0
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+            size += len(block)
+    return {"bytes": size, "sha256": h.hexdigest()}
+
+
+def is_recorded(folder: Path, name: str, record: Mapping[str, Any] | None) -> bool:
+    """Whether `folder/name` is the very file `record` (a "done" record with `fingerprint`'s
+    fields) says was written: a regular file directly in `folder` (not a symbolic link, its
+    resolved path inside the folder: nothing outside it is ever read), of the recorded size and
+    sha256. False for anything else (missing, replaced, truncated, a record without them)."""
+    if not record or not isinstance(record.get("sha256"), str) or not isinstance(record.get("bytes"), int):
+        return False
+    path = folder / name
+    try:
+        if path.parent.resolve() != folder.resolve() or Path(name).name != name:
+            return False
+    except (OSError, RuntimeError):
+        return False
+    f = _open_regular(path)
+    if f is None:
+        return False
+    h, size = hashlib.sha256(), 0
+    with f:
+        if os.fstat(f.fileno()).st_size != record["bytes"]:
+            return False
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+            size += len(block)
+            if size > record["bytes"]:
+                return False
+    return size == record["bytes"] and h.hexdigest() == record["sha256"]
 
 
 def read_manifest(path: Path) -> list[dict[str, Any]]:

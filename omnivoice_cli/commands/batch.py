@@ -204,8 +204,10 @@ def _dry_run(run, json_out: bool) -> None:
         if json_out:
             out.write(json.dumps(report, ensure_ascii=False) + "\n")
         else:
+            from ..ui.text import visible
+
             out.write(
-                f"line {line.number} -> {line.name}: {len(report['pieces'])} piece(s), about "
+                f"line {line.number} -> {visible(line.name)}: {len(report['pieces'])} piece(s), about "
                 f"{report['seconds']:.1f} s, seed {report['seed']}\n"
             )
     if any(line.error is not None for line in run.lines):

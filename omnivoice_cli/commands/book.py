@@ -152,9 +152,12 @@ def _json_summary(run) -> None:
 def _dry_run(run, json_out: bool) -> None:
     """Plan the book (no model, nothing written) and print its chapters."""
     from ..app.book import describe_book
+    from ..ui.text import visible  # the book's titles and names: their control characters made visible
 
     run.plan(keep_text=False)
     report = describe_book(run)
+    for message in report["warnings"]:
+        warn(message)
     out = typer.get_text_stream("stdout")
     if json_out:
         out.write(json.dumps(report, ensure_ascii=False) + "\n")
@@ -162,19 +165,19 @@ def _dry_run(run, json_out: bool) -> None:
         by = f", by {report['author']}" if report["author"] else ""
         lang = f" ({report['language']})" if report["language"] else ""
         out.write(
-            f"{report['title'] or run.book_path.name}{by}{lang}: {len(report['chapters'])} chapters, "
-            f"{report['words']} words, about {clock(report['seconds'])} of audio\n"
+            visible(f"{report['title'] or run.book_path.name}{by}{lang}")
+            + f": {len(report['chapters'])} chapters, {report['words']} words, about {clock(report['seconds'])} of audio\n"
         )
         for c in report["chapters"]:
-            file = f" -> {c['file']}" if c["file"] else ""
+            file = f" -> {visible(c['file'])}" if c["file"] else ""
             done = " (done)" if c["done"] else ""
-            said = ", ".join(f"{r['words']} -> {r['say']}" for r in c["replaced"])
+            said = visible(", ".join(f"{r['words']} -> {r['say']}" for r in c["replaced"]))
             out.write(
-                f"  {c['number']:>3}. {c['title']}: {c['words']} words, {c['parts']} part(s), "
+                f"  {c['number']:>3}. {visible(c['title'])}: {c['words']} words, {c['parts']} part(s), "
                 f"about {clock(c['seconds'])}{file}{done}\n" + (f"       lexicon: {said}\n" if said else "")
             )
         if report["skipped"]:
-            out.write("skipped: " + ", ".join(report["skipped"]) + "\n")
+            out.write(visible("skipped: " + ", ".join(report["skipped"])) + "\n")
     for message in report["errors"]:
         echo(f"Error: {message}")
     if report["errors"]:

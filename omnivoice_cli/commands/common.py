@@ -23,6 +23,10 @@ def usage_error(message: str, ctx: Any = None) -> Exception:
 
 
 def echo(msg: str) -> None:
+    """A message on stderr; its control characters made visible (it may quote a file: ui/text.py)."""
+    from ..ui.text import visible
+
+    msg = visible(msg, lines=True)
     if not print_above(msg):  # a progress bar on the terminal: above it
         typer.echo(msg, err=True)
 

@@ -213,6 +213,7 @@ def dub(
 def _dry_run(run: Any, json_out: bool) -> None:
     """Every cue as the run would make it, on stdout (the warnings on stderr, as in a run)."""
     from ..media.cues import timestamp
+    from ..ui.text import visible
 
     cues = run.dry_run()
     out = typer.get_text_stream("stdout")
@@ -231,6 +232,7 @@ def _dry_run(run: Any, json_out: bool) -> None:
     for c, voice in zip(cues, who):
         speed = "" if c["speed"] is None else f"{c['speed']:.2f}x"
         text = c["text"] if len(c["text"]) <= 60 else c["text"][:57] + "..."
+        text, voice = visible(text), visible(voice)  # the cue file's text: ui/text.py
         out.write(
             f"{c['cue']:>4}  {c['start']} --> {c['end']}  {speed:>6}  {voice:<{width}}  {text}"
             f"{'' if c['action'] == 'speak' else '  [' + c['action'] + ']'}\n"

@@ -192,7 +192,9 @@ def _dry_run(built: Any, json_out: bool) -> None:
 
     report = describe(built)
     out = typer.get_text_stream("stdout")
-    out.write(json.dumps(report, ensure_ascii=False) + "\n" if json_out else render(report))
+    from ..ui.text import visible  # the text may come from a file (-f): its controls made visible
+
+    out.write(json.dumps(report, ensure_ascii=False) + "\n" if json_out else visible(render(report), lines=True))
 
 
 @with_settings(*SPEECH_SETTINGS, "ref", "ref_text", *HARDWARE_SETTINGS, *LISTEN_SETTINGS)

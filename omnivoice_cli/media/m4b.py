@@ -152,21 +152,118 @@ def _container_tags(tags: BookTags) -> dict[str, str]:
 
 
 _JPEG, _PNG = b"\xff\xd8\xff", b"\x89PNG\r\n\x1a\n"
+MAX_COVER_BYTES = 10 * 1024 * 1024  # a cover's file at most
+MAX_COVER_PIXELS = 4096 * 4096  # a cover's width x height at most (decoded: 64 MB of RGBA)
+# JPEG start-of-frame markers (they hold the height and width): SOF0..SOF15 but DHT, JPG, DAC
+_SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
+
+
+def image_size(data: bytes) -> tuple[str, int, int] | None:
+    """(MIME type, width, height) of a PNG, JPEG, GIF, WebP or BMP image, read from its header
+    alone (the image is never decoded): PNG's IHDR, JPEG's start-of-frame segment (the markers
+    before it skipped by their lengths), GIF's logical screen, WebP's VP8 / VP8L / VP8X header,
+    BMP's BITMAPINFOHEADER. None when
+    `data` is none of these or its header is cut short or says 0 pixels."""
+    found: tuple[str, int, int] | None = None
+    if data.startswith(_PNG):
+        if len(data) >= 24 and data[12:16] == b"IHDR":
+            found = ("image/png", *struct.unpack(">II", data[16:24]))
+    elif data.startswith(_JPEG):
+        found = _jpeg_size(data)
+    elif data[:6] in (b"GIF87a", b"GIF89a") and len(data) >= 10:
+        found = ("image/gif", *struct.unpack("<HH", data[6:10]))
+    elif data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        found = _webp_size(data)
+    elif data[:2] == b"BM" and len(data) >= 26 and struct.unpack("<I", data[14:18])[0] >= 40:
+        w, h = struct.unpack("<ii", data[18:26])  # BITMAPINFOHEADER; a negative height: top-down rows
+        found = ("image/bmp", w, abs(h))
+    if found is None or found[1] <= 0 or found[2] <= 0:
+        return None
+    return found
+
+
+def _jpeg_size(data: bytes) -> tuple[str, int, int] | None:
+    pos = 2  # after SOI
+    while pos + 4 <= len(data):
+        if data[pos] != 0xFF:
+            return None  # not at a marker: damaged
+        marker = data[pos + 1]
+        if marker == 0xFF:  # fill byte
+            pos += 1
+            continue
+        if marker in (0x01, *range(0xD0, 0xD8)):  # TEM, RSTn: no length
+            pos += 2
+            continue
+        if marker in (0xD9, 0xDA):  # EOI, or SOS (the image data) before any frame header
+            return None
+        (length,) = struct.unpack(">H", data[pos + 2 : pos + 4])
+        if length < 2:
+            return None
+        if marker in _SOF:
+            if pos + 9 > len(data):
+                return None
+            height, width = struct.unpack(">HH", data[pos + 5 : pos + 9])
+            return "image/jpeg", width, height
+        pos += 2 + length
+    return None
+
+
+def _webp_size(data: bytes) -> tuple[str, int, int] | None:
+    kind = data[12:16]
+    if kind == b"VP8 " and len(data) >= 30 and data[23:26] == b"\x9d\x01\x2a":
+        w, h = struct.unpack("<HH", data[26:30])
+        return "image/webp", w & 0x3FFF, h & 0x3FFF
+    if kind == b"VP8L" and len(data) >= 25 and data[20] == 0x2F:
+        bits = int.from_bytes(data[21:25], "little")
+        return "image/webp", (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1
+    if kind == b"VP8X" and len(data) >= 30:
+        return "image/webp", int.from_bytes(data[24:27], "little") + 1, int.from_bytes(data[27:30], "little") + 1
+    return None
+
+
+def cover_problem(data: bytes) -> str | None:
+    """Why `data` is no cover an .m4b can hold (its header alone: the bytes and pixels limits),
+    else None. Cheap: nothing is decoded."""
+    if len(data) > MAX_COVER_BYTES:
+        return f"its file is {len(data) / 2**20:.1f} MiB, over the {MAX_COVER_BYTES >> 20} MiB a cover may be"
+    size = image_size(data)
+    if size is None:
+        return "not an image (PNG, JPEG, GIF, WebP or BMP) with a readable header"
+    kind, w, h = size
+    if w * h > MAX_COVER_PIXELS:
+        return f"it is {w}x{h} pixels, over the {MAX_COVER_PIXELS / 1e6:.1f} million pixels a cover may have"
+    return None
 
 
 def cover_image(data: bytes) -> tuple[bytes, str, int, int]:
     """(bytes, PyAV codec, width, height) of a cover: JPEG and PNG as they are, any other image
-    PyAV decodes as PNG; InvalidRequest when it is not an image."""
+    PyAV decodes as PNG; InvalidRequest when it is not one an .m4b can hold (cover_problem: its
+    size from the header, before anything is decoded), or the image does not decode whole to
+    the size its header gives. What the writer does with a cover, and what `book` checks before
+    it speaks anything."""
+    problem = cover_problem(data)
+    if problem is not None:
+        raise InvalidRequest(f"the cover is not used: {problem}")
+    kind, width, height = image_size(data)
     av = _require_av()
     try:
         with av.open(io.BytesIO(data)) as c:
-            frame = next(c.decode(video=0))
-    except (av.FFmpegError, StopIteration, IndexError, ValueError):
-        raise InvalidRequest(f"the cover ({len(data)} bytes) is not an image PyAV can read (use JPEG or PNG)") from None
+            stream = c.streams.video[0]
+            stream.codec_context.options = {"err_detect": "explode"}  # a damaged image is an error, not a grey frame
+            frame = next(c.decode(stream))
+    except (av.FFmpegError, StopIteration, IndexError, ValueError, OSError):
+        raise InvalidRequest(
+            f"the cover is not used: it does not decode ({len(data)} bytes of {kind}: a damaged image)"
+        ) from None
+    if (frame.width, frame.height) != (width, height):
+        raise InvalidRequest(
+            f"the cover is not used: its header says {width}x{height} pixels but it decodes to "
+            f"{frame.width}x{frame.height}"
+        )
     if data.startswith(_JPEG):
-        return data, "mjpeg", frame.width, frame.height
+        return data, "mjpeg", width, height
     if data.startswith(_PNG):
-        return data, "png", frame.width, frame.height
+        return data, "png", width, height
     enc = av.CodecContext.create("png", "w")
     enc.width, enc.height, enc.pix_fmt = frame.width, frame.height, "rgb24"
     png = b"".join(bytes(p) for p in [*enc.encode(frame.reformat(format="rgb24")), *enc.encode(None)])

@@ -338,7 +338,9 @@ class BookBars:
             f"{clock(state.audio_total)}, eta {clock(state.eta)}"
         )
         if state.chapter is not None:
-            line += f"; chapter {state.chapter} ({state.title}): part {state.parts_done}/{state.parts}"
+            from .text import visible  # the book's own title: its control characters made visible
+
+            line += f"; chapter {state.chapter} ({visible(state.title)}): part {state.parts_done}/{state.parts}"
         return line + (f"; {state.failed} failed" if state.failed else "")
 
     def update(self, state) -> None:
@@ -347,7 +349,12 @@ class BookBars:
         if self._progress is not None:
             book = f"chapters {state.chapters_done}/{state.chapters} · eta {clock(state.eta)}"
             self._progress.update(self._book, completed=state.audio_done, total=state.audio_total or None, info=book)
+            from rich.markup import escape
+
+            from .text import visible
+
             title = state.title if len(state.title) <= 40 else state.title[:37] + "..."
+            title = escape(visible(title))  # the book's text: no control characters, no rich markup
             self._progress.update(self._chapter, completed=state.parts_done, total=state.parts or None, info=title)
         elif self.enabled and not self.live:
             self.echo(self.describe(state))
