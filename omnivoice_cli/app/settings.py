@@ -334,6 +334,7 @@ SCHEMA: dict[str, Setting] = {
             lambda v: v in SAMPLE_RATES,
             metavar="HZ",
             default_help="the model's (24000)",
+            where=frozenset({FLAG, PRESET, HTTP}),  # `say` (and --cast), the server's requests; not batch lines
         ),
         _setting(
             "loudness",

@@ -6,7 +6,8 @@
 Endpoints (OpenAI's where there is one): POST /v1/audio/speech; GET /v1/audio/voices,
 POST /v1/audio/voices (multipart: name, file, ref_text), DELETE /v1/audio/voices/{id};
 GET /v1/models, GET /v1/models/{id}, GET /v1/audio/models; GET /v1/omnivoice/schema (the settings,
-presets, voice-design vocabulary and languages: schema.py); GET /health (no key needed). The page
+presets, voice-design vocabulary and languages: schema.py); GET /health (no key needed);
+the WebSocket /tts/ws (socket.py: text streamed in, audio out, barge-in). The page
 (ui.py): GET / and GET /ui/{name}, no key needed, off with --no-ui.
 """
 
@@ -26,7 +27,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
 
 from ..app import settings as st
 from ..engine.errors import InvalidRequest
@@ -398,6 +399,12 @@ async def health(request: Request) -> Response:
     return JSONResponse(body, status_code=200 if state.status == "ready" else 503)
 
 
+async def _socket(websocket: Any) -> None:
+    from .socket import tts_socket
+
+    await tts_socket(websocket)
+
+
 def create_app(state: ServerState) -> Starlette:
     """The app; the model starts loading when the app starts (lifespan) and the engine loop
     stops when it ends."""
@@ -441,6 +448,7 @@ def create_app(state: ServerState) -> Starlette:
         Route("/v1/audio/models", audio_models, methods=["GET"]),
         Route("/v1/omnivoice/schema", schema, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
+        WebSocketRoute("/tts/ws", _socket),  # socket.py: streaming text in, audio out, barge-in
     ]
     if state.options.ui:
         from . import ui
