@@ -8,10 +8,11 @@ import time
 import pytest
 
 pytest.importorskip("uvicorn")
-websockets = pytest.importorskip("websockets")  # the serve extra: uvicorn's WebSocket support
+pytest.importorskip("websockets")  # the serve extra: uvicorn's WebSocket support
 
 import httpx
 import numpy as np
+import websockets
 from server_util import running_server, wait_for
 from websockets.sync.client import connect
 
@@ -147,7 +148,11 @@ def test_ping_and_bad_messages(engine):
             "invalid_config",
             "field 'num_step' must be an integer in 1..64, got 100",
         ),
-        (json.dumps({"type": "config", "data": {"format": "wav"}}), "invalid_config", "'format' must be pcm, mulaw or alaw"),
+        (
+            json.dumps({"type": "config", "data": {"format": "wav"}}),
+            "invalid_config",
+            "'format' must be pcm, mulaw or alaw",
+        ),
         (json.dumps({"type": "config", "data": {"voice": "nobody"}}), "invalid_config", "unknown voice 'nobody'"),
         (json.dumps({"type": "config", "data": {"sampel_rate": 8000}}), "invalid_config", "did you mean 'sample_rate'"),
         (b"\x00\x01", "invalid_message", "binary frames are not taken"),

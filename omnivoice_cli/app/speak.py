@@ -527,7 +527,6 @@ def open_the_player(play: bool) -> Any:
     return open_player()
 
 
-@dataclass
 def _at_output_rate(audio: Any, rate: int, out_rate: int | None) -> tuple[Any, int]:
     """(audio, rate) resampled once to --sample-rate (media/rates.py), or as it is."""
     from ..media.rates import at_rate
@@ -554,6 +553,7 @@ class _RatedWriter:
         return getattr(self.writer, name)
 
 
+@dataclass
 class _Rendered:
     pieces: list = field(default_factory=list)  # engine.streaming.StreamPiece, in order
     first: float | None = None  # seconds from the render's start to the first piece

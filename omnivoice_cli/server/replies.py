@@ -195,7 +195,6 @@ class SpeechReply:
     async def stream(self, send: Any, event: Event) -> None:
         """Each piece's bytes as it comes (chunked, or as SSE deltas)."""
         from ..media.output import StreamEncoder
-
         from ..media.rates import StreamResampler
 
         resampler = StreamResampler(self.ticket.service.engine.sample_rate, self.out_rate)
