@@ -107,8 +107,12 @@ AUDIO_FORMATS: dict[str, AudioFormat] = {
         AudioFormat("aac", (".aac",), "ADTS", "AAC", lossy=True, streams=False, mime="audio/aac", encoder="aac"),
         AudioFormat("m4a", (".m4a",), "MP4", "AAC", lossy=True, streams=False, mime="audio/mp4", encoder="aac"),
         # G.711 telephony audio, raw 8-bit codes (media/g711.py; usually with sample_rate 8000)
-        AudioFormat("mulaw", (".ulaw", ".mulaw"), "RAW", "ULAW", lossy=True, streams=True, mime="audio/basic", encoder="g711"),
-        AudioFormat("alaw", (".alaw",), "RAW", "ALAW", lossy=True, streams=True, mime="audio/x-alaw-basic", encoder="g711"),
+        AudioFormat(
+            "mulaw", (".ulaw", ".mulaw"), "RAW", "ULAW", lossy=True, streams=True, mime="audio/basic", encoder="g711"
+        ),
+        AudioFormat(
+            "alaw", (".alaw",), "RAW", "ALAW", lossy=True, streams=True, mime="audio/x-alaw-basic", encoder="g711"
+        ),
     )
 }
 _BY_EXTENSION: dict[str, AudioFormat] = {ext: f for f in AUDIO_FORMATS.values() for ext in f.extensions}
