@@ -7,7 +7,8 @@ Endpoints (OpenAI's where there is one): POST /v1/audio/speech; GET /v1/audio/vo
 POST /v1/audio/voices (multipart: name, file, ref_text), DELETE /v1/audio/voices/{id};
 GET /v1/models, GET /v1/models/{id}, GET /v1/audio/models; GET /v1/omnivoice/schema (the settings,
 presets, voice-design vocabulary and languages: schema.py); GET /health (no key needed);
-the WebSocket /tts/ws (socket.py: text streamed in, audio out, barge-in). The page
+the WebSocket /tts/ws (socket.py: text streamed in, audio out, barge-in); GET /metrics
+(metrics.py: Prometheus). The page
 (ui.py): GET / and GET /ui/{name}, no key needed, off with --no-ui.
 """
 
@@ -399,6 +400,24 @@ async def health(request: Request) -> Response:
     return JSONResponse(body, status_code=200 if state.status == "ready" else 503)
 
 
+def _metrics(state: ServerState) -> Any:
+    """metrics.Metrics of the server, or None without prometheus_client (the serve extra)."""
+    try:
+        from .metrics import Metrics
+    except ImportError:
+        return None
+    return Metrics(state)
+
+
+async def _no_metrics(request: Request) -> Response:
+    raise ApiError(
+        501,
+        "GET /metrics needs prometheus_client: pip install 'omnivoice-cli[serve]'",
+        type="server_error",
+        code="no_metrics",
+    )
+
+
 async def _socket(websocket: Any) -> None:
     from .socket import tts_socket
 
@@ -422,6 +441,11 @@ def create_app(state: ServerState) -> Starlette:
             state.stop()
 
     middleware = [Middleware(Gate, state=state)]
+    metrics = _metrics(state)
+    if metrics is not None:  # metrics.py: GET /metrics, every request counted (outermost)
+        from .metrics import Counted
+
+        middleware.insert(0, Middleware(Counted, metrics=metrics))
     if state.options.cors:
         from starlette.middleware.cors import CORSMiddleware
 
@@ -449,6 +473,7 @@ def create_app(state: ServerState) -> Starlette:
         Route("/v1/omnivoice/schema", schema, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
         WebSocketRoute("/tts/ws", _socket),  # socket.py: streaming text in, audio out, barge-in
+        Route("/metrics", metrics.endpoint if metrics is not None else _no_metrics, methods=["GET"]),
     ]
     if state.options.ui:
         from . import ui
