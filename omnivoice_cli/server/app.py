@@ -5,7 +5,7 @@
 
 Endpoints (OpenAI's where there is one): POST /v1/audio/speech; GET /v1/audio/voices,
 POST /v1/audio/voices (multipart: name, file, ref_text), DELETE /v1/audio/voices/{id};
-GET /v1/models, GET /v1/models/{id}, GET /v1/audio/models; GET /v1/omnivoice/schema (the settings,
+POST /v1/audio/script (script.py: a dialogue); GET /v1/models, GET /v1/models/{id}, GET /v1/audio/models; GET /v1/omnivoice/schema (the settings,
 presets, voice-design vocabulary and languages: schema.py); GET /health (no key needed);
 the WebSocket /tts/ws (socket.py: text streamed in, audio out, barge-in); GET /metrics
 (metrics.py: Prometheus). The page
@@ -418,6 +418,12 @@ async def _no_metrics(request: Request) -> Response:
     )
 
 
+async def _script(request: Request) -> Response:
+    from .script import script
+
+    return await script(request)
+
+
 async def _socket(websocket: Any) -> None:
     from .socket import tts_socket
 
@@ -472,6 +478,7 @@ def create_app(state: ServerState) -> Starlette:
         Route("/v1/audio/models", audio_models, methods=["GET"]),
         Route("/v1/omnivoice/schema", schema, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
+        Route("/v1/audio/script", _script, methods=["POST"]),  # script.py: a dialogue, as `say --cast`
         WebSocketRoute("/tts/ws", _socket),  # socket.py: streaming text in, audio out, barge-in
         Route("/metrics", metrics.endpoint if metrics is not None else _no_metrics, methods=["GET"]),
     ]
