@@ -3,7 +3,10 @@ speaking the livekit-streaming-tts protocol: fragments, flush, cancel (barge-in)
 
 import base64
 import json
+import os
+import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -204,3 +207,23 @@ def test_many_sockets_share_the_engine(engine):
             together = list(pool.map(one, range(3)))
         for a, b in zip(alone, together):
             np.testing.assert_array_equal(a, b)
+
+
+LIVEKIT_PYTHON = os.environ.get("OMNIVOICE_LIVEKIT_PYTHON")  # a Python with livekit-agents and livekit-streaming-tts
+
+
+@pytest.mark.skipif(not LIVEKIT_PYTHON, reason="set OMNIVOICE_LIVEKIT_PYTHON to a Python with livekit-agents")
+def test_the_livekit_plugin_itself(engine, tmp_path):
+    """livekit-streaming-tts's own StreamingTTS (synthesize and stream, run in a Python that has
+    livekit-agents: tests/livekit_client.py): the samples of the HTTP request of the same text."""
+    text = "Hello there, my good old friend."
+    with running_server(engine) as (url, _server, _state):
+        client = Path(__file__).resolve().parent / "livekit_client.py"
+        done = subprocess.run(
+            [LIVEKIT_PYTHON, str(client), ws_url(url), str(tmp_path)], capture_output=True, text=True, timeout=300
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        alone = http_pcm(url, text, seed=9, num_step=2)
+    assert json.loads((tmp_path / "report.json").read_text()) == {"rates": [24000, 24000]}
+    for name in ("synthesize.raw", "stream.raw"):
+        np.testing.assert_array_equal(np.frombuffer((tmp_path / name).read_bytes(), "<i2"), alone)
