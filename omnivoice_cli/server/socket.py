@@ -11,7 +11,8 @@ Client -> server, JSON text frames:
 - `{"type": "text", "data": {"text": "..."}}`: a fragment of the utterance (an LLM's tokens);
 - `{"type": "flush"}`: the utterance ends: its rest is spoken, then the `final` event;
 - `{"type": "cancel"}`: barge-in: the utterance's work is dropped at once (its place in the engine is
-  free, its jobs leave at the next forward, nothing more of it is sent) and the socket takes the
+  free, its jobs leave the forward within one layer when they are all it holds, else at the next
+  forward; nothing more of it is sent) and the socket takes the
   next utterance (no `final` for the cancelled one);
 - `{"type": "ping"}` -> `{"type": "pong"}`.
 
