@@ -227,3 +227,15 @@ def test_the_livekit_plugin_itself(engine, tmp_path):
     assert json.loads((tmp_path / "report.json").read_text()) == {"rates": [24000, 24000]}
     for name in ("synthesize.raw", "stream.raw"):
         np.testing.assert_array_equal(np.frombuffer((tmp_path / name).read_bytes(), "<i2"), alone)
+
+
+def test_a_frame_far_over_the_limit_closes_the_socket(engine):
+    with running_server(engine, max_input_chars=100) as (url, _server, state):
+        with connect(ws_url(url)) as ws:
+            ws.send("x" * (4 * state.options.json_limit + 10))
+            with pytest.raises(websockets.exceptions.ConnectionClosed) as closed:
+                ws.recv(timeout=30)
+            assert closed.value.rcvd.code == 1009  # message too big
+        with connect(ws_url(url)) as ws:  # the server goes on
+            ws.send(json.dumps({"type": "ping"}))
+            assert json.loads(ws.recv(timeout=30)) == {"type": "pong"}
