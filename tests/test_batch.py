@@ -353,7 +353,7 @@ BAD_LINES = [
     ('{"text": "hi", "output": "/tmp/x.wav"}', "line 2: field 'output' '/tmp/x.wav' must be a file name inside"),
     (
         '{"text": "hi", "output": "x.mp4"}',
-        "line 2: field 'output' 'x.mp4' must end in .wav, .flac, .ogg, .opus, .mp3, .raw, .pcm, .aac or .m4a",
+        "line 2: field 'output' 'x.mp4' must end in .wav, .flac, .ogg, .opus, .mp3, .raw, .pcm, .aac, .m4a, .ulaw, .mulaw or .alaw",
     ),
     (
         '{"text": "hi", "instruct": "female, lowpitch"}',
@@ -564,7 +564,7 @@ BAD_FLAGS = [
     (["--num-step", "x"], "--num-step must be an integer in 1..64, got 'x'"),
     (["--speed", "-1"], "--speed must be a number > 0 (1.0 is normal), got -1.0"),
     (["--seed", "-1"], "--seed must be an integer in 0..9223372036854775807, got -1"),
-    (["--format", "mp4"], "--format must be wav, flac, ogg, opus, mp3, raw, aac, m4a, pcm, got 'mp4'"),
+    (["--format", "mp4"], "--format must be wav, flac, ogg, opus, mp3, raw, aac, m4a, mulaw, alaw, pcm, got 'mp4'"),
     (["--device", "tpu"], "--device must be auto, cpu, cuda, cuda:N or mps, got 'tpu'"),
     (["--instruct", "robot voice"], "unsupported instruct item"),
 ]

@@ -445,7 +445,7 @@ BAD_INPUT = [
         ["-o", "{tmp}/x.mp4"],
         "Hi",
         None,
-        "'.mp4': use a file ending in .wav, .flac, .ogg, .opus, .mp3, .raw, .pcm, .aac or .m4a",
+        "'.mp4': use a file ending in .wav, .flac, .ogg, .opus, .mp3, .raw, .pcm, .aac, .m4a, .ulaw, .mulaw or .alaw",
     ),
     (["-o", "{tmp}/noext"], "Hi", None, "has no extension"),
     (["-o", "{tmp}/missing/x.wav"], "Hi", None, "does not exist"),

@@ -55,7 +55,7 @@ def test_check_output_stdout():
 def test_check_output_bad_extension(tmp_path, name):
     with pytest.raises(
         InvalidRequest,
-        match=r"use a file ending in \.wav, \.flac, \.ogg, \.opus, \.mp3, \.raw, \.pcm, \.aac or \.m4a, or - for stdout",
+        match=r"use a file ending in \.wav, \.flac, \.ogg, \.opus, \.mp3, \.raw, \.pcm, \.aac, \.m4a, \.ulaw, \.mulaw or \.alaw, or - for stdout",
     ):
         check_output(str(tmp_path / name))
 
@@ -165,8 +165,9 @@ def test_overwrite_and_mode(tmp_path):
 
 
 def test_the_table():
-    assert list(AUDIO_FORMATS) == ["wav", "flac", "ogg", "opus", "mp3", "raw", "aac", "m4a"]
-    assert [n for n, f in AUDIO_FORMATS.items() if f.lossy] == ["ogg", "opus", "mp3", "aac", "m4a"]
+    assert list(AUDIO_FORMATS) == ["wav", "flac", "ogg", "opus", "mp3", "raw", "aac", "m4a", "mulaw", "alaw"]
+    assert [n for n, f in AUDIO_FORMATS.items() if f.lossy] == ["ogg", "opus", "mp3", "aac", "m4a", "mulaw", "alaw"]
+    assert FORMATS[".ulaw"] == FORMATS[".mulaw"] == ("RAW", "ULAW") and FORMATS[".alaw"] == ("RAW", "ALAW")
     assert [n for n, f in AUDIO_FORMATS.items() if not f.streams] == ["flac", "aac", "m4a"]
     assert FORMATS[".aac"] == ("ADTS", "AAC") and FORMATS[".m4a"] == ("MP4", "AAC")
     assert FORMATS[".pcm"] == FORMATS[".raw"] == ("RAW", "PCM_16")
@@ -178,7 +179,7 @@ def test_format_names():
     assert format_named("pcm") is format_named(".raw") is AUDIO_FORMATS["raw"]
     assert format_named(".m4a") is AUDIO_FORMATS["m4a"] and format_named("AAC") is AUDIO_FORMATS["aac"]
     with pytest.raises(
-        InvalidRequest, match="format 'mp4' is not allowed: use wav, flac, ogg, opus, mp3, raw, aac, m4a"
+        InvalidRequest, match="format 'mp4' is not allowed: use wav, flac, ogg, opus, mp3, raw, aac, m4a, mulaw, alaw"
     ):
         format_named("mp4")
 

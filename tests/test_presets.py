@@ -145,7 +145,7 @@ BAD_PRESETS = [
     ("guidance_scale = -1\n", "key 'guidance_scale' must be a number >= 0, got -1.0"),
     ("denoise = 'no'\n", "key 'denoise' must be true or false, got 'no' (a string)"),
     ("device = 'tpu'\n", "key 'device' must be auto, cpu, cuda, cuda:N or mps, got 'tpu'"),
-    ("format = 'mp4'\n", "key 'format' must be wav, flac, ogg, opus, mp3, raw, aac, m4a, pcm, got 'mp4'"),
+    ("format = 'mp4'\n", "key 'format' must be wav, flac, ogg, opus, mp3, raw, aac, m4a, mulaw, alaw, pcm, got 'mp4'"),
     ("description = 3\n", "key 'description' must be a string, got an integer"),
     ("threads = 0\n", "key 'threads' must be an integer >= 1, got 0"),
     ("quantize = 'int4'\n", "key 'quantize' must be int8, auto or none, got 'int4'"),

@@ -65,7 +65,7 @@ BAD = [
     (
         {"input": "Hi", "response_format": "m4a"},
         "response_format",
-        "must be mp3, opus, aac, flac, wav, pcm or ogg, got 'm4a'",
+        "must be mp3, opus, aac, flac, wav, pcm, ogg, mulaw or alaw, got 'm4a'",
     ),
     ({"input": "Hi", "response_format": 3}, "response_format", "got 3 (an integer)"),
     ({"input": "Hi", "stream_format": "ws"}, "stream_format", "field 'stream_format' must be audio or sse, got 'ws'"),

@@ -5,7 +5,7 @@ import threading
 
 import numpy as np
 import pytest
-from server_util import hold_loop
+from server_util import hold_loop, wait_for
 
 from omnivoice_cli.engine.config import GenerationConfig
 from omnivoice_cli.engine.errors import InvalidRequest
@@ -245,3 +245,40 @@ def test_stop_ends_the_running_forward_between_its_layers(engine):
     assert calls == [0, 1, 0]  # the second forward stopped after its first layer
     assert isinstance(events[-1].error, Cancelled) and not service._thread.is_alive()
     assert service.forwards == 1
+
+
+def test_a_cancel_of_all_the_forward_holds_ends_it_between_its_layers(engine):
+    """A cancel while a forward holds only that request's jobs (a barge-in): its next layer does
+    not run, the engine is free, and the service goes on with the next request."""
+    service = Service(engine, max_queue=4, config=CFG).start()
+    layers = engine.model.llm.layers
+    calls, ticket = [], None
+
+    def first(module, args):
+        calls.append(0)
+        if calls.count(0) == 2 and ticket is not None and not ticket.closed:  # layer 0 of the second forward
+            ticket.cancel()
+
+    def second(module, args):
+        calls.append(1)
+
+    handles = [
+        layers[0].input_layernorm.register_forward_pre_hook(first),
+        layers[1].input_layernorm.register_forward_pre_hook(second),
+    ]
+    try:
+        got = Collector()
+        ticket = service.submit(Request(text=TEXT, seed=3, generation=GenerationConfig(num_step=16)), got)
+        wait_for(lambda: ticket.closed and service.stats()["active_jobs"] == 0, what="the forward to end")
+        assert calls == [0, 1, 0]  # the second forward stopped after its first layer
+        assert service.forwards == 1
+    finally:
+        for h in handles:
+            h.remove()
+    try:
+        after = Collector()
+        service.submit(Request(text="Next one.", seed=4, generation=G4), after)
+        assert after.all()[-1].kind == "done"  # the loop goes on
+        assert got.events.empty() or all(e.kind == "piece" for e in got.events.queue)
+    finally:
+        service.stop()

@@ -137,7 +137,7 @@ CHECKS_BAD = [
     ("denoise", 1, "must be true or false, got 1 (an integer)"),
     ("device", "tpu", "must be auto, cpu, cuda, cuda:N or mps, got 'tpu'"),
     ("dtype", "float64", "must be auto, float32, float16, bfloat16, got 'float64'"),
-    ("format", "wma", "must be wav, flac, ogg, opus, mp3, raw, aac, m4a, pcm, got 'wma'"),
+    ("format", "wma", "must be wav, flac, ogg, opus, mp3, raw, aac, m4a, mulaw, alaw, pcm, got 'wma'"),
     ("lang", 5, "got 5 (an integer)"),
     ("voice", "", "got ''"),
     ("chunk_duration", 0, "must be seconds > 0, got 0.0"),

@@ -42,6 +42,7 @@ from typing import Any, Callable, Iterable, Mapping
 from ..engine.config import GenerationConfig, ModelConfig, value_rule
 from ..media.loudness import TARGET_RULE as LOUDNESS_RULE
 from ..media.output import AUDIO_FORMATS
+from ..media.rates import SAMPLE_RATES
 
 DEFAULT_MODEL = "k2-fsa/OmniVoice"  # hub id used when neither --model nor $OMNIVOICE_MODEL is given
 # The speech recogniser (the `asr` extra, listen.py): whisper-large-v3-turbo, the reference's, as
@@ -322,6 +323,18 @@ SCHEMA: dict[str, Setting] = {
             choices=FORMATS,
             metavar="FMT",
             where=frozenset({FLAG, PRESET}),
+        ),
+        _setting(
+            "sample_rate",
+            int,
+            None,
+            "Sample rate of the output in Hz (8000 for telephony), resampled once at the end.",
+            "Output",
+            "one of " + ", ".join(map(str, SAMPLE_RATES)),
+            lambda v: v in SAMPLE_RATES,
+            metavar="HZ",
+            default_help="the model's (24000)",
+            where=frozenset({FLAG, PRESET, HTTP}),  # `say` (and --cast), the server's requests; not batch lines
         ),
         _setting(
             "loudness",

@@ -105,6 +105,11 @@ class Speech:
         return self.built.settings.get("loudness")
 
     @property
+    def sample_rate(self) -> int | None:
+        """--sample-rate: the output's rate in Hz (None: the model's); the player gets the model's."""
+        return self.built.settings.get("sample_rate")
+
+    @property
     def streamed(self) -> bool:
         """Rendered piece by piece: --stream, or played (but for --loudness: measured whole, then played)."""
         return self.stream or (self.play and self.loudness is None)
@@ -449,7 +454,7 @@ class PlainRun(_Run):
         target = self.speech.target
         try:
             stdout = self.hooks.stdout() if target.to_stdout else None  # stdout may be closed
-            write_audio(audio, sample_rate, target, stdout=stdout)
+            write_audio(*_at_output_rate(audio, sample_rate, self.speech.sample_rate), target, stdout=stdout)
         except StreamClosed as e:
             quiet_stdout()
             raise OmniVoiceError(f"stdout: {e.strerror}") from None
@@ -523,6 +528,32 @@ def open_the_player(play: bool) -> Any:
     return open_player()
 
 
+def _at_output_rate(audio: Any, rate: int, out_rate: int | None) -> tuple[Any, int]:
+    """(audio, rate) resampled once to --sample-rate (media/rates.py), or as it is."""
+    from ..media.rates import at_rate
+
+    return at_rate(audio, rate, out_rate), int(out_rate or rate)
+
+
+class _RatedWriter:
+    """A StreamWriter fed at the model's rate and writing at --sample-rate (StreamResampler)."""
+
+    def __init__(self, writer: Any, rate: int, out_rate: int | None) -> None:
+        from ..media.rates import StreamResampler
+
+        self.writer, self.resampler = writer, StreamResampler(rate, out_rate)
+
+    def write(self, audio: Any) -> None:
+        self.writer.write(self.resampler.feed(audio))
+
+    def close(self) -> None:
+        self.writer.write(self.resampler.finish())
+        self.writer.close()
+
+    def __getattr__(self, name: str) -> Any:  # the rest (e.g. what the idle watch reads) as the writer's
+        return getattr(self.writer, name)
+
+
 @dataclass
 class _Rendered:
     pieces: list = field(default_factory=list)  # engine.streaming.StreamPiece, in order
@@ -577,7 +608,11 @@ class StreamedRun(_Run):
         target, out = self.speech.target, _Rendered()
         writer = None
         if target is not None and target.to_stdout:
-            writer = StreamWriter(self.hooks.stdout(), target.audio_format, engine.sample_rate)
+            writer = _RatedWriter(
+                StreamWriter(self.hooks.stdout(), target.audio_format, self.speech.sample_rate or engine.sample_rate),
+                engine.sample_rate,
+                self.speech.sample_rate,
+            )
         t0 = time.perf_counter()
         idle = _watch(player, writer)
         with self.hooks.progress("streaming", None) as on_step:
@@ -609,7 +644,7 @@ class StreamedRun(_Run):
                 subs = subtitles_from_pieces(spans, sample_rate)
                 write_subtitles(subtitles, finish_subtitles(subs, round(len(audio) * 1000 / sample_rate)))
             try:
-                write_audio(audio, sample_rate, target)
+                write_audio(*_at_output_rate(audio, sample_rate, self.speech.sample_rate), target)
             except OSError as e:
                 raise OSError(e.errno, f"cannot write {target}: {e.strerror or e}") from None
 
@@ -680,10 +715,12 @@ class DialogueRun:
         hooks: Hooks = Hooks(),
         shown: Shown | None = None,
         loudness: float | None = None,
+        sample_rate: int | None = None,
     ) -> None:
         from .session import WarnOnce
 
         self.loudness = loudness  # --loudness: the target of the whole dialogue (LUFS)
+        self.sample_rate = sample_rate  # --sample-rate: the output's (None: the model's)
         self.script, self.target, self.hardware, self.gap = script, target, hardware, gap  # dialogue.Script
         self.subtitles, self.play, self.hooks = subtitles, play, hooks
         self.shown: Shown = shown if shown is not None else WarnOnce(hooks.warn)
@@ -709,7 +746,8 @@ class DialogueRun:
 
                     write_subtitles(self.subtitles, subs)
                 if target is not None:
-                    write_audio(audio, engine.sample_rate, target, stdout=self.hooks.stdout())
+                    rated = _at_output_rate(audio, engine.sample_rate, self.sample_rate)
+                    write_audio(*rated, target, stdout=self.hooks.stdout())
                 written = target is not None
             if player is not None:
                 player.play(audio)

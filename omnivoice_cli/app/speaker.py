@@ -96,6 +96,11 @@ class Speaker:
     def sample_rate(self) -> int:
         return int(self.service().engine.sample_rate)
 
+    @property
+    def output_rate(self) -> int:
+        """The rate audio is sent at: the command's `sample_rate` (--sample-rate), else the model's."""
+        return int(st.resolve(*self.options.layers)["sample_rate"] or self.sample_rate)
+
     def submit(self, request: Any, on_event: Callable[[Any], None]) -> Any:
         """service().submit: a Ticket, or InvalidRequest / Busy / Stopped."""
         return self.service().submit(request, on_event)

@@ -117,5 +117,6 @@ def say_dialogue(
         hooks=hooks(quiet),
         shown=shown,
         loudness=settings["loudness"],
+        sample_rate=settings["sample_rate"],
     )
     _report(held(run), t_start, json_out, quiet)

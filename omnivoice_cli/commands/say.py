@@ -197,7 +197,7 @@ def _dry_run(built: Any, json_out: bool) -> None:
     out.write(json.dumps(report, ensure_ascii=False) + "\n" if json_out else visible(render(report), lines=True))
 
 
-@with_settings(*SPEECH_SETTINGS, "ref", "ref_text", *HARDWARE_SETTINGS, *LISTEN_SETTINGS)
+@with_settings(*SPEECH_SETTINGS, "sample_rate", "ref", "ref_text", *HARDWARE_SETTINGS, *LISTEN_SETTINGS)
 def say(
     ctx: typer.Context,
     text: Optional[list[str]] = typer.Argument(

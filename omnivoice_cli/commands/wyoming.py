@@ -42,7 +42,10 @@ def check_extra() -> None:
         raise MissingExtra("omnivoice wyoming", "wyoming", "wyoming") from None
 
 
-WYOMING_SETTINGS = tuple(k for k in SPEAKER_SETTINGS if k != "loudness")  # its audio streams: no whole output to level
+WYOMING_SETTINGS = (
+    *(k for k in SPEAKER_SETTINGS if k != "loudness"),
+    "sample_rate",
+)  # its audio streams: no whole output to level
 
 
 @with_settings(*WYOMING_SETTINGS)

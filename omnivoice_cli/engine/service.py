@@ -6,7 +6,8 @@ at any time (what `omnivoice serve` runs on; no web framework here).
     # on_event(Event("piece", piece=StreamPiece)) for every segment, strictly in order, then
     # Event("done", summary=...) or Event("error", error=...): called in the loop thread, between
     # forwards, so it must only hand the event on (a queue), never block
-    ticket.cancel()                              # its jobs leave at the next forward
+    ticket.cancel()                              # its jobs leave at the next forward (within a layer
+                                                 # when they are all the forward has)
     ticket.voice                                 # after piece 0: the VoicePrompt its other pieces use
     service.call(lambda engine: ...)             # run on the engine between forwards -> Future
     service.stop()
@@ -337,7 +338,7 @@ class Service:
         if self.on_forward is not None:
             self.on_forward([(s.ticket.id, s.k) for s in self._active])
         try:
-            with torch.inference_mode(), cancelmod.cancellable(self._halt):
+            with torch.inference_mode(), cancelmod.cancellable(_ForwardStop(self._halt, list(self._active))):
                 forward_step(
                     self.engine.model,
                     [s.job for s in self._active],
@@ -345,6 +346,8 @@ class Service:
                     forward=self.engine.forward,
                 )
         except cancelmod.Cancelled:  # stop() under the forward: the loop ends, _shut_down fails the requests
+            if not self._halt.is_set():  # else every job in it was cancelled (barge-in): they leave now
+                self._active = [s for s in self._active if not s.ticket.closed]
             return
         except Exception as e:  # noqa: BLE001 - the forward failed: every request in it fails
             for ticket in {s.ticket.id: s.ticket for s in self._active}.values():
@@ -430,6 +433,18 @@ class Service:
         for ticket in tickets:
             self._fail(ticket, Cancelled("the server stopped before this request was done"))
         self._active, self._pending = [], []
+
+
+class _ForwardStop:
+    """A forward's cancel check (engine/cancel.py), read before each layer: the service stops, or
+    every job in the forward belongs to a cancelled request (a client that left, a barge-in), so
+    that the engine is free within one layer and nobody's work is lost."""
+
+    def __init__(self, halt: threading.Event, slots: list) -> None:
+        self.halt, self.slots = halt, slots
+
+    def is_set(self) -> bool:
+        return self.halt.is_set() or all(s.ticket.closed for s in self.slots)
 
 
 def _run_call(engine: "Engine", fn: Callable, future: Future) -> None:

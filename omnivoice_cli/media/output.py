@@ -69,7 +69,7 @@ class AudioFormat:
     compression_level: float | None = None  # soundfile compression_level (None: libsndfile's default)
     bitrate_mode: str | None = None  # soundfile bitrate_mode (None: libsndfile's default)
     block: int | None = None  # samples per write when the encoding depends on how writes are split
-    encoder: str = "sndfile"  # what writes it: libsndfile, or "aac" (PyAV or ffmpeg, see aac_encoder)
+    encoder: str = "sndfile"  # what writes it: libsndfile, "aac" (PyAV or ffmpeg, see aac_encoder), "g711" (ours)
 
     @property
     def extension(self) -> str:
@@ -106,6 +106,13 @@ AUDIO_FORMATS: dict[str, AudioFormat] = {
         AudioFormat("raw", (".raw", ".pcm"), "RAW", "PCM_16", lossy=False, streams=True, mime="audio/pcm"),
         AudioFormat("aac", (".aac",), "ADTS", "AAC", lossy=True, streams=False, mime="audio/aac", encoder="aac"),
         AudioFormat("m4a", (".m4a",), "MP4", "AAC", lossy=True, streams=False, mime="audio/mp4", encoder="aac"),
+        # G.711 telephony audio, raw 8-bit codes (media/g711.py; usually with sample_rate 8000)
+        AudioFormat(
+            "mulaw", (".ulaw", ".mulaw"), "RAW", "ULAW", lossy=True, streams=True, mime="audio/basic", encoder="g711"
+        ),
+        AudioFormat(
+            "alaw", (".alaw",), "RAW", "ALAW", lossy=True, streams=True, mime="audio/x-alaw-basic", encoder="g711"
+        ),
     )
 }
 _BY_EXTENSION: dict[str, AudioFormat] = {ext: f for f in AUDIO_FORMATS.values() for ext in f.extensions}
@@ -158,7 +165,11 @@ def _sndfile_writes(f: AudioFormat) -> bool:
 def writable_formats() -> list[str]:
     """Names of the table's formats that can be written here (libsndfile's, AAC with an encoder)."""
     aac = aac_encoder() is not None
-    return [f.name for f in AUDIO_FORMATS.values() if (aac if f.encoder == "aac" else _sndfile_writes(f))]
+    return [
+        f.name
+        for f in AUDIO_FORMATS.values()
+        if (aac if f.encoder == "aac" else f.encoder == "g711" or _sndfile_writes(f))
+    ]
 
 
 AAC_INSTALL = "pip install 'omnivoice-cli[aac]' (PyAV), or put ffmpeg on PATH"
@@ -173,7 +184,7 @@ def check_available(fmt: AudioFormat) -> None:
         if aac_encoder() is None:
             raise EncoderMissing(f"format {fmt.name} (AAC) needs an AAC encoder and none is installed: {AAC_INSTALL}")
         return
-    if _sndfile_writes(fmt):
+    if fmt.encoder == "g711" or _sndfile_writes(fmt):
         return
     raise FormatUnavailable(
         f"the installed libsndfile ({sf.__libsndfile_version__}) cannot write {fmt.name} "
@@ -353,6 +364,12 @@ def _write_blocks(f, audio, sample_rate: int, format: str, subtype: str) -> None
     check_fits(fmt, len(a), sample_rate)
     if fmt.encoder == "aac":
         f.write(encode_aac(a, sample_rate, fmt))
+        return
+    if fmt.encoder == "g711":
+        from .g711 import encode_pcm16
+
+        for i in range(0, len(a), WRITE_BLOCK):
+            f.write(encode_pcm16(pcm16(a[i : i + WRITE_BLOCK]), fmt.subtype))
         return
     step = fmt.block or WRITE_BLOCK
     with sf.SoundFile(f, "w", samplerate=int(sample_rate), channels=1, **fmt.sf_options()) as out:
@@ -671,6 +688,10 @@ class StreamEncoder:
         self.samples = 0  # samples fed so far
         self.closed = False
         self._carry = _empty()  # samples short of a whole block (formats with a block)
+        self._sf = None
+        if self.format.encoder == "g711":  # each sample coded on its own: nothing to hold back
+            self._prefix = b""
+            return
         if self.format.name == "wav":  # our own header, then the raw sample data
             self._prefix = streaming_wav_header(self.sample_rate)
             opts = AUDIO_FORMATS["raw"].sf_options()
@@ -687,6 +708,10 @@ class StreamEncoder:
 
         a = _mono(audio)
         self.samples += len(a)
+        if self._sf is None:  # g711
+            from .g711 import encode_pcm16
+
+            return encode_pcm16(pcm16(a), self.format.subtype)
         step = self.format.block or WRITE_BLOCK
         if self.format.block:  # whole blocks only, as a file is written; the rest waits
             a = np.concatenate([self._carry, np.asarray(a, dtype=np.float32)])
@@ -698,6 +723,9 @@ class StreamEncoder:
     def finish(self) -> bytes:
         """Flush the encoder; return the last bytes. The stream is then complete."""
         if self.closed:
+            return b""
+        if self._sf is None:  # g711
+            self.closed = True
             return b""
         if len(self._carry):
             _write_piece(self._sf, self.format, self._carry)

@@ -5,8 +5,10 @@
 
 Endpoints (OpenAI's where there is one): POST /v1/audio/speech; GET /v1/audio/voices,
 POST /v1/audio/voices (multipart: name, file, ref_text), DELETE /v1/audio/voices/{id};
-GET /v1/models, GET /v1/models/{id}, GET /v1/audio/models; GET /v1/omnivoice/schema (the settings,
-presets, voice-design vocabulary and languages: schema.py); GET /health (no key needed). The page
+POST /v1/audio/script (script.py: a dialogue); GET /v1/models, GET /v1/models/{id}, GET /v1/audio/models; GET /v1/omnivoice/schema (the settings,
+presets, voice-design vocabulary and languages: schema.py); GET /health (no key needed);
+the WebSocket /tts/ws (socket.py: text streamed in, audio out, barge-in); GET /metrics
+(metrics.py: Prometheus). The page
 (ui.py): GET / and GET /ui/{name}, no key needed, off with --no-ui.
 """
 
@@ -26,7 +28,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
 
 from ..app import settings as st
 from ..engine.errors import InvalidRequest
@@ -398,6 +400,36 @@ async def health(request: Request) -> Response:
     return JSONResponse(body, status_code=200 if state.status == "ready" else 503)
 
 
+def _metrics(state: ServerState) -> Any:
+    """metrics.Metrics of the server, or None without prometheus_client (the serve extra)."""
+    try:
+        from .metrics import Metrics
+    except ImportError:
+        return None
+    return Metrics(state)
+
+
+async def _no_metrics(request: Request) -> Response:
+    raise ApiError(
+        501,
+        "GET /metrics needs prometheus_client: pip install 'omnivoice-cli[serve]'",
+        type="server_error",
+        code="no_metrics",
+    )
+
+
+async def _script(request: Request) -> Response:
+    from .script import script
+
+    return await script(request)
+
+
+async def _socket(websocket: Any) -> None:
+    from .socket import tts_socket
+
+    await tts_socket(websocket)
+
+
 def create_app(state: ServerState) -> Starlette:
     """The app; the model starts loading when the app starts (lifespan) and the engine loop
     stops when it ends."""
@@ -415,6 +447,11 @@ def create_app(state: ServerState) -> Starlette:
             state.stop()
 
     middleware = [Middleware(Gate, state=state)]
+    metrics = _metrics(state)
+    if metrics is not None:  # metrics.py: GET /metrics, every request counted (outermost)
+        from .metrics import Counted
+
+        middleware.insert(0, Middleware(Counted, metrics=metrics))
     if state.options.cors:
         from starlette.middleware.cors import CORSMiddleware
 
@@ -441,6 +478,9 @@ def create_app(state: ServerState) -> Starlette:
         Route("/v1/audio/models", audio_models, methods=["GET"]),
         Route("/v1/omnivoice/schema", schema, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
+        Route("/v1/audio/script", _script, methods=["POST"]),  # script.py: a dialogue, as `say --cast`
+        WebSocketRoute("/tts/ws", _socket),  # socket.py: streaming text in, audio out, barge-in
+        Route("/metrics", metrics.endpoint if metrics is not None else _no_metrics, methods=["GET"]),
     ]
     if state.options.ui:
         from . import ui

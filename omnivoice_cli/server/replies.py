@@ -71,6 +71,11 @@ class SpeechReply:
         self.listener = listener  # `timestamps`: the speech recogniser that times the words
         self.finished = False
 
+    @property
+    def out_rate(self) -> int:
+        """The reply's sample rate: `sample_rate`, else the model's."""
+        return int(self.speech.built.settings["sample_rate"] or self.ticket.service.engine.sample_rate)
+
     def headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         fmt = self.speech.format
         kind = "text/event-stream" if self.speech.sse else fmt.mime
@@ -145,13 +150,19 @@ class SpeechReply:
 
             audio, loud = await anyio.to_thread.run_sync(normalize, audio, rate, target)
             extra[LOUDNESS_HEADER] = json.dumps(loud.as_dict(), separators=(",", ":"))
-        data = await anyio.to_thread.run_sync(encode, audio, rate, fmt.sf_format, fmt.subtype)
+        out_rate = self.out_rate
+        heard = audio  # `timestamps`: the words are timed on the model's own samples
+        if out_rate != rate:  # `sample_rate`: resampled once, the whole reply (media/rates.py)
+            from ..media.rates import at_rate
+
+            audio = await anyio.to_thread.run_sync(at_rate, audio, rate, out_rate)
+        data = await anyio.to_thread.run_sync(encode, audio, out_rate, fmt.sf_format, fmt.subtype)
         check = self.ticket.pieces.check
         if check is not None:  # the pieces are all checked now (a streamed reply's headers go out first)
             extra[VERIFY_HEADER] = json.dumps(check.report(), ensure_ascii=True, separators=(",", ":"))
         if self.speech.timestamps:
-            words = await anyio.to_thread.run_sync(self.word_times, audio, rate, pieces)
-            data = json.dumps(self.captioned(data, rate, len(audio), words), ensure_ascii=False).encode("utf-8")
+            words = await anyio.to_thread.run_sync(self.word_times, heard, rate, pieces)
+            data = json.dumps(self.captioned(data, out_rate, len(audio), words), ensure_ascii=False).encode("utf-8")
             extra["Content-Type"] = "application/json"
         self.done(event)
         extra["Content-Length"] = str(len(data))
@@ -184,14 +195,18 @@ class SpeechReply:
     async def stream(self, send: Any, event: Event) -> None:
         """Each piece's bytes as it comes (chunked, or as SSE deltas)."""
         from ..media.output import StreamEncoder
+        from ..media.rates import StreamResampler
 
-        encoder = StreamEncoder(self.speech.format, self.ticket.service.engine.sample_rate)
+        resampler = StreamResampler(self.ticket.service.engine.sample_rate, self.out_rate)
+        encoder = StreamEncoder(self.speech.format, self.out_rate)
+        feed = lambda audio: encoder.feed(resampler.feed(audio))
+        finish = lambda: encoder.feed(resampler.finish()) + encoder.finish()
         await send(_start(200, self.headers()))
         while True:
             if event.kind == "piece":
-                await self.send_bytes(send, await anyio.to_thread.run_sync(encoder.feed, event.piece.audio))
+                await self.send_bytes(send, await anyio.to_thread.run_sync(feed, event.piece.audio))
             elif event.kind == "done":
-                await self.send_bytes(send, await anyio.to_thread.run_sync(encoder.finish))
+                await self.send_bytes(send, await anyio.to_thread.run_sync(finish))
                 self.done(event)
                 break
             else:  # failed after audio went out: an SSE error event, or a cut connection

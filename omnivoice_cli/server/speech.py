@@ -43,6 +43,8 @@ RESPONSE_FORMATS = {
     "wav": "wav",
     "pcm": "raw",
     "ogg": "ogg",
+    "mulaw": "mulaw",  # raw G.711 (telephony: with sample_rate 8000)
+    "alaw": "alaw",
 }
 MODELS = ("omnivoice", "tts-1", "tts-1-hd", "gpt-4o-mini-tts")  # accepted names of the model (no preset)
 STREAM_FORMATS = ("audio", "sse")

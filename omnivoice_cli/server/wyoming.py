@@ -8,7 +8,7 @@ Events (the `wyoming` package's own classes; needs the `wyoming` extra):
   `auto`, each with the languages advertised (ISO 639-1 codes and a few three-letter ones the
   model has that have none; a request may give any code, tag or name `--lang` takes);
 - `synthesize` (text; voice name, language, speaker: the speaker is read as voice-design items,
-  e.g. "female, low pitch") -> `audio-start` (24000 Hz, 16-bit, mono), `audio-chunk`s as the
+  e.g. "female, low pitch") -> `audio-start` (24000 Hz, or --sample-rate; 16-bit, mono), `audio-chunk`s as the
   pieces of the text are ready (the streamed render: a long text's first sentence plays while
   the rest is generated), `audio-stop`;
 - streaming: `synthesize-start`, `synthesize-chunk`s, `synthesize-stop` -> `synthesize-stopped`.
@@ -465,8 +465,10 @@ class Speaking:
 
     async def send_audio(self, events: asyncio.Queue, ticket: Any) -> bool:
         from ..media.output import pcm16
+        from ..media.rates import StreamResampler
 
-        conn, rate, started = self.connection, self.speaker.sample_rate, False
+        conn, rate, started = self.connection, self.speaker.output_rate, False
+        resampler, sent = StreamResampler(self.speaker.sample_rate, rate), 0  # --sample-rate: e.g. 16000
         while True:
             event = await events.get()
             if event.kind == "error":
@@ -476,11 +478,8 @@ class Speaking:
             if not started:
                 await conn.send(AudioStart(rate=rate, width=WIDTH, channels=CHANNELS).event())
                 started = True
-            if event.kind == "done":
-                await conn.send(AudioStop().event())
-                self.finished(ticket, event.summary)
-                return True
-            data = pcm16(event.piece.audio)
+            done = event.kind == "done"
+            data = pcm16(resampler.finish() if done else resampler.feed(event.piece.audio))
             step = CHUNK_SAMPLES * WIDTH
             for i in range(0, len(data), step):
                 chunk = AudioChunk(
@@ -488,9 +487,14 @@ class Speaking:
                     width=WIDTH,
                     channels=CHANNELS,
                     audio=data[i : i + step],
-                    timestamp=(event.piece.start + i // WIDTH) * 1000 // rate,
+                    timestamp=(sent + i // WIDTH) * 1000 // rate,
                 )
                 await conn.send(chunk.event())
+            sent += len(data) // WIDTH
+            if done:
+                await conn.send(AudioStop().event())
+                self.finished(ticket, event.summary)
+                return True
 
     def finished(self, ticket: Any, summary: Any) -> None:
         stream = self.job.stream

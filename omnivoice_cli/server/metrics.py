@@ -1,0 +1,181 @@
+"""GET /metrics: the server's counters in the Prometheus text format (the prometheus_client library).
+
+    metrics = Metrics(state)                   # one registry per server (never the global one)
+    Middleware(Counted, metrics=metrics)       # counts every request (HTTP and the socket)
+    Route("/metrics", metrics.endpoint)
+
+What it exports (names prefixed `omnivoice_`):
+- `requests_total{endpoint, status}`: requests answered, by endpoint (a fixed set of names, so
+  a client cannot make new series: speech, script, voices, models, schema, health, metrics, ws,
+  page, other) and HTTP status (101 for an accepted socket);
+- `request_seconds{endpoint}`: a histogram of the time to answer, arrival to last byte;
+- `engine_open_requests` (what /health calls `generating`: in the engine, generating or
+  waiting, what --max-queue bounds), `engine_active_jobs`, `engine_waiting_jobs` (pieces in the
+  forward / waiting for a place: the queue's depth), `max_queue`;
+- `forwards_total`, `packed_positions_total` (positions of all the forwards: their mean size is
+  the ratio) and `forward_jobs` (a histogram of the jobs packed into each forward);
+- `first_audio_seconds` and `generation_seconds`: histograms per engine request, from its
+  submission to its first audio and to its last (any endpoint: speech, socket, script);
+- `audio_seconds_total`: seconds of audio the engine made; `engine_requests_total{outcome}`
+  (done, error).
+
+The engine's numbers are read at each scrape (`service.stats()`) or counted by hooks on the
+service: its `on_forward` (called in the loop thread before each forward; the packed positions
+are summed there) and its `submit` (each request's events pass through a counter on their way).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+ENDPOINTS = {
+    "/v1/audio/speech": "speech",
+    "/v1/audio/script": "script",
+    "/v1/audio/voices": "voices",
+    "/v1/models": "models",
+    "/v1/audio/models": "models",
+    "/v1/omnivoice/schema": "schema",
+    "/health": "health",
+    "/metrics": "metrics",
+    "/tts/ws": "ws",
+    "/": "page",
+}
+LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+JOB_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
+
+
+def endpoint_of(path: str) -> str:
+    """The label of a path: one of a fixed set (see the module doc)."""
+    if path in ENDPOINTS:
+        return ENDPOINTS[path]
+    if path.startswith("/v1/audio/voices/"):
+        return "voices"
+    if path.startswith("/v1/models/"):
+        return "models"
+    if path.startswith("/ui/"):
+        return "page"
+    return "other"
+
+
+class Metrics:
+    """The server's registry and the hooks that fill it (see the module doc)."""
+
+    def __init__(self, state: Any) -> None:
+        self.state = state
+        self.registry = r = CollectorRegistry(auto_describe=True)
+        p = "omnivoice_"
+        self.requests = Counter(p + "requests", "Requests answered.", ["endpoint", "status"], registry=r)
+        self.request_seconds = Histogram(
+            p + "request_seconds", "Time to answer a request.", ["endpoint"], buckets=LATENCY_BUCKETS, registry=r
+        )
+        self.open = Gauge(p + "engine_open_requests", "Requests in the engine (generating or waiting).", registry=r)
+        self.active = Gauge(p + "engine_active_jobs", "Pieces in the forward.", registry=r)
+        self.waiting = Gauge(p + "engine_waiting_jobs", "Pieces waiting for a place in the forward.", registry=r)
+        self.max_queue = Gauge(p + "max_queue", "Requests the engine takes at once (--max-queue).", registry=r)
+        self.forwards = Counter(p + "forwards", "Forwards of the packed engine loop.", registry=r)
+        self.positions = Counter(p + "packed_positions", "Positions of all the forwards.", registry=r)
+        self.forward_jobs = Histogram(
+            p + "forward_jobs", "Jobs packed into a forward.", buckets=JOB_BUCKETS, registry=r
+        )
+        self.first_audio = Histogram(
+            p + "first_audio_seconds", "Submission to first audio.", buckets=LATENCY_BUCKETS, registry=r
+        )
+        self.generation = Histogram(
+            p + "generation_seconds", "Submission to last audio.", buckets=LATENCY_BUCKETS, registry=r
+        )
+        self.audio = Counter(p + "audio_seconds", "Seconds of audio made.", registry=r)
+        self.outcomes = Counter(p + "engine_requests", "Engine requests finished.", ["outcome"], registry=r)
+        self._hooked: Any = None
+        self._lock = threading.Lock()
+
+    # --- the engine's hooks -------------------------------------------------------------------
+    def hook(self) -> None:
+        """Put the counters on the service once it is loaded (idempotent)."""
+        service = self.state.service
+        if service is None or self._hooked is service:
+            return
+        with self._lock:
+            if self._hooked is service:
+                return
+            before, submit = service.on_forward, service.submit
+
+            def on_forward(slots: list) -> None:  # the loop thread, before the forward
+                self.forwards.inc()
+                self.forward_jobs.observe(len(slots))
+                self.positions.inc(sum(s.job.packed_len for s in service._active))
+                if before is not None:
+                    before(slots)
+
+            def submitted(req: Any, on_event: Any, **kw: Any) -> Any:
+                return submit(req, self.counting(on_event), **kw)
+
+            service.on_forward, service.submit = on_forward, submitted
+            self._hooked = service
+
+    def counting(self, on_event: Any) -> Any:
+        def on(event: Any) -> None:
+            if event.kind == "done":
+                s = event.summary
+                if s.first_audio is not None:
+                    self.first_audio.observe(s.first_audio)
+                self.generation.observe(s.seconds)
+                self.audio.inc(s.samples / s.sample_rate)
+                self.outcomes.labels("done").inc()
+            elif event.kind == "error":
+                self.outcomes.labels("error").inc()
+            on_event(event)
+
+        return on
+
+    # --- the web side -------------------------------------------------------------------------
+    def text(self) -> bytes:
+        """The exposition, the engine's gauges read now."""
+        self.hook()
+        service = self.state.service
+        self.max_queue.set(self.state.options.max_queue)
+        if service is not None:
+            stats = service.stats()
+            self.open.set(stats["open"])
+            self.active.set(stats["active_jobs"])
+            self.waiting.set(stats["waiting_jobs"])
+        return generate_latest(self.registry)
+
+    async def endpoint(self, request: Any) -> Any:
+        from starlette.responses import Response
+
+        return Response(self.text(), media_type=CONTENT_TYPE_LATEST)
+
+
+class Counted:
+    """ASGI middleware (outermost): every request and socket counted by endpoint and status."""
+
+    def __init__(self, app: Any, metrics: Metrics) -> None:
+        self.app, self.metrics = app, metrics
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        import time
+
+        if scope["type"] not in ("http", "websocket"):
+            return await self.app(scope, receive, send)
+        self.metrics.hook()
+        t0, status = time.perf_counter(), [None]
+
+        async def sending(message: dict) -> None:
+            kind = message["type"]
+            if kind in ("http.response.start", "websocket.http.response.start"):
+                status[0] = message["status"]
+            elif kind == "websocket.accept":
+                status[0] = 101
+            elif kind == "websocket.close" and status[0] is None:
+                status[0] = 403  # closed before it was accepted
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            endpoint = endpoint_of(scope["path"])
+            self.metrics.requests.labels(endpoint, str(status[0] or 500)).inc()
+            self.metrics.request_seconds.labels(endpoint).observe(time.perf_counter() - t0)

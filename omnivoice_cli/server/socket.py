@@ -1,0 +1,482 @@
+"""`/tts/ws`: streaming text in, audio out, with barge-in, in the protocol of livekit-streaming-tts
+(PyPI 0.1.3), so that its LiveKit plugin works against `omnivoice serve` unchanged.
+
+Client -> server, JSON text frames:
+- `{"type": "config", "data": {sample_rate, format, binary, voice, language, speed, extra}}`: the
+  session's settings (each optional; a later config changes what follows). `format` is pcm (s16le),
+  mulaw or alaw (raw G.711); `binary` true with pcm sends the audio as binary frames; `extra` is
+  any request setting of the one schema (seed, num_step, instruct, preset, ...), checked as an
+  HTTP field is; `normalize` beside them is the plugin's own text clean-up and is not ours (give
+  `extra.normalize` for ours). Answered by `{"type":"event","data":{"event_type":"config_accepted"}}`;
+- `{"type": "text", "data": {"text": "..."}}`: a fragment of the utterance (an LLM's tokens);
+- `{"type": "flush"}`: the utterance ends: its rest is spoken, then the `final` event;
+- `{"type": "cancel"}`: barge-in: the utterance's work is dropped at once (its place in the engine is
+  free, its jobs leave the forward within one layer when they are all it holds, else at the next
+  forward; nothing more of it is sent) and the socket takes the
+  next utterance (no `final` for the cancelled one);
+- `{"type": "ping"}` -> `{"type": "pong"}`.
+
+Server -> client: audio as binary frames (pcm and `binary`) or `{"type":"audio","data":{"audio":
+base64, "sample_rate", "format"}}`; `{"type":"event","data":{"event_type":"final"}}` after a
+flush's audio; `{"type":"error","data":{"message","code"}}` in the words of the command line (a
+bad message, a bad setting, a full engine: the socket stays open and goes on).
+
+Text is spoken from its first sentence end on, as Wyoming's streaming events do: the text up to
+the last sentence end that a space follows is handed on, parts that arrive while one is spoken
+are joined into one request, and the parts of one utterance are spoken as `say --stream` speaks
+a whole text: in its first part's voice (piece 0 of the first request, or the reference), with
+seeds seed, seed + 1, ... The audio is resampled to `sample_rate` once, as one stream per
+utterance (media/rates.py). Every socket shares the server's one engine loop.
+
+The API key is checked before the socket is accepted (the HTTP reply is the 401 of any endpoint);
+bounds: a frame of at most the server's JSON body limit, `MAX_PENDING` parts waiting per socket,
+`--max-queue` requests in the engine, and a socket quiet for `IDLE_SECONDS` is closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import collections
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from ..app.speaker import USAGE_ERRORS, Speaker, SpeakerOptions, one_line
+
+PATH = "/tts/ws"
+FORMATS = ("pcm", "mulaw", "alaw")  # what a socket's `format` may be
+MAX_PENDING = 32  # parts of text waiting on one socket (beyond: an error event)
+IDLE_SECONDS = 300.0  # a socket with no message for this long is closed
+CONFIG_KEYS = ("sample_rate", "format", "binary", "voice", "language", "speed", "extra", "normalize", "pauses")
+MESSAGES = ("config", "text", "flush", "cancel", "ping")
+
+
+class BadMessage(Exception):
+    """A message this socket cannot take: an error event, and the socket goes on."""
+
+    def __init__(self, message: str, code: str = "invalid_message") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def ready_text(buffer: str) -> tuple[str, str]:
+    """(the text to speak now, the rest): up to the buffer's last sentence end that a space follows
+    (the rule of Wyoming's streaming events: 'It costs 3.' may go on as '5 euros')."""
+    from ..engine.streaming import text_units
+
+    cut = 0
+    for _start, end, ends in text_units(buffer):
+        if ends and end < len(buffer) and buffer[end].isspace():
+            cut = end
+    return buffer[:cut], buffer[cut:]
+
+
+def within(text: str, limit: int) -> list[str]:
+    """`text` in parts of at most `limit` characters (joined, they are the text), each cut at its
+    last sentence end, else its last space."""
+    parts = []
+    while len(text) > limit:
+        head, _ = ready_text(text[: limit + 1])
+        space = text.rfind(" ", 1, limit + 1)
+        cut = len(head) if head.strip() else space if space > 0 else limit
+        parts.append(text[:cut])
+        text = text[cut:]
+    return [*parts, text]
+
+
+@dataclass
+class Config:
+    """A socket's settings (see the module doc)."""
+
+    sample_rate: int
+    format: str = "pcm"
+    binary: bool = False
+    voice: Any = None
+    language: Any = None
+    settings: dict = field(default_factory=dict)  # `extra` and `speed`, schema settings
+
+
+@dataclass
+class Utterance:
+    """Text from the first fragment to its flush (or cancel)."""
+
+    number: int
+    text: str = ""  # arrived, not yet handed on
+    seed: int | None = None  # its first part's seed
+    ref: Any = None  # its first part's voice, for the others
+    parts: int = 0  # parts spoken
+    resampler: Any = None  # media.rates.StreamResampler of its audio
+    encoder: Any = None  # media.output.StreamEncoder of its audio
+    dropped: bool = False  # a cancel dropped it: nothing more of it is spoken or sent
+
+
+@dataclass
+class Job:
+    kind: str  # "speak" or "final"
+    utterance: Utterance
+    text: str = ""
+    config: Config | None = None
+
+
+def refusal(websocket: WebSocket, state: Any) -> Any:
+    """Why the socket is refused before it is accepted (an ApiError), or None."""
+    from .app import check_key
+    from .errors import busy
+
+    options = state.options
+    if options.api_key is not None:
+        refused = check_key(websocket.headers.get("authorization", "").encode("latin-1"), options.api_key)
+        if refused is not None:
+            return refused
+    try:
+        state.require_service()
+    except Exception as e:  # noqa: BLE001 - ApiError: loading, failed, stopping
+        return e if hasattr(e, "status") else busy(str(e), 5)
+    return None
+
+
+async def tts_socket(websocket: WebSocket) -> None:
+    """The endpoint (a Starlette WebSocketRoute)."""
+    from .app import error_response
+
+    state = websocket.app.state.server
+    refused = refusal(websocket, state)
+    if refused is not None:
+        if "websocket.http.response" in websocket.scope.get("extensions", {}):
+            await websocket.send_denial_response(error_response(refused))
+        else:
+            await websocket.close(code=1008 if refused.status == 401 else 1013, reason=refused.message[:120])
+        return
+    await websocket.accept()
+    await Session(websocket, state).run()
+
+
+class Session:
+    """One socket: messages read as they come (a cancel acts at once); a worker speaks the parts."""
+
+    def __init__(self, websocket: WebSocket, state: Any) -> None:
+        options = state.options
+        self.ws, self.state, self.service = websocket, state, state.service
+        self.speaker = Speaker(
+            SpeakerOptions(
+                layers=options.layers,
+                model=options.model,
+                max_queue=options.max_queue,
+                max_chars=options.max_input_chars,
+            ),
+            load=lambda: None,  # never loads: only its request building is used, the server's loop speaks
+        )
+        self.rate = int(self.service.engine.sample_rate)
+        self.config = Config(sample_rate=self.rate)
+        self.jobs: collections.deque[Job] = collections.deque()
+        self.wake = asyncio.Event()
+        self.numbers = iter(range(1, 1 << 62))
+        self.utterance = Utterance(next(self.numbers))
+        self.current: tuple[Any, asyncio.Queue] | None = None  # the ticket being relayed and its events
+        self.speaking: Job | None = None  # the job the worker is on
+        self.closed = False
+        self.send_lock = asyncio.Lock()
+
+    # --- sending ------------------------------------------------------------------------------
+    async def send_json(self, message: dict) -> None:
+        async with self.send_lock:
+            await self.ws.send_text(json.dumps(message, ensure_ascii=False))
+
+    async def send_error(self, message: str, code: str) -> None:
+        await self.send_json({"type": "error", "data": {"message": " ".join(message.split()), "code": code}})
+
+    async def send_event(self, kind: str, **more: Any) -> None:
+        await self.send_json({"type": "event", "data": {"event_type": kind, **more}})
+
+    async def send_audio(self, data: bytes, config: Config, u: Utterance) -> None:
+        """Audio of `u`, unless a cancel dropped it (checked once the socket is ours: nothing of a
+        cancelled utterance follows what the cancel's own answers are sent after)."""
+        if not data:
+            return
+        async with self.send_lock:
+            if u.dropped:
+                return
+            if config.binary and config.format == "pcm":
+                await self.ws.send_bytes(data)
+                return
+            audio = base64.b64encode(data).decode("ascii")
+            message = {"audio": audio, "sample_rate": config.sample_rate, "format": config.format}
+            await self.ws.send_text(json.dumps({"type": "audio", "data": message}))
+
+    # --- reading ------------------------------------------------------------------------------
+    async def run(self) -> None:
+        worker = asyncio.create_task(self.work())
+        limit = self.state.options.json_limit
+        try:
+            while True:
+                try:
+                    message = await asyncio.wait_for(self.ws.receive(), IDLE_SECONDS)
+                except asyncio.TimeoutError:
+                    await self.ws.close(code=1000, reason=f"idle for {IDLE_SECONDS:g} s")
+                    break
+                if message["type"] == "websocket.disconnect":
+                    break
+                raw = message.get("text")
+                try:
+                    if raw is None:
+                        raise BadMessage("binary frames are not taken: send JSON text frames", "invalid_message")
+                    if len(raw) > limit:
+                        raise BadMessage(
+                            f"a message of {len(raw)} characters: at most {limit} are allowed", "message_too_large"
+                        )
+                    await self.handle(parse_message(raw))
+                except BadMessage as e:
+                    await self.send_error(str(e), e.code)
+        except (WebSocketDisconnect, RuntimeError, OSError):
+            pass  # the client left
+        finally:
+            self.closed = True
+            self.cancel()
+            self.wake.set()
+            worker.cancel()
+            await asyncio.gather(worker, return_exceptions=True)
+
+    async def handle(self, message: dict) -> None:
+        kind, data = message["type"], message.get("data")
+        if kind == "ping":
+            await self.send_json({"type": "pong"})
+        elif kind == "cancel":
+            self.cancel()
+        elif kind == "config":
+            self.config = await asyncio.to_thread(self.configured, data)
+            await self.send_event("config_accepted")
+        elif kind == "text":
+            if not isinstance(data, dict) or not isinstance(data.get("text"), str):
+                raise BadMessage("a 'text' message needs data.text, a string: the text to speak")
+            self.text(data["text"])
+        elif kind == "flush":
+            self.flush()
+        else:
+            raise BadMessage(
+                f"unknown message type {json.dumps(kind)[:40]}: this socket takes {', '.join(MESSAGES)}",
+                "invalid_type",
+            )
+
+    def configured(self, data: Any) -> Config:
+        """The session's config after a config message (checked: a bad one leaves it as it was)."""
+        from ..app import settings as st
+
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            raise BadMessage(f"a 'config' message's data must be an object, got {st.type_name(data)}", "invalid_config")
+        unknown = [k for k in data if k not in CONFIG_KEYS]
+        if unknown:
+            raise BadMessage(
+                f"config field {st.shown_value(unknown[0])} is not known{st.did_you_mean(str(unknown[0]), CONFIG_KEYS)}; "
+                f"known: {', '.join(CONFIG_KEYS)} (settings go in 'extra')",
+                "invalid_config",
+            )
+        config = dataclasses.replace(self.config, settings=dict(self.config.settings))
+        if data.get("format") is not None:
+            fmt = data["format"]
+            if not isinstance(fmt, str) or fmt.strip().lower() not in FORMATS:
+                raise BadMessage(
+                    f"config field 'format' must be {st.or_list(FORMATS)}, got {st.shown_value(fmt)}", "invalid_config"
+                )
+            config.format = fmt.strip().lower()
+        if data.get("binary") is not None:
+            if not isinstance(data["binary"], bool):
+                raise BadMessage(
+                    f"config field 'binary' must be true or false, got {st.shown_value(data['binary'])}",
+                    "invalid_config",
+                )
+            config.binary = data["binary"]
+        extra = data.get("extra") or {}
+        if not isinstance(extra, dict):
+            raise BadMessage(
+                f"config field 'extra' must be an object of settings, got {st.type_name(extra)}", "invalid_config"
+            )
+        settings = {**config.settings, **extra}
+        for key in ("speed", "sample_rate"):
+            if data.get(key) is not None:
+                settings[key] = data[key]
+        config.voice = data.get("voice", config.voice)
+        config.language = data.get("language", config.language)
+        try:
+            built = self.build("Hello.", config, settings)  # every setting checked now, by the schema
+        except USAGE_ERRORS as e:
+            raise BadMessage(one_line(e), "invalid_config") from None
+        config.settings = settings
+        config.sample_rate = int(built.settings["sample_rate"] or self.rate)
+        return config
+
+    def build(self, text: str, config: Config, settings: dict | None = None) -> Any:
+        settings = config.settings if settings is None else settings
+        return self.speaker.build(text, voice=config.voice, lang=config.language, settings=settings)
+
+    # --- the utterance ------------------------------------------------------------------------
+    def text(self, fragment: str) -> None:
+        u = self.utterance
+        u.text += fragment
+        limit = self.state.options.max_input_chars
+        ready, u.text = ready_text(u.text)
+        parts = within(ready, limit) if ready else []
+        if len(u.text) > limit:  # no sentence end for that long: spoken up to a space
+            *more, u.text = within(u.text, limit)
+            parts += more
+        for part in parts:
+            if part.strip():
+                self.queue(Job("speak", u, part, self.config))
+
+    def flush(self) -> None:
+        u, self.utterance = self.utterance, Utterance(next(self.numbers))
+        if u.text.strip():
+            self.queue(Job("speak", u, u.text, self.config))
+        self.queue(Job("final", u, config=self.config), force=True)
+
+    def queue(self, job: Job, force: bool = False) -> None:
+        if not force and sum(j.kind == "speak" for j in self.jobs) >= MAX_PENDING:
+            raise BadMessage(f"{MAX_PENDING} parts are already waiting on this socket: wait for their audio", "busy")
+        self.jobs.append(job)
+        self.wake.set()
+
+    def cancel(self) -> None:
+        """Barge-in: the text, the waiting parts and the request in the engine of this utterance
+        (and of flushed ones not yet spoken) are dropped."""
+        self.utterance.dropped = True
+        for job in self.jobs:
+            job.utterance.dropped = True
+        if self.speaking is not None:
+            self.speaking.utterance.dropped = True
+        self.utterance = Utterance(next(self.numbers))
+        self.jobs.clear()
+        if self.current is not None:
+            ticket, events = self.current
+            ticket.cancel()  # its place is free at once; its jobs leave at the next forward
+            events.put_nowait(None)  # the relay stops waiting
+            self.current = None
+
+    # --- the worker ---------------------------------------------------------------------------
+    async def work(self) -> None:
+        while not self.closed:
+            while not self.jobs:
+                self.wake.clear()
+                await self.wake.wait()
+                if self.closed:
+                    return
+            job = self.jobs.popleft()
+            if job.kind == "final":
+                await self.finish(job)
+                continue
+            limit = self.state.options.max_input_chars
+            while (
+                self.jobs
+                and self.jobs[0].kind == "speak"
+                and self.jobs[0].utterance is job.utterance
+                and len(job.text) + len(self.jobs[0].text) <= limit
+            ):
+                job.text += self.jobs.popleft().text  # parts that came while the last one spoke: one request
+            self.speaking = job
+            try:
+                await self.speak(job)
+            except (WebSocketDisconnect, RuntimeError, OSError):
+                return
+            finally:
+                self.speaking = None
+
+    def request_for(self, job: Job) -> Any:
+        from ..app.session import seed_for
+
+        request = self.build(job.text, job.config).request
+        u = job.utterance
+        if u.parts == 0:
+            u.seed = request.seed
+            return request
+        ref = u.ref if u.ref is not None else request.ref
+        return dataclasses.replace(request, seed=seed_for(u.seed, u.parts), ref=ref)
+
+    def encoders(self, job: Job) -> Utterance:
+        from ..media.output import StreamEncoder
+        from ..media.rates import StreamResampler
+
+        u, config = job.utterance, job.config
+        if u.encoder is None:
+            u.resampler = StreamResampler(self.rate, config.sample_rate)
+            u.encoder = StreamEncoder("raw" if config.format == "pcm" else config.format, config.sample_rate)
+        return u
+
+    async def speak(self, job: Job) -> None:
+        from ..engine.service import Busy, Stopped
+
+        try:
+            request = await asyncio.to_thread(self.request_for, job)
+        except USAGE_ERRORS as e:
+            await self.send_error(one_line(e), "invalid_request")
+            return
+        if job.utterance.dropped:  # cancelled while its request was built
+            return
+        loop, events = asyncio.get_running_loop(), asyncio.Queue()
+        put = lambda e: loop.call_soon_threadsafe(events.put_nowait, e)  # the engine loop's thread
+        try:
+            ticket = self.service.submit(request, put)
+        except (Busy, Stopped) as e:
+            await self.send_error(one_line(e), "busy")
+            return
+        except USAGE_ERRORS as e:
+            await self.send_error(one_line(e), "invalid_request")
+            return
+        self.current = (ticket, events)
+        done = False
+        try:
+            done = await self.relay(job, ticket, events)
+        finally:
+            if not done:
+                ticket.cancel()
+            if self.current is not None and self.current[0] is ticket:
+                self.current = None
+
+    async def relay(self, job: Job, ticket: Any, events: asyncio.Queue) -> bool:
+        u = self.encoders(job)
+        while True:
+            event = await events.get()
+            if event is None:  # cancelled
+                return False
+            if event.kind == "error":
+                from .errors import from_engine
+
+                await self.send_error(from_engine(event.error).message, "synthesis_failed")
+                return True
+            if event.kind == "done":
+                if u.parts == 0:
+                    u.ref = ticket.voice
+                u.parts += 1
+                return True
+            data = await asyncio.to_thread(lambda a=event.piece.audio: u.encoder.feed(u.resampler.feed(a)))
+            if u.dropped:
+                return False  # cancelled while it was encoded
+            await self.send_audio(data, job.config, u)
+
+    async def finish(self, job: Job) -> None:
+        u = job.utterance
+        if u.dropped:
+            return
+        if u.encoder is not None:
+            tail = u.encoder.feed(u.resampler.finish()) + u.encoder.finish()
+            await self.send_audio(tail, job.config, u)
+        await self.send_event("final")
+
+
+def parse_message(raw: str) -> dict:
+    """A message: a JSON object with a string `type` (BadMessage otherwise)."""
+    from ..app import settings as st
+
+    try:
+        message = json.loads(raw)
+    except RecursionError:
+        raise BadMessage("the message's JSON is nested too deeply", "parse_error") from None
+    except ValueError as e:
+        raise BadMessage(f"the message is not valid JSON: {e}", "parse_error") from None
+    if not isinstance(message, dict) or not isinstance(message.get("type"), str):
+        got = st.type_name(message) if not isinstance(message, dict) else "no string 'type'"
+        raise BadMessage(f"a message must be a JSON object with a 'type' ({', '.join(MESSAGES)}), got {got}")
+    return message
