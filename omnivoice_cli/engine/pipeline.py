@@ -141,7 +141,9 @@ class VoiceShape:
 
     @classmethod
     def of(cls, voice: "VoicePrompt") -> "VoiceShape":
-        return cls(voice.text, int(voice.codes.shape[-1]), voice.rate)
+        return cls(
+            voice.text, int(voice.codes.shape[-1]), getattr(voice, "rate", None)
+        )  # planning takes any voice-like
 
     @classmethod
     def of_recording(cls, samples: int, transcript: str, cfg: ModelConfig | None = None) -> "VoiceShape":
