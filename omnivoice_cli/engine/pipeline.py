@@ -141,9 +141,8 @@ class VoiceShape:
 
     @classmethod
     def of(cls, voice: "VoicePrompt") -> "VoiceShape":
-        return cls(
-            voice.text, int(voice.codes.shape[-1]), getattr(voice, "rate", None)
-        )  # planning takes any voice-like
+        # planning takes any voice-like object (codes and text; a rate if it has one)
+        return cls(voice.text, int(voice.codes.shape[-1]), getattr(voice, "rate", None))
 
     @classmethod
     def of_recording(cls, samples: int, transcript: str, cfg: ModelConfig | None = None) -> "VoiceShape":
