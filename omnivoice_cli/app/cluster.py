@@ -125,20 +125,12 @@ def one_line(e: BaseException) -> str:
 
 
 def line_cost(request: Any) -> float:
-    """How long a line takes, roughly: its estimated frames times its steps (plan_request; a chunk
-    of a long text is estimated on its own)."""
+    """How long a line takes, roughly: its estimated frames times its steps (plan_request's
+    frames of each piece, as the engine estimates them)."""
     from ..engine.config import ModelConfig
     from ..engine.pipeline import plan_request
-    from ..engine.text import resolve_target_len
 
-    cfg = ModelConfig()
-    frames = 0
-    for piece in plan_request(request, cfg).pieces:
-        if piece.target_len is not None:
-            frames += piece.target_len
-        else:
-            frames += resolve_target_len(piece.text, None, None, piece.speed, None, cfg.frame_rate)[0]
-    return float(frames * request.generation.num_step)
+    return float(sum(plan_request(request, ModelConfig()).frames) * request.generation.num_step)
 
 
 def make_groups(costs: list[tuple[Any, float]], workers: int) -> list[Group]:

@@ -7,6 +7,10 @@ and sentences, `streaming.cut_request`), but run the pieces by this one policy:
 
 - the voice: with a reference voice every piece uses it; without one, piece 0 is generated
   first and its codes and text are the voice of every later piece;
+- the speed, once: a piece is estimated against its voice at its speed relative to the rate the
+  voice's codes already have (`speed_against`): piece 0's codes speak at the request's speed (or
+  a fixed duration's effective speed) already, so the pieces it voices are estimated against it
+  at speed 1 (the reference divides by the speed a second time there: docs/correctness.md);
 - the seed of piece k is the request's seed + k (its retake a: + 1000 x a, see below);
 - what a finished piece unlocks: with a reference (or a single piece) every piece is ready at
   once and unlocks nothing; without one, piece 0 unlocks all the others;
@@ -72,7 +76,17 @@ class Piece:
     chunk: int  # its index within the part
     text: str  # what it says
     target_len: int | None  # frames, or None: estimated against its voice when its job is made
-    speed: float | None = None  # the speed such a piece is estimated at
+    # the rate it is spoken at (the request's speed, or a fixed duration's effective speed; None:
+    # 1); estimated against a voice at speed_against(speed, the voice's rate)
+    speed: float | None = None
+
+
+def speed_against(speed: float | None, voice_rate: float | None) -> float | None:
+    """The speed to estimate a text at against a voice whose codes already speak at `voice_rate`
+    (VoicePrompt.rate; None: a recording, rate 1), for it to be spoken at `speed` (None: 1).
+    None when that is 1: against piece 0's own codes, at piece 0's speed."""
+    relative = (1.0 if speed is None else speed) / (1.0 if voice_rate is None else voice_rate)
+    return None if relative == 1.0 else relative
 
 
 class RequestPieces:
@@ -176,10 +190,15 @@ class RequestPieces:
         self.accept(k, job)
         self.finished[k] = True
         if k == 0 and self.ref is None:  # piece 0 speaks for the rest (and, alone, for a caller's next)
-            from .voice import VoicePrompt
-
-            self.voice = VoicePrompt(job.tokens, self.voice_text, None)
+            self.voice = self.first_voice(job.tokens)
         return self.unlocks(k)
+
+    def first_voice(self, codes) -> "VoicePrompt":
+        """Piece 0's codes as the voice of the others (without a reference): its text, and the
+        rate it was spoken at, so the pieces it voices are not sped up again."""
+        from .voice import VoicePrompt
+
+        return VoicePrompt(codes, self.voice_text, None, rate=self.pieces[0].speed if self.pieces else None)
 
     def accept(self, k: int, job: "Job") -> None:
         """The one place a finished piece's output is taken (kept, or rendered to audio)."""

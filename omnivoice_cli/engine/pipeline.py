@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Callable
 
 from .config import GenerationConfig, ModelConfig, value_rule
 from .errors import InvalidRequest
-from .pieces import Piece, RequestPieces
+from .pieces import Piece, RequestPieces, speed_against
 
 if TYPE_CHECKING:  # annotations only: importing torch here would slow `--help` and validation
     from .voice import VoicePrompt
@@ -137,10 +137,12 @@ class VoiceShape:
 
     text: str | None  # the transcript, punctuated as the voice holds it
     frames: int  # codec frames of its audio
+    rate: float | None = None  # the rate its codes already speak at (VoicePrompt.rate; None: a recording)
 
     @classmethod
     def of(cls, voice: "VoicePrompt") -> "VoiceShape":
-        return cls(voice.text, int(voice.codes.shape[-1]))
+        # planning takes any voice-like object (codes and text; a rate if it has one)
+        return cls(voice.text, int(voice.codes.shape[-1]), getattr(voice, "rate", None))
 
     @classmethod
     def of_recording(cls, samples: int, transcript: str, cfg: ModelConfig | None = None) -> "VoiceShape":
@@ -177,7 +179,14 @@ def plan_request(req: Request, cfg: ModelConfig | None = None, voice: VoiceShape
     Bounds (InvalidRequest, before anything is generated): no piece generates more than
     max_target_seconds (a chunk estimated longer, e.g. text without sentence punctuation, is cut
     at words, else characters: `text.cut_to_length`); at most max_pieces pieces; at most
-    max_request_seconds of audio, pauses included."""
+    max_request_seconds of audio, pauses included.
+
+    Every piece carries the rate it is spoken at (Piece.speed: the request's speed, or a fixed
+    duration's effective speed); a chunk is estimated against its voice at that rate relative
+    to the voice's own (pieces.speed_against): without a voice, the chunks after piece 0 are
+    estimated against piece 0 at speed 1, since piece 0 already speaks at that rate (a
+    deliberate difference from the reference, which divides by the speed again:
+    docs/correctness.md)."""
     from . import text
 
     cfg = cfg or ModelConfig()
@@ -187,20 +196,21 @@ def plan_request(req: Request, cfg: ModelConfig | None = None, voice: VoiceShape
         raise InvalidRequest(f"the text has {len(parts)} parts between pause tags: at most {cfg.max_pieces}")
     if voice is None and req.ref is not None:
         voice = VoiceShape.of(req.ref)
-    ref_text, ref_len = (voice.text, voice.frames) if voice is not None else (None, None)
+    ref_text, ref_len, ref_rate = (voice.text, voice.frames, voice.rate) if voice is not None else (None, None, None)
     threshold = g.audio_chunk_threshold * cfg.frame_rate
-    targets = [
-        text.resolve_target_len(part, ref_text, ref_len, req.speed, req.duration, cfg.frame_rate) for part in parts
-    ]
+    speed = speed_against(req.speed, ref_rate)
+    targets = [text.resolve_target_len(part, ref_text, ref_len, speed, req.duration, cfg.frame_rate) for part in parts]
     _check_length(sum(t for t, _ in targets), gaps, cfg)
     pieces: list[Piece] = []
     for p, (part, (target, eff_speed)) in enumerate(zip(parts, targets)):
+        # the rate it is spoken at: the speed, or the duration's (eff_speed is relative to the voice)
+        rate = req.speed if req.duration is None else eff_speed * (1.0 if ref_rate is None else ref_rate)
         if target <= threshold:
-            pieces.append(Piece(p, 0, part, target))
+            pieces.append(Piece(p, 0, part, target, rate))
             continue
         chunk_len = text.chunk_len_for(part, target, g.audio_chunk_duration, cfg.frame_rate)
-        pieces += [Piece(p, c, chunk, None, eff_speed) for c, chunk in enumerate(text.chunk_text(part, chunk_len))]
-    shape = (ref_text, ref_len) if voice is not None else None
+        pieces += [Piece(p, c, chunk, None, rate) for c, chunk in enumerate(text.chunk_text(part, chunk_len))]
+    shape = (ref_text, ref_len, ref_rate) if voice is not None else None
     pieces, frames = _fit_pieces(pieces, shape, cfg, g.audio_chunk_duration * cfg.frame_rate)
     _check_length(sum(frames), gaps, cfg)
     plan = Plan(req, pieces, gaps, len(parts))
@@ -217,14 +227,18 @@ def _check_length(frames: int, gaps: list[float], cfg: ModelConfig) -> None:
         )
 
 
-def piece_frames(piece: Piece, ref_text: str | None, ref_len: int | None, frame_rate: float) -> int:
+def piece_frames(
+    piece: Piece, ref_text: str | None, ref_len: int | None, frame_rate: float, ref_rate: float | None = None
+) -> int:
     """Frames a piece generates (as Engine.prepare computes them): its own target, or a chunk's
-    estimate against its voice (`ref_text` spoken in `ref_len` frames; None: the yardstick)."""
+    estimate against its voice (`ref_text` spoken in `ref_len` frames at rate `ref_rate`; None:
+    the yardstick) at its speed relative to that rate (pieces.speed_against)."""
     from .text import resolve_target_len
 
     if piece.target_len is not None:
         return piece.target_len
-    return resolve_target_len(piece.text, ref_text, ref_len, piece.speed, None, frame_rate)[0]
+    speed = speed_against(piece.speed, ref_rate)
+    return resolve_target_len(piece.text, ref_text, ref_len, speed, None, frame_rate)[0]
 
 
 MIN_CUT_CHARS = 8  # a piece cut shorter than this to fit means the speed or voice is absurd: refused
@@ -233,19 +247,20 @@ MIN_CUT_CHARS = 8  # a piece cut shorter than this to fit means the speed or voi
 def _fit_pieces(pieces: list[Piece], ref: tuple | None, cfg: ModelConfig, preferred: float):
     """(pieces, frames of each): every piece cut until it generates at most max_target_seconds.
 
-    `ref`: (transcript, frames) of the request's voice. Without one, piece 0 is the voice of the
-    others (as Engine.generate runs them), so it is fitted first and the others are estimated
-    against it. A piece too long is cut (`text.cut_to_length`) into pieces of about `preferred`
-    frames (the chunk duration); one that would have to be cut under MIN_CUT_CHARS characters
-    (a speed or a voice that makes a few letters last many seconds) is an InvalidRequest."""
+    `ref`: (transcript, frames, rate) of the request's voice. Without one, piece 0 is the voice of
+    the others (as Engine.generate runs them), so it is fitted first and the others are estimated
+    against it, at its rate (RequestPieces.first_voice). A piece too long is cut
+    (`text.cut_to_length`) into pieces of about `preferred` frames (the chunk duration); one that
+    would have to be cut under MIN_CUT_CHARS characters (a speed or a voice that makes a few
+    letters last many seconds) is an InvalidRequest."""
     from .text import cut_to_length
 
     limit = int(cfg.max_target_seconds * cfg.frame_rate)
     queue, out, frames = list(reversed(pieces)), [], []
     while queue:
         piece = queue.pop()
-        voice = ref if ref is not None else (out[0].text, frames[0]) if out else (None, None)
-        n = piece_frames(piece, *voice, cfg.frame_rate)
+        voice = ref if ref is not None else (out[0].text, frames[0], out[0].speed) if out else (None, None, None)
+        n = piece_frames(piece, voice[0], voice[1], cfg.frame_rate, voice[2])
         if n <= limit:
             out.append(piece)
             frames.append(n)
@@ -371,12 +386,13 @@ class Engine:
         from .generation import make_job
 
         ref = ref or req.ref
+        rate = ref.rate if ref else None  # what its codes already speak at (piece 0's, for the pieces it voices)
         if piece is None:
             target, _ = text.resolve_target_len(
                 req.text,
                 ref.text if ref else None,
                 ref.codes.shape[-1] if ref else None,
-                req.speed,
+                speed_against(req.speed, rate),
                 req.duration,
                 self.cfg.frame_rate,
             )
@@ -384,12 +400,12 @@ class Engine:
         lang, _ = text.resolve_language(req.lang)
         instruct = text.resolve_instruct(req.instruct, use_zh=text.contains_chinese(req.text))
         target = piece.target_len
-        if target is None:  # a chunk: re-estimated against its reference, at the text's speed
+        if target is None:  # a chunk: re-estimated against its voice, at its speed relative to the voice's
             target, _ = text.resolve_target_len(
                 piece.text,
                 ref.text if ref else None,
                 ref.codes.shape[-1] if ref else None,
-                piece.speed,
+                speed_against(piece.speed, rate),
                 None,
                 self.cfg.frame_rate,
             )
@@ -434,7 +450,8 @@ class Engine:
         Requests are packed into shared forwards and each leaves when its own steps are done;
         on_result(index, result) is called as soon as one is finished (so a caller can save it).
         A long text is cut into chunks (and at pause tags): with a reference voice every chunk uses
-        it; without one, the first chunk is generated first and is the reference of the others.
+        it; without one, the first chunk is generated first and is the reference of the others
+        (estimated against it at speed 1: it already speaks at the request's speed).
 
         A request that fails on its own (its checks, its size, preparing or decoding one of its
         pieces) fails alone: with `on_error`, on_error(index, error) is called, its result is None
@@ -470,8 +487,6 @@ class Engine:
         done). A request that cannot be planned or prepared counts nothing (generate fails it)."""
         import torch
 
-        from .voice import VoicePrompt
-
         def sizes(job) -> list:  # a job's sizes only (not the job: a long text has many)
             return [job.packed_len, len(job.schedule), []]
 
@@ -486,7 +501,7 @@ class Engine:
                 later = pieces.unlocks(0)
                 if later:  # job is piece 0's: a stand-in for its codes voices the later pieces
                     codes = torch.zeros(self.cfg.num_audio_codebook, job.canvas.target_len, dtype=torch.long)
-                    voice = VoicePrompt(codes, pieces.voice_text, None)
+                    voice = pieces.first_voice(codes)
                     entries[0][2] = [sizes(pieces.job(k, voice)) for k in later]
             except Exception:  # generate fails this request before or while preparing it
                 continue

@@ -139,6 +139,8 @@ class _Slot:
 def check_sizes(req: "Request", segments: list[Segment], cfg) -> None:
     """InvalidRequest when a piece would not fit one forward (max_packed_tokens): a long text
     without punctuation at a slow speed would otherwise make one huge generation."""
+    from .pieces import speed_against
+
     ref = req.ref
     rows = 2 if req.generation.guidance_scale != 0 else 1
     for seg in segments:
@@ -148,7 +150,7 @@ def check_sizes(req: "Request", segments: list[Segment], cfg) -> None:
             seg.text,
             ref.text if ref else None,
             ref.codes.shape[-1] if ref else None,
-            req.speed,
+            speed_against(req.speed, ref.rate if ref else None),
             req.duration,
             cfg.frame_rate,
         )

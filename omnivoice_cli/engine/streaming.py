@@ -271,14 +271,13 @@ class StreamSummary:
 
 def stream_pieces(req: "Request", texts: list[str], frame_rate: float) -> list[Piece]:
     """The pieces of spoken texts as the streamed render runs them: each estimated against its
-    voice when its job is made, at the request's speed; a fixed duration (one piece: a fixed
-    length is not cut) is the piece's length whatever the voice."""
+    voice when its job is made, at the request's speed (relative to the voice's rate:
+    pieces.speed_against); a fixed duration (one piece: a fixed length is not cut) is the piece's
+    length whatever the voice, spoken at its effective speed."""
     if req.duration is None:
         return [Piece(0, k, text, None, req.speed) for k, text in enumerate(texts)]
-    return [
-        Piece(0, k, text, textmod.resolve_target_len(text, None, None, req.speed, req.duration, frame_rate)[0])
-        for k, text in enumerate(texts)
-    ]
+    fixed = [textmod.resolve_target_len(text, None, None, req.speed, req.duration, frame_rate) for text in texts]
+    return [Piece(0, k, text, target, rate) for k, (text, (target, rate)) in enumerate(zip(texts, fixed))]
 
 
 class StreamedPieces(RequestPieces):

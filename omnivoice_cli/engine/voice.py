@@ -85,6 +85,9 @@ class VoicePrompt:
     text: str | None  # the transcript as the model sees it (punctuated); None when none was given
     rms: float | None  # RMS of the reference audio (sets the output level when < 0.1)
     warnings: tuple[str, ...] = ()  # for the user: a long reference, a trim
+    # the speaking rate its codes already have (a voice made of generated codes: piece 0 of a text
+    # without a voice, at its speed; pieces.speed_against); None: a recording, its own rate
+    rate: float | None = None
 
 
 # ---------------------------------------------------------------------------------------------
