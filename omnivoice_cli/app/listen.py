@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from ..engine.errors import InvalidRequest, MissingExtra, ModelUnavailable
+from ..engine.errors import InvalidRequest, MissingExtra, ModelUnavailable, OmniVoiceError
 
 # whisper-large-v3-turbo (the reference implementation's recogniser), as CTranslate2 converts it:
 # faster-whisper's own "large-v3-turbo" / "turbo" alias. 99 languages; 4 decoder layers instead
@@ -43,6 +43,18 @@ TRANSCRIBE_OPTIONS: dict[str, Any] = {
     "condition_on_previous_text": False,
     "without_timestamps": False,
 }
+
+
+class RecogniserFailed(OmniVoiceError):
+    """The speech recogniser could not be loaded or failed on some audio (exit code 1): one line
+    that names the model folder and the library's reason. Whatever faster-whisper, CTranslate2 or
+    tokenizers raise (a broken tokenizer.json raises a bare Exception) becomes this, here."""
+
+
+def _reason(e: BaseException) -> str:
+    """A library's error in one line of at most 200 characters, its type named."""
+    text = " ".join(str(e).split())[:200]
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__
 
 
 @dataclass(frozen=True)
@@ -127,8 +139,13 @@ class WhisperRecogniser:
         options = dict(TRANSCRIBE_OPTIONS, word_timestamps=words)
         if max_tokens is not None:
             options["max_new_tokens"] = max(1, min(int(max_tokens), 440))
-        segments, info = self.model.transcribe(wav, language=language, **options)
-        return transcript_of(list(segments), info.language)
+        try:
+            segments, info = self.model.transcribe(wav, language=language, **options)
+            return transcript_of(list(segments), info.language)
+        except (MemoryError, KeyboardInterrupt):
+            raise
+        except Exception as e:  # noqa: BLE001 - the recogniser's failures come in many classes: one line
+            raise RecogniserFailed(f"the speech recogniser ({self.folder}) failed: {_reason(e)}") from None
 
     def close(self) -> None:
         self.model = None
@@ -199,10 +216,12 @@ def load_recogniser(spec: str, device: str = "auto", what: str = "transcribing s
     folder = resolve_asr_model(spec)
     try:
         return WhisperRecogniser(folder, device)
-    except (RuntimeError, ValueError, OSError) as e:
-        raise InvalidRequest(
-            f"--asr-model {spec}: the recogniser cannot be loaded from {folder} ({' '.join(str(e).split())[:200]})",
-            "asr_model",
+    except (MemoryError, KeyboardInterrupt):
+        raise
+    except Exception as e:  # noqa: BLE001 - a broken model.bin, config or tokenizer.json: one line, exit 1
+        raise RecogniserFailed(
+            f"--asr-model {spec}: the speech recogniser cannot be loaded from {folder} ({_reason(e)}); "
+            "give --asr-model a complete faster-whisper model folder"
         ) from None
 
 
