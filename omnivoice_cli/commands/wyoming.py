@@ -52,7 +52,8 @@ def wyoming(
         "--uri",
         metavar="URI",
         rich_help_panel="Server",
-        help="Where to listen: tcp://HOST:PORT (0.0.0.0: every interface) or unix://PATH.",
+        help="Where to listen: tcp://HOST:PORT (0.0.0.0: every interface) or unix://PATH. "
+        "Default: tcp://127.0.0.1:10200.",
     ),
     idle_timeout: float = typer.Option(
         60.0,
@@ -61,7 +62,7 @@ def wyoming(
         metavar="SECONDS",
         rich_help_panel="Server",
         help="Close a connection that sends nothing for this long while nothing of its is spoken "
-        "(a half-open socket, a client gone without a word).",
+        "(a half-open socket, a client gone without a word). Default: 60.",
     ),
     max_per_peer: int = typer.Option(
         32,
@@ -69,7 +70,7 @@ def wyoming(
         min=1,
         metavar="N",
         rich_help_panel="Server",
-        help="Connections one address may hold at once (of 256 in all); more are refused as busy.",
+        help="Connections one address may hold at once (of 256 in all); more are refused as busy. Default: 32.",
     ),
     max_queue: int = SPEAKER_MAX_QUEUE_OPTION,
     max_chars: int = SPEAKER_MAX_CHARS_OPTION,
