@@ -226,3 +226,22 @@ def test_raw_on_stdout_is_headerless_pcm(invoke, fake_engine, tmp_path):
     w = invoke("say", "Hi", "--seed", "4", "-o", "-")
     audio, _ = sf.read(io.BytesIO(w.stdout_bytes), dtype="int16")
     assert r.stdout_bytes == audio.tobytes()
+
+
+def test_say_with_a_broken_player_is_exit_1_with_its_reason(invoke, loaded, tmp_path, monkeypatch):
+    """OMNIVOICE_PLAYER=false, and a player that finds no sound device (ffplay's "audio open
+    failed", exit 0): `say` is exit 1 with the player's reason, never "played"."""
+    from test_player import NO_DEVICE
+
+    ENV_PLAYER = playermod.ENV_PLAYER
+    script = tmp_path / "no-device.py"
+    script.write_text(NO_DEVICE)
+    monkeypatch.chdir(tmp_path)
+    for player, words in [
+        ("false", f"Error: {ENV_PLAYER} (false) exited with code 1 at start: fix the command, or unset"),
+        (f"{shlex.quote(sys.executable)} {shlex.quote(str(script))}", "it found no sound device: No more combinations"),
+    ]:
+        monkeypatch.setenv(ENV_PLAYER, player)
+        r = invoke("say", "Hello.", *FAST)
+        assert r.exit_code == 1 and words in r.stderr, r.stderr
+        assert "played" not in r.stderr.replace("played nothing", "")
