@@ -159,10 +159,11 @@ def transcript_of(segments: list, language: str | None = None) -> Transcript:
     return Transcript(" ".join(text.split()), words, language)
 
 
-def resolve_asr_model(spec: str, flag: str = "--asr-model") -> Path:
+def resolve_asr_model(spec: str, flag: str = "--asr-model", download: bool = True) -> Path | None:
     """A recogniser folder: a local one (it must be a CTranslate2 Whisper model), or a hub id
     (or one of faster-whisper's names, e.g. large-v3-turbo) fetched into the Hugging Face cache.
-    ModelUnavailable (one line) when offline and not cached."""
+    ModelUnavailable (one line) when offline and not cached; with download=False, None where it
+    would be downloaded now."""
     path = Path(spec).expanduser()
     if path.exists() or spec.startswith((".", "/", "~")):
         if not path.is_dir():
@@ -197,6 +198,8 @@ def resolve_asr_model(spec: str, flag: str = "--asr-model") -> Path:
             f"speech recogniser {repo_id} is not in the Hugging Face cache and cannot be "
             f"downloaded (offline: {reason}); give {flag} a local model folder"
         )
+    if not download:
+        return None
     try:
         return Path(hf.snapshot_download(repo_id, cache_dir=cache, allow_patterns=HUB_FILES))
     except Exception as e:  # noqa: BLE001 - network and disk errors come in many classes
@@ -227,6 +230,20 @@ def load_recogniser(spec: str, device: str = "auto", what: str = "transcribing s
 
 # The seam every caller loads a recogniser through: (spec, device, what) -> Recogniser.
 RECOGNISER: Callable[..., Recogniser] = load_recogniser
+
+
+def check_available(spec: str | None, what: str) -> None:
+    """Before the TTS model loads (and anything is generated): the recogniser a run will need
+    can be had. MissingExtra without the `asr` extra; InvalidRequest for a folder that is not a
+    model; ModelUnavailable offline for a hub model not in the cache. A model that is online to
+    download is fetched when it is loaded. (A stand-in at the RECOGNISER seam is not checked.)"""
+    if RECOGNISER is not load_recogniser:
+        return
+    try:
+        import faster_whisper  # noqa: F401
+    except ImportError:
+        raise MissingExtra(what, "faster-whisper", "asr") from None
+    resolve_asr_model(spec or DEFAULT_ASR_MODEL, download=False)
 
 
 def recogniser(spec: str | None, device: str = "auto", what: str = "transcribing speech") -> Recogniser:

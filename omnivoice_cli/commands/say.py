@@ -325,6 +325,7 @@ def say(
         return
     target = output_target(output, settings, stdout_is_terminal)
     words_path = _words_options(ctx, words_file, subtitle_level, subtitles, play or stream or target is None)
+    check_listening(settings, words_path is not None or subtitle_level == "word", "--words / --subtitle-level word")
     speech = Speech(
         built,
         refs,
@@ -342,6 +343,17 @@ def say(
 
 
 say.reads_stdin = stdin_is_piped  # type: ignore[attr-defined]  # HelpCommand: `echo Hi | omnivoice say` speaks
+
+
+def check_listening(settings: Any, words: bool, words_flag: str) -> None:
+    """The speech recogniser of --verify and --words can be had (the asr extra, the model on disk
+    when offline): checked before the TTS model loads, so nothing is generated in vain."""
+    from ..app import listen
+
+    if settings["verify"]:
+        listen.check_available(settings["asr_model"], "--verify")
+    if words:
+        listen.check_available(settings["asr_model"], words_flag)
 
 
 def heard(reference: Any, quiet: bool) -> None:
