@@ -249,3 +249,31 @@ def test_a_recogniser_that_fails_on_audio_is_a_typed_error():
     assert str(e.value) == (
         f"the speech recogniser ({ASR_TINY}) failed: RuntimeError: CUDA failed with error out of memory at line 2"
     )
+
+
+def test_a_ref_without_transcript_with_no_network_says_what_to_do(invoke, fake_engine, bare_ref, tmp_path, monkeypatch):
+    """Before: the hub's raw LocalEntryNotFoundError, cut at 120 characters. One line: the
+    recogniser cannot be had, and the ways out (--ref-text, a .txt, a local --asr-model)."""
+    import huggingface_hub as hf
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    from omnivoice_cli.engine import hub
+
+    def no_network(*a, **k):
+        raise LocalEntryNotFoundError(
+            "An error happened while trying to locate the files on the Hub and we cannot find the appropriate"
+            " snapshot folder for the specified revision on the local disk. Please check your internet connection"
+        )
+
+    monkeypatch.setattr(hf, "snapshot_download", no_network)
+    monkeypatch.setattr(hub, "offline_reason", lambda: None)
+    out = tmp_path / "o.wav"
+    r = invoke("say", "Hi.", "--ref", bare_ref, "--model", "x", "-o", out)
+    lines = r.stderr.strip().splitlines()
+    assert r.exit_code == 1 and len(lines) == 1, r.stderr
+    assert (
+        "LocalEntryNotFoundError" not in lines[0]
+        and "the Hugging Face hub cannot be reached (no connection)" in lines[0]
+    )
+    assert 'give --ref-text "the words spoken in it"' in lines[0] and "--asr-model a local model folder" in lines[0]
+    assert fake_engine.loads == [] and not out.exists()

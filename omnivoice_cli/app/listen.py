@@ -203,11 +203,25 @@ def resolve_asr_model(spec: str, flag: str = "--asr-model", download: bool = Tru
     try:
         return Path(hf.snapshot_download(repo_id, cache_dir=cache, allow_patterns=HUB_FILES))
     except Exception as e:  # noqa: BLE001 - network and disk errors come in many classes
+        if _unreachable(e):  # no network: the hub's long message says only that
+            raise ModelUnavailable(
+                f"speech recogniser {repo_id} is not in the Hugging Face cache and the Hugging Face hub "
+                f"cannot be reached (no connection); connect once to fetch it, or give {flag} a local model folder"
+            ) from None
         first = " ".join(str(e).split()).split(". ")[0][:120]  # one line: the error's first sentence
         raise ModelUnavailable(
             f"speech recogniser {repo_id} could not be downloaded ({type(e).__name__}: {first}); "
             f"give {flag} a local model folder"
         ) from None
+
+
+def _unreachable(e: BaseException) -> bool:
+    """The error of a download that found no network (huggingface_hub's LocalEntryNotFoundError,
+    which it raises when the hub cannot be reached and nothing is cached; a connection error)."""
+    names = {type(c).__name__ for c in (e, e.__cause__, e.__context__) if c is not None}
+    return bool(names & {"LocalEntryNotFoundError", "ConnectionError", "ConnectTimeout", "ConnectError"}) or isinstance(
+        e, (ConnectionError, TimeoutError)
+    )
 
 
 def load_recogniser(spec: str, device: str = "auto", what: str = "transcribing speech") -> Recogniser:
@@ -259,7 +273,14 @@ def transcribe_reference(
     source: str = "the reference audio",
 ) -> str:
     """The words of a reference recording (prepared): a recogniser loaded, used and freed."""
-    rec = recogniser(spec, device, f"a reference without a transcript ({source}: no --ref-text, no .txt beside it)")
+    what = f"a reference without a transcript ({source}: no --ref-text, no .txt beside it)"
+    try:
+        rec = recogniser(spec, device, what)
+    except ModelUnavailable as e:  # offline: the transcript itself is the simplest way out
+        raise ModelUnavailable(
+            f'{source} has no transcript, and {e}; or give --ref-text "the words spoken in it" '
+            "(or a .txt of them beside the recording)"
+        ) from None
     try:
         heard = rec.transcribe(wav, sample_rate, lang)
     finally:
