@@ -10,6 +10,7 @@ import sys
 import numpy as np
 import pytest
 import soundfile as sf
+from conftest import ROOT as ROOT_DIR
 from conftest import TINY_CKPT, files_in
 
 from omnivoice_cli.media import player as playermod
@@ -245,3 +246,39 @@ def test_say_with_a_broken_player_is_exit_1_with_its_reason(invoke, loaded, tmp_
         r = invoke("say", "Hello.", *FAST)
         assert r.exit_code == 1 and words in r.stderr, r.stderr
         assert "played" not in r.stderr.replace("played nothing", "")
+
+
+def _say_process(tmp_path, *args, stdout, player):
+    import os
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT_DIR), "OMNIVOICE_HOME": str(tmp_path / "home"), "NO_COLOR": "1"}
+    env["OMNIVOICE_PLAYER"] = player
+    env.pop("OMNIVOICE_MODEL", None)
+    cmd = [sys.executable, "-m", "omnivoice_cli.cli", "say", *map(str, args), *map(str, FAST)]
+    return subprocess.run(cmd, stdout=stdout, stderr=subprocess.PIPE, text=False, env=env, cwd=tmp_path, timeout=300)
+
+
+def test_say_with_stdout_redirected_to_a_file_and_no_o_is_refused_before_the_model(tmp_path):
+    """Before: `say Hello > out.wav` played and left out.wav empty. Refused in one line (exit 2)
+    that says what was probably meant, before the model loads; nothing played."""
+    played = tmp_path / "played.raw"
+    with open(tmp_path / "out.wav", "wb") as f:
+        proc = _say_process(tmp_path, "Hello.", stdout=f, player=f"cat > {shlex.quote(str(played))}")
+    err = proc.stderr.decode()
+    assert proc.returncode == 2, err
+    assert err.strip().splitlines() == [
+        "Error: stdout is redirected to a file, but without -o the audio is played and nothing is written there: "
+        "did you mean -o - (the audio on stdout) or -o FILE? (--play plays it anyway)"
+    ]
+    assert "loading the model" not in err and not played.exists()
+
+
+def test_say_piped_without_o_still_plays(tmp_path):
+    """A pipe (`say Hello | cat`) is not a file: it plays as before, exit 0."""
+    import subprocess
+
+    played = tmp_path / "played.raw"
+    proc = _say_process(tmp_path, "Hello.", stdout=subprocess.PIPE, player=f"cat > {shlex.quote(str(played))}")
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert played.stat().st_size > 0 and proc.stdout == b""
