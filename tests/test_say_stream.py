@@ -282,3 +282,31 @@ def test_say_piped_without_o_still_plays(tmp_path):
     proc = _say_process(tmp_path, "Hello.", stdout=subprocess.PIPE, player=f"cat > {shlex.quote(str(played))}")
     assert proc.returncode == 0, proc.stderr.decode()
     assert played.stat().st_size > 0 and proc.stdout == b""
+
+
+def test_a_stop_at_the_end_of_a_streamed_file_leaves_a_complete_file_that_the_message_names(
+    invoke, loaded, tmp_path, monkeypatch
+):
+    """The race: a Ctrl-C held while `say --stream -o FILE` wrote its file was raised as the write
+    ended, before the run knew the file was written: "nothing was written", exit 130, and the file
+    there. Now the stop sent at the very end gives the file whole and the words "after writing"
+    (exit 130, as `say -o FILE` gives); a stop before it leaves nothing (test_stop)."""
+    import os
+    import signal
+
+    from omnivoice_cli.media import output as omnivoice_output
+
+    real_write = omnivoice_output._write_blocks
+
+    def write_then_interrupted(file, data, samplerate, *args):
+        os.kill(os.getpid(), signal.SIGINT)  # held until the write is done
+        return real_write(file, data, samplerate, *args)
+
+    monkeypatch.setattr(omnivoice_output, "_write_blocks", write_then_interrupted)
+    out = tmp_path / "x.wav"
+    r = invoke("say", TEXT, *FAST, "--stream", "-o", out)
+    assert r.exit_code == 130, r.stderr
+    assert r.stderr.splitlines()[-1] == f"Warning: stopped by Ctrl-C after writing {out}"
+    assert sf.info(str(out)).frames > 0 and sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".wav") == [
+        "x.wav"
+    ]
