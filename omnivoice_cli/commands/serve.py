@@ -155,6 +155,10 @@ def serve(
     from ..server.run import is_loopback
 
     chosen, settings = run_settings(preset, flags)
+    if settings["verify"]:  # a preset's verify = true: every request listens back, so the recogniser must be there
+        from .say import check_listening
+
+        check_listening(settings, False, "--verify")
     layers = ((chosen.origin, chosen.settings),) if chosen else ()
     options = ServeOptions(
         host=host,
