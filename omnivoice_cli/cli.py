@@ -31,8 +31,24 @@ from .commands.common import error
 from .ui.helpfmt import HelpCommand, HelpGroup
 
 
+def usage_error(e: Any) -> None:
+    """A usage error as one line (never typer's boxed panel), exit code 2."""
+    hint = f" (see '{e.ctx.command_path} --help')" if e.ctx is not None else ""
+    error(e.format_message() + hint)
+    raise typer.Exit(2) from None
+
+
 class Group(HelpGroup):
     """Maps exceptions to one-line messages and exit codes: the only place that does so."""
+
+    def make_context(self, info_name: Any, args: list[str], parent: Any = None, **extra: Any) -> Any:
+        """The top level's own options (`omnivoice --bogus`) are parsed here, before invoke."""
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except _cx.UsageError as e:
+            if type(e).__name__ == "NoArgsIsHelpError":  # shows the help itself
+                raise
+            usage_error(e)
 
     def invoke(self, ctx: Any) -> Any:
         try:
@@ -42,9 +58,7 @@ class Group(HelpGroup):
         except _cx.UsageError as e:
             if type(e).__name__ == "NoArgsIsHelpError":  # shows the help itself
                 raise
-            hint = f" (see '{e.ctx.command_path} --help')" if e.ctx is not None else ""
-            error(e.format_message() + hint)
-            raise typer.Exit(2) from None
+            usage_error(e)
         except Exception as e:
             code = exit_code_for(e)
             if code is None:

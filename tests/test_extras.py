@@ -246,3 +246,41 @@ def test_listening_without_the_asr_extra(blocker, tmp_path, args, what):
     line = one_line(proc, "asr")
     assert what in line and "which is not installed" in line
     assert not (tmp_path / "o.wav").exists() and not (tmp_path / "o.words.json").exists()
+
+
+@pytest.mark.parametrize(
+    "args, what",
+    [
+        (["say", "Hi.", "--verify", "-o", "o.wav"], "--verify needs faster-whisper"),
+        (["say", "Hi.", "--words", "o.words.json", "-o", "o.wav"], "--words / --subtitle-level word needs"),
+        (["dub", "ep.srt", "--words", "o.words.json", "-o", "o.wav"], "--words needs faster-whisper"),
+        (["batch", "lines.txt", "--words", "-o", "out"], "--words needs faster-whisper"),
+        (["batch", "lines.txt", "--verify", "-o", "out"], "--verify needs faster-whisper"),
+    ],
+    ids=["say-verify", "say-words", "dub-words", "batch-words", "batch-verify"],
+)
+def test_a_missing_recogniser_is_reported_before_the_model_loads(blocker, tmp_path, args, what):
+    """Before: `say --words` without the asr extra ran all its steps and then discarded the
+    audio; `--verify` loaded the TTS model first. Now the one line comes before "loading the
+    model" is ever said (not -q: the load would be shown), nothing generated or written."""
+    (tmp_path / "ep.srt").write_text("1\n00:00:01,000 --> 00:00:02,000\nHello there.\n", encoding="utf-8")
+    (tmp_path / "lines.txt").write_text("Hello there.\n", encoding="utf-8")
+    proc = omnivoice(
+        blocker, "faster_whisper,ctranslate2", *args, "--model", TINY_CKPT, "--num-step", "2", cwd=tmp_path
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "loading the model" not in proc.stderr and "step" not in proc.stderr.lower(), proc.stderr
+    [line] = [ln for ln in proc.stderr.splitlines() if ln.startswith("Error: ")]
+    assert what in line and install_hint("asr") in line
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "home") == ["ep.srt", "lines.txt"]
+
+
+def test_an_offline_recogniser_not_in_the_cache_is_reported_before_the_model_loads(
+    invoke, fake_engine, tmp_path, monkeypatch
+):
+    pytest.importorskip("faster_whisper")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    r = invoke("say", "Hi.", "--verify", "--asr-model", "someone/whisper-x", "--model", "x", "-o", tmp_path / "o.wav")
+    assert r.exit_code == 1 and "someone/whisper-x is not in the Hugging Face cache" in r.stderr, r.stderr
+    assert fake_engine.loads == [] and not (tmp_path / "o.wav").exists()

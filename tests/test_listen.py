@@ -208,3 +208,72 @@ def test_verify_and_word_times_hear_what_the_library_hears():
         assert timed and [(w.text, w.start, w.end) for w in got.words] == timed
     finally:
         rec.close()
+
+
+@pytest.mark.parametrize("breakage", ["tokenizer", "empty tokenizer", "model.bin"])
+def test_a_broken_recogniser_folder_is_one_line_exit_1(invoke, fake_engine, bare_ref, tmp_path, breakage):
+    """Before: a broken tokenizer.json gave tokenizers' traceback ("Model missing." and kin).
+    Every failure to load the recogniser is one line naming the folder, exit 1, nothing written."""
+    broken = tmp_path / "broken-asr"
+    shutil.copytree(ASR_TINY, broken)
+    if breakage == "tokenizer":
+        (broken / "tokenizer.json").write_text('{"nope": 1')
+    elif breakage == "empty tokenizer":
+        (broken / "tokenizer.json").write_text("{}")
+    else:
+        (broken / "model.bin").write_bytes((ASR_TINY / "model.bin").read_bytes()[:1000])
+    out = tmp_path / "o.wav"
+    r = invoke("say", "Hi.", "--ref", bare_ref, "--asr-model", broken, "--model", "x", "-o", out)
+    lines = r.stderr.strip().splitlines()
+    assert r.exit_code == 1 and len(lines) == 1, r.stderr
+    assert f"--asr-model {broken}: the speech recogniser cannot be loaded from {broken} (" in lines[0]
+    assert "Traceback" not in r.stderr and not out.exists()
+
+
+def test_a_recogniser_that_fails_on_audio_is_a_typed_error():
+    import numpy as np
+
+    from omnivoice_cli.app import listen
+
+    rec = listen.load_recogniser(str(ASR_TINY), "cpu")
+
+    class Failing:
+        supported_languages = ("en",)
+
+        def transcribe(self, *a, **k):
+            raise RuntimeError("CUDA failed with error out of memory\nat line 2")
+
+    rec.model = Failing()
+    with pytest.raises(listen.RecogniserFailed) as e:
+        rec.transcribe(np.zeros(16000, dtype=np.float32), 16000, "en")
+    assert str(e.value) == (
+        f"the speech recogniser ({ASR_TINY}) failed: RuntimeError: CUDA failed with error out of memory at line 2"
+    )
+
+
+def test_a_ref_without_transcript_with_no_network_says_what_to_do(invoke, fake_engine, bare_ref, tmp_path, monkeypatch):
+    """Before: the hub's raw LocalEntryNotFoundError, cut at 120 characters. One line: the
+    recogniser cannot be had, and the ways out (--ref-text, a .txt, a local --asr-model)."""
+    import huggingface_hub as hf
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    from omnivoice_cli.engine import hub
+
+    def no_network(*a, **k):
+        raise LocalEntryNotFoundError(
+            "An error happened while trying to locate the files on the Hub and we cannot find the appropriate"
+            " snapshot folder for the specified revision on the local disk. Please check your internet connection"
+        )
+
+    monkeypatch.setattr(hf, "snapshot_download", no_network)
+    monkeypatch.setattr(hub, "offline_reason", lambda: None)
+    out = tmp_path / "o.wav"
+    r = invoke("say", "Hi.", "--ref", bare_ref, "--model", "x", "-o", out)
+    lines = r.stderr.strip().splitlines()
+    assert r.exit_code == 1 and len(lines) == 1, r.stderr
+    assert (
+        "LocalEntryNotFoundError" not in lines[0]
+        and "the Hugging Face hub cannot be reached (no connection)" in lines[0]
+    )
+    assert 'give --ref-text "the words spoken in it"' in lines[0] and "--asr-model a local model folder" in lines[0]
+    assert fake_engine.loads == [] and not out.exists()

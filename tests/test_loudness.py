@@ -192,10 +192,32 @@ def test_a_quiet_and_a_loud_source_reach_the_target_under_minus_1_dbtp(source, t
 
 def test_a_target_the_peaks_do_not_allow_is_missed_and_said():
     """Noise bursts to -9 LUFS under -1 dBTP would need a loudness maximiser, not a limiter: the
-    output stays under the ceiling, the report says what it reached."""
-    out, report = L.normalize(quiet_source().astype(np.float32), SR, -9.0)
+    output stays under the ceiling, the report says what it reached (from -38 LUFS: 29 dB, under
+    the gain ceiling)."""
+    out, report = L.normalize(at(bursts(30, seed=1), -38.0).astype(np.float32), SR, -9.0)
     assert L.measure(out, SR).dbtp <= -1.0 and report.missed
     assert report.lufs < -10 and f"reaches {report.lufs:.1f} LUFS, not the -9 asked for" in report.warning()
+
+
+def hiss(level: float = -62.0, seconds: float = 10.0) -> np.ndarray:
+    """Faint white noise (a muted take, a room with nobody speaking) at `level` LUFS."""
+    return at(np.random.default_rng(9).standard_normal(int(seconds * SR)) * 0.01, level)
+
+
+def test_hiss_is_not_raised_past_the_gain_ceiling_and_the_warning_names_its_level():
+    """Hiss at -62 LUFS asked to -18 would get +44 dB; it gets +30 (MAX_GAIN_DB) and one line that
+    names the -62 measured. The streaming gain of a book (gain_for) has the same ceiling."""
+    x = hiss().astype(np.float32)
+    assert abs(lufs(x) + 62) < 0.1
+    out, report = L.normalize(x, SR, -18.0)
+    assert L.MAX_GAIN_DB == 30.0 and abs(report.gain_db - 30.0) < 1e-9 and report.capped
+    assert abs(lufs(out) - (-62 + 30)) < 0.1 and np.allclose(out, x * np.float32(10**1.5), rtol=1e-5)
+    warning = report.warning()
+    assert warning.startswith("the audio measures -62.0 LUFS, near silence: raised by at most +30 dB, to -32.0 LUFS")
+    assert abs(20 * math.log10(L.gain_for(L.measure(x, SR).lufs, -18.0)) - 30.0) < 1e-9
+    # 29 dB under the target: raised in full, no warning
+    out, report = L.normalize(hiss(-47.0).astype(np.float32), SR, -18.0)
+    assert not report.capped and report.warning() is None and abs(lufs(out) + 18) < 0.1
 
 
 def test_the_limiter_makes_no_clicks():

@@ -180,3 +180,54 @@ def test_the_model_loaded_once_and_stayed(mcp, place):
     r = mcp.call("synthesize", text="Once more.", path="again.wav")
     assert not r.is_error
     assert log(place).count("omnivoice mcp: model loaded in") == 1
+
+
+def test_an_unknown_argument_is_refused_and_named(mcp, place):
+    """Before: `"evil": 1` was dropped unseen by the SDK's argument model. Refused, named, as the
+    HTTP API refuses an unknown field; a near miss gets a did-you-mean; nothing is written."""
+    r = mcp.call("synthesize", text="Checked.", path="evil.wav", evil=1)
+    assert r.is_error and text_of(r) == (
+        "unknown argument 'evil': synthesize takes text, path, format, voice, instruct, lang, settings"
+    )
+    r = mcp.call("speak", text="Checked.", voise="alloy")
+    assert r.is_error and "unknown argument 'voise' (did you mean 'voice'?): speak takes" in text_of(r)
+    r = mcp.call("list_voices", a=1, b=2)
+    assert r.is_error and text_of(r) == "unknown arguments 'a', 'b': list_voices takes no arguments"
+    assert not (place / "root" / "evil.wav").exists()
+
+
+def test_ctrl_c_ends_the_stdio_server_with_130(place, tmp_path):
+    """Before: SIGINT only cancelled the server, which waited on its read of stdin (Ctrl-D alone
+    ended it). The server is up (it answered initialize), then SIGINT: exit code 130."""
+    import json
+    import os
+    import signal
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMNIVOICE_HOME": str(tmp_path / "home"), "NO_COLOR": "1"}
+    cmd = [sys.executable, "-c", "from omnivoice_cli.cli import main; main()", "mcp", "--root", str(tmp_path / "r")]
+    cmd += ["--model", str(TINY_CKPT), "--device", "cpu"]
+    proc = subprocess.Popen(
+        cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=str(tmp_path)
+    )
+    try:
+        hello = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "0"},
+            },
+        }
+        proc.stdin.write((json.dumps(hello) + "\n").encode())
+        proc.stdin.flush()
+        answer = json.loads(proc.stdout.readline())
+        assert answer["id"] == 1 and "result" in answer, answer
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(60) == 130, proc.stderr.read().decode()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -425,3 +425,45 @@ def wait_until(predicate, timeout=30.0):
     while not predicate():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.01)
+
+
+NO_DEVICE = (
+    "import sys\n"
+    "sys.stdin.buffer.read()\n"
+    'sys.stderr.write("SDL_OpenAudio (1 channels, 24000 Hz): ALSA: Couldn\'t open audio device: No such file\\n")\n'
+    "sys.stderr.write('No more combinations to try, audio open failed\\n')\n"
+)
+
+
+def test_a_broken_omnivoice_player_is_an_error_never_replaced(tmp_path):
+    """Before: OMNIVOICE_PLAYER=false was passed over for the next player and `say` said it
+    played. The player asked for is the only one tried: its reason, and what to do."""
+    command, out = recorder(tmp_path)
+    stand_in = lambda n: command.split()[0] if n == "aplay" else None  # noqa: E731 - another player is there
+    for broken, reason in [("false", "exited with code 1 at start"), ("no-such-player-x", "exited with code 127")]:
+        with pytest.raises(PlayerUnavailable) as e:
+            open_player(SR, env={ENV_PLAYER: broken}, which=stand_in, platform="linux")
+        assert str(e.value).startswith(f"{ENV_PLAYER} ({broken}) {reason}"), str(e.value)
+        assert str(e.value).endswith(f"fix the command, or unset {ENV_PLAYER} to let omnivoice choose a player")
+
+
+def test_a_player_that_finds_no_sound_device_has_failed_though_it_exits_0(tmp_path, monkeypatch):
+    """ffplay with no sound device reads its input, prints "audio open failed" and exits 0:
+    a PlayerFailed with its line, not a run that says it played."""
+    script = tmp_path / "ffplay-no-device.py"
+    script.write_text(NO_DEVICE)
+    real = playermod.player_commands
+    monkeypatch.setattr(
+        playermod,
+        "player_commands",
+        lambda sr, platform=None: [
+            replace(c, argv=(sys.executable, str(script))) for c in real(sr, platform) if c.name == "ffplay"
+        ],
+    )
+    with pytest.raises(
+        PlayerFailed,
+        match="ffplay played nothing, it found no sound device: No more combinations to try, audio open failed",
+    ):
+        with open_player(SR, env={}, which=lambda n: n, platform="linux") as p:
+            assert p.name == "ffplay"
+            p.play(tone(0.1))

@@ -10,6 +10,7 @@ import sys
 import numpy as np
 import pytest
 import soundfile as sf
+from conftest import ROOT as ROOT_DIR
 from conftest import TINY_CKPT, files_in
 
 from omnivoice_cli.media import player as playermod
@@ -226,3 +227,86 @@ def test_raw_on_stdout_is_headerless_pcm(invoke, fake_engine, tmp_path):
     w = invoke("say", "Hi", "--seed", "4", "-o", "-")
     audio, _ = sf.read(io.BytesIO(w.stdout_bytes), dtype="int16")
     assert r.stdout_bytes == audio.tobytes()
+
+
+def test_say_with_a_broken_player_is_exit_1_with_its_reason(invoke, loaded, tmp_path, monkeypatch):
+    """OMNIVOICE_PLAYER=false, and a player that finds no sound device (ffplay's "audio open
+    failed", exit 0): `say` is exit 1 with the player's reason, never "played"."""
+    from test_player import NO_DEVICE
+
+    ENV_PLAYER = playermod.ENV_PLAYER
+    script = tmp_path / "no-device.py"
+    script.write_text(NO_DEVICE)
+    monkeypatch.chdir(tmp_path)
+    for player, words in [
+        ("false", f"Error: {ENV_PLAYER} (false) exited with code 1 at start: fix the command, or unset"),
+        (f"{shlex.quote(sys.executable)} {shlex.quote(str(script))}", "it found no sound device: No more combinations"),
+    ]:
+        monkeypatch.setenv(ENV_PLAYER, player)
+        r = invoke("say", "Hello.", *FAST)
+        assert r.exit_code == 1 and words in r.stderr, r.stderr
+        assert "played" not in r.stderr.replace("played nothing", "")
+
+
+def _say_process(tmp_path, *args, stdout, player):
+    import os
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT_DIR), "OMNIVOICE_HOME": str(tmp_path / "home"), "NO_COLOR": "1"}
+    env["OMNIVOICE_PLAYER"] = player
+    env.pop("OMNIVOICE_MODEL", None)
+    cmd = [sys.executable, "-m", "omnivoice_cli.cli", "say", *map(str, args), *map(str, FAST)]
+    return subprocess.run(cmd, stdout=stdout, stderr=subprocess.PIPE, text=False, env=env, cwd=tmp_path, timeout=300)
+
+
+def test_say_with_stdout_redirected_to_a_file_and_no_o_is_refused_before_the_model(tmp_path):
+    """Before: `say Hello > out.wav` played and left out.wav empty. Refused in one line (exit 2)
+    that says what was probably meant, before the model loads; nothing played."""
+    played = tmp_path / "played.raw"
+    with open(tmp_path / "out.wav", "wb") as f:
+        proc = _say_process(tmp_path, "Hello.", stdout=f, player=f"cat > {shlex.quote(str(played))}")
+    err = proc.stderr.decode()
+    assert proc.returncode == 2, err
+    assert err.strip().splitlines() == [
+        "Error: stdout is redirected to a file, but without -o the audio is played and nothing is written there: "
+        "did you mean -o - (the audio on stdout) or -o FILE? (--play plays it anyway)"
+    ]
+    assert "loading the model" not in err and not played.exists()
+
+
+def test_say_piped_without_o_still_plays(tmp_path):
+    """A pipe (`say Hello | cat`) is not a file: it plays as before, exit 0."""
+    import subprocess
+
+    played = tmp_path / "played.raw"
+    proc = _say_process(tmp_path, "Hello.", stdout=subprocess.PIPE, player=f"cat > {shlex.quote(str(played))}")
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert played.stat().st_size > 0 and proc.stdout == b""
+
+
+def test_a_stop_at_the_end_of_a_streamed_file_leaves_a_complete_file_that_the_message_names(
+    invoke, loaded, tmp_path, monkeypatch
+):
+    """The race: a Ctrl-C held while `say --stream -o FILE` wrote its file was raised as the write
+    ended, before the run knew the file was written: "nothing was written", exit 130, and the file
+    there. Now the stop sent at the very end gives the file whole and the words "after writing"
+    (exit 130, as `say -o FILE` gives); a stop before it leaves nothing (test_stop)."""
+    import os
+    import signal
+
+    from omnivoice_cli.media import output as omnivoice_output
+
+    real_write = omnivoice_output._write_blocks
+
+    def write_then_interrupted(file, data, samplerate, *args):
+        os.kill(os.getpid(), signal.SIGINT)  # held until the write is done
+        return real_write(file, data, samplerate, *args)
+
+    monkeypatch.setattr(omnivoice_output, "_write_blocks", write_then_interrupted)
+    out = tmp_path / "x.wav"
+    r = invoke("say", TEXT, *FAST, "--stream", "-o", out)
+    assert r.exit_code == 130, r.stderr
+    assert r.stderr.splitlines()[-1] == f"Warning: stopped by Ctrl-C after writing {out}"
+    assert sf.info(str(out)).frames > 0 and sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".wav") == [
+        "x.wav"
+    ]

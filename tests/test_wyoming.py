@@ -25,7 +25,7 @@ from omnivoice_cli.app import settings as st
 from omnivoice_cli.app.speaker import Speaker, SpeakerOptions
 from omnivoice_cli.engine.errors import InvalidRequest
 from omnivoice_cli.engine.streaming import cut_segments
-from omnivoice_cli.server.wyoming import WyomingOptions, WyomingServer, parse_uri, ready_text
+from omnivoice_cli.server.wyoming import MAX_DEPTH, WyomingOptions, WyomingServer, json_depth, parse_uri, ready_text
 
 SEED = 17  # the server's --seed: every request's (a stream's parts: 17, 18, ...)
 NUM_STEP = 4
@@ -47,13 +47,13 @@ def alice(module_home, ref_voice):
 class Running:
     """A WyomingServer in a thread of its own (its own event loop), on a free port."""
 
-    def __init__(self, engine, uri="tcp://127.0.0.1:0", **options):
+    def __init__(self, engine, uri="tcp://127.0.0.1:0", wyoming=None, **options):
         flags = {"num_step": NUM_STEP, "seed": SEED}
         self.speaker = Speaker(
             SpeakerOptions(layers=((st.FLAG_SOURCE, flags),), model=str(TINY_CKPT), **options), load=lambda: engine
         )
         self.speaker.start()
-        self.server = WyomingServer(self.speaker, WyomingOptions(uri=uri, quiet=True))
+        self.server = WyomingServer(self.speaker, WyomingOptions(uri=uri, quiet=True, **(wyoming or {})))
         self.ready = threading.Event()
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self._run, name="test-wyoming", daemon=True)
@@ -439,3 +439,115 @@ def test_a_long_stream_is_spoken_in_parts_within_max_chars(engine, module_home, 
     assert kinds[-1] == "synthesize-stopped" and "error" not in kinds
     assert all(len(t) <= 60 for t in submitted) and len(submitted) >= 4
     assert " ".join(t.strip() for t in submitted) == text.strip()
+
+
+# --- clients that hold connections or send hostile JSON ----------------------------------------
+
+
+def test_json_depth_is_counted_outside_strings():
+    assert json_depth(b'{"type": "synthesize", "data": {"voice": {"name": "a"}}}') == 0  # few brackets: not scanned
+    assert json_depth(b"[" * 40 + b"]" * 40) == MAX_DEPTH + 1  # counted up to the limit and one
+    assert (
+        json_depth(b'{"text": "' + b"[[[[" * 100 + b'\\"]"}') <= 1
+    )  # brackets in a string (and an escape) do not count
+    assert json_depth(b"[" * 20 + b"{}" * 100 + b"]" * 20) == 21
+
+
+def idle_sockets(port, n, addresses=("127.0.0.2",)):
+    """`n` TCP connections that send nothing, from the loopback addresses given in turn."""
+    import socket
+
+    socks = []
+    for i in range(n):
+        s = socket.socket()
+        s.bind((addresses[i % len(addresses)], 0))
+        s.connect(("127.0.0.1", port))
+        socks.append(s)
+    return socks
+
+
+def first_event(sock):
+    """The first event a raw socket reads (its header with its data merged), or None at the end."""
+    import json
+
+    sock.settimeout(60)
+    data = b""
+    while True:
+        if b"\n" in data:
+            line, rest = data.split(b"\n", 1)
+            header = json.loads(line)
+            if len(rest) >= header.get("data_length", 0):
+                more = json.loads(rest[: header["data_length"]]) if header.get("data_length") else {}
+                return {**header, "data": {**header.get("data", {}), **more}}
+        got = sock.recv(65536)
+        if not got:
+            return None
+        data += got
+
+
+def test_300_idle_sockets_from_one_address_lock_no_one_else_out(srv):
+    """Before: the first 256 took every place and every other client was told "busy". One address
+    holds at most --max-per-peer (32) connections; a normal client from another is served."""
+    socks = idle_sockets(srv.port, 300)
+    try:
+        wait_for(lambda: srv.server.peers.get("127.0.0.2") == 32, 60, "32 connections from 127.0.0.2")
+        refused = first_event(socks[-1])
+        assert refused["type"] == "error" and refused["data"]["code"] == "busy"
+        assert refused["data"]["text"].startswith("127.0.0.2 has 32 connections open, the most one address may hold")
+        assert len(run(speak(srv, "Still here."))) > 0  # from 127.0.0.1, while the 300 are open
+        assert srv.server.peers.get("127.0.0.2") == 32
+    finally:
+        for s in socks:
+            s.close()
+    wait_for(lambda: "127.0.0.2" not in srv.server.peers, 60, "the idle connections gone")
+
+
+def test_idle_connections_are_closed_but_not_while_their_audio_is_made(engine, module_home):
+    """300 idle sockets from 10 addresses (30 each, under the per-address limit; more than the 256
+    places): each that got a place is told `idle-timeout` and closed; then a normal client is
+    served. A client waiting for its audio (the engine held for three idle timeouts) is not idle."""
+    running = Running(engine, wyoming={"idle_timeout": 0.5})
+    try:
+        socks = idle_sockets(running.port, 300, tuple(f"127.0.0.{i}" for i in range(2, 12)))
+        try:
+            codes = [(first_event(s) or {}).get("data", {}).get("code") for s in socks]
+            assert set(codes) <= {"idle-timeout", "busy"} and codes.count("idle-timeout") >= 256, codes
+            wait_for(lambda: not running.server.connections, 60, "every idle connection closed")
+        finally:
+            for s in socks:
+                s.close()
+        gate = hold_loop(running.service)
+
+        async def go():
+            async with running.client() as client:
+                await client.write_event(Synthesize(text="Held a while.").event())
+                await asyncio.sleep(1.5)  # three idle timeouts while its request waits in the engine
+                gate.set()
+                chunks = []
+                while True:
+                    event = await client.read_event()
+                    assert event is not None and event.type != "error", event
+                    if AudioChunk.is_type(event.type):
+                        chunks.append(AudioChunk.from_event(event).audio)
+                    if AudioStop.is_type(event.type):
+                        return samples(chunks)
+
+        try:
+            assert len(run(go())) > 0
+        finally:
+            gate.set()
+    finally:
+        running.close()
+
+
+def test_a_deeply_nested_header_or_data_is_an_error_event_and_the_server_goes_on(srv):
+    """Before: json.loads of 20,000 nested arrays raised RecursionError inside the server. The
+    nesting is counted before parsing: a `bad-event` error, and the next client is served."""
+    deep = b"[" * 20_000 + b"]" * 20_000
+    error, after = run(refused(srv, write=b'{"type": "synthesize", "data": {"text": ' + deep + b"}}\n"))
+    assert error.code == "bad-event" and after is None
+    assert error.text.startswith(f"an event's header nests JSON deeper than {MAX_DEPTH} levels"), error
+    error, after = run(refused(srv, write=b'{"type": "synthesize", "data_length": %d}\n' % len(deep) + deep))
+    assert error.code == "bad-event" and after is None
+    assert error.text.startswith(f"the 'synthesize' event's data nests JSON deeper than {MAX_DEPTH} levels"), error
+    assert len(run(speak(srv, "Still here."))) > 0

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from ..engine.errors import InvalidRequest, MissingExtra, ModelUnavailable
+from ..engine.errors import InvalidRequest, MissingExtra, ModelUnavailable, OmniVoiceError
 
 # whisper-large-v3-turbo (the reference implementation's recogniser), as CTranslate2 converts it:
 # faster-whisper's own "large-v3-turbo" / "turbo" alias. 99 languages; 4 decoder layers instead
@@ -43,6 +43,18 @@ TRANSCRIBE_OPTIONS: dict[str, Any] = {
     "condition_on_previous_text": False,
     "without_timestamps": False,
 }
+
+
+class RecogniserFailed(OmniVoiceError):
+    """The speech recogniser could not be loaded or failed on some audio (exit code 1): one line
+    that names the model folder and the library's reason. Whatever faster-whisper, CTranslate2 or
+    tokenizers raise (a broken tokenizer.json raises a bare Exception) becomes this, here."""
+
+
+def _reason(e: BaseException) -> str:
+    """A library's error in one line of at most 200 characters, its type named."""
+    text = " ".join(str(e).split())[:200]
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__
 
 
 @dataclass(frozen=True)
@@ -127,8 +139,13 @@ class WhisperRecogniser:
         options = dict(TRANSCRIBE_OPTIONS, word_timestamps=words)
         if max_tokens is not None:
             options["max_new_tokens"] = max(1, min(int(max_tokens), 440))
-        segments, info = self.model.transcribe(wav, language=language, **options)
-        return transcript_of(list(segments), info.language)
+        try:
+            segments, info = self.model.transcribe(wav, language=language, **options)
+            return transcript_of(list(segments), info.language)
+        except (MemoryError, KeyboardInterrupt):
+            raise
+        except Exception as e:  # noqa: BLE001 - the recogniser's failures come in many classes: one line
+            raise RecogniserFailed(f"the speech recogniser ({self.folder}) failed: {_reason(e)}") from None
 
     def close(self) -> None:
         self.model = None
@@ -142,10 +159,11 @@ def transcript_of(segments: list, language: str | None = None) -> Transcript:
     return Transcript(" ".join(text.split()), words, language)
 
 
-def resolve_asr_model(spec: str, flag: str = "--asr-model") -> Path:
+def resolve_asr_model(spec: str, flag: str = "--asr-model", download: bool = True) -> Path | None:
     """A recogniser folder: a local one (it must be a CTranslate2 Whisper model), or a hub id
     (or one of faster-whisper's names, e.g. large-v3-turbo) fetched into the Hugging Face cache.
-    ModelUnavailable (one line) when offline and not cached."""
+    ModelUnavailable (one line) when offline and not cached; with download=False, None where it
+    would be downloaded now."""
     path = Path(spec).expanduser()
     if path.exists() or spec.startswith((".", "/", "~")):
         if not path.is_dir():
@@ -180,14 +198,30 @@ def resolve_asr_model(spec: str, flag: str = "--asr-model") -> Path:
             f"speech recogniser {repo_id} is not in the Hugging Face cache and cannot be "
             f"downloaded (offline: {reason}); give {flag} a local model folder"
         )
+    if not download:
+        return None
     try:
         return Path(hf.snapshot_download(repo_id, cache_dir=cache, allow_patterns=HUB_FILES))
     except Exception as e:  # noqa: BLE001 - network and disk errors come in many classes
+        if _unreachable(e):  # no network: the hub's long message says only that
+            raise ModelUnavailable(
+                f"speech recogniser {repo_id} is not in the Hugging Face cache and the Hugging Face hub "
+                f"cannot be reached (no connection); connect once to fetch it, or give {flag} a local model folder"
+            ) from None
         first = " ".join(str(e).split()).split(". ")[0][:120]  # one line: the error's first sentence
         raise ModelUnavailable(
             f"speech recogniser {repo_id} could not be downloaded ({type(e).__name__}: {first}); "
             f"give {flag} a local model folder"
         ) from None
+
+
+def _unreachable(e: BaseException) -> bool:
+    """The error of a download that found no network (huggingface_hub's LocalEntryNotFoundError,
+    which it raises when the hub cannot be reached and nothing is cached; a connection error)."""
+    names = {type(c).__name__ for c in (e, e.__cause__, e.__context__) if c is not None}
+    return bool(names & {"LocalEntryNotFoundError", "ConnectionError", "ConnectTimeout", "ConnectError"}) or isinstance(
+        e, (ConnectionError, TimeoutError)
+    )
 
 
 def load_recogniser(spec: str, device: str = "auto", what: str = "transcribing speech") -> Recogniser:
@@ -199,15 +233,31 @@ def load_recogniser(spec: str, device: str = "auto", what: str = "transcribing s
     folder = resolve_asr_model(spec)
     try:
         return WhisperRecogniser(folder, device)
-    except (RuntimeError, ValueError, OSError) as e:
-        raise InvalidRequest(
-            f"--asr-model {spec}: the recogniser cannot be loaded from {folder} ({' '.join(str(e).split())[:200]})",
-            "asr_model",
+    except (MemoryError, KeyboardInterrupt):
+        raise
+    except Exception as e:  # noqa: BLE001 - a broken model.bin, config or tokenizer.json: one line, exit 1
+        raise RecogniserFailed(
+            f"--asr-model {spec}: the speech recogniser cannot be loaded from {folder} ({_reason(e)}); "
+            "give --asr-model a complete faster-whisper model folder"
         ) from None
 
 
 # The seam every caller loads a recogniser through: (spec, device, what) -> Recogniser.
 RECOGNISER: Callable[..., Recogniser] = load_recogniser
+
+
+def check_available(spec: str | None, what: str) -> None:
+    """Before the TTS model loads (and anything is generated): the recogniser a run will need
+    can be had. MissingExtra without the `asr` extra; InvalidRequest for a folder that is not a
+    model; ModelUnavailable offline for a hub model not in the cache. A model that is online to
+    download is fetched when it is loaded. (A stand-in at the RECOGNISER seam is not checked.)"""
+    if RECOGNISER is not load_recogniser:
+        return
+    try:
+        import faster_whisper  # noqa: F401
+    except ImportError:
+        raise MissingExtra(what, "faster-whisper", "asr") from None
+    resolve_asr_model(spec or DEFAULT_ASR_MODEL, download=False)
 
 
 def recogniser(spec: str | None, device: str = "auto", what: str = "transcribing speech") -> Recogniser:
@@ -223,7 +273,14 @@ def transcribe_reference(
     source: str = "the reference audio",
 ) -> str:
     """The words of a reference recording (prepared): a recogniser loaded, used and freed."""
-    rec = recogniser(spec, device, f"a reference without a transcript ({source}: no --ref-text, no .txt beside it)")
+    what = f"a reference without a transcript ({source}: no --ref-text, no .txt beside it)"
+    try:
+        rec = recogniser(spec, device, what)
+    except ModelUnavailable as e:  # offline: the transcript itself is the simplest way out
+        raise ModelUnavailable(
+            f'{source} has no transcript, and {e}; or give --ref-text "the words spoken in it" '
+            "(or a .txt of them beside the recording)"
+        ) from None
     try:
         heard = rec.transcribe(wav, sample_rate, lang)
     finally:

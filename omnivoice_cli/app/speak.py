@@ -570,6 +570,7 @@ class StreamedRun(_Run):
         from .request import finish_request
 
         speech, written = self.speech, False
+        self.file_written = False  # set inside write_file's protected block, before a held stop is raised
         try:
             player = open_the_player(speech.play)
             with player or nullcontext():  # left normally: waits until all has played
@@ -586,7 +587,9 @@ class StreamedRun(_Run):
                     self.write_file(audio, engine.sample_rate, pieces, signals)
                 written = speech.target is not None
         except KeyboardInterrupt as e:
-            raise self.stopped(e, written) from None
+            # a stop held while the file was written is raised as the write ends, before `written`
+            # is set here: the file is complete then, and the message must say so
+            raise self.stopped(e, written or self.file_written) from None
         return _report(
             speech,
             self.shown,
@@ -647,6 +650,7 @@ class StreamedRun(_Run):
                 write_audio(*_at_output_rate(audio, sample_rate, self.speech.sample_rate), target)
             except OSError as e:
                 raise OSError(e.errno, f"cannot write {target}: {e.strerror or e}") from None
+            self.file_written = True
 
     def stopped(self, e: BaseException, written: bool) -> Stopped:
         from .signals import signal_name

@@ -167,6 +167,12 @@ def batch(
     if subtitles is not None and subtitles.lower().lstrip(".") not in ("srt", "vtt"):
         raise InvalidRequest(f"--subtitles must be srt or vtt (a file beside each audio file), got {subtitles!r}")
     chosen = check_run(flags, preset)
+    if not dry_run:  # the recogniser of --verify / --words, before any model loads
+        from ..app import settings as st
+        from .say import check_listening
+
+        layers = [(chosen.origin, chosen.settings)] if chosen else []
+        check_listening(st.resolve(*layers, (st.FLAG_SOURCE, flags)), words, "--words")
     subtitles = subtitles.lower().lstrip(".") if subtitles else None
     # a dry run needs no cluster (and no Ray), but --workers without --ray is still refused
     executor = None if dry_run and ray is not None else cluster_executor(ray, workers, gpus_per_worker, preset, flags)

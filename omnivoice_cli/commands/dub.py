@@ -178,11 +178,13 @@ def dub(
     from ..app.dialogue import Cast
     from ..app.dubbing import DubRun
     from ..app.signals import signal_name
-    from .say import words_path
+    from .say import check_listening, words_path
 
     t_start = time.perf_counter()
     words = words_path(ctx, words_file)
     chosen, settings = run_settings(preset, flags)
+    if not dry_run:
+        check_listening(settings, words is not None, "--words")
     the_cast = Cast.parse(cast)
     target = _target(input, output, settings, force or overwrite, dry_run)
     run = DubRun(

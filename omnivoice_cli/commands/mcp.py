@@ -26,7 +26,8 @@ Tools: speak (plays on this machine, through the player `say` uses), synthesize 
 under --root, and nowhere else), list_voices, describe_voice_options. Their arguments are
 checked as `say` checks its flags. The model loads on the first call and stays loaded; calls
 at once share the engine's forwards. --http PORT serves MCP's streamable HTTP on
-127.0.0.1:PORT/mcp instead. Needs the mcp extra."""
+127.0.0.1:PORT/mcp instead. End of input (Ctrl-D) ends it; Ctrl-C too, with exit code 130.
+Needs the mcp extra."""
 
 EXAMPLES = """
 omnivoice mcp --root ~/speech --voice alice --preset fast
@@ -96,11 +97,34 @@ def mcp(
         if http:
             server.run("streamable-http", host="127.0.0.1", port=http)
         else:
-            server.run("stdio")
+            _run_stdio(server)
     except KeyboardInterrupt:
-        pass
+        if not http:
+            raise typer.Exit(130) from None  # Ctrl-C: stopped (end of input, Ctrl-D, is exit 0)
     finally:
         speaker.stop()
+
+
+def _run_stdio(server) -> None:
+    """server.run("stdio") in a thread of its own, so that Ctrl-C reaches this one: on the main
+    thread, asyncio's SIGINT handler only cancels the server, which then waits for a read of stdin
+    (a worker thread) that only end of input ends. A Ctrl-C raises KeyboardInterrupt here."""
+    import threading
+
+    failed: list[BaseException] = []
+
+    def serve() -> None:
+        try:
+            server.run("stdio")
+        except BaseException as e:  # noqa: BLE001 - handed to the main thread
+            failed.append(e)
+
+    thread = threading.Thread(target=serve, name="omnivoice-mcp-stdio", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        thread.join(0.5)
+    if failed:
+        raise failed[0]
 
 
 def _loader(settings: st.Resolved, quiet: bool):

@@ -327,8 +327,11 @@ def say(
     if dry_run:
         _dry_run(built, json_out)
         return
+    if output is None and not play and not json_out:
+        check_stdout_not_a_file()
     target = output_target(output, settings, stdout_is_terminal)
     words_path = _words_options(ctx, words_file, subtitle_level, subtitles, play or stream or target is None)
+    check_listening(settings, words_path is not None or subtitle_level == "word", "--words / --subtitle-level word")
     speech = Speech(
         built,
         refs,
@@ -346,6 +349,37 @@ def say(
 
 
 say.reads_stdin = stdin_is_piped  # type: ignore[attr-defined]  # HelpCommand: `echo Hi | omnivoice say` speaks
+
+
+def check_stdout_not_a_file() -> None:
+    """`say Hello > out.wav`: without -o the audio is played and nothing goes to stdout, so the
+    file would be left empty. Refused before the model loads (a usage error), when stdout is a
+    regular file; a pipe, /dev/null and a terminal are left alone, as are --json (its report is
+    stdout's) and --play (played on purpose)."""
+    import os
+    import stat
+    import sys
+
+    try:
+        mode = os.fstat(sys.stdout.fileno()).st_mode
+    except (OSError, ValueError, AttributeError):  # no real stdout (a test runner's, closed)
+        return
+    if stat.S_ISREG(mode):
+        raise InvalidRequest(
+            "stdout is redirected to a file, but without -o the audio is played and nothing is written there: "
+            "did you mean -o - (the audio on stdout) or -o FILE? (--play plays it anyway)"
+        )
+
+
+def check_listening(settings: Any, words: bool, words_flag: str) -> None:
+    """The speech recogniser of --verify and --words can be had (the asr extra, the model on disk
+    when offline): checked before the TTS model loads, so nothing is generated in vain."""
+    from ..app import listen
+
+    if settings["verify"]:
+        listen.check_available(settings["asr_model"], "--verify")
+    if words:
+        listen.check_available(settings["asr_model"], words_flag)
 
 
 def heard(reference: Any, quiet: bool) -> None:

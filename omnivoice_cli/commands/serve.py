@@ -79,7 +79,7 @@ def serve(
         "--host",
         metavar="ADDR",
         rich_help_panel="Server",
-        help="Address to listen on (0.0.0.0: every interface).",
+        help="Address to listen on (0.0.0.0: every interface). Default: 127.0.0.1.",
     ),
     port: int = typer.Option(
         8000,
@@ -88,7 +88,7 @@ def serve(
         max=65535,
         metavar="N",
         rich_help_panel="Server",
-        help="Port to listen on (0: any free port, printed).",
+        help="Port to listen on (0: any free port, printed). Default: 8000.",
     ),
     api_key: Optional[str] = typer.Option(
         None,
@@ -115,7 +115,7 @@ def serve(
         max=100_000,
         metavar="N",
         rich_help_panel="Server",
-        help="Requests taken at once (generating or waiting); more get 503.",
+        help="Requests taken at once (generating or waiting); more get 503. Default: 64.",
     ),
     max_input_chars: int = typer.Option(
         4096,
@@ -124,7 +124,7 @@ def serve(
         max=1_000_000,
         metavar="N",
         rich_help_panel="Server",
-        help="Characters of 'input' at most.",
+        help="Characters of 'input' at most. Default: 4096.",
     ),
     grace: float = typer.Option(
         30.0,
@@ -133,7 +133,7 @@ def serve(
         max=86400.0,
         metavar="SECONDS",
         rich_help_panel="Server",
-        help="Seconds requests in flight get to finish after SIGTERM / Ctrl-C.",
+        help="Seconds requests in flight get to finish after SIGTERM / Ctrl-C. Default: 30.",
     ),
     no_ui: bool = typer.Option(False, "--no-ui", rich_help_panel="Server", help="No page on GET / (the API only)."),
     voice_map: Optional[str] = typer.Option(
@@ -155,6 +155,10 @@ def serve(
     from ..server.run import is_loopback
 
     chosen, settings = run_settings(preset, flags)
+    if settings["verify"]:  # a preset's verify = true: every request listens back, so the recogniser must be there
+        from .say import check_listening
+
+        check_listening(settings, False, "--verify")
     layers = ((chosen.origin, chosen.settings),) if chosen else ()
     options = ServeOptions(
         host=host,

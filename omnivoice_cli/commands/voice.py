@@ -11,11 +11,42 @@ import typer
 from ..app.session import WarnOnce
 from ..engine.errors import InvalidRequest
 from ..ui.helpfmt import HelpCommand, HelpGroup
+
+try:  # typer >= 0.2x vendors its own click
+    from typer._click.exceptions import UsageError as _UsageError
+except ImportError:  # older typer runs on click
+    from click.exceptions import UsageError as _UsageError
 from ..ui.options import NO_FLAGS, QUIET_OPTION, with_settings
 from .common import echo, load_engine, run_settings, warn
 
+# Other names people type for a subcommand: they run it (hidden from the list of commands).
+ALIASES = {"remove": "rm", "delete": "rm", "del": "rm", "ls": "list", "info": "show", "new": "add", "save": "add"}
+
+
+class VoiceGroup(HelpGroup):
+    """`omnivoice voice remove alice` is `voice rm alice` (ALIASES); a typo gets click's
+    did-you-mean, and a name that is neither gets the list of subcommands."""
+
+    def get_command(self, ctx, cmd_name):
+        return super().get_command(ctx, ALIASES.get(cmd_name, cmd_name))
+
+    def resolve_command(self, ctx, args):
+        try:
+            return super().resolve_command(ctx, args)
+        except _UsageError as e:
+            if "Did you mean" in e.message or not args:
+                raise
+            import difflib
+
+            close = difflib.get_close_matches(str(args[0]), list(ALIASES), n=1, cutoff=0.6)
+            if close:
+                raise _UsageError(f"{e.message} Did you mean {ALIASES[close[0]]!r}?", ctx) from None
+            names = ", ".join(self.list_commands(ctx))
+            raise _UsageError(f"{e.message.rstrip('.')}: the voice commands are {names}", ctx) from None
+
+
 app = typer.Typer(
-    cls=HelpGroup,
+    cls=VoiceGroup,
     help=(
         "Saved voices: add one from a recording, list, show, remove, or import a reference .pt prompt. "
         "`omnivoice say --voice NAME` speaks in a saved voice, or in a built-in one: OpenAI's voice names "

@@ -55,7 +55,25 @@ def wyoming(
         "--uri",
         metavar="URI",
         rich_help_panel="Server",
-        help="Where to listen: tcp://HOST:PORT (0.0.0.0: every interface) or unix://PATH.",
+        help="Where to listen: tcp://HOST:PORT (0.0.0.0: every interface) or unix://PATH. "
+        "Default: tcp://127.0.0.1:10200.",
+    ),
+    idle_timeout: float = typer.Option(
+        60.0,
+        "--idle-timeout",
+        min=1.0,
+        metavar="SECONDS",
+        rich_help_panel="Server",
+        help="Close a connection that sends nothing for this long while nothing of its is spoken "
+        "(a half-open socket, a client gone without a word). Default: 60.",
+    ),
+    max_per_peer: int = typer.Option(
+        32,
+        "--max-per-peer",
+        min=1,
+        metavar="N",
+        rich_help_panel="Server",
+        help="Connections one address may hold at once (of 256 in all); more are refused as busy. Default: 32.",
     ),
     max_queue: int = SPEAKER_MAX_QUEUE_OPTION,
     max_chars: int = SPEAKER_MAX_CHARS_OPTION,
@@ -78,7 +96,17 @@ def wyoming(
     speaker = Speaker(options, load=lambda: load_engine(settings, quiet)[0])
     speaker.check()  # the flags make a request (a voice that exists, ...) before the model loads
     speaker.start()
-    server = WyomingServer(speaker, WyomingOptions(uri=uri, quiet=quiet, version=package_version(), log=echo))
+    server = WyomingServer(
+        speaker,
+        WyomingOptions(
+            uri=uri,
+            quiet=quiet,
+            version=package_version(),
+            log=echo,
+            idle_timeout=idle_timeout,
+            max_per_peer=max_per_peer,
+        ),
+    )
     asyncio.run(_serve(server, quiet))
     if not quiet:
         echo("omnivoice wyoming: stopped")

@@ -27,7 +27,10 @@ ahead, released with an 80 ms time constant (on the attenuation in nepers) and s
 5 ms moving average, so it is down before the peak arrives and changes by at most 1/240 of full
 scale a sample (no clicks); elsewhere the gain is exactly 1. It aims 0.3 dB under the ceiling so
 that any 4x interpolation of its output stays under. The limiter takes a little loudness off
-loud peaks: `normalize` measures its output and corrects the gain once or twice more.
+loud peaks: `normalize` measures its output and corrects the gain once or twice more. The gain
+is at most +30 dB (MAX_GAIN_DB): an output of near-silence (faint hiss at -62 LUFS, a muted take)
+is raised by that much only, with a warning that names its measured level, never brought up to
+speech level.
 
 numpy and scipy come with pyloudnorm (the `loudness` extra): without it, MissingExtra.
 """
@@ -56,6 +59,7 @@ RELEASE = 0.080  # seconds: the time constant of its way back up
 MARGIN_DB = 0.3  # the limiter aims this far under the ceiling
 MISS_LU = 0.5  # an output further than this from its target is warned about
 MAX_MAKEUP_DB = 3.0  # gain added at most to give back what the limiter took
+MAX_GAIN_DB = 30.0  # the most an output is raised: near-silence (hiss, a muted take) is not brought up to speech level
 BLOCK = 1 << 18  # samples at a time for the in-memory functions
 _OFFSET = -0.691  # BS.1770: loudness = -0.691 + 10 log10(mean square of the K-weighted signal)
 
@@ -253,9 +257,15 @@ def measure(audio: Any, sample_rate: int) -> Measurement:
     return Measurement(meter.integrated(), meter.true_peak(), meter.samples / int(sample_rate))
 
 
+def gain_db_for(lufs: float, target: float) -> float:
+    """The gain in dB that brings `lufs` to `target`, at most MAX_GAIN_DB (0 for silence)."""
+    return 0.0 if not math.isfinite(lufs) else min(target - lufs, MAX_GAIN_DB)
+
+
 def gain_for(lufs: float, target: float) -> float:
-    """The linear gain that brings `lufs` to `target` (1 for silence: nothing to bring up)."""
-    return 1.0 if not math.isfinite(lufs) else 10.0 ** ((target - lufs) / 20.0)
+    """The linear gain that brings `lufs` to `target`, at most +MAX_GAIN_DB (1 for silence:
+    nothing to bring up)."""
+    return 10.0 ** (gain_db_for(lufs, target) / 20.0)
 
 
 class Normaliser:
@@ -381,10 +391,20 @@ class LoudnessReport:
         """The output is more than MISS_LU off its target (its peaks allowed no more under the ceiling)."""
         return math.isfinite(self.lufs) and abs(self.lufs - self.target) > MISS_LU
 
+    @property
+    def capped(self) -> bool:
+        """The gain the target needs is over MAX_GAIN_DB: the audio is near-silence, raised by that much only."""
+        return math.isfinite(self.before_lufs) and self.target - self.before_lufs > MAX_GAIN_DB
+
     def warning(self, what: str = "the audio") -> str | None:
         """One line when the target was missed (or the output is silent), else None."""
         if not math.isfinite(self.before_lufs):
             return f"{what} is silent (under {ABSOLUTE_GATE:g} LUFS): its loudness is left as it is"
+        if self.capped:
+            return (
+                f"{what} measures {self.before_lufs:.1f} LUFS, near silence: raised by at most "
+                f"+{MAX_GAIN_DB:g} dB, to {self.lufs:.1f} LUFS, not the {self.target:g} asked for"
+            )
         if self.missed:
             return (
                 f"{what} reaches {self.lufs:.1f} LUFS, not the {self.target:g} asked for: "
@@ -429,21 +449,24 @@ def normalize(
     works, so the output is measured and the gain raised to give that back (at most twice more,
     by MAX_MAKEUP_DB in all: a limiter is for peaks, not for loudness; a target the peaks do not
     allow under the ceiling is missed, and the report says by how much). Silence (no block over
-    -70 LUFS) is left as it is. Returns float32 audio and the report."""
+    -70 LUFS) is left as it is; near-silence is raised by MAX_GAIN_DB (+30 dB) at most, and the
+    report's warning names its level. Returns float32 audio and the report."""
     np, _ = _libraries()
     target = check_target(target_lufs)
     audio = _mono(np, audio).astype(np.float32, copy=False)
     before = measure(audio, sample_rate)
     if not math.isfinite(before.lufs):
         return audio.copy(), LoudnessReport(target, before.lufs, before.dbtp, 0.0, before.lufs, before.dbtp, 0.0)
-    first = gain_db = target - before.lufs
+    first = gain_db = gain_db_for(before.lufs, target)  # at most MAX_GAIN_DB: hiss is not raised to speech level
     for attempt in range(3):
         if before.dbtp + gain_db <= peak_dbtp - MARGIN_DB:  # under the ceiling: only scaled
             out, limited = audio * np.float32(10.0 ** (gain_db / 20.0)), 0.0
         else:
             out, limited = _apply(np, audio, 10.0 ** (gain_db / 20.0), sample_rate, peak_dbtp)
         after = measure(out, sample_rate)
-        more = min(target - after.lufs, first + MAX_MAKEUP_DB - gain_db)  # what the limiter took, given back
+        more = min(
+            target - after.lufs, first + MAX_MAKEUP_DB - gain_db, MAX_GAIN_DB - gain_db
+        )  # what the limiter took, given back
         if attempt == 2 or not math.isfinite(after.lufs) or abs(target - after.lufs) <= 0.1 or more < 0.05:
             break
         gain_db += more

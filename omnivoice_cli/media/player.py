@@ -7,7 +7,8 @@
 
 Which player (the first that works), so that a default install plays on every desktop:
 1. `OMNIVOICE_PLAYER`: a shell command that reads s16le 24 kHz mono on stdin
-   (e.g. `aplay -q -t raw -f S16_LE -r 24000 -c 1`), when set;
+   (e.g. `aplay -q -t raw -f S16_LE -r 24000 -c 1`), when set: then it alone (one that fails,
+   `false` included, is an error with its reason, never replaced by another player);
 2. `sounddevice` (the optional `play` extra; on Linux it needs the PortAudio library, the
    system package libportaudio2 on Debian/Ubuntu), when it imports and finds an output device;
 3. ffplay or mpv, where found on PATH;
@@ -17,7 +18,9 @@ Which player (the first that works), so that a default install plays on every de
 
 A background thread feeds the player, so `write` never blocks the caller (the generation) while
 the player consumes audio at its own pace. `stop()` kills the player process (its whole process
-group) or aborts the device stream at once, and waits for the thread.
+group) or aborts the device stream at once, and waits for the thread. A player that says it
+could not open the sound device (SILENT_FAILURES in its stderr) has failed, whatever its exit
+code: ffplay without a sound device exits 0 having played nothing.
 """
 
 from __future__ import annotations
@@ -39,6 +42,15 @@ from ..engine.errors import OmniVoiceError, install_hint
 
 ENV_PLAYER = "OMNIVOICE_PLAYER"
 STARTUP_GRACE = 0.2  # seconds a player process has to fail at start-up before it is trusted
+# What players print when they found no sound device but go on (exit code 0, nothing heard):
+# ffplay's "audio open failed" (after SDL_OpenAudio's reason), mpv's audio-output line.
+SILENT_FAILURES = (
+    "audio open failed",
+    "audio open error",
+    "could not open/initialize audio device",
+    "failed to open audio device",
+    "couldn't open audio device",
+)
 
 
 class PlayerUnavailable(OmniVoiceError):
@@ -176,6 +188,13 @@ def open_player(
 ) -> "Player":
     """Start the first player that works; PlayerUnavailable naming everything tried otherwise."""
     found, notes = candidates(env, which, sample_rate, platform)
+    if found and found[0].shell is not None:  # OMNIVOICE_PLAYER: asked for, so never replaced
+        try:
+            return ProcessPlayer(found[0], sample_rate, grace=grace)
+        except PlayerFailed as e:
+            raise PlayerUnavailable(
+                f"{found[0].name} {e}: fix the command, or unset {ENV_PLAYER} to let omnivoice choose a player"
+            ) from None
     for c in found:
         try:
             if c.name == "sounddevice" and c.argv is None:
@@ -356,6 +375,17 @@ class ProcessPlayer(Player):
             detail = self._stderr_tail()
             self._stderr.close()
             raise PlayerFailed(f"exited with code {code} at start" + (f": {detail}" if detail else ""))
+        silent = self._silent_failure()
+        if silent is not None:  # it found no sound device (and may still be running)
+            try:
+                code = self.process.wait(timeout=1.0)
+            except subprocess.TimeoutExpired:
+                code = None
+            _kill(self.process)
+            self._release()
+            if code:
+                raise PlayerFailed(f"exited with code {code} at start: {silent}")
+            raise PlayerFailed(f"found no sound device: {silent}")
         self._start_feeding()
 
     def _sink(self, data: bytes) -> None:
@@ -376,7 +406,10 @@ class ProcessPlayer(Player):
         except BrokenPipeError:
             pass
         code = self.process.wait()
-        if code != 0 and self._error is None:
+        silent = self._silent_failure()
+        if self._error is None and silent is not None:
+            self._error = PlayerFailed(f"{self.name} played nothing, it found no sound device: {silent}")
+        elif code != 0 and self._error is None:
             detail = self._stderr_tail()
             self._error = PlayerFailed(f"{self.name} exited with code {code}" + (f": {detail}" if detail else ""))
         self._stderr.close()
@@ -390,6 +423,19 @@ class ProcessPlayer(Player):
                 f.close()
             except OSError:
                 pass
+
+    def _silent_failure(self) -> str | None:
+        """The line of the player's stderr that says it opened no sound device, or None."""
+        try:
+            self._stderr.seek(0)
+            lines = self._stderr.read(1 << 20).decode("utf-8", "replace").splitlines()
+            self._stderr.seek(0, os.SEEK_END)
+        except (OSError, ValueError):
+            return None
+        for line in reversed(lines):
+            if any(marker in line.lower() for marker in SILENT_FAILURES):
+                return " ".join(line.split())[:200]
+        return None
 
     def _stderr_tail(self) -> str:
         try:

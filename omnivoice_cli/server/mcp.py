@@ -18,6 +18,9 @@ in 1..64, got 100", never an exception to the client):
 - describe_voice_options(): the voice-design vocabulary of `instruct`, the languages, the
   request settings and presets, the formats.
 
+An argument a tool does not take (`"evil": 1`) is a tool error that names it, as the HTTP API
+refuses an unknown field: never dropped unseen.
+
 A path is relative to the root (created if missing; missing folders under it too). It may not
 go up (`..`), be absolute outside the root, or reach outside it through a symbolic link: such a
 path is refused before anything is generated, and nothing is ever written outside the root. A
@@ -227,11 +230,34 @@ OutPath = Annotated[
 Format = Annotated[str | None, Field(description="wav, flac, ogg, opus, mp3 or raw (default: the path's extension).")]
 
 
-def build_server(tools: Tools, version: str = "0") -> Any:
-    """mcp's MCPServer with the four tools over `tools`."""
-    from mcp.server.mcpserver import MCPServer
+def unknown_arguments(tool: str, arguments: Any, known: list[str]) -> str | None:
+    """The tool error for arguments a tool does not take (None when there are none), worded as
+    the HTTP API words unknown fields: named, with a did-you-mean and what it takes."""
+    unknown = [str(k) for k in (arguments or {}) if k not in known]
+    if not unknown:
+        return None
+    names = ", ".join(st.shown_value(k) for k in unknown)
+    hint = st.did_you_mean(unknown[0], known) if len(unknown) == 1 else ""
+    takes = ", ".join(known) if known else "no arguments"
+    return f"unknown argument{'s' if len(unknown) > 1 else ''} {names}{hint}: {tool} takes {takes}"
 
-    server = MCPServer(name=NAME, instructions=INSTRUCTIONS, version=version, log_level="WARNING")
+
+def build_server(tools: Tools, version: str = "0") -> Any:
+    """mcp's MCPServer with the four tools over `tools`; an argument a tool does not take is a
+    tool error (pydantic would drop it unseen)."""
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    class StrictServer(MCPServer):
+        async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+            tool = self._tool_manager.get_tool(name)
+            if tool is not None:
+                refused = unknown_arguments(name, arguments, list((tool.parameters or {}).get("properties", {})))
+                if refused is not None:
+                    raise ToolError(refused)
+            return await super().call_tool(name, arguments, context)
+
+    server = StrictServer(name=NAME, instructions=INSTRUCTIONS, version=version, log_level="WARNING")
 
     @server.tool(description="Speak text aloud on the user's machine (waits until it has played).")
     def speak(

@@ -26,9 +26,15 @@ Assistant reads a synthesis until its audio-stop (or synthesize-stopped) and wou
 Every satellite shares the one engine loop (`speaker.Speaker`): their requests are packed into
 the same forwards. A client that disconnects cancels its work at once. Bounds: `max_queue`
 requests in the engine (`Busy`), `MAX_PENDING` requests waiting per connection, `max_connections`
-connections, and an event's data of at most `event_limit` bytes (16 KiB and 6 per character of
---max-chars): a larger one is read and dropped (up to `MAX_DRAIN` bytes) and answered with an
-error event. Nothing a client sends stops the server or another client.
+connections, `max_per_peer` of them from one address (Home Assistant opens one per request; a
+host that holds more is refused with a `busy` error, so no one address locks the others out),
+and an event's data of at most `event_limit` bytes (16 KiB and 6 per character of --max-chars):
+a larger one is read and dropped (up to `MAX_DRAIN` bytes) and answered with an error event. A
+header or data is JSON nested at most `MAX_DEPTH` deep, counted before it is parsed (a deeper one
+is a `bad-event` error, never a RecursionError). A connection that sends nothing for
+`idle_timeout` seconds while nothing of its is being spoken (a half-open socket, a client gone
+without a word) gets an `idle-timeout` error and is closed; so is one that reads none of its
+audio for that long. Nothing a client sends stops the server or another client.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ import asyncio
 import collections
 import dataclasses
 import json
+import re
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -60,6 +67,9 @@ MAX_PENDING = 32  # requests waiting on one connection (beyond: an error event)
 MAX_DRAIN = 16 * 1024 * 1024  # bytes of an oversized event read and dropped; beyond, the connection closes
 # Languages the model has that no ISO 639-1 code names, advertised beside the two-letter ones.
 EXTRA_LANGUAGES = ("yue", "fil", "ceb", "ckb", "nan", "ast", "haw")
+MAX_DEPTH = 32  # JSON nesting of an event's header or data (a synthesize is 3 deep)
+IDLE_TIMEOUT = 60.0  # seconds a connection may send nothing while nothing of its is spoken
+MAX_PER_PEER = 32  # connections from one address
 EVENTS = ("describe", "synthesize", "synthesize-start", "synthesize-chunk", "synthesize-stop", "ping")
 
 
@@ -67,6 +77,8 @@ EVENTS = ("describe", "synthesize", "synthesize-start", "synthesize-chunk", "syn
 class WyomingOptions:
     uri: str = "tcp://127.0.0.1:10200"  # tcp://HOST:PORT (port 0: any free one) or unix://PATH
     max_connections: int = 256
+    max_per_peer: int = MAX_PER_PEER  # connections from one address (a unix socket's clients: no limit)
+    idle_timeout: float = IDLE_TIMEOUT  # seconds without an event (and nothing spoken) before a close
     quiet: bool = False  # no per-request log lines
     version: str = "0"  # what `info` says of the program
     log: Callable[[str], None] | None = None  # where log lines go (default: stderr)
@@ -168,6 +180,36 @@ def within(text: str, limit: int) -> list[str]:
     return [*parts, text]
 
 
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_BRACKET = re.compile(rb"[\[\]{}]")
+
+
+def json_depth(raw: bytes, limit: int = MAX_DEPTH) -> int:
+    """How deep the arrays and objects of the JSON text `raw` nest, counted up to `limit + 1`
+    (a text with no more than `limit` brackets in all is not scanned): to refuse a deep one
+    before json.loads recurses into it."""
+    if raw.count(b"[") + raw.count(b"{") <= limit:
+        return 0
+    depth = deepest = 0
+    for m in _BRACKET.finditer(_STRING.sub(b'""', raw)):
+        depth += 1 if m.group() in (b"[", b"{") else -1
+        if depth > deepest:
+            deepest = depth
+            if deepest > limit:
+                break
+    return deepest
+
+
+def _json(raw: bytes, what: str, kind: str = "JSON") -> Any:
+    """json.loads of an event's header or data, its nesting checked first; BadEvent for either."""
+    if json_depth(raw) > MAX_DEPTH:
+        raise BadEvent(f"{what} nests JSON deeper than {MAX_DEPTH} levels")
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        raise BadEvent(f"{what} is not {kind}") from None
+
+
 async def read_event(reader: asyncio.StreamReader, limit: int) -> Event | None:
     """The next event (None at the end), its data and payload within `limit` bytes each."""
     try:
@@ -176,10 +218,7 @@ async def read_event(reader: asyncio.StreamReader, limit: int) -> Event | None:
         raise BadEvent(f"an event's header line is over {limit} bytes") from None
     if not line or not line.endswith(b"\n"):
         return None
-    try:
-        header = json.loads(line)
-    except ValueError:
-        raise BadEvent("an event's header is not a line of JSON") from None
+    header = _json(line, "an event's header", "a line of JSON")
     if not isinstance(header, dict) or not isinstance(header.get("type"), str):
         raise BadEvent("an event's header must be a JSON object with a 'type'")
     data = header.get("data") or {}
@@ -198,10 +237,7 @@ async def read_event(reader: asyncio.StreamReader, limit: int) -> Event | None:
     except asyncio.IncompleteReadError:
         return None
     if raw:
-        try:
-            more = json.loads(raw)
-        except ValueError:
-            raise BadEvent(f"the {kind!r} event's data is not JSON") from None
+        more = _json(raw, f"the {kind!r} event's data")
         if not isinstance(more, dict):
             raise BadEvent(f"the {kind!r} event's data must be a JSON object")
         data.update(more)
@@ -249,9 +285,41 @@ class Connection:
         self.wake = asyncio.Event()
         self.stream: Stream | None = None
         self.closed = False
+        self.speaking = False  # the worker is on a request (its audio is being made or sent)
+
+    @property
+    def idle(self) -> bool:
+        """Nothing of this connection's is waiting or being spoken: it is the client's turn."""
+        return not self.jobs and not self.speaking
 
     async def send(self, event: Event) -> None:
-        await async_write_event(event, self.writer)
+        """One event written; a client that reads none of it for idle_timeout is cut off."""
+        try:
+            await asyncio.wait_for(async_write_event(event, self.writer), self.server.options.idle_timeout)
+        except asyncio.TimeoutError:
+            self.closed = True
+            self.writer.transport.abort()
+            raise ConnectionError("the client read nothing for the idle timeout") from None
+
+    async def next_event(self) -> Event | None:
+        """The next event, or None at the end or after idle_timeout seconds of nothing while the
+        connection is idle (then an `idle-timeout` error is sent and the connection closed)."""
+        timeout = self.server.options.idle_timeout
+        reading = asyncio.ensure_future(read_event(self.reader, self.server.event_limit))
+        try:
+            while True:
+                done, _ = await asyncio.wait({reading}, timeout=timeout)
+                if done:
+                    return reading.result()
+                if self.idle:
+                    await self.fail(
+                        f"nothing came for {timeout:g} s: closing the connection (--idle-timeout)", "idle-timeout"
+                    )
+                    return None
+        finally:
+            if not reading.done():
+                reading.cancel()
+                await asyncio.gather(reading, return_exceptions=True)
 
     async def send_error(self, text: str, code: str) -> None:
         await self.send(Error(text=text, code=code).event())
@@ -271,7 +339,7 @@ class Connection:
         try:
             while not self.closed:
                 try:
-                    event = await read_event(self.reader, self.server.event_limit)
+                    event = await self.next_event()
                 except TooLarge as e:
                     await self.fail(str(e), "too-large")
                     break
@@ -283,6 +351,12 @@ class Connection:
                 await self.handle(event)
         except (ConnectionError, OSError):
             pass  # the client left
+        except Exception as e:  # noqa: BLE001 - a fault of ours: this client hears of it, the server goes on
+            self.server.options.say(f"omnivoice wyoming: internal error on a connection: {one_line(e)}")
+            try:
+                await self.fail(f"internal error: {one_line(e)}", "internal-error")
+            except (ConnectionError, OSError):
+                pass
         finally:
             worker.cancel()  # its request, if any, is cancelled (Speaking.relay)
             await asyncio.gather(worker, return_exceptions=True)
@@ -373,6 +447,7 @@ class Connection:
             if job.kind == "stopped":
                 await self.send(SynthesizeStopped().event())
                 continue
+            self.speaking = True
             limit = self.server.speaker.options.max_chars
             while (
                 job.stream is not None
@@ -381,7 +456,10 @@ class Connection:
                 and len(job.text) + len(self.jobs[0].text) <= limit
             ):
                 job.text += self.jobs.popleft().text  # parts that arrived while the last one spoke: one request
-            await Speaking(self, job).run()
+            try:
+                await Speaking(self, job).run()
+            finally:
+                self.speaking = False
 
 
 def parse(cls: Any, event: Event) -> Any:
@@ -517,6 +595,7 @@ class WyomingServer:
         self.speaker, self.options = speaker, options
         self.event_limit = 16 * 1024 + 6 * speaker.options.max_chars
         self.connections: set[asyncio.Task] = set()
+        self.peers: collections.Counter = collections.Counter()  # connections open per address
         self._server: asyncio.AbstractServer | None = None
         self._closed: asyncio.Event | None = None
         self.address: str | None = None  # where it listens, once it does
@@ -538,22 +617,34 @@ class WyomingServer:
         return self.address
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = peer_address(writer)
+        refused = None
         if len(self.connections) >= self.options.max_connections:
-            await async_write_event(
-                Error(
-                    text=f"the server has {len(self.connections)} connections, the most it takes: try again shortly",
-                    code="busy",
-                ).event(),
-                writer,
+            refused = f"the server has {len(self.connections)} connections, the most it takes: try again shortly"
+        elif peer is not None and self.peers[peer] >= self.options.max_per_peer:
+            refused = (
+                f"{peer} has {self.peers[peer]} connections open, the most one address may hold: "
+                "close one or try again shortly"
             )
+        if refused is not None:
+            try:
+                await asyncio.wait_for(async_write_event(Error(text=refused, code="busy").event(), writer), 5)
+            except (asyncio.TimeoutError, ConnectionError, OSError):
+                pass
             writer.close()
             return
         task = asyncio.current_task()
         self.connections.add(task)
+        if peer is not None:
+            self.peers[peer] += 1
         try:
             await Connection(self, reader, writer).run()
         finally:
             self.connections.discard(task)
+            if peer is not None:
+                self.peers[peer] -= 1
+                if self.peers[peer] <= 0:
+                    del self.peers[peer]
 
     async def serve(self, on_ready: Callable[[str], None] | None = None) -> None:
         """Listen until close(); then the connections are ended and the engine loop stopped."""
@@ -575,6 +666,12 @@ class WyomingServer:
         """Stop serving (from the event loop's thread)."""
         if self._closed is not None:
             self._closed.set()
+
+
+def peer_address(writer: asyncio.StreamWriter) -> str | None:
+    """The client's IP address (a TCP connection), or None (a unix socket's: all local)."""
+    name = writer.get_extra_info("peername")
+    return str(name[0]) if isinstance(name, tuple) and name else None
 
 
 def _remove_socket(path: str) -> None:

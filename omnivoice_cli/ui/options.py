@@ -116,7 +116,7 @@ SPEAKER_MAX_QUEUE_OPTION = typer.Option(
     max=100_000,
     metavar="N",
     rich_help_panel="Server",
-    help="Requests in the engine at once (generating or waiting); more get an error.",
+    help="Requests in the engine at once (generating or waiting); more get an error. Default: 64.",
 )
 SPEAKER_MAX_CHARS_OPTION = typer.Option(
     4096,
@@ -125,7 +125,7 @@ SPEAKER_MAX_CHARS_OPTION = typer.Option(
     max=1_000_000,
     metavar="N",
     rich_help_panel="Server",
-    help="Characters of one text at most.",
+    help="Characters of one text at most. Default: 4096.",
 )
 QUIET_OPTION = typer.Option(
     False, "--quiet", "-q", help="Only warnings and errors on stderr.", rich_help_panel="Output"
