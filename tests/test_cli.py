@@ -341,7 +341,7 @@ def test_ctrl_c_while_writing_finishes_the_file(invoke, fake_engine, tmp_path, m
     monkeypatch.setattr(omnivoice_output, "_write_blocks", write_then_interrupted)
     out = tmp_path / "x.wav"
     r = invoke("say", "Hi", "-o", "-" if to_stdout else out, "--seed", "2")
-    assert r.exit_code == 130, (r.exit_code, r.stderr)
+    assert r.exit_code == 0, (r.exit_code, r.stderr)  # the stop came while the whole audio was written: complete
     assert "Traceback" not in r.stderr
     if to_stdout:
         data = r.stdout_bytes

@@ -123,15 +123,19 @@ class Speech:
 
 
 class Stopped(Exception):
-    """A run stopped by Ctrl-C or SIGTERM: its one line (an error when nothing was written)."""
+    """A run stopped by Ctrl-C or SIGTERM: its one line (an error when nothing was written).
 
-    def __init__(self, signum: int, message: str, failed: bool) -> None:
+    `complete`: the stop came while the whole output was being written, so the run is whole (exit
+    0); otherwise exit 128 + signum (130 for Ctrl-C, 143 for SIGTERM). A stop is either a complete
+    run or nothing written, never a partial file."""
+
+    def __init__(self, signum: int, message: str, failed: bool, complete: bool = False) -> None:
         super().__init__(message)
-        self.signum, self.message, self.failed = signum, message, failed
+        self.signum, self.message, self.failed, self.complete = signum, message, failed, complete
 
     @property
     def exit_code(self) -> int:
-        return 128 + self.signum
+        return 0 if self.complete else 128 + self.signum
 
 
 def _signum(e: BaseException) -> int:
@@ -149,7 +153,7 @@ def _stopped(e: BaseException, written: bool, target: Any) -> Stopped:
 
     signum = _signum(e)
     if written:
-        return Stopped(signum, f"stopped by {signal_name(signum)} after writing {target}", failed=False)
+        return Stopped(signum, f"stopped by {signal_name(signum)} after writing {target}", failed=False, complete=True)
     return Stopped(signum, f"stopped by {signal_name(signum)}; nothing was written", failed=True)
 
 
@@ -661,8 +665,8 @@ class StreamedRun(_Run):
             return Stopped(signum, what, failed=False)
         if target.to_stdout:
             return Stopped(signum, f"{what}: the stream on stdout ends after its last whole piece", failed=False)
-        if written:
-            return Stopped(signum, f"{what} after writing {target}", failed=False)
+        if written:  # the file is whole; a playback cut short is not a complete run
+            return Stopped(signum, f"{what} after writing {target}", failed=False, complete=not self.speech.play)
         return Stopped(signum, f"{what}; nothing was written", failed=True)
 
 
