@@ -16,7 +16,13 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-ORACLE_PY = ROOT / ".oracle" / "venv" / "bin" / "python"  # ../shared/oracle/setup_venv.sh builds it
+# ../shared/oracle/setup_venv.sh builds it: in the checkout's .oracle/, else $OMNIVOICE_ORACLE (a folder
+# holding venv/; a worktree's benchmarks use the one beside the worktrees)
+ORACLE = next(
+    (p for p in (ROOT / ".oracle", Path(os.environ.get("OMNIVOICE_ORACLE", "/nonexistent"))) if (p / "venv").is_dir()),
+    ROOT / ".oracle",
+)
+ORACLE_PY = ORACLE / "venv" / "bin" / "python"
 
 # The reference oracle's own benchmark workloads (../shared/oracle/bench_ref.py), so figures compare.
 SENTENCE_9S = (
@@ -37,7 +43,8 @@ BATCH8 = [
 
 
 def default_ckpt() -> Path:
-    for p in (ROOT / ".oracle" / "ckpt-full", ROOT / "bench-ckpt-full"):
+    env = os.environ.get("OMNIVOICE_BENCH_CKPT")  # a checkpoint kept outside the checkout
+    for p in (ROOT / ".oracle" / "ckpt-full", ROOT / "bench-ckpt-full", *([Path(env)] if env else [])):
         if (p / "model.safetensors").is_file():
             return p
     raise SystemExit("no full-size checkpoint: run `python benchmarks/make_checkpoint.py` (writes bench-ckpt-full/)")
@@ -248,6 +255,10 @@ def add_variant_args(ap) -> None:
     ap.add_argument("--bf16", action="store_true", help="also measure ours with --dtype bfloat16")
     ap.add_argument("--compile", action="store_true", help="also measure ours with --compile")
     ap.add_argument("--no-base", action="store_true", help="skip ours at --dtype (measure only the extra rows)")
+    ap.add_argument(
+        "--step-cache", action="store_true", help="also measure every row of ours with --step-cache (n=8, k=3)"
+    )
+    ap.add_argument("--fast", action="store_true", help="also measure ours with --preset fast (its steps: --steps)")
 
 
 def variants(args) -> list[tuple[str, list[str]]]:
@@ -261,6 +272,10 @@ def variants(args) -> list[tuple[str, list[str]]]:
         rows.append((f"ours int8 {kernel}", ["--quantize", "int8", "--int8-kernel", kernel]))
     if args.compile:
         rows.append(("ours compile", ["--compile"]))
+    if getattr(args, "step_cache", False):
+        rows += [(f"{name} +cache", [*extra, "--step-cache"]) for name, extra in rows]
+    if getattr(args, "fast", False):  # _ours.py reads --preset fast as the preset's settings
+        rows.append(("ours fast", ["--preset", "fast"]))
     if not rows:
         raise SystemExit("nothing to measure: --no-base needs --bf16, --quantize, --int8-kernels or --compile")
     return rows

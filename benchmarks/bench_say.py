@@ -33,14 +33,20 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--whole-steps", type=int, default=8, help="0 skips the whole-command runs")
     ap.add_argument("--no-reference", action="store_true")
+    ap.add_argument(
+        "--ref-seconds", type=float, default=0, help="clone a synthetic reference of this length (no reference run)"
+    )
     H.add_device_args(ap)
     H.add_variant_args(ap)
     ap.add_argument("--out", type=Path, default=None, help="write all figures as JSON here")
     args = ap.parse_args()
     args.ckpt = args.ckpt or H.default_ckpt()
-    ref = H.have_reference() and not args.no_reference and args.device == "cpu"
+    ref = H.have_reference() and not args.no_reference and args.device == "cpu" and not args.ref_seconds
     texts = [H.SENTENCE_9S]
     variants = H.variants(args)
+    if args.ref_seconds:  # per step only: the whole command would need the recording on disk
+        variants = [(name, [*extra, "--ref-seconds", str(args.ref_seconds)]) for name, extra in variants]
+        args.whole_steps = 0
     out = {"ckpt": str(args.ckpt), "threads": args.threads, "per_step": {}, "whole": {}}
     print(H.cpu_header())
     print(f"checkpoint {args.ckpt}, {args.threads} threads, reference {'on' if ref else 'off'}", flush=True)

@@ -17,6 +17,7 @@ from omnivoice_cli.engine.linears import (
     Int8Linear,
     LegacyInt8Linear,
     OneDNNLinear,
+    int8_kind,
     int8_weight,
     onednn_linear_available,
     quantize_int8,
@@ -184,8 +185,9 @@ def test_engine_picks_the_cpu_linear_paths():
     kinds = {type(m) for m in fp32.model.llm.layers.modules() if isinstance(m, (nn.Linear, Int8Linear))}
     assert kinds == ({OneDNNLinear} if onednn_linear_available() else {nn.Linear})
     int8 = Engine.load(str(TINY), device="cpu", quantize="int8")
-    kinds = {type(m) for m in int8.model.llm.layers.modules() if isinstance(m, (nn.Linear, Int8Linear))}
-    assert kinds == {Int8Linear}
+    kind = int8_kind()  # the class's kernel (cpu.CHOICES): FBGEMM's on AVX2 without VNNI, else oneDNN's
+    kinds = {type(m) for m in int8.model.llm.layers.modules() if isinstance(m, (nn.Linear, Int8Linear, kind))}
+    assert kinds == {kind}
     # the heads: bf16 where the CPU has it natively (test_linears.py), fp32 elsewhere
     n_layers = len(int8.model.llm.layers)
     assert quantize_int8(int8.model) == 0 and n_layers == fp32.cfg.backbone.num_hidden_layers

@@ -178,6 +178,33 @@ SCHEMA: dict[str, Setting] = {
         _setting(
             "denoise", bool, _GEN.denoise, "The denoise token when cloning a voice.", "Generation", "true or false"
         ),
+        # the step cache (engine/generation.py): ~1.5-2x faster steps, an approximation (docs/speed.md)
+        _setting(
+            "step_cache",
+            bool,
+            _GEN.step_cache,
+            "Reuse the prompt's keys/values and the unguided log-probs between refreshes (faster; approximate).",
+            "Generation",
+            "true or false",
+        ),
+        _setting(
+            "step_cache_prompt_every",
+            int,
+            _GEN.step_cache_prompt_every,
+            "With --step-cache: the prompt's keys/values recomputed every N steps.",
+            "Generation",
+            *_engine("step_cache_prompt_every"),
+            metavar="N",
+        ),
+        _setting(
+            "step_cache_uncond_every",
+            int,
+            _GEN.step_cache_uncond_every,
+            "With --step-cache: the unguided row run every N steps, its log-probs reused between.",
+            "Generation",
+            *_engine("step_cache_uncond_every"),
+            metavar="N",
+        ),
         _setting(
             "speed",
             float,
@@ -479,6 +506,9 @@ GENERATION_KEYS = (
     "position_temperature",
     "class_temperature",
     "denoise",
+    "step_cache",
+    "step_cache_prompt_every",
+    "step_cache_uncond_every",
 )
 GENERATION_DEFAULTS: dict[str, Any] = {k: DEFAULTS[k] for k in GENERATION_KEYS}
 CHUNK_DEFAULTS: dict[str, Any] = {k: DEFAULTS[k] for k in ("chunk_duration", "chunk_threshold")}

@@ -6,6 +6,10 @@ so the safetensors file loads with a strict `load_state_dict`.
 Rows are packed: several canvases (conditional and unconditional rows of many requests) are laid
 back to back in one [N, H] sequence with no padding. Each row attends only within itself and
 counts its RoPE positions from 0, exactly as if it ran alone.
+
+The step cache (engine/generation.py) adds one kind of row: a conditional row that holds only its
+target positions, counts its positions from the prompt's length and attends to the prompt's keys
+and values as a forward that ran the whole row stored them (`PromptKV`).
 """
 
 from __future__ import annotations
@@ -57,21 +61,48 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 
 def grouped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """softmax(q k^T / sqrt(D)) v for one row, as two batched products and a softmax in `dtype`:
-    q [h, L, D], k and v [kv, L, D] -> [h, L, D]. The query heads that share a key/value head are
-    stacked along L ([kv, h/kv * L, D]), so k and v are never repeated. On CPUs this beats the fused
-    kernel at these lengths in bf16 (its products run at the bf16 rate); it is not the reference's
-    arithmetic, so the fp32 path keeps scaled_dot_product_attention."""
+    q [h, L, D], k and v [kv, S, D] (S = L, or more where a cached prompt's keys come first) ->
+    [h, L, D]. The query heads that share a key/value head are stacked along L ([kv, h/kv * L, D]),
+    so k and v are never repeated. On CPUs this beats the fused kernel at these lengths in bf16 (its
+    products run at the bf16 rate); it is not the reference's arithmetic, so the fp32 path keeps
+    scaled_dot_product_attention."""
     h, L, D = q.shape
-    kv = k.shape[0]
+    kv, S = k.shape[0], k.shape[1]
     qs = q.to(dtype).reshape(kv, h // kv * L, D)  # a contiguous copy: head pairs side by side
-    scores = torch.baddbmm(qs.new_empty(kv, qs.shape[1], L), qs, k.to(dtype).transpose(1, 2), beta=0, alpha=D**-0.5)
-    probs = scores.softmax(-1)  # [kv, h/kv * L, L], computed in fp32 internally
+    scores = torch.baddbmm(qs.new_empty(kv, qs.shape[1], S), qs, k.to(dtype).transpose(1, 2), beta=0, alpha=D**-0.5)
+    probs = scores.softmax(-1)  # [kv, h/kv * L, S], computed in fp32 internally
     return torch.bmm(probs, v.to(dtype)).view(h, L, D)
 
 
-def packed_positions(seq_lens: list[int], device=None) -> torch.Tensor:
-    """[N] RoPE positions: 0..L-1 for each packed row."""
-    return torch.cat([torch.arange(n, device=device) for n in seq_lens])
+def packed_positions(seq_lens: list[int], device=None, starts=()) -> torch.Tensor:
+    """[N] RoPE positions: s..s+L-1 for each packed row of length L, s its start (default 0)."""
+    starts = starts or (0,) * len(seq_lens)
+    return torch.cat([torch.arange(s, s + n, device=device) for n, s in zip(seq_lens, starts)])
+
+
+class PromptKV:
+    """One conditional row's prompt keys and values, layer by layer (the step cache). A forward
+    that runs the whole row with `store` set writes them (its first `length` positions); a forward
+    that runs only the row's target positions (`store` unset) attends to them as the prompt."""
+
+    def __init__(self, length: int):
+        self.length = length  # P: the prompt's positions (style, text, reference audio), the row's first
+        self.k: dict[int, torch.Tensor] = {}  # layer -> [kv, P, D], after the norm and RoPE
+        self.v: dict[int, torch.Tensor] = {}  # layer -> [kv, P, D]
+        self.store = True  # set by the packing: this forward runs the whole row and (re)writes k and v
+
+    @property
+    def start(self) -> int:
+        """The row's first RoPE position in this forward: 0 for a whole row, P for its targets."""
+        return 0 if self.store else self.length
+
+    def keys_values(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """This row's k, v [kv, L, D] of one layer -> what its queries attend to: stored (whole row)
+        and returned as they are, or the prompt's put before them ([kv, P + L, D])."""
+        if self.store:
+            self.k[layer], self.v[layer] = k[:, : self.length].clone(), v[:, : self.length].clone()
+            return k, v
+        return torch.cat((self.k[layer], k), dim=1), torch.cat((self.v[layer], v), dim=1)
 
 
 # --------------------------------------------------------------------------- modules
@@ -129,18 +160,24 @@ class Attention(nn.Module):
         v = v.view(n, self.n_kv, self.head_dim).transpose(0, 1)
         return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
 
-    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seq_lens: list[int]) -> torch.Tensor:
-        """Block-diagonal attention: each packed row attends within itself. -> [N, h * D]."""
+    def attend(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seq_lens: list[int], prompts=(), layer: int = 0
+    ) -> torch.Tensor:
+        """Block-diagonal attention: each packed row attends within itself (and a row with a
+        PromptKV in `prompts`, one entry per row, to its prompt's keys too). -> [N, h * D]."""
         n = q.shape[1]
         out = q.new_empty(n, self.n_heads, self.head_dim, dtype=self.out_dtype or q.dtype)  # [N, h, D]
         start = 0
-        for length in seq_lens:
+        for row, length in enumerate(seq_lens):
             s = slice(start, start + length)
+            kr, vr = k[:, s], v[:, s]
+            if prompts and prompts[row] is not None:
+                kr, vr = prompts[row].keys_values(layer, kr, vr)
             if self.math_dtype is not None:
-                o = grouped_attention(q[:, s], k[:, s], v[:, s], self.math_dtype)
+                o = grouped_attention(q[:, s], kr, vr, self.math_dtype)
             else:
                 o = F.scaled_dot_product_attention(
-                    q[None, :, s], k[None, :, s], v[None, :, s], enable_gqa=self.n_kv != self.n_heads
+                    q[None, :, s], kr[None], vr[None], enable_gqa=self.n_kv != self.n_heads
                 )[0]
             out[s] = o.transpose(0, 1)  # [h, L, D] -> [L, h, D]
             start += length
@@ -184,10 +221,13 @@ def layer_forward(
     seq_lens,
     inputs=DecoderLayer.attention_inputs,
     outputs=DecoderLayer.attention_output_and_mlp,
+    prompts=(),
+    index: int = 0,
 ):
-    """One decoder layer; the two position-wise halves can be compiled, the attention stays eager."""
+    """One decoder layer (the `index`-th); the two position-wise halves can be compiled, the
+    attention stays eager. prompts: the rows' PromptKV (or None), as PackedBatch.prompts."""
     q, k, v = inputs(layer, h, cos, sin)
-    return outputs(layer, h, layer.self_attn.attend(q, k, v, seq_lens))
+    return outputs(layer, h, layer.self_attn.attend(q, k, v, seq_lens, prompts, index))
 
 
 class Qwen3Body(nn.Module):
@@ -208,6 +248,12 @@ class PackedBatch:
     seq_lens: list[int]  # length of each packed row, sum = N
     target_index: torch.Tensor  # [M] long, positions to compute heads on
     layout: tuple = ()  # ((length, targets) per row): equal layouts run the same shapes (CUDA graphs)
+    prompts: tuple = ()  # per row, a PromptKV (the step cache) or None; () for none at all
+
+    @property
+    def starts(self) -> tuple[int, ...]:
+        """Each row's first RoPE position (0, or a cached prompt's length); () when all are 0."""
+        return tuple(0 if p is None else p.start for p in self.prompts)
 
 
 class OmniVoiceModel(nn.Module):
@@ -251,12 +297,12 @@ class OmniVoiceModel(nn.Module):
     def forward(self, batch: PackedBatch) -> torch.Tensor:
         """-> final hidden states [M, H] at the target positions (pass slices of it to `heads`)."""
         h = self.embed(batch.input_ids, batch.audio_mask)
-        positions = packed_positions(batch.seq_lens, device=h.device)
+        positions = packed_positions(batch.seq_lens, device=h.device, starts=batch.starts)
         cos, sin = self._rope(positions, self.inv_freq, h.dtype)
         inputs, outputs = self._halves
-        for layer in self.llm.layers:
+        for i, layer in enumerate(self.llm.layers):
             cancel_check()  # a cancelled render (engine/cancel.py) stops here, within one layer
-            h = layer_forward(layer, h, cos, sin, batch.seq_lens, inputs, outputs)
+            h = layer_forward(layer, h, cos, sin, batch.seq_lens, inputs, outputs, batch.prompts, i)
         return self.llm.norm(h[batch.target_index])  # RMSNorm is per position: norm only what the heads need
 
     def heads(self, hidden: torch.Tensor) -> torch.Tensor:

@@ -295,6 +295,10 @@ class GenerationConfig:
     audio_chunk_duration: float = 15.0  # seconds of speech per chunk of a long text
     audio_chunk_threshold: float = 30.0  # texts estimated longer than this are chunked
     max_num_step: int = MAX_NUM_STEP  # upper bound accepted for num_step
+    # the step cache (engine/generation.py, StepCache): an approximation, off by default (exact path)
+    step_cache: bool = False  # reuse the prompt's keys/values and the unconditional log-probs between refreshes
+    step_cache_prompt_every: int = 8  # with step_cache: the prompt's keys/values recomputed every n steps
+    step_cache_uncond_every: int = 3  # with step_cache: the unconditional row run every k steps, reused between
 
     def __post_init__(self) -> None:
         validate_generation(self)
@@ -374,6 +378,8 @@ VALUE_RULES: dict[str, ValueRule] = {
     "fade_duration": ValueRule(0),
     "audio_chunk_duration": ValueRule(0, closed=False, unit="seconds"),
     "audio_chunk_threshold": ValueRule(0, MAX_TARGET_SECONDS, closed=False, unit="seconds"),
+    "step_cache_prompt_every": ValueRule(1, MAX_NUM_STEP, integer=True, note=" (1 = every step)"),
+    "step_cache_uncond_every": ValueRule(1, MAX_NUM_STEP, integer=True, note=" (1 = every step)"),
     "speed": ValueRule(0, closed=False, note=" (1.0 is normal)"),
     "duration": ValueRule(0, MAX_TARGET_SECONDS, closed=False, unit="seconds"),
 }
@@ -400,5 +406,9 @@ def validate_generation(g: GenerationConfig) -> None:
     for name in GenerationConfig.field_names():
         rule = VALUE_RULES.get(name) if name != "num_step" else None
         value = getattr(g, name)
-        if rule is not None and not (is_number(value) and rule.ok(value)):
+        if rule is not None and not (
+            is_number(value) and rule.ok(value) and not (rule.integer and isinstance(value, float))
+        ):
             raise InvalidRequest(f"{name} {value!r} is not allowed: use {rule.allowed}")
+    if not isinstance(g.step_cache, bool):
+        raise InvalidRequest(f"step_cache must be true or false, got {g.step_cache!r}")

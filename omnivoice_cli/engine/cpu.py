@@ -293,10 +293,11 @@ CHOICES: dict[str, Choice] = {
         "int8",
         "fbgemm",
         (
-            "issue 29 (Zen 3): oneDNN's int8 2.01x the reference a step, fp32 1.09x; bench_int8.py at AVX2 with "
-            "FBGEMM_ENABLE_INSTRUCTIONS=AVX2 (emulated): FBGEMM's int8 1.63-2.02x fp32 a layer, 0.84-0.97x "
-            "oneDNN's time; bench_say.py there (1 thread): FBGEMM's int8 1.84x the reference a step, oneDNN's "
-            "1.67x, fp32 1.14x"
+            "bench_int8.py 2026-12-02 on a real AVX2 CPU (AMD EPYC Zen 3, 2 vCPU, loaded): at 2 threads FBGEMM's "
+            "int8 0.53-0.64x oneDNN's time a layer (1.47-1.79x fp32), at 1 thread 1.03-1.07x oneDNN's (a tie "
+            "within 5% at 300 rows: FBGEMM's error is the smaller, 2.5-2.9% against 2.6-3.1%) and 1.73-1.76x fp32; "
+            "bf16 cannot run (no AVX-512: the engine loads float32); issue 29 (Zen 3): oneDNN's int8 2.01x the "
+            "reference a step"
         ),
     ),
     "x86-64": Choice(

@@ -5,6 +5,15 @@ the conditional row of every active request, and its unconditional row (target f
 its guidance_scale is not 0, back to back. A request leaves as soon as its own steps are done and
 waiting requests join the next forward, bounded by max_batch_size requests and max_packed_tokens
 canvas positions.
+
+The step cache (GenerationConfig.step_cache, off by default: an approximation; `StepCache`): a
+request's prompt (style, text, reference audio: the canvas before its target) never changes, but
+its keys and values do, a little, as the targets are revealed (the attention is bidirectional).
+So every n-th step (step_cache_prompt_every) runs the whole conditional row and keeps the prompt's
+keys and values of every layer; the steps between run only its target positions, which attend to
+those. And the unconditional row runs every k-th step (step_cache_uncond_every); the steps between
+reuse its last log-probabilities. Each job keeps its own cache, so requests with it on and off
+share forwards; with it off the loop is exactly the reference's.
 """
 
 from __future__ import annotations
@@ -13,11 +22,29 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
+import torch.nn.functional as F
 
 from . import scheduler
-from .backbone import OmniVoiceModel, PackedBatch
+from .backbone import OmniVoiceModel, PackedBatch, PromptKV
 from .canvas import Canvas
 from .config import GenerationConfig
+
+
+@dataclass
+class StepCache:
+    """One job's step cache: when its prompt's keys/values and its unconditional row are computed
+    anew, and what is kept of them between (see the module doc)."""
+
+    prompt_every: int  # n: the whole conditional row runs at steps 0, n, 2n, ...
+    uncond_every: int  # k: the unconditional row runs at steps 0, k, 2k, ...
+    prompt: PromptKV | None = None  # the prompt's keys and values, from the last whole-row step
+    uncond: torch.Tensor | None = None  # [C, T, V] fp32: the unconditional log-probabilities last computed
+
+    def prompt_due(self, step: int) -> bool:
+        return self.prompt is None or step % self.prompt_every == 0
+
+    def uncond_due(self, step: int) -> bool:
+        return self.uncond is None or step % self.uncond_every == 0
 
 
 @dataclass
@@ -30,6 +57,7 @@ class Job:
     schedule: list[int] = field(default_factory=list)  # tokens revealed per step
     step: int = 0  # steps done
     tokens: torch.Tensor | None = None  # [C, T] the target region as it is now
+    cache: StepCache | None = None  # the step cache (gen.step_cache), None: every step exact
 
     @property
     def guided(self) -> bool:
@@ -37,6 +65,7 @@ class Job:
 
     @property
     def packed_len(self) -> int:
+        """Positions of its rows in a forward (at most: the step cache packs fewer between refreshes)."""
         return self.canvas.input_ids.shape[1] + (self.canvas.target_len if self.guided else 0)
 
     @property
@@ -48,49 +77,87 @@ def make_job(canvas: Canvas, gen: GenerationConfig, seed: int, mask_id: int, dev
     total = canvas.target_len * canvas.input_ids.shape[0]
     generator = torch.Generator(device=device).manual_seed(seed)
     tokens = torch.full((canvas.input_ids.shape[0], canvas.target_len), mask_id, dtype=torch.long, device=device)
-    return Job(canvas, gen, generator, scheduler.reveal_schedule(total, gen.num_step, gen.t_shift), 0, tokens)
+    cache = StepCache(gen.step_cache_prompt_every, gen.step_cache_uncond_every) if gen.step_cache else None
+    return Job(canvas, gen, generator, scheduler.reveal_schedule(total, gen.num_step, gen.t_shift), 0, tokens, cache)
 
 
 def pack(jobs: list[Job], device) -> tuple[PackedBatch, list[tuple[int, int]]]:
-    """Lay out every job's rows; return the batch and each job's (cond, uncond) offsets into the heads."""
-    ids, masks, lens, index, spans, layout = [], [], [], [], [], []
+    """Lay out every job's rows; return the batch and each job's (cond, uncond) offsets into the
+    heads (uncond -1: no unconditional row in this forward, unguided or reused by the step cache)."""
+    ids, masks, lens, index, spans, layout, prompts = [], [], [], [], [], [], []
     n = m = 0
     for job in jobs:
-        c = job.canvas
-        prefix = c.input_ids[:, : c.target_start].to(device)
-        ids.append(torch.cat([prefix, job.tokens], dim=1))
-        masks.append(c.audio_mask.to(device))
-        L, T = ids[-1].shape[1], c.target_len
+        c, cache = job.canvas, job.cache
+        T, P = c.target_len, c.target_start
+        prompt = None
+        if cache is not None and P > 0:
+            due = cache.prompt_due(job.step)
+            if due:  # the whole row, its prompt's keys and values kept anew
+                cache.prompt = PromptKV(P)
+            prompt = cache.prompt
+            prompt.store = due
+        if prompt is not None and not prompt.store:  # the targets alone, after the cached prompt
+            ids.append(job.tokens)
+            masks.append(c.audio_mask[P:].to(device))
+        else:
+            ids.append(torch.cat([c.input_ids[:, :P].to(device), job.tokens], dim=1))
+            masks.append(c.audio_mask.to(device))
+        L = ids[-1].shape[1]
         lens.append(L)
         layout.append((L, T))
+        prompts.append(prompt)
         index.append(torch.arange(n + L - T, n + L, device=device))
         n += L
         cond_at, m = m, m + T
         uncond_at = -1
-        if job.guided:  # the unconditional row: the target frames alone
+        if job.guided and (
+            cache is None or cache.uncond_due(job.step)
+        ):  # the unconditional row: the target frames alone
             ids.append(job.tokens)
             masks.append(torch.ones(T, dtype=torch.bool, device=device))
             lens.append(T)
             layout.append((T, T))
+            prompts.append(None)
             index.append(torch.arange(n, n + T, device=device))
             n += T
             uncond_at, m = m, m + T
         spans.append((cond_at, uncond_at))
-    batch = PackedBatch(torch.cat(ids, dim=1), torch.cat(masks), lens, torch.cat(index), tuple(layout))
+    cached = any(p is not None for p in prompts)
+    batch = PackedBatch(
+        torch.cat(ids, dim=1),
+        torch.cat(masks),
+        lens,
+        torch.cat(index),
+        () if cached else tuple(layout),  # a forward that reads or writes a cache is not graphed
+        tuple(prompts) if cached else (),
+    )
     return batch, spans
+
+
+def step_log_probs(
+    job: Job, model: OmniVoiceModel, hidden: torch.Tensor, cond_at: int, uncond_at: int, mask_id: int
+) -> torch.Tensor:
+    """A job's guided log-probabilities [C, T, V] of this step, from the packed hidden states
+    [M, H] of the forward (and the step cache's unconditional ones where its row did not run)."""
+    T = job.canvas.target_len
+    cond = model.heads(hidden[cond_at : cond_at + T])  # [C, T, V]
+    g = job.gen
+    if job.cache is None:
+        uncond = model.heads(hidden[uncond_at : uncond_at + T]) if uncond_at >= 0 else None
+        return scheduler.guided_log_probs(cond, uncond, g.guidance_scale, mask_id)
+    if uncond_at >= 0:
+        job.cache.uncond = F.log_softmax(model.heads(hidden[uncond_at : uncond_at + T]), dim=-1)
+    return scheduler.guide(cond, job.cache.uncond if job.guided else None, g.guidance_scale, mask_id)
 
 
 def advance(job: Job, model: OmniVoiceModel, hidden: torch.Tensor, cond_at: int, uncond_at: int, mask_id: int) -> None:
     """Apply one step's reveal to a job, from the packed hidden states [M, H] of the forward."""
-    T = job.canvas.target_len
     k = job.schedule[job.step]
     job.step += 1
     if k <= 0:
         return
-    cond = model.heads(hidden[cond_at : cond_at + T])  # [C, T, V]
-    uncond = model.heads(hidden[uncond_at : uncond_at + T]) if uncond_at >= 0 else None
     g = job.gen
-    lp = scheduler.guided_log_probs(cond, uncond, g.guidance_scale, mask_id)
+    lp = step_log_probs(job, model, hidden, cond_at, uncond_at, mask_id)
     pred, confidence = scheduler.predict(lp, g.class_temperature, job.generator)
     revealed = job.tokens != mask_id
     scores = scheduler.position_scores(

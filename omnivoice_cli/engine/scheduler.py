@@ -33,8 +33,16 @@ def reveal_schedule(total: int, num_step: int, t_shift: float) -> list[int]:
 
 def guided_log_probs(cond: torch.Tensor, uncond: torch.Tensor | None, guidance_scale: float, mask_id: int):
     """cond/uncond logits [C, T, V] fp32 -> log-probabilities [C, T, V] with the mask id excluded."""
+    lu = F.log_softmax(uncond, dim=-1) if guidance_scale != 0 else None
+    return guide(cond, lu, guidance_scale, mask_id)
+
+
+def guide(cond: torch.Tensor, lu: torch.Tensor | None, guidance_scale: float, mask_id: int):
+    """cond logits [C, T, V] fp32 and the unconditional log-probabilities lu [C, T, V] (None
+    without guidance; the step cache may give those of an earlier step) -> guided
+    log-probabilities [C, T, V] with the mask id excluded."""
     if guidance_scale != 0:
-        lc, lu = F.log_softmax(cond, dim=-1), F.log_softmax(uncond, dim=-1)
+        lc = F.log_softmax(cond, dim=-1)
         lp = torch.log_softmax(lc + guidance_scale * (lc - lu), dim=-1)
     else:
         lp = F.log_softmax(cond, dim=-1)
