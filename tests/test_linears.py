@@ -364,7 +364,9 @@ def test_bf16_engine_converts_the_body_and_keeps_the_text_table(fp32_logits):
 def test_int8_engine_fuses_and_stays_close(fp32_logits):
     engine = Engine.load(str(TINY), device="cpu", quantize="int8")
     layer = engine.model.llm.layers[0]
-    kind = Int8Linear if linears.onednn_int8_available() else LegacyInt8Linear
+    kind = linears.int8_kind()  # the CPU class's kernel (cpu.CHOICES): FBGEMM's on AVX2, else oneDNN's or torch's
+    assert kind in (Int8Linear, FbgemmInt8Linear, LegacyInt8Linear)
+    assert kind is not FbgemmInt8Linear or cpu.choice().int8 == "fbgemm"
     assert type(layer.self_attn.fused_qkv.linear) is kind and type(layer.mlp.down_proj) is kind
     assert narrow_installed(engine.model)
     bf16 = linears.use_bf16_heads()  # where the CPU has bf16 natively (cpu.py)
@@ -407,6 +409,7 @@ def test_int8_engine_on_an_avx2_cpu_runs_fbgemm_and_stays_close(monkeypatch, fp3
 
 def test_int8_without_onednn_uses_torchs_quantised_ops(monkeypatch, fp32_logits):
     monkeypatch.setattr(linears, "_int8_ok", False)  # as if the probe had failed
+    monkeypatch.setattr(linears, "fbgemm_available", lambda: False)  # and no FBGEMM (the AVX2 class's choice)
     engine = Engine.load(str(TINY), device="cpu", quantize="int8")
     assert type(engine.model.llm.layers[0].mlp.down_proj) is LegacyInt8Linear
     rel = ((_step0_logits(engine) - fp32_logits).norm() / fp32_logits.norm()).item()

@@ -14,7 +14,6 @@ the WebSocket /tts/ws (socket.py: text streamed in, audio out, barge-in); GET /m
 
 from __future__ import annotations
 
-import hmac
 import itertools
 import secrets
 import sys
@@ -33,7 +32,7 @@ from starlette.routing import Route, WebSocketRoute
 from ..app import settings as st
 from ..engine.errors import InvalidRequest
 from .config import ServeOptions
-from .errors import ApiError, busy, from_engine
+from .errors import ApiError, busy, check_key, from_engine
 
 REQUEST_ID_HEADER = "X-Request-Id"
 OPEN_PATHS = ("/health",)  # answered without a key, also while stopping
@@ -223,22 +222,6 @@ def too_large(limit: int) -> ApiError:
     return ApiError(
         413, f"the request body is over {limit / 1024:.0f} KiB, the most this endpoint takes", code="body_too_large"
     )
-
-
-def check_key(header: bytes, key: str) -> ApiError | None:
-    """None when `Authorization: Bearer KEY` holds the key (compared in constant time), else 401."""
-    challenge = {"WWW-Authenticate": "Bearer"}
-    if not header:
-        return ApiError(
-            401,
-            "missing API key: send the header 'Authorization: Bearer KEY'",
-            code="missing_api_key",
-            headers=challenge,
-        )
-    scheme, _, given = header.partition(b" ")
-    if scheme.lower() != b"bearer" or not hmac.compare_digest(given.strip(), key.encode("utf-8")):
-        return ApiError(401, "wrong API key", code="invalid_api_key", headers=challenge)
-    return None
 
 
 def error_response(error: ApiError) -> Response:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hmac
 import json
 from typing import Any
 
@@ -78,3 +79,19 @@ def scrub(message: str, *paths: Any) -> str:
     for path, shown in paths:
         message = message.replace(str(path), shown)
     return message
+
+
+def check_key(header: bytes, key: str) -> ApiError | None:
+    """None when `Authorization: Bearer KEY` holds the key (compared in constant time), else 401."""
+    challenge = {"WWW-Authenticate": "Bearer"}
+    if not header:
+        return ApiError(
+            401,
+            "missing API key: send the header 'Authorization: Bearer KEY'",
+            code="missing_api_key",
+            headers=challenge,
+        )
+    scheme, _, given = header.partition(b" ")
+    if scheme.lower() != b"bearer" or not hmac.compare_digest(given.strip(), key.encode("utf-8")):
+        return ApiError(401, "wrong API key", code="invalid_api_key", headers=challenge)
+    return None

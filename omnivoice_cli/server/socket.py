@@ -124,8 +124,7 @@ class Job:
 
 def refusal(websocket: WebSocket, state: Any) -> Any:
     """Why the socket is refused before it is accepted (an ApiError), or None."""
-    from .app import check_key
-    from .errors import busy
+    from .errors import busy, check_key
 
     options = state.options
     if options.api_key is not None:
@@ -141,13 +140,15 @@ def refusal(websocket: WebSocket, state: Any) -> Any:
 
 async def tts_socket(websocket: WebSocket) -> None:
     """The endpoint (a Starlette WebSocketRoute)."""
-    from .app import error_response
+    from starlette.responses import Response
 
     state = websocket.app.state.server
     refused = refusal(websocket, state)
     if refused is not None:
         if "websocket.http.response" in websocket.scope.get("extensions", {}):
-            await websocket.send_denial_response(error_response(refused))
+            await websocket.send_denial_response(
+                Response(refused.body(), refused.status, refused.headers, media_type="application/json")
+            )
         else:
             await websocket.close(code=1008 if refused.status == 401 else 1013, reason=refused.message[:120])
         return
