@@ -275,3 +275,28 @@ def _number(text: str | None) -> float | None:
         return float(text) if text else None
     except ValueError:
         return None
+
+
+def ready_text(buffer: str) -> tuple[str, str]:
+    """(the text to speak now, the rest) of a stream's buffer (Wyoming's streaming events, the
+    socket's text messages): up to its last sentence end that a space follows ('It costs 3.' may go on as '5 euros')."""
+    from ..engine.streaming import text_units
+
+    cut = 0
+    for _start, end, ends in text_units(buffer):
+        if ends and end < len(buffer) and buffer[end].isspace():
+            cut = end
+    return buffer[:cut], buffer[cut:]
+
+
+def within(text: str, limit: int) -> list[str]:
+    """`text` in parts of at most `limit` characters (joined, they are the text), each cut at its
+    last sentence end, else its last space."""
+    parts = []
+    while len(text) > limit:
+        head, _ = ready_text(text[: limit + 1])
+        space = text.rfind(" ", 1, limit + 1)
+        cut = len(head) if head.strip() else space if space > 0 else limit
+        parts.append(text[:cut])
+        text = text[cut:]
+    return [*parts, text]

@@ -45,7 +45,7 @@ from typing import Any
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from ..app.speaker import USAGE_ERRORS, Speaker, SpeakerOptions, one_line
+from ..app.speaker import USAGE_ERRORS, Speaker, SpeakerOptions, one_line, ready_text, within
 
 PATH = "/tts/ws"
 FORMATS = ("pcm", "mulaw", "alaw")  # what a socket's `format` may be
@@ -61,31 +61,6 @@ class BadMessage(Exception):
     def __init__(self, message: str, code: str = "invalid_message") -> None:
         super().__init__(message)
         self.code = code
-
-
-def ready_text(buffer: str) -> tuple[str, str]:
-    """(the text to speak now, the rest): up to the buffer's last sentence end that a space follows
-    (the rule of Wyoming's streaming events: 'It costs 3.' may go on as '5 euros')."""
-    from ..engine.streaming import text_units
-
-    cut = 0
-    for _start, end, ends in text_units(buffer):
-        if ends and end < len(buffer) and buffer[end].isspace():
-            cut = end
-    return buffer[:cut], buffer[cut:]
-
-
-def within(text: str, limit: int) -> list[str]:
-    """`text` in parts of at most `limit` characters (joined, they are the text), each cut at its
-    last sentence end, else its last space."""
-    parts = []
-    while len(text) > limit:
-        head, _ = ready_text(text[: limit + 1])
-        space = text.rfind(" ", 1, limit + 1)
-        cut = len(head) if head.strip() else space if space > 0 else limit
-        parts.append(text[:cut])
-        text = text[cut:]
-    return [*parts, text]
 
 
 @dataclass

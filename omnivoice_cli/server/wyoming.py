@@ -56,7 +56,7 @@ from wyoming.info import Attribution, Describe, Info, TtsProgram, TtsVoice
 from wyoming.ping import Ping, Pong
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeStopped
 
-from ..app.speaker import USAGE_ERRORS, Speaker, one_line
+from ..app.speaker import USAGE_ERRORS, Speaker, one_line, ready_text, within
 from ..engine.errors import InvalidRequest
 
 PROGRAM = "omnivoice"
@@ -153,31 +153,6 @@ def info_event(speaker: Speaker, version: str) -> Event:
         supports_synthesize_streaming=True,
     )
     return Info(tts=[program]).event()
-
-
-def ready_text(buffer: str) -> tuple[str, str]:
-    """(the text to speak now, the rest) of a stream's buffer: up to its last sentence end that
-    a space follows ('It costs 3.' may go on as '5 euros')."""
-    from ..engine.streaming import text_units
-
-    cut = 0
-    for _start, end, ends in text_units(buffer):
-        if ends and end < len(buffer) and buffer[end].isspace():
-            cut = end
-    return buffer[:cut], buffer[cut:]
-
-
-def within(text: str, limit: int) -> list[str]:
-    """`text` in parts of at most `limit` characters (joined, they are the text), each cut at its
-    last sentence end, else its last space."""
-    parts = []
-    while len(text) > limit:
-        head, _ = ready_text(text[: limit + 1])
-        space = text.rfind(" ", 1, limit + 1)
-        cut = len(head) if head.strip() else space if space > 0 else limit
-        parts.append(text[:cut])
-        text = text[cut:]
-    return [*parts, text]
 
 
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
