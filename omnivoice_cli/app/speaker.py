@@ -300,3 +300,15 @@ def within(text: str, limit: int) -> list[str]:
         parts.append(text[:cut])
         text = text[cut:]
     return [*parts, text]
+
+
+def take_parts(buffer: str, limit: int) -> tuple[list[str], str]:
+    """(the parts to speak now, each of at most `limit` characters and not blank; the rest to
+    keep) of a stream's text buffer: up to its last sentence end (ready_text), and, where no
+    sentence has ended for `limit` characters, what is over it cut at a space (within)."""
+    ready, rest = ready_text(buffer)
+    parts = within(ready, limit) if ready else []
+    if len(rest) > limit:  # no sentence end for that long: spoken up to a space
+        *more, rest = within(rest, limit)
+        parts += more
+    return [p for p in parts if p.strip()], rest

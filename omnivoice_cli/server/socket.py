@@ -45,7 +45,7 @@ from typing import Any
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from ..app.speaker import USAGE_ERRORS, Speaker, SpeakerOptions, one_line, ready_text, within
+from ..app.speaker import USAGE_ERRORS, Speaker, SpeakerOptions, one_line, take_parts
 
 PATH = "/tts/ws"
 FORMATS = ("pcm", "mulaw", "alaw")  # what a socket's `format` may be
@@ -293,16 +293,9 @@ class Session:
     # --- the utterance ------------------------------------------------------------------------
     def text(self, fragment: str) -> None:
         u = self.utterance
-        u.text += fragment
-        limit = self.state.options.max_input_chars
-        ready, u.text = ready_text(u.text)
-        parts = within(ready, limit) if ready else []
-        if len(u.text) > limit:  # no sentence end for that long: spoken up to a space
-            *more, u.text = within(u.text, limit)
-            parts += more
+        parts, u.text = take_parts(u.text + fragment, self.state.options.max_input_chars)
         for part in parts:
-            if part.strip():
-                self.queue(Job("speak", u, part, self.config))
+            self.queue(Job("speak", u, part, self.config))
 
     def flush(self) -> None:
         u, self.utterance = self.utterance, Utterance(next(self.numbers))

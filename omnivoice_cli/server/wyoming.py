@@ -56,7 +56,7 @@ from wyoming.info import Attribution, Describe, Info, TtsProgram, TtsVoice
 from wyoming.ping import Ping, Pong
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeStopped
 
-from ..app.speaker import USAGE_ERRORS, Speaker, one_line, ready_text, within
+from ..app.speaker import USAGE_ERRORS, Speaker, one_line, take_parts
 from ..engine.errors import InvalidRequest
 
 PROGRAM = "omnivoice"
@@ -384,17 +384,10 @@ class Connection:
         stream = self.stream
         if stream is None:
             raise InvalidRequest("synthesize-chunk outside a stream: send synthesize-start first")
-        stream.text += text
-        limit = self.server.speaker.options.max_chars
-        ready, stream.text = ready_text(stream.text)
-        parts = within(ready, limit) if ready else []
-        if len(stream.text) > limit:  # no sentence end for that long: spoken up to a space
-            *more, stream.text = within(stream.text, limit)
-            parts += more
+        parts, stream.text = take_parts(stream.text + text, self.server.speaker.options.max_chars)
         for part in parts:
-            if part.strip():
-                stream.handed = True
-                await self.queue(Job("speak", part, stream.voice, stream))
+            stream.handed = True
+            await self.queue(Job("speak", part, stream.voice, stream))
 
     async def stop_stream(self) -> None:
         stream, self.stream = self.stream, None
