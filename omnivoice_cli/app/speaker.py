@@ -1,6 +1,8 @@
-"""One model behind one engine loop, for the ways in that name a voice by its name: `omnivoice
-wyoming` (Home Assistant's satellites) and `omnivoice mcp` (agents). Free of typer, rich and of
-any protocol's package.
+"""One model behind one engine loop: the one door of every network request, `omnivoice serve`
+(HTTP, its socket and script), `omnivoice wyoming` (Home Assistant's satellites) and `omnivoice
+mcp` (agents). Presets, voices, the request's build and the plan's size check are done here,
+once; a front end only translates its protocol into these calls and their errors into its
+replies. Free of typer, rich and of any protocol's package.
 
     speaker = Speaker(SpeakerOptions(layers=..., model=...), load=lambda: engine)
     built = speaker.build("Hello.", voice="alice", lang="en", settings={"num_step": 16})
@@ -17,6 +19,13 @@ under the request's own `instruct`: `say --voice alloy` does the same), or `auto
 own voice; it also sets aside the command's --voice). The request is then built by
 `request.build_request`, the checks of `say`.
 
+Every front end's request is made by `make` (a counter, `requests_built`, says how many), after
+`resolve` (the layers and the voice): it builds the request by `request.build_request` (the
+checks of `say`) and plans it by `engine.pipeline.plan_request` (the CLI's plan: what it refuses
+is refused in its words, what it plans is taken). `choose_voice` is the one reading of a
+request's voice name (saved, mapped, auto; a path or an unknown name: `VoiceRefused`, whose
+`kind` a front end may word in its own protocol's terms).
+
 Many clients share the one `engine.service.Service` (packed forwards, `max_queue` open requests
 at most); the model is loaded once, by the first request (or by `start()`), and stays loaded.
 """
@@ -27,15 +36,29 @@ import queue
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Literal, Mapping
 
+from ..engine.config import ModelConfig
 from ..engine.errors import InvalidRequest
+from ..engine.pipeline import Request, plan_request
+from ..engine.service import Event, Service, Summary, Ticket
+from ..engine.streaming import StreamConfig, StreamPiece, text_units
 from . import settings as st
+from . import voices as store
+from .instruct import merge
+from .request import Built, References, Voices, build_request, named
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from ..engine.pieces import PieceCheck
+    from ..engine.pipeline import Engine
 
 REQUEST = st.Source("request")
 USAGE_ERRORS = (InvalidRequest, st.SettingsError)  # a request's own fault: the client is told why
 MAX_LISTED = 40  # voice names listed in an unknown-voice message
 DROPPED_PRESET_KEYS = (*st.RUN_WIDE, "format")  # fixed when the command starts
+Layer = tuple[st.Source, dict]  # one settings layer: where it came from, its checked values
 
 
 @dataclass(frozen=True)
@@ -48,6 +71,30 @@ class SpeakerOptions:
     max_chars: int = 4096  # characters of one text at most
     first_seconds: float = 4.0  # a text's first piece: whole sentences up to this estimated length
     piece_seconds: float = 10.0  # its later pieces
+    voice_map: Mapping[str, str] | None = None  # OpenAI voice name -> items (None: the built-in table)
+
+
+@dataclass(frozen=True)
+class VoiceChoice:
+    """What a request's voice name means."""
+
+    shown: str  # 'auto', or the name as the request gave it (stripped)
+    saved: str | None = None  # the saved voice's own name (case aside when one name fits)
+    items: str | None = None  # an OpenAI name's voice-design items (the voice map's)
+
+    @property
+    def setting(self) -> str | None:
+        """The `voice` setting it is: the saved voice, an OpenAI name (request.build_request
+        reads its items, under the instruct given), None for auto."""
+        return self.saved if self.items is None else self.shown.lower()
+
+
+class VoiceRefused(InvalidRequest):
+    """A request's voice name that names no voice: `kind` says why, `known` what may be named."""
+
+    def __init__(self, message: str, kind: Literal["type", "path", "unknown"], spec: object, known: list[str]) -> None:
+        super().__init__(message, "voice")
+        self.kind, self.spec, self.known = kind, spec, known
 
 
 def one_line(e: BaseException) -> str:
@@ -57,27 +104,33 @@ def one_line(e: BaseException) -> str:
 class Speaker:
     """The shared engine loop and the requests built for it (see the module doc). Thread-safe."""
 
-    def __init__(self, options: SpeakerOptions, load: Callable[[], Any]) -> None:
+    def __init__(self, options: SpeakerOptions, load: Callable[[], Engine | None]) -> None:
         self.options, self._load = options, load
         self._lock = threading.Lock()
-        self._service: Any = None
+        self._service: Service | None = None
         self.load_seconds: float | None = None  # how long the model took to load, once loaded
+        self.requests_built = 0  # requests made by `make` (every front end's)
+        self._count = threading.Lock()
 
     # --- the engine loop ----------------------------------------------------------------------
     @property
     def loaded(self) -> bool:
         return self._service is not None
 
-    def service(self) -> Any:
+    @property
+    def running(self) -> Service | None:
+        """The engine loop once started (None before: nothing is loaded by asking)."""
+        return self._service
+
+    def service(self) -> Service:
         """The engine loop, the model loaded on the first call (a failure is raised, and the
         next call tries again)."""
         with self._lock:
             if self._service is None:
-                from ..engine.service import Service
-                from ..engine.streaming import StreamConfig
-
                 t0 = time.perf_counter()
                 engine = self._load()
+                if engine is None:
+                    raise RuntimeError("this speaker only builds requests: it has no model to load")
                 self.load_seconds = time.perf_counter() - t0
                 config = StreamConfig(
                     first_seconds=self.options.first_seconds, piece_seconds=self.options.piece_seconds
@@ -101,28 +154,37 @@ class Speaker:
         """The rate audio is sent at: the command's `sample_rate` (--sample-rate), else the model's."""
         return int(st.resolve(*self.options.layers)["sample_rate"] or self.sample_rate)
 
-    def submit(self, request: Any, on_event: Callable[[Any], None]) -> Any:
-        """service().submit: a Ticket, or InvalidRequest / Busy / Stopped."""
-        return self.service().submit(request, on_event)
+    def submit(self, request: Request, on_event: Callable[[Event], object], check: PieceCheck | None = None) -> Ticket:
+        """service().submit: a Ticket, or InvalidRequest / Busy / Stopped. `check`: its per-piece
+        check (verify.py), run as each piece is done."""
+        service = self.service()
+        if check is None:
+            return service.submit(request, on_event)
+        return service.submit(request, on_event, check=check)
 
-    def render(self, request: Any, on_piece: Callable[[Any], None] | None = None) -> tuple[Any, Any]:
+    def render(
+        self, request: Request, on_piece: Callable[[StreamPiece], None] | None = None
+    ) -> tuple[np.ndarray, Summary]:
         """(audio, Summary) of a request, waited for; on_piece(StreamPiece) as each is ready. An
         exception (in on_piece too) cancels the request."""
         import numpy as np
 
-        events: queue.Queue = queue.Queue()
+        events: queue.Queue[Event] = queue.Queue()
         ticket = self.submit(request, events.put)
-        pieces, done = [], False
+        pieces: list[np.ndarray] = []
+        done = False
         try:
             while True:
                 event = events.get()
                 if event.kind == "error":
                     done = True
-                    raise event.error
+                    raise event.error or RuntimeError("the request failed")
                 if event.kind == "done":
                     done = True
                     audio = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float32)
+                    assert event.summary is not None
                     return audio, event.summary
+                assert event.piece is not None
                 pieces.append(event.piece.audio)
                 if on_piece is not None:
                     on_piece(event.piece)
@@ -136,20 +198,52 @@ class Speaker:
         self.build("Hello.")
 
     def build(
-        self, text: Any, *, voice: Any = None, lang: Any = None, instruct: Any = None, settings: Any = None
-    ) -> Any:
-        """A request.Built for `text` (InvalidRequest / SettingsError in the CLI's words)."""
-        from .request import References, Voices, build_request
-
-        text = self.check_text(text)
+        self,
+        text: object,
+        *,
+        voice: object = None,
+        lang: object = None,
+        instruct: object = None,
+        settings: object = None,
+    ) -> Built:
+        """A request.Built for `text` (InvalidRequest / SettingsError in the CLI's words): the
+        protocol's fields as they came (Wyoming, MCP, the socket, a script's lines)."""
+        checked = self.check_text(text)
         layers = self.request_layers(settings, lang=lang, instruct=instruct)
-        named = voice_setting(voice)
-        resolved = st.resolve(*self.options.layers, *layers)
-        if named is not _UNSET:
-            resolved = resolved.with_values({"voice": named}, REQUEST)
-        return build_request(text, resolved, refs=References(), voices=Voices())
+        return self.make(checked, self.resolve(layers, self.choose_voice(voice)))
 
-    def check_text(self, text: Any) -> str:
+    def resolve(self, layers: list[Layer], voice: VoiceChoice | None = None) -> st.Resolved:
+        """The command's layers under the request's, and the voice named (None: none named,
+        the command's own stands)."""
+        resolved = st.resolve(*self.options.layers, *layers)
+        if voice is None:
+            return resolved
+        resolved = resolved.with_values({"voice": voice.setting}, REQUEST)
+        if voice.items is not None and voice.items != store.builtin_voices().get(voice.shown.lower()):
+            # the voice map's own items (serve --voice-map): what request.build_request makes of a
+            # built-in name, with these items
+            try:
+                instruct = merge(voice.items, resolved["instruct"])
+            except InvalidRequest as e:
+                raise named(resolved, e, "instruct") from None
+            resolved = resolved.with_values({"instruct": instruct, "voice": None})
+        return resolved
+
+    def make(self, text: str, settings: st.Resolved) -> Built:
+        """The request every front end sends: built by the checks of `say`, and planned as the
+        CLI plans it (`plan_request`: its refusals, in its words, before the engine sees it)."""
+        built = build_request(text, settings, refs=References(), voices=Voices())
+        plan_request(built.request, self.model_config())
+        with self._count:
+            self.requests_built += 1
+        return built
+
+    def model_config(self) -> ModelConfig:
+        """The loaded model's bounds (the defaults before it is loaded)."""
+        service = self._service
+        return service.engine.cfg if service is not None else ModelConfig()
+
+    def check_text(self, text: object) -> str:
         if not isinstance(text, str):
             raise InvalidRequest(f"text must be a string, got {st.type_name(text)}", "text")
         limit = self.options.max_chars
@@ -159,7 +253,7 @@ class Speaker:
             )
         return text  # its line breaks kept for `markdown` (request.spoken_text joins the lines)
 
-    def request_layers(self, settings: Any, **given: Any) -> list[tuple[st.Source, dict]]:
+    def request_layers(self, settings: object, **given: object) -> list[Layer]:
         """The request's preset and settings as layers, checked; `given` (lang, instruct: the
         protocol's own fields) are settings too, given once."""
         if settings is None:
@@ -183,12 +277,45 @@ class Speaker:
         return layers
 
     # --- voices -------------------------------------------------------------------------------
-    def voices(self) -> list[dict[str, Any]]:
+    def voice_table(self) -> Mapping[str, str]:
+        """OpenAI's voice names (lower case) -> their voice-design items."""
+        table = self.options.voice_map
+        return store.builtin_voices() if table is None else table
+
+    def choose_voice(self, spec: object) -> VoiceChoice | None:
+        """What a request's voice name means (None: none named, the command's own stands): a
+        saved voice (case aside when one name fits), an OpenAI name no saved voice has, or auto;
+        VoiceRefused for a path, an unknown name or not a name."""
+        if spec is None:
+            return None
+        table = self.voice_table()
+        if not isinstance(spec, str):
+            message = f"voice must be a voice's name, got {st.type_name(spec)}"
+            raise VoiceRefused(message, "type", spec, [])
+        name = spec.strip()
+        if not name or name.lower() == "auto":
+            return VoiceChoice("auto")
+        index = store.voice_index()
+        folded = {n.casefold() for n in index}
+        known = [*index, *(n for n in table if n not in folded), "auto"]
+        if store.is_voice_path(name):
+            message = (
+                f"voice {st.shown_value(spec)} is a path: a request names a voice, not a file "
+                f"(known voices: {listed(known)})"
+            )
+            raise VoiceRefused(message, "path", spec, known)
+        same = [n for n in index if n.casefold() == name.casefold()]
+        if name in index or len(same) == 1:
+            return VoiceChoice(name, saved=name if name in index else same[0])
+        if name.lower() in table:
+            return VoiceChoice(name, items=table[name.lower()])
+        message = f"unknown voice {st.shown_value(name)}{st.did_you_mean(name, known)}; known voices: {listed(known)}"
+        raise VoiceRefused(message, "unknown", spec, known)
+
+    def voices(self) -> list[dict[str, object]]:
         """Every voice a request may name: saved ones (readable), OpenAI's names no saved voice
         has, and auto; each {"name", "type", ...}."""
-        from . import voices as store
-
-        out: list[dict[str, Any]] = []
+        out: list[dict[str, object]] = []
         saved = store.list_voices()
         for e in saved:
             if e.meta is None:
@@ -202,60 +329,21 @@ class Speaker:
                 }
             )
         names = {e.name.casefold() for e in saved}
-        for name, items in store.builtin_voices().items():
+        for name, items in self.voice_table().items():
             if name.casefold() not in names:
                 out.append({"name": name, "type": "openai", "instruct": items})
         out.append({"name": "auto", "type": "auto"})
         return out
 
 
-_UNSET = object()  # no voice named: the command's own stands
-
-
-def voice_setting(spec: Any) -> Any:
-    """The `voice` setting a request's voice name means: the name (saved or built in), None for
-    auto, _UNSET when none is named; InvalidRequest for a path or an unknown name."""
-    from . import voices as store
-
-    if spec is None:
-        return _UNSET
-    if not isinstance(spec, str):
-        raise InvalidRequest(f"voice must be a voice's name, got {st.type_name(spec)}", "voice")
-    name = spec.strip()
-    if not name or name.lower() == "auto":
-        return None
-    known = _known_voices()
-    if store.is_voice_path(name):
-        raise InvalidRequest(
-            f"voice {st.shown_value(spec)} is a path: a request names a voice, not a file "
-            f"(known voices: {_listed(known)})",
-            "voice",
-        )
-    index = store.voice_index()
-    if name in index or len([n for n in index if n.casefold() == name.casefold()]) == 1:
-        return name
-    if name.lower() in store.builtin_voices():
-        return name.lower()
-    raise InvalidRequest(
-        f"unknown voice {st.shown_value(name)}{st.did_you_mean(name, known)}; known voices: {_listed(known)}", "voice"
-    )
-
-
-def _known_voices() -> list[str]:
-    from . import voices as store
-
-    index = store.voice_index()
-    folded = {n.casefold() for n in index}
-    return [*index, *(n for n in store.builtin_voices() if n not in folded), "auto"]
-
-
-def _listed(names: list[str]) -> str:
+def listed(names: list[str]) -> str:
     more = len(names) - MAX_LISTED
     return ", ".join(names[:MAX_LISTED]) + (f" and {more} more" if more > 0 else "")
 
 
-def preset_layer(name: Any) -> tuple[st.Source, dict]:
-    """A preset a request names (by name only) as a layer, without the settings fixed at start."""
+def preset_layer(name: object, field: str = "preset") -> Layer:
+    """A preset a request names (by name only) as a layer, without the settings fixed at start
+    (InvalidRequest naming `field`; a broken preset file: SettingsError)."""
     index = st.preset_index()
     if not isinstance(name, str) or st.is_preset_path(name) or name not in index:
         hint = (
@@ -264,10 +352,11 @@ def preset_layer(name: Any) -> tuple[st.Source, dict]:
             else (st.did_you_mean(name, index) if isinstance(name, str) else "")
         )
         raise InvalidRequest(
-            f"field 'preset' must be a preset's name ({', '.join(index) or 'none'}), got {st.shown_value(name)}{hint}"
+            f"field {field!r} must be a preset's name ({', '.join(index) or 'none'}), got {st.shown_value(name)}{hint}",
+            field,
         )
     found = st.find_preset(name)
-    return found.origin, {k: v for k, v in found.settings.items() if k not in DROPPED_PRESET_KEYS}
+    return st.Source("preset", found.name), {k: v for k, v in found.settings.items() if k not in DROPPED_PRESET_KEYS}
 
 
 def _number(text: str | None) -> float | None:
@@ -280,8 +369,6 @@ def _number(text: str | None) -> float | None:
 def ready_text(buffer: str) -> tuple[str, str]:
     """(the text to speak now, the rest) of a stream's buffer (Wyoming's streaming events, the
     socket's text messages): up to its last sentence end that a space follows ('It costs 3.' may go on as '5 euros')."""
-    from ..engine.streaming import text_units
-
     cut = 0
     for _start, end, ends in text_units(buffer):
         if ends and end < len(buffer) and buffer[end].isspace():
@@ -292,7 +379,7 @@ def ready_text(buffer: str) -> tuple[str, str]:
 def within(text: str, limit: int) -> list[str]:
     """`text` in parts of at most `limit` characters (joined, they are the text), each cut at its
     last sentence end, else its last space."""
-    parts = []
+    parts: list[str] = []
     while len(text) > limit:
         head, _ = ready_text(text[: limit + 1])
         space = text.rfind(" ", 1, limit + 1)

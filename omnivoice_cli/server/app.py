@@ -14,25 +14,51 @@ the WebSocket /tts/ws (socket.py: text streamed in, audio out, barge-in); GET /m
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import secrets
 import sys
 import threading
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any
 
+import anyio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route, WebSocketRoute
+from starlette.routing import BaseRoute, Route, WebSocketRoute
+from starlette.websockets import WebSocket
 
 from ..app import settings as st
-from ..engine.errors import InvalidRequest
+from ..app.listen import Recogniser, recogniser
+from ..app.speaker import Speaker
+from ..app.verify import Verifier
+from ..engine.errors import InvalidRequest, MissingExtra, ModelUnavailable
+from ..engine.service import Busy, Service, Stopped
+from . import ui
+from . import voices as voice_routes
 from .config import ServeOptions
-from .errors import ApiError, busy, check_key, from_engine
+from .errors import ApiError, busy, check_key, from_engine, scrub
+from .replies import EventQueue, SpeechReply
+from .schema import schema_document
+from .script import script
+from .socket import tts_socket
+from .speech import INSTRUCT_HEADER, INSTRUCT_NOTES_HEADER, MODELS, SpeechBody, parse_speech, speaker_options
+
+if TYPE_CHECKING:
+    from ..engine.pieces import PieceCheck
+    from ..engine.pipeline import Engine
+
+Scope = MutableMapping[str, Any]  # an ASGI scope / message
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 REQUEST_ID_HEADER = "X-Request-Id"
 OPEN_PATHS = ("/health",)  # answered without a key, also while stopping
@@ -46,23 +72,29 @@ def is_open(path: str) -> bool:
 
 
 class ServerState:
-    """What the app shares: options, the engine service once loaded, and the lifecycle."""
+    """What the app shares: options, the one Speaker (presets, voices, the engine loop: the same
+    door as Wyoming's and MCP's, app/speaker.py), and the lifecycle."""
 
-    def __init__(self, options: ServeOptions, load: Callable[[], Any]) -> None:
+    def __init__(self, options: ServeOptions, load: Callable[[], Engine | None]) -> None:
         self.options, self.load = options, load
-        self.service: Any = None  # engine.service.Service once the model is loaded
+        self.speaker = Speaker(speaker_options(options), load=load)
         self.status = "loading"  # loading, ready, stopping or failed
         self.error: str | None = None  # why loading failed
         self.exception: BaseException | None = None  # what loading raised
         self.inflight = 0  # requests being answered (but /health)
         self.speaking = 0  # speech requests being answered, from arrival to their reply's last byte
         self.served = 0  # speech replies sent in full (200, the last byte out)
-        self.voice_lock: Any = None  # asyncio.Lock of the voice store (made in the event loop)
-        self.recogniser: Any = None  # listen.py: the one speech recogniser of `verify` and `timestamps`
+        self.voice_lock: asyncio.Lock | None = None  # of the voice store (made in the event loop)
+        self.recogniser: Recogniser | None = None  # listen.py: the one recogniser of `verify` and `timestamps`
         self.recogniser_lock = threading.Lock()  # (loaded on first use, kept while the server runs)
         self.loaded = threading.Event()
         self._ids = itertools.count(1)
         self._prefix = secrets.token_hex(3)
+
+    @property
+    def service(self) -> Service | None:
+        """The engine loop once the model is loaded (the Speaker's)."""
+        return self.speaker.running
 
     def request_id(self) -> str:
         return f"req_{self._prefix}{next(self._ids):05d}"
@@ -71,14 +103,8 @@ class ServerState:
         threading.Thread(target=self._load, name="omnivoice-load", daemon=True).start()
 
     def _load(self) -> None:
-        from ..engine.service import Service
-        from ..engine.streaming import StreamConfig
-
-        seconds = self.options.piece_seconds
-        pieces = StreamConfig(first_seconds=seconds, piece_seconds=seconds)
         try:
-            engine = self.load()
-            self.service = Service(engine, max_queue=self.options.max_queue, config=pieces).start()
+            self.speaker.start()
             if self.status == "loading":
                 self.status = "ready"
         except Exception as e:  # noqa: BLE001 - reported on stderr and by /health; the server then exits
@@ -88,19 +114,19 @@ class ServerState:
         finally:
             self.loaded.set()
 
-    def require_service(self) -> Any:
+    def require_service(self) -> Service:
         """The engine service, or a 503 while the model loads (or after it failed to)."""
         if self.status == "stopping":
             raise busy("the server is shutting down", max(1, int(self.options.grace)), "shutting_down")
-        if self.service is None:
+        service = self.service
+        if service is None:
             if self.status == "failed":
                 raise ApiError(503, f"the model failed to load: {self.error}", type="server_error", code="no_model")
             raise busy("the model is still loading: try again shortly", 5, "loading")
-        return self.service
+        return service
 
     def stop(self) -> None:
-        if self.service is not None:
-            self.service.stop()
+        self.speaker.stop()
 
 
 def log_line(state: ServerState, entry: dict) -> None:
@@ -131,10 +157,10 @@ class Gate:
     """Pure ASGI middleware in front of the routes: the request id and log line, the key, the
     body size limit (413), the 503 while stopping, and the count of requests in flight."""
 
-    def __init__(self, app: Any, state: ServerState) -> None:
+    def __init__(self, app: ASGIApp, state: ServerState) -> None:
         self.app, self.state = app, state
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         state, path = self.state, scope["path"]
@@ -142,7 +168,7 @@ class Gate:
         scope["omnivoice.log"] = entry
         started = False
 
-        async def sending(message: dict) -> None:
+        async def sending(message: Message) -> None:
             nonlocal started
             if message["type"] == "http.response.start":
                 started = True
@@ -179,7 +205,7 @@ class Gate:
             entry["seconds"] = time.perf_counter() - entry["t0"]
             log_line(state, entry)
 
-    def refusal(self, scope: dict) -> ApiError | None:
+    def refusal(self, scope: Scope) -> ApiError | None:
         """Why the request is refused before it is read: stopping, a missing or wrong key, a body
         declared over the limit."""
         path, options = scope["path"], self.state.options
@@ -197,11 +223,11 @@ class Gate:
             return too_large(limit)
         return None
 
-    def limited(self, scope: dict, receive: Any) -> Any:
+    def limited(self, scope: Scope, receive: Receive) -> Receive:
         """`receive`, failing with 413 once the body passes its limit (chunked bodies too)."""
         limit, seen = body_limit(scope, self.state.options), 0
 
-        async def receiving() -> dict:
+        async def receiving() -> Message:
             nonlocal seen
             message = await receive()
             if message["type"] == "http.request":
@@ -213,7 +239,7 @@ class Gate:
         return receiving
 
 
-def body_limit(scope: dict, options: ServeOptions) -> int:
+def body_limit(scope: Scope, options: ServeOptions) -> int:
     upload = scope["method"] == "POST" and scope["path"].rstrip("/") == "/v1/audio/voices"
     return options.upload_limit if upload else options.json_limit
 
@@ -252,16 +278,11 @@ async def on_http_error(request: Request, exc: Exception) -> Response:
 # ------------------------------------------------------------------------------------ endpoints
 
 
-async def speech(request: Request) -> Any:
-    import anyio
-
-    from .replies import EventQueue, SpeechReply
-    from .speech import parse_speech
-
+async def speech(request: Request) -> SpeechReply:
     state: ServerState = request.app.state.server
-    service = state.require_service()
+    state.require_service()
     entry = request.scope["omnivoice.log"]
-    parsed = await anyio.to_thread.run_sync(parse_speech, await request.body(), state.options)
+    parsed = await anyio.to_thread.run_sync(parse_speech, await request.body(), state.options, state.speaker)
     entry.update(chars=parsed.chars, seed=parsed.request.seed, voice=parsed.voice, format=parsed.response_format)
     if parsed.built.warnings:
         entry["warning"] = "; ".join(parsed.built.warnings)
@@ -269,28 +290,20 @@ async def speech(request: Request) -> Any:
     check = await anyio.to_thread.run_sync(_verify_check, state, parsed)
     listener = await anyio.to_thread.run_sync(_timestamps_recogniser, state, parsed)
     try:
-        ticket = service.submit(parsed.request, events.put, **({"check": check} if check is not None else {}))
+        ticket = state.speaker.submit(parsed.request, events.put, check)
     except InvalidRequest as e:
         raise from_engine(e) from None
-    except Exception as e:
-        from ..engine.service import Busy, Stopped
-
-        if isinstance(e, Busy):
-            raise busy(str(e), e.retry_after) from None
-        if isinstance(e, Stopped):
-            raise busy(str(e), max(1, int(state.options.grace)), "shutting_down") from None
-        raise
+    except Busy as e:
+        raise busy(str(e), e.retry_after) from None
+    except Stopped as e:
+        raise busy(str(e), max(1, int(state.options.grace)), "shutting_down") from None
     return SpeechReply(parsed, ticket, events, entry, listener)
 
 
-def server_recogniser(state: ServerState, parsed: Any, field: str) -> Any:
+def server_recogniser(state: ServerState, parsed: SpeechBody, field: str) -> Recogniser:
     """The server's one speech recogniser (serve --asr-model), loaded on the first request that
     needs it. One that cannot be had (the asr extra missing, its model not cached offline, a
     folder that is not one) is a 501 / 500 in the CLI's words, before the request is generated."""
-    from ..app.listen import recogniser
-    from ..engine.errors import MissingExtra, ModelUnavailable
-    from .errors import scrub
-
     with state.recogniser_lock:
         if state.recogniser is None:
             spec = state.options.asr_model
@@ -304,27 +317,23 @@ def server_recogniser(state: ServerState, parsed: Any, field: str) -> Any:
         return state.recogniser
 
 
-def _verify_check(state: ServerState, parsed: Any) -> Any:
+def _verify_check(state: ServerState, parsed: SpeechBody) -> PieceCheck | None:
     """A request's `verify` check (verify.py), by the server's one recogniser."""
     settings = parsed.built.settings
     if not settings["verify"]:
         return None
-    from ..app.verify import Verifier
-
     verifier = Verifier(
         server_recogniser(state, parsed, "verify"), settings["verify_max_error"], settings["verify_retries"]
     )
     return verifier.for_request(parsed.request.lang)
 
 
-def _timestamps_recogniser(state: ServerState, parsed: Any) -> Any:
+def _timestamps_recogniser(state: ServerState, parsed: SpeechBody) -> Recogniser | None:
     """`timestamps`: the recogniser that times the reply's words (None: not asked for)."""
     return server_recogniser(state, parsed, "timestamps") if parsed.timestamps else None
 
 
 def model_names(state: ServerState) -> list[str]:
-    from .speech import MODELS
-
     return [*MODELS, *(p for p in st.preset_index() if p not in MODELS)]
 
 
@@ -355,10 +364,6 @@ async def audio_models(request: Request) -> Response:
 
 
 async def schema(request: Request) -> Response:
-    import anyio
-
-    from .schema import schema_document
-
     return JSONResponse(await anyio.to_thread.run_sync(schema_document, request.app.state.server.options))
 
 
@@ -401,27 +406,16 @@ async def _no_metrics(request: Request) -> Response:
     )
 
 
-async def _script(request: Request) -> Response:
-    from .script import script
-
-    return await script(request)
-
-
-async def _socket(websocket: Any) -> None:
-    from .socket import tts_socket
-
+async def _socket(websocket: WebSocket) -> None:
     await tts_socket(websocket)
 
 
 def create_app(state: ServerState) -> Starlette:
     """The app; the model starts loading when the app starts (lifespan) and the engine loop
     stops when it ends."""
-    from . import voices as voice_routes
 
     @asynccontextmanager
-    async def lifespan(app: Starlette):
-        import asyncio
-
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
         state.voice_lock = asyncio.Lock()
         state.start_loading()
         try:
@@ -436,10 +430,6 @@ def create_app(state: ServerState) -> Starlette:
 
         middleware.insert(0, Middleware(Counted, metrics=metrics))
     if state.options.cors:
-        from starlette.middleware.cors import CORSMiddleware
-
-        from .speech import INSTRUCT_HEADER, INSTRUCT_NOTES_HEADER
-
         exposed = ["X-OmniVoice-Seed", REQUEST_ID_HEADER, INSTRUCT_HEADER, INSTRUCT_NOTES_HEADER]
         middleware.insert(
             0,
@@ -451,7 +441,7 @@ def create_app(state: ServerState) -> Starlette:
                 expose_headers=exposed,
             ),
         )
-    routes = [
+    routes: list[BaseRoute] = [
         Route(SPEECH_PATH, speech, methods=["POST"]),
         Route("/v1/audio/voices", voice_routes.list_voices, methods=["GET"]),
         Route("/v1/audio/voices", voice_routes.create_voice, methods=["POST"]),
@@ -461,13 +451,11 @@ def create_app(state: ServerState) -> Starlette:
         Route("/v1/audio/models", audio_models, methods=["GET"]),
         Route("/v1/omnivoice/schema", schema, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
-        Route("/v1/audio/script", _script, methods=["POST"]),  # script.py: a dialogue, as `say --cast`
+        Route("/v1/audio/script", script, methods=["POST"]),  # script.py: a dialogue, as `say --cast`
         WebSocketRoute("/tts/ws", _socket),  # socket.py: streaming text in, audio out, barge-in
         Route("/metrics", metrics.endpoint if metrics is not None else _no_metrics, methods=["GET"]),
     ]
     if state.options.ui:
-        from . import ui
-
         routes += [Route("/", ui.page, methods=["GET"]), Route("/ui/{name}", ui.asset, methods=["GET"])]
     handlers = {
         ApiError: on_api_error,

@@ -31,7 +31,7 @@ import anyio
 
 from ..engine.service import Event, Ticket
 from .errors import ApiError, from_engine
-from .speech import Speech
+from .speech import SpeechBody
 
 SEED_HEADER = "X-OmniVoice-Seed"
 VERIFY_HEADER = "X-OmniVoice-Verify"  # `verify`: per piece, JSON (error, transcript, attempts, seed kept)
@@ -65,7 +65,7 @@ class SpeechReply:
     """An ASGI app sending one request's audio (see the module doc)."""
 
     def __init__(
-        self, speech: Speech, ticket: Ticket, events: EventQueue, log: dict[str, Any], listener: Any = None
+        self, speech: SpeechBody, ticket: Ticket, events: EventQueue, log: dict[str, Any], listener: Any = None
     ) -> None:
         self.speech, self.ticket, self.events, self.log = speech, ticket, events, log
         self.listener = listener  # `timestamps`: the speech recogniser that times the words

@@ -18,10 +18,18 @@ Everything in it is built from the tables the command line uses, never a copy of
 
 from __future__ import annotations
 
-from typing import Any
+from importlib.metadata import version
 
 from ..app import settings as st
+from ..app.speaker import DROPPED_PRESET_KEYS
+from ..engine.text import instruct_vocabulary, list_languages
+from ..media.output import FormatUnavailable, check_available, format_named
 from .config import ServeOptions
+from .errors import scrub
+from .speech import MODELS, RESPONSE_FORMATS, STREAM_FORMATS
+
+Json = str | int | float | bool | None | list["Json"] | dict[str, "Json"]  # a value of the document
+Entry = dict[str, Json]
 
 OBJECT = "omnivoice.schema"
 _TYPES = {int: "integer", float: "number", bool: "boolean", str: "string"}
@@ -29,16 +37,14 @@ _TYPES = {int: "integer", float: "number", bool: "boolean", str: "string"}
 
 def package_version() -> str:
     try:
-        from importlib.metadata import version
-
         return version("omnivoice-cli")
     except Exception:  # noqa: BLE001 - run from a checkout that is not installed
         return "0"
 
 
-def setting_entry(setting: st.Setting) -> dict[str, Any]:
+def setting_entry(setting: st.Setting) -> Entry:
     """One setting as the schema serves it."""
-    entry: dict[str, Any] = {
+    entry: Entry = {
         "type": _TYPES[setting.kind],
         "default": setting.default,
         "allowed": setting.allowed,
@@ -56,36 +62,31 @@ def setting_entry(setting: st.Setting) -> dict[str, Any]:
     return entry
 
 
-def settings_part() -> dict[str, dict[str, Any]]:
+def settings_part() -> dict[str, Entry]:
     return {key: setting_entry(st.SCHEMA[key]) for key in st.HTTP_SETTINGS}
 
 
-def server_values(options: ServeOptions) -> dict[str, Any]:
+def server_values(options: ServeOptions) -> Entry:
     """The request settings the server's own layers (serve --preset, its flags) change."""
     values = st.resolve(*options.layers).values
     return {k: values[k] for k in st.HTTP_SETTINGS if values[k] != st.DEFAULTS[k]}
 
 
-def presets_part() -> list[dict[str, Any]]:
-    from .errors import scrub
-    from .speech import _DROPPED_PRESET_KEYS
-
+def presets_part() -> list[Entry]:
     out = []
     for name, path, source, found, error in st.list_presets():
-        entry: dict[str, Any] = {"name": name, "source": source}
+        entry: Entry = {"name": name, "source": source}
         if found is None:
             entry["error"] = scrub(error or "broken", (path, f"{name}.toml"))
         else:
             entry["description"] = found.description
-            entry["settings"] = {k: v for k, v in found.settings.items() if k not in _DROPPED_PRESET_KEYS}
+            entry["settings"] = {k: v for k, v in found.settings.items() if k not in DROPPED_PRESET_KEYS}
         out.append(entry)
     return out
 
 
-def voice_design_part() -> list[dict[str, Any]]:
+def voice_design_part() -> list[Entry]:
     """The instruct vocabulary by category: id (the name's first word), name, items (en, zh)."""
-    from ..engine.text import instruct_vocabulary
-
     out = []
     for cat in instruct_vocabulary():
         ens = [en for en, _ in cat.pairs if en]
@@ -97,15 +98,10 @@ def voice_design_part() -> list[dict[str, Any]]:
 
 
 def languages_part() -> list[dict[str, str]]:
-    from ..engine.text import list_languages
-
     return [{"code": code, "name": name} for code, name in list_languages()]
 
 
-def speech_part(options: ServeOptions) -> dict[str, Any]:
-    from ..media.output import FormatUnavailable, check_available, format_named
-    from .speech import MODELS, RESPONSE_FORMATS, STREAM_FORMATS
-
+def speech_part(options: ServeOptions) -> Entry:
     formats = []
     for name, fmt in RESPONSE_FORMATS.items():
         try:
@@ -116,8 +112,8 @@ def speech_part(options: ServeOptions) -> dict[str, Any]:
     return {"response_formats": formats, "stream_formats": list(STREAM_FORMATS), "models": list(MODELS)}
 
 
-def limits_part(options: ServeOptions) -> dict[str, Any]:
-    from .voices import MAX_UPLOAD_SECONDS
+def limits_part(options: ServeOptions) -> Entry:
+    from .voices import MAX_UPLOAD_SECONDS  # the serve extra's module (python-multipart): MCP has none
 
     return {
         "max_input_chars": options.max_input_chars,
@@ -126,7 +122,7 @@ def limits_part(options: ServeOptions) -> dict[str, Any]:
     }
 
 
-def schema_document(options: ServeOptions) -> dict[str, Any]:
+def schema_document(options: ServeOptions) -> Entry:
     """The whole document (see the module doc)."""
     return {
         "object": OBJECT,

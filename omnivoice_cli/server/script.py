@@ -18,17 +18,45 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+import anyio
+import numpy as np
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
 
 from ..app import settings as st
-from ..app.speaker import USAGE_ERRORS, Speaker, SpeakerOptions, one_line
+from ..app.request import Built
+from ..app.session import check_seed_range, random_seed, seed_for
+from ..app.speaker import USAGE_ERRORS, Speaker, one_line
+from ..engine.service import Busy, Event, Stopped, Ticket
+from ..media.output import AudioFormat, encode, format_named
+from ..media.rates import at_rate
+from ..media.tracks import join_with_gaps
+from .config import ServeOptions
 from .errors import bad_request, busy, from_engine
-from .speech import RESPONSE_FORMATS, parse_json
+from .speech import RESPONSE_FORMATS, parse_json, speaker_for
+
+if TYPE_CHECKING:
+    from .app import ServerState
 
 FIELDS = ("lines", "pause", "seed", "response_format", "tracks")
 TRACKS = ("one", "speakers")
 MAX_LINES = 200  # lines of one request
 MAX_PAUSE = 60.0
+
+
+@dataclass(frozen=True)
+class ScriptBody:
+    """A checked body of POST /v1/audio/script."""
+
+    lines: list[dict]  # {"text", "voice"?, "speaker"?} each
+    built: list[Built]  # each line's request, by the server's Speaker
+    pause: float  # seconds of silence between lines
+    seed: int  # line i has seed + i
+    format: AudioFormat  # the reply's encoding
+    tracks: str  # "one" or "speakers"
 
 
 def _lines(data: dict, limit: int) -> list[dict]:
@@ -60,11 +88,10 @@ def _lines(data: dict, limit: int) -> list[dict]:
     return lines
 
 
-def parse_script(body: bytes, options: Any) -> dict:
-    """The checked request: lines, pause, seed, format, tracks and the built requests."""
-    from ..app.session import check_seed_range, random_seed, seed_for
-    from ..media.output import format_named
-
+def parse_script(body: bytes, options: ServeOptions, speaker: Speaker | None = None) -> ScriptBody:
+    """The checked request: lines, pause, seed, format, tracks and the requests built by the
+    server's Speaker (by default a Speaker of `options` that only builds)."""
+    speaker = speaker or speaker_for(options)
     data = parse_json(body)
     lines = _lines(data, options.max_input_chars)
     settings = {k: v for k, v in data.items() if k not in FIELDS}
@@ -97,9 +124,6 @@ def parse_script(body: bytes, options: Any) -> dict:
         check_seed_range(base, len(lines))
     except USAGE_ERRORS as e:
         raise bad_request(one_line(e), "seed") from None
-    speaker = Speaker(
-        SpeakerOptions(layers=options.layers, model=options.model, max_chars=options.max_input_chars), load=lambda: None
-    )
     built = []
     for i, line in enumerate(lines):
         try:
@@ -108,22 +132,22 @@ def parse_script(body: bytes, options: Any) -> dict:
             raise bad_request(f"lines[{i}]: {one_line(e)}", "lines") from None
         built.append(b)
     fmt = format_named(RESPONSE_FORMATS[name])
-    return {"lines": lines, "built": built, "pause": float(pause), "seed": base, "format": fmt, "tracks": tracks}
+    return ScriptBody(lines, built, float(pause), base, fmt, tracks)
 
 
-async def render(service: Any, built: list) -> list:
+async def render(speaker: Speaker, built: list[Built]) -> list[np.ndarray]:
     """Every line's audio, all submitted at once (packed together), in order."""
-    import numpy as np
-
-    from ..engine.service import Busy, Stopped
-
     loop = asyncio.get_running_loop()
-    queues, tickets = [], []
+    queues: list[asyncio.Queue[Event]] = []
+    tickets: list[Ticket] = []
+
+    def putter(q: asyncio.Queue[Event]) -> Callable[[Event], None]:
+        return lambda e: loop.call_soon_threadsafe(q.put_nowait, e)  # the engine loop's thread
+
     try:
         for b in built:
-            q: asyncio.Queue = asyncio.Queue()
-            put = lambda e, q=q: loop.call_soon_threadsafe(q.put_nowait, e)
-            tickets.append(service.submit(b.request, put))
+            q: asyncio.Queue[Event] = asyncio.Queue()
+            tickets.append(speaker.submit(b.request, putter(q)))
             queues.append(q)
         out = []
         for q in queues:
@@ -131,9 +155,10 @@ async def render(service: Any, built: list) -> list:
             while True:
                 event = await q.get()
                 if event.kind == "error":
-                    raise from_engine(event.error)
+                    raise from_engine(event.error or RuntimeError("the line failed"))
                 if event.kind == "done":
                     break
+                assert event.piece is not None
                 pieces.append(event.piece.audio)
             out.append(np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float32))
         return out
@@ -146,47 +171,42 @@ async def render(service: Any, built: list) -> list:
             t.cancel()  # a no-op for those done; frees the others when the client left or one failed
 
 
-def tracks_of(audios: list, starts: list[int], speakers: list[str], length: int) -> dict[str, Any]:
+def tracks_of(audios: list[np.ndarray], starts: list[int], speakers: list[str], length: int) -> dict[str, np.ndarray]:
     """One track per speaker, in order of first line: [length] float each, the lines placed."""
-    import numpy as np
-
-    out: dict[str, Any] = {}
+    out: dict[str, np.ndarray] = {}
     for audio, start, who in zip(audios, starts, speakers):
         track = out.setdefault(who, np.zeros(length, dtype=np.float32))
         track[start : start + len(audio)] = audio
     return out
 
 
-async def script(request: Any) -> Any:
+async def script(request: Request) -> Response:
     """The endpoint."""
-    import anyio
-    from starlette.responses import JSONResponse, Response
-
-    from ..media.output import encode
-    from ..media.rates import at_rate
-    from ..media.tracks import join_with_gaps
-
-    state = request.app.state.server
+    state: ServerState = request.app.state.server
     service = state.require_service()
-    parsed = await anyio.to_thread.run_sync(parse_script, await request.body(), state.options)
-    audios = await render(service, parsed["built"])
+    parsed = await anyio.to_thread.run_sync(parse_script, await request.body(), state.options, state.speaker)
+    audios = await render(state.speaker, parsed.built)
     rate = int(service.engine.sample_rate)
-    out_rate = int(parsed["built"][0].settings["sample_rate"] or rate)
-    mix, starts = join_with_gaps(audios, round(parsed["pause"] * rate))
-    fmt = parsed["format"]
-    encode_at = lambda a: encode(at_rate(a, rate, out_rate), out_rate, fmt.sf_format, fmt.subtype)
-    headers = {"X-OmniVoice-Seed": str(parsed["seed"])}
-    if parsed["tracks"] == "one":
+    out_rate = int(parsed.built[0].settings["sample_rate"] or rate)
+    mix, starts = join_with_gaps(audios, round(parsed.pause * rate))
+    fmt = parsed.format
+
+    def encode_at(audio: np.ndarray) -> bytes:
+        return encode(at_rate(audio, rate, out_rate), out_rate, fmt.sf_format, fmt.subtype)
+
+    headers = {"X-OmniVoice-Seed": str(parsed.seed)}
+    if parsed.tracks == "one":
         data = await anyio.to_thread.run_sync(encode_at, mix)
         return Response(data, media_type=fmt.mime, headers=headers)
-    speakers = [line.get("speaker") or line.get("voice") or "auto" for line in parsed["lines"]]
+    speakers = [line.get("speaker") or line.get("voice") or "auto" for line in parsed.lines]
     tracks = tracks_of(audios, starts, speakers, len(mix))
-    body = {"format": request_format(fmt), "sample_rate": out_rate, "seed": parsed["seed"], "tracks": []}
+    sent = []
     for who, track in tracks.items():
         data = await anyio.to_thread.run_sync(encode_at, track)
-        body["tracks"].append({"speaker": who, "audio": base64.b64encode(data).decode("ascii")})
+        sent.append({"speaker": who, "audio": base64.b64encode(data).decode("ascii")})
+    body = {"format": request_format(fmt), "sample_rate": out_rate, "seed": parsed.seed, "tracks": sent}
     return JSONResponse(body, headers=headers)
 
 
-def request_format(fmt: Any) -> str:
+def request_format(fmt: AudioFormat) -> str:
     return next(n for n, f in RESPONSE_FORMATS.items() if f == fmt.name)

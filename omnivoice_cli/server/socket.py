@@ -41,11 +41,24 @@ import collections
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
+from starlette.responses import Response
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from ..app.speaker import USAGE_ERRORS, Speaker, SpeakerOptions, one_line, take_parts
+from ..app import settings as st
+from ..app.request import Built
+from ..app.session import seed_for
+from ..app.speaker import USAGE_ERRORS, one_line, take_parts
+from ..engine.pipeline import Request
+from ..engine.service import Busy, Event, Stopped, Ticket
+from ..media.output import StreamEncoder
+from ..media.rates import StreamResampler
+from .errors import ApiError, busy, check_key, from_engine
+
+if TYPE_CHECKING:
+    from ..engine.voice import VoicePrompt
+    from .app import ServerState
 
 PATH = "/tts/ws"
 FORMATS = ("pcm", "mulaw", "alaw")  # what a socket's `format` may be
@@ -70,8 +83,8 @@ class Config:
     sample_rate: int
     format: str = "pcm"
     binary: bool = False
-    voice: Any = None
-    language: Any = None
+    voice: object = None  # a voice's name, as the message gave it (the Speaker checks it)
+    language: object = None
     settings: dict = field(default_factory=dict)  # `extra` and `speed`, schema settings
 
 
@@ -82,10 +95,10 @@ class Utterance:
     number: int
     text: str = ""  # arrived, not yet handed on
     seed: int | None = None  # its first part's seed
-    ref: Any = None  # its first part's voice, for the others
+    ref: VoicePrompt | None = None  # its first part's voice, for the others
     parts: int = 0  # parts spoken
-    resampler: Any = None  # media.rates.StreamResampler of its audio
-    encoder: Any = None  # media.output.StreamEncoder of its audio
+    resampler: StreamResampler | None = None  # of its audio
+    encoder: StreamEncoder | None = None  # of its audio
     dropped: bool = False  # a cancel dropped it: nothing more of it is spoken or sent
 
 
@@ -97,10 +110,8 @@ class Job:
     config: Config | None = None
 
 
-def refusal(websocket: WebSocket, state: Any) -> Any:
+def refusal(websocket: WebSocket, state: ServerState) -> ApiError | None:
     """Why the socket is refused before it is accepted (an ApiError), or None."""
-    from .errors import busy, check_key
-
     options = state.options
     if options.api_key is not None:
         refused = check_key(websocket.headers.get("authorization", "").encode("latin-1"), options.api_key)
@@ -108,16 +119,16 @@ def refusal(websocket: WebSocket, state: Any) -> Any:
             return refused
     try:
         state.require_service()
-    except Exception as e:  # noqa: BLE001 - ApiError: loading, failed, stopping
-        return e if hasattr(e, "status") else busy(str(e), 5)
+    except ApiError as e:  # loading, failed, stopping
+        return e
+    except Exception as e:  # noqa: BLE001 - not the server's own refusal: try again shortly
+        return busy(str(e), 5)
     return None
 
 
 async def tts_socket(websocket: WebSocket) -> None:
     """The endpoint (a Starlette WebSocketRoute)."""
-    from starlette.responses import Response
-
-    state = websocket.app.state.server
+    state: ServerState = websocket.app.state.server
     refused = refusal(websocket, state)
     if refused is not None:
         if "websocket.http.response" in websocket.scope.get("extensions", {}):
@@ -134,25 +145,18 @@ async def tts_socket(websocket: WebSocket) -> None:
 class Session:
     """One socket: messages read as they come (a cancel acts at once); a worker speaks the parts."""
 
-    def __init__(self, websocket: WebSocket, state: Any) -> None:
-        options = state.options
-        self.ws, self.state, self.service = websocket, state, state.service
-        self.speaker = Speaker(
-            SpeakerOptions(
-                layers=options.layers,
-                model=options.model,
-                max_queue=options.max_queue,
-                max_chars=options.max_input_chars,
-            ),
-            load=lambda: None,  # never loads: only its request building is used, the server's loop speaks
-        )
-        self.rate = int(self.service.engine.sample_rate)
+    def __init__(self, websocket: WebSocket, state: ServerState) -> None:
+        self.ws, self.state = websocket, state
+        self.speaker = state.speaker  # the server's one: its requests built and spoken there
+        self.rate = int(state.require_service().engine.sample_rate)
         self.config = Config(sample_rate=self.rate)
         self.jobs: collections.deque[Job] = collections.deque()
         self.wake = asyncio.Event()
         self.numbers = iter(range(1, 1 << 62))
         self.utterance = Utterance(next(self.numbers))
-        self.current: tuple[Any, asyncio.Queue] | None = None  # the ticket being relayed and its events
+        self.current: tuple[Ticket, asyncio.Queue[Event | None]] | None = (
+            None  # the ticket being relayed and its events
+        )
         self.speaking: Job | None = None  # the job the worker is on
         self.closed = False
         self.send_lock = asyncio.Lock()
@@ -165,7 +169,7 @@ class Session:
     async def send_error(self, message: str, code: str) -> None:
         await self.send_json({"type": "error", "data": {"message": " ".join(message.split()), "code": code}})
 
-    async def send_event(self, kind: str, **more: Any) -> None:
+    async def send_event(self, kind: str, **more: object) -> None:
         await self.send_json({"type": "event", "data": {"event_type": kind, **more}})
 
     async def send_audio(self, data: bytes, config: Config, u: Utterance) -> None:
@@ -237,10 +241,8 @@ class Session:
                 "invalid_type",
             )
 
-    def configured(self, data: Any) -> Config:
+    def configured(self, data: object) -> Config:
         """The session's config after a config message (checked: a bad one leaves it as it was)."""
-        from ..app import settings as st
-
         if data is None:
             data = {}
         if not isinstance(data, dict):
@@ -286,7 +288,7 @@ class Session:
         config.sample_rate = int(built.settings["sample_rate"] or self.rate)
         return config
 
-    def build(self, text: str, config: Config, settings: dict | None = None) -> Any:
+    def build(self, text: str, config: Config, settings: dict | None = None) -> Built:
         settings = config.settings if settings is None else settings
         return self.speaker.build(text, voice=config.voice, lang=config.language, settings=settings)
 
@@ -353,30 +355,25 @@ class Session:
             finally:
                 self.speaking = None
 
-    def request_for(self, job: Job) -> Any:
-        from ..app.session import seed_for
-
-        request = self.build(job.text, job.config).request
+    def request_for(self, job: Job) -> Request:
+        assert job.config is not None
+        request: Request = self.build(job.text, job.config).request
         u = job.utterance
-        if u.parts == 0:
+        if u.parts == 0 or u.seed is None:
             u.seed = request.seed
             return request
         ref = u.ref if u.ref is not None else request.ref
         return dataclasses.replace(request, seed=seed_for(u.seed, u.parts), ref=ref)
 
-    def encoders(self, job: Job) -> Utterance:
-        from ..media.output import StreamEncoder
-        from ..media.rates import StreamResampler
-
+    def encoders(self, job: Job) -> tuple[Utterance, StreamResampler, StreamEncoder]:
         u, config = job.utterance, job.config
-        if u.encoder is None:
+        assert config is not None
+        if u.resampler is None or u.encoder is None:
             u.resampler = StreamResampler(self.rate, config.sample_rate)
             u.encoder = StreamEncoder("raw" if config.format == "pcm" else config.format, config.sample_rate)
-        return u
+        return u, u.resampler, u.encoder
 
     async def speak(self, job: Job) -> None:
-        from ..engine.service import Busy, Stopped
-
         try:
             request = await asyncio.to_thread(self.request_for, job)
         except USAGE_ERRORS as e:
@@ -384,10 +381,14 @@ class Session:
             return
         if job.utterance.dropped:  # cancelled while its request was built
             return
-        loop, events = asyncio.get_running_loop(), asyncio.Queue()
-        put = lambda e: loop.call_soon_threadsafe(events.put_nowait, e)  # the engine loop's thread
+        loop = asyncio.get_running_loop()
+        events: asyncio.Queue[Event | None] = asyncio.Queue()
+
+        def put(e: Event) -> None:  # the engine loop's thread
+            loop.call_soon_threadsafe(events.put_nowait, e)
+
         try:
-            ticket = self.service.submit(request, put)
+            ticket = self.speaker.submit(request, put)
         except (Busy, Stopped) as e:
             await self.send_error(one_line(e), "busy")
             return
@@ -404,23 +405,25 @@ class Session:
             if self.current is not None and self.current[0] is ticket:
                 self.current = None
 
-    async def relay(self, job: Job, ticket: Any, events: asyncio.Queue) -> bool:
-        u = self.encoders(job)
+    async def relay(self, job: Job, ticket: Ticket, events: asyncio.Queue[Event | None]) -> bool:
+        u, resampler, encoder = self.encoders(job)
+        assert job.config is not None
         while True:
             event = await events.get()
             if event is None:  # cancelled
                 return False
             if event.kind == "error":
-                from .errors import from_engine
-
-                await self.send_error(from_engine(event.error).message, "synthesis_failed")
+                error = event.error or RuntimeError("the request failed")
+                await self.send_error(from_engine(error).message, "synthesis_failed")
                 return True
             if event.kind == "done":
                 if u.parts == 0:
                     u.ref = ticket.voice
                 u.parts += 1
                 return True
-            data = await asyncio.to_thread(lambda a=event.piece.audio: u.encoder.feed(u.resampler.feed(a)))
+            assert event.piece is not None
+            audio = event.piece.audio
+            data = await asyncio.to_thread(lambda: encoder.feed(resampler.feed(audio)))
             if u.dropped:
                 return False  # cancelled while it was encoded
             await self.send_audio(data, job.config, u)
@@ -429,7 +432,7 @@ class Session:
         u = job.utterance
         if u.dropped:
             return
-        if u.encoder is not None:
+        if u.encoder is not None and u.resampler is not None and job.config is not None:
             tail = u.encoder.feed(u.resampler.finish()) + u.encoder.finish()
             await self.send_audio(tail, job.config, u)
         await self.send_event("final")
@@ -437,8 +440,6 @@ class Session:
 
 def parse_message(raw: str) -> dict:
     """A message: a JSON object with a string `type` (BadMessage otherwise)."""
-    from ..app import settings as st
-
     try:
         message = json.loads(raw)
     except RecursionError:

@@ -17,19 +17,26 @@ is an error with a did-you-mean, never ignored; nothing in a request names a fil
 Layers, later wins: defaults < `serve --preset` < the serve flags < the request's preset < the
 voice's mapped items < the request's fields; the request's items (`instructions` or the strict
 `instruct`) replace a mapped voice's items of their categories only (`instruct.merge`). The
-request is then built by `request.build_request`, the same checks as `say`.
+preset, the voice and the request are the server's one `Speaker`'s (app/speaker.py, as Wyoming
+and MCP have them): this module only reads the body's fields and words the refusals as fields.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
-from typing import Any
 
 from ..app import settings as st
+from ..app import voices
+from ..app.instruct import header_text, merge, read_free, shown
+from ..app.request import Built
+from ..app.speaker import Layer, Speaker, SpeakerOptions, VoiceChoice, VoiceRefused, preset_layer
 from ..engine.errors import InvalidRequest
+from ..engine.pipeline import Request
 from ..engine.text import check_text, unicode_problem
-from ..media.output import AudioFormat
+from ..media.loudness import streaming_refused
+from ..media.output import AudioFormat, FormatUnavailable, check_available, format_named
 from .config import ServeOptions
 from .errors import ApiError, bad_request, request_field, scrub
 
@@ -49,18 +56,16 @@ RESPONSE_FORMATS = {
 MODELS = ("omnivoice", "tts-1", "tts-1-hd", "gpt-4o-mini-tts")  # accepted names of the model (no preset)
 STREAM_FORMATS = ("audio", "sse")
 REQUEST = st.Source("request")
-_DROPPED_PRESET_KEYS = (*st.RUN_WIDE, "format")  # fixed by the server's start / by response_format
-MAX_LISTED = 40  # names listed in an unknown-voice message
 MAX_INSTRUCTIONS_CHARS = 4096  # characters of `instructions` at most
 INSTRUCT_HEADER = "X-OmniVoice-Instruct"  # the voice-design items used ('none': the model's own voice)
 INSTRUCT_NOTES_HEADER = "X-OmniVoice-Instruct-Notes"  # what of `instructions` was left out, and why
 
 
 @dataclass
-class Speech:
-    """A checked speech request."""
+class SpeechBody:
+    """A checked body of POST /v1/audio/speech."""
 
-    built: Any  # request.Built: the engine request, its settings and warnings
+    built: Built  # request.Built: the engine request, its settings and warnings
     format: AudioFormat  # the reply's encoding
     response_format: str  # as the request named it ('pcm', 'mp3', ...)
     sse: bool  # stream_format "sse": server-sent events of base64 audio
@@ -71,13 +76,12 @@ class Speech:
     timestamps: bool = False  # a JSON reply: the whole audio in base64 and its words' times
 
     @property
-    def request(self) -> Any:
-        return self.built.request
+    def request(self) -> Request:
+        request: Request = self.built.request
+        return request
 
     def headers(self) -> dict[str, str]:
         """The reply's headers about the voice: the items used, and notes on `instructions`."""
-        from ..app.instruct import header_text, shown
-
         out = {INSTRUCT_HEADER: shown(self.request.instruct)}
         if self.instruct_notes:
             out[INSTRUCT_NOTES_HEADER] = header_text("; ".join(self.instruct_notes))
@@ -148,9 +152,9 @@ def _choice(data: dict, key: str, choices: tuple[str, ...], default: str) -> str
 
 
 def _input(data: dict, limit: int) -> str:
-    if data.get("input") is None:
-        raise bad_request("field 'input' is missing: give the text to speak", "input")
     text = _string(data, "input", "the text to speak (a string)")
+    if text is None:
+        raise bad_request("field 'input' is missing: give the text to speak", "input")
     if len(text) > limit:
         raise bad_request(
             f"field 'input' is {len(text)} characters long: at most {limit} are allowed "
@@ -186,8 +190,6 @@ def _check_unicode(data: dict) -> None:
 
 
 def _format(data: dict) -> tuple[str, AudioFormat]:
-    from ..media.output import FormatUnavailable, check_available, format_named
-
     name = _choice(data, "response_format", tuple(RESPONSE_FORMATS), "mp3")
     fmt = format_named(RESPONSE_FORMATS[name])
     try:
@@ -203,8 +205,6 @@ WHOLE_BY_DEFAULT = frozenset({"wav"})
 
 
 def _streaming(data: dict, fmt: AudioFormat) -> tuple[bool, bool]:
-    from ..media.output import format_named
-
     sse = _choice(data, "stream_format", STREAM_FORMATS, "audio") == "sse"
     stream = data.get("stream")
     if stream is not None and not isinstance(stream, bool):
@@ -236,21 +236,7 @@ def _timestamps(data: dict, sse: bool) -> bool:
     return bool(value)
 
 
-def _preset_named(name: str, key: str) -> st.Preset:
-    index = st.preset_index()
-    if st.is_preset_path(name) or name not in index:
-        hint = " (a request cannot name a file)" if st.is_preset_path(name) else st.did_you_mean(name, index)
-        raise bad_request(
-            f"field {key!r} must be a preset's name ({', '.join(index) or 'none'}), got {st.shown_value(name)}{hint}",
-            key,
-        )
-    try:
-        return st.find_preset(name)
-    except st.SettingsError as e:
-        raise ApiError(500, f"preset {name!r} is broken: {e}", type="server_error", code="broken_preset") from None
-
-
-def _preset_layers(data: dict, options: ServeOptions) -> list[tuple[st.Source, dict]]:
+def _preset_layers(data: dict, options: ServeOptions) -> list[Layer]:
     """The request's preset (from `preset`, or a `model` that names one) as a settings layer."""
     model = _string(data, "model", "a model's or a preset's name")
     preset = _string(data, "preset", "a preset's name")
@@ -267,9 +253,12 @@ def _preset_layers(data: dict, options: ServeOptions) -> list[tuple[st.Source, d
         preset = model
     if preset is None:
         return []
-    found = _preset_named(preset, "preset" if "preset" in data else "model")
-    values = {k: v for k, v in found.settings.items() if k not in _DROPPED_PRESET_KEYS}
-    return [(st.Source("preset", found.name), values)]
+    try:
+        return [preset_layer(preset, "preset" if "preset" in data else "model")]
+    except InvalidRequest as e:
+        raise bad_request(str(e), e.setting) from None
+    except st.SettingsError as e:
+        raise ApiError(500, f"preset {preset!r} is broken: {e}", type="server_error", code="broken_preset") from None
 
 
 def _settings_layer(data: dict) -> tuple[dict, bool, tuple[str, ...]]:
@@ -296,8 +285,6 @@ def _settings_layer(data: dict) -> tuple[dict, bool, tuple[str, ...]]:
 
 def _free_instructions(layer: dict) -> tuple[dict, tuple[str, ...]]:
     """`instructions` read as free text: its voice-design items, or no `instruct` when it has none."""
-    from ..app.instruct import read_free
-
     text = layer.pop("instruct")
     if len(text) > MAX_INSTRUCTIONS_CHARS:
         raise bad_request(
@@ -310,10 +297,8 @@ def _free_instructions(layer: dict) -> tuple[dict, tuple[str, ...]]:
     return layer, found.notes
 
 
-def _voice_items(layers: list, layer: dict, mapped: str, renamed: bool) -> None:
+def _voice_items(layers: list[Layer], layer: dict, mapped: str, renamed: bool) -> None:
     """A mapped voice's items under the request's: merged into the request's `instruct`, else a layer."""
-    from ..app.instruct import merge
-
     if layer.get("instruct") is None:
         layers.append((st.Source("request", "voice"), {"instruct": mapped}))
         return
@@ -328,45 +313,51 @@ def _rename(message: str, renamed: bool) -> str:
     return message.replace("field 'instruct'", "field 'instructions'") if renamed else message
 
 
-def _voice(data: dict, options: ServeOptions) -> tuple[str, str | None, str | None] | None:
-    """(shown name, saved voice, mapped items) of the request's `voice`; None when not given."""
-    from ..app import voices
-
+def _voice(data: dict, speaker: Speaker) -> VoiceChoice | None:
+    """What the request's `voice` means (the Speaker's reading, refusals worded as the field's);
+    None when not given."""
     spec = data.get("voice")
     if isinstance(spec, dict) and isinstance(spec.get("id"), str):  # OpenAI's {"id": ...} form
         spec = spec["id"]
-    if spec is None:
-        return None
-    if not isinstance(spec, str):
-        raise bad_request(
-            f"field 'voice' must be a voice's name, got {st.shown_value(spec)} ({st.type_name(spec)})", "voice"
-        )
-    name = spec.strip()
-    if not name or name.lower() == "auto":
-        return "auto", None, None
-    if voices.is_voice_path(name):
-        raise bad_request(
-            f"field 'voice' must be a voice's name, got {st.shown_value(spec)}: a request cannot name "
-            "a file (GET /v1/audio/voices lists the voices)",
-            "voice",
-        )
-    index = voices.voice_index()
-    folded = [n for n in index if n.casefold() == name.casefold()]
-    if name in index or len(folded) == 1:
-        return name, name if name in index else folded[0], None
-    if name.lower() in options.voice_map:
-        return name, None, options.voice_map[name.lower()]
-    known = [*index, *(n for n in options.voice_map if n not in index), "auto"]
-    shown = ", ".join(known[:MAX_LISTED]) + (f" and {len(known) - MAX_LISTED} more" if len(known) > MAX_LISTED else "")
-    raise bad_request(
-        f"field 'voice': unknown voice {st.shown_value(name)}{st.did_you_mean(name, known)}; known voices: {shown}",
-        "voice",
-        code="unknown_voice",
+    try:
+        return speaker.choose_voice(spec)
+    except VoiceRefused as e:
+        if e.kind == "type":
+            raise bad_request(
+                f"field 'voice' must be a voice's name, got {st.shown_value(spec)} ({st.type_name(spec)})", "voice"
+            ) from None
+        if e.kind == "path":
+            raise bad_request(
+                f"field 'voice' must be a voice's name, got {st.shown_value(spec)}: a request cannot name "
+                "a file (GET /v1/audio/voices lists the voices)",
+                "voice",
+            ) from None
+        raise bad_request(f"field 'voice': {e}", "voice", code="unknown_voice") from None
+
+
+def speaker_for(options: ServeOptions) -> Speaker:
+    """The server's Speaker: its layers, queue, input limit, pieces and voice map (`load`: the
+    model, once; a Speaker that only builds requests has none)."""
+    return Speaker(speaker_options(options), load=lambda: None)
+
+
+def speaker_options(options: ServeOptions) -> SpeakerOptions:
+    seconds = options.piece_seconds
+    return SpeakerOptions(
+        layers=options.layers,
+        model=options.model,
+        max_queue=options.max_queue,
+        max_chars=options.max_input_chars,
+        first_seconds=seconds,
+        piece_seconds=seconds,
+        voice_map=options.voice_map,
     )
 
 
-def parse_speech(body: bytes, options: ServeOptions) -> Speech:
-    """Check a speech request's body and build its engine request (ApiError 400 when it is wrong)."""
+def parse_speech(body: bytes, options: ServeOptions, speaker: Speaker | None = None) -> SpeechBody:
+    """Check a speech request's body and build its engine request by the server's Speaker (ApiError
+    400 when it is wrong; by default a Speaker of `options` that only builds)."""
+    speaker = speaker or speaker_for(options)
     data = parse_json(body)
     _check_unicode(data)
     _check_fields(data)
@@ -376,16 +367,16 @@ def parse_speech(body: bytes, options: ServeOptions) -> Speech:
     timestamps = _timestamps(data, sse)
     layers = _preset_layers(data, options)
     layer, renamed, notes = _settings_layer(data)
-    voice = _voice(data, options)
-    if voice is not None and voice[2] is not None:
-        _voice_items(layers, layer, voice[2], renamed)
-    settings = st.resolve(*options.layers, *layers, (REQUEST, layer))
-    if voice is not None:
-        settings = settings.with_values({"voice": voice[1]}, REQUEST)
+    voice = _voice(data, speaker)
+    if voice is not None and voice.items is not None:
+        _voice_items(layers, layer, voice.items, renamed)
+        voice = dataclasses.replace(voice, items=None)  # its items are layered: no `voice` setting
+    settings = speaker.resolve([*layers, (REQUEST, layer)], voice)
     stream = _whole_for_loudness(data, settings, sse, stream)
-    built = _build(text, settings, renamed)
+    built = _build(speaker, text, settings, renamed)
     stream = stream and not timestamps
-    return Speech(built, fmt, name, sse, stream, voice[0] if voice else "auto", len(text), notes, timestamps)
+    shown_voice = voice.shown if voice else "auto"
+    return SpeechBody(built, fmt, name, sse, stream, shown_voice, len(text), notes, timestamps)
 
 
 def _whole_for_loudness(data: dict, settings: st.Resolved, sse: bool, stream: bool) -> bool:
@@ -393,20 +384,15 @@ def _whole_for_loudness(data: dict, settings: st.Resolved, sse: bool, stream: bo
     if settings["loudness"] is None:
         return stream
     if sse or data.get("stream") is True:
-        from ..media.loudness import streaming_refused
-
         streamer = "stream_format 'sse'" if sse else "stream: true"
         instead = "leave out 'stream' and 'stream_format' (the reply is then one whole file)"
         raise bad_request(streaming_refused(settings.name("loudness"), streamer, instead), "loudness")
     return False
 
 
-def _build(text: str, settings: st.Resolved, renamed: bool):
-    from ..app import voices
-    from ..app.request import References, Voices, build_request
-
+def _build(speaker: Speaker, text: str, settings: st.Resolved, renamed: bool) -> Built:
     try:
-        return build_request(text, settings, refs=References(), voices=Voices())
+        return speaker.make(text, settings)
     except InvalidRequest as e:
         param = "instructions" if renamed and e.setting == "instruct" else request_field(e.setting)
         message = scrub(_rename(str(e), renamed), (voices.voice_dir(), "<voices>"))
