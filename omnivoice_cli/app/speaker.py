@@ -20,9 +20,10 @@ own voice; it also sets aside the command's --voice). The request is then built 
 `request.build_request`, the checks of `say`.
 
 Every front end's request is made by `make` (a counter, `requests_built`, says how many), after
-`resolve` (the layers and the voice): it builds the request by `request.build_request` (the
-checks of `say`) and plans it by `engine.pipeline.plan_request` (the CLI's plan: what it refuses
-is refused in its words, what it plans is taken). `choose_voice` is the one reading of a
+`resolve` (the layers and the voice): it builds the request by `request.build_request`, the
+checks of `say`, which plan it as the CLI plans it (`engine.pipeline.plan_request`): what the
+plan refuses is refused in its words, and what it plans the engine loop takes (a stretch over
+one forward is cut at words: `engine.service.fit_sizes`). `choose_voice` is the one reading of a
 request's voice name (saved, mapped, auto; a path or an unknown name: `VoiceRefused`, whose
 `kind` a front end may word in its own protocol's terms).
 
@@ -38,9 +39,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Literal, Mapping
 
-from ..engine.config import ModelConfig
 from ..engine.errors import InvalidRequest
-from ..engine.pipeline import Request, plan_request
+from ..engine.pipeline import Request
 from ..engine.service import Event, Service, Summary, Ticket
 from ..engine.streaming import StreamConfig, StreamPiece, text_units
 from . import settings as st
@@ -135,7 +135,10 @@ class Speaker:
                 config = StreamConfig(
                     first_seconds=self.options.first_seconds, piece_seconds=self.options.piece_seconds
                 )
-                self._service = Service(engine, max_queue=self.options.max_queue, config=config).start()
+                # fit: a stretch over one forward is cut at words, as the CLI's plan cuts it (`make`
+                # has planned the request: what the plan takes, the loop takes)
+                service = Service(engine, max_queue=self.options.max_queue, config=config, fit=True)
+                self._service = service.start()
             return self._service
 
     start = service
@@ -230,18 +233,13 @@ class Speaker:
         return resolved
 
     def make(self, text: str, settings: st.Resolved) -> Built:
-        """The request every front end sends: built by the checks of `say`, and planned as the
-        CLI plans it (`plan_request`: its refusals, in its words, before the engine sees it)."""
+        """The request every front end sends: built by the checks of `say` (request.build_request,
+        which plans it as the CLI plans it: engine.pipeline.plan_request, its refusals in its
+        words, before the engine sees it; the engine loop then takes what the plan takes)."""
         built = build_request(text, settings, refs=References(), voices=Voices())
-        plan_request(built.request, self.model_config())
         with self._count:
             self.requests_built += 1
         return built
-
-    def model_config(self) -> ModelConfig:
-        """The loaded model's bounds (the defaults before it is loaded)."""
-        service = self._service
-        return service.engine.cfg if service is not None else ModelConfig()
 
     def check_text(self, text: object) -> str:
         if not isinstance(text, str):

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from . import cancel as cancelmod
 from . import text as textmod
 from .errors import InvalidRequest, OmniVoiceError
-from .streaming import Segment, StreamConfig, StreamedPieces, StreamPiece
+from .streaming import Segment, StreamConfig, StreamedPieces, StreamPiece, cut_request
 
 if TYPE_CHECKING:
     from .generation import Job
@@ -136,6 +136,45 @@ class _Slot:
     job: "Job"
 
 
+MIN_CUT_CHARS = 8  # as engine.pipeline's plan: a piece it would cut shorter is refused
+
+
+def _target(req: "Request", text: str, cfg) -> int:
+    """Frames a segment's text is estimated to generate (against the request's voice, if any)."""
+    from .pieces import speed_against
+
+    ref = req.ref
+    return textmod.resolve_target_len(
+        text,
+        ref.text if ref else None,
+        ref.codes.shape[-1] if ref else None,
+        speed_against(req.speed, ref.rate if ref else None),
+        req.duration,
+        cfg.frame_rate,
+    )[0]
+
+
+def fit_sizes(req: "Request", segments: list[Segment], cfg) -> list[Segment]:
+    """The segments, each one that would not fit one forward (check_sizes: a long stretch without
+    punctuation at a slow speed) cut at words (`text.cut_to_length`) into pieces of about the
+    chunk duration, as the CLI's plan (engine.pipeline.plan_request) cuts it. What cannot be cut
+    so (a piece under MIN_CUT_CHARS characters) is left for check_sizes to refuse."""
+    rows = 2 if req.generation.guidance_scale != 0 else 1
+    preferred = req.generation.audio_chunk_duration * cfg.frame_rate
+    out: list[Segment] = []
+    for seg in segments:
+        if seg.text is None or req.duration is not None:
+            out.append(seg)
+            continue
+        target = _target(req, seg.text, cfg)
+        max_chars = int(len(seg.text) * preferred / max(target, 1))
+        if target * rows + len(seg.text) <= cfg.max_packed_tokens or max_chars < MIN_CUT_CHARS:
+            out.append(seg)
+            continue
+        out += [Segment(piece) for piece in textmod.cut_to_length(seg.text, max_chars)]
+    return out
+
+
 def check_sizes(req: "Request", segments: list[Segment], cfg) -> None:
     """InvalidRequest when a piece would not fit one forward (max_packed_tokens): a long text
     without punctuation at a slow speed would otherwise make one huge generation."""
@@ -171,10 +210,12 @@ class Service:
         max_queue: int = 64,
         config: StreamConfig | None = None,
         clock: Callable[[], float] = time.perf_counter,
+        fit: bool = False,
     ) -> None:
         if max_queue < 1:
             raise ValueError("max_queue must be at least 1")
         self.engine, self.max_queue, self.config, self.clock = engine, max_queue, config or StreamConfig(), clock
+        self.fit = fit  # segments over one forward cut at words as the CLI's plan cuts them (fit_sizes)
         self.forwards = 0  # forwards run so far
         self.served = 0  # requests finished
         self._cond = threading.Condition()
@@ -202,7 +243,10 @@ class Service:
         from .pipeline import validate_request
 
         warnings = validate_request(req, self.engine.cfg)
-        pieces = StreamedPieces(self.engine, req, self.config, check)
+        segments = cut_request(req, self.config)
+        if self.fit:
+            segments = fit_sizes(req, segments, self.engine.cfg)
+        pieces = StreamedPieces(self.engine, req, self.config, check, segments)
         check_sizes(req, pieces.segments, self.engine.cfg)
         with self._cond:
             if self._stopping:

@@ -286,9 +286,11 @@ class StreamedPieces(RequestPieces):
     exactly as a whole request of its text (`Engine.render`), and every segment, pauses
     included, handed out strictly in order (`hand_out`)."""
 
-    def __init__(self, engine: "Engine", req: "Request", config: StreamConfig, check=None) -> None:
+    def __init__(
+        self, engine: "Engine", req: "Request", config: StreamConfig, check=None, segments: list[Segment] | None = None
+    ) -> None:
         self.engine, self.req = engine, req
-        self.segments = cut_request(req, config)
+        self.segments = cut_request(req, config) if segments is None else segments  # given: cut by the caller
         self.speech = [i for i, s in enumerate(self.segments) if s.text is not None]  # segment of spoken piece k
         texts = [self.segments[i].text or "" for i in self.speech]
         super().__init__(

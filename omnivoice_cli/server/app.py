@@ -1,6 +1,6 @@
 """The ASGI app of `omnivoice serve`: routes, the gate (key, body size, shutting down), the log.
 
-    state = ServerState(options, load=lambda: Engine.load(...))
+    state = ServerState(options, load=lambda: Engine.load(...))   # state.py
     app = create_app(state)           # run by uvicorn (server/run.py); the model loads at startup
 
 Endpoints (OpenAI's where there is one): POST /v1/audio/speech; GET /v1/audio/voices,
@@ -15,10 +15,7 @@ the WebSocket /tts/ws (socket.py: text streamed in, audio out, barge-in); GET /m
 from __future__ import annotations
 
 import asyncio
-import itertools
-import secrets
 import sys
-import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
@@ -36,10 +33,9 @@ from starlette.websockets import WebSocket
 
 from ..app import settings as st
 from ..app.listen import Recogniser, recogniser
-from ..app.speaker import Speaker
 from ..app.verify import Verifier
 from ..engine.errors import InvalidRequest, MissingExtra, ModelUnavailable
-from ..engine.service import Busy, Service, Stopped
+from ..engine.service import Busy, Stopped
 from . import ui
 from . import voices as voice_routes
 from .config import ServeOptions
@@ -48,11 +44,11 @@ from .replies import EventQueue, SpeechReply
 from .schema import schema_document
 from .script import script
 from .socket import tts_socket
-from .speech import INSTRUCT_HEADER, INSTRUCT_NOTES_HEADER, MODELS, SpeechBody, parse_speech, speaker_options
+from .speech import INSTRUCT_HEADER, INSTRUCT_NOTES_HEADER, MODELS, SpeechBody, parse_speech
+from .state import ServerState
 
 if TYPE_CHECKING:
     from ..engine.pieces import PieceCheck
-    from ..engine.pipeline import Engine
 
 Scope = MutableMapping[str, Any]  # an ASGI scope / message
 Message = MutableMapping[str, Any]
@@ -69,64 +65,6 @@ SPEECH_PATH = "/v1/audio/speech"
 def is_open(path: str) -> bool:
     """Answered without a key: /health, the page and its files."""
     return path in OPEN_PATHS or path == PAGE_PATHS[0] or path.startswith(PAGE_PATHS[1])
-
-
-class ServerState:
-    """What the app shares: options, the one Speaker (presets, voices, the engine loop: the same
-    door as Wyoming's and MCP's, app/speaker.py), and the lifecycle."""
-
-    def __init__(self, options: ServeOptions, load: Callable[[], Engine | None]) -> None:
-        self.options, self.load = options, load
-        self.speaker = Speaker(speaker_options(options), load=load)
-        self.status = "loading"  # loading, ready, stopping or failed
-        self.error: str | None = None  # why loading failed
-        self.exception: BaseException | None = None  # what loading raised
-        self.inflight = 0  # requests being answered (but /health)
-        self.speaking = 0  # speech requests being answered, from arrival to their reply's last byte
-        self.served = 0  # speech replies sent in full (200, the last byte out)
-        self.voice_lock: asyncio.Lock | None = None  # of the voice store (made in the event loop)
-        self.recogniser: Recogniser | None = None  # listen.py: the one recogniser of `verify` and `timestamps`
-        self.recogniser_lock = threading.Lock()  # (loaded on first use, kept while the server runs)
-        self.loaded = threading.Event()
-        self._ids = itertools.count(1)
-        self._prefix = secrets.token_hex(3)
-
-    @property
-    def service(self) -> Service | None:
-        """The engine loop once the model is loaded (the Speaker's)."""
-        return self.speaker.running
-
-    def request_id(self) -> str:
-        return f"req_{self._prefix}{next(self._ids):05d}"
-
-    def start_loading(self) -> None:
-        threading.Thread(target=self._load, name="omnivoice-load", daemon=True).start()
-
-    def _load(self) -> None:
-        try:
-            self.speaker.start()
-            if self.status == "loading":
-                self.status = "ready"
-        except Exception as e:  # noqa: BLE001 - reported on stderr and by /health; the server then exits
-            self.error = " ".join(str(e).split()) or type(e).__name__
-            self.exception = e
-            self.status = "failed"
-        finally:
-            self.loaded.set()
-
-    def require_service(self) -> Service:
-        """The engine service, or a 503 while the model loads (or after it failed to)."""
-        if self.status == "stopping":
-            raise busy("the server is shutting down", max(1, int(self.options.grace)), "shutting_down")
-        service = self.service
-        if service is None:
-            if self.status == "failed":
-                raise ApiError(503, f"the model failed to load: {self.error}", type="server_error", code="no_model")
-            raise busy("the model is still loading: try again shortly", 5, "loading")
-        return service
-
-    def stop(self) -> None:
-        self.speaker.stop()
 
 
 def log_line(state: ServerState, entry: dict) -> None:

@@ -39,7 +39,7 @@ from .errors import bad_request, busy, from_engine
 from .speech import RESPONSE_FORMATS, parse_json, speaker_for
 
 if TYPE_CHECKING:
-    from .app import ServerState
+    from .state import ServerState
 
 FIELDS = ("lines", "pause", "seed", "response_format", "tracks")
 TRACKS = ("one", "speakers")

@@ -58,7 +58,7 @@ from .errors import ApiError, busy, check_key, from_engine
 
 if TYPE_CHECKING:
     from ..engine.voice import VoicePrompt
-    from .app import ServerState
+    from .state import ServerState
 
 PATH = "/tts/ws"
 FORMATS = ("pcm", "mulaw", "alaw")  # what a socket's `format` may be
