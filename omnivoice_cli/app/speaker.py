@@ -37,7 +37,7 @@ import queue
 import threading
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Literal, Mapping
+from typing import TYPE_CHECKING, Callable, Literal, Mapping, TypedDict
 
 from ..engine.errors import InvalidRequest
 from ..engine.pipeline import Request
@@ -72,6 +72,16 @@ class SpeakerOptions:
     first_seconds: float = 4.0  # a text's first piece: whole sentences up to this estimated length
     piece_seconds: float = 10.0  # its later pieces
     voice_map: Mapping[str, str] | None = None  # OpenAI voice name -> items (None: the built-in table)
+
+
+class VoiceEntry(TypedDict, total=False):
+    """A voice a request may name, as `Speaker.voices` lists it."""
+
+    name: str
+    type: str  # "saved", "openai" or "auto"
+    seconds: float | None  # a saved voice's reference length
+    text: str  # a saved voice's transcript
+    instruct: str  # an OpenAI name's voice-design items
 
 
 @dataclass(frozen=True)
@@ -157,7 +167,7 @@ class Speaker:
         """The rate audio is sent at: the command's `sample_rate` (--sample-rate), else the model's."""
         return int(st.resolve(*self.options.layers)["sample_rate"] or self.sample_rate)
 
-    def submit(self, request: Request, on_event: Callable[[Event], object], check: PieceCheck | None = None) -> Ticket:
+    def submit(self, request: Request, on_event: Callable[[Event], None], check: PieceCheck | None = None) -> Ticket:
         """service().submit: a Ticket, or InvalidRequest / Busy / Stopped. `check`: its per-piece
         check (verify.py), run as each piece is done."""
         service = self.service()
@@ -310,10 +320,10 @@ class Speaker:
         message = f"unknown voice {st.shown_value(name)}{st.did_you_mean(name, known)}; known voices: {listed(known)}"
         raise VoiceRefused(message, "unknown", spec, known)
 
-    def voices(self) -> list[dict[str, object]]:
+    def voices(self) -> list[VoiceEntry]:
         """Every voice a request may name: saved ones (readable), OpenAI's names no saved voice
         has, and auto; each {"name", "type", ...}."""
-        out: list[dict[str, object]] = []
+        out: list[VoiceEntry] = []
         saved = store.list_voices()
         for e in saved:
             if e.meta is None:

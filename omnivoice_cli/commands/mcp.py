@@ -8,7 +8,8 @@ from typing import Optional
 import typer
 
 from ..app import settings as st
-from ..engine.errors import InvalidRequest
+from ..app.speaker import Speaker
+from ..engine.errors import InvalidRequest, MissingExtra
 from ..ui.options import (
     NO_FLAGS,
     PRESET_OPTION,
@@ -37,8 +38,6 @@ omnivoice mcp --root ~/speech --http 8765
 
 def check_extra() -> None:
     """The mcp SDK (2.x) imports, or MissingExtra (exit 2)."""
-    from ..engine.errors import MissingExtra
-
     try:
         import mcp.server.mcpserver  # noqa: F401 - 2.x (1.x had FastMCP, another API)
     except ImportError:
@@ -81,7 +80,6 @@ def mcp(
 ) -> None:
     """Serve speech as MCP tools for agents (Claude Desktop, IDEs, any MCP client), over stdio."""
     check_extra()
-    from ..app.speaker import Speaker
     from ..server.mcp import Tools, build_server
     from ..server.schema import package_version
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import importlib
 import os
+from pathlib import Path
 from typing import Optional
 
 import typer
 
 from ..app import settings as st
+from ..engine.errors import MissingExtra
 from ..ui.options import HARDWARE_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, with_settings
 from .common import echo, notice, run_settings, warn
 
@@ -43,10 +46,6 @@ SERVE_STACK = (
 
 def check_stack() -> None:
     """The serve extra's packages import, or MissingExtra naming the first that does not (exit 2)."""
-    import importlib
-
-    from ..engine.errors import MissingExtra
-
     for package, modules in SERVE_STACK:
         for module in modules:
             try:
@@ -150,9 +149,9 @@ def serve(
 ) -> None:
     """Serve OpenAI's speech API (POST /v1/audio/speech) and the saved voices over HTTP."""
     check_stack()  # before the server's modules, which import the web framework
-    from ..server.app import ServerState
     from ..server.config import ServeOptions, load_voice_map
     from ..server.run import is_loopback
+    from ..server.state import ServerState
 
     chosen, settings = run_settings(preset, flags)
     if settings["verify"]:  # a preset's verify = true: every request listens back, so the recogniser must be there
@@ -169,7 +168,7 @@ def serve(
         max_input_chars=max_input_chars,
         grace=grace,
         layers=(*layers, (st.FLAG_SOURCE, flags)),
-        voice_map=load_voice_map(voice_map),
+        voice_map=load_voice_map(Path(voice_map) if voice_map else None),
         model=settings["model"],
         quiet=quiet,
         ui=not no_ui,

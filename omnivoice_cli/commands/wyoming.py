@@ -6,6 +6,8 @@ from typing import Optional
 
 import typer
 
+from ..app.speaker import Speaker
+from ..engine.errors import MissingExtra
 from ..ui.options import (
     NO_FLAGS,
     PRESET_OPTION,
@@ -34,8 +36,6 @@ omnivoice wyoming --voice alice --lang en
 
 def check_extra() -> None:
     """The wyoming package imports, or MissingExtra (exit 2)."""
-    from ..engine.errors import MissingExtra
-
     try:
         import wyoming.server  # noqa: F401
     except ImportError:
@@ -85,7 +85,6 @@ def wyoming(
     check_extra()
     import asyncio
 
-    from ..app.speaker import Speaker
     from ..server.schema import package_version
     from ..server.wyoming import WyomingOptions, WyomingServer, parse_uri
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio
 from starlette.applications import Starlette
@@ -38,6 +38,7 @@ from ..engine.errors import InvalidRequest, MissingExtra, ModelUnavailable
 from ..engine.service import Busy, Stopped
 from . import ui
 from . import voices as voice_routes
+from .asgi import ASGIApp, Message, Receive, Scope, Send
 from .config import ServeOptions
 from .errors import ApiError, busy, check_key, from_engine, scrub
 from .replies import EventQueue, SpeechReply
@@ -49,12 +50,8 @@ from .state import ServerState
 
 if TYPE_CHECKING:
     from ..engine.pieces import PieceCheck
+    from .metrics import Metrics  # the serve extra's prometheus_client
 
-Scope = MutableMapping[str, Any]  # an ASGI scope / message
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 REQUEST_ID_HEADER = "X-Request-Id"
 OPEN_PATHS = ("/health",)  # answered without a key, also while stopping
@@ -311,7 +308,7 @@ async def health(request: Request) -> Response:
     the engine's: `generating` (requests in the engine, what --max-queue bounds), `active_jobs` /
     `waiting_jobs` (pieces in the forward / waiting for a place), `forwards`."""
     state: ServerState = request.app.state.server
-    body: dict[str, Any] = {"status": state.status, "model": state.options.model, "max_queue": state.options.max_queue}
+    body: dict[str, str | int] = {"status": state.status, "model": state.options.model, "max_queue": state.options.max_queue}
     if state.error:
         body["error"] = state.error
     body.update(open=state.speaking, served=state.served)
@@ -326,7 +323,7 @@ async def health(request: Request) -> Response:
     return JSONResponse(body, status_code=200 if state.status == "ready" else 503)
 
 
-def _metrics(state: ServerState) -> Any:
+def _metrics(state: ServerState) -> Metrics | None:
     """metrics.Metrics of the server, or None without prometheus_client (the serve extra)."""
     try:
         from .metrics import Metrics

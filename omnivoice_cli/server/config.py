@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Mapping
 
+from ..engine import text as textmod
 from ..engine.errors import InvalidRequest
 
 VOICE_MAP_FILE = Path(__file__).resolve().parent.parent / "data" / "openai_voices.json"
@@ -53,11 +54,9 @@ def load_voice_map(path: Path | None = None) -> dict[str, str]:
 
 
 def _read_map(path: Path) -> dict[str, str]:
-    from ..engine import text as textmod
-
     try:
         with open(path, "rb") as f:
-            data: Any = json.loads(f.read(MAX_VOICE_MAP_BYTES + 1).decode("utf-8"))
+            data: object = json.loads(f.read(MAX_VOICE_MAP_BYTES + 1).decode("utf-8"))
     except FileNotFoundError:
         raise InvalidRequest(f"voice map '{path}' does not exist") from None
     except (OSError, ValueError, RecursionError) as e:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import hmac
 import json
-from typing import Any
 
+from ..app.settings import SettingsError
 from ..engine.errors import InvalidRequest, OmniVoiceError
+from ..engine.service import Cancelled, Stopped
 
 INVALID = "invalid_request_error"
 
@@ -60,9 +61,6 @@ def request_field(setting: str | None) -> str | None:
 
 def from_engine(e: BaseException, param: str | None = None) -> ApiError:
     """An engine error as a reply: InvalidRequest -> 400 naming its setting; other failures -> 500."""
-    from ..app.settings import SettingsError
-    from ..engine.service import Cancelled, Stopped
-
     if isinstance(e, (InvalidRequest, SettingsError)):
         return bad_request(str(e), param or request_field(getattr(e, "setting", None)))
     if isinstance(e, ApiError):
@@ -74,7 +72,7 @@ def from_engine(e: BaseException, param: str | None = None) -> ApiError:
     return ApiError(500, f"internal error: {type(e).__name__}: {e}", type="server_error", code="internal_error")
 
 
-def scrub(message: str, *paths: Any) -> str:
+def scrub(message: str, *paths: tuple[object, str]) -> str:
     """A message with the server's own folders left out (a reply never shows server paths)."""
     for path, shown in paths:
         message = message.replace(str(path), shown)

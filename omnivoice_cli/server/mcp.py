@@ -32,13 +32,23 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Annotated, Any, Callable
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Mapping, TypeVar
 
 from pydantic import Field
 
 from ..app import settings as st
 from ..app.speaker import USAGE_ERRORS, Speaker, one_line
 from ..engine.errors import InvalidRequest, OmniVoiceError
+from ..media.loudness import LoudnessReport, level
+from ..media.output import check_output, format_named, writable_formats, write_audio
+from ..media.player import Player, open_player
+from .schema import languages_part, presets_part, settings_part, voice_design_part
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+
+T = TypeVar("T")
+Reply = dict[str, object]  # a tool's result (JSON)
 
 NAME = "omnivoice"
 INSTRUCTIONS = (
@@ -48,13 +58,7 @@ INSTRUCTIONS = (
 )
 
 
-def _level(audio: Any, rate: int, target: float | None) -> tuple[Any, Any]:
-    from ..media.loudness import level
-
-    return level(audio, rate, target)
-
-
-def _said(loud: Any) -> list[str]:
+def _said(loud: LoudnessReport | None) -> list[str]:
     """A loudness target missed, in the tool's warnings."""
     warning = loud.warning() if loud is not None else None
     return [warning] if warning else []
@@ -64,50 +68,46 @@ class Tools:
     """What the tools do, free of the protocol: InvalidRequest / SettingsError / OmniVoiceError
     / OSError for what goes wrong, in the CLI's words."""
 
-    def __init__(self, speaker: Speaker, root: Path, open_player: Callable[..., Any] | None = None) -> None:
+    def __init__(self, speaker: Speaker, root: Path, open_player: Callable[[int], Player] | None = None) -> None:
         self.speaker = speaker
         self.root = Path(root).expanduser().resolve()
         self._open_player = open_player
         self._playing = threading.Lock()
 
     def speak(
-        self, text: Any, voice: Any = None, instruct: Any = None, lang: Any = None, settings: Any = None
-    ) -> dict[str, Any]:
+        self, text: object, voice: object = None, instruct: object = None, lang: object = None, settings: object = None
+    ) -> Reply:
         built = self.speaker.build(text, voice=voice, lang=lang, instruct=instruct, settings=settings)
         rate = self.speaker.sample_rate  # the model, loaded once
-        if self._open_player is None:
-            from ..media.player import open_player
-        else:
-            open_player = self._open_player
+        opened = self._open_player or open_player
         target = built.settings["loudness"]  # measured over the whole: played once it is complete
+        loud: LoudnessReport | None = None
         with self._playing:
-            with open_player(rate) as player:
+            with opened(rate) as player:
                 if target is None:
                     audio, summary = self.speaker.render(built.request, on_piece=lambda p: player.play(p.audio))
                 else:
                     audio, summary = self.speaker.render(built.request)
-                    audio, loud = _level(audio, rate, target)
+                    audio, loud = level(audio, rate, target)
                     player.play(audio)
             played = getattr(player, "name", "player")
         return {
             "seconds": round(len(audio) / rate, 3),
             "seed": summary.seed,
             "player": played,
-            "warnings": [*built.warnings, *summary.warnings, *(_said(loud) if target is not None else [])],
+            "warnings": [*built.warnings, *summary.warnings, *_said(loud)],
         }
 
     def synthesize(
         self,
-        text: Any,
-        path: Any,
-        format: Any = None,
-        voice: Any = None,
-        instruct: Any = None,
-        lang: Any = None,
-        settings: Any = None,
-    ) -> dict[str, Any]:
-        from ..media.output import check_output, write_audio
-
+        text: object,
+        path: object,
+        format: object = None,
+        voice: object = None,
+        instruct: object = None,
+        lang: object = None,
+        settings: object = None,
+    ) -> Reply:
         if format is not None and not isinstance(format, str):
             raise InvalidRequest(f"format must be a string, got {st.type_name(format)}")
         target_path = resolve_under(self.root, path, format)
@@ -115,7 +115,7 @@ class Tools:
         target_path.parent.mkdir(parents=True, exist_ok=True)
         target = check_output(str(target_path), format)
         audio, summary = self.speaker.render(built.request)
-        audio, loud = _level(audio, summary.sample_rate, built.settings["loudness"])
+        audio, loud = level(audio, summary.sample_rate, built.settings["loudness"])
         write_audio(audio, summary.sample_rate, target)
         return {
             "path": str(target_path),
@@ -127,13 +127,10 @@ class Tools:
             "warnings": [*built.warnings, *summary.warnings, *_said(loud)],
         }
 
-    def list_voices(self) -> dict[str, Any]:
+    def list_voices(self) -> Reply:
         return {"voices": self.speaker.voices()}
 
-    def describe_voice_options(self) -> dict[str, Any]:
-        from ..media.output import writable_formats
-        from .schema import languages_part, presets_part, settings_part, voice_design_part
-
+    def describe_voice_options(self) -> Reply:
         return {
             "voice_design": voice_design_part(),
             "languages": languages_part(),
@@ -143,12 +140,10 @@ class Tools:
         }
 
 
-def resolve_under(root: Path, spec: Any, format: str | None = None) -> Path:
+def resolve_under(root: Path, spec: object, format: str | None = None) -> Path:
     """The file `spec` names under `root` (a resolved folder), its extension that of `format`
     (default wav) when it has none. InvalidRequest when it leaves the root: '..', an absolute
     path elsewhere, a symbolic link (of a folder on the way, or of the file) that points out."""
-    from ..media.output import format_named
-
     if not isinstance(spec, str) or not spec.strip():
         raise InvalidRequest("path is empty: give a file name under the root, e.g. hello.wav")
     if "\x00" in spec:
@@ -181,7 +176,7 @@ def _inside(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
 
-def guarded(call: Callable[[], Any]) -> Any:
+def guarded(call: Callable[[], T]) -> T:
     """A tool's result, or a ToolError (the client's `is_error` result) in the CLI's words."""
     from mcp.server.mcpserver.exceptions import ToolError
 
@@ -213,7 +208,7 @@ Instruct = Annotated[
 ]
 Lang = Annotated[str | None, Field(description="Language code, tag or name, e.g. en, de-AT, Japanese.")]
 Settings = Annotated[
-    dict[str, Any] | None,
+    dict[str, object] | None,
     Field(
         description='Request settings, e.g. {"speed": 1.1, "seed": 7, '
         '"num_step": 16, "preset": "fast"} '
@@ -230,7 +225,7 @@ OutPath = Annotated[
 Format = Annotated[str | None, Field(description="wav, flac, ogg, opus, mp3 or raw (default: the path's extension).")]
 
 
-def unknown_arguments(tool: str, arguments: Any, known: list[str]) -> str | None:
+def unknown_arguments(tool: str, arguments: Mapping[str, object] | None, known: list[str]) -> str | None:
     """The tool error for arguments a tool does not take (None when there are none), worded as
     the HTTP API words unknown fields: named, with a did-you-mean and what it takes."""
     unknown = [str(k) for k in (arguments or {}) if k not in known]
@@ -242,7 +237,7 @@ def unknown_arguments(tool: str, arguments: Any, known: list[str]) -> str | None
     return f"unknown argument{'s' if len(unknown) > 1 else ''} {names}{hint}: {tool} takes {takes}"
 
 
-def build_server(tools: Tools, version: str = "0") -> Any:
+def build_server(tools: Tools, version: str = "0") -> MCPServer:
     """mcp's MCPServer with the four tools over `tools`; an argument a tool does not take is a
     tool error (pydantic would drop it unseen)."""
     from mcp.server.mcpserver import MCPServer
@@ -262,7 +257,7 @@ def build_server(tools: Tools, version: str = "0") -> Any:
     @server.tool(description="Speak text aloud on the user's machine (waits until it has played).")
     def speak(
         text: Text, voice: Voice = None, instruct: Instruct = None, lang: Lang = None, settings: Settings = None
-    ) -> dict[str, Any]:
+    ) -> Reply:
         return guarded(lambda: tools.speak(text, voice=voice, instruct=instruct, lang=lang, settings=settings))
 
     @server.tool(
@@ -277,7 +272,7 @@ def build_server(tools: Tools, version: str = "0") -> Any:
         instruct: Instruct = None,
         lang: Lang = None,
         settings: Settings = None,
-    ) -> dict[str, Any]:
+    ) -> Reply:
         return guarded(
             lambda: tools.synthesize(
                 text, path, format=format, voice=voice, instruct=instruct, lang=lang, settings=settings
@@ -285,14 +280,14 @@ def build_server(tools: Tools, version: str = "0") -> Any:
         )
 
     @server.tool(description="The voices speak and synthesize may name: saved voices, OpenAI names, auto.")
-    def list_voices() -> dict[str, Any]:
+    def list_voices() -> Reply:
         return guarded(tools.list_voices)
 
     @server.tool(
         description="The voice-design items of instruct by category, the languages, the request "
         "settings and presets, and the audio formats."
     )
-    def describe_voice_options() -> dict[str, Any]:
+    def describe_voice_options() -> Reply:
         return guarded(tools.describe_voice_options)
 
     return server

@@ -27,9 +27,22 @@ are summed there) and its `submit` (each request's events pass through a counter
 from __future__ import annotations
 
 import threading
-from typing import Any
+import time
+from typing import TYPE_CHECKING, Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ..engine.pipeline import Request as EngineRequest
+from ..engine.service import Event, Service, Ticket
+from .asgi import ASGIApp, Message, Receive, Scope, Send
+
+if TYPE_CHECKING:
+    from ..engine.pieces import PieceCheck
+    from .state import ServerState
+
+OnEvent = Callable[[Event], None]
 
 ENDPOINTS = {
     "/v1/audio/speech": "speech",
@@ -63,7 +76,7 @@ def endpoint_of(path: str) -> str:
 class Metrics:
     """The server's registry and the hooks that fill it (see the module doc)."""
 
-    def __init__(self, state: Any) -> None:
+    def __init__(self, state: ServerState) -> None:
         self.state = state
         self.registry = r = CollectorRegistry(auto_describe=True)
         p = "omnivoice_"
@@ -88,7 +101,7 @@ class Metrics:
         )
         self.audio = Counter(p + "audio_seconds", "Seconds of audio made.", registry=r)
         self.outcomes = Counter(p + "engine_requests", "Engine requests finished.", ["outcome"], registry=r)
-        self._hooked: Any = None
+        self._hooked: Service | None = None
         self._lock = threading.Lock()
 
     # --- the engine's hooks -------------------------------------------------------------------
@@ -102,22 +115,23 @@ class Metrics:
                 return
             before, submit = service.on_forward, service.submit
 
-            def on_forward(slots: list) -> None:  # the loop thread, before the forward
+            def on_forward(slots: list[tuple[int, int]]) -> None:  # the loop thread, before the forward
                 self.forwards.inc()
                 self.forward_jobs.observe(len(slots))
                 self.positions.inc(sum(s.job.packed_len for s in service._active))
                 if before is not None:
                     before(slots)
 
-            def submitted(req: Any, on_event: Any, **kw: Any) -> Any:
-                return submit(req, self.counting(on_event), **kw)
+            def submitted(req: EngineRequest, on_event: OnEvent, check: PieceCheck | None = None) -> Ticket:
+                return submit(req, self.counting(on_event), check)
 
-            service.on_forward, service.submit = on_forward, submitted
+            service.on_forward = on_forward
+            service.submit = submitted  # type: ignore[method-assign]  # every request counted
             self._hooked = service
 
-    def counting(self, on_event: Any) -> Any:
-        def on(event: Any) -> None:
-            if event.kind == "done":
+    def counting(self, on_event: OnEvent) -> OnEvent:
+        def on(event: Event) -> None:
+            if event.kind == "done" and event.summary is not None:
                 s = event.summary
                 if s.first_audio is not None:
                     self.first_audio.observe(s.first_audio)
@@ -143,33 +157,29 @@ class Metrics:
             self.waiting.set(stats["waiting_jobs"])
         return generate_latest(self.registry)
 
-    async def endpoint(self, request: Any) -> Any:
-        from starlette.responses import Response
-
+    async def endpoint(self, request: Request) -> Response:
         return Response(self.text(), media_type=CONTENT_TYPE_LATEST)
 
 
 class Counted:
     """ASGI middleware (outermost): every request and socket counted by endpoint and status."""
 
-    def __init__(self, app: Any, metrics: Metrics) -> None:
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
         self.app, self.metrics = app, metrics
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        import time
-
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
             return await self.app(scope, receive, send)
         self.metrics.hook()
-        t0, status = time.perf_counter(), [None]
+        t0, status = time.perf_counter(), [0]
 
-        async def sending(message: dict) -> None:
+        async def sending(message: Message) -> None:
             kind = message["type"]
             if kind in ("http.response.start", "websocket.http.response.start"):
                 status[0] = message["status"]
             elif kind == "websocket.accept":
                 status[0] = 101
-            elif kind == "websocket.close" and status[0] is None:
+            elif kind == "websocket.close" and not status[0]:
                 status[0] = 403  # closed before it was accepted
             await send(message)
 

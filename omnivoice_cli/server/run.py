@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import socket
 import sys
 import time
-from typing import Any, Callable
+from types import FrameType
+from typing import Callable
 
 import uvicorn
 
-from .app import ServerState, create_app
+from .app import create_app
+from .state import ServerState
 
 
 def is_loopback(host: str) -> bool:
@@ -39,7 +42,7 @@ class DrainingServer(uvicorn.Server):
         self.url: str | None = None
         self.exit_code = 0
 
-    def handle_exit(self, sig: int, frame: Any) -> None:  # signal handler: no re-raise at the end
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:  # signal handler: no re-raise at the end
         if self.deadline is None:
             self.drain()
         else:
@@ -51,7 +54,7 @@ class DrainingServer(uvicorn.Server):
         self.deadline = time.monotonic() + self.state.options.grace
         self.state.status = "stopping"
 
-    async def startup(self, sockets: Any = None) -> None:
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets=sockets)
         if self.servers and self.servers[0].sockets:
             host, port = self.servers[0].sockets[0].getsockname()[:2]

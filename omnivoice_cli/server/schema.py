@@ -18,6 +18,7 @@ Everything in it is built from the tables the command line uses, never a copy of
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from importlib.metadata import version
 
 from ..app import settings as st
@@ -28,7 +29,7 @@ from .config import ServeOptions
 from .errors import scrub
 from .speech import MODELS, RESPONSE_FORMATS, STREAM_FORMATS
 
-Json = str | int | float | bool | None | list["Json"] | dict[str, "Json"]  # a value of the document
+Json = str | int | float | bool | None | Sequence["Json"] | Mapping[str, "Json"]  # a value of the document
 Entry = dict[str, Json]
 
 OBJECT = "omnivoice.schema"
@@ -87,7 +88,7 @@ def presets_part() -> list[Entry]:
 
 def voice_design_part() -> list[Entry]:
     """The instruct vocabulary by category: id (the name's first word), name, items (en, zh)."""
-    out = []
+    out: list[Entry] = []
     for cat in instruct_vocabulary():
         ens = [en for en, _ in cat.pairs if en]
         zhs = [zh for _, zh in cat.pairs if zh]

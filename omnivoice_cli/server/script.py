@@ -142,7 +142,10 @@ async def render(speaker: Speaker, built: list[Built]) -> list[np.ndarray]:
     tickets: list[Ticket] = []
 
     def putter(q: asyncio.Queue[Event]) -> Callable[[Event], None]:
-        return lambda e: loop.call_soon_threadsafe(q.put_nowait, e)  # the engine loop's thread
+        def put(e: Event) -> None:  # the engine loop's thread
+            loop.call_soon_threadsafe(q.put_nowait, e)
+
+        return put
 
     try:
         for b in built:

@@ -15,15 +15,23 @@ import asyncio
 import os
 import re
 import tempfile
-from typing import Any
+from typing import TYPE_CHECKING
 
 import anyio
+from starlette.datastructures import UploadFile
+from starlette.formparsers import MultiPartException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from ..app import listen, voices
 from ..app import settings as st
-from ..engine.errors import InvalidRequest, ModelUnavailable
+from ..engine.config import SAMPLE_RATE
+from ..engine.errors import InvalidRequest, MissingExtra, ModelUnavailable
 from .errors import ApiError, bad_request, scrub
+
+if TYPE_CHECKING:
+    from ..engine.voice import PreparedReference
+    from .state import ServerState
 
 MAX_UPLOAD_SECONDS = 60.0  # a reference is best at 3-10 s
 UPLOAD_FIELDS = ("name", "file", "ref_text")
@@ -32,43 +40,14 @@ _SUFFIX_RE = re.compile(r"^\.[A-Za-z0-9]{1,5}$")
 
 
 async def list_voices(request: Request) -> Response:
-    from ..app import voices
-
-    options = request.app.state.server.options
-    out: list[dict[str, Any]] = []
-    saved = await anyio.to_thread.run_sync(voices.list_voices)
-    for e in saved:
-        if e.meta is None:
-            continue  # a broken file: `omnivoice voice list` says why
-        out.append(
-            {
-                "id": e.name,
-                "name": e.name,
-                "type": "saved",
-                "seconds": _number(e.meta.get("seconds")),
-                "text": e.meta.get("text", ""),
-            }
-        )
-    names = {e.name.casefold() for e in saved}
-    for name, instruct in options.voice_map.items():
-        if name.casefold() not in names:
-            out.append({"id": name, "name": name, "type": "openai", "instruct": instruct})
-    out.append({"id": "auto", "name": "auto", "type": "auto"})
-    return JSONResponse({"voices": out})
+    """The voices a request may name, as the server's Speaker lists them (OpenAI's `id` added)."""
+    state: ServerState = request.app.state.server
+    listed = await anyio.to_thread.run_sync(state.speaker.voices)
+    return JSONResponse({"voices": [{"id": v["name"], **v} for v in listed]})
 
 
-def _number(text: str | None) -> float | None:
-    try:
-        return float(text) if text else None
-    except ValueError:
-        return None
-
-
-async def _form_fields(request: Request) -> tuple[str, Any, str]:
+async def _form_fields(request: Request) -> tuple[str, UploadFile, str | None]:
     """(name, upload, transcript) of a multipart body, or a 400 saying what is missing."""
-    from starlette.datastructures import UploadFile
-    from starlette.formparsers import MultiPartException
-
     if not request.headers.get("content-type", "").lower().startswith("multipart/form-data"):
         raise bad_request("send multipart/form-data with the fields name, file (the recording) and ref_text")
     try:
@@ -99,12 +78,8 @@ async def _form_fields(request: Request) -> tuple[str, Any, str]:
     return name.strip(), upload, st.join_lines(text)
 
 
-def heard_upload(prepared: Any, filename: str, asr_model: str | None, device: str = "auto") -> str:
+def heard_upload(prepared: PreparedReference, filename: str, asr_model: str | None, device: str = "auto") -> str:
     """The words of an uploaded recording without ref_text: the speech recogniser's (loaded, used, freed)."""
-    from ..app import listen
-    from ..engine.config import SAMPLE_RATE
-    from ..engine.errors import MissingExtra, ModelUnavailable
-
     try:
         return listen.transcribe_reference(
             prepared.wav, SAMPLE_RATE, None, asr_model, device, source=f"the uploaded file {filename!r}"
@@ -117,12 +92,12 @@ def heard_upload(prepared: Any, filename: str, asr_model: str | None, device: st
         ) from None
 
 
-def prepare_upload(data: bytes, filename: str, transcript: str | None) -> Any:
+def prepare_upload(data: bytes, filename: str, transcript: str | None) -> PreparedReference:
     """The uploaded recording, read and prepared (engine.voice.PreparedReference); InvalidRequest
     when it is not audio, too long, silent or too short."""
     import soundfile as sf
 
-    from ..engine import voice as vmod
+    from ..engine import voice as vmod  # torch: loaded with the model, not with the server's modules
 
     shown = f"the uploaded file {filename!r}"
     suffix = os.path.splitext(filename)[1]
@@ -148,9 +123,7 @@ def prepare_upload(data: bytes, filename: str, transcript: str | None) -> Any:
 
 
 async def create_voice(request: Request) -> Response:
-    from ..app import voices
-
-    state = request.app.state.server
+    state: ServerState = request.app.state.server
     service = state.require_service()
     name, upload, transcript = await _form_fields(request)
     heard = transcript is None
@@ -158,6 +131,7 @@ async def create_voice(request: Request) -> Response:
         voices.check_name(name)
     except InvalidRequest as e:
         raise bad_request(str(e), "name") from None
+    assert state.voice_lock is not None  # made at startup
     async with state.voice_lock:
         if voices.exists(name) is not None or name.lower() == "auto":
             raise ApiError(
@@ -199,10 +173,9 @@ async def create_voice(request: Request) -> Response:
 
 
 async def delete_voice(request: Request) -> Response:
-    from ..app import voices
-
-    state = request.app.state.server
+    state: ServerState = request.app.state.server
     name = request.path_params["id"]
+    assert state.voice_lock is not None  # made at startup
     async with state.voice_lock:
         index = voices.voice_index()
         if name in index:

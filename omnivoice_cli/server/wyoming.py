@@ -43,10 +43,12 @@ import asyncio
 import collections
 import dataclasses
 import json
+import os
 import re
+import stat
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable, TypeVar
 from urllib.parse import urlparse
 
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
@@ -54,10 +56,29 @@ from wyoming.error import Error
 from wyoming.event import Event, async_write_event
 from wyoming.info import Attribution, Describe, Info, TtsProgram, TtsVoice
 from wyoming.ping import Ping, Pong
-from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeStopped
+from wyoming.tts import (
+    Synthesize,
+    SynthesizeChunk,
+    SynthesizeStart,
+    SynthesizeStop,
+    SynthesizeStopped,
+    SynthesizeVoice,
+)
 
+from ..app.session import seed_for
 from ..app.speaker import USAGE_ERRORS, Speaker, one_line, take_parts
 from ..engine.errors import InvalidRequest
+from ..engine.pipeline import Request
+from ..engine.service import Busy, Stopped, Summary, Ticket
+from ..engine.service import Event as EngineEvent
+from ..engine.text import list_languages
+from ..media.output import pcm16
+from ..media.rates import StreamResampler
+
+if TYPE_CHECKING:
+    from ..engine.voice import VoicePrompt
+
+Read = TypeVar("Read")  # a wyoming event class's reading
 
 PROGRAM = "omnivoice"
 ATTRIBUTION = Attribution(name="k2-fsa (OmniVoice)", url="https://huggingface.co/k2-fsa/OmniVoice")
@@ -101,7 +122,7 @@ class TooLarge(Exception):
     """An event over the limit, read and dropped: the connection goes on."""
 
 
-def parse_uri(uri: str) -> tuple[str, Any, Any]:
+def parse_uri(uri: str) -> tuple[str, str, int | None]:
     """("tcp", host, port) or ("unix", path, None); InvalidRequest in --uri's words."""
     try:
         parsed = urlparse(uri)
@@ -116,8 +137,6 @@ def parse_uri(uri: str) -> tuple[str, Any, Any]:
 
 
 def advertised_languages() -> list[str]:
-    from ..engine.text import list_languages
-
     codes = {code for code, _ in list_languages()}
     return sorted(c for c in codes if len(c) == 2) + [c for c in EXTRA_LANGUAGES if c in codes]
 
@@ -175,7 +194,7 @@ def json_depth(raw: bytes, limit: int = MAX_DEPTH) -> int:
     return deepest
 
 
-def _json(raw: bytes, what: str, kind: str = "JSON") -> Any:
+def _json(raw: bytes, what: str, kind: str = "JSON") -> object:
     """json.loads of an event's header or data, its nesting checked first; BadEvent for either."""
     if json_depth(raw) > MAX_DEPTH:
         raise BadEvent(f"{what} nests JSON deeper than {MAX_DEPTH} levels")
@@ -233,11 +252,11 @@ async def _drain(reader: asyncio.StreamReader, n: int) -> None:
 class Stream:
     """A streamed synthesis (synthesize-start .. synthesize-stop)."""
 
-    voice: Any  # wyoming SynthesizeVoice or None
+    voice: SynthesizeVoice | None
     text: str = ""  # arrived, not yet handed on
     fallback: str = ""  # the text of a `synthesize` inside the stream (spoken only if no chunk came)
     handed: bool = False  # some text was handed on
-    ref: Any = None  # the voice of its first part, for the others (VoicePrompt)
+    ref: VoicePrompt | None = None  # the voice of its first part, for the others
     seed: int | None = None  # its first part's seed
     parts: int = 0  # parts spoken
 
@@ -246,7 +265,7 @@ class Stream:
 class Job:
     kind: str  # "speak" or "stopped"
     text: str = ""
-    voice: Any = None
+    voice: SynthesizeVoice | None = None
     stream: Stream | None = None
     chars: int = field(default=0)
 
@@ -430,12 +449,12 @@ class Connection:
                 self.speaking = False
 
 
-def parse(cls: Any, event: Event) -> Any:
+def parse(cls: type[Read], event: Event) -> Read:
     """The wyoming class's reading of an event; InvalidRequest for a missing or wrong field."""
     if cls in (Synthesize, SynthesizeChunk) and event.data.get("text") is None:
         raise InvalidRequest(f"the {event.type!r} event has no 'text': give the text to speak")
     try:
-        found = cls.from_event(event)
+        found = cls.from_event(event)  # type: ignore[attr-defined]  # every wyoming event class has it
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise InvalidRequest(f"the {event.type!r} event is missing a field or has a wrong one ({e!r})") from None
     text = getattr(found, "text", "")
@@ -468,7 +487,7 @@ class Speaking:
             return
         await self.relay(request)
 
-    def build(self) -> Any:
+    def build(self) -> Request:
         job, voice = self.job, self.job.voice
         built = self.speaker.build(
             job.text,
@@ -476,24 +495,24 @@ class Speaking:
             lang=voice.language if voice else None,
             instruct=voice.speaker if voice else None,
         )
-        request, stream = built.request, job.stream
+        request: Request = built.request
+        stream = job.stream
         if stream is None:
             return request
-        if stream.parts == 0:
+        if stream.parts == 0 or stream.seed is None:
             stream.seed = request.seed
             return request
-        from ..app.session import seed_for
-
         return dataclasses.replace(
             request, seed=seed_for(stream.seed, stream.parts), ref=stream.ref if stream.ref is not None else request.ref
         )
 
-    async def relay(self, request: Any) -> None:
-        from ..engine.service import Busy, Stopped
-
+    async def relay(self, request: Request) -> None:
         conn, loop = self.connection, asyncio.get_running_loop()
-        events: asyncio.Queue = asyncio.Queue()
-        put = lambda e: loop.call_soon_threadsafe(events.put_nowait, e)  # noqa: E731 - the engine loop's thread
+        events: asyncio.Queue[EngineEvent] = asyncio.Queue()
+
+        def put(e: EngineEvent) -> None:  # the engine loop's thread
+            loop.call_soon_threadsafe(events.put_nowait, e)
+
         try:
             ticket = self.speaker.submit(request, put)  # quick (text checks), and never left behind by a cancel
         except (Busy, Stopped) as e:
@@ -509,23 +528,25 @@ class Speaking:
             if not done:
                 ticket.cancel()
 
-    async def send_audio(self, events: asyncio.Queue, ticket: Any) -> bool:
-        from ..media.output import pcm16
-        from ..media.rates import StreamResampler
-
+    async def send_audio(self, events: asyncio.Queue[EngineEvent], ticket: Ticket) -> bool:
         conn, rate, started = self.connection, self.speaker.output_rate, False
         resampler, sent = StreamResampler(self.speaker.sample_rate, rate), 0  # --sample-rate: e.g. 16000
         while True:
             event = await events.get()
             if event.kind == "error":
-                code = "invalid-request" if isinstance(event.error, USAGE_ERRORS) else "synthesis-failed"
-                await conn.fail(one_line(event.error), code)
+                error = event.error or RuntimeError("the request failed")
+                code = "invalid-request" if isinstance(error, USAGE_ERRORS) else "synthesis-failed"
+                await conn.fail(one_line(error), code)
                 return True
             if not started:
                 await conn.send(AudioStart(rate=rate, width=WIDTH, channels=CHANNELS).event())
                 started = True
             done = event.kind == "done"
-            data = pcm16(resampler.finish() if done else resampler.feed(event.piece.audio))
+            if done:
+                data = pcm16(resampler.finish())
+            else:
+                assert event.piece is not None
+                data = pcm16(resampler.feed(event.piece.audio))
             step = CHUNK_SAMPLES * WIDTH
             for i in range(0, len(data), step):
                 chunk = AudioChunk(
@@ -539,10 +560,11 @@ class Speaking:
             sent += len(data) // WIDTH
             if done:
                 await conn.send(AudioStop().event())
+                assert event.summary is not None
                 self.finished(ticket, event.summary)
                 return True
 
-    def finished(self, ticket: Any, summary: Any) -> None:
+    def finished(self, ticket: Ticket, summary: Summary) -> None:
         stream = self.job.stream
         if stream is not None:
             if stream.parts == 0:
@@ -562,8 +584,8 @@ class WyomingServer:
     def __init__(self, speaker: Speaker, options: WyomingOptions) -> None:
         self.speaker, self.options = speaker, options
         self.event_limit = 16 * 1024 + 6 * speaker.options.max_chars
-        self.connections: set[asyncio.Task] = set()
-        self.peers: collections.Counter = collections.Counter()  # connections open per address
+        self.connections: set[asyncio.Task[None]] = set()
+        self.peers: collections.Counter[str] = collections.Counter()  # connections open per address
         self._server: asyncio.AbstractServer | None = None
         self._closed: asyncio.Event | None = None
         self.address: str | None = None  # where it listens, once it does
@@ -602,6 +624,7 @@ class WyomingServer:
             writer.close()
             return
         task = asyncio.current_task()
+        assert task is not None  # a connection's handler runs as a task
         self.connections.add(task)
         if peer is not None:
             self.peers[peer] += 1
@@ -619,10 +642,12 @@ class WyomingServer:
         address = self.address or await self.start()
         if on_ready is not None:
             on_ready(address)
+        closed, server = self._closed, self._server
+        assert closed is not None and server is not None  # start() made them
         try:
-            await self._closed.wait()
+            await closed.wait()
         finally:
-            self._server.close()
+            server.close()
             for task in list(self.connections):
                 task.cancel()
             await asyncio.gather(*self.connections, return_exceptions=True)
@@ -644,9 +669,6 @@ def peer_address(writer: asyncio.StreamWriter) -> str | None:
 
 def _remove_socket(path: str) -> None:
     """Remove a unix socket's file (only a socket: never another file at that path)."""
-    import os
-    import stat
-
     try:
         if stat.S_ISSOCK(os.lstat(path).st_mode):
             os.unlink(path)
