@@ -308,7 +308,11 @@ async def health(request: Request) -> Response:
     the engine's: `generating` (requests in the engine, what --max-queue bounds), `active_jobs` /
     `waiting_jobs` (pieces in the forward / waiting for a place), `forwards`."""
     state: ServerState = request.app.state.server
-    body: dict[str, str | int] = {"status": state.status, "model": state.options.model, "max_queue": state.options.max_queue}
+    body: dict[str, str | int] = {
+        "status": state.status,
+        "model": state.options.model,
+        "max_queue": state.options.max_queue,
+    }
     if state.error:
         body["error"] = state.error
     body.update(open=state.speaking, served=state.served)
