@@ -87,6 +87,9 @@ def _wyoming_says(speaker: Speaker, text: str) -> list[str]:
 
 
 def test_http_wyoming_and_mcp_requests_are_made_by_one_speaker_each_planned_once(engine, module_home, made, tmp_path):
+    pytest.importorskip("websockets")  # the serve extra: the socket's client
+    from websockets.sync.client import connect
+
     from omnivoice_cli.server.mcp import Tools
 
     calls, plans = made
@@ -97,9 +100,25 @@ def test_http_wyoming_and_mcp_requests_are_made_by_one_speaker_each_planned_once
         )
         lines = {"lines": [{"text": "A script's line."}, {"voice": "alloy", "text": "And another."}]}
         assert c.post("/v1/audio/script", json=lines).status_code == 200
+        with connect(url.replace("http://", "ws://") + "/tts/ws") as ws:  # the socket: text in, audio out
+            ws.send(json.dumps({"type": "text", "data": {"text": "Hello from the socket."}}))
+            ws.send(json.dumps({"type": "flush"}))
+            audio, message = 0, {}
+            while message.get("data", {}).get("event_type") != "final":
+                got = ws.recv(timeout=120)
+                audio += len(got) if isinstance(got, bytes) else 0
+                message = json.loads(got) if isinstance(got, str) else {}
+                assert message.get("type") != "error", message
+                audio += len(message.get("data", {}).get("audio", "")) if message.get("type") == "audio" else 0
         assert state.service is state.speaker.running is not None  # the server's engine loop is its Speaker's
     http = state.speaker
-    assert calls == [(http, "Hello from HTTP."), (http, "A script's line."), (http, "And another.")]
+    said = [
+        (http, "Hello from HTTP."),
+        (http, "A script's line."),
+        (http, "And another."),
+        (http, "Hello from the socket."),
+    ]
+    assert calls == said and audio > 0
 
     door = Speaker(SpeakerOptions(layers=FLAGS, model=str(TINY_CKPT)), load=lambda: engine)
     try:
@@ -107,8 +126,8 @@ def test_http_wyoming_and_mcp_requests_are_made_by_one_speaker_each_planned_once
         assert _wyoming_says(door, "Hello from Wyoming.")[-1] == "audio-stop"  # its close stops the loop
     finally:
         door.stop()
-    assert calls[3:] == [(door, "Hello from MCP."), (door, "Hello from Wyoming.")]
-    assert plans[0] == len(calls) == http.requests_built + door.requests_built == 5  # one plan per request
+    assert calls[4:] == [(door, "Hello from MCP."), (door, "Hello from Wyoming.")]
+    assert plans[0] == len(calls) == http.requests_built + door.requests_built == 6  # one plan per request
 
 
 def test_the_server_takes_the_unpunctuated_stretch_the_clis_plan_cuts_at_words(home):
