@@ -69,11 +69,6 @@ def render(part: Part) -> str:
     return out
 
 
-def spoken(part: Part) -> str:
-    """A part's words alone (its pauses out)."""
-    return " ".join(seg.text for seg in part if isinstance(seg, Text))
-
-
 __all__ = [
     "Text",
     "Pause",
