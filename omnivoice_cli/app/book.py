@@ -15,9 +15,10 @@ A run (`BookRun`), in order:
      with PARAGRAPH_PAUSE between them, at most PART_CHARS characters a part (a longer chapter
      is cut between paragraphs, else between sentences). Each part is one batch line, planned
      here (BatchRun.plan_line) and handed to the batch run (BatchRun.run(planned=...));
-  2. speak the parts with the batch run (batch.BatchRun, composed, not subclassed: its packing into Engine.generate calls,
-     its manifest, its executor: this process or --ray's cluster; it tells bookwork.PartSink
-     of each part, which writes the part's pieces first and moves the bars) into the work folder
+  2. speak the parts with the batch run (batch.BatchRun, composed, not subclassed: its packing
+     into Engine.generate calls, its manifest, its executor: this process or --ray's cluster; it
+     tells bookwork.PartSink of each part, which writes the part's pieces first and moves the
+     bars) into the work folder
      (`novel.m4b.parts/`, or `out/.parts/` for a folder), one lossless FLAC file per part, named
      by the part's content key: a hash of its text and of every setting that changes its audio
      (hardware aside: device, threads, compile). A part whose file exists is not spoken again,
