@@ -361,7 +361,7 @@ def test_a_line_over_1_mib_is_refused_not_read_whole(invoke, fake_engine, tmp_pa
 def test_a_book_that_grows_while_it_is_read_stops_at_the_limit(tmp_path, monkeypatch):
     path = tmp_path / "z.txt"
     path.write_bytes(b"Chapter 1\n\nsome words\n" * 20)
-    monkeypatch.setattr(bookread, "MAX_TEXT_BOOK_BYTES", 100)  # the file "grew" past it after the check
+    monkeypatch.setattr(bookread.text, "MAX_TEXT_BOOK_BYTES", 100)  # the file "grew" past it after the check
     monkeypatch.setattr(bookread, "_regular_size", lambda p: 10)
     with pytest.raises(InvalidRequest, match="over the 100 bytes a plain-text book may be"):
         open_book(path)

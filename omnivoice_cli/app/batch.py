@@ -442,8 +442,22 @@ class Executor(Protocol):
     def speak(self, run: "BatchRun", pending: list[Line], signals: HoldSignals) -> None: ...
 
 
+class LineSink(Protocol):
+    """Where a run that composes the batch (the book) is told of its lines: how a warning names
+    a line, a step before a line's file is written (an error message fails the line instead),
+    and each line's end (line.status: done or failed)."""
+
+    def where(self, line: Line) -> str: ...
+
+    def before_write(self, line: Line, result: Any) -> str | None: ...
+
+    def ended(self, line: Line) -> None: ...
+
+
 class BatchRun:
-    """One batch: plan every line (no model), then speak what is left, writing files and manifest."""
+    """One batch: plan every line (no model), then speak what is left, writing files and manifest.
+    A run that composes it (the book) plans its own lines with plan_line, hands them to
+    run(planned=...) and is told of them through its `sink`."""
 
     def __init__(
         self,
@@ -457,7 +471,9 @@ class BatchRun:
         subtitles: str | None = None,
         executor: Executor | None = None,
         words: bool = False,
+        sink: LineSink | None = None,
     ) -> None:
+        self.sink = sink  # told of each line (the book's parts), when a run composes this one
         self.input_path, self.output_dir = input_path, output_dir
         self.words = words  # --words: NAME.words.json beside each audio file (words.py)
         self.verifier: Any = None  # --verify: the run's recogniser (verify.Verifier), loaded on first use
@@ -547,9 +563,10 @@ class BatchRun:
 
     def warn(self, line: Line, warnings: list[str]) -> None:
         """Show a line's warnings, each text once per run ("Warning: line N: ...")."""
+        where = self.sink.where(line) if self.sink is not None else f"line {line.number}"
         for w in self._once.new(warnings):
-            self.report.warnings.append(f"line {line.number}: {w}")
-            self.echo(f"Warning: line {line.number}: {w}")
+            self.report.warnings.append(f"{where}: {w}")
+            self.echo(f"Warning: {where}: {w}")
 
     def _held(self):
         """No stop between a file and its record (the signals held while the run speaks)."""
@@ -564,6 +581,8 @@ class BatchRun:
             self.manifest.append(line.record)
             self.echo(f"Error: {line.error}")
             self.progress.line("failed")
+        if self.sink is not None:
+            self.sink.ended(line)
 
     def recogniser(self, line: Line) -> Any:
         """The run's speech recogniser (--verify's, or one for --words alone)."""
@@ -582,6 +601,8 @@ class BatchRun:
         to its file being written). A file that cannot be written fails the line."""
         from ..media.output import FORMATS, OutputTarget, write_audio
 
+        if self.sink is not None and (problem := self.sink.before_write(line, result)) is not None:
+            return self.fail_line(line, problem)
         with self._held():  # the file and its record, or neither
             target = self.out / line.name
             try:
@@ -625,6 +646,8 @@ class BatchRun:
             self.manifest.append(line.record)
             self.report.audio_seconds += seconds
             self.progress.line("done")
+        if self.sink is not None:
+            self.sink.ended(line)
 
     # -- running ---------------------------------------------------------------------------
 
@@ -675,10 +698,14 @@ class BatchRun:
             signals.__exit__()
             self.signals = None
 
-    def run(self) -> BatchReport:
-        """Plan, then speak. Per-line problems go to `echo` and the manifest, never raised."""
+    def run(self, planned: list[Line] | None = None) -> BatchReport:
+        """Plan (or take the lines `planned` by the run that composes this one), then speak.
+        Per-line problems go to `echo` and the manifest, never raised."""
         t_start = time.perf_counter()
-        self.plan()
+        if planned is None:
+            self.plan()
+        else:
+            self.lines, self.report.lines = list(planned), len(planned)
         out = self.out = prepare_output_dir(self.output_dir)
         remove_stale_temporaries(out, [ln.name for ln in self.lines if ln.name])
         self.report.manifest = out / MANIFEST

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
-from typing import Optional
+from pathlib import Path
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
 from ..app import settings as st
-from ..app.book import DEFAULT_LOUDNESS
+from ..app.bookplan import DEFAULT_LOUDNESS  # (not app.book: --help does not load the book's run)
+from ..app.signals import signal_name
 from ..engine.errors import InvalidRequest
 from ..ui.options import (
     GPUS_PER_WORKER_OPTION,
@@ -22,8 +25,12 @@ from ..ui.options import (
     WORKERS_OPTION,
     with_settings,
 )
-from ..ui.progress import clock
-from .common import echo, error, run_session, warn
+from ..ui.progress import BookBars, clock
+from ..ui.text import visible  # the book's titles and names: their control characters made visible
+from .common import check_run, cluster_executor, echo, error, run_session, warn
+
+if TYPE_CHECKING:
+    from ..app.book import BookRun  # (loaded when a book is read, not by --help)
 
 HELP = """Read a book aloud: an .m4b audiobook with chapter marks, or one audio file per chapter.
 
@@ -70,7 +77,7 @@ def _subtitles(value: Optional[str]) -> Optional[str]:
     return fmt
 
 
-def _summary(run, quiet: bool, json_out: bool) -> None:
+def _summary(run: BookRun, quiet: bool, json_out: bool) -> None:
     r = run.report
     counts = f"{r.parts} parts: {r.done} spoken, {r.skipped} kept, {r.failed} failed"
     if r.pending:
@@ -78,8 +85,6 @@ def _summary(run, quiet: bool, json_out: bool) -> None:
     if json_out:
         _json_summary(run)
     if r.interrupted:
-        from ..app.signals import signal_name
-
         warn(
             f"stopped by {signal_name(int(r.interrupted))}: {counts}; finished parts are kept, "
             f"run the same command again to finish ({r.manifest})"
@@ -104,9 +109,7 @@ def _summary(run, quiet: bool, json_out: bool) -> None:
         )
 
 
-def _level(run, path: str) -> str:
-    from pathlib import Path
-
+def _level(run: BookRun, path: str) -> str:
     level = run.report.loudness.get(Path(path).name)
     if not level or level.get("lufs") is None:
         return ""
@@ -114,9 +117,7 @@ def _level(run, path: str) -> str:
     return f" ({level['lufs']:.1f} LUFS{peak})"
 
 
-def _json_summary(run) -> None:
-    from ..app.signals import signal_name
-
+def _json_summary(run: BookRun) -> None:
     r = run.report
 
     def rounded(x):
@@ -149,10 +150,9 @@ def _json_summary(run) -> None:
     typer.echo(json.dumps(data, ensure_ascii=False))
 
 
-def _dry_run(run, json_out: bool) -> None:
+def _dry_run(run: BookRun, json_out: bool) -> None:
     """Plan the book (no model, nothing written) and print its chapters."""
-    from ..app.book import describe_book
-    from ..ui.text import visible  # the book's titles and names: their control characters made visible
+    from ..app.book import describe_book  # (the book's run: loaded when a book is read, not by --help)
 
     run.plan(keep_text=False)
     report = describe_book(run)
@@ -240,9 +240,7 @@ def book(
     flags: dict = NO_FLAGS,
 ) -> None:
     """Read a book aloud: an .m4b audiobook with chapter marks, or one audio file per chapter."""
-    from ..app.book import BookRun
-    from ..ui.progress import BookBars
-    from .common import check_run, cluster_executor
+    from ..app.book import BookRun  # (loaded when a book is read, not by --help)
 
     subtitles = _subtitles(subtitles)
     chosen = check_run(flags, preset)
@@ -271,8 +269,6 @@ def book(
 
 def _book_default(name: str, default: str) -> None:
     """A setting whose default is the book's own (loudness: -18 LUFS, not off): its --help says so."""
-    import inspect
-
     param = inspect.signature(book).parameters.get(name)
     if param is not None and param.default.help:
         param.default.help = re.sub(r"Default: [^.]*\.$", f"Default: {default} (for book).", param.default.help)

@@ -3,11 +3,9 @@
     report = measure(audio, 24000)                        # LUFS and dBTP of a whole signal
     audio, report = normalize(audio, 24000, -18.0)        # one output at -18 LUFS, <= -1 dBTP
 
-    meter = LoudnessMeter(24000)                          # a book: measured as it is made ...
-    for piece in pieces: meter.add(piece)
-    n = Normaliser(gain_for(meter.integrated(), -18.0), 24000)
-    for piece in pieces: out.write(n.process(piece))      # ... then scaled and limited as it streams
-    out.write(n.flush())
+    lev = Leveller(lambda: read_blocks(), 24000, -18.0).measure()   # a book: read from its parts,
+    for block in lev.output(): out.write(block)           # never held whole; the same algorithm
+    lev.report()
 
 The meter streams, so a ten-hour book is never held as float64: the K-weighting (the two biquads
 pyloudnorm defines: a +4 dB high shelf at 1500 Hz, Q 1/sqrt 2, and a 38 Hz high pass, Q 0.5, both
@@ -39,6 +37,7 @@ from __future__ import annotations
 
 import math
 from array import array
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -427,50 +426,120 @@ class LoudnessReport:
         }
 
 
-def _apply(np: Any, audio: Any, gain: float, rate: int, ceiling: float) -> tuple[Any, float]:
-    """`audio` through a Normaliser of `gain`, block by block: (the output, float32; the share limited)."""
-    n = Normaliser(gain, rate, ceiling)
-    out = np.empty(len(audio), dtype=np.float32)
-    at = 0
-    for i in range(0, len(audio), BLOCK):
-        y = n.process(audio[i : i + BLOCK])
-        out[at : at + len(y)] = y
-        at += len(y)
-    y = n.flush()
-    out[at : at + len(y)] = y
-    return out, n.limited / max(1, len(audio))
+Chunks = Callable[[], Iterable[Any]]  # an output's audio anew at each call: mono float blocks
+
+
+class Leveller:
+    """One output brought to a target loudness, streamed (`normalize` is it over one array; a
+    book's output is read from its parts, never held whole): the audio measured; one gain to the
+    target (at most MAX_GAIN_DB); where the gained peaks would pass the ceiling, the true-peak
+    limiter, and since it takes a little loudness off, the gained and limited audio measured
+    again and the gain raised to give that back (twice at most, by MAX_MAKEUP_DB in all). Then
+    `output()` gives the audio at the gain found and `report()` what it did.
+
+        lev = Leveller(lambda: blocks_of_the_output(), 24000, -18.0).measure()
+        for block in lev.output(): write(block)
+        lev.report()
+
+    `chunks()` gives the output's audio anew at each call (it is read up to four times). With
+    `keep`, the last measuring pass's output is kept (in memory) and given again by `output()`
+    when it is the output (normalize: no pass twice)."""
+
+    def __init__(
+        self, chunks: Chunks, sample_rate: int, target: float, ceiling: float = CEILING_DBTP, *, keep: bool = False
+    ) -> None:
+        self.np, _ = _libraries()
+        self.chunks, self.rate, self.ceiling, self.keep = chunks, int(sample_rate), ceiling, keep
+        self.target = check_target(target)
+        self.before = Measurement(-math.inf, -math.inf, 0.0)  # the audio as given
+        self.gain_db = 0.0  # the one gain (0 for silence)
+        self.limits = False  # the limiter is in the way at that gain
+        self._meter: LoudnessMeter | None = None  # of the output given, once given
+        self._norm: Normaliser | None = None
+        self._kept: tuple[list[Any], LoudnessMeter, Normaliser | None] | None = None  # with keep: the output
+
+    def _pass(self, gain_db: float, limit: bool, meter: LoudnessMeter) -> Iterator[Any]:
+        """The output at this gain (limited or only scaled), each block into `meter`."""
+        np = self.np
+        norm = self._norm = Normaliser(10.0 ** (gain_db / 20.0), self.rate, self.ceiling) if limit else None
+        scale = np.float32(10.0 ** (gain_db / 20.0))
+        for chunk in self.chunks():
+            if norm is not None:
+                out = norm.process(chunk)
+            else:
+                out = _mono(np, chunk).astype(np.float32, copy=False) * scale
+            if len(out):
+                meter.add(out)
+                yield out
+        if norm is not None:
+            out = norm.flush()
+            if len(out):
+                meter.add(out)
+                yield out
+
+    def measure(self) -> Leveller:
+        """The audio measured and the gain found (see the class doc)."""
+        meter = LoudnessMeter(self.rate)
+        for chunk in self.chunks():
+            meter.add(chunk)
+        self.before = Measurement(meter.integrated(), meter.true_peak(), meter.samples / self.rate)
+        if not math.isfinite(self.before.lufs):
+            return self  # silence: left as it is
+        first = self.gain_db = gain_db_for(self.before.lufs, self.target)  # hiss is not raised to speech level
+        for _ in range(2):
+            self.limits = self.before.dbtp + self.gain_db > self.ceiling - MARGIN_DB
+            if not self.limits:
+                return self  # only scaled: on its target (or raised by MAX_GAIN_DB)
+            after = LoudnessMeter(self.rate)
+            blocks = list(self._pass(self.gain_db, True, after)) if self.keep else None
+            if blocks is None:
+                for _block in self._pass(self.gain_db, True, after):
+                    pass
+            lufs = after.integrated()
+            more = min(self.target - lufs, first + MAX_MAKEUP_DB - self.gain_db, MAX_GAIN_DB - self.gain_db)
+            if not math.isfinite(lufs) or abs(self.target - lufs) <= 0.1 or more < 0.05:
+                if blocks is not None:  # this pass is the output
+                    self._kept = (blocks, after, self._norm)
+                return self
+            self.gain_db += more
+        self.limits = self.before.dbtp + self.gain_db > self.ceiling - MARGIN_DB
+        return self
+
+    def output(self) -> Iterator[Any]:
+        """The output's audio (float32 blocks), at the gain found."""
+        if self._kept is not None:
+            blocks, self._meter, self._norm = self._kept
+            return iter(blocks)
+        self._meter = LoudnessMeter(self.rate)
+        return self._pass(self.gain_db, self.limits, self._meter)
+
+    def report(self) -> LoudnessReport:
+        """What leveling did, once the output was given (its loudness and true peak as given)."""
+        samples = max(1, round(self.before.seconds * self.rate))
+        limited = self._norm.limited / samples if self._norm is not None else 0.0
+        lufs = self._meter.integrated() if self._meter is not None else self.before.lufs
+        dbtp = self._meter.true_peak() if self._meter is not None else self.before.dbtp
+        return LoudnessReport(self.target, self.before.lufs, self.before.dbtp, self.gain_db, lufs, dbtp, limited)
 
 
 def normalize(
     audio: Any, sample_rate: int, target_lufs: float, peak_dbtp: float = CEILING_DBTP
 ) -> tuple[Any, LoudnessReport]:
-    """`audio` (mono) at `target_lufs` integrated, its true peak at most `peak_dbtp`: one gain,
-    then the limiter where the peaks need it. The limiter lowers the loudness a little where it
-    works, so the output is measured and the gain raised to give that back (at most twice more,
-    by MAX_MAKEUP_DB in all: a limiter is for peaks, not for loudness; a target the peaks do not
-    allow under the ceiling is missed, and the report says by how much). Silence (no block over
-    -70 LUFS) is left as it is; near-silence is raised by MAX_GAIN_DB (+30 dB) at most, and the
-    report's warning names its level. Returns float32 audio and the report."""
+    """`audio` (mono) at `target_lufs` integrated, its true peak at most `peak_dbtp` (Leveller
+    over the whole array): one gain, then the limiter where the peaks need it. The limiter
+    lowers the loudness a little where it works, so the output is measured and the gain raised
+    to give that back (at most twice more, by MAX_MAKEUP_DB in all: a limiter is for peaks, not
+    for loudness; a target the peaks do not allow under the ceiling is missed, and the report
+    says by how much). Silence (no block over -70 LUFS) is left as it is; near-silence is raised
+    by MAX_GAIN_DB (+30 dB) at most, and the report's warning names its level. Returns float32
+    audio and the report."""
     np, _ = _libraries()
     target = check_target(target_lufs)
     audio = _mono(np, audio).astype(np.float32, copy=False)
-    before = measure(audio, sample_rate)
-    if not math.isfinite(before.lufs):
-        return audio.copy(), LoudnessReport(target, before.lufs, before.dbtp, 0.0, before.lufs, before.dbtp, 0.0)
-    first = gain_db = gain_db_for(before.lufs, target)  # at most MAX_GAIN_DB: hiss is not raised to speech level
-    for attempt in range(3):
-        if before.dbtp + gain_db <= peak_dbtp - MARGIN_DB:  # under the ceiling: only scaled
-            out, limited = audio * np.float32(10.0 ** (gain_db / 20.0)), 0.0
-        else:
-            out, limited = _apply(np, audio, 10.0 ** (gain_db / 20.0), sample_rate, peak_dbtp)
-        after = measure(out, sample_rate)
-        more = min(
-            target - after.lufs, first + MAX_MAKEUP_DB - gain_db, MAX_GAIN_DB - gain_db
-        )  # what the limiter took, given back
-        if attempt == 2 or not math.isfinite(after.lufs) or abs(target - after.lufs) <= 0.1 or more < 0.05:
-            break
-        gain_db += more
-    return out, LoudnessReport(target, before.lufs, before.dbtp, gain_db, after.lufs, after.dbtp, limited)
+    blocks = lambda: (audio[i : i + BLOCK] for i in range(0, len(audio), BLOCK))  # noqa: E731
+    lev = Leveller(blocks, sample_rate, target, peak_dbtp, keep=True).measure()
+    out = np.concatenate([np.zeros(0, np.float32), *lev.output()])
+    return out, lev.report()
 
 
 def level(audio: Any, sample_rate: int, target: float | None) -> tuple[Any, LoudnessReport | None]:

@@ -40,10 +40,14 @@ import struct
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING, BinaryIO, Iterable, cast
 
 from ..engine.errors import InvalidRequest, MissingExtra, OmniVoiceError
 from .output import AAC_BITRATE, prepare_audio, replace_atomically
+
+if TYPE_CHECKING:
+    import numpy as np
+    from av.container.core import Chapter
 
 AAC_FRAME = 1024  # samples in one AAC-LC frame
 AAC_RATES = (8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000, 64000, 88200, 96000)
@@ -107,7 +111,7 @@ def check_chapters(chapters: list[ChapterMark], sample_rate: int) -> list[int]:
     return starts
 
 
-def _av_chapters(chapters: list[ChapterMark], starts: list[int], samples: int, sample_rate: int) -> list[dict]:
+def _av_chapters(chapters: list[ChapterMark], starts: list[int], samples: int, sample_rate: int) -> list[Chapter]:
     """PyAV's chapter dicts (in samples), the last ending at the audio's end (`samples`)."""
     if not chapters:
         return []
@@ -244,7 +248,10 @@ def cover_image(data: bytes) -> tuple[bytes, str, int, int]:
     problem = cover_problem(data)
     if problem is not None:
         raise InvalidRequest(f"the cover is not used: {problem}")
-    kind, width, height = image_size(data)
+    size = image_size(data)
+    if size is None:  # (cover_problem said so already)
+        raise InvalidRequest("the cover is not used: its header does not read as an image's")
+    kind, width, height = size
     av = _require_av()
     try:
         with av.open(io.BytesIO(data)) as c:
@@ -346,7 +353,7 @@ def _encode(out, stream, chunks, sample_rate: int) -> int:
         fed += len(a)
 
     for chunk in chunks:
-        a = prepare_audio(chunk)
+        a = cast("np.ndarray", prepare_audio(chunk))
         if not len(a):
             continue
         a = np.concatenate([pending, a]) if len(pending) else a
@@ -475,5 +482,9 @@ def write_chapters_json(path, chapters: list[ChapterMark], tags: BookTags, files
             item["file"] = files[i]
         items.append(item)
     book = {"title": tags.title, "author": tags.author, "language": tags.language, "chapters": items}
-    text = json.dumps(book, ensure_ascii=False, indent=2) + "\n"
-    replace_atomically(Path(path), lambda f: f.write(text.encode("utf-8")))
+    raw = (json.dumps(book, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
+
+    def write(f: BinaryIO) -> None:
+        f.write(raw)
+
+    replace_atomically(Path(path), write)
