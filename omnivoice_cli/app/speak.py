@@ -42,6 +42,7 @@ from typing import Any, BinaryIO, Callable, Iterable, Iterator, Mapping, Protoco
 
 from ..engine.errors import InvalidRequest, OmniVoiceError
 from . import settings as st
+from .deliver import Outputs, PieceWriter, Take, deliver, piece_cues
 from .request import Built, Reference, References
 from .session import Hardware, load_engine
 
@@ -291,19 +292,6 @@ def check_loudness(speech: Speech) -> None:
         raise InvalidRequest(streaming_refused(name, "--stream", instead), "loudness")
 
 
-def level(audio: Any, sample_rate: int, target: float | None, shown: Shown, what: str = "the audio") -> tuple:
-    """--loudness over one whole output (media/loudness.py): (audio, report or None); a target
-    its peaks do not allow is said once. With no target, the audio itself, untouched."""
-    if target is None:
-        return audio, None
-    from ..media.loudness import normalize
-
-    audio, report = normalize(audio, sample_rate, target)
-    warning = report.warning(what)
-    shown([warning] if warning else [])
-    return audio, report
-
-
 class _Run:
     def __init__(self, speech: Speech, hooks: Hooks = Hooks(), shown: Shown | None = None) -> None:
         from .session import WarnOnce
@@ -356,28 +344,16 @@ class PlainRun(_Run):
             self.shown(result.warnings)
             if check is not None:
                 self.shown(check.warnings())
-            timed = self.word_times(result, request, check)
-            audio, loud = level(result.audio, result.sample_rate, speech.loudness, self.shown)
-            with signals.protect():  # a Ctrl-C now waits until the file is complete
-                if speech.words is not None:
-                    from .words import write_words
-
-                    write_words(speech.words, timed)
-                if speech.subtitles is not None and timed is not None:  # cues where their words are heard
-                    from .words import write_word_subtitles
-
-                    word_level = speech.subtitle_level == "word"
-                    write_word_subtitles(speech.subtitles, result, request.text, timed, request.lang, word_level)
-                elif speech.subtitles is not None:  # --subtitles: written just before the audio
-                    from ..media.cues import write_result_subtitles
-
-                    write_result_subtitles(speech.subtitles, result, request.text)
-                if speech.target is not None:
-                    self.write(audio, result.sample_rate)
-                written = speech.target is not None
-            if player is not None:
-                player.play(audio)
-                player.close()  # until it has played; a Ctrl-C stops it at once
+            done = deliver(
+                Take.of(result, request.text, request.lang),
+                self.outputs(),
+                listener=self.listener(check),
+                status=self.hooks.status,
+                protect=signals.protect,  # a Ctrl-C now waits until the file is complete
+                player=player,
+                warn=lambda w: self.shown([w]),
+            )
+            written = speech.target is not None
         except KeyboardInterrupt as e:
             if player is not None:
                 player.stop()
@@ -396,7 +372,7 @@ class PlainRun(_Run):
             seed=result.seed,
             pieces=pieces,
             verify=None if check is None else check.report(),
-            loudness=loud,
+            loudness=done.loudness,
         )
 
     def generate(self, engine: Any, request: Any, label: str, check: Any) -> Any:
@@ -414,27 +390,40 @@ class PlainRun(_Run):
             [result] = engine.generate([request], on_step=counted.step, checks=[counted])
         return result
 
-    def word_times(self, result: Any, request: Any, check: Any) -> Any:
-        """--words / --subtitle-level word: every word's time in the final audio (words.py), by
-        the recogniser of --verify or one loaded now; None when neither is asked for."""
+    def outputs(self) -> Outputs:
+        """Where the plain render goes: --words, --subtitles (by the words with them), the file or stdout."""
         speech = self.speech
-        if speech.words is None and speech.subtitle_level != "word":
-            return None
-        from . import listen
-        from .words import word_timings
+        return Outputs(
+            target=speech.target,
+            subtitles=speech.subtitles,
+            words=speech.words,
+            word_subtitles=speech.words is not None or speech.subtitle_level == "word",
+            word_level=speech.subtitle_level == "word",
+            loudness=speech.loudness,
+            sample_rate=speech.sample_rate,
+            stdout=self.hooks.stdout,
+        )
 
-        rec = check.recogniser if check is not None else None
-        with self.hooks.status("timing the words ..."):
-            own = rec is None
-            if own:
-                rec = listen.recogniser(
-                    speech.settings["asr_model"], speech.settings["device"] or "auto", "--words / --subtitle-level word"
-                )
+    def listener(self, check: Any) -> Callable[[], AbstractContextManager]:
+        """--words / --subtitle-level word: the recogniser of --verify, or one loaded for the words."""
+        speech = self.speech
+
+        @contextmanager
+        def hear() -> Iterator[Any]:
+            if check is not None:
+                yield check.recogniser
+                return
+            from . import listen
+
+            rec = listen.recogniser(
+                speech.settings["asr_model"], speech.settings["device"] or "auto", "--words / --subtitle-level word"
+            )
             try:
-                return word_timings(rec, result.audio, result.sample_rate, result.pieces, request.text, request.lang)
+                yield rec
             finally:
-                if own:
-                    rec.close()
+                rec.close()
+
+        return hear
 
     def prepare_voice(self, engine: Any) -> tuple[Any, float | None]:
         """The engine request with its recording encoded (the encoder loaded first), and the
@@ -450,21 +439,6 @@ class PlainRun(_Run):
             engine.load_encoder()
             request = finish_request(engine, built, self.speech.refs)
         return request, time.perf_counter() - t0
-
-    def write(self, audio: Any, sample_rate: int) -> None:
-        """The audio into its file, or every byte of it to stdout (a reader that goes away is an error)."""
-        from ..media.output import StreamClosed, quiet_stdout, write_audio
-
-        target = self.speech.target
-        try:
-            stdout = self.hooks.stdout() if target.to_stdout else None  # stdout may be closed
-            write_audio(*_at_output_rate(audio, sample_rate, self.speech.sample_rate), target, stdout=stdout)
-        except StreamClosed as e:
-            quiet_stdout()
-            raise OmniVoiceError(f"stdout: {e.strerror}") from None
-        except OSError as e:
-            shown = "stdout" if target.to_stdout else str(target)
-            raise OSError(e.errno, f"cannot write {shown}: {e.strerror or e}") from None
 
 
 # --------------------------------------------------------------------------------------------
@@ -532,32 +506,6 @@ def open_the_player(play: bool) -> Any:
     return open_player()
 
 
-def _at_output_rate(audio: Any, rate: int, out_rate: int | None) -> tuple[Any, int]:
-    """(audio, rate) resampled once to --sample-rate (media/rates.py), or as it is."""
-    from ..media.rates import at_rate
-
-    return at_rate(audio, rate, out_rate), int(out_rate or rate)
-
-
-class _RatedWriter:
-    """A StreamWriter fed at the model's rate and writing at --sample-rate (StreamResampler)."""
-
-    def __init__(self, writer: Any, rate: int, out_rate: int | None) -> None:
-        from ..media.rates import StreamResampler
-
-        self.writer, self.resampler = writer, StreamResampler(rate, out_rate)
-
-    def write(self, audio: Any) -> None:
-        self.writer.write(self.resampler.feed(audio))
-
-    def close(self) -> None:
-        self.writer.write(self.resampler.finish())
-        self.writer.close()
-
-    def __getattr__(self, name: str) -> Any:  # the rest (e.g. what the idle watch reads) as the writer's
-        return getattr(self.writer, name)
-
-
 @dataclass
 class _Rendered:
     pieces: list = field(default_factory=list)  # engine.streaming.StreamPiece, in order
@@ -610,16 +558,11 @@ class StreamedRun(_Run):
 
     def render(self, engine: Any, request: Any, player: Any, signals: Any, check: Any = None) -> _Rendered:
         from ..engine.streaming import StreamRun
-        from ..media.output import StreamWriter
 
         target, out = self.speech.target, _Rendered()
         writer = None
         if target is not None and target.to_stdout:
-            writer = _RatedWriter(
-                StreamWriter(self.hooks.stdout(), target.audio_format, self.speech.sample_rate or engine.sample_rate),
-                engine.sample_rate,
-                self.speech.sample_rate,
-            )
+            writer = PieceWriter(self.hooks.stdout(), target.audio_format, engine.sample_rate, self.speech.sample_rate)
         t0 = time.perf_counter()
         idle = _watch(player, writer)
         with self.hooks.progress("streaming", None) as on_step:
@@ -640,21 +583,20 @@ class StreamedRun(_Run):
         return out
 
     def write_file(self, audio: Any, sample_rate: int, pieces: list, signals: Any) -> None:
-        from ..media.output import write_audio
+        """The streamed render's file (and its subtitles), complete or nothing (a stop waits)."""
+        spans = [(p.text, p.start, p.start + len(p.audio)) for p in pieces if p.text]
+        take = Take(audio, sample_rate, cues=piece_cues(spans, sample_rate, len(audio)))
+        outputs = Outputs(
+            target=self.speech.target, subtitles=self.speech.subtitles, sample_rate=self.speech.sample_rate
+        )
 
-        target, subtitles = self.speech.target, self.speech.subtitles
-        with signals.protect():  # the file (and its subtitles) complete, or nothing
-            if subtitles is not None:
-                from ..media.cues import finish_subtitles, subtitles_from_pieces, write_subtitles
+        @contextmanager
+        def protect() -> Iterator[None]:
+            with signals.protect():
+                yield
+                self.file_written = True  # before a held stop is raised as the block ends
 
-                spans = [(p.text, p.start, p.start + len(p.audio)) for p in pieces if p.text]
-                subs = subtitles_from_pieces(spans, sample_rate)
-                write_subtitles(subtitles, finish_subtitles(subs, round(len(audio) * 1000 / sample_rate)))
-            try:
-                write_audio(*_at_output_rate(audio, sample_rate, self.speech.sample_rate), target)
-            except OSError as e:
-                raise OSError(e.errno, f"cannot write {target}: {e.strerror or e}") from None
-            self.file_written = True
+        deliver(take, outputs, protect=protect)
 
     def stopped(self, e: BaseException, written: bool) -> Stopped:
         from .signals import signal_name
@@ -735,8 +677,6 @@ class DialogueRun:
 
     def run(self, signals: Any) -> DialogueReport:
         """Speak; Stopped on Ctrl-C / SIGTERM (`signals`: the HoldSignals the writes are held by)."""
-        from ..media.output import write_audio
-
         built, target, written = self.script.lines, self.target, False
         player = open_the_player(self.play)  # before the model is loaded
         try:
@@ -747,24 +687,22 @@ class DialogueRun:
             for r in results:
                 self.shown(r.warnings)
             audio, subs, starts = join_lines(built, results, self.gap, engine.sample_rate)
-            audio, _ = level(audio, engine.sample_rate, self.loudness, self.shown, "the dialogue")
-            with signals.protect():
-                if self.subtitles is not None:
-                    from ..media.cues import write_subtitles
-
-                    write_subtitles(self.subtitles, subs)
-                if target is not None:
-                    rated = _at_output_rate(audio, engine.sample_rate, self.sample_rate)
-                    write_audio(*rated, target, stdout=self.hooks.stdout())
-                written = target is not None
-            if player is not None:
-                player.play(audio)
-                player.close()  # until it has played; a Ctrl-C stops it at once
+            outputs = Outputs(
+                target=target,
+                subtitles=self.subtitles,
+                loudness=self.loudness,
+                loudness_what="the dialogue",
+                sample_rate=self.sample_rate,
+                stdout=self.hooks.stdout,
+            )
+            take = Take(audio, engine.sample_rate, cues=subs)
+            played = deliver(take, outputs, protect=signals.protect, player=player, warn=lambda w: self.shown([w]))
+            written = target is not None
         except KeyboardInterrupt as e:
             if player is not None:
                 player.stop()
             raise _stopped(e, written, target) from None
-        return self.report(audio, results, starts, engine.sample_rate, time.perf_counter() - t0, load)
+        return self.report(played.audio, results, starts, engine.sample_rate, time.perf_counter() - t0, load)
 
     def report(
         self, audio: Any, results: list, starts: list[int], rate: int, seconds: float, load: float
