@@ -39,8 +39,9 @@ from typing import Any, Protocol
 
 from ..engine.errors import InvalidRequest, MissingExtra, OmniVoiceError
 from ..engine.text import is_blank
-from ..media.output import AUDIO_FORMATS
+from ..media.output import AUDIO_FORMATS, FORMATS, OutputTarget
 from . import settings as st
+from .deliver import Outputs, Take, deliver
 from .manifest import MANIFEST, ManifestWriter, done_records, fingerprint
 from .request import Built, References, Voices, build_request, named
 from .session import Hardware, Session, WarnOnce, random_seed, seed_for
@@ -580,35 +581,26 @@ class BatchRun:
         """Write a line's engine Result (its subtitles first, with --subtitles) and its record;
         `started`: perf_counter() when its group started (its record's "seconds" count from there
         to its file being written). A file that cannot be written fails the line."""
-        from ..media.output import FORMATS, OutputTarget, write_audio
-
         with self._held():  # the file and its record, or neither
             target = self.out / line.name
+            outputs = Outputs(
+                target=OutputTarget(target, *FORMATS["." + line.format]),
+                subtitles=target.with_suffix("." + self.subtitles) if self.subtitles else None,
+                words=target.with_name(target.stem + ".words.json") if self.words else None,
+                loudness=line.built.settings["loudness"],  # --loudness: over the line's whole file
+            )
+            req = line.built.request
             try:
                 target.parent.mkdir(parents=True, exist_ok=True)
-                if self.subtitles:  # written just before the audio: an audio file always has its subtitles
-                    from ..media.cues import write_result_subtitles
-
-                    write_result_subtitles(target.with_suffix("." + self.subtitles), result, line.built.request.text)
-                if self.words:
-                    from .words import word_timings, write_words
-
-                    req = line.built.request
-                    timed = word_timings(
-                        self.recogniser(line), result.audio, result.sample_rate, result.pieces, req.text, req.lang
-                    )
-                    write_words(target.with_name(target.stem + ".words.json"), timed)
-                from ..media.loudness import level  # --loudness: over the line's whole file
-
-                audio, loud = level(result.audio, result.sample_rate, line.built.settings["loudness"])
-                write_audio(audio, result.sample_rate, OutputTarget(target, *FORMATS["." + line.format]))
+                listener = self.recogniser(line) if self.words else None
+                done = deliver(Take.of(result, req.text, req.lang), outputs, listener=listener)
                 written = fingerprint(target)  # what a later run checks the file against (manifest.is_recorded)
             except OSError as e:
-                self.fail_line(line, f"cannot write {target}: {e.strerror or e}")
+                self.fail_line(line, f"cannot write {target}: {getattr(e, 'reason', None) or e.strerror or e}")
                 return
             seconds = len(result.audio) / result.sample_rate
             checked = [] if line.check is None else line.check.warnings()
-            checked += [w for w in [loud and loud.warning()] if w]
+            checked += list(done.warnings)
             line.warnings = list(dict.fromkeys([*line.warnings, *result.warnings, *checked]))
             self.warn(line, [*result.warnings, *checked])
             line.status = "done"

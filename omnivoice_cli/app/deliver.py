@@ -144,6 +144,14 @@ class Delivered:
     warnings: tuple[str, ...] = ()  # the loudness warning, when there was one
 
 
+class WriteFailed(OSError):
+    """The audio could not be written: "cannot write WHERE: REASON" (`reason`: the system's words)."""
+
+    def __init__(self, error: OSError, where: str) -> None:
+        self.reason = str(error.strerror or error)
+        super().__init__(error.errno, f"cannot write {where}: {self.reason}")
+
+
 class Player(Protocol):
     def play(self, audio: Audio) -> None: ...
 
@@ -251,11 +259,10 @@ def _write_audio(audio: Audio, rate: int, outputs: Outputs) -> None:
             raise
         quiet_stdout()
         raise OmniVoiceError(f"stdout: {e.strerror}") from None
-    except BrokenPipeError:
-        raise
     except OSError as e:
-        shown = "stdout" if target.to_stdout else str(target)
-        raise OSError(e.errno, f"cannot write {shown}: {e.strerror or e}") from None
+        if isinstance(e, BrokenPipeError) and not outputs.pipe_error:
+            raise
+        raise WriteFailed(e, "stdout" if target.to_stdout else str(target)) from None
 
 
 # --------------------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from typing import Any
 
 import anyio
 
+from ..app.deliver import Outputs, PieceEncoder, Take, deliver
 from ..engine.service import Event, Ticket
 from .errors import ApiError, from_engine
 from .speech import Speech
@@ -131,8 +132,6 @@ class SpeechReply:
         """Every piece, then one file with its length (or, with `timestamps`, JSON)."""
         import numpy as np
 
-        from ..media.output import encode
-
         pieces = []
         while event.kind == "piece":
             pieces.append(event.piece)
@@ -141,41 +140,31 @@ class SpeechReply:
             self.finished = True
             await self.send_error(send, from_engine(event.error))
             return
-        fmt, rate = self.speech.format, self.ticket.service.engine.sample_rate
+        rate, req = self.ticket.service.engine.sample_rate, self.speech.request
         audio = np.concatenate([p.audio for p in pieces]) if pieces else np.zeros(0, dtype=np.float32)
-        target = self.speech.built.settings["loudness"]
-        extra = {}
-        if target is not None:  # `loudness`: over the whole reply (media/loudness.py)
-            from ..media.loudness import normalize
-
-            audio, loud = await anyio.to_thread.run_sync(normalize, audio, rate, target)
-            extra[LOUDNESS_HEADER] = json.dumps(loud.as_dict(), separators=(",", ":"))
-        out_rate = self.out_rate
-        heard = audio  # `timestamps`: the words are timed on the model's own samples
-        if out_rate != rate:  # `sample_rate`: resampled once, the whole reply (media/rates.py)
-            from ..media.rates import at_rate
-
-            audio = await anyio.to_thread.run_sync(at_rate, audio, rate, out_rate)
-        data = await anyio.to_thread.run_sync(encode, audio, out_rate, fmt.sf_format, fmt.subtype)
+        spans = [(p.text, p.start, p.start + len(p.audio)) for p in pieces if p.text]
+        outputs = Outputs(
+            timestamps=self.speech.timestamps,  # the words, timed on the model's own samples
+            loudness=self.speech.built.settings["loudness"],  # over the whole reply (media/loudness.py)
+            sample_rate=self.out_rate,  # resampled once, the whole reply (media/rates.py)
+            encoded=self.speech.format,
+        )
+        take = Take(audio, rate, req.text, req.lang, spans)
+        done = await anyio.to_thread.run_sync(lambda: deliver(take, outputs, listener=self.listener))
+        data, extra = done.data or b"", {}
+        if done.loudness is not None:
+            extra[LOUDNESS_HEADER] = json.dumps(done.loudness.as_dict(), separators=(",", ":"))
         check = self.ticket.pieces.check
         if check is not None:  # the pieces are all checked now (a streamed reply's headers go out first)
             extra[VERIFY_HEADER] = json.dumps(check.report(), ensure_ascii=True, separators=(",", ":"))
         if self.speech.timestamps:
-            words = await anyio.to_thread.run_sync(self.word_times, heard, rate, pieces)
-            data = json.dumps(self.captioned(data, out_rate, len(audio), words), ensure_ascii=False).encode("utf-8")
+            body = self.captioned(data, done.out_rate, done.out_samples, done.words or [])
+            data = json.dumps(body, ensure_ascii=False).encode("utf-8")
             extra["Content-Type"] = "application/json"
         self.done(event)
         extra["Content-Length"] = str(len(data))
         await send(_start(200, self.headers(extra)))
         await send({"type": "http.response.body", "body": data})
-
-    def word_times(self, audio: Any, rate: int, pieces: list) -> list:
-        """`timestamps`: each word of the text, timed on the reply's audio (words.py)."""
-        from ..app.words import word_timings
-
-        req = self.speech.request
-        spans = [(p.text, p.start, p.start + len(p.audio)) for p in pieces if p.text]
-        return word_timings(self.listener, audio, rate, spans, req.text, req.lang)
 
     def captioned(self, data: bytes, rate: int, samples: int, words: list) -> dict[str, Any]:
         """The JSON reply of `timestamps` (see the module doc)."""
@@ -194,13 +183,8 @@ class SpeechReply:
 
     async def stream(self, send: Any, event: Event) -> None:
         """Each piece's bytes as it comes (chunked, or as SSE deltas)."""
-        from ..media.output import StreamEncoder
-        from ..media.rates import StreamResampler
-
-        resampler = StreamResampler(self.ticket.service.engine.sample_rate, self.out_rate)
-        encoder = StreamEncoder(self.speech.format, self.out_rate)
-        feed = lambda audio: encoder.feed(resampler.feed(audio))
-        finish = lambda: encoder.feed(resampler.finish()) + encoder.finish()
+        encoder = PieceEncoder(self.speech.format, self.ticket.service.engine.sample_rate, self.out_rate)
+        feed, finish = encoder.feed, encoder.finish
         await send(_start(200, self.headers()))
         while True:
             if event.kind == "piece":
