@@ -24,7 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..engine.config import GenerationConfig, ModelConfig
 from ..engine.errors import InvalidRequest, MissingExtra, ModelUnavailable
+from ..engine.pipeline import Plan, Planned, Request, VoiceShape, check_transcript, plan_request, validate_request
 from . import settings as st
 from .session import random_seed
 
@@ -141,12 +143,18 @@ class Voices:
 class Built:
     """A request ready for the engine, but for a recording still to encode."""
 
-    request: Any  # engine.pipeline.Request (ref is None while `reference` waits for the encoder)
+    request: Request  # a Planned one from build_request (ref is None while `reference` waits for the encoder)
     settings: st.Resolved
     reference: Reference | None = None
     voice_file: Path | None = None
     warnings: list[str] = field(default_factory=list)
     replaced: list[tuple[str, str]] = field(default_factory=list)  # (words, replacement) the lexicon made
+
+    @property
+    def plan(self) -> Plan | None:
+        """The request's plan, made when it was built (engine.pipeline.Planned), while it is its own."""
+        own = getattr(self.request, "own_plan", None)
+        return own() if own is not None else None
 
 
 _RANK = {"default": 0, "preset": 1, "flag": 2, "line": 3, "request": 3}  # later layers win
@@ -274,8 +282,6 @@ def build_request(
     a random one, recorded in the result). The decisions taken here are layers on top of them,
     in the returned `Built.settings`: a recording given later than a voice takes the voice away,
     a built-in voice becomes its instruct items, a drawn seed comes from "random"."""
-    from ..engine.config import GenerationConfig
-    from ..engine.pipeline import Request, validate_request
     from ..engine.text import check_text
 
     check_text(text)  # before any conversion; validate_request checks what the model will be given
@@ -304,7 +310,7 @@ def build_request(
     )
     try:
         warnings = text_warnings + list(validate_request(request))
-        check_size(request, reference)
+        request = Planned.of(request, check_size(request, reference))  # the plan, made once, goes with it
     except InvalidRequest as e:
         raise named(settings, e) from None
     if settings["duration"] is not None and settings["speed"] is not None:
@@ -314,18 +320,16 @@ def build_request(
     return Built(request, settings, reference, voice_file, warnings, replaced)
 
 
-def check_size(request: Any, reference: Reference | None = None) -> None:
+def check_size(request: Any, reference: Reference | None = None) -> Plan:
     """The engine's bounds on a request's pieces and length (plan_request), checked before the
-    model loads: a recording still to encode stands in by its prepared length."""
-    from ..engine.config import ModelConfig
-    from ..engine.pipeline import VoiceShape, check_transcript, plan_request
-
+    model loads: a recording still to encode stands in by its prepared length. Returns the plan
+    (with a recording still to encode, an estimate: the encoded request is planned again)."""
     cfg = ModelConfig()
     voice = None
     if reference is not None:
         check_transcript(reference.transcript, cfg, "ref")
         voice = VoiceShape.of_recording(len(reference.prepared.wav), reference.transcript, cfg)
-    plan_request(request, cfg, voice)
+    return plan_request(request, cfg, voice)
 
 
 def finish_request(engine: Any, built: Built, refs: References) -> Any:

@@ -1,11 +1,11 @@
 """Speaking one text, or one dialogue script, into a file, stdout and/or the player: the runs
-under `omnivoice say`, free of typer and rich (the command passes its printers in as `Hooks`).
+under `omnivoice say`, free of typer and rich (the command passes its printers in: a session.Session).
 
     target = output_target(output, settings, stdout_is_terminal)        # before the model
     speech = Speech(built, refs, target, Hardware.from_settings(settings.values), play=True)
     with HoldSignals() as signals:
         try:
-            report = speech_run(speech, hooks, shown).run(signals)     # a SpeechReport
+            report = speech_run(speech, session, shown).run(signals)   # a SpeechReport
         except Stopped as stop:                                        # Ctrl-C / SIGTERM
             ...print stop.message; exit with stop.exit_code
 
@@ -33,49 +33,18 @@ thread joined):
 from __future__ import annotations
 
 import signal
-import sys
 import time
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Iterable, Iterator, Mapping, Protocol
+from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol
 
 from ..engine.errors import InvalidRequest, OmniVoiceError
+from ..engine.pipeline import Planned, plan_of
 from . import settings as st
 from .deliver import Outputs, PieceWriter, Take, deliver, piece_cues
 from .request import Built, Reference, References
-from .session import Hardware, load_engine
-
-StepCallback = Callable[[int, int], None]
-
-
-# --------------------------------------------------------------------------------------------
-# What a run is given
-# --------------------------------------------------------------------------------------------
-
-
-def _nothing(message: str) -> None:
-    pass
-
-
-@contextmanager
-def _no_bar(label: str, total: int | None) -> Iterator[StepCallback]:
-    yield lambda done, total: None
-
-
-def _stdout() -> BinaryIO:
-    return sys.stdout.buffer
-
-
-@dataclass(frozen=True)
-class Hooks:
-    """How a run shows what it does: the face's printers (the defaults show nothing)."""
-
-    warn: Callable[[str], None] = _nothing  # one warning, as it comes (a streamed render's)
-    notice: Callable[[str], None] = _nothing  # the engine's messages (licence, download)
-    status: Callable[[str], AbstractContextManager] = lambda message: nullcontext()  # a line while a step runs
-    progress: Callable[[str, int | None], AbstractContextManager] = _no_bar  # (label, total) -> on_step
-    stdout: Callable[[], BinaryIO] = _stdout  # the binary stdout, asked for when the audio goes there
+from .session import Hardware, Session, WarnOnce
 
 
 class Shown(Protocol):
@@ -192,13 +161,6 @@ def report_settings(values: Mapping[str, Any]) -> dict:
     return out
 
 
-def forwards(engine: Any, requests: list) -> int | None:
-    """The forwards generating `requests` takes, for a bar whose total never changes (None from
-    an engine that cannot tell, e.g. a test's stand-in: the bar then takes the engine's totals)."""
-    count = getattr(engine, "count_forwards", None)
-    return count(requests) if count is not None else None
-
-
 # --------------------------------------------------------------------------------------------
 # What a run gives
 # --------------------------------------------------------------------------------------------
@@ -276,10 +238,11 @@ def _report(
     )
 
 
-def speech_run(speech: Speech, hooks: Hooks, shown: Shown | None = None) -> "PlainRun | StreamedRun":
-    """The run that speaks `speech`: streamed when it is played or streamed, else plain."""
+def speech_run(speech: Speech, session: Session, shown: Shown | None = None) -> "PlainRun | StreamedRun":
+    """The run that speaks `speech` (shown through `session`): streamed when it is played or
+    streamed, else plain."""
     check_loudness(speech)
-    return (StreamedRun if speech.streamed else PlainRun)(speech, hooks, shown)
+    return (StreamedRun if speech.streamed else PlainRun)(speech, session, shown)
 
 
 def check_loudness(speech: Speech) -> None:
@@ -293,14 +256,12 @@ def check_loudness(speech: Speech) -> None:
 
 
 class _Run:
-    def __init__(self, speech: Speech, hooks: Hooks = Hooks(), shown: Shown | None = None) -> None:
-        from .session import WarnOnce
-
-        self.speech, self.hooks = speech, hooks
-        self.shown: Shown = shown if shown is not None else WarnOnce(hooks.warn)
+    def __init__(self, speech: Speech, session: Session = Session(), shown: Shown | None = None) -> None:
+        self.speech, self.session = speech, session
+        self.shown: Shown = shown if shown is not None else WarnOnce(session.warn)
 
     def load(self, encoder: bool = False) -> tuple[Any, float]:
-        return _load(self.speech.hardware, self.hooks, encoder)
+        return self.session.load_engine(self.speech.hardware, encoder=encoder)
 
     def verifier(self, request: Any) -> Any:
         """--verify: the per-piece check of `request` (its recogniser loaded now, beside the TTS model)."""
@@ -308,14 +269,8 @@ class _Run:
             return None
         from .verify import Verifier
 
-        with self.hooks.status("loading the speech recogniser ..."):
+        with self.session.status("loading the speech recogniser ..."):
             return Verifier.from_settings(self.speech.settings).for_request(request.lang)
-
-
-def _load(hardware: Hardware, hooks: Hooks, encoder: bool = False) -> tuple[Any, float]:
-    """session.load_engine, its status lines through the hooks: (engine, seconds)."""
-    status = lambda what: hooks.status(f"loading {what} ...")  # noqa: E731
-    return load_engine(hardware, encoder=encoder, status=status, on_notice=hooks.notice)
 
 
 # --------------------------------------------------------------------------------------------
@@ -328,8 +283,6 @@ class PlainRun(_Run):
 
     def run(self, signals: Any) -> SpeechReport:
         """Speak; Stopped on Ctrl-C / SIGTERM (`signals`: the HoldSignals the writes are held by)."""
-        from ..engine.pipeline import plan_request
-
         speech, written = self.speech, False
         player = open_the_player(speech.play)  # --play with --loudness: the whole, once measured
         try:
@@ -337,10 +290,11 @@ class PlainRun(_Run):
             request, voice = self.prepare_voice(engine)
             self.shown(getattr(request.ref, "warnings", ()) if speech.built.reference else ())
             t_gen = time.perf_counter()
-            pieces = len(plan_request(request).pieces)
+            plan = plan_of(request)  # made when the request was built, unless its recording changed it
+            pieces = len(plan.pieces)
             label = f"generating {pieces} pieces" if pieces > 1 else "generating"
             check = self.verifier(request)
-            result = self.generate(engine, request, label, check)
+            result = self.generate(engine, Planned.of(request, plan), label, check, plan.steps)
             self.shown(result.warnings)
             if check is not None:
                 self.shown(check.warnings())
@@ -348,7 +302,7 @@ class PlainRun(_Run):
                 Take.of(result, request.text, request.lang),
                 self.outputs(),
                 listener=self.listener(check),
-                status=self.hooks.status,
+                status=self.session.status,
                 protect=signals.protect,  # a Ctrl-C now waits until the file is complete
                 player=player,
                 warn=lambda w: self.shown([w]),
@@ -375,19 +329,15 @@ class PlainRun(_Run):
             loudness=done.loudness,
         )
 
-    def generate(self, engine: Any, request: Any, label: str, check: Any) -> Any:
-        """The request's Result, its forwards on the bar (a total known from the start, which
-        --verify's retakes add to: verify.CountedRetakes)."""
-        total = forwards(engine, [request])
+    def generate(self, engine: Any, request: Planned, label: str, check: Any, steps: int) -> Any:
+        """The request's Result, its steps on the bar: the plan's total (every piece's num_step),
+        known from the start; --verify's retakes add theirs as they are queued (the engine's total)."""
         if check is None:
-            with self.hooks.progress(label, total) as on_step:
+            with self.session.steps(label, steps) as on_step:
                 [result] = engine.generate([request], on_step=on_step)
             return result
-        from .verify import CountedRetakes
-
-        with self.hooks.progress(label, None) as on_step:
-            counted = CountedRetakes(check, on_step, total)
-            [result] = engine.generate([request], on_step=counted.step, checks=[counted])
+        with self.session.steps(label, None) as on_step:
+            [result] = engine.generate([request], on_step=on_step, checks=[check])
         return result
 
     def outputs(self) -> Outputs:
@@ -401,7 +351,7 @@ class PlainRun(_Run):
             word_level=speech.subtitle_level == "word",
             loudness=speech.loudness,
             sample_rate=speech.sample_rate,
-            stdout=self.hooks.stdout,
+            stdout=self.session.stdout,
         )
 
     def listener(self, check: Any) -> Callable[[], AbstractContextManager]:
@@ -435,7 +385,7 @@ class PlainRun(_Run):
         if built.reference is None:
             return built.request, None
         t0 = time.perf_counter()
-        with self.hooks.status(f"preparing the voice of {built.reference.path} ..."):
+        with self.session.status(f"preparing the voice of {built.reference.path} ..."):
             engine.load_encoder()
             request = finish_request(engine, built, self.speech.refs)
         return request, time.perf_counter() - t0
@@ -562,13 +512,15 @@ class StreamedRun(_Run):
         target, out = self.speech.target, _Rendered()
         writer = None
         if target is not None and target.to_stdout:
-            writer = PieceWriter(self.hooks.stdout(), target.audio_format, engine.sample_rate, self.speech.sample_rate)
+            writer = PieceWriter(
+                self.session.stdout(), target.audio_format, engine.sample_rate, self.speech.sample_rate
+            )
         t0 = time.perf_counter()
         idle = _watch(player, writer)
-        with self.hooks.progress("streaming", None) as on_step:
+        with self.session.steps("streaming", None) as on_step:
             # the bar counts steps over all pieces: its total is known from the start, never changes
             with StreamRun(
-                engine, request, on_progress=on_step, on_warning=self.hooks.warn, on_idle=idle, check=check
+                engine, request, on_progress=on_step, on_warning=self.session.warn, on_idle=idle, check=check
             ) as run:
                 for piece in run:  # each, in order, to the player and to stdout; kept for a file
                     if out.first is None and piece.seed is not None:
@@ -662,27 +614,25 @@ class DialogueRun:
         gap: float,
         subtitles: Path | None = None,
         play: bool = False,
-        hooks: Hooks = Hooks(),
+        session: Session = Session(),
         shown: Shown | None = None,
         loudness: float | None = None,
         sample_rate: int | None = None,
     ) -> None:
-        from .session import WarnOnce
-
         self.loudness = loudness  # --loudness: the target of the whole dialogue (LUFS)
         self.sample_rate = sample_rate  # --sample-rate: the output's (None: the model's)
         self.script, self.target, self.hardware, self.gap = script, target, hardware, gap  # dialogue.Script
-        self.subtitles, self.play, self.hooks = subtitles, play, hooks
-        self.shown: Shown = shown if shown is not None else WarnOnce(hooks.warn)
+        self.subtitles, self.play, self.session = subtitles, play, session
+        self.shown: Shown = shown if shown is not None else WarnOnce(session.warn)
 
     def run(self, signals: Any) -> DialogueReport:
         """Speak; Stopped on Ctrl-C / SIGTERM (`signals`: the HoldSignals the writes are held by)."""
         built, target, written = self.script.lines, self.target, False
         player = open_the_player(self.play)  # before the model is loaded
         try:
-            engine, load = _load(self.hardware, self.hooks)
+            engine, load = self.session.load_engine(self.hardware)
             t0 = time.perf_counter()
-            with self.hooks.progress(f"generating {len(built)} lines", None) as on_step:
+            with self.session.steps(f"generating {len(built)} lines", None) as on_step:
                 results = engine.generate([b.request for _, b in built], on_step=on_step)
             for r in results:
                 self.shown(r.warnings)
@@ -693,7 +643,7 @@ class DialogueRun:
                 loudness=self.loudness,
                 loudness_what="the dialogue",
                 sample_rate=self.sample_rate,
-                stdout=self.hooks.stdout,
+                stdout=self.session.stdout,
             )
             take = Take(audio, engine.sample_rate, cues=subs)
             played = deliver(take, outputs, protect=signals.protect, player=player, warn=lambda w: self.shown([w]))

@@ -10,9 +10,9 @@ The engine never imports typer or rich; progress leaves it through `on_step(done
 from __future__ import annotations
 
 from contextlib import nullcontext
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from .config import GenerationConfig, ModelConfig, value_rule
 from .errors import InvalidRequest
@@ -164,9 +164,62 @@ class Plan:
     n_parts: int
     tokens: list = field(default_factory=list)  # codes of each piece, None until it is done
     frames: list[int] = field(default_factory=list)  # frames each piece will generate (plan_request)
+    cfg: ModelConfig | None = None  # the config it was planned with (Engine.generate replans under another)
 
     def __post_init__(self) -> None:
         self.tokens = [None] * len(self.pieces)
+
+    @property
+    def steps(self) -> int:
+        """The steps its pieces take, one job each (a progress bar's total): num_step a piece."""
+        return len(self.pieces) * self.req.generation.num_step
+
+    def fresh(self) -> "Plan":
+        """The same plan, nothing of it done yet (a plan handed to Engine.generate is not changed)."""
+        return Plan(self.req, self.pieces, self.gaps, self.n_parts, frames=self.frames, cfg=self.cfg)
+
+    def is_for(self, req: Request) -> bool:
+        """Made for `req`: the same fields (its voice the very same object)."""
+        for f in fields(Request):
+            a, b = getattr(self.req, f.name), getattr(req, f.name)
+            if a is not b and (f.name == "ref" or a != b):
+                return False
+        return True
+
+    def planned_as(self, cfg: ModelConfig) -> bool:
+        """Planned under `cfg`'s bounds and frame rate (so planning again under it gives this plan)."""
+        mine = self.cfg or ModelConfig()
+        return _planning(mine) == _planning(cfg)
+
+
+@dataclass(frozen=True)
+class Planned(Request):
+    """A request with the plan made for it (plan_request), carried from where it was built (the
+    size check, the dry run, the progress bar's total) to Engine.generate, so it is made once. A
+    copy with other fields (dataclasses.replace: e.g. its recording encoded) is planned again."""
+
+    plan: "Plan | None" = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def of(cls, req: Request, plan: "Plan") -> "Planned":
+        return cls(**{f.name: getattr(req, f.name) for f in fields(Request)}, plan=plan)
+
+    def own_plan(self) -> "Plan | None":
+        """Its plan, when it is still this request's."""
+        return self.plan if self.plan is not None and self.plan.is_for(self) else None
+
+
+def plan_of(req: Request, cfg: ModelConfig | None = None) -> "Plan":
+    """The plan of a request: the one it carries (a Planned request's, made under the same bounds),
+    else made now (plan_request)."""
+    cfg = cfg or ModelConfig()
+    own = req.own_plan() if isinstance(req, Planned) else None
+    return own if own is not None and own.planned_as(cfg) else plan_request(req, cfg)
+
+
+def _planning(cfg: ModelConfig) -> tuple:
+    """What plan_request reads of a config."""
+    return (cfg.frame_rate, cfg.max_target_seconds, cfg.max_request_seconds, cfg.max_pieces, cfg.codec.hop_length)
 
 
 def plan_request(req: Request, cfg: ModelConfig | None = None, voice: VoiceShape | None = None) -> Plan:
@@ -213,9 +266,7 @@ def plan_request(req: Request, cfg: ModelConfig | None = None, voice: VoiceShape
     shape = (ref_text, ref_len, ref_rate) if voice is not None else None
     pieces, frames = _fit_pieces(pieces, shape, cfg, g.audio_chunk_duration * cfg.frame_rate)
     _check_length(sum(frames), gaps, cfg)
-    plan = Plan(req, pieces, gaps, len(parts))
-    plan.frames = frames
-    return plan
+    return Plan(req, pieces, gaps, len(parts), frames=frames, cfg=cfg)
 
 
 def _check_length(frames: int, gaps: list[float], cfg: ModelConfig) -> None:
@@ -328,15 +379,15 @@ class Engine:
         cuda_graphs: bool = True,
         on_download: Callable[[int, int], None] | None = None,
     ) -> "Engine":
-        """Load a checkpoint (loading.load_engine). quantize="int8": dynamic int8 body on CPU;
+        """Load a checkpoint (loading.load_checkpoint). quantize="int8": dynamic int8 body on CPU;
         compile: torch.compile the position-wise halves of each layer (compiled by a first forward
         before it returns); threads: torch CPU threads
         (default: torch's); cuda_graphs: on CUDA, replay each packed layout's forward as a CUDA
         graph; on_notice(line): the licence notice and download messages; on_download(done,
         total): bytes of a download from the hub, if one is needed."""
-        from .loading import load_engine
+        from .loading import load_checkpoint
 
-        return load_engine(
+        return load_checkpoint(
             cls,
             model,
             device=device,
@@ -378,6 +429,15 @@ class Engine:
     def plan(self, req: Request) -> "Plan":
         """Cut a request into pieces (plan_request with this checkpoint's config)."""
         return plan_request(req, self.cfg)
+
+    def plan_of(self, item: "Request | Plan") -> "Plan":
+        """A request's plan for generate: the one given (a Plan, or a Planned request's), when it
+        was made under this checkpoint's bounds, as a fresh copy (the given one is not filled in);
+        else made now."""
+        if isinstance(item, Plan):
+            return item.fresh() if item.planned_as(self.cfg) else self.plan(item.req)
+        plan = plan_of(item, self.cfg)
+        return plan if plan.req is item else plan.fresh()
 
     def prepare(self, req: Request, piece: "Piece | None" = None, ref=None, seed: int | None = None):
         """Build the job of one piece of a request (by default: the whole request, uncut)."""
@@ -436,13 +496,19 @@ class Engine:
 
     def generate(
         self,
-        requests: list[Request],
+        requests: "Sequence[Request | Plan]",
         on_step: StepCallback | None = None,
         on_result: Callable[[int, Result], None] | None = None,
         on_error: Callable[[int, Exception], None] | None = None,
         checks: "list | None" = None,
     ) -> list[Result]:
         """Synthesise every request; the order of results follows the requests.
+
+        `requests`: each a Request, or its Plan when the caller planned it already (plan_request:
+        the plan made once per request, reused here; one made under other bounds is made again).
+        on_step(steps done, steps in all) after each forward: the steps of every piece's job
+        (Plan.steps: num_step a piece, from the plans), a forward advancing each job it packs by
+        one; a retake (`checks`) adds its steps to the total when it is queued.
 
         `checks`: a per-piece check (pieces.PieceCheck) for each request, or None: each piece's
         take is shown to it, and retaken with another seed while it asks (pieces.py).
@@ -470,43 +536,13 @@ class Engine:
                 mask_id=self.cfg.audio_mask_id,
                 max_batch_size=self.cfg.max_batch_size,
                 max_packed_tokens=self.cfg.max_packed_tokens,
-                on_step=run.step,
+                on_advance=run.advance,
                 on_done=run.done,
                 forward=self.forward,
             )
         if run.errors and on_error is None:
             raise next(iter(run.errors.values()))
         return run.results  # type: ignore[return-value]
-
-    def count_forwards(self, requests: list[Request]) -> int:
-        """The forwards generate(requests) will run (on_step is called once after each), known
-        before it runs: every piece's job is prepared as generate prepares it (a piece unlocked by
-        piece 0, against a stand-in for piece 0's codes: only their length matters) and packed by
-        run_jobs' rules (max_batch_size jobs, max_packed_tokens
-        positions, each job num_step forwards, a text's later chunks queued when its first is
-        done). A request that cannot be planned or prepared counts nothing (generate fails it)."""
-        import torch
-
-        def sizes(job) -> list:  # a job's sizes only (not the job: a long text has many)
-            return [job.packed_len, len(job.schedule), []]
-
-        first: list[list] = []  # [packed length, forwards left, later jobs] of the jobs that start at once
-        for req in requests:
-            try:
-                pieces = JoinedPieces(self, self.plan(req))
-                entries = []
-                for k in pieces.first():
-                    job = pieces.job(k)
-                    entries.append(sizes(job))
-                later = pieces.unlocks(0)
-                if later:  # job is piece 0's: a stand-in for its codes voices the later pieces
-                    codes = torch.zeros(self.cfg.num_audio_codebook, job.canvas.target_len, dtype=torch.long)
-                    voice = pieces.first_voice(codes)
-                    entries[0][2] = [sizes(pieces.job(k, voice)) for k in later]
-            except Exception:  # generate fails this request before or while preparing it
-                continue
-            first += entries
-        return _count_forwards(first, self.cfg.max_batch_size, self.cfg.max_packed_tokens)
 
     def warm_up(self) -> None:
         """Run one short forward, so that a torch.compile'd body compiles now rather than in the
@@ -627,7 +663,9 @@ class _GenerateRun:
     """The state of one Engine.generate call: each request's pieces, its jobs and its result, a
     failure kept to its request. Admission: every ready job at once (run_jobs packs them)."""
 
-    def __init__(self, engine: Engine, requests: list[Request], on_step, on_result, on_error, checks=None) -> None:
+    def __init__(
+        self, engine: Engine, requests: "Sequence[Request | Plan]", on_step, on_result, on_error, checks=None
+    ) -> None:
         self.engine, self.requests = engine, requests
         self.checks = list(checks) if checks is not None else [None] * len(requests)
         self.on_step, self.on_result, self.on_error = on_step, on_result, on_error
@@ -635,21 +673,31 @@ class _GenerateRun:
         self.results: list[Result | None] = [None] * len(requests)
         self.errors: dict[int, Exception] = {}
         self.owner: dict[int, tuple[int, int]] = {}  # id(job) -> (request index, piece index)
+        self.started: set[tuple[int, int]] = set()  # (request, piece) whose first take is queued
+        self.steps_done, self.steps_total = 0, 0  # the bar: job steps, from the plans (Plan.steps)
+        self.planned = [0] * len(requests)  # each request's steps (its plan's, and its retakes')
+        self.stepped = [0] * len(requests)  # each request's steps run
 
     def fail(self, i: int, error: Exception) -> None:
         """Request i failed: report it (once); its jobs still in the loop are ignored when done."""
         if i in self.errors:
             return
         self.errors[i] = error
+        self.steps_total -= self.planned[i] - self.stepped[i]  # its steps left will not run
+        self.planned[i] = self.stepped[i]
         if self.on_error is not None:
             self.on_error(i, error)
 
     def start(self) -> list:
         """Check and plan every request; the jobs that can start now."""
-        for i, req in enumerate(self.requests):
+        for i, item in enumerate(self.requests):
             try:
+                req = item.req if isinstance(item, Plan) else item
                 warnings = validate_request(req, self.engine.cfg)
-                self.runs[i] = JoinedPieces(self.engine, self.engine.plan(req), warnings, self.checks[i])
+                plan = self.engine.plan_of(item)
+                self.runs[i] = JoinedPieces(self.engine, plan, warnings, self.checks[i])
+                self.planned[i] = plan.steps
+                self.steps_total += plan.steps
             except Exception as e:  # this request only
                 if self.on_error is None:
                     raise
@@ -669,6 +717,10 @@ class _GenerateRun:
             return None
         for k, job in zip(ks, jobs):
             self.owner[id(job)] = (i, k)
+            if (i, k) in self.started:  # a retake: its steps are new to the total
+                self.planned[i] += len(job.schedule)
+                self.steps_total += len(job.schedule)
+            self.started.add((i, k))
         return jobs
 
     def done(self, job) -> list:
@@ -688,35 +740,15 @@ class _GenerateRun:
                 self.on_result(i, self.results[i])
         return new
 
-    def pending_forwards(self) -> int:
-        """Forwards of the pieces still waiting for their piece 0."""
-        return sum(
-            pieces.waiting() * pieces.plan.req.generation.num_step
-            for i, pieces in enumerate(self.runs)
-            if pieces is not None and i not in self.errors
-        )
-
-    def step(self, done_forwards: int, planned: int) -> None:
+    def advance(self, jobs: list) -> None:
+        """A forward ran, each of its `jobs` one step on (those of a failed request count as run)."""
+        for job in jobs:
+            owner = self.owner.get(id(job))
+            if owner is not None:
+                self.stepped[owner[0]] += 1
+                if owner[0] in self.errors:
+                    self.planned[owner[0]] += 1
+                    self.steps_total += 1
+        self.steps_done += len(jobs)
         if self.on_step:
-            self.on_step(done_forwards, planned + self.pending_forwards())
-
-
-def _count_forwards(waiting: list[list], max_batch_size: int, max_packed_tokens: int) -> int:
-    """generation.run_jobs' loop without the model: [packed length, forwards, jobs queued when it
-    is done] of each job, in order; the forwards it runs."""
-    active: list[list] = []
-    forwards = 0
-    while waiting or active:
-        used = sum(j[0] for j in active)
-        while waiting and len(active) < max_batch_size:
-            if active and used + waiting[0][0] > max_packed_tokens:
-                break
-            used += waiting[0][0]
-            active.append(waiting.pop(0))
-        forwards += 1
-        for job in active:
-            job[1] -= 1
-        for job in [j for j in active if j[1] <= 0]:
-            waiting.extend(job[2])
-        active = [j for j in active if j[1] > 0]
-    return forwards
+            self.on_step(self.steps_done, max(self.steps_total, self.steps_done))

@@ -31,12 +31,19 @@ import anyio
 
 from ..app.deliver import Outputs, PieceEncoder, Take, deliver
 from ..engine.service import Event, Ticket
+from ..engine.streaming import StreamPiece
 from .errors import ApiError, from_engine
 from .speech import Speech
 
 SEED_HEADER = "X-OmniVoice-Seed"
 VERIFY_HEADER = "X-OmniVoice-Verify"  # `verify`: per piece, JSON (error, transcript, attempts, seed kept)
 LOUDNESS_HEADER = "X-OmniVoice-Loudness"  # `loudness`: JSON (target, input and output LUFS / dBTP, gain)
+
+
+def _heard(piece: StreamPiece) -> tuple[int, int]:
+    """Where a streamed piece's text is heard in the reply (samples): as Result.pieces gives it."""
+    start, end = piece.kept if piece.kept is not None else (0, len(piece.audio))
+    return piece.start + start, piece.start + end
 
 
 class EventQueue:
@@ -142,7 +149,7 @@ class SpeechReply:
             return
         rate, req = self.ticket.service.engine.sample_rate, self.speech.request
         audio = np.concatenate([p.audio for p in pieces]) if pieces else np.zeros(0, dtype=np.float32)
-        spans = [(p.text, p.start, p.start + len(p.audio)) for p in pieces if p.text]
+        spans = [(p.text, *_heard(p)) for p in pieces if p.text]  # as say's pieces: where each text is heard
         outputs = Outputs(
             timestamps=self.speech.timestamps,  # the words, timed on the model's own samples
             loudness=self.speech.built.settings["loudness"],  # over the whole reply (media/loudness.py)

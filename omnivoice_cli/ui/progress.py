@@ -97,9 +97,9 @@ def status(message: str, enabled: bool, live: bool | None = None, echo: Echo = _
 
 
 class StepProgress:
-    """The forwards of `say`, advanced by the engine's on_step(done, total).
+    """The steps of `say`, advanced by the engine's on_step(done, total).
 
-    `total`, when the caller knows it before the run (Engine.count_forwards), is the bar's total
+    `total`, when the caller knows it before the run (the plan's steps: Plan.steps), is the bar's total
     from the start and never changes. Without it the bar takes the engine's totals, which may be
     estimates (a long text's later chunks, streamed waves); the engine may also run several
     forward loops, each counting from 1 to its own total, and the bar adds them up."""
