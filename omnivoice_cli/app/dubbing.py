@@ -344,7 +344,7 @@ class DubRun:
         """The stems folder, created, with what a killed run left behind removed."""
         if self.stems is None:
             return None
-        from .batch import prepare_output_dir, remove_stale_temporaries
+        from .folder import prepare_output_dir, remove_stale_temporaries
 
         out = prepare_output_dir(self.stems)
         remove_stale_temporaries(out, [p.stem for p in self.report.cues if p.stem])

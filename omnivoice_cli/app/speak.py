@@ -118,6 +118,20 @@ def _signal_name(e: BaseException) -> str:
     return signal_name(_signum(e))
 
 
+class Writes:
+    """The writes of a run, held from a stop (HoldSignals.protect), and whether they all went out:
+    a stop held while they were written is raised as they end, after `done` is set."""
+
+    def __init__(self, signals: Any) -> None:
+        self.signals, self.done = signals, False
+
+    @contextmanager
+    def protect(self) -> Iterator[None]:
+        with self.signals.protect():
+            yield
+            self.done = True
+
+
 def _stopped(e: BaseException, written: bool, target: Any) -> Stopped:
     from .signals import signal_name
 
@@ -283,7 +297,7 @@ class PlainRun(_Run):
 
     def run(self, signals: Any) -> SpeechReport:
         """Speak; Stopped on Ctrl-C / SIGTERM (`signals`: the HoldSignals the writes are held by)."""
-        speech, written = self.speech, False
+        speech, writes = self.speech, Writes(signals)
         player = open_the_player(speech.play)  # --play with --loudness: the whole, once measured
         try:
             engine, load = self.load()
@@ -303,17 +317,16 @@ class PlainRun(_Run):
                 self.outputs(),
                 listener=self.listener(check),
                 status=self.session.status,
-                protect=signals.protect,  # a Ctrl-C now waits until the file is complete
+                protect=writes.protect,  # a Ctrl-C now waits until the file is complete
                 player=player,
                 warn=lambda w: self.shown([w]),
             )
-            written = speech.target is not None
         except KeyboardInterrupt as e:
             if player is not None:
                 player.stop()
             if speech.target is None:
                 raise Stopped(_signum(e), f"playback stopped by {_signal_name(e)}", failed=False) from None
-            raise _stopped(e, written, speech.target) from None
+            raise _stopped(e, writes.done, speech.target) from None
         return _report(
             speech,
             self.shown,
@@ -542,13 +555,11 @@ class StreamedRun(_Run):
             target=self.speech.target, subtitles=self.speech.subtitles, sample_rate=self.speech.sample_rate
         )
 
-        @contextmanager
-        def protect() -> Iterator[None]:
-            with signals.protect():
-                yield
-                self.file_written = True  # before a held stop is raised as the block ends
-
-        deliver(take, outputs, protect=protect)
+        writes = Writes(signals)
+        try:
+            deliver(take, outputs, protect=writes.protect)
+        finally:
+            self.file_written = writes.done  # set before a held stop is raised as the block ends
 
     def stopped(self, e: BaseException, written: bool) -> Stopped:
         from .signals import signal_name
@@ -627,7 +638,7 @@ class DialogueRun:
 
     def run(self, signals: Any) -> DialogueReport:
         """Speak; Stopped on Ctrl-C / SIGTERM (`signals`: the HoldSignals the writes are held by)."""
-        built, target, written = self.script.lines, self.target, False
+        built, target, writes = self.script.lines, self.target, Writes(signals)
         player = open_the_player(self.play)  # before the model is loaded
         try:
             engine, load = self.session.load_engine(self.hardware)
@@ -646,12 +657,11 @@ class DialogueRun:
                 stdout=self.session.stdout,
             )
             take = Take(audio, engine.sample_rate, cues=subs)
-            played = deliver(take, outputs, protect=signals.protect, player=player, warn=lambda w: self.shown([w]))
-            written = target is not None
+            played = deliver(take, outputs, protect=writes.protect, player=player, warn=lambda w: self.shown([w]))
         except KeyboardInterrupt as e:
             if player is not None:
                 player.stop()
-            raise _stopped(e, written, target) from None
+            raise _stopped(e, writes.done and target is not None, target) from None
         return self.report(played.audio, results, starts, engine.sample_rate, time.perf_counter() - t0, load)
 
     def report(
