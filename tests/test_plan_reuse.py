@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from conftest import TINY_CKPT
 
-from omnivoice_cli.engine import pipeline
+from omnivoice_cli.engine import pipeline, planning
 from omnivoice_cli.ui.progress import StepProgress
 
 TEXT = " ".join(f"Sentence number {i} is here." for i in range(1, 21))  # 20 pieces at these limits
@@ -13,15 +13,15 @@ CHUNKS = ["--chunk-threshold", 1, "--chunk-duration", 1]
 
 
 def count_plans(monkeypatch) -> list[int]:
-    """Every plan_request call (it fits its pieces once: pipeline._fit_pieces), however imported."""
+    """Every plan_request call (it fits its pieces once: planning._fit_pieces), however imported."""
     calls: list[int] = []
-    real = pipeline._fit_pieces
+    real = planning._fit_pieces
 
     def counted(*args, **kwargs):
         calls.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(pipeline, "_fit_pieces", counted)
+    monkeypatch.setattr(planning, "_fit_pieces", counted)
     return calls
 
 

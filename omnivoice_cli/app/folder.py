@@ -6,15 +6,25 @@ from __future__ import annotations
 
 import os
 from pathlib import Path, PurePath
-from typing import TYPE_CHECKING
+from typing import Any, Protocol, Sequence
 
 from ..engine.errors import InvalidRequest
 from ..media.output import AUDIO_FORMATS, temporary_files
 from . import settings as st
 from .manifest import MANIFEST
 
-if TYPE_CHECKING:
-    from .batch import Line
+
+class NamedLine(Protocol):
+    """What naming reads of a line (batch.Line, the book's parts)."""
+
+    number: int  # 1-based line number in the input file
+    fields: dict[str, Any]  # a JSON line's fields
+    id: str | None
+    name: str | None  # its output file, once named
+    error: str | None
+
+    def fail(self, message: str) -> None: ...
+
 
 AUDIO_SUFFIXES = {ext: f.name for f in AUDIO_FORMATS.values() for ext in f.extensions}  # ".mp3" -> "mp3"
 MAX_NAME_BYTES = 200  # an output file name (the temporary name adds ~20 bytes; most systems allow 255)
@@ -51,7 +61,7 @@ def _output_name(spec: str, fmt: str) -> tuple[str, str, str | None]:
     return name, fmt, None
 
 
-def line_output(line: Line, fmt: str, width: int) -> tuple[str, str]:
+def line_output(line: NamedLine, fmt: str, width: int) -> tuple[str, str]:
     """(file name relative to the output folder, format) of a line; InvalidRequest when it cannot name a file."""
     f, n = line.fields, line.number
     if f.get("output") is not None:
@@ -70,10 +80,10 @@ def line_output(line: Line, fmt: str, width: int) -> tuple[str, str]:
     return f"{n:0{width}d}.{fmt}", fmt
 
 
-def check_duplicates(lines: list[Line], suffix: str | None = None) -> None:
+def check_duplicates(lines: Sequence[NamedLine], suffix: str | None = None) -> None:
     """Two lines that would write the same file (case-insensitively) both fail; with `suffix`,
     the same file of that extension beside their audio (their subtitles)."""
-    by_name: dict[str, list[Line]] = {}
+    by_name: dict[str, list[NamedLine]] = {}
     for line in lines:
         if line.error is None and line.name is not None:
             name = line.name if suffix is None else str(PurePath(line.name).with_suffix(suffix))

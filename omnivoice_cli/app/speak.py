@@ -647,7 +647,7 @@ class DialogueRun:
                 results = engine.generate([b.request for _, b in built], on_step=on_step)
             for r in results:
                 self.shown(r.warnings)
-            audio, subs, starts = join_lines(built, results, self.gap, engine.sample_rate)
+            audio, subs, starts = join_dialogue(built, results, self.gap, engine.sample_rate)
             outputs = Outputs(
                 target=target,
                 subtitles=self.subtitles,
@@ -686,7 +686,7 @@ class DialogueRun:
         )
 
 
-def join_lines(built: Iterable, results: list, gap: float, rate: int) -> tuple[Any, list, list[int]]:
+def join_dialogue(built: Iterable, results: list, gap: float, rate: int) -> tuple[Any, list, list[int]]:
     """The lines' audio joined with gaps, their subtitle cues, where each line starts."""
     from ..media.cues import finish_subtitles, subtitles_from_pieces
     from ..media.tracks import join_with_gaps
