@@ -34,7 +34,7 @@ from __future__ import annotations
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, Callable, Protocol, Sequence
+from typing import TYPE_CHECKING, BinaryIO, Callable, Protocol, Sequence, cast
 
 from ..engine.errors import OmniVoiceError
 from ..media.cues import Subtitle, finish_subtitles, subtitles_from_pieces, write_result_subtitles, write_subtitles
@@ -206,8 +206,7 @@ def deliver(
         if listener is None:
             raise ValueError("deliver: the words are asked for, but no recogniser was given")
         with (status or _no_status)("timing the words ..."):
-            held = nullcontext(listener) if hasattr(listener, "transcribe") else listener()  # type: ignore[operator]
-            with held as recogniser:
+            with _held(listener) as recogniser:
                 words = time_words(recogniser, take)
     # 2. the loudness, over the whole
     audio, loud = normalise_loudness(take.audio, take.sample_rate, outputs.loudness)
@@ -235,6 +234,15 @@ def deliver(
         player.close()  # until it has played; a Ctrl-C stops it at once
     # 6. what was made
     return Delivered(audio, take.sample_rate, len(out_audio), out_rate, words, loud, data, (said,) if said else ())
+
+
+def _held(
+    listener: "Recogniser | Callable[[], AbstractContextManager[Recogniser]]",
+) -> "AbstractContextManager[Recogniser]":
+    """The recogniser, as a context manager: one given as it is, or one a factory loads."""
+    if hasattr(listener, "transcribe"):
+        return nullcontext(cast("Recogniser", listener))
+    return cast("Callable[[], AbstractContextManager[Recogniser]]", listener)()
 
 
 def _write_subtitles(outputs: Outputs, take: Take, words: list[WordTime] | None) -> None:

@@ -25,12 +25,14 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-from typing import Any
+from typing import Any, cast
 
 import anyio
 
 from ..app.deliver import Outputs, PieceEncoder, Take, deliver
-from ..engine.service import Event, Ticket
+from ..app.verify import RequestCheck
+from ..engine.pieces import PieceCheck
+from ..engine.service import Event, Summary, Ticket
 from ..engine.streaming import StreamPiece
 from .errors import ApiError, from_engine
 from .speech import Speech
@@ -38,6 +40,26 @@ from .speech import Speech
 SEED_HEADER = "X-OmniVoice-Seed"
 VERIFY_HEADER = "X-OmniVoice-Verify"  # `verify`: per piece, JSON (error, transcript, attempts, seed kept)
 LOUDNESS_HEADER = "X-OmniVoice-Loudness"  # `loudness`: JSON (target, input and output LUFS / dBTP, gain)
+
+
+def _piece(event: Event) -> StreamPiece:
+    assert event.piece is not None  # a "piece" event
+    return event.piece
+
+
+def _error(event: Event) -> BaseException:
+    assert event.error is not None  # an "error" event
+    return event.error
+
+
+def _summary(event: Event) -> Summary:
+    assert event.summary is not None  # a "done" event
+    return event.summary
+
+
+def _checked(check: PieceCheck) -> list:
+    """`verify`: the per-piece report of the request's check (verify.RequestCheck)."""
+    return cast(RequestCheck, check).report()
 
 
 def _heard(piece: StreamPiece) -> tuple[int, int]:
@@ -116,7 +138,7 @@ class SpeechReply:
         first = await self.events.get()
         if first.kind == "error":
             self.finished = True
-            await self.send_error(send, from_engine(first.error))
+            await self.send_error(send, from_engine(_error(first)))
             return
         if self.speech.stream:
             await self.stream(send, first)
@@ -131,7 +153,7 @@ class SpeechReply:
         await send({"type": "http.response.body", "body": body})
 
     def done(self, event: Event) -> None:
-        s = event.summary
+        s = _summary(event)
         self.finished = True
         self.log.update(audio=s.audio_seconds, queued=s.queued, pieces=s.pieces, forwards=s.forwards)
 
@@ -141,11 +163,11 @@ class SpeechReply:
 
         pieces = []
         while event.kind == "piece":
-            pieces.append(event.piece)
+            pieces.append(_piece(event))
             event = await self.events.get()
         if event.kind == "error":
             self.finished = True
-            await self.send_error(send, from_engine(event.error))
+            await self.send_error(send, from_engine(_error(event)))
             return
         rate, req = self.ticket.service.engine.sample_rate, self.speech.request
         audio = np.concatenate([p.audio for p in pieces]) if pieces else np.zeros(0, dtype=np.float32)
@@ -163,7 +185,7 @@ class SpeechReply:
             extra[LOUDNESS_HEADER] = json.dumps(done.loudness.as_dict(), separators=(",", ":"))
         check = self.ticket.pieces.check
         if check is not None:  # the pieces are all checked now (a streamed reply's headers go out first)
-            extra[VERIFY_HEADER] = json.dumps(check.report(), ensure_ascii=True, separators=(",", ":"))
+            extra[VERIFY_HEADER] = json.dumps(_checked(check), ensure_ascii=True, separators=(",", ":"))
         if self.speech.timestamps:
             body = self.captioned(data, done.out_rate, done.out_samples, done.words or [])
             data = json.dumps(body, ensure_ascii=False).encode("utf-8")
@@ -185,7 +207,7 @@ class SpeechReply:
         }
         check = self.ticket.pieces.check
         if check is not None:
-            body["verify"] = check.report()
+            body["verify"] = _checked(check)
         return body
 
     async def stream(self, send: Any, event: Event) -> None:
@@ -195,13 +217,13 @@ class SpeechReply:
         await send(_start(200, self.headers()))
         while True:
             if event.kind == "piece":
-                await self.send_bytes(send, await anyio.to_thread.run_sync(feed, event.piece.audio))
+                await self.send_bytes(send, await anyio.to_thread.run_sync(feed, _piece(event).audio))
             elif event.kind == "done":
                 await self.send_bytes(send, await anyio.to_thread.run_sync(finish))
                 self.done(event)
                 break
             else:  # failed after audio went out: an SSE error event, or a cut connection
-                self.log["error"] = from_engine(event.error).message
+                self.log["error"] = from_engine(_error(event)).message
                 if not self.speech.sse:
                     return  # the body is left incomplete: the client sees the failure, not a short file
                 await send(
@@ -216,8 +238,8 @@ class SpeechReply:
         if self.speech.sse and event.kind == "done":
             usage = {
                 "input_tokens": self.speech.chars,
-                "output_tokens": event.summary.samples,
-                "total_tokens": self.speech.chars + event.summary.samples,
+                "output_tokens": _summary(event).samples,
+                "total_tokens": self.speech.chars + _summary(event).samples,
             }
             await send(
                 {"type": "http.response.body", "body": _sse("speech.audio.done", {"usage": usage}), "more_body": True}
