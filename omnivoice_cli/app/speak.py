@@ -37,14 +37,25 @@ import time
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Protocol
 
 from ..engine.errors import InvalidRequest, OmniVoiceError
-from ..engine.pipeline import Planned, plan_of
+from ..engine.pipeline import Engine, Planned, Request, Result, plan_of
+from ..engine.streaming import StreamPiece
+from ..media.cues import Subtitle
+from ..media.loudness import LoudnessReport
+from ..media.output import OutputTarget
+from ..media.player import Player
 from . import settings as st
-from .deliver import Outputs, PieceWriter, Take, deliver, piece_cues
+from .deliver import Audio, Outputs, PieceWriter, Take, deliver, piece_cues
+from .dialogue import Script
 from .request import Built, Reference, References
 from .session import Hardware, Session, WarnOnce
+from .signals import HoldSignals
+from .verify import RequestCheck
+
+if TYPE_CHECKING:
+    from .listen import Recogniser
 
 
 class Shown(Protocol):
@@ -61,7 +72,7 @@ class Speech:
 
     built: Built  # the request (its recording still to encode) and its settings
     refs: References  # where that recording is encoded, once
-    target: Any | None  # output.OutputTarget: a file or stdout; None: the player only
+    target: OutputTarget | None  # a file or stdout; None: the player only
     hardware: Hardware  # the model to load, and how
     subtitles: Path | None = None  # --subtitles: written just before the audio
     play: bool = False  # played as it is made
@@ -122,7 +133,7 @@ class Writes:
     """The writes of a run, held from a stop (HoldSignals.protect), and whether they all went out:
     a stop held while they were written is raised as they end, after `done` is set."""
 
-    def __init__(self, signals: Any) -> None:
+    def __init__(self, signals: HoldSignals) -> None:
         self.signals, self.done = signals, False
 
     @contextmanager
@@ -132,7 +143,7 @@ class Writes:
             self.done = True
 
 
-def _stopped(e: BaseException, written: bool, target: Any) -> Stopped:
+def _stopped(e: BaseException, written: bool, target: OutputTarget | None) -> Stopped:
     from .signals import signal_name
 
     signum = _signum(e)
@@ -141,7 +152,9 @@ def _stopped(e: BaseException, written: bool, target: Any) -> Stopped:
     return Stopped(signum, f"stopped by {signal_name(signum)}; nothing was written", failed=True)
 
 
-def output_target(output: str | None, settings: st.Resolved, stdout_is_terminal: Callable[[], bool]) -> Any:
+def output_target(
+    output: str | None, settings: st.Resolved, stdout_is_terminal: Callable[[], bool]
+) -> OutputTarget | None:
     """Where the audio goes: None (the player), stdout or a file (output.OutputTarget). A file's
     format is its extension's; --format, when given as a flag, must agree with it; stdout takes
     the format. Binary audio is not written to a terminal."""
@@ -156,7 +169,7 @@ def output_target(output: str | None, settings: st.Resolved, stdout_is_terminal:
     return target
 
 
-def check_streamable(target: Any) -> None:
+def check_streamable(target: OutputTarget | None) -> None:
     """Before the model: stdout streaming needs a format that can be written piece by piece."""
     if target is not None and target.to_stdout and not target.audio_format.streams:
         raise InvalidRequest(
@@ -180,7 +193,7 @@ def report_settings(values: Mapping[str, Any]) -> dict:
 # --------------------------------------------------------------------------------------------
 
 
-def where(target: Any) -> str:
+def where(target: OutputTarget | None) -> str:
     """How a summary names where the audio went."""
     return "the player" if target is None else "stdout" if target.to_stdout else str(target)
 
@@ -189,7 +202,7 @@ def where(target: Any) -> str:
 class SpeechReport:
     """What speaking one text gave: the numbers of `say`'s summary line and of its --json."""
 
-    target: Any | None  # where the audio went (None: the player only)
+    target: OutputTarget | None  # where the audio went (None: the player only)
     played: bool  # played as it was made
     sample_rate: int
     audio_seconds: float
@@ -220,7 +233,7 @@ def _report(
     speech: Speech,
     shown: Shown,
     *,
-    result: Any,
+    result: Audio,
     sample_rate: int,
     seconds: float,
     load: float,
@@ -229,7 +242,7 @@ def _report(
     seed: int,
     pieces: int,
     verify: list | None = None,
-    loudness: Any = None,
+    loudness: LoudnessReport | None = None,
 ) -> SpeechReport:
     return SpeechReport(
         target=speech.target,
@@ -274,10 +287,10 @@ class _Run:
         self.speech, self.session = speech, session
         self.shown: Shown = shown if shown is not None else WarnOnce(session.warn)
 
-    def load(self, encoder: bool = False) -> tuple[Any, float]:
+    def load(self, encoder: bool = False) -> tuple[Engine, float]:
         return self.session.load_engine(self.speech.hardware, encoder=encoder)
 
-    def verifier(self, request: Any) -> Any:
+    def verifier(self, request: Request) -> RequestCheck | None:
         """--verify: the per-piece check of `request` (its recogniser loaded now, beside the TTS model)."""
         if not self.speech.settings["verify"]:
             return None
@@ -295,7 +308,7 @@ class _Run:
 class PlainRun(_Run):
     """Load, prepare the voice, generate every piece at once, write (see the module doc)."""
 
-    def run(self, signals: Any) -> SpeechReport:
+    def run(self, signals: HoldSignals) -> SpeechReport:
         """Speak; Stopped on Ctrl-C / SIGTERM (`signals`: the HoldSignals the writes are held by)."""
         speech, writes = self.speech, Writes(signals)
         player = open_the_player(speech.play)  # --play with --loudness: the whole, once measured
@@ -342,7 +355,7 @@ class PlainRun(_Run):
             loudness=done.loudness,
         )
 
-    def generate(self, engine: Any, request: Planned, label: str, check: Any, steps: int) -> Any:
+    def generate(self, engine: Engine, request: Planned, label: str, check: RequestCheck | None, steps: int) -> Result:
         """The request's Result, its steps on the bar: the plan's total (every piece's num_step),
         known from the start; --verify's retakes add theirs as they are queued (the engine's total)."""
         if check is None:
@@ -367,12 +380,12 @@ class PlainRun(_Run):
             stdout=self.session.stdout,
         )
 
-    def listener(self, check: Any) -> Callable[[], AbstractContextManager]:
+    def listener(self, check: RequestCheck | None) -> Callable[[], AbstractContextManager[Recogniser]]:
         """--words / --subtitle-level word: the recogniser of --verify, or one loaded for the words."""
         speech = self.speech
 
         @contextmanager
-        def hear() -> Iterator[Any]:
+        def hear() -> Iterator[Recogniser]:
             if check is not None:
                 yield check.recogniser
                 return
@@ -388,7 +401,7 @@ class PlainRun(_Run):
 
         return hear
 
-    def prepare_voice(self, engine: Any) -> tuple[Any, float | None]:
+    def prepare_voice(self, engine: Engine) -> tuple[Request, float | None]:
         """The engine request with its recording encoded (the encoder loaded first), and the
         seconds that took: the summary's "voice prepared in", apart from "model loaded in"
         (None: no recording to encode; a saved voice is read before the model loads)."""
@@ -409,7 +422,7 @@ class PlainRun(_Run):
 # --------------------------------------------------------------------------------------------
 
 
-def _send(write: Callable[[], None], signals: Any) -> None:
+def _send(write: Callable[[], None], signals: HoldSignals) -> None:
     """A piece (or the stream's end) to stdout, whole (a stop waits); a reader that went away is
     the error `say -o -` gives (exit 1)."""
     from ..media.output import StreamClosed, quiet_stdout
@@ -422,7 +435,7 @@ def _send(write: Callable[[], None], signals: Any) -> None:
         raise OmniVoiceError(f"stdout: {e.strerror}") from None
 
 
-def _watch(player: Any, writer: Any) -> Callable[[], None] | None:
+def _watch(player: Player | None, writer: PieceWriter | None) -> Callable[[], None] | None:
     """While the next piece is made: a player that quit, or stdout's reader gone, ends the run now
     (not when the next piece is handed over, which may be a wave's time away)."""
     fd = None
@@ -460,7 +473,7 @@ def _reader_gone(fd: int) -> bool:
         return False
 
 
-def open_the_player(play: bool) -> Any:
+def open_the_player(play: bool) -> Player | None:
     """The player, started before the model is loaded (none that works: PlayerUnavailable, exit 1)."""
     if not play:
         return None
@@ -471,14 +484,14 @@ def open_the_player(play: bool) -> Any:
 
 @dataclass
 class _Rendered:
-    pieces: list = field(default_factory=list)  # engine.streaming.StreamPiece, in order
+    pieces: list[StreamPiece] = field(default_factory=list)  # in order
     first: float | None = None  # seconds from the render's start to the first piece
 
 
 class StreamedRun(_Run):
     """The text rendered piece by piece: played, streamed to stdout and/or kept for a file."""
 
-    def run(self, signals: Any) -> SpeechReport:
+    def run(self, signals: HoldSignals) -> SpeechReport:
         """Speak; Stopped on Ctrl-C / SIGTERM, also while the end plays (it stops at once)."""
         import numpy as np
 
@@ -519,7 +532,14 @@ class StreamedRun(_Run):
             verify=None if check is None else check.report(),
         )
 
-    def render(self, engine: Any, request: Any, player: Any, signals: Any, check: Any = None) -> _Rendered:
+    def render(
+        self,
+        engine: Engine,
+        request: Request,
+        player: Player | None,
+        signals: HoldSignals,
+        check: RequestCheck | None = None,
+    ) -> _Rendered:
         from ..engine.streaming import StreamRun
 
         target, out = self.speech.target, _Rendered()
@@ -547,7 +567,7 @@ class StreamedRun(_Run):
             _send(writer.close, signals)
         return out
 
-    def write_file(self, audio: Any, sample_rate: int, pieces: list, signals: Any) -> None:
+    def write_file(self, audio: Audio, sample_rate: int, pieces: list[StreamPiece], signals: HoldSignals) -> None:
         """The streamed render's file (and its subtitles), complete or nothing (a stop waits)."""
         spans = [(p.text, p.start, p.start + len(p.audio)) for p in pieces if p.text]
         take = Take(audio, sample_rate, cues=piece_cues(spans, sample_rate, len(audio)))
@@ -597,7 +617,7 @@ class SpokenLine:
 class DialogueReport:
     """What speaking a dialogue script gave: the numbers of its summary line and of its --json."""
 
-    target: Any | None  # where the audio went (None: the player only)
+    target: OutputTarget | None  # where the audio went (None: the player only)
     sample_rate: int
     audio_seconds: float
     seconds: float  # generating every line, joining and writing (and playing)
@@ -618,8 +638,8 @@ class DialogueRun:
 
     def __init__(
         self,
-        script: Any,
-        target: Any,
+        script: Script,
+        target: OutputTarget | None,
         hardware: Hardware,
         *,
         gap: float,
@@ -636,7 +656,7 @@ class DialogueRun:
         self.subtitles, self.play, self.session = subtitles, play, session
         self.shown: Shown = shown if shown is not None else WarnOnce(session.warn)
 
-    def run(self, signals: Any) -> DialogueReport:
+    def run(self, signals: HoldSignals) -> DialogueReport:
         """Speak; Stopped on Ctrl-C / SIGTERM (`signals`: the HoldSignals the writes are held by)."""
         built, target, writes = self.script.lines, self.target, Writes(signals)
         player = open_the_player(self.play)  # before the model is loaded
@@ -665,7 +685,7 @@ class DialogueRun:
         return self.report(played.audio, results, starts, engine.sample_rate, time.perf_counter() - t0, load)
 
     def report(
-        self, audio: Any, results: list, starts: list[int], rate: int, seconds: float, load: float
+        self, audio: Audio, results: list[Result], starts: list[int], rate: int, seconds: float, load: float
     ) -> DialogueReport:
         lines = tuple(
             SpokenLine(
@@ -686,7 +706,9 @@ class DialogueRun:
         )
 
 
-def join_dialogue(built: Iterable, results: list, gap: float, rate: int) -> tuple[Any, list, list[int]]:
+def join_dialogue(
+    built: Iterable, results: list[Result], gap: float, rate: int
+) -> tuple[Audio, list[Subtitle], list[int]]:
     """The lines' audio joined with gaps, their subtitle cues, where each line starts."""
     from ..media.cues import finish_subtitles, subtitles_from_pieces
     from ..media.tracks import join_with_gaps

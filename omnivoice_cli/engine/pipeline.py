@@ -160,7 +160,7 @@ class Engine:
             piece = Piece(0, 0, req.text, target)
         lang, _ = text.resolve_language(req.lang)
         instruct = text.resolve_instruct(req.instruct, use_zh=text.contains_chinese(req.text))
-        target = piece.target_len
+        target: int | None = piece.target_len
         if target is None:  # a chunk: re-estimated against its voice, at its speed relative to the voice's
             target, _ = text.resolve_target_len(
                 piece.text,
@@ -409,10 +409,15 @@ class _GenerateRun:
                 first += self._jobs(i, pieces.first()) or []
         return first
 
+    def _pieces(self, i: int) -> "JoinedPieces":
+        pieces = self.runs[i]
+        assert pieces is not None  # planned (a request that failed its plan has no jobs)
+        return pieces
+
     def _jobs(self, i: int, ks: list[int]) -> list | None:
         """The jobs of request i's pieces ks (None when preparing one fails: the request fails)."""
         try:
-            jobs = [self.runs[i].job(k) for k in ks]
+            jobs = [self._pieces(i).job(k) for k in ks]
         except Exception as e:
             self.fail(i, e)
             return None
@@ -429,7 +434,7 @@ class _GenerateRun:
         i, k = self.owner.pop(id(job))
         if i in self.errors:
             return []
-        pieces = self.runs[i]
+        pieces = self._pieces(i)
         new = self._jobs(i, pieces.done(k, job)) or []
         if pieces.complete:
             try:

@@ -14,6 +14,9 @@ from .errors import InvalidRequest
 from .pieces import Piece, speed_against
 
 if TYPE_CHECKING:  # annotations only: importing torch here would slow `--help` and validation
+    import numpy as np
+    import torch
+
     from .voice import VoicePrompt
 
 MIN_CUT_CHARS = 8  # a piece cut shorter than this to fit means the speed or voice is absurd: refused
@@ -37,9 +40,9 @@ class Request:
 class Result:
     """The audio of one request."""
 
-    audio: "object"  # np.ndarray float32 [N] at sample_rate
+    audio: np.ndarray  # float32 [N] at sample_rate
     sample_rate: int  # Hz
-    tokens: "object"  # torch.LongTensor [num_codebooks, target_len], the generated codes
+    tokens: torch.Tensor  # long [num_codebooks, target_len], the generated codes
     target_len: int  # frames generated
     seed: int  # the seed used
     warnings: list[str] = field(default_factory=list)  # e.g. an unknown language
@@ -109,7 +112,8 @@ def _check_voice(ref: "VoicePrompt", cfg: ModelConfig) -> None:
             f"the voice's codes are out of range: this model's codes are integers in 0..{cfg.audio_mask_id - 1}",
             "voice",
         )
-    check_transcript(ref.text, cfg, "voice")
+    if ref.text is not None:  # a voice without a transcript has none to check
+        check_transcript(ref.text, cfg, "voice")
 
 
 def check_transcript(text: str, cfg: ModelConfig | None = None, setting: str | None = None) -> None:
@@ -299,7 +303,7 @@ def _fit_pieces(pieces: list[Piece], ref: tuple | None, cfg: ModelConfig, prefer
     from .text import cut_to_length
 
     limit = int(cfg.max_target_seconds * cfg.frame_rate)
-    queue, out, frames = list(reversed(pieces)), [], []
+    queue, out, frames = list(reversed(pieces)), list[Piece](), list[int]()
     while queue:
         piece = queue.pop()
         voice = ref if ref is not None else (out[0].text, frames[0], out[0].speed) if out else (None, None, None)
