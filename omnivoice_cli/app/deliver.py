@@ -31,6 +31,7 @@ timings, loudness, resampling, writing, encoding) through this module only.
 
 from __future__ import annotations
 
+import select
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -150,6 +151,12 @@ class WriteFailed(OSError):
     def __init__(self, error: OSError, where: str) -> None:
         self.reason = str(error.strerror or error)
         super().__init__(error.errno, f"cannot write {where}: {self.reason}")
+
+
+class Protector(Protocol):
+    """What holds a stop while something is written (signals.HoldSignals)."""
+
+    def protect(self) -> AbstractContextManager: ...
 
 
 class Player(Protocol):
@@ -308,3 +315,26 @@ class PieceWriter:
     def close(self) -> None:
         self.writer.write(self.resampler.finish())
         self.writer.close()
+
+
+def send_piece(write: Callable[[], None], signals: Protector) -> None:
+    """A piece (or the stream's end) to stdout, whole (a stop waits: `signals.protect()`); a
+    reader that went away is the error `say -o -` gives (exit 1)."""
+    try:
+        with signals.protect():  # a piece is written whole, so the stream stays valid
+            write()
+    except StreamClosed as e:
+        quiet_stdout()
+        raise OmniVoiceError(f"stdout: {e.strerror}") from None
+
+
+def reader_gone(fd: int) -> bool:
+    """The reading end of the pipe (or socket) on fd was closed (POSIX poll: POLLERR / POLLHUP)."""
+    if not hasattr(select, "poll"):  # Windows: found at the next write
+        return False
+    p = select.poll()
+    p.register(fd, 0)  # no events asked for: only the errors and hang-ups, always reported
+    try:
+        return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in p.poll(0))
+    except OSError:
+        return False

@@ -37,7 +37,7 @@ import time
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterable, Iterator, Mapping, Protocol
 
 from ..engine.errors import InvalidRequest, OmniVoiceError
 from ..engine.pipeline import Engine, Planned, Request, Result, plan_of
@@ -47,7 +47,7 @@ from ..media.loudness import LoudnessReport
 from ..media.output import OutputTarget
 from ..media.player import Player
 from . import settings as st
-from .deliver import Audio, Outputs, PieceWriter, Take, deliver, piece_cues
+from .deliver import Audio, Outputs, PieceWriter, Take, deliver, piece_cues, reader_gone, send_piece
 from .dialogue import Script
 from .request import Built, Reference, References
 from .session import Hardware, Session, WarnOnce
@@ -422,20 +422,11 @@ class PlainRun(_Run):
 # --------------------------------------------------------------------------------------------
 
 
-def _send(write: Callable[[], None], signals: HoldSignals) -> None:
-    """A piece (or the stream's end) to stdout, whole (a stop waits); a reader that went away is
-    the error `say -o -` gives (exit 1)."""
-    from ..media.output import StreamClosed, quiet_stdout
-
-    try:
-        with signals.protect():  # a piece is written whole, so the stream stays valid
-            write()
-    except StreamClosed as e:
-        quiet_stdout()
-        raise OmniVoiceError(f"stdout: {e.strerror}") from None
+class _Streams(Protocol):
+    out: BinaryIO | int  # what a stream writer writes to (PieceWriter, media.output.StreamWriter)
 
 
-def _watch(player: Player | None, writer: PieceWriter | None) -> Callable[[], None] | None:
+def _watch(player: Player | None, writer: _Streams | None) -> Callable[[], None] | None:
     """While the next piece is made: a player that quit, or stdout's reader gone, ends the run now
     (not when the next piece is handed over, which may be a wave's time away)."""
     fd = None
@@ -450,27 +441,13 @@ def _watch(player: Player | None, writer: PieceWriter | None) -> Callable[[], No
     def check() -> None:
         if player is not None:
             player.check()
-        if fd is not None and _reader_gone(fd):
+        if fd is not None and reader_gone(fd):
             from ..media.output import quiet_stdout
 
             quiet_stdout()
             raise OmniVoiceError("stdout: the reader of the audio stream went away: the audio is incomplete")
 
     return check
-
-
-def _reader_gone(fd: int) -> bool:
-    """The reading end of the pipe (or socket) on fd was closed (POSIX poll: POLLERR / POLLHUP)."""
-    import select
-
-    if not hasattr(select, "poll"):  # Windows: found at the next write
-        return False
-    p = select.poll()
-    p.register(fd, 0)  # no events asked for: only the errors and hang-ups, always reported
-    try:
-        return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in p.poll(0))
-    except OSError:
-        return False
 
 
 def open_the_player(play: bool) -> Player | None:
@@ -561,10 +538,10 @@ class StreamedRun(_Run):
                     if player is not None:
                         player.play(piece.audio)
                     if writer is not None:
-                        _send(lambda: writer.write(piece.audio), signals)
+                        send_piece(lambda: writer.write(piece.audio), signals)
                     out.pieces.append(piece)
         if writer is not None:
-            _send(writer.close, signals)
+            send_piece(writer.close, signals)
         return out
 
     def write_file(self, audio: Audio, sample_rate: int, pieces: list[StreamPiece], signals: HoldSignals) -> None:
