@@ -22,13 +22,17 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..engine.config import GenerationConfig, ModelConfig
 from ..engine.errors import InvalidRequest, MissingExtra, ModelUnavailable
 from ..engine.pipeline import Plan, Planned, Request, VoiceShape, check_transcript, plan_request, validate_request
 from . import settings as st
 from .session import random_seed
+
+if TYPE_CHECKING:
+    from ..engine.pipeline import Engine
+    from ..engine.voice import PreparedReference, VoicePrompt
 
 
 @dataclass(frozen=True)
@@ -37,7 +41,7 @@ class Reference:
 
     path: Path
     transcript: str
-    prepared: Any  # engine.voice.PreparedReference
+    prepared: PreparedReference  # read, resampled, trimmed: ready for the encoder
     transcript_source: str = "ref_text"  # "ref_text" (given), "file" (the .txt beside it) or "asr" (heard)
 
     @property
@@ -49,8 +53,8 @@ class References:
     """Recordings read and prepared once per (file, transcript), and their encodings once per run."""
 
     def __init__(self) -> None:
-        self._prepared: dict[tuple[Path, str], Reference | InvalidRequest] = {}
-        self._encoded: dict[tuple[Path, str], Any] = {}
+        self._prepared: dict[tuple[Path, str | None], Reference | InvalidRequest | ModelUnavailable] = {}  # None: heard
+        self._encoded: dict[tuple[Path, str], VoicePrompt] = {}
 
     def prepare(self, path: Path, transcript: str, source: str = "ref_text") -> Reference:
         key = (path.resolve(), transcript)
@@ -68,7 +72,7 @@ class References:
             except InvalidRequest as e:
                 self._prepared[key] = e
         found = self._prepared[key]
-        if isinstance(found, InvalidRequest):
+        if not isinstance(found, Reference):  # its error, kept for the next line that names it
             raise found
         return found
 
@@ -110,7 +114,7 @@ class References:
             raise found
         return found
 
-    def encode(self, engine: Any, ref: Reference) -> Any:
+    def encode(self, engine: Engine, ref: Reference) -> VoicePrompt:
         """The VoicePrompt of a prepared reference (encoded once per run)."""
         key = (ref.path.resolve(), ref.transcript)
         if key not in self._encoded:
@@ -122,9 +126,9 @@ class Voices:
     """Saved voices and voice files, read once per file."""
 
     def __init__(self) -> None:
-        self._loaded: dict[Path, Any] = {}
+        self._loaded: dict[Path, VoicePrompt | InvalidRequest] = {}
 
-    def find(self, spec: str, base: Path | None) -> tuple[Path, Any]:
+    def find(self, spec: str, base: Path | None) -> tuple[Path, VoicePrompt]:
         from . import voices as store
 
         path = store.resolve_voice(spec, base)
@@ -182,7 +186,7 @@ def named(settings: st.Resolved, e: InvalidRequest, key: str | None = None) -> I
     return InvalidRequest(f"{settings.name(key)}: {e}", key)
 
 
-def _voice(settings: st.Resolved, voices: Voices, line_base: Path | None) -> tuple[Path | None, Any]:
+def _voice(settings: st.Resolved, voices: Voices, line_base: Path | None) -> tuple[Path | None, VoicePrompt | None]:
     spec = settings["voice"]
     if spec is None:
         return None, None
@@ -320,7 +324,7 @@ def build_request(
     return Built(request, settings, reference, voice_file, warnings, replaced)
 
 
-def check_size(request: Any, reference: Reference | None = None) -> Plan:
+def check_size(request: Request, reference: Reference | None = None) -> Plan:
     """The engine's bounds on a request's pieces and length (plan_request), checked before the
     model loads: a recording still to encode stands in by its prepared length. Returns the plan
     (with a recording still to encode, an estimate: the encoded request is planned again)."""
@@ -332,7 +336,7 @@ def check_size(request: Any, reference: Reference | None = None) -> Plan:
     return plan_request(request, cfg, voice)
 
 
-def finish_request(engine: Any, built: Built, refs: References) -> Any:
+def finish_request(engine: Engine, built: Built, refs: References) -> Request:
     """The engine request of `built`, with its recording encoded (the model is loaded now)."""
     if built.reference is None:
         return built.request
