@@ -53,7 +53,7 @@ from ..media.output import (
 )
 from ..media.rates import StreamResampler, at_rate
 from . import words as words_module
-from .words import WordTime, monotonic, span_words, write_word_subtitles, write_words
+from .words import Rendered, WordTime, monotonic, span_words, write_word_subtitles, write_words
 
 if TYPE_CHECKING:
     import numpy as np
@@ -94,19 +94,13 @@ class Take:
     spans: list[Span] | None = None  # the stretches timed apart (None: the pieces; a dub's cues)
 
     @classmethod
-    def of(cls, result: "ResultLike", text: str, lang: str | None = None) -> "Take":
+    def of(cls, result: Rendered, text: str, lang: str | None = None) -> "Take":
         """An engine Result (or anything with its audio, sample_rate and pieces)."""
         return cls(result.audio, result.sample_rate, text, lang, list(result.pieces or []))
 
     @property
     def seconds(self) -> float:
         return len(self.audio) / self.sample_rate
-
-
-class ResultLike(Protocol):
-    audio: Audio
-    sample_rate: int
-    pieces: list[Piece]
 
 
 @dataclass(frozen=True)
