@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-from typing import Any, cast
+from typing import TYPE_CHECKING, Awaitable, Callable, cast
 
 import anyio
 
@@ -36,6 +36,13 @@ from ..engine.service import Event, Summary, Ticket
 from ..engine.streaming import StreamPiece
 from .errors import ApiError, from_engine
 from .speech import Speech
+
+if TYPE_CHECKING:
+    from ..app.listen import Recogniser
+    from ..app.words import WordTime
+
+Receive = Callable[[], Awaitable[dict]]  # ASGI: the next message from the client
+Send = Callable[[dict], Awaitable[None]]  # ASGI: a message to the client
 
 SEED_HEADER = "X-OmniVoice-Seed"
 VERIFY_HEADER = "X-OmniVoice-Verify"  # `verify`: per piece, JSON (error, transcript, attempts, seed kept)
@@ -95,7 +102,12 @@ class SpeechReply:
     """An ASGI app sending one request's audio (see the module doc)."""
 
     def __init__(
-        self, speech: Speech, ticket: Ticket, events: EventQueue, log: dict[str, Any], listener: Any = None
+        self,
+        speech: Speech,
+        ticket: Ticket,
+        events: EventQueue,
+        log: dict[str, object],
+        listener: Recogniser | None = None,
     ) -> None:
         self.speech, self.ticket, self.events, self.log = speech, ticket, events, log
         self.listener = listener  # `timestamps`: the speech recogniser that times the words
@@ -114,7 +126,7 @@ class SpeechReply:
             out.update({"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
         return {**out, **(extra or {})}
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: dict[str, object], receive: Receive, send: Send) -> None:
         async with anyio.create_task_group() as group:
 
             async def watch() -> None:  # a client that leaves cancels its request
@@ -134,7 +146,7 @@ class SpeechReply:
                     self.ticket.cancel()
                 group.cancel_scope.cancel()
 
-    async def reply(self, send: Any) -> None:
+    async def reply(self, send: Send) -> None:
         first = await self.events.get()
         if first.kind == "error":
             self.finished = True
@@ -145,7 +157,7 @@ class SpeechReply:
         else:
             await self.whole(send, first)
 
-    async def send_error(self, send: Any, error: ApiError) -> None:
+    async def send_error(self, send: Send, error: ApiError) -> None:
         self.log["error"] = error.message
         body = error.body()
         headers = {"Content-Type": "application/json", "Content-Length": str(len(body)), **error.headers}
@@ -157,7 +169,7 @@ class SpeechReply:
         self.finished = True
         self.log.update(audio=s.audio_seconds, queued=s.queued, pieces=s.pieces, forwards=s.forwards)
 
-    async def whole(self, send: Any, event: Event) -> None:
+    async def whole(self, send: Send, event: Event) -> None:
         """Every piece, then one file with its length (or, with `timestamps`, JSON)."""
         import numpy as np
 
@@ -195,7 +207,7 @@ class SpeechReply:
         await send(_start(200, self.headers(extra)))
         await send({"type": "http.response.body", "body": data})
 
-    def captioned(self, data: bytes, rate: int, samples: int, words: list) -> dict[str, Any]:
+    def captioned(self, data: bytes, rate: int, samples: int, words: list[WordTime]) -> dict[str, object]:
         """The JSON reply of `timestamps` (see the module doc)."""
         body = {
             "audio": base64.b64encode(data).decode("ascii"),
@@ -210,7 +222,7 @@ class SpeechReply:
             body["verify"] = _checked(check)
         return body
 
-    async def stream(self, send: Any, event: Event) -> None:
+    async def stream(self, send: Send, event: Event) -> None:
         """Each piece's bytes as it comes (chunked, or as SSE deltas)."""
         encoder = PieceEncoder(self.speech.format, self.ticket.service.engine.sample_rate, self.out_rate)
         feed, finish = encoder.feed, encoder.finish
@@ -247,7 +259,7 @@ class SpeechReply:
         self.finished = True
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    async def send_bytes(self, send: Any, data: bytes) -> None:
+    async def send_bytes(self, send: Send, data: bytes) -> None:
         if not data:
             return
         if self.speech.sse:
