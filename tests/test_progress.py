@@ -103,17 +103,18 @@ def test_a_fixed_total_never_changes():
     ],
     ids=["default", "batch2", "tokens200"],
 )
-def test_count_forwards_is_what_generate_runs(engine, monkeypatch, limits):
-    """Engine.count_forwards, known before generate runs, is the number of forwards it runs (one
-    on_step call each): one piece, a long text without a voice (its first chunk, then the others
-    packed), with a voice (all at once), and several requests sharing forwards, under batch and
-    token limits that cut the packing into waves."""
+def test_the_bar_counts_the_plans_steps_to_exactly_its_total(engine, monkeypatch, limits):
+    """Engine.generate's on_step counts every piece's job steps against the plans' total
+    (Plan.steps, known before generate runs, no simulation of the step loop): the total never
+    changes and the last call reaches it exactly; one piece, a long text without a voice (its
+    first chunk, then the others packed), with a voice (all at once), and several requests
+    sharing forwards, under batch and token limits that cut the packing into waves."""
     import dataclasses
 
     import torch
 
     from omnivoice_cli.engine.config import GenerationConfig
-    from omnivoice_cli.engine.pipeline import Request
+    from omnivoice_cli.engine.pipeline import Request, plan_request
     from omnivoice_cli.engine.voice import VoicePrompt
 
     monkeypatch.setattr(engine, "cfg", dataclasses.replace(engine.cfg, **limits))
@@ -133,9 +134,11 @@ def test_count_forwards_is_what_generate_runs(engine, monkeypatch, limits):
     ]
     for requests in cases:
         calls: list[tuple[int, int]] = []
-        expected = engine.count_forwards(requests)
+        expected = sum(plan_request(r, engine.cfg).steps for r in requests)
         engine.generate(requests, on_step=lambda d, t, calls=calls: calls.append((d, t)))
-        assert expected == len(calls) == calls[-1][0]
+        assert {t for _, t in calls} == {expected} and calls[-1] == (expected, expected)
+        assert [d for d, _ in calls] == sorted(d for d, _ in calls)  # never backwards
+    assert expected > len(calls)  # several jobs a forward: steps, not forwards
 
 
 def test_say_bar_total_is_known_from_the_start(invoke, tmp_path):
@@ -160,7 +163,8 @@ def test_say_bar_total_is_known_from_the_start(invoke, tmp_path):
     assert r.exit_code == 0, r.stderr
     steps = [ln for ln in r.stderr.splitlines() if ln.startswith("generating 3 pieces: ")]
     counts = [tuple(map(int, ln.split(": ")[1].split(" ")[0].split("/"))) for ln in steps]
-    assert len(counts) == 4 and {t for _, t in counts} == {8} and counts[-1] == (8, 8)  # 4 steps, then 4 (packed)
+    # 3 pieces of 4 steps (the plan's total: the first alone, then two packed in 4 forwards)
+    assert len(counts) == 4 and {t for _, t in counts} == {12} and counts[-1] == (12, 12)
 
 
 class _Recorder:

@@ -18,7 +18,7 @@ from conftest import ROOT
 from omnivoice_cli.app import settings as st
 from omnivoice_cli.app import speak
 from omnivoice_cli.app.request import References, Voices, build_request
-from omnivoice_cli.app.session import Hardware
+from omnivoice_cli.app.session import Hardware, Session
 
 PACKAGE = ROOT / "omnivoice_cli"
 
@@ -91,7 +91,7 @@ class Seen:
         self.bars: list[tuple[str, int | None]] = []
         self.steps = 0
 
-    def hooks(self) -> speak.Hooks:
+    def hooks(self) -> Session:
         @contextmanager
         def status(message):
             self.statuses.append(message)
@@ -102,7 +102,7 @@ class Seen:
             self.bars.append((label, total))
             yield self.step
 
-        return speak.Hooks(warn=self.warnings.append, status=status, progress=progress)
+        return Session(warn=self.warnings.append, status=status, steps=progress)
 
     def step(self, done, total):
         self.steps += 1
@@ -123,7 +123,7 @@ def test_the_plain_run_gives_a_typed_report(fake_engine, tmp_path):
     assert report.audio_seconds == sf.info(str(tmp_path / "out.flac")).duration == 1.0
     assert report.rtf == report.seconds / report.audio_seconds and report.voice_seconds is None
     assert report.settings["format"] == "flac" and report.settings["num_step"] == 4  # the output's format
-    assert held.protected == 1 and seen.bars == [("generating", None)] and seen.steps == 4
+    assert held.protected == 1 and seen.bars == [("generating", 4)] and seen.steps == 4  # the plan's total
     assert seen.statuses == ["loading the model (fake) ..."]
     assert fake_engine.loads == [{"model": "fake", "device": "auto", "dtype": "auto"}]
 
@@ -152,7 +152,7 @@ def test_a_stop_while_generating_is_stopped_and_nothing_written(fake_engine, tmp
 
     monkeypatch.setattr(fake_engine, "generate", stopped)
     with pytest.raises(speak.Stopped) as e:
-        speak.speech_run(_speech(tmp_path), speak.Hooks(), None).run(Held())
+        speak.speech_run(_speech(tmp_path), Session(), None).run(Held())
     assert (e.value.exit_code, e.value.failed) == (143, True)
     assert e.value.message == "stopped by signal 15; nothing was written"
     assert not (tmp_path / "out.wav").exists()

@@ -29,18 +29,25 @@ repeats any line byte for byte. Relative paths in a line are relative to the inp
 from __future__ import annotations
 
 import json
-import os
 import signal
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from pathlib import Path, PurePath
+from pathlib import Path
 from typing import Any, Protocol
 
 from ..engine.errors import InvalidRequest, MissingExtra, OmniVoiceError
 from ..engine.text import is_blank
-from ..media.output import AUDIO_FORMATS
+from ..media.output import FORMATS, OutputTarget
 from . import settings as st
+from .deliver import Outputs, Take, deliver
+from .folder import (
+    check_duplicates,
+    line_output,
+    prepare_output_dir,
+    remove_stale_temporaries,
+    target_problem,
+)
 from .manifest import MANIFEST, ManifestWriter, done_records, fingerprint
 from .request import Built, References, Voices, build_request, named
 from .session import Hardware, Session, WarnOnce, random_seed, seed_for
@@ -49,12 +56,8 @@ from .signals import HoldSignals
 GROUP_SIZE = 64  # lines per Engine.generate call (the engine bounds each forward itself)
 TEXT_SUFFIXES = (".txt",)
 JSON_SUFFIXES = (".jsonl", ".ndjson")
-AUDIO_SUFFIXES = {ext: f.name for f in AUDIO_FORMATS.values() for ext in f.extensions}  # ".mp3" -> "mp3"
 MAX_INPUT_BYTES = 512 * 1024 * 1024  # the input file is read up to here
 MAX_LINE_BYTES = 1024 * 1024  # one line (a text of about 20 minutes of speech)
-MAX_NAME_BYTES = 200  # an output file name (the temporary name adds ~20 bytes; most systems allow 255)
-MAX_PATH_BYTES = 1024  # an output's path inside the folder
-MAX_DEPTH = 16  # folders in an output's path
 MAX_LINES = 100_000  # lines to speak in one input file (each is planned, and kept, before the model loads)
 LINE_FIELDS = ("text", "id", "output", *st.LINE_SETTINGS, "preset")
 __all__ = ["BatchRun", "BatchReport", "Executor", "LocalExecutor", "MANIFEST", "run_batch"]
@@ -278,121 +281,9 @@ def _check_plain_fields(n: int, f: dict[str, Any]) -> str | None:
 # --------------------------------------------------------------------------------------------
 
 
-def _safe_id(value: str) -> bool:
-    return bool(value.strip()) and value not in (".", "..") and not any(c in value for c in "/\\\0")
-
-
-def _output_name(spec: str, fmt: str) -> tuple[str, str, str | None]:
-    """(relative name, format, error) for a line's "output" field."""
-    if "\0" in spec:
-        return "", fmt, f"{st.shown_value(spec)} must be a file name (it holds a NUL character)"
-    p = PurePath(spec.replace("\\", "/"))
-    if p.is_absolute() or spec.startswith(("/", "~")) or ".." in p.parts or not p.parts or p.name in ("", "."):
-        return "", fmt, f"{spec!r} must be a file name inside the output folder (no absolute path, no '..')"
-    suffix = p.suffix.lower()
-    if suffix in AUDIO_SUFFIXES:
-        name, fmt = p.as_posix(), AUDIO_SUFFIXES[suffix]
-    elif suffix and not suffix[1:].isdigit():
-        return "", fmt, f"{spec!r} must end in {st.or_list(AUDIO_SUFFIXES)}, or have no extension"
-    else:
-        name = f"{p.as_posix()}.{fmt}"
-    if any(len(part.encode()) > MAX_NAME_BYTES for part in PurePath(name).parts):
-        return "", fmt, f"{st.shown_value(spec)} is too long: at most {MAX_NAME_BYTES} bytes per name"
-    if len(name.encode()) > MAX_PATH_BYTES or len(PurePath(name).parts) > MAX_DEPTH:
-        return (
-            "",
-            fmt,
-            (f"{st.shown_value(spec)} is too long: at most {MAX_PATH_BYTES} bytes and {MAX_DEPTH} folders deep"),
-        )
-    return name, fmt, None
-
-
-def line_output(line: Line, fmt: str, width: int) -> tuple[str, str]:
-    """(file name relative to the output folder, format) of a line; InvalidRequest when it cannot name a file."""
-    f, n = line.fields, line.number
-    if f.get("output") is not None:
-        name, fmt, error = _output_name(str(f["output"]), fmt)
-        if error:
-            raise InvalidRequest(f"line {n}: field 'output' {error}")
-        return name, fmt
-    if line.id is not None:
-        if not _safe_id(line.id) or len(line.id.encode()) > MAX_NAME_BYTES:
-            raise InvalidRequest(
-                f"line {n}: field 'id' {st.shown_value(line.id)} cannot name a file (no '/', '\\', "
-                f"'.' or '..', at most {MAX_NAME_BYTES} bytes): use letters, digits, '-' and '_', "
-                "or give 'output'"
-            )
-        return f"{line.id}.{fmt}", fmt
-    return f"{n:0{width}d}.{fmt}", fmt
-
-
-def check_duplicates(lines: list[Line], suffix: str | None = None) -> None:
-    """Two lines that would write the same file (case-insensitively) both fail; with `suffix`,
-    the same file of that extension beside their audio (their subtitles)."""
-    by_name: dict[str, list[Line]] = {}
-    for line in lines:
-        if line.error is None and line.name is not None:
-            name = line.name if suffix is None else str(PurePath(line.name).with_suffix(suffix))
-            by_name.setdefault(name.casefold(), []).append(line)
-    for group in by_name.values():
-        if len(group) < 2:
-            continue
-        for line in group:
-            others = ", ".join(str(o.number) for o in group if o is not line)
-            name = line.name if suffix is None else str(PurePath(line.name).with_suffix(suffix))
-            line.fail(f"output '{name}' is also written by line {others}: give each line its own id or output")
-
-
 # --------------------------------------------------------------------------------------------
 # The output folder
 # --------------------------------------------------------------------------------------------
-
-
-def prepare_output_dir(spec: str | Path) -> Path:
-    out = Path(spec).expanduser()
-    if out.exists() and not out.is_dir():
-        raise InvalidRequest(f"output folder '{spec}' is a file: give a folder (it is created when missing)")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise OSError(e.errno, f"cannot create the output folder '{spec}': {e.strerror or e}") from None
-    if not os.access(out, os.W_OK | os.X_OK):
-        raise OSError(13, f"cannot write to the output folder '{spec}': permission denied")
-    return out
-
-
-def remove_stale_temporaries(out: Path, names: list[str]) -> list[Path]:
-    """Delete the temporary files (.NAME.*.part) a killed run left for these outputs and the manifest."""
-    from ..media.output import temporary_files
-
-    removed = []
-    for name in [*names, MANIFEST]:
-        target = out / name
-        if not target.parent.is_dir():
-            continue
-        for tmp in temporary_files(target):
-            try:
-                tmp.unlink()
-                removed.append(tmp)
-            except OSError:
-                pass
-    return removed
-
-
-def _target_problem(out: Path, name: str) -> str | None:
-    """Why a line's output cannot be written (before anything runs), else None: a folder in its
-    place, a path leading outside the output folder (through a symbolic link), a name the file
-    system refuses."""
-    target = out / name
-    try:
-        if target.is_dir():
-            return f"output '{name}' is a folder: give another output"
-        if not target.parent.resolve().is_relative_to(out.resolve()):
-            return f"output '{name}' leads outside the output folder (through a symbolic link)"
-        target.exists()
-    except (OSError, ValueError) as e:
-        return f"output '{name}' cannot be written: {getattr(e, 'strerror', None) or e}"
-    return None
 
 
 def _audio_seconds(path: Path) -> float | None:
@@ -599,37 +490,28 @@ class BatchRun:
         """Write a line's engine Result (its subtitles first, with --subtitles) and its record;
         `started`: perf_counter() when its group started (its record's "seconds" count from there
         to its file being written). A file that cannot be written fails the line."""
-        from ..media.output import FORMATS, OutputTarget, write_audio
-
         if self.sink is not None and (problem := self.sink.before_write(line, result)) is not None:
             return self.fail_line(line, problem)
         with self._held():  # the file and its record, or neither
             target = self.out / line.name
+            outputs = Outputs(
+                target=OutputTarget(target, *FORMATS["." + line.format]),
+                subtitles=target.with_suffix("." + self.subtitles) if self.subtitles else None,
+                words=target.with_name(target.stem + ".words.json") if self.words else None,
+                loudness=line.built.settings["loudness"],  # --loudness: over the line's whole file
+            )
+            req = line.built.request
             try:
                 target.parent.mkdir(parents=True, exist_ok=True)
-                if self.subtitles:  # written just before the audio: an audio file always has its subtitles
-                    from ..media.cues import write_result_subtitles
-
-                    write_result_subtitles(target.with_suffix("." + self.subtitles), result, line.built.request.text)
-                if self.words:
-                    from .words import word_timings, write_words
-
-                    req = line.built.request
-                    timed = word_timings(
-                        self.recogniser(line), result.audio, result.sample_rate, result.pieces, req.text, req.lang
-                    )
-                    write_words(target.with_name(target.stem + ".words.json"), timed)
-                from ..media.loudness import level  # --loudness: over the line's whole file
-
-                audio, loud = level(result.audio, result.sample_rate, line.built.settings["loudness"])
-                write_audio(audio, result.sample_rate, OutputTarget(target, *FORMATS["." + line.format]))
+                listener = self.recogniser(line) if self.words else None
+                done = deliver(Take.of(result, req.text, req.lang), outputs, listener=listener)
                 written = fingerprint(target)  # what a later run checks the file against (manifest.is_recorded)
             except OSError as e:
-                self.fail_line(line, f"cannot write {target}: {e.strerror or e}")
+                self.fail_line(line, f"cannot write {target}: {getattr(e, 'reason', None) or e.strerror or e}")
                 return
             seconds = len(result.audio) / result.sample_rate
             checked = [] if line.check is None else line.check.warnings()
-            checked += [w for w in [loud and loud.warning()] if w]
+            checked += list(done.warnings)
             line.warnings = list(dict.fromkeys([*line.warnings, *result.warnings, *checked]))
             self.warn(line, [*result.warnings, *checked])
             line.status = "done"
@@ -656,7 +538,7 @@ class BatchRun:
         pending = []
         for line in self.lines:
             if line.error is None:
-                line.error = _target_problem(out, line.name)
+                line.error = target_problem(out, line.name)
             if line.error is not None:
                 self.fail_line(line, line.error)
             elif (out / line.name).exists() and not self.overwrite:

@@ -10,7 +10,7 @@ files that exist, and is the only writer of the output folder and the manifest (
 
   1. connect to the cluster (`local`: start one here; shut down again at the end);
   2. start `workers` actors (OmnivoiceWorker): each loads the engine once, with the run's settings
-     (session.load_engine, from the run's session.Hardware), on `gpus_per_worker` GPUs or
+     (Session.load_engine, from the run's session.Hardware), on `gpus_per_worker` GPUs or
      `threads` CPU cores;
   3. cut the lines into groups, the longest first (estimated frames x steps, from plan_request),
      and hand a group to each idle worker. A worker encodes the reference recordings its group
@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from ..engine.errors import InvalidRequest, MissingExtra, OmniVoiceError, install_hint
-from .session import Hardware, load_engine
+from .session import Hardware, Session
 
 INSTALL_HINT = install_hint("ray")
 MAX_RETRIES = 2  # times a group is given to another worker after its worker died
@@ -164,7 +164,7 @@ class OmnivoiceWorker:
         self.engine, self.error, self.load_seconds = None, None, 0.0
         self._last = 0.0
         try:
-            self.engine, self.load_seconds = load_engine(hardware, encoder=encoder)
+            self.engine, self.load_seconds = Session().load_engine(hardware, encoder=encoder)
         except Exception as e:  # sent back by ready(), raised by the driver
             self.error = e
 

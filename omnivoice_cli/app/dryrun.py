@@ -40,7 +40,7 @@ def describe(built: Built) -> dict[str, Any]:
     from ..engine.text import resolve_language
 
     cfg = ModelConfig()
-    plan = plan_request(built.request, cfg, _voice(built))
+    plan = built.plan or plan_request(built.request, cfg, _voice(built))  # the plan made when it was built
     frames = plan.frames  # each piece's, as the engine estimates it (chunks after 0 against piece 0 without a voice)
     pieces = [{"text": p.text.strip(), "seconds": round(f / cfg.frame_rate, 2)} for p, f in zip(plan.pieces, frames)]
     settings = {key: {"value": built.settings[key], "from": built.settings.source(key).describe()} for key in st.SCHEMA}

@@ -37,19 +37,22 @@ from __future__ import annotations
 import json
 import signal
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..engine.config import SAMPLE_RATE
 from ..engine.errors import InvalidRequest, OmniVoiceError
 from ..media.cues import Cue, read_cues, timestamp
+from ..media.output import FORMATS, OutputTarget
 from ..media.tracks import as_written, ms_to_samples, place
 from . import settings as st
+from .deliver import Outputs, Span, Take, deliver
 from .dialogue import Cast, Member, PlaceSource, check_voices, cue_speaker
 from .manifest import MANIFEST, ManifestWriter, read_manifest
 from .request import Built, References, Voices, build_request
 from .session import Hardware, Session, WarnOnce, random_seed, seed_for
+from .signals import HoldSignals
 
 GROUP_SIZE = 64  # pieces per Engine.generate call (the engine bounds each forward itself)
 MAX_CUES = 20_000  # cues in one file (a feature film has about 2,000)
@@ -341,7 +344,7 @@ class DubRun:
         """The stems folder, created, with what a killed run left behind removed."""
         if self.stems is None:
             return None
-        from .batch import prepare_output_dir, remove_stale_temporaries
+        from .folder import prepare_output_dir, remove_stale_temporaries
 
         out = prepare_output_dir(self.stems)
         remove_stale_temporaries(out, [p.stem for p in self.report.cues if p.stem])
@@ -421,10 +424,8 @@ class DubRun:
         plan.results = {}
         audio = as_written(audio, SAMPLE_RATE)  # as its stem holds it: a resumed dub is the same
         if out is not None:
-            from ..media.output import FORMATS, OutputTarget, write_audio
-
             fmt = Path(plan.stem).suffix.lower()
-            write_audio(audio, SAMPLE_RATE, OutputTarget(out / plan.stem, *FORMATS[fmt]))
+            deliver(Take(audio, SAMPLE_RATE), Outputs(target=OutputTarget(out / plan.stem, *FORMATS[fmt])))
         place(self.track, audio, ms_to_samples(plan.cue.start_ms, SAMPLE_RATE))
         plan.status, plan.audio_seconds = "done", len(audio) / SAMPLE_RATE
         if self.manifest is not None:
@@ -486,8 +487,6 @@ class DubRun:
         A stop by Ctrl-C / SIGTERM is recorded in the report (finished stems are kept)."""
         import numpy as np
 
-        from .signals import HoldSignals
-
         earlier = self.earlier()
         plans = self.plan(earlier)
         self.name_stems(self.stems_format())
@@ -508,13 +507,7 @@ class DubRun:
                 if pending:
                     self.speak(pending, signals, out, progress)
                 np.clip(self.track, -1.0, 1.0, out=self.track)
-                timed = self.time_words()
-                with signals.protect():
-                    if timed is not None:
-                        from .words import write_words
-
-                        write_words(self.words, timed)
-                    self.write_track()
+                self.deliver_track(signals)
         except KeyboardInterrupt as e:
             self.report.interrupted = int(getattr(e, "signum", signal.SIGINT))
         finally:
@@ -554,35 +547,32 @@ class DubRun:
             out += [(p, k, at[k], at[k + 1]) for k in range(len(p.pieces))]
         return out
 
-    def time_words(self) -> list | None:
-        """--words: every word of every spoken cue, timed on the final track (words.py)."""
-        if self.words is None:
-            return None
-        from .words import monotonic, span_words
-
-        timed = []
-        with self.session.status("timing the words ..."):
-            for p, k, s, e in self.word_spans():
-                lang = p.built[k].request.lang
-                found = span_words(self.listener, self.track, SAMPLE_RATE, p.pieces[k][0], s, e, lang, k)
-                timed += [replace(w, cue=p.cue.index + 1) for w in found]
-        return monotonic(timed, len(self.track) / SAMPLE_RATE)
-
-    def write_track(self) -> None:
-        from ..media.loudness import level
-        from ..media.output import write_audio
-
-        target = self.cast.settings(None, self.layers())["loudness"]  # --loudness: over the whole track
-        track, loud = level(self.track, SAMPLE_RATE, target)
-        if loud is not None and loud.warning("the track"):
-            self.warn(loud.warning("the track"))
-        try:
-            write_audio(track, SAMPLE_RATE, self.target, stdout=self.stdout)
-        except BrokenPipeError:
-            raise
-        except OSError as e:
-            where = "stdout" if self.target.to_stdout else str(self.target)
-            raise OSError(e.errno, f"cannot write {where}: {e.strerror or e}") from None
+    def deliver_track(self, signals: HoldSignals) -> None:
+        """The track through the one delivery step: --words timed on it (each cue's pieces where
+        they lie), --loudness over it, the words, then the track written (a stop waits)."""
+        settings = self.cast.settings(None, self.layers())
+        spans = None
+        if self.words is not None:
+            spans = [
+                Span(p.pieces[k][0], s, e, p.built[k].request.lang, k, p.cue.index + 1)
+                for p, k, s, e in self.word_spans()
+            ]
+        outputs = Outputs(
+            target=self.target,
+            words=self.words,
+            loudness=settings["loudness"],  # --loudness: over the whole track
+            loudness_what="the track",
+            stdout=lambda: self.stdout,
+            pipe_error=False,  # stdout's reader gone: the command's BrokenPipeError
+        )
+        deliver(
+            Take(self.track, SAMPLE_RATE, spans=spans),
+            outputs,
+            listener=self.listener,
+            status=self.session.status,
+            protect=signals.protect,
+            warn=self.warn,
+        )
         self.report.written = True
 
 

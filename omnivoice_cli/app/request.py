@@ -22,11 +22,17 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
+from ..engine.config import GenerationConfig, ModelConfig
 from ..engine.errors import InvalidRequest, MissingExtra, ModelUnavailable
+from ..engine.pipeline import Plan, Planned, Request, VoiceShape, check_transcript, plan_request, validate_request
 from . import settings as st
 from .session import random_seed
+
+if TYPE_CHECKING:
+    from ..engine.pipeline import Engine
+    from ..engine.voice import PreparedReference, VoicePrompt
 
 
 @dataclass(frozen=True)
@@ -35,7 +41,7 @@ class Reference:
 
     path: Path
     transcript: str
-    prepared: Any  # engine.voice.PreparedReference
+    prepared: PreparedReference  # read, resampled, trimmed: ready for the encoder
     transcript_source: str = "ref_text"  # "ref_text" (given), "file" (the .txt beside it) or "asr" (heard)
 
     @property
@@ -47,8 +53,8 @@ class References:
     """Recordings read and prepared once per (file, transcript), and their encodings once per run."""
 
     def __init__(self) -> None:
-        self._prepared: dict[tuple[Path, str], Reference | InvalidRequest] = {}
-        self._encoded: dict[tuple[Path, str], Any] = {}
+        self._prepared: dict[tuple[Path, str | None], Reference | InvalidRequest | ModelUnavailable] = {}  # None: heard
+        self._encoded: dict[tuple[Path, str], VoicePrompt] = {}
 
     def prepare(self, path: Path, transcript: str, source: str = "ref_text") -> Reference:
         key = (path.resolve(), transcript)
@@ -66,7 +72,7 @@ class References:
             except InvalidRequest as e:
                 self._prepared[key] = e
         found = self._prepared[key]
-        if isinstance(found, InvalidRequest):
+        if not isinstance(found, Reference):  # its error, kept for the next line that names it
             raise found
         return found
 
@@ -108,7 +114,7 @@ class References:
             raise found
         return found
 
-    def encode(self, engine: Any, ref: Reference) -> Any:
+    def encode(self, engine: Engine, ref: Reference) -> VoicePrompt:
         """The VoicePrompt of a prepared reference (encoded once per run)."""
         key = (ref.path.resolve(), ref.transcript)
         if key not in self._encoded:
@@ -120,9 +126,9 @@ class Voices:
     """Saved voices and voice files, read once per file."""
 
     def __init__(self) -> None:
-        self._loaded: dict[Path, Any] = {}
+        self._loaded: dict[Path, VoicePrompt | InvalidRequest] = {}
 
-    def find(self, spec: str, base: Path | None) -> tuple[Path, Any]:
+    def find(self, spec: str, base: Path | None) -> tuple[Path, VoicePrompt]:
         from . import voices as store
 
         path = store.resolve_voice(spec, base)
@@ -141,12 +147,18 @@ class Voices:
 class Built:
     """A request ready for the engine, but for a recording still to encode."""
 
-    request: Any  # engine.pipeline.Request (ref is None while `reference` waits for the encoder)
+    request: Request  # a Planned one from build_request (ref is None while `reference` waits for the encoder)
     settings: st.Resolved
     reference: Reference | None = None
     voice_file: Path | None = None
     warnings: list[str] = field(default_factory=list)
     replaced: list[tuple[str, str]] = field(default_factory=list)  # (words, replacement) the lexicon made
+
+    @property
+    def plan(self) -> Plan | None:
+        """The request's plan, made when it was built (engine.pipeline.Planned), while it is its own."""
+        own = getattr(self.request, "own_plan", None)
+        return own() if own is not None else None
 
 
 _RANK = {"default": 0, "preset": 1, "flag": 2, "line": 3, "request": 3}  # later layers win
@@ -174,7 +186,7 @@ def named(settings: st.Resolved, e: InvalidRequest, key: str | None = None) -> I
     return InvalidRequest(f"{settings.name(key)}: {e}", key)
 
 
-def _voice(settings: st.Resolved, voices: Voices, line_base: Path | None) -> tuple[Path | None, Any]:
+def _voice(settings: st.Resolved, voices: Voices, line_base: Path | None) -> tuple[Path | None, VoicePrompt | None]:
     spec = settings["voice"]
     if spec is None:
         return None, None
@@ -274,8 +286,6 @@ def build_request(
     a random one, recorded in the result). The decisions taken here are layers on top of them,
     in the returned `Built.settings`: a recording given later than a voice takes the voice away,
     a built-in voice becomes its instruct items, a drawn seed comes from "random"."""
-    from ..engine.config import GenerationConfig
-    from ..engine.pipeline import Request, validate_request
     from ..engine.text import check_text
 
     check_text(text)  # before any conversion; validate_request checks what the model will be given
@@ -304,7 +314,7 @@ def build_request(
     )
     try:
         warnings = text_warnings + list(validate_request(request))
-        check_size(request, reference)
+        request = Planned.of(request, check_size(request, reference))  # the plan, made once, goes with it
     except InvalidRequest as e:
         raise named(settings, e) from None
     if settings["duration"] is not None and settings["speed"] is not None:
@@ -314,21 +324,19 @@ def build_request(
     return Built(request, settings, reference, voice_file, warnings, replaced)
 
 
-def check_size(request: Any, reference: Reference | None = None) -> None:
+def check_size(request: Request, reference: Reference | None = None) -> Plan:
     """The engine's bounds on a request's pieces and length (plan_request), checked before the
-    model loads: a recording still to encode stands in by its prepared length."""
-    from ..engine.config import ModelConfig
-    from ..engine.pipeline import VoiceShape, check_transcript, plan_request
-
+    model loads: a recording still to encode stands in by its prepared length. Returns the plan
+    (with a recording still to encode, an estimate: the encoded request is planned again)."""
     cfg = ModelConfig()
     voice = None
     if reference is not None:
         check_transcript(reference.transcript, cfg, "ref")
         voice = VoiceShape.of_recording(len(reference.prepared.wav), reference.transcript, cfg)
-    plan_request(request, cfg, voice)
+    return plan_request(request, cfg, voice)
 
 
-def finish_request(engine: Any, built: Built, refs: References) -> Any:
+def finish_request(engine: Engine, built: Built, refs: References) -> Request:
     """The engine request of `built`, with its recording encoded (the model is loaded now)."""
     if built.reference is None:
         return built.request

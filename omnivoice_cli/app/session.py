@@ -1,7 +1,6 @@
 """What every way in shares once its settings are resolved (free of typer and rich).
 
     hw = Hardware.from_settings(resolved.values)
-    engine, seconds = load_engine(hw, encoder=True, status=loading_line, on_notice=echo)
     seed = random_seed()                  # a drawn seed: printed, so a run can be repeated
     seed_for(base, i)                     # item i of a run whose base seed is `base` (checked)
     shown = WarnOnce(warn); shown(["..."])
@@ -18,11 +17,13 @@ from __future__ import annotations
 import secrets
 import sys
 import time
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Protocol
+from typing import Any, BinaryIO, Callable, Iterable, Iterator, Mapping, Protocol
 
+from ..engine import pipeline
 from ..engine.errors import InvalidRequest
+from ..engine.pipeline import Engine
 from .settings import MAX_SEED
 
 RANDOM_SEED_BOUND = 2**31  # drawn seeds stay short enough to read and retype
@@ -102,32 +103,6 @@ class Hardware:
         return kwargs
 
 
-def load_engine(
-    hw: Hardware,
-    *,
-    encoder: bool = False,
-    status: Callable[[str], AbstractContextManager] | None = None,
-    on_notice: Callable[[str], None] | None = None,
-) -> tuple[Any, float]:
-    """Load the engine `hw` names, and the codec's encoder when a recording is to be cloned;
-    returns (engine, seconds). The seconds are the "model loaded in" of every summary, the same
-    with or without a voice: the model (with compile, its compilation: Engine.load runs a first
-    forward), not the encoder, which belongs to preparing a voice (callers time that apart).
-    `status(what)` is a context manager shown while each loads (the face's status line);
-    `on_notice` gets the engine's messages (licence, download)."""
-    from ..engine import pipeline
-
-    status = status or (lambda what: nullcontext())
-    t0 = time.perf_counter()
-    with status(f"the model ({hw.model})"):
-        engine = pipeline.Engine.load(hw.model, on_notice=on_notice, **hw.engine_kwargs())
-    seconds = time.perf_counter() - t0
-    if encoder:
-        with status("the voice encoder"):
-            engine.load_encoder()
-    return engine, seconds
-
-
 # --------------------------------------------------------------------------------------------
 # How a run shows itself: the face passes its own in (commands/common.run_session)
 # --------------------------------------------------------------------------------------------
@@ -183,25 +158,62 @@ def _to_stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def _nothing(message: str) -> None:
+    pass
+
+
+StepCallback = Callable[[int, int], None]  # on_step(done, total): the engine's steps
+
+
+@contextmanager
+def no_steps(label: str, total: int | None) -> Iterator[StepCallback]:
+    yield lambda done, total: None
+
+
+def _stdout() -> BinaryIO:
+    return sys.stdout.buffer
+
+
 @dataclass(frozen=True)
 class Session:
-    """How one run shows itself, as the face set it up (the defaults: messages on stderr, no
-    status line, no bars, no engine notices), and its engine loaded through it.
+    """How one run shows itself, as the face set it up, and its engine loaded through it: the
+    one record every run is given (say, the dialogue, batch, dub, the book; the defaults: messages
+    on stderr, no warnings of a text's run, no status line, no bars, no engine notices).
 
-    echo: messages (warnings, errors, notes); quiet: the run's informational messages are off
-    (the face's status and bars already know it); status: the status line; progress(total): the
-    bars over a run of `total` items; notice: the engine's messages (licence, download)."""
+    echo: messages (errors, notes; batch's and dub's warnings, which they word themselves);
+    warn: one warning as it comes (a text's run: say, the dialogue); quiet: the run's
+    informational messages are off (the face's status and bars already know it); status: the
+    status line; progress(total): the bars over a run of `total` items (batch lines, dub cues);
+    steps(label, total): the bar of one text's steps, a context manager giving its on_step
+    (total None: the engine's totals); notice: the engine's messages (licence, download);
+    stdout: the binary stdout, asked for when the audio goes there."""
 
     echo: Callable[[str], None] = _to_stderr
     quiet: bool = False
     status: Status = no_status
     progress: Callable[[int], Progress] = NoProgress
     notice: Callable[[str], None] | None = None
+    warn: Callable[[str], None] = _nothing
+    steps: Callable[[str, int | None], AbstractContextManager[StepCallback]] = no_steps
+    stdout: Callable[[], BinaryIO] = _stdout
 
     def loading(self, what: str) -> AbstractContextManager:
         """The status line while `what` loads: "loading the model (x) ..."."""
         return self.status(f"loading {what} ...")
 
-    def load_engine(self, hw: Hardware, *, encoder: bool = False) -> tuple[Any, float]:
-        """load_engine(hw), with this session's status line and notices."""
-        return load_engine(hw, encoder=encoder, status=self.loading, on_notice=self.notice)
+    def load_engine(self, hw: Hardware, *, encoder: bool = False) -> tuple[Engine, float]:
+        """Load the engine `hw` names, and the codec's encoder when a recording is to be cloned;
+        returns (engine, seconds): the one way every run loads its model. The seconds are the
+        "model loaded in" of every summary, the same with or without a voice: the model (with
+        compile, its compilation: Engine.load runs a first forward), not the encoder, which
+        belongs to preparing a voice (callers time that apart). This session's status line is
+        shown while each loads ("loading the model (x) ..."); its `notice` gets the engine's
+        messages (licence, download)."""
+        t0 = time.perf_counter()
+        with self.loading(f"the model ({hw.model})"):
+            engine = pipeline.Engine.load(hw.model, on_notice=self.notice, **hw.engine_kwargs())
+        seconds = time.perf_counter() - t0
+        if encoder:
+            with self.loading("the voice encoder"):
+                engine.load_encoder()
+        return engine, seconds

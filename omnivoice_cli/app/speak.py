@@ -1,11 +1,11 @@
 """Speaking one text, or one dialogue script, into a file, stdout and/or the player: the runs
-under `omnivoice say`, free of typer and rich (the command passes its printers in as `Hooks`).
+under `omnivoice say`, free of typer and rich (the command passes its printers in: a session.Session).
 
     target = output_target(output, settings, stdout_is_terminal)        # before the model
     speech = Speech(built, refs, target, Hardware.from_settings(settings.values), play=True)
     with HoldSignals() as signals:
         try:
-            report = speech_run(speech, hooks, shown).run(signals)     # a SpeechReport
+            report = speech_run(speech, session, shown).run(signals)   # a SpeechReport
         except Stopped as stop:                                        # Ctrl-C / SIGTERM
             ...print stop.message; exit with stop.exit_code
 
@@ -33,48 +33,29 @@ thread joined):
 from __future__ import annotations
 
 import signal
-import sys
 import time
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Iterable, Iterator, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterable, Iterator, Mapping, Protocol
 
 from ..engine.errors import InvalidRequest, OmniVoiceError
+from ..engine.pipeline import Engine, Planned, Request, Result, plan_of
+from ..engine.streaming import StreamPiece
+from ..media.cues import Subtitle
+from ..media.loudness import LoudnessReport
+from ..media.output import OutputTarget
+from ..media.player import Player
 from . import settings as st
+from .deliver import Audio, Outputs, PieceWriter, Take, deliver, piece_cues, reader_gone, send_piece
+from .dialogue import Script
 from .request import Built, Reference, References
-from .session import Hardware, load_engine
+from .session import Hardware, Session, WarnOnce
+from .signals import HoldSignals
+from .verify import RequestCheck
 
-StepCallback = Callable[[int, int], None]
-
-
-# --------------------------------------------------------------------------------------------
-# What a run is given
-# --------------------------------------------------------------------------------------------
-
-
-def _nothing(message: str) -> None:
-    pass
-
-
-@contextmanager
-def _no_bar(label: str, total: int | None) -> Iterator[StepCallback]:
-    yield lambda done, total: None
-
-
-def _stdout() -> BinaryIO:
-    return sys.stdout.buffer
-
-
-@dataclass(frozen=True)
-class Hooks:
-    """How a run shows what it does: the face's printers (the defaults show nothing)."""
-
-    warn: Callable[[str], None] = _nothing  # one warning, as it comes (a streamed render's)
-    notice: Callable[[str], None] = _nothing  # the engine's messages (licence, download)
-    status: Callable[[str], AbstractContextManager] = lambda message: nullcontext()  # a line while a step runs
-    progress: Callable[[str, int | None], AbstractContextManager] = _no_bar  # (label, total) -> on_step
-    stdout: Callable[[], BinaryIO] = _stdout  # the binary stdout, asked for when the audio goes there
+if TYPE_CHECKING:
+    from .listen import Recogniser
 
 
 class Shown(Protocol):
@@ -91,7 +72,7 @@ class Speech:
 
     built: Built  # the request (its recording still to encode) and its settings
     refs: References  # where that recording is encoded, once
-    target: Any | None  # output.OutputTarget: a file or stdout; None: the player only
+    target: OutputTarget | None  # a file or stdout; None: the player only
     hardware: Hardware  # the model to load, and how
     subtitles: Path | None = None  # --subtitles: written just before the audio
     play: bool = False  # played as it is made
@@ -148,7 +129,21 @@ def _signal_name(e: BaseException) -> str:
     return signal_name(_signum(e))
 
 
-def _stopped(e: BaseException, written: bool, target: Any) -> Stopped:
+class Writes:
+    """The writes of a run, held from a stop (HoldSignals.protect), and whether they all went out:
+    a stop held while they were written is raised as they end, after `done` is set."""
+
+    def __init__(self, signals: HoldSignals) -> None:
+        self.signals, self.done = signals, False
+
+    @contextmanager
+    def protect(self) -> Iterator[None]:
+        with self.signals.protect():
+            yield
+            self.done = True
+
+
+def _stopped(e: BaseException, written: bool, target: OutputTarget | None) -> Stopped:
     from .signals import signal_name
 
     signum = _signum(e)
@@ -157,7 +152,9 @@ def _stopped(e: BaseException, written: bool, target: Any) -> Stopped:
     return Stopped(signum, f"stopped by {signal_name(signum)}; nothing was written", failed=True)
 
 
-def output_target(output: str | None, settings: st.Resolved, stdout_is_terminal: Callable[[], bool]) -> Any:
+def output_target(
+    output: str | None, settings: st.Resolved, stdout_is_terminal: Callable[[], bool]
+) -> OutputTarget | None:
     """Where the audio goes: None (the player), stdout or a file (output.OutputTarget). A file's
     format is its extension's; --format, when given as a flag, must agree with it; stdout takes
     the format. Binary audio is not written to a terminal."""
@@ -172,7 +169,7 @@ def output_target(output: str | None, settings: st.Resolved, stdout_is_terminal:
     return target
 
 
-def check_streamable(target: Any) -> None:
+def check_streamable(target: OutputTarget | None) -> None:
     """Before the model: stdout streaming needs a format that can be written piece by piece."""
     if target is not None and target.to_stdout and not target.audio_format.streams:
         raise InvalidRequest(
@@ -191,19 +188,12 @@ def report_settings(values: Mapping[str, Any]) -> dict:
     return out
 
 
-def forwards(engine: Any, requests: list) -> int | None:
-    """The forwards generating `requests` takes, for a bar whose total never changes (None from
-    an engine that cannot tell, e.g. a test's stand-in: the bar then takes the engine's totals)."""
-    count = getattr(engine, "count_forwards", None)
-    return count(requests) if count is not None else None
-
-
 # --------------------------------------------------------------------------------------------
 # What a run gives
 # --------------------------------------------------------------------------------------------
 
 
-def where(target: Any) -> str:
+def where(target: OutputTarget | None) -> str:
     """How a summary names where the audio went."""
     return "the player" if target is None else "stdout" if target.to_stdout else str(target)
 
@@ -212,7 +202,7 @@ def where(target: Any) -> str:
 class SpeechReport:
     """What speaking one text gave: the numbers of `say`'s summary line and of its --json."""
 
-    target: Any | None  # where the audio went (None: the player only)
+    target: OutputTarget | None  # where the audio went (None: the player only)
     played: bool  # played as it was made
     sample_rate: int
     audio_seconds: float
@@ -243,7 +233,7 @@ def _report(
     speech: Speech,
     shown: Shown,
     *,
-    result: Any,
+    result: Audio,
     sample_rate: int,
     seconds: float,
     load: float,
@@ -252,7 +242,7 @@ def _report(
     seed: int,
     pieces: int,
     verify: list | None = None,
-    loudness: Any = None,
+    loudness: LoudnessReport | None = None,
 ) -> SpeechReport:
     return SpeechReport(
         target=speech.target,
@@ -275,10 +265,11 @@ def _report(
     )
 
 
-def speech_run(speech: Speech, hooks: Hooks, shown: Shown | None = None) -> "PlainRun | StreamedRun":
-    """The run that speaks `speech`: streamed when it is played or streamed, else plain."""
+def speech_run(speech: Speech, session: Session, shown: Shown | None = None) -> "PlainRun | StreamedRun":
+    """The run that speaks `speech` (shown through `session`): streamed when it is played or
+    streamed, else plain."""
     check_loudness(speech)
-    return (StreamedRun if speech.streamed else PlainRun)(speech, hooks, shown)
+    return (StreamedRun if speech.streamed else PlainRun)(speech, session, shown)
 
 
 def check_loudness(speech: Speech) -> None:
@@ -291,43 +282,22 @@ def check_loudness(speech: Speech) -> None:
         raise InvalidRequest(streaming_refused(name, "--stream", instead), "loudness")
 
 
-def level(audio: Any, sample_rate: int, target: float | None, shown: Shown, what: str = "the audio") -> tuple:
-    """--loudness over one whole output (media/loudness.py): (audio, report or None); a target
-    its peaks do not allow is said once. With no target, the audio itself, untouched."""
-    if target is None:
-        return audio, None
-    from ..media.loudness import normalize
-
-    audio, report = normalize(audio, sample_rate, target)
-    warning = report.warning(what)
-    shown([warning] if warning else [])
-    return audio, report
-
-
 class _Run:
-    def __init__(self, speech: Speech, hooks: Hooks = Hooks(), shown: Shown | None = None) -> None:
-        from .session import WarnOnce
+    def __init__(self, speech: Speech, session: Session = Session(), shown: Shown | None = None) -> None:
+        self.speech, self.session = speech, session
+        self.shown: Shown = shown if shown is not None else WarnOnce(session.warn)
 
-        self.speech, self.hooks = speech, hooks
-        self.shown: Shown = shown if shown is not None else WarnOnce(hooks.warn)
+    def load(self, encoder: bool = False) -> tuple[Engine, float]:
+        return self.session.load_engine(self.speech.hardware, encoder=encoder)
 
-    def load(self, encoder: bool = False) -> tuple[Any, float]:
-        return _load(self.speech.hardware, self.hooks, encoder)
-
-    def verifier(self, request: Any) -> Any:
+    def verifier(self, request: Request) -> RequestCheck | None:
         """--verify: the per-piece check of `request` (its recogniser loaded now, beside the TTS model)."""
         if not self.speech.settings["verify"]:
             return None
         from .verify import Verifier
 
-        with self.hooks.status("loading the speech recogniser ..."):
+        with self.session.status("loading the speech recogniser ..."):
             return Verifier.from_settings(self.speech.settings).for_request(request.lang)
-
-
-def _load(hardware: Hardware, hooks: Hooks, encoder: bool = False) -> tuple[Any, float]:
-    """session.load_engine, its status lines through the hooks: (engine, seconds)."""
-    status = lambda what: hooks.status(f"loading {what} ...")  # noqa: E731
-    return load_engine(hardware, encoder=encoder, status=status, on_notice=hooks.notice)
 
 
 # --------------------------------------------------------------------------------------------
@@ -338,52 +308,38 @@ def _load(hardware: Hardware, hooks: Hooks, encoder: bool = False) -> tuple[Any,
 class PlainRun(_Run):
     """Load, prepare the voice, generate every piece at once, write (see the module doc)."""
 
-    def run(self, signals: Any) -> SpeechReport:
+    def run(self, signals: HoldSignals) -> SpeechReport:
         """Speak; Stopped on Ctrl-C / SIGTERM (`signals`: the HoldSignals the writes are held by)."""
-        from ..engine.pipeline import plan_request
-
-        speech, written = self.speech, False
+        speech, writes = self.speech, Writes(signals)
         player = open_the_player(speech.play)  # --play with --loudness: the whole, once measured
         try:
             engine, load = self.load()
             request, voice = self.prepare_voice(engine)
             self.shown(getattr(request.ref, "warnings", ()) if speech.built.reference else ())
             t_gen = time.perf_counter()
-            pieces = len(plan_request(request).pieces)
+            plan = plan_of(request)  # made when the request was built, unless its recording changed it
+            pieces = len(plan.pieces)
             label = f"generating {pieces} pieces" if pieces > 1 else "generating"
             check = self.verifier(request)
-            result = self.generate(engine, request, label, check)
+            result = self.generate(engine, Planned.of(request, plan), label, check, plan.steps)
             self.shown(result.warnings)
             if check is not None:
                 self.shown(check.warnings())
-            timed = self.word_times(result, request, check)
-            audio, loud = level(result.audio, result.sample_rate, speech.loudness, self.shown)
-            with signals.protect():  # a Ctrl-C now waits until the file is complete
-                if speech.words is not None:
-                    from .words import write_words
-
-                    write_words(speech.words, timed)
-                if speech.subtitles is not None and timed is not None:  # cues where their words are heard
-                    from .words import write_word_subtitles
-
-                    word_level = speech.subtitle_level == "word"
-                    write_word_subtitles(speech.subtitles, result, request.text, timed, request.lang, word_level)
-                elif speech.subtitles is not None:  # --subtitles: written just before the audio
-                    from ..media.cues import write_result_subtitles
-
-                    write_result_subtitles(speech.subtitles, result, request.text)
-                if speech.target is not None:
-                    self.write(audio, result.sample_rate)
-                written = speech.target is not None
-            if player is not None:
-                player.play(audio)
-                player.close()  # until it has played; a Ctrl-C stops it at once
+            done = deliver(
+                Take.of(result, request.text, request.lang),
+                self.outputs(),
+                listener=self.listener(check),
+                status=self.session.status,
+                protect=writes.protect,  # a Ctrl-C now waits until the file is complete
+                player=player,
+                warn=lambda w: self.shown([w]),
+            )
         except KeyboardInterrupt as e:
             if player is not None:
                 player.stop()
             if speech.target is None:
                 raise Stopped(_signum(e), f"playback stopped by {_signal_name(e)}", failed=False) from None
-            raise _stopped(e, written, speech.target) from None
+            raise _stopped(e, writes.done, speech.target) from None
         return _report(
             speech,
             self.shown,
@@ -396,47 +352,56 @@ class PlainRun(_Run):
             seed=result.seed,
             pieces=pieces,
             verify=None if check is None else check.report(),
-            loudness=loud,
+            loudness=done.loudness,
         )
 
-    def generate(self, engine: Any, request: Any, label: str, check: Any) -> Any:
-        """The request's Result, its forwards on the bar (a total known from the start, which
-        --verify's retakes add to: verify.CountedRetakes)."""
-        total = forwards(engine, [request])
+    def generate(self, engine: Engine, request: Planned, label: str, check: RequestCheck | None, steps: int) -> Result:
+        """The request's Result, its steps on the bar: the plan's total (every piece's num_step),
+        known from the start; --verify's retakes add theirs as they are queued (the engine's total)."""
         if check is None:
-            with self.hooks.progress(label, total) as on_step:
+            with self.session.steps(label, steps) as on_step:
                 [result] = engine.generate([request], on_step=on_step)
             return result
-        from .verify import CountedRetakes
-
-        with self.hooks.progress(label, None) as on_step:
-            counted = CountedRetakes(check, on_step, total)
-            [result] = engine.generate([request], on_step=counted.step, checks=[counted])
+        with self.session.steps(label, None) as on_step:
+            [result] = engine.generate([request], on_step=on_step, checks=[check])
         return result
 
-    def word_times(self, result: Any, request: Any, check: Any) -> Any:
-        """--words / --subtitle-level word: every word's time in the final audio (words.py), by
-        the recogniser of --verify or one loaded now; None when neither is asked for."""
+    def outputs(self) -> Outputs:
+        """Where the plain render goes: --words, --subtitles (by the words with them), the file or stdout."""
         speech = self.speech
-        if speech.words is None and speech.subtitle_level != "word":
-            return None
-        from . import listen
-        from .words import word_timings
+        return Outputs(
+            target=speech.target,
+            subtitles=speech.subtitles,
+            words=speech.words,
+            word_subtitles=speech.words is not None or speech.subtitle_level == "word",
+            word_level=speech.subtitle_level == "word",
+            loudness=speech.loudness,
+            sample_rate=speech.sample_rate,
+            stdout=self.session.stdout,
+        )
 
-        rec = check.recogniser if check is not None else None
-        with self.hooks.status("timing the words ..."):
-            own = rec is None
-            if own:
-                rec = listen.recogniser(
-                    speech.settings["asr_model"], speech.settings["device"] or "auto", "--words / --subtitle-level word"
-                )
+    def listener(self, check: RequestCheck | None) -> Callable[[], AbstractContextManager[Recogniser]]:
+        """--words / --subtitle-level word: the recogniser of --verify, or one loaded for the words."""
+        speech = self.speech
+
+        @contextmanager
+        def hear() -> Iterator[Recogniser]:
+            if check is not None:
+                yield check.recogniser
+                return
+            from . import listen
+
+            rec = listen.recogniser(
+                speech.settings["asr_model"], speech.settings["device"] or "auto", "--words / --subtitle-level word"
+            )
             try:
-                return word_timings(rec, result.audio, result.sample_rate, result.pieces, request.text, request.lang)
+                yield rec
             finally:
-                if own:
-                    rec.close()
+                rec.close()
 
-    def prepare_voice(self, engine: Any) -> tuple[Any, float | None]:
+        return hear
+
+    def prepare_voice(self, engine: Engine) -> tuple[Request, float | None]:
         """The engine request with its recording encoded (the encoder loaded first), and the
         seconds that took: the summary's "voice prepared in", apart from "model loaded in"
         (None: no recording to encode; a saved voice is read before the model loads)."""
@@ -446,25 +411,10 @@ class PlainRun(_Run):
         if built.reference is None:
             return built.request, None
         t0 = time.perf_counter()
-        with self.hooks.status(f"preparing the voice of {built.reference.path} ..."):
+        with self.session.status(f"preparing the voice of {built.reference.path} ..."):
             engine.load_encoder()
             request = finish_request(engine, built, self.speech.refs)
         return request, time.perf_counter() - t0
-
-    def write(self, audio: Any, sample_rate: int) -> None:
-        """The audio into its file, or every byte of it to stdout (a reader that goes away is an error)."""
-        from ..media.output import StreamClosed, quiet_stdout, write_audio
-
-        target = self.speech.target
-        try:
-            stdout = self.hooks.stdout() if target.to_stdout else None  # stdout may be closed
-            write_audio(*_at_output_rate(audio, sample_rate, self.speech.sample_rate), target, stdout=stdout)
-        except StreamClosed as e:
-            quiet_stdout()
-            raise OmniVoiceError(f"stdout: {e.strerror}") from None
-        except OSError as e:
-            shown = "stdout" if target.to_stdout else str(target)
-            raise OSError(e.errno, f"cannot write {shown}: {e.strerror or e}") from None
 
 
 # --------------------------------------------------------------------------------------------
@@ -472,20 +422,11 @@ class PlainRun(_Run):
 # --------------------------------------------------------------------------------------------
 
 
-def _send(write: Callable[[], None], signals: Any) -> None:
-    """A piece (or the stream's end) to stdout, whole (a stop waits); a reader that went away is
-    the error `say -o -` gives (exit 1)."""
-    from ..media.output import StreamClosed, quiet_stdout
-
-    try:
-        with signals.protect():  # a piece is written whole, so the stream stays valid
-            write()
-    except StreamClosed as e:
-        quiet_stdout()
-        raise OmniVoiceError(f"stdout: {e.strerror}") from None
+class _Streams(Protocol):
+    out: BinaryIO | int  # what a stream writer writes to (PieceWriter, media.output.StreamWriter)
 
 
-def _watch(player: Any, writer: Any) -> Callable[[], None] | None:
+def _watch(player: Player | None, writer: _Streams | None) -> Callable[[], None] | None:
     """While the next piece is made: a player that quit, or stdout's reader gone, ends the run now
     (not when the next piece is handed over, which may be a wave's time away)."""
     fd = None
@@ -500,7 +441,7 @@ def _watch(player: Any, writer: Any) -> Callable[[], None] | None:
     def check() -> None:
         if player is not None:
             player.check()
-        if fd is not None and _reader_gone(fd):
+        if fd is not None and reader_gone(fd):
             from ..media.output import quiet_stdout
 
             quiet_stdout()
@@ -509,21 +450,7 @@ def _watch(player: Any, writer: Any) -> Callable[[], None] | None:
     return check
 
 
-def _reader_gone(fd: int) -> bool:
-    """The reading end of the pipe (or socket) on fd was closed (POSIX poll: POLLERR / POLLHUP)."""
-    import select
-
-    if not hasattr(select, "poll"):  # Windows: found at the next write
-        return False
-    p = select.poll()
-    p.register(fd, 0)  # no events asked for: only the errors and hang-ups, always reported
-    try:
-        return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in p.poll(0))
-    except OSError:
-        return False
-
-
-def open_the_player(play: bool) -> Any:
+def open_the_player(play: bool) -> Player | None:
     """The player, started before the model is loaded (none that works: PlayerUnavailable, exit 1)."""
     if not play:
         return None
@@ -532,42 +459,16 @@ def open_the_player(play: bool) -> Any:
     return open_player()
 
 
-def _at_output_rate(audio: Any, rate: int, out_rate: int | None) -> tuple[Any, int]:
-    """(audio, rate) resampled once to --sample-rate (media/rates.py), or as it is."""
-    from ..media.rates import at_rate
-
-    return at_rate(audio, rate, out_rate), int(out_rate or rate)
-
-
-class _RatedWriter:
-    """A StreamWriter fed at the model's rate and writing at --sample-rate (StreamResampler)."""
-
-    def __init__(self, writer: Any, rate: int, out_rate: int | None) -> None:
-        from ..media.rates import StreamResampler
-
-        self.writer, self.resampler = writer, StreamResampler(rate, out_rate)
-
-    def write(self, audio: Any) -> None:
-        self.writer.write(self.resampler.feed(audio))
-
-    def close(self) -> None:
-        self.writer.write(self.resampler.finish())
-        self.writer.close()
-
-    def __getattr__(self, name: str) -> Any:  # the rest (e.g. what the idle watch reads) as the writer's
-        return getattr(self.writer, name)
-
-
 @dataclass
 class _Rendered:
-    pieces: list = field(default_factory=list)  # engine.streaming.StreamPiece, in order
+    pieces: list[StreamPiece] = field(default_factory=list)  # in order
     first: float | None = None  # seconds from the render's start to the first piece
 
 
 class StreamedRun(_Run):
     """The text rendered piece by piece: played, streamed to stdout and/or kept for a file."""
 
-    def run(self, signals: Any) -> SpeechReport:
+    def run(self, signals: HoldSignals) -> SpeechReport:
         """Speak; Stopped on Ctrl-C / SIGTERM, also while the end plays (it stops at once)."""
         import numpy as np
 
@@ -608,24 +509,28 @@ class StreamedRun(_Run):
             verify=None if check is None else check.report(),
         )
 
-    def render(self, engine: Any, request: Any, player: Any, signals: Any, check: Any = None) -> _Rendered:
+    def render(
+        self,
+        engine: Engine,
+        request: Request,
+        player: Player | None,
+        signals: HoldSignals,
+        check: RequestCheck | None = None,
+    ) -> _Rendered:
         from ..engine.streaming import StreamRun
-        from ..media.output import StreamWriter
 
         target, out = self.speech.target, _Rendered()
         writer = None
         if target is not None and target.to_stdout:
-            writer = _RatedWriter(
-                StreamWriter(self.hooks.stdout(), target.audio_format, self.speech.sample_rate or engine.sample_rate),
-                engine.sample_rate,
-                self.speech.sample_rate,
+            writer = PieceWriter(
+                self.session.stdout(), target.audio_format, engine.sample_rate, self.speech.sample_rate
             )
         t0 = time.perf_counter()
         idle = _watch(player, writer)
-        with self.hooks.progress("streaming", None) as on_step:
+        with self.session.steps("streaming", None) as on_step:
             # the bar counts steps over all pieces: its total is known from the start, never changes
             with StreamRun(
-                engine, request, on_progress=on_step, on_warning=self.hooks.warn, on_idle=idle, check=check
+                engine, request, on_progress=on_step, on_warning=self.session.warn, on_idle=idle, check=check
             ) as run:
                 for piece in run:  # each, in order, to the player and to stdout; kept for a file
                     if out.first is None and piece.seed is not None:
@@ -633,28 +538,25 @@ class StreamedRun(_Run):
                     if player is not None:
                         player.play(piece.audio)
                     if writer is not None:
-                        _send(lambda: writer.write(piece.audio), signals)
+                        send_piece(lambda: writer.write(piece.audio), signals)
                     out.pieces.append(piece)
         if writer is not None:
-            _send(writer.close, signals)
+            send_piece(writer.close, signals)
         return out
 
-    def write_file(self, audio: Any, sample_rate: int, pieces: list, signals: Any) -> None:
-        from ..media.output import write_audio
+    def write_file(self, audio: Audio, sample_rate: int, pieces: list[StreamPiece], signals: HoldSignals) -> None:
+        """The streamed render's file (and its subtitles), complete or nothing (a stop waits)."""
+        spans = [(p.text, p.start, p.start + len(p.audio)) for p in pieces if p.text]
+        take = Take(audio, sample_rate, cues=piece_cues(spans, sample_rate, len(audio)))
+        outputs = Outputs(
+            target=self.speech.target, subtitles=self.speech.subtitles, sample_rate=self.speech.sample_rate
+        )
 
-        target, subtitles = self.speech.target, self.speech.subtitles
-        with signals.protect():  # the file (and its subtitles) complete, or nothing
-            if subtitles is not None:
-                from ..media.cues import finish_subtitles, subtitles_from_pieces, write_subtitles
-
-                spans = [(p.text, p.start, p.start + len(p.audio)) for p in pieces if p.text]
-                subs = subtitles_from_pieces(spans, sample_rate)
-                write_subtitles(subtitles, finish_subtitles(subs, round(len(audio) * 1000 / sample_rate)))
-            try:
-                write_audio(*_at_output_rate(audio, sample_rate, self.speech.sample_rate), target)
-            except OSError as e:
-                raise OSError(e.errno, f"cannot write {target}: {e.strerror or e}") from None
-            self.file_written = True
+        writes = Writes(signals)
+        try:
+            deliver(take, outputs, protect=writes.protect)
+        finally:
+            self.file_written = writes.done  # set before a held stop is raised as the block ends
 
     def stopped(self, e: BaseException, written: bool) -> Stopped:
         from .signals import signal_name
@@ -692,7 +594,7 @@ class SpokenLine:
 class DialogueReport:
     """What speaking a dialogue script gave: the numbers of its summary line and of its --json."""
 
-    target: Any | None  # where the audio went (None: the player only)
+    target: OutputTarget | None  # where the audio went (None: the player only)
     sample_rate: int
     audio_seconds: float
     seconds: float  # generating every line, joining and writing (and playing)
@@ -713,61 +615,54 @@ class DialogueRun:
 
     def __init__(
         self,
-        script: Any,
-        target: Any,
+        script: Script,
+        target: OutputTarget | None,
         hardware: Hardware,
         *,
         gap: float,
         subtitles: Path | None = None,
         play: bool = False,
-        hooks: Hooks = Hooks(),
+        session: Session = Session(),
         shown: Shown | None = None,
         loudness: float | None = None,
         sample_rate: int | None = None,
     ) -> None:
-        from .session import WarnOnce
-
         self.loudness = loudness  # --loudness: the target of the whole dialogue (LUFS)
         self.sample_rate = sample_rate  # --sample-rate: the output's (None: the model's)
         self.script, self.target, self.hardware, self.gap = script, target, hardware, gap  # dialogue.Script
-        self.subtitles, self.play, self.hooks = subtitles, play, hooks
-        self.shown: Shown = shown if shown is not None else WarnOnce(hooks.warn)
+        self.subtitles, self.play, self.session = subtitles, play, session
+        self.shown: Shown = shown if shown is not None else WarnOnce(session.warn)
 
-    def run(self, signals: Any) -> DialogueReport:
+    def run(self, signals: HoldSignals) -> DialogueReport:
         """Speak; Stopped on Ctrl-C / SIGTERM (`signals`: the HoldSignals the writes are held by)."""
-        from ..media.output import write_audio
-
-        built, target, written = self.script.lines, self.target, False
+        built, target, writes = self.script.lines, self.target, Writes(signals)
         player = open_the_player(self.play)  # before the model is loaded
         try:
-            engine, load = _load(self.hardware, self.hooks)
+            engine, load = self.session.load_engine(self.hardware)
             t0 = time.perf_counter()
-            with self.hooks.progress(f"generating {len(built)} lines", None) as on_step:
+            with self.session.steps(f"generating {len(built)} lines", None) as on_step:
                 results = engine.generate([b.request for _, b in built], on_step=on_step)
             for r in results:
                 self.shown(r.warnings)
-            audio, subs, starts = join_lines(built, results, self.gap, engine.sample_rate)
-            audio, _ = level(audio, engine.sample_rate, self.loudness, self.shown, "the dialogue")
-            with signals.protect():
-                if self.subtitles is not None:
-                    from ..media.cues import write_subtitles
-
-                    write_subtitles(self.subtitles, subs)
-                if target is not None:
-                    rated = _at_output_rate(audio, engine.sample_rate, self.sample_rate)
-                    write_audio(*rated, target, stdout=self.hooks.stdout())
-                written = target is not None
-            if player is not None:
-                player.play(audio)
-                player.close()  # until it has played; a Ctrl-C stops it at once
+            audio, subs, starts = join_dialogue(built, results, self.gap, engine.sample_rate)
+            outputs = Outputs(
+                target=target,
+                subtitles=self.subtitles,
+                loudness=self.loudness,
+                loudness_what="the dialogue",
+                sample_rate=self.sample_rate,
+                stdout=self.session.stdout,
+            )
+            take = Take(audio, engine.sample_rate, cues=subs)
+            played = deliver(take, outputs, protect=writes.protect, player=player, warn=lambda w: self.shown([w]))
         except KeyboardInterrupt as e:
             if player is not None:
                 player.stop()
-            raise _stopped(e, written, target) from None
-        return self.report(audio, results, starts, engine.sample_rate, time.perf_counter() - t0, load)
+            raise _stopped(e, writes.done and target is not None, target) from None
+        return self.report(played.audio, results, starts, engine.sample_rate, time.perf_counter() - t0, load)
 
     def report(
-        self, audio: Any, results: list, starts: list[int], rate: int, seconds: float, load: float
+        self, audio: Audio, results: list[Result], starts: list[int], rate: int, seconds: float, load: float
     ) -> DialogueReport:
         lines = tuple(
             SpokenLine(
@@ -788,7 +683,9 @@ class DialogueRun:
         )
 
 
-def join_lines(built: Iterable, results: list, gap: float, rate: int) -> tuple[Any, list, list[int]]:
+def join_dialogue(
+    built: Iterable, results: list[Result], gap: float, rate: int
+) -> tuple[Audio, list[Subtitle], list[int]]:
     """The lines' audio joined with gaps, their subtitle cues, where each line starts."""
     from ..media.cues import finish_subtitles, subtitles_from_pieces
     from ..media.tracks import join_with_gaps

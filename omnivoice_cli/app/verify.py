@@ -163,40 +163,6 @@ class RequestCheck:
         return out
 
 
-class CountedRetakes:
-    """A request's check and the steps of its progress bar, when the bar's total was known before
-    the run (Engine.count_forwards) and a retake would outgrow it: each take the check sends back
-    adds to the total the forwards the engine's own plan grew by when that retake was queued
-    (the step after the take finished), so the bar neither passes 100 % nor stalls there.
-
-        counted = CountedRetakes(check, on_step, engine.count_forwards([request]))
-        engine.generate([request], on_step=counted.step, checks=[counted])
-    """
-
-    def __init__(self, check: Any, on_step: Any, total: int | None) -> None:
-        self.inner, self.on_step, self.total = check, on_step, total
-        self.planned = total  # the engine's plan at the last step
-        self.retaken = False  # a take was sent back since the last step
-
-    def check(self, take: Any) -> tuple[float, bool]:
-        error, retake = self.inner.check(take)
-        self.retaken = self.retaken or retake
-        return error, retake
-
-    def kept(self, piece: int, attempt: int, seed: int) -> None:
-        self.inner.kept(piece, attempt, seed)
-
-    def step(self, done: int, planned: int) -> None:
-        if self.total is None:  # no total known before: the engine's totals (retakes in them)
-            self.on_step(done, planned)
-            return
-        if self.retaken:
-            self.total += max(0, planned - self.planned)
-            self.retaken = False
-        self.planned = planned
-        self.on_step(done, max(self.total, done))
-
-
 class Verifier:
     """--verify for a run: one recogniser (kept loaded while the TTS model runs), a check per request."""
 

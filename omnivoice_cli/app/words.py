@@ -27,10 +27,32 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Protocol
 
 from ..media.cues import Subtitle
 from .verify import by_characters, max_tokens, units
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from .listen import Recogniser, Transcript
+
+    Audio = np.ndarray  # float32 [N]
+
+
+class Rendered(Protocol):
+    """What the word subtitles read of a render (an engine Result, deliver.Take)."""
+
+    @property
+    def audio(self) -> Audio: ...
+
+    @property
+    def sample_rate(self) -> int: ...
+
+    @property
+    def pieces(self) -> list[tuple[str, int, int]]:
+        """(text, start, end in samples) of each piece; empty: unknown."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -112,7 +134,7 @@ def trusted(expected: list[str], heard: list[str], where: list[int | None]) -> l
     return out
 
 
-def _heard_units(transcript: Any, chars: bool) -> list[tuple[str, float, float]]:
+def _heard_units(transcript: Transcript, chars: bool) -> list[tuple[str, float, float]]:
     """The recogniser's words as units (a word of several units shares its time among them)."""
     out = []
     for w in transcript.words:
@@ -142,7 +164,9 @@ def spread(weights: list[float], lo: float, hi: float) -> list[tuple[float, floa
     return out
 
 
-def piece_words(text: str, transcript: Any, lang: str | None, start: float, end: float, piece: int) -> list[WordTime]:
+def piece_words(
+    text: str, transcript: Transcript, lang: str | None, start: float, end: float, piece: int
+) -> list[WordTime]:
     """The words of one piece (its audio from `start` to `end` s), timed by its transcript
     (times relative to the piece's audio), every one inside [start, end]: the heard words paired
     with the piece's own (`align`, then `trusted`) give theirs; a run of words not heard is
@@ -195,7 +219,14 @@ def monotonic(words: list[WordTime], duration: float) -> list[WordTime]:
 
 
 def span_words(
-    recogniser: Any, audio: Any, sample_rate: int, text: str, start: int, end: int, lang: str | None, piece: int
+    recogniser: Recogniser,
+    audio: Audio,
+    sample_rate: int,
+    text: str,
+    start: int,
+    end: int,
+    lang: str | None,
+    piece: int,
 ) -> list[WordTime]:
     """The words of `text`, spoken in audio[start:end] (samples), timed in `audio` (seconds),
     every one inside that span (the recogniser hears that span alone)."""
@@ -211,7 +242,7 @@ def span_words(
 
 
 def word_timings(
-    recogniser: Any, audio: Any, sample_rate: int, pieces: list | None, text: str, lang: str | None = None
+    recogniser: Recogniser, audio: Audio, sample_rate: int, pieces: list | None, text: str, lang: str | None = None
 ) -> list[WordTime]:
     """Every word of the text as spoken, timed in `audio` (see the module doc). `pieces`: the
     result's (text, start, end in samples); None: the whole audio is one piece of `text`."""
@@ -222,11 +253,15 @@ def word_timings(
     return monotonic(words, len(audio) / sample_rate)
 
 
+def _write(f: BinaryIO, data: bytes) -> None:
+    f.write(data)
+
+
 def write_words(path: Path, words: list[WordTime]) -> None:
     from ..media.output import replace_atomically
 
     data = json.dumps({"words": [w.as_dict() for w in words]}, ensure_ascii=False, indent=1).encode("utf-8")
-    replace_atomically(path, lambda f: f.write(data))
+    replace_atomically(path, lambda f: _write(f, data))
 
 
 def _parts(line: str, chars: bool) -> list[tuple[str, int]]:
@@ -319,7 +354,7 @@ def word_vtt(cues: list[tuple[Subtitle, list[list[tuple[str, int | None]]]]]) ->
 
 
 def write_word_subtitles(
-    path: Path, result: Any, text: str, words: list[WordTime], lang: str | None = None, tags: bool = True
+    path: Path, result: Rendered, text: str, words: list[WordTime], lang: str | None = None, tags: bool = True
 ) -> None:
     """Subtitles timed by the words (`word_cues`): --subtitle-level word (VTT, `tags`: each word
     timed), or the line cues of an .srt / .vtt moved to where their words are heard."""
@@ -331,4 +366,4 @@ def write_word_subtitles(
     cues = word_cues(pieces, result.sample_rate, words, round(len(result.audio) * 1000 / result.sample_rate), lang)
     fmt = path.suffix.lower().lstrip(".")
     data = (word_vtt(cues) if tags and fmt == "vtt" else subtitles_text([sub for sub, _ in cues], fmt)).encode("utf-8")
-    replace_atomically(path, lambda f: f.write(data))
+    replace_atomically(path, lambda f: _write(f, data))

@@ -1,5 +1,5 @@
 """What the commands share: messages on stderr, the run's session (status line, bars), loading the
-engine, and the hooks and held signals a run of speak.py is run under (`held(run)`)."""
+engine, and the held signals a run of speak.py is run under (`held(run)`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import typer
 from ..app import settings as st
 from ..app.session import Hardware, Session
 from ..engine.errors import InvalidRequest
-from ..ui.progress import BatchProgress, print_above, status
+from ..engine.pipeline import Engine
+from ..ui.progress import BatchProgress, StepProgress, print_above, status
 
 
 def usage_error(message: str, ctx: Any = None) -> Exception:
@@ -51,21 +52,6 @@ def notice(quiet: bool):
 
 def stdout_is_terminal() -> bool:
     return typer.get_binary_stream("stdout").isatty()
-
-
-def hooks(quiet: bool) -> Any:
-    """What a run of speak.py shows: warnings, and unless quiet the engine's notices, status lines
-    and progress bars, on stderr; the audio of -o - on stdout."""
-    from ..app.speak import Hooks
-    from ..ui.progress import StepProgress, status
-
-    return Hooks(
-        warn=warn,
-        notice=notice(quiet),
-        status=lambda message: status(message, enabled=not quiet),
-        progress=lambda label, total: StepProgress(enabled=not quiet, label=label, total=total),
-        stdout=lambda: typer.get_binary_stream("stdout"),
-    )
 
 
 def held(run: Any) -> Any:
@@ -112,8 +98,9 @@ def speaker_options(
 
 
 def run_session(quiet: bool, unit: str = "lines") -> Session:
-    """The app layer's session of a command: messages on stderr, the status line and the bars
-    (progress.py; counting `unit`) unless quiet, the engine's notices unless quiet."""
+    """The app layer's session of a command: messages and warnings on stderr, the status line,
+    the bars (progress.py: over items counting `unit`, or one text's steps) and the engine's
+    notices unless quiet; the audio of -o - on stdout."""
     shown = not quiet
     return Session(
         echo=echo,
@@ -121,12 +108,15 @@ def run_session(quiet: bool, unit: str = "lines") -> Session:
         notice=notice(quiet),
         status=lambda message: status(message, enabled=shown),
         progress=lambda total: BatchProgress(total, enabled=shown, echo=echo, unit=unit),
+        warn=warn,
+        steps=lambda label, total: StepProgress(enabled=shown, label=label, total=total),
+        stdout=lambda: typer.get_binary_stream("stdout"),
     )
 
 
-def load_engine(settings: st.Resolved, quiet: bool, encoder: bool = False) -> tuple[Any, float]:
+def load_model(settings: st.Resolved, quiet: bool, encoder: bool = False) -> tuple[Engine, float]:
     """Load the model the settings name (a status line while it loads), and the codec's encoder
-    when a recording is to be cloned; returns (engine, seconds): session.load_engine."""
+    when a recording is to be cloned; returns (engine, seconds): Session.load_engine."""
     return run_session(quiet).load_engine(Hardware.from_settings(settings.values), encoder=encoder)
 
 

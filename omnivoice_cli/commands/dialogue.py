@@ -17,7 +17,7 @@ from typing import Any
 import typer
 
 from ..app.session import WarnOnce
-from .common import echo, held, hooks, run_settings, stdout_is_terminal, warn
+from .common import echo, held, run_session, run_settings, stdout_is_terminal, warn
 
 
 def _report(report: Any, t_start: float, json_out: bool, quiet: bool) -> None:
@@ -114,7 +114,7 @@ def say_dialogue(
         gap=gap_s,
         subtitles=subs_path,
         play=play,
-        hooks=hooks(quiet),
+        session=run_session(quiet),
         shown=shown,
         loudness=settings["loudness"],
         sample_rate=settings["sample_rate"],

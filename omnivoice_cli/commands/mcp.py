@@ -127,9 +127,9 @@ def _run_stdio(server) -> None:
 
 def _loader(settings: st.Resolved, quiet: bool):
     def load():
-        from ..app.session import Hardware, load_engine
+        from ..app.session import Hardware, Session
 
-        engine, seconds = load_engine(Hardware.from_settings(settings.values), on_notice=notice(quiet))
+        engine, seconds = Session(notice=notice(quiet)).load_engine(Hardware.from_settings(settings.values))
         if not quiet:
             echo(f"omnivoice mcp: model loaded in {seconds:.1f} s")
         return engine

@@ -22,7 +22,7 @@ from ..ui.options import (
     SPEECH_SETTINGS,
     with_settings,
 )
-from .common import echo, held, hooks, run_settings, stdout_is_terminal, usage_error, warn
+from .common import echo, held, run_session, run_settings, stdout_is_terminal, usage_error, warn
 
 HELP = """Speak TEXT (or the text of -f FILE): play it, or write it to a file (-o), or to stdout (-o -).
 
@@ -345,7 +345,7 @@ def say(
     )
     if speech.streamed:  # the streamed render (speak.StreamedRun)
         check_streamable(target)
-    _report(held(speech_run(speech, hooks(quiet), shown)), t_start, json_out, quiet)
+    _report(held(speech_run(speech, run_session(quiet), shown)), t_start, json_out, quiet)
 
 
 say.reads_stdin = stdin_is_piped  # type: ignore[attr-defined]  # HelpCommand: `echo Hi | omnivoice say` speaks

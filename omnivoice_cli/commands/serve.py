@@ -60,10 +60,10 @@ def check_stack() -> None:
 def _loader(settings: st.Resolved, quiet: bool):
     """The server's engine, loaded once it listens (session.load_engine; no status line: the
     'listening ... loading the model' line says it)."""
-    from ..app.session import Hardware, load_engine
+    from ..app.session import Hardware, Session
 
     def load():
-        engine, seconds = load_engine(Hardware.from_settings(settings.values), on_notice=notice(quiet))
+        engine, seconds = Session(notice=notice(quiet)).load_engine(Hardware.from_settings(settings.values))
         if not quiet:
             echo(f"omnivoice serve: model loaded in {seconds:.1f} s; ready")
         return engine

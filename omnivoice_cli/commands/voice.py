@@ -17,7 +17,7 @@ try:  # typer >= 0.2x vendors its own click
 except ImportError:  # older typer runs on click
     from click.exceptions import UsageError as _UsageError
 from ..ui.options import NO_FLAGS, QUIET_OPTION, with_settings
-from .common import echo, load_engine, run_settings, warn
+from .common import echo, load_model, run_settings, warn
 
 # Other names people type for a subcommand: they run it (hidden from the list of commands).
 ALIASES = {"remove": "rm", "delete": "rm", "del": "rm", "ls": "list", "info": "show", "new": "add", "save": "add"}
@@ -115,7 +115,7 @@ def voice_add(
         reference = refs.prepare(path, voices.reference_transcript(path, ref_text))
     shown = WarnOnce(warn)
     shown(reference.warnings)
-    engine, _ = load_engine(settings, quiet, encoder=True)
+    engine, _ = load_model(settings, quiet, encoder=True)
     prompt = refs.encode(engine, reference)
     saved = voices.save(name, prompt, force=force, source=str(path.resolve()), model=settings["model"])
     _saved(name, prompt, saved, quiet)

@@ -17,7 +17,7 @@ from ..ui.options import (
     SPEAKER_SETTINGS,
     with_settings,
 )
-from .common import echo, load_engine, speaker_options, warn
+from .common import echo, load_model, speaker_options, warn
 
 HELP = """Serve text to speech over the Wyoming protocol, for Home Assistant's voice pipeline.
 
@@ -92,7 +92,7 @@ def wyoming(
     settings, options = speaker_options(preset, flags, max_queue, max_chars)
     if settings["loudness"] is not None:  # from a preset (there is no flag)
         warn("loudness is not applied by omnivoice wyoming: its audio streams as each piece is ready")
-    speaker = Speaker(options, load=lambda: load_engine(settings, quiet)[0])
+    speaker = Speaker(options, load=lambda: load_model(settings, quiet)[0])
     speaker.check()  # the flags make a request (a voice that exists, ...) before the model loads
     speaker.start()
     server = WyomingServer(

@@ -193,10 +193,13 @@ def run_jobs(
     on_step: Callable[[int, int], None] | None = None,
     on_done: Callable[[Job], list[Job] | None] | None = None,
     forward: Callable[[PackedBatch], torch.Tensor] | None = None,
+    on_advance: Callable[[list[Job]], None] | None = None,
 ) -> None:
     """Run every job to the end, in the order given.
 
-    on_step(forwards done, forwards planned) after each forward; on_done(job) when a job has
+    on_step(forwards done, forwards planned) after each forward; on_advance(jobs) after each
+    forward, with the jobs it moved one step on (Engine.generate's bar counts those
+    steps against its plans' total); on_done(job) when a job has
     revealed its last token: it may return new jobs (which need that one's result) to queue.
     forward: what runs the body (default the model itself; e.g. a GraphedForward on CUDA).
     """
@@ -215,6 +218,8 @@ def run_jobs(
                 active.append(waiting.pop(0))
             forward_step(model, active, mask_id=mask_id, forward=forward, device=device)
             done_forwards += 1
+            if on_advance:
+                on_advance(active)
             finished = [j for j in active if j.done]
             active = [j for j in active if not j.done]
             for job in finished:

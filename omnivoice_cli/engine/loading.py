@@ -210,7 +210,7 @@ def load_tokenizer(root: Path, cfg: ModelConfig):
     return tokenizer
 
 
-def load_engine(
+def load_checkpoint(
     engine_cls,
     model: str | None = None,
     *,

@@ -151,8 +151,8 @@ class RequestPieces:
         return self.ref if k == 0 else self.voice
 
     def job(self, k: int, voice: "VoicePrompt | None" = None) -> "Job":
-        """The job of piece k, which must be ready. `voice`: a stand-in for piece 0's (its length
-        alone matters) to size a later piece's job before piece 0 is done (Engine.count_forwards)."""
+        """The job of piece k, which must be ready. `voice`: the voice to speak it in (by default
+        the one voice_for gives, once piece 0 is done when it voices the others)."""
         if voice is None:
             if not self.ready(k):
                 raise RuntimeError(f"piece {k} waits for piece 0's voice")

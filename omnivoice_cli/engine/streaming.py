@@ -252,6 +252,7 @@ class StreamPiece:
     audio: "np.ndarray"  # float32 [N] at the engine's sample rate
     start: int  # its first sample in the joined output
     seed: int | None  # the seed it was generated with (None for a pause)
+    kept: tuple[int, int] | None = None  # where its text is heard in `audio` (Result.pieces; None: all of it)
 
 
 @dataclass
@@ -307,6 +308,7 @@ class StreamedPieces(RequestPieces):
             if s.text is None:  # a pause: its silence made when it is handed out
                 self._ready[i] = ("", round(s.pause * engine.sample_rate), None)
         self.lengths = [0] * len(self.speech)  # samples of each spoken piece's audio, once done
+        self.kept: dict[int, tuple[int, int]] = {}  # segment -> where its text is heard in its audio
         self.next = 0  # the next segment to hand out
         self.samples = 0  # samples handed out
 
@@ -314,7 +316,10 @@ class StreamedPieces(RequestPieces):
         """Piece k's audio: decoded and post-processed exactly as a whole request of its text."""
         i = self.speech[k]
         text, seed = self.segments[i].text, self.seed_for(k)
-        audio = self.engine.render(replace(self.req, text=text, seed=seed), job).audio
+        result = self.engine.render(replace(self.req, text=text, seed=seed), job)
+        audio = result.audio
+        if result.pieces:
+            self.kept[i] = (result.pieces[0][1], result.pieces[-1][2])
         self._ready[i] = (text, audio, seed)
         self.lengths[k] = len(audio)
 
@@ -333,7 +338,7 @@ class StreamedPieces(RequestPieces):
             text, audio, seed = self._ready[self.next]
             if isinstance(audio, int):
                 audio = np.zeros(audio, dtype=np.float32)
-            piece = StreamPiece(self.next, text, audio, self.samples, seed)
+            piece = StreamPiece(self.next, text, audio, self.samples, seed, self.kept.pop(self.next, None))
             self._ready[self.next] = ()  # handed out: keep no audio
             self.samples += len(audio)
             self.next += 1

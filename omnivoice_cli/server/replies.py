@@ -25,17 +25,54 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Awaitable, Callable, cast
 
 import anyio
 
-from ..engine.service import Event, Ticket
+from ..app.deliver import Outputs, PieceEncoder, Take, deliver
+from ..app.verify import RequestCheck
+from ..engine.pieces import PieceCheck
+from ..engine.service import Event, Summary, Ticket
+from ..engine.streaming import StreamPiece
 from .errors import ApiError, from_engine
 from .speech import SpeechBody
+
+if TYPE_CHECKING:
+    from ..app.listen import Recogniser
+    from ..app.words import WordTime
+
+Receive = Callable[[], Awaitable[dict]]  # ASGI: the next message from the client
+Send = Callable[[dict], Awaitable[None]]  # ASGI: a message to the client
 
 SEED_HEADER = "X-OmniVoice-Seed"
 VERIFY_HEADER = "X-OmniVoice-Verify"  # `verify`: per piece, JSON (error, transcript, attempts, seed kept)
 LOUDNESS_HEADER = "X-OmniVoice-Loudness"  # `loudness`: JSON (target, input and output LUFS / dBTP, gain)
+
+
+def _piece(event: Event) -> StreamPiece:
+    assert event.piece is not None  # a "piece" event
+    return event.piece
+
+
+def _error(event: Event) -> BaseException:
+    assert event.error is not None  # an "error" event
+    return event.error
+
+
+def _summary(event: Event) -> Summary:
+    assert event.summary is not None  # a "done" event
+    return event.summary
+
+
+def _checked(check: PieceCheck) -> list:
+    """`verify`: the per-piece report of the request's check (verify.RequestCheck)."""
+    return cast(RequestCheck, check).report()
+
+
+def _heard(piece: StreamPiece) -> tuple[int, int]:
+    """Where a streamed piece's text is heard in the reply (samples): as Result.pieces gives it."""
+    start, end = piece.kept if piece.kept is not None else (0, len(piece.audio))
+    return piece.start + start, piece.start + end
 
 
 class EventQueue:
@@ -65,7 +102,12 @@ class SpeechReply:
     """An ASGI app sending one request's audio (see the module doc)."""
 
     def __init__(
-        self, speech: SpeechBody, ticket: Ticket, events: EventQueue, log: dict[str, Any], listener: Any = None
+        self,
+        speech: SpeechBody,
+        ticket: Ticket,
+        events: EventQueue,
+        log: dict[str, object],
+        listener: Recogniser | None = None,
     ) -> None:
         self.speech, self.ticket, self.events, self.log = speech, ticket, events, log
         self.listener = listener  # `timestamps`: the speech recogniser that times the words
@@ -84,7 +126,7 @@ class SpeechReply:
             out.update({"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
         return {**out, **(extra or {})}
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: dict[str, object], receive: Receive, send: Send) -> None:
         async with anyio.create_task_group() as group:
 
             async def watch() -> None:  # a client that leaves cancels its request
@@ -104,18 +146,18 @@ class SpeechReply:
                     self.ticket.cancel()
                 group.cancel_scope.cancel()
 
-    async def reply(self, send: Any) -> None:
+    async def reply(self, send: Send) -> None:
         first = await self.events.get()
         if first.kind == "error":
             self.finished = True
-            await self.send_error(send, from_engine(first.error))
+            await self.send_error(send, from_engine(_error(first)))
             return
         if self.speech.stream:
             await self.stream(send, first)
         else:
             await self.whole(send, first)
 
-    async def send_error(self, send: Any, error: ApiError) -> None:
+    async def send_error(self, send: Send, error: ApiError) -> None:
         self.log["error"] = error.message
         body = error.body()
         headers = {"Content-Type": "application/json", "Content-Length": str(len(body)), **error.headers}
@@ -123,61 +165,49 @@ class SpeechReply:
         await send({"type": "http.response.body", "body": body})
 
     def done(self, event: Event) -> None:
-        s = event.summary
+        s = _summary(event)
         self.finished = True
         self.log.update(audio=s.audio_seconds, queued=s.queued, pieces=s.pieces, forwards=s.forwards)
 
-    async def whole(self, send: Any, event: Event) -> None:
+    async def whole(self, send: Send, event: Event) -> None:
         """Every piece, then one file with its length (or, with `timestamps`, JSON)."""
         import numpy as np
 
-        from ..media.output import encode
-
         pieces = []
         while event.kind == "piece":
-            pieces.append(event.piece)
+            pieces.append(_piece(event))
             event = await self.events.get()
         if event.kind == "error":
             self.finished = True
-            await self.send_error(send, from_engine(event.error))
+            await self.send_error(send, from_engine(_error(event)))
             return
-        fmt, rate = self.speech.format, self.ticket.service.engine.sample_rate
+        rate, req = self.ticket.service.engine.sample_rate, self.speech.request
         audio = np.concatenate([p.audio for p in pieces]) if pieces else np.zeros(0, dtype=np.float32)
-        target = self.speech.built.settings["loudness"]
-        extra = {}
-        if target is not None:  # `loudness`: over the whole reply (media/loudness.py)
-            from ..media.loudness import normalize
-
-            audio, loud = await anyio.to_thread.run_sync(normalize, audio, rate, target)
-            extra[LOUDNESS_HEADER] = json.dumps(loud.as_dict(), separators=(",", ":"))
-        out_rate = self.out_rate
-        heard = audio  # `timestamps`: the words are timed on the model's own samples
-        if out_rate != rate:  # `sample_rate`: resampled once, the whole reply (media/rates.py)
-            from ..media.rates import at_rate
-
-            audio = await anyio.to_thread.run_sync(at_rate, audio, rate, out_rate)
-        data = await anyio.to_thread.run_sync(encode, audio, out_rate, fmt.sf_format, fmt.subtype)
+        spans = [(p.text, *_heard(p)) for p in pieces if p.text]  # as say's pieces: where each text is heard
+        outputs = Outputs(
+            timestamps=self.speech.timestamps,  # the words, timed on the model's own samples
+            loudness=self.speech.built.settings["loudness"],  # over the whole reply (media/loudness.py)
+            sample_rate=self.out_rate,  # resampled once, the whole reply (media/rates.py)
+            encoded=self.speech.format,
+        )
+        take = Take(audio, rate, req.text, req.lang, spans)
+        done = await anyio.to_thread.run_sync(lambda: deliver(take, outputs, listener=self.listener))
+        data, extra = done.data or b"", {}
+        if done.loudness is not None:
+            extra[LOUDNESS_HEADER] = json.dumps(done.loudness.as_dict(), separators=(",", ":"))
         check = self.ticket.pieces.check
         if check is not None:  # the pieces are all checked now (a streamed reply's headers go out first)
-            extra[VERIFY_HEADER] = json.dumps(check.report(), ensure_ascii=True, separators=(",", ":"))
+            extra[VERIFY_HEADER] = json.dumps(_checked(check), ensure_ascii=True, separators=(",", ":"))
         if self.speech.timestamps:
-            words = await anyio.to_thread.run_sync(self.word_times, heard, rate, pieces)
-            data = json.dumps(self.captioned(data, out_rate, len(audio), words), ensure_ascii=False).encode("utf-8")
+            body = self.captioned(data, done.out_rate, done.out_samples, done.words or [])
+            data = json.dumps(body, ensure_ascii=False).encode("utf-8")
             extra["Content-Type"] = "application/json"
         self.done(event)
         extra["Content-Length"] = str(len(data))
         await send(_start(200, self.headers(extra)))
         await send({"type": "http.response.body", "body": data})
 
-    def word_times(self, audio: Any, rate: int, pieces: list) -> list:
-        """`timestamps`: each word of the text, timed on the reply's audio (words.py)."""
-        from ..app.words import word_timings
-
-        req = self.speech.request
-        spans = [(p.text, p.start, p.start + len(p.audio)) for p in pieces if p.text]
-        return word_timings(self.listener, audio, rate, spans, req.text, req.lang)
-
-    def captioned(self, data: bytes, rate: int, samples: int, words: list) -> dict[str, Any]:
+    def captioned(self, data: bytes, rate: int, samples: int, words: list[WordTime]) -> dict[str, object]:
         """The JSON reply of `timestamps` (see the module doc)."""
         body = {
             "audio": base64.b64encode(data).decode("ascii"),
@@ -189,28 +219,23 @@ class SpeechReply:
         }
         check = self.ticket.pieces.check
         if check is not None:
-            body["verify"] = check.report()
+            body["verify"] = _checked(check)
         return body
 
-    async def stream(self, send: Any, event: Event) -> None:
+    async def stream(self, send: Send, event: Event) -> None:
         """Each piece's bytes as it comes (chunked, or as SSE deltas)."""
-        from ..media.output import StreamEncoder
-        from ..media.rates import StreamResampler
-
-        resampler = StreamResampler(self.ticket.service.engine.sample_rate, self.out_rate)
-        encoder = StreamEncoder(self.speech.format, self.out_rate)
-        feed = lambda audio: encoder.feed(resampler.feed(audio))
-        finish = lambda: encoder.feed(resampler.finish()) + encoder.finish()
+        encoder = PieceEncoder(self.speech.format, self.ticket.service.engine.sample_rate, self.out_rate)
+        feed, finish = encoder.feed, encoder.finish
         await send(_start(200, self.headers()))
         while True:
             if event.kind == "piece":
-                await self.send_bytes(send, await anyio.to_thread.run_sync(feed, event.piece.audio))
+                await self.send_bytes(send, await anyio.to_thread.run_sync(feed, _piece(event).audio))
             elif event.kind == "done":
                 await self.send_bytes(send, await anyio.to_thread.run_sync(finish))
                 self.done(event)
                 break
             else:  # failed after audio went out: an SSE error event, or a cut connection
-                self.log["error"] = from_engine(event.error).message
+                self.log["error"] = from_engine(_error(event)).message
                 if not self.speech.sse:
                     return  # the body is left incomplete: the client sees the failure, not a short file
                 await send(
@@ -225,8 +250,8 @@ class SpeechReply:
         if self.speech.sse and event.kind == "done":
             usage = {
                 "input_tokens": self.speech.chars,
-                "output_tokens": event.summary.samples,
-                "total_tokens": self.speech.chars + event.summary.samples,
+                "output_tokens": _summary(event).samples,
+                "total_tokens": self.speech.chars + _summary(event).samples,
             }
             await send(
                 {"type": "http.response.body", "body": _sse("speech.audio.done", {"usage": usage}), "more_body": True}
@@ -234,7 +259,7 @@ class SpeechReply:
         self.finished = True
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    async def send_bytes(self, send: Any, data: bytes) -> None:
+    async def send_bytes(self, send: Send, data: bytes) -> None:
         if not data:
             return
         if self.speech.sse:

@@ -15,7 +15,11 @@ from __future__ import annotations
 import sys
 import time
 from contextlib import contextmanager
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
+
+if TYPE_CHECKING:  # rich is imported when a bar is shown, never by --help
+    from rich.console import Console
+    from rich.progress import Progress, TaskID
 
 Echo = Callable[[str], None]
 
@@ -97,9 +101,9 @@ def status(message: str, enabled: bool, live: bool | None = None, echo: Echo = _
 
 
 class StepProgress:
-    """The forwards of `say`, advanced by the engine's on_step(done, total).
+    """The steps of `say`, advanced by the engine's on_step(done, total).
 
-    `total`, when the caller knows it before the run (Engine.count_forwards), is the bar's total
+    `total`, when the caller knows it before the run (the plan's steps: Plan.steps), is the bar's total
     from the start and never changes. Without it the bar takes the engine's totals, which may be
     estimates (a long text's later chunks, streamed waves); the engine may also run several
     forward loops, each counting from 1 to its own total, and the bar adds them up."""
@@ -115,7 +119,9 @@ class StepProgress:
         self.enabled, self.label, self.echo = enabled, label, echo
         self.live = stderr_is_terminal() if live is None else live
         self.fixed = total if total else None
-        self._progress = self._task = self._console = None
+        self._progress: Progress | None = None
+        self._task: TaskID | None = None
+        self._console: Console | None = None
         self._offset = 0  # steps of finished loops
         self._last = (0, 0)  # (done, total) of the current loop
         self._quarter = 0  # plain lines printed so far (one per quarter)
@@ -146,7 +152,7 @@ class StepProgress:
         self.total = max(self.fixed, self.completed) if self.fixed else self._offset + total
         if not self.totals or self.totals[-1] != self.total:
             self.totals.append(self.total)
-        if self._progress is not None:
+        if self._progress is not None and self._task is not None:
             self._progress.update(self._task, completed=self.completed, total=self.total)
         elif self.enabled and self.total:
             quarter = 4 * self.completed // self.total
@@ -176,7 +182,8 @@ class BatchProgress:
         self.total, self.enabled, self.echo, self.unit = total_lines, enabled, echo, unit
         self.live = stderr_is_terminal() if live is None else live
         self.done = self.failed = self.skipped = 0
-        self._progress = self._console = None
+        self._progress: Progress | None = None
+        self._console: Console | None = None
         self._inside = False
         self._t0 = time.perf_counter()
 
@@ -244,7 +251,8 @@ class DownloadProgress:
     def __init__(self, what: str, enabled: bool, live: bool | None = None, echo: Echo = _echo):
         self.what, self.enabled, self.echo = what, enabled, echo
         self.live = stderr_is_terminal() if live is None else live
-        self._progress = self._task = None
+        self._progress: Progress | None = None
+        self._task: TaskID | None = None
         self._tenth = 0
 
     def __enter__(self) -> "DownloadProgress":
@@ -266,7 +274,7 @@ class DownloadProgress:
         return self
 
     def __call__(self, done: int, total: int) -> None:
-        if self._progress is not None:
+        if self._progress is not None and self._task is not None:
             self._progress.update(self._task, completed=done, total=total or None)
         elif self.enabled and total:
             tenth = 10 * done // total
@@ -297,7 +305,8 @@ class BookBars:
     def __init__(self, enabled: bool, live: bool | None = None, echo: Echo = _echo) -> None:
         self.enabled, self.echo = enabled, echo
         self.live = stderr_is_terminal() if live is None else live
-        self._progress = self._console = None
+        self._progress: Progress | None = None
+        self._console: Console | None = None
         self._inside = False
         self.states: list = []  # every state shown (a test reads them)
 

@@ -1,0 +1,334 @@
+"""The end of every run, in one place: what a finished render becomes (as whisper's
+`get_writer(fmt)(result, path)` is its one way out).
+
+    take = Take.of(result, request.text, request.lang)     # the model's audio, where its pieces lie
+    outputs = Outputs(target=target, subtitles=path, words=path, loudness=-16.0, sample_rate=None)
+    delivered = deliver(take, outputs, listener=recogniser, protect=signals.protect, player=player)
+
+One order, the same for `say` (plain, a streamed render's file, a dialogue), `batch`, `dub`, the
+book's parts and the server's whole replies, so the same request gives the same words everywhere:
+  1. the words (--words, --subtitle-level word, line subtitles moved to where their words are
+     heard, the server's `timestamps`): timed on the model's own audio, at its own rate, before
+     any gain (`time_words`; the recogniser is the caller's: --verify's, or one loaded for this);
+  2. the loudness (--loudness, `loudness`): one gain over the whole output (media/loudness.py);
+     a target its peaks do not allow is said once, through `warn`;
+  3. the output's sample rate (--sample-rate, `sample_rate`): resampled once (media/rates.py);
+  4. written, inside `protect` (a stop waits until all is written): the word timings, the
+     subtitles, then the audio (a file, atomically; stdout; or the encoded bytes of a reply).
+     An audio file therefore always has its subtitles and word timings beside it;
+  5. played: the levelled audio at the model's rate, until it has played (a stop stops it);
+  6. the report: `Delivered` (the levelled audio, the words, the loudness report, the bytes),
+     from which each run makes its own summary (say's SpeechReport, a batch line's record, ...).
+
+A streamed render (`say --stream` / `--play`, the server's chunked and SSE replies) sends its
+pieces as they come through `PieceWriter` (resampled as they come, encoded piece by piece): there
+is no whole output to level or time then; the file a streamed `say` also writes goes through
+`deliver` once the render is complete.
+
+tests/test_deliver.py checks that the package's runs reach the output functions (subtitles, word
+timings, loudness, resampling, writing, encoding) through this module only.
+"""
+
+from __future__ import annotations
+
+import select
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO, Callable, Protocol, Sequence, cast
+
+from ..engine.errors import OmniVoiceError
+from ..media.cues import Subtitle, finish_subtitles, subtitles_from_pieces, write_result_subtitles, write_subtitles
+from ..media.loudness import LoudnessReport
+from ..media.loudness import level as normalise_loudness
+from ..media.output import (
+    AudioFormat,
+    OutputTarget,
+    StreamClosed,
+    StreamEncoder,
+    StreamWriter,
+    encode,
+    quiet_stdout,
+    write_audio,
+)
+from ..media.rates import StreamResampler, at_rate
+from . import words as words_module
+from .words import Rendered, WordTime, monotonic, span_words, write_word_subtitles, write_words
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from .listen import Recogniser
+
+    Audio = np.ndarray  # float32 [N]
+else:
+    Audio = object
+
+
+Piece = tuple[str, int, int]  # (text, start, end in samples) of one piece in the audio
+
+
+@dataclass(frozen=True)
+class Span:
+    """A stretch of the audio whose words are timed on their own (a dub's pieces on its track)."""
+
+    text: str
+    start: int  # samples
+    end: int
+    lang: str | None = None  # its own language (None: the take's)
+    piece: int = 0  # its number in the word rows ("piece")
+    cue: int | None = None  # dub: its cue's number in the word rows ("cue")
+
+
+@dataclass(frozen=True)
+class Take:
+    """A finished render, at the model's rate: what `deliver` is given (quacks as an engine
+    Result for the subtitle writers: audio, sample_rate, pieces)."""
+
+    audio: Audio  # float32 [N]
+    sample_rate: int  # the model's
+    text: str = ""  # what was spoken (the fallback piece of a result that does not say its pieces)
+    lang: str | None = None
+    pieces: list[Piece] = field(default_factory=list)  # where each piece lies (empty: unknown)
+    cues: list[Subtitle] | None = None  # the run's own cues (a dialogue's, with its speakers)
+    spans: list[Span] | None = None  # the stretches timed apart (None: the pieces; a dub's cues)
+
+    @classmethod
+    def of(cls, result: Rendered, text: str, lang: str | None = None) -> "Take":
+        """An engine Result (or anything with its audio, sample_rate and pieces)."""
+        return cls(result.audio, result.sample_rate, text, lang, list(result.pieces or []))
+
+    @property
+    def seconds(self) -> float:
+        return len(self.audio) / self.sample_rate
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """Where one take goes, and what comes with it (each None: not asked for)."""
+
+    target: OutputTarget | None = None  # a file or stdout (None: no audio written)
+    subtitles: Path | None = None  # .srt / .vtt, written just before the audio
+    words: Path | None = None  # the word timings (words.py's JSON), written just before the subtitles
+    word_subtitles: bool = False  # the subtitles timed by the words (needs the words timed)
+    word_level: bool = False  # --subtitle-level word: VTT cues with each word's time
+    timestamps: bool = False  # the words timed and handed back only (the server's `timestamps`)
+    loudness: float | None = None  # the whole output's target (LUFS)
+    loudness_what: str = "the audio"  # how the loudness warning names the output
+    sample_rate: int | None = None  # the output's rate (None: the model's)
+    encoded: AudioFormat | None = None  # the output as bytes of this format (a reply), not written
+    stdout: Callable[[], BinaryIO] | None = None  # the binary stdout, asked for when the audio goes there
+    pipe_error: bool = True  # stdout's reader gone: OmniVoiceError "stdout: ..." (False: BrokenPipeError)
+
+    @property
+    def needs_words(self) -> bool:
+        return self.words is not None or self.word_subtitles or self.timestamps
+
+
+@dataclass(frozen=True)
+class Delivered:
+    """What `deliver` made: the summary's numbers come from here."""
+
+    audio: Audio  # levelled, at the model's rate (what was played)
+    sample_rate: int  # the model's
+    out_samples: int  # samples of the output, at its rate
+    out_rate: int
+    words: list[WordTime] | None = None
+    loudness: LoudnessReport | None = None
+    data: bytes | None = None  # Outputs.encoded: the encoded output
+    warnings: tuple[str, ...] = ()  # the loudness warning, when there was one
+
+
+class WriteFailed(OSError):
+    """The audio could not be written: "cannot write WHERE: REASON" (`reason`: the system's words)."""
+
+    def __init__(self, error: OSError, where: str) -> None:
+        self.reason = str(error.strerror or error)
+        super().__init__(error.errno, f"cannot write {where}: {self.reason}")
+
+
+class Protector(Protocol):
+    """What holds a stop while something is written (signals.HoldSignals)."""
+
+    def protect(self) -> AbstractContextManager: ...
+
+
+class Player(Protocol):
+    def play(self, audio: Audio) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def _no_warning(message: str) -> None:
+    pass
+
+
+def _no_status(message: str) -> AbstractContextManager:
+    return nullcontext()
+
+
+def time_words(listener: "Recogniser", take: Take) -> list[WordTime]:
+    """Every word of the take, timed in its audio (words.py): each piece (or span) heard alone,
+    the times never decreasing, inside the audio."""
+    if take.spans is None:  # the pieces (words.word_timings, looked up as the module has it now)
+        return words_module.word_timings(listener, take.audio, take.sample_rate, take.pieces, take.text, take.lang)
+    timed: list[WordTime] = []
+    for sp in take.spans:
+        lang = sp.lang if sp.lang is not None else take.lang
+        found = span_words(listener, take.audio, take.sample_rate, sp.text, sp.start, sp.end, lang, sp.piece)
+        timed += found if sp.cue is None else [replace(w, cue=sp.cue) for w in found]
+    return monotonic(timed, take.seconds)
+
+
+def piece_cues(pieces: Sequence[Piece], sample_rate: int, samples: int) -> list[Subtitle]:
+    """The cues of pieces at their places, the last ending with the audio (a streamed render's)."""
+    return finish_subtitles(subtitles_from_pieces(pieces, sample_rate), round(samples * 1000 / sample_rate))
+
+
+def deliver(
+    take: Take,
+    outputs: Outputs,
+    *,
+    listener: "Recogniser | Callable[[], AbstractContextManager[Recogniser]] | None" = None,
+    status: Callable[[str], AbstractContextManager] | None = None,
+    protect: Callable[[], AbstractContextManager] | None = None,
+    player: Player | None = None,
+    warn: Callable[[str], None] = _no_warning,
+    words: list[WordTime] | None = None,
+) -> Delivered:
+    """The take's outputs, in the module's order (see the module doc). `listener`: the speech
+    recogniser that times the words (needed when they are asked for), or a context manager
+    factory that loads one and lets it go (used only when the words are asked for); `status`:
+    the face's status line while the words are timed ("timing the words ..."); `protect()`: what holds
+    a stop while the files are written (HoldSignals.protect); `warn`: the loudness warning;
+    `words`: the words when the caller timed them already (time_words, e.g. a dub's track)."""
+    # 1. the words, on the model's own audio
+    if outputs.needs_words and words is None:
+        if listener is None:
+            raise ValueError("deliver: the words are asked for, but no recogniser was given")
+        with (status or _no_status)("timing the words ..."):
+            with _held(listener) as recogniser:
+                words = time_words(recogniser, take)
+    # 2. the loudness, over the whole
+    audio, loud = normalise_loudness(take.audio, take.sample_rate, outputs.loudness)
+    said = loud.warning(outputs.loudness_what) if loud is not None else None
+    if said:
+        warn(said)
+    # 3. the output's rate
+    out_rate = int(outputs.sample_rate or take.sample_rate)
+    out_audio = at_rate(audio, take.sample_rate, out_rate)
+    # 4. written: the words, the subtitles, the audio
+    data = None
+    with protect() if protect is not None else nullcontext():
+        if outputs.words is not None and words is not None:
+            write_words(outputs.words, words)
+        if outputs.subtitles is not None:
+            _write_subtitles(outputs, take, words)
+        if outputs.encoded is not None:
+            fmt = outputs.encoded
+            data = encode(out_audio, out_rate, fmt.sf_format, fmt.subtype)
+        if outputs.target is not None:
+            _write_audio(out_audio, out_rate, outputs)
+    # 5. played
+    if player is not None:
+        player.play(audio)
+        player.close()  # until it has played; a Ctrl-C stops it at once
+    # 6. what was made
+    return Delivered(audio, take.sample_rate, len(out_audio), out_rate, words, loud, data, (said,) if said else ())
+
+
+def _held(
+    listener: "Recogniser | Callable[[], AbstractContextManager[Recogniser]]",
+) -> "AbstractContextManager[Recogniser]":
+    """The recogniser, as a context manager: one given as it is, or one a factory loads."""
+    if hasattr(listener, "transcribe"):
+        return nullcontext(cast("Recogniser", listener))
+    return cast("Callable[[], AbstractContextManager[Recogniser]]", listener)()
+
+
+def _write_subtitles(outputs: Outputs, take: Take, words: list[WordTime] | None) -> None:
+    assert outputs.subtitles is not None
+    if take.cues is not None:  # the run's own cues (a dialogue's speakers)
+        write_subtitles(outputs.subtitles, take.cues)
+    elif outputs.word_subtitles and words is not None:  # cues where their words are heard
+        write_word_subtitles(outputs.subtitles, take, take.text, words, take.lang, outputs.word_level)
+    else:
+        write_result_subtitles(outputs.subtitles, take, take.text)
+
+
+def _write_audio(audio: Audio, rate: int, outputs: Outputs) -> None:
+    """The audio into its file (atomically), or every byte of it to stdout."""
+    target = outputs.target
+    assert target is not None
+    try:
+        stdout = outputs.stdout() if (target.to_stdout and outputs.stdout is not None) else None
+        write_audio(audio, rate, target, stdout=stdout)
+    except StreamClosed as e:
+        if not outputs.pipe_error:
+            raise
+        quiet_stdout()
+        raise OmniVoiceError(f"stdout: {e.strerror}") from None
+    except OSError as e:
+        if isinstance(e, BrokenPipeError) and not outputs.pipe_error:
+            raise
+        raise WriteFailed(e, "stdout" if target.to_stdout else str(target)) from None
+
+
+# --------------------------------------------------------------------------------------------
+# Pieces as they come (a streamed render)
+# --------------------------------------------------------------------------------------------
+
+
+class PieceEncoder:
+    """The bytes of one audio stream, piece by piece: fed at the model's rate, resampled as it
+    comes to the output's (StreamResampler), encoded as it comes (StreamEncoder)."""
+
+    def __init__(self, fmt: AudioFormat | str, rate: int, out_rate: int | None) -> None:
+        self.out_rate = int(out_rate or rate)
+        self.resampler = StreamResampler(rate, out_rate)
+        self.encoder = StreamEncoder(fmt, self.out_rate)
+
+    def feed(self, audio: Audio) -> bytes:
+        return self.encoder.feed(self.resampler.feed(audio))
+
+    def finish(self) -> bytes:
+        return self.encoder.feed(self.resampler.finish()) + self.encoder.finish()
+
+
+class PieceWriter:
+    """A StreamWriter fed at the model's rate and writing at the output's (say --stream -o -)."""
+
+    def __init__(self, out: BinaryIO | int, fmt: AudioFormat | str, rate: int, out_rate: int | None) -> None:
+        self.writer = StreamWriter(out, fmt, int(out_rate or rate))
+        self.resampler = StreamResampler(rate, out_rate)
+        self.out = out  # what the idle watch polls
+
+    def write(self, audio: Audio) -> None:
+        self.writer.write(self.resampler.feed(audio))
+
+    def close(self) -> None:
+        self.writer.write(self.resampler.finish())
+        self.writer.close()
+
+
+def send_piece(write: Callable[[], None], signals: Protector) -> None:
+    """A piece (or the stream's end) to stdout, whole (a stop waits: `signals.protect()`); a
+    reader that went away is the error `say -o -` gives (exit 1)."""
+    try:
+        with signals.protect():  # a piece is written whole, so the stream stays valid
+            write()
+    except StreamClosed as e:
+        quiet_stdout()
+        raise OmniVoiceError(f"stdout: {e.strerror}") from None
+
+
+def reader_gone(fd: int) -> bool:
+    """The reading end of the pipe (or socket) on fd was closed (POSIX poll: POLLERR / POLLHUP)."""
+    if not hasattr(select, "poll"):  # Windows: found at the next write
+        return False
+    p = select.poll()
+    p.register(fd, 0)  # no events asked for: only the errors and hang-ups, always reported
+    try:
+        return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in p.poll(0))
+    except OSError:
+        return False
