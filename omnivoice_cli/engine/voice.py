@@ -32,10 +32,10 @@ import numpy as np
 import torch
 
 from . import audio as audio_ops
+from .canvastext import add_punctuation
 from .config import SAMPLE_RATE
 from .errors import InvalidRequest
 from .resample import resample
-from .text import add_punctuation
 from .voicefile import (  # noqa: F401
     VOICE_FORMAT,
     VOICE_FORMAT_VERSION,

@@ -11,6 +11,9 @@ import math
 
 import numpy as np
 
+from ..engine.chunking import chunk_text
+from ..engine.duration import text_weight
+
 MAX_PIECE_MS = 30_000  # one request's fixed duration at most (the model's max_target_seconds)
 
 
@@ -53,7 +56,6 @@ def cue_pieces(text: str, length_ms: int, max_ms: int = MAX_PIECE_MS) -> list[tu
     proportion to each piece's estimated speaking time, fill the cue. When the text cannot be cut
     finely enough (one long word over a minute), the pieces are max_ms long and the rest of the
     cue is silent."""
-    from ..engine.text import chunk_text, text_weight
 
     if length_ms <= max_ms:
         return [(text, length_ms)]
