@@ -29,6 +29,7 @@ from ..engine.chunking import is_sentence_break
 from ..engine.duration import text_weight
 from ..engine.errors import InvalidRequest
 from ..engine.pauses import split_pauses
+from .atomic import replace_atomically
 
 MAX_SUBTITLE_BYTES = 10 * 1024 * 1024  # a subtitle file is read up to here (thousands of hours of cues)
 SUFFIXES = (".srt", ".vtt")
@@ -315,7 +316,6 @@ def cut_texts(sub: Subtitle, max_lines: int = MAX_LINES, width: int = WRAP, max_
     `max_ms` as the characters' speaking-time weights share the piece's time: cut at sentence
     ends, else at clauses, each cue holding as many as fit; a clause still too long for the
     lines is cut between words into parts of even length. A word longer than a cue stays whole."""
-
     text, span = sub.text, sub.end_ms - sub.start_ms
     prefix = f"{sub.speaker}: " if sub.speaker else ""  # as SRT shows it
     total = text_weight(text) or 1.0
@@ -354,7 +354,6 @@ def cut_cue(sub: Subtitle, max_lines: int = MAX_LINES, width: int = WRAP, max_ms
     sentence or clause ends in time, at most `max_ms` (their texts: `cut_texts`). The piece's
     time is shared by the engine's speaking-time weights of the characters (text.text_weight),
     since where each word falls is not known (with word times: `retime_cues`)."""
-
     texts = cut_texts(sub, max_lines, width, max_ms)
     if len(texts) <= 1:
         return [sub]
@@ -514,8 +513,6 @@ def subtitles_text(subs: list[Subtitle], fmt: str) -> str:
 
 def write_subtitles(path: Path, subs: list[Subtitle]) -> None:
     """Write an .srt or .vtt file atomically (temporary file, then rename)."""
-    from .output import replace_atomically
-
     data = subtitles_text(subs, path.suffix.lower().lstrip(".")).encode("utf-8")
     replace_atomically(path, lambda f: f.write(data))
 
@@ -524,7 +521,6 @@ def write_result_subtitles(path: Path, result, text: str) -> None:
     """The subtitles of one engine result: its pieces at their places in the audio, each cut into
     cues of two lines / 7 s at most (cut_cue), the last one ending with the audio. A result that
     does not say where its pieces are is one piece."""
-
     pieces = result.pieces or [(" ".join(split_pauses(text)[0]), 0, len(result.audio))]
     subs = subtitles_from_pieces(pieces, result.sample_rate)
     write_subtitles(path, finish_subtitles(subs, round(len(result.audio) * 1000 / result.sample_rate)))

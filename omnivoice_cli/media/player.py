@@ -39,6 +39,8 @@ from typing import Callable, Mapping
 
 from ..engine.config import SAMPLE_RATE
 from ..engine.errors import OmniVoiceError, install_hint
+from .pcm import pcm16
+from .pipes import write_all
 
 ENV_PLAYER = "OMNIVOICE_PLAYER"
 STARTUP_GRACE = 0.2  # seconds a player process has to fail at start-up before it is trusted
@@ -250,8 +252,6 @@ class Player:
 
     def play(self, audio) -> None:
         """Queue mono float audio (converted to s16le exactly as the WAV output is)."""
-        from .output import pcm16
-
         self.write(pcm16(audio))
 
     def write(self, pcm: bytes) -> None:
@@ -389,7 +389,6 @@ class ProcessPlayer(Player):
         self._start_feeding()
 
     def _sink(self, data: bytes) -> None:
-        from .output import write_all
 
         try:
             write_all(self.process.stdin.fileno(), data)
