@@ -40,13 +40,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from . import cancel as cancelmod
-from . import text as textmod
+from .duration import resolve_target_len
 from .errors import InvalidRequest, OmniVoiceError
-from .streaming import Segment, StreamConfig, StreamedPieces, StreamPiece
+from .pieces import speed_against
+from .pipeline import Engine, Request, validate_request
+from .streamcut import Segment, StreamConfig
+from .streamed import StreamedPieces, StreamPiece
 
 if TYPE_CHECKING:
     from .generation import Job
-    from .pipeline import Engine, Request
     from .voice import VoicePrompt
 
 
@@ -99,7 +101,7 @@ class Ticket:
     """One submitted request, as the service tracks it. `cancel()` may be called from any thread;
     the rest belongs to the loop thread."""
 
-    def __init__(self, service: "Service", number: int, req: "Request", pieces: StreamedPieces, on_event, warnings):
+    def __init__(self, service: "Service", number: int, req: Request, pieces: StreamedPieces, on_event, warnings):
         self.service, self.id, self.request, self.on_event = service, number, req, on_event
         self.pieces = pieces  # its segments, the voice and seeds of its pieces, what is ready to hand out
         self.warnings = list(warnings)
@@ -136,17 +138,15 @@ class _Slot:
     job: "Job"
 
 
-def check_sizes(req: "Request", segments: list[Segment], cfg) -> None:
+def check_sizes(req: Request, segments: list[Segment], cfg) -> None:
     """InvalidRequest when a piece would not fit one forward (max_packed_tokens): a long text
     without punctuation at a slow speed would otherwise make one huge generation."""
-    from .pieces import speed_against
-
     ref = req.ref
     rows = 2 if req.generation.guidance_scale != 0 else 1
     for seg in segments:
         if seg.text is None:
             continue
-        target, _ = textmod.resolve_target_len(
+        target, _ = resolve_target_len(
             seg.text,
             ref.text if ref else None,
             ref.codes.shape[-1] if ref else None,
@@ -166,7 +166,7 @@ class Service:
 
     def __init__(
         self,
-        engine: "Engine",
+        engine: Engine,
         *,
         max_queue: int = 64,
         config: StreamConfig | None = None,
@@ -196,11 +196,9 @@ class Service:
         self._thread.start()
         return self
 
-    def submit(self, req: "Request", on_event: Callable[[Event], None], check=None) -> Ticket:
+    def submit(self, req: Request, on_event: Callable[[Event], None], check=None) -> Ticket:
         """Accept a request (checked: InvalidRequest), or raise Busy / Stopped. `check`: its
         per-piece check (pieces.PieceCheck), run in the loop thread as each piece is done."""
-        from .pipeline import validate_request
-
         warnings = validate_request(req, self.engine.cfg)
         pieces = StreamedPieces(self.engine, req, self.config, check)
         check_sizes(req, pieces.segments, self.engine.cfg)
@@ -219,7 +217,7 @@ class Service:
             self._cond.notify()
         return ticket
 
-    def call(self, fn: Callable[["Engine"], Any]) -> Future:
+    def call(self, fn: Callable[[Engine], Any]) -> Future:
         """Run fn(engine) in the loop thread between two forwards; its Future has the result."""
         future: Future = Future()
         with self._cond:
@@ -449,7 +447,7 @@ class _ForwardStop:
         return self.halt.is_set() or all(s.ticket.closed for s in self.slots)
 
 
-def _run_call(engine: "Engine", fn: Callable, future: Future) -> None:
+def _run_call(engine: Engine, fn: Callable, future: Future) -> None:
     if not future.set_running_or_notify_cancel():
         return
     try:
