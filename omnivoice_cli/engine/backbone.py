@@ -15,6 +15,7 @@ and values as a forward that ran the whole row stored them (`PromptKV`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -285,7 +286,8 @@ class OmniVoiceModel(nn.Module):
 
     def compile_layers(self) -> None:
         """torch.compile the position-wise halves of a layer (one graph for all layers and lengths)."""
-        self._halves = tuple(torch.compile(f, dynamic=True) for f in self._halves)
+        inputs, outputs = self._halves
+        self._halves = (torch.compile(inputs, dynamic=True), torch.compile(outputs, dynamic=True))
 
     def embed(self, input_ids: torch.Tensor, audio_mask: torch.Tensor) -> torch.Tensor:
         """input_ids [C, N], audio_mask [N] -> [N, H]: text rows use row 0, audio sums C tables."""
@@ -302,7 +304,7 @@ class OmniVoiceModel(nn.Module):
         inputs, outputs = self._halves
         for i, layer in enumerate(self.llm.layers):
             cancel_check()  # a cancelled render (engine/cancel.py) stops here, within one layer
-            h = layer_forward(layer, h, cos, sin, batch.seq_lens, inputs, outputs, batch.prompts, i)
+            h = layer_forward(cast(DecoderLayer, layer), h, cos, sin, batch.seq_lens, inputs, outputs, batch.prompts, i)
         return self.llm.norm(h[batch.target_index])  # RMSNorm is per position: norm only what the heads need
 
     def heads(self, hidden: torch.Tensor) -> torch.Tensor:

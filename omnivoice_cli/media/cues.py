@@ -394,10 +394,13 @@ def wrap_lines(text: str, width: int = WRAP) -> list[str]:
     lines = _fill(text, width)
     if len(lines) == 2:  # two lines: broken after a sentence or clause if one fits, the most even one
         text = " ".join(text.split())
-        halves = [(text[:c].strip(), text[c:].strip()) for level in (0, 1) for c in _cut_points(text, level)]
+        halves: list[tuple[str, str]] = [
+            (text[:c].strip(), text[c:].strip()) for level in (0, 1) for c in _cut_points(text, level)
+        ]
         halves = [h for h in halves if h[0] and h[1] and max(_columns(h[0]), _columns(h[1])) <= width]
         if halves:
-            return list(min(halves, key=lambda h: abs(_columns(h[0]) - _columns(h[1]))))
+            best = min(halves, key=lambda h: abs(_columns(h[0]) - _columns(h[1])))
+            return list(best)
     if len(lines) > 1:  # the narrowest width that needs no more lines: even lines
         for narrower in range(max(1, sum(_columns(ln) for ln in lines) // len(lines)), width):
             even = _fill(text, narrower)

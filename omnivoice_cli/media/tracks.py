@@ -27,7 +27,9 @@ def _split_words(text: str, n: int) -> list[str]:
     words = text.split()
     n = max(1, min(n, len(words)))
     total = sum(len(w) + 1 for w in words)
-    parts, cur, size = [], [], 0
+    parts: list[str] = []
+    cur: list[str] = []
+    size = 0
     for i, w in enumerate(words):
         cur.append(w)
         size += len(w) + 1
