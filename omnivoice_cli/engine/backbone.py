@@ -122,6 +122,8 @@ class Embedding(nn.Module):
 
 
 class RMSNorm(nn.Module):
+    rope_weights: torch.Tensor  # [2, 1, D]: a q/k norm's weight folded into RoPE (set by narrow.install only)
+
     def __init__(self, dim: int, eps: float):
         super().__init__()
         self.weight = nn.Parameter(torch.ones(dim))
@@ -143,8 +145,12 @@ class Attention(nn.Module):
         self.q_norm = RMSNorm(self.head_dim, b.rms_norm_eps)
         self.k_norm = RMSNorm(self.head_dim, b.rms_norm_eps)
         self.fused_qkv = None  # q, k and v as one product (linears.py sets it on the CPU's bf16 / int8 paths)
-        self.math_dtype = None  # None: scaled_dot_product_attention; a dtype: grouped_attention in it (CPU bf16 / int8)
-        self.out_dtype = None  # the output's dtype; None: q's (the int8 path asks for fp32, what its products read)
+        self.math_dtype: torch.dtype | None = (
+            None  # None: scaled_dot_product_attention; a dtype: grouped_attention in it (CPU bf16 / int8)
+        )
+        self.out_dtype: torch.dtype | None = (
+            None  # the output's dtype; None: q's (the int8 path asks for fp32, what its products read)
+        )
 
     def qkv(self, x: torch.Tensor):
         """x [N, H] -> q [N, h * D], k and v [N, kv * D] (views of one product when fused)."""
