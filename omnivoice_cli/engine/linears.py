@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import cpu
+from . import cpu, narrow
 from .memory import release_pages
 
 if TYPE_CHECKING:  # annotations only
@@ -503,7 +503,6 @@ def quantize_int8(model: OmniVoiceModel) -> int:
     of narrow.py (activations fp32 between the products). Where the CPU has bf16 natively (cpu.py),
     attention and the audio heads run in bf16 (their error is small beside int8's); else they stay
     fp32. Embeddings and norms stay fp32. Returns the number of linear layers quantised."""
-    from . import narrow
 
     n = convert_layers(model, int8_kind())
     bf16 = use_bf16_heads()
@@ -540,7 +539,6 @@ def to_bfloat16(model: OmniVoiceModel) -> int:
     pages released; the layer forward of narrow.py. The text-embedding table stays a fp32 view of
     the file (a step reads a few of its rows, cast by `embed`). Returns the number of linear layers
     converted."""
-    from . import narrow
 
     n = convert_layers(model, BF16Linear)
     narrow.install(model, torch.bfloat16)  # first: the q/k norms' weights are folded into RoPE in fp32
