@@ -30,6 +30,7 @@ import queue
 import threading
 from typing import Callable, Iterator
 
+from .cancel import Cancelled, cancellable
 from .pipeline import Engine, Request
 from .streamcut import (
     Segment,
@@ -46,6 +47,8 @@ from .waves import WavePlanner, forward_model
 
 __all__ = [  # StreamRun is this module's; the rest are re-exported from streamcut, waves and streamed
     "StreamRun",
+    "Cancelled",
+    "cancellable",
     "Segment",
     "StreamConfig",
     "cut_part",

@@ -74,6 +74,8 @@ from .pcm import WRITE_BLOCK, mono, pcm16, prepare_audio, write_piece
 from .pipes import StreamClosed, quiet_stdout, stdout_is_open, write_all
 from .streams import UNKNOWN_SIZE, StreamEncoder, StreamWriter, mp3_frame_length, streaming_wav_header
 
+_write_piece = write_piece  # app/book.py's name for pcm.write_piece (kept while it imports it from here)
+
 __all__ = [  # this module's own names, then those it re-exports (callers may import them from here)
     "OutputTarget",
     "check_output",
