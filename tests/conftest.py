@@ -81,7 +81,7 @@ class FakeEngine:
         import torch
 
         from omnivoice_cli.engine import voice as vmod
-        from omnivoice_cli.engine.text import add_punctuation
+        from omnivoice_cli.engine.canvastext import add_punctuation
 
         if isinstance(ref_audio, vmod.PreparedReference):  # read and prepared before the model was loaded
             prepared = ref_audio

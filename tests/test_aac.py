@@ -14,7 +14,7 @@ import pytest
 from conftest import files_in
 
 from omnivoice_cli.engine.errors import InvalidRequest, OmniVoiceError
-from omnivoice_cli.media import output
+from omnivoice_cli.media import encoders, output
 from omnivoice_cli.media.output import AUDIO_FORMATS, EncoderMissing, check_output, encode, encode_aac, write_audio
 
 SR = 24000
@@ -83,7 +83,7 @@ def test_the_aac_formats(pyav):
 
 
 def test_without_an_encoder_aac_is_a_usage_error_naming_what_to_install(tmp_path, monkeypatch, invoke, fake_engine):
-    monkeypatch.setattr(output, "aac_encoder", lambda: None)
+    monkeypatch.setattr(encoders, "aac_encoder", lambda: None)
     assert "aac" not in output.writable_formats() and "m4a" not in output.writable_formats()
     for name in ("x.aac", "x.m4a"):
         with pytest.raises(
@@ -116,7 +116,7 @@ def _fake_ffmpeg(folder, script: str):
 
 
 def test_ffmpeg_on_path_is_the_fallback_and_its_failure_is_clear(tmp_path, monkeypatch):
-    monkeypatch.setattr(output, "_pyav_has_aac", lambda: False)
+    monkeypatch.setattr(encoders, "_pyav_has_aac", lambda: False)
     monkeypatch.setenv("PATH", str(_fake_ffmpeg(tmp_path / "bin", "echo 'Unknown encoder aac' >&2; exit 1\n")))
     assert output.aac_encoder() == "ffmpeg"
     with pytest.raises(OmniVoiceError, match=r"ffmpeg could not encode AAC \(exit 1\): Unknown encoder aac"):
@@ -128,7 +128,7 @@ def test_ffmpeg_on_path_is_the_fallback_and_its_failure_is_clear(tmp_path, monke
 @pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="no ffmpeg on PATH")
 @pytest.mark.parametrize("fmt,container", [("aac", "aac"), ("m4a", "mp4")])
 def test_a_real_ffmpeg_encodes_what_decodes_back(monkeypatch, fmt, container):
-    monkeypatch.setattr(output, "_pyav_has_aac", lambda: False)
+    monkeypatch.setattr(encoders, "_pyav_has_aac", lambda: False)
     assert output.aac_encoder() == "ffmpeg"
     a = speechlike()
     check_decodes(encode_aac(a, SR, fmt), a, container)

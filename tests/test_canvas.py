@@ -10,18 +10,14 @@ import torch
 from safetensors.torch import load_file
 
 from omnivoice_cli.engine.canvas import Canvas, build_canvas, style_text
+from omnivoice_cli.engine.canvastext import add_punctuation
+from omnivoice_cli.engine.chunking import chunk_len_for, chunk_text
+from omnivoice_cli.engine.duration import estimate_target_tokens, resolve_target_len
 from omnivoice_cli.engine.errors import InvalidRequest
-from omnivoice_cli.engine.text import (
-    TextTokenizer,
-    add_punctuation,
-    chunk_len_for,
-    chunk_text,
-    contains_chinese,
-    estimate_target_tokens,
-    resolve_instruct,
-    resolve_language,
-    resolve_target_len,
-)
+from omnivoice_cli.engine.instructs import resolve_instruct
+from omnivoice_cli.engine.languages import resolve_language
+from omnivoice_cli.engine.tokenizer import TextTokenizer
+from omnivoice_cli.engine.vocabulary import contains_chinese
 
 FIXTURES = Path(__file__).parent / "fixtures"
 GOLDEN = FIXTURES / "golden"

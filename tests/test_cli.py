@@ -404,7 +404,7 @@ def test_unknown_language_warns_and_goes_on(invoke, fake_engine, tmp_path):
 
 
 def test_engine_warnings_are_shown_once(invoke, fake_engine, tmp_path):
-    from omnivoice_cli.engine.text import resolve_language
+    from omnivoice_cli.engine.languages import resolve_language
 
     _, w = resolve_language("klingon")
     fake_engine.result_warnings = [w, "engine says something"]

@@ -558,7 +558,7 @@ def test_long_cue_pieces_equal_say_exactly(invoke, loaded, home, tmp_path):
 def test_fast_cues_are_warned_about(invoke, fake_engine, home, tmp_path):
     """A cue whose words must be said over 2x faster than their natural pace (text.speech_seconds
     against its length) is named in one warning; its speed is in --json."""
-    from omnivoice_cli.engine.text import speech_seconds
+    from omnivoice_cli.engine.duration import speech_seconds
 
     words = "These words take well over a second to say at a natural pace."
     src = tmp_path / "a.srt"
@@ -582,7 +582,7 @@ def test_fast_cues_are_warned_about(invoke, fake_engine, home, tmp_path):
 
 
 def test_dry_run_loads_no_model_and_writes_nothing(invoke, fake_engine, home, episode, tmp_path):
-    from omnivoice_cli.engine.text import speech_seconds
+    from omnivoice_cli.engine.duration import speech_seconds
 
     before = files_in(tmp_path)
     r = invoke(

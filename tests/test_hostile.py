@@ -205,7 +205,7 @@ def test_a_text_over_the_request_length_is_refused(invoke, fake_engine, tmp_path
 
 
 def test_many_instruct_items_are_refused_at_once():
-    from omnivoice_cli.engine.text import resolve_instruct
+    from omnivoice_cli.engine.instructs import resolve_instruct
 
     with pytest.raises(InvalidRequest, match="instruct has 5000 items: at most one per category") as e:
         resolve_instruct(", ".join(f"item{i}" for i in range(5000)))
@@ -734,7 +734,8 @@ def test_a_dub_cue_of_invisible_characters_is_a_silent_cue(invoke, fake_engine, 
 
 def test_validate_request_is_the_one_text_check():
     """What say, batch lines, dub cues and the server share (engine.text.check_text)."""
-    from omnivoice_cli.engine.text import is_blank, split_pauses
+    from omnivoice_cli.engine.pauses import split_pauses
+    from omnivoice_cli.engine.textcheck import is_blank
 
     for text in ["\ud800", "ok\udfff", *NOTHING_TO_SPEAK, "", "  "]:
         with pytest.raises(InvalidRequest) as e:

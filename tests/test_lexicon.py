@@ -179,7 +179,8 @@ def test_pronunciation_forms_reach_the_canvas_tokens(tmp_path, content, text, la
     from tokenizers import Tokenizer
 
     from omnivoice_cli.engine.canvas import build_canvas
-    from omnivoice_cli.engine.text import TextTokenizer, combine_text
+    from omnivoice_cli.engine.canvastext import combine_text
+    from omnivoice_cli.engine.tokenizer import TextTokenizer
 
     built = _built(text, lexicon=str(_words(tmp_path, content)), normalize=True, lang=lang)
     assert built.request.text == written

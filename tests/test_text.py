@@ -8,28 +8,21 @@ from pathlib import Path
 
 import pytest
 
-from omnivoice_cli.engine.errors import CheckpointError, InvalidRequest
-from omnivoice_cli.engine.text import (
-    MARKER_TOKENS,
-    TextTokenizer,
-    add_punctuation,
+from omnivoice_cli.engine.canvastext import add_punctuation, combine_text, tokenize_with_nonverbal_tags
+from omnivoice_cli.engine.chunking import chunk_len_for, chunk_text, is_sentence_break
+from omnivoice_cli.engine.duration import (
     check_ref_transcript,
-    chunk_len_for,
-    chunk_text,
-    combine_text,
-    contains_chinese,
     estimate_duration,
     estimate_target_tokens,
-    instruct_vocabulary,
-    is_sentence_break,
-    list_languages,
-    resolve_instruct,
-    resolve_language,
     resolve_target_len,
     speech_seconds,
     text_weight,
-    tokenize_with_nonverbal_tags,
 )
+from omnivoice_cli.engine.errors import CheckpointError, InvalidRequest
+from omnivoice_cli.engine.instructs import resolve_instruct
+from omnivoice_cli.engine.languages import list_languages, resolve_language
+from omnivoice_cli.engine.tokenizer import MARKER_TOKENS, TextTokenizer
+from omnivoice_cli.engine.vocabulary import contains_chinese, instruct_vocabulary
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TINY_TOKENIZER = FIXTURES / "tiny" / "ckpt" / "tokenizer.json"

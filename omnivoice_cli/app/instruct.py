@@ -9,7 +9,7 @@ The engine's `resolve_instruct` is strict: every comma-separated item must be in
 or be one of its synonyms (`--instruct`, a preset's `instruct`, a JSON line's). The server's
 OpenAI field `instructions` is free text instead ("Speak in a cheerful and positive tone", "a
 deep British male voice"): `read_free` keeps the items and synonyms it finds
-(`engine.text.find_instruct_phrases`), the first of each category (accent and dialect count as
+(`engine.phrases.find_instruct_phrases`), the first of each category (accent and dialect count as
 one), and ignores the rest, saying what it left out. A built-in voice's items (an OpenAI voice
 name) are merged with given items by `merge`: the given ones replace the voice's of the same
 category.
@@ -22,7 +22,9 @@ import re
 from dataclasses import dataclass
 from urllib.parse import quote
 
-from ..engine import text as textmod
+from ..engine.instructs import resolve_instruct
+from ..engine.phrases import InstructPhrase, find_instruct_phrases
+from ..engine.vocabulary import instruct_category, instruct_synonyms, instruct_vocabulary
 
 MAX_NOTES = 8  # notes kept about one text
 _SPLIT_RE = re.compile(r"\s*[,，]\s*")
@@ -40,18 +42,18 @@ class FreeInstruct:
 
 def _group(item: str) -> str:
     """The category an item counts in; an accent and a dialect exclude each other."""
-    name = textmod.instruct_category(item) or item
+    name = instruct_category(item) or item
     name = name.split(" (")[0]
     return "accent or dialect" if name in ("accent", "dialect") else name
 
 
 def _order() -> dict[str, int]:
-    return {_group(c.items[0]): i for i, c in enumerate(textmod.instruct_vocabulary())}
+    return {_group(c.items[0]): i for i, c in enumerate(instruct_vocabulary())}
 
 
 def _english(item: str) -> str:
     """An item as its English name where it has one ('女' -> 'female'; a dialect stays Chinese)."""
-    return textmod.resolve_instruct(item, use_zh=False) or item
+    return resolve_instruct(item, use_zh=False) or item
 
 
 def _join(items: list[str]) -> str | None:
@@ -62,7 +64,7 @@ def _join(items: list[str]) -> str | None:
 
 def items_of(instruct: str | None) -> list[str]:
     """The items of a valid instruct (a synonym gives its items), by their English names."""
-    resolved = textmod.resolve_instruct(instruct, use_zh=False)
+    resolved = resolve_instruct(instruct, use_zh=False)
     return [_english(x) for x in _SPLIT_RE.split(resolved)] if resolved else []
 
 
@@ -84,7 +86,7 @@ def read_free(text: str | None) -> FreeInstruct:
         return FreeInstruct(None)
     chosen: dict[str, tuple[str, str]] = {}  # group -> (item, the phrase that gave it)
     notes: list[str] = []
-    phrases = textmod.find_instruct_phrases(text)
+    phrases = find_instruct_phrases(text)
     for phrase in phrases:
         if phrase.negated:
             notes.append(f"ignored '{phrase.text}' (negated)")
@@ -105,12 +107,12 @@ def read_free(text: str | None) -> FreeInstruct:
     return FreeInstruct(instruct, tuple(notes[:MAX_NOTES]))
 
 
-def _typos(text: str, phrases: list) -> list[str]:
+def _typos(text: str, phrases: list[InstructPhrase]) -> list[str]:
     """Words that are not items but nearly are ('lowpitch', 'femail'): named, with the item meant."""
     spans = [(p.start, p.start + len(p.text)) for p in phrases]
     words = [
-        *(x for x in textmod.instruct_synonyms() if x.isascii()),
-        *(x for c in textmod.instruct_vocabulary() for x in c.items if x.isascii()),
+        *(x for x in instruct_synonyms() if x.isascii()),
+        *(x for c in instruct_vocabulary() for x in c.items if x.isascii()),
     ]
     notes = []
     for m in _WORD_RE.finditer(text):

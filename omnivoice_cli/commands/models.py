@@ -55,7 +55,7 @@ def download(
 def _default_model() -> str:
     """The model `say` would load without --model or a preset: $OMNIVOICE_MODEL, else the default."""
     found = st.environment_defaults().get("model")
-    return st.DEFAULT_MODEL if found is None else found[0]
+    return st.DEFAULT_MODEL if found is None else str(found[0])  # a str setting
 
 
 def _retry_advice() -> str:

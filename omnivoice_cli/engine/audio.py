@@ -114,7 +114,8 @@ def map_span(layout: Layout, a: int, b: int) -> tuple[int, int]:
     """Where the source samples [a, b) are in the described signal: from the first of them that
     is there to one past the last. When none is there, an empty span (p, p) at the position of
     the first source sample after them (the signal's end if none)."""
-    first = last = None
+    first: int | None = None
+    last: int | None = None
     pos = 0
     for src, n in layout:
         if src is not None:
@@ -125,7 +126,7 @@ def map_span(layout: Layout, a: int, b: int) -> tuple[int, int]:
             elif first is None and src >= b:
                 return pos, pos
         pos += n
-    return (pos, pos) if first is None else (first, last)
+    return (pos, pos) if first is None or last is None else (first, last)  # last is set with first
 
 
 # ---------------------------------------------------------------------------------------------
@@ -188,7 +189,7 @@ def _prefix_squares(samples: np.ndarray, idx: np.ndarray) -> np.ndarray:
         inner = sel > 0
         vals[inner] += cum[sel[inner] - 1]
         out[order[k:hi]] = vals
-        k = hi
+        k = int(hi)
         total += int(cum[-1]) if len(cum) else 0
         if k == len(sorted_idx):
             break
@@ -462,7 +463,7 @@ def cross_fade_chunks(chunks: list[np.ndarray], sample_rate: int, silence_durati
     return join_chunks(faded, sample_rate, silence_duration)
 
 
-def _level_and_fade_into(out: np.ndarray, ref_rms: float | None, peak: float | None, fade_n: int) -> None:
+def _level_and_fade_into(out: np.ndarray, ref_rms: float | None, peak: float | np.floating | None, fade_n: int) -> None:
     """In place on out [N] float32, the reference's level rule then its fades, with its float32
     arithmetic and no temporaries of the signal's size: with a reference quieter than RMS 0.1,
     scale by ref_rms / 0.1; without one, peak-normalise to 0.5 (when the peak exceeds 1e-6); then a

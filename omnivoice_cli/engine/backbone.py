@@ -15,6 +15,7 @@ and values as a forward that ran the whole row stored them (`PromptKV`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -121,6 +122,8 @@ class Embedding(nn.Module):
 
 
 class RMSNorm(nn.Module):
+    rope_weights: torch.Tensor  # [2, 1, D]: a q/k norm's weight folded into RoPE (set by narrow.install only)
+
     def __init__(self, dim: int, eps: float):
         super().__init__()
         self.weight = nn.Parameter(torch.ones(dim))
@@ -142,8 +145,12 @@ class Attention(nn.Module):
         self.q_norm = RMSNorm(self.head_dim, b.rms_norm_eps)
         self.k_norm = RMSNorm(self.head_dim, b.rms_norm_eps)
         self.fused_qkv = None  # q, k and v as one product (linears.py sets it on the CPU's bf16 / int8 paths)
-        self.math_dtype = None  # None: scaled_dot_product_attention; a dtype: grouped_attention in it (CPU bf16 / int8)
-        self.out_dtype = None  # the output's dtype; None: q's (the int8 path asks for fp32, what its products read)
+        self.math_dtype: torch.dtype | None = (
+            None  # None: scaled_dot_product_attention; a dtype: grouped_attention in it (CPU bf16 / int8)
+        )
+        self.out_dtype: torch.dtype | None = (
+            None  # the output's dtype; None: q's (the int8 path asks for fp32, what its products read)
+        )
 
     def qkv(self, x: torch.Tensor):
         """x [N, H] -> q [N, h * D], k and v [N, kv * D] (views of one product when fused)."""
@@ -285,7 +292,8 @@ class OmniVoiceModel(nn.Module):
 
     def compile_layers(self) -> None:
         """torch.compile the position-wise halves of a layer (one graph for all layers and lengths)."""
-        self._halves = tuple(torch.compile(f, dynamic=True) for f in self._halves)
+        inputs, outputs = self._halves
+        self._halves = (torch.compile(inputs, dynamic=True), torch.compile(outputs, dynamic=True))
 
     def embed(self, input_ids: torch.Tensor, audio_mask: torch.Tensor) -> torch.Tensor:
         """input_ids [C, N], audio_mask [N] -> [N, H]: text rows use row 0, audio sums C tables."""
@@ -302,7 +310,7 @@ class OmniVoiceModel(nn.Module):
         inputs, outputs = self._halves
         for i, layer in enumerate(self.llm.layers):
             cancel_check()  # a cancelled render (engine/cancel.py) stops here, within one layer
-            h = layer_forward(layer, h, cos, sin, batch.seq_lens, inputs, outputs, batch.prompts, i)
+            h = layer_forward(cast(DecoderLayer, layer), h, cos, sin, batch.seq_lens, inputs, outputs, batch.prompts, i)
         return self.llm.norm(h[batch.target_index])  # RMSNorm is per position: norm only what the heads need
 
     def heads(self, hidden: torch.Tensor) -> torch.Tensor:

@@ -16,9 +16,15 @@ from __future__ import annotations
 
 import threading
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Iterator, Protocol
 
 _local = threading.local()
+
+
+class StopFlag(Protocol):
+    """What a render's cancel check reads: a threading.Event, or anything with its is_set()."""
+
+    def is_set(self) -> bool: ...
 
 
 class Cancelled(Exception):
@@ -33,7 +39,7 @@ def check() -> None:
 
 
 @contextmanager
-def cancellable(event: threading.Event | None) -> Iterator[None]:
+def cancellable(event: StopFlag | None) -> Iterator[None]:
     """Within the block, `check()` in this thread raises Cancelled once `event` is set."""
     previous = getattr(_local, "event", None)
     _local.event = event

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 
 import torch
 
+from .canvastext import combine_text, tokenize_with_nonverbal_tags
 from .errors import InvalidRequest
-from .text import TextTokenizer, combine_text, tokenize_with_nonverbal_tags
+from .tokenizer import TextTokenizer
 
 __all__ = ["Canvas", "build_canvas", "style_text"]
 

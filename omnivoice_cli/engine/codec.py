@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -64,6 +65,8 @@ def rvq_decode(
         vec = F.linear(vec, out_weights[q], out_biases[q])  # [B, T, D]
         vec = vec.permute(0, 2, 1)  # [B, D, T]
         total = vec if total is None else total + vec
+    if total is None:
+        raise ValueError("codes [B, Q, T] need at least one codebook (Q >= 1)")
     return total
 
 
@@ -108,7 +111,7 @@ class Upsample(nn.ConvTranspose1d):
     """The blocks' ConvTranspose1d (its weight and bias, the checkpoint's keys), computed by
     polyphase_upsample on a weight rearranged at the first call."""
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]  # no output_size: a fixed upsample
         stride = self.stride[0]
         key = (
             self.weight.device,
@@ -121,7 +124,7 @@ class Upsample(nn.ConvTranspose1d):
             with torch.no_grad():
                 cached = self.__dict__["_polyphase"] = (key, *polyphase_weight(self.weight, self.bias, stride))
             release_pages(self.weight)  # a view of the mapped file: its pages go back (they fault in if read)
-        return polyphase_upsample(x, cached[1], cached[2], stride, self.padding[0])
+        return polyphase_upsample(x, cached[1], cached[2], stride, cast(int, self.padding[0]))  # never "same" here
 
 
 def upsample_conv_params(stride: int) -> dict:
@@ -198,6 +201,8 @@ class AcousticDecoder(nn.Module):
 
 
 class Codebook(nn.Module):
+    embed: torch.Tensor  # [K, d], a buffer
+
     def __init__(self, size: int, dim: int):
         super().__init__()
         self.register_buffer("embed", torch.zeros(size, dim))  # [K, d]
@@ -219,7 +224,7 @@ class ResidualVQ(nn.Module):
 
     def forward(self, codes: torch.Tensor) -> torch.Tensor:
         """codes [B, Q, T] -> [B, D, T]"""
-        qs = list(self.quantizers)
+        qs = [cast(VectorQuantizer, m) for m in self.quantizers]
         return rvq_decode(
             codes,
             [m.codebook.embed for m in qs],

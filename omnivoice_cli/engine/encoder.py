@@ -27,6 +27,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -216,7 +217,9 @@ class HubertConvLayer(nn.Module):
         self.conv = nn.Conv1d(c_in, c_out, kernel_size=kernel, stride=stride, bias=bias)
         self.norm = norm
         if norm == "group":  # one group per channel; torch's default eps, as transformers
-            self.layer_norm = nn.GroupNorm(num_groups=c_out, num_channels=c_out, affine=True)
+            self.layer_norm: nn.GroupNorm | nn.LayerNorm = nn.GroupNorm(
+                num_groups=c_out, num_channels=c_out, affine=True
+            )
         elif norm == "layer":  # over channels (transformers' HubertLayerNormConvLayer: default eps)
             self.layer_norm = nn.LayerNorm(c_out, elementwise_affine=True)
 
@@ -288,7 +291,8 @@ class WeightNormConv1d(nn.Module):
         self.bias = nn.Parameter(torch.zeros(channels))
 
     def weight(self) -> torch.Tensor:
-        return fold_weight_norm(self.parametrizations.weight.original0, self.parametrizations.weight.original1)
+        state = cast(_WeightNormState, self.parametrizations.weight)
+        return fold_weight_norm(state.original0, state.original1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.conv1d(x, self.weight(), self.bias, padding=self.padding, groups=self.groups)
@@ -485,7 +489,8 @@ class AcousticEncoder(nn.Module):
         """Frames out of n samples: every Conv1d's length formula, in module order (as transformers)."""
         for m in self.modules():
             if isinstance(m, nn.Conv1d):
-                n = (n + 2 * m.padding[0] - m.dilation[0] * (m.kernel_size[0] - 1) - 1) // m.stride[0] + 1
+                pad = cast(int, m.padding[0])  # never "same" here
+                n = (n + 2 * pad - m.dilation[0] * (m.kernel_size[0] - 1) - 1) // m.stride[0] + 1
         return n
 
 
@@ -513,6 +518,11 @@ class EncoderVectorQuantizer(nn.Module):
         return self.project_out(F.embedding(idx, self.codebook.embed)).permute(0, 2, 1)
 
 
+def _as_quantizer(m: nn.Module) -> EncoderVectorQuantizer:
+    """An EncoderRVQ's level as its type (nn.ModuleList holds plain modules)."""
+    return cast(EncoderVectorQuantizer, m)
+
+
 class EncoderRVQ(nn.Module):
     def __init__(self, n_q: int, size: int, dim: int, hidden: int):
         super().__init__()
@@ -522,7 +532,7 @@ class EncoderRVQ(nn.Module):
         """[B, D, T] -> codes [B, Q, T] int64"""
         residual = x
         codes = []
-        for q in self.quantizers:
+        for q in map(_as_quantizer, self.quantizers):
             idx = q.encode(residual)
             residual = residual - q.decode(idx)
             codes.append(idx)

@@ -148,7 +148,7 @@ def download(
     check_repo_id(repo_id)
     root = cached_snapshot(repo_id)
     missing = missing_files(root) if root is not None else list(REQUIRED_FILES)
-    if not missing:
+    if root is not None and not missing:
         return root
     reason = offline_reason()
     if reason is not None:
@@ -266,7 +266,7 @@ def _byte_counter(on_progress: ProgressCallback, total: int):
     as the furthest of its bars (huggingface_hub may keep one for the network, one for the disk)."""
     state = {"done": 0, "current": 0}
 
-    class ByteBar(_silent_bar_class()):
+    class ByteBar(_silent_bar_class()):  # type: ignore[misc]  # tqdm, imported when a download starts
         def update(self, n=1):
             self.n += n or 0  # a disabled tqdm counts nothing itself
             state["current"] = max(state["current"], self.n)

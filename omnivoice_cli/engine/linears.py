@@ -12,17 +12,17 @@ from __future__ import annotations
 import ctypes
 import threading
 import weakref
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import cpu
+from . import cpu, narrow
 from .memory import release_pages
 
 if TYPE_CHECKING:  # annotations only
-    from .backbone import OmniVoiceModel
+    from .backbone import DecoderLayer, OmniVoiceModel
 
 
 class OneDNNLinear(nn.Linear):
@@ -123,8 +123,9 @@ class BF16Linear(KernelLinear):
         return self.binary(x, other, "add")
 
     @staticmethod
-    def gated(gate: "BF16Linear", up: "BF16Linear", x: torch.Tensor) -> torch.Tensor:
-        return up.binary(x, gate(x, "swish"), "mul")  # two products, no pass of their own
+    def gated(gate: nn.Module, up: nn.Module, x: torch.Tensor) -> torch.Tensor:
+        """gate and up: BF16Linears (the layer's own)."""
+        return cast(BF16Linear, up).binary(x, gate(x, "swish"), "mul")  # two products, no pass of their own
 
 
 def _channel_scales(w: torch.Tensor) -> torch.Tensor:
@@ -189,8 +190,9 @@ def _packed_bytes(packed: torch.Tensor) -> torch.Tensor:
     """The bytes of a packed (opaque oneDNN) weight as a uint8 tensor over the same memory. The
     tensor (and every view of it) keeps `packed` alive: its buffer holds a reference to it."""
     n = torch.ops.mkldnn._nbytes(packed)
-    buffer = type("PackedBytes", (ctypes.c_uint8 * n,), {}).from_address(torch.ops.mkldnn.data_ptr(packed))
-    buffer.owner = packed
+    kind = cast("type[ctypes.Array[ctypes.c_uint8]]", type("PackedBytes", (ctypes.c_uint8 * n,), {}))
+    buffer = kind.from_address(torch.ops.mkldnn.data_ptr(packed))
+    buffer.owner = packed  # type: ignore[attr-defined]  # a subclass's instance takes attributes
     return torch.frombuffer(buffer, dtype=torch.uint8)
 
 
@@ -211,7 +213,8 @@ def _pack_like(template: torch.Tensor, codes: torch.Tensor) -> torch.Tensor:
     a weight oneDNN packed at this shape. A few vectorised copies instead of oneDNN's reference
     reorder (measured: 1.5 ms against 11.7 ms for a [3072, 1024] weight)."""
     packed = template.clone()
-    _write_packed(_packed_bytes(packed), *codes.shape, 0, codes)
+    n, k = codes.shape
+    _write_packed(_packed_bytes(packed), n, k, 0, codes)
     return packed
 
 
@@ -220,7 +223,7 @@ def prepack_int8(codes: torch.Tensor) -> torch.Tensor:
     The first weight of each shape is packed by oneDNN and checked against _pack_like, byte for
     byte; where they agree, the later ones of that shape are packed by _pack_like, else (another
     layout: another CPU, torch build or shape) always by oneDNN. Loading the 0.6B body: ~1 s less."""
-    key = tuple(codes.shape)
+    key = cast(tuple[int, int], tuple(codes.shape))  # [out, in]
     template = _TEMPLATES.get(key)
     if template is not None:
         return _pack_like(template, codes.contiguous())
@@ -297,7 +300,7 @@ class Int8Linear(KernelLinear):
     kernel's epilogue)."""
 
     kind = "int8"
-    half = 127 if cpu.has_vnni() else 63  # the activations' codes: zero point half + 1
+    half = 127 if cpu.has_vnni() else 63  # type: ignore[assignment]  # the activations' codes: zero point half + 1 (not Module.half)
 
     def __init__(self, weight: torch.Tensor | list[torch.Tensor], bias: torch.Tensor | None = None):
         super().__init__()
@@ -362,9 +365,11 @@ class Int8Linear(KernelLinear):
         return self.run(self.quantize(x), other=other)
 
     @staticmethod
-    def gated(gate: "Int8Linear", up: "Int8Linear", x: torch.Tensor) -> torch.Tensor:
-        q = gate.quantize(x)  # one quantisation for both products
-        return gate.run(q, "swish").mul_(up.run(q))
+    def gated(gate: nn.Module, up: nn.Module, x: torch.Tensor) -> torch.Tensor:
+        """gate and up: Int8Linears (the layer's own)."""
+        g, u = cast(Int8Linear, gate), cast(Int8Linear, up)
+        q = g.quantize(x)  # one quantisation for both products
+        return g.run(q, "swish").mul_(u.run(q))
 
 
 _ENGINE_LOCK = threading.Lock()
@@ -425,7 +430,7 @@ class Fused:
     (one pass over the input; for int8 one quantisation of it): a call returns each layer's output
     as a view of the joint one. A plain object, not a module: the module tree stays the checkpoint's."""
 
-    def __init__(self, kind: type, linears: list[nn.Linear]):
+    def __init__(self, kind: type[KernelLinear], linears: list[nn.Linear]):
         self.sizes = [m.out_features for m in linears]
         biases = [m.bias for m in linears]
         bias = None if biases[0] is None else torch.cat([b.detach() for b in biases])
@@ -453,7 +458,12 @@ class FusedPart(nn.Module):
         return f"part {self.index} of {self.fused!r}"
 
 
-def convert_layers(model: OmniVoiceModel, kind: type) -> int:
+def _decoder_layer(m: nn.Module) -> "DecoderLayer":
+    """A body's layer as its type (nn.ModuleList holds plain modules)."""
+    return cast("DecoderLayer", m)
+
+
+def convert_layers(model: OmniVoiceModel, kind: type[KernelLinear]) -> int:
     """Every decoder layer's linears as `kind` (BF16Linear, Int8Linear, ...): q/k/v fused into one
     product (q_proj, k_proj, v_proj become FusedParts of it), o_proj, gate_proj, up_proj and
     down_proj converted. Two layers at a time (packing runs on one core: ~30% less time than one by
@@ -470,7 +480,7 @@ def convert_layers(model: OmniVoiceModel, kind: type) -> int:
             release_pages(old.weight)
         return layer, qkv, rest
 
-    layers = [layer for layer in model.llm.layers if layer.self_attn.fused_qkv is None]
+    layers = [layer for layer in map(_decoder_layer, model.llm.layers) if layer.self_attn.fused_qkv is None]
     with ThreadPoolExecutor(2) as pool:
         for layer, qkv, (o, gate, up, down) in pool.map(convert, layers):
             a, m = layer.self_attn, layer.mlp
@@ -482,7 +492,7 @@ def convert_layers(model: OmniVoiceModel, kind: type) -> int:
 def _heads_to_bf16(model: OmniVoiceModel) -> None:
     heads = model.audio_heads
     if not isinstance(heads, BF16Linear):  # bf16 logits: the error against fp32 is the body's (measured)
-        model.audio_heads = BF16Linear(heads.weight, heads.bias)
+        model.audio_heads = BF16Linear(heads.weight, heads.bias)  # type: ignore[assignment]  # called as the nn.Linear was
         model.audio_heads.weight = heads.weight  # the file's view, pages released: its key and device stay
         release_pages(heads.weight)
 
@@ -493,7 +503,6 @@ def quantize_int8(model: OmniVoiceModel) -> int:
     of narrow.py (activations fp32 between the products). Where the CPU has bf16 natively (cpu.py),
     attention and the audio heads run in bf16 (their error is small beside int8's); else they stay
     fp32. Embeddings and norms stay fp32. Returns the number of linear layers quantised."""
-    from . import narrow
 
     n = convert_layers(model, int8_kind())
     bf16 = use_bf16_heads()
@@ -530,7 +539,6 @@ def to_bfloat16(model: OmniVoiceModel) -> int:
     pages released; the layer forward of narrow.py. The text-embedding table stays a fp32 view of
     the file (a step reads a few of its rows, cast by `embed`). Returns the number of linear layers
     converted."""
-    from . import narrow
 
     n = convert_layers(model, BF16Linear)
     narrow.install(model, torch.bfloat16)  # first: the q/k norms' weights are folded into RoPE in fp32

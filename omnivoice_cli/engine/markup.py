@@ -22,6 +22,8 @@ from __future__ import annotations
 import html
 import re
 
+from .canvastext import add_punctuation  # the reference-text rule: '.' or '。' unless punctuated
+
 __all__ = ["looks_like_ssml", "convert_ssml", "markdown_to_text", "BREAK_STRENGTH_SECONDS"]
 
 # SSML 1.1 elements plus the common vendor ones; a tag with one of these names marks SSML.
@@ -106,8 +108,6 @@ def _inline_text(token) -> str:
 
 
 def _sentence(text: str) -> str:
-    from .text import add_punctuation  # the reference-text rule: '.' or '。' unless punctuated
-
     return add_punctuation(text)
 
 

@@ -27,6 +27,8 @@ Installed by linears.to_bfloat16 / linears.quantize_int8 through `install`.
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 
 from .backbone import DecoderLayer, OmniVoiceModel, RMSNorm, rope_cos_sin
@@ -117,9 +119,12 @@ def attention_inputs(layer: DecoderLayer, h: torch.Tensor, cos_sin: torch.Tensor
 def attention_output_and_mlp(layer: DecoderLayer, h: torch.Tensor, attn: torch.Tensor) -> torch.Tensor:
     """h + o_proj(attn), then + the MLP of its norm; the adds and the gate fused into the products."""
     a, m = layer.self_attn, layer.mlp
-    h = a.o_proj.add(attn, h)  # a new tensor: o_proj(attn) + h
+    # the linears are linears.KernelLinears here (convert_layers swapped them in; narrow cannot import
+    # linears, which imports it): their fused add and gate
+    h = a.o_proj.add(attn, h)  # type: ignore[operator]  # a new tensor: o_proj(attn) + h
     x = layer.post_attention_layernorm(h)
-    return m.down_proj.add(type(m.gate_proj).gated(m.gate_proj, m.up_proj, x), h)
+    gated = type(m.gate_proj).gated(m.gate_proj, m.up_proj, x)  # type: ignore[attr-defined]
+    return m.down_proj.add(gated, h)  # type: ignore[operator]
 
 
 def install(model: OmniVoiceModel, attention: torch.dtype, output: torch.dtype | None = None) -> None:
@@ -130,7 +135,7 @@ def install(model: OmniVoiceModel, attention: torch.dtype, output: torch.dtype |
     for module in model.modules():
         if type(module) is RMSNorm:
             module.__class__ = LeanRMSNorm
-    for layer in model.llm.layers:
+    for layer in (cast(DecoderLayer, m) for m in model.llm.layers):
         for norm in (layer.self_attn.q_norm, layer.self_attn.k_norm):
             norm.rope_weights = rope_weights(norm.weight)  # [2, 1, D]: its weight folded into RoPE
         layer.self_attn.math_dtype = None if attention == torch.float32 else attention

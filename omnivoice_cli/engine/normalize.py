@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Callable
 
 from .errors import InvalidRequest, MissingExtra
+from .languages import resolve_language
 
 __all__ = ["normalize_text", "normalizer_language"]
 
@@ -178,8 +179,6 @@ def _num2words_fn(code: str) -> Callable[[str], str] | None:
 def normalizer_language(lang: str | None, text: str) -> str:
     """The language that routes `text`: 'zh', 'en' or another model id (None: by script)."""
     if lang is not None and lang.strip() and lang.strip().lower() != "none":
-        from .languages import resolve_language
-
         code, _ = resolve_language(lang.strip())
         if code is not None:
             return code

@@ -33,7 +33,9 @@ def reveal_schedule(total: int, num_step: int, t_shift: float) -> list[int]:
 
 def guided_log_probs(cond: torch.Tensor, uncond: torch.Tensor | None, guidance_scale: float, mask_id: int):
     """cond/uncond logits [C, T, V] fp32 -> log-probabilities [C, T, V] with the mask id excluded."""
-    lu = F.log_softmax(uncond, dim=-1) if guidance_scale != 0 else None
+    if guidance_scale != 0 and uncond is None:
+        raise ValueError("guidance needs the unconditional logits")
+    lu = F.log_softmax(uncond, dim=-1) if uncond is not None and guidance_scale != 0 else None
     return guide(cond, lu, guidance_scale, mask_id)
 
 
@@ -42,6 +44,8 @@ def guide(cond: torch.Tensor, lu: torch.Tensor | None, guidance_scale: float, ma
     without guidance; the step cache may give those of an earlier step) -> guided
     log-probabilities [C, T, V] with the mask id excluded."""
     if guidance_scale != 0:
+        if lu is None:
+            raise ValueError("guidance needs the unconditional log-probabilities")
         lc = F.log_softmax(cond, dim=-1)
         lp = torch.log_softmax(lc + guidance_scale * (lc - lu), dim=-1)
     else:

@@ -40,13 +40,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from . import cancel as cancelmod
-from . import text as textmod
+from .chunking import cut_to_length
+from .duration import resolve_target_len
 from .errors import InvalidRequest, OmniVoiceError
-from .streaming import Segment, StreamConfig, StreamedPieces, StreamPiece, cut_request
+from .pieces import speed_against
+from .pipeline import Engine, Request, validate_request
+from .streamcut import Segment, StreamConfig, cut_request
+from .streamed import StreamedPieces, StreamPiece
 
 if TYPE_CHECKING:
     from .generation import Job
-    from .pipeline import Engine, Request
     from .voice import VoicePrompt
 
 
@@ -99,7 +102,7 @@ class Ticket:
     """One submitted request, as the service tracks it. `cancel()` may be called from any thread;
     the rest belongs to the loop thread."""
 
-    def __init__(self, service: "Service", number: int, req: "Request", pieces: StreamedPieces, on_event, warnings):
+    def __init__(self, service: "Service", number: int, req: Request, pieces: StreamedPieces, on_event, warnings):
         self.service, self.id, self.request, self.on_event = service, number, req, on_event
         self.pieces = pieces  # its segments, the voice and seeds of its pieces, what is ready to hand out
         self.warnings = list(warnings)
@@ -139,12 +142,10 @@ class _Slot:
 MIN_CUT_CHARS = 8  # as engine.pipeline's plan: a piece it would cut shorter is refused
 
 
-def _target(req: "Request", text: str, cfg) -> int:
+def _target(req: Request, text: str, cfg) -> int:
     """Frames a segment's text is estimated to generate (against the request's voice, if any)."""
-    from .pieces import speed_against
-
     ref = req.ref
-    return textmod.resolve_target_len(
+    return resolve_target_len(
         text,
         ref.text if ref else None,
         ref.codes.shape[-1] if ref else None,
@@ -154,7 +155,7 @@ def _target(req: "Request", text: str, cfg) -> int:
     )[0]
 
 
-def fit_sizes(req: "Request", segments: list[Segment], cfg) -> list[Segment]:
+def fit_sizes(req: Request, segments: list[Segment], cfg) -> list[Segment]:
     """The segments, each one that would not fit one forward (check_sizes: a long stretch without
     punctuation at a slow speed) cut at words (`text.cut_to_length`) into pieces of about the
     chunk duration, as the CLI's plan (engine.pipeline.plan_request) cuts it. What cannot be cut
@@ -171,21 +172,19 @@ def fit_sizes(req: "Request", segments: list[Segment], cfg) -> list[Segment]:
         if target * rows + len(seg.text) <= cfg.max_packed_tokens or max_chars < MIN_CUT_CHARS:
             out.append(seg)
             continue
-        out += [Segment(piece) for piece in textmod.cut_to_length(seg.text, max_chars)]
+        out += [Segment(piece) for piece in cut_to_length(seg.text, max_chars)]
     return out
 
 
-def check_sizes(req: "Request", segments: list[Segment], cfg) -> None:
+def check_sizes(req: Request, segments: list[Segment], cfg) -> None:
     """InvalidRequest when a piece would not fit one forward (max_packed_tokens): a long text
     without punctuation at a slow speed would otherwise make one huge generation."""
-    from .pieces import speed_against
-
     ref = req.ref
     rows = 2 if req.generation.guidance_scale != 0 else 1
     for seg in segments:
         if seg.text is None:
             continue
-        target, _ = textmod.resolve_target_len(
+        target, _ = resolve_target_len(
             seg.text,
             ref.text if ref else None,
             ref.codes.shape[-1] if ref else None,
@@ -205,7 +204,7 @@ class Service:
 
     def __init__(
         self,
-        engine: "Engine",
+        engine: Engine,
         *,
         max_queue: int = 64,
         config: StreamConfig | None = None,
@@ -237,11 +236,9 @@ class Service:
         self._thread.start()
         return self
 
-    def submit(self, req: "Request", on_event: Callable[[Event], None], check=None) -> Ticket:
+    def submit(self, req: Request, on_event: Callable[[Event], None], check=None) -> Ticket:
         """Accept a request (checked: InvalidRequest), or raise Busy / Stopped. `check`: its
         per-piece check (pieces.PieceCheck), run in the loop thread as each piece is done."""
-        from .pipeline import validate_request
-
         warnings = validate_request(req, self.engine.cfg)
         segments = cut_request(req, self.config)
         if self.fit:
@@ -263,7 +260,7 @@ class Service:
             self._cond.notify()
         return ticket
 
-    def call(self, fn: Callable[["Engine"], Any]) -> Future:
+    def call(self, fn: Callable[[Engine], Any]) -> Future:
         """Run fn(engine) in the loop thread between two forwards; its Future has the result."""
         future: Future = Future()
         with self._cond:
@@ -493,7 +490,7 @@ class _ForwardStop:
         return self.halt.is_set() or all(s.ticket.closed for s in self.slots)
 
 
-def _run_call(engine: "Engine", fn: Callable, future: Future) -> None:
+def _run_call(engine: Engine, fn: Callable, future: Future) -> None:
     if not future.set_running_or_notify_cancel():
         return
     try:

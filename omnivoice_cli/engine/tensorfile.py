@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import struct
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Iterable, cast
 
 from . import memory
 from .errors import CheckpointError
@@ -123,8 +123,11 @@ class SafetensorsFile:
 
         if self._storage is None:
             nbytes = self.path.stat().st_size
-            self._storage = torch.UntypedStorage.from_file(str(self.path), shared=False, nbytes=nbytes)
-            memory.register_file_map(self._storage.data_ptr(), self._storage.data_ptr() + nbytes, self._storage)
+            mapped = cast(
+                torch.UntypedStorage, torch.UntypedStorage.from_file(str(self.path), shared=False, nbytes=nbytes)
+            )
+            self._storage = mapped
+            memory.register_file_map(mapped.data_ptr(), mapped.data_ptr() + nbytes, mapped)
         return self._storage
 
     def prefetch(self, skip: Iterable[str] = ()) -> None:
@@ -149,9 +152,9 @@ class SafetensorsFile:
         offset = self.data_start + begin
         if offset % dtype.itemsize == 0:
             t = torch.empty(0, dtype=dtype)
-            t.set_(storage, offset // dtype.itemsize, shape)
+            t.set_(storage, offset // dtype.itemsize, shape)  # type: ignore[call-overload]  # (the stubs want a stride too)
             return t
-        raw = torch.empty(0, dtype=torch.uint8).set_(storage, offset, (end - begin,))
+        raw = torch.empty(0, dtype=torch.uint8).set_(storage, offset, (end - begin,))  # type: ignore[call-overload]
         return raw.clone().view(dtype).view(shape)
 
     def read(self, name: str) -> "torch.Tensor":

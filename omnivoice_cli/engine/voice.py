@@ -32,10 +32,11 @@ import numpy as np
 import torch
 
 from . import audio as audio_ops
+from .canvastext import add_punctuation
 from .config import SAMPLE_RATE
 from .errors import InvalidRequest
-from .resample import resample
-from .text import add_punctuation
+from .resample import reduced_rates, resample
+from .tensorfile import write_file
 from .voicefile import (  # noqa: F401
     VOICE_FORMAT,
     VOICE_FORMAT_VERSION,
@@ -145,8 +146,6 @@ def check_sample_rate(source: object, sample_rate: int, target: int = SAMPLE_RAT
     """A rate whose resampling to `target` needs a kernel over MAX_KERNEL elements (rates with a
     small common divisor, e.g. 44101 Hz: 24000 kernels of 44101 taps) is refused."""
     import math
-
-    from .resample import reduced_rates
 
     if sample_rate == target:
         return
@@ -373,7 +372,6 @@ def save_voice(path: str | Path, voice: VoicePrompt, **meta: str) -> None:
     """Write a voice as safetensors: the codes as a tensor, transcript and RMS in the metadata.
 
     Written to a temporary file and renamed, so a voice file is never partial."""
-    from .tensorfile import write_file
 
     if voice.text is None or not voice.text.strip():
         raise InvalidRequest("a saved voice needs its transcript")

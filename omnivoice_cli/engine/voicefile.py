@@ -9,6 +9,7 @@ import math
 from pathlib import Path
 
 from .errors import InvalidRequest
+from .tensorfile import SafetensorsFile, TensorFileError
 
 VOICE_FORMAT = "omnivoice-voice"  # safetensors metadata "format"
 VOICE_FORMAT_VERSION = "1"  # bump on any change of layout
@@ -17,7 +18,6 @@ VOICE_FORMAT_VERSION = "1"  # bump on any change of layout
 def open_voice_file(path: Path):
     """The voice file opened (tensorfile.SafetensorsFile), its format and version checked;
     InvalidRequest if it is missing, not one of ours, or another version."""
-    from .tensorfile import SafetensorsFile, TensorFileError
 
     try:
         file = SafetensorsFile(path)

@@ -25,7 +25,11 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
+from ..engine.chunking import is_sentence_break
+from ..engine.duration import text_weight
 from ..engine.errors import InvalidRequest
+from ..engine.pauses import split_pauses
+from .atomic import replace_atomically
 
 MAX_SUBTITLE_BYTES = 10 * 1024 * 1024  # a subtitle file is read up to here (thousands of hours of cues)
 SUFFIXES = (".srt", ".vtt")
@@ -291,10 +295,8 @@ _CLAUSE_END = re.compile(r"[,;:]+[\"'\u201d\u2019\u00bb)\]]*\s+|\s+[\u2013\u2014
 def _cut_points(text: str, level: int) -> list[int]:
     """Where a cue of `text` may end (offsets of the next cue's start): sentences (0), clauses (1),
     words and wide characters (2). A mark inside a token ('U.S.', 'Mr.', 'e.g.') ends nothing
-    (engine.text.is_sentence_break, the chunker's rule)."""
+    (engine.chunking.is_sentence_break, the chunker's rule)."""
     if level < 2:
-        from ..engine.text import is_sentence_break
-
         ends = (_SENTENCE_END if level == 0 else _CLAUSE_END).finditer(text)
         return [m.end() for m in ends if is_sentence_break(text, m.start())]
     points, pos = [], 0
@@ -314,8 +316,6 @@ def cut_texts(sub: Subtitle, max_lines: int = MAX_LINES, width: int = WRAP, max_
     `max_ms` as the characters' speaking-time weights share the piece's time: cut at sentence
     ends, else at clauses, each cue holding as many as fit; a clause still too long for the
     lines is cut between words into parts of even length. A word longer than a cue stays whole."""
-    from ..engine.text import text_weight
-
     text, span = sub.text, sub.end_ms - sub.start_ms
     prefix = f"{sub.speaker}: " if sub.speaker else ""  # as SRT shows it
     total = text_weight(text) or 1.0
@@ -354,8 +354,6 @@ def cut_cue(sub: Subtitle, max_lines: int = MAX_LINES, width: int = WRAP, max_ms
     sentence or clause ends in time, at most `max_ms` (their texts: `cut_texts`). The piece's
     time is shared by the engine's speaking-time weights of the characters (text.text_weight),
     since where each word falls is not known (with word times: `retime_cues`)."""
-    from ..engine.text import text_weight
-
     texts = cut_texts(sub, max_lines, width, max_ms)
     if len(texts) <= 1:
         return [sub]
@@ -396,10 +394,13 @@ def wrap_lines(text: str, width: int = WRAP) -> list[str]:
     lines = _fill(text, width)
     if len(lines) == 2:  # two lines: broken after a sentence or clause if one fits, the most even one
         text = " ".join(text.split())
-        halves = [(text[:c].strip(), text[c:].strip()) for level in (0, 1) for c in _cut_points(text, level)]
+        halves: list[tuple[str, str]] = [
+            (text[:c].strip(), text[c:].strip()) for level in (0, 1) for c in _cut_points(text, level)
+        ]
         halves = [h for h in halves if h[0] and h[1] and max(_columns(h[0]), _columns(h[1])) <= width]
         if halves:
-            return list(min(halves, key=lambda h: abs(_columns(h[0]) - _columns(h[1]))))
+            best = min(halves, key=lambda h: abs(_columns(h[0]) - _columns(h[1])))
+            return list(best)
     if len(lines) > 1:  # the narrowest width that needs no more lines: even lines
         for narrower in range(max(1, sum(_columns(ln) for ln in lines) // len(lines)), width):
             even = _fill(text, narrower)
@@ -515,8 +516,6 @@ def subtitles_text(subs: list[Subtitle], fmt: str) -> str:
 
 def write_subtitles(path: Path, subs: list[Subtitle]) -> None:
     """Write an .srt or .vtt file atomically (temporary file, then rename)."""
-    from .output import replace_atomically
-
     data = subtitles_text(subs, path.suffix.lower().lstrip(".")).encode("utf-8")
     replace_atomically(path, lambda f: f.write(data))
 
@@ -525,8 +524,6 @@ def write_result_subtitles(path: Path, result, text: str) -> None:
     """The subtitles of one engine result: its pieces at their places in the audio, each cut into
     cues of two lines / 7 s at most (cut_cue), the last one ending with the audio. A result that
     does not say where its pieces are is one piece."""
-    from ..engine.text import split_pauses
-
     pieces = result.pieces or [(" ".join(split_pauses(text)[0]), 0, len(result.audio))]
     subs = subtitles_from_pieces(pieces, result.sample_rate)
     write_subtitles(path, finish_subtitles(subs, round(len(result.audio) * 1000 / result.sample_rate)))

@@ -35,10 +35,12 @@ import sys
 import tempfile
 import threading
 from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import IO, Callable, Mapping
 
 from ..engine.config import SAMPLE_RATE
 from ..engine.errors import OmniVoiceError, install_hint
+from .pcm import pcm16
+from .pipes import write_all
 
 ENV_PLAYER = "OMNIVOICE_PLAYER"
 STARTUP_GRACE = 0.2  # seconds a player process has to fail at start-up before it is trusted
@@ -134,9 +136,10 @@ def candidates(
     else:
         skipped.append(f"sounddevice ({why})")
     for c in player_commands(sample_rate, platform):
-        path = which(c.argv[0])
+        argv = c.argv or ("",)  # a command: player_commands gives each its argv
+        path = which(argv[0])
         if path:
-            found.append(Candidate(c.name, (path, *c.argv[1:]), files=c.files))
+            found.append(Candidate(c.name, (path, *argv[1:]), files=c.files))
         else:
             skipped.append(f"{c.name} (not on PATH)")
     if platform_name(platform) == "win32":
@@ -250,8 +253,6 @@ class Player:
 
     def play(self, audio) -> None:
         """Queue mono float audio (converted to s16le exactly as the WAV output is)."""
-        from .output import pcm16
-
         self.write(pcm16(audio))
 
     def write(self, pcm: bytes) -> None:
@@ -388,11 +389,15 @@ class ProcessPlayer(Player):
             raise PlayerFailed(f"found no sound device: {silent}")
         self._start_feeding()
 
-    def _sink(self, data: bytes) -> None:
-        from .output import write_all
+    def _stdin(self) -> IO[bytes]:
+        """The player's stdin (always a pipe: Popen was given stdin=PIPE)."""
+        if self.process.stdin is None:
+            raise PlayerFailed("has no stdin to write the audio to")
+        return self.process.stdin
 
+    def _sink(self, data: bytes) -> None:
         try:
-            write_all(self.process.stdin.fileno(), data)
+            write_all(self._stdin().fileno(), data)
         except BrokenPipeError:
             code = self.process.wait()
             detail = self._stderr_tail()
@@ -402,7 +407,7 @@ class ProcessPlayer(Player):
 
     def _finish(self) -> None:
         try:
-            self.process.stdin.close()
+            self._stdin().close()
         except BrokenPipeError:
             pass
         code = self.process.wait()
@@ -420,7 +425,8 @@ class ProcessPlayer(Player):
     def _release(self) -> None:
         for f in (self.process.stdin, self._stderr):
             try:
-                f.close()
+                if f is not None:
+                    f.close()
             except OSError:
                 pass
 
@@ -538,7 +544,7 @@ class WinsoundPlayer(Player):
 
     def _abort(self) -> None:
         try:
-            self.winsound.PlaySound(None, 0)  # stops the clip playing now
+            self.winsound.PlaySound(None, 0)  # type: ignore[attr-defined]  # stops the clip playing (Windows only)
         except RuntimeError:
             pass
 

@@ -11,6 +11,9 @@ import math
 
 import numpy as np
 
+from ..engine.chunking import chunk_text
+from ..engine.duration import text_weight
+
 MAX_PIECE_MS = 30_000  # one request's fixed duration at most (the model's max_target_seconds)
 
 
@@ -24,7 +27,9 @@ def _split_words(text: str, n: int) -> list[str]:
     words = text.split()
     n = max(1, min(n, len(words)))
     total = sum(len(w) + 1 for w in words)
-    parts, cur, size = [], [], 0
+    parts: list[str] = []
+    cur: list[str] = []
+    size = 0
     for i, w in enumerate(words):
         cur.append(w)
         size += len(w) + 1
@@ -53,7 +58,6 @@ def cue_pieces(text: str, length_ms: int, max_ms: int = MAX_PIECE_MS) -> list[tu
     proportion to each piece's estimated speaking time, fill the cue. When the text cannot be cut
     finely enough (one long word over a minute), the pieces are max_ms long and the rest of the
     cue is silent."""
-    from ..engine.text import chunk_text, text_weight
 
     if length_ms <= max_ms:
         return [(text, length_ms)]

@@ -1,0 +1,120 @@
+"""Cutting a streamed text: at its pause tags, then at sentence boundaries (`cut_segments`): the
+first piece short (whole sentences up to `first_seconds`, or clauses of a longer first sentence),
+the others whole sentences up to `piece_seconds`. A pause is a segment of its exact silence.
+Pure functions of the text (no model, no torch): the server and Wyoming cut with them too."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .chunking import chunk_text
+from .duration import estimate_duration
+from .pauses import split_pauses
+
+if TYPE_CHECKING:
+    from .pipeline import Request
+
+_SENTENCE_END = frozenset(".!?。！？…")  # a unit ending with one of these ends a sentence
+_CLOSING = "\"')]}>»’”」』】）》"  # marks that may follow a sentence's end
+_YARDSTICK = ("Nice to meet you.", 25)  # the engine's duration yardstick: this text in 25 frames (1 s)
+
+
+@dataclass(frozen=True)
+class StreamConfig:
+    """How a streamed text is cut and scheduled."""
+
+    first_seconds: float = 4.0  # first piece: whole sentences up to this estimated length (else clauses)
+    piece_seconds: float = 10.0  # later pieces: whole sentences up to this estimated length (else clauses)
+    margin: float = 0.8  # a wave must be ready within this share of the audio queued when it starts
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A piece of the streamed output: text to speak, or an exact silence."""
+
+    text: str | None  # what to say; None for a pause
+    pause: float = 0.0  # seconds of silence (pauses only)
+
+
+def estimated_seconds(s: str) -> float:
+    """Rough spoken length of `s` at speed 1 (linear in the text; for sizing pieces only)."""
+    return estimate_duration(s, _YARDSTICK[0], _YARDSTICK[1], low_threshold=None) / 25.0
+
+
+def text_units(part: str) -> list[tuple[int, int, bool]]:
+    """The part cut by the engine's splitting rules (`chunking.chunk_text` at every punctuation mark):
+    (start, end, ends_a_sentence) spans, in order; the spans plus the whitespace between them
+    are the whole part."""
+    units = chunk_text(part, 1, min_chunk_len=None)  # each unit alone: the splitting only
+    spans, pos = [], 0
+    for u in units:
+        start = part.index(u, pos)
+        pos = start + len(u)
+        core = u.rstrip(_CLOSING)
+        spans.append((start, pos, bool(core) and core[-1] in _SENTENCE_END))
+    return spans
+
+
+def group_units(seconds: list[float], ends: list[bool], first_limit: float | None, limit: float) -> list[int]:
+    """How many units go in each piece: whole sentences while the piece stays within its limit
+    (first_limit for the first piece, if given), at least one; a sentence over the limit alone is
+    cut into clauses (units) the same way. Returns the count of units per piece."""
+    sizes: list[int] = []
+    i, n = 0, len(seconds)
+    while i < n:
+        cap = first_limit if (first_limit is not None and not sizes) else limit
+        j, total = i, 0.0
+        while j < n:  # whole sentences
+            k = j
+            while k < n - 1 and not ends[k]:
+                k += 1
+            s = sum(seconds[j : k + 1])
+            if j > i and total + s > cap:
+                break
+            if j == i and s > cap:  # the first sentence alone is too long: its clauses
+                while j < n and (j == i or total + seconds[j] <= cap) and not (j > i and ends[j - 1]):
+                    total += seconds[j]
+                    j += 1
+                break
+            total, j = total + s, k + 1
+        sizes.append(j - i)
+        i = j
+    return sizes
+
+
+def cut_part(part: str, first_limit: float | None, limit: float) -> list[str]:
+    """Slices of `part` (joined they are the part) for its pieces."""
+    spans = text_units(part)
+    if len(spans) <= 1:
+        return [part]
+    seconds = [estimated_seconds(part[s:e]) for s, e, _ in spans]
+    sizes = group_units(seconds, [end for _, _, end in spans], first_limit, limit)
+    cuts, u = [0], 0
+    for size in sizes[:-1]:
+        u += size
+        cuts.append(spans[u][0])
+    cuts.append(len(part))
+    return [part[a:b] for a, b in zip(cuts, cuts[1:])]
+
+
+def cut_segments(text: str, first_seconds: float, piece_seconds: float, whole: bool = False) -> list[Segment]:
+    """The text as segments, in order: pieces to speak and the exact silences of its pause tags
+    (a leading or trailing pause included). whole: no cutting at sentences (one piece per part)."""
+    parts, gaps = split_pauses(text)
+    out: list[Segment] = [Segment(None, gaps[0])] if gaps[0] > 0 else []
+    for p, part in enumerate(parts):
+        first = first_seconds if p == 0 else None
+        for piece in [part] if whole else cut_part(part, first, piece_seconds):
+            out.append(Segment(piece))
+        if gaps[p + 1] > 0:
+            out.append(Segment(None, gaps[p + 1]))
+    return out
+
+
+def cut_request(req: "Request", config: StreamConfig) -> list[Segment]:
+    """A request's segments as the streamed render (and the server) cut them: pieces up to the
+    config's lengths and never over the request's chunk threshold; a fixed duration is not cut."""
+    whole = req.duration is not None  # a fixed length is one generation: not cut
+    limit = min(config.piece_seconds, req.generation.audio_chunk_threshold)
+    return cut_segments(req.text, config.first_seconds, limit, whole=whole)

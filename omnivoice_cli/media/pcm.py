@@ -1,0 +1,65 @@
+"""Float samples as the encoders take them: mono, finite, clipped to [-1, 1], written in blocks;
+`pcm16`: their s16le bytes, exactly the sample data of the WAV (and raw) output."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from ..engine.config import SAMPLE_RATE
+from .formats import AUDIO_FORMATS, AudioFormat
+
+
+def prepare_audio(audio: Any) -> Any:
+    """A 1-D float32 copy of `audio`, NaN/inf replaced and clipped to [-1, 1]."""
+    import numpy as np
+
+    a = np.asarray(audio, dtype=np.float32)
+    if a.ndim == 2 and 1 in a.shape:
+        a = a.reshape(-1)
+    if a.ndim != 1:
+        raise ValueError(f"expected mono audio (1-D), got shape {a.shape}")
+    a = np.nan_to_num(a, nan=0.0, posinf=1.0, neginf=-1.0)
+    return np.clip(a, -1.0, 1.0)
+
+
+WRITE_BLOCK = 1 << 18  # samples prepared and written at a time: a long file needs no full-size copies
+
+
+def mono(audio):
+    import numpy as np
+
+    a = np.asarray(audio)
+    if a.ndim == 2 and 1 in a.shape:
+        a = a.reshape(-1)
+    if a.ndim != 1:
+        raise ValueError(f"expected mono audio (1-D), got shape {a.shape}")
+    return a
+
+
+# The most samples a file of a format can hold (mono 16-bit), where its header sets a limit: a
+def write_piece(out, fmt: AudioFormat, audio) -> None:
+    """One block of float audio into a soundfile. 16-bit formats other than WAV / raw get the
+    WAV's own 16-bit samples (libsndfile's FLAC encoder rounds floats differently, by one step)."""
+    import numpy as np
+
+    a = prepare_audio(audio)
+    if fmt.subtype == "PCM_16" and fmt.sf_format not in ("WAV", "RAW"):
+        a = np.frombuffer(pcm16(a), dtype="<i2")
+    out.write(a)
+
+
+def pcm16(audio) -> bytes:
+    """s16le bytes of mono float `audio`: exactly the sample data of the WAV (and raw) output
+    (libsndfile's RAW PCM_16, written in the blocks a file is)."""
+    import soundfile as sf
+
+    a = mono(audio)
+    fmt = AUDIO_FORMATS["raw"]
+    buf = io.BytesIO()
+    with sf.SoundFile(
+        buf, "w", samplerate=SAMPLE_RATE, channels=1, **fmt.sf_options()
+    ) as out:  # the rate is not stored
+        for i in range(0, max(len(a), 1), WRITE_BLOCK):
+            write_piece(out, fmt, a[i : i + WRITE_BLOCK])
+    return buf.getvalue()
