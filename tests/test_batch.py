@@ -58,14 +58,6 @@ def one_error(result) -> str:
     return errs[0]
 
 
-@pytest.fixture
-def home(tmp_path, monkeypatch):
-    """An empty OMNIVOICE_HOME (user presets go in home/presets)."""
-    h = tmp_path / "home"
-    monkeypatch.setenv("OMNIVOICE_HOME", str(h))
-    return h
-
-
 # ------------------------------------------------------------------------------------ .txt input
 
 

@@ -80,7 +80,7 @@ def loudness(path: Path) -> float:
 # ------------------------------------------------------------------------------------ check 1
 
 
-def test_check1_m4b_has_the_three_chapters_tags_and_cover(invoke, loaded, epub, tmp_path, home):
+def test_an_m4b_has_the_three_chapters_tags_and_cover(invoke, loaded, epub, tmp_path, home):
     from omnivoice_cli.media.m4b import read_m4b
 
     out = tmp_path / "x.m4b"
@@ -103,7 +103,7 @@ def test_check1_m4b_has_the_three_chapters_tags_and_cover(invoke, loaded, epub, 
     assert not [p for p in tmp_path.rglob("*.part")]  # no temporary left
 
 
-def test_check1_folder_has_three_files_in_order_at_the_loudness(invoke, loaded, epub, tmp_path, home):
+def test_a_folder_gets_the_three_chapter_files_in_order_at_the_loudness(invoke, loaded, epub, tmp_path, home):
     out = tmp_path / "dir"
     r = book(invoke, epub, "-o", f"{out}/", *FAST, "--format", "flac", "-q")
     assert r.exit_code == 0, r.stderr
@@ -162,7 +162,7 @@ def stop_after_first_part(monkeypatch, engine):
     return orig
 
 
-def test_check2_a_stopped_book_resumes_keeping_the_finished_part(
+def test_a_stopped_book_resumes_keeping_the_finished_part(
     invoke, loaded, tiny_engine, epub, tmp_path, home, monkeypatch
 ):
     out = tmp_path / "x.m4b"
@@ -185,7 +185,7 @@ def test_check2_a_stopped_book_resumes_keeping_the_finished_part(
 
 
 @slow
-def test_check2_an_edited_chapter_is_the_only_one_spoken_again(invoke, loaded, tmp_path, home):
+def test_an_edited_chapter_is_the_only_one_spoken_again(invoke, loaded, tmp_path, home):
     epub = make_epub(tmp_path / "book.epub")
     out = tmp_path / "dir"
     assert book(invoke, epub, "-o", out, *FAST, "--format", "wav", "-q").exit_code == 0
@@ -391,10 +391,10 @@ main()
 
 @slow
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="VmHWM: Linux")
-def test_check5_a_50_mb_book_dry_runs_through_the_command_in_bounded_memory(tmp_path):
-    """Check 5 through the command: `omnivoice book BIG.txt --dry-run` on a generated 50 MB
+def test_a_50_mb_book_dry_runs_through_the_command_in_bounded_memory(tmp_path):
+    """Streamed reading, through the command: `omnivoice book BIG.txt --dry-run` on a generated 50 MB
     plain-text book (about 450 chapters of 110 kB), in a fresh process: every chapter listed, and
-    the process's peak RSS under the issue's 300 MB (the book is read and planned a chapter at a
+    the process's peak RSS under 300 MB (the book is read and planned a chapter at a
     time, each part's text dropped once estimated)."""
     import textwrap
 
@@ -680,7 +680,7 @@ def test_ctrl_c_while_the_m4b_is_written_leaves_no_file(invoke, fake_engine, epu
 
 
 @pytest.mark.parametrize("source", ["quiet", "loud"])
-def test_check3_each_output_at_the_target_from_a_quiet_and_a_loud_source(
+def test_each_output_is_at_the_target_from_a_quiet_and_a_loud_source(
     invoke, fake_engine, epub, tmp_path, home, monkeypatch, source
 ):
     """Parts spoken very quietly, or with peaks at full scale: every chapter file measures

@@ -73,13 +73,6 @@ def pcm(x: np.ndarray) -> np.ndarray:
 
 
 @pytest.fixture
-def home(tmp_path, monkeypatch):
-    h = tmp_path / "home"
-    monkeypatch.setenv("OMNIVOICE_HOME", str(h))
-    return h
-
-
-@pytest.fixture
 def episode(tmp_path) -> Path:
     p = tmp_path / "episode.srt"
     p.write_text(EPISODE, encoding="utf-8")

@@ -12,14 +12,17 @@ from omnivoice_cli.server.config import ServeOptions, load_voice_map
 from omnivoice_cli.server.errors import ApiError
 from omnivoice_cli.server.speech import known_fields, parse_speech
 
-OPTIONS = ServeOptions(voice_map=load_voice_map(), max_input_chars=100, model="tiny")
+pytestmark = pytest.mark.usefixtures("home", "config_home")  # every test: an empty OMNIVOICE_HOME and config
 
 
-@pytest.fixture(autouse=True)
-def home(tmp_path, monkeypatch):
-    monkeypatch.setenv("OMNIVOICE_HOME", str(tmp_path / "home"))
+@pytest.fixture
+def config_home(tmp_path, monkeypatch):
+    """An empty XDG_CONFIG_HOME too (where user presets are looked for without OMNIVOICE_HOME)."""
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    return tmp_path / "home"
+    return tmp_path / "config"
+
+
+OPTIONS = ServeOptions(voice_map=load_voice_map(), max_input_chars=100, model="tiny")
 
 
 def parse(body, options=OPTIONS):

@@ -20,14 +20,10 @@ import httpx
 import numpy as np
 from server_util import TINY_CKPT, decode, hold_engine, running_server, wait_for, wav_samples
 
+pytestmark = pytest.mark.usefixtures("home")  # every test: an empty OMNIVOICE_HOME (conftest)
+
 ROOT = Path(__file__).resolve().parent.parent
 SHORT = {"input": "Hello there.", "num_step": 2, "response_format": "wav", "stream": False}
-
-
-@pytest.fixture(autouse=True)
-def home(tmp_path, monkeypatch):
-    monkeypatch.setenv("OMNIVOICE_HOME", str(tmp_path / "home"))
-    return tmp_path / "home"
 
 
 def envelope(r, status):

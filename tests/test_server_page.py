@@ -35,11 +35,7 @@ HOOKS = (
     "settings",
 )
 
-
-@pytest.fixture(autouse=True)
-def home(tmp_path, monkeypatch):
-    monkeypatch.setenv("OMNIVOICE_HOME", str(tmp_path / "home"))
-    return tmp_path / "home"
+pytestmark = pytest.mark.usefixtures("home")  # every test: an empty OMNIVOICE_HOME (conftest)
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +123,7 @@ def test_a_strict_csp_and_no_inline_script_or_style(keyed):
     assert not re.search(r"\beval\(|new Function|innerHTML|\.style\.|localStorage|https?://", script)
 
 
-def test_every_hook_the_issue_names_is_there():
+def test_every_test_hook_of_the_page_is_there():
     html = (STATIC / "index.html").read_text()
     hooks = set(re.findall(r'data-testid="([\w-]+)"', html))
     assert set(HOOKS) <= hooks, set(HOOKS) - hooks

@@ -14,17 +14,13 @@ with warnings.catch_warnings():
 
 from conftest import TINY_CKPT
 
+pytestmark = pytest.mark.usefixtures("home")  # every test: an empty OMNIVOICE_HOME (conftest)
+
 DECODE = {"mulaw": audioop.ulaw2lin, "alaw": audioop.alaw2lin}
 ENCODE = {"mulaw": audioop.lin2ulaw, "alaw": audioop.lin2alaw}
 FAST = ["--model", TINY_CKPT, "--num-step", "2", "--seed", "5"]
 TEXT = "The line is open. Please hold for a moment."
 ONE = "The line is open, please hold for a moment."  # one sentence: one request on the socket
-
-
-@pytest.fixture(autouse=True)
-def home(tmp_path, monkeypatch):
-    monkeypatch.setenv("OMNIVOICE_HOME", str(tmp_path / "home"))
-    return tmp_path / "home"
 
 
 def correlation(a, b):
