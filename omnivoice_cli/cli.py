@@ -14,7 +14,7 @@ stays fast and never imports torch.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import typer
 
@@ -29,7 +29,7 @@ from .ui.helpfmt import HelpCommand, HelpGroup
 from .ui.helpfmt import click_exceptions as _cx
 
 
-def usage_error(e: Any) -> None:
+def usage_error(e: _cx.UsageError) -> None:
     """A usage error as one line (never typer's boxed panel), exit code 2."""
     hint = f" (see '{e.ctx.command_path} --help')" if e.ctx is not None else ""
     error(e.format_message() + hint)
@@ -127,7 +127,7 @@ def main_options(
     """Text to speech with the OmniVoice model (plain PyTorch, runs on CPU or GPU)."""
 
 
-def _command(func, name: str | None = None, **kw: Any) -> None:
+def _command(func: Callable[..., None], name: str | None = None, **kw: Any) -> None:
     app.command(name, cls=HelpCommand, **kw)(func)
 
 
