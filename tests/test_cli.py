@@ -55,6 +55,7 @@ def seed_of(stderr: str) -> int:
 # ------------------------------------------------------------------------------------ no torch
 
 
+@pytest.mark.slow
 def test_help_does_not_import_torch():
     code = (
         "import sys\n"
@@ -84,6 +85,7 @@ def test_help_does_not_import_torch():
     assert "HEAVY []" in out.stdout, out.stdout
 
 
+@pytest.mark.slow
 def test_listings_do_not_import_torch():
     code = (
         "import sys\n"
@@ -425,12 +427,14 @@ def test_engine_warnings_are_shown_once(invoke, fake_engine, tmp_path):
 # ------------------------------------------------------------------------------------ text piped on stdin
 
 
+@pytest.mark.slow
 def test_piped_stdin_is_the_text_without_a_dash(tmp_path):
     r = run_main(["say", "-o", "x.wav", "--dry-run", "--json"], tmp_path, input="Text from a pipe\nand more.\n")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["text"] == "Text from a pipe and more."
 
 
+@pytest.mark.slow
 def test_an_empty_stdin_is_still_the_missing_text_error(tmp_path):
     r = run_main(["say", "-o", "x.wav"], tmp_path, stdin=subprocess.DEVNULL)
     assert r.returncode == 2 and r.stdout == ""
@@ -642,6 +646,7 @@ def test_instructs(invoke):
     assert r.stderr == ""
 
 
+@pytest.mark.slow
 def test_main_exit_codes_in_a_subprocess(tmp_path):
     """The installed entry point: exit codes and one-line messages, without CliRunner."""
     run = MAIN

@@ -376,6 +376,7 @@ def test_unused_cast_member_is_a_warning(invoke, fake_engine, home, episode, tmp
     assert "Warning: --cast CAROL speaks no cue" in r.stderr
 
 
+@pytest.mark.slow
 def test_help_does_not_import_torch():
     import subprocess
     import sys

@@ -68,6 +68,7 @@ def one_line(proc: subprocess.CompletedProcess, extra: str, code: int = 2) -> st
     return lines[0]
 
 
+@pytest.mark.slow
 def test_the_blocker_hides_a_package(blocker, tmp_path):
     """The simulation itself: a blocked package does not import in the subprocess, others do."""
     env = {**os.environ, "PYTHONPATH": str(blocker), "OMNIVOICE_TEST_BLOCK": "json"}

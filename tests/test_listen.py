@@ -146,6 +146,7 @@ def test_asr_model_errors(invoke, fake_engine, bare_ref, tmp_path, monkeypatch):
     assert "offline: HF_HUB_OFFLINE is set" in lines[0] and not (tmp_path / "o.wav").exists()
 
 
+@pytest.mark.slow
 def test_help_and_the_core_path_never_import_the_recogniser(tmp_path):
     code = (
         "import sys\n"

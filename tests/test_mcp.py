@@ -196,6 +196,7 @@ def test_an_unknown_argument_is_refused_and_named(mcp, place):
     assert not (place / "root" / "evil.wav").exists()
 
 
+@pytest.mark.slow
 def test_ctrl_c_ends_the_stdio_server_with_130(place, tmp_path):
     """Before: SIGINT only cancelled the server, which waited on its read of stdin (Ctrl-D alone
     ended it). The server is up (it answered initialize), then SIGINT: exit code 130."""

@@ -12,7 +12,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 from server_util import running_server, wait_for
 
-pytestmark = pytest.mark.usefixtures("home")  # every test: an empty OMNIVOICE_HOME (conftest)
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("home")]  # all end to end; an empty OMNIVOICE_HOME
 
 
 def scrape(c):

@@ -94,6 +94,7 @@ def test_a_fixed_total_never_changes():
     assert [ln.split(",")[0] for ln in lines] == [f"generating: {n}/8 steps" for n in (2, 4, 6, 8)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "limits",
     [

@@ -307,6 +307,7 @@ HOSTILE_BODIES = [
 ]
 
 
+@pytest.mark.slow
 def test_bad_unicode_and_nothing_to_speak_are_400_on_input_over_http(engine):
     """Each reply is a 400 in OpenAI's envelope naming the field, never a 500 (a lone surrogate
     used to reach the tokenizer: 'TextInputSequence must be str'); the server then still speaks."""
@@ -327,6 +328,7 @@ def test_bad_unicode_and_nothing_to_speak_are_400_on_input_over_http(engine):
         assert ok.status_code == 200 and len(wav_samples(ok.content)) > 0
 
 
+@pytest.mark.slow
 def test_the_engine_service_refuses_such_text_itself(engine):
     """The engine's own check (validate_request), for any caller of Service.submit."""
     from omnivoice_cli.engine.pipeline import Request

@@ -36,6 +36,7 @@ def envelope(r, status):
 # --- the gate -----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_api_key_cors_and_body_limits(engine):
     with running_server(engine, api_key="s3cret", cors=("http://app.example",), max_input_chars=50) as (url, _, _s):
         c = httpx.Client(base_url=url, timeout=60)
@@ -69,6 +70,7 @@ def test_api_key_cors_and_body_limits(engine):
         assert envelope(long, 400)["code"] == "input_too_long"
 
 
+@pytest.mark.slow
 def test_no_cors_header_without_cors_and_errors_over_http(engine):
     with running_server(engine) as (url, _, _s):
         c = httpx.Client(base_url=url, timeout=60)
@@ -86,6 +88,7 @@ def test_no_cors_header_without_cors_and_errors_over_http(engine):
         assert envelope(c.get("/v1/models/gpt-5"), 404)["code"] == "model_not_found"
 
 
+@pytest.mark.slow
 def test_uploads_that_are_wrong(engine, tmp_path):
     with running_server(engine, upload_limit=2_000_000) as (url, _, _s):
         c = httpx.Client(base_url=url, timeout=60)
@@ -172,6 +175,7 @@ def _send_and_leave(url: str, body: dict) -> None:
         time.sleep(0.3)
 
 
+@pytest.mark.slow
 def test_a_full_queue_says_503_and_a_client_that_leaves_frees_its_place(engine):
     with running_server(engine, max_queue=1) as (url, _, state):
         c = httpx.Client(base_url=url, timeout=60)
@@ -189,6 +193,7 @@ def test_a_full_queue_says_503_and_a_client_that_leaves_frees_its_place(engine):
         assert state.service.stats()["served"] == 1  # the one that left was never finished
 
 
+@pytest.mark.slow
 def test_a_drain_finishes_requests_in_flight_and_refuses_new_ones(engine):
     with running_server(engine, grace=60) as (url, server, state):
         c = httpx.Client(base_url=url, timeout=60)
@@ -209,6 +214,7 @@ def test_a_drain_finishes_requests_in_flight_and_refuses_new_ones(engine):
         assert server.exit_code == 0
 
 
+@pytest.mark.slow
 def test_a_drain_past_its_grace_cuts_requests_with_503(engine):
     with running_server(engine, grace=0.2) as (url, server, state):
         c = httpx.Client(base_url=url, timeout=60)
@@ -287,6 +293,7 @@ def _health(url: str) -> dict:
     return {k: h[k] for k in ("open", "served", "generating")}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
 def test_health_counts_a_request_as_open_until_its_last_byte(engine, monkeypatch, stream):
     """`open` is what the README says: requests being answered, so a reply whose audio is all

@@ -19,7 +19,7 @@ import websockets
 from server_util import running_server, wait_for
 from websockets.sync.client import connect
 
-pytestmark = pytest.mark.usefixtures("home")  # every test: an empty OMNIVOICE_HOME (conftest)
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("home")]  # all end to end; an empty OMNIVOICE_HOME
 
 
 def ws_url(url):

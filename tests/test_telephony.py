@@ -14,7 +14,7 @@ with warnings.catch_warnings():
 
 from conftest import TINY_CKPT
 
-pytestmark = pytest.mark.usefixtures("home")  # every test: an empty OMNIVOICE_HOME (conftest)
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("home")]  # all end to end; an empty OMNIVOICE_HOME
 
 DECODE = {"mulaw": audioop.ulaw2lin, "alaw": audioop.alaw2lin}
 ENCODE = {"mulaw": audioop.lin2ulaw, "alaw": audioop.lin2alaw}
@@ -141,7 +141,6 @@ async def _wyoming(srv, synth, AudioStart, AudioChunk):
         await client.disconnect()
 
 
-@pytest.mark.slow
 def test_say_writes_ulaw_and_alaw_at_8k(invoke, loaded, tmp_path):
     r = invoke("say", TEXT, *FAST, "-o", tmp_path / "full.raw")
     assert r.exit_code == 0, r.stderr

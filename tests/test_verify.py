@@ -102,6 +102,7 @@ def test_retakes_add_their_steps_to_the_bar(invoke, tmp_path, scripted, monkeypa
     assert [t for _, t in seen] == sorted(t for _, t in seen) and {t for _, t in seen} == {4, 8, 12}
 
 
+@pytest.mark.slow
 def test_streamed_steps_count_a_retake_as_done_and_to_do(engine):
     """streaming.stream's on_progress: a take sent back counts as done, its retake's steps are
     added to the total: the steps never go back, the total is reached at the last step only."""
@@ -199,6 +200,7 @@ def test_verify_with_stream_hands_a_piece_out_after_its_check(invoke, tmp_path, 
     assert np.array_equal(alone, audio)
 
 
+@pytest.mark.slow
 def test_server_verify_field_and_header(engine, scripted):
     httpx = pytest.importorskip("httpx")
     pytest.importorskip("starlette")
@@ -224,6 +226,7 @@ def test_server_verify_field_and_header(engine, scripted):
         assert "x-omnivoice-verify" not in alone.headers and alone.content == r.content  # the kept take alone
 
 
+@pytest.mark.slow
 def test_server_upload_without_ref_text_is_transcribed(engine, scripted, tmp_path, monkeypatch):
     httpx = pytest.importorskip("httpx")
     pytest.importorskip("starlette")

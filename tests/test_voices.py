@@ -796,6 +796,7 @@ def test_reference_pt_prompt_equals_saved_voice(invoke, loaded, tiny_engine, hom
     assert say(invoke, tmp_path / "pt.wav", "--voice", pt) == alice
 
 
+@pytest.mark.slow
 def test_voice_list_and_show_import_no_torch(invoke, fake_engine, home, ref):
     assert invoke("voice", "add", "alice", "--ref", ref, "--ref-text", REF_TEXT).exit_code == 0
     code = (

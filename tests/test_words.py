@@ -267,6 +267,7 @@ def speech_body(**fields):
     return {**body, **fields}
 
 
+@pytest.mark.slow
 def test_server_timestamps_with_the_fixture_recogniser(engine):
     """`timestamps: true`: JSON with the audio in base64 (the same bytes as the plain reply) and
     every word once, in order, inside the audio; over a real uvicorn, by the fixture recogniser."""
@@ -299,6 +300,7 @@ def test_server_timestamps_with_the_fixture_recogniser(engine):
         assert state.recogniser is not None
 
 
+@pytest.mark.slow
 def test_server_timestamps_refusals(engine, tmp_path, monkeypatch):
     """Streaming cannot carry words timed on the whole audio: 400 naming the field; a server
     without its recogniser: 501 (the extra, or its model offline) / 500 (a folder that is not
@@ -463,6 +465,7 @@ def _spy_pieces(monkeypatch) -> dict:
     return seen
 
 
+@pytest.mark.slow
 def test_say_word_subtitles_of_several_pieces_with_missed_words(invoke, loaded, tmp_path, monkeypatch):
     """Several pieces, a recogniser that misses words in one and hears only noise in another:
     every --words row inside its piece, every cue's words timed inside the cue, in order."""
@@ -502,6 +505,7 @@ def test_say_word_subtitles_of_several_pieces_with_missed_words(invoke, loaded, 
     assert all(len(p) == 1 for p in cue_pieces.values())
 
 
+@pytest.mark.slow
 def test_line_subtitles_with_words_follow_the_words(invoke, loaded, tmp_path, monkeypatch):
     """--words with line-level --subtitles: the cues are moved to where their words are heard."""
     rec = Said([("hello", 0.0, 0.3), ("there", 0.3, 0.5)])  # heard early: the rest spread after them
@@ -539,6 +543,7 @@ def test_word_subtitles_of_a_language_without_spaces(tmp_path):
     assert len(stamps) == len(timed)
 
 
+@pytest.mark.slow
 def test_word_subtitles_with_the_fixture_recogniser(invoke, loaded, tmp_path, monkeypatch):
     """The real (random, tiny) recogniser hears noise: still a time before every word, inside its
     cue, and every row inside its piece."""
