@@ -6,12 +6,19 @@ from __future__ import annotations
 
 import ast
 import re
+from functools import lru_cache
 from pathlib import Path
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "omnivoice_cli"
 MAX_FUNCTION_LINES = 80
+
+
+@lru_cache(maxsize=None)
+def _tree(path: Path) -> ast.Module:
+    """A file parsed once for all the tests of this module."""
+    return ast.parse(path.read_text(encoding="utf-8"))
 
 
 def _functions(tree: ast.AST):
@@ -23,7 +30,7 @@ def _functions(tree: ast.AST):
 def test_no_function_is_longer_than_about_80_lines():
     long = []
     for path in sorted(PACKAGE.rglob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = _tree(path)
         for fn in _functions(tree):
             # its body, docstring included: a signature is declarations (a command's typer options,
             # which the formatter lays out one argument a line), not logic
@@ -39,7 +46,7 @@ def test_cli_only_assembles_the_app():
 
 def _imports(path: Path) -> set[str]:
     names = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(_tree(path)):
         if isinstance(node, ast.ImportFrom):
             mod = node.module or ""
             names.add("." * node.level + mod)
@@ -85,8 +92,8 @@ def test_no_module_is_over_700_lines():
 def test_there_is_one_load_engine():
     found = [
         f"{p.relative_to(PACKAGE)}:{fn.lineno}"
-        for p, s in _modules()
-        for fn in _functions(ast.parse(s))
+        for p, _ in _modules()
+        for fn in _functions(_tree(p))
         if fn.name == "load_engine"
     ]
     assert len(found) == 1, found
@@ -117,7 +124,7 @@ def _anys(source: str) -> int:
     "xfail once the merged package is there",
 )
 def test_few_imports_of_the_package_inside_functions():
-    assert sum(_own_imports_in_functions(ast.parse(s)) for _, s in _modules()) <= 100
+    assert sum(_own_imports_in_functions(_tree(p)) for p, _ in _modules()) <= 100
 
 
 @pytest.mark.xfail(
@@ -139,7 +146,7 @@ def test_tests_are_named_by_module_or_behaviour():
     by_issue = re.compile(r"(^|_)(issues?|frictions?\d*|check\d+|round\d+)(_|\.|$)")
     bad = [p.name for p in tests.glob("test_*.py") if by_issue.search(p.name)]
     for path in tests.glob("test_*.py"):
-        for fn in _functions(ast.parse(path.read_text(encoding="utf-8"))):
+        for fn in _functions(_tree(path)):
             if fn.name.startswith("test_") and by_issue.search(fn.name):
                 bad.append(f"{path.name}::{fn.name}")
     assert bad == []
@@ -152,7 +159,7 @@ def test_the_home_fixture_is_defined_once_in_conftest():
     defined = [
         p.name
         for p in sorted(tests.glob("*.py"))
-        for fn in _functions(ast.parse(p.read_text(encoding="utf-8")))
+        for fn in _functions(_tree(p))
         if fn.name == "home" and fn.col_offset == 0
     ]
     assert defined == ["conftest.py"]
