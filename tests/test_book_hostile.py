@@ -140,6 +140,7 @@ def test_a_member_whose_header_lies_about_its_size_is_read_at_most_to_its_limit(
         open_book(path)
 
 
+@pytest.mark.slow
 def test_a_bomb_cover_is_left_out_with_a_warning(bombs):
     info = open_book(bombs["EPUB/images/cover.png"]).info
     assert info.cover is None
@@ -500,6 +501,7 @@ def test_without_pyloudnorm_a_book_stops_before_the_model_loads(blocker, tmp_pat
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b.md"]  # no work folder, no part: nothing spoken
 
 
+@pytest.mark.slow
 def test_without_pyav_an_m4b_stops_before_the_model_loads(blocker, tmp_path):  # noqa: F811
     (tmp_path / "b.md").write_text(MD, encoding="utf-8")
     proc = omnivoice(blocker, "av", "book", "b.md", "-o", "b.m4b", "--model", TINY_CKPT, cwd=tmp_path)

@@ -139,6 +139,7 @@ def test_count_forwards_is_what_generate_runs(engine, monkeypatch, limits):
         assert expected == len(calls) == calls[-1][0]
 
 
+@pytest.mark.slow
 def test_say_bar_total_is_known_from_the_start(invoke, tmp_path):
     """A multi-piece `say` prints its progress with one total, reached at the end (the engine's
     own totals would change when the first chunk is done)."""
@@ -279,6 +280,7 @@ def test_model_load_time_is_the_same_measure_with_a_voice(invoke, fake_engine, t
     assert "model loaded in 1.0 s, voice prepared in 110.0 s)" in r.stderr
 
 
+@pytest.mark.slow
 def test_compile_is_part_of_loading(monkeypatch):
     """torch.compile compiles on the first call: Engine.load(compile=True) makes that call."""
     from omnivoice_cli.engine.pipeline import Engine

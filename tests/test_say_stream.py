@@ -275,6 +275,7 @@ def test_say_with_stdout_redirected_to_a_file_and_no_o_is_refused_before_the_mod
     assert "loading the model" not in err and not played.exists()
 
 
+@pytest.mark.slow
 def test_say_piped_without_o_still_plays(tmp_path):
     """A pipe (`say Hello | cat`) is not a file: it plays as before, exit 0."""
     import subprocess

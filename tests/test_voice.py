@@ -60,6 +60,7 @@ def test_prepared_waveform_and_rms_match_reference(case, wav):
     assert prepared.warnings == ()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case,wav", CASES)
 def test_end_to_end_codes_match_reference(encoder, case, wav):
     g, meta = _case(case)
@@ -71,6 +72,7 @@ def test_end_to_end_codes_match_reference(encoder, case, wav):
     assert abs(prompt.rms - meta["prompts"][0]["ref_rms"]) <= 1e-6
 
 
+@pytest.mark.slow
 def test_array_input_is_treated_like_a_file(encoder):
     data, sr = sf.read(str(GOLDEN / "ref_16k.wav"), dtype="float32")
     from_file = encode_reference(encoder, GOLDEN / "ref_16k.wav", "hi")

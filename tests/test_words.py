@@ -73,6 +73,7 @@ def check_word_vtt(path: Path, text: str, lang: str | None = None) -> list[tuple
     return out
 
 
+@pytest.mark.slow
 def test_say_words_and_word_subtitles(invoke, tmp_path, monkeypatch):
 
     rec = Timed(TEXT, drop={"this", "few"})
@@ -119,6 +120,7 @@ def test_words_on_a_long_text_cover_every_piece(tmp_path):
     assert rows[3]["start"] == pytest.approx(26000 / 24000, abs=1e-3) and rows[2]["end"] <= 20000 / 24000 + 1e-3
 
 
+@pytest.mark.slow
 def test_words_with_the_fixture_recogniser(tmp_path):
     pytest.importorskip("faster_whisper")
     rec = listen.load_recogniser(str(ASR_TINY), "cpu")
@@ -137,6 +139,7 @@ def test_word_options_are_checked_before_the_model(invoke, tmp_path):
     assert r.exit_code == 2 and "--subtitle-level must be line or word" in r.stderr
 
 
+@pytest.mark.slow
 def test_batch_words_beside_each_output(invoke, tmp_path, monkeypatch):
     rec = Timed(TEXT)
     monkeypatch.setattr(listen, "RECOGNISER", lambda spec, device, what: rec)
