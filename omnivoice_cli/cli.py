@@ -14,24 +14,22 @@ stays fast and never imports torch.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import typer
 
-try:  # typer >= 0.2x vendors its own click
-    from typer._click import exceptions as _cx
-except ImportError:  # older typer runs on click
-    from click import exceptions as _cx
-
 from .app import settings as st
+from .app.signals import ignore_stops
 from .commands import batch as batch_cmd
 from .commands import book as book_cmd
 from .commands import dub, info, mcp, models, presets, say, serve, voice, wyoming
 from .commands.common import error
+from .engine.errors import InvalidRequest, ModelUnavailable, OmniVoiceError
 from .ui.helpfmt import HelpCommand, HelpGroup
+from .ui.helpfmt import click_exceptions as _cx
 
 
-def usage_error(e: Any) -> None:
+def usage_error(e: _cx.UsageError) -> None:
     """A usage error as one line (never typer's boxed panel), exit code 2."""
     hint = f" (see '{e.ctx.command_path} --help')" if e.ctx is not None else ""
     error(e.format_message() + hint)
@@ -69,8 +67,6 @@ class Group(HelpGroup):
 
 def exit_code_for(e: BaseException) -> int | None:
     """2 for usage errors, 1 for runtime failures, None for anything unexpected."""
-    from .engine.errors import InvalidRequest, OmniVoiceError
-
     if isinstance(e, (InvalidRequest, st.SettingsError, _cx.UsageError)):
         return 2
     if isinstance(e, (OmniVoiceError, OSError)):
@@ -86,8 +82,6 @@ MODEL_ADVICE = (
 
 
 def error_message(e: BaseException) -> str:
-    from .engine.errors import ModelUnavailable
-
     if isinstance(e, OSError) and e.strerror:
         return f"{e.strerror}: {e.filename}" if e.filename else e.strerror
     if isinstance(e, ModelUnavailable) and e.problem:
@@ -133,7 +127,7 @@ def main_options(
     """Text to speech with the OmniVoice model (plain PyTorch, runs on CPU or GPU)."""
 
 
-def _command(func, name: str | None = None, **kw: Any) -> None:
+def _command(func: Callable[..., None], name: str | None = None, **kw: Any) -> None:
     app.command(name, cls=HelpCommand, **kw)(func)
 
 
@@ -160,8 +154,6 @@ def main() -> None:
         app(prog_name="omnivoice")
     except SystemExit as e:
         if e.code in (130, 143):  # stopped: a signal that follows must not interrupt the exit
-            from .app.signals import ignore_stops
-
             ignore_stops()
         raise
 

@@ -170,6 +170,15 @@ def ckpt_copy(tmp_path) -> Path:
     return dst
 
 
+def error_line(result) -> str:
+    """The one-line error message of a command's result (click's or a subprocess's); asserts there is
+    exactly one and no traceback."""
+    assert "Traceback" not in result.stderr, result.stderr
+    errors = [ln for ln in result.stderr.splitlines() if ln.startswith("Error: ")]
+    assert len(errors) == 1, result.stderr
+    return errors[0]
+
+
 def files_in(folder: Path) -> list[str]:
     """Every file under `folder` (hidden temporary files included), relative, sorted."""
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())

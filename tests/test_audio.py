@@ -36,6 +36,7 @@ def test_post_process_matches_reference(case, i, ref_rms):
     assert np.abs(out - ref).max() < 1e-6  # bit-identical in practice
 
 
+@pytest.mark.slow
 def test_cross_fade_of_decoded_chunks_matches_reference():
     g = load_file(GOLDEN / "long.safetensors")
     dec = load_codec_decoder(TINY / "audio_tokenizer", ModelConfig.from_checkpoint(TINY).codec)

@@ -37,6 +37,7 @@ def _linear(n_in=64, n_out=48, bias=True, seed=0):
     return nn.Linear(n_in, n_out, bias=bias)
 
 
+@pytest.mark.slow
 @needs_onednn
 @pytest.mark.parametrize("rows", [1, 7, 300])
 def test_onednn_linear_equals_linear_to_fp32_rounding(rows):
@@ -50,6 +51,7 @@ def test_onednn_linear_equals_linear_to_fp32_rounding(rows):
     assert torch.equal(lin(x), got)  # the packed weight is reused, same result every call
 
 
+@pytest.mark.slow
 @needs_onednn
 def test_onednn_linear_rows_do_not_depend_on_their_neighbours():
     """Packed batches must give each request what it gets alone, bit for bit."""
@@ -149,6 +151,7 @@ print(json.dumps(steps))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux") or not memory.libc(), reason="glibc only")
 def test_keep_heap_lets_steps_reuse_their_pages():
     """What keep_heap asks of glibc, read back from glibc's own counts (no page-fault counts: they
@@ -180,6 +183,7 @@ def test_keep_heap_lets_steps_reuse_their_pages():
     assert all(s["held"] < total // 2 for s in default), default  # and handed back after every step
 
 
+@pytest.mark.slow
 def test_engine_picks_the_cpu_linear_paths():
     fp32 = Engine.load(str(TINY), device="cpu")
     kinds = {type(m) for m in fp32.model.llm.layers.modules() if isinstance(m, (nn.Linear, Int8Linear))}
@@ -193,6 +197,7 @@ def test_engine_picks_the_cpu_linear_paths():
     assert quantize_int8(int8.model) == 0 and n_layers == fp32.cfg.backbone.num_hidden_layers
 
 
+@pytest.mark.slow
 def test_int8_engine_logits_stay_close_to_fp32():
     """Reported, not tight: on the tiny random checkpoint the step-0 logits move by a few percent."""
     from omnivoice_cli.engine.generation import pack

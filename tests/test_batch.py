@@ -58,14 +58,6 @@ def one_error(result) -> str:
     return errs[0]
 
 
-@pytest.fixture
-def home(tmp_path, monkeypatch):
-    """An empty OMNIVOICE_HOME (user presets go in home/presets)."""
-    h = tmp_path / "home"
-    monkeypatch.setenv("OMNIVOICE_HOME", str(h))
-    return h
-
-
 # ------------------------------------------------------------------------------------ .txt input
 
 
@@ -243,6 +235,7 @@ def test_rerun_skips_existing_files_and_keeps_their_records(invoke, fake_engine,
     assert (out / "0002.wav").read_bytes() != b"not really audio"
 
 
+@pytest.mark.slow
 def test_rerun_retries_failed_lines(invoke, fake_engine, tmp_path, home):
     src = write_jsonl(tmp_path / "jobs.jsonl", [{"text": "a"}, {"text": "b", "num_step": 0}])
     out = tmp_path / "out"
@@ -700,6 +693,7 @@ def test_an_executor_needs_only_the_public_seam(tmp_path, home):
     assert said == ["Error: line 2: no engine here"]
 
 
+@pytest.mark.slow
 def test_batch_and_presets_help_do_not_import_torch():
     code = (
         "import sys\n"

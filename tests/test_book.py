@@ -80,7 +80,8 @@ def loudness(path: Path) -> float:
 # ------------------------------------------------------------------------------------ check 1
 
 
-def test_check1_m4b_has_the_three_chapters_tags_and_cover(invoke, loaded, epub, tmp_path, home):
+@pytest.mark.slow
+def test_an_m4b_has_the_three_chapters_tags_and_cover(invoke, loaded, epub, tmp_path, home):
     from omnivoice_cli.media.m4b import read_m4b
 
     out = tmp_path / "x.m4b"
@@ -103,7 +104,8 @@ def test_check1_m4b_has_the_three_chapters_tags_and_cover(invoke, loaded, epub, 
     assert not [p for p in tmp_path.rglob("*.part")]  # no temporary left
 
 
-def test_check1_folder_has_three_files_in_order_at_the_loudness(invoke, loaded, epub, tmp_path, home):
+@pytest.mark.slow
+def test_a_folder_gets_the_three_chapter_files_in_order_at_the_loudness(invoke, loaded, epub, tmp_path, home):
     out = tmp_path / "dir"
     r = book(invoke, epub, "-o", f"{out}/", *FAST, "--format", "flac", "-q")
     assert r.exit_code == 0, r.stderr
@@ -162,7 +164,8 @@ def stop_after_first_part(monkeypatch, engine):
     return orig
 
 
-def test_check2_a_stopped_book_resumes_keeping_the_finished_part(
+@pytest.mark.slow
+def test_a_stopped_book_resumes_keeping_the_finished_part(
     invoke, loaded, tiny_engine, epub, tmp_path, home, monkeypatch
 ):
     out = tmp_path / "x.m4b"
@@ -185,7 +188,7 @@ def test_check2_a_stopped_book_resumes_keeping_the_finished_part(
 
 
 @slow
-def test_check2_an_edited_chapter_is_the_only_one_spoken_again(invoke, loaded, tmp_path, home):
+def test_an_edited_chapter_is_the_only_one_spoken_again(invoke, loaded, tmp_path, home):
     epub = make_epub(tmp_path / "book.epub")
     out = tmp_path / "dir"
     assert book(invoke, epub, "-o", out, *FAST, "--format", "wav", "-q").exit_code == 0
@@ -220,6 +223,7 @@ def test_a_changed_setting_speaks_again_and_loudness_only_reassembles(invoke, lo
     assert (data["done"], data["skipped"]) == (3, 0)
 
 
+@pytest.mark.slow
 def test_chapters_picks_a_range(invoke, loaded, epub, tmp_path, home):
     from omnivoice_cli.media.m4b import read_m4b
 
@@ -228,6 +232,7 @@ def test_chapters_picks_a_range(invoke, loaded, epub, tmp_path, home):
     assert [c[0] for c in read_m4b(out)["chapters"]] == TITLES[1:]
 
 
+@pytest.mark.slow
 def test_a_failed_part_fails_the_book_and_writes_none(invoke, loaded, tiny_engine, epub, tmp_path, home, monkeypatch):
     orig = type(tiny_engine).generate
 
@@ -249,6 +254,7 @@ def test_a_failed_part_fails_the_book_and_writes_none(invoke, loaded, tiny_engin
     assert not (tmp_path / "x.m4b").exists()
 
 
+@pytest.mark.slow
 def test_verify_retakes_a_part_that_fails_twice_and_the_manifest_has_its_report(
     invoke, loaded, tmp_path, home, monkeypatch
 ):
@@ -348,6 +354,7 @@ def test_dry_run_json_shows_what_the_lexicon_replaced_per_chapter(invoke, fake_e
     assert "lexicon: Lamp -> lantern, lamp -> lantern" in text.stdout and fake_engine.loads == []
 
 
+@pytest.mark.slow
 def test_an_edited_lexicon_speaks_again_only_the_chapters_it_changes(invoke, fake_engine, epub, tmp_path, home):
     """The part keys are over the text as spoken: adding "lamp" redoes chapter 2 alone (its file
     rewritten, the others byte for byte and not rewritten); an entry that matches nothing, or the
@@ -391,10 +398,10 @@ main()
 
 @slow
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="VmHWM: Linux")
-def test_check5_a_50_mb_book_dry_runs_through_the_command_in_bounded_memory(tmp_path):
-    """Check 5 through the command: `omnivoice book BIG.txt --dry-run` on a generated 50 MB
+def test_a_50_mb_book_dry_runs_through_the_command_in_bounded_memory(tmp_path):
+    """Streamed reading, through the command: `omnivoice book BIG.txt --dry-run` on a generated 50 MB
     plain-text book (about 450 chapters of 110 kB), in a fresh process: every chapter listed, and
-    the process's peak RSS under the issue's 300 MB (the book is read and planned a chapter at a
+    the process's peak RSS under 300 MB (the book is read and planned a chapter at a
     time, each part's text dropped once estimated)."""
     import textwrap
 
@@ -466,6 +473,7 @@ def test_usage_errors_are_one_line_exit_2(invoke, fake_engine, epub, tmp_path, h
     assert fake_engine.loads == [] and sorted(p.name for p in tmp_path.iterdir()) == ["book.epub"]
 
 
+@pytest.mark.slow
 def test_a_bad_book_is_one_line(invoke, fake_engine, tmp_path, home):
     bad = tmp_path / "bad.epub"
     bad.write_bytes(b"not a zip at all")
@@ -604,6 +612,7 @@ def test_a_killed_book_resumes(invoke, loaded, tmp_path, home):
     assert np.isfinite(data["duration"]) and out.exists()
 
 
+@pytest.mark.slow
 def test_ray_speaks_the_same_book(invoke, fake_engine, epub, tmp_path, home, monkeypatch):
     """--ray hands the parts to the batch run's cluster executor: the same parts and the same
     .m4b as in this process (FakeRay of test_ray.py: actors in this process; FakeEngine's audio)."""
@@ -653,6 +662,7 @@ def test_a_real_local_ray_cluster_gives_a_local_runs_parts_and_chapters(epub, tm
     assert (tmp_path / "local.m4b").read_bytes() == (tmp_path / "ray.m4b").read_bytes()
 
 
+@pytest.mark.slow
 def test_ctrl_c_while_the_m4b_is_written_leaves_no_file(invoke, fake_engine, epub, tmp_path, home, monkeypatch):
     """A stop while the book is encoded: no .m4b and no temporary file; the next run writes it
     from the parts it kept."""
@@ -679,8 +689,9 @@ def test_ctrl_c_while_the_m4b_is_written_leaves_no_file(invoke, fake_engine, epu
     assert (data["done"], data["skipped"], data["written"]) == (0, 3, [str(out)])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source", ["quiet", "loud"])
-def test_check3_each_output_at_the_target_from_a_quiet_and_a_loud_source(
+def test_each_output_is_at_the_target_from_a_quiet_and_a_loud_source(
     invoke, fake_engine, epub, tmp_path, home, monkeypatch, source
 ):
     """Parts spoken very quietly, or with peaks at full scale: every chapter file measures

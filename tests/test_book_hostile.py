@@ -108,6 +108,7 @@ def bombs(tmp_path_factory) -> dict[str, Path]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("member", list(MEMBERS))
 def test_a_bomb_in_any_member_is_refused_in_one_line(invoke, fake_engine, bombs, member, home):
     r = invoke("book", str(bombs[member]), "--dry-run")
@@ -115,6 +116,7 @@ def test_a_bomb_in_any_member_is_refused_in_one_line(invoke, fake_engine, bombs,
     assert fake_engine.loads == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("member", list(MEMBERS))
 def test_a_member_whose_header_lies_about_its_size_is_read_at_most_to_its_limit(tmp_path, monkeypatch, member):
     """A header that says 1000 bytes of a member that unpacks to 20 MiB: every read of the zip asks
@@ -138,6 +140,7 @@ def test_a_member_whose_header_lies_about_its_size_is_read_at_most_to_its_limit(
         open_book(path)
 
 
+@pytest.mark.slow
 def test_a_bomb_cover_is_left_out_with_a_warning(bombs):
     info = open_book(bombs["EPUB/images/cover.png"]).info
     assert info.cover is None
@@ -163,6 +166,7 @@ def huge_cover() -> bytes:
     return big_png(16000, 16000)  # 768 MB decoded; about 750 kB as a file
 
 
+@pytest.mark.slow
 def test_a_16000_px_cover_is_measured_from_its_header_and_left_out(tmp_path, huge_cover, monkeypatch):
     import av
 
@@ -181,6 +185,7 @@ GARBAGE = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cover", [c for _, c in GARBAGE], ids=[n for n, _ in GARBAGE])
 def test_a_cover_that_only_looks_like_an_image_is_found_before_anything_is_spoken(
     invoke, fake_engine, tmp_path, home, cover
@@ -420,6 +425,7 @@ CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES)
 def test_a_tampered_part_is_spoken_again_never_read_outside(spoken, invoke, tmp_path, case, monkeypatch):
     book, out, work, parts = spoken
@@ -446,6 +452,7 @@ def test_a_tampered_part_is_spoken_again_never_read_outside(spoken, invoke, tmp_
     json.loads((work / pieces_name(parts[0].name)).read_text())  # written again whole
 
 
+@pytest.mark.slow
 def test_an_unchanged_m4b_is_written_again_when_a_part_or_the_file_changed(spoken, invoke):
     book, out, work, parts = spoken
     r = invoke("book", str(book), "-o", str(out), "--json")
@@ -461,6 +468,7 @@ def test_an_unchanged_m4b_is_written_again_when_a_part_or_the_file_changed(spoke
     assert (data["done"], data["written"]) == (0, [str(out)])
 
 
+@pytest.mark.slow
 def test_a_corrupt_or_missing_manifest_speaks_the_parts_again(spoken, invoke):
     book, out, work, parts = spoken
     (work / "manifest.jsonl").write_bytes(os.urandom(3000))
@@ -469,6 +477,7 @@ def test_a_corrupt_or_missing_manifest_speaks_the_parts_again(spoken, invoke):
     assert json.loads(r.stdout)["done"] == 2  # nothing vouches for them: spoken again
 
 
+@pytest.mark.slow
 def test_the_dry_run_calls_done_only_parts_the_manifest_vouches_for(spoken, invoke):
     book, out, work, parts = spoken
     r = invoke("book", str(book), "-o", str(out), "--dry-run", "--json")
@@ -482,6 +491,7 @@ def test_the_dry_run_calls_done_only_parts_the_manifest_vouches_for(spoken, invo
 # ---------------------------------------------------------------------------- checks before the work
 
 
+@pytest.mark.slow
 def test_without_pyloudnorm_a_book_stops_before_the_model_loads(blocker, tmp_path):  # noqa: F811
     (tmp_path / "b.md").write_text(MD, encoding="utf-8")
     for out in ("b.m4b", "out/"):
@@ -491,6 +501,7 @@ def test_without_pyloudnorm_a_book_stops_before_the_model_loads(blocker, tmp_pat
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b.md"]  # no work folder, no part: nothing spoken
 
 
+@pytest.mark.slow
 def test_without_pyav_an_m4b_stops_before_the_model_loads(blocker, tmp_path):  # noqa: F811
     (tmp_path / "b.md").write_text(MD, encoding="utf-8")
     proc = omnivoice(blocker, "av", "book", "b.md", "-o", "b.m4b", "--model", TINY_CKPT, cwd=tmp_path)

@@ -29,7 +29,7 @@ def _outline(book) -> list[tuple[int, str]]:
 # ----------------------------------------------------------------------------------------- EPUB
 
 
-def test_the_issue_check_1_epub_reads_as_its_three_chapters(tmp_path):
+def test_an_epub_reads_as_its_three_chapters(tmp_path):
     book = open_book(make_epub(tmp_path / "book.epub"))
     chapters = list(book.chapters())
     assert [(c.number, c.title) for c in chapters] == [(1, "The Storm"), (2, "The Lamp"), (3, "The Morning")]

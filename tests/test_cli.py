@@ -17,7 +17,7 @@ import sys
 import numpy as np
 import pytest
 import soundfile as sf
-from conftest import GOLDEN, ROOT, TINY_CKPT, files_in
+from conftest import GOLDEN, ROOT, TINY_CKPT, error_line, files_in
 from safetensors.numpy import load_file
 
 import omnivoice_cli.media.output as omnivoice_output
@@ -29,13 +29,21 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT)}  # subprocesses import this checko
 ENV.pop("OMNIVOICE_MODEL", None)
 
 
-def error_line(result) -> str:
-    """The one-line error message; asserts there is exactly one and no traceback."""
-    assert "Traceback" not in result.stderr, result.stderr
-    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
-    errors = [ln for ln in lines if ln.startswith("Error: ")]
-    assert len(errors) == 1, result.stderr
-    return errors[0]
+SR = 24000
+
+
+def run_main(args, cwd, **kw):
+    """`omnivoice ARGS` in a fresh process (stdin as given: `input=` or `stdin=`)."""
+    return subprocess.run(
+        MAIN + [str(a) for a in args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        check=False,
+        env=kw.pop("env", ENV),
+        timeout=120,
+        **kw,
+    )
 
 
 def seed_of(stderr: str) -> int:
@@ -47,6 +55,7 @@ def seed_of(stderr: str) -> int:
 # ------------------------------------------------------------------------------------ no torch
 
 
+@pytest.mark.slow
 def test_help_does_not_import_torch():
     code = (
         "import sys\n"
@@ -76,6 +85,7 @@ def test_help_does_not_import_torch():
     assert "HEAVY []" in out.stdout, out.stdout
 
 
+@pytest.mark.slow
 def test_listings_do_not_import_torch():
     code = (
         "import sys\n"
@@ -414,6 +424,68 @@ def test_engine_warnings_are_shown_once(invoke, fake_engine, tmp_path):
     assert "Warning: engine says something" in r.stderr
 
 
+# ------------------------------------------------------------------------------------ text piped on stdin
+
+
+@pytest.mark.slow
+def test_piped_stdin_is_the_text_without_a_dash(tmp_path):
+    r = run_main(["say", "-o", "x.wav", "--dry-run", "--json"], tmp_path, input="Text from a pipe\nand more.\n")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["text"] == "Text from a pipe and more."
+
+
+@pytest.mark.slow
+def test_an_empty_stdin_is_still_the_missing_text_error(tmp_path):
+    r = run_main(["say", "-o", "x.wav"], tmp_path, stdin=subprocess.DEVNULL)
+    assert r.returncode == 2 and r.stdout == ""
+    assert error_line(r).startswith("Error: Missing argument 'TEXT': give the text to speak, - to read stdin")
+    r = run_main(["say", "-o", "x.wav"], tmp_path, input="  \n\n")  # only blanks: no text either
+    assert r.returncode == 2 and "Missing argument 'TEXT'" in r.stderr
+    r = run_main(["say"], tmp_path, stdin=subprocess.DEVNULL)  # no arguments and nothing piped: the help
+    assert r.returncode == 2 and "Usage: omnivoice say" in r.stdout + r.stderr and "Error" not in r.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_piped_stdin_reaches_the_engine(invoke, fake_engine, tmp_path):
+    r = invoke("say", "-o", tmp_path / "x.wav", input="Hello from stdin")
+    assert r.exit_code == 0, r.stderr
+    assert fake_engine.requests[0].text == "Hello from stdin"
+    r = invoke("say", "Words", "-o", tmp_path / "y.wav", input="ignored")  # TEXT given: stdin is not read
+    assert r.exit_code == 0 and fake_engine.requests[1].text == "Words"
+
+
+@pytest.mark.slow
+def test_piped_stdin_is_spoken_into_the_file(tmp_path):
+    r = run_main(
+        ["say", "-o", "x.wav", "--model", TINY_CKPT, "--num-step", "2", "--seed", "1"],
+        tmp_path,
+        input="Hello from a pipe.",
+    )
+    assert r.returncode == 0, r.stderr
+    audio, sr = sf.read(tmp_path / "x.wav")
+    assert sr == SR and len(audio) > SR // 2
+
+
+# ------------------------------------------------------------------------------------ say --json: the speed used
+
+
+@pytest.mark.parametrize("args, speed", [([], 1.0), (["--speed", "1.3"], 1.3), (["--duration", "2"], None)])
+def test_say_json_reports_the_speed_used(invoke, fake_engine, home, tmp_path, args, speed):
+    """1.0 (the normal rate, what the engine uses) when none is given; none when --duration fixes
+    the length (the speed is then ignored)."""
+    r = invoke("say", "Hello", "-o", tmp_path / "a.wav", "--json", *args)
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["settings"]["speed"] == speed
+    assert fake_engine.requests[-1].speed == (None if speed == 1.0 else speed)  # the request itself is unchanged
+
+
+def test_say_json_speed_from_a_preset(invoke, fake_engine, home, tmp_path):
+    (home / "presets").mkdir(parents=True)
+    (home / "presets" / "quick.toml").write_text("speed = 1.2\n")
+    r = invoke("say", "Hello", "-o", tmp_path / "a.wav", "--json", "--preset", "quick")
+    assert json.loads(r.stdout)["settings"]["speed"] == 1.2
+
+
 # ------------------------------------------------------------------------------------ bad input
 
 BAD_INPUT = [
@@ -574,6 +646,7 @@ def test_instructs(invoke):
     assert r.stderr == ""
 
 
+@pytest.mark.slow
 def test_main_exit_codes_in_a_subprocess(tmp_path):
     """The installed entry point: exit codes and one-line messages, without CliRunner."""
     run = MAIN
@@ -588,8 +661,8 @@ def test_main_exit_codes_in_a_subprocess(tmp_path):
     assert out.returncode == 2
     assert out.stderr.strip() == "Error: --num-step must be an integer in 1..64, got 0"
     assert out.stdout == ""
-    # stdin=DEVNULL: without TEXT a piped stdin would be read (test_frictions.py), and the test's own
-    # stdin may be a pipe that never ends
+    # stdin=DEVNULL: without TEXT a piped stdin would be read (test_piped_stdin_is_the_text_without_a_dash),
+    # and the test's own stdin may be a pipe that never ends
     out = subprocess.run(
         run + ["say", "-o", "x.wav"],
         capture_output=True,

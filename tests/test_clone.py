@@ -12,6 +12,8 @@ from test_parity import run_traced
 from omnivoice_cli.engine.config import GenerationConfig
 from omnivoice_cli.engine.pipeline import Request
 
+pytestmark = pytest.mark.slow  # every test here runs the tiny model end to end (or a server on it)
+
 FIXTURES = Path(__file__).parent / "fixtures"
 GOLDEN = FIXTURES / "golden"
 

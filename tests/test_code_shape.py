@@ -1,12 +1,24 @@
-"""The package's shape: no function over about 80 lines, `cli.py` only assembles, imports flow one way."""
+"""The package's shape: no function over about 80 lines, `cli.py` only assembles, imports flow one way;
+issue 35's measures (module size, one `load_engine`, own imports at module tops, few `Any`); tests named
+by module or behaviour, the shared fixtures in conftest."""
 
 from __future__ import annotations
 
 import ast
+import re
+from functools import lru_cache
 from pathlib import Path
+
+import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "omnivoice_cli"
 MAX_FUNCTION_LINES = 80
+
+
+@lru_cache(maxsize=None)
+def _tree(path: Path) -> ast.Module:
+    """A file parsed once for all the tests of this module."""
+    return ast.parse(path.read_text(encoding="utf-8"))
 
 
 def _functions(tree: ast.AST):
@@ -18,7 +30,7 @@ def _functions(tree: ast.AST):
 def test_no_function_is_longer_than_about_80_lines():
     long = []
     for path in sorted(PACKAGE.rglob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = _tree(path)
         for fn in _functions(tree):
             # its body, docstring included: a signature is declarations (a command's typer options,
             # which the formatter lays out one argument a line), not logic
@@ -34,7 +46,7 @@ def test_cli_only_assembles_the_app():
 
 def _imports(path: Path) -> set[str]:
     names = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(_tree(path)):
         if isinstance(node, ast.ImportFrom):
             mod = node.module or ""
             names.add("." * node.level + mod)
@@ -49,3 +61,105 @@ def test_the_engine_never_imports_the_cli_side_or_a_ui_library():
         for name in _imports(path):
             assert not name.startswith(forbidden), (path.name, name)
             assert not name.startswith(".."), (path.name, name)  # nothing above the engine package
+
+
+# ------------------------------------------------------------------------------------ issue 35's measures
+
+MAX_MODULE_LINES = 700
+
+
+def _modules():
+    for path in sorted(PACKAGE.rglob("*.py")):
+        yield path, path.read_text(encoding="utf-8")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="modules of several ideas (app/book.py, app/bookread.py, app/settings.py, app/speak.py, app/batch.py, "
+    "engine/text.py, engine/pipeline.py, media/output.py) are split by the other issue-35 branches: "
+    "remove this xfail once they are merged",
+)
+def test_no_module_is_over_700_lines():
+    long = [f"{p.relative_to(PACKAGE)} ({len(s.splitlines())})" for p, s in _modules() if len(s.splitlines()) > 700]
+    assert long == []
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="three load_engine's (app/session.py twice, engine/loading.py, commands/common.py) become one on the "
+    "delivery branch of issue 35: remove this xfail once it is merged",
+)
+def test_there_is_one_load_engine():
+    found = [
+        f"{p.relative_to(PACKAGE)}:{fn.lineno}"
+        for p, _ in _modules()
+        for fn in _functions(_tree(p))
+        if fn.name == "load_engine"
+    ]
+    assert len(found) == 1, found
+
+
+def _own_imports_in_functions(tree: ast.AST) -> int:
+    """Imports of the package's own modules inside function bodies (a module's dependencies belong at
+    its top, but for those that would pull torch or an extra into `--help`)."""
+    count = 0
+    for fn in _functions(tree):
+        for node in ast.walk(fn):
+            if isinstance(node, ast.ImportFrom) and (node.level > 0 or (node.module or "").startswith("omnivoice_cli")):
+                count += 1
+            elif isinstance(node, ast.Import) and any(a.name.startswith("omnivoice_cli") for a in node.names):
+                count += 1
+    return count
+
+
+def _anys(source: str) -> int:
+    """`Any` in annotations and expressions (not in the import lines that bring it in)."""
+    lines = (ln for ln in source.splitlines() if not ln.lstrip().startswith(("from ", "import ")))
+    return sum(len(re.findall(r"\bAny\b", ln)) for ln in lines)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 35 asks about 100 or fewer (356 on main before it): each branch moves its own; remove this "
+    "xfail once the merged package is there",
+)
+def test_few_imports_of_the_package_inside_functions():
+    assert sum(_own_imports_in_functions(_tree(p)) for p, _ in _modules()) <= 100
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 35 asks `Any` in app/ and server/ near 80 or fewer (396 on main before it): real types at the "
+    "joins come with the other branches; remove this xfail once the merged package is there",
+)
+def test_few_any_in_app_and_server():
+    paths = [*(PACKAGE / "app").rglob("*.py"), *(PACKAGE / "server").rglob("*.py")]
+    assert sum(_anys(p.read_text(encoding="utf-8")) for p in paths) <= 80
+
+
+# ------------------------------------------------------------------------------------ the tests' own shape
+
+
+def test_tests_are_named_by_module_or_behaviour():
+    """Test files are named by module or behaviour (test_<module>.py), tests by what they show."""
+    tests = Path(__file__).resolve().parent
+    by_issue = re.compile(r"(^|_)(issues?|frictions?\d*|check\d+|round\d+)(_|\.|$)")
+    bad = [p.name for p in tests.glob("test_*.py") if by_issue.search(p.name)]
+    for path in tests.glob("test_*.py"):
+        for fn in _functions(_tree(path)):
+            if fn.name.startswith("test_") and by_issue.search(fn.name):
+                bad.append(f"{path.name}::{fn.name}")
+    assert bad == []
+
+
+def test_the_home_fixture_is_defined_once_in_conftest():
+    """`home` (an empty OMNIVOICE_HOME) lives in tests/conftest.py; a module that needs more has a fixture
+    of another name."""
+    tests = Path(__file__).resolve().parent
+    defined = [
+        p.name
+        for p in sorted(tests.glob("*.py"))
+        for fn in _functions(_tree(p))
+        if fn.name == "home" and fn.col_offset == 0
+    ]
+    assert defined == ["conftest.py"]

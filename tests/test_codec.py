@@ -57,6 +57,7 @@ def decoder(codec_cfg):
     return load_codec_decoder(TINY / "audio_tokenizer", codec_cfg, "cpu")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case,k", DECODES, ids=[f"{c}-{k}" for c, k in DECODES])
 def test_decode_matches_reference(decoder, case, k):
     g = load_np(GOLDEN / f"{case}.safetensors")
@@ -69,6 +70,7 @@ def test_decode_matches_reference(decoder, case, k):
     assert np.abs(out.numpy() - ref).max() < 1e-4
 
 
+@pytest.mark.slow
 def test_decode_is_batch_consistent(decoder):
     g = load_np(GOLDEN / "batch3.safetensors")
     a = torch.from_numpy(g["decode0.codes"])  # [1, 8, 32]

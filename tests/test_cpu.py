@@ -112,6 +112,7 @@ def test_bf16_runs_is_onednns_own_answer():
             torch.ops.mkldnn._reorder_linear_weight(w, None)
 
 
+@pytest.mark.slow
 def test_torch_is_not_imported_to_read_the_class():
     code = "import sys; from omnivoice_cli.engine import cpu; print(cpu.info().describe()); assert 'torch' not in sys.modules"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

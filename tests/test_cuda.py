@@ -36,6 +36,7 @@ def run(engine, reqs, forward):
     return jobs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES)
 def test_fp32_tokens_and_audio_match_reference_on_cuda(engine, case):
     meta, g = golden(case)
@@ -49,6 +50,7 @@ def test_fp32_tokens_and_audio_match_reference_on_cuda(engine, case):
         np.testing.assert_allclose(audio, g[f"item{i}.audio"].numpy(), rtol=0, atol=1e-3)
 
 
+@pytest.mark.slow
 def test_graph_replay_gives_the_eager_tokens_as_layouts_change(engine):
     reqs = [
         Request(text=t, lang="en", seed=i, generation=GenerationConfig(num_step=n, guidance_scale=gs))

@@ -54,7 +54,8 @@ def test_readme_is_a_front_page_that_links_every_doc():
     linked = {Path(t.partition("#")[0]).name for t in links(ROOT / "README.md")}
     for page in (ROOT / "docs").glob("*.md"):
         assert page.name in linked, f"README.md does not link docs/{page.name}"
-    for command in ("pip install torch==2.13.0", "python -m pytest -q"):  # the two set-up commands
+    # the set-up commands: torch, the full suite and the quick loop (docs/testing.md)
+    for command in ("pip install torch==2.13.0", "python -m pytest -q", 'python -m pytest -q -m "not slow"'):
         assert command in readme
 
 

@@ -58,6 +58,7 @@ def same(a, b) -> bool:
     return a.dtype == b.dtype == np.float32 and a.tobytes() == b.tobytes()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("with_ref", [False, True], ids=["auto", "ref"])
 def test_a_text_of_one_piece_is_the_same_from_every_driver(engine, service, ref_voice, with_ref):
     req = Request(text=ONE, seed=11, generation=G4, ref=ref_voice if with_ref else None)
@@ -69,6 +70,7 @@ def test_a_text_of_one_piece_is_the_same_from_every_driver(engine, service, ref_
     assert from_stream.seed == from_service.seed == generated.seed == 11
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("with_ref", [False, True], ids=["auto", "ref"])
 def test_a_text_of_many_pieces_streamed_and_served_alike_each_piece_as_generate(engine, service, ref_voice, with_ref):
     req = Request(text=MANY, seed=40, generation=G4, ref=ref_voice if with_ref else None)

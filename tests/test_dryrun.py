@@ -83,6 +83,7 @@ def test_batch_dry_run_writes_nothing(invoke, fake_engine, tmp_path):
     assert not (tmp_path / "out").exists() and fake_engine.loads == []
 
 
+@pytest.mark.slow
 def test_dry_run_imports_no_torch(tmp_path):
     code = (
         "import sys\n"

@@ -73,13 +73,6 @@ def pcm(x: np.ndarray) -> np.ndarray:
 
 
 @pytest.fixture
-def home(tmp_path, monkeypatch):
-    h = tmp_path / "home"
-    monkeypatch.setenv("OMNIVOICE_HOME", str(h))
-    return h
-
-
-@pytest.fixture
 def episode(tmp_path) -> Path:
     p = tmp_path / "episode.srt"
     p.write_text(EPISODE, encoding="utf-8")
@@ -383,6 +376,7 @@ def test_unused_cast_member_is_a_warning(invoke, fake_engine, home, episode, tmp
     assert "Warning: --cast CAROL speaks no cue" in r.stderr
 
 
+@pytest.mark.slow
 def test_help_does_not_import_torch():
     import subprocess
     import sys

@@ -45,6 +45,7 @@ def encoder():
     return load_codec_encoder(TINY_AT)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["clone", "clone_16k"])
 def test_encode_matches_reference(encoder, case):
     g = load_file(GOLDEN / f"{case}.safetensors")
@@ -153,6 +154,7 @@ def test_fold_weight_norm_formula():
     assert torch.allclose(w, expect, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_batch_and_non_hop_lengths(encoder):
     g = torch.Generator().manual_seed(0)
     wav = 0.1 * torch.randn(2, 1, 960 * 4, generator=g)

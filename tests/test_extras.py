@@ -68,6 +68,7 @@ def one_line(proc: subprocess.CompletedProcess, extra: str, code: int = 2) -> st
     return lines[0]
 
 
+@pytest.mark.slow
 def test_the_blocker_hides_a_package(blocker, tmp_path):
     """The simulation itself: a blocked package does not import in the subprocess, others do."""
     env = {**os.environ, "PYTHONPATH": str(blocker), "OMNIVOICE_TEST_BLOCK": "json"}
@@ -75,6 +76,7 @@ def test_the_blocker_hides_a_package(blocker, tmp_path):
     assert proc.returncode == 1 and "ModuleNotFoundError: No module named 'json'" in proc.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "blocked, package",
     [("starlette", "starlette"), ("uvicorn", "uvicorn"), ("python_multipart,multipart", "python-multipart")],
@@ -85,6 +87,7 @@ def test_serve_without_the_serve_extra(blocker, tmp_path, blocked, package):
     assert line == f"Error: omnivoice serve needs {package}, which is not installed: {install_hint('serve')}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "blocked, args", [("kaldifst", ["I have 5 apples."]), ("num2words", ["Ich habe 5 Äpfel.", "--lang", "de"])]
 )
@@ -172,6 +175,7 @@ def test_a_missing_extra_keeps_its_words_under_a_setting_name():
     assert out is e and out.setting == "normalize" and str(out).startswith("text normalisation needs kaldifst")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command, package", [("wyoming", "wyoming"), ("mcp", "mcp (2.x)")])
 def test_wyoming_and_mcp_without_their_extras(blocker, tmp_path, command, package):
     where = ["--root", tmp_path / "speech"] if command == "mcp" else ["--uri", "tcp://127.0.0.1:0"]
@@ -201,6 +205,7 @@ print(sorted(m for m in sys.modules if m.split(".")[0] in ("wyoming", "mcp", "mc
     assert proc.stdout.strip() == "[]" and (tmp_path / "out.wav").is_file()
 
 
+@pytest.mark.slow
 def test_say_ref_without_transcript_without_the_asr_extra(blocker, tmp_path):
     import shutil
 
@@ -224,6 +229,7 @@ def test_say_ref_without_transcript_without_the_asr_extra(blocker, tmp_path):
     assert not (tmp_path / "o.wav").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args, what",
     [
@@ -248,6 +254,7 @@ def test_listening_without_the_asr_extra(blocker, tmp_path, args, what):
     assert not (tmp_path / "o.wav").exists() and not (tmp_path / "o.words.json").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args, what",
     [

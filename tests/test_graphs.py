@@ -3,6 +3,7 @@
 No GPU here: the capture is replaced by one that records the forward on static buffers and
 replays it by re-running the model on them, which exercises everything but the CUDA calls."""
 
+import pytest
 import torch
 
 from omnivoice_cli.engine.config import GenerationConfig
@@ -43,6 +44,7 @@ def run(engine, forward=None, **kw):
     return [j.tokens for j in jobs]
 
 
+@pytest.mark.slow
 def test_layout_names_each_rows_length_and_targets(engine):
     jobs = jobs_for(engine)
     batch, _ = pack(jobs, "cpu")
@@ -53,6 +55,7 @@ def test_layout_names_each_rows_length_and_targets(engine):
     assert batch.layout == tuple(want) and [n for n, _ in batch.layout] == batch.seq_lens
 
 
+@pytest.mark.slow
 def test_replayed_graphs_give_the_eager_tokens(engine):
     eager = run(engine)
     log = []
@@ -67,6 +70,7 @@ def test_replayed_graphs_give_the_eager_tokens(engine):
     assert replays == [3, 1, 1] and fwd.disabled is None
 
 
+@pytest.mark.slow
 def test_old_layouts_are_evicted(engine):
     fwd = GraphedForward(engine.model, max_graphs=1, capture=fake_capture([]))
     run(engine, fwd)
@@ -93,6 +97,7 @@ def test_layouts_seen_once_are_remembered_within_a_bound():
     assert captured == [last.layout] and last.layout not in fwd.seen
 
 
+@pytest.mark.slow
 def test_a_failed_capture_falls_back_to_eager(engine):
     eager = run(engine)
 
@@ -105,5 +110,6 @@ def test_a_failed_capture_falls_back_to_eager(engine):
     assert "not permitted" in fwd.disabled and not fwd.graphs
 
 
+@pytest.mark.slow
 def test_graphs_are_used_on_cuda_only(engine):
     assert engine.forward is engine.model  # CPU: plain eager forward

@@ -669,6 +669,7 @@ def test_text_that_is_not_unicode_is_a_usage_error(invoke, fake_engine, tmp_path
     assert fake_engine.loads == []
 
 
+@pytest.mark.slow
 def test_a_non_utf8_argument_is_one_line_in_a_real_process(tmp_path):
     """The bytes reach Python through surrogateescape (as from a Latin-1 terminal): exit 2, one
     line, no traceback (this was TypeError: TextInputSequence must be str from the tokenizer)."""

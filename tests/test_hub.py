@@ -255,6 +255,7 @@ def test_the_cache_follows_hf_home_when_hf_hub_cache_is_unset(tmp_path, monkeypa
     assert [m.repo_id for m in hub.cached_models()] == ["me/half"]
 
 
+@pytest.mark.slow
 def test_hub_imports_no_torch(tmp_path):
     code = (
         "import sys\n"
@@ -267,6 +268,7 @@ def test_hub_imports_no_torch(tmp_path):
     assert out.stdout.strip() == "False"
 
 
+@pytest.mark.slow
 def test_download_against_a_local_stand_in_for_the_hub():
     """The real huggingface_hub, talking HTTP to tests/local_hub.py on localhost."""
     script = Path(__file__).parent / "local_hub.py"

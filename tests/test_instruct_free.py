@@ -77,7 +77,7 @@ def test_every_item_and_synonym_is_found_in_a_sentence_and_accepted_strictly():
         assert resolve_instruct(phrase, False) == resolve_instruct(", ".join(items), False), phrase
 
 
-def test_the_synonyms_the_issue_names():
+def test_everyday_words_are_voice_design_items():
     for word, item in [
         ("woman", "female"),
         ("man", "male"),

@@ -258,6 +258,7 @@ def test_serve_checks_the_file_before_it_listens(invoke, tmp_path):
     assert r.exit_code == 2 and "lexicon file" in r.stderr and "does not exist" in r.stderr
 
 
+@pytest.mark.slow
 def test_serve_lexicon_over_http(engine, tmp_path):
     """serve --lexicon: every request's text goes through the lexicon loaded at the start (the
     file changed later changes nothing); a request cannot name a lexicon (400, saying why)."""

@@ -342,6 +342,7 @@ def fp32_logits():
     return _step0_logits(Engine.load(str(TINY), device="cpu"))
 
 
+@pytest.mark.slow
 @needs_onednn_bf16
 def test_bf16_engine_converts_the_body_and_keeps_the_text_table(fp32_logits):
     engine = Engine.load(str(TINY), device="cpu", dtype="bfloat16")
@@ -361,6 +362,7 @@ def test_bf16_engine_converts_the_body_and_keeps_the_text_table(fp32_logits):
     assert 0 < rel < 0.05
 
 
+@pytest.mark.slow
 def test_int8_engine_fuses_and_stays_close(fp32_logits):
     engine = Engine.load(str(TINY), device="cpu", quantize="int8")
     layer = engine.model.llm.layers[0]
@@ -391,6 +393,7 @@ def test_fbgemm_is_fbgemm_whatever_the_engine(monkeypatch):
     assert torch.equal(layer(x), LegacyInt8Linear(w, b)(x))  # the same layer, packed under fbgemm itself
 
 
+@pytest.mark.slow
 @needs_fbgemm
 def test_int8_engine_on_an_avx2_cpu_runs_fbgemm_and_stays_close(monkeypatch, fp32_logits):
     """The avx2 class's int8 kernel (cpu.CHOICES): FBGEMM's, within int8's fidelity of fp32."""
@@ -407,6 +410,7 @@ def test_int8_engine_on_an_avx2_cpu_runs_fbgemm_and_stays_close(monkeypatch, fp3
     assert 0 < rel < 0.1
 
 
+@pytest.mark.slow
 def test_int8_without_onednn_uses_torchs_quantised_ops(monkeypatch, fp32_logits):
     monkeypatch.setattr(linears, "_int8_ok", False)  # as if the probe had failed
     monkeypatch.setattr(linears, "fbgemm_available", lambda: False)  # and no FBGEMM (the AVX2 class's choice)

@@ -44,6 +44,7 @@ def bare_ref(tmp_path) -> Path:
     return ref
 
 
+@pytest.mark.slow
 def test_say_ref_without_transcript_is_transcribed(invoke, fake_engine, bare_ref, tmp_path):
     out = tmp_path / "out.wav"
     r = invoke(
@@ -91,6 +92,7 @@ def test_say_ref_without_transcript_is_transcribed(invoke, fake_engine, bare_ref
     assert json.loads(r.stdout)["ref_text"] == "Words in a file." and json.loads(r.stdout)["ref_text_source"] == "file"
 
 
+@pytest.mark.slow
 def test_voice_add_without_transcript_stores_the_recognisers_words(
     invoke, fake_engine, bare_ref, tmp_path, monkeypatch
 ):
@@ -146,6 +148,7 @@ def test_asr_model_errors(invoke, fake_engine, bare_ref, tmp_path, monkeypatch):
     assert "offline: HF_HUB_OFFLINE is set" in lines[0] and not (tmp_path / "o.wav").exists()
 
 
+@pytest.mark.slow
 def test_help_and_the_core_path_never_import_the_recogniser(tmp_path):
     code = (
         "import sys\n"
@@ -177,6 +180,7 @@ def test_the_fixture_is_in_the_librarys_format():
         rec.close()
 
 
+@pytest.mark.slow
 def test_verify_and_word_times_hear_what_the_library_hears():
     """--verify's transcript of a take is faster-whisper's own of that audio with listen's options
     (no word times, the decode capped to the text); --words' words and times are the library's."""

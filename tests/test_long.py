@@ -63,6 +63,7 @@ def test_long_text_is_no_longer_an_error():
     validate_request(Request(text="A sentence that goes on and on. " * 60))
 
 
+@pytest.mark.slow
 def test_chunks_with_a_reference_all_use_it(engine):
     from omnivoice_cli.engine.voice import VoicePrompt
 
@@ -108,6 +109,7 @@ def test_pause_layout_is_exact():
     assert np.abs(out).max() == pytest.approx(0.5)  # one level for all parts: the loudest peaks at 0.5
 
 
+@pytest.mark.slow
 def test_pause_inserts_exactly_the_requested_silence(engine):
     g = GREEDY.replace(num_step=4, postprocess_output=False, fade_duration=0.0)
     [r] = engine.generate([Request(text="First part. [pause 1.5s] Second part.", generation=g)])
@@ -139,6 +141,7 @@ def _speed15():
     return meta, g, req
 
 
+@pytest.mark.slow
 def test_long_text_at_speed_15_is_cut_as_the_reference_and_only_later_targets_differ(engine):
     from omnivoice_cli.engine.duration import estimate_duration
     from omnivoice_cli.engine.pipeline import JoinedPieces
@@ -185,6 +188,7 @@ def test_long_text_at_speed_15_generates_chunk_0_as_the_reference(engine, monkey
     assert len(result.pieces) == 4
 
 
+@pytest.mark.slow
 def test_long_text_at_speed_1_plans_the_reference_long_case(engine):
     from omnivoice_cli.engine.pipeline import JoinedPieces
 
@@ -262,6 +266,7 @@ def _streamed_frames(engine, req) -> list[int]:
     return [first.canvas.target_len] + [pieces.job(k, voice).canvas.target_len for k in range(1, len(pieces))]
 
 
+@pytest.mark.slow
 def test_a_streamed_text_without_a_voice_is_sped_up_once(engine):
     plain = _streamed_frames(engine, Request(text=RATE_TEXT, lang="en"))
     fast = _streamed_frames(engine, Request(text=RATE_TEXT, lang="en", speed=1.5))
@@ -269,6 +274,7 @@ def test_a_streamed_text_without_a_voice_is_sped_up_once(engine):
     assert sum(fast) / sum(plain) == pytest.approx(1 / 1.5, rel=0.03)
 
 
+@pytest.mark.slow
 def test_a_voice_of_generated_codes_is_not_sped_up_again(engine):
     """A voice made of piece 0's codes (RequestPieces.first_voice; wyoming's next part of a stream
     goes on in it) already speaks at its rate: a request at that speed is estimated at speed 1."""

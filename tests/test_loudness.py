@@ -109,6 +109,7 @@ def test_a_last_part_block_is_not_a_block():
     assert 0.005 < abs(meter.integrated() - lufs(x)) < 0.1
 
 
+@pytest.mark.slow
 def test_the_meter_keeps_one_number_per_hop_whatever_the_chunks():
     """Fed in 10 ms chunks (a stream), the meter holds 8 bytes per 100 ms hop, not an array per
     chunk (which came to some 90 MB an hour of audio); asked for its figure midway, it goes on.
@@ -170,6 +171,7 @@ def test_short_and_silent_signals():
 # --- normalising (check 3) ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", [-18.0, -16.0, -23.0])
 @pytest.mark.parametrize("source", ["quiet", "loud"])
 def test_a_quiet_and_a_loud_source_reach_the_target_under_minus_1_dbtp(source, target):

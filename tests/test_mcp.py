@@ -95,6 +95,7 @@ def text_of(result) -> str:
     return " ".join(c.text for c in result.content if getattr(c, "type", "") == "text")
 
 
+@pytest.mark.slow
 def test_the_four_tools_with_their_json_schemas(mcp, place):
     tools = {t.name: t for t in mcp(mcp.session.list_tools).tools}
     assert set(tools) == {"speak", "synthesize", "list_voices", "describe_voice_options"}
@@ -119,6 +120,7 @@ def test_list_voices_and_the_voice_options_need_no_model(mcp, place):
     assert "model loaded" not in log(place)
 
 
+@pytest.mark.slow
 def test_synthesize_writes_under_the_root_and_reports_what_it_wrote(mcp, place):
     r = mcp.call("synthesize", text="Hello from the agent.", path="notes/hello.wav", settings={"seed": 5})
     assert not r.is_error, text_of(r)
@@ -196,6 +198,7 @@ def test_an_unknown_argument_is_refused_and_named(mcp, place):
     assert not (place / "root" / "evil.wav").exists()
 
 
+@pytest.mark.slow
 def test_ctrl_c_ends_the_stdio_server_with_130(place, tmp_path):
     """Before: SIGINT only cancelled the server, which waited on its read of stdin (Ctrl-D alone
     ended it). The server is up (it answered initialize), then SIGINT: exit code 130."""

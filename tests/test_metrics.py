@@ -12,11 +12,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 from server_util import running_server, wait_for
 
-
-@pytest.fixture(autouse=True)
-def home(tmp_path, monkeypatch):
-    monkeypatch.setenv("OMNIVOICE_HOME", str(tmp_path / "home"))
-    return tmp_path / "home"
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("home")]  # all end to end; an empty OMNIVOICE_HOME
 
 
 def scrape(c):

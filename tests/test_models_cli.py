@@ -1,9 +1,17 @@
-"""`omnivoice download` and `omnivoice models` on a hub cache built by hand (no network)."""
+"""`omnivoice download` and `omnivoice models` on a hub cache built by hand (no network), and where
+the model comes from: --model, a preset, $OMNIVOICE_MODEL, the default (in --help, --dry-run and
+the offline messages)."""
 
 from __future__ import annotations
 
+import json
+
 import huggingface_hub.constants
+import pytest
+from conftest import TINY_CKPT, error_line
 from test_hub import FILES, REPO, cache, fake_hub, put  # noqa: F401 - fixtures
+
+from omnivoice_cli.app import settings as st
 
 
 def test_download_shows_the_notice_and_progress_then_where(invoke, fake_hub, cache):  # noqa: F811
@@ -48,3 +56,77 @@ def test_models_with_an_empty_cache_says_how_to_get_one(invoke, cache):  # noqa:
     r = invoke("models")
     assert r.exit_code == 0 and r.stdout == ""
     assert "omnivoice download" in r.stderr
+
+
+# ------------------------------------------------------------------------------------ where the model comes from
+
+
+def test_help_names_omnivoice_model(runner):
+    from omnivoice_cli.cli import app
+
+    for command in (["say"], ["batch"], ["dub"], ["serve"], ["voice", "add"], ["download"]):
+        r = runner.invoke(app, [*command, "--help"], env={"COLUMNS": "80"}, terminal_width=80)
+        assert r.exit_code == 0
+        shown = " ".join(r.stdout.replace("│", " ").split())
+        assert "Default: $OMNIVOICE_MODEL" in shown and "else k2-fsa/OmniVoice." in shown, command
+
+
+def test_model_precedence_default_env_preset_flag(invoke, fake_engine, tmp_path):
+    preset = tmp_path / "mine.toml"
+    preset.write_text("model = 'preset/model'\n")
+    for extra in ([], ["--preset", preset], ["--preset", preset, "--model", "flag/model"]):
+        r = invoke("say", "Hi", "-o", tmp_path / "x.wav", *extra, env={"OMNIVOICE_MODEL": "env/model"})
+        assert r.exit_code == 0, r.stderr
+    r = invoke("say", "Hi", "-o", tmp_path / "x.wav")  # nothing set: the default
+    assert [ld["model"] for ld in fake_engine.loads] == ["env/model", "preset/model", "flag/model", st.DEFAULT_MODEL]
+
+
+def test_dry_run_says_the_model_came_from_the_environment(invoke, tmp_path):
+    r = invoke("say", "Hi", "--dry-run", "--json", env={"OMNIVOICE_MODEL": "env/model"})
+    assert r.exit_code == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert report["settings"]["model"]["value"] == "env/model", report["settings"]["model"]
+    assert report["settings"]["model"]["from"] == "env OMNIVOICE_MODEL"
+
+
+def _offline_error(tmp_path, monkeypatch):
+    import huggingface_hub.constants
+
+    from omnivoice_cli.engine import hub
+    from omnivoice_cli.engine.errors import ModelUnavailable
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(ModelUnavailable) as e:
+        hub.download(st.DEFAULT_MODEL)
+    return e.value
+
+
+def test_the_offline_error_of_say_names_model_and_omnivoice_model(invoke, fake_engine, tmp_path, monkeypatch):
+    fake_engine.load_error = _offline_error(tmp_path, monkeypatch)
+    r = invoke("say", "Hi", "-o", tmp_path / "x.wav")
+    assert r.exit_code == 1
+    assert error_line(r) == (
+        "Error: k2-fsa/OmniVoice (about 3.2 GB) is not in the Hugging Face cache and cannot be downloaded "
+        "(offline: HF_HUB_OFFLINE is set). Connect once to fetch it (`omnivoice download`), or use a local "
+        "checkpoint folder: --model DIR, or OMNIVOICE_MODEL=DIR."
+    )
+
+
+def test_download_offline_has_its_own_advice(invoke, tmp_path, monkeypatch):
+    _offline_error(tmp_path, monkeypatch)  # the same offline setting
+    r = invoke("download")
+    assert r.exit_code == 1
+    line = error_line(r)
+    assert "(offline: HF_HUB_OFFLINE is set). Unset HF_HUB_OFFLINE and run `omnivoice download` again" in line
+    assert "--model" not in line and "OMNIVOICE_MODEL" not in line
+
+
+def test_download_defaults_to_omnivoice_model(invoke, tmp_path, monkeypatch):
+    _offline_error(tmp_path, monkeypatch)
+    r = invoke("download", env={"OMNIVOICE_MODEL": "me/finetune"})
+    assert r.exit_code == 1 and error_line(r).startswith("Error: me/finetune is not in the Hugging Face cache")
+    r = invoke("download", env={"OMNIVOICE_MODEL": str(TINY_CKPT)})  # a local folder: nothing to fetch
+    assert r.exit_code == 0, r.stderr
+    assert "a local checkpoint folder (OMNIVOICE_MODEL), nothing to download" in r.stderr

@@ -90,6 +90,7 @@ def test_missing_extra_is_a_clear_request_error(monkeypatch):
         nz._fst_normalizer.cache_clear()
 
 
+@pytest.mark.slow
 def test_importing_the_engine_does_not_import_the_extra():
     import subprocess
     import sys

@@ -16,6 +16,8 @@ from omnivoice_cli.engine.config import GenerationConfig
 from omnivoice_cli.engine.generation import pack, run_jobs
 from omnivoice_cli.engine.pipeline import Request
 
+pytestmark = pytest.mark.slow  # every test here runs the tiny model end to end (or a server on it)
+
 FIXTURES = Path(__file__).parent / "fixtures"
 GOLDEN = FIXTURES / "golden"
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 
 from omnivoice_cli.engine import text
 from omnivoice_cli.engine.config import GenerationConfig, ModelConfig
@@ -68,6 +69,7 @@ def test_engine_plan_is_plan_request_with_its_config():
     assert engine.plan(req) == plan_request(req, engine.cfg)
 
 
+@pytest.mark.slow
 def test_plan_request_imports_no_torch():
     code = (
         "import sys\n"

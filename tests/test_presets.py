@@ -6,31 +6,22 @@ import sys
 import zipfile
 
 import pytest
-from conftest import ROOT, files_in
+from conftest import ROOT, error_line, files_in
 
 from omnivoice_cli.app import settings as st
 
 
 @pytest.fixture
-def home(tmp_path, monkeypatch):
-    """OMNIVOICE_HOME in tmp_path; user presets go in home/presets (created)."""
-    h = tmp_path / "home"
-    (h / "presets").mkdir(parents=True)
-    monkeypatch.setenv("OMNIVOICE_HOME", str(h))
-    return h
-
-
-def error_line(result) -> str:
-    assert "Traceback" not in result.stderr, result.stderr
-    errors = [ln for ln in result.stderr.splitlines() if ln.startswith("Error: ")]
-    assert len(errors) == 1, result.stderr
-    return errors[0]
+def presets_home(home):
+    """conftest's empty OMNIVOICE_HOME with its presets folder made (user presets go in home/presets)."""
+    (home / "presets").mkdir(parents=True)
+    return home
 
 
 # ------------------------------------------------------------------------------------ built-in
 
 
-def test_builtin_presets(home):
+def test_builtin_presets(presets_home):
     names = {name: (path, source) for name, path, source, *_ in st.list_presets()}
     assert {"fast", "balanced", "quality"} <= set(names)
     assert all(source == "built-in" for _, source in names.values())
@@ -112,9 +103,9 @@ def test_user_preset_dir(monkeypatch, tmp_path):
     assert st.user_preset_dir() == tmp_path / "me" / ".config" / "omnivoice" / "presets"
 
 
-def test_user_presets_are_found_and_shadow_builtin_ones(home):
-    (home / "presets" / "mine.toml").write_text('description = "my voice"\nnum_step = 8\ninstruct = "female"\n')
-    (home / "presets" / "fast.toml").write_text("num_step = 4\n")
+def test_user_presets_are_found_and_shadow_builtin_ones(presets_home):
+    (presets_home / "presets" / "mine.toml").write_text('description = "my voice"\nnum_step = 8\ninstruct = "female"\n')
+    (presets_home / "presets" / "fast.toml").write_text("num_step = 4\n")
     assert st.find_preset("mine").settings == {"num_step": 8, "instruct": "female"}
     assert st.find_preset("mine").source == "user"
     assert st.find_preset("fast").settings == {"num_step": 4}
@@ -122,7 +113,7 @@ def test_user_presets_are_found_and_shadow_builtin_ones(home):
     assert rows["mine"] == "user" and rows["fast"] == "user, overrides built-in" and rows["quality"] == "built-in"
 
 
-def test_preset_by_path(home, tmp_path, monkeypatch):
+def test_preset_by_path(presets_home, tmp_path, monkeypatch):
     f = tmp_path / "my preset.toml"
     f.write_text("num_step = 12\n")
     assert st.find_preset(str(f)).settings == {"num_step": 12}
@@ -156,7 +147,7 @@ BAD_PRESETS = [
 
 
 @pytest.mark.parametrize("content,message", BAD_PRESETS, ids=[m for _, m in BAD_PRESETS])
-def test_bad_preset_files(invoke, fake_engine, home, tmp_path, content, message):
+def test_bad_preset_files(invoke, fake_engine, presets_home, tmp_path, content, message):
     f = tmp_path / "bad.toml"
     f.write_text(content)
     with pytest.raises(st.SettingsError) as e:
@@ -169,25 +160,34 @@ def test_bad_preset_files(invoke, fake_engine, home, tmp_path, content, message)
     assert fake_engine.loads == [] and not (tmp_path / "x.wav").exists()
 
 
-def test_missing_preset_file(home, tmp_path):
+def test_missing_preset_file(presets_home, tmp_path):
     with pytest.raises(st.SettingsError, match="preset file '.*nope.toml' does not exist"):
         st.find_preset(str(tmp_path / "nope.toml"))
 
 
-def test_unknown_preset_name_lists_the_known_ones(invoke, fake_engine, home):
-    (home / "presets" / "mine.toml").write_text("num_step = 8\n")
+def test_unknown_preset_name_lists_the_known_ones(invoke, fake_engine, presets_home):
+    (presets_home / "presets" / "mine.toml").write_text("num_step = 8\n")
     r = invoke("say", "Hello", "--preset", "fats")
     assert r.exit_code == 2
     line = error_line(r)
     assert "unknown preset 'fats' (did you mean 'fast'?); known presets: balanced, fast, mine, quality" in line
-    assert str(home / "presets") in line
+    assert str(presets_home / "presets") in line
     assert fake_engine.loads == []
+
+
+def test_a_preset_model_folder_is_relative_to_the_preset(tmp_path):
+    (tmp_path / "ckpt").mkdir()
+    preset = tmp_path / "local.toml"
+    preset.write_text("model = 'ckpt'\n")
+    assert st.find_preset(str(preset)).settings["model"] == str(tmp_path / "ckpt")
+    preset.write_text("model = 'owner/name'\n")  # no such folder beside it: a hub id, as given
+    assert st.find_preset(str(preset)).settings["model"] == "owner/name"
 
 
 # ------------------------------------------------------------------------------------ say --preset
 
 
-def test_say_with_a_preset(invoke, fake_engine, home, tmp_path):
+def test_say_with_a_preset(invoke, fake_engine, presets_home, tmp_path):
     r = invoke("say", "Quick draft", "--preset", "fast", "-o", tmp_path / "d.wav", "--json")
     assert r.exit_code == 0, r.stderr
     [req] = fake_engine.requests
@@ -197,8 +197,8 @@ def test_say_with_a_preset(invoke, fake_engine, home, tmp_path):
     assert json.loads(r.stdout)["settings"]["num_step"] == 16
 
 
-def test_say_flags_beat_the_preset(invoke, fake_engine, home, tmp_path):
-    (home / "presets" / "mine.toml").write_text(
+def test_say_flags_beat_the_preset(invoke, fake_engine, presets_home, tmp_path):
+    (presets_home / "presets" / "mine.toml").write_text(
         'num_step = 8\nguidance_scale = 1.0\nlang = "de"\ndevice = "cpu"\ndtype = "bfloat16"\n'
     )
     r = invoke("say", "Hi", "--preset", "mine", "--num-step", "12", "--dtype", "float32", "-o", tmp_path / "x.wav")
@@ -208,8 +208,8 @@ def test_say_flags_beat_the_preset(invoke, fake_engine, home, tmp_path):
     assert fake_engine.loads == [{"model": st.DEFAULT_MODEL, "device": "cpu", "dtype": "float32"}]
 
 
-def test_say_preset_engine_and_chunk_settings(invoke, fake_engine, home, tmp_path):
-    (home / "presets" / "cpu8.toml").write_text(
+def test_say_preset_engine_and_chunk_settings(invoke, fake_engine, presets_home, tmp_path):
+    (presets_home / "presets" / "cpu8.toml").write_text(
         'threads = 2\nquantize = "int8"\ndevice = "cpu"\nchunk_duration = 10\nchunk_threshold = 20.0\n'
     )
     r = invoke("say", "Hi", "--preset", "cpu8", "-o", tmp_path / "x.wav", "-q")
@@ -263,8 +263,8 @@ def test_say_preset_engine_and_chunk_settings(invoke, fake_engine, home, tmp_pat
     assert len(fake_engine.loads) == 4
 
 
-def test_say_preset_format_sets_the_format_of_stdout(invoke, fake_engine, home, tmp_path, monkeypatch):
-    (home / "presets" / "flac.toml").write_text('format = "flac"\n')
+def test_say_preset_format_sets_the_format_of_stdout(invoke, fake_engine, presets_home, tmp_path, monkeypatch):
+    (presets_home / "presets" / "flac.toml").write_text('format = "flac"\n')
     monkeypatch.chdir(tmp_path)
     r = invoke("say", "Hi", "--preset", "flac", "-o", "-", "-q")
     assert r.exit_code == 0, r.stderr
@@ -274,21 +274,21 @@ def test_say_preset_format_sets_the_format_of_stdout(invoke, fake_engine, home, 
     assert "given.wav" in files_in(tmp_path) and not any(f.endswith(".flac") for f in files_in(tmp_path))
 
 
-def test_say_preset_voice_is_looked_up(invoke, fake_engine, home, tmp_path):
+def test_say_preset_voice_is_looked_up(invoke, fake_engine, presets_home, tmp_path):
     """A preset's voice: a saved voice's name, or a file relative to the preset's folder."""
     import torch
 
     from omnivoice_cli.engine.voice import VoicePrompt, save_voice
 
-    (home / "presets" / "alice.toml").write_text('voice = "alice"\n')
+    (presets_home / "presets" / "alice.toml").write_text('voice = "alice"\n')
     r = invoke("say", "Hi", "--preset", "alice", "-o", tmp_path / "x.wav")
     assert r.exit_code == 2
     assert "alice.toml': key 'voice': unknown voice 'alice'; known voices: none yet" in error_line(r)
     codes = torch.arange(80).reshape(8, 10)
-    (home / "voices").mkdir()
-    save_voice(home / "voices" / "alice.safetensors", VoicePrompt(codes, "Hello there.", 0.05))
-    save_voice(home / "presets" / "bob.safetensors", VoicePrompt(codes + 1, "Bob here.", 0.05))
-    (home / "presets" / "bob.toml").write_text('voice = "bob.safetensors"\n')
+    (presets_home / "voices").mkdir()
+    save_voice(presets_home / "voices" / "alice.safetensors", VoicePrompt(codes, "Hello there.", 0.05))
+    save_voice(presets_home / "presets" / "bob.safetensors", VoicePrompt(codes + 1, "Bob here.", 0.05))
+    (presets_home / "presets" / "bob.toml").write_text('voice = "bob.safetensors"\n')
     for preset, expected in (("alice", codes), ("bob", codes + 1)):
         r = invoke("say", "Hi", "--preset", preset, "-o", tmp_path / f"{preset}.wav", "-q")
         assert r.exit_code == 0, r.stderr
@@ -298,9 +298,9 @@ def test_say_preset_voice_is_looked_up(invoke, fake_engine, home, tmp_path):
 # ------------------------------------------------------------------------------------ omnivoice presets
 
 
-def test_presets_command_lists(invoke, home):
-    (home / "presets" / "mine.toml").write_text('description = "my own"\nnum_step = 8\n')
-    (home / "presets" / "broken.toml").write_text("num_step = \n")
+def test_presets_command_lists(invoke, presets_home):
+    (presets_home / "presets" / "mine.toml").write_text('description = "my own"\nnum_step = 8\n')
+    (presets_home / "presets" / "broken.toml").write_text("num_step = \n")
     r = invoke("presets")
     assert r.exit_code == 0, r.stderr
     rows = [ln.split() for ln in r.stdout.splitlines()]
@@ -310,10 +310,10 @@ def test_presets_command_lists(invoke, home):
     assert rows[names.index("mine")][1:3] == ["user", "my"]
     assert "(broken: preset file" in r.stdout
     assert "Warning: preset file" in r.stderr and "TOML syntax error" in r.stderr
-    assert f"user presets: {home / 'presets'}" in r.stderr
+    assert f"user presets: {presets_home / 'presets'}" in r.stderr
 
 
-def test_presets_show_prints_the_resolved_settings(invoke, home, tmp_path):
+def test_presets_show_prints_the_resolved_settings(invoke, presets_home, tmp_path):
     r = invoke("presets", "show", "quality")
     assert r.exit_code == 0, r.stderr
     out = r.stdout
@@ -330,7 +330,7 @@ def test_presets_show_prints_the_resolved_settings(invoke, home, tmp_path):
     )
 
 
-def test_presets_show_a_file_and_errors(invoke, home, tmp_path):
+def test_presets_show_a_file_and_errors(invoke, presets_home, tmp_path):
     f = tmp_path / "p.toml"
     f.write_text('instruct = "female, low pitch"\nspeed = 1.1\n')
     r = invoke("presets", "show", f)
@@ -355,7 +355,7 @@ def _force_cpu(monkeypatch, flags, machine="x86_64"):
 ZEN3 = {"sse4_2", "avx", "avx2", "fma", "f16c"}
 
 
-def test_fast_passes_auto_to_the_engine(invoke, fake_engine, home, tmp_path, monkeypatch):
+def test_fast_passes_auto_to_the_engine(invoke, fake_engine, presets_home, tmp_path, monkeypatch):
     """The engine resolves auto (it knows the device); the settings pass it through on the CPU."""
     _force_cpu(monkeypatch, ZEN3)
     r = invoke("say", "Hi", "--preset", "fast", "-o", tmp_path / "a.wav", "-q")
@@ -366,7 +366,7 @@ def test_fast_passes_auto_to_the_engine(invoke, fake_engine, home, tmp_path, mon
 
 
 def test_fasts_auto_meeting_compile_or_bf16_is_left_out_with_a_warning(
-    invoke, fake_engine, home, tmp_path, monkeypatch
+    invoke, fake_engine, presets_home, tmp_path, monkeypatch
 ):
     _force_cpu(monkeypatch, ZEN3)  # auto is int8 there
     r = invoke("say", "Hi", "--preset", "fast", "--compile", "-o", tmp_path / "a.wav")
@@ -386,7 +386,7 @@ def test_fasts_auto_meeting_compile_or_bf16_is_left_out_with_a_warning(
     assert r.exit_code == 0 and "Warning" not in r.stderr and "quantize" not in fake_engine.loads[-1]
 
 
-def test_fasts_auto_where_it_is_the_exact_path(invoke, fake_engine, home, tmp_path, monkeypatch):
+def test_fasts_auto_where_it_is_the_exact_path(invoke, fake_engine, presets_home, tmp_path, monkeypatch):
     _force_cpu(monkeypatch, {"fp", "asimd"}, "aarch64")  # no row: auto keeps float32, so nothing clashes
     r = invoke("say", "Hi", "--preset", "fast", "--compile", "-o", tmp_path / "a.wav")
     assert r.exit_code == 0 and "Warning" not in r.stderr

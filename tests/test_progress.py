@@ -94,6 +94,7 @@ def test_a_fixed_total_never_changes():
     assert [ln.split(",")[0] for ln in lines] == [f"generating: {n}/8 steps" for n in (2, 4, 6, 8)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "limits",
     [
@@ -141,6 +142,7 @@ def test_the_bar_counts_the_plans_steps_to_exactly_its_total(engine, monkeypatch
     assert expected > len(calls)  # several jobs a forward: steps, not forwards
 
 
+@pytest.mark.slow
 def test_say_bar_total_is_known_from_the_start(invoke, tmp_path):
     """A multi-piece `say` prints its progress with one total, reached at the end (the engine's
     own totals would change when the first chunk is done)."""
@@ -282,6 +284,7 @@ def test_model_load_time_is_the_same_measure_with_a_voice(invoke, fake_engine, t
     assert "model loaded in 1.0 s, voice prepared in 110.0 s)" in r.stderr
 
 
+@pytest.mark.slow
 def test_compile_is_part_of_loading(monkeypatch):
     """torch.compile compiles on the first call: Engine.load(compile=True) makes that call."""
     from omnivoice_cli.engine.pipeline import Engine

@@ -320,6 +320,7 @@ def test_cluster_flags_are_checked_before_anything(invoke, fake_engine, fake_ray
 NO_RAY = "import sys; sys.modules['ray'] = None; from omnivoice_cli.cli import main; main()"  # import ray fails
 
 
+@pytest.mark.slow
 def test_without_ray_the_option_says_how_to_install_it(tmp_path):
     src = _lines(tmp_path, 2)
     proc = subprocess.run(

@@ -229,6 +229,7 @@ def test_raw_on_stdout_is_headerless_pcm(invoke, fake_engine, tmp_path):
     assert r.stdout_bytes == audio.tobytes()
 
 
+@pytest.mark.slow
 def test_say_with_a_broken_player_is_exit_1_with_its_reason(invoke, loaded, tmp_path, monkeypatch):
     """OMNIVOICE_PLAYER=false, and a player that finds no sound device (ffplay's "audio open
     failed", exit 0): `say` is exit 1 with the player's reason, never "played"."""
@@ -274,6 +275,7 @@ def test_say_with_stdout_redirected_to_a_file_and_no_o_is_refused_before_the_mod
     assert "loading the model" not in err and not played.exists()
 
 
+@pytest.mark.slow
 def test_say_piped_without_o_still_plays(tmp_path):
     """A pipe (`say Hello | cat`) is not a file: it plays as before, exit 0."""
     import subprocess
@@ -284,6 +286,7 @@ def test_say_piped_without_o_still_plays(tmp_path):
     assert played.stat().st_size > 0 and proc.stdout == b""
 
 
+@pytest.mark.slow
 def test_a_stop_at_the_end_of_a_streamed_file_leaves_a_complete_file_that_the_message_names(
     invoke, loaded, tmp_path, monkeypatch
 ):

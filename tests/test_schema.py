@@ -143,6 +143,7 @@ def _help(args, columns=80) -> str:
     return out.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", [["say"], ["batch"], ["voice", "add"]])
 def test_help_at_80_columns_shows_every_flag_whole(command):
     import typer.main
@@ -163,6 +164,7 @@ def test_help_at_80_columns_shows_every_flag_whole(command):
             assert f"─ {panel} " in text, panel
 
 
+@pytest.mark.slow
 def test_examples_end_each_main_command_help():
     for command in (["say"], ["batch"]):
         text = _help(command)

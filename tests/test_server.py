@@ -21,6 +21,8 @@ from omnivoice_cli.engine.streaming import StreamConfig, stream
 from omnivoice_cli.media.output import pcm16
 from omnivoice_cli.server.config import ServeOptions
 
+pytestmark = pytest.mark.slow  # every test here runs the tiny model end to end (or a server on it)
+
 GOLDEN = Path(__file__).parent / "fixtures" / "golden"
 CLONE = json.loads((GOLDEN / "clone.json").read_text())["generate_kwargs"]
 LONG = (
@@ -83,7 +85,6 @@ def test_health_models_and_voices(srv):
 # --- check 1: the same samples as `say` ---------------------------------------------------------
 
 
-@pytest.mark.slow
 def test_a_one_sentence_wav_equals_say_sample_for_sample(srv, invoke, tmp_path):
     client, _ = srv
     text, seed = "I can speak in the same voice.", 17
@@ -116,7 +117,6 @@ def test_a_one_sentence_wav_equals_say_sample_for_sample(srv, invoke, tmp_path):
     assert np.array_equal(wav_samples(chunked.content), wav_samples(out.read_bytes()))  # streamed: every sample
 
 
-@pytest.mark.slow
 def test_a_multi_sentence_text_equals_the_streamed_render(srv, engine):
     client, _ = srv
     r = speak(client, input=LONG, response_format="pcm", seed=9, num_step=4, stream=False)
@@ -144,7 +144,6 @@ EIGHT = [
 ]
 
 
-@pytest.mark.slow
 def test_eight_concurrent_requests_equal_their_solo_results_in_fewer_forwards(srv, alice):
     client, state = srv
     solo, solo_forwards = [], 0
@@ -180,7 +179,6 @@ def sse_events(response):
             yield kind, json.loads(line[6:])
 
 
-@pytest.mark.slow
 def test_sse_and_chunked_streams_join_to_the_plain_reply_and_start_early(srv):
     client, state = srv
     body = {"input": LONG, "seed": 4, "num_step": 4}
@@ -222,7 +220,6 @@ def test_sse_and_chunked_streams_join_to_the_plain_reply_and_start_early(srv):
             assert abs(len(a) - len(b)) <= 2 * 1152
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(
     "fmt, mime",
     [
@@ -247,7 +244,6 @@ def test_every_format_decodes_at_24k_to_the_same_length(srv, fmt, mime):
 # --- saved voices by upload ---------------------------------------------------------------------
 
 
-@pytest.mark.slow
 def test_upload_use_and_delete_a_voice(srv, module_home):
     client, _ = srv
     ref = (GOLDEN / CLONE["ref_audio"]).read_bytes()
@@ -274,7 +270,6 @@ def test_upload_use_and_delete_a_voice(srv, module_home):
 # --- the openai client, as users point it at us -------------------------------------------------
 
 
-@pytest.mark.slow
 def test_the_openai_client(srv):
     openai = pytest.importorskip("openai")
     client, _ = srv

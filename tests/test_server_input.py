@@ -12,14 +12,17 @@ from omnivoice_cli.server.config import ServeOptions, load_voice_map
 from omnivoice_cli.server.errors import ApiError
 from omnivoice_cli.server.speech import known_fields, parse_speech
 
-OPTIONS = ServeOptions(voice_map=load_voice_map(), max_input_chars=100, model="tiny")
+pytestmark = pytest.mark.usefixtures("home", "config_home")  # every test: an empty OMNIVOICE_HOME and config
 
 
-@pytest.fixture(autouse=True)
-def home(tmp_path, monkeypatch):
-    monkeypatch.setenv("OMNIVOICE_HOME", str(tmp_path / "home"))
+@pytest.fixture
+def config_home(tmp_path, monkeypatch):
+    """An empty XDG_CONFIG_HOME too (where user presets are looked for without OMNIVOICE_HOME)."""
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    return tmp_path / "home"
+    return tmp_path / "config"
+
+
+OPTIONS = ServeOptions(voice_map=load_voice_map(), max_input_chars=100, model="tiny")
 
 
 def parse(body, options=OPTIONS):
@@ -304,6 +307,7 @@ HOSTILE_BODIES = [
 ]
 
 
+@pytest.mark.slow
 def test_bad_unicode_and_nothing_to_speak_are_400_on_input_over_http(engine):
     """Each reply is a 400 in OpenAI's envelope naming the field, never a 500 (a lone surrogate
     used to reach the tokenizer: 'TextInputSequence must be str'); the server then still speaks."""
@@ -324,6 +328,7 @@ def test_bad_unicode_and_nothing_to_speak_are_400_on_input_over_http(engine):
         assert ok.status_code == 200 and len(wav_samples(ok.content)) > 0
 
 
+@pytest.mark.slow
 def test_the_engine_service_refuses_such_text_itself(engine):
     """The engine's own check (validate_request), for any caller of Service.submit."""
     from omnivoice_cli.engine.pipeline import Request

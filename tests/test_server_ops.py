@@ -20,14 +20,10 @@ import httpx
 import numpy as np
 from server_util import TINY_CKPT, decode, hold_engine, running_server, wait_for, wav_samples
 
+pytestmark = pytest.mark.usefixtures("home")  # every test: an empty OMNIVOICE_HOME (conftest)
+
 ROOT = Path(__file__).resolve().parent.parent
 SHORT = {"input": "Hello there.", "num_step": 2, "response_format": "wav", "stream": False}
-
-
-@pytest.fixture(autouse=True)
-def home(tmp_path, monkeypatch):
-    monkeypatch.setenv("OMNIVOICE_HOME", str(tmp_path / "home"))
-    return tmp_path / "home"
 
 
 def envelope(r, status):
@@ -40,6 +36,7 @@ def envelope(r, status):
 # --- the gate -----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_api_key_cors_and_body_limits(engine):
     with running_server(engine, api_key="s3cret", cors=("http://app.example",), max_input_chars=50) as (url, _, _s):
         c = httpx.Client(base_url=url, timeout=60)
@@ -73,6 +70,7 @@ def test_api_key_cors_and_body_limits(engine):
         assert envelope(long, 400)["code"] == "input_too_long"
 
 
+@pytest.mark.slow
 def test_no_cors_header_without_cors_and_errors_over_http(engine):
     with running_server(engine) as (url, _, _s):
         c = httpx.Client(base_url=url, timeout=60)
@@ -91,6 +89,7 @@ def test_no_cors_header_without_cors_and_errors_over_http(engine):
         assert envelope(c.get("/v1/models/gpt-5"), 404)["code"] == "model_not_found"
 
 
+@pytest.mark.slow
 def test_uploads_that_are_wrong(engine, tmp_path):
     with running_server(engine, upload_limit=2_000_000) as (url, _, _s):
         c = httpx.Client(base_url=url, timeout=60)
@@ -177,6 +176,7 @@ def _send_and_leave(url: str, body: dict) -> None:
         time.sleep(0.3)
 
 
+@pytest.mark.slow
 def test_a_full_queue_says_503_and_a_client_that_leaves_frees_its_place(engine):
     with running_server(engine, max_queue=1) as (url, _, state):
         c = httpx.Client(base_url=url, timeout=60)
@@ -194,6 +194,7 @@ def test_a_full_queue_says_503_and_a_client_that_leaves_frees_its_place(engine):
         assert state.service.stats()["served"] == 1  # the one that left was never finished
 
 
+@pytest.mark.slow
 def test_a_drain_finishes_requests_in_flight_and_refuses_new_ones(engine):
     with running_server(engine, grace=60) as (url, server, state):
         c = httpx.Client(base_url=url, timeout=60)
@@ -214,6 +215,7 @@ def test_a_drain_finishes_requests_in_flight_and_refuses_new_ones(engine):
         assert server.exit_code == 0
 
 
+@pytest.mark.slow
 def test_a_drain_past_its_grace_cuts_requests_with_503(engine):
     with running_server(engine, grace=0.2) as (url, server, state):
         c = httpx.Client(base_url=url, timeout=60)
@@ -292,6 +294,7 @@ def _health(url: str) -> dict:
     return {k: h[k] for k in ("open", "served", "generating")}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
 def test_health_counts_a_request_as_open_until_its_last_byte(engine, monkeypatch, stream):
     """`open` is what the README says: requests being answered, so a reply whose audio is all

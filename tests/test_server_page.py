@@ -35,11 +35,7 @@ HOOKS = (
     "settings",
 )
 
-
-@pytest.fixture(autouse=True)
-def home(tmp_path, monkeypatch):
-    monkeypatch.setenv("OMNIVOICE_HOME", str(tmp_path / "home"))
-    return tmp_path / "home"
+pytestmark = pytest.mark.usefixtures("home")  # every test: an empty OMNIVOICE_HOME (conftest)
 
 
 @pytest.fixture(scope="module")
@@ -75,6 +71,7 @@ def _csp(response) -> dict[str, str]:
 # --- check 2: the page and its files -------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_page_and_its_files_need_no_key_but_the_api_does(keyed):
     page = keyed.get("/")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
@@ -91,6 +88,7 @@ def test_the_page_and_its_files_need_no_key_but_the_api_does(keyed):
     assert keyed.get("/ui/%2e%2e%2fsettings.py").status_code == 404  # only the three files, by name
 
 
+@pytest.mark.slow
 def test_files_are_cached_by_version_and_revalidated_otherwise(keyed):
     page = keyed.get("/")
     assert page.headers["cache-control"] == "no-cache" and page.headers["etag"]
@@ -107,6 +105,7 @@ def test_files_are_cached_by_version_and_revalidated_otherwise(keyed):
     assert again.status_code == 304 and again.content == b""
 
 
+@pytest.mark.slow
 def test_a_strict_csp_and_no_inline_script_or_style(keyed):
     for path in ("/", "/ui/app.js", "/ui/app.css"):
         r = keyed.get(path)
@@ -127,7 +126,7 @@ def test_a_strict_csp_and_no_inline_script_or_style(keyed):
     assert not re.search(r"\beval\(|new Function|innerHTML|\.style\.|localStorage|https?://", script)
 
 
-def test_every_hook_the_issue_names_is_there():
+def test_every_test_hook_of_the_page_is_there():
     html = (STATIC / "index.html").read_text()
     hooks = set(re.findall(r'data-testid="([\w-]+)"', html))
     assert set(HOOKS) <= hooks, set(HOOKS) - hooks
@@ -139,6 +138,7 @@ def test_every_hook_the_issue_names_is_there():
     assert controls and set(controls) <= labelled, set(controls) - labelled
 
 
+@pytest.mark.slow
 def test_no_ui_gives_404(engine, invoke, monkeypatch):
     with running_server(engine, ui=False) as (url, _, _s):
         for path in ("/", "/ui/app.js"):
@@ -156,6 +156,7 @@ def test_no_ui_gives_404(engine, invoke, monkeypatch):
 # --- check 3: the schema is the CLI's --------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_schema_settings_are_the_settings_schema(keyed):
     doc = keyed.get("/v1/omnivoice/schema", headers=KEY).json()
     assert doc["object"] == "omnivoice.schema"
@@ -178,6 +179,7 @@ def test_the_schema_settings_are_the_settings_schema(keyed):
     assert "wav" in doc["speech"]["response_formats"] and "pcm" in doc["speech"]["response_formats"]
 
 
+@pytest.mark.slow
 def test_the_schema_lists_what_the_cli_lists(keyed, invoke, home):
     (home / "presets").mkdir(parents=True)
     (home / "presets" / "mine.toml").write_text('description = "my own"\nnum_step = 9\ndevice = "cpu"\n')

@@ -14,6 +14,8 @@ import soundfile as sf
 from conftest import TINY_CKPT
 from server_util import running_server
 
+pytestmark = pytest.mark.slow  # every test here runs the tiny model end to end (or a server on it)
+
 LINES = [
     ("ALICE", "alloy", "Hello there, Bob."),
     ("BOB", "echo", "Hi Alice. How are you?"),
@@ -25,7 +27,6 @@ def pcm(data):
     return np.frombuffer(data, "<i2")
 
 
-@pytest.mark.slow
 def test_script_equals_say_cast(engine, loaded, invoke, tmp_path, monkeypatch):
     monkeypatch.setenv("OMNIVOICE_HOME", str(tmp_path / "home"))
     script = tmp_path / "s.txt"

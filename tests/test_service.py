@@ -13,6 +13,8 @@ from omnivoice_cli.engine.pipeline import Request
 from omnivoice_cli.engine.service import Busy, Cancelled, Service, Stopped
 from omnivoice_cli.engine.streaming import StreamConfig, cut_request, stream
 
+pytestmark = pytest.mark.slow  # every test here runs the tiny model end to end (or a server on it)
+
 G4 = GenerationConfig(num_step=4)
 TEXT = "Good morning. The train leaves at seven, so we have time. [pause 0.4s] She packed her bags. Nobody left."
 CFG = StreamConfig(first_seconds=1.5, piece_seconds=2.5)  # TEXT in four short pieces

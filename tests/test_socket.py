@@ -19,11 +19,7 @@ import websockets
 from server_util import running_server, wait_for
 from websockets.sync.client import connect
 
-
-@pytest.fixture(autouse=True)
-def home(tmp_path, monkeypatch):
-    monkeypatch.setenv("OMNIVOICE_HOME", str(tmp_path / "home"))
-    return tmp_path / "home"
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("home")]  # all end to end; an empty OMNIVOICE_HOME
 
 
 def ws_url(url):

@@ -128,6 +128,7 @@ def test_the_plain_run_gives_a_typed_report(fake_engine, tmp_path):
     assert fake_engine.loads == [{"model": "fake", "device": "auto", "dtype": "auto"}]
 
 
+@pytest.mark.slow
 def test_the_streamed_run_writes_its_file_at_the_end(engine, tmp_path, monkeypatch):
     from omnivoice_cli.engine import pipeline
 
@@ -188,6 +189,7 @@ def test_a_dialogue_loads_the_model_as_the_run_settings_say(invoke, fake_engine,
 # ------------------------------------------------------------------ the shape
 
 
+@pytest.mark.slow
 def test_the_runs_import_no_typer_or_rich():
     code = (
         "import sys, omnivoice_cli.app.speak, omnivoice_cli.app.dialogue; print(sorted(m for m in sys.modules "

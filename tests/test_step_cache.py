@@ -46,6 +46,7 @@ def int8_engine():
     return Engine.load(str(TINY_CKPT), device="cpu", quantize="int8")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which", ["fp32", "int8"])
 def test_a_cached_prompt_gives_the_whole_rows_result(engine, int8_engine, which, ref_voice):
     """With the targets as they were at the refresh, the targets-only row that attends to the
@@ -75,6 +76,7 @@ def test_a_cached_prompt_gives_the_whole_rows_result(engine, int8_engine, which,
     assert rel(alone, whole) > 0.2
 
 
+@pytest.mark.slow
 def test_refreshing_every_step_is_the_exact_path(engine):
     """n = k = 1 runs every step whole: the reference's tokens (the golden steps16 case)."""
     meta = json.loads((GOLDEN / "steps16.json").read_text())["generate_kwargs"]
@@ -85,6 +87,7 @@ def test_refreshing_every_step_is_the_exact_path(engine):
     assert torch.equal(job.tokens, g["call0.item0.tokens"])
 
 
+@pytest.mark.slow
 def test_cache_on_is_valid_deterministic_and_not_the_exact_path(engine, ref_voice):
     reqs = [Request(text=TEXT, lang="en", generation=CACHED), Request(text=TEXT, ref=ref_voice, generation=CACHED)]
     a, b = run(engine, reqs), run(engine, reqs)
@@ -98,6 +101,7 @@ def test_cache_on_is_valid_deterministic_and_not_the_exact_path(engine, ref_voic
     assert np.isfinite(audio).all() and audio.std() > 0
 
 
+@pytest.mark.slow
 def test_each_step_packs_what_the_schedule_says(engine):
     """Whole conditional rows at steps 0 and 8 (n = 8), unconditional rows at 0, 3, 6, ... (k = 3)."""
     job = engine.prepare(Request(text=TEXT, lang="en", generation=CACHED))
@@ -115,6 +119,7 @@ def test_each_step_packs_what_the_schedule_says(engine):
         assert uncond == (s % 3 == 0) and len(lens) == 1 + uncond, s
 
 
+@pytest.mark.slow
 def test_requests_with_it_on_and_off_share_forwards(engine, ref_voice):
     """Packed together, each request (cache on or off, other lengths) gives its own tokens alone."""
     reqs = [
@@ -129,6 +134,7 @@ def test_requests_with_it_on_and_off_share_forwards(engine, ref_voice):
         assert torch.equal(alone.tokens, job.tokens)
 
 
+@pytest.mark.slow
 def test_the_service_and_the_stream_render_it_as_generate(engine):
     from omnivoice_cli.engine.service import Service
     from omnivoice_cli.engine.streaming import StreamConfig, stream

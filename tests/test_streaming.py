@@ -175,6 +175,7 @@ def record(engine, monkeypatch):
     return events
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("with_ref", [False, True], ids=["auto", "ref"])
 def test_a_single_piece_renders_exactly_as_generate(engine, ref_voice, with_ref):
     req = Request(text="I can speak in the same voice.", seed=11, generation=G4, ref=ref_voice if with_ref else None)
@@ -187,6 +188,7 @@ def test_a_single_piece_renders_exactly_as_generate(engine, ref_voice, with_ref)
     assert (pieces[0].index, pieces[0].start, pieces[0].seed) == (0, 0, 11)
 
 
+@pytest.mark.slow
 def test_pieces_come_in_order_with_their_starts(engine, monkeypatch):
     events = record(engine, monkeypatch)
     req = Request(text=TEXT, seed=5, generation=G4)
@@ -204,6 +206,7 @@ def test_pieces_come_in_order_with_their_starts(engine, monkeypatch):
     assert summary.kept_up and summary.waves == [summary.pieces - 1]
 
 
+@pytest.mark.slow
 def test_first_piece_is_out_before_the_last_piece_starts(engine, monkeypatch):
     events = record(engine, monkeypatch)
     summary = stream(
@@ -254,6 +257,7 @@ def test_with_a_reference_every_piece_uses_it(engine, ref_voice, monkeypatch):
         assert alone.audio.tobytes() == spoken_pieces[k].audio.tobytes()
 
 
+@pytest.mark.slow
 def test_same_seed_same_stream_other_seed_other_stream(engine):
     def run(seed):
         out = []
@@ -271,6 +275,7 @@ def test_same_seed_same_stream_other_seed_other_stream(engine):
     assert a[1].audio.tobytes() != c[1].audio.tobytes()
 
 
+@pytest.mark.slow
 def test_slow_device_warns_once_and_still_emits_everything(engine):
     warnings, pieces, steps = [], [], []
     text = " ".join(f"Line {n}." for n in range(8))
@@ -292,6 +297,7 @@ def test_slow_device_warns_once_and_still_emits_everything(engine):
     assert all(t >= d for d, t in steps)
 
 
+@pytest.mark.slow
 def test_cancel_stops_at_the_next_forward(engine):
     cancel, pieces = threading.Event(), []
 
@@ -318,12 +324,14 @@ def test_stream_run_iterates_in_the_callers_thread(engine):
     assert run.wait(5)
 
 
+@pytest.mark.slow
 def test_stream_run_raises_the_workers_error(engine):
     with pytest.raises(Exception, match="text is empty"):
         with StreamRun(engine, Request(text="  ", generation=G4)) as run:
             list(run)
 
 
+@pytest.mark.slow
 def test_stream_run_left_early_cancels(engine):
     with StreamRun(engine, Request(text=TEXT, seed=9, generation=G4), config=CFG) as run:
         first = next(iter(run))
@@ -358,6 +366,7 @@ class LayerSpy:
             h.remove()
 
 
+@pytest.mark.slow
 def test_cancel_stops_the_forward_between_its_layers(engine):
     """Set while layer 0 of the second forward runs: layer 1 of that forward never runs."""
     assert len(engine.model.llm.layers) >= 2
@@ -389,6 +398,7 @@ def test_check_outside_a_cancellable_block_is_a_no_op():
     assert other == [None]
 
 
+@pytest.mark.slow
 def test_leaving_the_block_waits_for_the_worker(engine):
     """An exception in the block (Ctrl-C, a reader gone) cancels the render and joins its thread:
     none is left running torch as the interpreter exits (that aborted the process)."""
@@ -399,6 +409,7 @@ def test_leaving_the_block_waits_for_the_worker(engine):
     assert run.wait(0) and isinstance(run.error, Cancelled)
 
 
+@pytest.mark.slow
 def test_a_keyboard_interrupt_while_joining_still_joins(engine, monkeypatch):
     """A second Ctrl-C while the worker is being waited for does not leave it running."""
     run = StreamRun(engine, Request(text=LONG, seed=9, generation=G4), config=CFG)
@@ -416,6 +427,7 @@ def test_a_keyboard_interrupt_while_joining_still_joins(engine, monkeypatch):
     assert len(calls) == 2 and run.wait(0) and isinstance(run.error, Cancelled)
 
 
+@pytest.mark.slow
 def test_on_idle_ends_the_iteration_while_waiting(engine):
     """What on_idle raises (a player that quit) ends the run while the next piece is being made."""
     seen = []
@@ -456,6 +468,7 @@ def test_a_cuda_graph_capture_is_not_cut_by_a_cancel():
             check()
 
 
+@pytest.mark.slow
 def test_progress_over_all_pieces_has_one_total_from_the_first_forward(engine):
     """The streamed bar's measure (say --play / --stream): steps over every piece, a total that
     never changes while the waves are sized as they come (the forwards' total grows)."""

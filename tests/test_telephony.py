@@ -14,17 +14,13 @@ with warnings.catch_warnings():
 
 from conftest import TINY_CKPT
 
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("home")]  # all end to end; an empty OMNIVOICE_HOME
+
 DECODE = {"mulaw": audioop.ulaw2lin, "alaw": audioop.alaw2lin}
 ENCODE = {"mulaw": audioop.lin2ulaw, "alaw": audioop.lin2alaw}
 FAST = ["--model", TINY_CKPT, "--num-step", "2", "--seed", "5"]
 TEXT = "The line is open. Please hold for a moment."
 ONE = "The line is open, please hold for a moment."  # one sentence: one request on the socket
-
-
-@pytest.fixture(autouse=True)
-def home(tmp_path, monkeypatch):
-    monkeypatch.setenv("OMNIVOICE_HOME", str(tmp_path / "home"))
-    return tmp_path / "home"
 
 
 def correlation(a, b):
@@ -145,7 +141,6 @@ async def _wyoming(srv, synth, AudioStart, AudioChunk):
         await client.disconnect()
 
 
-@pytest.mark.slow
 def test_say_writes_ulaw_and_alaw_at_8k(invoke, loaded, tmp_path):
     r = invoke("say", TEXT, *FAST, "-o", tmp_path / "full.raw")
     assert r.exit_code == 0, r.stderr

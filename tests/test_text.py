@@ -378,6 +378,7 @@ def test_chunks_never_end_inside_a_token():
     assert "The train leaves at 21:" in old and "A ticket costs 3." in old and "or 1," in old
 
 
+@pytest.mark.slow
 def test_chunks_are_the_references_where_no_mark_is_inside_a_token():
     """Random texts of words, spaced marks, quotes, the reference's abbreviations and Chinese:
     every chunk length gives the reference's chunks exactly."""

@@ -18,6 +18,8 @@ import numpy as np
 import pytest
 from server_util import TINY_CKPT, wav_samples
 
+pytestmark = pytest.mark.slow  # every test here runs the tiny model end to end (or a server on it)
+
 ROOT = Path(__file__).resolve().parent.parent
 TEXT = "Hello there, this is a test of threads."
 SAY = [sys.executable, "-m", "omnivoice_cli.cli", "say", TEXT, "--model", str(TINY_CKPT), "--device", "cpu"]
@@ -57,7 +59,6 @@ def _serve(tmp_path: Path, threads: list[str]) -> np.ndarray:
         proc.wait(60)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("threads", [["--threads", "1"], ["--threads", "2"], []], ids=["1", "2", "default"])
 def test_say_say_stream_and_serve_give_the_same_samples(tmp_path, threads):
     pytest.importorskip("uvicorn")  # the serve extra (CI installs it with the test extra)
@@ -122,7 +123,6 @@ print(json.dumps({
 """
 
 
-@pytest.mark.slow
 def test_an_engine_keeps_its_thread_count_in_every_thread(tmp_path):
     r = subprocess.run(
         [sys.executable, "-c", SCRIPT, str(TINY_CKPT)], capture_output=True, text=True, env=_env(tmp_path), timeout=300

@@ -49,6 +49,7 @@ def say(invoke, tmp_path, name, *args):
     return json.loads(r.stdout), sf.read(out, dtype="float32")[0], r.stderr
 
 
+@pytest.mark.slow
 def test_a_piece_failing_twice_takes_three_attempts_and_its_seed_reproduces_it(invoke, tmp_path, scripted):
     rec = scripted(["garbled words", "hello hello hello", TEXT])
     report, audio, stderr = say(invoke, tmp_path, "v.wav", "--seed", "7", "--verify")
@@ -60,6 +61,7 @@ def test_a_piece_failing_twice_takes_three_attempts_and_its_seed_reproduces_it(i
     assert np.array_equal(alone, audio)  # the kept take, reproduced by `say --seed`
 
 
+@pytest.mark.slow
 def test_every_first_take_passing_gives_the_audio_of_a_run_without_verify(invoke, tmp_path, scripted):
     scripted([TEXT.upper() + "!"])  # case and punctuation do not count
     report, audio, _ = say(invoke, tmp_path, "v.wav", "--seed", "3", "--verify")
@@ -68,6 +70,7 @@ def test_every_first_take_passing_gives_the_audio_of_a_run_without_verify(invoke
     assert "verify" not in plain and np.array_equal(audio, plain_audio)
 
 
+@pytest.mark.slow
 def test_a_piece_still_over_the_limit_is_kept_with_a_warning(invoke, tmp_path, scripted):
     rec = scripted(["hello there this is", "nothing like it", "hello there this is a tent"])
     report, _, stderr = say(invoke, tmp_path, "v.wav", "--seed", "1", "--verify", "--verify-max-error", "0.1")
@@ -80,6 +83,7 @@ def test_a_piece_still_over_the_limit_is_kept_with_a_warning(invoke, tmp_path, s
     assert report["verify"][0]["attempts"] == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", [[], ["--stream"]], ids=["plain", "stream"])
 def test_retakes_add_their_steps_to_the_bar(invoke, tmp_path, scripted, monkeypatch, mode):
     """A piece taken three times (4 steps each): the bar's total grows by each retake's steps when
@@ -102,6 +106,7 @@ def test_retakes_add_their_steps_to_the_bar(invoke, tmp_path, scripted, monkeypa
     assert [t for _, t in seen] == sorted(t for _, t in seen) and {t for _, t in seen} == {4, 8, 12}
 
 
+@pytest.mark.slow
 def test_streamed_steps_count_a_retake_as_done_and_to_do(engine):
     """streaming.stream's on_progress: a take sent back counts as done, its retake's steps are
     added to the total: the steps never go back, the total is reached at the last step only."""
@@ -123,6 +128,7 @@ def test_streamed_steps_count_a_retake_as_done_and_to_do(engine):
     assert all(d < t for d, t in seen[:-1])
 
 
+@pytest.mark.slow
 def test_batch_steps_count_retakes(invoke, tmp_path, scripted, monkeypatch):
     """batch's steps bar takes the engine's totals, which hold the retakes queued."""
     from omnivoice_cli.ui.progress import BatchProgress
@@ -148,6 +154,7 @@ def test_error_rate():
     assert verify.error_rate("", "") == 0.0 and verify.error_rate("", "uh") == 1.0
 
 
+@pytest.mark.slow
 def test_batch_verify_per_line_in_the_manifest(invoke, tmp_path, scripted):
     scripted(["garbled", TEXT])
     src = tmp_path / "in.jsonl"
@@ -172,6 +179,7 @@ def test_batch_verify_per_line_in_the_manifest(invoke, tmp_path, scripted):
     assert not np.array_equal(a, b)  # a is its retake (seed 1005), b the first take (seed 5)
 
 
+@pytest.mark.slow
 def test_batch_verify_line_score_weights_its_pieces_by_their_words(invoke, tmp_path, scripted):
     """A line of two pieces (6 words, then 3): the line's error is all edits over all words; its
     worst piece, takes in all and whether every piece passed are beside the per-piece rows."""
@@ -199,6 +207,7 @@ def test_verify_with_stream_hands_a_piece_out_after_its_check(invoke, tmp_path, 
     assert np.array_equal(alone, audio)
 
 
+@pytest.mark.slow
 def test_server_verify_field_and_header(engine, scripted):
     httpx = pytest.importorskip("httpx")
     pytest.importorskip("starlette")
@@ -224,6 +233,7 @@ def test_server_verify_field_and_header(engine, scripted):
         assert "x-omnivoice-verify" not in alone.headers and alone.content == r.content  # the kept take alone
 
 
+@pytest.mark.slow
 def test_server_upload_without_ref_text_is_transcribed(engine, scripted, tmp_path, monkeypatch):
     httpx = pytest.importorskip("httpx")
     pytest.importorskip("starlette")

@@ -60,6 +60,7 @@ def test_prepared_waveform_and_rms_match_reference(case, wav):
     assert prepared.warnings == ()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case,wav", CASES)
 def test_end_to_end_codes_match_reference(encoder, case, wav):
     g, meta = _case(case)
@@ -71,6 +72,7 @@ def test_end_to_end_codes_match_reference(encoder, case, wav):
     assert abs(prompt.rms - meta["prompts"][0]["ref_rms"]) <= 1e-6
 
 
+@pytest.mark.slow
 def test_array_input_is_treated_like_a_file(encoder):
     data, sr = sf.read(str(GOLDEN / "ref_16k.wav"), dtype="float32")
     from_file = encode_reference(encoder, GOLDEN / "ref_16k.wav", "hi")
@@ -202,3 +204,35 @@ def test_transcript_punctuation():
     assert encode_reference(Fake(), (wav, SR), "raw", preprocess=False).text == "raw"
     assert encode_reference(Fake(), (wav, SR), None).text is None
     assert encode_reference(Fake(), (wav, SR), "x").codes.shape == (8, 50)
+
+
+# --------------------------------------------------------------------------- preparation: the length warnings
+
+
+def _prepare(seconds, transcript="Some words."):
+    from omnivoice_cli.engine.voice import prepare_reference
+
+    t = np.arange(int(seconds * SR)) / SR
+    return prepare_reference(
+        (0.3 * np.sin(2 * np.pi * 220 * t)).astype(np.float32), transcript, source="reference audio me.wav"
+    )
+
+
+def test_a_short_reference_is_warned_about_and_why():
+    [warning] = _prepare(2.0).warnings
+    assert warning.startswith("reference audio me.wav is only 2.0 s long: under 3 s the voice is poorly captured")
+    assert "3-10 s" in warning
+
+
+def test_a_long_reference_is_warned_about_and_why():
+    [warning] = _prepare(14.0).warnings
+    assert warning.startswith("reference audio me.wav holds 14.0 s of sound once its silences are removed: over 10 s")
+    assert "slower" in warning and "memory" in warning and "trim it to 3-10 s" in warning
+
+
+def test_no_length_warning_inside_3_to_10_s_and_one_warning_over_20_s():
+    assert _prepare(3.0).warnings == () and _prepare(9.5).warnings == ()
+    [over] = _prepare(25.0).warnings  # with a transcript: the reference's own warning only
+    assert over.startswith("reference audio me.wav is 25.0s long (>20s). This may cause slower generation")
+    [trimmed] = _prepare(25.0, None).warnings  # without one: trimmed, and that warning says so
+    assert "has no transcript: trimmed to" in trimmed

@@ -18,20 +18,13 @@ import numpy as np
 import pytest
 import soundfile as sf
 import torch
-from conftest import GOLDEN, ROOT, TINY_CKPT, files_in
+from conftest import GOLDEN, ROOT, TINY_CKPT, error_line, files_in
 
 from omnivoice_cli.app import settings as st
 from omnivoice_cli.app import voices
 
 REF_TEXT = "This is the reference voice for the test"
 SR = 24000
-
-
-def error_line(result) -> str:
-    assert "Traceback" not in result.stderr, result.stderr
-    errors = [ln for ln in result.stderr.splitlines() if ln.startswith("Error: ")]
-    assert len(errors) == 1, result.stderr
-    return errors[0]
 
 
 def saved_rows(result) -> list[str]:
@@ -434,6 +427,47 @@ def test_broken_voice_in_the_list(invoke, home):
     assert invoke("voice", "rm", "old").exit_code == 0  # a broken voice can still be removed
 
 
+@pytest.mark.parametrize(
+    "name, spec",
+    [
+        ("alice.flac", "alice.flac"),  # no '/': would be looked up as a saved voice's name
+        ("alice.flac", "./alice.flac"),  # a path: read as a voice file, a header-length error before
+        ("take 2.wav", "take 2.wav"),
+        ("bob", "./bob"),  # no extension: known by how the file begins (RIFF)
+    ],
+)
+def test_a_recording_given_to_voice_says_how_to_clone_it(invoke, fake_engine, tmp_path, monkeypatch, name, spec):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OMNIVOICE_HOME", str(tmp_path / "home"))
+    sf.write(name, np.zeros(SR, np.float32), SR, format="FLAC" if name.endswith(".flac") else "WAV")
+    r = invoke("say", "Hi", "--voice", spec, "-o", "out.wav")
+    assert r.exit_code == 2
+    quoted = f"'{spec}'" if " " in spec else spec
+    assert error_line(r) == (
+        f"Error: --voice: '{spec}' is a recording, not a saved voice or voice file: clone it with --ref {quoted} "
+        f"(or save it as a voice once: omnivoice voice add NAME --ref {quoted})"
+    )
+    assert fake_engine.loads == []
+
+
+def test_a_saved_voice_file_is_still_a_voice(invoke, fake_engine, tmp_path, monkeypatch):
+    import torch
+
+    from omnivoice_cli.engine.voice import VoicePrompt, save_voice
+
+    monkeypatch.chdir(tmp_path)
+    save_voice(tmp_path / "v.safetensors", VoicePrompt(torch.zeros(8, 10, dtype=torch.int64), "Hello.", 0.1))
+    r = invoke("say", "Hi", "--voice", "./v.safetensors", "-o", "out.wav")
+    assert r.exit_code == 0, r.stderr
+
+
+def test_say_shows_the_short_reference_warning(invoke, fake_engine, tmp_path):
+    ref = tone(tmp_path / "me.wav", 2.0)
+    r = invoke("say", "Hi", "--ref", ref, "--ref-text", "Hello there.", "-o", tmp_path / "x.wav")
+    assert r.exit_code == 0, r.stderr
+    assert f"Warning: reference audio {ref} is only 2.0 s long: under 3 s the voice is poorly captured" in r.stderr
+
+
 # ------------------------------------------------------------------------------------ voice import
 
 
@@ -762,6 +796,7 @@ def test_reference_pt_prompt_equals_saved_voice(invoke, loaded, tiny_engine, hom
     assert say(invoke, tmp_path / "pt.wav", "--voice", pt) == alice
 
 
+@pytest.mark.slow
 def test_voice_list_and_show_import_no_torch(invoke, fake_engine, home, ref):
     assert invoke("voice", "add", "alice", "--ref", ref, "--ref-text", REF_TEXT).exit_code == 0
     code = (

@@ -73,6 +73,7 @@ def check_word_vtt(path: Path, text: str, lang: str | None = None) -> list[tuple
     return out
 
 
+@pytest.mark.slow
 def test_say_words_and_word_subtitles(invoke, tmp_path, monkeypatch):
 
     rec = Timed(TEXT, drop={"this", "few"})
@@ -119,6 +120,7 @@ def test_words_on_a_long_text_cover_every_piece(tmp_path):
     assert rows[3]["start"] == pytest.approx(26000 / 24000, abs=1e-3) and rows[2]["end"] <= 20000 / 24000 + 1e-3
 
 
+@pytest.mark.slow
 def test_words_with_the_fixture_recogniser(tmp_path):
     pytest.importorskip("faster_whisper")
     rec = listen.load_recogniser(str(ASR_TINY), "cpu")
@@ -137,6 +139,7 @@ def test_word_options_are_checked_before_the_model(invoke, tmp_path):
     assert r.exit_code == 2 and "--subtitle-level must be line or word" in r.stderr
 
 
+@pytest.mark.slow
 def test_batch_words_beside_each_output(invoke, tmp_path, monkeypatch):
     rec = Timed(TEXT)
     monkeypatch.setattr(listen, "RECOGNISER", lambda spec, device, what: rec)
@@ -267,6 +270,7 @@ def speech_body(**fields):
     return {**body, **fields}
 
 
+@pytest.mark.slow
 def test_server_timestamps_with_the_fixture_recogniser(engine):
     """`timestamps: true`: JSON with the audio in base64 (the same bytes as the plain reply) and
     every word once, in order, inside the audio; over a real uvicorn, by the fixture recogniser."""
@@ -299,6 +303,7 @@ def test_server_timestamps_with_the_fixture_recogniser(engine):
         assert state.recogniser is not None
 
 
+@pytest.mark.slow
 def test_server_timestamps_refusals(engine, tmp_path, monkeypatch):
     """Streaming cannot carry words timed on the whole audio: 400 naming the field; a server
     without its recogniser: 501 (the extra, or its model offline) / 500 (a folder that is not
@@ -463,6 +468,7 @@ def _spy_pieces(monkeypatch) -> dict:
     return seen
 
 
+@pytest.mark.slow
 def test_say_word_subtitles_of_several_pieces_with_missed_words(invoke, loaded, tmp_path, monkeypatch):
     """Several pieces, a recogniser that misses words in one and hears only noise in another:
     every --words row inside its piece, every cue's words timed inside the cue, in order."""
@@ -502,6 +508,7 @@ def test_say_word_subtitles_of_several_pieces_with_missed_words(invoke, loaded, 
     assert all(len(p) == 1 for p in cue_pieces.values())
 
 
+@pytest.mark.slow
 def test_line_subtitles_with_words_follow_the_words(invoke, loaded, tmp_path, monkeypatch):
     """--words with line-level --subtitles: the cues are moved to where their words are heard."""
     rec = Said([("hello", 0.0, 0.3), ("there", 0.3, 0.5)])  # heard early: the rest spread after them
@@ -539,6 +546,7 @@ def test_word_subtitles_of_a_language_without_spaces(tmp_path):
     assert len(stamps) == len(timed)
 
 
+@pytest.mark.slow
 def test_word_subtitles_with_the_fixture_recogniser(invoke, loaded, tmp_path, monkeypatch):
     """The real (random, tiny) recogniser hears noise: still a time before every word, inside its
     cue, and every row inside its piece."""

@@ -135,6 +135,7 @@ def test_the_uri_is_tcp_or_unix():
 # --- check 1 ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_describe_lists_the_voices_and_languages(srv, alice):
     async def go():
         async with srv.client() as client:
@@ -276,6 +277,7 @@ def test_four_satellites_at_once_share_forwards_and_each_gets_its_own_audio(srv)
     assert shared < solo_forwards and shared <= 2 * NUM_STEP
 
 
+@pytest.mark.slow
 def test_a_client_that_drops_frees_its_work(srv):
     gate = hold_loop(srv.service)
     try:
@@ -306,6 +308,7 @@ async def refused(srv, *events, write=None):
         return Error.from_event(error), await client.read_event()
 
 
+@pytest.mark.slow
 def test_an_unknown_event_gets_an_error_and_the_connection_goes_on(srv):
     async def go():
         async with srv.client() as client:
@@ -321,6 +324,7 @@ def test_an_unknown_event_gets_an_error_and_the_connection_goes_on(srv):
     assert pong.type == "pong" and pong.data["text"] == "p" and Info.is_type(info.type)
 
 
+@pytest.mark.slow
 def test_a_request_that_cannot_be_spoken_gets_an_error_then_the_connection_closes(srv):
     """As wyoming-piper does: Home Assistant reads a synthesis up to its audio-stop, so an error
     alone would leave it waiting; the close ends its wait. The server goes on serving."""
@@ -363,6 +367,7 @@ def test_a_request_that_cannot_be_spoken_gets_an_error_then_the_connection_close
     assert len(run(speak(srv, "Still here."))) > 0
 
 
+@pytest.mark.slow
 def test_a_full_engine_queue_is_an_error_event(engine, module_home):
     running = Running(engine, max_queue=1)
     try:
@@ -386,6 +391,7 @@ def test_a_full_engine_queue_is_an_error_event(engine, module_home):
         running.close()
 
 
+@pytest.mark.slow
 def test_a_unix_socket_serves_and_is_removed_at_the_end(engine, module_home, tmp_path):
     from wyoming.client import AsyncUnixClient
 
@@ -485,6 +491,7 @@ def first_event(sock):
         data += got
 
 
+@pytest.mark.slow
 def test_300_idle_sockets_from_one_address_lock_no_one_else_out(srv):
     """Before: the first 256 took every place and every other client was told "busy". One address
     holds at most --max-per-peer (32) connections; a normal client from another is served."""
@@ -502,6 +509,7 @@ def test_300_idle_sockets_from_one_address_lock_no_one_else_out(srv):
     wait_for(lambda: "127.0.0.2" not in srv.server.peers, 60, "the idle connections gone")
 
 
+@pytest.mark.slow
 def test_idle_connections_are_closed_but_not_while_their_audio_is_made(engine, module_home):
     """300 idle sockets from 10 addresses (30 each, under the per-address limit; more than the 256
     places): each that got a place is told `idle-timeout` and closed; then a normal client is
@@ -540,6 +548,7 @@ def test_idle_connections_are_closed_but_not_while_their_audio_is_made(engine, m
         running.close()
 
 
+@pytest.mark.slow
 def test_a_deeply_nested_header_or_data_is_an_error_event_and_the_server_goes_on(srv):
     """Before: json.loads of 20,000 nested arrays raised RecursionError inside the server. The
     nesting is counted before parsing: a `bad-event` error, and the next client is served."""

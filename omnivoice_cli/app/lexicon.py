@@ -49,9 +49,9 @@ import unicodedata
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ..engine.errors import InvalidRequest
+from .settings import shown_value, type_name
 
 CASE_SENSITIVE = "case-sensitive"  # the one table of a lexicon file
 MAX_LEXICON_BYTES = 4 * 1024 * 1024  # reading stops here: a lexicon is words, not a dictionary
@@ -220,7 +220,7 @@ def _read(path: Path, shown: str) -> str:
         raise InvalidRequest(f"lexicon file '{shown}', line {line}: not UTF-8 text", "lexicon") from None
 
 
-def _toml(text: str, shown: str) -> dict[str, Any]:
+def _toml(text: str, shown: str) -> dict[str, object]:
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # pragma: no cover - Python 3.10
@@ -250,12 +250,10 @@ def _line_of(text: str, key: str) -> str:
     return ""
 
 
-def _entry(key: str, value: Any, case: bool, text: str, shown: str) -> Entry:
+def _entry(key: str, value: object, case: bool, text: str, shown: str) -> Entry:
     words = " ".join(key.split())
     problem = None
     if not isinstance(value, str):
-        from .settings import shown_value, type_name
-
         problem = f"{key!r} must map to its replacement (a string), got {shown_value(value)} ({type_name(value)})"
     elif not words:
         problem = "a key is empty: give the word to replace"
@@ -263,7 +261,7 @@ def _entry(key: str, value: Any, case: bool, text: str, shown: str) -> Entry:
         problem = f"key {key[:40]!r}... is over {MAX_KEY_CHARS} characters"
     elif "[" in words or "]" in words:
         problem = f"key {key!r} holds a bracket: bracketed tags are never replaced"
-    if problem is not None:  # the line is looked for only now: a long file is read once
+    if problem is not None or not isinstance(value, str):  # the line is looked for only now: a long file is read once
         raise InvalidRequest(f"lexicon file '{shown}'{_line_of(text, key)}: {problem}", "lexicon")
     return Entry(words, value, case, is_word_char(words[0]), is_word_char(words[-1]))
 

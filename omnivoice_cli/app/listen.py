@@ -20,9 +20,15 @@ import gc
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import TYPE_CHECKING, Callable, Literal, Protocol, overload
 
+from ..engine import hub
 from ..engine.errors import InvalidRequest, MissingExtra, ModelUnavailable, OmniVoiceError
+from ..engine.languages import resolve_language
+
+if TYPE_CHECKING:  # numpy only for the types: this module loads on the core path
+    import numpy as np
+    from numpy.typing import ArrayLike
 
 # whisper-large-v3-turbo (the reference implementation's recogniser), as CTranslate2 converts it:
 # faster-whisper's own "large-v3-turbo" / "turbo" alias. 99 languages; 4 decoder layers instead
@@ -35,7 +41,7 @@ HUB_FILES = ["config.json", "preprocessor_config.json", "model.bin", "tokenizer.
 # The options of every transcription (faster-whisper's `transcribe`): greedy at temperature 0
 # with no fallback (the same audio gives the same words), word timestamps, no voice-activity
 # filter (the audio is speech we made), each call on its own (no previous text as a prompt).
-TRANSCRIBE_OPTIONS: dict[str, Any] = {
+TRANSCRIBE_OPTIONS: dict[str, bool | float | int] = {
     "beam_size": 1,
     "temperature": 0.0,
     "word_timestamps": True,
@@ -75,13 +81,18 @@ class Transcript:
 
 class Recogniser(Protocol):
     def transcribe(
-        self, audio: Any, sample_rate: int, lang: str | None = None, max_tokens: int | None = None, words: bool = True
+        self,
+        audio: ArrayLike,
+        sample_rate: int,
+        lang: str | None = None,
+        max_tokens: int | None = None,
+        words: bool = True,
     ) -> Transcript: ...
 
     def close(self) -> None: ...
 
 
-def to_16k(audio: Any, sample_rate: int) -> Any:
+def to_16k(audio: ArrayLike, sample_rate: int) -> np.ndarray:
     """Mono float32 at 16 kHz, as Whisper hears it (the engine's resampler)."""
     import numpy as np
 
@@ -97,8 +108,6 @@ def whisper_language(lang: str | None) -> str | None:
     """A language as Whisper names it ("en" for "en-US", "English"), or None (it detects one)."""
     if not lang:
         return None
-    from ..engine.languages import resolve_language
-
     code, _ = resolve_language(lang)
     base = str(code or lang).replace("_", "-").split("-")[0].lower()
     return {"zh": "zh", "yue": "yue", "jv": "jw"}.get(base, base)
@@ -128,7 +137,12 @@ class WhisperRecogniser:
         return list(self.model.supported_languages)
 
     def transcribe(
-        self, audio: Any, sample_rate: int, lang: str | None = None, max_tokens: int | None = None, words: bool = True
+        self,
+        audio: ArrayLike,
+        sample_rate: int,
+        lang: str | None = None,
+        max_tokens: int | None = None,
+        words: bool = True,
     ) -> Transcript:
         """The words heard; `words`: with their times (CTranslate2's alignment encodes the audio
         again: about twice the time, so --verify asks without)."""
@@ -159,6 +173,12 @@ def transcript_of(segments: list, language: str | None = None) -> Transcript:
     return Transcript(" ".join(text.split()), words, language)
 
 
+@overload
+def resolve_asr_model(spec: str, flag: str = ..., download: Literal[True] = ...) -> Path: ...
+@overload
+def resolve_asr_model(spec: str, flag: str = ..., *, download: bool) -> Path | None: ...
+
+
 def resolve_asr_model(spec: str, flag: str = "--asr-model", download: bool = True) -> Path | None:
     """A recogniser folder: a local one (it must be a CTranslate2 Whisper model), or a hub id
     (or one of faster-whisper's names, e.g. large-v3-turbo) fetched into the Hugging Face cache.
@@ -185,14 +205,12 @@ def resolve_asr_model(spec: str, flag: str = "--asr-model", download: bool = Tru
         )
     import huggingface_hub as hf
 
-    from ..engine.hub import hub_cache_dir, offline_reason
-
-    cache = hub_cache_dir()
+    cache = hub.hub_cache_dir()
     try:
         return Path(hf.snapshot_download(repo_id, cache_dir=cache, allow_patterns=HUB_FILES, local_files_only=True))
     except Exception:  # noqa: BLE001 - not cached (LocalEntryNotFoundError and its kin)
         pass
-    reason = offline_reason()
+    reason = hub.offline_reason()
     if reason is not None:
         raise ModelUnavailable(
             f"speech recogniser {repo_id} is not in the Hugging Face cache and cannot be "
@@ -265,7 +283,7 @@ def recogniser(spec: str | None, device: str = "auto", what: str = "transcribing
 
 
 def transcribe_reference(
-    wav: Any,
+    wav: ArrayLike,
     sample_rate: int,
     lang: str | None,
     spec: str | None,
@@ -299,7 +317,7 @@ class RecogniserHolder:
     spec: str | None
     device: str = "auto"
     what: str = "transcribing speech"
-    _rec: Any = field(default=None, repr=False)
+    _rec: Recogniser | None = field(default=None, repr=False)
 
     def get(self) -> Recogniser:
         if self._rec is None:

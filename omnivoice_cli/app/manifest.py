@@ -14,14 +14,16 @@ import json
 import os
 import stat
 from pathlib import Path
-from typing import Any, Mapping
+from typing import IO, BinaryIO, Mapping, Sequence, TypedDict
+
+from ..media.output import replace_atomically
 
 MANIFEST = "manifest.jsonl"
 MAX_RECORD_BYTES = 4 * 1024 * 1024  # a longer line in an old manifest is not a record of ours
 MAX_MANIFEST_BYTES = 1 << 30  # an old manifest is read up to here
 
 
-def _open_regular(path: Path):
+def _open_regular(path: Path) -> IO[bytes] | None:
     """The manifest opened for reading, or None: absent, a folder, a symbolic link (never
     followed: it could lead anywhere, /dev/zero included) or not a regular file."""
     try:
@@ -34,7 +36,19 @@ def _open_regular(path: Path):
     return os.fdopen(fd, "rb")
 
 
-def fingerprint(path: Path) -> dict[str, Any]:
+class Fingerprint(TypedDict):
+    """What a "done" record says of the file it wrote."""
+
+    bytes: int  # its size
+    sha256: str  # hex digest of its content
+
+
+# A record as read back from a manifest line: a JSON object whose values are not trusted (each
+# reader checks the type of a value before it uses it, as is_recorded does).
+Record = dict[str, object]
+
+
+def fingerprint(path: Path) -> Fingerprint:
     """{"bytes", "sha256"} of a file just written: what a "done" record says of its output, so a
     later run can tell the file is still the one written (`is_recorded`)."""
     h, size = hashlib.sha256(), 0
@@ -45,12 +59,15 @@ def fingerprint(path: Path) -> dict[str, Any]:
     return {"bytes": size, "sha256": h.hexdigest()}
 
 
-def is_recorded(folder: Path, name: str, record: Mapping[str, Any] | None) -> bool:
+def is_recorded(folder: Path, name: str, record: Mapping[str, object] | None) -> bool:
     """Whether `folder/name` is the very file `record` (a "done" record with `fingerprint`'s
     fields) says was written: a regular file directly in `folder` (not a symbolic link, its
     resolved path inside the folder: nothing outside it is ever read), of the recorded size and
     sha256. False for anything else (missing, replaced, truncated, a record without them)."""
-    if not record or not isinstance(record.get("sha256"), str) or not isinstance(record.get("bytes"), int):
+    if not record:
+        return False
+    expected, digest = record.get("bytes"), record.get("sha256")
+    if not isinstance(digest, str) or not isinstance(expected, int):
         return False
     path = folder / name
     try:
@@ -63,20 +80,20 @@ def is_recorded(folder: Path, name: str, record: Mapping[str, Any] | None) -> bo
         return False
     h, size = hashlib.sha256(), 0
     with f:
-        if os.fstat(f.fileno()).st_size != record["bytes"]:
+        if os.fstat(f.fileno()).st_size != expected:
             return False
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
             size += len(block)
-            if size > record["bytes"]:
+            if size > expected:
                 return False
-    return size == record["bytes"] and h.hexdigest() == record["sha256"]
+    return size == expected and h.hexdigest() == digest
 
 
-def read_manifest(path: Path) -> list[dict[str, Any]]:
+def read_manifest(path: Path) -> list[Record]:
     """The records of an existing manifest (lines that do not parse, e.g. torn by a kill, are
     ignored; at most MAX_MANIFEST_BYTES are read)."""
-    records: list[dict[str, Any]] = []
+    records: list[Record] = []
     f = _open_regular(path)
     if f is None:
         return records
@@ -95,12 +112,13 @@ def read_manifest(path: Path) -> list[dict[str, Any]]:
     return records
 
 
-def done_records(path: Path) -> dict[str, dict[str, Any]]:
+def done_records(path: Path) -> dict[str, Record]:
     """The latest "done" record of each output (case-folded name) in an existing manifest."""
-    earlier: dict[str, dict[str, Any]] = {}
+    earlier: dict[str, Record] = {}
     for rec in read_manifest(path):
-        if rec.get("status") == "done" and isinstance(rec.get("output"), str):
-            earlier[rec["output"].casefold()] = rec
+        output = rec.get("output")
+        if rec.get("status") == "done" and isinstance(output, str):
+            earlier[output.casefold()] = rec
     return earlier
 
 
@@ -112,7 +130,7 @@ class ManifestWriter:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._f = None
+        self._f: IO[str] | None = None
 
     def check(self) -> None:
         """Before a run: OSError when the manifest's place holds a link or something not a file."""
@@ -123,7 +141,7 @@ class ManifestWriter:
         if self.path.exists() and not self.path.is_file():
             raise OSError(21, f"{self.path} is not a regular file: remove it or use another output folder")
 
-    def _open(self):
+    def _open(self) -> IO[str]:
         self.check()
         needs_newline = False
         try:
@@ -137,25 +155,28 @@ class ManifestWriter:
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
         # backslashreplace: a lone surrogate (a bad line's text) can only sit inside a JSON string,
         # where it is written as the JSON escape \\udXXX and reads back as the same text
-        self._f = os.fdopen(os.open(self.path, flags, 0o666), "a", encoding="utf-8", errors="backslashreplace")
+        out = os.fdopen(os.open(self.path, flags, 0o666), "a", encoding="utf-8", errors="backslashreplace")
         if needs_newline:
-            self._f.write("\n")
+            out.write("\n")
+        self._f = out
+        return out
 
-    def append(self, record: Mapping[str, Any]) -> None:
-        if self._f is None:
-            self._open()
-        self._f.write(json.dumps(record, ensure_ascii=False) + "\n")
-        self._f.flush()
-        os.fsync(self._f.fileno())
+    def append(self, record: Mapping[str, object]) -> None:
+        out = self._f if self._f is not None else self._open()
+        out.write(json.dumps(record, ensure_ascii=False) + "\n")
+        out.flush()
+        os.fsync(out.fileno())
 
     def close(self) -> None:
         if self._f is not None:
             self._f.close()
             self._f = None
 
-    def rewrite(self, records: list[Mapping[str, Any]]) -> None:
-        from ..media.output import replace_atomically
-
+    def rewrite(self, records: Sequence[Mapping[str, object]]) -> None:
         self.close()
         data = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode("utf-8", "backslashreplace")
-        replace_atomically(self.path, lambda f: f.write(data))
+
+        def write(f: BinaryIO) -> None:
+            f.write(data)
+
+        replace_atomically(self.path, write)

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import signal
 from contextlib import contextmanager
-from typing import Any
+from types import FrameType
+from typing import Callable, Union
 
 
 class Stop(KeyboardInterrupt):
@@ -34,6 +35,10 @@ def signal_name(signum: int) -> str:
     return "Ctrl-C" if signum == signal.SIGINT else f"signal {int(signum)}"
 
 
+# What signal.signal returns and takes: a function, SIG_DFL / SIG_IGN, or None (not set from Python).
+_Handler = Union[Callable[[int, Union[FrameType, None]], object], int, None]
+
+
 class HoldSignals:
     """SIGINT and SIGTERM raise Stop, except inside `protect()`: there they wait until it ends."""
 
@@ -43,7 +48,7 @@ class HoldSignals:
         self.depth = 0
         self.pending: int | None = None
         self.stopping = False  # a Stop was raised: later signals are ignored
-        self._old: dict[int, Any] = {}
+        self._old: dict[int, _Handler] = {}  # each signal's handler before ours
 
     def __enter__(self) -> "HoldSignals":
         for sig in self.SIGNALS:

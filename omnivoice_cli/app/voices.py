@@ -27,11 +27,19 @@ import os
 import re
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..engine.config import ModelConfig
 from ..engine.errors import InvalidRequest
+from ..engine.hub import user_home
+from ..engine.text import unicode_problem
+from ..engine.voicefile import read_voice_metadata
 from . import settings as st
+
+if TYPE_CHECKING:  # engine.voice imports torch: loaded only where a voice file is read or written
+    import torch
+
+    from ..engine.voice import VoicePrompt
 
 FRAME_RATE = ModelConfig().frame_rate  # codec frames per second of a voice's codes
 VOICE_SUFFIX = ".safetensors"
@@ -54,8 +62,6 @@ class VoiceEntry(NamedTuple):
 
 def voice_dir() -> Path:
     """Where saved voices live: engine.hub.user_home() / "voices"."""
-    from ..engine.hub import user_home
-
     return user_home() / "voices"
 
 
@@ -243,7 +249,7 @@ def _recording(spec: str) -> InvalidRequest:
     )
 
 
-def load_voice_file(path: Path):
+def load_voice_file(path: Path) -> VoicePrompt:
     """A VoicePrompt from a saved voice (.safetensors) or a reference `.pt` prompt."""
     from ..engine import voice as vmod
 
@@ -256,7 +262,7 @@ def load_voice_file(path: Path):
     return voice
 
 
-def check_codes(codes, where: Any) -> None:
+def check_codes(codes: torch.Tensor, where: str | Path) -> None:
     """Codes must be [codebooks, frames] with at least one frame and no negative values."""
     if codes.ndim != 2 or codes.shape[-1] == 0:
         raise InvalidRequest(f"{where}: the voice's codes have shape {list(codes.shape)}, expected [codebooks, frames]")
@@ -264,7 +270,7 @@ def check_codes(codes, where: Any) -> None:
         raise InvalidRequest(f"{where}: the voice's codes hold negative values")
 
 
-def find_voice(spec: str, base: Path | None = None):
+def find_voice(spec: str, base: Path | None = None) -> tuple[Path, VoicePrompt]:
     """(path, VoicePrompt) of a `--voice` setting."""
     path = resolve_voice(spec, base)
     return path, load_voice_file(path)
@@ -290,7 +296,7 @@ def check_new_name(name: str, force: bool) -> None:
         )
 
 
-def save(name: str, voice, *, force: bool = False, **meta: Any) -> Path:
+def save(name: str, voice: VoicePrompt, *, force: bool = False, **meta: object) -> Path:
     """Write a voice into the store under `name`; returns its file."""
     from ..engine import voice as vmod
 
@@ -327,8 +333,6 @@ def import_metadata(path: Path) -> dict[str, str]:
         "imported": "reference prompt" if path.suffix.lower() == PROMPT_SUFFIX else "voice file",
     }
     if path.suffix.lower() == VOICE_SUFFIX:
-        from ..engine.voicefile import read_voice_metadata
-
         old = read_voice_metadata(path)
         meta.update({k: old[k] for k in ("model", "source") if old.get(k)})
         meta["imported_from"] = str(path.resolve())
@@ -344,8 +348,6 @@ def remove(name: str) -> Path:
 
 def read_entry(name: str, path: Path) -> VoiceEntry:
     """A voice file's entry: its metadata (values made printable), or why it cannot be read."""
-    from ..engine.voicefile import read_voice_metadata
-
     if not _readable_name(path):
         return VoiceEntry(printable(name), path, None, "the file name is not UTF-8 text: rename the file")
     try:
@@ -361,10 +363,8 @@ def list_voices() -> list[VoiceEntry]:
     return [read_entry(p.name[: -len(VOICE_SUFFIX)], p) for p in _voice_files(voice_dir())]
 
 
-def describe(path: Path, voice=None) -> dict[str, Any]:
+def describe(path: Path, voice: VoicePrompt | None = None) -> dict[str, str | None]:
     """What `voice show` prints: metadata of a saved voice, or what a `.pt` prompt holds."""
-    from ..engine.voicefile import read_voice_metadata
-
     path = Path(path)
     if path.suffix.lower() == PROMPT_SUFFIX:
         voice = voice or load_voice_file(path)
@@ -379,7 +379,7 @@ def describe(path: Path, voice=None) -> dict[str, Any]:
             "rms": "" if voice.rms is None else repr(voice.rms),
         }
     meta = read_voice_metadata(path)
-    out: dict[str, Any] = {"name": meta.get("name") or path.name[: -len(VOICE_SUFFIX)], "path": str(path)}
+    out: dict[str, str | None] = {"name": meta.get("name") or path.name[: -len(VOICE_SUFFIX)], "path": str(path)}
     out["kind"] = "saved voice" + (f" (imported {meta['imported']})" if meta.get("imported") else "")
     order = ("text", "seconds", "frames", "codebooks", "rms", "source", "imported_from", "model", "created", "tool")
     out.update({k: meta[k] for k in order if meta.get(k)})
@@ -434,8 +434,6 @@ def reference_transcript(audio: Path, ref_text: str | None, flag: str = "--ref-t
         text = st.join_lines(ref_text)
         if not text:
             raise InvalidRequest(f"{flag} is empty: give the words spoken in the reference audio")
-        from ..engine.text import unicode_problem
-
         problem = unicode_problem(text)  # a byte that is not UTF-8 in the argument
         if problem:
             raise InvalidRequest(f"{flag} is {problem}: give UTF-8 text")

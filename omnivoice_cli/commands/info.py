@@ -7,6 +7,10 @@ from typing import Optional
 
 import typer
 
+from ..engine.languages import language_regions
+from ..engine.loading import cpu_paths
+from ..engine.text import instruct_vocabulary, list_languages, nonverbal_tags
+
 
 def languages(
     word: Optional[str] = typer.Argument(None, metavar="WORD", help="Only languages whose code or name contains it."),
@@ -18,12 +22,8 @@ def languages(
     ),
 ) -> None:
     """List the accepted languages, one 'code<TAB>name' per line (--lang takes either)."""
-    from ..engine.text import list_languages
-
     out = typer.get_text_stream("stdout")
     if regions:
-        from ..engine.languages import language_regions
-
         names = dict(list_languages())
         word_cf = (word or "").strip().casefold()
         for tag, code, source in language_regions():
@@ -39,8 +39,6 @@ def languages(
 
 def instructs() -> None:
     """List the voice-design items accepted by --instruct, by category (at most one item per category)."""
-    from ..engine.text import instruct_vocabulary
-
     out = typer.get_text_stream("stdout")
     for cat in instruct_vocabulary():
         out.write(f"{cat.name}:\n")
@@ -50,8 +48,6 @@ def instructs() -> None:
 
 def tags() -> None:
     """List the tags a text may hold: non-verbal sounds such as [laughter], and [pause] silences."""
-    from ..engine.text import nonverbal_tags
-
     out = typer.get_text_stream("stdout")
     out.write("sounds (spoken by the model):\n")
     for tag in nonverbal_tags():
@@ -61,8 +57,6 @@ def tags() -> None:
 
 def system() -> None:
     """Show this machine: the CPU's class and flags, and the paths --dtype auto and --quantize auto take on it."""
-    from ..engine.loading import cpu_paths
-
     rows = cpu_paths()
     width = max(len(label) for label, _ in rows)
     out = typer.get_text_stream("stdout")

@@ -8,15 +8,19 @@ from typing import Optional
 import typer
 
 from ..app import settings as st
+from ..engine import hub
+from ..engine.errors import ModelUnavailable
+from ..ui.progress import DownloadProgress
 from .common import echo, notice
 
 
 def _size(n: int) -> str:
+    size = float(n)
     for unit in ("B", "KB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} GB"
+        if size < 1000 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000
+    return f"{size:.1f} GB"
 
 
 def download(
@@ -29,15 +33,9 @@ def download(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only warnings and errors on stderr."),
 ) -> None:
     """Download a model into the Hugging Face cache (with a progress bar), so `say` needs no network."""
-    from ..engine import hub
-    from ..engine.errors import ModelUnavailable
-    from ..ui.progress import DownloadProgress
-
     repo = model or _default_model()
     if model is None and Path(repo).expanduser().is_dir():  # OMNIVOICE_MODEL names a local folder
-        from ..engine.hub import check_checkpoint_dir
-
-        check_checkpoint_dir(Path(repo).expanduser())
+        hub.check_checkpoint_dir(Path(repo).expanduser())
         if not quiet:
             echo(f"{repo}: a local checkpoint folder (OMNIVOICE_MODEL), nothing to download")
         return
@@ -60,9 +58,7 @@ def _default_model() -> str:
 
 def _retry_advice() -> str:
     """What to do when `download` cannot reach the hub."""
-    from ..engine.hub import offline_reason
-
-    reason = offline_reason()
+    reason = hub.offline_reason()
     if reason is not None and reason.endswith(" is set"):
         return f"Unset {reason.split()[0]} and run `omnivoice download` again with the network on"
     if reason is not None:
@@ -72,8 +68,6 @@ def _retry_advice() -> str:
 
 def models() -> None:
     """List the OmniVoice checkpoints in the Hugging Face cache: hub id, size, complete or not, where."""
-    from ..engine import hub
-
     found = hub.cached_models()
     out = typer.get_text_stream("stdout")
     width = max([len(m.repo_id) for m in found] + [5])

@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
+from ..app import voices
+from ..app.request import References
 from ..app.session import WarnOnce
 from ..engine.errors import InvalidRequest
-from ..ui.helpfmt import HelpCommand, HelpGroup
-
-try:  # typer >= 0.2x vendors its own click
-    from typer._click.exceptions import UsageError as _UsageError
-except ImportError:  # older typer runs on click
-    from click.exceptions import UsageError as _UsageError
+from ..ui.helpfmt import HelpCommand, HelpGroup, click_exceptions
 from ..ui.options import NO_FLAGS, QUIET_OPTION, with_settings
 from .common import echo, load_model, run_settings, warn
+
+if TYPE_CHECKING:  # engine.voice imports torch
+    from ..engine.voice import VoicePrompt
 
 # Other names people type for a subcommand: they run it (hidden from the list of commands).
 ALIASES = {"remove": "rm", "delete": "rm", "del": "rm", "ls": "list", "info": "show", "new": "add", "save": "add"}
@@ -33,16 +33,16 @@ class VoiceGroup(HelpGroup):
     def resolve_command(self, ctx, args):
         try:
             return super().resolve_command(ctx, args)
-        except _UsageError as e:
+        except click_exceptions.UsageError as e:
             if "Did you mean" in e.message or not args:
                 raise
             import difflib
 
             close = difflib.get_close_matches(str(args[0]), list(ALIASES), n=1, cutoff=0.6)
             if close:
-                raise _UsageError(f"{e.message} Did you mean {ALIASES[close[0]]!r}?", ctx) from None
+                raise click_exceptions.UsageError(f"{e.message} Did you mean {ALIASES[close[0]]!r}?", ctx) from None
             names = ", ".join(self.list_commands(ctx))
-            raise _UsageError(f"{e.message.rstrip('.')}: the voice commands are {names}", ctx) from None
+            raise click_exceptions.UsageError(f"{e.message.rstrip('.')}: the voice commands are {names}", ctx) from None
 
 
 app = typer.Typer(
@@ -59,9 +59,7 @@ app = typer.Typer(
 )
 
 
-def _saved(name: str, prompt, saved: Path, quiet: bool) -> None:
-    from ..app import voices
-
+def _saved(name: str, prompt: VoicePrompt, saved: Path, quiet: bool) -> None:
     if not quiet:
         seconds = prompt.codes.shape[-1] / voices.FRAME_RATE
         echo(f"voice {name!r}: {seconds:.2f} s of audio, transcript {prompt.text!r} -> {saved}")
@@ -100,9 +98,6 @@ def voice_add(
     flags: dict = NO_FLAGS,
 ) -> None:
     """Encode a recording and its transcript into a saved voice (needs the model's audio encoder)."""
-    from ..app import voices
-    from ..app.request import References
-
     _, settings = run_settings(None, flags)
     voices.check_new_name(name, force)
     path = voices.check_reference_file(ref)
@@ -135,8 +130,6 @@ def voice_import(
     A .pt prompt is one saved by the reference implementation's Python API (VoiceClonePrompt.save);
     it is read with torch.load(weights_only=True), which loads tensors and plain values only.
     """
-    from ..app import voices
-
     p = Path(file).expanduser()
     if name is None:
         name = p.stem if p.suffix.lower() in (voices.VOICE_SUFFIX, voices.PROMPT_SUFFIX) else p.name
@@ -160,8 +153,6 @@ def voice_import(
 def voice_list() -> None:
     """List the voices: saved ones (name, seconds of audio, date added, transcript), then the built-in
     ones (OpenAI's voice names: their voice-design items)."""
-    from ..app import voices
-
     entries = voices.list_voices()
     out = typer.get_text_stream("stdout")
     saved = {e.name.casefold() for e in entries}
@@ -169,8 +160,9 @@ def voice_list() -> None:
     width = max([len(e.name) for e in entries] + [len(n) for n in builtin] + [4])
     for e in entries:
         if e.meta is None:
-            out.write(f"{e.name:<{width}}  (broken: {e.error})\n")
-            warn(e.error)
+            broken = e.error or "unreadable"  # read_entry gives every broken file its reason
+            out.write(f"{e.name:<{width}}  (broken: {broken})\n")
+            warn(broken)
             continue
         seconds = e.meta.get("seconds") or "?"
         created = (e.meta.get("created") or "").replace("T", " ").rstrip("Z")[:16] or "-"
@@ -193,9 +185,8 @@ def voice_show(
     spec: str = typer.Argument(..., metavar="NAME|FILE", help="A saved voice's name or a voice file."),
 ) -> None:
     """Print what a saved voice holds: transcript, length, source recording, model, date."""
-    from ..app import voices
-
     items = voices.builtin_instruct(spec)
+    info: dict[str, str | None]
     if items is not None:
         info = {"name": spec.strip().lower(), "kind": "built-in (an OpenAI voice name)", "instruct": items}
     else:
@@ -212,8 +203,6 @@ def voice_rm(
     quiet: bool = QUIET_OPTION,
 ) -> None:
     """Delete saved voices (every name must exist; nothing is deleted otherwise)."""
-    from ..app import voices
-
     for name in names:
         if voices.builtin_instruct(name) is not None:
             raise InvalidRequest(

@@ -14,6 +14,12 @@ from typing import Any
 
 from typer.core import TyperCommand, TyperGroup
 
+# The exceptions of the click typer runs on (cli.py and commands/ raise and catch its UsageError).
+try:  # typer >= 0.2x vendors its own click
+    from typer._click import exceptions as click_exceptions  # noqa: F401 - for cli.py, commands/
+except ImportError:  # older typer runs on click
+    from click import exceptions as click_exceptions  # type: ignore[no-redef]  # noqa: F401
+
 ORDER = ("Arguments", "Input", "Voice", "Generation", "Output", "Hardware", "Options")
 MAX_WIDTH = 100
 
