@@ -73,22 +73,11 @@ def _modules():
         yield path, path.read_text(encoding="utf-8")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="modules of several ideas (app/book.py, app/bookread.py, app/settings.py, app/speak.py, app/batch.py, "
-    "engine/text.py, engine/pipeline.py, media/output.py) are split by the other issue-35 branches: "
-    "remove this xfail once they are merged",
-)
 def test_no_module_is_over_700_lines():
     long = [f"{p.relative_to(PACKAGE)} ({len(s.splitlines())})" for p, s in _modules() if len(s.splitlines()) > 700]
     assert long == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="three load_engine's (app/session.py twice, engine/loading.py, commands/common.py) become one on the "
-    "delivery branch of issue 35: remove this xfail once it is merged",
-)
 def test_there_is_one_load_engine():
     found = [
         f"{p.relative_to(PACKAGE)}:{fn.lineno}"
