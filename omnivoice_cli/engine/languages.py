@@ -40,7 +40,7 @@ _FALLBACK = "Falling back to None (language-agnostic mode)."
 
 
 def _read(name: str) -> dict:
-    raw = resources.files("omnivoice_cli").joinpath("data", name).read_text(encoding="utf-8")
+    raw = resources.files("omnivoice_cli").joinpath("data").joinpath(name).read_text(encoding="utf-8")
     return json.loads(raw)
 
 

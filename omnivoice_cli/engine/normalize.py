@@ -112,7 +112,7 @@ class _FstNormalizer:
         except ImportError:
             raise _missing("kaldifst") from None
         self.lang = lang
-        data = resources.files("omnivoice_cli").joinpath("data", "tn")
+        data = resources.files("omnivoice_cli").joinpath("data").joinpath("tn")
         with tempfile.TemporaryDirectory(prefix="omnivoice-tn-") as tmp:
             fsts = []
             for part in ("tagger", "verbalizer"):  # kaldifst reads a path; the FST is then in memory

@@ -16,7 +16,7 @@ import statistics
 import threading
 import time
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Callable, Iterator, cast
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from .cancel import Cancelled, cancellable
 from .duration import resolve_target_len
@@ -107,7 +107,7 @@ class StreamedPieces(RequestPieces):
         i = self.speech[k]
         text, seed = self.segments[i].text or "", self.seed_for(k)  # a spoken segment: text, never None
         result = self.engine.render(replace(self.req, text=text, seed=seed), job)
-        audio = cast("np.ndarray", result.audio)
+        audio = result.audio
         if result.pieces:
             self.kept[i] = (result.pieces[0][1], result.pieces[-1][2])
         self._ready[i] = (text, audio, seed)

@@ -10,7 +10,7 @@ from importlib import resources
 @lru_cache(maxsize=None)
 def table(name: str) -> dict:
     """One json table from the package's data folder (read once)."""
-    raw = resources.files("omnivoice_cli").joinpath("data", name).read_text(encoding="utf-8")
+    raw = resources.files("omnivoice_cli").joinpath("data").joinpath(name).read_text(encoding="utf-8")
     return json.loads(raw)
 
 

@@ -52,7 +52,7 @@ class Asset:
 
 
 def _read(name: str) -> bytes:
-    return resources.files("omnivoice_cli").joinpath("static", name).read_bytes()
+    return resources.files("omnivoice_cli").joinpath("static").joinpath(name).read_bytes()
 
 
 def _version(body: bytes) -> str:
