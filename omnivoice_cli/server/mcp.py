@@ -37,10 +37,11 @@ from typing import TYPE_CHECKING, Annotated, Any, Callable, Mapping, TypeVar
 from pydantic import Field
 
 from ..app import settings as st
+from ..app.deliver import Outputs, Take, WriteFailed, deliver
 from ..app.speaker import USAGE_ERRORS, Speaker, one_line
 from ..engine.errors import InvalidRequest, OmniVoiceError
-from ..media.loudness import LoudnessReport, level
-from ..media.output import check_output, format_named, writable_formats, write_audio
+from ..media.loudness import LoudnessReport
+from ..media.output import check_output, format_named, writable_formats
 from ..media.player import Player, open_player
 from .schema import languages_part, presets_part, settings_part, voice_design_part
 
@@ -88,8 +89,9 @@ class Tools:
                     audio, summary = self.speaker.render(built.request, on_piece=lambda p: player.play(p.audio))
                 else:
                     audio, summary = self.speaker.render(built.request)
-                    audio, loud = level(audio, rate, target)
-                    player.play(audio)
+                    done = deliver(Take(audio, rate, built.request.text), Outputs(loudness=target))
+                    audio, loud = done.audio, done.loudness
+                    player.play(audio)  # here, not by deliver: the player is this tool's, closed by its `with`
             played = getattr(player, "name", "player")
         return {
             "seconds": round(len(audio) / rate, 3),
@@ -115,8 +117,12 @@ class Tools:
         target_path.parent.mkdir(parents=True, exist_ok=True)
         target = check_output(str(target_path), format)
         audio, summary = self.speaker.render(built.request)
-        audio, loud = level(audio, summary.sample_rate, built.settings["loudness"])
-        write_audio(audio, summary.sample_rate, target)
+        outputs = Outputs(target=target, loudness=built.settings["loudness"], pipe_error=False)
+        try:
+            done = deliver(Take(audio, summary.sample_rate, built.request.text), outputs)
+        except WriteFailed as e:
+            raise e.error from None  # the system's error, said as the tool says any OSError
+        audio, loud = done.audio, done.loudness
         return {
             "path": str(target_path),
             "seconds": round(len(audio) / summary.sample_rate, 3),
