@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Callable, Mapping, TypeVar
+from typing import TYPE_CHECKING, Annotated, Callable, Mapping, TypeVar
 
 from pydantic import Field
 
@@ -47,6 +47,8 @@ from .schema import languages_part, presets_part, settings_part, voice_design_pa
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.context import Context
+    from mcp.types import CallToolResult, InputRequiredResult
 
 T = TypeVar("T")
 Reply = dict[str, object]  # a tool's result (JSON)
@@ -250,7 +252,9 @@ def build_server(tools: Tools, version: str = "0") -> MCPServer:
     from mcp.server.mcpserver.exceptions import ToolError
 
     class StrictServer(MCPServer):
-        async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        async def call_tool(
+            self, name: str, arguments: dict[str, object], context: Context | None = None
+        ) -> CallToolResult | InputRequiredResult:
             tool = self._tool_manager.get_tool(name)
             if tool is not None:
                 refused = unknown_arguments(name, arguments, list((tool.parameters or {}).get("properties", {})))
