@@ -5,8 +5,9 @@
 
 The modules of a book, by idea: bookplan.py (the chapters, their parts as typed Text and Pause
 segments, the parts' keys), booktrack.py (progress), bookwork.py (the work folder, and the sink the
-batch run tells of each part), bookaudio.py (a chapter's audio streamed and written); this one the
-run; media/loudness.Leveller the one streamed leveller, media/m4b.py the .m4b writer.
+batch run tells of each part), bookaudio.py (a chapter's audio streamed from its parts); this one the
+run. Each output is delivered by deliver.deliver_blocks (media/loudness.Leveller, the one streamed
+leveller, then the file or media/m4b.py's .m4b) and its subtitles by deliver.write_cues.
 
 A run (`BookRun`), in order:
   1. read the book (bookread.open_book: chapters, titles, metadata, cover; front and back matter
@@ -51,12 +52,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, TypedDict
 
 from ..engine.errors import InvalidRequest, MissingExtra, OmniVoiceError
-from ..media.loudness import Leveller, require
-from ..media.m4b import BookTags, ChapterMark, cover_image, write_chapters_json, write_m4b
+from ..media.loudness import LoudnessReport, require
+from ..media.m4b import BookTags, ChapterMark, cover_image, write_chapters_json
 from ..media.output import AudioFormat, check_available, format_named
 from . import settings as st
 from .batch import BatchRun, Executor, remove_stale_temporaries
-from .bookaudio import Layout, chapter_layout, frames_of, part_info, write_chapter_subtitles, write_stream
+from .bookaudio import Layout, chapter_layout, frames_of, part_info, write_chapter_subtitles
 from .bookaudio import stream as _stream  # (a test stops a book between two blocks through it)
 from .bookplan import (
     BOOK_SUFFIXES,
@@ -87,6 +88,7 @@ from .bookplan import (
 from .bookread import Book, open_book
 from .booktrack import BookProgress, BookState, NoBookProgress, Tracker
 from .bookwork import STATE, PartSink, State, check_parts, pieces_name, read_state, remove_old_parts, write_json
+from .deliver import Chapters, deliver_blocks
 from .dryrun import describe
 from .manifest import fingerprint, is_recorded
 from .session import Session
@@ -518,10 +520,6 @@ class BookRun:
         level = self.state["outputs"][path.name].get("loudness")
         self.report.loudness[path.name] = level if isinstance(level, dict) else None
 
-    def _level(self, chunks: Callable[[], Iterator[np.ndarray]], sr: int) -> Leveller:
-        """One output's leveller (media/loudness.Leveller: measured, then given at its gain)."""
-        return Leveller(chunks, sr, self.loudness_target(), PEAK_DBTP).measure()
-
     def tags(self) -> BookTags:
         info = self.book.info
         title = info.title or self.book_path.stem
@@ -555,9 +553,9 @@ class BookRun:
                 for layout in layouts:
                     yield from _stream(layout, signals)
 
-            level = self._level(chunks, sr)
-            duration = write_m4b(output, level.output(), sr, titled, tags)
-            self._written(output, key, duration, _loudness(level))
+            target, chapters = self.loudness_target(), Chapters(titled, tags)
+            loud, duration = deliver_blocks(chunks, sr, output, loudness=target, ceiling=PEAK_DBTP, chapters=chapters)
+            self._written(output, key, duration, _loudness(loud))
         self.report.duration = start / sr
         write_chapters_json(_chapters_json(output), titled, tags)
         if self.subtitles:
@@ -577,9 +575,12 @@ class BookRun:
             if self._up_to_date(path, key):
                 self._kept(path)
             else:
-                level = self._level(functools.partial(_stream, layout, signals), sr)
-                write_stream(path, level.output(), sr, fmt, frames)
-                self._written(path, key, frames / sr, _loudness(level))
+                chunks = functools.partial(_stream, layout, signals)
+                target = self.loudness_target()
+                loud, seconds = deliver_blocks(
+                    chunks, sr, path, loudness=target, ceiling=PEAK_DBTP, fmt=fmt, frames=frames
+                )
+                self._written(path, key, seconds, _loudness(loud))
             if self.subtitles:
                 write_chapter_subtitles(path.with_suffix("." + self.subtitles), work, layout, 0, sr)
             marks.append(ChapterMark(plan.title, start / sr, (start + frames) / sr))
@@ -589,9 +590,8 @@ class BookRun:
         write_chapters_json(output / CHAPTERS_JSON, marks, self.tags(), files)
 
 
-def _loudness(level: Leveller) -> Loudness:
+def _loudness(rep: LoudnessReport) -> Loudness:
     """An output's loudness as book.json and the report keep it: the leveller's report and its warning."""
-    rep = level.report()
     return {**rep.as_dict(), "warning": rep.warning()}
 
 

@@ -1,19 +1,20 @@
-"""A chapter's audio, streamed from its parts (never held whole), and written: the chapter's
-layout (the lead-in silence, its parts with the pauses between, the tail), its blocks, one file
-of a format from blocks (write_stream) and its subtitles from the parts' pieces."""
+"""A chapter's audio, streamed from its parts (never held whole): the chapter's layout (the
+lead-in silence, its parts with the pauses between, the tail), its blocks, and its subtitles'
+cues from the parts' pieces. What is written, and how it is levelled, is deliver.py's
+(`deliver_blocks`, `write_cues`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Union, cast
 
 from ..engine.errors import OmniVoiceError
-from ..media.cues import finish_subtitles, subtitles_from_pieces, write_subtitles
-from ..media.output import AudioFormat, OutputTarget, _write_piece, check_fits, replace_atomically, write_audio
+from ..media.cues import finish_subtitles, subtitles_from_pieces
 from .bookplan import CHAPTER_LEAD, CHAPTER_TAIL, PARAGRAPH_PAUSE, ChapterPlan
 from .bookwork import pieces_name, read_pieces
+from .deliver import write_cues
 from .manifest import _open_regular
 from .signals import HoldSignals, Stop
 
@@ -107,35 +108,6 @@ def stream(layout: Layout, signals: HoldSignals | None) -> Iterator[np.ndarray]:
                 raise OmniVoiceError(f"{span.path} does not read as audio ({e}): delete it and run again") from None
 
 
-def write_stream(path: Path, chunks: Iterable[np.ndarray], sr: int, fmt: AudioFormat, frames: int) -> None:
-    """Float32 blocks into one audio file of `fmt`, streamed (AAC formats: in memory), to a
-    temporary name then renamed. Blocks are re-cut to the format's own size, so the file does not
-    depend on how the audio came in."""
-    import numpy as np
-
-    check_fits(fmt, frames, sr)
-    if fmt.encoder == "aac":
-        audio = np.concatenate([np.asarray(c, dtype=np.float32) for c in chunks] or [np.zeros(0, np.float32)])
-        write_audio(audio, sr, OutputTarget(path, fmt.sf_format, fmt.subtype))
-        return
-    import soundfile as sf
-
-    size = fmt.block or 1 << 18
-
-    def write(f: BinaryIO) -> None:
-        with sf.SoundFile(f, "w", samplerate=int(sr), channels=1, **fmt.sf_options()) as out:
-            buffer = np.zeros(0, dtype=np.float32)
-            for chunk in chunks:
-                buffer = np.concatenate([buffer, np.asarray(chunk, dtype=np.float32)])
-                while len(buffer) >= size:
-                    _write_piece(out, fmt, buffer[:size])
-                    buffer = buffer[size:]
-            if len(buffer):
-                _write_piece(out, fmt, buffer)
-
-    replace_atomically(path, write)
-
-
 def write_chapter_subtitles(path: Path, work: Path, layout: Layout, offset: int, sr: int) -> None:
     """One chapter's subtitles from its parts' pieces, at `offset` samples (the chapter's start
     on the timeline of the file they go with)."""
@@ -149,4 +121,4 @@ def write_chapter_subtitles(path: Path, work: Path, layout: Layout, offset: int,
             pieces = cast(list[list[object]], record["pieces"])
             subs += subtitles_from_pieces([cast(tuple[str, int, int], tuple(p)) for p in pieces], sr, at)
         at += span.frames
-    write_subtitles(path, finish_subtitles(subs, round(at * 1000 / sr)))
+    write_cues(path, finish_subtitles(subs, round(at * 1000 / sr)))

@@ -20,13 +20,28 @@ book's parts and the server's whole replies, so the same request gives the same 
   6. the report: `Delivered` (the levelled audio, the words, the loudness report, the bytes),
      from which each run makes its own summary (say's SpeechReport, a batch line's record, ...).
 
-A streamed render (`say --stream` / `--play`, the server's chunked and SSE replies) sends its
-pieces as they come through `PieceWriter` (resampled as they come, encoded piece by piece): there
-is no whole output to level or time then; the file a streamed `say` also writes goes through
-`deliver` once the render is complete.
+Every front end ends here: `say`, `batch`, `dub` and the server's replies through `deliver`; MCP's
+`synthesize` (a file under its root) and `speak` (played once levelled) through `deliver` with
+their own target (or none) and the report's loudness for their warnings; the server's dialogue
+(`/v1/audio/script`) through `deliver` with `encoded` for the mix and for each speaker's track.
+
+A streamed render (`say --stream` / `--play`, the server's chunked and SSE replies, the socket of
+/tts/ws, Wyoming's audio chunks) sends its pieces as they come: `PieceWriter` (to a file or
+stdout), `PieceEncoder` (the bytes of a format), `PiecePcm` (16-bit PCM, Wyoming's chunks), each
+resampled as it comes to the output's rate and encoded piece by piece: there is no whole output
+to level or time then; the file a streamed `say` also writes goes through `deliver` once the
+render is complete.
+
+A book's outputs are never held whole (a chapter, or the whole .m4b, is read from its parts):
+`deliver_blocks` is its delivery, in the same order as far as it applies: the loudness measured
+over the stream and one gain chosen (media/loudness.Leveller, the streamed form of the same
+algorithm: measuring is not an output, but choosing the output's gain is, so it is done here),
+then the audio written from the blocks (a file of a format, atomically, or the .m4b); a chapter's
+subtitles, made from its parts' pieces, are written through `write_cues`. (The book's
+chapters.json, its table of contents, is the book's own record, as book.json is.)
 
 tests/test_deliver.py checks that the package's runs reach the output functions (subtitles, word
-timings, loudness, resampling, writing, encoding) through this module only.
+timings, loudness, resampling, writing, encoding) through this module only, with no exemptions.
 """
 
 from __future__ import annotations
@@ -35,20 +50,25 @@ import select
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, Callable, Protocol, Sequence, cast
+from typing import TYPE_CHECKING, BinaryIO, Callable, Iterable, Iterator, Protocol, Sequence, cast
 
 from ..engine.errors import OmniVoiceError
 from ..media.cues import Subtitle, finish_subtitles, subtitles_from_pieces, write_result_subtitles, write_subtitles
-from ..media.loudness import LoudnessReport
+from ..media.loudness import Leveller, LoudnessReport
 from ..media.loudness import level as normalise_loudness
+from ..media.m4b import BookTags, ChapterMark, write_m4b
 from ..media.output import (
     AudioFormat,
     OutputTarget,
     StreamClosed,
     StreamEncoder,
     StreamWriter,
+    _write_piece,
+    check_fits,
     encode,
+    pcm16,
     quiet_stdout,
+    replace_atomically,
     write_audio,
 )
 from ..media.rates import StreamResampler, at_rate
@@ -140,9 +160,11 @@ class Delivered:
 
 
 class WriteFailed(OSError):
-    """The audio could not be written: "cannot write WHERE: REASON" (`reason`: the system's words)."""
+    """The audio could not be written: "cannot write WHERE: REASON" (`reason`: the system's words,
+    `error`: the system's error itself)."""
 
     def __init__(self, error: OSError, where: str) -> None:
+        self.error = error
         self.reason = str(error.strerror or error)
         super().__init__(error.errno, f"cannot write {where}: {self.reason}")
 
@@ -295,6 +317,21 @@ class PieceEncoder:
         return self.encoder.feed(self.resampler.finish()) + self.encoder.finish()
 
 
+class PiecePcm:
+    """16-bit PCM bytes of one audio stream, piece by piece (Wyoming's audio chunks): fed at the
+    model's rate, resampled as it comes to the output's (StreamResampler)."""
+
+    def __init__(self, rate: int, out_rate: int | None) -> None:
+        self.out_rate = int(out_rate or rate)
+        self.resampler = StreamResampler(rate, out_rate)
+
+    def feed(self, audio: Audio) -> bytes:
+        return pcm16(self.resampler.feed(audio))
+
+    def finish(self) -> bytes:
+        return pcm16(self.resampler.finish())
+
+
 class PieceWriter:
     """A StreamWriter fed at the model's rate and writing at the output's (say --stream -o -)."""
 
@@ -332,3 +369,76 @@ def reader_gone(fd: int) -> bool:
         return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in p.poll(0))
     except OSError:
         return False
+
+
+# --------------------------------------------------------------------------------------------
+# An output read as blocks, never held whole (a book's chapter, its .m4b)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Chapters:
+    """The .m4b's chapter marks and tags (media/m4b.py): the blocks go into one .m4b."""
+
+    marks: list[ChapterMark]
+    tags: BookTags
+
+
+def deliver_blocks(
+    chunks: Callable[[], Iterator[Audio]],
+    sample_rate: int,
+    path: Path,
+    *,
+    loudness: float,
+    ceiling: float,
+    fmt: AudioFormat | None = None,
+    frames: int = 0,
+    chapters: Chapters | None = None,
+) -> tuple[LoudnessReport, float]:
+    """An output from blocks, in deliver's order: the loudness measured over the stream and one
+    gain to `loudness` LUFS (peaks under `ceiling` dBTP; media/loudness.Leveller; `chunks()` gives
+    the audio anew at each call, it is read up to four times), then written at that gain: into
+    one .m4b with `chapters`, else one file of `fmt` of `frames` samples (write_stream). Returns
+    the loudness report and the seconds written."""
+    lev = Leveller(chunks, sample_rate, loudness, ceiling).measure()
+    if chapters is not None:
+        seconds = float(write_m4b(path, lev.output(), sample_rate, chapters.marks, chapters.tags))
+    else:
+        assert fmt is not None
+        write_stream(path, lev.output(), sample_rate, fmt, frames)
+        seconds = frames / sample_rate
+    return lev.report(), seconds
+
+
+def write_stream(path: Path, chunks: Iterable[Audio], sr: int, fmt: AudioFormat, frames: int) -> None:
+    """Float32 blocks into one audio file of `fmt`, streamed (AAC formats: in memory), to a
+    temporary name then renamed. Blocks are re-cut to the format's own size, so the file does not
+    depend on how the audio came in."""
+    import numpy as np
+
+    check_fits(fmt, frames, sr)
+    if fmt.encoder == "aac":
+        audio = np.concatenate([np.asarray(c, dtype=np.float32) for c in chunks] or [np.zeros(0, np.float32)])
+        write_audio(audio, sr, OutputTarget(path, fmt.sf_format, fmt.subtype))
+        return
+    import soundfile as sf
+
+    size = fmt.block or 1 << 18
+
+    def write(f: BinaryIO) -> None:
+        with sf.SoundFile(f, "w", samplerate=int(sr), channels=1, **fmt.sf_options()) as out:
+            buffer = np.zeros(0, dtype=np.float32)
+            for chunk in chunks:
+                buffer = np.concatenate([buffer, np.asarray(chunk, dtype=np.float32)])
+                while len(buffer) >= size:
+                    _write_piece(out, fmt, buffer[:size])
+                    buffer = buffer[size:]
+            if len(buffer):
+                _write_piece(out, fmt, buffer)
+
+    replace_atomically(path, write)
+
+
+def write_cues(path: Path, cues: Sequence[Subtitle]) -> None:
+    """Cues made by the run (a book chapter's, from its parts' pieces) into an .srt / .vtt."""
+    write_subtitles(path, list(cues))

@@ -32,20 +32,23 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Callable, Mapping, TypeVar
+from typing import TYPE_CHECKING, Annotated, Callable, Mapping, TypeVar
 
 from pydantic import Field
 
 from ..app import settings as st
+from ..app.deliver import Outputs, Take, WriteFailed, deliver
 from ..app.speaker import USAGE_ERRORS, Speaker, one_line
 from ..engine.errors import InvalidRequest, OmniVoiceError
-from ..media.loudness import LoudnessReport, level
-from ..media.output import check_output, format_named, writable_formats, write_audio
+from ..media.loudness import LoudnessReport
+from ..media.output import check_output, format_named, writable_formats
 from ..media.player import Player, open_player
 from .schema import languages_part, presets_part, settings_part, voice_design_part
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.context import Context
+    from mcp.types import CallToolResult, InputRequiredResult
 
 T = TypeVar("T")
 Reply = dict[str, object]  # a tool's result (JSON)
@@ -88,8 +91,9 @@ class Tools:
                     audio, summary = self.speaker.render(built.request, on_piece=lambda p: player.play(p.audio))
                 else:
                     audio, summary = self.speaker.render(built.request)
-                    audio, loud = level(audio, rate, target)
-                    player.play(audio)
+                    done = deliver(Take(audio, rate, built.request.text), Outputs(loudness=target))
+                    audio, loud = done.audio, done.loudness
+                    player.play(audio)  # here, not by deliver: the player is this tool's, closed by its `with`
             played = getattr(player, "name", "player")
         return {
             "seconds": round(len(audio) / rate, 3),
@@ -115,8 +119,12 @@ class Tools:
         target_path.parent.mkdir(parents=True, exist_ok=True)
         target = check_output(str(target_path), format)
         audio, summary = self.speaker.render(built.request)
-        audio, loud = level(audio, summary.sample_rate, built.settings["loudness"])
-        write_audio(audio, summary.sample_rate, target)
+        outputs = Outputs(target=target, loudness=built.settings["loudness"], pipe_error=False)
+        try:
+            done = deliver(Take(audio, summary.sample_rate, built.request.text), outputs)
+        except WriteFailed as e:
+            raise e.error from None  # the system's error, said as the tool says any OSError
+        audio, loud = done.audio, done.loudness
         return {
             "path": str(target_path),
             "seconds": round(len(audio) / summary.sample_rate, 3),
@@ -244,7 +252,9 @@ def build_server(tools: Tools, version: str = "0") -> MCPServer:
     from mcp.server.mcpserver.exceptions import ToolError
 
     class StrictServer(MCPServer):
-        async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        async def call_tool(
+            self, name: str, arguments: dict[str, object], context: Context | None = None
+        ) -> CallToolResult | InputRequiredResult:
             tool = self._tool_manager.get_tool(name)
             if tool is not None:
                 refused = unknown_arguments(name, arguments, list((tool.parameters or {}).get("properties", {})))

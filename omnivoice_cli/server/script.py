@@ -27,12 +27,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ..app import settings as st
+from ..app.deliver import Outputs, Take, deliver
 from ..app.request import Built
 from ..app.session import check_seed_range, random_seed, seed_for
 from ..app.speaker import USAGE_ERRORS, Speaker, one_line
 from ..engine.service import Busy, Event, Stopped, Ticket
-from ..media.output import AudioFormat, encode, format_named
-from ..media.rates import at_rate
+from ..media.output import AudioFormat, format_named
 from ..media.tracks import join_with_gaps
 from .config import ServeOptions
 from .errors import bad_request, busy, from_engine
@@ -194,8 +194,10 @@ async def script(request: Request) -> Response:
     mix, starts = join_with_gaps(audios, round(parsed.pause * rate))
     fmt = parsed.format
 
-    def encode_at(audio: np.ndarray) -> bytes:
-        return encode(at_rate(audio, rate, out_rate), out_rate, fmt.sf_format, fmt.subtype)
+    def encode_at(audio: np.ndarray) -> bytes:  # deliver's: at the output's rate, encoded
+        data = deliver(Take(audio, rate), Outputs(sample_rate=out_rate, encoded=fmt)).data
+        assert data is not None
+        return data
 
     headers = {"X-OmniVoice-Seed": str(parsed.seed)}
     if parsed.tracks == "one":

@@ -47,13 +47,12 @@ from starlette.responses import Response
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from ..app import settings as st
+from ..app.deliver import PieceEncoder
 from ..app.request import Built
 from ..app.session import seed_for
 from ..app.speaker import USAGE_ERRORS, one_line, take_parts
 from ..engine.pipeline import Request
 from ..engine.service import Busy, Event, Stopped, Ticket
-from ..media.output import StreamEncoder
-from ..media.rates import StreamResampler
 from .errors import ApiError, busy, check_key, from_engine
 
 if TYPE_CHECKING:
@@ -97,8 +96,7 @@ class Utterance:
     seed: int | None = None  # its first part's seed
     ref: VoicePrompt | None = None  # its first part's voice, for the others
     parts: int = 0  # parts spoken
-    resampler: StreamResampler | None = None  # of its audio
-    encoder: StreamEncoder | None = None  # of its audio
+    encoder: PieceEncoder | None = None  # of its audio (resampled, encoded as it comes)
     dropped: bool = False  # a cancel dropped it: nothing more of it is spoken or sent
 
 
@@ -365,13 +363,12 @@ class Session:
         ref = u.ref if u.ref is not None else request.ref
         return dataclasses.replace(request, seed=seed_for(u.seed, u.parts), ref=ref)
 
-    def encoders(self, job: Job) -> tuple[Utterance, StreamResampler, StreamEncoder]:
+    def encoder(self, job: Job) -> tuple[Utterance, PieceEncoder]:
         u, config = job.utterance, job.config
         assert config is not None
-        if u.resampler is None or u.encoder is None:
-            u.resampler = StreamResampler(self.rate, config.sample_rate)
-            u.encoder = StreamEncoder("raw" if config.format == "pcm" else config.format, config.sample_rate)
-        return u, u.resampler, u.encoder
+        if u.encoder is None:
+            u.encoder = PieceEncoder("raw" if config.format == "pcm" else config.format, self.rate, config.sample_rate)
+        return u, u.encoder
 
     async def speak(self, job: Job) -> None:
         try:
@@ -406,7 +403,7 @@ class Session:
                 self.current = None
 
     async def relay(self, job: Job, ticket: Ticket, events: asyncio.Queue[Event | None]) -> bool:
-        u, resampler, encoder = self.encoders(job)
+        u, encoder = self.encoder(job)
         assert job.config is not None
         while True:
             event = await events.get()
@@ -423,7 +420,7 @@ class Session:
                 return True
             assert event.piece is not None
             audio = event.piece.audio
-            data = await asyncio.to_thread(lambda: encoder.feed(resampler.feed(audio)))
+            data = await asyncio.to_thread(encoder.feed, audio)
             if u.dropped:
                 return False  # cancelled while it was encoded
             await self.send_audio(data, job.config, u)
@@ -432,8 +429,8 @@ class Session:
         u = job.utterance
         if u.dropped:
             return
-        if u.encoder is not None and u.resampler is not None and job.config is not None:
-            tail = u.encoder.feed(u.resampler.finish()) + u.encoder.finish()
+        if u.encoder is not None and job.config is not None:
+            tail = u.encoder.finish()
             await self.send_audio(tail, job.config, u)
         await self.send_event("final")
 

@@ -65,6 +65,7 @@ from wyoming.tts import (
     SynthesizeVoice,
 )
 
+from ..app.deliver import PiecePcm
 from ..app.session import seed_for
 from ..app.speaker import USAGE_ERRORS, Speaker, one_line, take_parts
 from ..engine.errors import InvalidRequest
@@ -72,8 +73,6 @@ from ..engine.pipeline import Request
 from ..engine.service import Busy, Stopped, Summary, Ticket
 from ..engine.service import Event as EngineEvent
 from ..engine.text import list_languages
-from ..media.output import pcm16
-from ..media.rates import StreamResampler
 
 if TYPE_CHECKING:
     from ..engine.voice import VoicePrompt
@@ -530,7 +529,7 @@ class Speaking:
 
     async def send_audio(self, events: asyncio.Queue[EngineEvent], ticket: Ticket) -> bool:
         conn, rate, started = self.connection, self.speaker.output_rate, False
-        resampler, sent = StreamResampler(self.speaker.sample_rate, rate), 0  # --sample-rate: e.g. 16000
+        pcm, sent = PiecePcm(self.speaker.sample_rate, rate), 0  # --sample-rate: e.g. 16000
         while True:
             event = await events.get()
             if event.kind == "error":
@@ -543,10 +542,10 @@ class Speaking:
                 started = True
             done = event.kind == "done"
             if done:
-                data = pcm16(resampler.finish())
+                data = pcm.finish()
             else:
                 assert event.piece is not None
-                data = pcm16(resampler.feed(event.piece.audio))
+                data = pcm.feed(event.piece.audio)
             step = CHUNK_SAMPLES * WIDTH
             for i in range(0, len(data), step):
                 chunk = AudioChunk(
