@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import os
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Optional
 
 import typer
 
@@ -152,7 +152,7 @@ def serve(
 ) -> None:
     """Serve OpenAI's speech API (POST /v1/audio/speech) and the saved voices over HTTP."""
     check_stack()  # before server.run, which imports the web framework
-    from ..server import run as http  # (starlette, uvicorn: loaded when serving, not by --help)
+    from ..server.run import is_loopback  # (starlette, uvicorn: loaded when serving, not by --help)
 
     chosen, settings = run_settings(preset, flags)
     if settings["verify"]:  # a preset's verify = true: every request listens back, so the recogniser must be there
@@ -173,13 +173,14 @@ def serve(
         ui=not no_ui,
         asr_model=settings["asr_model"],
     )
-    if not http.is_loopback(host) and options.api_key is None:
+    if not is_loopback(host) and options.api_key is None:
         warn(f"listening on {host} without --api-key: anyone who can reach this port can use the server")
-    _run(http.serve, ServerState(options, _loader(settings, quiet)), quiet)
+    _run(ServerState(options, _loader(settings, quiet)), quiet)
 
 
-def _run(run_server: Callable[[ServerState, Callable[[str], None]], int], state: ServerState, quiet: bool) -> None:
-    """Serve `state` with server.run.serve until it stops."""
+def _run(state: ServerState, quiet: bool) -> None:
+    """Serve `state` (server.run.serve) until it stops."""
+    from ..server.run import serve as run_server  # (the web framework, as above)
 
     def ready(url: str) -> None:
         if not quiet:
