@@ -24,10 +24,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..engine import markup
 from ..engine.config import GenerationConfig, ModelConfig
 from ..engine.errors import InvalidRequest, MissingExtra, ModelUnavailable
+from ..engine.normalize import normalize_text
 from ..engine.pipeline import Plan, Planned, Request, VoiceShape, check_transcript, plan_request, validate_request
+from ..engine.text import check_ref_transcript, check_text
+from ..media.loudness import require as require_loudness
+from . import listen
 from . import settings as st
+from . import voices as store
+from .instruct import merge as merge_instruct
+from .lexicon import load_lexicon
 from .session import random_seed
 
 if TYPE_CHECKING:
@@ -60,7 +68,6 @@ class References:
         key = (path.resolve(), transcript)
         if key not in self._prepared:
             from ..engine import voice as vmod
-            from ..engine.text import check_ref_transcript
 
             try:
                 wav = vmod.load_reference(path)
@@ -83,8 +90,6 @@ class References:
         key = (path.resolve(), None)
         if key not in self._prepared:
             from ..engine import voice as vmod
-            from ..engine.text import check_ref_transcript
-            from . import listen
 
             try:
                 wav = vmod.load_reference(path)
@@ -97,11 +102,9 @@ class References:
                 prepared = dataclasses.replace(prepared, source=str(path), warnings=warnings)
                 self._prepared[key] = Reference(path, text, prepared, "asr")
             except (MissingExtra, ModelUnavailable) as e:  # no recogniser to be had: how to give the words instead
-                from .voices import transcript_file
-
                 message = (
                     f'no transcript for the reference audio {path}: give --ref-text "the words spoken in it" '
-                    f"or write them into {transcript_file(path)} (no speech recogniser at hand: {e})"
+                    f"or write them into {store.transcript_file(path)} (no speech recogniser at hand: {e})"
                 )
                 # the extra missing is a usage error (exit 2); a model that cannot be had, a failure (exit 1)
                 self._prepared[key] = (
@@ -129,8 +132,6 @@ class Voices:
         self._loaded: dict[Path, VoicePrompt | InvalidRequest] = {}
 
     def find(self, spec: str, base: Path | None) -> tuple[Path, VoicePrompt]:
-        from . import voices as store
-
         path = store.resolve_voice(spec, base)
         if path not in self._loaded:
             try:
@@ -200,22 +201,17 @@ def _builtin_voice(settings: st.Resolved) -> st.Resolved:
     """A built-in voice (an OpenAI voice name no saved voice has) is its voice-design items; the
     instruct given replaces its items of the same categories (`instruct.merge`): the settings
     with those items as the instruct and no voice (the sources kept, for messages)."""
-    from . import voices as store
-    from .instruct import merge
-
     items = store.builtin_instruct(settings["voice"])
     if items is None:
         return settings
     try:
-        instruct = merge(items, settings["instruct"])
+        instruct = merge_instruct(items, settings["instruct"])
     except InvalidRequest as e:
         raise named(settings, e, "instruct") from None
     return settings.with_values({"instruct": instruct, "voice": None})
 
 
 def _reference(settings: st.Resolved, refs: References, line_base: Path | None) -> Reference | None:
-    from . import voices as store
-
     ref, ref_text = settings["ref"], settings["ref_text"]
     if ref_text is not None and ref is None:
         short = settings.source("ref_text").short
@@ -249,21 +245,15 @@ def spoken_text(text: str, settings: st.Resolved, replaced: list | None = None) 
     `lexicon` are replaced (lexicon.py; what was replaced is added to `replaced`), and numbers,
     dates, units and currency are written out with `normalize` (in that order: the control tags
     [laughter], [pause 1s], [B EY1 S] pass through untouched)."""
-    from ..engine import markup
-
     text, warning = markup.convert_ssml(text)
     warnings = [warning] if warning else []
     if settings["markdown"]:
         text = markup.markdown_to_text(text)
     if settings["lexicon"] is not None:
-        from .lexicon import load_lexicon
-
         text, done = load_lexicon(settings["lexicon"]).apply(text)
         if replaced is not None:
             replaced += done
     if settings["normalize"]:
-        from ..engine.normalize import normalize_text
-
         try:
             text = normalize_text(text, settings["lang"])
         except InvalidRequest as e:
@@ -286,13 +276,9 @@ def build_request(
     a random one, recorded in the result). The decisions taken here are layers on top of them,
     in the returned `Built.settings`: a recording given later than a voice takes the voice away,
     a built-in voice becomes its instruct items, a drawn seed comes from "random"."""
-    from ..engine.text import check_text
-
     check_text(text)  # before any conversion; validate_request checks what the model will be given
     if settings["loudness"] is not None:  # its extra there before a model loads (media/loudness.py)
-        from ..media.loudness import require
-
-        require()
+        require_loudness()
     replaced: list[tuple[str, str]] = []
     text, text_warnings = spoken_text(text, settings, replaced)
     reference = _reference(settings, refs, line_base)

@@ -120,7 +120,10 @@ class Progress(Protocol):
     """The progress of a run over many items (batch lines, dub cues); the face's bars implement it
     (progress.BatchProgress). Entered around the speaking."""
 
-    shows_steps: bool  # step() shows something (a cluster gathers its workers' steps only then)
+    @property
+    def shows_steps(self) -> bool:
+        """step() shows something (a cluster gathers its workers' steps only then)."""
+        ...
 
     def __enter__(self) -> Any: ...
 

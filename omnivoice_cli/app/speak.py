@@ -37,25 +37,24 @@ import time
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterable, Iterator, Mapping, Protocol
+from typing import Any, BinaryIO, Callable, Iterable, Iterator, Mapping, Protocol
 
 from ..engine.errors import InvalidRequest, OmniVoiceError
 from ..engine.pipeline import Engine, Planned, Request, Result, plan_of
-from ..engine.streaming import StreamPiece
-from ..media.cues import Subtitle
-from ..media.loudness import LoudnessReport
-from ..media.output import OutputTarget
-from ..media.player import Player
+from ..engine.streaming import StreamPiece, StreamRun
+from ..media import output as media_output  # (quiet_stdout looked up when called)
+from ..media.cues import Subtitle, finish_subtitles, subtitles_from_pieces
+from ..media.loudness import LoudnessReport, streaming_refused
+from ..media.output import OutputTarget, check_output
+from ..media.player import Player, open_player
+from . import listen
 from . import settings as st
 from .deliver import Audio, Outputs, PieceWriter, Take, deliver, piece_cues, reader_gone, send_piece
 from .dialogue import Script
-from .request import Built, Reference, References
+from .request import Built, Reference, References, finish_request
 from .session import Hardware, Session, WarnOnce
-from .signals import HoldSignals
-from .verify import RequestCheck
-
-if TYPE_CHECKING:
-    from .listen import Recogniser
+from .signals import HoldSignals, signal_name
+from .verify import RequestCheck, Verifier
 
 
 class Shown(Protocol):
@@ -124,8 +123,6 @@ def _signum(e: BaseException) -> int:
 
 
 def _signal_name(e: BaseException) -> str:
-    from .signals import signal_name
-
     return signal_name(_signum(e))
 
 
@@ -144,8 +141,6 @@ class Writes:
 
 
 def _stopped(e: BaseException, written: bool, target: OutputTarget | None) -> Stopped:
-    from .signals import signal_name
-
     signum = _signum(e)
     if written:
         return Stopped(signum, f"stopped by {signal_name(signum)} after writing {target}", failed=False, complete=True)
@@ -158,8 +153,6 @@ def output_target(
     """Where the audio goes: None (the player), stdout or a file (output.OutputTarget). A file's
     format is its extension's; --format, when given as a flag, must agree with it; stdout takes
     the format. Binary audio is not written to a terminal."""
-    from ..media.output import check_output
-
     if output is None:
         return None
     flagged = settings.source("format").kind == "flag"
@@ -275,8 +268,6 @@ def speech_run(speech: Speech, session: Session, shown: Shown | None = None) -> 
 def check_loudness(speech: Speech) -> None:
     """Before the model: --loudness measures the whole output, which --stream sends before it exists."""
     if speech.stream and speech.loudness is not None:
-        from ..media.loudness import streaming_refused
-
         name = speech.built.settings.name("loudness")
         instead = "leave out --stream (the audio is then written, or played, once it is complete)"
         raise InvalidRequest(streaming_refused(name, "--stream", instead), "loudness")
@@ -294,8 +285,6 @@ class _Run:
         """--verify: the per-piece check of `request` (its recogniser loaded now, beside the TTS model)."""
         if not self.speech.settings["verify"]:
             return None
-        from .verify import Verifier
-
         with self.session.status("loading the speech recogniser ..."):
             return Verifier.from_settings(self.speech.settings).for_request(request.lang)
 
@@ -380,17 +369,15 @@ class PlainRun(_Run):
             stdout=self.session.stdout,
         )
 
-    def listener(self, check: RequestCheck | None) -> Callable[[], AbstractContextManager[Recogniser]]:
+    def listener(self, check: RequestCheck | None) -> Callable[[], AbstractContextManager[listen.Recogniser]]:
         """--words / --subtitle-level word: the recogniser of --verify, or one loaded for the words."""
         speech = self.speech
 
         @contextmanager
-        def hear() -> Iterator[Recogniser]:
+        def hear() -> Iterator[listen.Recogniser]:
             if check is not None:
                 yield check.recogniser
                 return
-            from . import listen
-
             rec = listen.recogniser(
                 speech.settings["asr_model"], speech.settings["device"] or "auto", "--words / --subtitle-level word"
             )
@@ -405,8 +392,6 @@ class PlainRun(_Run):
         """The engine request with its recording encoded (the encoder loaded first), and the
         seconds that took: the summary's "voice prepared in", apart from "model loaded in"
         (None: no recording to encode; a saved voice is read before the model loads)."""
-        from .request import finish_request
-
         built = self.speech.built
         if built.reference is None:
             return built.request, None
@@ -442,9 +427,7 @@ def _watch(player: Player | None, writer: _Streams | None) -> Callable[[], None]
         if player is not None:
             player.check()
         if fd is not None and reader_gone(fd):
-            from ..media.output import quiet_stdout
-
-            quiet_stdout()
+            media_output.quiet_stdout()
             raise OmniVoiceError("stdout: the reader of the audio stream went away: the audio is incomplete")
 
     return check
@@ -454,8 +437,6 @@ def open_the_player(play: bool) -> Player | None:
     """The player, started before the model is loaded (none that works: PlayerUnavailable, exit 1)."""
     if not play:
         return None
-    from ..media.player import open_player
-
     return open_player()
 
 
@@ -471,8 +452,6 @@ class StreamedRun(_Run):
     def run(self, signals: HoldSignals) -> SpeechReport:
         """Speak; Stopped on Ctrl-C / SIGTERM, also while the end plays (it stops at once)."""
         import numpy as np
-
-        from .request import finish_request
 
         speech, written = self.speech, False
         self.file_written = False  # set inside write_file's protected block, before a held stop is raised
@@ -517,8 +496,6 @@ class StreamedRun(_Run):
         signals: HoldSignals,
         check: RequestCheck | None = None,
     ) -> _Rendered:
-        from ..engine.streaming import StreamRun
-
         target, out = self.speech.target, _Rendered()
         writer = None
         if target is not None and target.to_stdout:
@@ -559,8 +536,6 @@ class StreamedRun(_Run):
             self.file_written = writes.done  # set before a held stop is raised as the block ends
 
     def stopped(self, e: BaseException, written: bool) -> Stopped:
-        from .signals import signal_name
-
         signum, target = _signum(e), self.speech.target
         what = f"{'playback stopped' if self.speech.play else 'stopped'} by {signal_name(signum)}"
         if target is None:
@@ -687,7 +662,6 @@ def join_dialogue(
     built: Iterable, results: list[Result], gap: float, rate: int
 ) -> tuple[Audio, list[Subtitle], list[int]]:
     """The lines' audio joined with gaps, their subtitle cues, where each line starts."""
-    from ..media.cues import finish_subtitles, subtitles_from_pieces
     from ..media.tracks import join_with_gaps
 
     audio, starts = join_with_gaps([r.audio for r in results], round(gap * rate))

@@ -6,6 +6,11 @@ from typing import Optional
 
 import typer
 
+from ..app import settings as st
+from ..app.batch import BatchRun
+from ..app.dryrun import describe
+from ..app.signals import signal_name
+from ..app.speak import report_settings
 from ..engine.errors import InvalidRequest
 from ..ui.options import (
     GPUS_PER_WORKER_OPTION,
@@ -19,7 +24,9 @@ from ..ui.options import (
     WORKERS_OPTION,
     with_settings,
 )
+from ..ui.text import visible
 from .common import check_run, cluster_executor, echo, run_session, warn
+from .say import check_listening
 
 HELP = """Speak every line of INPUT into its own audio file in the folder -o.
 
@@ -79,9 +86,6 @@ def _json_summary(run) -> None:
     """--json: the run's summary as one JSON object on stdout (as `say --json`), instead of the
     line on stderr; every line's own record is in the manifest."""
     import json
-
-    from ..app.signals import signal_name
-    from ..app.speak import report_settings
 
     r = run.report
 
@@ -162,15 +166,10 @@ def batch(
     flags: dict = NO_FLAGS,
 ) -> None:
     """Speak every line of INPUT into its own audio file in the folder -o."""
-    from ..app.batch import BatchRun
-
     if subtitles is not None and subtitles.lower().lstrip(".") not in ("srt", "vtt"):
         raise InvalidRequest(f"--subtitles must be srt or vtt (a file beside each audio file), got {subtitles!r}")
     chosen = check_run(flags, preset)
     if not dry_run:  # the recogniser of --verify / --words, before any model loads
-        from ..app import settings as st
-        from .say import check_listening
-
         layers = [(chosen.origin, chosen.settings)] if chosen else []
         check_listening(st.resolve(*layers, (st.FLAG_SOURCE, flags)), words, "--words")
     subtitles = subtitles.lower().lstrip(".") if subtitles else None
@@ -198,8 +197,6 @@ def _dry_run(run, json_out: bool) -> None:
     """Plan every line (no model, nothing written) and print what each would speak."""
     import json
 
-    from ..app.dryrun import describe
-
     run.plan()
     out = typer.get_text_stream("stdout")
     for line in run.lines:
@@ -210,8 +207,6 @@ def _dry_run(run, json_out: bool) -> None:
         if json_out:
             out.write(json.dumps(report, ensure_ascii=False) + "\n")
         else:
-            from ..ui.text import visible
-
             out.write(
                 f"line {line.number} -> {visible(line.name)}: {len(report['pieces'])} piece(s), about "
                 f"{report['seconds']:.1f} s, seed {report['seed']}\n"

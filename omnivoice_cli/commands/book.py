@@ -6,12 +6,13 @@ import inspect
 import json
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 import typer
 
 from ..app import settings as st
-from ..app.bookplan import DEFAULT_LOUDNESS  # (not app.book: --help does not load the book's run)
+from ..app.book import BookRun, describe_book
+from ..app.bookplan import DEFAULT_LOUDNESS
 from ..app.signals import signal_name
 from ..engine.errors import InvalidRequest
 from ..ui.options import (
@@ -28,9 +29,6 @@ from ..ui.options import (
 from ..ui.progress import BookBars, clock
 from ..ui.text import visible  # the book's titles and names: their control characters made visible
 from .common import check_run, cluster_executor, echo, error, run_session, warn
-
-if TYPE_CHECKING:
-    from ..app.book import BookRun  # (loaded when a book is read, not by --help)
 
 HELP = """Read a book aloud: an .m4b audiobook with chapter marks, or one audio file per chapter.
 
@@ -152,8 +150,6 @@ def _json_summary(run: BookRun) -> None:
 
 def _dry_run(run: BookRun, json_out: bool) -> None:
     """Plan the book (no model, nothing written) and print its chapters."""
-    from ..app.book import describe_book  # (the book's run: loaded when a book is read, not by --help)
-
     run.plan(keep_text=False)
     report = describe_book(run)
     for message in report["warnings"]:
@@ -240,8 +236,6 @@ def book(
     flags: dict = NO_FLAGS,
 ) -> None:
     """Read a book aloud: an .m4b audiobook with chapter marks, or one audio file per chapter."""
-    from ..app.book import BookRun  # (loaded when a book is read, not by --help)
-
     subtitles = _subtitles(subtitles)
     chosen = check_run(flags, preset)
     if output is None and not dry_run:

@@ -3,30 +3,39 @@ engine, and the held signals a run of speak.py is run under (`held(run)`)."""
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 from typing import Any
 
 import typer
 
 from ..app import settings as st
+from ..app.cluster import ClusterOptions, RayExecutor, check_device, import_ray
+from ..app.lexicon import load_lexicon
+from ..app.request import named
 from ..app.session import Hardware, Session
+from ..app.signals import HoldSignals
+from ..app.speak import Stopped
+from ..app.speaker import SpeakerOptions
 from ..engine.errors import InvalidRequest
 from ..engine.pipeline import Engine
+from ..engine.text import resolve_instruct
 from ..ui.progress import BatchProgress, StepProgress, print_above, status
+from ..ui.text import visible
+
+# the exceptions of the click typer runs on: its own vendored copy (typer >= 0.2x) or click (older typer)
+click_exceptions = importlib.import_module(
+    "typer._click.exceptions" if importlib.util.find_spec("typer._click") else "click.exceptions"
+)
 
 
 def usage_error(message: str, ctx: Any = None) -> Exception:
     """A click usage error (exit code 2, with a pointer to --help), of the click typer runs on."""
-    try:  # typer >= 0.2x vendors its own click
-        from typer._click.exceptions import UsageError
-    except ImportError:  # older typer runs on click
-        from click.exceptions import UsageError
-    return UsageError(message, ctx)
+    return click_exceptions.UsageError(message, ctx)
 
 
 def echo(msg: str) -> None:
     """A message on stderr; its control characters made visible (it may quote a file: ui/text.py)."""
-    from ..ui.text import visible
-
     msg = visible(msg, lines=True)
     if not print_above(msg):  # a progress bar on the terminal: above it
         typer.echo(msg, err=True)
@@ -57,9 +66,6 @@ def stdout_is_terminal() -> bool:
 def held(run: Any) -> Any:
     """`run.run(signals)` with Ctrl-C and SIGTERM held while it writes (signals.HoldSignals); a
     stop is its one line (speak.Stopped), then exit 128 + signum."""
-    from ..app.signals import HoldSignals
-    from ..app.speak import Stopped
-
     with HoldSignals() as signals:
         try:
             return run.run(signals)
@@ -76,19 +82,15 @@ def run_settings(preset: str | None, flags: dict[str, Any]) -> tuple[st.Preset |
     if dropped:
         warn(dropped)
     if resolved["lexicon"] is not None:  # read and checked now, once: every request of the run uses it
-        from ..app.lexicon import load_lexicon
-
         load_lexicon(resolved["lexicon"], fresh=True)
     return chosen, resolved
 
 
 def speaker_options(
     preset: str | None, flags: dict[str, Any], max_queue: int, max_chars: int
-) -> tuple[st.Resolved, Any]:
+) -> tuple[st.Resolved, SpeakerOptions]:
     """The run's settings and the SpeakerOptions of an engine-loop server (wyoming, mcp): its
     preset and flags as the layers every request starts from."""
-    from ..app.speaker import SpeakerOptions
-
     chosen, settings = run_settings(preset, flags)
     layers = ((chosen.origin, chosen.settings),) if chosen else ()
     options = SpeakerOptions(
@@ -124,9 +126,6 @@ def check_run(flags: dict, preset: str | None) -> st.Preset | None:
     """A batch-like run's preset and flags (batch, book), checked before any line is read."""
     chosen, run = run_settings(preset, flags)
     if run["instruct"] is not None:
-        from ..app.request import named
-        from ..engine.text import resolve_instruct
-
         try:
             resolve_instruct(run["instruct"])
         except InvalidRequest as e:
@@ -134,15 +133,15 @@ def check_run(flags: dict, preset: str | None) -> st.Preset | None:
     return chosen
 
 
-def cluster_executor(ray: str | None, workers: int | None, gpus: float | None, preset: str | None, flags: dict):
+def cluster_executor(
+    ray: str | None, workers: int | None, gpus: float | None, preset: str | None, flags: dict
+) -> RayExecutor | None:
     """The Ray executor of --ray (None: this process speaks); --workers and --gpus-per-worker need --ray."""
     if ray is None:
         for name, value in (("--workers", workers), ("--gpus-per-worker", gpus)):
             if value is not None:
                 raise InvalidRequest(f"{name} needs --ray (a Ray cluster to run the workers on)")
         return None
-    from ..app.cluster import ClusterOptions, RayExecutor, check_device, import_ray
-
     _, run = run_settings(preset, flags)
     options = ClusterOptions(ray.strip(), 1 if workers is None else workers, gpus or 0.0, run["threads"] or 1)
     check_device(run["device"], options)

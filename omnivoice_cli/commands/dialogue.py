@@ -16,7 +16,11 @@ from typing import Any
 
 import typer
 
-from ..app.session import WarnOnce
+from ..app.dialogue import check_gap, check_gaps_total, plan_script
+from ..app.dryrun import describe, render
+from ..app.session import Hardware, WarnOnce
+from ..app.speak import DialogueRun, output_target
+from ..media.cues import check_subtitles_path
 from .common import echo, held, run_session, run_settings, stdout_is_terminal, warn
 
 
@@ -59,8 +63,6 @@ def _report(report: Any, t_start: float, json_out: bool, quiet: bool) -> None:
 
 def _dry_run(built: Any, json_out: bool) -> None:
     """--dry-run: what each line would speak (one JSON object a line with --json), no model."""
-    from ..app.dryrun import describe, render
-
     out = typer.get_text_stream("stdout")
     for line, b in built:
         report = {"line": line.number, "speaker": line.speaker.name, "voice": line.speaker.spec, **describe(b)}
@@ -87,11 +89,6 @@ def say_dialogue(
     play: bool = False,
 ) -> None:
     """`say --cast ...`: check everything, then speak the script (see the module doc)."""
-    from ..app.dialogue import check_gap, check_gaps_total, plan_script
-    from ..app.session import Hardware
-    from ..app.speak import DialogueRun, output_target
-    from ..media.cues import check_subtitles_path
-
     chosen, settings = run_settings(preset, flags)
     gap_s = check_gap(gap)
     if flags.get("ref") is not None:

@@ -9,9 +9,16 @@ from typing import Any, Optional
 import typer
 
 from ..app import settings as st
+from ..app.dialogue import Cast
+from ..app.signals import signal_name
 from ..engine.config import SAMPLE_RATE
+from ..engine.errors import InvalidRequest
+from ..media.cues import timestamp
+from ..media.output import OutputTarget, check_output
 from ..ui.options import HARDWARE_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, with_settings
+from ..ui.text import visible
 from .common import echo, error, run_session, run_settings, warn
+from .say import check_listening, words_path
 
 HELP = """Speak every cue of an SRT or WebVTT file into one audio track, each in its time slot.
 
@@ -55,16 +62,13 @@ DUB_SETTINGS = (
 LISTEN = ("asr_model",)  # --words: the speech recogniser (listen.py)
 
 
-def _target(input: str, output: Optional[str], settings: st.Resolved, replace: bool, dry_run: bool) -> Any:
-    """The track's target; an existing file is refused unless `replace` (--force or --overwrite)."""
-    from ..app.dubbing import default_output
-    from ..engine.errors import InvalidRequest
-    from ..media.output import check_output
-
-    target = check_output(output if output is not None else default_output(input, settings["format"]))
+def _target(output: str, replace: bool, dry_run: bool) -> OutputTarget:
+    """The track's target (-o, or the default beside the input); an existing file is refused
+    unless `replace` (--force or --overwrite)."""
+    target = check_output(output)
     if target.to_stdout and typer.get_binary_stream("stdout").isatty() and not dry_run:
         raise InvalidRequest("-o - writes binary audio to stdout, which is a terminal: redirect it or pipe it")
-    if not target.to_stdout and target.path.exists() and not replace:
+    if target.path is not None and target.path.exists() and not replace:  # (None: stdout)
         message = f"output '{target.path}' exists: give --force to replace it (or another -o)"
         if not dry_run:
             raise InvalidRequest(message)
@@ -175,10 +179,7 @@ def dub(
     flags: dict = NO_FLAGS,
 ) -> None:
     """Speak every cue of an SRT or WebVTT file into one audio track, each in its time slot."""
-    from ..app.dialogue import Cast
-    from ..app.dubbing import DubRun
-    from ..app.signals import signal_name
-    from .say import check_listening, words_path
+    from ..app import dubbing  # (imports numpy: loaded when a track is dubbed, not by --help)
 
     t_start = time.perf_counter()
     words = words_path(ctx, words_file)
@@ -186,8 +187,9 @@ def dub(
     if not dry_run:
         check_listening(settings, words is not None, "--words")
     the_cast = Cast.parse(cast)
-    target = _target(input, output, settings, force or overwrite, dry_run)
-    run = DubRun(
+    track = output if output is not None else dubbing.default_output(input, settings["format"])
+    target = _target(track, force or overwrite, dry_run)
+    run = dubbing.DubRun(
         input,
         target,
         preset=chosen,
@@ -214,9 +216,6 @@ def dub(
 
 def _dry_run(run: Any, json_out: bool) -> None:
     """Every cue as the run would make it, on stdout (the warnings on stderr, as in a run)."""
-    from ..media.cues import timestamp
-    from ..ui.text import visible
-
     cues = run.dry_run()
     out = typer.get_text_stream("stdout")
     if json_out:

@@ -8,8 +8,10 @@ from typing import Optional
 import typer
 
 from ..app import settings as st
+from ..app.session import Hardware, Session
 from ..app.speaker import Speaker
 from ..engine.errors import InvalidRequest, MissingExtra
+from ..server.schema import package_version
 from ..ui.options import (
     NO_FLAGS,
     PRESET_OPTION,
@@ -80,8 +82,7 @@ def mcp(
 ) -> None:
     """Serve speech as MCP tools for agents (Claude Desktop, IDEs, any MCP client), over stdio."""
     check_extra()
-    from ..server.mcp import Tools, build_server
-    from ..server.schema import package_version
+    from ..server.mcp import Tools, build_server  # (the mcp extra: loaded when serving, not by --help)
 
     settings, options = speaker_options(preset, flags, max_queue, max_chars)
     speaker = Speaker(options, load=_loader(settings, quiet))
@@ -127,8 +128,6 @@ def _run_stdio(server) -> None:
 
 def _loader(settings: st.Resolved, quiet: bool):
     def load():
-        from ..app.session import Hardware, Session
-
         engine, seconds = Session(notice=notice(quiet)).load_engine(Hardware.from_settings(settings.values))
         if not quiet:
             echo(f"omnivoice mcp: model loaded in {seconds:.1f} s")

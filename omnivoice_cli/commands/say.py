@@ -9,9 +9,14 @@ from typing import Any, Optional
 
 import typer
 
+from ..app import listen
 from ..app import settings as st
-from ..app.session import WarnOnce
+from ..app.dryrun import describe, render
+from ..app.request import References, Voices, build_request
+from ..app.session import Hardware, WarnOnce
+from ..app.speak import Speech, check_streamable, output_target, report_settings, speech_run
 from ..engine.errors import InvalidRequest
+from ..media.cues import check_subtitles_path
 from ..ui.helpfmt import BARE
 from ..ui.options import (
     HARDWARE_SETTINGS,
@@ -22,7 +27,9 @@ from ..ui.options import (
     SPEECH_SETTINGS,
     with_settings,
 )
-from .common import echo, held, run_session, run_settings, stdout_is_terminal, usage_error, warn
+from ..ui.text import visible
+from .common import click_exceptions, echo, held, run_session, run_settings, stdout_is_terminal, usage_error, warn
+from .dialogue import say_dialogue
 
 HELP = """Speak TEXT (or the text of -f FILE): play it, or write it to a file (-o), or to stdout (-o -).
 
@@ -96,15 +103,15 @@ def the_text(ctx: typer.Context, words: list[str] | None, text_file: str | None,
     breaks: `--markdown` reads them (request.spoken_text joins the lines after)."""
     if words and text_file is not None:
         raise usage_error("give the text either as TEXT or with -f/--text-file, not both", ctx)
-    if not words and text_file is None:
+    if text_file is not None:
+        return read_text_file(text_file, quiet)
+    if not words:
         piped = read_stdin(quiet) if stdin_is_piped() else ""
         if st.join_lines(piped):
             return piped
         if ctx.meta.get(BARE):  # `omnivoice say </dev/null`: nothing at all, so the help as before
             raise _no_args_is_help(ctx)
         raise usage_error("Missing argument 'TEXT': give the text to speak, - to read stdin, or -f FILE", ctx)
-    if text_file is not None:
-        return read_text_file(text_file, quiet)
     if words == ["-"]:
         return read_stdin(quiet)
     text = " ".join(words)
@@ -114,11 +121,7 @@ def the_text(ctx: typer.Context, words: list[str] | None, text_file: str | None,
 
 
 def _no_args_is_help(ctx: typer.Context) -> Exception:
-    try:  # typer >= 0.2x vendors its own click
-        from typer._click.exceptions import NoArgsIsHelpError
-    except ImportError:
-        from click.exceptions import NoArgsIsHelpError
-    return NoArgsIsHelpError(ctx)
+    return click_exceptions.NoArgsIsHelpError(ctx)
 
 
 def _is_file(text: str) -> bool:
@@ -132,10 +135,10 @@ def script_text(ctx: Any, words: list[str] | None, text_file: str | None, quiet:
     """The text of a dialogue script with its line breaks, and how messages name it."""
     if words and text_file is not None:
         raise usage_error("give the text either as TEXT or with -f/--text-file, not both", ctx)
-    if not words and text_file is None:
-        raise usage_error("Missing argument 'TEXT': give the script, - to read stdin, or -f FILE", ctx)
     if text_file is not None:
         return read_text_file(text_file, quiet), ("stdin" if text_file == "-" else text_file)
+    if not words:
+        raise usage_error("Missing argument 'TEXT': give the script, - to read stdin, or -f FILE", ctx)
     if words == ["-"]:
         return read_stdin(quiet), "stdin"
     return " ".join(words), "the text"
@@ -147,8 +150,6 @@ def _rounded(x: float | None) -> float | None:
 
 def _report(report: Any, t_start: float, json_out: bool, quiet: bool) -> None:
     """The summary line on stderr, or the --json report (speak.SpeechReport)."""
-    from ..app.speak import report_settings
-
     target, ref, rtf, first = report.target, report.reference, report.rtf, report.first_audio_seconds
     if json_out:
         data = {
@@ -188,12 +189,8 @@ def _report(report: Any, t_start: float, json_out: bool, quiet: bool) -> None:
 
 
 def _dry_run(built: Any, json_out: bool) -> None:
-    from ..app.dryrun import describe, render
-
     report = describe(built)
-    out = typer.get_text_stream("stdout")
-    from ..ui.text import visible  # the text may come from a file (-f): its controls made visible
-
+    out = typer.get_text_stream("stdout")  # the text may come from a file (-f): its controls made visible
     out.write(json.dumps(report, ensure_ascii=False) + "\n" if json_out else visible(render(report), lines=True))
 
 
@@ -292,14 +289,8 @@ def say(
     flags: dict = NO_FLAGS,
 ) -> None:
     """Speak TEXT (or the text of -f FILE) into an audio file, or to stdout with -o -."""
-    from ..app.request import References, Voices, build_request
-    from ..app.session import Hardware
-    from ..app.speak import Speech, check_streamable, output_target, speech_run
-
     t_start = time.perf_counter()
     if cast:  # a dialogue script (commands/dialogue.py)
-        from .dialogue import say_dialogue
-
         script, name = script_text(ctx, text, text_file, quiet)
         return say_dialogue(
             script,
@@ -374,8 +365,6 @@ def check_stdout_not_a_file() -> None:
 def check_listening(settings: Any, words: bool, words_flag: str) -> None:
     """The speech recogniser of --verify and --words can be had (the asr extra, the model on disk
     when offline): checked before the TTS model loads, so nothing is generated in vain."""
-    from ..app import listen
-
     if settings["verify"]:
         listen.check_available(settings["asr_model"], "--verify")
     if words:
@@ -414,6 +403,4 @@ def words_path(ctx: Any, words_file: Optional[str]) -> Any:
 
 
 def _subtitles_path(spec: Optional[str]) -> Any:
-    from ..media.cues import check_subtitles_path
-
     return None if spec is None else check_subtitles_path(spec)

@@ -10,9 +10,13 @@ from typing import Optional
 import typer
 
 from ..app import settings as st
+from ..app.session import Hardware, Session
 from ..engine.errors import MissingExtra
+from ..server.config import ServeOptions, load_voice_map
+from ..server.state import ServerState
 from ..ui.options import HARDWARE_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, with_settings
 from .common import echo, notice, run_settings, warn
+from .say import check_listening
 
 HELP = """Serve OpenAI's speech API (POST /v1/audio/speech) and the saved voices over HTTP.
 
@@ -60,7 +64,6 @@ def check_stack() -> None:
 def _loader(settings: st.Resolved, quiet: bool):
     """The server's engine, loaded once it listens (session.load_engine; no status line: the
     'listening ... loading the model' line says it)."""
-    from ..app.session import Hardware, Session
 
     def load():
         engine, seconds = Session(notice=notice(quiet)).load_engine(Hardware.from_settings(settings.values))
@@ -148,15 +151,11 @@ def serve(
     flags: dict = NO_FLAGS,
 ) -> None:
     """Serve OpenAI's speech API (POST /v1/audio/speech) and the saved voices over HTTP."""
-    check_stack()  # before the server's modules, which import the web framework
-    from ..server.config import ServeOptions, load_voice_map
-    from ..server.run import is_loopback
-    from ..server.state import ServerState
+    check_stack()  # before server.run, which imports the web framework
+    from ..server.run import is_loopback  # (starlette, uvicorn: loaded when serving, not by --help)
 
     chosen, settings = run_settings(preset, flags)
     if settings["verify"]:  # a preset's verify = true: every request listens back, so the recogniser must be there
-        from .say import check_listening
-
         check_listening(settings, False, "--verify")
     layers = ((chosen.origin, chosen.settings),) if chosen else ()
     options = ServeOptions(
@@ -179,8 +178,9 @@ def serve(
     _run(ServerState(options, _loader(settings, quiet)), quiet)
 
 
-def _run(state, quiet: bool) -> None:
-    from ..server.run import serve as run_server
+def _run(state: ServerState, quiet: bool) -> None:
+    """Serve `state` (server.run.serve) until it stops."""
+    from ..server.run import serve as run_server  # (the web framework, as above)
 
     def ready(url: str) -> None:
         if not quiet:
@@ -191,7 +191,7 @@ def _run(state, quiet: bool) -> None:
             )
 
     code = run_server(state, ready)
-    if state.status == "failed":
+    if state.status == "failed" and state.exception is not None:  # what loading the model raised
         raise state.exception
     if code:
         raise typer.Exit(code)

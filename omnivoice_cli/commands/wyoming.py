@@ -8,6 +8,7 @@ import typer
 
 from ..app.speaker import Speaker
 from ..engine.errors import MissingExtra
+from ..server.schema import package_version
 from ..ui.options import (
     NO_FLAGS,
     PRESET_OPTION,
@@ -85,8 +86,7 @@ def wyoming(
     check_extra()
     import asyncio
 
-    from ..server.schema import package_version
-    from ..server.wyoming import WyomingOptions, WyomingServer, parse_uri
+    from ..server.wyoming import WyomingOptions, WyomingServer, parse_uri  # (the wyoming extra, not for --help)
 
     parse_uri(uri)
     settings, options = speaker_options(preset, flags, max_queue, max_chars)

@@ -8,19 +8,31 @@ and the tokenizer and the codec's decoder are loaded beside it.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
+import torch
+
+from . import cpu, hub, memory, tensorfile
+from .backbone import OmniVoiceModel
+from .codec import load_codec_decoder
 from .config import ModelConfig, int8_clash, int8_problem
 from .errors import CheckpointError, InvalidRequest
-
-if TYPE_CHECKING:  # annotations only: importing torch here would slow `--help`
-    import torch
+from .graphs import GraphedForward
+from .linears import (
+    FbgemmInt8Linear,
+    Int8Linear,
+    int8_kind,
+    onednn_linear_available,
+    quantize_int8,
+    to_bfloat16,
+    use_onednn_linears,
+)
+from .text import TextTokenizer
 
 
 def resolve_device(device: str = "auto") -> "torch.device":
-    import torch
-
     allowed = ("auto", "cpu", "cuda", "mps")
     if device not in allowed and not device.startswith("cuda:"):
         raise InvalidRequest(f"device {device!r} is not allowed: use one of {', '.join(allowed)}")
@@ -38,10 +50,6 @@ def resolve_device(device: str = "auto") -> "torch.device":
 
 
 def resolve_dtype(dtype: str, device: "torch.device", cfg: ModelConfig) -> "torch.dtype":
-    import torch
-
-    from . import cpu
-
     names = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
     if dtype == "auto":  # the CPU's: its class's row of cpu.CHOICES (float32, the exact path, in every one)
         return names[cpu.choice().dtype] if device.type == "cpu" else names[cfg.load_dtype]
@@ -52,7 +60,6 @@ def resolve_dtype(dtype: str, device: "torch.device", cfg: ModelConfig) -> "torc
 
 def _set_threads(threads: int | None) -> int:
     """Check and set torch's CPU thread count (None: keep torch's); the count the engine runs with."""
-    import torch
 
     if threads is not None:
         if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
@@ -71,7 +78,6 @@ def use_threads(count: int | None) -> None:
     --threads; the main thread after that load; a caller's thread pool) goes on with its old
     count, and a sum split over another number of threads adds its floats up in another order:
     other samples. So every entry of the engine that runs torch calls this first."""
-    import torch
 
     if count is not None and torch.get_num_threads() != count:
         torch.set_num_threads(count)
@@ -102,9 +108,6 @@ def auto_quantize(dt, compile: bool, notice: Callable[[str], None]) -> str | Non
     """What quantize "auto" is on this CPU (its class's row of cpu.CHOICES): int8 where that is the
     fastest path measured, unless a dtype other than float32 or compile was asked for (then the
     exact path of those, said through `notice`); None where the exact float32 body is the fastest."""
-    import torch
-
-    from . import cpu
 
     chosen = cpu.choice().quantize
     if chosen == "int8" and (dt != torch.float32 or compile):
@@ -124,10 +127,6 @@ def _check_cpu_bf16(dev, dt, notice: Callable[[str], None]) -> "torch.dtype":
     only: its bf16 weight reorder refuses), which is also what that CPU runs fastest (measured on
     2 cores under ONEDNN_MAX_CPU_ISA=AVX2: a [523, 1024] x [1024, 3072] product 30 ms in fp32, 200
     ms in torch's own bf16). Returns the dtype to load in."""
-    import torch
-
-    from . import cpu
-    from .linears import onednn_linear_available
 
     if dev.type != "cpu" or dt != torch.bfloat16:
         return dt
@@ -146,11 +145,6 @@ def _check_cpu_bf16(dev, dt, notice: Callable[[str], None]) -> "torch.dtype":
 def load_body(root: Path, cfg: ModelConfig, dev, dt, quantize: str | None, compile: bool):
     """The OmniVoiceModel, built on the meta device, strictly loaded, then switched to its CPU
     linears (int8, bf16 or fp32 oneDNN) or compiled."""
-    import torch
-
-    from . import tensorfile
-    from .backbone import OmniVoiceModel
-    from .linears import onednn_linear_available
 
     # CPU bf16 with oneDNN: converted layer by layer from the mapped fp32 file (else loaded as bf16)
     cpu_bf16 = dev.type == "cpu" and dt == torch.bfloat16 and not compile and onednn_linear_available()
@@ -168,18 +162,12 @@ def load_body(root: Path, cfg: ModelConfig, dev, dt, quantize: str | None, compi
     check_offsets(net, root)
     net.eval()
     if quantize == "int8":
-        from .linears import quantize_int8
-
         quantize_int8(net)
     elif cpu_bf16:
-        from .linears import to_bfloat16
-
         to_bfloat16(net)
     if compile:
         net.compile_layers()
     elif dev.type == "cpu" and dt == torch.float32:
-        from .linears import use_onednn_linears
-
         use_onednn_linears(net)  # the fp32 linears left (all, or the heads when quantised)
     return net
 
@@ -187,7 +175,6 @@ def load_body(root: Path, cfg: ModelConfig, dev, dt, quantize: str | None, compi
 def check_offsets(net, root: Path) -> None:
     """codebook_layer_offsets may be absent from the file (then derived); if present it must be
     the layout the engine assumes."""
-    import torch
 
     offsets = net.codebook_layer_offsets
     loaded = not offsets.is_meta
@@ -199,8 +186,6 @@ def check_offsets(net, root: Path) -> None:
 
 
 def load_tokenizer(root: Path, cfg: ModelConfig):
-    from .text import TextTokenizer
-
     tokenizer = TextTokenizer.from_file(root / "tokenizer.json")
     if tokenizer.vocab_size > cfg.backbone.vocab_size:
         raise CheckpointError(
@@ -225,10 +210,6 @@ def load_checkpoint(
 ):
     """Load a checkpoint into `engine_cls(root, cfg, tokenizer, model, codec, device, dtype)`
     (see Engine.load for the options)."""
-    import torch
-
-    from . import hub, memory
-    from .codec import load_codec_decoder
 
     notice = on_notice or (lambda line: None)
     count = _set_threads(threads)
@@ -250,8 +231,6 @@ def load_checkpoint(
     engine = engine_cls(root, cfg, tokenizer, net, codec, dev, dt)
     engine.threads = count
     if cuda_graphs and dev.type == "cuda" and not compile:
-        from .graphs import GraphedForward
-
         engine.forward = GraphedForward(net)
     if compile:  # torch.compile compiles on the first call: now, as part of loading, not in a request
         engine.warm_up()
@@ -263,12 +242,6 @@ def cpu_paths() -> list[tuple[str, str]]:
     `omnivoice info`: the CPU's class and flags (cpu.py, caps included), what `--dtype auto` and
     `--quantize auto` choose (cpu.CHOICES) and the measurement behind it, the int8 kernel, what
     `--dtype bfloat16` does, torch and its threads, the GPUs torch sees."""
-    import os
-
-    import torch
-
-    from . import cpu
-    from .linears import FbgemmInt8Linear, Int8Linear, int8_kind, onednn_linear_available
 
     info, chosen = cpu.info(), cpu.choice()
     kind = int8_kind()
