@@ -253,7 +253,11 @@ def plan_request(req: Request, cfg: ModelConfig | None = None, voice: VoiceShape
     pieces: list[Piece] = []
     for p, (part, (target, eff_speed)) in enumerate(zip(parts, targets)):
         # the rate it is spoken at: the speed, or the duration's (eff_speed is relative to the voice)
-        rate = req.speed if req.duration is None else eff_speed * (1.0 if ref_rate is None else ref_rate)
+        rate = (
+            req.speed
+            if req.duration is None or eff_speed is None
+            else eff_speed * (1.0 if ref_rate is None else ref_rate)
+        )
         if target <= threshold:
             pieces.append(Piece(p, 0, part, target, rate))
             continue
