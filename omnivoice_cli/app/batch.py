@@ -516,6 +516,8 @@ class BatchRun:
             return self.fail_line(line, problem)
         with self._held():  # the file and its record, or neither
             name, fmt = line.output
+            if self.out is None:
+                raise RuntimeError("the output folder is made before any line is spoken")
             target = self.out / name
             outputs = Outputs(
                 target=OutputTarget(target, *FORMATS["." + fmt]),
@@ -641,14 +643,14 @@ class LocalExecutor:
 
     def speak(self, run: BatchRun, pending: list[Line], signals: HoldSignals) -> None:
         engine, run.report.load_seconds = run.session.load_engine(run.hardware())
-        cloned = [ln for ln in pending if ln.planned.reference is not None]
+        cloned = [(ln, ref) for ln in pending if (ref := ln.planned.reference) is not None]
         if cloned:  # the encoder and every recording: "voices prepared in", apart from the model's load
             t_voice = time.perf_counter()
             with run.session.status("preparing the reference voices ..."):
                 engine.load_encoder()
-                for line in cloned:
+                for line, ref in cloned:
                     try:
-                        line.prompt = run.refs.encode(engine, line.planned.reference)
+                        line.prompt = run.refs.encode(engine, ref)
                     except (OmniVoiceError, OSError, ValueError) as e:
                         run.fail_line(line, f"{line.planned.settings.name('ref')}: {' '.join(str(e).split())}")
             run.report.voice_seconds = time.perf_counter() - t_voice

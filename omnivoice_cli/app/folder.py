@@ -93,7 +93,8 @@ def check_duplicates(lines: Sequence[NamedLine], suffix: str | None = None) -> N
             continue
         for line in group:
             others = ", ".join(str(o.number) for o in group if o is not line)
-            name = line.name if suffix is None else str(PurePath(line.name).with_suffix(suffix))
+            own = line.name or ""  # every grouped line has a name (above)
+            name = own if suffix is None else str(PurePath(own).with_suffix(suffix))
             line.fail(f"output '{name}' is also written by line {others}: give each line its own id or output")
 
 
