@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from ..engine.errors import InvalidRequest
 from . import settings as st
@@ -272,7 +272,7 @@ def check_gaps_total(gap: float, lines: int) -> None:
 
 
 def plan_script(
-    text: str, name: str, cast_specs: list[str], preset: st.Preset | None, flags: Mapping[str, object]
+    text: str, name: str, cast_specs: list[str], preset: st.Preset | None, flags: Mapping[str, Any]
 ) -> Script:
     """Every line of the script `name` built (InvalidRequest naming its line), every cast member's
     voice checked first, the seeds S + i checked (S: --seed, else a random one)."""

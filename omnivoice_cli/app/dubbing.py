@@ -460,7 +460,8 @@ class DubRun:
         return read_manifest(stems_path / MANIFEST) if stems_path and stems_path.is_dir() else []
 
     def stems_format(self) -> str:
-        return stems_format("wav" if self.target.to_stdout else self.target.path.suffix.lower().lstrip("."))
+        path = self.target.path
+        return stems_format("wav" if self.target.to_stdout or path is None else path.suffix.lower().lstrip("."))
 
     def dry_run(self) -> list[dict[str, Any]]:
         """Plan every cue as run() would (the model is not loaded, nothing is written): for each,

@@ -45,7 +45,9 @@ class Result:
 
     audio: np.ndarray  # float32 [N] at sample_rate
     sample_rate: int  # Hz
-    tokens: torch.Tensor  # long [num_codebooks, target_len], the generated codes
+    tokens: (
+        torch.Tensor | None
+    )  # long [num_codebooks, target_len], the generated codes (None: dropped, e.g. by a Ray worker)
     target_len: int  # frames generated
     seed: int  # the seed used
     warnings: list[str] = field(default_factory=list)  # e.g. an unknown language
