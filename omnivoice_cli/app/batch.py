@@ -49,16 +49,16 @@ from .folder import (
     remove_stale_temporaries,
     target_problem,
 )
+from .listen import Recogniser, RecogniserHolder
 from .manifest import MANIFEST, ManifestWriter, done_records, fingerprint
 from .request import Built, References, Voices, build_request, named
 from .session import Hardware, Session, WarnOnce, random_seed, seed_for
 from .signals import HoldSignals
+from .verify import RequestCheck, Verifier
 
 if TYPE_CHECKING:  # annotations only: these pull torch (or the recogniser's extra) at import
     from ..engine.pipeline import Engine
     from ..engine.voice import VoicePrompt
-    from .listen import Recogniser, RecogniserHolder
-    from .verify import RequestCheck, Verifier
 
 GROUP_SIZE = 64  # lines per Engine.generate call (the engine bounds each forward itself)
 TEXT_SUFFIXES = (".txt",)
@@ -502,8 +502,6 @@ class BatchRun:
         if self.verifier is not None:
             return self.verifier.recogniser
         if self._listener is None:
-            from .listen import RecogniserHolder
-
             settings = line.planned.settings
             self._listener = RecogniserHolder(settings["asr_model"], settings["device"] or "auto", "--words")
         return self._listener.get()
@@ -669,8 +667,6 @@ class LocalExecutor:
         if not settings["verify"]:
             return None
         if run.verifier is None:
-            from .verify import Verifier
-
             with run.session.status("loading the speech recogniser ..."):
                 run.verifier = Verifier.from_settings(settings)
         line.check = run.verifier.for_request(

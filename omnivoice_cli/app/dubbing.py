@@ -44,21 +44,23 @@ from typing import TYPE_CHECKING, Any
 from ..engine.config import SAMPLE_RATE
 from ..engine.errors import InvalidRequest, OmniVoiceError
 from ..engine.planning import Result
+from ..engine.text import is_blank, speech_seconds, split_pauses
 from ..media.cues import Cue, read_cues, timestamp
 from ..media.output import FORMATS, OutputTarget
-from ..media.tracks import as_written, ms_to_samples, place
+from ..media.tracks import as_written, cue_pieces, ms_to_samples, overlaps, place
 from . import settings as st
 from .deliver import Outputs, Span, Take, deliver
 from .dialogue import Cast, Member, PlaceSource, check_voices, cue_speaker
+from .folder import prepare_output_dir, remove_stale_temporaries
+from .listen import Recogniser, recogniser
 from .manifest import MANIFEST, ManifestWriter, read_manifest
-from .request import Built, References, Voices, build_request
+from .request import Built, References, Voices, build_request, finish_request
 from .session import Hardware, Session, WarnOnce, random_seed, seed_for
 from .signals import HoldSignals
 
 if TYPE_CHECKING:  # annotations only: numpy is not imported for `--help`
     import numpy as np
 
-    from .listen import Recogniser
     from .session import Progress
 
 GROUP_SIZE = 64  # pieces per Engine.generate call (the engine bounds each forward itself)
@@ -248,9 +250,6 @@ class DubRun:
 
     def plan_cue(self, cue: Cue, base: int) -> CuePlan:
         """One cue's speaker, words, pieces and requests (InvalidRequest "FILE: line N: ...")."""
-        from ..engine.text import is_blank, speech_seconds, split_pauses
-        from ..media.tracks import cue_pieces
-
         plan = CuePlan(cue, f"{self.input_path}: line {cue.line}")
         plan.speaker, plan.text = cue_speaker(cue.text, cue.voice, self.cast, plan.where)
         plan.text = plan.text.strip()
@@ -341,8 +340,6 @@ class DubRun:
             )
 
     def _warn_overlaps(self, plans: list[CuePlan]) -> None:
-        from ..media.tracks import overlaps
-
         spoken = {p.cue.index: p for p in plans if p.status != "empty"}
         pairs, total = overlaps([(i, p.cue.start_ms, p.cue.end_ms) for i, p in spoken.items()])
         if pairs:
@@ -358,8 +355,6 @@ class DubRun:
         """The stems folder, created, with what a killed run left behind removed."""
         if self.stems is None:
             return None
-        from .folder import prepare_output_dir, remove_stale_temporaries
-
         out = prepare_output_dir(self.stems)
         remove_stale_temporaries(out, [p.stem for p in self.report.cues if p.stem])
         return out
@@ -397,8 +392,6 @@ class DubRun:
     # -- speaking ----------------------------------------------------------------------------
 
     def speak(self, pending: list[CuePlan], signals: HoldSignals, out: Path | None, progress: Progress) -> None:
-        from .request import finish_request
-
         built = [b for p in pending for b in p.built]
         hardware = Hardware.from_settings(self.cast.settings(None, self.layers()).values)
         engine, self.report.load_seconds = self.session.load_engine(hardware)
@@ -548,8 +541,6 @@ class DubRun:
         """--words: the speech recogniser, before the TTS model (its errors before anything is spoken)."""
         if self.words is None:
             return
-        from .listen import recogniser
-
         settings = self.cast.settings(None, self.layers())
         with self.session.status("loading the speech recogniser ..."):
             self.listener = recogniser(settings["asr_model"], settings["device"] or "auto", "--words")
