@@ -43,6 +43,7 @@ from ..media.output import FORMATS, OutputTarget
 from . import settings as st
 from .deliver import Outputs, Take, deliver
 from .folder import (
+    audio_seconds,
     check_duplicates,
     line_output,
     prepare_output_dir,
@@ -98,13 +99,6 @@ class Line:
         if self.built is None:
             raise RuntimeError(f"line {self.number} was not planned")
         return self.built
-
-    @property
-    def output(self) -> tuple[str, str]:
-        """(name, format) of its file: set by plan_line on every line it passes."""
-        if self.name is None or self.format is None:
-            raise RuntimeError(f"line {self.number} has no output name")
-        return self.name, self.format
 
     @property
     def settings(self) -> dict[str, Any] | None:
@@ -307,16 +301,6 @@ def _check_plain_fields(n: int, f: dict[str, Any]) -> str | None:
 # --------------------------------------------------------------------------------------------
 
 
-def _audio_seconds(path: Path) -> float | None:
-    try:
-        import soundfile as sf
-
-        info = sf.info(str(path))
-        return round(info.frames / info.samplerate, 4)
-    except Exception:
-        return None
-
-
 def _record(line: Line, status: str, **extra: Any) -> dict[str, Any]:
     rec: dict[str, Any] = {
         "line": line.number,
@@ -513,9 +497,9 @@ class BatchRun:
         if self.sink is not None and (problem := self.sink.before_write(line, result)) is not None:
             return self.fail_line(line, problem)
         with self._held():  # the file and its record, or neither
-            name, fmt = line.output
-            if self.out is None:
-                raise RuntimeError("the output folder is made before any line is spoken")
+            name, fmt = line.name, line.format  # a spoken line was named (plan_line) in a made folder (run)
+            if self.out is None or name is None or fmt is None:
+                raise RuntimeError(f"line {line.number} has no output folder or name")
             target = self.out / name
             outputs = Outputs(
                 target=OutputTarget(target, *FORMATS["." + fmt]),
@@ -576,7 +560,7 @@ class BatchRun:
                     line.record = {**old, "line": line.number}
                 else:
                     line.record = _record(
-                        line, "skipped", audio_seconds=_audio_seconds(out / name), settings=None, seed=None
+                        line, "skipped", audio_seconds=audio_seconds(out / name), settings=None, seed=None
                     )
                     self.manifest.append(line.record)
                 self.progress.line("skipped")

@@ -141,3 +141,14 @@ def target_problem(out: Path, name: str) -> str | None:
     except (OSError, ValueError) as e:
         return f"output '{name}' cannot be written: {getattr(e, 'strerror', None) or e}"
     return None
+
+
+def audio_seconds(path: Path) -> float | None:
+    """The length of an audio file in seconds (4 decimals), None when it cannot be read."""
+    try:
+        import soundfile as sf
+
+        info = sf.info(str(path))
+        return round(info.frames / info.samplerate, 4)
+    except Exception:
+        return None
