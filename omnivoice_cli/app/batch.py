@@ -34,24 +34,32 @@ import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
 from ..engine.errors import InvalidRequest, MissingExtra, OmniVoiceError
+from ..engine.planning import Result
 from ..engine.text import is_blank
 from ..media.output import FORMATS, OutputTarget
 from . import settings as st
 from .deliver import Outputs, Take, deliver
 from .folder import (
+    audio_seconds,
     check_duplicates,
     line_output,
     prepare_output_dir,
     remove_stale_temporaries,
     target_problem,
 )
+from .listen import Recogniser, RecogniserHolder
 from .manifest import MANIFEST, ManifestWriter, done_records, fingerprint
 from .request import Built, References, Voices, build_request, named
 from .session import Hardware, Session, WarnOnce, random_seed, seed_for
 from .signals import HoldSignals
+from .verify import RequestCheck, Verifier
+
+if TYPE_CHECKING:  # annotations only: these pull torch (or the recogniser's extra) at import
+    from ..engine.pipeline import Engine
+    from ..engine.voice import VoicePrompt
 
 GROUP_SIZE = 64  # lines per Engine.generate call (the engine bounds each forward itself)
 TEXT_SUFFIXES = (".txt",)
@@ -74,8 +82,8 @@ class Line:
     name: str | None = None  # the output file, relative to the output folder (posix form)
     format: str | None = None  # wav | flac | ogg
     built: Built | None = None  # the request, when the line is valid
-    prompt: Any = None  # its reference recording, encoded once the model is loaded
-    check: Any = None  # --verify: its per-piece check (verify.RequestCheck), while it is spoken
+    prompt: "VoicePrompt | None" = None  # its reference recording, encoded once the model is loaded
+    check: "RequestCheck | None" = None  # --verify: its per-piece check, while it is spoken
     warnings: list[str] = field(default_factory=list)
     error: str | None = None  # "line N: ..." when the line failed
     status: str | None = None  # done | failed | skipped (None: not run yet)
@@ -84,6 +92,13 @@ class Line:
     @property
     def index(self) -> int:
         return self.number - 1
+
+    @property
+    def planned(self) -> Built:
+        """Its request: only a line plan_line built (and named) is run."""
+        if self.built is None:
+            raise RuntimeError(f"line {self.number} was not planned")
+        return self.built
 
     @property
     def settings(self) -> dict[str, Any] | None:
@@ -286,23 +301,13 @@ def _check_plain_fields(n: int, f: dict[str, Any]) -> str | None:
 # --------------------------------------------------------------------------------------------
 
 
-def _audio_seconds(path: Path) -> float | None:
-    try:
-        import soundfile as sf
-
-        info = sf.info(str(path))
-        return round(info.frames / info.samplerate, 4)
-    except Exception:
-        return None
-
-
 def _record(line: Line, status: str, **extra: Any) -> dict[str, Any]:
     rec: dict[str, Any] = {
         "line": line.number,
         "id": line.id,
         "status": status,
         "output": line.name,
-        "text": st.join_lines(line.text),
+        "text": None if line.text is None else st.join_lines(line.text),
         "audio_seconds": None,
         "seconds": None,
         "seed": line.settings["seed"] if line.settings else None,
@@ -340,7 +345,7 @@ class LineSink(Protocol):
 
     def where(self, line: Line) -> str: ...
 
-    def before_write(self, line: Line, result: Any) -> str | None: ...
+    def before_write(self, line: Line, result: Result) -> str | None: ...
 
     def ended(self, line: Line) -> None: ...
 
@@ -367,8 +372,8 @@ class BatchRun:
         self.sink = sink  # told of each line (the book's parts), when a run composes this one
         self.input_path, self.output_dir = input_path, output_dir
         self.words = words  # --words: NAME.words.json beside each audio file (words.py)
-        self.verifier: Any = None  # --verify: the run's recogniser (verify.Verifier), loaded on first use
-        self._listener: Any = None  # --words without --verify: listen.RecogniserHolder
+        self.verifier: Verifier | None = None  # --verify: the run's recogniser, loaded on first use
+        self._listener: RecogniserHolder | None = None  # --words without --verify
         self.subtitles = subtitles  # "srt" | "vtt": a subtitles file beside each audio file (cues.py)
         self.executor = executor or LocalExecutor()  # speaks the pending lines: this engine, or cluster.RayExecutor
         self.preset, self.flags, self.overwrite = preset, flags, overwrite
@@ -425,6 +430,7 @@ class BatchRun:
         line.name, line.format = line_output(line, settings["format"], width)
         settings = settings.with_values({"format": line.format})
         seed = random_seed() if settings["seed"] is None else None
+        assert line.text is not None  # a checked line has its text (check_line)
         line.built = build_request(
             line.text, settings, refs=self.refs, voices=self.voices, line_base=self.base, seed=seed
         )
@@ -475,32 +481,33 @@ class BatchRun:
         if self.sink is not None:
             self.sink.ended(line)
 
-    def recogniser(self, line: Line) -> Any:
+    def recogniser(self, line: Line) -> Recogniser:
         """The run's speech recogniser (--verify's, or one for --words alone)."""
         if self.verifier is not None:
             return self.verifier.recogniser
         if self._listener is None:
-            from .listen import RecogniserHolder
-
-            settings = line.built.settings
+            settings = line.planned.settings
             self._listener = RecogniserHolder(settings["asr_model"], settings["device"] or "auto", "--words")
         return self._listener.get()
 
-    def save_result(self, line: Line, result: Any, started: float) -> None:
+    def save_result(self, line: Line, result: Result, started: float) -> None:
         """Write a line's engine Result (its subtitles first, with --subtitles) and its record;
         `started`: perf_counter() when its group started (its record's "seconds" count from there
         to its file being written). A file that cannot be written fails the line."""
         if self.sink is not None and (problem := self.sink.before_write(line, result)) is not None:
             return self.fail_line(line, problem)
         with self._held():  # the file and its record, or neither
-            target = self.out / line.name
+            name, fmt = line.name, line.format  # a spoken line was named (plan_line) in a made folder (run)
+            if self.out is None or name is None or fmt is None:
+                raise RuntimeError(f"line {line.number} has no output folder or name")
+            target = self.out / name
             outputs = Outputs(
-                target=OutputTarget(target, *FORMATS["." + line.format]),
+                target=OutputTarget(target, *FORMATS["." + fmt]),
                 subtitles=target.with_suffix("." + self.subtitles) if self.subtitles else None,
                 words=target.with_name(target.stem + ".words.json") if self.words else None,
-                loudness=line.built.settings["loudness"],  # --loudness: over the line's whole file
+                loudness=line.planned.settings["loudness"],  # --loudness: over the line's whole file
             )
-            req = line.built.request
+            req = line.planned.request
             try:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 listener = self.recogniser(line) if self.words else None
@@ -537,22 +544,23 @@ class BatchRun:
         """Fail the bad lines, skip the done ones; the lines left to speak."""
         pending = []
         for line in self.lines:
+            name = line.name or ""  # set on every line without an error (plan_line)
             if line.error is None:
-                line.error = target_problem(out, line.name)
+                line.error = target_problem(out, name)
             if line.error is not None:
                 self.fail_line(line, line.error)
-            elif (out / line.name).exists() and not self.overwrite:
+            elif (out / name).exists() and not self.overwrite:
                 line.status = "skipped"
-                if self.subtitles and not (out / line.name).with_suffix("." + self.subtitles).exists():
-                    message = f"line {line.number}: {line.name} exists without subtitles: give --overwrite to make both"
+                if self.subtitles and not (out / name).with_suffix("." + self.subtitles).exists():
+                    message = f"line {line.number}: {name} exists without subtitles: give --overwrite to make both"
                     self.report.warnings.append(message)
                     self.echo(f"Warning: {message}")
-                old = earlier.get(line.name.casefold())
+                old = earlier.get(name.casefold())
                 if old is not None:
                     line.record = {**old, "line": line.number}
                 else:
                     line.record = _record(
-                        line, "skipped", audio_seconds=_audio_seconds(out / line.name), settings=None, seed=None
+                        line, "skipped", audio_seconds=audio_seconds(out / name), settings=None, seed=None
                     )
                     self.manifest.append(line.record)
                 self.progress.line("skipped")
@@ -568,7 +576,7 @@ class BatchRun:
             if self.report.interrupted
             else "the run stopped before this line was spoken"
         )
-        final = []
+        final: list[Mapping[str, Any]] = []
         for line in self.lines:
             if line.record is None:
                 line.record = _record(line, "pending", error=error)
@@ -617,16 +625,16 @@ class LocalExecutor:
 
     def speak(self, run: BatchRun, pending: list[Line], signals: HoldSignals) -> None:
         engine, run.report.load_seconds = run.session.load_engine(run.hardware())
-        cloned = [ln for ln in pending if ln.built.reference is not None]
+        cloned = [(ln, ref) for ln in pending if (ref := ln.planned.reference) is not None]
         if cloned:  # the encoder and every recording: "voices prepared in", apart from the model's load
             t_voice = time.perf_counter()
             with run.session.status("preparing the reference voices ..."):
                 engine.load_encoder()
-                for line in cloned:
+                for line, ref in cloned:
                     try:
-                        line.prompt = run.refs.encode(engine, line.built.reference)
+                        line.prompt = run.refs.encode(engine, ref)
                     except (OmniVoiceError, OSError, ValueError) as e:
-                        run.fail_line(line, f"{line.built.settings.name('ref')}: {' '.join(str(e).split())}")
+                        run.fail_line(line, f"{line.planned.settings.name('ref')}: {' '.join(str(e).split())}")
             run.report.voice_seconds = time.perf_counter() - t_voice
         t_gen = time.perf_counter()
         pending = [ln for ln in pending if ln.status is None]
@@ -637,38 +645,36 @@ class LocalExecutor:
             self.run_group(run, engine, pending[start : start + size])
         run.report.generate_seconds = time.perf_counter() - t_gen
 
-    def check_for(self, run: BatchRun, line: Line) -> Any:
+    def check_for(self, run: BatchRun, line: Line) -> RequestCheck | None:
         """A line's --verify check (the run's one recogniser, loaded on the first such line)."""
-        settings = line.built.settings
+        settings = line.planned.settings
         if not settings["verify"]:
             return None
         if run.verifier is None:
-            from .verify import Verifier
-
             with run.session.status("loading the speech recogniser ..."):
                 run.verifier = Verifier.from_settings(settings)
         line.check = run.verifier.for_request(
-            line.built.request.lang, settings["verify_max_error"], settings["verify_retries"]
+            line.planned.request.lang, settings["verify_max_error"], settings["verify_retries"]
         )
         return line.check
 
-    def run_group(self, run: BatchRun, engine: Any, group: list[Line]) -> None:
+    def run_group(self, run: BatchRun, engine: Engine, group: list[Line]) -> None:
         """One Engine.generate call: each line saved as soon as it is finished."""
         import dataclasses
 
         t0 = time.perf_counter()
 
-        def on_result(i: int, result: Any) -> None:
+        def on_result(i: int, result: Result) -> None:
             run.save_result(group[i], result, t0)
 
         def on_error(i: int, e: Exception) -> None:  # this line alone failed (its checks, size, decoding)
             line = group[i]
             if isinstance(e, InvalidRequest) and e.setting is not None:
-                e = named(line.built.settings, e)
+                e = named(line.planned.settings, e)
             run.fail_line(line, f"generation failed: {' '.join((str(e).strip() or type(e).__name__).split())}")
 
         requests = [
-            dataclasses.replace(ln.built.request, ref=ln.prompt) if ln.prompt else ln.built.request for ln in group
+            dataclasses.replace(ln.planned.request, ref=ln.prompt) if ln.prompt else ln.planned.request for ln in group
         ]
         checks = [self.check_for(run, ln) for ln in group]  # --verify (verify.py)
         try:

@@ -41,10 +41,17 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
+from ..engine.config import ModelConfig
 from ..engine.errors import InvalidRequest, MissingExtra, OmniVoiceError, install_hint
+from ..engine.pipeline import Engine, Request, Result, plan_request
 from .session import Hardware, Session
+from .signals import HoldSignals
+
+if TYPE_CHECKING:  # annotations only: the voice pulls torch, the batch imports this module's users
+    from ..engine.voice import VoicePrompt
+    from .batch import BatchRun, Line
 
 INSTALL_HINT = install_hint("ray")
 MAX_RETRIES = 2  # times a group is given to another worker after its worker died
@@ -96,7 +103,7 @@ class Task:
     """One line for a worker: its request (ref None while `ref_key` names a recording to encode)."""
 
     number: int  # the line number (the driver's key)
-    request: Any  # engine.pipeline.Request
+    request: Request
     ref_key: tuple[str, str] | None = None  # (file, transcript) of its recording, in the group's references
 
 
@@ -105,7 +112,7 @@ class Outcome:
     """What became of one task on a worker: a result (its tokens dropped) or an error message."""
 
     number: int
-    result: Any = None  # engine.pipeline.Result with tokens=None
+    result: Result | None = None  # with tokens=None
     error: str | None = None
     ref_error: bool = False  # the error is about the line's reference recording
     seconds: float = 0.0  # from the start of its group to its result, on the worker
@@ -115,7 +122,7 @@ class Outcome:
 class Group:
     """Lines given to one worker at a time."""
 
-    lines: list  # batch.Line
+    lines: list[Line]
     attempts: int = 0  # workers that died running it
     cost: float = 0.0
 
@@ -124,16 +131,13 @@ def one_line(e: BaseException) -> str:
     return " ".join((str(e).strip() or type(e).__name__).split())
 
 
-def line_cost(request: Any) -> float:
+def line_cost(request: Request) -> float:
     """How long a line takes, roughly: its estimated frames times its steps (plan_request's
     frames of each piece, as the engine estimates them)."""
-    from ..engine.config import ModelConfig
-    from ..engine.pipeline import plan_request
-
     return float(sum(plan_request(request, ModelConfig()).frames) * request.generation.num_step)
 
 
-def make_groups(costs: list[tuple[Any, float]], workers: int) -> list[Group]:
+def make_groups(costs: list[tuple[Line, float]], workers: int) -> list[Group]:
     """Items (with their cost) in groups, the costliest first: groups of similar lines, about
     GROUPS_PER_WORKER per worker, of 1 to GROUP_SIZE items."""
     ordered = sorted(costs, key=lambda ic: -ic[1])  # stable: equal costs keep the input order
@@ -160,8 +164,10 @@ class OmnivoiceWorker:
 
     def __init__(self, hardware: Hardware, encoder: bool, queue: Any = None, name: str = "") -> None:
         self.queue, self.name = queue, name
-        self.prompts: dict[tuple[str, str], Any] = {}  # encoded recordings
-        self.engine, self.error, self.load_seconds = None, None, 0.0
+        self.prompts: dict[tuple[str, str], VoicePrompt] = {}  # encoded recordings
+        self.engine: Engine | None = None
+        self.error: BaseException | None = None
+        self.load_seconds = 0.0
         self._last = 0.0
         try:
             self.engine, self.load_seconds = Session().load_engine(hardware, encoder=encoder)
@@ -172,12 +178,12 @@ class OmnivoiceWorker:
         """(process id, seconds the model took to load, the loading error or None)."""
         return os.getpid(), self.load_seconds, self.error
 
-    def _request(self, task: Task, references: dict) -> Any:
+    def _request(self, engine: Engine, task: Task, references: dict) -> Request:
         if task.ref_key is None:
             return task.request
         if task.ref_key not in self.prompts:
             prepared, transcript = references[task.ref_key]
-            self.prompts[task.ref_key] = self.engine.voice_from_audio(prepared, transcript)
+            self.prompts[task.ref_key] = engine.voice_from_audio(prepared, transcript)
         return dataclasses.replace(task.request, ref=self.prompts[task.ref_key])
 
     def _step(self, done: int, total: int) -> None:
@@ -196,23 +202,26 @@ class OmnivoiceWorker:
             return [
                 Outcome(t.number, error=f"the worker could not load the model: {one_line(self.error)}") for t in tasks
             ]
+        engine = self.engine
+        if engine is None:  # never: an engine that did not load left its error (above)
+            raise RuntimeError("the worker has no engine")
         t0 = time.perf_counter()
         outcomes: dict[int, Outcome] = {}
         requests, numbers = [], []
         for task in tasks:
             try:
-                requests.append(self._request(task, references))
+                requests.append(self._request(engine, task, references))
                 numbers.append(task.number)
             except (OmniVoiceError, OSError, ValueError) as e:
                 outcomes[task.number] = Outcome(task.number, error=one_line(e), ref_error=True)
 
-        def on_result(i: int, result: Any) -> None:
+        def on_result(i: int, result: Result) -> None:
             result.tokens = None  # the codes stay here: only the audio travels
             outcomes[numbers[i]] = Outcome(numbers[i], result=result, seconds=time.perf_counter() - t0)
 
         try:
             if requests:
-                self.engine.generate(requests, on_step=self._step, on_result=on_result)
+                engine.generate(requests, on_step=self._step, on_result=on_result)
         except (OmniVoiceError, RuntimeError, MemoryError) as e:  # e.g. out of memory: the group fails
             for number in numbers:
                 outcomes.setdefault(number, Outcome(number, error=f"generation failed: {one_line(e)}"))
@@ -239,7 +248,7 @@ def check_device(device: str | None, options: ClusterOptions) -> None:
         raise InvalidRequest("--device cuda with --ray needs --gpus-per-worker (the GPUs each worker takes)")
 
 
-def connect(ray: Any, options: ClusterOptions, echo: Any) -> None:
+def connect(ray: Any, options: ClusterOptions, echo: Callable[[str], object]) -> None:
     """Start or join the cluster (unless this program set Ray up itself)."""
     if ray.is_initialized():
         return
@@ -265,7 +274,7 @@ def connect(ray: Any, options: ClusterOptions, echo: Any) -> None:
     echo(f"Ray: connected to the cluster at {options.address}")
 
 
-def check_resources(ray: Any, options: ClusterOptions, echo: Any) -> None:
+def check_resources(ray: Any, options: ClusterOptions, echo: Callable[[str], object]) -> None:
     """Fail when not even one worker fits the cluster; warn when not all of them do."""
     have = ray.cluster_resources()
     fits = int(have.get("CPU", 0) // options.cpus)
@@ -286,7 +295,7 @@ class RayExecutor:
     def __init__(self, options: ClusterOptions) -> None:
         self.options = options
 
-    def speak(self, run: Any, pending: list, signals: Any) -> None:
+    def speak(self, run: BatchRun, pending: list[Line], signals: HoldSignals) -> None:
         ray = import_ray()
         hardware = run.hardware()
         check_device(hardware.device, self.options)
@@ -305,16 +314,16 @@ class RayExecutor:
 class _ClusterRun:
     """One run on the cluster: the workers, the groups to do, the calls in flight."""
 
-    def __init__(self, ray: Any, options: ClusterOptions, run: Any, signals: Any) -> None:
+    def __init__(self, ray: Any, options: ClusterOptions, run: BatchRun, signals: HoldSignals) -> None:
         self.ray, self.options, self.run, self.signals = ray, options, run, signals
         self.echo = run.echo if not run.quiet else (lambda msg: run.echo(msg) if msg.startswith("Warning") else None)
         self.owns_ray = not ray.is_initialized()  # this run starts (or joins) Ray, and lets go at the end
-        self.queue = None
+        self.queue: Any = None  # a ray.util.queue.Queue of the workers' steps (with a steps bar)
         self.workers: dict[str, Any] = {}  # name -> actor
         self.idle: list[str] = []
         self.todo: deque[Group] = deque()
         self.in_flight: dict[Any, tuple[str, str, Group | None]] = {}  # ref -> (ready | run, worker, group)
-        self.lines: dict[int, Any] = {}  # line number -> batch.Line
+        self.lines: dict[int, Line] = {}  # line number -> its line
         self.steps: dict[str, tuple[int, int]] = {}
         self.started = self.load_deaths = 0
         self.t_ready: float | None = None
@@ -325,7 +334,7 @@ class _ClusterRun:
         for line in pending:
             self.run.warn(line, line.warnings)
         self.lines = {line.number: line for line in pending}
-        self.todo = deque(make_groups([(ln, line_cost(ln.built.request)) for ln in pending], self.options.workers))
+        self.todo = deque(make_groups([(ln, line_cost(ln.planned.request)) for ln in pending], self.options.workers))
         connect(self.ray, self.options, self.echo)
         self.signals.reclaim()  # ray.init installs its own SIGTERM handler in the driver: the batch's again
         check_resources(self.ray, self.options, self.echo)
@@ -333,7 +342,7 @@ class _ClusterRun:
         model = Path(hardware.model).expanduser()
         if model.exists():  # a local checkpoint: the workers do not start in this folder
             hardware = dataclasses.replace(hardware, model=str(model.resolve()))
-        self.hardware, self.encoder = hardware, any(ln.built.reference is not None for ln in pending)
+        self.hardware, self.encoder = hardware, any(ln.planned.reference is not None for ln in pending)
         if self.run.progress.shows_steps:
             from ray.util.queue import Queue
 
@@ -388,7 +397,7 @@ class _ClusterRun:
                 kind, name, group = self.in_flight.pop(ref)
                 if kind == "ready":
                     self._on_ready(ref, name)
-                else:
+                elif group is not None:  # (a run's call always has its group)
                     self._on_group(ref, name, group)
             self._dispatch()
 
@@ -397,11 +406,11 @@ class _ClusterRun:
             name, group = self.idle.pop(0), self.todo.popleft()
             tasks, references = [], {}
             for line in group.lines:
-                ref, key = line.built.reference, None
+                ref, key = line.planned.reference, None
                 if ref is not None:
                     key = (str(ref.path.resolve()), ref.transcript)
                     references[key] = (ref.prepared, ref.transcript)
-                tasks.append(Task(line.number, line.built.request, key))
+                tasks.append(Task(line.number, line.planned.request, key))
             self.in_flight[self.workers[name].run.remote(tasks, references)] = ("run", name, group)
 
     def _poll_steps(self) -> None:
@@ -419,7 +428,7 @@ class _ClusterRun:
 
     # -- what comes back ----------------------------------------------------------------------
 
-    def _died(self) -> tuple[type, ...]:
+    def _died(self) -> tuple[type[BaseException], ...]:
         """What a worker's death (or Ray's memory monitor killing it) raises: worth another worker."""
         e = self.ray.exceptions
         kinds = ("RayActorError", "WorkerCrashedError", "ObjectLostError", "NodeDiedError", "OutOfMemoryError")
@@ -459,9 +468,11 @@ class _ClusterRun:
     def _save(self, outcome: Outcome) -> None:
         line = self.lines[outcome.number]
         if outcome.error is None:  # its seconds: from its group's start on the worker to its file here
+            if outcome.result is None:
+                raise RuntimeError(f"line {outcome.number}: the worker sent neither a result nor an error")
             self.run.save_result(line, outcome.result, time.perf_counter() - outcome.seconds)
         elif outcome.ref_error:
-            self.run.fail_line(line, f"{line.built.settings.name('ref')}: {outcome.error}")
+            self.run.fail_line(line, f"{line.planned.settings.name('ref')}: {outcome.error}")
         else:
             self.run.fail_line(line, outcome.error)
 

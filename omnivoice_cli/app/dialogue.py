@@ -22,6 +22,8 @@ from typing import Any, Iterable, Mapping
 
 from ..engine.errors import InvalidRequest
 from . import settings as st
+from .request import Built, References, Voices, build_request
+from .session import check_seed_range, random_seed, seed_for
 
 MAX_NAME = 40  # characters of a speaker's name
 MAX_LINES = 20_000  # spoken lines of one script (all go to one packed run)
@@ -130,29 +132,32 @@ class Cast:
         self,
         member: Member | None,
         layers: list,
-        extra: Mapping[str, Any] | None = None,
+        extra: Mapping[str, object] | None = None,
         extra_source: st.Source | None = None,
     ) -> st.Resolved:
         """The resolved settings of one member's request: `layers` (preset, flags), then the
         member's voice (replacing voice, instruct and ref), then `extra` (e.g. a cue's duration
         and seed, from `extra_source`). member None: the layers as they are."""
-        source = CastSource("line", member.name) if member else None
-        own: dict[str, Any] = {}
-        if member is not None and member.kind != "auto":
-            own = st.check_layer({member.kind: member.value}, source, st.LINE)
-        more = [(extra_source or st.Source("request"), dict(extra))] if extra else []
-        resolved = st.resolve(*layers, *([(source, own)] if member else []), *more)
+        own: Mapping[str, object] = {}
+        mine: list[tuple[st.Source, Mapping[str, object] | None]] = []
+        if member is not None:
+            source = CastSource("line", member.name)
+            if member.kind != "auto":
+                own = st.check_layer({member.kind: member.value}, source, st.LINE)
+            mine.append((source, own))
+        more: list[tuple[st.Source, Mapping[str, object] | None]] = (
+            [(extra_source or st.Source("request"), dict(extra))] if extra else []
+        )
+        resolved = st.resolve(*layers, *mine, *more)
         if member is None:
             return resolved
         others = [key for key in ("voice", "instruct", "ref", "ref_text") if key != member.kind]
         return resolved.with_values(dict.fromkeys(others), source)  # the member is exactly its voice
 
 
-def check_voices(cast: Cast, layers: list, refs: Any, voices: Any, default: bool) -> None:
+def check_voices(cast: Cast, layers: list, refs: References, voices: Voices, default: bool) -> None:
     """Check every cast member's voice (used or not) and, when `default`, the voice the layers
     give, before any line or cue needs them: their errors then name --cast / --voice, not a line."""
-    from .request import build_request
-
     members: list[Member | None] = [*cast.members.values(), *([None] if default else [])]
     for member in members:
         build_request(PROBE_TEXT, cast.settings(member, layers, {"seed": 0}), refs=refs, voices=voices)
@@ -244,7 +249,7 @@ class Script:
     """A dialogue script checked and built without the model: line i (from 0, counting the
     spoken lines) is its own request with seed `seed` + i, in its speaker's voice."""
 
-    lines: tuple[tuple[ScriptLine, Any], ...]  # (the line, its request.Built)
+    lines: tuple[tuple[ScriptLine, Built], ...]  # (the line, its request)
     seed: int  # the base seed
     cast: Cast  # who speaks (`cast.unused()`: the members with no line)
 
@@ -271,8 +276,6 @@ def plan_script(
 ) -> Script:
     """Every line of the script `name` built (InvalidRequest naming its line), every cast member's
     voice checked first, the seeds S + i checked (S: --seed, else a random one)."""
-    from .request import References, Voices, build_request
-    from .session import check_seed_range, random_seed, seed_for
 
     cast = Cast.parse(cast_specs)
     lines = parse_script(text, cast, name)

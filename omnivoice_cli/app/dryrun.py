@@ -14,20 +14,18 @@ the lengths the model is asked for, before silence removal.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ..engine.config import ModelConfig
+from ..engine.pipeline import VoiceShape, plan_request
+from ..engine.text import resolve_language
 from . import settings as st
 from .request import Built
-
-if TYPE_CHECKING:
-    from ..engine.pipeline import VoiceShape
 
 
 def _voice(built: Built) -> VoiceShape | None:
     """A recording's voice by its prepared length (it is not encoded in a dry run); None for the
     request's own voice (a saved voice, or none)."""
-    from ..engine.pipeline import VoiceShape
-
     if built.reference is None:
         return None
     return VoiceShape.of_recording(len(built.reference.prepared.wav), built.reference.transcript)
@@ -35,10 +33,6 @@ def _voice(built: Built) -> VoiceShape | None:
 
 def describe(built: Built) -> dict[str, Any]:
     """The dry run of one request (see the module doc)."""
-    from ..engine.config import ModelConfig
-    from ..engine.pipeline import plan_request
-    from ..engine.text import resolve_language
-
     cfg = ModelConfig()
     plan = built.plan or plan_request(built.request, cfg, _voice(built))  # the plan made when it was built
     frames = plan.frames  # each piece's, as the engine estimates it (chunks after 0 against piece 0 without a voice)

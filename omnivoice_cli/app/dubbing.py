@@ -39,20 +39,29 @@ import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..engine.config import SAMPLE_RATE
 from ..engine.errors import InvalidRequest, OmniVoiceError
+from ..engine.planning import Result
+from ..engine.text import is_blank, speech_seconds, split_pauses
 from ..media.cues import Cue, read_cues, timestamp
 from ..media.output import FORMATS, OutputTarget
-from ..media.tracks import as_written, ms_to_samples, place
+from ..media.tracks import as_written, cue_pieces, ms_to_samples, overlaps, place
 from . import settings as st
 from .deliver import Outputs, Span, Take, deliver
 from .dialogue import Cast, Member, PlaceSource, check_voices, cue_speaker
+from .folder import prepare_output_dir, remove_stale_temporaries
+from .listen import Recogniser, recogniser
 from .manifest import MANIFEST, ManifestWriter, read_manifest
-from .request import Built, References, Voices, build_request
+from .request import Built, References, Voices, build_request, finish_request
 from .session import Hardware, Session, WarnOnce, random_seed, seed_for
 from .signals import HoldSignals
+
+if TYPE_CHECKING:  # annotations only: numpy is not imported for `--help`
+    import numpy as np
+
+    from .session import Progress
 
 GROUP_SIZE = 64  # pieces per Engine.generate call (the engine bounds each forward itself)
 MAX_CUES = 20_000  # cues in one file (a feature film has about 2,000)
@@ -75,7 +84,7 @@ class CuePlan:
     built: list[Built] = field(default_factory=list)
     status: str | None = None  # empty | reused | done (None: to speak)
     stem: str | None = None  # its file in the stems folder
-    results: dict[int, Any] = field(default_factory=dict)  # piece -> engine Result
+    results: dict[int, Result] = field(default_factory=dict)  # piece -> its engine Result
     audio_seconds: float = 0.0
     warnings: list[str] = field(default_factory=list)
     speed: float | None = None  # its words' natural time (text.speech_seconds) / its length: > 1 is faster
@@ -178,7 +187,7 @@ class DubRun:
     def __init__(
         self,
         input_path: str,
-        target: Any,
+        target: OutputTarget,
         *,
         preset: st.Preset | None,
         flags: dict[str, Any],
@@ -191,14 +200,14 @@ class DubRun:
     ) -> None:
         self.input_path, self.target, self.preset, self.flags = input_path, target, preset, flags
         self.words = words  # --words FILE.json: the word timings on the track (words.py)
-        self.listener: Any = None  # its speech recogniser (listen.py), loaded before the TTS model
+        self.listener: Recogniser | None = None  # its speech recogniser (listen.py), loaded before the TTS model
         self.cast, self.stems, self.overwrite = cast, stems, overwrite
         self.session = session or Session()  # how the run shows itself (the face's status line and bars)
         self.echo = self.session.echo
         self.stdout = stdout
         self.refs, self.voices = References(), Voices()
         self.report = DubReport()
-        self.track = None  # float32 [samples], allocated once the plan is checked
+        self.track: np.ndarray | None = None  # float32 [samples], allocated once the plan is checked
         self.manifest: ManifestWriter | None = None  # the stems folder's manifest
         self._once = WarnOnce(self._show_warning)
 
@@ -210,12 +219,19 @@ class DubRun:
         self.report.warnings.append(message)
         self.echo(f"Warning: {message}")
 
+    def the_track(self) -> np.ndarray:
+        """The track being filled (allocated once the plan is checked)."""
+        if self.track is None:
+            raise RuntimeError("the track is allocated once the plan is checked")
+        return self.track
+
     def layers(self) -> list:
         """The preset and the flags; a cue's times fix its length, so a preset's speed, duration
         and chunk settings do not apply (the seed is the cue's own)."""
-        preset = {k: v for k, v in self.preset.settings.items() if k not in NOT_FOR_CUES} if self.preset else None
+        preset = self.preset
+        own = [(preset.origin, {k: v for k, v in preset.settings.items() if k not in NOT_FOR_CUES})] if preset else []
         return [
-            *([(self.preset.origin, preset)] if preset is not None else []),
+            *own,
             (st.FLAG_SOURCE, {k: v for k, v in self.flags.items() if k != "seed"}),
         ]
 
@@ -234,9 +250,6 @@ class DubRun:
 
     def plan_cue(self, cue: Cue, base: int) -> CuePlan:
         """One cue's speaker, words, pieces and requests (InvalidRequest "FILE: line N: ...")."""
-        from ..engine.text import is_blank, speech_seconds, split_pauses
-        from ..media.tracks import cue_pieces
-
         plan = CuePlan(cue, f"{self.input_path}: line {cue.line}")
         plan.speaker, plan.text = cue_speaker(cue.text, cue.voice, self.cast, plan.where)
         plan.text = plan.text.strip()
@@ -327,8 +340,6 @@ class DubRun:
             )
 
     def _warn_overlaps(self, plans: list[CuePlan]) -> None:
-        from ..media.tracks import overlaps
-
         spoken = {p.cue.index: p for p in plans if p.status != "empty"}
         pairs, total = overlaps([(i, p.cue.start_ms, p.cue.end_ms) for i, p in spoken.items()])
         if pairs:
@@ -344,8 +355,6 @@ class DubRun:
         """The stems folder, created, with what a killed run left behind removed."""
         if self.stems is None:
             return None
-        from .folder import prepare_output_dir, remove_stale_temporaries
-
         out = prepare_output_dir(self.stems)
         remove_stale_temporaries(out, [p.stem for p in self.report.cues if p.stem])
         return out
@@ -363,7 +372,13 @@ class DubRun:
         records = {rec.get("output"): rec for rec in earlier if rec.get("status") in ("done", "reused")}
         for p in self.report.cues:
             rec = records.get(p.stem)
-            if p.status is not None or rec is None or self.overwrite or rec.get("key") != _jsonable(p.key()):
+            if (
+                p.status is not None
+                or p.stem is None
+                or rec is None
+                or self.overwrite
+                or rec.get("key") != _jsonable(p.key())
+            ):
                 continue
             try:
                 audio, rate = sf.read(str(out / p.stem), dtype="float32", always_2d=False)
@@ -371,14 +386,12 @@ class DubRun:
                 continue
             if rate != SAMPLE_RATE or audio.ndim != 1:
                 continue
-            place(self.track, audio, ms_to_samples(p.cue.start_ms, SAMPLE_RATE))
+            place(self.the_track(), audio, ms_to_samples(p.cue.start_ms, SAMPLE_RATE))
             p.status, p.audio_seconds = "reused", len(audio) / SAMPLE_RATE
 
     # -- speaking ----------------------------------------------------------------------------
 
-    def speak(self, pending: list[CuePlan], signals: Any, out: Path | None, progress: Any) -> None:
-        from .request import finish_request
-
+    def speak(self, pending: list[CuePlan], signals: HoldSignals, out: Path | None, progress: Progress) -> None:
         built = [b for p in pending for b in p.built]
         hardware = Hardware.from_settings(self.cast.settings(None, self.layers()).values)
         engine, self.report.load_seconds = self.session.load_engine(hardware)
@@ -396,7 +409,7 @@ class DubRun:
         for start in range(0, len(items), GROUP_SIZE):
             group = items[start : start + GROUP_SIZE]
 
-            def on_result(i: int, result: Any, group=group) -> None:
+            def on_result(i: int, result: Result, group=group) -> None:
                 plan, k, _ = group[i]
                 plan.results[k] = result
                 if len(plan.results) == len(plan.pieces):
@@ -409,7 +422,7 @@ class DubRun:
                 raise OmniVoiceError(f"generation failed: {' '.join((str(e) or type(e).__name__).split())}") from None
         self.report.generate_seconds = time.perf_counter() - t0
 
-    def finish_cue(self, plan: CuePlan, out: Path | None, progress: Any) -> None:
+    def finish_cue(self, plan: CuePlan, out: Path | None, progress: Progress) -> None:
         """A cue whose pieces are all done: its audio (pieces at their offsets) on the track, its stem."""
         import numpy as np
 
@@ -423,10 +436,10 @@ class DubRun:
                 self.warn(w)
         plan.results = {}
         audio = as_written(audio, SAMPLE_RATE)  # as its stem holds it: a resumed dub is the same
-        if out is not None:
+        if out is not None and plan.stem is not None:  # (the stems are named when they are kept)
             fmt = Path(plan.stem).suffix.lower()
             deliver(Take(audio, SAMPLE_RATE), Outputs(target=OutputTarget(out / plan.stem, *FORMATS[fmt])))
-        place(self.track, audio, ms_to_samples(plan.cue.start_ms, SAMPLE_RATE))
+        place(self.the_track(), audio, ms_to_samples(plan.cue.start_ms, SAMPLE_RATE))
         plan.status, plan.audio_seconds = "done", len(audio) / SAMPLE_RATE
         if self.manifest is not None:
             self.manifest.append(_jsonable(plan.record()))
@@ -440,7 +453,8 @@ class DubRun:
         return read_manifest(stems_path / MANIFEST) if stems_path and stems_path.is_dir() else []
 
     def stems_format(self) -> str:
-        return stems_format("wav" if self.target.to_stdout else self.target.path.suffix.lower().lstrip("."))
+        path = self.target.path
+        return stems_format("wav" if self.target.to_stdout or path is None else path.suffix.lower().lstrip("."))
 
     def dry_run(self) -> list[dict[str, Any]]:
         """Plan every cue as run() would (the model is not loaded, nothing is written): for each,
@@ -492,7 +506,7 @@ class DubRun:
         self.name_stems(self.stems_format())
         out = self.stems_dir()
         self.manifest = ManifestWriter(out / MANIFEST) if out else None
-        self.track = np.zeros(self.report.track_samples, dtype=np.float32)
+        self.track = track = np.zeros(self.report.track_samples, dtype=np.float32)
         if out is not None:
             self.reuse(out, earlier)
         progress = self.session.progress(len(plans))
@@ -506,7 +520,7 @@ class DubRun:
                 self.load_listener()
                 if pending:
                     self.speak(pending, signals, out, progress)
-                np.clip(self.track, -1.0, 1.0, out=self.track)
+                np.clip(track, -1.0, 1.0, out=track)
                 self.deliver_track(signals)
         except KeyboardInterrupt as e:
             self.report.interrupted = int(getattr(e, "signum", signal.SIGINT))
@@ -527,8 +541,6 @@ class DubRun:
         """--words: the speech recogniser, before the TTS model (its errors before anything is spoken)."""
         if self.words is None:
             return
-        from .listen import recogniser
-
         settings = self.cast.settings(None, self.layers())
         with self.session.status("loading the speech recogniser ..."):
             self.listener = recogniser(settings["asr_model"], settings["device"] or "auto", "--words")
@@ -537,7 +549,7 @@ class DubRun:
         """(cue, piece, start, end) of every spoken piece on the track, in samples: a piece from its
         cue's start plus its offset to the next piece's (the last: to the end of the cue's audio),
         inside the track; the cues by start time (the track's order), then by their index."""
-        n = len(self.track)
+        n = len(self.the_track())
         spoken = [p for p in self.report.cues if p.status in ("done", "reused")]
         out = []
         for p in sorted(spoken, key=lambda p: (p.cue.start_ms, p.cue.index)):
@@ -566,7 +578,7 @@ class DubRun:
             pipe_error=False,  # stdout's reader gone: the command's BrokenPipeError
         )
         deliver(
-            Take(self.track, SAMPLE_RATE, spans=spans),
+            Take(self.the_track(), SAMPLE_RATE, spans=spans),
             outputs,
             listener=self.listener,
             status=self.session.status,

@@ -93,7 +93,8 @@ def check_duplicates(lines: Sequence[NamedLine], suffix: str | None = None) -> N
             continue
         for line in group:
             others = ", ".join(str(o.number) for o in group if o is not line)
-            name = line.name if suffix is None else str(PurePath(line.name).with_suffix(suffix))
+            own = line.name or ""  # every grouped line has a name (above)
+            name = own if suffix is None else str(PurePath(own).with_suffix(suffix))
             line.fail(f"output '{name}' is also written by line {others}: give each line its own id or output")
 
 
@@ -140,3 +141,14 @@ def target_problem(out: Path, name: str) -> str | None:
     except (OSError, ValueError) as e:
         return f"output '{name}' cannot be written: {getattr(e, 'strerror', None) or e}"
     return None
+
+
+def audio_seconds(path: Path) -> float | None:
+    """The length of an audio file in seconds (4 decimals), None when it cannot be read."""
+    try:
+        import soundfile as sf
+
+        info = sf.info(str(path))
+        return round(info.frames / info.samplerate, 4)
+    except Exception:
+        return None

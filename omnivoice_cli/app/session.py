@@ -125,9 +125,9 @@ class Progress(Protocol):
         """step() shows something (a cluster gathers its workers' steps only then)."""
         ...
 
-    def __enter__(self) -> Any: ...
+    def __enter__(self) -> object: ...
 
-    def __exit__(self, *exc: Any) -> Any: ...
+    def __exit__(self, *exc: object) -> object: ...
 
     def line(self, status: str, what: str = "") -> None:
         """An item finished: status is done, failed or skipped; `what` names it (for a log)."""
@@ -147,7 +147,7 @@ class NoProgress:
     def __enter__(self) -> "NoProgress":
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         return None
 
     def line(self, status: str, what: str = "") -> None:

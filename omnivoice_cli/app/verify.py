@@ -20,6 +20,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..engine.pieces import Take
 from . import listen
 
 CHARACTER_LANGS = frozenset({"zh", "yue", "ja", "ko", "th", "cmn", "wuu", "lo", "my", "km"})
@@ -110,11 +111,11 @@ class PieceVerdict:
 class RequestCheck:
     """The engine's PieceCheck for one request."""
 
-    def __init__(self, recogniser: Any, lang: str | None, max_error: float, retries: int) -> None:
+    def __init__(self, recogniser: listen.Recogniser, lang: str | None, max_error: float, retries: int) -> None:
         self.recogniser, self.lang, self.max_error, self.retries = recogniser, lang, float(max_error), int(retries)
         self.pieces: dict[int, PieceVerdict] = {}
 
-    def check(self, take: Any) -> tuple[float, bool]:
+    def check(self, take: Take) -> tuple[float, bool]:
         heard = self.recogniser.transcribe(
             take.audio, take.sample_rate, self.lang, max_tokens=max_tokens(take.text, self.lang), words=False
         ).text
@@ -166,7 +167,7 @@ class RequestCheck:
 class Verifier:
     """--verify for a run: one recogniser (kept loaded while the TTS model runs), a check per request."""
 
-    def __init__(self, recogniser: Any, max_error: float, retries: int) -> None:
+    def __init__(self, recogniser: listen.Recogniser, max_error: float, retries: int) -> None:
         self.recogniser, self.max_error, self.retries = recogniser, float(max_error), int(retries)
 
     @classmethod

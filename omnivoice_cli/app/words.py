@@ -29,13 +29,27 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Protocol
 
-from ..media.cues import Subtitle
+from ..engine.duration import text_weight
+from ..engine.pauses import split_pauses
+from ..media.atomic import replace_atomically
+from ..media.cues import (
+    WRAP,
+    Subtitle,
+    _is_wide,
+    cut_texts,
+    retime_cues,
+    subtitles_text,
+    timestamp,
+    word_payload,
+    wrap_lines,
+)
+from .listen import Transcript
 from .verify import by_characters, max_tokens, units
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from .listen import Recogniser, Transcript
+    from .listen import Recogniser
 
     Audio = np.ndarray  # float32 [N]
 
@@ -122,9 +136,8 @@ def trusted(expected: list[str], heard: list[str], where: list[int | None]) -> l
     stretch the heard words cannot be told apart from noise: its words are missed (None)."""
     out: list[int | None] = [None] * len(expected)
     prev_i, prev_j = -1, -1
-    matches = [i for i, j in enumerate(where) if j is not None and expected[i] == heard[j]]
-    for i in [*matches, len(expected)]:
-        j = where[i] if i < len(expected) else len(heard)
+    matches = [(i, j) for i, j in enumerate(where) if j is not None and expected[i] == heard[j]]
+    for i, j in [*matches, (len(expected), len(heard))]:
         if i - prev_i == j - prev_j:  # word for word: every expected word of the stretch paired
             for k in range(prev_i + 1, i):
                 out[k] = where[k]
@@ -148,8 +161,6 @@ def _heard_units(transcript: Transcript, chars: bool) -> list[tuple[str, float, 
 
 def _weights(words: list[str]) -> list[float]:
     """Each word's share of speaking time (the engine's character weights; at least a letter's)."""
-    from ..engine.text import text_weight
-
     return [max(text_weight(w), 1.0) for w in words]
 
 
@@ -189,8 +200,9 @@ def piece_words(
     out: list[WordTime] = []
     k = 0
     while k < len(expected):
-        if where[k] is not None:
-            _, s, e = heard[where[k]]
+        w = where[k]
+        if w is not None:
+            _, s, e = heard[w]
             s = max(s, out[-1].start if out else start)  # never before the word before it
             out.append(WordTime(expected[k], s, max(e, s), piece))
             k += 1
@@ -199,7 +211,8 @@ def piece_words(
         while run_end < len(expected) and where[run_end] is None:
             run_end += 1
         lo = out[-1].end if out else start
-        hi = max(heard[where[run_end]][1] if run_end < len(expected) else end, lo)
+        after = where[run_end] if run_end < len(expected) else None  # the heard word after the run
+        hi = max(heard[after][1] if after is not None else end, lo)
         for i, (s, e) in zip(range(k, run_end), spread(weights[k:run_end], lo, hi)):
             out.append(WordTime(expected[i], s, e, piece, True))
         k = run_end
@@ -233,8 +246,6 @@ def span_words(
     if not units(text, by_characters(text, lang)):
         return []
     if end <= start:  # no audio kept: its words at its place
-        from .listen import Transcript
-
         heard = Transcript("")
     else:
         heard = recogniser.transcribe(audio[start:end], sample_rate, lang, max_tokens=max_tokens(text, lang))
@@ -258,8 +269,6 @@ def _write(f: BinaryIO, data: bytes) -> None:
 
 
 def write_words(path: Path, words: list[WordTime]) -> None:
-    from ..media.output import replace_atomically
-
     data = json.dumps({"words": [w.as_dict() for w in words]}, ensure_ascii=False, indent=1).encode("utf-8")
     replace_atomically(path, lambda f: _write(f, data))
 
@@ -268,8 +277,6 @@ def _parts(line: str, chars: bool) -> list[tuple[str, int]]:
     """A cue line's words as written, each with its number of units (verify.units) and the space
     before it: the words between spaces, and in a language written without spaces each wide
     character on its own (punctuation stays with what it follows; a run of letters is one)."""
-    from ..media.cues import _is_wide
-
     out: list[tuple[str, int]] = []
     for raw in line.split(" "):
         parts: list[str] = []
@@ -292,8 +299,6 @@ def word_cues(
     order), the cues retimed around them (`cues.retime_cues`: every word inside its cue, the
     cues inside their piece), the last one ending with the audio. Each cue comes with its lines
     of (word as written, its start in ms, None for a word of no units: punctuation)."""
-    from ..media.cues import WRAP, cut_texts, retime_cues, wrap_lines
-
     by_piece: dict[int, list[WordTime]] = {}
     for w in words:
         by_piece.setdefault(w.piece, []).append(w)
@@ -310,7 +315,9 @@ def word_cues(
         total = sum(n for cue in laid for line in cue for _, n in line)
         done = 0
         timed: list[list[list[tuple[str, int | None]]]] = []
-        firsts, lasts, counts = [], [], []
+        firsts: list[int] = []
+        lasts: list[int] = []
+        counts: list[int] = []
         for cue in laid:
             lines, first, last, count = [], None, None, 0
             for line in cue:
@@ -344,8 +351,6 @@ def word_vtt(cues: list[tuple[Subtitle, list[list[tuple[str, int | None]]]]]) ->
     read-along): `cues.word_payload`."""
     import webvtt
 
-    from ..media.cues import timestamp, word_payload
-
     captions = [
         webvtt.Caption(timestamp(sub.start_ms), timestamp(sub.end_ms), word_payload(lines, sub.start_ms, sub.end_ms))
         for sub, lines in cues
@@ -358,10 +363,6 @@ def write_word_subtitles(
 ) -> None:
     """Subtitles timed by the words (`word_cues`): --subtitle-level word (VTT, `tags`: each word
     timed), or the line cues of an .srt / .vtt moved to where their words are heard."""
-    from ..engine.text import split_pauses
-    from ..media.cues import subtitles_text
-    from ..media.output import replace_atomically
-
     pieces = result.pieces or [(" ".join(split_pauses(text)[0]), 0, len(result.audio))]
     cues = word_cues(pieces, result.sample_rate, words, round(len(result.audio) * 1000 / result.sample_rate), lang)
     fmt = path.suffix.lower().lstrip(".")

@@ -54,9 +54,9 @@ class Job:
     canvas: Canvas  # the conditional canvas (target region all MASK at the start)
     gen: GenerationConfig  # its decoding settings
     generator: torch.Generator | None  # its own randomness
+    tokens: torch.Tensor  # [C, T] the target region as it is now
     schedule: list[int] = field(default_factory=list)  # tokens revealed per step
     step: int = 0  # steps done
-    tokens: torch.Tensor | None = None  # [C, T] the target region as it is now
     cache: StepCache | None = None  # the step cache (gen.step_cache), None: every step exact
 
     @property
@@ -78,7 +78,8 @@ def make_job(canvas: Canvas, gen: GenerationConfig, seed: int, mask_id: int, dev
     generator = torch.Generator(device=device).manual_seed(seed)
     tokens = torch.full((canvas.input_ids.shape[0], canvas.target_len), mask_id, dtype=torch.long, device=device)
     cache = StepCache(gen.step_cache_prompt_every, gen.step_cache_uncond_every) if gen.step_cache else None
-    return Job(canvas, gen, generator, scheduler.reveal_schedule(total, gen.num_step, gen.t_shift), 0, tokens, cache)
+    schedule = scheduler.reveal_schedule(total, gen.num_step, gen.t_shift)
+    return Job(canvas, gen, generator, tokens, schedule, 0, cache)
 
 
 def pack(jobs: list[Job], device) -> tuple[PackedBatch, list[tuple[int, int]]]:
@@ -91,10 +92,10 @@ def pack(jobs: list[Job], device) -> tuple[PackedBatch, list[tuple[int, int]]]:
         T, P = c.target_len, c.target_start
         prompt = None
         if cache is not None and P > 0:
-            due = cache.prompt_due(job.step)
-            if due:  # the whole row, its prompt's keys and values kept anew
-                cache.prompt = PromptKV(P)
+            due = cache.prompt_due(job.step)  # (always while none is kept)
             prompt = cache.prompt
+            if due or prompt is None:  # the whole row, its prompt's keys and values kept anew
+                prompt = cache.prompt = PromptKV(P)
             prompt.store = due
         if prompt is not None and not prompt.store:  # the targets alone, after the cached prompt
             ids.append(job.tokens)

@@ -163,11 +163,11 @@ class RequestPieces:
         """(audio, sample rate) of a finished take of piece k, for the check."""
         raise NotImplementedError
 
-    def _judge(self, k: int, job: "Job") -> "Job | None":
+    def _judge(self, k: int, job: "Job", check: PieceCheck) -> "Job | None":
         """The check's verdict on piece k's take: None (retake it), or the take to accept."""
         attempt = self.attempts[k]
         audio, rate = self.take_audio(k, job)
-        error, retake = self.check.check(Take(k, self.pieces[k].text, attempt, self.seed_for(k), audio, rate))
+        error, retake = check.check(Take(k, self.pieces[k].text, attempt, self.seed_for(k), audio, rate))
         best = self._best.get(k)
         if best is None or error < best[0]:
             self._best[k] = best = (float(error), attempt, job)
@@ -176,14 +176,14 @@ class RequestPieces:
             return None
         del self._best[k]
         self.attempts[k] = best[1]
-        self.check.kept(k, best[1], self.seed_for(k))
+        check.kept(k, best[1], self.seed_for(k))
         return best[2]
 
     def done(self, k: int, job: "Job") -> list[int]:
         """Piece k's job is finished: its output is accepted (`accept`); -> the pieces it unlocks
         (or [k] itself: the check asks for a retake)."""
         if self.check is not None:
-            kept = self._judge(k, job)
+            kept = self._judge(k, job, self.check)
             if kept is None:
                 return [k]
             job = kept

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
+from . import loading, memory
+from . import text as textmod
 from .config import ModelConfig
 from .errors import InvalidRequest
 from .pieces import Piece, RequestPieces, speed_against
@@ -32,6 +34,9 @@ from .planning import (  # the request and its plan (re-exported: the engine's p
     plan_request,
     validate_request,
 )
+
+if TYPE_CHECKING:  # annotations only: importing torch here would slow `--help` and validation
+    from .encoder import HiggsEncoder
 
 __all__ = [
     "Engine",
@@ -59,7 +64,7 @@ class Engine:
         self.root, self.cfg, self.tokenizer, self.model, self.codec = root, cfg, tokenizer, model, codec
         self.device, self.dtype = device, dtype
         self.forward = model  # what runs the body each step (a GraphedForward on CUDA)
-        self._encoder = None  # loaded on the first voice clone
+        self._encoder: HiggsEncoder | None = None  # loaded on the first voice clone
         self.threads: int | None = None  # torch CPU threads it runs with (set by load; None: whatever torch has)
 
     @property
@@ -86,9 +91,7 @@ class Engine:
         (default: torch's); cuda_graphs: on CUDA, replay each packed layout's forward as a CUDA
         graph; on_notice(line): the licence notice and download messages; on_download(done,
         total): bytes of a download from the hub, if one is needed."""
-        from .loading import load_checkpoint
-
-        return load_checkpoint(
+        return loading.load_checkpoint(
             cls,
             model,
             device=device,
@@ -104,9 +107,7 @@ class Engine:
     def use_threads(self) -> None:
         """Run torch in the calling thread on this engine's CPU threads (loading.use_threads): the
         first thing each entry that runs torch does, so its audio is the same in any thread."""
-        from .loading import use_threads
-
-        use_threads(self.threads)
+        loading.use_threads(self.threads)
 
     def load_encoder(self) -> None:
         """Load the codec's encoder (HuBERT and the acoustic encoder), which cloning needs; done by
@@ -142,14 +143,13 @@ class Engine:
 
     def prepare(self, req: Request, piece: "Piece | None" = None, ref=None, seed: int | None = None):
         """Build the job of one piece of a request (by default: the whole request, uncut)."""
-        from . import text
         from .canvas import build_canvas
         from .generation import make_job
 
         ref = ref or req.ref
         rate = ref.rate if ref else None  # what its codes already speak at (piece 0's, for the pieces it voices)
         if piece is None:
-            target, _ = text.resolve_target_len(
+            whole, _ = textmod.resolve_target_len(
                 req.text,
                 ref.text if ref else None,
                 ref.codes.shape[-1] if ref else None,
@@ -157,12 +157,12 @@ class Engine:
                 req.duration,
                 self.cfg.frame_rate,
             )
-            piece = Piece(0, 0, req.text, target)
-        lang, _ = text.resolve_language(req.lang)
-        instruct = text.resolve_instruct(req.instruct, use_zh=text.contains_chinese(req.text))
+            piece = Piece(0, 0, req.text, whole)
+        lang, _ = textmod.resolve_language(req.lang)
+        instruct = textmod.resolve_instruct(req.instruct, use_zh=textmod.contains_chinese(req.text))
         target: int | None = piece.target_len
         if target is None:  # a chunk: re-estimated against its voice, at its speed relative to the voice's
-            target, _ = text.resolve_target_len(
+            target, _ = textmod.resolve_target_len(
                 piece.text,
                 ref.text if ref else None,
                 ref.codes.shape[-1] if ref else None,
@@ -264,9 +264,7 @@ class Engine:
 
     def _finish(self, plan: "Plan", warnings: list[str]) -> Result:
         """Decode a request's pieces and join them (a long text with a lean heap)."""
-        from .memory import lean_heap
-
-        with lean_heap() if len(plan.pieces) > 1 else nullcontext():
+        with memory.lean_heap() if len(plan.pieces) > 1 else nullcontext():
             return self._join(plan, warnings)
 
     def _decode_parts(self, plan: "Plan") -> tuple[list, list[tuple[int, int]]]:
@@ -307,7 +305,6 @@ class Engine:
         import torch
 
         from . import audio
-        from .memory import release_free_memory
 
         req, g = plan.req, plan.req.generation
         raw_parts, extents = self._decode_parts(plan)
@@ -319,7 +316,7 @@ class Engine:
             postprocess_output=g.postprocess_output,
             pad_duration=g.pad_duration,
             fade_duration=g.fade_duration,
-            release=release_free_memory,
+            release=memory.release_free_memory,
         )
         tokens = torch.cat(plan.tokens, dim=1)
         spans = piece_spans([piece.part for piece in plan.pieces], extents, placed)

@@ -9,9 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING
 
+from . import text as textmod
+from .chunking import cut_to_length
 from .config import GenerationConfig, ModelConfig, value_rule
 from .errors import InvalidRequest
 from .pieces import Piece, speed_against
+from .text import add_punctuation, resolve_target_len, speech_seconds
 
 if TYPE_CHECKING:  # annotations only: importing torch here would slow `--help` and validation
     import numpy as np
@@ -42,7 +45,9 @@ class Result:
 
     audio: np.ndarray  # float32 [N] at sample_rate
     sample_rate: int  # Hz
-    tokens: torch.Tensor  # long [num_codebooks, target_len], the generated codes
+    tokens: (
+        torch.Tensor | None
+    )  # long [num_codebooks, target_len], the generated codes (None: dropped, e.g. by a Ray worker)
     target_len: int  # frames generated
     seed: int  # the seed used
     warnings: list[str] = field(default_factory=list)  # e.g. an unknown language
@@ -58,8 +63,6 @@ def validate_request(req: Request, cfg: ModelConfig | None = None) -> list[str]:
 
     An error about one setting carries its name in `InvalidRequest.setting` and reads after it
     ("instruct: unsupported instruct item ...")."""
-    from . import text as textmod
-
     cfg = cfg or ModelConfig()
     textmod.check_text(req.text)
     speed, duration = value_rule("speed"), replace(value_rule("duration"), high=cfg.max_target_seconds)
@@ -118,8 +121,6 @@ def _check_voice(ref: "VoicePrompt", cfg: ModelConfig) -> None:
 
 def check_transcript(text: str, cfg: ModelConfig | None = None, setting: str | None = None) -> None:
     """A reference transcript reads at most 4x as long as the longest reference (InvalidRequest)."""
-    from .text import speech_seconds
-
     cfg = cfg or ModelConfig()
     if len(text) > 100_000 or speech_seconds(text) > 4 * cfg.max_ref_seconds:
         raise InvalidRequest(
@@ -147,8 +148,6 @@ class VoiceShape:
     def of_recording(cls, samples: int, transcript: str, cfg: ModelConfig | None = None) -> "VoiceShape":
         """A recording not encoded yet: `samples` of prepared audio at the codec's rate, and the
         transcript as the encoded voice will hold it."""
-        from .text import add_punctuation
-
         cfg = cfg or ModelConfig()
         return cls(add_punctuation(transcript), samples // cfg.codec.hop_length)
 
@@ -239,11 +238,9 @@ def plan_request(req: Request, cfg: ModelConfig | None = None, voice: VoiceShape
     estimated against piece 0 at speed 1, since piece 0 already speaks at that rate (a
     deliberate difference from the reference, which divides by the speed again:
     docs/correctness.md)."""
-    from . import text
-
     cfg = cfg or ModelConfig()
     g = req.generation
-    parts, gaps = text.split_pauses(req.text)
+    parts, gaps = textmod.split_pauses(req.text)
     if len(parts) > cfg.max_pieces:
         raise InvalidRequest(f"the text has {len(parts)} parts between pause tags: at most {cfg.max_pieces}")
     if voice is None and req.ref is not None:
@@ -251,17 +248,23 @@ def plan_request(req: Request, cfg: ModelConfig | None = None, voice: VoiceShape
     ref_text, ref_len, ref_rate = (voice.text, voice.frames, voice.rate) if voice is not None else (None, None, None)
     threshold = g.audio_chunk_threshold * cfg.frame_rate
     speed = speed_against(req.speed, ref_rate)
-    targets = [text.resolve_target_len(part, ref_text, ref_len, speed, req.duration, cfg.frame_rate) for part in parts]
+    targets = [
+        textmod.resolve_target_len(part, ref_text, ref_len, speed, req.duration, cfg.frame_rate) for part in parts
+    ]
     _check_length(sum(t for t, _ in targets), gaps, cfg)
     pieces: list[Piece] = []
     for p, (part, (target, eff_speed)) in enumerate(zip(parts, targets)):
         # the rate it is spoken at: the speed, or the duration's (eff_speed is relative to the voice)
-        rate = req.speed if req.duration is None else eff_speed * (1.0 if ref_rate is None else ref_rate)
+        rate = (
+            req.speed
+            if req.duration is None or eff_speed is None
+            else eff_speed * (1.0 if ref_rate is None else ref_rate)
+        )
         if target <= threshold:
             pieces.append(Piece(p, 0, part, target, rate))
             continue
-        chunk_len = text.chunk_len_for(part, target, g.audio_chunk_duration, cfg.frame_rate)
-        pieces += [Piece(p, c, chunk, None, rate) for c, chunk in enumerate(text.chunk_text(part, chunk_len))]
+        chunk_len = textmod.chunk_len_for(part, target, g.audio_chunk_duration, cfg.frame_rate)
+        pieces += [Piece(p, c, chunk, None, rate) for c, chunk in enumerate(textmod.chunk_text(part, chunk_len))]
     shape = (ref_text, ref_len, ref_rate) if voice is not None else None
     pieces, frames = _fit_pieces(pieces, shape, cfg, g.audio_chunk_duration * cfg.frame_rate)
     _check_length(sum(frames), gaps, cfg)
@@ -283,8 +286,6 @@ def piece_frames(
     """Frames a piece generates (as Engine.prepare computes them): its own target, or a chunk's
     estimate against its voice (`ref_text` spoken in `ref_len` frames at rate `ref_rate`; None:
     the yardstick) at its speed relative to that rate (pieces.speed_against)."""
-    from .text import resolve_target_len
-
     if piece.target_len is not None:
         return piece.target_len
     speed = speed_against(piece.speed, ref_rate)
@@ -300,8 +301,6 @@ def _fit_pieces(pieces: list[Piece], ref: tuple | None, cfg: ModelConfig, prefer
     (`text.cut_to_length`) into pieces of about `preferred` frames (the chunk duration); one that
     would have to be cut under MIN_CUT_CHARS characters (a speed or a voice that makes a few
     letters last many seconds) is an InvalidRequest."""
-    from .text import cut_to_length
-
     limit = int(cfg.max_target_seconds * cfg.frame_rate)
     queue, out, frames = list(reversed(pieces)), list[Piece](), list[int]()
     while queue:
@@ -314,8 +313,7 @@ def _fit_pieces(pieces: list[Piece], ref: tuple | None, cfg: ModelConfig, prefer
             if len(out) > cfg.max_pieces:
                 raise InvalidRequest(f"the text is cut into more than {cfg.max_pieces} pieces: split the text")
             continue
-        max_chars = int(len(piece.text) * min(0.9 * limit, max(preferred, 0.2 * limit)) / n)
-        cut = cut_to_length(piece.text, max_chars) if max_chars >= MIN_CUT_CHARS else []
+        cut = cut_at_words(piece.text, n, min(0.9 * limit, max(preferred, 0.2 * limit)))
         if len(cut) < 2:
             raise InvalidRequest(
                 f"{piece.text[:40]!r} would take {n / cfg.frame_rate:.0f} s to say at this speed and voice: one "
@@ -328,6 +326,16 @@ def _fit_pieces(pieces: list[Piece], ref: tuple | None, cfg: ModelConfig, prefer
         out[k] = replace(piece, chunk=chunks.setdefault(piece.part, 0))
         chunks[piece.part] += 1
     return out, frames
+
+
+def cut_at_words(text: str, frames: int, size: float) -> list[str]:
+    """The one rule for a stretch too long for one generation (the plan's max_target_seconds,
+    the server's max_packed_tokens): `text`, estimated at `frames` frames, cut at words (else
+    characters: `text.cut_to_length`) into pieces of about `size` frames, by the characters per
+    frame of that estimate. [] when the pieces would be under MIN_CUT_CHARS characters (a speed or
+    a voice that makes a few letters last many seconds): the caller refuses it."""
+    max_chars = int(len(text) * size / max(frames, 1))
+    return cut_to_length(text, max_chars) if max_chars >= MIN_CUT_CHARS else []
 
 
 def piece_spans(

@@ -40,11 +40,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from . import cancel as cancelmod
-from .chunking import cut_to_length
+from .config import ModelConfig
 from .duration import resolve_target_len
 from .errors import InvalidRequest, OmniVoiceError
 from .pieces import speed_against
 from .pipeline import Engine, Request, validate_request
+from .planning import cut_at_words
 from .streamcut import Segment, StreamConfig, cut_request
 from .streamed import StreamedPieces, StreamPiece
 
@@ -139,10 +140,7 @@ class _Slot:
     job: "Job"
 
 
-MIN_CUT_CHARS = 8  # as engine.pipeline's plan: a piece it would cut shorter is refused
-
-
-def _target(req: Request, text: str, cfg) -> int:
+def _target(req: Request, text: str, cfg: ModelConfig) -> int:
     """Frames a segment's text is estimated to generate (against the request's voice, if any)."""
     ref = req.ref
     return resolve_target_len(
@@ -155,11 +153,11 @@ def _target(req: Request, text: str, cfg) -> int:
     )[0]
 
 
-def fit_sizes(req: Request, segments: list[Segment], cfg) -> list[Segment]:
+def fit_sizes(req: Request, segments: list[Segment], cfg: ModelConfig) -> list[Segment]:
     """The segments, each one that would not fit one forward (check_sizes: a long stretch without
-    punctuation at a slow speed) cut at words (`text.cut_to_length`) into pieces of about the
-    chunk duration, as the CLI's plan (engine.pipeline.plan_request) cuts it. What cannot be cut
-    so (a piece under MIN_CUT_CHARS characters) is left for check_sizes to refuse."""
+    punctuation at a slow speed) cut at words into pieces of about the chunk duration by the rule
+    the CLI's plan cuts with (planning.cut_at_words). What cannot be cut so (pieces under
+    MIN_CUT_CHARS characters) is left for check_sizes to refuse."""
     rows = 2 if req.generation.guidance_scale != 0 else 1
     preferred = req.generation.audio_chunk_duration * cfg.frame_rate
     out: list[Segment] = []
@@ -168,30 +166,21 @@ def fit_sizes(req: Request, segments: list[Segment], cfg) -> list[Segment]:
             out.append(seg)
             continue
         target = _target(req, seg.text, cfg)
-        max_chars = int(len(seg.text) * preferred / max(target, 1))
-        if target * rows + len(seg.text) <= cfg.max_packed_tokens or max_chars < MIN_CUT_CHARS:
-            out.append(seg)
-            continue
-        out += [Segment(piece) for piece in cut_to_length(seg.text, max_chars)]
+        cut = (
+            [] if target * rows + len(seg.text) <= cfg.max_packed_tokens else cut_at_words(seg.text, target, preferred)
+        )
+        out += [Segment(piece) for piece in cut] if cut else [seg]
     return out
 
 
-def check_sizes(req: Request, segments: list[Segment], cfg) -> None:
+def check_sizes(req: Request, segments: list[Segment], cfg: ModelConfig) -> None:
     """InvalidRequest when a piece would not fit one forward (max_packed_tokens): a long text
     without punctuation at a slow speed would otherwise make one huge generation."""
-    ref = req.ref
     rows = 2 if req.generation.guidance_scale != 0 else 1
     for seg in segments:
         if seg.text is None:
             continue
-        target, _ = resolve_target_len(
-            seg.text,
-            ref.text if ref else None,
-            ref.codes.shape[-1] if ref else None,
-            speed_against(req.speed, ref.rate if ref else None),
-            req.duration,
-            cfg.frame_rate,
-        )
+        target = _target(req, seg.text, cfg)
         if target * rows + len(seg.text) > cfg.max_packed_tokens:
             raise InvalidRequest(
                 f"the text has a piece of about {target / cfg.frame_rate:.0f} s of audio ({seg.text[:30]!r}...), more "
