@@ -9,8 +9,6 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
-import pytest
-
 PACKAGE = Path(__file__).resolve().parent.parent / "omnivoice_cli"
 MAX_FUNCTION_LINES = 80
 
@@ -107,20 +105,10 @@ def _anys(source: str) -> int:
     return sum(len(re.findall(r"\bAny\b", ln)) for ln in lines)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 35 asks about 100 or fewer (356 on main before it): each branch moves its own; remove this "
-    "xfail once the merged package is there",
-)
 def test_few_imports_of_the_package_inside_functions():
     assert sum(_own_imports_in_functions(_tree(p)) for p, _ in _modules()) <= 100
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 35 asks `Any` in app/ and server/ near 80 or fewer (396 on main before it): real types at the "
-    "joins come with the other branches; remove this xfail once the merged package is there",
-)
 def test_few_any_in_app_and_server():
     paths = [*(PACKAGE / "app").rglob("*.py"), *(PACKAGE / "server").rglob("*.py")]
     assert sum(_anys(p.read_text(encoding="utf-8")) for p in paths) <= 80

@@ -265,7 +265,7 @@ def _held(
     """The recogniser, as a context manager: one given as it is, or one a factory loads."""
     if hasattr(listener, "transcribe"):
         return nullcontext(cast("Recogniser", listener))
-    return cast("Callable[[], AbstractContextManager[Recogniser]]", listener)()
+    return listener()
 
 
 def _write_subtitles(outputs: Outputs, take: Take, words: list[WordTime] | None) -> None:

@@ -339,7 +339,7 @@ def say(
     _report(held(speech_run(speech, run_session(quiet), shown)), t_start, json_out, quiet)
 
 
-say.reads_stdin = stdin_is_piped  # type: ignore[attr-defined]  # HelpCommand: `echo Hi | omnivoice say` speaks
+say.reads_stdin = stdin_is_piped  # HelpCommand: `echo Hi | omnivoice say` speaks
 
 
 def check_stdout_not_a_file() -> None:
