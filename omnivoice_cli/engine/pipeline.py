@@ -239,6 +239,7 @@ class Engine:
                 max_packed_tokens=self.cfg.max_packed_tokens,
                 on_advance=run.advance,
                 on_done=run.done,
+                on_step=run.report,
                 forward=self.forward,
             )
         if run.errors and on_error is None:
@@ -453,5 +454,9 @@ class _GenerateRun:
                     self.planned[owner[0]] += 1
                     self.steps_total += 1
         self.steps_done += len(jobs)
+
+    def report(self, forwards: int, planned: int) -> None:
+        """After a forward and the callbacks of the jobs it finished (so a retake they queued is in
+        the total first: the bar is full at the last step only): the steps done, of all."""
         if self.on_step:
             self.on_step(self.steps_done, max(self.steps_total, self.steps_done))
