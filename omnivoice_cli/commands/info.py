@@ -8,7 +8,6 @@ from typing import Optional
 import typer
 
 from ..engine.languages import language_regions
-from ..engine.loading import cpu_paths
 from ..engine.text import instruct_vocabulary, list_languages, nonverbal_tags
 
 
@@ -57,6 +56,8 @@ def tags() -> None:
 
 def system() -> None:
     """Show this machine: the CPU's class and flags, and the paths --dtype auto and --quantize auto take on it."""
+    from ..engine.loading import cpu_paths  # imports torch: only when the paths are listed
+
     rows = cpu_paths()
     width = max(len(label) for label, _ in rows)
     out = typer.get_text_stream("stdout")

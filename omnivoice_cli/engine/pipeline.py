@@ -16,7 +16,7 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from . import loading, memory
+from . import memory
 from . import text as textmod
 from .config import ModelConfig
 from .errors import InvalidRequest
@@ -91,6 +91,10 @@ class Engine:
         (default: torch's); cuda_graphs: on CUDA, replay each packed layout's forward as a CUDA
         graph; on_notice(line): the licence notice and download messages; on_download(done,
         total): bytes of a download from the hub, if one is needed."""
+        from . import (
+            loading,
+        )  # imports torch: not at the top (a dry run, --help and the server's checks use this module)
+
         return loading.load_checkpoint(
             cls,
             model,
@@ -107,6 +111,8 @@ class Engine:
     def use_threads(self) -> None:
         """Run torch in the calling thread on this engine's CPU threads (loading.use_threads): the
         first thing each entry that runs torch does, so its audio is the same in any thread."""
+        from . import loading
+
         loading.use_threads(self.threads)
 
     def load_encoder(self) -> None:
