@@ -302,6 +302,7 @@ def test_health_counts_a_request_as_open_until_its_last_byte(engine, monkeypatch
     counts replies sent in full; `generating` is the engine's share. The reply is held between the
     engine's last piece and its last byte by holding the encoder's final step (or the whole file's
     encoding) until the test lets it go."""
+    from omnivoice_cli.app import deliver
     from omnivoice_cli.media import output
 
     held, entered = threading.Event(), threading.Event()
@@ -317,7 +318,7 @@ def test_health_counts_a_request_as_open_until_its_last_byte(engine, monkeypatch
     if stream:
         monkeypatch.setattr(output.StreamEncoder, "finish", holding(output.StreamEncoder.finish))
     else:
-        monkeypatch.setattr(output, "encode", holding(output.encode))
+        monkeypatch.setattr(deliver, "encode", holding(output.encode))  # the whole file's, encoded by deliver
     with running_server(engine) as (url, _, state):
         assert _health(url) == {"open": 0, "served": 0, "generating": 0}
         gate = hold_engine(state)
