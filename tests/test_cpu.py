@@ -353,9 +353,9 @@ def test_auto_in_each_forced_class(force, name):
     assert cpu.choice() is row and cpu.row_name(cpu.info()) == name
     assert loading.resolve_dtype("auto", torch.device("cpu"), None) == torch.float32
     said = []
-    assert loading.auto_quantize(torch.float32, False, said.append) == row.quantize and said == []
-    assert loading.auto_quantize(torch.bfloat16, False, said.append) is None
-    assert loading.auto_quantize(torch.float32, True, said.append) is None
+    assert loading.auto_quantize(torch.float32, False, said.append) == (row.quantize, torch.float32) and said == []
+    assert loading.auto_quantize(torch.bfloat16, False, said.append) == (None, torch.bfloat16)
+    assert loading.auto_quantize(torch.float32, True, said.append) == (None, torch.float32)
     assert len(said) == (2 if row.quantize else 0)
     if said:
         assert said[0] == (
@@ -367,6 +367,52 @@ def test_auto_in_each_forced_class(force, name):
         assert kind is linears.FbgemmInt8Linear
     else:
         assert kind is (linears.Int8Linear if linears.onednn_int8_available() else linears.LegacyInt8Linear)
+
+
+@pytest.mark.parametrize("name", list(ROWS))
+def test_the_choice_at_one_thread(name):
+    """A class's row holds at every thread count unless it has a row of its own at 1 thread: AMX,
+    where bf16 was measured first (issue 37); at 2 threads and more int8 everywhere."""
+    of = cpu.detect(ROWS[name], "x86_64", env={})
+    row = cpu.CHOICES[name]
+    assert cpu.choice(of) is row and cpu.choice(of, threads=2) is row and cpu.choice(of, threads=16) is row
+    one = cpu.choice(of, threads=1)
+    assert (one.fastest, one is not row) == (("bfloat16", True) if name == "amx" else (row.fastest, False))
+    assert row.fastest == "int8" and one.quantize == "int8"  # in float32 (asked for), int8 at any count
+
+
+def test_auto_at_one_thread_on_amx_is_the_bf16_body_unless_float32_or_compile_is_asked(force):
+    force(SAPPHIRE_RAPIDS, runs=True)
+    said = []
+    auto = loading.auto_quantize
+    assert auto(torch.float32, False, said.append, dtype="auto", threads=1) == (None, torch.bfloat16)
+    assert auto(torch.float32, False, said.append, dtype="auto", threads=2) == ("int8", torch.float32)
+    assert auto(torch.float32, False, said.append, dtype="float32", threads=1) == ("int8", torch.float32)
+    assert auto(torch.bfloat16, False, said.append, dtype="bfloat16", threads=1) == (None, torch.bfloat16)
+    assert said == []
+    assert auto(torch.float32, True, said.append, dtype="auto", threads=1) == (None, torch.float32)
+    assert said and "without it here (compile)" in said[0]
+    force(SAPPHIRE_RAPIDS, runs=False)  # oneDNN refusing bf16 after all: int8, never an emulated bf16
+    assert auto(torch.float32, False, said.append, dtype="auto", threads=1) == ("int8", torch.float32)
+
+
+@pytest.fixture
+def torch_threads():
+    """Restores torch's thread count after a test that loads with another."""
+    count = torch.get_num_threads()
+    yield count
+    torch.set_num_threads(count)
+
+
+@pytest.mark.parametrize("threads,kind", [(1, "BF16Linear"), (2, "Int8Linear")])
+def test_the_engine_takes_amxs_path_at_its_thread_count(force, torch_threads, threads, kind):
+    if not torch.ops.mkldnn._is_mkldnn_bf16_supported() or not linears.onednn_int8_available():
+        pytest.skip("the AMX rows run bf16 and oneDNN's int8, which this CPU or build cannot")
+    force(SAPPHIRE_RAPIDS)
+    engine = Engine.load(str(TINY), device="cpu", quantize="auto", threads=threads)
+    assert engine.threads == threads
+    assert engine.dtype == (torch.bfloat16 if kind == "BF16Linear" else torch.float32)
+    assert type(engine.model.llm.layers[0].self_attn.fused_qkv.linear).__name__ == kind
 
 
 def test_auto_off_the_cpu_is_nothing(monkeypatch, force):

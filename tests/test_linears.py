@@ -140,8 +140,22 @@ def test_int8_weight_in_blocks_is_the_same_coding():
     whole, s1 = int8_weight(w)
     blocks, s2 = int8_weight(w, block=3 * 40 + 5)  # 3 rows a block, 13 blocks, the last short
     assert torch.equal(whole, blocks) and torch.equal(s1, s2)
+    assert torch.equal(s1, linears._channel_scales(w))  # each block's scales are the whole weight's
     want = torch.div(w.double(), s1.double()[:, None]).round().clamp(-128, 127)
     assert (whole.double() - want).abs().max() <= 1  # division rounding only ever at an exact tie
+
+
+@pytest.mark.parametrize("n_in", [40, 3072, (1 << 17) + 8])
+def test_int8_row_sums_from_float_codes_are_the_codes_sums(n_in):
+    w = torch.randn(6, n_in)
+    w[0], w[1] = 1.0, -1.0  # every code 127, every code -128 (the largest sums)
+    w[2, ::2] = 1.0  # 127s and -128s alternating with small codes
+    w[2, 1::2] = -1.0
+    scale = linears._channel_scales(w)
+    codes, sums = linears._code_rows_summed(w, scale)
+    assert torch.equal(codes, linears._code_rows(w, scale)) and sums.dtype == torch.int32
+    assert torch.equal(sums, codes.sum(1, dtype=torch.int32))
+    assert sums[0] == 127 * n_in and sums[1] <= -127 * n_in  # the largest sums a row can have
 
 
 @needs_onednn_int8

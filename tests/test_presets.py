@@ -391,3 +391,15 @@ def test_fasts_auto_where_it_is_the_exact_path(invoke, fake_engine, presets_home
     r = invoke("say", "Hi", "--preset", "fast", "--compile", "-o", tmp_path / "a.wav")
     assert r.exit_code == 0 and "Warning" not in r.stderr
     assert fake_engine.loads[-1]["quantize"] == "auto" and fake_engine.loads[-1]["compile"] is True
+
+
+def test_fasts_auto_at_one_thread_on_amx_is_bf16_with_nothing_to_drop(
+    invoke, fake_engine, presets_home, tmp_path, monkeypatch
+):
+    amx = {"avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512dq", "amx_tile", "amx_bf16"}
+    _force_cpu(monkeypatch, amx | {"avx512_bf16", "avx512_vnni", "amx_int8"})
+    r = invoke("say", "Hi", "--preset", "fast", "--threads", "1", "--dtype", "bfloat16", "-o", tmp_path / "a.wav")
+    assert r.exit_code == 0 and "Warning" not in r.stderr  # bf16 is what auto runs at 1 thread there
+    assert fake_engine.loads[-1]["quantize"] == "auto" and fake_engine.loads[-1]["dtype"] == "bfloat16"
+    r = invoke("say", "Hi", "--preset", "fast", "--threads", "2", "--dtype", "bfloat16", "-o", tmp_path / "b.wav")
+    assert r.exit_code == 0 and "(dtype bfloat16)" in r.stderr and "quantize" not in fake_engine.loads[-1]

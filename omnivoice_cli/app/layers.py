@@ -208,10 +208,14 @@ def _check_auto(settings: MutableMapping[str, Value], sources: Mapping[str, Sour
     if int8_clash(_text(settings.get("device")), None, False) == "device":
         settings["quantize"] = "none"  # a GPU runs its own dtype: nothing to say
         return None
-    chosen = cpu.choice()
+    threads = settings.get("threads")
+    chosen = cpu.choice(threads=threads if isinstance(threads, int) else None)
     if chosen.quantize != "int8":
         return None
-    clash = int8_clash(None, _text(settings.get("dtype")), bool(settings.get("compile")))
+    dtype, compile = _text(settings.get("dtype")), bool(settings.get("compile"))
+    if chosen.bf16_first and not compile and dtype in (None, "auto", "bfloat16"):
+        return None  # auto is the bf16 body here (AMX at 1 thread): nothing dropped
+    clash = int8_clash(None, dtype, compile)
     if clash is None:
         return None
     settings["quantize"] = "none"

@@ -18,10 +18,13 @@ oneDNN can run bf16 at all (`bf16_runs`: it refuses to reorder a bf16 weight bel
 the CPU has AVX-NE-CONVERT), whether int8 dot products have VNNI (`has_vnni`). Torch-light: only
 `bf16_runs` (and the probes where /proc/cpuinfo is absent) import torch.
 
-And what `auto` means in each class (`choice()`, a row of CHOICES, each naming the measurement
-behind it): `--quantize auto` is int8 on every x86 class measured (the `fast` preset asks for it),
-on FBGEMM's kernel where that beats oneDNN's (AVX2 without VNNI); `--dtype auto` is float32, the
-exact path, everywhere. `omnivoice info` prints the class, its flags and these choices.
+And what `auto` means in each class at the thread count the engine runs with (`choice(threads=)`,
+a row of CHOICES, each naming the measurement behind it): `--quantize auto` is the fastest path
+measured (between paths within 5% of each other, the one with the smaller error), which is int8 on
+every x86 class measured, on FBGEMM's kernel where that beats oneDNN's (AVX2 without VNNI), except
+AMX at 1 thread, where it is the bf16 body (with `--dtype auto`; asked for float32, int8 there
+too); `--dtype auto` alone is float32, the exact path, everywhere. The `fast` preset asks for
+`--quantize auto`. `omnivoice info` prints the class, its flags and these choices.
 """
 
 from __future__ import annotations
@@ -237,16 +240,24 @@ def _torch_flags() -> frozenset[str]:
 class Choice:
     """What `auto` means in a CPU class, and the int8 kernel it runs."""
 
-    quantize: str | None  # `--quantize auto`: "int8", or None (the exact float32 body)
+    quantize: str | None  # `--quantize auto` in float32: "int8", or None (the exact float32 body)
     int8: str  # the int8 kernel (of `--quantize int8` and of auto's int8): "onednn" (Int8Linear) or "fbgemm"
     measured: str  # the measurement behind the row
-    dtype: str = "float32"  # `--dtype auto` on the CPU: the exact path in every class (bf16 is never the fastest)
+    dtype: str = "float32"  # `--dtype auto` alone on the CPU: the exact path in every class
+    bf16_first: bool = False  # bf16 ahead of int8 (or within 5%: its error is the smaller): `--quantize auto` with `--dtype auto` runs the bf16 body
+    one_thread: "Choice | None" = None  # the class's row at 1 thread, where measured to differ (else this row)
+
+    @property
+    def fastest(self) -> str:
+        """The path `--quantize auto` runs with `--dtype auto`: "bfloat16", "int8" or "float32"."""
+        return "bfloat16" if self.bf16_first else self.quantize or "float32"
 
 
 # Each class's fastest faithful path, from measurements: benchmarks/bench_int8.py (the kernels at
 # the body's shapes, one thread, all in one process in alternation) and benchmarks/bench_say.py
 # (whole steps against the reference). A class whose int8 kernels differ with VNNI has a row for
-# each ("+vnni": AVX-VNNI or AVX512-VNNI). A capped run on a bigger CPU (ONEDNN_MAX_CPU_ISA=...,
+# each ("+vnni": AVX-VNNI or AVX512-VNNI); a class whose fastest path differs at 1 thread has that
+# row as its `one_thread` (a row holds at 2 threads and, unmeasured, above). A capped run on a bigger CPU (ONEDNN_MAX_CPU_ISA=...,
 # and FBGEMM_ENABLE_INSTRUCTIONS, which FBGEMM reads instead) emulates a class on the same cores.
 CHOICES: dict[str, Choice] = {
     "amx": Choice(
@@ -257,7 +268,17 @@ CHOICES: dict[str, Choice] = {
             "rows, FBGEMM's 1.7-2.2x slower than oneDNN's; bench_say.py (1 thread): int8 3.71x the reference a step, "
             "2.95x the whole command, fp32 0.89x; bench_say.py 2026-12-02 (Xeon, AMX, 2 threads, 16 steps, two runs): "
             "generate() int8 14.1 / 14.7 s against bf16 14.5 / 16.7 s, with the step cache 8.0 / 8.8 s against "
-            "9.3 / 9.8 s: int8 at both thread counts"
+            "9.3 / 9.8 s: int8 at 2 threads"
+        ),
+        one_thread=Choice(
+            "int8",
+            "onednn",
+            (
+                "bench_say.py 2026-12-02 (Xeon, AMX, 1 thread, 16 steps, two runs): generate() bf16 22.7 / 23.2 s "
+                "against int8 24.6 / 26.9 s, with the step cache bf16 16.0 / 15.8 s against int8 15.6 / 15.6 s (a tie "
+                "within 5%: bf16's error is the smaller): bf16 at 1 thread (asked for float32, int8)"
+            ),
+            bf16_first=True,
         ),
     ),
     "avx512-bf16": Choice(
@@ -315,9 +336,11 @@ def row_name(of: CpuInfo) -> str:
     return f"{of.name}+vnni" if of.vnni and f"{of.name}+vnni" in CHOICES else of.name
 
 
-def choice(of: CpuInfo | None = None) -> Choice:
-    """The row of CHOICES for `of` (default: this CPU, caps included)."""
-    return CHOICES.get(row_name(of or info()), UNMEASURED)
+def choice(of: CpuInfo | None = None, threads: int | None = None) -> Choice:
+    """The row of CHOICES for `of` (default: this CPU, caps included) at `threads` torch threads
+    (None: the row as measured at 2 threads and above)."""
+    row = CHOICES.get(row_name(of or info()), UNMEASURED)
+    return row.one_thread if threads == 1 and row.one_thread else row
 
 
 _INFO: CpuInfo | None = None

@@ -78,6 +78,10 @@ class KernelLinear(nn.Module):
     `gated(gate, up, x)` (silu(x Wg^T) * x Wu^T: the MLP). Here as plain compositions; the kernels
     that can fuse them into the product's epilogue override them."""
 
+    # how many layers convert_layers packs at once: 2 (on Python threads) where packing runs on one
+    # core (oneDNN's bf16 reorder), else 1 (in the calling thread: torch's own multi-threaded ops)
+    layers_at_once = 1
+
     @classmethod
     def stacked(cls, weights: list[torch.Tensor], bias: torch.Tensor | None) -> "KernelLinear":
         """One layer of weights [out_i, in] stacked along the outputs (Fused)."""
@@ -100,6 +104,7 @@ class BF16Linear(KernelLinear):
     residual add, the SiLU and the gate's product run in the product's epilogue (oneDNN post-ops)."""
 
     kind = "bf16"
+    layers_at_once = 2  # oneDNN's reorder runs on one core: see convert_layers
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None):
         super().__init__()
@@ -136,7 +141,24 @@ def _channel_scales(w: torch.Tensor) -> torch.Tensor:
 
 def _code_rows(w: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     """rows of w [r, in] and their scales [r] -> codes int8 [r, in]: round(w / scale) in -128..127."""
-    return torch.div(w.float(), scale[:, None]).round_().clamp_(-128, 127).to(torch.int8)
+    return _rounded(w, scale).to(torch.int8)
+
+
+def _rounded(w: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """rows of w [r, in] and their scales [r] -> the codes as fp32 [r, in] (whole numbers)."""
+    return torch.div(w.float(), scale[:, None]).round_().clamp_(-128, 127)
+
+
+def _code_rows_summed(w: torch.Tensor, scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """rows of w [r, in] -> (codes int8 [r, in], their row sums int32 [r]). The sums are taken on
+    the fp32 codes, exactly (whole numbers, every partial sum under 2^24 while in <= 2^17): an int8
+    sum into int32 runs unvectorised, ~10x slower (measured: 4.9 ms against 0.5 for [3072, 1024]),
+    ~0.7 s of loading the 0.6B body in int8."""
+    rounded = _rounded(w, scale)
+    if w.shape[1] > 1 << 17:  # past fp32's exact whole numbers: sum the codes themselves
+        codes = rounded.to(torch.int8)
+        return codes, codes.sum(1, dtype=torch.int32)
+    return rounded.to(torch.int8), rounded.sum(1).to(torch.int32)
 
 
 def _block_rows(w: torch.Tensor, block: int, multiple: int = 1) -> int:
@@ -149,21 +171,17 @@ def int8_weight(w: torch.Tensor, block: int = 1 << 18) -> tuple[torch.Tensor, to
     per-channel weight observer: scale = max|w| / 127.5 floored at float32 eps, code = round(w / scale)
     in -128..127. (torch.quantize_per_channel divides in higher precision, so a weight exactly
     half-way between two codes may land one code away from its choice; this is twice as fast.)
-    Coded `block` elements of rows at a time (1 MiB of fp32): the division, rounding, clamping and
-    cast then stay in the core's cache, and w is read from memory twice (its range, its codes)
-    instead of six times. (Measured on the 0.6B body at load: 1.6 s of two cores' time before,
-    mostly torch.aminmax along a dim, which runs unvectorised.)"""
-    scale = _channel_scales(w)
-    return _codes(w, scale, block), scale
-
-
-def _codes(w: torch.Tensor, scale: torch.Tensor, block: int) -> torch.Tensor:
-    """w [out, in] and its scales [out] -> codes int8 [out, in], coded `block` elements at a time."""
+    Coded `block` elements of rows at a time (1 MiB of fp32), each block's scales taken in the same
+    pass: the range, division, rounding, clamping and cast then stay in the core's cache, and w is
+    read from memory once. (Measured on the 0.6B body at load: 1.6 s of two cores' time with
+    torch.aminmax along a dim, which runs unvectorised, and whole-weight passes.)"""
     codes = torch.empty(w.shape, dtype=torch.int8, device=w.device)
+    scale = torch.empty(w.shape[0], dtype=torch.float32, device=w.device)
     rows = _block_rows(w, block)
     for i in range(0, w.shape[0], rows):
+        scale[i : i + rows] = _channel_scales(w[i : i + rows])
         codes[i : i + rows] = _code_rows(w[i : i + rows], scale[i : i + rows])
-    return codes
+    return codes, scale
 
 
 def quantize_activations(x: torch.Tensor, half: int) -> tuple[torch.Tensor, float]:
@@ -196,16 +214,21 @@ def _packed_bytes(packed: torch.Tensor) -> torch.Tensor:
     return torch.frombuffer(buffer, dtype=torch.uint8)
 
 
-def _write_packed(out: torch.Tensor, n: int, k: int, row: int, codes: torch.Tensor) -> None:
+def _write_packed(
+    out: torch.Tensor, n: int, k: int, row: int, codes: torch.Tensor, sums: torch.Tensor | None = None
+) -> None:
     """Write codes int8 [r, k] (r a multiple of 64) as rows row..row + r of a packed [n, k] weight
     whose bytes are `out` (_packed_bytes), in the layout oneDNN packs u8 x s8 weights in on AVX-512
     (`BA16a64b4a`: blocks of 64 outputs x 64 inputs, outer over the outputs; in a block, 16 groups
     of 4 inputs, each with its 64 outputs' 4 bytes side by side), and their zero-point
-    compensation (-sum of each output's codes, int32) in the table after the blocks."""
+    compensation (-sum of each output's codes, int32; `sums`, those sums where known) in the
+    table after the blocks."""
     r = codes.shape[0]
     blocks = out[: n * k].view(torch.int32).view(n // 64, k // 64, 16, 64)[row // 64 : (row + r) // 64]
     blocks.copy_(codes.view(torch.int32).view(r // 64, 64, k // 64, 16).permute(0, 2, 3, 1))
-    out[n * k :].view(torch.int32)[row : row + r].copy_(codes.sum(1, dtype=torch.int32).neg_())
+    out[n * k :].view(torch.int32)[row : row + r].copy_(
+        (codes.sum(1, dtype=torch.int32) if sums is None else sums).neg()
+    )
 
 
 def _pack_like(template: torch.Tensor, codes: torch.Tensor) -> torch.Tensor:
@@ -274,21 +297,22 @@ def pack_int8_rows(weights: list[torch.Tensor], block: int = 1 << 18) -> tuple[t
     (their codes packed as one weight for oneDNN's qlinear, scales [sum(out_i)]): int8_weight's
     coding and prepack_int8's packing. Once a weight of this shape was packed and checked, each
     part is coded in blocks of rows straight into the packed layout: no fp32 concatenation, no
-    whole-size codes, the weights read twice (measured on the 0.6B body: the load's peak RSS 1.02 ->
+    whole-size codes, the weights read once (measured on the 0.6B body: the load's peak RSS 1.02 ->
     0.84 GB)."""
-    scales = [_channel_scales(w) for w in weights]
     n, k = sum(w.shape[0] for w in weights), weights[0].shape[1]
     template = _TEMPLATES.get((n, k))
     if template is None or any(w.shape[0] % 64 for w in weights):  # the first of its shape, or odd
-        codes = torch.cat([_codes(w, scale, block) for w, scale in zip(weights, scales)])
-        return prepack_int8(codes), torch.cat(scales)
+        coded = [int8_weight(w, block) for w in weights]
+        return prepack_int8(torch.cat([c for c, _ in coded])), torch.cat([s for _, s in coded])
     packed = template.clone()
     out = _packed_bytes(packed)
-    row = 0
-    for w, scale in zip(weights, scales):
+    scales, row = [], 0
+    for w in weights:
         rows = _block_rows(w, block, 64)
         for i in range(0, w.shape[0], rows):
-            _write_packed(out, n, k, row + i, _code_rows(w[i : i + rows], scale[i : i + rows]))
+            part = w[i : i + rows]
+            scales.append(_channel_scales(part))  # in the same pass as its codes: w read once
+            _write_packed(out, n, k, row + i, *_code_rows_summed(part, scales[-1]))
         row += w.shape[0]
     return packed, torch.cat(scales)
 
@@ -466,10 +490,14 @@ def _decoder_layer(m: nn.Module) -> "DecoderLayer":
 def convert_layers(model: OmniVoiceModel, kind: type[KernelLinear]) -> int:
     """Every decoder layer's linears as `kind` (BF16Linear, Int8Linear, ...): q/k/v fused into one
     product (q_proj, k_proj, v_proj become FusedParts of it), o_proj, gate_proj, up_proj and
-    down_proj converted. Two layers at a time (packing runs on one core: ~30% less time than one by
-    one); each fp32 weight's mapped pages released once packed, so memory never holds the whole
-    fp32 body. Returns the number of linear layers converted."""
+    down_proj converted, `kind.layers_at_once` layers at a time (measured on the 0.6B body, AMX,
+    2 torch threads: bf16, whose reorder runs on one core, 0.83-0.90 s two at a time against
+    0.94-0.97 one by one; int8 (oneDNN), coded by torch's multi-threaded ops, 1.29-1.51 s two at a
+    time against 0.73-0.96 one by one, a tie at 1 thread); each fp32 weight's mapped pages released
+    once packed, so memory never holds the whole fp32 body. Returns the number of linear layers
+    converted."""
     from concurrent.futures import ThreadPoolExecutor
+    from contextlib import nullcontext
 
     def convert(layer):
         a, m = layer.self_attn, layer.mlp
@@ -481,8 +509,11 @@ def convert_layers(model: OmniVoiceModel, kind: type[KernelLinear]) -> int:
         return layer, qkv, rest
 
     layers = [layer for layer in map(_decoder_layer, model.llm.layers) if layer.self_attn.fused_qkv is None]
-    with ThreadPoolExecutor(2) as pool:
-        for layer, qkv, (o, gate, up, down) in pool.map(convert, layers):
+    with ThreadPoolExecutor(kind.layers_at_once) if kind.layers_at_once > 1 else nullcontext() as pool:
+        # one at a time in this thread: torch's ops on another thread run 4-5x slower (measured:
+        # the int8 body 3.5 s on one worker thread against 0.77 s here)
+        converted = pool.map(convert, layers) if pool else map(convert, layers)
+        for layer, qkv, (o, gate, up, down) in converted:
             a, m = layer.self_attn, layer.mlp
             a.fused_qkv, a.o_proj, m.gate_proj, m.up_proj, m.down_proj = qkv, o, gate, up, down
             a.q_proj, a.k_proj, a.v_proj = (FusedPart(qkv, i) for i in range(3))

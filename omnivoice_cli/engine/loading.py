@@ -104,20 +104,27 @@ def _resolve_hardware(device: str, quantize: str | None, compile: bool, notice: 
     return dev, quantize
 
 
-def auto_quantize(dt, compile: bool, notice: Callable[[str], None]) -> str | None:
-    """What quantize "auto" is on this CPU (its class's row of cpu.CHOICES): int8 where that is the
-    fastest path measured, unless a dtype other than float32 or compile was asked for (then the
-    exact path of those, said through `notice`); None where the exact float32 body is the fastest."""
+def auto_quantize(
+    dt, compile: bool, notice: Callable[[str], None], *, dtype: str = "float32", threads: int | None = None
+) -> tuple[str | None, "torch.dtype"]:
+    """What quantize "auto" is on this CPU at `threads` (its class's row of cpu.CHOICES), as
+    (quantize, dtype): with dtype "auto" (or "bfloat16") and no compile, the bf16 body where the row
+    puts bf16 first (AMX at 1 thread); else int8 where that is the fastest path measured, unless a dtype other than
+    float32 or compile was asked for (then the exact path of those, said through `notice`); None
+    where the exact float32 body is the fastest."""
 
-    chosen = cpu.choice().quantize
+    row = cpu.choice(threads=threads)
+    if row.bf16_first and dtype in ("auto", "bfloat16") and not compile and cpu.has_native_bf16() and cpu.bf16_runs():
+        return None, torch.bfloat16
+    chosen = row.quantize
     if chosen == "int8" and (dt != torch.float32 or compile):
         clash = "compile" if compile else f"dtype {str(dt).removeprefix('torch.')}"
         notice(
             f"quantize auto: int8 (the fastest on this CPU, {cpu.cpu_class()}) needs float32 and no "
             f"compile: without it here ({clash})"
         )
-        return None
-    return chosen
+        return None, dt
+    return chosen, dt
 
 
 def _check_cpu_bf16(dev, dt, notice: Callable[[str], None]) -> "torch.dtype":
@@ -219,7 +226,7 @@ def load_checkpoint(
     cfg = ModelConfig.from_checkpoint(root)
     dt = resolve_dtype(dtype, dev, cfg)
     if quantize == "auto":
-        quantize = auto_quantize(dt, compile, notice)
+        quantize, dt = auto_quantize(dt, compile, notice, dtype=dtype, threads=count)
     if quantize and dt != torch.float32:
         raise InvalidRequest(int8_problem("dtype", str(dtype)), "quantize")
     dt = _check_cpu_bf16(dev, dt, notice)
@@ -243,7 +250,10 @@ def cpu_paths() -> list[tuple[str, str]]:
     `--quantize auto` choose (cpu.CHOICES) and the measurement behind it, the int8 kernel, what
     `--dtype bfloat16` does, torch and its threads, the GPUs torch sees."""
 
-    info, chosen = cpu.info(), cpu.choice()
+    threads = torch.get_num_threads()
+    info, chosen = cpu.info(), cpu.choice(threads=threads)
+    other = cpu.choice(threads=2 if threads == 1 else 1)
+    differs = other is not chosen  # a class whose choice depends on the thread count (AMX)
     kind = int8_kind()
     if kind is Int8Linear:
         kernel = f"oneDNN's u8 x s8 kernel, {8 if Int8Linear.half == 127 else 7}-bit activations"
@@ -265,10 +275,18 @@ def cpu_paths() -> list[tuple[str, str]]:
         ("class", info.describe()),
         ("flags", " ".join(info.flags()) or "-"),
         ("--dtype auto", f"{chosen.dtype} on the CPU (exact); on a GPU the checkpoint's dtype"),
-        ("--quantize auto", "int8" if chosen.quantize == "int8" else "none (the exact float32 body)"),
+        ("--quantize auto", _auto_path(chosen) + (f" (at {threads} thread{'s' * (threads > 1)})" if differs else "")),
         ("  measured", chosen.measured),
+        *([(f"  at {'2+ threads' if threads == 1 else '1 thread'}", _auto_path(other))] if differs else []),
         ("--quantize int8", kernel),
         ("--dtype bfloat16", bf16),
         ("torch", f"{torch.__version__}, {torch.get_num_threads()} threads"),
         ("gpu", ", ".join(gpus) or "none"),
     ]
+
+
+def _auto_path(row: "cpu.Choice") -> str:
+    """What `--quantize auto` runs by a row of cpu.CHOICES, in words (`omnivoice info`)."""
+    if row.fastest == "bfloat16":
+        return "the bf16 body (int8 with --dtype float32)"
+    return "int8" if row.quantize == "int8" else "none (the exact float32 body)"
