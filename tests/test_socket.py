@@ -3,9 +3,11 @@ speaking the livekit-streaming-tts protocol: fragments, flush, cancel (barge-in)
 
 import base64
 import json
+import logging
 import os
 import subprocess
 import time
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,7 @@ pytest.importorskip("websockets")  # the serve extra: uvicorn's WebSocket suppor
 import httpx
 import numpy as np
 import websockets
-from server_util import running_server, wait_for
+from server_util import hold_engine, running_server, wait_for
 from websockets.sync.client import connect
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("home")]  # all end to end; an empty OMNIVOICE_HOME
@@ -235,3 +237,164 @@ def test_a_frame_far_over_the_limit_closes_the_socket(engine):
         with connect(ws_url(url)) as ws:  # the server goes on
             ws.send(json.dumps({"type": "ping"}))
             assert json.loads(ws.recv(timeout=30)) == {"type": "pong"}
+
+
+@contextmanager
+def server_errors():
+    """The records of ERROR and above that the server logs meanwhile (uvicorn's "Exception in ASGI
+    application" with its traceback, asyncio's "Task exception was never retrieved"). Entered once
+    the server is made: uvicorn's Config sets its loggers' handlers anew."""
+    records = []
+    handler = logging.Handler(logging.ERROR)
+    handler.emit = records.append
+    loggers = [logging.getLogger("uvicorn.error"), logging.getLogger()]
+    for logger in loggers:
+        logger.addHandler(handler)
+    try:
+        yield records
+    finally:
+        for logger in loggers:
+            logger.removeHandler(handler)
+
+
+def closed_by_server(ws):
+    """The close frame the server sent (websockets' Close), reading whatever comes before it."""
+    with pytest.raises(websockets.exceptions.ConnectionClosed) as closed:
+        while True:
+            ws.recv(timeout=60)
+    assert closed.value.rcvd is not None, "the client closed, not the server"
+    return closed.value.rcvd
+
+
+def test_a_peer_over_its_socket_cap_is_told_why_and_health_answers(engine):
+    """With 3 sockets a peer: the 4th is accepted only to be told why (an error event `busy`) and
+    closed with 1013 and the reason; /health answers 200 meanwhile; once one closes, a new one is let in."""
+    with running_server(engine, socket_max_per_peer=3) as (url, _server, state), ExitStack() as sockets:
+        held = [sockets.enter_context(connect(ws_url(url))) for _ in range(3)]
+        for ws in held:
+            ws.send(json.dumps({"type": "ping"}))
+            assert json.loads(ws.recv(timeout=30)) == {"type": "pong"}
+        with connect(ws_url(url)) as extra:
+            told = json.loads(extra.recv(timeout=30))
+            assert told["type"] == "error" and told["data"]["code"] == "busy", told
+            assert "127.0.0.1 has 3 sockets open, the most one address may hold" in told["data"]["message"]
+            close = closed_by_server(extra)
+            assert close.code == 1013 and "127.0.0.1 has 3 sockets open" in close.reason, close
+        health = httpx.get(url + "/health", timeout=30)
+        assert health.status_code == 200 and health.json()["status"] == "ready"
+        held.pop().close()
+        wait_for(lambda: state.sockets["127.0.0.1"] == 2, 30, "the closed socket to be let go")
+        with connect(ws_url(url)) as again:
+            again.send(json.dumps({"type": "ping"}))
+            assert json.loads(again.recv(timeout=30)) == {"type": "pong"}
+
+
+def test_sockets_in_all_stay_under_the_connection_limit(engine):
+    """`max_sockets` sockets open (every address's together): the next is closed with 1013, and
+    /health and speech still answer, uvicorn's connection limit has room to spare."""
+    with running_server(engine, max_queue=1, socket_max_per_peer=1000) as (url, server, state), ExitStack() as sockets:
+        cap = state.options.max_sockets
+        assert cap < server.config.limit_concurrency  # the other half is HTTP's
+        for _ in range(cap):
+            sockets.enter_context(connect(ws_url(url)))
+        with connect(ws_url(url)) as extra:
+            close = closed_by_server(extra)
+            assert close.code == 1013 and f"the server has {cap} sockets open" in close.reason, close
+        assert httpx.get(url + "/health", timeout=30).status_code == 200
+        assert len(http_pcm(url, "Still served.", num_step=2)) > 0
+
+
+def test_an_idle_socket_is_closed_though_it_pings(engine):
+    """Pings do not keep a socket: one that only pings is closed after the idle timeout (1000 and
+    the reason); one whose utterance is being spoken is not, however long that takes."""
+    with running_server(engine, socket_idle_timeout=1.0) as (url, _server, state):
+        gate = hold_engine(state)  # the utterance waits on the engine for 2.5 idle timeouts
+        with connect(ws_url(url)) as ws:
+            ws.send(json.dumps({"type": "text", "data": {"text": "Spoken though it waits."}}))
+            ws.send(json.dumps({"type": "flush"}))
+            time.sleep(2.5)
+            gate.set()
+            audio, _ = until_final(ws)
+            assert len(audio) > 0
+            with pytest.raises(websockets.exceptions.ConnectionClosed) as closed:
+                for _ in range(1000):  # a ping every 50 ms, until the server closes the socket
+                    ws.send(json.dumps({"type": "ping"}))
+                    assert json.loads(ws.recv(timeout=30)) == {"type": "pong"}
+                    time.sleep(0.05)
+            close = closed.value.rcvd
+            assert close is not None and close.code == 1000, closed.value
+            assert "idle for 1 s" in close.reason and "pings do not count" in close.reason, close.reason
+
+
+def test_a_config_inside_an_utterance_is_refused_and_its_audio_keeps_its_format(engine):
+    """A config between two fragments of an utterance: an error event, and the utterance is spoken
+    in the format it began with (24 kHz pcm, the samples of the HTTP request); after the flush the
+    same config is taken and the next utterance is mu-law at 8 kHz."""
+    fragments = ["Hello there,", " my good", " old friend."]
+    with running_server(engine) as (url, _server, _state):
+        with connect(ws_url(url)) as ws:
+            configure(ws, format="pcm", binary=True, sample_rate=24000, extra={"seed": 7, "num_step": 2})
+            ws.send(json.dumps({"type": "text", "data": {"text": fragments[0]}}))
+            ws.send(json.dumps({"type": "config", "data": {"sample_rate": 8000, "format": "mulaw"}}))
+            told = json.loads(ws.recv(timeout=60))
+            assert told["type"] == "error" and told["data"]["code"] == "invalid_config", told
+            assert "between the fragments of an utterance" in told["data"]["message"]
+            audio, texts = say(ws, fragments[1:])
+            assert [m["type"] for m in texts] == ["event"]  # binary pcm frames, no mu-law audio messages
+            expected = http_pcm(url, "".join(fragments), seed=7, num_step=2)
+            np.testing.assert_array_equal(np.frombuffer(audio, "<i2"), expected)
+            configure(ws, sample_rate=8000, format="mulaw")  # between utterances: taken
+            law, texts = say(ws, fragments)
+            assert {(m["data"]["format"], m["data"]["sample_rate"]) for m in texts if m["type"] == "audio"} == {
+                ("mulaw", 8000)
+            }
+            assert len(law) == -(-len(expected) // 3)  # one byte a sample at 8 kHz
+
+
+def test_lone_surrogates_get_error_events_and_the_socket_goes_on(engine):
+    """A lone surrogate (a JSON \\ud800 escape) in the config's `extra` or `language`, or in a text:
+    an error event naming the field, the speech endpoint's words; no traceback in the server's log,
+    and the socket speaks on."""
+    cases = [
+        ({"type": "config", "data": {"extra": {"instruct": "male\ud800"}}}, "config field 'extra': its value"),
+        ({"type": "config", "data": {"language": "x\ud800"}}, "config field 'language': its value"),
+        ({"type": "config", "data": {"voice\ud800": "x"}}, "a field's name is not valid Unicode"),
+        ({"type": "text", "data": {"text": "Hi\ud800 there."}}, "data.text is not valid Unicode"),
+    ]
+    with running_server(engine) as (url, _server, _state), server_errors() as errors:
+        with connect(ws_url(url)) as ws:
+            for message, words in cases:
+                ws.send(json.dumps(message))  # ASCII JSON: the surrogate as its \\u escape
+                m = json.loads(ws.recv(timeout=30))
+                assert m["type"] == "error" and words in m["data"]["message"], (message, m)
+                assert "U+D800, a lone surrogate" in m["data"]["message"], m
+            configure(ws, binary=True, extra={"num_step": 2})
+            audio, _ = say(ws, ["Still ", "here."])
+            assert len(audio) > 0
+    assert [r.getMessage() for r in errors] == []
+
+
+def test_an_error_event_escapes_what_utf8_cannot_carry():
+    """An error message echoing a lone surrogate is sent with it escaped (as UTF-8 text)."""
+    import asyncio
+
+    from omnivoice_cli.server.socket import Session
+
+    sent = []
+
+    class Socket:
+        async def send_text(self, text):
+            text.encode("utf-8")  # what uvicorn does with it
+            sent.append(text)
+
+    session = Session.__new__(Session)
+    session.ws = Socket()
+
+    async def both():
+        session.send_lock = asyncio.Lock()
+        await session.send_error("unknown voice 'male\ud800'", "invalid_config")
+        await session.send_json({"type": "event", "data": {"text": "x\udfff"}})
+
+    asyncio.run(both())
+    assert json.loads(sent[0])["data"]["message"] == "unknown voice 'male\\ud800'"
+    assert json.loads(sent[1])["data"]["text"] == "x\udfff"  # JSON's \u escape, sent as ASCII

@@ -56,6 +56,8 @@ def test_voice_ls_is_list_and_aliases_stay_out_of_the_help(invoke, home):
                 "--max-queue": "64",
                 "--max-input-chars": "4096",
                 "--grace": "30",
+                "--socket-idle-timeout": "300",
+                "--socket-max-per-peer": "32",
             },
         ),
         (

@@ -137,6 +137,26 @@ def serve(
         rich_help_panel="Server",
         help="Seconds requests in flight get to finish after SIGTERM / Ctrl-C. Default: 30.",
     ),
+    socket_idle_timeout: float = typer.Option(
+        300.0,
+        "--socket-idle-timeout",
+        min=1.0,
+        max=86400.0,
+        metavar="SECONDS",
+        rich_help_panel="Server",
+        help="Close a /tts/ws socket that sends no text, config, flush or cancel for this long while "
+        "nothing of its is spoken (pings do not count). Default: 300.",
+    ),
+    socket_max_per_peer: int = typer.Option(
+        32,
+        "--socket-max-per-peer",
+        min=1,
+        max=100_000,
+        metavar="N",
+        rich_help_panel="Server",
+        help="/tts/ws sockets one address may hold open (behind a proxy, all of its clients'); more are "
+        "closed with 1013. All addresses together: half of max(128, 4 x --max-queue). Default: 32.",
+    ),
     no_ui: bool = typer.Option(False, "--no-ui", rich_help_panel="Server", help="No page on GET / (the API only)."),
     voice_map: Optional[str] = typer.Option(
         None,
@@ -166,6 +186,8 @@ def serve(
         max_queue=max_queue,
         max_input_chars=max_input_chars,
         grace=grace,
+        socket_idle_timeout=socket_idle_timeout,
+        socket_max_per_peer=socket_max_per_peer,
         layers=(*layers, (st.FLAG_SOURCE, flags)),
         voice_map=load_voice_map(Path(voice_map) if voice_map else None),
         model=settings["model"],

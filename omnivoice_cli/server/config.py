@@ -37,6 +37,20 @@ class ServeOptions:
     # the same job as `say`'s, so a lone request costs what `say` costs; a longer one streams its
     # first piece while the rest are generated.
     piece_seconds: float = 10.0
+    socket_idle_timeout: float = 300.0  # /tts/ws: seconds with no text, config, flush or cancel (pings do
+    # not count) while nothing of the socket's is spoken, before it is closed
+    socket_max_per_peer: int = 32  # /tts/ws: sockets one address may hold open (as Wyoming's --max-per-peer)
+
+    @property
+    def connection_limit(self) -> int:
+        """Connections at once (uvicorn's limit_concurrency): beyond, uvicorn answers a plain 503."""
+        return max(128, 4 * self.max_queue)
+
+    @property
+    def max_sockets(self) -> int:
+        """/tts/ws sockets open at once, all addresses together: half the connection limit, so the
+        other half is always there for HTTP (/health, speech) however many sockets are open."""
+        return self.connection_limit // 2
 
     @property
     def json_limit(self) -> int:

@@ -97,7 +97,8 @@ def make_server(state: ServerState, on_ready: Callable[[str], None] | None = Non
         timeout_graceful_shutdown=5,
         server_header=False,
         proxy_headers=False,
-        limit_concurrency=max(128, 4 * options.max_queue),  # connections at once: beyond, uvicorn's own 503
+        limit_concurrency=options.connection_limit,  # connections at once: beyond, uvicorn's own 503 (at
+        # most half of them /tts/ws sockets: options.max_sockets)
         ws_max_size=4 * options.json_limit,  # /tts/ws: a larger frame closes the socket (1009); above the
         # message limit (json_limit, an error event and the socket goes on), far below uvicorn's 16 MiB
     )

@@ -3,11 +3,14 @@
 
 Client -> server, JSON text frames:
 - `{"type": "config", "data": {sample_rate, format, binary, voice, language, speed, extra}}`: the
-  session's settings (each optional; a later config changes what follows). `format` is pcm (s16le),
-  mulaw or alaw (raw G.711); `binary` true with pcm sends the audio as binary frames; `extra` is
-  any request setting of the one schema (seed, num_step, instruct, preset, ...), checked as an
-  HTTP field is; `normalize` beside them is the plugin's own text clean-up and is not ours (give
-  `extra.normalize` for ours). Answered by `{"type":"event","data":{"event_type":"config_accepted"}}`;
+  session's settings (each optional; a later config changes the utterances that follow: one sent
+  between the fragments of an utterance, before its flush or a cancel, is refused with an error
+  event, so an utterance's audio has one format and rate). `format` is pcm (s16le), mulaw or
+  alaw (raw G.711); `binary` true with pcm sends the audio as binary frames; `extra` is any
+  request setting of the one schema (seed, num_step, instruct, preset, ...), checked as an HTTP
+  field is (every string valid Unicode too); `normalize` beside them is the plugin's own text
+  clean-up and is not ours (give `extra.normalize` for ours). Answered by
+  `{"type":"event","data":{"event_type":"config_accepted"}}`;
 - `{"type": "text", "data": {"text": "..."}}`: a fragment of the utterance (an LLM's tokens);
 - `{"type": "flush"}`: the utterance ends: its rest is spoken, then the `final` event;
 - `{"type": "cancel"}`: barge-in: the utterance's work is dropped at once (its place in the engine is
@@ -19,7 +22,8 @@ Client -> server, JSON text frames:
 Server -> client: audio as binary frames (pcm and `binary`) or `{"type":"audio","data":{"audio":
 base64, "sample_rate", "format"}}`; `{"type":"event","data":{"event_type":"final"}}` after a
 flush's audio; `{"type":"error","data":{"message","code"}}` in the words of the command line (a
-bad message, a bad setting, a full engine: the socket stays open and goes on).
+bad message, a bad setting, a full engine: the socket stays open and goes on; what cannot be sent
+as UTF-8, a lone surrogate echoed back, is escaped as `\\udXXX`).
 
 Text is spoken from its first sentence end on, as Wyoming's streaming events do: the text up to
 the last sentence end that a space follows is handed on, parts that arrive while one is spoken
@@ -30,7 +34,12 @@ utterance (media/rates.py). Every socket shares the server's one engine loop.
 
 The API key is checked before the socket is accepted (the HTTP reply is the 401 of any endpoint);
 bounds: a frame of at most the server's JSON body limit, `MAX_PENDING` parts waiting per socket,
-`--max-queue` requests in the engine, and a socket quiet for `IDLE_SECONDS` is closed.
+`--max-queue` requests in the engine; `socket_max_per_peer` sockets open from one address and
+`max_sockets` in all (half uvicorn's connection limit, so HTTP, /health first, always has the other
+half): one over is accepted, told why (an error event `busy`) and closed with 1013 (try again later)
+and the reason; a socket that sends no text, config, flush or cancel for `socket_idle_timeout`
+seconds while nothing of its is spoken is closed (1000, the reason says so): pings keep the
+connection's proxies awake but do not keep the socket.
 """
 
 from __future__ import annotations
@@ -53,7 +62,10 @@ from ..app.session import seed_for
 from ..app.speaker import USAGE_ERRORS, one_line, take_parts
 from ..engine.pipeline import Request
 from ..engine.service import Busy, Event, Stopped, Ticket
+from ..engine.text import unicode_problem
+from .asgi import Message
 from .errors import ApiError, busy, check_key, from_engine
+from .speech import check_unicode
 
 if TYPE_CHECKING:
     from ..engine.voice import VoicePrompt
@@ -62,7 +74,7 @@ if TYPE_CHECKING:
 PATH = "/tts/ws"
 FORMATS = ("pcm", "mulaw", "alaw")  # what a socket's `format` may be
 MAX_PENDING = 32  # parts of text waiting on one socket (beyond: an error event)
-IDLE_SECONDS = 300.0  # a socket with no message for this long is closed
+TRY_AGAIN_LATER = 1013  # the close code of a socket over a cap (RFC 6455's registry)
 CONFIG_KEYS = ("sample_rate", "format", "binary", "voice", "language", "speed", "extra", "normalize", "pauses")
 MESSAGES = ("config", "text", "flush", "cancel", "ping")
 
@@ -92,6 +104,7 @@ class Utterance:
     """Text from the first fragment to its flush (or cancel)."""
 
     number: int
+    config: Config | None = None  # the socket's config at its first fragment: all its audio's
     text: str = ""  # arrived, not yet handed on
     seed: int | None = None  # its first part's seed
     ref: VoicePrompt | None = None  # its first part's voice, for the others
@@ -136,8 +149,42 @@ async def tts_socket(websocket: WebSocket) -> None:
         else:
             await websocket.close(code=1008 if refused.status == 401 else 1013, reason=refused.message[:120])
         return
-    await websocket.accept()
-    await Session(websocket, state).run()
+    peer = websocket.client.host if websocket.client is not None else ""
+    full = crowded(state, peer)
+    if full is None:
+        state.sockets[peer] += 1  # counted before the first await: handshakes at once see each other
+    try:
+        await websocket.accept()
+        if full is not None:
+            await turn_away(websocket, full)
+            return
+        await Session(websocket, state).run()
+    finally:
+        if full is None:
+            state.sockets[peer] -= 1
+            if state.sockets[peer] <= 0:
+                del state.sockets[peer]
+
+
+def crowded(state: ServerState, peer: str) -> str | None:
+    """Why one more socket from `peer` is refused (the caps of the module doc), or None."""
+    options, held = state.options, state.sockets[peer]
+    total = sum(state.sockets.values())
+    if total >= options.max_sockets:
+        return f"the server has {total} sockets open, the most it takes: try again shortly"
+    if held >= options.socket_max_per_peer:
+        return f"{peer} has {held} sockets open, the most one address may hold: close one first"
+    return None
+
+
+async def turn_away(websocket: WebSocket, why: str) -> None:
+    """A socket over a cap, accepted only to say why: an error event, then close 1013 and the reason."""
+    error = {"type": "error", "data": {"message": why, "code": "busy"}}
+    try:
+        await asyncio.wait_for(websocket.send_text(json.dumps(error)), 5)
+        await asyncio.wait_for(websocket.close(code=TRY_AGAIN_LATER, reason=why[:120]), 5)
+    except (asyncio.TimeoutError, WebSocketDisconnect, RuntimeError, OSError):
+        pass  # the client left (or reads nothing): the handler ends and the connection with it
 
 
 class Session:
@@ -158,14 +205,23 @@ class Session:
         self.speaking: Job | None = None  # the job the worker is on
         self.closed = False
         self.send_lock = asyncio.Lock()
+        self.active = asyncio.get_running_loop().time()  # the last text, config, flush or cancel (or audio sent)
 
     # --- sending ------------------------------------------------------------------------------
     async def send_json(self, message: dict) -> None:
+        text = json.dumps(message, ensure_ascii=False)
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: JSON's \\u escapes (send_error's are escaped already)
+            text = json.dumps(message)
         async with self.send_lock:
-            await self.ws.send_text(json.dumps(message, ensure_ascii=False))
+            await self.ws.send_text(text)
 
     async def send_error(self, message: str, code: str) -> None:
-        await self.send_json({"type": "error", "data": {"message": " ".join(message.split()), "code": code}})
+        """An error event; what of `message` is not valid Unicode (a lone surrogate of the client's,
+        echoed back) is shown as its escape, so the event can be sent as UTF-8."""
+        shown = " ".join(message.split()).encode("utf-8", "backslashreplace").decode("utf-8")
+        await self.send_json({"type": "error", "data": {"message": shown, "code": code}})
 
     async def send_event(self, kind: str, **more: object) -> None:
         await self.send_json({"type": "event", "data": {"event_type": kind, **more}})
@@ -189,13 +245,18 @@ class Session:
     async def run(self) -> None:
         worker = asyncio.create_task(self.work())
         limit = self.state.options.json_limit
+        reading: asyncio.Future[Message] | None = None
         try:
             while True:
-                try:
-                    message = await asyncio.wait_for(self.ws.receive(), IDLE_SECONDS)
-                except asyncio.TimeoutError:
-                    await self.ws.close(code=1000, reason=f"idle for {IDLE_SECONDS:g} s")
+                reading = reading or asyncio.ensure_future(self.ws.receive())
+                left = self.idle_left()
+                if left <= 0:
+                    await self.close_idle()
                     break
+                done, _ = await asyncio.wait({reading}, timeout=left)
+                if not done:
+                    continue  # the clock is looked at again
+                message, reading = reading.result(), None
                 if message["type"] == "websocket.disconnect":
                     break
                 raw = message.get("text")
@@ -212,24 +273,58 @@ class Session:
         except (WebSocketDisconnect, RuntimeError, OSError):
             pass  # the client left
         finally:
+            if reading is not None and not reading.done():
+                reading.cancel()
+                await asyncio.gather(reading, return_exceptions=True)
             self.closed = True
             self.cancel()
             self.wake.set()
             worker.cancel()
             await asyncio.gather(worker, return_exceptions=True)
 
+    def idle_left(self) -> float:
+        """Seconds before the socket is idle for good: the idle timeout from its last text, config,
+        flush or cancel, or from its last audio; while something of its is spoken, never."""
+        timeout = self.state.options.socket_idle_timeout
+        if self.jobs or self.speaking is not None:
+            return timeout  # looked at again then (the worker's end of a job is activity)
+        return self.active + timeout - asyncio.get_running_loop().time()
+
+    def touch(self) -> None:
+        self.active = asyncio.get_running_loop().time()
+
+    async def close_idle(self) -> None:
+        timeout = self.state.options.socket_idle_timeout
+        reason = f"idle for {timeout:g} s: no text, config, flush or cancel (pings do not count)"
+        try:
+            await asyncio.wait_for(self.ws.close(code=1000, reason=reason), 10)
+        except asyncio.TimeoutError:
+            pass  # a client that reads nothing: the handler ends and the connection with it
+
     async def handle(self, message: dict) -> None:
         kind, data = message["type"], message.get("data")
         if kind == "ping":
             await self.send_json({"type": "pong"})
-        elif kind == "cancel":
+            return  # not activity: a ping keeps proxies awake, not the socket (idle_left)
+        if kind == "cancel":
             self.cancel()
         elif kind == "config":
+            if self.utterance.config is not None:
+                raise BadMessage(
+                    "a config cannot come between the fragments of an utterance (its audio keeps the format "
+                    "and settings it began with): send it after the flush, or cancel first",
+                    "invalid_config",
+                )
             self.config = await asyncio.to_thread(self.configured, data)
             await self.send_event("config_accepted")
         elif kind == "text":
             if not isinstance(data, dict) or not isinstance(data.get("text"), str):
                 raise BadMessage("a 'text' message needs data.text, a string: the text to speak")
+            problem = unicode_problem(data["text"])
+            if problem:
+                raise BadMessage(f"data.text is {problem}: give UTF-8 text")
+            if not data["text"]:
+                return  # nothing: no activity either
             self.text(data["text"])
         elif kind == "flush":
             self.flush()
@@ -238,6 +333,7 @@ class Session:
                 f"unknown message type {json.dumps(kind)[:40]}: this socket takes {', '.join(MESSAGES)}",
                 "invalid_type",
             )
+        self.touch()
 
     def configured(self, data: object) -> Config:
         """The session's config after a config message (checked: a bad one leaves it as it was)."""
@@ -245,6 +341,10 @@ class Session:
             data = {}
         if not isinstance(data, dict):
             raise BadMessage(f"a 'config' message's data must be an object, got {st.type_name(data)}", "invalid_config")
+        try:
+            check_unicode(data)  # the speech endpoint's check: every string valid Unicode
+        except ApiError as e:
+            raise BadMessage(f"config {e.message}", "invalid_config") from None
         unknown = [k for k in data if k not in CONFIG_KEYS]
         if unknown:
             raise BadMessage(
@@ -293,15 +393,18 @@ class Session:
     # --- the utterance ------------------------------------------------------------------------
     def text(self, fragment: str) -> None:
         u = self.utterance
+        if u.config is None:
+            u.config = self.config  # its audio's format and settings, to its end
         parts, u.text = take_parts(u.text + fragment, self.state.options.max_input_chars)
         for part in parts:
-            self.queue(Job("speak", u, part, self.config))
+            self.queue(Job("speak", u, part, u.config))
 
     def flush(self) -> None:
         u, self.utterance = self.utterance, Utterance(next(self.numbers))
+        config = u.config or self.config
         if u.text.strip():
-            self.queue(Job("speak", u, u.text, self.config))
-        self.queue(Job("final", u, config=self.config), force=True)
+            self.queue(Job("speak", u, u.text, config))
+        self.queue(Job("final", u, config=config), force=True)
 
     def queue(self, job: Job, force: bool = False) -> None:
         if not force and sum(j.kind == "speak" for j in self.jobs) >= MAX_PENDING:
@@ -336,6 +439,7 @@ class Session:
             job = self.jobs.popleft()
             if job.kind == "final":
                 await self.finish(job)
+                self.touch()
                 continue
             limit = self.state.options.max_input_chars
             while (
@@ -352,6 +456,7 @@ class Session:
                 return
             finally:
                 self.speaking = None
+                self.touch()  # the idle time counts from the end of its audio
 
     def request_for(self, job: Job) -> Request:
         assert job.config is not None

@@ -169,7 +169,7 @@ def _input(data: dict, limit: int) -> str:
     return text
 
 
-def _check_unicode(data: dict) -> None:
+def check_unicode(data: dict) -> None:
     """Every string of the body is valid Unicode (a JSON escape such as \\ud800 makes a lone
     surrogate, which nothing downstream takes): else a 400 naming the field."""
     for key, value in data.items():
@@ -359,7 +359,7 @@ def parse_speech(body: bytes, options: ServeOptions, speaker: Speaker | None = N
     400 when it is wrong; by default a Speaker of `options` that only builds)."""
     speaker = speaker or speaker_for(options)
     data = parse_json(body)
-    _check_unicode(data)
+    check_unicode(data)
     _check_fields(data)
     text = _input(data, options.max_input_chars)
     name, fmt = _format(data)

@@ -8,6 +8,7 @@ state.require_service()           # the engine loop, or a 503 (loading, failed, 
 from __future__ import annotations
 
 import asyncio
+import collections
 import itertools
 import secrets
 import threading
@@ -37,6 +38,7 @@ class ServerState:
         self.inflight = 0  # requests being answered (but /health)
         self.speaking = 0  # speech requests being answered, from arrival to their reply's last byte
         self.served = 0  # speech replies sent in full (200, the last byte out)
+        self.sockets: collections.Counter[str] = collections.Counter()  # /tts/ws sockets open per address
         self.voice_lock: asyncio.Lock | None = None  # of the voice store (made in the event loop)
         self.recogniser: Recogniser | None = None  # listen.py: the one recogniser of `verify` and `timestamps`
         self.recogniser_lock = threading.Lock()  # (loaded on first use, kept while the server runs)
