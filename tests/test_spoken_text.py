@@ -209,3 +209,12 @@ def test_a_blank_is_a_pause_and_a_second_tag_a_piece_of_its_own(engine, monkeypa
     assert [p[0] for p in result.pieces] == [text, "[sigh]"]
     tail = result.audio[-int(0.5 * engine.sample_rate) :]
     assert np.all(tail == 0)  # the blank: the pause's silence ends the audio
+
+
+def test_a_streamed_text_has_one_tag_a_piece():
+    from omnivoice_cli.engine.streamcut import cut_segments
+
+    segments = cut_segments("Ha [laughter] and [sigh] more. [pause 1s] Done [sigh].", 4.0, 10.0)
+    pieces = [s.text for s in segments if s.text is not None]
+    assert [count_tags(p) for p in pieces] == [1, 1, 1]
+    assert pieces[:2] == ["Ha [laughter] and", "[sigh] more."]
