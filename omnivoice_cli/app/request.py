@@ -28,9 +28,9 @@ from ..engine import markup
 from ..engine.config import GenerationConfig, ModelConfig
 from ..engine.errors import InvalidRequest, MissingExtra, ModelUnavailable
 from ..engine.normalize import normalize_text
+from ..engine.pipeline import Plan, Planned, Request, VoiceShape, check_transcript, plan_request, validate_request
 from ..engine.symbols import drop_symbol_runs
 from ..engine.tags import drop_unknown_tags
-from ..engine.pipeline import Plan, Planned, Request, VoiceShape, check_transcript, plan_request, validate_request
 from ..engine.text import check_ref_transcript, check_text
 from ..media.loudness import require as require_loudness
 from . import listen
