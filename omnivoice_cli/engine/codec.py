@@ -3,8 +3,7 @@
 Plain PyTorch, always float32 (weights stored in fp16 are widened on loading, and a decoder cast
 to half is widened again before it decodes: `HiggsDecoder.keep_float32`). The module tree mirrors
 the checkpoint's key names (`quantizer.quantizers.{q}.codebook.embed`, `fc2`, `acoustic_decoder.*`)
-so the decode subset of
-`audio_tokenizer/model.safetensors` loads with a strict `load_state_dict`.
+so the decode subset of `audio_tokenizer/model.safetensors` loads with a strict `load_state_dict`.
 
 Data flow (widths for the real checkpoint; the tiny test checkpoint is narrower):
   codes [B, 8, T]
