@@ -228,7 +228,7 @@ def test_fp16_weights_that_overflow_an_fp16_chain_decode_as_fp32(tmp_path, codec
     65,504 and turns to NaN (vllm-project/vllm-omni#3336); ours decodes them in fp32, finite and
     equal to the fp32 decode of the same weights, also under an autocast or cast to half."""
     d = _broken_copy(tmp_path, _as_real_checkpoint_in_fp16)
-    codes = torch.from_numpy(load_np(GOLDEN / "auto_en.safetensors")["decode0.codes"])
+    codes = torch.from_numpy(load_np(GOLDEN / "auto_en.safetensors")["decode0.codes"])[..., :16]
     stored = load_file(d / "model.safetensors")
     assert stored["fc2.weight"].dtype == torch.float16
     fp32 = build_decoder(codec_cfg)
