@@ -348,7 +348,7 @@ MARKDOWN_CASES = [
     ("# Part\n\n## Ch 1\n\nA.\n", [("Ch 1", "A.")], ("Part (no text)",)),
     ("# One\n\n### Sub\n\nA.\n", [("One", "Sub.\n\nA.")], ()),  # ### is read in its chapter
     ("One\n===\n\nA.\n\nTwo\n---\n\nB.\n", [("One", "A."), ("Two", "B.")], ()),  # setext headings
-    ("# One\n\n```\n# not a heading\n```\n", [("One", "# not a heading")], ()),
+    ("# One\n\n```\n# not a heading\n```\n\nA.\n", [("One", "A.")], ()),  # code: no heading, not read
     ("# One\n\n> # quoted\n\n- # listed\n", [("One", "quoted.\n\nlisted.")], ()),
     ("# *Emph* `code`\n\nA.\n", [("Emph code", "A.")], ()),
     ("# One\n\nPara one\ncontinues.\n\n- x\n- y\n", [("One", "Para one continues.\n\nx.\n\ny.")], ()),

@@ -1,5 +1,6 @@
 """Codec decode path: parity with the reference's decodes, loader errors, Snake."""
 
+import copy
 import json
 import math
 import shutil
@@ -207,3 +208,47 @@ def test_truncated_file_names_the_file(tmp_path, codec_cfg):
     f.unlink()
     with pytest.raises(CheckpointError, match="missing"):
         load_codec_decoder(d, codec_cfg)
+
+
+FP16_OVERFLOW_SCALE = 100.0  # fc2 scaled so the tiny decoder's chain reaches ~2e5 inside (fp16 tops out at 65,504)
+
+
+def _as_real_checkpoint_in_fp16(tensors: dict) -> None:
+    """fc2 scaled up, then fc2 and the decoder stored in fp16, as the real checkpoint stores them."""
+    tensors["fc2.weight"] = tensors["fc2.weight"] * FP16_OVERFLOW_SCALE
+    tensors["fc2.bias"] = tensors["fc2.bias"] * FP16_OVERFLOW_SCALE
+    for key in list(tensors):
+        if key.startswith(("fc2.", "acoustic_decoder.")):
+            tensors[key] = tensors[key].half()
+
+
+@pytest.mark.slow
+def test_fp16_weights_that_overflow_an_fp16_chain_decode_as_fp32(tmp_path, codec_cfg):
+    """The real checkpoint's fp16 codec weights: in an fp16 module the upsampling chain passes
+    65,504 and turns to NaN (vllm-project/vllm-omni#3336); ours decodes them in fp32, finite and
+    equal to the fp32 decode of the same weights, also under an autocast or cast to half."""
+    d = _broken_copy(tmp_path, _as_real_checkpoint_in_fp16)
+    codes = torch.from_numpy(load_np(GOLDEN / "auto_en.safetensors")["decode0.codes"])[..., :16]
+    stored = load_file(d / "model.safetensors")
+    assert stored["fc2.weight"].dtype == torch.float16
+    fp32 = build_decoder(codec_cfg)
+    fp32.load_state_dict({k: stored[k].float() for k in decoder_tensor_shapes(codec_cfg)}, strict=True)
+    with torch.inference_mode():
+        want = fp32(codes)
+        half = copy.deepcopy(fp32).half()(codes)  # what an fp16 chain gives
+    assert want.abs().max() > 1 and torch.isfinite(want).all()
+    assert not torch.isfinite(half).all()  # the scale does overflow an fp16 chain
+
+    dec = load_codec_decoder(d, codec_cfg, "cpu")
+    out = dec.decode(codes)
+    assert out.dtype == torch.float32 and torch.isfinite(out).all()
+    torch.testing.assert_close(out, want)
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # an autocast around it is turned off
+        torch.testing.assert_close(dec.decode(codes), want)
+    dec.half()  # the whole decoder cast to half (a GPU run in --dtype float16): widened before decoding
+    rounded = build_decoder(codec_cfg)  # the fp32 decode of what it holds now (its fp32 weights rounded)
+    rounded.load_state_dict({k: v.float() for k, v in dec.state_dict().items()}, strict=True)
+    again = dec.decode(codes)
+    assert again.dtype == torch.float32 and torch.isfinite(again).all()
+    with torch.inference_mode():
+        torch.testing.assert_close(again, rounded(codes))

@@ -80,7 +80,7 @@ def test_markdown_blocks():
     )
     assert markdown_to_text(src) == (
         "Chapter 1. A paragraph with a soft break. item one. item two! first. second. quoted words. "
-        "a red door. name, age. Ann, 31. print(1) 第二章。"
+        "a red door. name, age. Ann, 31. 第二章。"  # the code block is skipped
     )
 
 
@@ -129,8 +129,10 @@ def test_markdown_notes_each_item_and_heading_a_sentence():
     assert markdown_to_text(" ".join(NOTES.split())).startswith("Meeting notes We agreed")
 
 
-def test_markdown_paragraphs_end_as_sentences_and_code_stays():
-    assert markdown_to_text("Meeting notes\n\nWe agreed\n\n    code  here\n") == "Meeting notes. We agreed. code here"
+def test_markdown_paragraphs_end_as_sentences_and_code_is_skipped():
+    assert markdown_to_text("Meeting notes\n\nWe agreed\n\n    code  here\n") == "Meeting notes. We agreed"
+    fenced = "Run this:\n\n```python\nprint('hi')\nx = 1\n```\n\nThen rest\n"
+    assert markdown_to_text(fenced) == "Run this: Then rest"  # the code is not read, nor run into the next block
     assert markdown_to_text("One line") == "One line"  # the last paragraph as it is (as without --markdown)
     assert markdown_to_text("1. first\n1. second\n\n* star\n+ plus\n") == "first. second. star. plus."
 

@@ -29,6 +29,8 @@ from ..engine.config import GenerationConfig, ModelConfig
 from ..engine.errors import InvalidRequest, MissingExtra, ModelUnavailable
 from ..engine.normalize import normalize_text
 from ..engine.pipeline import Plan, Planned, Request, VoiceShape, check_transcript, plan_request, validate_request
+from ..engine.symbols import drop_symbol_runs
+from ..engine.tags import drop_unknown_tags
 from ..engine.text import check_ref_transcript, check_text
 from ..media.loudness import require as require_loudness
 from . import listen
@@ -242,6 +244,8 @@ def _reference(settings: st.Resolved, refs: References, line_base: Path | None) 
 def spoken_text(text: str, settings: st.Resolved, replaced: list | None = None) -> tuple[str, list[str]]:
     """The text as the model will be given it, and warnings: SSML breaks become pause tags (other
     tags dropped, with a warning), Markdown is read as its words with `markdown`, the words of the
+    runs of a repeated symbol become a pause (underscores) or nothing (engine/symbols.py), a tag
+    the model does not know is dropped with a warning (engine/tags.py), the words of the
     `lexicon` are replaced (lexicon.py; what was replaced is added to `replaced`), and numbers,
     dates, units and currency are written out with `normalize` (in that order: the control tags
     [laughter], [pause 1s], [B EY1 S] pass through untouched)."""
@@ -249,6 +253,9 @@ def spoken_text(text: str, settings: st.Resolved, replaced: list | None = None) 
     warnings = [warning] if warning else []
     if settings["markdown"]:
         text = markup.markdown_to_text(text)
+    text = drop_symbol_runs(text)  # a blank to fill in is a pause, a separator nothing
+    text, warning = drop_unknown_tags(text)
+    warnings += [warning] if warning else []
     if settings["lexicon"] is not None:
         text, done = load_lexicon(settings["lexicon"]).apply(text)
         if replaced is not None:

@@ -124,6 +124,11 @@ def _no_args_is_help(ctx: typer.Context) -> Exception:
     return click_exceptions.NoArgsIsHelpError(ctx)
 
 
+def _markdown_file(text_file: str | None) -> bool:
+    """A -f file named like Markdown (.md, .markdown)."""
+    return text_file is not None and Path(text_file).suffix.lower() in (".md", ".markdown", ".mdown")
+
+
 def _is_file(text: str) -> bool:
     try:
         return len(text) < 4096 and Path(text).expanduser().is_file()
@@ -311,6 +316,8 @@ def say(
         raise usage_error("--gap sets the silence between the lines of a dialogue: give --cast too", ctx)
     text_value = the_text(ctx, text, text_file, quiet)
     _, settings = run_settings(preset, flags)
+    if _markdown_file(text_file) and not settings["markdown"] and not quiet:
+        warn(f"'{text_file}' looks like Markdown: add --markdown to read it as its words (headings, lists, no code)")
     refs = References()
     built = build_request(text_value, settings, refs=refs, voices=Voices())
     heard(built.reference, quiet)

@@ -1,8 +1,9 @@
 """Decode path of the Higgs-Audio-v2 codec: RVQ codes [B, Q, T] -> waveform [B, 1, T * hop].
 
-Plain PyTorch, always float32. The module tree mirrors the checkpoint's key names
-(`quantizer.quantizers.{q}.codebook.embed`, `fc2`, `acoustic_decoder.*`) so the decode subset of
-`audio_tokenizer/model.safetensors` loads with a strict `load_state_dict`.
+Plain PyTorch, always float32 (weights stored in fp16 are widened on loading, and a decoder cast
+to half is widened again before it decodes: `HiggsDecoder.keep_float32`). The module tree mirrors
+the checkpoint's key names (`quantizer.quantizers.{q}.codebook.embed`, `fc2`, `acoustic_decoder.*`)
+so the decode subset of `audio_tokenizer/model.safetensors` loads with a strict `load_state_dict`.
 
 Data flow (widths for the real checkpoint; the tiny test checkpoint is narrower):
   codes [B, 8, T]
@@ -270,8 +271,18 @@ class HiggsDecoder(nn.Module):
             raise ValueError(
                 f"codes must lie in [0, {self.cfg.codebook_size}), got range [{int(codes.min())}, {int(codes.max())}]"
             )
-        with torch.inference_mode():
+        self.keep_float32()
+        with torch.inference_mode(), torch.autocast(codes.device.type, enabled=False):
             return self.forward(codes)
+
+    def keep_float32(self) -> None:
+        """Its weights back in float32 if they were cast to half (`.half()`, `.to(torch.bfloat16)`:
+        a GPU run in `--dtype float16`): the real checkpoint stores `fc2` and the decoder in fp16,
+        and in an fp16 module the upsampling chain passes 65,504 and turns to NaN
+        (vllm-project/vllm-omni#3336). Widening a half weight is exact, so the decode is the fp32
+        one; the chain always runs in float32 (and `decode` turns any autocast off)."""
+        if any(t.dtype != torch.float32 for t in (*self.parameters(), *self.buffers()) if t.is_floating_point()):
+            self.float()
 
 
 # ---------------------------------------------------------------------------------------------

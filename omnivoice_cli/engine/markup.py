@@ -7,7 +7,8 @@
   shows the returned warning.
 - `markdown_to_text`: Markdown (markdown-it-py, CommonMark with tables and strikethrough) spoken
   as its words: emphasis, links (their text, never the URL), images (their alt text), code spans
-  and blocks (their content), block quotes (their words); list markers and `#` are not spoken.
+  (their content), block quotes (their words); code blocks (fenced or indented) are skipped, and
+  list markers and `#` are not spoken.
   Headings, list items and table rows each end as a sentence ('.' added when they end without
   punctuation), and so does a paragraph that another block follows: the chunker and the cue
   cutters cut between them. It must be given
@@ -142,7 +143,7 @@ def markdown_to_text(text: str) -> str:
                 paragraphs.add(len(blocks))
                 blocks.append(words)
         elif tok.type in ("fence", "code_block"):
-            blocks.append(" ".join(tok.content.split()))
+            continue  # code is not read aloud (it ran into the next block as noise)
         elif tok.type == "html_block":
             blocks.append(" ".join(re.sub(r"<[^<>]*>", " ", tok.content).split()))
     blocks = [_sentence(b) if i in paragraphs and i < len(blocks) - 1 else b for i, b in enumerate(blocks)]

@@ -14,6 +14,7 @@ from .chunking import cut_to_length
 from .config import GenerationConfig, ModelConfig, value_rule
 from .errors import InvalidRequest
 from .pieces import Piece, speed_against
+from .tags import cut_at_tags
 from .text import add_punctuation, resolve_target_len, speech_seconds
 
 if TYPE_CHECKING:  # annotations only: importing torch here would slow `--help` and validation
@@ -265,10 +266,21 @@ def plan_request(req: Request, cfg: ModelConfig | None = None, voice: VoiceShape
             continue
         chunk_len = textmod.chunk_len_for(part, target, g.audio_chunk_duration, cfg.frame_rate)
         pieces += [Piece(p, c, chunk, None, rate) for c, chunk in enumerate(textmod.chunk_text(part, chunk_len))]
+    pieces = _one_tag_each(pieces)
     shape = (ref_text, ref_len, ref_rate) if voice is not None else None
     pieces, frames = _fit_pieces(pieces, shape, cfg, g.audio_chunk_duration * cfg.frame_rate)
     _check_length(sum(frames), gaps, cfg)
     return Plan(req, pieces, gaps, len(parts), frames=frames, cfg=cfg)
+
+
+def _one_tag_each(pieces: list[Piece]) -> list[Piece]:
+    """Every piece with more than one non-verbal tag cut so each holds one (tags.cut_at_tags: a
+    deliberate difference from the reference, docs/correctness.md); each cut estimated on its own."""
+    out: list[Piece] = []
+    for piece in pieces:
+        cuts = cut_at_tags(piece.text)
+        out += [piece] if len(cuts) < 2 else [replace(piece, text=t, target_len=None) for t in cuts]
+    return out
 
 
 def _check_length(frames: int, gaps: list[float], cfg: ModelConfig) -> None:

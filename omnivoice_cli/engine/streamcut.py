@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from .chunking import chunk_text
 from .duration import estimate_duration
 from .pauses import split_pauses
+from .tags import cut_at_tags
 
 if TYPE_CHECKING:
     from .pipeline import Request
@@ -106,7 +107,7 @@ def cut_segments(text: str, first_seconds: float, piece_seconds: float, whole: b
     for p, part in enumerate(parts):
         first = first_seconds if p == 0 else None
         for piece in [part] if whole else cut_part(part, first, piece_seconds):
-            out.append(Segment(piece))
+            out += [Segment(t) for t in ([piece] if whole else cut_at_tags(piece))]  # one tag a piece
         if gaps[p + 1] > 0:
             out.append(Segment(None, gaps[p + 1]))
     return out
