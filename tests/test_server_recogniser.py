@@ -15,11 +15,15 @@ import pytest
 pytest.importorskip("uvicorn")
 pytest.importorskip("httpx")
 
+import httpx
 from server_util import running_server
 
 from omnivoice_cli.app import listen
 
-ASR_TINY = Path(__file__).resolve().parent / "fixtures" / "asr-tiny"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+ASR_TINY = FIXTURES / "asr-tiny"
+GOLDEN = FIXTURES / "golden"
+REF = (GOLDEN / json.loads((GOLDEN / "clone.json").read_text())["generate_kwargs"]["ref_audio"]).read_bytes()
 BODY = {"model": "omnivoice", "input": "Hello there.", "voice": "auto", "seed": 5, "num_step": 2}
 
 
@@ -55,7 +59,7 @@ def post_all(url: str, bodies: list[dict]) -> list[tuple[int, dict, str | None]]
 
 
 @pytest.mark.slow
-def test_a_corrupt_asr_model_is_one_clean_500_and_the_connection_stays(engine, tmp_path):
+def test_a_corrupt_asr_model_is_one_clean_500_and_the_connection_stays(engine, tmp_path, home):
     """Before: each timestamps/verify request answered 500, then the error escaped the app (a
     traceback per request, the connection reset), and the message showed the server's folder."""
     pytest.importorskip("faster_whisper")
@@ -69,9 +73,15 @@ def test_a_corrupt_asr_model_is_one_clean_500_and_the_connection_stays(engine, t
         try:
             fields = ["timestamps", "verify", "timestamps"]
             replies = post_all(url, [{**BODY, field: True} for field in fields])
+            upload = httpx.post(  # a voice without ref_text: its words are the recogniser's
+                url + "/v1/audio/voices", data={"name": "bob"}, files={"file": ("bob.wav", REF, "audio/wav")}
+            )
         finally:
             logger.removeHandler(errors)
         forwards = state.service.stats()["forwards"]
+    error = upload.json()["error"]
+    assert upload.status_code == 500 and (error["code"], error["param"]) == ("no_recogniser", "ref_text"), error
+    assert "cannot be loaded from <asr-model>" in error["message"] and "server-secret" not in upload.text
     assert forwards == 0  # refused before anything was generated
     for field, (status, body, connection) in zip(fields, replies):
         error = body["error"]
@@ -115,3 +125,16 @@ def test_a_recogniser_failing_on_the_audio_is_one_clean_500(engine, tmp_path, mo
         assert "server-secret" not in message and connection != "close"
     assert replies[2][0] == 200  # the same connection goes on
     assert not errors.records, [r.getMessage() for r in errors.records]
+
+
+def test_a_5xx_message_shows_no_server_path():
+    from omnivoice_cli.server.errors import from_engine, scrub_asr, scrub_paths
+
+    said = "--asr-model /srv/m/asr: the speech recogniser cannot be loaded from /srv/m/asr (RuntimeError: 'enc/w' bad)"
+    assert scrub_paths(said) == (
+        "--asr-model <path>: the speech recogniser cannot be loaded from <path> (RuntimeError: 'enc/w' bad)"
+    )
+    assert scrub_asr("from models/asr (x)", "models/asr") == "from <asr-model> (x)"
+    assert scrub_paths("1/2 and a/b, http://h/x, ~/x.bin, '/etc/x'") == "1/2 and a/b, http://h/x, <path>, '<path>'"
+    error = from_engine(listen.RecogniserFailed("the speech recogniser (/home/me/asr) failed: E"))
+    assert (error.status, error.message) == (500, "the speech recogniser (<path>) failed: E")

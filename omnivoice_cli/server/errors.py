@@ -85,7 +85,7 @@ def scrub(message: str, *paths: tuple[object, str]) -> str:
 
 # an absolute path in a server's own failure (a request names no files: any such path is the
 # server's): a slash (or ~/) that starts a word, then path characters
-_ABSOLUTE = re.compile(r"(?<![\w.:/~-])(?:~/|/)[^\s'\"()\[\]{},;]+")
+_ABSOLUTE = re.compile(r"(?<![\w.:/~-])(?:~/|/)[^\s'\"()\[\]{},;:]+")
 
 
 def scrub_asr(message: str, spec: str | None) -> str:
