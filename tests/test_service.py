@@ -155,6 +155,41 @@ def test_busy_beyond_max_queue_and_cancel_frees_a_place(engine):
         service.stop()
 
 
+def test_a_reservation_holds_its_places_for_its_own_requests(engine):
+    """reserve(n): n places of max_queue at once (a script's lines: one admission), or Busy; its
+    requests take only these, others only the rest; release() gives them back."""
+    service = Service(engine, max_queue=4, config=CFG).start()
+    try:
+        gate = hold_loop(service)
+        mine = service.reserve(3)
+        with pytest.raises(Busy, match="3 of its 4 places are taken and this needs 2"):
+            service.reserve(2)
+        with pytest.raises(InvalidRequest, match=r"5 requests at once are more than the server ever takes \(4,"):
+            service.reserve(5)
+        service.submit(Request(text="The fourth place.", seed=1, generation=G4), Collector())
+        with pytest.raises(Busy):
+            service.submit(Request(text="No room.", generation=G4), Collector())
+        got = [Collector() for _ in range(4)]
+        lines = [Request(text=f"Line {n}.", seed=n, generation=G4) for n in range(4)]
+        tickets = [service.submit(lines[n], got[n], places=mine) for n in range(3)]
+        with pytest.raises(RuntimeError, match="all 3 reserved places are in use"):
+            service.submit(lines[3], got[3], places=mine)
+        tickets[0].cancel()  # its place goes back to the reservation, not to the others
+        with pytest.raises(Busy):
+            service.submit(Request(text="Still no room.", generation=G4), Collector())
+        service.submit(lines[3], got[3], places=mine)
+        gate.set()
+        assert [g.all()[-1].kind for g in got[1:]] == ["done"] * 3
+        mine.release()
+        wait_for(lambda: service.open == 0, what="every request done")
+        late = [Collector() for _ in range(4)]
+        for n, c in enumerate(late):
+            service.submit(Request(text="Room now.", seed=n, generation=G4), c)  # all four places again
+        assert all(c.all()[-1].kind == "done" for c in late)
+    finally:
+        service.stop()
+
+
 def test_a_cancelled_request_leaves_at_the_next_forward(engine, service):
     got = Collector()
     seen = []

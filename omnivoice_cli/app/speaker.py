@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Callable, Literal, Mapping, TypedDict
 
 from ..engine.errors import InvalidRequest
 from ..engine.pipeline import Request
-from ..engine.service import Event, Service, Summary, Ticket
+from ..engine.service import Event, Places, Service, Summary, Ticket
 from ..engine.streaming import StreamConfig, StreamPiece, text_units
 from . import settings as st
 from . import voices as store
@@ -167,13 +167,24 @@ class Speaker:
         """The rate audio is sent at: the command's `sample_rate` (--sample-rate), else the model's."""
         return int(st.resolve(*self.options.layers)["sample_rate"] or self.sample_rate)
 
-    def submit(self, request: Request, on_event: Callable[[Event], None], check: PieceCheck | None = None) -> Ticket:
+    def submit(
+        self,
+        request: Request,
+        on_event: Callable[[Event], None],
+        check: PieceCheck | None = None,
+        places: Places | None = None,
+    ) -> Ticket:
         """service().submit: a Ticket, or InvalidRequest / Busy / Stopped. `check`: its per-piece
-        check (verify.py), run as each piece is done."""
+        check (verify.py), run as each piece is done; `places`: reserved ones it takes (reserve)."""
         service = self.service()
-        if check is None:
+        if check is None and places is None:
             return service.submit(request, on_event)
-        return service.submit(request, on_event, check=check)
+        return service.submit(request, on_event, check=check, places=places)
+
+    def reserve(self, size: int) -> Places:
+        """service().reserve: `size` places of --max-queue held at once for one caller's requests
+        (a dialogue's lines: one admission), or Busy / Stopped."""
+        return self.service().reserve(size)
 
     def render(
         self, request: Request, on_piece: Callable[[StreamPiece], None] | None = None

@@ -8,6 +8,9 @@ at any time (what `omnivoice serve` runs on; no web framework here).
     # forwards, so it must only hand the event on (a queue), never block
     ticket.cancel()                              # its jobs leave at the next forward (within a layer
                                                  # when they are all the forward has)
+    places = service.reserve(8)                  # 8 of max_queue held at once for one caller (Busy)
+    service.submit(request, on_event, places=places)  # its requests take its places, no others
+    places.release()                             # (after its requests are done or cancelled)
     ticket.voice                                 # after piece 0: the VoicePrompt its other pieces use
     service.call(lambda engine: ...)             # run on the engine between forwards -> Future
     service.stop()
@@ -99,12 +102,35 @@ class Event:
     error: BaseException | None = None
 
 
+class Places:
+    """Places of max_queue held for one caller's requests (a dialogue's lines: one admission for
+    them all): `size` places taken at once by Service.reserve, its requests taking only these,
+    given back by release()."""
+
+    def __init__(self, service: "Service", size: int) -> None:
+        self.service, self.size = service, size
+        self.released = False
+
+    def release(self) -> None:
+        self.service._release(self)
+
+
 class Ticket:
     """One submitted request, as the service tracks it. `cancel()` may be called from any thread;
     the rest belongs to the loop thread."""
 
-    def __init__(self, service: "Service", number: int, req: Request, pieces: StreamedPieces, on_event, warnings):
+    def __init__(
+        self,
+        service: "Service",
+        number: int,
+        req: Request,
+        pieces: StreamedPieces,
+        on_event,
+        warnings,
+        places: Places | None = None,
+    ):
         self.service, self.id, self.request, self.on_event = service, number, req, on_event
+        self.places = places  # the places it takes (None: one of max_queue's own)
         self.pieces = pieces  # its segments, the voice and seeds of its pieces, what is ready to hand out
         self.warnings = list(warnings)
         self.active = 0  # its jobs in the forward now
@@ -210,6 +236,7 @@ class Service:
         self._inbox: list[Ticket] = []  # submitted, not yet started by the loop
         self._calls: list[tuple[Callable, Future]] = []
         self._open: dict[int, Ticket] = {}  # accepted and not finished (what max_queue bounds)
+        self._held: list[Places] = []  # places reserved (each counts its size against max_queue)
         self._numbers = itertools.count(1)
         self._stopping = False
         self._halt = threading.Event()  # set by stop(): the forward running then ends within a layer
@@ -225,9 +252,12 @@ class Service:
         self._thread.start()
         return self
 
-    def submit(self, req: Request, on_event: Callable[[Event], None], check=None) -> Ticket:
+    def submit(
+        self, req: Request, on_event: Callable[[Event], None], check=None, places: Places | None = None
+    ) -> Ticket:
         """Accept a request (checked: InvalidRequest), or raise Busy / Stopped. `check`: its
-        per-piece check (pieces.PieceCheck), run in the loop thread as each piece is done."""
+        per-piece check (pieces.PieceCheck), run in the loop thread as each piece is done;
+        `places`: reserved places it takes one of (reserve; a caller submits at most `size` at once)."""
         warnings = validate_request(req, self.engine.cfg)
         segments = cut_request(req, self.config)
         if self.fit:
@@ -237,17 +267,58 @@ class Service:
         with self._cond:
             if self._stopping:
                 raise Stopped("the server is shutting down")
-            if len(self._open) >= self.max_queue:
+            if places is not None:
+                if places.released or self._using(places) >= places.size:
+                    raise RuntimeError(f"all {places.size} reserved places are in use (or given back)")
+            elif self._taken() >= self.max_queue:
                 raise Busy(
-                    f"the server is busy: {len(self._open)} requests are queued (the most it takes, "
+                    f"the server is busy: {self._taken()} requests are queued (the most it takes, "
                     "--max-queue); try again shortly",
                     self.retry_after(),
                 )
-            ticket = Ticket(self, next(self._numbers), req, pieces, on_event, warnings)
+            ticket = Ticket(self, next(self._numbers), req, pieces, on_event, warnings, places)
             self._open[ticket.id] = ticket
             self._inbox.append(ticket)
             self._cond.notify()
         return ticket
+
+    def reserve(self, size: int) -> Places:
+        """Hold `size` places of max_queue at once for one caller's requests (submit(places=)):
+        Busy when fewer are free now, InvalidRequest when max_queue has fewer in all, Stopped
+        while stopping. The caller releases them (Places.release) once its requests are over."""
+        if size < 1:
+            raise ValueError("a reservation holds at least one place")
+        if size > self.max_queue:
+            raise InvalidRequest(
+                f"{size} requests at once are more than the server ever takes ({self.max_queue}, --max-queue)"
+            )
+        with self._cond:
+            if self._stopping:
+                raise Stopped("the server is shutting down")
+            taken = self._taken()
+            if taken + size > self.max_queue:
+                raise Busy(
+                    f"the server is busy: {taken} of its {self.max_queue} places are taken and this needs "
+                    f"{size} (--max-queue); try again shortly",
+                    self.retry_after(),
+                )
+            places = Places(self, size)
+            self._held.append(places)
+            return places
+
+    def _release(self, places: Places) -> None:
+        with self._cond:
+            if not places.released:
+                places.released = True
+                self._held.remove(places)
+
+    def _taken(self) -> int:
+        """Places of max_queue taken: requests of their own, and every reservation's size (under _cond)."""
+        own = sum(1 for t in self._open.values() if t.places is None or t.places.released)
+        return own + sum(p.size for p in self._held)
+
+    def _using(self, places: Places) -> int:
+        return sum(1 for t in self._open.values() if t.places is places)
 
     def call(self, fn: Callable[[Engine], Any]) -> Future:
         """Run fn(engine) in the loop thread between two forwards; its Future has the result."""

@@ -32,7 +32,7 @@ from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
 from ..app import settings as st
-from ..app.listen import Recogniser, recogniser
+from ..app.listen import Recogniser, RecogniserFailed, Transcript, recogniser
 from ..app.verify import Verifier
 from ..engine.errors import InvalidRequest, MissingExtra, ModelUnavailable
 from ..engine.service import Busy, Stopped
@@ -40,7 +40,7 @@ from . import ui
 from . import voices as voice_routes
 from .asgi import ASGIApp, Message, Receive, Scope, Send
 from .config import ServeOptions
-from .errors import ApiError, busy, check_key, from_engine, scrub
+from .errors import ApiError, busy, check_key, from_engine, scrub_asr, scrub_paths
 from .replies import EventQueue, SpeechReply
 from .schema import schema_document
 from .script import script
@@ -49,6 +49,8 @@ from .speech import INSTRUCT_HEADER, INSTRUCT_NOTES_HEADER, MODELS, SpeechBody, 
 from .state import ServerState
 
 if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
+
     from ..engine.pieces import PieceCheck
     from .metrics import Metrics  # the serve extra's prometheus_client
 
@@ -238,18 +240,44 @@ async def speech(request: Request) -> SpeechReply:
 def server_recogniser(state: ServerState, parsed: SpeechBody, field: str) -> Recogniser:
     """The server's one speech recogniser (serve --asr-model), loaded on the first request that
     needs it. One that cannot be had (the asr extra missing, its model not cached offline, a
-    folder that is not one) is a 501 / 500 in the CLI's words, before the request is generated."""
+    folder that is not one, a broken one) is a 501 / 500 in the CLI's words, its folder not
+    shown, before the request is generated (and the next request tries again)."""
     with state.recogniser_lock:
         if state.recogniser is None:
             spec = state.options.asr_model
             try:
-                state.recogniser = recogniser(spec, parsed.built.settings["device"] or "auto", f"field {field!r}")
+                loaded = recogniser(spec, parsed.built.settings["device"] or "auto", f"field {field!r}")
             except (MissingExtra, ModelUnavailable) as e:
                 raise ApiError(501, str(e), param=field, type="server_error", code="no_recogniser") from None
-            except InvalidRequest as e:  # the server's --asr-model is not a recogniser
-                message = scrub(str(e), (spec, "<asr-model>")) if spec else str(e)
+            except (InvalidRequest, RecogniserFailed) as e:  # the server's --asr-model is not a (whole) recogniser
+                message = scrub_paths(scrub_asr(str(e), spec))
                 raise ApiError(500, message, param=field, type="server_error", code="no_recogniser") from None
+            state.recogniser = ScrubbedRecogniser(loaded, spec)
         return state.recogniser
+
+
+class ScrubbedRecogniser:
+    """The server's recogniser, its failures on some audio (listen.RecogniserFailed) worded
+    without the server's --asr-model folder."""
+
+    def __init__(self, inner: Recogniser, spec: str | None) -> None:
+        self.inner, self.spec = inner, spec
+
+    def transcribe(
+        self,
+        audio: ArrayLike,
+        sample_rate: int,
+        lang: str | None = None,
+        max_tokens: int | None = None,
+        words: bool = True,
+    ) -> Transcript:
+        try:
+            return self.inner.transcribe(audio, sample_rate, lang, max_tokens=max_tokens, words=words)
+        except RecogniserFailed as e:
+            raise RecogniserFailed(scrub_paths(scrub_asr(str(e), self.spec))) from None
+
+    def close(self) -> None:
+        self.inner.close()
 
 
 def _verify_check(state: ServerState, parsed: SpeechBody) -> PieceCheck | None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hmac
 import json
+import re
+from pathlib import Path
 
 from ..app.settings import SettingsError
 from ..engine.errors import InvalidRequest, OmniVoiceError
@@ -68,8 +70,10 @@ def from_engine(e: BaseException, param: str | None = None) -> ApiError:
     if isinstance(e, (Cancelled, Stopped)):  # the server stops under the request
         return busy(str(e), 5, "shutting_down")
     if isinstance(e, OmniVoiceError):
-        return ApiError(500, str(e), type="server_error", code="engine_error")
-    return ApiError(500, f"internal error: {type(e).__name__}: {e}", type="server_error", code="internal_error")
+        return ApiError(500, scrub_paths(str(e)), type="server_error", code="engine_error")
+    return ApiError(
+        500, scrub_paths(f"internal error: {type(e).__name__}: {e}"), type="server_error", code="internal_error"
+    )
 
 
 def scrub(message: str, *paths: tuple[object, str]) -> str:
@@ -77,6 +81,25 @@ def scrub(message: str, *paths: tuple[object, str]) -> str:
     for path, shown in paths:
         message = message.replace(str(path), shown)
     return message
+
+
+# an absolute path in a server's own failure (a request names no files: any such path is the
+# server's): a slash (or ~/) that starts a word, then path characters
+_ABSOLUTE = re.compile(r"(?<![\w.:/~-])(?:~/|/)[^\s'\"()\[\]{},;:]+")
+
+
+def scrub_asr(message: str, spec: str | None) -> str:
+    """`message` with the server's --asr-model (as given, and the folder it names) shown as <asr-model>."""
+    if not spec:
+        return message
+    folder = Path(spec).expanduser()
+    names = sorted({spec, str(folder), str(folder.absolute())}, key=len, reverse=True)  # the longest first
+    return scrub(message, *((name, "<asr-model>") for name in names))
+
+
+def scrub_paths(message: str) -> str:
+    """A 5xx message with every absolute path shown as <path> (the server's folders are its own)."""
+    return _ABSOLUTE.sub("<path>", message)
 
 
 def check_key(header: bytes, key: str) -> ApiError | None:

@@ -35,7 +35,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ..engine.pipeline import Request as EngineRequest
-from ..engine.service import Event, Service, Ticket
+from ..engine.service import Event, Places, Service, Ticket
 from .asgi import ASGIApp, Message, Receive, Scope, Send
 
 if TYPE_CHECKING:
@@ -122,8 +122,10 @@ class Metrics:
                 if before is not None:
                     before(slots)
 
-            def submitted(req: EngineRequest, on_event: OnEvent, check: PieceCheck | None = None) -> Ticket:
-                return submit(req, self.counting(on_event), check)
+            def submitted(
+                req: EngineRequest, on_event: OnEvent, check: PieceCheck | None = None, places: Places | None = None
+            ) -> Ticket:
+                return submit(req, self.counting(on_event), check, places)
 
             service.on_forward = on_forward
             service.submit = submitted  # type: ignore[method-assign]  # every request counted

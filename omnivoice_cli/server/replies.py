@@ -31,6 +31,7 @@ import anyio
 
 from ..app.deliver import Outputs, PieceEncoder, Take, deliver
 from ..app.verify import RequestCheck
+from ..engine.errors import OmniVoiceError
 from ..engine.pieces import PieceCheck
 from ..engine.service import Event, Summary, Ticket
 from ..engine.streaming import StreamPiece
@@ -191,7 +192,12 @@ class SpeechReply:
             encoded=self.speech.format,
         )
         take = Take(audio, rate, req.text, req.lang, spans)
-        done = await anyio.to_thread.run_sync(lambda: deliver(take, outputs, listener=self.listener))
+        try:
+            done = await anyio.to_thread.run_sync(lambda: deliver(take, outputs, listener=self.listener))
+        except OmniVoiceError as e:  # the recogniser failed on the audio (timestamps): one reply, in words
+            self.finished = True
+            await self.send_error(send, from_engine(e))
+            return
         data, extra = done.data or b"", {}
         if done.loudness is not None:
             extra[LOUDNESS_HEADER] = json.dumps(done.loudness.as_dict(), separators=(",", ":"))

@@ -27,7 +27,7 @@ from ..app import listen, voices
 from ..app import settings as st
 from ..engine.config import SAMPLE_RATE
 from ..engine.errors import InvalidRequest, MissingExtra, ModelUnavailable
-from .errors import ApiError, bad_request, scrub
+from .errors import ApiError, bad_request, scrub, scrub_asr, scrub_paths
 
 if TYPE_CHECKING:
     from ..engine.voice import PreparedReference
@@ -156,6 +156,9 @@ async def create_voice(request: Request) -> Response:
                 raise bad_request(str(e), "ref_text") from None
             except ModelUnavailable as e:
                 raise ApiError(503, str(e), param="ref_text", code="asr_model_unavailable") from None
+            except listen.RecogniserFailed as e:  # the server's --asr-model is broken: its folder not shown
+                message = scrub_paths(scrub_asr(str(e), asr_model))
+                raise ApiError(500, message, param="ref_text", type="server_error", code="no_recogniser") from None
         prompt = await asyncio.wrap_future(service.call(lambda engine: engine.voice_from_audio(prepared, transcript)))
         source = f"upload {upload.filename or ''}".strip()
         await anyio.to_thread.run_sync(lambda: voices.save(name, prompt, source=source, model=state.options.model))
