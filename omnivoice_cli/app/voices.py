@@ -334,7 +334,7 @@ def import_metadata(path: Path) -> dict[str, str]:
     }
     if path.suffix.lower() == VOICE_SUFFIX:
         old = read_voice_metadata(path)
-        meta.update({k: old[k] for k in ("model", "source") if old.get(k)})
+        meta.update({k: old[k] for k in ("model", "source", "lang") if old.get(k)})
         meta["imported_from"] = str(path.resolve())
     return meta
 

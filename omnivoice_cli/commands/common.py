@@ -19,6 +19,7 @@ from ..app.speak import Stopped
 from ..app.speaker import SpeakerOptions
 from ..engine.errors import InvalidRequest
 from ..engine.pipeline import Engine
+from ..app.checkpoint import model_config
 from ..engine.text import resolve_instruct
 from ..ui.progress import BatchProgress, StepProgress, print_above, status
 from ..ui.text import visible
@@ -127,7 +128,7 @@ def check_run(flags: dict, preset: str | None) -> st.Preset | None:
     chosen, run = run_settings(preset, flags)
     if run["instruct"] is not None:
         try:
-            resolve_instruct(run["instruct"])
+            resolve_instruct(run["instruct"], own=model_config(run["model"]).own)
         except InvalidRequest as e:
             raise named(run, e, "instruct") from None
     return chosen

@@ -1,4 +1,4 @@
-"""`omnivoice voice add|import|list|show|rm`: the saved voices (voices.py is the store)."""
+"""`omnivoice voice add|import|export|list|show|rm`: the saved voices (voices.py is the store)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from ..app import voices
+from ..app import voiceexport, voices
 from ..app.request import References
 from ..app.session import WarnOnce
 from ..engine.errors import InvalidRequest
@@ -144,9 +144,25 @@ def voice_import(
         raise InvalidRequest(f"voice file '{file}' is a folder, not a voice file")
     if p.suffix.lower() not in (voices.VOICE_SUFFIX, voices.PROMPT_SUFFIX):
         raise InvalidRequest(f"voice file '{file}' must end in .pt (a reference prompt) or .safetensors")
+    if p.suffix.lower() == voices.VOICE_SUFFIX:
+        voiceexport.verify_voice_file(p, file)  # bounded, its checksum verified: before anything is written
     prompt = voices.load_voice_file(p)
     meta = voices.import_metadata(p)
     _saved(name, prompt, voices.save(name, prompt, force=force, **meta), quiet)
+
+
+@app.command("export", cls=HelpCommand, no_args_is_help=True)
+def voice_export(
+    name: str = typer.Argument(..., metavar="NAME", help="A saved voice's name."),
+    output: Path = typer.Option(..., "--output", "-o", metavar="FILE.safetensors", help="The file to write."),
+    force: bool = typer.Option(False, "--force", help="Replace the file if it exists."),
+    quiet: bool = QUIET_OPTION,
+) -> None:
+    """Write a saved voice as one file to take elsewhere: its prepared prompt, transcript, language,
+    the model it was made with and a checksum that `voice import` verifies."""
+    out = voiceexport.export_voice(name, output.expanduser(), force)
+    if not quiet:
+        echo(f"exported voice {name!r} to {out}")
 
 
 @app.command("list", cls=HelpCommand)
