@@ -73,7 +73,7 @@ def _saved(name: str, prompt: VoicePrompt, saved: Path, quiet: bool) -> None:
     no_args_is_help=True,
     epilog='\nomnivoice voice add alice --ref alice.flac --ref-text "Transcript of alice.flac."\n',
 )
-@with_settings("model", "device", "dtype", "threads", "asr_model")
+@with_settings("model", "device", "dtype", "threads", "asr_model", "lang")
 def voice_add(
     name: str = typer.Argument(..., metavar="NAME", help="The voice's name: letters, digits, '-', '_', '.'."),
     ref: str = typer.Option(
@@ -103,7 +103,7 @@ def voice_add(
     path = voices.check_reference_file(ref)
     refs = References()
     if ref_text is None and not voices.transcript_file(path).is_file():  # the recogniser's words
-        reference = refs.transcribed(path, None, settings["asr_model"], settings["device"])
+        reference = refs.transcribed(path, settings["lang"], settings["asr_model"], settings["device"])
         if not quiet:
             echo(f"--ref: transcribed as {json.dumps(reference.transcript, ensure_ascii=False)}")
     else:
@@ -112,7 +112,9 @@ def voice_add(
     shown(reference.warnings)
     engine, _ = load_model(settings, quiet, encoder=True)
     prompt = refs.encode(engine, reference)
-    saved = voices.save(name, prompt, force=force, source=str(path.resolve()), model=settings["model"])
+    saved = voices.save(
+        name, prompt, force=force, source=str(path.resolve()), model=settings["model"], lang=settings["lang"]
+    )
     _saved(name, prompt, saved, quiet)
 
 
