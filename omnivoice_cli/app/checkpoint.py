@@ -35,7 +35,7 @@ def checkpoint_folder(model: str | None) -> Path | None:
 
 
 def _stamp(folder: Path) -> tuple:
-    out = []
+    out: list[tuple[str, int | None, int | None]] = []
     for name in _FILES:
         try:
             st = os.stat(folder / name)

@@ -18,8 +18,8 @@ from typing import Any
 
 from ..engine.pipeline import VoiceShape, plan_request
 from ..engine.text import resolve_language
-from .checkpoint import model_config
 from . import settings as st
+from .checkpoint import model_config
 from .request import Built
 
 

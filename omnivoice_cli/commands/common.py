@@ -10,6 +10,7 @@ from typing import Any
 import typer
 
 from ..app import settings as st
+from ..app.checkpoint import model_config
 from ..app.cluster import ClusterOptions, RayExecutor, check_device, import_ray
 from ..app.lexicon import load_lexicon
 from ..app.request import named
@@ -19,7 +20,6 @@ from ..app.speak import Stopped
 from ..app.speaker import SpeakerOptions
 from ..engine.errors import InvalidRequest
 from ..engine.pipeline import Engine
-from ..app.checkpoint import model_config
 from ..engine.text import resolve_instruct
 from ..ui.progress import BatchProgress, StepProgress, print_above, status
 from ..ui.text import visible

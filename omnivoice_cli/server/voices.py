@@ -131,7 +131,7 @@ def is_voice_file(data: bytes, filename: str) -> bool:
     return filename.lower().endswith(voices.VOICE_SUFFIX) or (len(data) > 9 and data[8:10] in (b"{", b'{"'))
 
 
-def import_upload(data: bytes, filename: str) -> tuple[VoicePrompt, dict[str, str]]:
+def import_upload(data: bytes, filename: str) -> tuple[VoicePrompt, dict[str, object]]:
     """A voice file uploaded: verified (voiceexport.verify_voice_file) and read; InvalidRequest otherwise."""
     shown = f"the uploaded file {filename!r}"
     if len(data) > voiceexport.MAX_VOICE_BYTES:
@@ -147,7 +147,7 @@ def import_upload(data: bytes, filename: str) -> tuple[VoicePrompt, dict[str, st
             raise InvalidRequest(scrub(str(e), (tmp, repr(filename)))) from None
     finally:
         os.unlink(tmp)
-    kept = {k: meta[k] for k in ("model", "lang") if meta.get(k)}
+    kept: dict[str, object] = {k: meta[k] for k in ("model", "lang") if meta.get(k)}
     return prompt, {**kept, "source": f"upload {filename}".strip(), "imported": "voice file"}
 
 
@@ -176,7 +176,7 @@ async def create_voice(request: Request) -> Response:
                 prompt, meta = await anyio.to_thread.run_sync(import_upload, data, upload.filename or "upload")
             except InvalidRequest as e:
                 raise bad_request(str(e), "file") from None
-            await anyio.to_thread.run_sync(lambda: voices.save(name, prompt, **meta))
+            await anyio.to_thread.run_sync(lambda: voices.save(name, prompt, force=False, **meta))
             body = {"id": name, "name": name, "type": "saved", "seconds": round(prompt.codes.shape[-1] / voices.FRAME_RATE, 2)}
             return JSONResponse({**body, "text": prompt.text, "text_source": "voice file", "warnings": []}, 201)
         try:

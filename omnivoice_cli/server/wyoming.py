@@ -147,6 +147,8 @@ def info_event(speaker: Speaker, version: str) -> Event:
         if v["type"] == "saved":
             seconds = f"{v['seconds']:.1f} s" if v.get("seconds") else "a"
             about = f"saved voice ({seconds} reference)"
+        elif v["type"] == "checkpoint":
+            about = "the checkpoint's own voice" + (f" ({v['lang']})" if v.get("lang") else "")
         elif v["type"] == "openai":
             about = f"designed: {v['instruct']}"
         else:
