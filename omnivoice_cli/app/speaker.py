@@ -305,7 +305,7 @@ class Speaker:
     # --- voices -------------------------------------------------------------------------------
     def own(self) -> CheckpointOwn:
         """What the command's checkpoint declares (its own voices, items, languages)."""
-        return model_config(st.resolve(*self.options.layers)["model"]).own
+        return model_config(self.options.model).own
 
     def voice_table(self) -> Mapping[str, str]:
         """OpenAI's voice names (lower case) -> their voice-design items."""
