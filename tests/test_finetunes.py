@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -135,7 +136,7 @@ def as_loaded(monkeypatch, tiny_engine):
 
     def engine_for(model):
         engine = copy.copy(tiny_engine)
-        engine.cfg = ModelConfig.from_checkpoint(model)
+        engine.cfg = ModelConfig.from_checkpoint(Path(model))
         return engine
 
     class Loaded:
