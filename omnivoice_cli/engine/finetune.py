@@ -105,7 +105,7 @@ def _instructs(data: object, where: str) -> tuple[str, ...]:
     if isinstance(data, dict):
         data = data.get("items")
     if not isinstance(data, list):
-        raise CheckpointError(f"{where}: expected a list of instruct items (or {{\"items\": [...]}})")
+        raise CheckpointError(f'{where}: expected a list of instruct items (or {{"items": [...]}})')
     _count(data, where)
     return tuple(dict.fromkeys(_string(x, f"{where}: item {i + 1}") for i, x in enumerate(data)))
 

@@ -177,7 +177,12 @@ async def create_voice(request: Request) -> Response:
             except InvalidRequest as e:
                 raise bad_request(str(e), "file") from None
             await anyio.to_thread.run_sync(lambda: voices.save(name, prompt, force=False, **meta))
-            body = {"id": name, "name": name, "type": "saved", "seconds": round(prompt.codes.shape[-1] / voices.FRAME_RATE, 2)}
+            body = {
+                "id": name,
+                "name": name,
+                "type": "saved",
+                "seconds": round(prompt.codes.shape[-1] / voices.FRAME_RATE, 2),
+            }
             return JSONResponse({**body, "text": prompt.text, "text_source": "voice file", "warnings": []}, 201)
         try:
             prepared = await anyio.to_thread.run_sync(prepare_upload, data, upload.filename or "upload", transcript)
