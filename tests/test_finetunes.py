@@ -206,3 +206,23 @@ def test_http_speaks_each_fine_tunes_own_and_lists_its_voices(finetune, as_loade
                     assert {"id": "Karim", "name": "Karim", "type": "checkpoint"}.items() <= voices[0].items()
                 else:
                     assert all(v["type"] != "checkpoint" for v in voices)
+
+
+def test_wyomings_list_offers_the_checkpoints_voices_and_languages(finetune, home):
+    from wyoming.info import Info
+
+    from omnivoice_cli.app.speaker import Speaker, SpeakerOptions
+    from omnivoice_cli.server.wyoming import info_event
+
+    def program(name):
+        speaker = Speaker(SpeakerOptions(model=str(finetune(name))), load=lambda: None)
+        return Info.from_event(info_event(speaker, "0")).tts[0]
+
+    voicetut = program("voicetut")
+    assert [(v.name, v.description) for v in voicetut.voices[:2]] == [
+        ("Karim", "the checkpoint's own voice (arz)"),
+        ("Nour", "the checkpoint's own voice (arz)"),
+    ]
+    languages = program("lahgtna").voices[0].languages
+    assert "eg" in languages and languages.count("sa") == 1
+    assert "eg" not in voicetut.voices[0].languages

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 from ..engine.config import ModelConfig
-from ..engine.hub import DEFAULT_MODEL, cached_snapshot, missing_files
+from ..engine.hub import DEFAULT_MODEL, cached_snapshot, hub_cache_dir, missing_files
 
 _FILES = ("config.json", "instructs.json", "languages.json", "references.json")
 _read: dict[tuple, ModelConfig] = {}
@@ -28,6 +28,8 @@ def checkpoint_folder(model: str | None) -> Path | None:
         return path
     if path.exists() or model.startswith((".", "/", "~")) or model.count("/") != 1:
         return None
+    if not (hub_cache_dir() / f"models--{model.replace('/', '--')}").is_dir():
+        return None  # never fetched: no need to import the hub library to say so
     try:
         return cached_snapshot(model)
     except Exception:  # a hub library that cannot say: treated as not cached

@@ -142,6 +142,7 @@ def advertised_languages() -> list[str]:
 
 def info_event(speaker: Speaker, version: str) -> Event:
     languages = advertised_languages()
+    languages += [code for code, _ in speaker.own().languages if code not in languages]  # a fine-tune's own
     voices = []
     for v in speaker.voices():
         if v["type"] == "saved":
