@@ -226,3 +226,18 @@ def test_wyomings_list_offers_the_checkpoints_voices_and_languages(finetune, hom
     languages = program("lahgtna").voices[0].languages
     assert "eg" in languages and languages.count("sa") == 1
     assert "eg" not in voicetut.voices[0].languages
+
+
+def test_a_preset_and_a_batch_take_the_fine_tunes_items(invoke, finetune, tmp_path, home):
+    preset = tmp_path / "moods.toml"
+    preset.write_text('instruct = "sad"\nlang = "tn"\n')
+    r = invoke("say", "Hello.", "--model", finetune("kohai"), "--preset", preset, "--dry-run")
+    assert r.exit_code == 0, r.stderr
+    r = invoke("say", "Hello.", "--model", finetune("lahgtna"), "--preset", preset, "--dry-run")
+    assert r.exit_code == 2 and "unsupported instruct item in 'sad'" in error_line(r)
+    lines = tmp_path / "lines.jsonl"
+    lines.write_text('{"text": "Hello."}\n')
+    r = invoke("batch", lines, "-o", tmp_path / "out", "--model", TINY_CKPT, "--instruct", "sad", "--dry-run")
+    assert r.exit_code == 2 and "unsupported instruct item in 'sad'" in error_line(r)
+    r = invoke("batch", lines, "-o", tmp_path / "out", "--model", finetune("kohai"), "--instruct", "sad", "--dry-run")
+    assert r.exit_code == 0, r.stderr
