@@ -241,3 +241,18 @@ def test_a_preset_and_a_batch_take_the_fine_tunes_items(invoke, finetune, tmp_pa
     assert r.exit_code == 2 and "unsupported instruct item in 'sad'" in error_line(r)
     r = invoke("batch", lines, "-o", tmp_path / "out", "--model", finetune("kohai"), "--instruct", "sad", "--dry-run")
     assert r.exit_code == 0, r.stderr
+
+
+def test_mcps_tools_offer_the_checkpoints_own(finetune, tmp_path, home):
+    pytest.importorskip("mcp.server.mcpserver")
+    from omnivoice_cli.app.speaker import Speaker, SpeakerOptions
+    from omnivoice_cli.server.mcp import Tools
+
+    def tools(name):
+        return Tools(Speaker(SpeakerOptions(model=str(finetune(name))), load=lambda: None), tmp_path)
+
+    assert tools("kohai").describe_voice_options()["checkpoint"]["instruct_items"][:2] == ["happy", "sad"]
+    lahgtna = tools("lahgtna").describe_voice_options()["checkpoint"]["languages"]
+    assert {"code": "sa", "name": "Saudi lahgtna"} in lahgtna
+    voices = tools("voicetut").list_voices()["voices"]
+    assert [v["name"] for v in voices if v["type"] == "checkpoint"] == ["Karim", "Nour"]

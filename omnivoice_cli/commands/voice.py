@@ -48,7 +48,8 @@ class VoiceGroup(HelpGroup):
 app = typer.Typer(
     cls=VoiceGroup,
     help=(
-        "Saved voices: add one from a recording, list, show, remove, or import a reference .pt prompt. "
+        "Saved voices: add one from a recording, list, show, remove, import a reference .pt prompt or a "
+        "voice file, or export one to take elsewhere. "
         "`omnivoice say --voice NAME` speaks in a saved voice, or in a built-in one: OpenAI's voice names "
         "(alloy, ash, ...) designed from voice-design items. A saved voice of the same name wins.\n\n"
         "Voices live in $OMNIVOICE_HOME/voices when OMNIVOICE_HOME is set, else "
