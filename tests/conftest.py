@@ -170,6 +170,35 @@ def ckpt_copy(tmp_path) -> Path:
     return dst
 
 
+FINETUNES = ROOT / "tests" / "fixtures" / "finetunes"
+
+
+def make_finetune(name: str, dst: Path) -> Path:
+    """The tiny checkpoint copied to `dst` with the fine-tune `name`'s files
+    (tests/fixtures/finetunes/README.md)."""
+    import json
+
+    shutil.copytree(TINY_CKPT, dst)
+    for f in (FINETUNES / name).iterdir():
+        if f.name == "config_fields.json":
+            config = json.loads((dst / "config.json").read_text())
+            config.update(json.loads(f.read_text()))
+            (dst / "config.json").write_text(json.dumps(config))
+        else:
+            shutil.copy(f, dst / f.name)
+    if (dst / "references.json").is_file():
+        for row in json.loads((dst / "references.json").read_text()).values():
+            (dst / row["audio"]).parent.mkdir(exist_ok=True)
+            shutil.copy(GOLDEN / "ref_24k.wav", dst / row["audio"])
+    return dst
+
+
+@pytest.fixture
+def finetune(tmp_path):
+    """finetune("kohai" | "lahgtna" | "voicetut") -> a fine-tuned checkpoint folder made from the tiny one."""
+    return lambda name: (tmp_path / name) if (tmp_path / name).is_dir() else make_finetune(name, tmp_path / name)
+
+
 def error_line(result) -> str:
     """The one-line error message of a command's result (click's or a subprocess's); asserts there is
     exactly one and no traceback."""

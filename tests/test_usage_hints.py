@@ -14,7 +14,7 @@ ONE_LINE = [
     (["voice", "delet", "x"], "Error: No such command 'delet'. Did you mean 'rm'? (see 'omnivoice voice --help')"),
     (
         ["voice", "frob"],
-        "Error: No such command 'frob': the voice commands are add, import, list, show, rm "
+        "Error: No such command 'frob': the voice commands are add, import, export, list, show, rm "
         "(see 'omnivoice voice --help')",
     ),
 ]

@@ -184,6 +184,8 @@ def settings_key(values: dict[str, object]) -> SettingsKey:
     """What of the run's settings goes into every part's key: all that change the audio, and the
     content of the files they name."""
     kept = {k: v for k, v in values.items() if k not in NOT_IN_KEY}
+    if kept.get("instruct_text") is None:  # added later: a book begun before it resumes with its keys
+        kept.pop("instruct_text", None)
     for name in FILE_SETTINGS:
         if isinstance(file := kept.get(name), str):
             kept[f"{name}_sha256"] = _file_digest(file)

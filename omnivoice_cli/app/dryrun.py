@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..engine.config import ModelConfig
 from ..engine.pipeline import VoiceShape, plan_request
 from ..engine.text import resolve_language
 from . import settings as st
+from .checkpoint import model_config
 from .request import Built
 
 
@@ -33,7 +33,7 @@ def _voice(built: Built) -> VoiceShape | None:
 
 def describe(built: Built) -> dict[str, Any]:
     """The dry run of one request (see the module doc)."""
-    cfg = ModelConfig()
+    cfg = model_config(built.settings["model"])
     plan = built.plan or plan_request(built.request, cfg, _voice(built))  # the plan made when it was built
     frames = plan.frames  # each piece's, as the engine estimates it (chunks after 0 against piece 0 without a voice)
     pieces = [{"text": p.text.strip(), "seconds": round(f / cfg.frame_rate, 2)} for p, f in zip(plan.pieces, frames)]
@@ -41,7 +41,7 @@ def describe(built: Built) -> dict[str, Any]:
     return {
         "text": built.request.text,
         "replaced": [{"words": words, "say": say} for words, say in built.replaced],  # by the lexicon
-        "lang": resolve_language(built.request.lang)[0],
+        "lang": resolve_language(built.request.lang, cfg.own)[0],
         "pieces": pieces,
         "pauses": [round(g, 3) for g in plan.gaps],
         "seconds": round(sum(frames) / cfg.frame_rate + sum(plan.gaps), 2),

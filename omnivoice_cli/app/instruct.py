@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass
 from urllib.parse import quote
 
+from ..engine.errors import InvalidRequest
 from ..engine.instructs import resolve_instruct
 from ..engine.phrases import InstructPhrase, find_instruct_phrases
 from ..engine.vocabulary import instruct_category, instruct_synonyms, instruct_vocabulary
@@ -129,7 +130,10 @@ def _typos(text: str, phrases: list[InstructPhrase]) -> list[str]:
 def shown(instruct: str | None) -> str:
     """An instruct as the reply header says it: the items' English names ('none' when there are
     none), non-ASCII characters (a Chinese dialect) as percent-encoded UTF-8."""
-    items = items_of(instruct) if instruct else []
+    try:
+        items = items_of(instruct) if instruct else []
+    except InvalidRequest:  # a fine-tune's own items: as given
+        items = [instruct] if instruct else []
     return quote(", ".join(items), safe=" ,-'()") if items else "none"
 
 

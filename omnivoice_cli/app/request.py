@@ -36,6 +36,7 @@ from ..media.loudness import require as require_loudness
 from . import listen
 from . import settings as st
 from . import voices as store
+from .checkpoint import model_config
 from .instruct import merge as merge_instruct
 from .lexicon import load_lexicon
 from .session import random_seed
@@ -241,6 +242,24 @@ def _reference(settings: st.Resolved, refs: References, line_base: Path | None) 
         raise named(settings, e, "ref") from None
 
 
+def _own_voice(settings: st.Resolved, cfg: ModelConfig, refs: References) -> tuple[st.Resolved, Reference | None]:
+    """A voice the checkpoint ships (engine/finetune.py), named by --voice where no saved voice
+    has that name: its recording as the reference (encoded once the model is loaded), its
+    language when none is given; the settings without the voice."""
+    spec = settings["voice"]
+    own = cfg.own.voice(spec) if isinstance(spec, str) and cfg.own.voices else None
+    if own is None or store.is_voice_path(spec) or spec in store.voice_index():
+        return settings, None
+    try:
+        reference = refs.prepare(Path(own.audio), own.text, "file")
+    except InvalidRequest as e:
+        raise named(settings, e, "voice") from None
+    changes: dict[str, object] = {"voice": None}
+    if settings["lang"] is None and own.lang is not None:
+        changes["lang"] = own.lang
+    return settings.with_values(changes), reference
+
+
 def spoken_text(text: str, settings: st.Resolved, replaced: list | None = None) -> tuple[str, list[str]]:
     """The text as the model will be given it, and warnings: SSML breaks become pause tags (other
     tags dropped, with a warning), Markdown is read as its words with `markdown`, the words of the
@@ -286,11 +305,14 @@ def build_request(
     check_text(text)  # before any conversion; validate_request checks what the model will be given
     if settings["loudness"] is not None:  # its extra there before a model loads (media/loudness.py)
         require_loudness()
+    cfg = model_config(settings["model"])  # a fine-tune's own items, languages and voices
     replaced: list[tuple[str, str]] = []
     text, text_warnings = spoken_text(text, settings, replaced)
     reference = _reference(settings, refs, line_base)
     if reference is not None:
         settings = settings.with_values({"voice": None})  # a recording given later than a voice replaces it
+    else:
+        settings, reference = _own_voice(settings, cfg, refs)
     settings = _builtin_voice(settings)
     voice_file, prompt = _voice(settings, voices, line_base)
     if settings["seed"] is None:
@@ -299,6 +321,7 @@ def build_request(
         text=text,
         lang=settings["lang"],
         instruct=settings["instruct"],
+        instruct_text=settings["instruct_text"],
         duration=settings["duration"],
         speed=settings["speed"],
         seed=int(settings["seed"]),
@@ -306,8 +329,8 @@ def build_request(
         generation=GenerationConfig(**st.generation_kwargs(settings.values)),
     )
     try:
-        warnings = text_warnings + list(validate_request(request))
-        request = Planned.of(request, check_size(request, reference))  # the plan, made once, goes with it
+        warnings = text_warnings + list(validate_request(request, cfg))
+        request = Planned.of(request, check_size(request, reference, cfg))  # the plan, made once, goes with it
     except InvalidRequest as e:
         raise named(settings, e) from None
     if settings["duration"] is not None and settings["speed"] is not None:
@@ -317,11 +340,11 @@ def build_request(
     return Built(request, settings, reference, voice_file, warnings, replaced)
 
 
-def check_size(request: Request, reference: Reference | None = None) -> Plan:
+def check_size(request: Request, reference: Reference | None = None, cfg: ModelConfig | None = None) -> Plan:
     """The engine's bounds on a request's pieces and length (plan_request), checked before the
     model loads: a recording still to encode stands in by its prepared length. Returns the plan
     (with a recording still to encode, an estimate: the encoded request is planned again)."""
-    cfg = ModelConfig()
+    cfg = cfg or ModelConfig()
     voice = None
     if reference is not None:
         check_transcript(reference.transcript, cfg, "ref")

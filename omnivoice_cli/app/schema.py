@@ -276,6 +276,16 @@ SCHEMA: dict[str, Setting] = {
             default_help="auto voice",
         ),
         _setting(
+            "instruct_text",
+            str,
+            None,
+            "An instruct given verbatim, e.g. a fine-tune's speaker name.",
+            "Voice",
+            "one line of at most 500 characters",
+            metavar="TEXT",
+            default_help="none",
+        ),
+        _setting(
             "voice",
             str,
             None,

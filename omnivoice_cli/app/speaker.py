@@ -33,6 +33,7 @@ at most); the model is loaded once, by the first request (or by `start()`), and 
 
 from __future__ import annotations
 
+import dataclasses
 import queue
 import threading
 import time
@@ -45,14 +46,17 @@ from ..engine.service import Event, Places, Service, Summary, Ticket
 from ..engine.streaming import StreamConfig, StreamPiece, text_units
 from . import settings as st
 from . import voices as store
+from .checkpoint import model_config
 from .instruct import merge
 from .request import Built, References, Voices, build_request, named
 
 if TYPE_CHECKING:
     import numpy as np
 
+    from ..engine.finetune import CheckpointOwn
     from ..engine.pieces import PieceCheck
     from ..engine.pipeline import Engine
+    from ..engine.voice import VoicePrompt
 
 REQUEST = st.Source("request")
 USAGE_ERRORS = (InvalidRequest, st.SettingsError)  # a request's own fault: the client is told why
@@ -78,7 +82,8 @@ class VoiceEntry(TypedDict, total=False):
     """A voice a request may name, as `Speaker.voices` lists it."""
 
     name: str
-    type: str  # "saved", "openai" or "auto"
+    type: str  # "saved", "checkpoint" (the fine-tune's own), "openai" or "auto"
+    lang: str  # a checkpoint voice's language
     seconds: float | None  # a saved voice's reference length
     text: str  # a saved voice's transcript
     instruct: str  # an OpenAI name's voice-design items
@@ -91,11 +96,14 @@ class VoiceChoice:
     shown: str  # 'auto', or the name as the request gave it (stripped)
     saved: str | None = None  # the saved voice's own name (case aside when one name fits)
     items: str | None = None  # an OpenAI name's voice-design items (the voice map's)
+    own: bool = False  # a voice the checkpoint ships (engine/finetune.py)
 
     @property
     def setting(self) -> str | None:
         """The `voice` setting it is: the saved voice, an OpenAI name (request.build_request
-        reads its items, under the instruct given), None for auto."""
+        reads its items, under the instruct given), the checkpoint's own voice, None for auto."""
+        if self.own:
+            return self.shown
         return self.saved if self.items is None else self.shown.lower()
 
 
@@ -120,6 +128,7 @@ class Speaker:
         self._service: Service | None = None
         self.load_seconds: float | None = None  # how long the model took to load, once loaded
         self.requests_built = 0  # requests made by `make` (every front end's)
+        self._own_prompts: dict[tuple[str, str], VoicePrompt] = {}  # the checkpoint's voices, encoded
         self._count = threading.Lock()
 
     # --- the engine loop ----------------------------------------------------------------------
@@ -258,6 +267,15 @@ class Speaker:
         which plans it as the CLI plans it: engine.pipeline.plan_request, its refusals in its
         words, before the engine sees it; the engine loop then takes what the plan takes)."""
         built = build_request(text, settings, refs=References(), voices=Voices())
+        if built.reference is not None:  # the checkpoint's own voice: encoded once, by the engine loop
+            ref = built.reference
+            key = (str(ref.path), ref.transcript)
+            if key not in self._own_prompts:
+                call = self.service().call(lambda engine: engine.voice_from_audio(ref.prepared, ref.transcript))
+                self._own_prompts[key] = call.result()
+            built = dataclasses.replace(
+                built, request=dataclasses.replace(built.request, ref=self._own_prompts[key]), reference=None
+            )
         with self._count:
             self.requests_built += 1
         return built
@@ -296,6 +314,10 @@ class Speaker:
         return layers
 
     # --- voices -------------------------------------------------------------------------------
+    def own(self) -> CheckpointOwn:
+        """What the command's checkpoint declares (its own voices, items, languages)."""
+        return model_config(self.options.model).own
+
     def voice_table(self) -> Mapping[str, str]:
         """OpenAI's voice names (lower case) -> their voice-design items."""
         table = self.options.voice_map
@@ -316,7 +338,8 @@ class Speaker:
             return VoiceChoice("auto")
         index = store.voice_index()
         folded = {n.casefold() for n in index}
-        known = [*index, *(n for n in table if n not in folded), "auto"]
+        own = self.own()
+        known = [*index, *(n for n in table if n not in folded), *(v.name for v in own.voices), "auto"]
         if store.is_voice_path(name):
             message = (
                 f"voice {st.shown_value(spec)} is a path: a request names a voice, not a file "
@@ -326,6 +349,8 @@ class Speaker:
         same = [n for n in index if n.casefold() == name.casefold()]
         if name in index or len(same) == 1:
             return VoiceChoice(name, saved=name if name in index else same[0])
+        if own.voice(name) is not None:  # the checkpoint's own name wins over an OpenAI name
+            return VoiceChoice(own.voice(name).name, own=True)  # type: ignore[union-attr]
         if name.lower() in table:
             return VoiceChoice(name, items=table[name.lower()])
         message = f"unknown voice {st.shown_value(name)}{st.did_you_mean(name, known)}; known voices: {listed(known)}"
@@ -348,6 +373,11 @@ class Speaker:
                 }
             )
         names = {e.name.casefold() for e in saved}
+        own = self.own()
+        for v in own.voices:
+            if v.name.casefold() not in names:
+                out.append({"name": v.name, "type": "checkpoint", "text": v.text, "lang": v.lang or ""})
+        names |= {v.name.casefold() for v in own.voices}
         for name, items in self.voice_table().items():
             if name.casefold() not in names:
                 out.append({"name": name, "type": "openai", "instruct": items})

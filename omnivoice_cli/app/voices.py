@@ -334,7 +334,7 @@ def import_metadata(path: Path) -> dict[str, str]:
     }
     if path.suffix.lower() == VOICE_SUFFIX:
         old = read_voice_metadata(path)
-        meta.update({k: old[k] for k in ("model", "source") if old.get(k)})
+        meta.update({k: old[k] for k in ("model", "source", "lang") if old.get(k)})
         meta["imported_from"] = str(path.resolve())
     return meta
 
@@ -381,7 +381,19 @@ def describe(path: Path, voice: VoicePrompt | None = None) -> dict[str, str | No
     meta = read_voice_metadata(path)
     out: dict[str, str | None] = {"name": meta.get("name") or path.name[: -len(VOICE_SUFFIX)], "path": str(path)}
     out["kind"] = "saved voice" + (f" (imported {meta['imported']})" if meta.get("imported") else "")
-    order = ("text", "seconds", "frames", "codebooks", "rms", "source", "imported_from", "model", "created", "tool")
+    order = (
+        "text",
+        "seconds",
+        "frames",
+        "codebooks",
+        "rms",
+        "source",
+        "imported_from",
+        "model",
+        "lang",
+        "created",
+        "tool",
+    )
     out.update({k: meta[k] for k in order if meta.get(k)})
     skip = {"format", "version", "name", "imported", *order}
     out.update({k: v for k, v in sorted(meta.items()) if k not in skip})

@@ -10,6 +10,7 @@ from typing import Any
 import typer
 
 from ..app import settings as st
+from ..app.checkpoint import model_config
 from ..app.cluster import ClusterOptions, RayExecutor, check_device, import_ray
 from ..app.lexicon import load_lexicon
 from ..app.request import named
@@ -127,7 +128,7 @@ def check_run(flags: dict, preset: str | None) -> st.Preset | None:
     chosen, run = run_settings(preset, flags)
     if run["instruct"] is not None:
         try:
-            resolve_instruct(run["instruct"])
+            resolve_instruct(run["instruct"], own=model_config(run["model"]).own)
         except InvalidRequest as e:
             raise named(run, e, "instruct") from None
     return chosen

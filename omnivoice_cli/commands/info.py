@@ -1,5 +1,6 @@
 """Listings: `omnivoice languages`, `instructs` and `tags` (no model, no torch), and `omnivoice
-info` (this machine: the CPU's class and what `auto` chooses on it; imports torch)."""
+info` (this machine: the CPU's class and what `auto` chooses on it; imports torch; with --model,
+what a fine-tuned checkpoint declares: its own instruct items, languages and voices)."""
 
 from __future__ import annotations
 
@@ -54,8 +55,18 @@ def tags() -> None:
     out.write("pauses (exact silences):\n  [pause]  0.5 s\n  [pause 1.5s]\n  [pause 500ms]\n")
 
 
-def system() -> None:
+def system(
+    model: Optional[str] = typer.Option(
+        None,
+        "--model",
+        metavar="DIR|ID",
+        help="Show what this checkpoint declares (a fine-tune's own instruct items, languages and voices) instead.",
+    ),
+) -> None:
     """Show this machine: the CPU's class and flags, and the paths --dtype auto and --quantize auto take on it."""
+    if model is not None:
+        _checkpoint(model)
+        return
     from ..engine.loading import cpu_paths  # imports torch: only when the paths are listed
 
     rows = cpu_paths()
@@ -63,3 +74,29 @@ def system() -> None:
     out = typer.get_text_stream("stdout")
     for label, value in rows:
         out.write(f"{label + ':':<{width + 1}} {value}\n")
+
+
+def _checkpoint(model: str) -> None:
+    """What the checkpoint `model` declares beyond the base model (docs/finetunes.md)."""
+    from ..app.checkpoint import checkpoint_folder, model_config
+    from ..engine.errors import CheckpointError
+    from ..engine.languages import resolve_language
+
+    folder = checkpoint_folder(model)
+    if folder is None:
+        raise CheckpointError(f"model {model}: no such folder here (and not in the hub cache)")
+    own = model_config(model).own
+    out = typer.get_text_stream("stdout")
+    out.write(f"checkpoint: {folder}\n")
+    if not own:
+        out.write("its own: nothing beyond the base model (no instruct items, languages or voices declared)\n")
+        return
+    out.write(f"instruct items (its own, for --instruct): {', '.join(own.instructs) or 'none'}\n")
+    out.write("languages (its own, for --lang):" + ("" if own.languages else " none") + "\n")
+    for code, name in own.languages:
+        base, _ = resolve_language(code)
+        note = f"  (wins over the base model's {dict(list_languages()).get(base, base)})" if base else ""
+        out.write(f"  {code:<12} {name}{note}\n")
+    out.write("voices (its own, for --voice):" + ("" if own.voices else " none") + "\n")
+    for v in own.voices:
+        out.write(f"  {v.name:<12} {v.lang or '-':<6} {v.text[:60]}\n")

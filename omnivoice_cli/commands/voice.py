@@ -1,4 +1,4 @@
-"""`omnivoice voice add|import|list|show|rm`: the saved voices (voices.py is the store)."""
+"""`omnivoice voice add|import|export|list|show|rm`: the saved voices (voices.py is the store)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from ..app import voices
+from ..app import voiceexport, voices
 from ..app.request import References
 from ..app.session import WarnOnce
 from ..engine.errors import InvalidRequest
@@ -48,7 +48,8 @@ class VoiceGroup(HelpGroup):
 app = typer.Typer(
     cls=VoiceGroup,
     help=(
-        "Saved voices: add one from a recording, list, show, remove, or import a reference .pt prompt. "
+        "Saved voices: add one from a recording, list, show, remove, import a reference .pt prompt or a "
+        "voice file, or export one to take elsewhere. "
         "`omnivoice say --voice NAME` speaks in a saved voice, or in a built-in one: OpenAI's voice names "
         "(alloy, ash, ...) designed from voice-design items. A saved voice of the same name wins.\n\n"
         "Voices live in $OMNIVOICE_HOME/voices when OMNIVOICE_HOME is set, else "
@@ -73,7 +74,7 @@ def _saved(name: str, prompt: VoicePrompt, saved: Path, quiet: bool) -> None:
     no_args_is_help=True,
     epilog='\nomnivoice voice add alice --ref alice.flac --ref-text "Transcript of alice.flac."\n',
 )
-@with_settings("model", "device", "dtype", "threads", "asr_model")
+@with_settings("model", "device", "dtype", "threads", "asr_model", "lang")
 def voice_add(
     name: str = typer.Argument(..., metavar="NAME", help="The voice's name: letters, digits, '-', '_', '.'."),
     ref: str = typer.Option(
@@ -103,7 +104,7 @@ def voice_add(
     path = voices.check_reference_file(ref)
     refs = References()
     if ref_text is None and not voices.transcript_file(path).is_file():  # the recogniser's words
-        reference = refs.transcribed(path, None, settings["asr_model"], settings["device"])
+        reference = refs.transcribed(path, settings["lang"], settings["asr_model"], settings["device"])
         if not quiet:
             echo(f"--ref: transcribed as {json.dumps(reference.transcript, ensure_ascii=False)}")
     else:
@@ -112,7 +113,9 @@ def voice_add(
     shown(reference.warnings)
     engine, _ = load_model(settings, quiet, encoder=True)
     prompt = refs.encode(engine, reference)
-    saved = voices.save(name, prompt, force=force, source=str(path.resolve()), model=settings["model"])
+    saved = voices.save(
+        name, prompt, force=force, source=str(path.resolve()), model=settings["model"], lang=settings["lang"]
+    )
     _saved(name, prompt, saved, quiet)
 
 
@@ -144,9 +147,25 @@ def voice_import(
         raise InvalidRequest(f"voice file '{file}' is a folder, not a voice file")
     if p.suffix.lower() not in (voices.VOICE_SUFFIX, voices.PROMPT_SUFFIX):
         raise InvalidRequest(f"voice file '{file}' must end in .pt (a reference prompt) or .safetensors")
+    if p.suffix.lower() == voices.VOICE_SUFFIX:
+        voiceexport.verify_voice_file(p, file)  # bounded, its checksum verified: before anything is written
     prompt = voices.load_voice_file(p)
     meta = voices.import_metadata(p)
     _saved(name, prompt, voices.save(name, prompt, force=force, **meta), quiet)
+
+
+@app.command("export", cls=HelpCommand, no_args_is_help=True)
+def voice_export(
+    name: str = typer.Argument(..., metavar="NAME", help="A saved voice's name."),
+    output: Path = typer.Option(..., "--output", "-o", metavar="FILE.safetensors", help="The file to write."),
+    force: bool = typer.Option(False, "--force", help="Replace the file if it exists."),
+    quiet: bool = QUIET_OPTION,
+) -> None:
+    """Write a saved voice as one file to take elsewhere: its prepared prompt, transcript, language,
+    the model it was made with and a checksum that `voice import` verifies."""
+    out = voiceexport.export_voice(name, output.expanduser(), force)
+    if not quiet:
+        echo(f"exported voice {name!r} to {out}")
 
 
 @app.command("list", cls=HelpCommand)

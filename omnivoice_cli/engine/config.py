@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 from .errors import CheckpointError, InvalidRequest
+from .finetune import CheckpointOwn, read_own
 
 SAMPLE_RATE = 24_000  # Hz: the codec's, so every audio in and out (ModelConfig.sample_rate reads a checkpoint's)
 MAX_TARGET_SECONDS = 30.0  # longest single generation (a longer text is cut into pieces)
@@ -76,6 +77,7 @@ class ModelConfig:
     max_packed_tokens: int = 24576  # canvas positions per packed forward
     load_dtype: str = "float16"  # body dtype on GPU when --dtype auto
     checkpoint_dtype: str | None = None  # dtype found on disk (set on load)
+    own: CheckpointOwn = field(default_factory=CheckpointOwn)  # a fine-tune's own items, languages, voices
 
     @property
     def audio_embedding_rows(self) -> int:
@@ -129,6 +131,7 @@ class ModelConfig:
             sample_rate=codec.sample_rate,
             frame_rate=frame_rate,
             checkpoint_dtype=str(dtype)[:40] if dtype else None,
+            own=read_own(root, cfg),
         )
 
 

@@ -6,12 +6,19 @@ from __future__ import annotations
 
 import difflib
 import re
+from typing import TYPE_CHECKING
 
 from .errors import InvalidRequest
 from .phrases import find_instruct_phrases
 from .vocabulary import MAX_INSTRUCT_ITEMS, ZH_RE, InstructTables, instruct_tables, phrase_tables, synonym_items
 
-__all__ = ["resolve_instruct"]
+if TYPE_CHECKING:
+    from .finetune import CheckpointOwn
+
+__all__ = ["resolve_instruct", "check_instruct_text"]
+
+MAX_INSTRUCT_TEXT = 500  # characters of a verbatim instruct (--instruct-text)
+_BAD_TEXT_RE = re.compile(r"[\x00-\x1f\x7f]|<\||\|>")  # control characters, the model's marker tokens
 
 
 def _suggestion(raw: str, n: str, t: InstructTables) -> str:
@@ -29,14 +36,36 @@ def _suggestion(raw: str, n: str, t: InstructTables) -> str:
     return f"'{raw}'"
 
 
-def resolve_instruct(instruct: str | None, use_zh: bool = False) -> str | None:
+def check_instruct_text(text: str | None, own: CheckpointOwn | None = None) -> tuple[str | None, str | None]:
+    """A verbatim instruct (--instruct-text, a fine-tune's speaker name): (the text, stripped, or
+    None when blank; a warning unless the checkpoint declares it as its own item). It is given
+    to the model as is: one line of at most MAX_INSTRUCT_TEXT characters, no marker tokens."""
+    if text is None or not text.strip():
+        return None, None
+    text = text.strip()
+    if len(text) > MAX_INSTRUCT_TEXT or _BAD_TEXT_RE.search(text):
+        raise InvalidRequest(
+            f"'{text[:60]}' is not allowed: one line of at most {MAX_INSTRUCT_TEXT} characters, "
+            "without control characters or '<|' '|>'",
+            "instruct_text",
+        )
+    if own is not None and own.instruct_item(text) is not None:
+        return text, None
+    return text, (
+        f"instruct text '{text[:60]}' is given to the model verbatim: the base OmniVoice model does not know it "
+        "(only a fine-tune trained on it does)"
+    )
+
+
+def resolve_instruct(instruct: str | None, use_zh: bool = False, own: CheckpointOwn | None = None) -> str | None:
     """Validate and normalise a voice-design instruct string, as the reference does.
 
     Items are split on ',' and '，', stripped and lowercased; each must be in the vocabulary, or
     be one of its synonyms ('woman', 'deep', `data/instruct_synonyms.json`), which stands for its
     items. A dialect forces Chinese and an accent forces English (both: error); otherwise `use_zh`
     (the target text contains Chinese) decides. Items are mapped to that language and joined
-    with ', ' (English) or '，' (Chinese). Two items of one category are an error.
+    with ', ' (English) or '，' (Chinese). Two items of one category are an error. A fine-tuned
+    checkpoint's own items (`own`, engine/finetune.py) are taken too, in its spelling.
     Returns None for None or a blank string. Raises `InvalidRequest` with a one-line message.
     """
     if instruct is None:
@@ -48,7 +77,7 @@ def resolve_instruct(instruct: str | None, use_zh: bool = False) -> str | None:
     valid = set(t.all_valid)
 
     raw_items = [x for x in re.split(r"\s*[,，]\s*", instruct_str) if x]
-    if len(raw_items) > MAX_INSTRUCT_ITEMS:
+    if len(raw_items) > MAX_INSTRUCT_ITEMS + (min(len(own.instructs), 8) if own else 0):
         raise InvalidRequest(
             f"instruct has {len(raw_items)} items: at most one per category ({len(t.categories)} categories: "
             "gender, age, pitch, style, accent, dialect; run `omnivoice instructs` for the list)"
@@ -60,6 +89,10 @@ def resolve_instruct(instruct: str | None, use_zh: bool = False) -> str | None:
         n = raw.strip().lower()
         if n in valid:
             normalised.append(n)
+            continue
+        mine = own.instruct_item(n) if own else None
+        if mine is not None:
+            normalised.append(mine)
             continue
         items = synonym_items(n)
         if items:
@@ -75,6 +108,7 @@ def resolve_instruct(instruct: str | None, use_zh: bool = False) -> str | None:
             + more
             + ". Use only English items joined by ', ' or only Chinese items joined by '，' "
             "(run `omnivoice instructs` for the list)."
+            + (f" This checkpoint's own items: {', '.join(own.instructs[:20])}." if own and own.instructs else "")
         )
     return _finish_instruct(instruct_str, normalised, origin, use_zh)
 

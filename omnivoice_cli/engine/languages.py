@@ -23,6 +23,10 @@ import json
 import re
 from functools import lru_cache
 from importlib import resources
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .finetune import CheckpointOwn
 
 __all__ = ["resolve_language", "list_languages", "language_display_name", "language_regions"]
 
@@ -136,8 +140,12 @@ def _did_you_mean(text: str) -> str | None:
     return f"'{_id_to_display()[code]}' ({code})"
 
 
-def resolve_language(lang: str | None) -> tuple[str | None, str | None]:
+def resolve_language(lang: str | None, own: CheckpointOwn | None = None) -> tuple[str | None, str | None]:
     """Map a language code, tag or name to the model's language id.
+
+    A fine-tuned checkpoint's own languages (`own`, engine/finetune.py) come first: their id or
+    name gives their id, with a note when the base model reads the same code as another language
+    ('sa': the checkpoint's Saudi dialect, not ISO 639-1 Sanskrit).
 
     Returns (id or None, warning or None). None / "none" gives (None, None). What the reference
     accepts gives the reference's id; tags, ISO 639 codes and other names map as the module
@@ -146,6 +154,9 @@ def resolve_language(lang: str | None) -> tuple[str | None, str | None]:
     """
     if lang is None or lang.lower() == "none":
         return None, None
+    mine = own.language(lang) if own else None
+    if mine is not None:
+        return mine[0], _collision(lang, mine)
     name_to_id, ids = _lang_tables()
     if lang in ids:
         return lang, None
@@ -170,6 +181,17 @@ def resolve_language(lang: str | None) -> tuple[str | None, str | None]:
     return None, (
         f"Language '{lang}' is not recognized. Use a language code (e.g. 'en', 'zh', 'ja', 'de'), "
         f"a tag (e.g. 'en-US') or a language name (e.g. 'English', 'Chinese', 'Japanese'). {_FALLBACK}"
+    )
+
+
+def _collision(lang: str, mine: tuple[str, str]) -> str | None:
+    """The note when the base model reads `lang` as another language than the checkpoint's."""
+    base, _ = resolve_language(lang)
+    if base is None:
+        return None
+    return (
+        f"language '{lang}' is this checkpoint's own '{mine[1]}' ({mine[0]}), "
+        f"not the base model's {_id_to_display().get(base, base)} ({base})"
     )
 
 

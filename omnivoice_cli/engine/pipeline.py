@@ -164,8 +164,10 @@ class Engine:
                 self.cfg.frame_rate,
             )
             piece = Piece(0, 0, req.text, whole)
-        lang, _ = textmod.resolve_language(req.lang)
-        instruct = textmod.resolve_instruct(req.instruct, use_zh=textmod.contains_chinese(req.text))
+        lang, _ = textmod.resolve_language(req.lang, self.cfg.own)
+        instruct = textmod.check_instruct_text(req.instruct_text, self.cfg.own)[0] or textmod.resolve_instruct(
+            req.instruct, use_zh=textmod.contains_chinese(req.text), own=self.cfg.own
+        )
         target: int | None = piece.target_len
         if target is None:  # a chunk: re-estimated against its voice, at its speed relative to the voice's
             target, _ = textmod.resolve_target_len(

@@ -33,6 +33,7 @@ class Request:
     text: str  # what to say
     lang: str | None = None  # language code or name; None = language-agnostic
     instruct: str | None = None  # voice-design items, e.g. "female, low pitch"
+    instruct_text: str | None = None  # an instruct given to the model verbatim (a fine-tune's speaker name)
     duration: float | None = None  # fixed output length in seconds (overrides speed)
     speed: float | None = None  # speaking-rate factor (> 1 faster)
     seed: int = 0  # seeds this request's own torch.Generator
@@ -74,13 +75,18 @@ def validate_request(req: Request, cfg: ModelConfig | None = None) -> list[str]:
     if req.ref is not None:
         _check_voice(req.ref, cfg)
     warnings = []
-    _, warning = textmod.resolve_language(req.lang)
+    _, warning = textmod.resolve_language(req.lang, cfg.own)
     if warning:
         warnings.append(warning)
     try:
-        textmod.resolve_instruct(req.instruct, use_zh=textmod.contains_chinese(req.text))
+        textmod.resolve_instruct(req.instruct, use_zh=textmod.contains_chinese(req.text), own=cfg.own)
     except InvalidRequest as e:
         raise InvalidRequest(str(e), "instruct") from None
+    verbatim, warning = textmod.check_instruct_text(req.instruct_text, cfg.own)
+    if verbatim is not None and req.instruct and req.instruct.strip():
+        raise InvalidRequest("give either instruct items or an instruct text, not both", "instruct_text")
+    if warning:
+        warnings.append(warning)
     parts, _ = textmod.split_pauses(req.text)
     if not parts:
         raise InvalidRequest("text has nothing to speak besides pause tags", "text")

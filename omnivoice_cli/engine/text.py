@@ -34,7 +34,7 @@ from .duration import (
     speech_seconds,
     text_weight,
 )
-from .instructs import resolve_instruct
+from .instructs import check_instruct_text, resolve_instruct
 from .languages import language_display_name, list_languages, resolve_language
 from .pauses import DEFAULT_PAUSE_SECONDS, MAX_PAUSE_SECONDS, MAX_TOTAL_PAUSE_SECONDS, split_pauses
 from .phrases import NEGATION_REACH, InstructPhrase, find_instruct_phrases
@@ -57,6 +57,7 @@ __all__ = [
     "language_display_name",
     "contains_chinese",
     "resolve_instruct",
+    "check_instruct_text",
     "instruct_vocabulary",
     "instruct_synonyms",
     "instruct_category",

@@ -16,7 +16,7 @@ in 1..64, got 100", never an exception to the client):
   under the root (atomically: a temporary file renamed) and returns its path, length and seed;
 - list_voices(): the saved voices, OpenAI's names and auto (what `voice` may name);
 - describe_voice_options(): the voice-design vocabulary of `instruct`, the languages, the
-  request settings and presets, the formats.
+  request settings and presets, the formats; a fine-tuned checkpoint's own items, languages, voices.
 
 An argument a tool does not take (`"evil": 1`) is a tool error that names it, as the HTTP API
 refuses an unknown field: never dropped unseen.
@@ -139,7 +139,13 @@ class Tools:
         return {"voices": self.speaker.voices()}
 
     def describe_voice_options(self) -> Reply:
+        own = self.speaker.own()  # a fine-tuned checkpoint's own (docs/finetunes.md)
         return {
+            "checkpoint": {
+                "instruct_items": list(own.instructs),
+                "languages": [{"code": code, "name": name} for code, name in own.languages],
+                "voices": [v.name for v in own.voices],
+            },
             "voice_design": voice_design_part(),
             "languages": languages_part(),
             "settings": settings_part(),

@@ -1,12 +1,15 @@
 """The voice endpoints: list the voices, save one from an upload, delete one.
 
     GET    /v1/audio/voices        -> {"voices": [{"id", "name", "type", ...}]}: saved, OpenAI names, auto
-    POST   /v1/audio/voices        multipart: name, file (the recording), ref_text (its words) -> 201
+    POST   /v1/audio/voices        multipart: name, file (the recording), ref_text (its words) -> 201;
+                                   or name, file (a voice file of `omnivoice voice export`) -> 201
     DELETE /v1/audio/voices/{id}   -> {"id", "object": "voice", "deleted": true}
 
 An upload is read from memory (bounded by the server's upload limit), refused when it is not
 audio or longer than MAX_UPLOAD_SECONDS, prepared as `voice add` prepares a recording, encoded by
-the engine loop between two forwards, and saved in the same store as `omnivoice voice add`.
+the engine loop between two forwards, and saved in the same store as `omnivoice voice add`. A
+voice file (`omnivoice voice export`: safetensors) is verified as `voice import` verifies it
+(app/voiceexport.py: bounded, its checksum) and saved as it is, without the engine.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import asyncio
 import os
 import re
 import tempfile
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import anyio
@@ -23,14 +27,14 @@ from starlette.formparsers import MultiPartException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..app import listen, voices
+from ..app import listen, voiceexport, voices
 from ..app import settings as st
 from ..engine.config import SAMPLE_RATE
 from ..engine.errors import InvalidRequest, MissingExtra, ModelUnavailable
 from .errors import ApiError, bad_request, scrub, scrub_asr, scrub_paths
 
 if TYPE_CHECKING:
-    from ..engine.voice import PreparedReference
+    from ..engine.voice import PreparedReference, VoicePrompt
     from .state import ServerState
 
 MAX_UPLOAD_SECONDS = 60.0  # a reference is best at 3-10 s
@@ -122,6 +126,31 @@ def prepare_upload(data: bytes, filename: str, transcript: str | None) -> Prepar
         os.unlink(tmp)
 
 
+def is_voice_file(data: bytes, filename: str) -> bool:
+    """An upload that is a safetensors voice file (by its name or its header's start), not a recording."""
+    return filename.lower().endswith(voices.VOICE_SUFFIX) or (len(data) > 9 and data[8:10] in (b"{", b'{"'))
+
+
+def import_upload(data: bytes, filename: str) -> tuple[VoicePrompt, dict[str, object]]:
+    """A voice file uploaded: verified (voiceexport.verify_voice_file) and read; InvalidRequest otherwise."""
+    shown = f"the uploaded file {filename!r}"
+    if len(data) > voiceexport.MAX_VOICE_BYTES:
+        raise InvalidRequest(f"{shown} is {len(data)} bytes: at most {voiceexport.MAX_VOICE_BYTES} for a voice file")
+    fd, tmp = tempfile.mkstemp(prefix="omnivoice-upload-", suffix=voices.VOICE_SUFFIX)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        try:
+            meta = voiceexport.verify_voice_file(Path(tmp), "upload")
+            prompt = voices.load_voice_file(Path(tmp))
+        except InvalidRequest as e:
+            raise InvalidRequest(scrub(str(e), (tmp, repr(filename)))) from None
+    finally:
+        os.unlink(tmp)
+    kept: dict[str, object] = {k: meta[k] for k in ("model", "lang") if meta.get(k)}
+    return prompt, {**kept, "source": f"upload {filename}".strip(), "imported": "voice file"}
+
+
 async def create_voice(request: Request) -> Response:
     state: ServerState = request.app.state.server
     service = state.require_service()
@@ -142,6 +171,19 @@ async def create_voice(request: Request) -> Response:
                 code="voice_exists",
             )
         data = await upload.read()
+        if is_voice_file(data, upload.filename or ""):
+            try:
+                prompt, meta = await anyio.to_thread.run_sync(import_upload, data, upload.filename or "upload")
+            except InvalidRequest as e:
+                raise bad_request(str(e), "file") from None
+            await anyio.to_thread.run_sync(lambda: voices.save(name, prompt, force=False, **meta))
+            body = {
+                "id": name,
+                "name": name,
+                "type": "saved",
+                "seconds": round(prompt.codes.shape[-1] / voices.FRAME_RATE, 2),
+            }
+            return JSONResponse({**body, "text": prompt.text, "text_source": "voice file", "warnings": []}, 201)
         try:
             prepared = await anyio.to_thread.run_sync(prepare_upload, data, upload.filename or "upload", transcript)
         except InvalidRequest as e:

@@ -142,11 +142,14 @@ def advertised_languages() -> list[str]:
 
 def info_event(speaker: Speaker, version: str) -> Event:
     languages = advertised_languages()
+    languages += [code for code, _ in speaker.own().languages if code not in languages]  # a fine-tune's own
     voices = []
     for v in speaker.voices():
         if v["type"] == "saved":
             seconds = f"{v['seconds']:.1f} s" if v.get("seconds") else "a"
             about = f"saved voice ({seconds} reference)"
+        elif v["type"] == "checkpoint":
+            about = "the checkpoint's own voice" + (f" ({v['lang']})" if v.get("lang") else "")
         elif v["type"] == "openai":
             about = f"designed: {v['instruct']}"
         else:

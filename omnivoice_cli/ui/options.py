@@ -140,6 +140,7 @@ SPEECH_SETTINGS = (
     "chunk_duration",
     "chunk_threshold",
     "instruct",
+    "instruct_text",
     "voice",
     "speed",
     "duration",
