@@ -156,7 +156,8 @@ def output_target(
     if output is None:
         return None
     flagged = settings.source("format").kind == "flag"
-    target = check_output(output, settings["format"] if (flagged or output == "-") else None)
+    wanted = settings["format"] if (flagged or output == "-") else None
+    target = check_output(output, wanted, settings["sample_rate"])
     if target.to_stdout and stdout_is_terminal():
         raise InvalidRequest("-o - writes binary audio to stdout, which is a terminal: redirect it or pipe it")
     return target

@@ -11,7 +11,7 @@ import struct
 
 from ..engine.errors import InvalidRequest
 from .encoders import check_available
-from .formats import AUDIO_FORMATS, AudioFormat, format_named
+from .formats import AUDIO_FORMATS, AudioFormat, check_rate, format_named
 from .pcm import WRITE_BLOCK, mono, pcm16, write_piece
 from .pipes import write_all
 
@@ -106,6 +106,7 @@ class StreamEncoder:
         if not self.format.streams:
             streamable = ", ".join(f.name for f in AUDIO_FORMATS.values() if f.streams)
             raise InvalidRequest(f"format {self.format.name} cannot be streamed: use one of {streamable}")
+        check_rate(self.format, sample_rate)
         check_available(self.format)
         self.sample_rate = int(sample_rate)
         self._sink = _ForwardSink()
