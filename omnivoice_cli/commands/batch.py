@@ -9,6 +9,7 @@ import typer
 from ..app import settings as st
 from ..app.batch import BatchRun
 from ..app.dryrun import describe
+from ..app.folder import check_output_dir
 from ..app.signals import signal_name
 from ..app.speak import report_settings
 from ..engine.errors import InvalidRequest
@@ -169,6 +170,7 @@ def batch(
     if subtitles is not None and subtitles.lower().lstrip(".") not in ("srt", "vtt"):
         raise InvalidRequest(f"--subtitles must be srt or vtt (a file beside each audio file), got {subtitles!r}")
     chosen = check_run(flags, preset)
+    check_output_dir(output)
     if not dry_run:  # the recogniser of --verify / --words, before any model loads
         layers = [(chosen.origin, chosen.settings)] if chosen else []
         check_listening(st.resolve(*layers, (st.FLAG_SOURCE, flags)), words, "--words")

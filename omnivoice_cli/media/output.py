@@ -176,7 +176,7 @@ def check_output(spec: str, format: str | None = None, sample_rate: int | None =
         )
     if not os.access(folder, os.W_OK | os.X_OK):
         raise InvalidRequest(
-            f"output {spec!r}: folder '{folder}' is not writable (permission denied); write somewhere else"
+            f"output {spec!r}: folder '{folder}' is not writable (Permission denied); write somewhere else"
         )
     check_available(fmt)
     check_writable(path, spec)
