@@ -76,3 +76,80 @@ def test_batch_takes_a_folder_that_exists_whatever_its_name(invoke, fake_engine,
     r = invoke("batch", lines, "-o", tmp_path / "old.wav")
     assert r.exit_code == 0, r.stderr
     assert (tmp_path / "old.wav" / "0001.wav").is_file()
+
+
+# -- one run at a time on an output (media/lock.py) -------------------------------------------
+
+HOLDER = """
+import sys
+from pathlib import Path
+from omnivoice_cli.media.lock import output_lock
+with output_lock(Path(sys.argv[1]), folder=sys.argv[2] == "folder"):
+    print("held", flush=True)
+    sys.stdin.read()
+"""
+
+
+def _holder(path, folder=False):
+    """Another process holding the lock of `path`, once it has said so (an event, not a delay)."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(path), "folder" if folder else "file"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout.readline() == "held\n"
+    return proc
+
+
+def test_a_second_say_on_the_same_file_is_refused(invoke, fake_engine, tmp_path):
+    out = tmp_path / "same.wav"
+    holder = _holder(out)
+    try:
+        r = invoke("say", "Hello.", "-o", out)
+        assert r.exit_code == 1, r.stderr
+        assert error_line(r) == (
+            f"Error: output '{out}' is being written by another run (process {holder.pid}): "
+            "wait for it to end, or give another -o"
+        )
+        assert not out.exists() and fake_engine.loads == []  # refused before the model
+        other = invoke("say", "Hello.", "-o", tmp_path / "other.wav")  # another file is free
+        assert other.exit_code == 0, other.stderr
+    finally:
+        holder.communicate("")
+    r = invoke("say", "Hello.", "-o", out)  # the holder ended: free again
+    assert r.exit_code == 0, r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other.wav", "same.wav"]  # no lock file left
+
+
+def test_a_second_batch_on_the_same_folder_is_refused(invoke, fake_engine, tmp_path):
+    lines = tmp_path / "lines.txt"
+    lines.write_text("Hello.\nWorld.\n")
+    out = tmp_path / "out"
+    holder = _holder(tmp_path / "." / "out", folder=True)  # another spelling of the same folder
+    try:
+        r = invoke("batch", lines, "-o", f"{out}/")
+        assert r.exit_code == 1, r.stderr
+        assert "is being written by another run" in error_line(r)
+        assert not out.exists() and fake_engine.loads == []
+    finally:
+        holder.communicate("")
+    r = invoke("batch", lines, "-o", out)
+    assert r.exit_code == 0, r.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["0001.wav", "0002.wav", "manifest.jsonl"]
+
+
+def test_a_killed_runs_lock_file_never_blocks(invoke, fake_engine, tmp_path):
+    from omnivoice_cli.media.lock import lock_path
+
+    out = tmp_path / "x.wav"
+    holder = _holder(out)
+    holder.kill()
+    holder.wait()
+    assert lock_path(out).exists()  # left behind by the killed run
+    r = invoke("say", "Hello.", "-o", out)
+    assert r.exit_code == 0, r.stderr
+    assert out.is_file() and not lock_path(out).exists()

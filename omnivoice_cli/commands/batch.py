@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Optional
 
 import typer
@@ -13,6 +14,7 @@ from ..app.folder import check_output_dir
 from ..app.signals import signal_name
 from ..app.speak import report_settings
 from ..engine.errors import InvalidRequest
+from ..media.lock import output_lock
 from ..ui.options import (
     GPUS_PER_WORKER_OPTION,
     HARDWARE_SETTINGS,
@@ -191,7 +193,8 @@ def batch(
     if dry_run:
         _dry_run(run, json_out)
         return
-    run.run()
+    with output_lock(Path(output), folder=True):  # one run at a time on a folder
+        run.run()
     _summary(run, quiet, json_out)
 
 

@@ -82,8 +82,12 @@ AUDIO_FORMATS: dict[str, AudioFormat] = {
             rates=MP3_RATES,
         ),
         AudioFormat("raw", (".raw", ".pcm"), "RAW", "PCM_16", lossy=False, streams=True, mime="audio/pcm"),
-        AudioFormat("aac", (".aac",), "ADTS", "AAC", lossy=True, streams=False, mime="audio/aac", encoder="aac", rates=AAC_RATES),
-        AudioFormat("m4a", (".m4a",), "MP4", "AAC", lossy=True, streams=False, mime="audio/mp4", encoder="aac", rates=AAC_RATES),
+        AudioFormat(
+            "aac", (".aac",), "ADTS", "AAC", lossy=True, streams=False, mime="audio/aac", encoder="aac", rates=AAC_RATES
+        ),
+        AudioFormat(
+            "m4a", (".m4a",), "MP4", "AAC", lossy=True, streams=False, mime="audio/mp4", encoder="aac", rates=AAC_RATES
+        ),
         # G.711 telephony audio, raw 8-bit codes (media/g711.py; usually with sample_rate 8000)
         AudioFormat(
             "mulaw", (".ulaw", ".mulaw"), "RAW", "ULAW", lossy=True, streams=True, mime="audio/basic", encoder="g711"
