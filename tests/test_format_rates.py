@@ -69,8 +69,9 @@ def test_the_server_refuses_opus_at_22050_with_the_cli_words(engine, home):
     import httpx
     from server_util import running_server
 
-    with running_server(engine) as (url, _server, _state):
+    with running_server(engine) as (url, _server, state):
         c = httpx.Client(base_url=url, timeout=120)
+        before = state.service.stats()["forwards"]
         for stream in (False, True):
             r = c.post(
                 "/v1/audio/speech",
@@ -83,6 +84,7 @@ def test_the_server_refuses_opus_at_22050_with_the_cli_words(engine, home):
         r = c.post("/v1/audio/script", json=body)
         assert r.status_code == 400, r.text
         assert r.json()["error"]["message"] == OPUS_22050.replace("22050", "44100")
+        assert state.service.stats()["forwards"] == before  # refused before any generation
         ok = c.post("/v1/audio/speech", json={"input": "Hi.", "response_format": "opus", "sample_rate": 16000})
         assert ok.status_code == 200, ok.text
         assert ok.content[:4] == b"OggS"

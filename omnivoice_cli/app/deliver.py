@@ -176,7 +176,7 @@ class SilentAudio(OmniVoiceError):
     batch line's record)."""
 
     def __init__(self, seconds: float, where: str) -> None:
-        self.reason = f"the speech came out silent ({seconds:.2f} s of silence after trimming)"
+        self.reason = self.strerror = f"the speech came out silent ({seconds:.2f} s of silence after trimming)"
         super().__init__(f"{self.reason}: nothing was written to {where}; the model (--model) may be broken")
 
 
