@@ -52,6 +52,7 @@ def test_say_refuses_opus_at_a_rate_it_cannot_carry(invoke, fake_engine, tmp_pat
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.slow  # the resampler's first use imports torch
 def test_say_writes_opus_at_the_rates_it_carries(invoke, fake_engine, tmp_path):
     for rate in (16000, 48000):
         r = invoke("say", "Hello.", "--sample-rate", rate, "-o", tmp_path / f"{rate}.opus")
