@@ -672,7 +672,7 @@ def test_an_executor_needs_only_the_public_seam(tmp_path, home):
         def speak(self, run, pending, signals):
             for line in pending:
                 if line.number == 1:
-                    audio, seed = np.zeros(2400, dtype=np.float32), line.settings["seed"]
+                    audio, seed = np.full(2400, 0.1, dtype=np.float32), line.settings["seed"]  # not silence
                     result = Result(audio=audio, sample_rate=24000, tokens=None, target_len=2, seed=seed)
                     run.save_result(line, result, time.perf_counter())
                 else:

@@ -41,7 +41,7 @@ from ..engine.planning import Result
 from ..engine.text import is_blank
 from ..media.output import FORMATS, OutputTarget
 from . import settings as st
-from .deliver import Outputs, Take, deliver
+from .deliver import Outputs, SilentAudio, Take, deliver
 from .folder import (
     audio_seconds,
     check_duplicates,
@@ -513,7 +513,7 @@ class BatchRun:
                 listener = self.recogniser(line) if self.words else None
                 done = deliver(Take.of(result, req.text, req.lang), outputs, listener=listener)
                 written = fingerprint(target)  # what a later run checks the file against (manifest.is_recorded)
-            except OSError as e:
+            except (OSError, SilentAudio) as e:
                 self.fail_line(line, f"cannot write {target}: {getattr(e, 'reason', None) or e.strerror or e}")
                 return
             seconds = len(result.audio) / result.sample_rate

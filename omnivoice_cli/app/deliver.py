@@ -15,7 +15,9 @@ book's parts and the server's whole replies, so the same request gives the same 
   3. the output's sample rate (--sample-rate, `sample_rate`): resampled once (media/rates.py);
   4. written, inside `protect` (a stop waits until all is written): the word timings, the
      subtitles, then the audio (a file, atomically; stdout; or the encoded bytes of a reply).
-     An audio file therefore always has its subtitles and word timings beside it;
+     An audio file therefore always has its subtitles and word timings beside it. Audio that is
+     all silence (none, or nothing a 16-bit sample can hold: a broken checkpoint's, trimmed to
+     nothing) is never written to a file or stdout: `SilentAudio`, one line, and nothing written;
   5. played: the levelled audio at the model's rate, until it has played (a stop stops it);
   6. the report: `Delivered` (the levelled audio, the words, the loudness report, the bytes),
      from which each run makes its own summary (say's SpeechReport, a batch line's record, ...).
@@ -169,6 +171,26 @@ class WriteFailed(OSError):
         super().__init__(error.errno, f"cannot write {where}: {self.reason}")
 
 
+class SilentAudio(OmniVoiceError):
+    """The audio to write is silence (a runtime failure, exit 1; `reason`: as WriteFailed's, for a
+    batch line's record)."""
+
+    def __init__(self, seconds: float, where: str) -> None:
+        self.reason = self.strerror = f"the speech came out silent ({seconds:.2f} s of silence after trimming)"
+        super().__init__(f"{self.reason}: nothing was written to {where}; the model (--model) may be broken")
+
+
+SILENCE = 0.5 / 32768  # the largest level a 16-bit sample rounds to zero
+
+
+def check_not_silent(audio: Audio, rate: int, where: str) -> None:
+    """SilentAudio when nothing in `audio` would be heard (or it is empty)."""
+    import numpy as np
+
+    if len(audio) == 0 or float(np.max(np.abs(audio))) < SILENCE:
+        raise SilentAudio(len(audio) / rate, where)
+
+
 class Protector(Protocol):
     """What holds a stop while something is written (signals.HoldSignals)."""
 
@@ -239,7 +261,9 @@ def deliver(
     # 3. the output's rate
     out_rate = int(outputs.sample_rate or take.sample_rate)
     out_audio = at_rate(audio, take.sample_rate, out_rate)
-    # 4. written: the words, the subtitles, the audio
+    # 4. written: the words, the subtitles, the audio (never silence alone)
+    if outputs.target is not None:
+        check_not_silent(audio, take.sample_rate, str(outputs.target))
     data = None
     with protect() if protect is not None else nullcontext():
         if outputs.words is not None and words is not None:

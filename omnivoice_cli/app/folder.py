@@ -98,6 +98,17 @@ def check_duplicates(lines: Sequence[NamedLine], suffix: str | None = None) -> N
             line.fail(f"output '{name}' is also written by line {others}: give each line its own id or output")
 
 
+def check_output_dir(spec: str | Path, flag: str = "-o", command: str = "batch") -> None:
+    """Before the model: an output folder's name that ends as an audio file's (`-o hello.wav`) is
+    refused (a usage error), unless that folder exists already: the run writes a folder."""
+    out = Path(spec).expanduser()
+    if out.suffix.lower() in AUDIO_SUFFIXES and not out.is_dir():
+        raise InvalidRequest(
+            f"{flag} '{spec}' names an audio file, but {command} writes a folder (one audio file a line and "
+            f"{MANIFEST}): give a folder, e.g. {flag} '{out.with_suffix('')}'"
+        )
+
+
 def prepare_output_dir(spec: str | Path) -> Path:
     out = Path(spec).expanduser()
     if out.exists() and not out.is_dir():

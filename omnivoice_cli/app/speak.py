@@ -156,7 +156,8 @@ def output_target(
     if output is None:
         return None
     flagged = settings.source("format").kind == "flag"
-    target = check_output(output, settings["format"] if (flagged or output == "-") else None)
+    wanted = settings["format"] if (flagged or output == "-") else None
+    target = check_output(output, wanted, settings["sample_rate"])
     if target.to_stdout and stdout_is_terminal():
         raise InvalidRequest("-o - writes binary audio to stdout, which is a terminal: redirect it or pipe it")
     return target
@@ -302,6 +303,7 @@ class PlainRun(_Run):
         speech, writes = self.speech, Writes(signals)
         player = open_the_player(speech.play)  # --play with --loudness: the whole, once measured
         try:
+            self.heard = self.words_recogniser()  # before the TTS model: its failure comes first
             engine, load = self.load()
             request, voice = self.prepare_voice(engine)
             self.shown(getattr(request.ref, "warnings", ()) if speech.built.reference else ())
@@ -329,6 +331,9 @@ class PlainRun(_Run):
             if speech.target is None:
                 raise Stopped(_signum(e), f"playback stopped by {_signal_name(e)}", failed=False) from None
             raise _stopped(e, writes.done, speech.target) from None
+        finally:
+            if self.heard is not None:
+                self.heard.close()
         return _report(
             speech,
             self.shown,
@@ -369,14 +374,32 @@ class PlainRun(_Run):
             stdout=self.session.stdout,
         )
 
+    heard: listen.Recogniser | None = None  # the recogniser of the words, loaded before the TTS model
+
+    def words_recogniser(self) -> listen.Recogniser | None:
+        """--words / --subtitle-level word without --verify: the recogniser that times the words,
+        loaded before the TTS model, so that a recogniser that cannot be had (not in the cache
+        and not downloadable, broken) fails before anything is generated, as --verify's does."""
+        speech = self.speech
+        if speech.settings["verify"] or not self.outputs().needs_words:
+            return None
+        with self.session.status("loading the speech recogniser ..."):
+            return listen.recogniser(
+                speech.settings["asr_model"], speech.settings["device"] or "auto", "--words / --subtitle-level word"
+            )
+
     def listener(self, check: RequestCheck | None) -> Callable[[], AbstractContextManager[listen.Recogniser]]:
-        """--words / --subtitle-level word: the recogniser of --verify, or one loaded for the words."""
+        """--words / --subtitle-level word: the recogniser of --verify, the one loaded before the
+        model (words_recogniser), or one loaded for the words."""
         speech = self.speech
 
         @contextmanager
         def hear() -> Iterator[listen.Recogniser]:
             if check is not None:
                 yield check.recogniser
+                return
+            if self.heard is not None:
+                yield self.heard
                 return
             rec = listen.recogniser(
                 speech.settings["asr_model"], speech.settings["device"] or "auto", "--words / --subtitle-level word"

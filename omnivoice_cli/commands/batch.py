@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Optional
 
 import typer
@@ -9,9 +10,11 @@ import typer
 from ..app import settings as st
 from ..app.batch import BatchRun
 from ..app.dryrun import describe
+from ..app.folder import check_output_dir
 from ..app.signals import signal_name
 from ..app.speak import report_settings
 from ..engine.errors import InvalidRequest
+from ..media.lock import output_lock
 from ..ui.options import (
     GPUS_PER_WORKER_OPTION,
     HARDWARE_SETTINGS,
@@ -169,6 +172,7 @@ def batch(
     if subtitles is not None and subtitles.lower().lstrip(".") not in ("srt", "vtt"):
         raise InvalidRequest(f"--subtitles must be srt or vtt (a file beside each audio file), got {subtitles!r}")
     chosen = check_run(flags, preset)
+    check_output_dir(output)
     if not dry_run:  # the recogniser of --verify / --words, before any model loads
         layers = [(chosen.origin, chosen.settings)] if chosen else []
         check_listening(st.resolve(*layers, (st.FLAG_SOURCE, flags)), words, "--words")
@@ -189,7 +193,8 @@ def batch(
     if dry_run:
         _dry_run(run, json_out)
         return
-    run.run()
+    with output_lock(Path(output), folder=True):  # one run at a time on a folder
+        run.run()
     _summary(run, quiet, json_out)
 
 

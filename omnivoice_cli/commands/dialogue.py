@@ -21,6 +21,7 @@ from ..app.dryrun import describe, render
 from ..app.session import Hardware, WarnOnce
 from ..app.speak import DialogueRun, output_target
 from ..media.cues import check_subtitles_path
+from ..media.lock import output_lock
 from .common import echo, held, run_session, run_settings, stdout_is_terminal, warn
 
 
@@ -116,4 +117,5 @@ def say_dialogue(
         loudness=settings["loudness"],
         sample_rate=settings["sample_rate"],
     )
-    _report(held(run), t_start, json_out, quiet)
+    with output_lock(None if target is None else target.path):  # one run at a time on a file
+        _report(held(run), t_start, json_out, quiet)

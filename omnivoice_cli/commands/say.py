@@ -17,6 +17,7 @@ from ..app.session import Hardware, WarnOnce
 from ..app.speak import Speech, check_streamable, output_target, report_settings, speech_run
 from ..engine.errors import InvalidRequest
 from ..media.cues import check_subtitles_path
+from ..media.lock import output_lock
 from ..ui.helpfmt import BARE
 from ..ui.options import (
     HARDWARE_SETTINGS,
@@ -343,7 +344,8 @@ def say(
     )
     if speech.streamed:  # the streamed render (speak.StreamedRun)
         check_streamable(target)
-    _report(held(speech_run(speech, run_session(quiet), shown)), t_start, json_out, quiet)
+    with output_lock(None if target is None else target.path):  # one run at a time on a file
+        _report(held(speech_run(speech, run_session(quiet), shown)), t_start, json_out, quiet)
 
 
 say.reads_stdin = stdin_is_piped  # HelpCommand: `echo Hi | omnivoice say` speaks

@@ -25,8 +25,9 @@ def name_max(folder: Path) -> int:
 
 def check_writable(path: Path, shown: str | None = None) -> None:
     """Before any work: the file name fits the file system, and its temporary file can be created
-    there (then removed). InvalidRequest for a name that is too long; OSError naming the output
-    for anything else (a read-only or full file system, no permission)."""
+    there (then removed). InvalidRequest for a name that is too long or a folder that cannot be
+    written (no permission, a read-only file system: a bad -o, as a folder that does not exist);
+    OSError naming the output for anything else (a full file system)."""
     shown = str(path) if shown is None else shown
     check_name_length(path, shown)
     try:
@@ -36,6 +37,10 @@ def check_writable(path: Path, shown: str | None = None) -> None:
     except OSError as e:
         if e.errno == errno.ENAMETOOLONG:
             raise InvalidRequest(f"output {shown!r}: the path is too long for this file system") from None
+        if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise InvalidRequest(
+                f"output {shown!r}: folder '{path.parent}' is not writable ({e.strerror or e}); write somewhere else"
+            ) from None
         raise OSError(e.errno, f"cannot write the output {shown!r}: {e.strerror or e}") from None
 
 

@@ -7,12 +7,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..engine.errors import InvalidRequest, OmniVoiceError
+from .rates import SAMPLE_RATES
 
 STDOUT = "-"
 
 # MP3 at 24 kHz is MPEG-2 layer III; libsndfile maps compression_level c in [0, 1] to the bit rate
 # 160 - c * 152 kbit/s (truncated). 95.5 / 152 gives 64 kbit/s: clear speech, 8 kB a second.
 _MP3_64K = (160 - 64.5) / 152
+
+# The sample rates a codec can carry: Opus codes 8, 12, 16, 24 and 48 kHz only; MPEG-1/2/2.5
+# layer III the nine of its three versions; AAC (ADTS and MP4) its sampling-frequency table.
+OPUS_RATES = (8000, 12000, 16000, 24000, 48000)
+MP3_RATES = (8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000)
+AAC_RATES = (8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000, 64000, 88200, 96000)
 
 
 @dataclass(frozen=True)
@@ -30,6 +37,7 @@ class AudioFormat:
     bitrate_mode: str | None = None  # soundfile bitrate_mode (None: libsndfile's default)
     block: int | None = None  # samples per write when the encoding depends on how writes are split
     encoder: str = "sndfile"  # what writes it: libsndfile, "aac" (PyAV or ffmpeg, see aac_encoder), "g711" (ours)
+    rates: tuple[int, ...] | None = None  # the sample rates (Hz) it can carry (None: any); check_rate
 
     @property
     def extension(self) -> str:
@@ -51,7 +59,16 @@ AUDIO_FORMATS: dict[str, AudioFormat] = {
         AudioFormat("wav", (".wav",), "WAV", "PCM_16", lossy=False, streams=True, mime="audio/wav"),
         AudioFormat("flac", (".flac",), "FLAC", "PCM_16", lossy=False, streams=False, mime="audio/flac"),
         AudioFormat("ogg", (".ogg",), "OGG", "VORBIS", lossy=True, streams=True, mime="audio/ogg", block=4096),
-        AudioFormat("opus", (".opus",), "OGG", "OPUS", lossy=True, streams=True, mime="audio/ogg; codecs=opus"),
+        AudioFormat(
+            "opus",
+            (".opus",),
+            "OGG",
+            "OPUS",
+            lossy=True,
+            streams=True,
+            mime="audio/ogg; codecs=opus",
+            rates=OPUS_RATES,
+        ),
         AudioFormat(
             "mp3",
             (".mp3",),
@@ -62,10 +79,15 @@ AUDIO_FORMATS: dict[str, AudioFormat] = {
             mime="audio/mpeg",
             compression_level=_MP3_64K,
             bitrate_mode="CONSTANT",
+            rates=MP3_RATES,
         ),
         AudioFormat("raw", (".raw", ".pcm"), "RAW", "PCM_16", lossy=False, streams=True, mime="audio/pcm"),
-        AudioFormat("aac", (".aac",), "ADTS", "AAC", lossy=True, streams=False, mime="audio/aac", encoder="aac"),
-        AudioFormat("m4a", (".m4a",), "MP4", "AAC", lossy=True, streams=False, mime="audio/mp4", encoder="aac"),
+        AudioFormat(
+            "aac", (".aac",), "ADTS", "AAC", lossy=True, streams=False, mime="audio/aac", encoder="aac", rates=AAC_RATES
+        ),
+        AudioFormat(
+            "m4a", (".m4a",), "MP4", "AAC", lossy=True, streams=False, mime="audio/mp4", encoder="aac", rates=AAC_RATES
+        ),
         # G.711 telephony audio, raw 8-bit codes (media/g711.py; usually with sample_rate 8000)
         AudioFormat(
             "mulaw", (".ulaw", ".mulaw"), "RAW", "ULAW", lossy=True, streams=True, mime="audio/basic", encoder="g711"
@@ -125,3 +147,20 @@ def check_fits(fmt: AudioFormat, samples: int, sample_rate: int) -> None:
             f"the audio is {samples / sample_rate / 3600:.1f} h long: a {fmt.name} file holds at most "
             f"{limit / sample_rate / 3600:.1f} h (its header's 4 GiB limit); use .flac or .ogg"
         )
+
+
+def check_rate(fmt: AudioFormat, sample_rate: int | None) -> None:
+    """InvalidRequest (setting `sample_rate`) when `fmt` cannot carry audio at `sample_rate` (None:
+    the model's 24 kHz, which every format carries). The one check of a format against a rate:
+    every way in (say, batch, dialogue, the server's speech, script and socket) calls it before
+    any work, and the writers call it again, so a pair that cannot meet never reaches the codec."""
+    if sample_rate is None or fmt.rates is None or int(sample_rate) in fmt.rates:
+        return
+    usable = [r for r in SAMPLE_RATES if r in fmt.rates]
+    rates = ", ".join(map(str, usable[:-1])) + " or " + str(usable[-1])
+    others = [f.name for f in AUDIO_FORMATS.values() if f.rates is None or int(sample_rate) in f.rates][:4]
+    raise InvalidRequest(
+        f"format {fmt.name} cannot carry a sample rate of {sample_rate} Hz: use {rates} Hz with {fmt.name}, "
+        f"or another format ({', '.join(others)})",
+        "sample_rate",
+    )

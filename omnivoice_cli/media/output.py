@@ -36,7 +36,6 @@ that went away (EPIPE) into `StreamClosed`.
 
 from __future__ import annotations
 
-import errno
 import io
 import os
 import sys
@@ -66,6 +65,7 @@ from .formats import (
     EncoderMissing,
     FormatUnavailable,
     check_fits,
+    check_rate,
     extension_list,
     format_named,
     format_of,
@@ -101,6 +101,7 @@ __all__ = [  # this module's own names, then those it re-exports (callers may im
     "EncoderMissing",
     "FormatUnavailable",
     "check_fits",
+    "check_rate",
     "format_named",
     "format_of",
     "WRITE_BLOCK",
@@ -138,16 +139,18 @@ class OutputTarget:
         return STDOUT if self.path is None else str(self.path)
 
 
-def check_output(spec: str, format: str | None = None) -> OutputTarget:
+def check_output(spec: str, format: str | None = None, sample_rate: int | None = None) -> OutputTarget:
     """Parse `-o`: '-' (stdout, WAV unless `format` names another) or a path whose extension is
-    one of the table's, in an existing folder; `format`, if given, must agree with the extension.
+    one of the table's, in an existing, writable folder; `format`, if given, must agree with the
+    extension, and the format must carry `sample_rate` (check_rate; None: the model's).
 
-    Raises InvalidRequest (a usage error) naming the value and what is allowed; FormatUnavailable
-    when libsndfile cannot write the format; PermissionError when the folder is not writable.
+    Raises InvalidRequest (a usage error) naming the value and what is allowed, a folder that
+    cannot be written included; FormatUnavailable when libsndfile cannot write the format.
     """
     wanted = format_named(format) if format is not None else None
     if spec == STDOUT:
         piped = wanted or AUDIO_FORMATS["wav"]
+        check_rate(piped, sample_rate)
         check_available(piped)
         if not stdout_is_open():
             raise InvalidRequest("-o - writes the audio to stdout, which is closed: give -o FILE")
@@ -162,6 +165,7 @@ def check_output(spec: str, format: str | None = None) -> OutputTarget:
         raise InvalidRequest(f"output {spec!r} has {shown}: use a file ending in {extension_list()}, or - for stdout")
     if wanted is not None and wanted is not fmt:
         raise InvalidRequest(f"output {spec!r} is {fmt.name} but the format asked is {wanted.name}: make them agree")
+    check_rate(fmt, sample_rate)
     check_name_length(path, spec)
     if path.is_dir():
         raise InvalidRequest(f"output {spec!r} is a folder: give a file name ending in {ext}")
@@ -171,7 +175,9 @@ def check_output(spec: str, format: str | None = None) -> OutputTarget:
             f"output {spec!r}: folder '{folder}' does not exist; create it first or write somewhere else"
         )
     if not os.access(folder, os.W_OK | os.X_OK):
-        raise PermissionError(errno.EACCES, "cannot write to this folder", str(folder))
+        raise InvalidRequest(
+            f"output {spec!r}: folder '{folder}' is not writable (Permission denied); write somewhere else"
+        )
     check_available(fmt)
     check_writable(path, spec)
     return OutputTarget(path, fmt.sf_format, fmt.subtype)
@@ -182,6 +188,7 @@ def _write_blocks(f, audio, sample_rate: int, format: str, subtype: str) -> None
 
     a = mono(audio)
     fmt = format_of(format, subtype)
+    check_rate(fmt, sample_rate)
     check_fits(fmt, len(a), sample_rate)
     if fmt.encoder == "aac":
         f.write(encode_aac(a, sample_rate, fmt))

@@ -2,16 +2,19 @@
 `StreamEncoder` turns float32 pieces into the bytes of one stream as they come: WAV with
 0xFFFFFFFF in its RIFF and data size fields (as streaming servers do), raw PCM, and the lossy
 formats through libsndfile with any rewrite of already-sent bytes dropped (mp3: the info frame).
-`StreamWriter` writes them to a file descriptor or a binary file, every byte (`pipes.write_all`)."""
+`StreamWriter` writes them to a file descriptor or a binary file, every byte (`pipes.write_all`);
+a WAV whose stream went to a regular file after all (`say --stream -o - > out.wav`) gets its real
+sizes written into its header at the end."""
 
 from __future__ import annotations
 
 import io
+import os
 import struct
 
 from ..engine.errors import InvalidRequest
 from .encoders import check_available
-from .formats import AUDIO_FORMATS, AudioFormat, format_named
+from .formats import AUDIO_FORMATS, AudioFormat, check_rate, format_named
 from .pcm import WRITE_BLOCK, mono, pcm16, write_piece
 from .pipes import write_all
 
@@ -106,6 +109,7 @@ class StreamEncoder:
         if not self.format.streams:
             streamable = ", ".join(f.name for f in AUDIO_FORMATS.values() if f.streams)
             raise InvalidRequest(f"format {self.format.name} cannot be streamed: use one of {streamable}")
+        check_rate(self.format, sample_rate)
         check_available(self.format)
         self.sample_rate = int(sample_rate)
         self._sink = _ForwardSink()
@@ -190,6 +194,53 @@ def _empty():
     return np.zeros(0, dtype=np.float32)
 
 
+def _fd(out) -> int | None:
+    try:
+        return out if isinstance(out, int) else int(out.fileno())
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        return None
+
+
+def _rewritable_at(out) -> int | None:
+    """Where the stream starts in `out` when `out` is a regular file that can be written at a
+    place (not opened to append), else None (a pipe, a socket, a terminal, a buffer)."""
+    import stat
+
+    try:
+        import fcntl
+    except ImportError:  # Windows: left as a stream
+        return None
+    fd = _fd(out)
+    if fd is None:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode) or fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_APPEND:
+            return None
+        if not isinstance(out, int):
+            out.flush()
+        return os.lseek(fd, 0, os.SEEK_CUR)
+    except OSError:
+        return None
+
+
+def _write_wav_sizes(out, start: int, size: int) -> None:
+    """The RIFF and data sizes of the WAV of `size` bytes written at `start` (left unknown when
+    they do not fit in 32 bits, or the file cannot be written there)."""
+    data = size - len(streaming_wav_header(1))
+    if data < 0 or 36 + data > UNKNOWN_SIZE:
+        return
+    fd = _fd(out)
+    if fd is None:
+        return
+    try:
+        if not isinstance(out, int):
+            out.flush()
+        os.pwrite(fd, struct.pack("<I", 36 + data), start + 4)
+        os.pwrite(fd, struct.pack("<I", data), start + 40)
+    except OSError:
+        pass
+
+
 class StreamWriter:
     """Writes float32 pieces as one stream of `fmt` to `out` (a file descriptor or a binary file),
     each piece's bytes as soon as it is fed.
@@ -203,13 +254,17 @@ class StreamWriter:
         self.out = out
         self.encoder = StreamEncoder(fmt, sample_rate)
         self.bytes_written = 0
+        self.start = _rewritable_at(out) if self.encoder.format.name == "wav" else None
 
     def write(self, audio) -> None:
         self._send(self.encoder.feed(audio))
 
     def close(self) -> None:
-        """Flush the encoder's last bytes."""
+        """Flush the encoder's last bytes; a WAV written to a regular file (`say --stream -o - >
+        out.wav`) then gets its real sizes in its header, in place of the unknown-size fields."""
         self._send(self.encoder.finish())
+        if self.start is not None:
+            _write_wav_sizes(self.out, self.start, self.bytes_written)
 
     def _send(self, data: bytes) -> None:
         if data:

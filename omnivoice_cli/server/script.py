@@ -52,7 +52,7 @@ from ..media.output import AudioFormat, format_named
 from ..media.tracks import join_with_gaps
 from .config import ServeOptions
 from .errors import bad_request, busy, from_engine
-from .speech import RESPONSE_FORMATS, parse_json, speaker_for
+from .speech import RESPONSE_FORMATS, parse_json, rate_for, speaker_for
 
 if TYPE_CHECKING:
     from .state import ServerState
@@ -156,6 +156,7 @@ def parse_script(body: bytes, options: ServeOptions, speaker: Speaker | None = N
         built.append(b)
     check_length(lines, built, float(pause), tracks)
     fmt = format_named(RESPONSE_FORMATS[name])
+    rate_for(fmt, built[0].settings["sample_rate"])
     return ScriptBody(lines, built, float(pause), base, fmt, tracks)
 
 

@@ -36,7 +36,7 @@ from ..engine.errors import InvalidRequest
 from ..engine.pipeline import Request
 from ..engine.text import check_text, unicode_problem
 from ..media.loudness import streaming_refused
-from ..media.output import AudioFormat, FormatUnavailable, check_available, format_named
+from ..media.output import AudioFormat, FormatUnavailable, check_available, check_rate, format_named
 from .config import ServeOptions
 from .errors import ApiError, bad_request, request_field, scrub
 
@@ -372,11 +372,20 @@ def parse_speech(body: bytes, options: ServeOptions, speaker: Speaker | None = N
         _voice_items(layers, layer, voice.items, renamed)
         voice = dataclasses.replace(voice, items=None)  # its items are layered: no `voice` setting
     settings = speaker.resolve([*layers, (REQUEST, layer)], voice)
+    rate_for(fmt, settings["sample_rate"])
     stream = _whole_for_loudness(data, settings, sse, stream)
     built = _build(speaker, text, settings, renamed)
     stream = stream and not timestamps
     shown_voice = voice.shown if voice else "auto"
     return SpeechBody(built, fmt, name, sse, stream, shown_voice, len(text), notes, timestamps)
+
+
+def rate_for(fmt: AudioFormat, sample_rate: int | None) -> None:
+    """The reply's format can carry `sample_rate` (formats.check_rate, the CLI's check): else a 400."""
+    try:
+        check_rate(fmt, sample_rate)
+    except InvalidRequest as e:
+        raise bad_request(str(e), "sample_rate") from None
 
 
 def _whole_for_loudness(data: dict, settings: st.Resolved, sse: bool, stream: bool) -> bool:
