@@ -11,10 +11,11 @@ import typer
 
 from ..app import settings as st
 from ..app.session import Hardware, Session
+from ..app.speaker import idle_seconds
 from ..engine.errors import MissingExtra
 from ..server.config import ServeOptions, load_voice_map
 from ..server.state import ServerState
-from ..ui.options import HARDWARE_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, with_settings
+from ..ui.options import HARDWARE_SETTINGS, IDLE_UNLOAD_OPTION, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, with_settings
 from .common import echo, notice, run_settings, warn
 from .say import check_listening
 
@@ -138,6 +139,13 @@ def serve(
         help="Seconds requests in flight get to finish after SIGTERM / Ctrl-C. Default: 30.",
     ),
     no_ui: bool = typer.Option(False, "--no-ui", rich_help_panel="Server", help="No page on GET / (the API only)."),
+    warmup: bool = typer.Option(
+        False,
+        "--warmup",
+        rich_help_panel="Server",
+        help="Speak one short request once the model is loaded; /health/ready says ready after it.",
+    ),
+    idle_unload: Optional[str] = IDLE_UNLOAD_OPTION,
     voice_map: Optional[str] = typer.Option(
         None,
         "--voice-map",
@@ -152,6 +160,7 @@ def serve(
 ) -> None:
     """Serve OpenAI's speech API (POST /v1/audio/speech) and the saved voices over HTTP."""
     check_stack()  # before server.run, which imports the web framework
+    unload = idle_seconds(idle_unload)
     from ..server.run import is_loopback  # (starlette, uvicorn: loaded when serving, not by --help)
 
     chosen, settings = run_settings(preset, flags)
@@ -172,6 +181,8 @@ def serve(
         quiet=quiet,
         ui=not no_ui,
         asr_model=settings["asr_model"],
+        warmup=warmup,
+        idle_unload=unload,
     )
     if not is_loopback(host) and options.api_key is None:
         warn(f"listening on {host} without --api-key: anyone who can reach this port can use the server")
