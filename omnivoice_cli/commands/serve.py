@@ -12,7 +12,7 @@ import typer
 from ..app import settings as st
 from ..app.session import Hardware, Session
 from ..app.speaker import idle_seconds
-from ..engine.errors import MissingExtra
+from ..engine.errors import InvalidRequest, MissingExtra
 from ..server.config import ServeOptions, load_voice_map
 from ..server.state import ServerState
 from ..ui.options import HARDWARE_SETTINGS, IDLE_UNLOAD_OPTION, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, with_settings
@@ -154,6 +154,47 @@ def serve(
         show_default=False,
         help="JSON of OpenAI voice names -> voice-design items, over the shipped table.",
     ),
+    ray: Optional[str] = typer.Option(
+        None,
+        "--ray",
+        metavar="ADDRESS|auto|local",
+        rich_help_panel="Cluster",
+        show_default=False,
+        help="Serve as a Ray Serve application, a model per replica: local starts a cluster here, auto joins "
+        "the one RAY_ADDRESS or a running head names, or give its address (pip install 'omnivoice-cli[ray]').",
+    ),
+    replicas: int = typer.Option(
+        1, "--replicas", min=1, max=10_000, metavar="N", rich_help_panel="Cluster", help="Replicas (--ray). Default: 1."
+    ),
+    min_replicas: Optional[int] = typer.Option(
+        None,
+        "--min-replicas",
+        min=0,
+        max=10_000,
+        metavar="N",
+        rich_help_panel="Cluster",
+        show_default=False,
+        help="Autoscale (--ray) on the requests ongoing per replica, from N replicas ...",
+    ),
+    max_replicas: Optional[int] = typer.Option(
+        None,
+        "--max-replicas",
+        min=1,
+        max=10_000,
+        metavar="N",
+        rich_help_panel="Cluster",
+        show_default=False,
+        help="... up to N replicas.",
+    ),
+    gpus_per_replica: float = typer.Option(
+        0.0,
+        "--gpus-per-replica",
+        min=0.0,
+        max=64.0,
+        metavar="N",
+        rich_help_panel="Cluster",
+        help="GPUs each replica takes (--ray; 1: a replica per GPU). Default: 0.",
+    ),
     preset: Optional[str] = PRESET_OPTION,
     quiet: bool = QUIET_OPTION,
     flags: dict = NO_FLAGS,
@@ -186,7 +227,25 @@ def serve(
     )
     if not is_loopback(host) and options.api_key is None:
         warn(f"listening on {host} without --api-key: anyone who can reach this port can use the server")
-    _run(ServerState(options, _loader(settings, quiet)), quiet)
+    if ray is None:
+        if min_replicas is not None or max_replicas is not None or replicas != 1 or gpus_per_replica:
+            raise InvalidRequest("--replicas, --min-replicas, --max-replicas and --gpus-per-replica need --ray")
+        _run(ServerState(options, _loader(settings, quiet)), quiet)
+        return
+    from ..server.rayserve import RayOptions, deploy  # (ray: loaded when serving on it)
+
+    cluster = RayOptions(ray, replicas, min_replicas, max_replicas, gpus_per_replica, settings["threads"] or 1)
+    deploy(options, _Loader(settings, quiet), cluster, echo)
+
+
+class _Loader:
+    """What a Ray Serve replica calls to make its model's loader (pickled to it)."""
+
+    def __init__(self, settings: st.Resolved, quiet: bool) -> None:
+        self.settings, self.quiet = settings, quiet
+
+    def __call__(self):
+        return _loader(self.settings, self.quiet)
 
 
 def _run(state: ServerState, quiet: bool) -> None:

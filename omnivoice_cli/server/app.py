@@ -55,6 +55,7 @@ if TYPE_CHECKING:
 
 
 REQUEST_ID_HEADER = "X-Request-Id"
+REPLICA_HEADER = b"x-omnivoice-replica"  # which replica answered (serve --ray)
 OPEN_PATHS = ("/health", "/health/live", "/health/ready")  # answered without a key, also while stopping
 SPEECH_PATH = "/v1/audio/speech"
 ENGINE_PATHS = (SPEECH_PATH, "/v1/audio/script", "/v1/audio/voices", "/tts/ws")  # load a sleeping model (not GET)
@@ -124,6 +125,7 @@ class Gate:
         entry = {"id": state.request_id(), "method": scope["method"], "path": path[:200], "t0": time.perf_counter()}
         scope["omnivoice.log"] = entry
         started = False
+        replica = [(REPLICA_HEADER, state.options.replica.encode())] if state.options.replica else []
 
         async def sending(message: Message) -> None:
             nonlocal started
@@ -135,6 +137,7 @@ class Gate:
                     "headers": [
                         *message.get("headers", []),
                         (REQUEST_ID_HEADER.lower().encode(), entry["id"].encode()),
+                        *replica,
                     ],
                 }
             await send(message)
@@ -339,6 +342,8 @@ async def health(request: Request) -> Response:
         "engine": state.speaker.phase,  # loaded, loading, asleep (--idle-unload) or unloaded
         "loads": state.speaker.loads,
     }
+    if state.options.replica:
+        body["replica"] = state.options.replica
     if state.speaker.load_seconds is not None:
         body["load_seconds"] = round(state.speaker.load_seconds, 3)
     if state.error:
