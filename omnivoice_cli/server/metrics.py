@@ -57,6 +57,8 @@ ENDPOINTS = {
     "/v1/audio/models": "models",
     "/v1/omnivoice/schema": "schema",
     "/health": "health",
+    "/health/live": "health",
+    "/health/ready": "health",
     "/metrics": "metrics",
     "/tts/ws": "ws",
     "/": "page",
