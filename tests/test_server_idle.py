@@ -187,7 +187,6 @@ def test_serve_idle_unload_gives_the_memory_back(tmp_path):
         assert first.status_code == 200
         wait_for(lambda: c.get("/health").json()["status"] == "asleep", what="asleep")
         before = _metric(c.get("/metrics").text, "omnivoice_resident_bytes_before_load")
-        print("RSS", before / MB, _rss(proc.pid) / MB)
         assert _rss(proc.pid) - before < 150 * MB
         again = c.post("/v1/audio/speech", json=SEEDED)
         assert again.status_code == 200 and again.content == first.content
