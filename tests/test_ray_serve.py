@@ -25,7 +25,7 @@ import pytest
 pytest.importorskip("uvicorn")  # the serve extra
 
 import httpx
-from server_util import TINY_CKPT
+from server_util import TINY_CKPT, wait_for
 
 from omnivoice_cli.engine.errors import InvalidRequest
 
@@ -147,6 +147,31 @@ def test_two_replicas_on_ray_serve_answer_as_a_plain_serve(ray_head, tmp_path):
         health = httpx.get(url + "/health", timeout=60).json()
         assert health["status"] == "ready" and health["replica"] in served
         _socket_speaks(url)
+        _a_replica_killed(url, health)
+
+
+def _a_replica_killed(url: str, health: dict) -> None:
+    """A replica's process killed with requests in flight: none hangs (each a whole answer within
+    30 s: 200 from the other replica, or Ray Serve's error for those the dead one held), and Ray
+    Serve brings a new replica, which serves."""
+    text = " ".join(f"Sentence {n} of a longer text to speak." for n in range(6))
+
+    def one(seed: int) -> int:
+        body = {"input": text, "num_step": 4, "seed": seed, "response_format": "wav", "stream": False}
+        return httpx.post(url + "/v1/audio/speech", json=body, headers=AUTH, timeout=30).status_code
+
+    with ThreadPoolExecutor(8) as pool:
+        answers = [pool.submit(one, seed) for seed in range(8)]
+        os.kill(health["pid"], signal.SIGKILL)
+        statuses = [a.result() for a in answers]  # httpx's timeout: none past 30 s
+    assert set(statuses) <= {200, 500, 503}, statuses
+    seen: set[str | None] = set()
+
+    def both_answer() -> bool:  # both replicas answer again, one of them new
+        seen.add(_speech(url, 0).headers.get("x-omnivoice-replica"))
+        return len(seen - {health["replica"], None}) >= 2
+
+    wait_for(both_answer, timeout=300, what="Ray Serve's new replica")
 
 
 def _socket_speaks(url: str) -> None:

@@ -16,6 +16,7 @@ the WebSocket /tts/ws (socket.py: text streamed in, audio out, barge-in); GET /m
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -343,7 +344,7 @@ async def health(request: Request) -> Response:
         "loads": state.speaker.loads,
     }
     if state.options.replica:
-        body["replica"] = state.options.replica
+        body.update(replica=state.options.replica, pid=os.getpid())
     if state.speaker.load_seconds is not None:
         body["load_seconds"] = round(state.speaker.load_seconds, 3)
     if state.error:
