@@ -194,3 +194,51 @@ def test_serve_idle_unload_gives_the_memory_back(tmp_path):
     finally:
         proc.terminate()
         proc.wait(60)
+
+
+@pytest.mark.slow
+def test_wyoming_sleeps_between_connections_and_wakes_for_the_next(engine):
+    pytest.importorskip("wyoming")
+    import asyncio
+
+    from wyoming.audio import AudioChunk
+    from wyoming.client import AsyncTcpClient
+    from wyoming.tts import Synthesize
+
+    from omnivoice_cli.app import settings as st
+    from omnivoice_cli.server.wyoming import WyomingOptions, WyomingServer
+
+    flags = {"num_step": 4, "seed": 5}
+    speaker = Speaker(SpeakerOptions(layers=((st.FLAG_SOURCE, flags),), idle_unload=0.3), load=lambda: engine)
+    speaker.start()
+    server = WyomingServer(speaker, WyomingOptions(uri="tcp://127.0.0.1:0", quiet=True))
+    ready, loop = threading.Event(), asyncio.new_event_loop()
+    thread = threading.Thread(target=lambda: loop.run_until_complete(server.serve(lambda _: ready.set())), daemon=True)
+    thread.start()
+    assert ready.wait(60)
+    port = int(server.address.rsplit(":", 1)[1])
+
+    async def speak(client) -> bytes:
+        await client.write_event(Synthesize(text="Hello there.").event())
+        audio = b""
+        while (event := await client.read_event()) is not None and event.type != "audio-stop":
+            assert event.type != "error", event
+            if AudioChunk.is_type(event.type):
+                audio += AudioChunk.from_event(event).audio
+        return audio
+
+    async def session(hold: bool) -> bytes:
+        async with AsyncTcpClient("127.0.0.1", port, connect_timeout=10, read_timeout=120) as client:
+            audio = await speak(client)
+            if hold:  # the connection stays open past the idle time: the model stays loaded
+                await asyncio.sleep(1.0)
+                assert speaker.phase == "loaded"
+            return audio
+
+    try:
+        first = asyncio.run(session(hold=True))
+        _wait_asleep(speaker)
+        assert asyncio.run(session(hold=False)) == first and speaker.loads == 2  # woken, the same audio
+    finally:
+        loop.call_soon_threadsafe(server.close)
+        thread.join(30)
