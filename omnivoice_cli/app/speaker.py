@@ -28,18 +28,27 @@ request's voice name (saved, mapped, auto; a path or an unknown name: `VoiceRefu
 `kind` a front end may word in its own protocol's terms).
 
 Many clients share the one `engine.service.Service` (packed forwards, `max_queue` open requests
-at most); the model is loaded once, by the first request (or by `start()`), and stays loaded.
+at most); the model is loaded once, by the first request (or by `start()`), and stays loaded,
+unless `idle_unload` is set: then, once nothing has used it for that many seconds (no request
+open in the engine, nobody holding it: `hold()`, what a server does for each request and socket),
+the engine loop is stopped and the model's memory freed (`unload`: gc, the CUDA cache, glibc's
+malloc_trim); the next request loads it again (`loads`, `load_seconds`, `on_load` say so).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import gc
 import queue
+import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Literal, Mapping, TypedDict
 
+from ..engine import memory
 from ..engine.errors import InvalidRequest
 from ..engine.pipeline import Request
 from ..engine.service import Event, Places, Service, Summary, Ticket
@@ -76,6 +85,7 @@ class SpeakerOptions:
     first_seconds: float = 4.0  # a text's first piece: whole sentences up to this estimated length
     piece_seconds: float = 10.0  # its later pieces
     voice_map: Mapping[str, str] | None = None  # OpenAI voice name -> items (None: the built-in table)
+    idle_unload: float | None = None  # seconds unused after which the model is unloaded (None: never)
 
 
 class VoiceEntry(TypedDict, total=False):
@@ -126,10 +136,19 @@ class Speaker:
         self.options, self._load = options, load
         self._lock = threading.Lock()
         self._service: Service | None = None
-        self.load_seconds: float | None = None  # how long the model took to load, once loaded
+        self.load_seconds: float | None = None  # how long the model took to load (the last load)
+        self.loads = 0  # times the model was loaded
+        self.unloads = 0  # times it was unloaded for being idle (idle_unload)
+        self.loading = False  # a load is under way
+        self.on_load: list[Callable[[float], None]] = []  # called with each load's seconds, once running
         self.requests_built = 0  # requests made by `make` (every front end's)
         self._own_prompts: dict[tuple[str, str], VoicePrompt] = {}  # the checkpoint's voices, encoded
         self._count = threading.Lock()
+        self._idle = threading.Condition()  # guards _users, _quiet_since, _closed
+        self._users = 0  # holders (hold()): requests and sockets being answered
+        self._quiet_since = time.monotonic()  # when it was last used
+        self._closed = False
+        self._watcher: threading.Thread | None = None
 
     # --- the engine loop ----------------------------------------------------------------------
     @property
@@ -141,31 +160,116 @@ class Speaker:
         """The engine loop once started (None before: nothing is loaded by asking)."""
         return self._service
 
+    @property
+    def phase(self) -> str:
+        """ "loaded", "loading", "asleep" (unloaded for being idle) or "unloaded" (not yet loaded)."""
+        if self._service is not None:
+            return "loaded"
+        if self.loading:
+            return "loading"
+        return "asleep" if self.unloads else "unloaded"
+
     def service(self) -> Service:
         """The engine loop, the model loaded on the first call (a failure is raised, and the
-        next call tries again)."""
+        next call tries again), and again on the first after an idle unload."""
         with self._lock:
             if self._service is None:
                 t0 = time.perf_counter()
-                engine = self._load()
+                self.loading = True
+                try:
+                    engine = self._load()
+                finally:
+                    self.loading = False
                 if engine is None:
                     raise RuntimeError("this speaker only builds requests: it has no model to load")
                 self.load_seconds = time.perf_counter() - t0
+                self.loads += 1
                 config = StreamConfig(
                     first_seconds=self.options.first_seconds, piece_seconds=self.options.piece_seconds
                 )
                 # fit: a stretch over one forward is cut at words, as the CLI's plan cuts it (`make`
                 # has planned the request: what the plan takes, the loop takes)
                 service = Service(engine, max_queue=self.options.max_queue, config=config, fit=True)
+                del engine
+                self._touch()
                 self._service = service.start()
+                for listener in self.on_load:
+                    listener(self.load_seconds)
+                if self.options.idle_unload is not None and self._watcher is None:
+                    self._watcher = threading.Thread(target=self._watch, name="omnivoice-idle", daemon=True)
+                    self._watcher.start()
             return self._service
 
     start = service
 
     def stop(self) -> None:
+        with self._idle:
+            self._closed = True
+            self._idle.notify_all()
         with self._lock:
             if self._service is not None:
                 self._service.stop()
+
+    # --- idle unloading -----------------------------------------------------------------------
+    @contextmanager
+    def hold(self) -> Iterator[None]:
+        """While held (a request or socket being answered), the model is not unloaded."""
+        with self._idle:
+            self._users += 1
+        try:
+            yield
+        finally:
+            with self._idle:
+                self._users -= 1
+                self._quiet_since = time.monotonic()
+                self._idle.notify_all()
+
+    def _touch(self) -> None:
+        with self._idle:
+            self._quiet_since = time.monotonic()
+            self._idle.notify_all()
+
+    def _idle_for(self) -> float | None:
+        """Seconds it has been unused (None: it is in use, or not loaded); call with _idle held."""
+        service = self._service
+        if service is None or self._users or service.open:
+            return None
+        return time.monotonic() - self._quiet_since
+
+    def _watch(self) -> None:
+        """The idle watcher's thread: unloads once unused for idle_unload seconds. Engine requests
+        end without telling it (a client's cancel), so it also looks every `poll` seconds."""
+        limit = float(self.options.idle_unload or 0.0)
+        poll = min(max(limit / 4, 0.05), 1.0)
+        while True:
+            with self._idle:
+                if self._closed:
+                    return
+                idle = self._idle_for()
+                if idle is None:
+                    if self._service is not None:
+                        self._quiet_since = time.monotonic()  # in use now: quiet from now at the earliest
+                    self._idle.wait(poll)
+                    continue
+                if idle < limit:
+                    self._idle.wait(min(limit - idle, poll))
+                    continue
+            self.unload(idle=limit)
+
+    def unload(self, idle: float | None = None) -> bool:
+        """Stop the engine loop and free the model's memory (the next request loads it again);
+        with `idle`, only if it has been unused for that many seconds. Whether it unloaded."""
+        with self._lock:  # no load meanwhile: a request now waits for this, then loads
+            with self._idle:
+                quiet = self._idle_for()
+                if self._service is None or (idle is not None and (quiet is None or quiet < idle)):
+                    return False
+                service, self._service = self._service, None
+                self.unloads += 1
+            service.stop()
+            del service
+            free_memory()
+        return True
 
     @property
     def sample_rate(self) -> int:
@@ -185,15 +289,23 @@ class Speaker:
     ) -> Ticket:
         """service().submit: a Ticket, or InvalidRequest / Busy / Stopped. `check`: its per-piece
         check (verify.py), run as each piece is done; `places`: reserved ones it takes (reserve)."""
-        service = self.service()
-        if check is None and places is None:
-            return service.submit(request, on_event)
-        return service.submit(request, on_event, check=check, places=places)
+        with self.hold():  # not unloaded between the load and the submit (then the request is open)
+
+            def on(event: Event) -> None:
+                if event.kind != "piece":
+                    self._touch()  # quiet from its end on
+                on_event(event)
+
+            service = self.service()
+            if check is None and places is None:
+                return service.submit(request, on)
+            return service.submit(request, on, check=check, places=places)
 
     def reserve(self, size: int) -> Places:
         """service().reserve: `size` places of --max-queue held at once for one caller's requests
         (a dialogue's lines: one admission), or Busy / Stopped."""
-        return self.service().reserve(size)
+        with self.hold():
+            return self.service().reserve(size)
 
     def render(
         self, request: Request, on_piece: Callable[[StreamPiece], None] | None = None
@@ -383,6 +495,38 @@ class Speaker:
                 out.append({"name": name, "type": "openai", "instruct": items})
         out.append({"name": "auto", "type": "auto"})
         return out
+
+
+DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "": 1.0}
+
+
+def idle_seconds(spec: str | None, option: str = "--idle-unload") -> float | None:
+    """A duration such as 30s, 5m, 1h, 500ms or 90 (seconds) in seconds; None for none, "never"
+    or "off". InvalidRequest naming the value and what is allowed."""
+    if spec is None or spec.strip().lower() in ("never", "off"):
+        return None
+    text = spec.strip().lower()
+    number = text.rstrip("mhs")
+    unit = text[len(number) :]
+    try:
+        value = float(number) * DURATION_UNITS[unit]
+    except (ValueError, KeyError):
+        value = -1.0
+    if not (value > 0 and value < 1e9):
+        raise InvalidRequest(
+            f"{option} must be a duration above 0 such as 30s, 5m, 1h or 500ms (or never), got {spec!r}"
+        )
+    return value
+
+
+def free_memory() -> None:
+    """Give back what an unloaded model held: the cycles collected, CUDA's cached blocks (where
+    torch is loaded and has used CUDA), the heap's free memory (glibc's malloc_trim)."""
+    gc.collect()
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+    memory.release_free_memory()
 
 
 def listed(names: list[str]) -> str:

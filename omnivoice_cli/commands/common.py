@@ -17,7 +17,7 @@ from ..app.request import named
 from ..app.session import Hardware, Session
 from ..app.signals import HoldSignals
 from ..app.speak import Stopped
-from ..app.speaker import SpeakerOptions
+from ..app.speaker import SpeakerOptions, idle_seconds
 from ..engine.errors import InvalidRequest
 from ..engine.pipeline import Engine
 from ..engine.text import resolve_instruct
@@ -88,14 +88,19 @@ def run_settings(preset: str | None, flags: dict[str, Any]) -> tuple[st.Preset |
 
 
 def speaker_options(
-    preset: str | None, flags: dict[str, Any], max_queue: int, max_chars: int
+    preset: str | None, flags: dict[str, Any], max_queue: int, max_chars: int, idle_unload: str | None = None
 ) -> tuple[st.Resolved, SpeakerOptions]:
     """The run's settings and the SpeakerOptions of an engine-loop server (wyoming, mcp): its
-    preset and flags as the layers every request starts from."""
+    preset and flags as the layers every request starts from; --idle-unload read."""
+    unload = idle_seconds(idle_unload)
     chosen, settings = run_settings(preset, flags)
     layers = ((chosen.origin, chosen.settings),) if chosen else ()
     options = SpeakerOptions(
-        layers=(*layers, (st.FLAG_SOURCE, flags)), model=settings["model"], max_queue=max_queue, max_chars=max_chars
+        layers=(*layers, (st.FLAG_SOURCE, flags)),
+        model=settings["model"],
+        max_queue=max_queue,
+        max_chars=max_chars,
+        idle_unload=unload,
     )
     return settings, options
 

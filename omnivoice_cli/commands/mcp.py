@@ -13,6 +13,7 @@ from ..app.speaker import Speaker
 from ..engine.errors import InvalidRequest, MissingExtra
 from ..server.schema import package_version
 from ..ui.options import (
+    IDLE_UNLOAD_OPTION,
     NO_FLAGS,
     PRESET_OPTION,
     QUIET_OPTION,
@@ -76,6 +77,7 @@ def mcp(
     ),
     max_queue: int = SPEAKER_MAX_QUEUE_OPTION,
     max_chars: int = SPEAKER_MAX_CHARS_OPTION,
+    idle_unload: Optional[str] = IDLE_UNLOAD_OPTION,
     preset: Optional[str] = PRESET_OPTION,
     quiet: bool = QUIET_OPTION,
     flags: dict = NO_FLAGS,
@@ -84,7 +86,7 @@ def mcp(
     check_extra()
     from ..server.mcp import Tools, build_server  # (the mcp extra: loaded when serving, not by --help)
 
-    settings, options = speaker_options(preset, flags, max_queue, max_chars)
+    settings, options = speaker_options(preset, flags, max_queue, max_chars, idle_unload)
     speaker = Speaker(options, load=_loader(settings, quiet))
     speaker.check()  # the flags make a request (a voice that exists, ...) before any client comes
     tools = Tools(speaker, _root(root))

@@ -11,10 +11,11 @@ import typer
 
 from ..app import settings as st
 from ..app.session import Hardware, Session
-from ..engine.errors import MissingExtra
+from ..app.speaker import idle_seconds
+from ..engine.errors import InvalidRequest, MissingExtra
 from ..server.config import ServeOptions, load_voice_map
 from ..server.state import ServerState
-from ..ui.options import HARDWARE_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, with_settings
+from ..ui.options import HARDWARE_SETTINGS, IDLE_UNLOAD_OPTION, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, with_settings
 from .common import echo, notice, run_settings, warn
 from .say import check_listening
 
@@ -158,6 +159,13 @@ def serve(
         "closed with 1013. All addresses together: half the connection limit. Default: 32.",
     ),
     no_ui: bool = typer.Option(False, "--no-ui", rich_help_panel="Server", help="No page on GET / (the API only)."),
+    warmup: bool = typer.Option(
+        False,
+        "--warmup",
+        rich_help_panel="Server",
+        help="Speak one short request once the model is loaded; /health/ready says ready after it.",
+    ),
+    idle_unload: Optional[str] = IDLE_UNLOAD_OPTION,
     voice_map: Optional[str] = typer.Option(
         None,
         "--voice-map",
@@ -166,12 +174,54 @@ def serve(
         show_default=False,
         help="JSON of OpenAI voice names -> voice-design items, over the shipped table.",
     ),
+    ray: Optional[str] = typer.Option(
+        None,
+        "--ray",
+        metavar="ADDRESS|auto|local",
+        rich_help_panel="Cluster",
+        show_default=False,
+        help="Serve as a Ray Serve application, a model per replica: local starts a cluster here, auto joins "
+        "the one RAY_ADDRESS or a running head names, or give its address (pip install 'omnivoice-cli[ray]').",
+    ),
+    replicas: int = typer.Option(
+        1, "--replicas", min=1, max=10_000, metavar="N", rich_help_panel="Cluster", help="Replicas (--ray). Default: 1."
+    ),
+    min_replicas: Optional[int] = typer.Option(
+        None,
+        "--min-replicas",
+        min=0,
+        max=10_000,
+        metavar="N",
+        rich_help_panel="Cluster",
+        show_default=False,
+        help="Autoscale (--ray) on the requests ongoing per replica, from N replicas ...",
+    ),
+    max_replicas: Optional[int] = typer.Option(
+        None,
+        "--max-replicas",
+        min=1,
+        max=10_000,
+        metavar="N",
+        rich_help_panel="Cluster",
+        show_default=False,
+        help="... up to N replicas.",
+    ),
+    gpus_per_replica: float = typer.Option(
+        0.0,
+        "--gpus-per-replica",
+        min=0.0,
+        max=64.0,
+        metavar="N",
+        rich_help_panel="Cluster",
+        help="GPUs each replica takes (--ray; 1: a replica per GPU). Default: 0.",
+    ),
     preset: Optional[str] = PRESET_OPTION,
     quiet: bool = QUIET_OPTION,
     flags: dict = NO_FLAGS,
 ) -> None:
     """Serve OpenAI's speech API (POST /v1/audio/speech) and the saved voices over HTTP."""
     check_stack()  # before server.run, which imports the web framework
+    unload = idle_seconds(idle_unload)
     from ..server.run import is_loopback  # (starlette, uvicorn: loaded when serving, not by --help)
 
     chosen, settings = run_settings(preset, flags)
@@ -194,10 +244,30 @@ def serve(
         quiet=quiet,
         ui=not no_ui,
         asr_model=settings["asr_model"],
+        warmup=warmup,
+        idle_unload=unload,
     )
     if not is_loopback(host) and options.api_key is None:
         warn(f"listening on {host} without --api-key: anyone who can reach this port can use the server")
-    _run(ServerState(options, _loader(settings, quiet)), quiet)
+    if ray is None:
+        if min_replicas is not None or max_replicas is not None or replicas != 1 or gpus_per_replica:
+            raise InvalidRequest("--replicas, --min-replicas, --max-replicas and --gpus-per-replica need --ray")
+        _run(ServerState(options, _loader(settings, quiet)), quiet)
+        return
+    from ..server.rayserve import RayOptions, deploy  # (ray: loaded when serving on it)
+
+    cluster = RayOptions(ray, replicas, min_replicas, max_replicas, gpus_per_replica, settings["threads"] or 1)
+    deploy(options, _Loader(settings, quiet), cluster, echo)
+
+
+class _Loader:
+    """What a Ray Serve replica calls to make its model's loader (pickled to it)."""
+
+    def __init__(self, settings: st.Resolved, quiet: bool) -> None:
+        self.settings, self.quiet = settings, quiet
+
+    def __call__(self):
+        return _loader(self.settings, self.quiet)
 
 
 def _run(state: ServerState, quiet: bool) -> None:

@@ -10,6 +10,7 @@ from ..app.speaker import Speaker
 from ..engine.errors import MissingExtra
 from ..server.schema import package_version
 from ..ui.options import (
+    IDLE_UNLOAD_OPTION,
     NO_FLAGS,
     PRESET_OPTION,
     QUIET_OPTION,
@@ -78,6 +79,7 @@ def wyoming(
     ),
     max_queue: int = SPEAKER_MAX_QUEUE_OPTION,
     max_chars: int = SPEAKER_MAX_CHARS_OPTION,
+    idle_unload: Optional[str] = IDLE_UNLOAD_OPTION,
     preset: Optional[str] = PRESET_OPTION,
     quiet: bool = QUIET_OPTION,
     flags: dict = NO_FLAGS,
@@ -89,7 +91,7 @@ def wyoming(
     from ..server.wyoming import WyomingOptions, WyomingServer, parse_uri  # (the wyoming extra, not for --help)
 
     parse_uri(uri)
-    settings, options = speaker_options(preset, flags, max_queue, max_chars)
+    settings, options = speaker_options(preset, flags, max_queue, max_chars, idle_unload)
     if settings["loudness"] is not None:  # from a preset (there is no flag)
         warn("loudness is not applied by omnivoice wyoming: its audio streams as each piece is ready")
     speaker = Speaker(options, load=lambda: load_model(settings, quiet)[0])

@@ -16,7 +16,7 @@ _LIBC = None
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc mallopt parameters
 MADV_WILLNEED, MADV_DONTNEED = 3, 4  # madvise advice values (Linux)
 
-_FILE_MAPS: list[tuple[int, int, object]] = []  # (start, end, storage) of every file mapped
+_FILE_MAPS: list[tuple[int, int, object]] = []  # (start, end, a weak pointer to its storage) of every file mapped
 
 
 def libc():
@@ -41,8 +41,30 @@ def libc():
 
 
 def register_file_map(start: int, end: int, storage: object) -> None:
-    """Record a file mapped at [start, end) (kept alive with it): release_pages may drop its pages."""
-    _FILE_MAPS.append((start, end, storage))
+    """Record a file mapped at [start, end) while its storage lives: release_pages may drop its
+    pages. The storage is held weakly (torch's own weak pointer to the storage, which every tensor
+    viewing it keeps alive), so an unloaded model's maps go with it (serve --idle-unload); a map
+    whose storage is gone is forgotten."""
+    for entry in [m for m in _FILE_MAPS if not _alive(m[2])]:
+        _FILE_MAPS.remove(entry)
+        _free(entry[2])
+    weak = getattr(storage, "_weak_ref", None)
+    _FILE_MAPS.append((start, end, weak() if weak is not None else storage))
+
+
+def _alive(ref: object) -> bool:
+    if not isinstance(ref, int):  # a storage without weak pointers, held
+        return True
+    import torch
+
+    return not torch.UntypedStorage._expired(ref)
+
+
+def _free(ref: object) -> None:
+    if isinstance(ref, int):
+        import torch
+
+        torch.UntypedStorage._free_weak_ref(ref)
 
 
 def advise(start: int, length: int, advice: int) -> bool:
@@ -66,7 +88,7 @@ def release_pages(t: "torch.Tensor") -> bool:
 
     start = t.data_ptr()
     end = start + t.numel() * t.element_size()
-    if not any(a <= start and end <= b for a, b, _ in _FILE_MAPS):
+    if not any(a <= start and end <= b and _alive(ref) for a, b, ref in _FILE_MAPS):
         return False
     page = mmap.PAGESIZE
     first, last = -(-start // page) * page, end // page * page  # whole pages inside the tensor only

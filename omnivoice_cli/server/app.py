@@ -6,7 +6,8 @@
 Endpoints (OpenAI's where there is one): POST /v1/audio/speech; GET /v1/audio/voices,
 POST /v1/audio/voices (multipart: name, file, ref_text), DELETE /v1/audio/voices/{id};
 POST /v1/audio/script (script.py: a dialogue); GET /v1/models, GET /v1/models/{id}, GET /v1/audio/models; GET /v1/omnivoice/schema (the settings,
-presets, voice-design vocabulary and languages: schema.py); GET /health (no key needed);
+presets, voice-design vocabulary and languages: schema.py); GET /health, GET /health/live and
+GET /health/ready (Kubernetes' probes; no key needed);
 the WebSocket /tts/ws (socket.py: text streamed in, audio out, barge-in); GET /metrics
 (metrics.py: Prometheus). The page
 (ui.py): GET / and GET /ui/{name}, no key needed, off with --no-ui.
@@ -15,6 +16,7 @@ the WebSocket /tts/ws (socket.py: text streamed in, audio out, barge-in); GET /m
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -56,9 +58,11 @@ if TYPE_CHECKING:
 
 
 REQUEST_ID_HEADER = "X-Request-Id"
-OPEN_PATHS = ("/health",)  # answered without a key, also while stopping
-PAGE_PATHS = ("/", "/ui/")  # the page and its files: no key needed (the page asks for it)
+REPLICA_HEADER = b"x-omnivoice-replica"  # which replica answered (serve --ray)
+OPEN_PATHS = ("/health", "/health/live", "/health/ready")  # answered without a key, also while stopping
 SPEECH_PATH = "/v1/audio/speech"
+ENGINE_PATHS = (SPEECH_PATH, "/v1/audio/script", "/v1/audio/voices", "/tts/ws")  # load a sleeping model (not GET)
+PAGE_PATHS = ("/", "/ui/")  # the page and its files: no key needed (the page asks for it)
 
 
 def is_open(path: str) -> bool:
@@ -98,12 +102,33 @@ class Gate:
         self.app, self.state = app, state
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":  # held while open: the model is not unloaded under it
+            with self.state.speaker.hold():
+                await self.wake(scope)
+                return await self.app(scope, receive, send)
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        if scope["path"] in OPEN_PATHS:
+            return await self.answer(scope, receive, send)
+        with self.state.speaker.hold():  # every request but the probes: no idle unload meanwhile
+            await self.answer(scope, receive, send)
+
+    async def wake(self, scope: Scope) -> None:
+        """Asleep (--idle-unload), a request that needs the engine loads the model again first,
+        in a thread (the event loop goes on answering)."""
+        needs = scope["path"] in ENGINE_PATHS and scope.get("method") != "GET"
+        if needs and self.state.asleep:
+            try:
+                await anyio.to_thread.run_sync(self.state.wake)
+            except Exception:  # noqa: BLE001 - require_service's 503 (or a retry) says why
+                pass
+
+    async def answer(self, scope: Scope, receive: Receive, send: Send) -> None:
         state, path = self.state, scope["path"]
         entry = {"id": state.request_id(), "method": scope["method"], "path": path[:200], "t0": time.perf_counter()}
         scope["omnivoice.log"] = entry
         started = False
+        replica = [(REPLICA_HEADER, state.options.replica.encode())] if state.options.replica else []
 
         async def sending(message: Message) -> None:
             nonlocal started
@@ -115,6 +140,7 @@ class Gate:
                     "headers": [
                         *message.get("headers", []),
                         (REQUEST_ID_HEADER.lower().encode(), entry["id"].encode()),
+                        *replica,
                     ],
                 }
             await send(message)
@@ -128,6 +154,7 @@ class Gate:
             if refusal is not None:
                 await error_response(refusal)(scope, receive, sending)
             else:
+                await self.wake(scope)
                 await self.app(scope, self.limited(scope, receive), sending)
         except Exception as e:  # noqa: BLE001 - a bug: one line here, the traceback below
             entry["error"] = f"{type(e).__name__}: {e}"
@@ -336,11 +363,18 @@ async def health(request: Request) -> Response:
     the engine's: `generating` (requests in the engine, what --max-queue bounds), `active_jobs` /
     `waiting_jobs` (pieces in the forward / waiting for a place), `forwards`."""
     state: ServerState = request.app.state.server
-    body: dict[str, str | int] = {
-        "status": state.status,
+    asleep = state.asleep
+    body: dict[str, str | int | float] = {
+        "status": "asleep" if asleep else state.status,
         "model": state.options.model,
         "max_queue": state.options.max_queue,
+        "engine": state.speaker.phase,  # loaded, loading, asleep (--idle-unload) or unloaded
+        "loads": state.speaker.loads,
     }
+    if state.options.replica:
+        body.update(replica=state.options.replica, pid=os.getpid())
+    if state.speaker.load_seconds is not None:
+        body["load_seconds"] = round(state.speaker.load_seconds, 3)
     if state.error:
         body["error"] = state.error
     body.update(open=state.speaking, served=state.served)
@@ -353,6 +387,21 @@ async def health(request: Request) -> Response:
             waiting_jobs=stats["waiting_jobs"],
         )
     return JSONResponse(body, status_code=200 if state.status == "ready" else 503)
+
+
+async def health_live(request: Request) -> Response:
+    """Kubernetes' liveness probe: the process answers (200 at once, also while loading)."""
+    return JSONResponse({"status": "live"})
+
+
+async def health_ready(request: Request) -> Response:
+    """Kubernetes' readiness probe: 200 once the model is loaded and, with --warmup, its warm-up
+    request spoken (asleep under --idle-unload is ready: a request wakes it); else 503 and why."""
+    state: ServerState = request.app.state.server
+    reason = state.ready_reason()
+    if reason is None:
+        return JSONResponse({"status": "ready", "engine": state.speaker.phase, "warmed": state.warmed})
+    return JSONResponse({"status": "not_ready", "reason": reason}, status_code=503, headers={"Retry-After": "5"})
 
 
 def _metrics(state: ServerState) -> Metrics | None:
@@ -418,6 +467,8 @@ def create_app(state: ServerState) -> Starlette:
         Route("/v1/audio/models", audio_models, methods=["GET"]),
         Route("/v1/omnivoice/schema", schema, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
+        Route("/health/live", health_live, methods=["GET"]),
+        Route("/health/ready", health_ready, methods=["GET"]),
         Route("/v1/audio/script", script, methods=["POST"]),  # script.py: a dialogue, as `say --cast`
         WebSocketRoute("/tts/ws", _socket),  # socket.py: streaming text in, audio out, barge-in
         Route("/metrics", metrics.endpoint if metrics is not None else _no_metrics, methods=["GET"]),

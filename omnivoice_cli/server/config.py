@@ -33,6 +33,9 @@ class ServeOptions:
     asr_model: str | None = None  # the speech recogniser (--asr-model): uploads without ref_text, `verify`
     quiet: bool = False  # no per-request log lines
     ui: bool = True  # the page on GET / (--no-ui: off)
+    warmup: bool = False  # one request spoken once the model is loaded, before /health/ready says ready
+    idle_unload: float | None = None  # seconds unused after which the model is unloaded (None: never)
+    replica: str | None = None  # this replica's id under Ray Serve (serve --ray): the X-OmniVoice-Replica header
     # A reply's pieces: whole sentences up to this estimated length. A text up to it is one piece,
     # the same job as `say`'s, so a lone request costs what `say` costs; a longer one streams its
     # first piece while the rest are generated.

@@ -17,7 +17,10 @@ What it exports (names prefixed `omnivoice_`):
 - `first_audio_seconds` and `generation_seconds`: histograms per engine request, from its
   submission to its first audio and to its last (any endpoint: speech, socket, script);
 - `audio_seconds_total`: seconds of audio the engine made; `engine_requests_total{outcome}`
-  (done, error).
+  (done, error);
+- `model_loads_total`, `model_unloads` (--idle-unload), `model_load_seconds` (a histogram of
+  each load, the first and every wake), `model_loaded` (1 loaded, 0 asleep or loading),
+  `resident_bytes_before_load` (the process before its first load) and `resident_bytes` (now).
 
 The engine's numbers are read at each scrape (`service.stats()`) or counted by hooks on the
 service: its `on_forward` (called in the loop thread before each forward; the packed positions
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from typing import TYPE_CHECKING, Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -37,6 +41,7 @@ from starlette.responses import Response
 from ..engine.pipeline import Request as EngineRequest
 from ..engine.service import Event, Places, Service, Ticket
 from .asgi import ASGIApp, Message, Receive, Scope, Send
+from .state import resident_bytes
 
 if TYPE_CHECKING:
     from ..engine.pieces import PieceCheck
@@ -52,6 +57,8 @@ ENDPOINTS = {
     "/v1/audio/models": "models",
     "/v1/omnivoice/schema": "schema",
     "/health": "health",
+    "/health/live": "health",
+    "/health/ready": "health",
     "/metrics": "metrics",
     "/tts/ws": "ws",
     "/": "page",
@@ -101,17 +108,36 @@ class Metrics:
         )
         self.audio = Counter(p + "audio_seconds", "Seconds of audio made.", registry=r)
         self.outcomes = Counter(p + "engine_requests", "Engine requests finished.", ["outcome"], registry=r)
-        self._hooked: Service | None = None
+        self.loads = Counter(p + "model_loads", "Times the model was loaded.", registry=r)
+        self.unloads = Gauge(p + "model_unloads", "Times the model was unloaded for being idle.", registry=r)
+        self.load_seconds = Histogram(
+            p + "model_load_seconds",
+            "Time to load the model (at start and on waking).",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.loaded = Gauge(p + "model_loaded", "1 while the model is loaded.", registry=r)
+        self.rss_before = Gauge(p + "resident_bytes_before_load", "Resident memory before the first load.", registry=r)
+        self.rss = Gauge(p + "resident_bytes", "Resident memory now.", registry=r)
+        self._hooked: weakref.ref[Service] | None = None  # weak: an unloaded engine is not kept
         self._lock = threading.Lock()
+        state.speaker.on_load.append(self.on_load)
+
+    def on_load(self, seconds: float) -> None:
+        """Each load of the model (the Speaker's, under its lock): counted, and the new engine
+        loop hooked before any request reaches it."""
+        self.loads.inc()
+        self.load_seconds.observe(seconds)
+        self.hook()
 
     # --- the engine's hooks -------------------------------------------------------------------
     def hook(self) -> None:
         """Put the counters on the service once it is loaded (idempotent)."""
         service = self.state.service
-        if service is None or self._hooked is service:
+        if service is None or (self._hooked is not None and self._hooked() is service):
             return
         with self._lock:
-            if self._hooked is service:
+            if self._hooked is not None and self._hooked() is service:
                 return
             before, submit = service.on_forward, service.submit
 
@@ -129,7 +155,7 @@ class Metrics:
 
             service.on_forward = on_forward
             service.submit = submitted  # type: ignore[method-assign]  # every request counted
-            self._hooked = service
+            self._hooked = weakref.ref(service)
 
     def counting(self, on_event: OnEvent) -> OnEvent:
         def on(event: Event) -> None:
@@ -152,6 +178,13 @@ class Metrics:
         self.hook()
         service = self.state.service
         self.max_queue.set(self.state.options.max_queue)
+        self.loaded.set(1 if self.state.speaker.loaded else 0)
+        self.unloads.set(self.state.speaker.unloads)
+        if self.state.rss_before_load is not None:
+            self.rss_before.set(self.state.rss_before_load)
+        rss = resident_bytes()
+        if rss is not None:
+            self.rss.set(rss)
         if service is not None:
             stats = service.stats()
             self.open.set(stats["open"])

@@ -351,6 +351,7 @@ def speaker_options(options: ServeOptions) -> SpeakerOptions:
         first_seconds=seconds,
         piece_seconds=seconds,
         voice_map=options.voice_map,
+        idle_unload=options.idle_unload,
     )
 
 

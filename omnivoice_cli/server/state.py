@@ -3,6 +3,10 @@
 state = ServerState(options, load=lambda: Engine.load(...))
 state.start_loading()             # the model loads in a thread; /health says "loading" meanwhile
 state.require_service()           # the engine loop, or a 503 (loading, failed, stopping)
+
+With --warmup, one request is spoken once the model is loaded (`warmed` then; /health/ready waits
+for it). With --idle-unload the Speaker unloads the model after a quiet spell: /health then says
+"asleep" and the next request that needs the engine loads it again (`wake`).
 """
 
 from __future__ import annotations
@@ -43,6 +47,8 @@ class ServerState:
         self.recogniser: Recogniser | None = None  # listen.py: the one recogniser of `verify` and `timestamps`
         self.recogniser_lock = threading.Lock()  # (loaded on first use, kept while the server runs)
         self.loaded = threading.Event()
+        self.warmed = False  # the warm-up request (--warmup) has been spoken
+        self.rss_before_load: int | None = None  # the process's resident bytes before the first load
         self._ids = itertools.count(1)
         self._prefix = secrets.token_hex(3)
 
@@ -59,7 +65,12 @@ class ServerState:
 
     def _load(self) -> None:
         try:
+            import torch  # noqa: F401 - the library is no part of the model's memory: measured with it
+
+            self.rss_before_load = resident_bytes()
             self.speaker.start()
+            if self.options.warmup:
+                self.warm_up()
             if self.status == "loading":
                 self.status = "ready"
         except Exception as e:  # noqa: BLE001 - reported on stderr and by /health; the server then exits
@@ -69,11 +80,42 @@ class ServerState:
         finally:
             self.loaded.set()
 
+    def warm_up(self) -> None:
+        """One short request spoken through the engine (serve --warmup): the first request's own
+        costs (allocations, graphs, caches) paid before /health/ready says ready."""
+        built = self.speaker.build("Hello.", settings={"seed": 0})
+        self.speaker.render(built.request)
+        self.warmed = True
+
+    @property
+    def asleep(self) -> bool:
+        """Unloaded for being idle (--idle-unload): the next request loads the model again."""
+        return self.status == "ready" and self.speaker.phase != "loaded"
+
+    def ready_reason(self) -> str | None:
+        """Why /health/ready says not ready (None: ready): loading, the warm-up, failed, stopping."""
+        if self.status == "failed":
+            return f"the model failed to load: {self.error}"
+        if self.status == "stopping":
+            return "the server is shutting down"
+        if self.status == "loading":
+            warming = self.options.warmup and self.speaker.loaded
+            return "the warm-up request is being spoken" if warming else "the model is loading"
+        return None  # ready, or asleep: a request wakes it
+
+    def wake(self) -> None:
+        """Load the model again if it was unloaded for being idle (blocks: call in a thread)."""
+        if self.asleep:
+            self.speaker.start()
+
     def require_service(self) -> Service:
-        """The engine service, or a 503 while the model loads (or after it failed to)."""
+        """The engine service, or a 503 while the model loads (or after it failed to); asleep
+        (--idle-unload), it is loaded again here."""
         if self.status == "stopping":
             raise busy("the server is shutting down", max(1, int(self.options.grace)), "shutting_down")
         service = self.service
+        if service is None and self.asleep:
+            service = self.speaker.start()
         if service is None:
             if self.status == "failed":
                 raise ApiError(503, f"the model failed to load: {self.error}", type="server_error", code="no_model")
@@ -82,3 +124,15 @@ class ServerState:
 
     def stop(self) -> None:
         self.speaker.stop()
+
+
+def resident_bytes() -> int | None:
+    """The process's resident memory (VmRSS; Linux), or None where /proc has none."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None

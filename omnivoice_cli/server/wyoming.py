@@ -516,6 +516,8 @@ class Speaking:
             loop.call_soon_threadsafe(events.put_nowait, e)
 
         try:
+            if not self.speaker.loaded:  # asleep (--idle-unload): loaded again off the event loop
+                await asyncio.to_thread(self.speaker.start)
             ticket = self.speaker.submit(request, put)  # quick (text checks), and never left behind by a cancel
         except (Busy, Stopped) as e:
             await conn.fail(one_line(e), "busy")
@@ -631,7 +633,8 @@ class WyomingServer:
         if peer is not None:
             self.peers[peer] += 1
         try:
-            await Connection(self, reader, writer).run()
+            with self.speaker.hold():  # --idle-unload: never while a connection is open
+                await Connection(self, reader, writer).run()
         finally:
             self.connections.discard(task)
             if peer is not None:

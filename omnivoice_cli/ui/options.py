@@ -127,6 +127,14 @@ SPEAKER_MAX_CHARS_OPTION = typer.Option(
     rich_help_panel="Server",
     help="Characters of one text at most. Default: 4096.",
 )
+IDLE_UNLOAD_OPTION = typer.Option(
+    None,
+    "--idle-unload",
+    metavar="DURATION",
+    rich_help_panel="Server",
+    show_default=False,
+    help="Free the model's memory after this long unused (30s, 5m, 1h); the next request loads it again.",
+)
 QUIET_OPTION = typer.Option(
     False, "--quiet", "-q", help="Only warnings and errors on stderr.", rich_help_panel="Output"
 )
