@@ -281,7 +281,7 @@ def test_interrupt_rewrites_the_manifest_and_keeps_finished_files(invoke, fake_e
     calls = {"n": 0}
     orig = fake_engine.generate
 
-    def generate(self, requests, on_step=None, on_result=None, on_error=None):
+    def generate(self, requests, on_step=None, on_result=None, on_error=None, **kw):
         def on_result_then_stop(i, result):
             on_result(i, result)
             calls["n"] += 1
