@@ -110,3 +110,48 @@ def test_a_batch_stopped_halfway_keeps_its_finished_lines(invoke, loaded, tiny_e
     assert r.exit_code == 0, r.stderr
     assert spoken == [24, 24 - len(written)]  # the rerun spoke only the rest
     assert len(list(out.glob("*.wav"))) == 24
+
+
+REPLY = " ".join(
+    f"Sentence number {word} of the agent's reply is here."
+    for word in ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve")
+)
+
+
+@slow
+@pytest.mark.parametrize("with_ref", [False, True], ids=["auto", "ref"])
+def test_a_long_reply_leaves_the_service_piece_by_piece(tiny_engine, ref_voice, with_ref):
+    """A 12-sentence reply (as /tts/ws, Wyoming and the SSE reply submit it): its pieces are
+    handed out in order, each in a forward of its own, never a wave of them together at the end;
+    the audio is that of the streamed render."""
+    import queue
+
+    from omnivoice_cli.engine.config import GenerationConfig
+    from omnivoice_cli.engine.pipeline import Request
+    from omnivoice_cli.engine.service import Service
+    from omnivoice_cli.engine.streaming import StreamConfig, cut_request
+
+    config = StreamConfig(first_seconds=1.0, piece_seconds=1.0)  # a piece a sentence
+    req = Request(text=REPLY, seed=3, generation=GenerationConfig(num_step=8), ref=ref_voice if with_ref else None)
+    log: list[tuple[str, int]] = []  # ("forward", forwards so far) and ("piece", index), in the loop's order
+    done: queue.Queue = queue.Queue()
+    service = Service(tiny_engine, config=config)
+    service.on_forward = lambda slots: log.append(("forward", service.forwards))
+
+    def on_event(event):
+        if event.kind == "piece":
+            log.append(("piece", event.piece.index))
+        else:
+            done.put(event)
+
+    service.start()
+    try:
+        service.submit(req, on_event)
+        assert done.get(timeout=300).kind == "done"
+    finally:
+        service.stop()
+    pieces = [i for kind, i in log if kind == "piece"]
+    assert pieces == list(range(len(pieces))) and len(pieces) >= 10  # all, in order
+    at = [sum(kind == "forward" for kind, _ in log[: log.index(("piece", i))]) for i in pieces]
+    assert len(set(at)) == len(at), at  # each piece left in a forward of its own
+    assert len(cut_request(req, config)) == len(pieces)  # as the streamed render cuts it

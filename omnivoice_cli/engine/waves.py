@@ -116,3 +116,18 @@ class Stagger:
 
     def __call__(self, active: list, job: Any) -> bool:
         return len(active) < self.cap and min(j.step for j in active) >= self.gap(job)
+
+
+def steady_width(
+    model: Callable[[int], float], num_step: int, piece_tokens: int, cap: int, *, others: int = 0, slack: float = 1.1
+) -> int:
+    """How many pieces of one stream to run at once, staggered (Stagger), from the measured speed
+    (`model`: seconds per forward by packed tokens, forward_model). With n in flight beside
+    `others` tokens of other work, one piece leaves every num_step * model(others + n *
+    piece_tokens) / n seconds: the smallest n whose pace is within `slack` of the best pace. More
+    in flight would only hold pieces back to finish them together: where a forward costs in
+    proportion to its tokens (a CPU) that is one or two, where it costs about the same at any size
+    (a GPU) about `cap`, still leaving one by one."""
+    paces = [num_step * model(others + n * piece_tokens) / n for n in range(1, max(cap, 1) + 1)]
+    best = min(paces)
+    return next(n for n, pace in enumerate(paces, start=1) if pace <= slack * best)
