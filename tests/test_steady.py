@@ -155,3 +155,31 @@ def test_a_long_reply_leaves_the_service_piece_by_piece(tiny_engine, ref_voice, 
     at = [sum(kind == "forward" for kind, _ in log[: log.index(("piece", i))]) for i in pieces]
     assert len(set(at)) == len(at), at  # each piece left in a forward of its own
     assert len(cut_request(req, config)) == len(pieces)  # as the streamed render cuts it
+
+
+@slow
+def test_say_stream_hands_a_wave_out_piece_by_piece(tiny_engine):
+    """The streamed render (say --stream) on a fast device puts every piece after the first in
+    one wave: its pieces are staggered in, so they are handed out one by one, in order, each in
+    a forward of its own (not the whole wave at its end)."""
+    import itertools
+
+    from omnivoice_cli.engine.config import GenerationConfig
+    from omnivoice_cli.engine.pipeline import Request
+    from omnivoice_cli.engine.streaming import StreamConfig, stream
+
+    log: list[tuple[str, int]] = []
+    counter = itertools.count()
+    summary = stream(
+        tiny_engine,
+        Request(text=REPLY, seed=3, generation=GenerationConfig(num_step=8)),
+        lambda piece: log.append(("piece", piece.index)),
+        on_step=lambda done, planned: log.append(("forward", done)),
+        clock=lambda: next(counter) * 1e-6,  # a device far faster than real time
+        config=StreamConfig(first_seconds=1.0, piece_seconds=1.0),
+    )
+    assert summary.kept_up and summary.waves == [summary.pieces - 1] and summary.pieces >= 10
+    pieces = [i for kind, i in log if kind == "piece"]
+    assert pieces == list(range(summary.pieces))
+    at = [sum(kind == "forward" for kind, _ in log[: log.index(("piece", i))]) for i in pieces]
+    assert len(set(at)) == len(at), at  # each piece left in a forward of its own
