@@ -94,7 +94,7 @@ class FakeEngine:
         codes = (torch.arange(8 * frames, dtype=torch.int64).reshape(8, frames) + level) % 1024
         return vmod.VoicePrompt(codes, add_punctuation(ref_text), prepared.rms, prepared.warnings)
 
-    def generate(self, requests, on_step=None, on_result=None, on_error=None):
+    def generate(self, requests, on_step=None, on_result=None, on_error=None, **kw):
         from omnivoice_cli.engine.pipeline import Result
 
         out = []

@@ -281,7 +281,7 @@ def test_interrupt_rewrites_the_manifest_and_keeps_finished_files(invoke, fake_e
     calls = {"n": 0}
     orig = fake_engine.generate
 
-    def generate(self, requests, on_step=None, on_result=None, on_error=None):
+    def generate(self, requests, on_step=None, on_result=None, on_error=None, **kw):
         def on_result_then_stop(i, result):
             on_result(i, result)
             calls["n"] += 1
@@ -604,7 +604,7 @@ def test_write_failure_fails_the_line_only(invoke, fake_engine, tmp_path, home, 
 def test_engine_failure_fails_the_group(invoke, fake_engine, tmp_path, home, monkeypatch):
     from omnivoice_cli.engine.errors import OmniVoiceError
 
-    def broken(self, requests, on_step=None, on_result=None, on_error=None):
+    def broken(self, requests, on_step=None, on_result=None, on_error=None, **kw):
         raise OmniVoiceError("out of memory somewhere")
 
     monkeypatch.setattr(fake_engine, "generate", broken)

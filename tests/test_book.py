@@ -707,7 +707,7 @@ def test_each_output_is_at_the_target_from_a_quiet_and_a_loud_source(
 
     orig = fake_engine.generate
 
-    def generate(self, requests, on_step=None, on_result=None, on_error=None):
+    def generate(self, requests, on_step=None, on_result=None, on_error=None, **kw):
         def shaped(i, result):
             if source == "quiet":
                 result.audio *= np.float32(0.02)  # quiet, but within the +30 dB gain ceiling

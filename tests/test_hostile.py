@@ -566,7 +566,7 @@ def test_a_failure_inside_a_group_fails_only_its_line(invoke, fake_engine, tmp_p
     """The engine reports one request's failure (on_error): the others of the group are written."""
     real = fake_engine.generate
 
-    def generate(self, requests, on_step=None, on_result=None, on_error=None):
+    def generate(self, requests, on_step=None, on_result=None, on_error=None, **kw):
         bad = [i for i, r in enumerate(requests) if "boom" in r.text]
         good = [r for i, r in enumerate(requests) if i not in bad]
         index = [i for i in range(len(requests)) if i not in bad]

@@ -683,6 +683,7 @@ class LocalExecutor:
                 on_step=run.progress.step,
                 on_result=on_result,
                 on_error=on_error,
+                steady=True,  # lines leave one by one: a stop keeps what is finished (waves.Stagger)
                 **({"checks": checks} if any(c is not None for c in checks) else {}),
             )
         except (OmniVoiceError, RuntimeError, MemoryError) as e:  # e.g. out of memory: the group fails

@@ -195,6 +195,7 @@ def run_jobs(
     on_done: Callable[[Job], list[Job] | None] | None = None,
     forward: Callable[[PackedBatch], torch.Tensor] | None = None,
     on_advance: Callable[[list[Job]], None] | None = None,
+    admit: Callable[[list[Job], Job], bool] | None = None,
 ) -> None:
     """Run every job to the end, in the order given.
 
@@ -203,6 +204,8 @@ def run_jobs(
     steps against its plans' total); on_done(job) when a job has
     revealed its last token: it may return new jobs (which need that one's result) to queue.
     forward: what runs the body (default the model itself; e.g. a GraphedForward on CUDA).
+    admit(active, job): whether the next waiting job may join the forward now, within the bounds
+    (e.g. waves.Stagger: jobs spaced so that they leave one by one); never asked when none is active.
     """
     forward = forward or model
     device = model.audio_heads.weight.device
@@ -214,6 +217,8 @@ def run_jobs(
             used = sum(j.packed_len for j in active)
             while waiting and len(active) < max_batch_size:
                 if active and used + waiting[0].packed_len > max_packed_tokens:
+                    break
+                if active and admit is not None and not admit(active, waiting[0]):
                     break
                 used += waiting[0].packed_len
                 active.append(waiting.pop(0))

@@ -210,6 +210,7 @@ class Engine:
         on_result: Callable[[int, Result], None] | None = None,
         on_error: Callable[[int, Exception], None] | None = None,
         checks: "list | None" = None,
+        steady: bool = False,
     ) -> list[Result]:
         """Synthesise every request; the order of results follows the requests.
 
@@ -228,16 +229,24 @@ class Engine:
         it; without one, the first chunk is generated first and is the reference of the others
         (estimated against it at speed 1: it already speaks at the request's speed).
 
+        `steady`: the requests leave one by one, in a steady stream, rather than a whole forward's
+        worth together at the end (waves.Stagger.steady: a batch or a book, whose finished lines
+        a stop keeps); the same tokens per request, in about the same time where a forward costs
+        in proportion to its tokens (a CPU).
+
         A request that fails on its own (its checks, its size, preparing or decoding one of its
         pieces) fails alone: with `on_error`, on_error(index, error) is called, its result is None
         and the others go on; without it, a request that fails its checks raises before anything
         runs, and one failing later raises once the others are finished.
         """
         from .generation import run_jobs
+        from .waves import Stagger
 
         self.use_threads()
         run = _GenerateRun(self, requests, on_step, on_result, on_error, checks)
         first = run.start()
+        pieces = sum(len(p) for p in run.runs if p is not None)
+        admit = Stagger.steady(pieces, self.cfg.max_batch_size) if steady else None
         if first:
             run_jobs(
                 self.model,
@@ -249,6 +258,7 @@ class Engine:
                 on_done=run.done,
                 on_step=run.report,
                 forward=self.forward,
+                admit=admit,
             )
         if run.errors and on_error is None:
             raise next(iter(run.errors.values()))

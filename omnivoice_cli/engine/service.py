@@ -30,10 +30,17 @@ max_packed_tokens positions, the request with the fewest jobs in the forward fir
 oldest, then piece order), so a new request joins the next forward even beside a long text. A
 job leaves when its own steps are done. The packing is row-independent, so a request's samples
 do not depend on what shares its forwards.
+
+A request's own pieces leave one by one, never a whole reply together: its first job in the
+forward joins at once, each further one only when the request's youngest job has done 1/n of
+its steps (as waves.Stagger), with n (`_width`) sized from the measured speed of the forwards
+(waves.steady_width: the fewest in flight that run about as fast as any number would), so its
+pieces finish spread over the forwards, in order.
 """
 
 from __future__ import annotations
 
+import collections
 import itertools
 import math
 import threading
@@ -51,6 +58,7 @@ from .pipeline import Engine, Request, validate_request
 from .planning import cut_at_words
 from .streamcut import Segment, StreamConfig, cut_request
 from .streamed import StreamedPieces, StreamPiece
+from .waves import forward_model, steady_width
 
 if TYPE_CHECKING:
     from .generation import Job
@@ -244,6 +252,7 @@ class Service:
         self._active: list[_Slot] = []  # jobs in the forward (loop thread only)
         self._pending: list[_Slot] = []  # jobs waiting for a place (loop thread only)
         self._mean_seconds = 0.0  # running mean of a request's seconds (for retry_after)
+        self._speed: collections.deque = collections.deque(maxlen=32)  # (packed tokens, seconds) of recent forwards
         self._thread = threading.Thread(target=self._loop, name="omnivoice-engine", daemon=True)
         self.on_forward: Callable[[list[tuple[int, int]]], None] | None = None  # (ticket id, piece) of each forward
 
@@ -418,12 +427,45 @@ class Service:
         self._active = [s for s in self._active if not s.ticket.closed]
         self._pending = [s for s in self._pending if not s.ticket.closed]
 
+    def _width(self, slot: _Slot, used: int, model) -> int:
+        """How many of its request's jobs may be in the forward with `slot` (waves.steady_width,
+        from the forwards measured so far, `model`; None before any is: one)."""
+        if model is None:
+            return 1
+        mine = sum(s.job.packed_len for s in self._active if s.ticket is slot.ticket)
+        return steady_width(
+            model,
+            len(slot.job.schedule),
+            slot.job.packed_len,
+            self.engine.cfg.max_batch_size,
+            others=used - mine,
+        )
+
+    def _may_join(self, slot: _Slot, used: int, model) -> bool:
+        """A request's first job in the forward joins at once; a further one when the request has
+        fewer than its width in and its youngest has done 1/width of its steps (module doc)."""
+        if slot.ticket.active == 0:
+            return True
+        width = self._width(slot, used, model)
+        if slot.ticket.active >= width:
+            return False
+        youngest = min(s.job.step for s in self._active if s.ticket is slot.ticket)
+        return youngest >= math.ceil(len(slot.job.schedule) / width)
+
     def _admit(self) -> None:
         """Move waiting jobs into the forward within the limits, fairest first (see the module doc)."""
         cfg = self.engine.cfg
         used = sum(s.job.packed_len for s in self._active)
+        model = forward_model(list(self._speed)) if self._speed else None
         while self._pending and len(self._active) < cfg.max_batch_size:
-            best = min(self._pending, key=lambda s: (s.ticket.active, s.ticket.id, s.k))
+            heads: dict[int, _Slot] = {}  # each request's next job (its pieces join in order)
+            for s in self._pending:
+                if s.ticket.id not in heads or s.k < heads[s.ticket.id].k:
+                    heads[s.ticket.id] = s
+            ready = [s for s in heads.values() if self._may_join(s, used, model)]
+            if not ready:
+                break
+            best = min(ready, key=lambda s: (s.ticket.active, s.ticket.id, s.k))
             if self._active and used + best.job.packed_len > cfg.max_packed_tokens:
                 break
             self._pending.remove(best)
@@ -440,6 +482,7 @@ class Service:
 
         if self.on_forward is not None:
             self.on_forward([(s.ticket.id, s.k) for s in self._active])
+        tokens, t0 = sum(s.job.packed_len for s in self._active), self.clock()
         try:
             with torch.inference_mode(), cancelmod.cancellable(_ForwardStop(self._halt, list(self._active))):
                 forward_step(
@@ -457,6 +500,7 @@ class Service:
                 self._fail(ticket, e)
             return
         self.forwards += 1
+        self._speed.append((tokens, self.clock() - t0))
         for ticket in {s.ticket.id: s.ticket for s in self._active}.values():
             ticket.forwards += 1
         finished = [s for s in self._active if s.job.done]

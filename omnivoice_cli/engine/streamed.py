@@ -23,7 +23,7 @@ from .duration import resolve_target_len
 from .pieces import Piece, RequestPieces
 from .pipeline import Engine, Request, validate_request
 from .streamcut import Segment, StreamConfig, cut_request
-from .waves import WavePlanner
+from .waves import Stagger, WavePlanner
 
 if TYPE_CHECKING:
     import numpy as np
@@ -142,7 +142,8 @@ class StreamedPieces(RequestPieces):
 
 class _Driver:
     """One request streamed through one run_jobs loop (see `stream`). Admission: piece 0 alone,
-    then waves of the ready pieces sized by `WavePlanner`."""
+    then waves of the ready pieces sized by `WavePlanner`, a wave's pieces staggered (`admit`:
+    waves.Stagger) so that they leave one by one, not all at the wave's end."""
 
     def __init__(
         self, engine: Engine, req: Request, config: StreamConfig, clock, cancel, on_warning, check=None
@@ -156,7 +157,8 @@ class _Driver:
         self.retakes = 0  # takes sent back by the check (each runs its steps again: piece_steps counts them)
         self.wave_left = 0  # pieces of the running wave not finished yet
         self.wave_measured = False  # its forwards' time is measured (when its first piece is done)
-        self.forward_times: list[float] = []  # seconds of each forward of the running wave
+        self.forward_times: list[float] = []  # seconds per packed token of each forward of the running wave
+        self.forward_tokens = 1  # packed tokens of the forward just run (its jobs staggered in)
         self.last_forward = clock()  # when the last forward ended (or the wave started)
         self.boundary = False  # a wave ended in this forward (its callbacks' time is no forward's)
         self.wave_tokens = 0
@@ -212,8 +214,8 @@ class _Driver:
         self.finished += 1
         if not self.wave_measured:  # the first of its wave to finish: its forwards' typical time
             self.wave_measured = True
-            self.forward_times.append(self.clock() - self.last_forward)  # its last forward
-            self.planner.measure_wave(self.wave_tokens, statistics.median(self.forward_times))
+            self.forward_times.append((self.clock() - self.last_forward) / self.forward_tokens)  # its last forward
+            self.planner.measure_wave(self.wave_tokens, statistics.median(self.forward_times) * self.wave_tokens)
         t_render = self.clock()
         self.pieces.done(k, job)  # its audio rendered (and, for piece 0, the voice of the rest)
         if not self.pieces.finished[k]:  # the check asked for a retake: it runs in its wave still
@@ -258,8 +260,16 @@ class _Driver:
         if self.boundary:
             self.boundary, self.forward_times = False, []
         else:
-            self.forward_times.append(now - self.last_forward)
+            self.forward_times.append((now - self.last_forward) / self.forward_tokens)
         self.last_forward = now
+
+    def advanced(self, jobs: list) -> None:
+        """A forward ran these jobs (run_jobs' on_advance): its size, for the speed measured."""
+        self.forward_tokens = max(sum(j.packed_len for j in jobs), 1)
+
+    def admit(self, active: list, job) -> bool:
+        """run_jobs' admission: the running wave's pieces join staggered (waves.Stagger)."""
+        return Stagger(max(self.planner.last_size, 1))(active, job)
 
     def piece_steps(self) -> tuple[int, int]:
         """(steps done, steps in all) over every piece: a total known from the start, which the
@@ -330,6 +340,8 @@ def stream(
                 on_step=step,
                 on_done=d.done,
                 forward=engine.forward,
+                on_advance=d.advanced,
+                admit=d.admit,
             )
     return StreamSummary(
         pieces=len(d.pieces),
