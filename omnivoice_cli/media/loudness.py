@@ -543,7 +543,9 @@ def normalize(
     return out, lev.report()
 
 
-def normalize_in_place(audio: Any, sample_rate: int, target_lufs: float, peak_dbtp: float = CEILING_DBTP) -> LoudnessReport:
+def normalize_in_place(
+    audio: Any, sample_rate: int, target_lufs: float, peak_dbtp: float = CEILING_DBTP
+) -> LoudnessReport:
     """`normalize`, its output written over `audio` itself (a writable float32 [N] array, a
     dub's track): the Leveller reads the array in blocks (views) and its output, which lags its
     input, goes back where it was read from, so no second copy is ever made: the memory it adds
