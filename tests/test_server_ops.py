@@ -197,7 +197,7 @@ def test_a_full_queue_says_503_and_a_client_that_leaves_frees_its_place(engine):
 
 @pytest.mark.slow
 def test_a_drain_finishes_requests_in_flight_and_refuses_new_ones(engine):
-    with running_server(engine, grace=60) as (url, server, state):
+    with running_server(engine, grace=600) as (url, server, state):  # only a hang outlasts it
         c = httpx.Client(base_url=url, timeout=120)
         gate = hold_engine(state)
         with ThreadPoolExecutor(2) as pool:
@@ -225,7 +225,10 @@ def test_a_drain_past_its_grace_cuts_requests_with_503(engine):
             f = pool.submit(c.post, "/v1/audio/speech", json=SHORT)
             wait_for(lambda: state.service.open == 1, what="a request in flight")
             server.handle_exit(signal.SIGTERM, None)
-            threading.Timer(1.0, gate.set).start()
+            # the engine held until the grace is over and the drain has stopped the service (not for
+            # a fixed 1 s: a loaded machine could pass it before the drain looked)
+            wait_for(lambda: state.service._stopping, what="the drain to cut the request short")
+            gate.set()
             assert envelope(f.result(), 503)["code"] == "shutting_down"
 
 
@@ -360,6 +363,8 @@ def test_sigterm_with_requests_in_flight_exits_0(tmp_path):
             "0",
             "--num-step",
             "16",
+            "--grace",
+            "600",  # the default 30 s cut the request short at load 12: only a hang should
         ],
         stderr=subprocess.PIPE,
         text=True,
