@@ -34,7 +34,7 @@ def running_server(engine, **options):
     server = make_server(state)
     thread = threading.Thread(target=server.run, name="test-server", daemon=True)
     thread.start()
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 300
     while not (server.started and state.loaded.is_set()):
         assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
         time.sleep(0.02)
@@ -43,7 +43,7 @@ def running_server(engine, **options):
         yield f"http://{host}:{port}", server, state
     finally:
         server.should_exit = True
-        thread.join(30)
+        thread.join(120)
 
 
 def hold_loop(service):
@@ -55,7 +55,7 @@ def hold_loop(service):
         gate.wait(120)
 
     service.call(wait)
-    assert entered.wait(60)  # the loop is inside the call: what is submitted now is taken at once
+    assert entered.wait(120)  # the loop is inside the call: what is submitted now is taken at once
     return gate
 
 
@@ -64,7 +64,7 @@ def hold_engine(state):
     return hold_loop(state.service)
 
 
-def wait_for(predicate, timeout=60.0, what="a condition"):
+def wait_for(predicate, timeout=120.0, what="a condition"):
     deadline = time.monotonic() + timeout
     while not predicate():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"

@@ -170,7 +170,7 @@ def test_keep_heap_lets_steps_reuse_their_pages():
             check=True,
             env=env,
             cwd=ROOT,
-            timeout=60,
+            timeout=300,
         )
         return json.loads(out.stdout)
 

@@ -821,7 +821,7 @@ def _kill_midway(tmp_path: Path, sig: int):
     args = ["batch", str(src), "-o", str(out), "--model", str(TINY_CKPT), "--device", "cpu"]
     env = {**ENV, "OMNIVOICE_HOME": str(tmp_path / "home")}
     proc = subprocess.Popen(MAIN + args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 240
+    deadline = time.monotonic() + 600
     try:
         while time.monotonic() < deadline:
             if (out / MANIFEST).exists() and (out / MANIFEST).read_text().count("\n") >= 1:

@@ -598,13 +598,13 @@ def test_a_killed_book_resumes(invoke, loaded, tmp_path, home):
     env.pop("OMNIVOICE_MODEL", None)
     main = [sys.executable, "-c", "from omnivoice_cli.cli import main; main()"]
     proc = subprocess.Popen(main + args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 240
+    deadline = time.monotonic() + 600
     try:
         while time.monotonic() < deadline and not recorded_parts(work):  # a part the manifest vouches for
             assert proc.poll() is None, proc.communicate()
             time.sleep(0.01)
         proc.send_signal(signal.SIGKILL)
-        proc.communicate(timeout=60)
+        proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -52,7 +52,7 @@ class Session:
         self.loop.call_soon_threadsafe(self.done.set)
         self.main.result(60)
         self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(30)
+        self.thread.join(120)
 
 
 @pytest.fixture(scope="module")
@@ -229,7 +229,7 @@ def test_ctrl_c_ends_the_stdio_server_with_130(place, tmp_path):
         answer = json.loads(proc.stdout.readline())
         assert answer["id"] == 1 and "result" in answer, answer
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(60) == 130, proc.stderr.read().decode()
+        assert proc.wait(300) == 130, proc.stderr.read().decode()
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -42,16 +42,16 @@ def test_metrics_parse_and_move_with_requests(engine):
         pcm = c.post("/v1/audio/speech", json=body).content
         from websockets.sync.client import connect
 
-        with connect(url.replace("http", "ws") + "/tts/ws") as ws:
+        with connect(url.replace("http", "ws") + "/tts/ws", open_timeout=120) as ws:
             ws.send(json.dumps({"type": "ping"}))
-            assert json.loads(ws.recv(timeout=30)) == {"type": "pong"}
+            assert json.loads(ws.recv(timeout=120)) == {"type": "pong"}
         after = scrape(c)
         ok = ("omnivoice_requests_total", {"endpoint": "speech", "status": "200"})
         assert value(after, ok[0], **ok[1]) - value(before, ok[0], **ok[1]) == 3
         assert value(after, "omnivoice_requests_total", endpoint="speech", status="400") == 1
         assert value(after, "omnivoice_requests_total", endpoint="metrics", status="200") >= 1
         ws_count = lambda: value(scrape(c), "omnivoice_requests_total", endpoint="ws", status="101")
-        wait_for(lambda: ws_count() == 1, 30, "the socket to be counted (when it closes)")
+        wait_for(lambda: ws_count() == 1, 120, "the socket to be counted (when it closes)")
         assert value(after, "omnivoice_engine_requests_total", outcome="done") == 3
         assert value(after, "omnivoice_first_audio_seconds_count") == 3
         assert value(after, "omnivoice_generation_seconds_count") == 3
@@ -69,6 +69,6 @@ def test_metrics_parse_and_move_with_requests(engine):
 
 def test_metrics_need_the_key(engine):
     with running_server(engine, api_key="k") as (url, _server, _state):
-        assert httpx.get(url + "/metrics").status_code == 401
-        r = httpx.get(url + "/metrics", headers={"Authorization": "Bearer k"})
+        assert httpx.get(url + "/metrics", timeout=120).status_code == 401
+        r = httpx.get(url + "/metrics", headers={"Authorization": "Bearer k"}, timeout=120)
         assert r.status_code == 200 and "omnivoice_requests_total" in r.text

@@ -24,7 +24,7 @@ import soundfile as sf
 from server_util import running_server, wav_samples
 
 pytestmark = pytest.mark.slow
-TIMEOUT_MS = 60_000
+TIMEOUT_MS = 120_000
 KEY = "s3cret"
 
 
@@ -253,14 +253,14 @@ def test_upload_a_recording_save_it_speak_with_it_and_delete_it(tab, server, tmp
     tab.hook("save-voice").click()
     tab.expect('[data-testid="saved-voice"][data-voice="bob"]').to_be_visible(timeout=TIMEOUT_MS)
     assert tab.hook("voice").input_value() == "bob"
-    listed = httpx.get(url + "/v1/audio/voices").json()["voices"]
+    listed = httpx.get(url + "/v1/audio/voices", timeout=120).json()["voices"]
     assert [v["text"] for v in listed if v["id"] == "bob"] == ["Hello there, this is a short test."]
     tab.hook("text").fill("Now in the saved voice.")
     assert tab.speak()["voice"] == "bob"
     tab.page.once("dialog", lambda d: d.accept())
     tab.page.locator('[data-testid="delete-voice"][data-voice="bob"]').click()
     tab.expect('[data-testid="saved-voice"][data-voice="bob"]').to_have_count(0, timeout=TIMEOUT_MS)
-    assert "bob" not in [v["id"] for v in httpx.get(url + "/v1/audio/voices").json()["voices"]]
+    assert "bob" not in [v["id"] for v in httpx.get(url + "/v1/audio/voices", timeout=120).json()["voices"]]
     assert tab.hook("voice").input_value() == "auto"
 
 
@@ -277,7 +277,7 @@ def test_a_recording_from_the_microphone_is_saved_as_a_voice(browser, server):
         tab.hook("voice-name").fill("mic")
         tab.hook("save-voice").click()
         tab.expect('[data-testid="saved-voice"][data-voice="mic"]').to_be_visible(timeout=TIMEOUT_MS)
-        saved = [v for v in httpx.get(url + "/v1/audio/voices").json()["voices"] if v["id"] == "mic"]
+        saved = [v for v in httpx.get(url + "/v1/audio/voices", timeout=120).json()["voices"] if v["id"] == "mic"]
         assert len(saved) == 1 and saved[0]["seconds"] > 1.0
         assert httpx.delete(url + "/v1/audio/voices/mic").status_code == 200
     finally:

@@ -538,7 +538,7 @@ def test_ctrl_c_then_rerun(local_batch, tmp_path, ray_tmp):
     for name, (_, data) in finished.items():
         assert data == (local / name).read_bytes(), name
     assert cluster_pids
-    _wait_for(None, lambda: not [p for p in cluster_pids if _alive(p)], 30)  # the local cluster is gone
+    _wait_for(None, lambda: not [p for p in cluster_pids if _alive(p)], 120)  # the local cluster is gone
 
     with _running(src, out, tmp_path, ray_tmp) as rerun:
         _, stderr = rerun.communicate(timeout=300)

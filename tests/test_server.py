@@ -189,7 +189,7 @@ def test_sse_and_chunked_streams_join_to_the_plain_reply_and_start_early(srv):
 
         def on_forward(slots):  # a later piece's first forward waits until the client has audio
             if any(k > 0 for _, k in slots) and not held:
-                held.append(received.wait(60))
+                held.append(received.wait(120))
 
         state.service.on_forward = on_forward
         try:

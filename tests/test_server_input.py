@@ -316,7 +316,7 @@ def test_bad_unicode_and_nothing_to_speak_are_400_on_input_over_http(engine):
     from server_util import running_server, wav_samples
 
     with running_server(engine) as (url, _, state):
-        c = httpx.Client(base_url=url, timeout=60)
+        c = httpx.Client(base_url=url, timeout=120)
         for body, param, words in HOSTILE_BODIES:
             r = c.post("/v1/audio/speech", content=body, headers={"Content-Type": "application/json"})
             assert r.status_code == 400, (body, r.status_code, r.text)

@@ -8,7 +8,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -39,7 +38,7 @@ def envelope(r, status):
 @pytest.mark.slow
 def test_api_key_cors_and_body_limits(engine):
     with running_server(engine, api_key="s3cret", cors=("http://app.example",), max_input_chars=50) as (url, _, _s):
-        c = httpx.Client(base_url=url, timeout=60)
+        c = httpx.Client(base_url=url, timeout=120)
         assert c.get("/health").status_code == 200  # no key needed
         missing = c.get("/v1/models")
         assert envelope(missing, 401)["code"] == "missing_api_key" and missing.headers["www-authenticate"] == "Bearer"
@@ -73,7 +72,7 @@ def test_api_key_cors_and_body_limits(engine):
 @pytest.mark.slow
 def test_no_cors_header_without_cors_and_errors_over_http(engine):
     with running_server(engine) as (url, _, _s):
-        c = httpx.Client(base_url=url, timeout=60)
+        c = httpx.Client(base_url=url, timeout=120)
         r = c.get("/v1/models", headers={"Origin": "http://app.example"})
         assert r.status_code == 200 and "access-control-allow-origin" not in r.headers
         e = envelope(c.post("/v1/audio/speech", content=b"{oops"), 400)
@@ -92,7 +91,7 @@ def test_no_cors_header_without_cors_and_errors_over_http(engine):
 @pytest.mark.slow
 def test_uploads_that_are_wrong(engine, tmp_path):
     with running_server(engine, upload_limit=2_000_000) as (url, _, _s):
-        c = httpx.Client(base_url=url, timeout=60)
+        c = httpx.Client(base_url=url, timeout=120)
         wav = (Path(__file__).parent / "fixtures" / "golden" / "ref_24k.wav").read_bytes()
 
         def up(data=None, files=None):
@@ -141,7 +140,7 @@ def test_503_while_the_model_loads():
     go = threading.Event()
 
     def slow_load():
-        go.wait(60)
+        go.wait(120)
         raise RuntimeError("no model here")
 
     state = ServerState(ServeOptions(port=0, quiet=True), slow_load)
@@ -150,22 +149,22 @@ def test_503_while_the_model_loads():
     thread.start()
     wait_for(lambda: server.started, what="the server")
     port = server.servers[0].sockets[0].getsockname()[1]
-    c = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30)
+    c = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120)
     h = c.get("/health")
     assert h.status_code == 503 and h.json()["status"] == "loading"
     r = c.post("/v1/audio/speech", json={"input": "Hi"})
     assert envelope(r, 503)["code"] == "loading" and r.headers["retry-after"] == "5"
     assert c.get("/v1/audio/voices").status_code == 200  # listing needs no model
     go.set()
-    thread.join(30)
+    thread.join(120)
     assert not thread.is_alive() and server.exit_code == 1 and state.error == "no model here"
 
 
 # --- a full queue, clients that leave, stopping -------------------------------------------------
 
 
-def _send_and_leave(url: str, body: dict) -> None:
-    """Send a speech request on a raw socket and close it before any reply."""
+def _send_and_leave(url: str, body: dict, leave: threading.Event) -> None:
+    """Send a speech request on a raw socket and close it before any reply, once `leave` is set."""
     host, port = url.removeprefix("http://").split(":")
     data = json.dumps(body).encode()
     with socket.create_connection((host, int(port))) as s:
@@ -173,19 +172,21 @@ def _send_and_leave(url: str, body: dict) -> None:
             b"POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
             b"Content-Length: %d\r\n\r\n%s" % (len(data), data)
         )
-        time.sleep(0.3)
+        leave.wait(120)  # (only a hung test waits that long)
 
 
 @pytest.mark.slow
 def test_a_full_queue_says_503_and_a_client_that_leaves_frees_its_place(engine):
     with running_server(engine, max_queue=1) as (url, _, state):
-        c = httpx.Client(base_url=url, timeout=60)
+        c = httpx.Client(base_url=url, timeout=120)
         gate = hold_engine(state)
-        leaver = threading.Thread(target=_send_and_leave, args=(url, {**SHORT, "input": "I will leave early."}))
+        leave = threading.Event()
+        leaver = threading.Thread(target=_send_and_leave, args=(url, {**SHORT, "input": "I will leave early."}, leave))
         leaver.start()
         wait_for(lambda: state.service.open == 1, what="the first request")
         full = c.post("/v1/audio/speech", json=SHORT)
         assert envelope(full, 503)["code"] == "server_busy" and int(full.headers["retry-after"]) >= 1
+        leave.set()  # the first client leaves only now: its place was held while the second asked
         leaver.join()
         wait_for(lambda: state.service.open == 0, what="the place to be freed")
         gate.set()
@@ -196,8 +197,8 @@ def test_a_full_queue_says_503_and_a_client_that_leaves_frees_its_place(engine):
 
 @pytest.mark.slow
 def test_a_drain_finishes_requests_in_flight_and_refuses_new_ones(engine):
-    with running_server(engine, grace=60) as (url, server, state):
-        c = httpx.Client(base_url=url, timeout=60)
+    with running_server(engine, grace=600) as (url, server, state):  # only a hang outlasts it
+        c = httpx.Client(base_url=url, timeout=120)
         gate = hold_engine(state)
         with ThreadPoolExecutor(2) as pool:
             inflight = [pool.submit(c.post, "/v1/audio/speech", json={**SHORT, "seed": n}) for n in range(2)]
@@ -218,13 +219,16 @@ def test_a_drain_finishes_requests_in_flight_and_refuses_new_ones(engine):
 @pytest.mark.slow
 def test_a_drain_past_its_grace_cuts_requests_with_503(engine):
     with running_server(engine, grace=0.2) as (url, server, state):
-        c = httpx.Client(base_url=url, timeout=60)
+        c = httpx.Client(base_url=url, timeout=120)
         gate = hold_engine(state)
         with ThreadPoolExecutor(1) as pool:
             f = pool.submit(c.post, "/v1/audio/speech", json=SHORT)
             wait_for(lambda: state.service.open == 1, what="a request in flight")
             server.handle_exit(signal.SIGTERM, None)
-            threading.Timer(1.0, gate.set).start()
+            # the engine held until the grace is over and the drain has stopped the service (not for
+            # a fixed 1 s: a loaded machine could pass it before the drain looked)
+            wait_for(lambda: state.service._stopping, what="the drain to cut the request short")
+            gate.set()
             assert envelope(f.result(), 503)["code"] == "shutting_down"
 
 
@@ -255,7 +259,7 @@ def test_load_100_requests_from_20_clients_with_a_queue_of_8(engine):
                 assert retry is not None and int(retry) >= 1 and json.loads(content)["error"]["code"] == "server_busy"
         assert max(peak) <= 8
         assert state.service.open == 0
-        r = httpx.post(url + "/v1/audio/speech", json=SHORT, timeout=60)  # and then serves normally
+        r = httpx.post(url + "/v1/audio/speech", json=SHORT, timeout=120)  # and then serves normally
         assert r.status_code == 200
 
 
@@ -290,7 +294,7 @@ def test_serve_with_a_bad_voice_map_or_model(invoke, tmp_path):
 
 
 def _health(url: str) -> dict:
-    h = httpx.get(url + "/health", timeout=30).json()
+    h = httpx.get(url + "/health", timeout=120).json()
     return {k: h[k] for k in ("open", "served", "generating")}
 
 
@@ -310,7 +314,7 @@ def test_health_counts_a_request_as_open_until_its_last_byte(engine, monkeypatch
     def holding(real):
         def wrapper(*args, **kwargs):
             entered.set()
-            assert held.wait(60)
+            assert held.wait(120)
             return real(*args, **kwargs)
 
         return wrapper
@@ -333,14 +337,14 @@ def test_health_counts_a_request_as_open_until_its_last_byte(engine, monkeypatch
             wait_for(lambda: state.service.open == 1, what="the request in the engine")
             assert _health(url) == {"open": 1, "served": 0, "generating": 1}
             gate.set()
-            assert entered.wait(60)  # every piece generated; the reply's last bytes wait
+            assert entered.wait(120)  # every piece generated; the reply's last bytes wait
             assert _health(url) == {"open": 1, "served": 0, "generating": 0}
             held.set()
             r = reply.result()
         assert r.status_code == 200 and len(wav_samples(r.content)) > 0
         wait_for(lambda: _health(url)["open"] == 0, what="the reply to be counted")
         assert _health(url) == {"open": 0, "served": 1, "generating": 0}
-        refused = httpx.post(url + "/v1/audio/speech", json={"input": "\u200b"})
+        refused = httpx.post(url + "/v1/audio/speech", json={"input": "\u200b"}, timeout=120)
         assert refused.status_code == 400 and _health(url) == {"open": 0, "served": 1, "generating": 0}
 
 
@@ -359,6 +363,8 @@ def test_sigterm_with_requests_in_flight_exits_0(tmp_path):
             "0",
             "--num-step",
             "16",
+            "--grace",
+            "600",  # the default 30 s cut the request short at load 12: only a hang should
         ],
         stderr=subprocess.PIPE,
         text=True,
@@ -375,13 +381,13 @@ def test_sigterm_with_requests_in_flight_exits_0(tmp_path):
             inflight = pool.submit(
                 httpx.post, url + "/v1/audio/speech", json={"input": text, "response_format": "wav"}, timeout=300
             )
-            wait_for(lambda: httpx.get(url + "/health").json()["open"] == 1, what="the request in flight")
+            wait_for(lambda: httpx.get(url + "/health", timeout=120).json()["open"] == 1, what="the request in flight")
             proc.send_signal(signal.SIGTERM)
-            wait_for(lambda: httpx.get(url + "/health").status_code == 503, what="the drain")
-            assert httpx.post(url + "/v1/audio/speech", json={"input": "Too late."}).status_code == 503
+            wait_for(lambda: httpx.get(url + "/health", timeout=120).status_code == 503, what="the drain")
+            assert httpx.post(url + "/v1/audio/speech", json={"input": "Too late."}, timeout=120).status_code == 503
             r = inflight.result()
         assert r.status_code == 200 and len(wav_samples(r.content)) > 24000
-        assert proc.wait(60) == 0
+        assert proc.wait(300) == 0
         rest = proc.stderr.read()
         assert "Traceback" not in rest and "stopped" in rest
     finally:

@@ -41,7 +41,7 @@ pytestmark = pytest.mark.usefixtures("home")  # every test: an empty OMNIVOICE_H
 @pytest.fixture(scope="module")
 def keyed(engine):
     with running_server(engine, api_key="s3cret") as (url, _, _state):
-        with httpx.Client(base_url=url, timeout=60) as client:
+        with httpx.Client(base_url=url, timeout=120) as client:
             yield client
 
 
@@ -142,9 +142,9 @@ def test_every_test_hook_of_the_page_is_there():
 def test_no_ui_gives_404(engine, invoke, monkeypatch):
     with running_server(engine, ui=False) as (url, _, _s):
         for path in ("/", "/ui/app.js"):
-            r = httpx.get(url + path)
+            r = httpx.get(url + path, timeout=120)
             assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
-        assert httpx.get(url + "/v1/omnivoice/schema").status_code == 200  # the API stays
+        assert httpx.get(url + "/v1/omnivoice/schema", timeout=120).status_code == 200  # the API stays
     from omnivoice_cli.commands import serve as cmd
 
     seen = []

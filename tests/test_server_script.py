@@ -65,7 +65,7 @@ def test_script_equals_say_cast(engine, loaded, invoke, tmp_path, monkeypatch):
 
 def test_script_bad_requests(engine, home):
     with running_server(engine) as (url, _server, _state):
-        c = httpx.Client(base_url=url, timeout=60)
+        c = httpx.Client(base_url=url, timeout=120)
         cases = [
             ({"lines": []}, "field 'lines' must be a list of {voice, text} objects"),
             ({"lines": [{"voice": "alloy"}]}, "lines[0] must be an object with 'text'"),

@@ -127,7 +127,7 @@ def test_a_new_request_joins_the_running_forwards(engine, service):
     service.on_forward = on_forward
     a, b = Collector(), Collector()
     ta = service.submit(long, a)
-    started.wait(60)
+    started.wait(120)
     tb = service.submit(short, b)
     b_events = b.all()
     assert a.events.empty()  # the long one (one piece) is still running
@@ -276,7 +276,7 @@ def test_stop_ends_the_running_forward_between_its_layers(engine):
         got = Collector()
         service.submit(Request(text=TEXT, seed=3, generation=G4), got)
         events = got.all()
-        service._thread.join(30)
+        service._thread.join(120)
     finally:
         for h in handles:
             h.remove()

@@ -66,11 +66,11 @@ def _wyoming_says(speaker: Speaker, text: str) -> list[str]:
     ready, loop = threading.Event(), asyncio.new_event_loop()
     thread = threading.Thread(target=lambda: loop.run_until_complete(server.serve(lambda a: ready.set())), daemon=True)
     thread.start()
-    assert ready.wait(60)
+    assert ready.wait(120)
     port = int(str(server.address).rsplit(":", 1)[1])
 
     async def synthesize() -> list[str]:
-        async with AsyncTcpClient("127.0.0.1", port, connect_timeout=10, read_timeout=120) as client:
+        async with AsyncTcpClient("127.0.0.1", port, connect_timeout=60, read_timeout=120) as client:
             await client.write_event(Synthesize(text=text).event())
             kinds: list[str] = []
             while not kinds or kinds[-1] not in ("audio-stop", "error"):
@@ -83,7 +83,7 @@ def _wyoming_says(speaker: Speaker, text: str) -> list[str]:
         return asyncio.run(asyncio.wait_for(synthesize(), 300))
     finally:
         loop.call_soon_threadsafe(server.close)
-        thread.join(30)
+        thread.join(120)
 
 
 def test_http_wyoming_and_mcp_requests_are_made_by_one_speaker_each_planned_once(engine, module_home, made, tmp_path):
@@ -100,7 +100,9 @@ def test_http_wyoming_and_mcp_requests_are_made_by_one_speaker_each_planned_once
         )
         lines = {"lines": [{"text": "A script's line."}, {"voice": "alloy", "text": "And another."}]}
         assert c.post("/v1/audio/script", json=lines).status_code == 200
-        with connect(url.replace("http://", "ws://") + "/tts/ws") as ws:  # the socket: text in, audio out
+        with connect(
+            url.replace("http://", "ws://") + "/tts/ws", open_timeout=120
+        ) as ws:  # the socket: text in, audio out
             ws.send(json.dumps({"type": "text", "data": {"text": "Hello from the socket."}}))
             ws.send(json.dumps({"type": "flush"}))
             audio, message = 0, {}

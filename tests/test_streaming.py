@@ -322,7 +322,7 @@ def test_stream_run_iterates_in_the_callers_thread(engine):
     assert threads == {threading.get_ident()}
     assert [p.audio.tobytes() for p in got] == [p.audio.tobytes() for p in direct]
     assert run.summary is not None and run.summary.samples == sum(len(p.audio) for p in got)
-    assert run.wait(5)
+    assert run.wait(120)
 
 
 @pytest.mark.slow

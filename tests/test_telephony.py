@@ -69,11 +69,11 @@ def test_the_socket_sends_mulaw_at_8k(engine):
             json={"input": ONE, "seed": 5, "num_step": 2, "response_format": "pcm", "sample_rate": 8000},
             timeout=120,
         ).content
-        with connect(url.replace("http", "ws") + "/tts/ws") as ws:
+        with connect(url.replace("http", "ws") + "/tts/ws", open_timeout=120) as ws:
             ws.send(json.dumps({"type": "config", "data": {"format": "mulaw", "sample_rate": 8000, "binary": True}}))
-            assert json.loads(ws.recv(timeout=30))["data"]["event_type"] == "config_accepted"
+            assert json.loads(ws.recv(timeout=120))["data"]["event_type"] == "config_accepted"
             ws.send(json.dumps({"type": "config", "data": {"extra": {"seed": 5, "num_step": 2}}}))
-            ws.recv(timeout=30)
+            ws.recv(timeout=120)
             for word in ONE.split(" "):
                 ws.send(json.dumps({"type": "text", "data": {"text": word + " "}}))
             ws.send(json.dumps({"type": "flush"}))

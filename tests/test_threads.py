@@ -56,7 +56,7 @@ def _serve(tmp_path: Path, threads: list[str]) -> np.ndarray:
         return wav_samples(r.content)
     finally:
         proc.terminate()
-        proc.wait(60)
+        proc.wait(300)
 
 
 @pytest.mark.parametrize("threads", [["--threads", "1"], ["--threads", "2"], []], ids=["1", "2", "default"])

@@ -11,7 +11,9 @@ book's parts and the server's whole replies, so the same request gives the same 
      heard, the server's `timestamps`): timed on the model's own audio, at its own rate, before
      any gain (`time_words`; the recogniser is the caller's: --verify's, or one loaded for this);
   2. the loudness (--loudness, `loudness`): one gain over the whole output (media/loudness.py);
-     a target its peaks do not allow is said once, through `warn`;
+     a target its peaks do not allow is said once, through `warn`; with `level_in_place` (a
+     dub's track, up to 4 h) streamed over the take's own array and written back into it, so
+     the loudness adds a few blocks' memory, never a copy of the track;
   3. the output's sample rate (--sample-rate, `sample_rate`): resampled once (media/rates.py);
   4. written, inside `protect` (a stop waits until all is written): the word timings, the
      subtitles, then the audio (a file, atomically; stdout; or the encoded bytes of a reply).
@@ -137,6 +139,7 @@ class Outputs:
     timestamps: bool = False  # the words timed and handed back only (the server's `timestamps`)
     loudness: float | None = None  # the whole output's target (LUFS)
     loudness_what: str = "the audio"  # how the loudness warning names the output
+    level_in_place: bool = False  # the loudness applied to the take's audio itself (a dub's track: no copy)
     sample_rate: int | None = None  # the output's rate (None: the model's)
     encoded: AudioFormat | None = None  # the output as bytes of this format (a reply), not written
     stdout: Callable[[], BinaryIO] | None = None  # the binary stdout, asked for when the audio goes there
@@ -254,7 +257,7 @@ def deliver(
             with _held(listener) as recogniser:
                 words = time_words(recogniser, take)
     # 2. the loudness, over the whole
-    audio, loud = normalise_loudness(take.audio, take.sample_rate, outputs.loudness)
+    audio, loud = normalise_loudness(take.audio, take.sample_rate, outputs.loudness, in_place=outputs.level_in_place)
     said = loud.warning(outputs.loudness_what) if loud is not None else None
     if said:
         warn(said)

@@ -574,6 +574,7 @@ class DubRun:
             words=self.words,
             loudness=settings["loudness"],  # --loudness: over the whole track
             loudness_what="the track",
+            level_in_place=True,  # the track is levelled where it lies: no second 4 h copy
             stdout=lambda: self.stdout,
             pipe_error=False,  # stdout's reader gone: the command's BrokenPipeError
         )

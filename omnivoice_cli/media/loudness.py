@@ -2,6 +2,7 @@
 
     report = measure(audio, 24000)                        # LUFS and dBTP of a whole signal
     audio, report = normalize(audio, 24000, -18.0)        # one output at -18 LUFS, <= -1 dBTP
+    report = normalize_in_place(track, 24000, -16.0)      # the same, written over a long track itself
 
     lev = Leveller(lambda: read_blocks(), 24000, -18.0).measure()   # a book: read from its parts,
     for block in lev.output(): out.write(block)           # never held whole; the same algorithm
@@ -542,8 +543,37 @@ def normalize(
     return out, lev.report()
 
 
-def level(audio: Any, sample_rate: int, target: float | None) -> tuple[Any, LoudnessReport | None]:
-    """`normalize` when a target is set; with None, `audio` itself (the very object) and no report."""
+def normalize_in_place(
+    audio: Any, sample_rate: int, target_lufs: float, peak_dbtp: float = CEILING_DBTP
+) -> LoudnessReport:
+    """`normalize`, its output written over `audio` itself (a writable float32 [N] array, a
+    dub's track): the Leveller reads the array in blocks (views) and its output, which lags its
+    input, goes back where it was read from, so no second copy is ever made: the memory it adds
+    is a few blocks', whatever the length. The result is the one `normalize` gives."""
+    np, _ = _libraries()
+    target = check_target(target_lufs)
+    if not (isinstance(audio, np.ndarray) and audio.dtype == np.float32 and audio.ndim == 1 and audio.flags.writeable):
+        raise ValueError("normalize_in_place: expected a writable float32 [N] array")
+    blocks = lambda: (audio[i : i + BLOCK] for i in range(0, len(audio), BLOCK))  # noqa: E731
+    lev = Leveller(blocks, sample_rate, target, peak_dbtp).measure()
+    at = 0
+    for block in lev.output():  # block i ends at or before the input read so far: nothing unread is overwritten
+        audio[at : at + len(block)] = block
+        at += len(block)
+    assert at == len(audio), (at, len(audio))
+    return lev.report()
+
+
+def level(
+    audio: Any, sample_rate: int, target: float | None, *, in_place: bool = False
+) -> tuple[Any, LoudnessReport | None]:
+    """`normalize` when a target is set; with None, `audio` itself (the very object) and no report.
+    With `in_place`, a writable float32 [N] array is levelled where it lies (normalize_in_place:
+    `audio` itself comes back, levelled); any other audio as `normalize` does it."""
     if target is None:
         return audio, None
+    np, _ = _libraries()
+    if in_place and isinstance(audio, np.ndarray) and audio.dtype == np.float32 and audio.ndim == 1:
+        if audio.flags.writeable:
+            return audio, normalize_in_place(audio, sample_rate, target)
     return normalize(audio, sample_rate, target)
