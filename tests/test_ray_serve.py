@@ -10,6 +10,7 @@ import base64
 import collections
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -33,6 +34,9 @@ ROOT = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
 ENV.pop("RAY_ADDRESS", None)
 ENV["RAY_memory_monitor_refresh_ms"] = "0"  # other jobs share the machine's memory (as test_ray.py)
+# this cluster's own token (as test_ray.py): a Ray that finds ~/.ray/auth_token or a token mode set
+# elsewhere on the machine then neither refuses the head nor the clients
+ENV.update({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16)})
 KEY = "s3cret"
 AUTH = {"Authorization": f"Bearer {KEY}"}
 

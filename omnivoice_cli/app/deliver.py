@@ -190,7 +190,8 @@ def check_not_silent(audio: Audio, rate: int, where: str) -> None:
     """SilentAudio when nothing in `audio` would be heard (or it is empty)."""
     import numpy as np
 
-    if len(audio) == 0 or float(np.max(np.abs(audio))) < SILENCE:
+    samples = np.asarray(audio)  # max and min read it in place (abs would copy a whole track)
+    if len(samples) == 0 or (float(samples.max()) < SILENCE and float(samples.min()) > -SILENCE):
         raise SilentAudio(len(audio) / rate, where)
 
 
