@@ -15,13 +15,18 @@ from ..engine.config import SAMPLE_RATE
 from ..engine.errors import InvalidRequest
 from ..media.cues import timestamp
 from ..media.output import OutputTarget, check_output
+from ..ui.helpfmt import MORE
 from ..ui.options import HARDWARE_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, with_settings
 from ..ui.text import visible
 from .common import echo, error, run_session, run_settings, warn
 from .say import check_listening, words_path
 
-HELP = """Speak every cue of an SRT or WebVTT file into one audio track, each in its time slot.
-
+# After MORE: the details, shown by --help-all (ui/helpfmt.py).
+HELP = (
+    """Speak every cue of an SRT or WebVTT file into one audio track, each in its time slot.
+"""
+    + MORE
+    + """
 Each cue is one request whose fixed length is the cue's (a cue over 30 s is cut into pieces that
 fill it), all generated together; cue i (from 0) uses seed S + i, so
 `omnivoice say "<cue text>" --duration <cue length> --seed <S + i>` remakes one cue exactly. The
@@ -37,6 +42,7 @@ voice, speed) without loading the model. An existing track is not replaced witho
 (with --force, once the track exists) then reuses the cues already made. Exit codes: 0 ok; 1
 runtime failure; 2 bad usage, a malformed subtitle file (with its line number), a bad cast or a
 track that exists; 130 / 143 stopped by Ctrl-C / SIGTERM."""
+)
 
 EXAMPLES = """
 omnivoice dub episode.srt -o episode.wav --voice alice

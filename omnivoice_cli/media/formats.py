@@ -111,6 +111,11 @@ class EncoderMissing(InvalidRequest):
     """A format of the table needs an encoder that is not installed (a usage error, exit 2)."""
 
 
+def usual_extensions() -> str:
+    """The usual extension of every format, for help and docs: '.wav .flac ... .alaw'."""
+    return " ".join(f.extension for f in AUDIO_FORMATS.values())
+
+
 def extension_list() -> str:
     exts = list(BY_EXTENSION)
     return ", ".join(exts[:-1]) + " or " + exts[-1]

@@ -41,13 +41,13 @@ def setting_option(s: st.Setting) -> Any:
     """The typer option of one setting."""
     if s.kind is bool:
         decl = f"{s.flag}/--no-{s.flag[2:]}"
-        return typer.Option(None, decl, help=setting_help(s), rich_help_panel=s.panel, show_default=False)
+        return typer.Option(None, decl, help=setting_help(s), rich_help_panel=s.help_panel, show_default=False)
     return typer.Option(  # an envvar is a default (settings.resolve), below a preset: not read here
         None,
         s.flag,
         metavar=s.metavar or "VALUE",
         help=setting_help(s),
-        rich_help_panel=s.panel,
+        rich_help_panel=s.help_panel,
         show_default=False,
     )
 
