@@ -116,6 +116,12 @@ def usual_extensions() -> str:
     return " ".join(f.extension for f in AUDIO_FORMATS.values())
 
 
+def streaming_formats() -> str:
+    """The formats written piece by piece, in words: 'wav, ogg, ... or alaw'."""
+    names = [f.name for f in AUDIO_FORMATS.values() if f.streams]
+    return ", ".join(names[:-1]) + " or " + names[-1]
+
+
 def extension_list() -> str:
     exts = list(BY_EXTENSION)
     return ", ".join(exts[:-1]) + " or " + exts[-1]

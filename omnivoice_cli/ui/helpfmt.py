@@ -65,11 +65,11 @@ def _panels(obj: Any, ctx: Any) -> dict[str, list[tuple[str, str]]]:
     return dict(sorted(panels.items(), key=lambda kv: rank.get(kv[0], rank["*"])))
 
 
-def _table(rows: list[tuple[str, str]], left: int):
+def _table(rows: list[tuple[str, str]], left: int, gap: int):
     from rich.table import Table
     from rich.text import Text
 
-    table = Table.grid(padding=(0, 2), expand=True)
+    table = Table.grid(padding=(0, gap), expand=True)
     table.add_column(width=left, overflow="fold")  # the longest label (up to half the width): no wrap at 80
     table.add_column(ratio=1, overflow="fold")
     for name, text in rows:
@@ -165,8 +165,10 @@ def render_help(obj: Any, ctx: Any, commands: list[tuple[str, str]] | None = Non
         panels = {"Commands": commands, **panels}
     left = max((len(name) for rows in panels.values() for name, _ in rows), default=10)
     left = min(left, max(20, console.width // 2 - 4))
+    longest = max((len(word) for rows in panels.values() for _, text in rows for word in text.split()), default=0)
+    gap = 1 if console.width - 4 - left - 2 < longest else 2  # a long word (a hub id) kept whole by a narrower gap
     for title, rows in panels.items():
-        console.print(_panel(title, _table(rows, left)))
+        console.print(_panel(title, _table(rows, left, gap)))
     _print_examples(console, obj.epilog)
     left_out = [
         *(["the details"] if details.strip() and not show_all else []),

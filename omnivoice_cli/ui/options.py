@@ -212,6 +212,6 @@ def settings_table() -> str:
             default = setting_help(s).rsplit("Default: ", 1)[1].rstrip(".")
             bounds = "".join(f", at {w} {b:g}" for w, b in (("least", s.low), ("most", s.high)) if b is not None)
             meaning = f"{s.help} Allowed: {s.allowed}{bounds}."
-            cells = [f"`{flag}`", f"`{key}`", ways, meaning, default]
+            cells = [f"`{flag}`" + (" (advanced)" if s.advanced else ""), f"`{key}`", ways, meaning, default]
             rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(rows) + "\n"
