@@ -168,3 +168,12 @@ def test_wrap_example_keeps_the_command_whole(line):
     if "#" in line:
         assert out[0] == "# alice.txt holds its transcript"
     assert wrap_example("omnivoice say Hi", 72) == ["omnivoice say Hi"]
+
+
+def test_a_command_shows_an_advanced_setting_it_needs_every_day(runner):
+    def rows(*args):
+        return set(re.findall(r"^│ (?:-[a-z], )?(--[a-z][a-z0-9-]*)", _help(runner, *args), re.M))
+
+    assert SCHEMA["format"].advanced
+    assert "--format" in rows("book", "--help") and "--format" in rows("batch", "--help")  # a folder of files
+    assert "--format" not in rows("say", "--help") and "--format" in rows("say", HELP_ALL)  # -o names it

@@ -11,6 +11,7 @@ from ..app import settings as st
 from ..app.batch import BatchRun
 from ..app.dryrun import describe
 from ..app.folder import check_output_dir
+from ..app.schema import ADVANCED
 from ..app.signals import signal_name
 from ..app.speak import report_settings
 from ..engine.errors import InvalidRequest
@@ -125,7 +126,9 @@ def _json_summary(run) -> None:
     typer.echo(json.dumps(data, ensure_ascii=False))
 
 
-@with_settings(*SPEECH_SETTINGS, *HARDWARE_SETTINGS, *LISTEN_SETTINGS)
+@with_settings(
+    *SPEECH_SETTINGS, *HARDWARE_SETTINGS, *LISTEN_SETTINGS, everyday=("format",)
+)  # a folder of files: their format is everyday
 def batch(
     input: str = typer.Argument(..., metavar="INPUT", show_default=False, help="A .txt or .jsonl file."),
     output: str = typer.Option(
@@ -150,7 +153,7 @@ def batch(
     json_out: bool = typer.Option(
         False,
         "--json",
-        rich_help_panel="Output",
+        rich_help_panel=ADVANCED,
         help="A JSON summary on stdout instead of the summary line (with --dry-run: one JSON object a line).",
     ),
     quiet: bool = QUIET_OPTION,
@@ -165,7 +168,7 @@ def batch(
     words: bool = typer.Option(
         False,
         "--words",
-        rich_help_panel="Output",
+        rich_help_panel=ADVANCED,
         help="Also write when each word is spoken beside each audio file (0001.words.json), heard by the speech "
         "recogniser (the asr extra).",
     ),

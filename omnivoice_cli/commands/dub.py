@@ -10,6 +10,7 @@ import typer
 
 from ..app import settings as st
 from ..app.dialogue import Cast
+from ..app.schema import ADVANCED
 from ..app.signals import signal_name
 from ..engine.config import SAMPLE_RATE
 from ..engine.errors import InvalidRequest
@@ -153,7 +154,7 @@ def dub(
         "--words",
         metavar="FILE.json",
         show_default=False,
-        rich_help_panel="Output",
+        rich_help_panel=ADVANCED,
         help="Also write when each word is spoken on the track (JSON), heard by the speech recogniser (the asr extra).",
     ),
     overwrite: bool = typer.Option(
@@ -178,7 +179,7 @@ def dub(
     json_out: bool = typer.Option(
         False,
         "--json",
-        rich_help_panel="Output",
+        rich_help_panel=ADVANCED,
         help="A JSON report with every cue (stderr if -o -).",
     ),
     quiet: bool = QUIET_OPTION,
