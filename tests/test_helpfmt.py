@@ -1,12 +1,22 @@
 """`--help` at 80 columns (ui/helpfmt.py): no help cut with an ellipsis, every line within the width,
-`say`'s examples whole, and `wrap_example`'s shell continuation lines."""
+no word of an option's help cut, `say`'s examples whole, and `wrap_example`'s shell continuation
+lines; the everyday options in `--help`, the Advanced panel and the details only in `--help-all`
+(the hidden options still work); every output format named in the help and the docs."""
 
 from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
 
 import pytest
 import typer.main
 
-from omnivoice_cli.ui.helpfmt import wrap_example
+from omnivoice_cli.app.schema import ADVANCED, SCHEMA
+from omnivoice_cli.media.formats import AUDIO_FORMATS
+from omnivoice_cli.ui.helpfmt import HELP_ALL, asks_help_all, wrap_example
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _command_paths(cmd, path=()):
@@ -15,16 +25,114 @@ def _command_paths(cmd, path=()):
         yield from _command_paths(sub, (*path, name))
 
 
-def test_no_help_is_cut_at_80_columns(runner):
+def _command(path):
+    from omnivoice_cli.cli import app
+
+    cmd = typer.main.get_command(app)
+    for name in path:
+        cmd = cmd.get_command(None, name)
+    return cmd
+
+
+def _help(runner, *args) -> str:
+    from omnivoice_cli.cli import app
+
+    r = runner.invoke(app, list(args), env={"COLUMNS": "80"}, terminal_width=80)
+    assert r.exit_code == 0, (args, r.stderr)
+    return r.stdout
+
+
+def _advanced_flags(cmd) -> set[str]:
+    return {
+        o for p in cmd.params if getattr(p, "rich_help_panel", None) == ADVANCED for o in (*p.opts, *p.secondary_opts)
+    }
+
+
+@pytest.mark.parametrize("flag", ["--help", HELP_ALL])
+def test_no_help_is_cut_at_80_columns(runner, flag):
     from omnivoice_cli.cli import app
 
     paths = list(_command_paths(typer.main.get_command(app)))
     assert ["say"] in paths and ["voice", "add"] in paths and len(paths) >= 15
     for path in paths:
-        r = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "80"}, terminal_width=80)
-        assert r.exit_code == 0, (path, r.stderr)
-        assert "…" not in r.stdout, (path, [ln for ln in r.stdout.splitlines() if "…" in ln])
-        assert max(len(ln) for ln in r.stdout.splitlines()) <= 80, path
+        out = _help(runner, *path, flag)
+        assert "…" not in out, (path, [ln for ln in out.splitlines() if "…" in ln])
+        assert max(len(ln) for ln in out.splitlines()) <= 80, path
+        # lines are broken at spaces: every word of every shown option's help is there whole
+        shown = set(out.replace("│", " ").split())
+        cmd = _command(path)
+        for param in cmd.params:
+            if getattr(param, "hidden", False) or (flag == "--help" and param.rich_help_panel == ADVANCED):
+                continue
+            cut = [w for w in (param.help or "").split() if w not in shown]
+            assert not cut, (path, flag, param.name, cut)
+        for name, sub in getattr(cmd, "commands", {}).items():  # a group's summaries
+            if not sub.hidden:
+                summary = sub.get_short_help_str(limit=200).split()
+                assert all(w in shown for w in summary), (path, name)
+
+
+def test_say_help_shows_the_everyday_options_and_says_how_to_see_the_rest(runner):
+    out = _help(runner, "say", "--help")
+    advanced = _advanced_flags(_command(["say"]))
+    assert {"--t-shift", "--layer-penalty-factor", "--position-temperature", "--class-temperature"} <= advanced
+    assert {"--step-cache-prompt-every", "--step-cache-uncond-every", "--guidance-scale"} <= advanced
+    assert len(out.splitlines()) < 80
+    words = set(re.findall(r"^│ (?:-[a-z], )?(--[a-z][a-z0-9-]*)", out, re.M))  # the options' rows
+    assert not words & advanced, words & advanced
+    assert {"--output", "--voice", "--instruct", "--lang", "--speed", "--model"} <= words
+    assert "Advanced" not in out and "Exit codes" not in out  # the panel and the details: --help-all
+    assert out.rstrip().splitlines()[-1].strip().startswith(f"omnivoice say {HELP_ALL} shows the details and the")
+
+
+@pytest.mark.parametrize("path", [["say"], ["batch"], ["book"], ["dub"]])
+def test_help_all_shows_every_option_and_the_details(runner, path):
+    out = _help(runner, *path, HELP_ALL)
+    cmd = _command(path)
+    flags = {o for p in cmd.params if not p.hidden for o in (*p.opts, *p.secondary_opts) if o.startswith("--")}
+    assert flags - {"--help"} <= set(re.findall(r"--[a-z][a-z0-9-]*", out)), flags - set(out.split())
+    assert "─ Advanced " in out and "Exit codes" in out
+    assert HELP_ALL not in out  # nothing left to show
+    short = _help(runner, *path, "--help")
+    assert len(short.splitlines()) < len(out.splitlines())
+
+
+def test_the_advanced_settings_are_the_schemas():
+    say = _advanced_flags(_command(["say"]))
+    for s in SCHEMA.values():
+        if s.flag in {o for p in _command(["say"]).params for o in p.opts}:
+            assert (s.flag in say) == s.advanced, s.name
+
+
+def test_help_all_is_read_before_a_double_dash_and_before_a_groups_command():
+    assert asks_help_all(["Hi", "--help-all"], leading=False)
+    assert not asks_help_all(["--", "--help-all"], leading=False)  # speaks the words "--help-all"
+    assert asks_help_all(["--help-all"], leading=True)
+    assert not asks_help_all(["say", "--help-all"], leading=True)  # say's own
+
+
+def test_a_hidden_option_still_takes_effect(invoke):
+    r = invoke("say", "Hi", "--t-shift", "0.5", "--step-cache-uncond-every", "5", "--dry-run", "--json")
+    assert r.exit_code == 0, r.stderr
+    settings = json.loads(r.stdout)["settings"]
+    assert settings["t_shift"] == {"value": 0.5, "from": "flag"}
+    assert settings["step_cache_uncond_every"] == {"value": 5, "from": "flag"}
+    r = invoke("say", "Hi", "--t-shift", "abc", "--dry-run")
+    assert r.exit_code == 2 and "--t-shift" in r.stderr
+
+
+def test_every_output_format_is_named_in_the_help_and_the_docs(runner):
+    extensions = [f.extension for f in AUDIO_FORMATS.values()]
+    assert {".aac", ".m4a", ".ulaw", ".alaw"} <= set(extensions)
+    for flag in ("--help", HELP_ALL):
+        shown = {w.strip("();,") for w in _help(runner, "say", flag).replace("│", " ").split()}
+        assert set(extensions) <= shown, (flag, set(extensions) - shown)
+    table = (ROOT / "docs" / "say.md").read_text()
+    for f in AUDIO_FORMATS.values():
+        row = re.search(rf"^\| {f.name} \| (.*?) \|", table, re.M)
+        assert row and all(f"`{ext}`" in row.group(1) for ext in f.extensions), f.name
+    readme = (ROOT / "README.md").read_text()
+    assert " ".join(extensions) in " ".join(readme.split())
 
 
 def test_the_examples_of_say_are_whole_at_80_columns(runner):
@@ -60,3 +168,12 @@ def test_wrap_example_keeps_the_command_whole(line):
     if "#" in line:
         assert out[0] == "# alice.txt holds its transcript"
     assert wrap_example("omnivoice say Hi", 72) == ["omnivoice say Hi"]
+
+
+def test_a_command_shows_an_advanced_setting_it_needs_every_day(runner):
+    def rows(*args):
+        return set(re.findall(r"^│ (?:-[a-z], )?(--[a-z][a-z0-9-]*)", _help(runner, *args), re.M))
+
+    assert SCHEMA["format"].advanced
+    assert "--format" in rows("book", "--help") and "--format" in rows("batch", "--help")  # a folder of files
+    assert "--format" not in rows("say", "--help") and "--format" in rows("say", HELP_ALL)  # -o names it

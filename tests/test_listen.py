@@ -155,7 +155,7 @@ def test_help_and_the_core_path_never_import_the_recogniser(tmp_path):
         "from omnivoice_cli.app import request, speak, settings, batch, listen\n"
         "from omnivoice_cli.engine import pipeline, streaming, pieces\n"
         "from omnivoice_cli.cli import main\n"
-        "sys.argv = ['omnivoice', 'say', '--help']\n"
+        "sys.argv = ['omnivoice', 'say', '--help-all']\n"  # --asr-model is an advanced option
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('faster_whisper', 'ctranslate2', 'transformers'))\n"
         "print('LOADED', bad)\n"

@@ -38,8 +38,11 @@ QUANTIZE = ("none", "int8", "auto")  # auto: the fastest path measured on this C
 FORMATS = (*AUDIO_FORMATS, "pcm")  # audio formats a file name or --format may ask for (pcm = raw)
 _DEVICE_RE = re.compile(r"^(auto|cpu|cuda|mps|cuda:\d{1,3})$")
 
-# Help panels, in the order `--help` shows them.
+# Help panels, in the order `--help` shows them. The expert knobs (sampling internals, the step
+# cache's refreshes, chunking, precision) are `advanced`: `--help` puts them in one ADVANCED panel
+# shown only by `--help-all`.
 PANELS = ("Input", "Voice", "Generation", "Output", "Hardware")
+ADVANCED = "Advanced"
 
 # The ways in: a command-line flag, a key of a preset file, a field of a batch JSON line, a field
 # of a server request.
@@ -70,10 +73,16 @@ class Setting:
     run_wide: bool = False  # one engine per run: a batch line may not change it
     default_help: str = ""  # how --help words the default when str(default) will not do
     envvar: str | None = None  # an environment variable that sets the default (`environment_defaults`)
+    advanced: bool = False  # an expert knob: in --help's ADVANCED panel, shown only by --help-all
 
     @property
     def flag(self) -> str:
         return flag_name(self.name)
+
+    @property
+    def help_panel(self) -> str:
+        """The panel --help shows its flag in: ADVANCED for an expert knob, else its own."""
+        return ADVANCED if self.advanced else self.panel
 
 
 def flag_name(setting: str) -> str:
@@ -115,6 +124,7 @@ SCHEMA: dict[str, Setting] = {
             *_engine("guidance_scale"),
             high=100.0,
             metavar="G",
+            advanced=True,
         ),
         _setting(
             "t_shift",
@@ -125,6 +135,7 @@ SCHEMA: dict[str, Setting] = {
             *_engine("t_shift"),
             high=100.0,
             metavar="S",
+            advanced=True,
         ),
         _setting(
             "layer_penalty_factor",
@@ -135,6 +146,7 @@ SCHEMA: dict[str, Setting] = {
             *_engine("layer_penalty_factor"),
             high=1000.0,
             metavar="F",
+            advanced=True,
         ),
         _setting(
             "position_temperature",
@@ -145,6 +157,7 @@ SCHEMA: dict[str, Setting] = {
             *_engine("position_temperature"),
             high=1000.0,
             metavar="T",
+            advanced=True,
         ),
         _setting(
             "class_temperature",
@@ -155,9 +168,16 @@ SCHEMA: dict[str, Setting] = {
             *_engine("class_temperature"),
             high=1000.0,
             metavar="T",
+            advanced=True,
         ),
         _setting(
-            "denoise", bool, _GEN.denoise, "The denoise token when cloning a voice.", "Generation", "true or false"
+            "denoise",
+            bool,
+            _GEN.denoise,
+            "The denoise token when cloning a voice.",
+            "Generation",
+            "true or false",
+            advanced=True,
         ),
         # the step cache (engine/generation.py): ~1.5-2x faster steps, an approximation (docs/speed.md)
         _setting(
@@ -167,6 +187,7 @@ SCHEMA: dict[str, Setting] = {
             "Reuse the prompt's keys/values and the unguided log-probs between refreshes (faster; approximate).",
             "Generation",
             "true or false",
+            advanced=True,
         ),
         _setting(
             "step_cache_prompt_every",
@@ -176,6 +197,7 @@ SCHEMA: dict[str, Setting] = {
             "Generation",
             *_engine("step_cache_prompt_every"),
             metavar="N",
+            advanced=True,
         ),
         _setting(
             "step_cache_uncond_every",
@@ -185,6 +207,7 @@ SCHEMA: dict[str, Setting] = {
             "Generation",
             *_engine("step_cache_uncond_every"),
             metavar="N",
+            advanced=True,
         ),
         _setting(
             "speed",
@@ -217,6 +240,7 @@ SCHEMA: dict[str, Setting] = {
             *_engine("audio_chunk_duration"),
             high=MAX_DURATION,
             metavar="SECONDS",
+            advanced=True,
         ),
         _setting(
             "chunk_threshold",
@@ -226,6 +250,7 @@ SCHEMA: dict[str, Setting] = {
             "Input",
             *_engine("audio_chunk_threshold"),
             metavar="SECONDS",
+            advanced=True,
         ),
         _setting(
             "normalize",
@@ -242,6 +267,7 @@ SCHEMA: dict[str, Setting] = {
             "Read the text as Markdown: emphasis, links, lists spoken as words.",
             "Input",
             "true or false",
+            advanced=True,
         ),
         _setting(
             "lexicon",
@@ -254,6 +280,7 @@ SCHEMA: dict[str, Setting] = {
             metavar="FILE",
             where=_HW,  # a file on this machine: never a line's or a request's (the server's is `serve --lexicon`)
             run_wide=True,
+            advanced=True,
         ),
         _setting(
             "lang",
@@ -284,6 +311,7 @@ SCHEMA: dict[str, Setting] = {
             "one line of at most 500 characters",
             metavar="TEXT",
             default_help="none",
+            advanced=True,
         ),
         _setting(
             "voice",
@@ -317,6 +345,7 @@ SCHEMA: dict[str, Setting] = {
             metavar="TEXT",
             default_help="the .txt file beside the recording",
             where=frozenset({FLAG, LINE}),
+            advanced=True,
         ),
         _setting(
             "seed",
@@ -341,6 +370,7 @@ SCHEMA: dict[str, Setting] = {
             choices=FORMATS,
             metavar="FMT",
             where=frozenset({FLAG, PRESET}),
+            advanced=True,
         ),
         _setting(
             "sample_rate",
@@ -353,6 +383,7 @@ SCHEMA: dict[str, Setting] = {
             metavar="HZ",
             default_help="the model's (24000)",
             where=frozenset({FLAG, PRESET, HTTP}),  # `say` (and --cast), the server's requests; not batch lines
+            advanced=True,
         ),
         _setting(
             "loudness",
@@ -364,6 +395,7 @@ SCHEMA: dict[str, Setting] = {
             LOUDNESS_RULE.ok,
             metavar="LUFS",
             default_help="off",
+            advanced=True,
         ),
         _setting(
             "device",
@@ -389,6 +421,7 @@ SCHEMA: dict[str, Setting] = {
             metavar="TYPE",
             where=_HW,
             run_wide=True,
+            advanced=True,
         ),
         _setting(
             "threads",
@@ -403,6 +436,7 @@ SCHEMA: dict[str, Setting] = {
             where=_HW,
             run_wide=True,
             default_help="the CPU cores",
+            advanced=True,
         ),
         _setting(
             "quantize",
@@ -427,6 +461,7 @@ SCHEMA: dict[str, Setting] = {
             "true or false",
             where=_HW,
             run_wide=True,
+            advanced=True,
         ),
         _setting(
             "model",
@@ -456,6 +491,7 @@ SCHEMA: dict[str, Setting] = {
             run_wide=True,
             envvar="OMNIVOICE_ASR_MODEL",
             default_help=f"$OMNIVOICE_ASR_MODEL, else {DEFAULT_ASR_MODEL}",
+            advanced=True,
         ),
         _setting(
             "verify",
@@ -464,6 +500,7 @@ SCHEMA: dict[str, Setting] = {
             "Transcribe each piece and retake the ones that do not say their text (needs the asr extra).",
             "Generation",
             "true or false",
+            advanced=True,
         ),
         _setting(
             "verify_retries",
@@ -474,6 +511,7 @@ SCHEMA: dict[str, Setting] = {
             "an integer in 0..10",
             lambda v: 0 <= v <= 10,
             metavar="N",
+            advanced=True,
         ),
         _setting(
             "verify_max_error",
@@ -484,6 +522,7 @@ SCHEMA: dict[str, Setting] = {
             "a number in 0..1",
             lambda v: 0.0 <= v <= 1.0,
             metavar="X",
+            advanced=True,
         ),
     ]
 }

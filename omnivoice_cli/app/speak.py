@@ -44,6 +44,7 @@ from ..engine.pipeline import Engine, Planned, Request, Result, plan_of
 from ..engine.streaming import StreamPiece, StreamRun
 from ..media import output as media_output  # (quiet_stdout looked up when called)
 from ..media.cues import Subtitle, finish_subtitles, subtitles_from_pieces
+from ..media.formats import streaming_formats
 from ..media.loudness import LoudnessReport, streaming_refused
 from ..media.output import OutputTarget, check_output
 from ..media.player import Player, open_player
@@ -167,7 +168,7 @@ def check_streamable(target: OutputTarget | None) -> None:
     """Before the model: stdout streaming needs a format that can be written piece by piece."""
     if target is not None and target.to_stdout and not target.audio_format.streams:
         raise InvalidRequest(
-            f"--stream -o - cannot send {target.audio_format.name} piece by piece: use wav, raw, mp3, ogg or opus"
+            f"--stream -o - cannot send {target.audio_format.name} piece by piece: use {streaming_formats()}"
         )
 
 

@@ -11,10 +11,12 @@ from ..app import settings as st
 from ..app.batch import BatchRun
 from ..app.dryrun import describe
 from ..app.folder import check_output_dir
+from ..app.schema import ADVANCED
 from ..app.signals import signal_name
 from ..app.speak import report_settings
 from ..engine.errors import InvalidRequest
 from ..media.lock import output_lock
+from ..ui.helpfmt import MORE
 from ..ui.options import (
     GPUS_PER_WORKER_OPTION,
     HARDWARE_SETTINGS,
@@ -31,12 +33,16 @@ from ..ui.text import visible
 from .common import check_run, cluster_executor, echo, run_session, warn
 from .say import check_listening
 
-HELP = """Speak every line of INPUT into its own audio file in the folder -o.
+# After MORE: the details, shown by --help-all (ui/helpfmt.py).
+HELP = (
+    """Speak every line of INPUT into its own audio file in the folder -o.
 
 INPUT is a .txt file (one text per line) or a .jsonl file (one JSON object per line with "text" and
 any of: id, output, preset, ref, ref_text and the settings below by their names, e.g. num_step).
 Blank lines and lines starting with # are skipped.
-
+"""
+    + MORE
+    + """
 Files are named after id / output, else the zero-padded line number (0007.wav). Existing files are
 skipped, so running the same command again resumes an interrupted batch (--overwrite redoes them).
 OUT/manifest.jsonl records every line. Settings: defaults < preset < flags < the fields of a line.
@@ -47,6 +53,7 @@ With --ray the lines are spoken by --workers engines on a Ray cluster (pip insta
 
 Exit codes: 0 every line done or skipped; 1 a line failed (or a runtime failure); 2 bad usage;
 130 / 143 stopped by Ctrl-C / SIGTERM (finished files are kept)."""
+)
 
 EXAMPLES = """
 omnivoice batch lines.txt -o out/
@@ -119,7 +126,9 @@ def _json_summary(run) -> None:
     typer.echo(json.dumps(data, ensure_ascii=False))
 
 
-@with_settings(*SPEECH_SETTINGS, *HARDWARE_SETTINGS, *LISTEN_SETTINGS)
+@with_settings(
+    *SPEECH_SETTINGS, *HARDWARE_SETTINGS, *LISTEN_SETTINGS, everyday=("format",)
+)  # a folder of files: their format is everyday
 def batch(
     input: str = typer.Argument(..., metavar="INPUT", show_default=False, help="A .txt or .jsonl file."),
     output: str = typer.Option(
@@ -144,7 +153,7 @@ def batch(
     json_out: bool = typer.Option(
         False,
         "--json",
-        rich_help_panel="Output",
+        rich_help_panel=ADVANCED,
         help="A JSON summary on stdout instead of the summary line (with --dry-run: one JSON object a line).",
     ),
     quiet: bool = QUIET_OPTION,
@@ -159,7 +168,7 @@ def batch(
     words: bool = typer.Option(
         False,
         "--words",
-        rich_help_panel="Output",
+        rich_help_panel=ADVANCED,
         help="Also write when each word is spoken beside each audio file (0001.words.json), heard by the speech "
         "recogniser (the asr extra).",
     ),

@@ -13,8 +13,10 @@ import typer
 from ..app import settings as st
 from ..app.book import BookRun, describe_book
 from ..app.bookplan import DEFAULT_LOUDNESS
+from ..app.schema import ADVANCED
 from ..app.signals import signal_name
 from ..engine.errors import InvalidRequest
+from ..ui.helpfmt import MORE
 from ..ui.options import (
     GPUS_PER_WORKER_OPTION,
     HARDWARE_SETTINGS,
@@ -30,13 +32,17 @@ from ..ui.progress import BookBars, clock
 from ..ui.text import visible  # the book's titles and names: their control characters made visible
 from .common import check_run, cluster_executor, echo, error, run_session, warn
 
-HELP = """Read a book aloud: an .m4b audiobook with chapter marks, or one audio file per chapter.
+# After MORE: the details, shown by --help-all (ui/helpfmt.py).
+HELP = (
+    """Read a book aloud: an .m4b audiobook with chapter marks, or one audio file per chapter.
 
 BOOK is an EPUB (chapters in reading order, titled by its table of contents; the cover, contents,
 copyright and similar pages are skipped unless --keep-front-matter), a Markdown file (# and ##
 headings are chapters) or plain text (chapters at lines such as "Chapter 12"). Each chapter starts
 with its title spoken (--no-titles: not) and a pause; paragraphs are apart by a short pause.
-
+"""
+    + MORE
+    + """
 -o NAME.m4b writes one audiobook (AAC, chapter marks, title, author and cover from the book) and
 NAME.chapters.json; -o DIR/ writes 01-Title.wav ... (--format) and DIR/chapters.json. Each output
 is brought to -18 LUFS (--loudness), its true peak at most -1 dBTP, by one gain for the whole output.
@@ -47,6 +53,7 @@ of the book or a setting only the chapters it changes are spoken again.
 
 Exit codes: 0 done; 1 a part failed (or a runtime failure); 2 bad usage; 130 / 143 stopped by
 Ctrl-C / SIGTERM (finished parts are kept)."""
+)
 
 EXAMPLES = """
 omnivoice book novel.epub -o novel.m4b --voice alice
@@ -180,7 +187,9 @@ def _dry_run(run: BookRun, json_out: bool) -> None:
         raise typer.Exit(1)
 
 
-@with_settings(*BOOK_SETTINGS, *HARDWARE_SETTINGS, *LISTEN_SETTINGS)
+@with_settings(
+    *BOOK_SETTINGS, *HARDWARE_SETTINGS, *LISTEN_SETTINGS, everyday=("format",)
+)  # a folder of files: their format is everyday
 def book(
     input: str = typer.Argument(
         ..., metavar="BOOK", show_default=False, help="An .epub, a Markdown file (.md) or a plain-text file."
@@ -227,7 +236,7 @@ def book(
         help="Load no model, write nothing: print the chapters, words and estimated audio length.",
     ),
     json_out: bool = typer.Option(
-        False, "--json", rich_help_panel="Output", help="A JSON report on stdout instead of the summary line."
+        False, "--json", rich_help_panel=ADVANCED, help="A JSON report on stdout instead of the summary line."
     ),
     quiet: bool = QUIET_OPTION,
     ray: Optional[str] = RAY_OPTION,

@@ -10,18 +10,24 @@ import typer
 
 from ..app import settings as st
 from ..app.dialogue import Cast
+from ..app.schema import ADVANCED
 from ..app.signals import signal_name
 from ..engine.config import SAMPLE_RATE
 from ..engine.errors import InvalidRequest
 from ..media.cues import timestamp
 from ..media.output import OutputTarget, check_output
+from ..ui.helpfmt import MORE
 from ..ui.options import HARDWARE_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, with_settings
 from ..ui.text import visible
 from .common import echo, error, run_session, run_settings, warn
 from .say import check_listening, words_path
 
-HELP = """Speak every cue of an SRT or WebVTT file into one audio track, each in its time slot.
-
+# After MORE: the details, shown by --help-all (ui/helpfmt.py).
+HELP = (
+    """Speak every cue of an SRT or WebVTT file into one audio track, each in its time slot.
+"""
+    + MORE
+    + """
 Each cue is one request whose fixed length is the cue's (a cue over 30 s is cut into pieces that
 fill it), all generated together; cue i (from 0) uses seed S + i, so
 `omnivoice say "<cue text>" --duration <cue length> --seed <S + i>` remakes one cue exactly. The
@@ -37,6 +43,7 @@ voice, speed) without loading the model. An existing track is not replaced witho
 (with --force, once the track exists) then reuses the cues already made. Exit codes: 0 ok; 1
 runtime failure; 2 bad usage, a malformed subtitle file (with its line number), a bad cast or a
 track that exists; 130 / 143 stopped by Ctrl-C / SIGTERM."""
+)
 
 EXAMPLES = """
 omnivoice dub episode.srt -o episode.wav --voice alice
@@ -147,7 +154,7 @@ def dub(
         "--words",
         metavar="FILE.json",
         show_default=False,
-        rich_help_panel="Output",
+        rich_help_panel=ADVANCED,
         help="Also write when each word is spoken on the track (JSON), heard by the speech recogniser (the asr extra).",
     ),
     overwrite: bool = typer.Option(
@@ -172,7 +179,7 @@ def dub(
     json_out: bool = typer.Option(
         False,
         "--json",
-        rich_help_panel="Output",
+        rich_help_panel=ADVANCED,
         help="A JSON report with every cue (stderr if -o -).",
     ),
     quiet: bool = QUIET_OPTION,

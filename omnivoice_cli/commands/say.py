@@ -13,12 +13,14 @@ from ..app import listen
 from ..app import settings as st
 from ..app.dryrun import describe, render
 from ..app.request import References, Voices, build_request
+from ..app.schema import ADVANCED
 from ..app.session import Hardware, WarnOnce
 from ..app.speak import Speech, check_streamable, output_target, report_settings, speech_run
 from ..engine.errors import InvalidRequest
 from ..media.cues import check_subtitles_path
+from ..media.formats import usual_extensions
 from ..media.lock import output_lock
-from ..ui.helpfmt import BARE
+from ..ui.helpfmt import BARE, MORE
 from ..ui.options import (
     HARDWARE_SETTINGS,
     LISTEN_SETTINGS,
@@ -32,10 +34,11 @@ from ..ui.text import visible
 from .common import click_exceptions, echo, held, run_session, run_settings, stdout_is_terminal, usage_error, warn
 from .dialogue import say_dialogue
 
-HELP = """Speak TEXT (or the text of -f FILE): play it, or write it to a file (-o), or to stdout (-o -).
-
+# After MORE: the details, shown by --help-all (ui/helpfmt.py).
+HELP = f"""Speak TEXT (or the text of -f FILE): play it, or write it to a file (-o), or to stdout (-o -).
+{MORE}
 Without -o the speech is played as it is made (--play also plays while writing -o). Files are
-24 kHz mono, in the format of their extension (wav, flac, ogg, opus, mp3, raw), written to a
+24 kHz mono, in the format of their extension ({usual_extensions()}), written to a
 temporary file and renamed, so never left partial; --stream sends stdout's audio piece by piece.
 Long texts are spoken in chunks; [pause 1.5s], [pause 500ms] and [pause] insert silences;
 [laughter], [sigh] and the other tags of `omnivoice tags` are spoken as sounds.
@@ -207,7 +210,7 @@ def say(
         None,
         metavar="TEXT",
         show_default=False,
-        help="The text to speak (the words of the command line); - reads stdin, as does a pipe without TEXT.",
+        help="The text to speak; - reads stdin, as does a pipe without TEXT.",
     ),
     text_file: Optional[str] = typer.Option(
         None,
@@ -216,8 +219,7 @@ def say(
         metavar="PATH",
         show_default=False,
         rich_help_panel="Input",
-        help="Speak the whole text of this UTF-8 file (line breaks are read as spaces, or as Markdown with "
-        "--markdown); - reads stdin.",
+        help="Speak the text of this UTF-8 file (line breaks read as spaces); - reads stdin.",
     ),
     preset: Optional[str] = PRESET_OPTION,
     output: Optional[str] = typer.Option(
@@ -227,27 +229,26 @@ def say(
         metavar="PATH",
         show_default=False,
         rich_help_panel="Output",
-        help="Audio file (.wav .flac .ogg .opus .mp3 .raw); - writes to stdout (--format, default wav). "
-        "Default: play it.",
+        help=f"Audio file ({usual_extensions()}); - writes to stdout (--format, default wav). Default: play it.",
     ),
     play: bool = typer.Option(False, "--play", rich_help_panel="Output", help="Play it as it is made (also with -o)."),
     stream: bool = typer.Option(
         False,
         "--stream",
         rich_help_panel="Output",
-        help="Cut at sentences and send each piece as soon as it is ready (with -o -: progressive stdout).",
+        help="Send each sentence as soon as it is ready (with -o -: progressive stdout).",
     ),
     json_out: bool = typer.Option(
         False,
         "--json",
-        rich_help_panel="Output",
+        rich_help_panel=ADVANCED,
         help="A JSON report instead of the summary (stderr if -o -).",
     ),
     dry_run: bool = typer.Option(
         False,
         "--dry-run",
         rich_help_panel="Output",
-        help="Load no model: print what would be spoken (text, language, pieces, settings and their source).",
+        help="Load no model: print what would be spoken, and with which settings.",
     ),
     quiet: bool = QUIET_OPTION,
     # -- subtitles and dialogue (issue 15: cues.py, commands/dialogue.py) --
@@ -257,22 +258,21 @@ def say(
         metavar="FILE",
         show_default=False,
         rich_help_panel="Output",
-        help="Also write subtitles (.srt or .vtt) at the pieces' real times: cues of at most 2 lines of 42 "
-        "characters and about 7 s, cut at sentences and clauses.",
+        help="Also write subtitles (.srt or .vtt), timed to the speech (docs/dubbing.md).",
     ),
     words_file: Optional[str] = typer.Option(
         None,
         "--words",
         metavar="FILE.json",
         show_default=False,
-        rich_help_panel="Output",
+        rich_help_panel=ADVANCED,
         help="Also write when each word is spoken (JSON), heard by the speech recogniser.",
     ),
     subtitle_level: str = typer.Option(
         "line",
         "--subtitle-level",
         metavar="line|word",
-        rich_help_panel="Output",
+        rich_help_panel=ADVANCED,
         help="--subtitles cues: line, or word (VTT with each word's time, from the speech recogniser).",
     ),
     cast: Optional[list[str]] = typer.Option(
@@ -289,7 +289,7 @@ def say(
         "--gap",
         metavar="SECONDS",
         show_default=False,
-        rich_help_panel="Voice",
+        rich_help_panel=ADVANCED,
         help="Silence between the lines of a --cast script. Default: 0.3.",
     ),
     flags: dict = NO_FLAGS,

@@ -111,6 +111,17 @@ class EncoderMissing(InvalidRequest):
     """A format of the table needs an encoder that is not installed (a usage error, exit 2)."""
 
 
+def usual_extensions() -> str:
+    """The usual extension of every format, for help and docs: '.wav .flac ... .alaw'."""
+    return " ".join(f.extension for f in AUDIO_FORMATS.values())
+
+
+def streaming_formats() -> str:
+    """The formats written piece by piece, in words: 'wav, ogg, ... or alaw'."""
+    names = [f.name for f in AUDIO_FORMATS.values() if f.streams]
+    return ", ".join(names[:-1]) + " or " + names[-1]
+
+
 def extension_list() -> str:
     exts = list(BY_EXTENSION)
     return ", ".join(exts[:-1]) + " or " + exts[-1]

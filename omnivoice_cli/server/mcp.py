@@ -40,6 +40,7 @@ from ..app import settings as st
 from ..app.deliver import Outputs, Take, WriteFailed, deliver
 from ..app.speaker import USAGE_ERRORS, Speaker, one_line
 from ..engine.errors import InvalidRequest, OmniVoiceError
+from ..media.formats import AUDIO_FORMATS
 from ..media.loudness import LoudnessReport
 from ..media.output import check_output, format_named, writable_formats
 from ..media.player import Player, open_player
@@ -236,7 +237,7 @@ OutPath = Annotated[
         "(its extension is the format; default .wav)."
     ),
 ]
-Format = Annotated[str | None, Field(description="wav, flac, ogg, opus, mp3 or raw (default: the path's extension).")]
+Format = Annotated[str | None, Field(description=f"{', '.join(AUDIO_FORMATS)} or pcm (default: the path's extension).")]
 
 
 def unknown_arguments(tool: str, arguments: Mapping[str, object] | None, known: list[str]) -> str | None:

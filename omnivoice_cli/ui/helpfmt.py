@@ -5,7 +5,9 @@ help), so at 80 columns the help column shrinks to a few characters and long fla
 Here each option is one cell ("-f, --text-file PATH", "--denoise / --no-denoise") that never wraps,
 and the help text takes the rest of the width. A command's epilog is shown as its examples, a
 long one broken into shell continuation lines (`wrap_example`), never cut with an ellipsis.
-Rich is imported only when help is printed.
+The expert knobs (the schema's `advanced` settings, a command's options in the ADVANCED panel) are
+shown only by `--help-all`; `--help` ends with a line saying so. Rich is imported only when help
+is printed.
 """
 
 from __future__ import annotations
@@ -20,7 +22,12 @@ try:  # typer >= 0.2x vendors its own click
 except ImportError:  # older typer runs on click
     from click import exceptions as click_exceptions  # type: ignore[no-redef]  # noqa: F401
 
-ORDER = ("Arguments", "Input", "Voice", "Generation", "Output", "Hardware", "Options")
+from ..app.schema import ADVANCED
+
+# The panels in the order shown; "*" stands for any other (Server, Cluster, ...).
+ORDER = ("Arguments", "Input", "Voice", "Generation", "Output", "Hardware", "*", ADVANCED, "Options")
+HELP_ALL = "--help-all"
+MORE = "\f"  # in a command's help text: what follows (the details) is shown only by --help-all
 MAX_WIDTH = 100
 
 
@@ -55,14 +62,14 @@ def _panels(obj: Any, ctx: Any) -> dict[str, list[tuple[str, str]]]:
         panel = getattr(param, "rich_help_panel", None) or default
         panels.setdefault(panel, []).append((option_label(param), getattr(param, "help", None) or ""))
     rank = {name: i for i, name in enumerate(ORDER)}
-    return dict(sorted(panels.items(), key=lambda kv: rank.get(kv[0], len(ORDER) - 1)))
+    return dict(sorted(panels.items(), key=lambda kv: rank.get(kv[0], rank["*"])))
 
 
-def _table(rows: list[tuple[str, str]], left: int):
+def _table(rows: list[tuple[str, str]], left: int, gap: int):
     from rich.table import Table
     from rich.text import Text
 
-    table = Table.grid(padding=(0, 2), expand=True)
+    table = Table.grid(padding=(0, gap), expand=True)
     table.add_column(width=left, overflow="fold")  # the longest label (up to half the width): no wrap at 80
     table.add_column(ratio=1, overflow="fold")
     for name, text in rows:
@@ -141,28 +148,67 @@ def _print_examples(console: Any, epilog: str | None) -> None:
     console.print(_panel("Examples", Text("\n".join(lines), no_wrap=True, overflow="fold")))
 
 
-def render_help(obj: Any, ctx: Any, commands: list[tuple[str, str]] | None = None) -> None:
+def render_help(obj: Any, ctx: Any, commands: list[tuple[str, str]] | None = None, show_all: bool = False) -> None:
+    """The help of a command or group: usage, text, option panels, examples. The ADVANCED panel
+    only with `show_all` (--help-all); without it, a last line says how many it leaves out."""
     from rich.padding import Padding
     from rich.text import Text
 
     console = _console()
     console.print(Padding(Text(obj.get_usage(ctx), style="bold"), (1, 1, 1, 1)))
-    if obj.help:
-        _print_text(console, obj.help)
+    shown, _, details = (obj.help or "").partition(MORE)
+    if shown.strip() or (show_all and details.strip()):
+        _print_text(console, shown + ("\n\n" + details if show_all else ""))
     panels = _panels(obj, ctx)
+    advanced = [] if show_all else panels.pop(ADVANCED, [])
     if commands:
         panels = {"Commands": commands, **panels}
     left = max((len(name) for rows in panels.values() for name, _ in rows), default=10)
     left = min(left, max(20, console.width // 2 - 4))
+    longest = max((len(word) for rows in panels.values() for _, text in rows for word in text.split()), default=0)
+    gap = 1 if console.width - 4 - left - 2 < longest else 2  # a long word (a hub id) kept whole by a narrower gap
     for title, rows in panels.items():
-        console.print(_panel(title, _table(rows, left)))
+        console.print(_panel(title, _table(rows, left, gap)))
     _print_examples(console, obj.epilog)
+    left_out = [
+        *(["the details"] if details.strip() and not show_all else []),
+        *([f"the {len(advanced)} advanced options"] if advanced else []),
+    ]
+    if left_out:
+        _print_text(console, f"{ctx.command_path} {HELP_ALL} shows {' and '.join(left_out)}.")
+
+
+def asks_help_all(args: list[str], leading: bool) -> bool:
+    """Whether `args` ask for --help-all: anywhere before a `--` (a command), or among the options
+    before the first word (a group: what follows is a command's)."""
+    for arg in args:
+        if arg == "--" or (leading and not arg.startswith("-")):
+            return False
+        if arg == HELP_ALL:
+            return True
+    return False
+
+
+class _HelpAll:
+    """--help-all beside click's --help: the help with the ADVANCED panel, then exit. Read from
+    the arguments before they are parsed, so it needs no option of its own (nor a panel row)."""
+
+    leading = False  # a group reads only the options before its command's name
+
+    def listed_commands(self, ctx: Any) -> list[tuple[str, str]] | None:
+        return None
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if not ctx.resilient_parsing and asks_help_all(args, self.leading):
+            render_help(self, ctx, self.listed_commands(ctx), show_all=True)
+            ctx.exit()
+        return super().parse_args(ctx, args)  # type: ignore[misc]  # click's command, the other base
 
 
 BARE = "omnivoice.bare"  # ctx.meta key: the command was given no arguments at all
 
 
-class HelpCommand(TyperCommand):
+class HelpCommand(_HelpAll, TyperCommand):
     """A typer command whose --help is `render_help`.
 
     A command whose callback has `reads_stdin` (a function: whether stdin is piped; `say`) shows
@@ -185,13 +231,18 @@ class HelpCommand(TyperCommand):
         render_help(self, ctx)
 
 
-class HelpGroup(TyperGroup):
+class HelpGroup(_HelpAll, TyperGroup):
     """A typer group whose --help is `render_help`, with its commands in a panel."""
 
-    def format_help(self, ctx: Any, formatter: Any) -> None:
+    leading = True
+
+    def listed_commands(self, ctx: Any) -> list[tuple[str, str]] | None:
         commands = []
         for name in self.list_commands(ctx):
             cmd = self.get_command(ctx, name)
             if cmd is not None and not cmd.hidden:
                 commands.append((name, cmd.get_short_help_str(limit=200)))
-        render_help(self, ctx, commands)
+        return commands
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        render_help(self, ctx, self.listed_commands(ctx))

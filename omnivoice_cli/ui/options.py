@@ -37,17 +37,19 @@ def setting_help(s: st.Setting) -> str:
     return f"{s.help} Default: {default}."
 
 
-def setting_option(s: st.Setting) -> Any:
-    """The typer option of one setting."""
+def setting_option(s: st.Setting, everyday: bool = False) -> Any:
+    """The typer option of one setting; in its own panel when the command makes an advanced one
+    `everyday` (book's --format), else in the panel the schema gives it."""
+    panel = s.panel if everyday else s.help_panel
     if s.kind is bool:
         decl = f"{s.flag}/--no-{s.flag[2:]}"
-        return typer.Option(None, decl, help=setting_help(s), rich_help_panel=s.panel, show_default=False)
+        return typer.Option(None, decl, help=setting_help(s), rich_help_panel=panel, show_default=False)
     return typer.Option(  # an envvar is a default (settings.resolve), below a preset: not read here
         None,
         s.flag,
         metavar=s.metavar or "VALUE",
         help=setting_help(s),
-        rich_help_panel=s.panel,
+        rich_help_panel=panel,
         show_default=False,
     )
 
@@ -67,8 +69,9 @@ def parse_flags(raw: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def with_settings(*names: str) -> Callable:
-    """Add the schema's options for `names` to a command; it receives them as `flags` (checked)."""
+def with_settings(*names: str, everyday: tuple[str, ...] = ()) -> Callable:
+    """Add the schema's options for `names` to a command; it receives them as `flags` (checked).
+    The advanced settings named in `everyday` are shown by its plain --help."""
 
     def decorate(func: Callable) -> Callable:
         sig = inspect.signature(func)
@@ -79,7 +82,10 @@ def with_settings(*names: str) -> Callable:
             annotation = Optional[bool] if s.kind is bool else Optional[str]
             added.append(
                 inspect.Parameter(
-                    name, inspect.Parameter.KEYWORD_ONLY, default=setting_option(s), annotation=annotation
+                    name,
+                    inspect.Parameter.KEYWORD_ONLY,
+                    default=setting_option(s, name in everyday),
+                    annotation=annotation,
                 )
             )
 
@@ -212,6 +218,6 @@ def settings_table() -> str:
             default = setting_help(s).rsplit("Default: ", 1)[1].rstrip(".")
             bounds = "".join(f", at {w} {b:g}" for w, b in (("least", s.low), ("most", s.high)) if b is not None)
             meaning = f"{s.help} Allowed: {s.allowed}{bounds}."
-            cells = [f"`{flag}`", f"`{key}`", ways, meaning, default]
+            cells = [f"`{flag}`" + (" (advanced)" if s.advanced else ""), f"`{key}`", ways, meaning, default]
             rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(rows) + "\n"
