@@ -4,15 +4,20 @@ folder is bounded; `omnivoice cache list` / `clear`."""
 
 from __future__ import annotations
 
+import json
+import os
+import struct
+import zlib
+
 import pytest
 import torch
+from conftest import TINY_CKPT
 
 from omnivoice_cli.engine import cpu, linears, weightcache
 from omnivoice_cli.engine.config import GenerationConfig
 from omnivoice_cli.engine.generation import pack
 from omnivoice_cli.engine.pipeline import Engine, Request
-
-from conftest import TINY_CKPT
+from omnivoice_cli.engine.tensorfile import SafetensorsFile
 
 pytestmark = pytest.mark.slow  # each test loads the tiny body two or three times
 
@@ -25,7 +30,9 @@ def folder(tmp_path, monkeypatch):
 
 
 def _load(notes=None):
-    return Engine.load(str(TINY_CKPT), device="cpu", quantize="int8", on_notice=[].append if notes is None else notes.append)
+    return Engine.load(
+        str(TINY_CKPT), device="cpu", quantize="int8", on_notice=[].append if notes is None else notes.append
+    )
 
 
 def _logits(engine) -> torch.Tensor:
@@ -36,7 +43,9 @@ def _logits(engine) -> torch.Tensor:
 
 
 def _tokens(engine) -> torch.Tensor:
-    return engine.generate([Request(text="Good morning to you.", lang="en", seed=5, generation=GenerationConfig(num_step=4))])[0].tokens
+    return engine.generate(
+        [Request(text="Good morning to you.", lang="en", seed=5, generation=GenerationConfig(num_step=4))]
+    )[0].tokens
 
 
 @pytest.fixture(scope="module")
@@ -94,12 +103,6 @@ def test_a_damaged_file_is_rebuilt_and_the_body_is_the_same(folder, fresh, damag
 
 
 def _with_bad_scale(file, good: bytes) -> bytes:
-    import json
-    import struct
-    import zlib
-
-    from omnivoice_cli.engine.tensorfile import SafetensorsFile
-
     f = SafetensorsFile(file)
     _, _, begin, _ = f.entries["0.qkv.scales"]
     raw = bytearray(good)
@@ -131,8 +134,6 @@ def test_the_folder_is_bounded_least_recently_used_first(folder, monkeypatch):
     old = [folder / f"int8-old{i}.safetensors" for i in range(3)]
     for i, path in enumerate(old):
         path.write_bytes(b"x" * size)
-        import os
-
         os.utime(path, (1000 + i, 1000 + i))
     weightcache.evict(folder, cap=3 * size, keep=file)
     assert _files(folder) == sorted([file, *old[1:]])  # the oldest went
