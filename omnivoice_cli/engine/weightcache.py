@@ -103,21 +103,14 @@ def entries(folder: Path | None = None) -> list[Entry]:
     for path in folder.glob(f"*{_SUFFIX}"):
         try:
             st = path.stat()
+        except OSError:  # deleted meanwhile
+            continue
+        try:
             meta = SafetensorsFile(path).metadata
-        except (OSError, TensorFileError):
+        except TensorFileError:  # listed all the same: `cache clear` deletes it, a load rebuilds it
             meta = {}
-            st = path.stat() if path.exists() else None
-        if st is not None:
-            found.append(
-                Entry(
-                    path,
-                    st.st_size,
-                    st.st_mtime,
-                    meta.get("checkpoint", "?"),
-                    meta.get("cpu", "?"),
-                    meta.get("torch", "?"),
-                )
-            )
+        info = [meta.get(x, "?") for x in ("checkpoint", "cpu", "torch")]
+        found.append(Entry(path, st.st_size, st.st_mtime, *info))
     return sorted(found, key=lambda e: e.used)
 
 
@@ -279,7 +272,7 @@ def int8_maker(
 
             def read(name: str, weights: "list[torch.Tensor]", bias: "torch.Tensor | None") -> "KernelLinear":
                 codes, scales, sums = (file.get(f"{name}.{x}") for x in ("codes", "scales", "sums"))
-                linear = kind.from_codes(codes, scales, sums, bias)  # type: ignore[attr-defined]
+                linear = kind.from_codes(codes, scales, sums, bias)
                 release_pages(codes)  # packed (copied): the mapped pages go back to the page cache
                 return linear
 
@@ -302,7 +295,7 @@ def int8_maker(
             except OSError as e:
                 writer.failed = True
                 notice(f"weight cache: cannot write {folder} ({e.strerror or e}): loading without it")
-        return kind.from_codes(codes, scales, sums, bias)  # type: ignore[attr-defined]
+        return kind.from_codes(codes, scales, sums, bias)
 
     def done(ok: bool) -> None:
         try:
