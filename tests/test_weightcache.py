@@ -89,7 +89,7 @@ def test_a_damaged_file_is_rebuilt_and_the_body_is_the_same(folder, fresh, damag
     if damage == "truncate":
         raw = raw[: len(raw) - 100]
     elif damage == "flip":
-        raw[-5] ^= 0x40  # a code of the last layer
+        raw[-5] ^= 0x40  # a row sum of the last layer (the file ends with its down_proj.sums)
     elif damage == "scale":  # a scale made negative, its CRC made to match: still refused
         raw = bytearray(_with_bad_scale(file, good))
     else:
