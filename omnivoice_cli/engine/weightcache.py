@@ -193,7 +193,7 @@ class _Writer:
     def put(self, name: str, tensor: "torch.Tensor") -> None:
         import torch
 
-        data = memoryview(tensor.contiguous().view(-1).view(torch.uint8).numpy())  # no copy
+        data = tensor.contiguous().view(-1).view(torch.uint8).numpy().data  # a memoryview: no copy
         dtype, shape = self.layout[name]
         if list(tensor.shape) != shape or str(tensor.dtype) != _TORCH[dtype]:
             raise OSError(f"{name} is {list(tensor.shape)} {tensor.dtype}, its file expects {shape} {dtype}")
