@@ -22,7 +22,7 @@ from .app import settings as st
 from .app.signals import ignore_stops
 from .commands import batch as batch_cmd
 from .commands import book as book_cmd
-from .commands import dub, info, mcp, models, presets, say, serve, voice, wyoming
+from .commands import cache, dub, info, mcp, models, presets, say, serve, voice, wyoming
 from .commands.common import error
 from .engine.errors import InvalidRequest, ModelUnavailable, OmniVoiceError
 from .ui.helpfmt import HelpCommand, HelpGroup
@@ -137,6 +137,7 @@ _command(dub.dub, "dub", help=dub.HELP, epilog=dub.EXAMPLES, no_args_is_help=Tru
 _command(book_cmd.book, "book", help=book_cmd.HELP, epilog=book_cmd.EXAMPLES, no_args_is_help=True)
 app.add_typer(voice.app, name="voice")
 app.add_typer(presets.app, name="presets")
+app.add_typer(cache.app, name="cache")
 _command(models.download, "download")
 _command(models.models, "models")
 _command(info.languages, "languages")

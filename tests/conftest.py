@@ -14,6 +14,8 @@ from typer.testing import CliRunner
 ROOT = Path(__file__).resolve().parent.parent
 TINY_CKPT = ROOT / "tests" / "fixtures" / "tiny" / "ckpt"
 GOLDEN = ROOT / "tests" / "fixtures" / "golden"
+# no weight cache (engine/weightcache.py) unless a test asks for one: the user's is never written
+os.environ.setdefault("OMNIVOICE_WEIGHT_CACHE", "off")
 
 
 def make_runner() -> CliRunner:

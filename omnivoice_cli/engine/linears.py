@@ -12,7 +12,7 @@ from __future__ import annotations
 import ctypes
 import threading
 import weakref
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Callable, cast
 
 import torch
 import torch.nn.functional as F
@@ -317,6 +317,36 @@ def pack_int8_rows(weights: list[torch.Tensor], block: int = 1 << 18) -> tuple[t
     return packed, torch.cat(scales)
 
 
+def int8_codes(weights: list[torch.Tensor], block: int = 1 << 18) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """fp32 weights [out_i, in] stacked -> (codes int8 [sum(out_i), in], scales [sum(out_i)], row
+    sums int32): int8_weight's coding, in blocks of rows, with the sums the packing needs (what the
+    weight cache keeps: weightcache.py)."""
+    n, k = sum(w.shape[0] for w in weights), weights[0].shape[1]
+    codes = torch.empty((n, k), dtype=torch.int8)
+    scales, sums = torch.empty(n, dtype=torch.float32), torch.empty(n, dtype=torch.int32)
+    row = 0
+    for w in weights:
+        rows = _block_rows(w, block)
+        for i in range(0, w.shape[0], rows):
+            part, at = w[i : i + rows], slice(row + i, row + min(i + rows, w.shape[0]))
+            scales[at] = _channel_scales(part)
+            codes[at], sums[at] = _code_rows_summed(part, scales[at])
+        row += w.shape[0]
+    return codes, scales, sums
+
+
+def pack_codes(codes: torch.Tensor, sums: torch.Tensor) -> torch.Tensor:
+    """codes int8 [out, in] and their row sums -> the packed weight (prepack_int8's), the sums
+    not taken again where a checked template of this shape is known."""
+    template = _TEMPLATES.get(cast(tuple[int, int], tuple(codes.shape)))
+    if template is None or not codes.is_contiguous():
+        return prepack_int8(codes.contiguous())
+    packed = template.clone()
+    n, k = codes.shape
+    _write_packed(_packed_bytes(packed), n, k, 0, codes, sums)
+    return packed
+
+
 class Int8Linear(KernelLinear):
     """A dynamic int8 linear layer (CPU, oneDNN): the weight int8 per output channel, packed once;
     the input quantised per tensor on the fly at each call (8 bits with VNNI, 7 without);
@@ -336,6 +366,18 @@ class Int8Linear(KernelLinear):
     @classmethod
     def stacked(cls, weights: list[torch.Tensor], bias: torch.Tensor | None) -> "Int8Linear":
         return cls(weights, bias)  # coded part by part, no fp32 concatenation
+
+    @classmethod
+    def from_codes(
+        cls, codes: torch.Tensor, scales: torch.Tensor, sums: torch.Tensor, bias: torch.Tensor | None
+    ) -> "Int8Linear":
+        """The layer of codes already made (int8_codes': the weight cache's), packed, not coded."""
+        self = cls.__new__(cls)
+        KernelLinear.__init__(self)
+        self.out_features, self.in_features = codes.shape
+        self.packed, self.w_scale = pack_codes(codes, sums), scales.float().clone()
+        self.bias = None if bias is None else bias.detach().float()
+        return self
 
     def quantize(self, x: torch.Tensor) -> tuple[torch.Tensor, float]:
         return quantize_activations(x, self.half)
@@ -409,10 +451,23 @@ class LegacyInt8Linear(KernelLinear):
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None):
         super().__init__()
+        self.out_features, self.in_features = weight.shape
+        self._pack(*int8_weight(weight.detach()), bias)
+
+    @classmethod
+    def from_codes(
+        cls, codes: torch.Tensor, scales: torch.Tensor, sums: torch.Tensor, bias: torch.Tensor | None
+    ) -> "LegacyInt8Linear":
+        """The layer of codes already made (the weight cache's); the sums are not needed here."""
+        self = cls.__new__(cls)
+        KernelLinear.__init__(self)
+        self.out_features, self.in_features = codes.shape
+        self._pack(codes.clone(), scales.float().clone(), bias)
+        return self
+
+    def _pack(self, codes: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None) -> None:
         import warnings
 
-        self.out_features, self.in_features = weight.shape
-        codes, scale = int8_weight(weight.detach())
         zero = torch.zeros(len(scale), dtype=torch.long)
         with warnings.catch_warnings():  # torch marks its quantised tensor types deprecated
             warnings.simplefilter("ignore")
@@ -449,16 +504,22 @@ def fbgemm_available() -> bool:
     return "fbgemm" in torch.backends.quantized.supported_engines
 
 
+# how convert_layers makes a layer's linear when told: (name, weights [out_i, in] stacked, bias) -> the
+# linear; its names: f"{layer}.qkv", f"{layer}.o_proj", ... (the weight cache's: weightcache.py)
+Make = Callable[[str, list[torch.Tensor], "torch.Tensor | None"], KernelLinear]
+
+
 class Fused:
     """Linear layers that read the same input, computed as one product of their stacked weights
     (one pass over the input; for int8 one quantisation of it): a call returns each layer's output
     as a view of the joint one. A plain object, not a module: the module tree stays the checkpoint's."""
 
-    def __init__(self, kind: type[KernelLinear], linears: list[nn.Linear]):
+    def __init__(self, kind: type[KernelLinear], linears: list[nn.Linear], make: "Make | None" = None):
         self.sizes = [m.out_features for m in linears]
         biases = [m.bias for m in linears]
         bias = None if biases[0] is None else torch.cat([b.detach() for b in biases])
-        self.linear = kind.stacked([m.weight.detach() for m in linears], bias)  # [sum(out), in]
+        weights = [m.weight.detach() for m in linears]
+        self.linear = make("qkv", weights, bias) if make else kind.stacked(weights, bias)  # [sum(out), in]
 
     def __call__(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         return self.linear(x).split(self.sizes, dim=-1)
@@ -487,29 +548,37 @@ def _decoder_layer(m: nn.Module) -> "DecoderLayer":
     return cast("DecoderLayer", m)
 
 
-def convert_layers(model: OmniVoiceModel, kind: type[KernelLinear]) -> int:
+def convert_layers(model: OmniVoiceModel, kind: type[KernelLinear], make: "Make | None" = None) -> int:
     """Every decoder layer's linears as `kind` (BF16Linear, Int8Linear, ...): q/k/v fused into one
     product (q_proj, k_proj, v_proj become FusedParts of it), o_proj, gate_proj, up_proj and
     down_proj converted, `kind.layers_at_once` layers at a time (measured on the 0.6B body, AMX,
     2 torch threads: bf16, whose reorder runs on one core, 0.83-0.90 s two at a time against
     0.94-0.97 one by one; int8 (oneDNN), coded by torch's multi-threaded ops, 1.29-1.51 s two at a
     time against 0.73-0.96 one by one, a tie at 1 thread); each fp32 weight's mapped pages released
-    once packed, so memory never holds the whole fp32 body. Returns the number of linear layers
-    converted."""
+    once packed, so memory never holds the whole fp32 body. `make`: how to make each linear instead
+    of `kind` (the weight cache's coding, or its codes read back), called one layer at a time in
+    the layers' order. Returns the number of linear layers converted."""
     from concurrent.futures import ThreadPoolExecutor
     from contextlib import nullcontext
 
-    def convert(layer):
+    def convert(item):
+        i, layer = item
         a, m = layer.self_attn, layer.mlp
         olds = [a.q_proj, a.k_proj, a.v_proj, a.o_proj, m.gate_proj, m.up_proj, m.down_proj]
-        qkv = Fused(kind, olds[:3])
-        rest = [kind(old.weight, old.bias) for old in olds[3:]]
+        named = None if make is None else (lambda name, w, b: make(f"{i}.{name}", w, b))
+        qkv = Fused(kind, olds[:3], named)
+        if named is None:
+            rest = [kind(old.weight, old.bias) for old in olds[3:]]
+        else:
+            names = ("o_proj", "gate_proj", "up_proj", "down_proj")
+            rest = [named(name, [old.weight.detach()], old.bias) for name, old in zip(names, olds[3:])]
         for old in olds:
             release_pages(old.weight)
         return layer, qkv, rest
 
-    layers = [layer for layer in map(_decoder_layer, model.llm.layers) if layer.self_attn.fused_qkv is None]
-    with ThreadPoolExecutor(kind.layers_at_once) if kind.layers_at_once > 1 else nullcontext() as pool:
+    layers = [(i, x) for i, x in enumerate(map(_decoder_layer, model.llm.layers)) if x.self_attn.fused_qkv is None]
+    at_once = kind.layers_at_once if make is None else 1
+    with ThreadPoolExecutor(at_once) if at_once > 1 else nullcontext() as pool:
         # one at a time in this thread: torch's ops on another thread run 4-5x slower (measured:
         # the int8 body 3.5 s on one worker thread against 0.77 s here)
         converted = pool.map(convert, layers) if pool else map(convert, layers)
@@ -528,14 +597,15 @@ def _heads_to_bf16(model: OmniVoiceModel) -> None:
         release_pages(heads.weight)
 
 
-def quantize_int8(model: OmniVoiceModel) -> int:
+def quantize_int8(model: OmniVoiceModel, make: "Make | None" = None) -> int:
     """Dynamic int8 linear layers for the body on CPU (the kernel of this CPU's class: int8_kind):
     weights int8 per output channel, activations quantised per tensor on the fly; the layer forward
     of narrow.py (activations fp32 between the products). Where the CPU has bf16 natively (cpu.py),
     attention and the audio heads run in bf16 (their error is small beside int8's); else they stay
-    fp32. Embeddings and norms stay fp32. Returns the number of linear layers quantised."""
+    fp32. Embeddings and norms stay fp32. `make`: convert_layers'. Returns the number of linear
+    layers quantised."""
 
-    n = convert_layers(model, int8_kind())
+    n = convert_layers(model, int8_kind(), make)
     bf16 = use_bf16_heads()
     if bf16:
         _heads_to_bf16(model)

@@ -14,7 +14,7 @@ from typing import Callable
 
 import torch
 
-from . import cpu, hub, memory, tensorfile
+from . import cpu, hub, memory, tensorfile, weightcache
 from .backbone import OmniVoiceModel
 from .codec import load_codec_decoder
 from .config import ModelConfig, int8_clash, int8_problem
@@ -149,9 +149,18 @@ def _check_cpu_bf16(dev, dt, notice: Callable[[str], None]) -> "torch.dtype":
     return dt
 
 
-def load_body(root: Path, cfg: ModelConfig, dev, dt, quantize: str | None, compile: bool):
+def load_body(
+    root: Path,
+    cfg: ModelConfig,
+    dev,
+    dt,
+    quantize: str | None,
+    compile: bool,
+    notice: Callable[[str], None] | None = None,
+):
     """The OmniVoiceModel, built on the meta device, strictly loaded, then switched to its CPU
-    linears (int8, bf16 or fp32 oneDNN) or compiled."""
+    linears (int8, bf16 or fp32 oneDNN) or compiled. int8's codes come from the weight cache when
+    it holds them (weightcache.py), else are made and kept there."""
 
     # CPU bf16 with oneDNN: converted layer by layer from the mapped fp32 file (else loaded as bf16)
     cpu_bf16 = dev.type == "cpu" and dt == torch.bfloat16 and not compile and onednn_linear_available()
@@ -169,7 +178,13 @@ def load_body(root: Path, cfg: ModelConfig, dev, dt, quantize: str | None, compi
     check_offsets(net, root)
     net.eval()
     if quantize == "int8":
-        quantize_int8(net)
+        make, done = weightcache.int8_maker(net, root / "model.safetensors", int8_kind(), notice or (lambda line: None))
+        try:
+            quantize_int8(net, make)
+        except BaseException:
+            done(False)
+            raise
+        done(True)
     elif cpu_bf16:
         to_bfloat16(net)
     if compile:
@@ -230,7 +245,7 @@ def load_checkpoint(
     if quantize and dt != torch.float32:
         raise InvalidRequest(int8_problem("dtype", str(dtype)), "quantize")
     dt = _check_cpu_bf16(dev, dt, notice)
-    net = load_body(root, cfg, dev, dt, quantize, compile)
+    net = load_body(root, cfg, dev, dt, quantize, compile, notice)
     memory.release_free_memory()  # the conversions' freed temporaries (~0.2 GB for int8), kept by keep_heap
     tokenizer = load_tokenizer(root, cfg)
     codec_device = torch.device("cpu") if dev.type == "mps" else dev  # MPS convs cap lengths at 65536

@@ -1,0 +1,54 @@
+"""`omnivoice cache [list | clear]`: the weight cache (engine/weightcache.py), the int8 body's codes
+kept on disk so that a second `--quantize int8` load skips coding them."""
+
+from __future__ import annotations
+
+import time
+
+import typer
+
+from ..engine import weightcache
+from ..ui.helpfmt import HelpGroup
+from .common import echo
+from .models import _size
+
+app = typer.Typer(
+    cls=HelpGroup,
+    help=(
+        "The weight cache: the int8 body's coded weights, kept so that loading with --quantize int8 "
+        "again skips coding them. `cache list` shows its files, `cache clear` deletes them."
+    ),
+    no_args_is_help=False,
+    add_completion=False,
+)
+
+
+def _where() -> str:
+    folder = weightcache.cache_dir()
+    return f"{weightcache.ENV}=off: no weight cache" if folder is None else f"weight cache: {folder}"
+
+
+@app.callback(invoke_without_command=True)
+def cache(ctx: typer.Context) -> None:
+    """List the weight cache's files (as `cache list`)."""
+    if ctx.invoked_subcommand is None:
+        list_files()
+
+
+@app.command("list")
+def list_files() -> None:
+    """List the cache's files: size, last used, the CPU class and torch they were made for, the checkpoint."""
+    out = typer.get_text_stream("stdout")
+    found = weightcache.entries()
+    for e in reversed(found):  # the most recently used first
+        used = time.strftime("%Y-%m-%d %H:%M", time.localtime(e.used))
+        out.write(f"{_size(e.size):>9}  {used}  {e.cpu}  torch {e.torch}  {e.checkpoint}\n")
+    total = sum(e.size for e in found)
+    echo(f"{_where()} ({len(found)} file{'s' * (len(found) != 1)}, {_size(total)}, cap {_size(weightcache.CAP_BYTES)})")
+
+
+@app.command("clear")
+def clear() -> None:
+    """Delete every file of the weight cache (the next int8 load codes the weights again)."""
+    files, size = weightcache.clear()
+    echo(f"{_where()}: deleted {files} file{'s' * (files != 1)} ({_size(size)})")

@@ -1,0 +1,158 @@
+"""The weight cache (engine/weightcache.py): a second int8 load reads the codes instead of making
+them and gives the same body; a damaged file is rebuilt; another torch or CPU class misses; the
+folder is bounded; `omnivoice cache list` / `clear`."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import zlib
+
+import pytest
+import torch
+from conftest import TINY_CKPT
+
+from omnivoice_cli.engine import cpu, linears, weightcache
+from omnivoice_cli.engine.config import GenerationConfig
+from omnivoice_cli.engine.generation import pack
+from omnivoice_cli.engine.pipeline import Engine, Request
+from omnivoice_cli.engine.tensorfile import SafetensorsFile
+
+pytestmark = pytest.mark.slow  # each test loads the tiny body two or three times
+
+
+@pytest.fixture
+def folder(tmp_path, monkeypatch):
+    where = tmp_path / "weights"
+    monkeypatch.setenv(weightcache.ENV, str(where))
+    return where
+
+
+def _load(notes=None):
+    return Engine.load(
+        str(TINY_CKPT), device="cpu", quantize="int8", on_notice=[].append if notes is None else notes.append
+    )
+
+
+def _logits(engine) -> torch.Tensor:
+    job = engine.prepare(Request(text="Hello there, how are you?", lang="en"))
+    batch, [(c, _)] = pack([job], "cpu")
+    with torch.inference_mode():
+        return engine.model.heads(engine.model(batch)[c : c + job.canvas.target_len])
+
+
+def _tokens(engine) -> torch.Tensor:
+    return engine.generate(
+        [Request(text="Good morning to you.", lang="en", seed=5, generation=GenerationConfig(num_step=4))]
+    )[0].tokens
+
+
+@pytest.fixture(scope="module")
+def fresh():
+    """The body converted without a cache (conftest turns it off): its logits and tokens."""
+    engine = _load()
+    return _logits(engine), _tokens(engine)
+
+
+def _no_coding(monkeypatch):
+    """Coding a weight now fails the test: what is loaded must come from the cache."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("coded a weight: the cache was not read")
+
+    monkeypatch.setattr(linears, "int8_codes", refuse)
+
+
+def _files(folder):
+    return sorted(folder.glob("*.safetensors"))
+
+
+def test_a_second_load_reads_the_cache_and_is_the_same_body(folder, fresh, monkeypatch):
+    first = _load()
+    [file] = _files(folder)
+    assert torch.equal(_logits(first), fresh[0])
+    _no_coding(monkeypatch)
+    notes: list[str] = []
+    second = _load(notes)
+    assert notes == []
+    assert torch.equal(_logits(second), fresh[0]) and torch.equal(_tokens(second), fresh[1])
+    assert _files(folder) == [file]
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "scale", "header"])
+def test_a_damaged_file_is_rebuilt_and_the_body_is_the_same(folder, fresh, damage):
+    _load()
+    [file] = _files(folder)
+    good = file.read_bytes()
+    raw = bytearray(good)
+    if damage == "truncate":
+        raw = raw[: len(raw) - 100]
+    elif damage == "flip":
+        raw[-5] ^= 0x40  # a row sum of the last layer (the file ends with its down_proj.sums)
+    elif damage == "scale":  # a scale made negative, its CRC made to match: still refused
+        raw = bytearray(_with_bad_scale(file, good))
+    else:
+        raw[8:20] = b"not a header"
+    file.write_bytes(bytes(raw))
+    notes: list[str] = []
+    engine = _load(notes)
+    assert len(notes) == 1 and "weight cache" in notes[0] and "rebuilding" in notes[0], notes
+    assert torch.equal(_logits(engine), fresh[0]) and torch.equal(_tokens(engine), fresh[1])
+    assert file.read_bytes() == good  # rebuilt, byte for byte
+
+
+def _with_bad_scale(file, good: bytes) -> bytes:
+    f = SafetensorsFile(file)
+    _, _, begin, _ = f.entries["0.qkv.scales"]
+    raw = bytearray(good)
+    raw[f.data_start + begin : f.data_start + begin + 4] = struct.pack("<f", -1.0)
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8 : 8 + n])
+    header["__metadata__"]["crc32"] = f"{zlib.crc32(bytes(raw[f.data_start :])):08x}"
+    text = json.dumps(header, separators=(",", ":")).encode()
+    return struct.pack("<Q", n) + text + b" " * (n - len(text)) + bytes(raw[f.data_start :])
+
+
+def test_another_torch_or_cpu_class_misses(folder, fresh, monkeypatch):
+    _load()
+    assert len(_files(folder)) == 1
+    monkeypatch.setattr(torch, "__version__", "0.0.1-other")
+    engine = _load()
+    assert len(_files(folder)) == 2  # a file of its own
+    monkeypatch.setattr(cpu, "cpu_class", lambda: "some-other-class")
+    _load()
+    keys = {(e.cpu, e.torch) for e in weightcache.entries(folder)}
+    assert len(_files(folder)) == 3 and ("some-other-class", "0.0.1-other") in keys
+    assert torch.equal(_logits(engine), fresh[0])
+
+
+def test_the_folder_is_bounded_least_recently_used_first(folder, monkeypatch):
+    _load()
+    [file] = _files(folder)
+    size = file.stat().st_size
+    old = [folder / f"int8-old{i}.safetensors" for i in range(3)]
+    for i, path in enumerate(old):
+        path.write_bytes(b"x" * size)
+        os.utime(path, (1000 + i, 1000 + i))
+    weightcache.evict(folder, cap=3 * size, keep=file)
+    assert _files(folder) == sorted([file, *old[1:]])  # the oldest went
+
+
+def test_off_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv(weightcache.ENV, "off")
+    monkeypatch.setenv("OMNIVOICE_HOME", str(tmp_path))
+    _load()
+    assert weightcache.cache_dir() is None and list(tmp_path.rglob("*.safetensors")) == []
+
+
+def test_the_commands_list_and_clear_it(folder, invoke):
+    _load()
+    listed = invoke("cache", "list")
+    assert listed.exit_code == 0 and str(TINY_CKPT / "model.safetensors") in listed.stdout
+    assert "1 file" in listed.stderr and str(folder) in listed.stderr
+    cleared = invoke("cache", "clear")
+    assert cleared.exit_code == 0 and "deleted 1 file" in cleared.stderr
+    assert _files(folder) == [] and weightcache.entries(folder) == []
+    again = invoke("cache", "list")
+    assert again.exit_code == 0 and again.stdout == "" and "0 files" in again.stderr
