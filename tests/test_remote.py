@@ -1,0 +1,95 @@
+"""`say --server URL` (app/remote.py) against a real `omnivoice serve` (uvicorn on 127.0.0.1, the
+tiny checkpoint): the same bytes as a local `say` with the same seed, the same errors and exit codes,
+one line when no server is there."""
+
+import socket
+
+import pytest
+
+pytest.importorskip("uvicorn")  # the serve extra (CI installs it with the test extra)
+pytest.importorskip("httpx")
+
+from conftest import error_line
+from server_util import TINY_CKPT, running_server
+
+pytestmark = pytest.mark.slow  # a server on the tiny model, and local runs of it
+
+TEXT = "I can speak in the same voice."
+SETTINGS = ("--seed", 1, "--num-step", 4, "--position-temperature", 0, "--class-temperature", 0)
+
+
+@pytest.fixture(scope="module")
+def url(engine, module_home):
+    with running_server(engine) as (address, _, state):
+        yield address
+
+
+def local(invoke, *args):
+    return invoke("say", TEXT, "--model", TINY_CKPT, *SETTINGS, "-q", *args)
+
+
+def remote(invoke, url, *args, env=None):
+    return invoke("say", TEXT, "--server", url, *SETTINGS, "-q", *args, env=env)
+
+
+@pytest.mark.parametrize("name, extra", [("a.wav", ()), ("a.flac", ("--sample-rate", 16000))])
+def test_a_file_through_the_server_equals_a_local_one_byte_for_byte(url, invoke, tmp_path, name, extra):
+    here, there = tmp_path / f"here-{name}", tmp_path / f"there-{name}"
+    r = local(invoke, "-o", here, *extra)
+    assert r.exit_code == 0, r.stderr
+    r = remote(invoke, url, "-o", there, *extra)
+    assert r.exit_code == 0, r.stderr
+    assert there.read_bytes() == here.read_bytes()
+
+
+def test_the_server_is_also_found_by_the_environment_and_says_its_seed(url, invoke, tmp_path):
+    out = tmp_path / "env.wav"
+    r = invoke("say", TEXT, *SETTINGS, "--json", "-o", out, env={"OMNIVOICE_SERVER": url})
+    assert r.exit_code == 0, r.stderr
+    assert '"seed": 1' in r.stdout and out.stat().st_size > 44
+
+
+def test_a_stream_to_stdout_through_the_server_equals_a_local_stream(url, invoke):
+    here = local(invoke, "--stream", "-o", "-")
+    there = remote(invoke, url, "--stream", "-o", "-")
+    assert here.exit_code == there.exit_code == 0, there.stderr
+    assert len(here.stdout_bytes) > 1000
+    assert there.stdout_bytes == here.stdout_bytes
+
+
+def test_a_bad_value_is_the_same_usage_error_as_here(url, invoke, tmp_path):
+    here = local(invoke, "--instruct", "purple", "-o", tmp_path / "x.wav")
+    there = remote(invoke, url, "--instruct", "purple", "-o", tmp_path / "y.wav")
+    assert here.exit_code == there.exit_code == 2
+    assert error_line(there) == error_line(here)
+    assert not (tmp_path / "y.wav").exists()
+
+
+def test_what_the_server_refuses_is_a_usage_error_in_its_words(url, invoke, tmp_path):
+    r = remote(invoke, url, "--voice", "nobody-saved-this", "-o", tmp_path / "v.wav")
+    assert r.exit_code == 2, r.stderr
+    assert "nobody-saved-this" in error_line(r)
+    assert not (tmp_path / "v.wav").exists()
+
+
+def test_the_settings_of_the_model_and_machine_are_refused_with_a_server(url, invoke, tmp_path):
+    r = remote(invoke, url, "--threads", 2, "-o", tmp_path / "t.wav")
+    assert r.exit_code == 2
+    assert "--threads cannot go with --server" in error_line(r)
+    r = remote(invoke, url, "--subtitles", tmp_path / "t.srt", "-o", tmp_path / "t.wav")
+    assert r.exit_code == 2 and "--subtitles cannot go with --server" in error_line(r)
+
+
+def test_no_server_listening_is_one_line_and_exit_1(invoke, tmp_path):
+    with socket.socket() as s:  # a port that was free a moment ago, and nothing listens on now
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    r = remote(invoke, f"http://127.0.0.1:{port}", "-o", tmp_path / "n.wav")
+    assert r.exit_code == 1
+    assert error_line(r).startswith(f"Error: no omnivoice server answered at http://127.0.0.1:{port}")
+    assert not (tmp_path / "n.wav").exists()
+
+
+def test_a_server_url_must_be_http(invoke):
+    r = remote(invoke, "127.0.0.1:8000", "-o", "-")
+    assert r.exit_code == 2 and "must be an http:// or https:// URL" in error_line(r)
