@@ -2,7 +2,9 @@
 tiny checkpoint): the same bytes as a local `say` with the same seed, the same errors and exit codes,
 one line when no server is there."""
 
+import shlex
 import socket
+import sys
 
 import pytest
 
@@ -57,6 +59,34 @@ def test_a_stream_to_stdout_through_the_server_equals_a_local_stream(url, invoke
     assert there.stdout_bytes == here.stdout_bytes
 
 
+def test_a_streamed_file_through_the_server_equals_a_local_one(url, invoke, tmp_path):
+    here, there = tmp_path / "here.flac", tmp_path / "there.flac"
+    assert local(invoke, "--stream", "-o", here).exit_code == 0
+    r = remote(invoke, url, "--stream", "-o", there)
+    assert r.exit_code == 0, r.stderr
+    assert there.read_bytes() == here.read_bytes()
+
+
+RECORDER = """import sys
+with open(sys.argv[1], "ab") as f:
+    f.write(sys.stdin.buffer.read())
+"""
+
+
+def test_played_through_the_server_the_player_gets_what_a_local_stream_sends(url, invoke, tmp_path, monkeypatch):
+    from omnivoice_cli.media import player as playermod
+
+    monkeypatch.setattr(playermod, "_sounddevice_problem", lambda: "not installed")
+    script, played = tmp_path / "recorder.py", tmp_path / "played.raw"
+    script.write_text(RECORDER)
+    monkeypatch.setenv("OMNIVOICE_PLAYER", f"{shlex.quote(sys.executable)} {shlex.quote(str(script))} {played}")
+    r = remote(invoke, url)  # no -o: played as the pieces come
+    assert r.exit_code == 0, r.stderr
+    here = local(invoke, "--stream", "-o", "-", "--format", "raw")
+    assert here.exit_code == 0 and len(here.stdout_bytes) > 1000
+    assert played.read_bytes() == here.stdout_bytes
+
+
 def test_a_bad_value_is_the_same_usage_error_as_here(url, invoke, tmp_path):
     here = local(invoke, "--instruct", "purple", "-o", tmp_path / "x.wav")
     there = remote(invoke, url, "--instruct", "purple", "-o", tmp_path / "y.wav")
@@ -76,6 +106,8 @@ def test_the_settings_of_the_model_and_machine_are_refused_with_a_server(url, in
     r = remote(invoke, url, "--threads", 2, "-o", tmp_path / "t.wav")
     assert r.exit_code == 2
     assert "--threads cannot go with --server" in error_line(r)
+    r = remote(invoke, url, "--ref", tmp_path / "r.wav", "-o", tmp_path / "t.wav")
+    assert r.exit_code == 2 and "--ref cannot go with --server: a recording is not sent" in error_line(r)
     r = remote(invoke, url, "--subtitles", tmp_path / "t.srt", "-o", tmp_path / "t.wav")
     assert r.exit_code == 2 and "--subtitles cannot go with --server" in error_line(r)
 
@@ -93,3 +125,48 @@ def test_no_server_listening_is_one_line_and_exit_1(invoke, tmp_path):
 def test_a_server_url_must_be_http(invoke):
     r = remote(invoke, "127.0.0.1:8000", "-o", "-")
     assert r.exit_code == 2 and "must be an http:// or https:// URL" in error_line(r)
+
+
+@pytest.fixture
+def odd_server():
+    """A stdlib HTTP server that answers every POST with (status, body) of `odd_server.reply`."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        reply = (500, b"")
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            status, body = Handler.reply
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield Handler, f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        thread.join(60)
+
+
+def test_a_failing_server_is_exit_1_and_a_refusing_one_exit_2(odd_server, invoke, tmp_path):
+    handler, address = odd_server
+    handler.reply = (500, b'{"error": {"message": "the engine  broke"}}')
+    r = remote(invoke, address, "-o", tmp_path / "f.wav")
+    assert r.exit_code == 1
+    assert error_line(r) == f"Error: the server at {address} failed (HTTP 500): the engine broke"
+    handler.reply = (401, b'{"error": {"message": "missing API key"}}')
+    r = remote(invoke, address, "-o", tmp_path / "f.wav")
+    assert r.exit_code == 2 and error_line(r) == "Error: missing API key"
+    handler.reply = (200, b"<html>a proxy's page</html>")
+    r = remote(invoke, address, "-o", tmp_path / "f.wav")
+    assert r.exit_code == 1 and error_line(r).startswith("Error: the server's reply is not a WAV file")
+    assert not (tmp_path / "f.wav").exists()

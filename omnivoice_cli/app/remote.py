@@ -70,10 +70,13 @@ def check_remote(settings: st.Resolved, *, subtitles: bool, words: bool) -> None
     for key in LOCAL_ONLY:
         if settings.source(key).kind == "flag":
             flag = st.flag_name(key)
-            raise InvalidRequest(
-                f"{flag} cannot go with --server: the server's model and machine are set when it starts "
-                f"(omnivoice serve); leave out {flag}, or --server to run here"
+            why = (
+                "a recording is not sent: save it as a voice where the server runs (omnivoice voice add, or "
+                "POST /v1/audio/voices) and give --voice NAME"
+                if key in ("ref", "ref_text")
+                else "the server's model and machine are set when it starts (omnivoice serve)"
             )
+            raise InvalidRequest(f"{flag} cannot go with --server: {why}; leave out {flag}, or --server to run here")
     for given, what in ((subtitles, "--subtitles"), (words, "--words")):
         if given:
             raise InvalidRequest(f"{what} cannot go with --server (the reply does not say where its pieces lie)")
@@ -147,7 +150,7 @@ class RemoteRun:
 
     def run(self, signals: "HoldSignals") -> "SpeechReport":
         """Speak on the server, deliver here; Stopped on Ctrl-C / SIGTERM."""
-        from .speak import Stopped, Writes, _report, _signum, _stopped
+        from .speak import Stopped, Writes, _report, _signal_name, _signum, _stopped
 
         speech, writes = self.speech, Writes(signals)
         t0 = time.perf_counter()
@@ -163,7 +166,7 @@ class RemoteRun:
             )
         except KeyboardInterrupt as e:
             if speech.target is None:
-                raise Stopped(_signum(e), "playback stopped", failed=False) from None
+                raise Stopped(_signum(e), f"playback stopped by {_signal_name(e)}", failed=False) from None
             raise _stopped(e, writes.done, speech.target) from None
         loud, verify = got.headers.get(LOUDNESS_HEADER), got.headers.get(VERIFY_HEADER)
         plan = speech.built.plan
@@ -202,8 +205,10 @@ class RemoteRun:
                         data = reply.read()
                     audio, rate = _wav(data)
                     return _Reply(audio, rate, seed, None, reply.headers)
-        except httpx.TransportError as e:
+        except (httpx.ConnectError, httpx.ConnectTimeout) as e:
             raise ServerUnreachable(f"no omnivoice server answered at {self.url}: {_reason(e)}") from None
+        except httpx.TransportError as e:  # cut off, or silent past TIMEOUT: the reply is not whole
+            raise OmniVoiceError(f"the server at {self.url} stopped answering: {_reason(e)}") from None
 
     def streamed(self, reply: Any, rate: int, signals: "HoldSignals") -> tuple[Any, float | None]:
         """The reply's PCM as it comes: played, and to stdout (--stream -o -); kept whole."""
@@ -247,7 +252,10 @@ def _wav(data: bytes) -> tuple[Any, int]:
 
     import soundfile as sf
 
-    audio, rate = sf.read(io.BytesIO(data), dtype="float32")
+    try:
+        audio, rate = sf.read(io.BytesIO(data), dtype="float32")
+    except (sf.LibsndfileError, RuntimeError, ValueError) as e:  # not the WAV asked for (a proxy's page?)
+        raise OmniVoiceError(f"the server's reply is not a WAV file ({_reason(e)})") from None
     return audio, int(rate)
 
 
