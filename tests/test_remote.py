@@ -49,6 +49,8 @@ def test_the_server_is_also_found_by_the_environment_and_says_its_seed(url, invo
     r = invoke("say", TEXT, *SETTINGS, "--json", "-o", out, env={"OMNIVOICE_SERVER": url})
     assert r.exit_code == 0, r.stderr
     assert '"seed": 1' in r.stdout and out.stat().st_size > 44
+    r = invoke("say", TEXT, *SETTINGS, "--server", "", "--model", TINY_CKPT, "-o", out, env={"OMNIVOICE_SERVER": url})
+    assert r.exit_code == 0, r.stderr  # --server '': a local run, where --model is allowed
 
 
 def test_a_stream_to_stdout_through_the_server_equals_a_local_stream(url, invoke):

@@ -55,9 +55,10 @@ class ServerUnreachable(OmniVoiceError):
 
 
 def server_url(flag: str | None) -> str | None:
-    """--server, else OMNIVOICE_SERVER (empty: none); a URL of http(s), without a trailing slash."""
-    url = flag if flag is not None else os.environ.get(ENV) or None
-    if url is None:
+    """--server, else OMNIVOICE_SERVER; a URL of http(s), without a trailing slash. Empty (`--server ''`,
+    or the variable set empty): none, the run is local."""
+    url = flag if flag is not None else os.environ.get(ENV)
+    if not url:
         return None
     where = "--server" if flag is not None else f"environment variable {ENV}"
     if not url.startswith(("http://", "https://")):
