@@ -53,9 +53,10 @@ def test_the_server_is_also_found_by_the_environment_and_says_its_seed(url, invo
     assert r.exit_code == 0, r.stderr  # --server '': a local run, where --model is allowed
 
 
-def test_a_stream_to_stdout_through_the_server_equals_a_local_stream(url, invoke):
-    here = local(invoke, "--stream", "-o", "-")
-    there = remote(invoke, url, "--stream", "-o", "-")
+@pytest.mark.parametrize("streamed", [("--stream",), ()], ids=["stream", "whole"])
+def test_stdout_through_the_server_equals_a_local_run(url, invoke, streamed):
+    here = local(invoke, *streamed, "-o", "-")
+    there = remote(invoke, url, *streamed, "-o", "-")
     assert here.exit_code == there.exit_code == 0, there.stderr
     assert len(here.stdout_bytes) > 1000
     assert there.stdout_bytes == here.stdout_bytes
