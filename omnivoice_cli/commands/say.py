@@ -12,6 +12,7 @@ import typer
 from ..app import listen
 from ..app import settings as st
 from ..app.dryrun import describe, render
+from ..app.remote import RemoteRun, check_remote, server_url
 from ..app.request import References, Voices, build_request
 from ..app.schema import ADVANCED
 from ..app.session import Hardware, WarnOnce
@@ -292,10 +293,22 @@ def say(
         rich_help_panel=ADVANCED,
         help="Silence between the lines of a --cast script. Default: 0.3.",
     ),
+    server: Optional[str] = typer.Option(
+        None,
+        "--server",
+        metavar="URL",
+        show_default=False,
+        rich_help_panel="Hardware",
+        help="Speak on a running `omnivoice serve` at URL (a warm model; also OMNIVOICE_SERVER): the same "
+        "audio as here, written or played here.",
+    ),
     flags: dict = NO_FLAGS,
 ) -> None:
     """Speak TEXT (or the text of -f FILE) into an audio file, or to stdout with -o -."""
     t_start = time.perf_counter()
+    url = None if dry_run else server_url(server)
+    if cast and url is not None:
+        raise usage_error("--cast cannot go with --server: a dialogue script is spoken here", ctx)
     if cast:  # a dialogue script (commands/dialogue.py)
         script, name = script_text(ctx, text, text_file, quiet)
         return say_dialogue(
@@ -320,6 +333,10 @@ def say(
     if _markdown_file(text_file) and not settings["markdown"] and not quiet:
         warn(f"'{text_file}' looks like Markdown: add --markdown to read it as its words (headings, lists, no code)")
     refs = References()
+    voice = None
+    if url is not None:  # the model, the machine and the voices are the server's (app/remote.py)
+        check_remote(settings, subtitles=subtitles is not None, words=words_file is not None)
+        voice, settings = settings["voice"], settings.with_values({"voice": None})
     built = build_request(text_value, settings, refs=refs, voices=Voices())
     heard(built.reference, quiet)
     (shown := WarnOnce(warn))(built.warnings)
@@ -330,7 +347,8 @@ def say(
         check_stdout_not_a_file()
     target = output_target(output, settings, stdout_is_terminal)
     words_path = _words_options(ctx, words_file, subtitle_level, subtitles, play or stream or target is None)
-    check_listening(settings, words_path is not None or subtitle_level == "word", "--words / --subtitle-level word")
+    if url is None:  # through a server, its recogniser checks (--verify)
+        check_listening(settings, words_path is not None or subtitle_level == "word", "--words / --subtitle-level word")
     speech = Speech(
         built,
         refs,
@@ -344,8 +362,12 @@ def say(
     )
     if speech.streamed:  # the streamed render (speak.StreamedRun)
         check_streamable(target)
+    session = run_session(quiet)
+    run = (
+        speech_run(speech, session, shown) if url is None else RemoteRun(speech, text_value, url, voice, session, shown)
+    )
     with output_lock(None if target is None else target.path):  # one run at a time on a file
-        _report(held(speech_run(speech, run_session(quiet), shown)), t_start, json_out, quiet)
+        _report(held(run), t_start, json_out, quiet)
 
 
 say.reads_stdin = stdin_is_piped  # HelpCommand: `echo Hi | omnivoice say` speaks
