@@ -8,7 +8,7 @@ import time
 import typer
 
 from ..engine import weightcache
-from ..ui.helpfmt import HelpGroup
+from ..ui.helpfmt import HelpCommand, HelpGroup
 from .common import echo
 from .models import _size
 
@@ -35,7 +35,7 @@ def cache(ctx: typer.Context) -> None:
         list_files()
 
 
-@app.command("list")
+@app.command("list", cls=HelpCommand)
 def list_files() -> None:
     """List the cache's files: size, last used, the CPU class and torch they were made for, the checkpoint."""
     out = typer.get_text_stream("stdout")
@@ -47,7 +47,7 @@ def list_files() -> None:
     echo(f"{_where()} ({len(found)} file{'s' * (len(found) != 1)}, {_size(total)}, cap {_size(weightcache.CAP_BYTES)})")
 
 
-@app.command("clear")
+@app.command("clear", cls=HelpCommand)
 def clear() -> None:
     """Delete every file of the weight cache (the next int8 load codes the weights again)."""
     files, size = weightcache.clear()

@@ -298,7 +298,7 @@ def say(
         "--server",
         metavar="URL",
         show_default=False,
-        rich_help_panel="Hardware",
+        rich_help_panel=ADVANCED,
         help="Speak on a running `omnivoice serve` at URL (a warm model; also OMNIVOICE_SERVER): the same "
         "audio as here, written or played here.",
     ),
