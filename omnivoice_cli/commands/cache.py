@@ -10,7 +10,7 @@ import typer
 from ..engine import weightcache
 from ..ui.helpfmt import HelpCommand, HelpGroup
 from .common import echo
-from .models import _size
+from .models import size_text
 
 app = typer.Typer(
     cls=HelpGroup,
@@ -42,13 +42,15 @@ def list_files() -> None:
     found = weightcache.entries()
     for e in reversed(found):  # the most recently used first
         used = time.strftime("%Y-%m-%d %H:%M", time.localtime(e.used))
-        out.write(f"{_size(e.size):>9}  {used}  {e.cpu}  torch {e.torch}  {e.checkpoint}\n")
+        out.write(f"{size_text(e.size):>9}  {used}  {e.cpu}  torch {e.torch}  {e.checkpoint}\n")
     total = sum(e.size for e in found)
-    echo(f"{_where()} ({len(found)} file{'s' * (len(found) != 1)}, {_size(total)}, cap {_size(weightcache.CAP_BYTES)})")
+    echo(
+        f"{_where()} ({len(found)} file{'s' * (len(found) != 1)}, {size_text(total)}, cap {size_text(weightcache.CAP_BYTES)})"
+    )
 
 
 @app.command("clear", cls=HelpCommand)
 def clear() -> None:
     """Delete every file of the weight cache (the next int8 load codes the weights again)."""
     files, size = weightcache.clear()
-    echo(f"{_where()}: deleted {files} file{'s' * (files != 1)} ({_size(size)})")
+    echo(f"{_where()}: deleted {files} file{'s' * (files != 1)} ({size_text(size)})")

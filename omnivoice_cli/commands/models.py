@@ -14,7 +14,7 @@ from ..ui.progress import DownloadProgress
 from .common import echo, notice
 
 
-def _size(n: int) -> str:
+def size_text(n: int) -> str:
     size = float(n)
     for unit in ("B", "KB", "MB", "GB"):
         if size < 1000 or unit == "GB":
@@ -73,6 +73,6 @@ def models() -> None:
     width = max([len(m.repo_id) for m in found] + [5])
     for m in found:
         state = "complete" if m.complete else "incomplete (run `omnivoice download` again)"
-        out.write(f"{m.repo_id:<{width}}  {_size(m.size_bytes):>9}  {state}  {m.path}\n")
+        out.write(f"{m.repo_id:<{width}}  {size_text(m.size_bytes):>9}  {state}  {m.path}\n")
     if not found:
         echo(f"no OmniVoice model in the Hugging Face cache yet (`omnivoice download` fetches {st.DEFAULT_MODEL})")
