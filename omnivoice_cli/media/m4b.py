@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Iterable, cast
 
 from ..engine.errors import InvalidRequest, MissingExtra, OmniVoiceError
+from .formats import AAC_RATES
 from .output import AAC_BITRATE, prepare_audio, replace_atomically
 
 if TYPE_CHECKING:
@@ -50,7 +51,6 @@ if TYPE_CHECKING:
     from av.container.core import Chapter
 
 AAC_FRAME = 1024  # samples in one AAC-LC frame
-AAC_RATES = (8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000, 64000, 88200, 96000)
 MAX_TITLE_BYTES = 255  # what a Nero chpl entry holds
 BRAND = "M4B "  # the ftyp major brand of an audiobook
 GENRE = "Audiobook"
