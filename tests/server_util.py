@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import socket
 import threading
 import time
 from contextlib import contextmanager
@@ -12,6 +13,13 @@ from pathlib import Path
 import numpy as np
 
 TINY_CKPT = Path(__file__).resolve().parent / "fixtures" / "tiny" / "ckpt"
+
+
+def free_port() -> int:
+    """A port on 127.0.0.1 that was free a moment ago (for a server in another process)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 @contextmanager

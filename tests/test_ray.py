@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from conftest import GOLDEN, ROOT, TINY_CKPT, files_in
+from server_util import free_port
 
 from omnivoice_cli.app import cluster
 from omnivoice_cli.app.batch import MANIFEST
@@ -551,21 +552,13 @@ def test_ctrl_c_then_rerun(local_batch, tmp_path, ray_tmp):
     assert {rec["status"] for rec in recs.values()} == {"done"}
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @slow
 def test_a_cluster_started_apart_runs_the_drivers_code(local_batch, tmp_path, ray_tmp):
     """`ray start --head` here, without this checkout on its path: --ray ADDRESS joins it, the
     workers run the driver's copy of the package (sent with the job), and the cluster stays up."""
     src, local = local_batch
     small = write_jsonl(tmp_path / "jobs.jsonl", _rows()[:2])  # the same names, seeds and settings
-    port = _free_port()
+    port = free_port()
     ray_cli = Path(sys.executable).parent / "ray"
     if not ray_cli.exists():
         pytest.skip("no `ray` command beside this Python")

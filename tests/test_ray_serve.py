@@ -13,7 +13,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,7 +25,7 @@ import pytest
 pytest.importorskip("uvicorn")  # the serve extra
 
 import httpx
-from server_util import TINY_CKPT, wait_for
+from server_util import TINY_CKPT, free_port, wait_for
 
 from omnivoice_cli.engine.errors import InvalidRequest
 
@@ -62,21 +61,15 @@ def test_replica_options_are_checked(invoke):
         RayOptions("auto", 1, 3, 2)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def ray_head():
     """A Ray head on this machine (2 CPUs, its own ports and folder), stopped at the end: its address."""
     pytest.importorskip("ray.serve")  # the ray extra's ray[serve]
     folder = tempfile.mkdtemp(prefix="ovray")  # short: Ray's socket paths must fit
-    port = _free_port()
+    port = free_port()
     command = [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block", "--num-cpus", "2"]
-    command += ["--port", str(port), "--ray-client-server-port", str(_free_port()), "--include-dashboard", "false"]
-    command += ["--dashboard-agent-listen-port", str(_free_port()), "--temp-dir", folder, "--disable-usage-stats"]
+    command += ["--port", str(port), "--ray-client-server-port", str(free_port()), "--include-dashboard", "false"]
+    command += ["--dashboard-agent-listen-port", str(free_port()), "--temp-dir", folder, "--disable-usage-stats"]
     head = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV, start_new_session=True
     )
@@ -103,7 +96,7 @@ def _speech(url: str, seed: int, headers=AUTH) -> httpx.Response:
 @contextmanager
 def serving(*args: str, env: dict):
     """`omnivoice serve ARGS --port P` in a process, until ready: its URL; SIGTERM at the end (exit 0)."""
-    port = _free_port()
+    port = free_port()
     command = [sys.executable, "-m", "omnivoice_cli.cli", "serve", *args, "--port", str(port)]
     proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
     try:
