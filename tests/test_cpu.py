@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from omnivoice_cli.engine import cpu, linears, loading
+from omnivoice_cli.engine.hardware import Hardware
 from omnivoice_cli.engine.pipeline import Engine, Request
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -193,7 +194,7 @@ def test_bf16_on_an_avx2_cpu_is_the_float32_engine(force):
         pytest.skip("this torch build has no oneDNN linear: bf16 runs in torch's own kernels")
     force(ZEN3)
     notices = []
-    engine = Engine.load(str(TINY), device="cpu", dtype="bfloat16", on_notice=notices.append)
+    engine = Engine.load(str(TINY), Hardware(device="cpu", dtype="bfloat16"), on_notice=notices.append)
     assert engine.dtype == torch.float32
     assert [n for n in notices if "bfloat16" in n] == [
         "bfloat16 is not supported on this CPU (avx2: oneDNN needs AVX-512 for it): running in float32"
@@ -202,14 +203,14 @@ def test_bf16_on_an_avx2_cpu_is_the_float32_engine(force):
         type(m) for m in engine.model.llm.layers.modules() if isinstance(m, (torch.nn.Linear, linears.KernelLinear))
     }
     assert kinds == ({linears.OneDNNLinear} if linears.onednn_linear_available() else {torch.nn.Linear})
-    fp32 = Engine.load(str(TINY), device="cpu")
+    fp32 = Engine.load(str(TINY), Hardware(device="cpu"))
     assert torch.equal(_step0_logits(engine), _step0_logits(fp32))
 
 
 def test_int8_on_a_cpu_without_native_bf16_keeps_its_heads_in_float32(force):
     force(ZEN3)
     assert not linears.use_bf16_heads()
-    engine = Engine.load(str(TINY), device="cpu", quantize="int8")
+    engine = Engine.load(str(TINY), Hardware(device="cpu", quantize="int8"))
     assert not isinstance(engine.model.audio_heads, linears.BF16Linear)
     assert engine.model.llm.layers[0].self_attn.math_dtype is None
 
@@ -217,7 +218,7 @@ def test_int8_on_a_cpu_without_native_bf16_keeps_its_heads_in_float32(force):
 def test_bf16_takes_this_cpus_own_branch():
     """Unforced: oneDNN's bf16 body where this CPU runs it, else the float32 one with its notice."""
     notices = []
-    engine = Engine.load(str(TINY), device="cpu", dtype="bfloat16", on_notice=notices.append)
+    engine = Engine.load(str(TINY), Hardware(device="cpu", dtype="bfloat16"), on_notice=notices.append)
     said = [n for n in notices if "bfloat16" in n]
     if cpu.bf16_runs() and linears.onednn_linear_available():
         assert engine.dtype == torch.bfloat16 and isinstance(
@@ -266,6 +267,7 @@ _AVX2_PROBE = """
 import torch
 from omnivoice_cli.engine import cpu, linears
 from omnivoice_cli.engine.pipeline import Engine, Request
+from omnivoice_cli.engine.hardware import Hardware
 info = cpu.info()
 assert info.name == "avx2", info
 if cpu.detect(env={}).avx512:  # a bigger CPU run as an AVX2 one: the caps are said
@@ -273,7 +275,7 @@ if cpu.detect(env={}).avx512:  # a bigger CPU run as an AVX2 one: the caps are s
 assert not cpu.bf16_runs() and not cpu.has_native_bf16() and not cpu.has_vnni()
 assert not torch.ops.mkldnn._is_mkldnn_bf16_supported()  # oneDNN reads the same cap
 assert linears.Int8Linear.half == 63  # 7-bit activations: no VNNI under the cap
-engine = Engine.load("{tiny}", device="cpu", quantize="int8")
+engine = Engine.load("{tiny}", Hardware(device="cpu", quantize="int8"))
 assert not isinstance(engine.model.audio_heads, linears.BF16Linear)
 tokens = engine.generate([Request(text="hi", lang="en", seed=1)])[0].tokens
 print("ok", tuple(tokens.shape))
@@ -409,7 +411,7 @@ def test_the_engine_takes_amxs_path_at_its_thread_count(force, torch_threads, th
     if not torch.ops.mkldnn._is_mkldnn_bf16_supported() or not linears.onednn_int8_available():
         pytest.skip("the AMX rows run bf16 and oneDNN's int8, which this CPU or build cannot")
     force(SAPPHIRE_RAPIDS)
-    engine = Engine.load(str(TINY), device="cpu", quantize="auto", threads=threads)
+    engine = Engine.load(str(TINY), Hardware(device="cpu", quantize="auto", threads=threads))
     assert engine.threads == threads
     assert engine.dtype == (torch.bfloat16 if kind == "BF16Linear" else torch.float32)
     assert type(engine.model.llm.layers[0].self_attn.fused_qkv.linear).__name__ == kind
@@ -436,11 +438,11 @@ def test_the_engine_takes_the_auto_path_of_the_class(force, name, kind):
         pytest.skip("this torch build has no oneDNN int8 linear")
     if name == "amx" and not torch.ops.mkldnn._is_mkldnn_bf16_supported():  # the real CPU, not the forced class
         pytest.skip("the AMX row runs its attention and heads in bf16, which this CPU cannot (no AVX-512)")
-    engine = Engine.load(str(TINY), device="cpu", quantize="auto")
+    engine = Engine.load(str(TINY), Hardware(device="cpu", quantize="auto"))
     down = engine.model.llm.layers[0].mlp.down_proj
     if kind is None:  # the exact float32 body, bit for bit
         assert engine.dtype == torch.float32 and not isinstance(down, linears.KernelLinear)
-        assert torch.equal(_step0_logits(engine), _step0_logits(Engine.load(str(TINY), device="cpu")))
+        assert torch.equal(_step0_logits(engine), _step0_logits(Engine.load(str(TINY), Hardware(device="cpu"))))
     else:
         assert (
             type(down).__name__ == kind and type(engine.model.llm.layers[0].self_attn.fused_qkv.linear).__name__ == kind

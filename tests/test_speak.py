@@ -18,7 +18,7 @@ from conftest import ROOT
 from omnivoice_cli.app import settings as st
 from omnivoice_cli.app import speak
 from omnivoice_cli.app.request import References, Voices, build_request
-from omnivoice_cli.app.session import Hardware, Session
+from omnivoice_cli.app.session import Session, hardware_from_settings
 
 PACKAGE = ROOT / "omnivoice_cli"
 
@@ -112,7 +112,7 @@ def _speech(tmp_path, text="Hello there. How are you today?", output="out.wav", 
     settings = st.resolve((st.FLAG_SOURCE, {"num_step": 4, "model": "fake", "seed": 11}))
     built = build_request(text, settings, refs=References(), voices=Voices())
     target = speak.output_target(str(tmp_path / output), settings, lambda: False) if output else None
-    return speak.Speech(built, References(), target, Hardware.from_settings(settings.values), **kw)
+    return speak.Speech(built, References(), target, hardware_from_settings(settings.values), **kw)
 
 
 def test_the_plain_run_gives_a_typed_report(fake_engine, tmp_path):
@@ -164,9 +164,9 @@ def test_the_dialogue_run_gives_each_line_its_place(fake_engine, tmp_path):
 
     flags = {"num_step": 2, "model": "fake", "seed": 5}
     script = plan_script("A: Hello there.\nB: Hi.\n", "the text", ["A=auto", "B=instruct:male"], None, flags)
-    hw = Hardware.from_settings(st.resolve((st.FLAG_SOURCE, flags)).values)
+    hw = hardware_from_settings(st.resolve((st.FLAG_SOURCE, flags)).values)
     target = speak.output_target(str(tmp_path / "d.wav"), st.resolve(), lambda: False)
-    report = speak.DialogueRun(script, target, hw, gap=0.5).run(Held())
+    report = speak.DialogueRun(script, target, hw, model="fake", gap=0.5).run(Held())
     assert isinstance(report, speak.DialogueReport) and report.seed == 5
     assert [(ln.speaker, ln.seed, ln.start, ln.end) for ln in report.lines] == [
         ("A", 5, 0, 24000),

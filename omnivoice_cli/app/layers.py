@@ -15,6 +15,7 @@ from typing import Any, Mapping, MutableMapping
 
 from ..engine import cpu
 from ..engine.config import INT8_NEEDS, int8_clash, int8_problem
+from ..engine.hardware import Hardware
 from .schema import CHUNK_FIELDS, DEFAULTS, FLAG, GENERATION_KEYS, SCHEMA, SettingsError, Value, flag_name
 from .values import check_setting, did_you_mean, parse_text
 
@@ -205,17 +206,19 @@ def engine_options(resolved: Resolved) -> tuple[Resolved, str | None]:
 
 
 def _check_auto(settings: MutableMapping[str, Value], sources: Mapping[str, Source]) -> str | None:
+    """quantize "auto": what this CPU runs for the settings is cpu.decide's; where it would be int8
+    but meets a dtype or compile asked for, it is dropped and the notice says so."""
     if int8_clash(_text(settings.get("device")), None, False) == "device":
         settings["quantize"] = "none"  # a GPU runs its own dtype: nothing to say
         return None
     threads = settings.get("threads")
-    chosen = cpu.choice(threads=threads if isinstance(threads, int) else None)
-    if chosen.quantize != "int8":
-        return None
-    dtype, compile = _text(settings.get("dtype")), bool(settings.get("compile"))
-    if chosen.bf16_first and not compile and dtype in (None, "auto", "bfloat16"):
-        return None  # auto is the bf16 body here (AMX at 1 thread): nothing dropped
-    clash = int8_clash(None, dtype, compile)
+    asked = Hardware(
+        dtype=_text(settings.get("dtype")) or "auto",
+        quantize="auto",
+        compile=bool(settings.get("compile")),
+        threads=threads if isinstance(threads, int) else None,
+    )
+    clash = cpu.decide(asked).dropped
     if clash is None:
         return None
     settings["quantize"] = "none"

@@ -2,7 +2,7 @@
 under `omnivoice say`, free of typer and rich (the command passes its printers in: a session.Session).
 
     target = output_target(output, settings, stdout_is_terminal)        # before the model
-    speech = Speech(built, refs, target, Hardware.from_settings(settings.values), play=True)
+    speech = Speech(built, refs, target, hardware_from_settings(settings.values), play=True)
     with HoldSignals() as signals:
         try:
             report = speech_run(speech, session, shown).run(signals)   # a SpeechReport
@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterable, Iterator, Mapping, Protocol
 
 from ..engine.errors import InvalidRequest, OmniVoiceError
+from ..engine.hardware import Hardware
 from ..engine.pipeline import Engine, Planned, Request, Result, plan_of
 from ..engine.streaming import StreamPiece, StreamRun
 from ..media import output as media_output  # (quiet_stdout looked up when called)
@@ -53,7 +54,7 @@ from . import settings as st
 from .deliver import Audio, Outputs, PieceWriter, Take, deliver, piece_cues, reader_gone, send_piece
 from .dialogue import Script
 from .request import Built, Reference, References, finish_request
-from .session import Hardware, Session, WarnOnce
+from .session import Session, WarnOnce
 from .signals import HoldSignals, signal_name
 from .verify import RequestCheck, Verifier
 
@@ -73,7 +74,7 @@ class Speech:
     built: Built  # the request (its recording still to encode) and its settings
     refs: References  # where that recording is encoded, once
     target: OutputTarget | None  # a file or stdout; None: the player only
-    hardware: Hardware  # the model to load, and how
+    hardware: Hardware  # how to load the model (its settings name the model)
     subtitles: Path | None = None  # --subtitles: written just before the audio
     play: bool = False  # played as it is made
     stream: bool = False  # --stream: stdout piece by piece
@@ -281,7 +282,7 @@ class _Run:
         self.shown: Shown = shown if shown is not None else WarnOnce(session.warn)
 
     def load(self, encoder: bool = False) -> tuple[Engine, float]:
-        return self.session.load_engine(self.speech.hardware, encoder=encoder)
+        return self.session.load_engine(str(self.speech.settings["model"]), self.speech.hardware, encoder=encoder)
 
     def verifier(self, request: Request) -> RequestCheck | None:
         """--verify: the per-piece check of `request` (its recogniser loaded now, beside the TTS model)."""
@@ -618,6 +619,7 @@ class DialogueRun:
         target: OutputTarget | None,
         hardware: Hardware,
         *,
+        model: str,
         gap: float,
         subtitles: Path | None = None,
         play: bool = False,
@@ -629,6 +631,7 @@ class DialogueRun:
         self.loudness = loudness  # --loudness: the target of the whole dialogue (LUFS)
         self.sample_rate = sample_rate  # --sample-rate: the output's (None: the model's)
         self.script, self.target, self.hardware, self.gap = script, target, hardware, gap  # dialogue.Script
+        self.model = model  # the checkpoint, loaded on `hardware`
         self.subtitles, self.play, self.session = subtitles, play, session
         self.shown: Shown = shown if shown is not None else WarnOnce(session.warn)
 
@@ -637,7 +640,7 @@ class DialogueRun:
         built, target, writes = self.script.lines, self.target, Writes(signals)
         player = open_the_player(self.play)  # before the model is loaded
         try:
-            engine, load = self.session.load_engine(self.hardware)
+            engine, load = self.session.load_engine(self.model, self.hardware)
             t0 = time.perf_counter()
             with self.session.steps(f"generating {len(built)} lines", None) as on_step:
                 results = engine.generate([b.request for _, b in built], on_step=on_step)

@@ -14,7 +14,7 @@ from ..app.checkpoint import model_config
 from ..app.cluster import ClusterOptions, RayExecutor, check_device, import_ray
 from ..app.lexicon import load_lexicon
 from ..app.request import named
-from ..app.session import Hardware, Session
+from ..app.session import Session, hardware_from_settings
 from ..app.signals import HoldSignals
 from ..app.speak import Stopped
 from ..app.speaker import SpeakerOptions, idle_seconds
@@ -125,7 +125,8 @@ def run_session(quiet: bool, unit: str = "lines") -> Session:
 def load_model(settings: st.Resolved, quiet: bool, encoder: bool = False) -> tuple[Engine, float]:
     """Load the model the settings name (a status line while it loads), and the codec's encoder
     when a recording is to be cloned; returns (engine, seconds): Session.load_engine."""
-    return run_session(quiet).load_engine(Hardware.from_settings(settings.values), encoder=encoder)
+    hardware = hardware_from_settings(settings.values)
+    return run_session(quiet).load_engine(str(settings["model"]), hardware, encoder=encoder)
 
 
 def check_run(flags: dict, preset: str | None) -> st.Preset | None:

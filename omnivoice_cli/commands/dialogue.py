@@ -18,7 +18,7 @@ import typer
 
 from ..app.dialogue import check_gap, check_gaps_total, plan_script
 from ..app.dryrun import describe, render
-from ..app.session import Hardware, WarnOnce
+from ..app.session import WarnOnce, hardware_from_settings
 from ..app.speak import DialogueRun, output_target
 from ..media.cues import check_subtitles_path
 from ..media.lock import output_lock
@@ -108,7 +108,8 @@ def say_dialogue(
     run = DialogueRun(
         planned,
         target,
-        Hardware.from_settings(settings.values),
+        hardware_from_settings(settings.values),
+        model=str(settings["model"]),
         gap=gap_s,
         subtitles=subs_path,
         play=play,

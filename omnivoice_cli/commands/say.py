@@ -15,7 +15,7 @@ from ..app.dryrun import describe, render
 from ..app.remote import RemoteRun, check_remote, server_url
 from ..app.request import References, Voices, build_request
 from ..app.schema import ADVANCED
-from ..app.session import Hardware, WarnOnce
+from ..app.session import WarnOnce, hardware_from_settings
 from ..app.speak import Speech, check_streamable, output_target, report_settings, speech_run
 from ..engine.errors import InvalidRequest
 from ..media.cues import check_subtitles_path
@@ -353,7 +353,7 @@ def say(
         built,
         refs,
         target,
-        Hardware.from_settings(settings.values),
+        hardware_from_settings(settings.values),
         _subtitles_path(subtitles),
         play=play or target is None,
         stream=stream,
