@@ -6,6 +6,7 @@ AVX2-only CPU."""
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -353,17 +354,13 @@ def test_auto_in_each_forced_class(force, name):
     force(ROWS[name])
     row = cpu.CHOICES[name]
     assert cpu.choice() is row and cpu.row_name(cpu.info()) == name
-    assert loading.resolve_dtype("auto", torch.device("cpu"), None) == torch.float32
-    said = []
-    assert loading.auto_quantize(torch.float32, False, said.append) == (row.quantize, torch.float32) and said == []
-    assert loading.auto_quantize(torch.bfloat16, False, said.append) == (None, torch.bfloat16)
-    assert loading.auto_quantize(torch.float32, True, said.append) == (None, torch.float32)
-    assert len(said) == (2 if row.quantize else 0)
-    if said:
-        assert said[0] == (
-            f"quantize auto: int8 (the fastest on this CPU, {name.removesuffix('+vnni')}) needs float32 "
-            "and no compile: without it here (dtype bfloat16)"
-        )
+    assert cpu.decide().dtype == "float32" and cpu.decide(Hardware(dtype="auto")).quantize is None
+    auto = Hardware(quantize="auto")
+    assert cpu.decide(auto) == cpu.Decision(row.quantize, "float32", row.int8, None, row)
+    dropped = "dtype" if row.quantize else None
+    assert cpu.decide(replace(auto, dtype="bfloat16")) == cpu.Decision(None, "bfloat16", row.int8, dropped, row)
+    dropped = "compile" if row.quantize else None
+    assert cpu.decide(replace(auto, compile=True)) == cpu.Decision(None, "float32", row.int8, dropped, row)
     kind = linears.int8_kind()
     if row.int8 == "fbgemm" and linears.fbgemm_available():
         assert kind is linears.FbgemmInt8Linear
@@ -385,17 +382,32 @@ def test_the_choice_at_one_thread(name):
 
 def test_auto_at_one_thread_on_amx_is_the_bf16_body_unless_float32_or_compile_is_asked(force):
     force(SAPPHIRE_RAPIDS, runs=True)
-    said = []
-    auto = loading.auto_quantize
-    assert auto(torch.float32, False, said.append, dtype="auto", threads=1) == (None, torch.bfloat16)
-    assert auto(torch.float32, False, said.append, dtype="auto", threads=2) == ("int8", torch.float32)
-    assert auto(torch.float32, False, said.append, dtype="float32", threads=1) == ("int8", torch.float32)
-    assert auto(torch.bfloat16, False, said.append, dtype="bfloat16", threads=1) == (None, torch.bfloat16)
-    assert said == []
-    assert auto(torch.float32, True, said.append, dtype="auto", threads=1) == (None, torch.float32)
-    assert said and "without it here (compile)" in said[0]
+
+    def auto(threads, dtype="auto", compile=False, runs=cpu.bf16_runs):
+        d = cpu.decide(Hardware(dtype=dtype, quantize="auto", compile=compile), threads, bf16_runs=runs)
+        return d.quantize, d.dtype, d.dropped
+
+    assert auto(1) == (None, "bfloat16", None)
+    assert auto(2) == ("int8", "float32", None)
+    assert auto(1, dtype="float32") == ("int8", "float32", None)
+    assert auto(1, dtype="bfloat16") == (None, "bfloat16", None)
+    assert auto(1, compile=True) == (None, "float32", "compile")
     force(SAPPHIRE_RAPIDS, runs=False)  # oneDNN refusing bf16 after all: int8, never an emulated bf16
-    assert auto(torch.float32, False, said.append, dtype="auto", threads=1) == ("int8", torch.float32)
+    assert auto(1) == ("int8", "float32", None)
+    assert auto(1, dtype="bfloat16") == (None, "bfloat16", "dtype")
+
+
+def test_the_loader_says_when_auto_leaves_int8_out(force):
+    """The loader's one line where a dtype asked for keeps quantize auto from its int8."""
+    force(ZEN3)
+    said: list[str] = []
+    engine = Engine.load(str(TINY), Hardware(device="cpu", quantize="auto", dtype="float16"), on_notice=said.append)
+    assert engine.dtype == torch.float16 and not isinstance(
+        engine.model.llm.layers[0].mlp.down_proj, linears.KernelLinear
+    )
+    assert said == [
+        "quantize auto: int8 (the fastest on this CPU, avx2) needs float32 and no compile: without it here (dtype float16)"
+    ]
 
 
 @pytest.fixture
@@ -422,7 +434,7 @@ def test_auto_off_the_cpu_is_nothing(monkeypatch, force):
     monkeypatch.setattr(loading, "resolve_device", lambda device: torch.device("cuda"))
     said = []
     for device in ("auto", "cuda"):
-        assert loading._resolve_hardware(device, "auto", False, said.append)[1] is None
+        assert loading._resolve_hardware(Hardware(device=device, quantize="auto"), said.append)[1] is None
     assert said == []  # the table is the CPU's: a GPU runs its own dtype, with nothing to say
 
 

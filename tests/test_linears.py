@@ -466,8 +466,8 @@ def test_emulated_bf16_is_said(monkeypatch):
 def test_int8_on_a_gpu_falls_back_only_when_the_device_was_auto(monkeypatch):
     monkeypatch.setattr(loading, "resolve_device", lambda device: torch.device("cuda"))
     notices = []
-    dev, quantize = loading._resolve_hardware("auto", "int8", False, notices.append)
+    dev, quantize = loading._resolve_hardware(Hardware(quantize="int8"), notices.append)
     assert (dev.type, quantize) == ("cuda", None)
     assert notices == ["quantize int8 is for the CPU: running on cuda without it"]
     with pytest.raises(InvalidRequest, match="int8 runs on the CPU only, not on cuda"):
-        loading._resolve_hardware("cuda", "int8", False, notices.append)
+        loading._resolve_hardware(Hardware(device="cuda", quantize="int8"), notices.append)

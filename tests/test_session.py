@@ -9,8 +9,8 @@ import pytest
 from omnivoice_cli.app import settings as st
 from omnivoice_cli.app.presets import find_preset
 from omnivoice_cli.app.session import NoProgress, Session, WarnOnce, check_seed_range, hardware_from_settings, seed_for
-from omnivoice_cli.engine.hardware import Hardware
 from omnivoice_cli.engine.errors import InvalidRequest
+from omnivoice_cli.engine.hardware import Hardware
 
 
 def test_the_hardware_record_is_built_from_the_settings_flags():
