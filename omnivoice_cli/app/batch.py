@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
 from ..engine.errors import InvalidRequest, MissingExtra, OmniVoiceError
-from ..engine.hardware import Hardware
 from ..engine.planning import Result
 from ..engine.text import is_blank
 from ..media.output import FORMATS, OutputTarget
@@ -59,6 +58,7 @@ from .signals import HoldSignals
 from .verify import RequestCheck, Verifier
 
 if TYPE_CHECKING:  # annotations only: these pull torch (or the recogniser's extra) at import
+    from ..engine.hardware import Hardware
     from ..engine.pipeline import Engine
     from ..engine.voice import VoicePrompt
 
@@ -399,8 +399,7 @@ class BatchRun:
 
     def hardware(self) -> tuple[str, Hardware]:
         """The run's engine, one for every line: (the model, how it is loaded)."""
-        values = self.run_settings().values
-        return str(values["model"]), hardware_from_settings(values)
+        return str((values := self.run_settings().values)["model"]), hardware_from_settings(values)
 
     def _line_preset(self, line: Line) -> st.Preset | None:
         spec = line.fields.get("preset")

@@ -630,8 +630,8 @@ class DialogueRun:
     ) -> None:
         self.loudness = loudness  # --loudness: the target of the whole dialogue (LUFS)
         self.sample_rate = sample_rate  # --sample-rate: the output's (None: the model's)
-        self.script, self.target, self.hardware, self.gap = script, target, hardware, gap  # dialogue.Script
-        self.model = model  # the checkpoint, loaded on `hardware`
+        self.script, self.target, self.model, self.hardware = script, target, model, hardware  # dialogue.Script
+        self.gap = gap
         self.subtitles, self.play, self.session = subtitles, play, session
         self.shown: Shown = shown if shown is not None else WarnOnce(session.warn)
 

@@ -258,7 +258,7 @@ def cpu_paths() -> list[tuple[str, str]]:
     other = cpu.choice(threads=2 if threads == 1 else 1)
     differs = other is not chosen  # a class whose choice depends on the thread count (AMX)
     kind = int8_kind()
-    described = {  # a kernel not named here is described by its own `kind`
+    described: dict[type, str] = {  # a kernel not named here is described by its own `kind`
         Int8Linear: f"oneDNN's u8 x s8 kernel, {8 if Int8Linear.half == 127 else 7}-bit activations",
         FbgemmInt8Linear: "FBGEMM's dynamic quantised linear, 7-bit activations",
         LegacyInt8Linear: "torch's quantised ops (this torch build has no oneDNN int8)",
