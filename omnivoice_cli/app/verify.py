@@ -20,7 +20,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..engine.pieces import Take
+from ..engine.pieces import PieceTake
 from . import listen
 
 CHARACTER_LANGS = frozenset({"zh", "yue", "ja", "ko", "th", "cmn", "wuu", "lo", "my", "km"})
@@ -115,7 +115,7 @@ class RequestCheck:
         self.recogniser, self.lang, self.max_error, self.retries = recogniser, lang, float(max_error), int(retries)
         self.pieces: dict[int, PieceVerdict] = {}
 
-    def check(self, take: Take) -> tuple[float, bool]:
+    def check(self, take: PieceTake) -> tuple[float, bool]:
         heard = self.recogniser.transcribe(
             take.audio, take.sample_rate, self.lang, max_tokens=max_tokens(take.text, self.lang), words=False
         ).text
