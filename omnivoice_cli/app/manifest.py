@@ -23,7 +23,7 @@ MAX_RECORD_BYTES = 4 * 1024 * 1024  # a longer line in an old manifest is not a 
 MAX_MANIFEST_BYTES = 1 << 30  # an old manifest is read up to here
 
 
-def _open_regular(path: Path) -> IO[bytes] | None:
+def _open_regular(path: Path) -> BinaryIO | None:
     """The manifest opened for reading, or None: absent, a folder, a symbolic link (never
     followed: it could lead anywhere, /dev/zero included) or not a regular file."""
     try:
