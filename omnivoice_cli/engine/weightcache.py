@@ -157,7 +157,7 @@ def evict(folder: Path, cap: int = CAP_BYTES, keep: Path | None = None) -> None:
 def expected_tensors(model: "nn.Module") -> dict[str, tuple[str, list[int]]]:
     """name -> (safetensors dtype, shape) of every tensor a cached int8 body holds, in file order."""
     out: dict[str, tuple[str, list[int]]] = {}
-    for i, layer in enumerate(model.llm.layers):  # type: ignore[union-attr, arg-type]
+    for i, layer in enumerate(model.llm.layers):  # type: ignore[union-attr, arg-type]  # an nn.Module's attributes are untyped
         a, m = layer.self_attn, layer.mlp
         qkv = (a.q_proj, a.k_proj, a.v_proj)
         out.update(_entry_shapes(f"{i}.qkv", sum(x.out_features for x in qkv), a.q_proj.in_features))
