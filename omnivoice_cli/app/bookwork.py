@@ -34,7 +34,11 @@ class Pieces(TypedDict):
     pieces: list[tuple[str, int, int]]  # (text, start, end) in samples, 0 <= start <= end <= samples
 
 
-State = dict[str, dict[str, dict[str, object]]]  # book.json: {"outputs": {name: {"key", "size", "sha256", ...}}}
+class State(TypedDict):
+    """book.json: each output written, by file name: {"key", "size", "sha256", "duration",
+    "loudness"} (an entry read back is checked field by field before use, as book.py does)."""
+
+    outputs: dict[str, dict[str, object]]
 
 
 def pieces_name(part: str) -> str:
