@@ -1,6 +1,6 @@
 """The one schema of settings: every setting a person can give, described once in `SCHEMA` (its
 name, the reference's field name; type, allowed values, default, one-line help, help panel and the
-ways in that accept it), and the key lists derived from it. `app.settings` is its face.
+ways in that accept it), and the key lists derived from it (what one setting is: setting.py). `app.settings` is its face.
 
 This module imports nothing heavy (no torch), so that building the command line and `--help` stay
 fast. Defaults come from the engine's config dataclasses (engine/config.py imports no torch).
@@ -9,16 +9,14 @@ fast. Defaults come from the engine's config dataclasses (engine/config.py impor
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, fields
-from typing import Any, Callable, Union
+from dataclasses import fields
+from typing import Any, Callable
 
 from ..engine.config import GenerationConfig, ModelConfig, value_rule
 from ..media.formats import AUDIO_FORMATS
 from ..media.loudness import TARGET_RULE as LOUDNESS_RULE
 from ..media.rates import SAMPLE_RATES
-
-# What a setting holds once checked: a value of its kind (bool, int, float or str), or None (not set).
-Value = Union[bool, int, float, str, None]
+from .setting import FLAG, HTTP, LINE, PRESET, Setting, Value
 
 DEFAULT_MODEL = "k2-fsa/OmniVoice"  # hub id used when neither --model nor $OMNIVOICE_MODEL is given
 # The speech recogniser (the `asr` extra, listen.py): whisper-large-v3-turbo, the reference's, as
@@ -38,57 +36,6 @@ QUANTIZE = ("none", "int8", "auto")  # auto: the fastest path measured on this C
 FORMATS = (*AUDIO_FORMATS, "pcm")  # audio formats a file name or --format may ask for (pcm = raw)
 _DEVICE_RE = re.compile(r"^(auto|cpu|cuda|mps|cuda:\d{1,3})$")
 
-# Help panels, in the order `--help` shows them. The expert knobs (sampling internals, the step
-# cache's refreshes, chunking, precision) are `advanced`: `--help` puts them in one ADVANCED panel
-# shown only by `--help-all`.
-PANELS = ("Input", "Voice", "Generation", "Output", "Hardware")
-ADVANCED = "Advanced"
-
-# The ways in: a command-line flag, a key of a preset file, a field of a batch JSON line, a field
-# of a server request.
-FLAG, PRESET, LINE, HTTP = "flag", "preset", "line", "http"
-EVERYWHERE = frozenset({FLAG, PRESET, LINE, HTTP})
-
-
-class SettingsError(ValueError):
-    """A setting or preset is unknown, of the wrong type or out of range (a usage error)."""
-
-
-@dataclass(frozen=True)
-class Setting:
-    """One setting: what it is, what it accepts and where it can be given."""
-
-    name: str  # the reference's field name, also the preset key / JSON field / HTTP field
-    kind: type  # int, float, bool or str
-    default: Value  # built-in default (None: not set, e.g. a random seed)
-    help: str  # one line for --help
-    panel: str  # help panel (see PANELS)
-    allowed: str = ""  # what is allowed, in words: "an integer in 1..64"
-    ok: Callable[[Any], bool] | None = None  # the value check, given a value of `kind` (after the type check)
-    low: float | None = None  # a sane lower bound beyond `ok` ("must be at least ...")
-    high: float | None = None  # a sane upper bound beyond `ok` ("must be at most ...")
-    choices: tuple[str, ...] = ()  # for str settings with a fixed set of values
-    metavar: str = ""  # shown after the flag in --help
-    where: frozenset = EVERYWHERE  # the ways in that accept it
-    run_wide: bool = False  # one engine per run: a batch line may not change it
-    default_help: str = ""  # how --help words the default when str(default) will not do
-    envvar: str | None = None  # an environment variable that sets the default (`environment_defaults`)
-    advanced: bool = False  # an expert knob: in --help's ADVANCED panel, shown only by --help-all
-
-    @property
-    def flag(self) -> str:
-        return flag_name(self.name)
-
-    @property
-    def help_panel(self) -> str:
-        """The panel --help shows its flag in: ADVANCED for an expert knob, else its own."""
-        return ADVANCED if self.advanced else self.panel
-
-
-def flag_name(setting: str) -> str:
-    """The command-line spelling of a setting: 'num_step' -> '--num-step'."""
-    return "--" + setting.replace("_", "-")
-
 
 def _setting(name, kind, default, help, panel, allowed="", ok=None, **kw) -> Setting:
     return Setting(name, kind, default, help, panel, allowed, ok, **kw)
@@ -100,7 +47,6 @@ def _engine(name: str) -> tuple[str, Callable[[Any], bool]]:
     return rule.allowed, rule.ok
 
 
-_ANY_NUMBER = "a number"
 _HW = frozenset({FLAG, PRESET})  # run-wide: a preset or a flag, not a line or a request
 
 SCHEMA: dict[str, Setting] = {
