@@ -11,7 +11,7 @@ import asyncio
 import collections
 import dataclasses
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.error import Error
@@ -29,7 +29,7 @@ from wyoming.tts import (
 
 from ..app.deliver import PiecePcm
 from ..app.session import seed_for
-from ..app.speaker import USAGE_ERRORS, one_line
+from ..app.speaker import USAGE_ERRORS, Speaker, one_line
 from ..app.textparts import take_parts
 from ..engine.errors import InvalidRequest
 from ..engine.pipeline import Request
@@ -39,11 +39,35 @@ from .wyomingevents import EVENTS, PROGRAM, BadEvent, TooLarge, info_event, pars
 
 if TYPE_CHECKING:
     from ..engine.voice import VoicePrompt
-    from .wyoming import WyomingServer
 
 WIDTH, CHANNELS = 2, 1  # 16-bit mono
 CHUNK_SAMPLES = 2400  # samples per audio-chunk (0.1 s at 24 kHz)
 MAX_PENDING = 32  # requests waiting on one connection (beyond: an error event)
+
+
+class ServerOptions(Protocol):
+    """What a connection reads of the server's options (wyoming.WyomingOptions)."""
+
+    @property
+    def idle_timeout(self) -> float: ...
+
+    @property
+    def version(self) -> str: ...
+
+    def say(self, line: str) -> None: ...
+
+
+class Server(Protocol):
+    """What a connection uses of the server that accepted it (wyoming.WyomingServer)."""
+
+    @property
+    def speaker(self) -> Speaker: ...
+
+    @property
+    def options(self) -> ServerOptions: ...
+
+    @property
+    def event_limit(self) -> int: ...
 
 
 @dataclass
@@ -74,7 +98,7 @@ class QueuedSynthesis:
 class Connection:
     """One client: events read in order; requests spoken one after the other by a worker."""
 
-    def __init__(self, server: WyomingServer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+    def __init__(self, server: Server, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
         self.server, self.reader, self.writer = server, reader, writer
         self.jobs: collections.deque[QueuedSynthesis] = collections.deque()
         self.wake = asyncio.Event()
