@@ -9,7 +9,6 @@ fast. Defaults come from the engine's config dataclasses (engine/config.py impor
 from __future__ import annotations
 
 import re
-from dataclasses import fields
 from typing import Any, Callable
 
 from ..engine.config import GenerationConfig, ModelConfig, value_rule
@@ -37,10 +36,6 @@ FORMATS = (*AUDIO_FORMATS, "pcm")  # audio formats a file name or --format may a
 _DEVICE_RE = re.compile(r"^(auto|cpu|cuda|mps|cuda:\d{1,3})$")
 
 
-def _setting(name, kind, default, help, panel, allowed="", ok=None, **kw) -> Setting:
-    return Setting(name, kind, default, help, panel, allowed, ok, **kw)
-
-
 def _engine(name: str) -> tuple[str, Callable[[Any], bool]]:
     """(allowed, ok) of a value the engine checks: its own rule (engine.config.VALUE_RULES)."""
     rule = value_rule(name)
@@ -52,7 +47,7 @@ _HW = frozenset({FLAG, PRESET})  # run-wide: a preset or a flag, not a line or a
 SCHEMA: dict[str, Setting] = {
     s.name: s
     for s in [
-        _setting(
+        Setting(
             "num_step",
             int,
             _GEN.num_step,
@@ -61,7 +56,7 @@ SCHEMA: dict[str, Setting] = {
             *_engine("num_step"),
             metavar="N",
         ),
-        _setting(
+        Setting(
             "guidance_scale",
             float,
             _GEN.guidance_scale,
@@ -72,7 +67,7 @@ SCHEMA: dict[str, Setting] = {
             metavar="G",
             advanced=True,
         ),
-        _setting(
+        Setting(
             "t_shift",
             float,
             _GEN.t_shift,
@@ -83,7 +78,7 @@ SCHEMA: dict[str, Setting] = {
             metavar="S",
             advanced=True,
         ),
-        _setting(
+        Setting(
             "layer_penalty_factor",
             float,
             _GEN.layer_penalty_factor,
@@ -94,7 +89,7 @@ SCHEMA: dict[str, Setting] = {
             metavar="F",
             advanced=True,
         ),
-        _setting(
+        Setting(
             "position_temperature",
             float,
             _GEN.position_temperature,
@@ -105,7 +100,7 @@ SCHEMA: dict[str, Setting] = {
             metavar="T",
             advanced=True,
         ),
-        _setting(
+        Setting(
             "class_temperature",
             float,
             _GEN.class_temperature,
@@ -116,7 +111,7 @@ SCHEMA: dict[str, Setting] = {
             metavar="T",
             advanced=True,
         ),
-        _setting(
+        Setting(
             "denoise",
             bool,
             _GEN.denoise,
@@ -126,7 +121,7 @@ SCHEMA: dict[str, Setting] = {
             advanced=True,
         ),
         # the step cache (engine/generation.py): ~1.5-2x faster steps, an approximation (docs/speed.md)
-        _setting(
+        Setting(
             "step_cache",
             bool,
             _GEN.step_cache,
@@ -135,7 +130,7 @@ SCHEMA: dict[str, Setting] = {
             "true or false",
             advanced=True,
         ),
-        _setting(
+        Setting(
             "step_cache_prompt_every",
             int,
             _GEN.step_cache_prompt_every,
@@ -145,7 +140,7 @@ SCHEMA: dict[str, Setting] = {
             metavar="N",
             advanced=True,
         ),
-        _setting(
+        Setting(
             "step_cache_uncond_every",
             int,
             _GEN.step_cache_uncond_every,
@@ -155,7 +150,7 @@ SCHEMA: dict[str, Setting] = {
             metavar="N",
             advanced=True,
         ),
-        _setting(
+        Setting(
             "speed",
             float,
             None,
@@ -167,7 +162,7 @@ SCHEMA: dict[str, Setting] = {
             metavar="X",
             default_help="1.0",
         ),
-        _setting(
+        Setting(
             "duration",
             float,
             None,
@@ -177,7 +172,7 @@ SCHEMA: dict[str, Setting] = {
             metavar="SECONDS",
             default_help="from the text",
         ),
-        _setting(
+        Setting(
             "chunk_duration",
             float,
             _GEN.audio_chunk_duration,
@@ -188,7 +183,7 @@ SCHEMA: dict[str, Setting] = {
             metavar="SECONDS",
             advanced=True,
         ),
-        _setting(
+        Setting(
             "chunk_threshold",
             float,
             _GEN.audio_chunk_threshold,
@@ -198,7 +193,7 @@ SCHEMA: dict[str, Setting] = {
             metavar="SECONDS",
             advanced=True,
         ),
-        _setting(
+        Setting(
             "normalize",
             bool,
             False,
@@ -206,7 +201,7 @@ SCHEMA: dict[str, Setting] = {
             "Input",
             "true or false",
         ),
-        _setting(
+        Setting(
             "markdown",
             bool,
             False,
@@ -215,7 +210,7 @@ SCHEMA: dict[str, Setting] = {
             "true or false",
             advanced=True,
         ),
-        _setting(
+        Setting(
             "lexicon",
             str,
             None,
@@ -228,7 +223,7 @@ SCHEMA: dict[str, Setting] = {
             run_wide=True,
             advanced=True,
         ),
-        _setting(
+        Setting(
             "lang",
             str,
             None,
@@ -238,7 +233,7 @@ SCHEMA: dict[str, Setting] = {
             metavar="LANG",
             default_help="none (any language)",
         ),
-        _setting(
+        Setting(
             "instruct",
             str,
             None,
@@ -248,7 +243,7 @@ SCHEMA: dict[str, Setting] = {
             metavar="ITEMS",
             default_help="auto voice",
         ),
-        _setting(
+        Setting(
             "instruct_text",
             str,
             None,
@@ -259,7 +254,7 @@ SCHEMA: dict[str, Setting] = {
             default_help="none",
             advanced=True,
         ),
-        _setting(
+        Setting(
             "voice",
             str,
             None,
@@ -271,7 +266,7 @@ SCHEMA: dict[str, Setting] = {
             where=frozenset({FLAG, PRESET, LINE}),
             default_help="auto voice",
         ),
-        _setting(
+        Setting(
             "ref",
             str,
             None,
@@ -281,7 +276,7 @@ SCHEMA: dict[str, Setting] = {
             metavar="AUDIO",
             where=frozenset({FLAG, LINE}),
         ),
-        _setting(
+        Setting(
             "ref_text",
             str,
             None,
@@ -293,7 +288,7 @@ SCHEMA: dict[str, Setting] = {
             where=frozenset({FLAG, LINE}),
             advanced=True,
         ),
-        _setting(
+        Setting(
             "seed",
             int,
             None,
@@ -305,7 +300,7 @@ SCHEMA: dict[str, Setting] = {
             where=frozenset({FLAG, LINE, HTTP}),
             default_help="random",
         ),
-        _setting(
+        Setting(
             "format",
             str,
             "wav",
@@ -318,7 +313,7 @@ SCHEMA: dict[str, Setting] = {
             where=frozenset({FLAG, PRESET}),
             advanced=True,
         ),
-        _setting(
+        Setting(
             "sample_rate",
             int,
             None,
@@ -331,7 +326,7 @@ SCHEMA: dict[str, Setting] = {
             where=frozenset({FLAG, PRESET, HTTP}),  # `say` (and --cast), the server's requests; not batch lines
             advanced=True,
         ),
-        _setting(
+        Setting(
             "loudness",
             float,
             None,
@@ -343,7 +338,7 @@ SCHEMA: dict[str, Setting] = {
             default_help="off",
             advanced=True,
         ),
-        _setting(
+        Setting(
             "device",
             str,
             "auto",
@@ -355,7 +350,7 @@ SCHEMA: dict[str, Setting] = {
             where=_HW,
             run_wide=True,
         ),
-        _setting(
+        Setting(
             "dtype",
             str,
             "auto",
@@ -369,7 +364,7 @@ SCHEMA: dict[str, Setting] = {
             run_wide=True,
             advanced=True,
         ),
-        _setting(
+        Setting(
             "threads",
             int,
             None,
@@ -384,7 +379,7 @@ SCHEMA: dict[str, Setting] = {
             default_help="the CPU cores",
             advanced=True,
         ),
-        _setting(
+        Setting(
             "quantize",
             str,
             "none",
@@ -398,7 +393,7 @@ SCHEMA: dict[str, Setting] = {
             where=_HW,
             run_wide=True,
         ),
-        _setting(
+        Setting(
             "compile",
             bool,
             False,
@@ -409,7 +404,7 @@ SCHEMA: dict[str, Setting] = {
             run_wide=True,
             advanced=True,
         ),
-        _setting(
+        Setting(
             "model",
             str,
             DEFAULT_MODEL,
@@ -424,7 +419,7 @@ SCHEMA: dict[str, Setting] = {
             default_help=f"$OMNIVOICE_MODEL, else {DEFAULT_MODEL}",
         ),
         # -- listening back (the asr extra, listen.py) --
-        _setting(
+        Setting(
             "asr_model",
             str,
             DEFAULT_ASR_MODEL,
@@ -439,7 +434,7 @@ SCHEMA: dict[str, Setting] = {
             default_help=f"$OMNIVOICE_ASR_MODEL, else {DEFAULT_ASR_MODEL}",
             advanced=True,
         ),
-        _setting(
+        Setting(
             "verify",
             bool,
             False,
@@ -448,7 +443,7 @@ SCHEMA: dict[str, Setting] = {
             "true or false",
             advanced=True,
         ),
-        _setting(
+        Setting(
             "verify_retries",
             int,
             2,
@@ -459,7 +454,7 @@ SCHEMA: dict[str, Setting] = {
             metavar="N",
             advanced=True,
         ),
-        _setting(
+        Setting(
             "verify_max_error",
             float,
             0.25,
@@ -494,12 +489,3 @@ PRESET_KEYS: tuple[str, ...] = tuple(k for k, s in SCHEMA.items() if PRESET in s
 LINE_SETTINGS: tuple[str, ...] = tuple(k for k, s in SCHEMA.items() if LINE in s.where)
 HTTP_SETTINGS: tuple[str, ...] = tuple(k for k, s in SCHEMA.items() if HTTP in s.where)
 PRESET_META_KEYS = ("description",)  # allowed in a preset file, not a setting
-
-
-def _check_schema_against_engine() -> None:
-    """The generation settings are GenerationConfig's fields, with its defaults."""
-    names = {f.name for f in fields(GenerationConfig)}
-    assert set(GENERATION_KEYS) <= names and all(CHUNK_FIELDS[k] in names for k in CHUNK_FIELDS)
-
-
-_check_schema_against_engine()
