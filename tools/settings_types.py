@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Literal, Mapping, overload
 
-from .schema import Value
+from .setting import Value
 
 # The settings' names by the type of their values (`Opt`: may be unset, None).
 {ALIASES}

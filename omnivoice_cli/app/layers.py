@@ -15,7 +15,8 @@ from typing import Any, Mapping, MutableMapping
 
 from ..engine import cpu
 from ..engine.config import INT8_NEEDS, int8_clash, int8_problem
-from .schema import CHUNK_FIELDS, DEFAULTS, FLAG, GENERATION_KEYS, SCHEMA, SettingsError, Value, flag_name
+from .schema import CHUNK_FIELDS, DEFAULTS, GENERATION_KEYS, SCHEMA
+from .setting import FLAG, SettingsError, Value, flag_name
 from .settingreads import SettingReads
 from .values import check_setting, did_you_mean, parse_text
 

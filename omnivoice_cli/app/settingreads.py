@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Literal, Mapping, overload
 
-from .schema import Value
+from .setting import Value
 
 # The settings' names by the type of their values (`Opt`: may be unset, None).
 IntKey = Literal["num_step", "step_cache_prompt_every", "step_cache_uncond_every", "verify_retries"]

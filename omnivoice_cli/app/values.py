@@ -9,7 +9,10 @@ import math
 import re
 from typing import Iterable
 
-from .schema import _ANY_NUMBER, SCHEMA, SettingsError, Value
+from .schema import SCHEMA
+from .setting import SettingsError, Value
+
+_ANY_NUMBER = "a number"
 
 
 def type_name(value: object) -> str:
