@@ -14,9 +14,10 @@ from ..app import settings as st
 from ..app.dryrun import describe, render
 from ..app.remote import RemoteRun, check_remote, server_url
 from ..app.request import References, Voices, build_request
-from ..app.schema import ADVANCED
 from ..app.session import WarnOnce, hardware_from_settings
-from ..app.speak import Speech, check_streamable, output_target, report_settings, speech_run
+from ..app.setting import ADVANCED
+from ..app.speak import check_streamable, output_target, report_settings, speech_run
+from ..app.speakrun import Speech
 from ..engine.errors import InvalidRequest
 from ..media.cues import check_subtitles_path
 from ..media.formats import usual_extensions
@@ -159,7 +160,7 @@ def _rounded(x: float | None) -> float | None:
 
 
 def _report(report: Any, t_start: float, json_out: bool, quiet: bool) -> None:
-    """The summary line on stderr, or the --json report (speak.SpeechReport)."""
+    """The summary line on stderr, or the --json report (speakrun.SpeechReport)."""
     target, ref, rtf, first = report.target, report.reference, report.rtf, report.first_audio_seconds
     if json_out:
         data = {
@@ -360,7 +361,7 @@ def say(
         words=words_path,
         subtitle_level=subtitle_level,
     )
-    if speech.streamed:  # the streamed render (speak.StreamedRun)
+    if speech.streamed:  # the streamed render (speakstream.StreamedRun)
         check_streamable(target)
     session = run_session(quiet)
     run = (

@@ -10,8 +10,8 @@ from typing import Optional
 import typer
 
 from ..app import settings as st
+from ..app.idle import idle_seconds
 from ..app.session import Session, hardware_from_settings
-from ..app.speaker import idle_seconds
 from ..engine.errors import InvalidRequest, MissingExtra
 from ..server.config import ServeOptions, load_voice_map
 from ..server.state import ServerState

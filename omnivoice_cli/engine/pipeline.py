@@ -279,7 +279,7 @@ class Engine:
         chunk's decoding, plus the float32 result."""
         import numpy as np
 
-        from . import audio
+        from . import audio, postprocess
 
         g, hop, sr = plan.req.generation, self.cfg.codec.hop_length, self.sample_rate
         gap = int(0.3 * sr) // 3  # the reference's cross-fade: 0.1 s fade out, 0.1 s silence, 0.1 s fade in
@@ -295,7 +295,7 @@ class Engine:
             part = np.zeros(sum(lengths) + gap * (len(ks) - 1), dtype=dtype)
             pos = 0
             for i, (k, n) in enumerate(zip(ks, lengths)):
-                wav = audio.fade_chunk(self._decode(plan.tokens[k]), i == 0, i == len(ks) - 1, sr)
+                wav = postprocess.fade_chunk(self._decode(plan.tokens[k]), i == 0, i == len(ks) - 1, sr)
                 part[pos : pos + n] = audio.to_int16(wav) if dtype == np.int16 else wav
                 extents[k] = (pos, pos + n)
                 pos += n + gap
@@ -307,11 +307,11 @@ class Engine:
         spaced by pauses; where each piece landed goes into Result.pieces."""
         import torch
 
-        from . import audio
+        from . import postprocess
 
         req, g = plan.req, plan.req.generation
         raw_parts, extents = self._decode_parts(plan)
-        wav, placed = audio.post_process_parts_mapped(
+        wav, placed = postprocess.post_process_parts(
             raw_parts,
             [round(s * self.sample_rate) for s in plan.gaps],
             ref_rms=req.ref.rms if req.ref else None,
