@@ -3,8 +3,6 @@ engine, and the held signals a run of speak.py is run under (`held(run)`)."""
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 from typing import Any
 
 import typer
@@ -21,43 +19,14 @@ from ..app.speaker import SpeakerOptions, idle_seconds
 from ..engine.errors import InvalidRequest
 from ..engine.pipeline import Engine
 from ..engine.text import resolve_instruct
-from ..ui.progress import BatchProgress, StepProgress, print_above, status
-from ..ui.text import visible
-
-# the exceptions of the click typer runs on: its own vendored copy (typer >= 0.2x) or click (older typer)
-click_exceptions = importlib.import_module(
-    "typer._click.exceptions" if importlib.util.find_spec("typer._click") else "click.exceptions"
-)
+from ..ui.helpfmt import click_exceptions
+from ..ui.messages import echo, error, notice, warn
+from ..ui.progress import BatchProgress, StepProgress, status
 
 
 def usage_error(message: str, ctx: Any = None) -> Exception:
     """A click usage error (exit code 2, with a pointer to --help), of the click typer runs on."""
     return click_exceptions.UsageError(message, ctx)
-
-
-def echo(msg: str) -> None:
-    """A message on stderr; its control characters made visible (it may quote a file: ui/text.py)."""
-    msg = visible(msg, lines=True)
-    if not print_above(msg):  # a progress bar on the terminal: above it
-        typer.echo(msg, err=True)
-
-
-def error(msg: str) -> None:
-    echo(f"Error: {msg}")
-
-
-def warn(msg: str) -> None:
-    echo(f"Warning: {msg}")
-
-
-def notice(quiet: bool):
-    """The engine's on_notice: its messages (licence, download) on stderr unless quiet."""
-
-    def show(msg: str) -> None:
-        if not quiet:
-            echo(msg)
-
-    return show
 
 
 def stdout_is_terminal() -> bool:

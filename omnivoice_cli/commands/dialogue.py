@@ -22,7 +22,8 @@ from ..app.session import Hardware, WarnOnce
 from ..app.speak import DialogueRun, output_target
 from ..media.cues import check_subtitles_path
 from ..media.lock import output_lock
-from .common import echo, held, run_session, run_settings, stdout_is_terminal, warn
+from ..ui.messages import echo, warn
+from .common import held, run_session, run_settings, stdout_is_terminal
 
 
 def _report(report: Any, t_start: float, json_out: bool, quiet: bool) -> None:

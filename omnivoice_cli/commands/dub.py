@@ -17,9 +17,10 @@ from ..engine.errors import InvalidRequest
 from ..media.cues import timestamp
 from ..media.output import OutputTarget, check_output
 from ..ui.helpfmt import MORE
+from ..ui.messages import echo, error, warn
 from ..ui.options import HARDWARE_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, with_settings
 from ..ui.text import visible
-from .common import echo, error, run_session, run_settings, warn
+from .common import run_session, run_settings
 from .say import check_listening, words_path
 
 # After MORE: the details, shown by --help-all (ui/helpfmt.py).

@@ -12,6 +12,7 @@ from ..app.session import Hardware, Session
 from ..app.speaker import Speaker
 from ..engine.errors import InvalidRequest, MissingExtra
 from ..server.schema import package_version
+from ..ui.messages import echo, notice
 from ..ui.options import (
     IDLE_UNLOAD_OPTION,
     NO_FLAGS,
@@ -22,7 +23,7 @@ from ..ui.options import (
     SPEAKER_SETTINGS,
     with_settings,
 )
-from .common import echo, notice, speaker_options
+from .common import speaker_options
 
 HELP = """Serve speech as MCP tools for agents (Claude Desktop, IDEs, any MCP client), over stdio.
 

@@ -9,7 +9,7 @@ import typer
 
 from ..app import settings as st
 from ..ui.helpfmt import HelpCommand, HelpGroup
-from .common import echo, warn
+from ..ui.messages import echo, warn
 
 app = typer.Typer(
     cls=HelpGroup,

@@ -21,7 +21,8 @@ from ..engine.errors import InvalidRequest
 from ..media.cues import check_subtitles_path
 from ..media.formats import usual_extensions
 from ..media.lock import output_lock
-from ..ui.helpfmt import BARE, MORE
+from ..ui.helpfmt import BARE, MORE, click_exceptions
+from ..ui.messages import echo, warn
 from ..ui.options import (
     HARDWARE_SETTINGS,
     LISTEN_SETTINGS,
@@ -32,7 +33,7 @@ from ..ui.options import (
     with_settings,
 )
 from ..ui.text import visible
-from .common import click_exceptions, echo, held, run_session, run_settings, stdout_is_terminal, usage_error, warn
+from .common import held, run_session, run_settings, stdout_is_terminal, usage_error
 from .dialogue import say_dialogue
 
 # After MORE: the details, shown by --help-all (ui/helpfmt.py).
@@ -211,7 +212,8 @@ def say(
         None,
         metavar="TEXT",
         show_default=False,
-        help="The text to speak; - reads stdin, as does a pipe without TEXT.",
+        rich_help_panel="Input",
+        help="The text to speak; - or a pipe reads stdin.",
     ),
     text_file: Optional[str] = typer.Option(
         None,
@@ -220,7 +222,7 @@ def say(
         metavar="PATH",
         show_default=False,
         rich_help_panel="Input",
-        help="Speak the text of this UTF-8 file (line breaks read as spaces); - reads stdin.",
+        help="Speak this UTF-8 file's text; - reads stdin.",
     ),
     preset: Optional[str] = PRESET_OPTION,
     output: Optional[str] = typer.Option(
@@ -237,7 +239,7 @@ def say(
         False,
         "--stream",
         rich_help_panel="Output",
-        help="Send each sentence as soon as it is ready (with -o -: progressive stdout).",
+        help="Send each sentence as it is ready (-o - too).",
     ),
     json_out: bool = typer.Option(
         False,
@@ -249,7 +251,7 @@ def say(
         False,
         "--dry-run",
         rich_help_panel="Output",
-        help="Load no model: print what would be spoken, and with which settings.",
+        help="Show what would be spoken and how; no model.",
     ),
     quiet: bool = QUIET_OPTION,
     # -- subtitles and dialogue (issue 15: cues.py, commands/dialogue.py) --
@@ -259,7 +261,7 @@ def say(
         metavar="FILE",
         show_default=False,
         rich_help_panel="Output",
-        help="Also write subtitles (.srt or .vtt), timed to the speech (docs/dubbing.md).",
+        help="Also write timed subtitles (.srt or .vtt).",
     ),
     words_file: Optional[str] = typer.Option(
         None,
@@ -282,8 +284,7 @@ def say(
         metavar="NAME=VOICE",
         show_default=False,
         rich_help_panel="Voice",
-        help="Speak a script of 'NAME: text' lines, NAME in this voice: a saved voice, a voice file, "
-        "instruct:ITEMS or auto (once per speaker).",
+        help="NAME's voice in a 'NAME: text' script: a saved voice, a voice file, instruct:ITEMS or auto.",
     ),
     gap: Optional[float] = typer.Option(
         None,

@@ -15,8 +15,9 @@ from ..app.speaker import idle_seconds
 from ..engine.errors import InvalidRequest, MissingExtra
 from ..server.config import ServeOptions, load_voice_map
 from ..server.state import ServerState
+from ..ui.messages import echo, notice, warn
 from ..ui.options import HARDWARE_SETTINGS, IDLE_UNLOAD_OPTION, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, with_settings
-from .common import echo, notice, run_settings, warn
+from .common import run_settings
 from .say import check_listening
 
 HELP = """Serve OpenAI's speech API (POST /v1/audio/speech) and the saved voices over HTTP.

@@ -13,8 +13,9 @@ from ..app.request import References
 from ..app.session import WarnOnce
 from ..engine.errors import InvalidRequest
 from ..ui.helpfmt import HelpCommand, HelpGroup, click_exceptions
+from ..ui.messages import echo, warn
 from ..ui.options import NO_FLAGS, QUIET_OPTION, with_settings
-from .common import echo, load_model, run_settings, warn
+from .common import load_model, run_settings
 
 if TYPE_CHECKING:  # engine.voice imports torch
     from ..engine.voice import VoicePrompt

@@ -9,6 +9,7 @@ import typer
 from ..app.speaker import Speaker
 from ..engine.errors import MissingExtra
 from ..server.schema import package_version
+from ..ui.messages import echo, warn
 from ..ui.options import (
     IDLE_UNLOAD_OPTION,
     NO_FLAGS,
@@ -19,7 +20,7 @@ from ..ui.options import (
     SPEAKER_SETTINGS,
     with_settings,
 )
-from .common import echo, load_model, speaker_options, warn
+from .common import load_model, speaker_options
 
 HELP = """Serve text to speech over the Wyoming protocol, for Home Assistant's voice pipeline.
 
