@@ -3,7 +3,8 @@ engine, and the held signals a run of speak.py is run under (`held(run)`)."""
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import Any, Callable
 
 import typer
 
@@ -16,7 +17,7 @@ from ..app.session import Hardware, Session
 from ..app.signals import HoldSignals
 from ..app.speak import Stopped
 from ..app.speaker import SpeakerOptions, idle_seconds
-from ..engine.errors import InvalidRequest
+from ..engine.errors import InvalidRequest, MissingExtra
 from ..engine.pipeline import Engine
 from ..engine.text import resolve_instruct
 from ..ui.helpfmt import click_exceptions
@@ -106,6 +107,33 @@ def check_run(flags: dict, preset: str | None) -> st.Preset | None:
         except InvalidRequest as e:
             raise named(run, e, "instruct") from None
     return chosen
+
+
+def check_extra(command: str, extra: str, *stack: tuple[str, tuple[str, ...]]) -> None:
+    """Each package of `command`'s extra, (name, the modules it may be imported as), imports, or
+    MissingExtra naming the first that does not (exit 2)."""
+    for package, modules in stack:
+        for module in modules:
+            try:
+                importlib.import_module(module)
+                break
+            except ImportError:
+                continue
+        else:
+            raise MissingExtra(command, package, extra)
+
+
+def engine_loader(settings: st.Resolved, quiet: bool, command: str, ready: str = "") -> Callable[[], Engine]:
+    """A server's engine, loaded when it is first needed (Session.load_engine; no status line: the
+    server's own lines say it), then 'omnivoice COMMAND: model loaded in N s' and `ready`."""
+
+    def load() -> Engine:
+        engine, seconds = Session(notice=notice(quiet)).load_engine(Hardware.from_settings(settings.values))
+        if not quiet:
+            echo(f"{command}: model loaded in {seconds:.1f} s{ready}")
+        return engine
+
+    return load
 
 
 def cluster_executor(
