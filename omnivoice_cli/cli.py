@@ -26,13 +26,20 @@ from .app.signals import ignore_stops
 from .engine.errors import InvalidRequest, ModelUnavailable, OmniVoiceError
 from .ui.helpfmt import HelpCommand, HelpGroup
 from .ui.helpfmt import click_exceptions as _cx
+from .ui.hints import option_instead, say_instead
 from .ui.messages import error
 
 
 def exit_usage(e: _cx.UsageError) -> None:
-    """A usage error as one line (never typer's boxed panel), exit code 2."""
+    """A usage error as one line (never typer's boxed panel), exit code 2; an option named as
+    other tools name it (`--rate`) gets ours (`--speed`)."""
+    message = e.format_message()
+    if isinstance(e, _cx.NoSuchOption) and e.ctx is not None:
+        ours = option_instead(e.option_name, e.ctx.command)
+        if ours is not None:
+            message = f"{e.message}. Did you mean {ours}?"
     hint = f" (see '{e.ctx.command_path} --help')" if e.ctx is not None else ""
-    error(e.format_message() + hint)
+    error(message + hint)
     raise typer.Exit(2) from None
 
 
@@ -178,6 +185,15 @@ class Group(HelpGroup):
 
     def listed_commands(self, ctx: Any) -> list[tuple[str, str]] | None:
         return [(name, lazy.summary) for name, lazy in COMMANDS.items()]
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        """An unknown command that is no typo of one (`omnivoice hello world`): words to say?"""
+        try:
+            return super().resolve_command(ctx, args)
+        except _cx.UsageError as e:
+            if "Did you mean" in e.message or not args or args[0].startswith("-"):
+                raise
+            raise _cx.UsageError(f"{e.message.rstrip('.')}. Did you mean {say_instead(args)}?", ctx) from None
 
     def make_context(self, info_name: Any, args: list[str], parent: Any = None, **extra: Any) -> Any:
         """The top level's own options (`omnivoice --bogus`) are parsed here, before invoke."""

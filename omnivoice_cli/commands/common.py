@@ -17,6 +17,7 @@ from ..app.session import Hardware, Session
 from ..app.signals import HoldSignals
 from ..app.speak import Stopped
 from ..app.speaker import SpeakerOptions, idle_seconds
+from ..app.voices import resolve_voice
 from ..engine.errors import InvalidRequest, MissingExtra
 from ..engine.pipeline import Engine
 from ..engine.text import resolve_instruct
@@ -134,6 +135,27 @@ def engine_loader(settings: st.Resolved, quiet: bool, command: str, ready: str =
         return engine
 
     return load
+
+
+def check_cast(specs: list[str] | None) -> None:
+    """A --cast VOICE that is neither a saved voice nor a voice file but voice-design items
+    (`--cast BOB="male, low pitch"`) is refused in one line that shows the instruct: form."""
+    for spec in specs or []:
+        name, sep, voice = (part.strip() for part in spec.partition("="))
+        if not sep or not name or not voice or voice.lower() == "auto" or voice.lower().startswith("instruct:"):
+            continue  # malformed, or plainly no voice: Cast.parse says so
+        try:
+            resolve_voice(voice)
+            continue
+        except InvalidRequest:
+            pass
+        try:
+            resolve_instruct(voice)
+        except InvalidRequest:
+            continue  # not voice-design words either: the voice's own error follows
+        raise InvalidRequest(
+            f'--cast {name}: {voice!r} is not a voice but voice-design items: write --cast "{name}=instruct:{voice}"'
+        )
 
 
 def cluster_executor(
