@@ -730,31 +730,6 @@ def test_batch_line_preset_leaves_engine_options_to_the_run(invoke, fake_engine,
 slow = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def tiny_engine():
-    from omnivoice_cli.engine.pipeline import Engine
-
-    return Engine.load(str(TINY_CKPT), device="cpu")
-
-
-@pytest.fixture
-def loaded(monkeypatch, tiny_engine):
-    """Every command reuses one loaded tiny engine (in process)."""
-    from omnivoice_cli.engine import pipeline
-
-    class Loaded:
-        loads = 0
-
-        @classmethod
-        def load(cls, model=None, *, device="auto", dtype="auto", on_notice=None, **options):
-            assert model == str(TINY_CKPT) and not options
-            cls.loads += 1
-            return tiny_engine
-
-    monkeypatch.setattr(pipeline, "Engine", Loaded)
-    return Loaded
-
-
 def say(invoke, path, *args):
     r = invoke(
         "say", "I can speak in your voice.", "--model", TINY_CKPT, "--seed", 7, "--num-step", 8, "-o", path, "-q", *args
