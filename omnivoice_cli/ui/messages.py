@@ -3,12 +3,13 @@ usage errors print through here before any command's module is imported)."""
 
 from __future__ import annotations
 
+import sys
 from typing import Callable
 
 import typer
 
 from .progress import print_above
-from .text import visible
+from .text import columns, visible, wrap_row
 
 
 def echo(msg: str) -> None:
@@ -23,7 +24,8 @@ def error(msg: str) -> None:
 
 
 def warn(msg: str) -> None:
-    echo(f"Warning: {msg}")
+    """A warning, cut at spaces to the terminal's width (whole in a pipe or a file: one line)."""
+    echo(wrap_row("Warning: ", msg, columns(sys.stderr, terminal_only=True), lead="  "))
 
 
 def notice(quiet: bool) -> Callable[[str], None]:
