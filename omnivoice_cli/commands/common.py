@@ -21,14 +21,8 @@ from ..app.voices import resolve_voice
 from ..engine.errors import InvalidRequest, MissingExtra
 from ..engine.pipeline import Engine
 from ..engine.text import resolve_instruct
-from ..ui.helpfmt import click_exceptions
 from ..ui.messages import echo, error, notice, warn
 from ..ui.progress import BatchProgress, StepProgress, status
-
-
-def usage_error(message: str, ctx: Any = None) -> Exception:
-    """A click usage error (exit code 2, with a pointer to --help), of the click typer runs on."""
-    return click_exceptions.UsageError(message, ctx)
 
 
 def stdout_is_terminal() -> bool:

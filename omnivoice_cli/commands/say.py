@@ -1,4 +1,8 @@
-"""`omnivoice say`: speak one text into one audio file (or stdout)."""
+"""`omnivoice say`: speak one text into one audio file (or stdout).
+
+The app layer is imported inside the functions that run it: `omnivoice say --help` reads only
+the options (ui/options.py) and the help texts here.
+"""
 
 from __future__ import annotations
 
@@ -9,20 +13,12 @@ from typing import Any, Optional
 
 import typer
 
-from ..app import listen
 from ..app import settings as st
-from ..app.dryrun import describe, render
-from ..app.remote import RemoteRun, check_remote, server_url
-from ..app.request import References, Voices, build_request
 from ..app.schema import ADVANCED
-from ..app.session import Hardware, WarnOnce
-from ..app.speak import Speech, check_streamable, output_target, report_settings, speech_run
 from ..engine.errors import InvalidRequest
-from ..media.cues import check_subtitles_path
 from ..media.formats import usual_extensions
-from ..media.lock import output_lock
 from ..ui.helpfmt import BARE, MORE, click_exceptions
-from ..ui.messages import echo, warn
+from ..ui.messages import echo, usage_error, warn
 from ..ui.options import (
     HARDWARE_SETTINGS,
     LISTEN_SETTINGS,
@@ -33,8 +29,6 @@ from ..ui.options import (
     with_settings,
 )
 from ..ui.text import visible
-from .common import held, run_session, run_settings, stdout_is_terminal, usage_error
-from .dialogue import say_dialogue
 
 # After MORE: the details, shown by --help-all (ui/helpfmt.py).
 HELP = f"""Speak TEXT (or the text of -f FILE): play it, or write it to a file (-o), or to stdout (-o -).
@@ -161,6 +155,8 @@ def _rounded(x: float | None) -> float | None:
 
 def _report(report: Any, t_start: float, json_out: bool, quiet: bool) -> None:
     """The summary line on stderr, or the --json report (speak.SpeechReport)."""
+    from ..app.speak import report_settings
+
     target, ref, rtf, first = report.target, report.reference, report.rtf, report.first_audio_seconds
     if json_out:
         data = {
@@ -200,6 +196,8 @@ def _report(report: Any, t_start: float, json_out: bool, quiet: bool) -> None:
 
 
 def _dry_run(built: Any, json_out: bool) -> None:
+    from ..app.dryrun import describe, render
+
     report = describe(built)
     out = typer.get_text_stream("stdout")  # the text may come from a file (-f): its controls made visible
     out.write(json.dumps(report, ensure_ascii=False) + "\n" if json_out else visible(render(report), lines=True))
@@ -306,6 +304,14 @@ def say(
     flags: dict = NO_FLAGS,
 ) -> None:
     """Speak TEXT (or the text of -f FILE) into an audio file, or to stdout with -o -."""
+    from ..app.remote import RemoteRun, check_remote, server_url
+    from ..app.request import References, Voices, build_request
+    from ..app.session import Hardware, WarnOnce
+    from ..app.speak import Speech, check_streamable, output_target, speech_run
+    from ..media.lock import output_lock
+    from .common import held, run_session, run_settings, stdout_is_terminal
+    from .dialogue import say_dialogue
+
     t_start = time.perf_counter()
     url = None if dry_run else server_url(server)
     if cast and url is not None:
@@ -397,6 +403,8 @@ def check_stdout_not_a_file() -> None:
 def check_listening(settings: Any, words: bool, words_flag: str) -> None:
     """The speech recogniser of --verify and --words can be had (the asr extra, the model on disk
     when offline): checked before the TTS model loads, so nothing is generated in vain."""
+    from ..app import listen
+
     if settings["verify"]:
         listen.check_available(settings["asr_model"], "--verify")
     if words:
@@ -435,4 +443,6 @@ def words_path(ctx: Any, words_file: Optional[str]) -> Any:
 
 
 def _subtitles_path(spec: Optional[str]) -> Any:
+    from ..media.cues import check_subtitles_path
+
     return None if spec is None else check_subtitles_path(spec)

@@ -4,10 +4,11 @@ usage errors print through here before any command's module is imported)."""
 from __future__ import annotations
 
 import sys
-from typing import Callable
+from typing import Any, Callable
 
 import typer
 
+from .helpfmt import click_exceptions
 from .progress import print_above
 from .text import columns, visible, wrap_row
 
@@ -36,3 +37,8 @@ def notice(quiet: bool) -> Callable[[str], None]:
             echo(msg)
 
     return show
+
+
+def usage_error(message: str, ctx: Any = None) -> Exception:
+    """A click usage error (exit code 2, with a pointer to --help), of the click typer runs on."""
+    return click_exceptions.UsageError(message, ctx)
