@@ -207,12 +207,16 @@ def finetune(tmp_path):
     return lambda name: (tmp_path / name) if (tmp_path / name).is_dir() else make_finetune(name, tmp_path / name)
 
 
-def error_line(result) -> str:
-    """The one-line error message of a command's result (click's or a subprocess's); asserts there is
-    exactly one and no traceback."""
-    assert "Traceback" not in result.stderr, result.stderr
-    errors = [ln for ln in result.stderr.splitlines() if ln.startswith("Error: ")]
-    assert len(errors) == 1, result.stderr
+def error_line(result, words: str | None = None, exit_code: int | None = None) -> str:
+    """The one-line error message of a command's result (click's or a subprocess's) or of its stderr
+    text; asserts there is exactly one, no traceback and no boxed panel, and when given, that it
+    holds `words` and the exit code is `exit_code`."""
+    stderr = result if isinstance(result, str) else result.stderr
+    assert "Traceback" not in stderr and "───" not in stderr, stderr
+    errors = [ln for ln in stderr.splitlines() if ln.startswith("Error: ")]
+    assert len(errors) == 1, stderr
+    assert words is None or words in errors[0], (words, errors[0])
+    assert exit_code is None or result.exit_code == exit_code, (result.exit_code, stderr)
     return errors[0]
 
 
@@ -253,17 +257,18 @@ def _torch_threads_as_at_start():
 
 
 @pytest.fixture(scope="module")
-def tiny_engine():
-    """The tiny random-weight checkpoint, loaded once per module (a module may define its own)."""
-    from omnivoice_cli.engine.pipeline import Engine
-
-    return Engine.load(str(TINY_CKPT))
+def tiny_engine(engine):
+    """The tiny random-weight checkpoint loaded once per module (the module's `engine`), for the
+    command tests that reuse it (`loaded`)."""
+    return engine
 
 
 @pytest.fixture
 def loaded(monkeypatch, tiny_engine):
     """Every command run in the test reuses the module's tiny engine (in process) instead of
-    loading it again; `loaded.loads` counts the loads asked for."""
+    loading it again, for --model and for the default model (a command given no --model);
+    `loaded.loads` counts the loads asked for."""
+    from omnivoice_cli.app.schema import DEFAULT_MODEL
     from omnivoice_cli.engine import pipeline
 
     class Loaded:
@@ -271,7 +276,7 @@ def loaded(monkeypatch, tiny_engine):
 
         @classmethod
         def load(cls, model=None, hardware=None, *, on_notice=None, on_download=None):
-            assert model == str(TINY_CKPT)
+            assert model in (str(TINY_CKPT), DEFAULT_MODEL), model
             cls.loads += 1
             return tiny_engine
 

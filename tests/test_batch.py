@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
-from conftest import ROOT, TINY_CKPT, files_in
+from conftest import ROOT, TINY_CKPT, error_line, files_in
 
 import omnivoice_cli.media.output as omnivoice_output
 from omnivoice_cli.app import settings as st
@@ -50,12 +50,6 @@ def by_line(out: Path) -> dict[int, dict]:
 def errors_of(result) -> list[str]:
     assert "Traceback" not in result.stderr, result.stderr
     return [ln for ln in result.stderr.splitlines() if ln.startswith("Error: ")]
-
-
-def one_error(result) -> str:
-    errs = errors_of(result)
-    assert len(errs) == 1, result.stderr
-    return errs[0]
 
 
 # ------------------------------------------------------------------------------------ .txt input
@@ -375,7 +369,7 @@ def test_bad_line_fails_alone(invoke, fake_engine, tmp_path, home, bad, message)
     out = tmp_path / "out"
     r = invoke("batch", src, "-o", out)
     assert r.exit_code == 1, r.stderr
-    assert message in one_error(r)
+    assert message in error_line(r)
     assert [q.text for q in fake_engine.requests] == ["first", "third"]  # the others still run
     assert files_in(out) == ["0001.wav", "0003.wav", MANIFEST]
     recs = by_line(out)
@@ -461,7 +455,7 @@ def test_two_lines_writing_one_file(invoke, fake_engine, tmp_path, home):
 def test_missing_input_file(invoke, fake_engine, tmp_path, home):
     r = invoke("batch", tmp_path / "nope.txt", "-o", tmp_path / "out")
     assert r.exit_code == 2
-    assert one_error(r) == f"Error: input file '{tmp_path / 'nope.txt'}' does not exist"
+    assert error_line(r) == f"Error: input file '{tmp_path / 'nope.txt'}' does not exist"
     assert files_in(tmp_path) == []
 
 
@@ -475,7 +469,7 @@ def test_empty_input_file(invoke, fake_engine, tmp_path, home, content, message,
     src.write_text(content)
     r = invoke("batch", src, "-o", tmp_path / "out")
     assert r.exit_code == 2
-    assert message in one_error(r)
+    assert message in error_line(r)
     assert not (tmp_path / "out").exists()
 
 
@@ -484,7 +478,7 @@ def test_input_of_unknown_kind(invoke, fake_engine, tmp_path, home):
     src.write_text("a,b\n")
     r = invoke("batch", src, "-o", tmp_path / "out")
     assert r.exit_code == 2
-    assert "has extension '.csv': use a .txt file (one text per line) or a .jsonl file" in one_error(r)
+    assert "has extension '.csv': use a .txt file (one text per line) or a .jsonl file" in error_line(r)
 
 
 def test_input_not_utf8(invoke, fake_engine, tmp_path, home):
@@ -492,7 +486,7 @@ def test_input_not_utf8(invoke, fake_engine, tmp_path, home):
     src.write_bytes(b"ok\n\xff\xfe bad\n")
     r = invoke("batch", src, "-o", tmp_path / "out")
     assert r.exit_code == 2
-    assert "is not UTF-8 text" in one_error(r)
+    assert "is not UTF-8 text" in error_line(r)
 
 
 def test_output_folder_that_cannot_be_created(invoke, fake_engine, tmp_path, home):
@@ -502,10 +496,10 @@ def test_output_folder_that_cannot_be_created(invoke, fake_engine, tmp_path, hom
     blocker.write_text("I am a file")
     r = invoke("batch", src, "-o", blocker / "out")
     assert r.exit_code == 1
-    assert f"cannot create the output folder '{blocker / 'out'}'" in one_error(r)
+    assert f"cannot create the output folder '{blocker / 'out'}'" in error_line(r)
     r = invoke("batch", src, "-o", blocker)
     assert r.exit_code == 2
-    assert f"output folder '{blocker}' is a file" in one_error(r)
+    assert f"output folder '{blocker}' is a file" in error_line(r)
     assert fake_engine.loads == []
     assert files_in(tmp_path) == ["file", "lines.txt"]
 
@@ -525,7 +519,7 @@ def test_unknown_preset_lists_the_known_ones(invoke, fake_engine, tmp_path, home
     (home / "presets" / "mine.toml").write_text("num_step = 4\n")
     r = invoke("batch", src, "-o", tmp_path / "out", "--preset", "qualty")
     assert r.exit_code == 2
-    assert one_error(r).startswith(
+    assert error_line(r).startswith(
         "Error: unknown preset 'qualty' (did you mean 'quality'?); known presets: balanced, fast, mine, quality"
     )
     assert not (tmp_path / "out").exists()
@@ -538,7 +532,7 @@ def test_preset_toml_syntax_error(invoke, fake_engine, tmp_path, home):
     bad.write_text("num_step = 8\nguidance_scale = = 2\n")
     r = invoke("batch", src, "-o", tmp_path / "out", "--preset", bad)
     assert r.exit_code == 2
-    line = one_error(r)
+    line = error_line(r)
     assert f"preset file '{bad}': TOML syntax error" in line and "line 2" in line
 
 
@@ -548,7 +542,7 @@ def test_line_preset_with_syntax_error_fails_that_line(invoke, fake_engine, tmp_
     src = write_jsonl(tmp_path / "jobs.jsonl", [{"text": "a", "preset": str(bad)}, {"text": "b"}])
     r = invoke("batch", src, "-o", tmp_path / "out")
     assert r.exit_code == 1
-    assert f"line 1: field 'preset': preset file '{bad}': TOML syntax error" in one_error(r)
+    assert f"line 1: field 'preset': preset file '{bad}': TOML syntax error" in error_line(r)
     assert [q.text for q in fake_engine.requests] == ["b"]
 
 
@@ -569,7 +563,7 @@ def test_bad_flags_fail_before_anything(invoke, fake_engine, tmp_path, home, arg
     src.write_text("Hello.\n")
     r = invoke("batch", src, "-o", tmp_path / "out", *args)
     assert r.exit_code == 2, r.stderr
-    assert message in one_error(r)
+    assert message in error_line(r)
     assert fake_engine.loads == [] and not (tmp_path / "out").exists()
 
 
@@ -597,7 +591,7 @@ def test_write_failure_fails_the_line_only(invoke, fake_engine, tmp_path, home, 
     out = tmp_path / "out"
     r = invoke("batch", src, "-o", out)
     assert r.exit_code == 1
-    assert f"line 2: cannot write {out / '0002.wav'}: No space left on device" in one_error(r)
+    assert f"line 2: cannot write {out / '0002.wav'}: No space left on device" in error_line(r)
     assert files_in(out) == ["0001.wav", "0003.wav", MANIFEST]
 
 
@@ -629,7 +623,7 @@ def test_model_load_failure_leaves_a_complete_manifest(invoke, fake_engine, tmp_
     out = tmp_path / "out"
     r = invoke("batch", src, "-o", out)
     assert r.exit_code == 1
-    assert one_error(r) == "Error: checkpoint folder x is missing tokenizer.json"
+    assert error_line(r) == "Error: checkpoint folder x is missing tokenizer.json"
     assert [rec["status"] for rec in manifest(out)] == ["pending", "pending"]
 
 

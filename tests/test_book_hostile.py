@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import soundfile as sf
-from conftest import ROOT, TINY_CKPT
+from conftest import ROOT, TINY_CKPT, error_line
 from test_book import PEAK_RSS
 from test_extras import blocker, omnivoice, one_line  # noqa: F401  (blocker: a fixture)
 
@@ -41,12 +41,6 @@ CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")  # anything a terminal obe
 def errors_of(result) -> list[str]:
     assert "Traceback" not in result.stderr, result.stderr
     return [ln for ln in result.stderr.splitlines() if ln.startswith("Error: ")]
-
-
-def one_error(result, words: str) -> str:
-    errors = errors_of(result)
-    assert result.exit_code == 2 and len(errors) == 1 and words in errors[0], result.stderr
-    return errors[0]
 
 
 # ----------------------------------------------------------------------------------- EPUB members
@@ -112,7 +106,7 @@ def bombs(tmp_path_factory) -> dict[str, Path]:
 @pytest.mark.parametrize("member", list(MEMBERS))
 def test_a_bomb_in_any_member_is_refused_in_one_line(invoke, fake_engine, bombs, member, home):
     r = invoke("book", str(bombs[member]), "--dry-run")
-    assert bombs[member].name in one_error(r, MEMBERS[member])
+    assert bombs[member].name in error_line(r, MEMBERS[member], exit_code=2)
     assert fake_engine.loads == []
 
 
@@ -333,11 +327,15 @@ def test_say_dry_run_and_its_messages_show_a_files_escapes(invoke, fake_engine, 
 def test_a_device_or_a_fifo_as_a_book_is_refused_in_one_line(invoke, fake_engine, tmp_path, home, name):
     link = tmp_path / name
     link.symlink_to("/dev/zero")
-    one_error(invoke("book", str(link), "--dry-run"), f"{link}: not a regular file (a device, a FIFO or a socket)")
-    one_error(invoke("book", "/dev/zero", "--dry-run"), "/dev/zero: not a regular file")
+    error_line(
+        invoke("book", str(link), "--dry-run"),
+        f"{link}: not a regular file (a device, a FIFO or a socket)",
+        exit_code=2,
+    )
+    error_line(invoke("book", "/dev/zero", "--dry-run"), "/dev/zero: not a regular file", exit_code=2)
     fifo = tmp_path / f"fifo-{name}"
     os.mkfifo(fifo)  # nobody writes it: reading it would wait for ever
-    one_error(invoke("book", str(fifo), "--dry-run"), f"{fifo}: not a regular file")
+    error_line(invoke("book", str(fifo), "--dry-run"), f"{fifo}: not a regular file", exit_code=2)
     assert fake_engine.loads == []
 
 
@@ -354,13 +352,13 @@ def test_a_book_over_its_size_limit_is_refused_before_it_is_read(
     path = tmp_path / name
     with open(path, "wb") as f:
         f.truncate(size)  # sparse: one line of NULs, as long as the file
-    one_error(invoke("book", str(path), "--dry-run"), words)
+    error_line(invoke("book", str(path), "--dry-run"), words, exit_code=2)
 
 
 def test_a_line_over_1_mib_is_refused_not_read_whole(invoke, fake_engine, tmp_path, home):
     path = tmp_path / "z.txt"
     path.write_bytes(b"Chapter 1\n\n" + b"word " * (300 * 1024) + b"\n")
-    one_error(invoke("book", str(path), "--dry-run"), "z.txt: line 3 is over 1 MiB long")
+    error_line(invoke("book", str(path), "--dry-run"), "z.txt: line 3 is over 1 MiB long", exit_code=2)
 
 
 def test_a_book_that_grows_while_it_is_read_stops_at_the_limit(tmp_path, monkeypatch):
@@ -512,10 +510,14 @@ def test_without_pyav_an_m4b_stops_before_the_model_loads(blocker, tmp_path):  #
 def test_an_output_that_cannot_be_written_stops_before_the_model_loads(invoke, fake_engine, tmp_path, home):
     (tmp_path / "b.md").write_text(MD, encoding="utf-8")
     (tmp_path / "file").write_text("a file, not a folder")
-    one_error(invoke("book", str(tmp_path / "b.md"), "-o", str(tmp_path / "file" / "b.m4b")), "cannot make")
+    error_line(
+        invoke("book", str(tmp_path / "b.md"), "-o", str(tmp_path / "file" / "b.m4b")), "cannot make", exit_code=2
+    )
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "01-One.wav").mkdir()  # a folder where a chapter's file goes
-    one_error(invoke("book", str(tmp_path / "b.md"), "-o", str(tmp_path / "out") + "/"), "01-One.wav is a folder")
+    error_line(
+        invoke("book", str(tmp_path / "b.md"), "-o", str(tmp_path / "out") + "/"), "01-One.wav is a folder", exit_code=2
+    )
     assert fake_engine.loads == []
 
 

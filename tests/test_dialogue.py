@@ -11,7 +11,7 @@ import pytest
 import soundfile as sf
 import torch
 import webvtt
-from conftest import TINY_CKPT, files_in
+from conftest import TINY_CKPT, error_line, files_in
 
 from omnivoice_cli.app import dialogue
 from omnivoice_cli.app.dialogue import Cast, Member
@@ -24,13 +24,6 @@ ALICE: Hello there, Bob.
 bob: Hi Alice. How are you?
 ALICE: Fine, thank you.
 """
-
-
-def one_error(result) -> str:
-    assert "Traceback" not in result.stderr, result.stderr
-    errs = [ln for ln in result.stderr.splitlines() if ln.startswith("Error: ")]
-    assert len(errs) == 1, result.stderr
-    return errs[0]
 
 
 @pytest.fixture
@@ -201,7 +194,7 @@ def test_gaps_are_bounded(invoke, fake_engine, home, tmp_path):
     src = tmp_path / "long.txt"
     src.write_text("A: x\n" * 62)
     r = invoke("say", "-f", src, "--cast", "A=auto", "--gap", "60", "-o", tmp_path / "a.wav")
-    assert r.exit_code == 2 and "more than 1 h of silence" in one_error(r)
+    assert r.exit_code == 2 and "more than 1 h of silence" in error_line(r)
     assert not (tmp_path / "a.wav").exists() and fake_engine.loads == []
 
 
@@ -257,7 +250,7 @@ def test_bad_dialogue_writes_nothing(invoke, fake_engine, home, script, tmp_path
     before = files_in(tmp_path)
     r = invoke("say", "-f", "script.txt", "-o", "a.wav", *args)
     assert r.exit_code == 2, r.stderr
-    assert message in one_error(r)
+    assert message in error_line(r)
     assert files_in(tmp_path) == before and fake_engine.loads == []
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
-from conftest import TINY_CKPT, files_in
+from conftest import TINY_CKPT, error_line, files_in
 
 from omnivoice_cli.app import dubbing
 from omnivoice_cli.media import tracks
@@ -50,12 +50,6 @@ BOB: The end.
 def errors_of(result) -> list[str]:
     assert "Traceback" not in result.stderr, result.stderr
     return [ln for ln in result.stderr.splitlines() if ln.startswith("Error: ")]
-
-
-def one_error(result) -> str:
-    errs = errors_of(result)
-    assert len(errs) == 1, result.stderr
-    return errs[0]
 
 
 def fake_audio(seed: int, seconds: float) -> np.ndarray:
@@ -268,7 +262,7 @@ def test_interrupted_dub_keeps_stems_and_writes_no_track(invoke, fake_engine, ho
         1,
     )
     assert r.exit_code == 143
-    assert "the track was not written" in one_error(r)
+    assert "the track was not written" in error_line(r)
     assert not (tmp_path / "t.wav").exists()
     records = [json.loads(ln) for ln in (tmp_path / "stems" / "manifest.jsonl").read_text().splitlines()]
     assert [rec["status"] for rec in records] == ["done", "pending", "pending", "empty", "pending", "pending"]
@@ -326,7 +320,7 @@ def test_bad_input_writes_nothing(invoke, fake_engine, home, episode, tmp_path, 
     before = files_in(tmp_path)
     r = invoke("dub", episode, "-o", tmp_path / "t.wav", "--stems", tmp_path / "stems", *args)
     assert r.exit_code == 2, r.stderr
-    assert message in one_error(r)
+    assert message in error_line(r)
     assert files_in(tmp_path) == before  # no track, no stems folder
     assert fake_engine.loads == []
 
@@ -336,7 +330,7 @@ def test_bad_input_file(invoke, fake_engine, home, tmp_path, name, message):
     if name == "a.txt":
         (tmp_path / name).write_text(EPISODE)
     r = invoke("dub", tmp_path / name, "-o", tmp_path / "t.wav")
-    assert r.exit_code == 2 and message in one_error(r)
+    assert r.exit_code == 2 and message in error_line(r)
 
 
 def test_the_number_of_cues_is_bounded(invoke, fake_engine, home, tmp_path, monkeypatch):
@@ -344,12 +338,12 @@ def test_the_number_of_cues_is_bounded(invoke, fake_engine, home, tmp_path, monk
     src = tmp_path / "a.srt"
     src.write_text("".join(f"{i}\n00:00:0{i},000 --> 00:00:0{i},500\nHi.\n\n" for i in range(1, 5)))
     r = invoke("dub", src, "-o", tmp_path / "t.wav")
-    assert r.exit_code == 2 and "4 cues, more than 3 in one dub" in one_error(r)
+    assert r.exit_code == 2 and "4 cues, more than 3 in one dub" in error_line(r)
 
 
 def test_bad_output_fails_before_reading(invoke, fake_engine, home, episode, tmp_path):
     r = invoke("dub", episode, "-o", tmp_path / "t.mp4")
-    assert r.exit_code == 2 and "'.mp4'" in one_error(r)
+    assert r.exit_code == 2 and "'.mp4'" in error_line(r)
 
 
 def test_a_presets_speed_and_chunks_do_not_apply(invoke, fake_engine, home, episode, tmp_path):
@@ -440,21 +434,6 @@ def say_audio(invoke, tmp_path, name, text, seconds, seed) -> np.ndarray:
     )
     assert r.exit_code == 0, r.stderr
     return read16(path)
-
-
-@pytest.fixture
-def loaded(monkeypatch):
-    """The tiny engine loaded once for the test (dub and the say calls share it)."""
-    from omnivoice_cli.engine import pipeline
-
-    engine = pipeline.Engine.load(str(TINY_CKPT))
-
-    class Loaded:
-        @classmethod
-        def load(cls, model=None, **kw):
-            return engine
-
-    monkeypatch.setattr(pipeline, "Engine", Loaded)
 
 
 @slow
@@ -640,7 +619,7 @@ def test_an_existing_track_is_not_replaced_silently(invoke, fake_engine, home, e
     default.write_bytes(b"mine")
     r = invoke("dub", episode, "--cast", "ALICE=auto", "--cast", "BOB=auto")
     assert r.exit_code == 2
-    assert one_error(r) == f"Error: output '{default}' exists: give --force to replace it (or another -o)"
+    assert error_line(r) == f"Error: output '{default}' exists: give --force to replace it (or another -o)"
     assert default.read_bytes() == b"mine" and fake_engine.loads == []
     for flag in ("--force", "--overwrite"):
         default.write_bytes(b"mine")

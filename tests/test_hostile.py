@@ -15,20 +15,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
-from conftest import TINY_CKPT, files_in
+from conftest import TINY_CKPT, error_line, files_in
 
 from omnivoice_cli.engine.config import ModelConfig
 from omnivoice_cli.engine.errors import CheckpointError, InvalidRequest
 from omnivoice_cli.engine.pipeline import Request, plan_request, validate_request
-
-
-def one_error(result) -> str:
-    """The one line a failure prints (no traceback, no second line)."""
-    assert "Traceback" not in result.stderr and "───" not in result.stderr, result.stderr
-    errors = [ln for ln in result.stderr.splitlines() if ln.startswith("Error: ")]
-    assert len(errors) == 1, result.stderr
-    return errors[0]
-
 
 # ------------------------------------------------------------------------------ files out
 
@@ -87,14 +78,14 @@ def test_a_multibyte_255_byte_name_is_written(invoke, fake_engine, tmp_path):
 def test_a_name_too_long_fails_before_the_model(invoke, fake_engine, tmp_path):
     r = invoke("say", "Hello", "-o", tmp_path / ("a" * 252 + ".wav"))
     assert r.exit_code == 2
-    assert "the file name is 256 bytes long" in one_error(r) and "at most 255" in r.stderr
+    assert "the file name is 256 bytes long" in error_line(r) and "at most 255" in r.stderr
     assert fake_engine.loads == [] and files_in(tmp_path) == []
 
 
 def test_a_path_too_long_fails_before_the_model(invoke, fake_engine, tmp_path):
     r = invoke("say", "Hello", "-o", tmp_path / ("d" * 300) / "x.wav")
     assert r.exit_code == 2
-    one_error(r)
+    error_line(r)
     assert fake_engine.loads == []
 
 
@@ -174,7 +165,7 @@ def test_wav_past_its_header_limit_is_refused_before_writing(tmp_path):
 def test_absurd_numbers_are_refused_by_name_before_the_model(invoke, fake_engine, tmp_path, flag, value):
     r = invoke("say", "Hello", flag, value, "-o", tmp_path / "x.wav")
     assert r.exit_code == 2
-    assert one_error(r).startswith(f"Error: {flag}")
+    assert error_line(r).startswith(f"Error: {flag}")
     assert fake_engine.loads == [] and files_in(tmp_path) == []
 
 
@@ -183,7 +174,7 @@ def test_dev_zero_is_read_only_up_to_the_limit(invoke, fake_engine, tmp_path, so
     args = ["-f", "/dev/zero"] if source == "-f" else ["Hello", "--preset", "/dev/zero"]
     r = invoke("say", *args, "-o", tmp_path / "x.wav")
     assert r.exit_code == 2
-    assert "MiB" in one_error(r) or "KiB" in one_error(r)
+    assert "MiB" in error_line(r) or "KiB" in error_line(r)
     assert fake_engine.loads == []
 
 
@@ -191,7 +182,7 @@ def test_pause_tags_are_bounded_in_total(invoke, fake_engine, tmp_path):
     text = "Hi. [pause 60s] " * 1600  # 12 kB of text asking for 26.7 hours of silence
     r = invoke("say", text, "-o", tmp_path / "x.wav")
     assert r.exit_code == 2
-    assert "pause tags add up to 96000 s: at most 3600 s" in one_error(r)
+    assert "pause tags add up to 96000 s: at most 3600 s" in error_line(r)
     assert fake_engine.loads == []
     validate_request(Request(text="Hi. [pause 60s] " * 60))  # an hour of pauses is fine
 
@@ -200,7 +191,7 @@ def test_a_text_over_the_request_length_is_refused(invoke, fake_engine, tmp_path
     text = "Words without end, said over and over. " * 12000  # about 5 hours of speech
     r = invoke("say", text, "-o", tmp_path / "x.wav")
     assert r.exit_code == 2
-    assert "at most 4 h of audio in one request" in one_error(r)
+    assert "at most 4 h of audio in one request" in error_line(r)
     assert fake_engine.loads == []
 
 
@@ -398,7 +389,7 @@ def test_a_checkpoint_error_is_one_line_at_the_cli(invoke, ckpt_copy, tmp_path):
     _mutate(ckpt_copy, "config.json", _llm("num_hidden_layers", 1_000_000))
     r = invoke("say", "Hello", "--model", ckpt_copy, "-o", tmp_path / "x.wav")
     assert r.exit_code == 1
-    assert "num_hidden_layers is 1000000; the engine takes an integer in 1..512" in one_error(r)
+    assert "num_hidden_layers is 1000000; the engine takes an integer in 1..512" in error_line(r)
     assert not (tmp_path / "x.wav").exists()
 
 
@@ -427,11 +418,11 @@ def _voice_file(path: Path, meta: dict, frames: int = 50) -> Path:
         ({"rms": "0.1", "text": "   "}, "no transcript"),
     ],
 )
-def test_broken_voice_metadata_is_one_error(invoke, fake_engine, tmp_path, home, meta, message):
+def test_broken_voice_metadata_is_error_line(invoke, fake_engine, tmp_path, home, meta, message):
     path = _voice_file(tmp_path / "v.safetensors", meta)
     r = invoke("say", "Hello", "--voice", path, "-o", tmp_path / "x.wav")
     assert r.exit_code == 2
-    assert message in one_error(r) and one_error(r).startswith("Error: --voice:")
+    assert message in error_line(r) and error_line(r).startswith("Error: --voice:")
     assert fake_engine.loads == []
 
 
@@ -504,7 +495,7 @@ def test_a_reference_transcript_too_long_is_refused_early(invoke, fake_engine, t
     ref = _wav(tmp_path / "me.wav", 3)
     r = invoke("say", "Hello", "--ref", ref, "--ref-text", "Many words here. " * 2000, "-o", tmp_path / "x.wav")
     assert r.exit_code == 2
-    assert "--ref: the reference transcript is too long" in one_error(r)
+    assert "--ref: the reference transcript is too long" in error_line(r)
     assert fake_engine.loads == []
 
 
@@ -579,7 +570,7 @@ def test_a_failure_inside_a_group_fails_only_its_line(invoke, fake_engine, tmp_p
     out = tmp_path / "out"
     r = invoke("batch", src, "-o", out)
     assert r.exit_code == 1
-    assert one_error(r) == "Error: line 2: generation failed: line 2: field 't_shift': 3.0 is not allowed here"
+    assert error_line(r) == "Error: line 2: generation failed: line 2: field 't_shift': 3.0 is not allowed here"
     assert [rec["status"] for rec in records(out).values()] == ["done", "failed", "done"]
     assert files_in(out) == ["0001.wav", "0003.wav", "manifest.jsonl"]
 
@@ -591,7 +582,7 @@ def test_a_manifest_link_is_refused_before_the_model(invoke, fake_engine, tmp_pa
     (out / "manifest.jsonl").symlink_to("/dev/zero")  # reading it would never end
     r = invoke("batch", src, "-o", out)
     assert r.exit_code == 1
-    assert "is a symbolic link" in one_error(r)
+    assert "is a symbolic link" in error_line(r)
     assert fake_engine.loads == [] and os.readlink(out / "manifest.jsonl") == "/dev/zero"
 
 
@@ -620,7 +611,7 @@ def test_a_batch_input_linked_to_dev_zero_is_bounded(invoke, fake_engine, tmp_pa
     src.symlink_to("/dev/zero")
     r = invoke("batch", src, "-o", tmp_path / "out")
     assert r.exit_code == 2
-    assert "is over 8 MiB" in one_error(r)
+    assert "is over 8 MiB" in error_line(r)
     assert fake_engine.loads == []
 
 
@@ -632,7 +623,7 @@ def test_too_many_lines_are_refused(invoke, fake_engine, tmp_path, home, monkeyp
     src.write_text("a\nb\n# comment\n\nc\nd\n")
     r = invoke("batch", src, "-o", tmp_path / "out")
     assert r.exit_code == 2
-    assert "more than 3 lines to speak" in one_error(r)
+    assert "more than 3 lines to speak" in error_line(r)
 
 
 # ------------------------------------------------------------------------------ text with nothing to speak
@@ -645,7 +636,7 @@ def test_invisible_or_control_text_is_as_empty_as_whitespace(invoke, fake_engine
     """Refused like whitespace-only text (exit 2, before the model), not spoken as 0.8 s of noise."""
     r = invoke("say", text, "-o", tmp_path / "x.wav")
     assert r.exit_code == 2
-    assert one_error(r).startswith("Error: text is empty: it has only invisible or control characters (U+")
+    assert error_line(r).startswith("Error: text is empty: it has only invisible or control characters (U+")
     assert fake_engine.loads == [] and not (tmp_path / "x.wav").exists()
     (tmp_path / "t.txt").write_text(text + "\n")
     assert invoke("say", "-f", tmp_path / "t.txt", "-o", tmp_path / "x.wav").exit_code == 2
@@ -662,7 +653,7 @@ def test_only_punctuation_or_emoji_is_spoken_with_a_warning(invoke, fake_engine,
 def test_text_that_is_not_unicode_is_a_usage_error(invoke, fake_engine, tmp_path):
     r = invoke("say", "caf\udce9 au lait", "-o", tmp_path / "x.wav")  # what a Latin-1 byte in argv becomes
     assert r.exit_code == 2
-    assert one_error(r) == (
+    assert error_line(r) == (
         "Error: text is not valid Unicode: character 4 is U+DCE9, a lone surrogate (half of a "
         "UTF-16 pair, or a byte that is not UTF-8): give UTF-8 text"
     )
@@ -706,7 +697,7 @@ def test_batch_skips_invisible_lines_and_fails_bad_json_text_alone(invoke, fake_
     assert [q.text for q in fake_engine.requests] == ["One.", "Two."]  # blank like an empty line
     (tmp_path / "only.txt").write_text("\u200b\n\x01\n")
     r = invoke("batch", tmp_path / "only.txt", "-o", tmp_path / "out2")
-    assert r.exit_code == 2 and "has only blank lines and # comments: nothing to speak" in one_error(r)
+    assert r.exit_code == 2 and "has only blank lines and # comments: nothing to speak" in error_line(r)
     rows = [{"text": "Good."}, {"text": "\u200b\u200d"}, {"text": "Bad \ud800."}, {"text": "!!"}]
     src = tmp_path / "lines.jsonl"
     src.write_text("".join(json.dumps(row) + "\n" for row in rows))  # json.dumps writes \ud800 as an escape
@@ -755,7 +746,7 @@ def test_a_reference_transcript_that_is_not_unicode_is_a_usage_error(invoke, fak
 
     bad = "caf\udce9 is what I said"
     r = invoke("say", "Hello.", "--ref", GOLDEN / "ref_24k.wav", "--ref-text", bad, "-o", tmp_path / "x.wav")
-    assert r.exit_code == 2 and "--ref-text is not valid Unicode: character 4 is U+DCE9" in one_error(r)
+    assert r.exit_code == 2 and "--ref-text is not valid Unicode: character 4 is U+DCE9" in error_line(r)
     r = invoke("voice", "add", "me", "--ref", GOLDEN / "ref_24k.wav", "--ref-text", bad)
-    assert r.exit_code == 2 and "--ref-text is not valid Unicode" in one_error(r)
+    assert r.exit_code == 2 and "--ref-text is not valid Unicode" in error_line(r)
     assert fake_engine.loads == []

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ROOT, TINY_CKPT, files_in
+from conftest import ROOT, TINY_CKPT, error_line, files_in
 
 pytestmark = pytest.mark.slow
 resource = pytest.importorskip("resource")  # RLIMIT_AS: POSIX only
@@ -27,13 +27,6 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT), "MALLOC_ARENA_MAX": "2", "OMP_NUM_
 ENV.pop("OMNIVOICE_MODEL", None)
 MAIN = [sys.executable, "-c", "from omnivoice_cli.cli import main; main()"]
 SAY = [*MAIN, "say", "--model", str(TINY_CKPT), "--num-step", "2", "--device", "cpu", "--threads", "2"]
-
-
-def one_error(stderr: str) -> str:
-    assert "Traceback" not in stderr and "───" not in stderr, stderr
-    errors = [ln for ln in stderr.splitlines() if ln.startswith("Error: ")]
-    assert len(errors) == 1, stderr
-    return errors[0]
 
 
 # ------------------------------------------------------------------------------ memory limit
@@ -95,7 +88,7 @@ def test_a_costly_reference_is_refused_within_the_limit(limit, tmp_path, seconds
         sf.write(str(ref), (0.2 * np.random.default_rng(0).standard_normal(seconds * rate)).astype(np.float32), rate)
     out = limited([*SAY, "hello", "--ref", str(ref), "--ref-text", "Hello there.", "-o", "x.wav"], limit, tmp_path)
     assert out.returncode == 2, out.stderr
-    assert message in one_error(out.stderr)
+    assert message in error_line(out.stderr)
     assert not (tmp_path / "x.wav").exists()
 
 
@@ -111,7 +104,7 @@ def test_a_broadcast_voice_prompt_is_refused_within_the_limit(limit, tmp_path):
     assert (tmp_path / "v.pt").stat().st_size < 4096
     out = limited([*SAY, "hello", "--voice", "./v.pt", "-o", "x.wav"], limit, tmp_path)
     assert out.returncode == 2, out.stderr
-    assert "v.pt: the voice holds 40000000.0 s of audio: at most 60 s" in one_error(out.stderr)
+    assert "v.pt: the voice holds 40000000.0 s of audio: at most 60 s" in error_line(out.stderr)
 
 
 def test_a_voice_of_a_million_frames_is_refused_within_the_limit(limit, tmp_path):
@@ -125,7 +118,7 @@ def test_a_voice_of_a_million_frames_is_refused_within_the_limit(limit, tmp_path
     )
     out = limited([*SAY, "hello", "--voice", "./v.safetensors", "-o", "x.wav"], limit, tmp_path)
     assert out.returncode == 2, out.stderr
-    assert "holds 40000.0 s of audio: at most 60 s" in one_error(out.stderr)
+    assert "holds 40000.0 s of audio: at most 60 s" in error_line(out.stderr)
 
 
 def test_a_million_layers_fail_at_once_within_the_limit(limit, tmp_path, ckpt_copy):
@@ -135,7 +128,7 @@ def test_a_million_layers_fail_at_once_within_the_limit(limit, tmp_path, ckpt_co
     args = [*MAIN, "say", "hello", "--model", str(ckpt_copy), "--device", "cpu", "-o", "x.wav"]
     out = limited(args, limit, tmp_path, timeout=300)
     assert out.returncode == 1, out.stderr
-    assert "num_hidden_layers is 1000000" in one_error(out.stderr)
+    assert "num_hidden_layers is 1000000" in error_line(out.stderr)
 
 
 def test_text_without_punctuation_stays_bounded(limit, tmp_path):
@@ -162,7 +155,7 @@ def test_endless_text_input_is_bounded(limit, tmp_path, how):
             preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit)),
         )
     assert out.returncode == 2
-    assert "is over 10 MiB" in one_error(out.stderr)
+    assert "is over 10 MiB" in error_line(out.stderr)
 
 
 # ------------------------------------------------------------------------------ stdout
@@ -187,7 +180,7 @@ def test_a_reader_that_closes_the_pipe_is_a_failure(tmp_path):
     stderr = proc.stderr.read().decode()
     assert proc.wait(timeout=300) == 1
     assert head.startswith(b"RIFF")
-    line = one_error(stderr)
+    line = error_line(stderr)
     assert line.startswith("Error: stdout: the reader of the audio stream went away") and "incomplete" in line
     assert "s of audio" not in stderr  # never a success claim
 
@@ -233,7 +226,7 @@ def test_a_closed_stdout_does_not_matter_when_audio_goes_to_a_file(tmp_path):
         preexec_fn=close_stdout,
     )
     assert out.returncode == 2
-    assert "stdout, which is closed" in one_error(out.stderr.decode())
+    assert "stdout, which is closed" in error_line(out.stderr.decode())
 
 
 # ------------------------------------------------------------------------------ one request fails alone
@@ -303,22 +296,8 @@ def test_a_canvas_too_large_is_refused_per_request(engine, monkeypatch):
 # ------------------------------------------------------------------------------ batch, byte for byte
 
 
-@pytest.fixture
-def loaded(monkeypatch, engine):
-    """`batch` reuses the loaded tiny engine (in process)."""
-    from omnivoice_cli.engine import pipeline
-
-    class Loaded:
-        @classmethod
-        def load(cls, model=None, **kw):
-            return engine
-
-    monkeypatch.setattr(pipeline, "Engine", Loaded)
-    monkeypatch.setenv("OMNIVOICE_HOME", str(ROOT / "tests" / "fixtures" / "no-home"))
-    return Loaded
-
-
 def test_bad_lines_fail_alone_and_good_lines_are_byte_identical(invoke, loaded, engine, tmp_path, monkeypatch):
+    monkeypatch.setenv("OMNIVOICE_HOME", str(ROOT / "tests" / "fixtures" / "no-home"))
     good = [
         {"text": "A good line.", "id": "a", "seed": 11},
         {"text": "Another good line, longer.", "id": "b", "seed": 12},

@@ -233,7 +233,7 @@ def test_dub_bars_count_cues(invoke, live_bars, tmp_path, monkeypatch):
 def test_messages_go_above_a_live_bar(live_bars):
     """While a bar is shown, a message (and a status, which would be a second live display) is
     printed through the bar's console, above it, not written across it."""
-    from omnivoice_cli.commands.common import echo
+    from omnivoice_cli.ui.messages import echo
 
     with BatchProgress(2, enabled=True) as p:
         p.line("skipped")

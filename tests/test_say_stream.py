@@ -32,27 +32,6 @@ def no_sounddevice(monkeypatch):
     monkeypatch.setattr(playermod, "_sounddevice_problem", lambda: "not installed: pip install 'omnivoice-cli[play]'")
 
 
-@pytest.fixture(scope="module")
-def tiny_engine():
-    from omnivoice_cli.engine.pipeline import Engine
-
-    return Engine.load(str(TINY_CKPT))
-
-
-@pytest.fixture
-def loaded(monkeypatch, tiny_engine):
-    """Every command reuses one loaded tiny engine."""
-    from omnivoice_cli.engine import pipeline
-
-    class Loaded:
-        @classmethod
-        def load(cls, model=None, **kw):
-            return tiny_engine
-
-    monkeypatch.setattr(pipeline, "Engine", Loaded)
-    return tiny_engine
-
-
 @pytest.fixture
 def recorder(tmp_path, monkeypatch):
     script = tmp_path / "recorder.py"

@@ -9,7 +9,6 @@ import json
 
 import pytest
 import soundfile as sf
-from conftest import TINY_CKPT
 from test_subtitles import read_cues
 
 TEXT = (
@@ -50,20 +49,6 @@ def test_subtitle_cues_keep_tokens_whole(invoke, fake_engine, home, tmp_path):
     assert len(cues) > 5
     assert_whole(cues)
     assert not any(c.endswith(("U.S.", "U.K.", "Mr.", "e.g.", "i.e.")) for c in cues), cues
-
-
-@pytest.fixture(scope="module")
-def tiny_engine():
-    from omnivoice_cli.engine.pipeline import Engine
-
-    return Engine.load(str(TINY_CKPT))
-
-
-@pytest.fixture
-def loaded(monkeypatch, tiny_engine):
-    from omnivoice_cli.engine import pipeline
-
-    monkeypatch.setattr(pipeline, "Engine", type("Loaded", (), {"load": classmethod(lambda c, *a, **k: tiny_engine)}))
 
 
 @pytest.mark.slow

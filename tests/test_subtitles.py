@@ -116,20 +116,6 @@ def test_say_subtitles_of_a_long_piece_are_readable_cues(invoke, fake_engine, ho
 slow = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def tiny_engine():
-    from omnivoice_cli.engine.pipeline import Engine
-
-    return Engine.load(str(TINY_CKPT))
-
-
-@pytest.fixture
-def loaded(monkeypatch, tiny_engine):
-    from omnivoice_cli.engine import pipeline
-
-    monkeypatch.setattr(pipeline, "Engine", type("Loaded", (), {"load": classmethod(lambda c, *a, **k: tiny_engine)}))
-
-
 def check_cues_against_audio(cues, audio, texts):
     """In order, one per piece, covering every sound, the last ending with the audio (40 ms)."""
     assert [t for _, _, t in cues] == texts

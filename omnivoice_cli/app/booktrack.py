@@ -28,6 +28,8 @@ class BookState:
     audio_total: float
     eta: float | None  # seconds left, once a part was spoken in this run
     failed: int = 0  # parts
+    book_parts_done: int = 0  # of the whole book (resumed ones too)
+    book_parts: int = 0
 
 
 class BookProgress(Protocol):
@@ -52,7 +54,11 @@ class NoBookProgress(NoProgress):
 
 class Tracker:
     """The batch run's Progress for a book: it counts parts per chapter and hands BookState to
-    the face's bars as each part ends (in time linear in the parts: a book may have thousands)."""
+    the face's bars as each part ends (in time linear in the parts: a book may have thousands).
+
+    The ETA is the time per estimated second of audio spoken in this run, times the estimated
+    seconds left, measured again as each part ends; between two ends it counts down with the
+    clock (at each step, on a live terminal), so it moves while a long part is spoken."""
 
     def __init__(self, bars: BookProgress, chapters: list[ChapterPlan], work: Path) -> None:
         self.bars, self.chapters, self.work = bars, chapters, work
@@ -69,6 +75,8 @@ class Tracker:
         self.failed = 0
         self.t0: float | None = None  # the first forward of this run
         self.spoken = 0.0  # estimated seconds spoken in this run
+        self.measured: tuple[float, float] | None = None  # (when, the ETA then) at the last part's end
+        self.parts = len(self.where)  # distinct parts: one shared by chapters is spoken once
         self.shows_steps = bars.shows_steps
 
     def __enter__(self) -> "Tracker":
@@ -88,6 +96,8 @@ class Tracker:
         if self.t0 is None:
             self.t0 = time.perf_counter()
         self.bars.step(done, total)
+        if self.shows_steps and self.measured is not None:  # the ETA counts down between parts
+            self.bars.update(self.state())
 
     def _mark(self, name: str) -> float:
         """A part is done: count it in its chapters; its estimated seconds."""
@@ -111,13 +121,20 @@ class Tracker:
             self.spoken += self._mark(line.name)
         else:
             self.failed += 1
+        if self.spoken > 0 and self.t0 is not None:
+            now = time.perf_counter()
+            self.measured = (now, (now - self.t0) / self.spoken * max(0.0, self.total - self.audio_done))
         self.bars.update(self.state())
+
+    def eta(self) -> float | None:
+        """Seconds left: the last measured ETA less the time since (None before a part is spoken)."""
+        if self.measured is None:
+            return None
+        when, eta = self.measured
+        return max(0.0, eta - (time.perf_counter() - when))
 
     def state(self) -> BookState:
         current = self.chapters[self.first] if self.first < len(self.chapters) else None
-        eta = None
-        if self.spoken > 0 and self.t0 is not None:
-            eta = (time.perf_counter() - self.t0) / self.spoken * max(0.0, self.total - self.audio_done)
         return BookState(
             chapters_done=self.chapters_done,
             chapters=len(self.chapters),
@@ -127,6 +144,8 @@ class Tracker:
             parts=len(current.parts) if current else 0,
             audio_done=self.audio_done,
             audio_total=self.total,
-            eta=eta,
+            eta=self.eta(),
             failed=self.failed,
+            book_parts_done=len(self.done),
+            book_parts=self.parts,
         )

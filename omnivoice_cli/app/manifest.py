@@ -19,7 +19,7 @@ from typing import IO, TYPE_CHECKING, BinaryIO, Literal, Mapping, Sequence, Type
 from ..media.output import replace_atomically
 
 if TYPE_CHECKING:
-    from .schema import Value
+    from .setting import Value
     from .verify import VerifySummary
 
 MANIFEST = "manifest.jsonl"

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from ..engine import markup
 from ..engine.config import GenerationConfig, ModelConfig
-from ..engine.errors import InvalidRequest, MissingExtra, ModelUnavailable
+from ..engine.errors import InvalidRequest, MissingExtra, ModelUnavailable, install_hint
 from ..engine.normalize import normalize_text
 from ..engine.pipeline import Plan, Planned, Request, VoiceShape, check_transcript, plan_request, validate_request
 from ..engine.symbols import drop_symbol_runs
@@ -105,9 +105,14 @@ class References:
                 prepared = dataclasses.replace(prepared, source=str(path), warnings=warnings)
                 self._prepared[key] = Reference(path, text, prepared, "asr")
             except (MissingExtra, ModelUnavailable) as e:  # no recogniser to be had: how to give the words instead
+                heard = (  # one sentence: the recogniser's own message would nest another in it
+                    f"or install a speech recogniser to hear them: {install_hint(e.extra)}"
+                    if isinstance(e, MissingExtra)
+                    else f"or give --asr-model a speech recogniser at hand ({str(e).rstrip('.')})"
+                )
                 message = (
-                    f'no transcript for the reference audio {path}: give --ref-text "the words spoken in it" '
-                    f"or write them into {store.transcript_file(path)} (no speech recogniser at hand: {e})"
+                    f'no transcript for the reference audio {path}: give --ref-text "the words spoken in it", '
+                    f"write them into {store.transcript_file(path)}, {heard}"
                 )
                 # the extra missing is a usage error (exit 2); a model that cannot be had, a failure (exit 1)
                 self._prepared[key] = (

@@ -17,6 +17,7 @@ from ..app.speak import report_settings
 from ..engine.errors import InvalidRequest
 from ..media.lock import output_lock
 from ..ui.helpfmt import MORE
+from ..ui.messages import echo, warn
 from ..ui.options import (
     GPUS_PER_WORKER_OPTION,
     HARDWARE_SETTINGS,
@@ -30,7 +31,7 @@ from ..ui.options import (
     with_settings,
 )
 from ..ui.text import visible
-from .common import check_run, cluster_executor, echo, run_session, warn
+from .common import check_run, cluster_executor, run_session
 from .say import check_listening
 
 # After MORE: the details, shown by --help-all (ui/helpfmt.py).

@@ -17,6 +17,7 @@ from ..app.setting import ADVANCED
 from ..app.signals import signal_name
 from ..engine.errors import InvalidRequest
 from ..ui.helpfmt import MORE
+from ..ui.messages import echo, error, warn
 from ..ui.options import (
     GPUS_PER_WORKER_OPTION,
     HARDWARE_SETTINGS,
@@ -30,7 +31,7 @@ from ..ui.options import (
 )
 from ..ui.progress import BookBars, clock
 from ..ui.text import visible  # the book's titles and names: their control characters made visible
-from .common import check_run, cluster_executor, echo, error, run_session, warn
+from .common import check_run, cluster_executor, run_session
 
 # After MORE: the details, shown by --help-all (ui/helpfmt.py).
 HELP = (

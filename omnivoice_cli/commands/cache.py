@@ -9,7 +9,7 @@ import typer
 
 from ..engine import weightcache
 from ..ui.helpfmt import HelpCommand, HelpGroup
-from .common import echo
+from ..ui.messages import echo
 from .models import size_text
 
 app = typer.Typer(

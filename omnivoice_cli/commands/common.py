@@ -4,8 +4,7 @@ engine, and the held signals a run of speak.py is run under (`held(run)`)."""
 from __future__ import annotations
 
 import importlib
-import importlib.util
-from typing import Any
+from typing import Any, Callable
 
 import typer
 
@@ -19,46 +18,12 @@ from ..app.session import Session, hardware_from_settings
 from ..app.signals import HoldSignals
 from ..app.speaker import SpeakerOptions
 from ..app.speakrun import StoppedBySignal
-from ..engine.errors import InvalidRequest
+from ..app.voices import resolve_voice
+from ..engine.errors import InvalidRequest, MissingExtra
 from ..engine.pipeline import Engine
 from ..engine.text import resolve_instruct
-from ..ui.progress import BatchProgress, StepProgress, print_above, status
-from ..ui.text import visible
-
-# the exceptions of the click typer runs on: its own vendored copy (typer >= 0.2x) or click (older typer)
-click_exceptions = importlib.import_module(
-    "typer._click.exceptions" if importlib.util.find_spec("typer._click") else "click.exceptions"
-)
-
-
-def usage_error(message: str, ctx: Any = None) -> Exception:
-    """A click usage error (exit code 2, with a pointer to --help), of the click typer runs on."""
-    return click_exceptions.UsageError(message, ctx)
-
-
-def echo(msg: str) -> None:
-    """A message on stderr; its control characters made visible (it may quote a file: ui/text.py)."""
-    msg = visible(msg, lines=True)
-    if not print_above(msg):  # a progress bar on the terminal: above it
-        typer.echo(msg, err=True)
-
-
-def error(msg: str) -> None:
-    echo(f"Error: {msg}")
-
-
-def warn(msg: str) -> None:
-    echo(f"Warning: {msg}")
-
-
-def notice(quiet: bool):
-    """The engine's on_notice: its messages (licence, download) on stderr unless quiet."""
-
-    def show(msg: str) -> None:
-        if not quiet:
-            echo(msg)
-
-    return show
+from ..ui.messages import echo, error, notice, warn
+from ..ui.progress import BatchProgress, StepProgress, status
 
 
 def stdout_is_terminal() -> bool:
@@ -139,6 +104,55 @@ def check_run(flags: dict, preset: str | None) -> st.Preset | None:
         except InvalidRequest as e:
             raise named(run, e, "instruct") from None
     return chosen
+
+
+def check_extra(command: str, extra: str, *stack: tuple[str, tuple[str, ...]]) -> None:
+    """Each package of `command`'s extra, (name, the modules it may be imported as), imports, or
+    MissingExtra naming the first that does not (exit 2)."""
+    for package, modules in stack:
+        for module in modules:
+            try:
+                importlib.import_module(module)
+                break
+            except ImportError:
+                continue
+        else:
+            raise MissingExtra(command, package, extra)
+
+
+def engine_loader(settings: st.Resolved, quiet: bool, command: str, ready: str = "") -> Callable[[], Engine]:
+    """A server's engine, loaded when it is first needed (Session.load_engine; no status line: the
+    server's own lines say it), then 'omnivoice COMMAND: model loaded in N s' and `ready`."""
+
+    def load() -> Engine:
+        hardware = hardware_from_settings(settings.values)
+        engine, seconds = Session(notice=notice(quiet)).load_engine(str(settings["model"]), hardware)
+        if not quiet:
+            echo(f"{command}: model loaded in {seconds:.1f} s{ready}")
+        return engine
+
+    return load
+
+
+def check_cast(specs: list[str] | None) -> None:
+    """A --cast VOICE that is neither a saved voice nor a voice file but voice-design items
+    (`--cast BOB="male, low pitch"`) is refused in one line that shows the instruct: form."""
+    for spec in specs or []:
+        name, sep, voice = (part.strip() for part in spec.partition("="))
+        if not sep or not name or not voice or voice.lower() == "auto" or voice.lower().startswith("instruct:"):
+            continue  # malformed, or plainly no voice: Cast.parse says so
+        try:
+            resolve_voice(voice)
+            continue
+        except InvalidRequest:
+            pass
+        try:
+            resolve_instruct(voice)
+        except InvalidRequest:
+            continue  # not voice-design words either: the voice's own error follows
+        raise InvalidRequest(
+            f'--cast {name}: {voice!r} is not a voice but voice-design items: write --cast "{name}=instruct:{voice}"'
+        )
 
 
 def cluster_executor(

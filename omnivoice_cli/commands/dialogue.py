@@ -23,7 +23,8 @@ from ..app.speak import output_target
 from ..app.speakdialogue import DialogueRun
 from ..media.cues import check_subtitles_path
 from ..media.lock import output_lock
-from .common import echo, held, run_session, run_settings, stdout_is_terminal, warn
+from ..ui.messages import echo, warn
+from .common import check_cast, held, run_session, run_settings, stdout_is_terminal
 
 
 def _report(report: Any, t_start: float, json_out: bool, quiet: bool) -> None:
@@ -92,6 +93,7 @@ def say_dialogue(
 ) -> None:
     """`say --cast ...`: check everything, then speak the script (see the module doc)."""
     chosen, settings = run_settings(preset, flags)
+    check_cast(cast)
     gap_s = check_gap(gap)
     if flags.get("ref") is not None:
         warn("--ref is not used: every line's voice comes from --cast")

@@ -17,9 +17,10 @@ from ..engine.errors import InvalidRequest
 from ..media.cues import timestamp
 from ..media.output import OutputTarget, check_output
 from ..ui.helpfmt import MORE
+from ..ui.messages import echo, error, warn
 from ..ui.options import HARDWARE_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, with_settings
 from ..ui.text import visible
-from .common import echo, error, run_session, run_settings, warn
+from .common import check_cast, run_session, run_settings
 from .say import check_listening, words_path
 
 # After MORE: the details, shown by --help-all (ui/helpfmt.py).
@@ -193,6 +194,7 @@ def dub(
     chosen, settings = run_settings(preset, flags)
     if not dry_run:
         check_listening(settings, words is not None, "--words")
+    check_cast(cast)
     the_cast = Cast.parse(cast)
     track = output if output is not None else dubbing.default_output(input, settings["format"])
     target = _target(track, force or overwrite, dry_run)

@@ -10,6 +10,7 @@ import typer
 
 from ..engine.languages import language_regions
 from ..engine.text import instruct_vocabulary, list_languages, nonverbal_tags
+from ..ui.text import columns, wrap_row
 
 
 def languages(
@@ -73,7 +74,7 @@ def system(
     width = max(len(label) for label, _ in rows)
     out = typer.get_text_stream("stdout")
     for label, value in rows:
-        out.write(f"{label + ':':<{width + 1}} {value}\n")
+        out.write(wrap_row(f"{label + ':':<{width + 1}} ", str(value), columns(out)) + "\n")
 
 
 def _checkpoint(model: str) -> None:

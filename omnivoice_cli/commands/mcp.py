@@ -7,11 +7,10 @@ from typing import Optional
 
 import typer
 
-from ..app import settings as st
-from ..app.session import Session, hardware_from_settings
 from ..app.speaker import Speaker
-from ..engine.errors import InvalidRequest, MissingExtra
+from ..engine.errors import InvalidRequest
 from ..server.schema import package_version
+from ..ui.messages import echo
 from ..ui.options import (
     IDLE_UNLOAD_OPTION,
     NO_FLAGS,
@@ -22,7 +21,7 @@ from ..ui.options import (
     SPEAKER_SETTINGS,
     with_settings,
 )
-from .common import echo, notice, speaker_options
+from .common import check_extra, engine_loader, speaker_options
 
 HELP = """Serve speech as MCP tools for agents (Claude Desktop, IDEs, any MCP client), over stdio.
 
@@ -37,14 +36,6 @@ EXAMPLES = """
 omnivoice mcp --root ~/speech --voice alice --preset fast
 omnivoice mcp --root ~/speech --http 8765
 """
-
-
-def check_extra() -> None:
-    """The mcp SDK (2.x) imports, or MissingExtra (exit 2)."""
-    try:
-        import mcp.server.mcpserver  # noqa: F401 - 2.x (1.x had FastMCP, another API)
-    except ImportError:
-        raise MissingExtra("omnivoice mcp", "mcp (2.x)", "mcp") from None
 
 
 def _root(spec: str) -> Path:
@@ -83,11 +74,11 @@ def mcp(
     flags: dict = NO_FLAGS,
 ) -> None:
     """Serve speech as MCP tools for agents (Claude Desktop, IDEs, any MCP client), over stdio."""
-    check_extra()
+    check_extra("omnivoice mcp", "mcp", ("mcp (2.x)", ("mcp.server.mcpserver",)))  # 1.x had FastMCP, another API
     from ..server.mcp import Tools, build_server  # (the mcp extra: loaded when serving, not by --help)
 
     settings, options = speaker_options(preset, flags, max_queue, max_chars, idle_unload)
-    speaker = Speaker(options, load=_loader(settings, quiet))
+    speaker = Speaker(options, load=engine_loader(settings, quiet, "omnivoice mcp"))
     speaker.check()  # the flags make a request (a voice that exists, ...) before any client comes
     tools = Tools(speaker, _root(root))
     server = build_server(tools, package_version())
@@ -126,14 +117,3 @@ def _run_stdio(server) -> None:
         thread.join(0.5)
     if failed:
         raise failed[0]
-
-
-def _loader(settings: st.Resolved, quiet: bool):
-    def load():
-        hardware = hardware_from_settings(settings.values)
-        engine, seconds = Session(notice=notice(quiet)).load_engine(str(settings["model"]), hardware)
-        if not quiet:
-            echo(f"omnivoice mcp: model loaded in {seconds:.1f} s")
-        return engine
-
-    return load

@@ -10,8 +10,8 @@ import typer
 from ..app import settings as st
 from ..engine import hub
 from ..engine.errors import ModelUnavailable
+from ..ui.messages import echo, notice
 from ..ui.progress import DownloadProgress
-from .common import echo, notice
 
 
 def size_text(n: int) -> str:

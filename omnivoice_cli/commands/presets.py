@@ -9,7 +9,8 @@ import typer
 
 from ..app import settings as st
 from ..ui.helpfmt import HelpCommand, HelpGroup
-from .common import echo, warn
+from ..ui.messages import echo, warn
+from ..ui.text import columns, wrap_row
 
 app = typer.Typer(
     cls=HelpGroup,
@@ -34,7 +35,7 @@ def presets(ctx: typer.Context) -> None:
     src_width = max([len(source) for _, _, source, *_ in rows] + [8])
     for name, path, source, found, error in rows:
         about = found.description if found is not None else f"(broken: {error})"
-        out.write(f"{name:<{width}}  {source:<{src_width}}  {about}".rstrip() + "\n")
+        out.write(wrap_row(f"{name:<{width}}  {source:<{src_width}}  ", about, columns(out)).rstrip() + "\n")
         if error:
             warn(error)
     echo(f"user presets: {st.user_preset_dir()}")
@@ -65,4 +66,6 @@ def presets_show(
         if value is None:
             out.write(f"# {key} is not set ({origin})\n")
         else:
-            out.write(f"{key} = {toml_value(value)}  # {origin}: {st.SCHEMA[key].help}\n")
+            head = f"{key} = {toml_value(value)}  # "
+            lead = " " * (len(head) - 2) + "# "  # a comment still: the output stays a preset file
+            out.write(wrap_row(head, f"{origin}: {st.SCHEMA[key].help}", columns(out), lead) + "\n")

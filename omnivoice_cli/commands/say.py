@@ -1,4 +1,8 @@
-"""`omnivoice say`: speak one text into one audio file (or stdout)."""
+"""`omnivoice say`: speak one text into one audio file (or stdout).
+
+The app layer is imported inside the functions that run it: `omnivoice say --help` reads only
+the options (ui/options.py) and the help texts here.
+"""
 
 from __future__ import annotations
 
@@ -9,20 +13,12 @@ from typing import Any, Optional
 
 import typer
 
-from ..app import listen
 from ..app import settings as st
-from ..app.dryrun import describe, render
-from ..app.remote import RemoteRun, check_remote, server_url
-from ..app.request import References, Voices, build_request
-from ..app.session import WarnOnce, hardware_from_settings
 from ..app.setting import ADVANCED
-from ..app.speak import check_streamable, output_target, report_settings, speech_run
-from ..app.speakrun import Speech
 from ..engine.errors import InvalidRequest
-from ..media.cues import check_subtitles_path
 from ..media.formats import usual_extensions
-from ..media.lock import output_lock
-from ..ui.helpfmt import BARE, MORE
+from ..ui.helpfmt import BARE, MORE, click_exceptions
+from ..ui.messages import echo, usage_error, warn
 from ..ui.options import (
     HARDWARE_SETTINGS,
     LISTEN_SETTINGS,
@@ -33,8 +29,6 @@ from ..ui.options import (
     with_settings,
 )
 from ..ui.text import visible
-from .common import click_exceptions, echo, held, run_session, run_settings, stdout_is_terminal, usage_error, warn
-from .dialogue import say_dialogue
 
 # After MORE: the details, shown by --help-all (ui/helpfmt.py).
 HELP = f"""Speak TEXT (or the text of -f FILE): play it, or write it to a file (-o), or to stdout (-o -).
@@ -161,6 +155,8 @@ def _rounded(x: float | None) -> float | None:
 
 def _report(report: Any, t_start: float, json_out: bool, quiet: bool) -> None:
     """The summary line on stderr, or the --json report (speakrun.SpeechReport)."""
+    from ..app.speak import report_settings
+
     target, ref, rtf, first = report.target, report.reference, report.rtf, report.first_audio_seconds
     if json_out:
         data = {
@@ -200,6 +196,8 @@ def _report(report: Any, t_start: float, json_out: bool, quiet: bool) -> None:
 
 
 def _dry_run(built: Any, json_out: bool) -> None:
+    from ..app.dryrun import describe, render
+
     report = describe(built)
     out = typer.get_text_stream("stdout")  # the text may come from a file (-f): its controls made visible
     out.write(json.dumps(report, ensure_ascii=False) + "\n" if json_out else visible(render(report), lines=True))
@@ -212,7 +210,8 @@ def say(
         None,
         metavar="TEXT",
         show_default=False,
-        help="The text to speak; - reads stdin, as does a pipe without TEXT.",
+        rich_help_panel="Input",
+        help="The text to speak; - or a pipe reads stdin.",
     ),
     text_file: Optional[str] = typer.Option(
         None,
@@ -221,7 +220,7 @@ def say(
         metavar="PATH",
         show_default=False,
         rich_help_panel="Input",
-        help="Speak the text of this UTF-8 file (line breaks read as spaces); - reads stdin.",
+        help="Speak this UTF-8 file's text; - reads stdin.",
     ),
     preset: Optional[str] = PRESET_OPTION,
     output: Optional[str] = typer.Option(
@@ -238,7 +237,7 @@ def say(
         False,
         "--stream",
         rich_help_panel="Output",
-        help="Send each sentence as soon as it is ready (with -o -: progressive stdout).",
+        help="Send each sentence as it is ready (-o - too).",
     ),
     json_out: bool = typer.Option(
         False,
@@ -250,7 +249,7 @@ def say(
         False,
         "--dry-run",
         rich_help_panel="Output",
-        help="Load no model: print what would be spoken, and with which settings.",
+        help="Show what would be spoken and how; no model.",
     ),
     quiet: bool = QUIET_OPTION,
     # -- subtitles and dialogue (issue 15: cues.py, commands/dialogue.py) --
@@ -260,7 +259,7 @@ def say(
         metavar="FILE",
         show_default=False,
         rich_help_panel="Output",
-        help="Also write subtitles (.srt or .vtt), timed to the speech (docs/dubbing.md).",
+        help="Also write timed subtitles (.srt or .vtt).",
     ),
     words_file: Optional[str] = typer.Option(
         None,
@@ -283,8 +282,7 @@ def say(
         metavar="NAME=VOICE",
         show_default=False,
         rich_help_panel="Voice",
-        help="Speak a script of 'NAME: text' lines, NAME in this voice: a saved voice, a voice file, "
-        "instruct:ITEMS or auto (once per speaker).",
+        help="NAME's voice in a 'NAME: text' script: a saved voice, a voice file, instruct:ITEMS or auto.",
     ),
     gap: Optional[float] = typer.Option(
         None,
@@ -306,6 +304,15 @@ def say(
     flags: dict = NO_FLAGS,
 ) -> None:
     """Speak TEXT (or the text of -f FILE) into an audio file, or to stdout with -o -."""
+    from ..app.remote import RemoteRun, check_remote, server_url
+    from ..app.request import References, Voices, build_request
+    from ..app.session import WarnOnce, hardware_from_settings
+    from ..app.speak import check_streamable, output_target, speech_run
+    from ..app.speakrun import Speech
+    from ..media.lock import output_lock
+    from .common import held, run_session, run_settings, stdout_is_terminal
+    from .dialogue import say_dialogue
+
     t_start = time.perf_counter()
     url = None if dry_run else server_url(server)
     if cast and url is not None:
@@ -397,6 +404,8 @@ def check_stdout_not_a_file() -> None:
 def check_listening(settings: Any, words: bool, words_flag: str) -> None:
     """The speech recogniser of --verify and --words can be had (the asr extra, the model on disk
     when offline): checked before the TTS model loads, so nothing is generated in vain."""
+    from ..app import listen
+
     if settings["verify"]:
         listen.check_available(settings["asr_model"], "--verify")
     if words:
@@ -435,4 +444,6 @@ def words_path(ctx: Any, words_file: Optional[str]) -> Any:
 
 
 def _subtitles_path(spec: Optional[str]) -> Any:
+    from ..media.cues import check_subtitles_path
+
     return None if spec is None else check_subtitles_path(spec)

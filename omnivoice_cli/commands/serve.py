@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import os
 from pathlib import Path
 from typing import Optional
@@ -11,12 +10,12 @@ import typer
 
 from ..app import settings as st
 from ..app.idle import idle_seconds
-from ..app.session import Session, hardware_from_settings
-from ..engine.errors import InvalidRequest, MissingExtra
+from ..engine.errors import InvalidRequest
 from ..server.config import ServeOptions, load_voice_map
 from ..server.state import ServerState
+from ..ui.messages import echo, warn
 from ..ui.options import HARDWARE_SETTINGS, IDLE_UNLOAD_OPTION, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, with_settings
-from .common import echo, notice, run_settings, warn
+from .common import check_extra, engine_loader, run_settings
 from .say import check_listening
 
 HELP = """Serve OpenAI's speech API (POST /v1/audio/speech) and the saved voices over HTTP.
@@ -47,33 +46,6 @@ SERVE_STACK = (
     ("uvicorn", ("uvicorn",)),
     ("python-multipart", ("python_multipart", "multipart")),
 )
-
-
-def check_stack() -> None:
-    """The serve extra's packages import, or MissingExtra naming the first that does not (exit 2)."""
-    for package, modules in SERVE_STACK:
-        for module in modules:
-            try:
-                importlib.import_module(module)
-                break
-            except ImportError:
-                continue
-        else:
-            raise MissingExtra("omnivoice serve", package, "serve")
-
-
-def _loader(settings: st.Resolved, quiet: bool):
-    """The server's engine, loaded once it listens (session.load_engine; no status line: the
-    'listening ... loading the model' line says it)."""
-
-    def load():
-        hardware = hardware_from_settings(settings.values)
-        engine, seconds = Session(notice=notice(quiet)).load_engine(str(settings["model"]), hardware)
-        if not quiet:
-            echo(f"omnivoice serve: model loaded in {seconds:.1f} s; ready")
-        return engine
-
-    return load
 
 
 @with_settings(*SERVE_SETTINGS)
@@ -221,7 +193,7 @@ def serve(
     flags: dict = NO_FLAGS,
 ) -> None:
     """Serve OpenAI's speech API (POST /v1/audio/speech) and the saved voices over HTTP."""
-    check_stack()  # before server.run, which imports the web framework
+    check_extra("omnivoice serve", "serve", *SERVE_STACK)  # before server.run, which imports the web framework
     unload = idle_seconds(idle_unload)
     from ..server.run import is_loopback  # (starlette, uvicorn: loaded when serving, not by --help)
 
@@ -253,7 +225,7 @@ def serve(
     if ray is None:
         if min_replicas is not None or max_replicas is not None or replicas != 1 or gpus_per_replica:
             raise InvalidRequest("--replicas, --min-replicas, --max-replicas and --gpus-per-replica need --ray")
-        _run(ServerState(options, _loader(settings, quiet)), quiet)
+        _run(ServerState(options, engine_loader(settings, quiet, "omnivoice serve", "; ready")), quiet)
         return
     from ..server.rayserve import RayOptions, deploy  # (ray: loaded when serving on it)
 
@@ -268,7 +240,7 @@ class _Loader:
         self.settings, self.quiet = settings, quiet
 
     def __call__(self):
-        return _loader(self.settings, self.quiet)
+        return engine_loader(self.settings, self.quiet, "omnivoice serve", "; ready")
 
 
 def _run(state: ServerState, quiet: bool) -> None:

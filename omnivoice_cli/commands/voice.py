@@ -13,8 +13,10 @@ from ..app.request import References
 from ..app.session import WarnOnce
 from ..engine.errors import InvalidRequest
 from ..ui.helpfmt import HelpCommand, HelpGroup, click_exceptions
+from ..ui.messages import echo, warn
 from ..ui.options import NO_FLAGS, QUIET_OPTION, with_settings
-from .common import echo, load_model, run_settings, warn
+from ..ui.text import columns, wrap_row
+from .common import load_model, run_settings
 
 if TYPE_CHECKING:  # engine.voice imports torch
     from ..engine.voice import VoicePrompt
@@ -187,10 +189,10 @@ def voice_list() -> None:
         created = (e.meta.get("created") or "").replace("T", " ").rstrip("Z")[:16] or "-"
         text = e.meta.get("text", "")
         if len(text) > 50:
-            text = text[:47] + "..."
-        out.write(f"{e.name:<{width}}  {seconds:>6} s  {created:<16}  {text}\n")
+            text = text[:47].rsplit(" ", 1)[0] + " ..."  # cut at a space
+        out.write(wrap_row(f"{e.name:<{width}}  {seconds:>6} s  {created:<16}  ", text, columns(out)) + "\n")
     for name, items in builtin.items():
-        out.write(f"{name:<{width}}  {'built-in':<26}  {items}\n")
+        out.write(wrap_row(f"{name:<{width}}  {'built-in':<26}  ", items, columns(out)) + "\n")
     if not entries:
         echo(f"no saved voices yet ({voices.ADD_HINT})")
     hidden = sorted(n for n in voices.builtin_voices() if n.casefold() in saved)

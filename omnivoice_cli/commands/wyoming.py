@@ -7,8 +7,8 @@ from typing import Optional
 import typer
 
 from ..app.speaker import Speaker
-from ..engine.errors import MissingExtra
 from ..server.schema import package_version
+from ..ui.messages import echo, warn
 from ..ui.options import (
     IDLE_UNLOAD_OPTION,
     NO_FLAGS,
@@ -19,7 +19,7 @@ from ..ui.options import (
     SPEAKER_SETTINGS,
     with_settings,
 )
-from .common import echo, load_model, speaker_options, warn
+from .common import check_extra, load_model, speaker_options
 
 HELP = """Serve text to speech over the Wyoming protocol, for Home Assistant's voice pipeline.
 
@@ -34,14 +34,6 @@ EXAMPLES = """
 omnivoice wyoming --uri tcp://0.0.0.0:10200 --preset fast
 omnivoice wyoming --voice alice --lang en
 """
-
-
-def check_extra() -> None:
-    """The wyoming package imports, or MissingExtra (exit 2)."""
-    try:
-        import wyoming.server  # noqa: F401
-    except ImportError:
-        raise MissingExtra("omnivoice wyoming", "wyoming", "wyoming") from None
 
 
 WYOMING_SETTINGS = (
@@ -85,7 +77,7 @@ def wyoming(
     flags: dict = NO_FLAGS,
 ) -> None:
     """Serve text to speech over the Wyoming protocol, for Home Assistant's voice pipeline."""
-    check_extra()
+    check_extra("omnivoice wyoming", "wyoming", ("wyoming", ("wyoming.server",)))
     import asyncio
 
     from ..server.wyoming import WyomingOptions, WyomingServer, parse_uri  # (the wyoming extra, not for --help)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import typer
 from typer.core import TyperCommand, TyperGroup
 
 # The exceptions of the click typer runs on (cli.py and commands/ raise and catch its UsageError).
@@ -211,13 +212,19 @@ BARE = "omnivoice.bare"  # ctx.meta key: the command was given no arguments at a
 class HelpCommand(_HelpAll, TyperCommand):
     """A typer command whose --help is `render_help`.
 
-    A command whose callback has `reads_stdin` (a function: whether stdin is piped; `say`) shows
-    its help for no arguments only when that is false: piped text (`echo Hello | omnivoice say`)
-    is what it speaks, and the command raises NoArgsIsHelpError itself when the pipe is empty
-    (ctx.meta[BARE] says it had no arguments)."""
+    A command whose callback has `reads_stdin` (a function: whether stdin is piped; `say`) given
+    no arguments at a terminal shows one line and the first three of its examples (exit 2), not
+    its whole help; piped text (`echo Hello | omnivoice say`) is what it speaks, and the command
+    raises NoArgsIsHelpError itself when the pipe is empty (ctx.meta[BARE] says it had no
+    arguments): the help, as before."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         piped = getattr(self.callback, "reads_stdin", None)
+        if not args and self.no_args_is_help and piped is not None and not piped() and self.epilog:
+            from .hints import bare_usage  # nothing to say at a terminal: one line and three examples
+
+            typer.echo(bare_usage(ctx.command_path, self.epilog), err=True)
+            ctx.exit(2)
         if args or not self.no_args_is_help or piped is None or not piped():
             return super().parse_args(ctx, args)
         ctx.meta[BARE] = True

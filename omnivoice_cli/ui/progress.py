@@ -341,9 +341,11 @@ class BookBars:
 
     @staticmethod
     def describe(state) -> str:
-        """One line for a state: chapters, audio, ETA, the current chapter's parts."""
+        """One line for a state: the book's parts and chapters, audio, ETA, the chapter being read
+        and its parts."""
+        parts = f"parts {state.book_parts_done}/{state.book_parts}, " if state.book_parts else ""
         line = (
-            f"chapters {state.chapters_done}/{state.chapters}, audio {clock(state.audio_done)} of about "
+            f"{parts}chapters {state.chapters_done}/{state.chapters}, audio {clock(state.audio_done)} of about "
             f"{clock(state.audio_total)}, eta {clock(state.eta)}"
         )
         if state.chapter is not None:
@@ -356,7 +358,8 @@ class BookBars:
         self.states.append(state)
         self._start()
         if self._progress is not None:
-            book = f"chapters {state.chapters_done}/{state.chapters} · eta {clock(state.eta)}"
+            parts = f"parts {state.book_parts_done}/{state.book_parts} · " if state.book_parts else ""
+            book = f"{parts}chapters {state.chapters_done}/{state.chapters} · eta {clock(state.eta)}"
             self._progress.update(self._book, completed=state.audio_done, total=state.audio_total or None, info=book)
             from rich.markup import escape
 
@@ -364,6 +367,7 @@ class BookBars:
 
             title = state.title if len(state.title) <= 40 else state.title[:37] + "..."
             title = escape(visible(title))  # the book's text: no control characters, no rich markup
+            title = f"{state.chapter}. {title}" if state.chapter is not None else title  # the chapter being read
             self._progress.update(self._chapter, completed=state.parts_done, total=state.parts or None, info=title)
         elif self.enabled and not self.live:
             self.echo(self.describe(state))

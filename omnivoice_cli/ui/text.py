@@ -13,9 +13,13 @@ terminal. Everything else (any script, emoji, punctuation) is left as it is.
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import textwrap
+from typing import Any
 
-__all__ = ["visible"]
+__all__ = ["columns", "visible", "wrap_row"]
 
 # C0 (U+0000..U+001F) and DEL, C1 (U+0080..U+009F), the bidi embeddings/overrides/isolates, the
 # line and paragraph separators (a new line to some terminals), and lone surrogates (which a
@@ -35,3 +39,38 @@ def visible(text: object, *, lines: bool = False) -> str:
     if lines:
         return "\n".join(_UNSAFE.sub(_escape, line) for line in text.split("\n"))
     return _UNSAFE.sub(_escape, text)
+
+
+def columns(stream: Any, terminal_only: bool = False) -> int | None:
+    """The width to fit lines in: $COLUMNS when set (unless `terminal_only`), else the terminal's
+    when `stream` is one; None for a pipe or a file, whose readers get whole lines."""
+    env = os.environ.get("COLUMNS", "")
+    try:
+        tty = bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):  # closed, or no stream at all
+        tty = False
+    if env.isdigit() and int(env) > 0 and (tty or not terminal_only):
+        return int(env)
+    return shutil.get_terminal_size().columns if tty else None
+
+
+def wrap_row(head: str, text: str, width: int | None, lead: str | None = None) -> str:
+    """`head` then `text`, cut at spaces into lines within `width` (no width: one line); the
+    lines after the first start with `lead` (default: spaces as wide as `head`), so the text
+    stays in its column, or, where that column leaves under 20 characters, with `lead` stripped
+    of its indent. A word longer than the room is kept whole, never cut."""
+    if width is None or len(head) + len(text) <= width:
+        return head + text
+    lead = " " * len(head) if lead is None else lead
+    if width - len(lead) < 20:
+        lead = lead.strip() + " " if lead.strip() else "  "
+    first_room = width - len(head)
+    words = text.split()
+    first: list[str] = []
+    while words and len(" ".join([*first, words[0]])) <= first_room:
+        first.append(words.pop(0))
+    if not first and len(head) < len(lead) + 10:  # a long first word: it starts here all the same
+        first.append(words.pop(0))
+    rest = textwrap.wrap(" ".join(words), width - len(lead), break_long_words=False, break_on_hyphens=False)
+    lines = [(head + " ".join(first)).rstrip(), *(lead + line for line in rest)]
+    return "\n".join(lines)
