@@ -125,10 +125,6 @@ class VoiceRefused(InvalidRequest):
         self.kind, self.spec, self.known = kind, spec, known
 
 
-def one_line(e: BaseException) -> str:
-    return " ".join(str(e).split()) or type(e).__name__
-
-
 class Speaker:
     """The shared engine loop and the requests built for it (see the module doc). Thread-safe."""
 
