@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, cast
 
 from ..engine.text import split_pauses
 from ..media.output import replace_atomically
-from .batch import Line
+from .batchinput import Line
 from .bookplan import KEY_CHARS, PART_FORMAT, PartLine
 from .booktrack import Tracker
 from .manifest import MANIFEST, _open_regular, done_records, is_recorded
