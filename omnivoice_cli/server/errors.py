@@ -33,7 +33,7 @@ class ApiError(Exception):
 
     @property
     def message(self) -> str:
-        return one_line(self)
+        return one_line(self) if str(self).strip() else "error"  # never the class name
 
     def body(self) -> bytes:
         error = {"message": self.message, "type": self.type, "param": self.param, "code": self.code}
