@@ -16,6 +16,7 @@ from typing import Any, Mapping, MutableMapping
 from ..engine import cpu
 from ..engine.config import INT8_NEEDS, int8_clash, int8_problem
 from .schema import CHUNK_FIELDS, DEFAULTS, FLAG, GENERATION_KEYS, SCHEMA, SettingsError, Value, flag_name
+from .settingreads import SettingReads
 from .values import check_setting, did_you_mean, parse_text
 
 
@@ -76,12 +77,13 @@ def check_layer(values: Mapping[str, object], source: Source, way: str) -> dict[
 
 
 @dataclass(frozen=True)
-class Resolved:
+class Resolved(SettingReads):
     """Settings after merging the layers: the values, and the source of each, read-only. A
     decision taken later (a seed drawn, the format of `-o`, a recording over a voice) is a new
-    layer on top: `with_values` gives a new Resolved and leaves this one as it was."""
+    layer on top: `with_values` gives a new Resolved and leaves this one as it was. Its reads,
+    `resolved["num_step"]` and `get`, are typed from the schema (SettingReads)."""
 
-    values: Mapping[str, Any]  # a value of each setting's kind (Value), by name
+    values: Mapping[str, Any]  # a value of each setting's kind (Value), by name (read typed by key: SettingReads)
     sources: Mapping[str, Source] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -96,12 +98,6 @@ class Resolved:
             raise KeyError(f"unknown settings {unknown}")
         sources = {**self.sources, **(dict.fromkeys(changes, source) if source is not None else {})}
         return Resolved({**self.values, **changes}, sources)
-
-    def __getitem__(self, key: str) -> Any:
-        return self.values[key]
-
-    def get(self, key: str, default: object = None) -> Any:
-        return self.values.get(key, default)
 
     def source(self, key: str) -> Source:
         return self.sources.get(key, DEFAULT_SOURCE)
