@@ -91,7 +91,7 @@ class Assembly:
     levels: dict[str, Loudness | None] = field(default_factory=dict)  # per output
     duration: float = 0.0  # seconds of the book's outputs, all together
     sha: dict[str, str] = field(default_factory=dict)  # each part's sha256, checked
-    state: State = field(default_factory=lambda: {"outputs": {}})  # book.json
+    state: State = field(default_factory=lambda: State(outputs={}))  # book.json
 
     def write(self, signals: HoldSignals | None = None) -> None:
         """Write the outputs from the parts (every part must be in the work folder)."""

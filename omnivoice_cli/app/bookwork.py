@@ -36,7 +36,7 @@ class Pieces(TypedDict):
 
 class State(TypedDict):
     """book.json: each output written, by file name: {"key", "size", "sha256", "duration",
-    "loudness"} (an entry read back is checked field by field before use, as book.py does)."""
+    "loudness"} (an entry read back is checked field by field before use, as bookassembly.py does)."""
 
     outputs: dict[str, dict[str, object]]
 
