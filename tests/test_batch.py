@@ -23,7 +23,7 @@ from conftest import ROOT, TINY_CKPT, error_line, files_in
 
 import omnivoice_cli.media.output as omnivoice_output
 from omnivoice_cli.app import settings as st
-from omnivoice_cli.app.batch import MANIFEST
+from omnivoice_cli.app.manifest import MANIFEST
 
 MAIN = [sys.executable, "-c", "from omnivoice_cli.cli import main; main()"]  # the `omnivoice` script
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}

@@ -25,17 +25,16 @@ from conftest import ROOT, TINY_CKPT, files_in
 pytest.importorskip("ebooklib")
 pytest.importorskip("av")
 
-from omnivoice_cli.app.book import (  # noqa: E402
+from omnivoice_cli.app.bookplan import (  # noqa: E402
     PART_CHARS,
-    BookState,
     ChapterPlan,
     PartLine,
-    Tracker,
     chapter_stem,
     output_kind,
     parse_chapters,
     split_parts,
 )
+from omnivoice_cli.app.booktrack import BookState, Tracker  # noqa: E402
 from omnivoice_cli.app.manifest import MANIFEST, done_records, is_recorded  # noqa: E402
 from omnivoice_cli.engine.errors import InvalidRequest  # noqa: E402
 from tests import epub_util  # noqa: E402
@@ -272,7 +271,7 @@ def test_verify_retakes_a_part_that_fails_twice_and_the_manifest_has_its_report(
     from test_verify import TEXT, Scripted
 
     from omnivoice_cli.app import listen
-    from omnivoice_cli.app.book import part_seed
+    from omnivoice_cli.app.bookplan import part_seed
 
     rec = Scripted(["garbled words", "hello hello hello", TEXT])
     monkeypatch.setattr(listen, "RECOGNISER", lambda spec, device, what: rec)
@@ -331,7 +330,7 @@ def test_dry_run_json(invoke, fake_engine, epub, tmp_path, home):
 
 def test_dry_run_estimate_follows_the_engine(invoke, fake_engine, epub, home):
     """The estimate is the engine's (plan_request) for each part, plus the chapter's silences."""
-    from omnivoice_cli.app.book import CHAPTER_LEAD, CHAPTER_TAIL
+    from omnivoice_cli.app.bookplan import CHAPTER_LEAD, CHAPTER_TAIL
 
     short = report(book(invoke, epub, "--dry-run", "--json"))
     slower = report(book(invoke, epub, "--dry-run", "--json", "--speed", "0.5"))
@@ -673,9 +672,9 @@ def test_a_real_local_ray_cluster_gives_a_local_runs_parts_and_chapters(epub, tm
 def test_ctrl_c_while_the_m4b_is_written_leaves_no_file(invoke, fake_engine, epub, tmp_path, home, monkeypatch):
     """A stop while the book is encoded: no .m4b and no temporary file; the next run writes it
     from the parts it kept."""
-    import omnivoice_cli.app.book as book_mod
+    import omnivoice_cli.app.bookassembly as assembly
 
-    stream = book_mod._stream
+    stream = assembly.stream
     blocks = {"n": 0}
 
     def interrupted(layout, signals):
@@ -685,13 +684,13 @@ def test_ctrl_c_while_the_m4b_is_written_leaves_no_file(invoke, fake_engine, epu
                 os.kill(os.getpid(), signal.SIGINT)  # held by the run until the next block
             yield block
 
-    monkeypatch.setattr(book_mod, "_stream", interrupted)
+    monkeypatch.setattr(assembly, "stream", interrupted)
     out = tmp_path / "x.m4b"
     r = book(invoke, epub, "-o", out, "--loudness", "-20")
     assert r.exit_code == 130, r.stderr
     assert not out.exists() and not [p for p in tmp_path.rglob("*.part")]
     assert len(list((tmp_path / "x.m4b.parts").glob("*.flac"))) == 3
-    monkeypatch.setattr(book_mod, "_stream", stream)
+    monkeypatch.setattr(assembly, "stream", stream)
     data = report(book(invoke, epub, "-o", out, "--json", "--loudness", "-20"))
     assert (data["done"], data["skipped"], data["written"]) == (0, 3, [str(out)])
 
@@ -733,7 +732,7 @@ def test_each_output_is_at_the_target_from_a_quiet_and_a_loud_source(
 def test_book_help_gives_its_own_loudness_default():
     import inspect
 
-    from omnivoice_cli.app.book import DEFAULT_LOUDNESS
+    from omnivoice_cli.app.bookplan import DEFAULT_LOUDNESS
     from omnivoice_cli.commands import book as book_cmd
     from omnivoice_cli.commands import say as say_cmd
 

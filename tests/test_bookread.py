@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from omnivoice_cli.app import bookread
-from omnivoice_cli.app.bookread import count_words, matter_by_title, open_book, text_heading
+from omnivoice_cli.app.bookread import count_words, epubzip, matter_by_title, open_book, text_heading, xhtml
 from omnivoice_cli.engine.errors import InvalidRequest, MissingExtra
 
 pytest.importorskip("ebooklib")
@@ -102,7 +101,7 @@ def test_the_toc_title_wins_over_the_heading_and_a_heading_equal_to_it_is_droppe
     ],
 )
 def test_a_heading_that_is_the_title_is_not_read_again(paragraphs, title, kept):
-    assert bookread.epub._drop_title(paragraphs, title) == kept
+    assert xhtml.drop_title(paragraphs, title) == kept
 
 
 def test_a_spine_page_the_toc_does_not_name_continues_its_chapter_unless_it_has_a_heading(tmp_path):
@@ -241,7 +240,7 @@ def test_a_bad_epub_is_one_line_naming_the_file(tmp_path, make, words):
 
 def test_a_file_of_the_zip_too_large_unpacked_is_refused(tmp_path, monkeypatch):
     path = make_epub(tmp_path / "b.epub", cover=None)
-    monkeypatch.setattr(bookread.epub, "MAX_MEMBER_BYTES", 300)
+    monkeypatch.setattr(epubzip, "MAX_MEMBER_BYTES", 300)
     with pytest.raises(
         InvalidRequest,
         match=r"b\.epub: EPUB/contents\.xhtml unpacks to over 300 bytes, more than a document of a book may be",
@@ -302,11 +301,11 @@ def test_xhtml_reading_rule(body, paragraphs):
         '<?xml version="1.0" encoding="utf-8"?><html xmlns="http://www.w3.org/1999/xhtml" '
         f'xmlns:epub="http://www.idpf.org/2007/ops"><head><title>T</title></head><body>{body}</body></html>'
     )
-    assert bookread.epub._read_doc(page.encode()).paragraphs == paragraphs
+    assert xhtml.read_doc(page.encode()).paragraphs == paragraphs
 
 
 def test_xhtml_that_is_not_well_formed_is_read_as_html():
-    doc = bookread.epub._read_doc(b"<html><body><h1>Title<p>One &copy; two<p>Three<br>Four</body></html>")
+    doc = xhtml.read_doc(b"<html><body><h1>Title<p>One &copy; two<p>Three<br>Four</body></html>")
     assert doc.paragraphs == ["Title", "One \u00a9 two", "Three", "Four"]
     assert doc.heading == "Title"
 

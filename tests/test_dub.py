@@ -15,7 +15,7 @@ import pytest
 import soundfile as sf
 from conftest import TINY_CKPT, error_line, files_in
 
-from omnivoice_cli.app import dubbing
+from omnivoice_cli.app import dubplan
 from omnivoice_cli.media import tracks
 
 SR = 24000
@@ -334,7 +334,7 @@ def test_bad_input_file(invoke, fake_engine, home, tmp_path, name, message):
 
 
 def test_the_number_of_cues_is_bounded(invoke, fake_engine, home, tmp_path, monkeypatch):
-    monkeypatch.setattr(dubbing, "MAX_CUES", 3)
+    monkeypatch.setattr(dubplan, "MAX_CUES", 3)
     src = tmp_path / "a.srt"
     src.write_text("".join(f"{i}\n00:00:0{i},000 --> 00:00:0{i},500\nHi.\n\n" for i in range(1, 5)))
     r = invoke("dub", src, "-o", tmp_path / "t.wav")

@@ -604,9 +604,9 @@ def test_outputs_through_a_link_or_onto_a_folder_fail_alone(invoke, fake_engine,
 
 
 def test_a_batch_input_linked_to_dev_zero_is_bounded(invoke, fake_engine, tmp_path, home, monkeypatch):
-    import omnivoice_cli.app.batch as batch
+    import omnivoice_cli.app.batchinput as batchinput
 
-    monkeypatch.setattr(batch, "MAX_INPUT_BYTES", 8 << 20)  # the same loop, a smaller bound
+    monkeypatch.setattr(batchinput, "MAX_INPUT_BYTES", 8 << 20)  # the same loop, a smaller bound
     src = tmp_path / "zero.jsonl"
     src.symlink_to("/dev/zero")
     r = invoke("batch", src, "-o", tmp_path / "out")
@@ -616,9 +616,9 @@ def test_a_batch_input_linked_to_dev_zero_is_bounded(invoke, fake_engine, tmp_pa
 
 
 def test_too_many_lines_are_refused(invoke, fake_engine, tmp_path, home, monkeypatch):
-    import omnivoice_cli.app.batch as batch
+    import omnivoice_cli.app.batchinput as batchinput
 
-    monkeypatch.setattr(batch, "MAX_LINES", 3)
+    monkeypatch.setattr(batchinput, "MAX_LINES", 3)
     src = tmp_path / "in.txt"
     src.write_text("a\nb\n# comment\n\nc\nd\n")
     r = invoke("batch", src, "-o", tmp_path / "out")

@@ -23,8 +23,9 @@ import pytest
 from conftest import GOLDEN, ROOT, TINY_CKPT, files_in
 from server_util import free_port
 
-from omnivoice_cli.app import cluster
-from omnivoice_cli.app.batch import MANIFEST
+from omnivoice_cli.app import cluster, clusterworker
+from omnivoice_cli.app.executor import GROUP_SIZE
+from omnivoice_cli.app.manifest import MANIFEST
 from omnivoice_cli.engine.config import GenerationConfig
 from omnivoice_cli.engine.errors import CheckpointError, InvalidRequest
 from omnivoice_cli.engine.pipeline import Request
@@ -72,7 +73,7 @@ def test_groups_are_handed_out_longest_first():
     assert [g.cost for g in groups] == [18, 15, 8, 3]
     assert [len(g.lines) for g in cluster.make_groups(items, workers=8)] == [1] * 8
     many = cluster.make_groups([(i, 1.0) for i in range(1000)], workers=2)
-    assert {len(g.lines) for g in many} == {cluster.GROUP_SIZE, 1000 % cluster.GROUP_SIZE}
+    assert {len(g.lines) for g in many} == {GROUP_SIZE, 1000 % GROUP_SIZE}
 
 
 def test_steps_of_all_workers_add_up():
@@ -171,7 +172,7 @@ class FakeRay:
         return lambda cls: ActorClass
 
     def _actor(self, *args):
-        worker = cluster.OmnivoiceWorker(*args)
+        worker = clusterworker.OmnivoiceWorker(*args)
         fake, handle = self, type("Handle", (), {})()
         handle.dead = False
 

@@ -91,7 +91,7 @@ def test_wyoming_stream_speaks_up_to_a_break_only():
 
 def test_book_parts_are_cut_between_sentences_only():
     """A paragraph longer than a part is cut between sentences: never after 'U.S.' or 'Mr.'."""
-    from omnivoice_cli.app.book import split_parts
+    from omnivoice_cli.app.bookplan import split_parts
 
     paragraph = "Trade with the U.S. grew by 2.75 percent. Mr. Smith from the U.K. said so. " * 3
     parts = split_parts(paragraph.strip(), None, limit=60)

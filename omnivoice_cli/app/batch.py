@@ -1,21 +1,21 @@
-"""`omnivoice batch`: many texts from one file, one audio file per line, resumable.
+"""`omnivoice batch`: many texts from one file, one audio file per line, resumable: the run.
 
     omnivoice batch lines.txt -o out/                  # one audio file per non-empty line
     omnivoice batch jobs.jsonl -o out/ --preset fast   # per-line settings
 
 A run (`BatchRun`), in order:
-  1. read the input (.txt: one text per line; .jsonl: one JSON object per line; blank lines and
-     lines starting with '#' are skipped) and check every line: fields, types, values, preset,
-     the engine's own checks, references (read and prepared), output names (two lines may not
-     write one file). A bad line fails alone, with its reason in the manifest;
+  1. read the input (batchinput.py: .txt, one text per line; .jsonl, one JSON object per line;
+     blank lines and lines starting with '#' are skipped) and check every line: fields, types,
+     values, preset, the engine's own checks, references (read and prepared), output names (two
+     lines may not write one file). A bad line fails alone, with its reason in the manifest;
   2. create the output folder, remove temporary files a killed run left behind, and skip every
      line whose output already exists (unless --overwrite): a rerun resumes;
   3. load the model (only if a line is left to speak), encode the references, and send the lines
      to `Engine.generate` in groups of GROUP_SIZE; each file is written (temporary name, then
      rename) as soon as its line is finished, and its manifest record appended (with --ray the
      lines are spoken on a Ray cluster instead: cluster.RayExecutor; this run still writes). The
-     part that speaks is the run's `Executor` (LocalExecutor here), which hands each result to
-     BatchRun.save_result (or fails its line with BatchRun.fail_line);
+     part that speaks is the run's `Executor` (executor.py: LocalExecutor), which hands each
+     result to BatchRun.save_result (or fails its line with BatchRun.fail_line);
   4. rewrite the manifest atomically with one record per input line (manifest.py).
 
 Settings: defaults < the run's preset (or a line's own "preset") < the flags < the line's fields.
@@ -28,20 +28,21 @@ repeats any line byte for byte. Relative paths in a line are relative to the inp
 
 from __future__ import annotations
 
-import json
 import signal
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Protocol
+from typing import Any, Mapping, Protocol
 
-from ..engine.errors import InvalidRequest, MissingExtra, OmniVoiceError
+from ..engine.errors import InvalidRequest, MissingExtra
+from ..engine.hardware import Hardware
 from ..engine.planning import Result
-from ..engine.text import is_blank
 from ..media.output import FORMATS, OutputTarget
 from . import settings as st
+from .batchinput import Line, check_fields, read_input
 from .deliver import Outputs, SilentAudio, Take, deliver
+from .executor import GROUP_SIZE, Executor, LocalExecutor
 from .folder import (
     audio_seconds,
     check_duplicates,
@@ -52,61 +53,10 @@ from .folder import (
 )
 from .listen import Recogniser, RecogniserHolder
 from .manifest import MANIFEST, ManifestWriter, done_records, fingerprint
-from .request import Built, References, Voices, build_request, named
+from .request import References, Voices, build_request
 from .session import Session, WarnOnce, hardware_from_settings, random_seed, seed_for
 from .signals import HoldSignals
-from .verify import RequestCheck, Verifier
-
-if TYPE_CHECKING:  # annotations only: these pull torch (or the recogniser's extra) at import
-    from ..engine.hardware import Hardware
-    from ..engine.pipeline import Engine
-    from ..engine.voice import VoicePrompt
-
-GROUP_SIZE = 64  # lines per Engine.generate call (the engine bounds each forward itself)
-TEXT_SUFFIXES = (".txt",)
-JSON_SUFFIXES = (".jsonl", ".ndjson")
-MAX_INPUT_BYTES = 512 * 1024 * 1024  # the input file is read up to here
-MAX_LINE_BYTES = 1024 * 1024  # one line (a text of about 20 minutes of speech)
-MAX_LINES = 100_000  # lines to speak in one input file (each is planned, and kept, before the model loads)
-LINE_FIELDS = ("text", "id", "output", *st.LINE_SETTINGS, "preset")
-__all__ = ["BatchRun", "BatchReport", "Executor", "LocalExecutor", "MANIFEST", "run_batch"]
-
-
-@dataclass
-class Line:
-    """One input line that is not blank or a comment, and what became of it."""
-
-    number: int  # 1-based line number in the input file
-    text: str | None = None
-    fields: dict[str, Any] = field(default_factory=dict)  # a JSON line's fields; {} for a .txt line
-    id: str | None = None  # the JSON line's id, as a string
-    name: str | None = None  # the output file, relative to the output folder (posix form)
-    format: str | None = None  # wav | flac | ogg
-    built: Built | None = None  # the request, when the line is valid
-    prompt: "VoicePrompt | None" = None  # its reference recording, encoded once the model is loaded
-    check: "RequestCheck | None" = None  # --verify: its per-piece check, while it is spoken
-    warnings: list[str] = field(default_factory=list)
-    error: str | None = None  # "line N: ..." when the line failed
-    status: str | None = None  # done | failed | skipped (None: not run yet)
-    record: dict[str, Any] | None = None  # its manifest record from this run (or reused)
-
-    @property
-    def index(self) -> int:
-        return self.number - 1
-
-    @property
-    def planned(self) -> Built:
-        """Its request: only a line plan_line built (and named) is run."""
-        if self.built is None:
-            raise RuntimeError(f"line {self.number} was not planned")
-        return self.built
-
-    @property
-    def settings(self) -> dict[str, Any] | None:
-        return dict(self.built.settings.values) if self.built else None
-
-    def fail(self, message: str) -> None:
-        self.error = message if message.startswith(f"line {self.number}:") else f"line {self.number}: {message}"
+from .verify import Verifier
 
 
 @dataclass
@@ -132,176 +82,6 @@ class BatchReport:
         return self.generate_seconds / self.audio_seconds if self.audio_seconds > 0 else None
 
 
-# --------------------------------------------------------------------------------------------
-# Reading the input
-# --------------------------------------------------------------------------------------------
-
-
-def _open_input(path: str | Path):
-    p = Path(path).expanduser()
-    suffix = p.suffix.lower()
-    if suffix not in TEXT_SUFFIXES + JSON_SUFFIXES:
-        shown = f"extension {suffix!r}" if suffix else "no extension"
-        raise InvalidRequest(
-            f"input '{path}' has {shown}: use a .txt file (one text per line) or a .jsonl file "
-            "(one JSON object per line)"
-        )
-    if not p.exists():
-        raise InvalidRequest(f"input file '{path}' does not exist")
-    if p.is_dir():
-        raise InvalidRequest(f"input '{path}' is a folder: give a .txt or .jsonl file")
-    try:
-        return open(p, "rb"), suffix in JSON_SUFFIXES
-    except OSError as e:
-        raise OSError(e.errno, f"cannot read the input file '{path}': {e.strerror or e}") from None
-
-
-def _raw_lines(f, path: str | Path):
-    """(number, text or None when too long or not UTF-8, error) of each physical line."""
-    total = 0
-    for number, raw in enumerate(iter(lambda: f.readline(MAX_LINE_BYTES + 1), b""), start=1):
-        total += len(raw)
-        if total > MAX_INPUT_BYTES:
-            raise InvalidRequest(
-                f"input file '{path}' is over {MAX_INPUT_BYTES >> 20} MiB: split it into several files"
-            )
-        if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
-            while raw and not raw.endswith(b"\n"):  # skip the rest of the line
-                raw = f.readline(MAX_LINE_BYTES + 1)
-                total += len(raw)
-                if total > MAX_INPUT_BYTES:
-                    raise InvalidRequest(f"input file '{path}' is over {MAX_INPUT_BYTES >> 20} MiB")
-            yield number, None, f"line {number}: longer than {MAX_LINE_BYTES >> 20} MiB: split it"
-            continue
-        if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
-            raw = raw[3:]
-        try:
-            yield number, raw.decode("utf-8").rstrip("\r\n"), None
-        except UnicodeDecodeError as e:
-            raise InvalidRequest(
-                f"input file '{path}' is not UTF-8 text (line {number}, column {e.start + 1})"
-            ) from None
-
-
-def read_input(path: str | Path) -> tuple[list[Line], int]:
-    """The lines to speak (blank and '#' lines skipped) and the file's number of physical lines.
-
-    A missing, unreadable or empty file, or an unknown extension, is an InvalidRequest. A line that
-    does not parse becomes a Line with its error set (the other lines still run)."""
-    f, as_json = _open_input(path)
-    lines: list[Line] = []
-    physical, seen_text = 0, False
-    with f:
-        for number, raw, error in _raw_lines(f, path):
-            physical = number
-            if error is not None:
-                lines.append(Line(number, error=error))
-                continue
-            stripped = raw.strip()
-            seen_text = seen_text or bool(stripped)
-            if is_blank(stripped) or stripped.startswith("#"):  # blank: whitespace, zero-width, controls
-                continue
-            if len(lines) >= MAX_LINES:
-                raise InvalidRequest(
-                    f"input file '{path}' has more than {MAX_LINES} lines to speak: split it into several files"
-                )
-            lines.append(Line(number, text=stripped) if not as_json else _json_line(number, stripped))
-    if not lines:
-        what = "is empty" if physical == 0 or not seen_text else "has only blank lines and # comments"
-        raise InvalidRequest(f"input file '{path}' {what}: nothing to speak")
-    return lines, physical
-
-
-class _DuplicateKey(ValueError):
-    pass
-
-
-def _no_duplicate_keys(pairs):
-    out = {}
-    for key, value in pairs:
-        if key in out:
-            raise _DuplicateKey(key)
-        out[key] = value
-    return out
-
-
-def _json_line(number: int, stripped: str) -> Line:
-    line = Line(number)
-    try:
-        obj = json.loads(stripped, object_pairs_hook=_no_duplicate_keys)
-    except _DuplicateKey as e:
-        line.error = f"line {number}: field {e.args[0]!r} appears twice"
-    except json.JSONDecodeError as e:
-        line.error = f"line {number}: not valid JSON: {e.msg} (column {e.colno})"
-    except (RecursionError, ValueError) as e:  # nested too deeply; an integer of thousands of digits
-        what = "nested too deeply" if isinstance(e, RecursionError) else str(e).split(";")[0]
-        line.error = f"line {number}: not valid JSON: {what}"
-    else:
-        if isinstance(obj, dict):
-            line.fields = obj
-        else:
-            line.error = f'line {number}: expected a JSON object such as {{"text": "Hello"}}, got {st.type_name(obj)}'
-    return line
-
-
-def check_fields(line: Line) -> None:
-    """Check a JSON line's fields (names, types, values); set line.text, line.id or line.error."""
-    if line.error is not None or (not line.fields and line.text is not None):
-        return
-    n, f = line.number, line.fields
-    unknown = [k for k in f if k not in LINE_FIELDS]
-    if unknown:
-        hint = st.did_you_mean(unknown[0], LINE_FIELDS)
-        if unknown[0] in st.SCHEMA:  # a setting of the whole run (a file of this machine, the hardware)
-            hint = f" ({unknown[0]} is set for the whole run: give {st.flag_name(unknown[0])} or a --preset)"
-        names = ", ".join(repr(k)[:60] for k in unknown[:5])
-        line.error = (
-            f"line {n}: unknown field{'s' if len(unknown) > 1 else ''} {names}{hint}; "
-            f"known fields: {', '.join(LINE_FIELDS)}"
-        )
-        return
-    text = f.get("text")
-    if text is None:
-        line.error = f"line {n}: field 'text' is missing: every line needs the text to speak"
-    elif not isinstance(text, str):
-        line.error = f"line {n}: field 'text' must be a string, got {st.shown_value(text)} ({st.type_name(text)})"
-    elif not text.strip():
-        line.error = f"line {n}: field 'text' is empty: give some text to speak"
-    else:
-        line.text = text  # its line breaks kept for `markdown` (request.spoken_text joins the lines)
-        line.error = _check_plain_fields(n, f)
-    if line.error is None and f.get("id") is not None:
-        line.id = str(f["id"])
-
-
-def _check_plain_fields(n: int, f: dict[str, Any]) -> str | None:
-    for key in ("id", "output", "preset"):
-        value = f.get(key)
-        if value is None:
-            continue
-        ok = isinstance(value, str) or (key == "id" and isinstance(value, int) and not isinstance(value, bool))
-        if not ok:
-            kind = "a string or an integer" if key == "id" else "a string"
-            return f"line {n}: field {key!r} must be {kind}, got {st.shown_value(value)} ({st.type_name(value)})"
-        if isinstance(value, str) and not value.strip():
-            return f"line {n}: field {key!r} is empty"
-    try:
-        f.update(st.check_layer({k: f.get(k) for k in st.LINE_SETTINGS}, st.Source("line", str(n)), st.LINE))
-    except st.SettingsError as e:
-        return str(e)
-    return None
-
-
-# --------------------------------------------------------------------------------------------
-# Settings, requests and output names of each line
-# --------------------------------------------------------------------------------------------
-
-
-# --------------------------------------------------------------------------------------------
-# The output folder
-# --------------------------------------------------------------------------------------------
-
-
 def _record(line: Line, status: str, **extra: Any) -> dict[str, Any]:
     rec: dict[str, Any] = {
         "line": line.number,
@@ -320,23 +100,6 @@ def _record(line: Line, status: str, **extra: Any) -> dict[str, Any]:
     }
     rec.update(extra)
     return rec
-
-
-# --------------------------------------------------------------------------------------------
-# The run
-# --------------------------------------------------------------------------------------------
-
-
-class Executor(Protocol):
-    """What speaks the pending lines of a run: LocalExecutor (the engine in this process) or
-    cluster.RayExecutor (engine actors on a Ray cluster). It ends each line with run.save_result
-    or run.fail_line (the run writes the files and the manifest, the executor nothing), shows
-    the run's warnings (run.warn), feeds run.progress.step, and sets run.report's load_seconds,
-    voice_seconds and generate_seconds. `signals` are the run's (HoldSignals: reclaim them after a
-    library took them, protect what must not be cut); a Stop (Ctrl-C, SIGTERM) goes through, and
-    the run records the lines not spoken as pending."""
-
-    def speak(self, run: "BatchRun", pending: list[Line], signals: HoldSignals) -> None: ...
 
 
 class LineSink(Protocol):
@@ -618,80 +381,6 @@ class BatchRun:
             setattr(self.report, status, sum(1 for ln in self.lines if ln.status == status))
         self.report.wall_seconds = time.perf_counter() - t_start
         return self.report
-
-
-class LocalExecutor:
-    """The engine in this process (the default Executor): loaded once, the reference recordings
-    encoded once each, the lines sent to Engine.generate in groups of GROUP_SIZE."""
-
-    def speak(self, run: BatchRun, pending: list[Line], signals: HoldSignals) -> None:
-        engine, run.report.load_seconds = run.session.load_engine(*run.hardware())
-        cloned = [(ln, ref) for ln in pending if (ref := ln.planned.reference) is not None]
-        if cloned:  # the encoder and every recording: "voices prepared in", apart from the model's load
-            t_voice = time.perf_counter()
-            with run.session.status("preparing the reference voices ..."):
-                engine.load_encoder()
-                for line, ref in cloned:
-                    try:
-                        line.prompt = run.refs.encode(engine, ref)
-                    except (OmniVoiceError, OSError, ValueError) as e:
-                        run.fail_line(line, f"{line.planned.settings.name('ref')}: {' '.join(str(e).split())}")
-            run.report.voice_seconds = time.perf_counter() - t_voice
-        t_gen = time.perf_counter()
-        pending = [ln for ln in pending if ln.status is None]
-        for line in pending:
-            run.warn(line, line.warnings)
-        size = getattr(run, "group_size", GROUP_SIZE)
-        for start in range(0, len(pending), size):
-            self.run_group(run, engine, pending[start : start + size])
-        run.report.generate_seconds = time.perf_counter() - t_gen
-
-    def check_for(self, run: BatchRun, line: Line) -> RequestCheck | None:
-        """A line's --verify check (the run's one recogniser, loaded on the first such line)."""
-        settings = line.planned.settings
-        if not settings["verify"]:
-            return None
-        if run.verifier is None:
-            with run.session.status("loading the speech recogniser ..."):
-                run.verifier = Verifier.from_settings(settings)
-        line.check = run.verifier.for_request(
-            line.planned.request.lang, settings["verify_max_error"], settings["verify_retries"]
-        )
-        return line.check
-
-    def run_group(self, run: BatchRun, engine: Engine, group: list[Line]) -> None:
-        """One Engine.generate call: each line saved as soon as it is finished."""
-        import dataclasses
-
-        t0 = time.perf_counter()
-
-        def on_result(i: int, result: Result) -> None:
-            run.save_result(group[i], result, t0)
-
-        def on_error(i: int, e: Exception) -> None:  # this line alone failed (its checks, size, decoding)
-            line = group[i]
-            if isinstance(e, InvalidRequest) and e.setting is not None:
-                e = named(line.planned.settings, e)
-            run.fail_line(line, f"generation failed: {' '.join((str(e).strip() or type(e).__name__).split())}")
-
-        requests = [
-            dataclasses.replace(ln.planned.request, ref=ln.prompt) if ln.prompt else ln.planned.request for ln in group
-        ]
-        checks = [self.check_for(run, ln) for ln in group]  # --verify (verify.py)
-        try:
-            engine.generate(
-                requests,
-                on_step=run.progress.step,
-                on_result=on_result,
-                on_error=on_error,
-                steady=True,  # lines leave one by one: a stop keeps what is finished (waves.Stagger)
-                **({"checks": checks} if any(c is not None for c in checks) else {}),
-            )
-        except (OmniVoiceError, RuntimeError, MemoryError) as e:  # e.g. out of memory: the group fails
-            msg = " ".join((str(e).strip() or type(e).__name__).split())
-            for line in group:
-                if line.status is None:
-                    run.fail_line(line, f"generation failed: {msg}")
 
 
 def run_batch(input_path: str | Path, output_dir: str | Path, **kwargs: Any) -> BatchReport:

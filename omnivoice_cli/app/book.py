@@ -5,7 +5,8 @@
 
 The modules of a book, by idea: bookplan.py (the chapters, their parts as typed Text and Pause
 segments, the parts' keys), booktrack.py (progress), bookwork.py (the work folder, and the sink the
-batch run tells of each part), bookaudio.py (a chapter's audio streamed from its parts); this one the
+batch run tells of each part), bookaudio.py (a chapter's audio streamed from its parts),
+bookassembly.py (the outputs written from the parts), bookdescribe.py (the dry run); this one the
 run. Each output is delivered by deliver.deliver_blocks (media/loudness.Leveller, the one streamed
 leveller, then the file or media/m4b.py's .m4b) and its subtitles by deliver.write_cues.
 
@@ -26,15 +27,11 @@ A run (`BookRun`), in order:
      so a rerun after Ctrl-C or a kill resumes, and a changed chapter text or setting gives new
      keys for the parts it changes and only those are spoken. Seeds: each part's comes from its
      text (and --seed S when given), so an unchanged part is spoken the same way;
-  3. once every part is there, assemble each output: the whole book for .m4b, each chapter for
-     a folder. A chapter is CHAPTER_LEAD of silence, its parts (PARAGRAPH_PAUSE between two),
-     then CHAPTER_TAIL of silence. The loudness of each whole output is measured (ITU-R
-     BS.1770) and one gain brings it to the target (-18 LUFS by default, --loudness), with a
-     true-peak limiter at -1 dBTP: never a gain per part. An output whose inputs did not change
-     is not written again (book.json in the work folder keeps each output's key), so finished
-     chapter files stay byte for byte. Beside them: the chapter list as JSON and, with
-     --subtitles, one subtitle file per chapter (times on that chapter's file in a folder, on
-     the .m4b's timeline for an .m4b).
+  3. once every part is there, assemble each output (bookassembly.Assembly): the whole book for
+     .m4b, each chapter for a folder, at one loudness over each whole output (-18 LUFS by
+     default, --loudness), never a gain per part; an output whose inputs did not change is not
+     written again. Beside them: the chapter list as JSON and, with --subtitles, one subtitle
+     file per chapter.
 
 Every file is written to a temporary name and renamed: nothing is ever half-written.
 """
@@ -42,38 +39,25 @@ Every file is written to a temporary name and renamed: nothing is ever half-writ
 from __future__ import annotations
 
 import dataclasses
-import functools
-import hashlib
-import json
 import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, TypedDict
+from typing import Callable
 
-from ..engine.errors import InvalidRequest, MissingExtra, OmniVoiceError
-from ..media.loudness import LoudnessReport, require
-from ..media.m4b import BookTags, ChapterMark, cover_image, write_chapters_json
+from ..engine.errors import InvalidRequest, MissingExtra
+from ..media.loudness import require
+from ..media.m4b import BookTags, cover_image
 from ..media.output import AudioFormat, check_available, format_named
 from . import settings as st
-from .batch import BatchRun, Executor, remove_stale_temporaries
-from .bookaudio import Layout, chapter_layout, frames_of, part_info, write_chapter_subtitles
-from .bookaudio import stream as _stream  # (a test stops a book between two blocks through it)
+from .batch import BatchRun
+from .bookassembly import Assembly, Loudness, output_names, outputs_folder
 from .bookplan import (
-    BOOK_SUFFIXES,
-    CHAPTER_LEAD,
-    CHAPTER_TAIL,
     DEFAULT_LOUDNESS,
     KEY_CHARS,
-    PARAGRAPH_PAUSE,
-    PART_CHARS,
     PART_FORMAT,
-    PEAK_DBTP,
-    TITLE_PAUSE,
     ChapterPlan,
     PartLine,
-    Pause,
-    Text,
     chapter_stem,
     lexicon_key,
     output_kind,
@@ -83,55 +67,16 @@ from .bookplan import (
     plan_parts,
     render,
     settings_key,
-    split_parts,
 )
 from .bookread import Book, open_book
-from .booktrack import BookProgress, BookState, NoBookProgress, Tracker
-from .bookwork import STATE, PartSink, State, check_parts, pieces_name, read_state, remove_old_parts, write_json
-from .deliver import Chapters, deliver_blocks
+from .booktrack import BookProgress, NoBookProgress, Tracker
+from .bookwork import PartSink, check_parts, remove_old_parts
 from .dryrun import describe
-from .manifest import fingerprint, is_recorded
+from .executor import Executor
 from .session import Session
 from .signals import HoldSignals, Stop
 
-if TYPE_CHECKING:
-    from collections.abc import Iterator
-
-    import numpy as np
-
 BOOK_GROUP_SIZE = 8  # parts per Engine.generate call (it keeps every result of a call until the call ends)
-CHAPTERS_JSON = "chapters.json"  # a folder's chapter list (an .m4b's: NAME.chapters.json beside it)
-Loudness = dict[str, object]  # loudness.LoudnessReport.as_dict() and its "warning"
-
-__all__ = [
-    "BookRun",
-    "BookReport",
-    "BookState",
-    "describe_book",
-    "parse_chapters",
-    "output_kind",
-    "split_parts",
-    # the plan's names, where the book's callers and tests find them
-    "CHAPTER_LEAD",
-    "CHAPTER_TAIL",
-    "DEFAULT_LOUDNESS",
-    "PARAGRAPH_PAUSE",
-    "PART_CHARS",
-    "TITLE_PAUSE",
-    "BOOK_SUFFIXES",
-    "ChapterPlan",
-    "PartLine",
-    "Pause",
-    "Text",
-    "Tracker",
-    "BookProgress",
-    "chapter_stem",
-    "part_key",
-    "part_seed",
-    "pieces_name",
-    "plan_parts",
-    "render",
-]
 
 
 # --------------------------------------------------------------------------------------------
@@ -196,8 +141,6 @@ class BookRun:
         self.lines: list[PartLine] = []  # the parts, each once (chapters may share one)
         self.warnings: list[str] = []  # about the book, found before anything is spoken (its cover)
         self.cover_ok = False  # the book's cover is used (checked as the .m4b writer uses it)
-        self.sha: dict[str, str] = {}  # each part's sha256, checked as the outputs are assembled
-        self.state: State = {"outputs": {}}
         self.fmt: AudioFormat | None = None
         self.output: Path | None = None
         self.kind: str | None = None
@@ -420,8 +363,7 @@ class BookRun:
 
     def _folder(self) -> Path:
         """Where the outputs go: -o for a folder, the .m4b's folder."""
-        output, _ = self._paths()
-        return output if self.kind == "folder" else output.parent
+        return outputs_folder(self._paths()[0], self.kind)
 
     def _check_outputs(self) -> None:
         """Before the model loads: the outputs' folder made (or there) and writable, no folder
@@ -456,69 +398,36 @@ class BookRun:
     # -- assembling ----------------------------------------------------------------------
 
     def assemble(self, signals: HoldSignals | None = None) -> None:
-        """Write the outputs from the parts (every part must be in the work folder)."""
-        _, work = self._paths()
-        self.sha = {}  # each part's sha256, as its record gives it and as checked
-        for line in self.lines:
-            if line.record is None or not is_recorded(work, line.name, line.record):
-                for path in (work / line.name, work / pieces_name(line.name)):
-                    if path.is_symlink() or path.is_file():
-                        path.unlink()
-                raise OmniVoiceError(
-                    f"{work / line.name} changed while the book was spoken: it is deleted, "
-                    "run the same command again to speak it again"
-                )
-            self.sha[line.name] = str(line.record["sha256"])
-        sr = part_info(work / self.plans[0].parts[0].name)[0]
-        layouts = [chapter_layout(work, plan, sr) for plan in self.plans]
-        self.state = read_state(work / STATE)
-        remove_stale_temporaries(self._folder(), self._output_names())
-        if self.kind == "m4b":
-            self._write_m4b(layouts, sr, signals)
-        else:
-            self._write_folder(layouts, sr, signals)
+        """Write the outputs from the parts (every part must be in the work folder): an
+        Assembly (bookassembly.py), what it wrote and kept in the report."""
+        output, work = self._paths()
+        assembly = Assembly(
+            self.plans,
+            self.lines,
+            output,
+            work,
+            self.kind,
+            self.fmt,
+            self.loudness_target(),
+            self.tags(),
+            self.subtitles,
+            self._warn_output,
+        )
+        try:
+            assembly.write(signals)
+        finally:
+            r = self.report
+            r.written += assembly.written
+            r.kept += assembly.kept
+            r.loudness.update(assembly.levels)
+            r.duration = assembly.duration
+
+    def _warn_output(self, message: str) -> None:
+        self.report.warnings.append(message)
+        self.session.echo(f"Warning: {message}")
 
     def _output_names(self) -> list[str]:
-        output, _ = self._paths()
-        if self.kind == "m4b":
-            return [output.name, _chapters_json(output).name]
-        extension = self.fmt.extension if self.fmt is not None else ""
-        return [plan.stem + extension for plan in self.plans] + [CHAPTERS_JSON]
-
-    def _chapter_key(self, plan: ChapterPlan, sr: int) -> str:
-        parts = [p.name for p in plan.parts]
-        sha = [self.sha.get(p.name) for p in plan.parts]  # what is in them, as checked
-        layout = [CHAPTER_LEAD, PARAGRAPH_PAUSE, CHAPTER_TAIL, sr, PEAK_DBTP, self.loudness_target()]
-        fmt = self.fmt.name if self.fmt is not None else "m4b"
-        return _digest({"parts": parts, "sha256": sha, "layout": layout, "format": fmt})
-
-    def _up_to_date(self, path: Path, key: str) -> bool:
-        """Whether the output is there as written from these parts: its key (the parts' names
-        and sha256, the layout) and the file itself (its size and sha256, checked)."""
-        entry = self.state["outputs"].get(path.name)
-        if not isinstance(entry, dict) or entry.get("key") != key:
-            return False
-        return is_recorded(path.parent, path.name, {"bytes": entry.get("size"), "sha256": entry.get("sha256")})
-
-    def _written(self, path: Path, key: str, duration: float, level: Loudness | None) -> None:
-        """Record an output just written (state saved at once: a kill keeps what is done)."""
-        fp = fingerprint(path)
-        entry: dict[str, object] = {"key": key, "size": fp["bytes"], "sha256": fp["sha256"]}
-        entry["duration"], entry["loudness"] = round(duration, 3), level
-        self.state["outputs"][path.name] = entry
-        write_json(self._paths()[1] / STATE, self.state)
-        self.report.written.append(str(path))
-        self.report.loudness[path.name] = level
-        warning = level.get("warning") if level else None
-        if warning:
-            message = f"{path.name}: {warning}"
-            self.report.warnings.append(message)
-            self.session.echo(f"Warning: {message}")
-
-    def _kept(self, path: Path) -> None:
-        self.report.kept.append(str(path))
-        level = self.state["outputs"][path.name].get("loudness")
-        self.report.loudness[path.name] = level if isinstance(level, dict) else None
+        return output_names(self._paths()[0], self.kind, self.fmt, self.plans)
 
     def tags(self) -> BookTags:
         info = self.book.info
@@ -532,166 +441,3 @@ class BookRun:
             cover=info.cover if self.cover_ok else None,
             cover_type=info.cover_type if self.cover_ok else None,
         )
-
-    def _write_m4b(self, layouts: list[Layout], sr: int, signals: HoldSignals | None) -> None:
-        output, work = self._paths()
-        marks, start = [], 0
-        for plan, layout in zip(self.plans, layouts):
-            frames = frames_of(layout)
-            marks.append(ChapterMark(plan.title, start / sr, (start + frames) / sr))
-            start += frames
-        tags = self.tags()
-        cover = hashlib.sha256(tags.cover).hexdigest() if tags.cover else None
-        fields = {k: v for k, v in dataclasses.asdict(tags).items() if k != "cover"}
-        key = _digest({"chapters": [self._chapter_key(p, sr) for p in self.plans], "tags": fields, "cover": cover})
-        titled = [ChapterMark(p.title, m.start, m.end) for p, m in zip(self.plans, marks)]
-        if self._up_to_date(output, key):
-            self._kept(output)
-        else:
-
-            def chunks() -> Iterator[np.ndarray]:
-                for layout in layouts:
-                    yield from _stream(layout, signals)
-
-            target, chapters = self.loudness_target(), Chapters(titled, tags)
-            loud, duration = deliver_blocks(chunks, sr, output, loudness=target, ceiling=PEAK_DBTP, chapters=chapters)
-            self._written(output, key, duration, _loudness(loud))
-        self.report.duration = start / sr
-        write_chapters_json(_chapters_json(output), titled, tags)
-        if self.subtitles:
-            for plan, layout, mark in zip(self.plans, layouts, marks):
-                path = output.with_name(f"{output.stem}.{plan.stem}.{self.subtitles}")
-                write_chapter_subtitles(path, work, layout, round(mark.start * sr), sr)
-
-    def _write_folder(self, layouts: list[Layout], sr: int, signals: HoldSignals | None) -> None:
-        output, work = self._paths()
-        fmt = self.fmt
-        assert fmt is not None  # a folder's format (audio_format, planned)
-        marks, files, start = [], [], 0
-        for plan, layout in zip(self.plans, layouts):
-            frames = frames_of(layout)
-            path = output / (plan.stem + fmt.extension)
-            key = self._chapter_key(plan, sr)
-            if self._up_to_date(path, key):
-                self._kept(path)
-            else:
-                chunks = functools.partial(_stream, layout, signals)
-                target = self.loudness_target()
-                loud, seconds = deliver_blocks(
-                    chunks, sr, path, loudness=target, ceiling=PEAK_DBTP, fmt=fmt, frames=frames
-                )
-                self._written(path, key, seconds, _loudness(loud))
-            if self.subtitles:
-                write_chapter_subtitles(path.with_suffix("." + self.subtitles), work, layout, 0, sr)
-            marks.append(ChapterMark(plan.title, start / sr, (start + frames) / sr))
-            files.append(path.name)
-            start += frames
-        self.report.duration = start / sr
-        write_chapters_json(output / CHAPTERS_JSON, marks, self.tags(), files)
-
-
-def _loudness(rep: LoudnessReport) -> Loudness:
-    """An output's loudness as book.json and the report keep it: the leveller's report and its warning."""
-    return {**rep.as_dict(), "warning": rep.warning()}
-
-
-def _chapters_json(m4b: Path) -> Path:
-    return m4b.with_name(m4b.stem + ".chapters.json")
-
-
-def _digest(data: object) -> str:
-    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
-
-
-class Replaced(TypedDict):
-    words: str
-    say: str
-    times: int
-
-
-class ChapterDescription(TypedDict):
-    number: int
-    title: str
-    source: str
-    words: int
-    parts: int
-    pieces: int
-    seconds: float
-    file: str | None
-    done: bool
-    replaced: list[Replaced]
-
-
-class BookDescription(TypedDict):
-    book: str
-    format: str
-    title: str | None
-    author: str | None
-    language: str | None
-    cover: str | None
-    output: str | None
-    kind: str | None
-    chapters: list[ChapterDescription]
-    words: int
-    seconds: float
-    skipped: list[str]
-    loudness: float
-    errors: list[str]
-    warnings: list[str]
-
-
-def _replaced(plan: ChapterPlan) -> list[Replaced]:
-    """What the lexicon replaced in a chapter: each (words, replacement) once, in the order first
-    met, with the times it was replaced."""
-    times: dict[tuple[str, str], int] = {}
-    for part in plan.parts:
-        for pair, n in part.replaced.items():
-            times[pair] = times.get(pair, 0) + n
-    return [{"words": w, "say": say, "times": n} for (w, say), n in times.items()]
-
-
-def describe_book(run: BookRun) -> BookDescription:
-    """The dry run of a planned book (no model, nothing written): the book, each chapter (words,
-    parts, the engine's pieces, estimated seconds, its file, whether its parts are all done,
-    what the lexicon replaced in it),
-    what was skipped, and the errors of parts that cannot be spoken."""
-    info = run.book.info
-    chapters: list[ChapterDescription] = []
-    good = run.check_parts(remove=False)  # done: a part the manifest vouches for (nothing deleted)
-    words, seconds = 0, 0.0
-    for plan in run.plans:
-        file = plan.stem + run.fmt.extension if run.kind == "folder" and run.fmt is not None else None
-        done = all(p.name in good for p in plan.parts)
-        estimate = round(plan.estimate, 2)
-        words, seconds = words + plan.words, seconds + estimate
-        chapters.append(
-            {
-                "number": plan.number,
-                "title": plan.title,
-                "source": plan.source,
-                "words": plan.words,
-                "parts": len(plan.parts),
-                "pieces": sum(p.pieces for p in plan.parts),
-                "seconds": estimate,
-                "file": file,
-                "done": done,
-                "replaced": _replaced(plan),
-            }
-        )
-    return {
-        "book": str(run.book_path),
-        "format": info.format,
-        "title": info.title,
-        "author": info.author,
-        "language": info.language,
-        "cover": info.cover_type if run.cover_ok else None,
-        "output": None if run.output is None else str(run.output),
-        "kind": run.kind,
-        "chapters": chapters,
-        "words": words,
-        "seconds": round(seconds, 2),
-        "skipped": list(info.skipped),
-        "loudness": run.loudness_target(),
-        "errors": [ln.error for ln in run.lines if ln.error is not None],
-        "warnings": list(run.warnings),
-    }

@@ -21,7 +21,7 @@ from typing import Union
 from ..engine.errors import InvalidRequest
 from ..engine.text import is_sentence_break  # not after 'U.S.' or 'Mr.' (the chunker's rule)
 from . import settings as st
-from .batch import Line
+from .batchinput import Line
 from .request import spoken_text
 from .voices import resolve_voice
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from .batch import Line
+from .batchinput import Line
 from .bookplan import ChapterPlan
 from .session import NoProgress
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, TypedDict
 
 from ..engine.text import split_pauses
 from ..media.output import replace_atomically
-from .batch import Line
+from .batchinput import Line
 from .bookplan import KEY_CHARS, PART_FORMAT, PartLine
 from .booktrack import Tracker
 from .manifest import MANIFEST, _open_regular, done_records, is_recorded
@@ -36,7 +36,7 @@ class Pieces(TypedDict):
 
 class State(TypedDict):
     """book.json: each output written, by file name: {"key", "size", "sha256", "duration",
-    "loudness"} (an entry read back is checked field by field before use, as book.py does)."""
+    "loudness"} (an entry read back is checked field by field before use, as bookassembly.py does)."""
 
     outputs: dict[str, dict[str, object]]
 

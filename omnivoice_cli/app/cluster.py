@@ -6,10 +6,10 @@
 The driver is batch.BatchRun, unchanged: it checks every line before anything starts, skips the
 files that exist, and is the only writer of the output folder and the manifest (resume,
 --overwrite, atomic writes and exit codes are a local batch's). This module is its executor
-(batch.Executor), the part that speaks the pending lines (`BatchRun(..., executor=RayExecutor(options))`):
+(executor.Executor), the part that speaks the pending lines (`BatchRun(..., executor=RayExecutor(options))`):
 
   1. connect to the cluster (`local`: start one here; shut down again at the end);
-  2. start `workers` actors (OmnivoiceWorker): each loads the engine once, with the run's settings
+  2. start `workers` actors (clusterworker.OmnivoiceWorker): each loads the engine once, with the run's settings
      (Session.load_engine, from the run's model and engine/hardware.Hardware), on `gpus_per_worker` GPUs or
      `threads` CPU cores;
   3. cut the lines into groups, the longest first (estimated frames x steps, from plan_request),
@@ -41,25 +41,20 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from ..engine.config import ModelConfig
-from ..engine.errors import InvalidRequest, MissingExtra, OmniVoiceError, install_hint
-from ..engine.hardware import Hardware
-from ..engine.pipeline import Engine, Request, Result, plan_request
-from .session import Session
+from ..engine.errors import InvalidRequest, MissingExtra, OmniVoiceError, install_hint, one_line
+from ..engine.pipeline import Request, plan_request
+from .batchinput import Line
+from .clusterworker import OmnivoiceWorker, Outcome, Task
+from .executor import GROUP_SIZE, BatchDriver
 from .signals import HoldSignals
-
-if TYPE_CHECKING:  # annotations only: the voice pulls torch, the batch imports this module's users
-    from ..engine.voice import VoicePrompt
-    from .batch import BatchRun, Line
 
 INSTALL_HINT = install_hint("ray")
 MAX_RETRIES = 2  # times a group is given to another worker after its worker died
-GROUP_SIZE = 64  # at most this many lines per group (batch.GROUP_SIZE)
 GROUPS_PER_WORKER = 2  # smaller groups, down to one line, until each worker gets about this many
 POLL_SECONDS = 0.2  # the driver's wait between looks at the steps queue (and at Ctrl-C)
-STEP_SECONDS = 0.25  # a worker reports its steps at most this often
 MAX_WORKERS = 10_000
 __all__ = ["ClusterOptions", "RayExecutor", "import_ray", "make_groups", "line_cost", "INSTALL_HINT"]
 
@@ -94,31 +89,6 @@ class ClusterOptions:
             )
 
 
-# --------------------------------------------------------------------------------------------
-# What travels: tasks to the workers, outcomes back
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Task:
-    """One line for a worker: its request (ref None while `ref_key` names a recording to encode)."""
-
-    number: int  # the line number (the driver's key)
-    request: Request
-    ref_key: tuple[str, str] | None = None  # (file, transcript) of its recording, in the group's references
-
-
-@dataclass
-class Outcome:
-    """What became of one task on a worker: a result (its tokens dropped) or an error message."""
-
-    number: int
-    result: Result | None = None  # with tokens=None
-    error: str | None = None
-    ref_error: bool = False  # the error is about the line's reference recording
-    seconds: float = 0.0  # from the start of its group to its result, on the worker
-
-
 @dataclass
 class Group:
     """Lines given to one worker at a time."""
@@ -126,10 +96,6 @@ class Group:
     lines: list[Line]
     attempts: int = 0  # workers that died running it
     cost: float = 0.0
-
-
-def one_line(e: BaseException) -> str:
-    return " ".join((str(e).strip() or type(e).__name__).split())
 
 
 def line_cost(request: Request) -> float:
@@ -153,82 +119,6 @@ def make_groups(costs: list[tuple[Line, float]], workers: int) -> list[Group]:
 def sum_steps(steps: dict[str, tuple[int, int]]) -> tuple[int, int]:
     """(done, total) of the forward loops running on all workers."""
     return sum(d for d, _ in steps.values()), sum(t for _, t in steps.values())
-
-
-# --------------------------------------------------------------------------------------------
-# The worker (a Ray actor)
-# --------------------------------------------------------------------------------------------
-
-
-class OmnivoiceWorker:
-    """One engine, loaded once, speaking groups of lines (wrapped by ray.remote at run time)."""
-
-    def __init__(self, model: str, hardware: Hardware, encoder: bool, queue: Any = None, name: str = "") -> None:
-        self.queue, self.name = queue, name
-        self.prompts: dict[tuple[str, str], VoicePrompt] = {}  # encoded recordings
-        self.engine: Engine | None = None
-        self.error: BaseException | None = None
-        self.load_seconds = 0.0
-        self._last = 0.0
-        try:
-            self.engine, self.load_seconds = Session().load_engine(model, hardware, encoder=encoder)
-        except Exception as e:  # sent back by ready(), raised by the driver
-            self.error = e
-
-    def ready(self) -> tuple[int, float, BaseException | None]:
-        """(process id, seconds the model took to load, the loading error or None)."""
-        return os.getpid(), self.load_seconds, self.error
-
-    def _request(self, engine: Engine, task: Task, references: dict) -> Request:
-        if task.ref_key is None:
-            return task.request
-        if task.ref_key not in self.prompts:
-            prepared, transcript = references[task.ref_key]
-            self.prompts[task.ref_key] = engine.voice_from_audio(prepared, transcript)
-        return dataclasses.replace(task.request, ref=self.prompts[task.ref_key])
-
-    def _step(self, done: int, total: int) -> None:
-        now = time.monotonic()
-        if self.queue is None or (now - self._last < STEP_SECONDS and done < total):
-            return
-        self._last = now
-        try:
-            self.queue.put_nowait((self.name, done, total))
-        except Exception:  # a full or lost queue only costs a bar update
-            pass
-
-    def run(self, tasks: list[Task], references: dict) -> list[Outcome]:
-        """Speak a group: every task gets an Outcome (a generation error fails the whole group)."""
-        if self.error is not None:
-            return [
-                Outcome(t.number, error=f"the worker could not load the model: {one_line(self.error)}") for t in tasks
-            ]
-        engine = self.engine
-        if engine is None:  # never: an engine that did not load left its error (above)
-            raise RuntimeError("the worker has no engine")
-        t0 = time.perf_counter()
-        outcomes: dict[int, Outcome] = {}
-        requests, numbers = [], []
-        for task in tasks:
-            try:
-                requests.append(self._request(engine, task, references))
-                numbers.append(task.number)
-            except (OmniVoiceError, OSError, ValueError) as e:
-                outcomes[task.number] = Outcome(task.number, error=one_line(e), ref_error=True)
-
-        def on_result(i: int, result: Result) -> None:
-            result.tokens = None  # the codes stay here: only the audio travels
-            outcomes[numbers[i]] = Outcome(numbers[i], result=result, seconds=time.perf_counter() - t0)
-
-        try:
-            if requests:
-                engine.generate(requests, on_step=self._step, on_result=on_result)
-        except (OmniVoiceError, RuntimeError, MemoryError) as e:  # e.g. out of memory: the group fails
-            for number in numbers:
-                outcomes.setdefault(number, Outcome(number, error=f"generation failed: {one_line(e)}"))
-        if self.queue is not None:
-            self._step(0, 0)  # this worker's loop is over
-        return [outcomes[t.number] for t in tasks]
 
 
 # --------------------------------------------------------------------------------------------
@@ -296,7 +186,7 @@ class RayExecutor:
     def __init__(self, options: ClusterOptions) -> None:
         self.options = options
 
-    def speak(self, run: BatchRun, pending: list[Line], signals: HoldSignals) -> None:
+    def speak(self, run: BatchDriver, pending: list[Line], signals: HoldSignals) -> None:
         ray = import_ray()
         _, hardware = run.hardware()
         check_device(hardware.device, self.options)
@@ -315,7 +205,7 @@ class RayExecutor:
 class _ClusterRun:
     """One run on the cluster: the workers, the groups to do, the calls in flight."""
 
-    def __init__(self, ray: Any, options: ClusterOptions, run: BatchRun, signals: HoldSignals) -> None:
+    def __init__(self, ray: Any, options: ClusterOptions, run: BatchDriver, signals: HoldSignals) -> None:
         self.ray, self.options, self.run, self.signals = ray, options, run, signals
         self.echo = run.echo if not run.quiet else (lambda msg: run.echo(msg) if msg.startswith("Warning") else None)
         self.owns_ray = not ray.is_initialized()  # this run starts (or joins) Ray, and lets go at the end

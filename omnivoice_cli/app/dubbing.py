@@ -1,13 +1,10 @@
-"""`omnivoice dub`: a subtitle file spoken into one track, every cue in its own time slot.
+"""`omnivoice dub`: a subtitle file spoken into one track, every cue in its own time slot: the run
+(the cues' plan: dubplan.py), the stems and the placement of each cue's audio on the track.
 
 A run (`DubRun`), in order:
-  1. read the cues (cues.read_cues: every error names the file and line) and plan each one
-     without the model: its speaker (--cast: a VTT voice span or a `NAME:` label), its words
-     (markup stripped; an empty cue is skipped), its pieces (a cue over 30 s is cut into pieces
-     that fill it) and one engine request per piece, whose duration is the piece's length and
-     whose seed is S + the cue's index (from 0, counting every cue of the file), and its speed
-     (its words' natural time / its length: cues over FAST_SPEED are warned about). Anything
-     wrong stops the run here, before anything is written (DubRun.dry_run stops here);
+  1. read the cues and plan each one without the model (dubplan.py: its speaker, words, pieces,
+     requests, seed and speed; the checks that span cues). Anything wrong stops the run here,
+     before anything is written (DubRun.dry_run stops here);
   2. with --stems DIR: the folder is created, and a cue whose stem is there with a matching
      record in DIR/manifest.jsonl (same words, times, seed and settings) is reused (a rerun of
      an interrupted dub resumes);
@@ -34,7 +31,6 @@ a dub resumed from its stems is identical to one made in one go.
 
 from __future__ import annotations
 
-import json
 import signal
 import time
 from dataclasses import dataclass, field
@@ -42,110 +38,26 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..engine.config import SAMPLE_RATE
-from ..engine.errors import InvalidRequest, OmniVoiceError
+from ..engine.errors import OmniVoiceError, one_line
 from ..engine.planning import Result
-from ..engine.text import is_blank, speech_seconds, split_pauses
-from ..media.cues import Cue, read_cues, timestamp
 from ..media.output import FORMATS, OutputTarget
-from ..media.tracks import as_written, cue_pieces, ms_to_samples, overlaps, place
+from ..media.tracks import as_written, ms_to_samples, place
 from . import settings as st
 from .deliver import Outputs, Span, Take, deliver
-from .dialogue import Cast, Member, PlaceSource, check_voices, cue_speaker
+from .dialogue import Cast
+from .dubplan import CuePlan, CuePlanner, jsonable
+from .executor import GROUP_SIZE
 from .folder import prepare_output_dir, remove_stale_temporaries
 from .listen import Recogniser, recogniser
 from .manifest import MANIFEST, ManifestWriter, read_manifest
-from .request import Built, References, Voices, build_request, finish_request
-from .session import Session, WarnOnce, hardware_from_settings, random_seed, seed_for
+from .request import References, Voices, finish_request
+from .session import Session, WarnOnce, hardware_from_settings
 from .signals import HoldSignals
 
 if TYPE_CHECKING:  # annotations only: numpy is not imported for `--help`
     import numpy as np
 
     from .session import Progress
-
-GROUP_SIZE = 64  # pieces per Engine.generate call (the engine bounds each forward itself)
-MAX_CUES = 20_000  # cues in one file (a feature film has about 2,000)
-MAX_TRACK_SECONDS = 4 * 3600  # the longest track (4 h: 1.4 GB of float32 samples while assembled)
-NOT_FOR_CUES = ("speed", "duration", "chunk_duration", "chunk_threshold")  # settings a cue's times replace
-MAX_SPEEDUP = 10  # a cue's words may take at most this many times its length (or 1 s) to say
-FAST_SPEED = 2.0  # a cue whose words must be said faster than this (x their natural time) is warned about
-
-
-@dataclass
-class CuePlan:
-    """One cue: what it says, in which voice, as which requests, and what became of it."""
-
-    cue: Cue
-    where: str  # "FILE: line N"
-    speaker: Member | None = None
-    text: str = ""
-    seed: int = 0
-    pieces: list[tuple[str, int]] = field(default_factory=list)  # (words, milliseconds) of each request
-    built: list[Built] = field(default_factory=list)
-    status: str | None = None  # empty | reused | done (None: to speak)
-    stem: str | None = None  # its file in the stems folder
-    results: dict[int, Result] = field(default_factory=dict)  # piece -> its engine Result
-    audio_seconds: float = 0.0
-    warnings: list[str] = field(default_factory=list)
-    speed: float | None = None  # its words' natural time (text.speech_seconds) / its length: > 1 is faster
-
-    def offsets(self) -> list[int]:
-        """Where each piece starts, in ms from the cue's start."""
-        out, pos = [], 0
-        for _, ms in self.pieces:
-            out.append(pos)
-            pos += ms
-        return out
-
-    def key(self) -> dict[str, Any]:
-        """What makes its audio: a stem made with the same key can be reused."""
-        settings = {k: v for k, v in self.built[0].settings.values.items() if k not in ("duration", "format")}
-        return {
-            "text": self.text,
-            "start_ms": self.cue.start_ms,
-            "end_ms": self.cue.end_ms,
-            "seed": self.seed,
-            "pieces": [list(p) for p in self.pieces],
-            "settings": settings,
-        }
-
-    def record(self) -> dict[str, Any]:
-        c = self.cue
-        return {
-            "cue": c.index + 1,
-            "index": c.index,
-            "line": c.line,
-            "start": timestamp(c.start_ms),
-            "end": timestamp(c.end_ms),
-            "start_seconds": c.start_ms / 1000,
-            "end_seconds": c.end_ms / 1000,
-            "text": self.text,
-            "speaker": self.speaker.name if self.speaker else None,
-            "voice": self.speaker.spec if self.speaker else None,
-            "status": self.status or "pending",
-            "output": self.stem,
-            "seed": self.seed if self.built else None,
-            "audio_seconds": round(self.audio_seconds, 4) if self.status in ("done", "reused") else None,
-            "pieces": [
-                {"text": t, "offset_seconds": o / 1000, "seconds": ms / 1000}
-                for (t, ms), o in zip(self.pieces, self.offsets())
-            ],
-            "speed": None if self.speed is None else round(self.speed, 2),
-            "key": self.key() if self.built else None,
-            "warnings": self.warnings,
-        }
-
-    def voice(self) -> str | None:
-        """Who speaks it: the cast member's voice, else the run's (--voice, --ref, --instruct) or auto."""
-        if self.speaker is not None:
-            return self.speaker.spec
-        if not self.built:
-            return None
-        values = self.built[0].settings.values
-        for key, shown in (("voice", "{}"), ("ref", "{}"), ("instruct", "instruct:{}")):
-            if values.get(key):
-                return shown.format(values[key])
-        return "auto"
 
 
 @dataclass
@@ -210,6 +122,7 @@ class DubRun:
         self.track: np.ndarray | None = None  # float32 [samples], allocated once the plan is checked
         self.manifest: ManifestWriter | None = None  # the stems folder's manifest
         self._once = WarnOnce(self._show_warning)
+        self.planner = CuePlanner(input_path, preset, flags, cast, self.refs, self.voices, self.warn)
 
     def warn(self, message: str) -> None:
         """Show a warning, each text once for the whole dub."""
@@ -226,128 +139,15 @@ class DubRun:
         return self.track
 
     def layers(self) -> list:
-        """The preset and the flags; a cue's times fix its length, so a preset's speed, duration
-        and chunk settings do not apply (the seed is the cue's own)."""
-        preset = self.preset
-        own = [(preset.origin, {k: v for k, v in preset.settings.items() if k not in NOT_FOR_CUES})] if preset else []
-        return [
-            *own,
-            (st.FLAG_SOURCE, {k: v for k, v in self.flags.items() if k != "seed"}),
-        ]
-
-    def base_seed(self, earlier: list[dict[str, Any]]) -> int:
-        """--seed, else the seed of the stems being resumed, else a random one."""
-        if self.flags.get("seed") is not None:
-            return int(self.flags["seed"])
-        for rec in earlier:
-            if (
-                rec.get("status") in ("done", "reused")
-                and isinstance(rec.get("seed"), int)
-                and isinstance(rec.get("index"), int)
-            ):
-                return rec["seed"] - rec["index"]
-        return random_seed()
-
-    def plan_cue(self, cue: Cue, base: int) -> CuePlan:
-        """One cue's speaker, words, pieces and requests (InvalidRequest "FILE: line N: ...")."""
-        plan = CuePlan(cue, f"{self.input_path}: line {cue.line}")
-        plan.speaker, plan.text = cue_speaker(cue.text, cue.voice, self.cast, plan.where)
-        plan.text = plan.text.strip()
-        if is_blank(plan.text):  # whitespace, zero-width or control characters: a silent cue
-            plan.status = "empty"
-            return plan
-        try:
-            parts, gaps = split_pauses(plan.text)
-        except InvalidRequest as e:
-            raise InvalidRequest(f"{plan.where}: {e}") from None
-        if len(parts) != 1 or any(gaps):
-            raise InvalidRequest(f"{plan.where}: [pause] tags cannot be used in a cue: its times fix its length")
-        seconds, slot = speech_seconds(plan.text), (cue.end_ms - cue.start_ms) / 1000
-        plan.speed = seconds / slot
-        if seconds > MAX_SPEEDUP * max(slot, 1.0):
-            raise InvalidRequest(
-                f"{plan.where}: the cue's words take about {seconds:.0f} s to say, more than "
-                f"{MAX_SPEEDUP:g} times its {slot:g} s: shorten them or lengthen the cue"
-            )
-        plan.seed = seed_for(base, cue.index)
-        plan.pieces = cue_pieces(plan.text, cue.end_ms - cue.start_ms)
-        if sum(ms for _, ms in plan.pieces) < cue.end_ms - cue.start_ms:
-            self.warn(f"{plan.where}: the cue is longer than its words can fill (30 s a piece): its end is silent")
-        source = PlaceSource("line", plan.where)
-        for text, ms in plan.pieces:
-            settings = self.cast.settings(
-                plan.speaker, self.layers(), {"duration": ms / 1000, "seed": plan.seed}, source
-            )
-            try:
-                built = build_request(text, settings, refs=self.refs, voices=self.voices)
-            except InvalidRequest as e:
-                raise InvalidRequest(str(e) if str(e).startswith(plan.where) else f"{plan.where}: {e}") from None
-            plan.built.append(built)
-            plan.warnings += [w for w in built.warnings if w not in plan.warnings]
-        for w in plan.warnings:  # shown once for the whole dub (e.g. an unknown language)
-            self.warn(w)
-        return plan
+        """The preset and the flags as the cues have them (CuePlanner.layers)."""
+        return self.planner.layers()
 
     def plan(self, earlier: list[dict[str, Any]]) -> list[CuePlan]:
-        """Read and plan every cue; the checks that span cues (length, overlaps, the cast)."""
-        cues = read_cues(self.input_path)
-        if len(cues) > MAX_CUES:
-            raise InvalidRequest(
-                f"{self.input_path}: {len(cues)} cues, more than {MAX_CUES} in one dub: split the file"
-            )
-        last = max(c.end_ms for c in cues)
-        spoken_ms = sum(c.end_ms - c.start_ms for c in cues if c.text.strip())
-        for what, ms in ((f"ends at {timestamp(last)}", last), (f"holds {timestamp(spoken_ms)} of cues", spoken_ms)):
-            if ms > MAX_TRACK_SECONDS * 1000:
-                raise InvalidRequest(
-                    f"{self.input_path}: the dub {what}, more than {MAX_TRACK_SECONDS // 3600} h: "
-                    "split the subtitle file"
-                )
-        used_default = any(c.text.strip() and self._speaker_of(c) is None for c in cues)
-        check_voices(self.cast, self.layers(), self.refs, self.voices, default=used_default)
-        base = self.report.seed = self.base_seed(earlier)
-        plans = [self.plan_cue(cue, base) for cue in cues]
-        for member in self.cast.unused():
-            self.warn(f"--cast {member.name} speaks no cue")
-        self._warn_fast(plans)
-        self._warn_overlaps(plans)
-        self.report.cues = plans
-        self.report.track_samples = ms_to_samples(last, SAMPLE_RATE)
+        """Every cue planned (dubplan.py), the plan in the report."""
+        plans = self.planner.plan(earlier)
+        r = self.report
+        r.cues, r.seed, r.track_samples = plans, self.planner.seed, self.planner.track_samples
         return plans
-
-    def _speaker_of(self, cue: Cue) -> Member | None:
-        try:
-            return cue_speaker(cue.text, cue.voice, self.cast, "")[0]
-        except InvalidRequest:
-            return None  # reported with its line when the cue is planned
-
-    def _warn_fast(self, plans: list[CuePlan]) -> None:
-        """One warning for the cues whose words must be said more than FAST_SPEED times faster
-        than their natural pace to fit their times (their "speed" in --json and --dry-run)."""
-        fast = [p for p in plans if p.speed is not None and p.speed > FAST_SPEED]
-        if len(fast) == 1:
-            p = fast[0]
-            self.warn(
-                f"{self.input_path}: the cue at line {p.cue.line} must be spoken {p.speed:.1f}x faster than its "
-                "natural pace to fit its times: shorten its words or lengthen it"
-            )
-        elif fast:
-            shown = ", ".join(f"line {p.cue.line} ({p.speed:.1f}x)" for p in fast[:5])
-            more = f" and {len(fast) - 5} more" if len(fast) > 5 else ""
-            self.warn(
-                f"{self.input_path}: {len(fast)} cues must be spoken over {FAST_SPEED:g}x faster than their "
-                f"natural pace to fit their times: {shown}{more}; shorten their words or lengthen them"
-            )
-
-    def _warn_overlaps(self, plans: list[CuePlan]) -> None:
-        spoken = {p.cue.index: p for p in plans if p.status != "empty"}
-        pairs, total = overlaps([(i, p.cue.start_ms, p.cue.end_ms) for i, p in spoken.items()])
-        if pairs:
-            shown = "; ".join(
-                f"cues {i + 1} and {j + 1} (lines {spoken[i].cue.line} and {spoken[j].cue.line})" for i, j in pairs
-            )
-            more = f" and {total - len(pairs)} more pairs" if total > len(pairs) else ""
-            self.warn(f"{self.input_path}: overlapping cues are mixed: {shown}{more}")
 
     # -- stems and resuming ----------------------------------------------------------------
 
@@ -377,7 +177,7 @@ class DubRun:
                 or p.stem is None
                 or rec is None
                 or self.overwrite
-                or rec.get("key") != _jsonable(p.key())
+                or rec.get("key") != jsonable(p.key())
             ):
                 continue
             try:
@@ -421,7 +221,7 @@ class DubRun:
             try:
                 engine.generate([req for _, _, req in group], on_step=progress.step, on_result=on_result)
             except (RuntimeError, MemoryError) as e:
-                raise OmniVoiceError(f"generation failed: {' '.join((str(e) or type(e).__name__).split())}") from None
+                raise OmniVoiceError(f"generation failed: {one_line(e)}") from None
         self.report.generate_seconds = time.perf_counter() - t0
 
     def finish_cue(self, plan: CuePlan, out: Path | None, progress: Progress) -> None:
@@ -444,7 +244,7 @@ class DubRun:
         place(self.the_track(), audio, ms_to_samples(plan.cue.start_ms, SAMPLE_RATE))
         plan.status, plan.audio_seconds = "done", len(audio) / SAMPLE_RATE
         if self.manifest is not None:
-            self.manifest.append(_jsonable(plan.record()))
+            self.manifest.append(jsonable(plan.record()))
         progress.line("done", f"cue {plan.cue.index + 1}")
 
     # -- the run ---------------------------------------------------------------------------------
@@ -475,7 +275,7 @@ class DubRun:
                 and stem is not None
                 and not self.overwrite
                 and stem.is_file()
-                and kept.get(p.stem) == _jsonable(p.key())
+                and kept.get(p.stem) == jsonable(p.key())
             ):
                 action = "reuse its stem"
             rec = p.record()
@@ -532,7 +332,7 @@ class DubRun:
             signals.depth += 1  # no stop while the manifest is rewritten
             try:
                 if self.manifest is not None:
-                    self.manifest.rewrite([_jsonable(p.record()) for p in plans])
+                    self.manifest.rewrite([jsonable(p.record()) for p in plans])
             finally:
                 signals.__exit__()
         return self.report
@@ -589,8 +389,3 @@ class DubRun:
             warn=self.warn,
         )
         self.report.written = True
-
-
-def _jsonable(value: Any) -> Any:
-    """As it reads back from JSON (tuples become lists), to compare with a manifest record."""
-    return json.loads(json.dumps(value, ensure_ascii=False))

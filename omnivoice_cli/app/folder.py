@@ -15,7 +15,7 @@ from .manifest import MANIFEST
 
 
 class NamedLine(Protocol):
-    """What naming reads of a line (batch.Line, the book's parts)."""
+    """What naming reads of a line (batchinput.Line, the book's parts)."""
 
     number: int  # 1-based line number in the input file
     fields: dict[str, Any]  # a JSON line's fields

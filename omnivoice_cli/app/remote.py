@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Iterator
 
 from ..engine.config import SAMPLE_RATE
-from ..engine.errors import InvalidRequest, MissingExtra, OmniVoiceError
+from ..engine.errors import InvalidRequest, MissingExtra, OmniVoiceError, one_line
 from ..media.player import open_player
 from . import settings as st
 from .deliver import Outputs, PieceWriter, Take, deliver, send_piece
@@ -207,9 +207,9 @@ class RemoteRun:
                     audio, rate = _wav(data)
                     return _Reply(audio, rate, seed, None, reply.headers)
         except (httpx.ConnectError, httpx.ConnectTimeout) as e:
-            raise ServerUnreachable(f"no omnivoice server answered at {self.url}: {_reason(e)}") from None
+            raise ServerUnreachable(f"no omnivoice server answered at {self.url}: {one_line(e)}") from None
         except httpx.TransportError as e:  # cut off, or silent past TIMEOUT: the reply is not whole
-            raise OmniVoiceError(f"the server at {self.url} stopped answering: {_reason(e)}") from None
+            raise OmniVoiceError(f"the server at {self.url} stopped answering: {one_line(e)}") from None
 
     def streamed(self, reply: Any, rate: int, signals: "HoldSignals") -> tuple[Any, float | None]:
         """The reply's PCM as it comes: played, and to stdout (--stream -o -); kept whole."""
@@ -256,10 +256,5 @@ def _wav(data: bytes) -> tuple[Any, int]:
     try:
         audio, rate = sf.read(io.BytesIO(data), dtype="float32")
     except (sf.LibsndfileError, RuntimeError, ValueError) as e:  # not the WAV asked for (a proxy's page?)
-        raise OmniVoiceError(f"the server's reply is not a WAV file ({_reason(e)})") from None
+        raise OmniVoiceError(f"the server's reply is not a WAV file ({one_line(e)})") from None
     return audio, int(rate)
-
-
-def _reason(e: BaseException) -> str:
-    text = " ".join(str(e).split())
-    return text or type(e).__name__

@@ -88,10 +88,6 @@ class SpeakerOptions:
     idle_unload: float | None = None  # seconds unused after which the model is unloaded (None: never)
 
 
-def one_line(e: BaseException) -> str:
-    return " ".join(str(e).split()) or type(e).__name__
-
-
 class Speaker:
     """The shared engine loop and the requests built for it (see the module doc). Thread-safe."""
 

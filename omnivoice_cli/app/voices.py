@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from ..engine.config import ModelConfig
-from ..engine.errors import InvalidRequest
+from ..engine.errors import InvalidRequest, one_line
 from ..engine.hub import user_home
 from ..engine.text import unicode_problem
 from ..engine.voicefile import read_voice_metadata
@@ -354,7 +354,7 @@ def read_entry(name: str, path: Path) -> VoiceEntry:
         meta = {k: printable(v) for k, v in read_voice_metadata(path).items()}
         return VoiceEntry(printable(name), path, meta, None)
     except (InvalidRequest, OSError) as e:
-        return VoiceEntry(printable(name), path, None, printable(" ".join(str(e).split())))
+        return VoiceEntry(printable(name), path, None, printable(one_line(e)))
 
 
 def list_voices() -> list[VoiceEntry]:

@@ -11,7 +11,8 @@ from typing import Optional
 import typer
 
 from ..app import settings as st
-from ..app.book import BookRun, describe_book
+from ..app.book import BookRun
+from ..app.bookdescribe import describe_book
 from ..app.bookplan import DEFAULT_LOUDNESS
 from ..app.setting import ADVANCED
 from ..app.signals import signal_name

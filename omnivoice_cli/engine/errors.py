@@ -49,3 +49,9 @@ class MissingExtra(InvalidRequest):
     def __init__(self, what: str, package: str, extra: str) -> None:
         super().__init__(f"{what} needs {package}, which is not installed: {install_hint(extra)}")
         self.package, self.extra = package, extra
+
+
+def one_line(e: BaseException) -> str:
+    """An error as one line: its message with every run of whitespace (line breaks too) one space,
+    else its type's name (an error without a message)."""
+    return " ".join(str(e).split()) or type(e).__name__

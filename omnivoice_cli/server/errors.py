@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from ..app.settings import SettingsError
-from ..engine.errors import InvalidRequest, OmniVoiceError
+from ..engine.errors import InvalidRequest, OmniVoiceError, one_line
 from ..engine.service import Cancelled, Stopped
 
 INVALID = "invalid_request_error"
@@ -33,7 +33,7 @@ class ApiError(Exception):
 
     @property
     def message(self) -> str:
-        return one_line(str(self))
+        return one_line(self) if str(self).strip() else "error"  # never the class name
 
     def body(self) -> bytes:
         error = {"message": self.message, "type": self.type, "param": self.param, "code": self.code}
@@ -41,10 +41,6 @@ class ApiError(Exception):
             return json.dumps({"error": error}, ensure_ascii=False).encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate echoed from the request: JSON's \\u escapes
             return json.dumps({"error": error}).encode("ascii")
-
-
-def one_line(text: str) -> str:
-    return " ".join(str(text).split()) or "error"
 
 
 def bad_request(message: str, param: str | None = None, code: str | None = None) -> ApiError:

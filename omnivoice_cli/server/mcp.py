@@ -38,8 +38,8 @@ from pydantic import Field
 
 from ..app import settings as st
 from ..app.deliver import Outputs, Take, WriteFailed, deliver
-from ..app.speaker import USAGE_ERRORS, Speaker, one_line
-from ..engine.errors import InvalidRequest, OmniVoiceError
+from ..app.speaker import USAGE_ERRORS, Speaker
+from ..engine.errors import InvalidRequest, OmniVoiceError, one_line
 from ..media.formats import AUDIO_FORMATS
 from ..media.loudness import LoudnessReport
 from ..media.output import check_output, format_named, writable_formats

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import anyio
 
-from ..engine.errors import InvalidRequest, MissingExtra, OmniVoiceError
+from ..engine.errors import InvalidRequest, MissingExtra, OmniVoiceError, one_line
 from ..engine.hub import user_home
 from .app import create_app
 from .asgi import ASGIApp, Message, Receive, Scope, Send
@@ -221,5 +221,5 @@ def _connect(ray: Any, options: RayOptions, echo: Callable[[str], object]) -> No
         ray.init(address=options.address, runtime_env={**env, "py_modules": [str(package)]}, **quiet)
     except (ConnectionError, RuntimeError, ValueError) as e:
         where = "(RAY_ADDRESS or a head started on this machine)" if options.address == "auto" else options.address
-        raise OmniVoiceError(f"cannot reach a Ray cluster {where}: {' '.join(str(e).split())}") from None
+        raise OmniVoiceError(f"cannot reach a Ray cluster {where}: {one_line(e)}") from None
     echo(f"Ray: connected to the cluster at {options.address}")

@@ -44,8 +44,9 @@ from ..app import settings as st
 from ..app.deliver import Outputs, Take, deliver
 from ..app.request import Built
 from ..app.session import check_seed_range, random_seed, seed_for
-from ..app.speaker import USAGE_ERRORS, Speaker, one_line
+from ..app.speaker import USAGE_ERRORS, Speaker
 from ..engine.config import ModelConfig
+from ..engine.errors import one_line
 from ..engine.pipeline import plan_of
 from ..engine.service import Busy, Event, Stopped, Ticket
 from ..media.output import AudioFormat, format_named

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Callable
 
 from ..app.listen import Recogniser
 from ..app.speaker import Speaker
+from ..engine.errors import one_line
 from ..engine.service import Service
 from .config import ServeOptions
 from .errors import ApiError, busy
@@ -74,7 +75,7 @@ class ServerState:
             if self.status == "loading":
                 self.status = "ready"
         except Exception as e:  # noqa: BLE001 - reported on stderr and by /health; the server then exits
-            self.error = " ".join(str(e).split()) or type(e).__name__
+            self.error = one_line(e)
             self.exception = e
             self.status = "failed"
         finally:

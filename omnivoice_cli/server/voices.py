@@ -30,7 +30,7 @@ from starlette.responses import JSONResponse, Response
 from ..app import listen, voiceexport, voices
 from ..app import settings as st
 from ..engine.config import SAMPLE_RATE
-from ..engine.errors import InvalidRequest, MissingExtra, ModelUnavailable
+from ..engine.errors import InvalidRequest, MissingExtra, ModelUnavailable, one_line
 from .errors import ApiError, bad_request, scrub, scrub_asr, scrub_paths
 
 if TYPE_CHECKING:
@@ -112,7 +112,7 @@ def prepare_upload(data: bytes, filename: str, transcript: str | None) -> Prepar
         try:
             info = sf.info(tmp)
         except Exception as e:  # noqa: BLE001 - whatever libsndfile says: it is not audio it reads
-            why = scrub(" ".join(str(e).split()), (tmp, repr(filename)))
+            why = scrub(one_line(e), (tmp, repr(filename)))
             raise InvalidRequest(f"{shown} is not audio (libsndfile: {why}): send WAV, FLAC, OGG or MP3") from None
         if info.samplerate <= 0 or info.frames / info.samplerate > MAX_UPLOAD_SECONDS:
             seconds = info.frames / max(info.samplerate, 1)

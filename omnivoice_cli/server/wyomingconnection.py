@@ -29,9 +29,9 @@ from wyoming.tts import (
 
 from ..app.deliver import PiecePcm
 from ..app.session import seed_for
-from ..app.speaker import USAGE_ERRORS, Speaker, one_line
+from ..app.speaker import USAGE_ERRORS, Speaker
 from ..app.textparts import take_parts
-from ..engine.errors import InvalidRequest
+from ..engine.errors import InvalidRequest, one_line
 from ..engine.pipeline import Request
 from ..engine.service import Busy, Stopped, Summary, Ticket
 from ..engine.service import Event as EngineEvent

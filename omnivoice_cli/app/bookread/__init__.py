@@ -9,16 +9,17 @@ A chapter's text is plain text, paragraphs separated by a blank line ("\\n\\n");
 in it (the title is the chapter's `title`, spoken or not by the caller). Which files are which:
 `.epub` (or any zip) is an EPUB, `.md`/`.markdown` Markdown, anything else UTF-8 plain text.
 
-The readers are apart: bookread/epub.py, bookread/markdown.py, bookread/text.py, each giving a
-`Book` of the types in bookread/chapters.py (words, front/back matter by title, the file checked).
+The readers are apart: bookread/epub.py (with epubzip.py, its zip, and xhtml.py, its documents),
+bookread/markdown.py, bookread/text.py, each giving a `Book` of the types in bookread/chapters.py
+(words, front/back matter by title, the file checked).
 
 `open_book` reads the whole book once to lay out the chapters (titles, what is skipped and why,
 words per chapter: `Book.outline`); `chapters()` reads each chapter again when it is asked for,
 so a 50 MB text file or a large EPUB never sits in memory whole (Markdown is read whole, and an
 EPUB one content document at a time). The rules, each with its table test in tests/test_bookread.py,
-are in the docstrings: EPUB `_epub_checks` (what is refused), `_toc` and `_epub_units`
+are in the docstrings: EPUB `check_epub` (what is refused), `_toc` and `_epub_units`
 (chaptering, titles), `_matter_reason` with MATTER_TYPES and MATTER_TITLES (front and back matter),
-`_read_doc` and `_dropped` (XHTML as text), `_cover`; Markdown `_markdown_sections`; plain text
+`read_doc` and `_dropped` (XHTML as text), `_cover`; Markdown `_markdown_sections`; plain text
 `_text_segments` and `text_heading`; `count_words`. docs/book.md says them for users.
 """
 
@@ -41,7 +42,7 @@ from .chapters import (
     count_words,
     matter_by_title,
 )
-from .epub import MAX_MEMBER_BYTES, MAX_META_INF_BYTES, MAX_PACKAGE_BYTES
+from .epubzip import MAX_MEMBER_BYTES, MAX_META_INF_BYTES, MAX_PACKAGE_BYTES
 from .markdown import MARKDOWN_SUFFIXES, MAX_MARKDOWN_BYTES
 from .text import MAX_LINE_BYTES, MAX_TEXT_BOOK_BYTES, text_heading
 
