@@ -47,7 +47,7 @@ def child(args) -> None:
             out["audio_seconds"] = len(r.audio) / r.sample_rate
             out["pieces"] = len(engine.plan(req).pieces)
         else:
-            from omnivoice_cli.engine.streaming import stream
+            from omnivoice_cli.engine.stream.render import stream
 
             pieces, warnings = [], []
             s = stream(

@@ -20,7 +20,8 @@ from omnivoice_cli.engine.config import GenerationConfig
 from omnivoice_cli.engine.pieces import Piece, RequestPieces
 from omnivoice_cli.engine.pipeline import Request
 from omnivoice_cli.engine.service import Service
-from omnivoice_cli.engine.streaming import StreamConfig, StreamRun, cut_request
+from omnivoice_cli.engine.stream.cut import StreamConfig, cut_request
+from omnivoice_cli.engine.stream.run import StreamRun
 from omnivoice_cli.engine.voice import VoicePrompt
 
 G4 = GenerationConfig(num_step=4)

@@ -17,7 +17,8 @@ from server_util import TINY_CKPT, decode, hold_engine, running_server, wait_for
 
 from omnivoice_cli.engine.config import GenerationConfig
 from omnivoice_cli.engine.pipeline import Request
-from omnivoice_cli.engine.streaming import StreamConfig, stream
+from omnivoice_cli.engine.stream.cut import StreamConfig
+from omnivoice_cli.engine.stream.render import stream
 from omnivoice_cli.media.output import pcm16
 from omnivoice_cli.server.config import ServeOptions
 

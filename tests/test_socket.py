@@ -378,7 +378,7 @@ def test_an_error_event_escapes_what_utf8_cannot_carry():
     """An error message echoing a lone surrogate is sent with it escaped (as UTF-8 text)."""
     import asyncio
 
-    from omnivoice_cli.server.socket import Session
+    from omnivoice_cli.server.socketsession import SocketSession
 
     sent = []
 
@@ -387,7 +387,7 @@ def test_an_error_event_escapes_what_utf8_cannot_carry():
             text.encode("utf-8")  # what uvicorn does with it
             sent.append(text)
 
-    session = Session.__new__(Session)
+    session = SocketSession.__new__(SocketSession)
     session.ws = Socket()
 
     async def both():

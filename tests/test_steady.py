@@ -17,7 +17,7 @@ import pytest
 from conftest import TINY_CKPT
 
 from omnivoice_cli.app.manifest import MANIFEST
-from omnivoice_cli.engine.waves import Stagger
+from omnivoice_cli.engine.stream.waves import Stagger
 
 slow = pytest.mark.slow
 
@@ -129,7 +129,7 @@ def test_a_long_reply_leaves_the_service_piece_by_piece(tiny_engine, ref_voice, 
     from omnivoice_cli.engine.config import GenerationConfig
     from omnivoice_cli.engine.pipeline import Request
     from omnivoice_cli.engine.service import Service
-    from omnivoice_cli.engine.streaming import StreamConfig, cut_request
+    from omnivoice_cli.engine.stream.cut import StreamConfig, cut_request
 
     config = StreamConfig(first_seconds=1.0, piece_seconds=1.0)  # a piece a sentence
     req = Request(text=REPLY, seed=3, generation=GenerationConfig(num_step=8), ref=ref_voice if with_ref else None)
@@ -166,7 +166,8 @@ def test_say_stream_hands_a_wave_out_piece_by_piece(tiny_engine):
 
     from omnivoice_cli.engine.config import GenerationConfig
     from omnivoice_cli.engine.pipeline import Request
-    from omnivoice_cli.engine.streaming import StreamConfig, stream
+    from omnivoice_cli.engine.stream.cut import StreamConfig
+    from omnivoice_cli.engine.stream.render import stream
 
     log: list[tuple[str, int]] = []
     counter = itertools.count()

@@ -24,7 +24,7 @@ from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, Synthesize
 from omnivoice_cli.app import settings as st
 from omnivoice_cli.app.speaker import Speaker, SpeakerOptions, ready_text
 from omnivoice_cli.engine.errors import InvalidRequest
-from omnivoice_cli.engine.streaming import cut_segments
+from omnivoice_cli.engine.stream.cut import cut_segments
 from omnivoice_cli.server.wyoming import MAX_DEPTH, WyomingOptions, WyomingServer, json_depth, parse_uri
 
 SEED = 17  # the server's --seed: every request's (a stream's parts: 17, 18, ...)

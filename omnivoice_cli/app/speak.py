@@ -13,7 +13,7 @@ Three runs, each returning a typed report (what the summary line and --json prin
 - `PlainRun` (`-o FILE`, `-o -`): the render that matches the reference. The model is loaded,
   the recording encoded, every piece generated at once, then the subtitles and the audio written
   (a stop waits until the file is complete).
-- `StreamedRun` (`--play`, `--stream`, no -o): the text cut at sentences (engine/streaming.py);
+- `StreamedRun` (`--play`, `--stream`, no -o): the text cut at sentences (engine/stream/);
   the first piece is generated alone, the rest in packed waves, and each piece is played and/or
   written to stdout as soon as it and the ones before it are ready. A file (`-o FILE` with
   --play / --stream) holds the same streamed render, written at the end through a temporary
@@ -41,7 +41,8 @@ from typing import Any, BinaryIO, Callable, Iterable, Iterator, Mapping, Protoco
 
 from ..engine.errors import InvalidRequest, OmniVoiceError
 from ..engine.pipeline import Engine, Planned, Request, Result, plan_of
-from ..engine.streaming import StreamPiece, StreamRun
+from ..engine.stream.render import StreamPiece
+from ..engine.stream.run import StreamRun
 from ..media import output as media_output  # (quiet_stdout looked up when called)
 from ..media.cues import Subtitle, finish_subtitles, subtitles_from_pieces
 from ..media.formats import streaming_formats

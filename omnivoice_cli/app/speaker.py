@@ -51,8 +51,10 @@ from typing import TYPE_CHECKING, Callable, Literal, Mapping, TypedDict
 from ..engine import memory
 from ..engine.errors import InvalidRequest
 from ..engine.pipeline import Request
-from ..engine.service import Event, Places, Service, Summary, Ticket
-from ..engine.streaming import StreamConfig, StreamPiece, text_units
+from ..engine.service import Service
+from ..engine.stream.cut import StreamConfig, text_units
+from ..engine.stream.render import StreamPiece
+from ..engine.tickets import Event, Places, Summary, Ticket
 from . import settings as st
 from . import voices as store
 from .checkpoint import model_config
@@ -287,7 +289,7 @@ class Speaker:
         check: PieceCheck | None = None,
         places: Places | None = None,
     ) -> Ticket:
-        """service().submit: a Ticket, or InvalidRequest / Busy / Stopped. `check`: its per-piece
+        """service().submit: a Ticket, or InvalidRequest / Busy / ServiceStopped. `check`: its per-piece
         check (verify.py), run as each piece is done; `places`: reserved ones it takes (reserve)."""
         with self.hold():  # not unloaded between the load and the submit (then the request is open)
 
@@ -303,7 +305,7 @@ class Speaker:
 
     def reserve(self, size: int) -> Places:
         """service().reserve: `size` places of --max-queue held at once for one caller's requests
-        (a dialogue's lines: one admission), or Busy / Stopped."""
+        (a dialogue's lines: one admission), or Busy / ServiceStopped."""
         with self.hold():
             return self.service().reserve(size)
 

@@ -39,7 +39,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ..engine.pipeline import Request as EngineRequest
-from ..engine.service import Event, Places, Service, Ticket
+from ..engine.service import Service
+from ..engine.tickets import Event, Places, Ticket
 from .asgi import ASGIApp, Message, Receive, Scope, Send
 from .state import resident_bytes
 

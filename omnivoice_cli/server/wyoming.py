@@ -70,9 +70,9 @@ from ..app.session import seed_for
 from ..app.speaker import USAGE_ERRORS, Speaker, one_line, take_parts
 from ..engine.errors import InvalidRequest
 from ..engine.pipeline import Request
-from ..engine.service import Busy, Stopped, Summary, Ticket
-from ..engine.service import Event as EngineEvent
 from ..engine.text import list_languages
+from ..engine.tickets import Busy, ServiceStopped, Summary, Ticket
+from ..engine.tickets import Event as EngineEvent
 
 if TYPE_CHECKING:
     from ..engine.voice import VoicePrompt
@@ -519,7 +519,7 @@ class Speaking:
             if not self.speaker.loaded:  # asleep (--idle-unload): loaded again off the event loop
                 await asyncio.to_thread(self.speaker.start)
             ticket = self.speaker.submit(request, put)  # quick (text checks), and never left behind by a cancel
-        except (Busy, Stopped) as e:
+        except (Busy, ServiceStopped) as e:
             await conn.fail(one_line(e), "busy")
             return
         except USAGE_ERRORS as e:

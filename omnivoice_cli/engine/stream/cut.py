@@ -8,13 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .chunking import chunk_text
-from .duration import estimate_duration
-from .pauses import split_pauses
-from .tags import cut_at_tags
+from ..chunking import chunk_text
+from ..duration import estimate_duration
+from ..pauses import split_pauses
+from ..tags import cut_at_tags
 
 if TYPE_CHECKING:
-    from .pipeline import Request
+    from ..pipeline import Request
 
 _SENTENCE_END = frozenset(".!?。！？…")  # a unit ending with one of these ends a sentence
 _CLOSING = "\"')]}>»’”」』】）》"  # marks that may follow a sentence's end
