@@ -85,9 +85,14 @@ class SpeakerOptions:
     max_queue: int = 64  # requests open in the engine at once (generating or waiting); more: Busy
     max_chars: int = 4096  # characters of one text at most
     first_seconds: float = 4.0  # a text's first piece: whole sentences up to this estimated length
-    piece_seconds: float = 10.0  # its later pieces
+    piece_seconds: float = StreamConfig.piece_seconds  # its later pieces (short: its sentences leave one by one)
+    sentence_seconds: float = StreamConfig.sentence_seconds  # a later sentence kept whole up to this
     voice_map: Mapping[str, str] | None = None  # OpenAI voice name -> items (None: the built-in table)
     idle_unload: float | None = None  # seconds unused after which the model is unloaded (None: never)
+
+    def stream_config(self) -> StreamConfig:
+        """How its engine loop cuts a text (engine/stream/cut.py)."""
+        return StreamConfig(self.first_seconds, self.piece_seconds, sentence_seconds=self.sentence_seconds)
 
 
 class VoiceEntry(TypedDict, total=False):
@@ -186,9 +191,7 @@ class Speaker:
                     raise RuntimeError("this speaker only builds requests: it has no model to load")
                 self.load_seconds = time.perf_counter() - t0
                 self.loads += 1
-                config = StreamConfig(
-                    first_seconds=self.options.first_seconds, piece_seconds=self.options.piece_seconds
-                )
+                config = self.options.stream_config()
                 # fit: a stretch over one forward is cut at words, as the CLI's plan cuts it (`make`
                 # has planned the request: what the plan takes, the loop takes)
                 service = Service(engine, max_queue=self.options.max_queue, config=config, fit=True)
@@ -288,9 +291,11 @@ class Speaker:
         on_event: Callable[[Event], None],
         check: PieceCheck | None = None,
         places: Places | None = None,
+        continued: bool = False,
     ) -> Ticket:
         """service().submit: a Ticket, or InvalidRequest / Busy / ServiceStopped. `check`: its per-piece
-        check (verify.py), run as each piece is done; `places`: reserved ones it takes (reserve)."""
+        check (verify.py), run as each piece is done; `places`: reserved ones it takes (reserve);
+        `continued`: the next part of a streamed text (its first piece cut as a later one)."""
         with self.hold():  # not unloaded between the load and the submit (then the request is open)
 
             def on(event: Event) -> None:
@@ -299,9 +304,9 @@ class Speaker:
                 on_event(event)
 
             service = self.service()
-            if check is None and places is None:
+            if check is None and places is None and not continued:
                 return service.submit(request, on)
-            return service.submit(request, on, check=check, places=places)
+            return service.submit(request, on, check=check, places=places, continued=continued)
 
     def reserve(self, size: int) -> Places:
         """service().reserve: `size` places of --max-queue held at once for one caller's requests

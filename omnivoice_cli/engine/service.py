@@ -112,13 +112,20 @@ class Service:
         return self
 
     def submit(
-        self, req: Request, on_event: Callable[[Event], None], check=None, places: Places | None = None
+        self,
+        req: Request,
+        on_event: Callable[[Event], None],
+        check=None,
+        places: Places | None = None,
+        continued: bool = False,
     ) -> Ticket:
         """Accept a request (checked: InvalidRequest), or raise Busy / ServiceStopped. `check`: its
         per-piece check (pieces.PieceCheck), run in the loop thread as each piece is done;
-        `places`: reserved places it takes one of (reserve; a caller submits at most `size` at once)."""
+        `places`: reserved places it takes one of (reserve; a caller submits at most `size` at once);
+        `continued`: it goes on from a request already spoken (a socket's or Wyoming's next part),
+        its first piece cut as a later one (cut_request)."""
         warnings = validate_request(req, self.engine.cfg)
-        segments = cut_request(req, self.config)
+        segments = cut_request(req, self.config, continued)
         if self.fit:
             segments = fit_sizes(req, segments, self.engine.cfg)
         pieces = StreamedPieces(self.engine, req, self.config, check, segments)

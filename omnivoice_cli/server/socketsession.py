@@ -359,7 +359,8 @@ class SocketSession:
             loop.call_soon_threadsafe(events.put_nowait, e)
 
         try:
-            ticket = self.speaker.submit(request, put)
+            # the utterance's later parts go on from its first: their sentences leave one by one
+            ticket = self.speaker.submit(request, put, continued=job.utterance.parts > 0)
         except (Busy, ServiceStopped) as e:
             await self.send_error(one_line(e), "busy")
             return

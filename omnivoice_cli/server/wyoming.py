@@ -518,7 +518,9 @@ class Speaking:
         try:
             if not self.speaker.loaded:  # asleep (--idle-unload): loaded again off the event loop
                 await asyncio.to_thread(self.speaker.start)
-            ticket = self.speaker.submit(request, put)  # quick (text checks), and never left behind by a cancel
+            stream = self.job.stream  # its parts after the first go on from it: a sentence a piece
+            continued = stream is not None and stream.parts > 0
+            ticket = self.speaker.submit(request, put, continued=continued)  # quick, never left behind by a cancel
         except (Busy, ServiceStopped) as e:
             await conn.fail(one_line(e), "busy")
             return
