@@ -105,10 +105,11 @@ def reply(args) -> int:
         f"{H.cpu_header()}\nmodel loaded in {load_seconds:.1f} s; {args.num_step} steps, {args.threads} threads",
         flush=True,
     )
-    runs: dict = {f"{flow} {mode}": [] for flow in ("socket", "say --stream") for mode in configs}
+    flows = [{"socket": "socket", "say": "say --stream"}[f] for f in args.flows.split(",")]
+    runs: dict = {f"{flow} {mode}": [] for flow in flows for mode in configs}
     for rep in range(args.repeats):
         for mode, (server_config, say_config) in configs.items():
-            for flow in ("socket", "say --stream"):
+            for flow in flows:
                 if flow == "socket":
                     r = run_socket(engine, speaker, server_config, continued=mode == "after", seed=args.seed)
                 else:
@@ -119,7 +120,7 @@ def reply(args) -> int:
     for name, rs in runs.items():
         first, gap = H.median([r["first_audio"] for r in rs]), H.median([r["longest_gap"] for r in rs])
         share, last = H.median([r["share_by_midpoint"] for r in rs]), H.median([r["last_audio"] for r in rs])
-        solo = H.median([r["solo"] for r in runs[f"socket {name.split()[-1]}"]])
+        solo = H.median([r["solo"] for r in runs.get(f"socket {name.split()[-1]}", [{"solo": first}])])
         print(
             f"{name:20s} first audio {first:6.1f} s, longest gap {gap:6.1f} s ({gap / solo:.1f}x one sentence's "
             f"solo {solo:.1f} s), by the midpoint {share:5.1%}, last audio {last:6.1f} s"
@@ -139,6 +140,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=None, help="write all figures as JSON here")
     ap.add_argument("--child", choices=["plain", "stream"], default=None, help=argparse.SUPPRESS)
     ap.add_argument("--reply", action="store_true", help="the agent's reply before / after (_reply.py)")
+    ap.add_argument("--flows", default="socket,say", help="--reply: socket, say or both (socket,say)")
     H.add_device_args(ap)
     args = ap.parse_args()
     args.ckpt = args.ckpt or H.default_ckpt()

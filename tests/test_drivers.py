@@ -25,7 +25,7 @@ from omnivoice_cli.engine.stream.run import StreamRun
 from omnivoice_cli.engine.voice import VoicePrompt
 
 G4 = GenerationConfig(num_step=4)
-CFG = StreamConfig(first_seconds=1.5, piece_seconds=2.5)
+CFG = StreamConfig(first_seconds=1.5, piece_seconds=2.5, sentence_seconds=2.5)
 ONE = "I can speak in the same voice."  # one piece under CFG
 MANY = "Good morning. The train leaves at seven, so we have time. [pause 0.4s] She packed her bags. Nobody left."
 

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow  # every test here runs the tiny model end to end 
 
 G4 = GenerationConfig(num_step=4)
 TEXT = "Good morning. The train leaves at seven, so we have time. [pause 0.4s] She packed her bags. Nobody left."
-CFG = StreamConfig(first_seconds=1.5, piece_seconds=2.5)  # TEXT in four short pieces
+CFG = StreamConfig(first_seconds=1.5, piece_seconds=2.5, sentence_seconds=2.5)  # TEXT in four short pieces
 
 
 class Collector:
