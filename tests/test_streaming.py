@@ -32,7 +32,9 @@ LONG = (
     "It was raining. Nobody dared to leave the cafe."
 )
 TEXT = "Good morning. The train leaves at seven, so we have time. [pause 0.4s] She packed her bags. Nobody left."
-CFG = StreamConfig(first_seconds=1.5, piece_seconds=2.5, sentence_seconds=2.5)  # TEXT in four short pieces (decoding is what costs)
+CFG = StreamConfig(
+    first_seconds=1.5, piece_seconds=2.5, sentence_seconds=2.5
+)  # TEXT in four short pieces (decoding is what costs)
 
 
 # --- cutting ------------------------------------------------------------------------------------
