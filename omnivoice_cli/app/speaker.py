@@ -23,7 +23,7 @@ Every front end's request is made by `make` (a counter, `requests_built`, says h
 `resolve` (the layers and the voice): it builds the request by `request.build_request`, the
 checks of `say`, which plan it as the CLI plans it (`engine.pipeline.plan_request`): what the
 plan refuses is refused in its words, and what it plans the engine loop takes (a stretch over
-one forward is cut at words: `engine.service.fit_sizes`). `choose_voice` is the one reading of a
+one forward is cut at words: `engine.forwardfit.fit_sizes`). `choose_voice` is the one reading of a
 request's voice name (saved, mapped, auto; a path or an unknown name: `VoiceRefused`, whose
 `kind` a front end may word in its own protocol's terms).
 
