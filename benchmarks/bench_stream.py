@@ -9,9 +9,19 @@ Engine.generate (the audio exists only at the end: its first audio is its total)
 engine.streaming.stream (first audio = the first spoken piece handed out). The two alternate
 `--repeats` times; medians are reported. Targets (issue 13): first streamed audio within 20% of
 the plain total, streamed total within 1.15x of it.
+
+    python benchmarks/bench_stream.py --reply --ckpt DIR --num-step 16 [--repeats 2]
+
+--reply: the 13-sentence agent reply (benchmarks/_reply.py) as `/tts/ws` speaks it (the first
+sentence alone, then the other 12 as one request in its voice) and as `say --stream` speaks it,
+before (later pieces of whole sentences up to 10 s) and after (today's cut), alternated in one
+process (the `fast` preset, int8): first audio, each sentence's arrival, the longest gap after the
+first audio against one sentence's solo time, the share of the audio by the midpoint between the
+first and the last audio (issue 48: >= 30%).
 """
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -48,7 +58,7 @@ def child(args) -> None:
             out["audio_seconds"] = len(r.audio) / r.sample_rate
             out["pieces"] = len(engine.plan(req).pieces)
         else:
-            from omnivoice_cli.engine.streaming import stream
+            from omnivoice_cli.engine.stream.render import stream
 
             pieces, warnings = [], []
             s = stream(
@@ -66,6 +76,61 @@ def child(args) -> None:
     print("RESULT " + json.dumps(out), flush=True)
 
 
+def reply(args) -> int:
+    """--reply: the 13-sentence agent reply (_reply.py), before (later pieces of whole sentences up
+    to 10 s, as main cut them) and after (today's cut), alternated in this one process on one
+    engine loaded as `serve --preset fast --quantize int8 --threads N` loads it."""
+    from _reply import run_say_stream, run_socket
+
+    from omnivoice_cli.app import settings as st
+    from omnivoice_cli.app.presets import find_preset
+    from omnivoice_cli.app.session import Hardware, Session
+    from omnivoice_cli.app.speaker import Speaker
+    from omnivoice_cli.engine.stream.cut import StreamConfig
+    from omnivoice_cli.server.config import ServeOptions
+    from omnivoice_cli.server.speech import speaker_options
+
+    preset = find_preset("fast")
+    flags = {"model": str(args.ckpt), "quantize": "int8", "threads": args.threads, "num_step": args.num_step}
+    flags["device"] = args.device
+    layers = ((preset.origin, preset.settings), (st.FLAG_SOURCE, flags))
+    resolved = st.resolve(*layers)
+    engine, load_seconds = Session().load_engine(Hardware.from_settings(resolved.values))
+    served = speaker_options(dataclasses.replace(ServeOptions(), layers=layers))
+    speaker = Speaker(served, load=lambda: None)  # builds requests only
+    configs = {
+        "before": (StreamConfig(10.0, 10.0, sentence_seconds=10.0), StreamConfig(4.0, 10.0, sentence_seconds=10.0)),
+        "after": (served.stream_config(), StreamConfig()),
+    }
+    print(
+        f"{H.cpu_header()}\nmodel loaded in {load_seconds:.1f} s; {args.num_step} steps, {args.threads} threads",
+        flush=True,
+    )
+    flows = [{"socket": "socket", "say": "say --stream"}[f] for f in args.flows.split(",")]
+    runs: dict = {f"{flow} {mode}": [] for flow in flows for mode in configs}
+    for rep in range(args.repeats):
+        for mode, (server_config, say_config) in configs.items():
+            for flow in flows:
+                if flow == "socket":
+                    r = run_socket(engine, speaker, server_config, continued=mode == "after", seed=args.seed)
+                else:
+                    r = run_say_stream(engine, speaker, say_config, seed=args.seed)
+                runs[f"{flow} {mode}"].append(r)
+                print(f"{flow} {mode} #{rep + 1}: {json.dumps(r)}", flush=True)
+    print()
+    for name, rs in runs.items():
+        first, gap = H.median([r["first_audio"] for r in rs]), H.median([r["longest_gap"] for r in rs])
+        share, last = H.median([r["share_by_midpoint"] for r in rs]), H.median([r["last_audio"] for r in rs])
+        solo = H.median([r["solo"] for r in runs.get(f"socket {name.split()[-1]}", [{"solo": first}])])
+        print(
+            f"{name:20s} first audio {first:6.1f} s, longest gap {gap:6.1f} s ({gap / solo:.1f}x one sentence's "
+            f"solo {solo:.1f} s), by the midpoint {share:5.1%}, last audio {last:6.1f} s"
+        )
+    if args.out:
+        args.out.write_text(json.dumps(runs, indent=1))
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ckpt", type=Path, default=None)
@@ -75,9 +140,13 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", type=Path, default=None, help="write all figures as JSON here")
     ap.add_argument("--child", choices=["plain", "stream"], default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--reply", action="store_true", help="the agent's reply before / after (_reply.py)")
+    ap.add_argument("--flows", default="socket,say", help="--reply: socket, say or both (socket,say)")
     H.add_device_args(ap)
     args = ap.parse_args()
     args.ckpt = args.ckpt or H.default_ckpt()
+    if args.reply:
+        return reply(args)
     if args.child:
         child(args)
         return 0

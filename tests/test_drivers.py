@@ -20,11 +20,12 @@ from omnivoice_cli.engine.config import GenerationConfig
 from omnivoice_cli.engine.pieces import Piece, RequestPieces
 from omnivoice_cli.engine.pipeline import Request
 from omnivoice_cli.engine.service import Service
-from omnivoice_cli.engine.streaming import StreamConfig, StreamRun, cut_request
+from omnivoice_cli.engine.stream.cut import StreamConfig, cut_request
+from omnivoice_cli.engine.stream.run import StreamRun
 from omnivoice_cli.engine.voice import VoicePrompt
 
 G4 = GenerationConfig(num_step=4)
-CFG = StreamConfig(first_seconds=1.5, piece_seconds=2.5)
+CFG = StreamConfig(first_seconds=1.5, piece_seconds=2.5, sentence_seconds=2.5)
 ONE = "I can speak in the same voice."  # one piece under CFG
 MANY = "Good morning. The train leaves at seven, so we have time. [pause 0.4s] She packed her bags. Nobody left."
 

@@ -153,7 +153,8 @@ def test_help_and_the_core_path_never_import_the_recogniser(tmp_path):
     code = (
         "import sys\n"
         "from omnivoice_cli.app import request, speak, settings, batch, listen\n"
-        "from omnivoice_cli.engine import pipeline, streaming, pieces\n"
+        "from omnivoice_cli.engine import pipeline, pieces\n"
+        "from omnivoice_cli.engine.stream import run\n"
         "from omnivoice_cli.cli import main\n"
         "sys.argv = ['omnivoice', 'say', '--help-all']\n"  # --asr-model is an advanced option
         "try:\n    main()\nexcept SystemExit:\n    pass\n"

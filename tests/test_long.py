@@ -260,7 +260,8 @@ def test_a_long_text_without_a_voice_lasts_its_fixed_duration(engine):
 
 def _streamed_frames(engine, req) -> list[int]:
     """Each spoken piece's frames as the streamed render (and the service) sizes them."""
-    from omnivoice_cli.engine.streaming import StreamConfig, StreamedPieces
+    from omnivoice_cli.engine.stream.cut import StreamConfig
+    from omnivoice_cli.engine.stream.render import StreamedPieces
 
     pieces = StreamedPieces(engine, req, StreamConfig())
     first = pieces.job(0)

@@ -58,7 +58,7 @@ def test_streamed_pieces_keep_tokens_whole(invoke, loaded, home, tmp_path):
     whole, and the report counts them."""
     from omnivoice_cli.engine.config import GenerationConfig
     from omnivoice_cli.engine.pipeline import Request
-    from omnivoice_cli.engine.streaming import StreamConfig, cut_request
+    from omnivoice_cli.engine.stream.cut import StreamConfig, cut_request
 
     out, subs = tmp_path / "s.wav", tmp_path / "s.srt"
     args = ["--stream", "-o", out, "--subtitles", subs, "--json", "--num-step", "1", "--seed", "2", *EVERY_SENTENCE]

@@ -17,9 +17,10 @@ from server_util import TINY_CKPT, decode, hold_engine, running_server, wait_for
 
 from omnivoice_cli.engine.config import GenerationConfig
 from omnivoice_cli.engine.pipeline import Request
-from omnivoice_cli.engine.streaming import StreamConfig, stream
+from omnivoice_cli.engine.stream.render import stream
 from omnivoice_cli.media.output import pcm16
 from omnivoice_cli.server.config import ServeOptions
+from omnivoice_cli.server.speech import speaker_options
 
 pytestmark = pytest.mark.slow  # every test here runs the tiny model end to end (or a server on it)
 
@@ -126,7 +127,7 @@ def test_a_multi_sentence_text_equals_the_streamed_render(srv, engine):
         engine,
         Request(text=LONG, seed=9, generation=GenerationConfig(num_step=4)),
         pieces.append,
-        config=StreamConfig(ServeOptions().piece_seconds, ServeOptions().piece_seconds),
+        config=speaker_options(ServeOptions()).stream_config(),  # the server's cut
     )
     assert len([p for p in pieces if p.seed is not None]) >= 3
     assert r.content == pcm16(np.concatenate([p.audio for p in pieces]))

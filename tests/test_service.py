@@ -10,14 +10,16 @@ from server_util import hold_loop, wait_for
 from omnivoice_cli.engine.config import GenerationConfig
 from omnivoice_cli.engine.errors import InvalidRequest
 from omnivoice_cli.engine.pipeline import Request
-from omnivoice_cli.engine.service import Busy, Cancelled, Service, Stopped
-from omnivoice_cli.engine.streaming import StreamConfig, cut_request, stream
+from omnivoice_cli.engine.service import Service
+from omnivoice_cli.engine.stream.cut import StreamConfig, cut_request
+from omnivoice_cli.engine.stream.render import stream
+from omnivoice_cli.engine.tickets import Busy, RequestCancelled, ServiceStopped
 
 pytestmark = pytest.mark.slow  # every test here runs the tiny model end to end (or a server on it)
 
 G4 = GenerationConfig(num_step=4)
 TEXT = "Good morning. The train leaves at seven, so we have time. [pause 0.4s] She packed her bags. Nobody left."
-CFG = StreamConfig(first_seconds=1.5, piece_seconds=2.5)  # TEXT in four short pieces
+CFG = StreamConfig(first_seconds=1.5, piece_seconds=2.5, sentence_seconds=2.5)  # TEXT in four short pieces
 
 
 class Collector:
@@ -247,14 +249,14 @@ def test_call_runs_on_the_loop_and_stop_refuses(engine):
     service.submit(Request(text="Stopped under me.", generation=G4), got)
     threading.Timer(0.2, gate.set).start()
     service.stop()
-    assert isinstance(got.all()[-1].error, Cancelled)
-    with pytest.raises(Stopped):
+    assert isinstance(got.all()[-1].error, RequestCancelled)
+    with pytest.raises(ServiceStopped):
         service.submit(Request(text="Too late.", generation=G4), Collector())
 
 
 def test_stop_ends_the_running_forward_between_its_layers(engine):
     """stop() while a forward runs: its next layer does not run, the loop thread ends, and the
-    request is told (Cancelled) rather than left waiting (issue 23: a server stopping at once)."""
+    request is told (RequestCancelled) rather than left waiting (issue 23: a server stopping at once)."""
     service = Service(engine, max_queue=4, config=CFG).start()
     layers = engine.model.llm.layers
     calls, stopped = [], threading.Event()
@@ -281,7 +283,7 @@ def test_stop_ends_the_running_forward_between_its_layers(engine):
         for h in handles:
             h.remove()
     assert calls == [0, 1, 0]  # the second forward stopped after its first layer
-    assert isinstance(events[-1].error, Cancelled) and not service._thread.is_alive()
+    assert isinstance(events[-1].error, RequestCancelled) and not service._thread.is_alive()
     assert service.forwards == 1
 
 

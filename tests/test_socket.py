@@ -105,6 +105,41 @@ def test_sentences_start_before_the_flush(engine):
             assert len(rest) > 0
 
 
+REPLY = (  # an agent's reply of 13 sentences of 2-4 s each (no two short enough to share a piece)
+    "Sure, I can help you plan the trip to the coast this weekend. The weather forecast says Saturday "
+    "will be sunny and warm. Sunday looks cloudier, with a chance of light rain in the afternoon. The "
+    "drive takes about three hours if you leave before eight in the morning. There is a small cafe "
+    "halfway there that serves excellent pastries. Once you arrive, the old harbour is a good place to "
+    "start walking. Most of the seafood restaurants open for lunch at half past twelve. If you like "
+    "museums, the maritime museum is open until five. Tickets are cheaper when you buy them online the "
+    "day before. In the evening, the beach path is quiet and the sunset is lovely. For the night, the "
+    "guest house near the lighthouse still has rooms. Remember to bring a warm jacket, since the wind "
+    "gets cold after dark. Have a wonderful trip, and let me know if you need anything else."
+)
+
+
+def test_a_long_reply_comes_sentence_by_sentence(engine):
+    """The reply sent as 20-character messages, then flush (as a voice agent sends a model's
+    tokens): its audio comes a sentence at a time (a binary frame each), not a reply's worth at
+    once, then `final`."""
+    fragments = [REPLY[i : i + 20] for i in range(0, len(REPLY), 20)]
+    with running_server(engine) as (url, _server, _state):
+        with connect(ws_url(url)) as ws:
+            configure(ws, format="pcm", binary=True, extra={"seed": 5, "num_step": 2})
+            frames = []
+            for f in fragments:
+                ws.send(json.dumps({"type": "text", "data": {"text": f}}))
+            ws.send(json.dumps({"type": "flush"}))
+            while True:
+                m = ws.recv(timeout=120)
+                if isinstance(m, bytes):
+                    frames.append(m)
+                    continue
+                assert json.loads(m) == {"type": "event", "data": {"event_type": "final"}}, m
+                break
+            assert len(frames) == REPLY.count(". ") + 1 and all(frames)  # a frame a sentence
+
+
 def test_cancel_frees_the_engine_and_the_socket_goes_on(engine):
     """A cancel after the first audio: /health's `generating` is back at 0 within 30 s, no more
     audio of that utterance comes, and the same socket speaks the next utterance."""
@@ -378,7 +413,7 @@ def test_an_error_event_escapes_what_utf8_cannot_carry():
     """An error message echoing a lone surrogate is sent with it escaped (as UTF-8 text)."""
     import asyncio
 
-    from omnivoice_cli.server.socket import Session
+    from omnivoice_cli.server.socketsession import SocketSession
 
     sent = []
 
@@ -387,7 +422,7 @@ def test_an_error_event_escapes_what_utf8_cannot_carry():
             text.encode("utf-8")  # what uvicorn does with it
             sent.append(text)
 
-    session = Session.__new__(Session)
+    session = SocketSession.__new__(SocketSession)
     session.ws = Socket()
 
     async def both():

@@ -18,9 +18,9 @@ from omnivoice_cli.app.request import References, Voices, build_request
 from omnivoice_cli.app.speaker import Speaker, SpeakerOptions
 from omnivoice_cli.engine.config import ModelConfig
 from omnivoice_cli.engine.errors import InvalidRequest
+from omnivoice_cli.engine.forwardfit import check_sizes, fit_sizes
 from omnivoice_cli.engine.pipeline import Request, plan_request
-from omnivoice_cli.engine.service import check_sizes, fit_sizes
-from omnivoice_cli.engine.streaming import StreamConfig, cut_request
+from omnivoice_cli.engine.stream.cut import StreamConfig, cut_request
 from omnivoice_cli.server.config import ServeOptions, load_voice_map
 from omnivoice_cli.server.errors import ApiError
 from omnivoice_cli.server.speech import parse_speech

@@ -212,7 +212,7 @@ def test_a_blank_is_a_pause_and_a_second_tag_a_piece_of_its_own(engine, monkeypa
 
 
 def test_a_streamed_text_has_one_tag_a_piece():
-    from omnivoice_cli.engine.streamcut import cut_segments
+    from omnivoice_cli.engine.stream.cut import cut_segments
 
     segments = cut_segments("Ha [laughter] and [sigh] more. [pause 1s] Done [sigh].", 4.0, 10.0)
     pieces = [s.text for s in segments if s.text is not None]

@@ -17,7 +17,7 @@ import pytest
 from conftest import TINY_CKPT
 
 from omnivoice_cli.app.manifest import MANIFEST
-from omnivoice_cli.engine.waves import Stagger
+from omnivoice_cli.engine.stream.waves import Stagger
 
 slow = pytest.mark.slow
 
@@ -129,7 +129,7 @@ def test_a_long_reply_leaves_the_service_piece_by_piece(tiny_engine, ref_voice, 
     from omnivoice_cli.engine.config import GenerationConfig
     from omnivoice_cli.engine.pipeline import Request
     from omnivoice_cli.engine.service import Service
-    from omnivoice_cli.engine.streaming import StreamConfig, cut_request
+    from omnivoice_cli.engine.stream.cut import StreamConfig, cut_request
 
     config = StreamConfig(first_seconds=1.0, piece_seconds=1.0)  # a piece a sentence
     req = Request(text=REPLY, seed=3, generation=GenerationConfig(num_step=8), ref=ref_voice if with_ref else None)
@@ -159,27 +159,138 @@ def test_a_long_reply_leaves_the_service_piece_by_piece(tiny_engine, ref_voice, 
 
 @slow
 def test_say_stream_hands_a_wave_out_piece_by_piece(tiny_engine):
-    """The streamed render (say --stream) on a fast device puts every piece after the first in
-    one wave: its pieces are staggered in, so they are handed out one by one, in order, each in
-    a forward of its own (not the whole wave at its end)."""
+    """The streamed render (say --stream) cuts a reply a sentence a piece by default and, on a fast
+    device, puts every piece after the first in one wave: its pieces are staggered in, so they
+    are handed out one by one, in order, each in a forward of its own (not the whole wave at its
+    end)."""
     import itertools
 
     from omnivoice_cli.engine.config import GenerationConfig
     from omnivoice_cli.engine.pipeline import Request
-    from omnivoice_cli.engine.streaming import StreamConfig, stream
+    from omnivoice_cli.engine.stream.render import stream
 
     log: list[tuple[str, int]] = []
+    texts: list[str] = []
     counter = itertools.count()
     summary = stream(
         tiny_engine,
         Request(text=REPLY, seed=3, generation=GenerationConfig(num_step=8)),
-        lambda piece: log.append(("piece", piece.index)),
+        lambda piece: (log.append(("piece", piece.index)), texts.append(piece.text)),
         on_step=lambda done, planned: log.append(("forward", done)),
         clock=lambda: next(counter) * 1e-6,  # a device far faster than real time
-        config=StreamConfig(first_seconds=1.0, piece_seconds=1.0),
     )
     assert summary.kept_up and summary.waves == [summary.pieces - 1] and summary.pieces >= 10
+    assert [t.strip() for t in texts] == sentences(REPLY)  # the default cut: a sentence a piece
     pieces = [i for kind, i in log if kind == "piece"]
     assert pieces == list(range(summary.pieces))
     at = [sum(kind == "forward" for kind, _ in log[: log.index(("piece", i))]) for i in pieces]
     assert len(set(at)) == len(at), at  # each piece left in a forward of its own
+
+
+def sentences(text: str) -> list[str]:
+    return [s.strip() + "." for s in text.split(".") if s.strip()]
+
+
+THIRTEEN = (  # an agent's reply, sentences of 2-4 s
+    "Sure, I can help you plan the trip to the coast this weekend. The weather forecast says Saturday "
+    "will be sunny and warm. Sunday looks cloudier, with a chance of light rain in the afternoon. The "
+    "drive takes about three hours if you leave before eight in the morning. There is a small cafe "
+    "halfway there that serves excellent pastries. Once you arrive, the old harbour is a good place to "
+    "start walking. Most of the seafood restaurants open for lunch at half past twelve. If you like "
+    "museums, the maritime museum is open until five. Tickets are cheaper when you buy them online the "
+    "day before. In the evening, the beach path is quiet and the sunset is lovely. For the night, the "
+    "guest house near the lighthouse still has rooms. Remember to bring a warm jacket, since the wind "
+    "gets cold after dark. Have a wonderful trip, and let me know if you need anything else."
+)
+
+
+def test_the_later_pieces_of_a_reply_are_a_sentence_each():
+    """The default cut (say --stream, the service): the first piece short, every later one a
+    sentence (short ones joined up to piece_seconds), a later sentence over that kept whole up to
+    sentence_seconds, beyond it cut at clauses; the same text always cut the same way."""
+    from omnivoice_cli.engine.stream.cut import StreamConfig, cut_segments, estimated_seconds
+
+    config = StreamConfig()
+    cut = [
+        s.text.strip()
+        for s in cut_segments(
+            THIRTEEN, config.first_seconds, config.piece_seconds, sentence_seconds=config.sentence_seconds
+        )
+    ]
+    assert cut == sentences(THIRTEEN)
+    short = "Yes. I can. " + THIRTEEN
+    assert [s.text for s in cut_segments(short, 4.0, 4.0, sentence_seconds=10.0)][1].strip() == sentences(THIRTEEN)[0]
+    joined = cut_segments("One sentence here. Yes. No. Maybe so.", 1.0, 4.0, sentence_seconds=10.0)
+    assert [s.text.strip() for s in joined] == ["One sentence here.", "Yes. No. Maybe so."]  # short ones joined
+    long = "It was raining so hard that the streets turned into small rivers within minutes, and nobody dared to leave."
+    assert 4.0 < estimated_seconds(long) < 10.0
+    assert [s.text.strip() for s in cut_segments("Hello there. " + long, 1.0, 4.0, sentence_seconds=10.0)] == [
+        "Hello there.",
+        long,
+    ]  # a later sentence over piece_seconds: whole
+    longer = " ".join([long[:-1] + ","] * 3)
+    pieces = cut_segments("Hello there. " + longer, 1.0, 4.0, sentence_seconds=10.0)[1:]
+    assert len(pieces) > 1 and all(estimated_seconds(p.text or "") <= 10.0 for p in pieces)  # its clauses
+
+
+def test_the_server_keeps_a_short_text_whole_and_cuts_a_long_one_by_sentence():
+    """The server's cut: a text up to its piece_seconds (10 s) is one piece (what `say` makes of
+    it); a longer one's later pieces a sentence each; a continued request (a socket's or
+    Wyoming's next part) a sentence a piece from its first."""
+    from omnivoice_cli.engine.config import GenerationConfig
+    from omnivoice_cli.engine.pipeline import Request
+    from omnivoice_cli.engine.stream.cut import cut_request, estimated_seconds
+    from omnivoice_cli.server.config import ServeOptions
+    from omnivoice_cli.server.speech import speaker_options
+
+    config = speaker_options(ServeOptions()).stream_config()
+    two = " ".join(sentences(THIRTEEN)[:2])
+    assert estimated_seconds(two) < 10.0
+    gen = GenerationConfig(num_step=8)
+    assert len(cut_request(Request(text=two, generation=gen), config)) == 1
+    cut = [s.text.strip() for s in cut_request(Request(text=THIRTEEN, generation=gen), config)]
+    assert len(sentences(cut[0])) >= 2 and cut[1:] == sentences(THIRTEEN)[len(sentences(cut[0])) :]
+    continued = [s.text.strip() for s in cut_request(Request(text=THIRTEEN, generation=gen), config, continued=True)]
+    assert continued == sentences(THIRTEEN)
+
+
+@slow
+def test_a_socket_reply_leaves_the_service_sentence_by_sentence(tiny_engine):
+    """The 13-sentence reply as /tts/ws hands it to the engine (its first sentence alone, then the
+    rest as one request in its voice, continued) on the server's cut: every sentence is a piece of
+    its own, handed out in order, each in a forward of its own."""
+    import queue
+
+    from omnivoice_cli.engine.config import GenerationConfig
+    from omnivoice_cli.engine.pipeline import Request
+    from omnivoice_cli.engine.service import Service
+    from omnivoice_cli.server.config import ServeOptions
+    from omnivoice_cli.server.speech import speaker_options
+
+    first, rest = sentences(THIRTEEN)[0], " ".join(sentences(THIRTEEN)[1:])
+    gen = GenerationConfig(num_step=8)
+    log: list[tuple[str, object]] = []  # ("forward", n) and ("piece", text), in the loop's order
+    service = Service(tiny_engine, config=speaker_options(ServeOptions()).stream_config())
+    service.on_forward = lambda slots: log.append(("forward", service.forwards))
+    service.start()
+    try:
+        voice = None
+        for k, text in enumerate([first, rest]):
+            done: queue.Queue = queue.Queue()
+
+            def on_event(event, done=done):
+                if event.kind == "piece":
+                    log.append(("piece", event.piece.text.strip()))
+                else:
+                    done.put(event)
+
+            req = Request(text=text, seed=3 + k, generation=gen, ref=voice)
+            ticket = service.submit(req, on_event, continued=k > 0)
+            assert done.get(timeout=300).kind == "done"
+            voice = voice or ticket.voice
+    finally:
+        service.stop()
+    spoken = [text for kind, text in log if kind == "piece"]
+    assert spoken == sentences(THIRTEEN)  # a sentence a piece, in order
+    at = [sum(kind == "forward" for kind, _ in log[: log.index(("piece", t))]) for t in spoken]
+    assert len(set(at)) == len(at), at  # each sentence left in a forward of its own

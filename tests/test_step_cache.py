@@ -138,7 +138,8 @@ def test_requests_with_it_on_and_off_share_forwards(engine, ref_voice):
 @pytest.mark.slow
 def test_the_service_and_the_stream_render_it_as_generate(engine):
     from omnivoice_cli.engine.service import Service
-    from omnivoice_cli.engine.streaming import StreamConfig, stream
+    from omnivoice_cli.engine.stream.cut import StreamConfig
+    from omnivoice_cli.engine.stream.render import stream
 
     req = Request(text="I can speak in the same voice.", seed=11, generation=CACHED.replace(num_step=6))
     [plain] = engine.generate([req])

@@ -1,4 +1,4 @@
-"""Streamed rendering (engine/streaming.py): cutting, wave sizing, and the render on the tiny checkpoint."""
+"""Streamed rendering (engine/stream/): cutting, wave sizing, and the render on the tiny checkpoint."""
 
 import itertools
 import threading
@@ -8,21 +8,20 @@ import pytest
 import torch
 
 from omnivoice_cli.engine import generation
+from omnivoice_cli.engine.cancel import Cancelled
 from omnivoice_cli.engine.config import GenerationConfig
 from omnivoice_cli.engine.pipeline import Request
-from omnivoice_cli.engine.streaming import (
-    Cancelled,
+from omnivoice_cli.engine.stream.cut import (
     Segment,
     StreamConfig,
-    StreamRun,
-    WavePlanner,
     cut_segments,
     estimated_seconds,
-    forward_model,
     group_units,
-    stream,
     text_units,
 )
+from omnivoice_cli.engine.stream.render import stream
+from omnivoice_cli.engine.stream.run import StreamRun
+from omnivoice_cli.engine.stream.waves import WavePlanner, forward_model
 from omnivoice_cli.engine.voice import VoicePrompt
 
 G4 = GenerationConfig(num_step=4)
@@ -33,7 +32,9 @@ LONG = (
     "It was raining. Nobody dared to leave the cafe."
 )
 TEXT = "Good morning. The train leaves at seven, so we have time. [pause 0.4s] She packed her bags. Nobody left."
-CFG = StreamConfig(first_seconds=1.5, piece_seconds=2.5)  # TEXT in four short pieces (decoding is what costs)
+CFG = StreamConfig(
+    first_seconds=1.5, piece_seconds=2.5, sentence_seconds=2.5
+)  # TEXT in four short pieces (decoding is what costs)
 
 
 # --- cutting ------------------------------------------------------------------------------------

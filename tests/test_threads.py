@@ -79,7 +79,7 @@ from omnivoice_cli.app.speaker import Speaker, SpeakerOptions
 from omnivoice_cli.engine.pipeline import Engine, Request
 from omnivoice_cli.engine.hardware import Hardware
 from omnivoice_cli.engine.service import Service
-from omnivoice_cli.engine.streaming import StreamRun
+from omnivoice_cli.engine.stream.run import StreamRun
 
 ckpt = sys.argv[1]
 req = Request(text="Hello there, this is a test of threads.", seed=7)

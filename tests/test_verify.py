@@ -108,11 +108,11 @@ def test_retakes_add_their_steps_to_the_bar(invoke, tmp_path, scripted, monkeypa
 
 @pytest.mark.slow
 def test_streamed_steps_count_a_retake_as_done_and_to_do(engine):
-    """streaming.stream's on_progress: a take sent back counts as done, its retake's steps are
+    """stream.render.stream's on_progress: a take sent back counts as done, its retake's steps are
     added to the total: the steps never go back, the total is reached at the last step only."""
     from omnivoice_cli.engine.config import GenerationConfig
     from omnivoice_cli.engine.pipeline import Request
-    from omnivoice_cli.engine.streaming import stream
+    from omnivoice_cli.engine.stream.render import stream
 
     class TwiceBack:
         def check(self, take):

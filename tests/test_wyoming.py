@@ -25,7 +25,7 @@ from omnivoice_cli.app import settings as st
 from omnivoice_cli.app.speaker import Speaker, SpeakerOptions
 from omnivoice_cli.app.textparts import ready_text
 from omnivoice_cli.engine.errors import InvalidRequest
-from omnivoice_cli.engine.streaming import cut_segments
+from omnivoice_cli.engine.stream.cut import cut_segments
 from omnivoice_cli.server.wyoming import WyomingOptions, WyomingServer, parse_uri
 from omnivoice_cli.server.wyomingevents import MAX_DEPTH, json_depth
 
@@ -177,7 +177,10 @@ def test_a_one_piece_text_equals_say_with_the_seed(srv, invoke, tmp_path):
 @pytest.mark.slow
 def test_a_three_sentence_text_streams_its_first_piece_before_the_last_is_made(srv):
     config = srv.service.config
-    assert len(cut_segments(THREE, config.first_seconds, config.piece_seconds)) == 3  # three pieces
+    assert (
+        len(cut_segments(THREE, config.first_seconds, config.piece_seconds, sentence_seconds=config.sentence_seconds))
+        == 3
+    )
     first_chunk, waited = threading.Event(), []
 
     def on_forward(jobs):  # the engine loop, before each forward: hold the last piece's first forward
@@ -211,7 +214,9 @@ def test_a_three_sentence_text_streams_its_first_piece_before_the_last_is_made(s
 def test_streaming_synthesis_speaks_from_the_first_sentence_end(srv, monkeypatch):
     submitted = []
     real = srv.speaker.submit
-    monkeypatch.setattr(srv.speaker, "submit", lambda req, on_event: (submitted.append(req), real(req, on_event))[1])
+    monkeypatch.setattr(
+        srv.speaker, "submit", lambda req, on_event, **kw: (submitted.append(req), real(req, on_event, **kw))[1]
+    )
 
     async def events_until(client, kind):
         got = []
@@ -426,7 +431,9 @@ def test_a_long_stream_is_spoken_in_parts_within_max_chars(engine, module_home, 
     running = Running(engine, max_chars=60)
     submitted = []
     real = running.speaker.submit
-    monkeypatch.setattr(running.speaker, "submit", lambda req, on: (submitted.append(req.text), real(req, on))[1])
+    monkeypatch.setattr(
+        running.speaker, "submit", lambda req, on, **kw: (submitted.append(req.text), real(req, on, **kw))[1]
+    )
     text = "The lamp is on. " * 6 + "and then words without any end " * 5
     try:
 

@@ -13,7 +13,7 @@ Three runs, each returning a typed report (what the summary line and --json prin
 - `PlainRun` (`-o FILE`, `-o -`): the render that matches the reference. The model is loaded,
   the recording encoded, every piece generated at once, then the subtitles and the audio written
   (a stop waits until the file is complete).
-- `StreamedRun` (`--play`, `--stream`, no -o): the text cut at sentences (engine/streaming.py);
+- `StreamedRun` (`--play`, `--stream`, no -o): the text cut at sentences (engine/stream/);
   the first piece is generated alone, the rest in packed waves, and each piece is played and/or
   written to stdout as soon as it and the ones before it are ready. A file (`-o FILE` with
   --play / --stream) holds the same streamed render, written at the end through a temporary

@@ -23,7 +23,7 @@ Every front end's request is made by `make` (a counter, `requests_built`, says h
 `resolve` (the layers and the voice): it builds the request by `request.build_request`, the
 checks of `say`, which plan it as the CLI plans it (`engine.pipeline.plan_request`): what the
 plan refuses is refused in its words, and what it plans the engine loop takes (a stretch over
-one forward is cut at words: `engine.service.fit_sizes`). `choose_voice` is the one reading of a
+one forward is cut at words: `engine.forwardfit.fit_sizes`). `choose_voice` is the one reading of a
 request's voice name (voicechoice.py: saved, mapped, auto; a path or an unknown name:
 `VoiceRefused`, whose `kind` a front end may word in its own protocol's terms). A stream's text
 is cut into parts to speak by textparts.py.
@@ -49,8 +49,10 @@ from typing import TYPE_CHECKING, Callable, Mapping
 
 from ..engine.errors import InvalidRequest
 from ..engine.pipeline import Request
-from ..engine.service import Event, Places, Service, Summary, Ticket
-from ..engine.streaming import StreamConfig, StreamPiece
+from ..engine.service import Service
+from ..engine.stream.cut import StreamConfig
+from ..engine.stream.render import StreamPiece
+from ..engine.tickets import Event, Places, Summary, Ticket
 from . import settings as st
 from . import voicechoice
 from . import voices as store
@@ -83,9 +85,14 @@ class SpeakerOptions:
     max_queue: int = 64  # requests open in the engine at once (generating or waiting); more: Busy
     max_chars: int = 4096  # characters of one text at most
     first_seconds: float = 4.0  # a text's first piece: whole sentences up to this estimated length
-    piece_seconds: float = 10.0  # its later pieces
+    piece_seconds: float = StreamConfig.piece_seconds  # its later pieces (short: its sentences leave one by one)
+    sentence_seconds: float = StreamConfig.sentence_seconds  # a later sentence kept whole up to this
     voice_map: Mapping[str, str] | None = None  # OpenAI voice name -> items (None: the built-in table)
     idle_unload: float | None = None  # seconds unused after which the model is unloaded (None: never)
+
+    def stream_config(self) -> StreamConfig:
+        """How its engine loop cuts a text (engine/stream/cut.py)."""
+        return StreamConfig(self.first_seconds, self.piece_seconds, sentence_seconds=self.sentence_seconds)
 
 
 class Speaker:
@@ -143,9 +150,7 @@ class Speaker:
                     raise RuntimeError("this speaker only builds requests: it has no model to load")
                 self.load_seconds = time.perf_counter() - t0
                 self.loads += 1
-                config = StreamConfig(
-                    first_seconds=self.options.first_seconds, piece_seconds=self.options.piece_seconds
-                )
+                config = self.options.stream_config()
                 # fit: a stretch over one forward is cut at words, as the CLI's plan cuts it (`make`
                 # has planned the request: what the plan takes, the loop takes)
                 service = Service(engine, max_queue=self.options.max_queue, config=config, fit=True)
@@ -245,9 +250,11 @@ class Speaker:
         on_event: Callable[[Event], None],
         check: PieceCheck | None = None,
         places: Places | None = None,
+        continued: bool = False,
     ) -> Ticket:
-        """service().submit: a Ticket, or InvalidRequest / Busy / Stopped. `check`: its per-piece
-        check (verify.py), run as each piece is done; `places`: reserved ones it takes (reserve)."""
+        """service().submit: a Ticket, or InvalidRequest / Busy / ServiceStopped. `check`: its per-piece
+        check (verify.py), run as each piece is done; `places`: reserved ones it takes (reserve);
+        `continued`: the next part of a streamed text (its first piece cut as a later one)."""
         with self.hold():  # not unloaded between the load and the submit (then the request is open)
 
             def on(event: Event) -> None:
@@ -256,13 +263,13 @@ class Speaker:
                 on_event(event)
 
             service = self.service()
-            if check is None and places is None:
+            if check is None and places is None and not continued:
                 return service.submit(request, on)
-            return service.submit(request, on, check=check, places=places)
+            return service.submit(request, on, check=check, places=places, continued=continued)
 
     def reserve(self, size: int) -> Places:
         """service().reserve: `size` places of --max-queue held at once for one caller's requests
-        (a dialogue's lines: one admission), or Busy / Stopped."""
+        (a dialogue's lines: one admission), or Busy / ServiceStopped."""
         with self.hold():
             return self.service().reserve(size)
 

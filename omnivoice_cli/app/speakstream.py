@@ -1,5 +1,5 @@
 """The streamed render of `say` (`--play`, `--stream`, no -o): the text cut at sentences
-(engine/streaming.py); the first piece is generated alone, the rest in packed waves, and each
+(engine/stream/); the first piece is generated alone, the rest in packed waves, and each
 piece is played and/or written to stdout as soon as it and the ones before it are ready. A file
 (`-o FILE` with --play / --stream) holds the same streamed render, written at the end, whole or
 not at all. A player that quits, or stdout's reader going away, ends the run while the next piece
@@ -15,7 +15,8 @@ from typing import BinaryIO, Callable, Protocol
 
 from ..engine.errors import OmniVoiceError
 from ..engine.pipeline import Engine, Request
-from ..engine.streaming import StreamPiece, StreamRun
+from ..engine.stream.render import StreamPiece
+from ..engine.stream.run import StreamRun
 from ..media import output as media_output  # (quiet_stdout looked up when called)
 from ..media.player import Player
 from .deliver import Audio, Outputs, PieceWriter, Take, deliver, piece_cues, reader_gone, send_piece

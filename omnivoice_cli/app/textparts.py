@@ -6,7 +6,7 @@ does both and keeps the rest for more text.
 
 from __future__ import annotations
 
-from ..engine.streaming import text_units
+from ..engine.stream.cut import text_units
 
 
 def ready_text(buffer: str) -> tuple[str, str]:

@@ -1,9 +1,9 @@
 """The piece policy of one request: how its pieces are run, the same in every driver.
 
 Three drivers run requests through the packed loop: `Engine.generate` (pipeline.py), the
-streamed render (streaming.py) and the service (service.py). They cut a text differently by
+streamed render (stream/render.py) and the service (service.py). They cut a text differently by
 design (Engine.generate in chunks like the reference, `plan_request`; the other two at pauses
-and sentences, `streaming.cut_request`), but run the pieces by this one policy:
+and sentences, `stream.cut.cut_request`), but run the pieces by this one policy:
 
 - the voice: with a reference voice every piece uses it; without one, piece 0 is generated
   first and its codes and text are the voice of every later piece;
@@ -15,7 +15,7 @@ and sentences, `streaming.cut_request`), but run the pieces by this one policy:
 - what a finished piece unlocks: with a reference (or a single piece) every piece is ready at
   once and unlocks nothing; without one, piece 0 unlocks all the others;
 - a finished piece's output is accepted in one place, `accept`: `pipeline.JoinedPieces` keeps its
-  codes (decoded and joined when all are done), `streaming.StreamedPieces` renders its audio (and
+  codes (decoded and joined when all are done), `stream.render.StreamedPieces` renders its audio (and
   hands the segments out in order, for the streamed render and the service). A per-piece check
   (speech recognition) hooks in there, once: with a `check`, each finished take of piece k is
   shown to it (`PieceTake`: its text, audio, attempt, seed) before it is accepted; the check answers

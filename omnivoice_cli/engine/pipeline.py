@@ -224,7 +224,7 @@ class Engine:
         runs, and one failing later raises once the others are finished.
         """
         from .generation import run_jobs
-        from .waves import Stagger
+        from .stream.waves import Stagger
 
         self.use_threads()
         run = _GenerateRun(self, requests, on_step, on_result, on_error, checks)

@@ -15,13 +15,14 @@ at any time (what `omnivoice serve` runs on; no web framework here).
     service.call(lambda engine: ...)             # run on the engine between forwards -> Future
     service.stop()
 
-A request is rendered exactly as the streamed render (engine/streaming.py) renders it, by the
+A request is rendered exactly as the streamed render (engine/stream/render.py) renders it, by the
 same `StreamedPieces`: its text is cut at pauses and sentences (`cut_segments`), and its pieces
 run by the engine's one piece policy (pieces.py): piece k is generated with seed + k, without a
 reference voice piece 0 is generated first and its codes and text are the voice of the others,
 and each piece is decoded and post-processed on its own as a whole request of its text
 (`Engine.render`). So a text of one piece gives exactly what `Engine.generate` gives, and the
-pieces of any text, joined, are what `streaming.stream` hands out.
+pieces of any text, joined, are what `stream.render.stream` hands out. What it hands its callers (`Ticket`, `Event`,
+`Summary`, `Places`, the refusals) is in tickets.py; what one forward holds in forwardfit.py.
 
 Scheduling (continuous batching across requests): every piece is a job of the packed loop
 (engine/generation.py). Before each forward, the loop takes new requests, drops the jobs of
@@ -33,8 +34,8 @@ do not depend on what shares its forwards.
 
 A request's own pieces leave one by one, never a whole reply together: its first job in the
 forward joins at once, each further one only when the request's youngest job has done 1/n of
-its steps (as waves.Stagger), with n (`_width`) sized from the measured speed of the forwards
-(waves.steady_width: the fewest in flight that run about as fast as any number would), so its
+its steps (as stream.waves.Stagger), with n (`_width`) sized from the measured speed of the forwards
+(stream.waves.steady_width: the fewest in flight that run about as fast as any number would), so its
 pieces finish spread over the forwards, in order.
 """
 
@@ -46,123 +47,20 @@ import math
 import threading
 import time
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from . import cancel as cancelmod
-from .config import ModelConfig
-from .duration import resolve_target_len
-from .errors import InvalidRequest, OmniVoiceError
-from .pieces import speed_against
+from .errors import InvalidRequest
+from .forwardfit import check_sizes, fit_sizes
 from .pipeline import Engine, Request, validate_request
-from .planning import cut_at_words
-from .streamcut import Segment, StreamConfig, cut_request
-from .streamed import StreamedPieces, StreamPiece
-from .waves import forward_model, steady_width
+from .stream.cut import StreamConfig, cut_request
+from .stream.render import StreamedPieces
+from .stream.waves import forward_model, steady_width
+from .tickets import Busy, Event, Places, RequestCancelled, ServiceStopped, Summary, Ticket
 
 if TYPE_CHECKING:
     from .generation import Job
-    from .voice import VoicePrompt
-
-
-class Busy(OmniVoiceError):
-    """max_queue requests are open: try again in `retry_after` seconds."""
-
-    def __init__(self, message: str, retry_after: int) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-class Stopped(OmniVoiceError):
-    """The service is stopping (or stopped) and takes no new requests."""
-
-
-class Cancelled(OmniVoiceError):
-    """The request was cancelled (its client left) or the service stopped under it."""
-
-
-@dataclass(frozen=True)
-class Summary:
-    """What one request took."""
-
-    pieces: int  # spoken pieces generated
-    samples: int  # samples handed out in all
-    sample_rate: int  # Hz
-    seed: int  # the request's seed (piece k used seed + k)
-    queued: float  # seconds from submit to its first forward
-    first_audio: float | None  # seconds from submit to its first spoken piece handed out
-    seconds: float  # seconds from submit to its end
-    forwards: int  # forwards it took part in
-    warnings: list[str] = field(default_factory=list)
-
-    @property
-    def audio_seconds(self) -> float:
-        return self.samples / self.sample_rate
-
-
-@dataclass(frozen=True)
-class Event:
-    """What a request's on_event receives: "piece", then "done" (or "error" at any time)."""
-
-    kind: str  # "piece", "done" or "error"
-    piece: StreamPiece | None = None
-    summary: Summary | None = None
-    error: BaseException | None = None
-
-
-class Places:
-    """Places of max_queue held for one caller's requests (a dialogue's lines: one admission for
-    them all): `size` places taken at once by Service.reserve, its requests taking only these,
-    given back by release()."""
-
-    def __init__(self, service: "Service", size: int) -> None:
-        self.service, self.size = service, size
-        self.released = False
-
-    def release(self) -> None:
-        self.service._release(self)
-
-
-class Ticket:
-    """One submitted request, as the service tracks it. `cancel()` may be called from any thread;
-    the rest belongs to the loop thread."""
-
-    def __init__(
-        self,
-        service: "Service",
-        number: int,
-        req: Request,
-        pieces: StreamedPieces,
-        on_event,
-        warnings,
-        places: Places | None = None,
-    ):
-        self.service, self.id, self.request, self.on_event = service, number, req, on_event
-        self.places = places  # the places it takes (None: one of max_queue's own)
-        self.pieces = pieces  # its segments, the voice and seeds of its pieces, what is ready to hand out
-        self.warnings = list(warnings)
-        self.active = 0  # its jobs in the forward now
-        self.forwards = 0
-        self.cancelled = False
-        self.closed = False
-        self.submitted = service.clock()
-        self.started: float | None = None
-        self.first_audio: float | None = None
-
-    @property
-    def voice(self) -> "VoicePrompt | None":
-        """The voice its pieces after 0 are spoken in: the reference, or piece 0's once it is done
-        (also for a text of one piece: a caller's voice to go on in, e.g. the next part of a
-        streamed answer)."""
-        return self.pieces.voice
-
-    @property
-    def seed(self) -> int:
-        return self.request.seed
-
-    def cancel(self) -> None:
-        """Drop this request: its jobs leave at the next forward and its place is free at once."""
-        self.service._cancel(self)
 
 
 @dataclass
@@ -172,54 +70,6 @@ class _Slot:
     ticket: Ticket
     k: int  # spoken piece
     job: "Job"
-
-
-def _target(req: Request, text: str, cfg: ModelConfig) -> int:
-    """Frames a segment's text is estimated to generate (against the request's voice, if any)."""
-    ref = req.ref
-    return resolve_target_len(
-        text,
-        ref.text if ref else None,
-        ref.codes.shape[-1] if ref else None,
-        speed_against(req.speed, ref.rate if ref else None),
-        req.duration,
-        cfg.frame_rate,
-    )[0]
-
-
-def fit_sizes(req: Request, segments: list[Segment], cfg: ModelConfig) -> list[Segment]:
-    """The segments, each one that would not fit one forward (check_sizes: a long stretch without
-    punctuation at a slow speed) cut at words into pieces of about the chunk duration by the rule
-    the CLI's plan cuts with (planning.cut_at_words). What cannot be cut so (pieces under
-    MIN_CUT_CHARS characters) is left for check_sizes to refuse."""
-    rows = 2 if req.generation.guidance_scale != 0 else 1
-    preferred = req.generation.audio_chunk_duration * cfg.frame_rate
-    out: list[Segment] = []
-    for seg in segments:
-        if seg.text is None or req.duration is not None:
-            out.append(seg)
-            continue
-        target = _target(req, seg.text, cfg)
-        cut = (
-            [] if target * rows + len(seg.text) <= cfg.max_packed_tokens else cut_at_words(seg.text, target, preferred)
-        )
-        out += [Segment(piece) for piece in cut] if cut else [seg]
-    return out
-
-
-def check_sizes(req: Request, segments: list[Segment], cfg: ModelConfig) -> None:
-    """InvalidRequest when a piece would not fit one forward (max_packed_tokens): a long text
-    without punctuation at a slow speed would otherwise make one huge generation."""
-    rows = 2 if req.generation.guidance_scale != 0 else 1
-    for seg in segments:
-        if seg.text is None:
-            continue
-        target = _target(req, seg.text, cfg)
-        if target * rows + len(seg.text) > cfg.max_packed_tokens:
-            raise InvalidRequest(
-                f"the text has a piece of about {target / cfg.frame_rate:.0f} s of audio ({seg.text[:30]!r}...), more "
-                "than one generation holds: add punctuation to cut it, or raise the speed"
-            )
 
 
 class Service:
@@ -262,20 +112,27 @@ class Service:
         return self
 
     def submit(
-        self, req: Request, on_event: Callable[[Event], None], check=None, places: Places | None = None
+        self,
+        req: Request,
+        on_event: Callable[[Event], None],
+        check=None,
+        places: Places | None = None,
+        continued: bool = False,
     ) -> Ticket:
-        """Accept a request (checked: InvalidRequest), or raise Busy / Stopped. `check`: its
+        """Accept a request (checked: InvalidRequest), or raise Busy / ServiceStopped. `check`: its
         per-piece check (pieces.PieceCheck), run in the loop thread as each piece is done;
-        `places`: reserved places it takes one of (reserve; a caller submits at most `size` at once)."""
+        `places`: reserved places it takes one of (reserve; a caller submits at most `size` at once);
+        `continued`: it goes on from a request already spoken (a socket's or Wyoming's next part),
+        its first piece cut as a later one (cut_request)."""
         warnings = validate_request(req, self.engine.cfg)
-        segments = cut_request(req, self.config)
+        segments = cut_request(req, self.config, continued)
         if self.fit:
             segments = fit_sizes(req, segments, self.engine.cfg)
         pieces = StreamedPieces(self.engine, req, self.config, check, segments)
         check_sizes(req, pieces.segments, self.engine.cfg)
         with self._cond:
             if self._stopping:
-                raise Stopped("the server is shutting down")
+                raise ServiceStopped("the server is shutting down")
             if places is not None:
                 if places.released or self._using(places) >= places.size:
                     raise RuntimeError(f"all {places.size} reserved places are in use (or given back)")
@@ -293,7 +150,7 @@ class Service:
 
     def reserve(self, size: int) -> Places:
         """Hold `size` places of max_queue at once for one caller's requests (submit(places=)):
-        Busy when fewer are free now, InvalidRequest when max_queue has fewer in all, Stopped
+        Busy when fewer are free now, InvalidRequest when max_queue has fewer in all, ServiceStopped
         while stopping. The caller releases them (Places.release) once its requests are over."""
         if size < 1:
             raise ValueError("a reservation holds at least one place")
@@ -303,7 +160,7 @@ class Service:
             )
         with self._cond:
             if self._stopping:
-                raise Stopped("the server is shutting down")
+                raise ServiceStopped("the server is shutting down")
             taken = self._taken()
             if taken + size > self.max_queue:
                 raise Busy(
@@ -315,7 +172,8 @@ class Service:
             self._held.append(places)
             return places
 
-    def _release(self, places: Places) -> None:
+    def give_back(self, places: Places) -> None:
+        """Places.release: the reserved places are free again."""
         with self._cond:
             if not places.released:
                 places.released = True
@@ -334,7 +192,7 @@ class Service:
         future: Future = Future()
         with self._cond:
             if self._stopping:
-                raise Stopped("the server is shutting down")
+                raise ServiceStopped("the server is shutting down")
             self._calls.append((fn, future))
             self._cond.notify()
         return future
@@ -360,7 +218,7 @@ class Service:
             return len(self._open)
 
     def stop(self, timeout: float | None = 10.0) -> None:
-        """Refuse new requests, cancel the open ones (an "error" event: Cancelled) and end the loop:
+        """Refuse new requests, cancel the open ones (an "error" event: RequestCancelled) and end the loop:
         a forward running then stops within one layer, so the loop thread ends promptly (waited
         for up to `timeout` seconds)."""
         with self._cond:
@@ -370,7 +228,8 @@ class Service:
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout)
 
-    def _cancel(self, ticket: Ticket) -> None:
+    def drop(self, ticket: Ticket) -> None:
+        """Ticket.cancel: the request leaves (its jobs at the next forward), its place free at once."""
         with self._cond:
             if ticket.closed:
                 return
@@ -576,9 +435,9 @@ class Service:
             tickets = list(self._open.values()) + self._inbox
             calls, self._calls = self._calls, []
         for fn, future in calls:
-            future.set_exception(Stopped("the server is shutting down"))
+            future.set_exception(ServiceStopped("the server is shutting down"))
         for ticket in tickets:
-            self._fail(ticket, Cancelled("the server stopped before this request was done"))
+            self._fail(ticket, RequestCancelled("the server stopped before this request was done"))
         self._active, self._pending = [], []
 
 

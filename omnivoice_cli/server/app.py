@@ -37,7 +37,7 @@ from ..app import settings as st
 from ..app.listen import Recogniser, RecogniserFailed, Transcript, recogniser
 from ..app.verify import Verifier
 from ..engine.errors import InvalidRequest, MissingExtra, ModelUnavailable
-from ..engine.service import Busy, Stopped
+from ..engine.tickets import Busy, ServiceStopped
 from . import ui
 from . import voices as voice_routes
 from .asgi import ASGIApp, Message, Receive, Scope, Send
@@ -259,7 +259,7 @@ async def speech(request: Request) -> SpeechReply:
         raise from_engine(e) from None
     except Busy as e:
         raise busy(str(e), e.retry_after) from None
-    except Stopped as e:
+    except ServiceStopped as e:
         raise busy(str(e), max(1, int(state.options.grace)), "shutting_down") from None
     return SpeechReply(parsed, ticket, events, entry, listener)
 

@@ -36,9 +36,9 @@ class ServeOptions:
     warmup: bool = False  # one request spoken once the model is loaded, before /health/ready says ready
     idle_unload: float | None = None  # seconds unused after which the model is unloaded (None: never)
     replica: str | None = None  # this replica's id under Ray Serve (serve --ray): the X-OmniVoice-Replica header
-    # A reply's pieces: whole sentences up to this estimated length. A text up to it is one piece,
-    # the same job as `say`'s, so a lone request costs what `say` costs; a longer one streams its
-    # first piece while the rest are generated.
+    # A reply's first piece: whole sentences up to this estimated length. A text up to it is one
+    # piece, the same job as `say`'s, so a lone request costs what `say` costs; a longer one streams
+    # its first piece while the rest are generated, a sentence a piece (a sentence up to this whole).
     piece_seconds: float = 10.0
     socket_idle_timeout: float = 300.0  # /tts/ws: seconds with no text, config, flush or cancel (pings do
     # not count) while nothing of the socket's is spoken, before it is closed

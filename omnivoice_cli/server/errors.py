@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..app.settings import SettingsError
 from ..engine.errors import InvalidRequest, OmniVoiceError, one_line
-from ..engine.service import Cancelled, Stopped
+from ..engine.tickets import RequestCancelled, ServiceStopped
 
 INVALID = "invalid_request_error"
 
@@ -63,7 +63,7 @@ def from_engine(e: BaseException, param: str | None = None) -> ApiError:
         return bad_request(str(e), param or request_field(getattr(e, "setting", None)))
     if isinstance(e, ApiError):
         return e
-    if isinstance(e, (Cancelled, Stopped)):  # the server stops under the request
+    if isinstance(e, (RequestCancelled, ServiceStopped)):  # the server stops under the request
         return busy(str(e), 5, "shutting_down")
     if isinstance(e, OmniVoiceError):
         return ApiError(500, scrub_paths(str(e)), type="server_error", code="engine_error")

@@ -39,7 +39,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ..engine.pipeline import Request as EngineRequest
-from ..engine.service import Event, Places, Service, Ticket
+from ..engine.service import Service
+from ..engine.tickets import Event, Places, Ticket
 from .asgi import ASGIApp, Message, Receive, Scope, Send
 from .state import resident_bytes
 
@@ -149,9 +150,13 @@ class Metrics:
                     before(slots)
 
             def submitted(
-                req: EngineRequest, on_event: OnEvent, check: PieceCheck | None = None, places: Places | None = None
+                req: EngineRequest,
+                on_event: OnEvent,
+                check: PieceCheck | None = None,
+                places: Places | None = None,
+                continued: bool = False,
             ) -> Ticket:
-                return submit(req, self.counting(on_event), check, places)
+                return submit(req, self.counting(on_event), check, places, continued)
 
             service.on_forward = on_forward
             service.submit = submitted  # type: ignore[method-assign]  # every request counted

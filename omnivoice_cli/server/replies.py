@@ -33,8 +33,8 @@ from ..app.deliver import Outputs, PieceEncoder, Take, deliver
 from ..app.verify import PieceRow, RequestCheck
 from ..engine.errors import OmniVoiceError
 from ..engine.pieces import PieceCheck
-from ..engine.service import Event, Summary, Ticket
-from ..engine.streaming import StreamPiece
+from ..engine.stream.render import StreamPiece
+from ..engine.tickets import Event, Summary, Ticket
 from .errors import ApiError, from_engine
 from .speech import SpeechBody
 

@@ -48,7 +48,7 @@ from ..app.speaker import USAGE_ERRORS, Speaker
 from ..engine.config import ModelConfig
 from ..engine.errors import one_line
 from ..engine.pipeline import plan_of
-from ..engine.service import Busy, Event, Stopped, Ticket
+from ..engine.tickets import Busy, Event, ServiceStopped, Ticket
 from ..media.output import AudioFormat, format_named
 from ..media.tracks import join_with_gaps
 from .config import ServeOptions
@@ -204,7 +204,7 @@ async def render(speaker: Speaker, built: list[Built], places: int) -> list[np.n
         held = speaker.reserve(min(places, len(built)))
     except Busy as e:
         raise busy(str(e), e.retry_after) from None
-    except Stopped as e:
+    except ServiceStopped as e:
         raise busy(str(e), 5, "shutting_down") from None
     gate = asyncio.Semaphore(held.size)  # FIFO: the lines go in order
 
@@ -230,7 +230,7 @@ async def render(speaker: Speaker, built: list[Built], places: int) -> list[np.n
     tasks = [asyncio.ensure_future(line(b)) for b in built]
     try:
         return list(await asyncio.gather(*tasks))
-    except Stopped as e:
+    except ServiceStopped as e:
         raise busy(str(e), 5, "shutting_down") from None
     finally:
         for task in tasks:

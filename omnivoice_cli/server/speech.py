@@ -35,6 +35,7 @@ from ..app.speaker import Layer, Speaker, SpeakerOptions, preset_layer
 from ..app.voicechoice import VoiceChoice, VoiceRefused
 from ..engine.errors import InvalidRequest
 from ..engine.pipeline import Request
+from ..engine.stream.cut import StreamConfig
 from ..engine.text import check_text, unicode_problem
 from ..media.loudness import streaming_refused
 from ..media.output import AudioFormat, FormatUnavailable, check_available, check_rate, format_named
@@ -349,8 +350,9 @@ def speaker_options(options: ServeOptions) -> SpeakerOptions:
         model=options.model,
         max_queue=options.max_queue,
         max_chars=options.max_input_chars,
-        first_seconds=seconds,
-        piece_seconds=seconds,
+        first_seconds=seconds,  # a text up to it one piece: what `say` makes of it
+        piece_seconds=min(seconds, StreamConfig.piece_seconds),  # a longer one's sentences leave one by one
+        sentence_seconds=seconds,
         voice_map=options.voice_map,
         idle_unload=options.idle_unload,
     )

@@ -33,8 +33,8 @@ from ..app.speaker import USAGE_ERRORS, Speaker
 from ..app.textparts import take_parts
 from ..engine.errors import InvalidRequest, one_line
 from ..engine.pipeline import Request
-from ..engine.service import Busy, Stopped, Summary, Ticket
-from ..engine.service import Event as EngineEvent
+from ..engine.tickets import Busy, ServiceStopped, Summary, Ticket
+from ..engine.tickets import Event as EngineEvent
 from .wyomingevents import EVENTS, PROGRAM, BadEvent, TooLarge, info_event, parse, read_event
 
 if TYPE_CHECKING:
@@ -322,8 +322,10 @@ class Speaking:
         try:
             if not self.speaker.loaded:  # asleep (--idle-unload): loaded again off the event loop
                 await asyncio.to_thread(self.speaker.start)
-            ticket = self.speaker.submit(request, put)  # quick (text checks), and never left behind by a cancel
-        except (Busy, Stopped) as e:
+            stream = self.job.stream  # its parts after the first go on from it: a sentence a piece
+            continued = stream is not None and stream.parts > 0
+            ticket = self.speaker.submit(request, put, continued=continued)  # quick, never left behind by a cancel
+        except (Busy, ServiceStopped) as e:
             await conn.fail(one_line(e), "busy")
             return
         except USAGE_ERRORS as e:

@@ -5,8 +5,8 @@ The pieces run by the engine's one piece policy (pieces.py), as Engine.generate'
 reference voice, piece 0 is generated first and its codes and text are the voice of every later
 piece; with one, every piece uses it. Piece k (k-th spoken piece) uses seed + k. Every piece is
 decoded and post-processed on its own exactly as a whole request of its text (`StreamedPieces`,
-which the service runs too). The text is cut by `streamcut`, the waves sized by `waves`; the
-worker thread around it is `streaming.StreamRun`.
+which the service runs too). The text is cut by `cut`, the waves sized by `waves`; the
+worker thread around it is `run.StreamRun`.
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-from .cancel import Cancelled, cancellable
-from .duration import resolve_target_len
-from .pieces import Piece, RequestPieces
-from .pipeline import Engine, Request, validate_request
-from .streamcut import Segment, StreamConfig, cut_request
+from ..cancel import Cancelled, cancellable
+from ..duration import resolve_target_len
+from ..pieces import Piece, RequestPieces
+from ..pipeline import Engine, Request, validate_request
+from .cut import Segment, StreamConfig, cut_request
 from .waves import Stagger, WavePlanner
 
 if TYPE_CHECKING:
@@ -308,7 +308,7 @@ def stream(
     cancel: once set (from any thread), the render stops with Cancelled before the next layer of
     the forward running then (engine/cancel.py), or at the next forward. check: the per-piece
     check (pieces.PieceCheck): a piece is handed out once its check accepts a take."""
-    from .generation import run_jobs  # torch
+    from ..generation import run_jobs  # torch
 
     engine.use_threads()
     warnings = validate_request(req, engine.cfg)

@@ -1,20 +1,23 @@
 """Cutting a streamed text: at its pause tags, then at sentence boundaries (`cut_segments`): the
 first piece short (whole sentences up to `first_seconds`, or clauses of a longer first sentence),
-the others whole sentences up to `piece_seconds`. A pause is a segment of its exact silence.
-Pure functions of the text (no model, no torch): the server and Wyoming cut with them too."""
+the others whole sentences up to `piece_seconds` (by default a sentence each, so that a reply's
+sentences leave one by one), a later sentence longer than that kept whole up to `sentence_seconds`
+(beyond, its clauses). A pause is a segment of its exact silence. Pure functions of the text (no
+model, no torch, nothing measured: the same text and seed give the same audio on any device):
+the server and Wyoming cut with them too."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .chunking import chunk_text
-from .duration import estimate_duration
-from .pauses import split_pauses
-from .tags import cut_at_tags
+from ..chunking import chunk_text
+from ..duration import estimate_duration
+from ..pauses import split_pauses
+from ..tags import cut_at_tags
 
 if TYPE_CHECKING:
-    from .pipeline import Request
+    from ..pipeline import Request
 
 _SENTENCE_END = frozenset(".!?。！？…")  # a unit ending with one of these ends a sentence
 _CLOSING = "\"')]}>»’”」』】）》"  # marks that may follow a sentence's end
@@ -26,7 +29,10 @@ class StreamConfig:
     """How a streamed text is cut and scheduled."""
 
     first_seconds: float = 4.0  # first piece: whole sentences up to this estimated length (else clauses)
-    piece_seconds: float = 10.0  # later pieces: whole sentences up to this estimated length (else clauses)
+    # later pieces: whole sentences up to this estimated length; short, so that the sentences of a
+    # long text leave one by one and steadily (how many run at once is sized from the measured speed)
+    piece_seconds: float = 4.0
+    sentence_seconds: float = 10.0  # a later sentence over piece_seconds stays whole up to this (else clauses)
     margin: float = 0.8  # a wave must be ready within this share of the audio queued when it starts
 
 
@@ -57,14 +63,20 @@ def text_units(part: str) -> list[tuple[int, int, bool]]:
     return spans
 
 
-def group_units(seconds: list[float], ends: list[bool], first_limit: float | None, limit: float) -> list[int]:
+def group_units(
+    seconds: list[float], ends: list[bool], first_limit: float | None, limit: float, whole_limit: float | None = None
+) -> list[int]:
     """How many units go in each piece: whole sentences while the piece stays within its limit
     (first_limit for the first piece, if given), at least one; a sentence over the limit alone is
-    cut into clauses (units) the same way. Returns the count of units per piece."""
+    cut into clauses (units) the same way, except that a later sentence is kept whole up to
+    `whole_limit` (if given; beyond it, its clauses up to whole_limit). Returns the count of units
+    per piece."""
     sizes: list[int] = []
     i, n = 0, len(seconds)
     while i < n:
-        cap = first_limit if (first_limit is not None and not sizes) else limit
+        first = first_limit is not None and not sizes
+        cap = first_limit if first_limit is not None and first else limit
+        alone = cap if first or whole_limit is None else max(limit, whole_limit)  # a lone sentence whole up to this
         j, total = i, 0.0
         while j < n:  # whole sentences
             k = j
@@ -73,8 +85,8 @@ def group_units(seconds: list[float], ends: list[bool], first_limit: float | Non
             s = sum(seconds[j : k + 1])
             if j > i and total + s > cap:
                 break
-            if j == i and s > cap:  # the first sentence alone is too long: its clauses
-                while j < n and (j == i or total + seconds[j] <= cap) and not (j > i and ends[j - 1]):
+            if j == i and s > alone:  # the first sentence alone is too long: its clauses
+                while j < n and (j == i or total + seconds[j] <= alone) and not (j > i and ends[j - 1]):
                     total += seconds[j]
                     j += 1
                 break
@@ -84,13 +96,13 @@ def group_units(seconds: list[float], ends: list[bool], first_limit: float | Non
     return sizes
 
 
-def cut_part(part: str, first_limit: float | None, limit: float) -> list[str]:
-    """Slices of `part` (joined they are the part) for its pieces."""
+def cut_part(part: str, first_limit: float | None, limit: float, whole_limit: float | None = None) -> list[str]:
+    """Slices of `part` (joined they are the part) for its pieces (group_units' limits)."""
     spans = text_units(part)
     if len(spans) <= 1:
         return [part]
     seconds = [estimated_seconds(part[s:e]) for s, e, _ in spans]
-    sizes = group_units(seconds, [end for _, _, end in spans], first_limit, limit)
+    sizes = group_units(seconds, [end for _, _, end in spans], first_limit, limit, whole_limit)
     cuts, u = [0], 0
     for size in sizes[:-1]:
         u += size
@@ -99,23 +111,36 @@ def cut_part(part: str, first_limit: float | None, limit: float) -> list[str]:
     return [part[a:b] for a, b in zip(cuts, cuts[1:])]
 
 
-def cut_segments(text: str, first_seconds: float, piece_seconds: float, whole: bool = False) -> list[Segment]:
+def cut_segments(
+    text: str,
+    first_seconds: float | None,
+    piece_seconds: float,
+    whole: bool = False,
+    sentence_seconds: float | None = None,
+) -> list[Segment]:
     """The text as segments, in order: pieces to speak and the exact silences of its pause tags
-    (a leading or trailing pause included). whole: no cutting at sentences (one piece per part)."""
+    (a leading or trailing pause included). whole: no cutting at sentences (one piece per part).
+    first_seconds None: the first piece cut as a later one (a text that goes on from another)."""
     parts, gaps = split_pauses(text)
     out: list[Segment] = [Segment(None, gaps[0])] if gaps[0] > 0 else []
     for p, part in enumerate(parts):
         first = first_seconds if p == 0 else None
-        for piece in [part] if whole else cut_part(part, first, piece_seconds):
+        for piece in [part] if whole else cut_part(part, first, piece_seconds, sentence_seconds):
             out += [Segment(t) for t in ([piece] if whole else cut_at_tags(piece))]  # one tag a piece
         if gaps[p + 1] > 0:
             out.append(Segment(None, gaps[p + 1]))
     return out
 
 
-def cut_request(req: "Request", config: StreamConfig) -> list[Segment]:
+def cut_request(req: "Request", config: StreamConfig, continued: bool = False) -> list[Segment]:
     """A request's segments as the streamed render (and the server) cut them: pieces up to the
-    config's lengths and never over the request's chunk threshold; a fixed duration is not cut."""
+    config's lengths and never over the request's chunk threshold; a fixed duration is not cut.
+    continued: the request goes on from one already spoken (the next part of a socket's or
+    Wyoming's streamed text), so its first piece is cut as a later one (no short first piece for
+    the first audio, no long one to keep a short text whole: its sentences leave one by one)."""
     whole = req.duration is not None  # a fixed length is one generation: not cut
-    limit = min(config.piece_seconds, req.generation.audio_chunk_threshold)
-    return cut_segments(req.text, config.first_seconds, limit, whole=whole)
+    threshold = req.generation.audio_chunk_threshold
+    limit = min(config.piece_seconds, threshold)
+    sentence = min(max(config.sentence_seconds, limit), threshold)
+    first = None if continued else config.first_seconds
+    return cut_segments(req.text, first, limit, whole=whole, sentence_seconds=sentence)

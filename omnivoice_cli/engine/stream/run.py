@@ -1,27 +1,9 @@
-"""Streamed rendering: a text spoken piece by piece, each piece handed out as soon as it is ready.
+"""`StreamRun`: the streamed render (render.stream) in a worker thread, its pieces iterated in
+the caller's thread.
 
-    summary = stream(engine, request, on_piece=lambda p: play(p.audio), on_step=bar, on_warning=warn)
-
-    with StreamRun(engine, request) as run:        # the same, generated in a worker thread
+    with StreamRun(engine, request) as run:        # generated in a worker thread
         for piece in run:                           # StreamPiece, strictly in order
             out.write(piece.audio)
-
-How (used by `say --stream / --play` and by the server):
-- The text is cut at its pause tags, then at sentence boundaries (`cut_segments`): the first piece
-  short (whole sentences up to `first_seconds`, or clauses of a longer first sentence), the
-  others whole sentences up to `piece_seconds`. A pause is a segment of its exact silence.
-- The pieces run by the engine's one piece policy (pieces.py), as Engine.generate's do: without
-  a reference voice, piece 0 is generated first and its codes and text are the voice of every
-  later piece; with one, every piece uses it. Piece k (k-th spoken piece) uses seed + k.
-- Every piece is decoded and post-processed on its own exactly as a whole request of its text
-  (silence removal, level, fade, pad), so a text that is one piece renders exactly as
-  Engine.generate renders it. The pieces joined are the streamed output (`StreamedPieces`, which
-  the service runs too).
-- After piece 0 the rest run in packed waves (all of a wave's jobs share each forward). A wave
-  is as large as can be generated, by the speed measured so far, before the audio already
-  handed out has played (`WavePlanner`); when even one piece cannot be, the device is slower
-  than real time: on_warning says so once, and waves then double in size (fewer, fuller
-  forwards; playback pauses between waves whatever the sizes).
 """
 
 from __future__ import annotations
@@ -30,42 +12,9 @@ import queue
 import threading
 from typing import Callable, Iterator
 
-from .cancel import Cancelled, cancellable
-from .pipeline import Engine, Request
-from .streamcut import (
-    Segment,
-    StreamConfig,
-    cut_part,
-    cut_request,
-    cut_segments,
-    estimated_seconds,
-    group_units,
-    text_units,
-)
-from .streamed import StepCallback, StreamedPieces, StreamPiece, StreamSummary, stream, stream_pieces
-from .waves import WavePlanner, forward_model
-
-__all__ = [  # StreamRun is this module's; the rest are re-exported from streamcut, waves and streamed
-    "StreamRun",
-    "Cancelled",
-    "cancellable",
-    "Segment",
-    "StreamConfig",
-    "cut_part",
-    "cut_request",
-    "cut_segments",
-    "estimated_seconds",
-    "group_units",
-    "text_units",
-    "StepCallback",
-    "StreamedPieces",
-    "StreamPiece",
-    "StreamSummary",
-    "stream",
-    "stream_pieces",
-    "WavePlanner",
-    "forward_model",
-]
+from ..pipeline import Engine, Request
+from .cut import StreamConfig
+from .render import StepCallback, StreamPiece, StreamSummary, stream
 
 
 class StreamRun:

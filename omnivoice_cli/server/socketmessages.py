@@ -1,0 +1,50 @@
+"""The messages of `/tts/ws` (socket.py has the protocol): what a client may send, a socket's
+settings (`Config`), and a message read (`parse_message`; `BadMessage`: an error event, and the
+socket goes on)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from ..app import settings as st
+
+FORMATS = ("pcm", "mulaw", "alaw")  # what a socket's `format` may be
+MAX_PENDING = 32  # parts of text waiting on one socket (beyond: an error event)
+TRY_AGAIN_LATER = 1013  # the close code of a socket over a cap (RFC 6455's registry)
+CONFIG_KEYS = ("sample_rate", "format", "binary", "voice", "language", "speed", "extra", "normalize", "pauses")
+MESSAGES = ("config", "text", "flush", "cancel", "ping")
+
+
+class BadMessage(Exception):
+    """A message this socket cannot take: an error event, and the socket goes on."""
+
+    def __init__(self, message: str, code: str = "invalid_message") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass
+class Config:
+    """A socket's settings (see the module doc)."""
+
+    sample_rate: int
+    format: str = "pcm"
+    binary: bool = False
+    voice: object = None  # a voice's name, as the message gave it (the Speaker checks it)
+    language: object = None
+    settings: dict = field(default_factory=dict)  # `extra` and `speed`, schema settings
+
+
+def parse_message(raw: str) -> dict:
+    """A message: a JSON object with a string `type` (BadMessage otherwise)."""
+    try:
+        message = json.loads(raw)
+    except RecursionError:
+        raise BadMessage("the message's JSON is nested too deeply", "parse_error") from None
+    except ValueError as e:
+        raise BadMessage(f"the message is not valid JSON: {e}", "parse_error") from None
+    if not isinstance(message, dict) or not isinstance(message.get("type"), str):
+        got = st.type_name(message) if not isinstance(message, dict) else "no string 'type'"
+        raise BadMessage(f"a message must be a JSON object with a 'type' ({', '.join(MESSAGES)}), got {got}")
+    return message
