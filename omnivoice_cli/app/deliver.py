@@ -67,7 +67,6 @@ from ..media.output import (
     StreamClosed,
     StreamEncoder,
     StreamWriter,
-    _write_piece,
     check_fits,
     encode,
     pcm16,
@@ -439,32 +438,11 @@ def deliver_blocks(
 
 
 def write_stream(path: Path, chunks: Iterable[Audio], sr: int, fmt: AudioFormat, frames: int) -> None:
-    """Float32 blocks into one audio file of `fmt`, streamed (AAC formats: in memory), to a
-    temporary name then renamed. Blocks are re-cut to the format's own size, so the file does not
-    depend on how the audio came in."""
-    import numpy as np
-
+    """Float32 blocks into one audio file of `fmt` by its encoder, streamed (AAC formats: in
+    memory), to a temporary name then renamed. Blocks are re-cut to the format's own size, so the
+    file does not depend on how the audio came in."""
     check_fits(fmt, frames, sr)
-    if fmt.encoder == "aac":
-        audio = np.concatenate([np.asarray(c, dtype=np.float32) for c in chunks] or [np.zeros(0, np.float32)])
-        write_audio(audio, sr, OutputTarget(path, fmt.sf_format, fmt.subtype))
-        return
-    import soundfile as sf
-
-    size = fmt.block or 1 << 18
-
-    def write(f: BinaryIO) -> None:
-        with sf.SoundFile(f, "w", samplerate=int(sr), channels=1, **fmt.sf_options()) as out:
-            buffer = np.zeros(0, dtype=np.float32)
-            for chunk in chunks:
-                buffer = np.concatenate([buffer, np.asarray(chunk, dtype=np.float32)])
-                while len(buffer) >= size:
-                    _write_piece(out, fmt, buffer[:size])
-                    buffer = buffer[size:]
-            if len(buffer):
-                _write_piece(out, fmt, buffer)
-
-    replace_atomically(path, write)
+    replace_atomically(path, lambda f: fmt.encoder.write(f, chunks, sr))
 
 
 def write_cues(path: Path, cues: Sequence[Subtitle]) -> None:
