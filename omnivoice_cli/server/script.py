@@ -48,7 +48,7 @@ from ..app.speaker import USAGE_ERRORS, Speaker, one_line
 from ..engine.config import ModelConfig
 from ..engine.pipeline import plan_of
 from ..engine.service import Busy, Event, Stopped, Ticket
-from ..media.output import AudioFormat, format_named
+from ..media.output import AudioFormat
 from ..media.tracks import join_with_gaps
 from .config import ServeOptions
 from .errors import bad_request, busy, from_engine
@@ -155,7 +155,7 @@ def parse_script(body: bytes, options: ServeOptions, speaker: Speaker | None = N
             raise bad_request(f"lines[{i}]: {one_line(e)}", "lines") from None
         built.append(b)
     check_length(lines, built, float(pause), tracks)
-    fmt = format_named(RESPONSE_FORMATS[name])
+    fmt = RESPONSE_FORMATS[name]
     rate_for(fmt, built[0].settings["sample_rate"])
     return ScriptBody(lines, built, float(pause), base, fmt, tracks)
 
@@ -295,4 +295,4 @@ async def script(request: Request) -> Response:
 
 
 def request_format(fmt: AudioFormat) -> str:
-    return next(n for n, f in RESPONSE_FORMATS.items() if f == fmt.name)
+    return next(n for n, f in RESPONSE_FORMATS.items() if f is fmt)
