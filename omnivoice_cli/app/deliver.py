@@ -57,7 +57,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Callable, Iterable, Iterator, Protocol, Sequence, cast
 
 from ..engine.errors import OmniVoiceError
-from ..media.cues import Subtitle, finish_subtitles, subtitles_from_pieces, write_result_subtitles, write_subtitles
 from ..media.loudness import Leveller, LoudnessReport
 from ..media.loudness import level as normalise_loudness
 from ..media.m4b import BookTags, ChapterMark, write_m4b
@@ -75,6 +74,7 @@ from ..media.output import (
     write_audio,
 )
 from ..media.rates import StreamResampler, at_rate
+from ..media.subtitles import Subtitle, finish_subtitles, subtitles_from_pieces, write_result_subtitles, write_subtitles
 from . import words as words_module
 from .words import Rendered, WordTime, monotonic, span_words, write_word_subtitles, write_words
 

@@ -32,17 +32,8 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Protocol
 from ..engine.duration import text_weight
 from ..engine.pauses import split_pauses
 from ..media.atomic import replace_atomically
-from ..media.cues import (
-    WRAP,
-    Subtitle,
-    _is_wide,
-    cut_texts,
-    retime_cues,
-    subtitles_text,
-    timestamp,
-    word_payload,
-    wrap_lines,
-)
+from ..media.cues import timestamp
+from ..media.subtitles import WRAP, Subtitle, _is_wide, cut_texts, retime_cues, subtitles_text, word_payload, wrap_lines
 from .listen import Transcript
 from .verify import by_characters, max_tokens, units
 

@@ -20,8 +20,8 @@ from ..app.dialogue import check_gap, check_gaps_total, plan_script
 from ..app.dryrun import describe, render
 from ..app.session import Hardware, WarnOnce
 from ..app.speak import DialogueRun, output_target
-from ..media.cues import check_subtitles_path
 from ..media.lock import output_lock
+from ..media.subtitles import check_subtitles_path
 from .common import echo, held, run_session, run_settings, stdout_is_terminal, warn
 
 

@@ -18,9 +18,9 @@ from ..app.schema import ADVANCED
 from ..app.session import Hardware, WarnOnce
 from ..app.speak import Speech, check_streamable, output_target, report_settings, speech_run
 from ..engine.errors import InvalidRequest
-from ..media.cues import check_subtitles_path
 from ..media.formats import usual_extensions
 from ..media.lock import output_lock
+from ..media.subtitles import check_subtitles_path
 from ..ui.helpfmt import BARE, MORE
 from ..ui.options import (
     HARDWARE_SETTINGS,
