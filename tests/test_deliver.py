@@ -23,7 +23,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "omnivoice_cli"
 CONCERNS = {
     "app.words": {"word_timings", "span_words", "write_words", "write_word_subtitles"},
     "media.subtitles": {"write_subtitles", "write_result_subtitles"},
-    "media.loudness": {"normalize", "level", "Leveller"},
+    "media.leveller": {"normalize", "level", "Leveller"},
     "media.rates": {"at_rate", "StreamResampler"},
     "media.output": {"write_audio", "encode", "StreamEncoder", "StreamWriter", "pcm16"},
     "media.m4b": {"write_m4b"},

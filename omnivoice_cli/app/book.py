@@ -52,7 +52,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, TypedDict
 
 from ..engine.errors import InvalidRequest, MissingExtra, OmniVoiceError
-from ..media.loudness import LoudnessReport, require
+from ..media.leveller import LoudnessReport
+from ..media.loudness import require
 from ..media.m4b import BookTags, ChapterMark, cover_image, write_chapters_json
 from ..media.output import AudioFormat, check_available, format_named
 from . import settings as st

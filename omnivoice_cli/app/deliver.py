@@ -57,8 +57,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Callable, Iterable, Iterator, Protocol, Sequence, cast
 
 from ..engine.errors import OmniVoiceError
-from ..media.loudness import Leveller, LoudnessReport
-from ..media.loudness import level as normalise_loudness
+from ..media.leveller import Leveller, LoudnessReport
+from ..media.leveller import level as normalise_loudness
 from ..media.m4b import BookTags, ChapterMark, write_m4b
 from ..media.output import (
     AudioFormat,

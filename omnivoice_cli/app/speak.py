@@ -44,7 +44,8 @@ from ..engine.pipeline import Engine, Planned, Request, Result, plan_of
 from ..engine.streaming import StreamPiece, StreamRun
 from ..media import output as media_output  # (quiet_stdout looked up when called)
 from ..media.formats import streaming_formats
-from ..media.loudness import LoudnessReport, streaming_refused
+from ..media.leveller import LoudnessReport
+from ..media.loudness import streaming_refused
 from ..media.output import OutputTarget, check_output
 from ..media.player import Player, open_player
 from ..media.subtitles import Subtitle, finish_subtitles, subtitles_from_pieces

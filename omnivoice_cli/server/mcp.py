@@ -41,7 +41,7 @@ from ..app.deliver import Outputs, Take, WriteFailed, deliver
 from ..app.speaker import USAGE_ERRORS, Speaker, one_line
 from ..engine.errors import InvalidRequest, OmniVoiceError
 from ..media.formats import AUDIO_FORMATS
-from ..media.loudness import LoudnessReport
+from ..media.leveller import LoudnessReport
 from ..media.output import check_output, format_named, writable_formats
 from ..media.player import Player, open_player
 from .schema import languages_part, presets_part, settings_part, voice_design_part
