@@ -47,7 +47,8 @@ from ..media.formats import streaming_formats
 from ..media.leveller import LoudnessReport
 from ..media.loudness import streaming_refused
 from ..media.output import OutputTarget, check_output
-from ..media.player import Player, open_player
+from ..media.player import open_player
+from ..media.players import Player
 from ..media.subtitles import Subtitle, finish_subtitles, subtitles_from_pieces
 from . import listen
 from . import settings as st

@@ -43,7 +43,8 @@ from ..engine.errors import InvalidRequest, OmniVoiceError
 from ..media.formats import AUDIO_FORMATS
 from ..media.leveller import LoudnessReport
 from ..media.output import check_output, format_named, writable_formats
-from ..media.player import Player, open_player
+from ..media.player import open_player
+from ..media.players import Player
 from .schema import languages_part, presets_part, settings_part, voice_design_part
 
 if TYPE_CHECKING:
