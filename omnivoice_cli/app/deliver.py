@@ -38,7 +38,7 @@ render is complete.
 
 A book's outputs are never held whole (a chapter, or the whole .m4b, is read from its parts):
 `deliver_blocks` is its delivery, in the same order as far as it applies: the loudness measured
-over the stream and one gain chosen (media/loudness.Leveller, the streamed form of the same
+over the stream and one gain chosen (media/leveller.Leveller, the streamed form of the same
 algorithm: measuring is not an output, but choosing the output's gain is, so it is done here),
 then the audio written from the blocks (a file of a format, atomically, or the .m4b); a chapter's
 subtitles, made from its parts' pieces, are written through `write_cues`. (The book's
@@ -423,7 +423,7 @@ def deliver_blocks(
     chapters: Chapters | None = None,
 ) -> tuple[LoudnessReport, float]:
     """An output from blocks, in deliver's order: the loudness measured over the stream and one
-    gain to `loudness` LUFS (peaks under `ceiling` dBTP; media/loudness.Leveller; `chunks()` gives
+    gain to `loudness` LUFS (peaks under `ceiling` dBTP; media/leveller.Leveller; `chunks()` gives
     the audio anew at each call, it is read up to four times), then written at that gain: into
     one .m4b with `chapters`, else one file of `fmt` of `frames` samples (write_stream). Returns
     the loudness report and the seconds written."""
