@@ -192,7 +192,7 @@ def _format(data: dict) -> tuple[str, AudioFormat]:
 
 # Formats whose streamed form is a lesser file (a WAV's unknown-size header: `soxi` reads 24 h 51 min):
 # sent whole, with their real sizes, unless the request asks for a stream.
-WHOLE_BY_DEFAULT = frozenset({"wav"})
+WHOLE_BY_DEFAULT = frozenset(f.name for f in RESPONSE_FORMATS.values() if f.encoder.header_sizes)
 
 
 def _streaming(data: dict, fmt: AudioFormat) -> tuple[bool, bool]:
