@@ -26,6 +26,7 @@ def main():
     import torch
 
     from omnivoice_cli.engine.config import GenerationConfig
+    from omnivoice_cli.engine.hardware import Hardware
     from omnivoice_cli.engine.pipeline import Engine, Request
 
     torch.set_num_threads(args.threads)
@@ -43,7 +44,7 @@ def main():
         kw["quantize"] = args.quantize
     if args.compile:
         kw["compile"] = True
-    engine = Engine.load(args.ckpt, device=args.device, dtype=args.dtype, **kw)
+    engine = Engine.load(args.ckpt, Hardware(device=args.device, dtype=args.dtype, **kw))
     load_s = time.perf_counter() - t0
     sync = torch.cuda.synchronize if engine.device.type == "cuda" else (lambda: None)  # honest step times
     gen = GenerationConfig(

@@ -58,9 +58,10 @@ def main() -> None:
     audio = None
     if args.tts_ckpt is not None:
         from omnivoice_cli.engine.config import GenerationConfig
+        from omnivoice_cli.engine.hardware import Hardware
         from omnivoice_cli.engine.pipeline import Engine, Request
 
-        engine = Engine.load(str(args.tts_ckpt), device="cpu")
+        engine = Engine.load(str(args.tts_ckpt), Hardware(device="cpu"))
         for steps in args.steps:
             times = []
             for _ in range(args.runs):

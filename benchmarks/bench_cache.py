@@ -33,13 +33,14 @@ def main() -> int:
     import torch
 
     from omnivoice_cli.engine.config import GenerationConfig
+    from omnivoice_cli.engine.hardware import Hardware
     from omnivoice_cli.engine.pipeline import Engine, Request
 
     ckpt = args.ckpt or H.default_ckpt()
     torch.set_num_threads(args.threads)
     print(H.cpu_header())
     q = None if args.quantize == "none" else args.quantize
-    engine = Engine.load(str(ckpt), device="cpu", threads=args.threads, **({"quantize": q} if q else {}))
+    engine = Engine.load(str(ckpt), Hardware(device="cpu", threads=args.threads, **({"quantize": q} if q else {})))
     ref = engine.voice_from_audio(synthetic_reference(args.ref_seconds), REF_TEXT)
     print(f"checkpoint {ckpt}, {args.threads} threads, quantize {args.quantize}, {args.steps} steps", flush=True)
     gen = GenerationConfig(num_step=args.steps, position_temperature=0.0, class_temperature=0.0)

@@ -29,9 +29,9 @@ sys.path.insert(0, str(ROOT))
 from omnivoice_cli.engine.encoder import (  # noqa: E402
     EncoderConfig,
     HiggsEncoder,
-    WeightNormConv1d,
     build_encoder,
 )
+from omnivoice_cli.engine.hubert import WeightNormConv1d  # noqa: E402
 from omnivoice_cli.engine.resample import resample_tensor  # noqa: E402
 
 FULL_CONFIG = ROOT / "tests" / "fixtures" / "full" / "audio_tokenizer" / "config.json"

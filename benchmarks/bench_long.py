@@ -31,8 +31,9 @@ import resource, sys, time
 import soundfile as sf
 from omnivoice_cli.engine.config import GenerationConfig
 from omnivoice_cli.engine.pipeline import Engine, Request
+from omnivoice_cli.engine.hardware import Hardware
 ckpt, src, steps, threads, out = sys.argv[1:6]
-engine = Engine.load(ckpt, device="cpu", threads=int(threads))
+engine = Engine.load(ckpt, Hardware(device="cpu", threads=int(threads)))
 t0 = time.perf_counter()
 [r] = engine.generate([Request(text=open(src).read(), seed=1, generation=GenerationConfig(num_step=int(steps)))])
 from omnivoice_cli.media.output import check_output, write_audio

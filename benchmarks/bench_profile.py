@@ -44,13 +44,14 @@ def main() -> int:
     from torch.profiler import ProfilerActivity, profile
 
     from omnivoice_cli.engine.generation import pack
+    from omnivoice_cli.engine.hardware import Hardware
     from omnivoice_cli.engine.pipeline import Engine, Request
 
     torch.set_num_threads(args.threads)
     H.force_int8_kernel(args.int8_kernel)
     ckpt = args.ckpt or H.default_ckpt()
     kw = {"quantize": args.quantize} if args.quantize else {}
-    engine = Engine.load(str(ckpt), device="cpu", dtype=args.dtype, **kw)
+    engine = Engine.load(str(ckpt), Hardware(device="cpu", dtype=args.dtype, **kw))
     job = engine.prepare(Request(text=H.SENTENCE_9S, lang="en"))
     batch, [(c, _)] = pack([job], "cpu")
     with torch.inference_mode():

@@ -28,11 +28,12 @@ t["torch"] = time.perf_counter()
 from omnivoice_cli.engine.config import GenerationConfig
 from omnivoice_cli.engine.generation import run_jobs
 from omnivoice_cli.engine.pipeline import Engine, Request
+from omnivoice_cli.engine.hardware import Hardware
 import soundfile
 t["imports"] = time.perf_counter()
 a = json.loads(sys.argv[1])
 kw = {"quantize": a["quantize"]} if a["quantize"] else {}
-engine = Engine.load(a["ckpt"], device="cpu", threads=a["threads"], **kw)
+engine = Engine.load(a["ckpt"], Hardware(device="cpu", threads=a["threads"], **kw))
 t["load"] = time.perf_counter()
 gen = GenerationConfig(num_step=a["steps"], position_temperature=0.0, step_cache=a["step_cache"])
 req = Request(text=a["text"], lang="en", generation=gen)

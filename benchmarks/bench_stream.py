@@ -33,10 +33,11 @@ def child(args) -> None:
     import torch
 
     from omnivoice_cli.engine.config import GenerationConfig
+    from omnivoice_cli.engine.hardware import Hardware
     from omnivoice_cli.engine.pipeline import Engine, Request
 
     torch.set_num_threads(args.threads)
-    engine = Engine.load(str(args.ckpt), device=args.device, dtype=args.dtype)
+    engine = Engine.load(str(args.ckpt), Hardware(device=args.device, dtype=args.dtype))
     req = Request(text=PARAGRAPH, lang="en", seed=args.seed, generation=GenerationConfig(num_step=args.num_step))
     out = {"mode": args.child}
     with H.PeakRSS() as pk:

@@ -55,15 +55,16 @@ def final_tokens(engine, requests, steps: int) -> list[torch.Tensor]:
 
 def compare(ckpt: Path, named, variants: list[str], steps: int) -> list[tuple]:
     """Rows (variant, case, relative logits error, argmax agreement, final-token agreement)."""
+    from omnivoice_cli.engine.hardware import Hardware
     from omnivoice_cli.engine.pipeline import Engine
 
     names, requests = [n for n, _ in named], [r for _, r in named]
-    fp32 = Engine.load(str(ckpt), device="cpu")
+    fp32 = Engine.load(str(ckpt), Hardware(device="cpu"))
     base, base_tokens = step0_logits(fp32, requests), final_tokens(fp32, requests, steps)
     del fp32
     rows = []
     for variant in variants:
-        engine = Engine.load(str(ckpt), device="cpu", **VARIANTS[variant])
+        engine = Engine.load(str(ckpt), Hardware(device="cpu", **VARIANTS[variant]))
         logits, tokens = step0_logits(engine, requests), final_tokens(engine, requests, steps)
         for name, a, b, ta, tb in zip(names, base, logits, base_tokens, tokens):
             rel = ((b - a).norm() / a.norm()).item()
@@ -91,9 +92,10 @@ def cache_per_step(ckpt: Path, req, steps: int, prompt_every: int, uncond_every:
 
     from omnivoice_cli.engine.config import GenerationConfig
     from omnivoice_cli.engine.generation import pack, step_log_probs
+    from omnivoice_cli.engine.hardware import Hardware
     from omnivoice_cli.engine.pipeline import Engine
 
-    engine = Engine.load(str(ckpt), device="cpu", **load)
+    engine = Engine.load(str(ckpt), Hardware(device="cpu", **load))
     mask = engine.cfg.audio_mask_id
     gen = GenerationConfig(num_step=steps, position_temperature=0.0, class_temperature=0.0)
     model = engine.model

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import sys
@@ -63,14 +64,19 @@ class FakeEngine:
     encoded: list = []  # (path, transcript) of every voice_from_audio call
 
     @classmethod
-    def load(cls, model=None, *, device="auto", dtype="auto", on_notice=None, **options):
-        # quantize / compile / threads are recorded only when the CLI passes them
-        cls.loads.append({"model": model, "device": device, "dtype": dtype, **options})
+    def load(cls, model=None, hardware=None, *, on_notice=None, on_download=None):
+        from omnivoice_cli.engine.hardware import Hardware
+
+        hw, default = hardware or Hardware(), Hardware()
+        # quantize / compile / threads / ... are recorded only where the record differs from its default
+        asked = {f.name: getattr(hw, f.name) for f in dataclasses.fields(hw) if f.name not in ("device", "dtype")}
+        asked = {k: v for k, v in asked.items() if v != getattr(default, k)}
+        cls.loads.append({"model": model, "device": hw.device, "dtype": hw.dtype, **asked})
         if cls.load_error is not None:
             raise cls.load_error
         if on_notice is not None:
             on_notice("fake notice: weights are for testing only")
-        return cls(model, device, dtype)
+        return cls(model, hw.device, hw.dtype)
 
     encoder_loads = 0
 
@@ -218,9 +224,10 @@ def files_in(folder: Path) -> list[str]:
 @pytest.fixture(scope="module")
 def engine():
     """The tiny checkpoint loaded on the CPU, once per test module (a module may define its own)."""
+    from omnivoice_cli.engine.hardware import Hardware
     from omnivoice_cli.engine.pipeline import Engine
 
-    return Engine.load(str(TINY_CKPT), device="cpu")
+    return Engine.load(str(TINY_CKPT), Hardware(device="cpu"))
 
 
 @pytest.fixture(scope="module")
@@ -263,7 +270,7 @@ def loaded(monkeypatch, tiny_engine):
         loads = 0
 
         @classmethod
-        def load(cls, model=None, *, device="auto", dtype="auto", on_notice=None, **options):
+        def load(cls, model=None, hardware=None, *, on_notice=None, on_download=None):
             assert model == str(TINY_CKPT)
             cls.loads += 1
             return tiny_engine

@@ -8,7 +8,7 @@ import pytest
 import torch
 from safetensors.numpy import load_file
 
-from omnivoice_cli.engine import audio
+from omnivoice_cli.engine import audio, postprocess
 from omnivoice_cli.engine.codec import load_codec_decoder
 from omnivoice_cli.engine.config import ModelConfig
 
@@ -30,7 +30,7 @@ ITEMS = [it for c in CASES for it in _items(c)]
 def test_post_process_matches_reference(case, i, ref_rms):
     g = load_file(GOLDEN / f"{case}.safetensors")
     raw = g["item0.raw_waveform"][0] if "item0.raw_waveform" in g else g[f"decode{i}.audio_values"][0, 0]
-    out = audio.post_process(raw, ref_rms, SR)
+    out = postprocess.post_process(raw, ref_rms, SR)
     ref = g[f"item{i}.audio"]
     assert out.dtype == np.float32 and out.shape == ref.shape
     assert np.abs(out - ref).max() < 1e-6  # bit-identical in practice
@@ -41,7 +41,7 @@ def test_cross_fade_of_decoded_chunks_matches_reference():
     g = load_file(GOLDEN / "long.safetensors")
     dec = load_codec_decoder(TINY / "audio_tokenizer", ModelConfig.from_checkpoint(TINY).codec)
     chunks = [dec.decode(torch.from_numpy(g[f"decode{k}.codes"]))[0, 0].numpy() for k in range(5)]  # [N_k]
-    merged = audio.cross_fade_chunks(chunks, SR)
+    merged = postprocess.cross_fade_chunks(chunks, SR)
     ref = g["item0.raw_waveform"][0]
     assert (
         merged.shape == ref.shape == (sum(c.shape[-1] for c in chunks) + 4 * 2400,)
@@ -116,14 +116,14 @@ def test_leading_silence_and_rms_geometry():
 
 def fade_and_pad(x, sr, pad_duration=0.1, fade_duration=0.1):
     """post_process's fade and pad alone (no silence removal; a reference level that is kept)."""
-    return audio.post_process(
+    return postprocess.post_process(
         x, 0.2, sr, postprocess_output=False, pad_duration=pad_duration, fade_duration=fade_duration
     )
 
 
 def adjust_volume(x, ref_rms):
     """post_process's level rule alone (no silence removal, fades or padding)."""
-    return audio.post_process(x, ref_rms, SR, postprocess_output=False, pad_duration=0.0, fade_duration=0.0)
+    return postprocess.post_process(x, ref_rms, SR, postprocess_output=False, pad_duration=0.0, fade_duration=0.0)
 
 
 def test_fade_and_pad_lengths():
@@ -142,13 +142,13 @@ def test_fade_and_pad_lengths():
 
 def test_cross_fade_layout():
     a, b = np.ones(10000, np.float32), 2 * np.ones(9000, np.float32)
-    out = audio.cross_fade_chunks([a, b], SR)
+    out = postprocess.cross_fade_chunks([a, b], SR)
     assert out.shape == (10000 + 2400 + 9000,)
     np.testing.assert_array_equal(out[10000 - 2400 : 10000], np.linspace(1, 0, 2400, dtype=np.float32))
     assert np.all(out[10000:12400] == 0)
     np.testing.assert_array_equal(out[12400:14800], 2 * np.linspace(0, 1, 2400, dtype=np.float32))
     assert np.all(a == 1) and np.all(b == 2)  # inputs untouched
-    np.testing.assert_array_equal(audio.cross_fade_chunks([a], SR), a)
+    np.testing.assert_array_equal(postprocess.cross_fade_chunks([a], SR), a)
 
 
 def test_volume_rules():
@@ -161,7 +161,7 @@ def test_volume_rules():
 
 def test_post_process_without_silence_removal():
     x = np.concatenate([_sil(1.0), _tone(0.5, amp=0.8)])
-    out = audio.post_process(x, None, SR, postprocess_output=False, pad_duration=0.05, fade_duration=0.0)
+    out = postprocess.post_process(x, None, SR, postprocess_output=False, pad_duration=0.05, fade_duration=0.0)
     assert out.shape == (len(x) + 2 * 1200,)
     np.testing.assert_allclose(np.abs(out).max(), 0.5, rtol=1e-6)
-    assert audio.post_process(_sil(2.0), None, SR).shape == (0,)  # all silent: empty (the reference crashes)
+    assert postprocess.post_process(_sil(2.0), None, SR).shape == (0,)  # all silent: empty (the reference crashes)

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from omnivoice_cli.engine import memory
+from omnivoice_cli.engine.hardware import Hardware
 from omnivoice_cli.engine.linears import (
     Int8Linear,
     LegacyInt8Linear,
@@ -185,10 +186,10 @@ def test_keep_heap_lets_steps_reuse_their_pages():
 
 @pytest.mark.slow
 def test_engine_picks_the_cpu_linear_paths():
-    fp32 = Engine.load(str(TINY), device="cpu")
+    fp32 = Engine.load(str(TINY), Hardware(device="cpu"))
     kinds = {type(m) for m in fp32.model.llm.layers.modules() if isinstance(m, (nn.Linear, Int8Linear))}
     assert kinds == ({OneDNNLinear} if onednn_linear_available() else {nn.Linear})
-    int8 = Engine.load(str(TINY), device="cpu", quantize="int8")
+    int8 = Engine.load(str(TINY), Hardware(device="cpu", quantize="int8"))
     kind = int8_kind()  # the class's kernel (cpu.CHOICES): FBGEMM's on AVX2 without VNNI, else oneDNN's
     kinds = {type(m) for m in int8.model.llm.layers.modules() if isinstance(m, (nn.Linear, Int8Linear, kind))}
     assert kinds == {kind}
@@ -205,7 +206,7 @@ def test_int8_engine_logits_stay_close_to_fp32():
 
     out = []
     for q in (None, "int8"):
-        engine = Engine.load(str(TINY), device="cpu", quantize=q)
+        engine = Engine.load(str(TINY), Hardware(device="cpu", quantize=q))
         job = engine.prepare(Request(text="Hello there, how are you?", lang="en"))
         batch, [(c, _)] = pack([job], "cpu")
         with torch.inference_mode():
@@ -221,5 +222,5 @@ def test_without_onednn_the_plain_linears_stay(monkeypatch):
     monkeypatch.setattr(linears, "_onednn_ok", False)  # as if the probe had failed
     lin = _linear()
     assert use_onednn_linears(lin) == 0 and type(lin) is nn.Linear
-    engine = Engine.load(str(TINY), device="cpu")
+    engine = Engine.load(str(TINY), Hardware(device="cpu"))
     assert not any(isinstance(m, OneDNNLinear) for m in engine.model.modules())

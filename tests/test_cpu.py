@@ -6,12 +6,14 @@ AVX2-only CPU."""
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
 
 from omnivoice_cli.engine import cpu, linears, loading
+from omnivoice_cli.engine.hardware import Hardware
 from omnivoice_cli.engine.pipeline import Engine, Request
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -193,7 +195,7 @@ def test_bf16_on_an_avx2_cpu_is_the_float32_engine(force):
         pytest.skip("this torch build has no oneDNN linear: bf16 runs in torch's own kernels")
     force(ZEN3)
     notices = []
-    engine = Engine.load(str(TINY), device="cpu", dtype="bfloat16", on_notice=notices.append)
+    engine = Engine.load(str(TINY), Hardware(device="cpu", dtype="bfloat16"), on_notice=notices.append)
     assert engine.dtype == torch.float32
     assert [n for n in notices if "bfloat16" in n] == [
         "bfloat16 is not supported on this CPU (avx2: oneDNN needs AVX-512 for it): running in float32"
@@ -202,14 +204,14 @@ def test_bf16_on_an_avx2_cpu_is_the_float32_engine(force):
         type(m) for m in engine.model.llm.layers.modules() if isinstance(m, (torch.nn.Linear, linears.KernelLinear))
     }
     assert kinds == ({linears.OneDNNLinear} if linears.onednn_linear_available() else {torch.nn.Linear})
-    fp32 = Engine.load(str(TINY), device="cpu")
+    fp32 = Engine.load(str(TINY), Hardware(device="cpu"))
     assert torch.equal(_step0_logits(engine), _step0_logits(fp32))
 
 
 def test_int8_on_a_cpu_without_native_bf16_keeps_its_heads_in_float32(force):
     force(ZEN3)
     assert not linears.use_bf16_heads()
-    engine = Engine.load(str(TINY), device="cpu", quantize="int8")
+    engine = Engine.load(str(TINY), Hardware(device="cpu", quantize="int8"))
     assert not isinstance(engine.model.audio_heads, linears.BF16Linear)
     assert engine.model.llm.layers[0].self_attn.math_dtype is None
 
@@ -217,7 +219,7 @@ def test_int8_on_a_cpu_without_native_bf16_keeps_its_heads_in_float32(force):
 def test_bf16_takes_this_cpus_own_branch():
     """Unforced: oneDNN's bf16 body where this CPU runs it, else the float32 one with its notice."""
     notices = []
-    engine = Engine.load(str(TINY), device="cpu", dtype="bfloat16", on_notice=notices.append)
+    engine = Engine.load(str(TINY), Hardware(device="cpu", dtype="bfloat16"), on_notice=notices.append)
     said = [n for n in notices if "bfloat16" in n]
     if cpu.bf16_runs() and linears.onednn_linear_available():
         assert engine.dtype == torch.bfloat16 and isinstance(
@@ -266,6 +268,7 @@ _AVX2_PROBE = """
 import torch
 from omnivoice_cli.engine import cpu, linears
 from omnivoice_cli.engine.pipeline import Engine, Request
+from omnivoice_cli.engine.hardware import Hardware
 info = cpu.info()
 assert info.name == "avx2", info
 if cpu.detect(env={}).avx512:  # a bigger CPU run as an AVX2 one: the caps are said
@@ -273,7 +276,7 @@ if cpu.detect(env={}).avx512:  # a bigger CPU run as an AVX2 one: the caps are s
 assert not cpu.bf16_runs() and not cpu.has_native_bf16() and not cpu.has_vnni()
 assert not torch.ops.mkldnn._is_mkldnn_bf16_supported()  # oneDNN reads the same cap
 assert linears.Int8Linear.half == 63  # 7-bit activations: no VNNI under the cap
-engine = Engine.load("{tiny}", device="cpu", quantize="int8")
+engine = Engine.load("{tiny}", Hardware(device="cpu", quantize="int8"))
 assert not isinstance(engine.model.audio_heads, linears.BF16Linear)
 tokens = engine.generate([Request(text="hi", lang="en", seed=1)])[0].tokens
 print("ok", tuple(tokens.shape))
@@ -351,17 +354,13 @@ def test_auto_in_each_forced_class(force, name):
     force(ROWS[name])
     row = cpu.CHOICES[name]
     assert cpu.choice() is row and cpu.row_name(cpu.info()) == name
-    assert loading.resolve_dtype("auto", torch.device("cpu"), None) == torch.float32
-    said = []
-    assert loading.auto_quantize(torch.float32, False, said.append) == (row.quantize, torch.float32) and said == []
-    assert loading.auto_quantize(torch.bfloat16, False, said.append) == (None, torch.bfloat16)
-    assert loading.auto_quantize(torch.float32, True, said.append) == (None, torch.float32)
-    assert len(said) == (2 if row.quantize else 0)
-    if said:
-        assert said[0] == (
-            f"quantize auto: int8 (the fastest on this CPU, {name.removesuffix('+vnni')}) needs float32 "
-            "and no compile: without it here (dtype bfloat16)"
-        )
+    assert cpu.decide().dtype == "float32" and cpu.decide(Hardware(dtype="auto")).quantize is None
+    auto = Hardware(quantize="auto")
+    assert cpu.decide(auto) == cpu.Decision(row.quantize, "float32", row.int8, None, row)
+    dropped = "dtype" if row.quantize else None
+    assert cpu.decide(replace(auto, dtype="bfloat16")) == cpu.Decision(None, "bfloat16", row.int8, dropped, row)
+    dropped = "compile" if row.quantize else None
+    assert cpu.decide(replace(auto, compile=True)) == cpu.Decision(None, "float32", row.int8, dropped, row)
     kind = linears.int8_kind()
     if row.int8 == "fbgemm" and linears.fbgemm_available():
         assert kind is linears.FbgemmInt8Linear
@@ -383,17 +382,32 @@ def test_the_choice_at_one_thread(name):
 
 def test_auto_at_one_thread_on_amx_is_the_bf16_body_unless_float32_or_compile_is_asked(force):
     force(SAPPHIRE_RAPIDS, runs=True)
-    said = []
-    auto = loading.auto_quantize
-    assert auto(torch.float32, False, said.append, dtype="auto", threads=1) == (None, torch.bfloat16)
-    assert auto(torch.float32, False, said.append, dtype="auto", threads=2) == ("int8", torch.float32)
-    assert auto(torch.float32, False, said.append, dtype="float32", threads=1) == ("int8", torch.float32)
-    assert auto(torch.bfloat16, False, said.append, dtype="bfloat16", threads=1) == (None, torch.bfloat16)
-    assert said == []
-    assert auto(torch.float32, True, said.append, dtype="auto", threads=1) == (None, torch.float32)
-    assert said and "without it here (compile)" in said[0]
+
+    def auto(threads, dtype="auto", compile=False, runs=cpu.bf16_runs):
+        d = cpu.decide(Hardware(dtype=dtype, quantize="auto", compile=compile), threads, bf16_runs=runs)
+        return d.quantize, d.dtype, d.dropped
+
+    assert auto(1) == (None, "bfloat16", None)
+    assert auto(2) == ("int8", "float32", None)
+    assert auto(1, dtype="float32") == ("int8", "float32", None)
+    assert auto(1, dtype="bfloat16") == (None, "bfloat16", None)
+    assert auto(1, compile=True) == (None, "float32", "compile")
     force(SAPPHIRE_RAPIDS, runs=False)  # oneDNN refusing bf16 after all: int8, never an emulated bf16
-    assert auto(torch.float32, False, said.append, dtype="auto", threads=1) == ("int8", torch.float32)
+    assert auto(1) == ("int8", "float32", None)
+    assert auto(1, dtype="bfloat16") == (None, "bfloat16", "dtype")
+
+
+def test_the_loader_says_when_auto_leaves_int8_out(force):
+    """The loader's one line where a dtype asked for keeps quantize auto from its int8."""
+    force(ZEN3)
+    said: list[str] = []
+    engine = Engine.load(str(TINY), Hardware(device="cpu", quantize="auto", dtype="float16"), on_notice=said.append)
+    assert engine.dtype == torch.float16 and not isinstance(
+        engine.model.llm.layers[0].mlp.down_proj, linears.KernelLinear
+    )
+    assert said == [
+        "quantize auto: int8 (the fastest on this CPU, avx2) needs float32 and no compile: without it here (dtype float16)"
+    ]
 
 
 @pytest.fixture
@@ -409,7 +423,7 @@ def test_the_engine_takes_amxs_path_at_its_thread_count(force, torch_threads, th
     if not torch.ops.mkldnn._is_mkldnn_bf16_supported() or not linears.onednn_int8_available():
         pytest.skip("the AMX rows run bf16 and oneDNN's int8, which this CPU or build cannot")
     force(SAPPHIRE_RAPIDS)
-    engine = Engine.load(str(TINY), device="cpu", quantize="auto", threads=threads)
+    engine = Engine.load(str(TINY), Hardware(device="cpu", quantize="auto", threads=threads))
     assert engine.threads == threads
     assert engine.dtype == (torch.bfloat16 if kind == "BF16Linear" else torch.float32)
     assert type(engine.model.llm.layers[0].self_attn.fused_qkv.linear).__name__ == kind
@@ -420,7 +434,7 @@ def test_auto_off_the_cpu_is_nothing(monkeypatch, force):
     monkeypatch.setattr(loading, "resolve_device", lambda device: torch.device("cuda"))
     said = []
     for device in ("auto", "cuda"):
-        assert loading._resolve_hardware(device, "auto", False, said.append)[1] is None
+        assert loading._resolve_hardware(Hardware(device=device, quantize="auto"), said.append)[1] is None
     assert said == []  # the table is the CPU's: a GPU runs its own dtype, with nothing to say
 
 
@@ -436,11 +450,11 @@ def test_the_engine_takes_the_auto_path_of_the_class(force, name, kind):
         pytest.skip("this torch build has no oneDNN int8 linear")
     if name == "amx" and not torch.ops.mkldnn._is_mkldnn_bf16_supported():  # the real CPU, not the forced class
         pytest.skip("the AMX row runs its attention and heads in bf16, which this CPU cannot (no AVX-512)")
-    engine = Engine.load(str(TINY), device="cpu", quantize="auto")
+    engine = Engine.load(str(TINY), Hardware(device="cpu", quantize="auto"))
     down = engine.model.llm.layers[0].mlp.down_proj
     if kind is None:  # the exact float32 body, bit for bit
         assert engine.dtype == torch.float32 and not isinstance(down, linears.KernelLinear)
-        assert torch.equal(_step0_logits(engine), _step0_logits(Engine.load(str(TINY), device="cpu")))
+        assert torch.equal(_step0_logits(engine), _step0_logits(Engine.load(str(TINY), Hardware(device="cpu"))))
     else:
         assert (
             type(down).__name__ == kind and type(engine.model.llm.layers[0].self_attn.fused_qkv.linear).__name__ == kind

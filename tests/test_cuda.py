@@ -11,6 +11,7 @@ from test_parity import CASES, golden, requests_for
 from omnivoice_cli.engine.config import GenerationConfig
 from omnivoice_cli.engine.generation import run_jobs
 from omnivoice_cli.engine.graphs import GraphedForward
+from omnivoice_cli.engine.hardware import Hardware
 from omnivoice_cli.engine.pipeline import Engine, Request
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
@@ -19,7 +20,7 @@ TINY = Path(__file__).parent / "fixtures" / "tiny" / "ckpt"
 
 @pytest.fixture(scope="module")
 def engine():
-    return Engine.load(str(TINY), device="cuda", dtype="float32")  # CUDA graphs on (the default)
+    return Engine.load(str(TINY), Hardware(device="cuda", dtype="float32"))  # CUDA graphs on (the default)
 
 
 def run(engine, reqs, forward):
@@ -66,6 +67,6 @@ def test_graph_replay_gives_the_eager_tokens_as_layouts_change(engine):
 
 
 def test_bfloat16_body_gives_valid_audio():
-    engine = Engine.load(str(TINY), device="cuda", dtype="bfloat16")
+    engine = Engine.load(str(TINY), Hardware(device="cuda", dtype="bfloat16"))
     [result] = engine.generate([Request(text="Hello there, how are you?", lang="en", seed=3)])
     assert result.audio.dtype == np.float32 and np.isfinite(result.audio).all() and len(result.audio) > 0

@@ -7,16 +7,15 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from omnivoice_cli.engine import encoder as encoder_mod
+from omnivoice_cli.engine import hubert
 from omnivoice_cli.engine.encoder import (
     EncoderConfig,
-    HubertConfig,
     build_encoder,
     encoder_tensor_shapes,
-    fold_weight_norm,
     load_codec_encoder,
 )
 from omnivoice_cli.engine.errors import CheckpointError
+from omnivoice_cli.engine.hubert import HubertConfig, fold_weight_norm
 from omnivoice_cli.engine.tensorfile import SafetensorsFile
 
 FIX = Path(__file__).parent / "fixtures"
@@ -183,4 +182,4 @@ def test_meta_build_touches_no_memory():
     with torch.device("meta"):
         model = build_encoder(cfg)
     assert all(t.is_meta for t in model.state_dict().values())
-    assert isinstance(model.semantic_model.encoder.pos_conv_embed.conv, encoder_mod.WeightNormConv1d)
+    assert isinstance(model.semantic_model.encoder.pos_conv_embed.conv, hubert.WeightNormConv1d)

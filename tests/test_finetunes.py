@@ -212,7 +212,7 @@ def test_wyomings_list_offers_the_checkpoints_voices_and_languages(finetune, hom
     from wyoming.info import Info
 
     from omnivoice_cli.app.speaker import Speaker, SpeakerOptions
-    from omnivoice_cli.server.wyoming import info_event
+    from omnivoice_cli.server.wyomingevents import info_event
 
     def program(name):
         speaker = Speaker(SpeakerOptions(model=str(finetune(name))), load=lambda: None)

@@ -12,6 +12,7 @@ from torch import nn
 from omnivoice_cli.engine import cpu, linears, loading, narrow
 from omnivoice_cli.engine.backbone import RMSNorm, apply_rope, grouped_attention, rms_norm, rope_cos_sin, rope_inv_freq
 from omnivoice_cli.engine.errors import InvalidRequest
+from omnivoice_cli.engine.hardware import Hardware
 from omnivoice_cli.engine.linears import (
     BF16Linear,
     FbgemmInt8Linear,
@@ -353,13 +354,13 @@ def _step0_logits(engine) -> torch.Tensor:
 
 @pytest.fixture(scope="module")
 def fp32_logits():
-    return _step0_logits(Engine.load(str(TINY), device="cpu"))
+    return _step0_logits(Engine.load(str(TINY), Hardware(device="cpu")))
 
 
 @pytest.mark.slow
 @needs_onednn_bf16
 def test_bf16_engine_converts_the_body_and_keeps_the_text_table(fp32_logits):
-    engine = Engine.load(str(TINY), device="cpu", dtype="bfloat16")
+    engine = Engine.load(str(TINY), Hardware(device="cpu", dtype="bfloat16"))
     m = engine.model
     layer = m.llm.layers[0]
     assert isinstance(layer.self_attn.fused_qkv, Fused) and type(layer.self_attn.q_proj) is FusedPart
@@ -378,7 +379,7 @@ def test_bf16_engine_converts_the_body_and_keeps_the_text_table(fp32_logits):
 
 @pytest.mark.slow
 def test_int8_engine_fuses_and_stays_close(fp32_logits):
-    engine = Engine.load(str(TINY), device="cpu", quantize="int8")
+    engine = Engine.load(str(TINY), Hardware(device="cpu", quantize="int8"))
     layer = engine.model.llm.layers[0]
     kind = linears.int8_kind()  # the CPU class's kernel (cpu.CHOICES): FBGEMM's on AVX2, else oneDNN's or torch's
     assert kind in (Int8Linear, FbgemmInt8Linear, LegacyInt8Linear)
@@ -414,7 +415,7 @@ def test_int8_engine_on_an_avx2_cpu_runs_fbgemm_and_stays_close(monkeypatch, fp3
     monkeypatch.setattr(cpu, "_INFO", cpu.detect({"avx", "avx2", "fma", "f16c"}, "x86_64", env={}))
     assert cpu.choice().int8 == "fbgemm"
     was = torch.backends.quantized.engine
-    engine = Engine.load(str(TINY), device="cpu", quantize="int8")
+    engine = Engine.load(str(TINY), Hardware(device="cpu", quantize="int8"))
     assert torch.backends.quantized.engine == was  # packed two layers at a time, the engine switched under a lock
     layer = engine.model.llm.layers[0]
     assert type(layer.self_attn.fused_qkv.linear) is FbgemmInt8Linear and type(layer.mlp.down_proj) is FbgemmInt8Linear
@@ -428,7 +429,7 @@ def test_int8_engine_on_an_avx2_cpu_runs_fbgemm_and_stays_close(monkeypatch, fp3
 def test_int8_without_onednn_uses_torchs_quantised_ops(monkeypatch, fp32_logits):
     monkeypatch.setattr(linears, "_int8_ok", False)  # as if the probe had failed
     monkeypatch.setattr(linears, "fbgemm_available", lambda: False)  # and no FBGEMM (the AVX2 class's choice)
-    engine = Engine.load(str(TINY), device="cpu", quantize="int8")
+    engine = Engine.load(str(TINY), Hardware(device="cpu", quantize="int8"))
     assert type(engine.model.llm.layers[0].mlp.down_proj) is LegacyInt8Linear
     rel = ((_step0_logits(engine) - fp32_logits).norm() / fp32_logits.norm()).item()
     assert 0 < rel < 0.1
@@ -436,7 +437,7 @@ def test_int8_without_onednn_uses_torchs_quantised_ops(monkeypatch, fp32_logits)
 
 @needs_onednn_bf16
 def test_bf16_packed_batch_gives_each_request_its_solo_tokens():
-    engine = Engine.load(str(TINY), device="cpu", dtype="bfloat16")
+    engine = Engine.load(str(TINY), Hardware(device="cpu", dtype="bfloat16"))
     reqs = [Request(text=t, lang="en", seed=5) for t in ("Good morning to you.", "A second, longer line of text here.")]
     alone = [engine.generate([r])[0].tokens for r in reqs]
     together = [r.tokens for r in engine.generate(reqs)]
@@ -452,21 +453,21 @@ def test_emulated_bf16_is_said(monkeypatch):
         cpu.detect({"avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512dq"}, "x86_64", env={}),
     )
     notices = []
-    engine = Engine.load(str(TINY), device="cpu", dtype="bfloat16", on_notice=notices.append)
+    engine = Engine.load(str(TINY), Hardware(device="cpu", dtype="bfloat16"), on_notice=notices.append)
     assert engine.dtype == torch.bfloat16 and type(engine.model.llm.layers[0].mlp.down_proj) is BF16Linear
     assert [n for n in notices if "bfloat16" in n] == [
         "bfloat16 is emulated on this CPU (avx512: no AVX512-BF16 or AMX): expect it slower than float32"
     ]
     notices.clear()
-    Engine.load(str(TINY), device="cpu", on_notice=notices.append)
+    Engine.load(str(TINY), Hardware(device="cpu"), on_notice=notices.append)
     assert not any("bfloat16" in n for n in notices)  # only when bf16 is asked for
 
 
 def test_int8_on_a_gpu_falls_back_only_when_the_device_was_auto(monkeypatch):
     monkeypatch.setattr(loading, "resolve_device", lambda device: torch.device("cuda"))
     notices = []
-    dev, quantize = loading._resolve_hardware("auto", "int8", False, notices.append)
+    dev, quantize = loading._resolve_hardware(Hardware(quantize="int8"), notices.append)
     assert (dev.type, quantize) == ("cuda", None)
     assert notices == ["quantize int8 is for the CPU: running on cuda without it"]
     with pytest.raises(InvalidRequest, match="int8 runs on the CPU only, not on cuda"):
-        loading._resolve_hardware("cuda", "int8", False, notices.append)
+        loading._resolve_hardware(Hardware(device="cuda", quantize="int8"), notices.append)

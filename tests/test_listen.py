@@ -188,7 +188,7 @@ def test_verify_and_word_times_hear_what_the_library_hears():
     from faster_whisper import WhisperModel
 
     from omnivoice_cli.app import listen, verify
-    from omnivoice_cli.engine.pieces import Take
+    from omnivoice_cli.engine.pieces import PieceTake
 
     audio, rate = sf.read(REF, dtype="float32")
     text = "Hello there, this is a test."
@@ -204,7 +204,7 @@ def test_verify_and_word_times_hear_what_the_library_hears():
     rec = listen.load_recogniser(str(ASR_TINY), "cpu")
     try:
         check = verify.Verifier(rec, 0.25, 2).for_request("en")
-        check.check(Take(0, text, 0, 7, audio, rate))
+        check.check(PieceTake(0, text, 0, 7, audio, rate))
         heard = " ".join("".join(s.text for s in library(word_timestamps=False)).split())
         assert heard and check.report()[0]["transcript"] == heard
         got = rec.transcribe(audio, rate, "en", max_tokens=cap)

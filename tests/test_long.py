@@ -8,7 +8,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from omnivoice_cli.engine import audio, generation
+from omnivoice_cli.engine import generation, postprocess
 from omnivoice_cli.engine.config import GenerationConfig
 from omnivoice_cli.engine.errors import InvalidRequest
 from omnivoice_cli.engine.pauses import split_pauses
@@ -54,7 +54,7 @@ def test_long_text_matches_reference(engine, monkeypatch):
             assert torch.equal(steps[s], golden_steps[s]), f"chunk {c}: first difference entering step {s}"
         assert torch.equal(job.tokens, g[f"{key}.tokens"])
     chunks = [engine._decode(job.tokens) for job, _ in jobs]
-    raw = audio.cross_fade_chunks(chunks, engine.sample_rate)
+    raw = postprocess.cross_fade_chunks(chunks, engine.sample_rate)
     np.testing.assert_allclose(raw, g["item0.raw_waveform"][0].numpy(), rtol=0, atol=1e-4)
     np.testing.assert_allclose(result.audio, g["item0.audio"].numpy(), rtol=0, atol=1e-3)
 
@@ -101,7 +101,9 @@ def test_malformed_pause_tag_is_named(tag):
 
 def test_pause_layout_is_exact():
     a, b = np.full(5000, 0.3, np.float32), np.full(7000, -0.2, np.float32)
-    out = audio.post_process_parts([a, b], [100, 36000, 0], None, 24000, postprocess_output=False, fade_duration=0.0)
+    out, _ = postprocess.post_process_parts(
+        [a, b], [100, 36000, 0], None, 24000, postprocess_output=False, fade_duration=0.0
+    )
     pad = 2400
     assert len(out) == 2 * pad + 100 + 5000 + 36000 + 7000
     assert np.all(out[: pad + 100] == 0) and np.all(out[pad + 100 : pad + 5100] != 0)

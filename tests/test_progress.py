@@ -286,14 +286,15 @@ def test_model_load_time_is_the_same_measure_with_a_voice(invoke, fake_engine, t
 
 @pytest.mark.slow
 def test_compile_is_part_of_loading(monkeypatch):
-    """torch.compile compiles on the first call: Engine.load(compile=True) makes that call."""
+    """torch.compile compiles on the first call: Engine.load(Hardware(compile=True)) makes that call."""
+    from omnivoice_cli.engine.hardware import Hardware
     from omnivoice_cli.engine.pipeline import Engine
 
     warmed: list[bool] = []
     monkeypatch.setattr(Engine, "warm_up", lambda self: warmed.append(True))
-    Engine.load(str(TINY_CKPT), device="cpu")
+    Engine.load(str(TINY_CKPT), Hardware(device="cpu"))
     assert warmed == []
-    Engine.load(str(TINY_CKPT), device="cpu", compile=True)
+    Engine.load(str(TINY_CKPT), Hardware(device="cpu", compile=True))
     assert warmed == [True]
 
 
@@ -302,9 +303,10 @@ def test_a_compiled_engine_compiles_nothing_while_generating():
     from torch._dynamo.utils import counters
 
     from omnivoice_cli.engine.config import GenerationConfig
+    from omnivoice_cli.engine.hardware import Hardware
     from omnivoice_cli.engine.pipeline import Engine, Request
 
-    engine = Engine.load(str(TINY_CKPT), device="cpu", compile=True)
+    engine = Engine.load(str(TINY_CKPT), Hardware(device="cpu", compile=True))
     graphs = counters["stats"]["unique_graphs"]
     assert graphs > 0  # compiled while loading
     g = GenerationConfig(num_step=2)

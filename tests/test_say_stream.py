@@ -155,7 +155,7 @@ def test_a_closed_pipe_is_noticed_between_pieces(monkeypatch):
     """`--stream -o - | head -c 1000`: the reader gone is found while the next piece is made."""
     import os
 
-    from omnivoice_cli.app import speak as streamcmd
+    from omnivoice_cli.app.speakstream import watch_ends
     from omnivoice_cli.engine.errors import OmniVoiceError
     from omnivoice_cli.media.output import StreamWriter
 
@@ -163,7 +163,7 @@ def test_a_closed_pipe_is_noticed_between_pieces(monkeypatch):
     monkeypatch.setattr("omnivoice_cli.media.output.quiet_stdout", lambda: quieted.append(1))
     r, w = os.pipe()
     try:
-        check = streamcmd._watch(None, StreamWriter(w, "wav", 24000))
+        check = watch_ends(None, StreamWriter(w, "wav", 24000))
         check()  # the reader is there
         os.close(r)
         with pytest.raises(OmniVoiceError, match="stdout: the reader of the audio stream went away"):
@@ -171,7 +171,7 @@ def test_a_closed_pipe_is_noticed_between_pieces(monkeypatch):
         assert quieted == [1]
     finally:
         os.close(w)
-    assert streamcmd._watch(None, None) is None
+    assert watch_ends(None, None) is None
 
 
 @pytest.mark.slow

@@ -92,7 +92,7 @@ def test_streamed_pieces_keep_tokens_whole(invoke, loaded, home, tmp_path):
 def test_wyoming_stream_speaks_up_to_a_break_only():
     """Wyoming's streamed text: spoken up to its last sentence end with a space after it, never up
     to 'U.S.' or a number's dot (more of it may come in the next chunk)."""
-    from omnivoice_cli.app.speaker import ready_text, within
+    from omnivoice_cli.app.textparts import ready_text, within
 
     assert ready_text("It costs 3.")[0] == ""  # '5 euros' may follow
     assert ready_text("It costs 3.5 euros. More")[0] == "It costs 3.5 euros."

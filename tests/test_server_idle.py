@@ -16,7 +16,8 @@ pytest.importorskip("uvicorn")  # the serve extra (CI installs it with the test 
 import httpx
 from server_util import TINY_CKPT, hold_loop, running_server, wait_for
 
-from omnivoice_cli.app.speaker import Speaker, SpeakerOptions, idle_seconds
+from omnivoice_cli.app.idle import idle_seconds
+from omnivoice_cli.app.speaker import Speaker, SpeakerOptions
 from omnivoice_cli.engine.errors import InvalidRequest
 
 pytestmark = pytest.mark.usefixtures("home")

@@ -7,27 +7,46 @@ from contextlib import contextmanager
 import pytest
 
 from omnivoice_cli.app import settings as st
-from omnivoice_cli.app.session import Hardware, NoProgress, Session, WarnOnce, check_seed_range, seed_for
+from omnivoice_cli.app.presets import find_preset
+from omnivoice_cli.app.session import NoProgress, Session, WarnOnce, check_seed_range, hardware_from_settings, seed_for
 from omnivoice_cli.engine.errors import InvalidRequest
+from omnivoice_cli.engine.hardware import Hardware
 
 
-def test_engine_kwargs_only_what_is_asked():
-    """Moved from test_settings (settings.engine_kwargs is gone): quantize, compile and threads
-    reach Engine.load only when asked for, so its own defaults stand."""
-    assert Hardware.from_settings(st.DEFAULTS).engine_kwargs() == {"device": "auto", "dtype": "auto"}
-    s = {**st.DEFAULTS, "threads": 3, "quantize": "int8"}
-    assert Hardware.from_settings(s).engine_kwargs() == {
-        "device": "auto",
-        "dtype": "auto",
-        "threads": 3,
-        "quantize": "int8",
-    }
-    assert Hardware.from_settings({**st.DEFAULTS, "compile": True}).engine_kwargs() == {
-        "device": "auto",
-        "dtype": "auto",
-        "compile": True,
-    }
-    assert Hardware.from_settings({**st.DEFAULTS, "quantize": "none"}).quantize is None
+def test_the_hardware_record_is_built_from_the_settings_flags():
+    """hardware_from_settings: the engine's one record (engine/hardware.py) from resolved settings;
+    the defaults give the record's defaults, quantize "none" is no quantisation."""
+    assert hardware_from_settings(st.resolve().values) == Hardware()
+    flags = {"device": "cpu", "dtype": "float32", "quantize": "int8", "threads": 3, "compile": False}
+    assert hardware_from_settings(st.resolve((st.FLAG_SOURCE, flags)).values) == Hardware(
+        device="cpu", dtype="float32", quantize="int8", threads=3
+    )
+    compiled = st.resolve((st.FLAG_SOURCE, {"compile": True, "device": "cuda", "dtype": "bfloat16"})).values
+    assert hardware_from_settings(compiled) == Hardware(device="cuda", dtype="bfloat16", compile=True)
+    assert hardware_from_settings({**st.DEFAULTS, "quantize": "none"}).quantize is None
+
+
+def test_the_hardware_record_takes_a_preset_under_the_flags():
+    """The fast preset's `quantize = "auto"` reaches the record; a flag over it wins."""
+    fast = find_preset("fast")
+    preset = (fast.origin, fast.settings)
+    assert hardware_from_settings(st.resolve(preset, (st.FLAG_SOURCE, {"threads": 2})).values) == Hardware(
+        quantize="auto", threads=2
+    )
+    flagged = st.resolve(preset, (st.FLAG_SOURCE, {"quantize": "int8"})).values
+    assert hardware_from_settings(flagged).quantize == "int8"
+
+
+def test_the_loaded_hardware_comes_from_env_preset_and_flags(invoke, fake_engine, tmp_path, monkeypatch):
+    """say: the model from the environment, quantize from the preset, threads and device from the
+    flags, in one record handed to Engine.load."""
+    monkeypatch.setenv("OMNIVOICE_MODEL", "env/model")
+    out = tmp_path / "a.wav"
+    r = invoke("say", "Hello.", "-o", out, "--preset", "fast", "--threads", "1", "--device", "cpu", "--seed", "1")
+    assert r.exit_code == 0, r.stderr
+    assert fake_engine.loads == [
+        {"model": "env/model", "device": "cpu", "dtype": "auto", "quantize": "auto", "threads": 1}
+    ]
 
 
 def test_seed_for_checks_the_last_seed_of_a_run():
@@ -58,7 +77,7 @@ def test_a_session_loads_through_its_status_line_and_notices(fake_engine):
         yield
 
     session = Session(echo=seen.append, status=status, notice=seen.append)
-    engine, seconds = session.load_engine(Hardware("x", threads=2), encoder=True)
+    engine, seconds = session.load_engine("x", Hardware(threads=2), encoder=True)
     assert seconds >= 0 and fake_engine.encoder_loads == 1
     assert seen == [
         "loading the model (x) ...",

@@ -1,5 +1,5 @@
 """Where each piece of a request lands in the post-processed audio: layouts and spans as pure
-functions (engine/audio.py, pipeline.piece_spans), checked against the post-processing itself."""
+functions (engine/audio.py, postprocess.py, pipeline.piece_spans), checked against the post-processing itself."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import pytest
 from omnivoice_cli.engine import audio
 from omnivoice_cli.engine.audio import layout_slice, map_span, merge_layout, render_layout
 from omnivoice_cli.engine.pipeline import piece_spans
+from omnivoice_cli.engine.postprocess import post_process_parts
 
 SR = 24000
 
@@ -76,14 +77,11 @@ def test_map_span():
     assert map_span(layout, 90, 101) == (4, 5)
 
 
-def test_post_process_parts_mapped_places_each_part():
+def test_post_process_parts_places_each_part():
     rng = np.random.default_rng(1)
     parts = [speechy(rng, [(0.7, False), (0.5, True), (0.9, False), (0.4, True)]), speechy(rng, [(0.6, True)])]
     gaps = [0, 12000, 0]
-    plain = audio.post_process_parts([p.copy() for p in parts], gaps, None, SR)
-    out, placed = audio.post_process_parts_mapped([p.copy() for p in parts], gaps, 0.1, SR, fade_duration=0.0)
-    ref_out = audio.post_process_parts_mapped([p.copy() for p in parts], gaps, None, SR)[0]
-    assert np.array_equal(ref_out, plain)  # the same audio as without the layouts
+    out, placed = post_process_parts([p.copy() for p in parts], gaps, 0.1, SR, fade_duration=0.0)
     pad = int(0.1 * SR)
     (o0, l0), (o1, l1) = placed
     assert o0 == pad and o1 == o0 + audio.layout_length(l0) + 12000
@@ -93,9 +91,9 @@ def test_post_process_parts_mapped_places_each_part():
         assert np.array_equal(view, render_layout(part, layout) / np.float32(32768))
 
 
-def test_post_process_parts_mapped_without_postprocessing():
+def test_post_process_parts_without_postprocessing():
     parts = [np.full(100, 0.2, dtype=np.float32), np.full(50, 0.1, dtype=np.float32)]
-    out, placed = audio.post_process_parts_mapped(parts, [10, 20, 0], None, SR, postprocess_output=False)
+    out, placed = post_process_parts(parts, [10, 20, 0], None, SR, postprocess_output=False)
     pad = int(0.1 * SR)
     assert placed == [(pad + 10, [(0, 100)]), (pad + 130, [(0, 50)])]
 

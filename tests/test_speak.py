@@ -1,4 +1,4 @@
-"""The runs under `say` (speak.py) without the command line, and resolved settings that stay as
+"""The runs under `say` (speak.py, speakplain.py, speakstream.py, speakdialogue.py) without the command line, and resolved settings that stay as
 they were resolved: each later decision is a new layer (issue 24)."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import soundfile as sf
 from conftest import ROOT
 
 from omnivoice_cli.app import settings as st
-from omnivoice_cli.app import speak
+from omnivoice_cli.app import speak, speakdialogue, speakrun, speakstream
 from omnivoice_cli.app.request import References, Voices, build_request
-from omnivoice_cli.app.session import Hardware, Session
+from omnivoice_cli.app.session import Session, hardware_from_settings
 
 PACKAGE = ROOT / "omnivoice_cli"
 
@@ -108,17 +108,17 @@ class Seen:
         self.steps += 1
 
 
-def _speech(tmp_path, text="Hello there. How are you today?", output="out.wav", **kw) -> speak.Speech:
+def _speech(tmp_path, text="Hello there. How are you today?", output="out.wav", **kw) -> speakrun.Speech:
     settings = st.resolve((st.FLAG_SOURCE, {"num_step": 4, "model": "fake", "seed": 11}))
     built = build_request(text, settings, refs=References(), voices=Voices())
     target = speak.output_target(str(tmp_path / output), settings, lambda: False) if output else None
-    return speak.Speech(built, References(), target, Hardware.from_settings(settings.values), **kw)
+    return speakrun.Speech(built, References(), target, hardware_from_settings(settings.values), **kw)
 
 
 def test_the_plain_run_gives_a_typed_report(fake_engine, tmp_path):
     seen, held = Seen(), Held()
     report = speak.speech_run(_speech(tmp_path, output="out.flac"), seen.hooks(), None).run(held)
-    assert isinstance(report, speak.SpeechReport) and report.where == str(tmp_path / "out.flac")
+    assert isinstance(report, speakrun.SpeechReport) and report.where == str(tmp_path / "out.flac")
     assert (report.seed, report.pieces, report.played, report.sample_rate) == (11, 1, False, 24000)
     assert report.audio_seconds == sf.info(str(tmp_path / "out.flac")).duration == 1.0
     assert report.rtf == report.seconds / report.audio_seconds and report.voice_seconds is None
@@ -138,7 +138,7 @@ def test_the_streamed_run_writes_its_file_at_the_end(engine, tmp_path, monkeypat
         tmp_path, text="The first sentence is short. The second one is a little longer. Third.", stream=True
     )
     run = speak.speech_run(speech, seen.hooks(), None)
-    assert isinstance(run, speak.StreamedRun)
+    assert isinstance(run, speakstream.StreamedRun)
     report = run.run(Held())
     assert report.first_audio_seconds is not None and report.pieces >= 1 and report.seed == 11
     assert sf.info(str(tmp_path / "out.wav")).frames == round(report.audio_seconds * 24000)
@@ -152,7 +152,7 @@ def test_a_stop_while_generating_is_stopped_and_nothing_written(fake_engine, tmp
         raise Stop(signal.SIGTERM)
 
     monkeypatch.setattr(fake_engine, "generate", stopped)
-    with pytest.raises(speak.Stopped) as e:
+    with pytest.raises(speakrun.StoppedBySignal) as e:
         speak.speech_run(_speech(tmp_path), Session(), None).run(Held())
     assert (e.value.exit_code, e.value.failed) == (143, True)
     assert e.value.message == "stopped by signal 15; nothing was written"
@@ -164,10 +164,10 @@ def test_the_dialogue_run_gives_each_line_its_place(fake_engine, tmp_path):
 
     flags = {"num_step": 2, "model": "fake", "seed": 5}
     script = plan_script("A: Hello there.\nB: Hi.\n", "the text", ["A=auto", "B=instruct:male"], None, flags)
-    hw = Hardware.from_settings(st.resolve((st.FLAG_SOURCE, flags)).values)
+    hw = hardware_from_settings(st.resolve((st.FLAG_SOURCE, flags)).values)
     target = speak.output_target(str(tmp_path / "d.wav"), st.resolve(), lambda: False)
-    report = speak.DialogueRun(script, target, hw, gap=0.5).run(Held())
-    assert isinstance(report, speak.DialogueReport) and report.seed == 5
+    report = speakdialogue.DialogueRun(script, target, hw, model="fake", gap=0.5).run(Held())
+    assert isinstance(report, speakdialogue.DialogueReport) and report.seed == 5
     assert [(ln.speaker, ln.seed, ln.start, ln.end) for ln in report.lines] == [
         ("A", 5, 0, 24000),
         ("B", 6, 36000, 60000),
@@ -192,7 +192,7 @@ def test_a_dialogue_loads_the_model_as_the_run_settings_say(invoke, fake_engine,
 @pytest.mark.slow
 def test_the_runs_import_no_typer_or_rich():
     code = (
-        "import sys, omnivoice_cli.app.speak, omnivoice_cli.app.dialogue; print(sorted(m for m in sys.modules "
+        "import sys, omnivoice_cli.app.speak, omnivoice_cli.app.speakdialogue, omnivoice_cli.app.dialogue; print(sorted(m for m in sys.modules "
         "if m.split('.')[0] in ('typer', 'rich', 'click') or m.startswith('omnivoice_cli.commands')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)

@@ -16,6 +16,7 @@ from omnivoice_cli.app import settings as st
 from omnivoice_cli.engine.config import GenerationConfig
 from omnivoice_cli.engine.errors import InvalidRequest
 from omnivoice_cli.engine.generation import pack, run_jobs
+from omnivoice_cli.engine.hardware import Hardware
 from omnivoice_cli.engine.pipeline import Engine, Request
 
 G = GenerationConfig(num_step=16, position_temperature=0.0)
@@ -43,7 +44,7 @@ def forward_targets(engine, job):
 
 @pytest.fixture(scope="module")
 def int8_engine():
-    return Engine.load(str(TINY_CKPT), device="cpu", quantize="int8")
+    return Engine.load(str(TINY_CKPT), Hardware(device="cpu", quantize="int8"))
 
 
 @pytest.mark.slow

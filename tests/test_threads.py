@@ -77,6 +77,7 @@ import dataclasses, json, queue, sys
 import numpy as np
 from omnivoice_cli.app.speaker import Speaker, SpeakerOptions
 from omnivoice_cli.engine.pipeline import Engine, Request
+from omnivoice_cli.engine.hardware import Hardware
 from omnivoice_cli.engine.service import Service
 from omnivoice_cli.engine.streaming import StreamRun
 
@@ -100,11 +101,11 @@ def streamed(engine):
     with StreamRun(engine, req) as run:
         return np.concatenate([p.audio for p in run])
 
-a = Engine.load(ckpt, device="cpu", threads=2)
+a = Engine.load(ckpt, Hardware(device="cpu", threads=2))
 loop = Service(a).start()
 before = a.generate([req])[0].audio
 old_loop = served(loop)
-b = Engine.load(ckpt, device="cpu", threads=1)
+b = Engine.load(ckpt, Hardware(device="cpu", threads=1))
 one_thread = b.generate([req])[0].audio
 speaker = Speaker(SpeakerOptions(), load=lambda: a)
 after = {

@@ -171,6 +171,7 @@ def test_batch_verify_per_line_in_the_manifest(invoke, tmp_path, scripted):
     }
     line = records["a"]["verify"]
     [row] = line["pieces"]
+    assert set(line) == set(verify.VerifySummary.__annotations__) and set(row) == set(verify.PieceRow.__annotations__)
     assert row["attempts"] == 2 and row["kept"] == 2 and row["seed"] == 1005 and row["ok"]
     assert (line["error"], line["worst"], line["attempts"], line["retakes"], line["passed"]) == (0.0, 0.0, 2, 1, True)
     assert "verify" not in records["b"]

@@ -732,9 +732,10 @@ slow = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def tiny_engine():
+    from omnivoice_cli.engine.hardware import Hardware
     from omnivoice_cli.engine.pipeline import Engine
 
-    return Engine.load(str(TINY_CKPT), device="cpu")
+    return Engine.load(str(TINY_CKPT), Hardware(device="cpu"))
 
 
 @pytest.fixture
@@ -746,8 +747,9 @@ def loaded(monkeypatch, tiny_engine):
         loads = 0
 
         @classmethod
-        def load(cls, model=None, *, device="auto", dtype="auto", on_notice=None, **options):
-            assert model == str(TINY_CKPT) and not options
+        def load(cls, model=None, hardware=None, *, on_notice=None, **options):
+            asked = (hardware.quantize, hardware.compile, hardware.threads) if hardware else (None, False, None)
+            assert model == str(TINY_CKPT) and not options and asked == (None, False, None)
             cls.loads += 1
             return tiny_engine
 

@@ -16,6 +16,7 @@ from conftest import TINY_CKPT
 from omnivoice_cli.engine import cpu, linears, weightcache
 from omnivoice_cli.engine.config import GenerationConfig
 from omnivoice_cli.engine.generation import pack
+from omnivoice_cli.engine.hardware import Hardware
 from omnivoice_cli.engine.pipeline import Engine, Request
 from omnivoice_cli.engine.tensorfile import SafetensorsFile
 
@@ -31,7 +32,7 @@ def folder(tmp_path, monkeypatch):
 
 def _load(notes=None):
     return Engine.load(
-        str(TINY_CKPT), device="cpu", quantize="int8", on_notice=[].append if notes is None else notes.append
+        str(TINY_CKPT), Hardware(device="cpu", quantize="int8"), on_notice=[].append if notes is None else notes.append
     )
 
 

@@ -11,6 +11,7 @@ from omnivoice_cli.engine import hub
 from omnivoice_cli.engine.backbone import OmniVoiceModel
 from omnivoice_cli.engine.config import ModelConfig
 from omnivoice_cli.engine.errors import CheckpointError, ModelUnavailable
+from omnivoice_cli.engine.hardware import Hardware
 from omnivoice_cli.engine.pipeline import Engine
 from omnivoice_cli.engine.tensorfile import SafetensorsFile
 
@@ -44,13 +45,13 @@ def test_truncated_safetensors_is_named(ckpt):
     path = ckpt / "model.safetensors"
     path.write_bytes(path.read_bytes()[:-1000])
     with pytest.raises(CheckpointError, match="model.safetensors is truncated"):
-        Engine.load(str(ckpt), device="cpu")
+        Engine.load(str(ckpt), Hardware(device="cpu"))
 
 
 def test_garbage_safetensors_is_named(ckpt):
     (ckpt / "model.safetensors").write_bytes(b"\xff" * 64)
     with pytest.raises(CheckpointError, match="not a valid safetensors file"):
-        Engine.load(str(ckpt), device="cpu")
+        Engine.load(str(ckpt), Hardware(device="cpu"))
 
 
 def test_missing_unexpected_and_misshaped_tensors_are_listed_together(ckpt):
@@ -62,7 +63,7 @@ def test_missing_unexpected_and_misshaped_tensors_are_listed_together(ckpt):
     t["lm_head.weight"] = torch.zeros(2, 2)
     save_file(t, ckpt / "model.safetensors")
     with pytest.raises(CheckpointError) as e:
-        Engine.load(str(ckpt), device="cpu")
+        Engine.load(str(ckpt), Hardware(device="cpu"))
     msg = str(e.value)
     assert "3 problems" in msg
     assert "missing llm.norm.weight" in msg
@@ -76,7 +77,7 @@ def test_codebook_offsets_may_be_absent(ckpt):
     t = load_file(ckpt / "model.safetensors")
     del t["codebook_layer_offsets"]
     save_file(t, ckpt / "model.safetensors")
-    engine = Engine.load(str(ckpt), device="cpu")
+    engine = Engine.load(str(ckpt), Hardware(device="cpu"))
     assert engine.model.codebook_layer_offsets.tolist() == [c * 1025 for c in range(8)]
 
 
@@ -95,7 +96,7 @@ def test_config_that_contradicts_the_engine_is_an_error(ckpt, edit, message):
     edit(cfg)
     (ckpt / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(CheckpointError, match=message):
-        Engine.load(str(ckpt), device="cpu")
+        Engine.load(str(ckpt), Hardware(device="cpu"))
 
 
 def test_sizes_are_adopted_from_the_checkpoint():

@@ -1,6 +1,6 @@
 """`say --words` (and --subtitle-level word) loads the speech recogniser before the TTS model:
 a recogniser that cannot be had (not cached and not downloadable, broken) fails before anything
-is generated, as --verify's and `dub --words`' do (app/speak.PlainRun.words_recogniser)."""
+is generated, as --verify's and `dub --words`' do (app/speakplain.PlainRun.words_recogniser)."""
 
 from __future__ import annotations
 

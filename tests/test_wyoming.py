@@ -22,10 +22,12 @@ from wyoming.ping import Ping
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeVoice
 
 from omnivoice_cli.app import settings as st
-from omnivoice_cli.app.speaker import Speaker, SpeakerOptions, ready_text
+from omnivoice_cli.app.speaker import Speaker, SpeakerOptions
+from omnivoice_cli.app.textparts import ready_text
 from omnivoice_cli.engine.errors import InvalidRequest
 from omnivoice_cli.engine.streaming import cut_segments
-from omnivoice_cli.server.wyoming import MAX_DEPTH, WyomingOptions, WyomingServer, json_depth, parse_uri
+from omnivoice_cli.server.wyoming import WyomingOptions, WyomingServer, parse_uri
+from omnivoice_cli.server.wyomingevents import MAX_DEPTH, json_depth
 
 SEED = 17  # the server's --seed: every request's (a stream's parts: 17, 18, ...)
 NUM_STEP = 4
@@ -395,11 +397,11 @@ def test_a_full_engine_queue_is_an_error_event(engine, module_home):
 def test_a_unix_socket_serves_and_is_removed_at_the_end(engine, module_home, tmp_path):
     from wyoming.client import AsyncUnixClient
 
-    from omnivoice_cli.server.wyoming import _remove_socket
+    from omnivoice_cli.server.wyoming import remove_socket
 
     sock = tmp_path / "omnivoice.sock"
     sock.write_text("a file, not a socket")
-    _remove_socket(str(sock))  # what start does before it binds: only a stale socket goes
+    remove_socket(str(sock))  # what start does before it binds: only a stale socket goes
     assert sock.read_text() == "a file, not a socket"
     sock.unlink()
     running = Running(engine, uri=f"unix://{sock}")

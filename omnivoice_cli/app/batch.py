@@ -53,11 +53,12 @@ from .folder import (
 from .listen import Recogniser, RecogniserHolder
 from .manifest import MANIFEST, ManifestWriter, done_records, fingerprint
 from .request import Built, References, Voices, build_request, named
-from .session import Hardware, Session, WarnOnce, random_seed, seed_for
+from .session import Session, WarnOnce, hardware_from_settings, random_seed, seed_for
 from .signals import HoldSignals
 from .verify import RequestCheck, Verifier
 
 if TYPE_CHECKING:  # annotations only: these pull torch (or the recogniser's extra) at import
+    from ..engine.hardware import Hardware
     from ..engine.pipeline import Engine
     from ..engine.voice import VoicePrompt
 
@@ -396,9 +397,9 @@ class BatchRun:
         resolved, _ = st.engine_options(st.resolve(*layers, (st.FLAG_SOURCE, self.flags)))  # (the command said it)
         return resolved
 
-    def hardware(self) -> Hardware:
-        """The run's engine: one for every line."""
-        return Hardware.from_settings(self.run_settings().values)
+    def hardware(self) -> tuple[str, Hardware]:
+        """The run's engine, one for every line: (the model, how it is loaded)."""
+        return str((values := self.run_settings().values)["model"]), hardware_from_settings(values)
 
     def _line_preset(self, line: Line) -> st.Preset | None:
         spec = line.fields.get("preset")
@@ -624,7 +625,7 @@ class LocalExecutor:
     encoded once each, the lines sent to Engine.generate in groups of GROUP_SIZE."""
 
     def speak(self, run: BatchRun, pending: list[Line], signals: HoldSignals) -> None:
-        engine, run.report.load_seconds = run.session.load_engine(run.hardware())
+        engine, run.report.load_seconds = run.session.load_engine(*run.hardware())
         cloned = [(ln, ref) for ln in pending if (ref := ln.planned.reference) is not None]
         if cloned:  # the encoder and every recording: "voices prepared in", apart from the model's load
             t_voice = time.perf_counter()

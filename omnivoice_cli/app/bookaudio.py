@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, Union, cast
+from typing import TYPE_CHECKING, BinaryIO, Union
 
 from ..engine.errors import OmniVoiceError
 from ..media.subtitles import finish_subtitles, subtitles_from_pieces
@@ -65,7 +65,7 @@ def _open_part(path: Path) -> BinaryIO:
     f = _open_regular(path)
     if f is None:
         raise OmniVoiceError(f"{path} is not a regular file: delete it and run the same command again")
-    return cast(BinaryIO, f)
+    return f
 
 
 def part_info(path: Path) -> tuple[int, int]:
@@ -118,7 +118,6 @@ def write_chapter_subtitles(path: Path, work: Path, layout: Layout, offset: int,
             record = read_pieces(where)
             if record is None:
                 raise OmniVoiceError(f"{where} does not read: delete it and run again")
-            pieces = cast(list[list[object]], record["pieces"])
-            subs += subtitles_from_pieces([cast(tuple[str, int, int], tuple(p)) for p in pieces], sr, at)
+            subs += subtitles_from_pieces(record["pieces"], sr, at)
         at += span.frames
     write_cues(path, finish_subtitles(subs, round(at * 1000 / sr)))

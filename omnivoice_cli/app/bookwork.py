@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sized
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, TypedDict
 
 from ..engine.text import split_pauses
 from ..media.output import replace_atomically
@@ -25,10 +24,21 @@ if TYPE_CHECKING:
 STATE = "book.json"  # in the work folder: the key of each output written
 MAX_STATE_BYTES = 16 * 1024 * 1024  # book.json and a part's .pieces.json are read up to here
 Json = object  # a JSON value as json.loads gives it (checked before use)
-Pieces = dict[
-    str, object
-]  # a checked .pieces.json: {"samples": int, "sample_rate": int, "pieces": [[text, start, end]]}
-State = dict[str, dict[str, dict[str, object]]]  # book.json: {"outputs": {name: {"key", "size", "sha256", ...}}}
+
+
+class Pieces(TypedDict):
+    """A part's .pieces.json, checked (`read_pieces`): where each piece of its text is in its audio."""
+
+    samples: int  # the part's length
+    sample_rate: int
+    pieces: list[tuple[str, int, int]]  # (text, start, end) in samples, 0 <= start <= end <= samples
+
+
+class State(TypedDict):
+    """book.json: each output written, by file name: {"key", "size", "sha256", "duration",
+    "loudness"} (an entry read back is checked field by field before use, as book.py does)."""
+
+    outputs: dict[str, dict[str, object]]
 
 
 def pieces_name(part: str) -> str:
@@ -60,12 +70,15 @@ def read_pieces(path: Path) -> Pieces | None:
     samples, rate, pieces = record.get("samples"), record.get("sample_rate"), record.get("pieces")
     if not (isinstance(samples, int) and isinstance(rate, int) and rate > 0 and isinstance(pieces, list)):
         return None
+    checked: list[tuple[str, int, int]] = []
     for p in pieces:
         if not (isinstance(p, list) and len(p) == 3 and isinstance(p[0], str)):
             return None
-        if not all(isinstance(x, int) and not isinstance(x, bool) for x in p[1:]) or not 0 <= p[1] <= p[2] <= samples:
+        text, start, end = p
+        if not all(isinstance(x, int) and not isinstance(x, bool) for x in p[1:]) or not 0 <= start <= end <= samples:
             return None
-    return record
+        checked.append((text, start, end))
+    return {"samples": samples, "sample_rate": rate, "pieces": checked}
 
 
 def write_json(path: Path, data: Json) -> None:
@@ -143,9 +156,9 @@ class PartSink:
     def before_write(self, line: Line, result: Result) -> str | None:
         request = line.built.request if line.built is not None else None
         text = _spoken(request.text) if request is not None else ""
-        samples = len(cast(Sized, result.audio))
+        samples = len(result.audio)
         pieces = result.pieces or [(text, 0, samples)]
-        record = {"samples": samples, "sample_rate": result.sample_rate, "pieces": pieces}
+        record: Pieces = {"samples": samples, "sample_rate": result.sample_rate, "pieces": pieces}
         path = self.work / pieces_name(line.name or "")
         try:
             write_json(path, record)

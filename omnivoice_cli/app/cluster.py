@@ -10,7 +10,7 @@ files that exist, and is the only writer of the output folder and the manifest (
 
   1. connect to the cluster (`local`: start one here; shut down again at the end);
   2. start `workers` actors (OmnivoiceWorker): each loads the engine once, with the run's settings
-     (Session.load_engine, from the run's session.Hardware), on `gpus_per_worker` GPUs or
+     (Session.load_engine, from the run's model and engine/hardware.Hardware), on `gpus_per_worker` GPUs or
      `threads` CPU cores;
   3. cut the lines into groups, the longest first (estimated frames x steps, from plan_request),
      and hand a group to each idle worker. A worker encodes the reference recordings its group
@@ -45,8 +45,9 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..engine.config import ModelConfig
 from ..engine.errors import InvalidRequest, MissingExtra, OmniVoiceError, install_hint
+from ..engine.hardware import Hardware
 from ..engine.pipeline import Engine, Request, Result, plan_request
-from .session import Hardware, Session
+from .session import Session
 from .signals import HoldSignals
 
 if TYPE_CHECKING:  # annotations only: the voice pulls torch, the batch imports this module's users
@@ -162,7 +163,7 @@ def sum_steps(steps: dict[str, tuple[int, int]]) -> tuple[int, int]:
 class OmnivoiceWorker:
     """One engine, loaded once, speaking groups of lines (wrapped by ray.remote at run time)."""
 
-    def __init__(self, hardware: Hardware, encoder: bool, queue: Any = None, name: str = "") -> None:
+    def __init__(self, model: str, hardware: Hardware, encoder: bool, queue: Any = None, name: str = "") -> None:
         self.queue, self.name = queue, name
         self.prompts: dict[tuple[str, str], VoicePrompt] = {}  # encoded recordings
         self.engine: Engine | None = None
@@ -170,7 +171,7 @@ class OmnivoiceWorker:
         self.load_seconds = 0.0
         self._last = 0.0
         try:
-            self.engine, self.load_seconds = Session().load_engine(hardware, encoder=encoder)
+            self.engine, self.load_seconds = Session().load_engine(model, hardware, encoder=encoder)
         except Exception as e:  # sent back by ready(), raised by the driver
             self.error = e
 
@@ -297,7 +298,7 @@ class RayExecutor:
 
     def speak(self, run: BatchRun, pending: list[Line], signals: HoldSignals) -> None:
         ray = import_ray()
-        hardware = run.hardware()
+        _, hardware = run.hardware()
         check_device(hardware.device, self.options)
         options = dataclasses.replace(self.options, cpus=hardware.threads or 1)
         cluster_run = _ClusterRun(ray, options, run, signals)
@@ -338,11 +339,14 @@ class _ClusterRun:
         connect(self.ray, self.options, self.echo)
         self.signals.reclaim()  # ray.init installs its own SIGTERM handler in the driver: the batch's again
         check_resources(self.ray, self.options, self.echo)
-        hardware = self.run.hardware()
-        model = Path(hardware.model).expanduser()
-        if model.exists():  # a local checkpoint: the workers do not start in this folder
-            hardware = dataclasses.replace(hardware, model=str(model.resolve()))
-        self.hardware, self.encoder = hardware, any(ln.planned.reference is not None for ln in pending)
+        model, hardware = self.run.hardware()
+        if Path(model).expanduser().exists():  # a local checkpoint: the workers do not start in this folder
+            model = str(Path(model).expanduser().resolve())
+        self.model, self.hardware, self.encoder = (
+            model,
+            hardware,
+            any(ln.planned.reference is not None for ln in pending),
+        )
         if self.run.progress.shows_steps:
             from ray.util.queue import Queue
 
@@ -353,14 +357,14 @@ class _ClusterRun:
         self.t_start = time.perf_counter()
         count = min(self.options.workers, len(self.todo))
         each = "workers, each" if count > 1 else "worker,"
-        self.echo(f"Ray: starting {count} {each} loading the model ({hardware.model})")
+        self.echo(f"Ray: starting {count} {each} loading the model ({model})")
         for _ in range(count):
             self._start_worker()
 
     def _start_worker(self) -> None:
         self.started += 1
         name = f"worker {self.started}"
-        actor = self.actor.remote(self.hardware, self.encoder, self.queue, name)
+        actor = self.actor.remote(self.model, self.hardware, self.encoder, self.queue, name)
         self.workers[name] = actor
         self.in_flight[actor.ready.remote()] = ("ready", name, None)
 

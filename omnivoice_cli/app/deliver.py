@@ -291,7 +291,7 @@ def _held(
 ) -> "AbstractContextManager[Recogniser]":
     """The recogniser, as a context manager: one given as it is, or one a factory loads."""
     if hasattr(listener, "transcribe"):
-        return nullcontext(cast("Recogniser", listener))
+        return nullcontext(cast("Recogniser", listener))  # hasattr does not narrow a Protocol
     return listener()
 
 

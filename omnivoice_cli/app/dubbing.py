@@ -55,7 +55,7 @@ from .folder import prepare_output_dir, remove_stale_temporaries
 from .listen import Recogniser, recogniser
 from .manifest import MANIFEST, ManifestWriter, read_manifest
 from .request import Built, References, Voices, build_request, finish_request
-from .session import Hardware, Session, WarnOnce, random_seed, seed_for
+from .session import Session, WarnOnce, hardware_from_settings, random_seed, seed_for
 from .signals import HoldSignals
 
 if TYPE_CHECKING:  # annotations only: numpy is not imported for `--help`
@@ -393,8 +393,10 @@ class DubRun:
 
     def speak(self, pending: list[CuePlan], signals: HoldSignals, out: Path | None, progress: Progress) -> None:
         built = [b for p in pending for b in p.built]
-        hardware = Hardware.from_settings(self.cast.settings(None, self.layers()).values)
-        engine, self.report.load_seconds = self.session.load_engine(hardware)
+        values = self.cast.settings(None, self.layers()).values
+        engine, self.report.load_seconds = self.session.load_engine(
+            str(values["model"]), hardware_from_settings(values)
+        )
         if engine.sample_rate != SAMPLE_RATE:
             raise OmniVoiceError(f"the model makes {engine.sample_rate} Hz audio; dub needs {SAMPLE_RATE} Hz")
         if any(b.reference for b in built):  # the encoder and the recordings: "voices prepared in"

@@ -15,7 +15,10 @@ from typing import Any, Mapping, MutableMapping
 
 from ..engine import cpu
 from ..engine.config import INT8_NEEDS, int8_clash, int8_problem
-from .schema import CHUNK_FIELDS, DEFAULTS, FLAG, GENERATION_KEYS, SCHEMA, SettingsError, Value, flag_name
+from ..engine.hardware import Hardware
+from .schema import CHUNK_FIELDS, DEFAULTS, GENERATION_KEYS, SCHEMA
+from .setting import FLAG, SettingsError, Value, flag_name
+from .settingreads import SettingReads
 from .values import check_setting, did_you_mean, parse_text
 
 
@@ -76,12 +79,13 @@ def check_layer(values: Mapping[str, object], source: Source, way: str) -> dict[
 
 
 @dataclass(frozen=True)
-class Resolved:
+class Resolved(SettingReads):
     """Settings after merging the layers: the values, and the source of each, read-only. A
     decision taken later (a seed drawn, the format of `-o`, a recording over a voice) is a new
-    layer on top: `with_values` gives a new Resolved and leaves this one as it was."""
+    layer on top: `with_values` gives a new Resolved and leaves this one as it was. Its reads,
+    `resolved["num_step"]` and `get`, are typed from the schema (SettingReads)."""
 
-    values: Mapping[str, Any]  # a value of each setting's kind (Value), by name
+    values: Mapping[str, Any]  # a value of each setting's kind (Value), by name (read typed by key: SettingReads)
     sources: Mapping[str, Source] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -96,12 +100,6 @@ class Resolved:
             raise KeyError(f"unknown settings {unknown}")
         sources = {**self.sources, **(dict.fromkeys(changes, source) if source is not None else {})}
         return Resolved({**self.values, **changes}, sources)
-
-    def __getitem__(self, key: str) -> Any:
-        return self.values[key]
-
-    def get(self, key: str, default: object = None) -> Any:
-        return self.values.get(key, default)
 
     def source(self, key: str) -> Source:
         return self.sources.get(key, DEFAULT_SOURCE)
@@ -205,17 +203,19 @@ def engine_options(resolved: Resolved) -> tuple[Resolved, str | None]:
 
 
 def _check_auto(settings: MutableMapping[str, Value], sources: Mapping[str, Source]) -> str | None:
+    """quantize "auto": what this CPU runs for the settings is cpu.decide's; where it would be int8
+    but meets a dtype or compile asked for, it is dropped and the notice says so."""
     if int8_clash(_text(settings.get("device")), None, False) == "device":
         settings["quantize"] = "none"  # a GPU runs its own dtype: nothing to say
         return None
     threads = settings.get("threads")
-    chosen = cpu.choice(threads=threads if isinstance(threads, int) else None)
-    if chosen.quantize != "int8":
-        return None
-    dtype, compile = _text(settings.get("dtype")), bool(settings.get("compile"))
-    if chosen.bf16_first and not compile and dtype in (None, "auto", "bfloat16"):
-        return None  # auto is the bf16 body here (AMX at 1 thread): nothing dropped
-    clash = int8_clash(None, dtype, compile)
+    asked = Hardware(
+        dtype=_text(settings.get("dtype")) or "auto",
+        quantize="auto",
+        compile=bool(settings.get("compile")),
+        threads=threads if isinstance(threads, int) else None,
+    )
+    clash = cpu.decide(asked).dropped
     if clash is None:
         return None
     settings["quantize"] = "none"

@@ -14,16 +14,20 @@ import json
 import os
 import stat
 from pathlib import Path
-from typing import IO, BinaryIO, Mapping, Sequence, TypedDict
+from typing import IO, TYPE_CHECKING, BinaryIO, Literal, Mapping, Sequence, TypedDict
 
 from ..media.output import replace_atomically
+
+if TYPE_CHECKING:
+    from .schema import Value
+    from .verify import VerifySummary
 
 MANIFEST = "manifest.jsonl"
 MAX_RECORD_BYTES = 4 * 1024 * 1024  # a longer line in an old manifest is not a record of ours
 MAX_MANIFEST_BYTES = 1 << 30  # an old manifest is read up to here
 
 
-def _open_regular(path: Path) -> IO[bytes] | None:
+def _open_regular(path: Path) -> BinaryIO | None:
     """The manifest opened for reading, or None: absent, a folder, a symbolic link (never
     followed: it could lead anywhere, /dev/zero included) or not a regular file."""
     try:
@@ -41,6 +45,33 @@ class Fingerprint(TypedDict):
 
     bytes: int  # its size
     sha256: str  # hex digest of its content
+
+
+Status = Literal["done", "failed", "skipped", "pending"]  # a line's, in its record
+
+
+class _LineRecord(TypedDict):
+    line: int  # the input line's number (from 1)
+    id: str | None  # a JSON line's id
+    status: Status
+    output: str | None  # the file, relative to the output folder
+    text: str | None  # the line's text, its lines joined
+    audio_seconds: float | None
+    seconds: float | None  # from the start of the line's group to its file being written
+    seed: int | None
+    settings: dict[str, Value] | None  # every resolved setting (None: the line was not planned)
+    ref: str | None  # the line's own `ref` and `ref_text` fields
+    ref_text: str | None
+    warnings: list[str]
+    error: str | None  # "line N: ..." (failed), or why a pending line was not spoken
+
+
+class LineRecord(_LineRecord, total=False):
+    """A batch line's record in the manifest, as written (docs/batch.md lists the fields)."""
+
+    bytes: int  # a "done" record: its file's `Fingerprint`
+    sha256: str
+    verify: VerifySummary  # --verify: the line's scores (verify.RequestCheck.summary)
 
 
 # A record as read back from a manifest line: a JSON object whose values are not trusted (each

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .layers import Source, check_layer
-from .schema import PRESET, PRESET_KEYS, PRESET_META_KEYS, SCHEMA, SettingsError, Value, flag_name
+from .schema import PRESET_KEYS, PRESET_META_KEYS, SCHEMA
+from .setting import PRESET, SettingsError, Value, flag_name
 from .values import did_you_mean, type_name
 
 MAX_PRESET_BYTES = 64 * 1024  # a preset is a few lines; reading stops here

@@ -3,7 +3,7 @@ warm engine, and delivered here as a local run delivers it.
 
     check_remote(settings, subtitles=..., words=...)     # before anything is sent: what cannot go
     run = RemoteRun(speech, url, voice, session, shown)  # a Speech built here, checked as ever
-    report = run.run(signals)                            # a speak.SpeechReport, as a local run's
+    report = run.run(signals)                            # a speakrun.SpeechReport, as a local run's
 
 The request is built and checked here first (`request.build_request`, no model), so a bad value
 is the same one-line usage error as without --server, before anything is sent. The server is sent
@@ -36,7 +36,7 @@ from .session import Session
 
 if TYPE_CHECKING:
     from .signals import HoldSignals
-    from .speak import Shown, Speech, SpeechReport
+    from .speakrun import Shown, Speech, SpeechReport
 
 ENV = "OMNIVOICE_SERVER"  # the server's URL when --server is not given
 KEY_ENV = "OMNIVOICE_API_KEY"  # sent as 'Authorization: Bearer KEY' (serve --api-key)
@@ -150,8 +150,8 @@ class RemoteRun:
         return {"Authorization": f"Bearer {key}"} if key else {}
 
     def run(self, signals: "HoldSignals") -> "SpeechReport":
-        """Speak on the server, deliver here; Stopped on Ctrl-C / SIGTERM."""
-        from .speak import Stopped, Writes, _report, _signal_name, _signum, _stopped
+        """Speak on the server, deliver here; StoppedBySignal on Ctrl-C / SIGTERM."""
+        from .speakrun import Writes, playback_stopped, speech_report, stopped_after
 
         speech, writes = self.speech, Writes(signals)
         t0 = time.perf_counter()
@@ -167,11 +167,11 @@ class RemoteRun:
             )
         except KeyboardInterrupt as e:
             if speech.target is None:
-                raise Stopped(_signum(e), f"playback stopped by {_signal_name(e)}", failed=False) from None
-            raise _stopped(e, writes.done, speech.target) from None
+                raise playback_stopped(e) from None
+            raise stopped_after(e, writes.done, speech.target) from None
         loud, verify = got.headers.get(LOUDNESS_HEADER), got.headers.get(VERIFY_HEADER)
         plan = speech.built.plan
-        report = _report(
+        report = speech_report(
             speech,
             self.shown,
             result=got.audio,

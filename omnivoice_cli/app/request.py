@@ -247,8 +247,8 @@ def _own_voice(settings: st.Resolved, cfg: ModelConfig, refs: References) -> tup
     has that name: its recording as the reference (encoded once the model is loaded), its
     language when none is given; the settings without the voice."""
     spec = settings["voice"]
-    own = cfg.own.voice(spec) if isinstance(spec, str) and cfg.own.voices else None
-    if own is None or store.is_voice_path(spec) or spec in store.voice_index():
+    own = cfg.own.voice(spec) if spec is not None and cfg.own.voices else None
+    if spec is None or own is None or store.is_voice_path(spec) or spec in store.voice_index():
         return settings, None
     try:
         reference = refs.prepare(Path(own.audio), own.text, "file")
@@ -315,8 +315,10 @@ def build_request(
         settings, reference = _own_voice(settings, cfg, refs)
     settings = _builtin_voice(settings)
     voice_file, prompt = _voice(settings, voices, line_base)
-    if settings["seed"] is None:
-        settings = settings.with_values({"seed": random_seed() if seed is None else seed}, st.Source("random"))
+    drawn = settings["seed"]
+    if drawn is None:
+        drawn = random_seed() if seed is None else seed
+        settings = settings.with_values({"seed": drawn}, st.Source("random"))
     request = Request(
         text=text,
         lang=settings["lang"],
@@ -324,7 +326,7 @@ def build_request(
         instruct_text=settings["instruct_text"],
         duration=settings["duration"],
         speed=settings["speed"],
-        seed=int(settings["seed"]),
+        seed=drawn,
         ref=prompt,
         generation=GenerationConfig(**st.generation_kwargs(settings.values)),
     )

@@ -1,6 +1,6 @@
 """The one schema of settings: every setting a person can give, described once in `SCHEMA` (its
 name, the reference's field name; type, allowed values, default, one-line help, help panel and the
-ways in that accept it), and the key lists derived from it. `app.settings` is its face.
+ways in that accept it), and the key lists derived from it (what one setting is: setting.py). `app.settings` is its face.
 
 This module imports nothing heavy (no torch), so that building the command line and `--help` stay
 fast. Defaults come from the engine's config dataclasses (engine/config.py imports no torch).
@@ -9,16 +9,13 @@ fast. Defaults come from the engine's config dataclasses (engine/config.py impor
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, fields
-from typing import Any, Callable, Union
+from typing import Any, Callable
 
 from ..engine.config import GenerationConfig, ModelConfig, value_rule
 from ..media.formats import AUDIO_FORMATS
 from ..media.loudness import TARGET_RULE as LOUDNESS_RULE
 from ..media.rates import SAMPLE_RATES
-
-# What a setting holds once checked: a value of its kind (bool, int, float or str), or None (not set).
-Value = Union[bool, int, float, str, None]
+from .setting import FLAG, HTTP, LINE, PRESET, Setting, Value
 
 DEFAULT_MODEL = "k2-fsa/OmniVoice"  # hub id used when neither --model nor $OMNIVOICE_MODEL is given
 # The speech recogniser (the `asr` extra, listen.py): whisper-large-v3-turbo, the reference's, as
@@ -38,61 +35,6 @@ QUANTIZE = ("none", "int8", "auto")  # auto: the fastest path measured on this C
 FORMATS = (*AUDIO_FORMATS, "pcm")  # audio formats a file name or --format may ask for (pcm = raw)
 _DEVICE_RE = re.compile(r"^(auto|cpu|cuda|mps|cuda:\d{1,3})$")
 
-# Help panels, in the order `--help` shows them. The expert knobs (sampling internals, the step
-# cache's refreshes, chunking, precision) are `advanced`: `--help` puts them in one ADVANCED panel
-# shown only by `--help-all`.
-PANELS = ("Input", "Voice", "Generation", "Output", "Hardware")
-ADVANCED = "Advanced"
-
-# The ways in: a command-line flag, a key of a preset file, a field of a batch JSON line, a field
-# of a server request.
-FLAG, PRESET, LINE, HTTP = "flag", "preset", "line", "http"
-EVERYWHERE = frozenset({FLAG, PRESET, LINE, HTTP})
-
-
-class SettingsError(ValueError):
-    """A setting or preset is unknown, of the wrong type or out of range (a usage error)."""
-
-
-@dataclass(frozen=True)
-class Setting:
-    """One setting: what it is, what it accepts and where it can be given."""
-
-    name: str  # the reference's field name, also the preset key / JSON field / HTTP field
-    kind: type  # int, float, bool or str
-    default: Value  # built-in default (None: not set, e.g. a random seed)
-    help: str  # one line for --help
-    panel: str  # help panel (see PANELS)
-    allowed: str = ""  # what is allowed, in words: "an integer in 1..64"
-    ok: Callable[[Any], bool] | None = None  # the value check, given a value of `kind` (after the type check)
-    low: float | None = None  # a sane lower bound beyond `ok` ("must be at least ...")
-    high: float | None = None  # a sane upper bound beyond `ok` ("must be at most ...")
-    choices: tuple[str, ...] = ()  # for str settings with a fixed set of values
-    metavar: str = ""  # shown after the flag in --help
-    where: frozenset = EVERYWHERE  # the ways in that accept it
-    run_wide: bool = False  # one engine per run: a batch line may not change it
-    default_help: str = ""  # how --help words the default when str(default) will not do
-    envvar: str | None = None  # an environment variable that sets the default (`environment_defaults`)
-    advanced: bool = False  # an expert knob: in --help's ADVANCED panel, shown only by --help-all
-
-    @property
-    def flag(self) -> str:
-        return flag_name(self.name)
-
-    @property
-    def help_panel(self) -> str:
-        """The panel --help shows its flag in: ADVANCED for an expert knob, else its own."""
-        return ADVANCED if self.advanced else self.panel
-
-
-def flag_name(setting: str) -> str:
-    """The command-line spelling of a setting: 'num_step' -> '--num-step'."""
-    return "--" + setting.replace("_", "-")
-
-
-def _setting(name, kind, default, help, panel, allowed="", ok=None, **kw) -> Setting:
-    return Setting(name, kind, default, help, panel, allowed, ok, **kw)
-
 
 def _engine(name: str) -> tuple[str, Callable[[Any], bool]]:
     """(allowed, ok) of a value the engine checks: its own rule (engine.config.VALUE_RULES)."""
@@ -100,13 +42,12 @@ def _engine(name: str) -> tuple[str, Callable[[Any], bool]]:
     return rule.allowed, rule.ok
 
 
-_ANY_NUMBER = "a number"
 _HW = frozenset({FLAG, PRESET})  # run-wide: a preset or a flag, not a line or a request
 
 SCHEMA: dict[str, Setting] = {
     s.name: s
     for s in [
-        _setting(
+        Setting(
             "num_step",
             int,
             _GEN.num_step,
@@ -115,7 +56,7 @@ SCHEMA: dict[str, Setting] = {
             *_engine("num_step"),
             metavar="N",
         ),
-        _setting(
+        Setting(
             "guidance_scale",
             float,
             _GEN.guidance_scale,
@@ -126,7 +67,7 @@ SCHEMA: dict[str, Setting] = {
             metavar="G",
             advanced=True,
         ),
-        _setting(
+        Setting(
             "t_shift",
             float,
             _GEN.t_shift,
@@ -137,7 +78,7 @@ SCHEMA: dict[str, Setting] = {
             metavar="S",
             advanced=True,
         ),
-        _setting(
+        Setting(
             "layer_penalty_factor",
             float,
             _GEN.layer_penalty_factor,
@@ -148,7 +89,7 @@ SCHEMA: dict[str, Setting] = {
             metavar="F",
             advanced=True,
         ),
-        _setting(
+        Setting(
             "position_temperature",
             float,
             _GEN.position_temperature,
@@ -159,7 +100,7 @@ SCHEMA: dict[str, Setting] = {
             metavar="T",
             advanced=True,
         ),
-        _setting(
+        Setting(
             "class_temperature",
             float,
             _GEN.class_temperature,
@@ -170,7 +111,7 @@ SCHEMA: dict[str, Setting] = {
             metavar="T",
             advanced=True,
         ),
-        _setting(
+        Setting(
             "denoise",
             bool,
             _GEN.denoise,
@@ -180,7 +121,7 @@ SCHEMA: dict[str, Setting] = {
             advanced=True,
         ),
         # the step cache (engine/generation.py): ~1.5-2x faster steps, an approximation (docs/speed.md)
-        _setting(
+        Setting(
             "step_cache",
             bool,
             _GEN.step_cache,
@@ -189,7 +130,7 @@ SCHEMA: dict[str, Setting] = {
             "true or false",
             advanced=True,
         ),
-        _setting(
+        Setting(
             "step_cache_prompt_every",
             int,
             _GEN.step_cache_prompt_every,
@@ -199,7 +140,7 @@ SCHEMA: dict[str, Setting] = {
             metavar="N",
             advanced=True,
         ),
-        _setting(
+        Setting(
             "step_cache_uncond_every",
             int,
             _GEN.step_cache_uncond_every,
@@ -209,7 +150,7 @@ SCHEMA: dict[str, Setting] = {
             metavar="N",
             advanced=True,
         ),
-        _setting(
+        Setting(
             "speed",
             float,
             None,
@@ -221,7 +162,7 @@ SCHEMA: dict[str, Setting] = {
             metavar="X",
             default_help="1.0",
         ),
-        _setting(
+        Setting(
             "duration",
             float,
             None,
@@ -231,7 +172,7 @@ SCHEMA: dict[str, Setting] = {
             metavar="SECONDS",
             default_help="from the text",
         ),
-        _setting(
+        Setting(
             "chunk_duration",
             float,
             _GEN.audio_chunk_duration,
@@ -242,7 +183,7 @@ SCHEMA: dict[str, Setting] = {
             metavar="SECONDS",
             advanced=True,
         ),
-        _setting(
+        Setting(
             "chunk_threshold",
             float,
             _GEN.audio_chunk_threshold,
@@ -252,7 +193,7 @@ SCHEMA: dict[str, Setting] = {
             metavar="SECONDS",
             advanced=True,
         ),
-        _setting(
+        Setting(
             "normalize",
             bool,
             False,
@@ -260,7 +201,7 @@ SCHEMA: dict[str, Setting] = {
             "Input",
             "true or false",
         ),
-        _setting(
+        Setting(
             "markdown",
             bool,
             False,
@@ -269,7 +210,7 @@ SCHEMA: dict[str, Setting] = {
             "true or false",
             advanced=True,
         ),
-        _setting(
+        Setting(
             "lexicon",
             str,
             None,
@@ -282,7 +223,7 @@ SCHEMA: dict[str, Setting] = {
             run_wide=True,
             advanced=True,
         ),
-        _setting(
+        Setting(
             "lang",
             str,
             None,
@@ -292,7 +233,7 @@ SCHEMA: dict[str, Setting] = {
             metavar="LANG",
             default_help="none (any language)",
         ),
-        _setting(
+        Setting(
             "instruct",
             str,
             None,
@@ -302,7 +243,7 @@ SCHEMA: dict[str, Setting] = {
             metavar="ITEMS",
             default_help="auto voice",
         ),
-        _setting(
+        Setting(
             "instruct_text",
             str,
             None,
@@ -313,7 +254,7 @@ SCHEMA: dict[str, Setting] = {
             default_help="none",
             advanced=True,
         ),
-        _setting(
+        Setting(
             "voice",
             str,
             None,
@@ -325,7 +266,7 @@ SCHEMA: dict[str, Setting] = {
             where=frozenset({FLAG, PRESET, LINE}),
             default_help="auto voice",
         ),
-        _setting(
+        Setting(
             "ref",
             str,
             None,
@@ -335,7 +276,7 @@ SCHEMA: dict[str, Setting] = {
             metavar="AUDIO",
             where=frozenset({FLAG, LINE}),
         ),
-        _setting(
+        Setting(
             "ref_text",
             str,
             None,
@@ -347,7 +288,7 @@ SCHEMA: dict[str, Setting] = {
             where=frozenset({FLAG, LINE}),
             advanced=True,
         ),
-        _setting(
+        Setting(
             "seed",
             int,
             None,
@@ -359,7 +300,7 @@ SCHEMA: dict[str, Setting] = {
             where=frozenset({FLAG, LINE, HTTP}),
             default_help="random",
         ),
-        _setting(
+        Setting(
             "format",
             str,
             "wav",
@@ -372,7 +313,7 @@ SCHEMA: dict[str, Setting] = {
             where=frozenset({FLAG, PRESET}),
             advanced=True,
         ),
-        _setting(
+        Setting(
             "sample_rate",
             int,
             None,
@@ -385,7 +326,7 @@ SCHEMA: dict[str, Setting] = {
             where=frozenset({FLAG, PRESET, HTTP}),  # `say` (and --cast), the server's requests; not batch lines
             advanced=True,
         ),
-        _setting(
+        Setting(
             "loudness",
             float,
             None,
@@ -397,7 +338,7 @@ SCHEMA: dict[str, Setting] = {
             default_help="off",
             advanced=True,
         ),
-        _setting(
+        Setting(
             "device",
             str,
             "auto",
@@ -409,7 +350,7 @@ SCHEMA: dict[str, Setting] = {
             where=_HW,
             run_wide=True,
         ),
-        _setting(
+        Setting(
             "dtype",
             str,
             "auto",
@@ -423,7 +364,7 @@ SCHEMA: dict[str, Setting] = {
             run_wide=True,
             advanced=True,
         ),
-        _setting(
+        Setting(
             "threads",
             int,
             None,
@@ -438,7 +379,7 @@ SCHEMA: dict[str, Setting] = {
             default_help="the CPU cores",
             advanced=True,
         ),
-        _setting(
+        Setting(
             "quantize",
             str,
             "none",
@@ -452,7 +393,7 @@ SCHEMA: dict[str, Setting] = {
             where=_HW,
             run_wide=True,
         ),
-        _setting(
+        Setting(
             "compile",
             bool,
             False,
@@ -463,7 +404,7 @@ SCHEMA: dict[str, Setting] = {
             run_wide=True,
             advanced=True,
         ),
-        _setting(
+        Setting(
             "model",
             str,
             DEFAULT_MODEL,
@@ -478,7 +419,7 @@ SCHEMA: dict[str, Setting] = {
             default_help=f"$OMNIVOICE_MODEL, else {DEFAULT_MODEL}",
         ),
         # -- listening back (the asr extra, listen.py) --
-        _setting(
+        Setting(
             "asr_model",
             str,
             DEFAULT_ASR_MODEL,
@@ -493,7 +434,7 @@ SCHEMA: dict[str, Setting] = {
             default_help=f"$OMNIVOICE_ASR_MODEL, else {DEFAULT_ASR_MODEL}",
             advanced=True,
         ),
-        _setting(
+        Setting(
             "verify",
             bool,
             False,
@@ -502,7 +443,7 @@ SCHEMA: dict[str, Setting] = {
             "true or false",
             advanced=True,
         ),
-        _setting(
+        Setting(
             "verify_retries",
             int,
             2,
@@ -513,7 +454,7 @@ SCHEMA: dict[str, Setting] = {
             metavar="N",
             advanced=True,
         ),
-        _setting(
+        Setting(
             "verify_max_error",
             float,
             0.25,
@@ -548,12 +489,3 @@ PRESET_KEYS: tuple[str, ...] = tuple(k for k, s in SCHEMA.items() if PRESET in s
 LINE_SETTINGS: tuple[str, ...] = tuple(k for k, s in SCHEMA.items() if LINE in s.where)
 HTTP_SETTINGS: tuple[str, ...] = tuple(k for k, s in SCHEMA.items() if HTTP in s.where)
 PRESET_META_KEYS = ("description",)  # allowed in a preset file, not a setting
-
-
-def _check_schema_against_engine() -> None:
-    """The generation settings are GenerationConfig's fields, with its defaults."""
-    names = {f.name for f in fields(GenerationConfig)}
-    assert set(GENERATION_KEYS) <= names and all(CHUNK_FIELDS[k] in names for k in CHUNK_FIELDS)
-
-
-_check_schema_against_engine()

@@ -1,11 +1,11 @@
 """What every way in shares once its settings are resolved (free of typer and rich).
 
-    hw = Hardware.from_settings(resolved.values)
+    hw = hardware_from_settings(resolved.values)  # engine/hardware.py's record
     seed = random_seed()                  # a drawn seed: printed, so a run can be repeated
     seed_for(base, i)                     # item i of a run whose base seed is `base` (checked)
     shown = WarnOnce(warn); shown(["..."])
     session = Session(echo=..., status=..., progress=..., notice=..., quiet=...)  # how a run shows itself
-    engine, seconds = session.load_engine(hw)
+    engine, seconds = session.load_engine(resolved["model"], hw)
 
 `say`, `batch`, `dub`, the dialogue, `voice add`, the server and the Ray workers load their
 engine here; the face (commands/) only passes its status line, progress bars and message printers
@@ -23,6 +23,7 @@ from typing import Any, BinaryIO, Callable, Iterable, Iterator, Mapping, Protoco
 
 from ..engine import pipeline
 from ..engine.errors import InvalidRequest
+from ..engine.hardware import Hardware
 from ..engine.pipeline import Engine
 from .settings import MAX_SEED
 
@@ -67,40 +68,18 @@ class WarnOnce:
             self.show(w)
 
 
-@dataclass(frozen=True)
-class Hardware:
-    """Which model to load and how: the hardware settings of a run, resolved."""
-
-    model: str  # hub id or checkpoint folder
-    device: str = "auto"  # auto, cpu, cuda, cuda:N, mps
-    dtype: str = "auto"  # auto, float32, float16, bfloat16
-    quantize: str | None = None  # "int8" (CPU body in int8) or None
-    compile: bool = False  # torch.compile the layers
-    threads: int | None = None  # torch CPU threads (None: the engine's default)
-
-    @classmethod
-    def from_settings(cls, values: Mapping[str, Any]) -> "Hardware":
-        """From resolved setting values (the keys of the settings schema)."""
-        quantize = values.get("quantize")
-        return cls(
-            model=str(values["model"]),
-            device=values.get("device") or "auto",
-            dtype=values.get("dtype") or "auto",
-            quantize=None if quantize in (None, "none") else quantize,
-            compile=bool(values.get("compile")),
-            threads=values.get("threads"),
-        )
-
-    def engine_kwargs(self) -> dict[str, Any]:
-        """Engine.load's keyword arguments: only those asked for, so its own defaults stand."""
-        kwargs: dict[str, Any] = {"device": self.device, "dtype": self.dtype}
-        if self.quantize is not None:
-            kwargs["quantize"] = self.quantize
-        if self.compile:
-            kwargs["compile"] = True
-        if self.threads is not None:
-            kwargs["threads"] = self.threads
-        return kwargs
+def hardware_from_settings(values: Mapping[str, Any]) -> Hardware:
+    """The engine's hardware record (engine/hardware.py) from resolved setting values (the keys of
+    the settings schema: device, dtype, quantize, compile, threads), built once per run; a setting
+    not given keeps the record's default. quantize "none" is no quantisation."""
+    quantize = values.get("quantize")
+    return Hardware(
+        device=values.get("device") or "auto",
+        dtype=values.get("dtype") or "auto",
+        quantize=None if quantize in (None, "none") else str(quantize),
+        compile=bool(values.get("compile")),
+        threads=values.get("threads"),
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -204,8 +183,8 @@ class Session:
         """The status line while `what` loads: "loading the model (x) ..."."""
         return self.status(f"loading {what} ...")
 
-    def load_engine(self, hw: Hardware, *, encoder: bool = False) -> tuple[Engine, float]:
-        """Load the engine `hw` names, and the codec's encoder when a recording is to be cloned;
+    def load_engine(self, model: str, hw: Hardware, *, encoder: bool = False) -> tuple[Engine, float]:
+        """Load `model` on `hw`, and the codec's encoder when a recording is to be cloned;
         returns (engine, seconds): the one way every run loads its model. The seconds are the
         "model loaded in" of every summary, the same with or without a voice: the model (with
         compile, its compilation: Engine.load runs a first forward), not the encoder, which
@@ -213,8 +192,8 @@ class Session:
         shown while each loads ("loading the model (x) ..."); its `notice` gets the engine's
         messages (licence, download)."""
         t0 = time.perf_counter()
-        with self.loading(f"the model ({hw.model})"):
-            engine = pipeline.Engine.load(hw.model, on_notice=self.notice, **hw.engine_kwargs())
+        with self.loading(f"the model ({model})"):
+            engine = pipeline.Engine.load(model, hardware=hw, on_notice=self.notice)
         seconds = time.perf_counter() - t0
         if encoder:
             with self.loading("the voice encoder"):

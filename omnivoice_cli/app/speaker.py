@@ -24,40 +24,41 @@ Every front end's request is made by `make` (a counter, `requests_built`, says h
 checks of `say`, which plan it as the CLI plans it (`engine.pipeline.plan_request`): what the
 plan refuses is refused in its words, and what it plans the engine loop takes (a stretch over
 one forward is cut at words: `engine.service.fit_sizes`). `choose_voice` is the one reading of a
-request's voice name (saved, mapped, auto; a path or an unknown name: `VoiceRefused`, whose
-`kind` a front end may word in its own protocol's terms).
+request's voice name (voicechoice.py: saved, mapped, auto; a path or an unknown name:
+`VoiceRefused`, whose `kind` a front end may word in its own protocol's terms). A stream's text
+is cut into parts to speak by textparts.py.
 
 Many clients share the one `engine.service.Service` (packed forwards, `max_queue` open requests
 at most); the model is loaded once, by the first request (or by `start()`), and stays loaded,
 unless `idle_unload` is set: then, once nothing has used it for that many seconds (no request
 open in the engine, nobody holding it: `hold()`, what a server does for each request and socket),
-the engine loop is stopped and the model's memory freed (`unload`: gc, the CUDA cache, glibc's
-malloc_trim); the next request loads it again (`loads`, `load_seconds`, `on_load` say so).
+the engine loop is stopped and the model's memory freed (`unload`: idle.free_memory, gc, the
+CUDA cache, glibc's malloc_trim); the next request loads it again (`loads`, `load_seconds`, `on_load` say so).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import gc
 import queue
-import sys
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Literal, Mapping, TypedDict
+from typing import TYPE_CHECKING, Callable, Mapping
 
-from ..engine import memory
 from ..engine.errors import InvalidRequest
 from ..engine.pipeline import Request
 from ..engine.service import Event, Places, Service, Summary, Ticket
-from ..engine.streaming import StreamConfig, StreamPiece, text_units
+from ..engine.streaming import StreamConfig, StreamPiece
 from . import settings as st
+from . import voicechoice
 from . import voices as store
 from .checkpoint import model_config
+from .idle import free_memory
 from .instruct import merge
 from .request import Built, References, Voices, build_request, named
+from .voicechoice import ListedVoice, VoiceChoice
 
 if TYPE_CHECKING:
     import numpy as np
@@ -69,7 +70,6 @@ if TYPE_CHECKING:
 
 REQUEST = st.Source("request")
 USAGE_ERRORS = (InvalidRequest, st.SettingsError)  # a request's own fault: the client is told why
-MAX_LISTED = 40  # voice names listed in an unknown-voice message
 DROPPED_PRESET_KEYS = (*st.RUN_WIDE, "format")  # fixed when the command starts
 Layer = tuple[st.Source, dict]  # one settings layer: where it came from, its checked values
 
@@ -86,43 +86,6 @@ class SpeakerOptions:
     piece_seconds: float = 10.0  # its later pieces
     voice_map: Mapping[str, str] | None = None  # OpenAI voice name -> items (None: the built-in table)
     idle_unload: float | None = None  # seconds unused after which the model is unloaded (None: never)
-
-
-class VoiceEntry(TypedDict, total=False):
-    """A voice a request may name, as `Speaker.voices` lists it."""
-
-    name: str
-    type: str  # "saved", "checkpoint" (the fine-tune's own), "openai" or "auto"
-    lang: str  # a checkpoint voice's language
-    seconds: float | None  # a saved voice's reference length
-    text: str  # a saved voice's transcript
-    instruct: str  # an OpenAI name's voice-design items
-
-
-@dataclass(frozen=True)
-class VoiceChoice:
-    """What a request's voice name means."""
-
-    shown: str  # 'auto', or the name as the request gave it (stripped)
-    saved: str | None = None  # the saved voice's own name (case aside when one name fits)
-    items: str | None = None  # an OpenAI name's voice-design items (the voice map's)
-    own: bool = False  # a voice the checkpoint ships (engine/finetune.py)
-
-    @property
-    def setting(self) -> str | None:
-        """The `voice` setting it is: the saved voice, an OpenAI name (request.build_request
-        reads its items, under the instruct given), the checkpoint's own voice, None for auto."""
-        if self.own:
-            return self.shown
-        return self.saved if self.items is None else self.shown.lower()
-
-
-class VoiceRefused(InvalidRequest):
-    """A request's voice name that names no voice: `kind` says why, `known` what may be named."""
-
-    def __init__(self, message: str, kind: Literal["type", "path", "unknown"], spec: object, known: list[str]) -> None:
-        super().__init__(message, "voice")
-        self.kind, self.spec, self.known = kind, spec, known
 
 
 def one_line(e: BaseException) -> str:
@@ -436,102 +399,14 @@ class Speaker:
         return store.builtin_voices() if table is None else table
 
     def choose_voice(self, spec: object) -> VoiceChoice | None:
-        """What a request's voice name means (None: none named, the command's own stands): a
-        saved voice (case aside when one name fits), an OpenAI name no saved voice has, or auto;
-        VoiceRefused for a path, an unknown name or not a name."""
-        if spec is None:
-            return None
-        table = self.voice_table()
-        if not isinstance(spec, str):
-            message = f"voice must be a voice's name, got {st.type_name(spec)}"
-            raise VoiceRefused(message, "type", spec, [])
-        name = spec.strip()
-        if not name or name.lower() == "auto":
-            return VoiceChoice("auto")
-        index = store.voice_index()
-        folded = {n.casefold() for n in index}
-        own = self.own()
-        known = [*index, *(n for n in table if n not in folded), *(v.name for v in own.voices), "auto"]
-        if store.is_voice_path(name):
-            message = (
-                f"voice {st.shown_value(spec)} is a path: a request names a voice, not a file "
-                f"(known voices: {listed(known)})"
-            )
-            raise VoiceRefused(message, "path", spec, known)
-        same = [n for n in index if n.casefold() == name.casefold()]
-        if name in index or len(same) == 1:
-            return VoiceChoice(name, saved=name if name in index else same[0])
-        if own.voice(name) is not None:  # the checkpoint's own name wins over an OpenAI name
-            return VoiceChoice(own.voice(name).name, own=True)  # type: ignore[union-attr]
-        if name.lower() in table:
-            return VoiceChoice(name, items=table[name.lower()])
-        message = f"unknown voice {st.shown_value(name)}{st.did_you_mean(name, known)}; known voices: {listed(known)}"
-        raise VoiceRefused(message, "unknown", spec, known)
+        """What a request's voice name means (voicechoice.choose_voice: None when none is named,
+        the command's own stands; VoiceRefused for a path, an unknown name or not a name)."""
+        return voicechoice.choose_voice(spec, self.voice_table(), self.own())
 
-    def voices(self) -> list[VoiceEntry]:
-        """Every voice a request may name: saved ones (readable), OpenAI's names no saved voice
-        has, and auto; each {"name", "type", ...}."""
-        out: list[VoiceEntry] = []
-        saved = store.list_voices()
-        for e in saved:
-            if e.meta is None:
-                continue  # a broken file: `omnivoice voice list` says why
-            out.append(
-                {
-                    "name": e.name,
-                    "type": "saved",
-                    "seconds": _number(e.meta.get("seconds")),
-                    "text": e.meta.get("text", ""),
-                }
-            )
-        names = {e.name.casefold() for e in saved}
-        own = self.own()
-        for v in own.voices:
-            if v.name.casefold() not in names:
-                out.append({"name": v.name, "type": "checkpoint", "text": v.text, "lang": v.lang or ""})
-        names |= {v.name.casefold() for v in own.voices}
-        for name, items in self.voice_table().items():
-            if name.casefold() not in names:
-                out.append({"name": name, "type": "openai", "instruct": items})
-        out.append({"name": "auto", "type": "auto"})
-        return out
-
-
-DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "": 1.0}
-
-
-def idle_seconds(spec: str | None, option: str = "--idle-unload") -> float | None:
-    """A duration such as 30s, 5m, 1h, 500ms or 90 (seconds) in seconds; None for none, "never"
-    or "off". InvalidRequest naming the value and what is allowed."""
-    if spec is None or spec.strip().lower() in ("never", "off"):
-        return None
-    text = spec.strip().lower()
-    number = text.rstrip("mhs")
-    unit = text[len(number) :]
-    try:
-        value = float(number) * DURATION_UNITS[unit]
-    except (ValueError, KeyError):
-        value = -1.0
-    if not (value > 0 and value < 1e9):
-        raise InvalidRequest(
-            f"{option} must be a duration above 0 such as 30s, 5m, 1h or 500ms (or never), got {spec!r}"
-        )
-    return value
-
-
-def free_memory() -> None:
-    """Give back what an unloaded model held: the cycles collected, CUDA's cached blocks (where
-    torch is loaded and has used CUDA), the heap's free memory (glibc's malloc_trim)."""
-    gc.collect()
-    torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
-        torch.cuda.empty_cache()
-    memory.release_free_memory()
-
-
-def listed(names: list[str]) -> str:
-    more = len(names) - MAX_LISTED
-    return ", ".join(names[:MAX_LISTED]) + (f" and {more} more" if more > 0 else "")
+    def voices(self) -> list[ListedVoice]:
+        """Every voice a request may name: saved ones (readable), the checkpoint's own, OpenAI's
+        names no saved voice has, and auto; each {"name", "type", ...}."""
+        return voicechoice.voice_listing(self.voice_table(), self.own())
 
 
 def preset_layer(name: object, field: str = "preset") -> Layer:
@@ -550,45 +425,3 @@ def preset_layer(name: object, field: str = "preset") -> Layer:
         )
     found = st.find_preset(name)
     return st.Source("preset", found.name), {k: v for k, v in found.settings.items() if k not in DROPPED_PRESET_KEYS}
-
-
-def _number(text: str | None) -> float | None:
-    try:
-        return float(text) if text else None
-    except ValueError:
-        return None
-
-
-def ready_text(buffer: str) -> tuple[str, str]:
-    """(the text to speak now, the rest) of a stream's buffer (Wyoming's streaming events, the
-    socket's text messages): up to its last sentence end that a space follows ('It costs 3.' may go on as '5 euros')."""
-    cut = 0
-    for _start, end, ends in text_units(buffer):
-        if ends and end < len(buffer) and buffer[end].isspace():
-            cut = end
-    return buffer[:cut], buffer[cut:]
-
-
-def within(text: str, limit: int) -> list[str]:
-    """`text` in parts of at most `limit` characters (joined, they are the text), each cut at its
-    last sentence end, else its last space."""
-    parts: list[str] = []
-    while len(text) > limit:
-        head, _ = ready_text(text[: limit + 1])
-        space = text.rfind(" ", 1, limit + 1)
-        cut = len(head) if head.strip() else space if space > 0 else limit
-        parts.append(text[:cut])
-        text = text[cut:]
-    return [*parts, text]
-
-
-def take_parts(buffer: str, limit: int) -> tuple[list[str], str]:
-    """(the parts to speak now, each of at most `limit` characters and not blank; the rest to
-    keep) of a stream's text buffer: up to its last sentence end (ready_text), and, where no
-    sentence has ended for `limit` characters, what is over it cut at a space (within)."""
-    ready, rest = ready_text(buffer)
-    parts = within(ready, limit) if ready else []
-    if len(rest) > limit:  # no sentence end for that long: spoken up to a space
-        *more, rest = within(rest, limit)
-        parts += more
-    return [p for p in parts if p.strip()], rest

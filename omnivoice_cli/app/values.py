@@ -7,9 +7,12 @@ from __future__ import annotations
 import difflib
 import math
 import re
-from typing import Iterable, cast
+from typing import Iterable
 
-from .schema import _ANY_NUMBER, SCHEMA, SettingsError, Value
+from .schema import SCHEMA
+from .setting import SettingsError, Value
+
+_ANY_NUMBER = "a number"
 
 
 def type_name(value: object) -> str:
@@ -42,12 +45,18 @@ def shown_value(value: object) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _bad_type(kind: type, value: object) -> bool:
-    if kind is int:
-        return isinstance(value, bool) or not isinstance(value, int)
-    if kind is float:
-        return isinstance(value, bool) or not isinstance(value, (int, float))
-    return not isinstance(value, kind)
+def _of_kind(kind: type, value: object) -> Value:
+    """`value` when it is of `kind` (bool is no number; an int where a number is due becomes a
+    float: OverflowError when too large), else None."""
+    if isinstance(value, bool):
+        return value if kind is bool else None
+    if isinstance(value, int) and kind in (int, float):
+        return value if kind is int else float(value)
+    if isinstance(value, float):
+        return float(value) if kind is float else None
+    if isinstance(value, str):
+        return value if kind is str else None
+    return None
 
 
 def check_setting(key: str, value: object) -> Value:
@@ -58,21 +67,20 @@ def check_setting(key: str, value: object) -> Value:
     'num_step'", ...) in front.
     """
     s = SCHEMA[key]
-    if _bad_type(s.kind, value):
+    try:
+        checked = _of_kind(s.kind, value)
+    except OverflowError:
+        raise SettingsError(f"must be {s.allowed}, got {shown_value(value)}") from None
+    if checked is None:
         raise SettingsError(f"must be {s.allowed}, got {shown_value(value)} ({type_name(value)})")
-    checked = cast(Value, value)  # of the setting's kind, just checked
-    if s.kind is float:
-        try:
-            checked = float(cast(float, value))
-        except OverflowError:
-            raise SettingsError(f"must be {s.allowed}, got {shown_value(value)}") from None
-        if not math.isfinite(checked):
-            raise SettingsError(f"must be {s.allowed}, got {checked!r}")
+    if isinstance(checked, float) and not math.isfinite(checked):
+        raise SettingsError(f"must be {s.allowed}, got {checked!r}")
     if s.ok is not None and not s.ok(checked):
         raise SettingsError(f"must be {s.allowed}, got {shown_value(checked)}")
-    if s.low is not None and cast(float, checked) < s.low:  # bounds are only given to numbers
+    number = checked if isinstance(checked, (int, float)) else None  # bounds are only given to numbers
+    if s.low is not None and number is not None and number < s.low:
         raise SettingsError(f"must be at least {s.low:g}, got {shown_value(checked)}")
-    if s.high is not None and cast(float, checked) > s.high:
+    if s.high is not None and number is not None and number > s.high:
         raise SettingsError(f"must be at most {s.high:g}, got {shown_value(checked)}")
     return checked
 

@@ -18,10 +18,13 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
-from ..engine.pieces import Take
+from ..engine.pieces import PieceTake
 from . import listen
+
+if TYPE_CHECKING:
+    from .layers import Resolved
 
 CHARACTER_LANGS = frozenset({"zh", "yue", "ja", "ko", "th", "cmn", "wuu", "lo", "my", "km"})
 _CHAR_SCRIPT = re.compile(
@@ -85,6 +88,30 @@ def max_tokens(text: str, lang: str | None = None) -> int:
     return 16 + (2 if chars else 3) * len(units(text, chars))
 
 
+class PieceRow(TypedDict):
+    """One piece's check as reported (`--json`, the server's verify header, the manifest)."""
+
+    piece: int  # from 0
+    text: str
+    error: float | None  # of the take kept (None: never checked)
+    transcript: str | None
+    attempts: int
+    kept: int  # the take kept, from 1
+    seed: int | None
+    ok: bool  # within --verify-max-error
+
+
+class VerifySummary(TypedDict):
+    """A request's check as one score (a batch line's `verify` in the manifest): see `summary`."""
+
+    error: float
+    worst: float
+    attempts: int
+    retakes: int
+    passed: bool
+    pieces: list[PieceRow]
+
+
 @dataclass
 class PieceVerdict:
     """What the check saw of one piece: every take's (error, transcript, seed), and the one kept."""
@@ -93,7 +120,7 @@ class PieceVerdict:
     takes: list[tuple[float, str, int]] = field(default_factory=list)
     kept: int | None = None
 
-    def as_dict(self, piece: int, max_error: float) -> dict[str, Any]:
+    def as_dict(self, piece: int, max_error: float) -> PieceRow:
         k = self.kept if self.kept is not None else 0
         error, heard, seed = self.takes[k] if self.takes else (None, None, None)
         return {
@@ -115,7 +142,7 @@ class RequestCheck:
         self.recogniser, self.lang, self.max_error, self.retries = recogniser, lang, float(max_error), int(retries)
         self.pieces: dict[int, PieceVerdict] = {}
 
-    def check(self, take: Take) -> tuple[float, bool]:
+    def check(self, take: PieceTake) -> tuple[float, bool]:
         heard = self.recogniser.transcribe(
             take.audio, take.sample_rate, self.lang, max_tokens=max_tokens(take.text, self.lang), words=False
         ).text
@@ -127,10 +154,10 @@ class RequestCheck:
     def kept(self, piece: int, attempt: int, seed: int) -> None:
         self.pieces[piece].kept = attempt
 
-    def report(self) -> list[dict[str, Any]]:
+    def report(self) -> list[PieceRow]:
         return [self.pieces[k].as_dict(k, self.max_error) for k in sorted(self.pieces)]
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> VerifySummary:
         """The request as one score (a batch line's `verify` in the manifest), beside its pieces:
         `error`: the error rate of the whole text, each piece's kept take weighted by its words
         (characters for zh, ja, ko, th), i.e. all edits over all words; `worst`: the largest piece
@@ -145,7 +172,7 @@ class RequestCheck:
         attempts = sum(r["attempts"] for r in rows)
         return {
             "error": round(weighted / total, 4) if total else 0.0,
-            "worst": max((r["error"] for r in rows), default=0.0),
+            "worst": max((r["error"] for r in rows if r["error"] is not None), default=0.0),
             "attempts": attempts,
             "retakes": attempts - len(rows),
             "passed": all(r["ok"] for r in rows),
@@ -171,7 +198,7 @@ class Verifier:
         self.recogniser, self.max_error, self.retries = recogniser, float(max_error), int(retries)
 
     @classmethod
-    def from_settings(cls, values: Any) -> "Verifier":
+    def from_settings(cls, values: Resolved) -> "Verifier":
         rec = listen.recogniser(values["asr_model"], values.get("device") or "auto", "--verify")
         return cls(rec, values["verify_max_error"], values["verify_retries"])
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Protocol
+from typing import TYPE_CHECKING, BinaryIO, Callable, Protocol, TypedDict
 
 from ..engine.duration import text_weight
 from ..engine.pauses import split_pauses
@@ -60,6 +60,20 @@ class Rendered(Protocol):
         ...
 
 
+class _WordRecord(TypedDict):
+    word: str
+    start: float  # seconds
+    end: float
+    piece: int
+    estimated: bool
+
+
+class WordRecord(_WordRecord, total=False):
+    """One word of a words file (`--words`: {"words": [...]}) and of the server's reply."""
+
+    cue: int  # dub: the cue it is in (from 1)
+
+
 @dataclass(frozen=True)
 class WordTime:
     word: str
@@ -69,8 +83,8 @@ class WordTime:
     estimated: bool = False
     cue: int | None = None  # dub: the cue it is in (from 1, as the dub's report numbers them)
 
-    def as_dict(self) -> dict[str, Any]:
-        out = {
+    def as_dict(self) -> WordRecord:
+        out: WordRecord = {
             "word": self.word,
             "start": round(self.start, 3),
             "end": round(self.end, 3),

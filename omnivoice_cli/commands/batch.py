@@ -11,7 +11,7 @@ from ..app import settings as st
 from ..app.batch import BatchRun
 from ..app.dryrun import describe
 from ..app.folder import check_output_dir
-from ..app.schema import ADVANCED
+from ..app.setting import ADVANCED
 from ..app.signals import signal_name
 from ..app.speak import report_settings
 from ..engine.errors import InvalidRequest

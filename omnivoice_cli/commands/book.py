@@ -13,7 +13,7 @@ import typer
 from ..app import settings as st
 from ..app.book import BookRun, describe_book
 from ..app.bookplan import DEFAULT_LOUDNESS
-from ..app.schema import ADVANCED
+from ..app.setting import ADVANCED
 from ..app.signals import signal_name
 from ..engine.errors import InvalidRequest
 from ..ui.helpfmt import MORE

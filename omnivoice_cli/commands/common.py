@@ -12,12 +12,13 @@ import typer
 from ..app import settings as st
 from ..app.checkpoint import model_config
 from ..app.cluster import ClusterOptions, RayExecutor, check_device, import_ray
+from ..app.idle import idle_seconds
 from ..app.lexicon import load_lexicon
 from ..app.request import named
-from ..app.session import Hardware, Session
+from ..app.session import Session, hardware_from_settings
 from ..app.signals import HoldSignals
-from ..app.speak import Stopped
-from ..app.speaker import SpeakerOptions, idle_seconds
+from ..app.speaker import SpeakerOptions
+from ..app.speakrun import StoppedBySignal
 from ..engine.errors import InvalidRequest
 from ..engine.pipeline import Engine
 from ..engine.text import resolve_instruct
@@ -66,11 +67,11 @@ def stdout_is_terminal() -> bool:
 
 def held(run: Any) -> Any:
     """`run.run(signals)` with Ctrl-C and SIGTERM held while it writes (signals.HoldSignals); a
-    stop is its one line (speak.Stopped), then exit 128 + signum."""
+    stop is its one line (speakrun.StoppedBySignal), then exit 128 + signum."""
     with HoldSignals() as signals:
         try:
             return run.run(signals)
-        except Stopped as stop:
+        except StoppedBySignal as stop:
             (error if stop.failed else warn)(stop.message)
             raise typer.Exit(stop.exit_code) from None
 
@@ -125,7 +126,8 @@ def run_session(quiet: bool, unit: str = "lines") -> Session:
 def load_model(settings: st.Resolved, quiet: bool, encoder: bool = False) -> tuple[Engine, float]:
     """Load the model the settings name (a status line while it loads), and the codec's encoder
     when a recording is to be cloned; returns (engine, seconds): Session.load_engine."""
-    return run_session(quiet).load_engine(Hardware.from_settings(settings.values), encoder=encoder)
+    hardware = hardware_from_settings(settings.values)
+    return run_session(quiet).load_engine(str(settings["model"]), hardware, encoder=encoder)
 
 
 def check_run(flags: dict, preset: str | None) -> st.Preset | None:

@@ -1,6 +1,6 @@
 """`omnivoice say --cast NAME=VOICE ...`: a dialogue script spoken line by line, each line in its
 speaker's voice, joined with --gap seconds of silence (dialogue.py plans the script and the cast,
-speak.DialogueRun speaks it; this file prints).
+speakdialogue.DialogueRun speaks it; this file prints).
 
 Line i (from 0, counting the spoken lines) is its own request with seed S + i, so
 `omnivoice say "<its text>" --voice <its voice> --seed <S + i>` makes exactly its audio; all
@@ -18,15 +18,16 @@ import typer
 
 from ..app.dialogue import check_gap, check_gaps_total, plan_script
 from ..app.dryrun import describe, render
-from ..app.session import Hardware, WarnOnce
-from ..app.speak import DialogueRun, output_target
+from ..app.session import WarnOnce, hardware_from_settings
+from ..app.speak import output_target
+from ..app.speakdialogue import DialogueRun
 from ..media.lock import output_lock
 from ..media.subtitles import check_subtitles_path
 from .common import echo, held, run_session, run_settings, stdout_is_terminal, warn
 
 
 def _report(report: Any, t_start: float, json_out: bool, quiet: bool) -> None:
-    """The summary line on stderr, or the --json report (speak.DialogueReport)."""
+    """The summary line on stderr, or the --json report (speakdialogue.DialogueReport)."""
     rate, target = report.sample_rate, report.target
     if json_out:
         lines = [
@@ -108,7 +109,8 @@ def say_dialogue(
     run = DialogueRun(
         planned,
         target,
-        Hardware.from_settings(settings.values),
+        hardware_from_settings(settings.values),
+        model=str(settings["model"]),
         gap=gap_s,
         subtitles=subs_path,
         play=play,

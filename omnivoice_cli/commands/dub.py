@@ -10,7 +10,7 @@ import typer
 
 from ..app import settings as st
 from ..app.dialogue import Cast
-from ..app.schema import ADVANCED
+from ..app.setting import ADVANCED
 from ..app.signals import signal_name
 from ..engine.config import SAMPLE_RATE
 from ..engine.errors import InvalidRequest

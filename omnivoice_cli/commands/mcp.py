@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from ..app import settings as st
-from ..app.session import Hardware, Session
+from ..app.session import Session, hardware_from_settings
 from ..app.speaker import Speaker
 from ..engine.errors import InvalidRequest, MissingExtra
 from ..server.schema import package_version
@@ -130,7 +130,8 @@ def _run_stdio(server) -> None:
 
 def _loader(settings: st.Resolved, quiet: bool):
     def load():
-        engine, seconds = Session(notice=notice(quiet)).load_engine(Hardware.from_settings(settings.values))
+        hardware = hardware_from_settings(settings.values)
+        engine, seconds = Session(notice=notice(quiet)).load_engine(str(settings["model"]), hardware)
         if not quiet:
             echo(f"omnivoice mcp: model loaded in {seconds:.1f} s")
         return engine

@@ -14,9 +14,10 @@ from ..app import settings as st
 from ..app.dryrun import describe, render
 from ..app.remote import RemoteRun, check_remote, server_url
 from ..app.request import References, Voices, build_request
-from ..app.schema import ADVANCED
-from ..app.session import Hardware, WarnOnce
-from ..app.speak import Speech, check_streamable, output_target, report_settings, speech_run
+from ..app.session import WarnOnce, hardware_from_settings
+from ..app.setting import ADVANCED
+from ..app.speak import check_streamable, output_target, report_settings, speech_run
+from ..app.speakrun import Speech
 from ..engine.errors import InvalidRequest
 from ..media.formats import usual_extensions
 from ..media.lock import output_lock
@@ -159,7 +160,7 @@ def _rounded(x: float | None) -> float | None:
 
 
 def _report(report: Any, t_start: float, json_out: bool, quiet: bool) -> None:
-    """The summary line on stderr, or the --json report (speak.SpeechReport)."""
+    """The summary line on stderr, or the --json report (speakrun.SpeechReport)."""
     target, ref, rtf, first = report.target, report.reference, report.rtf, report.first_audio_seconds
     if json_out:
         data = {
@@ -353,14 +354,14 @@ def say(
         built,
         refs,
         target,
-        Hardware.from_settings(settings.values),
+        hardware_from_settings(settings.values),
         _subtitles_path(subtitles),
         play=play or target is None,
         stream=stream,
         words=words_path,
         subtitle_level=subtitle_level,
     )
-    if speech.streamed:  # the streamed render (speak.StreamedRun)
+    if speech.streamed:  # the streamed render (speakstream.StreamedRun)
         check_streamable(target)
     session = run_session(quiet)
     run = (

@@ -10,8 +10,8 @@ from typing import Optional
 import typer
 
 from ..app import settings as st
-from ..app.session import Hardware, Session
-from ..app.speaker import idle_seconds
+from ..app.idle import idle_seconds
+from ..app.session import Session, hardware_from_settings
 from ..engine.errors import InvalidRequest, MissingExtra
 from ..server.config import ServeOptions, load_voice_map
 from ..server.state import ServerState
@@ -67,7 +67,8 @@ def _loader(settings: st.Resolved, quiet: bool):
     'listening ... loading the model' line says it)."""
 
     def load():
-        engine, seconds = Session(notice=notice(quiet)).load_engine(Hardware.from_settings(settings.values))
+        hardware = hardware_from_settings(settings.values)
+        engine, seconds = Session(notice=notice(quiet)).load_engine(str(settings["model"]), hardware)
         if not quiet:
             echo(f"omnivoice serve: model loaded in {seconds:.1f} s; ready")
         return engine

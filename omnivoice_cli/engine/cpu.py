@@ -18,8 +18,9 @@ oneDNN can run bf16 at all (`bf16_runs`: it refuses to reorder a bf16 weight bel
 the CPU has AVX-NE-CONVERT), whether int8 dot products have VNNI (`has_vnni`). Torch-light: only
 `bf16_runs` (and the probes where /proc/cpuinfo is absent) import torch.
 
-And what `auto` means in each class at the thread count the engine runs with (`choice(threads=)`,
-a row of CHOICES, each naming the measurement behind it): `--quantize auto` is the fastest path
+And what `auto` means in each class at the thread count the engine runs with (a row of CHOICES,
+each naming the measurement behind it), decided in one function, `decide(hardware, threads)`, which
+the settings' check and the loader both ask: `--quantize auto` is the fastest path
 measured (between paths within 5% of each other, the one with the smaller error), which is int8 on
 every x86 class measured, on FBGEMM's kernel where that beats oneDNN's (AVX2 without VNNI), except
 AMX at 1 thread, where it is the bf16 body (with `--dtype auto`; asked for float32, int8 there
@@ -31,8 +32,10 @@ from __future__ import annotations
 
 import os
 import platform
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+
+from .hardware import Hardware
 
 _AVX512 = frozenset({"avx512f", "avx512bw", "avx512vl", "avx512dq"})  # oneDNN's "avx512_core"
 _AVX2 = frozenset({"avx", "avx2", "fma", "f16c"})
@@ -341,6 +344,57 @@ def choice(of: CpuInfo | None = None, threads: int | None = None) -> Choice:
     (None: the row as measured at 2 threads and above)."""
     row = CHOICES.get(row_name(of or info()), UNMEASURED)
     return row.one_thread if threads == 1 and row.one_thread else row
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What a load runs on the CPU for a Hardware record (`decide`)."""
+
+    quantize: str | None  # "int8" (the body in int8) or None
+    dtype: str  # the dtype asked, "auto" made the class's on the CPU; "bfloat16" where auto is the bf16 body
+    kernel: str  # the int8 kernel: "onednn" (Int8Linear) or "fbgemm" (linears.int8_kind)
+    dropped: str | None = None  # what kept `quantize auto` from its int8: "compile" or "dtype" (else None)
+    row: Choice = UNMEASURED  # the row of CHOICES behind it (its measurement: `omnivoice info`)
+
+
+def decide(
+    hw: Hardware | None = None,
+    threads: int | None = None,
+    *,
+    on_cpu: bool = True,
+    of: CpuInfo | None = None,
+    bf16_runs: Callable[[], bool] | None = None,
+) -> Decision:
+    """What `hw` (default: Hardware()) runs on the CPU `of` (default: this one, caps included) at
+    `threads` torch threads (default: hw.threads; None: the row as measured at 2 threads and
+    above): the one place where the CPU's class and the thread count choose, by their row of CHOICES.
+
+    `--dtype auto` on the CPU is the row's dtype (float32, the exact path, in every class).
+    `--quantize auto` is the fastest path measured: the bf16 body where the row puts bf16 first
+    (AMX at 1 thread), the dtype asked is auto or bfloat16, there is no compile and the CPU runs
+    bf16 natively (`bf16_runs`: oneDNN's own answer, asked only then; default: the features'); else
+    int8 where the row says so, unless a dtype other than float32 or compile was asked for (then
+    the exact path of those, `dropped` naming the clash); None where the exact float32 body is the
+    fastest; off the CPU (`on_cpu` False) nothing (the table is the CPU's). The int8 kernel:
+    hw.int8_kernel, else the row's."""
+    hw = hw or Hardware()
+    of = of or info()
+    row = choice(of, hw.threads if threads is None else threads)
+    dtype = row.dtype if on_cpu and hw.dtype == "auto" else hw.dtype
+    kernel = hw.int8_kernel or row.int8
+    if hw.quantize != "auto" or not on_cpu:
+        return Decision(hw.quantize if hw.quantize != "auto" else None, dtype, kernel, None, row)
+    if (
+        row.bf16_first
+        and hw.dtype in ("auto", "bfloat16")
+        and not hw.compile
+        and of.native_bf16
+        and (bf16_runs() if bf16_runs else of.onednn_bf16 is not False)
+    ):
+        return Decision(None, "bfloat16", kernel, None, row)
+    if row.quantize == "int8" and (dtype != "float32" or hw.compile):
+        return Decision(None, dtype, kernel, "compile" if hw.compile else "dtype", row)
+    return Decision(row.quantize, dtype, kernel, None, row)
 
 
 _INFO: CpuInfo | None = None

@@ -7,7 +7,7 @@ copies its tokens into the graph's input buffers and replays it: one launch inst
 kernel launches a step. A few graphs are kept (least recently used first out), so a batch whose
 requests come and go re-captures only when its layout changes.
 
-Used on CUDA only (Engine.load(cuda_graphs=True), the default there). If a capture fails, the
+Used on CUDA only (Hardware.cuda_graphs, on by default: engine/hardware.py). If a capture fails, the
 forward falls back to eager for the rest of the run and `disabled` says why.
 """
 

@@ -597,15 +597,15 @@ def _heads_to_bf16(model: OmniVoiceModel) -> None:
         release_pages(heads.weight)
 
 
-def quantize_int8(model: OmniVoiceModel, make: "Make | None" = None) -> int:
+def quantize_int8(model: OmniVoiceModel, make: "Make | None" = None, kind: type | None = None) -> int:
     """Dynamic int8 linear layers for the body on CPU (the kernel of this CPU's class: int8_kind):
     weights int8 per output channel, activations quantised per tensor on the fly; the layer forward
     of narrow.py (activations fp32 between the products). Where the CPU has bf16 natively (cpu.py),
     attention and the audio heads run in bf16 (their error is small beside int8's); else they stay
-    fp32. Embeddings and norms stay fp32. `make`: convert_layers'. Returns the number of linear
-    layers quantised."""
+    fp32. Embeddings and norms stay fp32. `make`: convert_layers'; `kind`: the int8 layer (default
+    int8_kind()). Returns the number of linear layers quantised."""
 
-    n = convert_layers(model, int8_kind(), make)
+    n = convert_layers(model, kind or int8_kind(), make)
     bf16 = use_bf16_heads()
     if bf16:
         _heads_to_bf16(model)
@@ -613,10 +613,11 @@ def quantize_int8(model: OmniVoiceModel, make: "Make | None" = None) -> int:
     return n
 
 
-def int8_kind() -> type:
-    """The int8 layer of this CPU's class (cpu.CHOICES: FBGEMM's where it beats oneDNN's u8 x s8,
-    measured), or what this torch build has: oneDNN's, else torch's quantised ops."""
-    if cpu.choice().int8 == "fbgemm" and fbgemm_available():
+def int8_kind(kernel: str | None = None) -> type:
+    """The int8 layer of `kernel` ("onednn", "fbgemm"; default this CPU class's, cpu.decide: FBGEMM's
+    where it beats oneDNN's u8 x s8, measured), or what this torch build has: oneDNN's, else torch's
+    quantised ops."""
+    if (kernel or cpu.decide().kernel) == "fbgemm" and fbgemm_available():
         return FbgemmInt8Linear
     return Int8Linear if onednn_int8_available() else LegacyInt8Linear
 

@@ -9,6 +9,7 @@ and the tokenizer and the codec's decoder are loaded beside it.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -20,9 +21,11 @@ from .codec import load_codec_decoder
 from .config import ModelConfig, int8_clash, int8_problem
 from .errors import CheckpointError, InvalidRequest
 from .graphs import GraphedForward
+from .hardware import Hardware
 from .linears import (
     FbgemmInt8Linear,
     Int8Linear,
+    LegacyInt8Linear,
     int8_kind,
     onednn_linear_available,
     quantize_int8,
@@ -49,10 +52,11 @@ def resolve_device(device: str = "auto") -> "torch.device":
     return torch.device(device)
 
 
-def resolve_dtype(dtype: str, device: "torch.device", cfg: ModelConfig) -> "torch.dtype":
+def resolve_dtype(dtype: str, cfg: ModelConfig) -> "torch.dtype":
+    """A dtype's name as torch's; "auto" (left so off the CPU by cpu.decide) the checkpoint's."""
     names = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
-    if dtype == "auto":  # the CPU's: its class's row of cpu.CHOICES (float32, the exact path, in every one)
-        return names[cpu.choice().dtype] if device.type == "cpu" else names[cfg.load_dtype]
+    if dtype == "auto":
+        return names[cfg.load_dtype]
     if dtype not in names:
         raise InvalidRequest(f"dtype {dtype!r} is not allowed: use auto, float32, float16 or bfloat16")
     return names[dtype]
@@ -83,12 +87,13 @@ def use_threads(count: int | None) -> None:
         torch.set_num_threads(count)
 
 
-def _resolve_hardware(device: str, quantize: str | None, compile: bool, notice: Callable[[str], None]):
-    """(device, quantize), checked against each other before any reading. int8 is a CPU path: with
-    device "auto" on a machine with a GPU it is dropped (said through `notice`), so that a preset
-    asking for it runs everywhere; with a GPU named explicitly it is refused. "auto" (the fastest
-    path measured on this CPU's class) is left for auto_quantize, once the dtype is known; off the
-    CPU it is nothing (the table is the CPU's)."""
+def _resolve_hardware(hw: Hardware, notice: Callable[[str], None]):
+    """(device, quantize) of `hw`, checked against each other before any reading. int8 is a CPU
+    path: with device "auto" on a machine with a GPU it is dropped (said through `notice`), so
+    that a preset asking for it runs everywhere; with a GPU named explicitly it is refused. "auto"
+    (the fastest path measured on this CPU's class) is left for cpu.decide, once the thread count
+    is known; off the CPU it is nothing (the table is the CPU's)."""
+    device, quantize, compile = hw.device, hw.quantize, hw.compile
     if quantize not in (None, "int8", "auto"):
         raise InvalidRequest(f"quantize {quantize!r} is not allowed: use int8 or auto (or leave it off)")
     dev = resolve_device(device)
@@ -102,29 +107,6 @@ def _resolve_hardware(device: str, quantize: str | None, compile: bool, notice: 
     if quantize == "int8" and int8_clash(None, None, compile):
         raise InvalidRequest(int8_problem("compile", ""))
     return dev, quantize
-
-
-def auto_quantize(
-    dt, compile: bool, notice: Callable[[str], None], *, dtype: str = "float32", threads: int | None = None
-) -> tuple[str | None, "torch.dtype"]:
-    """What quantize "auto" is on this CPU at `threads` (its class's row of cpu.CHOICES), as
-    (quantize, dtype): with dtype "auto" (or "bfloat16") and no compile, the bf16 body where the row
-    puts bf16 first (AMX at 1 thread); else int8 where that is the fastest path measured, unless a dtype other than
-    float32 or compile was asked for (then the exact path of those, said through `notice`); None
-    where the exact float32 body is the fastest."""
-
-    row = cpu.choice(threads=threads)
-    if row.bf16_first and dtype in ("auto", "bfloat16") and not compile and cpu.has_native_bf16() and cpu.bf16_runs():
-        return None, torch.bfloat16
-    chosen = row.quantize
-    if chosen == "int8" and (dt != torch.float32 or compile):
-        clash = "compile" if compile else f"dtype {str(dt).removeprefix('torch.')}"
-        notice(
-            f"quantize auto: int8 (the fastest on this CPU, {cpu.cpu_class()}) needs float32 and no "
-            f"compile: without it here ({clash})"
-        )
-        return None, dt
-    return chosen, dt
 
 
 def _check_cpu_bf16(dev, dt, notice: Callable[[str], None]) -> "torch.dtype":
@@ -157,10 +139,12 @@ def load_body(
     quantize: str | None,
     compile: bool,
     notice: Callable[[str], None] | None = None,
+    kernel: str | None = None,
 ):
     """The OmniVoiceModel, built on the meta device, strictly loaded, then switched to its CPU
-    linears (int8, bf16 or fp32 oneDNN) or compiled. int8's codes come from the weight cache when
-    it holds them (weightcache.py), else are made and kept there."""
+    linears (int8 on `kernel`, default the CPU class's; bf16 or fp32 oneDNN) or compiled. int8's
+    codes come from the weight cache when it holds them (weightcache.py), else are made and kept
+    there."""
 
     # CPU bf16 with oneDNN: converted layer by layer from the mapped fp32 file (else loaded as bf16)
     cpu_bf16 = dev.type == "cpu" and dt == torch.bfloat16 and not compile and onednn_linear_available()
@@ -178,9 +162,10 @@ def load_body(
     check_offsets(net, root)
     net.eval()
     if quantize == "int8":
-        make, done = weightcache.int8_maker(net, root / "model.safetensors", int8_kind(), notice or (lambda line: None))
+        kind = int8_kind(kernel)
+        make, done = weightcache.int8_maker(net, root / "model.safetensors", kind, notice or (lambda line: None))
         try:
-            quantize_int8(net, make)
+            quantize_int8(net, make, kind)
         except BaseException:
             done(False)
             raise
@@ -220,41 +205,44 @@ def load_tokenizer(root: Path, cfg: ModelConfig):
 def load_checkpoint(
     engine_cls,
     model: str | None = None,
+    hardware: Hardware | None = None,
     *,
-    device: str = "auto",
-    dtype: str = "auto",
     on_notice: Callable[[str], None] | None = None,
-    quantize: str | None = None,
-    compile: bool = False,
-    threads: int | None = None,
-    cuda_graphs: bool = True,
     on_download: Callable[[int, int], None] | None = None,
 ):
-    """Load a checkpoint into `engine_cls(root, cfg, tokenizer, model, codec, device, dtype)`
-    (see Engine.load for the options)."""
+    """Load a checkpoint on `hardware` (default: Hardware(), all auto) into `engine_cls(root, cfg,
+    tokenizer, model, codec, device, dtype)` (see Engine.load for the callbacks)."""
 
+    hw = hardware or Hardware()
     notice = on_notice or (lambda line: None)
-    count = _set_threads(threads)
+    count = _set_threads(hw.threads)
     memory.keep_heap()
-    dev, quantize = _resolve_hardware(device, quantize, compile, notice)
+    dev, quantize = _resolve_hardware(hw, notice)
     root = hub.resolve_checkpoint(model, on_notice, on_download)
     cfg = ModelConfig.from_checkpoint(root)
-    dt = resolve_dtype(dtype, dev, cfg)
-    if quantize == "auto":
-        quantize, dt = auto_quantize(dt, compile, notice, dtype=dtype, threads=count)
+    on_cpu = dev.type == "cpu"
+    chosen = cpu.decide(replace(hw, quantize=quantize), count, on_cpu=on_cpu, bf16_runs=cpu.bf16_runs)
+    dt = resolve_dtype(chosen.dtype, cfg)
+    if chosen.dropped:
+        clash = "compile" if chosen.dropped == "compile" else f"dtype {chosen.dtype}"
+        notice(
+            f"quantize auto: int8 (the fastest on this CPU, {cpu.cpu_class()}) needs float32 and no "
+            f"compile: without it here ({clash})"
+        )
+    quantize = chosen.quantize
     if quantize and dt != torch.float32:
-        raise InvalidRequest(int8_problem("dtype", str(dtype)), "quantize")
+        raise InvalidRequest(int8_problem("dtype", str(hw.dtype)), "quantize")
     dt = _check_cpu_bf16(dev, dt, notice)
-    net = load_body(root, cfg, dev, dt, quantize, compile, notice)
+    net = load_body(root, cfg, dev, dt, quantize, hw.compile, notice, chosen.kernel)
     memory.release_free_memory()  # the conversions' freed temporaries (~0.2 GB for int8), kept by keep_heap
     tokenizer = load_tokenizer(root, cfg)
     codec_device = torch.device("cpu") if dev.type == "mps" else dev  # MPS convs cap lengths at 65536
     codec = load_codec_decoder(root / "audio_tokenizer", cfg.codec, device=codec_device)
     engine = engine_cls(root, cfg, tokenizer, net, codec, dev, dt)
     engine.threads = count
-    if cuda_graphs and dev.type == "cuda" and not compile:
+    if hw.cuda_graphs and dev.type == "cuda" and not hw.compile:
         engine.forward = GraphedForward(net)
-    if compile:  # torch.compile compiles on the first call: now, as part of loading, not in a request
+    if hw.compile:  # torch.compile compiles on the first call: now, as part of loading, not in a request
         engine.warm_up()
     return engine
 
@@ -270,12 +258,12 @@ def cpu_paths() -> list[tuple[str, str]]:
     other = cpu.choice(threads=2 if threads == 1 else 1)
     differs = other is not chosen  # a class whose choice depends on the thread count (AMX)
     kind = int8_kind()
-    if kind is Int8Linear:
-        kernel = f"oneDNN's u8 x s8 kernel, {8 if Int8Linear.half == 127 else 7}-bit activations"
-    elif kind is FbgemmInt8Linear:
-        kernel = "FBGEMM's dynamic quantised linear, 7-bit activations"
-    else:
-        kernel = "torch's quantised ops (this torch build has no oneDNN int8)"
+    described: dict[type, str] = {  # a kernel not named here is described by its own `kind`
+        Int8Linear: f"oneDNN's u8 x s8 kernel, {8 if Int8Linear.half == 127 else 7}-bit activations",
+        FbgemmInt8Linear: "FBGEMM's dynamic quantised linear, 7-bit activations",
+        LegacyInt8Linear: "torch's quantised ops (this torch build has no oneDNN int8)",
+    }
+    kernel = described.get(kind, str(getattr(kind, "kind", kind.__name__)))
     if onednn_linear_available() and not cpu.bf16_runs():
         bf16 = "runs float32 (oneDNN cannot run bf16 on this CPU)"
     elif cpu.has_native_bf16():

@@ -7,19 +7,21 @@ Every helper is a no-op where glibc is not available (another OS or C library).
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:  # annotations only
+    import ctypes
+
     import torch
 
-_LIBC = None
+_LIBC: ctypes.CDLL | Literal[False] | None = None  # None: not looked for yet
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc mallopt parameters
 MADV_WILLNEED, MADV_DONTNEED = 3, 4  # madvise advice values (Linux)
 
 _FILE_MAPS: list[tuple[int, int, object]] = []  # (start, end, a weak pointer to its storage) of every file mapped
 
 
-def libc():
+def libc() -> ctypes.CDLL | Literal[False]:
     """glibc through ctypes (madvise, malloc_trim, mallopt), loaded once; False where there is
     none (another OS or C library): the memory hints that use it are then skipped."""
     global _LIBC
@@ -95,7 +97,7 @@ def release_pages(t: "torch.Tensor") -> bool:
     if last <= first:
         return False
     lib = libc()
-    return bool(lib) and lib.madvise(first, last - first, MADV_DONTNEED) == 0
+    return bool(lib and lib.madvise(first, last - first, MADV_DONTNEED) == 0)
 
 
 def keep_heap() -> None:

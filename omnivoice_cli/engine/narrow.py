@@ -123,8 +123,8 @@ def attention_output_and_mlp(layer: DecoderLayer, h: torch.Tensor, attn: torch.T
     # linears, which imports it): their fused add and gate
     h = a.o_proj.add(attn, h)  # type: ignore[operator]  # a new tensor: o_proj(attn) + h
     x = layer.post_attention_layernorm(h)
-    gated = type(m.gate_proj).gated(m.gate_proj, m.up_proj, x)  # type: ignore[attr-defined]
-    return m.down_proj.add(gated, h)  # type: ignore[operator]
+    gated = type(m.gate_proj).gated(m.gate_proj, m.up_proj, x)  # type: ignore[attr-defined]  # a KernelLinear's
+    return m.down_proj.add(gated, h)  # type: ignore[operator]  # a KernelLinear's fused add
 
 
 def install(model: OmniVoiceModel, attention: torch.dtype, output: torch.dtype | None = None) -> None:
@@ -135,7 +135,7 @@ def install(model: OmniVoiceModel, attention: torch.dtype, output: torch.dtype |
     for module in model.modules():
         if type(module) is RMSNorm:
             module.__class__ = LeanRMSNorm
-    for layer in (cast(DecoderLayer, m) for m in model.llm.layers):
+    for layer in (cast(DecoderLayer, m) for m in model.llm.layers):  # nn.ModuleList holds plain modules
         for norm in (layer.self_attn.q_norm, layer.self_attn.k_norm):
             norm.rope_weights = rope_weights(norm.weight)  # [2, 1, D]: its weight folded into RoPE
         layer.self_attn.math_dtype = None if attention == torch.float32 else attention

@@ -18,7 +18,7 @@ and sentences, `streaming.cut_request`), but run the pieces by this one policy:
   codes (decoded and joined when all are done), `streaming.StreamedPieces` renders its audio (and
   hands the segments out in order, for the streamed render and the service). A per-piece check
   (speech recognition) hooks in there, once: with a `check`, each finished take of piece k is
-  shown to it (`Take`: its text, audio, attempt, seed) before it is accepted; the check answers
+  shown to it (`PieceTake`: its text, audio, attempt, seed) before it is accepted; the check answers
   (error, retake?). A retake is the same piece again with seed + k + 1000 x attempt, queued into
   the driver's next forwards with whatever else is running; when the check stops asking, the
   take of least error (the earliest of equal ones) is the one accepted, and `check.kept` is told
@@ -47,7 +47,7 @@ RETAKE_SEED_STEP = 1000  # retake a of piece k: the request's seed + k + 1000 x 
 
 
 @dataclass(frozen=True)
-class Take:
+class PieceTake:
     """One finished generation of a piece, for a check to judge."""
 
     piece: int
@@ -61,7 +61,7 @@ class Take:
 class PieceCheck(Protocol):
     """A per-piece check (the application's: e.g. a speech recogniser's word error rate)."""
 
-    def check(self, take: Take) -> tuple[float, bool]:
+    def check(self, take: PieceTake) -> tuple[float, bool]:
         """(error, retake?) of one take."""
 
     def kept(self, piece: int, attempt: int, seed: int) -> None:
@@ -167,7 +167,7 @@ class RequestPieces:
         """The check's verdict on piece k's take: None (retake it), or the take to accept."""
         attempt = self.attempts[k]
         audio, rate = self.take_audio(k, job)
-        error, retake = check.check(Take(k, self.pieces[k].text, attempt, self.seed_for(k), audio, rate))
+        error, retake = check.check(PieceTake(k, self.pieces[k].text, attempt, self.seed_for(k), audio, rate))
         best = self._best.get(k)
         if best is None or error < best[0]:
             self._best[k] = best = (float(error), attempt, job)

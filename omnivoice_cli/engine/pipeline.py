@@ -1,6 +1,6 @@
 """From requests to audio: the public face of the engine.
 
-    engine = Engine.load("k2-fsa/OmniVoice", device="auto", dtype="auto")
+    engine = Engine.load("k2-fsa/OmniVoice", Hardware(device="auto", dtype="auto"))  # hardware.py
     [result] = engine.generate([Request(text="Hello", seed=7)], on_step=print)
     result.audio  # float32 [N] at engine.sample_rate
 
@@ -20,6 +20,7 @@ from . import memory
 from . import text as textmod
 from .config import ModelConfig
 from .errors import InvalidRequest
+from .hardware import Hardware
 from .pieces import Piece, RequestPieces, speed_against
 from .planning import (  # the request and its plan (re-exported: the engine's public face)
     Plan,
@@ -75,38 +76,21 @@ class Engine:
     def load(
         cls,
         model: str | None = None,
+        hardware: Hardware | None = None,
         *,
-        device: str = "auto",
-        dtype: str = "auto",
         on_notice: Callable[[str], None] | None = None,
-        quantize: str | None = None,
-        compile: bool = False,
-        threads: int | None = None,
-        cuda_graphs: bool = True,
         on_download: Callable[[int, int], None] | None = None,
     ) -> "Engine":
-        """Load a checkpoint (loading.load_checkpoint). quantize="int8": dynamic int8 body on CPU;
-        compile: torch.compile the position-wise halves of each layer (compiled by a first forward
-        before it returns); threads: torch CPU threads
-        (default: torch's); cuda_graphs: on CUDA, replay each packed layout's forward as a CUDA
-        graph; on_notice(line): the licence notice and download messages; on_download(done,
-        total): bytes of a download from the hub, if one is needed."""
+        """Load a checkpoint (a hub id or a folder; None: the default) on `hardware` (the record of
+        device, dtype, quantize, compile, threads, CUDA graphs and int8 kernel: hardware.py; default
+        all auto) through loading.load_checkpoint. on_notice(line): the licence notice, download and
+        hardware messages; on_download(done, total): bytes of a download from the hub, if one is
+        needed."""
         from . import (
             loading,
         )  # imports torch: not at the top (a dry run, --help and the server's checks use this module)
 
-        return loading.load_checkpoint(
-            cls,
-            model,
-            device=device,
-            dtype=dtype,
-            on_notice=on_notice,
-            quantize=quantize,
-            compile=compile,
-            threads=threads,
-            cuda_graphs=cuda_graphs,
-            on_download=on_download,
-        )
+        return loading.load_checkpoint(cls, model, hardware, on_notice=on_notice, on_download=on_download)
 
     def use_threads(self) -> None:
         """Run torch in the calling thread on this engine's CPU threads (loading.use_threads): the
@@ -295,7 +279,7 @@ class Engine:
         chunk's decoding, plus the float32 result."""
         import numpy as np
 
-        from . import audio
+        from . import audio, postprocess
 
         g, hop, sr = plan.req.generation, self.cfg.codec.hop_length, self.sample_rate
         gap = int(0.3 * sr) // 3  # the reference's cross-fade: 0.1 s fade out, 0.1 s silence, 0.1 s fade in
@@ -311,7 +295,7 @@ class Engine:
             part = np.zeros(sum(lengths) + gap * (len(ks) - 1), dtype=dtype)
             pos = 0
             for i, (k, n) in enumerate(zip(ks, lengths)):
-                wav = audio.fade_chunk(self._decode(plan.tokens[k]), i == 0, i == len(ks) - 1, sr)
+                wav = postprocess.fade_chunk(self._decode(plan.tokens[k]), i == 0, i == len(ks) - 1, sr)
                 part[pos : pos + n] = audio.to_int16(wav) if dtype == np.int16 else wav
                 extents[k] = (pos, pos + n)
                 pos += n + gap
@@ -323,11 +307,11 @@ class Engine:
         spaced by pauses; where each piece landed goes into Result.pieces."""
         import torch
 
-        from . import audio
+        from . import postprocess
 
         req, g = plan.req, plan.req.generation
         raw_parts, extents = self._decode_parts(plan)
-        wav, placed = audio.post_process_parts_mapped(
+        wav, placed = postprocess.post_process_parts(
             raw_parts,
             [round(s * self.sample_rate) for s in plan.gaps],
             ref_rms=req.ref.rms if req.ref else None,

@@ -362,7 +362,7 @@ def piece_spans(
     """Where each piece lies in the post-processed audio: [start, end) in its samples.
 
     parts[k]: the part piece k belongs to; extents[k]: its samples [a, b) in that part as decoded;
-    placed[p]: (offset, layout) of part p in the output (audio.post_process_parts_mapped)."""
+    placed[p]: (offset, layout) of part p in the output (postprocess.post_process_parts)."""
     from .audio import map_span
 
     spans = []

@@ -34,6 +34,15 @@ _DTYPES = {
 }
 
 
+def _strides(shape: list[int]) -> list[int]:
+    """The strides of a contiguous tensor of `shape` (what set_ takes without them)."""
+    out, step = [], 1
+    for n in reversed(shape):
+        out.append(step)
+        step *= n
+    return out[::-1]
+
+
 def _torch_dtype(name: str) -> "torch.dtype":
     import torch
 
@@ -123,7 +132,7 @@ class SafetensorsFile:
 
         if self._storage is None:
             nbytes = self.path.stat().st_size
-            mapped = cast(
+            mapped = cast(  # the stubs give any storage; an UntypedStorage's from_file makes its own kind
                 torch.UntypedStorage, torch.UntypedStorage.from_file(str(self.path), shared=False, nbytes=nbytes)
             )
             self._storage = mapped
@@ -152,9 +161,9 @@ class SafetensorsFile:
         offset = self.data_start + begin
         if offset % dtype.itemsize == 0:
             t = torch.empty(0, dtype=dtype)
-            t.set_(storage, offset // dtype.itemsize, shape)  # type: ignore[call-overload]  # (the stubs want a stride too)
+            t.set_(storage, offset // dtype.itemsize, shape, _strides(shape))
             return t
-        raw = torch.empty(0, dtype=torch.uint8).set_(storage, offset, (end - begin,))  # type: ignore[call-overload]
+        raw = torch.empty(0, dtype=torch.uint8).set_(storage, offset, (end - begin,), (1,))
         return raw.clone().view(dtype).view(shape)
 
     def read(self, name: str) -> "torch.Tensor":

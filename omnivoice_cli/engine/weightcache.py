@@ -25,7 +25,7 @@ import struct
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, TypedDict
 
 from . import cpu, hub
 from .memory import release_pages
@@ -73,7 +73,19 @@ def _header_hash(path: Path) -> str:
         return hashlib.sha256(head + f.read(min(n, 100_000_000))).hexdigest()
 
 
-def key_of(checkpoint: Path) -> dict[str, str]:
+class CacheKey(TypedDict):
+    """What a cached body was made from, kept as its file's safetensors metadata (all strings)."""
+
+    format: str  # FORMAT
+    checkpoint: str  # the checkpoint file's resolved path
+    size: str
+    mtime_ns: str
+    header_sha256: str  # of the checkpoint's safetensors header
+    cpu: str  # cpu.cpu_class()
+    torch: str  # torch.__version__
+
+
+def key_of(checkpoint: Path) -> CacheKey:
     """What a cached body was made from: the checkpoint's file, this CPU's class, torch, FORMAT."""
     import torch
 
@@ -89,7 +101,7 @@ def key_of(checkpoint: Path) -> dict[str, str]:
     }
 
 
-def file_for(folder: Path, key: dict[str, str]) -> Path:
+def file_for(folder: Path, key: CacheKey) -> Path:
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]
     return folder / f"int8-{digest}{_SUFFIX}"
 
@@ -145,7 +157,7 @@ def evict(folder: Path, cap: int = CAP_BYTES, keep: Path | None = None) -> None:
 def expected_tensors(model: "nn.Module") -> dict[str, tuple[str, list[int]]]:
     """name -> (safetensors dtype, shape) of every tensor a cached int8 body holds, in file order."""
     out: dict[str, tuple[str, list[int]]] = {}
-    for i, layer in enumerate(model.llm.layers):  # type: ignore[union-attr, arg-type]
+    for i, layer in enumerate(model.llm.layers):  # type: ignore[union-attr, arg-type]  # an nn.Module's attributes are untyped
         a, m = layer.self_attn, layer.mlp
         qkv = (a.q_proj, a.k_proj, a.v_proj)
         out.update(_entry_shapes(f"{i}.qkv", sum(x.out_features for x in qkv), a.q_proj.in_features))
@@ -167,10 +179,11 @@ class _Writer:
     """A cache file written as the body is coded, one tensor after another (never all in memory):
     the header first, with a CRC placeholder filled in at the end; then renamed into place."""
 
-    def __init__(self, path: Path, key: dict[str, str], layout: dict[str, tuple[str, list[int]]]):
+    def __init__(self, path: Path, key: CacheKey, layout: dict[str, tuple[str, list[int]]]):
         self.path, self.tmp = path, path.with_name(f".{path.name}.{os.getpid()}.tmp")
         self.layout, self.crc, self.failed = layout, 0, False
-        header: dict[str, object] = {"__metadata__": {**key, "crc32": "0" * 8}}
+        self.meta: dict[str, object] = {**key, "crc32": "0" * 8}  # the CRC filled in by close
+        header: dict[str, object] = {"__metadata__": self.meta}
         at = 0
         for name, (dtype, shape) in layout.items():
             n = {"I8": 1, "F32": 4, "I32": 4}[dtype]
@@ -204,9 +217,7 @@ class _Writer:
         """Finish (the CRC in the header, the rename) when `ok`; else drop the temporary file."""
         try:
             if ok:
-                meta = self.header["__metadata__"]
-                assert isinstance(meta, dict)
-                meta["crc32"] = f"{self.crc:08x}"
+                self.meta["crc32"] = f"{self.crc:08x}"
                 self._write_header()
                 self.file.close()
                 self.tmp.replace(self.path)
@@ -229,7 +240,7 @@ def _data_crc(path: Path, start: int) -> int:
     return crc
 
 
-def _open(path: Path, key: dict[str, str], layout: dict[str, tuple[str, list[int]]]) -> SafetensorsFile:
+def _open(path: Path, key: CacheKey, layout: dict[str, tuple[str, list[int]]]) -> SafetensorsFile:
     """The cache file, checked whole (ValueError saying what is off; TensorFileError, OSError)."""
     import torch
 

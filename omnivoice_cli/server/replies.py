@@ -25,12 +25,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-from typing import TYPE_CHECKING, Awaitable, Callable, cast
+from typing import TYPE_CHECKING, Awaitable, Callable
 
 import anyio
 
 from ..app.deliver import Outputs, PieceEncoder, Take, deliver
-from ..app.verify import RequestCheck
+from ..app.verify import PieceRow, RequestCheck
 from ..engine.errors import OmniVoiceError
 from ..engine.pieces import PieceCheck
 from ..engine.service import Event, Summary, Ticket
@@ -65,9 +65,10 @@ def _summary(event: Event) -> Summary:
     return event.summary
 
 
-def _checked(check: PieceCheck) -> list:
-    """`verify`: the per-piece report of the request's check (verify.RequestCheck)."""
-    return cast(RequestCheck, check).report()
+def _checked(check: PieceCheck) -> list[PieceRow]:
+    """`verify`: the per-piece report of the request's check (verify.RequestCheck, the only
+    check a request is given)."""
+    return check.report() if isinstance(check, RequestCheck) else []
 
 
 def _heard(piece: StreamPiece) -> tuple[int, int]:

@@ -59,7 +59,8 @@ from ..app import settings as st
 from ..app.deliver import PieceEncoder
 from ..app.request import Built
 from ..app.session import seed_for
-from ..app.speaker import USAGE_ERRORS, one_line, take_parts
+from ..app.speaker import USAGE_ERRORS, one_line
+from ..app.textparts import take_parts
 from ..engine.pipeline import Request
 from ..engine.service import Busy, Event, Stopped, Ticket
 from ..engine.text import unicode_problem

@@ -31,7 +31,8 @@ from ..app import settings as st
 from ..app import voices
 from ..app.instruct import header_text, merge, read_free, shown
 from ..app.request import Built
-from ..app.speaker import Layer, Speaker, SpeakerOptions, VoiceChoice, VoiceRefused, preset_layer
+from ..app.speaker import Layer, Speaker, SpeakerOptions, preset_layer
+from ..app.voicechoice import VoiceChoice, VoiceRefused
 from ..engine.errors import InvalidRequest
 from ..engine.pipeline import Request
 from ..engine.text import check_text, unicode_problem
