@@ -6,7 +6,7 @@
 
 Each run is its own subprocess (load, then one render, peak RSS sampled): "plain" is
 Engine.generate (the audio exists only at the end: its first audio is its total), "stream" is
-engine.streaming.stream (first audio = the first spoken piece handed out). The two alternate
+engine.stream.render.stream (first audio = the first spoken piece handed out). The two alternate
 `--repeats` times; medians are reported. Targets (issue 13): first streamed audio within 20% of
 the plain total, streamed total within 1.15x of it.
 

@@ -1,4 +1,4 @@
-"""cues.py: SRT / WebVTT reading (line numbers, markup, bad files) and subtitle writing."""
+"""cues.py and subtitles.py: SRT / WebVTT reading (line numbers, markup, bad files) and subtitle writing."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import srt
 import webvtt
 
 from omnivoice_cli.engine.errors import InvalidRequest
-from omnivoice_cli.media import cues
-from omnivoice_cli.media.cues import Subtitle
+from omnivoice_cli.media import cues, subtitles
+from omnivoice_cli.media.subtitles import Subtitle
 
 SRT = """1
 00:00:01,000 --> 00:00:02,500
@@ -132,23 +132,23 @@ def test_written_subtitles_parse_back(tmp_path):
         Subtitle(1500, 3000, "a --> b & <c>"),
         Subtitle(3_600_000, 3_600_250, "an hour in"),
     ]
-    back = list(srt.parse(cues.subtitles_text(subs, "srt")))
+    back = list(srt.parse(subtitles.subtitles_text(subs, "srt")))
     assert [(b.start.total_seconds(), b.end.total_seconds()) for b in back] == [(0, 1.5), (1.5, 3), (3600, 3600.25)]
     assert cues.strip_markup(back[0].content) == "ALICE: " + subs[0].text
-    assert max(len(ln) for ln in back[0].content.splitlines()) <= cues.WRAP
-    vtt = webvtt.from_string(cues.subtitles_text(subs, "vtt"), strict=True)
+    assert max(len(ln) for ln in back[0].content.splitlines()) <= subtitles.WRAP
+    vtt = webvtt.from_string(subtitles.subtitles_text(subs, "vtt"), strict=True)
     assert [c.voice for c in vtt.captions] == ["ALICE", None, None]
     assert [cues.strip_markup(c.raw_text) for c in vtt.captions] == [subs[0].text, "a -> b & <c>", "an hour in"]
     path = tmp_path / "x.vtt"
-    cues.write_subtitles(path, subs)
+    subtitles.write_subtitles(path, subs)
     assert [c.start for c in webvtt.read(str(path)).captions] == ["00:00:00.000", "00:00:01.500", "01:00:00.000"]
 
 
 def test_subtitles_from_pieces_and_finish():
     pieces = [("First.", 2400, 26400), ("", 30000, 31000), ("Second.", 26400, 26400), ("Third  one.", 40000, 64000)]
-    subs = cues.subtitles_from_pieces(pieces, 24000, offset=2400)
+    subs = subtitles.subtitles_from_pieces(pieces, 24000, offset=2400)
     assert subs == [Subtitle(200, 1200, "First."), Subtitle(1767, 2767, "Third one.")]  # empty ones dropped
-    done = cues.finish_subtitles(subs + [Subtitle(2700, 2900, "x")], 3000)
+    done = subtitles.finish_subtitles(subs + [Subtitle(2700, 2900, "x")], 3000)
     assert done == [Subtitle(200, 1200, "First."), Subtitle(1767, 2767, "Third one."), Subtitle(2767, 3000, "x")]
 
 
@@ -156,8 +156,8 @@ def test_subtitles_from_pieces_and_finish():
 def test_check_subtitles_path(tmp_path, monkeypatch, spec, message):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(InvalidRequest, match=message):
-        cues.check_subtitles_path(spec)
-    assert cues.check_subtitles_path("ok.VTT").name == "ok.VTT"
+        subtitles.check_subtitles_path(spec)
+    assert subtitles.check_subtitles_path("ok.VTT").name == "ok.VTT"
 
 
 # ------------------------------------------------------------------ cues of two lines / 7 s (issue 23)
@@ -171,29 +171,29 @@ LONG = (
 
 def test_wrap_lines_standard_width():
     text = "Hello there, this is a longer line of text that should wrap somewhere."
-    lines = cues.wrap_lines(text)
-    assert len(lines) == 2 and all(len(ln) <= cues.WRAP for ln in lines) and " ".join(lines) == text
+    lines = subtitles.wrap_lines(text)
+    assert len(lines) == 2 and all(len(ln) <= subtitles.WRAP for ln in lines) and " ".join(lines) == text
     assert abs(len(lines[0]) - len(lines[1])) <= 2  # even, not one full line and a stub
-    assert cues.wrap_lines("It goes on and on, with a clause or two, then it stops here.") == [
+    assert subtitles.wrap_lines("It goes on and on, with a clause or two, then it stops here.") == [
         "It goes on and on, with a clause or two,",
         "then it stops here.",
     ]  # after the clause, as it fits
-    wide = cues.wrap_lines("今天天气很好，我们去公园散步吧。公园里有很多花，非常漂亮。")
-    assert len(wide) == 2 and all(len(ln) * 2 <= cues.WRAP for ln in wide) and wide[0].endswith("。")
-    assert cues.wrap_lines("see https://example.com/" + "x" * 60) == ["see", "https://example.com/" + "x" * 60]
+    wide = subtitles.wrap_lines("今天天气很好，我们去公园散步吧。公园里有很多花，非常漂亮。")
+    assert len(wide) == 2 and all(len(ln) * 2 <= subtitles.WRAP for ln in wide) and wide[0].endswith("。")
+    assert subtitles.wrap_lines("see https://example.com/" + "x" * 60) == ["see", "https://example.com/" + "x" * 60]
 
 
 def test_a_long_piece_is_cut_into_readable_cues():
     from omnivoice_cli.engine.duration import text_weight
 
-    subs = cues.cut_cue(Subtitle(1000, 21000, LONG, "ALICE"))
+    subs = subtitles.cut_cue(Subtitle(1000, 21000, LONG, "ALICE"))
     assert " ".join(s.text for s in subs) == LONG and all(s.speaker == "ALICE" for s in subs)
     assert subs[0].start_ms == 1000 and subs[-1].end_ms == 21000
     assert all(a.end_ms == b.start_ms for a, b in zip(subs, subs[1:]))  # contiguous, in order
     whole = sum(text_weight(s.text) for s in subs)
     for s in subs:
-        assert len(cues.wrap_lines(f"ALICE: {s.text}")) <= 2
-        assert s.end_ms - s.start_ms <= cues.MAX_CUE_MS
+        assert len(subtitles.wrap_lines(f"ALICE: {s.text}")) <= 2
+        assert s.end_ms - s.start_ms <= subtitles.MAX_CUE_MS
         share = 20000 * text_weight(s.text) / whole  # the time by the characters' weights
         assert abs((s.end_ms - s.start_ms) - share) <= 1
     assert [s.text for s in subs] == [
@@ -206,8 +206,8 @@ def test_a_long_piece_is_cut_into_readable_cues():
 
 def test_a_short_piece_is_one_cue():
     sub = Subtitle(0, 3000, "Hello there. How are you?")
-    assert cues.cut_cue(sub) == [sub]
+    assert subtitles.cut_cue(sub) == [sub]
     slow = Subtitle(0, 20000, "Short but slow.")  # over 7 s, but no sentence or clause to cut at: kept whole
-    assert cues.cut_cue(slow) == [slow]
-    two = cues.cut_cue(Subtitle(0, 16000, "Short but slow, and then some more words."))  # cut at the clause
+    assert subtitles.cut_cue(slow) == [slow]
+    two = subtitles.cut_cue(Subtitle(0, 16000, "Short but slow, and then some more words."))  # cut at the clause
     assert [s.text for s in two] == ["Short but slow,", "and then some more words."]

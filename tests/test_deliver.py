@@ -22,8 +22,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "omnivoice_cli"
 # The functions of each output concern, by the module that defines them.
 CONCERNS = {
     "app.words": {"word_timings", "span_words", "write_words", "write_word_subtitles"},
-    "media.cues": {"write_subtitles", "write_result_subtitles"},
-    "media.loudness": {"normalize", "level", "Leveller"},
+    "media.subtitles": {"write_subtitles", "write_result_subtitles"},
+    "media.leveller": {"normalize", "level", "Leveller"},
     "media.rates": {"at_rate", "StreamResampler"},
     "media.output": {"write_audio", "encode", "StreamEncoder", "StreamWriter", "pcm16"},
     "media.m4b": {"write_m4b"},

@@ -17,6 +17,7 @@ import scipy.signal as ss
 import soundfile as sf
 
 from omnivoice_cli.engine.errors import MissingExtra, install_hint
+from omnivoice_cli.media import leveller as LV
 from omnivoice_cli.media import loudness as L
 from omnivoice_cli.media.output import encode
 
@@ -165,7 +166,7 @@ def test_short_and_silent_signals():
     short, long = L.measure(tone(1000, 0.25, 0.3), SR), L.measure(tone(1000, 3.0, 0.3), SR)
     assert abs(short.lufs - long.lufs) < 0.3
     assert L.measure(np.zeros(SR), SR).lufs == -math.inf and L.measure(np.zeros(0), SR).lufs == -math.inf
-    out, report = L.normalize(np.zeros(SR, dtype=np.float32), SR, -18.0)
+    out, report = LV.normalize(np.zeros(SR, dtype=np.float32), SR, -18.0)
     assert not out.any() and report.gain_db == 0.0 and "silent" in report.warning()
 
 
@@ -181,7 +182,7 @@ def test_a_quiet_and_a_loud_source_reach_the_target_under_minus_1_dbtp(source, t
         assert abs(lufs(x) + 40) < 0.05  # (blocks under -70 LUFS drop out when scaled down)
     else:
         assert np.abs(x).max() == 1.0 and abs(lufs(x) + 8) < 0.5
-    out, report = L.normalize(x.astype(np.float32), SR, target)
+    out, report = LV.normalize(x.astype(np.float32), SR, target)
     assert out.dtype == np.float32 and len(out) == len(x)
     assert abs(lufs(out) - target) <= 0.5, (lufs(out), report)
     assert L.measure(out, SR).dbtp <= -1.0 and resampled_peak(out) <= -1.0
@@ -197,7 +198,7 @@ def test_a_target_the_peaks_do_not_allow_is_missed_and_said():
     """Noise bursts to -9 LUFS under -1 dBTP would need a loudness maximiser, not a limiter: the
     output stays under the ceiling, the report says what it reached (from -38 LUFS: 29 dB, under
     the gain ceiling)."""
-    out, report = L.normalize(at(bursts(30, seed=1), -38.0).astype(np.float32), SR, -9.0)
+    out, report = LV.normalize(at(bursts(30, seed=1), -38.0).astype(np.float32), SR, -9.0)
     assert L.measure(out, SR).dbtp <= -1.0 and report.missed
     assert report.lufs < -10 and f"reaches {report.lufs:.1f} LUFS, not the -9 asked for" in report.warning()
 
@@ -212,14 +213,14 @@ def test_hiss_is_not_raised_past_the_gain_ceiling_and_the_warning_names_its_leve
     names the -62 measured. The streaming gain of a book (gain_for) has the same ceiling."""
     x = hiss().astype(np.float32)
     assert abs(lufs(x) + 62) < 0.1
-    out, report = L.normalize(x, SR, -18.0)
-    assert L.MAX_GAIN_DB == 30.0 and abs(report.gain_db - 30.0) < 1e-9 and report.capped
+    out, report = LV.normalize(x, SR, -18.0)
+    assert LV.MAX_GAIN_DB == 30.0 and abs(report.gain_db - 30.0) < 1e-9 and report.capped
     assert abs(lufs(out) - (-62 + 30)) < 0.1 and np.allclose(out, x * np.float32(10**1.5), rtol=1e-5)
     warning = report.warning()
     assert warning.startswith("the audio measures -62.0 LUFS, near silence: raised by at most +30 dB, to -32.0 LUFS")
-    assert abs(20 * math.log10(L.gain_for(L.measure(x, SR).lufs, -18.0)) - 30.0) < 1e-9
+    assert abs(20 * math.log10(LV.gain_for(L.measure(x, SR).lufs, -18.0)) - 30.0) < 1e-9
     # 29 dB under the target: raised in full, no warning
-    out, report = L.normalize(hiss(-47.0).astype(np.float32), SR, -18.0)
+    out, report = LV.normalize(hiss(-47.0).astype(np.float32), SR, -18.0)
     assert not report.capped and report.warning() is None and abs(lufs(out) + 18) < 0.1
 
 
@@ -231,7 +232,7 @@ def test_the_limiter_makes_no_clicks():
     for start in (0.5, 1.2, 2.0):
         i = int(start * SR)
         x[i : i + 2400] *= 5.0  # 0.2 -> 1.0 at once
-    n = L.Normaliser(1.0, SR)
+    n = LV.Normaliser(1.0, SR)
     out = np.concatenate([n.process(x[:30000]), n.process(x[30000:]), n.flush()])
     assert len(out) == len(x)
     ok = np.abs(x) > 0.02
@@ -248,9 +249,9 @@ def test_the_streaming_normaliser_equals_the_whole():
     """Odd chunk sizes give the output of one call (the state carried), as many samples as went in."""
     x = at(bursts(12, seed=7), -30.0) * 1.0
     gain = 10 ** (12 / 20)
-    whole = L.Normaliser(gain, SR)
+    whole = LV.Normaliser(gain, SR)
     one = np.concatenate([whole.process(x), whole.flush()])
-    streamed = L.Normaliser(gain, SR)
+    streamed = LV.Normaliser(gain, SR)
     parts, i, j = [], 0, 0
     while i < len(x):
         size = ODD_CHUNKS[j % len(ODD_CHUNKS)]
@@ -277,7 +278,7 @@ def test_a_click_at_the_edges_is_held_under_the_ceiling(where):
     a click at sample 0 came out at +18.9 dBTP) or at the very end: at most -1 dBTP by the
     module's meter and by scipy's 4x resampling; as many samples out as in."""
     x = clicked(where % (2 * SR))
-    out, report = L.normalize(x, SR, -18.0)
+    out, report = LV.normalize(x, SR, -18.0)
     assert len(out) == len(x)
     assert report.dbtp <= -1.0 and L.measure(out, SR).dbtp <= -1.0 and resampled_peak(out) <= -1.0
     assert report.limited > 0 and abs(report.lufs + 18.0) < 0.5  # limited, still at the target
@@ -288,8 +289,8 @@ def test_a_click_right_after_a_chunk_boundary_is_held_streamed(where):
     """The streaming Normaliser given the chunk that ends right before the click, then the rest
     (the first chunk 3 samples long for the click at 3): at most the ceiling, lengths unchanged."""
     x = clicked(where)
-    gain = L.gain_for(L.measure(x, SR).lufs, -18.0)
-    n = L.Normaliser(gain, SR)
+    gain = LV.gain_for(L.measure(x, SR).lufs, -18.0)
+    n = LV.Normaliser(gain, SR)
     out = np.concatenate([n.process(x[:where]), n.process(x[where : where + 1]), n.process(x[where + 1 :]), n.flush()])
     assert len(out) == len(x) and n.limited > 0
     assert L.measure(out, SR).dbtp <= -1.0 and resampled_peak(out) <= -1.0
@@ -297,7 +298,7 @@ def test_a_click_right_after_a_chunk_boundary_is_held_streamed(where):
 
 def test_under_the_ceiling_the_normaliser_only_scales():
     x = (0.05 * bursts(5, seed=8)).astype(np.float32)
-    n = L.Normaliser(2.0, SR)
+    n = LV.Normaliser(2.0, SR)
     out = np.concatenate([n.process(x[:777]), n.process(x[777:]), n.flush()])
     assert np.array_equal(out, (x.astype(np.float64) * 2.0).astype(np.float32)) and n.limited == 0
 
@@ -305,7 +306,7 @@ def test_under_the_ceiling_the_normaliser_only_scales():
 def test_targets_outside_the_bounds_are_refused():
     for bad in (-51, -4.9, float("nan")):
         with pytest.raises(ValueError, match=r"must be a number in \[-50, -5\]"):
-            L.normalize(np.zeros(SR, dtype=np.float32), SR, bad)
+            LV.normalize(np.zeros(SR, dtype=np.float32), SR, bad)
 
 
 def test_without_pyloudnorm_a_missing_extra(monkeypatch):
@@ -488,9 +489,9 @@ def test_levelling_in_place_equals_normalize_and_writes_over_the_array():
     array itself: the same LUFS within 0.1 LU, the true peak under the ceiling, the same samples;
     audio it cannot write over (read-only, float64) is levelled into a copy, itself untouched."""
     x = clicked_bursts(40, seed=21)
-    whole, whole_report = L.normalize(x.copy(), SR, -16.0)
+    whole, whole_report = LV.normalize(x.copy(), SR, -16.0)
     track = x.copy()
-    same, report = L.level(track, SR, -16.0, in_place=True)
+    same, report = LV.level(track, SR, -16.0, in_place=True)
     assert same is track and report is not None and report.limited > 0
     assert abs(report.lufs - whole_report.lufs) <= 0.1 and abs(lufs(track) - whole_report.lufs) <= 0.1
     assert report.dbtp <= -1.0 and L.measure(track, SR).dbtp <= -1.0 and resampled_peak(track) <= -1.0
@@ -498,7 +499,7 @@ def test_levelling_in_place_equals_normalize_and_writes_over_the_array():
     for other in (x.copy(), x.astype(np.float64)):
         other.flags.writeable = other.dtype == np.float64
         before = other.copy()
-        out, _ = L.level(other, SR, -16.0, in_place=True)
+        out, _ = LV.level(other, SR, -16.0, in_place=True)
         assert out is not other and np.array_equal(other, before) and np.allclose(out, whole, atol=1e-6)
 
 

@@ -1,4 +1,4 @@
-"""omnivoice_cli.media.player: choosing a player, feeding it every byte in order, stopping it at once."""
+"""omnivoice_cli.media.player and players: choosing a player, feeding it every byte in order, stopping it at once."""
 
 from __future__ import annotations
 
@@ -15,16 +15,10 @@ import numpy as np
 import pytest
 
 from omnivoice_cli.media import player as playermod
+from omnivoice_cli.media import players as playersmod
 from omnivoice_cli.media.output import pcm16
-from omnivoice_cli.media.player import (
-    ENV_PLAYER,
-    DevicePlayer,
-    PlayerFailed,
-    PlayerUnavailable,
-    ProcessPlayer,
-    candidates,
-    open_player,
-)
+from omnivoice_cli.media.player import ENV_PLAYER, PlayerUnavailable, candidates, open_player
+from omnivoice_cli.media.players import DevicePlayer, PlayerFailed, ProcessPlayer
 
 SR = 24000
 RECORDER = "import shutil, sys\nwith open(sys.argv[1], 'wb') as f:\n    shutil.copyfileobj(sys.stdin.buffer, f)\n"
@@ -309,7 +303,7 @@ def test_afplay_gets_the_audio_as_wav_clips_in_order(tmp_path):
     path, out = stand_in_afplay(tmp_path)
     pieces = [tone(0.3), tone(0.2, 220), tone(0.5, 330)]
     with open_player(SR, env={}, which=lambda n: path if n == "afplay" else None, platform="darwin") as p:
-        assert isinstance(p, playermod.FilePlayer) and p.name == "afplay"
+        assert isinstance(p, playersmod.FilePlayer) and p.name == "afplay"
         clip_dir = p._dir
         for piece in pieces:
             p.play(piece)
@@ -362,7 +356,7 @@ def test_winsound_plays_wav_clips_from_memory(monkeypatch):
     monkeypatch.setitem(sys.modules, "winsound", ws)
     pieces = [tone(0.2), tone(0.4, 220)]
     with open_player(SR, env={}, which=NOTHING, platform="win32") as p:
-        assert isinstance(p, playermod.WinsoundPlayer)
+        assert isinstance(p, playersmod.WinsoundPlayer)
         for piece in pieces:
             p.play(piece)
     frames = b""

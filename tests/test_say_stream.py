@@ -14,6 +14,7 @@ from conftest import ROOT as ROOT_DIR
 from conftest import TINY_CKPT, files_in
 
 from omnivoice_cli.media import player as playermod
+from omnivoice_cli.media import players as playersmod
 
 RECORDER = """import sys
 with open(sys.argv[1], "ab") as f:
@@ -99,7 +100,7 @@ def test_ctrl_c_while_playing_exits_130_and_writes_nothing(invoke, loaded, recor
     def interrupted(self, audio):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(playermod.Player, "play", interrupted)
+    monkeypatch.setattr(playersmod.Player, "play", interrupted)
     r = invoke("say", TEXT, *FAST, "--play", "-o", tmp_path / "x.wav")
     assert r.exit_code == 130, r.stderr
     assert "playback stopped by Ctrl-C; nothing was written" in r.stderr
@@ -116,7 +117,7 @@ def test_ctrl_c_while_the_end_plays_exits_130(invoke, loaded, recorder, tmp_path
         players.append(self)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(playermod.ProcessPlayer, "_finish", interrupted)
+    monkeypatch.setattr(playersmod.ProcessPlayer, "_finish", interrupted)
     r = invoke("say", TEXT, *FAST, *(["--play", "-o", tmp_path / output] if output else []))
     assert r.exit_code == 130, r.stderr
     last = r.stderr.splitlines()[-1]

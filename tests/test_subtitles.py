@@ -228,7 +228,7 @@ def test_result_pieces_of_a_cloned_long_text(tiny_engine):
 
 
 def test_retime_cues_around_their_words():
-    from omnivoice_cli.media.cues import retime_cues
+    from omnivoice_cli.media.subtitles import retime_cues
 
     # three cues of a piece 100..5000 ms: words 150-1800, 2000-3100, 3100-4800
     spans = retime_cues([150, 2000, 3100], [1800, 3100, 4800], [3, 4, 5], 100, 5000)
@@ -240,7 +240,7 @@ def test_retime_cues_around_their_words():
 
 
 def test_word_payload_a_time_before_every_word_strictly_inside():
-    from omnivoice_cli.media.cues import word_payload
+    from omnivoice_cli.media.subtitles import word_payload
 
     lines = [[("Hello", 1000), (" there,", 1000), (" you", 1500)], [("&", None), (" <me>", 2600)]]
     assert word_payload(lines, 1000, 2500) == (

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from ..engine.errors import OmniVoiceError
-from ..media.loudness import LoudnessReport
+from ..media.leveller import LoudnessReport
 from ..media.m4b import BookTags, ChapterMark, write_chapters_json
 from ..media.output import AudioFormat
 from .bookaudio import Layout, chapter_layout, frames_of, part_info, stream, write_chapter_subtitles

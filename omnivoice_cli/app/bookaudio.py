@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Union
 
 from ..engine.errors import OmniVoiceError
-from ..media.cues import finish_subtitles, subtitles_from_pieces
+from ..media.subtitles import finish_subtitles, subtitles_from_pieces
 from .bookplan import CHAPTER_LEAD, CHAPTER_TAIL, PARAGRAPH_PAUSE, ChapterPlan
 from .bookwork import pieces_name, read_pieces
 from .deliver import write_cues

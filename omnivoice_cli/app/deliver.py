@@ -38,7 +38,7 @@ render is complete.
 
 A book's outputs are never held whole (a chapter, or the whole .m4b, is read from its parts):
 `deliver_blocks` is its delivery, in the same order as far as it applies: the loudness measured
-over the stream and one gain chosen (media/loudness.Leveller, the streamed form of the same
+over the stream and one gain chosen (media/leveller.Leveller, the streamed form of the same
 algorithm: measuring is not an output, but choosing the output's gain is, so it is done here),
 then the audio written from the blocks (a file of a format, atomically, or the .m4b); a chapter's
 subtitles, made from its parts' pieces, are written through `write_cues`. (The book's
@@ -57,9 +57,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Callable, Iterable, Iterator, Protocol, Sequence, cast
 
 from ..engine.errors import OmniVoiceError
-from ..media.cues import Subtitle, finish_subtitles, subtitles_from_pieces, write_result_subtitles, write_subtitles
-from ..media.loudness import Leveller, LoudnessReport
-from ..media.loudness import level as normalise_loudness
+from ..media.leveller import Leveller, LoudnessReport
+from ..media.leveller import level as normalise_loudness
 from ..media.m4b import BookTags, ChapterMark, write_m4b
 from ..media.output import (
     AudioFormat,
@@ -67,7 +66,6 @@ from ..media.output import (
     StreamClosed,
     StreamEncoder,
     StreamWriter,
-    _write_piece,
     check_fits,
     encode,
     pcm16,
@@ -76,6 +74,7 @@ from ..media.output import (
     write_audio,
 )
 from ..media.rates import StreamResampler, at_rate
+from ..media.subtitles import Subtitle, finish_subtitles, subtitles_from_pieces, write_result_subtitles, write_subtitles
 from . import words as words_module
 from .words import Rendered, WordTime, monotonic, span_words, write_word_subtitles, write_words
 
@@ -424,7 +423,7 @@ def deliver_blocks(
     chapters: Chapters | None = None,
 ) -> tuple[LoudnessReport, float]:
     """An output from blocks, in deliver's order: the loudness measured over the stream and one
-    gain to `loudness` LUFS (peaks under `ceiling` dBTP; media/loudness.Leveller; `chunks()` gives
+    gain to `loudness` LUFS (peaks under `ceiling` dBTP; media/leveller.Leveller; `chunks()` gives
     the audio anew at each call, it is read up to four times), then written at that gain: into
     one .m4b with `chapters`, else one file of `fmt` of `frames` samples (write_stream). Returns
     the loudness report and the seconds written."""
@@ -439,32 +438,11 @@ def deliver_blocks(
 
 
 def write_stream(path: Path, chunks: Iterable[Audio], sr: int, fmt: AudioFormat, frames: int) -> None:
-    """Float32 blocks into one audio file of `fmt`, streamed (AAC formats: in memory), to a
-    temporary name then renamed. Blocks are re-cut to the format's own size, so the file does not
-    depend on how the audio came in."""
-    import numpy as np
-
+    """Float32 blocks into one audio file of `fmt` by its encoder, streamed (AAC formats: in
+    memory), to a temporary name then renamed. Blocks are re-cut to the format's own size, so the
+    file does not depend on how the audio came in."""
     check_fits(fmt, frames, sr)
-    if fmt.encoder == "aac":
-        audio = np.concatenate([np.asarray(c, dtype=np.float32) for c in chunks] or [np.zeros(0, np.float32)])
-        write_audio(audio, sr, OutputTarget(path, fmt.sf_format, fmt.subtype))
-        return
-    import soundfile as sf
-
-    size = fmt.block or 1 << 18
-
-    def write(f: BinaryIO) -> None:
-        with sf.SoundFile(f, "w", samplerate=int(sr), channels=1, **fmt.sf_options()) as out:
-            buffer = np.zeros(0, dtype=np.float32)
-            for chunk in chunks:
-                buffer = np.concatenate([buffer, np.asarray(chunk, dtype=np.float32)])
-                while len(buffer) >= size:
-                    _write_piece(out, fmt, buffer[:size])
-                    buffer = buffer[size:]
-            if len(buffer):
-                _write_piece(out, fmt, buffer)
-
-    replace_atomically(path, write)
+    replace_atomically(path, lambda f: fmt.encoder.write(f, chunks, sr))
 
 
 def write_cues(path: Path, cues: Sequence[Subtitle]) -> None:

@@ -12,8 +12,8 @@ from typing import Iterable
 
 from ..engine.hardware import Hardware
 from ..engine.pipeline import Result
-from ..media.cues import Subtitle, finish_subtitles, subtitles_from_pieces
 from ..media.output import OutputTarget
+from ..media.subtitles import Subtitle, finish_subtitles, subtitles_from_pieces
 from .deliver import Audio, Outputs, Take, deliver
 from .dialogue import Script
 from .session import Session, WarnOnce

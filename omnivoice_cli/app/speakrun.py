@@ -15,9 +15,10 @@ from typing import Iterable, Iterator, Protocol
 
 from ..engine.hardware import Hardware
 from ..engine.pipeline import Engine, Request
-from ..media.loudness import LoudnessReport
+from ..media.leveller import LoudnessReport
 from ..media.output import OutputTarget
-from ..media.player import Player, open_player
+from ..media.player import open_player
+from ..media.players import Player
 from . import settings as st
 from .deliver import Audio
 from .request import Built, Reference, References

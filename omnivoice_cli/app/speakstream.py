@@ -18,7 +18,7 @@ from ..engine.pipeline import Engine, Request
 from ..engine.stream.render import StreamPiece
 from ..engine.stream.run import StreamRun
 from ..media import output as media_output  # (quiet_stdout looked up when called)
-from ..media.player import Player
+from ..media.players import Player
 from .deliver import Audio, Outputs, PieceWriter, Take, deliver, piece_cues, reader_gone, send_piece
 from .request import finish_request
 from .signals import HoldSignals, signal_name

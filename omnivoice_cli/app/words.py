@@ -14,8 +14,8 @@ once, in order, inside its piece's span. Times are seconds in the audio, start <
 decreasing, inside the audio.
 
 Subtitles timed by the words (`word_cues`, `write_word_subtitles`): each piece's cues cut as the
-line cues are (cues.cut_texts), retimed around their words (cues.retime_cues), a timestamp before
-every word strictly inside its cue (cues.word_payload).
+line cues are (subtitles.cut_texts), retimed around their words (subtitles.retime_cues), a timestamp before
+every word strictly inside its cue (subtitles.word_payload).
 
 Used by `say --words` / `--subtitle-level word`, `batch --words`, `dub --words` (each cue's
 pieces where they lie on the track, `span_words`; rows carry their "cue") and the server's
@@ -32,17 +32,8 @@ from typing import TYPE_CHECKING, BinaryIO, Callable, Protocol, TypedDict
 from ..engine.duration import text_weight
 from ..engine.pauses import split_pauses
 from ..media.atomic import replace_atomically
-from ..media.cues import (
-    WRAP,
-    Subtitle,
-    _is_wide,
-    cut_texts,
-    retime_cues,
-    subtitles_text,
-    timestamp,
-    word_payload,
-    wrap_lines,
-)
+from ..media.cues import timestamp
+from ..media.subtitles import WRAP, Subtitle, _is_wide, cut_texts, retime_cues, subtitles_text, word_payload, wrap_lines
 from .listen import Transcript
 from .verify import by_characters, max_tokens, units
 
@@ -309,8 +300,8 @@ def word_cues(
     pieces: list, sample_rate: int, words: list[WordTime], audio_ms: int, lang: str | None = None
 ) -> list[tuple[Subtitle, list[list[tuple[str, int | None]]]]]:
     """The cues of a result timed by its words: each piece (text, start, end in samples) cut as
-    `cues.cut_texts` cuts it, each cue's words given their times from the piece's `words` (in
-    order), the cues retimed around them (`cues.retime_cues`: every word inside its cue, the
+    `subtitles.cut_texts` cuts it, each cue's words given their times from the piece's `words` (in
+    order), the cues retimed around them (`subtitles.retime_cues`: every word inside its cue, the
     cues inside their piece), the last one ending with the audio. Each cue comes with its lines
     of (word as written, its start in ms, None for a word of no units: punctuation)."""
     by_piece: dict[int, list[WordTime]] = {}
@@ -362,7 +353,7 @@ def word_cues(
 
 def word_vtt(cues: list[tuple[Subtitle, list[list[tuple[str, int | None]]]]]) -> str:
     """A WebVTT file of `word_cues` with a timestamp tag before each word (karaoke /
-    read-along): `cues.word_payload`."""
+    read-along): `subtitles.word_payload`."""
     import webvtt
 
     captions = [

@@ -21,8 +21,8 @@ from ..app.dryrun import describe, render
 from ..app.session import WarnOnce, hardware_from_settings
 from ..app.speak import output_target
 from ..app.speakdialogue import DialogueRun
-from ..media.cues import check_subtitles_path
 from ..media.lock import output_lock
+from ..media.subtitles import check_subtitles_path
 from ..ui.messages import echo, warn
 from .common import check_cast, held, run_session, run_settings, stdout_is_terminal
 

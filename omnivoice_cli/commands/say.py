@@ -444,6 +444,6 @@ def words_path(ctx: Any, words_file: Optional[str]) -> Any:
 
 
 def _subtitles_path(spec: Optional[str]) -> Any:
-    from ..media.cues import check_subtitles_path
+    from ..media.subtitles import check_subtitles_path
 
     return None if spec is None else check_subtitles_path(spec)

@@ -1,4 +1,5 @@
-"""AAC: PyAV (the `aac` extra: FFmpeg's libraries in a wheel), else an ffmpeg command on PATH.
+"""AAC: PyAV (the `aac` extra: FFmpeg's libraries in a wheel), else an ffmpeg command on PATH
+(`encoders.Aac` picks which; `encoders.aac_encoder` says what is here).
 
 ADTS (aac) has no length field: decoders give the encoder's 1024 priming samples first and pad
 the end to a whole frame; MP4 (m4a) records both, so players trim them.
@@ -12,22 +13,16 @@ import tempfile
 from typing import Any
 
 from ..engine.errors import OmniVoiceError
-from . import encoders
-from .formats import AudioFormat, format_named
 from .pcm import WRITE_BLOCK, prepare_audio
 
 AAC_BITRATE = 64000  # bits a second: as the mp3's, clear speech at 24 kHz mono
-_AAC_MUXERS = {"aac": "adts", "m4a": "ipod"}  # FFmpeg's muxer of each format (ipod: an .m4a MP4)
 
 
-def encode_aac(audio, sample_rate: int, fmt: AudioFormat | str = "aac") -> bytes:
-    """The bytes of a whole AAC file (ADTS for aac, MP4 for m4a) of mono float `audio`."""
-    fmt = fmt if isinstance(fmt, AudioFormat) else format_named(fmt)
-    encoders.check_available(fmt)
+def aac_bytes(audio, sample_rate: int, muxer: str, pyav: bool) -> bytes:
+    """The bytes of a whole AAC file of mono float `audio` in FFmpeg's `muxer` (adts, or ipod: an
+    .m4a MP4), by PyAV or else an ffmpeg on PATH."""
     a = prepare_audio(audio)
-    if encoders.aac_encoder() == "pyav":
-        return _aac_pyav(a, int(sample_rate), _AAC_MUXERS[fmt.name])
-    return _aac_ffmpeg(a, int(sample_rate), _AAC_MUXERS[fmt.name])
+    return (_aac_pyav if pyav else _aac_ffmpeg)(a, int(sample_rate), muxer)
 
 
 def _aac_pyav(a: Any, sample_rate: int, muxer: str) -> bytes:

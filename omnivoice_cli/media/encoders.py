@@ -1,46 +1,122 @@
-"""What can be written here: libsndfile's formats (as the installed library has them) and AAC
-(PyAV, the `aac` extra, else an `ffmpeg` on PATH); `check_available` says what to install."""
+"""What writes a format, behind one small interface (`Encoder`): whether it can be written here
+(`available`, else the error that says what to install: `missing`), a whole file from float
+blocks (`write`) and a stream's bytes piece by piece (`pieces`). The encoders: libsndfile
+(`Sndfile`, as the installed library has it; `Wav`: its stream has our own header), AAC (`Aac`:
+PyAV, the `aac` extra, else an `ffmpeg` on PATH) and G.711 (`G711`: ours, media/g711.py). Each
+row of the table of formats (media/formats.py) holds one."""
 
 from __future__ import annotations
 
-from .formats import AUDIO_FORMATS, AudioFormat, EncoderMissing, FormatUnavailable
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import BinaryIO, ClassVar
+
+from ..engine.errors import InvalidRequest, OmniVoiceError
+from .aac import aac_bytes
+from .pcm import RAW_PCM16, WRITE_BLOCK, blocks_of, mono, pcm16, write_piece
+from .sndpieces import Pieces, SndfilePieces, streaming_wav_header
+
+AAC_INSTALL = "pip install 'omnivoice-cli[aac]' (PyAV), or put ffmpeg on PATH"
 
 
-def sndfile_writes(f: AudioFormat) -> bool:
+class FormatUnavailable(OmniVoiceError):
+    """The installed libsndfile cannot write a format of the table (a runtime failure, exit 1)."""
+
+
+class EncoderMissing(InvalidRequest):
+    """A format of the table needs an encoder that is not installed (a usage error, exit 2)."""
+
+
+@dataclass(frozen=True)
+class Encoder:
+    """What writes one format. `sf_format` / `subtype` name it (the pair an `OutputTarget` holds:
+    libsndfile's names, also for the formats libsndfile does not write)."""
+
+    sf_format: str
+    subtype: str
+    header_sizes: ClassVar[bool] = False  # a stream's header holds sizes a regular file can be given at the end
+
+    def sf_options(self) -> dict[str, str | float]:
+        """Keyword arguments for soundfile.SoundFile when writing this format."""
+        return {"format": self.sf_format, "subtype": self.subtype}
+
+    def available(self) -> bool:
+        """Whether it can be written here."""
+        raise NotImplementedError
+
+    def missing(self, name: str, writable: list[str]) -> OmniVoiceError:
+        """The error when it cannot (`writable`: the formats that can)."""
+        raise NotImplementedError
+
+    def write(self, f: BinaryIO, blocks: Iterable, sample_rate: int) -> None:
+        """A whole file of the mono float `blocks` (any sizes) into the binary file `f`."""
+        raise NotImplementedError
+
+    def pieces(self, sample_rate: int) -> Pieces:
+        """A stream of it, piece by piece (formats that stream)."""
+        raise ValueError(f"{self.sf_format}/{self.subtype} is written whole, not piece by piece")
+
+
+def sndfile_writes(f: Encoder) -> bool:
     import soundfile as sf
 
     return f.sf_format in sf.available_formats() and f.subtype in sf.available_subtypes(f.sf_format)
 
 
-def writable_formats() -> list[str]:
-    """Names of the table's formats that can be written here (libsndfile's, AAC with an encoder)."""
-    aac = aac_encoder() is not None
-    return [
-        f.name
-        for f in AUDIO_FORMATS.values()
-        if (aac if f.encoder == "aac" else f.encoder == "g711" or sndfile_writes(f))
-    ]
+@dataclass(frozen=True)
+class Sndfile(Encoder):
+    """libsndfile (through soundfile) with these options, written in blocks of `block` samples
+    where the encoding depends on how writes are split (Vorbis); `wav_samples`: the WAV's own
+    16-bit samples (FLAC); `info_frame`: a stream leaves out the info frame's placeholder (mp3)."""
+
+    compression_level: float | None = None  # None: libsndfile's default
+    bitrate_mode: str | None = None  # None: libsndfile's default
+    block: int | None = None
+    wav_samples: bool = False
+    info_frame: bool = False
+
+    def sf_options(self) -> dict[str, str | float]:
+        opts = super().sf_options()
+        if self.compression_level is not None:
+            opts["compression_level"] = self.compression_level
+        if self.bitrate_mode is not None:
+            opts["bitrate_mode"] = self.bitrate_mode
+        return opts
+
+    def available(self) -> bool:
+        return sndfile_writes(self)
+
+    def missing(self, name: str, writable: list[str]) -> OmniVoiceError:
+        import soundfile as sf
+
+        return FormatUnavailable(
+            f"the installed libsndfile ({sf.__libsndfile_version__}) cannot write {name} "
+            f"({self.sf_format}/{self.subtype}); it writes {', '.join(writable)} "
+            "(a newer soundfile wheel brings a libsndfile with mp3 and opus: pip install -U soundfile)"
+        )
+
+    def write(self, f: BinaryIO, blocks: Iterable, sample_rate: int) -> None:
+        import soundfile as sf
+
+        with sf.SoundFile(f, "w", samplerate=int(sample_rate), channels=1, **self.sf_options()) as out:
+            for block in blocks_of(blocks, self.block or WRITE_BLOCK):
+                write_piece(out, block, self.wav_samples)
+
+    def pieces(self, sample_rate: int) -> Pieces:
+        return SndfilePieces(
+            self.sf_options(), sample_rate, block=self.block, info_frame=self.info_frame, wav_samples=self.wav_samples
+        )
 
 
-AAC_INSTALL = "pip install 'omnivoice-cli[aac]' (PyAV), or put ffmpeg on PATH"
+@dataclass(frozen=True)
+class Wav(Sndfile):
+    """WAV: a file by libsndfile (its header holds the real sizes); a stream is our own header
+    with unknown sizes (0xFFFFFFFF) and then the raw sample data."""
 
+    header_sizes: ClassVar[bool] = True
 
-def check_available(fmt: AudioFormat) -> None:
-    """FormatUnavailable when the installed libsndfile cannot write `fmt`, naming what it can;
-    EncoderMissing when `fmt` is AAC and there is no AAC encoder, naming what to install."""
-    import soundfile as sf
-
-    if fmt.encoder == "aac":
-        if aac_encoder() is None:
-            raise EncoderMissing(f"format {fmt.name} (AAC) needs an AAC encoder and none is installed: {AAC_INSTALL}")
-        return
-    if fmt.encoder == "g711" or sndfile_writes(fmt):
-        return
-    raise FormatUnavailable(
-        f"the installed libsndfile ({sf.__libsndfile_version__}) cannot write {fmt.name} "
-        f"({fmt.sf_format}/{fmt.subtype}); it writes {', '.join(writable_formats())} "
-        "(a newer soundfile wheel brings a libsndfile with mp3 and opus: pip install -U soundfile)"
-    )
+    def pieces(self, sample_rate: int) -> Pieces:
+        return SndfilePieces(RAW_PCM16, sample_rate, prefix=streaming_wav_header(sample_rate))
 
 
 def _pyav_has_aac() -> bool:
@@ -61,3 +137,63 @@ def aac_encoder() -> str | None:
     if _pyav_has_aac():
         return "pyav"
     return "ffmpeg" if shutil.which("ffmpeg") else None
+
+
+@dataclass(frozen=True)
+class Aac(Encoder):
+    """AAC-LC at 64 kbit/s in FFmpeg's `muxer` (adts; ipod: an .m4a MP4), encoded whole."""
+
+    muxer: str = "adts"
+
+    def available(self) -> bool:
+        return aac_encoder() is not None
+
+    def missing(self, name: str, writable: list[str]) -> OmniVoiceError:
+        return EncoderMissing(f"format {name} (AAC) needs an AAC encoder and none is installed: {AAC_INSTALL}")
+
+    def write(self, f: BinaryIO, blocks: Iterable, sample_rate: int) -> None:
+        import numpy as np
+
+        via = aac_encoder()
+        if via is None:  # checked before (formats.check_available): gone since
+            raise EncoderMissing(f"AAC needs an AAC encoder and none is installed: {AAC_INSTALL}")
+        parts = [np.asarray(b, dtype=np.float32) for b in blocks]
+        audio = parts[0] if len(parts) == 1 else np.concatenate(parts or [np.zeros(0, np.float32)])
+        f.write(aac_bytes(audio, sample_rate, self.muxer, pyav=via == "pyav"))
+
+
+def _g711(audio, subtype: str) -> bytes:
+    from .g711 import encode_pcm16  # numpy at import: not for --help
+
+    return encode_pcm16(pcm16(audio), subtype)
+
+
+@dataclass(frozen=True)
+class G711(Encoder):
+    """G.711 (`subtype` ULAW or ALAW): raw 8-bit codes, each sample coded on its own (ours)."""
+
+    def available(self) -> bool:
+        return True
+
+    def missing(self, name: str, writable: list[str]) -> OmniVoiceError:
+        raise AssertionError("G.711 is always available")
+
+    def write(self, f: BinaryIO, blocks: Iterable, sample_rate: int) -> None:
+        for block in blocks_of(blocks, WRITE_BLOCK):
+            f.write(_g711(block, self.subtype))
+
+    def pieces(self, sample_rate: int) -> Pieces:
+        return G711Pieces(self.subtype)
+
+
+class G711Pieces:
+    """A G.711 stream: each piece coded as it comes (nothing held back)."""
+
+    def __init__(self, subtype: str) -> None:
+        self.subtype = subtype
+
+    def feed(self, audio) -> bytes:
+        return _g711(mono(audio), self.subtype)
+
+    def finish(self) -> bytes:
+        return b""

@@ -1,12 +1,17 @@
-"""The table of output formats (`AUDIO_FORMATS`, one for `say`, `batch` and the server), all
-24 kHz mono, and looking a format up by name, extension or libsndfile pair; see `media.output`
-for the table as a whole. What can be written here: `media.encoders`."""
+"""The table of output formats (`AUDIO_FORMATS`, one for `say`, `batch`, `book` and the server),
+all 24 kHz mono: each row its names and extensions, its encoder object (media/encoders.py: what
+writes it, whole and piece by piece, and whether it can be written here), the rates it can carry,
+whether it streams, its MIME type and the name the server's `response_format` gives it. Every
+check (a format from `-o` or its name, a rate, what can be written here), the server's list of
+formats, the help texts and the docs' table (`formats_table`, tests/test_formats.py) are read
+from it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..engine.errors import InvalidRequest, OmniVoiceError
+from ..engine.errors import InvalidRequest
+from .encoders import G711, Aac, Encoder, Sndfile, Wav
 from .rates import SAMPLE_RATES
 
 STDOUT = "-"
@@ -21,79 +26,156 @@ OPUS_RATES = (8000, 12000, 16000, 24000, 48000)
 MP3_RATES = (8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000)
 AAC_RATES = (8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000, 64000, 88200, 96000)
 
+# The most samples a WAV holds (mono 16-bit): its RIFF size field is 32 bits (36 header bytes +
+# 2 bytes a sample), about 24.8 h at 24 kHz.
+WAV_MAX_SAMPLES = (0xFFFFFFFF - 36) // 2
+
+# OpenAI's `response_format` values, in its order: the server lists them first, then its others
+OPENAI_FORMATS = ("mp3", "opus", "aac", "flac", "wav", "pcm")
+
 
 @dataclass(frozen=True)
 class AudioFormat:
-    """One output format."""
+    """One output format: a row of the table."""
 
     name: str  # what --format and the server's response_format say
     extensions: tuple[str, ...]  # file name endings (lower case), the usual one first
-    sf_format: str  # soundfile major format
-    subtype: str  # soundfile subtype
+    encoder: Encoder  # what writes it (media/encoders.py)
+    encoding: str  # what the bytes are, in words (the docs' table)
     lossy: bool  # decoded audio differs from the samples written (beyond 16-bit rounding)
     streams: bool  # can be written piece by piece to a non-seekable stream
     mime: str  # Content-Type of the bytes
-    compression_level: float | None = None  # soundfile compression_level (None: libsndfile's default)
-    bitrate_mode: str | None = None  # soundfile bitrate_mode (None: libsndfile's default)
-    block: int | None = None  # samples per write when the encoding depends on how writes are split
-    encoder: str = "sndfile"  # what writes it: libsndfile, "aac" (PyAV or ffmpeg, see aac_encoder), "g711" (ours)
     rates: tuple[int, ...] | None = None  # the sample rates (Hz) it can carry (None: any); check_rate
+    max_samples: int | None = None  # the most samples a file holds, where its header sets a limit; check_fits
+    served: str | None = None  # the server's response_format name for it (None: not served)
 
     @property
     def extension(self) -> str:
         return self.extensions[0]
 
+    @property
+    def sf_format(self) -> str:
+        """soundfile major format (the pair an OutputTarget holds)."""
+        return self.encoder.sf_format
+
+    @property
+    def subtype(self) -> str:
+        """soundfile subtype."""
+        return self.encoder.subtype
+
     def sf_options(self) -> dict[str, str | float]:
         """Keyword arguments for soundfile.SoundFile when writing this format."""
-        opts: dict[str, str | float] = {"format": self.sf_format, "subtype": self.subtype}
-        if self.compression_level is not None:
-            opts["compression_level"] = self.compression_level
-        if self.bitrate_mode is not None:
-            opts["bitrate_mode"] = self.bitrate_mode
-        return opts
+        return self.encoder.sf_options()
 
+
+_G711 = "headerless 8-bit codes (telephony: `--sample-rate 8000`)"
 
 AUDIO_FORMATS: dict[str, AudioFormat] = {
     f.name: f
     for f in (
-        AudioFormat("wav", (".wav",), "WAV", "PCM_16", lossy=False, streams=True, mime="audio/wav"),
-        AudioFormat("flac", (".flac",), "FLAC", "PCM_16", lossy=False, streams=False, mime="audio/flac"),
-        AudioFormat("ogg", (".ogg",), "OGG", "VORBIS", lossy=True, streams=True, mime="audio/ogg", block=4096),
+        AudioFormat(
+            "wav",
+            (".wav",),
+            Wav("WAV", "PCM_16"),
+            "16-bit PCM",
+            lossy=False,
+            streams=True,
+            mime="audio/wav",
+            max_samples=WAV_MAX_SAMPLES,
+            served="wav",
+        ),
+        AudioFormat(
+            "flac",
+            (".flac",),
+            Sndfile("FLAC", "PCM_16", wav_samples=True),
+            "16-bit FLAC",
+            lossy=False,
+            streams=False,
+            mime="audio/flac",
+            served="flac",
+        ),
+        AudioFormat(
+            "ogg",
+            (".ogg",),
+            Sndfile("OGG", "VORBIS", block=4096),
+            "Ogg Vorbis",
+            lossy=True,
+            streams=True,
+            mime="audio/ogg",
+            served="ogg",
+        ),
         AudioFormat(
             "opus",
             (".opus",),
-            "OGG",
-            "OPUS",
+            Sndfile("OGG", "OPUS"),
+            "Ogg Opus",
             lossy=True,
             streams=True,
             mime="audio/ogg; codecs=opus",
             rates=OPUS_RATES,
+            served="opus",
         ),
         AudioFormat(
             "mp3",
             (".mp3",),
-            "MP3",
-            "MPEG_LAYER_III",
+            Sndfile("MP3", "MPEG_LAYER_III", compression_level=_MP3_64K, bitrate_mode="CONSTANT", info_frame=True),
+            "MPEG-2 layer III, 64 kbit/s",
             lossy=True,
             streams=True,
             mime="audio/mpeg",
-            compression_level=_MP3_64K,
-            bitrate_mode="CONSTANT",
             rates=MP3_RATES,
-        ),
-        AudioFormat("raw", (".raw", ".pcm"), "RAW", "PCM_16", lossy=False, streams=True, mime="audio/pcm"),
-        AudioFormat(
-            "aac", (".aac",), "ADTS", "AAC", lossy=True, streams=False, mime="audio/aac", encoder="aac", rates=AAC_RATES
+            served="mp3",
         ),
         AudioFormat(
-            "m4a", (".m4a",), "MP4", "AAC", lossy=True, streams=False, mime="audio/mp4", encoder="aac", rates=AAC_RATES
+            "raw",
+            (".raw", ".pcm"),
+            Sndfile("RAW", "PCM_16"),
+            "headerless s16le: exactly the WAV's sample data",
+            lossy=False,
+            streams=True,
+            mime="audio/pcm",
+            served="pcm",
         ),
-        # G.711 telephony audio, raw 8-bit codes (media/g711.py; usually with sample_rate 8000)
         AudioFormat(
-            "mulaw", (".ulaw", ".mulaw"), "RAW", "ULAW", lossy=True, streams=True, mime="audio/basic", encoder="g711"
+            "aac",
+            (".aac",),
+            Aac("ADTS", "AAC", muxer="adts"),
+            "AAC in ADTS, 64 kbit/s",
+            lossy=True,
+            streams=False,
+            mime="audio/aac",
+            rates=AAC_RATES,
+            served="aac",
         ),
         AudioFormat(
-            "alaw", (".alaw",), "RAW", "ALAW", lossy=True, streams=True, mime="audio/x-alaw-basic", encoder="g711"
+            "m4a",
+            (".m4a",),
+            Aac("MP4", "AAC", muxer="ipod"),  # ipod: an iTunes-style .m4a, not a video .mp4
+            "AAC in MP4, 64 kbit/s",
+            lossy=True,
+            streams=False,
+            mime="audio/mp4",
+            rates=AAC_RATES,
+        ),
+        AudioFormat(
+            "mulaw",
+            (".ulaw", ".mulaw"),
+            G711("RAW", "ULAW"),
+            "G.711 mu-law, " + _G711,
+            lossy=True,
+            streams=True,
+            mime="audio/basic",
+            served="mulaw",
+        ),
+        AudioFormat(
+            "alaw",
+            (".alaw",),
+            G711("RAW", "ALAW"),
+            "G.711 A-law, " + _G711,
+            lossy=True,
+            streams=True,
+            mime="audio/x-alaw-basic",
+            served="alaw",
         ),
     )
 }
@@ -102,13 +184,29 @@ BY_EXTENSION: dict[str, AudioFormat] = {ext: f for f in AUDIO_FORMATS.values() f
 # extension -> (soundfile format, subtype): the older view of the table (batch.py builds targets from it)
 FORMATS: dict[str, tuple[str, str]] = {ext: (f.sf_format, f.subtype) for ext, f in BY_EXTENSION.items()}
 
+# format name -> the most samples a file of it holds, where its header sets a limit
+MAX_SAMPLES = {f.name: f.max_samples for f in AUDIO_FORMATS.values() if f.max_samples is not None}
 
-class FormatUnavailable(OmniVoiceError):
-    """The installed libsndfile cannot write a format of the table (a runtime failure, exit 1)."""
+
+def served_formats() -> dict[str, AudioFormat]:
+    """The server's `response_format` names and their formats: OpenAI's first, in its order, then
+    the table's others in its order."""
+    served = {f.served: f for f in AUDIO_FORMATS.values() if f.served is not None}
+    order = [n for n in OPENAI_FORMATS if n in served] + [n for n in served if n not in OPENAI_FORMATS]
+    return {n: served[n] for n in order}
 
 
-class EncoderMissing(InvalidRequest):
-    """A format of the table needs an encoder that is not installed (a usage error, exit 2)."""
+def writable_formats() -> list[str]:
+    """Names of the table's formats that can be written here (libsndfile's, AAC with an encoder)."""
+    return [f.name for f in AUDIO_FORMATS.values() if f.encoder.available()]
+
+
+def check_available(fmt: AudioFormat) -> None:
+    """The encoder's error when `fmt` cannot be written here: FormatUnavailable when the installed
+    libsndfile cannot write it, naming what it can; EncoderMissing when it is AAC and there is no
+    AAC encoder, naming what to install."""
+    if not fmt.encoder.available():
+        raise fmt.encoder.missing(fmt.name, writable_formats())
 
 
 def usual_extensions() -> str:
@@ -145,14 +243,9 @@ def format_of(format: str, subtype: str) -> AudioFormat:
     raise ValueError(f"no output format writes {format}/{subtype}")
 
 
-# The most samples a file of a format can hold (mono 16-bit), where its header sets a limit: a
-# WAV's RIFF size field is 32 bits (36 header bytes + 2 bytes a sample), about 24.8 h at 24 kHz.
-MAX_SAMPLES = {"wav": (0xFFFFFFFF - 36) // 2}
-
-
 def check_fits(fmt: AudioFormat, samples: int, sample_rate: int) -> None:
     """InvalidRequest when `samples` do not fit in one file of `fmt` (before anything is written)."""
-    limit = MAX_SAMPLES.get(fmt.name)
+    limit = fmt.max_samples
     if limit is not None and samples > limit:
         raise InvalidRequest(
             f"the audio is {samples / sample_rate / 3600:.1f} h long: a {fmt.name} file holds at most "
@@ -175,3 +268,13 @@ def check_rate(fmt: AudioFormat, sample_rate: int | None) -> None:
         f"or another format ({', '.join(others)})",
         "sample_rate",
     )
+
+
+def formats_table() -> str:
+    """The table of formats as the docs show it (docs/say.md; tests/test_formats.py compares)."""
+    rows = ["| format | extensions | encoding | lossy | streams on stdout / HTTP |", "| --- | --- | --- | --- | --- |"]
+    for f in AUDIO_FORMATS.values():
+        streams = ("yes (unknown-size header)" if f.encoder.header_sizes else "yes") if f.streams else "no"
+        exts = ", ".join(f"`{e}`" for e in f.extensions)
+        rows.append(f"| {f.name} | {exts} | {f.encoding} | {'yes' if f.lossy else 'no'} | {streams} |")
+    return "\n".join(rows) + "\n"

@@ -1,20 +1,9 @@
 """Writing audio: checking an output (`-o`), and whole files, written atomically; the face of the
 output modules (formats, pcm, encoders, aac, atomic, pipes, streams), whose names it re-exports.
 
-Formats (`AUDIO_FORMATS`, one table for `say`, `batch` and the server), all 24 kHz mono, through
-soundfile / libsndfile but for AAC (PyAV, the `aac` extra, else an `ffmpeg` on PATH):
-
-| name | extensions    | encoding                         | lossy | streams |
-| ---- | ------------- | -------------------------------- | ----- | ------- |
-| wav  | .wav          | 16-bit PCM                       | no    | yes (unknown-size header) |
-| flac | .flac         | 16-bit FLAC                      | no    | no (its header is finished at the end) |
-| ogg  | .ogg          | Ogg Vorbis                       | yes   | yes     |
-| opus | .opus         | Ogg Opus                         | yes   | yes     |
-| mp3  | .mp3          | MPEG-2 layer III, 64 kbit/s CBR  | yes   | yes (no info frame) |
-| raw  | .raw, .pcm    | headerless s16le                 | no    | yes     |
-| aac  | .aac          | AAC-LC in ADTS, 64 kbit/s        | yes   | no (encoded whole) |
-| m4a  | .m4a          | AAC-LC in MP4 (iPod), 64 kbit/s  | yes   | no (the index is written at the end) |
-
+The formats are the table of media/formats.py (`AUDIO_FORMATS`, one for `say`, `batch`, `book`
+and the server), all 24 kHz mono, each written by its encoder (media/encoders.py: libsndfile, AAC
+by PyAV or an `ffmpeg` on PATH, G.711 ours); docs/say.md shows the table (`formats_table`).
 Without an AAC encoder, asking for aac or m4a is a usage error (`EncoderMissing`) naming what to
 install. ADTS has no length field: decoders give the encoder's 1024 priming samples first and pad
 the end to a whole frame; MP4 records both, so players trim them.
@@ -44,7 +33,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ..engine.errors import InvalidRequest
-from .aac import AAC_BITRATE, encode_aac
+from .aac import AAC_BITRATE
 from .atomic import (
     TEMPORARY_SUFFIX,
     check_name_length,
@@ -54,7 +43,7 @@ from .atomic import (
     temporary_files,
     temporary_prefix,
 )
-from .encoders import AAC_INSTALL, aac_encoder, check_available, writable_formats
+from .encoders import AAC_INSTALL, EncoderMissing, FormatUnavailable, aac_encoder
 from .formats import (
     AUDIO_FORMATS,
     BY_EXTENSION,
@@ -62,27 +51,26 @@ from .formats import (
     MAX_SAMPLES,
     STDOUT,
     AudioFormat,
-    EncoderMissing,
-    FormatUnavailable,
+    check_available,
     check_fits,
     check_rate,
     extension_list,
     format_named,
     format_of,
+    writable_formats,
 )
-from .pcm import WRITE_BLOCK, mono, pcm16, prepare_audio, write_piece
+from .pcm import WRITE_BLOCK, mono, pcm16, prepare_audio
 from .pipes import StreamClosed, quiet_stdout, stdout_is_open, write_all
-from .streams import UNKNOWN_SIZE, StreamEncoder, StreamWriter, mp3_frame_length, streaming_wav_header
-
-_write_piece = write_piece  # app/book.py's name for pcm.write_piece (kept while it imports it from here)
+from .sndpieces import UNKNOWN_SIZE, mp3_frame_length, streaming_wav_header
+from .streams import StreamEncoder, StreamWriter
 
 __all__ = [  # this module's own names, then those it re-exports (callers may import them from here)
     "OutputTarget",
     "check_output",
     "encode",
     "write_audio",
-    "AAC_BITRATE",
     "encode_aac",
+    "AAC_BITRATE",
     "TEMPORARY_SUFFIX",
     "check_writable",
     "name_max",
@@ -184,25 +172,11 @@ def check_output(spec: str, format: str | None = None, sample_rate: int | None =
 
 
 def _write_blocks(f, audio, sample_rate: int, format: str, subtype: str) -> None:
-    import soundfile as sf
-
     a = mono(audio)
     fmt = format_of(format, subtype)
     check_rate(fmt, sample_rate)
     check_fits(fmt, len(a), sample_rate)
-    if fmt.encoder == "aac":
-        f.write(encode_aac(a, sample_rate, fmt))
-        return
-    if fmt.encoder == "g711":
-        from .g711 import encode_pcm16
-
-        for i in range(0, len(a), WRITE_BLOCK):
-            f.write(encode_pcm16(pcm16(a[i : i + WRITE_BLOCK]), fmt.subtype))
-        return
-    step = fmt.block or WRITE_BLOCK
-    with sf.SoundFile(f, "w", samplerate=int(sample_rate), channels=1, **fmt.sf_options()) as out:
-        for i in range(0, max(len(a), 1), step):
-            write_piece(out, fmt, a[i : i + step])
+    fmt.encoder.write(f, [a], sample_rate)
 
 
 def encode(audio, sample_rate: int, format: str = "WAV", subtype: str = "PCM_16") -> bytes:
@@ -210,6 +184,13 @@ def encode(audio, sample_rate: int, format: str = "WAV", subtype: str = "PCM_16"
     buf = io.BytesIO()
     _write_blocks(buf, audio, sample_rate, format, subtype)
     return buf.getvalue()
+
+
+def encode_aac(audio, sample_rate: int, fmt: AudioFormat | str = "aac") -> bytes:
+    """The bytes of a whole AAC file (ADTS for aac, MP4 for m4a) of mono float `audio`."""
+    fmt = fmt if isinstance(fmt, AudioFormat) else format_named(fmt)
+    check_available(fmt)
+    return encode(audio, sample_rate, fmt.sf_format, fmt.subtype)
 
 
 def write_audio(audio, sample_rate: int, target: OutputTarget, stdout: BinaryIO | None = None) -> None:

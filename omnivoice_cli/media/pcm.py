@@ -7,7 +7,6 @@ import io
 from typing import Any
 
 from ..engine.config import SAMPLE_RATE
-from .formats import AUDIO_FORMATS, AudioFormat
 
 
 def prepare_audio(audio: Any) -> Any:
@@ -37,16 +36,36 @@ def mono(audio):
     return a
 
 
-# The most samples a file of a format can hold (mono 16-bit), where its header sets a limit: a
-def write_piece(out, fmt: AudioFormat, audio) -> None:
-    """One block of float audio into a soundfile. 16-bit formats other than WAV / raw get the
-    WAV's own 16-bit samples (libsndfile's FLAC encoder rounds floats differently, by one step)."""
+def write_piece(out, audio, wav_samples: bool = False) -> None:
+    """One block of float audio into a soundfile; `wav_samples`: as the WAV's own 16-bit samples
+    (FLAC: libsndfile's FLAC encoder rounds floats differently, by one step)."""
     import numpy as np
 
     a = prepare_audio(audio)
-    if fmt.subtype == "PCM_16" and fmt.sf_format not in ("WAV", "RAW"):
+    if wav_samples:
         a = np.frombuffer(pcm16(a), dtype="<i2")
     out.write(a)
+
+
+RAW_PCM16: dict[str, str | float] = {"format": "RAW", "subtype": "PCM_16"}  # headerless s16le, libsndfile's
+
+
+def blocks_of(blocks, size: int):
+    """Float blocks of any sizes re-cut to `size` samples (the last one shorter), so what is
+    written does not depend on how the audio came in; a block is copied only to join a remainder."""
+    import numpy as np
+
+    carry = None
+    for block in blocks:
+        a = np.asarray(block)
+        if carry is not None and len(carry):
+            a = np.concatenate([carry, a.astype(np.float32, copy=False)])
+        whole = len(a) - len(a) % size
+        for i in range(0, whole, size):
+            yield a[i : i + size]
+        carry = a[whole:]
+    if carry is not None and len(carry):
+        yield carry
 
 
 def pcm16(audio) -> bytes:
@@ -55,11 +74,8 @@ def pcm16(audio) -> bytes:
     import soundfile as sf
 
     a = mono(audio)
-    fmt = AUDIO_FORMATS["raw"]
     buf = io.BytesIO()
-    with sf.SoundFile(
-        buf, "w", samplerate=SAMPLE_RATE, channels=1, **fmt.sf_options()
-    ) as out:  # the rate is not stored
+    with sf.SoundFile(buf, "w", samplerate=SAMPLE_RATE, channels=1, **RAW_PCM16) as out:  # the rate is not stored
         for i in range(0, max(len(a), 1), WRITE_BLOCK):
-            write_piece(out, fmt, a[i : i + WRITE_BLOCK])
+            write_piece(out, a[i : i + WRITE_BLOCK])
     return buf.getvalue()

@@ -41,9 +41,10 @@ from ..app.deliver import Outputs, Take, WriteFailed, deliver
 from ..app.speaker import USAGE_ERRORS, Speaker
 from ..engine.errors import InvalidRequest, OmniVoiceError, one_line
 from ..media.formats import AUDIO_FORMATS
-from ..media.loudness import LoudnessReport
+from ..media.leveller import LoudnessReport
 from ..media.output import check_output, format_named, writable_formats
-from ..media.player import Player, open_player
+from ..media.player import open_player
+from ..media.players import Player
 from .schema import languages_part, presets_part, settings_part, voice_design_part
 
 if TYPE_CHECKING:

@@ -24,7 +24,7 @@ from importlib.metadata import version
 from ..app import settings as st
 from ..app.speaker import DROPPED_PRESET_KEYS
 from ..engine.text import instruct_vocabulary, list_languages
-from ..media.output import FormatUnavailable, check_available, format_named
+from ..media.output import writable_formats
 from .config import ServeOptions
 from .errors import scrub
 from .speech import MODELS, RESPONSE_FORMATS, STREAM_FORMATS
@@ -103,13 +103,8 @@ def languages_part() -> list[dict[str, str]]:
 
 
 def speech_part(options: ServeOptions) -> Entry:
-    formats = []
-    for name, fmt in RESPONSE_FORMATS.items():
-        try:
-            check_available(format_named(fmt))
-        except FormatUnavailable:
-            continue
-        formats.append(name)
+    writable = set(writable_formats())
+    formats = [name for name, fmt in RESPONSE_FORMATS.items() if fmt.name in writable]
     return {"response_formats": formats, "stream_formats": list(STREAM_FORMATS), "models": list(MODELS)}
 
 

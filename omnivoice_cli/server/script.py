@@ -49,7 +49,7 @@ from ..engine.config import ModelConfig
 from ..engine.errors import one_line
 from ..engine.pipeline import plan_of
 from ..engine.tickets import Busy, Event, ServiceStopped, Ticket
-from ..media.output import AudioFormat, format_named
+from ..media.output import AudioFormat
 from ..media.tracks import join_with_gaps
 from .config import ServeOptions
 from .errors import bad_request, busy, from_engine
@@ -156,7 +156,7 @@ def parse_script(body: bytes, options: ServeOptions, speaker: Speaker | None = N
             raise bad_request(f"lines[{i}]: {one_line(e)}", "lines") from None
         built.append(b)
     check_length(lines, built, float(pause), tracks)
-    fmt = format_named(RESPONSE_FORMATS[name])
+    fmt = RESPONSE_FORMATS[name]
     rate_for(fmt, built[0].settings["sample_rate"])
     return ScriptBody(lines, built, float(pause), base, fmt, tracks)
 
@@ -296,4 +296,4 @@ async def script(request: Request) -> Response:
 
 
 def request_format(fmt: AudioFormat) -> str:
-    return next(n for n, f in RESPONSE_FORMATS.items() if f == fmt.name)
+    return next(n for n, f in RESPONSE_FORMATS.items() if f is fmt)

@@ -37,24 +37,15 @@ from ..engine.errors import InvalidRequest
 from ..engine.pipeline import Request
 from ..engine.stream.cut import StreamConfig
 from ..engine.text import check_text, unicode_problem
+from ..media.formats import served_formats
 from ..media.loudness import streaming_refused
-from ..media.output import AudioFormat, FormatUnavailable, check_available, check_rate, format_named
+from ..media.output import AudioFormat, FormatUnavailable, check_available, check_rate
 from .config import ServeOptions
 from .errors import ApiError, bad_request, request_field, scrub
 
 OPENAI_FIELDS = ("model", "input", "voice", "instructions", "response_format", "speed", "stream_format")
 SERVER_FIELDS = ("preset", "stream", "timestamps")
-RESPONSE_FORMATS = {
-    "mp3": "mp3",
-    "opus": "opus",
-    "aac": "aac",
-    "flac": "flac",
-    "wav": "wav",
-    "pcm": "raw",
-    "ogg": "ogg",
-    "mulaw": "mulaw",  # raw G.711 (telephony: with sample_rate 8000)
-    "alaw": "alaw",
-}
+RESPONSE_FORMATS = served_formats()  # response_format -> format: OpenAI's six, then ogg, mulaw, alaw (the table's)
 MODELS = ("omnivoice", "tts-1", "tts-1-hd", "gpt-4o-mini-tts")  # accepted names of the model (no preset)
 STREAM_FORMATS = ("audio", "sse")
 REQUEST = st.Source("request")
@@ -193,7 +184,7 @@ def check_unicode(data: dict) -> None:
 
 def _format(data: dict) -> tuple[str, AudioFormat]:
     name = _choice(data, "response_format", tuple(RESPONSE_FORMATS), "mp3")
-    fmt = format_named(RESPONSE_FORMATS[name])
+    fmt = RESPONSE_FORMATS[name]
     try:
         check_available(fmt)
     except (FormatUnavailable, InvalidRequest) as e:  # InvalidRequest: output.EncoderMissing (aac)
@@ -203,7 +194,7 @@ def _format(data: dict) -> tuple[str, AudioFormat]:
 
 # Formats whose streamed form is a lesser file (a WAV's unknown-size header: `soxi` reads 24 h 51 min):
 # sent whole, with their real sizes, unless the request asks for a stream.
-WHOLE_BY_DEFAULT = frozenset({"wav"})
+WHOLE_BY_DEFAULT = frozenset(f.name for f in RESPONSE_FORMATS.values() if f.encoder.header_sizes)
 
 
 def _streaming(data: dict, fmt: AudioFormat) -> tuple[bool, bool]:
@@ -214,7 +205,7 @@ def _streaming(data: dict, fmt: AudioFormat) -> tuple[bool, bool]:
     if sse and stream is False:
         raise bad_request("field 'stream' is false but stream_format 'sse' streams: leave one out", "stream")
     if sse and not fmt.streams:
-        streamable = st.or_list(n for n, f in RESPONSE_FORMATS.items() if format_named(f).streams)
+        streamable = st.or_list(n for n, f in RESPONSE_FORMATS.items() if f.streams)
         raise bad_request(
             f"field 'stream_format' 'sse' needs a format that streams ({streamable}), not {fmt.name}", "stream_format"
         )
