@@ -114,3 +114,22 @@ def test_int8_packing_falls_back_to_onednn_where_the_layout_differs(monkeypatch)
         int8pack._packed_bytes(int8pack.prepack_int8(again)),
         int8pack._packed_bytes(torch.ops.onednn.qlinear_prepack(again, None)),
     )
+
+
+@pytest.mark.parametrize("half", [127, 63])
+def test_activation_codes_are_the_rounded_scaled_inputs_shifted_to_the_zero_point(half):
+    g = torch.Generator().manual_seed(half)
+    ties = torch.arange(-2 * half, 2 * half + 1, dtype=torch.float32) / 2  # every half step: ties both ways
+    for x in (ties, torch.randn(37, 300, generator=g) * 3, -torch.rand(5, 64, generator=g)):
+        codes, scale = int8pack.quantize_activations(x, half)
+        assert codes.dtype == torch.uint8 and codes.shape == x.shape
+        assert scale == x.abs().max().item() / half
+        want = torch.round(x * (1.0 / scale)) + half + 1  # torch.round: ties to even
+        assert torch.equal(codes.float(), want) and codes.min() >= 1 and codes.max() <= 2 * half + 1
+    assert torch.equal(codes_at_ties(half)[:4], torch.tensor([1, 2, 2, 2], dtype=torch.uint8))
+
+
+def codes_at_ties(half: int) -> torch.Tensor:
+    """The codes of -half, -half + 0.5, -half + 1, -half + 1.5 (scale 1): ties go to the even code."""
+    x = torch.tensor([-half, -half + 0.5, -half + 1, -half + 1.5] + [half], dtype=torch.float32)
+    return int8pack.quantize_activations(x, half)[0]
