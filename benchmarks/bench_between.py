@@ -2,8 +2,8 @@
 """The work between the products, change by change: whole forwards (with the heads) of the 9 s
 sentence's 523 positions on the full-size checkpoint, in one process, one load, the variants
 alternating (A, B, C, D, A, B, ...); each variant's median and its time against "before", pair by
-pair. Variants: the attention (grouped_attention's batched products, or the fused
-scaled-dot-product kernel: `flash`) and, on the int8 path, the activations' quantisation (the
+pair. Variants: the attention (grouped_attention's batched products, or torch's fused
+scaled-dot-product kernel in the same dtype: `flash`, measured and not kept) and, on the int8 path, the activations' quantisation (the
 four-pass form it replaced, or int8pack's three passes: `quant`).
 
     python benchmarks/bench_between.py [--ckpt DIR] [--quantize int8 | --dtype bfloat16]
@@ -40,8 +40,9 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
     import torch
+    import torch.nn.functional as F
 
-    from omnivoice_cli.engine import int8pack, linears
+    from omnivoice_cli.engine import backbone, int8pack, linears
     from omnivoice_cli.engine.generation import pack
     from omnivoice_cli.engine.pipeline import Engine, Request
 
@@ -50,14 +51,19 @@ def main() -> int:
     engine = Engine.load(str(args.ckpt or H.default_ckpt()), device="cpu", dtype=args.dtype, **kw)
     job = engine.prepare(Request(text=H.SENTENCE_9S, lang="en"))
     batch, [(c, _)] = pack([job], "cpu")
-    attns = [layer.self_attn for layer in engine.model.llm.layers]
+    grouped = backbone.grouped_attention
+
+    def fused(q, k, v, dtype):  # grouped_attention's inputs and result, through the fused kernel
+        return F.scaled_dot_product_attention(q[None].to(dtype), k[None].to(dtype), v[None].to(dtype), enable_gqa=True)[
+            0
+        ]
+
     variants = {"before": (False, four_passes), "flash": (True, four_passes)}
     if args.quantize:
         variants |= {"quant": (False, int8pack.quantize_activations), "both": (True, int8pack.quantize_activations)}
 
     def forward(flash, quantize):
-        for a in attns:
-            a.flash = flash
+        backbone.grouped_attention = fused if flash else grouped
         linears.quantize_activations = quantize
         t = time.perf_counter()
         engine.model.heads(engine.model(batch)[c : c + job.canvas.target_len])

@@ -290,27 +290,6 @@ def test_int8_engine_fuses_and_stays_close(fp32_logits):
     assert 0 < rel < 0.1
 
 
-@pytest.mark.slow
-@needs_onednn_bf16
-@pytest.mark.parametrize("path", [{"dtype": "bfloat16"}, {"quantize": "int8"}])
-def test_the_narrow_attention_fused_or_grouped_gives_the_same_logits(path, fp32_logits):
-    engine = Engine.load(str(TINY), device="cpu", **path)
-    attns = [layer.self_attn for layer in engine.model.llm.layers]
-    if attns[0].math_dtype is None:
-        pytest.skip("int8 keeps fp32 attention where the CPU has no native bf16")
-    assert linears.flash_attention() == (cpu.cpu_class() != "amx")  # the fused kernel but on AMX (measured)
-    assert {a.flash for a in attns} == {linears.flash_attention()}
-    logits = {}
-    for flash in (True, False):
-        for a in attns:
-            a.flash = flash
-        logits[flash] = _step0_logits(engine)
-    assert not torch.equal(logits[True], logits[False])  # two computations
-    assert ((logits[True] - logits[False]).norm() / logits[False].norm()).item() < 2e-2
-    for got in logits.values():  # both as close to fp32 as the path is
-        assert ((got - fp32_logits).norm() / fp32_logits.norm()).item() < 0.1
-
-
 @needs_fbgemm
 def test_fbgemm_is_fbgemm_whatever_the_engine(monkeypatch):
     """FbgemmInt8Linear packs for FBGEMM even where torch's default engine ("x86") would pack for

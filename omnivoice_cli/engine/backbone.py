@@ -151,7 +151,6 @@ class Attention(nn.Module):
         self.out_dtype: torch.dtype | None = (
             None  # the output's dtype; None: q's (the int8 path asks for fp32, what its products read)
         )
-        self.flash = False  # with math_dtype: scaled_dot_product_attention in it (CPUs where it beats grouped)
 
     def qkv(self, x: torch.Tensor):
         """x [N, H] -> q [N, h * D], k and v [N, kv * D] (views of one product when fused)."""
@@ -181,7 +180,7 @@ class Attention(nn.Module):
             kr, vr = k[:, s], v[:, s]
             if prompts and prompts[row] is not None:
                 kr, vr = prompts[row].keys_values(layer, kr, vr)
-            if self.math_dtype is not None and not self.flash:
+            if self.math_dtype is not None:
                 o = grouped_attention(q[:, s], kr, vr, self.math_dtype)
             else:
                 o = F.scaled_dot_product_attention(

@@ -416,8 +416,7 @@ def quantize_int8(model: OmniVoiceModel, make: "Make | None" = None) -> int:
     bf16 = use_bf16_heads()
     if bf16:
         _heads_to_bf16(model)
-    # fp32 output: quantised at once
-    narrow.install(model, torch.bfloat16 if bf16 else torch.float32, output=torch.float32, flash=flash_attention())
+    narrow.install(model, torch.bfloat16 if bf16 else torch.float32, output=torch.float32)  # fp32: quantised at once
     return n
 
 
@@ -435,16 +434,6 @@ def use_bf16_heads() -> bool:
     return cpu.has_native_bf16() and cpu.bf16_runs() and onednn_linear_available()
 
 
-def flash_attention() -> bool:
-    """Whether the narrow paths' bf16 attention runs torch's fused scaled-dot-product kernel rather
-    than grouped_attention's batched products: everywhere but AMX. Measured in bf16, 16 query and 8
-    key/value heads of 128, alternated in one process: AMX (Xeon, 2026-12-02) the fused kernel 4.8 ms
-    against 4.2 ms at 292 positions; AVX-512 BF16 (Zen 4, 2 threads, loaded, 2026-12-06) it is the
-    faster, 0.66x grouped's time at 292 positions and 0.92x at 523 (medians of 21 pairs), with
-    half grouped's error against float64 (2.2e-3 against 4.3e-3)."""
-    return cpu.cpu_class() != "amx"
-
-
 def _to_bf16(param: nn.Parameter) -> nn.Parameter:
     """A bf16 copy of a parameter; the fp32 one's mapped pages released."""
     out = nn.Parameter(param.detach().to(torch.bfloat16), requires_grad=False)
@@ -460,9 +449,7 @@ def to_bfloat16(model: OmniVoiceModel) -> int:
     converted."""
 
     n = convert_layers(model, BF16Linear)
-    narrow.install(
-        model, torch.bfloat16, flash=flash_attention()
-    )  # first: the q/k norms' weights are folded into RoPE in fp32
+    narrow.install(model, torch.bfloat16)  # first: the q/k norms' weights are folded into RoPE in fp32
     for m in model.modules():
         if isinstance(m, narrow.RMSNorm) and m.weight.dtype != torch.bfloat16:
             m.weight = _to_bf16(m.weight)

@@ -17,8 +17,7 @@ reference's tokens, never uses it.
   half products accumulated into the scaled copy (`addcmul_`), no rotated copy; q, k and v come out
   dense [heads, N, D] in the attention's dtype, the layout its batched products read without a
   copy.
-- Attention: backbone.grouped_attention (two batched products and a softmax in bf16), or where
-  it is the faster (linears.flash_attention) torch's fused scaled-dot-product kernel in bf16; on the
+- Attention: backbone.grouped_attention (two batched products and a softmax in bf16); on the
   int8 path its result is written in fp32 (`Attention.out_dtype`), what o_proj's quantisation reads.
 - The residual adds and the MLP's SiLU and gate product run in the epilogues of the products
   (`KernelLinear.add`, `KernelLinear.gated`: oneDNN post-ops), with no pass of their own.
@@ -128,15 +127,11 @@ def attention_output_and_mlp(layer: DecoderLayer, h: torch.Tensor, attn: torch.T
     return m.down_proj.add(gated, h)  # type: ignore[operator]
 
 
-def install(
-    model: OmniVoiceModel, attention: torch.dtype, output: torch.dtype | None = None, flash: bool = False
-) -> None:
+def install(model: OmniVoiceModel, attention: torch.dtype, output: torch.dtype | None = None) -> None:
     """Switch a converted body (linears.convert_layers) to this layer forward and its norms to
-    LeanRMSNorm. Attention: grouped_attention in bf16, or with `flash` scaled_dot_product_attention
-    in bf16 (torch's fused CPU kernel, the grouped heads read as they are: where it is the faster,
-    linears.flash_attention); scaled_dot_product_attention when `attention` is float32 (it beats
-    the batched products in fp32). `output`: the dtype the attention's result is written in
-    (default the attention's), the one o_proj reads."""
+    LeanRMSNorm. Attention: grouped_attention in bf16; scaled_dot_product_attention when
+    `attention` is float32 (it beats the batched products in fp32). `output`: the dtype the
+    attention's result is written in (default the attention's), the one o_proj reads."""
     for module in model.modules():
         if type(module) is RMSNorm:
             module.__class__ = LeanRMSNorm
@@ -145,6 +140,5 @@ def install(
             norm.rope_weights = rope_weights(norm.weight)  # [2, 1, D]: its weight folded into RoPE
         layer.self_attn.math_dtype = None if attention == torch.float32 else attention
         layer.self_attn.out_dtype = output
-        layer.self_attn.flash = flash
     model._halves = (attention_inputs, attention_output_and_mlp)
     model._rope = stacked_rope
