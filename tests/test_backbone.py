@@ -14,12 +14,12 @@ from torch import nn
 
 from omnivoice_cli.engine import memory
 from omnivoice_cli.engine.hardware import Hardware
+from omnivoice_cli.engine.int8pack import int8_weight
 from omnivoice_cli.engine.linears import (
     Int8Linear,
     LegacyInt8Linear,
     OneDNNLinear,
     int8_kind,
-    int8_weight,
     onednn_linear_available,
     quantize_int8,
     use_onednn_linears,

@@ -13,7 +13,7 @@ import pytest
 import torch
 from conftest import TINY_CKPT
 
-from omnivoice_cli.engine import cpu, linears, weightcache
+from omnivoice_cli.engine import cpu, int8pack, weightcache
 from omnivoice_cli.engine.config import GenerationConfig
 from omnivoice_cli.engine.generation import pack
 from omnivoice_cli.engine.hardware import Hardware
@@ -62,7 +62,7 @@ def _no_coding(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("coded a weight: the cache was not read")
 
-    monkeypatch.setattr(linears, "int8_codes", refuse)
+    monkeypatch.setattr(int8pack, "int8_codes", refuse)
 
 
 def _files(folder):

@@ -1,7 +1,7 @@
 """The weight cache: the int8 body's coded weights kept on disk, so that coding is paid once.
 
 `--quantize int8` codes every linear of the body (int8 codes per output channel, their scales and
-row sums: linears.int8_codes). The packed weights themselves are oneDNN's opaque tensors, in a
+row sums: int8pack.int8_codes). The packed weights themselves are oneDNN's opaque tensors, in a
 layout of this CPU's instruction set, so what is kept is the codes, scales and sums: a second load
 reads them memory-mapped and only packs them (a copy), never touching the fp32 weights.
 
@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # torch only when a body is converted: `cache list` needs non
 
     from .linears import KernelLinear, Make
 
-FORMAT = "1"  # the codes' layout and coding (linears.int8_codes); a change of either bumps it
+FORMAT = "1"  # the codes' layout and coding (int8pack.int8_codes); a change of either bumps it
 CAP_BYTES = 4 << 30  # the folder's bound: the least recently used files go past it
 ENV = "OMNIVOICE_WEIGHT_CACHE"
 _SUFFIX = ".safetensors"
@@ -269,7 +269,7 @@ def int8_maker(
     """For quantize_int8: (make, done). A hit: make packs the cached codes; a miss: make codes the
     weights and writes them to a new cache file, done(ok) finishes it. (None, no-op) where the
     cache is off or its folder cannot be written."""
-    from .linears import int8_codes
+    from .int8pack import int8_codes
 
     folder = cache_dir()
     if folder is None or not hasattr(kind, "from_codes"):
