@@ -27,7 +27,8 @@ def main():
 
     from omnivoice_cli.engine.config import GenerationConfig
     from omnivoice_cli.engine.hardware import Hardware
-    from omnivoice_cli.engine.pipeline import Engine, Request
+    from omnivoice_cli.engine.pipeline import Engine
+    from omnivoice_cli.engine.planning import Request
 
     torch.set_num_threads(args.threads)
     force_int8_kernel(args.int8_kernel)
@@ -35,7 +36,7 @@ def main():
     kw = {}
     preset = {}
     if args.preset:
-        from omnivoice_cli.app.settings import find_preset
+        from omnivoice_cli.app.presets import find_preset
 
         preset = find_preset(args.preset).settings
         args.quantize = preset.get("quantize", args.quantize)

@@ -59,7 +59,8 @@ def main() -> None:
     if args.tts_ckpt is not None:
         from omnivoice_cli.engine.config import GenerationConfig
         from omnivoice_cli.engine.hardware import Hardware
-        from omnivoice_cli.engine.pipeline import Engine, Request
+        from omnivoice_cli.engine.pipeline import Engine
+        from omnivoice_cli.engine.planning import Request
 
         engine = Engine.load(str(args.tts_ckpt), Hardware(device="cpu"))
         for steps in args.steps:

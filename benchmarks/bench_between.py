@@ -44,7 +44,8 @@ def main() -> int:
 
     from omnivoice_cli.engine import backbone, int8pack, linears
     from omnivoice_cli.engine.generation import pack
-    from omnivoice_cli.engine.pipeline import Engine, Request
+    from omnivoice_cli.engine.pipeline import Engine
+    from omnivoice_cli.engine.planning import Request
 
     torch.set_num_threads(args.threads)
     kw = {"quantize": args.quantize} if args.quantize else {}

@@ -34,7 +34,8 @@ def main() -> int:
 
     from omnivoice_cli.engine.config import GenerationConfig
     from omnivoice_cli.engine.hardware import Hardware
-    from omnivoice_cli.engine.pipeline import Engine, Request
+    from omnivoice_cli.engine.pipeline import Engine
+    from omnivoice_cli.engine.planning import Request
 
     ckpt = args.ckpt or H.default_ckpt()
     torch.set_num_threads(args.threads)

@@ -45,7 +45,8 @@ def main() -> int:
 
     from omnivoice_cli.engine.generation import pack
     from omnivoice_cli.engine.hardware import Hardware
-    from omnivoice_cli.engine.pipeline import Engine, Request
+    from omnivoice_cli.engine.pipeline import Engine
+    from omnivoice_cli.engine.planning import Request
 
     torch.set_num_threads(args.threads)
     H.force_int8_kernel(args.int8_kernel)

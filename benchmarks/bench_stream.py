@@ -44,7 +44,8 @@ def child(args) -> None:
 
     from omnivoice_cli.engine.config import GenerationConfig
     from omnivoice_cli.engine.hardware import Hardware
-    from omnivoice_cli.engine.pipeline import Engine, Request
+    from omnivoice_cli.engine.pipeline import Engine
+    from omnivoice_cli.engine.planning import Request
 
     torch.set_num_threads(args.threads)
     engine = Engine.load(str(args.ckpt), Hardware(device=args.device, dtype=args.dtype))
@@ -82,10 +83,12 @@ def reply(args) -> int:
     engine loaded as `serve --preset fast --quantize int8 --threads N` loads it."""
     from _reply import run_say_stream, run_socket
 
-    from omnivoice_cli.app import settings as st
+    pass
+    from omnivoice_cli.app.layers import FLAG_SOURCE, resolve
     from omnivoice_cli.app.presets import find_preset
-    from omnivoice_cli.app.session import Hardware, Session
+    from omnivoice_cli.app.session import Session
     from omnivoice_cli.app.speaker import Speaker
+    from omnivoice_cli.engine.hardware import Hardware
     from omnivoice_cli.engine.stream.cut import StreamConfig
     from omnivoice_cli.server.config import ServeOptions
     from omnivoice_cli.server.speech import speaker_options
@@ -93,8 +96,8 @@ def reply(args) -> int:
     preset = find_preset("fast")
     flags = {"model": str(args.ckpt), "quantize": "int8", "threads": args.threads, "num_step": args.num_step}
     flags["device"] = args.device
-    layers = ((preset.origin, preset.settings), (st.FLAG_SOURCE, flags))
-    resolved = st.resolve(*layers)
+    layers = ((preset.origin, preset.settings), (FLAG_SOURCE, flags))
+    resolved = resolve(*layers)
     engine, load_seconds = Session().load_engine(Hardware.from_settings(resolved.values))
     served = speaker_options(dataclasses.replace(ServeOptions(), layers=layers))
     speaker = Speaker(served, load=lambda: None)  # builds requests only

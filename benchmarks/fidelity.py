@@ -144,7 +144,7 @@ def cache_per_step(ckpt: Path, req, steps: int, prompt_every: int, uncond_every:
 
 def main_cache(args) -> None:
     """--step-cache: the per-step table of cache_per_step, tiny fixture cases and the full size."""
-    from omnivoice_cli.engine.pipeline import Request
+    from omnivoice_cli.engine.planning import Request
 
     sys.path.insert(0, str(Path(__file__).parent))
     import _harness as H
@@ -194,7 +194,7 @@ def main_cache(args) -> None:
 
 
 def main() -> None:
-    from omnivoice_cli.engine.pipeline import Request
+    from omnivoice_cli.engine.planning import Request
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--full", type=Path, default=None)

@@ -103,7 +103,7 @@ class FakeEngine:
         return vmod.VoicePrompt(codes, add_punctuation(ref_text), prepared.rms, prepared.warnings)
 
     def generate(self, requests, on_step=None, on_result=None, on_error=None, **kw):
-        from omnivoice_cli.engine.pipeline import Result
+        from omnivoice_cli.engine.planning import Result
 
         out = []
         for index, req in enumerate(requests):

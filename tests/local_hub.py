@@ -72,6 +72,7 @@ def main() -> None:
     os.environ.update(OMNIVOICE_HOME=f"{tmp}/home", HF_HUB_DISABLE_TELEMETRY="1")
     os.environ.pop("HF_HUB_OFFLINE", None)
     from omnivoice_cli.engine import hub
+    from omnivoice_cli.engine.errors import ModelUnavailable
 
     report: dict = {"notices": [], "progress": []}
     path = hub.download(
@@ -88,14 +89,14 @@ def main() -> None:
     report["models"] = [[m.repo_id, m.size_bytes, m.complete] for m in hub.cached_models()]
     try:
         hub.download("owner/gone")
-    except hub.ModelUnavailable as e:
+    except ModelUnavailable as e:
         report["gone"] = str(e)
     server.shutdown()
     server.server_close()
     os.environ["HF_HUB_CACHE"] = f"{tmp}/other"
     try:
         hub.download(REPO)
-    except hub.ModelUnavailable as e:
+    except ModelUnavailable as e:
         report["down"] = str(e)
     json.dump(report, sys.stdout)
 

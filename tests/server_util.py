@@ -25,10 +25,11 @@ def free_port() -> int:
 @contextmanager
 def running_server(engine, **options):
     """Yield (url, server, state): the app over `engine` (already loaded) on a free port."""
-    from omnivoice_cli.app import settings as st
-    from omnivoice_cli.server.app import ServerState
+    pass
+    from omnivoice_cli.app.layers import FLAG_SOURCE
     from omnivoice_cli.server.config import ServeOptions, load_voice_map
     from omnivoice_cli.server.run import make_server
+    from omnivoice_cli.server.state import ServerState
 
     base = ServeOptions(
         host="127.0.0.1",
@@ -36,7 +37,7 @@ def running_server(engine, **options):
         voice_map=load_voice_map(),
         model=str(TINY_CKPT),
         quiet=True,
-        layers=((st.FLAG_SOURCE, {"num_step": 4}),),
+        layers=((FLAG_SOURCE, {"num_step": 4}),),
     )
     state = ServerState(replace(base, **options), load=lambda: engine)
     server = make_server(state)

@@ -14,8 +14,11 @@ import pytest
 from conftest import files_in
 
 from omnivoice_cli.engine.errors import InvalidRequest, OmniVoiceError
-from omnivoice_cli.media import encoders, output
-from omnivoice_cli.media.output import AUDIO_FORMATS, EncoderMissing, check_output, encode, encode_aac, write_audio
+from omnivoice_cli.media import encoders
+from omnivoice_cli.media.encoders import EncoderMissing, aac_encoder
+from omnivoice_cli.media.formats import AUDIO_FORMATS, writable_formats
+from omnivoice_cli.media.output import check_output, encode, encode_aac, write_audio
+from omnivoice_cli.media.streams import StreamEncoder
 
 SR = 24000
 
@@ -56,7 +59,7 @@ def check_decodes(data: bytes, source: np.ndarray, container: str) -> None:
 @pytest.fixture
 def pyav():
     pytest.importorskip("av")
-    assert output.aac_encoder() == "pyav"
+    assert aac_encoder() == "pyav"
 
 
 @pytest.mark.parametrize("name,container,head", [("x.aac", "aac", b"\xff\xf1"), ("x.m4a", "mp4", b"ftyp")])
@@ -76,15 +79,15 @@ def test_the_aac_formats(pyav):
     aac, m4a = AUDIO_FORMATS["aac"], AUDIO_FORMATS["m4a"]
     assert (aac.extension, aac.mime, m4a.extension, m4a.mime) == (".aac", "audio/aac", ".m4a", "audio/mp4")
     assert not aac.streams and not m4a.streams and aac.lossy and m4a.lossy  # sent whole, like flac
-    assert {"aac", "m4a"} <= set(output.writable_formats())
+    assert {"aac", "m4a"} <= set(writable_formats())
     assert check_output("-", "aac").audio_format is aac
     with pytest.raises(InvalidRequest, match="cannot be streamed"):
-        output.StreamEncoder("aac", SR)
+        StreamEncoder("aac", SR)
 
 
 def test_without_an_encoder_aac_is_a_usage_error_naming_what_to_install(tmp_path, monkeypatch, invoke, fake_engine):
     monkeypatch.setattr(encoders, "aac_encoder", lambda: None)
-    assert "aac" not in output.writable_formats() and "m4a" not in output.writable_formats()
+    assert "aac" not in writable_formats() and "m4a" not in writable_formats()
     for name in ("x.aac", "x.m4a"):
         with pytest.raises(
             EncoderMissing,
@@ -118,18 +121,18 @@ def _fake_ffmpeg(folder, script: str):
 def test_ffmpeg_on_path_is_the_fallback_and_its_failure_is_clear(tmp_path, monkeypatch):
     monkeypatch.setattr(encoders, "_pyav_has_aac", lambda: False)
     monkeypatch.setenv("PATH", str(_fake_ffmpeg(tmp_path / "bin", "echo 'Unknown encoder aac' >&2; exit 1\n")))
-    assert output.aac_encoder() == "ffmpeg"
+    assert aac_encoder() == "ffmpeg"
     with pytest.raises(OmniVoiceError, match=r"ffmpeg could not encode AAC \(exit 1\): Unknown encoder aac"):
         encode_aac(speechlike(0.2), SR, "aac")
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    assert output.aac_encoder() is None
+    assert aac_encoder() is None
 
 
 @pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="no ffmpeg on PATH")
 @pytest.mark.parametrize("fmt,container", [("aac", "aac"), ("m4a", "mp4")])
 def test_a_real_ffmpeg_encodes_what_decodes_back(monkeypatch, fmt, container):
     monkeypatch.setattr(encoders, "_pyav_has_aac", lambda: False)
-    assert output.aac_encoder() == "ffmpeg"
+    assert aac_encoder() == "ffmpeg"
     a = speechlike()
     check_decodes(encode_aac(a, SR, fmt), a, container)
 

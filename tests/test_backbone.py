@@ -202,7 +202,7 @@ def test_engine_picks_the_cpu_linear_paths():
 def test_int8_engine_logits_stay_close_to_fp32():
     """Reported, not tight: on the tiny random checkpoint the step-0 logits move by a few percent."""
     from omnivoice_cli.engine.generation import pack
-    from omnivoice_cli.engine.pipeline import Request
+    from omnivoice_cli.engine.planning import Request
 
     out = []
     for q in (None, "int8"):

@@ -22,8 +22,9 @@ import soundfile as sf
 from conftest import ROOT, TINY_CKPT, error_line, files_in
 
 import omnivoice_cli.media.output as omnivoice_output
-from omnivoice_cli.app import settings as st
 from omnivoice_cli.app.manifest import MANIFEST
+from omnivoice_cli.app.schema import DEFAULT_MODEL
+from omnivoice_cli.app.setting import flag_name
 
 MAIN = [sys.executable, "-c", "from omnivoice_cli.cli import main; main()"]  # the `omnivoice` script
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -181,7 +182,7 @@ def test_preset_sets_device_dtype_and_format(invoke, fake_engine, tmp_path, home
     out = tmp_path / "out"
     r = invoke("batch", src, "-o", out, "--preset", preset, "-q")
     assert r.exit_code == 0, r.stderr
-    assert fake_engine.loads == [{"model": st.DEFAULT_MODEL, "device": "cpu", "dtype": "bfloat16"}]
+    assert fake_engine.loads == [{"model": DEFAULT_MODEL, "device": "cpu", "dtype": "bfloat16"}]
     # line 2's preset (fast) does not set format: the default applies to it
     assert files_in(out) == ["0001.flac", "0002.wav", MANIFEST]
     assert by_line(out)[2]["settings"]["device"] == "cpu"  # per run
@@ -194,7 +195,7 @@ def test_line_preset_leaves_the_hardware_to_the_run(invoke, fake_engine, tmp_pat
     r = invoke("batch", src, "-o", tmp_path / "out", "--device", "cpu", "-q")
     assert r.exit_code == 0, r.stderr
     assert files_in(tmp_path / "out") == ["0001.wav", "0002.wav", MANIFEST]
-    assert fake_engine.loads == [{"model": st.DEFAULT_MODEL, "device": "cpu", "dtype": "auto"}]
+    assert fake_engine.loads == [{"model": DEFAULT_MODEL, "device": "cpu", "dtype": "auto"}]
     assert [q.generation.num_step for q in fake_engine.requests] == [32, 4]  # the line's preset, on the run's CPU
 
 
@@ -660,7 +661,7 @@ def test_an_executor_needs_only_the_public_seam(tmp_path, home):
     needs nothing of the face (a bare session.Session: messages to a list, no bars)."""
     from omnivoice_cli.app.batch import BatchRun
     from omnivoice_cli.app.session import Session
-    from omnivoice_cli.engine.pipeline import Result
+    from omnivoice_cli.engine.planning import Result
 
     class Halves:  # line 1 spoken, line 2 failed, by no engine
         def speak(self, run, pending, signals):
@@ -733,7 +734,7 @@ def setting_args(settings: dict) -> list:
     args = []
     for key in ("lang", "instruct", "num_step", "guidance_scale", "t_shift", "position_temperature", "seed"):
         if settings.get(key) is not None:
-            args += [st.flag_name(key), settings[key]]
+            args += [flag_name(key), settings[key]]
     return args
 
 
@@ -886,7 +887,7 @@ def test_batch_clones_a_voice_like_the_engine(invoke, loaded, tiny_engine, tmp_p
     import shutil
 
     from omnivoice_cli.engine.config import GenerationConfig
-    from omnivoice_cli.engine.pipeline import Request
+    from omnivoice_cli.engine.planning import Request
     from omnivoice_cli.media.output import encode
 
     voice_mod = pytest.importorskip("omnivoice_cli.engine.voice")

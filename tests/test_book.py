@@ -673,8 +673,9 @@ def test_ctrl_c_while_the_m4b_is_written_leaves_no_file(invoke, fake_engine, epu
     """A stop while the book is encoded: no .m4b and no temporary file; the next run writes it
     from the parts it kept."""
     import omnivoice_cli.app.bookassembly as assembly
+    from omnivoice_cli.app.bookaudio import stream as stream_
 
-    stream = assembly.stream
+    stream = stream_
     blocks = {"n": 0}
 
     def interrupted(layout, signals):

@@ -21,7 +21,9 @@ from conftest import GOLDEN, ROOT, TINY_CKPT, error_line, files_in
 from safetensors.numpy import load_file
 
 import omnivoice_cli.media.output as omnivoice_output
-from omnivoice_cli.app import settings as st
+from omnivoice_cli.app.layers import resolve_settings
+from omnivoice_cli.app.schema import DEFAULT_MODEL, GENERATION_DEFAULTS
+from omnivoice_cli.app.setting import SettingsError
 
 TEXT = "Hello world, this is a small test of the speech oracle."
 MAIN = [sys.executable, "-c", "from omnivoice_cli.cli import main; main()"]  # the `omnivoice` script
@@ -109,23 +111,23 @@ def test_defaults_match_the_engine():
     from omnivoice_cli.engine.config import GenerationConfig
 
     g = GenerationConfig()
-    for key, value in st.GENERATION_DEFAULTS.items():
+    for key, value in GENERATION_DEFAULTS.items():
         assert getattr(g, key) == value, key
-    assert set(st.GENERATION_DEFAULTS) <= set(GenerationConfig.field_names())
+    assert set(GENERATION_DEFAULTS) <= set(GenerationConfig.field_names())
 
 
 def test_default_model_matches_the_engine():
     hub = pytest.importorskip("omnivoice_cli.engine.hub")
-    assert st.DEFAULT_MODEL == hub.DEFAULT_MODEL
+    assert DEFAULT_MODEL == hub.DEFAULT_MODEL
 
 
 def test_resolve_settings_layers():
     defaults = {"a": 1, "b": 2, "c": 3, "d": None}
-    s = st.resolve_settings(defaults, {"b": 20, "c": 30}, {"c": 300, "a": None, "d": "x"})
+    s = resolve_settings(defaults, {"b": 20, "c": 30}, {"c": 300, "a": None, "d": "x"})
     assert s == {"a": 1, "b": 20, "c": 300, "d": "x"}
-    assert st.resolve_settings(defaults, None, {}) == defaults
-    with pytest.raises(st.SettingsError, match="unknown setting 'bogus'"):
-        st.resolve_settings(defaults, {"bogus": 1}, {})
+    assert resolve_settings(defaults, None, {}) == defaults
+    with pytest.raises(SettingsError, match="unknown setting 'bogus'"):
+        resolve_settings(defaults, {"bogus": 1}, {})
 
 
 # ------------------------------------------------------------------------------------ say (fake engine)
@@ -159,7 +161,7 @@ def test_defaults_map_to_request(invoke, fake_engine, tmp_path):
 
     r = invoke("say", "Hello", "-o", tmp_path / "x.wav")
     assert r.exit_code == 0, r.stderr
-    assert fake_engine.loads == [{"model": st.DEFAULT_MODEL, "device": "auto", "dtype": "auto"}]
+    assert fake_engine.loads == [{"model": DEFAULT_MODEL, "device": "auto", "dtype": "auto"}]
     [req] = fake_engine.requests
     assert (req.text, req.lang, req.instruct, req.speed, req.duration) == ("Hello", None, None, None, None)
     assert req.generation == GenerationConfig()
@@ -303,9 +305,9 @@ def test_speed_flags_reach_the_loader(invoke, fake_engine, tmp_path):
     r = invoke("say", "Hi", "-o", tmp_path / "c.wav", "-q", "--quantize", "none", "--no-compile", "--json")
     assert r.exit_code == 0, r.stderr
     assert fake_engine.loads == [
-        {"model": st.DEFAULT_MODEL, "device": "cpu", "dtype": "auto", "threads": 3, "quantize": "int8"},
-        {"model": st.DEFAULT_MODEL, "device": "auto", "dtype": "auto", "compile": True},
-        {"model": st.DEFAULT_MODEL, "device": "auto", "dtype": "auto"},
+        {"model": DEFAULT_MODEL, "device": "cpu", "dtype": "auto", "threads": 3, "quantize": "int8"},
+        {"model": DEFAULT_MODEL, "device": "auto", "dtype": "auto", "compile": True},
+        {"model": DEFAULT_MODEL, "device": "auto", "dtype": "auto"},
     ]
     settings = json.loads(r.stdout)["settings"]
     assert (settings["quantize"], settings["compile"], settings["threads"]) == ("none", False, None)
@@ -385,7 +387,7 @@ def test_json_report_on_stdout(invoke, fake_engine, tmp_path):
     assert report["audio_seconds"] == 1.0 and report["seed"] == 5 and report["sample_rate"] == 24000
     assert report["seconds"] >= 0 and report["rtf"] >= 0
     assert report["settings"]["num_step"] == 8 and report["settings"]["seed"] == 5
-    assert report["settings"]["model"] == st.DEFAULT_MODEL
+    assert report["settings"]["model"] == DEFAULT_MODEL
     assert "RTF" not in r.stderr  # the report replaces the summary line
 
 

@@ -14,7 +14,8 @@ import torch
 
 from omnivoice_cli.engine import cpu, linears, loading
 from omnivoice_cli.engine.hardware import Hardware
-from omnivoice_cli.engine.pipeline import Engine, Request
+from omnivoice_cli.engine.pipeline import Engine
+from omnivoice_cli.engine.planning import Request
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "tests" / "fixtures" / "tiny" / "ckpt"

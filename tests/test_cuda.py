@@ -12,7 +12,8 @@ from omnivoice_cli.engine.config import GenerationConfig
 from omnivoice_cli.engine.generation import run_jobs
 from omnivoice_cli.engine.graphs import GraphedForward
 from omnivoice_cli.engine.hardware import Hardware
-from omnivoice_cli.engine.pipeline import Engine, Request
+from omnivoice_cli.engine.pipeline import Engine
+from omnivoice_cli.engine.planning import Request
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 TINY = Path(__file__).parent / "fixtures" / "tiny" / "ckpt"

@@ -18,7 +18,7 @@ import pytest
 
 from omnivoice_cli.engine.config import GenerationConfig
 from omnivoice_cli.engine.pieces import Piece, RequestPieces
-from omnivoice_cli.engine.pipeline import Request
+from omnivoice_cli.engine.planning import Request
 from omnivoice_cli.engine.service import Service
 from omnivoice_cli.engine.stream.cut import StreamConfig, cut_request
 from omnivoice_cli.engine.stream.run import StreamRun

@@ -186,7 +186,8 @@ def test_a_json_line_speaks_each_fine_tunes_own(invoke, finetune, as_loaded, tmp
 
 @pytest.mark.slow
 def test_http_speaks_each_fine_tunes_own_and_lists_its_voices(finetune, as_loaded, module_home):
-    from omnivoice_cli.app import settings as st
+    pass
+    from omnivoice_cli.app.layers import FLAG_SOURCE
 
     bodies = {
         "kohai": {"instruct": "surprised"},
@@ -195,7 +196,7 @@ def test_http_speaks_each_fine_tunes_own_and_lists_its_voices(finetune, as_loade
     }
     for name, fields in bodies.items():
         folder = finetune(name)
-        layers = ((st.FLAG_SOURCE, {"num_step": 2, "model": str(folder)}),)
+        layers = ((FLAG_SOURCE, {"num_step": 2, "model": str(folder)}),)
         with running_server(as_loaded(folder), model=str(folder), layers=layers) as (url, _, _):
             with httpx.Client(base_url=url, timeout=120) as client:
                 body = {"model": "omnivoice", "input": "Good evening.", "response_format": "wav", **fields}

@@ -6,7 +6,10 @@ import numpy as np
 import pytest
 
 from omnivoice_cli.media import g711
-from omnivoice_cli.media.output import StreamEncoder, encode, format_named, pcm16
+from omnivoice_cli.media.formats import format_named
+from omnivoice_cli.media.output import encode
+from omnivoice_cli.media.pcm import pcm16
+from omnivoice_cli.media.streams import StreamEncoder
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)

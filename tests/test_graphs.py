@@ -9,7 +9,7 @@ import torch
 from omnivoice_cli.engine.config import GenerationConfig
 from omnivoice_cli.engine.generation import pack, run_jobs
 from omnivoice_cli.engine.graphs import Graph, GraphedForward, static_copy
-from omnivoice_cli.engine.pipeline import Request
+from omnivoice_cli.engine.planning import Request
 
 TEXTS = ["Hello there.", "A second, somewhat longer sentence for the batch.", "Third one."]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from omnivoice_cli.app import settings as st
+from omnivoice_cli.app.layers import FLAG_SOURCE, engine_options, resolve
 from omnivoice_cli.engine import cpu
 from omnivoice_cli.engine.hardware import Hardware
 
@@ -104,7 +104,7 @@ def test_the_settings_check_asks_the_same_choice(monkeypatch, name, threads):
     monkeypatch.setattr(cpu, "_INFO", cpu.detect(CLASSES[name], "x86_64", env={}))
     for asked in ({"dtype": "bfloat16"}, {"compile": True}, {"dtype": "float32"}, {}):
         flags = {"quantize": "auto", "threads": threads, **asked}
-        resolved, notice = st.engine_options(st.resolve((st.FLAG_SOURCE, flags)))
+        resolved, notice = engine_options(resolve((FLAG_SOURCE, flags)))
         dropped = cpu.decide(Hardware(quantize="auto", threads=threads, **asked)).dropped
         assert (resolved["quantize"], notice is not None) == (("none", True) if dropped else ("auto", False))
         if dropped:

@@ -19,7 +19,7 @@ from conftest import TINY_CKPT, error_line, files_in
 
 from omnivoice_cli.engine.config import ModelConfig
 from omnivoice_cli.engine.errors import CheckpointError, InvalidRequest
-from omnivoice_cli.engine.pipeline import Request, plan_request, validate_request
+from omnivoice_cli.engine.planning import Request, plan_request, validate_request
 
 # ------------------------------------------------------------------------------ files out
 
@@ -90,7 +90,7 @@ def test_a_path_too_long_fails_before_the_model(invoke, fake_engine, tmp_path):
 
 
 def test_temporary_prefix_fits_the_name_limit(tmp_path):
-    from omnivoice_cli.media.output import TEMPORARY_SUFFIX, name_max, temporary_prefix
+    from omnivoice_cli.media.atomic import TEMPORARY_SUFFIX, name_max, temporary_prefix
 
     limit = name_max(tmp_path)
     for name in ("a.wav", "a" * 251 + ".wav", "é" * 127 + ".w", "日本" * 40 + ".wav"):
@@ -102,7 +102,7 @@ def test_temporary_prefix_fits_the_name_limit(tmp_path):
 
 
 def test_stale_temporaries_of_long_names_are_found(tmp_path):
-    from omnivoice_cli.media.output import replace_atomically, temporary_files
+    from omnivoice_cli.media.atomic import replace_atomically, temporary_files
 
     target = tmp_path / ("b" * 251 + ".wav")
 
@@ -121,7 +121,7 @@ def test_stale_temporaries_of_long_names_are_found(tmp_path):
 
 
 def temporary_name_of(target: Path) -> str:
-    from omnivoice_cli.media.output import TEMPORARY_SUFFIX, temporary_prefix
+    from omnivoice_cli.media.atomic import TEMPORARY_SUFFIX, temporary_prefix
 
     return temporary_prefix(target) + "x1y2z3w4" + TEMPORARY_SUFFIX
 
@@ -138,7 +138,8 @@ def test_output_stdout_closed_fails_before_the_model(invoke, fake_engine, monkey
 
 def test_wav_past_its_header_limit_is_refused_before_writing(tmp_path):
     """A WAV's sizes are 32-bit: more than about 24.8 h cannot be written (no partial, wrapped file)."""
-    from omnivoice_cli.media.output import MAX_SAMPLES, check_output, write_audio
+    from omnivoice_cli.media.formats import MAX_SAMPLES
+    from omnivoice_cli.media.output import check_output, write_audio
 
     huge = np.broadcast_to(np.zeros(1, np.float32), (MAX_SAMPLES["wav"] + 1,))  # no memory behind it
     target = check_output(str(tmp_path / "long.wav"))
@@ -229,7 +230,7 @@ def test_text_without_sentence_ends_is_cut_into_bounded_pieces(text):
 
 def test_frames_of_the_plan_are_what_the_engine_generates():
     """Plan.frames agree with the estimate the engine makes per piece (chunks against piece 0)."""
-    from omnivoice_cli.engine.pipeline import piece_frames
+    from omnivoice_cli.engine.planning import piece_frames
 
     plan = plan_request(Request(text="One sentence here. " * 200, speed=0.7))
     assert plan.frames[0] == piece_frames(plan.pieces[0], None, None, 25.0)
@@ -240,12 +241,14 @@ def test_frames_of_the_plan_are_what_the_engine_generates():
 
 def test_punctuated_text_is_cut_as_before():
     """Chunks that fit are exactly `chunk_text`'s (the reference's cut): only over-long ones are cut again."""
-    from omnivoice_cli.engine import text as textmod
+    pass
+    from omnivoice_cli.engine.chunking import chunk_len_for, chunk_text
+    from omnivoice_cli.engine.duration import resolve_target_len
 
     text = "This is a sentence of a long text. And here is another one, with a comma. " * 40
     plan = plan_request(Request(text=text))
-    target, _ = textmod.resolve_target_len(text, None, None, None, None, 25.0)
-    expected = textmod.chunk_text(text, textmod.chunk_len_for(text, target))
+    target, _ = resolve_target_len(text, None, None, None, None, 25.0)
+    expected = chunk_text(text, chunk_len_for(text, target))
     assert [p.text for p in plan.pieces] == expected
     assert [p.chunk for p in plan.pieces] == list(range(len(expected)))
 
@@ -725,7 +728,7 @@ def test_a_dub_cue_of_invisible_characters_is_a_silent_cue(invoke, fake_engine, 
 
 
 def test_validate_request_is_the_one_text_check():
-    """What say, batch lines, dub cues and the server share (engine.text.check_text)."""
+    """What say, batch lines, dub cues and the server share (engine.textcheck.check_text)."""
     from omnivoice_cli.engine.pauses import split_pauses
     from omnivoice_cli.engine.textcheck import is_blank
 

@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from omnivoice_cli.app import settings as st
+from omnivoice_cli.app.layers import FLAG_SOURCE, resolve
 from omnivoice_cli.app.lexicon import load_lexicon, parse_lexicon
 from omnivoice_cli.app.request import References, Voices, build_request
+from omnivoice_cli.app.schema import HTTP_SETTINGS, LINE_SETTINGS, PRESET_KEYS
+from omnivoice_cli.app.setting import SettingsError
 from omnivoice_cli.engine.errors import InvalidRequest
 
 TINY_TOKENIZER = Path(__file__).parent / "fixtures" / "tiny" / "ckpt" / "tokenizer.json"
@@ -160,7 +162,7 @@ def test_the_lexicon_comes_before_normalisation(invoke, fake_engine, tmp_path):
 
 
 def _built(text: str, **values):
-    settings = st.resolve((st.FLAG_SOURCE, values))
+    settings = resolve((FLAG_SOURCE, values))
     return build_request(text, settings, refs=References(), voices=Voices(), seed=1)
 
 
@@ -231,7 +233,7 @@ def test_every_speaking_command_takes_it():
     for name in ("say", "batch", "dub", "serve", "wyoming", "mcp"):
         options = {o for p in root.commands[name].params for o in p.opts}
         assert "--lexicon" in options, name
-    assert "lexicon" in st.PRESET_KEYS and "lexicon" not in st.LINE_SETTINGS + st.HTTP_SETTINGS
+    assert "lexicon" in PRESET_KEYS and "lexicon" not in LINE_SETTINGS + HTTP_SETTINGS
 
 
 def test_wyoming_and_mcp_requests_go_through_it(tmp_path):
@@ -240,10 +242,10 @@ def test_wyoming_and_mcp_requests_go_through_it(tmp_path):
     from omnivoice_cli.app.speaker import Speaker, SpeakerOptions
 
     path = _words(tmp_path, 'GIF = "jif"\n')
-    speaker = Speaker(SpeakerOptions(layers=((st.FLAG_SOURCE, {"lexicon": str(path)}),)), load=lambda: None)
+    speaker = Speaker(SpeakerOptions(layers=((FLAG_SOURCE, {"lexicon": str(path)}),)), load=lambda: None)
     assert speaker.build("A GIF.", settings={"seed": 1}).request.text == "A jif."
     with pytest.raises(
-        st.SettingsError,
+        SettingsError,
         match=r"field 'lexicon' is not a known setting \(it is set when the command starts: --lexicon\)",
     ):
         speaker.build("A GIF.", settings={"lexicon": str(path)})
@@ -268,7 +270,7 @@ def test_serve_lexicon_over_http(engine, tmp_path):
 
     path = _words(tmp_path, 'GIF = "jif"\n')
     load_lexicon(path, fresh=True)  # what `serve` does when it starts (commands/common.run_settings)
-    layers = ((st.FLAG_SOURCE, {"num_step": 4, "lexicon": str(path)}),)
+    layers = ((FLAG_SOURCE, {"num_step": 4, "lexicon": str(path)}),)
     with running_server(engine, layers=layers) as (url, _, _):
         path.write_text('GIF = "giff"\n', encoding="utf-8")
         with httpx.Client(base_url=url, timeout=120) as client:

@@ -23,7 +23,8 @@ from omnivoice_cli.engine.linears import (
     LegacyInt8Linear,
 )
 from omnivoice_cli.engine.narrow import LeanRMSNorm, lean_rms_norm, norm_rope, rope_tables, rope_weights
-from omnivoice_cli.engine.pipeline import Engine, Request
+from omnivoice_cli.engine.pipeline import Engine
+from omnivoice_cli.engine.planning import Request
 
 TINY = Path(__file__).parent / "fixtures" / "tiny" / "ckpt"
 # oneDNN's bf16 kernels where this CPU runs them; elsewhere (AVX2 only) the engine loads float32

@@ -27,12 +27,11 @@ def library_transcript(path: Path, lang: str | None = None) -> str:
 
     from omnivoice_cli.app import listen
     from omnivoice_cli.engine import voice as vmod
+    from omnivoice_cli.engine.config import SAMPLE_RATE
 
     prepared = vmod.prepare_reference(vmod.load_reference(path), None)
     model = WhisperModel(str(ASR_TINY), device="cpu", compute_type="int8")
-    segments, _ = model.transcribe(
-        listen.to_16k(prepared.wav, vmod.SAMPLE_RATE), language=lang, **listen.TRANSCRIBE_OPTIONS
-    )
+    segments, _ = model.transcribe(listen.to_16k(prepared.wav, SAMPLE_RATE), language=lang, **listen.TRANSCRIBE_OPTIONS)
     return " ".join("".join(s.text for s in segments).split())
 
 

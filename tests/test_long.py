@@ -12,7 +12,7 @@ from omnivoice_cli.engine import generation, postprocess
 from omnivoice_cli.engine.config import GenerationConfig
 from omnivoice_cli.engine.errors import InvalidRequest
 from omnivoice_cli.engine.pauses import split_pauses
-from omnivoice_cli.engine.pipeline import Request, validate_request
+from omnivoice_cli.engine.planning import Request, validate_request
 
 FIXTURES = Path(__file__).parent / "fixtures"
 GREEDY = GenerationConfig(position_temperature=0.0, class_temperature=0.0)

@@ -11,7 +11,7 @@ import pytest
 from conftest import TINY_CKPT, error_line
 from test_hub import FILES, REPO, cache, fake_hub, put  # noqa: F401 - fixtures
 
-from omnivoice_cli.app import settings as st
+from omnivoice_cli.app.schema import DEFAULT_MODEL
 
 
 def test_download_shows_the_notice_and_progress_then_where(invoke, fake_hub, cache):  # noqa: F811
@@ -78,7 +78,7 @@ def test_model_precedence_default_env_preset_flag(invoke, fake_engine, tmp_path)
         r = invoke("say", "Hi", "-o", tmp_path / "x.wav", *extra, env={"OMNIVOICE_MODEL": "env/model"})
         assert r.exit_code == 0, r.stderr
     r = invoke("say", "Hi", "-o", tmp_path / "x.wav")  # nothing set: the default
-    assert [ld["model"] for ld in fake_engine.loads] == ["env/model", "preset/model", "flag/model", st.DEFAULT_MODEL]
+    assert [ld["model"] for ld in fake_engine.loads] == ["env/model", "preset/model", "flag/model", DEFAULT_MODEL]
 
 
 def test_dry_run_says_the_model_came_from_the_environment(invoke, tmp_path):
@@ -99,7 +99,7 @@ def _offline_error(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     with pytest.raises(ModelUnavailable) as e:
-        hub.download(st.DEFAULT_MODEL)
+        hub.download(DEFAULT_MODEL)
     return e.value
 
 

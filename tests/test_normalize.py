@@ -95,7 +95,7 @@ def test_importing_the_engine_does_not_import_the_extra():
     import subprocess
     import sys
 
-    code = "import omnivoice_cli.engine.normalize, omnivoice_cli.engine.text, sys; print('kaldifst' in sys.modules, 'num2words' in sys.modules, 'langcodes' in sys.modules)"
+    code = "import omnivoice_cli.engine.normalize, omnivoice_cli.engine.chunking, omnivoice_cli.engine.textcheck, sys; print('kaldifst' in sys.modules, 'num2words' in sys.modules, 'langcodes' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False", "False"]
 

@@ -13,23 +13,13 @@ from conftest import files_in
 
 import omnivoice_cli.media.output as omnivoice_output
 from omnivoice_cli.engine.errors import InvalidRequest
-from omnivoice_cli.media.output import (
-    AUDIO_FORMATS,
-    FORMATS,
-    FormatUnavailable,
-    StreamClosed,
-    StreamEncoder,
-    StreamWriter,
-    check_output,
-    encode,
-    format_named,
-    mp3_frame_length,
-    pcm16,
-    prepare_audio,
-    streaming_wav_header,
-    write_all,
-    write_audio,
-)
+from omnivoice_cli.media.encoders import FormatUnavailable
+from omnivoice_cli.media.formats import AUDIO_FORMATS, FORMATS, format_named
+from omnivoice_cli.media.output import check_output, encode, write_audio
+from omnivoice_cli.media.pcm import pcm16, prepare_audio
+from omnivoice_cli.media.pipes import StreamClosed, write_all
+from omnivoice_cli.media.sndpieces import mp3_frame_length, streaming_wav_header
+from omnivoice_cli.media.streams import StreamEncoder, StreamWriter
 
 SR = 24000
 

@@ -9,9 +9,11 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from omnivoice_cli.engine import text
 from omnivoice_cli.engine.config import GenerationConfig, ModelConfig
-from omnivoice_cli.engine.pipeline import Engine, Piece, Request, plan_request
+from omnivoice_cli.engine.duration import resolve_target_len
+from omnivoice_cli.engine.pieces import Piece
+from omnivoice_cli.engine.pipeline import Engine
+from omnivoice_cli.engine.planning import Request, plan_request
 
 GOLDEN = Path(__file__).parent / "fixtures" / "golden"
 LONG = json.loads((GOLDEN / "long.json").read_text())
@@ -20,7 +22,7 @@ LONG = json.loads((GOLDEN / "long.json").read_text())
 def test_short_text_is_one_piece_at_its_estimated_length():
     req = Request(text="Hello there, how are you?", lang="en")
     plan = plan_request(req)
-    target, _ = text.resolve_target_len(req.text, None, None, None, None, 25.0)
+    target, _ = resolve_target_len(req.text, None, None, None, None, 25.0)
     assert plan.pieces == [Piece(0, 0, req.text, target)]
     assert plan.gaps == [0.0, 0.0] and plan.n_parts == 1 and plan.tokens == [None]
 
@@ -57,7 +59,7 @@ def test_the_chunk_threshold_and_frame_rate_come_from_the_settings():
 def test_a_reference_sets_the_estimate_without_torch():
     ref = SimpleNamespace(codes=np.zeros((8, 100), dtype=np.int64), text="A reference of four seconds.")
     req = Request(text="Hello there.", ref=ref)
-    target, _ = text.resolve_target_len(req.text, ref.text, 100, None, None, 25.0)
+    target, _ = resolve_target_len(req.text, ref.text, 100, None, None, 25.0)
     assert plan_request(req).pieces[0].target_len == target
     assert target != plan_request(Request(text="Hello there.")).pieces[0].target_len
 

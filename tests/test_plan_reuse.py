@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from conftest import TINY_CKPT
 
-from omnivoice_cli.engine import pipeline, planning
+from omnivoice_cli.engine import planning
+from omnivoice_cli.engine.planning import Planned, Request, plan_of, plan_request
 from omnivoice_cli.ui.progress import StepProgress
 
 TEXT = " ".join(f"Sentence number {i} is here." for i in range(1, 21))  # 20 pieces at these limits
@@ -59,8 +60,8 @@ def test_a_planned_request_changed_is_planned_again():
     not carry the old plan on: Engine.generate plans it again."""
     import dataclasses
 
-    req = pipeline.Request("Hello there. And more.")
-    planned = pipeline.Planned.of(req, pipeline.plan_request(req))
-    assert planned.own_plan() is planned.plan and pipeline.plan_of(planned) is planned.plan
+    req = Request("Hello there. And more.")
+    planned = Planned.of(req, plan_request(req))
+    assert planned.own_plan() is planned.plan and plan_of(planned) is planned.plan
     changed = dataclasses.replace(planned, text="Something else entirely.")
-    assert changed.own_plan() is None and pipeline.plan_of(changed).req is changed
+    assert changed.own_plan() is None and plan_of(changed).req is changed

@@ -16,7 +16,7 @@ import pytest
 
 from omnivoice_cli.media import player as playermod
 from omnivoice_cli.media import players as playersmod
-from omnivoice_cli.media.output import pcm16
+from omnivoice_cli.media.pcm import pcm16
 from omnivoice_cli.media.player import ENV_PLAYER, PlayerUnavailable, candidates, open_player
 from omnivoice_cli.media.players import DevicePlayer, PlayerFailed, ProcessPlayer
 

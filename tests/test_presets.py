@@ -8,7 +8,10 @@ import zipfile
 import pytest
 from conftest import ROOT, error_line, files_in
 
-from omnivoice_cli.app import settings as st
+from omnivoice_cli.app.layers import resolve_settings
+from omnivoice_cli.app.presets import builtin_preset_dir, find_preset, list_presets, user_preset_dir
+from omnivoice_cli.app.schema import DEFAULT_MODEL, DEFAULTS, GENERATION_DEFAULTS
+from omnivoice_cli.app.setting import SettingsError
 
 
 @pytest.fixture
@@ -22,17 +25,17 @@ def presets_home(home):
 
 
 def test_builtin_presets(presets_home):
-    names = {name: (path, source) for name, path, source, *_ in st.list_presets()}
+    names = {name: (path, source) for name, path, source, *_ in list_presets()}
     assert {"fast", "balanced", "quality"} <= set(names)
     assert all(source == "built-in" for _, source in names.values())
-    fast, balanced, quality = (st.find_preset(n) for n in ("fast", "balanced", "quality"))
+    fast, balanced, quality = (find_preset(n) for n in ("fast", "balanced", "quality"))
     assert fast.settings["num_step"] == 16
-    assert st.resolve_settings(st.DEFAULTS, balanced.settings, {}) == st.DEFAULTS  # balanced = the defaults
-    assert quality.settings["num_step"] > st.DEFAULTS["num_step"]
+    assert resolve_settings(DEFAULTS, balanced.settings, {}) == DEFAULTS  # balanced = the defaults
+    assert quality.settings["num_step"] > DEFAULTS["num_step"]
     for p in (fast, balanced, quality):
         assert p.description and p.source == "built-in"
         # complete recipes: no leaks between presets (fast also takes the fastest CPU path measured)
-        assert set(p.settings) - {"quantize"} == set(st.GENERATION_DEFAULTS)
+        assert set(p.settings) - {"quantize"} == set(GENERATION_DEFAULTS)
     assert fast.settings["quantize"] == "auto" and "quantize" not in balanced.settings
 
 
@@ -40,15 +43,15 @@ def test_builtin_presets_agree_with_the_engine():
     from omnivoice_cli.engine.config import GenerationConfig
 
     for name in ("fast", "balanced", "quality"):
-        settings = st.find_preset(name).settings
-        GenerationConfig(**{k: v for k, v in settings.items() if k in st.GENERATION_DEFAULTS})  # accepted values
+        settings = find_preset(name).settings
+        GenerationConfig(**{k: v for k, v in settings.items() if k in GENERATION_DEFAULTS})  # accepted values
 
 
 def test_presets_are_package_data():
     """pyproject ships presets/*.toml with the package, and they sit inside the package folder."""
     text = (ROOT / "pyproject.toml").read_text()
     assert '"presets/*.toml"' in text
-    folder = st.builtin_preset_dir()
+    folder = builtin_preset_dir()
     assert folder == ROOT / "omnivoice_cli" / "presets"
     assert {p.name for p in folder.glob("*.toml")} >= {"fast.toml", "balanced.toml", "quality.toml"}
 
@@ -94,32 +97,32 @@ def test_presets_are_in_the_wheel(tmp_path):
 
 def test_user_preset_dir(monkeypatch, tmp_path):
     monkeypatch.setenv("OMNIVOICE_HOME", str(tmp_path / "h"))
-    assert st.user_preset_dir() == tmp_path / "h" / "presets"
+    assert user_preset_dir() == tmp_path / "h" / "presets"
     monkeypatch.delenv("OMNIVOICE_HOME")
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
-    assert st.user_preset_dir() == tmp_path / "cfg" / "omnivoice" / "presets"
+    assert user_preset_dir() == tmp_path / "cfg" / "omnivoice" / "presets"
     monkeypatch.delenv("XDG_CONFIG_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "me"))
-    assert st.user_preset_dir() == tmp_path / "me" / ".config" / "omnivoice" / "presets"
+    assert user_preset_dir() == tmp_path / "me" / ".config" / "omnivoice" / "presets"
 
 
 def test_user_presets_are_found_and_shadow_builtin_ones(presets_home):
     (presets_home / "presets" / "mine.toml").write_text('description = "my voice"\nnum_step = 8\ninstruct = "female"\n')
     (presets_home / "presets" / "fast.toml").write_text("num_step = 4\n")
-    assert st.find_preset("mine").settings == {"num_step": 8, "instruct": "female"}
-    assert st.find_preset("mine").source == "user"
-    assert st.find_preset("fast").settings == {"num_step": 4}
-    rows = {name: source for name, _, source, *_ in st.list_presets()}
+    assert find_preset("mine").settings == {"num_step": 8, "instruct": "female"}
+    assert find_preset("mine").source == "user"
+    assert find_preset("fast").settings == {"num_step": 4}
+    rows = {name: source for name, _, source, *_ in list_presets()}
     assert rows["mine"] == "user" and rows["fast"] == "user, overrides built-in" and rows["quality"] == "built-in"
 
 
 def test_preset_by_path(presets_home, tmp_path, monkeypatch):
     f = tmp_path / "my preset.toml"
     f.write_text("num_step = 12\n")
-    assert st.find_preset(str(f)).settings == {"num_step": 12}
-    assert st.find_preset(str(f)).source == "file"
+    assert find_preset(str(f)).settings == {"num_step": 12}
+    assert find_preset(str(f)).source == "file"
     monkeypatch.chdir(tmp_path)
-    assert st.find_preset("my preset.toml").name == "my preset"
+    assert find_preset("my preset.toml").name == "my preset"
 
 
 BAD_PRESETS = [
@@ -150,8 +153,8 @@ BAD_PRESETS = [
 def test_bad_preset_files(invoke, fake_engine, presets_home, tmp_path, content, message):
     f = tmp_path / "bad.toml"
     f.write_text(content)
-    with pytest.raises(st.SettingsError) as e:
-        st.find_preset(str(f))
+    with pytest.raises(SettingsError) as e:
+        find_preset(str(f))
     assert f"preset file '{f}': {message}" in str(e.value)
     # through the command line: exit 2, one line, before the model
     r = invoke("say", "Hello", "--preset", f, "-o", tmp_path / "x.wav")
@@ -161,8 +164,8 @@ def test_bad_preset_files(invoke, fake_engine, presets_home, tmp_path, content, 
 
 
 def test_missing_preset_file(presets_home, tmp_path):
-    with pytest.raises(st.SettingsError, match="preset file '.*nope.toml' does not exist"):
-        st.find_preset(str(tmp_path / "nope.toml"))
+    with pytest.raises(SettingsError, match="preset file '.*nope.toml' does not exist"):
+        find_preset(str(tmp_path / "nope.toml"))
 
 
 def test_unknown_preset_name_lists_the_known_ones(invoke, fake_engine, presets_home):
@@ -179,9 +182,9 @@ def test_a_preset_model_folder_is_relative_to_the_preset(tmp_path):
     (tmp_path / "ckpt").mkdir()
     preset = tmp_path / "local.toml"
     preset.write_text("model = 'ckpt'\n")
-    assert st.find_preset(str(preset)).settings["model"] == str(tmp_path / "ckpt")
+    assert find_preset(str(preset)).settings["model"] == str(tmp_path / "ckpt")
     preset.write_text("model = 'owner/name'\n")  # no such folder beside it: a hub id, as given
-    assert st.find_preset(str(preset)).settings["model"] == "owner/name"
+    assert find_preset(str(preset)).settings["model"] == "owner/name"
 
 
 # ------------------------------------------------------------------------------------ say --preset
@@ -205,7 +208,7 @@ def test_say_flags_beat_the_preset(invoke, fake_engine, presets_home, tmp_path):
     assert r.exit_code == 0, r.stderr
     [req] = fake_engine.requests
     assert (req.generation.num_step, req.generation.guidance_scale, req.lang) == (12, 1.0, "de")
-    assert fake_engine.loads == [{"model": st.DEFAULT_MODEL, "device": "cpu", "dtype": "float32"}]
+    assert fake_engine.loads == [{"model": DEFAULT_MODEL, "device": "cpu", "dtype": "float32"}]
 
 
 def test_say_preset_engine_and_chunk_settings(invoke, fake_engine, presets_home, tmp_path):
@@ -215,7 +218,7 @@ def test_say_preset_engine_and_chunk_settings(invoke, fake_engine, presets_home,
     r = invoke("say", "Hi", "--preset", "cpu8", "-o", tmp_path / "x.wav", "-q")
     assert r.exit_code == 0, r.stderr
     assert fake_engine.loads[-1] == {
-        "model": st.DEFAULT_MODEL,
+        "model": DEFAULT_MODEL,
         "device": "cpu",
         "dtype": "auto",
         "threads": 2,
@@ -242,7 +245,7 @@ def test_say_preset_engine_and_chunk_settings(invoke, fake_engine, presets_home,
     )
     assert r.exit_code == 0, r.stderr
     assert fake_engine.loads[-1] == {
-        "model": st.DEFAULT_MODEL,
+        "model": DEFAULT_MODEL,
         "device": "cpu",
         "dtype": "auto",
         "threads": 1,
@@ -324,9 +327,9 @@ def test_presets_show_prints_the_resolved_settings(invoke, presets_home, tmp_pat
     # the listing is itself a valid preset file that resolves to the same settings
     copy = tmp_path / "copy.toml"
     copy.write_text(out)
-    again = st.find_preset(str(copy))
-    assert st.resolve_settings(st.DEFAULTS, again.settings, {}) == st.resolve_settings(
-        st.DEFAULTS, st.find_preset("quality").settings, {}
+    again = find_preset(str(copy))
+    assert resolve_settings(DEFAULTS, again.settings, {}) == resolve_settings(
+        DEFAULTS, find_preset("quality").settings, {}
     )
 
 

@@ -115,7 +115,7 @@ def test_the_bar_counts_the_plans_steps_to_exactly_its_total(engine, monkeypatch
     import torch
 
     from omnivoice_cli.engine.config import GenerationConfig
-    from omnivoice_cli.engine.pipeline import Request, plan_request
+    from omnivoice_cli.engine.planning import Request, plan_request
     from omnivoice_cli.engine.voice import VoicePrompt
 
     monkeypatch.setattr(engine, "cfg", dataclasses.replace(engine.cfg, **limits))
@@ -304,7 +304,8 @@ def test_a_compiled_engine_compiles_nothing_while_generating():
 
     from omnivoice_cli.engine.config import GenerationConfig
     from omnivoice_cli.engine.hardware import Hardware
-    from omnivoice_cli.engine.pipeline import Engine, Request
+    from omnivoice_cli.engine.pipeline import Engine
+    from omnivoice_cli.engine.planning import Request
 
     engine = Engine.load(str(TINY_CKPT), Hardware(device="cpu", compile=True))
     graphs = counters["stats"]["unique_graphs"]

@@ -28,7 +28,7 @@ from omnivoice_cli.app.executor import GROUP_SIZE
 from omnivoice_cli.app.manifest import MANIFEST
 from omnivoice_cli.engine.config import GenerationConfig
 from omnivoice_cli.engine.errors import CheckpointError, InvalidRequest
-from omnivoice_cli.engine.pipeline import Request
+from omnivoice_cli.engine.planning import Request
 
 MAIN = [sys.executable, "-c", "from omnivoice_cli.cli import main; main()"]  # the `omnivoice` script
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}

@@ -82,12 +82,12 @@ def test_stream_to_stdout_is_a_valid_wav_equal_to_the_streamed_file(invoke, load
 
 @pytest.mark.slow
 def test_the_first_bytes_go_out_before_the_last_piece_is_generated(invoke, loaded, monkeypatch):
-    from omnivoice_cli.media import output
+    from omnivoice_cli.media.streams import StreamWriter as StreamWriter_
     from omnivoice_cli.ui.progress import StepProgress
 
     events: list[str] = []
-    real_write, real_step = output.StreamWriter.write, StepProgress.__call__
-    monkeypatch.setattr(output.StreamWriter, "write", lambda self, a: (events.append("write"), real_write(self, a))[1])
+    real_write, real_step = StreamWriter_.write, StepProgress.__call__
+    monkeypatch.setattr(StreamWriter_, "write", lambda self, a: (events.append("write"), real_write(self, a))[1])
     monkeypatch.setattr(StepProgress, "__call__", lambda self, d, t: (events.append("step"), real_step(self, d, t))[1])
     r = invoke("say", TEXT, *FAST, "--stream", "-o", "-", "--format", "raw")
     assert r.exit_code == 0, r.stderr
@@ -136,7 +136,7 @@ def test_a_closed_pipe_is_noticed_between_pieces(monkeypatch):
 
     from omnivoice_cli.app.speakstream import watch_ends
     from omnivoice_cli.engine.errors import OmniVoiceError
-    from omnivoice_cli.media.output import StreamWriter
+    from omnivoice_cli.media.streams import StreamWriter
 
     quieted = []
     monkeypatch.setattr("omnivoice_cli.media.output.quiet_stdout", lambda: quieted.append(1))

@@ -11,7 +11,9 @@ import sys
 import pytest
 from conftest import ROOT
 
-from omnivoice_cli.app import settings as st
+from omnivoice_cli.app.schema import CHUNK_FIELDS, DEFAULTS, GENERATION_KEYS, MAX_DURATION, MAX_NUM_STEP, SCHEMA
+from omnivoice_cli.app.setting import FLAG, LINE, PANELS, PRESET, SettingsError, flag_name
+from omnivoice_cli.app.values import check_setting
 from omnivoice_cli.ui.options import settings_table
 
 # One bad value per setting, the same in every way in (a flag gets it as text). Settings with no
@@ -49,7 +51,7 @@ def _body(message: str, prefix: str) -> str:
 
 
 def _flag_error(invoke, key, value, tmp_path):
-    r = invoke("say", "Hello", st.flag_name(key), str(value), "-o", tmp_path / "x.wav")
+    r = invoke("say", "Hello", flag_name(key), str(value), "-o", tmp_path / "x.wav")
     return r.exit_code, [ln[7:] for ln in r.stderr.splitlines() if ln.startswith("Error: ")]
 
 
@@ -71,17 +73,17 @@ def _line_error(invoke, key, value, tmp_path):
 @pytest.mark.parametrize("key", sorted(BAD))
 def test_a_bad_value_reads_the_same_from_every_way_in(invoke, fake_engine, tmp_path, monkeypatch, key):
     monkeypatch.setenv("OMNIVOICE_HOME", str(tmp_path / "home"))
-    value, s = BAD[key], st.SCHEMA[key]
+    value, s = BAD[key], SCHEMA[key]
     bodies = {}
-    if st.FLAG in s.where:
+    if FLAG in s.where:
         code, errors = _flag_error(invoke, key, value, tmp_path)
         assert code == 2 and len(errors) == 1, errors
-        bodies["flag"] = _body(errors[0], st.flag_name(key))
-    if st.PRESET in s.where:
+        bodies["flag"] = _body(errors[0], flag_name(key))
+    if PRESET in s.where:
         code, errors, preset = _preset_error(invoke, key, value, tmp_path)
         assert code == 2 and len(errors) == 1, errors
         bodies["preset"] = _body(errors[0], f"preset file '{preset}': key {key!r}")
-    if st.LINE in s.where:
+    if LINE in s.where:
         code, records = _line_error(invoke, key, value, tmp_path)
         assert code == 1  # the bad line fails alone (and the batch says a line failed); the other is spoken
         assert [r["status"] for r in records] == ["failed", "done"]
@@ -92,35 +94,35 @@ def test_a_bad_value_reads_the_same_from_every_way_in(invoke, fake_engine, tmp_p
 
 @pytest.mark.parametrize("key", sorted(BOOLEAN_BAD))
 def test_a_bad_switch_reads_the_same_in_a_preset_and_a_line(invoke, fake_engine, tmp_path, key):
-    s = st.SCHEMA[key]
+    s = SCHEMA[key]
     bodies = {}
     _, errors, preset = _preset_error(invoke, key, BOOLEAN_BAD[key], tmp_path)
     bodies["preset"] = _body(errors[0], f"preset file '{preset}': key {key!r}")
-    if st.LINE in s.where:
+    if LINE in s.where:
         _, records = _line_error(invoke, key, BOOLEAN_BAD[key], tmp_path)
         bodies["line"] = _body(records[0]["error"], f"line 1: field {key!r}")
     assert set(bodies.values()) == {"must be true or false, got 'yes' (a string)"}
 
 
 def test_every_setting_is_complete():
-    for key, s in st.SCHEMA.items():
-        assert s.help and s.panel in st.PANELS and s.allowed and s.where, key
+    for key, s in SCHEMA.items():
+        assert s.help and s.panel in PANELS and s.allowed and s.where, key
         assert s.kind in (int, float, bool, str), key
         if s.default is not None:
-            assert st.check_setting(key, s.default) == s.default, key
+            assert check_setting(key, s.default) == s.default, key
 
 
 def test_defaults_come_from_the_engine():
     from omnivoice_cli.engine.config import GenerationConfig, ModelConfig
 
     g = GenerationConfig()
-    for key in st.GENERATION_KEYS:
-        assert st.DEFAULTS[key] == getattr(g, key), key
-    assert (st.DEFAULTS["chunk_duration"], st.DEFAULTS["chunk_threshold"]) == (
+    for key in GENERATION_KEYS:
+        assert DEFAULTS[key] == getattr(g, key), key
+    assert (DEFAULTS["chunk_duration"], DEFAULTS["chunk_threshold"]) == (
         g.audio_chunk_duration,
         g.audio_chunk_threshold,
     )
-    assert st.MAX_NUM_STEP == g.max_num_step and st.MAX_DURATION == ModelConfig().max_target_seconds
+    assert MAX_NUM_STEP == g.max_num_step and MAX_DURATION == ModelConfig().max_target_seconds
 
 
 def test_the_docs_settings_table_is_the_schema():
@@ -177,10 +179,10 @@ def test_the_schema_checks_the_engines_values_by_the_engines_rules():
     from omnivoice_cli.engine.config import GenerationConfig, value_rule
     from omnivoice_cli.engine.errors import InvalidRequest
 
-    fields = {**{k: k for k in st.GENERATION_KEYS if k != "denoise"}, **st.CHUNK_FIELDS}
+    fields = {**{k: k for k in GENERATION_KEYS if k != "denoise"}, **CHUNK_FIELDS}
     probes = [-1, 0, 1e-3, 0.5, 1, 2, 29.5, 30, 30.5, 64, 65, 2000]
     for key, name in fields.items():
-        kind = st.SCHEMA[key].kind
+        kind = SCHEMA[key].kind
         for value in [v for v in probes if kind is float or float(v).is_integer()]:
             value = kind(value)
             try:
@@ -189,9 +191,9 @@ def test_the_schema_checks_the_engines_values_by_the_engines_rules():
             except InvalidRequest:
                 engine_ok = False
             try:
-                st.check_setting(key, value)
+                check_setting(key, value)
                 schema_ok = True
-            except st.SettingsError as e:
+            except SettingsError as e:
                 schema_ok = False
                 if not engine_ok:
                     assert str(e).startswith(f"must be {value_rule(name).allowed}, got"), (key, value, str(e))

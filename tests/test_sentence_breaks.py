@@ -1,7 +1,7 @@
 """Text is never cut inside a token (a time, a decimal, a thousands separator, a dotted
 abbreviation): chunks (`say --dry-run --json` pieces), streamed pieces (`--stream`), subtitle
 cues (`--subtitles`) and Wyoming's streaming text all keep `21:30`, `3.5`, `1,000` and `U.S.` whole
-(engine.text.is_sentence_break, the one rule)."""
+(engine.chunking.is_sentence_break, the one rule)."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def test_streamed_pieces_keep_tokens_whole(invoke, loaded, home, tmp_path):
     clause break is a piece's end): the subtitles of the streamed render are its pieces, each
     whole, and the report counts them."""
     from omnivoice_cli.engine.config import GenerationConfig
-    from omnivoice_cli.engine.pipeline import Request
+    from omnivoice_cli.engine.planning import Request
     from omnivoice_cli.engine.stream.cut import StreamConfig, cut_request
 
     out, subs = tmp_path / "s.wav", tmp_path / "s.srt"

@@ -16,9 +16,9 @@ import numpy as np
 from server_util import TINY_CKPT, decode, hold_engine, running_server, wait_for, wav_samples
 
 from omnivoice_cli.engine.config import GenerationConfig
-from omnivoice_cli.engine.pipeline import Request
+from omnivoice_cli.engine.planning import Request
 from omnivoice_cli.engine.stream.render import stream
-from omnivoice_cli.media.output import pcm16
+from omnivoice_cli.media.pcm import pcm16
 from omnivoice_cli.server.config import ServeOptions
 from omnivoice_cli.server.speech import speaker_options
 

@@ -206,11 +206,12 @@ def test_wyoming_sleeps_between_connections_and_wakes_for_the_next(engine):
     from wyoming.client import AsyncTcpClient
     from wyoming.tts import Synthesize
 
-    from omnivoice_cli.app import settings as st
+    pass
+    from omnivoice_cli.app.layers import FLAG_SOURCE
     from omnivoice_cli.server.wyoming import WyomingOptions, WyomingServer
 
     flags = {"num_step": 4, "seed": 5}
-    speaker = Speaker(SpeakerOptions(layers=((st.FLAG_SOURCE, flags),), idle_unload=0.3), load=lambda: engine)
+    speaker = Speaker(SpeakerOptions(layers=((FLAG_SOURCE, flags),), idle_unload=0.3), load=lambda: engine)
     speaker.start()
     server = WyomingServer(speaker, WyomingOptions(uri="tcp://127.0.0.1:0", quiet=True))
     ready, loop = threading.Event(), asyncio.new_event_loop()

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from omnivoice_cli.app import settings as st
+from omnivoice_cli.app.layers import FLAG_SOURCE, check_layer
+from omnivoice_cli.app.setting import FLAG, SettingsError
 from omnivoice_cli.engine.errors import InvalidRequest
 from omnivoice_cli.server.config import ServeOptions, load_voice_map
 from omnivoice_cli.server.errors import ApiError
@@ -163,8 +164,8 @@ def test_bad_request(body, param, words):
 def test_the_message_reads_as_on_the_command_line():
     """The same words as `--num-step 100` and a batch line, after "field 'num_step'"."""
     e = refused({"input": "Hi", "num_step": 100})
-    with pytest.raises(st.SettingsError) as flag:
-        st.check_layer({"num_step": 100}, st.FLAG_SOURCE, st.FLAG)
+    with pytest.raises(SettingsError) as flag:
+        check_layer({"num_step": 100}, FLAG_SOURCE, FLAG)
     assert e.message == "field 'num_step' " + str(flag.value).removeprefix("--num-step ")
 
 
@@ -245,7 +246,7 @@ def test_defaults_seed_and_formats():
 def test_presets_by_model_or_field_and_the_servers_layers():
     assert parse({"input": "Hi", "model": "fast"}).request.generation.num_step == 16
     assert parse({"input": "Hi", "preset": "quality", "num_step": 3}).request.generation.num_step == 3
-    served = ServeOptions(voice_map={}, layers=((st.FLAG_SOURCE, {"num_step": 7}),))
+    served = ServeOptions(voice_map={}, layers=((FLAG_SOURCE, {"num_step": 7}),))
     assert parse({"input": "Hi"}, served).request.generation.num_step == 7
     assert parse({"input": "Hi", "model": "balanced"}, served).request.generation.num_step == 32  # request preset wins
 
@@ -331,7 +332,7 @@ def test_bad_unicode_and_nothing_to_speak_are_400_on_input_over_http(engine):
 @pytest.mark.slow
 def test_the_engine_service_refuses_such_text_itself(engine):
     """The engine's own check (validate_request), for any caller of Service.submit."""
-    from omnivoice_cli.engine.pipeline import Request
+    from omnivoice_cli.engine.planning import Request
     from omnivoice_cli.engine.service import Service
 
     service = Service(engine, max_queue=4)  # not started: submit checks before it queues

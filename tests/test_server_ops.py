@@ -133,9 +133,9 @@ def _wav(audio, rate=24000):
 
 
 def test_503_while_the_model_loads():
-    from omnivoice_cli.server.app import ServerState
     from omnivoice_cli.server.config import ServeOptions
     from omnivoice_cli.server.run import make_server
+    from omnivoice_cli.server.state import ServerState
 
     go = threading.Event()
 
@@ -275,7 +275,7 @@ def test_serve_warns_on_an_open_address_without_a_key(invoke, monkeypatch):
     assert r.exit_code == 0 and "Warning: listening on 0.0.0.0 without --api-key" in r.stderr
     o = seen[-1]
     assert (o.host, o.max_queue, o.api_key, o.model) == ("0.0.0.0", 3, None, str(TINY_CKPT))
-    assert dict(o.layers)[__import__("omnivoice_cli.app.settings").app.settings.FLAG_SOURCE]["num_step"] == 8
+    assert dict(o.layers)[__import__("omnivoice_cli.app.layers").app.layers.FLAG_SOURCE]["num_step"] == 8
     r = invoke("serve", "--host", "0.0.0.0", env={"OMNIVOICE_API_KEY": "k"})
     assert r.exit_code == 0 and "Warning" not in r.stderr and seen[-1].api_key == "k"
     r = invoke("serve")
@@ -308,6 +308,7 @@ def test_health_counts_a_request_as_open_until_its_last_byte(engine, monkeypatch
     encoding) until the test lets it go."""
     from omnivoice_cli.app import deliver
     from omnivoice_cli.media import output
+    from omnivoice_cli.media.streams import StreamEncoder
 
     held, entered = threading.Event(), threading.Event()
 
@@ -320,7 +321,7 @@ def test_health_counts_a_request_as_open_until_its_last_byte(engine, monkeypatch
         return wrapper
 
     if stream:
-        monkeypatch.setattr(output.StreamEncoder, "finish", holding(output.StreamEncoder.finish))
+        monkeypatch.setattr(StreamEncoder, "finish", holding(StreamEncoder.finish))
     else:
         monkeypatch.setattr(deliver, "encode", holding(output.encode))  # the whole file's, encoded by deliver
     with running_server(engine) as (url, _, state):

@@ -13,7 +13,7 @@ pytest.importorskip("uvicorn")  # the serve extra (CI installs it with the test 
 import httpx
 from server_util import running_server
 
-from omnivoice_cli.app import settings as st
+from omnivoice_cli.app.schema import HTTP_SETTINGS, SCHEMA
 
 STATIC = Path(__file__).resolve().parent.parent / "omnivoice_cli" / "static"
 KEY = {"Authorization": "Bearer s3cret"}
@@ -160,10 +160,10 @@ def test_no_ui_gives_404(engine, invoke, monkeypatch):
 def test_the_schema_settings_are_the_settings_schema(keyed):
     doc = keyed.get("/v1/omnivoice/schema", headers=KEY).json()
     assert doc["object"] == "omnivoice.schema"
-    assert list(doc["settings"]) == list(st.HTTP_SETTINGS)
+    assert list(doc["settings"]) == list(HTTP_SETTINGS)
     kinds = {"integer": int, "number": float, "boolean": bool, "string": str}
     for key, entry in doc["settings"].items():
-        s = st.SCHEMA[key]
+        s = SCHEMA[key]
         assert (kinds[entry["type"]], entry["default"], entry["allowed"], entry["help"]) == (
             s.kind,
             s.default,

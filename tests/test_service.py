@@ -9,7 +9,7 @@ from server_util import hold_loop, wait_for
 
 from omnivoice_cli.engine.config import GenerationConfig
 from omnivoice_cli.engine.errors import InvalidRequest
-from omnivoice_cli.engine.pipeline import Request
+from omnivoice_cli.engine.planning import Request
 from omnivoice_cli.engine.service import Service
 from omnivoice_cli.engine.stream.cut import StreamConfig, cut_request
 from omnivoice_cli.engine.stream.render import stream

@@ -6,8 +6,9 @@ from contextlib import contextmanager
 
 import pytest
 
-from omnivoice_cli.app import settings as st
+from omnivoice_cli.app.layers import FLAG_SOURCE, resolve
 from omnivoice_cli.app.presets import find_preset
+from omnivoice_cli.app.schema import DEFAULTS, MAX_SEED
 from omnivoice_cli.app.session import NoProgress, Session, WarnOnce, check_seed_range, hardware_from_settings, seed_for
 from omnivoice_cli.engine.errors import InvalidRequest
 from omnivoice_cli.engine.hardware import Hardware
@@ -16,24 +17,24 @@ from omnivoice_cli.engine.hardware import Hardware
 def test_the_hardware_record_is_built_from_the_settings_flags():
     """hardware_from_settings: the engine's one record (engine/hardware.py) from resolved settings;
     the defaults give the record's defaults, quantize "none" is no quantisation."""
-    assert hardware_from_settings(st.resolve().values) == Hardware()
+    assert hardware_from_settings(resolve().values) == Hardware()
     flags = {"device": "cpu", "dtype": "float32", "quantize": "int8", "threads": 3, "compile": False}
-    assert hardware_from_settings(st.resolve((st.FLAG_SOURCE, flags)).values) == Hardware(
+    assert hardware_from_settings(resolve((FLAG_SOURCE, flags)).values) == Hardware(
         device="cpu", dtype="float32", quantize="int8", threads=3
     )
-    compiled = st.resolve((st.FLAG_SOURCE, {"compile": True, "device": "cuda", "dtype": "bfloat16"})).values
+    compiled = resolve((FLAG_SOURCE, {"compile": True, "device": "cuda", "dtype": "bfloat16"})).values
     assert hardware_from_settings(compiled) == Hardware(device="cuda", dtype="bfloat16", compile=True)
-    assert hardware_from_settings({**st.DEFAULTS, "quantize": "none"}).quantize is None
+    assert hardware_from_settings({**DEFAULTS, "quantize": "none"}).quantize is None
 
 
 def test_the_hardware_record_takes_a_preset_under_the_flags():
     """The fast preset's `quantize = "auto"` reaches the record; a flag over it wins."""
     fast = find_preset("fast")
     preset = (fast.origin, fast.settings)
-    assert hardware_from_settings(st.resolve(preset, (st.FLAG_SOURCE, {"threads": 2})).values) == Hardware(
+    assert hardware_from_settings(resolve(preset, (FLAG_SOURCE, {"threads": 2})).values) == Hardware(
         quantize="auto", threads=2
     )
-    flagged = st.resolve(preset, (st.FLAG_SOURCE, {"quantize": "int8"})).values
+    flagged = resolve(preset, (FLAG_SOURCE, {"quantize": "int8"})).values
     assert hardware_from_settings(flagged).quantize == "int8"
 
 
@@ -51,12 +52,12 @@ def test_the_loaded_hardware_comes_from_env_preset_and_flags(invoke, fake_engine
 
 def test_seed_for_checks_the_last_seed_of_a_run():
     assert seed_for(10, 3) == 13
-    assert seed_for(st.MAX_SEED - 2, 2) == st.MAX_SEED
-    with pytest.raises(InvalidRequest, match=rf"seed {st.MAX_SEED - 2} \+ 3 is more than {st.MAX_SEED}"):
-        seed_for(st.MAX_SEED - 2, 3)
-    check_seed_range(st.MAX_SEED, 1)
+    assert seed_for(MAX_SEED - 2, 2) == MAX_SEED
+    with pytest.raises(InvalidRequest, match=rf"seed {MAX_SEED - 2} \+ 3 is more than {MAX_SEED}"):
+        seed_for(MAX_SEED - 2, 3)
+    check_seed_range(MAX_SEED, 1)
     with pytest.raises(InvalidRequest):
-        check_seed_range(st.MAX_SEED, 2)
+        check_seed_range(MAX_SEED, 2)
 
 
 def test_warn_once_shows_each_text_once_and_new_only_reports():

@@ -1,10 +1,13 @@
-"""omnivoice_cli.app.settings: the one precedence function, and the checks of one setting."""
+"""The settings (app/layers.py, values.py): the one precedence function, and the checks of one setting."""
 
 from __future__ import annotations
 
 import pytest
 
-from omnivoice_cli.app import settings as st
+from omnivoice_cli.app.layers import check_engine_options, generation_kwargs, resolve_settings
+from omnivoice_cli.app.schema import CHUNK_DEFAULTS, DEFAULTS, GENERATION_DEFAULTS, PRESET_KEYS
+from omnivoice_cli.app.setting import SettingsError
+from omnivoice_cli.app.values import allowed, check_setting, join_lines
 
 _ = None  # "not given in this layer"
 
@@ -63,26 +66,26 @@ PRECEDENCE = [
 @pytest.mark.parametrize("key,preset,flag,line,expected", PRECEDENCE)
 def test_precedence(key, preset, flag, line, expected):
     layers = [{key: v} if v is not None else {} for v in (preset, flag, line)]
-    merged = st.resolve_settings(st.DEFAULTS, *layers)
+    merged = resolve_settings(DEFAULTS, *layers)
     assert merged[key] == expected
     others = {k: v for k, v in merged.items() if k != key}
-    assert others == {k: v for k, v in st.DEFAULTS.items() if k != key}  # nothing else moves
+    assert others == {k: v for k, v in DEFAULTS.items() if k != key}  # nothing else moves
     # None in a layer means "not given there", the same as leaving the key out
     nones = [{key: v} for v in (preset, flag, line)]
-    assert st.resolve_settings(st.DEFAULTS, *nones)[key] == expected
+    assert resolve_settings(DEFAULTS, *nones)[key] == expected
 
 
 def test_unknown_setting_in_any_layer():
     for layers in (({"bogus": 1}, {}, {}), ({}, {"bogus": 1}, {}), ({}, {}, {"bogus": 1})):
-        with pytest.raises(st.SettingsError, match="unknown setting 'bogus'"):
-            st.resolve_settings(st.DEFAULTS, *layers)
+        with pytest.raises(SettingsError, match="unknown setting 'bogus'"):
+            resolve_settings(DEFAULTS, *layers)
 
 
 def test_layers_are_not_modified():
     preset, flags, line = {"num_step": 16}, {"num_step": 8}, {"num_step": 4}
-    st.resolve_settings(st.DEFAULTS, preset, flags, line)
+    resolve_settings(DEFAULTS, preset, flags, line)
     assert (preset, flags, line) == ({"num_step": 16}, {"num_step": 8}, {"num_step": 4})
-    assert st.DEFAULTS["num_step"] == 32
+    assert DEFAULTS["num_step"] == 32
 
 
 CHECKS_OK = [
@@ -116,7 +119,7 @@ CHECKS_OK = [
 
 @pytest.mark.parametrize("key,value,expected", CHECKS_OK)
 def test_check_setting_accepts(key, value, expected):
-    got = st.check_setting(key, value)
+    got = check_setting(key, value)
     assert got == expected and type(got) is type(expected)
 
 
@@ -156,32 +159,32 @@ CHECKS_BAD = [
 
 @pytest.mark.parametrize("key,value,message", CHECKS_BAD)
 def test_check_setting_refuses(key, value, message):
-    with pytest.raises(st.SettingsError) as e:
-        st.check_setting(key, value)
+    with pytest.raises(SettingsError) as e:
+        check_setting(key, value)
     assert message in str(e.value)
 
 
 def test_every_setting_has_a_check():
-    for key in st.DEFAULTS:
-        st.allowed(key)  # KeyError if the schema misses one
-        if st.DEFAULTS[key] is not None:
-            assert st.check_setting(key, st.DEFAULTS[key]) == st.DEFAULTS[key], key
+    for key in DEFAULTS:
+        allowed(key)  # KeyError if the schema misses one
+        if DEFAULTS[key] is not None:
+            assert check_setting(key, DEFAULTS[key]) == DEFAULTS[key], key
 
 
 def test_preset_keys():
-    assert set(st.GENERATION_DEFAULTS) <= set(st.PRESET_KEYS)
-    assert {"lang", "instruct", "voice", "device", "dtype", "format"} <= set(st.PRESET_KEYS)
-    assert {"chunk_duration", "chunk_threshold", "threads", "quantize", "compile", "model"} <= set(st.PRESET_KEYS)
-    assert set(st.PRESET_KEYS) <= set(st.DEFAULTS)
-    assert "seed" not in st.PRESET_KEYS and "ref" not in st.PRESET_KEYS
+    assert set(GENERATION_DEFAULTS) <= set(PRESET_KEYS)
+    assert {"lang", "instruct", "voice", "device", "dtype", "format"} <= set(PRESET_KEYS)
+    assert {"chunk_duration", "chunk_threshold", "threads", "quantize", "compile", "model"} <= set(PRESET_KEYS)
+    assert set(PRESET_KEYS) <= set(DEFAULTS)
+    assert "seed" not in PRESET_KEYS and "ref" not in PRESET_KEYS
 
 
 def test_chunk_settings_are_the_engines():
     from omnivoice_cli.engine.config import GenerationConfig
 
     g = GenerationConfig()
-    assert st.CHUNK_DEFAULTS == {"chunk_duration": g.audio_chunk_duration, "chunk_threshold": g.audio_chunk_threshold}
-    kwargs = st.generation_kwargs({**st.DEFAULTS, "chunk_duration": 7.5, "chunk_threshold": 12.0})
+    assert CHUNK_DEFAULTS == {"chunk_duration": g.audio_chunk_duration, "chunk_threshold": g.audio_chunk_threshold}
+    kwargs = generation_kwargs({**DEFAULTS, "chunk_duration": 7.5, "chunk_threshold": 12.0})
     assert GenerationConfig(**kwargs).audio_chunk_duration == 7.5
     assert GenerationConfig(**kwargs).audio_chunk_threshold == 12.0
 
@@ -196,10 +199,10 @@ def test_chunk_settings_are_the_engines():
     ],
 )
 def test_engine_option_combinations(changes, message):
-    with pytest.raises(st.SettingsError, match=message.replace("(", r"\(")):
-        st.check_engine_options({**st.DEFAULTS, **changes})
-    st.check_engine_options({**st.DEFAULTS, "quantize": "int8", "device": "cpu", "dtype": "float32"})
-    st.check_engine_options({**st.DEFAULTS, "compile": True, "device": "cuda", "dtype": "float16"})
+    with pytest.raises(SettingsError, match=message.replace("(", r"\(")):
+        check_engine_options({**DEFAULTS, **changes})
+    check_engine_options({**DEFAULTS, "quantize": "int8", "device": "cpu", "dtype": "float32"})
+    check_engine_options({**DEFAULTS, "compile": True, "device": "cuda", "dtype": "float16"})
 
 
 @pytest.mark.parametrize(
@@ -217,7 +220,7 @@ def test_engine_option_combinations(changes, message):
     ],
 )
 def test_join_lines(text, expected):
-    assert st.join_lines(text) == expected
+    assert join_lines(text) == expected
 
 
 def test_the_int8_rule_is_the_engines():
@@ -236,8 +239,8 @@ def test_the_int8_rule_is_the_engines():
         ({"dtype": "float16"}, "dtype"),
         ({"compile": True}, "compile"),
     ):
-        with pytest.raises(st.SettingsError) as e:
-            st.check_engine_options({"quantize": "int8", **values})
+        with pytest.raises(SettingsError) as e:
+            check_engine_options({"quantize": "int8", **values})
         value = values[clash]
         assert str(e.value) == int8_problem(clash, repr(value) if clash == "device" else str(value), lambda k: f"--{k}")
     assert int8_problem("compile", "") == "quantize int8 and compile cannot be combined: choose one"

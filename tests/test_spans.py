@@ -8,7 +8,7 @@ import pytest
 
 from omnivoice_cli.engine import audio
 from omnivoice_cli.engine.audio import layout_slice, map_span, merge_layout, render_layout
-from omnivoice_cli.engine.pipeline import piece_spans
+from omnivoice_cli.engine.planning import piece_spans
 from omnivoice_cli.engine.postprocess import post_process_parts
 
 SR = 24000

@@ -15,8 +15,9 @@ import pytest
 import soundfile as sf
 from conftest import ROOT
 
-from omnivoice_cli.app import settings as st
 from omnivoice_cli.app import speak, speakdialogue, speakrun, speakstream
+from omnivoice_cli.app.layers import DEFAULT_SOURCE, FLAG_SOURCE, Source, engine_options, resolve
+from omnivoice_cli.app.presets import Preset
 from omnivoice_cli.app.request import References, Voices, build_request
 from omnivoice_cli.app.session import Session, hardware_from_settings
 
@@ -27,19 +28,19 @@ PACKAGE = ROOT / "omnivoice_cli"
 
 
 def test_resolved_settings_cannot_be_changed():
-    r = st.resolve((st.FLAG_SOURCE, {"num_step": 8}))
+    r = resolve((FLAG_SOURCE, {"num_step": 8}))
     with pytest.raises(TypeError):
         r.values["num_step"] = 4  # type: ignore[index]
     with pytest.raises(TypeError):
-        r.sources["num_step"] = st.DEFAULT_SOURCE  # type: ignore[index]
+        r.sources["num_step"] = DEFAULT_SOURCE  # type: ignore[index]
     with pytest.raises(dataclasses.FrozenInstanceError):
         r.values = {}  # type: ignore[misc]
     assert r["num_step"] == 8 and r.name("num_step") == "--num-step"
 
 
 def test_a_later_decision_is_a_new_layer():
-    r = st.resolve((st.FLAG_SOURCE, {"num_step": 8, "voice": "alice"}))
-    seeded = r.with_values({"seed": 7}, st.Source("random"))
+    r = resolve((FLAG_SOURCE, {"num_step": 8, "voice": "alice"}))
+    seeded = r.with_values({"seed": 7}, Source("random"))
     assert (seeded["seed"], seeded.source("seed").kind) == (7, "random")
     assert r["seed"] is None and r.source("seed").kind == "default"  # the one it came from is as it was
     kept = r.with_values({"voice": None})  # without a source: each keeps its own (messages still say --voice)
@@ -49,7 +50,7 @@ def test_a_later_decision_is_a_new_layer():
 
 
 def test_building_a_request_leaves_its_settings_alone(home):
-    settings = st.resolve((st.FLAG_SOURCE, {"voice": "alloy"}))  # a built-in voice: its instruct items
+    settings = resolve((FLAG_SOURCE, {"voice": "alloy"}))  # a built-in voice: its instruct items
     built = build_request("Hello there.", settings, refs=References(), voices=Voices())
     assert (settings["seed"], settings["voice"], settings["instruct"]) == (None, "alloy", None)
     assert built.settings["seed"] == built.request.seed and built.settings.source("seed").kind == "random"
@@ -58,12 +59,12 @@ def test_building_a_request_leaves_its_settings_alone(home):
 
 
 def test_a_presets_int8_dropped_is_a_new_layer():
-    preset = st.Preset("int8", Path("int8.toml"), "file", {"quantize": "int8"})  # fast's quantize is "auto" now
-    r = st.resolve((preset.origin, preset.settings), (st.FLAG_SOURCE, {"device": "cuda"}))
-    dropped, notice = st.engine_options(r)
+    preset = Preset("int8", Path("int8.toml"), "file", {"quantize": "int8"})  # fast's quantize is "auto" now
+    r = resolve((preset.origin, preset.settings), (FLAG_SOURCE, {"device": "cuda"}))
+    dropped, notice = engine_options(r)
     assert r["quantize"] == "int8" and dropped["quantize"] == "none"
     assert dropped.source("quantize") == preset.origin and "int8" in notice
-    same, none = st.engine_options(st.resolve((st.FLAG_SOURCE, {"device": "cpu"})))
+    same, none = engine_options(resolve((FLAG_SOURCE, {"device": "cpu"})))
     assert none is None and same["quantize"] == "none"
 
 
@@ -109,7 +110,7 @@ class Seen:
 
 
 def _speech(tmp_path, text="Hello there. How are you today?", output="out.wav", **kw) -> speakrun.Speech:
-    settings = st.resolve((st.FLAG_SOURCE, {"num_step": 4, "model": "fake", "seed": 11}))
+    settings = resolve((FLAG_SOURCE, {"num_step": 4, "model": "fake", "seed": 11}))
     built = build_request(text, settings, refs=References(), voices=Voices())
     target = speak.output_target(str(tmp_path / output), settings, lambda: False) if output else None
     return speakrun.Speech(built, References(), target, hardware_from_settings(settings.values), **kw)
@@ -164,8 +165,8 @@ def test_the_dialogue_run_gives_each_line_its_place(fake_engine, tmp_path):
 
     flags = {"num_step": 2, "model": "fake", "seed": 5}
     script = plan_script("A: Hello there.\nB: Hi.\n", "the text", ["A=auto", "B=instruct:male"], None, flags)
-    hw = hardware_from_settings(st.resolve((st.FLAG_SOURCE, flags)).values)
-    target = speak.output_target(str(tmp_path / "d.wav"), st.resolve(), lambda: False)
+    hw = hardware_from_settings(resolve((FLAG_SOURCE, flags)).values)
+    target = speak.output_target(str(tmp_path / "d.wav"), resolve(), lambda: False)
     report = speakdialogue.DialogueRun(script, target, hw, model="fake", gap=0.5).run(Held())
     assert isinstance(report, speakdialogue.DialogueReport) and report.seed == 5
     assert [(ln.speaker, ln.seed, ln.start, ln.end) for ln in report.lines] == [

@@ -12,20 +12,20 @@ import httpx
 import pytest
 from server_util import TINY_CKPT, running_server
 
-from omnivoice_cli.app import settings as st
 from omnivoice_cli.app import speaker as speaker_module
+from omnivoice_cli.app.layers import FLAG_SOURCE, resolve
 from omnivoice_cli.app.request import References, Voices, build_request
 from omnivoice_cli.app.speaker import Speaker, SpeakerOptions
 from omnivoice_cli.engine.config import ModelConfig
 from omnivoice_cli.engine.errors import InvalidRequest
 from omnivoice_cli.engine.forwardfit import check_sizes, fit_sizes
-from omnivoice_cli.engine.pipeline import Request, plan_request
+from omnivoice_cli.engine.planning import Request, plan_request
 from omnivoice_cli.engine.stream.cut import StreamConfig, cut_request
 from omnivoice_cli.server.config import ServeOptions, load_voice_map
 from omnivoice_cli.server.errors import ApiError
 from omnivoice_cli.server.speech import parse_speech
 
-FLAGS = ((st.FLAG_SOURCE, {"num_step": 4, "seed": 3}),)
+FLAGS = ((FLAG_SOURCE, {"num_step": 4, "seed": 3}),)
 UNPUNCTUATED = "word " * 800  # no sentence end: one stretch of about 2,900 s at speed 0.1
 
 
@@ -37,7 +37,7 @@ def made(monkeypatch):
 
     calls: list[tuple[Speaker, str]] = []
     plans = [0]
-    make, plan = Speaker.make, pipeline.plan_request
+    make, plan = Speaker.make, plan_request
 
     def spy(self, text, settings):
         calls.append((self, text))
@@ -157,7 +157,7 @@ def test_the_server_refuses_what_the_clis_plan_refuses_in_its_words(home):
 
     voices.save("slow", VoicePrompt(torch.zeros(8, 750, dtype=torch.long), "Hi.", 0.1))  # 30 s for "Hi."
     text = "Hello there, how are you today?"
-    settings = st.resolve((st.FLAG_SOURCE, {"voice": "slow"}))
+    settings = resolve((FLAG_SOURCE, {"voice": "slow"}))
     with pytest.raises(InvalidRequest) as cli:  # `say --voice slow`: its request planned, refused
         build_request(text, settings, refs=References(), voices=Voices())
     words = str(cli.value)

@@ -53,7 +53,7 @@ def test_generate_steady_gives_the_same_tokens_one_by_one(tiny_engine):
     """Engine.generate(steady=True): each request's tokens are those of the plain run, and the
     requests finish one at a time (each in a later forward than the one before)."""
     from omnivoice_cli.engine.config import GenerationConfig
-    from omnivoice_cli.engine.pipeline import Request
+    from omnivoice_cli.engine.planning import Request
 
     gen = GenerationConfig(num_step=6)
     reqs = [Request(text=f"Line number {i} of a steady run.", seed=i, generation=gen) for i in range(8)]
@@ -127,7 +127,7 @@ def test_a_long_reply_leaves_the_service_piece_by_piece(tiny_engine, ref_voice, 
     import queue
 
     from omnivoice_cli.engine.config import GenerationConfig
-    from omnivoice_cli.engine.pipeline import Request
+    from omnivoice_cli.engine.planning import Request
     from omnivoice_cli.engine.service import Service
     from omnivoice_cli.engine.stream.cut import StreamConfig, cut_request
 
@@ -166,7 +166,7 @@ def test_say_stream_hands_a_wave_out_piece_by_piece(tiny_engine):
     import itertools
 
     from omnivoice_cli.engine.config import GenerationConfig
-    from omnivoice_cli.engine.pipeline import Request
+    from omnivoice_cli.engine.planning import Request
     from omnivoice_cli.engine.stream.render import stream
 
     log: list[tuple[str, int]] = []
@@ -238,7 +238,7 @@ def test_the_server_keeps_a_short_text_whole_and_cuts_a_long_one_by_sentence():
     it); a longer one's later pieces a sentence each; a continued request (a socket's or
     Wyoming's next part) a sentence a piece from its first."""
     from omnivoice_cli.engine.config import GenerationConfig
-    from omnivoice_cli.engine.pipeline import Request
+    from omnivoice_cli.engine.planning import Request
     from omnivoice_cli.engine.stream.cut import cut_request, estimated_seconds
     from omnivoice_cli.server.config import ServeOptions
     from omnivoice_cli.server.speech import speaker_options
@@ -262,7 +262,7 @@ def test_a_socket_reply_leaves_the_service_sentence_by_sentence(tiny_engine):
     import queue
 
     from omnivoice_cli.engine.config import GenerationConfig
-    from omnivoice_cli.engine.pipeline import Request
+    from omnivoice_cli.engine.planning import Request
     from omnivoice_cli.engine.service import Service
     from omnivoice_cli.server.config import ServeOptions
     from omnivoice_cli.server.speech import speaker_options

@@ -12,12 +12,16 @@ import torch
 from conftest import GOLDEN, TINY_CKPT
 from safetensors.torch import load_file
 
-from omnivoice_cli.app import settings as st
+from omnivoice_cli.app.layers import Source, check_layer, generation_kwargs, resolve_settings
+from omnivoice_cli.app.presets import find_preset
+from omnivoice_cli.app.schema import DEFAULTS, GENERATION_KEYS, SCHEMA
+from omnivoice_cli.app.setting import FLAG, HTTP, LINE, PRESET, SettingsError
 from omnivoice_cli.engine.config import GenerationConfig
 from omnivoice_cli.engine.errors import InvalidRequest
 from omnivoice_cli.engine.generation import pack, run_jobs
 from omnivoice_cli.engine.hardware import Hardware
-from omnivoice_cli.engine.pipeline import Engine, Request
+from omnivoice_cli.engine.pipeline import Engine
+from omnivoice_cli.engine.planning import Request
 
 G = GenerationConfig(num_step=16, position_temperature=0.0)
 CACHED = G.replace(step_cache=True)  # n = 8, k = 3
@@ -160,16 +164,16 @@ def test_the_service_and_the_stream_render_it_as_generate(engine):
 
 
 def test_settings_the_fast_preset_and_bad_values():
-    assert st.DEFAULTS["step_cache"] is False and "step_cache" in st.GENERATION_KEYS
+    assert DEFAULTS["step_cache"] is False and "step_cache" in GENERATION_KEYS
     for key in ("step_cache", "step_cache_prompt_every", "step_cache_uncond_every"):
-        assert {st.FLAG, st.PRESET, st.LINE, st.HTTP} <= st.SCHEMA[key].where  # per request: packing mixes them
-    fast = st.find_preset("fast").settings
+        assert {FLAG, PRESET, LINE, HTTP} <= SCHEMA[key].where  # per request: packing mixes them
+    fast = find_preset("fast").settings
     assert fast["step_cache"] is True and (fast["step_cache_prompt_every"], fast["step_cache_uncond_every"]) == (8, 3)
-    assert st.find_preset("balanced").settings["step_cache"] is False  # balanced = the defaults: off
-    gen = GenerationConfig(**st.generation_kwargs(st.resolve_settings(st.DEFAULTS, fast, {})))
+    assert find_preset("balanced").settings["step_cache"] is False  # balanced = the defaults: off
+    gen = GenerationConfig(**generation_kwargs(resolve_settings(DEFAULTS, fast, {})))
     assert gen.step_cache and gen.step_cache_prompt_every == 8
-    with pytest.raises(st.SettingsError, match="step_cache_prompt_every.*integer in 1..64"):
-        st.check_layer({"step_cache_prompt_every": 0}, st.Source("line", "3"), st.LINE)
+    with pytest.raises(SettingsError, match="step_cache_prompt_every.*integer in 1..64"):
+        check_layer({"step_cache_prompt_every": 0}, Source("line", "3"), LINE)
     with pytest.raises(InvalidRequest, match="step_cache_uncond_every 2.5"):
         GenerationConfig(step_cache_uncond_every=2.5)
     with pytest.raises(InvalidRequest, match="step_cache must be true or false"):

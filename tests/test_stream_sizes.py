@@ -14,7 +14,8 @@ import pytest
 import soundfile as sf
 from conftest import TINY_CKPT
 
-from omnivoice_cli.media.streams import UNKNOWN_SIZE, StreamWriter
+from omnivoice_cli.media.sndpieces import UNKNOWN_SIZE
+from omnivoice_cli.media.streams import StreamWriter
 
 PIECES = [np.full(n, 0.25, np.float32) for n in (1000, 2400, 7)]
 

@@ -10,7 +10,7 @@ import torch
 from omnivoice_cli.engine import generation
 from omnivoice_cli.engine.cancel import Cancelled
 from omnivoice_cli.engine.config import GenerationConfig
-from omnivoice_cli.engine.pipeline import Request
+from omnivoice_cli.engine.planning import Request
 from omnivoice_cli.engine.stream.cut import (
     Segment,
     StreamConfig,

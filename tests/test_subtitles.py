@@ -133,7 +133,7 @@ def check_cues_against_audio(cues, audio, texts):
 @pytest.mark.parametrize("ext", ["srt", "vtt"])
 def test_say_subtitles_follow_the_pieces(invoke, loaded, home, tmp_path, ext):
     from omnivoice_cli.engine.config import GenerationConfig
-    from omnivoice_cli.engine.pipeline import Request, plan_request
+    from omnivoice_cli.engine.planning import Request, plan_request
 
     args = ["--seed", 3, "--num-step", 4, "--model", TINY_CKPT, *CHUNKED, "-q"]
     subs = tmp_path / f"a.{ext}"
@@ -202,7 +202,7 @@ def test_result_pieces_of_a_cloned_long_text(tiny_engine):
     import torch
 
     from omnivoice_cli.engine.config import GenerationConfig
-    from omnivoice_cli.engine.pipeline import Request
+    from omnivoice_cli.engine.planning import Request
     from omnivoice_cli.engine.voice import VoicePrompt
 
     ref = VoicePrompt(torch.randint(0, 1024, (8, 30), generator=torch.Generator().manual_seed(1)), "A reference.", 0.05)

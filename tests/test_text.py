@@ -1,4 +1,4 @@
-"""Tests of omnivoice_cli.engine.text: tokenizer, languages, instructs, text rules, durations, chunks."""
+"""Tests of the engine's text modules: tokenizer, languages, instructs, text rules, durations, chunks."""
 
 from __future__ import annotations
 

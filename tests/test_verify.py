@@ -111,7 +111,7 @@ def test_streamed_steps_count_a_retake_as_done_and_to_do(engine):
     """stream.render.stream's on_progress: a take sent back counts as done, its retake's steps are
     added to the total: the steps never go back, the total is reached at the last step only."""
     from omnivoice_cli.engine.config import GenerationConfig
-    from omnivoice_cli.engine.pipeline import Request
+    from omnivoice_cli.engine.planning import Request
     from omnivoice_cli.engine.stream.render import stream
 
     class TwiceBack:

@@ -20,8 +20,8 @@ import soundfile as sf
 import torch
 from conftest import GOLDEN, ROOT, TINY_CKPT, error_line, files_in
 
-from omnivoice_cli.app import settings as st
 from omnivoice_cli.app import voices
+from omnivoice_cli.app.schema import DEFAULT_MODEL
 
 REF_TEXT = "This is the reference voice for the test"
 SR = 24000
@@ -128,7 +128,8 @@ def test_add_list_show_rm(invoke, fake_engine, home, ref, tmp_path):
     assert files_in(home) == ["voices/alice.safetensors"]
     assert "voice 'alice': 2.76 s of audio" in r.stderr and str(path) in r.stderr
 
-    from omnivoice_cli.engine.voice import load_voice, read_voice_metadata
+    from omnivoice_cli.engine.voice import load_voice
+    from omnivoice_cli.engine.voicefile import read_voice_metadata
 
     meta = read_voice_metadata(path)
     assert meta["name"] == "alice" and meta["source"] == str(ref.resolve()) and meta["model"] == "some/model"
@@ -477,7 +478,8 @@ def test_import_reference_prompt(invoke, fake_engine, home, tmp_path):
     r = invoke("voice", "import", pt, "--name", "bob")
     assert r.exit_code == 0, r.stderr
     assert fake_engine.loads == []  # no model needed
-    from omnivoice_cli.engine.voice import load_voice, read_voice_metadata
+    from omnivoice_cli.engine.voice import load_voice
+    from omnivoice_cli.engine.voicefile import read_voice_metadata
 
     voice = load_voice(home / "voices" / "bob.safetensors")
     assert torch.equal(voice.codes, codes) and voice.text == "Imported words." and voice.rms == 0.07
@@ -690,7 +692,7 @@ def test_batch_speed_and_chunk_flags(invoke, fake_engine, home, tmp_path):
     )
     assert r.exit_code == 0, r.stderr
     assert fake_engine.loads == [
-        {"model": st.DEFAULT_MODEL, "device": "auto", "dtype": "auto", "threads": 2, "quantize": "int8"}
+        {"model": DEFAULT_MODEL, "device": "auto", "dtype": "auto", "threads": 2, "quantize": "int8"}
     ]
     a, b = fake_engine.requests
     assert (a.generation.audio_chunk_duration, a.generation.audio_chunk_threshold) == (8.0, 12.0)
@@ -742,7 +744,7 @@ def say(invoke, path, *args):
 def test_saved_voice_equals_ref(invoke, loaded, tiny_engine, home, ref, tmp_path):
     """voice add + say --voice == say --ref, byte for byte; and both == the engine with that prompt."""
     from omnivoice_cli.engine.config import GenerationConfig
-    from omnivoice_cli.engine.pipeline import Request
+    from omnivoice_cli.engine.planning import Request
     from omnivoice_cli.media.output import encode
 
     r = invoke("voice", "add", "alice", "--ref", ref, "--ref-text", REF_TEXT, "--model", TINY_CKPT)

@@ -17,7 +17,8 @@ from omnivoice_cli.engine import cpu, int8pack, weightcache
 from omnivoice_cli.engine.config import GenerationConfig
 from omnivoice_cli.engine.generation import pack
 from omnivoice_cli.engine.hardware import Hardware
-from omnivoice_cli.engine.pipeline import Engine, Request
+from omnivoice_cli.engine.pipeline import Engine
+from omnivoice_cli.engine.planning import Request
 from omnivoice_cli.engine.tensorfile import SafetensorsFile
 
 pytestmark = pytest.mark.slow  # each test loads the tiny body two or three times

@@ -21,7 +21,7 @@ from wyoming.info import Describe, Info
 from wyoming.ping import Ping
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeVoice
 
-from omnivoice_cli.app import settings as st
+from omnivoice_cli.app.layers import FLAG_SOURCE
 from omnivoice_cli.app.speaker import Speaker, SpeakerOptions
 from omnivoice_cli.app.textparts import ready_text
 from omnivoice_cli.engine.errors import InvalidRequest
@@ -52,7 +52,7 @@ class Running:
     def __init__(self, engine, uri="tcp://127.0.0.1:0", wyoming=None, **options):
         flags = {"num_step": NUM_STEP, "seed": SEED}
         self.speaker = Speaker(
-            SpeakerOptions(layers=((st.FLAG_SOURCE, flags),), model=str(TINY_CKPT), **options), load=lambda: engine
+            SpeakerOptions(layers=((FLAG_SOURCE, flags),), model=str(TINY_CKPT), **options), load=lambda: engine
         )
         self.speaker.start()
         self.server = WyomingServer(self.speaker, WyomingOptions(uri=uri, quiet=True, **(wyoming or {})))

@@ -38,8 +38,8 @@ from typing import Any, Mapping, Protocol
 from ..engine.errors import InvalidRequest, MissingExtra
 from ..engine.hardware import Hardware
 from ..engine.planning import Result
-from ..media.output import FORMATS, OutputTarget
-from . import settings as st
+from ..media.formats import FORMATS
+from ..media.output import OutputTarget
 from .batchinput import Line, check_fields, read_input
 from .deliver import Outputs, SilentAudio, Take, deliver
 from .executor import GROUP_SIZE, Executor, LocalExecutor
@@ -51,11 +51,16 @@ from .folder import (
     remove_stale_temporaries,
     target_problem,
 )
+from .layers import FLAG_SOURCE, Resolved, Source, engine_options, resolve
 from .listen import Recogniser, RecogniserHolder
 from .manifest import MANIFEST, ManifestWriter, done_records, fingerprint
+from .presets import Preset, find_preset
 from .request import References, Voices, build_request
+from .schema import LINE_SETTINGS, RUN_WIDE
 from .session import Session, WarnOnce, hardware_from_settings, random_seed, seed_for
+from .setting import SettingsError
 from .signals import HoldSignals
+from .values import join_lines
 from .verify import Verifier
 
 
@@ -88,7 +93,7 @@ def _record(line: Line, status: str, **extra: Any) -> dict[str, Any]:
         "id": line.id,
         "status": status,
         "output": line.name,
-        "text": None if line.text is None else st.join_lines(line.text),
+        "text": None if line.text is None else join_lines(line.text),
         "audio_seconds": None,
         "seconds": None,
         "seed": line.settings["seed"] if line.settings else None,
@@ -124,7 +129,7 @@ class BatchRun:
         input_path: str | Path,
         output_dir: str | Path,
         *,
-        preset: st.Preset | None,
+        preset: Preset | None,
         flags: dict[str, Any],
         overwrite: bool = False,
         session: Session | None = None,
@@ -145,7 +150,7 @@ class BatchRun:
         self.echo, self.quiet = self.session.echo, self.session.quiet
         self.base = Path(input_path).expanduser().parent  # relative paths in a line start here
         self.refs, self.voices = References(), Voices()
-        self.presets: dict[str, st.Preset | st.SettingsError] = {}
+        self.presets: dict[str, Preset | SettingsError] = {}
         self.report = BatchReport()
         self.lines: list[Line] = []
         self.out: Path | None = None  # the output folder, once created
@@ -155,42 +160,42 @@ class BatchRun:
 
     # -- planning (no model) -------------------------------------------------------------
 
-    def run_settings(self) -> st.Resolved:
+    def run_settings(self) -> Resolved:
         layers = [(self.preset.origin, self.preset.settings)] if self.preset else []
-        resolved, _ = st.engine_options(st.resolve(*layers, (st.FLAG_SOURCE, self.flags)))  # (the command said it)
+        resolved, _ = engine_options(resolve(*layers, (FLAG_SOURCE, self.flags)))  # (the command said it)
         return resolved
 
     def hardware(self) -> tuple[str, Hardware]:
         """The run's engine, one for every line: (the model, how it is loaded)."""
         return str((values := self.run_settings().values)["model"]), hardware_from_settings(values)
 
-    def _line_preset(self, line: Line) -> st.Preset | None:
+    def _line_preset(self, line: Line) -> Preset | None:
         spec = line.fields.get("preset")
         if spec is None:
             return self.preset
         if spec not in self.presets:
             try:
-                self.presets[spec] = st.find_preset(spec)
-            except st.SettingsError as e:
+                self.presets[spec] = find_preset(spec)
+            except SettingsError as e:
                 self.presets[spec] = e
         found = self.presets[spec]
-        if isinstance(found, st.SettingsError):
+        if isinstance(found, SettingsError):
             raise InvalidRequest(f"field 'preset': {found}")
         # The hardware settings (device, dtype, threads, quantize, compile) are the run's: a line's
         # preset does not change them (plan_line sets the run's), as a request's preset on the server.
         return found
 
-    def plan_line(self, line: Line, run: st.Resolved, width: int) -> None:
+    def plan_line(self, line: Line, run: Resolved, width: int) -> None:
         """Resolve a checked line's settings, build its request and output name (or fail it)."""
         n, f = line.number, line.fields
         preset = self._line_preset(line)
         flags = dict(self.flags)
         if flags.get("seed") is not None and f.get("seed") is None:
             flags["seed"] = seed_for(flags["seed"], line.index)
-        layer = {k: f[k] for k in st.LINE_SETTINGS if f.get(k) is not None}
+        layer = {k: f[k] for k in LINE_SETTINGS if f.get(k) is not None}
         preset_layer = [(preset.origin, preset.settings)] if preset else []
-        settings = st.resolve(*preset_layer, (st.FLAG_SOURCE, flags), (st.Source("line", str(n)), layer))
-        settings = settings.with_values({k: run[k] for k in st.RUN_WIDE})  # the run's hardware, its sources kept
+        settings = resolve(*preset_layer, (FLAG_SOURCE, flags), (Source("line", str(n)), layer))
+        settings = settings.with_values({k: run[k] for k in RUN_WIDE})  # the run's hardware, its sources kept
         line.name, line.format = line_output(line, settings["format"], width)
         settings = settings.with_values({"format": line.format})
         seed = random_seed() if settings["seed"] is None else None
@@ -214,7 +219,7 @@ class BatchRun:
                 self.plan_line(line, run, width)
             except MissingExtra:
                 raise  # the installation, not the line: the whole run stops (one line, exit 2)
-            except (InvalidRequest, st.SettingsError) as e:
+            except (InvalidRequest, SettingsError) as e:
                 line.fail(str(e))
         check_duplicates(self.lines)
         if self.subtitles:

@@ -12,9 +12,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..engine.errors import InvalidRequest
-from ..engine.text import is_blank
-from . import settings as st
+from ..engine.textcheck import is_blank
+from .layers import Source, check_layer
 from .request import Built
+from .schema import LINE_SETTINGS, SCHEMA
+from .setting import LINE, SettingsError, flag_name
+from .values import did_you_mean, shown_value, type_name
 
 if TYPE_CHECKING:  # annotations only: these pull torch (or the recogniser's extra) at import
     from ..engine.voice import VoicePrompt
@@ -25,7 +28,7 @@ JSON_SUFFIXES = (".jsonl", ".ndjson")
 MAX_INPUT_BYTES = 512 * 1024 * 1024  # the input file is read up to here
 MAX_LINE_BYTES = 1024 * 1024  # one line (a text of about 20 minutes of speech)
 MAX_LINES = 100_000  # lines to speak in one input file (each is planned, and kept, before the model loads)
-LINE_FIELDS = ("text", "id", "output", *st.LINE_SETTINGS, "preset")
+LINE_FIELDS = ("text", "id", "output", *LINE_SETTINGS, "preset")
 
 
 @dataclass
@@ -173,7 +176,7 @@ def _json_line(number: int, stripped: str) -> Line:
         if isinstance(obj, dict):
             line.fields = obj
         else:
-            line.error = f'line {number}: expected a JSON object such as {{"text": "Hello"}}, got {st.type_name(obj)}'
+            line.error = f'line {number}: expected a JSON object such as {{"text": "Hello"}}, got {type_name(obj)}'
     return line
 
 
@@ -184,9 +187,9 @@ def check_fields(line: Line) -> None:
     n, f = line.number, line.fields
     unknown = [k for k in f if k not in LINE_FIELDS]
     if unknown:
-        hint = st.did_you_mean(unknown[0], LINE_FIELDS)
-        if unknown[0] in st.SCHEMA:  # a setting of the whole run (a file of this machine, the hardware)
-            hint = f" ({unknown[0]} is set for the whole run: give {st.flag_name(unknown[0])} or a --preset)"
+        hint = did_you_mean(unknown[0], LINE_FIELDS)
+        if unknown[0] in SCHEMA:  # a setting of the whole run (a file of this machine, the hardware)
+            hint = f" ({unknown[0]} is set for the whole run: give {flag_name(unknown[0])} or a --preset)"
         names = ", ".join(repr(k)[:60] for k in unknown[:5])
         line.error = (
             f"line {n}: unknown field{'s' if len(unknown) > 1 else ''} {names}{hint}; "
@@ -197,7 +200,7 @@ def check_fields(line: Line) -> None:
     if text is None:
         line.error = f"line {n}: field 'text' is missing: every line needs the text to speak"
     elif not isinstance(text, str):
-        line.error = f"line {n}: field 'text' must be a string, got {st.shown_value(text)} ({st.type_name(text)})"
+        line.error = f"line {n}: field 'text' must be a string, got {shown_value(text)} ({type_name(text)})"
     elif not text.strip():
         line.error = f"line {n}: field 'text' is empty: give some text to speak"
     else:
@@ -215,11 +218,11 @@ def _check_plain_fields(n: int, f: dict[str, Any]) -> str | None:
         ok = isinstance(value, str) or (key == "id" and isinstance(value, int) and not isinstance(value, bool))
         if not ok:
             kind = "a string or an integer" if key == "id" else "a string"
-            return f"line {n}: field {key!r} must be {kind}, got {st.shown_value(value)} ({st.type_name(value)})"
+            return f"line {n}: field {key!r} must be {kind}, got {shown_value(value)} ({type_name(value)})"
         if isinstance(value, str) and not value.strip():
             return f"line {n}: field {key!r} is empty"
     try:
-        f.update(st.check_layer({k: f.get(k) for k in st.LINE_SETTINGS}, st.Source("line", str(n)), st.LINE))
-    except st.SettingsError as e:
+        f.update(check_layer({k: f.get(k) for k in LINE_SETTINGS}, Source("line", str(n)), LINE))
+    except SettingsError as e:
         return str(e)
     return None

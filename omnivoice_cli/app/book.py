@@ -46,10 +46,9 @@ from pathlib import Path
 from typing import Callable
 
 from ..engine.errors import InvalidRequest, MissingExtra
+from ..media.formats import AudioFormat, check_available, format_named
 from ..media.loudness import require
 from ..media.m4b import BookTags, cover_image
-from ..media.output import AudioFormat, check_available, format_named
-from . import settings as st
 from .batch import BatchRun
 from .bookassembly import Assembly, Loudness, output_names, outputs_folder
 from .bookplan import (
@@ -73,7 +72,10 @@ from .booktrack import BookProgress, NoBookProgress, Tracker
 from .bookwork import PartSink, check_parts, remove_old_parts
 from .dryrun import describe
 from .executor import Executor
+from .layers import FLAG_SOURCE, Resolved, resolve
+from .presets import Preset
 from .session import Session
+from .setting import SettingsError
 from .signals import HoldSignals, Stop
 
 BOOK_GROUP_SIZE = 8  # parts per Engine.generate call (it keeps every result of a call until the call ends)
@@ -119,7 +121,7 @@ class BookRun:
         book_path: str | Path,
         output: str | None,
         *,
-        preset: st.Preset | None,
+        preset: Preset | None,
         flags: dict[str, object],
         chapters: str | None = None,
         titles: bool = True,
@@ -186,9 +188,9 @@ class BookRun:
 
     # -- planning ------------------------------------------------------------------------
 
-    def settings(self) -> st.Resolved:
+    def settings(self) -> Resolved:
         layers = [(self.preset.origin, self.preset.settings)] if self.preset else []
-        return st.resolve(*layers, (st.FLAG_SOURCE, self.flags))
+        return resolve(*layers, (FLAG_SOURCE, self.flags))
 
     def loudness_target(self) -> float:
         """The LUFS each output is brought to: the `loudness` setting, else DEFAULT_LOUDNESS."""
@@ -293,7 +295,7 @@ class BookRun:
         self.lines = list(by_name.values())
         self.report.chapters, self.report.parts = len(self.plans), len(self.lines)
 
-    def _plan_part(self, line: PartLine, run: st.Resolved, keep: bool) -> PartLine:
+    def _plan_part(self, line: PartLine, run: Resolved, keep: bool) -> PartLine:
         """Plan one part's request on the batch run and estimate its length (or fail it). The
         part as spoken has no loudness of its own (a preset's `loudness` is the book's, over each
         whole output, never a part's)."""
@@ -307,7 +309,7 @@ class BookRun:
             line.estimate, line.pieces = float(described["seconds"]), len(described["pieces"])
         except MissingExtra:
             raise
-        except (InvalidRequest, st.SettingsError) as e:
+        except (InvalidRequest, SettingsError) as e:
             # Every part has the run's settings (a book has no per-line fields): what one part
             # cannot be planned with, none can. The run stops before anything is spoken (exit 2).
             message = str(e)

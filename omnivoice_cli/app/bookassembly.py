@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from ..engine.errors import OmniVoiceError
+from ..media.formats import AudioFormat
 from ..media.leveller import LoudnessReport
 from ..media.m4b import BookTags, ChapterMark, write_chapters_json
-from ..media.output import AudioFormat
 from .bookaudio import Layout, chapter_layout, frames_of, part_info, stream, write_chapter_subtitles
 from .bookplan import CHAPTER_LEAD, CHAPTER_TAIL, PARAGRAPH_PAUSE, PEAK_DBTP, ChapterPlan, PartLine
 from .bookwork import STATE, State, pieces_name, read_state, write_json

@@ -15,7 +15,7 @@ from ..media.subtitles import finish_subtitles, subtitles_from_pieces
 from .bookplan import CHAPTER_LEAD, CHAPTER_TAIL, PARAGRAPH_PAUSE, ChapterPlan
 from .bookwork import pieces_name, read_pieces
 from .deliver import write_cues
-from .manifest import _open_regular
+from .manifest import open_regular
 from .signals import HoldSignals, Stop
 
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ def chapter_layout(work: Path, plan: ChapterPlan, sr: int) -> Layout:
 
 def _open_part(path: Path) -> BinaryIO:
     """A part of the work folder opened for reading: a regular file, never through a link."""
-    f = _open_regular(path)
+    f = open_regular(path)
     if f is None:
         raise OmniVoiceError(f"{path} is not a regular file: delete it and run the same command again")
     return f

@@ -18,11 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Union
 
+from ..engine.chunking import is_sentence_break  # not after 'U.S.' or 'Mr.' (the chunker's rule)
 from ..engine.errors import InvalidRequest
-from ..engine.text import is_sentence_break  # not after 'U.S.' or 'Mr.' (the chunker's rule)
-from . import settings as st
 from .batchinput import Line
+from .layers import Resolved
 from .request import spoken_text
+from .schema import MAX_SEED
 from .voices import resolve_voice
 
 TITLE_PAUSE = 1.0  # seconds of silence after a chapter's spoken title
@@ -197,7 +198,7 @@ def settings_key(values: dict[str, object]) -> SettingsKey:
     return kept
 
 
-def lexicon_key(text: str, resolved: st.Resolved) -> tuple[str, list[tuple[str, str]]]:
+def lexicon_key(text: str, resolved: Resolved) -> tuple[str, list[tuple[str, str]]]:
     """What a part's key is over, and what the lexicon replaced in it. Without a lexicon, or
     where it replaces nothing, the part's text (so the key is as without one); where it does,
     the text and the text as the model is given it (spoken_text: after the lexicon), so an
@@ -220,7 +221,7 @@ def part_key(text: str, key_settings: SettingsKey) -> str:
 def part_seed(text: str, base: int | None) -> int:
     """A part's seed: from its text, moved by --seed when given (in 0..MAX_SEED)."""
     h = int.from_bytes(hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()[:8], "big")
-    return h % 2**31 if base is None else (base + h) % (st.MAX_SEED + 1)
+    return h % 2**31 if base is None else (base + h) % (MAX_SEED + 1)
 
 
 def chapter_stem(number: int, title: str, width: int) -> str:

@@ -11,15 +11,15 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
 
-from ..engine.text import split_pauses
-from ..media.output import replace_atomically
+from ..engine.pauses import split_pauses
+from ..media.atomic import replace_atomically
 from .batchinput import Line
 from .bookplan import KEY_CHARS, PART_FORMAT, PartLine
 from .booktrack import Tracker
-from .manifest import MANIFEST, _open_regular, done_records, is_recorded
+from .manifest import MANIFEST, done_records, is_recorded, open_regular
 
 if TYPE_CHECKING:
-    from ..engine.pipeline import Result
+    from ..engine.planning import Result
 
 STATE = "book.json"  # in the work folder: the key of each output written
 MAX_STATE_BYTES = 16 * 1024 * 1024  # book.json and a part's .pieces.json are read up to here
@@ -48,7 +48,7 @@ def pieces_name(part: str) -> str:
 def _read_json(path: Path) -> Json:
     """A JSON file of the work folder, or None: read only when a regular file (never through a
     symbolic link), at most MAX_STATE_BYTES, and None for anything that does not parse."""
-    f = _open_regular(path)
+    f = open_regular(path)
     if f is None:
         return None
     with f:

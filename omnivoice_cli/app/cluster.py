@@ -45,7 +45,7 @@ from typing import Any, Callable
 
 from ..engine.config import ModelConfig
 from ..engine.errors import InvalidRequest, MissingExtra, OmniVoiceError, install_hint, one_line
-from ..engine.pipeline import Request, plan_request
+from ..engine.planning import Request, plan_request
 from .batchinput import Line
 from .clusterworker import OmnivoiceWorker, Outcome, Task
 from .executor import GROUP_SIZE, BatchDriver

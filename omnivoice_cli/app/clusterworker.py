@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..engine.errors import OmniVoiceError, one_line
 from ..engine.hardware import Hardware
-from ..engine.pipeline import Engine, Request, Result
+from ..engine.pipeline import Engine
+from ..engine.planning import Request, Result
 from .session import Session
 
 if TYPE_CHECKING:  # annotations only: the voice pulls torch

@@ -57,23 +57,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Callable, Iterable, Iterator, Protocol, Sequence, cast
 
 from ..engine.errors import OmniVoiceError
+from ..media.atomic import replace_atomically
+from ..media.formats import AudioFormat, check_fits
 from ..media.leveller import Leveller, LoudnessReport
 from ..media.leveller import level as normalise_loudness
 from ..media.m4b import BookTags, ChapterMark, write_m4b
-from ..media.output import (
-    AudioFormat,
-    OutputTarget,
-    StreamClosed,
-    StreamEncoder,
-    StreamWriter,
-    check_fits,
-    encode,
-    pcm16,
-    quiet_stdout,
-    replace_atomically,
-    write_audio,
-)
+from ..media.output import OutputTarget, encode, write_audio
+from ..media.pcm import pcm16
+from ..media.pipes import StreamClosed, quiet_stdout
 from ..media.rates import StreamResampler, at_rate
+from ..media.streams import StreamEncoder, StreamWriter
 from ..media.subtitles import Subtitle, finish_subtitles, subtitles_from_pieces, write_result_subtitles, write_subtitles
 from . import words as words_module
 from .words import Rendered, WordTime, monotonic, span_words, write_word_subtitles, write_words

@@ -21,9 +21,12 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from ..engine.errors import InvalidRequest
-from . import settings as st
+from .layers import FLAG_SOURCE, Resolved, Source, check_layer, resolve
+from .presets import Preset
 from .request import Built, References, Voices, build_request
 from .session import check_seed_range, random_seed, seed_for
+from .setting import LINE
+from .values import join_lines
 
 MAX_NAME = 40  # characters of a speaker's name
 MAX_LINES = 20_000  # spoken lines of one script (all go to one packed run)
@@ -36,7 +39,7 @@ _SHOUTED_RE = re.compile(r"^[A-Z0-9][A-Z0-9 ._'&-]*$")  # how subtitles write a 
 
 
 @dataclass(frozen=True)
-class CastSource(st.Source):
+class CastSource(Source):
     """Where a cast member's settings came from: named "--cast NAME" in messages. Its kind is
     "line" so that, like a JSON line's fields, it is later than the flags and the preset."""
 
@@ -51,7 +54,7 @@ class CastSource(st.Source):
 
 
 @dataclass(frozen=True)
-class PlaceSource(st.Source):
+class PlaceSource(Source):
     """Settings a place in a file gives (a cue's duration, a line's seed): named "FILE: line N"."""
 
     def name(self, key: str) -> str:
@@ -133,22 +136,22 @@ class Cast:
         member: Member | None,
         layers: list,
         extra: Mapping[str, object] | None = None,
-        extra_source: st.Source | None = None,
-    ) -> st.Resolved:
+        extra_source: Source | None = None,
+    ) -> Resolved:
         """The resolved settings of one member's request: `layers` (preset, flags), then the
         member's voice (replacing voice, instruct and ref), then `extra` (e.g. a cue's duration
         and seed, from `extra_source`). member None: the layers as they are."""
         own: Mapping[str, object] = {}
-        mine: list[tuple[st.Source, Mapping[str, object] | None]] = []
+        mine: list[tuple[Source, Mapping[str, object] | None]] = []
         if member is not None:
             source = CastSource("line", member.name)
             if member.kind != "auto":
-                own = st.check_layer({member.kind: member.value}, source, st.LINE)
+                own = check_layer({member.kind: member.value}, source, LINE)
             mine.append((source, own))
-        more: list[tuple[st.Source, Mapping[str, object] | None]] = (
-            [(extra_source or st.Source("request"), dict(extra))] if extra else []
+        more: list[tuple[Source, Mapping[str, object] | None]] = (
+            [(extra_source or Source("request"), dict(extra))] if extra else []
         )
-        resolved = st.resolve(*layers, *mine, *more)
+        resolved = resolve(*layers, *mine, *more)
         if member is None:
             return resolved
         others = [key for key in ("voice", "instruct", "ref", "ref_text") if key != member.kind]
@@ -271,9 +274,7 @@ def check_gaps_total(gap: float, lines: int) -> None:
         )
 
 
-def plan_script(
-    text: str, name: str, cast_specs: list[str], preset: st.Preset | None, flags: Mapping[str, Any]
-) -> Script:
+def plan_script(text: str, name: str, cast_specs: list[str], preset: Preset | None, flags: Mapping[str, Any]) -> Script:
     """Every line of the script `name` built (InvalidRequest naming its line), every cast member's
     voice checked first, the seeds S + i checked (S: --seed, else a random one)."""
 
@@ -281,7 +282,7 @@ def plan_script(
     lines = parse_script(text, cast, name)
     layers = [
         *([(preset.origin, preset.settings)] if preset else []),
-        (st.FLAG_SOURCE, {k: v for k, v in flags.items() if k != "seed"}),
+        (FLAG_SOURCE, {k: v for k, v in flags.items() if k != "seed"}),
     ]
     refs, voices = References(), Voices()
     check_voices(cast, layers, refs, voices, default=False)
@@ -292,7 +293,7 @@ def plan_script(
         where = f"{name}: line {line.number}"
         settings = cast.settings(line.speaker, layers, {"seed": seed_for(base, i)}, PlaceSource("line", where))
         try:
-            built.append((line, build_request(st.join_lines(line.text), settings, refs=refs, voices=voices)))
+            built.append((line, build_request(join_lines(line.text), settings, refs=refs, voices=voices)))
         except InvalidRequest as e:
             raise InvalidRequest(str(e) if str(e).startswith(where) else f"{where}: {e}") from None
     return Script(tuple(built), base, cast)

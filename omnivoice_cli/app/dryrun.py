@@ -8,7 +8,7 @@ The text is what the model would be given (after SSML, Markdown, the lexicon and
 cut into the pieces the engine would generate (the parts between pause tags, and the chunks of
 long parts), each with the length the engine would estimate for it; `replaced` is what the lexicon
 replaced (the words as in the text, and their replacement); `pauses` are the exact silences
-before, between and after the parts. The estimates use the engine's own rules (engine.text), so they are
+before, between and after the parts. The estimates use the engine's own rules (its text modules), so they are
 the lengths the model is asked for, before silence removal.
 """
 
@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..engine.pipeline import VoiceShape, plan_request
-from ..engine.text import resolve_language
-from . import settings as st
+from ..engine.languages import resolve_language
+from ..engine.planning import VoiceShape, plan_request
 from .checkpoint import model_config
 from .request import Built
+from .schema import SCHEMA
 
 
 def _voice(built: Built) -> VoiceShape | None:
@@ -37,7 +37,7 @@ def describe(built: Built) -> dict[str, Any]:
     plan = built.plan or plan_request(built.request, cfg, _voice(built))  # the plan made when it was built
     frames = plan.frames  # each piece's, as the engine estimates it (chunks after 0 against piece 0 without a voice)
     pieces = [{"text": p.text.strip(), "seconds": round(f / cfg.frame_rate, 2)} for p, f in zip(plan.pieces, frames)]
-    settings = {key: {"value": built.settings[key], "from": built.settings.source(key).describe()} for key in st.SCHEMA}
+    settings = {key: {"value": built.settings[key], "from": built.settings.source(key).describe()} for key in SCHEMA}
     return {
         "text": built.request.text,
         "replaced": [{"words": words, "say": say} for words, say in built.replaced],  # by the lexicon

@@ -40,9 +40,9 @@ from typing import TYPE_CHECKING, Any
 from ..engine.config import SAMPLE_RATE
 from ..engine.errors import OmniVoiceError, one_line
 from ..engine.planning import Result
-from ..media.output import FORMATS, OutputTarget
+from ..media.formats import FORMATS
+from ..media.output import OutputTarget
 from ..media.tracks import as_written, ms_to_samples, place
-from . import settings as st
 from .deliver import Outputs, Span, Take, deliver
 from .dialogue import Cast
 from .dubplan import CuePlan, CuePlanner, jsonable
@@ -50,6 +50,7 @@ from .executor import GROUP_SIZE
 from .folder import prepare_output_dir, remove_stale_temporaries
 from .listen import Recogniser, recogniser
 from .manifest import MANIFEST, ManifestWriter, read_manifest
+from .presets import Preset
 from .request import References, Voices, finish_request
 from .session import Session, WarnOnce, hardware_from_settings
 from .signals import HoldSignals
@@ -101,7 +102,7 @@ class DubRun:
         input_path: str,
         target: OutputTarget,
         *,
-        preset: st.Preset | None,
+        preset: Preset | None,
         flags: dict[str, Any],
         cast: Cast,
         stems: str | None = None,

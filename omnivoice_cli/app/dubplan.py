@@ -16,13 +16,16 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..engine.config import SAMPLE_RATE
+from ..engine.duration import speech_seconds
 from ..engine.errors import InvalidRequest
+from ..engine.pauses import split_pauses
 from ..engine.planning import Result
-from ..engine.text import is_blank, speech_seconds, split_pauses
+from ..engine.textcheck import is_blank
 from ..media.cues import Cue, read_cues, timestamp
 from ..media.tracks import cue_pieces, ms_to_samples, overlaps
-from . import settings as st
 from .dialogue import Cast, Member, PlaceSource, check_voices, cue_speaker
+from .layers import FLAG_SOURCE
+from .presets import Preset
 from .request import Built, References, Voices, build_request
 from .session import random_seed, seed_for
 
@@ -117,7 +120,7 @@ class CuePlanner:
     def __init__(
         self,
         input_path: str,
-        preset: st.Preset | None,
+        preset: Preset | None,
         flags: dict[str, Any],
         cast: Cast,
         refs: References,
@@ -136,7 +139,7 @@ class CuePlanner:
         own = [(preset.origin, {k: v for k, v in preset.settings.items() if k not in NOT_FOR_CUES})] if preset else []
         return [
             *own,
-            (st.FLAG_SOURCE, {k: v for k, v in self.flags.items() if k != "seed"}),
+            (FLAG_SOURCE, {k: v for k, v in self.flags.items() if k != "seed"}),
         ]
 
     def base_seed(self, earlier: list[dict[str, Any]]) -> int:

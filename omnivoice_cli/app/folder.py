@@ -9,9 +9,10 @@ from pathlib import Path, PurePath
 from typing import Any, Protocol, Sequence
 
 from ..engine.errors import InvalidRequest
-from ..media.output import AUDIO_FORMATS, temporary_files
-from . import settings as st
+from ..media.atomic import temporary_files
+from ..media.formats import AUDIO_FORMATS
 from .manifest import MANIFEST
+from .values import or_list, shown_value
 
 
 class NamedLine(Protocol):
@@ -39,7 +40,7 @@ def _safe_id(value: str) -> bool:
 def _output_name(spec: str, fmt: str) -> tuple[str, str, str | None]:
     """(relative name, format, error) for a line's "output" field."""
     if "\0" in spec:
-        return "", fmt, f"{st.shown_value(spec)} must be a file name (it holds a NUL character)"
+        return "", fmt, f"{shown_value(spec)} must be a file name (it holds a NUL character)"
     p = PurePath(spec.replace("\\", "/"))
     if p.is_absolute() or spec.startswith(("/", "~")) or ".." in p.parts or not p.parts or p.name in ("", "."):
         return "", fmt, f"{spec!r} must be a file name inside the output folder (no absolute path, no '..')"
@@ -47,16 +48,16 @@ def _output_name(spec: str, fmt: str) -> tuple[str, str, str | None]:
     if suffix in AUDIO_SUFFIXES:
         name, fmt = p.as_posix(), AUDIO_SUFFIXES[suffix]
     elif suffix and not suffix[1:].isdigit():
-        return "", fmt, f"{spec!r} must end in {st.or_list(AUDIO_SUFFIXES)}, or have no extension"
+        return "", fmt, f"{spec!r} must end in {or_list(AUDIO_SUFFIXES)}, or have no extension"
     else:
         name = f"{p.as_posix()}.{fmt}"
     if any(len(part.encode()) > MAX_NAME_BYTES for part in PurePath(name).parts):
-        return "", fmt, f"{st.shown_value(spec)} is too long: at most {MAX_NAME_BYTES} bytes per name"
+        return "", fmt, f"{shown_value(spec)} is too long: at most {MAX_NAME_BYTES} bytes per name"
     if len(name.encode()) > MAX_PATH_BYTES or len(PurePath(name).parts) > MAX_DEPTH:
         return (
             "",
             fmt,
-            (f"{st.shown_value(spec)} is too long: at most {MAX_PATH_BYTES} bytes and {MAX_DEPTH} folders deep"),
+            (f"{shown_value(spec)} is too long: at most {MAX_PATH_BYTES} bytes and {MAX_DEPTH} folders deep"),
         )
     return name, fmt, None
 
@@ -72,7 +73,7 @@ def line_output(line: NamedLine, fmt: str, width: int) -> tuple[str, str]:
     if line.id is not None:
         if not _safe_id(line.id) or len(line.id.encode()) > MAX_NAME_BYTES:
             raise InvalidRequest(
-                f"line {n}: field 'id' {st.shown_value(line.id)} cannot name a file (no '/', '\\', "
+                f"line {n}: field 'id' {shown_value(line.id)} cannot name a file (no '/', '\\', "
                 f"'.' or '..', at most {MAX_NAME_BYTES} bytes): use letters, digits, '-' and '_', "
                 "or give 'output'"
             )

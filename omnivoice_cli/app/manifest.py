@@ -16,7 +16,7 @@ import stat
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, BinaryIO, Literal, Mapping, Sequence, TypedDict
 
-from ..media.output import replace_atomically
+from ..media.atomic import replace_atomically
 
 if TYPE_CHECKING:
     from .setting import Value
@@ -27,7 +27,7 @@ MAX_RECORD_BYTES = 4 * 1024 * 1024  # a longer line in an old manifest is not a 
 MAX_MANIFEST_BYTES = 1 << 30  # an old manifest is read up to here
 
 
-def _open_regular(path: Path) -> BinaryIO | None:
+def open_regular(path: Path) -> BinaryIO | None:
     """The manifest opened for reading, or None: absent, a folder, a symbolic link (never
     followed: it could lead anywhere, /dev/zero included) or not a regular file."""
     try:
@@ -106,7 +106,7 @@ def is_recorded(folder: Path, name: str, record: Mapping[str, object] | None) ->
             return False
     except (OSError, RuntimeError):
         return False
-    f = _open_regular(path)
+    f = open_regular(path)
     if f is None:
         return False
     h, size = hashlib.sha256(), 0
@@ -125,7 +125,7 @@ def read_manifest(path: Path) -> list[Record]:
     """The records of an existing manifest (lines that do not parse, e.g. torn by a kill, are
     ignored; at most MAX_MANIFEST_BYTES are read)."""
     records: list[Record] = []
-    f = _open_regular(path)
+    f = open_regular(path)
     if f is None:
         return records
     read = 0

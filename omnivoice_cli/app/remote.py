@@ -30,9 +30,11 @@ from typing import TYPE_CHECKING, Any, Iterator
 from ..engine.config import SAMPLE_RATE
 from ..engine.errors import InvalidRequest, MissingExtra, OmniVoiceError, one_line
 from ..media.player import open_player
-from . import settings as st
 from .deliver import Outputs, PieceWriter, Take, deliver, send_piece
+from .layers import Resolved
+from .schema import HTTP_SETTINGS
 from .session import Session
+from .setting import flag_name
 
 if TYPE_CHECKING:
     from .signals import HoldSignals
@@ -66,11 +68,11 @@ def server_url(flag: str | None) -> str | None:
     return url.rstrip("/")
 
 
-def check_remote(settings: st.Resolved, *, subtitles: bool, words: bool) -> None:
+def check_remote(settings: Resolved, *, subtitles: bool, words: bool) -> None:
     """Before anything is sent: what a run through a server cannot do (usage errors)."""
     for key in LOCAL_ONLY:
         if settings.source(key).kind == "flag":
-            flag = st.flag_name(key)
+            flag = flag_name(key)
             why = (
                 "a recording is not sent: save it as a voice where the server runs (omnivoice voice add, or "
                 "POST /v1/audio/voices) and give --voice NAME"
@@ -93,7 +95,7 @@ def request_body(speech: "Speech", text: str, voice: str | None, stream: bool) -
         "response_format": "pcm" if stream else "wav",
         "stream": stream,
     }
-    body.update({k: values[k] for k in st.HTTP_SETTINGS if values.get(k) is not None})
+    body.update({k: values[k] for k in HTTP_SETTINGS if values.get(k) is not None})
     return body
 
 

@@ -26,20 +26,23 @@ from typing import TYPE_CHECKING
 
 from ..engine import markup
 from ..engine.config import GenerationConfig, ModelConfig
+from ..engine.duration import check_ref_transcript
 from ..engine.errors import InvalidRequest, MissingExtra, ModelUnavailable, install_hint
 from ..engine.normalize import normalize_text
-from ..engine.pipeline import Plan, Planned, Request, VoiceShape, check_transcript, plan_request, validate_request
+from ..engine.planning import Plan, Planned, Request, VoiceShape, check_transcript, plan_request, validate_request
 from ..engine.symbols import drop_symbol_runs
 from ..engine.tags import drop_unknown_tags
-from ..engine.text import check_ref_transcript, check_text
+from ..engine.textcheck import check_text
 from ..media.loudness import require as require_loudness
 from . import listen
-from . import settings as st
 from . import voices as store
 from .checkpoint import model_config
 from .instruct import merge as merge_instruct
+from .layers import Resolved, Source, generation_kwargs
 from .lexicon import load_lexicon
+from .schema import SCHEMA
 from .session import random_seed
+from .values import join_lines
 
 if TYPE_CHECKING:
     from ..engine.pipeline import Engine
@@ -93,12 +96,13 @@ class References:
         key = (path.resolve(), None)
         if key not in self._prepared:
             from ..engine import voice as vmod
+            from ..engine.config import SAMPLE_RATE
 
             try:
                 wav = vmod.load_reference(path)
                 prepared = vmod.prepare_reference(wav, None, source=f"reference audio {path}")
                 text = listen.transcribe_reference(
-                    prepared.wav, vmod.SAMPLE_RATE, lang, asr_model, device, source=f"reference audio {path}"
+                    prepared.wav, SAMPLE_RATE, lang, asr_model, device, source=f"reference audio {path}"
                 )
                 mismatch = check_ref_transcript(text, prepared.seconds)
                 warnings = (*prepared.warnings, *([f"{path}: {mismatch}"] if mismatch else []))
@@ -157,7 +161,7 @@ class Built:
     """A request ready for the engine, but for a recording still to encode."""
 
     request: Request  # a Planned one from build_request (ref is None while `reference` waits for the encoder)
-    settings: st.Resolved
+    settings: Resolved
     reference: Reference | None = None
     voice_file: Path | None = None
     warnings: list[str] = field(default_factory=list)
@@ -173,7 +177,7 @@ class Built:
 _RANK = {"default": 0, "preset": 1, "flag": 2, "line": 3, "request": 3}  # later layers win
 
 
-def _base(source: st.Source, line_base: Path | None) -> Path | None:
+def _base(source: Source, line_base: Path | None) -> Path | None:
     """Where a relative path given in `source` is relative to."""
     if source.kind == "preset":
         return Path(source.where).parent
@@ -182,7 +186,7 @@ def _base(source: st.Source, line_base: Path | None) -> Path | None:
     return None  # the current folder
 
 
-def named(settings: st.Resolved, e: InvalidRequest, key: str | None = None) -> InvalidRequest:
+def named(settings: Resolved, e: InvalidRequest, key: str | None = None) -> InvalidRequest:
     """An engine error about one setting (`key`, else the one the error names), named by where
     that setting came from: "--instruct: ...", "line 3: field 'instruct': ...". A missing extra is
     about the installation, not the value: its one line (with the pip command) is kept as it is."""
@@ -190,12 +194,12 @@ def named(settings: st.Resolved, e: InvalidRequest, key: str | None = None) -> I
     if isinstance(e, MissingExtra):
         e.setting = e.setting or key
         return e
-    if key is None or key not in st.SCHEMA:
+    if key is None or key not in SCHEMA:
         return e
     return InvalidRequest(f"{settings.name(key)}: {e}", key)
 
 
-def _voice(settings: st.Resolved, voices: Voices, line_base: Path | None) -> tuple[Path | None, VoicePrompt | None]:
+def _voice(settings: Resolved, voices: Voices, line_base: Path | None) -> tuple[Path | None, VoicePrompt | None]:
     spec = settings["voice"]
     if spec is None:
         return None, None
@@ -205,7 +209,7 @@ def _voice(settings: st.Resolved, voices: Voices, line_base: Path | None) -> tup
         raise named(settings, e, "voice") from None
 
 
-def _builtin_voice(settings: st.Resolved) -> st.Resolved:
+def _builtin_voice(settings: Resolved) -> Resolved:
     """A built-in voice (an OpenAI voice name no saved voice has) is its voice-design items; the
     instruct given replaces its items of the same categories (`instruct.merge`): the settings
     with those items as the instruct and no voice (the sources kept, for messages)."""
@@ -219,7 +223,7 @@ def _builtin_voice(settings: st.Resolved) -> st.Resolved:
     return settings.with_values({"instruct": instruct, "voice": None})
 
 
-def _reference(settings: st.Resolved, refs: References, line_base: Path | None) -> Reference | None:
+def _reference(settings: Resolved, refs: References, line_base: Path | None) -> Reference | None:
     ref, ref_text = settings["ref"], settings["ref_text"]
     if ref_text is not None and ref is None:
         short = settings.source("ref_text").short
@@ -247,7 +251,7 @@ def _reference(settings: st.Resolved, refs: References, line_base: Path | None) 
         raise named(settings, e, "ref") from None
 
 
-def _own_voice(settings: st.Resolved, cfg: ModelConfig, refs: References) -> tuple[st.Resolved, Reference | None]:
+def _own_voice(settings: Resolved, cfg: ModelConfig, refs: References) -> tuple[Resolved, Reference | None]:
     """A voice the checkpoint ships (engine/finetune.py), named by --voice where no saved voice
     has that name: its recording as the reference (encoded once the model is loaded), its
     language when none is given; the settings without the voice."""
@@ -265,7 +269,7 @@ def _own_voice(settings: st.Resolved, cfg: ModelConfig, refs: References) -> tup
     return settings.with_values(changes), reference
 
 
-def spoken_text(text: str, settings: st.Resolved, replaced: list | None = None) -> tuple[str, list[str]]:
+def spoken_text(text: str, settings: Resolved, replaced: list | None = None) -> tuple[str, list[str]]:
     """The text as the model will be given it, and warnings: SSML breaks become pause tags (other
     tags dropped, with a warning), Markdown is read as its words with `markdown`, the words of the
     runs of a repeated symbol become a pause (underscores) or nothing (engine/symbols.py), a tag
@@ -289,12 +293,12 @@ def spoken_text(text: str, settings: st.Resolved, replaced: list | None = None) 
             text = normalize_text(text, settings["lang"])
         except InvalidRequest as e:
             raise named(settings, e, "normalize") from None
-    return st.join_lines(text), warnings
+    return join_lines(text), warnings
 
 
 def build_request(
     text: str,
-    settings: st.Resolved,
+    settings: Resolved,
     *,
     refs: References,
     voices: Voices,
@@ -323,7 +327,7 @@ def build_request(
     drawn = settings["seed"]
     if drawn is None:
         drawn = random_seed() if seed is None else seed
-        settings = settings.with_values({"seed": drawn}, st.Source("random"))
+        settings = settings.with_values({"seed": drawn}, Source("random"))
     request = Request(
         text=text,
         lang=settings["lang"],
@@ -333,7 +337,7 @@ def build_request(
         speed=settings["speed"],
         seed=drawn,
         ref=prompt,
-        generation=GenerationConfig(**st.generation_kwargs(settings.values)),
+        generation=GenerationConfig(**generation_kwargs(settings.values)),
     )
     try:
         warnings = text_warnings + list(validate_request(request, cfg))

@@ -1,6 +1,6 @@
 """The one schema of settings: every setting a person can give, described once in `SCHEMA` (its
 name, the reference's field name; type, allowed values, default, one-line help, help panel and the
-ways in that accept it), and the key lists derived from it (what one setting is: setting.py). `app.settings` is its face.
+ways in that accept it), and the key lists derived from it (what one setting is: setting.py).
 
 This module imports nothing heavy (no torch), so that building the command line and `--help` stay
 fast. Defaults come from the engine's config dataclasses (engine/config.py imports no torch).

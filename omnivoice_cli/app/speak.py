@@ -42,7 +42,7 @@ from ..engine.errors import InvalidRequest
 from ..media.formats import streaming_formats
 from ..media.loudness import streaming_refused
 from ..media.output import OutputTarget, check_output
-from . import settings as st
+from .layers import Resolved
 from .session import Session
 from .speakplain import PlainRun
 from .speakrun import Shown, Speech
@@ -50,7 +50,7 @@ from .speakstream import StreamedRun
 
 
 def output_target(
-    output: str | None, settings: st.Resolved, stdout_is_terminal: Callable[[], bool]
+    output: str | None, settings: Resolved, stdout_is_terminal: Callable[[], bool]
 ) -> OutputTarget | None:
     """Where the audio goes: None (the player), stdout or a file (output.OutputTarget). A file's
     format is its extension's; --format, when given as a flag, must agree with it; stdout takes

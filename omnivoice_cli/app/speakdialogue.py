@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Iterable
 
 from ..engine.hardware import Hardware
-from ..engine.pipeline import Result
+from ..engine.planning import Result
 from ..media.output import OutputTarget
 from ..media.subtitles import Subtitle, finish_subtitles, subtitles_from_pieces
 from .deliver import Audio, Outputs, Take, deliver

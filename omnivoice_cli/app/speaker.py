@@ -48,18 +48,22 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Mapping
 
 from ..engine.errors import InvalidRequest
-from ..engine.pipeline import Request
+from ..engine.planning import Request
 from ..engine.service import Service
 from ..engine.stream.cut import StreamConfig
 from ..engine.stream.render import StreamPiece
 from ..engine.tickets import Event, Places, Summary, Ticket
-from . import settings as st
 from . import voicechoice
 from . import voices as store
 from .checkpoint import model_config
 from .idle import free_memory
 from .instruct import merge
+from .layers import Resolved, Source, check_layer, resolve
+from .presets import find_preset, is_preset_path, preset_index
 from .request import Built, References, Voices, build_request, named
+from .schema import DEFAULT_MODEL, RUN_WIDE
+from .setting import HTTP, SettingsError
+from .values import did_you_mean, shown_value, type_name
 from .voicechoice import ListedVoice, VoiceChoice
 
 if TYPE_CHECKING:
@@ -70,10 +74,10 @@ if TYPE_CHECKING:
     from ..engine.pipeline import Engine
     from ..engine.voice import VoicePrompt
 
-REQUEST = st.Source("request")
-USAGE_ERRORS = (InvalidRequest, st.SettingsError)  # a request's own fault: the client is told why
-DROPPED_PRESET_KEYS = (*st.RUN_WIDE, "format")  # fixed when the command starts
-Layer = tuple[st.Source, dict]  # one settings layer: where it came from, its checked values
+REQUEST = Source("request")
+USAGE_ERRORS = (InvalidRequest, SettingsError)  # a request's own fault: the client is told why
+DROPPED_PRESET_KEYS = (*RUN_WIDE, "format")  # fixed when the command starts
+Layer = tuple[Source, dict]  # one settings layer: where it came from, its checked values
 
 
 @dataclass(frozen=True)
@@ -81,7 +85,7 @@ class SpeakerOptions:
     """What the command was started with."""
 
     layers: tuple = ()  # (settings.Source, values) of its --preset and its flags
-    model: str = st.DEFAULT_MODEL  # what --model named (for messages)
+    model: str = DEFAULT_MODEL  # what --model named (for messages)
     max_queue: int = 64  # requests open in the engine at once (generating or waiting); more: Busy
     max_chars: int = 4096  # characters of one text at most
     first_seconds: float = 4.0  # a text's first piece: whole sentences up to this estimated length
@@ -242,7 +246,7 @@ class Speaker:
     @property
     def output_rate(self) -> int:
         """The rate audio is sent at: the command's `sample_rate` (--sample-rate), else the model's."""
-        return int(st.resolve(*self.options.layers)["sample_rate"] or self.sample_rate)
+        return int(resolve(*self.options.layers)["sample_rate"] or self.sample_rate)
 
     def submit(
         self,
@@ -323,10 +327,10 @@ class Speaker:
         layers = self.request_layers(settings, lang=lang, instruct=instruct)
         return self.make(checked, self.resolve(layers, self.choose_voice(voice)))
 
-    def resolve(self, layers: list[Layer], voice: VoiceChoice | None = None) -> st.Resolved:
+    def resolve(self, layers: list[Layer], voice: VoiceChoice | None = None) -> Resolved:
         """The command's layers under the request's, and the voice named (None: none named,
         the command's own stands)."""
-        resolved = st.resolve(*self.options.layers, *layers)
+        resolved = resolve(*self.options.layers, *layers)
         if voice is None:
             return resolved
         resolved = resolved.with_values({"voice": voice.setting}, REQUEST)
@@ -340,7 +344,7 @@ class Speaker:
             resolved = resolved.with_values({"instruct": instruct, "voice": None})
         return resolved
 
-    def make(self, text: str, settings: st.Resolved) -> Built:
+    def make(self, text: str, settings: Resolved) -> Built:
         """The request every front end sends: built by the checks of `say` (request.build_request,
         which plans it as the CLI plans it: engine.pipeline.plan_request, its refusals in its
         words, before the engine sees it; the engine loop then takes what the plan takes)."""
@@ -360,7 +364,7 @@ class Speaker:
 
     def check_text(self, text: object) -> str:
         if not isinstance(text, str):
-            raise InvalidRequest(f"text must be a string, got {st.type_name(text)}", "text")
+            raise InvalidRequest(f"text must be a string, got {type_name(text)}", "text")
         limit = self.options.max_chars
         if len(text) > limit:
             raise InvalidRequest(
@@ -374,9 +378,7 @@ class Speaker:
         if settings is None:
             settings = {}
         if not isinstance(settings, Mapping):
-            raise InvalidRequest(
-                f"settings must be an object of setting names and values, got {st.type_name(settings)}"
-            )
+            raise InvalidRequest(f"settings must be an object of setting names and values, got {type_name(settings)}")
         values = dict(settings)
         layers = []
         preset = values.pop("preset", None)
@@ -388,7 +390,7 @@ class Speaker:
             if values.get(key) is not None:
                 raise InvalidRequest(f"{key!r} is given twice (as {key!r} and in settings): give it once")
             values[key] = value
-        layers.append((REQUEST, st.check_layer(values, REQUEST, st.HTTP)))
+        layers.append((REQUEST, check_layer(values, REQUEST, HTTP)))
         return layers
 
     # --- voices -------------------------------------------------------------------------------
@@ -415,16 +417,16 @@ class Speaker:
 def preset_layer(name: object, field: str = "preset") -> Layer:
     """A preset a request names (by name only) as a layer, without the settings fixed at start
     (InvalidRequest naming `field`; a broken preset file: SettingsError)."""
-    index = st.preset_index()
-    if not isinstance(name, str) or st.is_preset_path(name) or name not in index:
+    index = preset_index()
+    if not isinstance(name, str) or is_preset_path(name) or name not in index:
         hint = (
             " (a request cannot name a file)"
-            if isinstance(name, str) and st.is_preset_path(name)
-            else (st.did_you_mean(name, index) if isinstance(name, str) else "")
+            if isinstance(name, str) and is_preset_path(name)
+            else (did_you_mean(name, index) if isinstance(name, str) else "")
         )
         raise InvalidRequest(
-            f"field {field!r} must be a preset's name ({', '.join(index) or 'none'}), got {st.shown_value(name)}{hint}",
+            f"field {field!r} must be a preset's name ({', '.join(index) or 'none'}), got {shown_value(name)}{hint}",
             field,
         )
-    found = st.find_preset(name)
-    return st.Source("preset", found.name), {k: v for k, v in found.settings.items() if k not in DROPPED_PRESET_KEYS}
+    found = find_preset(name)
+    return Source("preset", found.name), {k: v for k, v in found.settings.items() if k not in DROPPED_PRESET_KEYS}

@@ -9,7 +9,8 @@ import time
 from contextlib import AbstractContextManager, contextmanager
 from typing import Callable, Iterator
 
-from ..engine.pipeline import Engine, Planned, Request, Result, plan_of
+from ..engine.pipeline import Engine
+from ..engine.planning import Planned, Request, Result, plan_of
 from . import listen
 from .deliver import Outputs, Take, deliver
 from .request import finish_request

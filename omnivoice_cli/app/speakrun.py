@@ -14,13 +14,14 @@ from pathlib import Path
 from typing import Iterable, Iterator, Protocol
 
 from ..engine.hardware import Hardware
-from ..engine.pipeline import Engine, Request
+from ..engine.pipeline import Engine
+from ..engine.planning import Request
 from ..media.leveller import LoudnessReport
 from ..media.output import OutputTarget
 from ..media.player import open_player
 from ..media.players import Player
-from . import settings as st
 from .deliver import Audio
+from .layers import Resolved
 from .request import Built, Reference, References
 from .session import Session, WarnOnce
 from .signals import HoldSignals, signal_name
@@ -65,7 +66,7 @@ class Speech:
         return self.stream or (self.play and self.loudness is None)
 
     @property
-    def settings(self) -> st.Resolved:
+    def settings(self) -> Resolved:
         """The settings used: the request's, with the format of the output it goes to."""
         if self.target is None:
             return self.built.settings
@@ -146,7 +147,7 @@ class SpeechReport:
     first_audio_seconds: float | None  # streamed: the first piece ready, from the start of the render
     seed: int
     pieces: int
-    settings: st.Resolved  # the settings used (the format: the output's)
+    settings: Resolved  # the settings used (the format: the output's)
     reference: Reference | None  # the recording cloned
     voice_file: Path | None  # the saved voice or voice file spoken in
     subtitles: Path | None

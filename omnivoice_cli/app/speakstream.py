@@ -14,10 +14,13 @@ from dataclasses import dataclass, field
 from typing import BinaryIO, Callable, Protocol
 
 from ..engine.errors import OmniVoiceError
-from ..engine.pipeline import Engine, Request
+from ..engine.pipeline import Engine
+from ..engine.planning import Request
 from ..engine.stream.render import StreamPiece
 from ..engine.stream.run import StreamRun
-from ..media import output as media_output  # (quiet_stdout looked up when called)
+
+# (quiet_stdout looked up when called)
+from ..media.pipes import quiet_stdout
 from ..media.players import Player
 from .deliver import Audio, Outputs, PieceWriter, Take, deliver, piece_cues, reader_gone, send_piece
 from .request import finish_request
@@ -46,7 +49,7 @@ def watch_ends(player: Player | None, writer: _Streams | None) -> Callable[[], N
         if player is not None:
             player.check()
         if fd is not None and reader_gone(fd):
-            media_output.quiet_stdout()
+            quiet_stdout()
             raise OmniVoiceError("stdout: the reader of the audio stream went away: the audio is incomplete")
 
     return check

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Mapping, TypedDict
 
 from ..engine.errors import InvalidRequest
-from . import settings as st
 from . import voices as store
+from .values import did_you_mean, shown_value, type_name
 
 if TYPE_CHECKING:
     from ..engine.finetune import CheckpointOwn
@@ -64,7 +64,7 @@ def choose_voice(spec: object, table: Mapping[str, str], own: CheckpointOwn) -> 
     if spec is None:
         return None
     if not isinstance(spec, str):
-        message = f"voice must be a voice's name, got {st.type_name(spec)}"
+        message = f"voice must be a voice's name, got {type_name(spec)}"
         raise VoiceRefused(message, "type", spec, [])
     name = spec.strip()
     if not name or name.lower() == "auto":
@@ -74,8 +74,7 @@ def choose_voice(spec: object, table: Mapping[str, str], own: CheckpointOwn) -> 
     known = [*index, *(n for n in table if n not in folded), *(v.name for v in own.voices), "auto"]
     if store.is_voice_path(name):
         message = (
-            f"voice {st.shown_value(spec)} is a path: a request names a voice, not a file "
-            f"(known voices: {listed(known)})"
+            f"voice {shown_value(spec)} is a path: a request names a voice, not a file (known voices: {listed(known)})"
         )
         raise VoiceRefused(message, "path", spec, known)
     same = [n for n in index if n.casefold() == name.casefold()]
@@ -85,7 +84,7 @@ def choose_voice(spec: object, table: Mapping[str, str], own: CheckpointOwn) -> 
         return VoiceChoice(own.voice(name).name, own=True)  # type: ignore[union-attr]
     if name.lower() in table:
         return VoiceChoice(name, items=table[name.lower()])
-    message = f"unknown voice {st.shown_value(name)}{st.did_you_mean(name, known)}; known voices: {listed(known)}"
+    message = f"unknown voice {shown_value(name)}{did_you_mean(name, known)}; known voices: {listed(known)}"
     raise VoiceRefused(message, "unknown", spec, known)
 
 

@@ -32,9 +32,9 @@ from typing import TYPE_CHECKING, NamedTuple
 from ..engine.config import ModelConfig
 from ..engine.errors import InvalidRequest, one_line
 from ..engine.hub import user_home
-from ..engine.text import unicode_problem
+from ..engine.textcheck import unicode_problem
 from ..engine.voicefile import read_voice_metadata
-from . import settings as st
+from .values import did_you_mean, join_lines
 
 if TYPE_CHECKING:  # engine.voice imports torch: loaded only where a voice file is read or written
     import torch
@@ -172,7 +172,7 @@ def find_saved(name: str) -> Path:
         return index[folded[0]]
     import difflib
 
-    hint = st.did_you_mean(name, index)
+    hint = did_you_mean(name, index)
     if not hint:  # a built-in name only when it is close ('alloyy'), not any five letters ('alice': 'fable')
         close = difflib.get_close_matches(name.lower(), list(builtin_voices()), n=1, cutoff=BUILTIN_CUTOFF)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
@@ -432,7 +432,7 @@ def read_transcript(path: Path) -> str:
         raise InvalidRequest(f"transcript file {path} is not UTF-8 text") from None
     except OSError as e:
         raise InvalidRequest(f"cannot read the transcript file {path}: {e.strerror or e}") from None
-    text = st.join_lines(text)
+    text = join_lines(text)
     if not text:
         raise InvalidRequest(f"transcript file {path} is empty: write the words spoken in the recording into it")
     return text
@@ -443,7 +443,7 @@ def reference_transcript(audio: Path, ref_text: str | None, flag: str = "--ref-t
     with read_transcript's checks). A recording with neither is the speech recogniser's
     (request.References.transcribed): callers ask this only when one of them is there."""
     if ref_text is not None:
-        text = st.join_lines(ref_text)
+        text = join_lines(ref_text)
         if not text:
             raise InvalidRequest(f"{flag} is empty: give the words spoken in the reference audio")
         problem = unicode_problem(text)  # a byte that is not UTF-8 in the argument

@@ -33,7 +33,7 @@ from ..engine.duration import text_weight
 from ..engine.pauses import split_pauses
 from ..media.atomic import replace_atomically
 from ..media.cues import timestamp
-from ..media.subtitles import WRAP, Subtitle, _is_wide, cut_texts, retime_cues, subtitles_text, word_payload, wrap_lines
+from ..media.subtitles import WRAP, Subtitle, cut_texts, is_wide, retime_cues, subtitles_text, word_payload, wrap_lines
 from .listen import Transcript
 from .verify import by_characters, max_tokens, units
 
@@ -287,7 +287,7 @@ def _parts(line: str, chars: bool) -> list[tuple[str, int]]:
         parts: list[str] = []
         for c in raw:
             spoken = bool(units(c, True))
-            if parts and (not chars or not spoken or not (_is_wide(c) or _is_wide(parts[-1][-1]))):
+            if parts and (not chars or not spoken or not (is_wide(c) or is_wide(parts[-1][-1]))):
                 parts[-1] += c
             else:
                 parts.append(c)

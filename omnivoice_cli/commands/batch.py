@@ -7,10 +7,10 @@ from typing import Optional
 
 import typer
 
-from ..app import settings as st
 from ..app.batch import BatchRun
 from ..app.dryrun import describe
 from ..app.folder import check_output_dir
+from ..app.layers import FLAG_SOURCE, resolve
 from ..app.setting import ADVANCED
 from ..app.signals import signal_name
 from ..app.speak import report_settings
@@ -185,7 +185,7 @@ def batch(
     check_output_dir(output)
     if not dry_run:  # the recogniser of --verify / --words, before any model loads
         layers = [(chosen.origin, chosen.settings)] if chosen else []
-        check_listening(st.resolve(*layers, (st.FLAG_SOURCE, flags)), words, "--words")
+        check_listening(resolve(*layers, (FLAG_SOURCE, flags)), words, "--words")
     subtitles = subtitles.lower().lstrip(".") if subtitles else None
     # a dry run needs no cluster (and no Ray), but --workers without --ray is still refused
     executor = None if dry_run and ray is not None else cluster_executor(ray, workers, gpus_per_worker, preset, flags)

@@ -10,10 +10,10 @@ from typing import Optional
 
 import typer
 
-from ..app import settings as st
 from ..app.book import BookRun
 from ..app.bookdescribe import describe_book
 from ..app.bookplan import DEFAULT_LOUDNESS
+from ..app.schema import GENERATION_KEYS, SCHEMA
 from ..app.setting import ADVANCED
 from ..app.signals import signal_name
 from ..engine.errors import InvalidRequest
@@ -70,8 +70,8 @@ omnivoice book novel.epub -o novel.m4b --ray auto --workers 8 --gpus-per-worker 
 BOOK_SETTINGS = tuple(
     k
     for k in ("lang", "normalize", "chunk_duration", "chunk_threshold", "instruct", "voice", "ref", "ref_text")
-    + ("speed", *st.GENERATION_KEYS, "seed", "format", "loudness", "lexicon")
-    if k in st.SCHEMA
+    + ("speed", *GENERATION_KEYS, "seed", "format", "loudness", "lexicon")
+    if k in SCHEMA
 )
 
 

@@ -8,11 +8,12 @@ from typing import Any, Callable
 
 import typer
 
-from ..app import settings as st
 from ..app.checkpoint import model_config
 from ..app.cluster import ClusterOptions, RayExecutor, check_device, import_ray
 from ..app.idle import idle_seconds
+from ..app.layers import FLAG_SOURCE, Resolved, engine_options, resolve
 from ..app.lexicon import load_lexicon
+from ..app.presets import Preset, find_preset
 from ..app.request import named
 from ..app.session import Session, hardware_from_settings
 from ..app.signals import HoldSignals
@@ -20,8 +21,8 @@ from ..app.speaker import SpeakerOptions
 from ..app.speakrun import StoppedBySignal
 from ..app.voices import resolve_voice
 from ..engine.errors import InvalidRequest, MissingExtra
+from ..engine.instructs import resolve_instruct
 from ..engine.pipeline import Engine
-from ..engine.text import resolve_instruct
 from ..ui.messages import echo, error, notice, warn
 from ..ui.progress import BatchProgress, StepProgress, status
 
@@ -41,11 +42,11 @@ def held(run: Any) -> Any:
             raise typer.Exit(stop.exit_code) from None
 
 
-def run_settings(preset: str | None, flags: dict[str, Any]) -> tuple[st.Preset | None, st.Resolved]:
+def run_settings(preset: str | None, flags: dict[str, Any]) -> tuple[Preset | None, Resolved]:
     """defaults < --preset < flags, checked, with the engine options that cannot go together refused."""
-    chosen = st.find_preset(preset) if preset is not None else None
+    chosen = find_preset(preset) if preset is not None else None
     layers = [(chosen.origin, chosen.settings)] if chosen else []
-    resolved, dropped = st.engine_options(st.resolve(*layers, (st.FLAG_SOURCE, flags)))
+    resolved, dropped = engine_options(resolve(*layers, (FLAG_SOURCE, flags)))
     if dropped:
         warn(dropped)
     if resolved["lexicon"] is not None:  # read and checked now, once: every request of the run uses it
@@ -55,14 +56,14 @@ def run_settings(preset: str | None, flags: dict[str, Any]) -> tuple[st.Preset |
 
 def speaker_options(
     preset: str | None, flags: dict[str, Any], max_queue: int, max_chars: int, idle_unload: str | None = None
-) -> tuple[st.Resolved, SpeakerOptions]:
+) -> tuple[Resolved, SpeakerOptions]:
     """The run's settings and the SpeakerOptions of an engine-loop server (wyoming, mcp): its
     preset and flags as the layers every request starts from; --idle-unload read."""
     unload = idle_seconds(idle_unload)
     chosen, settings = run_settings(preset, flags)
     layers = ((chosen.origin, chosen.settings),) if chosen else ()
     options = SpeakerOptions(
-        layers=(*layers, (st.FLAG_SOURCE, flags)),
+        layers=(*layers, (FLAG_SOURCE, flags)),
         model=settings["model"],
         max_queue=max_queue,
         max_chars=max_chars,
@@ -88,14 +89,14 @@ def run_session(quiet: bool, unit: str = "lines") -> Session:
     )
 
 
-def load_model(settings: st.Resolved, quiet: bool, encoder: bool = False) -> tuple[Engine, float]:
+def load_model(settings: Resolved, quiet: bool, encoder: bool = False) -> tuple[Engine, float]:
     """Load the model the settings name (a status line while it loads), and the codec's encoder
     when a recording is to be cloned; returns (engine, seconds): Session.load_engine."""
     hardware = hardware_from_settings(settings.values)
     return run_session(quiet).load_engine(str(settings["model"]), hardware, encoder=encoder)
 
 
-def check_run(flags: dict, preset: str | None) -> st.Preset | None:
+def check_run(flags: dict, preset: str | None) -> Preset | None:
     """A batch-like run's preset and flags (batch, book), checked before any line is read."""
     chosen, run = run_settings(preset, flags)
     if run["instruct"] is not None:
@@ -120,7 +121,7 @@ def check_extra(command: str, extra: str, *stack: tuple[str, tuple[str, ...]]) -
             raise MissingExtra(command, package, extra)
 
 
-def engine_loader(settings: st.Resolved, quiet: bool, command: str, ready: str = "") -> Callable[[], Engine]:
+def engine_loader(settings: Resolved, quiet: bool, command: str, ready: str = "") -> Callable[[], Engine]:
     """A server's engine, loaded when it is first needed (Session.load_engine; no status line: the
     server's own lines say it), then 'omnivoice COMMAND: model loaded in N s' and `ready`."""
 

@@ -8,8 +8,8 @@ from typing import Any, Optional
 
 import typer
 
-from ..app import settings as st
 from ..app.dialogue import Cast
+from ..app.schema import GENERATION_KEYS
 from ..app.setting import ADVANCED
 from ..app.signals import signal_name
 from ..engine.config import SAMPLE_RATE
@@ -62,7 +62,7 @@ DUB_SETTINGS = (
     "voice",
     "ref",
     "ref_text",
-    *st.GENERATION_KEYS,
+    *GENERATION_KEYS,
     "seed",
     "format",
     "loudness",

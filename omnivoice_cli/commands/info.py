@@ -8,8 +8,9 @@ from typing import Optional
 
 import typer
 
-from ..engine.languages import language_regions
-from ..engine.text import instruct_vocabulary, list_languages, nonverbal_tags
+from ..engine.canvastext import nonverbal_tags
+from ..engine.languages import language_regions, list_languages
+from ..engine.vocabulary import instruct_vocabulary
 from ..ui.text import columns, wrap_row
 
 

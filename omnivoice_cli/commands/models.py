@@ -7,7 +7,8 @@ from typing import Optional
 
 import typer
 
-from ..app import settings as st
+from ..app.layers import environment_defaults
+from ..app.schema import DEFAULT_MODEL
 from ..engine import hub
 from ..engine.errors import ModelUnavailable
 from ..ui.messages import echo, notice
@@ -28,7 +29,7 @@ def download(
         None,
         metavar="MODEL",
         show_default=False,
-        help=f"A hub id. Default: $OMNIVOICE_MODEL (the model `say` uses), else {st.DEFAULT_MODEL}.",
+        help=f"A hub id. Default: $OMNIVOICE_MODEL (the model `say` uses), else {DEFAULT_MODEL}.",
     ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only warnings and errors on stderr."),
 ) -> None:
@@ -52,8 +53,8 @@ def download(
 
 def _default_model() -> str:
     """The model `say` would load without --model or a preset: $OMNIVOICE_MODEL, else the default."""
-    found = st.environment_defaults().get("model")
-    return st.DEFAULT_MODEL if found is None else str(found[0])  # a str setting
+    found = environment_defaults().get("model")
+    return DEFAULT_MODEL if found is None else str(found[0])  # a str setting
 
 
 def _retry_advice() -> str:
@@ -75,4 +76,4 @@ def models() -> None:
         state = "complete" if m.complete else "incomplete (run `omnivoice download` again)"
         out.write(f"{m.repo_id:<{width}}  {size_text(m.size_bytes):>9}  {state}  {m.path}\n")
     if not found:
-        echo(f"no OmniVoice model in the Hugging Face cache yet (`omnivoice download` fetches {st.DEFAULT_MODEL})")
+        echo(f"no OmniVoice model in the Hugging Face cache yet (`omnivoice download` fetches {DEFAULT_MODEL})")

@@ -7,7 +7,9 @@ from typing import Any
 
 import typer
 
-from ..app import settings as st
+from ..app.layers import resolve
+from ..app.presets import find_preset, list_presets, user_preset_dir
+from ..app.schema import PRESET_KEYS, SCHEMA
 from ..ui.helpfmt import HelpCommand, HelpGroup
 from ..ui.messages import echo, warn
 from ..ui.text import columns, wrap_row
@@ -29,7 +31,7 @@ def presets(ctx: typer.Context) -> None:
     """
     if ctx.invoked_subcommand is not None:
         return
-    rows = st.list_presets()
+    rows = list_presets()
     out = typer.get_text_stream("stdout")
     width = max([len(name) for name, *_ in rows] + [4])
     src_width = max([len(source) for _, _, source, *_ in rows] + [8])
@@ -38,7 +40,7 @@ def presets(ctx: typer.Context) -> None:
         out.write(wrap_row(f"{name:<{width}}  {source:<{src_width}}  ", about, columns(out)).rstrip() + "\n")
         if error:
             warn(error)
-    echo(f"user presets: {st.user_preset_dir()}")
+    echo(f"user presets: {user_preset_dir()}")
 
 
 def toml_value(value: Any) -> str:
@@ -54,13 +56,13 @@ def presets_show(
     name: str = typer.Argument(..., metavar="NAME|FILE", help="A preset name or a .toml file."),
 ) -> None:
     """Print the settings a preset resolves to (defaults < preset), as a preset file."""
-    found = st.find_preset(name)
-    resolved = st.resolve((found.origin, found.settings))
+    found = find_preset(name)
+    resolved = resolve((found.origin, found.settings))
     out = typer.get_text_stream("stdout")
     out.write(f"# preset {found.name!r} ({found.source}): {found.path}\n")
     if found.description:
         out.write(f"description = {toml_value(found.description)}\n")
-    for key in st.PRESET_KEYS:
+    for key in PRESET_KEYS:
         value = resolved[key]
         origin = "preset" if key in found.settings else "default"
         if value is None:
@@ -68,4 +70,4 @@ def presets_show(
         else:
             head = f"{key} = {toml_value(value)}  # "
             lead = " " * (len(head) - 2) + "# "  # a comment still: the output stays a preset file
-            out.write(wrap_row(head, f"{origin}: {st.SCHEMA[key].help}", columns(out), lead) + "\n")
+            out.write(wrap_row(head, f"{origin}: {SCHEMA[key].help}", columns(out), lead) + "\n")

@@ -13,8 +13,8 @@ from typing import Any, Optional
 
 import typer
 
-from ..app import settings as st
 from ..app.setting import ADVANCED
+from ..app.values import join_lines
 from ..engine.errors import InvalidRequest
 from ..media.formats import usual_extensions
 from ..ui.helpfmt import BARE, MORE, click_exceptions
@@ -107,7 +107,7 @@ def the_text(ctx: typer.Context, words: list[str] | None, text_file: str | None,
         return read_text_file(text_file, quiet)
     if not words:
         piped = read_stdin(quiet) if stdin_is_piped() else ""
-        if st.join_lines(piped):
+        if join_lines(piped):
             return piped
         if ctx.meta.get(BARE):  # `omnivoice say </dev/null`: nothing at all, so the help as before
             raise _no_args_is_help(ctx)

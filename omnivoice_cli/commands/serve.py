@@ -8,8 +8,9 @@ from typing import Optional
 
 import typer
 
-from ..app import settings as st
 from ..app.idle import idle_seconds
+from ..app.layers import FLAG_SOURCE, Resolved
+from ..app.schema import GENERATION_KEYS
 from ..engine.errors import InvalidRequest
 from ..server.config import ServeOptions, load_voice_map
 from ..server.state import ServerState
@@ -37,7 +38,7 @@ curl -s localhost:8000/v1/audio/speech -H 'Content-Type: application/json' \\
   -d '{"model":"omnivoice","input":"Hello there.","voice":"alloy"}' -o hello.mp3
 """
 
-SERVE_SETTINGS = (*st.GENERATION_KEYS, "chunk_duration", "chunk_threshold", "lexicon", *HARDWARE_SETTINGS, "asr_model")
+SERVE_SETTINGS = (*GENERATION_KEYS, "chunk_duration", "chunk_threshold", "lexicon", *HARDWARE_SETTINGS, "asr_model")
 
 # The serve extra: (package, the modules it may be imported as). python-multipart reads voice
 # uploads; before 0.0.13 it was imported as `multipart`.
@@ -211,7 +212,7 @@ def serve(
         grace=grace,
         socket_idle_timeout=socket_idle_timeout,
         socket_max_per_peer=socket_max_per_peer,
-        layers=(*layers, (st.FLAG_SOURCE, flags)),
+        layers=(*layers, (FLAG_SOURCE, flags)),
         voice_map=load_voice_map(Path(voice_map) if voice_map else None),
         model=settings["model"],
         quiet=quiet,
@@ -236,7 +237,7 @@ def serve(
 class _Loader:
     """What a Ray Serve replica calls to make its model's loader (pickled to it)."""
 
-    def __init__(self, settings: st.Resolved, quiet: bool) -> None:
+    def __init__(self, settings: Resolved, quiet: bool) -> None:
         self.settings, self.quiet = settings, quiet
 
     def __call__(self):

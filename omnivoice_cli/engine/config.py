@@ -101,7 +101,7 @@ class ModelConfig:
         if cfg.get("model_type") != "omnivoice":
             raise CheckpointError(f"{where}: model_type is {cfg.get('model_type')!r}, expected 'omnivoice'")
         backbone = _backbone_from_config(cfg.get("llm_config"), where)
-        codec = _codec_from_config(codec_cfg, root / "audio_tokenizer" / "config.json")
+        codec = codec_from_config(codec_cfg, root / "audio_tokenizer" / "config.json")
         n_cb = _int(cfg, "num_audio_codebook", where, 1, 64, 8)
         vocab = _int(cfg, "audio_vocab_size", where, 2, 1 << 20, 1025)
         mask_id = _int(cfg, "audio_mask_id", where, 1, 1 << 20, 1024)
@@ -222,7 +222,7 @@ def _ratios(ac: dict, key: str, where: object, default: tuple[int, ...]) -> tupl
     return tuple(_int({key: r}, key, where, 1, 64) for r in value)
 
 
-def _codec_from_config(c: dict, where: Path) -> CodecConfig:
+def codec_from_config(c: dict, where: Path) -> CodecConfig:
     """The codec's sizes from audio_tokenizer/config.json, each checked against sane bounds."""
     if c.get("model_type") != "higgs_audio_v2_tokenizer":
         raise CheckpointError(f"{where}: model_type is {c.get('model_type')!r}, expected 'higgs_audio_v2_tokenizer'")

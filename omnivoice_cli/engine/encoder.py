@@ -34,7 +34,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .codec import RES_UNIT_DILATIONS, Codebook, ResidualUnit, Snake
-from .config import CodecConfig, _codec_from_config
+from .config import CodecConfig, codec_from_config
 from .errors import CheckpointError
 from .hubert import LEGACY_POS_CONV, HubertConfig, HubertModel
 from .resample import resample_tensor
@@ -74,7 +74,7 @@ class EncoderConfig:
 
     @classmethod
     def from_dict(cls, d: dict, where: object = "audio_tokenizer/config.json") -> "EncoderConfig":
-        codec = _codec_from_config(d, Path(str(where)))
+        codec = codec_from_config(d, Path(str(where)))
         hubert = HubertConfig.from_dict(d.get("semantic_model_config") or {}, f"{where}: semantic_model_config")
         try:
             cfg = cls(

@@ -8,8 +8,7 @@ from .config import ModelConfig
 from .duration import resolve_target_len
 from .errors import InvalidRequest
 from .pieces import speed_against
-from .pipeline import Request
-from .planning import cut_at_words
+from .planning import Request, cut_at_words
 from .stream.cut import Segment
 
 

@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import cpu, narrow
+from .backbone import RMSNorm
 from .int8pack import int8_weight, pack_codes, pack_int8_rows, quantize_activations
 from .memory import release_pages
 
@@ -452,7 +453,7 @@ def to_bfloat16(model: OmniVoiceModel) -> int:
     n = convert_layers(model, BF16Linear)
     narrow.install(model, torch.bfloat16)  # first: the q/k norms' weights are folded into RoPE in fp32
     for m in model.modules():
-        if isinstance(m, narrow.RMSNorm) and m.weight.dtype != torch.bfloat16:
+        if isinstance(m, RMSNorm) and m.weight.dtype != torch.bfloat16:
             m.weight = _to_bf16(m.weight)
     model.audio_embeddings.weight = _to_bf16(model.audio_embeddings.weight)
     _heads_to_bf16(model)

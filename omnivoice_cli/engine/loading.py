@@ -32,7 +32,7 @@ from .linears import (
     to_bfloat16,
     use_onednn_linears,
 )
-from .text import TextTokenizer
+from .tokenizer import TextTokenizer
 
 
 def resolve_device(device: str = "auto") -> "torch.device":

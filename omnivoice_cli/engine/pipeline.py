@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from . import memory
-from . import text as textmod
 from .config import ModelConfig
+from .duration import resolve_target_len
 from .errors import InvalidRequest
 from .hardware import Hardware
+from .instructs import check_instruct_text, resolve_instruct
+from .languages import resolve_language
 from .pieces import Piece, RequestPieces, speed_against
 from .planning import (  # the request and its plan (re-exported: the engine's public face)
     Plan,
@@ -35,6 +37,7 @@ from .planning import (  # the request and its plan (re-exported: the engine's p
     plan_request,
     validate_request,
 )
+from .vocabulary import contains_chinese
 
 if TYPE_CHECKING:  # annotations only: importing torch here would slow `--help` and validation
     from .encoder import HiggsEncoder
@@ -139,7 +142,7 @@ class Engine:
         ref = ref or req.ref
         rate = ref.rate if ref else None  # what its codes already speak at (piece 0's, for the pieces it voices)
         if piece is None:
-            whole, _ = textmod.resolve_target_len(
+            whole, _ = resolve_target_len(
                 req.text,
                 ref.text if ref else None,
                 ref.codes.shape[-1] if ref else None,
@@ -148,13 +151,13 @@ class Engine:
                 self.cfg.frame_rate,
             )
             piece = Piece(0, 0, req.text, whole)
-        lang, _ = textmod.resolve_language(req.lang, self.cfg.own)
-        instruct = textmod.check_instruct_text(req.instruct_text, self.cfg.own)[0] or textmod.resolve_instruct(
-            req.instruct, use_zh=textmod.contains_chinese(req.text), own=self.cfg.own
+        lang, _ = resolve_language(req.lang, self.cfg.own)
+        instruct = check_instruct_text(req.instruct_text, self.cfg.own)[0] or resolve_instruct(
+            req.instruct, use_zh=contains_chinese(req.text), own=self.cfg.own
         )
         target: int | None = piece.target_len
         if target is None:  # a chunk: re-estimated against its voice, at its speed relative to the voice's
-            target, _ = textmod.resolve_target_len(
+            target, _ = resolve_target_len(
                 piece.text,
                 ref.text if ref else None,
                 ref.codes.shape[-1] if ref else None,

@@ -9,13 +9,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING
 
-from . import text as textmod
-from .chunking import cut_to_length
+from .canvastext import add_punctuation
+from .chunking import chunk_len_for, chunk_text, cut_to_length
 from .config import GenerationConfig, ModelConfig, value_rule
+from .duration import resolve_target_len, speech_seconds
 from .errors import InvalidRequest
+from .instructs import check_instruct_text, resolve_instruct
+from .languages import resolve_language
+from .pauses import split_pauses
 from .pieces import Piece, speed_against
 from .tags import cut_at_tags
-from .text import add_punctuation, resolve_target_len, speech_seconds
+from .textcheck import check_text, wordless_warning
+from .vocabulary import contains_chinese
 
 if TYPE_CHECKING:  # annotations only: importing torch here would slow `--help` and validation
     import numpy as np
@@ -66,7 +71,7 @@ def validate_request(req: Request, cfg: ModelConfig | None = None) -> list[str]:
     An error about one setting carries its name in `InvalidRequest.setting` and reads after it
     ("instruct: unsupported instruct item ...")."""
     cfg = cfg or ModelConfig()
-    textmod.check_text(req.text)
+    check_text(req.text)
     speed, duration = value_rule("speed"), replace(value_rule("duration"), high=cfg.max_target_seconds)
     if req.speed is not None and not speed.ok(req.speed):
         raise InvalidRequest(f"{req.speed} is not allowed: use {speed.allowed}", "speed")
@@ -75,22 +80,22 @@ def validate_request(req: Request, cfg: ModelConfig | None = None) -> list[str]:
     if req.ref is not None:
         _check_voice(req.ref, cfg)
     warnings = []
-    _, warning = textmod.resolve_language(req.lang, cfg.own)
+    _, warning = resolve_language(req.lang, cfg.own)
     if warning:
         warnings.append(warning)
     try:
-        textmod.resolve_instruct(req.instruct, use_zh=textmod.contains_chinese(req.text), own=cfg.own)
+        resolve_instruct(req.instruct, use_zh=contains_chinese(req.text), own=cfg.own)
     except InvalidRequest as e:
         raise InvalidRequest(str(e), "instruct") from None
-    verbatim, warning = textmod.check_instruct_text(req.instruct_text, cfg.own)
+    verbatim, warning = check_instruct_text(req.instruct_text, cfg.own)
     if verbatim is not None and req.instruct and req.instruct.strip():
         raise InvalidRequest("give either instruct items or an instruct text, not both", "instruct_text")
     if warning:
         warnings.append(warning)
-    parts, _ = textmod.split_pauses(req.text)
+    parts, _ = split_pauses(req.text)
     if not parts:
         raise InvalidRequest("text has nothing to speak besides pause tags", "text")
-    wordless = textmod.wordless_warning(" ".join(parts))
+    wordless = wordless_warning(" ".join(parts))
     if wordless:
         warnings.append(wordless)
     if req.duration is not None and len(parts) > 1:
@@ -247,7 +252,7 @@ def plan_request(req: Request, cfg: ModelConfig | None = None, voice: VoiceShape
     docs/correctness.md)."""
     cfg = cfg or ModelConfig()
     g = req.generation
-    parts, gaps = textmod.split_pauses(req.text)
+    parts, gaps = split_pauses(req.text)
     if len(parts) > cfg.max_pieces:
         raise InvalidRequest(f"the text has {len(parts)} parts between pause tags: at most {cfg.max_pieces}")
     if voice is None and req.ref is not None:
@@ -255,9 +260,7 @@ def plan_request(req: Request, cfg: ModelConfig | None = None, voice: VoiceShape
     ref_text, ref_len, ref_rate = (voice.text, voice.frames, voice.rate) if voice is not None else (None, None, None)
     threshold = g.audio_chunk_threshold * cfg.frame_rate
     speed = speed_against(req.speed, ref_rate)
-    targets = [
-        textmod.resolve_target_len(part, ref_text, ref_len, speed, req.duration, cfg.frame_rate) for part in parts
-    ]
+    targets = [resolve_target_len(part, ref_text, ref_len, speed, req.duration, cfg.frame_rate) for part in parts]
     _check_length(sum(t for t, _ in targets), gaps, cfg)
     pieces: list[Piece] = []
     for p, (part, (target, eff_speed)) in enumerate(zip(parts, targets)):
@@ -270,8 +273,8 @@ def plan_request(req: Request, cfg: ModelConfig | None = None, voice: VoiceShape
         if target <= threshold:
             pieces.append(Piece(p, 0, part, target, rate))
             continue
-        chunk_len = textmod.chunk_len_for(part, target, g.audio_chunk_duration, cfg.frame_rate)
-        pieces += [Piece(p, c, chunk, None, rate) for c, chunk in enumerate(textmod.chunk_text(part, chunk_len))]
+        chunk_len = chunk_len_for(part, target, g.audio_chunk_duration, cfg.frame_rate)
+        pieces += [Piece(p, c, chunk, None, rate) for c, chunk in enumerate(chunk_text(part, chunk_len))]
     pieces = _one_tag_each(pieces)
     shape = (ref_text, ref_len, ref_rate) if voice is not None else None
     pieces, frames = _fit_pieces(pieces, shape, cfg, g.audio_chunk_duration * cfg.frame_rate)

@@ -53,7 +53,8 @@ from typing import TYPE_CHECKING, Any, Callable
 from . import cancel as cancelmod
 from .errors import InvalidRequest
 from .forwardfit import check_sizes, fit_sizes
-from .pipeline import Engine, Request, validate_request
+from .pipeline import Engine
+from .planning import Request, validate_request
 from .stream.cut import StreamConfig, cut_request
 from .stream.render import StreamedPieces
 from .stream.waves import forward_model, steady_width

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Protocol
 
 from .errors import OmniVoiceError
-from .pipeline import Engine, Request
+from .pipeline import Engine
+from .planning import Request
 from .stream.render import StreamedPieces, StreamPiece
 
 if TYPE_CHECKING:

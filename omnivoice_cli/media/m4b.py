@@ -43,8 +43,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Iterable, cast
 
 from ..engine.errors import InvalidRequest, MissingExtra, OmniVoiceError
+from .aac import AAC_BITRATE
+from .atomic import replace_atomically
 from .formats import AAC_RATES
-from .output import AAC_BITRATE, prepare_audio, replace_atomically
+from .pcm import prepare_audio
 
 if TYPE_CHECKING:
     import numpy as np

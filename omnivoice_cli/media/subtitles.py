@@ -148,7 +148,7 @@ def cut_cue(sub: Subtitle, max_lines: int = MAX_LINES, width: int = WRAP, max_ms
     return out
 
 
-def _is_wide(c: str) -> bool:
+def is_wide(c: str) -> bool:
     return unicodedata.east_asian_width(c) in "WF"
 
 
@@ -159,7 +159,7 @@ def _units(word: str) -> list[str]:
     for c in word:
         closing = unicodedata.category(c) in ("Po", "Pe", "Pf")
         after_opening = bool(units) and unicodedata.category(units[-1][-1]) in ("Ps", "Pi")
-        if units and (closing or after_opening or not (_is_wide(c) or _is_wide(units[-1][-1]))):
+        if units and (closing or after_opening or not (is_wide(c) or is_wide(units[-1][-1]))):
             units[-1] += c
         else:
             units.append(c)
@@ -189,7 +189,7 @@ def wrap_lines(text: str, width: int = WRAP) -> list[str]:
 
 
 def _columns(text: str) -> int:
-    return sum(2 if _is_wide(c) else 1 for c in text)
+    return sum(2 if is_wide(c) else 1 for c in text)
 
 
 def _fill(text: str, width: int) -> list[str]:

@@ -33,8 +33,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
-from ..app import settings as st
 from ..app.listen import Recogniser, RecogniserFailed, Transcript, recogniser
+from ..app.presets import preset_index
+from ..app.setting import SettingsError
+from ..app.values import did_you_mean
 from ..app.verify import Verifier
 from ..engine.errors import InvalidRequest, MissingExtra, ModelUnavailable
 from ..engine.tickets import Busy, ServiceStopped
@@ -324,7 +326,7 @@ def _timestamps_recogniser(state: ServerState, parsed: SpeechBody) -> Recogniser
 
 
 def model_names(state: ServerState) -> list[str]:
-    return [*MODELS, *(p for p in st.preset_index() if p not in MODELS)]
+    return [*MODELS, *(p for p in preset_index() if p not in MODELS)]
 
 
 async def models(request: Request) -> Response:
@@ -338,7 +340,7 @@ async def model(request: Request) -> Response:
     if name not in names:
         raise ApiError(
             404,
-            f"unknown model {name!r}{st.did_you_mean(name, names)}; known: {', '.join(names)}",
+            f"unknown model {name!r}{did_you_mean(name, names)}; known: {', '.join(names)}",
             param="model",
             code="model_not_found",
         )
@@ -479,7 +481,7 @@ def create_app(state: ServerState) -> Starlette:
         ApiError: on_api_error,
         HTTPException: on_http_error,
         InvalidRequest: on_api_error,
-        st.SettingsError: on_api_error,
+        SettingsError: on_api_error,
     }
     app = Starlette(routes=routes, middleware=middleware, exception_handlers=handlers, lifespan=lifespan)
     app.state.server = state

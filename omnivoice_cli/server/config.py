@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from ..engine import text as textmod
 from ..engine.errors import InvalidRequest
+from ..engine.instructs import resolve_instruct
 
 VOICE_MAP_FILE = Path(__file__).resolve().parent.parent / "data" / "openai_voices.json"
 MAX_VOICE_MAP_BYTES = 256 * 1024
@@ -87,7 +87,7 @@ def _read_map(path: Path) -> dict[str, str]:
         if not isinstance(instruct, str):
             raise InvalidRequest(f"voice map '{path}': voice {name!r} must map to voice-design items (a string)")
         try:
-            textmod.resolve_instruct(instruct)
+            resolve_instruct(instruct)
         except InvalidRequest as e:
             raise InvalidRequest(f"voice map '{path}': voice {name!r}: {e}") from None
         out[name.strip().lower()] = instruct

@@ -36,13 +36,13 @@ from typing import TYPE_CHECKING, Annotated, Callable, Mapping, TypeVar
 
 from pydantic import Field
 
-from ..app import settings as st
 from ..app.deliver import Outputs, Take, WriteFailed, deliver
 from ..app.speaker import USAGE_ERRORS, Speaker
+from ..app.values import did_you_mean, shown_value, type_name
 from ..engine.errors import InvalidRequest, OmniVoiceError, one_line
-from ..media.formats import AUDIO_FORMATS
+from ..media.formats import AUDIO_FORMATS, format_named, writable_formats
 from ..media.leveller import LoudnessReport
-from ..media.output import check_output, format_named, writable_formats
+from ..media.output import check_output
 from ..media.player import open_player
 from ..media.players import Player
 from .schema import languages_part, presets_part, settings_part, voice_design_part
@@ -115,7 +115,7 @@ class Tools:
         settings: object = None,
     ) -> Reply:
         if format is not None and not isinstance(format, str):
-            raise InvalidRequest(f"format must be a string, got {st.type_name(format)}")
+            raise InvalidRequest(f"format must be a string, got {type_name(format)}")
         target_path = resolve_under(self.root, path, format)
         built = self.speaker.build(text, voice=voice, lang=lang, instruct=instruct, settings=settings)
         target_path.parent.mkdir(parents=True, exist_ok=True)
@@ -164,7 +164,7 @@ def resolve_under(root: Path, spec: object, format: str | None = None) -> Path:
         raise InvalidRequest("path is empty: give a file name under the root, e.g. hello.wav")
     if "\x00" in spec:
         raise InvalidRequest("path holds a NUL character: give a file name under the root")
-    shown = st.shown_value(spec)
+    shown = shown_value(spec)
     p = Path(spec)
     if ".." in p.parts:
         raise InvalidRequest(f"path {shown} goes up a folder ('..'): give a path inside the root ({root})")
@@ -247,8 +247,8 @@ def unknown_arguments(tool: str, arguments: Mapping[str, object] | None, known: 
     unknown = [str(k) for k in (arguments or {}) if k not in known]
     if not unknown:
         return None
-    names = ", ".join(st.shown_value(k) for k in unknown)
-    hint = st.did_you_mean(unknown[0], known) if len(unknown) == 1 else ""
+    names = ", ".join(shown_value(k) for k in unknown)
+    hint = did_you_mean(unknown[0], known) if len(unknown) == 1 else ""
     takes = ", ".join(known) if known else "no arguments"
     return f"unknown argument{'s' if len(unknown) > 1 else ''} {names}{hint}: {tool} takes {takes}"
 

@@ -38,7 +38,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, G
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..engine.pipeline import Request as EngineRequest
+from ..engine.planning import Request as EngineRequest
 from ..engine.service import Service
 from ..engine.tickets import Event, Places, Ticket
 from .asgi import ASGIApp, Message, Receive, Scope, Send

@@ -21,10 +21,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from importlib.metadata import version
 
-from ..app import settings as st
+from ..app.layers import resolve
+from ..app.presets import list_presets
+from ..app.schema import DEFAULTS, HTTP_SETTINGS, SCHEMA
+from ..app.setting import Setting
 from ..app.speaker import DROPPED_PRESET_KEYS
-from ..engine.text import instruct_vocabulary, list_languages
-from ..media.output import writable_formats
+from ..engine.languages import list_languages
+from ..engine.vocabulary import instruct_vocabulary
+from ..media.formats import writable_formats
 from .config import ServeOptions
 from .errors import scrub
 from .speech import MODELS, RESPONSE_FORMATS, STREAM_FORMATS
@@ -43,7 +47,7 @@ def package_version() -> str:
         return "0"
 
 
-def setting_entry(setting: st.Setting) -> Entry:
+def setting_entry(setting: Setting) -> Entry:
     """One setting as the schema serves it."""
     entry: Entry = {
         "type": _TYPES[setting.kind],
@@ -64,18 +68,18 @@ def setting_entry(setting: st.Setting) -> Entry:
 
 
 def settings_part() -> dict[str, Entry]:
-    return {key: setting_entry(st.SCHEMA[key]) for key in st.HTTP_SETTINGS}
+    return {key: setting_entry(SCHEMA[key]) for key in HTTP_SETTINGS}
 
 
 def server_values(options: ServeOptions) -> Entry:
     """The request settings the server's own layers (serve --preset, its flags) change."""
-    values = st.resolve(*options.layers).values
-    return {k: values[k] for k in st.HTTP_SETTINGS if values[k] != st.DEFAULTS[k]}
+    values = resolve(*options.layers).values
+    return {k: values[k] for k in HTTP_SETTINGS if values[k] != DEFAULTS[k]}
 
 
 def presets_part() -> list[Entry]:
     out = []
-    for name, path, source, found, error in st.list_presets():
+    for name, path, source, found, error in list_presets():
         entry: Entry = {"name": name, "source": source}
         if found is None:
             entry["error"] = scrub(error or "broken", (path, f"{name}.toml"))

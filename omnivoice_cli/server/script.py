@@ -40,16 +40,19 @@ import numpy as np
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from ..app import settings as st
 from ..app.deliver import Outputs, Take, deliver
+from ..app.layers import Source, check_layer
 from ..app.request import Built
+from ..app.schema import HTTP_SETTINGS
 from ..app.session import check_seed_range, random_seed, seed_for
+from ..app.setting import HTTP
 from ..app.speaker import USAGE_ERRORS, Speaker
+from ..app.values import did_you_mean, or_list, shown_value
 from ..engine.config import ModelConfig
 from ..engine.errors import one_line
-from ..engine.pipeline import plan_of
+from ..engine.planning import plan_of
 from ..engine.tickets import Busy, Event, ServiceStopped, Ticket
-from ..media.output import AudioFormat
+from ..media.formats import AudioFormat
 from ..media.tracks import join_with_gaps
 from .config import ServeOptions
 from .errors import bad_request, busy, from_engine
@@ -97,7 +100,7 @@ def _lines(data: dict, limit: int) -> list[dict]:
         extra = [k for k in line if k not in ("voice", "text", "speaker")]
         if extra:
             raise bad_request(
-                f"{where}: field {st.shown_value(extra[0])} is not known; known: voice, text, speaker", "lines"
+                f"{where}: field {shown_value(extra[0])} is not known; known: voice, text, speaker", "lines"
             )
         for key in ("voice", "speaker"):
             if line.get(key) is not None and not isinstance(line[key], str):
@@ -119,31 +122,31 @@ def parse_script(body: bytes, options: ServeOptions, speaker: Speaker | None = N
     data = parse_json(body)
     lines = _lines(data, options.max_input_chars)
     settings = {k: v for k, v in data.items() if k not in FIELDS}
-    unknown = [k for k in settings if k not in st.HTTP_SETTINGS and k != "preset"]
+    unknown = [k for k in settings if k not in HTTP_SETTINGS and k != "preset"]
     if unknown:
-        known = (*FIELDS, *st.HTTP_SETTINGS)
+        known = (*FIELDS, *HTTP_SETTINGS)
         raise bad_request(
-            f"field {st.shown_value(unknown[0])} is not a known field{st.did_you_mean(str(unknown[0]), known)}; "
+            f"field {shown_value(unknown[0])} is not a known field{did_you_mean(str(unknown[0]), known)}; "
             f"known: {', '.join(known)}",
             str(unknown[0])[:80],
             code="unknown_field",
         )
     pause = data.get("pause", 0.3)
     if isinstance(pause, bool) or not isinstance(pause, (int, float)) or not 0 <= pause <= MAX_PAUSE:
-        raise bad_request(f"field 'pause' must be seconds in 0..{MAX_PAUSE:g}, got {st.shown_value(pause)}", "pause")
+        raise bad_request(f"field 'pause' must be seconds in 0..{MAX_PAUSE:g}, got {shown_value(pause)}", "pause")
     name = data.get("response_format", "wav")
     if name not in RESPONSE_FORMATS:
         raise bad_request(
-            f"field 'response_format' must be {st.or_list(RESPONSE_FORMATS)}, got {st.shown_value(name)}",
+            f"field 'response_format' must be {or_list(RESPONSE_FORMATS)}, got {shown_value(name)}",
             "response_format",
         )
     tracks = data.get("tracks", "one")
     if tracks not in TRACKS:
-        raise bad_request(f"field 'tracks' must be {st.or_list(TRACKS)}, got {st.shown_value(tracks)}", "tracks")
+        raise bad_request(f"field 'tracks' must be {or_list(TRACKS)}, got {shown_value(tracks)}", "tracks")
     seed = data.get("seed")
     try:
         if seed is not None:
-            st.check_layer({"seed": seed}, st.Source("request"), st.HTTP)
+            check_layer({"seed": seed}, Source("request"), HTTP)
         base = int(seed) if seed is not None else random_seed()
         check_seed_range(base, len(lines))
     except USAGE_ERRORS as e:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from ..app import settings as st
+from ..app.values import type_name
 
 FORMATS = ("pcm", "mulaw", "alaw")  # what a socket's `format` may be
 MAX_PENDING = 32  # parts of text waiting on one socket (beyond: an error event)
@@ -45,6 +45,6 @@ def parse_message(raw: str) -> dict:
     except ValueError as e:
         raise BadMessage(f"the message is not valid JSON: {e}", "parse_error") from None
     if not isinstance(message, dict) or not isinstance(message.get("type"), str):
-        got = st.type_name(message) if not isinstance(message, dict) else "no string 'type'"
+        got = type_name(message) if not isinstance(message, dict) else "no string 'type'"
         raise BadMessage(f"a message must be a JSON object with a 'type' ({', '.join(MESSAGES)}), got {got}")
     return message

@@ -14,15 +14,15 @@ from typing import TYPE_CHECKING
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from ..app import settings as st
 from ..app.deliver import PieceEncoder
 from ..app.request import Built
 from ..app.session import seed_for
 from ..app.speaker import USAGE_ERRORS
 from ..app.textparts import take_parts
+from ..app.values import did_you_mean, or_list, shown_value, type_name
 from ..engine.errors import one_line
-from ..engine.pipeline import Request
-from ..engine.text import unicode_problem
+from ..engine.planning import Request
+from ..engine.textcheck import unicode_problem
 from ..engine.tickets import Busy, Event, ServiceStopped, Ticket
 from .asgi import Message
 from .errors import ApiError, from_engine
@@ -211,7 +211,7 @@ class SocketSession:
         if data is None:
             data = {}
         if not isinstance(data, dict):
-            raise BadMessage(f"a 'config' message's data must be an object, got {st.type_name(data)}", "invalid_config")
+            raise BadMessage(f"a 'config' message's data must be an object, got {type_name(data)}", "invalid_config")
         try:
             check_unicode(data)  # the speech endpoint's check: every string valid Unicode
         except ApiError as e:
@@ -219,7 +219,7 @@ class SocketSession:
         unknown = [k for k in data if k not in CONFIG_KEYS]
         if unknown:
             raise BadMessage(
-                f"config field {st.shown_value(unknown[0])} is not known{st.did_you_mean(str(unknown[0]), CONFIG_KEYS)}; "
+                f"config field {shown_value(unknown[0])} is not known{did_you_mean(str(unknown[0]), CONFIG_KEYS)}; "
                 f"known: {', '.join(CONFIG_KEYS)} (settings go in 'extra')",
                 "invalid_config",
             )
@@ -228,20 +228,20 @@ class SocketSession:
             fmt = data["format"]
             if not isinstance(fmt, str) or fmt.strip().lower() not in FORMATS:
                 raise BadMessage(
-                    f"config field 'format' must be {st.or_list(FORMATS)}, got {st.shown_value(fmt)}", "invalid_config"
+                    f"config field 'format' must be {or_list(FORMATS)}, got {shown_value(fmt)}", "invalid_config"
                 )
             config.format = fmt.strip().lower()
         if data.get("binary") is not None:
             if not isinstance(data["binary"], bool):
                 raise BadMessage(
-                    f"config field 'binary' must be true or false, got {st.shown_value(data['binary'])}",
+                    f"config field 'binary' must be true or false, got {shown_value(data['binary'])}",
                     "invalid_config",
                 )
             config.binary = data["binary"]
         extra = data.get("extra") or {}
         if not isinstance(extra, dict):
             raise BadMessage(
-                f"config field 'extra' must be an object of settings, got {st.type_name(extra)}", "invalid_config"
+                f"config field 'extra' must be an object of settings, got {type_name(extra)}", "invalid_config"
             )
         settings = {**config.settings, **extra}
         for key in ("speed", "sample_rate"):

@@ -27,19 +27,23 @@ import dataclasses
 import json
 from dataclasses import dataclass
 
-from ..app import settings as st
 from ..app import voices
 from ..app.instruct import header_text, merge, read_free, shown
+from ..app.layers import Resolved, Source, check_layer
+from ..app.presets import preset_index
 from ..app.request import Built
+from ..app.schema import HTTP_SETTINGS, SCHEMA
+from ..app.setting import HTTP, SettingsError
 from ..app.speaker import Layer, Speaker, SpeakerOptions, preset_layer
+from ..app.values import did_you_mean, or_list, shown_value, type_name
 from ..app.voicechoice import VoiceChoice, VoiceRefused
 from ..engine.errors import InvalidRequest
-from ..engine.pipeline import Request
+from ..engine.planning import Request
 from ..engine.stream.cut import StreamConfig
-from ..engine.text import check_text, unicode_problem
-from ..media.formats import served_formats
+from ..engine.textcheck import check_text, unicode_problem
+from ..media.encoders import FormatUnavailable
+from ..media.formats import AudioFormat, check_available, check_rate, served_formats
 from ..media.loudness import streaming_refused
-from ..media.output import AudioFormat, FormatUnavailable, check_available, check_rate
 from .config import ServeOptions
 from .errors import ApiError, bad_request, request_field, scrub
 
@@ -48,7 +52,7 @@ SERVER_FIELDS = ("preset", "stream", "timestamps")
 RESPONSE_FORMATS = served_formats()  # response_format -> format: OpenAI's six, then ogg, mulaw, alaw (the table's)
 MODELS = ("omnivoice", "tts-1", "tts-1-hd", "gpt-4o-mini-tts")  # accepted names of the model (no preset)
 STREAM_FORMATS = ("audio", "sse")
-REQUEST = st.Source("request")
+REQUEST = Source("request")
 MAX_INSTRUCTIONS_CHARS = 4096  # characters of `instructions` at most
 INSTRUCT_HEADER = "X-OmniVoice-Instruct"  # the voice-design items used ('none': the model's own voice)
 INSTRUCT_NOTES_HEADER = "X-OmniVoice-Instruct-Notes"  # what of `instructions` was left out, and why
@@ -82,7 +86,7 @@ class SpeechBody:
 
 
 def known_fields() -> tuple[str, ...]:
-    return tuple(dict.fromkeys((*OPENAI_FIELDS, *SERVER_FIELDS, *st.HTTP_SETTINGS)))
+    return tuple(dict.fromkeys((*OPENAI_FIELDS, *SERVER_FIELDS, *HTTP_SETTINGS)))
 
 
 def parse_json(body: bytes) -> dict:
@@ -96,7 +100,7 @@ def parse_json(body: bytes) -> dict:
     except ValueError as e:  # JSONDecodeError, or an integer of too many digits
         raise bad_request(f"the body is not valid JSON: {e}") from None
     if not isinstance(data, dict):
-        raise bad_request(f"the body must be a JSON object of fields, got {st.type_name(data)}")
+        raise bad_request(f"the body must be a JSON object of fields, got {type_name(data)}")
     return data
 
 
@@ -116,12 +120,12 @@ def _check_fields(data: dict) -> None:
             continue
         if key in _NOT_HERE:
             hint = f" ({_NOT_HERE[key]})"
-        elif key in st.SCHEMA:
+        elif key in SCHEMA:
             hint = " (it is set when the server starts)"
         else:
-            hint = st.did_you_mean(key, known)
+            hint = did_you_mean(key, known)
         raise bad_request(
-            f"field {st.shown_value(key)} is not a known field{hint}; known: {', '.join(known)}",
+            f"field {shown_value(key)} is not a known field{hint}; known: {', '.join(known)}",
             param=str(key)[:80],
             code="unknown_field",
         )
@@ -130,17 +134,17 @@ def _check_fields(data: dict) -> None:
 def _string(data: dict, key: str, allowed: str) -> str | None:
     value = data.get(key)
     if value is not None and not isinstance(value, str):
-        raise bad_request(f"field {key!r} must be {allowed}, got {st.shown_value(value)} ({st.type_name(value)})", key)
+        raise bad_request(f"field {key!r} must be {allowed}, got {shown_value(value)} ({type_name(value)})", key)
     return value
 
 
 def _choice(data: dict, key: str, choices: tuple[str, ...], default: str) -> str:
-    words = st.or_list(choices)
+    words = or_list(choices)
     value = _string(data, key, words)
     if value is None:
         return default
     if value.strip().lower() not in choices:
-        raise bad_request(f"field {key!r} must be {words}, got {st.shown_value(value)}", key)
+        raise bad_request(f"field {key!r} must be {words}, got {shown_value(value)}", key)
     return value.strip().lower()
 
 
@@ -201,11 +205,11 @@ def _streaming(data: dict, fmt: AudioFormat) -> tuple[bool, bool]:
     sse = _choice(data, "stream_format", STREAM_FORMATS, "audio") == "sse"
     stream = data.get("stream")
     if stream is not None and not isinstance(stream, bool):
-        raise bad_request(f"field 'stream' must be true or false, got {st.shown_value(stream)}", "stream")
+        raise bad_request(f"field 'stream' must be true or false, got {shown_value(stream)}", "stream")
     if sse and stream is False:
         raise bad_request("field 'stream' is false but stream_format 'sse' streams: leave one out", "stream")
     if sse and not fmt.streams:
-        streamable = st.or_list(n for n, f in RESPONSE_FORMATS.items() if f.streams)
+        streamable = or_list(n for n, f in RESPONSE_FORMATS.items() if f.streams)
         raise bad_request(
             f"field 'stream_format' 'sse' needs a format that streams ({streamable}), not {fmt.name}", "stream_format"
         )
@@ -219,7 +223,7 @@ def _timestamps(data: dict, sse: bool) -> bool:
     is never streamed)."""
     value = data.get("timestamps")
     if value is not None and not isinstance(value, bool):
-        raise bad_request(f"field 'timestamps' must be true or false, got {st.shown_value(value)}", "timestamps")
+        raise bad_request(f"field 'timestamps' must be true or false, got {shown_value(value)}", "timestamps")
     if value and (sse or data.get("stream") is True):
         given = "stream_format 'sse'" if sse else "'stream' true"
         raise bad_request(
@@ -233,14 +237,14 @@ def _preset_layers(data: dict, options: ServeOptions) -> list[Layer]:
     """The request's preset (from `preset`, or a `model` that names one) as a settings layer."""
     model = _string(data, "model", "a model's or a preset's name")
     preset = _string(data, "preset", "a preset's name")
-    if model is not None and model not in (*MODELS, options.model) and model not in st.preset_index():
-        names = [*MODELS, *st.preset_index()]
+    if model is not None and model not in (*MODELS, options.model) and model not in preset_index():
+        names = [*MODELS, *preset_index()]
         raise bad_request(
-            f"field 'model' must be {', '.join(MODELS)} or a preset ({', '.join(st.preset_index())}), "
-            f"got {st.shown_value(model)}{st.did_you_mean(model, names)}",
+            f"field 'model' must be {', '.join(MODELS)} or a preset ({', '.join(preset_index())}), "
+            f"got {shown_value(model)}{did_you_mean(model, names)}",
             "model",
         )
-    if model in st.preset_index() and model not in MODELS:
+    if model in preset_index() and model not in MODELS:
         if preset is not None and preset != model:
             raise bad_request(f"fields 'model' and 'preset' name different presets ({model!r}, {preset!r})", "preset")
         preset = model
@@ -250,14 +254,14 @@ def _preset_layers(data: dict, options: ServeOptions) -> list[Layer]:
         return [preset_layer(preset, "preset" if "preset" in data else "model")]
     except InvalidRequest as e:
         raise bad_request(str(e), e.setting) from None
-    except st.SettingsError as e:
+    except SettingsError as e:
         raise ApiError(500, f"preset {preset!r} is broken: {e}", type="server_error", code="broken_preset") from None
 
 
 def _settings_layer(data: dict) -> tuple[dict, bool, tuple[str, ...]]:
     """The request's schema settings, each checked; True when `instructions` gave `instruct`; the
     notes on what of `instructions` was not used."""
-    fields = {k: data[k] for k in st.HTTP_SETTINGS if k in data}
+    fields = {k: data[k] for k in HTTP_SETTINGS if k in data}
     renamed = data.get("instructions") is not None
     if renamed:
         if fields.get("instruct") is not None:
@@ -266,8 +270,8 @@ def _settings_layer(data: dict) -> tuple[dict, bool, tuple[str, ...]]:
     layer = {}
     for key, value in fields.items():
         try:
-            layer.update(st.check_layer({key: value}, REQUEST, st.HTTP))
-        except st.SettingsError as e:
+            layer.update(check_layer({key: value}, REQUEST, HTTP))
+        except SettingsError as e:
             param = "instructions" if renamed and key == "instruct" else key
             raise bad_request(_rename(str(e), renamed), param) from None
     notes: tuple[str, ...] = ()
@@ -293,7 +297,7 @@ def _free_instructions(layer: dict) -> tuple[dict, tuple[str, ...]]:
 def _voice_items(layers: list[Layer], layer: dict, mapped: str, renamed: bool) -> None:
     """A mapped voice's items under the request's: merged into the request's `instruct`, else a layer."""
     if layer.get("instruct") is None:
-        layers.append((st.Source("request", "voice"), {"instruct": mapped}))
+        layers.append((Source("request", "voice"), {"instruct": mapped}))
         return
     try:
         layer["instruct"] = merge(mapped, layer["instruct"])
@@ -317,11 +321,11 @@ def _voice(data: dict, speaker: Speaker) -> VoiceChoice | None:
     except VoiceRefused as e:
         if e.kind == "type":
             raise bad_request(
-                f"field 'voice' must be a voice's name, got {st.shown_value(spec)} ({st.type_name(spec)})", "voice"
+                f"field 'voice' must be a voice's name, got {shown_value(spec)} ({type_name(spec)})", "voice"
             ) from None
         if e.kind == "path":
             raise bad_request(
-                f"field 'voice' must be a voice's name, got {st.shown_value(spec)}: a request cannot name "
+                f"field 'voice' must be a voice's name, got {shown_value(spec)}: a request cannot name "
                 "a file (GET /v1/audio/voices lists the voices)",
                 "voice",
             ) from None
@@ -383,7 +387,7 @@ def rate_for(fmt: AudioFormat, sample_rate: int | None) -> None:
         raise bad_request(str(e), "sample_rate") from None
 
 
-def _whole_for_loudness(data: dict, settings: st.Resolved, sse: bool, stream: bool) -> bool:
+def _whole_for_loudness(data: dict, settings: Resolved, sse: bool, stream: bool) -> bool:
     """`loudness` is measured over the whole reply: one whole file, and a stream asked for is refused."""
     if settings["loudness"] is None:
         return stream
@@ -394,7 +398,7 @@ def _whole_for_loudness(data: dict, settings: st.Resolved, sse: bool, stream: bo
     return False
 
 
-def _build(speaker: Speaker, text: str, settings: st.Resolved, renamed: bool) -> Built:
+def _build(speaker: Speaker, text: str, settings: Resolved, renamed: bool) -> Built:
     try:
         return speaker.make(text, settings)
     except InvalidRequest as e:

@@ -28,7 +28,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ..app import listen, voiceexport, voices
-from ..app import settings as st
+from ..app.values import did_you_mean, join_lines, shown_value
 from ..engine.config import SAMPLE_RATE
 from ..engine.errors import InvalidRequest, MissingExtra, ModelUnavailable, one_line
 from .errors import ApiError, bad_request, scrub, scrub_asr, scrub_paths
@@ -61,7 +61,7 @@ async def _form_fields(request: Request) -> tuple[str, UploadFile, str | None]:
     for key in form.keys():
         if key not in UPLOAD_FIELDS:
             raise bad_request(
-                f"field {st.shown_value(key)} is not a known field{st.did_you_mean(key, UPLOAD_FIELDS)}; "
+                f"field {shown_value(key)} is not a known field{did_you_mean(key, UPLOAD_FIELDS)}; "
                 f"known: {', '.join(UPLOAD_FIELDS)}",
                 str(key)[:80],
                 "unknown_field",
@@ -73,13 +73,13 @@ async def _form_fields(request: Request) -> tuple[str, UploadFile, str | None]:
         raise bad_request("field 'file' is missing: attach the recording (3-10 s of speech) as a file", "file")
     if text is None:
         return name.strip(), upload, None  # the speech recogniser's words (listen.py, the asr extra)
-    if not isinstance(text, str) or not st.join_lines(text):
+    if not isinstance(text, str) or not join_lines(text):
         raise bad_request(
             "field 'ref_text' is empty: give the words spoken in the recording, or leave the "
             "field out to have them transcribed",
             "ref_text",
         )
-    return name.strip(), upload, st.join_lines(text)
+    return name.strip(), upload, join_lines(text)
 
 
 def heard_upload(prepared: PreparedReference, filename: str, asr_model: str | None, device: str = "auto") -> str:
@@ -235,7 +235,7 @@ async def delete_voice(request: Request) -> Response:
     known = ", ".join(index) or "none"
     raise ApiError(
         404,
-        f"unknown voice {name!r}{st.did_you_mean(name, index)}; saved voices: {known}",
+        f"unknown voice {name!r}{did_you_mean(name, index)}; saved voices: {known}",
         param="voice",
         code="voice_not_found",
     )

@@ -32,7 +32,7 @@ from ..app.session import seed_for
 from ..app.speaker import USAGE_ERRORS, Speaker
 from ..app.textparts import take_parts
 from ..engine.errors import InvalidRequest, one_line
-from ..engine.pipeline import Request
+from ..engine.planning import Request
 from ..engine.tickets import Busy, ServiceStopped, Summary, Ticket
 from ..engine.tickets import Event as EngineEvent
 from .wyomingevents import EVENTS, PROGRAM, BadEvent, TooLarge, info_event, parse, read_event

@@ -22,7 +22,7 @@ from wyoming.tts import (
 
 from ..app.speaker import Speaker
 from ..engine.errors import InvalidRequest
-from ..engine.text import list_languages
+from ..engine.languages import list_languages
 
 Read = TypeVar("Read")  # a wyoming event class's reading
 

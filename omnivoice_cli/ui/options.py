@@ -19,12 +19,14 @@ from typing import Any, Callable, Optional
 
 import typer
 
-from ..app import settings as st
+from ..app.schema import GENERATION_KEYS, SCHEMA
+from ..app.setting import HTTP, LINE, PANELS, PRESET, Setting, SettingsError, flag_name
+from ..app.values import check_setting, parse_text
 
 NO_FLAGS: dict[str, Any] = {}
 
 
-def setting_help(s: st.Setting) -> str:
+def setting_help(s: Setting) -> str:
     """The help line of a setting's flag, with its default."""
     if s.default_help:
         default = s.default_help
@@ -37,7 +39,7 @@ def setting_help(s: st.Setting) -> str:
     return f"{s.help} Default: {default}."
 
 
-def setting_option(s: st.Setting, everyday: bool = False) -> Any:
+def setting_option(s: Setting, everyday: bool = False) -> Any:
     """The typer option of one setting; in its own panel when the command makes an advanced one
     `everyday` (book's --format), else in the panel the schema gives it."""
     panel = s.panel if everyday else s.help_panel
@@ -63,9 +65,9 @@ def parse_flags(raw: dict[str, Any]) -> dict[str, Any]:
         if value is None:
             continue
         try:
-            out[key] = st.check_setting(key, value) if isinstance(value, bool) else st.parse_text(key, value)
-        except st.SettingsError as e:
-            raise st.SettingsError(f"{st.flag_name(key)} {e}") from None
+            out[key] = check_setting(key, value) if isinstance(value, bool) else parse_text(key, value)
+        except SettingsError as e:
+            raise SettingsError(f"{flag_name(key)} {e}") from None
     return out
 
 
@@ -78,7 +80,7 @@ def with_settings(*names: str, everyday: tuple[str, ...] = ()) -> Callable:
         own = [p for p in sig.parameters.values() if p.name != "flags"]
         added = []
         for name in names:
-            s = st.SCHEMA[name]
+            s = SCHEMA[name]
             annotation = Optional[bool] if s.kind is bool else Optional[str]
             added.append(
                 inspect.Parameter(
@@ -158,7 +160,7 @@ SPEECH_SETTINGS = (
     "voice",
     "speed",
     "duration",
-    *st.GENERATION_KEYS,
+    *GENERATION_KEYS,
     "seed",
     "format",
     "loudness",
@@ -203,14 +205,14 @@ GPUS_PER_WORKER_OPTION = typer.Option(
 )
 
 
-_WAYS = ((st.PRESET, "preset"), (st.LINE, "line"), (st.HTTP, "server"))
+_WAYS = ((PRESET, "preset"), (LINE, "line"), (HTTP, "server"))
 
 
 def settings_table() -> str:
     """The table of settings in docs/settings.md, made from the schema (a test keeps the page in step)."""
     rows = ["| flag | key | also as | meaning | default |", "| --- | --- | --- | --- | --- |"]
-    for panel in st.PANELS:
-        for key, s in st.SCHEMA.items():
+    for panel in PANELS:
+        for key, s in SCHEMA.items():
             if s.panel != panel:
                 continue
             flag = f"{s.flag} / --no-{s.flag[2:]}" if s.kind is bool else f"{s.flag} {s.metavar}"

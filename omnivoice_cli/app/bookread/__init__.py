@@ -37,10 +37,10 @@ from .chapters import (
     BookInfo,
     Chapter,
     ChapterRef,
-    _kib,
-    _regular_size,
     count_words,
+    kib,
     matter_by_title,
+    regular_size,
 )
 from .epubzip import MAX_MEMBER_BYTES, MAX_META_INF_BYTES, MAX_PACKAGE_BYTES
 from .markdown import MARKDOWN_SUFFIXES, MAX_MARKDOWN_BYTES
@@ -79,13 +79,13 @@ def open_book(path: str | Path, *, keep_front_matter: bool = False) -> Book:
     path = Path(path)
     if not path.exists():
         raise InvalidRequest(f"{path}: no such file")
-    size = _regular_size(path)
+    size = regular_size(path)
     suffix = path.suffix.lower()
     limit = MAX_MARKDOWN_BYTES if suffix in MARKDOWN_SUFFIXES else text.MAX_TEXT_BOOK_BYTES
     is_epub = suffix == ".epub" or (suffix not in MARKDOWN_SUFFIXES and zipfile.is_zipfile(path))
     if not is_epub and size > limit:
         kind = "a Markdown book" if suffix in MARKDOWN_SUFFIXES else "a plain-text book"
-        raise InvalidRequest(f"{path}: {size / 2**20:.0f} MiB, over the {_kib(limit)} {kind} may be: split it")
+        raise InvalidRequest(f"{path}: {size / 2**20:.0f} MiB, over the {kib(limit)} {kind} may be: split it")
     if is_epub:
         return epub.open_epub(path, keep_front_matter)
     if suffix in MARKDOWN_SUFFIXES:

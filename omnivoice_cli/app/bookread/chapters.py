@@ -85,11 +85,11 @@ def count_words(text: str) -> int:
     return n
 
 
-def _speakable(text: str) -> bool:
+def speakable(text: str) -> bool:
     return _SPEAKABLE_RE.search(text) is not None
 
 
-def _squash(text: str) -> str:
+def squash(text: str) -> str:
     """Runs of white space (newlines, no-break spaces) as one space; soft hyphens and zero-width
     characters dropped."""
     return " ".join(text.replace("\xad", "").replace("\u200b", "").replace("\ufeff", "").split())
@@ -163,7 +163,7 @@ def matter_by_title(title: str) -> str | None:
     return None
 
 
-def _file_title(path: Path) -> str:
+def file_title(path: Path) -> str:
     """A chapter title from the file's name: "my_notes.md" -> "my notes"."""
     return " ".join(re.sub(r"[-_]+", " ", path.stem).split()) or path.name
 
@@ -174,11 +174,11 @@ def _file_title(path: Path) -> str:
 # ----------------------------------------------------------------------------------------- the file
 
 
-def _kib(n: int) -> str:
+def kib(n: int) -> str:
     return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB" if n >= 1 << 10 else f"{n} bytes"
 
 
-def _regular_size(path: Path) -> int:
+def regular_size(path: Path) -> int:
     """The size of the book's file; InvalidRequest when it is not a regular file: a device such
     as /dev/zero, a FIFO or a socket would be read without end (or wait for a writer)."""
     try:
@@ -192,7 +192,7 @@ def _regular_size(path: Path) -> int:
     return info.st_size
 
 
-def _open_book_file(path: Path):
+def open_book_file(path: Path):
     """The book's file opened for reading, checked to be a regular file once open (O_NONBLOCK:
     a FIFO put in its place after the check does not hang the open)."""
     try:
@@ -205,6 +205,6 @@ def _open_book_file(path: Path):
     return os.fdopen(fd, "rb")
 
 
-def _not_utf8(path: Path, head: bytes, line: int, byte: int) -> InvalidRequest:
+def not_utf8(path: Path, head: bytes, line: int, byte: int) -> InvalidRequest:
     hint = " (it is UTF-16)" if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) else ""
     return InvalidRequest(f"{path}: not UTF-8 text{hint}: line {line} has the byte 0x{byte:02x}; save it as UTF-8")

@@ -15,7 +15,7 @@ from urllib.parse import unquote
 
 from ...engine.errors import InvalidRequest, MissingExtra
 from ...media.m4b import MAX_COVER_BYTES, cover_problem
-from .chapters import MATTER_TYPES, Book, BookInfo, ChapterRef, _kib, _speakable, _squash, count_words, matter_by_title
+from .chapters import MATTER_TYPES, Book, BookInfo, ChapterRef, count_words, kib, matter_by_title, speakable, squash
 from .epubzip import MAX_META_INF_BYTES, MAX_PACKAGE_BYTES, MemberTooBig, check_epub, read_member
 from .xhtml import Document, drop_title, epub_types, parse_xhtml, read_doc, tag_name
 
@@ -81,7 +81,7 @@ def _load_epub(path: Path):
     except InvalidRequest:
         raise
     except Exception as e:  # ebooklib raises what lxml, zipfile and its own code raise
-        raise InvalidRequest(f"{path}: not a readable EPUB ({type(e).__name__}: {_squash(str(e))[:200]})") from None
+        raise InvalidRequest(f"{path}: not a readable EPUB ({type(e).__name__}: {squash(str(e))[:200]})") from None
 
 
 def _href_file(base: str, href: str | None) -> str | None:
@@ -124,7 +124,7 @@ def _toc(book, base: str) -> _Toc:
     links: dict[str, list[tuple[str | None, str, bool]]] = {}  # file -> (anchor, title, a section of the file)
     for entry, parent in _flat_toc(book.toc):
         href = getattr(entry, "href", None) or ""
-        file, title = _href_file(base, href), _squash(getattr(entry, "title", None) or "")
+        file, title = _href_file(base, href), squash(getattr(entry, "title", None) or "")
         if not file or not title:
             continue
         anchor = unquote(href.partition("#")[2]) or None
@@ -218,7 +218,7 @@ def _cover(
         except KeyError:
             continue
         except MemberTooBig:
-            warnings.append(f"the cover {file} is not used: it is over {_kib(MAX_COVER_BYTES)} unpacked")
+            warnings.append(f"the cover {file} is not used: it is over {kib(MAX_COVER_BYTES)} unpacked")
             return None, None
         if _image_type(data):
             problem = cover_problem(data)
@@ -231,7 +231,7 @@ def _cover(
 
 def _metadata(book) -> tuple[str | None, str | None, str | None]:
     def values(name: str) -> list[str]:
-        return [v for v in (_squash(value or "") for value, _ in book.get_metadata("DC", name)) if v]
+        return [v for v in (squash(value or "") for value, _ in book.get_metadata("DC", name)) if v]
 
     titles, creators, languages = values("title"), values("creator"), values("language")
     author = ", ".join(dict.fromkeys(creators)) or None
@@ -334,7 +334,7 @@ def open_epub(path: Path, keep: bool) -> Book:
                 skipped.append(f"{name} ({'back' if outline else 'front'} matter, {unit.reason})")
                 continue
             text = "\n\n".join(drop_title(unit.paragraphs, unit.title))
-            if not _speakable(text):
+            if not speakable(text):
                 skipped.append(f"{name} (no text)")
                 continue
             n = len(outline) + 1

@@ -12,7 +12,7 @@ from pathlib import Path
 from urllib.parse import unquote
 
 from ...engine.errors import InvalidRequest
-from .chapters import _kib, _squash
+from .chapters import kib, squash
 
 _FONT_OBFUSCATION = frozenset({"http://www.idpf.org/2008/embedding", "http://ns.adobe.com/pdf/enc#RC"})
 _FONT_SUFFIXES = (".otf", ".ttf", ".ttc", ".woff", ".woff2", ".eot")
@@ -48,7 +48,7 @@ def check_epub(path: Path) -> None:
                     f"{path}: DRM-protected (META-INF/encryption.xml encrypts its content); only DRM-free EPUBs can be read"
                 )
     except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError) as e:
-        raise InvalidRequest(f"{path}: not an EPUB (a damaged zip file: {_squash(str(e))})") from None
+        raise InvalidRequest(f"{path}: not an EPUB (a damaged zip file: {squash(str(e))})") from None
 
 
 def _xml_elements(data: bytes):
@@ -94,7 +94,7 @@ def read_member(zf: zipfile.ZipFile, name: str, limit: int | None = None) -> byt
     limit = MAX_MEMBER_BYTES if limit is None else limit
     info = zf.getinfo(name)
     too_big = MemberTooBig(
-        f"{zf.filename}: {name} unpacks to over {_kib(limit)}, more than a {_member_kind(name, limit)} may be"
+        f"{zf.filename}: {name} unpacks to over {kib(limit)}, more than a {_member_kind(name, limit)} may be"
     )
     if info.file_size > limit:
         raise too_big
@@ -103,7 +103,7 @@ def read_member(zf: zipfile.ZipFile, name: str, limit: int | None = None) -> byt
             data = f.read(limit + 1)
     except (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError, RuntimeError, ValueError) as e:
         raise InvalidRequest(
-            f"{zf.filename}: {name} does not unpack (a damaged EPUB: {_squash(str(e))[:120]})"
+            f"{zf.filename}: {name} does not unpack (a damaged EPUB: {squash(str(e))[:120]})"
         ) from None
     if len(data) > limit:
         raise too_big

@@ -13,14 +13,14 @@ from .chapters import (
     Book,
     BookInfo,
     ChapterRef,
-    _file_title,
-    _kib,
-    _not_utf8,
-    _open_book_file,
-    _speakable,
-    _squash,
     count_words,
+    file_title,
+    kib,
     matter_by_title,
+    not_utf8,
+    open_book_file,
+    speakable,
+    squash,
 )
 
 MARKDOWN_SUFFIXES = (".md", ".markdown", ".mdown", ".mkd", ".mkdn")
@@ -55,7 +55,7 @@ def _inline_words(token) -> str:
             parts.append(child.content)
         elif child.type in ("softbreak", "hardbreak"):
             parts.append(" ")
-    return _squash("".join(parts))
+    return squash("".join(parts))
 
 
 @dataclass
@@ -73,7 +73,7 @@ def _markdown_sections(tokens, path: Path) -> list[_MdSection]:
     their chapter. Text before the first heading is a chapter titled from the file's name.
     Each top-level block (a paragraph, a quote, a table, a code block; each item of a list) is
     one paragraph."""
-    sections = [_MdSection(_file_title(path), False, 1)]
+    sections = [_MdSection(file_title(path), False, 1)]
     for i, tok in enumerate(tokens):
         if tok.type == "list_item_open" and tok.level == 1 and tok.map:
             sections[-1].blocks.append(tuple(tok.map))
@@ -89,16 +89,16 @@ def _markdown_sections(tokens, path: Path) -> list[_MdSection]:
 def open_markdown(path: Path, keep: bool) -> Book:
     from markdown_it import MarkdownIt
 
-    with _open_book_file(path) as f:
+    with open_book_file(path) as f:
         raw = f.read(MAX_MARKDOWN_BYTES + 1)
     if len(raw) > MAX_MARKDOWN_BYTES:
-        raise InvalidRequest(f"{path}: over the {_kib(MAX_MARKDOWN_BYTES)} a Markdown book may be: split it")
+        raise InvalidRequest(f"{path}: over the {kib(MAX_MARKDOWN_BYTES)} a Markdown book may be: split it")
     skip = 3 if raw.startswith(codecs.BOM_UTF8) else 0
     try:
         source = raw[skip:].decode("utf-8")
     except UnicodeDecodeError as e:
         line = raw[: e.start + skip].count(b"\n") + 1
-        raise _not_utf8(path, raw, line, raw[e.start + skip]) from None
+        raise not_utf8(path, raw, line, raw[e.start + skip]) from None
     lines = source.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     meta = _front_matter(lines)
     env: dict = {}
@@ -107,7 +107,7 @@ def open_markdown(path: Path, keep: bool) -> Book:
 
     def block_text(start: int, end: int) -> str:
         block = "\n".join(lines[start:end])
-        return _squash(markdown_to_text(block + "\n\n" + refs if refs and "[" in block else block))
+        return squash(markdown_to_text(block + "\n\n" + refs if refs and "[" in block else block))
 
     outline: list[ChapterRef] = []
     texts: dict[int, str] = {}
@@ -118,7 +118,7 @@ def open_markdown(path: Path, keep: bool) -> Book:
             skipped.append(f"{sec.title} ({'back' if outline else 'front'} matter, by its title)")
             continue
         text = "\n\n".join(p for p in (block_text(a, b) for a, b in sec.blocks) if p)
-        if not _speakable(text):
+        if not speakable(text):
             if sec.from_book:
                 skipped.append(f"{sec.title} (no text)")
             continue

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...engine.errors import InvalidRequest
-from .chapters import Book, BookInfo, ChapterRef, _file_title, _kib, _not_utf8, _open_book_file, _squash, count_words
+from .chapters import Book, BookInfo, ChapterRef, count_words, file_title, kib, not_utf8, open_book_file, squash
 
 # a plain-text book is read a line at a time, so its limit is about time (256 MiB: some 45
 # million words, weeks of audio)
@@ -48,15 +48,15 @@ def text_heading(line: str) -> tuple[str, bool] | None:
     title = m.group("title")
     if title is not None and len(title.split()) > TEXT_TITLE_MAX_WORDS:
         return None
-    head = _squash(m.group("head"))
+    head = squash(m.group("head"))
     if title is None:
         return head, False
-    return f"{head}: {_squash(title).rstrip('.')}", True
+    return f"{head}: {squash(title).rstrip('.')}", True
 
 
 def _subtitle(line: str) -> str | None:
     """The line under a bare "CHAPTER I" that names it ("Down the Rabbit-Hole"), when it can."""
-    text = _squash(line)
+    text = squash(line)
     if not text or len(text) > 80 or len(text.split()) > TEXT_TITLE_MAX_WORDS or text_heading(text):
         return None
     return text.rstrip(".")
@@ -68,19 +68,19 @@ def _bounded_lines(path: Path, f, lineno: int = 1, offset: int = 0) -> Iterator[
     for raw in iter(lambda: f.readline(MAX_LINE_BYTES + 1), b""):
         if len(raw) > MAX_LINE_BYTES:
             raise InvalidRequest(
-                f"{path}: line {lineno} is over {_kib(MAX_LINE_BYTES)} long: not a book's text "
+                f"{path}: line {lineno} is over {kib(MAX_LINE_BYTES)} long: not a book's text "
                 "(a plain-text book has a line a paragraph at most)"
             )
         offset += len(raw)
         if offset > MAX_TEXT_BOOK_BYTES:
-            raise InvalidRequest(f"{path}: over the {_kib(MAX_TEXT_BOOK_BYTES)} a plain-text book may be: split it")
+            raise InvalidRequest(f"{path}: over the {kib(MAX_TEXT_BOOK_BYTES)} a plain-text book may be: split it")
         lineno += 1
         yield raw
 
 
 def _lines(path: Path) -> Iterator[tuple[int, int, str]]:
     """(line number, byte offset, text) of each line, decoded as UTF-8 (a BOM dropped)."""
-    with _open_book_file(path) as f:
+    with open_book_file(path) as f:
         offset = 0
         for lineno, raw in enumerate(_bounded_lines(path, f), 1):
             start = offset
@@ -89,7 +89,7 @@ def _lines(path: Path) -> Iterator[tuple[int, int, str]]:
             try:
                 line = raw[skip:].decode("utf-8")
             except UnicodeDecodeError as e:
-                raise _not_utf8(path, raw, lineno, raw[e.start + skip]) from None
+                raise not_utf8(path, raw, lineno, raw[e.start + skip]) from None
             yield lineno, start, line.rstrip("\r\n")
 
 
@@ -110,7 +110,7 @@ def _text_segments(path: Path, keep: bool) -> tuple[list[_Segment], list[str]]:
     "CHAPTER I: Down the Rabbit-Hole"). Text before the first heading is a chapter titled from the
     file's name. A Project Gutenberg file's header (up to "*** START OF ...") and licence (from
     "*** END OF ...") are skipped as front/back matter."""
-    segments: list[_Segment] = [_Segment(_file_title(path), False, 1, 0)]
+    segments: list[_Segment] = [_Segment(file_title(path), False, 1, 0)]
     skipped: list[str] = []
     prev_blank = True
     pending: list[tuple[int, int, str]] = []  # the lines of a heading not yet confirmed
@@ -118,7 +118,7 @@ def _text_segments(path: Path, keep: bool) -> tuple[list[_Segment], list[str]]:
     for lineno, offset, line in _lines(path):
         blank = not line.strip()
         if not keep and _GUTENBERG_START_RE.match(line.strip()):
-            segments, pending = [_Segment(_file_title(path), False, lineno + 1, offset + len(line) + 1)], []
+            segments, pending = [_Segment(file_title(path), False, lineno + 1, offset + len(line) + 1)], []
             skipped = [f"Project Gutenberg header (front matter, before line {lineno})"]
             prev_blank = True
             continue
@@ -160,17 +160,17 @@ def _text_paragraphs(lines: Iterator[str]) -> str:
         if line.strip():
             buf.append(line)
         elif buf:
-            paragraphs.append(_squash(" ".join(buf)))
+            paragraphs.append(squash(" ".join(buf)))
             buf = []
     if buf:
-        paragraphs.append(_squash(" ".join(buf)))
+        paragraphs.append(squash(" ".join(buf)))
     return "\n\n".join(p for p in paragraphs if p)
 
 
 def _segment_lines(path: Path, start: int, end: int) -> Iterator[str]:
     if start < 0:
         return
-    with _open_book_file(path) as f:
+    with open_book_file(path) as f:
         f.seek(start)
         pos = start
         for raw in _bounded_lines(path, f, offset=start):

@@ -10,7 +10,7 @@ import re
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
-from .chapters import _squash
+from .chapters import squash
 
 _OPS_TYPE = "{http://www.idpf.org/2007/ops}type"
 _HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
@@ -79,7 +79,7 @@ def epub_types(el) -> set[str]:
 
 
 def _is_marker(text: str) -> bool:
-    return _MARKER_RE.fullmatch(_squash(text)) is not None
+    return _MARKER_RE.fullmatch(squash(text)) is not None
 
 
 def _dropped(el, tag: str) -> bool:
@@ -120,7 +120,7 @@ class _Paragraphs:
             self._buf.append(part)
 
     def flush(self) -> None:
-        text = _squash("".join(self._buf))
+        text = squash("".join(self._buf))
         self._buf = []
         if text:
             self.paragraphs.append(text)

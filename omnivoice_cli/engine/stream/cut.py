@@ -17,7 +17,7 @@ from ..pauses import split_pauses
 from ..tags import cut_at_tags
 
 if TYPE_CHECKING:
-    from ..pipeline import Request
+    from ..planning import Request
 
 _SENTENCE_END = frozenset(".!?。！？…")  # a unit ending with one of these ends a sentence
 _CLOSING = "\"')]}>»’”」』】）》"  # marks that may follow a sentence's end

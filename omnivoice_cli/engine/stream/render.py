@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 from ..cancel import Cancelled, cancellable
 from ..duration import resolve_target_len
 from ..pieces import Piece, RequestPieces
-from ..pipeline import Engine, Request, validate_request
+from ..pipeline import Engine
+from ..planning import Request, validate_request
 from .cut import Segment, StreamConfig, cut_request
 from .waves import Stagger, WavePlanner
 

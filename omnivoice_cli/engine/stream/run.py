@@ -12,7 +12,8 @@ import queue
 import threading
 from typing import Callable, Iterator
 
-from ..pipeline import Engine, Request
+from ..pipeline import Engine
+from ..planning import Request
 from .cut import StreamConfig
 from .render import StepCallback, StreamPiece, StreamSummary, stream
 
