@@ -367,7 +367,7 @@ def test_a_book_that_grows_while_it_is_read_stops_at_the_limit(tmp_path, monkeyp
     path = tmp_path / "z.txt"
     path.write_bytes(b"Chapter 1\n\nsome words\n" * 20)
     monkeypatch.setattr(bookread.text, "MAX_TEXT_BOOK_BYTES", 100)  # the file "grew" past it after the check
-    monkeypatch.setattr(bookread, "_regular_size", lambda p: 10)
+    monkeypatch.setattr(bookread, "regular_size", lambda p: 10)
     with pytest.raises(InvalidRequest, match="over the 100 bytes a plain-text book may be"):
         open_book(path)
 

@@ -260,7 +260,9 @@ def _layer(module: str) -> str | None:
 
 def test_each_folder_imports_only_the_layers_below_it():
     """The folders are the layers: engine/ < media/ < app/ < server/ < the face."""
-    assert _layer("engine.chunking") == "engine/" and _layer("app.batch") == "app/" and _layer("media.output") == "media/"
+    assert (
+        _layer("engine.chunking") == "engine/" and _layer("app.batch") == "app/" and _layer("media.output") == "media/"
+    )
     bad = []
     for i in _imports():
         source, target = _layer(i.source), _layer(i.target)

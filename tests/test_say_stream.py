@@ -139,7 +139,7 @@ def test_a_closed_pipe_is_noticed_between_pieces(monkeypatch):
     from omnivoice_cli.media.streams import StreamWriter
 
     quieted = []
-    monkeypatch.setattr("omnivoice_cli.media.output.quiet_stdout", lambda: quieted.append(1))
+    monkeypatch.setattr("omnivoice_cli.media.pipes.quiet_stdout", lambda: quieted.append(1))
     r, w = os.pipe()
     try:
         check = watch_ends(None, StreamWriter(w, "wav", 24000))

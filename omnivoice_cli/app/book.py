@@ -7,7 +7,7 @@ The modules of a book, by idea: bookplan.py (the chapters, their parts as typed 
 segments, the parts' keys), booktrack.py (progress), bookwork.py (the work folder, and the sink the
 batch run tells of each part), bookaudio.py (a chapter's audio streamed from its parts),
 bookassembly.py (the outputs written from the parts), bookdescribe.py (the dry run); this one the
-run. Each output is delivered by deliver.deliver_blocks (media/loudness.Leveller, the one streamed
+run. Each output is delivered by deliver.deliver_blocks (media/leveller.Leveller, the one streamed
 leveller, then the file or media/m4b.py's .m4b) and its subtitles by deliver.write_cues.
 
 A run (`BookRun`), in order:

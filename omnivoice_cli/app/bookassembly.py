@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 CHAPTERS_JSON = "chapters.json"  # a folder's chapter list (an .m4b's: NAME.chapters.json beside it)
-Loudness = dict[str, object]  # loudness.LoudnessReport.as_dict() and its "warning"
+Loudness = dict[str, object]  # leveller.LoudnessReport.as_dict() and its "warning"
 
 
 def chapters_json(m4b: Path) -> Path:

@@ -153,7 +153,7 @@ class SpeechReport:
     subtitles: Path | None
     warnings: tuple[str, ...]  # every warning shown, once
     verify: list | None = None  # --verify: per piece (verify.RequestCheck.report)
-    loudness: dict | None = None  # --loudness: what normalising did (loudness.LoudnessReport.as_dict)
+    loudness: dict | None = None  # --loudness: what normalising did (leveller.LoudnessReport.as_dict)
 
     @property
     def rtf(self) -> float | None:

@@ -26,12 +26,8 @@ from .languages import resolve_language
 from .pieces import Piece, RequestPieces, speed_against
 from .planning import (  # the request and its plan (re-exported: the engine's public face)
     Plan,
-    Planned,
     Request,
     Result,
-    VoiceShape,
-    check_transcript,
-    piece_frames,
     piece_spans,
     plan_of,
     plan_request,
@@ -42,21 +38,7 @@ from .vocabulary import contains_chinese
 if TYPE_CHECKING:  # annotations only: importing torch here would slow `--help` and validation
     from .encoder import HiggsEncoder
 
-__all__ = [
-    "Engine",
-    "JoinedPieces",
-    "Plan",
-    "Planned",
-    "Request",
-    "Result",
-    "VoiceShape",
-    "check_transcript",
-    "piece_frames",
-    "piece_spans",
-    "plan_of",
-    "plan_request",
-    "validate_request",
-]
+__all__ = ["Engine", "JoinedPieces"]  # its own names
 
 StepCallback = Callable[[int, int], None]  # (steps done, steps in total) of the current forward loop
 

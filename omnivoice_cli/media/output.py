@@ -33,22 +33,14 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ..engine.errors import InvalidRequest
-from .aac import AAC_BITRATE
 from .atomic import (
-    TEMPORARY_SUFFIX,
     check_name_length,
     check_writable,
-    name_max,
     replace_atomically,
-    temporary_files,
-    temporary_prefix,
 )
-from .encoders import AAC_INSTALL, EncoderMissing, FormatUnavailable, aac_encoder
 from .formats import (
     AUDIO_FORMATS,
     BY_EXTENSION,
-    FORMATS,
-    MAX_SAMPLES,
     STDOUT,
     AudioFormat,
     check_available,
@@ -57,54 +49,11 @@ from .formats import (
     extension_list,
     format_named,
     format_of,
-    writable_formats,
 )
-from .pcm import WRITE_BLOCK, mono, pcm16, prepare_audio
-from .pipes import StreamClosed, quiet_stdout, stdout_is_open, write_all
-from .sndpieces import UNKNOWN_SIZE, mp3_frame_length, streaming_wav_header
-from .streams import StreamEncoder, StreamWriter
+from .pcm import mono
+from .pipes import stdout_is_open, write_all
 
-__all__ = [  # this module's own names, then those it re-exports (callers may import them from here)
-    "OutputTarget",
-    "check_output",
-    "encode",
-    "write_audio",
-    "encode_aac",
-    "AAC_BITRATE",
-    "TEMPORARY_SUFFIX",
-    "check_writable",
-    "name_max",
-    "replace_atomically",
-    "temporary_files",
-    "temporary_prefix",
-    "AAC_INSTALL",
-    "aac_encoder",
-    "check_available",
-    "writable_formats",
-    "AUDIO_FORMATS",
-    "FORMATS",
-    "MAX_SAMPLES",
-    "STDOUT",
-    "AudioFormat",
-    "EncoderMissing",
-    "FormatUnavailable",
-    "check_fits",
-    "check_rate",
-    "format_named",
-    "format_of",
-    "WRITE_BLOCK",
-    "pcm16",
-    "prepare_audio",
-    "StreamClosed",
-    "quiet_stdout",
-    "stdout_is_open",
-    "write_all",
-    "UNKNOWN_SIZE",
-    "StreamEncoder",
-    "StreamWriter",
-    "mp3_frame_length",
-    "streaming_wav_header",
-]
+__all__ = ["OutputTarget", "check_output", "encode", "write_audio", "encode_aac"]  # its own names
 
 
 @dataclass(frozen=True)
