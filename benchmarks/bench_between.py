@@ -44,12 +44,13 @@ def main() -> int:
 
     from omnivoice_cli.engine import backbone, int8pack, linears
     from omnivoice_cli.engine.generation import pack
+    from omnivoice_cli.engine.hardware import Hardware
     from omnivoice_cli.engine.pipeline import Engine
     from omnivoice_cli.engine.planning import Request
 
     torch.set_num_threads(args.threads)
-    kw = {"quantize": args.quantize} if args.quantize else {}
-    engine = Engine.load(str(args.ckpt or H.default_ckpt()), device="cpu", dtype=args.dtype, **kw)
+    hardware = Hardware(device="cpu", dtype=args.dtype, quantize=args.quantize)
+    engine = Engine.load(str(args.ckpt or H.default_ckpt()), hardware)
     job = engine.prepare(Request(text=H.SENTENCE_9S, lang="en"))
     batch, [(c, _)] = pack([job], "cpu")
     grouped = backbone.grouped_attention

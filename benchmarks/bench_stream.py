@@ -83,12 +83,10 @@ def reply(args) -> int:
     engine loaded as `serve --preset fast --quantize int8 --threads N` loads it."""
     from _reply import run_say_stream, run_socket
 
-    pass
     from omnivoice_cli.app.layers import FLAG_SOURCE, resolve
     from omnivoice_cli.app.presets import find_preset
-    from omnivoice_cli.app.session import Session
+    from omnivoice_cli.app.session import Session, hardware_from_settings
     from omnivoice_cli.app.speaker import Speaker
-    from omnivoice_cli.engine.hardware import Hardware
     from omnivoice_cli.engine.stream.cut import StreamConfig
     from omnivoice_cli.server.config import ServeOptions
     from omnivoice_cli.server.speech import speaker_options
@@ -98,7 +96,7 @@ def reply(args) -> int:
     flags["device"] = args.device
     layers = ((preset.origin, preset.settings), (FLAG_SOURCE, flags))
     resolved = resolve(*layers)
-    engine, load_seconds = Session().load_engine(Hardware.from_settings(resolved.values))
+    engine, load_seconds = Session().load_engine(str(resolved["model"]), hardware_from_settings(resolved.values))
     served = speaker_options(dataclasses.replace(ServeOptions(), layers=layers))
     speaker = Speaker(served, load=lambda: None)  # builds requests only
     configs = {

@@ -186,7 +186,6 @@ def test_a_json_line_speaks_each_fine_tunes_own(invoke, finetune, as_loaded, tmp
 
 @pytest.mark.slow
 def test_http_speaks_each_fine_tunes_own_and_lists_its_voices(finetune, as_loaded, module_home):
-    pass
     from omnivoice_cli.app.layers import FLAG_SOURCE
 
     bodies = {

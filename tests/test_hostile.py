@@ -241,7 +241,6 @@ def test_frames_of_the_plan_are_what_the_engine_generates():
 
 def test_punctuated_text_is_cut_as_before():
     """Chunks that fit are exactly `chunk_text`'s (the reference's cut): only over-long ones are cut again."""
-    pass
     from omnivoice_cli.engine.chunking import chunk_len_for, chunk_text
     from omnivoice_cli.engine.duration import resolve_target_len
 

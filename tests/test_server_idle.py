@@ -206,7 +206,6 @@ def test_wyoming_sleeps_between_connections_and_wakes_for_the_next(engine):
     from wyoming.client import AsyncTcpClient
     from wyoming.tts import Synthesize
 
-    pass
     from omnivoice_cli.app.layers import FLAG_SOURCE
     from omnivoice_cli.server.wyoming import WyomingOptions, WyomingServer
 

@@ -94,7 +94,6 @@ def test_wyoming_at_16k(engine, module_home):
     from wyoming.audio import AudioChunk, AudioStart
     from wyoming.tts import Synthesize
 
-    pass
     from omnivoice_cli.app.layers import FLAG_SOURCE
     from omnivoice_cli.app.speaker import Speaker, SpeakerOptions
 
