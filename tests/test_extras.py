@@ -225,7 +225,8 @@ def test_say_ref_without_transcript_without_the_asr_extra(blocker, tmp_path):
         cwd=tmp_path,
     )
     line = one_line(proc, "asr")
-    assert "needs faster-whisper, which is not installed" in line and "no --ref-text, no .txt beside it" in line
+    assert "no transcript for the reference audio" in line and "--ref-text" in line  # one sentence: how to give
+    assert "install a speech recogniser to hear them" in line  # the words, or the recogniser that hears them
     assert not (tmp_path / "o.wav").exists()
 
 

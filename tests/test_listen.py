@@ -151,7 +151,7 @@ def test_asr_model_errors(invoke, fake_engine, bare_ref, tmp_path, monkeypatch):
 def test_help_and_the_core_path_never_import_the_recogniser(tmp_path):
     code = (
         "import sys\n"
-        "from omnivoice_cli.app import request, speak, settings, batch, listen\n"
+        "from omnivoice_cli.app import request, speak, layers, batch, listen\n"
         "from omnivoice_cli.engine import pipeline, pieces\n"
         "from omnivoice_cli.engine.stream import run\n"
         "from omnivoice_cli.cli import main\n"
