@@ -18,6 +18,7 @@ pytest.importorskip("websockets")  # the serve extra: uvicorn's WebSocket suppor
 import httpx
 import numpy as np
 import websockets
+from conftest import AGENT_REPLY as REPLY
 from server_util import hold_engine, running_server, wait_for
 from websockets.sync.client import connect
 
@@ -103,19 +104,6 @@ def test_sentences_start_before_the_flush(engine):
             ws.send(json.dumps({"type": "flush"}))
             rest, _ = until_final(ws)
             assert len(rest) > 0
-
-
-REPLY = (  # an agent's reply of 13 sentences of 2-4 s each (no two short enough to share a piece)
-    "Sure, I can help you plan the trip to the coast this weekend. The weather forecast says Saturday "
-    "will be sunny and warm. Sunday looks cloudier, with a chance of light rain in the afternoon. The "
-    "drive takes about three hours if you leave before eight in the morning. There is a small cafe "
-    "halfway there that serves excellent pastries. Once you arrive, the old harbour is a good place to "
-    "start walking. Most of the seafood restaurants open for lunch at half past twelve. If you like "
-    "museums, the maritime museum is open until five. Tickets are cheaper when you buy them online the "
-    "day before. In the evening, the beach path is quiet and the sunset is lovely. For the night, the "
-    "guest house near the lighthouse still has rooms. Remember to bring a warm jacket, since the wind "
-    "gets cold after dark. Have a wonderful trip, and let me know if you need anything else."
-)
 
 
 def test_a_long_reply_comes_sentence_by_sentence(engine):

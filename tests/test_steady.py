@@ -14,7 +14,7 @@ import signal
 from types import SimpleNamespace
 
 import pytest
-from conftest import TINY_CKPT
+from conftest import AGENT_REPLY, TINY_CKPT
 
 from omnivoice_cli.app.manifest import MANIFEST
 from omnivoice_cli.engine.stream.waves import Stagger
@@ -191,17 +191,7 @@ def sentences(text: str) -> list[str]:
     return [s.strip() + "." for s in text.split(".") if s.strip()]
 
 
-THIRTEEN = (  # an agent's reply, sentences of 2-4 s
-    "Sure, I can help you plan the trip to the coast this weekend. The weather forecast says Saturday "
-    "will be sunny and warm. Sunday looks cloudier, with a chance of light rain in the afternoon. The "
-    "drive takes about three hours if you leave before eight in the morning. There is a small cafe "
-    "halfway there that serves excellent pastries. Once you arrive, the old harbour is a good place to "
-    "start walking. Most of the seafood restaurants open for lunch at half past twelve. If you like "
-    "museums, the maritime museum is open until five. Tickets are cheaper when you buy them online the "
-    "day before. In the evening, the beach path is quiet and the sunset is lovely. For the night, the "
-    "guest house near the lighthouse still has rooms. Remember to bring a warm jacket, since the wind "
-    "gets cold after dark. Have a wonderful trip, and let me know if you need anything else."
-)
+THIRTEEN = AGENT_REPLY  # an agent's reply, sentences of 2-4 s
 
 
 def test_the_later_pieces_of_a_reply_are_a_sentence_each():
