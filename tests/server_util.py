@@ -72,6 +72,16 @@ def hold_engine(state):
     return hold_loop(state.service)
 
 
+def ready_url(proc) -> str:
+    """The URL a `serve` started as a subprocess (stderr a text pipe, --port 0) prints, read once it
+    says it is ready; its stderr so far in the failure if it exits first."""
+    lines: list[str] = []
+    while not any("ready" in line for line in lines):
+        lines.append(proc.stderr.readline())
+        assert lines[-1], "".join(lines)
+    return next(line for line in lines if "listening on" in line).split("listening on ")[1].split()[0]
+
+
 def wait_for(predicate, timeout=120.0, what="a condition"):
     deadline = time.monotonic() + timeout
     while not predicate():

@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("uvicorn")  # the serve extra (CI installs it with the test extra)
 
 import httpx
-from server_util import TINY_CKPT, hold_loop, running_server, wait_for
+from server_util import TINY_CKPT, hold_loop, ready_url, running_server, wait_for
 
 from omnivoice_cli.app.idle import idle_seconds
 from omnivoice_cli.app.speaker import Speaker, SpeakerOptions
@@ -178,11 +178,7 @@ def test_serve_idle_unload_gives_the_memory_back(tmp_path):
     command = [sys.executable, "-m", "omnivoice_cli.cli", "serve", "--model", str(TINY_CKPT), "--port", "0"]
     proc = subprocess.Popen([*command, "--idle-unload", "1s"], stderr=subprocess.PIPE, text=True, env=env)
     try:
-        lines: list[str] = []
-        while not any("ready" in line for line in lines):
-            lines.append(proc.stderr.readline())
-            assert lines[-1], "".join(lines)
-        url = next(line for line in lines if "listening on" in line).split("listening on ")[1].split()[0]
+        url = ready_url(proc)
         c = httpx.Client(base_url=url, timeout=120)
         first = c.post("/v1/audio/speech", json=SEEDED)
         assert first.status_code == 200

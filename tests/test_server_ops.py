@@ -17,7 +17,7 @@ pytest.importorskip("uvicorn")  # the serve extra (CI installs it with the test 
 
 import httpx
 import numpy as np
-from server_util import TINY_CKPT, decode, hold_engine, running_server, wait_for, wav_samples
+from server_util import TINY_CKPT, decode, hold_engine, ready_url, running_server, wait_for, wav_samples
 
 pytestmark = pytest.mark.usefixtures("home")  # every test: an empty OMNIVOICE_HOME (conftest)
 
@@ -372,11 +372,7 @@ def test_sigterm_with_requests_in_flight_exits_0(tmp_path):
         env=env,
     )
     try:
-        lines = []
-        while not any("ready" in line for line in lines):
-            lines.append(proc.stderr.readline())
-            assert lines[-1], "".join(lines)
-        url = next(line for line in lines if "listening on" in line).split("listening on ")[1].split()[0]
+        url = ready_url(proc)
         text = " ".join(f"Sentence number {n} of a text that takes a while to speak." for n in range(12))
         with ThreadPoolExecutor(1) as pool:
             inflight = pool.submit(

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from server_util import TINY_CKPT, wav_samples
+from server_util import TINY_CKPT, ready_url, wav_samples
 
 pytestmark = pytest.mark.slow  # every test here runs the tiny model end to end (or a server on it)
 
@@ -45,11 +45,7 @@ def _serve(tmp_path: Path, threads: list[str]) -> np.ndarray:
         [*args, *threads, "--port", "0", "--no-ui"], stderr=subprocess.PIPE, text=True, env=_env(tmp_path)
     )
     try:
-        lines: list[str] = []
-        while not any("ready" in line for line in lines):
-            lines.append(proc.stderr.readline())
-            assert lines[-1], "".join(lines)
-        url = next(line for line in lines if "listening on" in line).split("listening on ")[1].split()[0]
+        url = ready_url(proc)
         body = {"input": TEXT, "voice": "auto", "seed": 7, "num_step": 4, "response_format": "wav"}
         r = httpx.post(url + "/v1/audio/speech", json=body, timeout=300)
         assert r.status_code == 200, r.text
