@@ -3,14 +3,15 @@ per replica.
 
     deploy(options, loader, RayOptions(address="auto", replicas=2), echo)   # blocks until stopped
 
-Each replica builds its own ServerState and app (`serve.ingress` of a builder run on the replica),
-so each loads its own model and runs its own engine loop with its own continuous batching; Ray
-Serve's proxy spreads the requests (HTTP, the streamed replies, the socket /tts/ws: Ray Serve
-carries WebSockets to an ASGI ingress) over the replicas. The key, the limits, /health and
-/metrics are each replica's, as in a plain `serve`: --max-queue bounds one replica's engine (Ray
-Serve's `max_ongoing_requests`), and requests waiting at the proxy beyond --max-queue times the
-replicas get Ray Serve's 503. A replica is ready once its model is loaded (and warmed with
---warmup): until then the proxy sends it nothing. Its replies carry `X-OmniVoice-Replica`.
+Each replica (ModelReplica) builds its own ServerState and app on the replica, so each loads its
+own model and runs its own engine loop with its own continuous batching. HTTP reaches them through
+a light front deployment (rayfront.py: the key, the body limit, then a deployment handle; a lost
+replica is tried again or answered 503, never the proxy's 500); the socket /tts/ws goes from Ray
+Serve's proxy straight to a replica (the replicas are their own application, routed at /tts).
+The limits, /health and /metrics are each replica's, as in a plain `serve`: --max-queue bounds one
+replica's engine (Ray Serve's `max_ongoing_requests`), and requests waiting beyond --max-queue
+times the replicas get a 503. A replica is ready once its model is loaded (and warmed with
+--warmup): until then it is sent nothing. Its replies carry `X-OmniVoice-Replica`.
 Saved voices are read from the driver's OMNIVOICE_HOME, which every replica is given (on a
 cluster: a path every node sees, e.g. a shared file system).
 
@@ -25,6 +26,7 @@ import math
 import os
 import signal
 import threading
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -36,6 +38,7 @@ from ..engine.hub import user_home
 from .app import create_app
 from .asgi import ASGIApp, Message, Receive, Scope, Send
 from .config import ServeOptions
+from .rayfront import MODEL_APP, MODEL_DEPLOYMENT, SOCKET_PREFIX, FrontReplica, relay_through
 from .state import ServerState
 
 if TYPE_CHECKING:
@@ -43,6 +46,7 @@ if TYPE_CHECKING:
 
 APP_NAME = "omnivoice"
 MAX_REPLICAS = 10_000
+FRONT_SLACK = 16  # requests the front holds beyond the replicas' own (the probes, /metrics)
 TARGET_ONGOING = 2  # Ray Serve's default: requests ongoing per replica the autoscaler aims at
 
 
@@ -139,21 +143,44 @@ class LoadedFirst:
         await self.app(scope, receive, sending)
 
 
-def replica_builder(options: ServeOptions, loader: Callable[[], Callable[[], Engine | None]]) -> Callable[[], ASGIApp]:
-    """The function each replica runs to build its app (pickled to it): its own state, model and
-    engine loop; `loader()` makes the function that loads its model."""
+class FromTheRoot:
+    """A replica's app as the proxy reaches it (the socket, under MODEL_APP's prefix /tts): routed
+    from the root, so /tts/ws is the app's /tts/ws."""
 
-    def build() -> ASGIApp:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":
+            scope = {**scope, "root_path": ""}
+        await self.app(scope, receive, send)
+
+
+class ModelReplica:
+    """A model replica (Ray Serve's ingress of MODEL_APP): its own state, model and engine loop.
+    Its ASGI app serves the socket through the proxy; `relay` serves the front's HTTP requests.
+    `loader()` makes the function that loads its model."""
+
+    def __init__(self, options: ServeOptions, loader: Callable[[], Callable[[], Engine | None]]) -> None:
+        self.options, self.loader = options, loader
+        self.served: ASGIApp | None = None  # (not `app`: Ray Serve's wrapper has one)
+
+    def __serve_build_asgi_app__(self) -> ASGIApp:
         from ray import serve
 
         try:
             replica = str(serve.get_replica_context().replica_id.unique_id)
         except Exception:  # noqa: BLE001 - an older Ray: the process says which
             replica = str(os.getpid())
-        state = ServerState(replace(options, replica=replica), loader())
-        return LoadedFirst(create_app(state), state)
+        state = ServerState(replace(self.options, replica=replica), self.loader())
+        self.served = LoadedFirst(create_app(state), state)
+        return FromTheRoot(self.served)
 
-    return build
+    async def relay(self, scope: dict[str, Any], body: bytes) -> AsyncIterator[Message]:
+        """One HTTP request from the front: the messages the app sends (a streamed call)."""
+        assert self.served is not None
+        async for message in relay_through(self.served, scope, body):
+            yield message
 
 
 def deploy(
@@ -170,14 +197,25 @@ def deploy(
     actor: dict[str, Any] = {"num_cpus": ray_options.cpus_per_replica}
     if ray_options.gpus_per_replica:
         actor["num_gpus"] = ray_options.gpus_per_replica
-    deployment = serve.deployment(
-        serve.ingress(replica_builder(options, loader))(),
-        name=APP_NAME,
+    high = max(1, ray_options.high)
+    model = serve.deployment(
+        serve.ingress()(ModelReplica),
+        name=MODEL_DEPLOYMENT,
         max_ongoing_requests=options.max_queue,
-        max_queued_requests=options.max_queue * max(1, ray_options.high),
+        max_queued_requests=options.max_queue * high,
         graceful_shutdown_timeout_s=options.grace,
         ray_actor_options=actor,
         **ray_options.scaling(),
+    )
+    held = 2 * options.max_queue * high + FRONT_SLACK  # the replicas' requests and their queue
+    front = serve.deployment(
+        serve.ingress()(FrontReplica),
+        name=APP_NAME,
+        num_replicas=1,
+        max_ongoing_requests=held,
+        max_queued_requests=held,
+        graceful_shutdown_timeout_s=options.grace,
+        ray_actor_options={"num_cpus": 0},
     )
     serve.start(http_options={"host": options.host, "port": options.port})
     url = f"http://{options.host}:{options.port}"
@@ -188,7 +226,8 @@ def deploy(
             else f"{ray_options.replicas} replicas"
         )
         echo(f"omnivoice serve: deploying {replicas} on Ray Serve; loading the model on each ...")
-    serve.run(deployment.bind(), name=APP_NAME, route_prefix="/", blocking=False)
+    serve.run(model.bind(options, loader), name=MODEL_APP, route_prefix=SOCKET_PREFIX, blocking=False)
+    serve.run(front.bind(options), name=APP_NAME, route_prefix="/", blocking=False)
     if not options.quiet:
         echo(f"omnivoice serve: listening on {url} (Ray Serve; OpenAI base URL {url}/v1); ready")
     stopped = stop or threading.Event()
@@ -200,6 +239,7 @@ def deploy(
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
         serve.delete(APP_NAME)
+        serve.delete(MODEL_APP)
         if not options.quiet:
             echo("omnivoice serve: the Ray Serve application is deleted; stopped")
 
