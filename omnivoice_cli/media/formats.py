@@ -196,6 +196,11 @@ def served_formats() -> dict[str, AudioFormat]:
     return {n: served[n] for n in order}
 
 
+def headerless_served() -> dict[str, AudioFormat]:
+    """The served formats whose bytes are samples alone (no header): what a socket's pieces may be."""
+    return {name: f for name, f in served_formats().items() if f.sf_format == "RAW"}
+
+
 def writable_formats() -> list[str]:
     """Names of the table's formats that can be written here (libsndfile's, AAC with an encoder)."""
     return [f.name for f in AUDIO_FORMATS.values() if f.encoder.available()]

@@ -8,8 +8,9 @@ import json
 from dataclasses import dataclass, field
 
 from ..app.values import type_name
+from ..media.formats import headerless_served
 
-FORMATS = ("pcm", "mulaw", "alaw")  # what a socket's `format` may be
+FORMATS = headerless_served()  # what a socket's `format` may be (pcm, mulaw, alaw): samples alone
 MAX_PENDING = 32  # parts of text waiting on one socket (beyond: an error event)
 TRY_AGAIN_LATER = 1013  # the close code of a socket over a cap (RFC 6455's registry)
 CONFIG_KEYS = ("sample_rate", "format", "binary", "voice", "language", "speed", "extra", "normalize", "pauses")
