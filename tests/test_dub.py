@@ -628,3 +628,17 @@ def test_an_existing_track_is_not_replaced_silently(invoke, fake_engine, home, e
         assert default.read_bytes()[:4] == b"RIFF"
     r = invoke("dub", episode, "--cast", "ALICE=auto", "--cast", "BOB=auto", "-o", "-", "-q")  # stdout: nothing to keep
     assert r.exit_code == 0 and r.stdout_bytes[:4] == b"RIFF"
+
+
+def test_stems_are_lossless_files_the_track_format_where_it_is_one():
+    from omnivoice_cli.app.dubbing import stems_format
+
+    assert [stems_format(f) for f in ("wav", "flac", "ogg", "mp3", "opus", "raw", "mulaw")] == [
+        "wav",
+        "flac",
+        "flac",
+        "flac",
+        "flac",
+        "flac",
+        "flac",
+    ]

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 from ..engine.config import SAMPLE_RATE
 from ..engine.errors import OmniVoiceError, one_line
 from ..engine.planning import Result
-from ..media.formats import FORMATS
+from ..media.formats import AUDIO_FORMATS, FORMATS
 from ..media.output import OutputTarget
 from ..media.tracks import as_written, ms_to_samples, place
 from .deliver import Outputs, Span, Take, deliver
@@ -85,8 +85,10 @@ def default_output(input_path: str, fmt: str) -> str:
 
 
 def stems_format(track_format: str) -> str:
-    """Stems are lossless, so a rerun can reuse them exactly: an .ogg track gets .flac stems."""
-    return track_format if track_format in ("wav", "flac") else "flac"
+    """Stems are lossless files with a header, so a rerun can reuse them exactly: the track's
+    format where it is one (wav, flac), else flac (an .ogg or .mp3 track, raw samples)."""
+    fmt = AUDIO_FORMATS.get(track_format)
+    return track_format if fmt is not None and not fmt.lossy and fmt.sf_format != "RAW" else "flac"
 
 
 # --------------------------------------------------------------------------------------------

@@ -132,7 +132,7 @@ def dub(
         metavar="PATH",
         show_default=False,
         rich_help_panel="Output",
-        help="The track: .wav, .flac or .ogg; - writes WAV to stdout. Default: INPUT's name with --format.",
+        help="The track (.wav, .flac, .mp3, ...: its extension is the format); - writes WAV to stdout. Default: INPUT's name with --format.",
     ),
     cast: Optional[list[str]] = typer.Option(
         None,
