@@ -152,12 +152,12 @@ class Gate:
         state.inflight += counted
         state.speaking += speech
         try:
-            refusal = self.refusal(scope)
-            if refusal is not None:
-                await error_response(refusal)(scope, receive, sending)
+            refused = self.refusal(scope)
+            if refused is not None:
+                await error_response(refused)(scope, receive, sending)
             else:
                 await self.wake(scope)
-                await self.app(scope, self.limited(scope, receive), sending)
+                await self.app(scope, limited(scope, receive, state.options), sending)
         except Exception as e:  # noqa: BLE001 - a bug: one line here, the traceback below
             entry["error"] = f"{type(e).__name__}: {e}"
             if not started:
@@ -172,37 +172,43 @@ class Gate:
             log_line(state, entry)
 
     def refusal(self, scope: Scope) -> ApiError | None:
-        """Why the request is refused before it is read: stopping, a missing or wrong key, a body
-        declared over the limit."""
-        path, options = scope["path"], self.state.options
-        if path in OPEN_PATHS:
-            return None
-        if self.state.status == "stopping":
-            return busy("the server is shutting down", max(1, int(options.grace)), "shutting_down")
-        if options.api_key is not None and not is_open(path):
-            refused = check_key(dict(scope["headers"]).get(b"authorization", b""), options.api_key)
-            if refused is not None:
-                return refused
-        length = dict(scope["headers"]).get(b"content-length")
-        limit = body_limit(scope, options)
-        if length is not None and (not length.isdigit() or int(length) > limit):
-            return too_large(limit)
+        """Why the request is refused before it is read: stopping, or `refusal`'s reasons."""
+        if scope["path"] not in OPEN_PATHS and self.state.status == "stopping":
+            return busy("the server is shutting down", max(1, int(self.state.options.grace)), "shutting_down")
+        return refusal(scope, self.state.options)
+
+
+def refusal(scope: Scope, options: ServeOptions) -> ApiError | None:
+    """Why a request is refused before its body is read: a missing or wrong key, a body declared
+    over the limit (the gate's, and serve --ray's front's)."""
+    path = scope["path"]
+    if path in OPEN_PATHS:
         return None
+    if options.api_key is not None and not is_open(path):
+        refused = check_key(dict(scope["headers"]).get(b"authorization", b""), options.api_key)
+        if refused is not None:
+            return refused
+    length = dict(scope["headers"]).get(b"content-length")
+    limit = body_limit(scope, options)
+    if length is not None and (not length.isdigit() or int(length) > limit):
+        return too_large(limit)
+    return None
 
-    def limited(self, scope: Scope, receive: Receive) -> Receive:
-        """`receive`, failing with 413 once the body passes its limit (chunked bodies too)."""
-        limit, seen = body_limit(scope, self.state.options), 0
 
-        async def receiving() -> Message:
-            nonlocal seen
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > limit:
-                    raise too_large(limit)
-            return message
+def limited(scope: Scope, receive: Receive, options: ServeOptions) -> Receive:
+    """`receive`, failing with 413 once the body passes its limit (chunked bodies too)."""
+    limit, seen = body_limit(scope, options), 0
 
-        return receiving
+    async def receiving() -> Message:
+        nonlocal seen
+        message = await receive()
+        if message["type"] == "http.request":
+            seen += len(message.get("body", b""))
+            if seen > limit:
+                raise too_large(limit)
+        return message
+
+    return receiving
 
 
 def body_limit(scope: Scope, options: ServeOptions) -> int:

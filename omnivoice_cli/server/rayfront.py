@@ -19,10 +19,10 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from .app import body_limit, error_response, is_open, too_large
+from .app import error_response, limited, refusal
 from .asgi import ASGIApp, Message, Receive, Scope, Send
 from .config import ServeOptions
-from .errors import ApiError, busy, check_key
+from .errors import ApiError, busy
 
 MODEL_APP = "omnivoice-model"  # the replicas' application (its route: the socket, /tts)
 MODEL_DEPLOYMENT = "omnivoice-model"
@@ -101,27 +101,17 @@ class Front:
         await self.relay(plain_scope(scope), body, receive, send)
 
     async def read(self, scope: Scope, receive: Receive) -> bytes:
-        """The whole body, once the key is right (as a replica's gate would say) and within the
-        endpoint's limit."""
-        headers = dict(scope.get("headers", []))
-        key = self.options.api_key
-        if key is not None and not is_open(scope["path"]):
-            refused = check_key(headers.get(b"authorization", b""), key)
-            if refused is not None:
-                raise refused
-        limit = body_limit(scope, self.options)
-        length = headers.get(b"content-length")
-        if length is not None and (not length.isdigit() or int(length) > limit):
-            raise too_large(limit)
-        chunks, seen, more = [], 0, True
+        """The whole body, once the key is right and within the endpoint's limit (as a replica's
+        gate says: app.refusal, app.limited)."""
+        refused = refusal(scope, self.options)
+        if refused is not None:
+            raise refused
+        receiving, chunks, more = limited(scope, receive, self.options), [], True
         while more:
-            message = await receive()
+            message = await receiving()
             if message["type"] != "http.request":
                 raise ApiError(400, "the client left before sending the whole body", code="client_gone")
             chunks.append(message.get("body", b""))
-            seen += len(chunks[-1])
-            if seen > limit:
-                raise too_large(limit)
             more = message.get("more_body", False)
         return b"".join(chunks)
 
