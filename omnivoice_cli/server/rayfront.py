@@ -133,11 +133,16 @@ class Front:
                 return
             except BackPressureError:
                 queue = self.options.max_queue
-                refusal = busy(f"every replica is busy (--max-queue {queue} each); try again", RETRY_AFTER)
+                refusal = busy(
+                    f"the server is busy: every replica has {queue} requests (--max-queue); try again shortly",
+                    RETRY_AFTER,
+                )
             except lost:
                 if started:
                     raise  # the reply is cut where it stands
-                refusal = busy("the replica serving this request stopped; try again", RETRY_AFTER, "replica_lost")
+                refusal = busy(
+                    "the replica serving this request stopped; try again shortly", RETRY_AFTER, "replica_lost"
+                )
                 if attempt == 0:
                     continue
             finally:
