@@ -80,17 +80,22 @@ def rope_tables(weights: torch.Tensor, cos_sin: torch.Tensor) -> torch.Tensor:
 def norm_rope(x: torch.Tensor, tables: torch.Tensor, eps: float, dtype: torch.dtype) -> torch.Tensor:
     """x [N, heads, D] (a view into the q/k/v product) -> RoPE(RMSNorm(x)) [N, heads, D] in `dtype`,
     rotate-half layout, the norm's weight folded into `tables` [2, N, D] (rope_tables). Computed in
-    the tables' dtype (fp32, or fp64) and rounded once; the norm's scale is applied last, so x is
-    read twice (the widening copy, the sum of squares) and the result is built in three passes.
-    Worked head-major from the first pass on: the result is a transposed view of a dense
-    [heads, N, D], the layout the attention's batched products read without a copy."""
+    the tables' dtype (fp32, or fp64) and rounded once; the norm's scale is applied last. An x of
+    the tables' dtype (the int8 path's fp32 product) is read where it lies, strided: the sum of
+    squares and the first product read it, no widening copy; another dtype (bf16) is widened once,
+    head-major. Worked head-major from the first write on: the result is a transposed view of a
+    dense [heads, N, D]. Asked for the tables' dtype, nothing is rounded (the attention rounds q
+    and k row by row, into the dense blocks its batched products read: backbone.Attention.attend)."""
     n, heads, d = x.shape
     half = d // 2
     cw, sw = tables
-    y = torch.empty(heads, n, d, dtype=tables.dtype, device=x.device)
-    y.copy_(x.transpose(0, 1))  # widened and head-major in one pass
+    if x.dtype == tables.dtype:
+        y = x.transpose(0, 1)  # [heads, N, D], strided: read in place
+    else:
+        y = torch.empty(heads, n, d, dtype=tables.dtype, device=x.device)
+        y.copy_(x.transpose(0, 1))  # widened and head-major in one pass
     inv = _inv_rms(y, eps)  # [heads, N, 1]
-    z = y * cw
+    z = torch.mul(y, cw, out=torch.empty(heads, n, d, dtype=tables.dtype, device=x.device))  # dense, head-major
     z[..., :half].addcmul_(y[..., half:], sw[:, :half])
     z[..., half:].addcmul_(y[..., :half], sw[:, half:])
     return z.mul_(inv).to(dtype).transpose(0, 1)
@@ -104,15 +109,20 @@ def stacked_rope(positions: torch.Tensor, inv_freq: torch.Tensor, dtype: torch.d
 
 
 def attention_inputs(layer: DecoderLayer, h: torch.Tensor, cos_sin: torch.Tensor, _=None):
-    """h [N, H], cos_sin [2, N, D] (stacked_rope) -> q [h, N, D], k and v [kv, N, D] in the
+    """h [N, H], cos_sin [2, N, D] (stacked_rope) -> q [h, N, D], k and v [kv, N, D]: where the
+    attention computes in a narrower dtype (`math_dtype`, bf16), q and k dense in cos_sin's dtype
+    and v a view of the product, each rounded row by row by the attention into the dense blocks
+    its products read (one pass, no copy of a strided slice inside them); else dense in the
     attention's dtype."""
     a = layer.self_attn
-    n, dtype = h.shape[0], a.math_dtype or h.dtype
+    n = h.shape[0]
+    dtype = cos_sin.dtype if a.math_dtype is not None else h.dtype
     q, k, v = a.qkv(layer.input_layernorm(h))
     q = norm_rope(q.view(n, a.n_heads, a.head_dim), rope_tables(a.q_norm.rope_weights, cos_sin), a.q_norm.eps, dtype)
     k = norm_rope(k.view(n, a.n_kv, a.head_dim), rope_tables(a.k_norm.rope_weights, cos_sin), a.k_norm.eps, dtype)
-    vh = torch.empty(a.n_kv, n, a.head_dim, dtype=dtype, device=v.device)  # head-major, as q and k
-    vh.copy_(v.view(n, a.n_kv, a.head_dim).transpose(0, 1))
+    vh = v.view(n, a.n_kv, a.head_dim).transpose(0, 1)  # head-major, a view
+    if a.math_dtype is None:
+        vh = torch.empty(a.n_kv, n, a.head_dim, dtype=dtype, device=v.device).copy_(vh)  # dense, as q and k
     return q.transpose(0, 1), k.transpose(0, 1), vh
 
 
