@@ -152,7 +152,6 @@ class Attention(nn.Module):
         self.q_norm = RMSNorm(self.head_dim, b.rms_norm_eps)
         self.k_norm = RMSNorm(self.head_dim, b.rms_norm_eps)
         self.fused_qkv = None  # q, k and v as one product (linears.py sets it on the CPU's bf16 / int8 paths)
-        self.qk_rope_weights: torch.Tensor | None = None  # [2, G, 1, D]: q/k norms' weights as one (narrow.install)
         self.math_dtype: torch.dtype | None = (
             None  # None: scaled_dot_product_attention; a dtype: grouped_attention in it (CPU bf16 / int8)
         )

@@ -13,11 +13,11 @@ reference's tokens, never uses it.
   mean, a scaling, a cast).
 - q/k norm and RoPE: the norm's weight folded into RoPE's tables (cos and sin in fp32, stacked
   once per forward, times the weight: one small product per layer), the norm's scale applied
-  last; q and k (side by side in the fused product) normed and rotated as one, each group of
-  heads with its norm's weight (`joint_rope_weights`: every pass once for both); the int8 path's
-  fp32 product read where it lies (no widening copy; bf16 is widened once, head-major); worked
-  head-major from the first write, the rotation's two half products accumulated into the scaled
-  copy (`addcmul_`), no rotated copy.
+  last; the int8 path's fp32 product read where it lies (no widening copy: measured 0.5-0.7x the
+  time of q's and k's norm and RoPE; bf16 is widened once, head-major); worked head-major from
+  the first write, the rotation's two half products accumulated into the scaled copy
+  (`addcmul_`), no rotated copy. (q and k normed as one, [G, heads/G, N, D] against per-group
+  tables, measured slower: 1.25x at 1 thread.)
 - Attention: backbone.grouped_attention (two batched products and a softmax in bf16), q, k and v
   rounded to bf16 row by row into the dense blocks its batched products read (a product on the
   CPU copies a strided operand first: that copy is the rounding now, no pass of its own); on the
@@ -76,24 +76,13 @@ def rope_weights(weight: torch.Tensor) -> torch.Tensor:
 def rope_tables(weights: torch.Tensor, cos_sin: torch.Tensor) -> torch.Tensor:
     """The norm's weight folded into RoPE's tables: for y = x * rsqrt(mean(x^2) + eps),
     RoPE(y * w) = y * (cos * w) + (y2, y1) * (sin * (-w2, w1)).
-    weights [2, 1, D] (rope_weights), cos_sin [2, N, D] -> [2, N, D] in cos_sin's dtype; weights
-    [2, G, 1, D] (G groups of heads, each its own weight: joint_rope_weights) -> [2, G, N, D]."""
-    if weights.dim() == 4:
-        cos_sin = cos_sin[:, None]
+    weights [2, 1, D] (rope_weights), cos_sin [2, N, D] -> [2, N, D] in cos_sin's dtype."""
     return cos_sin * weights.to(cos_sin.dtype)
-
-
-def joint_rope_weights(q_norm: RMSNorm, k_norm: RMSNorm, groups: int) -> torch.Tensor:
-    """q's and k's norm weights for q and k normed and rotated as one [N, (groups + 1) * kv, D]
-    (they lie side by side in the q/k/v product): [2, groups + 1, 1, D], q's weight for each of
-    the first `groups` groups of kv heads, k's for the last."""
-    return torch.stack([rope_weights(q_norm.weight)] * groups + [rope_weights(k_norm.weight)], dim=1)
 
 
 def norm_rope(x: torch.Tensor, tables: torch.Tensor, eps: float, dtype: torch.dtype) -> torch.Tensor:
     """x [N, heads, D] (a view into the q/k/v product) -> RoPE(RMSNorm(x)) [N, heads, D] in `dtype`,
-    rotate-half layout, the norm's weight folded into `tables` [2, N, D] (rope_tables), or each
-    group of heads its own in `tables` [2, G, N, D] (heads = G * k, group g the heads g*k..). Computed in
+    rotate-half layout, the norm's weight folded into `tables` [2, N, D] (rope_tables). Computed in
     the tables' dtype (fp32, or fp64) and rounded once; the norm's scale is applied last. An x of
     the tables' dtype (the int8 path's fp32 product) is read where it lies, strided: the sum of
     squares and the first product read it, no widening copy; another dtype (bf16) is widened once,
@@ -111,17 +100,10 @@ def norm_rope(x: torch.Tensor, tables: torch.Tensor, eps: float, dtype: torch.dt
         y = torch.empty(heads, n, d, dtype=tables.dtype, device=x.device)
         y.copy_(x.transpose(0, 1))  # widened and head-major in one pass
         inv = _inv_rms(y, eps)
-    if tables.dim() == 4:  # [G, heads / G, N, D] against [G, 1, N, D]
-        y, inv, cw, sw = (
-            y.unflatten(0, (tables.shape[1], -1)),
-            inv.unflatten(0, (tables.shape[1], -1)),
-            cw[:, None],
-            sw[:, None],
-        )
-    z = torch.mul(y, cw, out=torch.empty(y.shape, dtype=tables.dtype, device=x.device))  # dense, head-major
-    z[..., :half].addcmul_(y[..., half:], sw[..., :half])
-    z[..., half:].addcmul_(y[..., :half], sw[..., half:])
-    return z.mul_(inv).to(dtype).view(heads, n, d).transpose(0, 1)
+    z = torch.mul(y, cw, out=torch.empty(heads, n, d, dtype=tables.dtype, device=x.device))  # dense, head-major
+    z[..., :half].addcmul_(y[..., half:], sw[:, :half])
+    z[..., half:].addcmul_(y[..., :half], sw[:, half:])
+    return z.mul_(inv).to(dtype).transpose(0, 1)
 
 
 def stacked_rope(positions: torch.Tensor, inv_freq: torch.Tensor, dtype: torch.dtype):
@@ -136,22 +118,13 @@ def attention_inputs(layer: DecoderLayer, h: torch.Tensor, cos_sin: torch.Tensor
     attention computes in a narrower dtype (`math_dtype`, bf16), q and k dense in cos_sin's dtype
     and v a view of the product, each rounded row by row by the attention into the dense blocks
     its products read (one pass, no copy of a strided slice inside them); else dense in the
-    attention's dtype. q and k, side by side in the fused product, are normed and rotated as one
-    (`qk_rope_weights`: each pass once for both)."""
+    attention's dtype."""
     a = layer.self_attn
     n, d = h.shape[0], a.head_dim
     dtype = cos_sin.dtype if a.math_dtype is not None else h.dtype
-    x = layer.input_layernorm(h)
-    joint = a.qk_rope_weights
-    if joint is not None and a.fused_qkv is not None:
-        qkv = a.fused_qkv.linear(x)  # [N, (h + 2 kv) * D]: q, k, v side by side
-        heads = a.n_heads + a.n_kv
-        qk = norm_rope(qkv[:, : heads * d].view(n, heads, d), rope_tables(joint, cos_sin), a.q_norm.eps, dtype)
-        q, k, v = qk[:, : a.n_heads], qk[:, a.n_heads :], qkv[:, heads * d :]
-    else:
-        q, k, v = a.qkv(x)
-        q = norm_rope(q.view(n, a.n_heads, d), rope_tables(a.q_norm.rope_weights, cos_sin), a.q_norm.eps, dtype)
-        k = norm_rope(k.view(n, a.n_kv, d), rope_tables(a.k_norm.rope_weights, cos_sin), a.k_norm.eps, dtype)
+    q, k, v = a.qkv(layer.input_layernorm(h))
+    q = norm_rope(q.view(n, a.n_heads, d), rope_tables(a.q_norm.rope_weights, cos_sin), a.q_norm.eps, dtype)
+    k = norm_rope(k.view(n, a.n_kv, d), rope_tables(a.k_norm.rope_weights, cos_sin), a.k_norm.eps, dtype)
     vh = v.view(n, a.n_kv, d).transpose(0, 1)  # head-major, a view
     if a.math_dtype is None:
         vh = torch.empty(a.n_kv, n, d, dtype=dtype, device=v.device).copy_(vh)  # dense, as q and k
@@ -178,11 +151,8 @@ def install(model: OmniVoiceModel, attention: torch.dtype, output: torch.dtype |
         if type(module) is RMSNorm:
             module.__class__ = LeanRMSNorm
     for layer in (cast(DecoderLayer, m) for m in model.llm.layers):  # nn.ModuleList holds plain modules
-        a = layer.self_attn
-        for norm in (a.q_norm, a.k_norm):
+        for norm in (layer.self_attn.q_norm, layer.self_attn.k_norm):
             norm.rope_weights = rope_weights(norm.weight)  # [2, 1, D]: its weight folded into RoPE
-        if a.q_norm.eps == a.k_norm.eps and a.n_heads % a.n_kv == 0:  # q and k normed as one
-            a.qk_rope_weights = joint_rope_weights(a.q_norm, a.k_norm, a.n_heads // a.n_kv)
         layer.self_attn.math_dtype = None if attention == torch.float32 else attention
         layer.self_attn.out_dtype = output
     model._halves = (attention_inputs, attention_output_and_mlp)
