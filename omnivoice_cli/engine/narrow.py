@@ -93,9 +93,8 @@ def norm_rope(x: torch.Tensor, tables: torch.Tensor, eps: float, dtype: torch.dt
     half = d // 2
     cw, sw = tables
     if x.dtype == tables.dtype:
-        # read in place, no widening copy: the sums of squares token-major, as x lies (the same bits
-        # as over a dense copy: tested), the products head-major
-        y, inv = x.transpose(0, 1), _inv_rms(x, eps).transpose(0, 1)
+        y = x.transpose(0, 1)  # read in place, no widening copy (the same bits as over a dense copy: tested)
+        inv = _inv_rms(y, eps)
     else:
         y = torch.empty(heads, n, d, dtype=tables.dtype, device=x.device)
         y.copy_(x.transpose(0, 1))  # widened and head-major in one pass
