@@ -6,15 +6,23 @@ pair. Variants: the attention (grouped_attention's batched products, or torch's 
 scaled-dot-product kernel in the same dtype: `flash`, measured and not kept) and, on the int8 path, the activations' quantisation (the
 four-pass form it replaced, or int8pack's three passes: `quant`).
 
+With `--against REV`, the variants are instead "before" (the layer forward, attention and kernel
+linears' methods of git revision REV, loaded beside the checkout's from `git show`) and "after"
+(the checkout's), on the same loaded weights; `--profile` then adds one profiled forward of each,
+the ops' own time split into the products and the rest.
+
     python benchmarks/bench_between.py [--ckpt DIR] [--quantize int8 | --dtype bfloat16]
-                                       [--rounds 5] [--threads 2]
+                                       [--rounds 5] [--threads 2] [--against main [--profile]]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -31,6 +39,144 @@ def four_passes(x, half):
     return x.mul(1.0 / scale).round_().to(torch.int8).view(torch.uint8).add_(half + 1), scale
 
 
+# what a revision's code swaps in: (module, class or None, names); the packed weights stay the checkout's
+SWAPPED = (
+    ("backbone", "Attention", ("attend", "project")),
+    ("narrow", "LeanRMSNorm", ("forward",)),
+    ("linears", "Int8Linear", ("quantize", "run", "gated", "add", "forward")),
+    ("linears", "BF16Linear", ("forward", "binary", "add", "gated")),
+)
+
+
+def engine_at(rev: str, into: Path):
+    """The package's engine modules at git revision `rev`, imported as the package `engine_<rev>`."""
+    name = "engine_" + "".join(c if c.isalnum() else "_" for c in rev)
+    root = into / name
+    root.mkdir()
+    files = subprocess.run(
+        ["git", "ls-tree", "--name-only", rev, "omnivoice_cli/engine/"],
+        cwd=H.ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    for f in files:
+        if f.endswith(".py"):
+            text = subprocess.run(["git", "show", f"{rev}:{f}"], cwd=H.ROOT, check=True, capture_output=True, text=True)
+            (root / Path(f).name).write_text(text.stdout)
+    sys.path.insert(0, str(into))
+    return lambda module: importlib.import_module(f"{name}.{module}")
+
+
+def code_of(model, modules) -> dict:
+    """The methods and halves that `modules` (module name -> module) give the loaded model."""
+    code = {("model", "_halves"): (modules("narrow").attention_inputs, modules("narrow").attention_output_and_mlp)}
+    code[("model", "_rope")] = modules("narrow").stacked_rope
+    for module, cls, names in SWAPPED:
+        for n in names:
+            code[(f"{module}.{cls}", n)] = getattr(modules(module), cls).__dict__[n]
+    return code
+
+
+def against(args, engine, batch, c, job) -> None:
+    """before (revision args.against) and after (the checkout), alternated on one loaded model."""
+
+    from omnivoice_cli.engine import backbone, linears, narrow
+
+    here = {"backbone": backbone, "narrow": narrow, "linears": linears}
+    with tempfile.TemporaryDirectory() as tmp:
+        codes = {
+            "before": code_of(engine.model, engine_at(args.against, Path(tmp))),
+            "after": code_of(engine.model, here.get),
+        }
+
+    def use(code) -> None:
+        for (owner, name), value in code.items():
+            if owner == "model":
+                setattr(engine.model, name, value)
+            else:
+                module, cls = owner.split(".")
+                setattr(getattr(here[module], cls), name, value)
+
+    def forward(name) -> None:
+        use(codes[name])
+        engine.model.heads(engine.model(batch)[c : c + job.canvas.target_len])
+
+    alternate(codes, forward, args.rounds)
+    for _ in range(2 if args.profile else 0):  # alternated too
+        for name in codes:
+            use(codes[name])
+            profiled(engine, batch, c, job, name)
+    use(codes["after"])
+
+
+ATTENTION = ("aten::baddbmm", "aten::bmm", "aten::_softmax", "aten::_scaled_dot_product_flash_attention_for_cpu")
+
+
+def profiled(engine, batch, c, job, name: str, forwards: int = 3) -> None:
+    """`forwards` profiled forwards: the ops' own time a forward in the linear products, the
+    attention's (its batched products and softmax) and the rest (the passes between), the
+    rest's largest ops (ms a forward, calls a forward)."""
+    from bench_profile import PRODUCTS
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(forwards):
+            engine.model.heads(engine.model(batch)[c : c + job.canvas.target_len])
+    events = [e for e in prof.key_averages() if e.self_cpu_time_total > 0]
+
+    def ms(keys) -> float:
+        return sum(e.self_cpu_time_total for e in events if e.key in keys) / 1e3 / forwards
+
+    rest = sorted((e for e in events if e.key not in PRODUCTS + ATTENTION), key=lambda e: -e.self_cpu_time_total)
+    calls = sum(e.count for e in rest) / forwards
+    top = ", ".join(
+        f"{e.key.split('::')[-1]} {e.self_cpu_time_total / 1e3 / forwards:.1f} ({e.count / forwards:.0f})"
+        for e in rest[:8]
+    )
+    print(
+        f"  {name} profiled: products {ms(PRODUCTS):.1f} ms, attention {ms(ATTENTION):.1f} ms, the rest "
+        f"{ms({e.key for e in rest}):.1f} ms in {calls:.0f} calls; {top}",
+        flush=True,
+    )
+
+
+def alternate(variants: dict, forward, rounds: int) -> None:
+    """Each variant warmed, then `rounds` rounds of one forward each; medians and pairs against the
+    first, of the wall time and of the process's CPU time (on a shared machine the CPU time at 1
+    thread leaves out the time the other processes held the core; at 2 the waits of one thread for
+    the other still count)."""
+    import torch
+
+    first = next(iter(variants))
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
+
+    def timed(name) -> tuple[float, float]:
+        t, c = time.perf_counter(), time.process_time()
+        forward(name)
+        return time.perf_counter() - t, time.process_time() - c
+
+    with torch.inference_mode():
+        for name in variants:
+            forward(name)  # warm each
+        for r in range(rounds):
+            for name in variants:
+                times[name].append(timed(name))
+            print(
+                f"  round {r + 1}: "
+                + ", ".join(f"{n} {t[-1][0]:.2f} s ({t[-1][1]:.2f} cpu)" for n, t in times.items()),
+                flush=True,
+            )
+    for name, ts in times.items():
+        for i, what in enumerate(("wall", "cpu")):
+            mine, base = [t[i] for t in ts], [t[i] for t in times[first]]
+            pairs = [round(t / b, 3) for t, b in zip(mine, base)]
+            print(
+                f"  {name:7s} {what:4s} median {statistics.median(mine):.2f} s, against {first} "
+                f"{statistics.median(pairs):.3f} (pairs {pairs})"
+            )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ckpt", type=Path, default=None)
@@ -38,6 +184,8 @@ def main() -> int:
     ap.add_argument("--dtype", default="auto")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--against", default=None, help="a git revision: its code before, the checkout's after")
+    ap.add_argument("--profile", action="store_true", help="with --against: one profiled forward of each")
     args = ap.parse_args()
     import torch
     import torch.nn.functional as F
@@ -60,32 +208,24 @@ def main() -> int:
             0
         ]
 
+    print(H.cpu_header())
+    print(f"path: dtype {engine.dtype}, quantize {args.quantize or 'none'}, {args.threads} threads", flush=True)
+    if args.against:
+        with torch.inference_mode():
+            against(args, engine, batch, c, job)
+        print(H.cpu_header().splitlines()[-1])  # the load at the end
+        return 0
     variants = {"before": (False, four_passes), "flash": (True, four_passes)}
     if args.quantize:
         variants |= {"quant": (False, int8pack.quantize_activations), "both": (True, int8pack.quantize_activations)}
 
-    def forward(flash, quantize):
+    def forward(name):
+        flash, quantize = variants[name]
         backbone.grouped_attention = fused if flash else grouped
         linears.quantize_activations = quantize
-        t = time.perf_counter()
         engine.model.heads(engine.model(batch)[c : c + job.canvas.target_len])
-        return time.perf_counter() - t
 
-    print(H.cpu_header())
-    print(f"path: dtype {engine.dtype}, quantize {args.quantize or 'none'}, {args.threads} threads", flush=True)
-    times: dict[str, list[float]] = {name: [] for name in variants}
-    with torch.inference_mode():
-        for v in variants.values():
-            forward(*v)  # warm each
-        for r in range(args.rounds):
-            for name, v in variants.items():
-                times[name].append(forward(*v))
-            print(f"  round {r + 1}: " + ", ".join(f"{n} {t[-1]:.2f} s" for n, t in times.items()), flush=True)
-    for name, ts in times.items():
-        pairs = [round(t / b, 3) for t, b in zip(ts, times["before"])]
-        print(
-            f"  {name:7s} median {statistics.median(ts):.2f} s, against before {statistics.median(pairs):.3f} (pairs {pairs})"
-        )
+    alternate(variants, forward, args.rounds)
     return 0
 
 

@@ -4,6 +4,10 @@ profiler, the ops ranked by their own time, and the share of the linear products
 
     python benchmarks/bench_profile.py [--ckpt DIR] [--quantize int8|auto] [--dtype bfloat16]
                                        [--int8-kernel onednn|fbgemm] [--forwards 3] [--threads 2]
+                                       [--shapes aten::copy_ ...]
+
+`--shapes OP`: that op's calls by their input shapes too (where the copies come from: a row's
+slice copied inside a batched product shows as [kv, D, L], a rounding as [heads, N, D]).
 
 Run it under caps to see another class (e.g. `ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2
 FBGEMM_ENABLE_INSTRUCTIONS=AVX2` for an AVX2-only CPU). The profiler adds a little to every op;
@@ -39,6 +43,7 @@ def main() -> int:
     ap.add_argument("--forwards", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--top", type=int, default=15)
+    ap.add_argument("--shapes", nargs="*", default=[], metavar="OP", help="these ops' calls by input shape")
     args = ap.parse_args()
     import torch
     from torch.profiler import ProfilerActivity, profile
@@ -58,7 +63,7 @@ def main() -> int:
     with torch.inference_mode():
         engine.model.heads(engine.model(batch)[c : c + job.canvas.target_len])  # warm
         t = time.perf_counter()
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=bool(args.shapes)) as prof:
             for _ in range(args.forwards):
                 engine.model.heads(engine.model(batch)[c : c + job.canvas.target_len])
         wall = (time.perf_counter() - t) / args.forwards
@@ -79,6 +84,13 @@ def main() -> int:
     print(
         f"linear products: {products / total:.1%} of the ops' own time; the rest {(total - products) / 1e3 / args.forwards:.1f} ms a forward"
     )
+    for op in args.shapes:
+        rows = [e for e in prof.key_averages(group_by_input_shape=True) if e.key == op]
+        print(f"{op} by input shapes: self ms/fwd, calls/fwd")
+        for e in sorted(rows, key=lambda e: -e.self_cpu_time_total)[: args.top]:
+            print(
+                f"  {e.self_cpu_time_total / 1e3 / args.forwards:9.1f} {e.count / args.forwards:6.0f}  {e.input_shapes}"
+            )
     return 0
 
 

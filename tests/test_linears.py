@@ -22,7 +22,13 @@ from omnivoice_cli.engine.linears import (
     Int8Linear,
     LegacyInt8Linear,
 )
-from omnivoice_cli.engine.narrow import LeanRMSNorm, lean_rms_norm, norm_rope, rope_tables, rope_weights
+from omnivoice_cli.engine.narrow import (
+    LeanRMSNorm,
+    lean_rms_norm,
+    norm_rope,
+    rope_tables,
+    rope_weights,
+)
 from omnivoice_cli.engine.pipeline import Engine
 from omnivoice_cli.engine.planning import Request
 
@@ -213,6 +219,34 @@ def test_norm_rope_is_rope_of_the_norm(dtype):
     assert got.transpose(0, 1).is_contiguous()  # head-major: what the attention's products read
     tol = 1e-6 if dtype == torch.float32 else 0.51 * BF16_EPS  # bf16: rounded once, at the end
     torch.testing.assert_close(got.double(), want, rtol=tol, atol=tol)
+
+
+def _norm_rope_of_a_dense_copy(x, tables, eps, dtype):
+    """norm_rope's arithmetic on a dense head-major fp32 copy of x (what it computed before reading
+    the int8 path's fp32 product in place)."""
+    y = x.transpose(0, 1).contiguous()
+    inv = torch.linalg.vector_norm(y, dim=-1, keepdim=True).square_().div_(y.shape[-1]).add_(eps).rsqrt_()
+    half = y.shape[-1] // 2
+    z = y * tables[0]
+    z[..., :half].addcmul_(y[..., half:], tables[1][:, :half])
+    z[..., half:].addcmul_(y[..., :half], tables[1][:, half:])
+    return z.mul_(inv).to(dtype).transpose(0, 1)
+
+
+@pytest.mark.parametrize("n", [1, 37, 297])
+def test_norm_rope_of_fp32_in_place_is_bit_for_bit_a_dense_copys(n):
+    """q and k read where they lie in the fused product: the same bits as worked on a dense copy."""
+    g = torch.Generator().manual_seed(9)
+    heads, kv, d = 16, 8, 128  # the full-size body's
+    joint = torch.randn(n, (heads + 2 * kv) * d, generator=g) * 3  # q, k, v side by side
+    q, k = joint[:, : heads * d].view(n, heads, d), joint[:, heads * d : (heads + kv) * d].view(n, kv, d)
+    cos_sin = torch.stack(rope_cos_sin(torch.arange(n), rope_inv_freq(d, 1e4), torch.float32))
+    for x in (q, k):
+        tables = rope_tables(rope_weights(torch.randn(d, generator=g)), cos_sin)
+        for dtype in (torch.float32, torch.bfloat16):
+            got = norm_rope(x, tables, 1e-6, dtype)
+            assert torch.equal(got, _norm_rope_of_a_dense_copy(x, tables, 1e-6, dtype))
+            assert got.transpose(0, 1).is_contiguous()
 
 
 @pytest.mark.parametrize(

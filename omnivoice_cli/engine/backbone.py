@@ -75,6 +75,13 @@ def grouped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dtype: 
     return torch.bmm(probs, v.to(dtype)).view(h, L, D)
 
 
+def dense(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """x in `dtype`, dense and contiguous (one pass; x itself where it already is). A batched product
+    on the CPU copies an operand whose matrices are not back to back (a row's slice of a packed
+    [heads, N, D]) before it reads it; rounding a row into its own block costs that pass only."""
+    return x.to(dtype, memory_format=torch.contiguous_format)
+
+
 def packed_positions(seq_lens: list[int], device=None, starts=()) -> torch.Tensor:
     """[N] RoPE positions: s..s+L-1 for each packed row of length L, s its start (default 0)."""
     starts = starts or (0,) * len(seq_lens)
@@ -172,16 +179,18 @@ class Attention(nn.Module):
     ) -> torch.Tensor:
         """Block-diagonal attention: each packed row attends within itself (and a row with a
         PromptKV in `prompts`, one entry per row, to its prompt's keys too). -> [N, h * D]."""
-        n = q.shape[1]
-        out = q.new_empty(n, self.n_heads, self.head_dim, dtype=self.out_dtype or q.dtype)  # [N, h, D]
+        n, math = q.shape[1], self.math_dtype
+        out = q.new_empty(n, self.n_heads, self.head_dim, dtype=self.out_dtype or math or q.dtype)  # [N, h, D]
         start = 0
         for row, length in enumerate(seq_lens):
             s = slice(start, start + length)
             kr, vr = k[:, s], v[:, s]
+            if math is not None:  # each row's k and v rounded into dense blocks: its products copy no strided slice
+                kr, vr = dense(kr, math), dense(vr, math)
             if prompts and prompts[row] is not None:
                 kr, vr = prompts[row].keys_values(layer, kr, vr)
-            if self.math_dtype is not None:
-                o = grouped_attention(q[:, s], kr, vr, self.math_dtype)
+            if math is not None:
+                o = grouped_attention(dense(q[:, s], math), kr, vr, math)
             else:
                 o = F.scaled_dot_product_attention(
                     q[None, :, s], kr[None], vr[None], enable_gqa=self.n_kv != self.n_heads

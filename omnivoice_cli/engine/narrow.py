@@ -13,11 +13,14 @@ reference's tokens, never uses it.
   mean, a scaling, a cast).
 - q/k norm and RoPE: the norm's weight folded into RoPE's tables (cos and sin in fp32, stacked
   once per forward, times the weight: one small product per layer), the norm's scale applied
-  last; worked head-major from the first pass (the widening copy transposes), the rotation's two
-  half products accumulated into the scaled copy (`addcmul_`), no rotated copy; q, k and v come out
-  dense [heads, N, D] in the attention's dtype, the layout its batched products read without a
-  copy.
-- Attention: backbone.grouped_attention (two batched products and a softmax in bf16); on the
+  last; the int8 path's fp32 product read where it lies (no widening copy: measured 0.5-0.7x the
+  time of q's and k's norm and RoPE; bf16 is widened once, head-major); worked head-major from
+  the first write, the rotation's two half products accumulated into the scaled copy
+  (`addcmul_`), no rotated copy. (q and k normed as one, [G, heads/G, N, D] against per-group
+  tables, measured slower: 1.25x at 1 thread.)
+- Attention: backbone.grouped_attention (two batched products and a softmax in bf16), q, k and v
+  rounded to bf16 row by row into the dense blocks its batched products read (a product on the
+  CPU copies a strided operand first: that copy is the rounding now, no pass of its own); on the
   int8 path its result is written in fp32 (`Attention.out_dtype`), what o_proj's quantisation reads.
 - The residual adds and the MLP's SiLU and gate product run in the epilogues of the products
   (`KernelLinear.add`, `KernelLinear.gated`: oneDNN post-ops), with no pass of their own.
@@ -80,17 +83,23 @@ def rope_tables(weights: torch.Tensor, cos_sin: torch.Tensor) -> torch.Tensor:
 def norm_rope(x: torch.Tensor, tables: torch.Tensor, eps: float, dtype: torch.dtype) -> torch.Tensor:
     """x [N, heads, D] (a view into the q/k/v product) -> RoPE(RMSNorm(x)) [N, heads, D] in `dtype`,
     rotate-half layout, the norm's weight folded into `tables` [2, N, D] (rope_tables). Computed in
-    the tables' dtype (fp32, or fp64) and rounded once; the norm's scale is applied last, so x is
-    read twice (the widening copy, the sum of squares) and the result is built in three passes.
-    Worked head-major from the first pass on: the result is a transposed view of a dense
-    [heads, N, D], the layout the attention's batched products read without a copy."""
+    the tables' dtype (fp32, or fp64) and rounded once; the norm's scale is applied last. An x of
+    the tables' dtype (the int8 path's fp32 product) is read where it lies, strided: the sum of
+    squares and the first product read it, no widening copy; another dtype (bf16) is widened once,
+    head-major. Worked head-major from the first write on: the result is a transposed view of a
+    dense [heads, N, D]. Asked for the tables' dtype, nothing is rounded (the attention rounds q
+    and k row by row, into the dense blocks its batched products read: backbone.Attention.attend)."""
     n, heads, d = x.shape
     half = d // 2
     cw, sw = tables
-    y = torch.empty(heads, n, d, dtype=tables.dtype, device=x.device)
-    y.copy_(x.transpose(0, 1))  # widened and head-major in one pass
-    inv = _inv_rms(y, eps)  # [heads, N, 1]
-    z = y * cw
+    if x.dtype == tables.dtype:
+        y = x.transpose(0, 1)  # read in place, no widening copy (the same bits as over a dense copy: tested)
+        inv = _inv_rms(y, eps)
+    else:
+        y = torch.empty(heads, n, d, dtype=tables.dtype, device=x.device)
+        y.copy_(x.transpose(0, 1))  # widened and head-major in one pass
+        inv = _inv_rms(y, eps)
+    z = torch.mul(y, cw, out=torch.empty(heads, n, d, dtype=tables.dtype, device=x.device))  # dense, head-major
     z[..., :half].addcmul_(y[..., half:], sw[:, :half])
     z[..., half:].addcmul_(y[..., :half], sw[:, half:])
     return z.mul_(inv).to(dtype).transpose(0, 1)
@@ -104,15 +113,20 @@ def stacked_rope(positions: torch.Tensor, inv_freq: torch.Tensor, dtype: torch.d
 
 
 def attention_inputs(layer: DecoderLayer, h: torch.Tensor, cos_sin: torch.Tensor, _=None):
-    """h [N, H], cos_sin [2, N, D] (stacked_rope) -> q [h, N, D], k and v [kv, N, D] in the
+    """h [N, H], cos_sin [2, N, D] (stacked_rope) -> q [h, N, D], k and v [kv, N, D]: where the
+    attention computes in a narrower dtype (`math_dtype`, bf16), q and k dense in cos_sin's dtype
+    and v a view of the product, each rounded row by row by the attention into the dense blocks
+    its products read (one pass, no copy of a strided slice inside them); else dense in the
     attention's dtype."""
     a = layer.self_attn
-    n, dtype = h.shape[0], a.math_dtype or h.dtype
+    n, d = h.shape[0], a.head_dim
+    dtype = cos_sin.dtype if a.math_dtype is not None else h.dtype
     q, k, v = a.qkv(layer.input_layernorm(h))
-    q = norm_rope(q.view(n, a.n_heads, a.head_dim), rope_tables(a.q_norm.rope_weights, cos_sin), a.q_norm.eps, dtype)
-    k = norm_rope(k.view(n, a.n_kv, a.head_dim), rope_tables(a.k_norm.rope_weights, cos_sin), a.k_norm.eps, dtype)
-    vh = torch.empty(a.n_kv, n, a.head_dim, dtype=dtype, device=v.device)  # head-major, as q and k
-    vh.copy_(v.view(n, a.n_kv, a.head_dim).transpose(0, 1))
+    q = norm_rope(q.view(n, a.n_heads, d), rope_tables(a.q_norm.rope_weights, cos_sin), a.q_norm.eps, dtype)
+    k = norm_rope(k.view(n, a.n_kv, d), rope_tables(a.k_norm.rope_weights, cos_sin), a.k_norm.eps, dtype)
+    vh = v.view(n, a.n_kv, d).transpose(0, 1)  # head-major, a view
+    if a.math_dtype is None:
+        vh = torch.empty(a.n_kv, n, d, dtype=dtype, device=v.device).copy_(vh)  # dense, as q and k
     return q.transpose(0, 1), k.transpose(0, 1), vh
 
 
