@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .codecplan import DecoderPlan, build_plan
 from .config import CodecConfig
 from .errors import CheckpointError
 from .memory import release_pages
@@ -256,9 +257,25 @@ class HiggsDecoder(nn.Module):
         return self.fc2.weight.device
 
     def forward(self, codes: torch.Tensor) -> torch.Tensor:
+        """The module tree, plain: the reference path (`decode` runs the folded plan)."""
+        return self.acoustic_decoder(self.latent(codes))  # [B, 1, T * hop]
+
+    def latent(self, codes: torch.Tensor) -> torch.Tensor:
+        """codes [B, Q, T] -> the acoustic decoder's input [B, latent, T] (a transposed view)."""
         latent = self.quantizer(codes)  # [B, D, T]
-        latent = self.fc2(latent.transpose(1, 2)).transpose(1, 2)  # [B, latent, T]
-        return self.acoustic_decoder(latent)  # [B, 1, T * hop]
+        return self.fc2(latent.transpose(1, 2)).transpose(1, 2)  # [B, latent, T]
+
+    def plan(self) -> DecoderPlan | None:
+        """The acoustic decoder folded and channels-last (engine/codecplan.py), made once and
+        made again if a weight is replaced or edited; None where it cannot fold (the module tree
+        decodes)."""
+        params = list(self.acoustic_decoder.parameters())
+        key = tuple((p.device, p.dtype, p.data_ptr(), _version(p)) for p in params)
+        cached = self.__dict__.get("_plan")
+        if cached is None or cached[0] != key:
+            with torch.no_grad():
+                cached = self.__dict__["_plan"] = (key, build_plan(self.acoustic_decoder))
+        return cached[1]
 
     def decode(self, codes: torch.Tensor) -> torch.Tensor:
         """codes: LongTensor [B, Q, T] with values in [0, codebook_size) -> FloatTensor [B, 1, T * hop]."""
@@ -272,8 +289,9 @@ class HiggsDecoder(nn.Module):
                 f"codes must lie in [0, {self.cfg.codebook_size}), got range [{int(codes.min())}, {int(codes.max())}]"
             )
         self.keep_float32()
+        plan = self.plan()
         with torch.inference_mode(), torch.autocast(codes.device.type, enabled=False):
-            return self.forward(codes)
+            return self.forward(codes) if plan is None else plan(self.latent(codes))
 
     def keep_float32(self) -> None:
         """Its weights back in float32 if they were cast to half (`.half()`, `.to(torch.bfloat16)`:
@@ -322,4 +340,5 @@ def load_codec_decoder(audio_tokenizer_dir: Path, cfg: CodecConfig, device="cpu"
     model = model.to(device=torch.device(device), dtype=torch.float32)
     model.eval()
     model.requires_grad_(False)
+    model.plan()  # folded once here, so that the first decode does not pay for it
     return model

@@ -1,0 +1,172 @@
+"""The codec's acoustic decoder prepared for speed: Snake's scales folded into the convolutions,
+every convolution channels-last (`engine/codec.py`'s module tree stays the plain reference path).
+
+Snake(x) = x + sin(a x)^2 / a = (1/a) (y + sin(y)^2) with y = a x. So each Snake runs on a tensor
+already scaled by its alpha (the convolution before it multiplies its output channels by a, and
+the one after divides its input channels by a: both folded into the weights once, in float64),
+and costs two passes (sin, then y += sin^2) instead of four (scale, sin, square, scaled add). The
+residual stream is kept scaled by the alpha of the Snake that reads it next; a unit's skip adds
+the stream rescaled by the ratio of the two alphas (one pass, as the plain add was). Equal to the
+module tree's decode to float rounding (tests/test_codec.py).
+
+The convolutions run as conv2d over [B, C, 1, L] in channels-last memory ([B, L, C]): oneDNN
+then reads and writes the tensors as they are (no reorder to its blocked layout and back at each
+call), which is what pays with few channels and long signals. The upsamplings are two-tap
+convolutions whose outputs are ordered phase-major, so in channels-last memory the interleave
+is a view. Where an alpha is near zero (the fold would divide by it) there is no plan, and the
+module tree decodes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from .memory import release_pages
+
+MIN_ALPHA = 1e-3  # |alpha| below this: the 1e-9 in Snake's 1 / (alpha + 1e-9) would show; no fold
+CL = torch.channels_last
+
+
+@dataclass(frozen=True)
+class Conv:
+    """One prepared convolution: weight [O, I, 1, k] channels-last, bias [O]."""
+
+    weight: torch.Tensor
+    bias: torch.Tensor | None
+    padding: int = 0
+    dilation: int = 1
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return F.conv2d(x, self.weight, self.bias, padding=(0, self.padding), dilation=(1, self.dilation))
+
+
+@dataclass(frozen=True)
+class Unit:
+    """A residual unit on the scaled stream: z' = conv2(g(conv1(g(z)))) + ratio * z."""
+
+    conv1: Conv
+    conv2: Conv
+    ratio: torch.Tensor | None  # [1, C, 1, 1], the next Snake's alpha over this one's; None: all 1
+
+    def __call__(self, z: torch.Tensor) -> torch.Tensor:
+        t = torch.sin(z)
+        u = torch.addcmul(z, t, t, out=t)  # g(z) = z + sin(z)^2: alpha * Snake(x)
+        h = self.conv1(u)
+        snake_scaled_(h, out=u)  # u is free again: sin(h) goes there
+        del u, t
+        r = self.conv2(h)
+        return r.add_(z) if self.ratio is None else r.addcmul_(z, self.ratio)
+
+
+@dataclass(frozen=True)
+class Block:
+    """Snake (in place) -> upsampling (two-tap conv, phase-major outputs) -> residual units."""
+
+    up: Conv
+    stride: int
+    crop: int  # the transposed convolution's padding: the first output kept
+    units: tuple[Unit, ...]
+
+    def __call__(self, z: torch.Tensor) -> torch.Tensor:
+        y = self.up(snake_scaled_(z))  # [B, s * C, 1, L + 1], rows r * C + c
+        b, sc, _, n1 = y.shape
+        s = self.stride
+        v = y.permute(0, 2, 3, 1).reshape(b, n1 * s, sc // s)  # a view: channels-last memory interleaved
+        z = v[:, self.crop : self.crop + (n1 - 1) * s].permute(0, 2, 1).unsqueeze(2)  # [B, C, 1, L * s]
+        z = z.contiguous(memory_format=CL)  # a no-op for one row
+        for unit in self.units:
+            z = unit(z)
+        return z
+
+
+@dataclass(frozen=True)
+class DecoderPlan:
+    """The acoustic decoder, folded: latent [B, C, T] -> audio [B, 1, T * hop]."""
+
+    first: Conv
+    blocks: tuple[Block, ...]
+    last: Conv
+
+    def __call__(self, latent: torch.Tensor) -> torch.Tensor:
+        z = self.first(latent.unsqueeze(2).contiguous(memory_format=CL))
+        for block in self.blocks:
+            z = block(z)
+        return self.last(snake_scaled_(z)).squeeze(2)
+
+
+def snake_scaled_(y: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """y + sin(y)^2 in place (y = alpha * x: this is alpha * Snake(x)); two passes. `out`: a
+    tensor of y's shape and layout to hold sin(y) (one is made otherwise)."""
+    t = torch.sin(y) if out is None else torch.sin(y, out=out)
+    return y.addcmul_(t, t)
+
+
+def _scaled(weight: torch.Tensor, bias: torch.Tensor | None, rows, cols, **geometry) -> Conv:
+    """A channels-last weight [O, I, 1, k] (a fresh copy) with its output channels multiplied by
+    `rows` and its input channels divided by `cols` (in place; skipped where they are all 1), and
+    its bias [O] multiplied by `rows`."""
+    if rows is not None and not bool((rows == 1).all()):
+        weight.mul_(rows.view(-1, 1, 1, 1))
+        bias = None if bias is None else bias * rows
+    if cols is not None and not bool((cols == 1).all()):
+        weight.div_(cols.view(1, -1, 1, 1))
+    return Conv(weight, None if bias is None else bias.detach().clone(), **geometry)
+
+
+def _conv(w: torch.Tensor, b: torch.Tensor | None, rows=None, cols=None, **geometry) -> Conv:
+    """A conv1d weight [O, I, k] and bias as a prepared Conv (see _scaled)."""
+    weight = w.detach().unsqueeze(2).clone(memory_format=CL)  # always a copy: [O, 1, k, I] in memory
+    release_pages(w)  # a view of the mapped file: its pages go back (they fault in if read)
+    return _scaled(weight, b, rows, cols, **geometry)
+
+
+def _upsample(m, a_in: torch.Tensor, a_out: torch.Tensor) -> tuple[Conv, int, int]:
+    """A ConvTranspose1d [C_in, C_out, 2s] as a two-tap conv1d [s * C_out, C_in, 2] (row r * C_out
+    + c is phase r of channel c; tap 0 reads the previous frame, the kernel's later half), input
+    divided by a_in and output multiplied by a_out; with its stride and crop."""
+    s = m.stride[0]
+    w = m.weight.detach()
+    c_in, c_out, k = w.shape
+    assert k == 2 * s, (k, s)
+    weight = torch.empty((s * c_out, c_in, 1, 2), dtype=w.dtype, device=w.device, memory_format=CL)
+    dst = weight.permute(0, 2, 3, 1).view(s, c_out, 2, c_in)  # the memory: [row, 1, tap, C_in]
+    src = w.view(c_in, c_out, 2, s).permute(3, 1, 2, 0)  # [s, C_out, half, C_in]
+    dst[:, :, 0].copy_(src[:, :, 1])
+    dst[:, :, 1].copy_(src[:, :, 0])
+    release_pages(m.weight)
+    bias = None if m.bias is None else m.bias.detach().repeat(s)
+    return _scaled(weight, bias, a_out.repeat(s), a_in, padding=1), s, int(m.padding[0])
+
+
+def _alpha(snake) -> torch.Tensor:
+    return snake.alpha.detach().reshape(-1)
+
+
+def build_plan(decoder) -> DecoderPlan | None:
+    """The plan of an AcousticDecoder (codec.py), or None where an alpha is near zero or not finite."""
+    alphas = [_alpha(m) for m in decoder.modules() if hasattr(m, "alpha")]
+    if any(not bool(torch.isfinite(a).all()) or bool((a.abs() < MIN_ALPHA).any()) for a in alphas):
+        return None
+    blocks = list(decoder.block)
+    entry = [_alpha(b.snake1) for b in blocks] + [_alpha(decoder.snake1)]  # the Snake each block's stream meets first
+    first = _conv(decoder.conv1.weight, decoder.conv1.bias, rows=entry[0], padding=3)
+    built = []
+    for i, blk in enumerate(blocks):
+        res = [blk.res_unit1, blk.res_unit2, blk.res_unit3]
+        a1 = [_alpha(r.snake1) for r in res]
+        up, s, crop = _upsample(blk.conv_t1, entry[i], a1[0])
+        units = []
+        for k, r in enumerate(res):
+            nxt = a1[k + 1] if k + 1 < len(res) else entry[i + 1]
+            a2 = _alpha(r.snake2)
+            d = int(r.conv1.dilation[0])
+            conv1 = _conv(r.conv1.weight, r.conv1.bias, rows=a2, cols=a1[k], padding=3 * d, dilation=d)
+            conv2 = _conv(r.conv2.weight, r.conv2.bias, rows=nxt, cols=a2)
+            ratio = (nxt.double() / a1[k].double()).to(nxt.dtype)
+            units.append(Unit(conv1, conv2, None if bool((ratio == 1).all()) else ratio.view(1, -1, 1, 1)))
+        built.append(Block(up, s, crop, tuple(units)))
+    last = _conv(decoder.conv2.weight, decoder.conv2.bias, cols=entry[-1], padding=3)
+    return DecoderPlan(first, tuple(built), last)
