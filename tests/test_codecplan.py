@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from omnivoice_cli.engine.codec import AcousticDecoder, load_codec_decoder
-from omnivoice_cli.engine.codecplan import MIN_ALPHA, build_plan
+from omnivoice_cli.engine.codecplan import MIN_ALPHA, build_plan, can_pack
 from omnivoice_cli.engine.config import ModelConfig
 
 TINY = Path(__file__).parent / "fixtures" / "tiny" / "ckpt"
@@ -64,3 +64,18 @@ def test_an_edited_weight_is_picked_up():
     with torch.no_grad():
         dec.acoustic_decoder.conv2.bias.add_(1.0)
     torch.testing.assert_close(dec.decode(codes), first + 1.0, rtol=0, atol=1e-5)
+
+
+def test_packed_weights_give_the_same_bits():
+    """oneDNN's prepacked weights (where torch has the ops) change the layout, not the arithmetic."""
+    dec = load_codec_decoder(TINY / "audio_tokenizer", ModelConfig.from_checkpoint(TINY).codec)
+    packed, plain = build_plan(dec.acoustic_decoder), build_plan(dec.acoustic_decoder, pack=False)
+    assert packed is not None and plain is not None
+    for plan, want in ((packed, can_pack()), (plain, False)):
+        convs = [plan.first, plan.last, *(c for b in plan.blocks for u in b.units for c in (b.up, u.conv1, u.conv2))]
+        assert [c.packed for c in convs] == [want] * len(convs)
+    codes = torch.randint(0, 1024, (2, 8, 7), generator=torch.Generator().manual_seed(3))
+    with torch.inference_mode():
+        latent = dec.latent(codes)
+        assert torch.equal(packed(latent), plain(latent))
+        assert torch.equal(packed(latent[:, :, :3]), plain(latent[:, :, :3]))  # another length than packed for

@@ -19,28 +19,56 @@ module tree decodes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
 
 from .memory import release_pages
 
+PACK_FRAMES = 250  # the input length oneDNN packs the weights for: a 10 s piece
 MIN_ALPHA = 1e-3  # |alpha| below this: the 1e-9 in Snake's 1 / (alpha + 1e-9) would show; no fold
 CL = torch.channels_last
 
 
 @dataclass(frozen=True)
 class Conv:
-    """One prepared convolution: weight [O, I, 1, k] channels-last, bias [O]."""
+    """One prepared convolution: weight [O, I, 1, k] channels-last, or oneDNN's packed copy of it
+    (`packed`: made once, where torch calls oneDNN for it at every call otherwise), bias [O]."""
 
     weight: torch.Tensor
     bias: torch.Tensor | None
     padding: int = 0
     dilation: int = 1
+    packed: bool = False
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if self.packed:
+            geometry = ([0, self.padding], [1, 1], [1, self.dilation], 1)
+            return torch.ops.mkldnn._convolution_pointwise(x, self.weight, self.bias, *geometry, "none", [], "")
         return F.conv2d(x, self.weight, self.bias, padding=(0, self.padding), dilation=(1, self.dilation))
+
+    def pack(self, length: int) -> Conv:
+        """Packed into oneDNN's layout for an input of about `length` samples (0: not packed; another length
+        still runs, oneDNN reordering the weight as it did unpacked): float32 on a CPU where
+        torch has oneDNN's convolution op (the op torch's own CPU compiler emits); as it is
+        otherwise. The same arithmetic, bit for bit."""
+        w = self.weight
+        if length <= 0 or self.packed or w.device.type != "cpu" or w.dtype != torch.float32 or not can_pack():
+            return self
+        size = [1, w.shape[1], 1, length]
+        weight = torch.ops.mkldnn._reorder_convolution_weight(w, [0, self.padding], [1, 1], [1, self.dilation], 1, size)
+        return replace(self, weight=weight, packed=True)
+
+
+def can_pack() -> bool:
+    """Whether this torch build has oneDNN's prepacked convolution ops."""
+    try:
+        return torch.backends.mkldnn.is_available() and all(
+            hasattr(torch.ops.mkldnn, op) for op in ("_convolution_pointwise", "_reorder_convolution_weight")
+        )
+    except (AttributeError, RuntimeError):
+        return False
 
 
 @dataclass(frozen=True)
@@ -145,28 +173,31 @@ def _alpha(snake) -> torch.Tensor:
     return snake.alpha.detach().reshape(-1)
 
 
-def build_plan(decoder) -> DecoderPlan | None:
-    """The plan of an AcousticDecoder (codec.py), or None where an alpha is near zero or not finite."""
+def build_plan(decoder, pack: bool = True) -> DecoderPlan | None:
+    """The plan of an AcousticDecoder (codec.py), or None where an alpha is near zero or not
+    finite; `pack=False` leaves the weights to torch (channels-last, not prepacked)."""
     alphas = [_alpha(m) for m in decoder.modules() if hasattr(m, "alpha")]
     if any(not bool(torch.isfinite(a).all()) or bool((a.abs() < MIN_ALPHA).any()) for a in alphas):
         return None
     blocks = list(decoder.block)
     entry = [_alpha(b.snake1) for b in blocks] + [_alpha(decoder.snake1)]  # the Snake each block's stream meets first
-    first = _conv(decoder.conv1.weight, decoder.conv1.bias, rows=entry[0], padding=3)
+    n = PACK_FRAMES if pack else 0  # 0: no packing
+    first = _conv(decoder.conv1.weight, decoder.conv1.bias, rows=entry[0], padding=3).pack(n)
     built = []
     for i, blk in enumerate(blocks):
         res = [blk.res_unit1, blk.res_unit2, blk.res_unit3]
         a1 = [_alpha(r.snake1) for r in res]
         up, s, crop = _upsample(blk.conv_t1, entry[i], a1[0])
+        up, n = up.pack(n and n + 1), n * s  # its input padded by one frame
         units = []
         for k, r in enumerate(res):
             nxt = a1[k + 1] if k + 1 < len(res) else entry[i + 1]
             a2 = _alpha(r.snake2)
             d = int(r.conv1.dilation[0])
-            conv1 = _conv(r.conv1.weight, r.conv1.bias, rows=a2, cols=a1[k], padding=3 * d, dilation=d)
-            conv2 = _conv(r.conv2.weight, r.conv2.bias, rows=nxt, cols=a2)
+            conv1 = _conv(r.conv1.weight, r.conv1.bias, rows=a2, cols=a1[k], padding=3 * d, dilation=d).pack(n)
+            conv2 = _conv(r.conv2.weight, r.conv2.bias, rows=nxt, cols=a2).pack(n)
             ratio = (nxt.double() / a1[k].double()).to(nxt.dtype)
             units.append(Unit(conv1, conv2, None if bool((ratio == 1).all()) else ratio.view(1, -1, 1, 1)))
         built.append(Block(up, s, crop, tuple(units)))
-    last = _conv(decoder.conv2.weight, decoder.conv2.bias, cols=entry[-1], padding=3)
+    last = _conv(decoder.conv2.weight, decoder.conv2.bias, cols=entry[-1], padding=3).pack(n)
     return DecoderPlan(first, tuple(built), last)
