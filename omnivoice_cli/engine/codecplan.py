@@ -48,6 +48,15 @@ class Conv:
             return torch.ops.mkldnn._convolution_pointwise(x, self.weight, self.bias, *geometry, "none", [], "")
         return F.conv2d(x, self.weight, self.bias, padding=(0, self.padding), dilation=(1, self.dilation))
 
+    def add_to(self, other: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """other += conv(x), in place (packed: in the convolution's epilogue, the same bits as a
+        separate add; no tensor made for the convolution's output)."""
+        if self.packed:
+            geometry = ([0, self.padding], [1, 1], [1, self.dilation], 1)
+            conv = torch.ops.mkldnn._convolution_pointwise_.binary
+            return conv(other, x, self.weight, self.bias, *geometry, "add", 1.0, None, [], None)
+        return other.add_(self(x))
+
     def pack(self, length: int) -> Conv:
         """Packed into oneDNN's layout for an input of about `length` samples (0: not packed; another length
         still runs, oneDNN reordering the weight as it did unpacked): float32 on a CPU where
@@ -65,7 +74,8 @@ def can_pack() -> bool:
     """Whether this torch build has oneDNN's prepacked convolution ops."""
     try:
         return torch.backends.mkldnn.is_available() and all(
-            hasattr(torch.ops.mkldnn, op) for op in ("_convolution_pointwise", "_reorder_convolution_weight")
+            hasattr(torch.ops.mkldnn, op)
+            for op in ("_convolution_pointwise", "_convolution_pointwise_", "_reorder_convolution_weight")
         )
     except (AttributeError, RuntimeError):
         return False
@@ -73,7 +83,8 @@ def can_pack() -> bool:
 
 @dataclass(frozen=True)
 class Unit:
-    """A residual unit on the scaled stream: z' = conv2(g(conv1(g(z)))) + ratio * z."""
+    """A residual unit on the scaled stream: z' = conv2(g(conv1(g(z)))) + ratio * z, written over z
+    (three tensors of the stream's size live at once: z, g(z) or sin, conv1's output)."""
 
     conv1: Conv
     conv2: Conv
@@ -85,8 +96,9 @@ class Unit:
         h = self.conv1(u)
         snake_scaled_(h, out=u)  # u is free again: sin(h) goes there
         del u, t
-        r = self.conv2(h)
-        return r.add_(z) if self.ratio is None else r.addcmul_(z, self.ratio)
+        if self.ratio is not None:
+            z.mul_(self.ratio)  # the stream is this unit's own (a block's or the unit before's output)
+        return self.conv2.add_to(z, h)  # z += conv2(h), in place
 
 
 @dataclass(frozen=True)
@@ -196,7 +208,7 @@ def build_plan(decoder, pack: bool = True) -> DecoderPlan | None:
             d = int(r.conv1.dilation[0])
             conv1 = _conv(r.conv1.weight, r.conv1.bias, rows=a2, cols=a1[k], padding=3 * d, dilation=d).pack(n)
             conv2 = _conv(r.conv2.weight, r.conv2.bias, rows=nxt, cols=a2).pack(n)
-            ratio = (nxt.double() / a1[k].double()).to(nxt.dtype)
+            ratio = (nxt.double() / a1[k].double()).to(nxt.dtype)  # rescales the skip
             units.append(Unit(conv1, conv2, None if bool((ratio == 1).all()) else ratio.view(1, -1, 1, 1)))
         built.append(Block(up, s, crop, tuple(units)))
     last = _conv(decoder.conv2.weight, decoder.conv2.bias, cols=entry[-1], padding=3).pack(n)
