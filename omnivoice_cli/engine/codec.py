@@ -4,6 +4,9 @@ Plain PyTorch, always float32 (weights stored in fp16 are widened on loading, an
 to half is widened again before it decodes: `HiggsDecoder.keep_float32`). The module tree mirrors
 the checkpoint's key names (`quantizer.quantizers.{q}.codebook.embed`, `fc2`, `acoustic_decoder.*`)
 so the decode subset of `audio_tokenizer/model.safetensors` loads with a strict `load_state_dict`.
+`forward` runs that module tree as it is (the reference path); `decode` runs, on a CPU, the
+acoustic decoder folded and channels-last (engine/codecplan.py: made once at load), equal to it
+to float rounding.
 
 Data flow (widths for the real checkpoint; the tiny test checkpoint is narrower):
   codes [B, 8, T]
@@ -267,8 +270,10 @@ class HiggsDecoder(nn.Module):
 
     def plan(self) -> DecoderPlan | None:
         """The acoustic decoder folded and channels-last (engine/codecplan.py), made once and
-        made again if a weight is replaced or edited; None where it cannot fold (the module tree
-        decodes)."""
+        made again if a weight is replaced or edited; None where it cannot fold, and off a CPU
+        (measured on CPUs only): the module tree decodes."""
+        if self.device.type != "cpu":
+            return None
         params = list(self.acoustic_decoder.parameters())
         key = tuple((p.device, p.dtype, p.data_ptr(), _version(p)) for p in params)
         cached = self.__dict__.get("_plan")
