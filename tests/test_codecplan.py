@@ -79,3 +79,16 @@ def test_packed_weights_give_the_same_bits():
         latent = dec.latent(codes)
         assert torch.equal(packed(latent), plain(latent))
         assert torch.equal(packed(latent[:, :, :3]), plain(latent[:, :, :3]))  # another length than packed for
+
+
+def test_the_latent_is_the_residual_vq_and_fc2():
+    """The levels' lookups and projections as one gather and one product, then fc2."""
+    dec = load_codec_decoder(TINY / "audio_tokenizer", ModelConfig.from_checkpoint(TINY).codec)
+    plan = dec.plan()
+    assert plan is not None
+    codes = torch.randint(0, 1024, (2, 8, 11), generator=torch.Generator().manual_seed(4))
+    codes[0, :, 0], codes[1, :, 1] = 0, 1023  # both ends of every codebook
+    with torch.inference_mode():
+        got, want = plan.latent(codes), dec.latent(codes)
+    assert got.shape == want.shape == (2, 8, 11)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)

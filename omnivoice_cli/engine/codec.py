@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .codecplan import DecoderPlan, build_plan
+from .codecplan import CodecPlan, build_latent, build_plan
 from .config import CodecConfig
 from .errors import CheckpointError
 from .memory import release_pages
@@ -268,19 +268,32 @@ class HiggsDecoder(nn.Module):
         latent = self.quantizer(codes)  # [B, D, T]
         return self.fc2(latent.transpose(1, 2)).transpose(1, 2)  # [B, latent, T]
 
-    def plan(self) -> DecoderPlan | None:
-        """The acoustic decoder folded and channels-last (engine/codecplan.py), made once and
-        made again if a weight is replaced or edited; None where it cannot fold, and off a CPU
-        (measured on CPUs only): the module tree decodes."""
+    def plan(self) -> CodecPlan | None:
+        """The decode folded: the residual VQ and fc2 as one gather and one product, the acoustic
+        decoder folded and channels-last (engine/codecplan.py); made once, and made again if a
+        weight is replaced or edited. None where the decoder cannot fold, and off a CPU (measured
+        on CPUs only): the module tree decodes."""
         if self.device.type != "cpu":
             return None
-        params = list(self.acoustic_decoder.parameters())
-        key = tuple((p.device, p.dtype, p.data_ptr(), _version(p)) for p in params)
+        tensors = [*self.parameters(), *self.buffers()]
+        key = tuple((p.device, p.dtype, p.data_ptr(), _version(p)) for p in tensors)
         cached = self.__dict__.get("_plan")
         if cached is None or cached[0] != key:
             with torch.no_grad():
-                cached = self.__dict__["_plan"] = (key, build_plan(self.acoustic_decoder))
+                decoder = build_plan(self.acoustic_decoder)
+                plan = None if decoder is None else CodecPlan(self._latent_plan(), decoder)
+                cached = self.__dict__["_plan"] = (key, plan)
         return cached[1]
+
+    def _latent_plan(self):
+        qs = [cast(VectorQuantizer, m) for m in self.quantizer.quantizers]
+        return build_latent(
+            [m.codebook.embed for m in qs],
+            [m.project_out.weight for m in qs],
+            [m.project_out.bias for m in qs],
+            self.fc2.weight,
+            self.fc2.bias,
+        )
 
     def decode(self, codes: torch.Tensor) -> torch.Tensor:
         """codes: LongTensor [B, Q, T] with values in [0, codebook_size) -> FloatTensor [B, 1, T * hop]."""
@@ -296,7 +309,7 @@ class HiggsDecoder(nn.Module):
         self.keep_float32()
         plan = self.plan()
         with torch.inference_mode(), torch.autocast(codes.device.type, enabled=False):
-            return self.forward(codes) if plan is None else plan(self.latent(codes))
+            return self.forward(codes) if plan is None else plan(codes)
 
     def keep_float32(self) -> None:
         """Its weights back in float32 if they were cast to half (`.half()`, `.to(torch.bfloat16)`:

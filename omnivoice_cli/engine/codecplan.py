@@ -137,6 +137,50 @@ class DecoderPlan:
         return self.last(snake_scaled_(z)).squeeze(2)
 
 
+@dataclass(frozen=True)
+class Latent:
+    """The residual VQ's decode as one gather and one product, then fc2: codes [B, Q, T] ->
+    [B, C, T] (a transposed view, as DecoderPlan reads it). The levels' codebooks stacked
+    [Q * K, d], their projections side by side [Q * d, D] and their biases summed [D]."""
+
+    table: torch.Tensor  # [Q * K, d]
+    offsets: torch.Tensor  # [Q, 1]: q * K
+    weight: torch.Tensor  # [Q * d, D]
+    bias: torch.Tensor  # [D]
+    fc2_weight: torch.Tensor  # [D, C]
+    fc2_bias: torch.Tensor  # [C]
+
+    def __call__(self, codes: torch.Tensor) -> torch.Tensor:
+        b, q, t = codes.shape
+        rows = F.embedding((codes + self.offsets).transpose(1, 2), self.table)  # [B, T, Q, d]
+        summed = torch.addmm(self.bias, rows.reshape(b * t, -1), self.weight)  # [B * T, D]
+        out = torch.addmm(self.fc2_bias, summed, self.fc2_weight)  # [B * T, C]
+        return out.view(b, t, -1).transpose(1, 2)  # [B, C, T], [B, T, C] in memory
+
+
+@dataclass(frozen=True)
+class CodecPlan:
+    """codes [B, Q, T] -> audio [B, 1, T * hop]: Latent, then DecoderPlan."""
+
+    latent: Latent
+    decoder: DecoderPlan
+
+    def __call__(self, codes: torch.Tensor) -> torch.Tensor:
+        return self.decoder(self.latent(codes))
+
+
+def build_latent(embeds: list, weights: list, biases: list, fc2_weight, fc2_bias) -> Latent:
+    """Latent from each level's codebook [K, d], project_out weight [D, d] and bias [D] (their
+    sum over levels is one product: sum_q W_q e_q = [W_0 .. W_Q-1] [e_0 .. e_Q-1]), and fc2."""
+    dtype = fc2_weight.dtype
+    size = embeds[0].shape[0]
+    offsets = torch.arange(len(embeds), device=fc2_weight.device).view(-1, 1) * size
+    table = torch.cat([e.detach() for e in embeds]).to(dtype)
+    weight = torch.cat([w.detach() for w in weights], dim=1).t().contiguous()  # [Q * d, D]
+    bias = torch.stack([b.detach().double() for b in biases]).sum(0).to(dtype)
+    return Latent(table, offsets, weight, bias, fc2_weight.detach().t().contiguous(), fc2_bias.detach().clone())
+
+
 def snake_scaled_(y: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     """y + sin(y)^2 in place (y = alpha * x: this is alpha * Snake(x)); two passes. `out`: a
     tensor of y's shape and layout to hold sin(y) (one is made otherwise)."""
