@@ -188,29 +188,40 @@ def snake_scaled_(y: torch.Tensor, out: torch.Tensor | None = None) -> torch.Ten
     return y.addcmul_(t, t)
 
 
-def _scaled(weight: torch.Tensor, bias: torch.Tensor | None, rows, cols, **geometry) -> Conv:
-    """A channels-last weight [O, I, 1, k] (a fresh copy) with its output channels multiplied by
-    `rows` and its input channels divided by `cols` (in place; skipped where they are all 1), and
-    its bias [O] multiplied by `rows`."""
-    if rows is not None and not bool((rows == 1).all()):
-        weight.mul_(rows.view(-1, 1, 1, 1))
+def _ones(t) -> bool:
+    return t is None or bool((t == 1).all())
+
+
+def _scaled(weight: torch.Tensor, bias: torch.Tensor | None, rows, cols, owned: bool) -> tuple:
+    """A weight [O, I, 1, k] with its output channels multiplied by `rows` and its input channels
+    divided by `cols` (skipped where they are all 1; in place if `owned`, else into a new tensor
+    of the same layout), and its bias [O] multiplied by `rows` (always a new tensor)."""
+    if not _ones(rows):
+        weight = weight.mul_(rows.view(-1, 1, 1, 1)) if owned else weight * rows.view(-1, 1, 1, 1)
+        owned = True
         bias = None if bias is None else bias * rows
-    if cols is not None and not bool((cols == 1).all()):
-        weight.div_(cols.view(1, -1, 1, 1))
-    return Conv(weight, None if bias is None else bias.detach().clone(), **geometry)
+    if not _ones(cols):
+        weight = weight.div_(cols.view(1, -1, 1, 1)) if owned else weight / cols.view(1, -1, 1, 1)
+    return weight, None if bias is None else bias.detach().clone()
 
 
-def _conv(w: torch.Tensor, b: torch.Tensor | None, rows=None, cols=None, **geometry) -> Conv:
-    """A conv1d weight [O, I, k] and bias as a prepared Conv (see _scaled)."""
-    weight = w.detach().unsqueeze(2).clone(memory_format=CL)  # always a copy: [O, 1, k, I] in memory
+def _conv(w: torch.Tensor, b: torch.Tensor | None, length: int, rows=None, cols=None, **geometry) -> Conv:
+    """A conv1d weight [O, I, k] and bias, scaled (see _scaled), as a Conv packed for inputs of
+    about `length` samples (Conv.pack), else channels-last. Packed straight from the weight as it
+    lies (one pass over the mapped file where nothing is scaled), never edited in place."""
+    weight, bias = _scaled(w.detach().unsqueeze(2), b, rows, cols, owned=False)
+    conv = Conv(weight, bias, **geometry).pack(length)
+    if not conv.packed:
+        conv = replace(conv, weight=weight.clone(memory_format=CL))  # a copy: [O, 1, k, I] in memory
     release_pages(w)  # a view of the mapped file: its pages go back (they fault in if read)
-    return _scaled(weight, b, rows, cols, **geometry)
+    return conv
 
 
-def _upsample(m, a_in: torch.Tensor, a_out: torch.Tensor) -> tuple[Conv, int, int]:
+def _upsample(m, a_in: torch.Tensor, a_out: torch.Tensor, length: int) -> tuple[Conv, int, int]:
     """A ConvTranspose1d [C_in, C_out, 2s] as a two-tap conv1d [s * C_out, C_in, 2] (row r * C_out
     + c is phase r of channel c; tap 0 reads the previous frame, the kernel's later half), input
-    divided by a_in and output multiplied by a_out; with its stride and crop."""
+    divided by a_in and output multiplied by a_out, packed for inputs of about `length` frames
+    (Conv.pack); with its stride and crop."""
     s = m.stride[0]
     w = m.weight.detach()
     c_in, c_out, k = w.shape
@@ -222,7 +233,8 @@ def _upsample(m, a_in: torch.Tensor, a_out: torch.Tensor) -> tuple[Conv, int, in
     dst[:, :, 1].copy_(src[:, :, 0])
     release_pages(m.weight)
     bias = None if m.bias is None else m.bias.detach().repeat(s)
-    return _scaled(weight, bias, a_out.repeat(s), a_in, padding=1), s, int(m.padding[0])
+    weight, bias = _scaled(weight, bias, a_out.repeat(s), a_in, owned=True)
+    return Conv(weight, bias, padding=1).pack(length), s, int(m.padding[0])
 
 
 def _alpha(snake) -> torch.Tensor:
@@ -238,22 +250,22 @@ def build_plan(decoder, pack: bool = True) -> DecoderPlan | None:
     blocks = list(decoder.block)
     entry = [_alpha(b.snake1) for b in blocks] + [_alpha(decoder.snake1)]  # the Snake each block's stream meets first
     n = PACK_FRAMES if pack else 0  # 0: no packing
-    first = _conv(decoder.conv1.weight, decoder.conv1.bias, rows=entry[0], padding=3).pack(n)
+    first = _conv(decoder.conv1.weight, decoder.conv1.bias, n, rows=entry[0], padding=3)
     built = []
     for i, blk in enumerate(blocks):
         res = [blk.res_unit1, blk.res_unit2, blk.res_unit3]
         a1 = [_alpha(r.snake1) for r in res]
-        up, s, crop = _upsample(blk.conv_t1, entry[i], a1[0])
-        up, n = up.pack(n and n + 1), n * s  # its input padded by one frame
+        up, s, crop = _upsample(blk.conv_t1, entry[i], a1[0], n and n + 1)  # its input padded by one frame
+        n *= s
         units = []
         for k, r in enumerate(res):
             nxt = a1[k + 1] if k + 1 < len(res) else entry[i + 1]
             a2 = _alpha(r.snake2)
             d = int(r.conv1.dilation[0])
-            conv1 = _conv(r.conv1.weight, r.conv1.bias, rows=a2, cols=a1[k], padding=3 * d, dilation=d).pack(n)
-            conv2 = _conv(r.conv2.weight, r.conv2.bias, rows=nxt, cols=a2).pack(n)
+            conv1 = _conv(r.conv1.weight, r.conv1.bias, n, rows=a2, cols=a1[k], padding=3 * d, dilation=d)
+            conv2 = _conv(r.conv2.weight, r.conv2.bias, n, rows=nxt, cols=a2)
             ratio = (nxt.double() / a1[k].double()).to(nxt.dtype)  # rescales the skip
             units.append(Unit(conv1, conv2, None if bool((ratio == 1).all()) else ratio.view(1, -1, 1, 1)))
         built.append(Block(up, s, crop, tuple(units)))
-    last = _conv(decoder.conv2.weight, decoder.conv2.bias, cols=entry[-1], padding=3).pack(n)
+    last = _conv(decoder.conv2.weight, decoder.conv2.bias, n, cols=entry[-1], padding=3)
     return DecoderPlan(first, tuple(built), last)
