@@ -1,20 +1,22 @@
-"""The codec's acoustic decoder prepared for speed: Snake's scales folded into the convolutions,
-every convolution channels-last (`engine/codec.py`'s module tree stays the plain reference path).
+"""The codec's decode prepared for speed (`engine/codec.py`'s module tree stays the plain
+reference path): Snake's scales folded into the convolutions, every convolution channels-last and
+packed, the residual VQ as one product.
 
 Snake(x) = x + sin(a x)^2 / a = (1/a) (y + sin(y)^2) with y = a x. So each Snake runs on a tensor
 already scaled by its alpha (the convolution before it multiplies its output channels by a, and
-the one after divides its input channels by a: both folded into the weights once, in float64),
-and costs two passes (sin, then y += sin^2) instead of four (scale, sin, square, scaled add). The
-residual stream is kept scaled by the alpha of the Snake that reads it next; a unit's skip adds
-the stream rescaled by the ratio of the two alphas (one pass, as the plain add was). Equal to the
-module tree's decode to float rounding (tests/test_codec.py).
+the one after divides its input channels by a: both folded into the weights once), and costs two
+passes (sin, then y += sin^2) instead of four (scale, sin, square, scaled add). The residual
+stream is kept scaled by the alpha of the Snake that reads it next; a unit's skip adds the stream
+rescaled by the ratio of the two alphas. Equal to the module tree's decode to float rounding
+(tests/test_codecplan.py, tests/test_codec.py).
 
 The convolutions run as conv2d over [B, C, 1, L] in channels-last memory ([B, L, C]): oneDNN
 then reads and writes the tensors as they are (no reorder to its blocked layout and back at each
-call), which is what pays with few channels and long signals. The upsamplings are two-tap
-convolutions whose outputs are ordered phase-major, so in channels-last memory the interleave
-is a view. Where an alpha is near zero (the fold would divide by it) there is no plan, and the
-module tree decodes.
+call), which is what pays with few channels and long signals; their weights are packed once into
+oneDNN's layout, and each unit's skip is added in its last convolution's epilogue, over the
+stream. The upsamplings are two-tap convolutions whose outputs are ordered phase-major, so in
+channels-last memory the interleave is a view. Where an alpha is near zero (the fold would divide
+by it) there is no plan, and the module tree decodes.
 """
 
 from __future__ import annotations
@@ -58,10 +60,10 @@ class Conv:
         return other.add_(self(x))
 
     def pack(self, length: int) -> Conv:
-        """Packed into oneDNN's layout for an input of about `length` samples (0: not packed; another length
-        still runs, oneDNN reordering the weight as it did unpacked): float32 on a CPU where
-        torch has oneDNN's convolution op (the op torch's own CPU compiler emits); as it is
-        otherwise. The same arithmetic, bit for bit."""
+        """Packed into oneDNN's layout for an input of about `length` samples (0: not packed;
+        another length still runs, oneDNN reordering the weight as it did unpacked): float32 on a
+        CPU where torch has oneDNN's convolution ops (those torch's own CPU compiler emits); as it
+        is otherwise. The same arithmetic, bit for bit."""
         w = self.weight
         if length <= 0 or self.packed or w.device.type != "cpu" or w.dtype != torch.float32 or not can_pack():
             return self
