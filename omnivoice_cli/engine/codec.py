@@ -4,6 +4,9 @@ Plain PyTorch, always float32 (weights stored in fp16 are widened on loading, an
 to half is widened again before it decodes: `HiggsDecoder.keep_float32`). The module tree mirrors
 the checkpoint's key names (`quantizer.quantizers.{q}.codebook.embed`, `fc2`, `acoustic_decoder.*`)
 so the decode subset of `audio_tokenizer/model.safetensors` loads with a strict `load_state_dict`.
+`forward` runs that module tree as it is (the reference path); `decode` runs, on a CPU, the
+acoustic decoder folded and channels-last (engine/codecplan.py: made once at load), equal to it
+to float rounding.
 
 Data flow (widths for the real checkpoint; the tiny test checkpoint is narrower):
   codes [B, 8, T]
@@ -25,6 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .codecplan import CodecPlan, build_latent, build_plan
 from .config import CodecConfig
 from .errors import CheckpointError
 from .memory import release_pages
@@ -256,9 +260,40 @@ class HiggsDecoder(nn.Module):
         return self.fc2.weight.device
 
     def forward(self, codes: torch.Tensor) -> torch.Tensor:
+        """The module tree, plain: the reference path (`decode` runs the folded plan)."""
+        return self.acoustic_decoder(self.latent(codes))  # [B, 1, T * hop]
+
+    def latent(self, codes: torch.Tensor) -> torch.Tensor:
+        """codes [B, Q, T] -> the acoustic decoder's input [B, latent, T] (a transposed view)."""
         latent = self.quantizer(codes)  # [B, D, T]
-        latent = self.fc2(latent.transpose(1, 2)).transpose(1, 2)  # [B, latent, T]
-        return self.acoustic_decoder(latent)  # [B, 1, T * hop]
+        return self.fc2(latent.transpose(1, 2)).transpose(1, 2)  # [B, latent, T]
+
+    def plan(self) -> CodecPlan | None:
+        """The decode folded: the residual VQ and fc2 as one gather and one product, the acoustic
+        decoder folded and channels-last (engine/codecplan.py); made once, and made again if a
+        weight is replaced or edited. None where the decoder cannot fold, and off a CPU (measured
+        on CPUs only): the module tree decodes."""
+        if self.device.type != "cpu":
+            return None
+        tensors = [*self.parameters(), *self.buffers()]
+        key = tuple((p.device, p.dtype, p.data_ptr(), _version(p)) for p in tensors)
+        cached = self.__dict__.get("_plan")
+        if cached is None or cached[0] != key:
+            with torch.no_grad():
+                decoder = build_plan(self.acoustic_decoder)
+                plan = None if decoder is None else CodecPlan(self._latent_plan(), decoder)
+                cached = self.__dict__["_plan"] = (key, plan)
+        return cached[1]
+
+    def _latent_plan(self):
+        qs = [cast(VectorQuantizer, m) for m in self.quantizer.quantizers]
+        return build_latent(
+            [m.codebook.embed for m in qs],
+            [m.project_out.weight for m in qs],
+            [m.project_out.bias for m in qs],
+            self.fc2.weight,
+            self.fc2.bias,
+        )
 
     def decode(self, codes: torch.Tensor) -> torch.Tensor:
         """codes: LongTensor [B, Q, T] with values in [0, codebook_size) -> FloatTensor [B, 1, T * hop]."""
@@ -272,8 +307,9 @@ class HiggsDecoder(nn.Module):
                 f"codes must lie in [0, {self.cfg.codebook_size}), got range [{int(codes.min())}, {int(codes.max())}]"
             )
         self.keep_float32()
+        plan = self.plan()
         with torch.inference_mode(), torch.autocast(codes.device.type, enabled=False):
-            return self.forward(codes)
+            return self.forward(codes) if plan is None else plan(codes)
 
     def keep_float32(self) -> None:
         """Its weights back in float32 if they were cast to half (`.half()`, `.to(torch.bfloat16)`:
@@ -322,4 +358,5 @@ def load_codec_decoder(audio_tokenizer_dir: Path, cfg: CodecConfig, device="cpu"
     model = model.to(device=torch.device(device), dtype=torch.float32)
     model.eval()
     model.requires_grad_(False)
+    model.plan()  # folded once here, so that the first decode does not pay for it
     return model
