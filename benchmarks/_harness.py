@@ -16,10 +16,35 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def main_checkout(root: Path = ROOT) -> Path:
+    """The main checkout of the repository `root` belongs to: `root` itself, or for a git worktree
+    (whose .git is a file `gitdir: MAIN/.git/worktrees/NAME`) MAIN, where the git-ignored .oracle/
+    lives and outlasts the worktrees."""
+    git = root / ".git"
+    if git.is_file():
+        line = git.read_text().strip()
+        if line.startswith("gitdir:"):
+            gitdir = Path(line.split(":", 1)[1].strip())
+            gitdir = gitdir if gitdir.is_absolute() else (root / gitdir).resolve()
+            if gitdir.parent.name == "worktrees":
+                return gitdir.parent.parent.parent
+    return root
+
+
 # ../shared/oracle/setup_venv.sh builds it: in the checkout's .oracle/, else $OMNIVOICE_ORACLE (a folder
-# holding venv/; a worktree's benchmarks use the one beside the worktrees)
+# holding venv/), else the main checkout's .oracle/ (a worktree's benchmarks use that one)
 ORACLE = next(
-    (p for p in (ROOT / ".oracle", Path(os.environ.get("OMNIVOICE_ORACLE", "/nonexistent"))) if (p / "venv").is_dir()),
+    (
+        p
+        for p in (
+            ROOT / ".oracle",
+            Path(os.environ.get("OMNIVOICE_ORACLE", "/nonexistent")),
+            main_checkout() / ".oracle",
+        )
+        if (p / "venv").is_dir()
+    ),
     ROOT / ".oracle",
 )
 ORACLE_PY = ORACLE / "venv" / "bin" / "python"
@@ -44,7 +69,7 @@ BATCH8 = [
 
 def default_ckpt() -> Path:
     env = os.environ.get("OMNIVOICE_BENCH_CKPT")  # a checkpoint kept outside the checkout
-    for p in (ROOT / ".oracle" / "ckpt-full", ROOT / "bench-ckpt-full", *([Path(env)] if env else [])):
+    for p in (ORACLE / "ckpt-full", ROOT / "bench-ckpt-full", *([Path(env)] if env else [])):
         if (p / "model.safetensors").is_file():
             return p
     raise SystemExit("no full-size checkpoint: run `python benchmarks/make_checkpoint.py` (writes bench-ckpt-full/)")
@@ -134,6 +159,25 @@ def run_wall(cmd: list[str], env: dict | None = None) -> float:
     if p.returncode != 0:
         raise SystemExit(f"failed: {' '.join(cmd)}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
     return time.perf_counter() - t0
+
+
+def run_whole(cmd: list[str], env: dict | None = None) -> dict:
+    """A whole command's wall time ("wall") and the figures it printed on stdout: a `RESULT {json}`
+    line (the reference's script) or a line that is one JSON object (`omnivoice say --json`)."""
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env or {})})
+    wall = time.perf_counter() - t0
+    if p.returncode != 0:
+        raise SystemExit(f"failed: {' '.join(cmd)}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
+    figures: dict = {}
+    for line in p.stdout.splitlines():
+        line = line.removeprefix("RESULT ").strip()
+        if line.startswith("{"):
+            try:
+                figures = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+    return {**figures, "wall": wall}
 
 
 def report_whole(walls: dict[str, list[float]], steps: int, repeats: int, out: dict) -> None:

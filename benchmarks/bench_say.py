@@ -12,6 +12,9 @@ figures time the entire process at `--whole-steps`: `omnivoice say ... -o x.wav`
 doing the same with the reference (import, load, generate, write). Greedy settings (identical
 tokens are checked by the parity tests; here the target lengths are compared).
 
+The whole-command lines also split each run: the model's load and generation (from `say --json` and
+the reference script's RESULT line) and the rest (interpreter, imports, exit).
+
 Rows: ours at --dtype (fp32 on the CPU by default; --no-base skips it), and with --bf16,
 --quantize int8 and --compile; each pair of runs' ratio to the reference is printed (the spread).
 """
@@ -101,21 +104,47 @@ def whole(args, variants, ref: bool, texts: list[str], out: dict) -> None:
             args.device,
             "--dtype",
             args.dtype,
-            "-q",
+            "--json",  # the report (load and generation seconds) on stdout, nothing else
             "-o",
             f"{tmp}/ours.wav",
         ]
-        walls = {name: [] for name, _ in variants}
+        runs = {name: [] for name, _ in variants}
         if ref:
-            walls["reference"] = []
+            runs["reference"] = []
         for rep in range(args.repeats):
             for name, extra in variants:
-                walls[name].append(H.run_wall(cmd + extra))
+                runs[name].append(H.run_whole(cmd + extra))
+                print(f"  whole command, repeat {rep + 1}: {name:14s} {parts(runs[name][-1])}", flush=True)
             if ref:
                 rcmd = H.reference_cmd(args, texts, args.whole_steps, ["--output", f"{tmp}/ref.wav"])
-                walls["reference"].append(H.run_wall(rcmd))
-            print(f"  whole command, repeat {rep + 1}/{args.repeats} done", flush=True)
-        H.report_whole(walls, args.whole_steps, args.repeats, out)
+                runs["reference"].append(H.run_whole(rcmd))
+                print(
+                    f"  whole command, repeat {rep + 1}: {'reference':14s} {parts(runs['reference'][-1])}", flush=True
+                )
+        H.report_whole(
+            {name: [r["wall"] for r in rs] for name, rs in runs.items()}, args.whole_steps, args.repeats, out
+        )
+        print("  within the whole command (medians): the model's load, generation (steps, decode, post-processing;")
+        print("  ours: and writing), the rest (interpreter, imports, tokenizer, exit)")
+        for name, rs in runs.items():
+            med = {k: H.median([split(r)[k] for r in rs]) for k in ("load", "generate", "rest")}
+            print(
+                f"  {name:14s} load {med['load']:6.1f} s, generate {med['generate']:6.1f} s, rest {med['rest']:6.1f} s"
+            )
+            out["whole"][name]["parts"] = [split(r) for r in rs]
+
+
+def split(r: dict) -> dict:
+    """A whole run's wall time in three: the model's load, generation, the rest."""
+    load = r.get("load_seconds", float("nan"))
+    gen = r.get("generate_seconds", r.get("seconds", float("nan")))
+    return {"wall": r["wall"], "load": load, "generate": gen, "rest": r["wall"] - load - gen}
+
+
+def parts(r: dict) -> str:
+    """One run's wall time and its split, for the line printed as it ends."""
+    s = split(r)
+    return f"{s['wall']:7.1f} s (load {s['load']:.1f}, generate {s['generate']:.1f}, rest {s['rest']:.1f})"
 
 
 if __name__ == "__main__":
