@@ -141,7 +141,11 @@ def test_every_replica_full_is_a_503_naming_the_queue():
     replicas = Replicas(BackPressureError(num_queued_requests=8, max_queued_requests=8))
     status, _, content = _call(Front(ServeOptions(max_queue=4), replicas), "POST", "/echo")
     error = json.loads(content)["error"]
-    assert status == 503 and error["code"] == "server_busy" and "every replica has 4 requests (--max-queue)" in error["message"]
+    assert (
+        status == 503
+        and error["code"] == "server_busy"
+        and "every replica has 4 requests (--max-queue)" in error["message"]
+    )
     assert replicas.calls == 1
 
 
