@@ -1,5 +1,5 @@
-"""`serve --ray`'s two deployments: the model replicas, and a light front that relays each HTTP
-request to one of them so that a replica lost mid-request is answered cleanly.
+"""`serve --ray`'s front: a light deployment that relays each HTTP request to one of the model
+replicas (rayserve.ModelReplica), so that a replica lost mid-request is answered cleanly.
 
     client --HTTP--> Ray Serve proxy --> Front (route "/") --handle--> ModelReplica.relay
     client --WebSocket /tts/ws--> Ray Serve proxy --> ModelReplica (route "/tts", its own app)
@@ -133,14 +133,14 @@ class Front:
                 return
             except BackPressureError:
                 queue = self.options.max_queue
-                refusal = busy(
+                answer = busy(
                     f"the server is busy: every replica has {queue} requests (--max-queue); try again shortly",
                     RETRY_AFTER,
                 )
             except lost:
                 if started:
                     raise  # the reply is cut where it stands
-                refusal = busy(
+                answer = busy(
                     "the replica serving this request stopped; try again shortly", RETRY_AFTER, "replica_lost"
                 )
                 if attempt == 0:
@@ -148,7 +148,7 @@ class Front:
             finally:
                 watcher.cancel()
                 replies.cancel()
-            return await error_response(refusal)(scope, receive, send)
+            return await error_response(answer)(scope, receive, send)
 
     @staticmethod
     async def until_gone(receive: Receive, replies: Any) -> None:

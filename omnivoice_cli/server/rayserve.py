@@ -241,7 +241,7 @@ def deploy(
         serve.delete(APP_NAME)
         serve.delete(MODEL_APP)
         if not options.quiet:
-            echo("omnivoice serve: the Ray Serve application is deleted; stopped")
+            echo("omnivoice serve: the Ray Serve applications are deleted; stopped")
 
 
 def _connect(ray: Any, options: RayOptions, echo: Callable[[str], object]) -> None:
