@@ -76,14 +76,14 @@ def default_ckpt() -> Path:
 
 
 def cpu_header(env: dict | None = None) -> str:
-    """Two lines for the top of a table: the CPU, its class (engine/cpu.py, under the caps of `env`,
+    """Two lines for the top of a table: the CPU, its class (engine/fast/cpu.py, under the caps of `env`,
     default this process's environment) with its flags of interest, and the load average now (the
     machine may be shared: ratios measured side by side are what to read)."""
     try:
-        from omnivoice_cli.engine import cpu
+        from omnivoice_cli.engine.fast import cpu
     except ImportError:  # run without the package installed: the checkout's
         sys.path.insert(0, str(ROOT))
-        from omnivoice_cli.engine import cpu
+        from omnivoice_cli.engine.fast import cpu
     info = cpu.detect(env=env)
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     return (
@@ -93,12 +93,12 @@ def cpu_header(env: dict | None = None) -> str:
 
 
 def force_int8_kernel(kernel: str | None) -> None:
-    """Make this process's CPU row (engine/cpu.py's CHOICES) run int8 on `kernel` ("onednn" or
+    """Make this process's CPU row (engine/fast/cpu.py's CHOICES) run int8 on `kernel` ("onednn" or
     "fbgemm"), to compare the kernels on the same class; None leaves the table alone."""
     if kernel:
         from dataclasses import replace
 
-        from omnivoice_cli.engine import cpu
+        from omnivoice_cli.engine.fast import cpu
 
         row = cpu.row_name(cpu.info())
         cpu.CHOICES[row] = replace(cpu.CHOICES.get(row, cpu.UNMEASURED), int8=kernel)

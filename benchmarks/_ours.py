@@ -25,8 +25,8 @@ def main():
     args = ap.parse_args()
     import torch
 
-    from omnivoice_cli.engine.config import GenerationConfig
     from omnivoice_cli.engine.hardware import Hardware
+    from omnivoice_cli.engine.model.config import GenerationConfig
     from omnivoice_cli.engine.pipeline import Engine
     from omnivoice_cli.engine.planning import Request
 
@@ -36,7 +36,7 @@ def main():
     kw = {}
     preset = {}
     if args.preset:
-        from omnivoice_cli.app.presets import find_preset
+        from omnivoice_cli.app.settings.presets import find_preset
 
         preset = find_preset(args.preset).settings
         args.quantize = preset.get("quantize", args.quantize)

@@ -45,7 +45,7 @@ def sentences() -> list[str]:
 def socket_parts() -> list[str]:
     """The requests the socket hands on for REPLY in 20-character messages then flush, when the
     messages arrive while its first part is spoken (a model's tokens: all within a second)."""
-    from omnivoice_cli.app.textparts import take_parts
+    from omnivoice_cli.app.door.textparts import take_parts
 
     parts, buffer = [], ""
     for i in range(0, len(REPLY), FRAGMENT):

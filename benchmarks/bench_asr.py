@@ -46,7 +46,7 @@ def main() -> None:
 
     import numpy as np
 
-    from omnivoice_cli.app import listen, verify
+    from omnivoice_cli.app.listening import listen, verify
 
     out: dict = {"text": SENTENCE_9S, "asr_model": args.asr_model}
     t0 = time.perf_counter()
@@ -57,8 +57,8 @@ def main() -> None:
     gen: dict[int, float] = {}
     audio = None
     if args.tts_ckpt is not None:
-        from omnivoice_cli.engine.config import GenerationConfig
         from omnivoice_cli.engine.hardware import Hardware
+        from omnivoice_cli.engine.model.config import GenerationConfig
         from omnivoice_cli.engine.pipeline import Engine
         from omnivoice_cli.engine.planning import Request
 

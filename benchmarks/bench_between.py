@@ -81,7 +81,8 @@ def code_of(model, modules) -> dict:
 def against(args, engine, batch, c, job) -> None:
     """before (revision args.against) and after (the checkout), alternated on one loaded model."""
 
-    from omnivoice_cli.engine import backbone, linears, narrow
+    from omnivoice_cli.engine.fast import linears, narrow
+    from omnivoice_cli.engine.model import backbone
 
     here = {"backbone": backbone, "narrow": narrow, "linears": linears}
     with tempfile.TemporaryDirectory() as tmp:
@@ -190,9 +191,10 @@ def main() -> int:
     import torch
     import torch.nn.functional as F
 
-    from omnivoice_cli.engine import backbone, int8pack, linears
-    from omnivoice_cli.engine.generation import pack
+    from omnivoice_cli.engine.fast import int8pack, linears
     from omnivoice_cli.engine.hardware import Hardware
+    from omnivoice_cli.engine.model import backbone
+    from omnivoice_cli.engine.model.generation import pack
     from omnivoice_cli.engine.pipeline import Engine
     from omnivoice_cli.engine.planning import Request
 

@@ -32,8 +32,8 @@ def main() -> int:
     args = ap.parse_args()
     import torch
 
-    from omnivoice_cli.engine.config import GenerationConfig
     from omnivoice_cli.engine.hardware import Hardware
+    from omnivoice_cli.engine.model.config import GenerationConfig
     from omnivoice_cli.engine.pipeline import Engine
     from omnivoice_cli.engine.planning import Request
 

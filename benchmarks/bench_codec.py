@@ -67,7 +67,7 @@ def split(run) -> dict[str, float]:
 def measure(dec, codes, threads: int, pairs: int) -> dict:
     import torch
 
-    from omnivoice_cli.engine.codecplan import build_plan
+    from omnivoice_cli.engine.fast.codecplan import build_plan
 
     torch.set_num_threads(threads)
     unpacked = build_plan(dec.acoustic_decoder, pack=False)
@@ -140,9 +140,9 @@ def main() -> int:
     import torch
 
     sys.path.insert(0, str(H.ROOT))
-    from omnivoice_cli.engine import codec
-    from omnivoice_cli.engine.config import ModelConfig
-    from omnivoice_cli.engine.memory import keep_heap
+    from omnivoice_cli.engine.fast.memory import keep_heap
+    from omnivoice_cli.engine.model import codec
+    from omnivoice_cli.engine.model.config import ModelConfig
 
     keep_heap()  # as the engine does once loaded: large blocks reused from the heap, not faulted afresh
 

@@ -26,13 +26,13 @@ from torch import nn
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from omnivoice_cli.engine.encoder import (  # noqa: E402
+from omnivoice_cli.engine.model.encoder import (  # noqa: E402
     EncoderConfig,
     HiggsEncoder,
     build_encoder,
 )
-from omnivoice_cli.engine.hubert import WeightNormConv1d  # noqa: E402
-from omnivoice_cli.engine.resample import resample_tensor  # noqa: E402
+from omnivoice_cli.engine.model.hubert import WeightNormConv1d  # noqa: E402
+from omnivoice_cli.engine.sound.resample import resample_tensor  # noqa: E402
 
 FULL_CONFIG = ROOT / "tests" / "fixtures" / "full" / "audio_tokenizer" / "config.json"
 

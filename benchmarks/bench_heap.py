@@ -26,7 +26,7 @@ STEP = """
 import resource, sys, torch
 torch.set_num_threads(int(sys.argv[2]))
 if sys.argv[1] == "keep":
-    from omnivoice_cli.engine.memory import keep_heap
+    from omnivoice_cli.engine.fast.memory import keep_heap
     keep_heap()
 def step():
     xs = []

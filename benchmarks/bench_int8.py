@@ -6,7 +6,7 @@ its own FBGEMM_ENABLE_INSTRUCTIONS, so it is measured with and without that one)
     python benchmarks/bench_int8.py [--caps native avx2 avx2-fbgemm] [--rows 300 523 1200 2400]
                                     [--rounds 5] [--threads 2] [--json out.json]
 
-Kernels (engine/linears.py): `fp32` oneDNN on a packed weight (OneDNNLinear, the fp32 path),
+Kernels (engine/fast/linears.py): `fp32` oneDNN on a packed weight (OneDNNLinear, the fp32 path),
 `onednn` the u8 x s8 qlinear of Int8Linear (the activations' quantisation included), `fbgemm`
 torch's dynamic quantised linear (torch.ops.quantized.linear_dynamic on fbgemm's packed weight,
 7-bit activations quantised inside it: LegacyInt8Linear / FbgemmInt8Linear). The shapes are one
@@ -70,7 +70,7 @@ def measure(rows: list[int], rounds: int, threads: int) -> dict:
     """In this process: ms per call of every kernel at every shape and M (medians of `rounds`)."""
     import torch
 
-    from omnivoice_cli.engine import cpu, linears
+    from omnivoice_cli.engine.fast import cpu, linears
 
     torch.set_num_threads(threads)
     g = torch.Generator().manual_seed(0)

@@ -29,7 +29,7 @@ def text_of(chars: int) -> str:
 CHILD = """
 import resource, sys, time
 import soundfile as sf
-from omnivoice_cli.engine.config import GenerationConfig
+from omnivoice_cli.engine.model.config import GenerationConfig
 from omnivoice_cli.engine.pipeline import Engine, Request
 from omnivoice_cli.engine.hardware import Hardware
 ckpt, src, steps, threads, out = sys.argv[1:6]

@@ -48,8 +48,8 @@ def main() -> int:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from omnivoice_cli.engine.generation import pack
     from omnivoice_cli.engine.hardware import Hardware
+    from omnivoice_cli.engine.model.generation import pack
     from omnivoice_cli.engine.pipeline import Engine
     from omnivoice_cli.engine.planning import Request
 

@@ -25,8 +25,8 @@ import json, sys, time
 t = {"start": time.perf_counter()}
 import torch
 t["torch"] = time.perf_counter()
-from omnivoice_cli.engine.config import GenerationConfig
-from omnivoice_cli.engine.generation import run_jobs
+from omnivoice_cli.engine.model.config import GenerationConfig
+from omnivoice_cli.engine.model.generation import run_jobs
 from omnivoice_cli.engine.pipeline import Engine, Request
 from omnivoice_cli.engine.hardware import Hardware
 import soundfile

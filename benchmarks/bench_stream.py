@@ -42,8 +42,8 @@ PARAGRAPH = (  # 600 characters
 def child(args) -> None:
     import torch
 
-    from omnivoice_cli.engine.config import GenerationConfig
     from omnivoice_cli.engine.hardware import Hardware
+    from omnivoice_cli.engine.model.config import GenerationConfig
     from omnivoice_cli.engine.pipeline import Engine
     from omnivoice_cli.engine.planning import Request
 
@@ -83,10 +83,10 @@ def reply(args) -> int:
     engine loaded as `serve --preset fast --quantize int8 --threads N` loads it."""
     from _reply import run_say_stream, run_socket
 
-    from omnivoice_cli.app.layers import FLAG_SOURCE, resolve
-    from omnivoice_cli.app.presets import find_preset
+    from omnivoice_cli.app.door.speaker import Speaker
     from omnivoice_cli.app.session import Session, hardware_from_settings
-    from omnivoice_cli.app.speaker import Speaker
+    from omnivoice_cli.app.settings.layers import FLAG_SOURCE, resolve
+    from omnivoice_cli.app.settings.presets import find_preset
     from omnivoice_cli.engine.stream.cut import StreamConfig
     from omnivoice_cli.server.config import ServeOptions
     from omnivoice_cli.server.speech import speaker_options

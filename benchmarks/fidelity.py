@@ -31,7 +31,7 @@ VARIANTS = {"bf16": {"dtype": "bfloat16"}, "int8": {"quantize": "int8"}, "auto":
 
 def step0_logits(engine, requests) -> list[torch.Tensor]:
     """[C, 2T, V] per request: the first forward's target logits, conditional then unconditional."""
-    from omnivoice_cli.engine.generation import pack
+    from omnivoice_cli.engine.model.generation import pack
 
     out = []
     with torch.inference_mode():
@@ -47,7 +47,7 @@ def step0_logits(engine, requests) -> list[torch.Tensor]:
 def final_tokens(engine, requests, steps: int) -> list[torch.Tensor]:
     from dataclasses import replace
 
-    from omnivoice_cli.engine.config import GenerationConfig
+    from omnivoice_cli.engine.model.config import GenerationConfig
 
     gen = GenerationConfig(num_step=steps, position_temperature=0.0, class_temperature=0.0)
     return [r.tokens for r in engine.generate([replace(q, generation=gen) for q in requests])]
@@ -90,9 +90,9 @@ def cache_per_step(ckpt: Path, req, steps: int, prompt_every: int, uncond_every:
     log-probs error, argmax agreement, revealed-set agreement)."""
     from dataclasses import replace
 
-    from omnivoice_cli.engine.config import GenerationConfig
-    from omnivoice_cli.engine.generation import pack, step_log_probs
     from omnivoice_cli.engine.hardware import Hardware
+    from omnivoice_cli.engine.model.config import GenerationConfig
+    from omnivoice_cli.engine.model.generation import pack, step_log_probs
     from omnivoice_cli.engine.pipeline import Engine
 
     engine = Engine.load(str(ckpt), Hardware(device="cpu", **load))
@@ -107,7 +107,7 @@ def cache_per_step(ckpt: Path, req, steps: int, prompt_every: int, uncond_every:
         return model.heads(h[c : c + T]), step_log_probs(job, model, h, c, u, mask)
 
     def revealed(job, lp, k):  # the positions the step reveals (greedy: position_temperature 0)
-        from omnivoice_cli.engine import scheduler
+        from omnivoice_cli.engine.model import scheduler
 
         pred, conf = scheduler.predict(lp, 0.0, None)
         scores = scheduler.position_scores(conf, job.tokens != mask, job.gen.layer_penalty_factor, 0.0, None)
@@ -227,7 +227,7 @@ def main() -> None:
     sys.path.insert(0, str(Path(__file__).parent))
     import _harness as H
 
-    from omnivoice_cli.engine import cpu, linears
+    from omnivoice_cli.engine.fast import cpu, linears
 
     H.force_int8_kernel(args.int8_kernel)
     print(H.cpu_header())

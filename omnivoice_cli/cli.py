@@ -21,7 +21,7 @@ from typing import Any, NamedTuple, Optional
 
 import typer
 
-from .app.setting import SettingsError
+from .app.settings.setting import SettingsError
 from .app.signals import ignore_stops
 from .engine.errors import InvalidRequest, ModelUnavailable, OmniVoiceError
 from .ui.helpfmt import HelpCommand, HelpGroup

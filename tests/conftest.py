@@ -26,7 +26,7 @@ AGENT_REPLY = (  # an agent's reply of 13 sentences of 2-4 s each (no two short 
     "guest house near the lighthouse still has rooms. Remember to bring a warm jacket, since the wind "
     "gets cold after dark. Have a wonderful trip, and let me know if you need anything else."
 )
-# no weight cache (engine/weightcache.py) unless a test asks for one: the user's is never written
+# no weight cache (engine/fast/weightcache.py) unless a test asks for one: the user's is never written
 os.environ.setdefault("OMNIVOICE_WEIGHT_CACHE", "off")
 
 
@@ -99,8 +99,8 @@ class FakeEngine:
         derived from the prepared waveform, so one recording always gives the same codes."""
         import torch
 
-        from omnivoice_cli.engine import voice as vmod
-        from omnivoice_cli.engine.canvastext import add_punctuation
+        from omnivoice_cli.engine.sound import voice as vmod
+        from omnivoice_cli.engine.text.canvastext import add_punctuation
 
         if isinstance(ref_audio, vmod.PreparedReference):  # read and prepared before the model was loaded
             prepared = ref_audio
@@ -279,7 +279,7 @@ def loaded(monkeypatch, tiny_engine):
     """Every command run in the test reuses the module's tiny engine (in process) instead of
     loading it again, for --model and for the default model (a command given no --model);
     `loaded.loads` counts the loads asked for."""
-    from omnivoice_cli.app.schema import DEFAULT_MODEL
+    from omnivoice_cli.app.settings.schema import DEFAULT_MODEL
     from omnivoice_cli.engine import pipeline
 
     class Loaded:

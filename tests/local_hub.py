@@ -71,7 +71,7 @@ def main() -> None:
     os.environ.update(HF_ENDPOINT=f"http://127.0.0.1:{server.server_address[1]}", HF_HUB_CACHE=f"{tmp}/hub")
     os.environ.update(OMNIVOICE_HOME=f"{tmp}/home", HF_HUB_DISABLE_TELEMETRY="1")
     os.environ.pop("HF_HUB_OFFLINE", None)
-    from omnivoice_cli.engine import hub
+    from omnivoice_cli.engine.checkpoint import hub
     from omnivoice_cli.engine.errors import ModelUnavailable
 
     report: dict = {"notices": [], "progress": []}

@@ -25,7 +25,7 @@ def free_port() -> int:
 @contextmanager
 def running_server(engine, **options):
     """Yield (url, server, state): the app over `engine` (already loaded) on a free port."""
-    from omnivoice_cli.app.layers import FLAG_SOURCE
+    from omnivoice_cli.app.settings.layers import FLAG_SOURCE
     from omnivoice_cli.server.config import ServeOptions, load_voice_map
     from omnivoice_cli.server.run import make_server
     from omnivoice_cli.server.state import ServerState

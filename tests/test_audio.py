@@ -8,9 +8,9 @@ import pytest
 import torch
 from safetensors.numpy import load_file
 
-from omnivoice_cli.engine import audio, postprocess
-from omnivoice_cli.engine.codec import load_codec_decoder
-from omnivoice_cli.engine.config import ModelConfig
+from omnivoice_cli.engine.model.codec import load_codec_decoder
+from omnivoice_cli.engine.model.config import ModelConfig
+from omnivoice_cli.engine.sound import audio, postprocess
 
 TINY = Path(__file__).parent / "fixtures" / "tiny" / "ckpt"
 GOLDEN = Path(__file__).parent / "fixtures" / "golden"

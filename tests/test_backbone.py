@@ -12,10 +12,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from omnivoice_cli.engine import memory
-from omnivoice_cli.engine.hardware import Hardware
-from omnivoice_cli.engine.int8pack import int8_weight
-from omnivoice_cli.engine.linears import (
+from omnivoice_cli.engine.checkpoint.tensorfile import SafetensorsFile
+from omnivoice_cli.engine.fast import memory
+from omnivoice_cli.engine.fast.int8pack import int8_weight
+from omnivoice_cli.engine.fast.linears import (
     Int8Linear,
     LegacyInt8Linear,
     OneDNNLinear,
@@ -24,9 +24,9 @@ from omnivoice_cli.engine.linears import (
     quantize_int8,
     use_onednn_linears,
 )
-from omnivoice_cli.engine.memory import release_pages
+from omnivoice_cli.engine.fast.memory import release_pages
+from omnivoice_cli.engine.hardware import Hardware
 from omnivoice_cli.engine.pipeline import Engine
-from omnivoice_cli.engine.tensorfile import SafetensorsFile
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "tests" / "fixtures" / "tiny" / "ckpt"
@@ -129,7 +129,7 @@ def test_release_pages_drops_only_mapped_checkpoint_pages():
 
 _STEPS = """
 import ctypes, json, sys
-from omnivoice_cli.engine import memory
+from omnivoice_cli.engine.fast import memory
 
 lib = memory.libc()
 fields = ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")
@@ -201,7 +201,7 @@ def test_engine_picks_the_cpu_linear_paths():
 @pytest.mark.slow
 def test_int8_engine_logits_stay_close_to_fp32():
     """Reported, not tight: on the tiny random checkpoint the step-0 logits move by a few percent."""
-    from omnivoice_cli.engine.generation import pack
+    from omnivoice_cli.engine.model.generation import pack
     from omnivoice_cli.engine.planning import Request
 
     out = []
@@ -217,7 +217,7 @@ def test_int8_engine_logits_stay_close_to_fp32():
 
 
 def test_without_onednn_the_plain_linears_stay(monkeypatch):
-    from omnivoice_cli.engine import linears
+    from omnivoice_cli.engine.fast import linears
 
     monkeypatch.setattr(linears, "_onednn_ok", False)  # as if the probe had failed
     lin = _linear()

@@ -22,9 +22,9 @@ import soundfile as sf
 from conftest import ROOT, TINY_CKPT, error_line, files_in
 
 import omnivoice_cli.media.output as omnivoice_output
-from omnivoice_cli.app.manifest import MANIFEST
-from omnivoice_cli.app.schema import DEFAULT_MODEL
-from omnivoice_cli.app.setting import flag_name
+from omnivoice_cli.app.batch.manifest import MANIFEST
+from omnivoice_cli.app.settings.schema import DEFAULT_MODEL
+from omnivoice_cli.app.settings.setting import flag_name
 
 MAIN = [sys.executable, "-c", "from omnivoice_cli.cli import main; main()"]  # the `omnivoice` script
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -106,7 +106,7 @@ def test_random_seeds_are_recorded_and_repeat_with_say(invoke, fake_engine, tmp_
 
 
 def test_jsonl_fields_map_to_requests(invoke, fake_engine, tmp_path, home):
-    from omnivoice_cli.engine.config import GenerationConfig
+    from omnivoice_cli.engine.model.config import GenerationConfig
 
     src = write_jsonl(
         tmp_path / "jobs.jsonl",
@@ -659,7 +659,7 @@ def test_an_executor_needs_only_the_public_seam(tmp_path, home):
     """batch.Executor: an executor that ends each line with save_result or fail_line (as
     cluster.RayExecutor does) gets the files, the manifest and the counts of a local run; the run
     needs nothing of the face (a bare session.Session: messages to a list, no bars)."""
-    from omnivoice_cli.app.batch import BatchRun
+    from omnivoice_cli.app.batch.batch import BatchRun
     from omnivoice_cli.app.session import Session
     from omnivoice_cli.engine.planning import Result
 
@@ -886,11 +886,11 @@ def test_batch_clones_a_voice_like_the_engine(invoke, loaded, tiny_engine, tmp_p
     """ref + ref_text, and a saved voice file, give exactly the engine's own result for that voice."""
     import shutil
 
-    from omnivoice_cli.engine.config import GenerationConfig
+    from omnivoice_cli.engine.model.config import GenerationConfig
     from omnivoice_cli.engine.planning import Request
     from omnivoice_cli.media.output import encode
 
-    voice_mod = pytest.importorskip("omnivoice_cli.engine.voice")
+    voice_mod = pytest.importorskip("omnivoice_cli.engine.sound.voice")
     if not hasattr(tiny_engine, "voice_from_audio") or not hasattr(voice_mod, "save_voice"):
         pytest.skip("voice cloning is not in the engine")
     from conftest import GOLDEN

@@ -25,7 +25,8 @@ from conftest import ROOT, TINY_CKPT, files_in
 pytest.importorskip("ebooklib")
 pytest.importorskip("av")
 
-from omnivoice_cli.app.bookplan import (  # noqa: E402
+from omnivoice_cli.app.batch.manifest import MANIFEST, done_records, is_recorded  # noqa: E402
+from omnivoice_cli.app.book.bookplan import (  # noqa: E402
     PART_CHARS,
     ChapterPlan,
     PartLine,
@@ -34,8 +35,7 @@ from omnivoice_cli.app.bookplan import (  # noqa: E402
     parse_chapters,
     split_parts,
 )
-from omnivoice_cli.app.booktrack import BookState, Tracker  # noqa: E402
-from omnivoice_cli.app.manifest import MANIFEST, done_records, is_recorded  # noqa: E402
+from omnivoice_cli.app.book.booktrack import BookState, Tracker  # noqa: E402
 from omnivoice_cli.engine.errors import InvalidRequest  # noqa: E402
 from tests import epub_util  # noqa: E402
 from tests.epub_util import make_epub, tiny_png  # noqa: E402
@@ -270,8 +270,8 @@ def test_verify_retakes_a_part_that_fails_twice_and_the_manifest_has_its_report(
     a rerun keeps the part and asks the recogniser nothing."""
     from test_verify import TEXT, Scripted
 
-    from omnivoice_cli.app import listen
-    from omnivoice_cli.app.bookplan import part_seed
+    from omnivoice_cli.app.book.bookplan import part_seed
+    from omnivoice_cli.app.listening import listen
 
     rec = Scripted(["garbled words", "hello hello hello", TEXT])
     monkeypatch.setattr(listen, "RECOGNISER", lambda spec, device, what: rec)
@@ -330,7 +330,7 @@ def test_dry_run_json(invoke, fake_engine, epub, tmp_path, home):
 
 def test_dry_run_estimate_follows_the_engine(invoke, fake_engine, epub, home):
     """The estimate is the engine's (plan_request) for each part, plus the chapter's silences."""
-    from omnivoice_cli.app.bookplan import CHAPTER_LEAD, CHAPTER_TAIL
+    from omnivoice_cli.app.book.bookplan import CHAPTER_LEAD, CHAPTER_TAIL
 
     short = report(book(invoke, epub, "--dry-run", "--json"))
     slower = report(book(invoke, epub, "--dry-run", "--json", "--speed", "0.5"))
@@ -411,7 +411,7 @@ def test_a_50_mb_book_dry_runs_through_the_command_in_bounded_memory(tmp_path):
     time, each part's text dropped once estimated)."""
     import textwrap
 
-    from omnivoice_cli.app.bookread import count_words
+    from omnivoice_cli.app.book.bookread import count_words
 
     paragraph = "The sea was calm that night and the keeper wrote in his log until the lamp burned low. "
     body = "\n".join(textwrap.wrap(paragraph * 12, 72)) + "\n\n"
@@ -535,7 +535,7 @@ def test_chapter_stem():
 
 def test_tracker_eta_from_the_measured_rate(tmp_path, monkeypatch):
     """The ETA is the time per estimated second spoken so far, times the estimated seconds left."""
-    import omnivoice_cli.app.book as book_mod
+    import omnivoice_cli.app.book.book as book_mod
 
     lines = [PartLine(i + 1, name=f"p{i}.flac", chapter=c, estimate=10.0) for i, c in enumerate([1, 2, 2])]
     plans = [ChapterPlan(1, "One", "", 1, "01-One", lines[:1]), ChapterPlan(2, "Two", "", 1, "02-Two", lines[1:])]
@@ -624,7 +624,7 @@ def test_ray_speaks_the_same_book(invoke, fake_engine, epub, tmp_path, home, mon
     .m4b as in this process (FakeRay of test_ray.py: actors in this process; FakeEngine's audio)."""
     from test_ray import FakeRay
 
-    from omnivoice_cli.app import cluster
+    from omnivoice_cli.app.batch import cluster
 
     assert book(invoke, epub, "-o", tmp_path / "local.m4b", "-q").exit_code == 0
     fake = FakeRay()
@@ -672,8 +672,8 @@ def test_a_real_local_ray_cluster_gives_a_local_runs_parts_and_chapters(epub, tm
 def test_ctrl_c_while_the_m4b_is_written_leaves_no_file(invoke, fake_engine, epub, tmp_path, home, monkeypatch):
     """A stop while the book is encoded: no .m4b and no temporary file; the next run writes it
     from the parts it kept."""
-    import omnivoice_cli.app.bookassembly as assembly
-    from omnivoice_cli.app.bookaudio import stream as stream_
+    import omnivoice_cli.app.book.bookassembly as assembly
+    from omnivoice_cli.app.book.bookaudio import stream as stream_
 
     stream = stream_
     blocks = {"n": 0}
@@ -733,7 +733,7 @@ def test_each_output_is_at_the_target_from_a_quiet_and_a_loud_source(
 def test_book_help_gives_its_own_loudness_default():
     import inspect
 
-    from omnivoice_cli.app.bookplan import DEFAULT_LOUDNESS
+    from omnivoice_cli.app.book.bookplan import DEFAULT_LOUDNESS
     from omnivoice_cli.commands import book as book_cmd
     from omnivoice_cli.commands import say as say_cmd
 

@@ -22,11 +22,11 @@ from conftest import ROOT, TINY_CKPT, error_line
 from test_book import PEAK_RSS
 from test_extras import blocker, omnivoice, one_line  # noqa: F401  (blocker: a fixture)
 
-from omnivoice_cli.app import bookread
-from omnivoice_cli.app.book import BookRun
-from omnivoice_cli.app.bookread import open_book
-from omnivoice_cli.app.booktrack import BookState
-from omnivoice_cli.app.bookwork import pieces_name
+from omnivoice_cli.app.book import bookread
+from omnivoice_cli.app.book.book import BookRun
+from omnivoice_cli.app.book.bookread import open_book
+from omnivoice_cli.app.book.booktrack import BookState
+from omnivoice_cli.app.book.bookwork import pieces_name
 from omnivoice_cli.engine.errors import InvalidRequest
 from omnivoice_cli.media.m4b import MAX_COVER_PIXELS, cover_image, image_size
 from omnivoice_cli.ui.progress import BookBars

@@ -1,9 +1,9 @@
-"""app/bookplan.py: a chapter's parts as typed Text and Pause segments, written as the request's
+"""app/book/bookplan.py: a chapter's parts as typed Text and Pause segments, written as the request's
 text (pause tags) in one place, `render`; the parts' texts (and so their keys) those of split_parts."""
 
 from __future__ import annotations
 
-from omnivoice_cli.app.bookplan import (
+from omnivoice_cli.app.book.bookplan import (
     PARAGRAPH_PAUSE,
     TITLE_PAUSE,
     Pause,

@@ -1,4 +1,4 @@
-"""The book reader (app/bookread.py): EPUB, Markdown and plain text into chapters, by its rules."""
+"""The book reader (app/book/bookread.py): EPUB, Markdown and plain text into chapters, by its rules."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from omnivoice_cli.app.bookread import count_words, epubzip, matter_by_title, open_book, text_heading, xhtml
+from omnivoice_cli.app.book.bookread import count_words, epubzip, matter_by_title, open_book, text_heading, xhtml
 from omnivoice_cli.engine.errors import InvalidRequest, MissingExtra
 
 pytest.importorskip("ebooklib")
@@ -381,7 +381,7 @@ def test_markdown_metadata_and_sources(tmp_path):
 
 
 def test_markdown_reads_as_say_markdown_does(tmp_path):
-    from omnivoice_cli.engine.markup import markdown_to_text
+    from omnivoice_cli.engine.text.markup import markdown_to_text
 
     block = "Some **bold** and a [link](http://x) and ![alt](i.png) and `code`."
     (tmp_path / "a.md").write_text(f"# T\n\n{block}\n")
@@ -529,7 +529,7 @@ MEMORY_PROBE = textwrap.dedent(
         except OSError:
             return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
 
-    from omnivoice_cli.app.bookread import open_book, count_words
+    from omnivoice_cli.app.book.bookread import open_book, count_words
     before = peak_mib()
     book = open_book(sys.argv[1])
     words = sum(count_words(c.text) for c in book.chapters())

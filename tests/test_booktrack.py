@@ -1,4 +1,4 @@
-"""`book`'s progress (app/booktrack.py, ui/progress.BookBars): the book's parts counted, the
+"""`book`'s progress (app/book/booktrack.py, ui/progress.BookBars): the book's parts counted, the
 chapter being read named, and an ETA from the measured rate that counts down between parts."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from omnivoice_cli.app import booktrack
-from omnivoice_cli.app.bookplan import ChapterPlan, PartLine
-from omnivoice_cli.app.booktrack import BookState, Tracker
+from omnivoice_cli.app.book import booktrack
+from omnivoice_cli.app.book.bookplan import ChapterPlan, PartLine
+from omnivoice_cli.app.book.booktrack import BookState, Tracker
 
 BOOK = "# One\n\nHello there. This is the first chapter.\n\n# Two\n\nGood night. The second chapter ends here.\n"
 

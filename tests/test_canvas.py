@@ -1,4 +1,4 @@
-"""Tests of omnivoice_cli.engine.canvas: every golden canvas is rebuilt exactly."""
+"""Tests of omnivoice_cli.engine.model.canvas: every golden canvas is rebuilt exactly."""
 
 from __future__ import annotations
 
@@ -9,15 +9,15 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from omnivoice_cli.engine.canvas import Canvas, build_canvas, style_text
-from omnivoice_cli.engine.canvastext import add_punctuation
-from omnivoice_cli.engine.chunking import chunk_len_for, chunk_text
-from omnivoice_cli.engine.duration import estimate_target_tokens, resolve_target_len
 from omnivoice_cli.engine.errors import InvalidRequest
-from omnivoice_cli.engine.instructs import resolve_instruct
-from omnivoice_cli.engine.languages import resolve_language
-from omnivoice_cli.engine.tokenizer import TextTokenizer
-from omnivoice_cli.engine.vocabulary import contains_chinese
+from omnivoice_cli.engine.model.canvas import Canvas, build_canvas, style_text
+from omnivoice_cli.engine.text.canvastext import add_punctuation
+from omnivoice_cli.engine.text.chunking import chunk_len_for, chunk_text
+from omnivoice_cli.engine.text.duration import estimate_target_tokens, resolve_target_len
+from omnivoice_cli.engine.text.instructs import resolve_instruct
+from omnivoice_cli.engine.text.languages import resolve_language
+from omnivoice_cli.engine.text.tokenizer import TextTokenizer
+from omnivoice_cli.engine.text.vocabulary import contains_chinese
 
 FIXTURES = Path(__file__).parent / "fixtures"
 GOLDEN = FIXTURES / "golden"

@@ -21,9 +21,9 @@ from conftest import GOLDEN, ROOT, TINY_CKPT, error_line, files_in
 from safetensors.numpy import load_file
 
 import omnivoice_cli.media.output as omnivoice_output
-from omnivoice_cli.app.layers import resolve_settings
-from omnivoice_cli.app.schema import DEFAULT_MODEL, GENERATION_DEFAULTS
-from omnivoice_cli.app.setting import SettingsError
+from omnivoice_cli.app.settings.layers import resolve_settings
+from omnivoice_cli.app.settings.schema import DEFAULT_MODEL, GENERATION_DEFAULTS
+from omnivoice_cli.app.settings.setting import SettingsError
 
 TEXT = "Hello world, this is a small test of the speech oracle."
 MAIN = [sys.executable, "-c", "from omnivoice_cli.cli import main; main()"]  # the `omnivoice` script
@@ -108,7 +108,7 @@ def test_listings_do_not_import_torch():
 
 
 def test_defaults_match_the_engine():
-    from omnivoice_cli.engine.config import GenerationConfig
+    from omnivoice_cli.engine.model.config import GenerationConfig
 
     g = GenerationConfig()
     for key, value in GENERATION_DEFAULTS.items():
@@ -117,7 +117,7 @@ def test_defaults_match_the_engine():
 
 
 def test_default_model_matches_the_engine():
-    hub = pytest.importorskip("omnivoice_cli.engine.hub")
+    hub = pytest.importorskip("omnivoice_cli.engine.checkpoint.hub")
     assert DEFAULT_MODEL == hub.DEFAULT_MODEL
 
 
@@ -157,7 +157,7 @@ def test_say_other_formats(invoke, fake_engine, tmp_path, ext, fmt):
 
 
 def test_defaults_map_to_request(invoke, fake_engine, tmp_path):
-    from omnivoice_cli.engine.config import GenerationConfig
+    from omnivoice_cli.engine.model.config import GenerationConfig
 
     r = invoke("say", "Hello", "-o", tmp_path / "x.wav")
     assert r.exit_code == 0, r.stderr
@@ -169,7 +169,7 @@ def test_defaults_map_to_request(invoke, fake_engine, tmp_path):
 
 
 def test_options_map_to_request(invoke, fake_engine, tmp_path):
-    from omnivoice_cli.engine.config import GenerationConfig
+    from omnivoice_cli.engine.model.config import GenerationConfig
 
     r = invoke(
         "say",
@@ -417,7 +417,7 @@ def test_unknown_language_warns_and_goes_on(invoke, fake_engine, tmp_path):
 
 
 def test_engine_warnings_are_shown_once(invoke, fake_engine, tmp_path):
-    from omnivoice_cli.engine.languages import resolve_language
+    from omnivoice_cli.engine.text.languages import resolve_language
 
     _, w = resolve_language("klingon")
     fake_engine.result_warnings = [w, "engine says something"]

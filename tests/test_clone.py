@@ -9,7 +9,7 @@ import torch
 from safetensors.torch import load_file
 from test_parity import run_traced
 
-from omnivoice_cli.engine.config import GenerationConfig
+from omnivoice_cli.engine.model.config import GenerationConfig
 from omnivoice_cli.engine.planning import Request
 
 pytestmark = pytest.mark.slow  # every test here runs the tiny model end to end (or a server on it)

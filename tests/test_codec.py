@@ -14,7 +14,8 @@ from safetensors import safe_open
 from safetensors.numpy import load_file as load_np
 from safetensors.torch import load_file, save_file
 
-from omnivoice_cli.engine.codec import (
+from omnivoice_cli.engine.errors import CheckpointError
+from omnivoice_cli.engine.model.codec import (
     Upsample,
     build_decoder,
     decoder_tensor_shapes,
@@ -25,8 +26,7 @@ from omnivoice_cli.engine.codec import (
     snake,
     upsample_conv_params,
 )
-from omnivoice_cli.engine.config import CodecConfig, ModelConfig
-from omnivoice_cli.engine.errors import CheckpointError
+from omnivoice_cli.engine.model.config import CodecConfig, ModelConfig
 
 TINY = Path(__file__).parent / "fixtures" / "tiny" / "ckpt"
 GOLDEN = Path(__file__).parent / "fixtures" / "golden"

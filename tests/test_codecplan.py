@@ -1,13 +1,13 @@
-"""The codec's folded decode plan (engine/codecplan.py) against the module tree it is made from."""
+"""The codec's folded decode plan (engine/fast/codecplan.py) against the module tree it is made from."""
 
 from pathlib import Path
 
 import pytest
 import torch
 
-from omnivoice_cli.engine.codec import AcousticDecoder, load_codec_decoder
-from omnivoice_cli.engine.codecplan import MIN_ALPHA, build_plan, can_pack
-from omnivoice_cli.engine.config import ModelConfig
+from omnivoice_cli.engine.fast.codecplan import MIN_ALPHA, build_plan, can_pack
+from omnivoice_cli.engine.model.codec import AcousticDecoder, load_codec_decoder
+from omnivoice_cli.engine.model.config import ModelConfig
 
 TINY = Path(__file__).parent / "fixtures" / "tiny" / "ckpt"
 

@@ -1,4 +1,4 @@
-"""What the engine makes of the CPU (engine/cpu.py): the class of a set of features, the caps of
+"""What the engine makes of the CPU (engine/fast/cpu.py): the class of a set of features, the caps of
 ONEDNN_MAX_CPU_ISA / ATEN_CPU_CAPABILITY, and what `dtype=bfloat16` does in each class, both with
 the capability check forced (every branch, on any machine) and for real in a process run as an
 AVX2-only CPU."""
@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from omnivoice_cli.engine import cpu, linears, loading
+from omnivoice_cli.engine import loading
+from omnivoice_cli.engine.fast import cpu, linears
 from omnivoice_cli.engine.hardware import Hardware
 from omnivoice_cli.engine.pipeline import Engine
 from omnivoice_cli.engine.planning import Request
@@ -117,7 +118,7 @@ def test_bf16_runs_is_onednns_own_answer():
 
 @pytest.mark.slow
 def test_torch_is_not_imported_to_read_the_class():
-    code = "import sys; from omnivoice_cli.engine import cpu; print(cpu.info().describe()); assert 'torch' not in sys.modules"
+    code = "import sys; from omnivoice_cli.engine.fast import cpu; print(cpu.info().describe()); assert 'torch' not in sys.modules"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
     assert out.returncode == 0, out.stderr
@@ -182,7 +183,7 @@ def test_oneDNNs_refusal_is_obeyed_even_where_the_features_say_yes(force):
 
 
 def _step0_logits(engine) -> torch.Tensor:
-    from omnivoice_cli.engine.generation import pack
+    from omnivoice_cli.engine.model.generation import pack
 
     job = engine.prepare(Request(text="Hello there, how are you?", lang="en"))
     batch, [(c, _)] = pack([job], "cpu")
@@ -267,7 +268,7 @@ def test_say_in_bf16_on_a_real_avx2_run(tmp_path):
 
 _AVX2_PROBE = """
 import torch
-from omnivoice_cli.engine import cpu, linears
+from omnivoice_cli.engine.fast import cpu, linears
 from omnivoice_cli.engine.pipeline import Engine, Request
 from omnivoice_cli.engine.hardware import Hardware
 info = cpu.info()

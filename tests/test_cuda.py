@@ -8,10 +8,10 @@ import pytest
 import torch
 from test_parity import CASES, golden, requests_for
 
-from omnivoice_cli.engine.config import GenerationConfig
-from omnivoice_cli.engine.generation import run_jobs
-from omnivoice_cli.engine.graphs import GraphedForward
+from omnivoice_cli.engine.fast.graphs import GraphedForward
 from omnivoice_cli.engine.hardware import Hardware
+from omnivoice_cli.engine.model.config import GenerationConfig
+from omnivoice_cli.engine.model.generation import run_jobs
 from omnivoice_cli.engine.pipeline import Engine
 from omnivoice_cli.engine.planning import Request
 

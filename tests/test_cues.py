@@ -184,7 +184,7 @@ def test_wrap_lines_standard_width():
 
 
 def test_a_long_piece_is_cut_into_readable_cues():
-    from omnivoice_cli.engine.duration import text_weight
+    from omnivoice_cli.engine.text.duration import text_weight
 
     subs = subtitles.cut_cue(Subtitle(1000, 21000, LONG, "ALICE"))
     assert " ".join(s.text for s in subs) == LONG and all(s.speaker == "ALICE" for s in subs)

@@ -15,13 +15,13 @@ import soundfile as sf
 from conftest import TINY_CKPT
 
 from omnivoice_cli.app import deliver as dl
-from omnivoice_cli.app import listen
+from omnivoice_cli.app.listening import listen
 
 PACKAGE = Path(__file__).resolve().parent.parent / "omnivoice_cli"
 
 # The functions of each output concern, by the module that defines them.
 CONCERNS = {
-    "app.words": {"word_timings", "span_words", "write_words", "write_word_subtitles"},
+    "app.listening.words": {"word_timings", "span_words", "write_words", "write_word_subtitles"},
     "media.subtitles": {"write_subtitles", "write_result_subtitles"},
     "media.leveller": {"normalize", "level", "Leveller"},
     "media.rates": {"at_rate", "StreamResampler"},

@@ -13,8 +13,8 @@ import torch
 import webvtt
 from conftest import TINY_CKPT, error_line, files_in
 
-from omnivoice_cli.app import dialogue
-from omnivoice_cli.app.dialogue import Cast, Member
+from omnivoice_cli.app.say import dialogue
+from omnivoice_cli.app.say.dialogue import Cast, Member
 from omnivoice_cli.engine.errors import InvalidRequest
 
 SR = 24000
@@ -29,7 +29,7 @@ ALICE: Fine, thank you.
 @pytest.fixture
 def voice_file(tmp_path):
     """A voice file (random codes for the tiny model's 8 codebooks)."""
-    from omnivoice_cli.engine.voice import VoicePrompt, save_voice
+    from omnivoice_cli.engine.sound.voice import VoicePrompt, save_voice
 
     codes = torch.randint(0, 1024, (8, 40), generator=torch.Generator().manual_seed(0))
     path = tmp_path / "bob.safetensors"

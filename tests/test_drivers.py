@@ -16,13 +16,13 @@ import queue
 import numpy as np
 import pytest
 
-from omnivoice_cli.engine.config import GenerationConfig
+from omnivoice_cli.engine.model.config import GenerationConfig
 from omnivoice_cli.engine.pieces import Piece, RequestPieces
 from omnivoice_cli.engine.planning import Request
 from omnivoice_cli.engine.service import Service
+from omnivoice_cli.engine.sound.voice import VoicePrompt
 from omnivoice_cli.engine.stream.cut import StreamConfig, cut_request
 from omnivoice_cli.engine.stream.run import StreamRun
-from omnivoice_cli.engine.voice import VoicePrompt
 
 G4 = GenerationConfig(num_step=4)
 CFG = StreamConfig(first_seconds=1.5, piece_seconds=2.5, sentence_seconds=2.5)

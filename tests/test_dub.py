@@ -15,7 +15,7 @@ import pytest
 import soundfile as sf
 from conftest import TINY_CKPT, error_line, files_in
 
-from omnivoice_cli.app import dubplan
+from omnivoice_cli.app.dub import dubplan
 from omnivoice_cli.media import tracks
 
 SR = 24000
@@ -531,7 +531,7 @@ def test_long_cue_pieces_equal_say_exactly(invoke, loaded, home, tmp_path):
 def test_fast_cues_are_warned_about(invoke, fake_engine, home, tmp_path):
     """A cue whose words must be said over 2x faster than their natural pace (text.speech_seconds
     against its length) is named in one warning; its speed is in --json."""
-    from omnivoice_cli.engine.duration import speech_seconds
+    from omnivoice_cli.engine.text.duration import speech_seconds
 
     words = "These words take well over a second to say at a natural pace."
     src = tmp_path / "a.srt"
@@ -555,7 +555,7 @@ def test_fast_cues_are_warned_about(invoke, fake_engine, home, tmp_path):
 
 
 def test_dry_run_loads_no_model_and_writes_nothing(invoke, fake_engine, home, episode, tmp_path):
-    from omnivoice_cli.engine.duration import speech_seconds
+    from omnivoice_cli.engine.text.duration import speech_seconds
 
     before = files_in(tmp_path)
     r = invoke(
@@ -631,7 +631,7 @@ def test_an_existing_track_is_not_replaced_silently(invoke, fake_engine, home, e
 
 
 def test_stems_are_lossless_files_the_track_format_where_it_is_one():
-    from omnivoice_cli.app.dubbing import stems_format
+    from omnivoice_cli.app.dub.dubbing import stems_format
 
     assert [stems_format(f) for f in ("wav", "flac", "ogg", "mp3", "opus", "raw", "mulaw")] == [
         "wav",

@@ -7,16 +7,16 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from omnivoice_cli.engine import hubert
-from omnivoice_cli.engine.encoder import (
+from omnivoice_cli.engine.checkpoint.tensorfile import SafetensorsFile
+from omnivoice_cli.engine.errors import CheckpointError
+from omnivoice_cli.engine.model import hubert
+from omnivoice_cli.engine.model.encoder import (
     EncoderConfig,
     build_encoder,
     encoder_tensor_shapes,
     load_codec_encoder,
 )
-from omnivoice_cli.engine.errors import CheckpointError
-from omnivoice_cli.engine.hubert import HubertConfig, fold_weight_norm
-from omnivoice_cli.engine.tensorfile import SafetensorsFile
+from omnivoice_cli.engine.model.hubert import HubertConfig, fold_weight_norm
 
 FIX = Path(__file__).parent / "fixtures"
 TINY_AT = FIX / "tiny" / "ckpt" / "audio_tokenizer"

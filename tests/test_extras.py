@@ -167,8 +167,8 @@ def test_say_without_the_play_extra_nor_a_player(blocker, tmp_path):
 
 def test_a_missing_extra_keeps_its_words_under_a_setting_name():
     """request.named leaves the pip line as it is (no "--normalize:" in front) but notes the setting."""
-    from omnivoice_cli.app.layers import FLAG_SOURCE, resolve
     from omnivoice_cli.app.request import named
+    from omnivoice_cli.app.settings.layers import FLAG_SOURCE, resolve
 
     e = MissingExtra("text normalisation", "kaldifst", "normalize")
     out = named(resolve((FLAG_SOURCE, {"normalize": True})), e, "normalize")

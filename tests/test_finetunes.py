@@ -1,5 +1,5 @@
 """Fine-tuned checkpoints (docs/finetunes.md): their own instruct items, languages and voices read
-from the folder (engine/finetune.py), bounded and checked; spoken through `say`, a batch JSON line
+from the folder (engine/checkpoint/finetune.py), bounded and checked; spoken through `say`, a batch JSON line
 and HTTP; the base checkpoint still refuses them. The three checkpoints are the tiny one with a
 fine-tune's files added (tests/fixtures/finetunes, the `finetune` fixture)."""
 
@@ -17,11 +17,11 @@ import soundfile as sf
 from conftest import GOLDEN, TINY_CKPT, error_line
 from server_util import running_server
 
-from omnivoice_cli.engine.config import ModelConfig
+from omnivoice_cli.engine.checkpoint.finetune import MAX_ENTRIES, MAX_FILE_BYTES, read_own
 from omnivoice_cli.engine.errors import CheckpointError
-from omnivoice_cli.engine.finetune import MAX_ENTRIES, MAX_FILE_BYTES, read_own
-from omnivoice_cli.engine.instructs import resolve_instruct
-from omnivoice_cli.engine.languages import resolve_language
+from omnivoice_cli.engine.model.config import ModelConfig
+from omnivoice_cli.engine.text.instructs import resolve_instruct
+from omnivoice_cli.engine.text.languages import resolve_language
 
 REF_TEXT = "This is the reference voice for the test"
 GREEDY = ("--position-temperature", 0, "--class-temperature", 0, "--num-step", 4, "--seed", 5)
@@ -186,7 +186,7 @@ def test_a_json_line_speaks_each_fine_tunes_own(invoke, finetune, as_loaded, tmp
 
 @pytest.mark.slow
 def test_http_speaks_each_fine_tunes_own_and_lists_its_voices(finetune, as_loaded, module_home):
-    from omnivoice_cli.app.layers import FLAG_SOURCE
+    from omnivoice_cli.app.settings.layers import FLAG_SOURCE
 
     bodies = {
         "kohai": {"instruct": "surprised"},
@@ -211,8 +211,8 @@ def test_http_speaks_each_fine_tunes_own_and_lists_its_voices(finetune, as_loade
 def test_wyomings_list_offers_the_checkpoints_voices_and_languages(finetune, home):
     from wyoming.info import Info
 
-    from omnivoice_cli.app.speaker import Speaker, SpeakerOptions
-    from omnivoice_cli.server.wyomingevents import info_event
+    from omnivoice_cli.app.door.speaker import Speaker, SpeakerOptions
+    from omnivoice_cli.server.wyoming.wyomingevents import info_event
 
     def program(name):
         speaker = Speaker(SpeakerOptions(model=str(finetune(name))), load=lambda: None)
@@ -245,7 +245,7 @@ def test_a_preset_and_a_batch_take_the_fine_tunes_items(invoke, finetune, tmp_pa
 
 def test_mcps_tools_offer_the_checkpoints_own(finetune, tmp_path, home):
     pytest.importorskip("mcp.server.mcpserver")
-    from omnivoice_cli.app.speaker import Speaker, SpeakerOptions
+    from omnivoice_cli.app.door.speaker import Speaker, SpeakerOptions
     from omnivoice_cli.server.mcp import Tools
 
     def tools(name):

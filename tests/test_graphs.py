@@ -6,9 +6,9 @@ replays it by re-running the model on them, which exercises everything but the C
 import pytest
 import torch
 
-from omnivoice_cli.engine.config import GenerationConfig
-from omnivoice_cli.engine.generation import pack, run_jobs
-from omnivoice_cli.engine.graphs import Graph, GraphedForward, static_copy
+from omnivoice_cli.engine.fast.graphs import Graph, GraphedForward, static_copy
+from omnivoice_cli.engine.model.config import GenerationConfig
+from omnivoice_cli.engine.model.generation import pack, run_jobs
 from omnivoice_cli.engine.planning import Request
 
 TEXTS = ["Hello there.", "A second, somewhat longer sentence for the batch.", "Third one."]
@@ -80,7 +80,7 @@ def test_old_layouts_are_evicted(engine):
 def test_layouts_seen_once_are_remembered_within_a_bound():
     from types import SimpleNamespace
 
-    from omnivoice_cli.engine import graphs
+    from omnivoice_cli.engine.fast import graphs
 
     captured = []
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from omnivoice_cli.app.layers import FLAG_SOURCE, engine_options, resolve
-from omnivoice_cli.engine import cpu
+from omnivoice_cli.app.settings.layers import FLAG_SOURCE, engine_options, resolve
+from omnivoice_cli.engine.fast import cpu
 from omnivoice_cli.engine.hardware import Hardware
 
 BASE = {"sse2", "sse4_2", "avx", "avx2", "fma", "f16c", "bmi2"}

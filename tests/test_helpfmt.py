@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import typer.main
 
-from omnivoice_cli.app.schema import SCHEMA
-from omnivoice_cli.app.setting import ADVANCED
+from omnivoice_cli.app.settings.schema import SCHEMA
+from omnivoice_cli.app.settings.setting import ADVANCED
 from omnivoice_cli.media.formats import AUDIO_FORMATS
 from omnivoice_cli.ui.helpfmt import HELP_ALL, asks_help_all, wrap_example
 

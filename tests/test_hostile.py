@@ -17,8 +17,8 @@ import pytest
 import soundfile as sf
 from conftest import TINY_CKPT, error_line, files_in
 
-from omnivoice_cli.engine.config import ModelConfig
 from omnivoice_cli.engine.errors import CheckpointError, InvalidRequest
+from omnivoice_cli.engine.model.config import ModelConfig
 from omnivoice_cli.engine.planning import Request, plan_request, validate_request
 
 # ------------------------------------------------------------------------------ files out
@@ -197,7 +197,7 @@ def test_a_text_over_the_request_length_is_refused(invoke, fake_engine, tmp_path
 
 
 def test_many_instruct_items_are_refused_at_once():
-    from omnivoice_cli.engine.instructs import resolve_instruct
+    from omnivoice_cli.engine.text.instructs import resolve_instruct
 
     with pytest.raises(InvalidRequest, match="instruct has 5000 items: at most one per category") as e:
         resolve_instruct(", ".join(f"item{i}" for i in range(5000)))
@@ -241,8 +241,8 @@ def test_frames_of_the_plan_are_what_the_engine_generates():
 
 def test_punctuated_text_is_cut_as_before():
     """Chunks that fit are exactly `chunk_text`'s (the reference's cut): only over-long ones are cut again."""
-    from omnivoice_cli.engine.chunking import chunk_len_for, chunk_text
-    from omnivoice_cli.engine.duration import resolve_target_len
+    from omnivoice_cli.engine.text.chunking import chunk_len_for, chunk_text
+    from omnivoice_cli.engine.text.duration import resolve_target_len
 
     text = "This is a sentence of a long text. And here is another one, with a comma. " * 40
     plan = plan_request(Request(text=text))
@@ -381,7 +381,7 @@ def _safetensors(path: Path, header) -> Path:
     ],
 )
 def test_bad_safetensors_headers(tmp_path, header, detail):
-    from omnivoice_cli.engine.tensorfile import SafetensorsFile, TensorFileError
+    from omnivoice_cli.engine.checkpoint.tensorfile import SafetensorsFile, TensorFileError
 
     with pytest.raises(TensorFileError, match=detail):
         SafetensorsFile(_safetensors(tmp_path / "x.safetensors", header))
@@ -429,7 +429,7 @@ def test_broken_voice_metadata_is_error_line(invoke, fake_engine, tmp_path, home
 
 
 def test_a_voice_too_long_is_refused_before_reading(tmp_path):
-    from omnivoice_cli.app.voices import load_voice_file
+    from omnivoice_cli.app.voices.voices import load_voice_file
 
     path = _voice_file(tmp_path / "v.safetensors", {"rms": "0.1", "text": "Hi."}, frames=2000)
     with pytest.raises(InvalidRequest, match="holds 80.0 s of audio: at most 60 s"):
@@ -467,7 +467,7 @@ def _wav(path: Path, seconds: float, rate: int = 24000, silent: bool = False) ->
 
 
 def test_a_reference_with_an_odd_rate_is_refused_before_resampling(tmp_path):
-    from omnivoice_cli.engine.voice import load_reference
+    from omnivoice_cli.engine.sound.voice import load_reference
 
     with pytest.raises(InvalidRequest, match="unusual sample rate 44101 Hz"):
         load_reference(_wav(tmp_path / "odd.wav", 0.5, rate=44101))
@@ -476,7 +476,7 @@ def test_a_reference_with_an_odd_rate_is_refused_before_resampling(tmp_path):
 
 
 def test_a_reference_longer_than_60_s_after_preparation_is_refused(tmp_path):
-    from omnivoice_cli.engine.voice import load_reference, prepare_reference
+    from omnivoice_cli.engine.sound.voice import load_reference, prepare_reference
 
     wav = load_reference(_wav(tmp_path / "long.wav", 70))
     with pytest.raises(InvalidRequest, match="70.0 s long after silence removal: at most 60 s"):
@@ -485,7 +485,7 @@ def test_a_reference_longer_than_60_s_after_preparation_is_refused(tmp_path):
 
 def test_a_long_reference_is_refused_by_its_header(tmp_path, monkeypatch):
     """Refused before a sample is read: the read itself is never called."""
-    from omnivoice_cli.engine import voice as vmod
+    from omnivoice_cli.engine.sound import voice as vmod
 
     path = _wav(tmp_path / "long.wav", 301, silent=True)
     monkeypatch.setattr(sf.SoundFile, "read", lambda *a, **k: pytest.fail("read a file the header refuses"))
@@ -502,7 +502,7 @@ def test_a_reference_transcript_too_long_is_refused_early(invoke, fake_engine, t
 
 
 def test_a_fifo_is_not_a_reference(tmp_path):
-    from omnivoice_cli.engine.voice import read_audio
+    from omnivoice_cli.engine.sound.voice import read_audio
 
     fifo = tmp_path / "pipe.wav"
     os.mkfifo(fifo)
@@ -606,7 +606,7 @@ def test_outputs_through_a_link_or_onto_a_folder_fail_alone(invoke, fake_engine,
 
 
 def test_a_batch_input_linked_to_dev_zero_is_bounded(invoke, fake_engine, tmp_path, home, monkeypatch):
-    import omnivoice_cli.app.batchinput as batchinput
+    import omnivoice_cli.app.batch.batchinput as batchinput
 
     monkeypatch.setattr(batchinput, "MAX_INPUT_BYTES", 8 << 20)  # the same loop, a smaller bound
     src = tmp_path / "zero.jsonl"
@@ -618,7 +618,7 @@ def test_a_batch_input_linked_to_dev_zero_is_bounded(invoke, fake_engine, tmp_pa
 
 
 def test_too_many_lines_are_refused(invoke, fake_engine, tmp_path, home, monkeypatch):
-    import omnivoice_cli.app.batchinput as batchinput
+    import omnivoice_cli.app.batch.batchinput as batchinput
 
     monkeypatch.setattr(batchinput, "MAX_LINES", 3)
     src = tmp_path / "in.txt"
@@ -728,8 +728,8 @@ def test_a_dub_cue_of_invisible_characters_is_a_silent_cue(invoke, fake_engine, 
 
 def test_validate_request_is_the_one_text_check():
     """What say, batch lines, dub cues and the server share (engine.textcheck.check_text)."""
-    from omnivoice_cli.engine.pauses import split_pauses
-    from omnivoice_cli.engine.textcheck import is_blank
+    from omnivoice_cli.engine.text.pauses import split_pauses
+    from omnivoice_cli.engine.text.textcheck import is_blank
 
     for text in ["\ud800", "ok\udfff", *NOTHING_TO_SPEAK, "", "  "]:
         with pytest.raises(InvalidRequest) as e:

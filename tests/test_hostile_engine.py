@@ -233,7 +233,7 @@ def test_a_closed_stdout_does_not_matter_when_audio_goes_to_a_file(tmp_path):
 
 
 def _request(text: str, seed: int, **kw):
-    from omnivoice_cli.engine.config import GenerationConfig
+    from omnivoice_cli.engine.model.config import GenerationConfig
     from omnivoice_cli.engine.planning import Request
 
     return Request(text=text, seed=seed, generation=GenerationConfig(num_step=3), **kw)

@@ -14,7 +14,7 @@ import huggingface_hub
 import huggingface_hub.constants
 import pytest
 
-from omnivoice_cli.engine import hub
+from omnivoice_cli.engine.checkpoint import hub
 from omnivoice_cli.engine.errors import InvalidRequest, ModelUnavailable
 
 REPO = "k2-fsa/OmniVoice"
@@ -259,7 +259,7 @@ def test_the_cache_follows_hf_home_when_hf_hub_cache_is_unset(tmp_path, monkeypa
 def test_hub_imports_no_torch(tmp_path):
     code = (
         "import sys\n"
-        "from omnivoice_cli.engine import hub\n"
+        "from omnivoice_cli.engine.checkpoint import hub\n"
         "hub.user_home(); hub.cached_models()\n"
         "print('torch' in sys.modules)\n"
     )

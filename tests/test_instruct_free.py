@@ -8,11 +8,11 @@ from urllib.parse import unquote
 
 import pytest
 
-from omnivoice_cli.app.instruct import header_text, merge, read_free, shown
+from omnivoice_cli.app.voices.instruct import header_text, merge, read_free, shown
 from omnivoice_cli.engine.errors import InvalidRequest
-from omnivoice_cli.engine.instructs import resolve_instruct
-from omnivoice_cli.engine.phrases import find_instruct_phrases
-from omnivoice_cli.engine.vocabulary import contains_chinese, instruct_synonyms, instruct_vocabulary
+from omnivoice_cli.engine.text.instructs import resolve_instruct
+from omnivoice_cli.engine.text.phrases import find_instruct_phrases
+from omnivoice_cli.engine.text.vocabulary import contains_chinese, instruct_synonyms, instruct_vocabulary
 
 # (instructions, the items used (None: none), words every note together must hold)
 FREE = [

@@ -1,12 +1,12 @@
-"""The int8 codes (engine/int8pack.py): the weights' coding per output channel, in blocks and with
+"""The int8 codes (engine/fast/int8pack.py): the weights' coding per output channel, in blocks and with
 their row sums, and the packing straight into oneDNN's layout, byte for byte oneDNN's own."""
 
 import pytest
 import torch
 
-from omnivoice_cli.engine import int8pack, linears
-from omnivoice_cli.engine.int8pack import int8_weight
-from omnivoice_cli.engine.linears import Int8Linear
+from omnivoice_cli.engine.fast import int8pack, linears
+from omnivoice_cli.engine.fast.int8pack import int8_weight
+from omnivoice_cli.engine.fast.linears import Int8Linear
 
 needs_onednn_int8 = pytest.mark.skipif(
     not linears.onednn_int8_available(), reason="this torch build has no oneDNN int8 linear"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from omnivoice_cli.engine.languages import list_languages, resolve_language
+from omnivoice_cli.engine.text.languages import list_languages, resolve_language
 
 DATA = Path(__file__).resolve().parent.parent / "omnivoice_cli" / "data"
 
@@ -192,7 +192,7 @@ def test_a_region_goes_to_its_variety(given, expected):
 
 
 def test_every_region_row_is_a_model_language_with_its_source():
-    from omnivoice_cli.engine.languages import language_regions
+    from omnivoice_cli.engine.text.languages import language_regions
 
     name_to_id = json.loads((DATA / "languages.json").read_text(encoding="utf-8"))["name_to_id"]
     rows = json.loads((DATA / "language_regions.json").read_text(encoding="utf-8"))["regions"]

@@ -183,15 +183,15 @@ def test_the_graph_sees_the_imports_it_must():
     """The walk finds imports of each kind (else the checks below would pass on an empty graph)."""
     edges = {(i.source, i.target) for i in _imports()}
     assert ("commands.common", "app.session") in edges  # relative, module level: from ..app.session import ...
-    assert ("commands.say", "app.listen") in edges  # inside a function: from ..app import listen
-    assert ("app.batch", "media.output") in edges  # inside a function: from ..media.output import ...
+    assert ("commands.say", "app.listening.listen") in edges  # inside a function: from ..app.listening import listen
+    assert ("app.batch.batch", "media.output") in edges  # inside a function: from ..media.output import ...
     assert ("app.session", "engine.pipeline") in edges  # inside a function: from ..engine import pipeline
     assert ("cli", "typer") in {(i.source, i.target.split(".")[0]) for i in _imports() if not i.inside}
     assert (
         _in("commands.batch", FACE)
         and _in("cli", FACE)
-        and not _in("app.batch", FACE)
-        and _in("engine.chunking", ENGINE)
+        and not _in("app.batch.batch", FACE)
+        and _in("engine.text.chunking", ENGINE)
     )
 
 
@@ -261,7 +261,9 @@ def _layer(module: str) -> str | None:
 def test_each_folder_imports_only_the_layers_below_it():
     """The folders are the layers: engine/ < media/ < app/ < server/ < the face."""
     assert (
-        _layer("engine.chunking") == "engine/" and _layer("app.batch") == "app/" and _layer("media.output") == "media/"
+        _layer("engine.text.chunking") == "engine/"
+        and _layer("app.batch.batch") == "app/"
+        and _layer("media.output") == "media/"
     )
     bad = []
     for i in _imports():

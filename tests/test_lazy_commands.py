@@ -65,7 +65,7 @@ def test_help_imports_no_heavy_module(args):
         assert not commands, commands
     else:
         assert "omnivoice_cli.commands.say" in commands and "omnivoice_cli.commands.serve" not in commands
-    runs = ("app.speak", "app.request", "app.batch", "app.deliver", "engine.pipeline", "server.state")
+    runs = ("app.say.speak", "app.request", "app.batch.batch", "app.deliver", "engine.pipeline", "server.state")
     assert not [m for m in runs if f"omnivoice_cli.{m}" in modules]  # what runs a command: not its help
 
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from omnivoice_cli.app.layers import FLAG_SOURCE, resolve
 from omnivoice_cli.app.lexicon import load_lexicon, parse_lexicon
 from omnivoice_cli.app.request import References, Voices, build_request
-from omnivoice_cli.app.schema import HTTP_SETTINGS, LINE_SETTINGS, PRESET_KEYS
-from omnivoice_cli.app.setting import SettingsError
+from omnivoice_cli.app.settings.layers import FLAG_SOURCE, resolve
+from omnivoice_cli.app.settings.schema import HTTP_SETTINGS, LINE_SETTINGS, PRESET_KEYS
+from omnivoice_cli.app.settings.setting import SettingsError
 from omnivoice_cli.engine.errors import InvalidRequest
 
 TINY_TOKENIZER = Path(__file__).parent / "fixtures" / "tiny" / "ckpt" / "tokenizer.json"
@@ -180,9 +180,9 @@ def test_pronunciation_forms_reach_the_canvas_tokens(tmp_path, content, text, la
     pytest.importorskip("kaldifst")
     from tokenizers import Tokenizer
 
-    from omnivoice_cli.engine.canvas import build_canvas
-    from omnivoice_cli.engine.canvastext import combine_text
-    from omnivoice_cli.engine.tokenizer import TextTokenizer
+    from omnivoice_cli.engine.model.canvas import build_canvas
+    from omnivoice_cli.engine.text.canvastext import combine_text
+    from omnivoice_cli.engine.text.tokenizer import TextTokenizer
 
     built = _built(text, lexicon=str(_words(tmp_path, content)), normalize=True, lang=lang)
     assert built.request.text == written
@@ -237,9 +237,9 @@ def test_every_speaking_command_takes_it():
 
 
 def test_wyoming_and_mcp_requests_go_through_it(tmp_path):
-    """The engine-loop servers (app/speaker.py): the command's lexicon for every request; a
+    """The engine-loop servers (app/door/speaker.py): the command's lexicon for every request; a
     request's settings cannot name one."""
-    from omnivoice_cli.app.speaker import Speaker, SpeakerOptions
+    from omnivoice_cli.app.door.speaker import Speaker, SpeakerOptions
 
     path = _words(tmp_path, 'GIF = "jif"\n')
     speaker = Speaker(SpeakerOptions(layers=((FLAG_SOURCE, {"lexicon": str(path)}),)), load=lambda: None)

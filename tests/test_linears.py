@@ -9,12 +9,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from omnivoice_cli.engine import cpu, linears, loading, narrow
-from omnivoice_cli.engine.backbone import RMSNorm, apply_rope, grouped_attention, rms_norm, rope_cos_sin, rope_inv_freq
+from omnivoice_cli.engine import loading
 from omnivoice_cli.engine.errors import InvalidRequest
-from omnivoice_cli.engine.hardware import Hardware
-from omnivoice_cli.engine.int8pack import int8_weight, quantize_activations
-from omnivoice_cli.engine.linears import (
+from omnivoice_cli.engine.fast import cpu, linears, narrow
+from omnivoice_cli.engine.fast.int8pack import int8_weight, quantize_activations
+from omnivoice_cli.engine.fast.linears import (
     BF16Linear,
     FbgemmInt8Linear,
     Fused,
@@ -22,12 +21,21 @@ from omnivoice_cli.engine.linears import (
     Int8Linear,
     LegacyInt8Linear,
 )
-from omnivoice_cli.engine.narrow import (
+from omnivoice_cli.engine.fast.narrow import (
     LeanRMSNorm,
     lean_rms_norm,
     norm_rope,
     rope_tables,
     rope_weights,
+)
+from omnivoice_cli.engine.hardware import Hardware
+from omnivoice_cli.engine.model.backbone import (
+    RMSNorm,
+    apply_rope,
+    grouped_attention,
+    rms_norm,
+    rope_cos_sin,
+    rope_inv_freq,
 )
 from omnivoice_cli.engine.pipeline import Engine
 from omnivoice_cli.engine.planning import Request
@@ -275,7 +283,7 @@ def test_fused_epilogues_are_the_plain_products(kind):
 
 
 def _step0_logits(engine) -> torch.Tensor:
-    from omnivoice_cli.engine.generation import pack
+    from omnivoice_cli.engine.model.generation import pack
 
     job = engine.prepare(Request(text="Hello there, how are you?", lang="en"))
     batch, [(c, _)] = pack([job], "cpu")

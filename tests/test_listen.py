@@ -25,9 +25,9 @@ def library_transcript(path: Path, lang: str | None = None) -> str:
     """faster-whisper's own transcription of the prepared reference, with listen's options."""
     from faster_whisper import WhisperModel
 
-    from omnivoice_cli.app import listen
-    from omnivoice_cli.engine import voice as vmod
-    from omnivoice_cli.engine.config import SAMPLE_RATE
+    from omnivoice_cli.app.listening import listen
+    from omnivoice_cli.engine.model.config import SAMPLE_RATE
+    from omnivoice_cli.engine.sound import voice as vmod
 
     prepared = vmod.prepare_reference(vmod.load_reference(path), None)
     model = WhisperModel(str(ASR_TINY), device="cpu", compute_type="int8")
@@ -101,14 +101,14 @@ def test_voice_add_without_transcript_stores_the_recognisers_words(
     assert r.exit_code == 0, r.stderr
     heard = library_transcript(bare_ref)
     assert fake_engine.encoded == [(str(bare_ref), heard)]
-    from omnivoice_cli.app import voices
+    from omnivoice_cli.app.voices import voices
 
     saved = voices.load_voice_file(voices.resolve_voice("alice", None))
     assert heard.rstrip(".") in saved.text  # the stored transcript (the model's punctuation added)
 
 
 def test_recogniser_is_freed_before_the_tts_model_loads(invoke, fake_engine, bare_ref, tmp_path, monkeypatch):
-    from omnivoice_cli.app import listen
+    from omnivoice_cli.app.listening import listen
 
     events = []
 
@@ -151,7 +151,11 @@ def test_asr_model_errors(invoke, fake_engine, bare_ref, tmp_path, monkeypatch):
 def test_help_and_the_core_path_never_import_the_recogniser(tmp_path):
     code = (
         "import sys\n"
-        "from omnivoice_cli.app import request, speak, layers, batch, listen\n"
+        "from omnivoice_cli.app import request\n"
+        "from omnivoice_cli.app.say import speak\n"
+        "from omnivoice_cli.app.settings import layers\n"
+        "from omnivoice_cli.app.batch import batch\n"
+        "from omnivoice_cli.app.listening import listen\n"
         "from omnivoice_cli.engine import pipeline, pieces\n"
         "from omnivoice_cli.engine.stream import run\n"
         "from omnivoice_cli.cli import main\n"
@@ -166,7 +170,7 @@ def test_help_and_the_core_path_never_import_the_recogniser(tmp_path):
 
 
 def test_the_fixture_is_in_the_librarys_format():
-    from omnivoice_cli.app import listen
+    from omnivoice_cli.app.listening import listen
 
     rec = listen.load_recogniser(str(ASR_TINY), "cpu")
     try:
@@ -187,7 +191,7 @@ def test_verify_and_word_times_hear_what_the_library_hears():
     import soundfile as sf
     from faster_whisper import WhisperModel
 
-    from omnivoice_cli.app import listen, verify
+    from omnivoice_cli.app.listening import listen, verify
     from omnivoice_cli.engine.pieces import PieceTake
 
     audio, rate = sf.read(REF, dtype="float32")
@@ -237,7 +241,7 @@ def test_a_broken_recogniser_folder_is_one_line_exit_1(invoke, fake_engine, bare
 def test_a_recogniser_that_fails_on_audio_is_a_typed_error():
     import numpy as np
 
-    from omnivoice_cli.app import listen
+    from omnivoice_cli.app.listening import listen
 
     rec = listen.load_recogniser(str(ASR_TINY), "cpu")
 
@@ -261,7 +265,7 @@ def test_a_ref_without_transcript_with_no_network_says_what_to_do(invoke, fake_e
     import huggingface_hub as hf
     from huggingface_hub.errors import LocalEntryNotFoundError
 
-    from omnivoice_cli.engine import hub
+    from omnivoice_cli.engine.checkpoint import hub
 
     def no_network(*a, **k):
         raise LocalEntryNotFoundError(

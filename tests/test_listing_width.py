@@ -30,8 +30,8 @@ def test_wrap_row_cuts_at_spaces_and_keeps_every_word(head):
 def test_voice_list_fits(invoke, home, monkeypatch):
     import torch
 
-    from omnivoice_cli.app.voices import voice_dir
-    from omnivoice_cli.engine.voice import VoicePrompt, save_voice
+    from omnivoice_cli.app.voices.voices import voice_dir
+    from omnivoice_cli.engine.sound.voice import VoicePrompt, save_voice
 
     name = "a-voice-with-a-rather-long-name-indeed"
     voice_dir().mkdir(parents=True)

@@ -8,11 +8,12 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from omnivoice_cli.engine import generation, postprocess
-from omnivoice_cli.engine.config import GenerationConfig
 from omnivoice_cli.engine.errors import InvalidRequest
-from omnivoice_cli.engine.pauses import split_pauses
+from omnivoice_cli.engine.model import generation
+from omnivoice_cli.engine.model.config import GenerationConfig
 from omnivoice_cli.engine.planning import Request, validate_request
+from omnivoice_cli.engine.sound import postprocess
+from omnivoice_cli.engine.text.pauses import split_pauses
 
 FIXTURES = Path(__file__).parent / "fixtures"
 GREEDY = GenerationConfig(position_temperature=0.0, class_temperature=0.0)
@@ -65,7 +66,7 @@ def test_long_text_is_no_longer_an_error():
 
 @pytest.mark.slow
 def test_chunks_with_a_reference_all_use_it(engine):
-    from omnivoice_cli.engine.voice import VoicePrompt
+    from omnivoice_cli.engine.sound.voice import VoicePrompt
 
     g = load_file(FIXTURES / "golden" / "clone.safetensors")
     voice = VoicePrompt(g["prompt0.ref_audio_tokens"], "This is the reference voice for the test.", 0.05)
@@ -145,8 +146,8 @@ def _speed15():
 
 @pytest.mark.slow
 def test_long_text_at_speed_15_is_cut_as_the_reference_and_only_later_targets_differ(engine):
-    from omnivoice_cli.engine.duration import estimate_duration
     from omnivoice_cli.engine.pipeline import JoinedPieces
+    from omnivoice_cli.engine.text.duration import estimate_duration
 
     meta, g, req = _speed15()
     calls = meta["calls"]
@@ -281,8 +282,8 @@ def test_a_streamed_text_without_a_voice_is_sped_up_once(engine):
 def test_a_voice_of_generated_codes_is_not_sped_up_again(engine):
     """A voice made of piece 0's codes (RequestPieces.first_voice; wyoming's next part of a stream
     goes on in it) already speaks at its rate: a request at that speed is estimated at speed 1."""
-    from omnivoice_cli.engine.duration import estimate_target_tokens
-    from omnivoice_cli.engine.voice import VoicePrompt
+    from omnivoice_cli.engine.sound.voice import VoicePrompt
+    from omnivoice_cli.engine.text.duration import estimate_target_tokens
 
     codes = torch.zeros(8, 60, dtype=torch.long)
     text = "The next part of the answer goes on in the same voice as the first."

@@ -1,4 +1,4 @@
-"""app/manifest.py: the batch manifest's records are what `LineRecord` says they are (its keys,
+"""app/batch/manifest.py: the batch manifest's records are what `LineRecord` says they are (its keys,
 a "done" record's fingerprint of its file)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 import typing
 from pathlib import Path
 
-from omnivoice_cli.app.manifest import MANIFEST, LineRecord, Status, fingerprint, is_recorded
+from omnivoice_cli.app.batch.manifest import MANIFEST, LineRecord, Status, fingerprint, is_recorded
 
 STATUSES = set(typing.get_args(Status))
 

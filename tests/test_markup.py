@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from omnivoice_cli.engine.markup import BREAK_STRENGTH_SECONDS, convert_ssml, looks_like_ssml, markdown_to_text
-from omnivoice_cli.engine.pauses import split_pauses
+from omnivoice_cli.engine.text.markup import BREAK_STRENGTH_SECONDS, convert_ssml, looks_like_ssml, markdown_to_text
+from omnivoice_cli.engine.text.pauses import split_pauses
 
 # ---------------------------------------------------------------- SSML
 

@@ -11,7 +11,7 @@ import pytest
 from conftest import TINY_CKPT, error_line
 from test_hub import FILES, REPO, cache, fake_hub, put  # noqa: F401 - fixtures
 
-from omnivoice_cli.app.schema import DEFAULT_MODEL
+from omnivoice_cli.app.settings.schema import DEFAULT_MODEL
 
 
 def test_download_shows_the_notice_and_progress_then_where(invoke, fake_hub, cache):  # noqa: F811
@@ -92,7 +92,7 @@ def test_dry_run_says_the_model_came_from_the_environment(invoke, tmp_path):
 def _offline_error(tmp_path, monkeypatch):
     import huggingface_hub.constants
 
-    from omnivoice_cli.engine import hub
+    from omnivoice_cli.engine.checkpoint import hub
     from omnivoice_cli.engine.errors import ModelUnavailable
 
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf"))

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from omnivoice_cli.engine import normalize as nz
 from omnivoice_cli.engine.errors import InvalidRequest
-from omnivoice_cli.engine.languages import resolve_language
+from omnivoice_cli.engine.text import normalize as nz
+from omnivoice_cli.engine.text.languages import resolve_language
 
 GOLDEN = json.loads((Path(__file__).parent / "fixtures" / "normalize" / "golden.json").read_text(encoding="utf-8"))
 CASES = [c for c in GOLDEN["cases"] if not c.get("deviation")]
@@ -95,7 +95,7 @@ def test_importing_the_engine_does_not_import_the_extra():
     import subprocess
     import sys
 
-    code = "import omnivoice_cli.engine.normalize, omnivoice_cli.engine.chunking, omnivoice_cli.engine.textcheck, sys; print('kaldifst' in sys.modules, 'num2words' in sys.modules, 'langcodes' in sys.modules)"
+    code = "import omnivoice_cli.engine.text.normalize, omnivoice_cli.engine.text.chunking, omnivoice_cli.engine.text.textcheck, sys; print('kaldifst' in sys.modules, 'num2words' in sys.modules, 'langcodes' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False", "False"]
 

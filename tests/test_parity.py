@@ -12,8 +12,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from omnivoice_cli.engine.config import GenerationConfig
-from omnivoice_cli.engine.generation import pack, run_jobs
+from omnivoice_cli.engine.model.config import GenerationConfig
+from omnivoice_cli.engine.model.generation import pack, run_jobs
 from omnivoice_cli.engine.planning import Request
 
 pytestmark = pytest.mark.slow  # every test here runs the tiny model end to end (or a server on it)

@@ -9,11 +9,11 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from omnivoice_cli.engine.config import GenerationConfig, ModelConfig
-from omnivoice_cli.engine.duration import resolve_target_len
+from omnivoice_cli.engine.model.config import GenerationConfig, ModelConfig
 from omnivoice_cli.engine.pieces import Piece
 from omnivoice_cli.engine.pipeline import Engine
 from omnivoice_cli.engine.planning import Request, plan_request
+from omnivoice_cli.engine.text.duration import resolve_target_len
 
 GOLDEN = Path(__file__).parent / "fixtures" / "golden"
 LONG = json.loads((GOLDEN / "long.json").read_text())

@@ -8,10 +8,10 @@ import zipfile
 import pytest
 from conftest import ROOT, error_line, files_in
 
-from omnivoice_cli.app.layers import resolve_settings
-from omnivoice_cli.app.presets import builtin_preset_dir, find_preset, list_presets, user_preset_dir
-from omnivoice_cli.app.schema import DEFAULT_MODEL, DEFAULTS, GENERATION_DEFAULTS
-from omnivoice_cli.app.setting import SettingsError
+from omnivoice_cli.app.settings.layers import resolve_settings
+from omnivoice_cli.app.settings.presets import builtin_preset_dir, find_preset, list_presets, user_preset_dir
+from omnivoice_cli.app.settings.schema import DEFAULT_MODEL, DEFAULTS, GENERATION_DEFAULTS
+from omnivoice_cli.app.settings.setting import SettingsError
 
 
 @pytest.fixture
@@ -40,7 +40,7 @@ def test_builtin_presets(presets_home):
 
 
 def test_builtin_presets_agree_with_the_engine():
-    from omnivoice_cli.engine.config import GenerationConfig
+    from omnivoice_cli.engine.model.config import GenerationConfig
 
     for name in ("fast", "balanced", "quality"):
         settings = find_preset(name).settings
@@ -281,7 +281,7 @@ def test_say_preset_voice_is_looked_up(invoke, fake_engine, presets_home, tmp_pa
     """A preset's voice: a saved voice's name, or a file relative to the preset's folder."""
     import torch
 
-    from omnivoice_cli.engine.voice import VoicePrompt, save_voice
+    from omnivoice_cli.engine.sound.voice import VoicePrompt, save_voice
 
     (presets_home / "presets" / "alice.toml").write_text('voice = "alice"\n')
     r = invoke("say", "Hi", "--preset", "alice", "-o", tmp_path / "x.wav")
@@ -350,7 +350,7 @@ def test_presets_show_a_file_and_errors(invoke, presets_home, tmp_path):
 
 
 def _force_cpu(monkeypatch, flags, machine="x86_64"):
-    from omnivoice_cli.engine import cpu
+    from omnivoice_cli.engine.fast import cpu
 
     monkeypatch.setattr(cpu, "_INFO", cpu.detect(flags, machine, env={}))
 

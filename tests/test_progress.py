@@ -114,9 +114,9 @@ def test_the_bar_counts_the_plans_steps_to_exactly_its_total(engine, monkeypatch
 
     import torch
 
-    from omnivoice_cli.engine.config import GenerationConfig
+    from omnivoice_cli.engine.model.config import GenerationConfig
     from omnivoice_cli.engine.planning import Request, plan_request
-    from omnivoice_cli.engine.voice import VoicePrompt
+    from omnivoice_cli.engine.sound.voice import VoicePrompt
 
     monkeypatch.setattr(engine, "cfg", dataclasses.replace(engine.cfg, **limits))
     monkeypatch.setattr(engine, "_finish", lambda plan, warnings: None)  # no decoding: it runs no forward
@@ -302,8 +302,8 @@ def test_compile_is_part_of_loading(monkeypatch):
 def test_a_compiled_engine_compiles_nothing_while_generating():
     from torch._dynamo.utils import counters
 
-    from omnivoice_cli.engine.config import GenerationConfig
     from omnivoice_cli.engine.hardware import Hardware
+    from omnivoice_cli.engine.model.config import GenerationConfig
     from omnivoice_cli.engine.pipeline import Engine
     from omnivoice_cli.engine.planning import Request
 

@@ -23,11 +23,11 @@ import pytest
 from conftest import GOLDEN, ROOT, TINY_CKPT, files_in
 from server_util import free_port
 
-from omnivoice_cli.app import cluster, clusterworker
-from omnivoice_cli.app.executor import GROUP_SIZE
-from omnivoice_cli.app.manifest import MANIFEST
-from omnivoice_cli.engine.config import GenerationConfig
+from omnivoice_cli.app.batch import cluster, clusterworker
+from omnivoice_cli.app.batch.executor import GROUP_SIZE
+from omnivoice_cli.app.batch.manifest import MANIFEST
 from omnivoice_cli.engine.errors import CheckpointError, InvalidRequest
+from omnivoice_cli.engine.model.config import GenerationConfig
 from omnivoice_cli.engine.planning import Request
 
 MAIN = [sys.executable, "-c", "from omnivoice_cli.cli import main; main()"]  # the `omnivoice` script

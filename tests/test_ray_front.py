@@ -1,4 +1,4 @@
-"""server/rayfront.py without a cluster: the front's relay over a stand-in deployment handle (a
+"""server/ray/rayfront.py without a cluster: the front's relay over a stand-in deployment handle (a
 lost replica tried once more, then a 503; all full a 503; the key and the body limit checked
 before anything is carried), and `relay_through`, which runs one request through a replica's app."""
 
@@ -18,7 +18,7 @@ from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
 from omnivoice_cli.server.config import ServeOptions
-from omnivoice_cli.server.rayfront import Front, plain_scope, relay_through
+from omnivoice_cli.server.ray.rayfront import Front, plain_scope, relay_through
 
 
 async def _echo(request):

@@ -1,9 +1,9 @@
 """`omnivoice serve --ray`: the server's app as a Ray Serve application, a model per replica
-(server/rayserve.py). The slow test starts a local Ray head (2 CPUs) and `serve --ray ADDRESS
+(server/ray/rayserve.py). The slow test starts a local Ray head (2 CPUs) and `serve --ray ADDRESS
 --replicas 2` with the tiny checkpoint: 20 concurrent seeded requests all answer 200, both
 replicas answer some, each reply equals a plain `serve`'s for the same seed; the key, /metrics
 and the socket go through Ray Serve's proxy as they do on a plain server; a replica killed under
-load leaves no request hanging and none answered 500 (the front: server/rayfront.py)."""
+load leaves no request hanging and none answered 500 (the front: server/ray/rayfront.py)."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def test_serve_ray_without_ray_serve_names_the_extra(invoke, monkeypatch):
 
 
 def test_replica_options_are_checked(invoke):
-    from omnivoice_cli.server.rayserve import RayOptions
+    from omnivoice_cli.server.ray.rayserve import RayOptions
 
     r = invoke("serve", "--replicas", "2")
     assert r.exit_code == 2 and "need --ray" in r.stderr

@@ -1,4 +1,4 @@
-"""`say --server URL` (app/remote.py) against a real `omnivoice serve` (uvicorn on 127.0.0.1, the
+"""`say --server URL` (app/say/remote.py) against a real `omnivoice serve` (uvicorn on 127.0.0.1, the
 tiny checkpoint): the same bytes as a local `say` with the same seed, the same errors and exit codes,
 one line when no server is there."""
 

@@ -9,7 +9,7 @@ import pytest
 import soundfile as sf
 import torch
 
-from omnivoice_cli.engine.resample import output_length, reduced_rates, resample, resample_tensor
+from omnivoice_cli.engine.sound.resample import output_length, reduced_rates, resample, resample_tensor
 
 FIX = Path(__file__).parent / "fixtures"
 CASES = [("ref24k_to_16k", "ref_24k.wav", 16000), ("ref16k_to_24k", "ref_16k.wav", 24000)]

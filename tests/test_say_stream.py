@@ -134,7 +134,7 @@ def test_a_closed_pipe_is_noticed_between_pieces(monkeypatch):
     """`--stream -o - | head -c 1000`: the reader gone is found while the next piece is made."""
     import os
 
-    from omnivoice_cli.app.speakstream import watch_ends
+    from omnivoice_cli.app.say.speakstream import watch_ends
     from omnivoice_cli.engine.errors import OmniVoiceError
     from omnivoice_cli.media.streams import StreamWriter
 

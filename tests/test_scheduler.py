@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from omnivoice_cli.engine import scheduler
+from omnivoice_cli.engine.model import scheduler
 
 
 @pytest.mark.parametrize("total, steps, shift", [(648, 32, 0.1), (8, 32, 0.1), (1000, 8, 1.0), (81 * 8, 1, 0.1)])

@@ -11,9 +11,16 @@ import sys
 import pytest
 from conftest import ROOT
 
-from omnivoice_cli.app.schema import CHUNK_FIELDS, DEFAULTS, GENERATION_KEYS, MAX_DURATION, MAX_NUM_STEP, SCHEMA
-from omnivoice_cli.app.setting import FLAG, LINE, PANELS, PRESET, SettingsError, flag_name
-from omnivoice_cli.app.values import check_setting
+from omnivoice_cli.app.settings.schema import (
+    CHUNK_FIELDS,
+    DEFAULTS,
+    GENERATION_KEYS,
+    MAX_DURATION,
+    MAX_NUM_STEP,
+    SCHEMA,
+)
+from omnivoice_cli.app.settings.setting import FLAG, LINE, PANELS, PRESET, SettingsError, flag_name
+from omnivoice_cli.app.settings.values import check_setting
 from omnivoice_cli.ui.options import settings_table
 
 # One bad value per setting, the same in every way in (a flag gets it as text). Settings with no
@@ -113,7 +120,7 @@ def test_every_setting_is_complete():
 
 
 def test_defaults_come_from_the_engine():
-    from omnivoice_cli.engine.config import GenerationConfig, ModelConfig
+    from omnivoice_cli.engine.model.config import GenerationConfig, ModelConfig
 
     g = GenerationConfig()
     for key in GENERATION_KEYS:
@@ -176,8 +183,8 @@ def test_examples_end_each_main_command_help():
 def test_the_schema_checks_the_engines_values_by_the_engines_rules():
     """A generation value the schema accepts the engine accepts, and one the engine refuses the
     schema refuses in the engine's own words (the schema may add sane bounds of its own)."""
-    from omnivoice_cli.engine.config import GenerationConfig, value_rule
     from omnivoice_cli.engine.errors import InvalidRequest
+    from omnivoice_cli.engine.model.config import GenerationConfig, value_rule
 
     fields = {**{k: k for k in GENERATION_KEYS if k != "denoise"}, **CHUNK_FIELDS}
     probes = [-1, 0, 1e-3, 0.5, 1, 2, 29.5, 30, 30.5, 64, 65, 2000]

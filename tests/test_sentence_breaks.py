@@ -56,7 +56,7 @@ def test_streamed_pieces_keep_tokens_whole(invoke, loaded, home, tmp_path):
     """`--stream --json` on the tiny checkpoint, pieces of at most a second (so every sentence and
     clause break is a piece's end): the subtitles of the streamed render are its pieces, each
     whole, and the report counts them."""
-    from omnivoice_cli.engine.config import GenerationConfig
+    from omnivoice_cli.engine.model.config import GenerationConfig
     from omnivoice_cli.engine.planning import Request
     from omnivoice_cli.engine.stream.cut import StreamConfig, cut_request
 
@@ -77,7 +77,7 @@ def test_streamed_pieces_keep_tokens_whole(invoke, loaded, home, tmp_path):
 def test_wyoming_stream_speaks_up_to_a_break_only():
     """Wyoming's streamed text: spoken up to its last sentence end with a space after it, never up
     to 'U.S.' or a number's dot (more of it may come in the next chunk)."""
-    from omnivoice_cli.app.textparts import ready_text, within
+    from omnivoice_cli.app.door.textparts import ready_text, within
 
     assert ready_text("It costs 3.")[0] == ""  # '5 euros' may follow
     assert ready_text("It costs 3.5 euros. More")[0] == "It costs 3.5 euros."
@@ -91,7 +91,7 @@ def test_wyoming_stream_speaks_up_to_a_break_only():
 
 def test_book_parts_are_cut_between_sentences_only():
     """A paragraph longer than a part is cut between sentences: never after 'U.S.' or 'Mr.'."""
-    from omnivoice_cli.app.bookplan import split_parts
+    from omnivoice_cli.app.book.bookplan import split_parts
 
     paragraph = "Trade with the U.S. grew by 2.75 percent. Mr. Smith from the U.K. said so. " * 3
     parts = split_parts(paragraph.strip(), None, limit=60)

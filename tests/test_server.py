@@ -15,7 +15,7 @@ import httpx
 import numpy as np
 from server_util import TINY_CKPT, decode, hold_engine, running_server, wait_for, wav_samples
 
-from omnivoice_cli.engine.config import GenerationConfig
+from omnivoice_cli.engine.model.config import GenerationConfig
 from omnivoice_cli.engine.planning import Request
 from omnivoice_cli.engine.stream.render import stream
 from omnivoice_cli.media.pcm import pcm16

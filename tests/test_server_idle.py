@@ -16,8 +16,8 @@ pytest.importorskip("uvicorn")  # the serve extra (CI installs it with the test 
 import httpx
 from server_util import TINY_CKPT, hold_loop, ready_url, running_server, wait_for
 
-from omnivoice_cli.app.idle import idle_seconds
-from omnivoice_cli.app.speaker import Speaker, SpeakerOptions
+from omnivoice_cli.app.door.idle import idle_seconds
+from omnivoice_cli.app.door.speaker import Speaker, SpeakerOptions
 from omnivoice_cli.engine.errors import InvalidRequest
 
 pytestmark = pytest.mark.usefixtures("home")
@@ -202,8 +202,8 @@ def test_wyoming_sleeps_between_connections_and_wakes_for_the_next(engine):
     from wyoming.client import AsyncTcpClient
     from wyoming.tts import Synthesize
 
-    from omnivoice_cli.app.layers import FLAG_SOURCE
-    from omnivoice_cli.server.wyoming import WyomingOptions, WyomingServer
+    from omnivoice_cli.app.settings.layers import FLAG_SOURCE
+    from omnivoice_cli.server.wyoming.wyoming import WyomingOptions, WyomingServer
 
     flags = {"num_step": 4, "seed": 5}
     speaker = Speaker(SpeakerOptions(layers=((FLAG_SOURCE, flags),), idle_unload=0.3), load=lambda: engine)

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from omnivoice_cli.app.layers import FLAG_SOURCE, check_layer
-from omnivoice_cli.app.setting import FLAG, SettingsError
+from omnivoice_cli.app.settings.layers import FLAG_SOURCE, check_layer
+from omnivoice_cli.app.settings.setting import FLAG, SettingsError
 from omnivoice_cli.engine.errors import InvalidRequest
 from omnivoice_cli.server.config import ServeOptions, load_voice_map
 from omnivoice_cli.server.errors import ApiError
@@ -254,8 +254,8 @@ def test_presets_by_model_or_field_and_the_servers_layers():
 def test_a_saved_voice_by_name_and_a_saved_voice_shadows_an_openai_name(home):
     import torch
 
-    from omnivoice_cli.app import voices
-    from omnivoice_cli.engine.voice import VoicePrompt
+    from omnivoice_cli.app.voices import voices
+    from omnivoice_cli.engine.sound.voice import VoicePrompt
 
     codes = torch.zeros(8, 30, dtype=torch.long)
     voices.save("alloy", VoicePrompt(codes, "A saved alloy.", 0.1))

@@ -275,7 +275,9 @@ def test_serve_warns_on_an_open_address_without_a_key(invoke, monkeypatch):
     assert r.exit_code == 0 and "Warning: listening on 0.0.0.0 without --api-key" in r.stderr
     o = seen[-1]
     assert (o.host, o.max_queue, o.api_key, o.model) == ("0.0.0.0", 3, None, str(TINY_CKPT))
-    assert dict(o.layers)[__import__("omnivoice_cli.app.layers").app.layers.FLAG_SOURCE]["num_step"] == 8
+    assert (
+        dict(o.layers)[__import__("omnivoice_cli.app.settings.layers").app.settings.layers.FLAG_SOURCE]["num_step"] == 8
+    )
     r = invoke("serve", "--host", "0.0.0.0", env={"OMNIVOICE_API_KEY": "k"})
     assert r.exit_code == 0 and "Warning" not in r.stderr and seen[-1].api_key == "k"
     r = invoke("serve")

@@ -13,7 +13,7 @@ pytest.importorskip("uvicorn")  # the serve extra (CI installs it with the test 
 import httpx
 from server_util import running_server
 
-from omnivoice_cli.app.schema import HTTP_SETTINGS, SCHEMA
+from omnivoice_cli.app.settings.schema import HTTP_SETTINGS, SCHEMA
 
 STATIC = Path(__file__).resolve().parent.parent / "omnivoice_cli" / "static"
 KEY = {"Authorization": "Bearer s3cret"}

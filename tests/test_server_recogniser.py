@@ -18,7 +18,7 @@ pytest.importorskip("httpx")
 import httpx
 from server_util import running_server
 
-from omnivoice_cli.app import listen
+from omnivoice_cli.app.listening import listen
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 ASR_TINY = FIXTURES / "asr-tiny"

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from server_util import hold_loop, wait_for
 
-from omnivoice_cli.engine.config import GenerationConfig
 from omnivoice_cli.engine.errors import InvalidRequest
+from omnivoice_cli.engine.model.config import GenerationConfig
 from omnivoice_cli.engine.planning import Request
 from omnivoice_cli.engine.service import Service
 from omnivoice_cli.engine.stream.cut import StreamConfig, cut_request

@@ -6,10 +6,10 @@ from contextlib import contextmanager
 
 import pytest
 
-from omnivoice_cli.app.layers import FLAG_SOURCE, resolve
-from omnivoice_cli.app.presets import find_preset
-from omnivoice_cli.app.schema import DEFAULTS, MAX_SEED
 from omnivoice_cli.app.session import NoProgress, Session, WarnOnce, check_seed_range, hardware_from_settings, seed_for
+from omnivoice_cli.app.settings.layers import FLAG_SOURCE, resolve
+from omnivoice_cli.app.settings.presets import find_preset
+from omnivoice_cli.app.settings.schema import DEFAULTS, MAX_SEED
 from omnivoice_cli.engine.errors import InvalidRequest
 from omnivoice_cli.engine.hardware import Hardware
 

@@ -1,4 +1,4 @@
-"""app/settingreads.py: the typed reads of resolved settings, generated from the schema by
+"""app/settings/settingreads.py: the typed reads of resolved settings, generated from the schema by
 tools/settings_types.py. The file is what the schema makes now, and the types it gives are the
 types the settings hold at run time."""
 
@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from omnivoice_cli.app import settingreads
-from omnivoice_cli.app.layers import resolve
-from omnivoice_cli.app.schema import SCHEMA
-from omnivoice_cli.app.values import check_setting
+from omnivoice_cli.app.settings import settingreads
+from omnivoice_cli.app.settings.layers import resolve
+from omnivoice_cli.app.settings.schema import SCHEMA
+from omnivoice_cli.app.settings.values import check_setting
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -39,7 +39,7 @@ def _typed() -> dict[str, tuple[type, bool]]:
 
 
 def test_the_generated_reads_are_the_schemas():
-    text = (ROOT / "omnivoice_cli" / "app" / "settingreads.py").read_text()
+    text = (ROOT / "omnivoice_cli" / "app" / "settings" / "settingreads.py").read_text()
     assert text == _tool().render(), "run python tools/settings_types.py"
 
 

@@ -1,13 +1,13 @@
-"""The settings (app/layers.py, values.py): the one precedence function, and the checks of one setting."""
+"""The settings (app/settings/layers.py, values.py): the one precedence function, and the checks of one setting."""
 
 from __future__ import annotations
 
 import pytest
 
-from omnivoice_cli.app.layers import check_engine_options, generation_kwargs, resolve_settings
-from omnivoice_cli.app.schema import CHUNK_DEFAULTS, DEFAULTS, GENERATION_DEFAULTS, PRESET_KEYS
-from omnivoice_cli.app.setting import SettingsError
-from omnivoice_cli.app.values import allowed, check_setting, join_lines
+from omnivoice_cli.app.settings.layers import check_engine_options, generation_kwargs, resolve_settings
+from omnivoice_cli.app.settings.schema import CHUNK_DEFAULTS, DEFAULTS, GENERATION_DEFAULTS, PRESET_KEYS
+from omnivoice_cli.app.settings.setting import SettingsError
+from omnivoice_cli.app.settings.values import allowed, check_setting, join_lines
 
 _ = None  # "not given in this layer"
 
@@ -180,7 +180,7 @@ def test_preset_keys():
 
 
 def test_chunk_settings_are_the_engines():
-    from omnivoice_cli.engine.config import GenerationConfig
+    from omnivoice_cli.engine.model.config import GenerationConfig
 
     g = GenerationConfig()
     assert CHUNK_DEFAULTS == {"chunk_duration": g.audio_chunk_duration, "chunk_threshold": g.audio_chunk_threshold}
@@ -225,8 +225,8 @@ def test_join_lines(text, expected):
 
 def test_the_int8_rule_is_the_engines():
     """One rule for int8 with device, dtype and compile: the schema's check before loading and the
-    loader's own take it from engine/config.py, and name the settings each its own way."""
-    from omnivoice_cli.engine.config import int8_clash, int8_problem
+    loader's own take it from engine/model/config.py, and name the settings each its own way."""
+    from omnivoice_cli.engine.model.config import int8_clash, int8_problem
 
     assert int8_clash("cpu", "float32", False) is None and int8_clash("auto", None, False) is None
     assert [int8_clash("cuda", None, False), int8_clash(None, "bfloat16", False), int8_clash("cuda", "bf16", True)] == [

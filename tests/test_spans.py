@@ -1,15 +1,15 @@
 """Where each piece of a request lands in the post-processed audio: layouts and spans as pure
-functions (engine/audio.py, postprocess.py, pipeline.piece_spans), checked against the post-processing itself."""
+functions (engine/sound/audio.py, postprocess.py, pipeline.piece_spans), checked against the post-processing itself."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from omnivoice_cli.engine import audio
-from omnivoice_cli.engine.audio import layout_slice, map_span, merge_layout, render_layout
 from omnivoice_cli.engine.planning import piece_spans
-from omnivoice_cli.engine.postprocess import post_process_parts
+from omnivoice_cli.engine.sound import audio
+from omnivoice_cli.engine.sound.audio import layout_slice, map_span, merge_layout, render_layout
+from omnivoice_cli.engine.sound.postprocess import post_process_parts
 
 SR = 24000
 

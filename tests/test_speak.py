@@ -15,11 +15,11 @@ import pytest
 import soundfile as sf
 from conftest import ROOT
 
-from omnivoice_cli.app import speak, speakdialogue, speakrun, speakstream
-from omnivoice_cli.app.layers import DEFAULT_SOURCE, FLAG_SOURCE, Source, engine_options, resolve
-from omnivoice_cli.app.presets import Preset
 from omnivoice_cli.app.request import References, Voices, build_request
+from omnivoice_cli.app.say import speak, speakdialogue, speakrun, speakstream
 from omnivoice_cli.app.session import Session, hardware_from_settings
+from omnivoice_cli.app.settings.layers import DEFAULT_SOURCE, FLAG_SOURCE, Source, engine_options, resolve
+from omnivoice_cli.app.settings.presets import Preset
 
 PACKAGE = ROOT / "omnivoice_cli"
 
@@ -161,7 +161,7 @@ def test_a_stop_while_generating_is_stopped_and_nothing_written(fake_engine, tmp
 
 
 def test_the_dialogue_run_gives_each_line_its_place(fake_engine, tmp_path):
-    from omnivoice_cli.app.dialogue import plan_script
+    from omnivoice_cli.app.say.dialogue import plan_script
 
     flags = {"num_step": 2, "model": "fake", "seed": 5}
     script = plan_script("A: Hello there.\nB: Hi.\n", "the text", ["A=auto", "B=instruct:male"], None, flags)
@@ -193,7 +193,7 @@ def test_a_dialogue_loads_the_model_as_the_run_settings_say(invoke, fake_engine,
 @pytest.mark.slow
 def test_the_runs_import_no_typer_or_rich():
     code = (
-        "import sys, omnivoice_cli.app.speak, omnivoice_cli.app.speakdialogue, omnivoice_cli.app.dialogue; print(sorted(m for m in sys.modules "
+        "import sys, omnivoice_cli.app.say.speak, omnivoice_cli.app.say.speakdialogue, omnivoice_cli.app.say.dialogue; print(sorted(m for m in sys.modules "
         "if m.split('.')[0] in ('typer', 'rich', 'click') or m.startswith('omnivoice_cli.commands')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)

@@ -1,4 +1,4 @@
-"""app/speaker.py: the one door of every network request. HTTP (speech, script), Wyoming and MCP
+"""app/door/speaker.py: the one door of every network request. HTTP (speech, script), Wyoming and MCP
 requests are all made by `Speaker.make` (presets, voices, the build and the CLI's plan once), and
 the server takes exactly what the CLI's plan takes, refusing the rest in the plan's words."""
 
@@ -12,13 +12,13 @@ import httpx
 import pytest
 from server_util import TINY_CKPT, running_server
 
-from omnivoice_cli.app import speaker as speaker_module
-from omnivoice_cli.app.layers import FLAG_SOURCE, resolve
+from omnivoice_cli.app.door import speaker as speaker_module
+from omnivoice_cli.app.door.speaker import Speaker, SpeakerOptions
 from omnivoice_cli.app.request import References, Voices, build_request
-from omnivoice_cli.app.speaker import Speaker, SpeakerOptions
-from omnivoice_cli.engine.config import ModelConfig
+from omnivoice_cli.app.settings.layers import FLAG_SOURCE, resolve
 from omnivoice_cli.engine.errors import InvalidRequest
 from omnivoice_cli.engine.forwardfit import check_sizes, fit_sizes
+from omnivoice_cli.engine.model.config import ModelConfig
 from omnivoice_cli.engine.planning import Request, plan_request
 from omnivoice_cli.engine.stream.cut import StreamConfig, cut_request
 from omnivoice_cli.server.config import ServeOptions, load_voice_map
@@ -60,7 +60,7 @@ def _wyoming_says(speaker: Speaker, text: str) -> list[str]:
     from wyoming.client import AsyncTcpClient
     from wyoming.tts import Synthesize
 
-    from omnivoice_cli.server.wyoming import WyomingOptions, WyomingServer
+    from omnivoice_cli.server.wyoming.wyoming import WyomingOptions, WyomingServer
 
     server = WyomingServer(speaker, WyomingOptions(uri="tcp://127.0.0.1:0", quiet=True))
     ready, loop = threading.Event(), asyncio.new_event_loop()
@@ -152,8 +152,8 @@ def test_the_server_takes_the_unpunctuated_stretch_the_clis_plan_cuts_at_words(h
 def test_the_server_refuses_what_the_clis_plan_refuses_in_its_words(home):
     import torch
 
-    from omnivoice_cli.app import voices
-    from omnivoice_cli.engine.voice import VoicePrompt
+    from omnivoice_cli.app.voices import voices
+    from omnivoice_cli.engine.sound.voice import VoicePrompt
 
     voices.save("slow", VoicePrompt(torch.zeros(8, 750, dtype=torch.long), "Hi.", 0.1))  # 30 s for "Hi."
     text = "Hello there, how are you today?"

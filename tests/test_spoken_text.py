@@ -10,14 +10,14 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from omnivoice_cli.app.layers import FLAG_SOURCE, resolve
 from omnivoice_cli.app.request import spoken_text
-from omnivoice_cli.engine import generation
-from omnivoice_cli.engine.canvastext import nonverbal_tags
-from omnivoice_cli.engine.config import GenerationConfig
+from omnivoice_cli.app.settings.layers import FLAG_SOURCE, resolve
+from omnivoice_cli.engine.model import generation
+from omnivoice_cli.engine.model.config import GenerationConfig
 from omnivoice_cli.engine.planning import Request, plan_request
-from omnivoice_cli.engine.symbols import drop_symbol_runs
-from omnivoice_cli.engine.tags import count_tags, cut_at_tags, drop_unknown_tags
+from omnivoice_cli.engine.text.canvastext import nonverbal_tags
+from omnivoice_cli.engine.text.symbols import drop_symbol_runs
+from omnivoice_cli.engine.text.tags import count_tags, cut_at_tags, drop_unknown_tags
 
 GOLDEN = Path(__file__).parent / "fixtures" / "golden"
 GREEDY = GenerationConfig(position_temperature=0.0, class_temperature=0.0)

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 from conftest import AGENT_REPLY, TINY_CKPT
 
-from omnivoice_cli.app.manifest import MANIFEST
+from omnivoice_cli.app.batch.manifest import MANIFEST
 from omnivoice_cli.engine.stream.waves import Stagger
 
 slow = pytest.mark.slow
@@ -52,7 +52,7 @@ def test_a_stagger_lets_jobs_leave_one_by_one():
 def test_generate_steady_gives_the_same_tokens_one_by_one(tiny_engine):
     """Engine.generate(steady=True): each request's tokens are those of the plain run, and the
     requests finish one at a time (each in a later forward than the one before)."""
-    from omnivoice_cli.engine.config import GenerationConfig
+    from omnivoice_cli.engine.model.config import GenerationConfig
     from omnivoice_cli.engine.planning import Request
 
     gen = GenerationConfig(num_step=6)
@@ -126,7 +126,7 @@ def test_a_long_reply_leaves_the_service_piece_by_piece(tiny_engine, ref_voice, 
     the audio is that of the streamed render."""
     import queue
 
-    from omnivoice_cli.engine.config import GenerationConfig
+    from omnivoice_cli.engine.model.config import GenerationConfig
     from omnivoice_cli.engine.planning import Request
     from omnivoice_cli.engine.service import Service
     from omnivoice_cli.engine.stream.cut import StreamConfig, cut_request
@@ -165,7 +165,7 @@ def test_say_stream_hands_a_wave_out_piece_by_piece(tiny_engine):
     end)."""
     import itertools
 
-    from omnivoice_cli.engine.config import GenerationConfig
+    from omnivoice_cli.engine.model.config import GenerationConfig
     from omnivoice_cli.engine.planning import Request
     from omnivoice_cli.engine.stream.render import stream
 
@@ -227,7 +227,7 @@ def test_the_server_keeps_a_short_text_whole_and_cuts_a_long_one_by_sentence():
     """The server's cut: a text up to its piece_seconds (10 s) is one piece (what `say` makes of
     it); a longer one's later pieces a sentence each; a continued request (a socket's or
     Wyoming's next part) a sentence a piece from its first."""
-    from omnivoice_cli.engine.config import GenerationConfig
+    from omnivoice_cli.engine.model.config import GenerationConfig
     from omnivoice_cli.engine.planning import Request
     from omnivoice_cli.engine.stream.cut import cut_request, estimated_seconds
     from omnivoice_cli.server.config import ServeOptions
@@ -251,7 +251,7 @@ def test_a_socket_reply_leaves_the_service_sentence_by_sentence(tiny_engine):
     its own, handed out in order, each in a forward of its own."""
     import queue
 
-    from omnivoice_cli.engine.config import GenerationConfig
+    from omnivoice_cli.engine.model.config import GenerationConfig
     from omnivoice_cli.engine.planning import Request
     from omnivoice_cli.engine.service import Service
     from omnivoice_cli.server.config import ServeOptions

@@ -1,4 +1,4 @@
-"""The step cache (GenerationConfig.step_cache, engine/generation.py): the prompt's keys and values
+"""The step cache (GenerationConfig.step_cache, engine/model/generation.py): the prompt's keys and values
 reused between refreshes, the unconditional log-probabilities reused for k steps. Off, the loop is
 the exact one (the parity tests run it); on, outputs are valid, deterministic, independent of
 what shares their forwards, and the same through generate, the service and the stream."""
@@ -12,14 +12,14 @@ import torch
 from conftest import GOLDEN, TINY_CKPT
 from safetensors.torch import load_file
 
-from omnivoice_cli.app.layers import Source, check_layer, generation_kwargs, resolve_settings
-from omnivoice_cli.app.presets import find_preset
-from omnivoice_cli.app.schema import DEFAULTS, GENERATION_KEYS, SCHEMA
-from omnivoice_cli.app.setting import FLAG, HTTP, LINE, PRESET, SettingsError
-from omnivoice_cli.engine.config import GenerationConfig
+from omnivoice_cli.app.settings.layers import Source, check_layer, generation_kwargs, resolve_settings
+from omnivoice_cli.app.settings.presets import find_preset
+from omnivoice_cli.app.settings.schema import DEFAULTS, GENERATION_KEYS, SCHEMA
+from omnivoice_cli.app.settings.setting import FLAG, HTTP, LINE, PRESET, SettingsError
 from omnivoice_cli.engine.errors import InvalidRequest
-from omnivoice_cli.engine.generation import pack, run_jobs
 from omnivoice_cli.engine.hardware import Hardware
+from omnivoice_cli.engine.model.config import GenerationConfig
+from omnivoice_cli.engine.model.generation import pack, run_jobs
 from omnivoice_cli.engine.pipeline import Engine
 from omnivoice_cli.engine.planning import Request
 
@@ -116,7 +116,7 @@ def test_each_step_packs_what_the_schedule_says(engine):
         while not job.done:
             batch, spans = pack([job], engine.device)
             seen.append((tuple(batch.seq_lens), spans[0][1] >= 0))
-            from omnivoice_cli.engine.generation import advance
+            from omnivoice_cli.engine.model.generation import advance
 
             advance(job, engine.model, engine.model(batch), *spans[0], engine.cfg.audio_mask_id)
     for s, (lens, uncond) in enumerate(seen):

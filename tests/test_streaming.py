@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 import torch
 
-from omnivoice_cli.engine import generation
 from omnivoice_cli.engine.cancel import Cancelled
-from omnivoice_cli.engine.config import GenerationConfig
+from omnivoice_cli.engine.model import generation
+from omnivoice_cli.engine.model.config import GenerationConfig
 from omnivoice_cli.engine.planning import Request
+from omnivoice_cli.engine.sound.voice import VoicePrompt
 from omnivoice_cli.engine.stream.cut import (
     Segment,
     StreamConfig,
@@ -22,7 +23,6 @@ from omnivoice_cli.engine.stream.cut import (
 from omnivoice_cli.engine.stream.render import stream
 from omnivoice_cli.engine.stream.run import StreamRun
 from omnivoice_cli.engine.stream.waves import WavePlanner, forward_model
-from omnivoice_cli.engine.voice import VoicePrompt
 
 G4 = GenerationConfig(num_step=4)
 GREEDY4 = GenerationConfig(num_step=4, position_temperature=0.0, class_temperature=0.0)
@@ -452,7 +452,7 @@ def test_a_cuda_graph_capture_is_not_cut_by_a_cancel():
     import types
 
     from omnivoice_cli.engine.cancel import cancellable, check
-    from omnivoice_cli.engine.graphs import GraphedForward
+    from omnivoice_cli.engine.fast.graphs import GraphedForward
 
     def capture(model, batch):
         check()  # the model's layers check: must not raise here

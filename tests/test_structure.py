@@ -6,9 +6,9 @@ from pathlib import Path
 
 import torch
 
-from omnivoice_cli.engine.backbone import OmniVoiceModel
-from omnivoice_cli.engine.codec import build_decoder
-from omnivoice_cli.engine.config import ModelConfig
+from omnivoice_cli.engine.model.backbone import OmniVoiceModel
+from omnivoice_cli.engine.model.codec import build_decoder
+from omnivoice_cli.engine.model.config import ModelConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 FULL = Path(__file__).parent / "fixtures" / "full"  # the real config files and tensor list

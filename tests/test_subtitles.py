@@ -132,7 +132,7 @@ def check_cues_against_audio(cues, audio, texts):
 @slow
 @pytest.mark.parametrize("ext", ["srt", "vtt"])
 def test_say_subtitles_follow_the_pieces(invoke, loaded, home, tmp_path, ext):
-    from omnivoice_cli.engine.config import GenerationConfig
+    from omnivoice_cli.engine.model.config import GenerationConfig
     from omnivoice_cli.engine.planning import Request, plan_request
 
     args = ["--seed", 3, "--num-step", 4, "--model", TINY_CKPT, *CHUNKED, "-q"]
@@ -201,9 +201,9 @@ def test_result_pieces_of_a_cloned_long_text(tiny_engine):
     """With a reference voice every chunk starts at once; the spans still follow the audio."""
     import torch
 
-    from omnivoice_cli.engine.config import GenerationConfig
+    from omnivoice_cli.engine.model.config import GenerationConfig
     from omnivoice_cli.engine.planning import Request
-    from omnivoice_cli.engine.voice import VoicePrompt
+    from omnivoice_cli.engine.sound.voice import VoicePrompt
 
     ref = VoicePrompt(torch.randint(0, 1024, (8, 30), generator=torch.Generator().manual_seed(1)), "A reference.", 0.05)
     g = GenerationConfig(num_step=4, audio_chunk_threshold=1, audio_chunk_duration=1)

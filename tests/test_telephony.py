@@ -94,8 +94,8 @@ def test_wyoming_at_16k(engine, module_home):
     from wyoming.audio import AudioChunk, AudioStart
     from wyoming.tts import Synthesize
 
-    from omnivoice_cli.app.layers import FLAG_SOURCE
-    from omnivoice_cli.app.speaker import Speaker, SpeakerOptions
+    from omnivoice_cli.app.door.speaker import Speaker, SpeakerOptions
+    from omnivoice_cli.app.settings.layers import FLAG_SOURCE
 
     plain = Running(engine)
     try:

@@ -8,8 +8,8 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
+from omnivoice_cli.engine.checkpoint.tensorfile import SafetensorsFile, TensorFileError, read_floats, write_file
 from omnivoice_cli.engine.errors import CheckpointError
-from omnivoice_cli.engine.tensorfile import SafetensorsFile, TensorFileError, read_floats, write_file
 
 TINY_AT = Path(__file__).parent / "fixtures" / "tiny" / "ckpt" / "audio_tokenizer" / "model.safetensors"
 

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from omnivoice_cli.engine.canvastext import add_punctuation, combine_text, tokenize_with_nonverbal_tags
-from omnivoice_cli.engine.chunking import chunk_len_for, chunk_text, is_sentence_break
-from omnivoice_cli.engine.duration import (
+from omnivoice_cli.engine.errors import CheckpointError, InvalidRequest
+from omnivoice_cli.engine.text.canvastext import add_punctuation, combine_text, tokenize_with_nonverbal_tags
+from omnivoice_cli.engine.text.chunking import chunk_len_for, chunk_text, is_sentence_break
+from omnivoice_cli.engine.text.duration import (
     check_ref_transcript,
     estimate_duration,
     estimate_target_tokens,
@@ -18,11 +19,10 @@ from omnivoice_cli.engine.duration import (
     speech_seconds,
     text_weight,
 )
-from omnivoice_cli.engine.errors import CheckpointError, InvalidRequest
-from omnivoice_cli.engine.instructs import resolve_instruct
-from omnivoice_cli.engine.languages import list_languages, resolve_language
-from omnivoice_cli.engine.tokenizer import MARKER_TOKENS, TextTokenizer
-from omnivoice_cli.engine.vocabulary import contains_chinese, instruct_vocabulary
+from omnivoice_cli.engine.text.instructs import resolve_instruct
+from omnivoice_cli.engine.text.languages import list_languages, resolve_language
+from omnivoice_cli.engine.text.tokenizer import MARKER_TOKENS, TextTokenizer
+from omnivoice_cli.engine.text.vocabulary import contains_chinese, instruct_vocabulary
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TINY_TOKENIZER = FIXTURES / "tiny" / "ckpt" / "tokenizer.json"

@@ -71,7 +71,7 @@ def test_say_say_stream_and_serve_give_the_same_samples(tmp_path, threads):
 SCRIPT = r"""
 import dataclasses, json, queue, sys
 import numpy as np
-from omnivoice_cli.app.speaker import Speaker, SpeakerOptions
+from omnivoice_cli.app.door.speaker import Speaker, SpeakerOptions
 from omnivoice_cli.engine.pipeline import Engine, Request
 from omnivoice_cli.engine.hardware import Hardware
 from omnivoice_cli.engine.service import Service

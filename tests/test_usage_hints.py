@@ -30,7 +30,7 @@ def test_usage_errors_are_one_line_at_every_level(invoke, args, line):
 
 @pytest.mark.parametrize("alias", ["remove", "delete", "rm"])
 def test_voice_remove_and_delete_are_rm(invoke, home, alias):
-    from omnivoice_cli.app import voices
+    from omnivoice_cli.app.voices import voices
 
     saved = voices.voice_dir() / "alice.safetensors"
     saved.parent.mkdir(parents=True, exist_ok=True)
@@ -146,7 +146,7 @@ def test_a_missing_transcript_is_one_sentence(invoke, fake_engine, home, tmp_pat
     import numpy as np
     import soundfile as sf
 
-    from omnivoice_cli.app import listen
+    from omnivoice_cli.app.listening import listen
     from omnivoice_cli.engine.errors import MissingExtra
 
     def no_recogniser(*args, **kwargs):

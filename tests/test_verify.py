@@ -11,7 +11,7 @@ import pytest
 import soundfile as sf
 from conftest import TINY_CKPT
 
-from omnivoice_cli.app import listen, verify
+from omnivoice_cli.app.listening import listen, verify
 
 TEXT = "Hello there, this is a test."
 
@@ -110,7 +110,7 @@ def test_retakes_add_their_steps_to_the_bar(invoke, tmp_path, scripted, monkeypa
 def test_streamed_steps_count_a_retake_as_done_and_to_do(engine):
     """stream.render.stream's on_progress: a take sent back counts as done, its retake's steps are
     added to the total: the steps never go back, the total is reached at the last step only."""
-    from omnivoice_cli.engine.config import GenerationConfig
+    from omnivoice_cli.engine.model.config import GenerationConfig
     from omnivoice_cli.engine.planning import Request
     from omnivoice_cli.engine.stream.render import stream
 

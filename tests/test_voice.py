@@ -9,10 +9,10 @@ import soundfile as sf
 import torch
 from safetensors.numpy import load_file
 
-from omnivoice_cli.engine.encoder import load_codec_encoder
 from omnivoice_cli.engine.errors import InvalidRequest
-from omnivoice_cli.engine.resample import resample
-from omnivoice_cli.engine.voice import (
+from omnivoice_cli.engine.model.encoder import load_codec_encoder
+from omnivoice_cli.engine.sound.resample import resample
+from omnivoice_cli.engine.sound.voice import (
     MAX_SECONDS,
     encode_reference,
     load_reference,
@@ -210,7 +210,7 @@ def test_transcript_punctuation():
 
 
 def _prepare(seconds, transcript="Some words."):
-    from omnivoice_cli.engine.voice import prepare_reference
+    from omnivoice_cli.engine.sound.voice import prepare_reference
 
     t = np.arange(int(seconds * SR)) / SR
     return prepare_reference(

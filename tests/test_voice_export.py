@@ -1,4 +1,4 @@
-"""`omnivoice voice export` and a voice file imported elsewhere (app/voiceexport.py): the same audio
+"""`omnivoice voice export` and a voice file imported elsewhere (app/voices/voiceexport.py): the same audio
 for the same seed on a fresh home; a tampered, truncated, oversized or path-escaping file refused
 in one line with nothing written; the server's voice upload takes the same file."""
 
@@ -10,7 +10,7 @@ import soundfile as sf
 from conftest import GOLDEN, TINY_CKPT, error_line, files_in
 from server_util import running_server
 
-from omnivoice_cli.app.voiceexport import MAX_VOICE_BYTES
+from omnivoice_cli.app.voices.voiceexport import MAX_VOICE_BYTES
 
 REF_TEXT = "This is the reference voice for the test"
 GREEDY = ("--position-temperature", 0, "--class-temperature", 0, "--num-step", 4, "--seed", 9)

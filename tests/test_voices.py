@@ -20,8 +20,8 @@ import soundfile as sf
 import torch
 from conftest import GOLDEN, ROOT, TINY_CKPT, error_line, files_in
 
-from omnivoice_cli.app import voices
-from omnivoice_cli.app.schema import DEFAULT_MODEL
+from omnivoice_cli.app.settings.schema import DEFAULT_MODEL
+from omnivoice_cli.app.voices import voices
 
 REF_TEXT = "This is the reference voice for the test"
 SR = 24000
@@ -61,7 +61,7 @@ def write_pt(path, codes, text, rms, version=1):
 
 
 def test_voice_dir_is_in_the_user_home(home):
-    from omnivoice_cli.engine.hub import user_home
+    from omnivoice_cli.engine.checkpoint.hub import user_home
 
     assert voices.voice_dir() == user_home() / "voices" == home / "voices"
 
@@ -128,8 +128,8 @@ def test_add_list_show_rm(invoke, fake_engine, home, ref, tmp_path):
     assert files_in(home) == ["voices/alice.safetensors"]
     assert "voice 'alice': 2.76 s of audio" in r.stderr and str(path) in r.stderr
 
-    from omnivoice_cli.engine.voice import load_voice
-    from omnivoice_cli.engine.voicefile import read_voice_metadata
+    from omnivoice_cli.engine.sound.voice import load_voice
+    from omnivoice_cli.engine.sound.voicefile import read_voice_metadata
 
     meta = read_voice_metadata(path)
     assert meta["name"] == "alice" and meta["source"] == str(ref.resolve()) and meta["model"] == "some/model"
@@ -192,7 +192,7 @@ def test_existing_name_needs_force(invoke, fake_engine, home, ref):
     assert r.exit_code == 0, r.stderr
     assert files_in(home) == ["voices/Alice.safetensors"]  # replaced, not doubled
 
-    from omnivoice_cli.engine.voice import load_voice
+    from omnivoice_cli.engine.sound.voice import load_voice
 
     assert load_voice(home / "voices" / "Alice.safetensors").text == "Two."
 
@@ -380,7 +380,7 @@ BAD_SAY = [
 
 @pytest.mark.parametrize("args,message", BAD_SAY, ids=[m for _, m in BAD_SAY])
 def test_bad_voice_in_say(invoke, fake_engine, home, ref, tmp_path, args, message):
-    from omnivoice_cli.engine.voice import VoicePrompt, save_voice
+    from omnivoice_cli.engine.sound.voice import VoicePrompt, save_voice
 
     (home / "voices").mkdir(parents=True)
     codes = torch.arange(80).reshape(8, 10)
@@ -454,7 +454,7 @@ def test_a_recording_given_to_voice_says_how_to_clone_it(invoke, fake_engine, tm
 def test_a_saved_voice_file_is_still_a_voice(invoke, fake_engine, tmp_path, monkeypatch):
     import torch
 
-    from omnivoice_cli.engine.voice import VoicePrompt, save_voice
+    from omnivoice_cli.engine.sound.voice import VoicePrompt, save_voice
 
     monkeypatch.chdir(tmp_path)
     save_voice(tmp_path / "v.safetensors", VoicePrompt(torch.zeros(8, 10, dtype=torch.int64), "Hello.", 0.1))
@@ -478,8 +478,8 @@ def test_import_reference_prompt(invoke, fake_engine, home, tmp_path):
     r = invoke("voice", "import", pt, "--name", "bob")
     assert r.exit_code == 0, r.stderr
     assert fake_engine.loads == []  # no model needed
-    from omnivoice_cli.engine.voice import load_voice
-    from omnivoice_cli.engine.voicefile import read_voice_metadata
+    from omnivoice_cli.engine.sound.voice import load_voice
+    from omnivoice_cli.engine.sound.voicefile import read_voice_metadata
 
     voice = load_voice(home / "voices" / "bob.safetensors")
     assert torch.equal(voice.codes, codes) and voice.text == "Imported words." and voice.rms == 0.07
@@ -586,7 +586,7 @@ def test_instruct_replaces_a_builtin_voices_items_of_its_categories(invoke, fake
 
 
 def test_a_saved_voice_of_a_builtin_name_wins(invoke, fake_engine, home, tmp_path):
-    from omnivoice_cli.engine.voice import VoicePrompt, save_voice
+    from omnivoice_cli.engine.sound.voice import VoicePrompt, save_voice
 
     (home / "voices").mkdir(parents=True)
     save_voice(home / "voices" / "Alloy.safetensors", VoicePrompt(torch.arange(80).reshape(8, 10), "Mine.", 0.1))
@@ -644,7 +644,7 @@ def test_builtin_voice_in_a_batch_line(invoke, fake_engine, home, tmp_path):
 
 
 def test_batch_voice_by_name_and_flag(invoke, fake_engine, home, ref, tmp_path):
-    from omnivoice_cli.engine.voice import VoicePrompt, save_voice
+    from omnivoice_cli.engine.sound.voice import VoicePrompt, save_voice
 
     (home / "voices").mkdir(parents=True)
     codes = torch.arange(80).reshape(8, 10)
@@ -743,7 +743,7 @@ def say(invoke, path, *args):
 @slow
 def test_saved_voice_equals_ref(invoke, loaded, tiny_engine, home, ref, tmp_path):
     """voice add + say --voice == say --ref, byte for byte; and both == the engine with that prompt."""
-    from omnivoice_cli.engine.config import GenerationConfig
+    from omnivoice_cli.engine.model.config import GenerationConfig
     from omnivoice_cli.engine.planning import Request
     from omnivoice_cli.media.output import encode
 

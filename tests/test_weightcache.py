@@ -1,4 +1,4 @@
-"""The weight cache (engine/weightcache.py): a second int8 load reads the codes instead of making
+"""The weight cache (engine/fast/weightcache.py): a second int8 load reads the codes instead of making
 them and gives the same body; a damaged file is rebuilt; another torch or CPU class misses; the
 folder is bounded; `omnivoice cache list` / `clear`."""
 
@@ -13,13 +13,13 @@ import pytest
 import torch
 from conftest import TINY_CKPT
 
-from omnivoice_cli.engine import cpu, int8pack, weightcache
-from omnivoice_cli.engine.config import GenerationConfig
-from omnivoice_cli.engine.generation import pack
+from omnivoice_cli.engine.checkpoint.tensorfile import SafetensorsFile
+from omnivoice_cli.engine.fast import cpu, int8pack, weightcache
 from omnivoice_cli.engine.hardware import Hardware
+from omnivoice_cli.engine.model.config import GenerationConfig
+from omnivoice_cli.engine.model.generation import pack
 from omnivoice_cli.engine.pipeline import Engine
 from omnivoice_cli.engine.planning import Request
-from omnivoice_cli.engine.tensorfile import SafetensorsFile
 
 pytestmark = pytest.mark.slow  # each test loads the tiny body two or three times
 

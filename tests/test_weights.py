@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from omnivoice_cli.engine import hub
-from omnivoice_cli.engine.backbone import OmniVoiceModel
-from omnivoice_cli.engine.config import ModelConfig
+from omnivoice_cli.engine.checkpoint import hub
+from omnivoice_cli.engine.checkpoint.tensorfile import SafetensorsFile
 from omnivoice_cli.engine.errors import CheckpointError, ModelUnavailable
 from omnivoice_cli.engine.hardware import Hardware
+from omnivoice_cli.engine.model.backbone import OmniVoiceModel
+from omnivoice_cli.engine.model.config import ModelConfig
 from omnivoice_cli.engine.pipeline import Engine
-from omnivoice_cli.engine.tensorfile import SafetensorsFile
 
 TINY = Path(__file__).parent / "fixtures" / "tiny" / "ckpt"
 

@@ -12,7 +12,7 @@ import pytest
 import soundfile as sf
 from conftest import TINY_CKPT
 
-from omnivoice_cli.app import listen, verify, words
+from omnivoice_cli.app.listening import listen, verify, words
 
 TEXT = "Hello there, this is a test. It has two sentences and a few more words."
 ASR_TINY = Path(__file__).resolve().parent / "fixtures" / "asr-tiny"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from conftest import error_line
 
-from omnivoice_cli.app import listen
+from omnivoice_cli.app.listening import listen
 from omnivoice_cli.engine.errors import ModelUnavailable
 
 GONE = (

@@ -21,13 +21,13 @@ from wyoming.info import Describe, Info
 from wyoming.ping import Ping
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeVoice
 
-from omnivoice_cli.app.layers import FLAG_SOURCE
-from omnivoice_cli.app.speaker import Speaker, SpeakerOptions
-from omnivoice_cli.app.textparts import ready_text
+from omnivoice_cli.app.door.speaker import Speaker, SpeakerOptions
+from omnivoice_cli.app.door.textparts import ready_text
+from omnivoice_cli.app.settings.layers import FLAG_SOURCE
 from omnivoice_cli.engine.errors import InvalidRequest
 from omnivoice_cli.engine.stream.cut import cut_segments
-from omnivoice_cli.server.wyoming import WyomingOptions, WyomingServer, parse_uri
-from omnivoice_cli.server.wyomingevents import MAX_DEPTH, json_depth
+from omnivoice_cli.server.wyoming.wyoming import WyomingOptions, WyomingServer, parse_uri
+from omnivoice_cli.server.wyoming.wyomingevents import MAX_DEPTH, json_depth
 
 SEED = 17  # the server's --seed: every request's (a stream's parts: 17, 18, ...)
 NUM_STEP = 4
@@ -40,7 +40,7 @@ THREE = (
 
 @pytest.fixture(scope="module")
 def alice(module_home, ref_voice):
-    from omnivoice_cli.app import voices
+    from omnivoice_cli.app.voices import voices
 
     voices.save("alice", ref_voice, source="test")
     return "alice"
@@ -402,7 +402,7 @@ def test_a_full_engine_queue_is_an_error_event(engine, module_home):
 def test_a_unix_socket_serves_and_is_removed_at_the_end(engine, module_home, tmp_path):
     from wyoming.client import AsyncUnixClient
 
-    from omnivoice_cli.server.wyoming import remove_socket
+    from omnivoice_cli.server.wyoming.wyoming import remove_socket
 
     sock = tmp_path / "omnivoice.sock"
     sock.write_text("a file, not a socket")

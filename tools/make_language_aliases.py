@@ -6,7 +6,7 @@ Run from the repo root in a scratch venv that has `langcodes` and `language_data
     python -m venv /tmp/lc && /tmp/lc/bin/pip install langcodes language_data
     /tmp/lc/bin/python tools/make_language_aliases.py
 
-What it writes (read by omnivoice_cli/engine/languages.py; nothing here runs at run time):
+What it writes (read by omnivoice_cli/engine/text/languages.py; nothing here runs at run time):
 
 - "aliases": {normalised name: model id} for the English names (CLDR, Wikidata and the IANA
   registry as gathered by language_data) and the autonyms of the model's 646 languages and of

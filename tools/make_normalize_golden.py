@@ -8,7 +8,7 @@ num2words 0.5.14 installed):
 Each case goes through the reference as its `generate(normalize_text=True)` does: the language
 is resolved first (`_resolve_language`: unknown -> None), then `normalize_text(text, language)`.
 tests/test_normalize.py compares ours with every row. Rows marked "deviation" are the two
-places where we differ on purpose (see omnivoice_cli/engine/normalize.py): `true` where
+places where we differ on purpose (see omnivoice_cli/engine/text/normalize.py): `true` where
 num2words' two-letter fallback reads Filipino digits in Finnish (the test checks the reference
 really does that there and that we leave the digits), "cents" where English money with two
 decimals is read with its cents (the row's "ours" is what we say instead).

@@ -1,7 +1,7 @@
 """The checkpoint a run names, read without its weights: its sizes and what a fine-tune declares.
 
 A request is checked before the model loads (app/request.py); a fine-tuned checkpoint's own
-instruct items, languages and voices (engine/finetune.py, docs/finetunes.md) must be known by
+instruct items, languages and voices (engine/checkpoint/finetune.py, docs/finetunes.md) must be known by
 then. `model_config(settings["model"])` reads the checkpoint's small config files: a local
 folder, else the hub cache's snapshot (never the network), else the base model's defaults (a
 model still to download is the base model's layout until it is there). Read once per folder
@@ -13,8 +13,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..engine.config import ModelConfig
-from ..engine.hub import DEFAULT_MODEL, cached_snapshot, hub_cache_dir, missing_files
+from ..engine.checkpoint.hub import DEFAULT_MODEL, cached_snapshot, hub_cache_dir, missing_files
+from ..engine.model.config import ModelConfig
 
 _FILES = ("config.json", "instructs.json", "languages.json", "references.json")
 _read: dict[tuple, ModelConfig] = {}

@@ -68,13 +68,13 @@ from ..media.pipes import StreamClosed, quiet_stdout
 from ..media.rates import StreamResampler, at_rate
 from ..media.streams import StreamEncoder, StreamWriter
 from ..media.subtitles import Subtitle, finish_subtitles, subtitles_from_pieces, write_result_subtitles, write_subtitles
-from . import words as words_module
-from .words import Rendered, WordTime, monotonic, span_words, write_word_subtitles, write_words
+from .listening import words as words_module
+from .listening.words import Rendered, WordTime, monotonic, span_words, write_word_subtitles, write_words
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from .listen import Recogniser
+    from .listening.listen import Recogniser
 
     Audio = np.ndarray  # float32 [N]
 else:

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..engine.languages import resolve_language
 from ..engine.planning import VoiceShape, plan_request
+from ..engine.text.languages import resolve_language
 from .checkpoint import model_config
 from .request import Built
-from .schema import SCHEMA
+from .settings.schema import SCHEMA
 
 
 def _voice(built: Built) -> VoiceShape | None:

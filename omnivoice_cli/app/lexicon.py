@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..engine.errors import InvalidRequest
-from .values import shown_value, type_name
+from .settings.values import shown_value, type_name
 
 CASE_SENSITIVE = "case-sensitive"  # the one table of a lexicon file
 MAX_LEXICON_BYTES = 4 * 1024 * 1024  # reading stops here: a lexicon is words, not a dictionary

@@ -24,29 +24,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..engine import markup
-from ..engine.config import GenerationConfig, ModelConfig
-from ..engine.duration import check_ref_transcript
 from ..engine.errors import InvalidRequest, MissingExtra, ModelUnavailable, install_hint
-from ..engine.normalize import normalize_text
+from ..engine.model.config import GenerationConfig, ModelConfig
 from ..engine.planning import Plan, Planned, Request, VoiceShape, check_transcript, plan_request, validate_request
-from ..engine.symbols import drop_symbol_runs
-from ..engine.tags import drop_unknown_tags
-from ..engine.textcheck import check_text
+from ..engine.text import markup
+from ..engine.text.duration import check_ref_transcript
+from ..engine.text.normalize import normalize_text
+from ..engine.text.symbols import drop_symbol_runs
+from ..engine.text.tags import drop_unknown_tags
+from ..engine.text.textcheck import check_text
 from ..media.loudness import require as require_loudness
-from . import listen
-from . import voices as store
 from .checkpoint import model_config
-from .instruct import merge as merge_instruct
-from .layers import Resolved, Source, generation_kwargs
 from .lexicon import load_lexicon
-from .schema import SCHEMA
+from .listening import listen
 from .session import random_seed
-from .values import join_lines
+from .settings.layers import Resolved, Source, generation_kwargs
+from .settings.schema import SCHEMA
+from .settings.values import join_lines
+from .voices import voices as store
+from .voices.instruct import merge as merge_instruct
 
 if TYPE_CHECKING:
     from ..engine.pipeline import Engine
-    from ..engine.voice import PreparedReference, VoicePrompt
+    from ..engine.sound.voice import PreparedReference, VoicePrompt
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ class References:
     def prepare(self, path: Path, transcript: str, source: str = "ref_text") -> Reference:
         key = (path.resolve(), transcript)
         if key not in self._prepared:
-            from ..engine import voice as vmod
+            from ..engine.sound import voice as vmod
 
             try:
                 wav = vmod.load_reference(path)
@@ -95,8 +95,8 @@ class References:
         here, before any TTS model loads), once per file."""
         key = (path.resolve(), None)
         if key not in self._prepared:
-            from ..engine import voice as vmod
-            from ..engine.config import SAMPLE_RATE
+            from ..engine.model.config import SAMPLE_RATE
+            from ..engine.sound import voice as vmod
 
             try:
                 wav = vmod.load_reference(path)
@@ -252,7 +252,7 @@ def _reference(settings: Resolved, refs: References, line_base: Path | None) -> 
 
 
 def _own_voice(settings: Resolved, cfg: ModelConfig, refs: References) -> tuple[Resolved, Reference | None]:
-    """A voice the checkpoint ships (engine/finetune.py), named by --voice where no saved voice
+    """A voice the checkpoint ships (engine/checkpoint/finetune.py), named by --voice where no saved voice
     has that name: its recording as the reference (encoded once the model is loaded), its
     language when none is given; the settings without the voice."""
     spec = settings["voice"]
@@ -272,8 +272,8 @@ def _own_voice(settings: Resolved, cfg: ModelConfig, refs: References) -> tuple[
 def spoken_text(text: str, settings: Resolved, replaced: list | None = None) -> tuple[str, list[str]]:
     """The text as the model will be given it, and warnings: SSML breaks become pause tags (other
     tags dropped, with a warning), Markdown is read as its words with `markdown`, the words of the
-    runs of a repeated symbol become a pause (underscores) or nothing (engine/symbols.py), a tag
-    the model does not know is dropped with a warning (engine/tags.py), the words of the
+    runs of a repeated symbol become a pause (underscores) or nothing (engine/text/symbols.py), a tag
+    the model does not know is dropped with a warning (engine/text/tags.py), the words of the
     `lexicon` are replaced (lexicon.py; what was replaced is added to `replaced`), and numbers,
     dates, units and currency are written out with `normalize` (in that order: the control tags
     [laughter], [pause 1s], [B EY1 S] pass through untouched)."""

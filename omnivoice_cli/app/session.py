@@ -25,7 +25,7 @@ from ..engine import pipeline
 from ..engine.errors import InvalidRequest
 from ..engine.hardware import Hardware
 from ..engine.pipeline import Engine
-from .schema import MAX_SEED
+from .settings.schema import MAX_SEED
 
 RANDOM_SEED_BOUND = 2**31  # drawn seeds stay short enough to read and retype
 

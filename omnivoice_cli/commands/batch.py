@@ -7,13 +7,13 @@ from typing import Optional
 
 import typer
 
-from ..app.batch import BatchRun
+from ..app.batch.batch import BatchRun
+from ..app.batch.folder import check_output_dir
 from ..app.dryrun import describe
-from ..app.folder import check_output_dir
-from ..app.layers import FLAG_SOURCE, resolve
-from ..app.setting import ADVANCED
+from ..app.say.speak import report_settings
+from ..app.settings.layers import FLAG_SOURCE, resolve
+from ..app.settings.setting import ADVANCED
 from ..app.signals import signal_name
-from ..app.speak import report_settings
 from ..engine.errors import InvalidRequest
 from ..media.lock import output_lock
 from ..ui.helpfmt import MORE

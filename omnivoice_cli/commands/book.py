@@ -10,11 +10,11 @@ from typing import Optional
 
 import typer
 
-from ..app.book import BookRun
-from ..app.bookdescribe import describe_book
-from ..app.bookplan import DEFAULT_LOUDNESS
-from ..app.schema import GENERATION_KEYS, SCHEMA
-from ..app.setting import ADVANCED
+from ..app.book.book import BookRun
+from ..app.book.bookdescribe import describe_book
+from ..app.book.bookplan import DEFAULT_LOUDNESS
+from ..app.settings.schema import GENERATION_KEYS, SCHEMA
+from ..app.settings.setting import ADVANCED
 from ..app.signals import signal_name
 from ..engine.errors import InvalidRequest
 from ..ui.helpfmt import MORE

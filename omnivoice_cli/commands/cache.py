@@ -1,4 +1,4 @@
-"""`omnivoice cache [list | clear]`: the weight cache (engine/weightcache.py), the int8 body's codes
+"""`omnivoice cache [list | clear]`: the weight cache (engine/fast/weightcache.py), the int8 body's codes
 kept on disk so that a second `--quantize int8` load skips coding them."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import time
 
 import typer
 
-from ..engine import weightcache
+from ..engine.fast import weightcache
 from ..ui.helpfmt import HelpCommand, HelpGroup
 from ..ui.messages import echo
 from .models import size_text

@@ -8,21 +8,21 @@ from typing import Any, Callable
 
 import typer
 
+from ..app.batch.cluster import ClusterOptions, RayExecutor, check_device, import_ray
 from ..app.checkpoint import model_config
-from ..app.cluster import ClusterOptions, RayExecutor, check_device, import_ray
-from ..app.idle import idle_seconds
-from ..app.layers import FLAG_SOURCE, Resolved, engine_options, resolve
+from ..app.door.idle import idle_seconds
+from ..app.door.speaker import SpeakerOptions
 from ..app.lexicon import load_lexicon
-from ..app.presets import Preset, find_preset
 from ..app.request import named
+from ..app.say.speakrun import StoppedBySignal
 from ..app.session import Session, hardware_from_settings
+from ..app.settings.layers import FLAG_SOURCE, Resolved, engine_options, resolve
+from ..app.settings.presets import Preset, find_preset
 from ..app.signals import HoldSignals
-from ..app.speaker import SpeakerOptions
-from ..app.speakrun import StoppedBySignal
-from ..app.voices import resolve_voice
+from ..app.voices.voices import resolve_voice
 from ..engine.errors import InvalidRequest, MissingExtra
-from ..engine.instructs import resolve_instruct
 from ..engine.pipeline import Engine
+from ..engine.text.instructs import resolve_instruct
 from ..ui.messages import echo, error, notice, warn
 from ..ui.progress import BatchProgress, StepProgress, status
 

@@ -16,11 +16,11 @@ from typing import Any
 
 import typer
 
-from ..app.dialogue import check_gap, check_gaps_total, plan_script
 from ..app.dryrun import describe, render
+from ..app.say.dialogue import check_gap, check_gaps_total, plan_script
+from ..app.say.speak import output_target
+from ..app.say.speakdialogue import DialogueRun
 from ..app.session import WarnOnce, hardware_from_settings
-from ..app.speak import output_target
-from ..app.speakdialogue import DialogueRun
 from ..media.lock import output_lock
 from ..media.subtitles import check_subtitles_path
 from ..ui.messages import echo, warn

@@ -8,12 +8,12 @@ from typing import Any, Optional
 
 import typer
 
-from ..app.dialogue import Cast
-from ..app.schema import GENERATION_KEYS
-from ..app.setting import ADVANCED
+from ..app.say.dialogue import Cast
+from ..app.settings.schema import GENERATION_KEYS
+from ..app.settings.setting import ADVANCED
 from ..app.signals import signal_name
-from ..engine.config import SAMPLE_RATE
 from ..engine.errors import InvalidRequest
+from ..engine.model.config import SAMPLE_RATE
 from ..media.cues import timestamp
 from ..media.output import OutputTarget, check_output
 from ..ui.helpfmt import MORE
@@ -187,7 +187,7 @@ def dub(
     flags: dict = NO_FLAGS,
 ) -> None:
     """Speak every cue of an SRT or WebVTT file into one audio track, each in its time slot."""
-    from ..app import dubbing  # (imports numpy: loaded when a track is dubbed, not by --help)
+    from ..app.dub import dubbing  # (imports numpy: loaded when a track is dubbed, not by --help)
 
     t_start = time.perf_counter()
     words = words_path(ctx, words_file)

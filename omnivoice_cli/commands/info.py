@@ -8,9 +8,9 @@ from typing import Optional
 
 import typer
 
-from ..engine.canvastext import nonverbal_tags
-from ..engine.languages import language_regions, list_languages
-from ..engine.vocabulary import instruct_vocabulary
+from ..engine.text.canvastext import nonverbal_tags
+from ..engine.text.languages import language_regions, list_languages
+from ..engine.text.vocabulary import instruct_vocabulary
 from ..ui.text import columns, wrap_row
 
 
@@ -82,7 +82,7 @@ def _checkpoint(model: str) -> None:
     """What the checkpoint `model` declares beyond the base model (docs/finetunes.md)."""
     from ..app.checkpoint import checkpoint_folder, model_config
     from ..engine.errors import CheckpointError
-    from ..engine.languages import resolve_language
+    from ..engine.text.languages import resolve_language
 
     folder = checkpoint_folder(model)
     if folder is None:

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from ..app.speaker import Speaker
+from ..app.door.speaker import Speaker
 from ..engine.errors import InvalidRequest
 from ..server.schema import package_version
 from ..ui.messages import echo

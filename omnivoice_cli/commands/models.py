@@ -7,9 +7,9 @@ from typing import Optional
 
 import typer
 
-from ..app.layers import environment_defaults
-from ..app.schema import DEFAULT_MODEL
-from ..engine import hub
+from ..app.settings.layers import environment_defaults
+from ..app.settings.schema import DEFAULT_MODEL
+from ..engine.checkpoint import hub
 from ..engine.errors import ModelUnavailable
 from ..ui.messages import echo, notice
 from ..ui.progress import DownloadProgress

@@ -7,9 +7,9 @@ from typing import Any
 
 import typer
 
-from ..app.layers import resolve
-from ..app.presets import find_preset, list_presets, user_preset_dir
-from ..app.schema import PRESET_KEYS, SCHEMA
+from ..app.settings.layers import resolve
+from ..app.settings.presets import find_preset, list_presets, user_preset_dir
+from ..app.settings.schema import PRESET_KEYS, SCHEMA
 from ..ui.helpfmt import HelpCommand, HelpGroup
 from ..ui.messages import echo, warn
 from ..ui.text import columns, wrap_row

@@ -13,8 +13,8 @@ from typing import Any, Optional
 
 import typer
 
-from ..app.setting import ADVANCED
-from ..app.values import join_lines
+from ..app.settings.setting import ADVANCED
+from ..app.settings.values import join_lines
 from ..engine.errors import InvalidRequest
 from ..media.formats import usual_extensions
 from ..ui.helpfmt import BARE, MORE, click_exceptions
@@ -155,7 +155,7 @@ def _rounded(x: float | None) -> float | None:
 
 def _report(report: Any, t_start: float, json_out: bool, quiet: bool) -> None:
     """The summary line on stderr, or the --json report (speakrun.SpeechReport)."""
-    from ..app.speak import report_settings
+    from ..app.say.speak import report_settings
 
     target, ref, rtf, first = report.target, report.reference, report.rtf, report.first_audio_seconds
     if json_out:
@@ -304,11 +304,11 @@ def say(
     flags: dict = NO_FLAGS,
 ) -> None:
     """Speak TEXT (or the text of -f FILE) into an audio file, or to stdout with -o -."""
-    from ..app.remote import RemoteRun, check_remote, server_url
     from ..app.request import References, Voices, build_request
+    from ..app.say.remote import RemoteRun, check_remote, server_url
+    from ..app.say.speak import check_streamable, output_target, speech_run
+    from ..app.say.speakrun import Speech
     from ..app.session import WarnOnce, hardware_from_settings
-    from ..app.speak import check_streamable, output_target, speech_run
-    from ..app.speakrun import Speech
     from ..media.lock import output_lock
     from .common import held, run_session, run_settings, stdout_is_terminal
     from .dialogue import say_dialogue
@@ -342,7 +342,7 @@ def say(
         warn(f"'{text_file}' looks like Markdown: add --markdown to read it as its words (headings, lists, no code)")
     refs = References()
     voice = None
-    if url is not None:  # the model, the machine and the voices are the server's (app/remote.py)
+    if url is not None:  # the model, the machine and the voices are the server's (app/say/remote.py)
         check_remote(settings, subtitles=subtitles is not None, words=words_file is not None)
         voice, settings = settings["voice"], settings.with_values({"voice": None})
     built = build_request(text_value, settings, refs=refs, voices=Voices())
@@ -404,7 +404,7 @@ def check_stdout_not_a_file() -> None:
 def check_listening(settings: Any, words: bool, words_flag: str) -> None:
     """The speech recogniser of --verify and --words can be had (the asr extra, the model on disk
     when offline): checked before the TTS model loads, so nothing is generated in vain."""
-    from ..app import listen
+    from ..app.listening import listen
 
     if settings["verify"]:
         listen.check_available(settings["asr_model"], "--verify")

@@ -8,9 +8,9 @@ from typing import Optional
 
 import typer
 
-from ..app.idle import idle_seconds
-from ..app.layers import FLAG_SOURCE, Resolved
-from ..app.schema import GENERATION_KEYS
+from ..app.door.idle import idle_seconds
+from ..app.settings.layers import FLAG_SOURCE, Resolved
+from ..app.settings.schema import GENERATION_KEYS
 from ..engine.errors import InvalidRequest
 from ..server.config import ServeOptions, load_voice_map
 from ..server.state import ServerState
@@ -228,7 +228,7 @@ def serve(
             raise InvalidRequest("--replicas, --min-replicas, --max-replicas and --gpus-per-replica need --ray")
         _run(ServerState(options, engine_loader(settings, quiet, "omnivoice serve", "; ready")), quiet)
         return
-    from ..server.rayserve import RayOptions, deploy  # (ray: loaded when serving on it)
+    from ..server.ray.rayserve import RayOptions, deploy  # (ray: loaded when serving on it)
 
     cluster = RayOptions(ray, replicas, min_replicas, max_replicas, gpus_per_replica, settings["threads"] or 1)
     deploy(options, _Loader(settings, quiet), cluster, echo)

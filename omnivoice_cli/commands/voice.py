@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from ..app import voiceexport, voices
 from ..app.request import References
 from ..app.session import WarnOnce
+from ..app.voices import voiceexport, voices
 from ..engine.errors import InvalidRequest
 from ..ui.helpfmt import HelpCommand, HelpGroup, click_exceptions
 from ..ui.messages import echo, warn
@@ -19,7 +19,7 @@ from ..ui.text import columns, wrap_row
 from .common import load_model, run_settings
 
 if TYPE_CHECKING:  # engine.voice imports torch
-    from ..engine.voice import VoicePrompt
+    from ..engine.sound.voice import VoicePrompt
 
 # Other names people type for a subcommand: they run it (hidden from the list of commands).
 ALIASES = {"remove": "rm", "delete": "rm", "del": "rm", "ls": "list", "info": "show", "new": "add", "save": "add"}

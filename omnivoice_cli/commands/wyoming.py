@@ -1,4 +1,4 @@
-"""`omnivoice wyoming`: a Wyoming TTS server for Home Assistant (server/wyoming.py)."""
+"""`omnivoice wyoming`: a Wyoming TTS server for Home Assistant (server/wyoming/wyoming.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from ..app.speaker import Speaker
+from ..app.door.speaker import Speaker
 from ..server.schema import package_version
 from ..ui.messages import echo, warn
 from ..ui.options import (
@@ -80,7 +80,7 @@ def wyoming(
     check_extra("omnivoice wyoming", "wyoming", ("wyoming", ("wyoming.server",)))
     import asyncio
 
-    from ..server.wyoming import WyomingOptions, WyomingServer, parse_uri  # (the wyoming extra, not for --help)
+    from ..server.wyoming.wyoming import WyomingOptions, WyomingServer, parse_uri  # (the wyoming extra, not for --help)
 
     parse_uri(uri)
     settings, options = speaker_options(preset, flags, max_queue, max_chars, idle_unload)

@@ -4,12 +4,12 @@
 
 from __future__ import annotations
 
-from .config import ModelConfig
-from .duration import resolve_target_len
 from .errors import InvalidRequest
+from .model.config import ModelConfig
 from .pieces import speed_against
 from .planning import Request, cut_at_words
 from .stream.cut import Segment
+from .text.duration import resolve_target_len
 
 
 def _target(req: Request, text: str, cfg: ModelConfig) -> int:

@@ -15,14 +15,11 @@ from typing import Callable
 
 import torch
 
-from . import cpu, hub, memory, tensorfile, weightcache
-from .backbone import OmniVoiceModel
-from .codec import load_codec_decoder
-from .config import ModelConfig, int8_clash, int8_problem
+from .checkpoint import hub, tensorfile
 from .errors import CheckpointError, InvalidRequest
-from .graphs import GraphedForward
-from .hardware import Hardware
-from .linears import (
+from .fast import cpu, memory, weightcache
+from .fast.graphs import GraphedForward
+from .fast.linears import (
     FbgemmInt8Linear,
     Int8Linear,
     LegacyInt8Linear,
@@ -32,7 +29,11 @@ from .linears import (
     to_bfloat16,
     use_onednn_linears,
 )
-from .tokenizer import TextTokenizer
+from .hardware import Hardware
+from .model.backbone import OmniVoiceModel
+from .model.codec import load_codec_decoder
+from .model.config import ModelConfig, int8_clash, int8_problem
+from .text.tokenizer import TextTokenizer
 
 
 def resolve_device(device: str = "auto") -> "torch.device":

@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 if TYPE_CHECKING:  # annotations only (torch)
-    from .generation import Job
-    from .voice import VoicePrompt
+    from .model.generation import Job
+    from .sound.voice import VoicePrompt
 
 # make a piece's job: (piece, its voice or None, its seed) -> Job
 Prepare = Callable[["Piece", "VoicePrompt | None", int], "Job"]
@@ -196,7 +196,7 @@ class RequestPieces:
     def first_voice(self, codes) -> "VoicePrompt":
         """Piece 0's codes as the voice of the others (without a reference): its text, and the
         rate it was spoken at, so the pieces it voices are not sped up again."""
-        from .voice import VoicePrompt
+        from .sound.voice import VoicePrompt
 
         return VoicePrompt(codes, self.voice_text, None, rate=self.pieces[0].speed if self.pieces else None)
 

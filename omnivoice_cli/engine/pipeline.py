@@ -16,13 +16,10 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from . import memory
-from .config import ModelConfig
-from .duration import resolve_target_len
 from .errors import InvalidRequest
+from .fast import memory
 from .hardware import Hardware
-from .instructs import check_instruct_text, resolve_instruct
-from .languages import resolve_language
+from .model.config import ModelConfig
 from .pieces import Piece, RequestPieces, speed_against
 from .planning import (  # the request and its plan (re-exported: the engine's public face)
     Plan,
@@ -33,10 +30,13 @@ from .planning import (  # the request and its plan (re-exported: the engine's p
     plan_request,
     validate_request,
 )
-from .vocabulary import contains_chinese
+from .text.duration import resolve_target_len
+from .text.instructs import check_instruct_text, resolve_instruct
+from .text.languages import resolve_language
+from .text.vocabulary import contains_chinese
 
 if TYPE_CHECKING:  # annotations only: importing torch here would slow `--help` and validation
-    from .encoder import HiggsEncoder
+    from .model.encoder import HiggsEncoder
 
 __all__ = ["Engine", "JoinedPieces"]  # its own names
 
@@ -88,14 +88,14 @@ class Engine:
         """Load the codec's encoder (HuBERT and the acoustic encoder), which cloning needs; done by
         the first voice_from_audio otherwise. Loading it up front lets a caller time model loading."""
         if self._encoder is None:
-            from .encoder import load_codec_encoder
+            from .model.encoder import load_codec_encoder
 
             self._encoder = load_codec_encoder(self.root / "audio_tokenizer", device=self.codec.device)
 
     def voice_from_audio(self, ref_audio, ref_text: str | None, *, preprocess: bool = True):
         """Encode a reference recording (a path, (waveform, sample_rate), or a PreparedReference)
         into a VoicePrompt."""
-        from .voice import encode_reference
+        from .sound.voice import encode_reference
 
         if ref_text is not None and not ref_text.strip():
             raise InvalidRequest("the reference transcript is empty: give the words spoken in the reference audio")
@@ -118,8 +118,8 @@ class Engine:
 
     def prepare(self, req: Request, piece: "Piece | None" = None, ref=None, seed: int | None = None):
         """Build the job of one piece of a request (by default: the whole request, uncut)."""
-        from .canvas import build_canvas
-        from .generation import make_job
+        from .model.canvas import build_canvas
+        from .model.generation import make_job
 
         ref = ref or req.ref
         rate = ref.rate if ref else None  # what its codes already speak at (piece 0's, for the pieces it voices)
@@ -208,7 +208,7 @@ class Engine:
         and the others go on; without it, a request that fails its checks raises before anything
         runs, and one failing later raises once the others are finished.
         """
-        from .generation import run_jobs
+        from .model.generation import run_jobs
         from .stream.waves import Stagger
 
         self.use_threads()
@@ -238,7 +238,7 @@ class Engine:
         first request (Engine.load does this with compile=True: it counts as loading)."""
         import torch
 
-        from .generation import forward_step
+        from .model.generation import forward_step
 
         job = self.prepare(Request(text="Warm up."))
         with torch.inference_mode():
@@ -264,7 +264,7 @@ class Engine:
         chunk's decoding, plus the float32 result."""
         import numpy as np
 
-        from . import audio, postprocess
+        from .sound import audio, postprocess
 
         g, hop, sr = plan.req.generation, self.cfg.codec.hop_length, self.sample_rate
         gap = int(0.3 * sr) // 3  # the reference's cross-fade: 0.1 s fade out, 0.1 s silence, 0.1 s fade in
@@ -292,7 +292,7 @@ class Engine:
         spaced by pauses; where each piece landed goes into Result.pieces."""
         import torch
 
-        from . import postprocess
+        from .sound import postprocess
 
         req, g = plan.req, plan.req.generation
         raw_parts, extents = self._decode_parts(plan)

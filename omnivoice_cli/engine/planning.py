@@ -9,24 +9,24 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING
 
-from .canvastext import add_punctuation
-from .chunking import chunk_len_for, chunk_text, cut_to_length
-from .config import GenerationConfig, ModelConfig, value_rule
-from .duration import resolve_target_len, speech_seconds
 from .errors import InvalidRequest
-from .instructs import check_instruct_text, resolve_instruct
-from .languages import resolve_language
-from .pauses import split_pauses
+from .model.config import GenerationConfig, ModelConfig, value_rule
 from .pieces import Piece, speed_against
-from .tags import cut_at_tags
-from .textcheck import check_text, wordless_warning
-from .vocabulary import contains_chinese
+from .text.canvastext import add_punctuation
+from .text.chunking import chunk_len_for, chunk_text, cut_to_length
+from .text.duration import resolve_target_len, speech_seconds
+from .text.instructs import check_instruct_text, resolve_instruct
+from .text.languages import resolve_language
+from .text.pauses import split_pauses
+from .text.tags import cut_at_tags
+from .text.textcheck import check_text, wordless_warning
+from .text.vocabulary import contains_chinese
 
 if TYPE_CHECKING:  # annotations only: importing torch here would slow `--help` and validation
     import numpy as np
     import torch
 
-    from .voice import VoicePrompt
+    from .sound.voice import VoicePrompt
 
 MIN_CUT_CHARS = 8  # a piece cut shorter than this to fit means the speed or voice is absurd: refused
 
@@ -366,7 +366,7 @@ def piece_spans(
 
     parts[k]: the part piece k belongs to; extents[k]: its samples [a, b) in that part as decoded;
     placed[p]: (offset, layout) of part p in the output (postprocess.post_process_parts)."""
-    from .audio import map_span
+    from .sound.audio import map_span
 
     spans = []
     for p, (a, b) in zip(parts, extents):

@@ -25,7 +25,7 @@ pieces of any text, joined, are what `stream.render.stream` hands out. What it h
 `Summary`, `Places`, the refusals) is in tickets.py; what one forward holds in forwardfit.py.
 
 Scheduling (continuous batching across requests): every piece is a job of the packed loop
-(engine/generation.py). Before each forward, the loop takes new requests, drops the jobs of
+(engine/model/generation.py). Before each forward, the loop takes new requests, drops the jobs of
 cancelled ones, and admits waiting jobs while the forward stays within max_batch_size jobs and
 max_packed_tokens positions, the request with the fewest jobs in the forward first (then the
 oldest, then piece order), so a new request joins the next forward even beside a long text. A
@@ -61,7 +61,7 @@ from .stream.waves import forward_model, steady_width
 from .tickets import Busy, Event, Places, RequestCancelled, ServiceStopped, Summary, Ticket
 
 if TYPE_CHECKING:
-    from .generation import Job
+    from .model.generation import Job
 
 
 @dataclass
@@ -338,7 +338,7 @@ class Service:
     def _forward(self) -> None:
         import torch
 
-        from .generation import forward_step
+        from .model.generation import forward_step
 
         if self.on_forward is not None:
             self.on_forward([(s.ticket.id, s.k) for s in self._active])

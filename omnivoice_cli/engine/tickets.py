@@ -13,7 +13,7 @@ from .planning import Request
 from .stream.render import StreamedPieces, StreamPiece
 
 if TYPE_CHECKING:
-    from .voice import VoicePrompt
+    from .sound.voice import VoicePrompt
 
 
 class Owner(Protocol):

@@ -24,8 +24,8 @@ from array import array
 from dataclasses import dataclass
 from typing import Any
 
-from ..engine.config import ValueRule
 from ..engine.errors import MissingExtra
+from ..engine.model.config import ValueRule
 
 TARGET_RULE = ValueRule(-50.0, -5.0, note=" (LUFS, e.g. -18)")  # what the `loudness` setting allows
 ABSOLUTE_GATE = -70.0  # LUFS

@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 from typing import Any
 
-from ..engine.config import SAMPLE_RATE
+from ..engine.model.config import SAMPLE_RATE
 
 
 def prepare_audio(audio: Any) -> Any:

@@ -26,8 +26,8 @@ import shutil
 import sys
 from typing import Callable, Mapping
 
-from ..engine.config import SAMPLE_RATE
 from ..engine.errors import OmniVoiceError, install_hint
+from ..engine.model.config import SAMPLE_RATE
 from .players import (
     STARTUP_GRACE,
     Candidate,

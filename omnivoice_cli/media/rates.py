@@ -1,10 +1,10 @@
 """Output sample rates (the `sample_rate` setting): the model's 24 kHz resampled once, at the end.
 
-    audio = at_rate(audio, 24000, 8000)          # a whole output (engine/resample.py's sinc filter)
+    audio = at_rate(audio, 24000, 8000)          # a whole output (engine/sound/resample.py's sinc filter)
     r = StreamResampler(24000, 8000)              # a stream: pieces in, the same samples out
     out = [r.feed(p) for p in pieces] + [r.finish()]
 
-The filter is the band-limited windowed sinc of engine/resample.py (torchaudio's at its defaults:
+The filter is the band-limited windowed sinc of engine/sound/resample.py (torchaudio's at its defaults:
 Hann window over 6 zeros, roll-off 0.99), so a telephony output keeps its band up to 0.99 of the
 new Nyquist frequency and nothing above it folds back. A stream is resampled as the whole is:
 an output sample needs `half` input samples either side, so each feed hands out the outputs whose
@@ -27,7 +27,7 @@ def at_rate(audio: Any, rate: int, new_rate: int | None) -> Any:
         return audio
     import numpy as np
 
-    from ..engine.resample import resample
+    from ..engine.sound.resample import resample
 
     return resample(np.ascontiguousarray(audio, dtype=np.float32), int(rate), int(new_rate))
 
@@ -38,7 +38,7 @@ class StreamResampler:
     def __init__(self, rate: int, new_rate: int | None) -> None:
         import numpy as np
 
-        from ..engine.resample import LOWPASS_FILTER_WIDTH, ROLLOFF, reduced_rates
+        from ..engine.sound.resample import LOWPASS_FILTER_WIDTH, ROLLOFF, reduced_rates
 
         self.rate, self.new_rate = int(rate), int(new_rate or rate)
         self.same = self.rate == self.new_rate
@@ -63,7 +63,7 @@ class StreamResampler:
     def _run(self, final: bool) -> Any:
         import numpy as np
 
-        from ..engine.resample import resample
+        from ..engine.sound.resample import resample
 
         ready = self._outputs_ready(final)
         if ready <= self.emitted:

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-from ..engine.chunking import is_sentence_break
-from ..engine.duration import text_weight
 from ..engine.errors import InvalidRequest
-from ..engine.pauses import split_pauses
+from ..engine.text.chunking import is_sentence_break
+from ..engine.text.duration import text_weight
+from ..engine.text.pauses import split_pauses
 from .atomic import replace_atomically
 from .cues import SUFFIXES, timestamp
 

@@ -11,8 +11,8 @@ import math
 
 import numpy as np
 
-from ..engine.chunking import chunk_text
-from ..engine.duration import text_weight
+from ..engine.text.chunking import chunk_text
+from ..engine.text.duration import text_weight
 
 MAX_PIECE_MS = 30_000  # one request's fixed duration at most (the model's max_target_seconds)
 

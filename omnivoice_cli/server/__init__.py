@@ -1,7 +1,7 @@
 """`omnivoice serve`: OpenAI's speech API over the engine's continuous-batching loop.
 
 - config.py: ServeOptions (what the server was started with), the OpenAI voice-name table
-- state.py: what the app shares: its options, its one Speaker (app/speaker.py: presets, voices,
+- state.py: what the app shares: its options, its one Speaker (app/door/speaker.py: presets, voices,
   the request's build and the engine loop, as Wyoming's and MCP's), the lifecycle
 - speech.py: a request body's fields read and handed to the Speaker, its refusals worded as fields
 - replies.py: the reply, streamed as pieces are ready (chunked or SSE) or whole

@@ -33,11 +33,11 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
-from ..app.listen import Recogniser, RecogniserFailed, Transcript, recogniser
-from ..app.presets import preset_index
-from ..app.setting import SettingsError
-from ..app.values import did_you_mean
-from ..app.verify import Verifier
+from ..app.listening.listen import Recogniser, RecogniserFailed, Transcript, recogniser
+from ..app.listening.verify import Verifier
+from ..app.settings.presets import preset_index
+from ..app.settings.setting import SettingsError
+from ..app.settings.values import did_you_mean
 from ..engine.errors import InvalidRequest, MissingExtra, ModelUnavailable
 from ..engine.tickets import Busy, ServiceStopped
 from . import ui

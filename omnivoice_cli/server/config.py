@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Mapping
 
 from ..engine.errors import InvalidRequest
-from ..engine.instructs import resolve_instruct
+from ..engine.text.instructs import resolve_instruct
 
 VOICE_MAP_FILE = Path(__file__).resolve().parent.parent / "data" / "openai_voices.json"
 MAX_VOICE_MAP_BYTES = 256 * 1024

@@ -7,7 +7,7 @@ import json
 import re
 from pathlib import Path
 
-from ..app.setting import SettingsError
+from ..app.settings.setting import SettingsError
 from ..engine.errors import InvalidRequest, OmniVoiceError, one_line
 from ..engine.tickets import RequestCancelled, ServiceStopped
 

@@ -37,8 +37,8 @@ from typing import TYPE_CHECKING, Annotated, Callable, Mapping, TypeVar
 from pydantic import Field
 
 from ..app.deliver import Outputs, Take, WriteFailed, deliver
-from ..app.speaker import USAGE_ERRORS, Speaker
-from ..app.values import did_you_mean, shown_value, type_name
+from ..app.door.speaker import USAGE_ERRORS, Speaker
+from ..app.settings.values import did_you_mean, shown_value, type_name
 from ..engine.errors import InvalidRequest, OmniVoiceError, one_line
 from ..media.formats import AUDIO_FORMATS, format_named, writable_formats
 from ..media.leveller import LoudnessReport

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Awaitable, Callable
 import anyio
 
 from ..app.deliver import Outputs, PieceEncoder, Take, deliver
-from ..app.verify import PieceRow, RequestCheck
+from ..app.listening.verify import PieceRow, RequestCheck
 from ..engine.errors import OmniVoiceError
 from ..engine.pieces import PieceCheck
 from ..engine.stream.render import StreamPiece
@@ -39,8 +39,8 @@ from .errors import ApiError, from_engine
 from .speech import SpeechBody
 
 if TYPE_CHECKING:
-    from ..app.listen import Recogniser
-    from ..app.words import WordTime
+    from ..app.listening.listen import Recogniser
+    from ..app.listening.words import WordTime
 
 Receive = Callable[[], Awaitable[dict]]  # ASGI: the next message from the client
 Send = Callable[[dict], Awaitable[None]]  # ASGI: a message to the client

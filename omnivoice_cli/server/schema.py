@@ -21,13 +21,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from importlib.metadata import version
 
-from ..app.layers import resolve
-from ..app.presets import list_presets
-from ..app.schema import DEFAULTS, HTTP_SETTINGS, SCHEMA
-from ..app.setting import Setting
-from ..app.speaker import DROPPED_PRESET_KEYS
-from ..engine.languages import list_languages
-from ..engine.vocabulary import instruct_vocabulary
+from ..app.door.speaker import DROPPED_PRESET_KEYS
+from ..app.settings.layers import resolve
+from ..app.settings.presets import list_presets
+from ..app.settings.schema import DEFAULTS, HTTP_SETTINGS, SCHEMA
+from ..app.settings.setting import Setting
+from ..engine.text.languages import list_languages
+from ..engine.text.vocabulary import instruct_vocabulary
 from ..media.formats import writable_formats
 from .config import ServeOptions
 from .errors import scrub

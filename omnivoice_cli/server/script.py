@@ -41,15 +41,15 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from ..app.deliver import Outputs, Take, deliver
-from ..app.layers import Source, check_layer
+from ..app.door.speaker import USAGE_ERRORS, Speaker
 from ..app.request import Built
-from ..app.schema import HTTP_SETTINGS
 from ..app.session import check_seed_range, random_seed, seed_for
-from ..app.setting import HTTP
-from ..app.speaker import USAGE_ERRORS, Speaker
-from ..app.values import did_you_mean, or_list, shown_value
-from ..engine.config import ModelConfig
+from ..app.settings.layers import Source, check_layer
+from ..app.settings.schema import HTTP_SETTINGS
+from ..app.settings.setting import HTTP
+from ..app.settings.values import did_you_mean, or_list, shown_value
 from ..engine.errors import one_line
+from ..engine.model.config import ModelConfig
 from ..engine.planning import plan_of
 from ..engine.tickets import Busy, Event, ServiceStopped, Ticket
 from ..media.formats import AudioFormat

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from ..app.values import type_name
+from ..app.settings.values import type_name
 from ..media.formats import headerless_served
 
 FORMATS = headerless_served()  # what a socket's `format` may be (pcm, mulaw, alaw): samples alone

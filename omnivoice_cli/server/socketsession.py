@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from ..app.deliver import PieceEncoder
+from ..app.door.speaker import USAGE_ERRORS
+from ..app.door.textparts import take_parts
 from ..app.request import Built
 from ..app.session import seed_for
-from ..app.speaker import USAGE_ERRORS
-from ..app.textparts import take_parts
-from ..app.values import did_you_mean, or_list, shown_value, type_name
+from ..app.settings.values import did_you_mean, or_list, shown_value, type_name
 from ..engine.errors import one_line
 from ..engine.planning import Request
-from ..engine.textcheck import unicode_problem
+from ..engine.text.textcheck import unicode_problem
 from ..engine.tickets import Busy, Event, ServiceStopped, Ticket
 from .asgi import Message
 from .errors import ApiError, from_engine
@@ -30,7 +30,7 @@ from .socketmessages import CONFIG_KEYS, FORMATS, MAX_PENDING, MESSAGES, BadMess
 from .speech import check_unicode
 
 if TYPE_CHECKING:
-    from ..engine.voice import VoicePrompt
+    from ..engine.sound.voice import VoicePrompt
     from .state import ServerState
 
 

@@ -17,7 +17,7 @@ is an error with a did-you-mean, never ignored; nothing in a request names a fil
 Layers, later wins: defaults < `serve --preset` < the serve flags < the request's preset < the
 voice's mapped items < the request's fields; the request's items (`instructions` or the strict
 `instruct`) replace a mapped voice's items of their categories only (`instruct.merge`). The
-preset, the voice and the request are the server's one `Speaker`'s (app/speaker.py, as Wyoming
+preset, the voice and the request are the server's one `Speaker`'s (app/door/speaker.py, as Wyoming
 and MCP have them): this module only reads the body's fields and words the refusals as fields.
 """
 
@@ -27,20 +27,20 @@ import dataclasses
 import json
 from dataclasses import dataclass
 
-from ..app import voices
-from ..app.instruct import header_text, merge, read_free, shown
-from ..app.layers import Resolved, Source, check_layer
-from ..app.presets import preset_index
+from ..app.door.speaker import Layer, Speaker, SpeakerOptions, preset_layer
+from ..app.door.voicechoice import VoiceChoice, VoiceRefused
 from ..app.request import Built
-from ..app.schema import HTTP_SETTINGS, SCHEMA
-from ..app.setting import HTTP, SettingsError
-from ..app.speaker import Layer, Speaker, SpeakerOptions, preset_layer
-from ..app.values import did_you_mean, or_list, shown_value, type_name
-from ..app.voicechoice import VoiceChoice, VoiceRefused
+from ..app.settings.layers import Resolved, Source, check_layer
+from ..app.settings.presets import preset_index
+from ..app.settings.schema import HTTP_SETTINGS, SCHEMA
+from ..app.settings.setting import HTTP, SettingsError
+from ..app.settings.values import did_you_mean, or_list, shown_value, type_name
+from ..app.voices import voices
+from ..app.voices.instruct import header_text, merge, read_free, shown
 from ..engine.errors import InvalidRequest
 from ..engine.planning import Request
 from ..engine.stream.cut import StreamConfig
-from ..engine.textcheck import check_text, unicode_problem
+from ..engine.text.textcheck import check_text, unicode_problem
 from ..media.encoders import FormatUnavailable
 from ..media.formats import AudioFormat, check_available, check_rate, served_formats
 from ..media.loudness import streaming_refused

@@ -18,8 +18,8 @@ import secrets
 import threading
 from typing import TYPE_CHECKING, Callable
 
-from ..app.listen import Recogniser
-from ..app.speaker import Speaker
+from ..app.door.speaker import Speaker
+from ..app.listening.listen import Recogniser
 from ..engine.errors import one_line
 from ..engine.service import Service
 from .config import ServeOptions
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 class ServerState:
     """What the app shares: options, the one Speaker (presets, voices, the engine loop: the same
-    door as Wyoming's and MCP's, app/speaker.py), and the lifecycle."""
+    door as Wyoming's and MCP's, app/door/speaker.py), and the lifecycle."""
 
     def __init__(self, options: ServeOptions, load: Callable[[], Engine | None]) -> None:
         self.options, self.load = options, load

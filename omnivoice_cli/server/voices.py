@@ -9,7 +9,7 @@ An upload is read from memory (bounded by the server's upload limit), refused wh
 audio or longer than MAX_UPLOAD_SECONDS, prepared as `voice add` prepares a recording, encoded by
 the engine loop between two forwards, and saved in the same store as `omnivoice voice add`. A
 voice file (`omnivoice voice export`: safetensors) is verified as `voice import` verifies it
-(app/voiceexport.py: bounded, its checksum) and saved as it is, without the engine.
+(app/voices/voiceexport.py: bounded, its checksum) and saved as it is, without the engine.
 """
 
 from __future__ import annotations
@@ -27,14 +27,15 @@ from starlette.formparsers import MultiPartException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..app import listen, voiceexport, voices
-from ..app.values import did_you_mean, join_lines, shown_value
-from ..engine.config import SAMPLE_RATE
+from ..app.listening import listen
+from ..app.settings.values import did_you_mean, join_lines, shown_value
+from ..app.voices import voiceexport, voices
 from ..engine.errors import InvalidRequest, MissingExtra, ModelUnavailable, one_line
+from ..engine.model.config import SAMPLE_RATE
 from .errors import ApiError, bad_request, scrub, scrub_asr, scrub_paths
 
 if TYPE_CHECKING:
-    from ..engine.voice import PreparedReference, VoicePrompt
+    from ..engine.sound.voice import PreparedReference, VoicePrompt
     from .state import ServerState
 
 MAX_UPLOAD_SECONDS = 60.0  # a reference is best at 3-10 s
@@ -101,7 +102,7 @@ def prepare_upload(data: bytes, filename: str, transcript: str | None) -> Prepar
     when it is not audio, too long, silent or too short."""
     import soundfile as sf
 
-    from ..engine import voice as vmod  # torch: loaded with the model, not with the server's modules
+    from ..engine.sound import voice as vmod  # torch: loaded with the model, not with the server's modules
 
     shown = f"the uploaded file {filename!r}"
     suffix = os.path.splitext(filename)[1]

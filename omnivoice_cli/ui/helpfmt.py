@@ -23,7 +23,7 @@ try:  # typer >= 0.2x vendors its own click
 except ImportError:  # older typer runs on click
     from click import exceptions as click_exceptions  # type: ignore[no-redef]  # noqa: F401
 
-from ..app.setting import ADVANCED
+from ..app.settings.setting import ADVANCED
 
 # The panels in the order shown; "*" stands for any other (Server, Cluster, ...).
 ORDER = ("Arguments", "Input", "Voice", "Generation", "Output", "Hardware", "*", ADVANCED, "Options")

@@ -19,9 +19,9 @@ from typing import Any, Callable, Optional
 
 import typer
 
-from ..app.schema import GENERATION_KEYS, SCHEMA
-from ..app.setting import HTTP, LINE, PANELS, PRESET, Setting, SettingsError, flag_name
-from ..app.values import check_setting, parse_text
+from ..app.settings.schema import GENERATION_KEYS, SCHEMA
+from ..app.settings.setting import HTTP, LINE, PANELS, PRESET, Setting, SettingsError, flag_name
+from ..app.settings.values import check_setting, parse_text
 
 NO_FLAGS: dict[str, Any] = {}
 
@@ -116,7 +116,7 @@ PRESET_OPTION = typer.Option(
     rich_help_panel="Input",
     help="Settings from a preset (`omnivoice presets`) or a .toml file; flags override it.",
 )
-# the engine-loop servers' bounds (`omnivoice wyoming`, `omnivoice mcp`: app/speaker.py)
+# the engine-loop servers' bounds (`omnivoice wyoming`, `omnivoice mcp`: app/door/speaker.py)
 SPEAKER_MAX_QUEUE_OPTION = typer.Option(
     64,
     "--max-queue",
@@ -166,7 +166,7 @@ SPEECH_SETTINGS = (
     "loudness",
 )
 HARDWARE_SETTINGS = ("model", "device", "dtype", "threads", "quantize", "compile")
-# The settings of the engine-loop servers (`omnivoice wyoming`, `omnivoice mcp`: app/speaker.py):
+# The settings of the engine-loop servers (`omnivoice wyoming`, `omnivoice mcp`: app/door/speaker.py):
 # say's, less duration and format (a request's own), with the engine's hardware.
 SPEAKER_SETTINGS = tuple(k for k in SPEECH_SETTINGS if k not in ("duration", "format")) + HARDWARE_SETTINGS
 LISTEN_SETTINGS = (

@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..chunking import chunk_text
-from ..duration import estimate_duration
-from ..pauses import split_pauses
-from ..tags import cut_at_tags
+from ..text.chunking import chunk_text
+from ..text.duration import estimate_duration
+from ..text.pauses import split_pauses
+from ..text.tags import cut_at_tags
 
 if TYPE_CHECKING:
     from ..planning import Request

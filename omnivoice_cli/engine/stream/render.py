@@ -19,10 +19,10 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from ..cancel import Cancelled, cancellable
-from ..duration import resolve_target_len
 from ..pieces import Piece, RequestPieces
 from ..pipeline import Engine
 from ..planning import Request, validate_request
+from ..text.duration import resolve_target_len
 from .cut import Segment, StreamConfig, cut_request
 from .waves import Stagger, WavePlanner
 
@@ -309,7 +309,7 @@ def stream(
     cancel: once set (from any thread), the render stops with Cancelled before the next layer of
     the forward running then (engine/cancel.py), or at the next forward. check: the per-piece
     check (pieces.PieceCheck): a piece is handed out once its check accepts a take."""
-    from ..generation import run_jobs  # torch
+    from ..model.generation import run_jobs  # torch
 
     engine.use_threads()
     warnings = validate_request(req, engine.cfg)

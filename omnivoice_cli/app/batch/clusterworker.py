@@ -1,0 +1,117 @@
+"""What runs on a worker of `batch --ray` (cluster.py is the driver): `OmnivoiceWorker`, a Ray actor
+with one engine, loaded once (Session.load_engine, from the run's model and engine/hardware.Hardware), that speaks
+groups of lines through the packed continuous-batching loop (Engine.generate); and what travels
+between it and the driver: a `Task` per line out (its request, and the key of a reference
+recording the worker encodes once), an `Outcome` per line back (the audio, or an error message).
+A worker writes nothing, so the nodes need no shared file system; it reports its steps through a
+ray.util.queue.Queue when the driver shows a steps bar."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ...engine.errors import OmniVoiceError, one_line
+from ...engine.hardware import Hardware
+from ...engine.pipeline import Engine
+from ...engine.planning import Request, Result
+from ..session import Session
+
+if TYPE_CHECKING:  # annotations only: the voice pulls torch
+    from ...engine.sound.voice import VoicePrompt
+
+STEP_SECONDS = 0.25  # a worker reports its steps at most this often
+
+
+@dataclass(frozen=True)
+class Task:
+    """One line for a worker: its request (ref None while `ref_key` names a recording to encode)."""
+
+    number: int  # the line number (the driver's key)
+    request: Request
+    ref_key: tuple[str, str] | None = None  # (file, transcript) of its recording, in the group's references
+
+
+@dataclass
+class Outcome:
+    """What became of one task on a worker: a result (its tokens dropped) or an error message."""
+
+    number: int
+    result: Result | None = None  # with tokens=None
+    error: str | None = None
+    ref_error: bool = False  # the error is about the line's reference recording
+    seconds: float = 0.0  # from the start of its group to its result, on the worker
+
+
+class OmnivoiceWorker:
+    """One engine, loaded once, speaking groups of lines (wrapped by ray.remote at run time)."""
+
+    def __init__(self, model: str, hardware: Hardware, encoder: bool, queue: Any = None, name: str = "") -> None:
+        self.queue, self.name = queue, name
+        self.prompts: dict[tuple[str, str], VoicePrompt] = {}  # encoded recordings
+        self.engine: Engine | None = None
+        self.error: BaseException | None = None
+        self.load_seconds = 0.0
+        self._last = 0.0
+        try:
+            self.engine, self.load_seconds = Session().load_engine(model, hardware, encoder=encoder)
+        except Exception as e:  # sent back by ready(), raised by the driver
+            self.error = e
+
+    def ready(self) -> tuple[int, float, BaseException | None]:
+        """(process id, seconds the model took to load, the loading error or None)."""
+        return os.getpid(), self.load_seconds, self.error
+
+    def _request(self, engine: Engine, task: Task, references: dict) -> Request:
+        if task.ref_key is None:
+            return task.request
+        if task.ref_key not in self.prompts:
+            prepared, transcript = references[task.ref_key]
+            self.prompts[task.ref_key] = engine.voice_from_audio(prepared, transcript)
+        return dataclasses.replace(task.request, ref=self.prompts[task.ref_key])
+
+    def _step(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if self.queue is None or (now - self._last < STEP_SECONDS and done < total):
+            return
+        self._last = now
+        try:
+            self.queue.put_nowait((self.name, done, total))
+        except Exception:  # a full or lost queue only costs a bar update
+            pass
+
+    def run(self, tasks: list[Task], references: dict) -> list[Outcome]:
+        """Speak a group: every task gets an Outcome (a generation error fails the whole group)."""
+        if self.error is not None:
+            return [
+                Outcome(t.number, error=f"the worker could not load the model: {one_line(self.error)}") for t in tasks
+            ]
+        engine = self.engine
+        if engine is None:  # never: an engine that did not load left its error (above)
+            raise RuntimeError("the worker has no engine")
+        t0 = time.perf_counter()
+        outcomes: dict[int, Outcome] = {}
+        requests, numbers = [], []
+        for task in tasks:
+            try:
+                requests.append(self._request(engine, task, references))
+                numbers.append(task.number)
+            except (OmniVoiceError, OSError, ValueError) as e:
+                outcomes[task.number] = Outcome(task.number, error=one_line(e), ref_error=True)
+
+        def on_result(i: int, result: Result) -> None:
+            result.tokens = None  # the codes stay here: only the audio travels
+            outcomes[numbers[i]] = Outcome(numbers[i], result=result, seconds=time.perf_counter() - t0)
+
+        try:
+            if requests:
+                engine.generate(requests, on_step=self._step, on_result=on_result)
+        except (OmniVoiceError, RuntimeError, MemoryError) as e:  # e.g. out of memory: the group fails
+            for number in numbers:
+                outcomes.setdefault(number, Outcome(number, error=f"generation failed: {one_line(e)}"))
+        if self.queue is not None:
+            self._step(0, 0)  # this worker's loop is over
+        return [outcomes[t.number] for t in tasks]

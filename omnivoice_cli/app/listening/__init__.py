@@ -1,0 +1,1 @@
+"""Listening back: the speech recogniser, --verify, word timings (the map: docs/design.md)."""

@@ -1,0 +1,262 @@
+"""`say --server URL` (or OMNIVOICE_SERVER): the text spoken by a running `omnivoice serve`, a
+warm engine, and delivered here as a local run delivers it.
+
+    check_remote(settings, subtitles=..., words=...)     # before anything is sent: what cannot go
+    run = RemoteRun(speech, url, voice, session, shown)  # a Speech built here, checked as ever
+    report = run.run(signals)                            # a speakrun.SpeechReport, as a local run's
+
+The request is built and checked here first (`request.build_request`, no model), so a bad value
+is the same one-line usage error as without --server, before anything is sent. The server is sent
+every request setting the run resolved (`settings.HTTP_SETTINGS`, but for those left unset) and
+asked for 16-bit PCM at the output's rate with the output's loudness (the server's `deliver` does
+the same resampling and levelling as a local run's), so its samples are the local file's samples;
+they are written here through `deliver` (or, streamed, `PieceWriter`) into whatever -o names.
+
+A 4xx reply is a usage error (exit 2) with the server's message, which uses the CLI's words; a 5xx
+or a server that is not there is a failure (exit 1), one line. The settings of the model and the
+machine (`LOCAL_ONLY`) are the server's: given as flags they are refused (exit 2); from the
+environment or a preset they are left to the server. `--voice NAME` names the server's saved voice.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Iterator
+
+from ...engine.errors import InvalidRequest, MissingExtra, OmniVoiceError, one_line
+from ...engine.model.config import SAMPLE_RATE
+from ...media.player import open_player
+from ..deliver import Outputs, PieceWriter, Take, deliver, send_piece
+from ..session import Session
+from ..settings.layers import Resolved
+from ..settings.schema import HTTP_SETTINGS
+from ..settings.setting import flag_name
+
+if TYPE_CHECKING:
+    from ..signals import HoldSignals
+    from .speakrun import Shown, Speech, SpeechReport
+
+ENV = "OMNIVOICE_SERVER"  # the server's URL when --server is not given
+KEY_ENV = "OMNIVOICE_API_KEY"  # sent as 'Authorization: Bearer KEY' (serve --api-key)
+SPEECH_PATH = "/v1/audio/speech"
+SEED_HEADER = "x-omnivoice-seed"
+LOUDNESS_HEADER = "x-omnivoice-loudness"
+VERIFY_HEADER = "x-omnivoice-verify"
+TIMEOUT = 3600.0  # seconds a reply may take between two reads (a long text on a busy server)
+CONNECT_TIMEOUT = 10.0
+# settings of the model and the machine: the server was started with its own
+LOCAL_ONLY = ("model", "device", "dtype", "threads", "quantize", "compile", "asr_model", "lexicon", "ref", "ref_text")
+
+
+class ServerUnreachable(OmniVoiceError):
+    """No server answered at the URL (exit 1)."""
+
+
+def server_url(flag: str | None) -> str | None:
+    """--server, else OMNIVOICE_SERVER; a URL of http(s), without a trailing slash. Empty (`--server ''`,
+    or the variable set empty): none, the run is local."""
+    url = flag if flag is not None else os.environ.get(ENV)
+    if not url:
+        return None
+    where = "--server" if flag is not None else f"environment variable {ENV}"
+    if not url.startswith(("http://", "https://")):
+        raise InvalidRequest(f"{where} must be an http:// or https:// URL of `omnivoice serve`, got {url!r}")
+    return url.rstrip("/")
+
+
+def check_remote(settings: Resolved, *, subtitles: bool, words: bool) -> None:
+    """Before anything is sent: what a run through a server cannot do (usage errors)."""
+    for key in LOCAL_ONLY:
+        if settings.source(key).kind == "flag":
+            flag = flag_name(key)
+            why = (
+                "a recording is not sent: save it as a voice where the server runs (omnivoice voice add, or "
+                "POST /v1/audio/voices) and give --voice NAME"
+                if key in ("ref", "ref_text")
+                else "the server's model and machine are set when it starts (omnivoice serve)"
+            )
+            raise InvalidRequest(f"{flag} cannot go with --server: {why}; leave out {flag}, or --server to run here")
+    for given, what in ((subtitles, "--subtitles"), (words, "--words")):
+        if given:
+            raise InvalidRequest(f"{what} cannot go with --server (the reply does not say where its pieces lie)")
+
+
+def request_body(speech: "Speech", text: str, voice: str | None, stream: bool) -> dict[str, Any]:
+    """The JSON body of POST /v1/audio/speech: the text as given and every setting the run resolved."""
+    values = speech.built.settings.values
+    body: dict[str, Any] = {
+        "model": "omnivoice",
+        "input": text,
+        "voice": voice or "auto",
+        "response_format": "pcm" if stream else "wav",
+        "stream": stream,
+    }
+    body.update({k: values[k] for k in HTTP_SETTINGS if values.get(k) is not None})
+    return body
+
+
+def _httpx() -> Any:
+    try:
+        import httpx
+    except ImportError:
+        raise MissingExtra("say --server", "httpx", "serve") from None
+    return httpx
+
+
+def _message(data: bytes) -> str:
+    try:
+        return " ".join(str(json.loads(data)["error"]["message"]).split())
+    except (ValueError, KeyError, TypeError):
+        return " ".join(data.decode("utf-8", "replace").split())[:300] or "no message"
+
+
+def refused(url: str, status: int, data: bytes) -> OmniVoiceError:
+    """A reply that is not audio, as the CLI's error: 4xx a usage error, else a failure."""
+    message = _message(data)
+    if 400 <= status < 500:
+        return InvalidRequest(message)
+    return OmniVoiceError(f"the server at {url} failed (HTTP {status}): {message}")
+
+
+def samples(data: bytes) -> Any:
+    """float32 samples of 16-bit PCM (the server's s16le), as a 16-bit file reads back: k / 32768."""
+    import numpy as np
+
+    return np.frombuffer(data, dtype="<i2").astype(np.float32) / 32768.0
+
+
+@dataclass
+class _Reply:
+    audio: Any  # float32 samples at `rate`
+    rate: int
+    seed: int
+    first: float | None  # streamed: seconds until the first samples came
+    headers: Any
+
+
+class RemoteRun:
+    """One text spoken by the server, written or played here (see the module doc)."""
+
+    def __init__(
+        self, speech: "Speech", text: str, url: str, voice: str | None, session: Session, shown: "Shown"
+    ) -> None:
+        self.speech, self.text, self.url, self.voice = speech, text, url, voice
+        self.session, self.shown = session, shown
+
+    def headers(self) -> dict[str, str]:
+        key = os.environ.get(KEY_ENV)
+        return {"Authorization": f"Bearer {key}"} if key else {}
+
+    def run(self, signals: "HoldSignals") -> "SpeechReport":
+        """Speak on the server, deliver here; StoppedBySignal on Ctrl-C / SIGTERM."""
+        from .speakrun import Writes, playback_stopped, speech_report, stopped_after
+
+        speech, writes = self.speech, Writes(signals)
+        t0 = time.perf_counter()
+        try:
+            got = self.fetch(signals)
+            to_file = speech.target is not None and not (speech.streamed and speech.target.to_stdout)
+            player = open_player(got.rate) if speech.play and not speech.streamed else None
+            deliver(
+                Take(got.audio, got.rate, self.text),
+                Outputs(target=speech.target if to_file else None, stdout=self.session.stdout),
+                protect=writes.protect,
+                player=player,
+            )
+        except KeyboardInterrupt as e:
+            if speech.target is None:
+                raise playback_stopped(e) from None
+            raise stopped_after(e, writes.done, speech.target) from None
+        loud, verify = got.headers.get(LOUDNESS_HEADER), got.headers.get(VERIFY_HEADER)
+        plan = speech.built.plan
+        report = speech_report(
+            speech,
+            self.shown,
+            result=got.audio,
+            sample_rate=got.rate,
+            seconds=time.perf_counter() - t0,
+            load=0.0,
+            voice=None,
+            first=got.first,
+            seed=got.seed,
+            pieces=len(plan.pieces) if plan is not None else 1,
+            verify=None if verify is None else json.loads(verify),
+        )
+        return report if loud is None else replace(report, loudness=json.loads(loud))
+
+    def fetch(self, signals: "HoldSignals") -> _Reply:
+        """POST the request; the reply's samples (streamed: played and sent on as they come)."""
+        httpx = _httpx()
+        streamed = self.speech.streamed
+        body = request_body(self.speech, self.text, self.voice, streamed)
+        timeout = httpx.Timeout(TIMEOUT, connect=CONNECT_TIMEOUT)
+        try:
+            with httpx.Client(timeout=timeout, headers=self.headers()) as client:
+                with client.stream("POST", self.url + SPEECH_PATH, json=body) as reply:
+                    if reply.status_code != 200:
+                        raise refused(self.url, reply.status_code, reply.read())
+                    seed = int(reply.headers.get(SEED_HEADER, "0"))
+                    if streamed:
+                        rate = int(self.speech.sample_rate or SAMPLE_RATE)
+                        audio, first = self.streamed(reply, rate, signals)
+                        return _Reply(audio, rate, seed, first, reply.headers)
+                    with self.session.status(f"speaking on {self.url} ..."):
+                        data = reply.read()
+                    audio, rate = _wav(data)
+                    return _Reply(audio, rate, seed, None, reply.headers)
+        except (httpx.ConnectError, httpx.ConnectTimeout) as e:
+            raise ServerUnreachable(f"no omnivoice server answered at {self.url}: {one_line(e)}") from None
+        except httpx.TransportError as e:  # cut off, or silent past TIMEOUT: the reply is not whole
+            raise OmniVoiceError(f"the server at {self.url} stopped answering: {one_line(e)}") from None
+
+    def streamed(self, reply: Any, rate: int, signals: "HoldSignals") -> tuple[Any, float | None]:
+        """The reply's PCM as it comes: played, and to stdout (--stream -o -); kept whole."""
+        import numpy as np
+
+        target = self.speech.target
+        writer = None
+        if target is not None and target.to_stdout:
+            writer = PieceWriter(self.session.stdout(), target.audio_format, rate, None)
+        player = open_player(rate) if self.speech.play else None
+        kept: list[Any] = []
+        first, t0 = None, time.perf_counter()
+        with player or nullcontext():  # left normally: waits until all has played
+            for piece in _pieces(reply.iter_bytes()):
+                if first is None:
+                    first = time.perf_counter() - t0
+                if player is not None:
+                    player.play(piece)
+                if writer is not None:
+                    send_piece(lambda: writer.write(piece), signals)
+                kept.append(piece)
+            if writer is not None:
+                send_piece(writer.close, signals)
+        return (np.concatenate(kept) if kept else np.zeros(0, np.float32)), first
+
+
+def _pieces(chunks: Iterator[bytes]) -> Iterator[Any]:
+    """float32 samples of a stream of s16le bytes, whatever its chunks' sizes."""
+    rest = b""
+    for chunk in chunks:
+        data = rest + chunk
+        cut = len(data) - len(data) % 2
+        rest = data[cut:]
+        if cut:
+            yield samples(data[:cut])
+
+
+def _wav(data: bytes) -> tuple[Any, int]:
+    """The samples (k / 32768) and rate of the server's 16-bit WAV."""
+    import io
+
+    import soundfile as sf
+
+    try:
+        audio, rate = sf.read(io.BytesIO(data), dtype="float32")
+    except (sf.LibsndfileError, RuntimeError, ValueError) as e:  # not the WAV asked for (a proxy's page?)
+        raise OmniVoiceError(f"the server's reply is not a WAV file ({one_line(e)})") from None
+    return audio, int(rate)

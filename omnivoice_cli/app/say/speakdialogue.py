@@ -1,0 +1,143 @@
+"""A dialogue script spoken by `say --cast` (`DialogueRun`): every line of the script
+(dialogue.plan_script) in one packed run, joined with gaps of silence; subtitles, then the audio,
+then the player; its report (`DialogueReport`, a `SpokenLine` per line).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+from ...engine.hardware import Hardware
+from ...engine.planning import Result
+from ...media.output import OutputTarget
+from ...media.subtitles import Subtitle, finish_subtitles, subtitles_from_pieces
+from ..deliver import Audio, Outputs, Take, deliver
+from ..session import Session, WarnOnce
+from ..signals import HoldSignals
+from .dialogue import Script
+from .speakrun import Shown, Writes, open_the_player, stopped_after, where
+
+
+@dataclass(frozen=True)
+class SpokenLine:
+    """One line of a dialogue, spoken: where it is in the audio (samples)."""
+
+    number: int  # its line number in the script
+    speaker: str  # the cast member's name
+    voice: str  # the member's VOICE as --cast gave it
+    text: str  # what the model was given
+    seed: int
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class DialogueReport:
+    """What speaking a dialogue script gave: the numbers of its summary line and of its --json."""
+
+    target: OutputTarget | None  # where the audio went (None: the player only)
+    sample_rate: int
+    audio_seconds: float
+    seconds: float  # generating every line, joining and writing (and playing)
+    load_seconds: float
+    seed: int  # the base seed: line i has seed + i
+    lines: tuple[SpokenLine, ...]
+    subtitles: Path | None
+    warnings: tuple[str, ...]
+
+    @property
+    def where(self) -> str:
+        return where(self.target)
+
+
+class DialogueRun:
+    """Load, generate every line in one packed run, write subtitles then audio (a stop waits),
+    and play the whole when there is a player."""
+
+    def __init__(
+        self,
+        script: Script,
+        target: OutputTarget | None,
+        hardware: Hardware,
+        *,
+        model: str,
+        gap: float,
+        subtitles: Path | None = None,
+        play: bool = False,
+        session: Session = Session(),
+        shown: Shown | None = None,
+        loudness: float | None = None,
+        sample_rate: int | None = None,
+    ) -> None:
+        self.loudness = loudness  # --loudness: the target of the whole dialogue (LUFS)
+        self.sample_rate = sample_rate  # --sample-rate: the output's (None: the model's)
+        self.script, self.target, self.model, self.hardware = script, target, model, hardware  # dialogue.Script
+        self.gap = gap
+        self.subtitles, self.play, self.session = subtitles, play, session
+        self.shown: Shown = shown if shown is not None else WarnOnce(session.warn)
+
+    def run(self, signals: HoldSignals) -> DialogueReport:
+        """Speak; StoppedBySignal on Ctrl-C / SIGTERM (`signals`: the HoldSignals the writes are held by)."""
+        built, target, writes = self.script.lines, self.target, Writes(signals)
+        player = open_the_player(self.play)  # before the model is loaded
+        try:
+            engine, load = self.session.load_engine(self.model, self.hardware)
+            t0 = time.perf_counter()
+            with self.session.steps(f"generating {len(built)} lines", None) as on_step:
+                results = engine.generate([b.request for _, b in built], on_step=on_step)
+            for r in results:
+                self.shown(r.warnings)
+            audio, subs, starts = join_dialogue(built, results, self.gap, engine.sample_rate)
+            outputs = Outputs(
+                target=target,
+                subtitles=self.subtitles,
+                loudness=self.loudness,
+                loudness_what="the dialogue",
+                sample_rate=self.sample_rate,
+                stdout=self.session.stdout,
+            )
+            take = Take(audio, engine.sample_rate, cues=subs)
+            played = deliver(take, outputs, protect=writes.protect, player=player, warn=lambda w: self.shown([w]))
+        except KeyboardInterrupt as e:
+            if player is not None:
+                player.stop()
+            raise stopped_after(e, writes.done and target is not None, target) from None
+        return self.report(played.audio, results, starts, engine.sample_rate, time.perf_counter() - t0, load)
+
+    def report(
+        self, audio: Audio, results: list[Result], starts: list[int], rate: int, seconds: float, load: float
+    ) -> DialogueReport:
+        lines = tuple(
+            SpokenLine(
+                line.number, line.speaker.name, line.speaker.spec, b.request.text, b.request.seed, s, s + len(r.audio)
+            )
+            for (line, b), r, s in zip(self.script.lines, results, starts)
+        )
+        return DialogueReport(
+            self.target,
+            rate,
+            len(audio) / rate,
+            seconds,
+            load,
+            self.script.seed,
+            lines,
+            self.subtitles,
+            tuple(self.shown.shown),
+        )
+
+
+def join_dialogue(
+    built: Iterable, results: list[Result], gap: float, rate: int
+) -> tuple[Audio, list[Subtitle], list[int]]:
+    """The lines' audio joined with gaps, their subtitle cues, where each line starts."""
+    from ...media.tracks import join_with_gaps
+
+    audio, starts = join_with_gaps([r.audio for r in results], round(gap * rate))
+    subs = []
+    for (line, b), r, start in zip(built, results, starts):
+        pieces = r.pieces or [(b.request.text, 0, len(r.audio))]
+        subs += subtitles_from_pieces(pieces, rate, offset=start, speaker=line.speaker.name)
+    return audio, finish_subtitles(subs, round(len(audio) * 1000 / rate)), starts

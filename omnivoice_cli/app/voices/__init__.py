@@ -1,0 +1,1 @@
+"""Saved voices: the store, export and import, voice-design items (the map: docs/design.md)."""

@@ -1,0 +1,1 @@
+"""A checkpoint on disk: finding it (the hub), reading its safetensors, what a fine-tune declares (the map: docs/design.md)."""

@@ -1,0 +1,1 @@
+"""Speed paths that replace the model's plain parts where the hardware allows: oneDNN and int8 linears, the narrow layer forward, the codec plan, CUDA graphs, the weight cache, memory hints; the model never imports them (the map: docs/design.md)."""

@@ -1,0 +1,72 @@
+"""Saved voice files: a safetensors file with the codes as its one tensor and the transcript, the
+RMS and the store's own records in its metadata. Reading the metadata needs no torch (so `omnivoice
+voice list` and `voice show` start fast); `voice.py` reads and writes the codes.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from ..checkpoint.tensorfile import SafetensorsFile, TensorFileError
+from ..errors import InvalidRequest
+
+VOICE_FORMAT = "omnivoice-voice"  # safetensors metadata "format"
+VOICE_FORMAT_VERSION = "1"  # bump on any change of layout
+
+
+def open_voice_file(path: Path):
+    """The voice file opened (tensorfile.SafetensorsFile), its format and version checked;
+    InvalidRequest if it is missing, not one of ours, or another version."""
+
+    try:
+        file = SafetensorsFile(path)
+    except TensorFileError as e:
+        if e.missing:
+            raise InvalidRequest(f"voice file {path} does not exist") from None
+        raise InvalidRequest(f"{path} is not a voice file ({e.detail})") from None
+    meta = file.metadata
+    if meta.get("format") != VOICE_FORMAT or set(file.keys()) != {"codes"}:
+        raise InvalidRequest(f"{path} is not an omnivoice voice file")
+    if meta.get("version") != VOICE_FORMAT_VERSION:
+        raise InvalidRequest(
+            f"{path} is a voice file of format version {meta.get('version')!r}; this omnivoice reads "
+            f"version {VOICE_FORMAT_VERSION}: add the voice again from its recording"
+        )
+    return file
+
+
+MAX_TEXT_CHARS = 100_000  # a voice's transcript at most
+
+
+def voice_text(path: object, text: object, key: str = "text") -> str:
+    """A voice's transcript: a non-empty string of at most MAX_TEXT_CHARS (InvalidRequest otherwise)."""
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidRequest(f"{path}: the voice has no transcript ({key} is missing or empty)")
+    if len(text) > MAX_TEXT_CHARS:
+        raise InvalidRequest(f"{path}: the voice's transcript is {len(text)} characters long: at most {MAX_TEXT_CHARS}")
+    return text
+
+
+def voice_rms(path: object, value: object, key: str = "rms") -> float | None:
+    """A voice's level: a finite number >= 0, or None when not recorded (InvalidRequest otherwise)."""
+    if value is None or value == "":
+        return None
+    rms = None
+    if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        try:
+            rms = float(value)
+        except ValueError:
+            pass
+    if rms is None or not math.isfinite(rms) or rms < 0:
+        raise InvalidRequest(f"{path}: the voice's level ({key}) is {str(value)[:40]!r}, not a number >= 0")
+    return rms
+
+
+def read_voice_metadata(path: str | Path) -> dict[str, str]:
+    """The metadata of a saved voice file; InvalidRequest if it is not one of ours, another version,
+    or its transcript or level is missing or broken."""
+    meta = dict(open_voice_file(Path(path)).metadata)
+    voice_text(path, meta.get("text"))
+    voice_rms(path, meta.get("rms"))
+    return meta

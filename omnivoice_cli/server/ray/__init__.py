@@ -1,0 +1,1 @@
+"""`serve --ray`: the model replicas and the light front on Ray Serve (the map: docs/design.md)."""
