@@ -10,7 +10,7 @@ text. Each figure is the median of --runs runs of one process (the recogniser lo
 
 Generation: with --tts-ckpt (a full-size checkpoint: benchmarks/make_checkpoint.py) the same
 sentence is generated at each --steps and timed; without one, --tts-rtf gives the seconds per
-second of audio measured elsewhere (docs/speed.md: 9.36 at 32 steps, fp32, this CPU).
+second of audio measured elsewhere (benchmarks/speed-log.md: 9.36 at 32 steps, fp32, this CPU).
 The verify overhead is recognition's seconds per audio second over generation's.
 """
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "benchmarks" / "speed-log.md"]
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
 
 
@@ -117,3 +117,12 @@ def test_no_command_a_shell_mangles(page):
     (quote such text with single quotes)."""
     bad = [f"line {n}: {hit!r}" for n, line in shell_lines(page) for hit in expanded_positionals(line)]
     assert not bad, f"{page.name}: " + "; ".join(bad)
+
+
+def test_the_speed_page_is_a_users_page_and_the_log_lies_beside_the_benchmarks():
+    """docs/speed.md says what to expect and which settings (short); the measurements, with their
+    commands and machines, are the log's (benchmarks/speed-log.md), which the page links."""
+    page = (ROOT / "docs" / "speed.md").read_text(encoding="utf-8")
+    assert len(page.splitlines()) < 150
+    assert "../benchmarks/speed-log.md" in links(ROOT / "docs" / "speed.md")
+    assert (ROOT / "benchmarks" / "speed-log.md").is_file()
