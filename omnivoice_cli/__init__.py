@@ -1,0 +1,1 @@
+"""omnivoice: text to speech on the command line, in plain PyTorch (the map of the package: docs/design.md)."""

@@ -411,7 +411,7 @@ def test_a_50_mb_book_dry_runs_through_the_command_in_bounded_memory(tmp_path):
     time, each part's text dropped once estimated)."""
     import textwrap
 
-    from omnivoice_cli.app.book.bookread import count_words
+    from omnivoice_cli.app.book.bookread.chapters import count_words
 
     paragraph = "The sea was calm that night and the keeper wrote in his log until the lamp burned low. "
     body = "\n".join(textwrap.wrap(paragraph * 12, 72)) + "\n\n"

@@ -22,9 +22,11 @@ from conftest import ROOT, TINY_CKPT, error_line
 from test_book import PEAK_RSS
 from test_extras import blocker, omnivoice, one_line  # noqa: F401  (blocker: a fixture)
 
-from omnivoice_cli.app.book import bookread
 from omnivoice_cli.app.book.book import BookRun
-from omnivoice_cli.app.book.bookread import open_book
+from omnivoice_cli.app.book.bookread import epubzip
+from omnivoice_cli.app.book.bookread import open as bookopen
+from omnivoice_cli.app.book.bookread import text as plaintext
+from omnivoice_cli.app.book.bookread.open import open_book
 from omnivoice_cli.app.book.booktrack import BookState
 from omnivoice_cli.app.book.bookwork import pieces_name
 from omnivoice_cli.engine.errors import InvalidRequest
@@ -130,7 +132,7 @@ def test_a_member_whose_header_lies_about_its_size_is_read_at_most_to_its_limit(
         open_book(path)
     except InvalidRequest as e:
         assert "b.epub" in str(e) and "\n" not in str(e)
-    assert read and all(0 <= n <= bookread.MAX_MEMBER_BYTES + 1 for n in read), read
+    assert read and all(0 <= n <= epubzip.MAX_MEMBER_BYTES + 1 for n in read), read
     lie_about_size(path, member, 1 << 30)
     with pytest.raises(InvalidRequest, match=re.escape(MEMBERS[member])):
         open_book(path)
@@ -230,7 +232,7 @@ def at_the_limit(src: Path, dst: Path) -> Path:
     real paragraphs (read, parsed and planned, not refused)."""
     para = b"<p>The sea was calm that night and the keeper wrote in his log until the lamp burned low.</p>\n"
     head, tail = b"<html xmlns='http://www.w3.org/1999/xhtml'><body><h1>One</h1>\n", b"</body></html>\n"
-    n = (bookread.MAX_MEMBER_BYTES - len(head) - len(tail)) // len(para)
+    n = (epubzip.MAX_MEMBER_BYTES - len(head) - len(tail)) // len(para)
     with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w", zipfile.ZIP_DEFLATED) as zout:
         for info in zin.infolist():
             zout.writestr(info, zin.read(info) if info.filename != "EPUB/chap_01.xhtml" else head + para * n + tail)
@@ -366,8 +368,8 @@ def test_a_line_over_1_mib_is_refused_not_read_whole(invoke, fake_engine, tmp_pa
 def test_a_book_that_grows_while_it_is_read_stops_at_the_limit(tmp_path, monkeypatch):
     path = tmp_path / "z.txt"
     path.write_bytes(b"Chapter 1\n\nsome words\n" * 20)
-    monkeypatch.setattr(bookread.text, "MAX_TEXT_BOOK_BYTES", 100)  # the file "grew" past it after the check
-    monkeypatch.setattr(bookread, "regular_size", lambda p: 10)
+    monkeypatch.setattr(plaintext, "MAX_TEXT_BOOK_BYTES", 100)  # the file "grew" past it after the check
+    monkeypatch.setattr(bookopen, "regular_size", lambda p: 10)
     with pytest.raises(InvalidRequest, match="over the 100 bytes a plain-text book may be"):
         open_book(path)
 

@@ -1,4 +1,4 @@
-"""The book reader (app/book/bookread.py): EPUB, Markdown and plain text into chapters, by its rules."""
+"""The book reader (app/book/bookread/): EPUB, Markdown and plain text into chapters, by its rules."""
 
 from __future__ import annotations
 
@@ -10,7 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from omnivoice_cli.app.book.bookread import count_words, epubzip, matter_by_title, open_book, text_heading, xhtml
+from omnivoice_cli.app.book.bookread import epubzip, xhtml
+from omnivoice_cli.app.book.bookread.chapters import count_words, matter_by_title
+from omnivoice_cli.app.book.bookread.open import open_book
+from omnivoice_cli.app.book.bookread.text import text_heading
 from omnivoice_cli.engine.errors import InvalidRequest, MissingExtra
 
 pytest.importorskip("ebooklib")
@@ -529,7 +532,8 @@ MEMORY_PROBE = textwrap.dedent(
         except OSError:
             return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
 
-    from omnivoice_cli.app.book.bookread import open_book, count_words
+    from omnivoice_cli.app.book.bookread.chapters import count_words
+    from omnivoice_cli.app.book.bookread.open import open_book
     before = peak_mib()
     book = open_book(sys.argv[1])
     words = sum(count_words(c.text) for c in book.chapters())

@@ -8,7 +8,11 @@ a` is an edge to X, and to X.a too when that is a module.
   imports it (so nothing below commands/ imports commands/, and batch or dub never reach the bars);
 - the engine (engine/) imports nothing of the package outside itself (test_code_shape checks that
   it imports no UI library or web framework either);
-- no two modules import each other, directly or around a longer cycle.
+- no two modules import each other, directly or around a longer cycle;
+- the rooms (the folders directly under app/, engine/ and server/) import each other by FOLDER_RULES,
+  a table of who may import nothing of whom and why (the model nothing of the speed paths, book may
+  use batch and never the reverse, ...); the edges being removed are listed beside it;
+- `ls omnivoice_cli/app` and `ls omnivoice_cli/engine` show at most 12 modules beside their folders.
 """
 
 from __future__ import annotations
@@ -273,3 +277,200 @@ def test_each_folder_imports_only_the_layers_below_it():
     assert not bad, "\n".join(bad)
     top = sorted(p.name for p in PACKAGE.glob("*.py") if p.name != "__init__.py")
     assert top == ["cli.py"], f"modules outside the layer folders: {top}"
+
+
+# ------------------------------------------------------------------------- the rules between the rooms
+
+# The units a rule speaks of, by path inside omnivoice_cli/: a folder ("engine/model/", everything
+# under it), a file ("engine/pipeline.py"), or the files directly in a folder ("app/*.py"). Imports
+# inside one room (a folder directly under app/, engine/ or server/; elsewhere a file) are never
+# checked: a rule is about the arrows between rooms.
+ENGINE_LEAVES = ("engine/errors.py", "engine/cancel.py", "engine/hardware.py")
+ENGINE_DRIVERS = (  # what runs the model's parts: the façade, loading, planning, the service, streaming
+    "engine/pipeline.py",
+    "engine/loading.py",
+    "engine/planning.py",
+    "engine/pieces.py",
+    "engine/service.py",
+    "engine/tickets.py",
+    "engine/forwardfit.py",
+    "engine/stream/",
+)
+APP_RUNS = ("app/say/", "app/batch/", "app/dub/", "app/book/", "app/door/")  # what the commands and the server run
+
+
+@dataclass(frozen=True)
+class Rule:
+    """`these` may import nothing of `never` (except the edges `but_from` / `but_to` name): `why`."""
+
+    these: tuple[str, ...]
+    never: tuple[str, ...]
+    why: str
+    but_from: tuple[str, ...] = ()  # sources the rule leaves out (the one door)
+    but_to: tuple[str, ...] = ()  # targets the rule leaves out
+
+    def __str__(self) -> str:
+        said = f"{', '.join(self.these)} may import nothing of {', '.join(self.never)}"
+        if self.but_from:
+            said += f" (but {', '.join(self.but_from)})"
+        if self.but_to:
+            said += f" (but {', '.join(self.but_to)})"
+        return f"{said}: {self.why}"
+
+
+FOLDER_RULES = (
+    # engine/: the model, its parts, the speed paths, the drivers
+    Rule(("engine/model/",), ("engine/fast/",), "the speed paths know the model, never the reverse"),
+    Rule(
+        ("engine/model/",),
+        ("engine/text/",),
+        "the model meets the text in canvas.py alone",
+        but_from=("engine/model/canvas.py",),
+    ),
+    Rule(
+        ("engine/text/", "engine/sound/", "engine/checkpoint/"),
+        ("engine/fast/",),
+        "text, sound and the checkpoint know no speed path (fast/memory.py's memory hints are none: the"
+        " checkpoint reader maps its files through them)",
+        but_to=("engine/fast/memory.py",),
+    ),
+    Rule(
+        ("engine/model/", "engine/fast/", "engine/text/", "engine/sound/", "engine/checkpoint/"),
+        ENGINE_DRIVERS,
+        "the parts know nothing of the drivers that run them",
+    ),
+    Rule(
+        ("engine/text/",), ("engine/model/", "engine/sound/"), "the text front end comes before the model and the audio"
+    ),
+    Rule(
+        ("engine/checkpoint/",),
+        ("engine/model/", "engine/text/", "engine/sound/"),
+        "a checkpoint is found and read without the model",
+    ),
+    Rule(ENGINE_LEAVES, ("engine/",), "the engine's leaves: every part may use them, they use nothing of it"),
+    # app/: the settings at the floor, voices and listening above them, the shared modules, the runs
+    Rule(("app/settings/",), ("app/",), "the settings are the app's floor: they import nothing else of app/"),
+    Rule(
+        ("app/voices/", "app/listening/"),
+        (*APP_RUNS, "app/*.py"),
+        "voices and listening lie below the runs and the shared modules at app/'s top",
+    ),
+    Rule(("app/*.py",), APP_RUNS, "the shared modules at app/'s top serve the runs and import none of them"),
+    Rule(
+        ("app/say/", "app/batch/", "app/door/"),
+        APP_RUNS,
+        "say, batch and the door import none of the other runs (book and dub are built on batch and say, never"
+        " the reverse; the door is the servers')",
+    ),
+    Rule(("app/book/",), ("app/say/", "app/dub/", "app/door/"), "book is built on batch alone"),
+    Rule(("app/dub/",), ("app/book/", "app/door/"), "dub is built on batch and say's dialogue alone"),
+    Rule(
+        ("app/dub/",),
+        ("app/say/",),
+        "dub uses say's dialogue (the cast, its speakers), no other part of say",
+        but_to=("app/say/dialogue.py",),
+    ),
+    # server/: the HTTP server at the top, Wyoming and Ray Serve in their folders
+    Rule(
+        ("server/",),
+        ("server/wyoming/", "server/ray/"),
+        "wyoming/ and ray/ are entered from the face (commands/wyoming.py, commands/serve.py), never from"
+        " the rest of server/",
+    ),
+    Rule(("server/wyoming/",), ("server/",), "Wyoming speaks through the door (app/door/), none of the HTTP server"),
+)
+
+# Edges that break a rule above and are being removed (issue 57's seams: the codec's plan is
+# installed by loading, the codec's memory hint moves out). The test fails once an edge is gone, to
+# say so: then it leaves this set, and the set is emptied.
+MODEL_IMPORTS_OF_FAST_BEING_REMOVED = {
+    ("engine/model/codec.py", "engine/fast/codecplan.py"),
+    ("engine/model/codec.py", "engine/fast/memory.py"),
+}
+
+ROOMED = ("app", "engine", "server")  # the layers whose folders are rooms
+
+
+def _room(path: str) -> str:
+    """A module's room: the folder directly under app/, engine/ or server/ that holds it, else itself."""
+    parts = path.split("/")
+    return "/".join(parts[:2]) + "/" if parts[0] in ROOMED and len(parts) > 2 else path
+
+
+def _matches(path: str, unit: str) -> bool:
+    if unit.endswith("/*.py"):
+        return path.rpartition("/")[0] == unit[: -len("/*.py")]
+    return path.startswith(unit) if unit.endswith("/") else path == unit
+
+
+def _broken(rules: tuple[Rule, ...], imports: tuple[Import, ...] | list[Import]) -> list[tuple[Import, Rule]]:
+    """Each import of the package (from one room to another) that breaks a rule, with the rule."""
+    found = []
+    for i in imports:
+        if not i.inside or i.target == "":
+            continue
+        source, target = _path(i.source), _path(i.target)
+        if _room(source) == _room(target) or target.endswith("__init__.py"):
+            continue  # inside a room; a package's __init__ (`from ..fast import memory` passes through it) holds no names
+        for rule in rules:
+            if (
+                any(_matches(source, u) for u in rule.these)
+                and any(_matches(target, u) for u in rule.never)
+                and not any(_matches(source, u) for u in rule.but_from)
+                and not any(_matches(target, u) for u in rule.but_to)
+            ):
+                found.append((i, rule))
+    return found
+
+
+def test_the_rooms_import_each_other_by_the_rules():
+    """FOLDER_RULES, read from the import graph: each break named by its file:line and its rule."""
+    bad = [
+        f"{i.where()} imports {_path(i.target)}: the rule: {rule}"
+        for i, rule in _broken(FOLDER_RULES, _imports())
+        if (_path(i.source), _path(i.target)) not in MODEL_IMPORTS_OF_FAST_BEING_REMOVED
+    ]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_edges_being_removed_are_still_there():
+    """Each allowed edge still breaks its rule; once one is gone, it leaves the set."""
+    breaking = {(_path(i.source), _path(i.target)) for i, _ in _broken(FOLDER_RULES, _imports())}
+    gone = sorted(MODEL_IMPORTS_OF_FAST_BEING_REMOVED - breaking)
+    assert not gone, f"these edges are gone: remove them from MODEL_IMPORTS_OF_FAST_BEING_REMOVED: {gone}"
+
+
+def test_the_rules_name_rooms_that_exist_and_every_room_has_its_rules():
+    """A rule naming a moved or renamed path would hold on nothing; a new room needs its rules."""
+    paths = [str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")]
+    units = {u for r in FOLDER_RULES for u in (*r.these, *r.never, *r.but_from, *r.but_to)}
+    missing = sorted(u for u in units if not any(_matches(p, u) for p in paths))
+    assert not missing, f"rules name paths that hold no module: {missing}"
+    rooms = sorted(f"{d.relative_to(PACKAGE)}/" for top in ROOMED for d in (PACKAGE / top).iterdir() if d.is_dir())
+    rooms = [r for r in rooms if not r.endswith("__pycache__/")]
+    unruled = [r for r in rooms if not any(r in (*rule.these, *rule.never) for rule in FOLDER_RULES)]
+    assert not unruled, f"rooms no rule names: {unruled}"
+
+
+def test_the_rule_checker_finds_a_break_and_leaves_the_allowed_alone():
+    """On made-up imports, so that the rules cannot pass by finding nothing."""
+    back = Import("app.batch.batch", "app.book.book", 12, True)  # batch -> book: the reverse of book's use
+    use = Import("app.book.book", "app.batch.batch", 3, True)  # book -> batch: allowed
+    door = Import("engine.model.canvas", "engine.text.tokenizer", 5, True)  # through the one door
+    side = Import("engine.model.backbone", "engine.text.tokenizer", 6, True)  # past it
+    inside = Import("app.book.book", "app.book.bookread.open", 7, True)  # inside a room
+    found = _broken(FOLDER_RULES, [back, use, door, side, inside])
+    assert [(i, r.these, r.never) for i, r in found] == [
+        (back, ("app/say/", "app/batch/", "app/door/"), APP_RUNS),
+        (side, ("engine/model/",), ("engine/text/",)),
+    ]
+    assert str(found[1][1]).startswith("engine/model/ may import nothing of engine/text/ (but engine/model/canvas.py)")
+    assert _room("app/book/bookread/open.py") == "app/book/" and _room("app/request.py") == "app/request.py"
+    assert _matches("app/request.py", "app/*.py") and not _matches("app/say/speak.py", "app/*.py")
+
+
+def test_app_and_engine_show_their_rooms_not_a_hall():
+    """`ls omnivoice_cli/app` and `ls omnivoice_cli/engine` show at most 12 modules beside their folders."""
+    for top in ("app", "engine"):
+        modules = sorted(p.name for p in (PACKAGE / top).glob("*.py"))  # __init__.py included
+        assert len(modules) <= 12, f"omnivoice_cli/{top}/ holds {len(modules)} modules beside its folders: {modules}"

@@ -1,1 +1,1 @@
-"""The application layer: the settings schema, requests, the session, batch, dubbing, dialogue (no typer, rich or web framework)."""
+"""The application layer: settings, requests, the session and the runs of every command, in rooms by feature (the map: docs/design.md)."""

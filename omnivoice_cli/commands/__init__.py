@@ -1,1 +1,1 @@
-"""The commands of `omnivoice`, one file each; `cli.py` assembles them into the app."""
+"""The commands of `omnivoice`, one file each; `cli.py` assembles them into the app (the map: docs/design.md)."""

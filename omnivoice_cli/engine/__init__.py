@@ -1,8 +1,4 @@
-"""The OmniVoice engine in plain PyTorch: config, hub (finding and fetching the checkpoint),
-tensorfile (safetensors), loading, text, canvas, backbone and linears, scheduler, generation,
-pieces (the piece policy of every driver), codec, encoder, voice, audio, memory. It never imports typer or rich;
-`pipeline.Engine` (with `pipeline.plan_request`) is its public face.
-"""
+"""The OmniVoice engine in plain PyTorch; `pipeline.Engine` is its face (the map: docs/design.md)."""
 
 import os
 

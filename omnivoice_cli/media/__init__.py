@@ -1,1 +1,1 @@
-"""Media in and out: audio formats, the player, subtitle cues, tracks."""
+"""Media in and out: audio formats, the player, subtitle cues, tracks (the map: docs/design.md)."""

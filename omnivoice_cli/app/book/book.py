@@ -11,7 +11,7 @@ run. Each output is delivered by deliver.deliver_blocks (media/leveller.Leveller
 leveller, then the file or media/m4b.py's .m4b) and its subtitles by deliver.write_cues.
 
 A run (`BookRun`), in order:
-  1. read the book (bookread.open_book: chapters, titles, metadata, cover; front and back matter
+  1. read the book (bookread/open.py's open_book: chapters, titles, metadata, cover; front and back matter
      skipped unless --keep-front-matter), keep the chapters --chapters names, and cut each
      chapter into parts: its title (unless --no-titles) and a TITLE_PAUSE, then its paragraphs
      with PARAGRAPH_PAUSE between them, at most PART_CHARS characters a part (a longer chapter
@@ -74,7 +74,8 @@ from .bookplan import (
     render,
     settings_key,
 )
-from .bookread import Book, open_book
+from .bookread.chapters import Book
+from .bookread.open import open_book
 from .booktrack import BookProgress, NoBookProgress, Tracker
 from .bookwork import PartSink, check_parts, remove_old_parts
 
