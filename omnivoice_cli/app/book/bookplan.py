@@ -16,7 +16,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Union
+from typing import Literal, Union
 
 from ...engine.errors import InvalidRequest
 from ...engine.text.chunking import is_sentence_break  # not after 'U.S.' or 'Mr.' (the chunker's rule)
@@ -78,7 +78,8 @@ __all__ = [
     "render",
     "split_parts",
     "parse_chapters",
-    "output_kind",
+    "BookOutput",
+    "book_output",
     "PartLine",
     "ChapterPlan",
 ]
@@ -265,8 +266,31 @@ class ChapterPlan:
         return CHAPTER_LEAD + sum(p.estimate for p in self.parts) + gaps + CHAPTER_TAIL
 
 
-def output_kind(spec: str) -> tuple[Path, str]:
-    """(path, "m4b" | "folder") of -o: a .m4b file, or a folder (it exists, ends in '/', or has no
+@dataclass(frozen=True)
+class BookOutput:
+    """What -o names: one .m4b audiobook (its chapters marked in it), or a folder of chapter files."""
+
+    path: Path  # the .m4b, or the folder
+    m4b: bool  # one .m4b file; else a folder, one file per chapter
+
+    @property
+    def kind(self) -> Literal["m4b", "folder"]:
+        """As the reports name it."""
+        return "m4b" if self.m4b else "folder"
+
+    @property
+    def folder(self) -> Path:
+        """Where the outputs go: the folder, or the .m4b's folder."""
+        return self.path.parent if self.m4b else self.path
+
+    @property
+    def work(self) -> Path:
+        """The work folder (the parts, book.json): beside an .m4b, inside a folder."""
+        return Path(f"{self.path}.parts") if self.m4b else self.path / ".parts"
+
+
+def book_output(spec: str) -> BookOutput:
+    """The output -o names: a .m4b file, or a folder (it exists, ends in '/', or has no
     extension). InvalidRequest for anything else."""
     if not spec or not spec.strip():
         raise InvalidRequest("-o is empty: give a .m4b file (one audiobook) or a folder (one file per chapter)")
@@ -274,9 +298,9 @@ def output_kind(spec: str) -> tuple[Path, str]:
     if spec.endswith(("/", os.sep)) or path.is_dir() or not path.suffix:
         if path.exists() and not path.is_dir():
             raise InvalidRequest(f"-o {spec!r} is a file: give a folder (it is created when missing) or a .m4b file")
-        return path, "folder"
+        return BookOutput(path, m4b=False)
     if path.suffix.lower() in BOOK_SUFFIXES:
-        return path, "m4b"
+        return BookOutput(path, m4b=True)
     raise InvalidRequest(
         f"-o {spec!r} has the extension {path.suffix!r}: give a .m4b file (one audiobook with chapter marks) "
         "or a folder (one file per chapter; end its name with '/')"
