@@ -96,7 +96,7 @@ class ClusterOptions:
 
 
 @dataclass
-class Group:
+class LineGroup:
     """Lines given to one worker at a time."""
 
     lines: list[Line]
@@ -110,7 +110,7 @@ def line_cost(request: Request) -> float:
     return float(sum(plan_request(request, ModelConfig()).frames) * request.generation.num_step)
 
 
-def make_groups(costs: list[tuple[Line, float]], workers: int) -> list[Group]:
+def make_groups(costs: list[tuple[Line, float]], workers: int) -> list[LineGroup]:
     """Items (with their cost) in groups, the costliest first: groups of similar lines, about
     GROUPS_PER_WORKER per worker, of 1 to GROUP_SIZE items."""
     ordered = sorted(costs, key=lambda ic: -ic[1])  # stable: equal costs keep the input order
@@ -118,7 +118,7 @@ def make_groups(costs: list[tuple[Line, float]], workers: int) -> list[Group]:
     groups = []
     for start in range(0, len(ordered), size):
         chunk = ordered[start : start + size]
-        groups.append(Group([item for item, _ in chunk], cost=sum(c for _, c in chunk)))
+        groups.append(LineGroup([item for item, _ in chunk], cost=sum(c for _, c in chunk)))
     return groups
 
 
@@ -218,8 +218,8 @@ class _ClusterRun:
         self.queue: Queue | None = None  # a queue of the workers' steps (with a steps bar)
         self.workers: dict[str, ActorHandle] = {}  # name -> actor
         self.idle: list[str] = []
-        self.todo: deque[Group] = deque()
-        self.in_flight: dict[ObjectRef, tuple[str, str, Group | None]] = {}  # ref -> (ready | run, worker, group)
+        self.todo: deque[LineGroup] = deque()
+        self.in_flight: dict[ObjectRef, tuple[str, str, LineGroup | None]] = {}  # ref -> (ready | run, worker, group)
         self.lines: dict[int, Line] = {}  # line number -> its line
         self.steps: dict[str, tuple[int, int]] = {}
         self.started = self.load_deaths = 0
@@ -349,7 +349,7 @@ class _ClusterRun:
             self.run.report.load_seconds = self.t_ready - self.t_start
         self.idle.append(name)
 
-    def _on_group(self, ref: ObjectRef, name: str, group: Group) -> None:
+    def _on_group(self, ref: ObjectRef, name: str, group: LineGroup) -> None:
         try:
             outcomes = self.ray.get(ref)
         except self._died() as e:
@@ -376,7 +376,7 @@ class _ClusterRun:
         else:
             self.run.fail_line(line, outcome.error)
 
-    def _lost(self, name: str, group: Group | None, error: BaseException) -> None:
+    def _lost(self, name: str, group: LineGroup | None, error: BaseException) -> None:
         """A worker died: its group goes to another worker (or fails), and a new worker starts."""
         self.workers.pop(name, None)
         self.steps.pop(name, None)
