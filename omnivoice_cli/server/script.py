@@ -115,7 +115,7 @@ def _lines(data: dict, limit: int) -> list[dict]:
     return lines
 
 
-def parse_script(body: bytes, options: ServeOptions, speaker: Speaker | None = None) -> ScriptBody:
+def parse_script_body(body: bytes, options: ServeOptions, speaker: Speaker | None = None) -> ScriptBody:
     """The checked request: lines, pause, seed, format, tracks and the requests built by the
     server's Speaker (by default a Speaker of `options` that only builds)."""
     speaker = speaker or speaker_for(options)
@@ -257,7 +257,7 @@ async def script(request: Request) -> Response:
     """The endpoint."""
     state: ServerState = request.app.state.server
     service = state.require_service()
-    parsed = await anyio.to_thread.run_sync(parse_script, await request.body(), state.options, state.speaker)
+    parsed = await anyio.to_thread.run_sync(parse_script_body, await request.body(), state.options, state.speaker)
     audios = await render(state.speaker, parsed.built, share(state.options.max_queue))
     rate = int(service.engine.sample_rate)
     out_rate = int(parsed.built[0].settings["sample_rate"] or rate)
