@@ -71,8 +71,8 @@ from .bookplan import (
     parse_chapters,
     part_key,
     part_seed,
+    part_text,
     plan_parts,
-    render,
     settings_key,
 )
 from .bookread import Book, open_book
@@ -266,7 +266,7 @@ class BookRun:
             if not parts:  # nothing to say (no title, no words)
                 continue
             for i, segments in enumerate(parts, start=1):
-                text = render(segments)
+                text = part_text(segments)
                 keyed, replaced = lexicon_key(text, resolved)
                 name = f"{part_key(keyed, key_settings)[:KEY_CHARS]}.{PART_FORMAT}"
                 line = by_name.get(name)

@@ -4,7 +4,7 @@ chapter files' names. The book's run (app/book/book.py) plans each part's reques
 
 A part is a tuple of segments: `Text` (the book's words, cleaned: its brackets become
 parentheses, so the book's "[1]" is never read as the model's [laughter] markup) and `Pause`
-(seconds of silence: after the title, between two paragraphs). `render` writes a part as the
+(seconds of silence: after the title, between two paragraphs). `part_text` writes a part as the
 request's text, the one place a Pause becomes a `[pause Ns]` tag; the key is over that text, so
 keys are what they were when parts were strings."""
 
@@ -62,7 +62,7 @@ Segment = Union[Text, Pause]
 Part = tuple[Segment, ...]
 
 
-def render(part: Part) -> str:
+def part_text(part: Part) -> str:
     """A part as the request's text: its words, each Pause as a `[pause Ns]` tag between them."""
     out = ""
     for seg in part:
@@ -75,7 +75,7 @@ __all__ = [
     "Pause",
     "Part",
     "plan_parts",
-    "render",
+    "part_text",
     "split_parts",
     "parse_chapters",
     "BookOutput",
@@ -142,7 +142,7 @@ def plan_parts(text: str, title: str | None, limit: int = PART_CHARS) -> list[Pa
     """A chapter's text (paragraphs apart by blank lines) as its parts: the title and a
     TITLE_PAUSE first when given, paragraphs with a PARAGRAPH_PAUSE between them, each part at
     most about `limit` characters as rendered, cut between paragraphs where it can."""
-    gap = len(render((Pause(PARAGRAPH_PAUSE),)))  # what a pause takes of a part's characters
+    gap = len(part_text((Pause(PARAGRAPH_PAUSE),)))  # what a pause takes of a part's characters
     paragraphs = [c for p in re.split(r"\n\s*\n", text) if (q := _clean(p)) for c in _cut(q, limit)]
     groups: list[list[str]] = []
     size = limit + 1
@@ -165,8 +165,8 @@ def plan_parts(text: str, title: str | None, limit: int = PART_CHARS) -> list[Pa
 
 
 def split_parts(text: str, title: str | None, limit: int = PART_CHARS) -> list[str]:
-    """plan_parts' parts as the requests' texts (render)."""
-    return [render(p) for p in plan_parts(text, title, limit)]
+    """plan_parts' parts as the requests' texts (part_text)."""
+    return [part_text(p) for p in plan_parts(text, title, limit)]
 
 
 def _file_digest(path: str) -> str | None:
@@ -243,7 +243,7 @@ class PartLine(Line):
     estimate: float = 0.0  # seconds of audio, the engine's estimate
     pieces: int = 0  # the engine's pieces (generations) of it
     replaced: dict[tuple[str, str], int] = field(default_factory=dict)  # the lexicon's (words, say): times
-    segments: Part = ()  # the part as planned (its text is render(segments))
+    segments: Part = ()  # the part as planned (its text is part_text(segments))
 
     def fail(self, message: str) -> None:
         prefix = f"chapter {self.chapter} (part {self.part}/{self.parts}): "
