@@ -198,7 +198,7 @@ def speakers_of(lines: list[dict]) -> list[str]:
     return [line.get("speaker") or line.get("voice") or "auto" for line in lines]
 
 
-async def render(speaker: Speaker, built: list[Built], places: int) -> list[np.ndarray]:
+async def speak_lines(speaker: Speaker, built: list[Built], places: int) -> list[np.ndarray]:
     """Every line's audio, in order: one admission of `places` places (Busy: 503), the lines
     submitted through them, as many at once (packed together), the next as one ends."""
     loop = asyncio.get_running_loop()
@@ -258,7 +258,7 @@ async def script(request: Request) -> Response:
     state: ServerState = request.app.state.server
     service = state.require_service()
     parsed = await anyio.to_thread.run_sync(parse_script_body, await request.body(), state.options, state.speaker)
-    audios = await render(state.speaker, parsed.built, share(state.options.max_queue))
+    audios = await speak_lines(state.speaker, parsed.built, share(state.options.max_queue))
     rate = int(service.engine.sample_rate)
     out_rate = int(parsed.built[0].settings["sample_rate"] or rate)
     fmt = parsed.format
