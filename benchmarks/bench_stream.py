@@ -89,7 +89,7 @@ def reply(args) -> int:
     from omnivoice_cli.app.settings.presets import find_preset
     from omnivoice_cli.engine.stream.cut import StreamConfig
     from omnivoice_cli.server.config import ServeOptions
-    from omnivoice_cli.server.speech import speaker_options
+    from omnivoice_cli.server.speech import serve_speaker_options
 
     preset = find_preset("fast")
     flags = {"model": str(args.ckpt), "quantize": "int8", "threads": args.threads, "num_step": args.num_step}
@@ -97,7 +97,7 @@ def reply(args) -> int:
     layers = ((preset.origin, preset.settings), (FLAG_SOURCE, flags))
     resolved = resolve(*layers)
     engine, load_seconds = Session().load_engine(str(resolved["model"]), hardware_from_settings(resolved.values))
-    served = speaker_options(dataclasses.replace(ServeOptions(), layers=layers))
+    served = serve_speaker_options(dataclasses.replace(ServeOptions(), layers=layers))
     speaker = Speaker(served, load=lambda: None)  # builds requests only
     configs = {
         "before": (StreamConfig(10.0, 10.0, sentence_seconds=10.0), StreamConfig(4.0, 10.0, sentence_seconds=10.0)),

@@ -30,8 +30,8 @@ from omnivoice_cli.app.book.bookplan import (  # noqa: E402
     PART_CHARS,
     ChapterPlan,
     PartLine,
+    book_output,
     chapter_stem,
-    output_kind,
     parse_chapters,
     split_parts,
 )
@@ -489,11 +489,14 @@ def test_a_bad_book_is_one_line(invoke, fake_engine, tmp_path, home):
     assert r.exit_code == 2 and "missing.epub" in errors_of(r)[0]
 
 
-def test_output_kind():
-    assert output_kind("book.m4b")[1] == "m4b" and output_kind("BOOK.M4B")[1] == "m4b"
-    assert output_kind("out/")[1] == "folder" and output_kind("out")[1] == "folder"
+def test_book_output_is_an_m4b_file_or_a_folder():
+    assert book_output("book.m4b").m4b and book_output("BOOK.M4B").kind == "m4b"
+    assert not book_output("out/").m4b and book_output("out").kind == "folder"
+    m4b, folder = book_output("a/book.m4b"), book_output("a/out/")
+    assert (m4b.folder, m4b.work) == (Path("a"), Path("a/book.m4b.parts"))
+    assert (folder.folder, folder.work) == (Path("a/out"), Path("a/out/.parts"))
     with pytest.raises(InvalidRequest, match="give a .m4b file"):
-        output_kind("x.mp3")
+        book_output("x.mp3")
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,5 @@
 """app/book/bookplan.py: a chapter's parts as typed Text and Pause segments, written as the request's
-text (pause tags) in one place, `render`; the parts' texts (and so their keys) those of split_parts."""
+text (pause tags) in one place, `part_text`; the parts' texts (and so their keys) those of split_parts."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from omnivoice_cli.app.book.bookplan import (
     Pause,
     Text,
     part_key,
+    part_text,
     plan_parts,
-    render,
     split_parts,
 )
 
@@ -26,24 +26,24 @@ def test_a_part_is_its_title_a_pause_and_its_paragraphs_with_pauses_between():
         Pause(PARAGRAPH_PAUSE),
         Text("Three."),
     )
-    assert render(part) == "The (Old) Title [pause 1s] One (1) here. [pause 0.6s] Two. [pause 0.6s] Three."
+    assert part_text(part) == "The (Old) Title [pause 1s] One (1) here. [pause 0.6s] Two. [pause 0.6s] Three."
     assert plan_parts("", "Only a title") == [(Text("Only a title"),)] and plan_parts("  ", None) == []
 
 
-def test_no_text_segment_holds_markup_and_render_is_split_parts():
+def test_no_text_segment_holds_markup_and_part_text_is_split_parts():
     """The book's brackets never reach the request as brackets; pauses only as Pause segments."""
     text = "\n\n".join(f"Paragraph {i} [laughter] and [pause 3s]." for i in range(30))
     parts = plan_parts(text, "Title", limit=300)
-    assert len(parts) > 3 and [render(p) for p in parts] == split_parts(text, "Title", limit=300)
+    assert len(parts) > 3 and [part_text(p) for p in parts] == split_parts(text, "Title", limit=300)
     for part in parts:
         assert all("[" not in s.text and "]" not in s.text for s in part if isinstance(s, Text))
         assert all(s.seconds in (TITLE_PAUSE, PARAGRAPH_PAUSE) for s in part if isinstance(s, Pause))
-    assert all(len(render(p)) <= 300 for p in parts[1:])  # (the title comes on top of the first)
+    assert all(len(part_text(p)) <= 300 for p in parts[1:])  # (the title comes on top of the first)
 
 
 def test_a_parts_key_is_over_its_rendered_text():
     """The key of a part (its work-folder file name) is over the request's text: the value the
     string parts had, so a work folder from before the parts were typed is resumed as it is."""
     [part] = plan_parts("The wind rose over the sea.", "One")
-    assert render(part) == "One [pause 1s] The wind rose over the sea."
-    assert part_key(render(part), {"seed": None})[:20] == "26166180fdd5decc1e88"  # as the string parts had it
+    assert part_text(part) == "One [pause 1s] The wind rose over the sea."
+    assert part_key(part_text(part), {"seed": None})[:20] == "26166180fdd5decc1e88"  # as the string parts had it

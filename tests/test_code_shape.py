@@ -115,9 +115,14 @@ def test_few_imports_of_the_package_inside_functions():
     assert sum(_own_imports_in_functions(_tree(p)) for p, _ in _modules()) <= 100
 
 
+MAX_ANYS = 12  # `Any` in app/ and server/ (12 left: settings values, ASGI scopes); lower it as they go, never raise it
+
+
 def test_few_any_in_app_and_server():
+    """A value the code does not know the type of is `object` and narrowed where read; a library's
+    value is its own type (under TYPE_CHECKING when the library is an extra)."""
     paths = [*(PACKAGE / "app").rglob("*.py"), *(PACKAGE / "server").rglob("*.py")]
-    assert sum(_anys(p.read_text(encoding="utf-8")) for p in paths) <= 80
+    assert sum(_anys(p.read_text(encoding="utf-8")) for p in paths) <= MAX_ANYS
 
 
 # ------------------------------------------------------------------------------------ the tests' own shape

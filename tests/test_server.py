@@ -20,7 +20,7 @@ from omnivoice_cli.engine.planning import Request
 from omnivoice_cli.engine.stream.render import stream
 from omnivoice_cli.media.pcm import pcm16
 from omnivoice_cli.server.config import ServeOptions
-from omnivoice_cli.server.speech import speaker_options
+from omnivoice_cli.server.speech import serve_speaker_options
 
 pytestmark = pytest.mark.slow  # every test here runs the tiny model end to end (or a server on it)
 
@@ -127,7 +127,7 @@ def test_a_multi_sentence_text_equals_the_streamed_render(srv, engine):
         engine,
         Request(text=LONG, seed=9, generation=GenerationConfig(num_step=4)),
         pieces.append,
-        config=speaker_options(ServeOptions()).stream_config(),  # the server's cut
+        config=serve_speaker_options(ServeOptions()).stream_config(),  # the server's cut
     )
     assert len([p for p in pieces if p.seed is not None]) >= 3
     assert r.content == pcm16(np.concatenate([p.audio for p in pieces]))

@@ -231,9 +231,9 @@ def test_the_server_keeps_a_short_text_whole_and_cuts_a_long_one_by_sentence():
     from omnivoice_cli.engine.planning import Request
     from omnivoice_cli.engine.stream.cut import cut_request, estimated_seconds
     from omnivoice_cli.server.config import ServeOptions
-    from omnivoice_cli.server.speech import speaker_options
+    from omnivoice_cli.server.speech import serve_speaker_options
 
-    config = speaker_options(ServeOptions()).stream_config()
+    config = serve_speaker_options(ServeOptions()).stream_config()
     two = " ".join(sentences(THIRTEEN)[:2])
     assert estimated_seconds(two) < 10.0
     gen = GenerationConfig(num_step=8)
@@ -255,12 +255,12 @@ def test_a_socket_reply_leaves_the_service_sentence_by_sentence(tiny_engine):
     from omnivoice_cli.engine.planning import Request
     from omnivoice_cli.engine.service import Service
     from omnivoice_cli.server.config import ServeOptions
-    from omnivoice_cli.server.speech import speaker_options
+    from omnivoice_cli.server.speech import serve_speaker_options
 
     first, rest = sentences(THIRTEEN)[0], " ".join(sentences(THIRTEEN)[1:])
     gen = GenerationConfig(num_step=8)
     log: list[tuple[str, object]] = []  # ("forward", n) and ("piece", text), in the loop's order
-    service = Service(tiny_engine, config=speaker_options(ServeOptions()).stream_config())
+    service = Service(tiny_engine, config=serve_speaker_options(ServeOptions()).stream_config())
     service.on_forward = lambda slots: log.append(("forward", service.forwards))
     service.start()
     try:

@@ -193,7 +193,9 @@ class Protector(Protocol):
     def protect(self) -> AbstractContextManager: ...
 
 
-class Player(Protocol):
+class PlaybackSink(Protocol):
+    """What `deliver` plays a take through: media/players.Player, or a test's stand-in."""
+
     def play(self, audio: Audio) -> None: ...
 
     def close(self) -> None: ...
@@ -232,7 +234,7 @@ def deliver(
     listener: "Recogniser | Callable[[], AbstractContextManager[Recogniser]] | None" = None,
     status: Callable[[str], AbstractContextManager] | None = None,
     protect: Callable[[], AbstractContextManager] | None = None,
-    player: Player | None = None,
+    player: PlaybackSink | None = None,
     warn: Callable[[str], None] = _no_warning,
     words: list[WordTime] | None = None,
 ) -> Delivered:

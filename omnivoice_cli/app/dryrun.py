@@ -51,7 +51,7 @@ def describe(built: Built) -> dict[str, Any]:
     }
 
 
-def render(report: dict[str, Any]) -> str:
+def dry_run_text(report: dict[str, Any]) -> str:
     """The dry run as lines for a person."""
     lines = [
         f"text: {report['text']}",

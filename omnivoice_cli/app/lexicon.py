@@ -88,7 +88,9 @@ def is_word_char(ch: str) -> bool:
 
 
 @dataclass(frozen=True)
-class Entry:
+class Replacement:
+    """One entry of a lexicon: a key and what is said in its place."""
+
     key: str  # as written in the file, inner spaces made one
     say: str  # the replacement, as written
     case: bool  # case-sensitive
@@ -101,7 +103,7 @@ class Lexicon:
     """The entries of one lexicon file, ready to apply (see the module doc)."""
 
     path: str = ""
-    entries: list[Entry] = field(default_factory=list)
+    entries: list[Replacement] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._exact = {e.key: e for e in self.entries if e.case}
@@ -112,7 +114,7 @@ class Lexicon:
     def __len__(self) -> int:
         return len(self.entries)
 
-    def _longest(self, view: str, i: int) -> Entry | None:
+    def _longest(self, view: str, i: int) -> Replacement | None:
         before = view[i - 1] if i > 0 else ""
         for n in self._lengths:
             word = view[i : i + n]
@@ -129,7 +131,7 @@ class Lexicon:
                 return entry
         return None
 
-    def matches(self, text: str) -> list[tuple[int, int, Entry]]:
+    def matches(self, text: str) -> list[tuple[int, int, Replacement]]:
         """(start, end, entry) of every replacement in `text`, left to right, in `text`'s indices."""
         if not self.entries or not text:
             return []
@@ -182,7 +184,7 @@ def _view(text: str):
     return view, to_text
 
 
-def _start_pattern(entries: list[Entry]) -> re.Pattern:
+def _start_pattern(entries: list[Replacement]) -> re.Pattern:
     """Where a key may start: its first character (any case for the case-insensitive ones), not
     just after a word character when the key starts with one (a pre-filter: `_longest` decides)."""
     groups: dict[tuple[bool, bool], set[str]] = {}
@@ -250,7 +252,7 @@ def _line_of(text: str, key: str) -> str:
     return ""
 
 
-def _entry(key: str, value: object, case: bool, text: str, shown: str) -> Entry:
+def _entry(key: str, value: object, case: bool, text: str, shown: str) -> Replacement:
     words = " ".join(key.split())
     problem = None
     if not isinstance(value, str):
@@ -263,13 +265,13 @@ def _entry(key: str, value: object, case: bool, text: str, shown: str) -> Entry:
         problem = f"key {key!r} holds a bracket: bracketed tags are never replaced"
     if problem is not None or not isinstance(value, str):  # the line is looked for only now: a long file is read once
         raise InvalidRequest(f"lexicon file '{shown}'{_line_of(text, key)}: {problem}", "lexicon")
-    return Entry(words, value, case, is_word_char(words[0]), is_word_char(words[-1]))
+    return Replacement(words, value, case, is_word_char(words[0]), is_word_char(words[-1]))
 
 
 def parse_lexicon(text: str, shown: str = "<text>") -> Lexicon:
     """The lexicon in the TOML `text` (InvalidRequest naming `shown` and the line)."""
     data = _toml(text, shown)
-    entries: list[Entry] = []
+    entries: list[Replacement] = []
     for key, value in data.items():
         if isinstance(value, dict):
             if key != CASE_SENSITIVE:

@@ -132,8 +132,8 @@ def _json_summary(run: BookRun) -> None:
 
     data = {
         "book": str(run.book_path),
-        "output": str(run.output),
-        "kind": run.kind,
+        "output": None if run.output is None else str(run.output.path),
+        "kind": None if run.output is None else run.output.kind,
         "manifest": None if r.manifest is None else str(r.manifest),
         "chapters": r.chapters,
         "parts": r.parts,

@@ -16,7 +16,7 @@ from typing import Any
 
 import typer
 
-from ..app.dryrun import describe, render
+from ..app.dryrun import describe, dry_run_text
 from ..app.say.dialogue import check_gap, check_gaps_total, plan_script
 from ..app.say.speak import output_target
 from ..app.say.speakdialogue import DialogueRun
@@ -72,7 +72,7 @@ def _dry_run(built: Any, json_out: bool) -> None:
         out.write(
             json.dumps(report, ensure_ascii=False) + "\n"
             if json_out
-            else f"line {line.number} ({line.speaker.name}):\n{render(report)}"
+            else f"line {line.number} ({line.speaker.name}):\n{dry_run_text(report)}"
         )
 
 

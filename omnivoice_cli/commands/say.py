@@ -196,11 +196,11 @@ def _report(report: Any, t_start: float, json_out: bool, quiet: bool) -> None:
 
 
 def _dry_run(built: Any, json_out: bool) -> None:
-    from ..app.dryrun import describe, render
+    from ..app.dryrun import describe, dry_run_text
 
     report = describe(built)
     out = typer.get_text_stream("stdout")  # the text may come from a file (-f): its controls made visible
-    out.write(json.dumps(report, ensure_ascii=False) + "\n" if json_out else visible(render(report), lines=True))
+    out.write(json.dumps(report, ensure_ascii=False) + "\n" if json_out else visible(dry_run_text(report), lines=True))
 
 
 @with_settings(*SPEECH_SETTINGS, "sample_rate", "ref", "ref_text", *HARDWARE_SETTINGS, *LISTEN_SETTINGS)

@@ -5,7 +5,7 @@ refusals (`Busy`, `ServiceStopped`, `RequestCancelled`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Protocol
+from typing import TYPE_CHECKING, Callable, Literal, Protocol
 
 from .errors import OmniVoiceError
 from .pipeline import Engine
@@ -62,11 +62,14 @@ class Summary:
         return self.samples / self.sample_rate
 
 
+EventKind = Literal["piece", "done", "error"]  # what an Event says: a piece spoken, the end, or the error
+
+
 @dataclass(frozen=True)
 class Event:
     """What a request's on_event receives: "piece", then "done" (or "error" at any time)."""
 
-    kind: str  # "piece", "done" or "error"
+    kind: EventKind
     piece: StreamPiece | None = None
     summary: Summary | None = None
     error: BaseException | None = None

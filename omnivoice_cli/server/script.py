@@ -115,7 +115,7 @@ def _lines(data: dict, limit: int) -> list[dict]:
     return lines
 
 
-def parse_script(body: bytes, options: ServeOptions, speaker: Speaker | None = None) -> ScriptBody:
+def parse_script_body(body: bytes, options: ServeOptions, speaker: Speaker | None = None) -> ScriptBody:
     """The checked request: lines, pause, seed, format, tracks and the requests built by the
     server's Speaker (by default a Speaker of `options` that only builds)."""
     speaker = speaker or speaker_for(options)
@@ -198,7 +198,7 @@ def speakers_of(lines: list[dict]) -> list[str]:
     return [line.get("speaker") or line.get("voice") or "auto" for line in lines]
 
 
-async def render(speaker: Speaker, built: list[Built], places: int) -> list[np.ndarray]:
+async def speak_lines(speaker: Speaker, built: list[Built], places: int) -> list[np.ndarray]:
     """Every line's audio, in order: one admission of `places` places (Busy: 503), the lines
     submitted through them, as many at once (packed together), the next as one ends."""
     loop = asyncio.get_running_loop()
@@ -257,8 +257,8 @@ async def script(request: Request) -> Response:
     """The endpoint."""
     state: ServerState = request.app.state.server
     service = state.require_service()
-    parsed = await anyio.to_thread.run_sync(parse_script, await request.body(), state.options, state.speaker)
-    audios = await render(state.speaker, parsed.built, share(state.options.max_queue))
+    parsed = await anyio.to_thread.run_sync(parse_script_body, await request.body(), state.options, state.speaker)
+    audios = await speak_lines(state.speaker, parsed.built, share(state.options.max_queue))
     rate = int(service.engine.sample_rate)
     out_rate = int(parsed.built[0].settings["sample_rate"] or rate)
     fmt = parsed.format

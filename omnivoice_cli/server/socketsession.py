@@ -10,7 +10,7 @@ import collections
 import dataclasses
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
@@ -52,7 +52,7 @@ class Utterance:
 class WorkItem:
     """What a socket's worker does next: speak a part of an utterance, or end it with `final`."""
 
-    kind: str  # "speak" or "final"
+    kind: Literal["speak", "final"]  # a part of the utterance to speak, or its end
     utterance: Utterance
     text: str = ""
     config: Config | None = None

@@ -335,10 +335,11 @@ def _voice(data: dict, speaker: Speaker) -> VoiceChoice | None:
 def speaker_for(options: ServeOptions) -> Speaker:
     """The server's Speaker: its layers, queue, input limit, pieces and voice map (`load`: the
     model, once; a Speaker that only builds requests has none)."""
-    return Speaker(speaker_options(options), load=lambda: None)
+    return Speaker(serve_speaker_options(options), load=lambda: None)
 
 
-def speaker_options(options: ServeOptions) -> SpeakerOptions:
+def serve_speaker_options(options: ServeOptions) -> SpeakerOptions:
+    """The SpeakerOptions of `serve`, from its options (commands/common.speaker_options: wyoming's, mcp's)."""
     seconds = options.piece_seconds
     return SpeakerOptions(
         layers=options.layers,

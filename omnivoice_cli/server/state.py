@@ -24,7 +24,7 @@ from ..engine.errors import one_line
 from ..engine.service import Service
 from .config import ServeOptions
 from .errors import ApiError, busy
-from .speech import speaker_options
+from .speech import serve_speaker_options
 
 if TYPE_CHECKING:
     from ..engine.pipeline import Engine
@@ -36,7 +36,7 @@ class ServerState:
 
     def __init__(self, options: ServeOptions, load: Callable[[], Engine | None]) -> None:
         self.options, self.load = options, load
-        self.speaker = Speaker(speaker_options(options), load=load)
+        self.speaker = Speaker(serve_speaker_options(options), load=load)
         self.status = "loading"  # loading, ready, stopping or failed
         self.error: str | None = None  # why loading failed
         self.exception: BaseException | None = None  # what loading raised

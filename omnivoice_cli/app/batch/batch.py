@@ -87,8 +87,8 @@ class BatchReport:
         return self.generate_seconds / self.audio_seconds if self.audio_seconds > 0 else None
 
 
-def _record(line: Line, status: str, **extra: Any) -> dict[str, Any]:
-    rec: dict[str, Any] = {
+def _record(line: Line, status: str, **extra: object) -> dict[str, object]:
+    rec: dict[str, object] = {
         "line": line.number,
         "id": line.id,
         "status": status,
@@ -130,7 +130,7 @@ class BatchRun:
         output_dir: str | Path,
         *,
         preset: Preset | None,
-        flags: dict[str, Any],
+        flags: dict[str, object],
         overwrite: bool = False,
         session: Session | None = None,
         subtitles: str | None = None,
@@ -171,7 +171,7 @@ class BatchRun:
 
     def _line_preset(self, line: Line) -> Preset | None:
         spec = line.fields.get("preset")
-        if spec is None:
+        if not isinstance(spec, str):  # a string, or None (check_line)
             return self.preset
         if spec not in self.presets:
             try:
@@ -190,8 +190,9 @@ class BatchRun:
         n, f = line.number, line.fields
         preset = self._line_preset(line)
         flags = dict(self.flags)
-        if flags.get("seed") is not None and f.get("seed") is None:
-            flags["seed"] = seed_for(flags["seed"], line.index)
+        seed = flags.get("seed")
+        if isinstance(seed, int) and f.get("seed") is None:  # an integer, or None (the setting's check)
+            flags["seed"] = seed_for(seed, line.index)
         layer = {k: f[k] for k in LINE_SETTINGS if f.get(k) is not None}
         preset_layer = [(preset.origin, preset.settings)] if preset else []
         settings = resolve(*preset_layer, (FLAG_SOURCE, flags), (Source("line", str(n)), layer))
@@ -309,7 +310,7 @@ class BatchRun:
 
     # -- running ---------------------------------------------------------------------------
 
-    def _skip_or_queue(self, out: Path, earlier: dict[str, dict[str, Any]]) -> list[Line]:
+    def _skip_or_queue(self, out: Path, earlier: dict[str, dict[str, object]]) -> list[Line]:
         """Fail the bad lines, skip the done ones; the lines left to speak."""
         pending = []
         for line in self.lines:
@@ -345,7 +346,7 @@ class BatchRun:
             if self.report.interrupted
             else "the run stopped before this line was spoken"
         )
-        final: list[Mapping[str, Any]] = []
+        final: list[Mapping[str, object]] = []
         for line in self.lines:
             if line.record is None:
                 line.record = _record(line, "pending", error=error)

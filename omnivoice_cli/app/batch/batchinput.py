@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ...engine.errors import InvalidRequest
 from ...engine.text.textcheck import is_blank
@@ -37,7 +37,7 @@ class Line:
 
     number: int  # 1-based line number in the input file
     text: str | None = None
-    fields: dict[str, Any] = field(default_factory=dict)  # a JSON line's fields; {} for a .txt line
+    fields: dict[str, object] = field(default_factory=dict)  # a JSON line's fields; {} for a .txt line
     id: str | None = None  # the JSON line's id, as a string
     name: str | None = None  # the output file, relative to the output folder (posix form)
     format: str | None = None  # wav | flac | ogg
@@ -47,7 +47,7 @@ class Line:
     warnings: list[str] = field(default_factory=list)
     error: str | None = None  # "line N: ..." when the line failed
     status: str | None = None  # done | failed | skipped (None: not run yet)
-    record: dict[str, Any] | None = None  # its manifest record from this run (or reused)
+    record: dict[str, object] | None = None  # its manifest record from this run (or reused)
 
     @property
     def index(self) -> int:
@@ -61,7 +61,7 @@ class Line:
         return self.built
 
     @property
-    def settings(self) -> dict[str, Any] | None:
+    def settings(self) -> dict[str, object] | None:
         return dict(self.built.settings.values) if self.built else None
 
     def fail(self, message: str) -> None:
@@ -210,7 +210,7 @@ def check_fields(line: Line) -> None:
         line.id = str(f["id"])
 
 
-def _check_plain_fields(n: int, f: dict[str, Any]) -> str | None:
+def _check_plain_fields(n: int, f: dict[str, object]) -> str | None:
     for key in ("id", "output", "preset"):
         value = f.get(key)
         if value is None:

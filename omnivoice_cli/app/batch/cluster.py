@@ -41,7 +41,8 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from types import ModuleType
+from typing import TYPE_CHECKING, Callable
 
 from ...engine.errors import InvalidRequest, MissingExtra, OmniVoiceError, install_hint, one_line
 from ...engine.model.config import ModelConfig
@@ -51,6 +52,11 @@ from .batchinput import Line
 from .clusterworker import OmnivoiceWorker, Outcome, Task
 from .executor import GROUP_SIZE, BatchDriver
 
+if TYPE_CHECKING:
+    from ray import ObjectRef
+    from ray.actor import ActorHandle
+    from ray.util.queue import Queue
+
 INSTALL_HINT = install_hint("ray")
 MAX_RETRIES = 2  # times a group is given to another worker after its worker died
 GROUPS_PER_WORKER = 2  # smaller groups, down to one line, until each worker gets about this many
@@ -59,7 +65,7 @@ MAX_WORKERS = 10_000
 __all__ = ["ClusterOptions", "RayExecutor", "import_ray", "make_groups", "line_cost", "INSTALL_HINT"]
 
 
-def import_ray():
+def import_ray() -> ModuleType:
     """The ray module, or InvalidRequest saying how to install it."""
     try:
         import ray
@@ -90,7 +96,7 @@ class ClusterOptions:
 
 
 @dataclass
-class Group:
+class LineGroup:
     """Lines given to one worker at a time."""
 
     lines: list[Line]
@@ -104,7 +110,7 @@ def line_cost(request: Request) -> float:
     return float(sum(plan_request(request, ModelConfig()).frames) * request.generation.num_step)
 
 
-def make_groups(costs: list[tuple[Line, float]], workers: int) -> list[Group]:
+def make_groups(costs: list[tuple[Line, float]], workers: int) -> list[LineGroup]:
     """Items (with their cost) in groups, the costliest first: groups of similar lines, about
     GROUPS_PER_WORKER per worker, of 1 to GROUP_SIZE items."""
     ordered = sorted(costs, key=lambda ic: -ic[1])  # stable: equal costs keep the input order
@@ -112,7 +118,7 @@ def make_groups(costs: list[tuple[Line, float]], workers: int) -> list[Group]:
     groups = []
     for start in range(0, len(ordered), size):
         chunk = ordered[start : start + size]
-        groups.append(Group([item for item, _ in chunk], cost=sum(c for _, c in chunk)))
+        groups.append(LineGroup([item for item, _ in chunk], cost=sum(c for _, c in chunk)))
     return groups
 
 
@@ -139,7 +145,7 @@ def check_device(device: str | None, options: ClusterOptions) -> None:
         raise InvalidRequest("--device cuda with --ray needs --gpus-per-worker (the GPUs each worker takes)")
 
 
-def connect(ray: Any, options: ClusterOptions, echo: Callable[[str], object]) -> None:
+def connect(ray: ModuleType, options: ClusterOptions, echo: Callable[[str], object]) -> None:
     """Start or join the cluster (unless this program set Ray up itself)."""
     if ray.is_initialized():
         return
@@ -165,7 +171,7 @@ def connect(ray: Any, options: ClusterOptions, echo: Callable[[str], object]) ->
     echo(f"Ray: connected to the cluster at {options.address}")
 
 
-def check_resources(ray: Any, options: ClusterOptions, echo: Callable[[str], object]) -> None:
+def check_resources(ray: ModuleType, options: ClusterOptions, echo: Callable[[str], object]) -> None:
     """Fail when not even one worker fits the cluster; warn when not all of them do."""
     have = ray.cluster_resources()
     fits = int(have.get("CPU", 0) // options.cpus)
@@ -205,15 +211,15 @@ class RayExecutor:
 class _ClusterRun:
     """One run on the cluster: the workers, the groups to do, the calls in flight."""
 
-    def __init__(self, ray: Any, options: ClusterOptions, run: BatchDriver, signals: HoldSignals) -> None:
+    def __init__(self, ray: ModuleType, options: ClusterOptions, run: BatchDriver, signals: HoldSignals) -> None:
         self.ray, self.options, self.run, self.signals = ray, options, run, signals
         self.echo = run.echo if not run.quiet else (lambda msg: run.echo(msg) if msg.startswith("Warning") else None)
         self.owns_ray = not ray.is_initialized()  # this run starts (or joins) Ray, and lets go at the end
-        self.queue: Any = None  # a ray.util.queue.Queue of the workers' steps (with a steps bar)
-        self.workers: dict[str, Any] = {}  # name -> actor
+        self.queue: Queue | None = None  # a queue of the workers' steps (with a steps bar)
+        self.workers: dict[str, ActorHandle] = {}  # name -> actor
         self.idle: list[str] = []
-        self.todo: deque[Group] = deque()
-        self.in_flight: dict[Any, tuple[str, str, Group | None]] = {}  # ref -> (ready | run, worker, group)
+        self.todo: deque[LineGroup] = deque()
+        self.in_flight: dict[ObjectRef, tuple[str, str, LineGroup | None]] = {}  # ref -> (ready | run, worker, group)
         self.lines: dict[int, Line] = {}  # line number -> its line
         self.steps: dict[str, tuple[int, int]] = {}
         self.started = self.load_deaths = 0
@@ -328,7 +334,7 @@ class _ClusterRun:
         kinds = ("RayActorError", "WorkerCrashedError", "ObjectLostError", "NodeDiedError", "OutOfMemoryError")
         return tuple(getattr(e, kind) for kind in kinds if hasattr(e, kind))
 
-    def _on_ready(self, ref: Any, name: str) -> None:
+    def _on_ready(self, ref: ObjectRef, name: str) -> None:
         try:
             _pid, seconds, error = self.ray.get(ref)
         except self._died() as e:
@@ -343,7 +349,7 @@ class _ClusterRun:
             self.run.report.load_seconds = self.t_ready - self.t_start
         self.idle.append(name)
 
-    def _on_group(self, ref: Any, name: str, group: Group) -> None:
+    def _on_group(self, ref: ObjectRef, name: str, group: LineGroup) -> None:
         try:
             outcomes = self.ray.get(ref)
         except self._died() as e:
@@ -370,7 +376,7 @@ class _ClusterRun:
         else:
             self.run.fail_line(line, outcome.error)
 
-    def _lost(self, name: str, group: Group | None, error: BaseException) -> None:
+    def _lost(self, name: str, group: LineGroup | None, error: BaseException) -> None:
         """A worker died: its group goes to another worker (or fails), and a new worker starts."""
         self.workers.pop(name, None)
         self.steps.pop(name, None)

@@ -12,7 +12,7 @@ import dataclasses
 import os
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ...engine.errors import OmniVoiceError, one_line
 from ...engine.hardware import Hardware
@@ -21,6 +21,8 @@ from ...engine.planning import Request, Result
 from ..session import Session
 
 if TYPE_CHECKING:  # annotations only: the voice pulls torch
+    from ray.util.queue import Queue
+
     from ...engine.sound.voice import VoicePrompt
 
 STEP_SECONDS = 0.25  # a worker reports its steps at most this often
@@ -49,7 +51,9 @@ class Outcome:
 class OmnivoiceWorker:
     """One engine, loaded once, speaking groups of lines (wrapped by ray.remote at run time)."""
 
-    def __init__(self, model: str, hardware: Hardware, encoder: bool, queue: Any = None, name: str = "") -> None:
+    def __init__(
+        self, model: str, hardware: Hardware, encoder: bool, queue: Queue | None = None, name: str = ""
+    ) -> None:
         self.queue, self.name = queue, name
         self.prompts: dict[tuple[str, str], VoicePrompt] = {}  # encoded recordings
         self.engine: Engine | None = None

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path, PurePath
-from typing import Any, Protocol, Sequence
+from typing import Protocol, Sequence
 
 from ...engine.errors import InvalidRequest
 from ...media.atomic import temporary_files
@@ -19,7 +19,7 @@ class NamedLine(Protocol):
     """What naming reads of a line (batchinput.Line, the book's parts)."""
 
     number: int  # 1-based line number in the input file
-    fields: dict[str, Any]  # a JSON line's fields
+    fields: dict[str, object]  # a JSON line's fields
     id: str | None
     name: str | None  # its output file, once named
     error: str | None

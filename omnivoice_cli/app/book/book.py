@@ -57,21 +57,22 @@ from ..settings.layers import FLAG_SOURCE, Resolved, resolve
 from ..settings.presets import Preset
 from ..settings.setting import SettingsError
 from ..signals import HoldSignals, Stop
-from .bookassembly import Assembly, Loudness, output_names, outputs_folder
+from .bookassembly import Assembly, Loudness, output_names
 from .bookplan import (
     DEFAULT_LOUDNESS,
     KEY_CHARS,
     PART_FORMAT,
+    BookOutput,
     ChapterPlan,
     PartLine,
+    book_output,
     chapter_stem,
     lexicon_key,
-    output_kind,
     parse_chapters,
     part_key,
     part_seed,
+    part_text,
     plan_parts,
-    render,
     settings_key,
 )
 from .bookread.chapters import Book
@@ -145,10 +146,7 @@ class BookRun:
         self.warnings: list[str] = []  # about the book, found before anything is spoken (its cover)
         self.cover_ok = False  # the book's cover is used (checked as the .m4b writer uses it)
         self.fmt: AudioFormat | None = None
-        self.output: Path | None = None
-        self.kind: str | None = None
-        if output is not None:
-            self.output, self.kind = output_kind(output)
+        self.output: BookOutput | None = None if output is None else book_output(output)
         self.work = self._work_folder()
         self.tracker: Tracker | None = None
         self.sink = PartSink(self.work or Path("."))
@@ -171,9 +169,7 @@ class BookRun:
         return self._book
 
     def _work_folder(self) -> Path | None:
-        if self.output is None:
-            return None
-        return Path(f"{self.output}.parts") if self.kind == "m4b" else self.output / ".parts"
+        return None if self.output is None else self.output.work
 
     def _progress(self, total: int) -> Tracker:
         """The batch run's Progress: the tracker over the book's chapters (made by run())."""
@@ -181,7 +177,7 @@ class BookRun:
             raise RuntimeError("the tracker is made by run()")
         return self.tracker
 
-    def _paths(self) -> tuple[Path, Path]:
+    def _paths(self) -> tuple[BookOutput, Path]:
         """(-o, the work folder) of a run that writes (run() checks -o is given)."""
         if self.output is None or self.work is None:
             raise InvalidRequest("-o is missing: give a .m4b file or a folder (or --dry-run)")
@@ -200,7 +196,7 @@ class BookRun:
 
     def audio_format(self) -> AudioFormat | None:
         """The format of a folder's chapter files (the `format` setting); an .m4b is AAC (None)."""
-        if self.kind == "m4b":
+        if self.output is not None and self.output.m4b:
             if "format" in self.flags:
                 raise InvalidRequest(
                     f"--format {self.flags['format']} is for a folder output (-o DIR/, one file per chapter): "
@@ -214,12 +210,12 @@ class BookRun:
     def _check_extras(self) -> None:
         """What the outputs need, checked before anything is read or spoken: PyAV for an .m4b,
         pyloudnorm (its filters) for the loudness every output is brought to."""
-        if self.kind == "m4b":
+        if self.output is not None and self.output.m4b:
             try:
                 import av  # noqa: F401
             except ImportError:
                 raise MissingExtra("writing an .m4b audiobook", "PyAV", "book") from None
-        if self.kind is not None:
+        if self.output is not None:
             try:
                 require()
             except MissingExtra:
@@ -232,7 +228,7 @@ class BookRun:
         info = self.book.info
         self.warnings = list(info.warnings)
         self.cover_ok = info.cover is not None
-        if info.cover is not None and self.kind == "m4b":
+        if info.cover is not None and self.output is not None and self.output.m4b:
             try:
                 cover_image(info.cover)
             except InvalidRequest as e:
@@ -271,7 +267,7 @@ class BookRun:
             if not parts:  # nothing to say (no title, no words)
                 continue
             for i, segments in enumerate(parts, start=1):
-                text = render(segments)
+                text = part_text(segments)
                 keyed, replaced = lexicon_key(text, resolved)
                 name = f"{part_key(keyed, key_settings)[:KEY_CHARS]}.{PART_FORMAT}"
                 line = by_name.get(name)
@@ -366,7 +362,7 @@ class BookRun:
 
     def _folder(self) -> Path:
         """Where the outputs go: -o for a folder, the .m4b's folder."""
-        return outputs_folder(self._paths()[0], self.kind)
+        return self._paths()[0].folder
 
     def _check_outputs(self) -> None:
         """Before the model loads: the outputs' folder made (or there) and writable, no folder
@@ -409,7 +405,6 @@ class BookRun:
             self.lines,
             output,
             work,
-            self.kind,
             self.fmt,
             self.loudness_target(),
             self.tags(),
@@ -430,7 +425,7 @@ class BookRun:
         self.session.echo(f"Warning: {message}")
 
     def _output_names(self) -> list[str]:
-        return output_names(self._paths()[0], self.kind, self.fmt, self.plans)
+        return output_names(self._paths()[0], self.fmt, self.plans)
 
     def tags(self) -> BookTags:
         info = self.book.info

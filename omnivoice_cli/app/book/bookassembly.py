@@ -31,7 +31,7 @@ from ..batch.manifest import fingerprint, is_recorded
 from ..deliver import Chapters, deliver_blocks
 from ..signals import HoldSignals
 from .bookaudio import Layout, chapter_layout, frames_of, part_info, stream, write_chapter_subtitles
-from .bookplan import CHAPTER_LEAD, CHAPTER_TAIL, PARAGRAPH_PAUSE, PEAK_DBTP, ChapterPlan, PartLine
+from .bookplan import CHAPTER_LEAD, CHAPTER_TAIL, PARAGRAPH_PAUSE, PEAK_DBTP, BookOutput, ChapterPlan, PartLine
 from .bookwork import STATE, State, pieces_name, read_state, write_json
 
 if TYPE_CHECKING:
@@ -48,16 +48,11 @@ def chapters_json(m4b: Path) -> Path:
     return m4b.with_name(m4b.stem + ".chapters.json")
 
 
-def outputs_folder(output: Path, kind: str | None) -> Path:
-    """Where the outputs go: -o for a folder, the .m4b's folder."""
-    return output if kind == "folder" else output.parent
-
-
-def output_names(output: Path, kind: str | None, fmt: AudioFormat | None, plans: list[ChapterPlan]) -> list[str]:
-    """The files the outputs are, in their folder (outputs_folder): the .m4b or each chapter's
+def output_names(output: BookOutput, fmt: AudioFormat | None, plans: list[ChapterPlan]) -> list[str]:
+    """The files the outputs are, in their folder (BookOutput.folder): the .m4b or each chapter's
     file, and the chapter list."""
-    if kind == "m4b":
-        return [output.name, chapters_json(output).name]
+    if output.m4b:
+        return [output.path.name, chapters_json(output.path).name]
     extension = fmt.extension if fmt is not None else ""
     return [plan.stem + extension for plan in plans] + [CHAPTERS_JSON]
 
@@ -78,9 +73,8 @@ class Assembly:
 
     plans: list[ChapterPlan]
     lines: list[PartLine]  # the parts, each once
-    output: Path  # -o: the .m4b, or the folder
+    output: BookOutput  # -o: the .m4b, or the folder
     work: Path  # the work folder (the parts, book.json)
-    kind: str | None  # m4b | folder
     fmt: AudioFormat | None  # a folder's chapter files' format (None: an .m4b)
     loudness: float  # the LUFS each output is brought to
     tags: BookTags
@@ -110,9 +104,8 @@ class Assembly:
         sr = part_info(work / self.plans[0].parts[0].name)[0]
         layouts = [chapter_layout(work, plan, sr) for plan in self.plans]
         self.state = read_state(work / STATE)
-        folder = outputs_folder(self.output, self.kind)
-        remove_stale_temporaries(folder, output_names(self.output, self.kind, self.fmt, self.plans))
-        if self.kind == "m4b":
+        remove_stale_temporaries(self.output.folder, output_names(self.output, self.fmt, self.plans))
+        if self.output.m4b:
             self._write_m4b(layouts, sr, signals)
         else:
             self._write_folder(layouts, sr, signals)
@@ -151,7 +144,7 @@ class Assembly:
         self.levels[path.name] = level if isinstance(level, dict) else None
 
     def _write_m4b(self, layouts: list[Layout], sr: int, signals: HoldSignals | None) -> None:
-        output, work = self.output, self.work
+        output, work = self.output.path, self.work
         marks, start = [], 0
         for plan, layout in zip(self.plans, layouts):
             frames = frames_of(layout)
@@ -183,7 +176,7 @@ class Assembly:
                 write_chapter_subtitles(path, work, layout, round(mark.start * sr), sr)
 
     def _write_folder(self, layouts: list[Layout], sr: int, signals: HoldSignals | None) -> None:
-        output, work = self.output, self.work
+        output, work = self.output.path, self.work
         fmt = self.fmt
         assert fmt is not None  # a folder's format (audio_format, planned)
         marks, files, start = [], [], 0

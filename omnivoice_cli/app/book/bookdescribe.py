@@ -68,7 +68,11 @@ def describe_book(run: BookRun) -> BookDescription:
     good = run.check_parts(remove=False)  # done: a part the manifest vouches for (nothing deleted)
     words, seconds = 0, 0.0
     for plan in run.plans:
-        file = plan.stem + run.fmt.extension if run.kind == "folder" and run.fmt is not None else None
+        file = (
+            plan.stem + run.fmt.extension
+            if run.output is not None and not run.output.m4b and run.fmt is not None
+            else None
+        )
         done = all(p.name in good for p in plan.parts)
         estimate = round(plan.estimate, 2)
         words, seconds = words + plan.words, seconds + estimate
@@ -93,8 +97,8 @@ def describe_book(run: BookRun) -> BookDescription:
         "author": info.author,
         "language": info.language,
         "cover": info.cover_type if run.cover_ok else None,
-        "output": None if run.output is None else str(run.output),
-        "kind": run.kind,
+        "output": None if run.output is None else str(run.output.path),
+        "kind": None if run.output is None else run.output.kind,
         "chapters": chapters,
         "words": words,
         "seconds": round(seconds, 2),

@@ -4,7 +4,7 @@ chapter files' names. The book's run (app/book/book.py) plans each part's reques
 
 A part is a tuple of segments: `Text` (the book's words, cleaned: its brackets become
 parentheses, so the book's "[1]" is never read as the model's [laughter] markup) and `Pause`
-(seconds of silence: after the title, between two paragraphs). `render` writes a part as the
+(seconds of silence: after the title, between two paragraphs). `part_text` writes a part as the
 request's text, the one place a Pause becomes a `[pause Ns]` tag; the key is over that text, so
 keys are what they were when parts were strings."""
 
@@ -16,7 +16,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Union
+from typing import Literal, Union
 
 from ...engine.errors import InvalidRequest
 from ...engine.text.chunking import is_sentence_break  # not after 'U.S.' or 'Mr.' (the chunker's rule)
@@ -62,7 +62,7 @@ Segment = Union[Text, Pause]
 Part = tuple[Segment, ...]
 
 
-def render(part: Part) -> str:
+def part_text(part: Part) -> str:
     """A part as the request's text: its words, each Pause as a `[pause Ns]` tag between them."""
     out = ""
     for seg in part:
@@ -75,10 +75,11 @@ __all__ = [
     "Pause",
     "Part",
     "plan_parts",
-    "render",
+    "part_text",
     "split_parts",
     "parse_chapters",
-    "output_kind",
+    "BookOutput",
+    "book_output",
     "PartLine",
     "ChapterPlan",
 ]
@@ -141,7 +142,7 @@ def plan_parts(text: str, title: str | None, limit: int = PART_CHARS) -> list[Pa
     """A chapter's text (paragraphs apart by blank lines) as its parts: the title and a
     TITLE_PAUSE first when given, paragraphs with a PARAGRAPH_PAUSE between them, each part at
     most about `limit` characters as rendered, cut between paragraphs where it can."""
-    gap = len(render((Pause(PARAGRAPH_PAUSE),)))  # what a pause takes of a part's characters
+    gap = len(part_text((Pause(PARAGRAPH_PAUSE),)))  # what a pause takes of a part's characters
     paragraphs = [c for p in re.split(r"\n\s*\n", text) if (q := _clean(p)) for c in _cut(q, limit)]
     groups: list[list[str]] = []
     size = limit + 1
@@ -164,8 +165,8 @@ def plan_parts(text: str, title: str | None, limit: int = PART_CHARS) -> list[Pa
 
 
 def split_parts(text: str, title: str | None, limit: int = PART_CHARS) -> list[str]:
-    """plan_parts' parts as the requests' texts (render)."""
-    return [render(p) for p in plan_parts(text, title, limit)]
+    """plan_parts' parts as the requests' texts (part_text)."""
+    return [part_text(p) for p in plan_parts(text, title, limit)]
 
 
 def _file_digest(path: str) -> str | None:
@@ -242,7 +243,7 @@ class PartLine(Line):
     estimate: float = 0.0  # seconds of audio, the engine's estimate
     pieces: int = 0  # the engine's pieces (generations) of it
     replaced: dict[tuple[str, str], int] = field(default_factory=dict)  # the lexicon's (words, say): times
-    segments: Part = ()  # the part as planned (its text is render(segments))
+    segments: Part = ()  # the part as planned (its text is part_text(segments))
 
     def fail(self, message: str) -> None:
         prefix = f"chapter {self.chapter} (part {self.part}/{self.parts}): "
@@ -265,8 +266,31 @@ class ChapterPlan:
         return CHAPTER_LEAD + sum(p.estimate for p in self.parts) + gaps + CHAPTER_TAIL
 
 
-def output_kind(spec: str) -> tuple[Path, str]:
-    """(path, "m4b" | "folder") of -o: a .m4b file, or a folder (it exists, ends in '/', or has no
+@dataclass(frozen=True)
+class BookOutput:
+    """What -o names: one .m4b audiobook (its chapters marked in it), or a folder of chapter files."""
+
+    path: Path  # the .m4b, or the folder
+    m4b: bool  # one .m4b file; else a folder, one file per chapter
+
+    @property
+    def kind(self) -> Literal["m4b", "folder"]:
+        """As the reports name it."""
+        return "m4b" if self.m4b else "folder"
+
+    @property
+    def folder(self) -> Path:
+        """Where the outputs go: the folder, or the .m4b's folder."""
+        return self.path.parent if self.m4b else self.path
+
+    @property
+    def work(self) -> Path:
+        """The work folder (the parts, book.json): beside an .m4b, inside a folder."""
+        return Path(f"{self.path}.parts") if self.m4b else self.path / ".parts"
+
+
+def book_output(spec: str) -> BookOutput:
+    """The output -o names: a .m4b file, or a folder (it exists, ends in '/', or has no
     extension). InvalidRequest for anything else."""
     if not spec or not spec.strip():
         raise InvalidRequest("-o is empty: give a .m4b file (one audiobook) or a folder (one file per chapter)")
@@ -274,9 +298,9 @@ def output_kind(spec: str) -> tuple[Path, str]:
     if spec.endswith(("/", os.sep)) or path.is_dir() or not path.suffix:
         if path.exists() and not path.is_dir():
             raise InvalidRequest(f"-o {spec!r} is a file: give a folder (it is created when missing) or a .m4b file")
-        return path, "folder"
+        return BookOutput(path, m4b=False)
     if path.suffix.lower() in BOOK_SUFFIXES:
-        return path, "m4b"
+        return BookOutput(path, m4b=True)
     raise InvalidRequest(
         f"-o {spec!r} has the extension {path.suffix!r}: give a .m4b file (one audiobook with chapter marks) "
         "or a folder (one file per chapter; end its name with '/')"

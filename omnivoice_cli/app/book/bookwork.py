@@ -26,7 +26,7 @@ MAX_STATE_BYTES = 16 * 1024 * 1024  # book.json and a part's .pieces.json are re
 Json = object  # a JSON value as json.loads gives it (checked before use)
 
 
-class Pieces(TypedDict):
+class PartPieces(TypedDict):
     """A part's .pieces.json, checked (`read_pieces`): where each piece of its text is in its audio."""
 
     samples: int  # the part's length
@@ -61,7 +61,7 @@ def _read_json(path: Path) -> Json:
         return None
 
 
-def read_pieces(path: Path) -> Pieces | None:
+def read_pieces(path: Path) -> PartPieces | None:
     """A part's .pieces.json, checked: {"samples": int, "sample_rate": int, "pieces": [[text,
     start, end], ...]} with 0 <= start <= end <= samples; None when it is anything else."""
     record = _read_json(path)
@@ -158,7 +158,7 @@ class PartSink:
         text = _spoken(request.text) if request is not None else ""
         samples = len(result.audio)
         pieces = result.pieces or [(text, 0, samples)]
-        record: Pieces = {"samples": samples, "sample_rate": result.sample_rate, "pieces": pieces}
+        record: PartPieces = {"samples": samples, "sample_rate": result.sample_rate, "pieces": pieces}
         path = self.work / pieces_name(line.name or "")
         try:
             write_json(path, record)

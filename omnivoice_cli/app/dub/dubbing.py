@@ -35,7 +35,7 @@ import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, BinaryIO
 
 from ...engine.errors import OmniVoiceError, one_line
 from ...engine.model.config import SAMPLE_RATE
@@ -105,12 +105,12 @@ class DubRun:
         target: OutputTarget,
         *,
         preset: Preset | None,
-        flags: dict[str, Any],
+        flags: dict[str, object],
         cast: Cast,
         stems: str | None = None,
         overwrite: bool = False,
         session: Session | None = None,
-        stdout: Any = None,
+        stdout: BinaryIO | None = None,
         words: Path | None = None,
     ) -> None:
         self.input_path, self.target, self.preset, self.flags = input_path, target, preset, flags
@@ -145,7 +145,7 @@ class DubRun:
         """The preset and the flags as the cues have them (CuePlanner.layers)."""
         return self.planner.layers()
 
-    def plan(self, earlier: list[dict[str, Any]]) -> list[CuePlan]:
+    def plan(self, earlier: list[dict[str, object]]) -> list[CuePlan]:
         """Every cue planned (dubplan.py), the plan in the report."""
         plans = self.planner.plan(earlier)
         r = self.report
@@ -168,7 +168,7 @@ class DubRun:
             if p.status != "empty":
                 p.stem = f"{p.cue.index + 1:0{width}d}.{fmt}"
 
-    def reuse(self, out: Path, earlier: list[dict[str, Any]]) -> None:
+    def reuse(self, out: Path, earlier: list[dict[str, object]]) -> None:
         """Place every cue whose stem matches its record (same key) on the track, unread ones not."""
         import soundfile as sf
 
@@ -252,7 +252,7 @@ class DubRun:
 
     # -- the run ---------------------------------------------------------------------------------
 
-    def earlier(self) -> list[dict[str, Any]]:
+    def earlier(self) -> list[dict[str, object]]:
         """The records of the stems folder's manifest (a rerun resumes from them)."""
         stems_path = Path(self.stems).expanduser() if self.stems else None
         return read_manifest(stems_path / MANIFEST) if stems_path and stems_path.is_dir() else []
@@ -261,7 +261,7 @@ class DubRun:
         path = self.target.path
         return stems_format("wav" if self.target.to_stdout or path is None else path.suffix.lower().lstrip("."))
 
-    def dry_run(self) -> list[dict[str, Any]]:
+    def dry_run(self) -> list[dict[str, object]]:
         """Plan every cue as run() would (the model is not loaded, nothing is written): for each,
         its times, words, speaker and voice, speed (see CuePlan.speed), seed and pieces, and what
         the run would do with it: speak it, reuse its stem, or skip it (empty)."""
@@ -374,13 +374,14 @@ class DubRun:
                 Span(p.pieces[k][0], s, e, p.built[k].request.lang, k, p.cue.index + 1)
                 for p, k, s, e in self.word_spans()
             ]
+        stdout = self.stdout
         outputs = Outputs(
             target=self.target,
             words=self.words,
             loudness=settings["loudness"],  # --loudness: over the whole track
             loudness_what="the track",
             level_in_place=True,  # the track is levelled where it lies: no second 4 h copy
-            stdout=lambda: self.stdout,
+            stdout=None if stdout is None else (lambda: stdout),
             pipe_error=False,  # stdout's reader gone: the command's BrokenPipeError
         )
         deliver(

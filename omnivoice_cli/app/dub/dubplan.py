@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 from ...engine.errors import InvalidRequest
 from ...engine.model.config import SAMPLE_RATE
@@ -62,7 +62,7 @@ class CuePlan:
             pos += ms
         return out
 
-    def key(self) -> dict[str, Any]:
+    def key(self) -> dict[str, object]:
         """What makes its audio: a stem made with the same key can be reused."""
         settings = {k: v for k, v in self.built[0].settings.values.items() if k not in ("duration", "format")}
         return {
@@ -74,7 +74,7 @@ class CuePlan:
             "settings": settings,
         }
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> dict[str, object]:
         c = self.cue
         return {
             "cue": c.index + 1,
@@ -121,7 +121,7 @@ class CuePlanner:
         self,
         input_path: str,
         preset: Preset | None,
-        flags: dict[str, Any],
+        flags: dict[str, object],
         cast: Cast,
         refs: References,
         voices: Voices,
@@ -142,17 +142,15 @@ class CuePlanner:
             (FLAG_SOURCE, {k: v for k, v in self.flags.items() if k != "seed"}),
         ]
 
-    def base_seed(self, earlier: list[dict[str, Any]]) -> int:
+    def base_seed(self, earlier: list[dict[str, object]]) -> int:
         """--seed, else the seed of the stems being resumed, else a random one."""
-        if self.flags.get("seed") is not None:
-            return int(self.flags["seed"])
+        given = self.flags.get("seed")
+        if isinstance(given, int):  # an integer, or None (the setting's check)
+            return given
         for rec in earlier:
-            if (
-                rec.get("status") in ("done", "reused")
-                and isinstance(rec.get("seed"), int)
-                and isinstance(rec.get("index"), int)
-            ):
-                return rec["seed"] - rec["index"]
+            seed, index = rec.get("seed"), rec.get("index")
+            if rec.get("status") in ("done", "reused") and isinstance(seed, int) and isinstance(index, int):
+                return seed - index
         return random_seed()
 
     def plan_cue(self, cue: Cue, base: int) -> CuePlan:
@@ -195,7 +193,7 @@ class CuePlanner:
             self.warn(w)
         return plan
 
-    def plan(self, earlier: list[dict[str, Any]]) -> list[CuePlan]:
+    def plan(self, earlier: list[dict[str, object]]) -> list[CuePlan]:
         """Read and plan every cue; the checks that span cues (length, overlaps, the cast)."""
         cues = read_cues(self.input_path)
         if len(cues) > MAX_CUES:
@@ -256,6 +254,6 @@ class CuePlanner:
             self.warn(f"{self.input_path}: overlapping cues are mixed: {shown}{more}")
 
 
-def jsonable(value: Any) -> Any:
+def jsonable(value: dict[str, object]) -> dict[str, object]:
     """As it reads back from JSON (tuples become lists), to compare with a manifest record."""
     return json.loads(json.dumps(value, ensure_ascii=False))

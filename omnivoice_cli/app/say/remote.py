@@ -25,7 +25,7 @@ import os
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from ...engine.errors import InvalidRequest, MissingExtra, OmniVoiceError, one_line
 from ...engine.model.config import SAMPLE_RATE
@@ -37,6 +37,9 @@ from ..settings.schema import HTTP_SETTINGS
 from ..settings.setting import flag_name
 
 if TYPE_CHECKING:
+    import httpx
+    import numpy as np
+
     from ..signals import HoldSignals
     from .speakrun import Shown, Speech, SpeechReport
 
@@ -85,10 +88,10 @@ def check_remote(settings: Resolved, *, subtitles: bool, words: bool) -> None:
             raise InvalidRequest(f"{what} cannot go with --server (the reply does not say where its pieces lie)")
 
 
-def request_body(speech: "Speech", text: str, voice: str | None, stream: bool) -> dict[str, Any]:
+def request_body(speech: "Speech", text: str, voice: str | None, stream: bool) -> dict[str, object]:
     """The JSON body of POST /v1/audio/speech: the text as given and every setting the run resolved."""
     values = speech.built.settings.values
-    body: dict[str, Any] = {
+    body: dict[str, object] = {
         "model": "omnivoice",
         "input": text,
         "voice": voice or "auto",
@@ -99,12 +102,12 @@ def request_body(speech: "Speech", text: str, voice: str | None, stream: bool) -
     return body
 
 
-def _httpx() -> Any:
+def _need_httpx() -> None:
+    """MissingExtra when httpx (the serve extra) is not installed."""
     try:
-        import httpx
+        import httpx  # noqa: F401
     except ImportError:
         raise MissingExtra("say --server", "httpx", "serve") from None
-    return httpx
 
 
 def _message(data: bytes) -> str:
@@ -122,7 +125,7 @@ def refused(url: str, status: int, data: bytes) -> OmniVoiceError:
     return OmniVoiceError(f"the server at {url} failed (HTTP {status}): {message}")
 
 
-def samples(data: bytes) -> Any:
+def samples(data: bytes) -> "np.ndarray":
     """float32 samples of 16-bit PCM (the server's s16le), as a 16-bit file reads back: k / 32768."""
     import numpy as np
 
@@ -131,11 +134,11 @@ def samples(data: bytes) -> Any:
 
 @dataclass
 class _Reply:
-    audio: Any  # float32 samples at `rate`
+    audio: "np.ndarray"  # float32 samples at `rate`
     rate: int
     seed: int
     first: float | None  # streamed: seconds until the first samples came
-    headers: Any
+    headers: "httpx.Headers"
 
 
 class RemoteRun:
@@ -190,7 +193,9 @@ class RemoteRun:
 
     def fetch(self, signals: "HoldSignals") -> _Reply:
         """POST the request; the reply's samples (streamed: played and sent on as they come)."""
-        httpx = _httpx()
+        _need_httpx()
+        import httpx
+
         streamed = self.speech.streamed
         body = request_body(self.speech, self.text, self.voice, streamed)
         timeout = httpx.Timeout(TIMEOUT, connect=CONNECT_TIMEOUT)
@@ -213,7 +218,7 @@ class RemoteRun:
         except httpx.TransportError as e:  # cut off, or silent past TIMEOUT: the reply is not whole
             raise OmniVoiceError(f"the server at {self.url} stopped answering: {one_line(e)}") from None
 
-    def streamed(self, reply: Any, rate: int, signals: "HoldSignals") -> tuple[Any, float | None]:
+    def streamed(self, reply: "httpx.Response", rate: int, signals: "HoldSignals") -> tuple["np.ndarray", float | None]:
         """The reply's PCM as it comes: played, and to stdout (--stream -o -); kept whole."""
         import numpy as np
 
@@ -222,7 +227,7 @@ class RemoteRun:
         if target is not None and target.to_stdout:
             writer = PieceWriter(self.session.stdout(), target.audio_format, rate, None)
         player = open_player(rate) if self.speech.play else None
-        kept: list[Any] = []
+        kept: list[np.ndarray] = []
         first, t0 = None, time.perf_counter()
         with player or nullcontext():  # left normally: waits until all has played
             for piece in _pieces(reply.iter_bytes()):
@@ -238,7 +243,7 @@ class RemoteRun:
         return (np.concatenate(kept) if kept else np.zeros(0, np.float32)), first
 
 
-def _pieces(chunks: Iterator[bytes]) -> Iterator[Any]:
+def _pieces(chunks: Iterator[bytes]) -> Iterator["np.ndarray"]:
     """float32 samples of a stream of s16le bytes, whatever its chunks' sizes."""
     rest = b""
     for chunk in chunks:
@@ -249,7 +254,7 @@ def _pieces(chunks: Iterator[bytes]) -> Iterator[Any]:
             yield samples(data[:cut])
 
 
-def _wav(data: bytes) -> tuple[Any, int]:
+def _wav(data: bytes) -> tuple["np.ndarray", int]:
     """The samples (k / 32768) and rate of the server's 16-bit WAV."""
     import io
 

@@ -36,7 +36,7 @@ runs: speakplain.py, speakstream.py, speakdialogue.py.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from typing import Callable, Mapping
 
 from ...engine.errors import InvalidRequest
 from ...media.formats import streaming_formats
@@ -73,7 +73,7 @@ def check_streamable(target: OutputTarget | None) -> None:
         )
 
 
-def report_settings(values: Mapping[str, Any]) -> dict:
+def report_settings(values: Mapping[str, object]) -> dict:
     """Settings as a --json report gives them: `speed` as used, 1.0 (the normal rate) when none
     was given, and None when --duration sets the length (the speed is then ignored)."""
     out = dict(values)

@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from ..app import error_response, limited, refusal
 from ..asgi import ASGIApp, Message, Receive, Scope, Send
 from ..config import ServeOptions
 from ..errors import ApiError, busy
+
+if TYPE_CHECKING:
+    from ray.serve.handle import DeploymentHandle, DeploymentResponseGenerator
 
 MODEL_APP = "omnivoice-model"  # the replicas' application (its route: the socket, /tts)
 MODEL_DEPLOYMENT = "omnivoice-model"
@@ -31,7 +34,7 @@ RETRY_AFTER = 1  # seconds a client is told to wait after a lost replica
 SCOPE_KEYS = ("type", "http_version", "method", "scheme", "path", "raw_path", "query_string", "headers")
 
 
-def plain_scope(scope: Scope) -> dict[str, Any]:
+def plain_scope(scope: Scope) -> dict[str, object]:
     """What a replica needs of an HTTP request's scope, in plain (picklable) values."""
     plain = {key: scope[key] for key in SCOPE_KEYS if key in scope}
     plain["headers"] = [(bytes(k), bytes(v)) for k, v in scope.get("headers", [])]
@@ -39,7 +42,7 @@ def plain_scope(scope: Scope) -> dict[str, Any]:
     return plain
 
 
-async def relay_through(app: ASGIApp, scope: dict[str, Any], body: bytes) -> AsyncIterator[Message]:
+async def relay_through(app: ASGIApp, scope: dict[str, object], body: bytes) -> AsyncIterator[Message]:
     """Run one HTTP request through `app` (a replica's), yielding each message it sends. When the
     caller stops listening (its client left), the app hears `http.disconnect`, as from a server."""
     sent: asyncio.Queue[Message | None] = asyncio.Queue()
@@ -84,7 +87,7 @@ class Front:
     """The ASGI app of the front deployment: HTTP relayed to the model replicas (see the module's
     docstring); lifespan answered here; a WebSocket anywhere but /tts/ws is refused."""
 
-    def __init__(self, options: ServeOptions, model: Any) -> None:
+    def __init__(self, options: ServeOptions, model: DeploymentHandle) -> None:
         self.options, self.model = options, model
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -115,14 +118,15 @@ class Front:
             more = message.get("more_body", False)
         return b"".join(chunks)
 
-    async def relay(self, scope: dict[str, Any], body: bytes, receive: Receive, send: Send) -> None:
+    async def relay(self, scope: dict[str, object], body: bytes, receive: Receive, send: Send) -> None:
         """To one replica; once more to another if the first is lost before it answers; else 503."""
         from ray.serve.exceptions import BackPressureError, RequestCancelledError
 
         lost = lost_replica_errors()
         for attempt in range(2):
             started = False
-            replies = self.model.options(stream=True).relay.remote(scope, body)
+            call = self.model.options(stream=True).relay.remote(scope, body)
+            replies = cast("DeploymentResponseGenerator", call)  # stream=True: a generator of messages
             watcher = asyncio.ensure_future(self.until_gone(receive, replies))
             try:
                 async for message in replies:
@@ -151,7 +155,7 @@ class Front:
             return await error_response(answer)(scope, receive, send)
 
     @staticmethod
-    async def until_gone(receive: Receive, replies: Any) -> None:
+    async def until_gone(receive: Receive, replies: DeploymentResponseGenerator) -> None:
         """The client's disconnect cancels the relay (and the replica's work with it)."""
         while (await receive())["type"] != "http.disconnect":
             pass

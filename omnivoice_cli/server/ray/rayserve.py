@@ -29,7 +29,8 @@ import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from types import ModuleType
+from typing import TYPE_CHECKING, Callable
 
 import anyio
 
@@ -91,7 +92,7 @@ class RayOptions:
     def high(self) -> int:
         return self.max_replicas if self.max_replicas is not None else max(self.replicas, self.low)
 
-    def scaling(self) -> dict[str, Any]:
+    def scaling(self) -> dict[str, object]:
         """The deployment's replica options: a fixed number, or Ray Serve's autoscaling config."""
         if not self.autoscaled:
             return {"num_replicas": self.replicas}
@@ -106,7 +107,7 @@ class RayOptions:
         }
 
 
-def import_serve() -> tuple[Any, Any]:
+def import_serve() -> tuple[ModuleType, ModuleType]:
     """(ray, ray.serve), or MissingExtra naming the extra (exit 2)."""
     try:
         import ray
@@ -176,7 +177,7 @@ class ModelReplica:
         self.served = LoadedFirst(create_app(state), state)
         return FromTheRoot(self.served)
 
-    async def relay(self, scope: dict[str, Any], body: bytes) -> AsyncIterator[Message]:
+    async def relay(self, scope: dict[str, object], body: bytes) -> AsyncIterator[Message]:
         """One HTTP request from the front: the messages the app sends (a streamed call)."""
         assert self.served is not None
         async for message in relay_through(self.served, scope, body):
@@ -194,7 +195,7 @@ def deploy(
     application is deleted (its replicas drain for up to --grace seconds)."""
     ray, serve = import_serve()
     _connect(ray, ray_options, echo)
-    actor: dict[str, Any] = {"num_cpus": ray_options.cpus_per_replica}
+    actor: dict[str, object] = {"num_cpus": ray_options.cpus_per_replica}
     if ray_options.gpus_per_replica:
         actor["num_gpus"] = ray_options.gpus_per_replica
     high = max(1, ray_options.high)
@@ -244,7 +245,7 @@ def deploy(
             echo("omnivoice serve: the Ray Serve applications are deleted; stopped")
 
 
-def _connect(ray: Any, options: RayOptions, echo: Callable[[str], object]) -> None:
+def _connect(ray: ModuleType, options: RayOptions, echo: Callable[[str], object]) -> None:
     """Start or join the cluster; every replica is given this OMNIVOICE_HOME (saved voices) and,
     on a cluster, this very package."""
     env = {"env_vars": {"OMNIVOICE_HOME": str(user_home())}}

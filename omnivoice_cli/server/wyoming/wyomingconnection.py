@@ -11,7 +11,7 @@ import asyncio
 import collections
 import dataclasses
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.error import Error
@@ -88,7 +88,7 @@ class QueuedSynthesis:
     """What a connection has to do next, in order: speak a text (a `synthesize`, or a part of a
     stream's text) or say its stream ended (`synthesize-stopped`)."""
 
-    kind: str  # "speak" or "stopped"
+    kind: Literal["speak", "stopped"]  # a text to speak, or the stream's end
     text: str = ""
     voice: SynthesizeVoice | None = None
     stream: Stream | None = None
