@@ -733,11 +733,11 @@ def test_each_output_is_at_the_target_from_a_quiet_and_a_loud_source(
 def test_book_help_gives_its_own_loudness_default():
     import inspect
 
-    from omnivoice_cli.app.book.bookplan import DEFAULT_LOUDNESS
+    from omnivoice_cli.app.settings.schema import BOOK_LOUDNESS
     from omnivoice_cli.commands import book as book_cmd
     from omnivoice_cli.commands import say as say_cmd
 
-    assert DEFAULT_LOUDNESS == -18.0
+    assert BOOK_LOUDNESS == -18.0
     ours = inspect.signature(book_cmd.book).parameters["loudness"].default.help
     theirs = inspect.signature(say_cmd.say).parameters["loudness"].default.help
     assert ours.endswith("Default: -18 (for book).") and theirs.endswith("Default: off.")
