@@ -1,23 +1,25 @@
-"""`omnivoice serve`: an OpenAI-compatible speech server on the packed engine (server/)."""
+"""`omnivoice serve`: an OpenAI-compatible speech server on the packed engine (server/).
+
+The app layer and the server are imported inside the functions that run them: `omnivoice serve
+--help` reads only the options (ui/options.py and the constants here) and the help texts.
+"""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from ..app.door.idle import idle_seconds
-from ..app.settings.layers import FLAG_SOURCE, Resolved
 from ..app.settings.schema import GENERATION_KEYS
 from ..engine.errors import InvalidRequest
-from ..server.config import ServeOptions, load_voice_map
-from ..server.state import ServerState
 from ..ui.messages import echo, warn
 from ..ui.options import HARDWARE_SETTINGS, IDLE_UNLOAD_OPTION, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, with_settings
-from .common import check_extra, engine_loader, run_settings
-from .say import check_listening
+
+if TYPE_CHECKING:
+    from ..app.settings.layers import Resolved
+    from ..server.state import ServerState
 
 HELP = """Serve OpenAI's speech API (POST /v1/audio/speech) and the saved voices over HTTP.
 
@@ -194,6 +196,13 @@ def serve(
     flags: dict = NO_FLAGS,
 ) -> None:
     """Serve OpenAI's speech API (POST /v1/audio/speech) and the saved voices over HTTP."""
+    from ..app.door.idle import idle_seconds
+    from ..app.settings.layers import FLAG_SOURCE
+    from ..server.config import ServeOptions, load_voice_map
+    from ..server.state import ServerState
+    from .common import check_extra, engine_loader, run_settings
+    from .say import check_listening
+
     check_extra("omnivoice serve", "serve", *SERVE_STACK)  # before server.run, which imports the web framework
     unload = idle_seconds(idle_unload)
     from ..server.run import is_loopback  # (starlette, uvicorn: loaded when serving, not by --help)
@@ -241,6 +250,8 @@ class _Loader:
         self.settings, self.quiet = settings, quiet
 
     def __call__(self):
+        from .common import engine_loader
+
         return engine_loader(self.settings, self.quiet, "omnivoice serve", "; ready")
 
 
