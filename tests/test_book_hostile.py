@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 import soundfile as sf
 from conftest import ROOT, TINY_CKPT, error_line
-from test_book import PEAK_RSS
-from test_extras import blocker, omnivoice, one_line  # noqa: F401  (blocker: a fixture)
+from helpers.extras import omnivoice, one_line
+from helpers.memory import PEAK_RSS
 
 from omnivoice_cli.app.book import bookread
 from omnivoice_cli.app.book.book import BookRun

@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from test_parity import CASES, golden, requests_for
+from helpers.parity import CASES, golden, requests_for
 
 from omnivoice_cli.engine.fast.graphs import GraphedForward
 from omnivoice_cli.engine.hardware import Hardware

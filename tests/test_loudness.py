@@ -11,54 +11,24 @@ import subprocess
 import sys
 
 import numpy as np
-import pyloudnorm
 import pytest
 import scipy.signal as ss
 import soundfile as sf
+from helpers.loudness import ODD_CHUNKS, SR, at, bursts, lufs, quiet_source
 
 from omnivoice_cli.engine.errors import MissingExtra, install_hint
 from omnivoice_cli.media import leveller as LV
 from omnivoice_cli.media import loudness as L
 from omnivoice_cli.media.output import encode
 
-SR = 24000
-ODD_CHUNKS = (1, 7, 999, 4801, 12345, 100003)
-
-
-def bursts(seconds: float, seed: int = 0, rate: int = SR) -> np.ndarray:
-    """Speech-like: band-passed noise in syllable-long bursts (0.1-0.4 s) with silences between."""
-    rng = np.random.default_rng(seed)
-    n = int(seconds * rate)
-    b, a = ss.butter(2, [100 / (rate / 2), 4000 / (rate / 2)], "band")
-    x = ss.lfilter(b, a, rng.standard_normal(n))
-    env, t = np.zeros(n), 0
-    while t < n:
-        on, off = int(rng.uniform(0.1, 0.4) * rate), int(rng.uniform(0.05, 0.6) * rate)
-        env[t : t + on] = rng.uniform(0.3, 1.0) * np.hanning(min(on, n - t))
-        t += on + off
-    y = x * env
-    return y / np.abs(y).max()
-
 
 def tone(freq: float, seconds: float, amp: float, rate: int = SR, phase: float = 0.0) -> np.ndarray:
     return amp * np.sin(2 * np.pi * freq * np.arange(int(seconds * rate)) / rate + phase)
 
 
-def lufs(x, rate: int = SR) -> float:
-    return pyloudnorm.Meter(rate).integrated_loudness(np.asarray(x, dtype=np.float64))
-
-
-def at(x: np.ndarray, level: float) -> np.ndarray:
-    return x * 10 ** ((level - lufs(x)) / 20)
-
-
 def resampled_peak(x) -> float:
     """dBTP by scipy's own 4x polyphase resampling: another interpolator than the meter's."""
     return 20 * math.log10(np.abs(ss.resample_poly(np.asarray(x, dtype=np.float64), 4, 1)).max())
-
-
-def quiet_source() -> np.ndarray:
-    return at(bursts(30, seed=1), -40.0)
 
 
 def loud_source() -> np.ndarray:

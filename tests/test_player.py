@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers.player import NO_DEVICE
 
 from omnivoice_cli.media import player as playermod
 from omnivoice_cli.media import players as playersmod
@@ -431,14 +432,6 @@ def wait_until(predicate, timeout=HUNG):
     while not predicate():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.01)
-
-
-NO_DEVICE = (
-    "import sys\n"
-    "sys.stdin.buffer.read()\n"
-    'sys.stderr.write("SDL_OpenAudio (1 channels, 24000 Hz): ALSA: Couldn\'t open audio device: No such file\\n")\n'
-    "sys.stderr.write('No more combinations to try, audio open failed\\n')\n"
-)
 
 
 def test_a_broken_omnivoice_player_is_an_error_never_replaced(tmp_path):

@@ -12,25 +12,21 @@ import pytest
 
 pytest.importorskip("wyoming")  # the wyoming extra (CI installs it with the test extra)
 
+from helpers.wyoming import NUM_STEP, SEED, Running, run
 from server_util import TINY_CKPT, hold_loop, wait_for, wav_samples
 from wyoming.audio import AudioChunk, AudioStop
-from wyoming.client import AsyncTcpClient
 from wyoming.error import Error
 from wyoming.event import Event
 from wyoming.info import Describe, Info
 from wyoming.ping import Ping
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeVoice
 
-from omnivoice_cli.app.door.speaker import Speaker, SpeakerOptions
 from omnivoice_cli.app.door.textparts import ready_text
-from omnivoice_cli.app.settings.layers import FLAG_SOURCE
 from omnivoice_cli.engine.errors import InvalidRequest
 from omnivoice_cli.engine.stream.cut import cut_segments
-from omnivoice_cli.server.wyoming.wyoming import WyomingOptions, WyomingServer, parse_uri
+from omnivoice_cli.server.wyoming.wyoming import parse_uri
 from omnivoice_cli.server.wyoming.wyomingevents import MAX_DEPTH, json_depth
 
-SEED = 17  # the server's --seed: every request's (a stream's parts: 17, 18, ...)
-NUM_STEP = 4
 THREE = (
     "Good morning to all of you here today. "
     "The train to the city leaves at seven in the evening, so there is plenty of time left for tea. "
@@ -46,47 +42,11 @@ def alice(module_home, ref_voice):
     return "alice"
 
 
-class Running:
-    """A WyomingServer in a thread of its own (its own event loop), on a free port."""
-
-    def __init__(self, engine, uri="tcp://127.0.0.1:0", wyoming=None, **options):
-        flags = {"num_step": NUM_STEP, "seed": SEED}
-        self.speaker = Speaker(
-            SpeakerOptions(layers=((FLAG_SOURCE, flags),), model=str(TINY_CKPT), **options), load=lambda: engine
-        )
-        self.speaker.start()
-        self.server = WyomingServer(self.speaker, WyomingOptions(uri=uri, quiet=True, **(wyoming or {})))
-        self.ready = threading.Event()
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self._run, name="test-wyoming", daemon=True)
-        self.thread.start()
-        assert self.ready.wait(120), "the server did not start"
-        self.port = int(self.server.address.rsplit(":", 1)[1]) if uri.startswith("tcp") else None
-
-    def _run(self):
-        self.loop.run_until_complete(self.server.serve(lambda address: self.ready.set()))
-
-    @property
-    def service(self):
-        return self.speaker.service()
-
-    def client(self):
-        return AsyncTcpClient("127.0.0.1", self.port, connect_timeout=60, read_timeout=120)
-
-    def close(self):
-        self.loop.call_soon_threadsafe(self.server.close)
-        self.thread.join(120)
-
-
 @pytest.fixture(scope="module")
 def srv(engine, module_home):
     running = Running(engine)
     yield running
     running.close()
-
-
-def run(coro):
-    return asyncio.run(asyncio.wait_for(coro, 300))
 
 
 async def synthesize(client, text, voice=None):
