@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 from conftest import ROOT, TINY_CKPT, files_in
+from helpers.cli import errors_of
 from helpers.memory import PEAK_RSS
 from helpers.ray import ENV, MAIN, RUN, FakeRay
 
@@ -59,11 +60,6 @@ def book(invoke, *args):
 def report(result) -> dict:
     assert result.exit_code == 0, result.stderr
     return json.loads(result.stdout)
-
-
-def errors_of(result) -> list[str]:
-    assert "Traceback" not in result.stderr, result.stderr
-    return [ln for ln in result.stderr.splitlines() if ln.startswith("Error: ")]
 
 
 def stamps(folder: Path, names) -> dict[str, tuple[int, bytes]]:

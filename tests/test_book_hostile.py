@@ -40,11 +40,6 @@ BOMB = 320 * 1024 * 1024  # unpacked: more than the 300 MB a dry run may take, w
 CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")  # anything a terminal obeys, a line feed aside
 
 
-def errors_of(result) -> list[str]:
-    assert "Traceback" not in result.stderr, result.stderr
-    return [ln for ln in result.stderr.splitlines() if ln.startswith("Error: ")]
-
-
 # ----------------------------------------------------------------------------------- EPUB members
 
 

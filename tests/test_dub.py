@@ -47,11 +47,6 @@ BOB: The end.
 """
 
 
-def errors_of(result) -> list[str]:
-    assert "Traceback" not in result.stderr, result.stderr
-    return [ln for ln in result.stderr.splitlines() if ln.startswith("Error: ")]
-
-
 def fake_audio(seed: int, seconds: float) -> np.ndarray:
     """What FakeEngine makes for a request (conftest.py)."""
     return (0.3 * np.random.default_rng(seed).standard_normal(int(seconds * SR))).astype(np.float32)

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 from conftest import TINY_CKPT, error_line, files_in
+from helpers.cli import write_jsonl
 
 from omnivoice_cli.engine.errors import CheckpointError, InvalidRequest
 from omnivoice_cli.engine.model.config import ModelConfig
@@ -511,11 +512,6 @@ def test_a_fifo_is_not_a_reference(tmp_path):
 
 
 # ------------------------------------------------------------------------------ batch
-
-
-def write_jsonl(path: Path, rows) -> Path:
-    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))
-    return path
 
 
 def records(out: Path) -> dict[int, dict]:

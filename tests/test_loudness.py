@@ -14,16 +14,13 @@ import numpy as np
 import pytest
 import scipy.signal as ss
 import soundfile as sf
-from helpers.loudness import ODD_CHUNKS, SR, at, bursts, lufs, quiet_source
+from helpers.audio import SR, tone
+from helpers.loudness import ODD_CHUNKS, at, bursts, lufs, quiet_source
 
 from omnivoice_cli.engine.errors import MissingExtra, install_hint
 from omnivoice_cli.media import leveller as LV
 from omnivoice_cli.media import loudness as L
 from omnivoice_cli.media.output import encode
-
-
-def tone(freq: float, seconds: float, amp: float, rate: int = SR, phase: float = 0.0) -> np.ndarray:
-    return amp * np.sin(2 * np.pi * freq * np.arange(int(seconds * rate)) / rate + phase)
 
 
 def resampled_peak(x) -> float:
@@ -49,8 +46,8 @@ def fed(meter: L.LoudnessMeter, x, sizes=ODD_CHUNKS) -> None:
 
 SIGNALS = {
     "bursts": lambda r: 0.5 * bursts(20, rate=r),
-    "tone 1 kHz": lambda r: tone(1000, 5, 0.5, r),
-    "tone 100 Hz": lambda r: tone(100, 7.05, 0.2, r, 0.3),
+    "tone 1 kHz": lambda r: tone(5, 1000, 0.5, r),
+    "tone 100 Hz": lambda r: tone(7.05, 100, 0.2, r, 0.3),
     "very quiet": lambda r: 0.002 * bursts(20, seed=3, rate=r),
     "loud": lambda r: np.clip(4.0 * bursts(20, seed=4, rate=r), -1, 1),
     "bursts then silence": lambda r: np.concatenate([0.3 * bursts(8, seed=5, rate=r), np.zeros(5 * r)]),
@@ -120,7 +117,7 @@ def test_true_peak_finds_the_peak_between_samples():
     peak is 0 dBTP (faded in and out: an abrupt start rings over it). Speech-like audio: within
     0.05 dB of scipy's 4x resampling."""
     fade = 0.5 - 0.5 * np.cos(np.pi * np.arange(1200) / 1200)
-    x = tone(SR / 4, 1.0, 1.0, phase=math.pi / 4)
+    x = tone(1.0, SR / 4, 1.0, phase=math.pi / 4)
     x[:1200], x[-1200:] = x[:1200] * fade, x[-1200:] * fade[::-1]
     assert abs(20 * math.log10(np.abs(x).max()) + 3.01) < 0.01
     assert abs(L.measure(x, SR).dbtp) < 0.05
@@ -133,7 +130,7 @@ def test_true_peak_finds_the_peak_between_samples():
 def test_short_and_silent_signals():
     """Under one 400 ms block: measured as one block (a steady tone reads as it does long);
     silence and nothing: -inf, and normalising leaves silence as it is, saying so."""
-    short, long = L.measure(tone(1000, 0.25, 0.3), SR), L.measure(tone(1000, 3.0, 0.3), SR)
+    short, long = L.measure(tone(0.25, 1000, 0.3), SR), L.measure(tone(3.0, 1000, 0.3), SR)
     assert abs(short.lufs - long.lufs) < 0.3
     assert L.measure(np.zeros(SR), SR).lufs == -math.inf and L.measure(np.zeros(0), SR).lufs == -math.inf
     out, report = LV.normalize(np.zeros(SR, dtype=np.float32), SR, -18.0)
@@ -198,7 +195,7 @@ def test_the_limiter_makes_no_clicks():
     """A quiet tone with sudden loud bursts: the gain the limiter applies moves by at most 1/L of
     full scale from one sample to the next (L: 5 ms), also at the bursts' edges (an instant limiter
     jumps there), and is down to what the burst needs before it starts (the look-ahead)."""
-    x = tone(220, 3.0, 0.2)
+    x = tone(3.0, 220, 0.2)
     for start in (0.5, 1.2, 2.0):
         i = int(start * SR)
         x[i : i + 2400] *= 5.0  # 0.2 -> 1.0 at once

@@ -15,6 +15,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 from conftest import files_in
+from helpers.audio import speechlike
 
 from omnivoice_cli.engine.errors import InvalidRequest, MissingExtra, OmniVoiceError
 from omnivoice_cli.media import m4b
@@ -24,15 +25,6 @@ av = pytest.importorskip("av")
 
 SR = 24000
 FRAME = 1024 / SR  # one AAC frame, in seconds
-
-
-def speechlike(seconds: float, seed: int = 0) -> np.ndarray:
-    """A voiced sound: harmonics of a gliding pitch under a syllable-rate envelope."""
-    t = np.arange(int(seconds * SR)) / SR
-    f0 = 140 + 40 * np.sin(2 * np.pi * (0.7 + 0.1 * seed) * t)
-    phase = 2 * np.pi * np.cumsum(f0) / SR
-    voiced = sum(np.sin(k * phase) / k for k in range(1, 8))
-    return (0.25 * voiced * (0.6 + 0.4 * np.sin(2 * np.pi * 4 * t))).astype(np.float32)
 
 
 def image(codec: str, width: int = 40, height: int = 30) -> bytes:

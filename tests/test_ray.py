@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from conftest import GOLDEN, ROOT, TINY_CKPT, files_in
+from helpers.cli import write_jsonl
 from helpers.ray import ENV, MAIN, RUN, FakeExceptions, FakeRay
 from server_util import free_port
 
@@ -32,11 +33,6 @@ from omnivoice_cli.engine.model.config import GenerationConfig
 from omnivoice_cli.engine.planning import Request
 
 slow = pytest.mark.slow
-
-
-def write_jsonl(path: Path, rows) -> Path:
-    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-    return path
 
 
 def records(out: Path) -> dict[int, dict]:

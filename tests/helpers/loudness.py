@@ -7,8 +7,7 @@ import numpy as np
 import pyloudnorm
 import scipy.signal as ss
 
-SR = 24000
-
+from helpers.audio import SR
 
 ODD_CHUNKS = (1, 7, 999, 4801, 12345, 100003)
 
