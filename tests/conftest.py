@@ -56,6 +56,12 @@ def invoke(runner, monkeypatch):
     return run
 
 
+def fake_audio(seed: int, seconds: float = 1.0) -> np.ndarray:
+    """What FakeEngine makes for a request of this seed and length: seeded noise at 24 kHz."""
+    rng = np.random.default_rng(seed)
+    return (0.3 * rng.standard_normal(int(seconds * FakeEngine.sample_rate))).astype(np.float32)
+
+
 class FakeEngine:
     """Stands in for omnivoice_cli.engine.pipeline.Engine: no torch, no model.
 
@@ -124,8 +130,7 @@ class FakeEngine:
                 if on_step is not None:
                     on_step(i, n)
             seconds = req.duration if req.duration is not None else 1.0
-            rng = np.random.default_rng(req.seed)
-            audio = (0.3 * rng.standard_normal(int(seconds * self.sample_rate))).astype(np.float32)
+            audio = fake_audio(req.seed, seconds)
             out.append(
                 Result(
                     audio=audio,

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import scipy.signal as ss
 import soundfile as sf
+from conftest import fake_audio
 from helpers.audio import SR, tone
 from helpers.loudness import ODD_CHUNKS, at, bursts, lufs, quiet_source
 
@@ -289,11 +290,6 @@ def test_without_pyloudnorm_a_missing_extra(monkeypatch):
 # --- the commands (the fake engine: 1 s of seeded noise a request) --------------------------------
 
 
-def fake_audio(seed: int, seconds: float = 1.0) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    return (0.3 * rng.standard_normal(int(seconds * SR))).astype(np.float32)
-
-
 def read(path) -> np.ndarray:
     return sf.read(str(path), dtype="float64")[0]
 
@@ -404,7 +400,7 @@ def srv(engine, tmp_path_factory):
             yield client
 
 
-def speak(client, **body):
+def post_speech(client, **body):
     return client.post("/v1/audio/speech", json={"model": "omnivoice", "input": "Good morning to you.", **body})
 
 
@@ -413,8 +409,8 @@ def test_the_server_levels_the_whole_reply_and_refuses_a_stream(srv):
     """`loudness`: the reply is one whole file at the target (mp3, which streams by default, too),
     with its report in a header; the same request without it is the plain reply, scaled by one gain
     (under the ceiling: no limiting), so nothing else changed. stream: true / sse: a 400 in the CLI's words."""
-    plain = speak(srv, response_format="wav", seed=3, stream=False)
-    loud = speak(srv, response_format="wav", seed=3, loudness=-24)
+    plain = post_speech(srv, response_format="wav", seed=3, stream=False)
+    loud = post_speech(srv, response_format="wav", seed=3, loudness=-24)
     assert plain.status_code == loud.status_code == 200, loud.text
     assert "content-length" in loud.headers and loud.headers.get("transfer-encoding") != "chunked"
     a, b = sf.read(_io(plain.content), dtype="float64")[0], sf.read(_io(loud.content), dtype="float64")[0]
@@ -422,16 +418,16 @@ def test_the_server_levels_the_whole_reply_and_refuses_a_stream(srv):
     report = json.loads(loud.headers["x-omnivoice-loudness"])
     assert report["target_lufs"] == -24.0 and report["limited"] == 0
     assert np.allclose(b, a * 10 ** (report["gain_db"] / 20), atol=2 / 32768)
-    mp3 = speak(srv, seed=3, loudness=-24)
+    mp3 = post_speech(srv, seed=3, loudness=-24)
     assert mp3.status_code == 200 and "content-length" in mp3.headers
     for extra, how in (({"stream": True}, "stream: true"), ({"stream_format": "sse"}, "stream_format 'sse'")):
-        r = speak(srv, seed=3, loudness=-24, **extra)
+        r = post_speech(srv, seed=3, loudness=-24, **extra)
         assert r.status_code == 400, r.text
         assert r.json()["error"]["message"] == (
             f"field 'loudness' measures the whole output, which {how} sends piece by piece before its end is "
             "known: leave out 'stream' and 'stream_format' (the reply is then one whole file)"
         )
-    r = speak(srv, loudness=-2)
+    r = post_speech(srv, loudness=-2)
     assert r.status_code == 400 and "field 'loudness' must be a number in [-50, -5]" in r.json()["error"]["message"]
 
 

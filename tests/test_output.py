@@ -260,7 +260,7 @@ def cut(a, sizes=(1, 0, 999, 4800, 17, 24000)):
     return out + [a[pos:]]
 
 
-def streamed(name, pieces):
+def stream_encoded(name, pieces):
     enc = StreamEncoder(name, SR)
     out = [enc.feed(p) for p in pieces] + [enc.finish()]
     return out
@@ -268,7 +268,7 @@ def streamed(name, pieces):
 
 def test_streamed_wav_has_unknown_sizes_and_the_whole_files_samples():
     a = shaped_noise(50_000)
-    parts = streamed("wav", cut(a))
+    parts = stream_encoded("wav", cut(a))
     data = b"".join(parts)
     whole = encode(a, SR)
     header = bytearray(whole[:44])
@@ -283,13 +283,13 @@ def test_streamed_wav_has_unknown_sizes_and_the_whole_files_samples():
 
 def test_streamed_raw_is_the_raw_file():
     a = shaped_noise(50_000)
-    assert b"".join(streamed("raw", cut(a))) == encode(a, SR, "RAW", "PCM_16") == pcm16(a)
+    assert b"".join(stream_encoded("raw", cut(a))) == encode(a, SR, "RAW", "PCM_16") == pcm16(a)
 
 
 @pytest.mark.parametrize("n", [1, 575, 577, 24_000, 61_111])
 def test_streamed_mp3_is_the_file_without_its_info_frame(n):
     a = shaped_noise(n, seed=n)
-    data = b"".join(streamed("mp3", cut(a)))
+    data = b"".join(stream_encoded("mp3", cut(a)))
     whole = encode(a, SR, "MP3", "MPEG_LAYER_III")
     info = mp3_frame_length(whole[:4])
     assert info == 192  # 64 kbit/s at 24 kHz
@@ -308,7 +308,7 @@ def test_streamed_mp3_is_the_file_without_its_info_frame(n):
 def test_streamed_ogg_decodes_to_the_whole_files_samples(name):
     a = shaped_noise(61_111)
     fmt = AUDIO_FORMATS[name]
-    parts = streamed(name, cut(a))
+    parts = stream_encoded(name, cut(a))
     back, sr = sf.read(io.BytesIO(b"".join(parts)), dtype="float32")
     ref, _ = sf.read(io.BytesIO(encode(a, SR, fmt.sf_format, fmt.subtype)), dtype="float32")
     assert sr == SR and len(back) == len(a) and np.array_equal(back, ref)  # the stream serial differs, not the audio

@@ -69,7 +69,7 @@ def samples(chunks) -> np.ndarray:
     return np.frombuffer(b"".join(chunks), dtype="<i2")
 
 
-async def speak(srv, text, voice=None):
+async def speak_wyoming(srv, text, voice=None):
     async with srv.client() as client:
         chunks, kinds, last = await synthesize(client, text, voice)
     assert AudioStop.is_type(last.type), last
@@ -120,13 +120,13 @@ def test_describe_lists_the_voices_and_languages(srv, alice):
 @pytest.mark.slow
 def test_a_one_piece_text_equals_say_with_the_seed(srv, invoke, tmp_path):
     text = "I can speak in the same voice."
-    got = run(speak(srv, text))
+    got = run(speak_wyoming(srv, text))
     out = tmp_path / "say.wav"
     r = invoke("say", text, "--model", TINY_CKPT, "--seed", SEED, "--num-step", NUM_STEP, "-o", out, "-q")
     assert r.exit_code == 0, r.stderr
     assert len(got) > 0 and np.array_equal(got, wav_samples(out.read_bytes()))
     # a saved voice and a language, as a satellite names them, against `say --voice --lang`
-    got = run(speak(srv, text, SynthesizeVoice(name="alloy")))
+    got = run(speak_wyoming(srv, text, SynthesizeVoice(name="alloy")))
     r = invoke(
         "say", text, "--model", TINY_CKPT, "--seed", SEED, "--num-step", NUM_STEP, "--voice", "alloy", "-o", out, "-q"
     )
@@ -225,11 +225,11 @@ def test_four_satellites_at_once_share_forwards_and_each_gets_its_own_audio(srv)
     solo, solo_forwards = [], 0
     for text in texts:
         before = srv.service.forwards
-        solo.append(run(speak(srv, text)))
+        solo.append(run(speak_wyoming(srv, text)))
         solo_forwards += srv.service.forwards - before
 
     async def together():
-        return await asyncio.gather(*(speak(srv, t) for t in texts))
+        return await asyncio.gather(*(speak_wyoming(srv, t) for t in texts))
 
     before = srv.service.forwards
     gate = hold_loop(srv.service)
@@ -260,7 +260,7 @@ def test_a_client_that_drops_frees_its_work(srv):
         wait_for(lambda: srv.service.open == 0, what="the request cancelled")  # before any forward ran
     finally:
         gate.set()
-    assert len(run(speak(srv, "Still here."))) > 0
+    assert len(run(speak_wyoming(srv, "Still here."))) > 0
 
 
 async def refused(srv, *events, write=None):
@@ -331,7 +331,7 @@ def test_a_request_that_cannot_be_spoken_gets_an_error_then_the_connection_close
     assert (
         error.code == "bad-event" and error.text.startswith("an event's header is not a line of JSON") and after is None
     )
-    assert len(run(speak(srv, "Still here."))) > 0
+    assert len(run(speak_wyoming(srv, "Still here."))) > 0
 
 
 @pytest.mark.slow
@@ -470,7 +470,7 @@ def test_300_idle_sockets_from_one_address_lock_no_one_else_out(srv):
         refused = first_event(socks[-1])
         assert refused["type"] == "error" and refused["data"]["code"] == "busy"
         assert refused["data"]["text"].startswith("127.0.0.2 has 32 connections open, the most one address may hold")
-        assert len(run(speak(srv, "Still here."))) > 0  # from 127.0.0.1, while the 300 are open
+        assert len(run(speak_wyoming(srv, "Still here."))) > 0  # from 127.0.0.1, while the 300 are open
         assert srv.server.peers.get("127.0.0.2") == 32
     finally:
         for s in socks:
@@ -531,4 +531,4 @@ def test_a_deeply_nested_header_or_data_is_an_error_event_and_the_server_goes_on
     error, after = run(refused(srv, write=b'{"type": "synthesize", "data_length": %d}\n' % len(deep) + deep))
     assert error.code == "bad-event" and after is None
     assert error.text.startswith(f"the 'synthesize' event's data nests JSON deeper than {MAX_DEPTH} levels"), error
-    assert len(run(speak(srv, "Still here."))) > 0
+    assert len(run(speak_wyoming(srv, "Still here."))) > 0
