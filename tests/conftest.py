@@ -56,6 +56,12 @@ def invoke(runner, monkeypatch):
     return run
 
 
+def fake_audio(seed: int, seconds: float = 1.0) -> np.ndarray:
+    """What FakeEngine makes for a request of this seed and length: seeded noise at 24 kHz."""
+    rng = np.random.default_rng(seed)
+    return (0.3 * rng.standard_normal(int(seconds * FakeEngine.sample_rate))).astype(np.float32)
+
+
 class FakeEngine:
     """Stands in for omnivoice_cli.engine.pipeline.Engine: no torch, no model.
 
@@ -124,8 +130,7 @@ class FakeEngine:
                 if on_step is not None:
                     on_step(i, n)
             seconds = req.duration if req.duration is not None else 1.0
-            rng = np.random.default_rng(req.seed)
-            audio = (0.3 * rng.standard_normal(int(seconds * self.sample_rate))).astype(np.float32)
+            audio = fake_audio(req.seed, seconds)
             out.append(
                 Result(
                     audio=audio,
@@ -293,3 +298,85 @@ def loaded(monkeypatch, tiny_engine):
 
     monkeypatch.setattr(pipeline, "Engine", Loaded)
     return Loaded
+
+
+@pytest.fixture
+def ray_tmp(monkeypatch):
+    """Ray's files (sessions, logs, the address file) in a short folder of the test's own, removed after."""
+    import shutil
+    import tempfile
+
+    temp = tempfile.mkdtemp(prefix="ovr", dir="/tmp")  # short: Ray's socket paths are under it
+    monkeypatch.setenv("RAY_TMPDIR", temp)
+    monkeypatch.setenv("RAY_memory_monitor_refresh_ms", "0")  # as helpers/ray.ENV: Ray's memory monitor off
+    yield temp
+    shutil.rmtree(temp, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def blocker(tmp_path_factory) -> Path:
+    """A folder holding helpers/extras.BLOCKER as sitecustomize.py: first on a subprocess's PYTHONPATH,
+    it hides the packages named in OMNIVOICE_TEST_BLOCK."""
+    from helpers.extras import BLOCKER
+
+    folder = tmp_path_factory.mktemp("blocker")
+    (folder / "sitecustomize.py").write_text(BLOCKER)
+    return folder
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """An empty Hugging Face hub cache (this name overrides pytest's own `cache`, which no test uses)
+    and user home, online as far as the code can tell."""
+    import huggingface_hub.constants
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setenv("OMNIVOICE_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    (tmp_path / "hub").mkdir()
+    return tmp_path / "hub"
+
+
+@pytest.fixture
+def fake_hub(cache, monkeypatch):
+    """Fakes of the network side of huggingface_hub serving helpers/hub.FILES; records the calls."""
+    from types import SimpleNamespace
+
+    import huggingface_hub
+    from helpers.hub import COMMIT, FILES, put
+
+    real = huggingface_hub.snapshot_download
+    calls = SimpleNamespace(downloads=[], fail_at=None, dry_run_error=None)
+
+    def snapshot_download(repo_id, *, cache_dir=None, local_files_only=False, dry_run=False, **kw):
+        assert str(cache_dir) == str(cache)  # the cache of the environment, read at call time
+        if local_files_only:
+            return real(repo_id, cache_dir=cache_dir, local_files_only=True)
+        if dry_run:
+            if calls.dry_run_error:
+                raise calls.dry_run_error
+            snap = cache / f"models--{repo_id.replace('/', '--')}" / "snapshots" / COMMIT
+            return [
+                SimpleNamespace(filename=n, file_size=len(c), commit_hash=COMMIT, will_download=not (snap / n).exists())
+                for n, c in FILES.items()
+            ]
+        return str(put(cache, repo_id, "config.json", FILES["config.json"]))  # writes refs/main
+
+    def hf_hub_download(repo_id, filename, *, revision=None, cache_dir=None, tqdm_class=None, **kw):
+        assert revision == COMMIT and str(cache_dir) == str(cache)
+        if calls.fail_at == filename:
+            raise ConnectionResetError("connection reset by peer")
+        content = FILES[filename]
+        if tqdm_class is not None:  # as huggingface_hub drives a bar: created with the size, chunks
+            with tqdm_class(total=len(content), initial=0, desc=filename, unit="B") as bar:
+                bar.update(len(content) // 2)
+                bar.update(len(content) - len(content) // 2)
+        calls.downloads.append(filename)
+        return str(put(cache, repo_id, filename, content, main=False) / filename)
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", hf_hub_download)
+    return calls

@@ -12,6 +12,7 @@ import stat
 import numpy as np
 import pytest
 from conftest import files_in
+from helpers.audio import speechlike
 
 from omnivoice_cli.engine.errors import InvalidRequest, OmniVoiceError
 from omnivoice_cli.media import encoders
@@ -21,15 +22,6 @@ from omnivoice_cli.media.output import check_output, encode, encode_aac, write_a
 from omnivoice_cli.media.streams import StreamEncoder
 
 SR = 24000
-
-
-def speechlike(seconds: float = 2.0) -> np.ndarray:
-    """A voiced sound: harmonics of a gliding pitch under a syllable-rate envelope."""
-    t = np.arange(int(seconds * SR)) / SR
-    f0 = 140 + 40 * np.sin(2 * np.pi * 0.7 * t)
-    phase = 2 * np.pi * np.cumsum(f0) / SR
-    voiced = sum(np.sin(k * phase) / k for k in range(1, 8))
-    return (0.25 * voiced * (0.6 + 0.4 * np.sin(2 * np.pi * 4 * t))).astype(np.float32)
 
 
 def decoded(data: bytes) -> tuple[np.ndarray, int, str, int]:

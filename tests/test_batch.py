@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 from conftest import ROOT, TINY_CKPT, error_line, files_in
+from helpers.cli import errors_of, write_jsonl
 
 import omnivoice_cli.media.output as omnivoice_output
 from omnivoice_cli.app.batch.manifest import MANIFEST
@@ -31,12 +32,6 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 ENV.pop("OMNIVOICE_MODEL", None)
 
 
-def write_jsonl(path: Path, rows) -> Path:
-    """Rows are dicts (dumped as JSON) or raw strings (written as they are)."""
-    path.write_text("".join((r if isinstance(r, str) else json.dumps(r, ensure_ascii=False)) + "\n" for r in rows))
-    return path
-
-
 def manifest(out: Path) -> list[dict]:
     return [json.loads(ln) for ln in (out / MANIFEST).read_text().splitlines()]
 
@@ -46,11 +41,6 @@ def by_line(out: Path) -> dict[int, dict]:
     lines = [r["line"] for r in recs]
     assert len(lines) == len(set(lines)), lines  # one record per line
     return {r["line"]: r for r in recs}
-
-
-def errors_of(result) -> list[str]:
-    assert "Traceback" not in result.stderr, result.stderr
-    return [ln for ln in result.stderr.splitlines() if ln.startswith("Error: ")]
 
 
 # ------------------------------------------------------------------------------------ .txt input

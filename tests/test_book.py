@@ -19,8 +19,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
-import test_ray
 from conftest import ROOT, TINY_CKPT, files_in
+from helpers.cli import errors_of
+from helpers.memory import PEAK_RSS
+from helpers.ray import ENV, MAIN, RUN, FakeRay
 
 pytest.importorskip("ebooklib")
 pytest.importorskip("av")
@@ -41,7 +43,6 @@ from tests import epub_util  # noqa: E402
 from tests.epub_util import make_epub, tiny_png  # noqa: E402
 
 TITLES = [t for t, _ in epub_util.CHAPTERS]
-ray_tmp = test_ray.ray_tmp  # a fixture: Ray's files in a folder of the test's own
 FILES = ["01-The-Storm", "02-The-Lamp", "03-The-Morning"]
 FAST = ["--model", str(TINY_CKPT), "--num-step", "2"]
 slow = pytest.mark.slow
@@ -59,11 +60,6 @@ def book(invoke, *args):
 def report(result) -> dict:
     assert result.exit_code == 0, result.stderr
     return json.loads(result.stdout)
-
-
-def errors_of(result) -> list[str]:
-    assert "Traceback" not in result.stderr, result.stderr
-    return [ln for ln in result.stderr.splitlines() if ln.startswith("Error: ")]
 
 
 def stamps(folder: Path, names) -> dict[str, tuple[int, bytes]]:
@@ -268,7 +264,7 @@ def test_verify_retakes_a_part_that_fails_twice_and_the_manifest_has_its_report(
     listen.RECOGNISER): heard wrong twice, then right, the part is taken three times (seed + 1000
     x attempt), the book completes, and the work folder's batch manifest keeps the verify report;
     a rerun keeps the part and asks the recogniser nothing."""
-    from test_verify import TEXT, Scripted
+    from helpers.listening import TEXT, Scripted
 
     from omnivoice_cli.app.book.bookplan import part_seed
     from omnivoice_cli.app.listening import listen
@@ -384,22 +380,6 @@ def test_an_edited_lexicon_speaks_again_only_the_chapters_it_changes(invoke, fak
     data = report(book(invoke, epub, "-o", out, "--format", "wav", "--lexicon", moved, "--json"))
     assert (data["done"], data["skipped"], data["written"]) == (0, 3, [])
     assert stamps(out, names) == after
-
-
-PEAK_RSS = """
-import atexit, sys
-
-def peak(path):  # this process's own peak RSS (VmHWM: not what the parent held, as ru_maxrss would)
-    with open("/proc/self/status") as f:
-        mib = next(int(ln.split()[1]) for ln in f if ln.startswith("VmHWM:")) // 1024
-    with open(path, "w") as f:
-        f.write(str(mib))
-
-atexit.register(peak, sys.argv[1])
-sys.argv = ["omnivoice", *sys.argv[2:]]
-from omnivoice_cli.cli import main
-main()
-"""
 
 
 @slow
@@ -624,8 +604,7 @@ def test_a_killed_book_resumes(invoke, loaded, tmp_path, home):
 @pytest.mark.slow
 def test_ray_speaks_the_same_book(invoke, fake_engine, epub, tmp_path, home, monkeypatch):
     """--ray hands the parts to the batch run's cluster executor: the same parts and the same
-    .m4b as in this process (FakeRay of test_ray.py: actors in this process; FakeEngine's audio)."""
-    from test_ray import FakeRay
+    .m4b as in this process (helpers/ray.FakeRay: actors in this process; FakeEngine's audio)."""
 
     from omnivoice_cli.app.batch import cluster
 
@@ -651,10 +630,10 @@ def test_a_real_local_ray_cluster_gives_a_local_runs_parts_and_chapters(epub, tm
     pytest.importorskip("ray")
     from omnivoice_cli.media.m4b import read_m4b
 
-    env = {**test_ray.ENV, "OMNIVOICE_HOME": str(tmp_path / "home"), "RAY_TMPDIR": ray_tmp}
+    env = {**ENV, "OMNIVOICE_HOME": str(tmp_path / "home"), "RAY_TMPDIR": ray_tmp}
 
     def run(name: str, *more: str) -> subprocess.CompletedProcess:
-        cmd = [*test_ray.MAIN, "book", str(epub), "-o", str(tmp_path / name), *test_ray.RUN, "--num-step", "2", *more]
+        cmd = [*MAIN, "book", str(epub), "-o", str(tmp_path / name), *RUN, "--num-step", "2", *more]
         return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=400)
 
     local = run("local.m4b")
@@ -736,11 +715,11 @@ def test_each_output_is_at_the_target_from_a_quiet_and_a_loud_source(
 def test_book_help_gives_its_own_loudness_default():
     import inspect
 
-    from omnivoice_cli.app.book.bookplan import DEFAULT_LOUDNESS
+    from omnivoice_cli.app.settings.schema import BOOK_LOUDNESS
     from omnivoice_cli.commands import book as book_cmd
     from omnivoice_cli.commands import say as say_cmd
 
-    assert DEFAULT_LOUDNESS == -18.0
+    assert BOOK_LOUDNESS == -18.0
     ours = inspect.signature(book_cmd.book).parameters["loudness"].default.help
     theirs = inspect.signature(say_cmd.say).parameters["loudness"].default.help
     assert ours.endswith("Default: -18 (for book).") and theirs.endswith("Default: off.")

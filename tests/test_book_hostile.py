@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 import soundfile as sf
 from conftest import ROOT, TINY_CKPT, error_line
-from test_book import PEAK_RSS
-from test_extras import blocker, omnivoice, one_line  # noqa: F401  (blocker: a fixture)
+from helpers.extras import omnivoice, one_line
+from helpers.memory import PEAK_RSS
 
 from omnivoice_cli.app.book.book import BookRun
 from omnivoice_cli.app.book.bookread import epubzip
@@ -40,11 +40,6 @@ pytest.importorskip("av")
 slow = pytest.mark.slow
 BOMB = 320 * 1024 * 1024  # unpacked: more than the 300 MB a dry run may take, were it read whole
 CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")  # anything a terminal obeys, a line feed aside
-
-
-def errors_of(result) -> list[str]:
-    assert "Traceback" not in result.stderr, result.stderr
-    return [ln for ln in result.stderr.splitlines() if ln.startswith("Error: ")]
 
 
 # ----------------------------------------------------------------------------------- EPUB members

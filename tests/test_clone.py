@@ -6,8 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from helpers.parity import run_traced
 from safetensors.torch import load_file
-from test_parity import run_traced
 
 from omnivoice_cli.engine.model.config import GenerationConfig
 from omnivoice_cli.engine.planning import Request

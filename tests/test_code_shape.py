@@ -112,7 +112,11 @@ def _anys(source: str) -> int:
 
 
 def test_few_imports_of_the_package_inside_functions():
-    assert sum(_own_imports_in_functions(_tree(p)) for p, _ in _modules()) <= 100
+    """Not counted: commands/, which imports the app inside its command functions by design (so that
+    `--help` loads little), bounded instead by what each command's --help imports (test_lazy_commands.py).
+    The rest had 38 when commands/ left the count (it was 100 with commands/' 22)."""
+    rest = [p for p, _ in _modules() if p.relative_to(PACKAGE).parts[0] != "commands"]
+    assert sum(_own_imports_in_functions(_tree(p)) for p in rest) <= 60
 
 
 MAX_ANYS = 12  # `Any` in app/ and server/ (12 left: settings values, ASGI scopes); lower it as they go, never raise it

@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from test_parity import CASES, golden, requests_for
+from helpers.parity import CASES, golden, requests_for
 
 from omnivoice_cli.engine.fast.graphs import GraphedForward
 from omnivoice_cli.engine.hardware import Hardware
@@ -24,7 +24,7 @@ def engine():
     return Engine.load(str(TINY), Hardware(device="cuda", dtype="float32"))  # CUDA graphs on (the default)
 
 
-def run(engine, reqs, forward):
+def run_packed(engine, reqs, forward):
     jobs = [engine.prepare(r) for r in reqs]
     cfg = engine.cfg
     run_jobs(
@@ -44,7 +44,7 @@ def test_fp32_tokens_and_audio_match_reference_on_cuda(engine, case):
     meta, g = golden(case)
     reqs = requests_for(meta)
     assert isinstance(engine.forward, GraphedForward)
-    jobs = run(engine, reqs, engine.forward)
+    jobs = run_packed(engine, reqs, engine.forward)
     assert engine.forward.disabled is None, engine.forward.disabled
     for i, (req, job) in enumerate(zip(reqs, jobs)):
         assert torch.equal(job.tokens.cpu(), g[f"call0.item{i}.tokens"]), f"{case} item {i}"
@@ -60,9 +60,9 @@ def test_graph_replay_gives_the_eager_tokens_as_layouts_change(engine):
             [("Hello there.", 4, 2.0), ("A second, longer sentence for the batch.", 8, 0.0), ("Third.", 6, 2.0)]
         )
     ]
-    eager = run(engine, reqs, engine.model)
+    eager = run_packed(engine, reqs, engine.model)
     fwd = GraphedForward(engine.model)
-    graphed = run(engine, reqs, fwd)
+    graphed = run_packed(engine, reqs, fwd)
     assert fwd.disabled is None and fwd.captures == 3
     assert all(torch.equal(a.tokens, b.tokens) for a, b in zip(eager, graphed))
 

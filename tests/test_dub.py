@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
-from conftest import TINY_CKPT, error_line, files_in
+from conftest import TINY_CKPT, error_line, fake_audio, files_in
 
 from omnivoice_cli.app.dub import dubplan
 from omnivoice_cli.media import tracks
@@ -47,17 +47,7 @@ BOB: The end.
 """
 
 
-def errors_of(result) -> list[str]:
-    assert "Traceback" not in result.stderr, result.stderr
-    return [ln for ln in result.stderr.splitlines() if ln.startswith("Error: ")]
-
-
-def fake_audio(seed: int, seconds: float) -> np.ndarray:
-    """What FakeEngine makes for a request (conftest.py)."""
-    return (0.3 * np.random.default_rng(seed).standard_normal(int(seconds * SR))).astype(np.float32)
-
-
-def pcm(x: np.ndarray) -> np.ndarray:
+def wav16(x: np.ndarray) -> np.ndarray:
     """As a 16-bit WAV file written by the tool holds it."""
     import io
 
@@ -132,18 +122,18 @@ def test_dub_places_every_cue(invoke, fake_engine, home, episode, tmp_path):
             assert np.array_equal(track[start : start + len(stem)], stem[: len(track) - start]), c["cue"]
     assert not track[~covered].any()
     # the stem of a single-piece cue is that request's audio
-    assert np.array_equal(read16(stems / "0001.wav"), pcm(fake_audio(100, 1.5)))
+    assert np.array_equal(read16(stems / "0001.wav"), wav16(fake_audio(100, 1.5)))
     # the long cue: each piece at the start of its share of the slot
     pos = 8000 * 24
     for q in long:
         n = int(q.duration * SR)
-        assert np.array_equal(track[pos : pos + n], pcm(fake_audio(104, q.duration)))
+        assert np.array_equal(track[pos : pos + n], wav16(fake_audio(104, q.duration)))
         pos += tracks.ms_to_samples(round(q.duration * 1000), SR)
     # overlapping cues are summed (each as its 16-bit stem holds it), then clipped
     mix = np.zeros(3 * SR, np.float32)
     mix[:SR] += sf.read(str(stems / "0002.wav"), dtype="float32")[0]
     mix[SR // 2 : SR // 2 + int(1.5 * SR)] += sf.read(str(stems / "0003.wav"), dtype="float32")[0]
-    assert np.array_equal(track[3 * SR : 6 * SR], pcm(mix))
+    assert np.array_equal(track[3 * SR : 6 * SR], wav16(mix))
     assert np.abs(mix).max() > 1  # (the fake engine's noise does clip here)
     assert files_in(stems) == ["0001.wav", "0002.wav", "0003.wav", "0005.wav", "0006.wav", "manifest.jsonl"]
 
@@ -164,7 +154,7 @@ def test_the_track_is_cut_at_the_last_end(invoke, fake_engine, home, tmp_path, m
     assert r.exit_code == 0, r.stderr
     track = read16(tmp_path / "t.wav")
     assert len(track) == 1500 * 24
-    assert np.array_equal(track[12000:], pcm(fake_audio(1, 2.0))[:24000])
+    assert np.array_equal(track[12000:], wav16(fake_audio(1, 2.0))[:24000])
 
 
 def test_vtt_voice_spans_pick_the_cast(invoke, fake_engine, home, tmp_path):

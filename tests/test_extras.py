@@ -10,62 +10,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-from conftest import TINY_CKPT
+from conftest import ROOT, TINY_CKPT
+from helpers.extras import omnivoice, one_line
 
 from omnivoice_cli.engine.errors import MissingExtra, install_hint
-
-ROOT = Path(__file__).resolve().parent.parent
-
-BLOCKER = """
-import os, sys
-_BLOCKED = frozenset(filter(None, os.environ.get("OMNIVOICE_TEST_BLOCK", "").split(",")))
-
-class _Blocker:
-    def find_spec(self, name, path=None, target=None):
-        if name.partition(".")[0] in _BLOCKED:
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-        return None
-
-sys.meta_path.insert(0, _Blocker())
-"""
-
-
-@pytest.fixture(scope="module")
-def blocker(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("blocker")
-    (folder / "sitecustomize.py").write_text(BLOCKER)
-    return folder
-
-
-def omnivoice(blocker: Path, blocked: str, *args, cwd: Path, path: str | None = None) -> subprocess.CompletedProcess:
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(blocker), str(ROOT)]),
-        "OMNIVOICE_TEST_BLOCK": blocked,
-        "OMNIVOICE_HOME": str(cwd / "home"),
-        "NO_COLOR": "1",
-        "COLUMNS": "200",
-    }
-    env.pop("OMNIVOICE_MODEL", None)
-    env.pop("OMNIVOICE_PLAYER", None)
-    if path is not None:
-        env["PATH"] = path
-    code = "from omnivoice_cli.cli import main; main()"
-    return subprocess.run(
-        [sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, env=env, cwd=cwd, timeout=180
-    )
-
-
-def one_line(proc: subprocess.CompletedProcess, extra: str, code: int = 2) -> str:
-    assert proc.returncode == code, proc.stderr
-    assert "Traceback" not in proc.stderr and "───" not in proc.stderr, proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("Error: "), proc.stderr
-    assert install_hint(extra) in lines[0] and install_hint(extra) == f"pip install 'omnivoice-cli[{extra}]'"
-    return lines[0]
 
 
 @pytest.mark.slow

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
+from helpers.audio import tone
 
 from omnivoice_cli.app.deliver import write_stream
 from omnivoice_cli.media import encoders, g711
@@ -32,11 +33,6 @@ from omnivoice_cli.server.speech import RESPONSE_FORMATS
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "omnivoice_cli"
 SR = 24000
-
-
-def tone(n: int = 9000) -> np.ndarray:
-    t = np.arange(n) / SR
-    return (0.3 * np.sin(2 * np.pi * 330 * t)).astype(np.float32)
 
 
 def test_nothing_dispatches_on_a_format_or_encoder_name():
@@ -74,7 +70,7 @@ def test_every_row_holds_its_encoder_object():
 
 def test_a_rows_encoder_writes_the_file_its_format_names():
     """Whole files through each writable row's encoder read back as what the row says."""
-    a = tone()
+    a = tone(9000 / SR, 330, 0.3)
     for name in writable_formats():
         fmt = AUDIO_FORMATS[name]
         data = encode(a, SR, fmt.sf_format, fmt.subtype)
@@ -91,7 +87,7 @@ def test_streams_are_the_rows_that_stream_and_refuse_the_others():
     for name, fmt in AUDIO_FORMATS.items():
         if fmt.streams:
             enc = StreamEncoder(name, SR)
-            assert enc.format is fmt and isinstance(enc.feed(tone(100)) + enc.finish(), bytes)
+            assert enc.format is fmt and isinstance(enc.feed(tone(100 / SR, 330, 0.3)) + enc.finish(), bytes)
         else:
             with pytest.raises(Exception, match="cannot be streamed"):
                 StreamEncoder(name, SR)
@@ -100,7 +96,7 @@ def test_streams_are_the_rows_that_stream_and_refuse_the_others():
 def test_a_book_folders_g711_file_is_the_same_bytes_as_say_writes(tmp_path):
     """write_stream (a book's chapter files) writes through the row's encoder too: G.711 is our
     coder there as well (it was libsndfile's, which rounds some samples differently)."""
-    a = tone(50000)
+    a = tone(50000 / SR, 330, 0.3)
     for name in ("mulaw", "alaw", "ogg", "flac"):
         fmt = AUDIO_FORMATS[name]
         path = tmp_path / ("x" + fmt.extension)

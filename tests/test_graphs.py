@@ -37,7 +37,7 @@ def jobs_for(engine, steps=(4, 6, 8), guidance=(2.0, 0.0, 2.0)):
     return [engine.prepare(r) for r in reqs]
 
 
-def run(engine, forward=None, **kw):
+def run_forward(engine, forward=None, **kw):
     jobs = jobs_for(engine, **kw)
     cfg = engine.cfg
     run_jobs(engine.model, jobs, mask_id=cfg.audio_mask_id, max_batch_size=16, max_packed_tokens=10**6, forward=forward)
@@ -57,10 +57,10 @@ def test_layout_names_each_rows_length_and_targets(engine):
 
 @pytest.mark.slow
 def test_replayed_graphs_give_the_eager_tokens(engine):
-    eager = run(engine)
+    eager = run_forward(engine)
     log = []
     fwd = GraphedForward(engine.model, capture=fake_capture(log))
-    graphed = run(engine, fwd)
+    graphed = run_forward(engine, fwd)
     assert all(torch.equal(a, b) for a, b in zip(eager, graphed))
     # three layouts (3 jobs for 4 steps, 2 for 2 more, 1 for 2 more): each runs once eagerly,
     # is captured at its second step and replayed from then on
@@ -73,7 +73,7 @@ def test_replayed_graphs_give_the_eager_tokens(engine):
 @pytest.mark.slow
 def test_old_layouts_are_evicted(engine):
     fwd = GraphedForward(engine.model, max_graphs=1, capture=fake_capture([]))
-    run(engine, fwd)
+    run_forward(engine, fwd)
     assert fwd.captures == 3 and len(fwd.graphs) == 1
 
 
@@ -99,13 +99,13 @@ def test_layouts_seen_once_are_remembered_within_a_bound():
 
 @pytest.mark.slow
 def test_a_failed_capture_falls_back_to_eager(engine):
-    eager = run(engine)
+    eager = run_forward(engine)
 
     def broken(model, batch):
         raise RuntimeError("operation not permitted when stream is capturing")
 
     fwd = GraphedForward(engine.model, capture=broken)
-    graphed = run(engine, fwd)
+    graphed = run_forward(engine, fwd)
     assert all(torch.equal(a, b) for a, b in zip(eager, graphed))
     assert "not permitted" in fwd.disabled and not fwd.graphs
 

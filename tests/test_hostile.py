@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 from conftest import TINY_CKPT, error_line, files_in
+from helpers.cli import write_jsonl
 
 from omnivoice_cli.engine.errors import CheckpointError, InvalidRequest
 from omnivoice_cli.engine.model.config import ModelConfig
@@ -513,12 +514,7 @@ def test_a_fifo_is_not_a_reference(tmp_path):
 # ------------------------------------------------------------------------------ batch
 
 
-def write_jsonl(path: Path, rows) -> Path:
-    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))
-    return path
-
-
-def records(out: Path) -> dict[int, dict]:
+def manifest_records(out: Path) -> dict[int, dict]:
     return {r["line"]: r for r in map(json.loads, (out / "manifest.jsonl").read_text().splitlines())}
 
 
@@ -544,7 +540,7 @@ def test_each_bad_line_fails_alone_before_the_model(invoke, fake_engine, tmp_pat
     r = invoke("batch", src, "-o", out, "--seed", "1")
     assert r.exit_code == 1
     assert "Traceback" not in r.stderr
-    recs = records(out)
+    recs = manifest_records(out)
     assert len(recs) == len(rows)
     for k, (_, message) in enumerate(BAD_LINES):
         rec = recs[2 + 2 * k]
@@ -573,7 +569,7 @@ def test_a_failure_inside_a_group_fails_only_its_line(invoke, fake_engine, tmp_p
     r = invoke("batch", src, "-o", out)
     assert r.exit_code == 1
     assert error_line(r) == "Error: line 2: generation failed: line 2: field 't_shift': 3.0 is not allowed here"
-    assert [rec["status"] for rec in records(out).values()] == ["done", "failed", "done"]
+    assert [rec["status"] for rec in manifest_records(out).values()] == ["done", "failed", "done"]
     assert files_in(out) == ["0001.wav", "0003.wav", "manifest.jsonl"]
 
 
@@ -598,7 +594,7 @@ def test_outputs_through_a_link_or_onto_a_folder_fail_alone(invoke, fake_engine,
     rows = [{"text": "One.", "output": "away/x.wav"}, {"text": "Two.", "output": "taken.wav"}, {"text": "Three."}]
     r = invoke("batch", write_jsonl(tmp_path / "in.jsonl", rows), "-o", out)
     assert r.exit_code == 1
-    recs = records(out)
+    recs = manifest_records(out)
     assert "leads outside the output folder" in recs[1]["error"]
     assert "is a folder" in recs[2]["error"]
     assert recs[3]["status"] == "done"

@@ -10,90 +10,11 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-import huggingface_hub
-import huggingface_hub.constants
 import pytest
+from helpers.hub import COMMIT, CONFIG, FILES, REPO, put
 
 from omnivoice_cli.engine.checkpoint import hub
 from omnivoice_cli.engine.errors import InvalidRequest, ModelUnavailable
-
-REPO = "k2-fsa/OmniVoice"
-COMMIT = "a" * 40
-CONFIG = json.dumps({"model_type": "omnivoice"}).encode()
-FILES = {  # a checkpoint's files, small
-    "config.json": CONFIG,
-    "model.safetensors": b"m" * 3000,
-    "tokenizer.json": b"{}",
-    "audio_tokenizer/config.json": b'{"codec": 1}',  # contents differ: blobs are not shared
-    "audio_tokenizer/model.safetensors": b"c" * 1000,
-    "README.md": b"# card",
-}
-
-
-def put(cache, repo_id, filename, content, commit=COMMIT, repo_type="models", main=True):
-    """One file in the hub cache layout: blobs/<sha>, snapshots/<commit>/<file> -> blob, refs/main."""
-    repo = cache / f"{repo_type}--{repo_id.replace('/', '--')}"
-    blob = repo / "blobs" / hashlib.sha256(content).hexdigest()
-    blob.parent.mkdir(parents=True, exist_ok=True)
-    blob.write_bytes(content)
-    link = repo / "snapshots" / commit / filename
-    link.parent.mkdir(parents=True, exist_ok=True)
-    if not link.exists():
-        link.symlink_to(os.path.relpath(blob, link.parent))
-    if main:
-        (repo / "refs").mkdir(exist_ok=True)
-        (repo / "refs" / "main").write_text(commit)
-    return repo / "snapshots" / commit
-
-
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    """An empty hub cache and user home, online as far as the code can tell."""
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
-    monkeypatch.setenv("OMNIVOICE_HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
-    (tmp_path / "hub").mkdir()
-    return tmp_path / "hub"
-
-
-@pytest.fixture
-def fake_hub(cache, monkeypatch):
-    """Fakes of the network side of huggingface_hub serving FILES; records the calls."""
-    real = huggingface_hub.snapshot_download
-    calls = SimpleNamespace(downloads=[], fail_at=None, dry_run_error=None)
-
-    def snapshot_download(repo_id, *, cache_dir=None, local_files_only=False, dry_run=False, **kw):
-        assert str(cache_dir) == str(cache)  # the cache of the environment, read at call time
-        if local_files_only:
-            return real(repo_id, cache_dir=cache_dir, local_files_only=True)
-        if dry_run:
-            if calls.dry_run_error:
-                raise calls.dry_run_error
-            snap = cache / f"models--{repo_id.replace('/', '--')}" / "snapshots" / COMMIT
-            return [
-                SimpleNamespace(filename=n, file_size=len(c), commit_hash=COMMIT, will_download=not (snap / n).exists())
-                for n, c in FILES.items()
-            ]
-        return str(put(cache, repo_id, "config.json", FILES["config.json"]))  # writes refs/main
-
-    def hf_hub_download(repo_id, filename, *, revision=None, cache_dir=None, tqdm_class=None, **kw):
-        assert revision == COMMIT and str(cache_dir) == str(cache)
-        if calls.fail_at == filename:
-            raise ConnectionResetError("connection reset by peer")
-        content = FILES[filename]
-        if tqdm_class is not None:  # as huggingface_hub drives a bar: created with the size, chunks
-            with tqdm_class(total=len(content), initial=0, desc=filename, unit="B") as bar:
-                bar.update(len(content) // 2)
-                bar.update(len(content) - len(content) // 2)
-        calls.downloads.append(filename)
-        return str(put(cache, repo_id, filename, content, main=False) / filename)
-
-    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
-    monkeypatch.setattr(huggingface_hub, "hf_hub_download", hf_hub_download)
-    return calls
 
 
 def marker(tmp_path):

@@ -8,7 +8,8 @@ import pytest
 
 pytest.importorskip("pyloudnorm")
 
-from test_loudness import ODD_CHUNKS, SR, at, bursts, quiet_source  # noqa: E402
+from helpers.audio import SR
+from helpers.loudness import ODD_CHUNKS, at, bursts, quiet_source  # noqa: E402
 
 from omnivoice_cli.media import leveller as LV  # noqa: E402
 

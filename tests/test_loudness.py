@@ -11,54 +11,22 @@ import subprocess
 import sys
 
 import numpy as np
-import pyloudnorm
 import pytest
 import scipy.signal as ss
 import soundfile as sf
+from conftest import fake_audio
+from helpers.audio import SR, tone
+from helpers.loudness import ODD_CHUNKS, at, bursts, lufs, quiet_source
 
 from omnivoice_cli.engine.errors import MissingExtra, install_hint
 from omnivoice_cli.media import leveller as LV
 from omnivoice_cli.media import loudness as L
 from omnivoice_cli.media.output import encode
 
-SR = 24000
-ODD_CHUNKS = (1, 7, 999, 4801, 12345, 100003)
-
-
-def bursts(seconds: float, seed: int = 0, rate: int = SR) -> np.ndarray:
-    """Speech-like: band-passed noise in syllable-long bursts (0.1-0.4 s) with silences between."""
-    rng = np.random.default_rng(seed)
-    n = int(seconds * rate)
-    b, a = ss.butter(2, [100 / (rate / 2), 4000 / (rate / 2)], "band")
-    x = ss.lfilter(b, a, rng.standard_normal(n))
-    env, t = np.zeros(n), 0
-    while t < n:
-        on, off = int(rng.uniform(0.1, 0.4) * rate), int(rng.uniform(0.05, 0.6) * rate)
-        env[t : t + on] = rng.uniform(0.3, 1.0) * np.hanning(min(on, n - t))
-        t += on + off
-    y = x * env
-    return y / np.abs(y).max()
-
-
-def tone(freq: float, seconds: float, amp: float, rate: int = SR, phase: float = 0.0) -> np.ndarray:
-    return amp * np.sin(2 * np.pi * freq * np.arange(int(seconds * rate)) / rate + phase)
-
-
-def lufs(x, rate: int = SR) -> float:
-    return pyloudnorm.Meter(rate).integrated_loudness(np.asarray(x, dtype=np.float64))
-
-
-def at(x: np.ndarray, level: float) -> np.ndarray:
-    return x * 10 ** ((level - lufs(x)) / 20)
-
 
 def resampled_peak(x) -> float:
     """dBTP by scipy's own 4x polyphase resampling: another interpolator than the meter's."""
     return 20 * math.log10(np.abs(ss.resample_poly(np.asarray(x, dtype=np.float64), 4, 1)).max())
-
-
-def quiet_source() -> np.ndarray:
-    return at(bursts(30, seed=1), -40.0)
 
 
 def loud_source() -> np.ndarray:
@@ -79,8 +47,8 @@ def fed(meter: L.LoudnessMeter, x, sizes=ODD_CHUNKS) -> None:
 
 SIGNALS = {
     "bursts": lambda r: 0.5 * bursts(20, rate=r),
-    "tone 1 kHz": lambda r: tone(1000, 5, 0.5, r),
-    "tone 100 Hz": lambda r: tone(100, 7.05, 0.2, r, 0.3),
+    "tone 1 kHz": lambda r: tone(5, 1000, 0.5, r),
+    "tone 100 Hz": lambda r: tone(7.05, 100, 0.2, r, 0.3),
     "very quiet": lambda r: 0.002 * bursts(20, seed=3, rate=r),
     "loud": lambda r: np.clip(4.0 * bursts(20, seed=4, rate=r), -1, 1),
     "bursts then silence": lambda r: np.concatenate([0.3 * bursts(8, seed=5, rate=r), np.zeros(5 * r)]),
@@ -150,7 +118,7 @@ def test_true_peak_finds_the_peak_between_samples():
     peak is 0 dBTP (faded in and out: an abrupt start rings over it). Speech-like audio: within
     0.05 dB of scipy's 4x resampling."""
     fade = 0.5 - 0.5 * np.cos(np.pi * np.arange(1200) / 1200)
-    x = tone(SR / 4, 1.0, 1.0, phase=math.pi / 4)
+    x = tone(1.0, SR / 4, 1.0, phase=math.pi / 4)
     x[:1200], x[-1200:] = x[:1200] * fade, x[-1200:] * fade[::-1]
     assert abs(20 * math.log10(np.abs(x).max()) + 3.01) < 0.01
     assert abs(L.measure(x, SR).dbtp) < 0.05
@@ -163,7 +131,7 @@ def test_true_peak_finds_the_peak_between_samples():
 def test_short_and_silent_signals():
     """Under one 400 ms block: measured as one block (a steady tone reads as it does long);
     silence and nothing: -inf, and normalising leaves silence as it is, saying so."""
-    short, long = L.measure(tone(1000, 0.25, 0.3), SR), L.measure(tone(1000, 3.0, 0.3), SR)
+    short, long = L.measure(tone(0.25, 1000, 0.3), SR), L.measure(tone(3.0, 1000, 0.3), SR)
     assert abs(short.lufs - long.lufs) < 0.3
     assert L.measure(np.zeros(SR), SR).lufs == -math.inf and L.measure(np.zeros(0), SR).lufs == -math.inf
     out, report = LV.normalize(np.zeros(SR, dtype=np.float32), SR, -18.0)
@@ -228,7 +196,7 @@ def test_the_limiter_makes_no_clicks():
     """A quiet tone with sudden loud bursts: the gain the limiter applies moves by at most 1/L of
     full scale from one sample to the next (L: 5 ms), also at the bursts' edges (an instant limiter
     jumps there), and is down to what the burst needs before it starts (the look-ahead)."""
-    x = tone(220, 3.0, 0.2)
+    x = tone(3.0, 220, 0.2)
     for start in (0.5, 1.2, 2.0):
         i = int(start * SR)
         x[i : i + 2400] *= 5.0  # 0.2 -> 1.0 at once
@@ -320,11 +288,6 @@ def test_without_pyloudnorm_a_missing_extra(monkeypatch):
 
 
 # --- the commands (the fake engine: 1 s of seeded noise a request) --------------------------------
-
-
-def fake_audio(seed: int, seconds: float = 1.0) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    return (0.3 * rng.standard_normal(int(seconds * SR))).astype(np.float32)
 
 
 def read(path) -> np.ndarray:
@@ -437,7 +400,7 @@ def srv(engine, tmp_path_factory):
             yield client
 
 
-def speak(client, **body):
+def post_speech(client, **body):
     return client.post("/v1/audio/speech", json={"model": "omnivoice", "input": "Good morning to you.", **body})
 
 
@@ -446,8 +409,8 @@ def test_the_server_levels_the_whole_reply_and_refuses_a_stream(srv):
     """`loudness`: the reply is one whole file at the target (mp3, which streams by default, too),
     with its report in a header; the same request without it is the plain reply, scaled by one gain
     (under the ceiling: no limiting), so nothing else changed. stream: true / sse: a 400 in the CLI's words."""
-    plain = speak(srv, response_format="wav", seed=3, stream=False)
-    loud = speak(srv, response_format="wav", seed=3, loudness=-24)
+    plain = post_speech(srv, response_format="wav", seed=3, stream=False)
+    loud = post_speech(srv, response_format="wav", seed=3, loudness=-24)
     assert plain.status_code == loud.status_code == 200, loud.text
     assert "content-length" in loud.headers and loud.headers.get("transfer-encoding") != "chunked"
     a, b = sf.read(_io(plain.content), dtype="float64")[0], sf.read(_io(loud.content), dtype="float64")[0]
@@ -455,16 +418,16 @@ def test_the_server_levels_the_whole_reply_and_refuses_a_stream(srv):
     report = json.loads(loud.headers["x-omnivoice-loudness"])
     assert report["target_lufs"] == -24.0 and report["limited"] == 0
     assert np.allclose(b, a * 10 ** (report["gain_db"] / 20), atol=2 / 32768)
-    mp3 = speak(srv, seed=3, loudness=-24)
+    mp3 = post_speech(srv, seed=3, loudness=-24)
     assert mp3.status_code == 200 and "content-length" in mp3.headers
     for extra, how in (({"stream": True}, "stream: true"), ({"stream_format": "sse"}, "stream_format 'sse'")):
-        r = speak(srv, seed=3, loudness=-24, **extra)
+        r = post_speech(srv, seed=3, loudness=-24, **extra)
         assert r.status_code == 400, r.text
         assert r.json()["error"]["message"] == (
             f"field 'loudness' measures the whole output, which {how} sends piece by piece before its end is "
             "known: leave out 'stream' and 'stream_format' (the reply is then one whole file)"
         )
-    r = speak(srv, loudness=-2)
+    r = post_speech(srv, loudness=-2)
     assert r.status_code == 400 and "field 'loudness' must be a number in [-50, -5]" in r.json()["error"]["message"]
 
 

@@ -15,6 +15,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 from conftest import files_in
+from helpers.audio import speechlike
 
 from omnivoice_cli.engine.errors import InvalidRequest, MissingExtra, OmniVoiceError
 from omnivoice_cli.media import m4b
@@ -24,15 +25,6 @@ av = pytest.importorskip("av")
 
 SR = 24000
 FRAME = 1024 / SR  # one AAC frame, in seconds
-
-
-def speechlike(seconds: float, seed: int = 0) -> np.ndarray:
-    """A voiced sound: harmonics of a gliding pitch under a syllable-rate envelope."""
-    t = np.arange(int(seconds * SR)) / SR
-    f0 = 140 + 40 * np.sin(2 * np.pi * (0.7 + 0.1 * seed) * t)
-    phase = 2 * np.pi * np.cumsum(f0) / SR
-    voiced = sum(np.sin(k * phase) / k for k in range(1, 8))
-    return (0.25 * voiced * (0.6 + 0.4 * np.sin(2 * np.pi * 4 * t))).astype(np.float32)
 
 
 def image(codec: str, width: int = 40, height: int = 30) -> bytes:
@@ -54,7 +46,7 @@ def chunked(a: np.ndarray, size: int):
 TITLES = ["Prologue — «début»", "第二章 旅程", "Глава 3 🚂"]
 
 
-def book(seconds=(2.0, 1.5, 2.25)) -> tuple[np.ndarray, list[ChapterMark]]:
+def chapters_audio(seconds=(2.0, 1.5, 2.25)) -> tuple[np.ndarray, list[ChapterMark]]:
     parts = [speechlike(s, i) for i, s in enumerate(seconds)]
     bounds = np.concatenate([[0], np.cumsum([len(p) for p in parts])]) / SR
     marks = [ChapterMark(t, float(bounds[i]), float(bounds[i + 1])) for i, t in enumerate(TITLES[: len(parts)])]
@@ -65,7 +57,7 @@ TAGS = BookTags(title="Le Livre ☃", author="Ana Autora", album="Série", year=
 
 
 def test_chapters_tags_and_cover_read_back(tmp_path):
-    audio, marks = book()
+    audio, marks = chapters_audio()
     cover = image("mjpeg")
     target = tmp_path / "x.m4b"
     duration = write_m4b(target, chunked(audio, 5000), SR, marks, BookTags(**{**TAGS.__dict__, "cover": cover}))
@@ -96,7 +88,7 @@ def test_chapters_tags_and_cover_read_back(tmp_path):
 def test_the_boxes_players_read(tmp_path):
     """ftyp M4B, a chap track reference from the audio to a disabled text track, iTunes tags with
     the audiobook media kind (stik 2) and the cover as covr (JPEG: type 13)."""
-    audio, marks = book()
+    audio, marks = chapters_audio()
     cover = image("mjpeg")
     write_m4b(tmp_path / "x.m4b", [audio], SR, marks, BookTags(title="T", author="A", cover=cover))
     path = tmp_path / "x.m4b"
@@ -133,15 +125,15 @@ def traks(path) -> list[tuple[bytes, tuple[int, int]]]:
     return out
 
 
-def decoded(path) -> np.ndarray:
+def decoded_file(path) -> np.ndarray:
     with av.open(str(path)) as c:
         return np.concatenate([f.to_ndarray().reshape(-1) for f in c.decode(audio=0)])
 
 
 def test_audio_decodes_back_to_the_source(tmp_path):
-    audio, marks = book()
+    audio, marks = chapters_audio()
     write_m4b(tmp_path / "x.m4b", chunked(audio, 777), SR, marks, BookTags())
-    back = decoded(tmp_path / "x.m4b")
+    back = decoded_file(tmp_path / "x.m4b")
     assert abs(len(back) - len(audio)) <= 1024  # the priming samples are trimmed (the edit list)
     n = len(audio) - 3000
     delay = max(range(3000), key=lambda d: float(np.dot(audio[:n], back[d : d + n])))
@@ -150,7 +142,7 @@ def test_audio_decodes_back_to_the_source(tmp_path):
 
 
 def test_the_same_input_gives_the_same_bytes_however_it_is_chunked(tmp_path):
-    audio, marks = book()
+    audio, marks = chapters_audio()
     tags = BookTags(**{**TAGS.__dict__, "cover": image("png")})
     for name, size in (("a.m4b", 24000), ("b.m4b", 24000), ("c.m4b", 333)):
         write_m4b(tmp_path / name, chunked(audio, size), SR, marks, tags)
@@ -271,7 +263,7 @@ def test_without_pyav_the_book_extra_is_named(monkeypatch):
 
 
 def test_chapters_json(tmp_path):
-    _, marks = book()
+    _, marks = chapters_audio()
     write_chapters_json(tmp_path / "book.json", marks, TAGS)
     got = json.loads((tmp_path / "book.json").read_text(encoding="utf-8"))
     assert (got["title"], got["author"], got["language"]) == ("Le Livre ☃", "Ana Autora", "fr-FR")

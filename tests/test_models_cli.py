@@ -9,7 +9,7 @@ import json
 import huggingface_hub.constants
 import pytest
 from conftest import TINY_CKPT, error_line
-from test_hub import FILES, REPO, cache, fake_hub, put  # noqa: F401 - fixtures
+from helpers.hub import FILES, REPO, put
 
 from omnivoice_cli.app.settings.schema import DEFAULT_MODEL
 

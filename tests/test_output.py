@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 from conftest import files_in
+from helpers.audio import tone
 
 import omnivoice_cli.media.output as omnivoice_output
 from omnivoice_cli.engine.errors import InvalidRequest
@@ -22,11 +23,6 @@ from omnivoice_cli.media.sndpieces import mp3_frame_length, streaming_wav_header
 from omnivoice_cli.media.streams import StreamEncoder, StreamWriter
 
 SR = 24000
-
-
-def tone(seconds=0.5, amp=0.5):
-    t = np.arange(int(seconds * SR)) / SR
-    return (amp * np.sin(2 * np.pi * 440 * t)).astype(np.float32)
 
 
 @pytest.mark.parametrize("ext", [".wav", ".flac", ".ogg", ".WAV", ".opus", ".mp3", ".raw", ".pcm", ".MP3"])
@@ -63,7 +59,7 @@ def test_check_output_is_a_folder(tmp_path):
 
 @pytest.mark.parametrize("ext", [".wav", ".flac"])
 def test_pcm_roundtrip_24k_mono(tmp_path, ext):
-    a = tone()
+    a = tone(0.5)
     path = tmp_path / f"x{ext}"
     write_audio(a, SR, check_output(str(path)))
     info = sf.info(str(path))
@@ -104,7 +100,7 @@ def test_prepare_accepts_1xN_and_rejects_stereo():
 
 def test_stdout_is_a_complete_wav():
     buf = io.BytesIO()
-    a = tone()
+    a = tone(0.5)
     write_audio(a, SR, check_output("-"), stdout=buf)
     data = buf.getvalue()
     assert data[:4] == b"RIFF" and data[8:12] == b"WAVE"
@@ -123,7 +119,7 @@ def test_failure_leaves_no_file(tmp_path, monkeypatch):
 
     monkeypatch.setattr(omnivoice_output, "_write_blocks", broken_write)
     with pytest.raises(OSError, match="No space"):
-        write_audio(tone(), SR, check_output(str(path)))
+        write_audio(tone(0.5), SR, check_output(str(path)))
     assert files_in(tmp_path) == []
 
 
@@ -136,7 +132,7 @@ def test_failure_keeps_the_old_file(tmp_path, monkeypatch):
 
     monkeypatch.setattr(omnivoice_output, "_write_blocks", broken_write)
     with pytest.raises(RuntimeError):
-        write_audio(tone(), SR, check_output(str(path)))
+        write_audio(tone(0.5), SR, check_output(str(path)))
     assert path.read_bytes() == b"old contents"
     assert files_in(tmp_path) == ["x.wav"]
 
@@ -144,7 +140,7 @@ def test_failure_keeps_the_old_file(tmp_path, monkeypatch):
 def test_overwrite_and_mode(tmp_path):
     path = tmp_path / "x.flac"
     path.write_bytes(b"old")
-    write_audio(tone(), SR, check_output(str(path)))
+    write_audio(tone(0.5), SR, check_output(str(path)))
     assert sf.info(str(path)).format == "FLAC"
     umask = os.umask(0)
     os.umask(umask)
@@ -197,7 +193,7 @@ def test_a_format_libsndfile_lacks_is_named(tmp_path, monkeypatch):
 # --- round trips ------------------------------------------------------------------------------------
 
 
-def speechlike(n, seed=0):
+def shaped_noise(n, seed=0):
     """Noise shaped by a slow envelope, in [-1, 1] (lossy codecs get something to work on)."""
     rng = np.random.default_rng(seed)
     env = 0.5 + 0.4 * np.sin(np.arange(n) / SR * 2 * np.pi * 3)
@@ -229,7 +225,7 @@ MP3_FRAME = 576  # samples per MPEG-2 layer III frame
 @pytest.mark.parametrize("n", [1, 577, 24000, 61_111])
 @pytest.mark.parametrize("name", ["flac", "ogg", "opus", "mp3", "raw"])
 def test_file_roundtrip_same_length_as_the_wav(tmp_path, name, n):
-    a = speechlike(n)
+    a = shaped_noise(n)
     write_audio(a, SR, check_output(str(tmp_path / "x.wav")))
     path = tmp_path / f"x{AUDIO_FORMATS[name].extension}"
     write_audio(a, SR, check_output(str(path)))
@@ -247,7 +243,7 @@ def test_file_roundtrip_same_length_as_the_wav(tmp_path, name, n):
 
 
 def test_pcm16_is_the_wav_sample_data():
-    a = np.concatenate([speechlike(1000), [1.0, -1.0, 2.0, -2.0, np.nan]]).astype(np.float32)
+    a = np.concatenate([shaped_noise(1000), [1.0, -1.0, 2.0, -2.0, np.nan]]).astype(np.float32)
     assert pcm16(a) == wav_data(encode(a, SR))
     assert len(pcm16(a)) == 2 * len(a)
 
@@ -264,15 +260,15 @@ def cut(a, sizes=(1, 0, 999, 4800, 17, 24000)):
     return out + [a[pos:]]
 
 
-def streamed(name, pieces):
+def stream_encoded(name, pieces):
     enc = StreamEncoder(name, SR)
     out = [enc.feed(p) for p in pieces] + [enc.finish()]
     return out
 
 
 def test_streamed_wav_has_unknown_sizes_and_the_whole_files_samples():
-    a = speechlike(50_000)
-    parts = streamed("wav", cut(a))
+    a = shaped_noise(50_000)
+    parts = stream_encoded("wav", cut(a))
     data = b"".join(parts)
     whole = encode(a, SR)
     header = bytearray(whole[:44])
@@ -286,14 +282,14 @@ def test_streamed_wav_has_unknown_sizes_and_the_whole_files_samples():
 
 
 def test_streamed_raw_is_the_raw_file():
-    a = speechlike(50_000)
-    assert b"".join(streamed("raw", cut(a))) == encode(a, SR, "RAW", "PCM_16") == pcm16(a)
+    a = shaped_noise(50_000)
+    assert b"".join(stream_encoded("raw", cut(a))) == encode(a, SR, "RAW", "PCM_16") == pcm16(a)
 
 
 @pytest.mark.parametrize("n", [1, 575, 577, 24_000, 61_111])
 def test_streamed_mp3_is_the_file_without_its_info_frame(n):
-    a = speechlike(n, seed=n)
-    data = b"".join(streamed("mp3", cut(a)))
+    a = shaped_noise(n, seed=n)
+    data = b"".join(stream_encoded("mp3", cut(a)))
     whole = encode(a, SR, "MP3", "MPEG_LAYER_III")
     info = mp3_frame_length(whole[:4])
     assert info == 192  # 64 kbit/s at 24 kHz
@@ -310,9 +306,9 @@ def test_streamed_mp3_is_the_file_without_its_info_frame(n):
 
 @pytest.mark.parametrize("name", ["ogg", "opus"])
 def test_streamed_ogg_decodes_to_the_whole_files_samples(name):
-    a = speechlike(61_111)
+    a = shaped_noise(61_111)
     fmt = AUDIO_FORMATS[name]
-    parts = streamed(name, cut(a))
+    parts = stream_encoded(name, cut(a))
     back, sr = sf.read(io.BytesIO(b"".join(parts)), dtype="float32")
     ref, _ = sf.read(io.BytesIO(encode(a, SR, fmt.sf_format, fmt.subtype)), dtype="float32")
     assert sr == SR and len(back) == len(a) and np.array_equal(back, ref)  # the stream serial differs, not the audio
@@ -359,7 +355,7 @@ def test_stream_writer_through_a_nonblocking_pipe():
 
     t = threading.Thread(target=reader)
     t.start()
-    a = speechlike(200_000)
+    a = shaped_noise(200_000)
     with StreamWriter(w, "wav", SR) as writer:
         for piece in cut(a):
             writer.write(piece)
@@ -375,7 +371,7 @@ def test_a_closed_reader_is_stream_closed():
     os.close(r)
     writer = StreamWriter(w, "raw", SR)
     with pytest.raises(StreamClosed) as e:
-        writer.write(speechlike(100))
+        writer.write(shaped_noise(100))
     assert isinstance(e.value, BrokenPipeError)  # what the CLI already maps
     os.close(w)
     with pytest.raises(StreamClosed):

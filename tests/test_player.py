@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers.audio import tone
+from helpers.player import NO_DEVICE
 
 from omnivoice_cli.media import player as playermod
 from omnivoice_cli.media import players as playersmod
@@ -37,11 +39,6 @@ def recorder(tmp_path, name="got.raw"):
     script.write_text(RECORDER)
     out = tmp_path / name
     return f"{shlex.quote(sys.executable)} {shlex.quote(str(script))} {shlex.quote(str(out))}", out
-
-
-def tone(seconds, f=440.0):
-    t = np.arange(int(seconds * SR)) / SR
-    return (0.4 * np.sin(2 * np.pi * f * t)).astype(np.float32)
 
 
 def test_the_order_of_choice():
@@ -74,7 +71,7 @@ def test_every_command_reads_raw_s16le_24k_mono_on_stdin(name):
 
 def test_the_recording_player_gets_every_byte(tmp_path):
     command, out = recorder(tmp_path)
-    pieces = [tone(0.3), tone(0.01, 220), np.zeros(0, np.float32), tone(1.2, 330)]
+    pieces = [tone(0.3, 440.0, 0.4), tone(0.01, 220, 0.4), np.zeros(0, np.float32), tone(1.2, 330, 0.4)]
     with open_player(SR, env={ENV_PLAYER: command}, which=NOTHING) as p:
         assert isinstance(p, ProcessPlayer) and p.name.startswith(ENV_PLAYER)
         for piece in pieces:
@@ -170,8 +167,8 @@ def test_a_player_failing_at_start_falls_through_to_the_next(tmp_path, monkeypat
     )
     with open_player(SR, env={}, which=lambda n: n if n == sys.executable else None, platform="linux") as p:
         assert p.name == "paplay"
-        p.play(tone(0.1))
-    assert out.read_bytes() == pcm16(tone(0.1))
+        p.play(tone(0.1, 440.0, 0.4))
+    assert out.read_bytes() == pcm16(tone(0.1, 440.0, 0.4))
 
 
 class FakeStream:
@@ -221,9 +218,9 @@ def test_sounddevice_when_it_finds_a_device(monkeypatch, devices):
         return
     with open_player(SR, env={}, which=NOTHING) as p:
         assert isinstance(p, DevicePlayer)
-        p.play(tone(0.2))
+        p.play(tone(0.2, 440.0, 0.4))
     [stream] = FakeSounddevice.streams
-    assert bytes(stream.data) == pcm16(tone(0.2)) and stream.state == "stopped+closed"
+    assert bytes(stream.data) == pcm16(tone(0.2, 440.0, 0.4)) and stream.state == "stopped+closed"
 
 
 def test_sounddevice_stop_aborts(monkeypatch):
@@ -238,8 +235,8 @@ def test_sounddevice_stop_aborts(monkeypatch):
 @pytest.mark.skipif(shutil.which("aplay") is None, reason="aplay is not installed")
 def test_aplay_plays_to_its_null_device():
     with open_player(SR, env={ENV_PLAYER: "aplay -q -D null -t raw -f S16_LE -r 24000 -c 1"}, which=NOTHING) as p:
-        p.play(tone(0.5))
-    assert p.process.returncode == 0 and p.bytes_played == 2 * len(tone(0.5))
+        p.play(tone(0.5, 440.0, 0.4))
+    assert p.process.returncode == 0 and p.bytes_played == 2 * len(tone(0.5, 440.0, 0.4))
 
 
 # --- the platform's own player, on a default install (issue 23, item 7) -------------------------
@@ -301,7 +298,7 @@ def test_without_any_command_each_platform_names_what_it_tried(monkeypatch):
 
 def test_afplay_gets_the_audio_as_wav_clips_in_order(tmp_path):
     path, out = stand_in_afplay(tmp_path)
-    pieces = [tone(0.3), tone(0.2, 220), tone(0.5, 330)]
+    pieces = [tone(0.3, 440.0, 0.4), tone(0.2, 220, 0.4), tone(0.5, 330, 0.4)]
     with open_player(SR, env={}, which=lambda n: path if n == "afplay" else None, platform="darwin") as p:
         assert isinstance(p, playersmod.FilePlayer) and p.name == "afplay"
         clip_dir = p._dir
@@ -316,7 +313,7 @@ def test_afplay_gets_the_audio_as_wav_clips_in_order(tmp_path):
 def test_afplay_is_stopped_at_once_and_its_files_removed(tmp_path):
     path, _ = stand_in_afplay(tmp_path, f"#!{sys.executable}\nimport time\nwhile True:\n    time.sleep(1)\n")
     p = open_player(SR, env={}, which=lambda n: path if n == "afplay" else None, platform="darwin")
-    p.play(tone(1.0))
+    p.play(tone(1.0, 440.0, 0.4))
     wait_until(lambda: p.process is not None)
     assert returns(p.stop)  # a stop that waited for the clip to end (it never does) never would
     assert p.process.poll() is not None
@@ -328,7 +325,7 @@ def test_a_failing_afplay_is_an_error(tmp_path):
         tmp_path, f"#!{sys.executable}\nimport sys\nsys.stderr.write('no device\\n')\nsys.exit(2)\n"
     )
     p = open_player(SR, env={}, which=lambda n: path if n == "afplay" else None, platform="darwin")
-    p.play(tone(0.1))
+    p.play(tone(0.1, 440.0, 0.4))
     with pytest.raises(PlayerFailed, match="afplay exited with code 2: no device"):
         p.close()
 
@@ -354,7 +351,7 @@ def test_winsound_plays_wav_clips_from_memory(monkeypatch):
 
     ws = FakeWinsound()
     monkeypatch.setitem(sys.modules, "winsound", ws)
-    pieces = [tone(0.2), tone(0.4, 220)]
+    pieces = [tone(0.2, 440.0, 0.4), tone(0.4, 220, 0.4)]
     with open_player(SR, env={}, which=NOTHING, platform="win32") as p:
         assert isinstance(p, playersmod.WinsoundPlayer)
         for piece in pieces:
@@ -372,7 +369,7 @@ def test_winsound_stop_ends_the_sound_playing(monkeypatch):
     ws = FakeWinsound(block=threading.Event())
     monkeypatch.setitem(sys.modules, "winsound", ws)
     p = open_player(SR, env={}, which=NOTHING, platform="win32")
-    p.play(tone(5.0))
+    p.play(tone(5.0, 440.0, 0.4))
     wait_until(lambda: len(ws.calls) == 1)
     p.stop()
     assert ws.calls[-1] == (None, 0) and not p._thread.is_alive()
@@ -433,14 +430,6 @@ def wait_until(predicate, timeout=HUNG):
         time.sleep(0.01)
 
 
-NO_DEVICE = (
-    "import sys\n"
-    "sys.stdin.buffer.read()\n"
-    'sys.stderr.write("SDL_OpenAudio (1 channels, 24000 Hz): ALSA: Couldn\'t open audio device: No such file\\n")\n'
-    "sys.stderr.write('No more combinations to try, audio open failed\\n')\n"
-)
-
-
 def test_a_broken_omnivoice_player_is_an_error_never_replaced(tmp_path):
     """Before: OMNIVOICE_PLAYER=false was passed over for the next player and `say` said it
     played. The player asked for is the only one tried: its reason, and what to do."""
@@ -472,4 +461,4 @@ def test_a_player_that_finds_no_sound_device_has_failed_though_it_exits_0(tmp_pa
     ):
         with open_player(SR, env={}, which=lambda n: n, platform="linux") as p:
             assert p.name == "ffplay"
-            p.play(tone(0.1))
+            p.play(tone(0.1, 440.0, 0.4))

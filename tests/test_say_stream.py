@@ -213,7 +213,7 @@ def test_raw_on_stdout_is_headerless_pcm(invoke, fake_engine, tmp_path):
 def test_say_with_a_broken_player_is_exit_1_with_its_reason(invoke, loaded, tmp_path, monkeypatch):
     """OMNIVOICE_PLAYER=false, and a player that finds no sound device (ffplay's "audio open
     failed", exit 0): `say` is exit 1 with the player's reason, never "played"."""
-    from test_player import NO_DEVICE
+    from helpers.player import NO_DEVICE
 
     ENV_PLAYER = playermod.ENV_PLAYER
     script = tmp_path / "no-device.py"

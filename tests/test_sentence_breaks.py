@@ -9,7 +9,7 @@ import json
 
 import pytest
 import soundfile as sf
-from test_subtitles import read_cues
+from helpers.cues import read_cues
 
 TEXT = (
     "The train leaves at 21:30 from platform 4, and a ticket costs 3.5 dollars, or 1,000 yen. "

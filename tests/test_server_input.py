@@ -31,7 +31,7 @@ def parse(body, options=OPTIONS):
     return parse_speech(raw, options)
 
 
-def refused(body, options=OPTIONS) -> ApiError:
+def refusal(body, options=OPTIONS) -> ApiError:
     with pytest.raises(ApiError) as e:
         parse(body, options)
     assert "\n" not in e.value.message
@@ -157,13 +157,13 @@ BAD = [
 
 @pytest.mark.parametrize("body, param, words", BAD, ids=[str(i) for i in range(len(BAD))])
 def test_bad_request(body, param, words):
-    e = refused(body)
+    e = refusal(body)
     assert e.status == 400 and e.param == param and words in e.message, e.message
 
 
 def test_the_message_reads_as_on_the_command_line():
     """The same words as `--num-step 100` and a batch line, after "field 'num_step'"."""
-    e = refused({"input": "Hi", "num_step": 100})
+    e = refusal({"input": "Hi", "num_step": 100})
     with pytest.raises(SettingsError) as flag:
         check_layer({"num_step": 100}, FLAG_SOURCE, FLAG)
     assert e.message == "field 'num_step' " + str(flag.value).removeprefix("--num-step ")
@@ -263,14 +263,14 @@ def test_a_saved_voice_by_name_and_a_saved_voice_shadows_an_openai_name(home):
     s = parse({"input": "Hi", "voice": "alloy"})
     assert s.request.ref is not None and s.request.ref.text == "A saved alloy." and s.request.instruct is None
     assert parse({"input": "Hi", "voice": "carol"}).request.ref.text == "Carol speaks."  # case-insensitive
-    e = refused({"input": "Hi", "voice": "dave"})
+    e = refusal({"input": "Hi", "voice": "dave"})
     assert "known voices: Carol, alloy, ash" in e.message and str(home) not in e.message
 
 
 def test_a_broken_saved_voice_does_not_show_the_server_path(home):
     (home / "voices").mkdir(parents=True)
     (home / "voices" / "broken.safetensors").write_bytes(b"not a voice")
-    e = refused({"input": "Hi", "voice": "broken"})
+    e = refusal({"input": "Hi", "voice": "broken"})
     assert e.param == "voice" and str(home) not in e.message and "<voices>" in e.message
 
 

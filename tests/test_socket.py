@@ -53,7 +53,7 @@ def until_final(ws):
             raise AssertionError(m)
 
 
-def say(ws, fragments):
+def say_over(ws, fragments):
     for f in fragments:
         ws.send(json.dumps({"type": "text", "data": {"text": f}}))
     ws.send(json.dumps({"type": "flush"}))
@@ -74,19 +74,19 @@ def test_fragments_then_flush_give_pcm_and_final(engine):
     with running_server(engine) as (url, _server, _state):
         with connect(ws_url(url)) as ws:
             configure(ws, format="pcm", binary=True, sample_rate=24000, extra={"seed": 7, "num_step": 4})
-            audio, texts = say(ws, fragments)
+            audio, texts = say_over(ws, fragments)
             assert [m["type"] for m in texts] == ["event"]  # all the audio came as binary frames
             pcm = np.frombuffer(audio, "<i2")
             assert len(pcm) > 2400 and np.abs(pcm).max() > 0
             np.testing.assert_array_equal(pcm, http_pcm(url, "".join(fragments), seed=7, num_step=4))
             configure(ws, sample_rate=8000)  # the rest of the config stays
-            low, _ = say(ws, fragments)
+            low, _ = say_over(ws, fragments)
             assert len(low) // 2 == -(-len(pcm) // 3)
             np.testing.assert_array_equal(
                 np.frombuffer(low, "<i2"), http_pcm(url, "".join(fragments), seed=7, num_step=4, sample_rate=8000)
             )
             configure(ws, binary=False)  # JSON audio messages, base64
-            again, texts = say(ws, fragments)
+            again, texts = say_over(ws, fragments)
             assert {m["type"] for m in texts} == {"audio", "event"}
             assert all(m["data"]["sample_rate"] == 8000 for m in texts if m["type"] == "audio")
             assert again == low
@@ -151,7 +151,7 @@ def test_cancel_frees_the_engine_and_the_socket_goes_on(engine):
                 if not isinstance(m, bytes):
                     assert json.loads(m) == {"type": "pong"}
                     break
-            audio, texts = say(ws, ["A new ", "utterance."])
+            audio, texts = say_over(ws, ["A new ", "utterance."])
             assert len(audio) > 0 and texts[-1]["data"]["event_type"] == "final"
 
 
@@ -194,7 +194,7 @@ def test_ping_and_bad_messages(engine):
             m = json.loads(ws.recv(timeout=120))
             assert m["data"]["code"] == "message_too_large"
             configure(ws, binary=True, extra={"num_step": 2})  # the bad configs left nothing behind
-            audio, _ = say(ws, ["Still ", "here."])
+            audio, _ = say_over(ws, ["Still ", "here."])
             assert len(audio) > 0
 
 
@@ -222,7 +222,7 @@ def test_many_sockets_share_the_engine(engine):
         def one(i):
             with connect(ws_url(url)) as ws:
                 configure(ws, binary=True, extra={"seed": i, "num_step": 2})
-                return np.frombuffer(say(ws, [texts[i][:5], texts[i][5:]])[0], "<i2")
+                return np.frombuffer(say_over(ws, [texts[i][:5], texts[i][5:]])[0], "<i2")
 
         with ThreadPoolExecutor(3) as pool:
             together = list(pool.map(one, range(3)))
@@ -362,12 +362,12 @@ def test_a_config_inside_an_utterance_is_refused_and_its_audio_keeps_its_format(
             told = json.loads(ws.recv(timeout=120))
             assert told["type"] == "error" and told["data"]["code"] == "invalid_config", told
             assert "between the fragments of an utterance" in told["data"]["message"]
-            audio, texts = say(ws, fragments[1:])
+            audio, texts = say_over(ws, fragments[1:])
             assert [m["type"] for m in texts] == ["event"]  # binary pcm frames, no mu-law audio messages
             expected = http_pcm(url, "".join(fragments), seed=7, num_step=2)
             np.testing.assert_array_equal(np.frombuffer(audio, "<i2"), expected)
             configure(ws, sample_rate=8000, format="mulaw")  # between utterances: taken
-            law, texts = say(ws, fragments)
+            law, texts = say_over(ws, fragments)
             assert {(m["data"]["format"], m["data"]["sample_rate"]) for m in texts if m["type"] == "audio"} == {
                 ("mulaw", 8000)
             }
@@ -392,7 +392,7 @@ def test_lone_surrogates_get_error_events_and_the_socket_goes_on(engine):
                 assert m["type"] == "error" and words in m["data"]["message"], (message, m)
                 assert "U+D800, a lone surrogate" in m["data"]["message"], m
             configure(ws, binary=True, extra={"num_step": 2})
-            audio, _ = say(ws, ["Still ", "here."])
+            audio, _ = say_over(ws, ["Still ", "here."])
             assert len(audio) > 0
     assert [r.getMessage() for r in errors] == []
 

@@ -28,7 +28,7 @@ CACHED = G.replace(step_cache=True)  # n = 8, k = 3
 TEXT = "The old clockmaker opened the wooden shutters."
 
 
-def run(engine, reqs, seeds=None):
+def run_steps(engine, reqs, seeds=None):
     jobs = [engine.prepare(r, seed=s) for r, s in zip(reqs, seeds or [r.seed for r in reqs])]
     cfg = engine.cfg
     run_jobs(engine.model, jobs, mask_id=cfg.audio_mask_id, max_batch_size=16, max_packed_tokens=cfg.max_packed_tokens)
@@ -88,15 +88,15 @@ def test_refreshing_every_step_is_the_exact_path(engine):
     g = load_file(GOLDEN / "steps16.safetensors")
     kw = {k: v for k, v in meta.items() if k in GenerationConfig.field_names()}
     gen = GenerationConfig(**kw).replace(step_cache=True, step_cache_prompt_every=1, step_cache_uncond_every=1)
-    [job] = run(engine, [Request(text=meta["text"], lang=meta.get("language"), generation=gen)])
+    [job] = run_steps(engine, [Request(text=meta["text"], lang=meta.get("language"), generation=gen)])
     assert torch.equal(job.tokens, g["call0.item0.tokens"])
 
 
 @pytest.mark.slow
 def test_cache_on_is_valid_deterministic_and_not_the_exact_path(engine, ref_voice):
     reqs = [Request(text=TEXT, lang="en", generation=CACHED), Request(text=TEXT, ref=ref_voice, generation=CACHED)]
-    a, b = run(engine, reqs), run(engine, reqs)
-    exact = run(engine, [Request(text=r.text, lang=r.lang, ref=r.ref, generation=G) for r in reqs])
+    a, b = run_steps(engine, reqs), run_steps(engine, reqs)
+    exact = run_steps(engine, [Request(text=r.text, lang=r.lang, ref=r.ref, generation=G) for r in reqs])
     mask = engine.cfg.audio_mask_id
     for x, y, z in zip(a, b, exact):
         assert torch.equal(x.tokens, y.tokens)
@@ -133,9 +133,9 @@ def test_requests_with_it_on_and_off_share_forwards(engine, ref_voice):
         Request(text="Please close the door.", ref=ref_voice, generation=CACHED.replace(step_cache_uncond_every=2)),
         Request(text="Thank you.", generation=CACHED.replace(guidance_scale=0.0, num_step=8)),
     ]
-    together = run(engine, reqs)
+    together = run_steps(engine, reqs)
     for req, job in zip(reqs, together):
-        [alone] = run(engine, [req])
+        [alone] = run_steps(engine, [req])
         assert torch.equal(alone.tokens, job.tokens)
 
 

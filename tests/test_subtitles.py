@@ -13,8 +13,7 @@ import soundfile as sf
 import srt
 import webvtt
 from conftest import TINY_CKPT, files_in
-
-from omnivoice_cli.media.cues import strip_markup
+from helpers.cues import read_cues
 
 SR = 24000
 TEXT = (
@@ -22,19 +21,6 @@ TEXT = (
     "sentence. And a fourth to end."
 )
 CHUNKED = ["--chunk-threshold", "1", "--chunk-duration", "1"]  # every sentence its own chunk
-
-
-def read_cues(path) -> list[tuple[int, int, str]]:
-    """(start ms, end ms, text) parsed back with the library of the format."""
-    if str(path).endswith(".srt"):
-        return [
-            (s.start // srt.timedelta(milliseconds=1), s.end // srt.timedelta(milliseconds=1), strip_markup(s.content))
-            for s in srt.parse(path.read_text())
-        ]
-    return [
-        (c.start_time.in_milliseconds(), c.end_time.in_milliseconds(), strip_markup(c.raw_text))
-        for c in webvtt.read(str(path)).captions
-    ]
 
 
 # ------------------------------------------------------------------------------------ fake engine

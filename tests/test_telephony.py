@@ -90,7 +90,7 @@ def test_the_socket_sends_mulaw_at_8k(engine):
 
 def test_wyoming_at_16k(engine, module_home):
     pytest.importorskip("wyoming")
-    from test_wyoming import Running, run
+    from helpers.wyoming import Running, run
     from wyoming.audio import AudioChunk, AudioStart
     from wyoming.tts import Synthesize
 

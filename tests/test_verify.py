@@ -10,26 +10,9 @@ import numpy as np
 import pytest
 import soundfile as sf
 from conftest import TINY_CKPT
+from helpers.listening import TEXT, Scripted
 
 from omnivoice_cli.app.listening import listen, verify
-
-TEXT = "Hello there, this is a test."
-
-
-class Scripted:
-    """A recogniser that hears what it is told to, in order (then the last line again)."""
-
-    def __init__(self, lines: list[str]) -> None:
-        self.lines, self.heard = list(lines), []
-
-    def transcribe(self, audio, sample_rate, lang=None, max_tokens=None, words=True):
-        assert sample_rate == 24000 and audio.dtype == np.float32 and audio.ndim == 1 and len(audio) > 0
-        self.heard.append(np.asarray(audio).copy())
-        line = self.lines.pop(0) if len(self.lines) > 1 else self.lines[0]
-        return listen.Transcript(line)
-
-    def close(self):
-        pass
 
 
 @pytest.fixture
@@ -42,7 +25,7 @@ def scripted(monkeypatch):
     return install
 
 
-def say(invoke, tmp_path, name, *args):
+def say_report(invoke, tmp_path, name, *args):
     out = tmp_path / name
     r = invoke("say", TEXT, "--model", TINY_CKPT, "-o", out, "--json", "--num-step", "4", *args)
     assert r.exit_code == 0, r.stderr
@@ -52,34 +35,34 @@ def say(invoke, tmp_path, name, *args):
 @pytest.mark.slow
 def test_a_piece_failing_twice_takes_three_attempts_and_its_seed_reproduces_it(invoke, tmp_path, scripted):
     rec = scripted(["garbled words", "hello hello hello", TEXT])
-    report, audio, stderr = say(invoke, tmp_path, "v.wav", "--seed", "7", "--verify")
+    report, audio, stderr = say_report(invoke, tmp_path, "v.wav", "--seed", "7", "--verify")
     [row] = report["verify"]
     assert row["attempts"] == 3 and row["kept"] == 3 and row["ok"] and row["error"] == 0.0
     assert row["seed"] == 7 + 0 + 1000 * 2 and row["transcript"] == TEXT and len(rec.heard) == 3
     assert not np.array_equal(rec.heard[0], rec.heard[2])  # each retake is a new generation
-    _, alone, _ = say(invoke, tmp_path, "alone.wav", "--seed", str(row["seed"]))
+    _, alone, _ = say_report(invoke, tmp_path, "alone.wav", "--seed", str(row["seed"]))
     assert np.array_equal(alone, audio)  # the kept take, reproduced by `say --seed`
 
 
 @pytest.mark.slow
 def test_every_first_take_passing_gives_the_audio_of_a_run_without_verify(invoke, tmp_path, scripted):
     scripted([TEXT.upper() + "!"])  # case and punctuation do not count
-    report, audio, _ = say(invoke, tmp_path, "v.wav", "--seed", "3", "--verify")
+    report, audio, _ = say_report(invoke, tmp_path, "v.wav", "--seed", "3", "--verify")
     assert [r["attempts"] for r in report["verify"]] == [1] and report["verify"][0]["error"] == 0.0
-    plain, plain_audio, _ = say(invoke, tmp_path, "p.wav", "--seed", "3")
+    plain, plain_audio, _ = say_report(invoke, tmp_path, "p.wav", "--seed", "3")
     assert "verify" not in plain and np.array_equal(audio, plain_audio)
 
 
 @pytest.mark.slow
 def test_a_piece_still_over_the_limit_is_kept_with_a_warning(invoke, tmp_path, scripted):
     rec = scripted(["hello there this is", "nothing like it", "hello there this is a tent"])
-    report, _, stderr = say(invoke, tmp_path, "v.wav", "--seed", "1", "--verify", "--verify-max-error", "0.1")
+    report, _, stderr = say_report(invoke, tmp_path, "v.wav", "--seed", "1", "--verify", "--verify-max-error", "0.1")
     [row] = report["verify"]
     assert row["attempts"] == 3 and len(rec.heard) == 3  # the default of 2 retries
     assert row["kept"] == 3 and row["seed"] == 2001 and not row["ok"]  # 1/6 wrong: the least error
     assert row["error"] == pytest.approx(1 / 6, abs=1e-4)
     assert "piece 1 still reads 17% wrong after 3 takes (kept take 3, seed 2001)" in stderr
-    report, _, _ = say(invoke, tmp_path, "w.wav", "--seed", "1", "--verify", "--verify-retries", "0")
+    report, _, _ = say_report(invoke, tmp_path, "w.wav", "--seed", "1", "--verify", "--verify-retries", "0")
     assert report["verify"][0]["attempts"] == 1
 
 
@@ -99,7 +82,7 @@ def test_retakes_add_their_steps_to_the_bar(invoke, tmp_path, scripted, monkeypa
 
     monkeypatch.setattr(StepProgress, "__call__", spy)
     scripted(["garbled words", "hello hello hello", TEXT])
-    report, _, _ = say(invoke, tmp_path, "v.wav", "--seed", "7", "--verify", *mode)
+    report, _, _ = say_report(invoke, tmp_path, "v.wav", "--seed", "7", "--verify", *mode)
     assert report["verify"][0]["attempts"] == 3
     assert [c for c, _ in seen] == list(range(1, 13))  # every step of the three takes, in order
     assert seen[-1] == (12, 12) and all(c < t for c, t in seen[:-1])  # 100 % at the last step only
@@ -201,10 +184,10 @@ def test_batch_verify_line_score_weights_its_pieces_by_their_words(invoke, tmp_p
 
 def test_verify_with_stream_hands_a_piece_out_after_its_check(invoke, tmp_path, scripted):
     rec = scripted(["garbled", TEXT])
-    report, audio, _ = say(invoke, tmp_path, "s.wav", "--seed", "9", "--verify", "--stream")
+    report, audio, _ = say_report(invoke, tmp_path, "s.wav", "--seed", "9", "--verify", "--stream")
     [row] = report["verify"]
     assert row["attempts"] == 2 and row["seed"] == 1009 and len(rec.heard) == 2
-    _, alone, _ = say(invoke, tmp_path, "alone.wav", "--seed", "1009", "--stream")
+    _, alone, _ = say_report(invoke, tmp_path, "alone.wav", "--seed", "1009", "--stream")
     assert np.array_equal(alone, audio)
 
 

@@ -19,6 +19,7 @@ import pytest
 import soundfile as sf
 import torch
 from conftest import GOLDEN, ROOT, TINY_CKPT, error_line, files_in
+from helpers.audio import tone
 
 from omnivoice_cli.app.settings.schema import DEFAULT_MODEL
 from omnivoice_cli.app.voices import voices
@@ -45,9 +46,9 @@ def ref(tmp_path):
     return folder / "me.wav"
 
 
-def tone(path, seconds: float, amp: float = 0.3, sr: int = SR):
-    t = np.arange(int(seconds * sr)) / sr
-    sf.write(str(path), (amp * np.sin(2 * np.pi * 220 * t)).astype(np.float32), sr)
+def tone_file(path, seconds: float, amp: float = 0.3, sr: int = SR):
+    """A 220 Hz tone written to `path`."""
+    sf.write(str(path), tone(seconds, 220, amp, sr), sr)
     return path
 
 
@@ -245,12 +246,12 @@ BAD_REFS = {
         ["--ref-text", "Hi."],
         "is silent",
     ),
-    "too short": ("short.wav", lambda p: tone(p, 0.3), ["--ref-text", "Hi."], "is too short"),
-    "empty transcript": ("ok.wav", lambda p: tone(p, 2), ["--ref-text", "  "], "--ref-text is empty"),
-    "no transcript": ("ok.wav", lambda p: tone(p, 2), [], "no transcript for the reference audio"),
+    "too short": ("short.wav", lambda p: tone_file(p, 0.3), ["--ref-text", "Hi."], "is too short"),
+    "empty transcript": ("ok.wav", lambda p: tone_file(p, 2), ["--ref-text", "  "], "--ref-text is empty"),
+    "no transcript": ("ok.wav", lambda p: tone_file(p, 2), [], "no transcript for the reference audio"),
     "empty transcript file": (
         "ok.wav",
-        lambda p: (tone(p, 2), p.with_suffix(".txt").write_text("\n \n")),
+        lambda p: (tone_file(p, 2), p.with_suffix(".txt").write_text("\n \n")),
         [],
         "ok.txt is empty",
     ),
@@ -315,7 +316,7 @@ def test_rm_unknown_deletes_nothing(invoke, fake_engine, home, ref):
 
 
 def test_long_reference_warns_once(invoke, fake_engine, home, tmp_path):
-    long = tone(tmp_path / "long.wav", 22.0)
+    long = tone_file(tmp_path / "long.wav", 22.0)
     r = invoke("say", "Hello.", "--ref", long, "--ref-text", "A long recording.", "-o", tmp_path / "x.wav")
     assert r.exit_code == 0, r.stderr
     long_warning, transcript_warning = warnings_of(r)  # each once; the short transcript is checked too
@@ -463,7 +464,7 @@ def test_a_saved_voice_file_is_still_a_voice(invoke, fake_engine, tmp_path, monk
 
 
 def test_say_shows_the_short_reference_warning(invoke, fake_engine, tmp_path):
-    ref = tone(tmp_path / "me.wav", 2.0)
+    ref = tone_file(tmp_path / "me.wav", 2.0)
     r = invoke("say", "Hi", "--ref", ref, "--ref-text", "Hello there.", "-o", tmp_path / "x.wav")
     assert r.exit_code == 0, r.stderr
     assert f"Warning: reference audio {ref} is only 2.0 s long: under 3 s the voice is poorly captured" in r.stderr

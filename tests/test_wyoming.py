@@ -12,25 +12,21 @@ import pytest
 
 pytest.importorskip("wyoming")  # the wyoming extra (CI installs it with the test extra)
 
+from helpers.wyoming import NUM_STEP, SEED, Running, run
 from server_util import TINY_CKPT, hold_loop, wait_for, wav_samples
 from wyoming.audio import AudioChunk, AudioStop
-from wyoming.client import AsyncTcpClient
 from wyoming.error import Error
 from wyoming.event import Event
 from wyoming.info import Describe, Info
 from wyoming.ping import Ping
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeVoice
 
-from omnivoice_cli.app.door.speaker import Speaker, SpeakerOptions
 from omnivoice_cli.app.door.textparts import ready_text
-from omnivoice_cli.app.settings.layers import FLAG_SOURCE
 from omnivoice_cli.engine.errors import InvalidRequest
 from omnivoice_cli.engine.stream.cut import cut_segments
-from omnivoice_cli.server.wyoming.wyoming import WyomingOptions, WyomingServer, parse_uri
+from omnivoice_cli.server.wyoming.wyoming import parse_uri
 from omnivoice_cli.server.wyoming.wyomingevents import MAX_DEPTH, json_depth
 
-SEED = 17  # the server's --seed: every request's (a stream's parts: 17, 18, ...)
-NUM_STEP = 4
 THREE = (
     "Good morning to all of you here today. "
     "The train to the city leaves at seven in the evening, so there is plenty of time left for tea. "
@@ -46,47 +42,11 @@ def alice(module_home, ref_voice):
     return "alice"
 
 
-class Running:
-    """A WyomingServer in a thread of its own (its own event loop), on a free port."""
-
-    def __init__(self, engine, uri="tcp://127.0.0.1:0", wyoming=None, **options):
-        flags = {"num_step": NUM_STEP, "seed": SEED}
-        self.speaker = Speaker(
-            SpeakerOptions(layers=((FLAG_SOURCE, flags),), model=str(TINY_CKPT), **options), load=lambda: engine
-        )
-        self.speaker.start()
-        self.server = WyomingServer(self.speaker, WyomingOptions(uri=uri, quiet=True, **(wyoming or {})))
-        self.ready = threading.Event()
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self._run, name="test-wyoming", daemon=True)
-        self.thread.start()
-        assert self.ready.wait(120), "the server did not start"
-        self.port = int(self.server.address.rsplit(":", 1)[1]) if uri.startswith("tcp") else None
-
-    def _run(self):
-        self.loop.run_until_complete(self.server.serve(lambda address: self.ready.set()))
-
-    @property
-    def service(self):
-        return self.speaker.service()
-
-    def client(self):
-        return AsyncTcpClient("127.0.0.1", self.port, connect_timeout=60, read_timeout=120)
-
-    def close(self):
-        self.loop.call_soon_threadsafe(self.server.close)
-        self.thread.join(120)
-
-
 @pytest.fixture(scope="module")
 def srv(engine, module_home):
     running = Running(engine)
     yield running
     running.close()
-
-
-def run(coro):
-    return asyncio.run(asyncio.wait_for(coro, 300))
 
 
 async def synthesize(client, text, voice=None):
@@ -109,7 +69,7 @@ def samples(chunks) -> np.ndarray:
     return np.frombuffer(b"".join(chunks), dtype="<i2")
 
 
-async def speak(srv, text, voice=None):
+async def speak_wyoming(srv, text, voice=None):
     async with srv.client() as client:
         chunks, kinds, last = await synthesize(client, text, voice)
     assert AudioStop.is_type(last.type), last
@@ -160,13 +120,13 @@ def test_describe_lists_the_voices_and_languages(srv, alice):
 @pytest.mark.slow
 def test_a_one_piece_text_equals_say_with_the_seed(srv, invoke, tmp_path):
     text = "I can speak in the same voice."
-    got = run(speak(srv, text))
+    got = run(speak_wyoming(srv, text))
     out = tmp_path / "say.wav"
     r = invoke("say", text, "--model", TINY_CKPT, "--seed", SEED, "--num-step", NUM_STEP, "-o", out, "-q")
     assert r.exit_code == 0, r.stderr
     assert len(got) > 0 and np.array_equal(got, wav_samples(out.read_bytes()))
     # a saved voice and a language, as a satellite names them, against `say --voice --lang`
-    got = run(speak(srv, text, SynthesizeVoice(name="alloy")))
+    got = run(speak_wyoming(srv, text, SynthesizeVoice(name="alloy")))
     r = invoke(
         "say", text, "--model", TINY_CKPT, "--seed", SEED, "--num-step", NUM_STEP, "--voice", "alloy", "-o", out, "-q"
     )
@@ -265,11 +225,11 @@ def test_four_satellites_at_once_share_forwards_and_each_gets_its_own_audio(srv)
     solo, solo_forwards = [], 0
     for text in texts:
         before = srv.service.forwards
-        solo.append(run(speak(srv, text)))
+        solo.append(run(speak_wyoming(srv, text)))
         solo_forwards += srv.service.forwards - before
 
     async def together():
-        return await asyncio.gather(*(speak(srv, t) for t in texts))
+        return await asyncio.gather(*(speak_wyoming(srv, t) for t in texts))
 
     before = srv.service.forwards
     gate = hold_loop(srv.service)
@@ -300,7 +260,7 @@ def test_a_client_that_drops_frees_its_work(srv):
         wait_for(lambda: srv.service.open == 0, what="the request cancelled")  # before any forward ran
     finally:
         gate.set()
-    assert len(run(speak(srv, "Still here."))) > 0
+    assert len(run(speak_wyoming(srv, "Still here."))) > 0
 
 
 async def refused(srv, *events, write=None):
@@ -371,7 +331,7 @@ def test_a_request_that_cannot_be_spoken_gets_an_error_then_the_connection_close
     assert (
         error.code == "bad-event" and error.text.startswith("an event's header is not a line of JSON") and after is None
     )
-    assert len(run(speak(srv, "Still here."))) > 0
+    assert len(run(speak_wyoming(srv, "Still here."))) > 0
 
 
 @pytest.mark.slow
@@ -510,7 +470,7 @@ def test_300_idle_sockets_from_one_address_lock_no_one_else_out(srv):
         refused = first_event(socks[-1])
         assert refused["type"] == "error" and refused["data"]["code"] == "busy"
         assert refused["data"]["text"].startswith("127.0.0.2 has 32 connections open, the most one address may hold")
-        assert len(run(speak(srv, "Still here."))) > 0  # from 127.0.0.1, while the 300 are open
+        assert len(run(speak_wyoming(srv, "Still here."))) > 0  # from 127.0.0.1, while the 300 are open
         assert srv.server.peers.get("127.0.0.2") == 32
     finally:
         for s in socks:
@@ -571,4 +531,4 @@ def test_a_deeply_nested_header_or_data_is_an_error_event_and_the_server_goes_on
     error, after = run(refused(srv, write=b'{"type": "synthesize", "data_length": %d}\n' % len(deep) + deep))
     assert error.code == "bad-event" and after is None
     assert error.text.startswith(f"the 'synthesize' event's data nests JSON deeper than {MAX_DEPTH} levels"), error
-    assert len(run(speak(srv, "Still here."))) > 0
+    assert len(run(speak_wyoming(srv, "Still here."))) > 0

@@ -1,4 +1,8 @@
-"""`omnivoice batch`: every line of a file into its own audio file, resumable (batch.py does the work)."""
+"""`omnivoice batch`: every line of a file into its own audio file, resumable (batch.py does the work).
+
+The app layer is imported inside the functions that run it: `omnivoice batch --help` reads only
+the options (ui/options.py) and the help texts here.
+"""
 
 from __future__ import annotations
 
@@ -7,15 +11,9 @@ from typing import Optional
 
 import typer
 
-from ..app.batch.batch import BatchRun
-from ..app.batch.folder import check_output_dir
-from ..app.dryrun import describe
-from ..app.say.speak import report_settings
-from ..app.settings.layers import FLAG_SOURCE, resolve
 from ..app.settings.setting import ADVANCED
 from ..app.signals import signal_name
 from ..engine.errors import InvalidRequest
-from ..media.lock import output_lock
 from ..ui.helpfmt import MORE
 from ..ui.messages import echo, warn
 from ..ui.options import (
@@ -31,8 +29,6 @@ from ..ui.options import (
     with_settings,
 )
 from ..ui.text import visible
-from .common import check_run, cluster_executor, run_session
-from .say import check_listening
 
 # After MORE: the details, shown by --help-all (ui/helpfmt.py).
 HELP = (
@@ -97,6 +93,8 @@ def _json_summary(run) -> None:
     """--json: the run's summary as one JSON object on stdout (as `say --json`), instead of the
     line on stderr; every line's own record is in the manifest."""
     import json
+
+    from ..app.say.speak import report_settings
 
     r = run.report
 
@@ -179,6 +177,13 @@ def batch(
     flags: dict = NO_FLAGS,
 ) -> None:
     """Speak every line of INPUT into its own audio file in the folder -o."""
+    from ..app.batch.batch import BatchRun
+    from ..app.batch.folder import check_output_dir
+    from ..app.settings.layers import FLAG_SOURCE, resolve
+    from ..media.lock import output_lock
+    from .common import check_run, cluster_executor, run_session
+    from .say import check_listening
+
     if subtitles is not None and subtitles.lower().lstrip(".") not in ("srt", "vtt"):
         raise InvalidRequest(f"--subtitles must be srt or vtt (a file beside each audio file), got {subtitles!r}")
     chosen = check_run(flags, preset)
@@ -211,6 +216,8 @@ def batch(
 def _dry_run(run, json_out: bool) -> None:
     """Plan every line (no model, nothing written) and print what each would speak."""
     import json
+
+    from ..app.dryrun import describe
 
     run.plan()
     out = typer.get_text_stream("stdout")

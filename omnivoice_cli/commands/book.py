@@ -1,4 +1,8 @@
-"""`omnivoice book`: an EPUB, Markdown or text book into an .m4b or one file per chapter (book.py does the work)."""
+"""`omnivoice book`: an EPUB, Markdown or text book into an .m4b or one file per chapter (book.py does the work).
+
+The app layer is imported inside the functions that run it: `omnivoice book --help` reads only
+the options (ui/options.py) and the help texts here.
+"""
 
 from __future__ import annotations
 
@@ -6,14 +10,11 @@ import inspect
 import json
 import re
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from ..app.book.book import BookRun
-from ..app.book.bookdescribe import describe_book
-from ..app.book.bookplan import DEFAULT_LOUDNESS
-from ..app.settings.schema import GENERATION_KEYS, SCHEMA
+from ..app.settings.schema import BOOK_LOUDNESS, GENERATION_KEYS, SCHEMA
 from ..app.settings.setting import ADVANCED
 from ..app.signals import signal_name
 from ..engine.errors import InvalidRequest
@@ -32,7 +33,9 @@ from ..ui.options import (
 )
 from ..ui.progress import BookBars, clock
 from ..ui.text import visible  # the book's titles and names: their control characters made visible
-from .common import check_run, cluster_executor, run_session
+
+if TYPE_CHECKING:
+    from ..app.book.book import BookRun
 
 # After MORE: the details, shown by --help-all (ui/helpfmt.py).
 HELP = (
@@ -159,6 +162,8 @@ def _json_summary(run: BookRun) -> None:
 
 def _dry_run(run: BookRun, json_out: bool) -> None:
     """Plan the book (no model, nothing written) and print its chapters."""
+    from ..app.book.bookdescribe import describe_book
+
     run.plan(keep_text=False)
     report = describe_book(run)
     for message in report["warnings"]:
@@ -247,6 +252,9 @@ def book(
     flags: dict = NO_FLAGS,
 ) -> None:
     """Read a book aloud: an .m4b audiobook with chapter marks, or one audio file per chapter."""
+    from ..app.book.book import BookRun
+    from .common import check_run, cluster_executor, run_session
+
     subtitles = _subtitles(subtitles)
     chosen = check_run(flags, preset)
     if output is None and not dry_run:
@@ -279,4 +287,4 @@ def _book_default(name: str, default: str) -> None:
         param.default.help = re.sub(r"Default: [^.]*\.$", f"Default: {default} (for book).", param.default.help)
 
 
-_book_default("loudness", f"{DEFAULT_LOUDNESS:g}")
+_book_default("loudness", f"{BOOK_LOUDNESS:g}")

@@ -1,5 +1,8 @@
 """`omnivoice cache [list | clear]`: the weight cache (engine/fast/weightcache.py), the int8 body's codes
-kept on disk so that a second `--quantize int8` load skips coding them."""
+kept on disk so that a second `--quantize int8` load skips coding them.
+
+The cache's module is imported inside the functions that use it: `--help` reads only the texts here.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +10,6 @@ import time
 
 import typer
 
-from ..engine.fast import weightcache
 from ..ui.helpfmt import HelpCommand, HelpGroup
 from ..ui.messages import echo
 from .models import size_text
@@ -24,6 +26,8 @@ app = typer.Typer(
 
 
 def _where() -> str:
+    from ..engine.fast import weightcache
+
     folder = weightcache.cache_dir()
     return f"{weightcache.ENV}=off: no weight cache" if folder is None else f"weight cache: {folder}"
 
@@ -38,6 +42,8 @@ def cache(ctx: typer.Context) -> None:
 @app.command("list", cls=HelpCommand)
 def list_files() -> None:
     """List the cache's files: size, last used, the CPU class and torch they were made for, the checkpoint."""
+    from ..engine.fast import weightcache
+
     out = typer.get_text_stream("stdout")
     found = weightcache.entries()
     for e in reversed(found):  # the most recently used first
@@ -52,5 +58,7 @@ def list_files() -> None:
 @app.command("clear", cls=HelpCommand)
 def clear() -> None:
     """Delete every file of the weight cache (the next int8 load codes the weights again)."""
+    from ..engine.fast import weightcache
+
     files, size = weightcache.clear()
     echo(f"{_where()}: deleted {files} file{'s' * (files != 1)} ({size_text(size)})")

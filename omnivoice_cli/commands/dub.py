@@ -1,27 +1,29 @@
-"""`omnivoice dub`: speak an SRT or WebVTT file into one track, each cue in its time slot (dubbing.py)."""
+"""`omnivoice dub`: speak an SRT or WebVTT file into one track, each cue in its time slot (dubbing.py).
+
+The app layer is imported inside the functions that run it: `omnivoice dub --help` reads only
+the options (ui/options.py) and the help texts here.
+"""
 
 from __future__ import annotations
 
 import json
 import time
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
-from ..app.say.dialogue import Cast
 from ..app.settings.schema import GENERATION_KEYS
 from ..app.settings.setting import ADVANCED
 from ..app.signals import signal_name
 from ..engine.errors import InvalidRequest
 from ..engine.model.config import SAMPLE_RATE
-from ..media.cues import timestamp
-from ..media.output import OutputTarget, check_output
 from ..ui.helpfmt import MORE
 from ..ui.messages import echo, error, warn
 from ..ui.options import HARDWARE_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, with_settings
 from ..ui.text import visible
-from .common import check_cast, run_session, run_settings
-from .say import check_listening, words_path
+
+if TYPE_CHECKING:
+    from ..media.output import OutputTarget
 
 # After MORE: the details, shown by --help-all (ui/helpfmt.py).
 HELP = (
@@ -73,6 +75,8 @@ LISTEN = ("asr_model",)  # --words: the speech recogniser (listen.py)
 def _target(output: str, replace: bool, dry_run: bool) -> OutputTarget:
     """The track's target (-o, or the default beside the input); an existing file is refused
     unless `replace` (--force or --overwrite)."""
+    from ..media.output import check_output
+
     target = check_output(output)
     if target.to_stdout and typer.get_binary_stream("stdout").isatty() and not dry_run:
         raise InvalidRequest("-o - writes binary audio to stdout, which is a terminal: redirect it or pipe it")
@@ -188,6 +192,9 @@ def dub(
 ) -> None:
     """Speak every cue of an SRT or WebVTT file into one audio track, each in its time slot."""
     from ..app.dub import dubbing  # (imports numpy: loaded when a track is dubbed, not by --help)
+    from ..app.say.dialogue import Cast
+    from .common import check_cast, run_session, run_settings
+    from .say import check_listening, words_path
 
     t_start = time.perf_counter()
     words = words_path(ctx, words_file)
@@ -225,6 +232,8 @@ def dub(
 
 def _dry_run(run: Any, json_out: bool) -> None:
     """Every cue as the run would make it, on stdout (the warnings on stderr, as in a run)."""
+    from ..media.cues import timestamp
+
     cues = run.dry_run()
     out = typer.get_text_stream("stdout")
     if json_out:

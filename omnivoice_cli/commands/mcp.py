@@ -1,4 +1,8 @@
-"""`omnivoice mcp`: speech as tools for agents over the Model Context Protocol (server/mcp.py)."""
+"""`omnivoice mcp`: speech as tools for agents over the Model Context Protocol (server/mcp.py).
+
+The app layer and the server are imported inside the function that runs them: `omnivoice mcp
+--help` reads only the options (ui/options.py) and the help texts here.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +11,7 @@ from typing import Optional
 
 import typer
 
-from ..app.door.speaker import Speaker
 from ..engine.errors import InvalidRequest
-from ..server.schema import package_version
 from ..ui.messages import echo
 from ..ui.options import (
     IDLE_UNLOAD_OPTION,
@@ -21,7 +23,6 @@ from ..ui.options import (
     SPEAKER_SETTINGS,
     with_settings,
 )
-from .common import check_extra, engine_loader, speaker_options
 
 HELP = """Serve speech as MCP tools for agents (Claude Desktop, IDEs, any MCP client), over stdio.
 
@@ -74,6 +75,10 @@ def mcp(
     flags: dict = NO_FLAGS,
 ) -> None:
     """Serve speech as MCP tools for agents (Claude Desktop, IDEs, any MCP client), over stdio."""
+    from ..app.door.speaker import Speaker
+    from ..server.schema import package_version
+    from .common import check_extra, engine_loader, speaker_options
+
     check_extra("omnivoice mcp", "mcp", ("mcp (2.x)", ("mcp.server.mcpserver",)))  # 1.x had FastMCP, another API
     from ..server.mcp import Tools, build_server  # (the mcp extra: loaded when serving, not by --help)
 

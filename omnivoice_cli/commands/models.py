@@ -1,4 +1,7 @@
-"""`omnivoice download [MODEL]` and `omnivoice models`: the checkpoints in the Hugging Face cache."""
+"""`omnivoice download [MODEL]` and `omnivoice models`: the checkpoints in the Hugging Face cache.
+
+The hub's module is imported inside the functions that use it: `--help` reads only the texts here.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +10,7 @@ from typing import Optional
 
 import typer
 
-from ..app.settings.layers import environment_defaults
 from ..app.settings.schema import DEFAULT_MODEL
-from ..engine.checkpoint import hub
 from ..engine.errors import ModelUnavailable
 from ..ui.messages import echo, notice
 from ..ui.progress import DownloadProgress
@@ -34,6 +35,8 @@ def download(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only warnings and errors on stderr."),
 ) -> None:
     """Download a model into the Hugging Face cache (with a progress bar), so `say` needs no network."""
+    from ..engine.checkpoint import hub
+
     repo = model or _default_model()
     if model is None and Path(repo).expanduser().is_dir():  # OMNIVOICE_MODEL names a local folder
         hub.check_checkpoint_dir(Path(repo).expanduser())
@@ -53,12 +56,16 @@ def download(
 
 def _default_model() -> str:
     """The model `say` would load without --model or a preset: $OMNIVOICE_MODEL, else the default."""
+    from ..app.settings.layers import environment_defaults
+
     found = environment_defaults().get("model")
     return DEFAULT_MODEL if found is None else str(found[0])  # a str setting
 
 
 def _retry_advice() -> str:
     """What to do when `download` cannot reach the hub."""
+    from ..engine.checkpoint import hub
+
     reason = hub.offline_reason()
     if reason is not None and reason.endswith(" is set"):
         return f"Unset {reason.split()[0]} and run `omnivoice download` again with the network on"
@@ -69,6 +76,8 @@ def _retry_advice() -> str:
 
 def models() -> None:
     """List the OmniVoice checkpoints in the Hugging Face cache: hub id, size, complete or not, where."""
+    from ..engine.checkpoint import hub
+
     found = hub.cached_models()
     out = typer.get_text_stream("stdout")
     width = max([len(m.repo_id) for m in found] + [5])

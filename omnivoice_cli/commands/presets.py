@@ -1,4 +1,7 @@
-"""`omnivoice presets [show NAME]`: the built-in and user presets (settings.py reads them)."""
+"""`omnivoice presets [show NAME]`: the built-in and user presets (settings.py reads them).
+
+The app layer is imported inside the functions that run it: `--help` reads only the texts here.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +10,6 @@ from typing import Any
 
 import typer
 
-from ..app.settings.layers import resolve
-from ..app.settings.presets import find_preset, list_presets, user_preset_dir
 from ..app.settings.schema import PRESET_KEYS, SCHEMA
 from ..ui.helpfmt import HelpCommand, HelpGroup
 from ..ui.messages import echo, warn
@@ -31,6 +32,8 @@ def presets(ctx: typer.Context) -> None:
     """
     if ctx.invoked_subcommand is not None:
         return
+    from ..app.settings.presets import list_presets, user_preset_dir
+
     rows = list_presets()
     out = typer.get_text_stream("stdout")
     width = max([len(name) for name, *_ in rows] + [4])
@@ -56,6 +59,9 @@ def presets_show(
     name: str = typer.Argument(..., metavar="NAME|FILE", help="A preset name or a .toml file."),
 ) -> None:
     """Print the settings a preset resolves to (defaults < preset), as a preset file."""
+    from ..app.settings.layers import resolve
+    from ..app.settings.presets import find_preset
+
     found = find_preset(name)
     resolved = resolve((found.origin, found.settings))
     out = typer.get_text_stream("stdout")

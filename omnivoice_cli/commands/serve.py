@@ -1,23 +1,25 @@
-"""`omnivoice serve`: an OpenAI-compatible speech server on the packed engine (server/)."""
+"""`omnivoice serve`: an OpenAI-compatible speech server on the packed engine (server/).
+
+The app layer and the server are imported inside the functions that run them: `omnivoice serve
+--help` reads only the options (ui/options.py and the constants here) and the help texts.
+"""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from ..app.door.idle import idle_seconds
-from ..app.settings.layers import FLAG_SOURCE, Resolved
 from ..app.settings.schema import GENERATION_KEYS
 from ..engine.errors import InvalidRequest
-from ..server.config import ServeOptions, load_voice_map
-from ..server.state import ServerState
 from ..ui.messages import echo, warn
 from ..ui.options import HARDWARE_SETTINGS, IDLE_UNLOAD_OPTION, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, with_settings
-from .common import check_extra, engine_loader, run_settings
-from .say import check_listening
+
+if TYPE_CHECKING:
+    from ..app.settings.layers import Resolved
+    from ..server.state import ServerState
 
 HELP = """Serve OpenAI's speech API (POST /v1/audio/speech) and the saved voices over HTTP.
 
@@ -49,151 +51,178 @@ SERVE_STACK = (
 )
 
 
+# serve's own options (those the commands share: ui/options.py)
+HOST_OPTION = typer.Option(
+    "127.0.0.1",
+    "--host",
+    metavar="ADDR",
+    rich_help_panel="Server",
+    help="Address to listen on (0.0.0.0: every interface). Default: 127.0.0.1.",
+)
+PORT_OPTION = typer.Option(
+    8000,
+    "--port",
+    min=0,
+    max=65535,
+    metavar="N",
+    rich_help_panel="Server",
+    help="Port to listen on (0: any free port, printed). Default: 8000.",
+)
+API_KEY_OPTION = typer.Option(
+    None,
+    "--api-key",
+    envvar="OMNIVOICE_API_KEY",
+    show_envvar=False,
+    metavar="KEY",
+    rich_help_panel="Server",
+    show_default=False,
+    help="Require 'Authorization: Bearer KEY' (also OMNIVOICE_API_KEY).",
+)
+CORS_OPTION = typer.Option(
+    [],
+    "--cors",
+    metavar="ORIGIN",
+    rich_help_panel="Server",
+    show_default=False,
+    help="Let pages of this origin call the server (repeatable).",
+)
+MAX_QUEUE_OPTION = typer.Option(
+    64,
+    "--max-queue",
+    min=1,
+    max=100_000,
+    metavar="N",
+    rich_help_panel="Server",
+    help="Requests taken at once (generating or waiting); more get 503. Default: 64.",
+)
+MAX_INPUT_CHARS_OPTION = typer.Option(
+    4096,
+    "--max-input-chars",
+    min=1,
+    max=1_000_000,
+    metavar="N",
+    rich_help_panel="Server",
+    help="Characters of 'input' at most. Default: 4096.",
+)
+GRACE_OPTION = typer.Option(
+    30.0,
+    "--grace",
+    min=0.0,
+    max=86400.0,
+    metavar="SECONDS",
+    rich_help_panel="Server",
+    help="Seconds requests in flight get to finish after SIGTERM / Ctrl-C. Default: 30.",
+)
+SOCKET_IDLE_TIMEOUT_OPTION = typer.Option(
+    300.0,
+    "--socket-idle-timeout",
+    min=1.0,
+    max=86400.0,
+    metavar="SECONDS",
+    rich_help_panel="Server",
+    help="Close a /tts/ws socket that sends no text, config, flush or cancel for this long while "
+    "nothing of its is spoken (pings do not count). Default: 300.",
+)
+SOCKET_MAX_PER_PEER_OPTION = typer.Option(
+    32,
+    "--socket-max-per-peer",
+    min=1,
+    max=100_000,
+    metavar="N",
+    rich_help_panel="Server",
+    help="/tts/ws sockets one address may hold open (behind a proxy, all of its clients'); more are "
+    "closed with 1013. All addresses together: half the connection limit. Default: 32.",
+)
+NO_UI_OPTION = typer.Option(False, "--no-ui", rich_help_panel="Server", help="No page on GET / (the API only).")
+WARMUP_OPTION = typer.Option(
+    False,
+    "--warmup",
+    rich_help_panel="Server",
+    help="Speak one short request once the model is loaded; /health/ready says ready after it.",
+)
+VOICE_MAP_OPTION = typer.Option(
+    None,
+    "--voice-map",
+    metavar="FILE",
+    rich_help_panel="Voice",
+    show_default=False,
+    help="JSON of OpenAI voice names -> voice-design items, over the shipped table.",
+)
+RAY_SERVE_OPTION = typer.Option(
+    None,
+    "--ray",
+    metavar="ADDRESS|auto|local",
+    rich_help_panel="Cluster",
+    show_default=False,
+    help="Serve as a Ray Serve application, a model per replica: local starts a cluster here, auto joins "
+    "the one RAY_ADDRESS or a running head names, or give its address (pip install 'omnivoice-cli[ray]').",
+)
+REPLICAS_OPTION = typer.Option(
+    1, "--replicas", min=1, max=10_000, metavar="N", rich_help_panel="Cluster", help="Replicas (--ray). Default: 1."
+)
+MIN_REPLICAS_OPTION = typer.Option(
+    None,
+    "--min-replicas",
+    min=0,
+    max=10_000,
+    metavar="N",
+    rich_help_panel="Cluster",
+    show_default=False,
+    help="Autoscale (--ray) on the requests ongoing per replica, from N replicas ...",
+)
+MAX_REPLICAS_OPTION = typer.Option(
+    None,
+    "--max-replicas",
+    min=1,
+    max=10_000,
+    metavar="N",
+    rich_help_panel="Cluster",
+    show_default=False,
+    help="... up to N replicas.",
+)
+GPUS_PER_REPLICA_OPTION = typer.Option(
+    0.0,
+    "--gpus-per-replica",
+    min=0.0,
+    max=64.0,
+    metavar="N",
+    rich_help_panel="Cluster",
+    help="GPUs each replica takes (--ray; 1: a replica per GPU). Default: 0.",
+)
+
+
 @with_settings(*SERVE_SETTINGS)
 def serve(
-    host: str = typer.Option(
-        "127.0.0.1",
-        "--host",
-        metavar="ADDR",
-        rich_help_panel="Server",
-        help="Address to listen on (0.0.0.0: every interface). Default: 127.0.0.1.",
-    ),
-    port: int = typer.Option(
-        8000,
-        "--port",
-        min=0,
-        max=65535,
-        metavar="N",
-        rich_help_panel="Server",
-        help="Port to listen on (0: any free port, printed). Default: 8000.",
-    ),
-    api_key: Optional[str] = typer.Option(
-        None,
-        "--api-key",
-        envvar="OMNIVOICE_API_KEY",
-        show_envvar=False,
-        metavar="KEY",
-        rich_help_panel="Server",
-        show_default=False,
-        help="Require 'Authorization: Bearer KEY' (also OMNIVOICE_API_KEY).",
-    ),
-    cors: list[str] = typer.Option(
-        [],
-        "--cors",
-        metavar="ORIGIN",
-        rich_help_panel="Server",
-        show_default=False,
-        help="Let pages of this origin call the server (repeatable).",
-    ),
-    max_queue: int = typer.Option(
-        64,
-        "--max-queue",
-        min=1,
-        max=100_000,
-        metavar="N",
-        rich_help_panel="Server",
-        help="Requests taken at once (generating or waiting); more get 503. Default: 64.",
-    ),
-    max_input_chars: int = typer.Option(
-        4096,
-        "--max-input-chars",
-        min=1,
-        max=1_000_000,
-        metavar="N",
-        rich_help_panel="Server",
-        help="Characters of 'input' at most. Default: 4096.",
-    ),
-    grace: float = typer.Option(
-        30.0,
-        "--grace",
-        min=0.0,
-        max=86400.0,
-        metavar="SECONDS",
-        rich_help_panel="Server",
-        help="Seconds requests in flight get to finish after SIGTERM / Ctrl-C. Default: 30.",
-    ),
-    socket_idle_timeout: float = typer.Option(
-        300.0,
-        "--socket-idle-timeout",
-        min=1.0,
-        max=86400.0,
-        metavar="SECONDS",
-        rich_help_panel="Server",
-        help="Close a /tts/ws socket that sends no text, config, flush or cancel for this long while "
-        "nothing of its is spoken (pings do not count). Default: 300.",
-    ),
-    socket_max_per_peer: int = typer.Option(
-        32,
-        "--socket-max-per-peer",
-        min=1,
-        max=100_000,
-        metavar="N",
-        rich_help_panel="Server",
-        help="/tts/ws sockets one address may hold open (behind a proxy, all of its clients'); more are "
-        "closed with 1013. All addresses together: half the connection limit. Default: 32.",
-    ),
-    no_ui: bool = typer.Option(False, "--no-ui", rich_help_panel="Server", help="No page on GET / (the API only)."),
-    warmup: bool = typer.Option(
-        False,
-        "--warmup",
-        rich_help_panel="Server",
-        help="Speak one short request once the model is loaded; /health/ready says ready after it.",
-    ),
+    host: str = HOST_OPTION,
+    port: int = PORT_OPTION,
+    api_key: Optional[str] = API_KEY_OPTION,
+    cors: list[str] = CORS_OPTION,
+    max_queue: int = MAX_QUEUE_OPTION,
+    max_input_chars: int = MAX_INPUT_CHARS_OPTION,
+    grace: float = GRACE_OPTION,
+    socket_idle_timeout: float = SOCKET_IDLE_TIMEOUT_OPTION,
+    socket_max_per_peer: int = SOCKET_MAX_PER_PEER_OPTION,
+    no_ui: bool = NO_UI_OPTION,
+    warmup: bool = WARMUP_OPTION,
     idle_unload: Optional[str] = IDLE_UNLOAD_OPTION,
-    voice_map: Optional[str] = typer.Option(
-        None,
-        "--voice-map",
-        metavar="FILE",
-        rich_help_panel="Voice",
-        show_default=False,
-        help="JSON of OpenAI voice names -> voice-design items, over the shipped table.",
-    ),
-    ray: Optional[str] = typer.Option(
-        None,
-        "--ray",
-        metavar="ADDRESS|auto|local",
-        rich_help_panel="Cluster",
-        show_default=False,
-        help="Serve as a Ray Serve application, a model per replica: local starts a cluster here, auto joins "
-        "the one RAY_ADDRESS or a running head names, or give its address (pip install 'omnivoice-cli[ray]').",
-    ),
-    replicas: int = typer.Option(
-        1, "--replicas", min=1, max=10_000, metavar="N", rich_help_panel="Cluster", help="Replicas (--ray). Default: 1."
-    ),
-    min_replicas: Optional[int] = typer.Option(
-        None,
-        "--min-replicas",
-        min=0,
-        max=10_000,
-        metavar="N",
-        rich_help_panel="Cluster",
-        show_default=False,
-        help="Autoscale (--ray) on the requests ongoing per replica, from N replicas ...",
-    ),
-    max_replicas: Optional[int] = typer.Option(
-        None,
-        "--max-replicas",
-        min=1,
-        max=10_000,
-        metavar="N",
-        rich_help_panel="Cluster",
-        show_default=False,
-        help="... up to N replicas.",
-    ),
-    gpus_per_replica: float = typer.Option(
-        0.0,
-        "--gpus-per-replica",
-        min=0.0,
-        max=64.0,
-        metavar="N",
-        rich_help_panel="Cluster",
-        help="GPUs each replica takes (--ray; 1: a replica per GPU). Default: 0.",
-    ),
+    voice_map: Optional[str] = VOICE_MAP_OPTION,
+    ray: Optional[str] = RAY_SERVE_OPTION,
+    replicas: int = REPLICAS_OPTION,
+    min_replicas: Optional[int] = MIN_REPLICAS_OPTION,
+    max_replicas: Optional[int] = MAX_REPLICAS_OPTION,
+    gpus_per_replica: float = GPUS_PER_REPLICA_OPTION,
     preset: Optional[str] = PRESET_OPTION,
     quiet: bool = QUIET_OPTION,
     flags: dict = NO_FLAGS,
 ) -> None:
     """Serve OpenAI's speech API (POST /v1/audio/speech) and the saved voices over HTTP."""
+    from ..app.door.idle import idle_seconds
+    from ..app.settings.layers import FLAG_SOURCE
+    from ..server.config import ServeOptions, load_voice_map
+    from ..server.state import ServerState
+    from .common import check_extra, engine_loader, run_settings
+    from .say import check_listening
+
     check_extra("omnivoice serve", "serve", *SERVE_STACK)  # before server.run, which imports the web framework
     unload = idle_seconds(idle_unload)
     from ..server.run import is_loopback  # (starlette, uvicorn: loaded when serving, not by --help)
@@ -241,6 +270,8 @@ class _Loader:
         self.settings, self.quiet = settings, quiet
 
     def __call__(self):
+        from .common import engine_loader
+
         return engine_loader(self.settings, self.quiet, "omnivoice serve", "; ready")
 
 

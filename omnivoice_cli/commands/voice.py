@@ -1,4 +1,8 @@
-"""`omnivoice voice add|import|export|list|show|rm`: the saved voices (voices.py is the store)."""
+"""`omnivoice voice add|import|export|list|show|rm`: the saved voices (voices.py is the store).
+
+The app layer is imported inside the functions that run it: `omnivoice voice --help` and each
+subcommand's read only the options (ui/options.py) and the help texts here.
+"""
 
 from __future__ import annotations
 
@@ -8,15 +12,11 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from ..app.request import References
-from ..app.session import WarnOnce
-from ..app.voices import voiceexport, voices
 from ..engine.errors import InvalidRequest
 from ..ui.helpfmt import HelpCommand, HelpGroup, click_exceptions
 from ..ui.messages import echo, warn
 from ..ui.options import NO_FLAGS, QUIET_OPTION, with_settings
 from ..ui.text import columns, wrap_row
-from .common import load_model, run_settings
 
 if TYPE_CHECKING:  # engine.voice imports torch
     from ..engine.sound.voice import VoicePrompt
@@ -63,6 +63,8 @@ app = typer.Typer(
 
 
 def _saved(name: str, prompt: VoicePrompt, saved: Path, quiet: bool) -> None:
+    from ..app.voices import voices
+
     if not quiet:
         seconds = prompt.codes.shape[-1] / voices.FRAME_RATE
         echo(f"voice {name!r}: {seconds:.2f} s of audio, transcript {prompt.text!r} -> {saved}")
@@ -101,6 +103,11 @@ def voice_add(
     flags: dict = NO_FLAGS,
 ) -> None:
     """Encode a recording and its transcript into a saved voice (needs the model's audio encoder)."""
+    from ..app.request import References
+    from ..app.session import WarnOnce
+    from ..app.voices import voices
+    from .common import load_model, run_settings
+
     _, settings = run_settings(None, flags)
     voices.check_new_name(name, force)
     path = voices.check_reference_file(ref)
@@ -135,6 +142,8 @@ def voice_import(
     A .pt prompt is one saved by the reference implementation's Python API (VoiceClonePrompt.save);
     it is read with torch.load(weights_only=True), which loads tensors and plain values only.
     """
+    from ..app.voices import voiceexport, voices
+
     p = Path(file).expanduser()
     if name is None:
         name = p.stem if p.suffix.lower() in (voices.VOICE_SUFFIX, voices.PROMPT_SUFFIX) else p.name
@@ -165,6 +174,8 @@ def voice_export(
 ) -> None:
     """Write a saved voice as one file to take elsewhere: its prepared prompt, transcript, language,
     the model it was made with and a checksum that `voice import` verifies."""
+    from ..app.voices import voiceexport
+
     out = voiceexport.export_voice(name, output.expanduser(), force)
     if not quiet:
         echo(f"exported voice {name!r} to {out}")
@@ -174,6 +185,8 @@ def voice_export(
 def voice_list() -> None:
     """List the voices: saved ones (name, seconds of audio, date added, transcript), then the built-in
     ones (OpenAI's voice names: their voice-design items)."""
+    from ..app.voices import voices
+
     entries = voices.list_voices()
     out = typer.get_text_stream("stdout")
     saved = {e.name.casefold() for e in entries}
@@ -206,6 +219,8 @@ def voice_show(
     spec: str = typer.Argument(..., metavar="NAME|FILE", help="A saved voice's name or a voice file."),
 ) -> None:
     """Print what a saved voice holds: transcript, length, source recording, model, date."""
+    from ..app.voices import voices
+
     items = voices.builtin_instruct(spec)
     info: dict[str, str | None]
     if items is not None:
@@ -224,6 +239,8 @@ def voice_rm(
     quiet: bool = QUIET_OPTION,
 ) -> None:
     """Delete saved voices (every name must exist; nothing is deleted otherwise)."""
+    from ..app.voices import voices
+
     for name in names:
         if voices.builtin_instruct(name) is not None:
             raise InvalidRequest(

@@ -1,4 +1,8 @@
-"""`omnivoice wyoming`: a Wyoming TTS server for Home Assistant (server/wyoming/wyoming.py)."""
+"""`omnivoice wyoming`: a Wyoming TTS server for Home Assistant (server/wyoming/wyoming.py).
+
+The app layer and the server are imported inside the function that runs them: `omnivoice wyoming
+--help` reads only the options (ui/options.py) and the help texts here.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +10,6 @@ from typing import Optional
 
 import typer
 
-from ..app.door.speaker import Speaker
-from ..server.schema import package_version
 from ..ui.messages import echo, warn
 from ..ui.options import (
     IDLE_UNLOAD_OPTION,
@@ -19,7 +21,6 @@ from ..ui.options import (
     SPEAKER_SETTINGS,
     with_settings,
 )
-from .common import check_extra, load_model, speaker_options
 
 HELP = """Serve text to speech over the Wyoming protocol, for Home Assistant's voice pipeline.
 
@@ -77,6 +78,10 @@ def wyoming(
     flags: dict = NO_FLAGS,
 ) -> None:
     """Serve text to speech over the Wyoming protocol, for Home Assistant's voice pipeline."""
+    from ..app.door.speaker import Speaker
+    from ..server.schema import package_version
+    from .common import check_extra, load_model, speaker_options
+
     check_extra("omnivoice wyoming", "wyoming", ("wyoming", ("wyoming.server",)))
     import asyncio
 

@@ -55,11 +55,11 @@ from ..dryrun import describe
 from ..session import Session
 from ..settings.layers import FLAG_SOURCE, Resolved, resolve
 from ..settings.presets import Preset
+from ..settings.schema import BOOK_LOUDNESS
 from ..settings.setting import SettingsError
 from ..signals import HoldSignals, Stop
 from .bookassembly import Assembly, Loudness, output_names
 from .bookplan import (
-    DEFAULT_LOUDNESS,
     KEY_CHARS,
     PART_FORMAT,
     BookOutput,
@@ -190,9 +190,9 @@ class BookRun:
         return resolve(*layers, (FLAG_SOURCE, self.flags))
 
     def loudness_target(self) -> float:
-        """The LUFS each output is brought to: the `loudness` setting, else DEFAULT_LOUDNESS."""
+        """The LUFS each output is brought to: the `loudness` setting, else BOOK_LOUDNESS."""
         value = self.settings().get("loudness")
-        return DEFAULT_LOUDNESS if value is None else float(value)
+        return BOOK_LOUDNESS if value is None else float(value)
 
     def audio_format(self) -> AudioFormat | None:
         """The format of a folder's chapter files (the `format` setting); an .m4b is AAC (None)."""

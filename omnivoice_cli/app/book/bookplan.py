@@ -32,7 +32,6 @@ CHAPTER_LEAD = 0.5  # seconds of silence before a chapter's first word
 CHAPTER_TAIL = 2.0  # seconds of silence after its last
 PART_CHARS = 10_000  # characters of a part at most: about 11 minutes of speech, 65 MB of audio while spoken
 PART_FORMAT = "flac"  # the parts in the work folder: lossless
-DEFAULT_LOUDNESS = -18.0  # LUFS, integrated, over each whole output (the face's --help says it: imported there)
 PEAK_DBTP = -1.0  # the true-peak ceiling of the limiter
 BOOK_SUFFIXES = (".m4b",)
 # settings that do not change what is spoken (the part keys leave them out)

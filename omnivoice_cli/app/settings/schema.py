@@ -23,6 +23,9 @@ DEFAULT_MODEL = "k2-fsa/OmniVoice"  # hub id used when neither --model nor $OMNI
 DEFAULT_ASR_MODEL = "mobiuslabsgmbh/faster-whisper-large-v3-turbo"
 DEFAULT_OUTPUT_STEM = "omnivoice"  # `say` writes omnivoice.<format> in the current folder by default
 DEFAULT_OUTPUT = DEFAULT_OUTPUT_STEM + ".wav"
+# `book`'s loudness when the setting is not given (elsewhere it is off): LUFS, integrated, over each
+# whole output; here, not in the book's modules, so that `book --help` says it without importing them
+BOOK_LOUDNESS = -18.0
 
 _GEN = GenerationConfig()
 _MODEL = ModelConfig()
