@@ -209,3 +209,37 @@ def test_eviction_spares_files_that_are_not_the_caches(folder):
     weightcache.evict(folder, cap=1, keep=entry)
     assert {p.name: p.read_bytes() for p in folder.iterdir() if p != entry} == before
     assert [e.path for e in weightcache.entries(folder)] == [entry]
+
+
+def test_a_fifo_in_place_of_an_entry_is_never_opened(folder, fresh, invoke):
+    """A FIFO where the entry would be: the load goes on without the cache (one notice) and `cache
+    list` skips it, neither opening it. A thread blocked opening its other end tells whether anyone
+    did (and lets such a reader through at once, so that the unfixed code fails rather than hangs)."""
+    import threading
+
+    _load()
+    [entry] = _files(folder)
+    entry.unlink()
+    os.mkfifo(entry)
+    opened = threading.Event()
+
+    def feed():
+        os.close(os.open(entry, os.O_WRONLY))  # returns once a reader has opened the FIFO
+        opened.set()
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    notes: list[str] = []
+    engine = _load(notes)
+    listed = invoke("cache", "list")
+    cleared = invoke("cache", "clear")
+    reader_came = opened.is_set()
+    if not reader_came and entry.exists():  # let the feeder go
+        os.close(os.open(entry, os.O_RDONLY | os.O_NONBLOCK))
+    feeder.join(60)
+    assert not reader_came, "the FIFO was opened: a run would hang on it"
+    assert len(notes) == 1 and entry.name in notes[0] and "not a regular file" in notes[0], notes
+    assert torch.equal(_logits(engine), fresh[0])
+    assert listed.exit_code == 0 and "0 files" in listed.stderr and listed.stdout == ""
+    assert cleared.exit_code == 0 and "deleted 0 files" in cleared.stderr
+    assert entry.exists() and not entry.is_file()  # not the cache's to delete

@@ -261,7 +261,14 @@ class _Writer:
         self.size = at
         self.header = header
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.file = open(self.tmp, "wb")
+        try:  # a new file of ours, never through a link
+            fd = os.open(self.tmp, _WRITE_FLAGS, 0o644)
+        except FileExistsError:  # a killed run's of this process id: ours when it is a regular file
+            st = _lstat(self.tmp)
+            if st is None or not _unlink_same(self.tmp, (st.st_dev, st.st_ino)):
+                raise
+            fd = os.open(self.tmp, _WRITE_FLAGS, 0o644)
+        self.file = os.fdopen(fd, "wb")
         self._write_header()
 
     def _write_header(self) -> None:
@@ -343,8 +350,14 @@ def int8_maker(
         return None, lambda ok: None
     layout, key = expected_tensors(model), key_of(checkpoint)
     path = file_for(folder, key)
-    if path.exists():
+    st = _lstat(path)
+    if st is not None and not stat.S_ISREG(st.st_mode):  # a link, a FIFO, a folder: not ours, never opened
+        notice(f"weight cache: {path} is not a regular file: loading without the cache")
+        return None, lambda ok: None
+    if st is not None:
         try:
+            if _cache_meta(path, st) is None:  # opened safely first: what follows opens it by name
+                raise ValueError("not a file of the cache")
             file = _open(path, key, layout)
             os.utime(path)  # used now: the last to be evicted
 
@@ -357,7 +370,7 @@ def int8_maker(
             return read, lambda ok: None
         except (ValueError, OSError, TensorFileError) as e:
             notice(f"weight cache: {path.name} is not usable ({getattr(e, 'detail', e)}): rebuilding it")
-            path.unlink(missing_ok=True)
+            _unlink_same(path, (st.st_dev, st.st_ino))
     try:
         writer = _Writer(path, key, layout)
     except OSError as e:
