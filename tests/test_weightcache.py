@@ -243,3 +243,30 @@ def test_a_fifo_in_place_of_an_entry_is_never_opened(folder, fresh, invoke):
     assert listed.exit_code == 0 and "0 files" in listed.stderr and listed.stdout == ""
     assert cleared.exit_code == 0 and "deleted 0 files" in cleared.stderr
     assert entry.exists() and not entry.is_file()  # not the cache's to delete
+
+
+LIMITED_LOAD = """
+import json, resource, sys
+from omnivoice_cli.engine.hardware import Hardware
+from omnivoice_cli.engine.pipeline import Engine
+resource.setrlimit(resource.RLIMIT_FSIZE, (8192, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+notes = []
+Engine.load(sys.argv[1], Hardware(device="cpu", quantize="int8"), on_notice=notes.append)
+print(json.dumps(notes))
+"""
+
+
+def test_a_failed_write_says_so_once_and_leaves_nothing(folder):
+    """A write that fails (a file-size limit of 8 KiB, as a full disk does): one notice, the load
+    goes on, and no temporary file is left in the folder."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, weightcache.ENV: str(folder)}
+    done = subprocess.run(
+        [sys.executable, "-c", LIMITED_LOAD, str(TINY_CKPT)], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr
+    notes = json.loads(done.stdout.splitlines()[-1])
+    assert len(notes) == 1 and "weight cache: cannot write" in notes[0] and "loading without it" in notes[0], notes
+    assert sorted(os.listdir(folder)) == []

@@ -288,18 +288,27 @@ class _Writer:
         self.file.write(data)
 
     def close(self, ok: bool) -> bool:
-        """Finish (the CRC in the header, the rename) when `ok`; else drop the temporary file."""
+        """Finish (the CRC in the header, the rename) when `ok`; else drop the temporary file. An
+        OSError of finishing is raised, the temporary file gone all the same."""
+        renamed = False
         try:
             if ok:
                 self.meta["crc32"] = f"{self.crc:08x}"
                 self._write_header()
                 self.file.close()
                 self.tmp.replace(self.path)
-                return True
+                renamed = True
         finally:
-            self.file.close()
-            self.tmp.unlink(missing_ok=True)
-        return False
+            try:
+                self.file.close()  # what it still buffers cannot be written (a full disk): dropped
+            except OSError:
+                pass
+            if not renamed:
+                try:
+                    self.tmp.unlink(missing_ok=True)
+                except OSError:
+                    pass
+        return renamed
 
 
 def _data_crc(path: Path, start: int) -> int:
@@ -386,11 +395,14 @@ def int8_maker(
             except OSError as e:
                 writer.failed = True
                 notice(f"weight cache: cannot write {folder} ({e.strerror or e}): loading without it")
+                writer.close(False)  # its temporary file gone at once, its space with it
         return kind.from_codes(codes, scales, sums, bias)
 
     def done(ok: bool) -> None:
+        if writer.failed:  # said so, and dropped, when it failed
+            return
         try:
-            if writer.close(ok and not writer.failed):
+            if writer.close(ok):
                 evict(folder, keep=path)
         except OSError as e:
             notice(f"weight cache: cannot write {folder} ({e.strerror or e})")
