@@ -130,7 +130,7 @@ def serve(
         metavar="N",
         rich_help_panel="Server",
         help="/tts/ws sockets one address may hold open (behind a proxy, all of its clients'); more are "
-        "closed with 1013. All addresses together: half the connection limit. Default: 32.",
+        "refused before the upgrade (429). All addresses together: half the connection limit. Default: 32.",
     ),
     no_ui: bool = typer.Option(False, "--no-ui", rich_help_panel="Server", help="No page on GET / (the API only)."),
     warmup: bool = typer.Option(
