@@ -77,7 +77,8 @@ def _acquire(path: Path, output: Path) -> int | None:
             st = os.fstat(fd)
         except OSError:
             st = None
-        if st is None or not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+        # (no names at all: removed as its holder let go, and retried below)
+        if st is None or not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
             os.close(fd)
             what = (
                 "not a file" if st is None or not stat.S_ISREG(st.st_mode) else "a file with another name (a hard link)"
