@@ -280,15 +280,6 @@ def server_errors():
             logger.removeHandler(handler)
 
 
-def closed_by_server(ws):
-    """The close frame the server sent (websockets' Close), reading whatever comes before it."""
-    with pytest.raises(websockets.exceptions.ConnectionClosed) as closed:
-        while True:
-            ws.recv(timeout=120)
-    assert closed.value.rcvd is not None, "the client closed, not the server"
-    return closed.value.rcvd
-
-
 def refused_before_upgrade(url):
     """The HTTP reply that refused a handshake (websockets' InvalidStatus): (status, JSON error)."""
     with pytest.raises(websockets.exceptions.InvalidStatus) as refused:
