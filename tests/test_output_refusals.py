@@ -153,3 +153,53 @@ def test_a_killed_runs_lock_file_never_blocks(invoke, fake_engine, tmp_path):
     r = invoke("say", "Hello.", "-o", out)
     assert r.exit_code == 0, r.stderr
     assert out.is_file() and not lock_path(out).exists()
+
+
+# -- a lock file that is not ours: never followed, never truncated, never made elsewhere -------
+
+
+def _plant(where, kind, victim):
+    if kind == "link":
+        where.symlink_to(victim)
+    elif kind == "dangling":
+        where.symlink_to(victim.with_name("made-elsewhere"))
+    elif kind == "fifo":
+        os.mkfifo(where)
+    else:  # a hard link to someone's file
+        os.link(victim, where)
+
+
+@pytest.mark.parametrize("kind", ["link", "dangling", "fifo", "hardlink"])
+def test_say_refuses_a_lock_file_that_is_a_link_or_not_a_file(invoke, fake_engine, tmp_path, kind):
+    from omnivoice_cli.media.lock import lock_path
+
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    victim = theirs / "precious.txt"
+    victim.write_text("someone's work\n")
+    out = tmp_path / "out.wav"
+    _plant(lock_path(out), kind, victim)
+    r = invoke("say", "Hello.", "-o", out)
+    line = error_line(r, str(lock_path(out)), exit_code=1)
+    assert "a regular file" in line and "remove it" in line, line
+    assert victim.read_text() == "someone's work\n" and sorted(p.name for p in theirs.iterdir()) == ["precious.txt"]
+    assert not out.exists() and fake_engine.loads == []
+    assert os.path.lexists(lock_path(out))  # not ours: left where it was
+
+
+@pytest.mark.parametrize("kind", ["link", "dangling"])
+def test_batch_refuses_a_folder_lock_that_is_a_link(invoke, fake_engine, tmp_path, kind):
+    from omnivoice_cli.media.lock import lock_path
+
+    lines = tmp_path / "lines.txt"
+    lines.write_text("Hello.\n")
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    victim = theirs / "precious.txt"
+    victim.write_text("someone's work\n")
+    out = tmp_path / "out"
+    _plant(lock_path(out, folder=True), kind, victim)
+    r = invoke("batch", lines, "-o", out)
+    error_line(r, str(lock_path(out, folder=True)), exit_code=1)
+    assert victim.read_text() == "someone's work\n" and sorted(p.name for p in theirs.iterdir()) == ["precious.txt"]
+    assert not out.exists() and fake_engine.loads == []

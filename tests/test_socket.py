@@ -280,29 +280,25 @@ def server_errors():
             logger.removeHandler(handler)
 
 
-def closed_by_server(ws):
-    """The close frame the server sent (websockets' Close), reading whatever comes before it."""
-    with pytest.raises(websockets.exceptions.ConnectionClosed) as closed:
-        while True:
-            ws.recv(timeout=120)
-    assert closed.value.rcvd is not None, "the client closed, not the server"
-    return closed.value.rcvd
+def refused_before_upgrade(url):
+    """The HTTP reply that refused a handshake (websockets' InvalidStatus): (status, JSON error)."""
+    with pytest.raises(websockets.exceptions.InvalidStatus) as refused:
+        connect(ws_url(url)).close()
+    response = refused.value.response
+    return response.status_code, json.loads(response.body)["error"], response.headers
 
 
 def test_a_peer_over_its_socket_cap_is_told_why_and_health_answers(engine):
-    """With 3 sockets a peer: the 4th is accepted only to be told why (an error event `busy`) and
-    closed with 1013 and the reason; /health answers 200 meanwhile; once one closes, a new one is let in."""
+    """With 3 sockets a peer: the 4th is refused before the upgrade, told why (429, Retry-After, the
+    reason); /health answers 200 meanwhile; once one closes, a new one is let in."""
     with running_server(engine, socket_max_per_peer=3) as (url, _server, state), ExitStack() as sockets:
         held = [sockets.enter_context(connect(ws_url(url))) for _ in range(3)]
         for ws in held:
             ws.send(json.dumps({"type": "ping"}))
             assert json.loads(ws.recv(timeout=120)) == {"type": "pong"}
-        with connect(ws_url(url)) as extra:
-            told = json.loads(extra.recv(timeout=120))
-            assert told["type"] == "error" and told["data"]["code"] == "busy", told
-            assert "127.0.0.1 has 3 sockets open, the most one address may hold" in told["data"]["message"]
-            close = closed_by_server(extra)
-            assert close.code == 1013 and "127.0.0.1 has 3 sockets open" in close.reason, close
+        status, error, headers = refused_before_upgrade(url)
+        assert status == 429 and error["code"] == "busy" and headers["Retry-After"] == "5", (status, error)
+        assert "127.0.0.1 has 3 sockets open, the most one address may hold" in error["message"]
         health = httpx.get(url + "/health", timeout=120)
         assert health.status_code == 200 and health.json()["status"] == "ready"
         held.pop().close()
@@ -312,17 +308,60 @@ def test_a_peer_over_its_socket_cap_is_told_why_and_health_answers(engine):
             assert json.loads(again.recv(timeout=120)) == {"type": "pong"}
 
 
+def _raw_handshake(url):
+    """A WebSocket handshake on a plain TCP socket that then stays idle (never answers a frame):
+    (the socket, the reply's head and what came after it up to the server's end of the connection).
+    The server must end it: a read that waits on that, not a delay."""
+    import socket
+
+    host, port = url.removeprefix("http://").split(":")
+    conn = socket.create_connection((host, int(port)), timeout=120)
+    conn.sendall(
+        f"GET /tts/ws HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
+    )
+    got = b""
+    while b"\r\n\r\n" not in got:
+        chunk = conn.recv(4096)
+        assert chunk, got
+        got += chunk
+    head, _, rest = got.partition(b"\r\n\r\n")
+    if not head.startswith(b"HTTP/1.1 101"):  # refused: the server ends the connection after its reply
+        while chunk := conn.recv(4096):
+            rest += chunk
+    return conn, head.decode("latin-1"), rest
+
+
+def test_idle_sockets_past_the_cap_are_refused_before_the_upgrade(engine):
+    """A peer at its cap of 3 sockets floods the server with more handshakes than its connection
+    limit, each left idle: each is refused before the upgrade (an HTTP 429 naming the cap) and its
+    connection dropped by the server, so /health and speech are served while the flood is held."""
+    with running_server(engine, socket_max_per_peer=3) as (url, server, state), ExitStack() as stack:
+        for _ in range(3):
+            stack.enter_context(connect(ws_url(url)))
+        flood = []
+        for _ in range(server.config.limit_concurrency + 2):
+            conn, head, body = _raw_handshake(url)
+            stack.callback(conn.close)
+            flood.append(conn)
+            assert head.startswith("HTTP/1.1 429"), head
+            assert "127.0.0.1 has 3 sockets open, the most one address may hold" in json.loads(body)["error"]["message"]
+        assert state.sockets["127.0.0.1"] == 3
+        health = httpx.get(url + "/health", timeout=120)
+        assert health.status_code == 200 and health.json()["status"] == "ready"
+        assert len(http_pcm(url, "Still served.", num_step=2)) > 0
+
+
 def test_sockets_in_all_stay_under_the_connection_limit(engine):
-    """`max_sockets` sockets open (every address's together): the next is closed with 1013, and
-    /health and speech still answer, uvicorn's connection limit has room to spare."""
+    """`max_sockets` sockets open (every address's together): the next is refused before the upgrade
+    (503), and /health and speech still answer, uvicorn's connection limit has room to spare."""
     with running_server(engine, max_queue=1, socket_max_per_peer=1000) as (url, server, state), ExitStack() as sockets:
         cap = state.options.max_sockets
         assert cap < server.config.limit_concurrency  # the other half is HTTP's
         for _ in range(cap):
             sockets.enter_context(connect(ws_url(url)))
-        with connect(ws_url(url)) as extra:
-            close = closed_by_server(extra)
-            assert close.code == 1013 and f"the server has {cap} sockets open" in close.reason, close
+        status, error, _ = refused_before_upgrade(url)
+        assert status == 503 and f"the server has {cap} sockets open" in error["message"], (status, error)
         assert httpx.get(url + "/health", timeout=120).status_code == 200
         assert len(http_pcm(url, "Still served.", num_step=2)) > 0
 

@@ -131,7 +131,7 @@ SOCKET_MAX_PER_PEER_OPTION = typer.Option(
     metavar="N",
     rich_help_panel="Server",
     help="/tts/ws sockets one address may hold open (behind a proxy, all of its clients'); more are "
-    "closed with 1013. All addresses together: half the connection limit. Default: 32.",
+    "refused before the upgrade (429). All addresses together: half the connection limit. Default: 32.",
 )
 NO_UI_OPTION = typer.Option(False, "--no-ui", rich_help_panel="Server", help="No page on GET / (the API only).")
 WARMUP_OPTION = typer.Option(

@@ -7,11 +7,18 @@ temporary files' names are, atomic.temporary_prefix; a folder's by its real path
 spellings of one folder share a lock, and before the folder is made). The
 system drops a lock when its process ends, however it ends, so a stale lock file (a killed run's)
 never blocks; a run removes its lock file when it is done. Where the system has no `flock`
-(Windows) or the file system refuses locks, the run goes on unlocked."""
+(Windows) or the file system refuses locks, the run goes on unlocked.
+
+The lock file's name is in a folder others may write, so what stands there is untrusted: it is
+opened without following a link (O_NOFOLLOW) and without blocking, and used only when it is a
+regular file with no other name (no hard link); else the run is refused (LockRefused, exit 1),
+the thing at that name left as it was. A file is removed only when it is still the one locked."""
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -22,6 +29,10 @@ from .atomic import temporary_prefix
 
 class OutputBusy(OmniVoiceError):
     """Another run is writing the same output (a runtime failure, exit 1)."""
+
+
+class LockRefused(OmniVoiceError):
+    """The lock file's name holds a link or something not a plain file of ours (exit 1)."""
 
 
 def lock_path(output: Path, folder: bool = False) -> Path:
@@ -54,11 +65,25 @@ def _acquire(path: Path, output: Path) -> int | None:
         import fcntl
     except ImportError:  # Windows
         return None
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
     while True:
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError:  # a folder the checks let pass but that refuses this file: unlocked
-            return None
+            fd = os.open(path, flags, 0o644)
+        except OSError as e:
+            if os.path.islink(path) or e.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR):
+                raise _refused(path, output, "a symbolic link" if os.path.islink(path) else "not a file") from None
+            return None  # a folder the checks let pass but that refuses this file: unlocked
+        try:
+            st = os.fstat(fd)
+        except OSError:
+            st = None
+        # (no names at all: removed as its holder let go, and retried below)
+        if st is None or not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
+            os.close(fd)
+            what = (
+                "not a file" if st is None or not stat.S_ISREG(st.st_mode) else "a file with another name (a hard link)"
+            )
+            raise _refused(path, output, what)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -72,7 +97,7 @@ def _acquire(path: Path, output: Path) -> int | None:
             os.close(fd)
             return None
         try:  # the holder before may have removed the file as it let go: lock the one at the path
-            same = os.path.samestat(os.fstat(fd), os.stat(path))
+            same = os.path.samestat(os.fstat(fd), os.lstat(path))
         except OSError:
             same = False
         if same:
@@ -80,6 +105,13 @@ def _acquire(path: Path, output: Path) -> int | None:
             os.write(fd, f"{os.getpid()}\n".encode())
             return fd
         os.close(fd)
+
+
+def _refused(path: Path, output: Path, what: str) -> LockRefused:
+    return LockRefused(
+        f"lock file '{path}' of output '{output}' is {what}, where only a regular file of a run may stand: "
+        "remove it, or give another -o"
+    )
 
 
 def _holder(fd: int) -> str:
@@ -91,8 +123,9 @@ def _holder(fd: int) -> str:
 
 
 def _release(path: Path, fd: int) -> None:
-    try:
-        os.unlink(path)  # while still held: a run waiting on the old file finds it gone and retries
+    try:  # while still held: a run waiting on the old file finds it gone and retries; only our file
+        if os.path.samestat(os.fstat(fd), os.lstat(path)):
+            os.unlink(path)
     except OSError:
         pass
     os.close(fd)

@@ -36,20 +36,20 @@ The API key is checked before the socket is accepted (the HTTP reply is the 401 
 bounds: a frame of at most the server's JSON body limit, `MAX_PENDING` parts waiting per socket,
 `--max-queue` requests in the engine; `socket_max_per_peer` sockets open from one address and
 `max_sockets` in all (half uvicorn's connection limit, so HTTP, /health first, always has the other
-half): one over is accepted, told why (an error event `busy`) and closed with 1013 (try again later)
-and the reason; a socket that sends no text, config, flush or cancel for `socket_idle_timeout`
+half): one over is refused before the upgrade, as a bad key is: an HTTP reply saying why (429 past
+the address's cap, 503 past the total, with Retry-After) and its connection ended by the server,
+so that handshakes left idle hold no connection (without the denial extension: closed before the
+accept, 1013 and the reason); a socket that sends no text, config, flush or cancel for `socket_idle_timeout`
 seconds while nothing of its is spoken is closed (1000, the reason says so): pings keep the
 connection's proxies awake but do not keep the socket.
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
 from typing import TYPE_CHECKING
 
 from starlette.responses import Response
-from starlette.websockets import WebSocket, WebSocketDisconnect
+from starlette.websockets import WebSocket
 
 from .errors import ApiError, busy, check_key
 from .socketmessages import TRY_AGAIN_LATER
@@ -80,48 +80,40 @@ def refusal(websocket: WebSocket, state: ServerState) -> ApiError | None:
 async def tts_socket(websocket: WebSocket) -> None:
     """The endpoint (a Starlette WebSocketRoute)."""
     state: ServerState = websocket.app.state.server
-    refused = refusal(websocket, state)
-    if refused is not None:
-        if "websocket.http.response" in websocket.scope.get("extensions", {}):
-            await websocket.send_denial_response(
-                Response(refused.body(), refused.status, refused.headers, media_type="application/json")
-            )
-        else:
-            await websocket.close(code=1008 if refused.status == 401 else 1013, reason=refused.message[:120])
-        return
     peer = websocket.client.host if websocket.client is not None else ""
-    full = crowded(state, peer)
-    if full is None:
-        state.sockets[peer] += 1  # counted before the first await: handshakes at once see each other
+    refused = refusal(websocket, state) or crowded(state, peer)
+    if refused is not None:
+        await deny(websocket, refused)
+        return
+    state.sockets[peer] += 1  # counted before the first await: handshakes at once see each other
     try:
         await websocket.accept()
-        if full is not None:
-            await turn_away(websocket, full)
-            return
         await SocketSession(websocket, state).run()
     finally:
-        if full is None:
-            state.sockets[peer] -= 1
-            if state.sockets[peer] <= 0:
-                del state.sockets[peer]
+        state.sockets[peer] -= 1
+        if state.sockets[peer] <= 0:
+            del state.sockets[peer]
 
 
-def crowded(state: ServerState, peer: str) -> str | None:
+async def deny(websocket: WebSocket, refused: ApiError) -> None:
+    """Refuse the socket before the upgrade: the HTTP reply of any endpoint (the server then ends the
+    connection), or where the server cannot send one, a close before the accept (1008 for a bad
+    key, else 1013, and the reason)."""
+    if "websocket.http.response" in websocket.scope.get("extensions", {}):
+        await websocket.send_denial_response(
+            Response(refused.body(), refused.status, refused.headers, media_type="application/json")
+        )
+    else:
+        await websocket.close(code=1008 if refused.status == 401 else TRY_AGAIN_LATER, reason=refused.message[:120])
+
+
+def crowded(state: ServerState, peer: str) -> ApiError | None:
     """Why one more socket from `peer` is refused (the caps of the module doc), or None."""
     options, held = state.options, state.sockets[peer]
     total = sum(state.sockets.values())
     if total >= options.max_sockets:
-        return f"the server has {total} sockets open, the most it takes: try again shortly"
+        return busy(f"the server has {total} sockets open, the most it takes: try again shortly", 5, code="busy")
     if held >= options.socket_max_per_peer:
-        return f"{peer} has {held} sockets open, the most one address may hold: close one first"
+        why = f"{peer} has {held} sockets open, the most one address may hold: close one first"
+        return ApiError(429, why, code="busy", type="rate_limit_error", headers={"Retry-After": "5"})
     return None
-
-
-async def turn_away(websocket: WebSocket, why: str) -> None:
-    """A socket over a cap, accepted only to say why: an error event, then close 1013 and the reason."""
-    error = {"type": "error", "data": {"message": why, "code": "busy"}}
-    try:
-        await asyncio.wait_for(websocket.send_text(json.dumps(error)), 5)
-        await asyncio.wait_for(websocket.close(code=TRY_AGAIN_LATER, reason=why[:120]), 5)
-    except (asyncio.TimeoutError, WebSocketDisconnect, RuntimeError, OSError):
-        pass  # the client left (or reads nothing): the handler ends and the connection with it

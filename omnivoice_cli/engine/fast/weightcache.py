@@ -11,7 +11,12 @@ different key is another file (a miss). The cache is untrusted input: a file is 
 its header, its key, every tensor's name, dtype and shape and a CRC-32 of all its data agree, and
 its scales are finite and positive; else it is deleted and rebuilt (with one notice). Files are
 written through a temporary file and a rename, and the folder is kept under a cap, the least
-recently used files evicted first. Where: $OMNIVOICE_WEIGHT_CACHE (a folder, or `off`), else
+recently used files evicted first. The folder may hold what is not the cache's (a checkpoint, a
+voice, a link, a FIFO): only its own files, named as it names them (int8-<32 hex>.safetensors,
+their temporary files) whose header holds a cache key, are listed, evicted or deleted, and only
+regular files are opened (never through a link, never blocking); an entry's name that holds
+anything else is left alone and the load goes on without the cache (one notice). A write that
+fails (a full disk) says so once and leaves no temporary file. Where: $OMNIVOICE_WEIGHT_CACHE (a folder, or `off`), else
 `weights/` in the user's data folder (hub.user_home). `omnivoice cache list` / `clear`.
 """
 
@@ -21,6 +26,8 @@ import hashlib
 import json
 import mmap
 import os
+import re
+import stat
 import struct
 import zlib
 from dataclasses import dataclass
@@ -44,6 +51,12 @@ ENV = "OMNIVOICE_WEIGHT_CACHE"
 _SUFFIX = ".safetensors"
 _CHUNK = 64 << 20
 _TORCH = {"I8": "torch.int8", "F32": "torch.float32", "I32": "torch.int32"}
+_ENTRY_NAME = re.compile(r"int8-[0-9a-f]{32}\.safetensors")  # file_for's names
+_TMP_NAME = re.compile(r"\.int8-[0-9a-f]{32}\.safetensors\.[0-9]+\.tmp")  # _Writer's
+_KEY_FIELDS = ("format", "checkpoint", "size", "mtime_ns", "header_sha256", "cpu", "torch")  # CacheKey's
+_MAX_HEADER = 16 << 20  # bytes of a cache file's header at most (a real one: tens of kB)
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+_WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
 def cache_dir() -> Path | None:
@@ -64,6 +77,70 @@ class Entry:
     checkpoint: str  # its key's checkpoint file ("?" where its header is unreadable)
     cpu: str
     torch: str
+    identity: tuple[int, int] = (0, 0)  # (device, inode): deleted only while it is still this file
+
+
+def _lstat(path: Path) -> os.stat_result | None:
+    """The entry itself (a link is not followed), or None where there is none."""
+    try:
+        return os.lstat(path)
+    except OSError:
+        return None
+
+
+def _cache_meta(path: Path, st: os.stat_result) -> dict[str, str] | None:
+    """The metadata of one of the cache's own files, or None where `path` is not one: opened without
+    following a link or blocking, only while it is the regular file `st`, its header read bounded
+    and holding every field of a cache key."""
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    try:
+        fd = os.open(path, _READ_FLAGS)
+    except OSError:
+        return None
+    try:
+        with os.fdopen(fd, "rb") as f:
+            now = os.fstat(f.fileno())
+            if not stat.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+                return None
+            head = f.read(8)
+            (n,) = struct.unpack("<Q", head) if len(head) == 8 else (-1,)
+            if not 0 < n <= min(now.st_size - 8, _MAX_HEADER):
+                return None
+            header = json.loads(f.read(n))
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    meta = header.get("__metadata__") if isinstance(header, dict) else None
+    if not isinstance(meta, dict) or not all(isinstance(meta.get(k), str) for k in _KEY_FIELDS):
+        return None
+    return meta
+
+
+def _unlink_same(path: Path, identity: tuple[int, int]) -> bool:
+    """Delete `path` only while it is still the regular file `identity` (device, inode)."""
+    st = _lstat(path)
+    if st is None or not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != identity:
+        return False
+    try:
+        path.unlink()
+    except OSError:
+        return False
+    return True
+
+
+def _own(folder: Path, name: re.Pattern) -> list[tuple[Path, os.stat_result, dict[str, str]]]:
+    """The cache's own files in `folder` whose names match `name`: (path, lstat, metadata)."""
+    try:
+        paths = [p for p in folder.iterdir() if name.fullmatch(p.name)]
+    except OSError:
+        return []
+    found = []
+    for path in paths:
+        st = _lstat(path)
+        meta = None if st is None else _cache_meta(path, st)
+        if st is not None and meta is not None:
+            found.append((path, st, meta))
+    return found
 
 
 def _header_hash(path: Path) -> str:
@@ -108,50 +185,39 @@ def file_for(folder: Path, key: CacheKey) -> Path:
 
 
 def entries(folder: Path | None = None) -> list[Entry]:
-    """The cache's files, least recently used first."""
+    """The cache's own files (the module doc), least recently used first."""
     folder = folder or cache_dir()
     if folder is None or not folder.is_dir():
         return []
-    found = []
-    for path in folder.glob(f"*{_SUFFIX}"):
-        try:
-            st = path.stat()
-        except OSError:  # deleted meanwhile
-            continue
-        try:
-            meta = SafetensorsFile(path).metadata
-        except TensorFileError:  # listed all the same: `cache clear` deletes it, a load rebuilds it
-            meta = {}
-        info = [meta.get(x, "?") for x in ("checkpoint", "cpu", "torch")]
-        found.append(Entry(path, st.st_size, st.st_mtime, *info))
+    found = [
+        Entry(path, st.st_size, st.st_mtime, meta["checkpoint"], meta["cpu"], meta["torch"], (st.st_dev, st.st_ino))
+        for path, st, meta in _own(folder, _ENTRY_NAME)
+    ]
     return sorted(found, key=lambda e: e.used)
 
 
 def clear(folder: Path | None = None) -> tuple[int, int]:
-    """Delete every file of the cache (temporary ones included); -> (files, bytes) deleted."""
+    """Delete the cache's own files (temporary ones included); -> (files, bytes) deleted."""
     folder = folder or cache_dir()
     if folder is None or not folder.is_dir():
         return 0, 0
     files = n = 0
-    for path in [*folder.glob(f"*{_SUFFIX}"), *folder.glob(f".*{_SUFFIX}.*.tmp")]:
-        try:
-            size = path.stat().st_size
-            path.unlink()
-        except OSError:
-            continue
-        files, n = files + 1, n + size
+    temporary = [(path, st.st_size, (st.st_dev, st.st_ino)) for path, st, _ in _own(folder, _TMP_NAME)]
+    for path, size, identity in [*((e.path, e.size, e.identity) for e in entries(folder)), *temporary]:
+        if _unlink_same(path, identity):
+            files, n = files + 1, n + size
     return files, n
 
 
 def evict(folder: Path, cap: int = CAP_BYTES, keep: Path | None = None) -> None:
-    """Delete the least recently used files until the folder holds at most `cap` bytes (never `keep`)."""
+    """Delete the least recently used of the cache's own files until they hold at most `cap` bytes
+    (never `keep`); what else the folder holds is neither counted nor touched."""
     found = entries(folder)
     total = sum(e.size for e in found)
     for e in found:
         if total <= cap:
             break
-        if e.path != keep:
-            e.path.unlink(missing_ok=True)
+        if e.path != keep and _unlink_same(e.path, e.identity):
             total -= e.size
 
 
@@ -195,7 +261,14 @@ class _Writer:
         self.size = at
         self.header = header
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.file = open(self.tmp, "wb")
+        try:  # a new file of ours, never through a link
+            fd = os.open(self.tmp, _WRITE_FLAGS, 0o644)
+        except FileExistsError:  # a killed run's of this process id: ours when it is a regular file
+            st = _lstat(self.tmp)
+            if st is None or not _unlink_same(self.tmp, (st.st_dev, st.st_ino)):
+                raise
+            fd = os.open(self.tmp, _WRITE_FLAGS, 0o644)
+        self.file = os.fdopen(fd, "wb")
         self._write_header()
 
     def _write_header(self) -> None:
@@ -215,18 +288,27 @@ class _Writer:
         self.file.write(data)
 
     def close(self, ok: bool) -> bool:
-        """Finish (the CRC in the header, the rename) when `ok`; else drop the temporary file."""
+        """Finish (the CRC in the header, the rename) when `ok`; else drop the temporary file. An
+        OSError of finishing is raised, the temporary file gone all the same."""
+        renamed = False
         try:
             if ok:
                 self.meta["crc32"] = f"{self.crc:08x}"
                 self._write_header()
                 self.file.close()
                 self.tmp.replace(self.path)
-                return True
+                renamed = True
         finally:
-            self.file.close()
-            self.tmp.unlink(missing_ok=True)
-        return False
+            try:
+                self.file.close()  # what it still buffers cannot be written (a full disk): dropped
+            except OSError:
+                pass
+            if not renamed:
+                try:
+                    self.tmp.unlink(missing_ok=True)
+                except OSError:
+                    pass
+        return renamed
 
 
 def _data_crc(path: Path, start: int) -> int:
@@ -277,8 +359,14 @@ def int8_maker(
         return None, lambda ok: None
     layout, key = expected_tensors(model), key_of(checkpoint)
     path = file_for(folder, key)
-    if path.exists():
+    st = _lstat(path)
+    if st is not None and not stat.S_ISREG(st.st_mode):  # a link, a FIFO, a folder: not ours, never opened
+        notice(f"weight cache: {path} is not a regular file: loading without the cache")
+        return None, lambda ok: None
+    if st is not None:
         try:
+            if _cache_meta(path, st) is None:  # opened safely first: what follows opens it by name
+                raise ValueError("not a file of the cache")
             file = _open(path, key, layout)
             os.utime(path)  # used now: the last to be evicted
 
@@ -291,7 +379,7 @@ def int8_maker(
             return read, lambda ok: None
         except (ValueError, OSError, TensorFileError) as e:
             notice(f"weight cache: {path.name} is not usable ({getattr(e, 'detail', e)}): rebuilding it")
-            path.unlink(missing_ok=True)
+            _unlink_same(path, (st.st_dev, st.st_ino))
     try:
         writer = _Writer(path, key, layout)
     except OSError as e:
@@ -307,11 +395,14 @@ def int8_maker(
             except OSError as e:
                 writer.failed = True
                 notice(f"weight cache: cannot write {folder} ({e.strerror or e}): loading without it")
+                writer.close(False)  # its temporary file gone at once, its space with it
         return kind.from_codes(codes, scales, sums, bias)
 
     def done(ok: bool) -> None:
+        if writer.failed:  # said so, and dropped, when it failed
+            return
         try:
-            if writer.close(ok and not writer.failed):
+            if writer.close(ok):
                 evict(folder, keep=path)
         except OSError as e:
             notice(f"weight cache: cannot write {folder} ({e.strerror or e})")

@@ -41,21 +41,28 @@ def drop_unknown_tags(text: str) -> tuple[str, str | None]:
     known = _known()
     unknown: list[str] = []
     out: list[str] = []
+    last = ""  # the last character written so far (never the text rebuilt to find it: linear time)
     pos = 0
     for m in _TAGLIKE_RE.finditer(text):
         word, whole = m.group(1), m.group()
         name = word.lower()
-        out.append(text[pos : m.start()])
+        if m.start() > pos:
+            out.append(text[pos : m.start()])
+            last = text[m.start() - 1]
         pos = m.end()
         if name == _PAUSE_WORD or (name not in known and word.isupper()):
             out.append(whole)  # a pause tag, or a pronunciation such as [B]
+            last = whole[-1]
         elif name in known:  # as the model knows it, its spaces kept
             out.append(whole.replace(f"[{word}]", known[name]) if f"[{word}]" in whole else whole)
+            last = whole[-1]
         else:
             unknown.append(f"[{word}]")
-            before, after = "".join(out), text[pos : pos + 1]
-            glued = not before or before[-1].isspace() or (after and not after.isalnum() and after not in " \t[")
-            out.append("" if glued else " ")  # one space between the words it stood between
+            after = text[pos : pos + 1]
+            glued = not last or last.isspace() or (after and not after.isalnum() and after not in " \t[")
+            if not glued:  # one space between the words it stood between
+                out.append(" ")
+                last = " "
     out.append(text[pos:])
     if not unknown:
         return "".join(out), None
