@@ -2,10 +2,11 @@
 oneDNN bf16 (the weight converted and packed once) and dynamic int8 (oneDNN's u8 x s8 kernel, or
 FBGEMM's where the CPU's class runs it faster (cpu.CHOICES); torch's quantised ops where a build
 lacks oneDNN's). The module tree keeps the checkpoint's names; on the bf16 and int8 paths q, k and
-v run as one product (`Fused`, the attention's `fused_qkv`), and the layer forward is narrow.py's,
-which fuses the residual adds and the MLP's gate into the products.
+v run as one product (`Fused`, narrow.NarrowAttention's `fused_qkv`), and the layer forward is
+narrow.py's, which fuses the residual adds and the MLP's gate into the products.
 The int8 codes and their packing are int8pack.py's. The network itself (backbone.py) knows nothing
-of the kernels: loading.py picks one.
+of the kernels: loading.py picks one, and its modules are put in the plain ones' places (taking
+over their parameters: the state dict keeps its keys).
 """
 
 from __future__ import annotations
@@ -34,6 +35,16 @@ class OneDNNLinear(nn.Linear):
     call costs what that first call would have spent anyway; the packed copy replaces the mmap'd
     weight's pages (released to the page cache, they fault back in if ever read)."""
 
+    @classmethod
+    def of(cls, linear: nn.Linear) -> "OneDNNLinear":
+        """One in `linear`'s place: its weight and bias (the same parameters)."""
+        new = cls.__new__(cls)
+        nn.Module.__init__(new)  # not nn.Linear's: it would draw a random weight
+        new.in_features, new.out_features = linear.in_features, linear.out_features
+        new.weight = linear.weight
+        new.register_parameter("bias", linear.bias)
+        return new.train(linear.training)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         packed = self.__dict__.get("packed")
         if packed is None:
@@ -61,15 +72,17 @@ def onednn_linear_available() -> bool:
 
 
 def use_onednn_linears(model: nn.Module) -> int:
-    """Compute every fp32 CPU nn.Linear of `model` with oneDNN; returns how many were switched
-    (0 where the build lacks it). The modules keep their weights and state-dict keys."""
+    """Compute every fp32 CPU nn.Linear under `model` with oneDNN: a OneDNNLinear in its place;
+    returns how many were switched (0 where the build lacks it). The modules put in place keep the
+    weights and state-dict keys."""
     if not onednn_linear_available():
         return 0
     n = 0
-    for m in model.modules():
-        if type(m) is nn.Linear and m.weight.device.type == "cpu" and m.weight.dtype == torch.float32:
-            m.__class__ = OneDNNLinear
-            n += 1
+    for parent in list(model.modules()):
+        for name, m in list(parent.named_children()):
+            if type(m) is nn.Linear and m.weight.device.type == "cpu" and m.weight.dtype == torch.float32:
+                setattr(parent, name, OneDNNLinear.of(m))
+                n += 1
     return n
 
 
@@ -358,7 +371,8 @@ def _decoder_layer(m: nn.Module) -> "DecoderLayer":
 
 def convert_layers(model: OmniVoiceModel, kind: type[KernelLinear], make: "Make | None" = None) -> int:
     """Every decoder layer's linears as `kind` (BF16Linear, Int8Linear, ...): q/k/v fused into one
-    product (q_proj, k_proj, v_proj become FusedParts of it), o_proj, gate_proj, up_proj and
+    product (a narrow.NarrowAttention in the attention's place, its q_proj, k_proj and v_proj
+    FusedParts of the product), o_proj, gate_proj, up_proj and
     down_proj converted, `kind.layers_at_once` layers at a time (measured on the 0.6B body, AMX,
     2 torch threads: bf16, whose reorder runs on one core, 0.83-0.90 s two at a time against
     0.94-0.97 one by one; int8 (oneDNN), coded by torch's multi-threaded ops, 1.29-1.51 s two at a
@@ -384,16 +398,22 @@ def convert_layers(model: OmniVoiceModel, kind: type[KernelLinear], make: "Make 
             release_pages(old.weight)
         return layer, qkv, rest
 
-    layers = [(i, x) for i, x in enumerate(map(_decoder_layer, model.llm.layers)) if x.self_attn.fused_qkv is None]
+    layers = [
+        (i, x)
+        for i, x in enumerate(map(_decoder_layer, model.llm.layers))
+        if not isinstance(x.self_attn, narrow.NarrowAttention)
+    ]
     at_once = kind.layers_at_once if make is None else 1
     with ThreadPoolExecutor(at_once) if at_once > 1 else nullcontext() as pool:
         # one at a time in this thread: torch's ops on another thread run 4-5x slower (measured:
         # the int8 body 3.5 s on one worker thread against 0.77 s here)
         converted = pool.map(convert, layers) if pool else map(convert, layers)
         for layer, qkv, (o, gate, up, down) in converted:
-            a, m = layer.self_attn, layer.mlp
-            a.fused_qkv, a.o_proj, m.gate_proj, m.up_proj, m.down_proj = qkv, o, gate, up, down
-            a.q_proj, a.k_proj, a.v_proj = (FusedPart(qkv, i) for i in range(3))
+            a, m = narrow.NarrowAttention(layer.self_attn, qkv), layer.mlp
+            a.o_proj, m.gate_proj, m.up_proj, m.down_proj = o, gate, up, down
+            parts = (FusedPart(qkv, i) for i in range(3))  # called as the nn.Linears were
+            a.q_proj, a.k_proj, a.v_proj = parts  # type: ignore[assignment]
+            layer.self_attn = a
     return 7 * len(layers)
 
 
