@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .. import torchprivate as tp
 from ..model.backbone import RMSNorm
 from . import cpu, narrow
 from .int8pack import int8_weight, pack_codes, pack_int8_rows, quantize_activations
@@ -48,9 +49,9 @@ class OneDNNLinear(nn.Linear):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         packed = self.__dict__.get("packed")
         if packed is None:
-            packed = self.__dict__["packed"] = torch.ops.mkldnn._reorder_linear_weight(self.weight, None)
+            packed = self.__dict__["packed"] = tp.reorder_linear_weight(self.weight)
             release_pages(self.weight)
-        return torch.ops.mkldnn._linear_pointwise(x, packed, self.bias, "none", [], "")
+        return tp.linear(x, packed, self.bias)
 
 
 _onednn_ok: bool | None = None
@@ -63,10 +64,9 @@ def onednn_linear_available() -> bool:
         try:
             g = torch.Generator().manual_seed(0)
             x, w, b = torch.randn(37, 64, generator=g), torch.randn(48, 64, generator=g), torch.randn(48, generator=g)
-            packed = torch.ops.mkldnn._reorder_linear_weight(w, None)
-            y = torch.ops.mkldnn._linear_pointwise(x, packed, b, "none", [], "")
+            y = tp.linear(x, tp.reorder_linear_weight(w), b)
             _onednn_ok = bool(torch.backends.mkldnn.is_available()) and torch.allclose(y, F.linear(x, w, b), atol=1e-4)
-        except (AttributeError, RuntimeError, NotImplementedError, TypeError):  # absent or changed
+        except tp.ABSENT:  # absent or changed
             _onednn_ok = False
     return _onednn_ok
 
@@ -123,7 +123,7 @@ class BF16Linear(KernelLinear):
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None):
         super().__init__()
         self.out_features, self.in_features = weight.shape
-        self.packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach().to(torch.bfloat16).contiguous(), None)
+        self.packed = tp.reorder_linear_weight(weight.detach().to(torch.bfloat16).contiguous())
         self.bias = None if bias is None else bias.detach().to(torch.bfloat16)
 
     @classmethod
@@ -132,11 +132,11 @@ class BF16Linear(KernelLinear):
 
     def forward(self, x: torch.Tensor, post: str = "none") -> torch.Tensor:
         x = x if x.dtype == torch.bfloat16 else x.to(torch.bfloat16)
-        return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, post, [], "")
+        return tp.linear(x, self.packed, self.bias, post)
 
     def binary(self, x: torch.Tensor, other: torch.Tensor, op: str) -> torch.Tensor:
         """x W^T (+ b) `op` other ("add" or "mul"), other bf16 [N, out] (or [N, 1])."""
-        return torch.ops.mkldnn._linear_pointwise.binary(x, other, self.packed, self.bias, op)
+        return tp.linear_binary(x, other, self.packed, self.bias, op)
 
     def add(self, x: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
         return self.binary(x, other, "add")
@@ -151,7 +151,7 @@ _int8_ok: bool | None = None
 
 
 def onednn_int8_available() -> bool:
-    """Whether this torch build has oneDNN's quantised linear (torch.ops.onednn, the kernel torch's
+    """Whether this torch build has oneDNN's quantised linear (torchprivate.qlinear, the kernel torch's
     own CPU compiler emits for int8) and it agrees with a plain product of the codes (checked once)."""
     global _int8_ok
     if _int8_ok is None:
@@ -163,7 +163,7 @@ def onednn_int8_available() -> bool:
             xq, xs = quantize_activations(x, Int8Linear.half)
             want = ((xq.float() - Int8Linear.half - 1) * xs) @ (codes.float() * scale[:, None]).T
             _int8_ok = torch.allclose(y, want, rtol=1e-4, atol=1e-4)
-        except (AttributeError, RuntimeError, NotImplementedError, TypeError):  # absent or changed
+        except tp.ABSENT:  # absent or changed
             _int8_ok = False
     return _int8_ok
 
@@ -209,41 +209,8 @@ class Int8Linear(KernelLinear):
         codes, scale = q
         zero = self.half + 1
         if other is None:
-            return torch.ops.onednn.qlinear_pointwise(
-                codes,
-                scale,
-                zero,
-                self.packed,
-                self.w_scale,
-                None,
-                self.bias,
-                1.0,
-                0,
-                torch.float32,
-                post,
-                [],
-                "",  # output scale, zero point, dtype
-            )
-        return torch.ops.onednn.qlinear_pointwise.binary(
-            codes,
-            scale,
-            zero,
-            self.packed,
-            self.w_scale,
-            None,
-            other,
-            self.bias,
-            1.0,
-            0,
-            torch.float32,
-            1.0,
-            0,
-            "add",
-            1.0,
-            post,
-            [],
-            "",  # ..., other's scale and zero point
-        )
+            return tp.qlinear(codes, scale, zero, self.packed, self.w_scale, self.bias, post)
+        return tp.qlinear_add(codes, scale, zero, self.packed, self.w_scale, other, self.bias, post)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.run(self.quantize(x))
@@ -292,7 +259,7 @@ class LegacyInt8Linear(KernelLinear):
         zero = torch.zeros(len(scale), dtype=torch.long)
         with warnings.catch_warnings():  # torch marks its quantised tensor types deprecated
             warnings.simplefilter("ignore")
-            qweight = torch._make_per_channel_quantized_tensor(codes, scale.double(), zero, 0)
+            qweight = tp.per_channel_quantized(codes, scale.double(), zero, 0)
         bias = None if bias is None else bias.detach().float()
         with _ENGINE_LOCK:  # the engine is process-wide, and convert_layers packs two layers at a time
             engines = torch.backends.quantized
@@ -300,13 +267,13 @@ class LegacyInt8Linear(KernelLinear):
             if self.engine and self.engine != was:
                 engines.engine = self.engine  # the engine packs (and so picks the kernel of) the weight
             try:
-                self.packed = torch.ops.quantized.linear_prepack(qweight, bias)
+                self.packed = tp.quantized_linear_prepack(qweight, bias)
             finally:
                 if engines.engine != was:
                     engines.engine = was
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.ops.quantized.linear_dynamic(x.float(), self.packed, True)  # True: 7-bit inputs, as fbgemm needs
+        return tp.quantized_linear_dynamic(x.float(), self.packed, True)  # True: 7-bit inputs, as fbgemm needs
 
 
 class FbgemmInt8Linear(LegacyInt8Linear):
