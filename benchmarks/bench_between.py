@@ -41,20 +41,23 @@ def four_passes(x, half):
 
 # what a revision's code swaps in: (module, class or None, names); the packed weights stay the checkout's
 SWAPPED = (
-    ("backbone", "Attention", ("attend", "project")),
     ("narrow", "LeanRMSNorm", ("forward",)),
     ("linears", "Int8Linear", ("quantize", "run", "gated", "add", "forward")),
     ("linears", "BF16Linear", ("forward", "binary", "add", "gated")),
 )
 
 
+# where a module lives in the engine's folders (a revision before them had it at the top)
+FOLDERS = {"narrow": "fast", "linears": "fast", "backbone": "model"}
+
+
 def engine_at(rev: str, into: Path):
-    """The package's engine modules at git revision `rev`, imported as the package `engine_<rev>`."""
+    """The package's engine modules at git revision `rev` (its folders kept), imported as the
+    package `engine_<rev>`."""
     name = "engine_" + "".join(c if c.isalnum() else "_" for c in rev)
     root = into / name
-    root.mkdir()
     files = subprocess.run(
-        ["git", "ls-tree", "--name-only", rev, "omnivoice_cli/engine/"],
+        ["git", "ls-tree", "-r", "--name-only", rev, "omnivoice_cli/engine/"],
         cwd=H.ROOT,
         check=True,
         capture_output=True,
@@ -63,15 +66,35 @@ def engine_at(rev: str, into: Path):
     for f in files:
         if f.endswith(".py"):
             text = subprocess.run(["git", "show", f"{rev}:{f}"], cwd=H.ROOT, check=True, capture_output=True, text=True)
-            (root / Path(f).name).write_text(text.stdout)
+            target = root / Path(f).relative_to("omnivoice_cli/engine")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text.stdout)
     sys.path.insert(0, str(into))
-    return lambda module: importlib.import_module(f"{name}.{module}")
+
+    def module(short: str):
+        folder = root / FOLDERS.get(short, "")
+        where = f"{FOLDERS[short]}.{short}" if short in FOLDERS and folder.is_dir() else short
+        return importlib.import_module(f"{name}.{where}")
+
+    return module
 
 
 def code_of(model, modules) -> dict:
-    """The methods and halves that `modules` (module name -> module) give the loaded model."""
-    code = {("model", "_halves"): (modules("narrow").attention_inputs, modules("narrow").attention_output_and_mlp)}
-    code[("model", "_rope")] = modules("narrow").stacked_rope
+    """The layer forward, attention and kernels' methods that `modules` (module name -> module)
+    give the loaded model: its LayerPath (model.use_layer_path) of the halves and RoPE, and the
+    narrow attention's methods (a revision before NarrowAttention: the plain Attention's, which
+    carried the narrow paths' switches)."""
+    from omnivoice_cli.engine.model.backbone import LayerPath
+
+    narrow = modules("narrow")
+    code: dict = {
+        ("model", "layer_path"): LayerPath(
+            narrow.stacked_rope, narrow.attention_inputs, narrow.attention_output_and_mlp
+        )
+    }
+    attention = getattr(narrow, "NarrowAttention", None) or modules("backbone").Attention
+    for n in ("attend", "qkv"):
+        code[("narrow.NarrowAttention", n)] = attention.__dict__[n]
     for module, cls, names in SWAPPED:
         for n in names:
             code[(f"{module}.{cls}", n)] = getattr(modules(module), cls).__dict__[n]
@@ -94,7 +117,7 @@ def against(args, engine, batch, c, job) -> None:
     def use(code) -> None:
         for (owner, name), value in code.items():
             if owner == "model":
-                setattr(engine.model, name, value)
+                engine.model.use_layer_path(value)
             else:
                 module, cls = owner.split(".")
                 setattr(getattr(here[module], cls), name, value)
@@ -191,9 +214,8 @@ def main() -> int:
     import torch
     import torch.nn.functional as F
 
-    from omnivoice_cli.engine.fast import int8pack, linears
+    from omnivoice_cli.engine.fast import int8pack, linears, narrow
     from omnivoice_cli.engine.hardware import Hardware
-    from omnivoice_cli.engine.model import backbone
     from omnivoice_cli.engine.model.generation import pack
     from omnivoice_cli.engine.pipeline import Engine
     from omnivoice_cli.engine.planning import Request
@@ -203,7 +225,7 @@ def main() -> int:
     engine = Engine.load(str(args.ckpt or H.default_ckpt()), hardware)
     job = engine.prepare(Request(text=H.SENTENCE_9S, lang="en"))
     batch, [(c, _)] = pack([job], "cpu")
-    grouped = backbone.grouped_attention
+    grouped = narrow.grouped_attention
 
     def fused(q, k, v, dtype):  # grouped_attention's inputs and result, through the fused kernel
         return F.scaled_dot_product_attention(q[None].to(dtype), k[None].to(dtype), v[None].to(dtype), enable_gqa=True)[
@@ -223,7 +245,7 @@ def main() -> int:
 
     def forward(name):
         flash, quantize = variants[name]
-        backbone.grouped_attention = fused if flash else grouped
+        narrow.grouped_attention = fused if flash else grouped
         linears.quantize_activations = quantize
         engine.model.heads(engine.model(batch)[c : c + job.canvas.target_len])
 

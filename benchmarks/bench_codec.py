@@ -140,8 +140,9 @@ def main() -> int:
     import torch
 
     sys.path.insert(0, str(H.ROOT))
+    from omnivoice_cli.engine.fast import codecplan
     from omnivoice_cli.engine.fast.memory import keep_heap
-    from omnivoice_cli.engine.model import codec
+    from omnivoice_cli.engine.loading import load_codec_decoder
     from omnivoice_cli.engine.model.config import ModelConfig
 
     keep_heap()  # as the engine does once loaded: large blocks reused from the heap, not faulted afresh
@@ -150,13 +151,12 @@ def main() -> int:
     print(H.cpu_header())
     cfg = ModelConfig.from_checkpoint(ckpt).codec
     t0 = time.perf_counter()
-    dec = codec.load_codec_decoder(ckpt / "audio_tokenizer", cfg)
+    dec = load_codec_decoder(ckpt / "audio_tokenizer", cfg)
     load_s = time.perf_counter() - t0
     plans = []
     for _ in range(3):  # the plan made again (what load does once)
-        dec.__dict__.pop("_plan", None)
         t0 = time.perf_counter()
-        dec.plan()
+        codecplan.install(dec)  # a new planner: the plan made again
         plans.append(time.perf_counter() - t0)
     print(
         f"checkpoint {ckpt}: load {load_s:.3f} s with the plan; the plan alone {statistics.median(plans):.3f} s "

@@ -8,7 +8,7 @@ import pytest
 import torch
 from safetensors.numpy import load_file
 
-from omnivoice_cli.engine.model.codec import load_codec_decoder
+from omnivoice_cli.engine.loading import load_codec_decoder
 from omnivoice_cli.engine.model.config import ModelConfig
 from omnivoice_cli.engine.sound import audio, postprocess
 

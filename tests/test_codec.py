@@ -15,11 +15,11 @@ from safetensors.numpy import load_file as load_np
 from safetensors.torch import load_file, save_file
 
 from omnivoice_cli.engine.errors import CheckpointError
+from omnivoice_cli.engine.loading import load_codec_decoder
 from omnivoice_cli.engine.model.codec import (
     Upsample,
     build_decoder,
     decoder_tensor_shapes,
-    load_codec_decoder,
     polyphase_upsample,
     polyphase_weight,
     rvq_decode,

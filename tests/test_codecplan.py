@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from omnivoice_cli.engine.fast.codecplan import MIN_ALPHA, build_plan, can_pack
-from omnivoice_cli.engine.model.codec import AcousticDecoder, load_codec_decoder
+from omnivoice_cli.engine.loading import load_codec_decoder
+from omnivoice_cli.engine.model.codec import AcousticDecoder
 from omnivoice_cli.engine.model.config import ModelConfig
 
 TINY = Path(__file__).parent / "fixtures" / "tiny" / "ckpt"

@@ -23,6 +23,7 @@ from omnivoice_cli.engine.fast.linears import (
 )
 from omnivoice_cli.engine.fast.narrow import (
     LeanRMSNorm,
+    grouped_attention,
     lean_rms_norm,
     norm_rope,
     rope_tables,
@@ -32,7 +33,6 @@ from omnivoice_cli.engine.hardware import Hardware
 from omnivoice_cli.engine.model.backbone import (
     RMSNorm,
     apply_rope,
-    grouped_attention,
     rms_norm,
     rope_cos_sin,
     rope_inv_freq,
@@ -187,7 +187,7 @@ def test_grouped_attention_is_attention(heads, kv):
 
 
 def narrow_installed(model) -> bool:
-    return model._halves == (narrow.attention_inputs, narrow.attention_output_and_mlp)
+    return model.layer_path == narrow.NARROW
 
 
 def _rms64(x, w, eps):

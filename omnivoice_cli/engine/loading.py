@@ -17,7 +17,7 @@ import torch
 
 from .checkpoint import hub, tensorfile
 from .errors import CheckpointError, InvalidRequest
-from .fast import cpu, memory, weightcache
+from .fast import codecplan, cpu, memory, weightcache
 from .fast.graphs import GraphedForward
 from .fast.linears import (
     FbgemmInt8Linear,
@@ -31,7 +31,7 @@ from .fast.linears import (
 )
 from .hardware import Hardware
 from .model.backbone import OmniVoiceModel
-from .model.codec import load_codec_decoder
+from .model.codec import HiggsDecoder, read_codec_decoder
 from .model.config import ModelConfig, int8_clash, int8_problem
 from .text.tokenizer import TextTokenizer
 
@@ -191,6 +191,14 @@ def check_offsets(net, root: Path) -> None:
             f"{root / 'model.safetensors'}: codebook_layer_offsets {offsets.tolist()} != {net.codebook_offsets().tolist()}"
         )
     net.init_buffers(net.audio_heads.weight.device, offsets_loaded=loaded)
+
+
+def load_codec_decoder(audio_tokenizer_dir: Path, cfg, device="cpu") -> HiggsDecoder:
+    """The codec's decoder (codec.read_codec_decoder: float32, the decode tensors only) with its
+    faster decode installed (codecplan.install: on a CPU, the plan made here, once)."""
+    decoder = read_codec_decoder(audio_tokenizer_dir, cfg, device)
+    codecplan.install(decoder)
+    return decoder
 
 
 def load_tokenizer(root: Path, cfg: ModelConfig):

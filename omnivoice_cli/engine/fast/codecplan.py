@@ -1,5 +1,5 @@
 """The codec's decode prepared for speed (`engine/model/codec.py`'s module tree stays the plain
-reference path): Snake's scales folded into the convolutions, every convolution channels-last and
+reference path; `install` puts a Planner in the decoder's seam for it, engine/loading.py calls it): Snake's scales folded into the convolutions, every convolution channels-last and
 packed, the residual VQ as one product.
 
 Snake(x) = x + sin(a x)^2 / a = (1/a) (y + sin(y)^2) with y = a x. So each Snake runs on a tensor
@@ -22,10 +22,13 @@ by it) there is no plan, and the module tree decodes.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import cast
 
 import torch
 import torch.nn.functional as F
 
+from .. import torchprivate as tp
+from ..model.codec import HiggsDecoder, Upsample, VectorQuantizer
 from .memory import release_pages
 
 PACK_FRAMES = 250  # the input length oneDNN packs the weights for: a 10 s piece
@@ -46,17 +49,14 @@ class Conv:
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if self.packed:
-            geometry = ([0, self.padding], [1, 1], [1, self.dilation], 1)
-            return torch.ops.mkldnn._convolution_pointwise(x, self.weight, self.bias, *geometry, "none", [], "")
+            return tp.conv(x, self.weight, self.bias, [0, self.padding], [1, 1], [1, self.dilation], 1)
         return F.conv2d(x, self.weight, self.bias, padding=(0, self.padding), dilation=(1, self.dilation))
 
     def add_to(self, other: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """other += conv(x), in place (packed: in the convolution's epilogue, the same bits as a
         separate add; no tensor made for the convolution's output)."""
         if self.packed:
-            geometry = ([0, self.padding], [1, 1], [1, self.dilation], 1)
-            conv = torch.ops.mkldnn._convolution_pointwise_.binary
-            return conv(other, x, self.weight, self.bias, *geometry, "add", 1.0, None, [], None)
+            return tp.conv_add_(other, x, self.weight, self.bias, [0, self.padding], [1, 1], [1, self.dilation], 1)
         return other.add_(self(x))
 
     def pack(self, length: int) -> Conv:
@@ -68,17 +68,14 @@ class Conv:
         if length <= 0 or self.packed or w.device.type != "cpu" or w.dtype != torch.float32 or not can_pack():
             return self
         size = [1, w.shape[1], 1, length]
-        weight = torch.ops.mkldnn._reorder_convolution_weight(w, [0, self.padding], [1, 1], [1, self.dilation], 1, size)
+        weight = tp.reorder_conv_weight(w, [0, self.padding], [1, 1], [1, self.dilation], 1, size)
         return replace(self, weight=weight, packed=True)
 
 
 def can_pack() -> bool:
     """Whether this torch build has oneDNN's prepacked convolution ops."""
     try:
-        return torch.backends.mkldnn.is_available() and all(
-            hasattr(torch.ops.mkldnn, op)
-            for op in ("_convolution_pointwise", "_convolution_pointwise_", "_reorder_convolution_weight")
-        )
+        return torch.backends.mkldnn.is_available() and tp.present(tp.CONV, tp.CONV_ADD_, tp.REORDER_CONV)
     except (AttributeError, RuntimeError):
         return False
 
@@ -271,3 +268,49 @@ def build_plan(decoder, pack: bool = True) -> DecoderPlan | None:
         built.append(Block(up, s, crop, tuple(units)))
     last = _conv(decoder.conv2.weight, decoder.conv2.bias, n, cols=entry[-1], padding=3)
     return DecoderPlan(first, tuple(built), last)
+
+
+def latent_of(decoder: HiggsDecoder) -> Latent:
+    """The Latent of a HiggsDecoder's residual VQ and fc2."""
+    qs = [cast(VectorQuantizer, m) for m in decoder.quantizer.quantizers]
+    return build_latent(
+        [m.codebook.embed for m in qs],
+        [m.project_out.weight for m in qs],
+        [m.project_out.bias for m in qs],
+        decoder.fc2.weight,
+        decoder.fc2.bias,
+    )
+
+
+class Planner:
+    """What a HiggsDecoder's seam holds (`HiggsDecoder.planner`): its decode folded (the residual
+    VQ and fc2 as one gather and one product, the acoustic decoder folded and channels-last), made
+    at the first call and made again if a weight is replaced or edited. None where the decoder
+    cannot fold, and off a CPU (measured on CPUs only): the module tree decodes."""
+
+    def __init__(self) -> None:
+        self.made: tuple[tuple, CodecPlan | None] | None = None  # (the weights' key, their plan)
+
+    def __call__(self, decoder: HiggsDecoder) -> CodecPlan | None:
+        if decoder.device.type != "cpu":
+            return None
+        tensors = [*decoder.parameters(), *decoder.buffers()]
+        key = tuple((p.device, p.dtype, p.data_ptr(), tp.version(p)) for p in tensors)
+        if self.made is None or self.made[0] != key:
+            with torch.no_grad():
+                folded = build_plan(decoder.acoustic_decoder)
+                self.made = (key, None if folded is None else CodecPlan(latent_of(decoder), folded))
+        return self.made[1]
+
+
+def install(decoder: HiggsDecoder) -> None:
+    """Decode `decoder` through its plan (a Planner in its seam), made here once so that the first
+    decode does not pay for it. Where there is no plan on a CPU, the module tree's upsamplings
+    rearrange their weights now and the mapped pages those were read from go back (they fault in
+    if read again)."""
+    decoder.planner = Planner()
+    if decoder.plan() is None and decoder.device.type == "cpu":
+        for m in decoder.modules():
+            if isinstance(m, Upsample):
+                m.polyphase()
+                release_pages(m.weight)

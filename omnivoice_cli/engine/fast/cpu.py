@@ -432,9 +432,9 @@ def bf16_runs() -> bool:
         return False
     if _BF16_RUNS is None:
         try:
-            import torch
+            from .. import torchprivate
 
-            _BF16_RUNS = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+            _BF16_RUNS = torchprivate.bf16_supported()
         except (AttributeError, RuntimeError):  # an older or other build: trust the features
             _BF16_RUNS = predicted is not False
     return _BF16_RUNS

@@ -14,6 +14,8 @@ from typing import cast
 
 import torch
 
+from .. import torchprivate as tp
+
 
 def _channel_scales(w: torch.Tensor) -> torch.Tensor:
     """w [out, in] -> the per-output-channel scales [out] fp32: max|w| / 127.5, floored at fp32 eps."""
@@ -96,9 +98,9 @@ _FOREIGN: set[tuple[int, int]] = set()  # weight shapes whose packing here is no
 def _packed_bytes(packed: torch.Tensor) -> torch.Tensor:
     """The bytes of a packed (opaque oneDNN) weight as a uint8 tensor over the same memory. The
     tensor (and every view of it) keeps `packed` alive: its buffer holds a reference to it."""
-    n = torch.ops.mkldnn._nbytes(packed)
+    n = tp.packed_nbytes(packed)
     kind = cast("type[ctypes.Array[ctypes.c_uint8]]", type("PackedBytes", (ctypes.c_uint8 * n,), {}))
-    buffer = kind.from_address(torch.ops.mkldnn.data_ptr(packed))
+    buffer = kind.from_address(tp.packed_data_ptr(packed))
     buffer.owner = packed  # type: ignore[attr-defined]  # a subclass's instance takes attributes
     return torch.frombuffer(buffer, dtype=torch.uint8)
 
@@ -139,16 +141,11 @@ def prepack_int8(codes: torch.Tensor) -> torch.Tensor:
     template = _TEMPLATES.get(key)
     if template is not None:
         return _pack_like(template, codes.contiguous())
-    packed = torch.ops.onednn.qlinear_prepack(codes, None)
+    packed = tp.qlinear_prepack(codes)
     if key not in _FOREIGN:
         n, k = key
         try:
-            same = (
-                n % 64 == 0
-                and k % 64 == 0
-                and codes.is_contiguous()
-                and torch.ops.mkldnn._nbytes(packed) == n * k + 4 * n
-            )
+            same = n % 64 == 0 and k % 64 == 0 and codes.is_contiguous() and tp.packed_nbytes(packed) == n * k + 4 * n
             if same:
                 same = torch.equal(_packed_bytes(_pack_like(packed, codes)), _packed_bytes(packed))
         except (AttributeError, RuntimeError, TypeError, ValueError):  # no raw access in this build

@@ -2,10 +2,11 @@
 oneDNN bf16 (the weight converted and packed once) and dynamic int8 (oneDNN's u8 x s8 kernel, or
 FBGEMM's where the CPU's class runs it faster (cpu.CHOICES); torch's quantised ops where a build
 lacks oneDNN's). The module tree keeps the checkpoint's names; on the bf16 and int8 paths q, k and
-v run as one product (`Fused`, the attention's `fused_qkv`), and the layer forward is narrow.py's,
-which fuses the residual adds and the MLP's gate into the products.
+v run as one product (`Fused`, narrow.NarrowAttention's `fused_qkv`), and the layer forward is
+narrow.py's, which fuses the residual adds and the MLP's gate into the products.
 The int8 codes and their packing are int8pack.py's. The network itself (backbone.py) knows nothing
-of the kernels: loading.py picks one.
+of the kernels: loading.py picks one, and its modules are put in the plain ones' places (taking
+over their parameters: the state dict keeps its keys).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .. import torchprivate as tp
 from ..model.backbone import RMSNorm
 from . import cpu, narrow
 from .int8pack import int8_weight, pack_codes, pack_int8_rows, quantize_activations
@@ -34,12 +36,22 @@ class OneDNNLinear(nn.Linear):
     call costs what that first call would have spent anyway; the packed copy replaces the mmap'd
     weight's pages (released to the page cache, they fault back in if ever read)."""
 
+    @classmethod
+    def of(cls, linear: nn.Linear) -> "OneDNNLinear":
+        """One in `linear`'s place: its weight and bias (the same parameters)."""
+        new = cls.__new__(cls)
+        nn.Module.__init__(new)  # not nn.Linear's: it would draw a random weight
+        new.in_features, new.out_features = linear.in_features, linear.out_features
+        new.weight = linear.weight
+        new.register_parameter("bias", linear.bias)
+        return new.train(linear.training)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         packed = self.__dict__.get("packed")
         if packed is None:
-            packed = self.__dict__["packed"] = torch.ops.mkldnn._reorder_linear_weight(self.weight, None)
+            packed = self.__dict__["packed"] = tp.reorder_linear_weight(self.weight)
             release_pages(self.weight)
-        return torch.ops.mkldnn._linear_pointwise(x, packed, self.bias, "none", [], "")
+        return tp.linear(x, packed, self.bias)
 
 
 _onednn_ok: bool | None = None
@@ -52,24 +64,25 @@ def onednn_linear_available() -> bool:
         try:
             g = torch.Generator().manual_seed(0)
             x, w, b = torch.randn(37, 64, generator=g), torch.randn(48, 64, generator=g), torch.randn(48, generator=g)
-            packed = torch.ops.mkldnn._reorder_linear_weight(w, None)
-            y = torch.ops.mkldnn._linear_pointwise(x, packed, b, "none", [], "")
+            y = tp.linear(x, tp.reorder_linear_weight(w), b)
             _onednn_ok = bool(torch.backends.mkldnn.is_available()) and torch.allclose(y, F.linear(x, w, b), atol=1e-4)
-        except (AttributeError, RuntimeError, NotImplementedError, TypeError):  # absent or changed
+        except tp.ABSENT:  # absent or changed
             _onednn_ok = False
     return _onednn_ok
 
 
 def use_onednn_linears(model: nn.Module) -> int:
-    """Compute every fp32 CPU nn.Linear of `model` with oneDNN; returns how many were switched
-    (0 where the build lacks it). The modules keep their weights and state-dict keys."""
+    """Compute every fp32 CPU nn.Linear under `model` with oneDNN: a OneDNNLinear in its place;
+    returns how many were switched (0 where the build lacks it). The modules put in place keep the
+    weights and state-dict keys."""
     if not onednn_linear_available():
         return 0
     n = 0
-    for m in model.modules():
-        if type(m) is nn.Linear and m.weight.device.type == "cpu" and m.weight.dtype == torch.float32:
-            m.__class__ = OneDNNLinear
-            n += 1
+    for parent in list(model.modules()):
+        for name, m in list(parent.named_children()):
+            if type(m) is nn.Linear and m.weight.device.type == "cpu" and m.weight.dtype == torch.float32:
+                setattr(parent, name, OneDNNLinear.of(m))
+                n += 1
     return n
 
 
@@ -110,7 +123,7 @@ class BF16Linear(KernelLinear):
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None):
         super().__init__()
         self.out_features, self.in_features = weight.shape
-        self.packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach().to(torch.bfloat16).contiguous(), None)
+        self.packed = tp.reorder_linear_weight(weight.detach().to(torch.bfloat16).contiguous())
         self.bias = None if bias is None else bias.detach().to(torch.bfloat16)
 
     @classmethod
@@ -119,11 +132,11 @@ class BF16Linear(KernelLinear):
 
     def forward(self, x: torch.Tensor, post: str = "none") -> torch.Tensor:
         x = x if x.dtype == torch.bfloat16 else x.to(torch.bfloat16)
-        return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, post, [], "")
+        return tp.linear(x, self.packed, self.bias, post)
 
     def binary(self, x: torch.Tensor, other: torch.Tensor, op: str) -> torch.Tensor:
         """x W^T (+ b) `op` other ("add" or "mul"), other bf16 [N, out] (or [N, 1])."""
-        return torch.ops.mkldnn._linear_pointwise.binary(x, other, self.packed, self.bias, op)
+        return tp.linear_binary(x, other, self.packed, self.bias, op)
 
     def add(self, x: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
         return self.binary(x, other, "add")
@@ -138,7 +151,7 @@ _int8_ok: bool | None = None
 
 
 def onednn_int8_available() -> bool:
-    """Whether this torch build has oneDNN's quantised linear (torch.ops.onednn, the kernel torch's
+    """Whether this torch build has oneDNN's quantised linear (torchprivate.qlinear, the kernel torch's
     own CPU compiler emits for int8) and it agrees with a plain product of the codes (checked once)."""
     global _int8_ok
     if _int8_ok is None:
@@ -150,7 +163,7 @@ def onednn_int8_available() -> bool:
             xq, xs = quantize_activations(x, Int8Linear.half)
             want = ((xq.float() - Int8Linear.half - 1) * xs) @ (codes.float() * scale[:, None]).T
             _int8_ok = torch.allclose(y, want, rtol=1e-4, atol=1e-4)
-        except (AttributeError, RuntimeError, NotImplementedError, TypeError):  # absent or changed
+        except tp.ABSENT:  # absent or changed
             _int8_ok = False
     return _int8_ok
 
@@ -196,41 +209,8 @@ class Int8Linear(KernelLinear):
         codes, scale = q
         zero = self.half + 1
         if other is None:
-            return torch.ops.onednn.qlinear_pointwise(
-                codes,
-                scale,
-                zero,
-                self.packed,
-                self.w_scale,
-                None,
-                self.bias,
-                1.0,
-                0,
-                torch.float32,
-                post,
-                [],
-                "",  # output scale, zero point, dtype
-            )
-        return torch.ops.onednn.qlinear_pointwise.binary(
-            codes,
-            scale,
-            zero,
-            self.packed,
-            self.w_scale,
-            None,
-            other,
-            self.bias,
-            1.0,
-            0,
-            torch.float32,
-            1.0,
-            0,
-            "add",
-            1.0,
-            post,
-            [],
-            "",  # ..., other's scale and zero point
-        )
+            return tp.qlinear(codes, scale, zero, self.packed, self.w_scale, self.bias, post)
+        return tp.qlinear_add(codes, scale, zero, self.packed, self.w_scale, other, self.bias, post)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.run(self.quantize(x))
@@ -279,7 +259,7 @@ class LegacyInt8Linear(KernelLinear):
         zero = torch.zeros(len(scale), dtype=torch.long)
         with warnings.catch_warnings():  # torch marks its quantised tensor types deprecated
             warnings.simplefilter("ignore")
-            qweight = torch._make_per_channel_quantized_tensor(codes, scale.double(), zero, 0)
+            qweight = tp.per_channel_quantized(codes, scale.double(), zero, 0)
         bias = None if bias is None else bias.detach().float()
         with _ENGINE_LOCK:  # the engine is process-wide, and convert_layers packs two layers at a time
             engines = torch.backends.quantized
@@ -287,13 +267,13 @@ class LegacyInt8Linear(KernelLinear):
             if self.engine and self.engine != was:
                 engines.engine = self.engine  # the engine packs (and so picks the kernel of) the weight
             try:
-                self.packed = torch.ops.quantized.linear_prepack(qweight, bias)
+                self.packed = tp.quantized_linear_prepack(qweight, bias)
             finally:
                 if engines.engine != was:
                     engines.engine = was
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.ops.quantized.linear_dynamic(x.float(), self.packed, True)  # True: 7-bit inputs, as fbgemm needs
+        return tp.quantized_linear_dynamic(x.float(), self.packed, True)  # True: 7-bit inputs, as fbgemm needs
 
 
 class FbgemmInt8Linear(LegacyInt8Linear):
@@ -358,7 +338,8 @@ def _decoder_layer(m: nn.Module) -> "DecoderLayer":
 
 def convert_layers(model: OmniVoiceModel, kind: type[KernelLinear], make: "Make | None" = None) -> int:
     """Every decoder layer's linears as `kind` (BF16Linear, Int8Linear, ...): q/k/v fused into one
-    product (q_proj, k_proj, v_proj become FusedParts of it), o_proj, gate_proj, up_proj and
+    product (a narrow.NarrowAttention in the attention's place, its q_proj, k_proj and v_proj
+    FusedParts of the product), o_proj, gate_proj, up_proj and
     down_proj converted, `kind.layers_at_once` layers at a time (measured on the 0.6B body, AMX,
     2 torch threads: bf16, whose reorder runs on one core, 0.83-0.90 s two at a time against
     0.94-0.97 one by one; int8 (oneDNN), coded by torch's multi-threaded ops, 1.29-1.51 s two at a
@@ -384,16 +365,22 @@ def convert_layers(model: OmniVoiceModel, kind: type[KernelLinear], make: "Make 
             release_pages(old.weight)
         return layer, qkv, rest
 
-    layers = [(i, x) for i, x in enumerate(map(_decoder_layer, model.llm.layers)) if x.self_attn.fused_qkv is None]
+    layers = [
+        (i, x)
+        for i, x in enumerate(map(_decoder_layer, model.llm.layers))
+        if not isinstance(x.self_attn, narrow.NarrowAttention)
+    ]
     at_once = kind.layers_at_once if make is None else 1
     with ThreadPoolExecutor(at_once) if at_once > 1 else nullcontext() as pool:
         # one at a time in this thread: torch's ops on another thread run 4-5x slower (measured:
         # the int8 body 3.5 s on one worker thread against 0.77 s here)
         converted = pool.map(convert, layers) if pool else map(convert, layers)
         for layer, qkv, (o, gate, up, down) in converted:
-            a, m = layer.self_attn, layer.mlp
-            a.fused_qkv, a.o_proj, m.gate_proj, m.up_proj, m.down_proj = qkv, o, gate, up, down
-            a.q_proj, a.k_proj, a.v_proj = (FusedPart(qkv, i) for i in range(3))
+            a, m = narrow.NarrowAttention(layer.self_attn, qkv), layer.mlp
+            a.o_proj, m.gate_proj, m.up_proj, m.down_proj = o, gate, up, down
+            parts = (FusedPart(qkv, i) for i in range(3))  # called as the nn.Linears were
+            a.q_proj, a.k_proj, a.v_proj = parts  # type: ignore[assignment]
+            layer.self_attn = a
     return 7 * len(layers)
 
 

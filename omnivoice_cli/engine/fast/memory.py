@@ -50,23 +50,25 @@ def register_file_map(start: int, end: int, storage: object) -> None:
     for entry in [m for m in _FILE_MAPS if not _alive(m[2])]:
         _FILE_MAPS.remove(entry)
         _free(entry[2])
-    weak = getattr(storage, "_weak_ref", None)
-    _FILE_MAPS.append((start, end, weak() if weak is not None else storage))
+    from .. import torchprivate
+
+    weak = torchprivate.storage_weak_ref(storage)
+    _FILE_MAPS.append((start, end, weak if weak is not None else storage))
 
 
 def _alive(ref: object) -> bool:
     if not isinstance(ref, int):  # a storage without weak pointers, held
         return True
-    import torch
+    from .. import torchprivate
 
-    return not torch.UntypedStorage._expired(ref)
+    return not torchprivate.weak_ref_expired(ref)
 
 
 def _free(ref: object) -> None:
     if isinstance(ref, int):
-        import torch
+        from .. import torchprivate
 
-        torch.UntypedStorage._free_weak_ref(ref)
+        torchprivate.free_weak_ref(ref)
 
 
 def advise(start: int, length: int, advice: int) -> bool:

@@ -14,8 +14,8 @@ and values as a forward that ran the whole row stored them (`PromptKV`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import cast
+from dataclasses import dataclass, replace
+from typing import Callable, cast
 
 import torch
 import torch.nn.functional as F
@@ -58,28 +58,6 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """x [heads, N, D], cos/sin [N, D] -> x * cos + rotate_half(x) * sin (two temporaries fewer)."""
     return (x * cos).add_(rotate_half(x).mul_(sin))
-
-
-def grouped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """softmax(q k^T / sqrt(D)) v for one row, as two batched products and a softmax in `dtype`:
-    q [h, L, D], k and v [kv, S, D] (S = L, or more where a cached prompt's keys come first) ->
-    [h, L, D]. The query heads that share a key/value head are stacked along L ([kv, h/kv * L, D]),
-    so k and v are never repeated. On CPUs this beats the fused kernel at these lengths in bf16 (its
-    products run at the bf16 rate); it is not the reference's arithmetic, so the fp32 path keeps
-    scaled_dot_product_attention."""
-    h, L, D = q.shape
-    kv, S = k.shape[0], k.shape[1]
-    qs = q.to(dtype).reshape(kv, h // kv * L, D)  # a contiguous copy: head pairs side by side
-    scores = torch.baddbmm(qs.new_empty(kv, qs.shape[1], S), qs, k.to(dtype).transpose(1, 2), beta=0, alpha=D**-0.5)
-    probs = scores.softmax(-1)  # [kv, h/kv * L, S], computed in fp32 internally
-    return torch.bmm(probs, v.to(dtype)).view(h, L, D)
-
-
-def dense(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """x in `dtype`, dense and contiguous (one pass; x itself where it already is). A batched product
-    on the CPU copies an operand whose matrices are not back to back (a row's slice of a packed
-    [heads, N, D]) before it reads it; rounding a row into its own block costs that pass only."""
-    return x.to(dtype, memory_format=torch.contiguous_format)
 
 
 def packed_positions(seq_lens: list[int], device=None, starts=()) -> torch.Tensor:
@@ -129,8 +107,6 @@ class Embedding(nn.Module):
 
 
 class RMSNorm(nn.Module):
-    rope_weights: torch.Tensor  # [2, 1, D]: a q/k norm's weight folded into RoPE (set by narrow.install only)
-
     def __init__(self, dim: int, eps: float):
         super().__init__()
         self.weight = nn.Parameter(torch.ones(dim))
@@ -151,18 +127,9 @@ class Attention(nn.Module):
         self.o_proj = nn.Linear(self.n_heads * self.head_dim, b.hidden_size, bias=False)
         self.q_norm = RMSNorm(self.head_dim, b.rms_norm_eps)
         self.k_norm = RMSNorm(self.head_dim, b.rms_norm_eps)
-        self.fused_qkv = None  # q, k and v as one product (linears.py sets it on the CPU's bf16 / int8 paths)
-        self.math_dtype: torch.dtype | None = (
-            None  # None: scaled_dot_product_attention; a dtype: grouped_attention in it (CPU bf16 / int8)
-        )
-        self.out_dtype: torch.dtype | None = (
-            None  # the output's dtype; None: q's (the int8 path asks for fp32, what its products read)
-        )
 
     def qkv(self, x: torch.Tensor):
-        """x [N, H] -> q [N, h * D], k and v [N, kv * D] (views of one product when fused)."""
-        if self.fused_qkv is not None:
-            return self.fused_qkv(x)
+        """x [N, H] -> q [N, h * D], k and v [N, kv * D]."""
         return self.q_proj(x), self.k_proj(x), self.v_proj(x)
 
     def project(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
@@ -179,22 +146,17 @@ class Attention(nn.Module):
     ) -> torch.Tensor:
         """Block-diagonal attention: each packed row attends within itself (and a row with a
         PromptKV in `prompts`, one entry per row, to its prompt's keys too). -> [N, h * D]."""
-        n, math = q.shape[1], self.math_dtype
-        out = q.new_empty(n, self.n_heads, self.head_dim, dtype=self.out_dtype or math or q.dtype)  # [N, h, D]
+        n = q.shape[1]
+        out = q.new_empty(n, self.n_heads, self.head_dim)  # [N, h, D]
         start = 0
         for row, length in enumerate(seq_lens):
             s = slice(start, start + length)
             kr, vr = k[:, s], v[:, s]
-            if math is not None:  # each row's k and v rounded into dense blocks: its products copy no strided slice
-                kr, vr = dense(kr, math), dense(vr, math)
             if prompts and prompts[row] is not None:
                 kr, vr = prompts[row].keys_values(layer, kr, vr)
-            if math is not None:
-                o = grouped_attention(dense(q[:, s], math), kr, vr, math)
-            else:
-                o = F.scaled_dot_product_attention(
-                    q[None, :, s], kr[None], vr[None], enable_gqa=self.n_kv != self.n_heads
-                )[0]
+            o = F.scaled_dot_product_attention(q[None, :, s], kr[None], vr[None], enable_gqa=self.n_kv != self.n_heads)[
+                0
+            ]
             out[s] = o.transpose(0, 1)  # [h, L, D] -> [L, h, D]
             start += length
         return out.view(n, self.n_heads * self.head_dim)
@@ -229,21 +191,33 @@ class DecoderLayer(nn.Module):
         return self.mlp(self.post_attention_layernorm(h)).add_(h)
 
 
-def layer_forward(
-    layer: DecoderLayer,
-    h,
-    cos,
-    sin,
-    seq_lens,
-    inputs=DecoderLayer.attention_inputs,
-    outputs=DecoderLayer.attention_output_and_mlp,
-    prompts=(),
-    index: int = 0,
-):
-    """One decoder layer (the `index`-th); the two position-wise halves can be compiled, the
-    attention stays eager. prompts: the rows' PromptKV (or None), as PackedBatch.prompts."""
-    q, k, v = inputs(layer, h, cos, sin)
-    return outputs(layer, h, layer.self_attn.attend(q, k, v, seq_lens, prompts, index))
+@dataclass(frozen=True)
+class LayerPath:
+    """How the decoder layers are computed: the model's one seam for another layer forward. The
+    defaults are this file's plain forward, the reference every other path is tested against. A
+    faster path (engine/fast/narrow.py) replaces modules (the attention, the norms, the linears)
+    and installs its own functions here through `OmniVoiceModel.use_layer_path`; the model never
+    knows which path runs.
+
+    rope: (positions [N], inv_freq, dtype) -> (cos, sin), what every layer of one forward reads.
+    inputs: (layer, h [N, H], cos, sin) -> q [h, N, D], k and v [kv, N, D] (the norm, q/k/v, RoPE).
+    outputs: (layer, h, attn [N, h * D]) -> the layer's output [N, H] (o_proj, residuals, the MLP).
+    Between them the attention runs eagerly (`layer.self_attn.attend`): the two halves are
+    position-wise and can be compiled (`OmniVoiceModel.compile_layers`)."""
+
+    rope: Callable = rope_cos_sin
+    inputs: Callable = DecoderLayer.attention_inputs
+    outputs: Callable = DecoderLayer.attention_output_and_mlp
+
+
+PLAIN = LayerPath()  # the plain forward
+
+
+def layer_forward(layer: DecoderLayer, h, cos, sin, seq_lens, path: LayerPath = PLAIN, prompts=(), index: int = 0):
+    """One decoder layer (the `index`-th) on `path`. prompts: the rows' PromptKV (or None), as
+    PackedBatch.prompts."""
+    q, k, v = path.inputs(layer, h, cos, sin)
+    return path.outputs(layer, h, layer.self_attn.attend(q, k, v, seq_lens, prompts, index))
 
 
 class Qwen3Body(nn.Module):
@@ -285,8 +259,7 @@ class OmniVoiceModel(nn.Module):
         # buffers get their values in init_buffers() (arange etc. on the meta device import torch._dynamo)
         self.register_buffer("codebook_layer_offsets", torch.empty(cfg.num_audio_codebook, dtype=torch.long))
         self.register_buffer("inv_freq", torch.empty(b.head_dim // 2), persistent=False)
-        self._halves = (DecoderLayer.attention_inputs, DecoderLayer.attention_output_and_mlp)
-        self._rope = rope_cos_sin  # (positions, inv_freq, dtype) -> what the layers get as (cos, sin)
+        self.layer_path = PLAIN  # how the layers are computed (LayerPath): the plain forward unless replaced
 
     def codebook_offsets(self) -> torch.Tensor:
         """[C] the first row of each codebook's block in the audio tables: c * audio_vocab_size."""
@@ -299,10 +272,15 @@ class OmniVoiceModel(nn.Module):
         b = self.cfg.backbone
         self.inv_freq = rope_inv_freq(b.head_dim, b.rope_theta).to(device)
 
+    def use_layer_path(self, path: LayerPath) -> None:
+        """Compute the layers on `path` from the next forward on (see LayerPath)."""
+        self.layer_path = path
+
     def compile_layers(self) -> None:
         """torch.compile the position-wise halves of a layer (one graph for all layers and lengths)."""
-        inputs, outputs = self._halves
-        self._halves = (torch.compile(inputs, dynamic=True), torch.compile(outputs, dynamic=True))
+        path = self.layer_path
+        compiled = (torch.compile(path.inputs, dynamic=True), torch.compile(path.outputs, dynamic=True))
+        self.use_layer_path(replace(path, inputs=compiled[0], outputs=compiled[1]))
 
     def embed(self, input_ids: torch.Tensor, audio_mask: torch.Tensor) -> torch.Tensor:
         """input_ids [C, N], audio_mask [N] -> [N, H]: text rows use row 0, audio sums C tables."""
@@ -315,11 +293,11 @@ class OmniVoiceModel(nn.Module):
         """-> final hidden states [M, H] at the target positions (pass slices of it to `heads`)."""
         h = self.embed(batch.input_ids, batch.audio_mask)
         positions = packed_positions(batch.seq_lens, device=h.device, starts=batch.starts)
-        cos, sin = self._rope(positions, self.inv_freq, h.dtype)
-        inputs, outputs = self._halves
+        path = self.layer_path
+        cos, sin = path.rope(positions, self.inv_freq, h.dtype)
         for i, layer in enumerate(self.llm.layers):
             cancel_check()  # a cancelled render (engine/cancel.py) stops here, within one layer
-            h = layer_forward(cast(DecoderLayer, layer), h, cos, sin, batch.seq_lens, inputs, outputs, batch.prompts, i)
+            h = layer_forward(cast(DecoderLayer, layer), h, cos, sin, batch.seq_lens, path, batch.prompts, i)
         return self.llm.norm(h[batch.target_index])  # RMSNorm is per position: norm only what the heads need
 
     def heads(self, hidden: torch.Tensor) -> torch.Tensor:

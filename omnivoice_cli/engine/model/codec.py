@@ -4,9 +4,9 @@ Plain PyTorch, always float32 (weights stored in fp16 are widened on loading, an
 to half is widened again before it decodes: `HiggsDecoder.keep_float32`). The module tree mirrors
 the checkpoint's key names (`quantizer.quantizers.{q}.codebook.embed`, `fc2`, `acoustic_decoder.*`)
 so the decode subset of `audio_tokenizer/model.safetensors` loads with a strict `load_state_dict`.
-`forward` runs that module tree as it is (the reference path); `decode` runs, on a CPU, the
-acoustic decoder folded and channels-last (engine/fast/codecplan.py: made once at load), equal to it
-to float rounding.
+`forward` runs that module tree as it is (the reference path); `decode` runs it too, or the plan
+a loader put in the decoder's one seam for a faster decode (`HiggsDecoder.planner`; engine/loading.py
+installs one, equal to the module tree to float rounding).
 
 Data flow (widths for the real checkpoint; the tiny test checkpoint is narrower):
   codes [B, 8, T]
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import cast
+from typing import Callable, cast
 
 import torch
 import torch.nn.functional as F
@@ -30,8 +30,7 @@ from torch import nn
 
 from ..checkpoint.tensorfile import read_floats
 from ..errors import CheckpointError
-from ..fast.codecplan import CodecPlan, build_latent, build_plan
-from ..fast.memory import release_pages
+from ..torchprivate import version
 from .config import CodecConfig
 
 RES_UNIT_DILATIONS = (1, 3, 9)
@@ -103,33 +102,22 @@ def polyphase_upsample(
     return z[..., padding : padding + n * stride]
 
 
-def _version(t: torch.Tensor) -> int | None:
-    """A tensor's in-place edit count (None for an inference tensor, which cannot be edited outside
-    inference mode and keeps no count)."""
-    try:
-        return t._version
-    except RuntimeError:
-        return None
-
-
 class Upsample(nn.ConvTranspose1d):
     """The blocks' ConvTranspose1d (its weight and bias, the checkpoint's keys), computed by
     polyphase_upsample on a weight rearranged at the first call."""
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]  # no output_size: a fixed upsample
-        stride = self.stride[0]
-        key = (
-            self.weight.device,
-            self.weight.dtype,
-            self.weight.data_ptr(),
-            _version(self.weight),
-        )  # a new or edited weight
+    def polyphase(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """polyphase_weight of the weight as it is: made once, and again for a new or edited weight."""
+        key = (self.weight.device, self.weight.dtype, self.weight.data_ptr(), version(self.weight))
         cached = self.__dict__.get("_polyphase")
         if cached is None or cached[0] != key:
             with torch.no_grad():
-                cached = self.__dict__["_polyphase"] = (key, *polyphase_weight(self.weight, self.bias, stride))
-            release_pages(self.weight)  # a view of the mapped file: its pages go back (they fault in if read)
-        return polyphase_upsample(x, cached[1], cached[2], stride, cast(int, self.padding[0]))  # never "same" here
+                cached = self.__dict__["_polyphase"] = (key, *polyphase_weight(self.weight, self.bias, self.stride[0]))
+        return cached[1], cached[2]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]  # no output_size: a fixed upsample
+        weight, bias = self.polyphase()
+        return polyphase_upsample(x, weight, bias, self.stride[0], cast(int, self.padding[0]))  # never "same" here
 
 
 def upsample_conv_params(stride: int) -> dict:
@@ -250,6 +238,8 @@ class HiggsDecoder(nn.Module):
         self.acoustic_decoder = AcousticDecoder(
             cfg.acoustic_hidden_size, cfg.decoder_hidden_size, tuple(cfg.upsampling_ratios)
         )
+        # the seam for a faster decode: (this decoder) -> what decodes its codes, or None (`plan`)
+        self.planner: Callable[[HiggsDecoder], Callable[[torch.Tensor], torch.Tensor] | None] | None = None
 
     @property
     def hop_length(self) -> int:
@@ -268,32 +258,11 @@ class HiggsDecoder(nn.Module):
         latent = self.quantizer(codes)  # [B, D, T]
         return self.fc2(latent.transpose(1, 2)).transpose(1, 2)  # [B, latent, T]
 
-    def plan(self) -> CodecPlan | None:
-        """The decode folded: the residual VQ and fc2 as one gather and one product, the acoustic
-        decoder folded and channels-last (engine/fast/codecplan.py); made once, and made again if a
-        weight is replaced or edited. None where the decoder cannot fold, and off a CPU (measured
-        on CPUs only): the module tree decodes."""
-        if self.device.type != "cpu":
-            return None
-        tensors = [*self.parameters(), *self.buffers()]
-        key = tuple((p.device, p.dtype, p.data_ptr(), _version(p)) for p in tensors)
-        cached = self.__dict__.get("_plan")
-        if cached is None or cached[0] != key:
-            with torch.no_grad():
-                decoder = build_plan(self.acoustic_decoder)
-                plan = None if decoder is None else CodecPlan(self._latent_plan(), decoder)
-                cached = self.__dict__["_plan"] = (key, plan)
-        return cached[1]
-
-    def _latent_plan(self):
-        qs = [cast(VectorQuantizer, m) for m in self.quantizer.quantizers]
-        return build_latent(
-            [m.codebook.embed for m in qs],
-            [m.project_out.weight for m in qs],
-            [m.project_out.bias for m in qs],
-            self.fc2.weight,
-            self.fc2.bias,
-        )
+    def plan(self) -> Callable[[torch.Tensor], torch.Tensor] | None:
+        """What decodes codes [B, Q, T] -> audio [B, 1, T * hop] instead of the module tree: the
+        plan `planner` makes of the weights as they are (the seam a loader fills; None there, or
+        where it has none to give: the module tree decodes)."""
+        return None if self.planner is None else self.planner(self)
 
     def decode(self, codes: torch.Tensor) -> torch.Tensor:
         """codes: LongTensor [B, Q, T] with values in [0, codebook_size) -> FloatTensor [B, 1, T * hop]."""
@@ -344,8 +313,9 @@ def decoder_tensor_shapes(cfg: CodecConfig) -> dict[str, tuple[int, ...]]:
     return {k: tuple(v.shape) for k, v in model.state_dict().items()}
 
 
-def load_codec_decoder(audio_tokenizer_dir: Path, cfg: CodecConfig, device="cpu") -> HiggsDecoder:
-    """Read only the decode tensors of `<dir>/model.safetensors` (mmap) into a float32 HiggsDecoder.
+def read_codec_decoder(audio_tokenizer_dir: Path, cfg: CodecConfig, device="cpu") -> HiggsDecoder:
+    """Read only the decode tensors of `<dir>/model.safetensors` (mmap) into a float32 HiggsDecoder
+    (the module tree; engine/loading.py's load_codec_decoder adds its plan).
 
     Raises CheckpointError for a missing/corrupt file or for missing / mis-shaped tensors (all
     listed in one message). Extra keys (encoder, training state) are ignored.
@@ -358,5 +328,4 @@ def load_codec_decoder(audio_tokenizer_dir: Path, cfg: CodecConfig, device="cpu"
     model = model.to(device=torch.device(device), dtype=torch.float32)
     model.eval()
     model.requires_grad_(False)
-    model.plan()  # folded once here, so that the first decode does not pay for it
     return model
