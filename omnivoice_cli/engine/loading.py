@@ -114,9 +114,8 @@ def _check_cpu_bf16(dev, dt, notice: Callable[[str], None]) -> "torch.dtype":
     """What bfloat16 means on this CPU (cpu.py), said in one line where it is not the plain thing:
     oneDNN bf16 where the CPU multiplies bf16 natively (AVX512-BF16, AMX); oneDNN's emulated bf16,
     slower than float32, on AVX-512 without them; float32 where oneDNN cannot run bf16 at all (AVX2
-    only: its bf16 weight reorder refuses), which is also what that CPU runs fastest (measured on
-    2 cores under ONEDNN_MAX_CPU_ISA=AVX2: a [523, 1024] x [1024, 3072] product 30 ms in fp32, 200
-    ms in torch's own bf16). Returns the dtype to load in."""
+    only: its bf16 weight reorder refuses), which is also what that CPU runs fastest (torch's own bf16
+    products are several times slower there: benchmarks/speed-log.md). Returns the dtype to load in."""
 
     if dev.type != "cpu" or dt != torch.bfloat16:
         return dt

@@ -19,7 +19,7 @@ from .. import torchprivate as tp
 
 def _channel_scales(w: torch.Tensor) -> torch.Tensor:
     """w [out, in] -> the per-output-channel scales [out] fp32: max|w| / 127.5, floored at fp32 eps."""
-    hi, lo = w.amax(dim=1), w.amin(dim=1)  # no |w| copy; ~20x faster than aminmax along a dim
+    hi, lo = w.amax(dim=1), w.amin(dim=1)  # no |w| copy; aminmax along a dim runs unvectorised
     return (torch.maximum(hi, lo.neg_()).float() / 127.5).clamp_min(torch.finfo(torch.float32).eps)
 
 
@@ -36,8 +36,7 @@ def _rounded(w: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
 def _code_rows_summed(w: torch.Tensor, scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """rows of w [r, in] -> (codes int8 [r, in], their row sums int32 [r]). The sums are taken on
     the fp32 codes, exactly (whole numbers, every partial sum under 2^24 while in <= 2^17): an int8
-    sum into int32 runs unvectorised, ~10x slower (measured: 4.9 ms against 0.5 for [3072, 1024]),
-    ~0.7 s of loading the 0.6B body in int8."""
+    sum into int32 runs unvectorised, several times slower (the figures: benchmarks/speed-log.md)."""
     rounded = _rounded(w, scale)
     if w.shape[1] > 1 << 17:  # past fp32's exact whole numbers: sum the codes themselves
         codes = rounded.to(torch.int8)
@@ -57,8 +56,8 @@ def int8_weight(w: torch.Tensor, block: int = 1 << 18) -> tuple[torch.Tensor, to
     half-way between two codes may land one code away from its choice; this is twice as fast.)
     Coded `block` elements of rows at a time (1 MiB of fp32), each block's scales taken in the same
     pass: the range, division, rounding, clamping and cast then stay in the core's cache, and w is
-    read from memory once. (Measured on the 0.6B body at load: 1.6 s of two cores' time with
-    torch.aminmax along a dim, which runs unvectorised, and whole-weight passes.)"""
+    read from memory once (torch.aminmax along a dim runs unvectorised; the figures:
+    benchmarks/speed-log.md)."""
     codes = torch.empty(w.shape, dtype=torch.int8, device=w.device)
     scale = torch.empty(w.shape[0], dtype=torch.float32, device=w.device)
     rows = _block_rows(w, block)
@@ -81,8 +80,7 @@ def quantize_activations(x: torch.Tensor, half: int) -> tuple[torch.Tensor, floa
     the scaling, one add that rounds and shifts to the zero point at once (_ROUNDER + half + 1: the
     code is the low byte of the sum's bits), and the cast of those bits (int32) to uint8, which
     keeps the low byte. Bit for bit round(x / scale) + half + 1, as a scaling, a rounding, a cast to
-    int8 and a shift (the four passes before: the quantisation ~1.5-2.4x faster, alternated on a
-    loaded AVX-512 Zen 4, 2 threads); a direct fp32 -> uint8 cast, or a multiply-add with tensor
+    int8 and a shift (the four passes before, slower: benchmarks/speed-log.md); a direct fp32 -> uint8 cast, or a multiply-add with tensor
     operands, runs unvectorised."""
     x = x.float()  # (x / scale in bf16 would land on half-code steps above 64)
     lo, hi = torch.aminmax(x)
@@ -125,7 +123,7 @@ def _write_packed(
 def _pack_like(template: torch.Tensor, codes: torch.Tensor) -> torch.Tensor:
     """codes int8 [out, in] packed as oneDNN packs them (_write_packed), into a copy of `template`,
     a weight oneDNN packed at this shape. A few vectorised copies instead of oneDNN's reference
-    reorder (measured: 1.5 ms against 11.7 ms for a [3072, 1024] weight)."""
+    reorder, which is several times slower (benchmarks/speed-log.md)."""
     packed = template.clone()
     n, k = codes.shape
     _write_packed(_packed_bytes(packed), n, k, 0, codes)
@@ -136,7 +134,7 @@ def prepack_int8(codes: torch.Tensor) -> torch.Tensor:
     """codes int8 [out, in] -> the packed weight oneDNN's qlinear reads (qlinear_prepack's result).
     The first weight of each shape is packed by oneDNN and checked against _pack_like, byte for
     byte; where they agree, the later ones of that shape are packed by _pack_like, else (another
-    layout: another CPU, torch build or shape) always by oneDNN. Loading the 0.6B body: ~1 s less."""
+    layout: another CPU, torch build or shape) always by oneDNN."""
     key = cast(tuple[int, int], tuple(codes.shape))  # [out, in]
     template = _TEMPLATES.get(key)
     if template is not None:
@@ -162,8 +160,7 @@ def pack_int8_rows(weights: list[torch.Tensor], block: int = 1 << 18) -> tuple[t
     (their codes packed as one weight for oneDNN's qlinear, scales [sum(out_i)]): int8_weight's
     coding and prepack_int8's packing. Once a weight of this shape was packed and checked, each
     part is coded in blocks of rows straight into the packed layout: no fp32 concatenation, no
-    whole-size codes, the weights read once (measured on the 0.6B body: the load's peak RSS 1.02 ->
-    0.84 GB)."""
+    whole-size codes, the weights read once (so the load's peak memory stays below the fp32 body's)."""
     n, k = sum(w.shape[0] for w in weights), weights[0].shape[1]
     template = _TEMPLATES.get((n, k))
     if template is None or any(w.shape[0] % 64 for w in weights):  # the first of its shape, or odd

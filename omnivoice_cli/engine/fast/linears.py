@@ -30,9 +30,9 @@ if TYPE_CHECKING:  # annotations only
 
 class OneDNNLinear(nn.Linear):
     """nn.Linear whose fp32 GEMM runs in oneDNN (the op torch's own CPU compiler uses) on a weight
-    repacked into oneDNN's blocked layout at its first call. Measured on a 2-core AVX-512 EPYC,
-    whole forwards of the full model: 2.62 s against 3.13 s with the default BLAS (2.85 s with
-    oneDNN on the unpacked weight, which it repacks internally at every call). Packing at the first
+    repacked into oneDNN's blocked layout at its first call: faster than the default BLAS and than
+    oneDNN on the unpacked weight, which it repacks internally at every call (the figures:
+    benchmarks/speed-log.md). Packing at the first
     call costs what that first call would have spent anyway; the packed copy replaces the mmap'd
     weight's pages (released to the page cache, they fault back in if ever read)."""
 
@@ -340,10 +340,8 @@ def convert_layers(model: OmniVoiceModel, kind: type[KernelLinear], make: "Make 
     """Every decoder layer's linears as `kind` (BF16Linear, Int8Linear, ...): q/k/v fused into one
     product (a narrow.NarrowAttention in the attention's place, its q_proj, k_proj and v_proj
     FusedParts of the product), o_proj, gate_proj, up_proj and
-    down_proj converted, `kind.layers_at_once` layers at a time (measured on the 0.6B body, AMX,
-    2 torch threads: bf16, whose reorder runs on one core, 0.83-0.90 s two at a time against
-    0.94-0.97 one by one; int8 (oneDNN), coded by torch's multi-threaded ops, 1.29-1.51 s two at a
-    time against 0.73-0.96 one by one, a tie at 1 thread); each fp32 weight's mapped pages released
+    down_proj converted, `kind.layers_at_once` layers at a time (bf16, whose reorder runs on one core, two at a
+    time; int8, coded by torch's multi-threaded ops, one by one: benchmarks/speed-log.md); each fp32 weight's mapped pages released
     once packed, so memory never holds the whole fp32 body. `make`: how to make each linear instead
     of `kind` (the weight cache's coding, or its codes read back), called one layer at a time in
     the layers' order. Returns the number of linear layers converted."""
@@ -372,8 +370,7 @@ def convert_layers(model: OmniVoiceModel, kind: type[KernelLinear], make: "Make 
     ]
     at_once = kind.layers_at_once if make is None else 1
     with ThreadPoolExecutor(at_once) if at_once > 1 else nullcontext() as pool:
-        # one at a time in this thread: torch's ops on another thread run 4-5x slower (measured:
-        # the int8 body 3.5 s on one worker thread against 0.77 s here)
+        # one at a time in this thread: torch's ops on another thread run several times slower
         converted = pool.map(convert, layers) if pool else map(convert, layers)
         for layer, qkv, (o, gate, up, down) in converted:
             a, m = narrow.NarrowAttention(layer.self_attn, qkv), layer.mlp

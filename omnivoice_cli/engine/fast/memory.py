@@ -106,8 +106,8 @@ def keep_heap() -> None:
     """Let the step loop reuse its memory: blocks up to 32 MiB come from the heap (glibc otherwise
     maps each large block afresh until it has seen one freed) and the heap's free top is not handed
     back on every free (only past 1 GiB). Each step's tensors then land in the pages the step before
-    used, instead of faulting fresh zeroed pages in. Measured on a 9 s sentence at 8 steps: ~250,000
-    page faults fewer, about 0.15 s of a whole command on 2 cores. Memory still goes back after
+    used, instead of faulting fresh zeroed pages in (the page faults saved: benchmarks/speed-log.md).
+    Memory still goes back after
     each request (release_free_memory). A no-op without glibc."""
     lib = libc()
     if lib:

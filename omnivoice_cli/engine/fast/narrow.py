@@ -7,17 +7,16 @@ reference's tokens, never uses it.
 
 - Every pass runs in one dtype: a bf16 tensor is widened once, worked in fp32 and rounded once.
   torch runs mixed-dtype passes (a bf16 operand beside an fp32 one, an fp32 result written as
-  bf16) unvectorised, several times slower than a cast followed by same-dtype passes (measured:
-  q's norm and RoPE 1.9 ms as mixed passes, 0.7 ms so, for 523 positions).
+  bf16) unvectorised, several times slower than a cast followed by same-dtype passes.
 - RMSNorm: one reduction (fp32 sums), one scaling, one weighting (instead of a cast, a square, a
   mean, a scaling, a cast).
 - q/k norm and RoPE: the norm's weight folded into RoPE's tables (cos and sin in fp32, stacked
   once per forward, times the weight: one small product per layer), the norm's scale applied
-  last; the int8 path's fp32 product read where it lies (no widening copy: measured 0.5-0.7x the
-  time of q's and k's norm and RoPE; bf16 is widened once, head-major); worked head-major from
+  last; the int8 path's fp32 product read where it lies (no widening copy; bf16 is widened once,
+  head-major); worked head-major from
   the first write, the rotation's two half products accumulated into the scaled copy
   (`addcmul_`), no rotated copy. (q and k normed as one, [G, heads/G, N, D] against per-group
-  tables, measured slower: 1.25x at 1 thread.)
+  tables, was measured slower; what was tried: benchmarks/speed-log.md.)
 - Attention: grouped_attention (two batched products and a softmax in bf16), q, k and v
   rounded to bf16 row by row into the dense blocks its batched products read (a product on the
   CPU copies a strided operand first: that copy is the rounding now, no pass of its own); on the

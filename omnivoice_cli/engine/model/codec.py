@@ -92,8 +92,7 @@ def polyphase_upsample(
     s % 2, as upsample_conv_params), computed as one two-tap conv1d and an interleave:
     the full transposed output z[m * s + r] = W_r^T x[m] + W_{r+s}^T x[m-1] (m = 0..L, x zero
     outside), cropped to z[p : p + L * s]. oneDNN runs the dense convolution far faster than the
-    transposed one, most of all with few channels (measured on the 0.6B codec, 9 s of audio: the
-    five upsamplings 276 -> 155 ms, the last two 3-4x faster; the whole decode 1.28 -> 1.09 s).
+    transposed one, most of all with few channels (benchmarks/speed-log.md).
 
     x [B, C_in, L], weight and bias from polyphase_weight -> [B, C_out, L * s] (a strided view)."""
     b, _, n = x.shape
