@@ -9,6 +9,7 @@ import torch
 
 from omnivoice_cli.engine.cancel import Cancelled
 from omnivoice_cli.engine.model import generation
+from omnivoice_cli.engine.model.admission import forward_model
 from omnivoice_cli.engine.model.config import GenerationConfig
 from omnivoice_cli.engine.planning import Request
 from omnivoice_cli.engine.sound.voice import VoicePrompt
@@ -22,7 +23,7 @@ from omnivoice_cli.engine.stream.cut import (
 )
 from omnivoice_cli.engine.stream.render import stream
 from omnivoice_cli.engine.stream.run import StreamRun
-from omnivoice_cli.engine.stream.waves import WavePlanner, forward_model
+from omnivoice_cli.engine.stream.waves import WavePlanner
 
 G4 = GenerationConfig(num_step=4)
 GREEDY4 = GenerationConfig(num_step=4, position_temperature=0.0, class_temperature=0.0)

@@ -199,7 +199,7 @@ class Engine:
         (estimated against it at speed 1: it already speaks at the request's speed).
 
         `steady`: the requests leave one by one, in a steady stream, rather than a whole forward's
-        worth together at the end (waves.Stagger.steady: a batch or a book, whose finished lines
+        worth together at the end (admission.Stagger.steady: a batch or a book, whose finished lines
         a stop keeps); the same tokens per request, in about the same time where a forward costs
         in proportion to its tokens (a CPU).
 
@@ -208,14 +208,14 @@ class Engine:
         and the others go on; without it, a request that fails its checks raises before anything
         runs, and one failing later raises once the others are finished.
         """
+        from .model.admission import Stagger
         from .model.generation import run_jobs
-        from .stream.waves import Stagger
 
         self.use_threads()
         run = _GenerateRun(self, requests, on_step, on_result, on_error, checks)
         first = run.start()
         pieces = sum(len(p) for p in run.runs if p is not None)
-        admit = Stagger.steady(pieces, self.cfg.max_batch_size) if steady else None
+        may_join = Stagger.steady(pieces, self.cfg.max_batch_size) if steady else None
         if first:
             run_jobs(
                 self.model,
@@ -227,7 +227,7 @@ class Engine:
                 on_done=run.done,
                 on_step=run.report,
                 forward=self.forward,
-                admit=admit,
+                may_join=may_join,
             )
         if run.errors and on_error is None:
             raise next(iter(run.errors.values()))

@@ -13,11 +13,10 @@ The modules, each name imported from the one that defines it:
   sentence each by default, so that a reply's sentences leave one by one), a later sentence over
   that kept whole up to `sentence_seconds`. A pause is a segment of its exact silence. Torch-free:
   the server and Wyoming cut with it too.
-- `waves`: how many pieces run at once, from the measured speed: `WavePlanner` (the waves of
-  `say --stream` after piece 0: as large as can be generated before the audio handed out has
-  played; when even one piece cannot be, the device is slower than real time and waves double),
-  `steady_width` (the service's pieces in flight), `Stagger` (admission that lets jobs leave one
-  by one: batch, book, the service, say --stream).
+- `waves`: how many pieces run at once after piece 0, from the measured speed: `WavePlanner` (the
+  waves of `say --stream`: as large as can be generated before the audio handed out has played;
+  when even one piece cannot be, the device is slower than real time and waves double). A wave's
+  pieces join staggered by the engine's one admission (engine/model/admission.py).
 - `render`: the render itself (`stream`, `StreamedPieces`, which the service runs too): the pieces
   run by the engine's one piece policy (pieces.py), as Engine.generate's do; without a reference
   voice, piece 0 is generated first and its codes and text are the voice of every later piece;

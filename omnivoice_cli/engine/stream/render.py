@@ -19,12 +19,13 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from ..cancel import Cancelled, cancellable
+from ..model.admission import Stagger
 from ..pieces import Piece, RequestPieces
 from ..pipeline import Engine
 from ..planning import Request, validate_request
 from ..text.duration import resolve_target_len
 from .cut import Segment, StreamConfig, cut_request
-from .waves import Stagger, WavePlanner
+from .waves import WavePlanner
 
 if TYPE_CHECKING:
     import numpy as np
@@ -143,8 +144,8 @@ class StreamedPieces(RequestPieces):
 
 class _Driver:
     """One request streamed through one run_jobs loop (see `stream`). Admission: piece 0 alone,
-    then waves of the ready pieces sized by `WavePlanner`, a wave's pieces staggered (`admit`:
-    waves.Stagger) so that they leave one by one, not all at the wave's end."""
+    then waves of the ready pieces sized by `WavePlanner`, a wave's pieces staggered (`may_join`:
+    admission.Stagger) so that they leave one by one, not all at the wave's end."""
 
     def __init__(
         self, engine: Engine, req: Request, config: StreamConfig, clock, cancel, on_warning, check=None
@@ -268,8 +269,8 @@ class _Driver:
         """A forward ran these jobs (run_jobs' on_advance): its size, for the speed measured."""
         self.forward_tokens = max(sum(j.packed_len for j in jobs), 1)
 
-    def admit(self, active: list, job) -> bool:
-        """run_jobs' admission: the running wave's pieces join staggered (waves.Stagger)."""
+    def may_join(self, active: list, job) -> bool:
+        """run_jobs' admission: the running wave's pieces join staggered (admission.Stagger)."""
         return Stagger(max(self.planner.last_size, 1))(active, job)
 
     def piece_steps(self) -> tuple[int, int]:
@@ -342,7 +343,7 @@ def stream(
                 on_done=d.done,
                 forward=engine.forward,
                 on_advance=d.advanced,
-                admit=d.admit,
+                may_join=d.may_join,
             )
     return StreamSummary(
         pieces=len(d.pieces),
