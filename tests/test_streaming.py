@@ -328,6 +328,22 @@ def test_stream_run_iterates_in_the_callers_thread(engine):
 
 
 @pytest.mark.slow
+def test_engine_stream_is_the_stream_run(engine):
+    """Engine.stream, the engine's one face for streaming: the pieces of the streamed render, in
+    order, each with its text, start, seed and audio, and its summary."""
+    req = Request(text=TEXT, seed=9, generation=G4)
+    direct = []
+    summary = stream(engine, req, direct.append, config=CFG)
+    progress = []
+    with engine.stream(req, config=CFG, on_progress=lambda d, t: progress.append((d, t))) as run:
+        got = list(run)
+    assert [(p.index, p.text, p.start, p.seed) for p in got] == [(p.index, p.text, p.start, p.seed) for p in direct]
+    assert [p.audio.tobytes() for p in got] == [p.audio.tobytes() for p in direct]
+    assert run.summary is not None and (run.summary.pieces, run.summary.samples) == (summary.pieces, summary.samples)
+    assert progress and progress[-1][0] == progress[-1][1]
+
+
+@pytest.mark.slow
 def test_stream_run_raises_the_workers_error(engine):
     with pytest.raises(Exception, match="text is empty"):
         with StreamRun(engine, Request(text="  ", generation=G4)) as run:

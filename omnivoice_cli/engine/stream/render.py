@@ -16,13 +16,12 @@ import statistics
 import threading
 import time
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
 
 from ..cancel import Cancelled, cancellable
 from ..model.admission import Stagger
 from ..pieces import Piece, RequestPieces
-from ..pipeline import Engine
-from ..planning import Request, validate_request
+from ..planning import Request, Result, validate_request
 from ..text.duration import resolve_target_len
 from .cut import Segment, StreamConfig, cut_request
 from .waves import WavePlanner
@@ -30,8 +29,28 @@ from .waves import WavePlanner
 if TYPE_CHECKING:
     import numpy as np
 
+    from ..model.config import ModelConfig
+
 
 StepCallback = Callable[[int, int], None]  # (forwards done, forwards planned)
+
+
+class StreamEngine(Protocol):
+    """What the streamed render uses of the engine (pipeline.Engine, whose `stream` starts it: this
+    package never imports the engine's face back)."""
+
+    cfg: ModelConfig
+    model: Any  # the body (OmniVoiceModel)
+    forward: Any  # what runs the body each step
+
+    @property
+    def sample_rate(self) -> int: ...
+
+    def use_threads(self) -> None: ...
+
+    def prepare(self, req: Request, piece: Piece | None = None, ref=None, seed: int | None = None) -> Any: ...
+
+    def render(self, req: Request, job, warnings: list[str] | None = None) -> Result: ...
 
 
 @dataclass(frozen=True)
@@ -79,7 +98,12 @@ class StreamedPieces(RequestPieces):
     included, handed out strictly in order (`hand_out`)."""
 
     def __init__(
-        self, engine: Engine, req: Request, config: StreamConfig, check=None, segments: list[Segment] | None = None
+        self,
+        engine: StreamEngine,
+        req: Request,
+        config: StreamConfig,
+        check=None,
+        segments: list[Segment] | None = None,
     ) -> None:
         self.engine, self.req = engine, req
         self.segments = cut_request(req, config) if segments is None else segments  # given: cut by the caller
@@ -148,7 +172,7 @@ class _Driver:
     admission.Stagger) so that they leave one by one, not all at the wave's end."""
 
     def __init__(
-        self, engine: Engine, req: Request, config: StreamConfig, clock, cancel, on_warning, check=None
+        self, engine: StreamEngine, req: Request, config: StreamConfig, clock, cancel, on_warning, check=None
     ) -> None:
         self.engine, self.req, self.clock, self.cancel, self.on_warning = engine, req, clock, cancel, on_warning
         self.pieces = StreamedPieces(engine, req, config, check)
@@ -288,7 +312,7 @@ class _Driver:
 
 
 def stream(
-    engine: Engine,
+    engine: StreamEngine,
     req: Request,
     on_piece: Callable[[StreamPiece], None],
     *,
