@@ -348,6 +348,11 @@ FOLDER_RULES = (
         "a checkpoint is found and read without the model",
     ),
     Rule(ENGINE_LEAVES, ("engine/",), "the engine's leaves: every part may use them, they use nothing of it"),
+    Rule(
+        ("engine/stream/",),
+        ("engine/pipeline.py", "engine/service.py"),
+        "the streamed render is built below the façade (Engine.stream runs it): it takes the engine as a Protocol",
+    ),
     # app/: the settings at the floor, voices and listening above them, the shared modules, the runs
     Rule(("app/settings/",), ("app/",), "the settings are the app's floor: they import nothing else of app/"),
     Rule(

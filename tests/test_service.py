@@ -322,3 +322,42 @@ def test_a_cancel_of_all_the_forward_holds_ends_it_between_its_layers(engine):
         assert got.events.empty() or all(e.kind == "piece" for e in got.events.queue)
     finally:
         service.stop()
+
+
+class Watcher:
+    """An Observer (Service.observe) that keeps what it is told."""
+
+    def __init__(self):
+        self.sizes, self.summaries, self.errors = [], [], []
+
+    def forward(self, jobs, positions):
+        self.sizes.append((jobs, positions))
+
+    def finished(self, summary):
+        self.summaries.append(summary)
+
+    def failed(self, error):
+        self.errors.append(error)
+
+
+def test_an_observer_is_told_of_each_forward_and_each_request_end(engine, service):
+    watcher = Watcher()
+    service.observe(watcher)
+    before = service.forwards
+    gate = hold_loop(service)
+    done, cancelled = Collector(), Collector()
+    service.submit(Request(text="One two three.", seed=1, generation=G4), done)
+    ticket = service.submit(Request(text="This one is cancelled.", seed=2, generation=G4), cancelled)
+    ticket.cancel()
+    gate.set()
+    [*_, last] = done.all()
+    assert watcher.summaries == [last.summary]
+    assert len(watcher.sizes) == service.forwards - before == 4
+    assert all(jobs == 1 and positions > 0 for jobs, positions in watcher.sizes)
+    assert watcher.errors == []  # a request its caller cancelled has no error event
+    gate, stopped = hold_loop(service), Collector()
+    service.submit(Request(text="Never spoken.", seed=3, generation=G4), stopped)
+    service.stop(timeout=0)  # the loop is held: it stops once the gate opens
+    gate.set()
+    [event] = stopped.all()
+    assert watcher.errors == [event.error] and isinstance(event.error, RequestCancelled)

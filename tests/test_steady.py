@@ -17,7 +17,7 @@ import pytest
 from conftest import AGENT_REPLY, TINY_CKPT
 
 from omnivoice_cli.app.batch.manifest import MANIFEST
-from omnivoice_cli.engine.stream.waves import Stagger
+from omnivoice_cli.engine.model.admission import Stagger
 
 slow = pytest.mark.slow
 

@@ -9,6 +9,7 @@ import torch
 
 from omnivoice_cli.engine.cancel import Cancelled
 from omnivoice_cli.engine.model import generation
+from omnivoice_cli.engine.model.admission import forward_model
 from omnivoice_cli.engine.model.config import GenerationConfig
 from omnivoice_cli.engine.planning import Request
 from omnivoice_cli.engine.sound.voice import VoicePrompt
@@ -22,7 +23,7 @@ from omnivoice_cli.engine.stream.cut import (
 )
 from omnivoice_cli.engine.stream.render import stream
 from omnivoice_cli.engine.stream.run import StreamRun
-from omnivoice_cli.engine.stream.waves import WavePlanner, forward_model
+from omnivoice_cli.engine.stream.waves import WavePlanner
 
 G4 = GenerationConfig(num_step=4)
 GREEDY4 = GenerationConfig(num_step=4, position_temperature=0.0, class_temperature=0.0)
@@ -324,6 +325,22 @@ def test_stream_run_iterates_in_the_callers_thread(engine):
     assert [p.audio.tobytes() for p in got] == [p.audio.tobytes() for p in direct]
     assert run.summary is not None and run.summary.samples == sum(len(p.audio) for p in got)
     assert run.wait(120)
+
+
+@pytest.mark.slow
+def test_engine_stream_is_the_stream_run(engine):
+    """Engine.stream, the engine's one face for streaming: the pieces of the streamed render, in
+    order, each with its text, start, seed and audio, and its summary."""
+    req = Request(text=TEXT, seed=9, generation=G4)
+    direct = []
+    summary = stream(engine, req, direct.append, config=CFG)
+    progress = []
+    with engine.stream(req, config=CFG, on_progress=lambda d, t: progress.append((d, t))) as run:
+        got = list(run)
+    assert [(p.index, p.text, p.start, p.seed) for p in got] == [(p.index, p.text, p.start, p.seed) for p in direct]
+    assert [p.audio.tobytes() for p in got] == [p.audio.tobytes() for p in direct]
+    assert run.summary is not None and (run.summary.pieces, run.summary.samples) == (summary.pieces, summary.samples)
+    assert progress and progress[-1][0] == progress[-1][1]
 
 
 @pytest.mark.slow

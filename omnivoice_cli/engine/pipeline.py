@@ -3,6 +3,9 @@
     engine = Engine.load("k2-fsa/OmniVoice", Hardware(device="auto", dtype="auto"))  # hardware.py
     [result] = engine.generate([Request(text="Hello", seed=7)], on_step=print)
     result.audio  # float32 [N] at engine.sample_rate
+    with engine.stream(Request(text="Hello. And more.")) as run:  # the same, piece by piece
+        for piece in run:                                          # StreamPiece, strictly in order
+            play(piece.audio)
 
 A request, its checks and its plan (cut into pieces, no model) are in planning.py; generate
 takes a request, a Planned one (its plan carried from where it was built) or a Plan.
@@ -37,6 +40,8 @@ from .text.vocabulary import contains_chinese
 
 if TYPE_CHECKING:  # annotations only: importing torch here would slow `--help` and validation
     from .model.encoder import HiggsEncoder
+    from .stream.cut import StreamConfig
+    from .stream.run import StreamRun
 
 __all__ = ["Engine", "JoinedPieces"]  # its own names
 
@@ -199,7 +204,7 @@ class Engine:
         (estimated against it at speed 1: it already speaks at the request's speed).
 
         `steady`: the requests leave one by one, in a steady stream, rather than a whole forward's
-        worth together at the end (waves.Stagger.steady: a batch or a book, whose finished lines
+        worth together at the end (admission.Stagger.steady: a batch or a book, whose finished lines
         a stop keeps); the same tokens per request, in about the same time where a forward costs
         in proportion to its tokens (a CPU).
 
@@ -208,14 +213,14 @@ class Engine:
         and the others go on; without it, a request that fails its checks raises before anything
         runs, and one failing later raises once the others are finished.
         """
+        from .model.admission import Stagger
         from .model.generation import run_jobs
-        from .stream.waves import Stagger
 
         self.use_threads()
         run = _GenerateRun(self, requests, on_step, on_result, on_error, checks)
         first = run.start()
         pieces = sum(len(p) for p in run.runs if p is not None)
-        admit = Stagger.steady(pieces, self.cfg.max_batch_size) if steady else None
+        may_join = Stagger.steady(pieces, self.cfg.max_batch_size) if steady else None
         if first:
             run_jobs(
                 self.model,
@@ -227,11 +232,45 @@ class Engine:
                 on_done=run.done,
                 on_step=run.report,
                 forward=self.forward,
-                admit=admit,
+                may_join=may_join,
             )
         if run.errors and on_error is None:
             raise next(iter(run.errors.values()))
         return run.results  # type: ignore[return-value]
+
+    def stream(
+        self,
+        req: Request,
+        *,
+        on_step: StepCallback | None = None,
+        on_progress: StepCallback | None = None,
+        on_warning: Callable[[str], None] | None = None,
+        config: "StreamConfig | None" = None,
+        on_idle: Callable[[], None] | None = None,
+        idle_seconds: float = 0.25,
+        check=None,
+    ) -> "StreamRun":
+        """Speak one request piece by piece, generated in a worker thread (engine/stream/): iterate
+        the returned StreamRun for its pieces (StreamPiece), strictly in order, each as soon as it
+        and all before it are ready; leave its `with` block to cancel what is left. A text of one
+        piece is exactly what generate gives; the pieces of any text, joined, are the streamed
+        render's (stream.render.stream, in the caller's thread). on_step(forwards done, planned),
+        on_progress(steps done, steps in all), on_warning(message) and on_idle() (every
+        `idle_seconds` while no piece comes) are called in the iterating thread; `config`: how the
+        text is cut (StreamConfig); `check`: a per-piece check (pieces.PieceCheck)."""
+        from .stream.run import StreamRun
+
+        return StreamRun(
+            self,
+            req,
+            on_step=on_step,
+            on_progress=on_progress,
+            on_warning=on_warning,
+            config=config,
+            on_idle=on_idle,
+            idle_seconds=idle_seconds,
+            check=check,
+        )
 
     def warm_up(self) -> None:
         """Run one short forward, so that a torch.compile'd body compiles now rather than in the

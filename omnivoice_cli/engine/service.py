@@ -13,6 +13,7 @@ at any time (what `omnivoice serve` runs on; no web framework here).
     places.release()                             # (after its requests are done or cancelled)
     ticket.voice                                 # after piece 0: the VoicePrompt its other pieces use
     service.call(lambda engine: ...)             # run on the engine between forwards -> Future
+    service.observe(watcher)                     # an Observer: each forward, each request's end
     service.stop()
 
 A request is rendered exactly as the streamed render (engine/stream/render.py) renders it, by the
@@ -26,16 +27,16 @@ pieces of any text, joined, are what `stream.render.stream` hands out. What it h
 
 Scheduling (continuous batching across requests): every piece is a job of the packed loop
 (engine/model/generation.py). Before each forward, the loop takes new requests, drops the jobs of
-cancelled ones, and admits waiting jobs while the forward stays within max_batch_size jobs and
-max_packed_tokens positions, the request with the fewest jobs in the forward first (then the
-oldest, then piece order), so a new request joins the next forward even beside a long text. A
-job leaves when its own steps are done. The packing is row-independent, so a request's samples
+cancelled ones, and admits waiting jobs (engine/model/admission.py, run_jobs' admission too)
+while the forward stays within max_batch_size jobs and max_packed_tokens positions, the request
+with the fewest jobs in the forward first (then the oldest, then piece order), so a new request
+joins the next forward even beside a long text. A job leaves when its own steps are done. The packing is row-independent, so a request's samples
 do not depend on what shares its forwards.
 
 A request's own pieces leave one by one, never a whole reply together: its first job in the
 forward joins at once, each further one only when the request's youngest job has done 1/n of
-its steps (as stream.waves.Stagger), with n (`_width`) sized from the measured speed of the forwards
-(stream.waves.steady_width: the fewest in flight that run about as fast as any number would), so its
+its steps (admission.Stagger), with n sized from the measured speed of the forwards
+(admission.steady_width: the fewest in flight that run about as fast as any number would), so its
 pieces finish spread over the forwards, in order.
 """
 
@@ -48,20 +49,34 @@ import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from . import cancel as cancelmod
 from .errors import InvalidRequest
 from .forwardfit import check_sizes, fit_sizes
+from .model.admission import Stagger, admit, forward_model, steady_width
 from .pipeline import Engine
 from .planning import Request, validate_request
 from .stream.cut import StreamConfig, cut_request
 from .stream.render import StreamedPieces
-from .stream.waves import forward_model, steady_width
 from .tickets import Busy, Event, Places, RequestCancelled, ServiceStopped, Summary, Ticket
 
 if TYPE_CHECKING:
     from .model.generation import Job
+
+
+class Observer(Protocol):
+    """What the service tells a watcher that registered (`Service.observe`; server/metrics.py's
+    counters). Called in the loop thread: it must return at once (count, never block or raise)."""
+
+    def forward(self, jobs: int, positions: int) -> None:
+        """A forward is about to run: the jobs packed into it and their positions (packed tokens)."""
+
+    def finished(self, summary: Summary) -> None:
+        """A request is done: what it made (its "done" event's summary, before the event is handed on)."""
+
+    def failed(self, error: BaseException) -> None:
+        """A request failed or was cancelled (its "error" event's error, before the event is handed on)."""
 
 
 @dataclass
@@ -106,6 +121,7 @@ class Service:
         self._speed: collections.deque = collections.deque(maxlen=32)  # (packed tokens, seconds) of recent forwards
         self._thread = threading.Thread(target=self._loop, name="omnivoice-engine", daemon=True)
         self.on_forward: Callable[[list[tuple[int, int]]], None] | None = None  # (ticket id, piece) of each forward
+        self._observers: tuple[Observer, ...] = ()  # registered by observe (replaced whole: read without a lock)
 
     # --- the public face ----------------------------------------------------------------------
     def start(self) -> "Service":
@@ -198,6 +214,11 @@ class Service:
             self._cond.notify()
         return future
 
+    def observe(self, observer: Observer) -> None:
+        """Tell `observer` of every forward and every request's end from now on (Observer)."""
+        with self._cond:
+            self._observers = (*self._observers, observer)
+
     def retry_after(self) -> int:
         """Seconds after which a refused request may find a place (from the requests so far)."""
         return max(1, min(60, math.ceil(self._mean_seconds or 1.0)))
@@ -287,53 +308,44 @@ class Service:
         self._active = [s for s in self._active if not s.ticket.closed]
         self._pending = [s for s in self._pending if not s.ticket.closed]
 
-    def _width(self, slot: _Slot, used: int, model) -> int:
-        """How many of its request's jobs may be in the forward with `slot` (waves.steady_width,
+    def _may_join(self, forward: list[_Slot], slot: _Slot, model) -> bool:
+        """Whether a further job of its request joins `forward` (admit's policy): staggered over
+        the request's jobs in it, as many at most as its width (waves in flight: steady_width,
         from the forwards measured so far, `model`; None before any is: one)."""
-        if model is None:
-            return 1
-        mine = sum(s.job.packed_len for s in self._active if s.ticket is slot.ticket)
-        return steady_width(
-            model,
-            len(slot.job.schedule),
-            slot.job.packed_len,
-            self.engine.cfg.max_batch_size,
-            others=used - mine,
-        )
-
-    def _may_join(self, slot: _Slot, used: int, model) -> bool:
-        """A request's first job in the forward joins at once; a further one when the request has
-        fewer than its width in and its youngest has done 1/width of its steps (module doc)."""
-        if slot.ticket.active == 0:
-            return True
-        width = self._width(slot, used, model)
-        if slot.ticket.active >= width:
-            return False
-        youngest = min(s.job.step for s in self._active if s.ticket is slot.ticket)
-        return youngest >= math.ceil(len(slot.job.schedule) / width)
+        mine = [s.job for s in forward if s.ticket is slot.ticket]
+        width = 1
+        if model is not None:
+            width = steady_width(
+                model,
+                len(slot.job.schedule),
+                slot.job.packed_len,
+                self.engine.cfg.max_batch_size,
+                others=sum(s.job.packed_len for s in forward) - sum(j.packed_len for j in mine),
+            )
+        return Stagger(width)(mine, slot.job)
 
     def _admit(self) -> None:
-        """Move waiting jobs into the forward within the limits, fairest first (see the module doc)."""
+        """Move waiting jobs into the forward within the limits, fairest first (admission.admit:
+        each request's pieces in order, the request with the fewest in the forward first, then
+        the oldest; see the module doc)."""
         cfg = self.engine.cfg
-        used = sum(s.job.packed_len for s in self._active)
         model = forward_model(list(self._speed)) if self._speed else None
-        while self._pending and len(self._active) < cfg.max_batch_size:
-            heads: dict[int, _Slot] = {}  # each request's next job (its pieces join in order)
-            for s in self._pending:
-                if s.ticket.id not in heads or s.k < heads[s.ticket.id].k:
-                    heads[s.ticket.id] = s
-            ready = [s for s in heads.values() if self._may_join(s, used, model)]
-            if not ready:
-                break
-            best = min(ready, key=lambda s: (s.ticket.active, s.ticket.id, s.k))
-            if self._active and used + best.job.packed_len > cfg.max_packed_tokens:
-                break
-            self._pending.remove(best)
-            self._active.append(best)
-            used += best.job.packed_len
-            best.ticket.active += 1
-            if best.ticket.started is None:
-                best.ticket.started = self.clock()
+        joining = admit(
+            self._active,
+            sorted(self._pending, key=lambda s: (s.ticket.id, s.k)),
+            max_jobs=cfg.max_batch_size,
+            max_tokens=cfg.max_packed_tokens,
+            tokens=lambda s: s.job.packed_len,
+            group=lambda s: s.ticket.id,
+            may_join=lambda forward, s: self._may_join(forward, s, model),
+        )
+        joined = {id(s) for s in joining}
+        self._pending = [s for s in self._pending if id(s) not in joined]
+        for slot in joining:
+            self._active.append(slot)
+            slot.ticket.active += 1
+            if slot.ticket.started is None:
+                slot.ticket.started = self.clock()
 
     def _forward(self) -> None:
         import torch
@@ -343,6 +355,8 @@ class Service:
         if self.on_forward is not None:
             self.on_forward([(s.ticket.id, s.k) for s in self._active])
         tokens, t0 = sum(s.job.packed_len for s in self._active), self.clock()
+        for observer in self._observers:
+            observer.forward(len(self._active), tokens)
         try:
             with torch.inference_mode(), cancelmod.cancellable(_ForwardStop(self._halt, list(self._active))):
                 forward_step(
@@ -409,6 +423,11 @@ class Service:
         )
 
     def _emit(self, ticket: Ticket, event: Event) -> None:
+        for observer in self._observers:
+            if event.kind == "done" and event.summary is not None:
+                observer.finished(event.summary)
+            elif event.kind == "error" and event.error is not None:
+                observer.failed(event.error)
         try:
             ticket.on_event(event)
         except Exception:  # noqa: BLE001 - a receiver that fails is gone: drop its request

@@ -22,9 +22,8 @@ What it exports (names prefixed `omnivoice_`):
   each load, the first and every wake), `model_loaded` (1 loaded, 0 asleep or loading),
   `resident_bytes_before_load` (the process before its first load) and `resident_bytes` (now).
 
-The engine's numbers are read at each scrape (`service.stats()`) or counted by hooks on the
-service: its `on_forward` (called in the loop thread before each forward; the packed positions
-are summed there) and its `submit` (each request's events pass through a counter on their way).
+The engine's numbers are read at each scrape (`service.stats()`) or counted as the service tells
+its observers (`Service.observe`: each forward, its jobs and packed positions; each request's end).
 """
 
 from __future__ import annotations
@@ -32,23 +31,19 @@ from __future__ import annotations
 import threading
 import time
 import weakref
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..engine.planning import Request as EngineRequest
 from ..engine.service import Service
-from ..engine.tickets import Event, Places, Ticket
+from ..engine.tickets import Summary
 from .asgi import ASGIApp, Message, Receive, Scope, Send
 from .state import resident_bytes
 
 if TYPE_CHECKING:
-    from ..engine.pieces import PieceCheck
     from .state import ServerState
-
-OnEvent = Callable[[Event], None]
 
 ENDPOINTS = {
     "/v1/audio/speech": "speech",
@@ -82,7 +77,8 @@ def endpoint_of(path: str) -> str:
 
 
 class Metrics:
-    """The server's registry and the hooks that fill it (see the module doc)."""
+    """The server's registry and what fills it: the web side's counts, and the engine's as its
+    observer (engine.service.Observer; see the module doc)."""
 
     def __init__(self, state: ServerState) -> None:
         self.state = state
@@ -131,51 +127,35 @@ class Metrics:
         self.load_seconds.observe(seconds)
         self.hook()
 
-    # --- the engine's hooks -------------------------------------------------------------------
+    # --- the engine's observer ----------------------------------------------------------------
     def hook(self) -> None:
-        """Put the counters on the service once it is loaded (idempotent)."""
+        """Register as the service's observer once it is loaded (idempotent)."""
         service = self.state.service
         if service is None or (self._hooked is not None and self._hooked() is service):
             return
         with self._lock:
             if self._hooked is not None and self._hooked() is service:
                 return
-            before, submit = service.on_forward, service.submit
-
-            def on_forward(slots: list[tuple[int, int]]) -> None:  # the loop thread, before the forward
-                self.forwards.inc()
-                self.forward_jobs.observe(len(slots))
-                self.positions.inc(sum(s.job.packed_len for s in service._active))
-                if before is not None:
-                    before(slots)
-
-            def submitted(
-                req: EngineRequest,
-                on_event: OnEvent,
-                check: PieceCheck | None = None,
-                places: Places | None = None,
-                continued: bool = False,
-            ) -> Ticket:
-                return submit(req, self.counting(on_event), check, places, continued)
-
-            service.on_forward = on_forward
-            service.submit = submitted  # type: ignore[method-assign]  # every request counted
+            service.observe(self)
             self._hooked = weakref.ref(service)
 
-    def counting(self, on_event: OnEvent) -> OnEvent:
-        def on(event: Event) -> None:
-            if event.kind == "done" and event.summary is not None:
-                s = event.summary
-                if s.first_audio is not None:
-                    self.first_audio.observe(s.first_audio)
-                self.generation.observe(s.seconds)
-                self.audio.inc(s.samples / s.sample_rate)
-                self.outcomes.labels("done").inc()
-            elif event.kind == "error":
-                self.outcomes.labels("error").inc()
-            on_event(event)
+    def forward(self, jobs: int, positions: int) -> None:
+        """Observer: a forward (the loop thread, before it runs)."""
+        self.forwards.inc()
+        self.forward_jobs.observe(jobs)
+        self.positions.inc(positions)
 
-        return on
+    def finished(self, summary: Summary) -> None:
+        """Observer: a request done (the loop thread)."""
+        if summary.first_audio is not None:
+            self.first_audio.observe(summary.first_audio)
+        self.generation.observe(summary.seconds)
+        self.audio.inc(summary.samples / summary.sample_rate)
+        self.outcomes.labels("done").inc()
+
+    def failed(self, error: BaseException) -> None:
+        """Observer: a request failed or was cancelled (the loop thread)."""
+        self.outcomes.labels("error").inc()
 
     # --- the web side -------------------------------------------------------------------------
     def text(self) -> bytes:

@@ -17,7 +17,6 @@ from ...engine.errors import OmniVoiceError
 from ...engine.pipeline import Engine
 from ...engine.planning import Request
 from ...engine.stream.render import StreamPiece
-from ...engine.stream.run import StreamRun
 from ...media import pipes  # (pipes.quiet_stdout looked up when called: a test stands in for it)
 from ...media.players import Player
 from ..deliver import Audio, Outputs, PieceWriter, Take, deliver, piece_cues, reader_gone, send_piece
@@ -119,8 +118,8 @@ class StreamedRun(SpeechRun):
         idle = watch_ends(player, writer)
         with self.session.steps("streaming", None) as on_step:
             # the bar counts steps over all pieces: its total is known from the start, never changes
-            with StreamRun(
-                engine, request, on_progress=on_step, on_warning=self.session.warn, on_idle=idle, check=check
+            with engine.stream(
+                request, on_progress=on_step, on_warning=self.session.warn, on_idle=idle, check=check
             ) as run:
                 for piece in run:  # each, in order, to the player and to stdout; kept for a file
                     if out.first is None and piece.seed is not None:

@@ -4,7 +4,7 @@ Every request keeps its own canvas, schedule, settings and random generator. Eac
 the conditional row of every active request, and its unconditional row (target frames only) when
 its guidance_scale is not 0, back to back. A request leaves as soon as its own steps are done and
 waiting requests join the next forward, bounded by max_batch_size requests and max_packed_tokens
-canvas positions.
+canvas positions (admission.py: the one admission, the service's too).
 
 The step cache (GenerationConfig.step_cache, off by default: an approximation; `StepCache`): a
 request's prompt (style, text, reference audio: the canvas before its target) never changes, but
@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from . import scheduler
+from .admission import admit
 from .backbone import OmniVoiceModel, PackedBatch, PromptKV
 from .canvas import Canvas
 from .config import GenerationConfig
@@ -195,7 +196,7 @@ def run_jobs(
     on_done: Callable[[Job], list[Job] | None] | None = None,
     forward: Callable[[PackedBatch], torch.Tensor] | None = None,
     on_advance: Callable[[list[Job]], None] | None = None,
-    admit: Callable[[list[Job], Job], bool] | None = None,
+    may_join: Callable[[list[Job], Job], bool] | None = None,
 ) -> None:
     """Run every job to the end, in the order given.
 
@@ -204,8 +205,9 @@ def run_jobs(
     steps against its plans' total); on_done(job) when a job has
     revealed its last token: it may return new jobs (which need that one's result) to queue.
     forward: what runs the body (default the model itself; e.g. a GraphedForward on CUDA).
-    admit(active, job): whether the next waiting job may join the forward now, within the bounds
-    (e.g. waves.Stagger: jobs spaced so that they leave one by one); never asked when none is active.
+    may_join(active, job): whether the next waiting job may join the forward now, within the bounds
+    (admission.admit, the jobs one group; e.g. admission.Stagger: jobs spaced so that they leave one
+    by one); never asked when none is active.
     """
     forward = forward or model
     device = model.audio_heads.weight.device
@@ -214,14 +216,16 @@ def run_jobs(
     done_forwards = 0
     with torch.inference_mode():
         while waiting or active:
-            used = sum(j.packed_len for j in active)
-            while waiting and len(active) < max_batch_size:
-                if active and used + waiting[0].packed_len > max_packed_tokens:
-                    break
-                if active and admit is not None and not admit(active, waiting[0]):
-                    break
-                used += waiting[0].packed_len
-                active.append(waiting.pop(0))
+            joining = admit(
+                active,
+                waiting,
+                max_jobs=max_batch_size,
+                max_tokens=max_packed_tokens,
+                tokens=_packed_len,
+                may_join=may_join,
+            )
+            del waiting[: len(joining)]  # (one group: those who join are the first waiting)
+            active += joining
             forward_step(model, active, mask_id=mask_id, forward=forward, device=device)
             done_forwards += 1
             if on_advance:
@@ -232,6 +236,10 @@ def run_jobs(
                 waiting.extend((on_done(job) if on_done else None) or [])
             if on_step:
                 on_step(done_forwards, done_forwards + forwards_left(active, waiting, max_batch_size))
+
+
+def _packed_len(job: Job) -> int:
+    return job.packed_len
 
 
 def forwards_left(active: list[Job], waiting: list[Job], max_batch_size: int) -> int:

@@ -16,21 +16,41 @@ import statistics
 import threading
 import time
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
 
 from ..cancel import Cancelled, cancellable
+from ..model.admission import Stagger
 from ..pieces import Piece, RequestPieces
-from ..pipeline import Engine
-from ..planning import Request, validate_request
+from ..planning import Request, Result, validate_request
 from ..text.duration import resolve_target_len
 from .cut import Segment, StreamConfig, cut_request
-from .waves import Stagger, WavePlanner
+from .waves import WavePlanner
 
 if TYPE_CHECKING:
     import numpy as np
 
+    from ..model.config import ModelConfig
+
 
 StepCallback = Callable[[int, int], None]  # (forwards done, forwards planned)
+
+
+class StreamEngine(Protocol):
+    """What the streamed render uses of the engine (pipeline.Engine, whose `stream` starts it: this
+    package never imports the engine's face back)."""
+
+    cfg: ModelConfig
+    model: Any  # the body (OmniVoiceModel)
+    forward: Any  # what runs the body each step
+
+    @property
+    def sample_rate(self) -> int: ...
+
+    def use_threads(self) -> None: ...
+
+    def prepare(self, req: Request, piece: Piece | None = None, ref=None, seed: int | None = None) -> Any: ...
+
+    def render(self, req: Request, job, warnings: list[str] | None = None) -> Result: ...
 
 
 @dataclass(frozen=True)
@@ -78,7 +98,12 @@ class StreamedPieces(RequestPieces):
     included, handed out strictly in order (`hand_out`)."""
 
     def __init__(
-        self, engine: Engine, req: Request, config: StreamConfig, check=None, segments: list[Segment] | None = None
+        self,
+        engine: StreamEngine,
+        req: Request,
+        config: StreamConfig,
+        check=None,
+        segments: list[Segment] | None = None,
     ) -> None:
         self.engine, self.req = engine, req
         self.segments = cut_request(req, config) if segments is None else segments  # given: cut by the caller
@@ -143,11 +168,11 @@ class StreamedPieces(RequestPieces):
 
 class _Driver:
     """One request streamed through one run_jobs loop (see `stream`). Admission: piece 0 alone,
-    then waves of the ready pieces sized by `WavePlanner`, a wave's pieces staggered (`admit`:
-    waves.Stagger) so that they leave one by one, not all at the wave's end."""
+    then waves of the ready pieces sized by `WavePlanner`, a wave's pieces staggered (`may_join`:
+    admission.Stagger) so that they leave one by one, not all at the wave's end."""
 
     def __init__(
-        self, engine: Engine, req: Request, config: StreamConfig, clock, cancel, on_warning, check=None
+        self, engine: StreamEngine, req: Request, config: StreamConfig, clock, cancel, on_warning, check=None
     ) -> None:
         self.engine, self.req, self.clock, self.cancel, self.on_warning = engine, req, clock, cancel, on_warning
         self.pieces = StreamedPieces(engine, req, config, check)
@@ -268,8 +293,8 @@ class _Driver:
         """A forward ran these jobs (run_jobs' on_advance): its size, for the speed measured."""
         self.forward_tokens = max(sum(j.packed_len for j in jobs), 1)
 
-    def admit(self, active: list, job) -> bool:
-        """run_jobs' admission: the running wave's pieces join staggered (waves.Stagger)."""
+    def may_join(self, active: list, job) -> bool:
+        """run_jobs' admission: the running wave's pieces join staggered (admission.Stagger)."""
         return Stagger(max(self.planner.last_size, 1))(active, job)
 
     def piece_steps(self) -> tuple[int, int]:
@@ -287,7 +312,7 @@ class _Driver:
 
 
 def stream(
-    engine: Engine,
+    engine: StreamEngine,
     req: Request,
     on_piece: Callable[[StreamPiece], None],
     *,
@@ -342,7 +367,7 @@ def stream(
                 on_done=d.done,
                 forward=engine.forward,
                 on_advance=d.advanced,
-                admit=d.admit,
+                may_join=d.may_join,
             )
     return StreamSummary(
         pieces=len(d.pieces),

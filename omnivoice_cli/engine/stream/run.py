@@ -12,10 +12,9 @@ import queue
 import threading
 from typing import Callable, Iterator
 
-from ..pipeline import Engine
 from ..planning import Request
 from .cut import StreamConfig
-from .render import StepCallback, StreamPiece, StreamSummary, stream
+from .render import StepCallback, StreamEngine, StreamPiece, StreamSummary, stream
 
 
 class StreamRun:
@@ -36,7 +35,7 @@ class StreamRun:
 
     def __init__(
         self,
-        engine: Engine,
+        engine: StreamEngine,
         req: Request,
         *,
         on_step: StepCallback | None = None,

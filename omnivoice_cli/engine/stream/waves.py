@@ -1,34 +1,14 @@
 """Scheduling a streamed render: after piece 0 the rest run in packed waves (all of a wave's jobs
 share each forward). A wave is as large as can be generated, by the speed measured so far, before
 the audio already handed out has played (`WavePlanner`); when even one piece cannot be, the device
-is slower than real time and waves then double in size. Pure arithmetic on measured times."""
+is slower than real time and waves then double in size. Pure arithmetic on measured times (the
+forwards' speed: admission.forward_model; a wave's pieces join staggered: admission.Stagger)."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
-from typing import Any, Callable
 
-STEADY_SHARE = 0.2  # a steady run (Stagger.steady) has at most this share of its jobs in flight
-
-
-def forward_model(points: list[tuple[int, float]]) -> Callable[[int], float]:
-    """Seconds per forward as a function of the packed tokens, from measured (tokens, seconds)
-    points: proportional to the tokens from a single point (pessimistic where a forward costs
-    about the same at any size, as on a GPU), a line a + b * tokens (a, b >= 0) fitted by least
-    squares through two or more distinct sizes."""
-    if not points:
-        raise ValueError("forward_model needs a measurement")
-    xs = [float(x) for x, _ in points]
-    ys = [float(y) for _, y in points]
-    if len(set(xs)) < 2:
-        rate = max(y / x for x, y in zip(xs, ys))
-        return lambda tokens: rate * tokens
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
-    b = max(b, 0.0)
-    a = max(my - b * mx, 0.0)
-    return lambda tokens: a + b * tokens
+from ..model.admission import forward_model
 
 
 @dataclass
@@ -88,46 +68,3 @@ def _fitting(lens: list[int], budget: int) -> int:
         used += length
         n += 1
     return max(n, 1)
-
-
-@dataclass(frozen=True)
-class Stagger:
-    """Admission that makes jobs leave one by one instead of together (run_jobs' `admit`).
-
-    Jobs that join one forward together and have the same steps finish together, at the end of
-    the run for a whole group. Here at most `cap` jobs run at once, and a job joins only when the
-    youngest one running has done 1/cap of its own steps: the jobs in the forward are spread
-    evenly over their steps, and (each place refilled as its job leaves) one job leaves every
-    num_step / cap forwards. A stop then loses only the jobs in flight, about cap / 2 jobs'
-    steps. The tokens of a job do not depend on what shares its forwards (the packing is
-    row-independent), so only the order in which jobs finish changes."""
-
-    cap: int  # jobs in the forward at most (within the engine's max_batch_size)
-
-    @classmethod
-    def steady(cls, jobs: int, max_batch_size: int, share: float = STEADY_SHARE) -> "Stagger":
-        """For a run of `jobs` jobs: at most `share` of them in flight (at least one), so that a
-        stop halfway keeps about (0.5 - share / 2) of the jobs (a batch, a book)."""
-        return cls(max(1, min(max_batch_size, math.ceil(jobs * share))))
-
-    def gap(self, job: Any) -> int:
-        """Steps the youngest running job must have done before `job` joins."""
-        return math.ceil(len(job.schedule) / self.cap)
-
-    def __call__(self, active: list, job: Any) -> bool:
-        return len(active) < self.cap and min(j.step for j in active) >= self.gap(job)
-
-
-def steady_width(
-    model: Callable[[int], float], num_step: int, piece_tokens: int, cap: int, *, others: int = 0, slack: float = 1.1
-) -> int:
-    """How many pieces of one stream to run at once, staggered (Stagger), from the measured speed
-    (`model`: seconds per forward by packed tokens, forward_model). With n in flight beside
-    `others` tokens of other work, one piece leaves every num_step * model(others + n *
-    piece_tokens) / n seconds: the smallest n whose pace is within `slack` of the best pace. More
-    in flight would only hold pieces back to finish them together: where a forward costs in
-    proportion to its tokens (a CPU) that is one or two, where it costs about the same at any size
-    (a GPU) about `cap`, still leaving one by one."""
-    paces = [num_step * model(others + n * piece_tokens) / n for n in range(1, max(cap, 1) + 1)]
-    best = min(paces)
-    return next(n for n, pace in enumerate(paces, start=1) if pace <= slack * best)
