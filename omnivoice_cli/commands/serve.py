@@ -8,6 +8,7 @@ from typing import Optional
 
 import typer
 
+from ..app.checkpoint import model_config
 from ..app.door.idle import idle_seconds
 from ..app.settings.layers import FLAG_SOURCE, Resolved
 from ..app.settings.schema import GENERATION_KEYS
@@ -199,6 +200,7 @@ def serve(
     from ..server.run import is_loopback  # (starlette, uvicorn: loaded when serving, not by --help)
 
     chosen, settings = run_settings(preset, flags)
+    model_config(settings["model"])  # a fine-tune's declarations checked before listening (CheckpointError)
     if settings["verify"]:  # a preset's verify = true: every request listens back, so the recogniser must be there
         check_listening(settings, False, "--verify")
     layers = ((chosen.origin, chosen.settings),) if chosen else ()
