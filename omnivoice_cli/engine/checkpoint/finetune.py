@@ -51,6 +51,7 @@ class OwnVoice:
     audio: str  # an absolute path, inside the checkpoint folder
     text: str
     lang: str | None = None
+    file: str = ""  # the recording as the declaration names it, inside the folder (shown in messages)
 
 
 @dataclass(frozen=True)
@@ -182,7 +183,8 @@ def _languages(data: object, where: str) -> tuple[tuple[str, str], ...]:
     return rows
 
 
-def _audio(root: Path, value: object, where: str) -> str:
+def _audio(root: Path, value: object, where: str) -> tuple[str, str]:
+    """(the recording's absolute path, its path as declared) of a voice's audio, checked."""
     rel = _string(value, where, limit=512, comma=True)
     p = Path(rel)
     if p.is_absolute() or ".." in p.parts or "\\" in rel:
@@ -196,7 +198,7 @@ def _audio(root: Path, value: object, where: str) -> str:
         raise CheckpointError(f"{where}: '{rel}' does not exist")
     if full.stat().st_size > MAX_AUDIO_BYTES:
         raise CheckpointError(f"{where}: '{rel}' is over {MAX_AUDIO_BYTES >> 20} MiB")
-    return str(full)
+    return str(full), p.as_posix()
 
 
 def _voices(root: Path, data: object, where: str) -> tuple[OwnVoice, ...]:
@@ -213,13 +215,13 @@ def _voices(root: Path, data: object, where: str) -> tuple[OwnVoice, ...]:
         at = f"{where}: voice '{name}'"
         if not isinstance(row, dict):
             raise CheckpointError(f"{at}: expected an object with 'audio' and 'text'")
-        audio = _audio(root, row.get("audio", row.get("ref_audio")), f"{at}: audio")
+        audio, file = _audio(root, row.get("audio", row.get("ref_audio")), f"{at}: audio")
         text = _string(row.get("text", row.get("ref_text")), f"{at}: text", MAX_TEXT_CHARS, comma=True)
         lang = row.get("language", row.get("lang"))
         lang = None if lang is None else _string(lang, f"{at}: language")
         if name.casefold() in voices:
             raise CheckpointError(f"{at}: named twice (in any case); each voice at most once")
-        voices[name.casefold()] = OwnVoice(name, audio, text, lang)
+        voices[name.casefold()] = OwnVoice(name, audio, text, lang, file)
     return tuple(voices.values())
 
 
