@@ -30,6 +30,7 @@ HOSTILE = {
     "a language id twice in any case": ("languages.json", '{"sa": "Saudi", "SA": "Sanskrit"}', "'SA'"),
     "a language id twice in a list": ("languages.json", '["eg", "EG"]', "'EG'"),
     "a language name twice": ("languages.json", '{"eg": "Egyptian", "sa": "egyptian"}', "'egyptian'"),
+    "a language name that is another's id": ("languages.json", '{"eg": "Egyptian", "sa": "EG"}', "'EG'"),
     "an instruct item twice in any case": ("instructs.json", '["happy", "Happy"]', "'Happy'"),
     "a voice twice": ("references.json", '{"A": %s, "A": %s}' % (json.dumps(VOICE), json.dumps(VOICE)), "'A'"),
     "a voice twice in any case": ("references.json", json.dumps({"Karim": VOICE, "KARIM": VOICE}), "'KARIM'"),

@@ -180,6 +180,13 @@ def _languages(data: object, where: str) -> tuple[tuple[str, str], ...]:
     rows = tuple((_string(k, f"{where}: id"), _string(v, f"{where}: '{k}'")) for k, v in data)
     _unique([k for k, _ in rows], where, "language id")
     _unique([v for _, v in rows], where, "language name")
+    ids = {k.casefold(): k for k, _ in rows}
+    for k, v in rows:  # the id or the name selects a language: one that is another's id is ambiguous
+        other = ids.get(v.casefold())
+        if other is not None and other != k:
+            raise CheckpointError(
+                f"{where}: language '{k}' is named {v!r}, the id of another; a name selects one language"
+            )
     return rows
 
 
