@@ -70,20 +70,27 @@ class References:
         self._prepared: dict[tuple[Path, str | None], Reference | InvalidRequest | ModelUnavailable] = {}  # None: heard
         self._encoded: dict[tuple[Path, str], VoicePrompt] = {}
 
-    def prepare(self, path: Path, transcript: str, source: str = "ref_text") -> Reference:
+    def prepare(self, path: Path, transcript: str, source: str = "ref_text", shown: str | None = None) -> Reference:
+        """The recording at `path` read and prepared, once; `shown`: what its messages call it in
+        place of its path (a checkpoint's voice: a server's reply never shows its own paths)."""
         key = (path.resolve(), transcript)
         if key not in self._prepared:
             from ..engine.sound import voice as vmod
 
+            label = shown or str(path)
             try:
                 wav = vmod.load_reference(path)
-                prepared = vmod.prepare_reference(wav, transcript, source=f"reference audio {path}")
+                prepared = vmod.prepare_reference(wav, transcript, source=f"reference audio {label}")
                 mismatch = check_ref_transcript(transcript, prepared.seconds)
-                warnings = (*prepared.warnings, *([f"{path}: {mismatch}"] if mismatch else []))
+                warnings = (*prepared.warnings, *([f"{label}: {mismatch}"] if mismatch else []))
                 prepared = dataclasses.replace(prepared, source=str(path), warnings=warnings)
                 self._prepared[key] = Reference(path, transcript, prepared, source)
             except InvalidRequest as e:
-                self._prepared[key] = e
+                message = str(e)
+                if shown is not None:
+                    for spelling in {str(path.resolve()), str(path)}:
+                        message = message.replace(spelling, shown)
+                self._prepared[key] = InvalidRequest(message, e.setting)
         found = self._prepared[key]
         if not isinstance(found, Reference):  # its error, kept for the next line that names it
             raise found
@@ -259,10 +266,10 @@ def _own_voice(settings: Resolved, cfg: ModelConfig, refs: References) -> tuple[
     own = cfg.own.voice(spec) if spec is not None and cfg.own.voices else None
     if spec is None or own is None or store.is_voice_path(spec) or spec in store.voice_index():
         return settings, None
-    try:
-        reference = refs.prepare(Path(own.audio), own.text, "file")
+    try:  # named by its path in the checkpoint, never the folder's (a server's reply shows it)
+        reference = refs.prepare(Path(own.audio), own.text, "file", shown=own.file or own.name)
     except InvalidRequest as e:
-        raise named(settings, e, "voice") from None
+        raise named(settings, InvalidRequest(f"the checkpoint's voice {own.name!r}: {e}"), "voice") from None
     changes: dict[str, object] = {"voice": None}
     if settings["lang"] is None and own.lang is not None:
         changes["lang"] = own.lang

@@ -216,6 +216,7 @@ def serve(
     flags: dict = NO_FLAGS,
 ) -> None:
     """Serve OpenAI's speech API (POST /v1/audio/speech) and the saved voices over HTTP."""
+    from ..app.checkpoint import model_config
     from ..app.door.idle import idle_seconds
     from ..app.settings.layers import FLAG_SOURCE
     from ..server.config import ServeOptions, load_voice_map
@@ -228,6 +229,7 @@ def serve(
     from ..server.run import is_loopback  # (starlette, uvicorn: loaded when serving, not by --help)
 
     chosen, settings = run_settings(preset, flags)
+    model_config(settings["model"])  # a fine-tune's declarations checked before listening (CheckpointError)
     if settings["verify"]:  # a preset's verify = true: every request listens back, so the recogniser must be there
         check_listening(settings, False, "--verify")
     layers = ((chosen.origin, chosen.settings),) if chosen else ()

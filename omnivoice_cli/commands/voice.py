@@ -218,7 +218,8 @@ def voice_list() -> None:
 def voice_show(
     spec: str = typer.Argument(..., metavar="NAME|FILE", help="A saved voice's name or a voice file."),
 ) -> None:
-    """Print what a saved voice holds: transcript, length, source recording, model, date."""
+    """Print what a saved voice holds: transcript, length, source recording, model, date (control
+    characters shown as escapes)."""
     from ..app.voices import voices
 
     items = voices.builtin_instruct(spec)
@@ -228,8 +229,9 @@ def voice_show(
     else:
         info = voices.describe(voices.resolve_voice(spec))
     out = typer.get_text_stream("stdout")
-    width = max(len(k) for k in info)
-    for key, value in info.items():
+    shown = {voices.printable(k): voices.printable(str(v)) for k, v in info.items()}  # a file's words, escaped
+    width = max(len(k) for k in shown)
+    for key, value in shown.items():
         out.write(f"{key + ':':<{width + 1}} {value}\n")
 
 

@@ -13,14 +13,15 @@ the same resampling and levelling as a local run's), so its samples are the loca
 they are written here through `deliver` (or, streamed, `PieceWriter`) into whatever -o names.
 
 A 4xx reply is a usage error (exit 2) with the server's message, which uses the CLI's words; a 5xx
-or a server that is not there is a failure (exit 1), one line. The settings of the model and the
+or a server that is not there is a failure (exit 1), one line. The server is not trusted
+(app/say/replycheck.py): a malformed URL is a usage error; a reply with a bad header, a WAV of
+another layout or cut short, or one longer than the request can make is a failure, and no file. The settings of the model and the
 machine (`LOCAL_ONLY`) are the server's: given as flags they are refused (exit 2); from the
 environment or a preset they are left to the server. `--voice NAME` names the server's saved voice.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from contextlib import nullcontext
@@ -35,9 +36,22 @@ from ..session import Session
 from ..settings.layers import Resolved
 from ..settings.schema import HTTP_SETTINGS
 from ..settings.setting import flag_name
+from .replycheck import (
+    MAX_ERROR_BYTES,
+    RATES,
+    BadReply,
+    ReplyMeta,
+    bounded,
+    check_url,
+    longest_reply,
+    message_of,
+    read_bounded,
+    reply_meta,
+    samples,
+    wav_samples,
+)
 
 if TYPE_CHECKING:
-    import httpx
     import numpy as np
 
     from ..signals import HoldSignals
@@ -46,9 +60,6 @@ if TYPE_CHECKING:
 ENV = "OMNIVOICE_SERVER"  # the server's URL when --server is not given
 KEY_ENV = "OMNIVOICE_API_KEY"  # sent as 'Authorization: Bearer KEY' (serve --api-key)
 SPEECH_PATH = "/v1/audio/speech"
-SEED_HEADER = "x-omnivoice-seed"
-LOUDNESS_HEADER = "x-omnivoice-loudness"
-VERIFY_HEADER = "x-omnivoice-verify"
 TIMEOUT = 3600.0  # seconds a reply may take between two reads (a long text on a busy server)
 CONNECT_TIMEOUT = 10.0
 # settings of the model and the machine: the server was started with its own
@@ -60,15 +71,12 @@ class ServerUnreachable(OmniVoiceError):
 
 
 def server_url(flag: str | None) -> str | None:
-    """--server, else OMNIVOICE_SERVER; a URL of http(s), without a trailing slash. Empty (`--server ''`,
-    or the variable set empty): none, the run is local."""
+    """--server, else OMNIVOICE_SERVER; a URL of http(s), without a trailing slash (replycheck.check_url:
+    a usage error otherwise). Empty (`--server ''`, or the variable set empty): none, the run is local."""
     url = flag if flag is not None else os.environ.get(ENV)
     if not url:
         return None
-    where = "--server" if flag is not None else f"environment variable {ENV}"
-    if not url.startswith(("http://", "https://")):
-        raise InvalidRequest(f"{where} must be an http:// or https:// URL of `omnivoice serve`, got {url!r}")
-    return url.rstrip("/")
+    return check_url(url, "--server" if flag is not None else f"environment variable {ENV}")
 
 
 def check_remote(settings: Resolved, *, subtitles: bool, words: bool) -> None:
@@ -110,35 +118,21 @@ def _need_httpx() -> None:
         raise MissingExtra("say --server", "httpx", "serve") from None
 
 
-def _message(data: bytes) -> str:
-    try:
-        return " ".join(str(json.loads(data)["error"]["message"]).split())
-    except (ValueError, KeyError, TypeError):
-        return " ".join(data.decode("utf-8", "replace").split())[:300] or "no message"
-
-
-def refused(url: str, status: int, data: bytes) -> OmniVoiceError:
-    """A reply that is not audio, as the CLI's error: 4xx a usage error, else a failure."""
-    message = _message(data)
+def refused(url: str, status: int, data: bytes, cut: bool = False) -> OmniVoiceError:
+    """A reply that is not audio, as the CLI's error: 4xx a usage error, else a failure (the
+    server's message on one line, cut: replycheck.message_of)."""
+    message = message_of(data, cut)
     if 400 <= status < 500:
         return InvalidRequest(message)
     return OmniVoiceError(f"the server at {url} failed (HTTP {status}): {message}")
-
-
-def samples(data: bytes) -> "np.ndarray":
-    """float32 samples of 16-bit PCM (the server's s16le), as a 16-bit file reads back: k / 32768."""
-    import numpy as np
-
-    return np.frombuffer(data, dtype="<i2").astype(np.float32) / 32768.0
 
 
 @dataclass
 class _Reply:
     audio: "np.ndarray"  # float32 samples at `rate`
     rate: int
-    seed: int
     first: float | None  # streamed: seconds until the first samples came
-    headers: "httpx.Headers"
+    meta: ReplyMeta  # its headers' seed, loudness and verify
 
 
 class RemoteRun:
@@ -174,7 +168,6 @@ class RemoteRun:
             if speech.target is None:
                 raise playback_stopped(e) from None
             raise stopped_after(e, writes.done, speech.target) from None
-        loud, verify = got.headers.get(LOUDNESS_HEADER), got.headers.get(VERIFY_HEADER)
         plan = speech.built.plan
         report = speech_report(
             speech,
@@ -185,11 +178,11 @@ class RemoteRun:
             load=0.0,
             voice=None,
             first=got.first,
-            seed=got.seed,
+            seed=got.meta.seed,
             pieces=len(plan.pieces) if plan is not None else 1,
-            verify=None if verify is None else json.loads(verify),
+            verify=got.meta.verify,
         )
-        return report if loud is None else replace(report, loudness=json.loads(loud))
+        return report if got.meta.loudness is None else replace(report, loudness=got.meta.loudness)
 
     def fetch(self, signals: "HoldSignals") -> _Reply:
         """POST the request; the reply's samples (streamed: played and sent on as they come)."""
@@ -203,22 +196,28 @@ class RemoteRun:
             with httpx.Client(timeout=timeout, headers=self.headers()) as client:
                 with client.stream("POST", self.url + SPEECH_PATH, json=body) as reply:
                     if reply.status_code != 200:
-                        raise refused(self.url, reply.status_code, reply.read())
-                    seed = int(reply.headers.get(SEED_HEADER, "0"))
+                        raise refused(self.url, reply.status_code, *read_bounded(reply.iter_bytes(), MAX_ERROR_BYTES))
+                    meta = reply_meta(reply.headers)  # checked before any audio is taken
+                    asked = self.speech.sample_rate
+                    why = "the longest reply this text can make"
                     if streamed:
-                        rate = int(self.speech.sample_rate or SAMPLE_RATE)
-                        audio, first = self.streamed(reply, rate, signals)
-                        return _Reply(audio, rate, seed, first, reply.headers)
+                        rate = int(asked or SAMPLE_RATE)
+                        chunks = bounded(reply.iter_bytes(), longest_reply(self.speech, self.text, rate), why)
+                        audio, first = self.streamed(chunks, rate, signals)
+                        return _Reply(audio, rate, first, meta)
+                    limit = longest_reply(self.speech, self.text, int(asked or RATES[1]))
                     with self.session.status(f"speaking on {self.url} ..."):
-                        data = reply.read()
-                    audio, rate = _wav(data)
-                    return _Reply(audio, rate, seed, None, reply.headers)
+                        data = b"".join(bounded(reply.iter_bytes(), limit, why))
+                    audio, rate = wav_samples(data, None if asked is None else int(asked))
+                    return _Reply(audio, rate, None, meta)
+        except BadReply as e:
+            raise BadReply(f"the server's reply {e}") from None
         except (httpx.ConnectError, httpx.ConnectTimeout) as e:
             raise ServerUnreachable(f"no omnivoice server answered at {self.url}: {one_line(e)}") from None
         except httpx.TransportError as e:  # cut off, or silent past TIMEOUT: the reply is not whole
             raise OmniVoiceError(f"the server at {self.url} stopped answering: {one_line(e)}") from None
 
-    def streamed(self, reply: "httpx.Response", rate: int, signals: "HoldSignals") -> tuple["np.ndarray", float | None]:
+    def streamed(self, chunks: Iterator[bytes], rate: int, signals: "HoldSignals") -> tuple["np.ndarray", float | None]:
         """The reply's PCM as it comes: played, and to stdout (--stream -o -); kept whole."""
         import numpy as np
 
@@ -230,7 +229,7 @@ class RemoteRun:
         kept: list[np.ndarray] = []
         first, t0 = None, time.perf_counter()
         with player or nullcontext():  # left normally: waits until all has played
-            for piece in _pieces(reply.iter_bytes()):
+            for piece in _pieces(chunks):
                 if first is None:
                     first = time.perf_counter() - t0
                 if player is not None:
@@ -252,16 +251,3 @@ def _pieces(chunks: Iterator[bytes]) -> Iterator["np.ndarray"]:
         rest = data[cut:]
         if cut:
             yield samples(data[:cut])
-
-
-def _wav(data: bytes) -> tuple["np.ndarray", int]:
-    """The samples (k / 32768) and rate of the server's 16-bit WAV."""
-    import io
-
-    import soundfile as sf
-
-    try:
-        audio, rate = sf.read(io.BytesIO(data), dtype="float32")
-    except (sf.LibsndfileError, RuntimeError, ValueError) as e:  # not the WAV asked for (a proxy's page?)
-        raise OmniVoiceError(f"the server's reply is not a WAV file ({one_line(e)})") from None
-    return audio, int(rate)

@@ -11,10 +11,12 @@ names as instruct items, dialects as languages (ids that may collide with ISO 63
 - `references.json`: {"Name": {"audio": "reference_speakers/name.wav", "text": "...",
   "language": "id"}, ...} (or a list of objects with a "name"): the checkpoint's own voices.
 
-Everything is untrusted input, read bounded and checked: files of at most `MAX_FILE_BYTES`, at
-most `MAX_ENTRIES` entries each, short printable strings without the model's marker tokens, and
-voice recordings that lie inside the folder (no absolute paths, no '..', no link out). A file that
-breaks a rule is a `CheckpointError` naming the file and the entry.
+Everything is untrusted input, read bounded and checked: files of at most `MAX_FILE_BYTES`,
+nested at most `MAX_DEPTH` deep (counted before parsing), at most `MAX_ENTRIES` entries each, each
+name once (in any case: an item, a language id or name, a voice), short printable strings (no
+C0/C1 control, bidi or line-separator character, no lone surrogate) without the model's marker
+tokens, and voice recordings that lie inside the folder (no absolute paths, no '..', no link out).
+A file that breaks a rule is a `CheckpointError` naming the file and the entry.
 """
 
 from __future__ import annotations
@@ -33,8 +35,12 @@ MAX_ENTRIES = 512  # items, languages or voices of one checkpoint
 MAX_NAME_CHARS = 64  # an item, a language id or name, a voice name
 MAX_TEXT_CHARS = 2000  # a voice's transcript
 MAX_AUDIO_BYTES = 64 << 20  # one voice recording
+MAX_DEPTH = 8  # arrays and objects inside each other (the layouts nest 3 deep)
 AUDIO_SUFFIXES = (".wav", ".flac", ".ogg", ".mp3")
-_BAD_RE = re.compile(r"[\x00-\x1f\x7f]|<\||\|>")  # control characters, the model's marker tokens
+# C0, DEL and C1 controls (a terminal obeys them: U+009B is CSI), line separators, bidi overrides and
+# isolates, lone surrogates (no UTF-8 for them); the model's marker tokens
+_BAD_RE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]|<\\||\\|>")
+_BRACKETS = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')  # a JSON string (skipped) or a bracket
 
 
 @dataclass(frozen=True)
@@ -45,6 +51,7 @@ class OwnVoice:
     audio: str  # an absolute path, inside the checkpoint folder
     text: str
     lang: str | None = None
+    file: str = ""  # the recording as the declaration names it, inside the folder (shown in messages)
 
 
 @dataclass(frozen=True)
@@ -73,6 +80,36 @@ class CheckpointOwn:
         return next((v for v in self.voices if v.name.casefold() == key), None)
 
 
+class _Twice(ValueError):
+    """A key given twice in one JSON object (json.loads would keep the last silently)."""
+
+
+def _once(pairs: list[tuple[str, object]]) -> dict:
+    out: dict = {}
+    for key, value in pairs:
+        if key in out:
+            raise _Twice(key)
+        out[key] = value
+    return out
+
+
+def _too_deep(raw: bytes) -> bool:
+    """Whether the JSON text `raw` nests arrays and objects deeper than MAX_DEPTH (strings skipped),
+    counted before json.loads would recurse into it."""
+    if raw.count(b"[") + raw.count(b"{") <= MAX_DEPTH:
+        return False
+    depth = 0
+    for m in _BRACKETS.finditer(raw):
+        token = m.group()
+        if token in (b"[", b"{"):
+            depth += 1
+            if depth > MAX_DEPTH:
+                return True
+        elif token in (b"]", b"}"):
+            depth -= 1
+    return False
+
+
 def _load(path: Path) -> object:
     try:
         size = path.stat().st_size
@@ -80,9 +117,13 @@ def _load(path: Path) -> object:
             raise CheckpointError(f"{path}: {size} bytes, at most {MAX_FILE_BYTES} for a declaration file")
         with path.open("rb") as f:
             raw = f.read(MAX_FILE_BYTES + 1)
-        return json.loads(raw.decode("utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CheckpointError(f"{path}: not readable JSON ({str(e)[:120]})") from None
+        if _too_deep(raw):
+            raise CheckpointError(f"{path}: lists and objects nest deeper than {MAX_DEPTH} levels, the most allowed")
+        return json.loads(raw.decode("utf-8"), object_pairs_hook=_once)
+    except _Twice as e:
+        raise CheckpointError(f"{path}: {str(e)[:60]!r} is given twice; each name at most once") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        raise CheckpointError(f"{path}: not readable JSON ({str(e)[:120]!r})") from None
 
 
 def _string(value: object, where: str, limit: int = MAX_NAME_CHARS, comma: bool = False) -> str:
@@ -91,9 +132,23 @@ def _string(value: object, where: str, limit: int = MAX_NAME_CHARS, comma: bool 
     text = " ".join(value.split()) if limit == MAX_NAME_CHARS else value.strip()
     if len(text) > limit:
         raise CheckpointError(f"{where}: {text[:40]!r}... is {len(text)} characters, at most {limit}")
-    if _BAD_RE.search(text) or (not comma and ("," in text or "，" in text)):
+    bad = _BAD_RE.search(text)
+    if bad and "\ud800" <= bad.group()[0] <= "\udfff":
+        raise CheckpointError(f"{where}: {text[:60]!r} holds a lone surrogate (not valid Unicode); UTF-8 text only")
+    if bad or (not comma and ("," in text or "，" in text)):
         raise CheckpointError(f"{where}: {text[:60]!r} holds a control character, a marker token or a comma")
     return text
+
+
+def _unique(names: list[str], where: str, what: str) -> None:
+    """Each of `names` once, in any case; CheckpointError naming the second otherwise."""
+    seen: dict[str, int] = {}
+    for i, name in enumerate(names):
+        first = names[seen.setdefault(name.casefold(), i)]
+        if seen[name.casefold()] != i:
+            raise CheckpointError(
+                f"{where}: {what} {name!r} is given twice (as {first!r}); each at most once, in any case"
+            )
 
 
 def _count(rows: list | dict, where: str) -> None:
@@ -107,21 +162,36 @@ def _instructs(data: object, where: str) -> tuple[str, ...]:
     if not isinstance(data, list):
         raise CheckpointError(f'{where}: expected a list of instruct items (or {{"items": [...]}})')
     _count(data, where)
-    return tuple(dict.fromkeys(_string(x, f"{where}: item {i + 1}") for i, x in enumerate(data)))
+    items = [_string(x, f"{where}: item {i + 1}") for i, x in enumerate(data)]
+    _unique(items, where, "item")
+    return tuple(items)
 
 
 def _languages(data: object, where: str) -> tuple[tuple[str, str], ...]:
     if isinstance(data, dict) and isinstance(data.get("languages"), (dict, list)):
         data = data["languages"]
     if isinstance(data, list):  # ids only: each its own name
-        data = {x: x for x in data} if all(isinstance(x, str) for x in data) else None
-    if not isinstance(data, dict):
+        data = [(x, x) for x in data] if all(isinstance(x, str) for x in data) else None
+    elif isinstance(data, dict):
+        data = list(data.items())
+    if not isinstance(data, list):
         raise CheckpointError(f'{where}: expected {{"id": "Name", ...}}')
     _count(data, where)
-    return tuple((_string(k, f"{where}: id"), _string(v, f"{where}: '{k}'")) for k, v in data.items())
+    rows = tuple((_string(k, f"{where}: id"), _string(v, f"{where}: '{k}'")) for k, v in data)
+    _unique([k for k, _ in rows], where, "language id")
+    _unique([v for _, v in rows], where, "language name")
+    ids = {k.casefold(): k for k, _ in rows}
+    for k, v in rows:  # the id or the name selects a language: one that is another's id is ambiguous
+        other = ids.get(v.casefold())
+        if other is not None and other != k:
+            raise CheckpointError(
+                f"{where}: language '{k}' is named {v!r}, the id of another; a name selects one language"
+            )
+    return rows
 
 
-def _audio(root: Path, value: object, where: str) -> str:
+def _audio(root: Path, value: object, where: str) -> tuple[str, str]:
+    """(the recording's absolute path, its path as declared) of a voice's audio, checked."""
     rel = _string(value, where, limit=512, comma=True)
     p = Path(rel)
     if p.is_absolute() or ".." in p.parts or "\\" in rel:
@@ -135,7 +205,7 @@ def _audio(root: Path, value: object, where: str) -> str:
         raise CheckpointError(f"{where}: '{rel}' does not exist")
     if full.stat().st_size > MAX_AUDIO_BYTES:
         raise CheckpointError(f"{where}: '{rel}' is over {MAX_AUDIO_BYTES >> 20} MiB")
-    return str(full)
+    return str(full), p.as_posix()
 
 
 def _voices(root: Path, data: object, where: str) -> tuple[OwnVoice, ...]:
@@ -152,13 +222,13 @@ def _voices(root: Path, data: object, where: str) -> tuple[OwnVoice, ...]:
         at = f"{where}: voice '{name}'"
         if not isinstance(row, dict):
             raise CheckpointError(f"{at}: expected an object with 'audio' and 'text'")
-        audio = _audio(root, row.get("audio", row.get("ref_audio")), f"{at}: audio")
+        audio, file = _audio(root, row.get("audio", row.get("ref_audio")), f"{at}: audio")
         text = _string(row.get("text", row.get("ref_text")), f"{at}: text", MAX_TEXT_CHARS, comma=True)
         lang = row.get("language", row.get("lang"))
         lang = None if lang is None else _string(lang, f"{at}: language")
         if name.casefold() in voices:
-            raise CheckpointError(f"{at}: named twice")
-        voices[name.casefold()] = OwnVoice(name, audio, text, lang)
+            raise CheckpointError(f"{at}: named twice (in any case); each voice at most once")
+        voices[name.casefold()] = OwnVoice(name, audio, text, lang, file)
     return tuple(voices.values())
 
 
