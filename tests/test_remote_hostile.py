@@ -93,7 +93,7 @@ def hostile():
         thread.join(60)
 
 
-def say(invoke, url, *args, env=None):
+def say_remote(invoke, url, *args, env=None):
     return invoke("say", TEXT, "--server", url, "-q", *args, env=env)
 
 
@@ -104,7 +104,7 @@ def test_a_well_formed_reply_is_written(hostile, invoke, tmp_path):
         "X-OmniVoice-Loudness": json.dumps({"target_lufs": -16.0, "lufs": -16.1}),
     }
     handler.body = wav(1.0)
-    r = say(invoke, url, "-o", tmp_path / "ok.wav", "--json")
+    r = say_remote(invoke, url, "-o", tmp_path / "ok.wav", "--json")
     assert r.exit_code == 0, r.stderr
     assert json.loads(r.stdout)["seed"] == 7 and (tmp_path / "ok.wav").stat().st_size > 40_000
 
@@ -121,7 +121,7 @@ BAD_URLS = {
 @pytest.mark.parametrize("case", list(BAD_URLS))
 def test_a_malformed_url_is_a_usage_error_in_one_line(invoke, tmp_path, case):
     url = BAD_URLS[case]
-    r = say(invoke, url, "-o", tmp_path / "u.wav")
+    r = say_remote(invoke, url, "-o", tmp_path / "u.wav")
     line = error_line(r, "--server", exit_code=2)
     assert len(line) < 300 and "http://HOST" in line, line
     r = invoke("say", TEXT, "-q", "-o", tmp_path / "u.wav", env={"OMNIVOICE_SERVER": url})
@@ -148,7 +148,7 @@ def test_a_bad_header_is_one_line_exit_1_and_no_file(hostile, invoke, tmp_path, 
     handler, url = hostile
     name, value = BAD_HEADERS[case]
     handler.headers, handler.body = {name: value}, wav(1.0)
-    r = say(invoke, url, "-o", tmp_path / "h.wav")
+    r = say_remote(invoke, url, "-o", tmp_path / "h.wav")
     line = error_line(r, name, exit_code=1)
     assert len(line) < 400, line
     assert not (tmp_path / "h.wav").exists()
@@ -157,7 +157,7 @@ def test_a_bad_header_is_one_line_exit_1_and_no_file(hostile, invoke, tmp_path, 
 def test_a_64_channel_wav_is_refused(hostile, invoke, tmp_path):
     handler, url = hostile
     handler.body = wav(0.2, channels=64)
-    r = say(invoke, url, "-o", tmp_path / "c.wav")
+    r = say_remote(invoke, url, "-o", tmp_path / "c.wav")
     assert "64 channels" in error_line(r, exit_code=1)
     assert not (tmp_path / "c.wav").exists()
 
@@ -165,7 +165,7 @@ def test_a_64_channel_wav_is_refused(hostile, invoke, tmp_path):
 def test_a_wav_that_claims_4_gb_but_holds_1_s_is_a_cut_reply(hostile, invoke, tmp_path):
     handler, url = hostile
     handler.body = wav(1.0, data_size=4_000_000_000)
-    r = say(invoke, url, "-o", tmp_path / "cut.wav")
+    r = say_remote(invoke, url, "-o", tmp_path / "cut.wav")
     assert "cut off" in error_line(r, exit_code=1)
     assert not (tmp_path / "cut.wav").exists()
 
@@ -174,7 +174,7 @@ def test_a_wav_that_claims_4_gb_but_holds_1_s_is_a_cut_reply(hostile, invoke, tm
 def test_a_reply_that_never_ends_is_stopped_past_the_longest_the_text_can_make(hostile, invoke, tmp_path, stream):
     handler, url = hostile
     handler.body = None
-    r = say(invoke, url, *stream, "-o", tmp_path / "endless.wav")
+    r = say_remote(invoke, url, *stream, "-o", tmp_path / "endless.wav")
     assert "longest" in error_line(r, exit_code=1)
     assert not (tmp_path / "endless.wav").exists()
     assert handler.sent < ENDLESS_CAP  # the client hung up long before the server's own cap
@@ -186,8 +186,8 @@ def test_a_1_mb_json_error_message_is_cut_like_a_plain_one(hostile, invoke, tmp_
     handler.status = status
     handler.headers = {"Content-Type": "application/json"}
     handler.body = json.dumps({"error": {"message": "bad " * 250_000}}).encode()
-    r = say(invoke, url, "-o", tmp_path / "e.wav")
+    r = say_remote(invoke, url, "-o", tmp_path / "e.wav")
     assert len(error_line(r, "bad bad", exit_code=code)) < 500
     handler.body = b"x" * (1 << 20)
-    r = say(invoke, url, "-o", tmp_path / "e.wav")
+    r = say_remote(invoke, url, "-o", tmp_path / "e.wav")
     assert len(error_line(r, exit_code=code)) < 500
