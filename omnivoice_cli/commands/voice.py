@@ -174,7 +174,7 @@ def voice_export(
 def voice_list() -> None:
     """List the voices: saved ones (name, seconds of audio, date added, transcript), then the built-in
     ones (OpenAI's voice names: their voice-design items)."""
-    entries = voices.list_voices()
+    entries = voices.saved_voices()
     out = typer.get_text_stream("stdout")
     saved = {e.name.casefold() for e in entries}
     builtin = {n: items for n, items in voices.builtin_voices().items() if n.casefold() not in saved}
