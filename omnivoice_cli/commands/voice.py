@@ -211,7 +211,7 @@ def voice_show(
     if items is not None:
         info = {"name": spec.strip().lower(), "kind": "built-in (an OpenAI voice name)", "instruct": items}
     else:
-        info = voices.describe(voices.resolve_voice(spec))
+        info = voices.describe_voice(voices.resolve_voice(spec))
     out = typer.get_text_stream("stdout")
     width = max(len(k) for k in info)
     for key, value in info.items():

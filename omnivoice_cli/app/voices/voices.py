@@ -363,7 +363,7 @@ def saved_voices() -> list[VoiceEntry]:
     return [read_entry(p.name[: -len(VOICE_SUFFIX)], p) for p in _voice_files(voice_dir())]
 
 
-def describe(path: Path, voice: VoicePrompt | None = None) -> dict[str, str | None]:
+def describe_voice(path: Path, voice: VoicePrompt | None = None) -> dict[str, str | None]:
     """What `voice show` prints: metadata of a saved voice, or what a `.pt` prompt holds."""
     path = Path(path)
     if path.suffix.lower() == PROMPT_SUFFIX:
