@@ -61,7 +61,7 @@ if TYPE_CHECKING:
 PATH = "/tts/ws"
 
 
-def refusal(websocket: WebSocket, state: ServerState) -> ApiError | None:
+def socket_refusal(websocket: WebSocket, state: ServerState) -> ApiError | None:
     """Why the socket is refused before it is accepted (an ApiError), or None."""
     options = state.options
     if options.api_key is not None:
@@ -80,7 +80,7 @@ def refusal(websocket: WebSocket, state: ServerState) -> ApiError | None:
 async def tts_socket(websocket: WebSocket) -> None:
     """The endpoint (a Starlette WebSocketRoute)."""
     state: ServerState = websocket.app.state.server
-    refused = refusal(websocket, state)
+    refused = socket_refusal(websocket, state)
     if refused is not None:
         if "websocket.http.response" in websocket.scope.get("extensions", {}):
             await websocket.send_denial_response(
