@@ -245,8 +245,8 @@ class _Loader:
 
 
 def _run(state: ServerState, quiet: bool) -> None:
-    """Serve `state` (server.run.serve) until it stops."""
-    from ..server.run import serve as run_server  # (the web framework, as above)
+    """Serve `state` (server.run.run_server) until it stops."""
+    from ..server.run import run_server  # (the web framework, as above)
 
     def ready(url: str) -> None:
         if not quiet:
