@@ -50,7 +50,7 @@ def list_files() -> None:
 
 
 @app.command("clear", cls=HelpCommand)
-def clear() -> None:
+def clear_files() -> None:
     """Delete every file of the weight cache (the next int8 load codes the weights again)."""
     files, size = weightcache.clear()
     echo(f"{_where()}: deleted {files} file{'s' * (files != 1)} ({size_text(size)})")
