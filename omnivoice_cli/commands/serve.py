@@ -47,6 +47,7 @@ SERVE_STACK = (
     ("uvicorn", ("uvicorn",)),
     ("python-multipart", ("python_multipart", "multipart")),
 )
+MAX_CHARS = ServeOptions.max_input_chars  # --max-chars when not given
 
 
 @with_settings(*SERVE_SETTINGS)
@@ -94,15 +95,19 @@ def serve(
         rich_help_panel="Server",
         help="Requests taken at once (generating or waiting); more get 503. Default: 64.",
     ),
-    max_input_chars: int = typer.Option(
-        4096,
-        "--max-input-chars",
+    max_chars: Optional[int] = typer.Option(
+        None,
+        "--max-chars",
         min=1,
         max=1_000_000,
         metavar="N",
         rich_help_panel="Server",
-        help="Characters of 'input' at most. Default: 4096.",
+        show_default=False,
+        help=f"Characters of 'input' (one text) at most. Default: {MAX_CHARS}.",
     ),
+    max_input_chars: Optional[int] = typer.Option(
+        None, "--max-input-chars", min=1, max=1_000_000, metavar="N", hidden=True
+    ),  # --max-chars under its former name, still taken (not shown)
     grace: float = typer.Option(
         30.0,
         "--grace",
@@ -196,6 +201,8 @@ def serve(
     """Serve OpenAI's speech API (POST /v1/audio/speech) and the saved voices over HTTP."""
     check_extra("omnivoice serve", "serve", *SERVE_STACK)  # before server.run, which imports the web framework
     unload = idle_seconds(idle_unload)
+    if max_chars is not None and max_input_chars is not None:
+        raise InvalidRequest("--max-input-chars is --max-chars under its former name: give one of them")
     from ..server.run import is_loopback  # (starlette, uvicorn: loaded when serving, not by --help)
 
     chosen, settings = run_settings(preset, flags)
@@ -208,7 +215,7 @@ def serve(
         api_key=api_key or None,
         cors=tuple(cors),
         max_queue=max_queue,
-        max_input_chars=max_input_chars,
+        max_input_chars=next((n for n in (max_chars, max_input_chars) if n is not None), MAX_CHARS),
         grace=grace,
         socket_idle_timeout=socket_idle_timeout,
         socket_max_per_peer=socket_max_per_peer,
