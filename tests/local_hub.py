@@ -1,7 +1,7 @@
 """A tiny stand-in for the Hugging Face hub on localhost (the few endpoints huggingface_hub calls
-to download a snapshot), so that hub.download can be tried against the real huggingface_hub.
+to download a snapshot), so that hub.download_checkpoint can be tried against the real huggingface_hub.
 
-    python tests/local_hub.py  ->  runs hub.download against it and prints a JSON report
+    python tests/local_hub.py  ->  runs hub.download_checkpoint against it and prints a JSON report
 
 HF_ENDPOINT is read by huggingface_hub when it is imported, so this runs in its own process.
 """
@@ -75,27 +75,27 @@ def main() -> None:
     from omnivoice_cli.engine.errors import ModelUnavailable
 
     report: dict = {"notices": [], "progress": []}
-    path = hub.download(
+    path = hub.download_checkpoint(
         REPO, on_progress=lambda d, t: report["progress"].append([d, t]), on_notice=report["notices"].append
     )
     report["files_equal"] = all((path / f).read_bytes() == c for f, c in FILES.items())
     report["marker"] = os.path.exists(f"{tmp}/home/licence-notice-shown")
     asked = len(Handler.requests)
     os.environ["HF_HUB_OFFLINE"] = "1"
-    report["cached_offline"] = str(hub.download(REPO)) == str(path)
+    report["cached_offline"] = str(hub.download_checkpoint(REPO)) == str(path)
     del os.environ["HF_HUB_OFFLINE"]
-    report["cached_online"] = str(hub.download(REPO)) == str(path)
+    report["cached_online"] = str(hub.download_checkpoint(REPO)) == str(path)
     report["requests_when_cached"] = len(Handler.requests) - asked
     report["models"] = [[m.repo_id, m.size_bytes, m.complete] for m in hub.cached_models()]
     try:
-        hub.download("owner/gone")
+        hub.download_checkpoint("owner/gone")
     except ModelUnavailable as e:
         report["gone"] = str(e)
     server.shutdown()
     server.server_close()
     os.environ["HF_HUB_CACHE"] = f"{tmp}/other"
     try:
-        hub.download(REPO)
+        hub.download_checkpoint(REPO)
     except ModelUnavailable as e:
         report["down"] = str(e)
     json.dump(report, sys.stdout)

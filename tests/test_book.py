@@ -655,25 +655,24 @@ def test_ctrl_c_while_the_m4b_is_written_leaves_no_file(invoke, fake_engine, epu
     """A stop while the book is encoded: no .m4b and no temporary file; the next run writes it
     from the parts it kept."""
     import omnivoice_cli.app.book.bookassembly as assembly
-    from omnivoice_cli.app.book.bookaudio import stream as stream_
+    from omnivoice_cli.app.book.bookaudio import chapter_blocks
 
-    stream = stream_
     blocks = {"n": 0}
 
     def interrupted(layout, signals):
-        for block in stream(layout, signals):
+        for block in chapter_blocks(layout, signals):
             blocks["n"] += 1
             if blocks["n"] == 3:
                 os.kill(os.getpid(), signal.SIGINT)  # held by the run until the next block
             yield block
 
-    monkeypatch.setattr(assembly, "stream", interrupted)
+    monkeypatch.setattr(assembly, "chapter_blocks", interrupted)
     out = tmp_path / "x.m4b"
     r = book(invoke, epub, "-o", out, "--loudness", "-20")
     assert r.exit_code == 130, r.stderr
     assert not out.exists() and not [p for p in tmp_path.rglob("*.part")]
     assert len(list((tmp_path / "x.m4b.parts").glob("*.flac"))) == 3
-    monkeypatch.setattr(assembly, "stream", stream)
+    monkeypatch.setattr(assembly, "chapter_blocks", chapter_blocks)
     data = report(book(invoke, epub, "-o", out, "--json", "--loudness", "-20"))
     assert (data["done"], data["skipped"], data["written"]) == (0, 3, [str(out)])
 

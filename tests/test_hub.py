@@ -26,7 +26,7 @@ def marker(tmp_path):
 
 def test_download_fetches_every_file_with_progress_and_the_notice_first(fake_hub, cache, tmp_path):
     notices, progress = [], []
-    path = hub.download(REPO, on_progress=lambda d, t: progress.append((d, t)), on_notice=notices.append)
+    path = hub.download_checkpoint(REPO, on_progress=lambda d, t: progress.append((d, t)), on_notice=notices.append)
     assert path == cache / "models--k2-fsa--OmniVoice" / "snapshots" / COMMIT
     assert sorted(fake_hub.downloads) == sorted(FILES)
     assert all((path / name).read_bytes() == content for name, content in FILES.items())
@@ -46,9 +46,9 @@ def test_a_cached_complete_model_needs_no_network_and_no_notice(fake_hub, cache,
         snap = put(cache, REPO, name, content)
     fake_hub.dry_run_error = AssertionError("the network was asked")
     notices = []
-    assert hub.download(REPO, on_notice=notices.append) == snap
+    assert hub.download_checkpoint(REPO, on_notice=notices.append) == snap
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    assert hub.download(REPO, on_notice=notices.append) == snap
+    assert hub.download_checkpoint(REPO, on_notice=notices.append) == snap
     assert notices == [] and fake_hub.downloads == [] and not marker(tmp_path).exists()
 
 
@@ -56,7 +56,7 @@ def test_a_partly_cached_model_fetches_only_what_is_missing(fake_hub, cache):
     put(cache, REPO, "config.json", CONFIG)
     put(cache, REPO, "tokenizer.json", FILES["tokenizer.json"])
     progress = []
-    hub.download(REPO, on_progress=lambda d, t: progress.append((d, t)))
+    hub.download_checkpoint(REPO, on_progress=lambda d, t: progress.append((d, t)))
     assert sorted(fake_hub.downloads) == sorted(set(FILES) - {"config.json", "tokenizer.json"})
     rest = sum(len(c) for n, c in FILES.items() if n not in ("config.json", "tokenizer.json"))
     assert progress[-1] == (rest, rest)
@@ -83,7 +83,7 @@ def test_the_notice_is_not_shown_again_once_counted(fake_hub, cache, tmp_path):
     marker(tmp_path).parent.mkdir(parents=True)
     marker(tmp_path).touch()
     notices = []
-    hub.download(REPO, on_notice=notices.append)
+    hub.download_checkpoint(REPO, on_notice=notices.append)
     assert len(notices) == 1 and notices[0].startswith("downloading")
 
 
@@ -91,7 +91,7 @@ def test_offline_with_nothing_cached_is_one_clear_line(fake_hub, cache, tmp_path
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     notices = []
     with pytest.raises(ModelUnavailable) as e:
-        hub.download(REPO, on_notice=notices.append)
+        hub.download_checkpoint(REPO, on_notice=notices.append)
     assert str(e.value) == (
         f"{REPO} (about 3.2 GB) is not in the Hugging Face cache and cannot be downloaded (offline: "
         "HF_HUB_OFFLINE is set). Connect once to fetch it, or give the model as the path of a local checkpoint folder."
@@ -104,7 +104,7 @@ def test_offline_with_part_of_it_cached_names_what_is_missing(fake_hub, cache, m
     put(cache, REPO, "config.json", CONFIG)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(ModelUnavailable, match=r"only partly in the Hugging Face cache \(missing model\.safetensors, "):
-        hub.download(REPO)
+        hub.download_checkpoint(REPO)
 
 
 def test_an_unreachable_hub_and_an_unknown_repo_are_told_apart(fake_hub):
@@ -115,7 +115,7 @@ def test_an_unreachable_hub_and_an_unknown_repo_are_told_apart(fake_hub):
     except DryRunError as e:
         fake_hub.dry_run_error = e
     with pytest.raises(ModelUnavailable, match=r"cannot be downloaded \(ConnectionError\)\. Connect once"):
-        hub.download(REPO)
+        hub.download_checkpoint(REPO)
 
     class Unauthorized(Exception):
         response = SimpleNamespace(status_code=401)
@@ -125,13 +125,13 @@ def test_an_unreachable_hub_and_an_unknown_repo_are_told_apart(fake_hub):
     except DryRunError as e:
         fake_hub.dry_run_error = e
     with pytest.raises(ModelUnavailable, match="owner/gone: no such model on the Hugging Face hub, or it is private"):
-        hub.download("owner/gone")
+        hub.download_checkpoint("owner/gone")
 
 
 @pytest.mark.parametrize("bad", ["OmniVoice", "a/b/c", "./k2-fsa/OmniVoice", "/abs/path"])
 def test_a_malformed_repo_id_is_refused(bad):
     with pytest.raises(InvalidRequest, match="not a hub id of the form owner/name"):
-        hub.download(bad)
+        hub.download_checkpoint(bad)
 
 
 # --------------------------------------------------------------------------- cached_models

@@ -99,7 +99,7 @@ def _offline_error(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     with pytest.raises(ModelUnavailable) as e:
-        hub.download(DEFAULT_MODEL)
+        hub.download_checkpoint(DEFAULT_MODEL)
     return e.value
 
 

@@ -286,6 +286,23 @@ def test_serve_warns_on_an_open_address_without_a_key(invoke, monkeypatch):
     assert r.exit_code == 2 and "--num-step must be an integer in 1..64, got 0" in r.stderr
 
 
+def test_max_chars_and_its_former_name_set_the_one_limit(invoke, monkeypatch):
+    """serve's --max-chars (wyoming's and mcp's name) is the one flag shown; --max-input-chars, its
+    former name, still sets it; both at once are refused."""
+    from omnivoice_cli.commands import serve as cmd
+
+    seen = []
+    monkeypatch.setattr(cmd, "_run", lambda state, quiet: seen.append(state.options))
+    assert invoke("serve").exit_code == 0 and seen[-1].max_input_chars == 4096
+    assert invoke("serve", "--max-chars", "100").exit_code == 0 and seen[-1].max_input_chars == 100
+    assert invoke("serve", "--max-input-chars", "200").exit_code == 0 and seen[-1].max_input_chars == 200
+    r = invoke("serve", "--max-chars", "100", "--max-input-chars", "200")
+    assert r.exit_code == 2 and "--max-input-chars is --max-chars under its former name" in r.stderr
+    assert invoke("serve", "--max-input-chars", "0").exit_code == 2  # its bounds are --max-chars'
+    shown = invoke("serve", "--help").stdout
+    assert "--max-chars" in shown and "--max-input-chars" not in shown
+
+
 def test_serve_with_a_bad_voice_map_or_model(invoke, tmp_path):
     bad = tmp_path / "m.json"
     bad.write_text('{"x": "robot"}')

@@ -55,7 +55,7 @@ def test_voice_ls_is_list_and_aliases_stay_out_of_the_help(invoke, home):
                 "--host": "127.0.0.1",
                 "--port": "8000",
                 "--max-queue": "64",
-                "--max-input-chars": "4096",
+                "--max-chars": "4096",
                 "--grace": "30",
                 "--socket-idle-timeout": "300",
                 "--socket-max-per-peer": "32",

@@ -56,7 +56,7 @@ def list_files() -> None:
 
 
 @app.command("clear", cls=HelpCommand)
-def clear() -> None:
+def clear_files() -> None:
     """Delete every file of the weight cache (the next int8 load codes the weights again)."""
     from ..engine.fast import weightcache
 

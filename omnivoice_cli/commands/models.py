@@ -45,7 +45,7 @@ def download(
         return
     with DownloadProgress(repo, enabled=not quiet) as progress:
         try:
-            path = hub.download(repo, on_progress=progress, on_notice=notice(quiet))
+            path = hub.download_checkpoint(repo, on_progress=progress, on_notice=notice(quiet))
         except ModelUnavailable as e:
             if e.problem is None:
                 raise

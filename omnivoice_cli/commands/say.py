@@ -407,9 +407,9 @@ def check_listening(settings: Any, words: bool, words_flag: str) -> None:
     from ..app.listening import listen
 
     if settings["verify"]:
-        listen.check_available(settings["asr_model"], "--verify")
+        listen.check_recogniser(settings["asr_model"], "--verify")
     if words:
-        listen.check_available(settings["asr_model"], words_flag)
+        listen.check_recogniser(settings["asr_model"], words_flag)
 
 
 def heard(reference: Any, quiet: bool) -> None:

@@ -49,6 +49,7 @@ SERVE_STACK = (
     ("uvicorn", ("uvicorn",)),
     ("python-multipart", ("python_multipart", "multipart")),
 )
+MAX_CHARS = 4096  # --max-chars when not given (ServeOptions.max_input_chars's default: tests/test_server_ops.py)
 
 
 # serve's own options (those the commands share: ui/options.py)
@@ -95,14 +96,18 @@ MAX_QUEUE_OPTION = typer.Option(
     rich_help_panel="Server",
     help="Requests taken at once (generating or waiting); more get 503. Default: 64.",
 )
-MAX_INPUT_CHARS_OPTION = typer.Option(
-    4096,
-    "--max-input-chars",
+MAX_CHARS_OPTION = typer.Option(
+    None,
+    "--max-chars",
     min=1,
     max=1_000_000,
     metavar="N",
     rich_help_panel="Server",
-    help="Characters of 'input' at most. Default: 4096.",
+    show_default=False,
+    help=f"Characters of 'input' (one text) at most. Default: {MAX_CHARS}.",
+)
+MAX_INPUT_CHARS_OPTION = typer.Option(  # --max-chars under its former name, still taken (not shown)
+    None, "--max-input-chars", min=1, max=1_000_000, metavar="N", hidden=True
 )
 GRACE_OPTION = typer.Option(
     30.0,
@@ -198,7 +203,8 @@ def serve(
     api_key: Optional[str] = API_KEY_OPTION,
     cors: list[str] = CORS_OPTION,
     max_queue: int = MAX_QUEUE_OPTION,
-    max_input_chars: int = MAX_INPUT_CHARS_OPTION,
+    max_chars: Optional[int] = MAX_CHARS_OPTION,
+    max_input_chars: Optional[int] = MAX_INPUT_CHARS_OPTION,
     grace: float = GRACE_OPTION,
     socket_idle_timeout: float = SOCKET_IDLE_TIMEOUT_OPTION,
     socket_max_per_peer: int = SOCKET_MAX_PER_PEER_OPTION,
@@ -226,6 +232,8 @@ def serve(
 
     check_extra("omnivoice serve", "serve", *SERVE_STACK)  # before server.run, which imports the web framework
     unload = idle_seconds(idle_unload)
+    if max_chars is not None and max_input_chars is not None:
+        raise InvalidRequest("--max-input-chars is --max-chars under its former name: give one of them")
     from ..server.run import is_loopback  # (starlette, uvicorn: loaded when serving, not by --help)
 
     chosen, settings = run_settings(preset, flags)
@@ -239,7 +247,7 @@ def serve(
         api_key=api_key or None,
         cors=tuple(cors),
         max_queue=max_queue,
-        max_input_chars=max_input_chars,
+        max_input_chars=next((n for n in (max_chars, max_input_chars) if n is not None), MAX_CHARS),
         grace=grace,
         socket_idle_timeout=socket_idle_timeout,
         socket_max_per_peer=socket_max_per_peer,
@@ -278,8 +286,8 @@ class _Loader:
 
 
 def _run(state: ServerState, quiet: bool) -> None:
-    """Serve `state` (server.run.serve) until it stops."""
-    from ..server.run import serve as run_server  # (the web framework, as above)
+    """Serve `state` (server.run.run_server) until it stops."""
+    from ..server.run import run_server  # (the web framework, as above)
 
     def ready(url: str) -> None:
         if not quiet:

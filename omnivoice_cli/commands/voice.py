@@ -187,7 +187,7 @@ def voice_list() -> None:
     ones (OpenAI's voice names: their voice-design items)."""
     from ..app.voices import voices
 
-    entries = voices.list_voices()
+    entries = voices.saved_voices()
     out = typer.get_text_stream("stdout")
     saved = {e.name.casefold() for e in entries}
     builtin = {n: items for n, items in voices.builtin_voices().items() if n.casefold() not in saved}
@@ -227,7 +227,7 @@ def voice_show(
     if items is not None:
         info = {"name": spec.strip().lower(), "kind": "built-in (an OpenAI voice name)", "instruct": items}
     else:
-        info = voices.describe(voices.resolve_voice(spec))
+        info = voices.describe_voice(voices.resolve_voice(spec))
     out = typer.get_text_stream("stdout")
     shown = {voices.printable(k): voices.printable(str(v)) for k, v in info.items()}  # a file's words, escaped
     width = max(len(k) for k in shown)

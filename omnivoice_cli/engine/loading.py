@@ -1,7 +1,7 @@
 """Loading a checkpoint: what `Engine.load` does.
 
 Threads, device and dtype are resolved and checked first (before anything is read); then the
-checkpoint is found (hub.download when it is a hub id), the body is built on the meta device and
+checkpoint is found (hub.download_checkpoint when it is a hub id), the body is built on the meta device and
 strictly loaded from the mapped file, switched to its CPU linears (int8, oneDNN) or compiled,
 and the tokenizer and the codec's decoder are loaded beside it.
 """

@@ -335,7 +335,7 @@ def model_names(state: ServerState) -> list[str]:
     return [*MODELS, *(p for p in preset_index() if p not in MODELS)]
 
 
-async def models(request: Request) -> Response:
+async def list_models(request: Request) -> Response:
     names = model_names(request.app.state.server)
     return JSONResponse({"object": "list", "data": [_model(n) for n in names]})
 
@@ -470,7 +470,7 @@ def create_app(state: ServerState) -> Starlette:
         Route("/v1/audio/voices", voice_routes.list_voices, methods=["GET"]),
         Route("/v1/audio/voices", voice_routes.create_voice, methods=["POST"]),
         Route("/v1/audio/voices/{id}", voice_routes.delete_voice, methods=["DELETE"]),
-        Route("/v1/models", models, methods=["GET"]),
+        Route("/v1/models", list_models, methods=["GET"]),
         Route("/v1/models/{id}", model, methods=["GET"]),
         Route("/v1/audio/models", audio_models, methods=["GET"]),
         Route("/v1/omnivoice/schema", schema, methods=["GET"]),

@@ -1,6 +1,6 @@
 """Running the app under uvicorn, with a drain on SIGTERM / Ctrl-C.
 
-    code = serve(state)       # blocks; 0 after a clean stop, 1 when the model failed to load
+    code = run_server(state)     # blocks; 0 after a clean stop, 1 when the model failed to load
 
 The first SIGTERM or Ctrl-C stops taking requests (503 with Retry-After, the socket stays open so
 clients hear why) and lets the requests in flight finish, for up to `grace` seconds; then the
@@ -107,7 +107,7 @@ def make_server(state: ServerState, on_ready: Callable[[str], None] | None = Non
     return DrainingServer(config, state, on_ready)
 
 
-def serve(state: ServerState, on_ready: Callable[[str], None] | None = None) -> int:
+def run_server(state: ServerState, on_ready: Callable[[str], None] | None = None) -> int:
     """Run until stopped; the exit code (0, or 1 when the model failed to load)."""
     server = make_server(state, on_ready)
     server.run()  # a port that cannot be bound: uvicorn says why and exits 1

@@ -16,7 +16,7 @@ and are joined with `pause` seconds of silence (default 0.3, as `--gap`): the sa
   one track after another (one track's audio held at a time).
 
 Bounds, checked before anything is generated (400 naming the value and the limit): at most
-MAX_LINES lines and the server's --max-input-chars characters; the dialogue at most
+MAX_LINES lines and the server's --max-chars characters; the dialogue at most
 MAX_SCRIPT_SECONDS long (the lines' estimated lengths, their pause tags and the pauses between
 them), and with "speakers" its length times the tracks at most MAX_TRACK_SECONDS (what the reply
 holds and sends grows with both). Admission: a script is one admission, `Speaker.reserve` of
@@ -108,7 +108,7 @@ def _lines(data: dict, limit: int) -> list[dict]:
         total += len(line["text"])
     if total > limit:
         raise bad_request(
-            f"the lines have {total} characters: at most {limit} are allowed (the server's --max-input-chars)",
+            f"the lines have {total} characters: at most {limit} are allowed (the server's --max-chars)",
             "lines",
             code="input_too_long",
         )

@@ -61,7 +61,7 @@ if TYPE_CHECKING:
 PATH = "/tts/ws"
 
 
-def refusal(websocket: WebSocket, state: ServerState) -> ApiError | None:
+def socket_refusal(websocket: WebSocket, state: ServerState) -> ApiError | None:
     """Why the socket is refused before it is accepted (an ApiError), or None."""
     options = state.options
     if options.api_key is not None:
@@ -81,7 +81,7 @@ async def tts_socket(websocket: WebSocket) -> None:
     """The endpoint (a Starlette WebSocketRoute)."""
     state: ServerState = websocket.app.state.server
     peer = websocket.client.host if websocket.client is not None else ""
-    refused = refusal(websocket, state) or crowded(state, peer)
+    refused = socket_refusal(websocket, state) or crowded(state, peer)
     if refused is not None:
         await deny(websocket, refused)
         return

@@ -154,8 +154,7 @@ def _input(data: dict, limit: int) -> str:
         raise bad_request("field 'input' is missing: give the text to speak", "input")
     if len(text) > limit:
         raise bad_request(
-            f"field 'input' is {len(text)} characters long: at most {limit} are allowed "
-            "(the server's --max-input-chars)",
+            f"field 'input' is {len(text)} characters long: at most {limit} are allowed (the server's --max-chars)",
             "input",
             code="input_too_long",
         )

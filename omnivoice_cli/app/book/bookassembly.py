@@ -30,7 +30,7 @@ from ..batch.folder import remove_stale_temporaries
 from ..batch.manifest import fingerprint, is_recorded
 from ..deliver import Chapters, deliver_blocks
 from ..signals import HoldSignals
-from .bookaudio import Layout, chapter_layout, frames_of, part_info, stream, write_chapter_subtitles
+from .bookaudio import Layout, chapter_blocks, chapter_layout, frames_of, part_info, write_chapter_subtitles
 from .bookplan import CHAPTER_LEAD, CHAPTER_TAIL, PARAGRAPH_PAUSE, PEAK_DBTP, BookOutput, ChapterPlan, PartLine
 from .bookwork import STATE, State, pieces_name, read_state, write_json
 
@@ -161,7 +161,7 @@ class Assembly:
 
             def chunks() -> Iterator[np.ndarray]:
                 for layout in layouts:
-                    yield from stream(layout, signals)
+                    yield from chapter_blocks(layout, signals)
 
             chapters = Chapters(titled, tags)
             loud, duration = deliver_blocks(
@@ -187,7 +187,7 @@ class Assembly:
             if self._up_to_date(path, key):
                 self._kept(path)
             else:
-                chunks = functools.partial(stream, layout, signals)
+                chunks = functools.partial(chapter_blocks, layout, signals)
                 loud, seconds = deliver_blocks(
                     chunks, sr, path, loudness=self.loudness, ceiling=PEAK_DBTP, fmt=fmt, frames=frames
                 )

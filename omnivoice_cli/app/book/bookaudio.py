@@ -88,7 +88,7 @@ def _stop_point(signals: HoldSignals | None) -> None:
         raise Stop(signum)
 
 
-def stream(layout: Layout, signals: HoldSignals | None) -> Iterator[np.ndarray]:
+def chapter_blocks(layout: Layout, signals: HoldSignals | None) -> Iterator[np.ndarray]:
     """A chapter's audio, float32 blocks of at most BLOCK samples (never the whole chapter)."""
     import numpy as np
     import soundfile as sf

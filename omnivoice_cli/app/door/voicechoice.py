@@ -92,7 +92,7 @@ def voice_listing(table: Mapping[str, str], own: CheckpointOwn) -> list[ListedVo
     """Every voice a request may name: saved ones (readable), OpenAI's names no saved voice
     has, and auto; each {"name", "type", ...}."""
     out: list[ListedVoice] = []
-    saved = store.list_voices()
+    saved = store.saved_voices()
     for e in saved:
         if e.meta is None:
             continue  # a broken file: `omnivoice voice list` says why

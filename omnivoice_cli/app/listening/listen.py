@@ -264,7 +264,7 @@ def load_recogniser(spec: str, device: str = "auto", what: str = "transcribing s
 RECOGNISER: Callable[..., Recogniser] = load_recogniser
 
 
-def check_available(spec: str | None, what: str) -> None:
+def check_recogniser(spec: str | None, what: str) -> None:
     """Before the TTS model loads (and anything is generated): the recogniser a run will need
     can be had. MissingExtra without the `asr` extra; InvalidRequest for a folder that is not a
     model; ModelUnavailable offline for a hub model not in the cache. A model that is online to

@@ -153,7 +153,7 @@ def _readable_name(path: Path) -> bool:
 
 def voice_index(folder: Path | None = None) -> dict[str, Path]:
     """name -> file of every saved voice, by name (files whose name is not UTF-8 are left out:
-    `list_voices` reports them)."""
+    `saved_voices` reports them)."""
     folder = voice_dir() if folder is None else folder
     return {p.name[: -len(VOICE_SUFFIX)]: p for p in _voice_files(folder) if _readable_name(p)}
 
@@ -357,13 +357,13 @@ def read_entry(name: str, path: Path) -> VoiceEntry:
         return VoiceEntry(printable(name), path, None, printable(one_line(e)))
 
 
-def list_voices() -> list[VoiceEntry]:
+def saved_voices() -> list[VoiceEntry]:
     """Every saved voice, by name, with its metadata or why it cannot be read (one bad file
     never hides the others)."""
     return [read_entry(p.name[: -len(VOICE_SUFFIX)], p) for p in _voice_files(voice_dir())]
 
 
-def describe(path: Path, voice: VoicePrompt | None = None) -> dict[str, str | None]:
+def describe_voice(path: Path, voice: VoicePrompt | None = None) -> dict[str, str | None]:
     """What `voice show` prints: metadata of a saved voice, or what a `.pt` prompt holds."""
     path = Path(path)
     if path.suffix.lower() == PROMPT_SUFFIX:

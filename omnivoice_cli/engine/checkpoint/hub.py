@@ -81,7 +81,7 @@ def resolve_checkpoint(
     on_progress: ProgressCallback | None = None,
 ) -> Path:
     """A local folder as is; otherwise a hub repo id, fetched into the normal hub cache
-    (`download`: the licence notice and progress go to on_notice and on_progress). None is
+    (`download_checkpoint`: the licence notice and progress go to on_notice and on_progress). None is
     DEFAULT_MODEL (the CLI reads $OMNIVOICE_MODEL in its settings schema, not here)."""
     model = model or DEFAULT_MODEL
     path = Path(model).expanduser()
@@ -91,7 +91,7 @@ def resolve_checkpoint(
         return check_checkpoint_dir(path)
     if model.startswith((".", "/", "~")) or model.count("/") != 1:
         raise CheckpointError(f"model {model}: no such folder, and not a hub id of the form owner/name")
-    return download(model, on_progress=on_progress, on_notice=on_notice)
+    return download_checkpoint(model, on_progress=on_progress, on_notice=on_notice)
 
 
 def hub_cache_dir() -> Path:
@@ -134,7 +134,7 @@ def cached_snapshot(repo_id: str) -> Path | None:
 # --------------------------------------------------------------------------- download
 
 
-def download(
+def download_checkpoint(
     repo_id: str = DEFAULT_MODEL, on_progress: ProgressCallback | None = None, on_notice: NoticeCallback | None = None
 ) -> Path:
     """Fetch a checkpoint's whole snapshot into the hub cache; -> its snapshot folder.
