@@ -293,6 +293,9 @@ def test_max_chars_and_its_former_name_set_the_one_limit(invoke, monkeypatch):
 
     seen = []
     monkeypatch.setattr(cmd, "_run", lambda state, quiet: seen.append(state.options))
+    from omnivoice_cli.server.config import ServeOptions
+
+    assert cmd.MAX_CHARS == ServeOptions.max_input_chars  # the help's default is the server's
     assert invoke("serve").exit_code == 0 and seen[-1].max_input_chars == 4096
     assert invoke("serve", "--max-chars", "100").exit_code == 0 and seen[-1].max_input_chars == 100
     assert invoke("serve", "--max-input-chars", "200").exit_code == 0 and seen[-1].max_input_chars == 200

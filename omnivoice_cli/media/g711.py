@@ -71,7 +71,6 @@ def alaw_decode(codes: np.ndarray) -> np.ndarray:
 
 
 ENCODERS = {"ULAW": mulaw_encode, "ALAW": alaw_encode}  # by the soundfile subtype of the format
-DECODERS = {"ULAW": mulaw_decode, "ALAW": alaw_decode}
 
 
 def encode_pcm16(data: bytes, subtype: str) -> bytes:

@@ -387,8 +387,3 @@ class BatchRun:
             setattr(self.report, status, sum(1 for ln in self.lines if ln.status == status))
         self.report.wall_seconds = time.perf_counter() - t_start
         return self.report
-
-
-def run_batch(input_path: str | Path, output_dir: str | Path, **kwargs: Any) -> BatchReport:
-    """Run a batch (see BatchRun)."""
-    return BatchRun(input_path, output_dir, **kwargs).run()

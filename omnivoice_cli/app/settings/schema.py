@@ -21,8 +21,6 @@ DEFAULT_MODEL = "k2-fsa/OmniVoice"  # hub id used when neither --model nor $OMNI
 # The speech recogniser (the `asr` extra, listen.py): whisper-large-v3-turbo, the reference's, as
 # faster-whisper names it ("large-v3-turbo"): 99 languages at near large-v3 accuracy, 8x faster.
 DEFAULT_ASR_MODEL = "mobiuslabsgmbh/faster-whisper-large-v3-turbo"
-DEFAULT_OUTPUT_STEM = "omnivoice"  # `say` writes omnivoice.<format> in the current folder by default
-DEFAULT_OUTPUT = DEFAULT_OUTPUT_STEM + ".wav"
 # `book`'s loudness when the setting is not given (elsewhere it is off): LUFS, integrated, over each
 # whole output; here, not in the book's modules, so that `book --help` says it without importing them
 BOOK_LOUDNESS = -18.0

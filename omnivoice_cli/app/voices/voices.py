@@ -270,12 +270,6 @@ def check_codes(codes: torch.Tensor, where: str | Path) -> None:
         raise InvalidRequest(f"{where}: the voice's codes hold negative values")
 
 
-def find_voice(spec: str, base: Path | None = None) -> tuple[Path, VoicePrompt]:
-    """(path, VoicePrompt) of a `--voice` setting."""
-    path = resolve_voice(spec, base)
-    return path, load_voice_file(path)
-
-
 def exists(name: str) -> Path | None:
     """The file of a saved voice with this name, compared case-insensitively (two names that differ
     only in case would share one file on some systems)."""
