@@ -33,7 +33,7 @@ import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Protocol
+from typing import Mapping, Protocol
 
 from ...engine.errors import InvalidRequest, MissingExtra
 from ...engine.hardware import Hardware
