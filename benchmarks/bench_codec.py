@@ -156,7 +156,7 @@ def main() -> int:
     plans = []
     for _ in range(3):  # the plan made again (what load does once)
         t0 = time.perf_counter()
-        codecplan.install(dec)  # a new planner: the plan made again
+        codecplan.install_plan(dec)  # a new planner: the plan made again
         plans.append(time.perf_counter() - t0)
     print(
         f"checkpoint {ckpt}: load {load_s:.3f} s with the plan; the plan alone {statistics.median(plans):.3f} s "

@@ -175,7 +175,7 @@ def test_the_codec_decodes_by_its_module_tree_until_loading_installs_its_plan(ti
     with torch.inference_mode():
         want = dec.forward(codes)
     assert dec.planner is None and dec.plan() is None and torch.equal(dec.decode(codes), want)
-    codecplan.install(dec)
+    codecplan.install_plan(dec)
     assert isinstance(dec.plan(), codecplan.CodecPlan)
     floor = 1e-4 * float(want.abs().max())  # equal to float rounding (tests/test_codecplan.py holds it closer)
     torch.testing.assert_close(dec.decode(codes), want, rtol=0, atol=floor)
@@ -192,7 +192,7 @@ def test_the_narrow_path_puts_its_modules_in_place_with_the_plain_ones_parameter
     model = Engine.load(str(tiny_ckpt), Hardware(device="cpu", dtype="float32")).model
     norms = {name: m.weight for name, m in model.named_modules() if isinstance(m, RMSNorm)}
     linears.convert_layers(model, linears.int8_kind())  # the int8 layers of this CPU and torch build
-    narrow.install(model, torch.float32)
+    narrow.install_narrow(model, torch.float32)
     after = {name: m for name, m in model.named_modules() if isinstance(m, RMSNorm)}
     assert after.keys() == norms.keys() and all(after[n].weight is w for n, w in norms.items())
     assert all(isinstance(m, narrow.LeanRMSNorm) for m in after.values())

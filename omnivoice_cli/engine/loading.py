@@ -194,9 +194,9 @@ def check_offsets(net, root: Path) -> None:
 
 def load_codec_decoder(audio_tokenizer_dir: Path, cfg, device="cpu") -> HiggsDecoder:
     """The codec's decoder (codec.read_codec_decoder: float32, the decode tensors only) with its
-    faster decode installed (codecplan.install: on a CPU, the plan made here, once)."""
+    faster decode installed (codecplan.install_plan: on a CPU, the plan made here, once)."""
     decoder = read_codec_decoder(audio_tokenizer_dir, cfg, device)
-    codecplan.install(decoder)
+    codecplan.install_plan(decoder)
     return decoder
 
 

@@ -1,5 +1,5 @@
 """The codec's decode prepared for speed (`engine/model/codec.py`'s module tree stays the plain
-reference path; `install` puts a Planner in the decoder's seam for it, engine/loading.py calls it): Snake's scales folded into the convolutions, every convolution channels-last and
+reference path; `install_plan` puts a Planner in the decoder's seam for it, engine/loading.py calls it): Snake's scales folded into the convolutions, every convolution channels-last and
 packed, the residual VQ as one product.
 
 Snake(x) = x + sin(a x)^2 / a = (1/a) (y + sin(y)^2) with y = a x. So each Snake runs on a tensor
@@ -303,7 +303,7 @@ class Planner:
         return self.made[1]
 
 
-def install(decoder: HiggsDecoder) -> None:
+def install_plan(decoder: HiggsDecoder) -> None:
     """Decode `decoder` through its plan (a Planner in its seam), made here once so that the first
     decode does not pay for it. Where there is no plan on a CPU, the module tree's upsamplings
     rearrange their weights now and the mapped pages those were read from go back (they fault in

@@ -401,7 +401,9 @@ def quantize_int8(model: OmniVoiceModel, make: "Make | None" = None, kind: type 
     bf16 = use_bf16_heads()
     if bf16:
         _heads_to_bf16(model)
-    narrow.install(model, torch.bfloat16 if bf16 else torch.float32, output=torch.float32)  # fp32: quantised at once
+    narrow.install_narrow(
+        model, torch.bfloat16 if bf16 else torch.float32, output=torch.float32
+    )  # fp32: quantised at once
     return n
 
 
@@ -435,7 +437,7 @@ def to_bfloat16(model: OmniVoiceModel) -> int:
     converted."""
 
     n = convert_layers(model, BF16Linear)
-    narrow.install(model, torch.bfloat16)  # first: the q/k norms' weights are folded into RoPE in fp32
+    narrow.install_narrow(model, torch.bfloat16)  # first: the q/k norms' weights are folded into RoPE in fp32
     for m in model.modules():
         if isinstance(m, RMSNorm) and m.weight.dtype != torch.bfloat16:
             m.weight = _to_bf16(m.weight)

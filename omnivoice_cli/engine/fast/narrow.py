@@ -25,7 +25,7 @@ reference's tokens, never uses it.
   (`KernelLinear.add`, `KernelLinear.gated`: oneDNN post-ops), with no pass of their own.
 
 The model never knows this path: linears.convert_layers puts a NarrowAttention in each layer's
-attention's place (its q, k and v one product), and `install` (called by linears.to_bfloat16 and
+attention's place (its q, k and v one product), and `install_narrow` (called by linears.to_bfloat16 and
 linears.quantize_int8) puts LeanRMSNorms in the norms' places and this layer forward in the
 model's one seam for it (backbone.LayerPath). The modules put in place take over the old ones'
 parameters: the state dict keeps its keys.
@@ -166,7 +166,7 @@ def attention_inputs(layer: DecoderLayer, h: torch.Tensor, cos_sin: torch.Tensor
     its products read (one pass, no copy of a strided slice inside them); else dense in the
     attention's dtype."""
     a = cast("NarrowAttention", layer.self_attn)  # put in place by linears.convert_layers
-    qn, kn = cast(FoldedNorm, a.q_norm), cast(FoldedNorm, a.k_norm)  # put in place by install
+    qn, kn = cast(FoldedNorm, a.q_norm), cast(FoldedNorm, a.k_norm)  # put in place by install_narrow
     n, d = h.shape[0], a.head_dim
     dtype = cos_sin.dtype if a.math_dtype is not None else h.dtype
     q, k, v = a.qkv(layer.input_layernorm(h))
@@ -203,7 +203,7 @@ class NarrowAttention(Attention):
     modules (q_proj, k_proj and v_proj then the parts of `fused_qkv`), q, k and v as one product,
     and each row's attention in `math_dtype` (grouped_attention; None: scaled_dot_product_attention)
     with its result written in `out_dtype` (None: q's; the int8 path asks for fp32, what its
-    products read). `install` sets the two dtypes."""
+    products read). `install_narrow` sets the two dtypes."""
 
     def __init__(self, plain: Attention, fused_qkv: Callable[[torch.Tensor], tuple[torch.Tensor, ...]]):
         nn.Module.__init__(self)  # the plain one's modules, not new ones (its __init__ would make them)
@@ -248,7 +248,7 @@ class NarrowAttention(Attention):
 NARROW = LayerPath(stacked_rope, attention_inputs, attention_output_and_mlp)  # this file's layer forward
 
 
-def install(model: OmniVoiceModel, attention: torch.dtype, output: torch.dtype | None = None) -> None:
+def install_narrow(model: OmniVoiceModel, attention: torch.dtype, output: torch.dtype | None = None) -> None:
     """Switch a converted body (linears.convert_layers: NarrowAttentions in place) to this layer
     forward (NARROW, in the model's seam) and its norms to LeanRMSNorms (the q and k norms to
     FoldedNorms). Attention: grouped_attention in bf16; scaled_dot_product_attention when
@@ -256,7 +256,7 @@ def install(model: OmniVoiceModel, attention: torch.dtype, output: torch.dtype |
     attention's result is written in (default the attention's), the one o_proj reads."""
     layers = [cast(DecoderLayer, m) for m in model.llm.layers]  # nn.ModuleList holds plain modules
     if not all(isinstance(layer.self_attn, NarrowAttention) for layer in layers):
-        raise ValueError("narrow.install needs a converted body (linears.convert_layers first)")
+        raise ValueError("narrow.install_narrow needs a converted body (linears.convert_layers first)")
     for layer in layers:
         a = cast(NarrowAttention, layer.self_attn)
         a.q_norm, a.k_norm = FoldedNorm.of(a.q_norm), FoldedNorm.of(a.k_norm)  # their weights folded in fp32
