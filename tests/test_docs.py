@@ -59,6 +59,16 @@ def test_readme_is_a_front_page_that_links_every_doc():
         assert command in readme
 
 
+def test_the_readme_says_which_torch_is_which():
+    """pip's default torch on Linux is the CUDA build: the README says so, and gives the CPU wheel
+    index for a CPU-only machine (never calling the plain command "the CPU build")."""
+    setup = (ROOT / "README.md").read_text().split("## Set up", 1)[1].split("## ", 1)[0]
+    flat = " ".join(setup.split())
+    assert "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in flat
+    assert "CUDA build" in flat and "CPU-only" in flat
+    assert "the CPU build of torch" not in flat
+
+
 # ---------------------------------------------------------------- commands a shell would mangle
 
 SHELL_FENCES = {"", "bash", "sh", "shell", "console", "zsh"}  # an unlabelled block is a shell's
