@@ -59,6 +59,17 @@ def test_readme_is_a_front_page_that_links_every_doc():
         assert command in readme
 
 
+def test_the_readme_runs_the_quick_loop_first_and_says_how_long_each_takes():
+    """The README's test commands: the quick loop before the full suite, each line with its time,
+    the times docs/testing.md measured."""
+    block = (ROOT / "README.md").read_text().split("Run the tests", 1)[1].split("```")[1]
+    lines = [ln for ln in block.splitlines() if "pytest" in ln]
+    assert len(lines) == 2 and '-m "not slow"' in lines[0] and '-m "not slow"' not in lines[1]
+    assert re.search(r"# about 1 minute$", lines[0]) and re.search(r"# about 10 minutes$", lines[1])
+    testing = (ROOT / "docs" / "testing.md").read_text()
+    assert "about 1 minute" in testing and "about 10 minutes" in testing and "2,284 tests" in testing
+
+
 def test_the_readme_says_which_torch_is_which():
     """pip's default torch on Linux is the CUDA build: the README says so, and gives the CPU wheel
     index for a CPU-only machine (never calling the plain command "the CPU build")."""
