@@ -70,6 +70,18 @@ def test_the_readme_runs_the_quick_loop_first_and_says_how_long_each_takes():
     assert "about 1 minute" in testing and "about 10 minutes" in testing and "2,284 tests" in testing
 
 
+def test_the_readmes_voice_to_clone_is_long_enough_to_clone():
+    """The README records me.wav to clone it: its text is 5-8 s of speech by the model's own
+    estimate (under 3 s, every later step warns that the reference is short)."""
+    from omnivoice_cli.engine.text.duration import estimate_duration
+
+    readme = (ROOT / "README.md").read_text()
+    recorded = re.search(r"^printf '(.*?)\\n' > me\.txt$", readme, re.M)
+    assert recorded and "-f me.txt" in readme and "-o me.wav" in readme
+    seconds = estimate_duration(recorded.group(1), "Nice to meet you.", 25) / 25  # 25 frames a second
+    assert 5 <= seconds <= 8, seconds
+
+
 def test_the_readme_says_which_torch_is_which():
     """pip's default torch on Linux is the CUDA build: the README says so, and gives the CPU wheel
     index for a CPU-only machine (never calling the plain command "the CPU build")."""
