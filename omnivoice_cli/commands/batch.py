@@ -12,7 +12,7 @@ from ..app.batch.folder import check_output_dir
 from ..app.dryrun import describe
 from ..app.say.speak import report_settings
 from ..app.settings.layers import FLAG_SOURCE, resolve
-from ..app.settings.setting import ADVANCED
+from ..app.settings.setting import LISTENING
 from ..app.signals import signal_name
 from ..engine.errors import InvalidRequest
 from ..media.lock import output_lock
@@ -127,9 +127,7 @@ def _json_summary(run) -> None:
     typer.echo(json.dumps(data, ensure_ascii=False))
 
 
-@with_settings(
-    *SPEECH_SETTINGS, *HARDWARE_SETTINGS, *LISTEN_SETTINGS, everyday=("format",)
-)  # a folder of files: their format is everyday
+@with_settings(*SPEECH_SETTINGS, *HARDWARE_SETTINGS, *LISTEN_SETTINGS)
 def batch(
     input: str = typer.Argument(..., metavar="INPUT", show_default=False, help="A .txt or .jsonl file."),
     output: str = typer.Option(
@@ -154,7 +152,7 @@ def batch(
     json_out: bool = typer.Option(
         False,
         "--json",
-        rich_help_panel=ADVANCED,
+        rich_help_panel="Output",
         help="A JSON summary on stdout instead of the summary line (with --dry-run: one JSON object a line).",
     ),
     quiet: bool = QUIET_OPTION,
@@ -169,7 +167,7 @@ def batch(
     words: bool = typer.Option(
         False,
         "--words",
-        rich_help_panel=ADVANCED,
+        rich_help_panel=LISTENING,
         help="Also write when each word is spoken beside each audio file (0001.words.json), heard by the speech "
         "recogniser (the asr extra).",
     ),

@@ -14,7 +14,6 @@ from ..app.book.book import BookRun
 from ..app.book.bookdescribe import describe_book
 from ..app.book.bookplan import DEFAULT_LOUDNESS
 from ..app.settings.schema import GENERATION_KEYS, SCHEMA
-from ..app.settings.setting import ADVANCED
 from ..app.signals import signal_name
 from ..engine.errors import InvalidRequest
 from ..ui.helpfmt import MORE
@@ -189,9 +188,7 @@ def _dry_run(run: BookRun, json_out: bool) -> None:
         raise typer.Exit(1)
 
 
-@with_settings(
-    *BOOK_SETTINGS, *HARDWARE_SETTINGS, *LISTEN_SETTINGS, everyday=("format",)
-)  # a folder of files: their format is everyday
+@with_settings(*BOOK_SETTINGS, *HARDWARE_SETTINGS, *LISTEN_SETTINGS)
 def book(
     input: str = typer.Argument(
         ..., metavar="BOOK", show_default=False, help="An .epub, a Markdown file (.md) or a plain-text file."
@@ -238,7 +235,7 @@ def book(
         help="Load no model, write nothing: print the chapters, words and estimated audio length.",
     ),
     json_out: bool = typer.Option(
-        False, "--json", rich_help_panel=ADVANCED, help="A JSON report on stdout instead of the summary line."
+        False, "--json", rich_help_panel="Output", help="A JSON report on stdout instead of the summary line."
     ),
     quiet: bool = QUIET_OPTION,
     ray: Optional[str] = RAY_OPTION,

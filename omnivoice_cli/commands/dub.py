@@ -10,7 +10,7 @@ import typer
 
 from ..app.say.dialogue import Cast
 from ..app.settings.schema import GENERATION_KEYS
-from ..app.settings.setting import ADVANCED
+from ..app.settings.setting import LISTENING
 from ..app.signals import signal_name
 from ..engine.errors import InvalidRequest
 from ..engine.model.config import SAMPLE_RATE
@@ -155,7 +155,7 @@ def dub(
         "--words",
         metavar="FILE.json",
         show_default=False,
-        rich_help_panel=ADVANCED,
+        rich_help_panel=LISTENING,
         help="Also write when each word is spoken on the track (JSON), heard by the speech recogniser (the asr extra).",
     ),
     overwrite: bool = typer.Option(
@@ -180,7 +180,7 @@ def dub(
     json_out: bool = typer.Option(
         False,
         "--json",
-        rich_help_panel=ADVANCED,
+        rich_help_panel="Output",
         help="A JSON report with every cue (stderr if -o -).",
     ),
     quiet: bool = QUIET_OPTION,

@@ -13,7 +13,7 @@ from typing import Any, Optional
 
 import typer
 
-from ..app.settings.setting import ADVANCED
+from ..app.settings.setting import LISTENING, MACHINE, VOICE_DETAILS
 from ..app.settings.values import join_lines
 from ..engine.errors import InvalidRequest
 from ..media.formats import usual_extensions
@@ -230,7 +230,7 @@ def say(
         metavar="PATH",
         show_default=False,
         rich_help_panel="Output",
-        help=f"Audio file ({usual_extensions()}); - writes to stdout (--format, default wav). Default: play it.",
+        help=f"Audio file ({usual_extensions()}), - for stdout. Default: play it.",
     ),
     play: bool = typer.Option(False, "--play", rich_help_panel="Output", help="Play it as it is made (also with -o)."),
     stream: bool = typer.Option(
@@ -242,8 +242,8 @@ def say(
     json_out: bool = typer.Option(
         False,
         "--json",
-        rich_help_panel=ADVANCED,
-        help="A JSON report instead of the summary (stderr if -o -).",
+        rich_help_panel="Output",
+        help="A JSON report in place of the summary.",
     ),
     dry_run: bool = typer.Option(
         False,
@@ -266,14 +266,14 @@ def say(
         "--words",
         metavar="FILE.json",
         show_default=False,
-        rich_help_panel=ADVANCED,
+        rich_help_panel=LISTENING,
         help="Also write when each word is spoken (JSON), heard by the speech recogniser.",
     ),
     subtitle_level: str = typer.Option(
         "line",
         "--subtitle-level",
         metavar="line|word",
-        rich_help_panel=ADVANCED,
+        rich_help_panel=LISTENING,
         help="--subtitles cues: line, or word (VTT with each word's time, from the speech recogniser).",
     ),
     cast: Optional[list[str]] = typer.Option(
@@ -289,7 +289,7 @@ def say(
         "--gap",
         metavar="SECONDS",
         show_default=False,
-        rich_help_panel=ADVANCED,
+        rich_help_panel=MACHINE,
         help="Silence between the lines of a --cast script. Default: 0.3.",
     ),
     server: Optional[str] = typer.Option(
@@ -297,7 +297,7 @@ def say(
         "--server",
         metavar="URL",
         show_default=False,
-        rich_help_panel=ADVANCED,
+        rich_help_panel=VOICE_DETAILS,
         help="Speak on a running `omnivoice serve` at URL (a warm model; also OMNIVOICE_SERVER): the same "
         "audio as here, written or played here.",
     ),
