@@ -77,7 +77,11 @@ def test_txt_one_file_per_line(invoke, fake_engine, tmp_path, home):
     info = sf.info(str(out / "0005.wav"))
     assert (info.samplerate, info.channels, info.subtype) == (24000, 1, "PCM_16")
     summary = r.stderr.strip().splitlines()[-1]
-    assert "3 lines: 3 done, 0 failed, 0 skipped" in summary and "3.00 s of audio" in summary and "RTF" in summary
+    assert (
+        "3 lines: 3 done, 0 failed, 0 skipped" in summary
+        and "3.00 s of audio" in summary
+        and "s per second of audio" in summary
+    )
 
 
 def test_name_width_grows_with_the_file(invoke, fake_engine, tmp_path, home):
@@ -875,7 +879,7 @@ def test_real_batch_subprocess_summary(tmp_path):
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == ""
-    assert "2 lines: 2 done, 0 failed, 0 skipped" in proc.stderr and "RTF" in proc.stderr
+    assert "2 lines: 2 done, 0 failed, 0 skipped" in proc.stderr and "s per second of audio" in proc.stderr
     assert files_in(out) == ["0001.flac", "0002.flac", MANIFEST]
     audio, sr = sf.read(str(out / "0001.flac"))
     assert sr == 24000 and np.isfinite(audio).all()

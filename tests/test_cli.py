@@ -141,10 +141,10 @@ def test_say_writes_a_24k_mono_wav(invoke, fake_engine, tmp_path):
     info = sf.info(str(out))
     assert (info.samplerate, info.channels, info.subtype) == (24000, 1, "PCM_16")
     assert files_in(tmp_path) == ["hello.wav"]
-    # one summary line: path, audio length, time, RTF, seed; the engine's notice passed through
+    # one summary line: path, audio length, time (and per second of audio), seed; the engine's notice passed through
     assert "fake notice" in r.stderr
     summary = r.stderr.strip().splitlines()[-1]
-    assert str(out) in summary and "1.00 s of audio" in summary and "RTF" in summary
+    assert str(out) in summary and "1.00 s of audio" in summary and " s per second of audio" in summary
     assert seed_of(summary) == fake_engine.requests[0].seed
 
 
@@ -388,7 +388,7 @@ def test_json_report_on_stdout(invoke, fake_engine, tmp_path):
     assert report["seconds"] >= 0 and report["rtf"] >= 0
     assert report["settings"]["num_step"] == 8 and report["settings"]["seed"] == 5
     assert report["settings"]["model"] == DEFAULT_MODEL
-    assert "RTF" not in r.stderr  # the report replaces the summary line
+    assert "per second of audio" not in r.stderr  # the report replaces the summary line
 
 
 def test_json_report_on_stderr_when_audio_on_stdout(invoke, fake_engine):
@@ -735,6 +735,29 @@ def test_real_json(invoke, tmp_path):
     assert report["path"] == str(out) and report["seed"] == 4
     assert abs(report["audio_seconds"] - info.frames / 24000) < 1e-3
     assert report["settings"]["num_step"] == 8 and report["settings"]["model"] == str(TINY_CKPT)
+
+
+@slow
+def test_the_summary_and_the_json_name_the_path_preset_fast_took(invoke, tmp_path):
+    """`--preset fast` asks for `quantize = "auto"`: the summary says, in words, what it came to on
+    this x86 CPU (int8, 16 steps, the step cache), and the time per second of audio (not "RTF");
+    --json names the same resolved path beside the setting as asked."""
+    out = tmp_path / "x.wav"
+    args = ["say", "Hello there.", "--model", TINY_CKPT, "--preset", "fast", "--seed", 4, "-o", out]
+    r = invoke(*args)
+    assert r.exit_code == 0, r.stderr
+    summary = r.stderr.strip().splitlines()[-1]
+    assert summary.endswith("seed 4; int8 on cpu, 16 steps with the step cache"), summary
+    assert re.search(r"\(\d+\.\d\d s per second of audio;", summary) and "RTF" not in summary
+    report = json.loads(invoke(*args, "--json").stdout)
+    assert report["settings"]["quantize"] == "auto"
+    assert report["ran"] == {
+        "device": "cpu",
+        "dtype": "float32",
+        "quantize": "int8",
+        "num_step": 16,
+        "step_cache": True,
+    }
 
 
 @slow

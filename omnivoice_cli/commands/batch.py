@@ -17,7 +17,7 @@ from ..app.signals import signal_name
 from ..engine.errors import InvalidRequest
 from ..media.lock import output_lock
 from ..ui.helpfmt import MORE
-from ..ui.messages import echo, warn
+from ..ui.messages import echo, pace, warn
 from ..ui.options import (
     GPUS_PER_WORKER_OPTION,
     HARDWARE_SETTINGS,
@@ -80,13 +80,12 @@ def _summary(run, quiet: bool, json_out: bool = False) -> None:
         )
         raise typer.Exit(128 + int(report.interrupted))
     if not quiet and not json_out:
-        rtf = "n/a" if report.rtf is None else f"{report.rtf:.3f}"
         loaded = "" if report.load_seconds is None else f"; model loaded in {report.load_seconds:.1f} s"
         if report.voice_seconds is not None:
             loaded += f", voices prepared in {report.voice_seconds:.1f} s"
         echo(
             f"{report.lines} lines: {counts}; {report.audio_seconds:.2f} s of audio in "
-            f"{report.generate_seconds:.2f} s (RTF {rtf}{loaded}); wall time {report.wall_seconds:.1f} s; "
+            f"{report.generate_seconds:.2f} s ({pace(report.rtf)}{loaded}); wall time {report.wall_seconds:.1f} s; "
             f"manifest {report.manifest}"
         )
     if report.failed:

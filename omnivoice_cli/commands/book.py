@@ -17,7 +17,7 @@ from ..app.settings.schema import GENERATION_KEYS, SCHEMA
 from ..app.signals import signal_name
 from ..engine.errors import InvalidRequest
 from ..ui.helpfmt import MORE
-from ..ui.messages import echo, error, warn
+from ..ui.messages import echo, error, pace, warn
 from ..ui.options import (
     GPUS_PER_WORKER_OPTION,
     HARDWARE_SETTINGS,
@@ -103,7 +103,7 @@ def _summary(run: BookRun, quiet: bool, json_out: bool) -> None:
         )
         raise typer.Exit(1)
     if not quiet and not json_out:
-        rtf = "" if r.rtf is None else f" (RTF {r.rtf:.3f})"
+        rtf = "" if r.rtf is None else f" ({pace(r.rtf)})"
         wrote = "; ".join(f"{p}{_level(run, p)}" for p in r.written)
         outs = [f"wrote {wrote}"] if wrote else []
         if r.kept:

@@ -18,7 +18,7 @@ from ..app.settings.values import join_lines
 from ..engine.errors import InvalidRequest
 from ..media.formats import usual_extensions
 from ..ui.helpfmt import BARE, MORE, click_exceptions
-from ..ui.messages import echo, usage_error, warn
+from ..ui.messages import echo, pace, usage_error, warn
 from ..ui.options import (
     HARDWARE_SETTINGS,
     LISTEN_SETTINGS,
@@ -39,7 +39,8 @@ temporary file and renamed, so never left partial; --stream sends stdout's audio
 Long texts are spoken in chunks; [pause 1.5s], [pause 500ms] and [pause] insert silences;
 [laughter], [sigh] and the other tags of `omnivoice tags` are spoken as sounds.
 
-Progress and a summary (path, audio length, time, real-time factor, seed) go to stderr. Exit
+Progress and a summary (path, audio length, time, the seconds taken per second of audio, seed,
+the path taken: int8 or not, the steps, the step cache) go to stderr. Exit
 codes: 0 ok; 1 runtime failure; 2 bad usage or value; 130 / 143 stopped by Ctrl-C / SIGTERM."""
 
 EXAMPLES = """
@@ -170,7 +171,8 @@ def _report(report: Any, t_start: float, json_out: bool, quiet: bool) -> None:
             "load_seconds": round(report.load_seconds, 4),
             "voice_seconds": _rounded(report.voice_seconds),
             "total_seconds": round(time.perf_counter() - t_start, 4),
-            "rtf": _rounded(rtf),
+            "rtf": _rounded(rtf),  # seconds taken per second of audio
+            "ran": report.ran,  # the path taken, resolved (int8, the steps, the step cache); null: a server's
             "seed": report.seed,
             "pieces": report.pieces,
             "ref": None if ref is None else str(ref.path),
@@ -185,13 +187,15 @@ def _report(report: Any, t_start: float, json_out: bool, quiet: bool) -> None:
         }
         typer.echo(json.dumps(data, ensure_ascii=False), err=target is not None and target.to_stdout)
     elif not quiet:
-        rtf_s = "n/a" if rtf is None else f"{rtf:.3f}"
+        from ..app.say.speakrun import path_words
+
         pieces = f" ({report.pieces} pieces)" if report.pieces > 1 else ""
         first_s = "" if first is None else f"; first audio after {first:.2f} s"
         voice_s = "" if report.voice_seconds is None else f", voice prepared in {report.voice_seconds:.1f} s"
+        ran = "" if report.ran is None else f"; {path_words(report.ran)}"
         echo(
-            f"{report.where}: {report.audio_seconds:.2f} s of audio{pieces} in {report.seconds:.2f} s (RTF {rtf_s}"
-            f"{first_s}; model loaded in {report.load_seconds:.1f} s{voice_s}), seed {report.seed}"
+            f"{report.where}: {report.audio_seconds:.2f} s of audio{pieces} in {report.seconds:.2f} s ({pace(rtf)}"
+            f"{first_s}; model loaded in {report.load_seconds:.1f} s{voice_s}), seed {report.seed}{ran}"
         )
 
 
@@ -289,7 +293,7 @@ def say(
         "--gap",
         metavar="SECONDS",
         show_default=False,
-        rich_help_panel=MACHINE,
+        rich_help_panel=VOICE_DETAILS,
         help="Silence between the lines of a --cast script. Default: 0.3.",
     ),
     server: Optional[str] = typer.Option(
@@ -297,7 +301,7 @@ def say(
         "--server",
         metavar="URL",
         show_default=False,
-        rich_help_panel=VOICE_DETAILS,
+        rich_help_panel=MACHINE,
         help="Speak on a running `omnivoice serve` at URL (a warm model; also OMNIVOICE_SERVER): the same "
         "audio as here, written or played here.",
     ),

@@ -99,6 +99,7 @@ class StreamedRun(SpeechRun):
             seed=request.seed,
             pieces=sum(1 for p in pieces if p.seed is not None),
             verify=None if check is None else check.report(),
+            engine=engine,
         )
 
     def render(
