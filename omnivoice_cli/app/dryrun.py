@@ -70,3 +70,32 @@ def render(report: dict[str, Any]) -> str:
         if entry["value"] is not None or entry["from"] != "default":
             lines.append(f"  {key} = {entry['value']!r}  ({entry['from']})")
     return "\n".join(lines) + "\n"
+
+
+def _shown(entry: dict[str, Any]) -> bool:
+    return entry["value"] is not None or entry["from"] != "default"
+
+
+def render_script(rows: list[dict[str, Any]], output: str, gap: float) -> str:
+    """A dialogue's dry run for a person (`say --cast ... --dry-run`): the settings every line
+    shares, once; then a row per line (its speaker, length, text and its own settings: the voice
+    its cast gives, its seed), `gap` seconds apart; then where the audio goes."""
+    first = rows[0]["settings"] if rows else {}
+    shared = {k: e for k, e in first.items() if all(r["settings"][k] == e for r in rows[1:])}
+    langs = {r["lang"] for r in rows}
+    lines = ["settings (every line):"]
+    lines += [f"  {key} = {entry['value']!r}  ({entry['from']})" for key, entry in shared.items() if _shown(entry)]
+    if len(langs) == 1:
+        lines.append(f"lang: {langs.pop() or 'none (any language)'}")
+    total = sum(r["seconds"] for r in rows)
+    gaps = f" and {len(rows) - 1} gaps of {gap:g} s" if len(rows) > 1 else ""
+    lines.append(f"lines: {len(rows)}, about {total:.1f} s of speech{gaps}")
+    for r in rows:
+        own = [f"{k}={e['value']!r}" for k, e in r["settings"].items() if k not in shared and e["value"] is not None]
+        if r["lang"] and "lang" not in shared:
+            own.insert(0, f"lang={r['lang']}")
+        text = r["text"] if len(r["text"]) <= 40 else r["text"][:37] + "..."
+        pieces = f", {len(r['pieces'])} pieces" if len(r["pieces"]) > 1 else ""
+        lines.append(f"  {r['line']:>3}. {r['speaker']} ({r['seconds']:.1f} s{pieces}): {text}  [{', '.join(own)}]")
+    lines.append(f"output: {output}")
+    return "\n".join(lines) + "\n"
