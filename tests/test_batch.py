@@ -234,6 +234,24 @@ def test_rerun_skips_existing_files_and_keeps_their_records(invoke, fake_engine,
     assert (out / "0002.wav").read_bytes() != b"not really audio"
 
 
+def test_rerun_speaks_again_the_lines_whose_text_or_settings_changed(invoke, fake_engine, tmp_path, home):
+    """Running the same command again keeps what is done; a line whose text changed since its
+    file was made (its manifest record says), or a changed setting, is spoken again and replaced."""
+    src = tmp_path / "lines.txt"
+    src.write_text("One.\nTwo.\nThree.\n")
+    out = tmp_path / "out"
+    assert invoke("batch", src, "-o", out, "-q").exit_code == 0
+    src.write_text("One.\nTwo, edited.\nThree.\n")
+    r = invoke("batch", src, "-o", out)
+    assert r.exit_code == 0, r.stderr
+    assert [q.text for q in fake_engine.requests[3:]] == ["Two, edited."]
+    assert "3 lines: 1 done, 0 failed, 2 skipped" in r.stderr
+    assert by_line(out)[2]["text"] == "Two, edited." and by_line(out)[2]["status"] == "done"
+    r = invoke("batch", src, "-o", out, "--speed", "1.2", "-q")
+    assert r.exit_code == 0, r.stderr
+    assert [q.text for q in fake_engine.requests[4:]] == ["One.", "Two, edited.", "Three."]
+
+
 @pytest.mark.slow
 def test_rerun_retries_failed_lines(invoke, fake_engine, tmp_path, home):
     src = write_jsonl(tmp_path / "jobs.jsonl", [{"text": "a"}, {"text": "b", "num_step": 0}])
@@ -957,8 +975,8 @@ def test_json_summary_like_say(invoke, fake_engine, tmp_path, home):
     assert len(report["warnings"]) == 1 and report["warnings"][0].startswith("line 1: ")
     assert report["errors"] == [rec["error"] for rec in manifest(out) if rec["status"] == "failed"]
     assert " lines: " not in r.stderr  # the JSON replaces the summary line
-    r = invoke("batch", src, "-o", out, "--json", "--speed", "1.25")
-    assert json.loads(r.stdout)["settings"]["speed"] == 1.25 and json.loads(r.stdout)["skipped"] == 2
+    r = invoke("batch", src, "-o", out, "--json", "--speed", "1.25")  # a changed setting: spoken again
+    assert json.loads(r.stdout)["settings"]["speed"] == 1.25 and json.loads(r.stdout)["skipped"] == 0
     (home / "presets").mkdir(parents=True)
     (home / "presets" / "slow.toml").write_text("speed = 0.8\n")
     r = invoke("batch", src, "-o", out, "--json", "--preset", "slow", "--overwrite")

@@ -38,12 +38,12 @@ Markup (<i>, {\\an8}, <v Bob>) is not spoken. With --cast NAME=VOICE, a VTT voic
 
 A cue whose words must be said over 2x faster than their natural pace to fit its times is
 warned about (its "speed" is in --json and --dry-run); --dry-run shows every cue (times, words,
-voice, speed) without loading the model. An existing track is not replaced without --force.
+voice, speed) without loading the model. An existing track is replaced.
 
 --stems DIR also writes each cue's audio and DIR/manifest.jsonl; running the same command again
-(with --force, once the track exists) then reuses the cues already made. Exit codes: 0 ok; 1
-runtime failure; 2 bad usage, a malformed subtitle file (with its line number), a bad cast or a
-track that exists; 130 / 143 stopped by Ctrl-C / SIGTERM."""
+then reuses the cues already made and speaks only the changed ones (--overwrite: all). Exit
+codes: 0 ok; 1 runtime failure; 2 bad usage, a malformed subtitle file (with its line number) or
+a bad cast; 130 / 143 stopped by Ctrl-C / SIGTERM."""
 )
 
 EXAMPLES = """
@@ -70,17 +70,13 @@ DUB_SETTINGS = (
 LISTEN = ("asr_model",)  # --words: the speech recogniser (listen.py)
 
 
-def _target(output: str, replace: bool, dry_run: bool) -> OutputTarget:
-    """The track's target (-o, or the default beside the input); an existing file is refused
-    unless `replace` (--force or --overwrite)."""
+def _target(output: str, dry_run: bool) -> OutputTarget:
+    """The track's target (-o, or the default beside the input). An existing track is replaced,
+    as every command replaces its output (docs/say.md#existing-outputs); with --stems the cues
+    already made are reused."""
     target = check_output(output)
     if target.to_stdout and typer.get_binary_stream("stdout").isatty() and not dry_run:
         raise InvalidRequest("-o - writes binary audio to stdout, which is a terminal: redirect it or pipe it")
-    if target.path is not None and target.path.exists() and not replace:  # (None: stdout)
-        message = f"output '{target.path}' exists: give --force to replace it (or another -o)"
-        if not dry_run:
-            raise InvalidRequest(message)
-        warn(f"{message}; this dry run writes nothing")
     return target
 
 
@@ -162,13 +158,10 @@ def dub(
         False,
         "--overwrite",
         rich_help_panel="Output",
-        help="Remake cues whose stems exist (and replace the track).",
+        help="Remake every cue, also those whose stems are there.",
     ),
     force: bool = typer.Option(
-        False,
-        "--force",
-        rich_help_panel="Output",
-        help="Replace the track if it exists (stems are still reused).",
+        False, "--force", hidden=True, help="Nothing: an existing track is replaced (kept for old scripts)."
     ),
     dry_run: bool = typer.Option(
         False,
@@ -197,7 +190,7 @@ def dub(
     check_cast(cast)
     the_cast = Cast.parse(cast)
     track = output if output is not None else dubbing.default_output(input, settings["format"])
-    target = _target(track, force or overwrite, dry_run)
+    target = _target(track, dry_run)
     run = dubbing.DubRun(
         input,
         target,
