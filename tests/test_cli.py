@@ -405,25 +405,22 @@ def test_quiet(invoke, fake_engine, tmp_path):
     assert r.stderr == "" and r.stdout == ""
 
 
-def test_unknown_language_warns_and_goes_on(invoke, fake_engine, tmp_path):
-    fake_engine.result_warnings = []
+def test_an_unknown_language_is_refused_before_the_model(invoke, fake_engine, tmp_path):
+    """The reference warns and speaks language-agnostic; the tool refuses (test_languages.py has
+    every way in): nothing is loaded, nothing written."""
     out = tmp_path / "x.wav"
     r = invoke("say", "Hello", "-o", out, "--lang", "klingon", "--quiet")
-    assert r.exit_code == 0, r.stderr
-    assert out.exists()
-    warnings = [ln for ln in r.stderr.splitlines() if ln.startswith("Warning: ")]
-    assert len(warnings) == 1 and "klingon" in warnings[0]
-    assert fake_engine.requests[0].lang == "klingon"  # the engine decides (language-agnostic)
+    assert r.exit_code == 2 and "unknown language 'klingon'" in error_line(r)
+    assert not out.exists() and fake_engine.loads == []
 
 
 def test_engine_warnings_are_shown_once(invoke, fake_engine, tmp_path):
-    from omnivoice_cli.engine.text.languages import resolve_language
+    from omnivoice_cli.engine.text.textcheck import wordless_warning
 
-    _, w = resolve_language("klingon")
-    fake_engine.result_warnings = [w, "engine says something"]
-    r = invoke("say", "Hello", "-o", tmp_path / "x.wav", "--lang", "klingon", "--quiet")
+    fake_engine.result_warnings = [wordless_warning("?!"), "engine says something"]
+    r = invoke("say", "?!", "-o", tmp_path / "x.wav", "--quiet")  # warned when built and by the engine
     assert r.exit_code == 0, r.stderr
-    assert r.stderr.count("klingon") == 1
+    assert r.stderr.count("no letters or digits") == 1
     assert "Warning: engine says something" in r.stderr
 
 

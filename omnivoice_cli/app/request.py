@@ -29,6 +29,7 @@ from ..engine.model.config import GenerationConfig, ModelConfig
 from ..engine.planning import Plan, Planned, Request, VoiceShape, check_transcript, plan_request, validate_request
 from ..engine.text import markup
 from ..engine.text.duration import check_ref_transcript
+from ..engine.text.languages import unknown_language
 from ..engine.text.normalize import normalize_text
 from ..engine.text.symbols import drop_symbol_runs
 from ..engine.text.tags import drop_unknown_tags
@@ -315,6 +316,7 @@ def build_request(
     if settings["loudness"] is not None:  # its extra there before a model loads (media/loudness.py)
         require_loudness()
     cfg = model_config(settings["model"])  # a fine-tune's own items, languages and voices
+    check_language(settings, cfg)
     replaced: list[tuple[str, str]] = []
     text, text_warnings = spoken_text(text, settings, replaced)
     reference = _reference(settings, refs, line_base)
@@ -349,6 +351,16 @@ def build_request(
     if reference is not None:
         warnings += list(reference.warnings)
     return Built(request, settings, reference, voice_file, warnings, replaced)
+
+
+def check_language(settings: Resolved, cfg: ModelConfig | None = None) -> None:
+    """The settings' language is one of the model's (a fine-tune's own included), or none: an
+    unknown or misspelt one is refused with a did-you-mean (InvalidRequest, named by where it
+    came from), not spoken language-agnostic as the reference does after a warning."""
+    cfg = cfg or model_config(settings["model"])
+    unknown = unknown_language(settings["lang"], cfg.own)
+    if unknown is not None:
+        raise named(settings, InvalidRequest(unknown, "lang"))
 
 
 def check_size(request: Request, reference: Reference | None = None, cfg: ModelConfig | None = None) -> Plan:

@@ -13,7 +13,7 @@ from ..app.checkpoint import model_config
 from ..app.door.idle import idle_seconds
 from ..app.door.speaker import SpeakerOptions
 from ..app.lexicon import load_lexicon
-from ..app.request import named
+from ..app.request import check_language, named
 from ..app.say.speakrun import StoppedBySignal
 from ..app.session import Session, hardware_from_settings
 from ..app.settings.layers import FLAG_SOURCE, Resolved, engine_options, resolve
@@ -51,6 +51,8 @@ def run_settings(preset: str | None, flags: dict[str, Any]) -> tuple[Preset | No
         warn(dropped)
     if resolved["lexicon"] is not None:  # read and checked now, once: every request of the run uses it
         load_lexicon(resolved["lexicon"], fresh=True)
+    if resolved["lang"] is not None:  # the run's language, once (a batch's lines, a server's requests)
+        check_language(resolved)
     return chosen, resolved
 
 
