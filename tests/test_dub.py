@@ -639,3 +639,14 @@ def test_stems_are_lossless_files_the_track_format_where_it_is_one():
         "flac",
         "flac",
     ]
+
+
+def test_one_cue_is_one_cue(invoke, fake_engine, home, tmp_path):
+    src = tmp_path / "one.srt"
+    src.write_text("1\n00:00:01,000 --> 00:00:02,500\nHello there.\n", encoding="utf-8")
+    r = invoke("dub", src, "-o", tmp_path / "t.wav", "--dry-run")
+    assert r.exit_code == 0, r.stderr
+    assert ": 1 cue (0 empty) -> " in r.stdout and "1 cues" not in r.stdout
+    r = invoke("dub", src, "-o", tmp_path / "t.wav")
+    assert r.exit_code == 0, r.stderr
+    assert ", 1 cue: 1 spoken, " in r.stderr.strip().splitlines()[-1]

@@ -113,7 +113,7 @@ class References:
                 heard = (  # one sentence: the recogniser's own message would nest another in it
                     f"or install a speech recogniser to hear them: {install_hint(e.extra)}"
                     if isinstance(e, MissingExtra)
-                    else f"or give --asr-model a speech recogniser at hand ({str(e).rstrip('.')})"
+                    else f"or give --asr-model a local model folder ({_why_not(e, asr_model)})"
                 )
                 message = (
                     f'no transcript for the reference audio {path}: give --ref-text "the words spoken in it", '
@@ -185,6 +185,17 @@ def _base(source: Source, line_base: Path | None) -> Path | None:
     if source.kind == "line":
         return line_base
     return None  # the current folder
+
+
+def _why_not(e: Exception, asr_model: str | None) -> str:
+    """Why the recogniser cannot be had, in a clause: its message's about the recogniser ("speech
+    recogniser M is not in the Hugging Face cache and ..."), without its own advice (--ref-text
+    again)."""
+    text = str(e)
+    start = text.find("speech recogniser")
+    if start < 0:
+        return f"{asr_model or 'the default one'} cannot be had here"
+    return text[start:].split(";")[0].strip()
 
 
 def named(settings: Resolved, e: InvalidRequest, key: str | None = None) -> InvalidRequest:

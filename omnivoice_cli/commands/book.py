@@ -32,6 +32,7 @@ from ..ui.options import (
 from ..ui.progress import BookBars, clock
 from ..ui.text import visible  # the book's titles and names: their control characters made visible
 from .common import check_run, cluster_executor, run_session
+from .models import size_text
 
 # After MORE: the details, shown by --help-all (ui/helpfmt.py).
 HELP = (
@@ -113,6 +114,16 @@ def _summary(run: BookRun, quiet: bool, json_out: bool) -> None:
             f"{r.chapters} chapters, {counts}; {r.audio_seconds:.1f} s spoken in {r.generate_seconds:.1f} s{rtf}; "
             f"the book is {clock(r.duration)} long; {out}; wall time {r.wall_seconds:.1f} s"
         )
+        if run.work is not None and run.work.is_dir():  # kept for the next run: say where, and how big
+            echo(
+                f"its parts are kept in {run.work} ({size_text(_folder_bytes(run.work))}) for the next run; "
+                "delete the folder to free the space"
+            )
+
+
+def _folder_bytes(folder: Path) -> int:
+    """The bytes of the regular files in `folder` and below (links not followed)."""
+    return sum(p.lstat().st_size for p in folder.rglob("*") if p.is_file() and not p.is_symlink())
 
 
 def _level(run: BookRun, path: str) -> str:
@@ -148,6 +159,7 @@ def _json_summary(run: BookRun) -> None:
         "rtf": rounded(r.rtf),
         "written": r.written,
         "kept": r.kept,
+        "parts_folder": None if run.work is None else str(run.work),
         "loudness": r.loudness,
         "warnings": r.warnings,
         "errors": r.errors,

@@ -20,6 +20,7 @@ from ..app.settings.layers import FLAG_SOURCE, Resolved, engine_options, resolve
 from ..app.settings.presets import Preset, find_preset
 from ..app.signals import HoldSignals
 from ..app.voices.voices import resolve_voice
+from ..engine.checkpoint.hub import model_problem
 from ..engine.errors import InvalidRequest, MissingExtra
 from ..engine.pipeline import Engine
 from ..engine.text.instructs import resolve_instruct
@@ -51,6 +52,9 @@ def run_settings(preset: str | None, flags: dict[str, Any]) -> tuple[Preset | No
         warn(dropped)
     if resolved["lexicon"] is not None:  # read and checked now, once: every request of the run uses it
         load_lexicon(resolved["lexicon"], fresh=True)
+    problem = model_problem(str(resolved["model"]))  # a folder not there: a usage error, before any loading
+    if problem is not None:
+        raise named(resolved, InvalidRequest(problem, "model"))
     if resolved["lang"] is not None:  # the run's language, once (a batch's lines, a server's requests)
         check_language(resolved)
     return chosen, resolved

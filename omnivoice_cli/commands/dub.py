@@ -19,7 +19,7 @@ from ..media.output import OutputTarget, check_output
 from ..ui.helpfmt import MORE
 from ..ui.messages import echo, error, warn
 from ..ui.options import HARDWARE_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, with_settings
-from ..ui.text import visible
+from ..ui.text import counted, visible
 from .common import check_cast, run_session, run_settings
 from .say import check_listening, words_path
 
@@ -111,7 +111,7 @@ def _report(run: Any, report: Any, t_start: float, json_out: bool, quiet: bool) 
         if report.voice_seconds is not None:
             loaded = loaded[:-1] + f", voices prepared in {report.voice_seconds:.1f} s)"
         echo(
-            f"{where}: {seconds:.2f} s track, {len(report.cues)} cues: {counts['done']} spoken, "
+            f"{where}: {seconds:.2f} s track, {counted(len(report.cues), 'cue')}: {counts['done']} spoken, "
             f"{counts['reused']} reused, {counts['empty']} empty, in {report.generate_seconds:.2f} s{loaded}; "
             f"seed {report.seed}"
         )
@@ -227,7 +227,7 @@ def _dry_run(run: Any, json_out: bool) -> None:
     where = "stdout" if run.target.to_stdout else str(run.target)
     spoken = [c for c in cues if c["action"] != "skip (empty)"]
     out.write(
-        f"{run.input_path}: {len(cues)} cues ({len(cues) - len(spoken)} empty) -> {where}, "
+        f"{run.input_path}: {counted(len(cues), 'cue')} ({len(cues) - len(spoken)} empty) -> {where}, "
         f"{timestamp(run.report.track_samples * 1000 // SAMPLE_RATE)} long, seed {run.report.seed}\n"
     )
     who = [f"{c['speaker']}={c['voice']}" if c["speaker"] else c["voice"] or "-" for c in cues]

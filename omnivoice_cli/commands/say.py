@@ -199,10 +199,10 @@ def _report(report: Any, t_start: float, json_out: bool, quiet: bool) -> None:
         )
 
 
-def _dry_run(built: Any, json_out: bool) -> None:
+def _dry_run(built: Any, json_out: bool, streamed: bool = False) -> None:
     from ..app.dryrun import describe, render
 
-    report = describe(built)
+    report = describe(built, streamed)
     out = typer.get_text_stream("stdout")  # the text may come from a file (-f): its controls made visible
     out.write(json.dumps(report, ensure_ascii=False) + "\n" if json_out else visible(render(report), lines=True))
 
@@ -353,7 +353,7 @@ def say(
     heard(built.reference, quiet)
     (shown := WarnOnce(warn))(built.warnings)
     if dry_run:
-        _dry_run(built, json_out)
+        _dry_run(built, json_out, streamed=stream)
         return
     if output is None and not play and not json_out:
         check_stdout_not_a_file()
