@@ -82,6 +82,36 @@ def test_the_readmes_voice_to_clone_is_long_enough_to_clone():
     assert 5 <= seconds <= 8, seconds
 
 
+def test_extras_are_spelled_one_way_everywhere():
+    """An extra is installed as `pip install 'omnivoice-cli[NAME]'` in the README, the docs and the
+    tool's own hints (it works from any folder once the tool is installed), NAME one of pyproject's."""
+    try:
+        import tomllib
+    except ImportError:  # Python < 3.11
+        import tomli as tomllib  # type: ignore[no-redef]
+
+    extras = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+    texts = {p.name: p.read_text() for p in PAGES}
+    texts |= {str(p.relative_to(ROOT)): p.read_text() for p in (ROOT / "omnivoice_cli").rglob("*.py")}
+    for name, text in texts.items():
+        assert not re.search(r"pip install[^\n`]*[\"' ]\.\[", text), name  # never `pip install -e ".[serve]"`
+        for extra in re.findall(r"omnivoice-cli\[(\w+)\]", text):
+            assert extra in extras, (name, extra)
+    assert "pip install 'omnivoice-cli[serve]'" in texts["README.md"]
+
+
+def test_the_readme_names_no_placeholder_to_type():
+    readme = (ROOT / "README.md").read_text()
+    assert "git clone URL" not in readme
+
+
+def test_batch_docs_list_every_format():
+    from omnivoice_cli.app.settings.schema import FORMATS
+
+    row = re.search(r"^\| `--format FMT` \| (.*?) \|", (ROOT / "docs" / "batch.md").read_text(), re.M)
+    assert row and all(f in row.group(1) for f in FORMATS if f != "pcm"), row and row.group(1)
+
+
 def test_the_readme_says_which_torch_is_which():
     """pip's default torch on Linux is the CUDA build: the README says so, and gives the CPU wheel
     index for a CPU-only machine (never calling the plain command "the CPU build")."""
