@@ -864,7 +864,7 @@ def test_model_not_downloadable_offline(invoke, tmp_path):
 @slow
 def test_missing_checkpoint_folder(invoke, tmp_path):
     r = invoke("say", "Hello", "--model", tmp_path / "no-such-ckpt", "-o", tmp_path / "x.wav")
-    assert r.exit_code == 1, r.stderr
+    assert r.exit_code == 2, r.stderr  # a usage error, before anything loads (test_usage_hints.py)
     assert "no-such-ckpt" in error_line(r)
     assert files_in(tmp_path) == []
 
