@@ -26,7 +26,7 @@ from .app.signals import ignore_stops
 from .engine.errors import InvalidRequest, ModelUnavailable, OmniVoiceError
 from .ui.helpfmt import HelpCommand, HelpGroup
 from .ui.helpfmt import click_exceptions as _cx
-from .ui.hints import option_instead, say_instead
+from .ui.hints import option_instead, say_instead, text_instead
 from .ui.messages import error
 
 
@@ -35,9 +35,11 @@ def exit_usage(e: _cx.UsageError) -> None:
     other tools name it (`--rate`) gets ours (`--speed`)."""
     message = e.format_message()
     if isinstance(e, _cx.NoSuchOption) and e.ctx is not None:
-        ours = option_instead(e.option_name, e.ctx.command)
+        ours, words = option_instead(e.option_name, e.ctx.command), text_instead(e.option_name, e.ctx.command)
         if ours is not None:
             message = f"{e.message}. Did you mean {ours}?"
+        elif words is not None:
+            message = f"{e.message}: {words}"
     hint = f" (see '{e.ctx.command_path} --help')" if e.ctx is not None else ""
     error(message + hint)
     raise typer.Exit(2) from None

@@ -67,7 +67,11 @@ def test_txt_one_file_per_line(invoke, fake_engine, tmp_path, home):
     info = sf.info(str(out / "0005.wav"))
     assert (info.samplerate, info.channels, info.subtype) == (24000, 1, "PCM_16")
     summary = r.stderr.strip().splitlines()[-1]
-    assert "3 lines: 3 done, 0 failed, 0 skipped" in summary and "3.00 s of audio" in summary and "RTF" in summary
+    assert (
+        "3 lines: 3 done, 0 failed, 0 skipped" in summary
+        and "3.00 s of audio" in summary
+        and "s per second of audio" in summary
+    )
 
 
 def test_name_width_grows_with_the_file(invoke, fake_engine, tmp_path, home):
@@ -218,6 +222,24 @@ def test_rerun_skips_existing_files_and_keeps_their_records(invoke, fake_engine,
     assert [q.text for q in fake_engine.requests[2:]] == ["One.", "Two.", "Three."]
     assert all(rec["status"] == "done" for rec in by_line(out).values())
     assert (out / "0002.wav").read_bytes() != b"not really audio"
+
+
+def test_rerun_speaks_again_the_lines_whose_text_or_settings_changed(invoke, fake_engine, tmp_path, home):
+    """Running the same command again keeps what is done; a line whose text changed since its
+    file was made (its manifest record says), or a changed setting, is spoken again and replaced."""
+    src = tmp_path / "lines.txt"
+    src.write_text("One.\nTwo.\nThree.\n")
+    out = tmp_path / "out"
+    assert invoke("batch", src, "-o", out, "-q").exit_code == 0
+    src.write_text("One.\nTwo, edited.\nThree.\n")
+    r = invoke("batch", src, "-o", out)
+    assert r.exit_code == 0, r.stderr
+    assert [q.text for q in fake_engine.requests[3:]] == ["Two, edited."]
+    assert "3 lines: 1 done, 0 failed, 2 skipped" in r.stderr
+    assert by_line(out)[2]["text"] == "Two, edited." and by_line(out)[2]["status"] == "done"
+    r = invoke("batch", src, "-o", out, "--speed", "1.2", "-q")
+    assert r.exit_code == 0, r.stderr
+    assert [q.text for q in fake_engine.requests[4:]] == ["One.", "Two, edited.", "Three."]
 
 
 @pytest.mark.slow
@@ -619,13 +641,13 @@ def test_model_load_failure_leaves_a_complete_manifest(invoke, fake_engine, tmp_
 
 
 def test_warnings_are_shown_once(invoke, fake_engine, tmp_path, home):
-    src = write_jsonl(tmp_path / "jobs.jsonl", [{"text": "a", "lang": "klingon"}, {"text": "b", "lang": "klingon"}])
+    src = write_jsonl(tmp_path / "jobs.jsonl", [{"text": "?!"}, {"text": "?!"}])  # no words: a warning
     out = tmp_path / "out"
     r = invoke("batch", src, "-o", out, "-q")
     assert r.exit_code == 0, r.stderr
     warnings = [ln for ln in r.stderr.splitlines() if ln.startswith("Warning: ")]
-    assert len(warnings) == 1 and warnings[0].startswith("Warning: line 1: ") and "klingon" in warnings[0]
-    assert all("klingon" in rec["warnings"][0] for rec in manifest(out))
+    assert len(warnings) == 1 and warnings[0].startswith("Warning: line 1: ") and "no letters" in warnings[0]
+    assert all("no letters" in rec["warnings"][0] for rec in manifest(out))
 
 
 def test_progress_gets_steps_and_lines(invoke, fake_engine, tmp_path, home, monkeypatch):
@@ -865,7 +887,7 @@ def test_real_batch_subprocess_summary(tmp_path):
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == ""
-    assert "2 lines: 2 done, 0 failed, 0 skipped" in proc.stderr and "RTF" in proc.stderr
+    assert "2 lines: 2 done, 0 failed, 0 skipped" in proc.stderr and "s per second of audio" in proc.stderr
     assert files_in(out) == ["0001.flac", "0002.flac", MANIFEST]
     audio, sr = sf.read(str(out / "0001.flac"))
     assert sr == 24000 and np.isfinite(audio).all()
@@ -931,7 +953,7 @@ def test_every_format_of_the_table_in_a_batch(invoke, fake_engine, tmp_path, hom
 def test_json_summary_like_say(invoke, fake_engine, tmp_path, home):
     """batch --json: one JSON object on stdout (no summary line), with the counts, the times,
     the run's settings (speed as used: 1.0 when none is given) and the warnings and errors."""
-    src = write_jsonl(tmp_path / "jobs.jsonl", [{"text": "a", "lang": "klingon"}, "{bad", {"text": "c"}])
+    src = write_jsonl(tmp_path / "jobs.jsonl", [{"text": "?!"}, "{bad", {"text": "c"}])
     out = tmp_path / "out"
     r = invoke("batch", src, "-o", out, "--json", "--seed", 5)
     assert r.exit_code == 1  # a line failed: still the summary
@@ -943,8 +965,8 @@ def test_json_summary_like_say(invoke, fake_engine, tmp_path, home):
     assert len(report["warnings"]) == 1 and report["warnings"][0].startswith("line 1: ")
     assert report["errors"] == [rec["error"] for rec in manifest(out) if rec["status"] == "failed"]
     assert " lines: " not in r.stderr  # the JSON replaces the summary line
-    r = invoke("batch", src, "-o", out, "--json", "--speed", "1.25")
-    assert json.loads(r.stdout)["settings"]["speed"] == 1.25 and json.loads(r.stdout)["skipped"] == 2
+    r = invoke("batch", src, "-o", out, "--json", "--speed", "1.25")  # a changed setting: spoken again
+    assert json.loads(r.stdout)["settings"]["speed"] == 1.25 and json.loads(r.stdout)["skipped"] == 0
     (home / "presets").mkdir(parents=True)
     (home / "presets" / "slow.toml").write_text("speed = 0.8\n")
     r = invoke("batch", src, "-o", out, "--json", "--preset", "slow", "--overwrite")

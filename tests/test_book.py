@@ -83,6 +83,15 @@ def loudness(path: Path) -> float:
 
 
 @pytest.mark.slow
+def test_the_summary_says_where_the_parts_are_kept_and_their_size(invoke, fake_engine, epub, tmp_path, home):
+    out = tmp_path / "dir"
+    r = book(invoke, epub, "-o", out, "--format", "wav")
+    assert r.exit_code == 0, r.stderr
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"its parts are kept in {out / '.parts'} (") and " KB) for the next run" in last
+    assert report(book(invoke, epub, "-o", out, "--format", "wav", "--json"))["parts_folder"] == str(out / ".parts")
+
+
 def test_an_m4b_has_the_three_chapters_tags_and_cover(invoke, loaded, epub, tmp_path, home):
     from omnivoice_cli.media.m4b import read_m4b
 

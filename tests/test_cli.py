@@ -141,10 +141,10 @@ def test_say_writes_a_24k_mono_wav(invoke, fake_engine, tmp_path):
     info = sf.info(str(out))
     assert (info.samplerate, info.channels, info.subtype) == (24000, 1, "PCM_16")
     assert files_in(tmp_path) == ["hello.wav"]
-    # one summary line: path, audio length, time, RTF, seed; the engine's notice passed through
+    # one summary line: path, audio length, time (and per second of audio), seed; the engine's notice passed through
     assert "fake notice" in r.stderr
     summary = r.stderr.strip().splitlines()[-1]
-    assert str(out) in summary and "1.00 s of audio" in summary and "RTF" in summary
+    assert str(out) in summary and "1.00 s of audio" in summary and " s per second of audio" in summary
     assert seed_of(summary) == fake_engine.requests[0].seed
 
 
@@ -388,7 +388,7 @@ def test_json_report_on_stdout(invoke, fake_engine, tmp_path):
     assert report["seconds"] >= 0 and report["rtf"] >= 0
     assert report["settings"]["num_step"] == 8 and report["settings"]["seed"] == 5
     assert report["settings"]["model"] == DEFAULT_MODEL
-    assert "RTF" not in r.stderr  # the report replaces the summary line
+    assert "per second of audio" not in r.stderr  # the report replaces the summary line
 
 
 def test_json_report_on_stderr_when_audio_on_stdout(invoke, fake_engine):
@@ -405,25 +405,22 @@ def test_quiet(invoke, fake_engine, tmp_path):
     assert r.stderr == "" and r.stdout == ""
 
 
-def test_unknown_language_warns_and_goes_on(invoke, fake_engine, tmp_path):
-    fake_engine.result_warnings = []
+def test_an_unknown_language_is_refused_before_the_model(invoke, fake_engine, tmp_path):
+    """The reference warns and speaks language-agnostic; the tool refuses (test_languages.py has
+    every way in): nothing is loaded, nothing written."""
     out = tmp_path / "x.wav"
     r = invoke("say", "Hello", "-o", out, "--lang", "klingon", "--quiet")
-    assert r.exit_code == 0, r.stderr
-    assert out.exists()
-    warnings = [ln for ln in r.stderr.splitlines() if ln.startswith("Warning: ")]
-    assert len(warnings) == 1 and "klingon" in warnings[0]
-    assert fake_engine.requests[0].lang == "klingon"  # the engine decides (language-agnostic)
+    assert r.exit_code == 2 and "unknown language 'klingon'" in error_line(r)
+    assert not out.exists() and fake_engine.loads == []
 
 
 def test_engine_warnings_are_shown_once(invoke, fake_engine, tmp_path):
-    from omnivoice_cli.engine.text.languages import resolve_language
+    from omnivoice_cli.engine.text.textcheck import wordless_warning
 
-    _, w = resolve_language("klingon")
-    fake_engine.result_warnings = [w, "engine says something"]
-    r = invoke("say", "Hello", "-o", tmp_path / "x.wav", "--lang", "klingon", "--quiet")
+    fake_engine.result_warnings = [wordless_warning("?!"), "engine says something"]
+    r = invoke("say", "?!", "-o", tmp_path / "x.wav", "--quiet")  # warned when built and by the engine
     assert r.exit_code == 0, r.stderr
-    assert r.stderr.count("klingon") == 1
+    assert r.stderr.count("no letters or digits") == 1
     assert "Warning: engine says something" in r.stderr
 
 
@@ -738,6 +735,29 @@ def test_real_json(invoke, tmp_path):
 
 
 @slow
+def test_the_summary_and_the_json_name_the_path_preset_fast_took(invoke, tmp_path):
+    """`--preset fast` asks for `quantize = "auto"`: the summary says, in words, what it came to on
+    this x86 CPU (int8, 16 steps, the step cache), and the time per second of audio (not "RTF");
+    --json names the same resolved path beside the setting as asked."""
+    out = tmp_path / "x.wav"
+    args = ["say", "Hello there.", "--model", TINY_CKPT, "--preset", "fast", "--seed", 4, "-o", out]
+    r = invoke(*args)
+    assert r.exit_code == 0, r.stderr
+    summary = r.stderr.strip().splitlines()[-1]
+    assert summary.endswith("seed 4; int8 on cpu, 16 steps with the step cache"), summary
+    assert re.search(r"\(\d+\.\d\d s per second of audio;", summary) and "RTF" not in summary
+    report = json.loads(invoke(*args, "--json").stdout)
+    assert report["settings"]["quantize"] == "auto"
+    assert report["ran"] == {
+        "device": "cpu",
+        "dtype": "float32",
+        "quantize": "int8",
+        "num_step": 16,
+        "step_cache": True,
+    }
+
+
+@slow
 def test_real_long_text_in_chunks(invoke, tmp_path):
     """A text far over 30 s is spoken in chunks (no error), with a pause tag; JSON counts the pieces."""
     text = "This sentence is repeated to make a long text for chunking. " * 12 + "[pause 0.5s] The end."
@@ -844,7 +864,7 @@ def test_model_not_downloadable_offline(invoke, tmp_path):
 @slow
 def test_missing_checkpoint_folder(invoke, tmp_path):
     r = invoke("say", "Hello", "--model", tmp_path / "no-such-ckpt", "-o", tmp_path / "x.wav")
-    assert r.exit_code == 1, r.stderr
+    assert r.exit_code == 2, r.stderr  # a usage error, before anything loads (test_usage_hints.py)
     assert "no-such-ckpt" in error_line(r)
     assert files_in(tmp_path) == []
 

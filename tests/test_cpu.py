@@ -472,7 +472,10 @@ def test_info_shows_the_class_and_its_choice(invoke, force):
     assert rows["class"] == cpu.info().describe() == "avx2 (no oneDNN bf16, no VNNI)"
     assert rows["flags"] == "avx avx2 fma f16c"
     assert rows["--quantize auto"] == "int8" and rows["--dtype auto"].startswith("float32")
-    assert cpu.CHOICES["avx2"].measured in r.stdout
+    assert cpu.CHOICES["avx2"].measured not in r.stdout  # the figures: --verbose
+    assert "  why:            the fastest path measured on avx2 CPUs (info --verbose: the measurements)\n" in r.stdout
+    assert max(len(line) for line in r.stdout.splitlines()) <= 100
+    assert cpu.CHOICES["avx2"].measured in invoke("info", "--verbose").stdout
     assert rows["--dtype bfloat16"].startswith("runs float32") == linears.onednn_linear_available()
     if linears.fbgemm_available():
         assert rows["--quantize int8"].startswith("FBGEMM")
@@ -486,4 +489,4 @@ def test_info_on_this_cpu(invoke):
     r = invoke("info")
     assert r.exit_code == 0, r.stderr
     assert f"class:            {cpu.info().describe()}\n" in r.stdout
-    assert cpu.choice().measured in r.stdout and r.stderr == ""
+    assert r.stderr == "" and cpu.choice().measured in invoke("info", "--verbose").stdout

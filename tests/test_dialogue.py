@@ -5,6 +5,7 @@ commands/dialogue.py). Fast tests on FakeEngine; slow ones on the tiny checkpoin
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -218,8 +219,23 @@ def test_dry_run_speaks_nothing(invoke, fake_engine, home, script, tmp_path):
     rows = [json.loads(ln) for ln in r.stdout.splitlines()]
     assert [(x["line"], x["speaker"], x["seed"]) for x in rows] == [(2, "ALICE", 4), (4, "BOB", 5), (5, "ALICE", 6)]
     assert fake_engine.loads == [] and not (tmp_path / "a.wav").exists()
-    r = invoke("say", "-f", script, "--cast", "ALICE=auto", "--cast", "BOB=auto", "--dry-run")
-    assert r.exit_code == 0 and "line 4 (BOB):" in r.stdout
+
+
+def test_dry_run_shows_the_shared_settings_once_then_a_row_per_line(invoke, fake_engine, home, script, tmp_path):
+    """A person's dry run of a script: the settings every line shares once, a row per line with
+    what is its own (the cast's voice, the seed), then where the audio goes."""
+    out = tmp_path / "show.wav"
+    args = ["say", "-f", script, "--cast", "ALICE=auto", "--cast", "BOB=instruct:male, low pitch"]
+    r = invoke(*args, "--seed", 4, "--dry-run", "-o", out)
+    assert r.exit_code == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert sum("num_step = 32" in ln for ln in lines) == 1 and sum(ln.startswith("  model = ") for ln in lines) == 1
+    rows = [ln for ln in lines if re.match(r"^ +\d+\. (ALICE|BOB) \(", ln)]
+    assert [re.match(r" +(\d+)\. (\w+)", ln).groups() for ln in rows] == [("2", "ALICE"), ("4", "BOB"), ("5", "ALICE")]
+    assert "instruct='male, low pitch'" in rows[1] and "seed=5" in rows[1] and "instruct" not in rows[0]
+    assert lines.index(rows[-1]) < len(lines) - 1 and lines[-1] == f"output: {out}"
+    assert len(lines) < 40
+    assert fake_engine.loads == [] and not out.exists()
 
 
 def test_script_from_the_command_line(invoke, fake_engine, home, tmp_path):

@@ -59,6 +59,69 @@ def test_readme_is_a_front_page_that_links_every_doc():
         assert command in readme
 
 
+def test_the_readme_runs_the_quick_loop_first_and_says_how_long_each_takes():
+    """The README's test commands: the quick loop before the full suite, each line with its time,
+    the times docs/testing.md measured."""
+    block = (ROOT / "README.md").read_text().split("Run the tests", 1)[1].split("```")[1]
+    lines = [ln for ln in block.splitlines() if "pytest" in ln]
+    assert len(lines) == 2 and '-m "not slow"' in lines[0] and '-m "not slow"' not in lines[1]
+    assert re.search(r"# about 1 minute$", lines[0]) and re.search(r"# about 10 minutes$", lines[1])
+    testing = (ROOT / "docs" / "testing.md").read_text()
+    assert "about 1 minute" in testing and "about 10 minutes" in testing and "2,284 tests" in testing
+
+
+def test_the_readmes_voice_to_clone_is_long_enough_to_clone():
+    """The README records me.wav to clone it: its text is 5-8 s of speech by the model's own
+    estimate (under 3 s, every later step warns that the reference is short)."""
+    from omnivoice_cli.engine.text.duration import estimate_duration
+
+    readme = (ROOT / "README.md").read_text()
+    recorded = re.search(r"^printf '(.*?)\\n' > me\.txt$", readme, re.M)
+    assert recorded and "-f me.txt" in readme and "-o me.wav" in readme
+    seconds = estimate_duration(recorded.group(1), "Nice to meet you.", 25) / 25  # 25 frames a second
+    assert 5 <= seconds <= 8, seconds
+
+
+def test_extras_are_spelled_one_way_everywhere():
+    """An extra is installed as `pip install 'omnivoice-cli[NAME]'` in the README, the docs and the
+    tool's own hints (it works from any folder once the tool is installed), NAME one of pyproject's."""
+    try:
+        import tomllib
+    except ImportError:  # Python < 3.11
+        import tomli as tomllib  # type: ignore[no-redef]
+
+    extras = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+    texts = {p.name: p.read_text() for p in PAGES}
+    texts |= {str(p.relative_to(ROOT)): p.read_text() for p in (ROOT / "omnivoice_cli").rglob("*.py")}
+    for name, text in texts.items():
+        assert not re.search(r"pip install[^\n`]*[\"' ]\.\[", text), name  # never `pip install -e ".[serve]"`
+        for extra in re.findall(r"omnivoice-cli\[(\w+)\]", text):
+            assert extra in extras, (name, extra)
+    assert "pip install 'omnivoice-cli[serve]'" in texts["README.md"]
+
+
+def test_the_readme_names_no_placeholder_to_type():
+    readme = (ROOT / "README.md").read_text()
+    assert "git clone URL" not in readme
+
+
+def test_batch_docs_list_every_format():
+    from omnivoice_cli.app.settings.schema import FORMATS
+
+    row = re.search(r"^\| `--format FMT` \| (.*?) \|", (ROOT / "docs" / "batch.md").read_text(), re.M)
+    assert row and all(f in row.group(1) for f in FORMATS if f != "pcm"), row and row.group(1)
+
+
+def test_the_readme_says_which_torch_is_which():
+    """pip's default torch on Linux is the CUDA build: the README says so, and gives the CPU wheel
+    index for a CPU-only machine (never calling the plain command "the CPU build")."""
+    setup = (ROOT / "README.md").read_text().split("## Set up", 1)[1].split("## ", 1)[0]
+    flat = " ".join(setup.split())
+    assert "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in flat
+    assert "CUDA build" in flat and "CPU-only" in flat
+    assert "the CPU build of torch" not in flat
+
+
 # ---------------------------------------------------------------- commands a shell would mangle
 
 SHELL_FENCES = {"", "bash", "sh", "shell", "console", "zsh"}  # an unlabelled block is a shell's

@@ -120,3 +120,15 @@ def test_a_short_transcript_warns_and_the_fixtures_do_not(invoke, fake_engine, t
     r = invoke("say", "Hi.", "--ref", ref, "--ref-text", "Hi", "--dry-run")
     assert r.exit_code == 0
     assert "is the transcript complete?" in r.stderr
+
+
+def test_dry_run_with_stream_shows_the_pieces_stream_runs(invoke, fake_engine):
+    """--stream cuts at sentences: its dry run shows those pieces, not the whole render's chunk."""
+    text = "The first sentence is short. The second one is a little longer than the first. And a third one to end."
+    whole, _ = dry(invoke, text)
+    streamed, r = dry(invoke, text, "--stream")
+    assert len(whole["pieces"]) == 1 and whole["render"] == "whole"
+    assert streamed["render"] == "streamed" and len(streamed["pieces"]) > 1
+    assert " ".join(p["text"] for p in streamed["pieces"]) == text
+    shown = invoke("say", text, "--stream", "--dry-run").stdout
+    assert "--stream: a piece per sentence" in shown and "  2. " in shown

@@ -207,8 +207,7 @@ def test_rerun_with_stems_resumes(invoke, fake_engine, home, episode, tmp_path):
     first, n = out.read_bytes(), len(fake_engine.requests)
     (stems / "0002.wav").unlink()
     fake_engine.requests.clear()
-    args += ("--force",)  # the track exists: replaced only with --force
-    r = invoke(*args)  # no --seed: the seed of the stems is kept
+    r = invoke(*args)  # no --seed: the seed of the stems is kept; the track that exists is replaced
     assert r.exit_code == 0, r.stderr
     assert [q.text for q in fake_engine.requests] == ["The second cue."]
     assert out.read_bytes() == first
@@ -348,10 +347,11 @@ def test_a_presets_speed_and_chunks_do_not_apply(invoke, fake_engine, home, epis
 
 def test_warnings_are_shown_once(invoke, fake_engine, home, episode, tmp_path):
     fake_engine.result_warnings = ["something odd"]
-    r = invoke("dub", episode, "-o", tmp_path / "t.wav", *CAST, "--lang", "xx-nowhere", "-q")
+    r = invoke("dub", episode, "-o", tmp_path / "t.wav", *CAST, "-q")
     assert r.exit_code == 0, r.stderr
     assert r.stderr.count("Warning: something odd") == 1
-    assert sum("xx-nowhere" in ln for ln in r.stderr.splitlines()) == 1
+    r = invoke("dub", episode, "-o", tmp_path / "t.wav", *CAST, "--lang", "xx-nowhere", "-q")
+    assert r.exit_code == 2 and "unknown language 'xx-nowhere'" in r.stderr  # refused: --lang none for any
 
 
 def test_unused_cast_member_is_a_warning(invoke, fake_engine, home, episode, tmp_path):
@@ -597,23 +597,20 @@ def test_dry_run_tells_which_stems_a_rerun_reuses(invoke, fake_engine, home, epi
     (tmp_path / "stems" / "0002.wav").unlink()
     r = invoke(*args, "--dry-run", "--json")
     assert r.exit_code == 0, r.stderr
-    assert "t.wav' exists: give --force to replace it" in r.stderr  # told, not refused
+    assert "exists" not in r.stderr  # an existing track is replaced, as say replaces its file
     actions = [json.loads(ln)["action"] for ln in r.stdout.splitlines()]
     assert actions == ["reuse its stem", "speak", "reuse its stem", "skip (empty)", "reuse its stem", "reuse its stem"]
     r = invoke(*args, "--dry-run", "--json", "--overwrite")
     assert [json.loads(ln)["action"] for ln in r.stdout.splitlines()].count("speak") == 5
 
 
-def test_an_existing_track_is_not_replaced_silently(invoke, fake_engine, home, episode, tmp_path):
+def test_an_existing_track_is_replaced_as_every_output_is(invoke, fake_engine, home, episode, tmp_path):
+    """One policy for existing outputs (docs/say.md#existing-outputs): running the same command
+    again replaces the track (dub refused without --force before); --force is still accepted."""
     default = tmp_path / "episode.wav"  # beside the input, when no -o
-    default.write_bytes(b"mine")
-    r = invoke("dub", episode, "--cast", "ALICE=auto", "--cast", "BOB=auto")
-    assert r.exit_code == 2
-    assert error_line(r) == f"Error: output '{default}' exists: give --force to replace it (or another -o)"
-    assert default.read_bytes() == b"mine" and fake_engine.loads == []
-    for flag in ("--force", "--overwrite"):
+    for extra in ((), ("--force",), ("--overwrite",)):
         default.write_bytes(b"mine")
-        r = invoke("dub", episode, "--cast", "ALICE=auto", "--cast", "BOB=auto", flag, "-q")
+        r = invoke("dub", episode, "--cast", "ALICE=auto", "--cast", "BOB=auto", *extra, "-q")
         assert r.exit_code == 0, r.stderr
         assert default.read_bytes()[:4] == b"RIFF"
     r = invoke("dub", episode, "--cast", "ALICE=auto", "--cast", "BOB=auto", "-o", "-", "-q")  # stdout: nothing to keep
@@ -632,3 +629,14 @@ def test_stems_are_lossless_files_the_track_format_where_it_is_one():
         "flac",
         "flac",
     ]
+
+
+def test_one_cue_is_one_cue(invoke, fake_engine, home, tmp_path):
+    src = tmp_path / "one.srt"
+    src.write_text("1\n00:00:01,000 --> 00:00:02,500\nHello there.\n", encoding="utf-8")
+    r = invoke("dub", src, "-o", tmp_path / "t.wav", "--dry-run")
+    assert r.exit_code == 0, r.stderr
+    assert ": 1 cue (0 empty) -> " in r.stdout and "1 cues" not in r.stdout
+    r = invoke("dub", src, "-o", tmp_path / "t.wav")
+    assert r.exit_code == 0, r.stderr
+    assert ", 1 cue: 1 spoken, " in r.stderr.strip().splitlines()[-1]

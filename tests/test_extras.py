@@ -239,6 +239,8 @@ def test_an_offline_recogniser_not_in_the_cache_is_reported_before_the_model_loa
     pytest.importorskip("faster_whisper")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
-    r = invoke("say", "Hi.", "--verify", "--asr-model", "someone/whisper-x", "--model", "x", "-o", tmp_path / "o.wav")
+    r = invoke(
+        "say", "Hi.", "--verify", "--asr-model", "someone/whisper-x", "--model", "owner/x", "-o", tmp_path / "o.wav"
+    )
     assert r.exit_code == 1 and "someone/whisper-x is not in the Hugging Face cache" in r.stderr, r.stderr
     assert fake_engine.loads == [] and not (tmp_path / "o.wav").exists()

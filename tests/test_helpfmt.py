@@ -13,7 +13,7 @@ import pytest
 import typer.main
 
 from omnivoice_cli.app.settings.schema import SCHEMA
-from omnivoice_cli.app.settings.setting import ADVANCED
+from omnivoice_cli.app.settings.setting import EXPERT_PANELS, SAMPLING
 from omnivoice_cli.media.formats import AUDIO_FORMATS
 from omnivoice_cli.ui.helpfmt import HELP_ALL, asks_help_all, wrap_example
 
@@ -45,7 +45,10 @@ def _help(runner, *args) -> str:
 
 def _advanced_flags(cmd) -> set[str]:
     return {
-        o for p in cmd.params if getattr(p, "rich_help_panel", None) == ADVANCED for o in (*p.opts, *p.secondary_opts)
+        o
+        for p in cmd.params
+        if getattr(p, "rich_help_panel", None) in EXPERT_PANELS
+        for o in (*p.opts, *p.secondary_opts)
     }
 
 
@@ -63,7 +66,7 @@ def test_no_help_is_cut_at_80_columns(runner, flag):
         shown = set(out.replace("│", " ").split())
         cmd = _command(path)
         for param in cmd.params:
-            if getattr(param, "hidden", False) or (flag == "--help" and param.rich_help_panel == ADVANCED):
+            if getattr(param, "hidden", False) or (flag == "--help" and param.rich_help_panel in EXPERT_PANELS):
                 continue
             cut = [w for w in (param.help or "").split() if w not in shown]
             assert not cut, (path, flag, param.name, cut)
@@ -82,7 +85,7 @@ def test_say_help_shows_the_everyday_options_and_says_how_to_see_the_rest(runner
     words = set(re.findall(r"^│ (?:-[a-z], )?(--[a-z][a-z0-9-]*)", out, re.M))  # the options' rows
     assert not words & advanced, words & advanced
     assert {"--output", "--voice", "--instruct", "--lang", "--speed", "--model"} <= words
-    assert "Advanced" not in out and "Exit codes" not in out  # the panel and the details: --help-all
+    assert not any(f"─ {p} " in out for p in EXPERT_PANELS) and "Exit codes" not in out  # --help-all's
     assert out.rstrip().splitlines()[-1].strip().startswith(f"omnivoice say {HELP_ALL} shows the details and the")
 
 
@@ -92,7 +95,7 @@ def test_help_all_shows_every_option_and_the_details(runner, path):
     cmd = _command(path)
     flags = {o for p in cmd.params if not p.hidden for o in (*p.opts, *p.secondary_opts) if o.startswith("--")}
     assert flags - {"--help"} <= set(re.findall(r"--[a-z][a-z0-9-]*", out)), flags - set(out.split())
-    assert "─ Advanced " in out and "Exit codes" in out
+    assert f"─ {SAMPLING} " in out and "Exit codes" in out
     assert HELP_ALL not in out  # nothing left to show
     short = _help(runner, *path, "--help")
     assert len(short.splitlines()) < len(out.splitlines())
@@ -102,7 +105,7 @@ def test_the_advanced_settings_are_the_schemas():
     say = _advanced_flags(_command(["say"]))
     for s in SCHEMA.values():
         if s.flag in {o for p in _command(["say"]).params for o in p.opts}:
-            assert (s.flag in say) == s.advanced, s.name
+            assert (s.flag in say) == bool(s.advanced), s.name
 
 
 def test_help_all_is_read_before_a_double_dash_and_before_a_groups_command():
@@ -171,10 +174,48 @@ def test_wrap_example_keeps_the_command_whole(line):
     assert wrap_example("omnivoice say Hi", 72) == ["omnivoice say Hi"]
 
 
-def test_a_command_shows_an_advanced_setting_it_needs_every_day(runner):
+def test_a_command_shows_the_format_every_day(runner):
     def rows(*args):
         return set(re.findall(r"^│ (?:-[a-z], )?(--[a-z][a-z0-9-]*)", _help(runner, *args), re.M))
 
-    assert SCHEMA["format"].advanced
+    assert not SCHEMA["format"].advanced
     assert "--format" in rows("book", "--help") and "--format" in rows("batch", "--help")  # a folder of files
-    assert "--format" not in rows("say", "--help") and "--format" in rows("say", HELP_ALL)  # -o names it
+    assert "--format" in rows("say", "--help")  # -o - names no format
+
+
+def _panel_rows(out: str) -> dict[str, list[str]]:
+    """{panel title: the flags of its rows} of a rendered help."""
+    panels: dict[str, list[str]] = {}
+    title = ""
+    for line in out.splitlines():
+        head = re.match(r"^╭─ (.+?) ─", line)
+        if head:
+            title = head.group(1)
+            panels[title] = []
+        row = re.match(r"^│ (?:-[a-z], )?(--[a-z][a-z0-9-]*)", line)
+        if row and title:
+            panels[title].append(row.group(1))
+    return panels
+
+
+def test_say_help_shows_the_flags_the_readme_uses_every_day(runner):
+    """The README's everyday flags are in plain --help, beside their own: --ref-text by --ref,
+    --format by -o; the sampler's internals are not."""
+    panels = _panel_rows(_help(runner, "say", "--help"))
+    shown = {flag for rows in panels.values() for flag in rows}
+    assert {"--ref-text", "--format", "--json", "--markdown", "--loudness"} <= shown
+    assert "--ref-text" in panels["Voice"] and "--ref" in panels["Voice"]
+    assert "--format" in panels["Output"] and "--output" in panels["Output"]
+    assert not shown & {"--t-shift", "--guidance-scale", "--step-cache-uncond-every", "--threads"}
+
+
+def test_help_all_splits_the_expert_options_by_purpose(runner):
+    """--help-all puts the expert options in panels by purpose: the sampler's internals apart from
+    the step cache, the recogniser and the machine; none holds everything."""
+    panels = _panel_rows(_help(runner, "say", HELP_ALL))
+    assert {"--t-shift", "--guidance-scale", "--class-temperature"} <= set(panels[SAMPLING])
+    assert "--step-cache-uncond-every" not in panels[SAMPLING] and "--verify" not in panels[SAMPLING]
+    assert "--json" not in panels[SAMPLING]
+    experts = [title for title in panels if title in EXPERT_PANELS]
+    assert len(experts) >= 4
+    assert max(len(panels[t]) for t in experts) <= 8, {t: len(panels[t]) for t in experts}

@@ -216,3 +216,38 @@ def test_dry_run_and_languages_show_the_variety(invoke, fake_engine):
     assert all(len(x) == 4 and x[3] for x in lines)
     r = invoke("languages", "--regions", "cantonese")
     assert [x.split("\t")[:2] for x in r.stdout.splitlines()] == [["zh-HK", "yue"], ["zh-MO", "yue"]]
+
+
+# ------------------------------------------------------------------ an unknown --lang is refused
+
+DID_YOU_MEAN = "unknown language 'englsh': did you mean 'English' (en)?"
+
+
+@pytest.mark.parametrize("given", ["klingon", "englsh", "ak"])
+def test_say_refuses_an_unknown_language_with_a_did_you_mean(invoke, fake_engine, home, given):
+    """The engine warns and speaks language-agnostic, as the reference does; the tool refuses
+    (exit 2, one line naming the value and what is allowed) unless asked for none."""
+    r = invoke("say", "Hello.", "--lang", given, "--dry-run")
+    assert r.exit_code == 2 and r.stdout == ""
+    line = r.stderr.strip().splitlines()[-1]
+    assert line.startswith("Error: --lang: ") and f"'{given}'" in line and "none speaks any language" in line
+    if given == "englsh":
+        assert DID_YOU_MEAN in line
+    assert invoke("say", "Hello.", "--lang", "none", "--dry-run").exit_code == 0
+
+
+def test_every_way_in_refuses_it_in_the_same_words(invoke, fake_engine, home, tmp_path):
+    """A flag of batch (before any line: exit 2), a batch line's field (that line fails), a preset."""
+    lines = tmp_path / "lines.txt"
+    lines.write_text("Hello.\n")
+    r = invoke("batch", lines, "-o", tmp_path / "out", "--lang", "englsh")
+    assert r.exit_code == 2 and DID_YOU_MEAN in r.stderr and not (tmp_path / "out").exists()
+    jobs = tmp_path / "jobs.jsonl"
+    jobs.write_text(json.dumps({"text": "Hello.", "lang": "englsh"}) + "\n" + json.dumps({"text": "Hi."}) + "\n")
+    r = invoke("batch", jobs, "-o", tmp_path / "out2")
+    assert r.exit_code == 1 and f"line 1: field 'lang': {DID_YOU_MEAN}" in r.stderr
+    assert [q.text for q in fake_engine.requests] == ["Hi."]
+    preset = tmp_path / "mine.toml"
+    preset.write_text('lang = "englsh"\n')
+    r = invoke("say", "Hello.", "--preset", preset, "--dry-run")
+    assert r.exit_code == 2 and DID_YOU_MEAN in r.stderr

@@ -54,7 +54,7 @@ def test_say_ref_without_transcript_is_transcribed(invoke, fake_engine, bare_ref
         "--asr-model",
         ASR_TINY,
         "--model",
-        "x",
+        "owner/x",
         "-o",
         out,
         "--json",
@@ -78,7 +78,7 @@ def test_say_ref_without_transcript_is_transcribed(invoke, fake_engine, bare_ref
         "--asr-model",
         "/nonexistent",
         "--model",
-        "x",
+        "owner/x",
         "-o",
         out,
         "--json",
@@ -86,7 +86,9 @@ def test_say_ref_without_transcript_is_transcribed(invoke, fake_engine, bare_ref
     assert r.exit_code == 0, r.stderr
     assert json.loads(r.stdout)["ref_text_source"] == "ref_text" and "transcribed as" not in r.stderr
     bare_ref.with_suffix(".txt").write_text("Words in a file.")
-    r = invoke("say", "Hi.", "--ref", bare_ref, "--asr-model", "/nonexistent", "--model", "x", "-o", out, "--json")
+    r = invoke(
+        "say", "Hi.", "--ref", bare_ref, "--asr-model", "/nonexistent", "--model", "owner/x", "-o", out, "--json"
+    )
     assert r.exit_code == 0, r.stderr
     assert json.loads(r.stdout)["ref_text"] == "Words in a file." and json.loads(r.stdout)["ref_text_source"] == "file"
 
@@ -97,7 +99,7 @@ def test_voice_add_without_transcript_stores_the_recognisers_words(
 ):
     monkeypatch.setenv("OMNIVOICE_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("OMNIVOICE_ASR_MODEL", str(ASR_TINY))  # the setting's environment variable
-    r = invoke("voice", "add", "alice", "--ref", bare_ref, "--model", "x")
+    r = invoke("voice", "add", "alice", "--ref", bare_ref, "--model", "owner/x")
     assert r.exit_code == 0, r.stderr
     heard = library_transcript(bare_ref)
     assert fake_engine.encoded == [(str(bare_ref), heard)]
@@ -125,7 +127,7 @@ def test_recogniser_is_freed_before_the_tts_model_loads(invoke, fake_engine, bar
     monkeypatch.setattr(
         fake_engine, "load", classmethod(lambda cls, *a, **k: events.append("tts") or real_load.__func__(cls, *a, **k))
     )
-    r = invoke("say", "Hi.", "--ref", bare_ref, "--model", "x", "-o", tmp_path / "o.wav", "--json")
+    r = invoke("say", "Hi.", "--ref", bare_ref, "--model", "owner/x", "-o", tmp_path / "o.wav", "--json")
     assert r.exit_code == 0, r.stderr
     assert events == ["load", "transcribe", "close", "tts"]
 
@@ -133,13 +135,24 @@ def test_recogniser_is_freed_before_the_tts_model_loads(invoke, fake_engine, bar
 def test_asr_model_errors(invoke, fake_engine, bare_ref, tmp_path, monkeypatch):
     not_a_model = tmp_path / "notamodel"
     not_a_model.mkdir()
-    r = invoke("say", "Hi.", "--ref", bare_ref, "--asr-model", not_a_model, "--model", "x", "-o", tmp_path / "o.wav")
+    r = invoke(
+        "say", "Hi.", "--ref", bare_ref, "--asr-model", not_a_model, "--model", "owner/x", "-o", tmp_path / "o.wav"
+    )
     assert r.exit_code == 2 and "is not a faster-whisper (CTranslate2) model: it lacks model.bin" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
     r = invoke(
-        "say", "Hi.", "--ref", bare_ref, "--asr-model", "someone/whisper-x", "--model", "x", "-o", tmp_path / "o.wav"
+        "say",
+        "Hi.",
+        "--ref",
+        bare_ref,
+        "--asr-model",
+        "someone/whisper-x",
+        "--model",
+        "owner/x",
+        "-o",
+        tmp_path / "o.wav",
     )
     assert r.exit_code == 1, r.stderr
     lines = r.stderr.strip().splitlines()
@@ -231,7 +244,7 @@ def test_a_broken_recogniser_folder_is_one_line_exit_1(invoke, fake_engine, bare
     else:
         (broken / "model.bin").write_bytes((ASR_TINY / "model.bin").read_bytes()[:1000])
     out = tmp_path / "o.wav"
-    r = invoke("say", "Hi.", "--ref", bare_ref, "--asr-model", broken, "--model", "x", "-o", out)
+    r = invoke("say", "Hi.", "--ref", bare_ref, "--asr-model", broken, "--model", "owner/x", "-o", out)
     lines = r.stderr.strip().splitlines()
     assert r.exit_code == 1 and len(lines) == 1, r.stderr
     assert f"--asr-model {broken}: the speech recogniser cannot be loaded from {broken} (" in lines[0]
@@ -276,7 +289,7 @@ def test_a_ref_without_transcript_with_no_network_says_what_to_do(invoke, fake_e
     monkeypatch.setattr(hf, "snapshot_download", no_network)
     monkeypatch.setattr(hub, "offline_reason", lambda: None)
     out = tmp_path / "o.wav"
-    r = invoke("say", "Hi.", "--ref", bare_ref, "--model", "x", "-o", out)
+    r = invoke("say", "Hi.", "--ref", bare_ref, "--model", "owner/x", "-o", out)
     lines = r.stderr.strip().splitlines()
     assert r.exit_code == 1 and len(lines) == 1, r.stderr
     assert (

@@ -73,7 +73,7 @@ def test_info_fits(invoke, monkeypatch):
     from omnivoice_cli.engine import loading
 
     rows = [("cpu", "Some CPU, 2 logical cores"), ("  measured", LONG), ("flags", " ".join(["avx512_vnni"] * 12))]
-    monkeypatch.setattr(loading, "cpu_paths", lambda: rows)
+    monkeypatch.setattr(loading, "cpu_paths", lambda verbose=False: rows)
     r = invoke("info", env={"COLUMNS": "80"})
     assert r.exit_code == 0, r.stderr
     fits(r.stdout)

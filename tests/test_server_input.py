@@ -347,3 +347,13 @@ def test_only_punctuation_or_emoji_is_spoken_with_a_warning():
     s = parse({"input": "?! 😀"})
     assert any("has no letters or digits, only punctuation or symbols" in w for w in s.built.warnings)
     assert not any("no letters" in w for w in parse({"input": "Hi 😀"}).built.warnings)
+
+
+def test_an_unknown_language_is_a_400_in_the_words_of_the_cli():
+    e = refusal({"input": "Hi", "lang": "englsh"})
+    assert e.param == "lang" and e.status == 400
+    assert e.message == (
+        "field 'lang': unknown language 'englsh': did you mean 'English' (en)? "
+        "(`omnivoice languages` lists them; none speaks any language)"
+    )
+    assert parse({"input": "Hi", "lang": "none"}).built.request.lang == "none"

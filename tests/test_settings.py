@@ -102,7 +102,7 @@ CHECKS_OK = [
     ("device", "cuda:1", "cuda:1"),
     ("dtype", "bfloat16", "bfloat16"),
     ("format", "ogg", "ogg"),
-    ("lang", "klingon", "klingon"),  # unknown languages warn later, they are not refused here
+    ("lang", "klingon", "klingon"),  # an unknown language is refused when the request is built (request.py)
     ("chunk_duration", 5, 5.0),
     ("chunk_duration", 25.5, 25.5),
     ("chunk_threshold", 30, 30.0),

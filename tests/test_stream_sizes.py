@@ -1,6 +1,6 @@
 """A streamed WAV that went to a regular file after all (`say --stream -o - > out.wav`) gets its
-real sizes in its header at the end (media/streams.StreamWriter); a pipe, and a file opened to
-append, keep the unknown-size fields."""
+real sizes in its header at the end (media/streams.StreamWriter), and at a stop (Ctrl-C) the sizes
+of what it holds; a pipe, and a file opened to append, keep the unknown-size fields."""
 
 from __future__ import annotations
 
@@ -37,6 +37,18 @@ def test_a_regular_file_gets_the_real_sizes_where_its_stream_began(tmp_path):
     assert sf.info(str(tmp_path / "x.wav")).frames == 3407
 
 
+def test_a_stopped_stream_gets_the_sizes_of_what_was_written(tmp_path):
+    path = tmp_path / "x.wav"
+    with open(path, "wb") as f, pytest.raises(KeyboardInterrupt):
+        with StreamWriter(f, "wav", 24000) as w:
+            w.write(PIECES[0])
+            w.write(PIECES[1])
+            raise KeyboardInterrupt  # Ctrl-C before the last piece
+    data = path.read_bytes()
+    assert sizes(data) == (36 + 2 * 3400, 2 * 3400) and len(data) == 44 + 2 * 3400
+    assert sf.info(str(path)).frames == 3400
+
+
 def test_a_pipe_and_an_appended_file_keep_the_unknown_sizes(tmp_path):
     path = tmp_path / "a.wav"
     with open(path, "ab") as f:
@@ -70,3 +82,35 @@ def test_say_stream_to_stdout_redirected_to_a_file(tmp_path):
     info = sf.info(str(out))
     assert info.frames == size // 2 and info.frames > 0
     assert len(sf.read(str(out))[0]) == info.frames
+
+
+@pytest.mark.slow
+def test_say_stream_stopped_by_ctrl_c_leaves_a_true_header(invoke, loaded, tmp_path, monkeypatch):
+    """`say --stream -o - > f.wav` stopped by Ctrl-C after its first piece: exit 130, and the file's
+    header gives the sizes of the audio it holds (not the unknown sizes: 24 h 51 min)."""
+    import typer
+
+    from omnivoice_cli.app import deliver
+
+    out = tmp_path / "s.wav"
+    stdout = open(out, "wb")
+    real = typer.get_binary_stream
+    monkeypatch.setattr(typer, "get_binary_stream", lambda name: stdout if name == "stdout" else real(name))
+    writes = []
+    write = deliver.PieceWriter.write
+
+    def stopped_after_one(self, audio):
+        if writes:
+            raise KeyboardInterrupt
+        writes.append(len(audio))
+        write(self, audio)
+
+    monkeypatch.setattr(deliver.PieceWriter, "write", stopped_after_one)
+    text = "The first sentence is short. The second one is a little longer than the first. Third."
+    r = invoke("say", text, "--model", TINY_CKPT, "--num-step", "2", "--seed", "3", "--stream", "-o", "-")
+    stdout.close()
+    assert r.exit_code == 130, r.stderr
+    data = out.read_bytes()
+    riff, size = sizes(data)
+    assert writes and size == len(data) - 44 > 0 and riff == len(data) - 8
+    assert sf.info(str(out)).frames == size // 2

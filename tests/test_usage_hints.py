@@ -162,3 +162,40 @@ def test_a_missing_transcript_is_one_sentence(invoke, fake_engine, home, tmp_pat
         f"write them into {tmp_path / 'r.txt'}, or install a speech recogniser to hear them: "
         "pip install 'omnivoice-cli[asr]'"
     )
+
+
+# ------------------------------------------------------------------------------ a first day's messages
+
+
+def test_say_text_as_an_option_says_the_text_is_the_words(invoke):
+    r = invoke("say", "--text", "hi")
+    line = error_line(r, exit_code=2)
+    assert "No such option: --text" in line and 'omnivoice say "Hello there" (or -f FILE)' in line
+
+
+def test_a_model_folder_that_is_not_there_is_a_usage_error_before_loading(invoke, fake_engine, tmp_path):
+    r = invoke("say", "Hi", "--model", tmp_path / "no" / "such", "-o", tmp_path / "x.wav")
+    line = error_line(r, exit_code=2)
+    assert (
+        line == f"Error: --model: {tmp_path / 'no' / 'such'}: no such folder, and not a hub id of the form owner/name"
+    )
+    assert fake_engine.loads == []
+
+
+def test_a_missing_transcript_without_a_recogniser_is_one_short_line(invoke, fake_engine, home, tmp_path, monkeypatch):
+    import numpy as np
+    import soundfile as sf
+
+    from omnivoice_cli.app.listening import listen
+    from omnivoice_cli.engine.errors import ModelUnavailable
+
+    def unavailable(*args, **kwargs):  # the recogniser's own message names --ref-text too
+        raise ModelUnavailable("reference audio r.wav has no transcript, and ... " * 8 + 'or give --ref-text "..."')
+
+    monkeypatch.setattr(listen, "transcribe_reference", unavailable)
+    ref = tmp_path / "r.wav"
+    sf.write(str(ref), (0.3 * np.sin(np.arange(96000) / 24000 * 2 * np.pi * 220)).astype(np.float32), 24000)
+    r = invoke("voice", "add", "bob", "--ref", ref)
+    line = error_line(r, exit_code=1)
+    assert line.count("--ref-text") == 1 and len(line) < 300 + 2 * len(str(tmp_path)), line
+    assert f"write them into {tmp_path / 'r.txt'}" in line and "--asr-model a local model folder" in line

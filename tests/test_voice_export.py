@@ -10,7 +10,7 @@ import soundfile as sf
 from conftest import GOLDEN, TINY_CKPT, error_line, files_in
 from server_util import running_server
 
-from omnivoice_cli.app.voices.voiceexport import MAX_VOICE_BYTES
+from omnivoice_cli.app.voices.voiceexport import MAX_VOICE_BYTES, verify_voice_file
 
 REF_TEXT = "This is the reference voice for the test"
 GREEDY = ("--position-temperature", 0, "--class-temperature", 0, "--num-step", 4, "--seed", 9)
@@ -48,6 +48,25 @@ def test_export_then_import_on_a_fresh_home_gives_the_same_audio(invoke, exporte
     assert "lang:" in shown and " en\n" in shown and f"model:          {TINY_CKPT}" in shown
     r = invoke("voice", "export", "alice", "-o", out)
     assert r.exit_code == 2 and "already exists" in error_line(r)
+
+
+def test_a_first_days_voice_messages(invoke, exported, tmp_path, monkeypatch):
+    """export without -o writes NAME.safetensors here; import over a saved name names --name as the
+    way out; a recording given to import points at `voice add`."""
+    out, _ = exported
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    r = invoke("voice", "export", "alice")
+    assert r.exit_code == 0, r.stderr
+    assert files_in(here) == ["alice.safetensors"]
+    verify_voice_file(here / "alice.safetensors", "alice.safetensors")  # whole, its checksum right
+    r = invoke("voice", "import", out)
+    assert "give --force to replace it, or --name NAME to import it under another name" in error_line(r, exit_code=2)
+    r = invoke("voice", "import", "x.wav")
+    assert error_line(r, exit_code=2) == (
+        "Error: 'x.wav' is a recording, not a voice file: `omnivoice voice add NAME --ref x.wav` makes a voice of it"
+    )
 
 
 def _tampered(data: bytes) -> bytes:

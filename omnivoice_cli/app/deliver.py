@@ -51,7 +51,7 @@ timings, loudness, resampling, writing, encoding) through this module only, with
 from __future__ import annotations
 
 import select
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Callable, Iterable, Iterator, Protocol, Sequence, cast
@@ -368,6 +368,22 @@ class PieceWriter:
     def close(self) -> None:
         self.writer.write(self.resampler.finish())
         self.writer.close()
+
+    def stop(self) -> None:
+        """Stopped before its end: a WAV in a regular file gets the sizes of what was written."""
+        self.writer.stop()
+
+
+@contextmanager
+def stopping(writer: PieceWriter | None) -> Iterator[None]:
+    """A streamed run whose stop (Ctrl-C, an error) leaves `writer`'s file true: `writer.stop()`
+    before the exception goes on."""
+    try:
+        yield
+    except BaseException:
+        if writer is not None:
+            writer.stop()
+        raise
 
 
 def send_piece(write: Callable[[], None], signals: Protector) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..engine.planning import VoiceShape, plan_request
+from ..engine.stream.cut import StreamConfig, cut_request, estimated_seconds
 from ..engine.text.languages import resolve_language
 from .checkpoint import model_config
 from .request import Built
@@ -31,20 +32,30 @@ def _voice(built: Built) -> VoiceShape | None:
     return VoiceShape.of_recording(len(built.reference.prepared.wav), built.reference.transcript)
 
 
-def describe(built: Built) -> dict[str, Any]:
-    """The dry run of one request (see the module doc)."""
+def describe(built: Built, streamed: bool = False) -> dict[str, Any]:
+    """The dry run of one request (see the module doc); `streamed`: the pieces `--stream` runs
+    (cut at sentences, engine/stream/cut.py), not the whole render's chunks."""
     cfg = model_config(built.settings["model"])
     plan = built.plan or plan_request(built.request, cfg, _voice(built))  # the plan made when it was built
     frames = plan.frames  # each piece's, as the engine estimates it (chunks after 0 against piece 0 without a voice)
     pieces = [{"text": p.text.strip(), "seconds": round(f / cfg.frame_rate, 2)} for p, f in zip(plan.pieces, frames)]
+    pauses = [round(g, 3) for g in plan.gaps]
+    seconds = sum(frames) / cfg.frame_rate + sum(plan.gaps)
+    if streamed:
+        segments = cut_request(built.request, StreamConfig())
+        spoken = [(g.text.strip(), round(estimated_seconds(g.text), 2)) for g in segments if g.text]
+        pieces = [{"text": text, "seconds": length} for text, length in spoken]
+        pauses = [round(g.pause, 3) for g in segments if g.text is None]
+        seconds = sum(length for _, length in spoken) + sum(pauses)
     settings = {key: {"value": built.settings[key], "from": built.settings.source(key).describe()} for key in SCHEMA}
     return {
         "text": built.request.text,
         "replaced": [{"words": words, "say": say} for words, say in built.replaced],  # by the lexicon
         "lang": resolve_language(built.request.lang, cfg.own)[0],
+        "render": "streamed" if streamed else "whole",
         "pieces": pieces,
-        "pauses": [round(g, 3) for g in plan.gaps],
-        "seconds": round(sum(frames) / cfg.frame_rate + sum(plan.gaps), 2),
+        "pauses": pauses,
+        "seconds": round(seconds, 2),
         "seed": built.request.seed,
         "settings": settings,
         "warnings": list(built.warnings),
@@ -59,6 +70,8 @@ def dry_run_text(report: dict[str, Any]) -> str:
         f"lang: {report['lang'] or 'none (any language)'}",
         f"pieces: {len(report['pieces'])}, about {report['seconds']:.1f} s with pauses",
     ]
+    if report.get("render") == "streamed":
+        lines[-1] += " (--stream: a piece per sentence or so, each sent as it is ready)"
     for i, piece in enumerate(report["pieces"], start=1):
         text = piece["text"] if len(piece["text"]) <= 60 else piece["text"][:57] + "..."
         lines.append(f"  {i:>3}. {piece['seconds']:6.2f} s  {text}")
@@ -69,4 +82,33 @@ def dry_run_text(report: dict[str, Any]) -> str:
     for key, entry in report["settings"].items():
         if entry["value"] is not None or entry["from"] != "default":
             lines.append(f"  {key} = {entry['value']!r}  ({entry['from']})")
+    return "\n".join(lines) + "\n"
+
+
+def _shown(entry: dict[str, Any]) -> bool:
+    return entry["value"] is not None or entry["from"] != "default"
+
+
+def render_script(rows: list[dict[str, Any]], output: str, gap: float) -> str:
+    """A dialogue's dry run for a person (`say --cast ... --dry-run`): the settings every line
+    shares, once; then a row per line (its speaker, length, text and its own settings: the voice
+    its cast gives, its seed), `gap` seconds apart; then where the audio goes."""
+    first = rows[0]["settings"] if rows else {}
+    shared = {k: e for k, e in first.items() if all(r["settings"][k] == e for r in rows[1:])}
+    langs = {r["lang"] for r in rows}
+    lines = ["settings (every line):"]
+    lines += [f"  {key} = {entry['value']!r}  ({entry['from']})" for key, entry in shared.items() if _shown(entry)]
+    if len(langs) == 1:
+        lines.append(f"lang: {langs.pop() or 'none (any language)'}")
+    total = sum(r["seconds"] for r in rows)
+    gaps = f" and {len(rows) - 1} gaps of {gap:g} s" if len(rows) > 1 else ""
+    lines.append(f"lines: {len(rows)}, about {total:.1f} s of speech{gaps}")
+    for r in rows:
+        own = [f"{k}={e['value']!r}" for k, e in r["settings"].items() if k not in shared and e["value"] is not None]
+        if r["lang"] and "lang" not in shared:
+            own.insert(0, f"lang={r['lang']}")
+        text = r["text"] if len(r["text"]) <= 40 else r["text"][:37] + "..."
+        pieces = f", {len(r['pieces'])} pieces" if len(r["pieces"]) > 1 else ""
+        lines.append(f"  {r['line']:>3}. {r['speaker']} ({r['seconds']:.1f} s{pieces}): {text}  [{', '.join(own)}]")
+    lines.append(f"output: {output}")
     return "\n".join(lines) + "\n"

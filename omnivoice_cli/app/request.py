@@ -29,6 +29,7 @@ from ..engine.model.config import GenerationConfig, ModelConfig
 from ..engine.planning import Plan, Planned, Request, VoiceShape, check_transcript, plan_request, validate_request
 from ..engine.text import markup
 from ..engine.text.duration import check_ref_transcript
+from ..engine.text.languages import unknown_language
 from ..engine.text.normalize import normalize_text
 from ..engine.text.symbols import drop_symbol_runs
 from ..engine.text.tags import drop_unknown_tags
@@ -119,7 +120,7 @@ class References:
                 heard = (  # one sentence: the recogniser's own message would nest another in it
                     f"or install a speech recogniser to hear them: {install_hint(e.extra)}"
                     if isinstance(e, MissingExtra)
-                    else f"or give --asr-model a speech recogniser at hand ({str(e).rstrip('.')})"
+                    else f"or give --asr-model a local model folder ({_why_not(e, asr_model)})"
                 )
                 message = (
                     f'no transcript for the reference audio {path}: give --ref-text "the words spoken in it", '
@@ -191,6 +192,17 @@ def _base(source: Source, line_base: Path | None) -> Path | None:
     if source.kind == "line":
         return line_base
     return None  # the current folder
+
+
+def _why_not(e: Exception, asr_model: str | None) -> str:
+    """Why the recogniser cannot be had, in a clause: its message's about the recogniser ("speech
+    recogniser M is not in the Hugging Face cache and ..."), without its own advice (--ref-text
+    again)."""
+    text = str(e)
+    start = text.find("speech recogniser")
+    if start < 0:
+        return f"{asr_model or 'the default one'} cannot be had here"
+    return text[start:].split(";")[0].strip()
 
 
 def named(settings: Resolved, e: InvalidRequest, key: str | None = None) -> InvalidRequest:
@@ -322,6 +334,7 @@ def build_request(
     if settings["loudness"] is not None:  # its extra there before a model loads (media/loudness.py)
         require_loudness()
     cfg = model_config(settings["model"])  # a fine-tune's own items, languages and voices
+    check_language(settings, cfg)
     replaced: list[tuple[str, str]] = []
     text, text_warnings = spoken_text(text, settings, replaced)
     reference = _reference(settings, refs, line_base)
@@ -356,6 +369,16 @@ def build_request(
     if reference is not None:
         warnings += list(reference.warnings)
     return Built(request, settings, reference, voice_file, warnings, replaced)
+
+
+def check_language(settings: Resolved, cfg: ModelConfig | None = None) -> None:
+    """The settings' language is one of the model's (a fine-tune's own included), or none: an
+    unknown or misspelt one is refused with a did-you-mean (InvalidRequest, named by where it
+    came from), not spoken language-agnostic as the reference does after a warning."""
+    cfg = cfg or model_config(settings["model"])
+    unknown = unknown_language(settings["lang"], cfg.own)
+    if unknown is not None:
+        raise named(settings, InvalidRequest(unknown, "lang"))
 
 
 def check_size(request: Request, reference: Reference | None = None, cfg: ModelConfig | None = None) -> Plan:

@@ -11,11 +11,11 @@ from typing import Optional
 
 import typer
 
-from ..app.settings.setting import ADVANCED
+from ..app.settings.setting import LISTENING
 from ..app.signals import signal_name
 from ..engine.errors import InvalidRequest
 from ..ui.helpfmt import MORE
-from ..ui.messages import echo, warn
+from ..ui.messages import echo, pace, warn
 from ..ui.options import (
     GPUS_PER_WORKER_OPTION,
     HARDWARE_SETTINGS,
@@ -76,13 +76,12 @@ def _summary(run, quiet: bool, json_out: bool = False) -> None:
         )
         raise typer.Exit(128 + int(report.interrupted))
     if not quiet and not json_out:
-        rtf = "n/a" if report.rtf is None else f"{report.rtf:.3f}"
         loaded = "" if report.load_seconds is None else f"; model loaded in {report.load_seconds:.1f} s"
         if report.voice_seconds is not None:
             loaded += f", voices prepared in {report.voice_seconds:.1f} s"
         echo(
             f"{report.lines} lines: {counts}; {report.audio_seconds:.2f} s of audio in "
-            f"{report.generate_seconds:.2f} s (RTF {rtf}{loaded}); wall time {report.wall_seconds:.1f} s; "
+            f"{report.generate_seconds:.2f} s ({pace(report.rtf)}{loaded}); wall time {report.wall_seconds:.1f} s; "
             f"manifest {report.manifest}"
         )
     if report.failed:
@@ -125,9 +124,7 @@ def _json_summary(run) -> None:
     typer.echo(json.dumps(data, ensure_ascii=False))
 
 
-@with_settings(
-    *SPEECH_SETTINGS, *HARDWARE_SETTINGS, *LISTEN_SETTINGS, everyday=("format",)
-)  # a folder of files: their format is everyday
+@with_settings(*SPEECH_SETTINGS, *HARDWARE_SETTINGS, *LISTEN_SETTINGS)
 def batch(
     input: str = typer.Argument(..., metavar="INPUT", show_default=False, help="A .txt or .jsonl file."),
     output: str = typer.Option(
@@ -152,7 +149,7 @@ def batch(
     json_out: bool = typer.Option(
         False,
         "--json",
-        rich_help_panel=ADVANCED,
+        rich_help_panel="Output",
         help="A JSON summary on stdout instead of the summary line (with --dry-run: one JSON object a line).",
     ),
     quiet: bool = QUIET_OPTION,
@@ -167,7 +164,7 @@ def batch(
     words: bool = typer.Option(
         False,
         "--words",
-        rich_help_panel=ADVANCED,
+        rich_help_panel=LISTENING,
         help="Also write when each word is spoken beside each audio file (0001.words.json), heard by the speech "
         "recogniser (the asr extra).",
     ),

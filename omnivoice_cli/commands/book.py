@@ -15,11 +15,10 @@ from typing import TYPE_CHECKING, Optional
 import typer
 
 from ..app.settings.schema import BOOK_LOUDNESS, GENERATION_KEYS, SCHEMA
-from ..app.settings.setting import ADVANCED
 from ..app.signals import signal_name
 from ..engine.errors import InvalidRequest
 from ..ui.helpfmt import MORE
-from ..ui.messages import echo, error, warn
+from ..ui.messages import echo, error, pace, warn
 from ..ui.options import (
     GPUS_PER_WORKER_OPTION,
     HARDWARE_SETTINGS,
@@ -107,7 +106,7 @@ def _summary(run: BookRun, quiet: bool, json_out: bool) -> None:
         )
         raise typer.Exit(1)
     if not quiet and not json_out:
-        rtf = "" if r.rtf is None else f" (RTF {r.rtf:.3f})"
+        rtf = "" if r.rtf is None else f" ({pace(r.rtf)})"
         wrote = "; ".join(f"{p}{_level(run, p)}" for p in r.written)
         outs = [f"wrote {wrote}"] if wrote else []
         if r.kept:
@@ -117,6 +116,18 @@ def _summary(run: BookRun, quiet: bool, json_out: bool) -> None:
             f"{r.chapters} chapters, {counts}; {r.audio_seconds:.1f} s spoken in {r.generate_seconds:.1f} s{rtf}; "
             f"the book is {clock(r.duration)} long; {out}; wall time {r.wall_seconds:.1f} s"
         )
+        if run.work is not None and run.work.is_dir():  # kept for the next run: say where, and how big
+            from .models import size_text
+
+            echo(
+                f"its parts are kept in {run.work} ({size_text(_folder_bytes(run.work))}) for the next run; "
+                "delete the folder to free the space"
+            )
+
+
+def _folder_bytes(folder: Path) -> int:
+    """The bytes of the regular files in `folder` and below (links not followed)."""
+    return sum(p.lstat().st_size for p in folder.rglob("*") if p.is_file() and not p.is_symlink())
 
 
 def _level(run: BookRun, path: str) -> str:
@@ -152,6 +163,7 @@ def _json_summary(run: BookRun) -> None:
         "rtf": rounded(r.rtf),
         "written": r.written,
         "kept": r.kept,
+        "parts_folder": None if run.work is None else str(run.work),
         "loudness": r.loudness,
         "warnings": r.warnings,
         "errors": r.errors,
@@ -194,9 +206,7 @@ def _dry_run(run: BookRun, json_out: bool) -> None:
         raise typer.Exit(1)
 
 
-@with_settings(
-    *BOOK_SETTINGS, *HARDWARE_SETTINGS, *LISTEN_SETTINGS, everyday=("format",)
-)  # a folder of files: their format is everyday
+@with_settings(*BOOK_SETTINGS, *HARDWARE_SETTINGS, *LISTEN_SETTINGS)
 def book(
     input: str = typer.Argument(
         ..., metavar="BOOK", show_default=False, help="An .epub, a Markdown file (.md) or a plain-text file."
@@ -243,7 +253,7 @@ def book(
         help="Load no model, write nothing: print the chapters, words and estimated audio length.",
     ),
     json_out: bool = typer.Option(
-        False, "--json", rich_help_panel=ADVANCED, help="A JSON report on stdout instead of the summary line."
+        False, "--json", rich_help_panel="Output", help="A JSON report on stdout instead of the summary line."
     ),
     quiet: bool = QUIET_OPTION,
     ray: Optional[str] = RAY_OPTION,

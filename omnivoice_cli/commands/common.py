@@ -13,13 +13,14 @@ from ..app.checkpoint import model_config
 from ..app.door.idle import idle_seconds
 from ..app.door.speaker import SpeakerOptions
 from ..app.lexicon import load_lexicon
-from ..app.request import named
+from ..app.request import check_language, named
 from ..app.say.speakrun import StoppedBySignal
 from ..app.session import Session, hardware_from_settings
 from ..app.settings.layers import FLAG_SOURCE, Resolved, engine_options, resolve
 from ..app.settings.presets import Preset, find_preset
 from ..app.signals import HoldSignals
 from ..app.voices.voices import resolve_voice
+from ..engine.checkpoint.hub import model_problem
 from ..engine.errors import InvalidRequest, MissingExtra
 from ..engine.pipeline import Engine
 from ..engine.text.instructs import resolve_instruct
@@ -51,6 +52,11 @@ def run_settings(preset: str | None, flags: dict[str, Any]) -> tuple[Preset | No
         warn(dropped)
     if resolved["lexicon"] is not None:  # read and checked now, once: every request of the run uses it
         load_lexicon(resolved["lexicon"], fresh=True)
+    problem = model_problem(str(resolved["model"]))  # a folder not there: a usage error, before any loading
+    if problem is not None:
+        raise named(resolved, InvalidRequest(problem, "model"))
+    if resolved["lang"] is not None:  # the run's language, once (a batch's lines, a server's requests)
+        check_language(resolved)
     return chosen, resolved
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import typer
 
-from ..app.dryrun import describe, dry_run_text
+from ..app.dryrun import describe, render_script
 from ..app.say.dialogue import check_gap, check_gaps_total, plan_script
 from ..app.say.speak import output_target
 from ..app.say.speakdialogue import DialogueRun
@@ -24,6 +24,7 @@ from ..app.session import WarnOnce, hardware_from_settings
 from ..media.lock import output_lock
 from ..media.subtitles import check_subtitles_path
 from ..ui.messages import echo, warn
+from ..ui.text import visible
 from .common import check_cast, held, run_session, run_settings, stdout_is_terminal
 
 
@@ -64,16 +65,19 @@ def _report(report: Any, t_start: float, json_out: bool, quiet: bool) -> None:
         )
 
 
-def _dry_run(built: Any, json_out: bool) -> None:
-    """--dry-run: what each line would speak (one JSON object a line with --json), no model."""
+def _dry_run(built: Any, json_out: bool, output: str | None, gap: float) -> None:
+    """--dry-run: what each line would speak, no model: the settings the lines share once, a row
+    per line, where it goes (one JSON object a line with --json)."""
     out = typer.get_text_stream("stdout")
-    for line, b in built:
-        report = {"line": line.number, "speaker": line.speaker.name, "voice": line.speaker.spec, **describe(b)}
-        out.write(
-            json.dumps(report, ensure_ascii=False) + "\n"
-            if json_out
-            else f"line {line.number} ({line.speaker.name}):\n{dry_run_text(report)}"
-        )
+    reports = [
+        {"line": line.number, "speaker": line.speaker.name, "voice": line.speaker.spec, **describe(b)}
+        for line, b in built
+    ]
+    if json_out:
+        out.write("".join(json.dumps(report, ensure_ascii=False) + "\n" for report in reports))
+        return
+    where = "played" if output is None else "stdout" if output == "-" else output
+    out.write(visible(render_script(reports, where, gap), lines=True))
 
 
 def say_dialogue(
@@ -102,7 +106,7 @@ def say_dialogue(
         warn(f"--cast {member.name} speaks no line")
     check_gaps_total(gap_s, len(planned.lines))
     if dry_run:
-        return _dry_run(planned.lines, json_out)
+        return _dry_run(planned.lines, json_out, output, gap_s)
     target = output_target(output, settings, stdout_is_terminal)
     subs_path = check_subtitles_path(subtitles) if subtitles else None
     shown = WarnOnce(warn)

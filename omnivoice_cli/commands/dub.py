@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING, Any, Optional
 import typer
 
 from ..app.settings.schema import GENERATION_KEYS
-from ..app.settings.setting import ADVANCED
+from ..app.settings.setting import LISTENING
 from ..app.signals import signal_name
 from ..engine.errors import InvalidRequest
 from ..engine.model.config import SAMPLE_RATE
 from ..ui.helpfmt import MORE
 from ..ui.messages import echo, error, warn
 from ..ui.options import HARDWARE_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, with_settings
-from ..ui.text import visible
+from ..ui.text import counted, visible
 
 if TYPE_CHECKING:
     from ..media.output import OutputTarget
@@ -40,12 +40,12 @@ Markup (<i>, {\\an8}, <v Bob>) is not spoken. With --cast NAME=VOICE, a VTT voic
 
 A cue whose words must be said over 2x faster than their natural pace to fit its times is
 warned about (its "speed" is in --json and --dry-run); --dry-run shows every cue (times, words,
-voice, speed) without loading the model. An existing track is not replaced without --force.
+voice, speed) without loading the model. An existing track is replaced.
 
 --stems DIR also writes each cue's audio and DIR/manifest.jsonl; running the same command again
-(with --force, once the track exists) then reuses the cues already made. Exit codes: 0 ok; 1
-runtime failure; 2 bad usage, a malformed subtitle file (with its line number), a bad cast or a
-track that exists; 130 / 143 stopped by Ctrl-C / SIGTERM."""
+then reuses the cues already made and speaks only the changed ones (--overwrite: all). Exit
+codes: 0 ok; 1 runtime failure; 2 bad usage, a malformed subtitle file (with its line number) or
+a bad cast; 130 / 143 stopped by Ctrl-C / SIGTERM."""
 )
 
 EXAMPLES = """
@@ -72,19 +72,15 @@ DUB_SETTINGS = (
 LISTEN = ("asr_model",)  # --words: the speech recogniser (listen.py)
 
 
-def _target(output: str, replace: bool, dry_run: bool) -> OutputTarget:
-    """The track's target (-o, or the default beside the input); an existing file is refused
-    unless `replace` (--force or --overwrite)."""
+def _target(output: str, dry_run: bool) -> OutputTarget:
+    """The track's target (-o, or the default beside the input). An existing track is replaced,
+    as every command replaces its output (docs/say.md#existing-outputs); with --stems the cues
+    already made are reused."""
     from ..media.output import check_output
 
     target = check_output(output)
     if target.to_stdout and typer.get_binary_stream("stdout").isatty() and not dry_run:
         raise InvalidRequest("-o - writes binary audio to stdout, which is a terminal: redirect it or pipe it")
-    if target.path is not None and target.path.exists() and not replace:  # (None: stdout)
-        message = f"output '{target.path}' exists: give --force to replace it (or another -o)"
-        if not dry_run:
-            raise InvalidRequest(message)
-        warn(f"{message}; this dry run writes nothing")
     return target
 
 
@@ -119,7 +115,7 @@ def _report(run: Any, report: Any, t_start: float, json_out: bool, quiet: bool) 
         if report.voice_seconds is not None:
             loaded = loaded[:-1] + f", voices prepared in {report.voice_seconds:.1f} s)"
         echo(
-            f"{where}: {seconds:.2f} s track, {len(report.cues)} cues: {counts['done']} spoken, "
+            f"{where}: {seconds:.2f} s track, {counted(len(report.cues), 'cue')}: {counts['done']} spoken, "
             f"{counts['reused']} reused, {counts['empty']} empty, in {report.generate_seconds:.2f} s{loaded}; "
             f"seed {report.seed}"
         )
@@ -159,20 +155,17 @@ def dub(
         "--words",
         metavar="FILE.json",
         show_default=False,
-        rich_help_panel=ADVANCED,
+        rich_help_panel=LISTENING,
         help="Also write when each word is spoken on the track (JSON), heard by the speech recogniser (the asr extra).",
     ),
     overwrite: bool = typer.Option(
         False,
         "--overwrite",
         rich_help_panel="Output",
-        help="Remake cues whose stems exist (and replace the track).",
+        help="Remake every cue, also those whose stems are there.",
     ),
     force: bool = typer.Option(
-        False,
-        "--force",
-        rich_help_panel="Output",
-        help="Replace the track if it exists (stems are still reused).",
+        False, "--force", hidden=True, help="Nothing: an existing track is replaced (kept for old scripts)."
     ),
     dry_run: bool = typer.Option(
         False,
@@ -184,7 +177,7 @@ def dub(
     json_out: bool = typer.Option(
         False,
         "--json",
-        rich_help_panel=ADVANCED,
+        rich_help_panel="Output",
         help="A JSON report with every cue (stderr if -o -).",
     ),
     quiet: bool = QUIET_OPTION,
@@ -204,7 +197,7 @@ def dub(
     check_cast(cast)
     the_cast = Cast.parse(cast)
     track = output if output is not None else dubbing.default_output(input, settings["format"])
-    target = _target(track, force or overwrite, dry_run)
+    target = _target(track, dry_run)
     run = dubbing.DubRun(
         input,
         target,
@@ -243,7 +236,7 @@ def _dry_run(run: Any, json_out: bool) -> None:
     where = "stdout" if run.target.to_stdout else str(run.target)
     spoken = [c for c in cues if c["action"] != "skip (empty)"]
     out.write(
-        f"{run.input_path}: {len(cues)} cues ({len(cues) - len(spoken)} empty) -> {where}, "
+        f"{run.input_path}: {counted(len(cues), 'cue')} ({len(cues) - len(spoken)} empty) -> {where}, "
         f"{timestamp(run.report.track_samples * 1000 // SAMPLE_RATE)} long, seed {run.report.seed}\n"
     )
     who = [f"{c['speaker']}={c['voice']}" if c["speaker"] else c["voice"] or "-" for c in cues]

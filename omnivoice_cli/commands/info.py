@@ -64,6 +64,9 @@ def system(
         metavar="DIR|ID",
         help="Show what this checkpoint declares (a fine-tune's own instruct items, languages and voices) instead.",
     ),
+    verbose: bool = typer.Option(
+        False, "--verbose", "-v", help="Also the measurements behind what --quantize auto chooses here."
+    ),
 ) -> None:
     """Show this machine: the CPU's class and flags, and the paths --dtype auto and --quantize auto take on it."""
     if model is not None:
@@ -71,7 +74,7 @@ def system(
         return
     from ..engine.loading import cpu_paths  # imports torch: only when the paths are listed
 
-    rows = cpu_paths()
+    rows = cpu_paths(verbose)
     width = max(len(label) for label, _ in rows)
     out = typer.get_text_stream("stdout")
     for label, value in rows:

@@ -13,12 +13,12 @@ from typing import Any, Optional
 
 import typer
 
-from ..app.settings.setting import ADVANCED
+from ..app.settings.setting import LISTENING, MACHINE, VOICE_DETAILS
 from ..app.settings.values import join_lines
 from ..engine.errors import InvalidRequest
 from ..media.formats import usual_extensions
 from ..ui.helpfmt import BARE, MORE, click_exceptions
-from ..ui.messages import echo, usage_error, warn
+from ..ui.messages import echo, pace, usage_error, warn
 from ..ui.options import (
     HARDWARE_SETTINGS,
     LISTEN_SETTINGS,
@@ -39,7 +39,8 @@ temporary file and renamed, so never left partial; --stream sends stdout's audio
 Long texts are spoken in chunks; [pause 1.5s], [pause 500ms] and [pause] insert silences;
 [laughter], [sigh] and the other tags of `omnivoice tags` are spoken as sounds.
 
-Progress and a summary (path, audio length, time, real-time factor, seed) go to stderr. Exit
+Progress and a summary (path, audio length, time, the seconds taken per second of audio, seed,
+the path taken: int8 or not, the steps, the step cache) go to stderr. Exit
 codes: 0 ok; 1 runtime failure; 2 bad usage or value; 130 / 143 stopped by Ctrl-C / SIGTERM."""
 
 EXAMPLES = """
@@ -170,7 +171,8 @@ def _report(report: Any, t_start: float, json_out: bool, quiet: bool) -> None:
             "load_seconds": round(report.load_seconds, 4),
             "voice_seconds": _rounded(report.voice_seconds),
             "total_seconds": round(time.perf_counter() - t_start, 4),
-            "rtf": _rounded(rtf),
+            "rtf": _rounded(rtf),  # seconds taken per second of audio
+            "ran": report.ran,  # the path taken, resolved (int8, the steps, the step cache); null: a server's
             "seed": report.seed,
             "pieces": report.pieces,
             "ref": None if ref is None else str(ref.path),
@@ -185,20 +187,22 @@ def _report(report: Any, t_start: float, json_out: bool, quiet: bool) -> None:
         }
         typer.echo(json.dumps(data, ensure_ascii=False), err=target is not None and target.to_stdout)
     elif not quiet:
-        rtf_s = "n/a" if rtf is None else f"{rtf:.3f}"
+        from ..app.say.speakrun import path_words
+
         pieces = f" ({report.pieces} pieces)" if report.pieces > 1 else ""
         first_s = "" if first is None else f"; first audio after {first:.2f} s"
         voice_s = "" if report.voice_seconds is None else f", voice prepared in {report.voice_seconds:.1f} s"
+        ran = "" if report.ran is None else f"; {path_words(report.ran)}"
         echo(
-            f"{report.where}: {report.audio_seconds:.2f} s of audio{pieces} in {report.seconds:.2f} s (RTF {rtf_s}"
-            f"{first_s}; model loaded in {report.load_seconds:.1f} s{voice_s}), seed {report.seed}"
+            f"{report.where}: {report.audio_seconds:.2f} s of audio{pieces} in {report.seconds:.2f} s ({pace(rtf)}"
+            f"{first_s}; model loaded in {report.load_seconds:.1f} s{voice_s}), seed {report.seed}{ran}"
         )
 
 
-def _dry_run(built: Any, json_out: bool) -> None:
+def _dry_run(built: Any, json_out: bool, streamed: bool = False) -> None:
     from ..app.dryrun import describe, dry_run_text
 
-    report = describe(built)
+    report = describe(built, streamed)
     out = typer.get_text_stream("stdout")  # the text may come from a file (-f): its controls made visible
     out.write(json.dumps(report, ensure_ascii=False) + "\n" if json_out else visible(dry_run_text(report), lines=True))
 
@@ -230,7 +234,7 @@ def say(
         metavar="PATH",
         show_default=False,
         rich_help_panel="Output",
-        help=f"Audio file ({usual_extensions()}); - writes to stdout (--format, default wav). Default: play it.",
+        help=f"Audio file ({usual_extensions()}), - for stdout. Default: play it.",
     ),
     play: bool = typer.Option(False, "--play", rich_help_panel="Output", help="Play it as it is made (also with -o)."),
     stream: bool = typer.Option(
@@ -242,8 +246,8 @@ def say(
     json_out: bool = typer.Option(
         False,
         "--json",
-        rich_help_panel=ADVANCED,
-        help="A JSON report instead of the summary (stderr if -o -).",
+        rich_help_panel="Output",
+        help="A JSON report in place of the summary.",
     ),
     dry_run: bool = typer.Option(
         False,
@@ -266,14 +270,14 @@ def say(
         "--words",
         metavar="FILE.json",
         show_default=False,
-        rich_help_panel=ADVANCED,
+        rich_help_panel=LISTENING,
         help="Also write when each word is spoken (JSON), heard by the speech recogniser.",
     ),
     subtitle_level: str = typer.Option(
         "line",
         "--subtitle-level",
         metavar="line|word",
-        rich_help_panel=ADVANCED,
+        rich_help_panel=LISTENING,
         help="--subtitles cues: line, or word (VTT with each word's time, from the speech recogniser).",
     ),
     cast: Optional[list[str]] = typer.Option(
@@ -289,7 +293,7 @@ def say(
         "--gap",
         metavar="SECONDS",
         show_default=False,
-        rich_help_panel=ADVANCED,
+        rich_help_panel=VOICE_DETAILS,
         help="Silence between the lines of a --cast script. Default: 0.3.",
     ),
     server: Optional[str] = typer.Option(
@@ -297,7 +301,7 @@ def say(
         "--server",
         metavar="URL",
         show_default=False,
-        rich_help_panel=ADVANCED,
+        rich_help_panel=MACHINE,
         help="Speak on a running `omnivoice serve` at URL (a warm model; also OMNIVOICE_SERVER): the same "
         "audio as here, written or played here.",
     ),
@@ -349,7 +353,7 @@ def say(
     heard(built.reference, quiet)
     (shown := WarnOnce(warn))(built.warnings)
     if dry_run:
-        _dry_run(built, json_out)
+        _dry_run(built, json_out, streamed=stream)
         return
     if output is None and not play and not json_out:
         check_stdout_not_a_file()

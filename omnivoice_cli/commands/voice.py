@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Optional
 import typer
 
 from ..engine.errors import InvalidRequest
+from ..media.formats import BY_EXTENSION
 from ..ui.helpfmt import HelpCommand, HelpGroup, click_exceptions
 from ..ui.messages import echo, warn
 from ..ui.options import NO_FLAGS, QUIET_OPTION, with_settings
@@ -145,13 +146,17 @@ def voice_import(
     from ..app.voices import voiceexport, voices
 
     p = Path(file).expanduser()
+    if p.suffix.lower() in BY_EXTENSION:  # an audio file
+        raise InvalidRequest(
+            f"'{file}' is a recording, not a voice file: `omnivoice voice add NAME --ref {file}` makes a voice of it"
+        )
     if name is None:
         name = p.stem if p.suffix.lower() in (voices.VOICE_SUFFIX, voices.PROMPT_SUFFIX) else p.name
         try:
             voices.check_name(name)
         except InvalidRequest:
             raise InvalidRequest(f"{file}: the file's name {name!r} cannot name a voice: give --name NAME") from None
-    voices.check_new_name(name, force)
+    voices.check_new_name(name, force, another="--name NAME to import it under another name")
     if not p.exists():
         raise InvalidRequest(f"voice file '{file}' does not exist")
     if not p.is_file():
@@ -168,7 +173,14 @@ def voice_import(
 @app.command("export", cls=HelpCommand, no_args_is_help=True)
 def voice_export(
     name: str = typer.Argument(..., metavar="NAME", help="A saved voice's name."),
-    output: Path = typer.Option(..., "--output", "-o", metavar="FILE.safetensors", help="The file to write."),
+    output: Optional[Path] = typer.Option(
+        None,
+        "--output",
+        "-o",
+        metavar="FILE.safetensors",
+        show_default=False,
+        help="The file to write. Default: NAME.safetensors in the current folder.",
+    ),
     force: bool = typer.Option(False, "--force", help="Replace the file if it exists."),
     quiet: bool = QUIET_OPTION,
 ) -> None:
@@ -176,7 +188,7 @@ def voice_export(
     the model it was made with and a checksum that `voice import` verifies."""
     from ..app.voices import voiceexport
 
-    out = voiceexport.export_voice(name, output.expanduser(), force)
+    out = voiceexport.export_voice(name, Path(f"{name}.safetensors") if output is None else output.expanduser(), force)
     if not quiet:
         echo(f"exported voice {name!r} to {out}")
 

@@ -248,6 +248,7 @@ def load_checkpoint(
     codec = load_codec_decoder(root / "audio_tokenizer", cfg.codec, device=codec_device)
     engine = engine_cls(root, cfg, tokenizer, net, codec, dev, dt)
     engine.threads = count
+    engine.quantize = quantize
     if hw.cuda_graphs and dev.type == "cuda" and not hw.compile:
         engine.forward = GraphedForward(net)
     if hw.compile:  # torch.compile compiles on the first call: now, as part of loading, not in a request
@@ -255,11 +256,11 @@ def load_checkpoint(
     return engine
 
 
-def cpu_paths() -> list[tuple[str, str]]:
+def cpu_paths(verbose: bool = False) -> list[tuple[str, str]]:
     """What this machine is and what the CPU settings run on it, as (label, value) rows for
     `omnivoice info`: the CPU's class and flags (cpu.py, caps included), what `--dtype auto` and
-    `--quantize auto` choose (cpu.CHOICES) and the measurement behind it, the int8 kernel, what
-    `--dtype bfloat16` does, torch and its threads, the GPUs torch sees."""
+    `--quantize auto` choose (cpu.CHOICES) and why in words (`verbose`: the measurement behind
+    it), the int8 kernel, what `--dtype bfloat16` does, torch and its threads, the GPUs torch sees."""
 
     threads = torch.get_num_threads()
     info, chosen = cpu.info(), cpu.choice(threads=threads)
@@ -287,13 +288,20 @@ def cpu_paths() -> list[tuple[str, str]]:
         ("flags", " ".join(info.flags()) or "-"),
         ("--dtype auto", f"{chosen.dtype} on the CPU (exact); on a GPU the checkpoint's dtype"),
         ("--quantize auto", _auto_path(chosen) + (f" (at {threads} thread{'s' * (threads > 1)})" if differs else "")),
-        ("  measured", chosen.measured),
+        ("  measured", chosen.measured) if verbose else ("  why", _why(chosen)),
         *([(f"  at {'2+ threads' if threads == 1 else '1 thread'}", _auto_path(other))] if differs else []),
         ("--quantize int8", kernel),
         ("--dtype bfloat16", bf16),
         ("torch", f"{torch.__version__}, {torch.get_num_threads()} threads"),
         ("gpu", ", ".join(gpus) or "none"),
     ]
+
+
+def _why(row: "cpu.Choice") -> str:
+    """Why `--quantize auto` runs what it runs here, in words (the figures: `info --verbose`)."""
+    if row is cpu.UNMEASURED:
+        return row.measured
+    return f"the fastest path measured on {cpu.cpu_class()} CPUs (info --verbose: the measurements)"
 
 
 def _auto_path(row: "cpu.Choice") -> str:

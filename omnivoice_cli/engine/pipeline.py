@@ -57,6 +57,7 @@ class Engine:
         self.forward = model  # what runs the body each step (a GraphedForward on CUDA)
         self._encoder: HiggsEncoder | None = None  # loaded on the first voice clone
         self.threads: int | None = None  # torch CPU threads it runs with (set by load; None: whatever torch has)
+        self.quantize: str | None = None  # "int8": the int8 body (set by load: what --quantize auto chose); None: none
 
     @property
     def sample_rate(self) -> int:

@@ -138,6 +138,13 @@ class StreamWriter:
         if self.start is not None:
             _write_wav_sizes(self.out, self.start, self.bytes_written)
 
+    def stop(self) -> None:
+        """The stream ends early (Ctrl-C, SIGTERM): a WAV in a regular file gets the sizes of the
+        whole pieces written so far (the encoder's held tail is dropped), not the unknown sizes
+        that would claim 24 hours of audio."""
+        if self.start is not None:
+            _write_wav_sizes(self.out, self.start, self.bytes_written)
+
     def _send(self, data: bytes) -> None:
         if data:
             write_all(self.out, data)
@@ -149,3 +156,5 @@ class StreamWriter:
     def __exit__(self, kind, value, tb) -> None:
         if kind is None:
             self.close()
+        else:
+            self.stop()

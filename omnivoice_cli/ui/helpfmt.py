@@ -5,8 +5,9 @@ help), so at 80 columns the help column shrinks to a few characters and long fla
 Here each option is one cell ("-f, --text-file PATH", "--denoise / --no-denoise") that never wraps,
 and the help text takes the rest of the width. A command's epilog is shown as its examples, a
 long one broken into shell continuation lines (`wrap_example`), never cut with an ellipsis.
-The expert knobs (the schema's `advanced` settings, a command's options in the ADVANCED panel) are
-shown only by `--help-all`; `--help` ends with a line saying so. Rich is imported only when help
+The expert knobs (the schema's `advanced` settings, a command's options in one of EXPERT_PANELS,
+each panel a purpose: the sampler's internals, the step cache, listening back, ...) are shown only
+by `--help-all`; `--help` ends with a line saying so. Rich is imported only when help
 is printed.
 """
 
@@ -23,10 +24,10 @@ try:  # typer >= 0.2x vendors its own click
 except ImportError:  # older typer runs on click
     from click import exceptions as click_exceptions  # type: ignore[no-redef]  # noqa: F401
 
-from ..app.settings.setting import ADVANCED
+from ..app.settings.setting import EXPERT_PANELS
 
 # The panels in the order shown; "*" stands for any other (Server, Cluster, ...).
-ORDER = ("Arguments", "Input", "Voice", "Generation", "Output", "Hardware", "*", ADVANCED, "Options")
+ORDER = ("Arguments", "Input", "Voice", "Generation", "Output", "Hardware", "*", *EXPERT_PANELS, "Options")
 HELP_ALL = "--help-all"
 MORE = "\f"  # in a command's help text: what follows (the details) is shown only by --help-all
 MAX_WIDTH = 100
@@ -150,8 +151,8 @@ def _print_examples(console: Any, epilog: str | None) -> None:
 
 
 def render_help(obj: Any, ctx: Any, commands: list[tuple[str, str]] | None = None, show_all: bool = False) -> None:
-    """The help of a command or group: usage, text, option panels, examples. The ADVANCED panel
-    only with `show_all` (--help-all); without it, a last line says how many it leaves out."""
+    """The help of a command or group: usage, text, option panels, examples. The expert panels
+    only with `show_all` (--help-all); without it, a last line says how many options it leaves out."""
     from rich.padding import Padding
     from rich.text import Text
 
@@ -161,7 +162,7 @@ def render_help(obj: Any, ctx: Any, commands: list[tuple[str, str]] | None = Non
     if shown.strip() or (show_all and details.strip()):
         _print_text(console, shown + ("\n\n" + details if show_all else ""))
     panels = _panels(obj, ctx)
-    advanced = [] if show_all else panels.pop(ADVANCED, [])
+    advanced = [] if show_all else [row for name in EXPERT_PANELS for row in panels.pop(name, [])]
     if commands:
         panels = {"Commands": commands, **panels}
     left = max((len(name) for rows in panels.values() for name, _ in rows), default=10)
@@ -191,7 +192,7 @@ def asks_help_all(args: list[str], leading: bool) -> bool:
 
 
 class _HelpAll:
-    """--help-all beside click's --help: the help with the ADVANCED panel, then exit. Read from
+    """--help-all beside click's --help: the help with the expert panels, then exit. Read from
     the arguments before they are parsed, so it needs no option of its own (nor a panel row)."""
 
     leading = False  # a group reads only the options before its command's name

@@ -53,6 +53,19 @@ def option_instead(option: str, command: Any) -> str | None:
     return ours if ours is not None and ours in option_names(command) else None
 
 
+TEXT_OPTIONS = ("--text", "--say", "--sentence", "--words", "-t")  # the text as an option elsewhere
+
+
+def text_instead(option: str, command: Any) -> str | None:
+    """`say --text hi`: where the command takes its text as words (a TEXT argument), how to give it."""
+    name = option.partition("=")[0]
+    if name not in TEXT_OPTIONS or name in option_names(command):  # (dub's --words is a file of its own)
+        return None
+    if not any(p.param_type_name == "argument" and p.name == "text" for p in getattr(command, "params", ())):
+        return None
+    return 'the text is the words after the command, as they are: omnivoice say "Hello there" (or -f FILE)'
+
+
 def say_instead(args: list[str]) -> str:
     """`omnivoice say "WORDS"`: what words given as a command most likely meant."""
     text = " ".join(args)

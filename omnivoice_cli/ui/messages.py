@@ -29,6 +29,12 @@ def warn(msg: str) -> None:
     echo(wrap_row("Warning: ", msg, columns(sys.stderr, terminal_only=True), lead="  "))
 
 
+def pace(rtf: float | None) -> str:
+    """The real-time factor in words: "1.30 s per second of audio" (the time taken to make each
+    second of audio; under 1: faster than real time)."""
+    return "n/a" if rtf is None else f"{rtf:.2f} s per second of audio"
+
+
 def notice(quiet: bool) -> Callable[[str], None]:
     """The engine's on_notice: its messages (licence, download) on stderr unless quiet."""
 

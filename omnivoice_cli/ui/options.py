@@ -39,10 +39,9 @@ def setting_help(s: Setting) -> str:
     return f"{s.help} Default: {default}."
 
 
-def setting_option(s: Setting, everyday: bool = False) -> Any:
-    """The typer option of one setting; in its own panel when the command makes an advanced one
-    `everyday` (book's --format), else in the panel the schema gives it."""
-    panel = s.panel if everyday else s.help_panel
+def setting_option(s: Setting) -> Any:
+    """The typer option of one setting, in the panel the schema gives it."""
+    panel = s.help_panel
     if s.kind is bool:
         decl = f"{s.flag}/--no-{s.flag[2:]}"
         return typer.Option(None, decl, help=setting_help(s), rich_help_panel=panel, show_default=False)
@@ -71,9 +70,8 @@ def parse_flags(raw: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def with_settings(*names: str, everyday: tuple[str, ...] = ()) -> Callable:
-    """Add the schema's options for `names` to a command; it receives them as `flags` (checked).
-    The advanced settings named in `everyday` are shown by its plain --help."""
+def with_settings(*names: str) -> Callable:
+    """Add the schema's options for `names` to a command; it receives them as `flags` (checked)."""
 
     def decorate(func: Callable) -> Callable:
         sig = inspect.signature(func)
@@ -86,7 +84,7 @@ def with_settings(*names: str, everyday: tuple[str, ...] = ()) -> Callable:
                 inspect.Parameter(
                     name,
                     inspect.Parameter.KEYWORD_ONLY,
-                    default=setting_option(s, name in everyday),
+                    default=setting_option(s),
                     annotation=annotation,
                 )
             )

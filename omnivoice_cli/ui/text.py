@@ -74,3 +74,8 @@ def wrap_row(head: str, text: str, width: int | None, lead: str | None = None) -
     rest = textwrap.wrap(" ".join(words), width - len(lead), break_long_words=False, break_on_hyphens=False)
     lines = [(head + " ".join(first)).rstrip(), *(lead + line for line in rest)]
     return "\n".join(lines)
+
+
+def counted(n: int, noun: str) -> str:
+    """'1 cue', '3 cues', '0 cues' (a noun whose plural is its name + s)."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"

@@ -107,6 +107,28 @@ def _record(line: Line, status: str, **extra: object) -> dict[str, object]:
     return rec
 
 
+# Not compared by _changed: a random seed differs at each run, where a run goes (its machine) is
+# not what its lines say (a batch stopped on one device resumes on another), and a lexicon's path
+# says nothing of its entries (a book keys its parts on the text as spoken).
+_NOT_COMPARED = ("seed", "device", "dtype", "threads", "quantize", "compile", "lexicon")
+
+
+def _changed(old: dict[str, object] | None, line: Line) -> bool:
+    """Whether a line's file was made from another text or other settings than the line's now, by
+    its "done" record in the manifest (_NOT_COMPARED aside). A file without a record (made
+    elsewhere) is taken as done."""
+    if old is None or line.text is None:
+        return False
+    if old.get("text") != join_lines(line.text):
+        return True
+    before, now = old.get("settings"), line.settings
+    if not isinstance(before, dict) or not now:
+        return False
+    return {k: v for k, v in before.items() if k not in _NOT_COMPARED} != {
+        k: v for k, v in now.items() if k not in _NOT_COMPARED
+    }
+
+
 class LineSink(Protocol):
     """Where a run that composes the batch (the book) is told of its lines: how a warning names
     a line, a step before a line's file is written (an error message fails the line instead),
@@ -319,7 +341,7 @@ class BatchRun:
                 line.error = target_problem(out, name)
             if line.error is not None:
                 self.fail_line(line, line.error)
-            elif (out / name).exists() and not self.overwrite:
+            elif (out / name).exists() and not self.overwrite and not _changed(earlier.get(name.casefold()), line):
                 line.status = "skipped"
                 if self.subtitles and not (out / name).with_suffix("." + self.subtitles).exists():
                     message = f"line {line.number}: {name} exists without subtitles: give --overwrite to make both"

@@ -239,7 +239,7 @@ class CuePlanner:
             shown = ", ".join(f"line {p.cue.line} ({p.speed:.1f}x)" for p in fast[:5])
             more = f" and {len(fast) - 5} more" if len(fast) > 5 else ""
             self.warn(
-                f"{self.input_path}: {len(fast)} cues must be spoken over {FAST_SPEED:g}x faster than their "
+                f"{self.input_path}: {len(fast)} cue{'s' * (len(fast) != 1)} must be spoken over {FAST_SPEED:g}x faster than their "
                 f"natural pace to fit their times: {shown}{more}; shorten their words or lengthen them"
             )
 

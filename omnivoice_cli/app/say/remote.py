@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Iterator
 from ...engine.errors import InvalidRequest, MissingExtra, OmniVoiceError, one_line
 from ...engine.model.config import SAMPLE_RATE
 from ...media.player import open_player
-from ..deliver import Outputs, PieceWriter, Take, deliver, send_piece
+from ..deliver import Outputs, PieceWriter, Take, deliver, send_piece, stopping
 from ..session import Session
 from ..settings.layers import Resolved
 from ..settings.schema import HTTP_SETTINGS
@@ -228,7 +228,7 @@ class RemoteRun:
         player = open_player(rate) if self.speech.play else None
         kept: list[np.ndarray] = []
         first, t0 = None, time.perf_counter()
-        with player or nullcontext():  # left normally: waits until all has played
+        with stopping(writer), player or nullcontext():  # left normally: waits until all has played
             for piece in _pieces(chunks):
                 if first is None:
                     first = time.perf_counter() - t0

@@ -78,6 +78,7 @@ class PlainRun(SpeechRun):
             seed=result.seed,
             pieces=pieces,
             verify=None if check is None else check.report(),
+            engine=engine,
             loudness=done.loudness,
         )
 

@@ -154,6 +154,7 @@ class SpeechReport:
     warnings: tuple[str, ...]  # every warning shown, once
     verify: list | None = None  # --verify: per piece (verify.RequestCheck.report)
     loudness: dict | None = None  # --loudness: what normalising did (leveller.LoudnessReport.as_dict)
+    ran: dict | None = None  # the path taken, resolved (`path_taken`); None: a server's
 
     @property
     def rtf(self) -> float | None:
@@ -178,6 +179,7 @@ def speech_report(
     pieces: int,
     verify: list | None = None,
     loudness: LoudnessReport | None = None,
+    engine: Engine | None = None,
 ) -> SpeechReport:
     return SpeechReport(
         target=speech.target,
@@ -197,7 +199,27 @@ def speech_report(
         warnings=tuple(shown.shown),
         verify=verify,
         loudness=None if loudness is None else loudness.as_dict(),
+        ran=None if engine is None else path_taken(engine, speech.settings),
     )
+
+
+def path_taken(engine: Engine, settings: Resolved) -> dict:
+    """The path a run took, resolved (what `--preset fast`'s `quantize = "auto"` came to on this
+    machine): the device, the body's precision, int8 or not, the steps, the step cache."""
+    return {
+        "device": str(engine.device),
+        "dtype": str(engine.dtype).removeprefix("torch."),
+        "quantize": getattr(engine, "quantize", None) or "none",
+        "num_step": settings["num_step"],
+        "step_cache": bool(settings["step_cache"]),
+    }
+
+
+def path_words(ran: dict) -> str:
+    """The path taken in words: "int8 on cpu, 16 steps with the step cache"."""
+    body = "int8" if ran["quantize"] == "int8" else ran["dtype"]
+    cache = " with the step cache" if ran["step_cache"] else ""
+    return f"{body} on {ran['device']}, {ran['num_step']} steps{cache}"
 
 
 class SpeechRun:

@@ -19,7 +19,7 @@ from ...engine.planning import Request
 from ...engine.stream.render import StreamPiece
 from ...media import pipes  # (pipes.quiet_stdout looked up when called: a test stands in for it)
 from ...media.players import Player
-from ..deliver import Audio, Outputs, PieceWriter, Take, deliver, piece_cues, reader_gone, send_piece
+from ..deliver import Audio, Outputs, PieceWriter, Take, deliver, piece_cues, reader_gone, send_piece, stopping
 from ..listening.verify import RequestCheck
 from ..request import finish_request
 from ..signals import HoldSignals, signal_name
@@ -98,6 +98,7 @@ class StreamedRun(SpeechRun):
             seed=request.seed,
             pieces=sum(1 for p in pieces if p.seed is not None),
             verify=None if check is None else check.report(),
+            engine=engine,
         )
 
     def render(
@@ -116,7 +117,7 @@ class StreamedRun(SpeechRun):
             )
         t0 = time.perf_counter()
         idle = watch_ends(player, writer)
-        with self.session.steps("streaming", None) as on_step:
+        with stopping(writer), self.session.steps("streaming", None) as on_step:
             # the bar counts steps over all pieces: its total is known from the start, never changes
             with engine.stream(
                 request, on_progress=on_step, on_warning=self.session.warn, on_idle=idle, check=check
@@ -129,8 +130,8 @@ class StreamedRun(SpeechRun):
                     if writer is not None:
                         send_piece(lambda: writer.write(piece.audio), signals)
                     out.pieces.append(piece)
-        if writer is not None:
-            send_piece(writer.close, signals)
+            if writer is not None:
+                send_piece(writer.close, signals)
         return out
 
     def write_file(self, audio: Audio, sample_rate: int, pieces: list[StreamPiece], signals: HoldSignals) -> None:

@@ -15,6 +15,7 @@ from ...engine.model.config import GenerationConfig, ModelConfig, value_rule
 from ...media.formats import AUDIO_FORMATS
 from ...media.loudness import TARGET_RULE as LOUDNESS_RULE
 from ...media.rates import SAMPLE_RATES
+from . import setting as panels
 from .setting import FLAG, HTTP, LINE, PRESET, Setting, Value
 
 DEFAULT_MODEL = "k2-fsa/OmniVoice"  # hub id used when neither --model nor $OMNIVOICE_MODEL is given
@@ -56,6 +57,7 @@ SCHEMA: dict[str, Setting] = {
             "Generation",
             *_engine("num_step"),
             metavar="N",
+            advanced=panels.SAMPLING,
         ),
         Setting(
             "guidance_scale",
@@ -66,7 +68,7 @@ SCHEMA: dict[str, Setting] = {
             *_engine("guidance_scale"),
             high=100.0,
             metavar="G",
-            advanced=True,
+            advanced=panels.SAMPLING,
         ),
         Setting(
             "t_shift",
@@ -77,7 +79,7 @@ SCHEMA: dict[str, Setting] = {
             *_engine("t_shift"),
             high=100.0,
             metavar="S",
-            advanced=True,
+            advanced=panels.SAMPLING,
         ),
         Setting(
             "layer_penalty_factor",
@@ -88,7 +90,7 @@ SCHEMA: dict[str, Setting] = {
             *_engine("layer_penalty_factor"),
             high=1000.0,
             metavar="F",
-            advanced=True,
+            advanced=panels.SAMPLING,
         ),
         Setting(
             "position_temperature",
@@ -99,7 +101,7 @@ SCHEMA: dict[str, Setting] = {
             *_engine("position_temperature"),
             high=1000.0,
             metavar="T",
-            advanced=True,
+            advanced=panels.SAMPLING,
         ),
         Setting(
             "class_temperature",
@@ -110,7 +112,7 @@ SCHEMA: dict[str, Setting] = {
             *_engine("class_temperature"),
             high=1000.0,
             metavar="T",
-            advanced=True,
+            advanced=panels.SAMPLING,
         ),
         Setting(
             "denoise",
@@ -119,7 +121,7 @@ SCHEMA: dict[str, Setting] = {
             "The denoise token when cloning a voice.",
             "Generation",
             "true or false",
-            advanced=True,
+            advanced=panels.SAMPLING,
         ),
         # the step cache (engine/model/generation.py): ~1.5-2x faster steps, an approximation (docs/speed.md)
         Setting(
@@ -129,7 +131,7 @@ SCHEMA: dict[str, Setting] = {
             "Reuse the prompt's keys/values and the unguided log-probs between refreshes (faster; approximate).",
             "Generation",
             "true or false",
-            advanced=True,
+            advanced=panels.STEP_CACHE,
         ),
         Setting(
             "step_cache_prompt_every",
@@ -139,7 +141,7 @@ SCHEMA: dict[str, Setting] = {
             "Generation",
             *_engine("step_cache_prompt_every"),
             metavar="N",
-            advanced=True,
+            advanced=panels.STEP_CACHE,
         ),
         Setting(
             "step_cache_uncond_every",
@@ -149,7 +151,7 @@ SCHEMA: dict[str, Setting] = {
             "Generation",
             *_engine("step_cache_uncond_every"),
             metavar="N",
-            advanced=True,
+            advanced=panels.STEP_CACHE,
         ),
         Setting(
             "speed",
@@ -182,7 +184,7 @@ SCHEMA: dict[str, Setting] = {
             *_engine("audio_chunk_duration"),
             high=MAX_DURATION,
             metavar="SECONDS",
-            advanced=True,
+            advanced=panels.LONG_TEXT,
         ),
         Setting(
             "chunk_threshold",
@@ -192,13 +194,13 @@ SCHEMA: dict[str, Setting] = {
             "Input",
             *_engine("audio_chunk_threshold"),
             metavar="SECONDS",
-            advanced=True,
+            advanced=panels.LONG_TEXT,
         ),
         Setting(
             "normalize",
             bool,
             False,
-            "Numbers, currency, dates, times and units in words (needs the normalize extra).",
+            "Numbers, dates, currency and units in words (the normalize extra).",
             "Input",
             "true or false",
         ),
@@ -209,7 +211,6 @@ SCHEMA: dict[str, Setting] = {
             "Read the text as Markdown: emphasis, links, lists spoken as words.",
             "Input",
             "true or false",
-            advanced=True,
         ),
         Setting(
             "lexicon",
@@ -222,13 +223,13 @@ SCHEMA: dict[str, Setting] = {
             metavar="FILE",
             where=_HW,  # a file on this machine: never a line's or a request's (the server's is `serve --lexicon`)
             run_wide=True,
-            advanced=True,
+            advanced=panels.LONG_TEXT,
         ),
         Setting(
             "lang",
             str,
             None,
-            "Language code or name, e.g. en, de-AT, English (`omnivoice languages`).",
+            "A language: en, de-AT, English (`omnivoice languages`).",
             "Input",
             "a language code or name",
             metavar="LANG",
@@ -253,7 +254,7 @@ SCHEMA: dict[str, Setting] = {
             "one line of at most 500 characters",
             metavar="TEXT",
             default_help="none",
-            advanced=True,
+            advanced=panels.VOICE_DETAILS,
         ),
         Setting(
             "voice",
@@ -287,7 +288,6 @@ SCHEMA: dict[str, Setting] = {
             metavar="TEXT",
             default_help="the .txt file beside the recording",
             where=frozenset({FLAG, LINE}),
-            advanced=True,
         ),
         Setting(
             "seed",
@@ -312,7 +312,6 @@ SCHEMA: dict[str, Setting] = {
             choices=FORMATS,
             metavar="FMT",
             where=frozenset({FLAG, PRESET}),
-            advanced=True,
         ),
         Setting(
             "sample_rate",
@@ -325,19 +324,18 @@ SCHEMA: dict[str, Setting] = {
             metavar="HZ",
             default_help="the model's (24000)",
             where=frozenset({FLAG, PRESET, HTTP}),  # `say` (and --cast), the server's requests; not batch lines
-            advanced=True,
+            advanced=panels.OUTPUT_DETAILS,
         ),
         Setting(
             "loudness",
             float,
             None,
-            "Loudness of each output in LUFS (ITU-R BS.1770), true peak at most -1 dBTP; needs the loudness extra.",
+            "Loudness in LUFS, peaks at most -1 dBTP (needs the loudness extra).",
             "Output",
             LOUDNESS_RULE.allowed,
             LOUDNESS_RULE.ok,
             metavar="LUFS",
             default_help="off",
-            advanced=True,
         ),
         Setting(
             "device",
@@ -350,6 +348,7 @@ SCHEMA: dict[str, Setting] = {
             metavar="DEV",
             where=_HW,
             run_wide=True,
+            advanced=panels.MACHINE,
         ),
         Setting(
             "dtype",
@@ -363,7 +362,7 @@ SCHEMA: dict[str, Setting] = {
             metavar="TYPE",
             where=_HW,
             run_wide=True,
-            advanced=True,
+            advanced=panels.MACHINE,
         ),
         Setting(
             "threads",
@@ -378,14 +377,13 @@ SCHEMA: dict[str, Setting] = {
             where=_HW,
             run_wide=True,
             default_help="the CPU cores",
-            advanced=True,
+            advanced=panels.MACHINE,
         ),
         Setting(
             "quantize",
             str,
             "none",
-            "int8: int8 body weights (CPU; the audio differs slightly); "
-            "auto: the fastest path measured on this CPU (omnivoice info shows it).",
+            "int8: faster on a CPU, the audio differs slightly; auto: what `omnivoice info` says.",
             "Hardware",
             "int8, auto or none",
             lambda v: v in QUANTIZE,
@@ -393,6 +391,7 @@ SCHEMA: dict[str, Setting] = {
             metavar="int8|auto|none",
             where=_HW,
             run_wide=True,
+            advanced=panels.MACHINE,
         ),
         Setting(
             "compile",
@@ -403,7 +402,7 @@ SCHEMA: dict[str, Setting] = {
             "true or false",
             where=_HW,
             run_wide=True,
-            advanced=True,
+            advanced=panels.MACHINE,
         ),
         Setting(
             "model",
@@ -433,7 +432,7 @@ SCHEMA: dict[str, Setting] = {
             run_wide=True,
             envvar="OMNIVOICE_ASR_MODEL",
             default_help=f"$OMNIVOICE_ASR_MODEL, else {DEFAULT_ASR_MODEL}",
-            advanced=True,
+            advanced=panels.LISTENING,
         ),
         Setting(
             "verify",
@@ -442,7 +441,7 @@ SCHEMA: dict[str, Setting] = {
             "Transcribe each piece and retake the ones that do not say their text (needs the asr extra).",
             "Generation",
             "true or false",
-            advanced=True,
+            advanced=panels.LISTENING,
         ),
         Setting(
             "verify_retries",
@@ -453,7 +452,7 @@ SCHEMA: dict[str, Setting] = {
             "an integer in 0..10",
             lambda v: 0 <= v <= 10,
             metavar="N",
-            advanced=True,
+            advanced=panels.LISTENING,
         ),
         Setting(
             "verify_max_error",
@@ -464,7 +463,7 @@ SCHEMA: dict[str, Setting] = {
             "a number in 0..1",
             lambda v: 0.0 <= v <= 1.0,
             metavar="X",
-            advanced=True,
+            advanced=panels.LISTENING,
         ),
     ]
 }

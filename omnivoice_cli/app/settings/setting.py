@@ -12,11 +12,18 @@ from typing import Any, Callable, Union
 # What a setting holds once checked: a value of its kind (bool, int, float or str), or None (not set).
 Value = Union[bool, int, float, str, None]
 
-# Help panels, in the order `--help` shows them. The expert knobs (sampling internals, the step
-# cache's refreshes, chunking, precision) are `advanced`: `--help` puts them in one ADVANCED panel
-# shown only by `--help-all`.
+# Help panels, in the order `--help` shows them.
 PANELS = ("Input", "Voice", "Generation", "Output", "Hardware")
-ADVANCED = "Advanced"
+# The expert knobs' panels, by purpose, shown only by `--help-all` after the everyday ones: a
+# setting's `advanced` names its own (a command's expert options use them too).
+SAMPLING = "Sampling"  # the sampler's internals
+STEP_CACHE = "Step cache"  # what --step-cache reuses and how often it refreshes
+LONG_TEXT = "Long texts and words"  # chunking, the lexicon
+VOICE_DETAILS = "Voice details"  # a verbatim instruct, a dialogue's gaps
+OUTPUT_DETAILS = "Output details"  # the sample rate
+LISTENING = "Listening back"  # the speech recogniser: --verify, word timings
+MACHINE = "Machine"  # precision, threads, compiling, another machine's server
+EXPERT_PANELS = (SAMPLING, STEP_CACHE, LONG_TEXT, VOICE_DETAILS, OUTPUT_DETAILS, LISTENING, MACHINE)
 
 # The ways in: a command-line flag, a key of a preset file, a field of a batch JSON line, a field
 # of a server request.
@@ -47,7 +54,7 @@ class Setting:
     run_wide: bool = False  # one engine per run: a batch line may not change it
     default_help: str = ""  # how --help words the default when str(default) will not do
     envvar: str | None = None  # an environment variable that sets the default (`environment_defaults`)
-    advanced: bool = False  # an expert knob: in --help's ADVANCED panel, shown only by --help-all
+    advanced: str = ""  # an expert knob: its panel of EXPERT_PANELS, shown only by --help-all ("" = everyday)
 
     @property
     def flag(self) -> str:
@@ -55,8 +62,8 @@ class Setting:
 
     @property
     def help_panel(self) -> str:
-        """The panel --help shows its flag in: ADVANCED for an expert knob, else its own."""
-        return ADVANCED if self.advanced else self.panel
+        """The panel --help shows its flag in: an expert knob's panel of EXPERT_PANELS, else its own."""
+        return self.advanced or self.panel
 
 
 def flag_name(setting: str) -> str:

@@ -279,14 +279,13 @@ def exists(name: str) -> Path | None:
     return None
 
 
-def check_new_name(name: str, force: bool) -> None:
-    """Before any work: the name is valid, and free unless --force."""
+def check_new_name(name: str, force: bool, another: str = "choose another name") -> None:
+    """Before any work: the name is valid, and free unless --force (else: give --force, or `another`)."""
     check_name(name)
     old = exists(name)
     if old is not None and not force:
         raise InvalidRequest(
-            f"voice {old.name[: -len(VOICE_SUFFIX)]!r} already exists ({old}): give --force to replace it, "
-            "or choose another name"
+            f"voice {old.name[: -len(VOICE_SUFFIX)]!r} already exists ({old}): give --force to replace it, or {another}"
         )
 
 

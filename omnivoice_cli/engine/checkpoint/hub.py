@@ -75,6 +75,17 @@ def check_checkpoint_dir(root: Path) -> Path:
     return root
 
 
+def model_problem(model: str) -> str | None:
+    """Why `model` can name no checkpoint, read without the network (a folder that is not there
+    and no hub id: "./ckpt", "/no/such", "a/b/c"), or None."""
+    path = Path(model).expanduser()
+    if path.exists():
+        return None if path.is_dir() else f"{model}: not a folder (give a checkpoint folder or a hub id)"
+    if model.startswith((".", "/", "~")) or model.count("/") != 1:
+        return f"{model}: no such folder, and not a hub id of the form owner/name"
+    return None
+
+
 def resolve_checkpoint(
     model: str | None = None,
     on_notice: NoticeCallback | None = None,
@@ -84,13 +95,12 @@ def resolve_checkpoint(
     (`download_checkpoint`: the licence notice and progress go to on_notice and on_progress). None is
     DEFAULT_MODEL (the CLI reads $OMNIVOICE_MODEL in its settings schema, not here)."""
     model = model or DEFAULT_MODEL
+    problem = model_problem(model)
+    if problem is not None:
+        raise CheckpointError(f"model {problem}")
     path = Path(model).expanduser()
     if path.exists():
-        if not path.is_dir():
-            raise CheckpointError(f"model {model}: not a folder (give a checkpoint folder or a hub id)")
         return check_checkpoint_dir(path)
-    if model.startswith((".", "/", "~")) or model.count("/") != 1:
-        raise CheckpointError(f"model {model}: no such folder, and not a hub id of the form owner/name")
     return download_checkpoint(model, on_progress=on_progress, on_notice=on_notice)
 
 

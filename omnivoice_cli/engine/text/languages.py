@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ..checkpoint.finetune import CheckpointOwn
 
-__all__ = ["resolve_language", "list_languages", "language_display_name", "language_regions"]
+__all__ = ["resolve_language", "unknown_language", "list_languages", "language_display_name", "language_regions"]
 
 # Names whose display form is not `str.title()` (the reference's `lang_map._TITLE_EXCEPTIONS`).
 _TITLE_EXCEPTIONS = {
@@ -138,6 +138,22 @@ def _did_you_mean(text: str) -> str | None:
         return None
     code = names[close[0]]
     return f"'{_id_to_display()[code]}' ({code})"
+
+
+def unknown_language(lang: str | None, own: CheckpointOwn | None = None) -> str | None:
+    """Why `lang` is refused, in one line, where it names none of the model's languages (where the
+    reference warns and speaks language-agnostic): with a did-you-mean for a near miss. None for
+    one of its languages, and for None and "none" (asked for language-agnostic)."""
+    code, warning = resolve_language(lang, own)
+    if code is not None or warning is None or lang is None:
+        return None
+    listed = "`omnivoice languages` lists them; none speaks any language"
+    hint = _did_you_mean(lang)
+    if hint:
+        return f"unknown language '{lang}': did you mean {hint}? ({listed})"
+    if warning.startswith(f"Language '{lang}' covers several"):
+        return warning.replace(f" {_FALLBACK}", "").replace(f"Language '{lang}'", f"'{lang}'") + f" ({listed})"
+    return f"unknown language '{lang}': give a code (en), a tag (en-US) or a name (English); {listed}"
 
 
 def resolve_language(lang: str | None, own: CheckpointOwn | None = None) -> tuple[str | None, str | None]:
