@@ -23,6 +23,8 @@ from .checkpoint import model_config
 from .request import Built
 from .settings.schema import SCHEMA
 
+Record = dict[str, Any]  # a dry run's JSON record (what --json prints) and its entries
+
 
 def _voice(built: Built) -> VoiceShape | None:
     """A recording's voice by its prepared length (it is not encoded in a dry run); None for the
@@ -32,7 +34,7 @@ def _voice(built: Built) -> VoiceShape | None:
     return VoiceShape.of_recording(len(built.reference.prepared.wav), built.reference.transcript)
 
 
-def describe(built: Built, streamed: bool = False) -> dict[str, Any]:
+def describe(built: Built, streamed: bool = False) -> Record:
     """The dry run of one request (see the module doc); `streamed`: the pieces `--stream` runs
     (cut at sentences, engine/stream/cut.py), not the whole render's chunks."""
     cfg = model_config(built.settings["model"])
@@ -62,7 +64,7 @@ def describe(built: Built, streamed: bool = False) -> dict[str, Any]:
     }
 
 
-def dry_run_text(report: dict[str, Any]) -> str:
+def dry_run_text(report: Record) -> str:
     """The dry run as lines for a person."""
     lines = [
         f"text: {report['text']}",
@@ -85,11 +87,11 @@ def dry_run_text(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _shown(entry: dict[str, Any]) -> bool:
+def _shown(entry: Record) -> bool:
     return entry["value"] is not None or entry["from"] != "default"
 
 
-def render_script(rows: list[dict[str, Any]], output: str, gap: float) -> str:
+def render_script(rows: list[Record], output: str, gap: float) -> str:
     """A dialogue's dry run for a person (`say --cast ... --dry-run`): the settings every line
     shares, once; then a row per line (its speaker, length, text and its own settings: the voice
     its cast gives, its seed), `gap` seconds apart; then where the audio goes."""
