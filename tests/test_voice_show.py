@@ -31,3 +31,16 @@ def test_voice_show_escapes_a_prompt_files_transcript(invoke, home, tmp_path):
     r = invoke("voice", "show", path)
     assert r.exit_code == 0, r.stderr
     assert not any(c in r.stdout for c in "\x1b\x07\x9b\u202e") and "\\x9b31m" in r.stdout
+
+
+def test_a_lone_surrogate_in_a_files_words_is_shown_escaped(invoke, home):
+    """JSON takes "\\ud800" (a voice file's metadata is JSON): shown as its escape, not a crash; a
+    file name's undecodable byte (os.fsdecode's \\udcff) as the byte."""
+    assert voices.printable("x\ud800y") == "x\\ud800y" and voices.printable("x\udcffy") == "x\\xffy"
+    prompt = VoicePrompt(torch.zeros(8, 50, dtype=torch.int64), "Hello", 0.05)
+    voices.save("odd", prompt, model="mXXXXXX", lang="en")
+    (path,) = voices.voice_dir().glob("odd.*")
+    data = path.read_bytes()  # the header's JSON given the escape itself (same length: 6 characters)
+    path.write_bytes(data.replace(b"XXXXXX", b"\\ud800", 1))
+    r = invoke("voice", "show", "odd")
+    assert r.exit_code == 0 and "m\\ud800" in r.stdout, r.stderr

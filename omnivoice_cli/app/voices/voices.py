@@ -124,12 +124,16 @@ def builtin_instruct(spec: str | None) -> str | None:
 
 def printable(text: str) -> str:
     """`text` safe to print on one line: bytes that are not UTF-8 (a file name's surrogate escapes)
-    as \\xNN, control characters escaped."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        text = os.fsencode(text).decode("utf-8", "backslashreplace")
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    as \\xNN, every other character that is not printable (controls, C1, bidi marks, a lone
+    surrogate from a file's JSON) as its escape."""
+    return "".join(c if c.isprintable() else _escaped(c) for c in text)
+
+
+def _escaped(c: str) -> str:
+    code = ord(c)
+    if 0xDC80 <= code <= 0xDCFF:  # os.fsdecode's escape of the byte code - 0xDC00
+        return f"\\x{code - 0xDC00:02x}"
+    return repr(c)[1:-1]
 
 
 def _voice_files(folder: Path) -> list[Path]:
