@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Iterator, Mapping
 from ...engine.errors import InvalidRequest, OmniVoiceError
 from ...engine.model.config import ModelConfig
 from ..settings.schema import MAX_SEED
+from ..voices.voices import printable
 
 if TYPE_CHECKING:
     import numpy as np
@@ -122,12 +123,7 @@ def _scalar(value: object) -> bool:
 
 def _clean(row: dict) -> dict:
     """A flat object's strings with control characters escaped (a reply may be printed)."""
-    return {
-        "".join(c if c.isprintable() else repr(c)[1:-1] for c in k): (
-            "".join(c if c.isprintable() else repr(c)[1:-1] for c in v) if isinstance(v, str) else v
-        )
-        for k, v in row.items()
-    }
+    return {printable(k): printable(v) if isinstance(v, str) else v for k, v in row.items()}
 
 
 def reply_meta(headers: Mapping[str, str]) -> ReplyMeta:
