@@ -13,6 +13,7 @@ pytest.importorskip("uvicorn")  # the serve extra (CI installs it with the test 
 
 import httpx
 import numpy as np
+from helpers.service import Forwards
 from server_util import TINY_CKPT, decode, hold_engine, running_server, wait_for, wav_samples
 
 from omnivoice_cli.engine.model.config import GenerationConfig
@@ -192,7 +193,7 @@ def test_sse_and_chunked_streams_join_to_the_plain_reply_and_start_early(srv):
             if any(k > 0 for _, k in slots) and not held:
                 held.append(received.wait(120))
 
-        state.service.on_forward = on_forward
+        stop = state.service.observe(Forwards(on_forward))
         try:
             with client.stream(
                 "POST", "/v1/audio/speech", json={"response_format": fmt, "stream_format": "sse", **body}
@@ -206,7 +207,7 @@ def test_sse_and_chunked_streams_join_to_the_plain_reply_and_start_early(srv):
                     else:
                         done = (kind, data)
         finally:
-            state.service.on_forward = None
+            stop()
         assert held == [True]  # the first audio arrived before any later piece had run a step
         assert done[0] == "speech.audio.done" and done[1]["type"] == "speech.audio.done"
         chunked = speak(client, response_format=fmt, stream=True, **body).content

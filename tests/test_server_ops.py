@@ -17,6 +17,7 @@ pytest.importorskip("uvicorn")  # the serve extra (CI installs it with the test 
 
 import httpx
 import numpy as np
+from helpers.service import Forwards
 from server_util import TINY_CKPT, decode, hold_engine, ready_url, running_server, wait_for, wav_samples
 
 pytestmark = pytest.mark.usefixtures("home")  # every test: an empty OMNIVOICE_HOME (conftest)
@@ -236,7 +237,7 @@ def test_a_drain_past_its_grace_cuts_requests_with_503(engine):
 def test_load_100_requests_from_20_clients_with_a_queue_of_8(engine):
     with running_server(engine, max_queue=8) as (url, _, state):
         peak = []
-        state.service.on_forward = lambda slots: peak.append(state.service.open)
+        state.service.observe(Forwards(lambda slots: peak.append(state.service.open)))
 
         def client(n):
             out = []

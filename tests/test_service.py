@@ -5,6 +5,7 @@ import threading
 
 import numpy as np
 import pytest
+from helpers.service import Forwards
 from server_util import hold_loop, wait_for
 
 from omnivoice_cli.engine.errors import InvalidRequest
@@ -100,7 +101,7 @@ def test_requests_packed_together_equal_each_alone(engine, service, ref_voice):
     collectors = [Collector() for _ in reqs]
     tickets = [service.submit(req, got) for req, got in zip(reqs, collectors)]
     seen = []
-    service.on_forward = seen.append
+    service.observe(Forwards(seen.append))
     gate.set()
     together = [audio_of(got.all()) for got in collectors]
     for a, b in zip(alone, together):
@@ -126,7 +127,7 @@ def test_a_new_request_joins_the_running_forwards(engine, service):
             started.set()
         order.append(sorted(t for t, _ in slots))
 
-    service.on_forward = on_forward
+    service.observe(Forwards(on_forward))
     a, b = Collector(), Collector()
     ta = service.submit(long, a)
     started.wait(120)
@@ -203,7 +204,7 @@ def test_a_cancelled_request_leaves_at_the_next_forward(engine, service):
         if len(seen) == 2:
             ticket.cancel()
 
-    service.on_forward = on_forward
+    service.observe(Forwards(on_forward))
     ticket = service.submit(
         Request(text="Cancel me soon please.", seed=1, generation=GenerationConfig(num_step=16)), got
     )
@@ -330,8 +331,8 @@ class Watcher:
     def __init__(self):
         self.sizes, self.summaries, self.errors = [], [], []
 
-    def forward(self, jobs, positions):
-        self.sizes.append((jobs, positions))
+    def forward(self, pieces, positions):
+        self.sizes.append((len(pieces), positions))
 
     def finished(self, summary):
         self.summaries.append(summary)

@@ -15,6 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 from conftest import AGENT_REPLY, TINY_CKPT
+from helpers.service import Forwards
 
 from omnivoice_cli.app.batch.manifest import MANIFEST
 from omnivoice_cli.engine.model.admission import Stagger
@@ -136,7 +137,7 @@ def test_a_long_reply_leaves_the_service_piece_by_piece(tiny_engine, ref_voice, 
     log: list[tuple[str, int]] = []  # ("forward", forwards so far) and ("piece", index), in the loop's order
     done: queue.Queue = queue.Queue()
     service = Service(tiny_engine, config=config)
-    service.on_forward = lambda slots: log.append(("forward", service.forwards))
+    service.observe(Forwards(lambda slots: log.append(("forward", service.forwards))))
 
     def on_event(event):
         if event.kind == "piece":
@@ -261,7 +262,7 @@ def test_a_socket_reply_leaves_the_service_sentence_by_sentence(tiny_engine):
     gen = GenerationConfig(num_step=8)
     log: list[tuple[str, object]] = []  # ("forward", n) and ("piece", text), in the loop's order
     service = Service(tiny_engine, config=serve_speaker_options(ServeOptions()).stream_config())
-    service.on_forward = lambda slots: log.append(("forward", service.forwards))
+    service.observe(Forwards(lambda slots: log.append(("forward", service.forwards))))
     service.start()
     try:
         voice = None

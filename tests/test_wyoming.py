@@ -12,6 +12,7 @@ import pytest
 
 pytest.importorskip("wyoming")  # the wyoming extra (CI installs it with the test extra)
 
+from helpers.service import Forwards
 from helpers.wyoming import NUM_STEP, SEED, Running, run
 from server_util import TINY_CKPT, hold_loop, wait_for, wav_samples
 from wyoming.audio import AudioChunk, AudioStop
@@ -160,11 +161,11 @@ def test_a_three_sentence_text_streams_its_first_piece_before_the_last_is_made(s
                 if event.type in ("audio-stop", "error"):
                     return chunks, kinds
 
-    srv.service.on_forward = on_forward
+    stop = srv.service.observe(Forwards(on_forward))
     try:
         chunks, kinds = run(go())
     finally:
-        srv.service.on_forward = None
+        stop()
     assert waited == [True]  # the first audio came while the last piece was not yet generated
     assert kinds[0] == "audio-start" and kinds[-1] == "audio-stop" and chunks >= 3
     assert set(kinds[1:-1]) == {"audio-chunk"}

@@ -69,8 +69,9 @@ class Observer(Protocol):
     """What the service tells a watcher that registered (`Service.observe`; server/metrics.py's
     counters). Called in the loop thread: it must return at once (count, never block or raise)."""
 
-    def forward(self, jobs: int, positions: int) -> None:
-        """A forward is about to run: the jobs packed into it and their positions (packed tokens)."""
+    def forward(self, pieces: list[tuple[int, int]], positions: int) -> None:
+        """A forward is about to run: (request id, piece index) of each job packed into it, and their
+        positions (packed tokens)."""
 
     def finished(self, summary: Summary) -> None:
         """A request is done: what it made (its "done" event's summary, before the event is handed on)."""
@@ -120,7 +121,6 @@ class Service:
         self._mean_seconds = 0.0  # running mean of a request's seconds (for retry_after)
         self._speed: collections.deque = collections.deque(maxlen=32)  # (packed tokens, seconds) of recent forwards
         self._thread = threading.Thread(target=self._loop, name="omnivoice-engine", daemon=True)
-        self.on_forward: Callable[[list[tuple[int, int]]], None] | None = None  # (ticket id, piece) of each forward
         self._observers: tuple[Observer, ...] = ()  # registered by observe (replaced whole: read without a lock)
 
     # --- the public face ----------------------------------------------------------------------
@@ -214,10 +214,17 @@ class Service:
             self._cond.notify()
         return future
 
-    def observe(self, observer: Observer) -> None:
-        """Tell `observer` of every forward and every request's end from now on (Observer)."""
+    def observe(self, observer: Observer) -> Callable[[], None]:
+        """Tell `observer` of every forward and every request's end from now on (Observer); what
+        is returned stops that (a watcher that leaves before the service does)."""
         with self._cond:
             self._observers = (*self._observers, observer)
+
+        def stop() -> None:
+            with self._cond:
+                self._observers = tuple(o for o in self._observers if o is not observer)
+
+        return stop
 
     def retry_after(self) -> int:
         """Seconds after which a refused request may find a place (from the requests so far)."""
@@ -352,11 +359,11 @@ class Service:
 
         from .model.generation import forward_step
 
-        if self.on_forward is not None:
-            self.on_forward([(s.ticket.id, s.k) for s in self._active])
         tokens, t0 = sum(s.job.packed_len for s in self._active), self.clock()
-        for observer in self._observers:
-            observer.forward(len(self._active), tokens)
+        if self._observers:
+            pieces = [(s.ticket.id, s.k) for s in self._active]
+            for observer in self._observers:
+                observer.forward(pieces, tokens)
         try:
             with torch.inference_mode(), cancelmod.cancellable(_ForwardStop(self._halt, list(self._active))):
                 forward_step(

@@ -139,10 +139,10 @@ class Metrics:
             service.observe(self)
             self._hooked = weakref.ref(service)
 
-    def forward(self, jobs: int, positions: int) -> None:
+    def forward(self, pieces: list[tuple[int, int]], positions: int) -> None:
         """Observer: a forward (the loop thread, before it runs)."""
         self.forwards.inc()
-        self.forward_jobs.observe(jobs)
+        self.forward_jobs.observe(len(pieces))
         self.positions.inc(positions)
 
     def finished(self, summary: Summary) -> None:
