@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+# What a terminal must never be sent raw, as a regular-expression character class: C0 (U+0000..U+001F)
+# and DEL, C1 (U+0080..U+009F: U+009B is CSI), the line and paragraph separators (a new line to
+# some terminals), the bidi embeddings, overrides and isolates, and lone surrogates (no UTF-8 for
+# them). ui/text.py escapes them; a fine-tune's declarations refuse them (checkpoint/finetune.py).
+UNSAFE_CHARACTERS = "\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff"
+
 
 class OmniVoiceError(Exception):
     """Base class: a runtime failure (exit code 1)."""

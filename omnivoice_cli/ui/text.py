@@ -19,12 +19,11 @@ import shutil
 import textwrap
 from typing import Any
 
+from ..engine.errors import UNSAFE_CHARACTERS
+
 __all__ = ["columns", "visible", "wrap_row"]
 
-# C0 (U+0000..U+001F) and DEL, C1 (U+0080..U+009F), the bidi embeddings/overrides/isolates, the
-# line and paragraph separators (a new line to some terminals), and lone surrogates (which a
-# UTF-8 terminal cannot be sent).
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_UNSAFE = re.compile(f"[{UNSAFE_CHARACTERS}]")  # what a terminal must never be sent raw
 
 
 def _escape(m: re.Match) -> str:

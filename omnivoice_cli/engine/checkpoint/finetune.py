@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import CheckpointError
+from ..errors import UNSAFE_CHARACTERS, CheckpointError
 
 __all__ = ["CheckpointOwn", "OwnVoice", "read_own"]
 
@@ -37,9 +37,9 @@ MAX_TEXT_CHARS = 2000  # a voice's transcript
 MAX_AUDIO_BYTES = 64 << 20  # one voice recording
 MAX_DEPTH = 8  # arrays and objects inside each other (the layouts nest 3 deep)
 AUDIO_SUFFIXES = (".wav", ".flac", ".ogg", ".mp3")
-# C0, DEL and C1 controls (a terminal obeys them: U+009B is CSI), line separators, bidi overrides and
-# isolates, lone surrogates (no UTF-8 for them); the model's marker tokens
-_BAD_RE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]|<\\||\\|>")
+# what a terminal must never be sent (C0, DEL, C1, line separators, bidi marks, lone surrogates);
+# the model's marker tokens
+_BAD_RE = re.compile(f"[{UNSAFE_CHARACTERS}]|<\\||\\|>")
 _BRACKETS = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')  # a JSON string (skipped) or a bracket
 
 
