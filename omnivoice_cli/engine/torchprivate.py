@@ -76,18 +76,17 @@ def get(name: str) -> Any:
 
 def missing() -> list[str]:
     """The names of NAMES this torch does not have (none: every fast path can run)."""
-    absent = []
-    for name in NAMES:
-        try:
-            get(name)
-        except ABSENT:
-            absent.append(name)
-    return absent
+    return [name for name in NAMES if not present(name)]
 
 
 def present(*names: str) -> bool:
     """Whether this torch has all of `names`."""
-    return not set(names) & set(missing())
+    try:
+        for name in names:
+            get(name)
+    except ABSENT:
+        return False
+    return True
 
 
 # ------------------------------------------------------------------------- oneDNN: fp32 and bf16
