@@ -31,6 +31,11 @@ def test_int8_weight_in_blocks_is_the_same_coding():
     assert (whole.double() - want).abs().max() <= 1  # division rounding only ever at an exact tie
 
 
+def onednn_packed(codes: torch.Tensor) -> torch.Tensor:
+    """oneDNN's own packing of int8 codes, for the rows the engine packs for (int8pack.PACK_ROWS)."""
+    return torch.ops.onednn.qlinear_prepack(codes, [int8pack.PACK_ROWS, codes.shape[1]])
+
+
 @pytest.mark.parametrize("n_in", [40, 3072, (1 << 17) + 8])
 def test_int8_row_sums_from_float_codes_are_the_codes_sums(n_in):
     w = torch.randn(6, n_in)
@@ -59,7 +64,7 @@ def test_int8_packing_is_onednns_byte_for_byte(monkeypatch, n_out, n_in):
     x = torch.randint(1, 2 * zero, (5, n_in), dtype=torch.uint8, generator=g)
     scales = torch.rand(n_out, generator=g) / 100
     for c in codes[1:]:
-        ours, theirs = int8pack.prepack_int8(c), torch.ops.onednn.qlinear_prepack(c, None)
+        ours, theirs = int8pack.prepack_int8(c), onednn_packed(c)
         assert torch.equal(int8pack._packed_bytes(ours), int8pack._packed_bytes(theirs))
         run = lambda p: torch.ops.onednn.qlinear_pointwise(
             x, 0.05, zero, p, scales, None, None, 1.0, 0, torch.float32, "none", [], ""
@@ -76,7 +81,7 @@ def test_int8_layers_coded_straight_into_the_packed_layout(monkeypatch):
     g = torch.Generator().manual_seed(9)
     parts = [torch.randn(n, 128, generator=g) * torch.linspace(0.1, 2, n)[:, None] for n in (128, 64, 192)]
     codes, scale = int8_weight(torch.cat(parts))
-    want = int8pack._packed_bytes(torch.ops.onednn.qlinear_prepack(codes, None))
+    want = int8pack._packed_bytes(onednn_packed(codes))
     first = Int8Linear(torch.cat(parts))  # the first of its shape: oneDNN packs it, then checked
     if (384, 128) in int8pack._FOREIGN:
         pytest.skip("this CPU / torch build packs int8 weights in another layout (oneDNN's packing is used)")
@@ -106,13 +111,11 @@ def test_int8_packing_falls_back_to_onednn_where_the_layout_differs(monkeypatch)
     codes = torch.randint(-128, 128, (128, 64), dtype=torch.int8)
     packed = int8pack.prepack_int8(codes)
     assert (128, 64) in int8pack._FOREIGN and (128, 64) not in int8pack._TEMPLATES
-    assert torch.equal(
-        int8pack._packed_bytes(packed), int8pack._packed_bytes(torch.ops.onednn.qlinear_prepack(codes, None))
-    )
+    assert torch.equal(int8pack._packed_bytes(packed), int8pack._packed_bytes(onednn_packed(codes)))
     again = torch.randint(-128, 128, (128, 64), dtype=torch.int8)  # later weights of that shape: oneDNN's too
     assert torch.equal(
         int8pack._packed_bytes(int8pack.prepack_int8(again)),
-        int8pack._packed_bytes(torch.ops.onednn.qlinear_prepack(again, None)),
+        int8pack._packed_bytes(onednn_packed(again)),
     )
 
 

@@ -92,9 +92,12 @@ def present(*names: str) -> bool:
 # ------------------------------------------------------------------------- oneDNN: fp32 and bf16
 
 
-def reorder_linear_weight(weight: torch.Tensor) -> torch.Tensor:
-    """A weight [out, in] packed into oneDNN's blocked layout (for its dtype)."""
-    return get(REORDER_LINEAR)(weight, None)
+def reorder_linear_weight(weight: torch.Tensor, rows: int | None = None) -> torch.Tensor:
+    """A weight [out, in] packed into oneDNN's blocked layout (for its dtype) for inputs of `rows`
+    rows (None: oneDNN's default batch, 128), at the calling thread's thread count: the layout a
+    product picks may depend on both (on AMX it does), and a product whose weight is not in its
+    layout reorders it at every call."""
+    return get(REORDER_LINEAR)(weight, rows)
 
 
 def linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None, post: str = "none") -> torch.Tensor:
@@ -140,9 +143,10 @@ def packed_data_ptr(packed: torch.Tensor) -> int:
 # ------------------------------------------------------------------------------------------- int8
 
 
-def qlinear_prepack(codes: torch.Tensor) -> torch.Tensor:
-    """int8 codes [out, in] packed for oneDNN's u8 x s8 linear."""
-    return get(QLINEAR_PREPACK)(codes, None)
+def qlinear_prepack(codes: torch.Tensor, rows: int | None = None) -> torch.Tensor:
+    """int8 codes [out, in] packed for oneDNN's u8 x s8 linear, for inputs of `rows` rows (None:
+    no hint), as reorder_linear_weight."""
+    return get(QLINEAR_PREPACK)(codes, None if rows is None else [rows, codes.shape[1]])
 
 
 def qlinear(codes, scale: float, zero: int, packed, w_scale, bias, post: str = "none") -> torch.Tensor:

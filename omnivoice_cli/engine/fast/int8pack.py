@@ -89,6 +89,12 @@ def quantize_activations(x: torch.Tensor, half: int) -> tuple[torch.Tensor, floa
     return shifted.view(torch.int32).to(torch.uint8), scale
 
 
+# the rows a forward's products are packed for (int8 here, bf16 in linears.BF16Linear): about a
+# sentence's forward (the 9 s sentence's two rows are 523 positions). oneDNN picks a weight's layout
+# for the input's rows and the thread count; a product whose weight is in another layout reorders it
+# at every call (it did on AMX, packed for oneDNN's default of 128 rows: benchmarks/speed-log.md).
+PACK_ROWS = 512
+
 _TEMPLATES: "weakref.WeakValueDictionary[tuple[int, int], torch.Tensor]" = weakref.WeakValueDictionary()
 _FOREIGN: set[tuple[int, int]] = set()  # weight shapes whose packing here is not oneDNN's
 
@@ -131,7 +137,8 @@ def _pack_like(template: torch.Tensor, codes: torch.Tensor) -> torch.Tensor:
 
 
 def prepack_int8(codes: torch.Tensor) -> torch.Tensor:
-    """codes int8 [out, in] -> the packed weight oneDNN's qlinear reads (qlinear_prepack's result).
+    """codes int8 [out, in] -> the packed weight oneDNN's qlinear reads (qlinear_prepack's result,
+    for inputs of PACK_ROWS rows).
     The first weight of each shape is packed by oneDNN and checked against _pack_like, byte for
     byte; where they agree, the later ones of that shape are packed by _pack_like, else (another
     layout: another CPU, torch build or shape) always by oneDNN."""
@@ -139,7 +146,7 @@ def prepack_int8(codes: torch.Tensor) -> torch.Tensor:
     template = _TEMPLATES.get(key)
     if template is not None:
         return _pack_like(template, codes.contiguous())
-    packed = tp.qlinear_prepack(codes)
+    packed = tp.qlinear_prepack(codes, PACK_ROWS)
     if key not in _FOREIGN:
         n, k = key
         try:

@@ -21,7 +21,7 @@ from torch import nn
 from .. import torchprivate as tp
 from ..model.backbone import RMSNorm
 from . import cpu, narrow
-from .int8pack import int8_weight, pack_codes, pack_int8_rows, quantize_activations
+from .int8pack import PACK_ROWS, int8_weight, pack_codes, pack_int8_rows, quantize_activations
 from .memory import release_pages
 
 if TYPE_CHECKING:  # annotations only
@@ -114,7 +114,9 @@ class KernelLinear(nn.Module):
 
 class BF16Linear(KernelLinear):
     """A linear layer computed by oneDNN in bf16 (inputs and outputs bf16, fp32 accumulation) on a
-    weight converted to bf16 and packed into oneDNN's blocked layout once, at construction. The
+    weight converted to bf16 and packed into oneDNN's blocked layout once, at construction, in the
+    layout a forward's product reads (for PACK_ROWS rows at the calling thread's thread count: for
+    oneDNN's default batch, AMX's products reordered every weight at every call). The
     residual add, the SiLU and the gate's product run in the product's epilogue (oneDNN post-ops)."""
 
     kind = "bf16"
@@ -123,7 +125,7 @@ class BF16Linear(KernelLinear):
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None):
         super().__init__()
         self.out_features, self.in_features = weight.shape
-        self.packed = tp.reorder_linear_weight(weight.detach().to(torch.bfloat16).contiguous())
+        self.packed = tp.reorder_linear_weight(weight.detach().to(torch.bfloat16).contiguous(), PACK_ROWS)
         self.bias = None if bias is None else bias.detach().to(torch.bfloat16)
 
     @classmethod
@@ -348,8 +350,12 @@ def convert_layers(model: OmniVoiceModel, kind: type[KernelLinear], make: "Make 
     from concurrent.futures import ThreadPoolExecutor
     from contextlib import nullcontext
 
+    threads = torch.get_num_threads()  # the engine's: a packed layout is chosen for a thread count
+
     def convert(item):
         i, layer = item
+        if torch.get_num_threads() != threads:  # a pool's thread starts with OpenMP's default count
+            torch.set_num_threads(threads)
         a, m = layer.self_attn, layer.mlp
         olds = [a.q_proj, a.k_proj, a.v_proj, a.o_proj, m.gate_proj, m.up_proj, m.down_proj]
         named = None if make is None else (lambda name, w, b: make(f"{i}.{name}", w, b))
