@@ -6,6 +6,13 @@ profiler, the ops ranked by their own time, and the share of the linear products
                                        [--int8-kernel onednn|fbgemm] [--forwards 3] [--threads 2]
                                        [--shapes aten::copy_ ...]
 
+Beside the split, the linear products' rate: their operations a forward (2 x rows x in x out for
+each of the body's and the heads' products) over their own time in the profiled forwards ("in
+place"), and the same products run alone on inputs of the same rows, back to back: every layer's
+weight in turn, as a forward reads them (from memory), and one weight repeated (from cache); wall
+time, medians of `--alone-repeats` rounds, the shapes alternating: TOP/s (int8; the heads are bf16)
+or TFLOP/s, per shape and for the whole forward, and in place / alone.
+
 `--shapes OP`: that op's calls by their input shapes too (where the copies come from: a row's
 slice copied inside a batched product shows as [kv, D, L], a rounding as [heads, N, D]).
 
@@ -43,6 +50,7 @@ def main() -> int:
     ap.add_argument("--forwards", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--top", type=int, default=15)
+    ap.add_argument("--alone-repeats", type=int, default=5, help="rounds of the products run alone (0: none)")
     ap.add_argument("--shapes", nargs="*", default=[], metavar="OP", help="these ops' calls by input shape")
     args = ap.parse_args()
     import torch
@@ -82,8 +90,12 @@ def main() -> int:
         print(f"{e.key[:44]:44s} {ms:11.1f} {e.self_cpu_time_total / total:6.1%} {e.count / args.forwards:9.0f}")
     products = sum(e.self_cpu_time_total for e in events if e.key in PRODUCTS)
     print(
-        f"linear products: {products / total:.1%} of the ops' own time; the rest {(total - products) / 1e3 / args.forwards:.1f} ms a forward"
+        f"linear products: {products / total:.1%} of the ops' own time; the rest {(total - products) / 1e3 / args.forwards:.1f} ms a forward "
+        f"({1 - products / total:.1%} outside the products)"
     )
+    if args.alone_repeats > 0:
+        rows = int(batch.input_ids.shape[-1]) if hasattr(batch, "input_ids") else job.canvas.target_len
+        rates(engine.model, rows, job.canvas.target_len, products / 1e3 / args.forwards, args.alone_repeats)
     for op in args.shapes:
         rows = [e for e in prof.key_averages(group_by_input_shape=True) if e.key == op]
         print(f"{op} by input shapes: self ms/fwd, calls/fwd")
@@ -92,6 +104,99 @@ def main() -> int:
                 f"  {e.self_cpu_time_total / 1e3 / args.forwards:9.1f} {e.count / args.forwards:6.0f}  {e.input_shapes}"
             )
     return 0
+
+
+def _products(model, rows: int, heads_rows: int) -> list[tuple[str, list, int, int, int]]:
+    """The forward's linear products by shape: (name, the modules (one a layer), rows, in, out)."""
+    layers = list(model.llm.layers)
+    found = []
+    for name in ("qkv", "o", "gate", "up", "down"):
+        mods = []
+        for layer in layers:
+            a, m = layer.self_attn, layer.mlp
+            fused = getattr(a, "fused_qkv", None)
+            if name == "qkv":
+                mods += [fused.linear] if fused is not None else [a.q_proj, a.k_proj, a.v_proj]
+            else:
+                mods.append({"o": a.o_proj, "gate": m.gate_proj, "up": m.up_proj, "down": m.down_proj}[name])
+        if name == "qkv" and getattr(layers[0].self_attn, "fused_qkv", None) is None:  # three shapes
+            for part, at in (("q", 0), ("k", 1), ("v", 2)):
+                ms = mods[at::3]
+                found.append((part, ms, rows, ms[0].in_features, ms[0].out_features))
+            continue
+        found.append((name, mods, rows, mods[0].in_features, mods[0].out_features))
+    heads = model.audio_heads
+    return [*found, ("heads", [heads], heads_rows, heads.in_features, heads.out_features)]
+
+
+def _alone_call(module, x):
+    """The product of `module` alone on x, as the forward calls its kernel: (the call, the unit).
+    int8 on oneDNN: the product of codes already quantised (the op the profile counts)."""
+    import torch
+
+    quantize = getattr(module, "quantize", None)
+    if quantize is not None and hasattr(module, "run"):  # linears.Int8Linear
+        q = quantize(x)
+        return (lambda: module.run(q)), "TOP/s"
+    if getattr(module, "kind", "").startswith("int8"):
+        return (lambda: module(x)), "TOP/s"  # torch's quantised op quantises inside
+    if getattr(module, "kind", "") == "bf16":
+        xb = x.to(torch.bfloat16)
+        return (lambda: module(xb)), "TFLOP/s"
+    return (lambda: module(x)), "TFLOP/s"
+
+
+def rates(model, rows: int, heads_rows: int, in_place_ms: float, repeats: int) -> None:
+    """Print the products' rate in place (their profiled time a forward, `in_place_ms`) and alone:
+    each shape's products back to back, every layer's weight in turn (as a forward reads them:
+    from memory) and one weight repeated (from cache)."""
+    import statistics
+
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    shapes = []
+    for name, mods, m, k, n in _products(model, rows, heads_rows):
+        x = torch.randn(m, k, generator=g)
+        calls = [_alone_call(mod, x) for mod in mods]
+        shapes.append((name, [c for c, _ in calls], calls[0][1], 2.0 * m * k * n, m, k, n))
+    cycled: dict[str, list[float]] = {s[0]: [] for s in shapes}
+    hot: dict[str, list[float]] = {s[0]: [] for s in shapes}
+    with torch.inference_mode():
+        for shape in shapes:
+            for call in shape[1]:
+                call()  # the primitives made
+        for _ in range(repeats):
+            for name, calls, *_ in shapes:
+                t = time.perf_counter()
+                for call in calls:
+                    call()
+                cycled[name].append((time.perf_counter() - t) / len(calls))
+                reps = max(1, min(len(calls), 8))
+                t = time.perf_counter()
+                for _ in range(reps):
+                    calls[0]()
+                hot[name].append((time.perf_counter() - t) / reps)
+    unit = shapes[0][2]
+    print(f"the products' rate ({unit}; alone: medians of {repeats} rounds, wall time)")
+    head = f"  {'product':8s} {'rows x in x out':>22s} {'calls/fwd':>9s} {'each layer':>10s} {'ms':>7s} {'one weight':>10s} {'ms':>7s}"
+    print(head)
+    total_ops = alone_s = hot_s = 0.0
+    for name, calls, _u, ops, m, k, n in shapes:
+        c, h = statistics.median(cycled[name]), statistics.median(hot[name])
+        total_ops, alone_s, hot_s = total_ops + ops * len(calls), alone_s + c * len(calls), hot_s + h * len(calls)
+        print(
+            f"  {name:8s} {f'{m} x {k} x {n}':>22s} {len(calls):9d} {ops / c / 1e12:10.2f} {c * 1e3:7.3f} {ops / h / 1e12:10.2f} {h * 1e3:7.3f}"
+        )
+    in_place = total_ops / (in_place_ms / 1e3) / 1e12
+    alone, hot_rate = total_ops / alone_s / 1e12, total_ops / hot_s / 1e12
+    print(
+        f"  a forward's products: {total_ops / 1e9:.1f} G operations; in place {in_place_ms:.1f} ms = {in_place:.2f} {unit}; "
+        f"alone, each layer's weight {alone_s * 1e3:.1f} ms = {alone:.2f}, one weight repeated {hot_s * 1e3:.1f} ms = {hot_rate:.2f}"
+    )
+    print(
+        f"  in place at {in_place / alone:.0%} of the alone rate (each layer's weight), {in_place / hot_rate:.0%} of one weight's"
+    )
 
 
 if __name__ == "__main__":
