@@ -3,18 +3,22 @@
 blocks (`write`) and a stream's bytes piece by piece (`pieces`). The encoders: libsndfile
 (`Sndfile`, as the installed library has it; `Wav`: its stream has our own header), AAC (`Aac`:
 PyAV, the `aac` extra, else an `ffmpeg` on PATH) and G.711 (`G711`: ours, media/g711.py). Each
-row of the table of formats (media/formats.py) holds one."""
+row of the table of formats (media/formats.py) holds one. Given a `Mark` (media/marks.py), each puts
+it in its container's own metadata, in a file and at a stream's start; `marked_in` says where."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import BinaryIO, ClassVar
+from typing import TYPE_CHECKING, BinaryIO, ClassVar
 
 from ..engine.errors import InvalidRequest, OmniVoiceError
 from .aac import aac_bytes
 from .pcm import RAW_PCM16, WRITE_BLOCK, blocks_of, mono, pcm16, write_piece
 from .sndpieces import Pieces, SndfilePieces, streaming_wav_header
+
+if TYPE_CHECKING:
+    from .marks import Mark
 
 AAC_INSTALL = "pip install 'omnivoice-cli[aac]' (PyAV), or put ffmpeg on PATH"
 
@@ -36,6 +40,11 @@ class Encoder:
     subtype: str
     header_sizes: ClassVar[bool] = False  # a stream's header holds sizes a regular file can be given at the end
 
+    @property
+    def marked_in(self) -> str:
+        """Where a file's AI mark goes, in words ("" where it has no container to hold one)."""
+        return ""
+
     def sf_options(self) -> dict[str, str | float]:
         """Keyword arguments for soundfile.SoundFile when writing this format."""
         return {"format": self.sf_format, "subtype": self.subtype}
@@ -48,12 +57,12 @@ class Encoder:
         """The error when it cannot (`writable`: the formats that can)."""
         raise NotImplementedError
 
-    def write(self, f: BinaryIO, blocks: Iterable, sample_rate: int) -> None:
-        """A whole file of the mono float `blocks` (any sizes) into the binary file `f`."""
+    def write(self, f: BinaryIO, blocks: Iterable, sample_rate: int, mark: Mark | None = None) -> None:
+        """A whole file of the mono float `blocks` (any sizes) into the binary file `f`, with `mark`."""
         raise NotImplementedError
 
-    def pieces(self, sample_rate: int) -> Pieces:
-        """A stream of it, piece by piece (formats that stream)."""
+    def pieces(self, sample_rate: int, mark: Mark | None = None) -> Pieces:
+        """A stream of it, piece by piece (formats that stream), with `mark` at its start."""
         raise ValueError(f"{self.sf_format}/{self.subtype} is written whole, not piece by piece")
 
 
@@ -67,13 +76,21 @@ def sndfile_writes(f: Encoder) -> bool:
 class Sndfile(Encoder):
     """libsndfile (through soundfile) with these options, written in blocks of `block` samples
     where the encoding depends on how writes are split (Vorbis); `wav_samples`: the WAV's own
-    16-bit samples (FLAC); `info_frame`: a stream leaves out the info frame's placeholder (mp3)."""
+    16-bit samples (FLAC); `info_frame`: a stream leaves out the info frame's placeholder (mp3);
+    `tags`: whether the mark goes in (libsndfile's strings; False: no container to hold it)."""
 
     compression_level: float | None = None  # None: libsndfile's default
     bitrate_mode: str | None = None  # None: libsndfile's default
     block: int | None = None
     wav_samples: bool = False
     info_frame: bool = False
+    tags: bool = True
+
+    @property
+    def marked_in(self) -> str:
+        if not self.tags:
+            return ""
+        return {"WAV": "LIST/INFO", "MP3": "ID3v2 (LAME's)"}.get(self.sf_format, "Vorbis comments")
 
     def sf_options(self) -> dict[str, str | float]:
         opts = super().sf_options()
@@ -95,16 +112,24 @@ class Sndfile(Encoder):
             "(a newer soundfile wheel brings a libsndfile with mp3 and opus: pip install -U soundfile)"
         )
 
-    def write(self, f: BinaryIO, blocks: Iterable, sample_rate: int) -> None:
+    def write(self, f: BinaryIO, blocks: Iterable, sample_rate: int, mark: Mark | None = None) -> None:
         import soundfile as sf
 
         with sf.SoundFile(f, "w", samplerate=int(sample_rate), channels=1, **self.sf_options()) as out:
+            if mark is not None and self.tags:
+                for key, value in mark.strings().items():
+                    setattr(out, key, value)  # before the first write: into the header
             for block in blocks_of(blocks, self.block or WRITE_BLOCK):
                 write_piece(out, block, self.wav_samples)
 
-    def pieces(self, sample_rate: int) -> Pieces:
+    def pieces(self, sample_rate: int, mark: Mark | None = None) -> Pieces:
         return SndfilePieces(
-            self.sf_options(), sample_rate, block=self.block, info_frame=self.info_frame, wav_samples=self.wav_samples
+            self.sf_options(),
+            sample_rate,
+            block=self.block,
+            info_frame=self.info_frame,
+            wav_samples=self.wav_samples,
+            strings=mark.strings() if mark is not None and self.tags else None,
         )
 
 
@@ -115,8 +140,9 @@ class Wav(Sndfile):
 
     header_sizes: ClassVar[bool] = True
 
-    def pieces(self, sample_rate: int) -> Pieces:
-        return SndfilePieces(RAW_PCM16, sample_rate, prefix=streaming_wav_header(sample_rate))
+    def pieces(self, sample_rate: int, mark: Mark | None = None) -> Pieces:
+        header = streaming_wav_header(sample_rate, mark.strings() if mark is not None else None)
+        return SndfilePieces(RAW_PCM16, sample_rate, prefix=header)
 
 
 def _pyav_has_aac() -> bool:
@@ -145,13 +171,17 @@ class Aac(Encoder):
 
     muxer: str = "adts"
 
+    @property
+    def marked_in(self) -> str:
+        return "ID3v2" if self.muxer == "adts" else "ilst"
+
     def available(self) -> bool:
         return aac_encoder() is not None
 
     def missing(self, name: str, writable: list[str]) -> OmniVoiceError:
         return EncoderMissing(f"format {name} (AAC) needs an AAC encoder and none is installed: {AAC_INSTALL}")
 
-    def write(self, f: BinaryIO, blocks: Iterable, sample_rate: int) -> None:
+    def write(self, f: BinaryIO, blocks: Iterable, sample_rate: int, mark: Mark | None = None) -> None:
         import numpy as np
 
         via = aac_encoder()
@@ -159,7 +189,8 @@ class Aac(Encoder):
             raise EncoderMissing(f"AAC needs an AAC encoder and none is installed: {AAC_INSTALL}")
         parts = [np.asarray(b, dtype=np.float32) for b in blocks]
         audio = parts[0] if len(parts) == 1 else np.concatenate(parts or [np.zeros(0, np.float32)])
-        f.write(aac_bytes(audio, sample_rate, self.muxer, pyav=via == "pyav"))
+        tags = mark.ffmpeg() if mark is not None else {}  # ADTS: an ID3v2 tag before the frames (aac.py)
+        f.write(aac_bytes(audio, sample_rate, self.muxer, pyav=via == "pyav", tags=tags))
 
 
 def _g711(audio, subtype: str) -> bytes:
@@ -178,11 +209,11 @@ class G711(Encoder):
     def missing(self, name: str, writable: list[str]) -> OmniVoiceError:
         raise AssertionError("G.711 is always available")
 
-    def write(self, f: BinaryIO, blocks: Iterable, sample_rate: int) -> None:
-        for block in blocks_of(blocks, WRITE_BLOCK):
+    def write(self, f: BinaryIO, blocks: Iterable, sample_rate: int, mark: Mark | None = None) -> None:
+        for block in blocks_of(blocks, WRITE_BLOCK):  # no container: no mark
             f.write(_g711(block, self.subtype))
 
-    def pieces(self, sample_rate: int) -> Pieces:
+    def pieces(self, sample_rate: int, mark: Mark | None = None) -> Pieces:
         return G711Pieces(self.subtype)
 
 

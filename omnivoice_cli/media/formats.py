@@ -129,7 +129,7 @@ AUDIO_FORMATS: dict[str, AudioFormat] = {
         AudioFormat(
             "raw",
             (".raw", ".pcm"),
-            Sndfile("RAW", "PCM_16"),
+            Sndfile("RAW", "PCM_16", tags=False),  # no container: no mark
             "headerless s16le: exactly the WAV's sample data",
             lossy=False,
             streams=True,
@@ -277,9 +277,11 @@ def check_rate(fmt: AudioFormat, sample_rate: int | None) -> None:
 
 def formats_table() -> str:
     """The table of formats as the docs show it (docs/say.md; tests/test_formats.py compares)."""
-    rows = ["| format | extensions | encoding | lossy | streams on stdout / HTTP |", "| --- | --- | --- | --- | --- |"]
+    head = "| format | extensions | encoding | lossy | streams on stdout / HTTP | AI mark (docs/marking.md) |"
+    rows = [head, "| --- | --- | --- | --- | --- | --- |"]
     for f in AUDIO_FORMATS.values():
         streams = ("yes (unknown-size header)" if f.encoder.header_sizes else "yes") if f.streams else "no"
         exts = ", ".join(f"`{e}`" for e in f.extensions)
-        rows.append(f"| {f.name} | {exts} | {f.encoding} | {'yes' if f.lossy else 'no'} | {streams} |")
+        mark = f.encoder.marked_in or "none (no container)"
+        rows.append(f"| {f.name} | {exts} | {f.encoding} | {'yes' if f.lossy else 'no'} | {streams} | {mark} |")
     return "\n".join(rows) + "\n"
