@@ -38,12 +38,8 @@ class Encoder:
 
     sf_format: str
     subtype: str
+    marked_in: str = ""  # where a file's AI mark goes, in words ("": no container to hold one)
     header_sizes: ClassVar[bool] = False  # a stream's header holds sizes a regular file can be given at the end
-
-    @property
-    def marked_in(self) -> str:
-        """Where a file's AI mark goes, in words ("" where it has no container to hold one)."""
-        return ""
 
     def sf_options(self) -> dict[str, str | float]:
         """Keyword arguments for soundfile.SoundFile when writing this format."""
@@ -77,20 +73,13 @@ class Sndfile(Encoder):
     """libsndfile (through soundfile) with these options, written in blocks of `block` samples
     where the encoding depends on how writes are split (Vorbis); `wav_samples`: the WAV's own
     16-bit samples (FLAC); `info_frame`: a stream leaves out the info frame's placeholder (mp3);
-    `tags`: whether the mark goes in (libsndfile's strings; False: no container to hold it)."""
+    the AI mark goes in as libsndfile's strings where `marked_in` says it goes."""
 
     compression_level: float | None = None  # None: libsndfile's default
     bitrate_mode: str | None = None  # None: libsndfile's default
     block: int | None = None
     wav_samples: bool = False
     info_frame: bool = False
-    tags: bool = True
-
-    @property
-    def marked_in(self) -> str:
-        if not self.tags:
-            return ""
-        return {"WAV": "LIST/INFO", "MP3": "ID3v2 (LAME's)"}.get(self.sf_format, "Vorbis comments")
 
     def sf_options(self) -> dict[str, str | float]:
         opts = super().sf_options()
@@ -116,7 +105,7 @@ class Sndfile(Encoder):
         import soundfile as sf
 
         with sf.SoundFile(f, "w", samplerate=int(sample_rate), channels=1, **self.sf_options()) as out:
-            if mark is not None and self.tags:
+            if mark is not None and self.marked_in:
                 for key, value in mark.strings().items():
                     setattr(out, key, value)  # before the first write: into the header
             for block in blocks_of(blocks, self.block or WRITE_BLOCK):
@@ -129,7 +118,7 @@ class Sndfile(Encoder):
             block=self.block,
             info_frame=self.info_frame,
             wav_samples=self.wav_samples,
-            strings=mark.strings() if mark is not None and self.tags else None,
+            strings=mark.strings() if mark is not None and self.marked_in else None,
         )
 
 
@@ -170,10 +159,7 @@ class Aac(Encoder):
     """AAC-LC at 64 kbit/s in FFmpeg's `muxer` (adts; ipod: an .m4a MP4), encoded whole."""
 
     muxer: str = "adts"
-
-    @property
-    def marked_in(self) -> str:
-        return "ID3v2" if self.muxer == "adts" else "ilst"
+    id3: bool = False  # the mark in an ID3v2 tag before the frames (ADTS has no metadata of its own)
 
     def available(self) -> bool:
         return aac_encoder() is not None
@@ -189,8 +175,8 @@ class Aac(Encoder):
             raise EncoderMissing(f"AAC needs an AAC encoder and none is installed: {AAC_INSTALL}")
         parts = [np.asarray(b, dtype=np.float32) for b in blocks]
         audio = parts[0] if len(parts) == 1 else np.concatenate(parts or [np.zeros(0, np.float32)])
-        tags = mark.ffmpeg() if mark is not None else {}  # ADTS: an ID3v2 tag before the frames (aac.py)
-        f.write(aac_bytes(audio, sample_rate, self.muxer, pyav=via == "pyav", tags=tags))
+        tags = mark.ffmpeg() if mark is not None else {}
+        f.write(aac_bytes(audio, sample_rate, self.muxer, pyav=via == "pyav", tags=tags, id3=self.id3))
 
 
 def _g711(audio, subtype: str) -> bytes:
