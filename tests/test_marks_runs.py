@@ -1,4 +1,4 @@
-"""The AI mark through every way out (app/deliver.py): every format `say`, `book`, `dub` and the
+"""The AI mark through every way out (app/deliver.py): every format `say`, `batch`, `book`, `dub` and the
 server write reads back its mark (libsndfile, mutagen), streamed output too; `--no-mark` (the
 server's `mark = false`) leaves none."""
 
@@ -66,6 +66,18 @@ def test_a_preset_can_take_the_mark_off(invoke, fake_engine, tmp_path):
     out = tmp_path / "x.wav"
     assert invoke("say", "Hi.", "-o", out, "--preset", preset, "-q").exit_code == 0
     assert mark_of(out.read_bytes(), "wav") is None
+
+
+def test_batch_marks_every_lines_file(invoke, fake_engine, tmp_path):
+    from helpers.cli import write_jsonl
+
+    src = write_jsonl(tmp_path / "in.jsonl", [{"text": "Hi.", "output": f"{n}{ext(n)}"} for n in WRITABLE])
+    for flag, out in (((), tmp_path / "on"), (("--no-mark",), tmp_path / "off")):
+        r = invoke("batch", src, "-o", out, "-q", *flag)
+        assert r.exit_code == 0, r.stderr
+        for name in WRITABLE:
+            fields = mark_of((out / f"{name}{ext(name)}").read_bytes(), name)
+            assert is_ours(fields) if flag == () and name not in NO_CONTAINER else fields is None, (name, flag)
 
 
 def test_book_marks_its_m4b_and_every_chapter_format(invoke, fake_engine, tmp_path, home):
