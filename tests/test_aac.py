@@ -135,8 +135,10 @@ def test_say_writes_m4a_and_aac(invoke, fake_engine, tmp_path, pyav):
         assert r.exit_code == 0, r.stderr
         back, rate, _, _ = decoded((tmp_path / name).read_bytes())
         assert rate == SR and abs(len(back) / SR - 1.0) < 0.15  # FakeEngine speaks 1 s
-    r = invoke("say", "Hi.", "-o", "-", "--format", "aac", "-q")
+    r = invoke("say", "Hi.", "-o", "-", "--format", "aac", "-q", "--no-mark")
     assert r.exit_code == 0 and r.stdout_bytes[:2] == b"\xff\xf1"
+    r = invoke("say", "Hi.", "-o", "-", "--format", "aac", "-q")  # the AI mark: an ID3v2 tag, then ADTS
+    assert r.exit_code == 0 and r.stdout_bytes[:3] == b"ID3"
 
 
 @pytest.mark.slow

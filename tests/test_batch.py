@@ -925,7 +925,7 @@ def test_batch_clones_a_voice_like_the_engine(invoke, loaded, tiny_engine, tmp_p
         ],
     )
     out = tmp_path / "out"
-    r = invoke("batch", src, "-o", out, "--model", TINY_CKPT, "--num-step", "8", "-q")
+    r = invoke("batch", src, "-o", out, "--model", TINY_CKPT, "--num-step", "8", "-q", "--no-mark")  # bare samples
     assert r.exit_code == 0, r.stderr
     [alone] = tiny_engine.generate([Request(text=text, seed=3, ref=prompt, generation=GenerationConfig(num_step=8))])
     expected = encode(alone.audio, alone.sample_rate)

@@ -298,7 +298,7 @@ def test_say_without_loudness_writes_the_engines_audio_byte_for_byte(invoke, fak
     """Off (the default): nothing on the way, the file is the engine's audio encoded; on: one
     output at the target, its report in --json."""
     off, on = tmp_path / "off.wav", tmp_path / "on.wav"
-    r = invoke("say", "Hello there.", "--seed", 5, "-o", off, "-q")
+    r = invoke("say", "Hello there.", "--seed", 5, "-o", off, "-q", "--no-mark")  # the mark: docs/marking.md
     assert r.exit_code == 0, r.stderr
     assert off.read_bytes() == encode(fake_audio(5), SR)
     r = invoke("say", "Hello there.", "--seed", 5, "-o", on, "--loudness", -23, "--json")
@@ -362,7 +362,7 @@ def test_batch_loudness_per_line_output(invoke, fake_engine, tmp_path):
     assert abs(measured[0] + 20) <= 0.5 and abs(measured[1] + 30) <= 0.5 and abs(measured[2] + 30) <= 0.5
     plain = tmp_path / "plain.txt"
     plain.write_text("One.\n")
-    r = invoke("batch", plain, "-o", tmp_path / "off", "-q")
+    r = invoke("batch", plain, "-o", tmp_path / "off", "-q", "--no-mark")  # the mark: docs/marking.md
     assert r.exit_code == 0, r.stderr
     record = json.loads((tmp_path / "off" / "manifest.jsonl").read_text().splitlines()[0])
     assert (tmp_path / "off" / "0001.wav").read_bytes() == encode(fake_audio(record["seed"]), SR)

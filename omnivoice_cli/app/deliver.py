@@ -21,6 +21,8 @@ book's parts and the server's whole replies, so the same request gives the same 
      all silence (none, or nothing a 16-bit sample can hold: a broken checkpoint's, trimmed to
      nothing) is never written to a file or stdout: `SilentAudio`, one line, and nothing written;
   5. played: the levelled audio at the model's rate, until it has played (a stop stops it);
+     The audio carries the run's AI mark (`Outputs.mark`, app/marking.py) in its metadata,
+     where its format has a container (media/marks.py), as every streamed piece writer does;
   6. the report: `Delivered` (the levelled audio, the words, the loudness report, the bytes),
      from which each run makes its own summary (say's SpeechReport, a batch line's record, ...).
 
@@ -62,9 +64,11 @@ from ..media.formats import AudioFormat, check_fits
 from ..media.leveller import Leveller, LoudnessReport
 from ..media.leveller import level as normalise_loudness
 from ..media.m4b import BookTags, ChapterMark, write_m4b
+from ..media.marks import Mark
 from ..media.output import OutputTarget, encode, write_audio
 from ..media.pcm import pcm16
 from ..media.pipes import StreamClosed, quiet_stdout
+from ..media.provenance import write_whole
 from ..media.rates import StreamResampler, at_rate
 from ..media.streams import StreamEncoder, StreamWriter
 from ..media.subtitles import Subtitle, finish_subtitles, subtitles_from_pieces, write_result_subtitles, write_subtitles
@@ -136,6 +140,7 @@ class Outputs:
     encoded: AudioFormat | None = None  # the output as bytes of this format (a reply), not written
     stdout: Callable[[], BinaryIO] | None = None  # the binary stdout, asked for when the audio goes there
     pipe_error: bool = True  # stdout's reader gone: OmniVoiceError "stdout: ..." (False: BrokenPipeError)
+    mark: Mark | None = None  # the AI mark in the audio's metadata (app/marking.run_mark; None: none)
 
     @property
     def needs_words(self) -> bool:
@@ -270,7 +275,7 @@ def deliver(
             _write_subtitles(outputs, take, words)
         if outputs.encoded is not None:
             fmt = outputs.encoded
-            data = encode(out_audio, out_rate, fmt.sf_format, fmt.subtype)
+            data = encode(out_audio, out_rate, fmt.sf_format, fmt.subtype, outputs.mark)
         if outputs.target is not None:
             _write_audio(out_audio, out_rate, outputs)
     # 5. played
@@ -306,7 +311,7 @@ def _write_audio(audio: Audio, rate: int, outputs: Outputs) -> None:
     assert target is not None
     try:
         stdout = outputs.stdout() if (target.to_stdout and outputs.stdout is not None) else None
-        write_audio(audio, rate, target, stdout=stdout)
+        write_audio(audio, rate, target, stdout=stdout, mark=outputs.mark)
     except StreamClosed as e:
         if not outputs.pipe_error:
             raise
@@ -327,10 +332,10 @@ class PieceEncoder:
     """The bytes of one audio stream, piece by piece: fed at the model's rate, resampled as it
     comes to the output's (StreamResampler), encoded as it comes (StreamEncoder)."""
 
-    def __init__(self, fmt: AudioFormat | str, rate: int, out_rate: int | None) -> None:
+    def __init__(self, fmt: AudioFormat | str, rate: int, out_rate: int | None, mark: Mark | None = None) -> None:
         self.out_rate = int(out_rate or rate)
         self.resampler = StreamResampler(rate, out_rate)
-        self.encoder = StreamEncoder(fmt, self.out_rate)
+        self.encoder = StreamEncoder(fmt, self.out_rate, mark)
 
     def feed(self, audio: Audio) -> bytes:
         return self.encoder.feed(self.resampler.feed(audio))
@@ -357,8 +362,10 @@ class PiecePcm:
 class PieceWriter:
     """A StreamWriter fed at the model's rate and writing at the output's (say --stream -o -)."""
 
-    def __init__(self, out: BinaryIO | int, fmt: AudioFormat | str, rate: int, out_rate: int | None) -> None:
-        self.writer = StreamWriter(out, fmt, int(out_rate or rate))
+    def __init__(
+        self, out: BinaryIO | int, fmt: AudioFormat | str, rate: int, out_rate: int | None, mark: Mark | None = None
+    ) -> None:
+        self.writer = StreamWriter(out, fmt, int(out_rate or rate), mark)
         self.resampler = StreamResampler(rate, out_rate)
         self.out = out  # what the idle watch polls
 
@@ -432,28 +439,31 @@ def deliver_blocks(
     fmt: AudioFormat | None = None,
     frames: int = 0,
     chapters: Chapters | None = None,
+    mark: Mark | None = None,
 ) -> tuple[LoudnessReport, float]:
     """An output from blocks, in deliver's order: the loudness measured over the stream and one
     gain to `loudness` LUFS (peaks under `ceiling` dBTP; media/leveller.Leveller; `chunks()` gives
     the audio anew at each call, it is read up to four times), then written at that gain: into
-    one .m4b with `chapters`, else one file of `fmt` of `frames` samples (write_stream). Returns
-    the loudness report and the seconds written."""
+    one .m4b with `chapters`, else one file of `fmt` of `frames` samples (write_stream), with
+    `mark` in its metadata. Returns the loudness report and the seconds written."""
     lev = Leveller(chunks, sample_rate, loudness, ceiling).measure()
     if chapters is not None:
-        seconds = float(write_m4b(path, lev.output(), sample_rate, chapters.marks, chapters.tags))
+        seconds = float(write_m4b(path, lev.output(), sample_rate, chapters.marks, chapters.tags, mark=mark))
     else:
         assert fmt is not None
-        write_stream(path, lev.output(), sample_rate, fmt, frames)
+        write_stream(path, lev.output(), sample_rate, fmt, frames, mark)
         seconds = frames / sample_rate
     return lev.report(), seconds
 
 
-def write_stream(path: Path, chunks: Iterable[Audio], sr: int, fmt: AudioFormat, frames: int) -> None:
+def write_stream(
+    path: Path, chunks: Iterable[Audio], sr: int, fmt: AudioFormat, frames: int, mark: Mark | None = None
+) -> None:
     """Float32 blocks into one audio file of `fmt` by its encoder, streamed (AAC formats: in
     memory), to a temporary name then renamed. Blocks are re-cut to the format's own size, so the
     file does not depend on how the audio came in."""
     check_fits(fmt, frames, sr)
-    replace_atomically(path, lambda f: fmt.encoder.write(f, chunks, sr))
+    replace_atomically(path, lambda f: write_whole(f, fmt, chunks, sr, mark))
 
 
 def write_cues(path: Path, cues: Sequence[Subtitle]) -> None:

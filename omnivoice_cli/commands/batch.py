@@ -20,6 +20,7 @@ from ..ui.options import (
     GPUS_PER_WORKER_OPTION,
     HARDWARE_SETTINGS,
     LISTEN_SETTINGS,
+    MARK_SETTINGS,
     NO_FLAGS,
     PRESET_OPTION,
     QUIET_OPTION,
@@ -124,7 +125,7 @@ def _json_summary(run) -> None:
     typer.echo(json.dumps(data, ensure_ascii=False))
 
 
-@with_settings(*SPEECH_SETTINGS, *HARDWARE_SETTINGS, *LISTEN_SETTINGS)
+@with_settings(*SPEECH_SETTINGS, *HARDWARE_SETTINGS, *LISTEN_SETTINGS, *MARK_SETTINGS)
 def batch(
     input: str = typer.Argument(..., metavar="INPUT", show_default=False, help="A .txt or .jsonl file."),
     output: str = typer.Option(

@@ -23,6 +23,7 @@ from ..ui.options import (
     GPUS_PER_WORKER_OPTION,
     HARDWARE_SETTINGS,
     LISTEN_SETTINGS,
+    MARK_SETTINGS,
     NO_FLAGS,
     PRESET_OPTION,
     QUIET_OPTION,
@@ -206,7 +207,7 @@ def _dry_run(run: BookRun, json_out: bool) -> None:
         raise typer.Exit(1)
 
 
-@with_settings(*BOOK_SETTINGS, *HARDWARE_SETTINGS, *LISTEN_SETTINGS)
+@with_settings(*BOOK_SETTINGS, *HARDWARE_SETTINGS, *LISTEN_SETTINGS, *MARK_SETTINGS)
 def book(
     input: str = typer.Argument(
         ..., metavar="BOOK", show_default=False, help="An .epub, a Markdown file (.md) or a plain-text file."

@@ -13,6 +13,7 @@ from ..app.checkpoint import model_config
 from ..app.door.idle import idle_seconds
 from ..app.door.speaker import SpeakerOptions
 from ..app.lexicon import load_lexicon
+from ..app.marking import check_marking
 from ..app.request import check_language, named
 from ..app.say.speakrun import StoppedBySignal
 from ..app.session import Session, hardware_from_settings
@@ -57,6 +58,7 @@ def run_settings(preset: str | None, flags: dict[str, Any]) -> tuple[Preset | No
         raise named(resolved, InvalidRequest(problem, "model"))
     if resolved["lang"] is not None:  # the run's language, once (a batch's lines, a server's requests)
         check_language(resolved)
+    check_marking(resolved)  # --c2pa-cert / --c2pa-key sign (app/marking.py), before any loading
     return chosen, resolved
 
 

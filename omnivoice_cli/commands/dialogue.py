@@ -17,6 +17,7 @@ from typing import Any
 import typer
 
 from ..app.dryrun import describe, render_script
+from ..app.marking import run_mark
 from ..app.say.dialogue import check_gap, check_gaps_total, plan_script
 from ..app.say.speak import output_target
 from ..app.say.speakdialogue import DialogueRun
@@ -124,6 +125,7 @@ def say_dialogue(
         shown=shown,
         loudness=settings["loudness"],
         sample_rate=settings["sample_rate"],
+        mark=run_mark(settings),
     )
     with output_lock(None if target is None else target.path):  # one run at a time on a file
         _report(held(run), t_start, json_out, quiet)

@@ -19,7 +19,7 @@ from ..engine.errors import InvalidRequest
 from ..engine.model.config import SAMPLE_RATE
 from ..ui.helpfmt import MORE
 from ..ui.messages import echo, error, warn
-from ..ui.options import HARDWARE_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, with_settings
+from ..ui.options import HARDWARE_SETTINGS, MARK_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, with_settings
 from ..ui.text import counted, visible
 
 if TYPE_CHECKING:
@@ -121,7 +121,7 @@ def _report(run: Any, report: Any, t_start: float, json_out: bool, quiet: bool) 
         )
 
 
-@with_settings(*DUB_SETTINGS, *HARDWARE_SETTINGS, *LISTEN)
+@with_settings(*DUB_SETTINGS, *HARDWARE_SETTINGS, *LISTEN, *MARK_SETTINGS)
 def dub(
     ctx: typer.Context,
     input: str = typer.Argument(..., metavar="INPUT", show_default=False, help="An .srt or .vtt file."),

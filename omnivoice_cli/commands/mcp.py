@@ -15,6 +15,7 @@ from ..engine.errors import InvalidRequest
 from ..ui.messages import echo
 from ..ui.options import (
     IDLE_UNLOAD_OPTION,
+    MARK_SETTINGS,
     NO_FLAGS,
     PRESET_OPTION,
     QUIET_OPTION,
@@ -47,7 +48,7 @@ def _root(spec: str) -> Path:
     return root.resolve()
 
 
-@with_settings(*SPEAKER_SETTINGS)
+@with_settings(*SPEAKER_SETTINGS, *MARK_SETTINGS)
 def mcp(
     root: str = typer.Option(
         ...,

@@ -22,6 +22,7 @@ from ..ui.messages import echo, pace, usage_error, warn
 from ..ui.options import (
     HARDWARE_SETTINGS,
     LISTEN_SETTINGS,
+    MARK_SETTINGS,
     NO_FLAGS,
     PRESET_OPTION,
     QUIET_OPTION,
@@ -207,7 +208,7 @@ def _dry_run(built: Any, json_out: bool, streamed: bool = False) -> None:
     out.write(json.dumps(report, ensure_ascii=False) + "\n" if json_out else visible(dry_run_text(report), lines=True))
 
 
-@with_settings(*SPEECH_SETTINGS, "sample_rate", "ref", "ref_text", *HARDWARE_SETTINGS, *LISTEN_SETTINGS)
+@with_settings(*SPEECH_SETTINGS, "sample_rate", "ref", "ref_text", *HARDWARE_SETTINGS, *LISTEN_SETTINGS, *MARK_SETTINGS)
 def say(
     ctx: typer.Context,
     text: Optional[list[str]] = typer.Argument(

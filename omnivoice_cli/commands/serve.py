@@ -15,7 +15,15 @@ import typer
 from ..app.settings.schema import GENERATION_KEYS
 from ..engine.errors import InvalidRequest
 from ..ui.messages import echo, warn
-from ..ui.options import HARDWARE_SETTINGS, IDLE_UNLOAD_OPTION, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, with_settings
+from ..ui.options import (
+    HARDWARE_SETTINGS,
+    IDLE_UNLOAD_OPTION,
+    MARK_SETTINGS,
+    NO_FLAGS,
+    PRESET_OPTION,
+    QUIET_OPTION,
+    with_settings,
+)
 
 if TYPE_CHECKING:
     from ..app.settings.layers import Resolved
@@ -40,7 +48,15 @@ curl -s localhost:8000/v1/audio/speech -H 'Content-Type: application/json' \\
   -d '{"model":"omnivoice","input":"Hello there.","voice":"alloy"}' -o hello.mp3
 """
 
-SERVE_SETTINGS = (*GENERATION_KEYS, "chunk_duration", "chunk_threshold", "lexicon", *HARDWARE_SETTINGS, "asr_model")
+SERVE_SETTINGS = (
+    *GENERATION_KEYS,
+    "chunk_duration",
+    "chunk_threshold",
+    "lexicon",
+    *HARDWARE_SETTINGS,
+    "asr_model",
+    *MARK_SETTINGS,
+)
 
 # The serve extra: (package, the modules it may be imported as). python-multipart reads voice
 # uploads; before 0.0.13 it was imported as `multipart`.

@@ -18,18 +18,23 @@ from .pcm import WRITE_BLOCK, prepare_audio
 AAC_BITRATE = 64000  # bits a second: as the mp3's, clear speech at 24 kHz mono
 
 
-def aac_bytes(audio, sample_rate: int, muxer: str, pyav: bool) -> bytes:
+def aac_bytes(
+    audio, sample_rate: int, muxer: str, pyav: bool, tags: dict[str, str] | None = None, id3: bool = False
+) -> bytes:
     """The bytes of a whole AAC file of mono float `audio` in FFmpeg's `muxer` (adts, or ipod: an
-    .m4a MP4), by PyAV or else an ffmpeg on PATH."""
+    .m4a MP4) with the metadata `tags` (FFmpeg's keys; `id3`: in an ID3v2 tag before the frames, the
+    muxer's `write_id3v2`), by PyAV or else an ffmpeg on PATH."""
     a = prepare_audio(audio)
-    return (_aac_pyav if pyav else _aac_ffmpeg)(a, int(sample_rate), muxer)
+    options = {"write_id3v2": "1"} if tags and id3 else {}
+    return (_aac_pyav if pyav else _aac_ffmpeg)(a, int(sample_rate), muxer, dict(tags or {}), options)
 
 
-def _aac_pyav(a: Any, sample_rate: int, muxer: str) -> bytes:
+def _aac_pyav(a: Any, sample_rate: int, muxer: str, tags: dict[str, str], options: dict[str, str]) -> bytes:
     import av
 
     buf = io.BytesIO()
-    with av.open(buf, "w", format=muxer) as out:
+    with av.open(buf, "w", format=muxer, options=options) as out:
+        out.metadata.update(tags)
         stream = out.add_stream("aac", rate=sample_rate, layout="mono")
         stream.bit_rate = AAC_BITRATE
         for i in range(0, len(a), WRITE_BLOCK):
@@ -42,7 +47,7 @@ def _aac_pyav(a: Any, sample_rate: int, muxer: str) -> bytes:
     return buf.getvalue()
 
 
-def _aac_ffmpeg(a: Any, sample_rate: int, muxer: str) -> bytes:
+def _aac_ffmpeg(a: Any, sample_rate: int, muxer: str, tags: dict[str, str], options: dict[str, str]) -> bytes:
     import shutil
     import subprocess
 
@@ -66,6 +71,8 @@ def _aac_ffmpeg(a: Any, sample_rate: int, muxer: str) -> bytes:
             "aac",
             "-b:a",
             str(AAC_BITRATE),
+            *(arg for key, value in tags.items() for arg in ("-metadata", f"{key}={value}")),
+            *(arg for key, value in options.items() for arg in (f"-{key}", value)),
             "-f",
             muxer,
         ]

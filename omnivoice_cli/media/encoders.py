@@ -3,18 +3,22 @@
 blocks (`write`) and a stream's bytes piece by piece (`pieces`). The encoders: libsndfile
 (`Sndfile`, as the installed library has it; `Wav`: its stream has our own header), AAC (`Aac`:
 PyAV, the `aac` extra, else an `ffmpeg` on PATH) and G.711 (`G711`: ours, media/g711.py). Each
-row of the table of formats (media/formats.py) holds one."""
+row of the table of formats (media/formats.py) holds one. Given a `Mark` (media/marks.py), each puts
+it in its container's own metadata, in a file and at a stream's start; `marked_in` says where."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import BinaryIO, ClassVar
+from typing import TYPE_CHECKING, BinaryIO, ClassVar
 
 from ..engine.errors import InvalidRequest, OmniVoiceError
 from .aac import aac_bytes
 from .pcm import RAW_PCM16, WRITE_BLOCK, blocks_of, mono, pcm16, write_piece
 from .sndpieces import Pieces, SndfilePieces, streaming_wav_header
+
+if TYPE_CHECKING:
+    from .marks import Mark
 
 AAC_INSTALL = "pip install 'omnivoice-cli[aac]' (PyAV), or put ffmpeg on PATH"
 
@@ -34,6 +38,7 @@ class Encoder:
 
     sf_format: str
     subtype: str
+    marked_in: str = ""  # where a file's AI mark goes, in words ("": no container to hold one)
     header_sizes: ClassVar[bool] = False  # a stream's header holds sizes a regular file can be given at the end
 
     def sf_options(self) -> dict[str, str | float]:
@@ -48,12 +53,12 @@ class Encoder:
         """The error when it cannot (`writable`: the formats that can)."""
         raise NotImplementedError
 
-    def write(self, f: BinaryIO, blocks: Iterable, sample_rate: int) -> None:
-        """A whole file of the mono float `blocks` (any sizes) into the binary file `f`."""
+    def write(self, f: BinaryIO, blocks: Iterable, sample_rate: int, mark: Mark | None = None) -> None:
+        """A whole file of the mono float `blocks` (any sizes) into the binary file `f`, with `mark`."""
         raise NotImplementedError
 
-    def pieces(self, sample_rate: int) -> Pieces:
-        """A stream of it, piece by piece (formats that stream)."""
+    def pieces(self, sample_rate: int, mark: Mark | None = None) -> Pieces:
+        """A stream of it, piece by piece (formats that stream), with `mark` at its start."""
         raise ValueError(f"{self.sf_format}/{self.subtype} is written whole, not piece by piece")
 
 
@@ -67,7 +72,8 @@ def sndfile_writes(f: Encoder) -> bool:
 class Sndfile(Encoder):
     """libsndfile (through soundfile) with these options, written in blocks of `block` samples
     where the encoding depends on how writes are split (Vorbis); `wav_samples`: the WAV's own
-    16-bit samples (FLAC); `info_frame`: a stream leaves out the info frame's placeholder (mp3)."""
+    16-bit samples (FLAC); `info_frame`: a stream leaves out the info frame's placeholder (mp3);
+    the AI mark goes in as libsndfile's strings where `marked_in` says it goes."""
 
     compression_level: float | None = None  # None: libsndfile's default
     bitrate_mode: str | None = None  # None: libsndfile's default
@@ -95,16 +101,24 @@ class Sndfile(Encoder):
             "(a newer soundfile wheel brings a libsndfile with mp3 and opus: pip install -U soundfile)"
         )
 
-    def write(self, f: BinaryIO, blocks: Iterable, sample_rate: int) -> None:
+    def write(self, f: BinaryIO, blocks: Iterable, sample_rate: int, mark: Mark | None = None) -> None:
         import soundfile as sf
 
         with sf.SoundFile(f, "w", samplerate=int(sample_rate), channels=1, **self.sf_options()) as out:
+            if mark is not None and self.marked_in:
+                for key, value in mark.strings().items():
+                    setattr(out, key, value)  # before the first write: into the header
             for block in blocks_of(blocks, self.block or WRITE_BLOCK):
                 write_piece(out, block, self.wav_samples)
 
-    def pieces(self, sample_rate: int) -> Pieces:
+    def pieces(self, sample_rate: int, mark: Mark | None = None) -> Pieces:
         return SndfilePieces(
-            self.sf_options(), sample_rate, block=self.block, info_frame=self.info_frame, wav_samples=self.wav_samples
+            self.sf_options(),
+            sample_rate,
+            block=self.block,
+            info_frame=self.info_frame,
+            wav_samples=self.wav_samples,
+            strings=mark.strings() if mark is not None and self.marked_in else None,
         )
 
 
@@ -115,8 +129,9 @@ class Wav(Sndfile):
 
     header_sizes: ClassVar[bool] = True
 
-    def pieces(self, sample_rate: int) -> Pieces:
-        return SndfilePieces(RAW_PCM16, sample_rate, prefix=streaming_wav_header(sample_rate))
+    def pieces(self, sample_rate: int, mark: Mark | None = None) -> Pieces:
+        header = streaming_wav_header(sample_rate, mark.strings() if mark is not None else None)
+        return SndfilePieces(RAW_PCM16, sample_rate, prefix=header)
 
 
 def _pyav_has_aac() -> bool:
@@ -144,6 +159,7 @@ class Aac(Encoder):
     """AAC-LC at 64 kbit/s in FFmpeg's `muxer` (adts; ipod: an .m4a MP4), encoded whole."""
 
     muxer: str = "adts"
+    id3: bool = False  # the mark in an ID3v2 tag before the frames (ADTS has no metadata of its own)
 
     def available(self) -> bool:
         return aac_encoder() is not None
@@ -151,7 +167,7 @@ class Aac(Encoder):
     def missing(self, name: str, writable: list[str]) -> OmniVoiceError:
         return EncoderMissing(f"format {name} (AAC) needs an AAC encoder and none is installed: {AAC_INSTALL}")
 
-    def write(self, f: BinaryIO, blocks: Iterable, sample_rate: int) -> None:
+    def write(self, f: BinaryIO, blocks: Iterable, sample_rate: int, mark: Mark | None = None) -> None:
         import numpy as np
 
         via = aac_encoder()
@@ -159,7 +175,8 @@ class Aac(Encoder):
             raise EncoderMissing(f"AAC needs an AAC encoder and none is installed: {AAC_INSTALL}")
         parts = [np.asarray(b, dtype=np.float32) for b in blocks]
         audio = parts[0] if len(parts) == 1 else np.concatenate(parts or [np.zeros(0, np.float32)])
-        f.write(aac_bytes(audio, sample_rate, self.muxer, pyav=via == "pyav"))
+        tags = mark.ffmpeg() if mark is not None else {}
+        f.write(aac_bytes(audio, sample_rate, self.muxer, pyav=via == "pyav", tags=tags, id3=self.id3))
 
 
 def _g711(audio, subtype: str) -> bytes:
@@ -178,11 +195,11 @@ class G711(Encoder):
     def missing(self, name: str, writable: list[str]) -> OmniVoiceError:
         raise AssertionError("G.711 is always available")
 
-    def write(self, f: BinaryIO, blocks: Iterable, sample_rate: int) -> None:
-        for block in blocks_of(blocks, WRITE_BLOCK):
+    def write(self, f: BinaryIO, blocks: Iterable, sample_rate: int, mark: Mark | None = None) -> None:
+        for block in blocks_of(blocks, WRITE_BLOCK):  # no container: no mark
             f.write(_g711(block, self.subtype))
 
-    def pieces(self, sample_rate: int) -> Pieces:
+    def pieces(self, sample_rate: int, mark: Mark | None = None) -> Pieces:
         return G711Pieces(self.subtype)
 
 

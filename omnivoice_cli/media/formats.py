@@ -76,7 +76,7 @@ AUDIO_FORMATS: dict[str, AudioFormat] = {
         AudioFormat(
             "wav",
             (".wav",),
-            Wav("WAV", "PCM_16"),
+            Wav("WAV", "PCM_16", marked_in="LIST/INFO"),
             "16-bit PCM",
             lossy=False,
             streams=True,
@@ -87,7 +87,7 @@ AUDIO_FORMATS: dict[str, AudioFormat] = {
         AudioFormat(
             "flac",
             (".flac",),
-            Sndfile("FLAC", "PCM_16", wav_samples=True),
+            Sndfile("FLAC", "PCM_16", marked_in="Vorbis comments", wav_samples=True),
             "16-bit FLAC",
             lossy=False,
             streams=False,
@@ -97,7 +97,7 @@ AUDIO_FORMATS: dict[str, AudioFormat] = {
         AudioFormat(
             "ogg",
             (".ogg",),
-            Sndfile("OGG", "VORBIS", block=4096),
+            Sndfile("OGG", "VORBIS", marked_in="Vorbis comments", block=4096),
             "Ogg Vorbis",
             lossy=True,
             streams=True,
@@ -107,7 +107,7 @@ AUDIO_FORMATS: dict[str, AudioFormat] = {
         AudioFormat(
             "opus",
             (".opus",),
-            Sndfile("OGG", "OPUS"),
+            Sndfile("OGG", "OPUS", marked_in="Vorbis comments"),
             "Ogg Opus",
             lossy=True,
             streams=True,
@@ -118,7 +118,14 @@ AUDIO_FORMATS: dict[str, AudioFormat] = {
         AudioFormat(
             "mp3",
             (".mp3",),
-            Sndfile("MP3", "MPEG_LAYER_III", compression_level=_MP3_64K, bitrate_mode="CONSTANT", info_frame=True),
+            Sndfile(
+                "MP3",
+                "MPEG_LAYER_III",
+                marked_in="ID3v2 (LAME's)",
+                compression_level=_MP3_64K,
+                bitrate_mode="CONSTANT",
+                info_frame=True,
+            ),
             "MPEG-2 layer III, 64 kbit/s",
             lossy=True,
             streams=True,
@@ -129,7 +136,7 @@ AUDIO_FORMATS: dict[str, AudioFormat] = {
         AudioFormat(
             "raw",
             (".raw", ".pcm"),
-            Sndfile("RAW", "PCM_16"),
+            Sndfile("RAW", "PCM_16"),  # no container: no mark
             "headerless s16le: exactly the WAV's sample data",
             lossy=False,
             streams=True,
@@ -139,7 +146,7 @@ AUDIO_FORMATS: dict[str, AudioFormat] = {
         AudioFormat(
             "aac",
             (".aac",),
-            Aac("ADTS", "AAC", muxer="adts"),
+            Aac("ADTS", "AAC", marked_in="ID3v2", muxer="adts", id3=True),
             "AAC in ADTS, 64 kbit/s",
             lossy=True,
             streams=False,
@@ -150,7 +157,7 @@ AUDIO_FORMATS: dict[str, AudioFormat] = {
         AudioFormat(
             "m4a",
             (".m4a",),
-            Aac("MP4", "AAC", muxer="ipod"),  # ipod: an iTunes-style .m4a, not a video .mp4
+            Aac("MP4", "AAC", marked_in="ilst", muxer="ipod"),  # ipod: an iTunes-style .m4a, not a video .mp4
             "AAC in MP4, 64 kbit/s",
             lossy=True,
             streams=False,
@@ -277,9 +284,11 @@ def check_rate(fmt: AudioFormat, sample_rate: int | None) -> None:
 
 def formats_table() -> str:
     """The table of formats as the docs show it (docs/say.md; tests/test_formats.py compares)."""
-    rows = ["| format | extensions | encoding | lossy | streams on stdout / HTTP |", "| --- | --- | --- | --- | --- |"]
+    head = "| format | extensions | encoding | lossy | streams on stdout / HTTP | AI mark (docs/marking.md) |"
+    rows = [head, "| --- | --- | --- | --- | --- | --- |"]
     for f in AUDIO_FORMATS.values():
         streams = ("yes (unknown-size header)" if f.encoder.header_sizes else "yes") if f.streams else "no"
         exts = ", ".join(f"`{e}`" for e in f.extensions)
-        rows.append(f"| {f.name} | {exts} | {f.encoding} | {'yes' if f.lossy else 'no'} | {streams} |")
+        mark = f.encoder.marked_in or "none (no container)"
+        rows.append(f"| {f.name} | {exts} | {f.encoding} | {'yes' if f.lossy else 'no'} | {streams} | {mark} |")
     return "\n".join(rows) + "\n"

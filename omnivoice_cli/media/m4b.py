@@ -17,7 +17,9 @@ in a wheel; `MissingExtra` without it). What it writes, and why:
 - iTunes tags in `udta/meta/ilst`: ©nam (title), ©ART and aART (author), ©alb (album; the title
   when none), ©day (year), ©cmt (comment), ©gen "Audiobook", stik 2 (audiobook); the language as
   the audio track's ISO 639-2/T code ("en-US" -> "eng"); the cover as `covr` (JPEG or PNG bytes
-  as given; another image PyAV can decode is converted to PNG).
+  as given; another image PyAV can decode is converted to PNG). With a `Mark` (media/marks.py):
+  its text in `desc` (and ©cmt when the book gives no comment), omnivoice in ©too, its day in
+  ©day when the book gives no year.
 - No wall clock: the muxer writes 0 as the creation and modification times, so the same audio,
   chapters and tags give byte-identical files (the book's resume compares them), however the
   audio is split into chunks (it is re-cut into the encoder's 1024-sample frames here).
@@ -51,6 +53,8 @@ from .pcm import prepare_audio
 if TYPE_CHECKING:
     import numpy as np
     from av.container.core import Chapter
+
+    from .marks import Mark
 
 AAC_FRAME = 1024  # samples in one AAC-LC frame
 MAX_TITLE_BYTES = 255  # what a Nero chpl entry holds
@@ -142,15 +146,16 @@ def iso639_2(language: str | None) -> str | None:
         return None
 
 
-def _container_tags(tags: BookTags) -> dict[str, str]:
-    """FFmpeg's metadata keys for the mp4 muxer's iTunes tags."""
-    fields = {
+def _container_tags(tags: BookTags, mark: Mark | None = None) -> dict[str, str]:
+    """FFmpeg's metadata keys for the mp4 muxer's iTunes tags (the book's over the mark's)."""
+    fields: dict[str, str | None] = {**(mark.ffmpeg() if mark is not None else {})}
+    fields |= {
         "title": tags.title,
         "artist": tags.author,
         "album_artist": tags.author,
         "album": tags.album or tags.title,
-        "date": tags.year,
-        "comment": tags.comment,
+        "date": tags.year or fields.get("date"),
+        "comment": tags.comment or fields.get("comment"),
         "genre": GENRE,
         "media_type": _STIK_AUDIOBOOK,
     }
@@ -287,6 +292,7 @@ def write_m4b(
     tags: BookTags,
     *,
     bitrate: int = AAC_BITRATE,
+    mark: Mark | None = None,
 ) -> float:
     """Encode float32 mono chunks (any sizes, streamed: never the whole book in memory) as AAC in
     an MP4 (.m4b) with chapter marks, tags and cover; written to a temporary name then renamed;
@@ -302,19 +308,20 @@ def write_m4b(
 
     def write(f) -> None:
         nonlocal samples
-        samples = _mux(f, chunks, sample_rate, chapters, starts, tags, cover, int(bitrate))
+        samples = _mux(f, chunks, sample_rate, chapters, starts, (tags, mark), cover, int(bitrate))
 
     replace_atomically(Path(path), write)
     return samples / sample_rate
 
 
-def _mux(f, chunks, sample_rate, chapters, starts, tags, cover, bitrate) -> int:
-    """Write the whole MP4 to the binary file `f`; return the samples of audio written."""
+def _mux(f, chunks, sample_rate, chapters, starts, marked, cover, bitrate) -> int:
+    """Write the whole MP4 to the binary file `f` (`marked`: the tags and the mark); return the samples written."""
     import av
     from av.stream import Disposition
 
     with av.open(f, "w", format="mp4", options={"brand": BRAND}) as out:
-        out.metadata.update(_container_tags(tags))
+        tags = marked[0]
+        out.metadata.update(_container_tags(*marked))
         stream = out.add_stream("aac", rate=sample_rate, layout="mono")
         stream.bit_rate = bitrate
         language = iso639_2(tags.language)

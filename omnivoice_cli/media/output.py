@@ -30,7 +30,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from ..engine.errors import InvalidRequest
 from .atomic import (
@@ -52,6 +52,10 @@ from .formats import (
 )
 from .pcm import mono
 from .pipes import stdout_is_open, write_all
+from .provenance import write_whole
+
+if TYPE_CHECKING:
+    from .marks import Mark
 
 __all__ = ["OutputTarget", "check_output", "encode", "write_audio", "encode_aac"]  # its own names
 
@@ -120,18 +124,18 @@ def check_output(spec: str, format: str | None = None, sample_rate: int | None =
     return OutputTarget(path, fmt.sf_format, fmt.subtype)
 
 
-def _write_blocks(f, audio, sample_rate: int, format: str, subtype: str) -> None:
+def _write_blocks(f, audio, sample_rate: int, format: str, subtype: str, mark: Mark | None = None) -> None:
     a = mono(audio)
     fmt = format_of(format, subtype)
     check_rate(fmt, sample_rate)
     check_fits(fmt, len(a), sample_rate)
-    fmt.encoder.write(f, [a], sample_rate)
+    write_whole(f, fmt, [a], sample_rate, mark)
 
 
-def encode(audio, sample_rate: int, format: str = "WAV", subtype: str = "PCM_16") -> bytes:
-    """The bytes of a whole audio file holding `audio` (mono)."""
+def encode(audio, sample_rate: int, format: str = "WAV", subtype: str = "PCM_16", mark: Mark | None = None) -> bytes:
+    """The bytes of a whole audio file holding `audio` (mono), with `mark` in its metadata."""
     buf = io.BytesIO()
-    _write_blocks(buf, audio, sample_rate, format, subtype)
+    _write_blocks(buf, audio, sample_rate, format, subtype, mark)
     return buf.getvalue()
 
 
@@ -142,18 +146,16 @@ def encode_aac(audio, sample_rate: int, fmt: AudioFormat | str = "aac") -> bytes
     return encode(audio, sample_rate, fmt.sf_format, fmt.subtype)
 
 
-def write_audio(audio, sample_rate: int, target: OutputTarget, stdout: BinaryIO | None = None) -> None:
-    """Write mono `audio` (float, [-1, 1]) at `sample_rate` to `target`.
+def write_audio(
+    audio, sample_rate: int, target: OutputTarget, stdout: BinaryIO | None = None, mark: Mark | None = None
+) -> None:
+    """Write mono `audio` (float, [-1, 1]) at `sample_rate` to `target`, with `mark` in its metadata.
 
     stdout: the binary stream used for '-' (default sys.stdout.buffer); the whole file is encoded
     in memory first (a WAV header then holds its real sizes).
     """
     if target.path is None:
-        data = encode(audio, sample_rate, target.format, target.subtype)
+        data = encode(audio, sample_rate, target.format, target.subtype, mark)
         write_all(stdout if stdout is not None else sys.stdout.buffer, data)
         return
-    _write_atomically(target.path, audio, sample_rate, target.format, target.subtype)
-
-
-def _write_atomically(path: Path, audio, sample_rate: int, format: str, subtype: str) -> None:
-    replace_atomically(path, lambda f: _write_blocks(f, audio, sample_rate, format, subtype))
+    replace_atomically(target.path, lambda f: _write_blocks(f, audio, sample_rate, target.format, target.subtype, mark))

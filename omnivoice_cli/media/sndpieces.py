@@ -27,8 +27,12 @@ class Pieces(Protocol):
         ...
 
 
-def streaming_wav_header(sample_rate: int) -> bytes:
-    """The 44-byte header of a 16-bit mono PCM WAV of unknown length (sizes 0xFFFFFFFF)."""
+def streaming_wav_header(sample_rate: int, strings: dict[str, str] | None = None) -> bytes:
+    """The 44-byte header of a 16-bit mono PCM WAV of unknown length (sizes 0xFFFFFFFF); with
+    `strings` (libsndfile's: comment, software, date), libsndfile's header holding them in a
+    LIST/INFO chunk before the data, its sizes made unknown likewise."""
+    if strings:
+        return _header_with_strings(sample_rate, strings)
     fmt = struct.pack("<HHIIHH", 1, 1, sample_rate, sample_rate * 2, 2, 16)  # PCM, mono, rate, bytes/s, align, bits
     return (
         b"RIFF"
@@ -39,6 +43,23 @@ def streaming_wav_header(sample_rate: int) -> bytes:
         + fmt
         + (b"data" + struct.pack("<I", UNKNOWN_SIZE))
     )
+
+
+def _header_with_strings(sample_rate: int, strings: dict[str, str]) -> bytes:
+    import soundfile as sf
+
+    buf = io.BytesIO()
+    with sf.SoundFile(buf, "w", samplerate=sample_rate, channels=1, format="WAV", subtype="PCM_16") as out:
+        for key, value in strings.items():
+            setattr(out, key, value)
+    data = buf.getvalue()
+    at = 12  # the chunks after RIFF....WAVE, up to and with the data chunk's header
+    while at + 8 <= len(data) and data[at : at + 4] != b"data":
+        at += 8 + (struct.unpack("<I", data[at + 4 : at + 8])[0] + 1) // 2 * 2
+    if at + 8 > len(data):
+        raise ValueError("libsndfile wrote a WAV without a data chunk")
+    unknown = struct.pack("<I", UNKNOWN_SIZE)
+    return data[:4] + unknown + data[8:at] + b"data" + unknown
 
 
 class ForwardSink:
@@ -90,11 +111,23 @@ def mp3_frame_length(header: bytes) -> int | None:
     return per_frame * kbps * 1000 // _MP3_RATES[version][rate_i] + padding
 
 
+def id3v2_size(head: bytes) -> int | None:
+    """Bytes of the ID3v2 tag `head` starts with (0: none; None: too few bytes to tell)."""
+    if len(head) < 3 or head[:3] != b"ID3":
+        return None if len(head) < 3 and b"ID3".startswith(head) else 0
+    if len(head) < 10:
+        return None
+    size = (head[6] & 0x7F) << 21 | (head[7] & 0x7F) << 14 | (head[8] & 0x7F) << 7 | (head[9] & 0x7F)
+    return 10 + size + (10 if head[5] & 0x10 else 0)  # header, frames, footer
+
+
 class SndfilePieces:
     """libsndfile writing one stream into a ForwardSink: `prefix` first (a WAV's header), whole
     blocks of `block` samples where the encoding depends on how writes are split (Vorbis: the
     last partial block is held back until the end), and with `info_frame` the mp3's first frame
-    left out when it is the placeholder libsndfile would rewrite at the end (a frame of zeros)."""
+    left out when it is the placeholder libsndfile would rewrite at the end (a frame of zeros; after
+    LAME's ID3v2 tag when there is one);
+    `strings`: libsndfile's tags (Vorbis comments), set before the first write, so they lead."""
 
     def __init__(
         self,
@@ -105,18 +138,22 @@ class SndfilePieces:
         prefix: bytes = b"",
         info_frame: bool = False,
         wav_samples: bool = False,
+        strings: dict[str, str] | None = None,
     ) -> None:
         import numpy as np
         import soundfile as sf
 
         self._sink = ForwardSink()
         self._prefix = prefix
+        self.header_size = len(prefix)  # bytes before the encoder's own (a WAV's header)
         self._block = block
         self._wav_samples = wav_samples
         self._head = b""  # mp3: bytes held until the first frame is seen whole
         self._head_done = not info_frame
         self._carry = np.zeros(0, dtype=np.float32)  # samples short of a whole block
         self._sf = sf.SoundFile(self._sink, "w", samplerate=sample_rate, channels=1, **options)
+        for key, value in (strings or {}).items():
+            setattr(self._sf, key, value)
 
     def feed(self, audio) -> bytes:
         import numpy as np
@@ -140,20 +177,24 @@ class SndfilePieces:
         return out
 
     def _take(self) -> bytes:
-        out = self._prefix + self._sink.take()
-        self._prefix = b""
+        prefix, self._prefix = self._prefix, b""
+        return prefix + self._after_head(self._sink.take())
+
+    def _after_head(self, out: bytes) -> bytes:
+        """The encoder's bytes, the mp3's info frame placeholder left out (held until it is seen)."""
         if self._head_done:
             return out
         self._head += out
-        if len(self._head) < 4:
+        at = id3v2_size(self._head)  # LAME's ID3v2 tag (the AI mark) comes first: the frame after it
+        if at is None or len(self._head) < at + 4:
             return b""
-        n = mp3_frame_length(self._head[:4])
+        n = mp3_frame_length(self._head[at : at + 4])
         if n is None:  # not a frame (never the case with libsndfile's mp3): nothing to leave out
             return self._release_head()
-        if len(self._head) < n:
+        if len(self._head) < at + n:
             return b""
-        if not any(self._head[4:n]):  # the info frame's placeholder: header then zeros
-            self._head = self._head[n:]
+        if not any(self._head[at + 4 : at + n]):  # the info frame's placeholder: header then zeros
+            self._head = self._head[:at] + self._head[at + n :]
         return self._release_head()
 
     def _release_head(self) -> bytes:

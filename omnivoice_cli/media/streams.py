@@ -11,12 +11,16 @@ from __future__ import annotations
 import io
 import os
 import struct
+from typing import TYPE_CHECKING
 
 from ..engine.errors import InvalidRequest
 from .formats import AUDIO_FORMATS, AudioFormat, check_available, check_rate, format_named
 from .pcm import mono
 from .pipes import write_all
-from .sndpieces import UNKNOWN_SIZE, streaming_wav_header
+from .sndpieces import UNKNOWN_SIZE
+
+if TYPE_CHECKING:
+    from .marks import Mark
 
 
 class StreamEncoder:
@@ -35,9 +39,11 @@ class StreamEncoder:
     libsndfile fills in at the end (length, encoder delay and padding, for exact decoding); a
     stream cannot go back to it, so its placeholder (a frame of zeros) is left out, and decoders
     add the encoder's delay and padding (about 0.05 s at the start, under a frame at the end).
+    With a `mark` (media/marks.py), the stream's first bytes carry it where the format has a
+    header to hold it (WAV's LIST/INFO, Ogg's comments, MP3's ID3v2); raw, mu-law, A-law cannot.
     """
 
-    def __init__(self, fmt: AudioFormat | str, sample_rate: int) -> None:
+    def __init__(self, fmt: AudioFormat | str, sample_rate: int, mark: Mark | None = None) -> None:
         self.format = fmt if isinstance(fmt, AudioFormat) else format_named(fmt)
         if not self.format.streams:
             streamable = ", ".join(f.name for f in AUDIO_FORMATS.values() if f.streams)
@@ -45,7 +51,8 @@ class StreamEncoder:
         check_rate(self.format, sample_rate)
         check_available(self.format)
         self.sample_rate = int(sample_rate)
-        self._pieces = self.format.encoder.pieces(self.sample_rate)
+        self._pieces = self.format.encoder.pieces(self.sample_rate, mark)
+        self.header_size = int(getattr(self._pieces, "header_size", 0))  # a WAV's header: its sizes end it
         self.samples = 0  # samples fed so far
         self.closed = False
 
@@ -95,11 +102,12 @@ def _rewritable_at(out) -> int | None:
         return None
 
 
-def _write_wav_sizes(out, start: int, size: int) -> None:
-    """The RIFF and data sizes of the WAV of `size` bytes written at `start` (left unknown when
-    they do not fit in 32 bits, or the file cannot be written there)."""
-    data = size - len(streaming_wav_header(1))
-    if data < 0 or 36 + data > UNKNOWN_SIZE:
+def _write_wav_sizes(out, start: int, size: int, header: int) -> None:
+    """The RIFF and data sizes of the WAV of `size` bytes written at `start`, its header `header`
+    bytes long, the data size its last field (left unknown when they do not fit in 32 bits, or the
+    file cannot be written there)."""
+    data = size - header
+    if data < 0 or size - 8 > UNKNOWN_SIZE:
         return
     fd = _fd(out)
     if fd is None:
@@ -107,8 +115,8 @@ def _write_wav_sizes(out, start: int, size: int) -> None:
     try:
         if not isinstance(out, int):
             out.flush()
-        os.pwrite(fd, struct.pack("<I", 36 + data), start + 4)
-        os.pwrite(fd, struct.pack("<I", data), start + 40)
+        os.pwrite(fd, struct.pack("<I", size - 8), start + 4)
+        os.pwrite(fd, struct.pack("<I", data), start + header - 4)
     except OSError:
         pass
 
@@ -122,9 +130,9 @@ class StreamWriter:
                 w.write(piece)
     """
 
-    def __init__(self, out, fmt: AudioFormat | str, sample_rate: int) -> None:
+    def __init__(self, out, fmt: AudioFormat | str, sample_rate: int, mark: Mark | None = None) -> None:
         self.out = out
-        self.encoder = StreamEncoder(fmt, sample_rate)
+        self.encoder = StreamEncoder(fmt, sample_rate, mark)
         self.bytes_written = 0
         self.start = _rewritable_at(out) if self.encoder.format.encoder.header_sizes else None
 
@@ -136,14 +144,14 @@ class StreamWriter:
         out.wav`) then gets its real sizes in its header, in place of the unknown-size fields."""
         self._send(self.encoder.finish())
         if self.start is not None:
-            _write_wav_sizes(self.out, self.start, self.bytes_written)
+            _write_wav_sizes(self.out, self.start, self.bytes_written, self.encoder.header_size)
 
     def stop(self) -> None:
         """The stream ends early (Ctrl-C, SIGTERM): a WAV in a regular file gets the sizes of the
         whole pieces written so far (the encoder's held tail is dropped), not the unknown sizes
         that would claim 24 hours of audio."""
         if self.start is not None:
-            _write_wav_sizes(self.out, self.start, self.bytes_written)
+            _write_wav_sizes(self.out, self.start, self.bytes_written, self.encoder.header_size)
 
     def _send(self, data: bytes) -> None:
         if data:

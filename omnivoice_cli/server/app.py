@@ -269,7 +269,7 @@ async def speech(request: Request) -> SpeechReply:
         raise busy(str(e), e.retry_after) from None
     except ServiceStopped as e:
         raise busy(str(e), max(1, int(state.options.grace)), "shutting_down") from None
-    return SpeechReply(parsed, ticket, events, entry, listener)
+    return SpeechReply(parsed, ticket, events, entry, listener, state.speaker.mark)
 
 
 def server_recogniser(state: ServerState, parsed: SpeechBody, field: str) -> Recogniser:

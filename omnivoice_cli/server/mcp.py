@@ -121,7 +121,7 @@ class Tools:
         target_path.parent.mkdir(parents=True, exist_ok=True)
         target = check_output(str(target_path), format)
         audio, summary = self.speaker.render(built.request)
-        outputs = Outputs(target=target, loudness=built.settings["loudness"], pipe_error=False)
+        outputs = Outputs(target=target, loudness=built.settings["loudness"], pipe_error=False, mark=self.speaker.mark)
         try:
             done = deliver(Take(audio, summary.sample_rate, built.request.text), outputs)
         except WriteFailed as e:

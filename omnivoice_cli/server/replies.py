@@ -35,6 +35,7 @@ from ..engine.errors import OmniVoiceError
 from ..engine.pieces import PieceCheck
 from ..engine.stream.render import StreamPiece
 from ..engine.tickets import Event, Summary, Ticket
+from ..media.marks import Mark
 from .errors import ApiError, from_engine
 from .speech import SpeechBody
 
@@ -46,6 +47,7 @@ Receive = Callable[[], Awaitable[dict]]  # ASGI: the next message from the clien
 Send = Callable[[dict], Awaitable[None]]  # ASGI: a message to the client
 
 SEED_HEADER = "X-OmniVoice-Seed"
+MARK_HEADER = "X-OmniVoice-Mark"  # the AI mark's text (docs/marking.md): `say --server` marks its file with it
 VERIFY_HEADER = "X-OmniVoice-Verify"  # `verify`: per piece, JSON (error, transcript, attempts, seed kept)
 LOUDNESS_HEADER = "X-OmniVoice-Loudness"  # `loudness`: JSON (target, input and output LUFS / dBTP, gain)
 
@@ -110,8 +112,10 @@ class SpeechReply:
         events: EventQueue,
         log: dict[str, object],
         listener: Recogniser | None = None,
+        mark: Mark | None = None,
     ) -> None:
         self.speech, self.ticket, self.events, self.log = speech, ticket, events, log
+        self.mark = mark  # the AI mark in the reply's metadata (the server's: Speaker.mark)
         self.listener = listener  # `timestamps`: the speech recogniser that times the words
         self.finished = False
 
@@ -124,6 +128,8 @@ class SpeechReply:
         fmt = self.speech.format
         kind = "text/event-stream" if self.speech.sse else fmt.mime
         out = {"Content-Type": kind, SEED_HEADER: str(self.ticket.seed), **self.speech.headers()}
+        if self.mark is not None and self.mark.text().isascii():
+            out[MARK_HEADER] = self.mark.text()
         if self.speech.sse:
             out.update({"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
         return {**out, **(extra or {})}
@@ -191,6 +197,7 @@ class SpeechReply:
             loudness=self.speech.built.settings["loudness"],  # over the whole reply (media/loudness.py)
             sample_rate=self.out_rate,  # resampled once, the whole reply (media/rates.py)
             encoded=self.speech.format,
+            mark=self.mark,
         )
         take = Take(audio, rate, req.text, req.lang, spans)
         try:
@@ -231,7 +238,7 @@ class SpeechReply:
 
     async def stream(self, send: Send, event: Event) -> None:
         """Each piece's bytes as it comes (chunked, or as SSE deltas)."""
-        encoder = PieceEncoder(self.speech.format, self.ticket.service.engine.sample_rate, self.out_rate)
+        encoder = PieceEncoder(self.speech.format, self.ticket.service.engine.sample_rate, self.out_rate, self.mark)
         feed, finish = encoder.feed, encoder.finish
         await send(_start(200, self.headers()))
         while True:

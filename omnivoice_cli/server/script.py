@@ -262,9 +262,10 @@ async def script(request: Request) -> Response:
     rate = int(service.engine.sample_rate)
     out_rate = int(parsed.built[0].settings["sample_rate"] or rate)
     fmt = parsed.format
+    mark = state.speaker.mark
 
     def encode_at(audio: np.ndarray) -> bytes:  # deliver's: at the output's rate, encoded
-        data = deliver(Take(audio, rate), Outputs(sample_rate=out_rate, encoded=fmt)).data
+        data = deliver(Take(audio, rate), Outputs(sample_rate=out_rate, encoded=fmt, mark=mark)).data
         assert data is not None
         return data
 

@@ -343,7 +343,7 @@ class SocketSession:
         u, config = job.utterance, job.config
         assert config is not None
         if u.encoder is None:
-            u.encoder = PieceEncoder(FORMATS[config.format].name, self.rate, config.sample_rate)
+            u.encoder = PieceEncoder(FORMATS[config.format].name, self.rate, config.sample_rate, self.speaker.mark)
         return u, u.encoder
 
     async def speak(self, job: WorkItem) -> None:

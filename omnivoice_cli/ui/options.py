@@ -164,6 +164,8 @@ SPEECH_SETTINGS = (
     "loudness",
 )
 HARDWARE_SETTINGS = ("model", "device", "dtype", "threads", "quantize", "compile")
+# The AI mark of what a command writes and its C2PA manifest (docs/marking.md): say, batch, book, dub, serve, mcp.
+MARK_SETTINGS = ("mark", "c2pa_cert", "c2pa_key")
 # The settings of the engine-loop servers (`omnivoice wyoming`, `omnivoice mcp`: app/door/speaker.py):
 # say's, less duration and format (a request's own), with the engine's hardware.
 SPEAKER_SETTINGS = tuple(k for k in SPEECH_SETTINGS if k not in ("duration", "format")) + HARDWARE_SETTINGS

@@ -43,6 +43,7 @@ from ...media.output import OutputTarget
 from ..deliver import Outputs, SilentAudio, Take, deliver
 from ..listening.listen import Recogniser, RecogniserHolder
 from ..listening.verify import Verifier
+from ..marking import MARK_KEYS, run_mark
 from ..request import References, Voices, build_request
 from ..session import Session, WarnOnce, hardware_from_settings, random_seed, seed_for
 from ..settings.layers import FLAG_SOURCE, Resolved, Source, engine_options, resolve
@@ -109,8 +110,9 @@ def _record(line: Line, status: str, **extra: object) -> dict[str, object]:
 
 # Not compared by _changed: a random seed differs at each run, where a run goes (its machine) is
 # not what its lines say (a batch stopped on one device resumes on another), and a lexicon's path
-# says nothing of its entries (a book keys its parts on the text as spoken).
-_NOT_COMPARED = ("seed", "device", "dtype", "threads", "quantize", "compile", "lexicon")
+# says nothing of its entries (a book keys its parts on the text as spoken); the AI mark is the
+# file's metadata, not its audio.
+_NOT_COMPARED = ("seed", "device", "dtype", "threads", "quantize", "compile", "lexicon", *MARK_KEYS)
 
 
 def _changed(old: dict[str, object] | None, line: Line) -> bool:
@@ -298,6 +300,7 @@ class BatchRun:
                 subtitles=target.with_suffix("." + self.subtitles) if self.subtitles else None,
                 words=target.with_name(target.stem + ".words.json") if self.words else None,
                 loudness=line.planned.settings["loudness"],  # --loudness: over the line's whole file
+                mark=run_mark(line.planned.settings),
             )
             req = line.planned.request
             try:

@@ -52,6 +52,7 @@ from ...media.m4b import BookTags, cover_image
 from ..batch.batch import BatchRun
 from ..batch.executor import Executor
 from ..dryrun import describe
+from ..marking import run_mark
 from ..session import Session
 from ..settings.layers import FLAG_SOURCE, Resolved, resolve
 from ..settings.presets import Preset
@@ -410,6 +411,7 @@ class BookRun:
             self.tags(),
             self.subtitles,
             self._warn_output,
+            run_mark(self.settings()),
         )
         try:
             assembly.write(signals)

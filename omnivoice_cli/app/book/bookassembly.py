@@ -26,6 +26,7 @@ from ...engine.errors import OmniVoiceError
 from ...media.formats import AudioFormat
 from ...media.leveller import LoudnessReport
 from ...media.m4b import BookTags, ChapterMark, write_chapters_json
+from ...media.marks import Mark
 from ..batch.folder import remove_stale_temporaries
 from ..batch.manifest import fingerprint, is_recorded
 from ..deliver import Chapters, deliver_blocks
@@ -80,6 +81,7 @@ class Assembly:
     tags: BookTags
     subtitles: str | None  # "srt" | "vtt": one subtitle file per chapter
     warn: Callable[[str], None]  # a warning about an output (its loudness)
+    mark: Mark | None = None  # the AI mark of every output (app/marking.run_mark; None: --no-mark)
     written: list[str] = field(default_factory=list)  # outputs written
     kept: list[str] = field(default_factory=list)  # outputs already up to date
     levels: dict[str, Loudness | None] = field(default_factory=dict)  # per output
@@ -115,7 +117,8 @@ class Assembly:
         sha = [self.sha.get(p.name) for p in plan.parts]  # what is in them, as checked
         layout = [CHAPTER_LEAD, PARAGRAPH_PAUSE, CHAPTER_TAIL, sr, PEAK_DBTP, self.loudness]
         fmt = self.fmt.name if self.fmt is not None else "m4b"
-        return _digest({"parts": parts, "sha256": sha, "layout": layout, "format": fmt})
+        marked = self.mark.model if self.mark is not None else None  # on or off, not the day: a rerun keeps it
+        return _digest({"parts": parts, "sha256": sha, "layout": layout, "format": fmt, "mark": marked})
 
     def _up_to_date(self, path: Path, key: str) -> bool:
         """Whether the output is there as written from these parts: its key (the parts' names
@@ -165,7 +168,7 @@ class Assembly:
 
             chapters = Chapters(titled, tags)
             loud, duration = deliver_blocks(
-                chunks, sr, output, loudness=self.loudness, ceiling=PEAK_DBTP, chapters=chapters
+                chunks, sr, output, loudness=self.loudness, ceiling=PEAK_DBTP, chapters=chapters, mark=self.mark
             )
             self._written(output, key, duration, _loudness(loud))
         self.duration = start / sr
@@ -189,7 +192,7 @@ class Assembly:
             else:
                 chunks = functools.partial(chapter_blocks, layout, signals)
                 loud, seconds = deliver_blocks(
-                    chunks, sr, path, loudness=self.loudness, ceiling=PEAK_DBTP, fmt=fmt, frames=frames
+                    chunks, sr, path, loudness=self.loudness, ceiling=PEAK_DBTP, fmt=fmt, frames=frames, mark=self.mark
                 )
                 self._written(path, key, seconds, _loudness(loud))
             if self.subtitles:

@@ -21,6 +21,7 @@ from typing import Literal, Union
 from ...engine.errors import InvalidRequest
 from ...engine.text.chunking import is_sentence_break  # not after 'U.S.' or 'Mr.' (the chunker's rule)
 from ..batch.batchinput import Line
+from ..marking import MARK_KEYS
 from ..request import spoken_text
 from ..settings.layers import Resolved
 from ..settings.schema import MAX_SEED
@@ -36,7 +37,7 @@ PEAK_DBTP = -1.0  # the true-peak ceiling of the limiter
 BOOK_SUFFIXES = (".m4b",)
 # settings that do not change what is spoken (the part keys leave them out)
 # (the lexicon neither: what it changes is in the key as the part's text as spoken, see lexicon_key)
-NOT_IN_KEY = ("device", "threads", "compile", "format", "loudness", "lexicon")
+NOT_IN_KEY = ("device", "threads", "compile", "format", "loudness", "lexicon", *MARK_KEYS)  # the mark: metadata
 FILE_SETTINGS = ("ref",)  # settings naming a file: its content is in the key too
 KEY_CHARS = 20  # hex digits of a part's key in its file name
 _SENTENCE_END = re.compile(r"(?<=[.!?\u2026\u3002\uff01\uff1f])\s+")

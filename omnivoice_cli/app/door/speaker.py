@@ -53,7 +53,9 @@ from ...engine.service import Service
 from ...engine.stream.cut import StreamConfig
 from ...engine.stream.render import StreamPiece
 from ...engine.tickets import Event, Places, Summary, Ticket
+from ...media.marks import Mark
 from ..checkpoint import model_config
+from ..marking import run_mark
 from ..request import Built, References, Voices, build_request, named
 from ..settings.layers import Resolved, Source, check_layer, resolve
 from ..settings.presets import find_preset, is_preset_path, preset_index
@@ -326,6 +328,12 @@ class Speaker:
         checked = self.check_text(text)
         layers = self.request_layers(settings, lang=lang, instruct=instruct)
         return self.make(checked, self.resolve(layers, self.choose_voice(voice)))
+
+    @property
+    def mark(self) -> Mark | None:
+        """The AI mark of what it writes: the command's settings and the model it runs (run-wide:
+        a request never changes it)."""
+        return run_mark({**resolve(*self.options.layers).values, "model": self.options.model})
 
     def resolve(self, layers: list[Layer], voice: VoiceChoice | None = None) -> Resolved:
         """The command's layers under the request's, and the voice named (None: none named,

@@ -48,6 +48,7 @@ from ..batch.folder import prepare_output_dir, remove_stale_temporaries
 from ..batch.manifest import MANIFEST, ManifestWriter, read_manifest
 from ..deliver import Outputs, Span, Take, deliver
 from ..listening.listen import Recogniser, recogniser
+from ..marking import run_mark
 from ..request import References, Voices, finish_request
 from ..say.dialogue import Cast
 from ..session import Session, WarnOnce, hardware_from_settings
@@ -243,7 +244,8 @@ class DubRun:
         audio = as_written(audio, SAMPLE_RATE)  # as its stem holds it: a resumed dub is the same
         if out is not None and plan.stem is not None:  # (the stems are named when they are kept)
             fmt = Path(plan.stem).suffix.lower()
-            deliver(Take(audio, SAMPLE_RATE), Outputs(target=OutputTarget(out / plan.stem, *FORMATS[fmt])))
+            mark = run_mark(self.cast.settings(None, self.layers()))
+            deliver(Take(audio, SAMPLE_RATE), Outputs(target=OutputTarget(out / plan.stem, *FORMATS[fmt]), mark=mark))
         place(self.the_track(), audio, ms_to_samples(plan.cue.start_ms, SAMPLE_RATE))
         plan.status, plan.audio_seconds = "done", len(audio) / SAMPLE_RATE
         if self.manifest is not None:
@@ -383,6 +385,7 @@ class DubRun:
             level_in_place=True,  # the track is levelled where it lies: no second 4 h copy
             stdout=None if stdout is None else (lambda: stdout),
             pipe_error=False,  # stdout's reader gone: the command's BrokenPipeError
+            mark=run_mark(settings),
         )
         deliver(
             Take(self.the_track(), SAMPLE_RATE, spans=spans),

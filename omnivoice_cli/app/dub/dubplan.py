@@ -23,6 +23,7 @@ from ...engine.text.pauses import split_pauses
 from ...engine.text.textcheck import is_blank
 from ...media.cues import Cue, read_cues, timestamp
 from ...media.tracks import cue_pieces, ms_to_samples, overlaps
+from ..marking import MARK_KEYS
 from ..request import Built, References, Voices, build_request
 from ..say.dialogue import Cast, Member, PlaceSource, check_voices, cue_speaker
 from ..session import random_seed, seed_for
@@ -64,7 +65,8 @@ class CuePlan:
 
     def key(self) -> dict[str, object]:
         """What makes its audio: a stem made with the same key can be reused."""
-        settings = {k: v for k, v in self.built[0].settings.values.items() if k not in ("duration", "format")}
+        skipped = ("duration", "format", *MARK_KEYS)  # the mark: the stem's metadata, not its audio
+        settings = {k: v for k, v in self.built[0].settings.values.items() if k not in skipped}
         return {
             "text": self.text,
             "start_ms": self.cue.start_ms,

@@ -143,6 +143,7 @@ class RemoteRun:
     ) -> None:
         self.speech, self.text, self.url, self.voice = speech, text, url, voice
         self.session, self.shown = session, shown
+        self.mark = speech.mark  # ours (None: --no-mark), naming the server's model once its reply says it
 
     def headers(self) -> dict[str, str]:
         key = os.environ.get(KEY_ENV)
@@ -160,7 +161,7 @@ class RemoteRun:
             player = open_player(got.rate) if speech.play and not speech.streamed else None
             deliver(
                 Take(got.audio, got.rate, self.text),
-                Outputs(target=speech.target if to_file else None, stdout=self.session.stdout),
+                Outputs(target=speech.target if to_file else None, stdout=self.session.stdout, mark=self.mark),
                 protect=writes.protect,
                 player=player,
             )
@@ -198,6 +199,8 @@ class RemoteRun:
                     if reply.status_code != 200:
                         raise refused(self.url, reply.status_code, *read_bounded(reply.iter_bytes(), MAX_ERROR_BYTES))
                     meta = reply_meta(reply.headers)  # checked before any audio is taken
+                    if self.mark is not None and meta.checkpoint is not None:
+                        self.mark = replace(self.mark, model=meta.checkpoint)
                     asked = self.speech.sample_rate
                     why = "the longest reply this text can make"
                     if streamed:
@@ -224,7 +227,7 @@ class RemoteRun:
         target = self.speech.target
         writer = None
         if target is not None and target.to_stdout:
-            writer = PieceWriter(self.session.stdout(), target.audio_format, rate, None)
+            writer = PieceWriter(self.session.stdout(), target.audio_format, rate, None, self.mark)
         player = open_player(rate) if self.speech.play else None
         kept: list[np.ndarray] = []
         first, t0 = None, time.perf_counter()

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Iterator, Mapping
 
 from ...engine.errors import InvalidRequest, OmniVoiceError
 from ...engine.model.config import ModelConfig
+from ...media.marks import parse_mark
 from ..settings.schema import MAX_SEED
 from ..voices.voices import printable
 
@@ -54,6 +55,7 @@ RATES = (8000, 48000)  # Hz: a reply's rate when none was asked (the model's own
 SEED = "X-OmniVoice-Seed"
 LOUDNESS = "X-OmniVoice-Loudness"
 VERIFY = "X-OmniVoice-Verify"
+MARK = "X-OmniVoice-Mark"  # the server's AI mark (docs/marking.md): its checkpoint names the model in ours
 _USAGE = "give http://HOST[:PORT] or https://HOST[:PORT] of `omnivoice serve`"
 
 
@@ -106,6 +108,7 @@ class ReplyMeta:
     seed: int
     loudness: dict | None  # --loudness: what levelling did
     verify: list | None  # --verify: a row per piece
+    checkpoint: str | None = None  # the model the server's mark names (None: it sent none)
 
 
 def _json(value: str, name: str) -> object:
@@ -155,7 +158,11 @@ def reply_meta(headers: Mapping[str, str]) -> ReplyMeta:
                 f"has an {VERIFY} header that is not a list of flat objects (a row a piece): {_shown(headers[VERIFY])}"
             )
         verify = [_clean(r) for r in rows]
-    return ReplyMeta(seed, loudness, verify)
+    fields = parse_mark(headers.get(MARK))
+    checkpoint = fields.get("checkpoint") if fields else None
+    if checkpoint is not None and not (checkpoint.isprintable() and 0 < len(checkpoint) <= 256):
+        raise BadReply(f"has an {MARK} header whose checkpoint is not a model's name: {_shown(checkpoint)}")
+    return ReplyMeta(seed, loudness, verify, checkpoint)
 
 
 def longest_seconds(speech: "Speech", text: str) -> float:

@@ -12,6 +12,7 @@ from typing import Iterable
 
 from ...engine.hardware import Hardware
 from ...engine.planning import Result
+from ...media.marks import Mark
 from ...media.output import OutputTarget
 from ...media.subtitles import Subtitle, finish_subtitles, subtitles_from_pieces
 from ..deliver import Audio, Outputs, Take, deliver
@@ -71,7 +72,9 @@ class DialogueRun:
         shown: Shown | None = None,
         loudness: float | None = None,
         sample_rate: int | None = None,
+        mark: Mark | None = None,
     ) -> None:
+        self.mark = mark  # the AI mark of the file (app/marking.run_mark; None: --no-mark)
         self.loudness = loudness  # --loudness: the target of the whole dialogue (LUFS)
         self.sample_rate = sample_rate  # --sample-rate: the output's (None: the model's)
         self.script, self.target, self.model, self.hardware = script, target, model, hardware  # dialogue.Script
@@ -98,6 +101,7 @@ class DialogueRun:
                 loudness_what="the dialogue",
                 sample_rate=self.sample_rate,
                 stdout=self.session.stdout,
+                mark=self.mark,
             )
             take = Take(audio, engine.sample_rate, cues=subs)
             played = deliver(take, outputs, protect=writes.protect, player=player, warn=lambda w: self.shown([w]))

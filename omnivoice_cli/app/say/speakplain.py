@@ -105,6 +105,7 @@ class PlainRun(SpeechRun):
             loudness=speech.loudness,
             sample_rate=speech.sample_rate,
             stdout=self.session.stdout,
+            mark=speech.mark,
         )
 
     heard: listen.Recogniser | None = None  # the recogniser of the words, loaded before the TTS model

@@ -17,11 +17,13 @@ from ...engine.hardware import Hardware
 from ...engine.pipeline import Engine
 from ...engine.planning import Request
 from ...media.leveller import LoudnessReport
+from ...media.marks import Mark
 from ...media.output import OutputTarget
 from ...media.player import open_player
 from ...media.players import Player
 from ..deliver import Audio
 from ..listening.verify import RequestCheck, Verifier
+from ..marking import run_mark
 from ..request import Built, Reference, References
 from ..session import Session, WarnOnce
 from ..settings.layers import Resolved
@@ -59,6 +61,11 @@ class Speech:
     def sample_rate(self) -> int | None:
         """--sample-rate: the output's rate in Hz (None: the model's); the player gets the model's."""
         return self.built.settings.get("sample_rate")
+
+    @property
+    def mark(self) -> Mark | None:
+        """The AI mark of what it writes (None: --no-mark)."""
+        return run_mark(self.built.settings)
 
     @property
     def streamed(self) -> bool:

@@ -113,7 +113,11 @@ class StreamedRun(SpeechRun):
         writer = None
         if target is not None and target.to_stdout:
             writer = PieceWriter(
-                self.session.stdout(), target.audio_format, engine.sample_rate, self.speech.sample_rate
+                self.session.stdout(),
+                target.audio_format,
+                engine.sample_rate,
+                self.speech.sample_rate,
+                self.speech.mark,
             )
         t0 = time.perf_counter()
         idle = watch_ends(player, writer)
@@ -138,8 +142,9 @@ class StreamedRun(SpeechRun):
         """The streamed render's file (and its subtitles), complete or nothing (a stop waits)."""
         spans = [(p.text, p.start, p.start + len(p.audio)) for p in pieces if p.text]
         take = Take(audio, sample_rate, cues=piece_cues(spans, sample_rate, len(audio)))
+        speech = self.speech
         outputs = Outputs(
-            target=self.speech.target, subtitles=self.speech.subtitles, sample_rate=self.speech.sample_rate
+            target=speech.target, subtitles=speech.subtitles, sample_rate=speech.sample_rate, mark=speech.mark
         )
 
         writes = Writes(signals)

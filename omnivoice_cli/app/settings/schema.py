@@ -16,6 +16,7 @@ from ...media.formats import AUDIO_FORMATS
 from ...media.loudness import TARGET_RULE as LOUDNESS_RULE
 from ...media.rates import SAMPLE_RATES
 from . import setting as panels
+from .marksettings import MARK_SETTINGS
 from .setting import FLAG, HTTP, LINE, PRESET, Setting, Value
 
 DEFAULT_MODEL = "k2-fsa/OmniVoice"  # hub id used when neither --model nor $OMNIVOICE_MODEL is given
@@ -465,6 +466,7 @@ SCHEMA: dict[str, Setting] = {
             metavar="X",
             advanced=panels.LISTENING,
         ),
+        *MARK_SETTINGS,
     ]
 }
 

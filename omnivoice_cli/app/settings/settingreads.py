@@ -21,11 +21,11 @@ FloatKey = Literal[
     "chunk_threshold",
     "verify_max_error",
 ]
-BoolKey = Literal["denoise", "step_cache", "normalize", "markdown", "compile", "verify"]
+BoolKey = Literal["denoise", "step_cache", "normalize", "markdown", "compile", "verify", "mark"]
 StrKey = Literal["format", "device", "dtype", "quantize", "model", "asr_model"]
 OptIntKey = Literal["seed", "sample_rate", "threads"]
 OptFloatKey = Literal["speed", "duration", "loudness"]
-OptStrKey = Literal["lexicon", "lang", "instruct", "instruct_text", "voice", "ref", "ref_text"]
+OptStrKey = Literal["lexicon", "lang", "instruct", "instruct_text", "voice", "ref", "ref_text", "c2pa_cert", "c2pa_key"]
 
 
 class SettingReads:
