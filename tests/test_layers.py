@@ -367,6 +367,11 @@ FOLDER_RULES = (
         "say, batch and the door import none of the other runs (book and dub are built on batch and say, never"
         " the reverse; the door is the servers')",
     ),
+    Rule(
+        ("app/ssml/",),
+        (*APP_RUNS, "app/request.py"),
+        "SSML is read below the runs and the request's build: they call it, and it builds through their hook",
+    ),
     Rule(("app/book/",), ("app/say/", "app/dub/", "app/door/"), "book is built on batch alone"),
     Rule(("app/dub/",), ("app/book/", "app/door/"), "dub is built on batch and say's dialogue alone"),
     Rule(

@@ -42,6 +42,8 @@ from .session import random_seed
 from .settings.layers import Resolved, Source, generation_kwargs
 from .settings.schema import SCHEMA
 from .settings.values import join_lines
+from .ssml.parse import is_ssml
+from .ssml.spoken import one_part, saved_voice
 from .voices import voices as store
 from .voices.instruct import merge as merge_instruct
 
@@ -331,12 +333,16 @@ def build_request(
     in the returned `Built.settings`: a recording given later than a voice takes the voice away,
     a built-in voice becomes its instruct items, a drawn seed comes from "random"."""
     check_text(text)  # before any conversion; validate_request checks what the model will be given
+    ssml_warnings: list[str] = []
+    if is_ssml(text):  # a document of one part (a door that splits parts gives each its own text)
+        text, settings, ssml_warnings = one_part(text, settings, saved_voice, "this command")
     if settings["loudness"] is not None:  # its extra there before a model loads (media/loudness.py)
         require_loudness()
     cfg = model_config(settings["model"])  # a fine-tune's own items, languages and voices
     check_language(settings, cfg)
     replaced: list[tuple[str, str]] = []
     text, text_warnings = spoken_text(text, settings, replaced)
+    text_warnings = ssml_warnings + text_warnings
     reference = _reference(settings, refs, line_base)
     if reference is not None:
         settings = settings.with_values({"voice": None})  # a recording given later than a voice replaces it
