@@ -67,6 +67,12 @@ COMMANDS = {
     "dub": Lazy(
         "dub", "dub", "Speak every cue of an SRT or WebVTT file into one audio track, each in its time slot.", True
     ),
+    "edit": Lazy(
+        "edit",
+        "edit",
+        "Change words inside a recording: only the changed stretch is made again, in the take's voice.",
+        True,
+    ),
     "book": Lazy(
         "book", "book", "Read a book aloud: an .m4b audiobook with chapter marks, or one audio file per chapter.", True
     ),

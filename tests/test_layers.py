@@ -296,7 +296,14 @@ ENGINE_DRIVERS = (  # what runs the model's parts: the façade, loading, plannin
     "engine/forwardfit.py",
     "engine/stream/",
 )
-APP_RUNS = ("app/say/", "app/batch/", "app/dub/", "app/book/", "app/door/")  # what the commands and the server run
+APP_RUNS = (
+    "app/say/",
+    "app/batch/",
+    "app/dub/",
+    "app/book/",
+    "app/door/",
+    "app/edit/",
+)  # what the commands and the server run
 
 
 @dataclass(frozen=True)
@@ -373,7 +380,12 @@ FOLDER_RULES = (
         "SSML is read below the runs and the request's build: they call it, and it builds through their hook",
     ),
     Rule(("app/book/",), ("app/say/", "app/dub/", "app/door/"), "book is built on batch alone"),
-    Rule(("app/dub/",), ("app/book/", "app/door/"), "dub is built on batch and say's dialogue alone"),
+    Rule(("app/dub/",), ("app/book/", "app/door/", "app/edit/"), "dub is built on batch and say's dialogue alone"),
+    Rule(
+        ("app/edit/",),
+        ("app/book/", "app/door/", "app/batch/", "app/say/"),
+        "edit fills a take with the engine, and revoice speaks it through dub: no other run",
+    ),
     Rule(
         ("app/dub/",),
         ("app/say/",),

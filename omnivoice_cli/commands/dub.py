@@ -38,6 +38,10 @@ track is as long as the last cue's end, with silence between cues; overlapping c
 Markup (<i>, {\\an8}, <v Bob>) is not spoken. With --cast NAME=VOICE, a VTT voice span or a
 'NAME:' label picks a cue's voice (VOICE: a saved voice, a voice file, instruct:ITEMS or auto).
 
+With --source-audio ORIGINAL, each speaker without a --cast voice is cloned from the original
+track at their cues' times (a cue with no speaker: from its own stretch), their words there
+heard by the speech recogniser (the asr extra); docs/edit.md.
+
 A cue whose words must be said over 2x faster than their natural pace to fit its times is
 warned about (its "speed" is in --json and --dry-run); --dry-run shows every cue (times, words,
 voice, speed) without loading the model. An existing track is replaced.
@@ -54,6 +58,7 @@ omnivoice dub episode.vtt -o track.flac --cast ALICE=alice --cast BOB=bob --stem
 omnivoice dub episode.srt --cast "NARRATOR=instruct:male, low pitch" --seed 7 --json
 omnivoice dub episode.srt --cast ALICE=alice --dry-run
 omnivoice dub episode.srt -o episode.wav --words episode.words.json
+omnivoice dub episode.fr.srt -o episode.fr.wav --source-audio episode.wav
 """
 
 DUB_SETTINGS = (
@@ -158,6 +163,14 @@ def dub(
         rich_help_panel=LISTENING,
         help="Also write when each word is spoken on the track (JSON), heard by the speech recogniser (the asr extra).",
     ),
+    source_audio: Optional[str] = typer.Option(
+        None,
+        "--source-audio",
+        metavar="AUDIO",
+        show_default=False,
+        rich_help_panel="Voice",
+        help="The original track: each speaker (a NAME: label or VTT voice) cloned from their cues' times in it.",
+    ),
     overwrite: bool = typer.Option(
         False,
         "--overwrite",
@@ -209,10 +222,14 @@ def dub(
         session=run_session(quiet, unit="cues"),
         stdout=typer.get_binary_stream("stdout"),
         words=None if dry_run else words,
+        source_audio=source_audio,
     )
-    if dry_run:
-        return _dry_run(run, json_out)
-    report = run.run()
+    try:
+        if dry_run:
+            return _dry_run(run, json_out)
+        report = run.run()
+    finally:
+        run.close()
     if report.interrupted:
         if report.written:
             warn(f"stopped by {signal_name(report.interrupted)} after writing {target}")

@@ -122,12 +122,15 @@ class Engine:
         plan = plan_of(item, self.cfg)
         return plan if plan.req is item else plan.fresh()
 
-    def prepare(self, req: Request, piece: "Piece | None" = None, ref=None, seed: int | None = None):
-        """Build the job of one piece of a request (by default: the whole request, uncut)."""
+    def prepare(self, req: Request, piece: "Piece | None" = None, ref=None, seed: int | None = None, known=None):
+        """Build the job of one piece of a request (by default: the whole request, uncut). known:
+        an edit's target, codes [C, T] with the mask id where to fill (app/edit/): T is its length."""
         from .model.canvas import build_canvas
         from .model.generation import make_job
 
         ref = ref or req.ref
+        if known is not None:
+            piece = Piece(0, 0, req.text, int(known.shape[-1]))
         rate = ref.rate if ref else None  # what its codes already speak at (piece 0's, for the pieces it voices)
         if piece is None:
             whole, _ = resolve_target_len(
@@ -169,6 +172,7 @@ class Engine:
             denoise=req.generation.denoise,
             num_codebooks=self.cfg.num_audio_codebook,
             mask_id=self.cfg.audio_mask_id,
+            target_codes=known,
         )
         positions = canvas.length + (target if req.generation.guidance_scale != 0 else 0)
         if positions > self.cfg.max_packed_tokens:

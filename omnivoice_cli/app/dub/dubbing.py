@@ -55,6 +55,7 @@ from ..session import Session, WarnOnce, hardware_from_settings
 from ..settings.presets import Preset
 from ..signals import HoldSignals
 from .dubplan import CuePlan, CuePlanner, jsonable
+from .sourcevoices import SourceVoices
 
 if TYPE_CHECKING:  # annotations only: numpy is not imported for `--help`
     import numpy as np
@@ -113,6 +114,7 @@ class DubRun:
         session: Session | None = None,
         stdout: BinaryIO | None = None,
         words: Path | None = None,
+        source_audio: str | None = None,
     ) -> None:
         self.input_path, self.target, self.preset, self.flags = input_path, target, preset, flags
         self.words = words  # --words FILE.json: the word timings on the track (words.py)
@@ -126,7 +128,9 @@ class DubRun:
         self.track: np.ndarray | None = None  # float32 [samples], allocated once the plan is checked
         self.manifest: ManifestWriter | None = None  # the stems folder's manifest
         self._once = WarnOnce(self._show_warning)
-        self.planner = CuePlanner(input_path, preset, flags, cast, self.refs, self.voices, self.warn)
+        folder = Path(stems).expanduser() / "sources" if stems and source_audio else None  # kept: a rerun reuses
+        self.source = SourceVoices(source_audio, folder) if source_audio else None  # --source-audio
+        self.planner = CuePlanner(input_path, preset, flags, cast, self.refs, self.voices, self.warn, self.source)
 
     def warn(self, message: str) -> None:
         """Show a warning, each text once for the whole dub."""
@@ -262,6 +266,11 @@ class DubRun:
     def stems_format(self) -> str:
         path = self.target.path
         return stems_format("wav" if self.target.to_stdout or path is None else path.suffix.lower().lstrip("."))
+
+    def close(self) -> None:
+        """The clips of --source-audio removed (those in a stems folder kept for a rerun)."""
+        if self.source is not None:
+            self.source.close()
 
     def dry_run(self) -> list[dict[str, object]]:
         """Plan every cue as run() would (the model is not loaded, nothing is written): for each,

@@ -29,6 +29,7 @@ from ..say.dialogue import Cast, Member, PlaceSource, check_voices, cue_speaker
 from ..session import random_seed, seed_for
 from ..settings.layers import FLAG_SOURCE
 from ..settings.presets import Preset
+from .sourcevoices import SourceVoices
 
 MAX_CUES = 20_000  # cues in one file (a feature film has about 2,000)
 MAX_TRACK_SECONDS = 4 * 3600  # the longest track (4 h: 1.4 GB of float32 samples while assembled)
@@ -128,8 +129,10 @@ class CuePlanner:
         refs: References,
         voices: Voices,
         warn: Callable[[str], None],
+        source: SourceVoices | None = None,
     ) -> None:
         self.input_path, self.preset, self.flags, self.cast = input_path, preset, flags, cast
+        self.source = source  # --source-audio: the speakers' voices cut from the original (sourcevoices.py)
         self.refs, self.voices, self.warn = refs, voices, warn  # warn: each text once for the whole dub
         self.seed = 0
         self.track_samples = 0
@@ -163,6 +166,8 @@ class CuePlanner:
         if is_blank(plan.text):  # whitespace, zero-width or control characters: a silent cue
             plan.status = "empty"
             return plan
+        if plan.speaker is None and self.source is not None:  # no speaker: the voice of its own stretch
+            plan.speaker = self.source.cue_member(cue)
         try:
             parts, gaps = split_pauses(plan.text)
         except InvalidRequest as e:
@@ -210,7 +215,9 @@ class CuePlanner:
                     f"{self.input_path}: the dub {what}, more than {MAX_TRACK_SECONDS // 3600} h: "
                     "split the subtitle file"
                 )
-        used_default = any(c.text.strip() and self._speaker_of(c) is None for c in cues)
+        if self.source is not None:  # every speaker not in the cast: their voice cut from the original
+            self.cast = self.source.cast_with(cues, self.cast)
+        used_default = self.source is None and any(c.text.strip() and self._speaker_of(c) is None for c in cues)
         check_voices(self.cast, self.layers(), self.refs, self.voices, default=used_default)
         base = self.seed = self.base_seed(earlier)
         plans = [self.plan_cue(cue, base) for cue in cues]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from ...engine.errors import InvalidRequest
@@ -69,11 +70,13 @@ class Member:
     """One speaker of the cast."""
 
     name: str  # as given
-    kind: str  # "voice", "instruct" or "auto"
-    value: str | None  # the voice spec or the instruct items; None for auto
+    kind: str  # "voice", "instruct", "auto", or "ref" (a recording: dub --source-audio's cut of the original)
+    value: str | None  # the voice spec, the instruct items or the recording's path; None for auto
 
     @property
     def spec(self) -> str:
+        if self.kind == "ref":
+            return f"ref:{Path(self.value or '').name}"
         return {"voice": self.value, "instruct": f"instruct:{self.value}", "auto": "auto"}[self.kind] or ""
 
 

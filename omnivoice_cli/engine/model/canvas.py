@@ -1,6 +1,8 @@
 """The conditional canvas of one request (the reference's `_prepare_inference_inputs`).
 
     positions:  [ style | text | ref audio (cloning only) | target: T frames of MASK ]
+    (an edit, `target_codes`: the target holds the take's known codes, MASK only where the model
+    is to fill; the step loop reveals the MASK positions alone: generation.make_job)
     input_ids:  [num_codebooks, L]; text positions repeat one id on every row
     audio_mask: [L], True from the first ref-audio position (or the first target position) on
 
@@ -72,6 +74,7 @@ def build_canvas(
     denoise: bool = True,
     num_codebooks: int = 8,
     mask_id: int = 1024,
+    target_codes: torch.Tensor | None = None,
 ) -> Canvas:
     """Build the conditional canvas of one request.
 
@@ -80,6 +83,8 @@ def build_canvas(
     ref_text:   the reference transcript, already punctuated (`add_punctuation`)
     ref_codes:  LongTensor [num_codebooks, T_ref] of codec codes (cloning), or None
     lang, instruct: already resolved (`resolve_language`, `resolve_instruct`)
+    target_codes: LongTensor [num_codebooks, target_len] of known codes, mask_id where the model
+                is to fill (an edit); None: all MASK (every other request)
     """
     try:
         if isinstance(target_len, bool):
@@ -98,6 +103,14 @@ def build_canvas(
             raise InvalidRequest(f"reference audio codes must be integers, got {ref_codes.dtype}")
         if ref_codes.numel() and (int(ref_codes.min()) < 0 or int(ref_codes.max()) >= mask_id):
             raise InvalidRequest(f"reference audio codes must lie in 0..{mask_id - 1}")
+    if target_codes is not None:
+        if list(target_codes.shape) != [num_codebooks, target_len] or target_codes.is_floating_point():
+            raise InvalidRequest(
+                f"known target codes must be integers of shape [{num_codebooks}, {target_len}], "
+                f"got {target_codes.dtype} {list(target_codes.shape)}"
+            )
+        if int(target_codes.min()) < 0 or int(target_codes.max()) > mask_id:
+            raise InvalidRequest(f"known target codes must lie in 0..{mask_id} ({mask_id}: to fill)")
 
     style_ids = tokenizer.encode(style_text(lang, instruct, denoise, ref_codes is not None))
     wrapped = "<|text_start|>" + combine_text(text, ref_text) + "<|text_end|>"
@@ -109,7 +122,10 @@ def build_canvas(
     if ref_codes is not None:
         ref_len = int(ref_codes.shape[1])
         parts.append(ref_codes.to(device="cpu", dtype=torch.long))  # [C, T_ref]
-    parts.append(torch.full((num_codebooks, target_len), mask_id, dtype=torch.long))  # [C, T]
+    if target_codes is None:
+        parts.append(torch.full((num_codebooks, target_len), mask_id, dtype=torch.long))  # [C, T]
+    else:
+        parts.append(target_codes.to(device="cpu", dtype=torch.long))  # [C, T], MASK where to fill
     input_ids = torch.cat(parts, dim=1).contiguous()  # [C, L]
 
     length = input_ids.shape[1]

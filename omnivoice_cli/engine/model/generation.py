@@ -52,7 +52,7 @@ class StepCache:
 class Job:
     """One request's state through the loop."""
 
-    canvas: Canvas  # the conditional canvas (target region all MASK at the start)
+    canvas: Canvas  # the conditional canvas (target region all MASK at the start, or an edit's known codes)
     gen: GenerationConfig  # its decoding settings
     generator: torch.Generator | None  # its own randomness
     tokens: torch.Tensor  # [C, T] the target region as it is now
@@ -75,9 +75,12 @@ class Job:
 
 
 def make_job(canvas: Canvas, gen: GenerationConfig, seed: int, mask_id: int, device) -> Job:
-    total = canvas.target_len * canvas.input_ids.shape[0]
+    """A request's job: its target starts as the canvas's (all MASK, or an edit's known codes with
+    MASK where to fill) and the schedule reveals exactly its MASK positions, so a known code is
+    never written (scheduler.position_scores gives revealed positions -inf)."""
     generator = torch.Generator(device=device).manual_seed(seed)
-    tokens = torch.full((canvas.input_ids.shape[0], canvas.target_len), mask_id, dtype=torch.long, device=device)
+    tokens = canvas.input_ids[:, canvas.target_start :].to(device=device, dtype=torch.long, copy=True)  # [C, T]
+    total = int((tokens == mask_id).sum())
     cache = StepCache(gen.step_cache_prompt_every, gen.step_cache_uncond_every) if gen.step_cache else None
     schedule = scheduler.reveal_schedule(total, gen.num_step, gen.t_shift)
     return Job(canvas, gen, generator, tokens, schedule, 0, cache)

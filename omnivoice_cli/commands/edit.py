@@ -1,0 +1,171 @@
+"""`omnivoice edit`: change words inside a recording, the rest of it kept (app/edit/).
+
+The app layer is imported inside the function: `omnivoice edit --help` reads only the options.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from ..app.settings.schema import GENERATION_KEYS
+from ..app.settings.setting import LISTENING
+from ..ui.helpfmt import MORE
+from ..ui.messages import echo
+from ..ui.options import HARDWARE_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, with_settings
+
+HELP = (
+    """Change words inside a recording: only the changed stretch is made again, in the take's voice.
+"""
+    + MORE
+    + """
+The take is encoded; the stretches whose words changed (the two transcripts aligned word by
+word) are masked, each given as many frames as its new words take at the take's own pace, and
+the model fills them with the whole new transcript in view, the take's other codes kept bit for
+bit. Where the words lie: --span START:END (seconds, one per change, in order) or --words (the
+speech recogniser hears the take: the asr extra). The joins are cross-faded over 80 ms; the
+output keeps the take's sample rate and level. A change of more than half the take is refused:
+speak it with `omnivoice say TEXT --ref TAKE` instead. --dry-run shows the changes and the
+canvas (the known and the masked frames) without loading the model. docs/edit.md has the method.
+Exit codes: 0 ok; 1 runtime failure; 2 bad usage (a span past the end, an empty transcript, a
+take without speech), nothing written."""
+)
+
+EXAMPLES = """
+omnivoice edit take.wav --ref-text "See you on Monday." --text "See you on Tuesday." --span 1.1:1.6 -o fixed.wav
+omnivoice edit take.wav --text "See you on Tuesday." --words -o fixed.wav
+omnivoice edit take.wav --ref-text "..." --text "..." --span 0.4:0.9 --span 2.0:2.3 --dry-run --json
+"""
+
+EDIT_SETTINGS = ("lang", "lexicon", "normalize", *GENERATION_KEYS, "seed", *HARDWARE_SETTINGS, "asr_model")
+
+
+@with_settings(*EDIT_SETTINGS)
+def edit(
+    take: str = typer.Argument(..., metavar="TAKE", show_default=False, help="The recording to edit."),
+    text: str = typer.Option(
+        ..., "--text", metavar="TEXT", show_default=False, help="The whole new transcript of the take."
+    ),
+    ref_text: Optional[str] = typer.Option(
+        None,
+        "--ref-text",
+        metavar="TEXT",
+        show_default=False,
+        help="What the take says now (without it: --words hears it).",
+    ),
+    span: Optional[list[str]] = typer.Option(
+        None,
+        "--span",
+        metavar="START:END",
+        show_default=False,
+        help="Seconds of the take where a change lies (one per change, in order).",
+    ),
+    words: bool = typer.Option(
+        False,
+        "--words",
+        rich_help_panel=LISTENING,
+        help="Find where the changed words lie with the speech recogniser (the asr extra).",
+    ),
+    output: Optional[str] = typer.Option(
+        None,
+        "-o",
+        "--output",
+        metavar="PATH",
+        show_default=False,
+        rich_help_panel="Output",
+        help="The edited recording (its extension is the format); - writes WAV to stdout. Default: TAKE.edited.wav.",
+    ),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", rich_help_panel="Output", help="Load no model, write nothing: show the changes and canvas."
+    ),
+    preset: Optional[str] = PRESET_OPTION,
+    json_out: bool = typer.Option(False, "--json", rich_help_panel="Output", help="A JSON report (stderr if -o -)."),
+    quiet: bool = QUIET_OPTION,
+    flags: dict = NO_FLAGS,
+) -> None:
+    """Change words inside a recording: only the changed stretch is made again, in the take's voice."""
+    from ..app.edit import editplan
+    from ..media.output import check_output
+    from .common import run_session, run_settings
+
+    t_start = time.perf_counter()
+    _, settings = run_settings(preset, flags)
+    spans = [editplan.parse_span(s) for s in span or []]
+    the_take = editplan.read_take(take)
+    word_times = _heard(the_take, settings) if words else None
+    plan = editplan.plan_edit(the_take, text, ref_text=ref_text, spans=spans, word_times=word_times)
+    path = output if output is not None else str(Path(take).expanduser().with_suffix(".edited.wav"))
+    target = check_output(path, sample_rate=the_take.sample_rate)
+    if dry_run:
+        return _dry_run(plan, json_out)
+    if target.to_stdout and typer.get_binary_stream("stdout").isatty():
+        from ..engine.errors import InvalidRequest
+
+        raise InvalidRequest("-o - writes binary audio to stdout, which is a terminal: redirect it or pipe it")
+    from ..app.edit.editrun import EditRun
+
+    run = EditRun(plan, settings, run_session(quiet))
+    report = run.run(target, typer.get_binary_stream("stdout") if target.to_stdout else None)
+    where = "stdout" if target.to_stdout else str(target)
+    if json_out:
+        data = {
+            "path": where,
+            "sample_rate": the_take.sample_rate,
+            "audio_seconds": round(report.seconds, 4),
+            "seed": report.seed,
+            **{k: v for k, v in plan.record().items() if k in ("take_seconds", "changes", "canvas")},
+            "seconds": round(report.generate_seconds, 4),
+            "load_seconds": round(report.load_seconds, 4),
+            "total_seconds": round(time.perf_counter() - t_start, 4),
+            "warnings": report.warnings,
+        }
+        typer.echo(json.dumps(data, ensure_ascii=False), err=target.to_stdout)
+    elif not quiet:
+        echo(
+            f"{where}: {report.seconds:.2f} s ({the_take.seconds:.2f} s take), {len(plan.changes)} "
+            f"change{'s' * (len(plan.changes) != 1)} made in {report.generate_seconds:.2f} s "
+            f"(model loaded in {report.load_seconds:.1f} s); seed {report.seed}"
+        )
+
+
+def _heard(the_take: Any, settings: Any) -> list[tuple[str, float, float]]:
+    """--words: the take's words and their times, heard by the speech recogniser."""
+    from ..app.listening import listen
+    from ..engine.model.config import SAMPLE_RATE
+
+    rec = listen.recogniser(settings["asr_model"], settings["device"] or "auto", "--words")
+    try:
+        heard = rec.transcribe(the_take.prepared.wav, SAMPLE_RATE, settings["lang"])
+    finally:
+        rec.close()
+    if not heard.words:
+        from ..engine.errors import InvalidRequest
+
+        raise InvalidRequest(f"the speech recogniser heard no words in the take {the_take.path}: nothing to edit")
+    return [(w.text, w.start, w.end) for w in heard.words]
+
+
+def _dry_run(plan: Any, json_out: bool) -> None:
+    """The plan on stdout: the changes and the canvas the model would fill."""
+    from ..app.edit.editplan import FRAME_RATE
+
+    out = typer.get_text_stream("stdout")
+    record = plan.record()
+    if json_out:
+        out.write(json.dumps(record, ensure_ascii=False) + "\n")
+        return
+    out.write(
+        f"{record['take']}: {record['take_seconds']:.2f} s -> {record['output_seconds']:.2f} s, "
+        f"{len(plan.changes)} change{'s' * (len(plan.changes) != 1)}\n"
+    )
+    for c in plan.changes:
+        out.write(
+            f"  {c.start / FRAME_RATE:7.2f}-{c.end / FRAME_RATE:.2f} s  {c.end - c.start:>4} -> {c.new_frames:>4} frames  "
+            f"{c.old_words or '(nothing)'!r} -> {c.new_words or '(nothing)'!r}\n"
+        )
+    canvas = record["canvas"]
+    out.write(f"  canvas: {canvas['target_frames']} frames, known {canvas['known']}, masked {canvas['masked']}\n")
