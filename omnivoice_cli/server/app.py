@@ -40,6 +40,7 @@ from ..app.settings.setting import SettingsError
 from ..app.settings.values import did_you_mean
 from ..engine.errors import InvalidRequest, MissingExtra, ModelUnavailable
 from ..engine.tickets import Busy, ServiceStopped
+from . import phrasereply as phrases
 from . import ui
 from . import voices as voice_routes
 from .asgi import ASGIApp, Message, Receive, Scope, Send
@@ -84,7 +85,7 @@ def log_line(state: ServerState, entry: dict) -> None:
         audio_s = f"{audio:.2f}s" if audio is not None else "-"
         queued = f"{entry['queued']:.2f}s" if "queued" in entry else "-"
         parts.append(f"chars={entry['chars']} audio={audio_s} seconds={seconds:.2f} rtf={rtf} queued={queued}")
-        parts += [f"{k}={entry[k]}" for k in ("seed", "voice", "format", "forwards") if k in entry]
+        parts += [f"{k}={entry[k]}" for k in ("seed", "voice", "format", "forwards", "cache") if k in entry]
     else:
         parts.append(f"seconds={seconds:.3f}")
     if entry.get("disconnected"):
@@ -250,7 +251,7 @@ async def on_http_error(request: Request, exc: Exception) -> Response:
 # ------------------------------------------------------------------------------------ endpoints
 
 
-async def speech(request: Request) -> SpeechReply:
+async def speech(request: Request) -> SpeechReply | phrases.CachedReply:
     state: ServerState = request.app.state.server
     state.require_service()
     entry = request.scope["omnivoice.log"]
@@ -258,6 +259,9 @@ async def speech(request: Request) -> SpeechReply:
     entry.update(chars=parsed.chars, seed=parsed.request.seed, voice=parsed.voice, format=parsed.response_format)
     if parsed.built.warnings:
         entry["warning"] = "; ".join(parsed.built.warnings)
+    hit, keep = await phrases.lookup(state, parsed, entry)  # serve --phrase-cache
+    if hit is not None:
+        return hit
     events = EventQueue()
     check = await anyio.to_thread.run_sync(_verify_check, state, parsed)
     listener = await anyio.to_thread.run_sync(_timestamps_recogniser, state, parsed)
@@ -269,7 +273,7 @@ async def speech(request: Request) -> SpeechReply:
         raise busy(str(e), e.retry_after) from None
     except ServiceStopped as e:
         raise busy(str(e), max(1, int(state.options.grace)), "shutting_down") from None
-    return SpeechReply(parsed, ticket, events, entry, listener)
+    return SpeechReply(parsed, ticket, events, entry, listener, keep)
 
 
 def server_recogniser(state: ServerState, parsed: SpeechBody, field: str) -> Recogniser:
@@ -454,7 +458,7 @@ def create_app(state: ServerState) -> Starlette:
 
         middleware.insert(0, Middleware(Counted, metrics=metrics))
     if state.options.cors:
-        exposed = ["X-OmniVoice-Seed", REQUEST_ID_HEADER, INSTRUCT_HEADER, INSTRUCT_NOTES_HEADER]
+        exposed = ["X-OmniVoice-Seed", REQUEST_ID_HEADER, INSTRUCT_HEADER, INSTRUCT_NOTES_HEADER, "X-OmniVoice-Cache"]
         middleware.insert(
             0,
             Middleware(

@@ -93,6 +93,7 @@ class SpeakerOptions:
     sentence_seconds: float = StreamConfig.sentence_seconds  # a later sentence kept whole up to this
     voice_map: Mapping[str, str] | None = None  # OpenAI voice name -> items (None: the built-in table)
     idle_unload: float | None = None  # seconds unused after which the model is unloaded (None: never)
+    phrase_seed: bool = False  # a request without a seed gets one from its text and voice (the phrase cache's)
 
     def stream_config(self) -> StreamConfig:
         """How its engine loop cuts a text (engine/stream/cut.py)."""
@@ -348,7 +349,7 @@ class Speaker:
         """The request every front end sends: built by the checks of `say` (request.build_request,
         which plans it as the CLI plans it: engine.pipeline.plan_request, its refusals in its
         words, before the engine sees it; the engine loop then takes what the plan takes)."""
-        built = build_request(text, settings, refs=References(), voices=Voices())
+        built = build_request(text, settings, refs=References(), voices=Voices(), phrase_seed=self.options.phrase_seed)
         if built.reference is not None:  # the checkpoint's own voice: encoded once, by the engine loop
             ref = built.reference
             key = (str(ref.path), ref.transcript)
