@@ -141,3 +141,9 @@ def test_clear_leaves_a_writers_temporary_file_only_when_it_is_not_ours(tmp_path
     stranger.write_bytes(b"theirs")
     files, _ = store.clear()
     assert files == 2 and not leftover.exists() and stranger.exists()
+
+
+def test_serve_refuses_a_bad_phrase_cache_size_before_loading(invoke):
+    pytest.importorskip("uvicorn")  # serve's extra is checked first
+    r = invoke("serve", "--phrase-cache", "lots")
+    assert r.exit_code == 2 and "--phrase-cache must be a size in MB" in r.stderr and "'lots'" in r.stderr
