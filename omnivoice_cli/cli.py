@@ -126,8 +126,8 @@ COMMANDS = {
     "cache": Lazy(
         "cache",
         "app",
-        "The weight cache: the int8 body's coded weights, kept so that loading with --quantize int8 again "
-        "skips coding them.",
+        "The weight cache (the int8 body's coded weights) and the phrase cache (replies kept by "
+        "serve --phrase-cache and say --cache).",
     ),
 }
 

@@ -368,6 +368,7 @@ FOLDER_RULES = (
         "voices and listening lie below the runs and the shared modules at app/'s top",
     ),
     Rule(("app/*.py",), APP_RUNS, "the shared modules at app/'s top serve the runs and import none of them"),
+    Rule(("app/phrases/",), APP_RUNS, "the phrase cache serves the runs and the door, and imports none of them"),
     Rule(
         ("app/say/", "app/batch/", "app/door/"),
         APP_RUNS,

@@ -38,6 +38,7 @@ from ..media.loudness import require as require_loudness
 from .checkpoint import model_config
 from .lexicon import load_lexicon
 from .listening import listen
+from .phrases.phrasekey import derived_seed, voice_key
 from .session import random_seed
 from .settings.layers import Resolved, Source, generation_kwargs
 from .settings.schema import SCHEMA
@@ -325,11 +326,13 @@ def build_request(
     voices: Voices,
     line_base: Path | None = None,
     seed: int | None = None,
+    phrase_seed: bool = False,
 ) -> Built:
     """Check everything about one request that needs no model and build it (see the module doc).
 
     `settings` are resolved and checked; `seed` is the seed when the settings give none (default:
-    a random one, recorded in the result). The decisions taken here are layers on top of them,
+    a random one, recorded in the result; with `phrase_seed`, the phrase cache's, derived from the
+    text and the voice: app/phrases/phrasekey.py). The decisions taken here are layers on top of them,
     in the returned `Built.settings`: a recording given later than a voice takes the voice away,
     a built-in voice becomes its instruct items, a drawn seed comes from "random"."""
     check_text(text)  # before any conversion; validate_request checks what the model will be given
@@ -351,7 +354,18 @@ def build_request(
     settings = _builtin_voice(settings)
     voice_file, prompt = _voice(settings, voices, line_base)
     drawn = settings["seed"]
-    if drawn is None:
+    if drawn is None and seed is None and phrase_seed:  # the same words in the same voice: the same seed
+        voice = voice_key(
+            reference.prepared if reference else None,
+            prompt,
+            settings["instruct"],
+            settings["instruct_text"],
+            settings["lang"],
+            reference.transcript if reference else None,
+        )
+        drawn = derived_seed(text, voice)
+        settings = settings.with_values({"seed": drawn}, Source("derived", label="from the text and voice"))
+    elif drawn is None:
         drawn = random_seed() if seed is None else seed
         settings = settings.with_values({"seed": drawn}, Source("random"))
     request = Request(

@@ -185,6 +185,7 @@ def _report(report: Any, t_start: float, json_out: bool, quiet: bool) -> None:
             "subtitles": None if report.subtitles is None else str(report.subtitles),
             **({} if report.verify is None else {"verify": report.verify}),
             **({} if report.loudness is None else {"loudness": report.loudness}),
+            **({} if report.cache is None else {"cache": report.cache}),  # say --cache: hit or miss
         }
         typer.echo(json.dumps(data, ensure_ascii=False), err=target is not None and target.to_stdout)
     elif not quiet:
@@ -194,6 +195,9 @@ def _report(report: Any, t_start: float, json_out: bool, quiet: bool) -> None:
         first_s = "" if first is None else f"; first audio after {first:.2f} s"
         voice_s = "" if report.voice_seconds is None else f", voice prepared in {report.voice_seconds:.1f} s"
         ran = "" if report.ran is None else f"; {path_words(report.ran)}"
+        if report.cache == "hit":  # say --cache: no model, the file written from the phrase cache
+            echo(f"{report.where}: {report.audio_seconds:.2f} s of audio from the phrase cache, seed {report.seed}")
+            return
         echo(
             f"{report.where}: {report.audio_seconds:.2f} s of audio{pieces} in {report.seconds:.2f} s ({pace(rtf)}"
             f"{first_s}; model loaded in {report.load_seconds:.1f} s{voice_s}), seed {report.seed}{ran}"
@@ -312,12 +316,19 @@ def say(
         rich_help_panel="Input",
         help="SSML input (auto when it starts with <speak).",
     ),
+    cache: bool = typer.Option(
+        False,
+        "--cache",
+        rich_help_panel=MACHINE,
+        help="Keep the file in the phrase cache and write it from there when the same request comes again "
+        "(no model load); without --seed, the seed comes from the text and voice. `omnivoice cache` shows it.",
+    ),
     flags: dict = NO_FLAGS,
 ) -> None:
     """Speak TEXT (or the text of -f FILE) into an audio file, or to stdout with -o -."""
     from ..app.request import References, Voices, build_request
     from ..app.say.remote import RemoteRun, check_remote, server_url
-    from ..app.say.speak import check_streamable, output_target, speech_run
+    from ..app.say.speak import check_cacheable, check_streamable, output_target, phrase_cache, speech_run
     from ..app.say.speakrun import Speech
     from ..app.session import WarnOnce, hardware_from_settings
     from ..app.ssml.parse import is_ssml
@@ -354,7 +365,7 @@ def say(
         if built is None:
             return
     else:
-        built = build_request(text_value, settings, refs=refs, voices=Voices())
+        built = build_request(text_value, settings, refs=refs, voices=Voices(), phrase_seed=cache)
     heard(built.reference, quiet)
     (shown := WarnOnce(warn))(built.warnings)
     if dry_run:
@@ -376,7 +387,9 @@ def say(
         stream=stream,
         words=words_path,
         subtitle_level=subtitle_level,
+        cache=phrase_cache(warn) if cache else None,
     )
+    check_cacheable(speech, url)
     if speech.streamed:  # the streamed render (speakstream.StreamedRun)
         check_streamable(target)
     session = run_session(quiet)

@@ -161,6 +161,15 @@ WARMUP_OPTION = typer.Option(
     rich_help_panel="Server",
     help="Speak one short request once the model is loaded; /health/ready says ready after it.",
 )
+PHRASE_CACHE_OPTION = typer.Option(
+    None,
+    "--phrase-cache",
+    metavar="SIZE",
+    rich_help_panel="Server",
+    help="Keep each reply on disk (the cache folder's phrases/, at most SIZE MB: '256', '2GB') and "
+    "answer the same request again from it (X-OmniVoice-Cache: hit). A request without a seed gets "
+    "one derived from its text and voice, so a repeated phrase is a hit. Default: off.",
+)
 VOICE_MAP_OPTION = typer.Option(
     None,
     "--voice-map",
@@ -227,6 +236,7 @@ def serve(
     no_ui: bool = NO_UI_OPTION,
     warmup: bool = WARMUP_OPTION,
     idle_unload: Optional[str] = IDLE_UNLOAD_OPTION,
+    phrase_cache: Optional[str] = PHRASE_CACHE_OPTION,
     voice_map: Optional[str] = VOICE_MAP_OPTION,
     ray: Optional[str] = RAY_SERVE_OPTION,
     replicas: int = REPLICAS_OPTION,
@@ -240,6 +250,7 @@ def serve(
     """Serve OpenAI's speech API (POST /v1/audio/speech) and the saved voices over HTTP."""
     from ..app.checkpoint import model_config
     from ..app.door.idle import idle_seconds
+    from ..app.phrases.phrasecache import parse_size
     from ..app.settings.layers import FLAG_SOURCE
     from ..server.config import ServeOptions, load_voice_map
     from ..server.state import ServerState
@@ -248,6 +259,7 @@ def serve(
 
     check_extra("omnivoice serve", "serve", *SERVE_STACK)  # before server.run, which imports the web framework
     unload = idle_seconds(idle_unload)
+    phrase_bytes = None if phrase_cache is None else parse_size(phrase_cache)
     if max_chars is not None and max_input_chars is not None:
         raise InvalidRequest("--max-input-chars is --max-chars under its former name: give one of them")
     from ..server.run import is_loopback  # (starlette, uvicorn: loaded when serving, not by --help)
@@ -275,6 +287,7 @@ def serve(
         asr_model=settings["asr_model"],
         warmup=warmup,
         idle_unload=unload,
+        phrase_cache=phrase_bytes,
     )
     if not is_loopback(host) and options.api_key is None:
         warn(f"listening on {host} without --api-key: anyone who can reach this port can use the server")

@@ -40,6 +40,7 @@ from ..app.settings.setting import SettingsError
 from ..app.settings.values import did_you_mean
 from ..engine.errors import InvalidRequest, MissingExtra, ModelUnavailable
 from ..engine.tickets import Busy, ServiceStopped
+from . import phrasereply as phrases
 from . import ui
 from . import voices as voice_routes
 from .asgi import ASGIApp, Message, Receive, Scope, Send
@@ -85,7 +86,7 @@ def log_line(state: ServerState, entry: dict) -> None:
         audio_s = f"{audio:.2f}s" if audio is not None else "-"
         queued = f"{entry['queued']:.2f}s" if "queued" in entry else "-"
         parts.append(f"chars={entry['chars']} audio={audio_s} seconds={seconds:.2f} rtf={rtf} queued={queued}")
-        parts += [f"{k}={entry[k]}" for k in ("seed", "voice", "format", "forwards") if k in entry]
+        parts += [f"{k}={entry[k]}" for k in ("seed", "voice", "format", "forwards", "cache") if k in entry]
     else:
         parts.append(f"seconds={seconds:.3f}")
     if entry.get("disconnected"):
@@ -251,7 +252,7 @@ async def on_http_error(request: Request, exc: Exception) -> Response:
 # ------------------------------------------------------------------------------------ endpoints
 
 
-async def speech(request: Request) -> SpeechReply | Response:
+async def speech(request: Request) -> SpeechReply | phrases.CachedReply | Response:
     state: ServerState = request.app.state.server
     state.require_service()
     entry = request.scope["omnivoice.log"]
@@ -261,6 +262,9 @@ async def speech(request: Request) -> SpeechReply | Response:
         entry["warning"] = "; ".join(parsed.built.warnings)
     if parsed.parts is not None:  # SSML of several parts: each its own request, joined (ssmlreply.py)
         return await ssml_reply(state, parsed)
+    hit, keep = await phrases.lookup(state, parsed, entry)  # serve --phrase-cache
+    if hit is not None:
+        return hit
     events = EventQueue()
     check = await anyio.to_thread.run_sync(_verify_check, state, parsed)
     listener = await anyio.to_thread.run_sync(_timestamps_recogniser, state, parsed)
@@ -272,7 +276,7 @@ async def speech(request: Request) -> SpeechReply | Response:
         raise busy(str(e), e.retry_after) from None
     except ServiceStopped as e:
         raise busy(str(e), max(1, int(state.options.grace)), "shutting_down") from None
-    return SpeechReply(parsed, ticket, events, entry, listener, state.speaker.mark)
+    return SpeechReply(parsed, ticket, events, entry, listener, state.speaker.mark, keep)
 
 
 def server_recogniser(state: ServerState, parsed: SpeechBody, field: str) -> Recogniser:
@@ -457,7 +461,7 @@ def create_app(state: ServerState) -> Starlette:
 
         middleware.insert(0, Middleware(Counted, metrics=metrics))
     if state.options.cors:
-        exposed = ["X-OmniVoice-Seed", REQUEST_ID_HEADER, INSTRUCT_HEADER, INSTRUCT_NOTES_HEADER]
+        exposed = ["X-OmniVoice-Seed", REQUEST_ID_HEADER, INSTRUCT_HEADER, INSTRUCT_NOTES_HEADER, "X-OmniVoice-Cache"]
         middleware.insert(
             0,
             Middleware(

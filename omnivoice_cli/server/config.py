@@ -35,6 +35,7 @@ class ServeOptions:
     ui: bool = True  # the page on GET / (--no-ui: off)
     warmup: bool = False  # one request spoken once the model is loaded, before /health/ready says ready
     idle_unload: float | None = None  # seconds unused after which the model is unloaded (None: never)
+    phrase_cache: int | None = None  # --phrase-cache: the phrase cache's bound in bytes (None: off)
     replica: str | None = None  # this replica's id under Ray Serve (serve --ray): the X-OmniVoice-Replica header
     # A reply's first piece: whole sentences up to this estimated length. A text up to it is one
     # piece, the same job as `say`'s, so a lone request costs what `say` costs; a longer one streams

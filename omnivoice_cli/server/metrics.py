@@ -116,6 +116,9 @@ class Metrics:
         self.loaded = Gauge(p + "model_loaded", "1 while the model is loaded.", registry=r)
         self.rss_before = Gauge(p + "resident_bytes_before_load", "Resident memory before the first load.", registry=r)
         self.rss = Gauge(p + "resident_bytes", "Resident memory now.", registry=r)
+        self.phrases = Counter(p + "phrase_cache", "Speech requests by the phrase cache.", ["result"], registry=r)
+        if state.phrases is not None:  # serve --phrase-cache: each lookup's hit or miss
+            state.phrases.listeners.append(lambda result: self.phrases.labels(result).inc())
         self._hooked: weakref.ref[Service] | None = None  # weak: an unloaded engine is not kept
         self._lock = threading.Lock()
         state.speaker.on_load.append(self.on_load)

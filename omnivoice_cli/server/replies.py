@@ -31,6 +31,7 @@ import anyio
 
 from ..app.deliver import Outputs, PieceEncoder, Take, deliver
 from ..app.listening.verify import PieceRow, RequestCheck
+from ..app.phrases.phrasecache import HEADER as CACHE_HEADER
 from ..engine.errors import OmniVoiceError
 from ..engine.pieces import PieceCheck
 from ..engine.stream.render import StreamPiece
@@ -93,12 +94,12 @@ class EventQueue:
         return await self.queue.get()
 
 
-def _start(status: int, headers: dict[str, str]) -> dict:
+def start_message(status: int, headers: dict[str, str]) -> dict:
     raw = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
     return {"type": "http.response.start", "status": status, "headers": raw}
 
 
-def _sse(kind: str, payload: dict) -> bytes:
+def sse_event(kind: str, payload: dict) -> bytes:
     return f"event: {kind}\ndata: {json.dumps({'type': kind, **payload})}\n\n".encode()
 
 
@@ -113,10 +114,12 @@ class SpeechReply:
         log: dict[str, object],
         listener: Recogniser | None = None,
         mark: Mark | None = None,
+        keep: Callable[[bytes, dict], None] | None = None,
     ) -> None:
         self.speech, self.ticket, self.events, self.log = speech, ticket, events, log
         self.mark = mark  # the AI mark in the reply's metadata (the server's: Speaker.mark)
         self.listener = listener  # `timestamps`: the speech recogniser that times the words
+        self.keep = keep  # serve --phrase-cache: the reply's bytes kept once whole (server/phrasereply.py)
         self.finished = False
 
     @property
@@ -132,6 +135,8 @@ class SpeechReply:
             out[MARK_HEADER] = self.mark.text()
         if self.speech.sse:
             out.update({"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        if self.keep is not None:
+            out[CACHE_HEADER] = "miss"
         return {**out, **(extra or {})}
 
     async def __call__(self, scope: dict[str, object], receive: Receive, send: Send) -> None:
@@ -169,7 +174,7 @@ class SpeechReply:
         self.log["error"] = error.message
         body = error.body()
         headers = {"Content-Type": "application/json", "Content-Length": str(len(body)), **error.headers}
-        await send(_start(error.status, headers))
+        await send(start_message(error.status, headers))
         await send({"type": "http.response.body", "body": body})
 
     def done(self, event: Event) -> None:
@@ -217,8 +222,10 @@ class SpeechReply:
             data = json.dumps(body, ensure_ascii=False).encode("utf-8")
             extra["Content-Type"] = "application/json"
         self.done(event)
+        if self.keep is not None and not self.speech.timestamps:
+            await self.kept(data, _summary(event), extra.get(LOUDNESS_HEADER))
         extra["Content-Length"] = str(len(data))
-        await send(_start(200, self.headers(extra)))
+        await send(start_message(200, self.headers(extra)))
         await send({"type": "http.response.body", "body": data})
 
     def captioned(self, data: bytes, rate: int, samples: int, words: list[WordTime]) -> dict[str, object]:
@@ -240,12 +247,15 @@ class SpeechReply:
         """Each piece's bytes as it comes (chunked, or as SSE deltas)."""
         encoder = PieceEncoder(self.speech.format, self.ticket.service.engine.sample_rate, self.out_rate, self.mark)
         feed, finish = encoder.feed, encoder.finish
-        await send(_start(200, self.headers()))
+        await send(start_message(200, self.headers()))
+        sent: list[bytes] = []  # the stream's bytes, kept with --phrase-cache
         while True:
             if event.kind == "piece":
-                await self.send_bytes(send, await anyio.to_thread.run_sync(feed, _piece(event).audio))
+                sent.append(await anyio.to_thread.run_sync(feed, _piece(event).audio))
+                await self.send_bytes(send, sent[-1])
             elif event.kind == "done":
-                await self.send_bytes(send, await anyio.to_thread.run_sync(finish))
+                sent.append(await anyio.to_thread.run_sync(finish))
+                await self.send_bytes(send, sent[-1])
                 self.done(event)
                 break
             else:  # failed after audio went out: an SSE error event, or a cut connection
@@ -255,7 +265,7 @@ class SpeechReply:
                 await send(
                     {
                         "type": "http.response.body",
-                        "body": _sse("error", {"error": self.log["error"]}),
+                        "body": sse_event("error", {"error": self.log["error"]}),
                         "more_body": True,
                     }
                 )
@@ -268,14 +278,29 @@ class SpeechReply:
                 "total_tokens": self.speech.chars + _summary(event).samples,
             }
             await send(
-                {"type": "http.response.body", "body": _sse("speech.audio.done", {"usage": usage}), "more_body": True}
+                {
+                    "type": "http.response.body",
+                    "body": sse_event("speech.audio.done", {"usage": usage}),
+                    "more_body": True,
+                }
             )
+        if self.keep is not None and event.kind == "done":
+            await self.kept(b"".join(sent), _summary(event), None)
         self.finished = True
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def kept(self, data: bytes, summary: Summary, loudness: str | None) -> None:
+        """--phrase-cache: the whole reply's bytes kept before its last byte goes out (a client that
+        has a reply finds it kept), with what a hit's headers and SSE usage need."""
+        assert self.keep is not None
+        meta: dict[str, object] = {"samples": summary.samples, "audio_seconds": summary.audio_seconds}
+        if loudness is not None:
+            meta["loudness"] = loudness
+        await anyio.to_thread.run_sync(self.keep, data, meta)
 
     async def send_bytes(self, send: Send, data: bytes) -> None:
         if not data:
             return
         if self.speech.sse:
-            data = _sse("speech.audio.delta", {"audio": base64.b64encode(data).decode("ascii")})
+            data = sse_event("speech.audio.delta", {"audio": base64.b64encode(data).decode("ascii")})
         await send({"type": "http.response.body", "body": data, "more_body": True})

@@ -353,6 +353,7 @@ def serve_speaker_options(options: ServeOptions) -> SpeakerOptions:
         sentence_seconds=seconds,
         voice_map=options.voice_map,
         idle_unload=options.idle_unload,
+        phrase_seed=options.phrase_cache is not None,
     )
 
 

@@ -15,11 +15,13 @@ import asyncio
 import collections
 import itertools
 import secrets
+import sys
 import threading
 from typing import TYPE_CHECKING, Callable
 
 from ..app.door.speaker import Speaker
 from ..app.listening.listen import Recogniser
+from ..app.phrases.phrasecache import PhraseCache
 from ..engine.errors import one_line
 from ..engine.service import Service
 from .config import ServeOptions
@@ -50,6 +52,9 @@ class ServerState:
         self.loaded = threading.Event()
         self.warmed = False  # the warm-up request (--warmup) has been spoken
         self.rss_before_load: int | None = None  # the process's resident bytes before the first load
+        self.phrases = (  # serve --phrase-cache (server/phrasereply.py)
+            None if options.phrase_cache is None else PhraseCache.open(options.phrase_cache, notice=self._notice)
+        )
         self._ids = itertools.count(1)
         self._prefix = secrets.token_hex(3)
 
@@ -57,6 +62,10 @@ class ServerState:
     def service(self) -> Service | None:
         """The engine loop once the model is loaded (the Speaker's)."""
         return self.speaker.running
+
+    def _notice(self, text: str) -> None:
+        if not self.options.quiet:
+            sys.stderr.write(f"omnivoice serve: {text}\n")
 
     def request_id(self) -> str:
         return f"req_{self._prefix}{next(self._ids):05d}"

@@ -97,6 +97,7 @@ class SpeakerOptions:
     sentence_seconds: float = StreamConfig.sentence_seconds  # a later sentence kept whole up to this
     voice_map: Mapping[str, str] | None = None  # OpenAI voice name -> items (None: the built-in table)
     idle_unload: float | None = None  # seconds unused after which the model is unloaded (None: never)
+    phrase_seed: bool = False  # a request without a seed gets one from its text and voice (the phrase cache's)
 
     def stream_config(self) -> StreamConfig:
         """How its engine loop cuts a text (engine/stream/cut.py)."""
@@ -383,7 +384,7 @@ class Speaker:
         return plain if choice is None else self.with_voice(plain, choice, source)
 
     def _make_one(self, text: str, settings: Resolved) -> Built:
-        built = build_request(text, settings, refs=References(), voices=Voices())
+        built = build_request(text, settings, refs=References(), voices=Voices(), phrase_seed=self.options.phrase_seed)
         if built.reference is not None:  # the checkpoint's own voice: encoded once, by the engine loop
             ref = built.reference
             key = (str(ref.path), ref.transcript)

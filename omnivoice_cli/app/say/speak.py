@@ -42,6 +42,7 @@ from ...engine.errors import InvalidRequest
 from ...media.formats import streaming_formats
 from ...media.loudness import streaming_refused
 from ...media.output import OutputTarget, check_output
+from ..phrases.phrasecache import DEFAULT_MB, PhraseCache
 from ..session import Session
 from ..settings.layers import Resolved
 from .speakplain import PlainRun
@@ -82,6 +83,34 @@ def report_settings(values: Mapping[str, object]) -> dict:
     elif out.get("speed") is None and "speed" in out:
         out["speed"] = 1.0
     return out
+
+
+def phrase_cache(notice: Callable[[str], None]) -> PhraseCache:
+    """`say --cache`'s phrase cache (app/phrases/), bounded at DEFAULT_MB."""
+    return PhraseCache.open(DEFAULT_MB << 20, notice=notice)
+
+
+def check_cacheable(speech: Speech, server: str | None) -> None:
+    """Before the model: --cache keeps a plain render's file, so it needs -o FILE and nothing that
+    listens to the audio or sends it elsewhere as it is made."""
+    if speech.cache is None:
+        return
+    given = [
+        flag
+        for flag, on in (
+            ("--server", server is not None),
+            ("--play", speech.play),
+            ("--stream", speech.stream),
+            ("--words", speech.words is not None),
+            ("--subtitles", speech.subtitles is not None),
+            ("--verify", bool(speech.settings["verify"])),
+        )
+        if on
+    ]
+    if given:
+        raise InvalidRequest(f"--cache keeps the file of a plain render: leave out {', '.join(given)}")
+    if speech.target is None or speech.target.to_stdout:
+        raise InvalidRequest("--cache keeps the file a render writes: give -o FILE (not -o - or the player)")
 
 
 def speech_run(speech: Speech, session: Session, shown: Shown | None = None) -> "PlainRun | StreamedRun":

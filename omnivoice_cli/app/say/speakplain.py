@@ -1,16 +1,26 @@
 """The plain render of `say` (`-o FILE`, `-o -`): the render that matches the reference. The
 model is loaded, the recording encoded, every piece generated at once, then the words, the
 subtitles and the audio written through deliver.py (a stop waits until the file is complete).
+
+With --cache (the phrase cache, app/phrases/), the file is looked up first: a hit is written from
+the cache through a temporary file and a rename, with no model loaded; a miss is rendered as
+above, and the file it wrote is kept.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from contextlib import AbstractContextManager, contextmanager
 from typing import Callable, Iterator
 
+import numpy as np
+
 from ...engine.pipeline import Engine
 from ...engine.planning import Planned, Request, Result, plan_of
+from ...media.atomic import replace_atomically
+from ...media.leveller import LoudnessReport
+from ...media.phrasestore import Found
 from ..deliver import Outputs, Take, deliver
 from ..listening import listen
 from ..listening.verify import RequestCheck
@@ -33,6 +43,10 @@ class PlainRun(SpeechRun):
     def run(self, signals: HoldSignals) -> SpeechReport:
         """Speak; StoppedBySignal on Ctrl-C / SIGTERM (`signals`: the HoldSignals the writes are held by)."""
         speech, writes = self.speech, Writes(signals)
+        key = self.cache_key()
+        found = None if key is None else self.cached(key)
+        if found is not None:
+            return self.from_cache(found, writes)
         player = open_the_player(speech.play)  # --play with --loudness: the whole, once measured
         try:
             self.heard = self.words_recogniser()  # before the TTS model: its failure comes first
@@ -66,7 +80,9 @@ class PlainRun(SpeechRun):
         finally:
             if self.heard is not None:
                 self.heard.close()
-        return speech_report(
+        if key is not None:
+            self.keep(key, len(result.audio), result.sample_rate, pieces, done.loudness)
+        report = speech_report(
             speech,
             self.shown,
             result=result.audio,
@@ -81,6 +97,64 @@ class PlainRun(SpeechRun):
             engine=engine,
             loudness=done.loudness,
         )
+        return report if key is None else dataclasses.replace(report, cache="miss")
+
+    # --- --cache: the phrase cache ------------------------------------------------------------
+    def cache_key(self) -> str | None:
+        """The phrase cache's key of this render's file (None: --cache is off, or the checkpoint
+        is not here yet)."""
+        speech = self.speech
+        if speech.cache is None or speech.target is None or speech.target.path is None:
+            return None
+        rate = int(speech.sample_rate or 0)  # 0: the model's own (the checkpoint is keyed)
+        return speech.cache.key_of(speech.built, speech.target.audio_format.name, rate, "file")
+
+    def cached(self, key: str) -> Found | None:
+        assert self.speech.cache is not None
+        return self.speech.cache.get(key)
+
+    def from_cache(self, found: Found, writes: Writes) -> SpeechReport:
+        """A hit: the kept file written in place of a render (no model)."""
+        speech, t0 = self.speech, time.perf_counter()
+        target = speech.target
+        assert target is not None and target.path is not None
+        try:
+            with writes.protect():
+                replace_atomically(target.path, lambda f: f.write(found.data))
+        except KeyboardInterrupt as e:
+            raise stopped_after(e, writes.done, target) from None
+        meta, rate = found.meta, int(found.meta.get("sample_rate") or 1)
+        silent = np.zeros(int(meta.get("samples") or 0), dtype=np.float32)  # the report's length
+        report = speech_report(
+            speech,
+            self.shown,
+            result=silent,
+            sample_rate=rate,
+            seconds=time.perf_counter() - t0,
+            load=0.0,
+            voice=None,
+            first=None,
+            seed=int(speech.built.request.seed),
+            pieces=int(meta.get("pieces") or 1),
+        )
+        loudness = meta.get("loudness") if isinstance(meta.get("loudness"), dict) else None
+        return dataclasses.replace(report, cache="hit", loudness=loudness)
+
+    def keep(self, key: str, samples: int, rate: int, pieces: int, loudness: LoudnessReport | None) -> None:
+        """A miss: the file just written, kept (read back bounded: a file over the store's
+        bound is not kept)."""
+        speech = self.speech
+        assert speech.cache is not None and speech.target is not None and speech.target.path is not None
+        try:
+            if speech.target.path.stat().st_size > speech.cache.store.cap_bytes:
+                return
+            data = speech.target.path.read_bytes()
+        except OSError:
+            return
+        meta: dict[str, object] = {"samples": samples, "sample_rate": rate, "pieces": pieces}
+        if loudness is not None:
+            meta["loudness"] = loudness.as_dict()
+        speech.cache.put(key, data, meta)
 
     def generate(self, engine: Engine, request: Planned, label: str, check: RequestCheck | None, steps: int) -> Result:
         """The request's Result, its steps on the bar: the plan's total (every piece's num_step),

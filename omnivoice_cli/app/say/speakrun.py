@@ -24,6 +24,7 @@ from ...media.players import Player
 from ..deliver import Audio
 from ..listening.verify import RequestCheck, Verifier
 from ..marking import run_mark
+from ..phrases.phrasecache import PhraseCache
 from ..request import Built, Reference, References
 from ..session import Session, WarnOnce
 from ..settings.layers import Resolved
@@ -51,6 +52,7 @@ class Speech:
     stream: bool = False  # --stream: stdout piece by piece
     words: Path | None = None  # --words: the word timings (words.py), written just before the audio
     subtitle_level: str = "line"  # --subtitle-level word: VTT cues with each word's time
+    cache: PhraseCache | None = None  # --cache: the phrase cache (a plain render to -o FILE)
 
     @property
     def loudness(self) -> float | None:
@@ -162,6 +164,7 @@ class SpeechReport:
     verify: list | None = None  # --verify: per piece (verify.RequestCheck.report)
     loudness: dict | None = None  # --loudness: what normalising did (leveller.LoudnessReport.as_dict)
     ran: dict | None = None  # the path taken, resolved (`path_taken`); None: a server's
+    cache: str | None = None  # --cache: "hit" (written from the phrase cache) or "miss"; None: off
 
     @property
     def rtf(self) -> float | None:

@@ -26,7 +26,7 @@ from .values import check_setting, did_you_mean, parse_text
 class Source:
     """One layer of settings: where its values came from, for messages and for `--dry-run`."""
 
-    kind: str  # "default", "env", "preset", "flag", "line", "request" or "random" (a seed drawn for the run)
+    kind: str  # "default", "env", "preset", "flag", "line", "request", "random" (a seed drawn for the run) or "derived" (the phrase cache's seed)
     where: str = ""  # the preset file, the line number, ...
     label: str = ""  # how `--dry-run` shows it, when not `where` (a preset's name)
 

@@ -1,0 +1,1 @@
+"""The phrase cache: the same request spoken again read from disk (the map: docs/design.md)."""
