@@ -114,6 +114,12 @@ class SpeechReply:
         self.speech, self.ticket, self.events, self.log = speech, ticket, events, log
         self.listener = listener  # `timestamps`: the speech recogniser that times the words
         self.finished = False
+        self.spans: list[tuple[str, int, int]] = []  # whole: each piece's text and where it is heard (samples)
+
+    @property
+    def json_reply(self) -> bool:
+        """The whole reply is JSON (`captioned`): `timestamps`."""
+        return self.speech.timestamps
 
     @property
     def out_rate(self) -> int:
@@ -186,6 +192,7 @@ class SpeechReply:
         rate, req = self.ticket.service.engine.sample_rate, self.speech.request
         audio = np.concatenate([p.audio for p in pieces]) if pieces else np.zeros(0, dtype=np.float32)
         spans = [(p.text, *_heard(p)) for p in pieces if p.text]  # as say's pieces: where each text is heard
+        self.spans = spans
         outputs = Outputs(
             timestamps=self.speech.timestamps,  # the words, timed on the model's own samples
             loudness=self.speech.built.settings["loudness"],  # over the whole reply (media/loudness.py)
@@ -205,7 +212,7 @@ class SpeechReply:
         check = self.ticket.pieces.check
         if check is not None:  # the pieces are all checked now (a streamed reply's headers go out first)
             extra[VERIFY_HEADER] = json.dumps(_checked(check), ensure_ascii=True, separators=(",", ":"))
-        if self.speech.timestamps:
+        if self.json_reply:
             body = self.captioned(data, done.out_rate, done.out_samples, done.words or [])
             data = json.dumps(body, ensure_ascii=False).encode("utf-8")
             extra["Content-Type"] = "application/json"
@@ -236,7 +243,8 @@ class SpeechReply:
         await send(_start(200, self.headers()))
         while True:
             if event.kind == "piece":
-                await self.send_bytes(send, await anyio.to_thread.run_sync(feed, _piece(event).audio))
+                piece = _piece(event)
+                await self.send_bytes(send, await anyio.to_thread.run_sync(feed, piece.audio), piece)
             elif event.kind == "done":
                 await self.send_bytes(send, await anyio.to_thread.run_sync(finish))
                 self.done(event)
@@ -266,7 +274,8 @@ class SpeechReply:
         self.finished = True
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    async def send_bytes(self, send: Send, data: bytes) -> None:
+    async def send_bytes(self, send: Send, data: bytes, piece: StreamPiece | None = None) -> None:
+        """A stream's bytes (`piece`: the piece they end, None for the encoder's tail)."""
         if not data:
             return
         if self.speech.sse:
