@@ -401,6 +401,17 @@ FOLDER_RULES = (
         " the rest of server/",
     ),
     Rule(("server/wyoming/",), ("server/",), "Wyoming speaks through the door (app/door/), none of the HTTP server"),
+    Rule(
+        ("server/*.py",),
+        ("server/elevenlabs/",),
+        "ElevenLabs' API is entered from the app alone (its routes), never from the rest of the server",
+        but_from=("server/app.py",),
+    ),
+    Rule(
+        ("server/elevenlabs/",),
+        ("server/app.py",),
+        "ElevenLabs' routes speak through the app's one door, handed in (routes(door)), never imported",
+    ),
 )
 
 # Edges that break a rule above and are being removed; the test fails once an edge is gone, to

@@ -45,7 +45,9 @@ from . import ui
 from . import voices as voice_routes
 from .asgi import ASGIApp, Message, Receive, Scope, Send
 from .config import ServeOptions
-from .errors import ApiError, busy, check_key, from_engine, scrub_asr, scrub_paths
+from .elevenlabs import api as eleven_api
+from .elevenlabs import routes as eleven
+from .errors import ApiError, bad_request, busy, from_engine, scrub_asr, scrub_paths
 from .replies import EventQueue, SpeechReply
 from .schema import schema_document
 from .script import script
@@ -120,7 +122,7 @@ class Gate:
     async def wake(self, scope: Scope) -> None:
         """Asleep (--idle-unload), a request that needs the engine loads the model again first,
         in a thread (the event loop goes on answering)."""
-        needs = scope["path"] in ENGINE_PATHS and scope.get("method") != "GET"
+        needs = eleven_api.speaks(scope["path"], ENGINE_PATHS) and scope.get("method") != "GET"
         if needs and self.state.asleep:
             try:
                 await anyio.to_thread.run_sync(self.state.wake)
@@ -150,11 +152,11 @@ class Gate:
             await send(message)
 
         counted = path not in OPEN_PATHS
-        speech = path == SPEECH_PATH and scope["method"] == "POST"
+        speech = eleven_api.speaks(path, (SPEECH_PATH,)) and scope["method"] == "POST"
         state.inflight += counted
         state.speaking += speech
         try:
-            refused = self.refusal(scope)
+            refused = eleven_api.shaped(scope, self.refusal(scope))  # in ElevenLabs' shape on their routes
             if refused is not None:
                 await error_response(refused)(scope, receive, sending)
             else:
@@ -187,7 +189,7 @@ def refusal(scope: Scope, options: ServeOptions) -> ApiError | None:
     if path in OPEN_PATHS:
         return None
     if options.api_key is not None and not is_open(path):
-        refused = check_key(dict(scope["headers"]).get(b"authorization", b""), options.api_key)
+        refused = eleven_api.key_check(scope, options.api_key)  # ours, or ElevenLabs' xi-api-key on theirs
         if refused is not None:
             return refused
     length = dict(scope["headers"]).get(b"content-length")
@@ -252,19 +254,29 @@ async def on_http_error(request: Request, exc: Exception) -> Response:
 # ------------------------------------------------------------------------------------ endpoints
 
 
-async def speech(request: Request) -> SpeechReply | phrases.CachedReply | Response:
+async def speech(
+    request: Request, body: bytes | None = None, reply: type[SpeechReply] = SpeechReply
+) -> SpeechReply | phrases.CachedReply | Response:
+    """The one door of a speech request: a body of POST /v1/audio/speech (elevenlabs/ translates theirs;
+    `reply` its reply's shape). A phrase-cache hit or SSML of several parts is sent as plain audio, so
+    only where `reply.plain_audio`; a captioned reply refuses SSML of several parts."""
     state: ServerState = request.app.state.server
     state.require_service()
     entry = request.scope["omnivoice.log"]
-    parsed = await anyio.to_thread.run_sync(parse_speech, await request.body(), state.options, state.speaker)
+    body = await request.body() if body is None else body
+    parsed = await anyio.to_thread.run_sync(parse_speech, body, state.options, state.speaker)
     entry.update(chars=parsed.chars, seed=parsed.request.seed, voice=parsed.voice, format=parsed.response_format)
     if parsed.built.warnings:
         entry["warning"] = "; ".join(parsed.built.warnings)
-    if parsed.parts is not None:  # SSML of several parts: each its own request, joined (ssmlreply.py)
-        return await ssml_reply(state, parsed)
-    hit, keep = await phrases.lookup(state, parsed, entry)  # serve --phrase-cache
-    if hit is not None:
-        return hit
+    keep = None
+    if parsed.parts is not None and not reply.plain_audio:
+        raise bad_request("SSML that changes the voice, language or rate is sent whole, without timestamps", "text")
+    if reply.plain_audio:
+        if parsed.parts is not None:  # SSML of several parts: each its own request, joined (ssmlreply.py)
+            return await ssml_reply(state, parsed)
+        hit, keep = await phrases.lookup(state, parsed, entry)  # serve --phrase-cache
+        if hit is not None:
+            return hit
     events = EventQueue()
     check = await anyio.to_thread.run_sync(_verify_check, state, parsed)
     listener = await anyio.to_thread.run_sync(_timestamps_recogniser, state, parsed)
@@ -276,7 +288,7 @@ async def speech(request: Request) -> SpeechReply | phrases.CachedReply | Respon
         raise busy(str(e), e.retry_after) from None
     except ServiceStopped as e:
         raise busy(str(e), max(1, int(state.options.grace)), "shutting_down") from None
-    return SpeechReply(parsed, ticket, events, entry, listener, state.speaker.mark, keep)
+    return reply(parsed, ticket, events, entry, listener, state.speaker.mark, keep)
 
 
 def server_recogniser(state: ServerState, parsed: SpeechBody, field: str) -> Recogniser:
@@ -473,6 +485,7 @@ def create_app(state: ServerState) -> Starlette:
             ),
         )
     routes: list[BaseRoute] = [
+        *eleven.routes(speech, list_models),  # elevenlabs/: ElevenLabs' API, through the same door
         Route(SPEECH_PATH, speech, methods=["POST"]),
         Route("/v1/audio/voices", voice_routes.list_voices, methods=["GET"]),
         Route("/v1/audio/voices", voice_routes.create_voice, methods=["POST"]),

@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-from typing import TYPE_CHECKING, Awaitable, Callable
+from typing import TYPE_CHECKING, Awaitable, Callable, ClassVar
 
 import anyio
 
@@ -106,6 +106,10 @@ def sse_event(kind: str, payload: dict) -> bytes:
 class SpeechReply:
     """An ASGI app sending one request's audio (see the module doc)."""
 
+    # the audio's bytes as POST /v1/audio/speech sends them, so a phrase-cache hit or joined SSML parts
+    # can stand for it (False: a reply of another shape, ElevenLabs' captioned ones)
+    plain_audio: ClassVar[bool] = True
+
     def __init__(
         self,
         speech: SpeechBody,
@@ -121,6 +125,12 @@ class SpeechReply:
         self.listener = listener  # `timestamps`: the speech recogniser that times the words
         self.keep = keep  # serve --phrase-cache: the reply's bytes kept once whole (server/phrasereply.py)
         self.finished = False
+        self.spans: list[tuple[str, int, int]] = []  # whole: each piece's text and where it is heard (samples)
+
+    @property
+    def json_reply(self) -> bool:
+        """The whole reply is JSON (`captioned`): `timestamps`."""
+        return self.speech.timestamps
 
     @property
     def out_rate(self) -> int:
@@ -197,6 +207,7 @@ class SpeechReply:
         rate, req = self.ticket.service.engine.sample_rate, self.speech.request
         audio = np.concatenate([p.audio for p in pieces]) if pieces else np.zeros(0, dtype=np.float32)
         spans = [(p.text, *_heard(p)) for p in pieces if p.text]  # as say's pieces: where each text is heard
+        self.spans = spans
         outputs = Outputs(
             timestamps=self.speech.timestamps,  # the words, timed on the model's own samples
             loudness=self.speech.built.settings["loudness"],  # over the whole reply (media/loudness.py)
@@ -217,7 +228,7 @@ class SpeechReply:
         check = self.ticket.pieces.check
         if check is not None:  # the pieces are all checked now (a streamed reply's headers go out first)
             extra[VERIFY_HEADER] = json.dumps(_checked(check), ensure_ascii=True, separators=(",", ":"))
-        if self.speech.timestamps:
+        if self.json_reply:
             body = self.captioned(data, done.out_rate, done.out_samples, done.words or [])
             data = json.dumps(body, ensure_ascii=False).encode("utf-8")
             extra["Content-Type"] = "application/json"
@@ -251,8 +262,9 @@ class SpeechReply:
         sent: list[bytes] = []  # the stream's bytes, kept with --phrase-cache
         while True:
             if event.kind == "piece":
-                sent.append(await anyio.to_thread.run_sync(feed, _piece(event).audio))
-                await self.send_bytes(send, sent[-1])
+                piece = _piece(event)
+                sent.append(await anyio.to_thread.run_sync(feed, piece.audio))
+                await self.send_bytes(send, sent[-1], piece)
             elif event.kind == "done":
                 sent.append(await anyio.to_thread.run_sync(finish))
                 await self.send_bytes(send, sent[-1])
@@ -298,7 +310,8 @@ class SpeechReply:
             meta["loudness"] = loudness
         await anyio.to_thread.run_sync(self.keep, data, meta)
 
-    async def send_bytes(self, send: Send, data: bytes) -> None:
+    async def send_bytes(self, send: Send, data: bytes, piece: StreamPiece | None = None) -> None:
+        """A stream's bytes (`piece`: the piece they end, None for the encoder's tail)."""
         if not data:
             return
         if self.speech.sse:

@@ -46,6 +46,7 @@ connection's proxies awake but do not keep the socket.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from starlette.responses import Response
@@ -61,11 +62,19 @@ if TYPE_CHECKING:
 PATH = "/tts/ws"
 
 
-def socket_refusal(websocket: WebSocket, state: ServerState) -> ApiError | None:
+KeyCheck = Callable[[WebSocket, str], "ApiError | None"]  # the socket's key refusal, given the server's key
+
+
+def bearer(websocket: WebSocket, key: str) -> ApiError | None:
+    """`Authorization: Bearer KEY`, as every endpoint checks it."""
+    return check_key(websocket.headers.get("authorization", "").encode("latin-1"), key)
+
+
+def socket_refusal(websocket: WebSocket, state: ServerState, key_check: KeyCheck = bearer) -> ApiError | None:
     """Why the socket is refused before it is accepted (an ApiError), or None."""
     options = state.options
     if options.api_key is not None:
-        refused = check_key(websocket.headers.get("authorization", "").encode("latin-1"), options.api_key)
+        refused = key_check(websocket, options.api_key)
         if refused is not None:
             return refused
     try:
@@ -77,18 +86,23 @@ def socket_refusal(websocket: WebSocket, state: ServerState) -> ApiError | None:
     return None
 
 
-async def tts_socket(websocket: WebSocket) -> None:
-    """The endpoint (a Starlette WebSocketRoute)."""
+async def tts_socket(
+    websocket: WebSocket,
+    session: Callable[[WebSocket, ServerState], SocketSession] = SocketSession,
+    key_check: KeyCheck = bearer,
+) -> None:
+    """The endpoint (a Starlette WebSocketRoute); the ElevenLabs sockets give their own `session`
+    (a SocketSession speaking their messages) and `key_check` (their header), on the same caps."""
     state: ServerState = websocket.app.state.server
     peer = websocket.client.host if websocket.client is not None else ""
-    refused = socket_refusal(websocket, state) or crowded(state, peer)
+    refused = socket_refusal(websocket, state, key_check) or crowded(state, peer)
     if refused is not None:
         await deny(websocket, refused)
         return
     state.sockets[peer] += 1  # counted before the first await: handshakes at once see each other
     try:
         await websocket.accept()
-        await SocketSession(websocket, state).run()
+        await session(websocket, state).run()
     finally:
         state.sockets[peer] -= 1
         if state.sockets[peer] <= 0:

@@ -31,6 +31,7 @@ from .speech import check_unicode
 
 if TYPE_CHECKING:
     from ..engine.sound.voice import VoicePrompt
+    from ..engine.stream.render import StreamPiece
     from .state import ServerState
 
 
@@ -97,9 +98,10 @@ class SocketSession:
     async def send_event(self, kind: str, **more: object) -> None:
         await self.send_json({"type": "event", "data": {"event_type": kind, **more}})
 
-    async def send_audio(self, data: bytes, config: Config, u: Utterance) -> None:
-        """Audio of `u`, unless a cancel dropped it (checked once the socket is ours: nothing of a
-        cancelled utterance follows what the cancel's own answers are sent after)."""
+    async def send_audio(self, data: bytes, config: Config, u: Utterance, piece: StreamPiece | None = None) -> None:
+        """Audio of `u` (`piece`: the piece it ends, None for the encoder's tail), unless a cancel
+        dropped it (checked once the socket is ours: nothing of a cancelled utterance follows what
+        the cancel's own answers are sent after)."""
         if not data:
             return
         async with self.send_lock:
@@ -138,7 +140,7 @@ class SocketSession:
                         raise BadMessage(
                             f"a message of {len(raw)} characters: at most {limit} are allowed", "message_too_large"
                         )
-                    await self.handle(parse_message(raw))
+                    await self.read(raw)
                 except BadMessage as e:
                     await self.send_error(str(e), e.code)
         except (WebSocketDisconnect, RuntimeError, OSError):
@@ -152,6 +154,10 @@ class SocketSession:
             self.wake.set()
             worker.cancel()
             await asyncio.gather(worker, return_exceptions=True)
+
+    async def read(self, raw: str) -> None:
+        """One text frame, within the size limit (BadMessage: an error event, and the socket goes on)."""
+        await self.handle(parse_message(raw))
 
     def idle_left(self) -> float:
         """Seconds before the socket is idle for good: the idle timeout from its last text, config,
@@ -400,7 +406,7 @@ class SocketSession:
             data = await asyncio.to_thread(encoder.feed, audio)
             if u.dropped:
                 return False  # cancelled while it was encoded
-            await self.send_audio(data, job.config, u)
+            await self.send_audio(data, job.config, u, event.piece)
 
     async def finish(self, job: WorkItem) -> None:
         u = job.utterance

@@ -1,0 +1,1 @@
+"""ElevenLabs' API on `omnivoice serve`: their routes and sockets (the map: docs/design.md)."""
