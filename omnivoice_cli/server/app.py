@@ -33,12 +33,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
-from ..app.listening.listen import Recogniser, RecogniserFailed, Transcript, recogniser
-from ..app.listening.verify import Verifier
 from ..app.settings.presets import preset_index
 from ..app.settings.setting import SettingsError
 from ..app.settings.values import did_you_mean
-from ..engine.errors import InvalidRequest, MissingExtra, ModelUnavailable
+from ..engine.errors import InvalidRequest
 from ..engine.tickets import Busy, ServiceStopped
 from . import phrasereply as phrases
 from . import ui
@@ -47,19 +45,17 @@ from .asgi import ASGIApp, Message, Receive, Scope, Send
 from .config import ServeOptions
 from .elevenlabs import api as eleven_api
 from .elevenlabs import routes as eleven
-from .errors import ApiError, bad_request, busy, from_engine, scrub_asr, scrub_paths
+from .errors import ApiError, bad_request, busy, from_engine
+from .recogniser import timestamps_recogniser, verify_check
 from .replies import EventQueue, SpeechReply
 from .schema import schema_document
 from .script import script
 from .socket import tts_socket
-from .speech import INSTRUCT_HEADER, INSTRUCT_NOTES_HEADER, MODELS, SpeechBody, parse_speech
+from .speech import INSTRUCT_HEADER, INSTRUCT_NOTES_HEADER, MODELS, parse_speech
 from .ssmlreply import ssml_reply
 from .state import ServerState
 
 if TYPE_CHECKING:
-    from numpy.typing import ArrayLike
-
-    from ..engine.pieces import PieceCheck
     from .metrics import Metrics  # the serve extra's prometheus_client
 
 
@@ -278,8 +274,8 @@ async def speech(
         if hit is not None:
             return hit
     events = EventQueue()
-    check = await anyio.to_thread.run_sync(_verify_check, state, parsed)
-    listener = await anyio.to_thread.run_sync(_timestamps_recogniser, state, parsed)
+    check = await anyio.to_thread.run_sync(verify_check, state, parsed)
+    listener = await anyio.to_thread.run_sync(timestamps_recogniser, state, parsed)
     try:
         ticket = state.speaker.submit(parsed.request, events.put, check)
     except InvalidRequest as e:
@@ -289,65 +285,6 @@ async def speech(
     except ServiceStopped as e:
         raise busy(str(e), max(1, int(state.options.grace)), "shutting_down") from None
     return reply(parsed, ticket, events, entry, listener, state.speaker.mark, keep)
-
-
-def server_recogniser(state: ServerState, parsed: SpeechBody, field: str) -> Recogniser:
-    """The server's one speech recogniser (serve --asr-model), loaded on the first request that
-    needs it. One that cannot be had (the asr extra missing, its model not cached offline, a
-    folder that is not one, a broken one) is a 501 / 500 in the CLI's words, its folder not
-    shown, before the request is generated (and the next request tries again)."""
-    with state.recogniser_lock:
-        if state.recogniser is None:
-            spec = state.options.asr_model
-            try:
-                loaded = recogniser(spec, parsed.built.settings["device"] or "auto", f"field {field!r}")
-            except (MissingExtra, ModelUnavailable) as e:
-                raise ApiError(501, str(e), param=field, type="server_error", code="no_recogniser") from None
-            except (InvalidRequest, RecogniserFailed) as e:  # the server's --asr-model is not a (whole) recogniser
-                message = scrub_paths(scrub_asr(str(e), spec))
-                raise ApiError(500, message, param=field, type="server_error", code="no_recogniser") from None
-            state.recogniser = ScrubbedRecogniser(loaded, spec)
-        return state.recogniser
-
-
-class ScrubbedRecogniser:
-    """The server's recogniser, its failures on some audio (listen.RecogniserFailed) worded
-    without the server's --asr-model folder."""
-
-    def __init__(self, inner: Recogniser, spec: str | None) -> None:
-        self.inner, self.spec = inner, spec
-
-    def transcribe(
-        self,
-        audio: ArrayLike,
-        sample_rate: int,
-        lang: str | None = None,
-        max_tokens: int | None = None,
-        words: bool = True,
-    ) -> Transcript:
-        try:
-            return self.inner.transcribe(audio, sample_rate, lang, max_tokens=max_tokens, words=words)
-        except RecogniserFailed as e:
-            raise RecogniserFailed(scrub_paths(scrub_asr(str(e), self.spec))) from None
-
-    def close(self) -> None:
-        self.inner.close()
-
-
-def _verify_check(state: ServerState, parsed: SpeechBody) -> PieceCheck | None:
-    """A request's `verify` check (verify.py), by the server's one recogniser."""
-    settings = parsed.built.settings
-    if not settings["verify"]:
-        return None
-    verifier = Verifier(
-        server_recogniser(state, parsed, "verify"), settings["verify_max_error"], settings["verify_retries"]
-    )
-    return verifier.for_request(parsed.request.lang)
-
-
-def _timestamps_recogniser(state: ServerState, parsed: SpeechBody) -> Recogniser | None:
-    """`timestamps`: the recogniser that times the reply's words (None: not asked for)."""
-    return server_recogniser(state, parsed, "timestamps") if parsed.timestamps else None
 
 
 def model_names(state: ServerState) -> list[str]:
