@@ -4,6 +4,7 @@ same voice, text and seed; their shapes of the alignment, the voices, the models
 
 import base64
 import json
+from pathlib import Path
 
 import pytest
 
@@ -167,3 +168,45 @@ def test_refusals_name_their_fields(server):
     detail = r.json()["detail"]
     assert r.status_code == 400 and detail["param"] == "text" and "field 'text'" in detail["message"], r.text
     assert json.loads(httpx.get(url + "/v1/voices", headers={"xi-api-key": KEY}).text)["voices"]
+
+
+def test_with_timestamps_times_the_heard_words_where_the_recogniser_is(engine):
+    """With a recogniser (the fixture's), the alignment is the words it heard: their characters,
+    a space between, from the first word's start to the last one's end (as our `timestamps`)."""
+    pytest.importorskip("faster_whisper")
+    asr = Path(__file__).resolve().parent / "fixtures" / "asr-tiny"
+    with running_server(engine, asr_model=str(asr)) as (url, _server, _state):
+        reply = client(url).text_to_speech.convert_with_timestamps(
+            "alloy", text=TEXT, seed=5, output_format="pcm_24000", request_options=OPTIONS
+        )
+        body = {"input": TEXT, "voice": "alloy", "seed": 5, **FAST, "response_format": "pcm", "sample_rate": 24000}
+        timed = httpx.post(url + "/v1/audio/speech", json={**body, "timestamps": True}, timeout=300).json()
+    assert base64.b64decode(reply.audio_base_64) == base64.b64decode(timed["audio"])
+    heard = timed["words"]
+    assert heard and "".join(reply.alignment.characters) == " ".join(w["word"] for w in heard)
+    assert reply.alignment.character_start_times_seconds[0] == pytest.approx(heard[0]["start"], abs=1e-3)
+    assert reply.alignment.character_end_times_seconds[-1] == pytest.approx(heard[-1]["end"], abs=1e-3)
+
+
+def test_a_saved_voice_is_a_voice_id(server):
+    """A voice saved by an upload (our route) is listed as theirs (`cloned`) and speaks by its
+    voice_id: the bytes of our route with it."""
+    url, _ = server
+    golden = Path(__file__).resolve().parent / "fixtures" / "golden"
+    clone = json.loads((golden / "clone.json").read_text())["generate_kwargs"]
+    files = {"file": ("ref.wav", (golden / clone["ref_audio"]).read_bytes(), "audio/wav")}
+    r = httpx.post(
+        url + "/v1/audio/voices",
+        data={"name": "alice", "ref_text": clone["ref_text"]},
+        files=files,
+        headers={"Authorization": f"Bearer {KEY}"},
+        timeout=300,
+    )
+    assert r.status_code == 201, r.text
+    el = client(url)
+    listed = {v.voice_id: v for v in el.voices.get_all().voices}
+    assert listed["alice"].category == "cloned" and listed["alice"].labels["type"] == "saved"
+    got = b"".join(
+        el.text_to_speech.convert("alice", text=TEXT, seed=5, output_format="pcm_24000", request_options=OPTIONS)
+    )
+    assert got == ours(url, voice="alice", response_format="pcm", sample_rate=24000, stream=False)

@@ -417,7 +417,7 @@ def create_app(state: ServerState) -> Starlette:
                 CORSMiddleware,
                 allow_origins=list(state.options.cors),
                 allow_methods=["GET", "POST", "DELETE"],
-                allow_headers=["Authorization", "Content-Type"],
+                allow_headers=["Authorization", "Content-Type", eleven_api.KEY_HEADER],
                 expose_headers=exposed,
             ),
         )

@@ -7,7 +7,7 @@
 What it exports (names prefixed `omnivoice_`):
 - `requests_total{endpoint, status}`: requests answered, by endpoint (a fixed set of names, so
   a client cannot make new series: speech, script, voices, models, schema, health, metrics, ws,
-  page, other) and HTTP status (101 for an accepted socket);
+  page, elevenlabs (ElevenLabs' routes and sockets: server/elevenlabs/), other) and HTTP status (101 for an accepted socket);
 - `request_seconds{endpoint}`: a histogram of the time to answer, arrival to last byte;
 - `engine_open_requests` (what /health calls `generating`: in the engine, generating or
   waiting, what --max-queue bounds), `engine_active_jobs`, `engine_waiting_jobs` (pieces in the
@@ -73,6 +73,8 @@ def endpoint_of(path: str) -> str:
         return "models"
     if path.startswith("/ui/"):
         return "page"
+    if path.startswith(("/v1/text-to-speech/", "/v1/voices")):
+        return "elevenlabs"
     return "other"
 
 

@@ -160,6 +160,16 @@ class ElevenSession(SocketSession):
             raise BadMessage(one_line(e), "invalid_config") from None
         self.config = Config(**{**self.config.__dict__, "settings": settings})
 
+    def queue(self, job: WorkItem, force: bool = False) -> None:
+        """A part joins the waiting part of its utterance before it while they fit one request (the
+        worker would join them so): an agent's long reply never fills the socket's queue."""
+        last = self.jobs[-1] if self.jobs else None
+        fits = last is not None and len(last.text) + len(job.text) <= self.state.options.max_input_chars
+        if last is not None and fits and job.kind == last.kind == "speak" and last.utterance is job.utterance:
+            last.text += job.text
+            return
+        super().queue(job, force)
+
     def push(self) -> None:
         """`flush`: the utterance's text so far is spoken now; the utterance goes on."""
         u = self.utterance
