@@ -8,6 +8,7 @@ is exactly 24 samples, so a cue's start sample is exact.
 from __future__ import annotations
 
 import math
+from typing import Sequence
 
 import numpy as np
 
@@ -117,13 +118,15 @@ def overlaps(spans: list[tuple[int, int, int]], limit: int = 5) -> tuple[list[tu
     return found, total
 
 
-def join_with_gaps(audios: list[np.ndarray], gap: int) -> tuple[np.ndarray, list[int]]:
-    """The audios one after another with `gap` zero samples between, and where each starts."""
-    total = sum(len(a) for a in audios) + gap * max(0, len(audios) - 1)
+def join_with_gaps(audios: list[np.ndarray], gap: int | Sequence[int]) -> tuple[np.ndarray, list[int]]:
+    """The audios one after another with `gap` zero samples between (a sequence: gap[i - 1]
+    before audio i, an SSML document's breaks), and where each starts."""
+    gaps = [gap] * max(0, len(audios) - 1) if isinstance(gap, int) else list(gap)
+    total = sum(len(a) for a in audios) + sum(gaps[: max(0, len(audios) - 1)])
     out = np.zeros(total, dtype=np.float32)
     starts, pos = [], 0
-    for a in audios:
+    for i, a in enumerate(audios):
         out[pos : pos + len(a)] = a
         starts.append(pos)
-        pos += len(a) + gap
+        pos += len(a) + (gaps[i] if i < len(audios) - 1 else 0)
     return out, starts

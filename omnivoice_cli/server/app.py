@@ -50,6 +50,7 @@ from .schema import schema_document
 from .script import script
 from .socket import tts_socket
 from .speech import INSTRUCT_HEADER, INSTRUCT_NOTES_HEADER, MODELS, SpeechBody, parse_speech
+from .ssmlreply import ssml_reply
 from .state import ServerState
 
 if TYPE_CHECKING:
@@ -250,7 +251,7 @@ async def on_http_error(request: Request, exc: Exception) -> Response:
 # ------------------------------------------------------------------------------------ endpoints
 
 
-async def speech(request: Request) -> SpeechReply:
+async def speech(request: Request) -> SpeechReply | Response:
     state: ServerState = request.app.state.server
     state.require_service()
     entry = request.scope["omnivoice.log"]
@@ -258,6 +259,8 @@ async def speech(request: Request) -> SpeechReply:
     entry.update(chars=parsed.chars, seed=parsed.request.seed, voice=parsed.voice, format=parsed.response_format)
     if parsed.built.warnings:
         entry["warning"] = "; ".join(parsed.built.warnings)
+    if parsed.parts is not None:  # SSML of several parts: each its own request, joined (ssmlreply.py)
+        return await ssml_reply(state, parsed)
     events = EventQueue()
     check = await anyio.to_thread.run_sync(_verify_check, state, parsed)
     listener = await anyio.to_thread.run_sync(_timestamps_recogniser, state, parsed)

@@ -35,6 +35,8 @@ from ..app.settings.presets import preset_index
 from ..app.settings.schema import HTTP_SETTINGS, SCHEMA
 from ..app.settings.setting import HTTP, SettingsError
 from ..app.settings.values import did_you_mean, or_list, shown_value, type_name
+from ..app.ssml.parse import is_ssml
+from ..app.ssml.spoken import Parts
 from ..app.voices import voices
 from ..app.voices.instruct import header_text, merge, read_free, shown
 from ..engine.errors import InvalidRequest
@@ -71,6 +73,7 @@ class SpeechBody:
     chars: int  # characters of the input
     instruct_notes: tuple[str, ...] = ()  # what `instructions` gave that was not used
     timestamps: bool = False  # a JSON reply: the whole audio in base64 and its words' times
+    parts: Parts | None = None  # SSML of several parts (`built` is the first): joined, sent whole
 
     @property
     def request(self) -> Request:
@@ -373,10 +376,13 @@ def parse_speech(body: bytes, options: ServeOptions, speaker: Speaker | None = N
     settings = speaker.resolve([*layers, (REQUEST, layer)], voice)
     rate_for(fmt, settings["sample_rate"])
     stream = _whole_for_loudness(data, settings, sse, stream)
-    built = _build(speaker, text, settings, renamed)
-    stream = stream and not timestamps
+    built, parts = _build(speaker, text, settings, renamed)
+    if parts is not None and (sse or timestamps):  # its parts are joined: one whole reply
+        field = "stream_format" if sse else "timestamps"
+        raise bad_request(f"field {field!r}: SSML that changes the voice, language or rate is sent whole", field)
+    stream = stream and not timestamps and parts is None
     shown_voice = voice.shown if voice else "auto"
-    return SpeechBody(built, fmt, name, sse, stream, shown_voice, len(text), notes, timestamps)
+    return SpeechBody(built, fmt, name, sse, stream, shown_voice, len(text), notes, timestamps, parts)
 
 
 def rate_for(fmt: AudioFormat, sample_rate: int | None) -> None:
@@ -398,9 +404,13 @@ def _whole_for_loudness(data: dict, settings: Resolved, sse: bool, stream: bool)
     return False
 
 
-def _build(speaker: Speaker, text: str, settings: Resolved, renamed: bool) -> Built:
+def _build(speaker: Speaker, text: str, settings: Resolved, renamed: bool) -> tuple[Built, Parts | None]:
+    """The request (an SSML document of several parts: the first, and all its parts)."""
     try:
-        return speaker.make(text, settings)
+        if is_ssml(text):
+            parts = speaker.make_parts(text, settings)
+            return parts.built[0], parts if len(parts.built) > 1 else None
+        return speaker.make(text, settings), None
     except InvalidRequest as e:
         param = "instructions" if renamed and e.setting == "instruct" else request_field(e.setting)
         message = scrub(_rename(str(e), renamed), (voices.voice_dir(), "<voices>"))

@@ -60,6 +60,8 @@ from ..settings.presets import find_preset, is_preset_path, preset_index
 from ..settings.schema import DEFAULT_MODEL, RUN_WIDE
 from ..settings.setting import HTTP, SettingsError
 from ..settings.values import did_you_mean, shown_value, type_name
+from ..ssml.parse import is_ssml
+from ..ssml.spoken import Parts, build_parts
 from ..voices import voices as store
 from ..voices.instruct import merge
 from . import voicechoice
@@ -331,9 +333,11 @@ class Speaker:
         """The command's layers under the request's, and the voice named (None: none named,
         the command's own stands)."""
         resolved = resolve(*self.options.layers, *layers)
-        if voice is None:
-            return resolved
-        resolved = resolved.with_values({"voice": voice.setting}, REQUEST)
+        return resolved if voice is None else self.with_voice(resolved, voice)
+
+    def with_voice(self, resolved: Resolved, voice: VoiceChoice, source: Source = REQUEST) -> Resolved:
+        """The settings with the voice named (a request's `voice`, an SSML <voice name>)."""
+        resolved = resolved.with_values({"voice": voice.setting}, source)
         if voice.items is not None and voice.items != store.builtin_voices().get(voice.shown.lower()):
             # the voice map's own items (serve --voice-map): what request.build_request makes of a
             # built-in name, with these items
@@ -347,7 +351,30 @@ class Speaker:
     def make(self, text: str, settings: Resolved) -> Built:
         """The request every front end sends: built by the checks of `say` (request.build_request,
         which plans it as the CLI plans it: engine.pipeline.plan_request, its refusals in its
-        words, before the engine sees it; the engine loop then takes what the plan takes)."""
+        words, before the engine sees it; the engine loop then takes what the plan takes). An
+        SSML document is read here (`make_parts`): one of several parts is refused."""
+        if is_ssml(text):
+            parts = self.make_parts(text, settings)
+            if len(parts.built) > 1:
+                raise InvalidRequest(
+                    f"SSML at line {parts.parts[1].line}: the voice, language or rate changes, and this door "
+                    "speaks one request with one of each: POST /v1/audio/speech speaks each part in its own",
+                    "text",
+                )
+            return parts.built[0]
+        return self._make_one(text, settings)
+
+    def make_parts(self, text: str, settings: Resolved) -> Parts[Built]:
+        """An SSML document's parts (app/ssml/spoken.py), each made as `make` makes a request; a
+        <voice name> is read as a request's `voice` (a saved voice, an OpenAI name or auto)."""
+        return build_parts(text, settings, self._ssml_voice, self._make_one)
+
+    def _ssml_voice(self, settings: Resolved, name: str, source: Source) -> Resolved:
+        choice = self.choose_voice(name)
+        plain = settings.with_values({"voice": None, "instruct": None, "ref": None, "ref_text": None}, source)
+        return plain if choice is None else self.with_voice(plain, choice, source)
+
+    def _make_one(self, text: str, settings: Resolved) -> Built:
         built = build_request(text, settings, refs=References(), voices=Voices())
         if built.reference is not None:  # the checkpoint's own voice: encoded once, by the engine loop
             ref = built.reference
