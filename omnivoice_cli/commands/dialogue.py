@@ -28,7 +28,7 @@ from ..ui.text import visible
 from .common import check_cast, held, run_session, run_settings, stdout_is_terminal
 
 
-def _report(report: Any, t_start: float, json_out: bool, quiet: bool) -> None:
+def print_report(report: Any, t_start: float, json_out: bool, quiet: bool) -> None:
     """The summary line on stderr, or the --json report (speakdialogue.DialogueReport)."""
     rate, target = report.sample_rate, report.target
     if json_out:
@@ -126,4 +126,4 @@ def say_dialogue(
         sample_rate=settings["sample_rate"],
     )
     with output_lock(None if target is None else target.path):  # one run at a time on a file
-        _report(held(run), t_start, json_out, quiet)
+        print_report(held(run), t_start, json_out, quiet)

@@ -305,6 +305,12 @@ def say(
         help="Speak on a running `omnivoice serve` at URL (a warm model; also OMNIVOICE_SERVER): the same "
         "audio as here, written or played here.",
     ),
+    ssml: bool = typer.Option(
+        False,
+        "--ssml",
+        rich_help_panel="Input",
+        help="SSML input (auto when it starts with <speak).",
+    ),
     flags: dict = NO_FLAGS,
 ) -> None:
     """Speak TEXT (or the text of -f FILE) into an audio file, or to stdout with -o -."""
@@ -313,34 +319,26 @@ def say(
     from ..app.say.speak import check_streamable, output_target, speech_run
     from ..app.say.speakrun import Speech
     from ..app.session import WarnOnce, hardware_from_settings
+    from ..app.ssml.parse import is_ssml
     from ..media.lock import output_lock
     from .common import held, run_session, run_settings, stdout_is_terminal
     from .dialogue import say_dialogue
+    from .sayssml import ssml_built
 
     t_start = time.perf_counter()
     url = None if dry_run else server_url(server)
     if cast and url is not None:
         raise usage_error("--cast cannot go with --server: a dialogue script is spoken here", ctx)
-    if cast:  # a dialogue script (commands/dialogue.py)
+    if cast:  # a dialogue script (commands/dialogue.py), unless SSML whose <voice> names the cast
         script, name = script_text(ctx, text, text_file, quiet)
-        return say_dialogue(
-            script,
-            name,
-            preset,
-            flags,
-            cast,
-            gap,
-            output,
-            subtitles,
-            json_out,
-            quiet,
-            t_start,
-            dry_run=dry_run,
-            play=play or output is None,
-        )
+        ssml = ssml or is_ssml(script)
+    if cast and not ssml:
+        given = (script, name, preset, flags, cast, gap, output, subtitles, json_out, quiet, t_start)
+        return say_dialogue(*given, dry_run=dry_run, play=play or output is None)
     if gap is not None:
         raise usage_error("--gap sets the silence between the lines of a dialogue: give --cast too", ctx)
-    text_value = the_text(ctx, text, text_file, quiet)
+    text_value = script if cast else the_text(ctx, text, text_file, quiet)
+    ssml = ssml or is_ssml(text_value)
     _, settings = run_settings(preset, flags)
     if _markdown_file(text_file) and not settings["markdown"] and not quiet:
         warn(f"'{text_file}' looks like Markdown: add --markdown to read it as its words (headings, lists, no code)")
@@ -349,7 +347,13 @@ def say(
     if url is not None:  # the model, the machine and the voices are the server's (app/say/remote.py)
         check_remote(settings, subtitles=subtitles is not None, words=words_file is not None)
         voice, settings = settings["voice"], settings.with_values({"voice": None})
-    built = build_request(text_value, settings, refs=refs, voices=Voices())
+    if ssml:  # its parts (commands/sayssml.py): one is spoken as any text, several as a dialogue here
+        shown_as = (dry_run, json_out, stream, output, subtitles, quiet, t_start, play or output is None)
+        built = ssml_built(text_value, settings, refs, cast, url is not None, *shown_as)
+        if built is None:
+            return
+    else:
+        built = build_request(text_value, settings, refs=refs, voices=Voices())
     heard(built.reference, quiet)
     (shown := WarnOnce(warn))(built.warnings)
     if dry_run:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from ...engine.hardware import Hardware
 from ...engine.planning import Result
@@ -64,7 +64,7 @@ class DialogueRun:
         hardware: Hardware,
         *,
         model: str,
-        gap: float,
+        gap: float | Sequence[float],
         subtitles: Path | None = None,
         play: bool = False,
         session: Session = Session(),
@@ -130,12 +130,14 @@ class DialogueRun:
 
 
 def join_dialogue(
-    built: Iterable, results: list[Result], gap: float, rate: int
+    built: Iterable, results: list[Result], gap: float | Sequence[float], rate: int
 ) -> tuple[Audio, list[Subtitle], list[int]]:
-    """The lines' audio joined with gaps, their subtitle cues, where each line starts."""
+    """The lines' audio joined with gaps (a sequence: the one before each line after the first,
+    an SSML document's breaks), their subtitle cues, where each line starts."""
     from ...media.tracks import join_with_gaps
 
-    audio, starts = join_with_gaps([r.audio for r in results], round(gap * rate))
+    gaps = round(gap * rate) if isinstance(gap, (int, float)) else [round(g * rate) for g in gap]
+    audio, starts = join_with_gaps([r.audio for r in results], gaps)
     subs = []
     for (line, b), r, start in zip(built, results, starts):
         pieces = r.pieces or [(b.request.text, 0, len(r.audio))]
