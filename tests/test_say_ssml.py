@@ -137,6 +137,8 @@ def test_each_tag_through_the_speech_request(speech_body):
     assert [b.request.lang for b in several.parts.built][2] == "de"
     assert several.parts.built[3].request.instruct is not None  # alloy: its voice-design items
     assert several.parts.pauses == (0.0, 0.5, 1.0, 0.0)
+    whole = speech_body(DOC, timestamps=True)
+    assert whole.status == 400 and "field 'timestamps': SSML that changes the voice" in whole.message
     refused = speech_body("<speak>\n<p>Hi</speak>")
     assert refused.status == 400 and "SSML at line 2, column 8: mismatched tag" in refused.message
 
