@@ -119,11 +119,17 @@ def test_each_tag_through_the_speech_request(speech_body):
     pytest.importorskip("kaldifst")
     one = speech_body(
         '<speak><s>Dial <say-as interpret-as="telephone">555-0123</say-as></s><break time="2s"/>'
-        '<p>The <sub alias="Internet">net</sub> <emphasis>now</emphasis></p></speak>'
+        '<p>The <sub alias="Internet">net</sub> <emphasis>now</emphasis></p><break strength="weak"/>'
+        '<say-as interpret-as="cardinal">12</say-as> <say-as interpret-as="ordinal">1</say-as> '
+        '<say-as interpret-as="characters">ok</say-as> <say-as interpret-as="date" format="dmy">5/1/2024</say-as> '
+        '<say-as interpret-as="time">9:15</say-as> <phoneme ph="x">yes</phoneme></speak>'
     )
     assert one.parts is None and one.stream  # one part: one request, streamed as any text
-    assert one.built.request.text == "Dial five five five, zero one two three. [pause 2000ms] The Internet now."
-    assert any("<emphasis>" in w for w in one.built.warnings)
+    assert one.built.request.text == (
+        "Dial five five five, zero one two three. [pause 2000ms] The Internet now. [pause 500ms] "
+        "twelve first o k the fifth of january twenty twenty four nine fifteen yes"
+    )
+    assert sum("<emphasis>" in w or "<phoneme>" in w for w in one.built.warnings) == 2
     several = speech_body(DOC, speed=1.2)
     assert several.parts is not None and not several.stream  # joined: sent whole
     assert [b.request.seed for b in several.parts.built] == [3, 4, 5, 6]
@@ -131,6 +137,8 @@ def test_each_tag_through_the_speech_request(speech_body):
     assert [b.request.lang for b in several.parts.built][2] == "de"
     assert several.parts.built[3].request.instruct is not None  # alloy: its voice-design items
     assert several.parts.pauses == (0.0, 0.5, 1.0, 0.0)
+    whole = speech_body(DOC, timestamps=True)
+    assert whole.status == 400 and "field 'timestamps': SSML that changes the voice" in whole.message
     refused = speech_body("<speak>\n<p>Hi</speak>")
     assert refused.status == 400 and "SSML at line 2, column 8: mismatched tag" in refused.message
 

@@ -136,3 +136,15 @@ def test_ten_thousand_deep_nesting_is_refused_with_bounded_memory():
 def test_a_document_over_the_size_bound_is_refused_before_parsing():
     message = ssml_refusal("<speak>" + "a" * 300_000 + "</speak>")
     assert "characters long: at most 200000" in message
+
+
+def test_a_streamed_document_is_one_part_once_closed():
+    from omnivoice_cli.app.door.textparts import take_parts
+
+    doc = '<speak>One. Two. <break time="1s"/> Three.</speak>'
+    assert take_parts(doc[:20], 100) == ([], doc[:20])  # no sentence of it leaves before </speak>
+    assert take_parts(doc + " After. And", 100) == ([doc, "After."], " And")
+    assert take_parts("<speak>" + "word " * 30, 100) == (
+        ["<speak>" + "word " * 30],
+        "",
+    )  # over the limit: the door refuses it

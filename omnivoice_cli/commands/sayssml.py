@@ -62,6 +62,12 @@ def ssml_built(
     when done here: its --dry-run printed, or its several parts spoken as a dialogue."""
     parts = ssml_parts(text, settings, refs, cast, remote=remote)
     if dry:
+        from ..app.session import WarnOnce
+        from ..ui.messages import warn
+
+        shown = WarnOnce(warn)
+        for b in parts.built:
+            shown(b.warnings)
         dry_run(parts, json_out, stream)
         return None
     if len(parts.built) > 1:

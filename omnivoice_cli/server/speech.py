@@ -378,8 +378,8 @@ def parse_speech(body: bytes, options: ServeOptions, speaker: Speaker | None = N
     rate_for(fmt, settings["sample_rate"])
     stream = _whole_for_loudness(data, settings, sse, stream)
     built, parts = _build(speaker, text, settings, renamed)
-    if parts is not None and (sse or timestamps):  # its parts are joined: one whole reply
-        field = "stream_format" if sse else "timestamps"
+    if parts is not None and (sse or timestamps or settings["verify"]):  # its parts are joined: one whole reply
+        field = "stream_format" if sse else "timestamps" if timestamps else "verify"
         raise bad_request(f"field {field!r}: SSML that changes the voice, language or rate is sent whole", field)
     stream = stream and not timestamps and parts is None
     shown_voice = voice.shown if voice else "auto"

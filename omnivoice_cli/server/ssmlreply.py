@@ -1,6 +1,6 @@
 """POST /v1/audio/speech given SSML of several parts (app/ssml/spoken.py: the voice, language or
 rate changes): each part its own request with seed S + i, through one admission as a script's
-lines go (script.speak_lines), joined with the breaks between them, and sent whole.
+lines go (script.speak_lines), joined with the breaks between them, and sent whole (at `loudness`, when given).
 """
 
 from __future__ import annotations
@@ -25,11 +25,13 @@ async def ssml_reply(state: ServerState, parsed: SpeechBody) -> Response:
     assert parts is not None
     audios = await speak_lines(state.speaker, list(parts.built), share(state.options.max_queue))
     rate = int(state.require_service().engine.sample_rate)
-    out_rate = int(parsed.built.settings["sample_rate"] or rate)
+    settings = parsed.built.settings
+    out_rate = int(settings["sample_rate"] or rate)
     mix, _ = join_with_gaps(audios, [round(p * rate) for p in parts.pauses[1:]])
 
     def encode() -> bytes:
-        data = deliver(Take(mix, rate), Outputs(sample_rate=out_rate, encoded=parsed.format)).data
+        outputs = Outputs(loudness=settings["loudness"], sample_rate=out_rate, encoded=parsed.format)
+        data = deliver(Take(mix, rate), outputs).data
         assert data is not None
         return data
 

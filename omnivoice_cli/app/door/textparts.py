@@ -6,7 +6,12 @@ does both and keeps the rest for more text.
 
 from __future__ import annotations
 
+import re
+
 from ...engine.stream.cut import text_units
+from ..ssml.parse import is_ssml
+
+_SPEAK_END_RE = re.compile(r"</\s*speak\s*>", re.IGNORECASE)
 
 
 def ready_text(buffer: str) -> tuple[str, str]:
@@ -35,7 +40,14 @@ def within(text: str, limit: int) -> list[str]:
 def take_parts(buffer: str, limit: int) -> tuple[list[str], str]:
     """(the parts to speak now, each of at most `limit` characters and not blank; the rest to
     keep) of a stream's text buffer: up to its last sentence end (ready_text), and, where no
-    sentence has ended for `limit` characters, what is over it cut at a space (within)."""
+    sentence has ended for `limit` characters, what is over it cut at a space (within). An SSML
+    document (app/ssml/) is one part, kept until its </speak> has come (the door reads it)."""
+    if is_ssml(buffer):
+        end = _SPEAK_END_RE.search(buffer)
+        if end is None:  # kept, up to the limit (then given whole: the door refuses it as too long)
+            return ([buffer], "") if len(buffer) > limit else ([], buffer)
+        parts, rest = take_parts(buffer[end.end() :].lstrip(), limit) if buffer[end.end() :].strip() else ([], "")
+        return [buffer[: end.end()], *parts], rest
     ready, rest = ready_text(buffer)
     parts = within(ready, limit) if ready else []
     if len(rest) > limit:  # no sentence end for that long: spoken up to a space
