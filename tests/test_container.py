@@ -70,6 +70,16 @@ def test_the_image_serves_on_all_interfaces_as_a_user_with_its_state_in_volumes(
     assert copies[0].startswith("pyproject.toml") and copies[-1].startswith("omnivoice_cli")
 
 
+def test_the_build_context_is_what_the_containerfile_copies_for_docker_and_podman_alike():
+    """.containerignore (podman) and .dockerignore (docker) are one list, and it lets in exactly the
+    files the Containerfile copies (a checkout's venvs, caches and tests stay out of the context)."""
+    ignore = (ROOT / ".containerignore").read_text()
+    assert (ROOT / ".dockerignore").read_text() == ignore
+    allowed = {line[1:] for line in ignore.splitlines() if line.startswith("!")}
+    copied = {rest.split()[0] for k, rest in instructions(CONTAINERFILE.read_text()) if k == "COPY"}
+    assert copied == allowed and "*" in ignore.splitlines()
+
+
 def test_compose_names_the_images_ports_volumes_and_health_check():
     """compose.yaml's services run the image's commands with its health check, publish its ports
     and mount its volumes; the API key comes from the environment, Wyoming is an option (a profile)."""
