@@ -44,7 +44,8 @@ def _version() -> str:
 
 @dataclass(frozen=True)
 class Provenance:
-    """C2PA's signer (media/provenance.py): the files: a PEM certificate chain (end-entity first) and its private key (PEM)."""
+    """The C2PA signer's files (media/provenance.py): a PEM certificate chain, end-entity first,
+    and its private key (PEM)."""
 
     cert: str
     key: str
