@@ -17,7 +17,7 @@ import typer
 from ..app.settings.schema import GENERATION_KEYS
 from ..app.settings.setting import LISTENING
 from ..ui.helpfmt import MORE
-from ..ui.messages import echo
+from ..ui.messages import echo, warn
 from ..ui.options import HARDWARE_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, with_settings
 from .dub import DUB_SETTINGS, LISTEN
 
@@ -52,13 +52,19 @@ REVOICE_SETTINGS = (*DUB_SETTINGS, *HARDWARE_SETTINGS, *LISTEN)  # dub's: a revo
 def edit(
     take: str = typer.Argument(..., metavar="TAKE", show_default=False, help="The recording to edit."),
     text: str = typer.Option(
-        ..., "--text", metavar="TEXT", show_default=False, help="The whole new transcript of the take."
+        ...,
+        "--text",
+        metavar="TEXT",
+        show_default=False,
+        rich_help_panel="Input",
+        help="The whole new transcript of the take.",
     ),
     ref_text: Optional[str] = typer.Option(
         None,
         "--ref-text",
         metavar="TEXT",
         show_default=False,
+        rich_help_panel="Input",
         help="What the take says now (without it: --words hears it).",
     ),
     span: Optional[list[str]] = typer.Option(
@@ -66,12 +72,13 @@ def edit(
         "--span",
         metavar="START:END",
         show_default=False,
+        rich_help_panel="Input",
         help="Seconds of the take where a change lies (one per change, in order).",
     ),
     words: bool = typer.Option(
         False,
         "--words",
-        rich_help_panel=LISTENING,
+        rich_help_panel="Input",
         help="Find where the changed words lie with the speech recogniser (the asr extra).",
     ),
     output: Optional[str] = typer.Option(
@@ -113,6 +120,9 @@ def edit(
     from ..app.edit.editrun import EditRun
 
     run = EditRun(plan, settings, run_session(quiet))
+    if not quiet and not json_out:
+        for w in run.report.warnings:
+            warn(w)
     report = run.run(target, typer.get_binary_stream("stdout") if target.to_stdout else None)
     where = "stdout" if target.to_stdout else str(target)
     if json_out:
@@ -184,10 +194,16 @@ def revoice(
         "--cues",
         metavar="FILE",
         show_default=False,
+        rich_help_panel="Input",
         help="An .srt or .vtt of the take: its words and times (without it: the speech recogniser hears them).",
     ),
     text: Optional[str] = typer.Option(
-        None, "--text", metavar="TEXT", show_default=False, help="What the take says, timed by the words heard."
+        None,
+        "--text",
+        metavar="TEXT",
+        show_default=False,
+        rich_help_panel="Input",
+        help="What the take says, timed by the words heard.",
     ),
     output: Optional[str] = typer.Option(
         None,
