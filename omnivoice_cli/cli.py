@@ -73,6 +73,12 @@ COMMANDS = {
         "Change words inside a recording: only the changed stretch is made again, in the take's voice.",
         True,
     ),
+    "revoice": Lazy(
+        "edit",
+        "revoice",
+        "Speak a take again in another voice, in its own timing: its words in the slots they had.",
+        True,
+    ),
     "book": Lazy(
         "book", "book", "Read a book aloud: an .m4b audiobook with chapter marks, or one audio file per chapter.", True
     ),

@@ -69,14 +69,46 @@ def settings_for(**values):
     return resolve((FLAG_SOURCE, {"model": str(TINY_CKPT), "num_step": 4, "seed": 1, **values}))
 
 
+def test_a_canvas_with_known_codes_schedules_only_its_masked_positions():
+    import torch
+
+    from omnivoice_cli.engine.errors import InvalidRequest
+    from omnivoice_cli.engine.model.canvas import build_canvas
+    from omnivoice_cli.engine.model.config import GenerationConfig
+    from omnivoice_cli.engine.model.generation import make_job
+    from omnivoice_cli.engine.text.tokenizer import TextTokenizer
+
+    tokenizer = TextTokenizer.from_file(TINY_CKPT / "tokenizer.json")
+    known = torch.arange(8 * 30).reshape(8, 30) % 1024
+    known[:, 10:16] = 1024
+    canvas = build_canvas(tokenizer, "Hello there.", 30, target_codes=known)
+    assert torch_equal(canvas.input_ids[:, canvas.target_start :], known)
+    job = make_job(canvas, GenerationConfig(num_step=8), 0, 1024, "cpu")
+    assert torch_equal(job.tokens, known) and sum(job.schedule) == 8 * 6
+    plain = make_job(build_canvas(tokenizer, "Hello there.", 30), GenerationConfig(num_step=8), 0, 1024, "cpu")
+    assert bool((plain.tokens == 1024).all()) and sum(plain.schedule) == 8 * 30  # every other request as before
+    with pytest.raises(InvalidRequest, match="known target codes"):
+        build_canvas(tokenizer, "Hello there.", 29, target_codes=known)
+
+
 @pytest.mark.slow
-def test_an_edit_keeps_every_code_outside_its_span(take, engine):
-    plan = editplan.plan_edit(editplan.read_take(take), NEW, ref_text=OLD, spans=[(1.1, 1.6)])
+@pytest.mark.parametrize(
+    ("text", "spans"),
+    [
+        (NEW, [(1.1, 1.6)]),
+        (
+            "Well see you on Tuesday morning at station.",
+            [(0.0, 0.04), (1.1, 1.6), (2.4, 2.6)],
+        ),  # insert, replace, delete
+    ],
+)
+def test_an_edit_keeps_every_code_outside_its_span(take, engine, text, spans):
+    plan = editplan.plan_edit(editplan.read_take(take), text, ref_text=OLD, spans=spans)
     run = editrun.EditRun(plan, settings_for())
     own, codes = run.fill(engine)
     mask = engine.cfg.audio_mask_id
-    c = plan.changes[0]
-    assert codes.shape == (own.shape[0], own.shape[1] + c.new_frames - (c.end - c.start))
+    change = sum(c.new_frames - (c.end - c.start) for c in plan.changes)
+    assert codes.shape == (own.shape[0], own.shape[1] + change)
     assert not bool((codes == mask).any())
     for kind, s, e, t in plan.layout():
         if kind == "known":

@@ -53,7 +53,7 @@ print(json.dumps(sorted(sys.modules)))
 # the engine's config it reads its defaults from, the media formats its help names, and the command's
 # own module; the listings read the text front end's tables; the top level's --help imports 13.
 HELP_IMPORTS = {
-    **dict.fromkeys(("say", "batch", "dub", "book", "serve", "wyoming", "mcp", "voice", "edit"), 30 + 2),
+    **dict.fromkeys(("say", "batch", "dub", "book", "serve", "wyoming", "mcp", "voice", "edit", "revoice"), 30 + 2),
     **dict.fromkeys(("download", "models", "presets"), 28 + 2),
     "cache": 29 + 2,
     **dict.fromkeys(("languages", "instructs", "tags", "info"), 21 + 2),

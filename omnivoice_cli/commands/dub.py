@@ -77,7 +77,7 @@ DUB_SETTINGS = (
 LISTEN = ("asr_model",)  # --words: the speech recogniser (listen.py)
 
 
-def _target(output: str, dry_run: bool) -> OutputTarget:
+def track_target(output: str, dry_run: bool) -> OutputTarget:
     """The track's target (-o, or the default beside the input). An existing track is replaced,
     as every command replaces its output (docs/say.md#existing-outputs); with --stems the cues
     already made are reused."""
@@ -210,7 +210,7 @@ def dub(
     check_cast(cast)
     the_cast = Cast.parse(cast)
     track = output if output is not None else dubbing.default_output(input, settings["format"])
-    target = _target(track, dry_run)
+    target = track_target(track, dry_run)
     run = dubbing.DubRun(
         input,
         target,
@@ -224,6 +224,11 @@ def dub(
         words=None if dry_run else words,
         source_audio=source_audio,
     )
+    run_dub(run, dry_run=dry_run, json_out=json_out, quiet=quiet, t_start=t_start)
+
+
+def run_dub(run: Any, *, dry_run: bool, json_out: bool, quiet: bool, t_start: float) -> None:
+    """A planned DubRun run (or, with dry_run, shown), reported: dub's, and revoice's (edit.py)."""
     try:
         if dry_run:
             return _dry_run(run, json_out)
@@ -232,9 +237,9 @@ def dub(
         run.close()
     if report.interrupted:
         if report.written:
-            warn(f"stopped by {signal_name(report.interrupted)} after writing {target}")
+            warn(f"stopped by {signal_name(report.interrupted)} after writing {run.target}")
         else:
-            kept = " (finished stems are kept: run the same command again to resume)" if stems else ""
+            kept = " (finished stems are kept: run the same command again to resume)" if run.stems else ""
             error(f"stopped by {signal_name(report.interrupted)}; the track was not written{kept}")
         raise typer.Exit(128 + report.interrupted)
     _report(run, report, t_start, json_out, quiet)

@@ -1,4 +1,6 @@
-"""`omnivoice edit`: change words inside a recording, the rest of it kept (app/edit/).
+"""`omnivoice edit`: change words inside a recording, the rest of it kept (app/edit/);
+`omnivoice revoice`: a take spoken again in another voice, in its timing (app/edit/revoice.py,
+through dub's run).
 
 The app layer is imported inside the function: `omnivoice edit --help` reads only the options.
 """
@@ -15,8 +17,9 @@ import typer
 from ..app.settings.schema import GENERATION_KEYS
 from ..app.settings.setting import LISTENING
 from ..ui.helpfmt import MORE
-from ..ui.messages import echo
+from ..ui.messages import echo, warn
 from ..ui.options import HARDWARE_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, with_settings
+from .dub import DUB_SETTINGS, LISTEN
 
 HELP = (
     """Change words inside a recording: only the changed stretch is made again, in the take's voice.
@@ -42,19 +45,26 @@ omnivoice edit take.wav --ref-text "..." --text "..." --span 0.4:0.9 --span 2.0:
 """
 
 EDIT_SETTINGS = ("lang", "lexicon", "normalize", *GENERATION_KEYS, "seed", *HARDWARE_SETTINGS, "asr_model")
+REVOICE_SETTINGS = (*DUB_SETTINGS, *HARDWARE_SETTINGS, *LISTEN)  # dub's: a revoice is a dub of the take's words
 
 
 @with_settings(*EDIT_SETTINGS)
 def edit(
     take: str = typer.Argument(..., metavar="TAKE", show_default=False, help="The recording to edit."),
     text: str = typer.Option(
-        ..., "--text", metavar="TEXT", show_default=False, help="The whole new transcript of the take."
+        ...,
+        "--text",
+        metavar="TEXT",
+        show_default=False,
+        rich_help_panel="Input",
+        help="The whole new transcript of the take.",
     ),
     ref_text: Optional[str] = typer.Option(
         None,
         "--ref-text",
         metavar="TEXT",
         show_default=False,
+        rich_help_panel="Input",
         help="What the take says now (without it: --words hears it).",
     ),
     span: Optional[list[str]] = typer.Option(
@@ -62,12 +72,13 @@ def edit(
         "--span",
         metavar="START:END",
         show_default=False,
+        rich_help_panel="Input",
         help="Seconds of the take where a change lies (one per change, in order).",
     ),
     words: bool = typer.Option(
         False,
         "--words",
-        rich_help_panel=LISTENING,
+        rich_help_panel="Input",
         help="Find where the changed words lie with the speech recogniser (the asr extra).",
     ),
     output: Optional[str] = typer.Option(
@@ -109,6 +120,9 @@ def edit(
     from ..app.edit.editrun import EditRun
 
     run = EditRun(plan, settings, run_session(quiet))
+    if not quiet and not json_out:
+        for w in run.report.warnings:
+            warn(w)
     report = run.run(target, typer.get_binary_stream("stdout") if target.to_stdout else None)
     where = "stdout" if target.to_stdout else str(target)
     if json_out:
@@ -169,3 +183,97 @@ def _dry_run(plan: Any, json_out: bool) -> None:
         )
     canvas = record["canvas"]
     out.write(f"  canvas: {canvas['target_frames']} frames, known {canvas['known']}, masked {canvas['masked']}\n")
+
+
+@with_settings(*REVOICE_SETTINGS)
+def revoice(
+    ctx: typer.Context,
+    take: str = typer.Argument(..., metavar="TAKE", show_default=False, help="The recording to speak again."),
+    cues: Optional[str] = typer.Option(
+        None,
+        "--cues",
+        metavar="FILE",
+        show_default=False,
+        rich_help_panel="Input",
+        help="An .srt or .vtt of the take: its words and times (without it: the speech recogniser hears them).",
+    ),
+    text: Optional[str] = typer.Option(
+        None,
+        "--text",
+        metavar="TEXT",
+        show_default=False,
+        rich_help_panel="Input",
+        help="What the take says, timed by the words heard.",
+    ),
+    output: Optional[str] = typer.Option(
+        None,
+        "-o",
+        "--output",
+        metavar="PATH",
+        show_default=False,
+        rich_help_panel="Output",
+        help="The new recording (its extension is the format); - writes WAV to stdout. Default: TAKE.revoiced.wav.",
+    ),
+    words_file: Optional[str] = typer.Option(
+        None,
+        "--words",
+        metavar="FILE.json",
+        show_default=False,
+        rich_help_panel=LISTENING,
+        help="Also write when each word is spoken in the output (JSON), heard by the speech recogniser.",
+    ),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", rich_help_panel="Output", help="Load no model, write nothing: show every cue."
+    ),
+    preset: Optional[str] = PRESET_OPTION,
+    json_out: bool = typer.Option(False, "--json", rich_help_panel="Output", help="A JSON report (stderr if -o -)."),
+    quiet: bool = QUIET_OPTION,
+    flags: dict = NO_FLAGS,
+) -> None:
+    """Speak a take again in another voice, in its own timing: its words in the slots they had."""
+    from ..app.dub.dubbing import DubRun
+    from ..app.edit import revoice as rv
+    from ..app.say.dialogue import Cast
+    from .common import run_session, run_settings
+    from .dub import run_dub, track_target
+    from .say import check_listening, words_path
+
+    t_start = time.perf_counter()
+    words = words_path(ctx, words_file)
+    chosen, settings = run_settings(preset, flags)
+    if not dry_run:
+        check_listening(settings, words is not None, "--words")
+    heard = None
+    if cues is None:
+        rv.take_ms(take)  # a take that is no audio: said before the recogniser loads
+        heard = _heard_file(take, settings)
+    timed, length = rv.take_cues(take, cues_file=cues, heard=heard, text=text)
+    path = output if output is not None else str(Path(take).expanduser().with_suffix(".revoiced.wav"))
+    run = DubRun(
+        cues or take,
+        track_target(path, dry_run),
+        preset=chosen,
+        flags=flags,
+        cast=Cast(),
+        session=run_session(quiet, unit="cues"),
+        stdout=typer.get_binary_stream("stdout"),
+        words=None if dry_run else words,
+        cues=timed,
+        track_ms=length,
+    )
+    run_dub(run, dry_run=dry_run, json_out=json_out, quiet=quiet, t_start=t_start)
+
+
+def _heard_file(take: str, settings: Any) -> list[tuple[str, float, float]]:
+    """The take's words and their times, heard by the speech recogniser (at the codec's rate)."""
+    from ..app.listening import listen
+    from ..engine.model.config import SAMPLE_RATE
+    from ..engine.sound.voice import load_reference
+
+    wav = load_reference(take)
+    rec = listen.recogniser(settings["asr_model"], settings["device"] or "auto", "revoice (hearing the take)")
+    try:
+        heard = rec.transcribe(wav, SAMPLE_RATE, settings["lang"])
+    finally:
+        rec.close()
+    return [(w.text, w.start, w.end) for w in heard.words]

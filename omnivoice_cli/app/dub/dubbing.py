@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, BinaryIO
 from ...engine.errors import OmniVoiceError, one_line
 from ...engine.model.config import SAMPLE_RATE
 from ...engine.planning import Result
+from ...media.cues import Cue
 from ...media.formats import AUDIO_FORMATS, FORMATS
 from ...media.output import OutputTarget
 from ...media.tracks import as_written, ms_to_samples, place
@@ -115,6 +116,8 @@ class DubRun:
         stdout: BinaryIO | None = None,
         words: Path | None = None,
         source_audio: str | None = None,
+        cues: list[Cue] | None = None,
+        track_ms: int = 0,
     ) -> None:
         self.input_path, self.target, self.preset, self.flags = input_path, target, preset, flags
         self.words = words  # --words FILE.json: the word timings on the track (words.py)
@@ -130,7 +133,9 @@ class DubRun:
         self._once = WarnOnce(self._show_warning)
         folder = Path(stems).expanduser() / "sources" if stems and source_audio else None  # kept: a rerun reuses
         self.source = SourceVoices(source_audio, folder) if source_audio else None  # --source-audio
-        self.planner = CuePlanner(input_path, preset, flags, cast, self.refs, self.voices, self.warn, self.source)
+        self.planner = CuePlanner(
+            input_path, preset, flags, cast, self.refs, self.voices, self.warn, self.source, cues, track_ms
+        )
 
     def warn(self, message: str) -> None:
         """Show a warning, each text once for the whole dub."""

@@ -130,9 +130,13 @@ class CuePlanner:
         voices: Voices,
         warn: Callable[[str], None],
         source: SourceVoices | None = None,
+        cues: list[Cue] | None = None,
+        track_ms: int = 0,
     ) -> None:
         self.input_path, self.preset, self.flags, self.cast = input_path, preset, flags, cast
         self.source = source  # --source-audio: the speakers' voices cut from the original (sourcevoices.py)
+        self.cues = cues  # the cues themselves (revoice: a take's words), else read from input_path
+        self.track_ms = track_ms  # the track at least this long (revoice: the take's length)
         self.refs, self.voices, self.warn = refs, voices, warn  # warn: each text once for the whole dub
         self.seed = 0
         self.track_samples = 0
@@ -202,12 +206,12 @@ class CuePlanner:
 
     def plan(self, earlier: list[dict[str, object]]) -> list[CuePlan]:
         """Read and plan every cue; the checks that span cues (length, overlaps, the cast)."""
-        cues = read_cues(self.input_path)
+        cues = self.cues if self.cues is not None else read_cues(self.input_path)
         if len(cues) > MAX_CUES:
             raise InvalidRequest(
                 f"{self.input_path}: {len(cues)} cues, more than {MAX_CUES} in one dub: split the file"
             )
-        last = max(c.end_ms for c in cues)
+        last = max(self.track_ms, *(c.end_ms for c in cues))
         spoken_ms = sum(c.end_ms - c.start_ms for c in cues if c.text.strip())
         for what, ms in ((f"ends at {timestamp(last)}", last), (f"holds {timestamp(spoken_ms)} of cues", spoken_ms)):
             if ms > MAX_TRACK_SECONDS * 1000:

@@ -242,7 +242,7 @@ def plan_edit(
             )
         seconds = list(spans)
     elif word_times is not None:
-        times = _times_of(old_words, word_times, take.seconds)
+        times = times_of(old_words, word_times, take.seconds)
         seconds = [stretch(times, i1, i2, take.seconds) for i1, i2, _, _ in diffs]
     else:
         raise InvalidRequest(
@@ -298,7 +298,7 @@ def _described(old: list[str], new: list[str], d: tuple[int, int, int, int]) -> 
     return f"{' '.join(old[i1:i2]) or '(nothing)'} -> {' '.join(new[j1:j2]) or '(nothing)'}"
 
 
-def _times_of(words: list[str], heard: Sequence[tuple[str, float, float]], seconds: float) -> list[tuple[float, float]]:
+def times_of(words: list[str], heard: Sequence[tuple[str, float, float]], seconds: float) -> list[tuple[float, float]]:
     """Each transcript word's (start, end) from the heard words, paired by a word alignment; a
     word the recogniser missed lies between its neighbours."""
     a, b = [_key(w) for w in words], [_key(w) for w, _, _ in heard]

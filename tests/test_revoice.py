@@ -1,0 +1,93 @@
+"""`omnivoice revoice` (app/edit/revoice.py, through dub's run): the take's words become timed
+cues, every word of the output lands within its slot in the take (dub's own placement), the
+output is as long as the take; a subtitle file of the take gives the cues outright."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from omnivoice_cli.app.edit.revoice import group_words
+from omnivoice_cli.app.listening import listen
+
+# (word, start, end) as heard in the take: two phrases apart by a pause
+HEARD = [("Hello", 0.30, 0.60), ("there.", 0.70, 1.00), ("How", 1.80, 2.10), ("are", 2.20, 2.40), ("you?", 2.50, 2.90)]
+PAD = 0.2  # what dub's placement may run past a cue's end (its 0.1 s fade-out and 0.1 s silence)
+
+
+class TakeThenCues:
+    """Hears the take's words at their times first; then each stretch of the track it is given
+    (dub's --words) as the next cue's words, spread evenly over that stretch."""
+
+    def __init__(self, later: list[str]) -> None:
+        self.later, self.calls = list(later), 0
+
+    def transcribe(self, audio, sample_rate, lang=None, max_tokens=None, words=True):
+        self.calls += 1
+        if self.calls == 1:
+            return listen.Transcript(" ".join(w for w, _, _ in HEARD), tuple(listen.Word(*w) for w in HEARD))
+        said = self.later.pop(0).split()
+        step = len(audio) / sample_rate / len(said)
+        return listen.Transcript(
+            " ".join(said), tuple(listen.Word(w, i * step, (i + 0.9) * step) for i, w in enumerate(said))
+        )
+
+    def close(self):
+        pass
+
+
+@pytest.fixture
+def take(tmp_path):
+    rate = 16000
+    t = np.arange(int(3.5 * rate)) / rate
+    sf.write(str(tmp_path / "take.wav"), (0.1 * np.sin(2 * np.pi * 200 * t)).astype(np.float32), rate)
+    return tmp_path / "take.wav"
+
+
+def test_words_are_grouped_into_cues_at_the_pauses():
+    cues = group_words(HEARD)
+    assert [(c.start_ms, c.end_ms, c.text) for c in cues] == [(300, 1000, "Hello there."), (1800, 2900, "How are you?")]
+    many = [(f"w{i}", i * 0.5, i * 0.5 + 0.4) for i in range(40)]  # no pause: cut by length
+    assert all(c.end_ms - c.start_ms <= 8000 for c in group_words(many))
+
+
+def test_revoice_speaks_every_word_within_its_slot(invoke, fake_engine, take, tmp_path, monkeypatch):
+    monkeypatch.setenv("OMNIVOICE_HOME", str(tmp_path / "home"))
+    rec = TakeThenCues(["Hello there.", "How are you?"])
+    monkeypatch.setattr(listen, "RECOGNISER", lambda spec, device, what: rec)
+    out, wj = tmp_path / "alice.wav", tmp_path / "alice.words.json"
+    r = invoke("revoice", take, "--instruct", "female", "-o", out, "--seed", "2", "--words", wj, "--json")
+    assert r.exit_code == 0, r.stderr
+    report = json.loads(r.stdout)
+    slots = [(c["start_seconds"], c["end_seconds"]) for c in report["cues"]]
+    assert slots == [(0.3, 1.0), (1.8, 2.9)]
+    assert [req.duration for req in fake_engine.requests] == [pytest.approx(0.7), pytest.approx(1.1)]
+    audio, rate = sf.read(out)
+    assert len(audio) / rate == pytest.approx(3.5, abs=1e-3)  # as long as the take
+    rows = json.loads(wj.read_text())["words"]
+    assert [row["word"] for row in rows] == ["hello", "there", "how", "are", "you"]
+    for row in rows:
+        start, end = slots[row["cue"] - 1]
+        assert start <= row["start"] <= row["end"] <= end + PAD, row
+
+
+def test_revoice_with_a_subtitle_file_and_its_errors(invoke, fake_engine, take, tmp_path, monkeypatch):
+    monkeypatch.setenv("OMNIVOICE_HOME", str(tmp_path / "home"))
+    srt = tmp_path / "take.srt"
+    srt.write_text("1\n00:00:00,300 --> 00:00:01,000\nHello there.\n\n2\n00:00:01,800 --> 00:00:02,900\nHow are you?\n")
+    r = invoke("revoice", take, "--cues", srt, "--dry-run", "--json")
+    assert r.exit_code == 0, r.stderr
+    cues = [json.loads(line) for line in r.stdout.splitlines()]
+    assert [(c["start"], c["end"], c["text"]) for c in cues] == [
+        ("00:00:00.300", "00:00:01.000", "Hello there."),
+        ("00:00:01.800", "00:00:02.900", "How are you?"),
+    ]
+    srt.write_text("1\n00:00:05,000 --> 00:00:06,000\nLate.\n")
+    out = tmp_path / "o.wav"
+    r = invoke("revoice", take, "--cues", srt, "-o", out)
+    assert r.exit_code == 2 and "after the end of the take" in r.stderr and not out.exists()
+    r = invoke("revoice", tmp_path / "missing.wav", "--cues", srt, "-o", out)
+    assert r.exit_code == 2 and "cannot read it as audio" in r.stderr and not out.exists()
