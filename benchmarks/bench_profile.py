@@ -15,6 +15,9 @@ or TFLOP/s, per shape and for the whole forward, and in place / alone. `--clock 
 same in the process's CPU time (unprofiled forwards, each product's time taken around its kernel's
 call), for a shared machine, where wall time measures the other processes as much as this one.
 
+`--reorders`: one more forward under oneDNN's verbose output, counting the weights repacked at run
+time (a reorder, or a brgemm product on a plain weight; none where the packing at load holds).
+
 `--shapes OP`: that op's calls by their input shapes too (where the copies come from: a row's
 slice copied inside a batched product shows as [kv, D, L], a rounding as [heads, N, D]).
 
@@ -58,6 +61,9 @@ def main() -> int:
         choices=["wall", "cpu"],
         default="wall",
         help="cpu: also the split and the rates in CPU time (the process's), unprofiled forwards",
+    )
+    ap.add_argument(
+        "--reorders", action="store_true", help="count the weights oneDNN repacks in one forward (its verbose output)"
     )
     ap.add_argument("--shapes", nargs="*", default=[], metavar="OP", help="these ops' calls by input shape")
     args = ap.parse_args()
@@ -108,6 +114,13 @@ def main() -> int:
         if args.clock == "cpu":
             in_place_ms = cpu_split(engine, batch, job, c, args.forwards)
         rates(engine.model, rows, job.canvas.target_len, in_place_ms, args.alone_repeats, clock)
+    if args.reorders:
+        repacked, products = count_repacks(
+            lambda: engine.model.heads(engine.model(batch)[c : c + job.canvas.target_len])
+        )
+        print(f"oneDNN in one forward: {products} linear products, {len(repacked)} weights repacked at run time")
+        for line in repacked[:5]:
+            print("  " + line)
     for op in args.shapes:
         rows = [e for e in prof.key_averages(group_by_input_shape=True) if e.key == op]
         print(f"{op} by input shapes: self ms/fwd, calls/fwd")
@@ -156,6 +169,41 @@ def _alone_call(module, x):
         xb = x.to(torch.bfloat16)
         return (lambda: module(xb)), "TFLOP/s"
     return (lambda: module(x)), "TFLOP/s"
+
+
+def count_repacks(forward) -> tuple[list[str], int]:
+    """Run `forward` under oneDNN's verbose output (this process's stdout, caught at its file
+    descriptor): (the executions that repack a weight: a reorder, or a brgemm product reading a
+    plain 2-D weight, which it copies into blocks at every call; the 2-D products run)."""
+    import os
+    import re
+    import tempfile
+
+    import torch
+
+    plain = re.compile(r"\bwei:\w+:\w*:blocked:(ab|ba):")
+    sys.stdout.flush()
+    with tempfile.TemporaryFile(mode="w+") as caught, torch.inference_mode():
+        saved = os.dup(1)
+        os.dup2(caught.fileno(), 1)
+        try:
+            with torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON):
+                forward()
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+        caught.seek(0)
+        lines = caught.read().splitlines()
+    found, products = [], 0
+    for line in lines:
+        f = line.split(",")
+        if len(f) < 11 or f[2:4] != ["primitive", "exec"]:
+            continue
+        two_d = f[5] == "inner_product" or (f[5] == "matmul" and f[-2].count("x") == 2)
+        products += two_d
+        if f[5] == "reorder" or (two_d and "brg" in f[6] and plain.search(line)):
+            found.append(line)
+    return found, products
 
 
 # the kernels' entry points (engine/torchprivate.py) a forward's linear products go through
