@@ -10,8 +10,13 @@ Beside the split, the linear products' rate: their operations a forward (2 x row
 each of the body's and the heads' products) over their own time in the profiled forwards ("in
 place"), and the same products run alone on inputs of the same rows, back to back: every layer's
 weight in turn, as a forward reads them (from memory), and one weight repeated (from cache); wall
-time, medians of `--alone-repeats` rounds, the shapes alternating: TOP/s (int8; the heads are bf16)
-or TFLOP/s, per shape and for the whole forward, and in place / alone.
+time, medians (CPU time: means) of `--alone-repeats` rounds, the shapes alternating: TOP/s (int8; the heads are bf16)
+or TFLOP/s, per shape and for the whole forward, and in place / alone. `--clock cpu` measures the
+same in the process's CPU time (unprofiled forwards, each product's time taken around its kernel's
+call), for a shared machine, where wall time measures the other processes as much as this one.
+
+`--reorders`: one more forward under oneDNN's verbose output, counting the weights repacked at run
+time (a reorder, or a brgemm product on a plain weight; none where the packing at load holds).
 
 `--shapes OP`: that op's calls by their input shapes too (where the copies come from: a row's
 slice copied inside a batched product shows as [kv, D, L], a rounding as [heads, N, D]).
@@ -51,6 +56,15 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--top", type=int, default=15)
     ap.add_argument("--alone-repeats", type=int, default=5, help="rounds of the products run alone (0: none)")
+    ap.add_argument(
+        "--clock",
+        choices=["wall", "cpu"],
+        default="wall",
+        help="cpu: also the split and the rates in CPU time (the process's), unprofiled forwards",
+    )
+    ap.add_argument(
+        "--reorders", action="store_true", help="count the weights oneDNN repacks in one forward (its verbose output)"
+    )
     ap.add_argument("--shapes", nargs="*", default=[], metavar="OP", help="these ops' calls by input shape")
     args = ap.parse_args()
     import torch
@@ -95,7 +109,18 @@ def main() -> int:
     )
     if args.alone_repeats > 0:
         rows = int(batch.input_ids.shape[-1]) if hasattr(batch, "input_ids") else job.canvas.target_len
-        rates(engine.model, rows, job.canvas.target_len, products / 1e3 / args.forwards, args.alone_repeats)
+        clock = time.process_time if args.clock == "cpu" else time.perf_counter
+        in_place_ms = products / 1e3 / args.forwards
+        if args.clock == "cpu":
+            in_place_ms = cpu_split(engine, batch, job, c, args.forwards)
+        rates(engine.model, rows, job.canvas.target_len, in_place_ms, args.alone_repeats, clock)
+    if args.reorders:
+        repacked, products = count_repacks(
+            lambda: engine.model.heads(engine.model(batch)[c : c + job.canvas.target_len])
+        )
+        print(f"oneDNN in one forward: {products} linear products, {len(repacked)} weights repacked at run time")
+        for line in repacked[:5]:
+            print("  " + line)
     for op in args.shapes:
         rows = [e for e in prof.key_averages(group_by_input_shape=True) if e.key == op]
         print(f"{op} by input shapes: self ms/fwd, calls/fwd")
@@ -146,7 +171,85 @@ def _alone_call(module, x):
     return (lambda: module(x)), "TFLOP/s"
 
 
-def rates(model, rows: int, heads_rows: int, in_place_ms: float, repeats: int) -> None:
+def count_repacks(forward) -> tuple[list[str], int]:
+    """Run `forward` under oneDNN's verbose output (this process's stdout, caught at its file
+    descriptor): (the executions that repack a weight: a reorder, or a brgemm product reading a
+    plain 2-D weight, which it copies into blocks at every call; the 2-D products run)."""
+    import os
+    import re
+    import tempfile
+
+    import torch
+
+    plain = re.compile(r"\bwei:\w+:\w*:blocked:(ab|ba):")
+    sys.stdout.flush()
+    with tempfile.TemporaryFile(mode="w+") as caught, torch.inference_mode():
+        saved = os.dup(1)
+        os.dup2(caught.fileno(), 1)
+        try:
+            with torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON):
+                forward()
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+        caught.seek(0)
+        lines = caught.read().splitlines()
+    found, products = [], 0
+    for line in lines:
+        f = line.split(",")
+        if len(f) < 11 or f[2:4] != ["primitive", "exec"]:
+            continue
+        two_d = f[5] == "inner_product" or (f[5] == "matmul" and f[-2].count("x") == 2)
+        products += two_d
+        if f[5] == "reorder" or (two_d and "brg" in f[6] and plain.search(line)):
+            found.append(line)
+    return found, products
+
+
+# the kernels' entry points (engine/torchprivate.py) a forward's linear products go through
+_ENTRIES = ("linear", "linear_binary", "qlinear", "qlinear_add", "quantized_linear_dynamic")
+
+
+def cpu_split(engine, batch, job, c: int, forwards: int) -> float:
+    """Unprofiled forwards with the heads in CPU time (the process's, every thread's): each product
+    call's time taken around the kernel's entry point. Prints the split; returns the products' ms a
+    forward. (The plain fp32 path's nn.Linears go through none of them: 0 there.)"""
+    import torch
+
+    from omnivoice_cli.engine import torchprivate as tp
+
+    spent = [0.0]
+    originals = {name: getattr(tp, name) for name in _ENTRIES}
+
+    def timed(f):
+        def call(*a, **k):
+            t = time.process_time()
+            out = f(*a, **k)
+            spent[0] += time.process_time() - t
+            return out
+
+        return call
+
+    for name, f in originals.items():
+        setattr(tp, name, timed(f))
+    try:
+        with torch.inference_mode():
+            t = time.process_time()
+            for _ in range(forwards):
+                engine.model.heads(engine.model(batch)[c : c + job.canvas.target_len])
+            total = (time.process_time() - t) / forwards
+    finally:
+        for name, f in originals.items():
+            setattr(tp, name, f)
+    products = spent[0] / forwards
+    print(
+        f"CPU time, {forwards} unprofiled forwards: {total:.3f} s a forward, the products {products:.3f} s, "
+        f"{1 - products / total:.1%} outside the products"
+    )
+    return products * 1e3
+
+
+def rates(model, rows: int, heads_rows: int, in_place_ms: float, repeats: int, clock=time.perf_counter) -> None:
     """Print the products' rate in place (their profiled time a forward, `in_place_ms`) and alone:
     each shape's products back to back, every layer's weight in turn (as a forward reads them:
     from memory) and one weight repeated (from cache)."""
@@ -168,22 +271,26 @@ def rates(model, rows: int, heads_rows: int, in_place_ms: float, repeats: int) -
                 call()  # the primitives made
         for _ in range(repeats):
             for name, calls, *_ in shapes:
-                t = time.perf_counter()
+                t = clock()
                 for call in calls:
                     call()
-                cycled[name].append((time.perf_counter() - t) / len(calls))
+                cycled[name].append((clock() - t) / len(calls))
                 reps = max(1, min(len(calls), 8))
-                t = time.perf_counter()
+                t = clock()
                 for _ in range(reps):
                     calls[0]()
-                hot[name].append((time.perf_counter() - t) / reps)
+                hot[name].append((clock() - t) / reps)
     unit = shapes[0][2]
-    print(f"the products' rate ({unit}; alone: medians of {repeats} rounds, wall time)")
+    cpu = clock is time.process_time
+    # the process's CPU time counts the other threads' at the scheduler's ticks: a mean of the rounds, not a median
+    mid = statistics.mean if cpu else statistics.median
+    kind = "CPU time, means" if cpu else "wall time, medians"
+    print(f"the products' rate ({unit}; alone: {kind} of {repeats} rounds)")
     head = f"  {'product':8s} {'rows x in x out':>22s} {'calls/fwd':>9s} {'each layer':>10s} {'ms':>7s} {'one weight':>10s} {'ms':>7s}"
     print(head)
     total_ops = alone_s = hot_s = 0.0
     for name, calls, _u, ops, m, k, n in shapes:
-        c, h = statistics.median(cycled[name]), statistics.median(hot[name])
+        c, h = mid(cycled[name]), mid(hot[name])
         total_ops, alone_s, hot_s = total_ops + ops * len(calls), alone_s + c * len(calls), hot_s + h * len(calls)
         print(
             f"  {name:8s} {f'{m} x {k} x {n}':>22s} {len(calls):9d} {ops / c / 1e12:10.2f} {c * 1e3:7.3f} {ops / h / 1e12:10.2f} {h * 1e3:7.3f}"
