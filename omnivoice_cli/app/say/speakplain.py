@@ -14,8 +14,6 @@ import time
 from contextlib import AbstractContextManager, contextmanager
 from typing import Callable, Iterator
 
-import numpy as np
-
 from ...engine.pipeline import Engine
 from ...engine.planning import Planned, Request, Result, plan_of
 from ...media.atomic import replace_atomically
@@ -123,6 +121,8 @@ class PlainRun(SpeechRun):
                 replace_atomically(target.path, lambda f: f.write(found.data))
         except KeyboardInterrupt as e:
             raise stopped_after(e, writes.done, target) from None
+        import numpy as np  # (not at import: `say --help` and a bare `say` load no numpy)
+
         meta, rate = found.meta, int(found.meta.get("sample_rate") or 1)
         silent = np.zeros(int(meta.get("samples") or 0), dtype=np.float32)  # the report's length
         report = speech_report(
