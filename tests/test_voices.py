@@ -319,12 +319,13 @@ def test_long_reference_warns_once(invoke, fake_engine, home, tmp_path):
     long = tone_file(tmp_path / "long.wav", 22.0)
     r = invoke("say", "Hello.", "--ref", long, "--ref-text", "A long recording.", "-o", tmp_path / "x.wav")
     assert r.exit_code == 0, r.stderr
-    long_warning, transcript_warning = warnings_of(r)  # each once; the short transcript is checked too
+    long_warning, padded, transcript_warning = warnings_of(r)  # each once; the short transcript is checked too
     assert "is 22.0s long (>20s)" in long_warning and "3-10s" in long_warning
+    assert "ends while still sounding" in padded  # a tone cut off: padded with silence
     assert "is the transcript complete?" in transcript_warning
     r = invoke("voice", "add", "long", "--ref", long, "--ref-text", "A long recording.")
     assert r.exit_code == 0, r.stderr
-    assert len(warnings_of(r)) == 2
+    assert len(warnings_of(r)) == 3
 
 
 # ------------------------------------------------------------------------------------ say --ref / --voice
