@@ -39,6 +39,7 @@ def _report(report: Any, t_start: float, json_out: bool, quiet: bool) -> None:
                 "voice": ln.voice,
                 "text": ln.text,
                 "seed": ln.seed,
+                "voice_prompt": ln.voice_prompt,
                 "start_seconds": round(ln.start / rate, 4),
                 "end_seconds": round(ln.end / rate, 4),
             }

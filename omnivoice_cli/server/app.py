@@ -49,7 +49,7 @@ from .replies import EventQueue, SpeechReply
 from .schema import schema_document
 from .script import script
 from .socket import tts_socket
-from .speech import INSTRUCT_HEADER, INSTRUCT_NOTES_HEADER, MODELS, SpeechBody, parse_speech
+from .speech import INSTRUCT_HEADER, INSTRUCT_NOTES_HEADER, MODELS, VOICE_PROMPT_HEADER, SpeechBody, parse_speech
 from .state import ServerState
 
 if TYPE_CHECKING:
@@ -454,7 +454,7 @@ def create_app(state: ServerState) -> Starlette:
 
         middleware.insert(0, Middleware(Counted, metrics=metrics))
     if state.options.cors:
-        exposed = ["X-OmniVoice-Seed", REQUEST_ID_HEADER, INSTRUCT_HEADER, INSTRUCT_NOTES_HEADER]
+        exposed = ["X-OmniVoice-Seed", REQUEST_ID_HEADER, INSTRUCT_HEADER, INSTRUCT_NOTES_HEADER, VOICE_PROMPT_HEADER]
         middleware.insert(
             0,
             Middleware(

@@ -155,6 +155,7 @@ class SpeechReport:
     verify: list | None = None  # --verify: per piece (verify.RequestCheck.report)
     loudness: dict | None = None  # --loudness: what normalising did (leveller.LoudnessReport.as_dict)
     ran: dict | None = None  # the path taken, resolved (`path_taken`); None: a server's
+    voice_prompt: str | None = None  # the sha256 of the voice prompt cloned (design.voice_prompt); None: none
 
     @property
     def rtf(self) -> float | None:
@@ -180,6 +181,7 @@ def speech_report(
     verify: list | None = None,
     loudness: LoudnessReport | None = None,
     engine: Engine | None = None,
+    voice_prompt: str | None = None,
 ) -> SpeechReport:
     return SpeechReport(
         target=speech.target,
@@ -200,6 +202,7 @@ def speech_report(
         verify=verify,
         loudness=None if loudness is None else loudness.as_dict(),
         ran=None if engine is None else path_taken(engine, speech.settings),
+        voice_prompt=voice_prompt,
     )
 
 
