@@ -79,6 +79,7 @@ class FakeEngine:
         self.model, self.device, self.dtype = model, device, dtype
 
     encoded: list = []  # (path, transcript) of every voice_from_audio call
+    rendered: list = []  # the requests of the designed voices rendered (design.render), apart from `requests`
 
     @classmethod
     def load(cls, model=None, hardware=None, *, on_notice=None, on_download=None):
@@ -119,12 +120,28 @@ class FakeEngine:
         codes = (torch.arange(8 * frames, dtype=torch.int64).reshape(8, frames) + level) % 1024
         return vmod.VoicePrompt(codes, add_punctuation(ref_text), prepared.rms, prepared.warnings)
 
+    def plan(self, req):
+        """The request's plan (no model needed: a designed voice's sample is checked by it)."""
+        from omnivoice_cli.engine.planning import plan_request
+
+        return plan_request(req)
+
     def generate(self, requests, on_step=None, on_result=None, on_error=None, **kw):
-        from omnivoice_cli.engine.planning import Result
+        import torch
+
+        from omnivoice_cli.engine.planning import Plan, Result
+
+        if requests and isinstance(requests[0], Plan):  # a designed voice rendered (design.render): kept apart
+            type(self).rendered += [r.req for r in requests]
+            requests = [r.req for r in requests]
+            record = False
+        else:
+            record = True
 
         out = []
         for index, req in enumerate(requests):
-            type(self).requests.append(req)
+            if record:
+                type(self).requests.append(req)
             n = req.generation.num_step
             for i in range(1, n + 1):
                 if on_step is not None:
@@ -135,7 +152,8 @@ class FakeEngine:
                 Result(
                     audio=audio,
                     sample_rate=self.sample_rate,
-                    tokens=None,
+                    # fake codes of the seed: a designed voice rendered from them is its seed's
+                    tokens=(torch.arange(8 * int(seconds * 25)).reshape(8, -1) + req.seed) % 1024,
                     target_len=int(seconds * 25),
                     seed=req.seed,
                     warnings=list(type(self).result_warnings),
@@ -154,6 +172,7 @@ def fake_engine(monkeypatch):
     FakeEngine.loads = []
     FakeEngine.requests = []
     FakeEngine.encoded = []
+    FakeEngine.rendered = []
     FakeEngine.encoder_loads = 0
     FakeEngine.load_error = None
     FakeEngine.result_warnings = []

@@ -159,10 +159,13 @@ def test_dialogue_lines_voices_seeds_and_gaps(invoke, fake_engine, home, script,
     assert r.exit_code == 0, r.stderr
     reqs = fake_engine.requests
     assert [(q.text, q.seed, q.instruct, q.ref is not None) for q in reqs] == [
-        ("Hello there, Bob.", 10, "female, low pitch", False),
+        ("Hello there, Bob.", 10, "female, low pitch", True),  # ALICE's voice: her first line's, rendered once
         ("Hi Alice. How are you?", 11, None, True),
-        ("Fine, thank you.", 12, "female, low pitch", False),
+        ("Fine, thank you.", 12, "female, low pitch", True),  # ... and cloned by every line of hers
     ]
+    [render] = fake_engine.rendered
+    assert (render.text, render.seed, render.instruct) == ("Hello there, Bob.", 10, "female, low pitch")
+    assert reqs[0].ref is reqs[2].ref
     audio, rate = sf.read(str(out), dtype="float32")
     gap = round(0.3 * SR)
     assert len(audio) == 3 * SR + 2 * gap  # the fake engine makes 1 s a line
@@ -304,7 +307,17 @@ def test_each_line_equals_say(invoke, home, script, voice_file, tmp_path, monkey
     assert r.exit_code == 0, r.stderr
     show = sf.read(str(out), dtype="int16")[0]
     pos, gap = 0, round(0.25 * SR)
-    for i, line in enumerate(json.loads(r.stdout)["lines"]):
+    lines = json.loads(r.stdout)["lines"]
+    # ALICE's voice is her first line rendered once (app/voices/design.py): every line of hers clones it
+    from omnivoice_cli.app.voices.design import Design, render, voice_prompt
+    from omnivoice_cli.engine.sound.voice import save_voice
+
+    first = next(ln for ln in lines if ln["speaker"] == "ALICE")
+    alice = render(engine, Design("female, low pitch", first["seed"], first["text"], None))
+    save_voice(tmp_path / "alice.safetensors", alice)
+    assert {ln["voice_prompt"] for ln in lines if ln["speaker"] == "ALICE"} == {voice_prompt(alice)}
+    voices["ALICE"] += ["--voice", str(tmp_path / "alice.safetensors")]
+    for i, line in enumerate(lines):
         solo_path = tmp_path / f"line{i}.wav"
         s = invoke(
             "say",

@@ -149,10 +149,12 @@ def test_instructions_are_read_leniently(monkeypatch, tmp_path):
     assert s.request.instruct == "male, low pitch, british accent"
     assert s.headers() == {
         "X-OmniVoice-Instruct": "male, low pitch, british accent",
+        "X-OmniVoice-Voice-Prompt": "none",  # a fresh design: no voice prompt cloned
         "X-OmniVoice-Instruct-Notes": "ignored 'whispering' (negated)",
     }
     s = _parse({"voice": "onyx", "instructions": "Speak in a calm whisper"})  # the voice's items stay
-    assert s.headers() == {"X-OmniVoice-Instruct": "male, middle-aged, very low pitch, whisper"}
+    assert s.headers()["X-OmniVoice-Instruct"] == "male, middle-aged, very low pitch, whisper"
+    assert "X-OmniVoice-Instruct-Notes" not in s.headers()
     s = _parse({"voice": "onyx", "instructions": "Be nice"})
     assert s.request.instruct == "male, middle-aged, very low pitch"
     s = _parse({"input": "今天天气很好。", "instructions": "女声，四川话"})

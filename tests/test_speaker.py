@@ -31,13 +31,15 @@ UNPUNCTUATED = "word " * 800  # no sentence end: one stretch of about 2,900 s at
 
 @pytest.fixture
 def made(monkeypatch):
-    """(speaker, text) of every request Speaker.make built, and the count of plans it made."""
+    """(speaker, text) of every request Speaker.make built, and the count of plans it made (and, second,
+    of the designed voices rendered: each makes its own plan)."""
     from omnivoice_cli.app import request as request_module
+    from omnivoice_cli.app.voices import design as design_module
     from omnivoice_cli.engine import pipeline
 
     calls: list[tuple[Speaker, str]] = []
-    plans = [0]
-    make, plan = Speaker.make, plan_request
+    plans = [0, 0]
+    make, plan, render = Speaker.make, plan_request, design_module.render
 
     def spy(self, text, settings):
         calls.append((self, text))
@@ -47,7 +49,12 @@ def made(monkeypatch):
         plans[0] += 1
         return plan(*args, **kwargs)
 
+    def rendered(*args, **kwargs):
+        plans[1] += 1
+        return render(*args, **kwargs)
+
     monkeypatch.setattr(Speaker, "make", spy)
+    monkeypatch.setattr(design_module, "render", rendered)
     for module in (pipeline, request_module, speaker_module):  # wherever it is imported from
         if hasattr(module, "plan_request"):
             monkeypatch.setattr(module, "plan_request", counted)
@@ -129,7 +136,8 @@ def test_http_wyoming_and_mcp_requests_are_made_by_one_speaker_each_planned_once
     finally:
         door.stop()
     assert calls[4:] == [(door, "Hello from MCP."), (door, "Hello from Wyoming.")]
-    assert plans[0] == len(calls) == http.requests_built + door.requests_built == 6  # one plan per request
+    # one plan per request (and one of alloy's designed voice, rendered once)
+    assert plans[0] - plans[1] == len(calls) == http.requests_built + door.requests_built == 6
 
 
 def test_the_server_takes_the_unpunctuated_stretch_the_clis_plan_cuts_at_words(home):

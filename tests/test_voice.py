@@ -167,7 +167,7 @@ def test_silence_removal_parameters():
 
 
 def test_long_reference_with_transcript_is_kept_and_warned():
-    wav = _bursts(24.0)
+    wav = _bursts(25.0)  # ends in a pause (one cut mid-burst gets the padding's note too)
     p = prepare_reference(wav, "a long transcript")
     assert len(p.wav) / SR > MAX_SECONDS
     assert len(p.warnings) == 1 and ">20s" in p.warnings[0]
@@ -189,7 +189,7 @@ def test_long_reference_without_transcript_is_trimmed_at_a_pause():
 
 def test_transcript_punctuation():
     wav = _bursts(2.0, burst=2.0)
-    assert prepare_reference(_bursts(4.0, burst=4.0), "x").warnings == ()  # 3-10 s: nothing to say
+    assert prepare_reference(_bursts(4.5, burst=4.0), "x").warnings == ()  # 3-10 s, ends in a pause: nothing to say
 
     class Fake:
         sample_rate, hop_length = SR, 960
@@ -203,7 +203,7 @@ def test_transcript_punctuation():
     assert encode_reference(Fake(), (wav, SR), "done!").text == "done!"
     assert encode_reference(Fake(), (wav, SR), "raw", preprocess=False).text == "raw"
     assert encode_reference(Fake(), (wav, SR), None).text is None
-    assert encode_reference(Fake(), (wav, SR), "x").codes.shape == (8, 50)
+    assert encode_reference(Fake(), (wav, SR), "x").codes.shape == (8, 55)  # 2 s, cut off: 0.2 s of padding
 
 
 # --------------------------------------------------------------------------- preparation: the length warnings
@@ -213,9 +213,9 @@ def _prepare(seconds, transcript="Some words."):
     from omnivoice_cli.engine.sound.voice import prepare_reference
 
     t = np.arange(int(seconds * SR)) / SR
-    return prepare_reference(
-        (0.3 * np.sin(2 * np.pi * 220 * t)).astype(np.float32), transcript, source="reference audio me.wav"
-    )
+    wav = (0.3 * np.sin(2 * np.pi * 220 * t)).astype(np.float32)
+    wav[-SR // 8 :] = 0  # it ends in silence (one cut mid-word gets the padding's note: test_voice_tail.py)
+    return prepare_reference(wav, transcript, source="reference audio me.wav")
 
 
 def test_a_short_reference_is_warned_about_and_why():
@@ -234,5 +234,6 @@ def test_no_length_warning_inside_3_to_10_s_and_one_warning_over_20_s():
     assert _prepare(3.0).warnings == () and _prepare(9.5).warnings == ()
     [over] = _prepare(25.0).warnings  # with a transcript: the reference's own warning only
     assert over.startswith("reference audio me.wav is 25.0s long (>20s). This may cause slower generation")
-    [trimmed] = _prepare(25.0, None).warnings  # without one: trimmed, and that warning says so
+    [trimmed, padded] = _prepare(25.0, None).warnings  # without one: trimmed, and that warning says so
     assert "has no transcript: trimmed to" in trimmed
+    assert "ends while still sounding" in padded  # a tone without pauses is cut mid-tone

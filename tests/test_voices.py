@@ -23,6 +23,7 @@ from helpers.audio import tone
 
 from omnivoice_cli.app.settings.schema import DEFAULT_MODEL
 from omnivoice_cli.app.voices import voices
+from omnivoice_cli.app.voices.design import BUILTIN_SEED, voice_prompt
 
 REF_TEXT = "This is the reference voice for the test"
 SR = 24000
@@ -319,12 +320,13 @@ def test_long_reference_warns_once(invoke, fake_engine, home, tmp_path):
     long = tone_file(tmp_path / "long.wav", 22.0)
     r = invoke("say", "Hello.", "--ref", long, "--ref-text", "A long recording.", "-o", tmp_path / "x.wav")
     assert r.exit_code == 0, r.stderr
-    long_warning, transcript_warning = warnings_of(r)  # each once; the short transcript is checked too
+    long_warning, padded, transcript_warning = warnings_of(r)  # each once; the short transcript is checked too
     assert "is 22.0s long (>20s)" in long_warning and "3-10s" in long_warning
+    assert "ends while still sounding" in padded  # a tone cut off: padded with silence
     assert "is the transcript complete?" in transcript_warning
     r = invoke("voice", "add", "long", "--ref", long, "--ref-text", "A long recording.")
     assert r.exit_code == 0, r.stderr
-    assert len(warnings_of(r)) == 2
+    assert len(warnings_of(r)) == 3
 
 
 # ------------------------------------------------------------------------------------ say --ref / --voice
@@ -571,8 +573,11 @@ def test_builtin_voices_are_the_servers_table():
 def test_say_speaks_every_builtin_voice(invoke, fake_engine, home, tmp_path, name):
     r = invoke("say", "Hi.", "--voice", name.upper(), "-o", tmp_path / "a.wav", "--json")
     assert r.exit_code == 0, r.stderr
-    [req] = fake_engine.requests
-    assert req.instruct == voices.builtin_voices()[name] and req.ref is None
+    [req], [render] = fake_engine.requests, fake_engine.rendered
+    # its voice rendered once (fixed seed and sentence, its items) and cloned: app/voices/design.py
+    assert (render.instruct, render.seed) == (voices.builtin_voices()[name], BUILTIN_SEED)
+    assert req.instruct == voices.builtin_voices()[name] and req.ref is not None
+    assert req.ref.text == render.text and json.loads(r.stdout)["voice_prompt"] == voice_prompt(req.ref)
     assert json.loads(r.stdout)["settings"]["instruct"] == voices.builtin_voices()[name]
 
 

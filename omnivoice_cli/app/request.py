@@ -35,7 +35,7 @@ from ..engine.text.symbols import drop_symbol_runs
 from ..engine.text.tags import drop_unknown_tags
 from ..engine.text.textcheck import check_text
 from ..media.loudness import require as require_loudness
-from .checkpoint import model_config
+from .checkpoint import checkpoint_folder, model_config
 from .lexicon import load_lexicon
 from .listening import listen
 from .phrases.phrasekey import derived_seed, voice_key
@@ -45,7 +45,10 @@ from .settings.schema import SCHEMA
 from .settings.values import join_lines
 from .ssml.parse import is_ssml
 from .ssml.spoken import one_part, saved_voice
+from .voices import design as voice_design
+from .voices import designcache
 from .voices import voices as store
+from .voices.design import BUILTIN_SEED, Design, default_sample, one_piece
 from .voices.instruct import merge as merge_instruct
 
 if TYPE_CHECKING:
@@ -61,6 +64,9 @@ class Reference:
     transcript: str
     prepared: PreparedReference  # read, resampled, trimmed: ready for the encoder
     transcript_source: str = "ref_text"  # "ref_text" (given), "file" (the .txt beside it) or "asr" (heard)
+    design: Design | None = None  # a designed voice to render (then `prepared` is its estimated length)
+    key: str | None = None  # the checkpoint's key its render is kept under (designcache.py; None: not kept)
+    model: str | None = None
 
     @property
     def warnings(self) -> tuple[str, ...]:
@@ -68,9 +74,13 @@ class Reference:
 
 
 class References:
-    """Recordings read and prepared once per (file, transcript), and their encodings once per run."""
+    """Recordings read and prepared once per (file, transcript), and their encodings once per run.
+    `keep_designs`: a run of many lines (a script, cues, JSON lines) where a voice designed by
+    items is rendered once, from the first line that asks for it, and cloned by every line."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep_designs: bool = False) -> None:
+        self.keep_designs = keep_designs
+        self.designs: dict[tuple, Design] = {}  # (instruct, instruct_text, lang) -> the first line's design
         self._prepared: dict[tuple[Path, str | None], Reference | InvalidRequest | ModelUnavailable] = {}  # None: heard
         self._encoded: dict[tuple[Path, str], VoicePrompt] = {}
 
@@ -144,8 +154,30 @@ class References:
         """The VoicePrompt of a prepared reference (encoded once per run)."""
         key = (ref.path.resolve(), ref.transcript)
         if key not in self._encoded:
-            self._encoded[key] = engine.voice_from_audio(ref.prepared, ref.transcript)
+            self._encoded[key] = reference_prompt(engine, ref)
         return self._encoded[key]
+
+
+def reference_prompt(engine: Engine, ref: Reference) -> VoicePrompt:
+    """A reference's voice prompt: a recording encoded, or a design rendered (kept per checkpoint
+    when it has a key: designcache.kept)."""
+    design = ref.design
+    if design is not None:
+        return designcache.kept(ref.key, design, lambda: voice_design.render(engine, design), ref.model)
+    return engine.voice_from_audio(ref.prepared, ref.transcript)
+
+
+def designed_reference(design: Design, key: str | None, model: str | None, cfg: ModelConfig) -> Reference:
+    """A design still to render, as a reference: its length estimated from its sample."""
+    import numpy as np
+
+    from ..engine.sound.voice import HOP_LENGTH, PreparedReference
+    from ..engine.text.duration import resolve_target_len
+
+    frames, _ = resolve_target_len(design.sample, None, None, None, None, cfg.frame_rate)
+    path = designcache.entry_path(key or "run", design)
+    prepared = PreparedReference(np.zeros(max(1, frames) * HOP_LENGTH, dtype=np.float32), 0.0)
+    return Reference(path, design.sample, prepared, "design", design, key, model)
 
 
 class Voices:
@@ -185,6 +217,7 @@ class Built:
         return own() if own is not None else None
 
 
+VOICE_MAP = Source("request", "voice map")  # the items of a `serve --voice-map` entry (Speaker.resolve)
 _RANK = {"default": 0, "preset": 1, "flag": 2, "line": 3, "request": 3}  # later layers win
 
 
@@ -231,18 +264,41 @@ def _voice(settings: Resolved, voices: Voices, line_base: Path | None) -> tuple[
         raise named(settings, e, "voice") from None
 
 
-def _builtin_voice(settings: Resolved) -> Resolved:
+def _builtin_voice(settings: Resolved) -> tuple[Resolved, Design | None]:
     """A built-in voice (an OpenAI voice name no saved voice has) is its voice-design items; the
     instruct given replaces its items of the same categories (`instruct.merge`): the settings
-    with those items as the instruct and no voice (the sources kept, for messages)."""
+    with those items as the instruct and no voice (the sources kept, for messages), and the
+    design it is rendered from once per checkpoint (BUILTIN_SEED, the English sample)."""
+    if settings["voice"] is None and settings.source("instruct") == VOICE_MAP:  # Speaker.resolve's
+        return settings, builtin_design(settings["instruct"])
     items = store.builtin_instruct(settings["voice"])
     if items is None:
-        return settings
+        return settings, None
     try:
         instruct = merge_instruct(items, settings["instruct"])
     except InvalidRequest as e:
         raise named(settings, e, "instruct") from None
-    return settings.with_values({"instruct": instruct, "voice": None})
+    return settings.with_values({"instruct": instruct, "voice": None}), builtin_design(instruct)
+
+
+def builtin_design(instruct: str | None) -> Design:
+    """The design of a built-in name or a voice-map entry: its items, BUILTIN_SEED, English."""
+    return Design(instruct, BUILTIN_SEED, default_sample("en"), "en")
+
+
+def _line_design(text: str, settings: Resolved, seed: int, refs: References, cfg: ModelConfig) -> Design | None:
+    """A run of lines (refs.keep_designs): a voice designed by items (no voice, no recording) is
+    the first line's that asks for it, its text as the sample (a default sentence when the line
+    is more than one piece) and its seed; every later line clones it."""
+    if not refs.keep_designs or not (settings["instruct"] or settings["instruct_text"]):
+        return None
+    key = (settings["instruct"], settings["instruct_text"], settings["lang"])
+    if key not in refs.designs:
+        design = Design(settings["instruct"], seed, text, settings["lang"], settings["instruct_text"])
+        if not one_piece(design, cfg):
+            design = Design(design.instruct, seed, default_sample(design.lang), design.lang, design.instruct_text)
+        refs.designs[key] = design
+    return refs.designs[key]
 
 
 def _reference(settings: Resolved, refs: References, line_base: Path | None) -> Reference | None:
@@ -351,7 +407,7 @@ def build_request(
         settings = settings.with_values({"voice": None})  # a recording given later than a voice replaces it
     else:
         settings, reference = _own_voice(settings, cfg, refs)
-    settings = _builtin_voice(settings)
+    settings, design = _builtin_voice(settings)
     voice_file, prompt = _voice(settings, voices, line_base)
     drawn = settings["seed"]
     if drawn is None and seed is None and phrase_seed:  # the same words in the same voice: the same seed
@@ -368,10 +424,18 @@ def build_request(
     elif drawn is None:
         drawn = random_seed() if seed is None else seed
         settings = settings.with_values({"seed": drawn}, Source("random"))
+    if reference is None and prompt is None and design is None:
+        design = _line_design(text, settings, drawn, refs, cfg)
+    if design is not None:  # rendered once (kept per checkpoint: a built-in name, a voice-map entry), then cloned
+        builtin = design not in refs.designs.values()
+        key = designcache.checkpoint_key(checkpoint_folder(settings["model"])) if builtin else None
+        prompt = designcache.lookup(key, design)
+        if prompt is None:
+            reference = designed_reference(design, key, settings["model"], cfg)
     request = Request(
         text=text,
         lang=settings["lang"],
-        instruct=settings["instruct"],
+        instruct=settings["instruct"],  # a designed voice cloned keeps its items, as piece 0's later pieces do
         instruct_text=settings["instruct_text"],
         duration=settings["duration"],
         speed=settings["speed"],

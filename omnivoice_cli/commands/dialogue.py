@@ -40,6 +40,7 @@ def print_report(report: Any, t_start: float, json_out: bool, quiet: bool) -> No
                 "voice": ln.voice,
                 "text": ln.text,
                 "seed": ln.seed,
+                "voice_prompt": ln.voice_prompt,
                 "start_seconds": round(ln.start / rate, 4),
                 "end_seconds": round(ln.end / rate, 4),
             }

@@ -159,7 +159,8 @@ WARMUP_OPTION = typer.Option(
     False,
     "--warmup",
     rich_help_panel="Server",
-    help="Speak one short request once the model is loaded; /health/ready says ready after it.",
+    help="Speak one short request once the model is loaded, and render the OpenAI names' designed voices "
+    "(kept per checkpoint); /health/ready says ready after it.",
 )
 PHRASE_CACHE_OPTION = typer.Option(
     None,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
@@ -77,18 +77,19 @@ def _saved(name: str, prompt: VoicePrompt, saved: Path, quiet: bool) -> None:
     "add",
     cls=HelpCommand,
     no_args_is_help=True,
-    epilog='\nomnivoice voice add alice --ref alice.flac --ref-text "Transcript of alice.flac."\n',
+    epilog='\nomnivoice voice add alice --ref alice.flac --ref-text "Transcript of alice.flac."\n'
+    'omnivoice voice add dora --instruct "female, low pitch, british accent" --seed 3\n',
 )
-@with_settings("model", "device", "dtype", "threads", "asr_model", "lang")
+@with_settings("model", "device", "dtype", "threads", "asr_model", "lang", "instruct", "seed")
 def voice_add(
     name: str = typer.Argument(..., metavar="NAME", help="The voice's name: letters, digits, '-', '_', '.'."),
-    ref: str = typer.Option(
-        ...,
+    ref: Optional[str] = typer.Option(
+        None,
         "--ref",
         metavar="AUDIO",
         show_default=False,
         rich_help_panel="Voice",
-        help="The recording (3-10 s is best).",
+        help="The recording (3-10 s is best). Or --instruct: a designed voice.",
     ),
     ref_text: Optional[str] = typer.Option(
         None,
@@ -99,18 +100,54 @@ def voice_add(
         help="The words spoken in it. Default: the .txt file beside it (alice.txt for alice.flac), else what "
         "the speech recogniser hears (the asr extra).",
     ),
+    sample: Optional[str] = typer.Option(
+        None,
+        "--sample",
+        metavar="TEXT",
+        show_default=False,
+        rich_help_panel="Voice",
+        help="With --instruct: what the designed voice says once, to be kept (a sentence). Default: a sentence "
+        "in --lang (English without one).",
+    ),
     force: bool = typer.Option(False, "--force", rich_help_panel="Output", help="Replace a saved voice of that name."),
+    json_out: bool = typer.Option(False, "--json", rich_help_panel="Output", help="Print what was saved as JSON."),
     quiet: bool = QUIET_OPTION,
     flags: dict = NO_FLAGS,
 ) -> None:
-    """Encode a recording and its transcript into a saved voice (needs the model's audio encoder)."""
-    from ..app.request import References
-    from ..app.session import WarnOnce
+    """Save a voice: a recording and its transcript encoded (needs the model's audio encoder), or a
+    voice designed by --instruct rendered once (its --sample, --seed and --lang), kept and cloned
+    by every request that names it."""
     from ..app.voices import voices
-    from .common import load_model, run_settings
+    from .common import run_settings
 
     _, settings = run_settings(None, flags)
     voices.check_new_name(name, force)
+    if settings["instruct"] is not None or sample is not None:
+        if ref is not None or ref_text is not None:
+            raise InvalidRequest("give either --ref (a recording) or --instruct (a designed voice), not both")
+        saved, prompt = _add_designed(name, settings, sample, force, quiet)
+    elif ref is None:
+        raise InvalidRequest(
+            'voice add needs --ref AUDIO (a recording) or --instruct "ITEMS" (a designed voice, e.g. female, low pitch)'
+        )
+    else:
+        saved, prompt = _add_recording(name, settings, ref, ref_text, force, quiet)
+    if json_out:
+        from ..app.voices.design import voice_prompt
+
+        info = {"name": name, "path": str(saved), "voice_prompt": voice_prompt(prompt), "text": prompt.text}
+        typer.echo(json.dumps(info, ensure_ascii=False))
+    _saved(name, prompt, saved, quiet or json_out)
+
+
+def _add_recording(
+    name: str, settings: Any, ref: str, ref_text: str | None, force: bool, quiet: bool
+) -> tuple[Path, VoicePrompt]:
+    from ..app.request import References
+    from ..app.session import WarnOnce
+    from ..app.voices import voices
+    from .common import load_model
+
     path = voices.check_reference_file(ref)
     refs = References()
     if ref_text is None and not voices.transcript_file(path).is_file():  # the recogniser's words
@@ -123,10 +160,27 @@ def voice_add(
     shown(reference.warnings)
     engine, _ = load_model(settings, quiet, encoder=True)
     prompt = refs.encode(engine, reference)
-    saved = voices.save(
-        name, prompt, force=force, source=str(path.resolve()), model=settings["model"], lang=settings["lang"]
-    )
-    _saved(name, prompt, saved, quiet)
+    meta = {"source": str(path.resolve()), "model": settings["model"], "lang": settings["lang"]}
+    return voices.save(name, prompt, force=force, **meta), prompt
+
+
+def _add_designed(name: str, settings: Any, sample: str | None, force: bool, quiet: bool) -> tuple[Path, VoicePrompt]:
+    from ..app.checkpoint import model_config
+    from ..app.session import random_seed
+    from ..app.voices import voices
+    from ..app.voices.design import design_of, render
+    from .common import load_model
+
+    if settings["instruct"] is None:
+        raise InvalidRequest('--sample is for a designed voice: give --instruct "ITEMS" too (e.g. female, low pitch)')
+    seed = random_seed() if settings["seed"] is None else int(settings["seed"])
+    design = design_of(settings, sample, model_config(settings["model"]), seed)  # checked before the model loads
+    if settings["seed"] is None and not quiet:
+        echo(f"voice {name!r}: designed with seed {design.seed} (give --seed to choose it)")
+    engine, _ = load_model(settings, quiet)
+    prompt = render(engine, design)
+    meta = {"source": "designed", "model": settings["model"], **design.fields()}
+    return voices.save(name, prompt, force=force, **meta), prompt
 
 
 @app.command("import", cls=HelpCommand, no_args_is_help=True)
@@ -229,9 +283,11 @@ def voice_list() -> None:
 @app.command("show", cls=HelpCommand, no_args_is_help=True)
 def voice_show(
     spec: str = typer.Argument(..., metavar="NAME|FILE", help="A saved voice's name or a voice file."),
+    json_out: bool = typer.Option(False, "--json", help="Print it as one JSON object."),
 ) -> None:
-    """Print what a saved voice holds: transcript, length, source recording, model, date (control
-    characters shown as escapes)."""
+    """Print what a saved voice holds: transcript, length, source recording (or the instruct, seed
+    and sample it was designed from), model, date, and `voice_prompt` (the sha256 of its codes and
+    words, what a reply's voice_prompt names; control characters shown as escapes)."""
     from ..app.voices import voices
 
     items = voices.builtin_instruct(spec)
@@ -239,8 +295,15 @@ def voice_show(
     if items is not None:
         info = {"name": spec.strip().lower(), "kind": "built-in (an OpenAI voice name)", "instruct": items}
     else:
-        info = voices.describe_voice(voices.resolve_voice(spec))
+        from ..app.voices.design import voice_prompt
+
+        path = voices.resolve_voice(spec)
+        voice = voices.load_voice_file(path)
+        info = {**voices.describe_voice(path, voice), "voice_prompt": voice_prompt(voice)}
     out = typer.get_text_stream("stdout")
+    if json_out:
+        out.write(json.dumps(info, ensure_ascii=False) + "\n")
+        return
     shown = {voices.printable(k): voices.printable(str(v)) for k, v in info.items()}  # a file's words, escaped
     width = max(len(k) for k in shown)
     for key, value in shown.items():

@@ -51,7 +51,7 @@ from .replies import EventQueue, SpeechReply
 from .schema import schema_document
 from .script import script
 from .socket import tts_socket
-from .speech import INSTRUCT_HEADER, INSTRUCT_NOTES_HEADER, MODELS, parse_speech
+from .speech import INSTRUCT_HEADER, INSTRUCT_NOTES_HEADER, MODELS, VOICE_PROMPT_HEADER, parse_speech
 from .ssmlreply import ssml_reply
 from .state import ServerState
 
@@ -410,7 +410,14 @@ def create_app(state: ServerState) -> Starlette:
 
         middleware.insert(0, Middleware(Counted, metrics=metrics))
     if state.options.cors:
-        exposed = ["X-OmniVoice-Seed", REQUEST_ID_HEADER, INSTRUCT_HEADER, INSTRUCT_NOTES_HEADER, "X-OmniVoice-Cache"]
+        exposed = [
+            "X-OmniVoice-Seed",
+            REQUEST_ID_HEADER,
+            INSTRUCT_HEADER,
+            INSTRUCT_NOTES_HEADER,
+            "X-OmniVoice-Cache",
+            VOICE_PROMPT_HEADER,
+        ]
         middleware.insert(
             0,
             Middleware(

@@ -20,6 +20,7 @@ from ..app.door.textparts import take_parts
 from ..app.request import Built
 from ..app.session import seed_for
 from ..app.settings.values import did_you_mean, or_list, shown_value, type_name
+from ..app.voices.design import voice_prompt
 from ..engine.errors import one_line
 from ..engine.planning import Request
 from ..engine.text.textcheck import unicode_problem
@@ -415,4 +416,5 @@ class SocketSession:
         if u.encoder is not None and job.config is not None:
             tail = u.encoder.finish()
             await self.send_audio(tail, job.config, u)
-        await self.send_event("final")
+        # the voice its parts were spoken in: the prompt cloned, or its first part's own (design.voice_prompt)
+        await self.send_event("final", voice_prompt=voice_prompt(u.ref))

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from ..app.door.speaker import Layer, Speaker, SpeakerOptions, preset_layer
 from ..app.door.voicechoice import VoiceChoice, VoiceRefused
-from ..app.request import Built
+from ..app.request import VOICE_MAP, Built
 from ..app.settings.layers import Resolved, Source, check_layer
 from ..app.settings.presets import preset_index
 from ..app.settings.schema import HTTP_SETTINGS, SCHEMA
@@ -38,6 +38,7 @@ from ..app.settings.values import did_you_mean, or_list, shown_value, type_name
 from ..app.ssml.parse import is_ssml
 from ..app.ssml.spoken import Parts
 from ..app.voices import voices
+from ..app.voices.design import voice_prompt
 from ..app.voices.instruct import header_text, merge, read_free, shown
 from ..engine.errors import InvalidRequest
 from ..engine.planning import Request
@@ -57,6 +58,7 @@ STREAM_FORMATS = ("audio", "sse")
 REQUEST = Source("request")
 MAX_INSTRUCTIONS_CHARS = 4096  # characters of `instructions` at most
 INSTRUCT_HEADER = "X-OmniVoice-Instruct"  # the voice-design items used ('none': the model's own voice)
+VOICE_PROMPT_HEADER = "X-OmniVoice-Voice-Prompt"  # the sha256 of the voice prompt cloned ('none': a fresh voice)
 INSTRUCT_NOTES_HEADER = "X-OmniVoice-Instruct-Notes"  # what of `instructions` was left out, and why
 
 
@@ -81,8 +83,12 @@ class SpeechBody:
         return request
 
     def headers(self) -> dict[str, str]:
-        """The reply's headers about the voice: the items used, and notes on `instructions`."""
-        out = {INSTRUCT_HEADER: shown(self.request.instruct)}
+        """The reply's headers about the voice: the items used (a designed voice's, cloned), the voice
+        prompt cloned (design.voice_prompt), and notes on `instructions`."""
+        out = {
+            INSTRUCT_HEADER: shown(self.request.instruct),
+            VOICE_PROMPT_HEADER: voice_prompt(self.request.ref) or "none",
+        }
         if self.instruct_notes:
             out[INSTRUCT_NOTES_HEADER] = header_text("; ".join(self.instruct_notes))
         return out
@@ -371,10 +377,13 @@ def parse_speech(body: bytes, options: ServeOptions, speaker: Speaker | None = N
     layers = _preset_layers(data, options)
     layer, renamed, notes = _settings_layer(data)
     voice = _voice(data, speaker)
+    mapped = voice is not None and voice.items is not None
     if voice is not None and voice.items is not None:
         _voice_items(layers, layer, voice.items, renamed)
         voice = dataclasses.replace(voice, items=None)  # its items are layered: no `voice` setting
     settings = speaker.resolve([*layers, (REQUEST, layer)], voice)
+    if mapped:  # an OpenAI name's (or the voice map's) items: a designed voice, rendered once and cloned
+        settings = settings.with_values({"instruct": settings["instruct"]}, VOICE_MAP)
     rate_for(fmt, settings["sample_rate"])
     stream = _whole_for_loudness(data, settings, sse, stream)
     built, parts = _build(speaker, text, settings, renamed)

@@ -4,8 +4,8 @@ state = ServerState(options, load=lambda: Engine.load(...))
 state.start_loading()             # the model loads in a thread; /health says "loading" meanwhile
 state.require_service()           # the engine loop, or a 503 (loading, failed, stopping)
 
-With --warmup, one request is spoken once the model is loaded (`warmed` then; /health/ready waits
-for it). With --idle-unload the Speaker unloads the model after a quiet spell: /health then says
+With --warmup, one request is spoken once the model is loaded, and the OpenAI names' designed
+voices are rendered (`warmed` then; /health/ready waits for it). With --idle-unload the Speaker unloads the model after a quiet spell: /health then says
 "asleep" and the next request that needs the engine loads it again (`wake`).
 """
 
@@ -92,9 +92,11 @@ class ServerState:
 
     def warm_up(self) -> None:
         """One short request spoken through the engine (serve --warmup): the first request's own
-        costs (allocations, graphs, caches) paid before /health/ready says ready."""
+        costs (allocations, graphs, caches) paid before /health/ready says ready; and the OpenAI
+        names' designed voices rendered (or read, kept from before) so that each is ready to clone."""
         built = self.speaker.build("Hello.", settings={"seed": 0})
         self.speaker.render(built.request)
+        self.speaker.render_designed_voices()
         self.warmed = True
 
     @property

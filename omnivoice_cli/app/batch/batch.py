@@ -52,6 +52,7 @@ from ..settings.schema import LINE_SETTINGS, RUN_WIDE
 from ..settings.setting import SettingsError
 from ..settings.values import join_lines
 from ..signals import HoldSignals
+from ..voices.design import voice_prompt
 from .batchinput import Line, check_fields, read_input
 from .executor import GROUP_SIZE, Executor, LocalExecutor
 from .folder import (
@@ -101,11 +102,18 @@ def _record(line: Line, status: str, **extra: object) -> dict[str, object]:
         "settings": line.settings,
         "ref": line.fields.get("ref"),
         "ref_text": line.fields.get("ref_text"),
+        "voice_prompt": _voice_prompt(line),
         "warnings": line.warnings,
         "error": line.error,
     }
     rec.update(extra)
     return rec
+
+
+def _voice_prompt(line: Line) -> str | None:
+    """The voice prompt a line cloned (a saved voice's, a recording's, a designed voice's: the
+    first line's that designs it), None for a fresh voice."""
+    return voice_prompt(line.prompt or (line.built.request.ref if line.built is not None else None))
 
 
 # Not compared by _changed: a random seed differs at each run, where a run goes (its machine) is
@@ -173,7 +181,7 @@ class BatchRun:
         self.session = session or Session()  # how the run shows itself (the face's status line and bars)
         self.echo, self.quiet = self.session.echo, self.session.quiet
         self.base = Path(input_path).expanduser().parent  # relative paths in a line start here
-        self.refs, self.voices = References(), Voices()
+        self.refs, self.voices = References(keep_designs=True), Voices()  # a designed voice: its first line's, cloned
         self.presets: dict[str, Preset | SettingsError] = {}
         self.report = BatchReport()
         self.lines: list[Line] = []

@@ -309,7 +309,7 @@ class _ClusterRun:
                 ref, key = line.planned.reference, None
                 if ref is not None:
                     key = (str(ref.path.resolve()), ref.transcript)
-                    references[key] = (ref.prepared, ref.transcript)
+                    references[key] = ref  # a recording to encode, or a design to render (request.reference_prompt)
                 tasks.append(Task(line.number, line.planned.request, key))
             self.in_flight[self.workers[name].run.remote(tasks, references)] = ("run", name, group)
 

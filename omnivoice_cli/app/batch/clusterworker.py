@@ -18,6 +18,7 @@ from ...engine.errors import OmniVoiceError, one_line
 from ...engine.hardware import Hardware
 from ...engine.pipeline import Engine
 from ...engine.planning import Request, Result
+from ..request import reference_prompt
 from ..session import Session
 
 if TYPE_CHECKING:  # annotations only: the voice pulls torch
@@ -73,8 +74,7 @@ class OmnivoiceWorker:
         if task.ref_key is None:
             return task.request
         if task.ref_key not in self.prompts:
-            prepared, transcript = references[task.ref_key]
-            self.prompts[task.ref_key] = engine.voice_from_audio(prepared, transcript)
+            self.prompts[task.ref_key] = reference_prompt(engine, references[task.ref_key])
         return dataclasses.replace(task.request, ref=self.prompts[task.ref_key])
 
     def _step(self, done: int, total: int) -> None:

@@ -62,6 +62,7 @@ class _LineRecord(TypedDict):
     settings: dict[str, Value] | None  # every resolved setting (None: the line was not planned)
     ref: str | None  # the line's own `ref` and `ref_text` fields
     ref_text: str | None
+    voice_prompt: str | None  # the sha256 of the voice prompt the line cloned (None: a fresh voice)
     warnings: list[str]
     error: str | None  # "line N: ..." (failed), or why a pending line was not spoken
 

@@ -56,7 +56,7 @@ from ...engine.tickets import Event, Places, Summary, Ticket
 from ...media.marks import Mark
 from ..checkpoint import model_config
 from ..marking import run_mark
-from ..request import Built, References, Voices, build_request, named
+from ..request import VOICE_MAP, Built, References, Voices, build_request, named, reference_prompt
 from ..settings.layers import Resolved, Source, check_layer, resolve
 from ..settings.presets import find_preset, is_preset_path, preset_index
 from ..settings.schema import DEFAULT_MODEL, RUN_WIDE
@@ -102,6 +102,10 @@ class SpeakerOptions:
     def stream_config(self) -> StreamConfig:
         """How its engine loop cuts a text (engine/stream/cut.py)."""
         return StreamConfig(self.first_seconds, self.piece_seconds, sentence_seconds=self.sentence_seconds)
+
+
+class NoModel(RuntimeError):
+    """A Speaker that only builds requests was asked for its engine loop."""
 
 
 class Speaker:
@@ -156,7 +160,7 @@ class Speaker:
                 finally:
                     self.loading = False
                 if engine is None:
-                    raise RuntimeError("this speaker only builds requests: it has no model to load")
+                    raise NoModel("this speaker only builds requests: it has no model to load")
                 self.load_seconds = time.perf_counter() - t0
                 self.loads += 1
                 config = self.options.stream_config()
@@ -354,7 +358,7 @@ class Speaker:
                 instruct = merge(voice.items, resolved["instruct"])
             except InvalidRequest as e:
                 raise named(resolved, e, "instruct") from None
-            resolved = resolved.with_values({"instruct": instruct, "voice": None})
+            resolved = resolved.with_values({"instruct": instruct, "voice": None}, VOICE_MAP)
         return resolved
 
     def make(self, text: str, settings: Resolved) -> Built:
@@ -385,11 +389,18 @@ class Speaker:
 
     def _make_one(self, text: str, settings: Resolved) -> Built:
         built = build_request(text, settings, refs=References(), voices=Voices(), phrase_seed=self.options.phrase_seed)
-        if built.reference is not None:  # the checkpoint's own voice: encoded once, by the engine loop
+        if built.reference is not None:  # the checkpoint's own voice, or a designed one: made once, by the engine loop
             ref = built.reference
             key = (str(ref.path), ref.transcript)
             if key not in self._own_prompts:
-                call = self.service().call(lambda engine: engine.voice_from_audio(ref.prepared, ref.transcript))
+                try:
+                    call = self.service().call(lambda engine: reference_prompt(engine, ref))
+                except NoModel:
+                    if ref.design is None:
+                        raise
+                    with self._count:  # a speaker that only builds: the design is left to render
+                        self.requests_built += 1
+                    return built
                 self._own_prompts[key] = call.result()
             built = dataclasses.replace(
                 built, request=dataclasses.replace(built.request, ref=self._own_prompts[key]), reference=None
@@ -397,6 +408,17 @@ class Speaker:
         with self._count:
             self.requests_built += 1
         return built
+
+    def render_designed_voices(self) -> list[str]:
+        """Every OpenAI name (and voice-map entry) no saved voice has, rendered now and kept per
+        checkpoint (app/voices/designcache.py), so that no request waits for its first rendering
+        (`serve --warmup`); the names, in order."""
+        done = []
+        for item in self.voices():
+            if item["type"] == "openai":
+                self.build("Hello.", voice=item["name"], settings={"seed": 0})
+                done.append(item["name"])
+        return done
 
     def check_text(self, text: object) -> str:
         if not isinstance(text, str):

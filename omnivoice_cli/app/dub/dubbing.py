@@ -55,6 +55,7 @@ from ..say.dialogue import Cast
 from ..session import Session, WarnOnce, hardware_from_settings
 from ..settings.presets import Preset
 from ..signals import HoldSignals
+from ..voices.design import request_voice_prompt
 from .dubplan import CuePlan, CuePlanner, jsonable
 from .sourcevoices import SourceVoices
 
@@ -126,7 +127,7 @@ class DubRun:
         self.session = session or Session()  # how the run shows itself (the face's status line and bars)
         self.echo = self.session.echo
         self.stdout = stdout
-        self.refs, self.voices = References(), Voices()
+        self.refs, self.voices = References(keep_designs=True), Voices()  # a designed speaker: its first cue's voice
         self.report = DubReport()
         self.track: np.ndarray | None = None  # float32 [samples], allocated once the plan is checked
         self.manifest: ManifestWriter | None = None  # the stems folder's manifest
@@ -220,6 +221,9 @@ class DubRun:
             self.report.voice_seconds = time.perf_counter() - t_voice
         else:
             items = [(p, k, b.request) for p in pending for k, b in enumerate(p.built)]
+        for p, k, request in items:
+            if k == 0:
+                p.voice_prompt = request_voice_prompt(request)
         t0 = time.perf_counter()
         for start in range(0, len(items), GROUP_SIZE):
             group = items[start : start + GROUP_SIZE]

@@ -54,6 +54,7 @@ class CuePlan:
     results: dict[int, Result] = field(default_factory=dict)  # piece -> its engine Result
     audio_seconds: float = 0.0
     warnings: list[str] = field(default_factory=list)
+    voice_prompt: str | None = None  # the voice prompt its speech cloned (design.voice_prompt), once spoken
     speed: float | None = None  # its words' natural time (text.speech_seconds) / its length: > 1 is faster
 
     def offsets(self) -> list[int]:
@@ -100,6 +101,7 @@ class CuePlan:
             ],
             "speed": None if self.speed is None else round(self.speed, 2),
             "key": self.key() if self.built else None,
+            "voice_prompt": self.voice_prompt,
             "warnings": self.warnings,
         }
 

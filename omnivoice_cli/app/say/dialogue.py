@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -165,8 +165,12 @@ def check_voices(cast: Cast, layers: list, refs: References, voices: Voices, def
     """Check every cast member's voice (used or not) and, when `default`, the voice the layers
     give, before any line or cue needs them: their errors then name --cast / --voice, not a line."""
     members: list[Member | None] = [*cast.members.values(), *([None] if default else [])]
-    for member in members:
-        build_request(PROBE_TEXT, cast.settings(member, layers, {"seed": 0}), refs=refs, voices=voices)
+    keep, refs.keep_designs = refs.keep_designs, False  # a probe designs no voice: the first line does
+    try:
+        for member in members:
+            build_request(PROBE_TEXT, cast.settings(member, layers, {"seed": 0}), refs=refs, voices=voices)
+    finally:
+        refs.keep_designs = keep
 
 
 # --------------------------------------------------------------------------------------------
@@ -258,6 +262,7 @@ class Script:
     lines: tuple[tuple[ScriptLine, Built], ...]  # (the line, its request)
     seed: int  # the base seed
     cast: Cast  # who speaks (`cast.unused()`: the members with no line)
+    refs: References = field(default_factory=References)  # its designed voices, rendered once the model is there
 
 
 def check_gap(gap: float | None) -> float:
@@ -287,7 +292,7 @@ def plan_script(text: str, name: str, cast_specs: list[str], preset: Preset | No
         *([(preset.origin, preset.settings)] if preset else []),
         (FLAG_SOURCE, {k: v for k, v in flags.items() if k != "seed"}),
     ]
-    refs, voices = References(), Voices()
+    refs, voices = References(keep_designs=True), Voices()  # a designed member: its first line's voice, cloned
     check_voices(cast, layers, refs, voices, default=False)
     base = int(flags["seed"]) if flags.get("seed") is not None else random_seed()
     check_seed_range(base, len(lines))
@@ -299,4 +304,4 @@ def plan_script(text: str, name: str, cast_specs: list[str], preset: Preset | No
             built.append((line, build_request(join_lines(line.text), settings, refs=refs, voices=voices)))
         except InvalidRequest as e:
             raise InvalidRequest(str(e) if str(e).startswith(where) else f"{where}: {e}") from None
-    return Script(tuple(built), base, cast)
+    return Script(tuple(built), base, cast, refs)

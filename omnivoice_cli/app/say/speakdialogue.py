@@ -16,8 +16,10 @@ from ...media.marks import Mark
 from ...media.output import OutputTarget
 from ...media.subtitles import Subtitle, finish_subtitles, subtitles_from_pieces
 from ..deliver import Audio, Outputs, Take, deliver
+from ..request import finish_request
 from ..session import Session, WarnOnce
 from ..signals import HoldSignals
+from ..voices.design import request_voice_prompt
 from .dialogue import Script
 from .speakrun import Shown, Writes, open_the_player, stopped_after, where
 
@@ -33,6 +35,9 @@ class SpokenLine:
     seed: int
     start: int
     end: int
+    voice_prompt: str | None = (
+        None  # the voice prompt it cloned (design.voice_prompt): a designed member's first line's
+    )
 
 
 @dataclass(frozen=True)
@@ -79,6 +84,7 @@ class DialogueRun:
         self.sample_rate = sample_rate  # --sample-rate: the output's (None: the model's)
         self.script, self.target, self.model, self.hardware = script, target, model, hardware  # dialogue.Script
         self.gap = gap
+        self.requests: list = []  # the lines' engine requests, their designed voices rendered (run)
         self.subtitles, self.play, self.session = subtitles, play, session
         self.shown: Shown = shown if shown is not None else WarnOnce(session.warn)
 
@@ -89,8 +95,10 @@ class DialogueRun:
         try:
             engine, load = self.session.load_engine(self.model, self.hardware)
             t0 = time.perf_counter()
+            with self.session.status("preparing the voices ..."):  # a designed member: rendered once, then cloned
+                self.requests = [finish_request(engine, b, self.script.refs) for _, b in built]
             with self.session.steps(f"generating {len(built)} lines", None) as on_step:
-                results = engine.generate([b.request for _, b in built], on_step=on_step)
+                results = engine.generate(self.requests, on_step=on_step)
             for r in results:
                 self.shown(r.warnings)
             audio, subs, starts = join_dialogue(built, results, self.gap, engine.sample_rate)
@@ -116,9 +124,16 @@ class DialogueRun:
     ) -> DialogueReport:
         lines = tuple(
             SpokenLine(
-                line.number, line.speaker.name, line.speaker.spec, b.request.text, b.request.seed, s, s + len(r.audio)
+                line.number,
+                line.speaker.name,
+                line.speaker.spec,
+                req.text,
+                req.seed,
+                s,
+                s + len(r.audio),
+                request_voice_prompt(req),
             )
-            for (line, b), r, s in zip(self.script.lines, results, starts)
+            for (line, _), req, r, s in zip(self.script.lines, self.requests, results, starts)
         )
         return DialogueReport(
             self.target,

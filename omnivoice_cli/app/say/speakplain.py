@@ -24,6 +24,7 @@ from ..listening import listen
 from ..listening.verify import RequestCheck
 from ..request import finish_request
 from ..signals import HoldSignals
+from ..voices.design import request_voice_prompt
 from .speakrun import (
     SpeechReport,
     SpeechRun,
@@ -94,6 +95,7 @@ class PlainRun(SpeechRun):
             verify=None if check is None else check.report(),
             engine=engine,
             loudness=done.loudness,
+            voice_prompt=request_voice_prompt(request),
         )
         return report if key is None else dataclasses.replace(report, cache="miss")
 
@@ -227,7 +229,10 @@ class PlainRun(SpeechRun):
         if built.reference is None:
             return built.request, None
         t0 = time.perf_counter()
-        with self.session.status(f"preparing the voice of {built.reference.path} ..."):
-            engine.load_encoder()
+        ref = built.reference
+        what = "rendering the designed voice" if ref.design is not None else f"preparing the voice of {ref.path}"
+        with self.session.status(f"{what} ..."):
+            if ref.design is None:  # a recording: the encoder (a design is rendered by the model itself)
+                engine.load_encoder()
             request = finish_request(engine, built, self.speech.refs)
         return request, time.perf_counter() - t0

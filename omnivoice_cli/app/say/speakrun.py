@@ -165,6 +165,7 @@ class SpeechReport:
     loudness: dict | None = None  # --loudness: what normalising did (leveller.LoudnessReport.as_dict)
     ran: dict | None = None  # the path taken, resolved (`path_taken`); None: a server's
     cache: str | None = None  # --cache: "hit" (written from the phrase cache) or "miss"; None: off
+    voice_prompt: str | None = None  # the sha256 of the voice prompt cloned (design.voice_prompt); None: none
 
     @property
     def rtf(self) -> float | None:
@@ -190,6 +191,7 @@ def speech_report(
     verify: list | None = None,
     loudness: LoudnessReport | None = None,
     engine: Engine | None = None,
+    voice_prompt: str | None = None,
 ) -> SpeechReport:
     return SpeechReport(
         target=speech.target,
@@ -210,6 +212,7 @@ def speech_report(
         verify=verify,
         loudness=None if loudness is None else loudness.as_dict(),
         ran=None if engine is None else path_taken(engine, speech.settings),
+        voice_prompt=voice_prompt,
     )
 
 

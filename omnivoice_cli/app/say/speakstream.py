@@ -23,6 +23,7 @@ from ..deliver import Audio, Outputs, PieceWriter, Take, deliver, piece_cues, re
 from ..listening.verify import RequestCheck
 from ..request import finish_request
 from ..signals import HoldSignals, signal_name
+from ..voices.design import request_voice_prompt
 from .speakrun import SpeechReport, SpeechRun, StoppedBySignal, Writes, open_the_player, signal_number, speech_report
 
 
@@ -70,7 +71,8 @@ class StreamedRun(SpeechRun):
         try:
             player = open_the_player(speech.play)
             with player or nullcontext():  # left normally: waits until all has played
-                engine, load = self.load(encoder=speech.built.reference is not None)
+                ref = speech.built.reference
+                engine, load = self.load(encoder=ref is not None and ref.design is None)  # a recording's
                 t_gen = time.perf_counter()
                 request = finish_request(engine, speech.built, speech.refs)
                 check = self.verifier(request)
@@ -99,6 +101,7 @@ class StreamedRun(SpeechRun):
             pieces=sum(1 for p in pieces if p.seed is not None),
             verify=None if check is None else check.report(),
             engine=engine,
+            voice_prompt=request_voice_prompt(request),
         )
 
     def render(

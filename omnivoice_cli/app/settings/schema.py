@@ -299,7 +299,7 @@ SCHEMA: dict[str, Setting] = {
             f"an integer in 0..{MAX_SEED}",
             lambda v: 0 <= v <= MAX_SEED,
             metavar="N",
-            where=frozenset({FLAG, LINE, HTTP}),
+            where=frozenset({FLAG, PRESET, LINE, HTTP}),  # a preset's: its designed voice the same every run
             default_help="random",
         ),
         Setting(

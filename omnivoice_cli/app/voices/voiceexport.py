@@ -21,7 +21,7 @@ from . import voices as store
 
 MAX_VOICE_BYTES = 4 << 20  # a voice file: 60 s of codes is under 100 kB
 CHECKSUM_KEY = "checksum"
-_KEPT = ("name", "model", "lang", "source", "seconds", "frames", "codebooks", "created", "tool")
+_KEPT = ("name", "model", "source", "seconds", "frames", "codebooks", "created", "tool", *store.DESIGN_KEYS)
 
 
 def checksum(path: Path) -> str:

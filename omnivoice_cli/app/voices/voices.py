@@ -48,6 +48,7 @@ MAX_NAME = 64
 _NAME_RE = re.compile(r"^[^\W_](?:[\w.-]*[^\W.])?$")  # letters, digits, '_', '-', '.'; no '.' at the ends
 # Metadata written by save_voice itself; ours must not collide with these.
 _ENGINE_META = ("format", "version", "text", "rms")
+DESIGN_KEYS = ("lang", "instruct", "instruct_text", "seed", "sample")  # what a designed voice was rendered from
 ADD_HINT = "add one with `omnivoice voice add NAME --ref FILE`"
 
 
@@ -331,7 +332,7 @@ def import_metadata(path: Path) -> dict[str, str]:
     }
     if path.suffix.lower() == VOICE_SUFFIX:
         old = read_voice_metadata(path)
-        meta.update({k: old[k] for k in ("model", "source", "lang") if old.get(k)})
+        meta.update({k: old[k] for k in ("model", "source", *DESIGN_KEYS) if old.get(k)})
         meta["imported_from"] = str(path.resolve())
     return meta
 
@@ -388,6 +389,10 @@ def describe_voice(path: Path, voice: VoicePrompt | None = None) -> dict[str, st
         "imported_from",
         "model",
         "lang",
+        "instruct",
+        "instruct_text",
+        "seed",
+        "sample",
         "created",
         "tool",
     )

@@ -15,7 +15,9 @@ What the reference (`OmniVoice.create_voice_clone_prompt`, omnivoice 0.2.1) does
   5. cut (not padded) to a multiple of the hop (960), encoded to codes [8, T_ref];
   6. with preprocess_prompt, the transcript ends in '.' ('。' for CJK) unless it already ends in
      punctuation (`text.add_punctuation`).
-On top of the reference, this module refuses references shorter than 0.5 s or longer than 60 s
+On top of the reference, a recording still sounding in its last 100 ms (cut mid-word: short
+generations come out distorted, k2-fsa/OmniVoice#265) is padded with 0.2 s of silence (with preprocess) before it
+is cut to the hop, with a warning (`ends_sounding`). It also refuses references shorter than 0.5 s or longer than 60 s
 after preparation, reports unreadable or missing files as InvalidRequest naming the file, and
 bounds what a file may cost before reading it: by its header, at most 300 s and 2**25 samples
 (all channels) are read, and a sample rate whose resampling kernel would be large (an odd rate
@@ -61,6 +63,9 @@ MAX_KERNEL = 1 << 24  # elements of the resampling kernel (odd rates make it hug
 MAX_PROMPT_BYTES = 64 << 20  # a reference `.pt` prompt file (a few kB in practice)
 MAX_VOICE_FRAMES = int(MAX_PREPARED_SECONDS * SAMPLE_RATE / HOP_LENGTH)  # codes of a voice at most
 MAX_CODEBOOKS = 64  # rows of a voice's codes at most (the model uses 8)
+TAIL_SECONDS = 0.1  # a reference still sounding in its last 100 ms ends mid-word ...
+TAIL_DBFS = -40.0  # ... when that stretch is louder than this (dB of full scale) ...
+TAIL_PAD_SECONDS = 0.2  # ... and is padded with this much silence (k2-fsa/OmniVoice#265, #118)
 
 
 @dataclass(frozen=True)
@@ -254,6 +259,14 @@ def length_warning(source: object, given: float, prepared: float) -> str | None:
     return None
 
 
+def ends_sounding(wav: np.ndarray, sample_rate: int = SAMPLE_RATE) -> bool:
+    """The recording still sounds in its last TAIL_SECONDS (their RMS over TAIL_DBFS): it was cut
+    while someone was speaking, which makes short generations come out distorted."""
+    tail = np.asarray(wav, dtype=np.float32).reshape(-1)[-max(1, round(TAIL_SECONDS * sample_rate)) :]
+    rms = float(np.sqrt(np.mean(tail.astype(np.float64) ** 2))) if tail.size else 0.0
+    return rms > 0 and 20 * np.log10(rms) > TAIL_DBFS
+
+
 def prepare_reference(
     wav24k: np.ndarray,
     ref_text: str | None,
@@ -311,6 +324,12 @@ def prepare_reference(
         if warning:
             warnings.append(warning)
 
+    if preprocess and ends_sounding(wav, sample_rate):
+        wav = np.concatenate([wav, np.zeros(round(TAIL_PAD_SECONDS * sample_rate), dtype=np.float32)])
+        warnings.append(
+            f"{source} ends while still sounding (its last {TAIL_SECONDS * 1000:g} ms are not silent): padded "
+            f"with {TAIL_PAD_SECONDS:g} s of silence, as a reference cut mid-word distorts short outputs"
+        )
     clip = wav.shape[-1] % hop_length
     if clip:
         wav = wav[:-clip]

@@ -1,6 +1,7 @@
 """Saved voice files: a safetensors file with the codes as its one tensor and the transcript, the
 RMS and the store's own records in its metadata. Reading the metadata needs no torch (so `omnivoice
-voice list` and `voice show` start fast); `voice.py` reads and writes the codes.
+voice list` and `voice show` start fast); `voice.py` reads and writes the codes. `prompt_checksum`
+is a voice prompt's `voice_prompt`, the sha256 of its codes and words.
 """
 
 from __future__ import annotations
@@ -70,3 +71,21 @@ def read_voice_metadata(path: str | Path) -> dict[str, str]:
     voice_text(path, meta.get("text"))
     voice_rms(path, meta.get("rms"))
     return meta
+
+
+def prompt_checksum(codes, text: str | None) -> str:
+    """`voice_prompt`: the sha256 (hex) of a voice prompt's codes (shape and values, as int64) and
+    its words, what a cloned request's voice is: two replies that name the same one were spoken in
+    the same voice. `codes`: a [codebooks, frames] integer tensor (or array)."""
+    import hashlib
+    import json
+
+    import numpy as np
+
+    array = codes.detach().cpu().numpy() if hasattr(codes, "detach") else np.asarray(codes)
+    array = np.ascontiguousarray(array, dtype="<i8")
+    h = hashlib.sha256(b"omnivoice-voice-prompt\0")
+    h.update(json.dumps(list(array.shape)).encode())
+    h.update(array.tobytes())
+    h.update((text or "").encode("utf-8"))
+    return h.hexdigest()

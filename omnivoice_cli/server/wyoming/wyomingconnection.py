@@ -31,6 +31,7 @@ from ...app.deliver import PiecePcm
 from ...app.door.speaker import USAGE_ERRORS, Speaker
 from ...app.door.textparts import take_parts
 from ...app.session import seed_for
+from ...app.voices.design import voice_prompt
 from ...engine.errors import InvalidRequest, one_line
 from ...engine.planning import Request
 from ...engine.tickets import Busy, ServiceStopped, Summary, Ticket
@@ -383,6 +384,7 @@ class Speaking:
         voice = self.job.voice.name if self.job.voice and self.job.voice.name else "default"
         self.connection.server.options.say(
             f"omnivoice wyoming: synthesize chars={len(self.job.text)} audio={summary.audio_seconds:.2f}s "
-            f"seconds={summary.seconds:.2f} seed={summary.seed} voice={voice} forwards={summary.forwards}"
+            f"seconds={summary.seconds:.2f} seed={summary.seed} voice={voice} forwards={summary.forwards} "
+            f"voice_prompt={voice_prompt(ticket.request.ref) or 'none'}"
             + (f" stream-part={stream.parts}" if stream is not None else "")
         )

@@ -1,0 +1,162 @@
+"""Designed voices kept per checkpoint: the built-in names (alloy ... cedar) and `--voice-map`
+entries, rendered once (design.py) and cloned after that, on every request and after a restart.
+
+One voice file per (checkpoint, design) in `designed/` of the user's data folder
+(`engine.checkpoint.hub.user_home`), named `voice-<32 hex>.safetensors` by a sha256 of the
+checkpoint's key (`checkpoint_key`: its folder, and the size and modification time of its
+weights and config) and the design. The folder is untrusted: an entry is read only when it is a
+regular file of at most MAX_ENTRY_BYTES, it is a voice file whose recorded checkpoint key and
+design are the ones asked for, and its recorded `voice_prompt` is the sha256 of the codes and
+words it holds; else it is deleted and rendered again (never a failure). An entry is written
+through a temporary file and a rename (engine.voice.save_voice), under a lock (a thread lock,
+and `flock` on `.NAME.lock` beside it where the system has one), so concurrent first uses (two
+requests, two servers) render it once and never leave a broken file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ...engine.checkpoint.hub import user_home
+from ...engine.errors import InvalidRequest
+from .design import Design, voice_prompt
+
+if TYPE_CHECKING:
+    from ...engine.sound.voice import VoicePrompt
+
+FORMAT = "1"  # the entry's layout and key; a change bumps it
+MAX_ENTRY_BYTES = 4 << 20  # a voice file: a sample's codes are a few kB
+_KEY_FILES = ("config.json", "model.safetensors")
+_locks: dict[Path, threading.Lock] = {}
+_locks_guard = threading.Lock()
+
+
+def design_dir() -> Path:
+    """Where designed voices are kept: `designed/` in the user's data folder."""
+    return user_home() / "designed"
+
+
+def checkpoint_key(folder: Path | None) -> str | None:
+    """The checkpoint's key: its folder and the size and modification time of its files that make
+    the codes (None: no folder here, nothing is kept)."""
+    if folder is None:
+        return None
+    parts: list[object] = [FORMAT, str(Path(folder).resolve())]
+    for name in _KEY_FILES:
+        try:
+            st = os.stat(Path(folder) / name)
+            parts.append((name, st.st_size, st.st_mtime_ns))
+        except OSError:
+            parts.append((name, None, None))
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:32]
+
+
+def entry_path(key: str, design: Design) -> Path:
+    """The file a design is kept in for the checkpoint `key`."""
+    text = json.dumps([key, design.fields()], sort_keys=True, ensure_ascii=False)
+    return design_dir() / f"voice-{hashlib.sha256(text.encode()).hexdigest()[:32]}.safetensors"
+
+
+def read(path: Path, key: str, design: Design) -> VoicePrompt | None:
+    """The designed voice kept at `path`, verified (see the module doc); None where there is none
+    or it fails (then it is deleted)."""
+    from ...engine.sound import voice as vmod
+    from ...engine.sound.voicefile import read_voice_metadata
+
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_ENTRY_BYTES:
+        _drop(path)
+        return None
+    try:
+        meta = read_voice_metadata(path)
+        voice = vmod.load_voice(path)
+    except (InvalidRequest, OSError, ValueError):
+        _drop(path)
+        return None
+    wanted = {**design.fields(), "checkpoint": key}
+    if any(meta.get(k, "") != v for k, v in wanted.items()) or meta.get("voice_prompt") != voice_prompt(voice):
+        _drop(path)
+        return None
+    return voice
+
+
+def write(path: Path, voice: VoicePrompt, key: str, design: Design, model: str | None = None) -> None:
+    """Keep a rendered design (atomically: a temporary file, then a rename)."""
+    from ...engine.sound import voice as vmod
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    meta = {**design.fields(), "checkpoint": key, "model": model or "", "voice_prompt": voice_prompt(voice) or ""}
+    vmod.save_voice(path, voice, **meta)
+
+
+def kept(key: str | None, design: Design, render: Callable[[], VoicePrompt], model: str | None = None) -> VoicePrompt:
+    """The design's voice on the checkpoint `key`: the kept one, else rendered now and kept (a
+    write that fails is no failure: the voice is used, and rendered again next time)."""
+    if key is None:
+        return render()
+    path = entry_path(key, design)
+    with _locked(path):
+        found = read(path, key, design)
+        if found is not None:
+            return found
+        voice = render()
+        try:
+            write(path, voice, key, design, model)
+        except OSError:
+            pass
+        return voice
+
+
+def lookup(key: str | None, design: Design) -> VoicePrompt | None:
+    """The design's kept voice, if there is a good one (no rendering: before the model loads)."""
+    if key is None:
+        return None
+    path = entry_path(key, design)
+    if not path.exists():
+        return None
+    with _locked(path):
+        return read(path, key, design)
+
+
+def _drop(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """One renderer of `path` at a time: in this process (a thread lock), and across processes
+    (`flock` on `.NAME.lock`, where the system and the folder allow it)."""
+    with _locks_guard:
+        lock = _locks.setdefault(path, threading.Lock())
+    with lock:
+        fd = None
+        try:
+            import fcntl
+
+            path.parent.mkdir(parents=True, exist_ok=True)
+            flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+            fd = os.open(path.with_name(f".{path.name}.lock"), flags, 0o600)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except (ImportError, OSError):
+            if fd is not None:
+                os.close(fd)
+            fd = None
+        try:
+            yield
+        finally:
+            if fd is not None:
+                os.close(fd)
