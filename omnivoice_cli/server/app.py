@@ -270,7 +270,7 @@ async def speech(
     if reply.plain_audio:
         if parsed.parts is not None:  # SSML of several parts: each its own request, joined (ssmlreply.py)
             return await ssml_reply(state, parsed)
-        hit, keep = await phrases.lookup(state, parsed, entry)  # serve --phrase-cache
+        hit, keep = await phrases.find_reply(state, parsed, entry)  # serve --phrase-cache
         if hit is not None:
             return hit
     events = EventQueue()

@@ -41,7 +41,7 @@ def _key(state: ServerState, speech: SpeechBody) -> str | None:
     return phrases.key_of(speech.built, speech.format.name, rate, form, state.options.model)
 
 
-async def lookup(state: ServerState, speech: SpeechBody, log: dict) -> tuple[CachedReply | None, Keep | None]:
+async def find_reply(state: ServerState, speech: SpeechBody, log: dict) -> tuple[CachedReply | None, Keep | None]:
     """(the reply of a hit, None) or (None, how to keep the rendered reply: None when not cached)."""
     phrases = state.phrases
     if phrases is None:
