@@ -15,9 +15,9 @@ from helpers.marks import mark_of
 
 from omnivoice_cli.engine.errors import InvalidRequest
 from omnivoice_cli.media.formats import AUDIO_FORMATS, writable_formats
-from omnivoice_cli.media.marks import SOURCE_TYPE, Mark
+from omnivoice_cli.media.marks import SOURCE_TYPE, Mark, Provenance
 from omnivoice_cli.media.output import encode
-from omnivoice_cli.media.provenance import ASSERTION, Provenance, check_provenance
+from omnivoice_cli.media.provenance import ASSERTION, check_provenance
 
 c2pa = pytest.importorskip("c2pa", reason="the c2pa extra (c2pa-python)")
 pytest.importorskip("mutagen", reason="the container marks are read back by mutagen (the test extra)")
