@@ -93,3 +93,40 @@ def test_timestamps_replies_are_not_cached(cached):
     r = client.post("/v1/audio/speech", json={**BODY, "timestamps": False, "stream": False})
     assert r.headers["x-omnivoice-cache"] == "miss"
     assert state.phrases.misses == 1
+
+
+def test_two_servers_filling_one_cache_at_once_lose_nothing(tmp_path, module_home):
+    """Two `serve --phrase-cache` processes on one folder, asked different phrases at the same time:
+    every reply is kept, and each server then answers the other's phrases as hits, byte for byte."""
+    import os
+    import subprocess
+    import sys
+    from concurrent.futures import ThreadPoolExecutor
+
+    from server_util import TINY_CKPT, ready_url
+
+    env = {**os.environ, "OMNIVOICE_PHRASE_CACHE": str(tmp_path / "phrases"), "OMNIVOICE_HOME": str(module_home)}
+    cmd = [sys.executable, "-m", "omnivoice_cli.cli", "serve", "--model", str(TINY_CKPT), "--port", "0"]
+    cmd += ["--num-step", "4", "--phrase-cache", "64"]
+    procs = [subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)]
+    try:
+        urls = [ready_url(p) for p in procs]
+        phrases = [[f"Server {s} says phrase number {n}." for n in range(6)] for s in range(2)]
+
+        def fill(s):
+            with httpx.Client(base_url=urls[s], timeout=300) as client:
+                return {t: speak_cached(client, input=t).content for t in phrases[s]}
+
+        with ThreadPoolExecutor(2) as pool:  # both at once
+            made = [*pool.map(fill, range(2))]
+        assert len(PhraseStore(tmp_path / "phrases", CAP).entries()) == 12
+        for s in range(2):
+            with httpx.Client(base_url=urls[1 - s], timeout=300) as other:
+                for text, data in made[s].items():
+                    r = speak_cached(other, input=text)
+                    assert r.headers["x-omnivoice-cache"] == "hit" and r.content == data
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.wait(120)
