@@ -18,7 +18,8 @@ import shutil
 from pathlib import Path
 
 import torch
-from safetensors.torch import save_file
+
+from omnivoice_cli.engine.checkpoint.tensorfile import write_file
 
 ROOT = Path(__file__).resolve().parent.parent
 FULL = ROOT / "tests" / "fixtures" / "full"
@@ -47,7 +48,7 @@ def main() -> None:
     g = torch.Generator().manual_seed(1234)
     for file, entries in manifest.items():
         tensors = {name: tensor(name, dt, shape, g).to(DTYPES[dt]) for name, (dt, shape) in entries.items()}
-        save_file(tensors, args.out / file)
+        write_file(args.out / file, tensors, {})  # (readable by others as any new file: the umask's mode)
         print(f"wrote {args.out / file}: {len(tensors)} tensors")
     shutil.copyfile(FULL / "config.json", args.out / "config.json")
     for name in ("config.json", "preprocessor_config.json"):

@@ -212,3 +212,25 @@ def test_a_client_that_leaves_cancels_its_reply():
     scope = {"type": "http", "method": "GET", "path": "/stream", "headers": []}
     asyncio.run(Front(ServeOptions(), replicas)(scope, receive, send))
     assert replicas.calls == 1 and replicas.cancelled >= 1 and [m["type"] for m in sent] == ["http.response.start"]
+
+
+def test_on_elevenlabs_routes_the_fronts_refusals_are_in_their_shape():
+    tts = "/v1/text-to-speech/alloy/stream"
+    limit = ServeOptions().json_limit
+    full = Replicas(BackPressureError(num_queued_requests=8, max_queued_requests=8))
+    lost = Replicas(ActorDiedError(), ActorDiedError())
+    answers = [
+        _call(Front(ServeOptions(), Replicas()), "POST", tts, b"x" * (limit + 1)),
+        _call(Front(ServeOptions(max_queue=4), full), "POST", tts, b"{}"),
+        _call(Front(ServeOptions(), lost), "POST", tts, b"{}"),
+        _call(Front(ServeOptions(api_key="k"), Replicas()), "POST", tts, b"{}", [(b"xi-api-key", b"no")]),
+    ]
+    statuses = [(status, json.loads(content)["detail"]["status"]) for status, _, content in answers]
+    assert statuses == [(413, "body_too_large"), (503, "server_busy"), (503, "replica_lost"), (401, "invalid_api_key")]
+    for _, _, content in answers:
+        body = json.loads(content)
+        assert set(body) == {"detail"} and "\n" not in body["detail"]["message"]  # ElevenLabs': no "error"
+    assert answers[1][1][b"retry-after"] == b"1"
+    # our routes keep OpenAI's shape
+    status, _, content = _call(Front(ServeOptions(), Replicas()), "POST", "/v1/audio/speech", b"x" * (limit + 1))
+    assert status == 413 and json.loads(content)["error"]["code"] == "body_too_large"

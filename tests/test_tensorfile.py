@@ -1,6 +1,7 @@
 """The one safetensors reader: views and copies, metadata, errors, float reads, atomic writes."""
 
 import json
+import os
 import struct
 from pathlib import Path
 
@@ -81,3 +82,13 @@ def test_read_floats_converts_and_lists_every_problem(tmp_path):
         f"{path} does not match the thing (3 problems): a has shape [2, 3], expected [3, 2]; "
         "b has dtype torch.int64, expected a float type; missing c [1]"
     )
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027])
+def test_a_written_file_gets_the_umask_mode_not_0600(tmp_path, umask):
+    old = os.umask(umask)
+    try:
+        write_file(tmp_path / "v.safetensors", {"codes": torch.zeros(2, 3, dtype=torch.int64)}, {"k": "v"})
+    finally:
+        os.umask(old)
+    assert (tmp_path / "v.safetensors").stat().st_mode & 0o777 == 0o666 & ~umask  # another user can read it

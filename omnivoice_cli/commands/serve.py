@@ -295,7 +295,7 @@ def serve(
     if ray is None:
         if min_replicas is not None or max_replicas is not None or replicas != 1 or gpus_per_replica:
             raise InvalidRequest("--replicas, --min-replicas, --max-replicas and --gpus-per-replica need --ray")
-        _run(ServerState(options, engine_loader(settings, quiet, "omnivoice serve", "; ready")), quiet)
+        _run(ServerState(options, engine_loader(settings, quiet, "omnivoice serve")), quiet)
         return
     from ..server.ray.rayserve import RayOptions, deploy  # (ray: loaded when serving on it)
 
@@ -319,7 +319,7 @@ def _run(state: ServerState, quiet: bool) -> None:
     """Serve `state` (server.run.run_server) until it stops."""
     from ..server.run import run_server  # (the web framework, as above)
 
-    def ready(url: str) -> None:
+    def listening(url: str) -> None:
         if not quiet:
             page = f"; the page: {url}/" if state.options.ui else ""
             echo(
@@ -327,7 +327,12 @@ def _run(state: ServerState, quiet: bool) -> None:
                 f"({state.options.model}) ..."
             )
 
-    code = run_server(state, ready)
+    def ready(url: str) -> None:  # the model loaded (and warmed up), the socket accepting: taken at once
+        if not quiet:
+            echo(f"omnivoice serve: {url} takes requests; ready")
+
+    state.on_ready = ready
+    code = run_server(state, listening)
     if state.status == "failed" and state.exception is not None:  # what loading the model raised
         raise state.exception
     if code:

@@ -35,9 +35,9 @@ def is_loopback(host: str) -> bool:
 class DrainingServer(uvicorn.Server):
     """uvicorn's server, with the drain described in the module doc."""
 
-    def __init__(self, config: uvicorn.Config, state: ServerState, on_ready: Callable[[str], None] | None = None):
+    def __init__(self, config: uvicorn.Config, state: ServerState, on_listening: Callable[[str], None] | None = None):
         super().__init__(config)
-        self.state, self.on_ready = state, on_ready
+        self.state, self.on_listening = state, on_listening
         self.deadline: float | None = None  # when the drain gives up on requests in flight
         self.url: str | None = None
         self.exit_code = 0
@@ -60,8 +60,10 @@ class DrainingServer(uvicorn.Server):
             host, port = self.servers[0].sockets[0].getsockname()[:2]
             shown = f"[{host}]" if ":" in host else host
             self.url = f"http://{shown}:{port}"
-        if self.on_ready is not None and self.url:
-            self.on_ready(self.url)
+        if self.url:
+            if self.on_listening is not None:
+                self.on_listening(self.url)
+            self.state.listening(self.url)  # the socket accepts: state.on_ready once it is ready too
 
     async def on_tick(self, counter: int) -> bool:
         if await super().on_tick(counter):
@@ -85,7 +87,7 @@ class DrainingServer(uvicorn.Server):
         return True
 
 
-def make_server(state: ServerState, on_ready: Callable[[str], None] | None = None) -> DrainingServer:
+def make_server(state: ServerState, on_listening: Callable[[str], None] | None = None) -> DrainingServer:
     options = state.options
     config = uvicorn.Config(
         create_app(state),
@@ -104,11 +106,11 @@ def make_server(state: ServerState, on_ready: Callable[[str], None] | None = Non
         ws_max_size=4 * options.json_limit,  # /tts/ws: a larger frame closes the socket (1009); above the
         # message limit (json_limit, an error event and the socket goes on), far below uvicorn's 16 MiB
     )
-    return DrainingServer(config, state, on_ready)
+    return DrainingServer(config, state, on_listening)
 
 
-def run_server(state: ServerState, on_ready: Callable[[str], None] | None = None) -> int:
+def run_server(state: ServerState, on_listening: Callable[[str], None] | None = None) -> int:
     """Run until stopped; the exit code (0, or 1 when the model failed to load)."""
-    server = make_server(state, on_ready)
+    server = make_server(state, on_listening)
     server.run()  # a port that cannot be bound: uvicorn says why and exits 1
     return server.exit_code

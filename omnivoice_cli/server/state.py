@@ -5,7 +5,9 @@ state.start_loading()             # the model loads in a thread; /health says "l
 state.require_service()           # the engine loop, or a 503 (loading, failed, stopping)
 
 With --warmup, one request is spoken once the model is loaded, and the OpenAI names' designed
-voices are rendered (`warmed` then; /health/ready waits for it). With --idle-unload the Speaker unloads the model after a quiet spell: /health then says
+voices are rendered (`warmed` then; /health/ready waits for it). `on_ready(url)` is called once, when both have happened: the status is ready (what
+/health/ready answers 200 to) and the listening socket accepts (`listening(url)`, server/run.py);
+a request sent after it is taken, never answered "loading". With --idle-unload the Speaker unloads the model after a quiet spell: /health then says
 "asleep" and the next request that needs the engine loads it again (`wake`).
 """
 
@@ -57,6 +59,10 @@ class ServerState:
         )
         self._ids = itertools.count(1)
         self._prefix = secrets.token_hex(3)
+        self.url: str | None = None  # where the listening socket accepts (listening(), once bound)
+        self.on_ready: Callable[[str], None] | None = None  # told the url once ready and listening
+        self._announce = threading.Lock()
+        self._announced = False
 
     @property
     def service(self) -> Service | None:
@@ -83,12 +89,27 @@ class ServerState:
                 self.warm_up()
             if self.status == "loading":
                 self.status = "ready"
+                self._tell_ready()
         except Exception as e:  # noqa: BLE001 - reported on stderr and by /health; the server then exits
             self.error = one_line(e)
             self.exception = e
             self.status = "failed"
         finally:
             self.loaded.set()
+
+    def listening(self, url: str) -> None:
+        """The server's socket accepts at `url` (server/run.py, after uvicorn's startup)."""
+        self.url = url
+        self._tell_ready()
+
+    def _tell_ready(self) -> None:
+        """on_ready(url), once: when the status is ready and the socket accepts, whichever is last."""
+        with self._announce:
+            if self._announced or self.url is None or self.status != "ready":
+                return
+            self._announced = True
+        if self.on_ready is not None:
+            self.on_ready(self.url)
 
     def warm_up(self) -> None:
         """One short request spoken through the engine (serve --warmup): the first request's own

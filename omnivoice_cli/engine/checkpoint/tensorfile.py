@@ -9,6 +9,7 @@ plain copies (`read`: small tensors, e.g. a saved voice's codes, with no mapping
 from __future__ import annotations
 
 import json
+import os
 import struct
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, cast
@@ -252,13 +253,22 @@ def read_floats(path: Path, expected: dict[str, tuple[int, ...]], what: str, dev
 
 def write_file(path: Path, tensors: "dict[str, torch.Tensor]", metadata: dict[str, str]) -> None:
     """Write tensors and string metadata as safetensors, through a temporary file and a rename,
-    so the file is never seen partial."""
+    so the file is never seen partial. The file gets a new file's usual mode, 0666 less the umask
+    (safetensors itself writes 0600, which another user, a container's, cannot read)."""
     from safetensors.torch import save_file
 
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp")
     try:
         save_file(tensors, str(tmp), metadata=metadata)
+        os.chmod(tmp, new_file_mode())
         tmp.replace(path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def new_file_mode() -> int:
+    """The mode a new file gets from open(): 0666 less the process's umask."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask

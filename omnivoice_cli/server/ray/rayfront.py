@@ -10,7 +10,9 @@ that has not sent a byte yet is tried once more on another replica, else answere
 Retry-After (`replica_lost`); all replicas full is 503 `server_busy`, as a plain serve's queue.
 A reply already under way when its replica dies ends there (its length tells the client).
 The front holds no model (no CPU reserved); the key and body limit are checked there first, with
-the words of a plain serve, so nothing unauthorised or oversized is carried to a replica.
+the words of a plain serve, so nothing unauthorised or oversized is carried to a replica. Its own
+refusals (401, 413, 503) are in the route's shape, as a plain serve's gate answers: ElevenLabs'
+on their routes (elevenlabs/api.py's `shaped`), else OpenAI's.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import TYPE_CHECKING, cast
 from ..app import error_response, limited, refusal
 from ..asgi import ASGIApp, Message, Receive, Scope, Send
 from ..config import ServeOptions
+from ..elevenlabs.api import shaped
 from ..errors import ApiError, busy
 
 if TYPE_CHECKING:
@@ -100,7 +103,7 @@ class Front:
         try:
             body = await self.read(scope, receive)
         except ApiError as refused:
-            return await error_response(refused)(scope, receive, send)
+            return await self.answer(scope, refused, receive, send)
         await self.relay(plain_scope(scope), body, receive, send)
 
     async def read(self, scope: Scope, receive: Receive) -> bytes:
@@ -152,7 +155,12 @@ class Front:
             finally:
                 watcher.cancel()
                 replies.cancel()
-            return await error_response(answer)(scope, receive, send)
+            return await self.answer(scope, answer, receive, send)
+
+    @staticmethod
+    async def answer(scope: Scope, error: ApiError, receive: Receive, send: Send) -> None:
+        """The front's own refusal, in the shape of the route asked (ElevenLabs' on theirs)."""
+        await error_response(shaped(scope, error) or error)(scope, receive, send)
 
     @staticmethod
     async def until_gone(receive: Receive, replies: DeploymentResponseGenerator) -> None:
