@@ -13,7 +13,9 @@
 - time: the normaliser's reading ("10:30" -> "ten thirty");
 - telephone: each digit on its own, the groups apart ("555-0123" -> "five five five, zero ...").
 
-All but characters need the `normalize` extra (MissingExtra names it).
+All but characters need the `normalize` extra (MissingExtra names it). The numbers of all but
+characters have at most MAX_DIGITS digits (a longer one is refused: no number has a name that
+long, the normaliser's time grows with it, and Python will not read one past 4,300 digits).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from ...engine.text.normalize import normalize_text, normalizer_language
 SAY_AS = ("cardinal", "number", "ordinal", "characters", "spell-out", "date", "time", "telephone")
 DATE_FORMATS = ("mdy", "dmy", "ymd", "md", "dm", "ym", "my", "y")
 _NUMBER_RE = re.compile(r"\d+")
+MAX_DIGITS = 64  # digits in one say-as of a number, a date, a time or a telephone number
 
 
 def _digits(text: str) -> str:
@@ -96,6 +99,12 @@ def say_as(how: str, text: str, fmt: str | None, lang: str | None) -> str:
         return text
     if how in ("characters", "spell-out"):
         return " ".join(c for c in text if not c.isspace())
+    digits = sum(c.isdigit() for c in text)
+    if digits > MAX_DIGITS:
+        raise InvalidRequest(
+            f"has {digits} digits: at most {MAX_DIGITS} are read so (interpret-as='characters' spells them one by one)",
+            "text",
+        )
     if how in ("cardinal", "number"):
         return normalize_text(text, lang)
     if how == "ordinal":
