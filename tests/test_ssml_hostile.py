@@ -42,3 +42,24 @@ def test_a_date_of_a_huge_year_is_refused(fmt, no_long_normalising):
 def test_long_words_spelled_as_characters_are_still_spelled(no_long_normalising):
     (part,) = parse_ssml(f'<speak><say-as interpret-as="characters">{"7" * 300}</say-as></speak>', "en").parts
     assert part.text.count("7") == 300
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        '<break time="{v}s"/>',
+        '<break strength="{v}"/>',
+        '<prosody rate="{v}%">hi</prosody>',
+        '<say-as interpret-as="date" format="{v}">1</say-as>',
+    ],
+)
+def test_a_huge_attribute_value_is_shown_cut_in_the_refusal(body):
+    message = refusal("<speak>" + body.format(v="9" * 150_000) + "</speak>")
+    assert len(message) < 400
+
+
+def test_huge_tag_and_attribute_names_are_cut_in_the_warnings():
+    name = "x" * 50_000
+    doc = parse_ssml(f'<speak><{name}>hi</{name}><prosody {name}="1">yo</prosody></speak>', "en")
+    assert len(doc.warnings) == 2
+    assert all(len(w) < 400 for w in doc.warnings)
