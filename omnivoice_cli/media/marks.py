@@ -17,13 +17,16 @@ in each container's own metadata by the encoder that writes it (media/encoders.p
 
 The text is machine-readable, the same in every container: `key=value` fields joined by "; ",
 starting with "AI-generated speech" and naming IPTC's digital source type for media made by a
-trained model (`parse_mark` reads it back). A mark with `provenance` also has a C2PA manifest
+trained model (`parse_mark` reads it back); each value is one line of printable ASCII (`field_value`:
+percent-escaped, at most MAX_FIELD characters), so a model's name cannot break a header or forge a field. A mark with `provenance` also has a C2PA manifest
 signed into whole WAV, MP3 and M4A files (media/provenance.py).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from urllib.parse import quote
 
 from ..engine.errors import InvalidRequest
 
@@ -31,6 +34,18 @@ from ..engine.errors import InvalidRequest
 SOURCE_TYPE = "http://cv.iptc.org/newscodes/digitalsourcetype/trainedAlgorithmicMedia"
 HEADLINE = "AI-generated speech"
 MODEL_FAMILY = "OmniVoice"
+MAX_FIELD = 256  # characters of one field's value in the text (a header's, an ID3 frame's)
+# what a field's value keeps as it is: printable ASCII but the text's separator and the escape's own sign
+_SAFE = "".join(chr(c) for c in range(0x20, 0x7F) if chr(c) not in ";%")
+_CUT_ESCAPE = re.compile(r"%[0-9A-F]?\Z")
+
+
+def field_value(value: str) -> str:
+    """`value` as a field of the text: control characters, newlines, ';', '%' and what is not
+    ASCII percent-escaped (so the text stays one printable ASCII line: an HTTP header, an ID3
+    frame, no field forged by a model's name), at most MAX_FIELD characters."""
+    shown = quote(value[:MAX_FIELD], safe=_SAFE, errors="surrogateescape")[:MAX_FIELD]
+    return _CUT_ESCAPE.sub("", shown)
 
 
 def _version() -> str:
@@ -84,7 +99,7 @@ class Mark:
             "date": self.date,
             "digitalSourceType": SOURCE_TYPE,
         }
-        return "; ".join([HEADLINE, *(f"{k}={v}" for k, v in fields.items())])
+        return "; ".join([HEADLINE, *(f"{k}={field_value(v)}" for k, v in fields.items())])
 
     def strings(self) -> dict[str, str]:
         """libsndfile's strings (WAV INFO, Vorbis comments, MP3's ID3 by LAME)."""

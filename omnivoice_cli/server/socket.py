@@ -33,7 +33,7 @@ seeds seed, seed + 1, ... The audio is resampled to `sample_rate` once, as one s
 utterance (media/rates.py). Every socket shares the server's one engine loop.
 
 The API key is checked before the socket is accepted (the HTTP reply is the 401 of any endpoint);
-bounds: a frame of at most the server's JSON body limit, `MAX_PENDING` parts waiting per socket,
+bounds: a frame of at most the server's JSON body limit, `MAX_PENDING` parts (`MAX_WAITING` jobs with the ends) waiting per socket,
 `--max-queue` requests in the engine; `socket_max_per_peer` sockets open from one address and
 `max_sockets` in all (half uvicorn's connection limit, so HTTP, /health first, always has the other
 half): one over is refused before the upgrade, as a bad key is: an HTTP reply saying why (429 past

@@ -12,6 +12,7 @@ from ..media.formats import headerless_served
 
 FORMATS = headerless_served()  # what a socket's `format` may be (pcm, mulaw, alaw): samples alone
 MAX_PENDING = 32  # parts of text waiting on one socket (beyond: an error event)
+MAX_WAITING = 4 * MAX_PENDING  # jobs of every kind waiting on one socket (utterances' ends too): beyond, an error event
 TRY_AGAIN_LATER = 1013  # the close code of a socket over a cap (RFC 6455's registry)
 CONFIG_KEYS = ("sample_rate", "format", "binary", "voice", "language", "speed", "extra", "normalize", "pauses")
 MESSAGES = ("config", "text", "flush", "cancel", "ping")

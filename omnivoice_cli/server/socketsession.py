@@ -27,7 +27,7 @@ from ..engine.text.textcheck import unicode_problem
 from ..engine.tickets import Busy, Event, ServiceStopped, Ticket
 from .asgi import Message
 from .errors import ApiError, from_engine
-from .socketmessages import CONFIG_KEYS, FORMATS, MAX_PENDING, MESSAGES, BadMessage, Config, parse_message
+from .socketmessages import CONFIG_KEYS, FORMATS, MAX_PENDING, MAX_WAITING, MESSAGES, BadMessage, Config, parse_message
 from .speech import check_unicode
 
 if TYPE_CHECKING:
@@ -278,11 +278,20 @@ class SocketSession:
             self.queue(WorkItem("speak", u, part, u.config))
 
     def flush(self) -> None:
+        self.room_for_end()
         u, self.utterance = self.utterance, Utterance(next(self.numbers))
         config = u.config or self.config
         if u.text.strip():
             self.queue(WorkItem("speak", u, u.text, config))
         self.queue(WorkItem("final", u, config=config), force=True)
+
+    def room_for_end(self) -> None:
+        """An utterance's end may wait: the socket's backlog (of a client that sends and does not
+        read: the worker is held by its sends) is under MAX_WAITING, else the busy error event."""
+        if len(self.jobs) >= MAX_WAITING:
+            raise BadMessage(
+                f"{len(self.jobs)} parts and ends are already waiting on this socket: read their audio first", "busy"
+            )
 
     def queue(self, job: WorkItem, force: bool = False) -> None:
         if not force and sum(j.kind == "speak" for j in self.jobs) >= MAX_PENDING:

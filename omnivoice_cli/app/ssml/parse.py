@@ -31,6 +31,7 @@ from xml.parsers import expat
 from ...engine.errors import InvalidRequest
 from ...engine.text.canvastext import add_punctuation
 from ...engine.text.markup import BREAK_STRENGTH_SECONDS
+from ..settings.values import shown_value
 from .sayas import SAY_AS, say_as
 
 __all__ = ["Part", "SsmlDocument", "SsmlError", "parse_ssml", "is_ssml", "MAX_CHARS", "MAX_DEPTH", "MAX_PARTS"]
@@ -167,7 +168,7 @@ class _Reader:
         elif tag in PLAIN:
             self.warn(tag, f"SSML <{tag}> is read as plain text (its words are spoken as they are)")
         elif tag not in ("speak", "lang"):
-            self.warn(tag, f"SSML <{name}> is not read: its words are spoken as they are")
+            self.warn(tag, f"SSML <{_cut(name)}> is not read: its words are spoken as they are")
         self.stack.append(frame)
 
     def end(self, name: str) -> None:
@@ -223,20 +224,22 @@ class _Reader:
         if "time" in attrs:
             m = _TIME_RE.fullmatch(attrs["time"])
             if not m:
-                raise self.fail(f"<break time={attrs['time']!r}>: give a time such as 500ms or 1.5s")
+                raise self.fail(f"<break time={shown_value(attrs['time'])}>: give a time such as 500ms or 1.5s")
             seconds = float(m.group(1)) / (1000.0 if m.group(2).lower() == "ms" else 1.0)
             if seconds > MAX_BREAK_SECONDS:
-                raise self.fail(f"<break time={attrs['time']!r}> is too long: at most {MAX_BREAK_SECONDS:g} s")
+                raise self.fail(
+                    f"<break time={shown_value(attrs['time'])}> is too long: at most {MAX_BREAK_SECONDS:g} s"
+                )
             return seconds
         strength = attrs.get("strength", DEFAULT_BREAK).strip().lower()
         if strength not in BREAK_STRENGTH_SECONDS:
-            raise self.fail(f"<break strength={strength!r}>: use {', '.join(BREAK_STRENGTH_SECONDS)}")
+            raise self.fail(f"<break strength={shown_value(strength)}>: use {', '.join(BREAK_STRENGTH_SECONDS)}")
         return BREAK_STRENGTH_SECONDS[strength]
 
     def prosody(self, frame: _Frame, attrs: dict[str, str]) -> None:
         others = sorted(k for k in attrs if k != "rate")
         if others:
-            self.warn("prosody", f"SSML <prosody {others[0]}> is not read (only its rate is)")
+            self.warn("prosody", f"SSML <prosody {_cut(others[0])}> is not read (only its rate is)")
         if "rate" not in attrs:
             return
         raw = attrs["rate"].strip().lower()
@@ -246,7 +249,7 @@ class _Reader:
         else:
             m = _RATE_RE.fullmatch(raw)
             if not m:
-                raise self.fail(f"<prosody rate={attrs['rate']!r}>: use x-slow..x-fast, 80%, +10% or 1.2")
+                raise self.fail(f"<prosody rate={shown_value(attrs['rate'])}>: use x-slow..x-fast, 80%, +10% or 1.2")
             sign, number, percent = m.group(1), float(m.group(2)), m.group(3)
             if sign:  # a change: +10%, -20%, +0.5
                 change = number / 100 if percent else number
@@ -254,7 +257,9 @@ class _Reader:
             else:
                 rate = around * (number / 100 if percent else number)
         if not MIN_RATE <= rate <= MAX_RATE:
-            raise self.fail(f"<prosody rate={attrs['rate']!r}> is a speed of {rate:g}: use {MIN_RATE:g}..{MAX_RATE:g}")
+            raise self.fail(
+                f"<prosody rate={shown_value(attrs['rate'])}> is a speed of {rate:g}: use {MIN_RATE:g}..{MAX_RATE:g}"
+            )
         frame.rate = round(rate, 4)
 
     def said_as(self, frame: _Frame) -> str:
@@ -262,15 +267,21 @@ class _Reader:
         how = (frame.attrs.get("interpret-as") or "").strip().lower()
         if how not in SAY_AS:
             self.warn(
-                f"say-as {how}", f"SSML <say-as interpret-as={how!r}> is read as its words (known: {', '.join(SAY_AS)})"
+                f"say-as {how}",
+                f"SSML <say-as interpret-as={shown_value(how)}> is read as its words (known: {', '.join(SAY_AS)})",
             )
             return text
         try:
             return say_as(how, text, frame.attrs.get("format"), frame.lang or self.default_lang)
         except InvalidRequest as e:
             if e.setting is None or e.setting == "text":
-                raise self.fail(f"<say-as interpret-as={how!r}>: {e}") from None
+                raise self.fail(f"<say-as interpret-as={shown_value(how)}>: {e}") from None
             raise
+
+
+def _cut(name: str, limit: int = 60) -> str:
+    """A tag's or an attribute's name as a warning shows it: at most `limit` characters."""
+    return name if len(name) <= limit else name[: limit - 3] + "..."
 
 
 def _parts(chunks: list[_Chunk]) -> tuple[Part, ...]:

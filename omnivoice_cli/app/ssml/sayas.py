@@ -13,7 +13,9 @@
 - time: the normaliser's reading ("10:30" -> "ten thirty");
 - telephone: each digit on its own, the groups apart ("555-0123" -> "five five five, zero ...").
 
-All but characters need the `normalize` extra (MissingExtra names it).
+All but characters need the `normalize` extra (MissingExtra names it). The numbers of all but
+characters have at most MAX_DIGITS digits (a longer one is refused: no number has a name that
+long, the normaliser's time grows with it, and Python will not read one past 4,300 digits).
 """
 
 from __future__ import annotations
@@ -22,10 +24,12 @@ import re
 
 from ...engine.errors import InvalidRequest
 from ...engine.text.normalize import normalize_text, normalizer_language
+from ..settings.values import shown_value
 
 SAY_AS = ("cardinal", "number", "ordinal", "characters", "spell-out", "date", "time", "telephone")
 DATE_FORMATS = ("mdy", "dmy", "ymd", "md", "dm", "ym", "my", "y")
 _NUMBER_RE = re.compile(r"\d+")
+MAX_DIGITS = 64  # digits in one say-as of a number, a date, a time or a telephone number
 
 
 def _digits(text: str) -> str:
@@ -36,7 +40,7 @@ def _digits(text: str) -> str:
 def _ordinal(text: str, lang: str | None) -> str:
     number = text.strip().replace(",", "")
     if not number.isdigit():
-        raise InvalidRequest(f"{text!r} is not a whole number", "text")
+        raise InvalidRequest(f"{shown_value(text)} is not a whole number", "text")
     code = normalizer_language(lang, text)
     if code in ("en", "zh"):
         if code == "zh":
@@ -57,13 +61,15 @@ def _date(text: str, fmt: str | None, lang: str | None) -> str:
         return normalize_text(text, lang)
     fmt = fmt.strip().lower()
     if fmt not in DATE_FORMATS:
-        raise InvalidRequest(f"format {fmt!r} is not a date format: use {', '.join(DATE_FORMATS)}", "text")
+        raise InvalidRequest(f"format {shown_value(fmt)} is not a date format: use {', '.join(DATE_FORMATS)}", "text")
     numbers = _NUMBER_RE.findall(text)
     if len(numbers) != len(fmt):
-        raise InvalidRequest(f"{text!r} does not have the {len(fmt)} numbers of format {fmt!r}", "text")
+        raise InvalidRequest(
+            f"{shown_value(text)} does not have the {len(fmt)} numbers of format {shown_value(fmt)}", "text"
+        )
     got = dict(zip(fmt, (int(n) for n in numbers)))
     if not 1 <= got.get("m", 1) <= 12 or not 1 <= got.get("d", 1) <= 31:
-        raise InvalidRequest(f"{text!r} is not a date in format {fmt!r}", "text")
+        raise InvalidRequest(f"{shown_value(text)} is not a date in format {shown_value(fmt)}", "text")
     if "y" in got and got["y"] < 100:
         got["y"] += 2000
     if "y" in got and "m" in got and "d" in got:
@@ -83,7 +89,7 @@ def _date(text: str, fmt: str | None, lang: str | None) -> str:
 def _telephone(text: str, lang: str | None) -> str:
     groups = _NUMBER_RE.findall(text)
     if not groups:
-        raise InvalidRequest(f"{text!r} has no digits to say as a telephone number", "text")
+        raise InvalidRequest(f"{shown_value(text)} has no digits to say as a telephone number", "text")
     plus = "+ " if text.strip().startswith("+") else ""
     return plus + normalize_text(", ".join(_digits(g) for g in groups), lang)
 
@@ -96,6 +102,12 @@ def say_as(how: str, text: str, fmt: str | None, lang: str | None) -> str:
         return text
     if how in ("characters", "spell-out"):
         return " ".join(c for c in text if not c.isspace())
+    digits = sum(c.isdigit() for c in text)
+    if digits > MAX_DIGITS:
+        raise InvalidRequest(
+            f"has {digits} digits: at most {MAX_DIGITS} are read so (interpret-as='characters' spells them one by one)",
+            "text",
+        )
     if how in ("cardinal", "number"):
         return normalize_text(text, lang)
     if how == "ordinal":
