@@ -2,17 +2,10 @@
 each is one short line of refusal, at its line and column, never a crash or an endless normaliser."""
 
 import pytest
+from helpers.ssml import ssml_refusal
 
 from omnivoice_cli.app.ssml import sayas
-from omnivoice_cli.app.ssml.parse import SsmlError, parse_ssml
-
-
-def ssml_refusal(text: str) -> str:
-    with pytest.raises(SsmlError) as e:
-        parse_ssml(text, "en")
-    message = str(e.value)
-    assert "\n" not in message
-    return message
+from omnivoice_cli.app.ssml.parse import parse_ssml
 
 
 @pytest.fixture

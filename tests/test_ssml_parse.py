@@ -3,21 +3,14 @@
 import resource
 
 import pytest
+from helpers.ssml import ssml_refusal
 
-from omnivoice_cli.app.ssml.parse import MAX_DEPTH, Part, SsmlError, is_ssml, parse_ssml
+from omnivoice_cli.app.ssml.parse import MAX_DEPTH, Part, is_ssml, parse_ssml
 from omnivoice_cli.app.ssml.sayas import say_as
 
 
 def parts(body: str, lang: str | None = "en") -> tuple[Part, ...]:
     return parse_ssml(f"<speak>{body}</speak>", lang).parts
-
-
-def ssml_refusal(text: str) -> str:
-    with pytest.raises(SsmlError) as e:
-        parse_ssml(text, "en")
-    message = str(e.value)
-    assert "\n" not in message
-    return message
 
 
 def test_is_ssml_by_its_start():
