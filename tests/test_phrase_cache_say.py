@@ -82,3 +82,14 @@ def test_cache_list_and_clear_show_and_clear_the_phrase_cache(invoke, loaded, ph
     assert cleared.exit_code == 0 and "phrase cache" in cleared.stderr and "deleted 1 file" in cleared.stderr
     assert [p.name for p in phrases.iterdir()] == ["notes.txt"]
     assert say_cached(invoke, tmp_path / "b.wav", "--cache")["cache"] == "miss"
+
+
+def test_a_designed_voices_first_render_is_kept_under_its_rendered_prompt(invoke, loaded, phrases, home, tmp_path):
+    """`--voice alloy`: the first request renders the design (kept per checkpoint) and its file is
+    keyed by the rendered prompt, so the second request, which clones that prompt, is a hit."""
+    first = say_cached(invoke, tmp_path / "a.wav", "--cache", "--voice", "alloy")
+    assert first["cache"] == "miss" and first["voice_prompt"]
+    assert len(PhraseStore(phrases, 1 << 30).entries()) == 1  # kept, though unkeyed before the render
+    second = say_cached(invoke, tmp_path / "b.wav", "--cache", "--voice", "alloy")
+    assert second["cache"] == "hit" and loaded.loads == 1
+    assert (tmp_path / "b.wav").read_bytes() == (tmp_path / "a.wav").read_bytes()

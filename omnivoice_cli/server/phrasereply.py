@@ -46,16 +46,19 @@ async def find_reply(state: ServerState, speech: SpeechBody, log: dict) -> tuple
     phrases = state.phrases
     if phrases is None:
         return None, None
-    key = await anyio.to_thread.run_sync(_key, state, speech)
-    if key is None:
+    if not cacheable(speech):
         return None, None
-    found = await anyio.to_thread.run_sync(phrases.get, key)
+    key = await anyio.to_thread.run_sync(_key, state, speech)
+    found = None if key is None else await anyio.to_thread.run_sync(phrases.get, key)
     log["cache"] = "miss" if found is None else "hit"
     if found is not None:
         return CachedReply(speech, found, log), None
 
     def keep(data: bytes, meta: dict) -> None:
-        phrases.put(key, data, meta)
+        # keyed once rendered when it had none before: a designed voice's first request renders it
+        kept = key or _key(state, speech)
+        if kept is not None:
+            phrases.put(kept, data, meta)
 
     return None, keep
 

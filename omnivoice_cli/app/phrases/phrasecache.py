@@ -24,6 +24,7 @@ from ...engine.checkpoint import hub
 from ...engine.errors import InvalidRequest
 from ...media.phrasestore import Found, PhraseStore
 from ..request import Built
+from ..voices import designcache
 from .phrasekey import checkpoint_identity, phrase_key, voice_key
 
 ENV = "OMNIVOICE_PHRASE_CACHE"
@@ -66,14 +67,19 @@ class PhraseCache:
 
     def key_of(self, built: Built, fmt: str, rate: int, form: str, model: str | None = None) -> str | None:
         """The key of `built`'s reply in format `fmt` at `rate` Hz, `form` "file" or "stream", spoken
-        by `model` (default: its settings'; None: the checkpoint is not here yet, so not cached)."""
+        by `model` (default: its settings'). None: not keyed yet, the checkpoint not here or a
+        designed voice not rendered (its first request renders it: key it again after that)."""
         checkpoint = checkpoint_identity(model or built.settings["model"])
         if checkpoint is None:
             return None
-        request, ref = built.request, built.reference
+        request, ref, prompt = built.request, built.reference, built.request.ref
+        if ref is not None and ref.design is not None:  # a designed voice: keyed by its rendered prompt
+            prompt, ref = designcache.lookup(ref.key, ref.design), None
+            if prompt is None:  # not rendered yet (its first request renders it): not cached
+                return None
         voice = voice_key(
             ref.prepared if ref else None,
-            request.ref,
+            prompt,
             request.instruct,
             request.instruct_text,
             request.lang,

@@ -52,12 +52,11 @@ def voice_key(
 ) -> str:
     """The voice a request speaks in, hashed (sha256 hex): a recording to clone by its prepared
     samples and transcript; a voice prompt (a saved voice file's, the checkpoint's own voice once
-    encoded) by its codes and words; else the voice design (instruct items, instruct text,
-    language), whose voice the seed settles (the seed is keyed on its own).
+    encoded, a designed voice once rendered) by its `voice_prompt` (the sha256 of its codes and
+    words: voicefile.prompt_checksum), its level and rate; else the voice design (instruct items,
+    instruct text, language), whose voice the seed settles (the seed is keyed on its own).
 
-    The one place the phrase cache reads a voice: when designed voices are kept as cloned
-    prompts (issue 59, part 1), this is where `voice_prompt` (the sha256 of a prompt's codes and
-    words) takes over."""
+    The one place the phrase cache reads a voice."""
     h = hashlib.sha256()
     if reference is not None:
         import numpy as np
@@ -65,11 +64,11 @@ def voice_key(
         h.update(b"recording\0")
         h.update(np.ascontiguousarray(reference.wav, dtype=np.float32).tobytes())
         h.update(json.dumps([transcript, float(reference.rms)]).encode())
-    elif prompt is not None:
-        codes = prompt.codes.detach().to("cpu").contiguous()
+    elif prompt is not None:  # its `voice_prompt` (what replies name), with how it is spoken
+        from ...engine.sound.voicefile import prompt_checksum
+
         h.update(b"prompt\0")
-        h.update(json.dumps([list(codes.shape), str(codes.dtype), prompt.text, prompt.rms, prompt.rate]).encode())
-        h.update(codes.numpy().tobytes())
+        h.update(json.dumps([prompt_checksum(prompt.codes, prompt.text), prompt.rms, prompt.rate]).encode())
     else:
         h.update(b"design\0")
         h.update(json.dumps([instruct, instruct_text, lang]).encode())

@@ -79,6 +79,7 @@ class PlainRun(SpeechRun):
         finally:
             if self.heard is not None:
                 self.heard.close()
+        key = key or self.cache_key()  # a designed voice's first render: keyed now it is rendered
         if key is not None:
             self.keep(key, len(result.audio), result.sample_rate, pieces, done.loudness)
         report = speech_report(
