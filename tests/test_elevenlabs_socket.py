@@ -151,6 +151,24 @@ def test_a_barge_in_stops_the_context_within_one_forward(server):
     assert {m["contextId"] for m in messages} == {"b"} and words(messages) == "A new context.".split()
 
 
+def test_a_flush_without_text_then_close_context_speaks_the_context(server):
+    """Pipecat's end of a turn: `{"context_id", "flush": true}` with no `text`, then close_context:
+    the context's audio in full (a close after a flush, not a barge-in), then its isFinal."""
+    url, _ = server
+    text = "Hello there, my good old friend."
+    with dial(url, multi=True) as ws:
+        ws.send(json.dumps({"text": " ", "context_id": "turn"}))
+        ws.send(json.dumps({"text": text, "context_id": "turn"}))
+        ws.send(json.dumps({"context_id": "turn", "flush": True}))
+        ws.send(json.dumps({"context_id": "turn", "close_context": True}))
+        messages = []
+        while not messages or not messages[-1].get("isFinal"):
+            messages.append(json.loads(ws.recv(timeout=300)))
+    pcm = b"".join(base64.b64decode(m["audio"]) for m in messages if m.get("audio"))
+    assert pcm == our_pcm(url, text) and words(messages) == text.split()
+    assert messages[-1] == {"isFinal": True, "contextId": "turn"}
+
+
 def test_the_key_and_the_query_are_checked(server):
     """A wrong key: their 401 before the upgrade; an unknown output_format or voice: an error
     message, then the socket is closed (1008)."""
@@ -221,3 +239,24 @@ def test_livekits_elevenlabs_plugin(server, tmp_path):
     assert [w.strip() for w, _s, _e in timed if w.strip()] == REPLY.split()
     starts = [s for _w, s, _e in timed]
     assert starts == sorted(starts) and all(s <= e for _w, s, e in timed)
+
+
+PIPECAT_PYTHON = os.environ.get("OMNIVOICE_PIPECAT_PYTHON")  # a Python with pipecat-ai[elevenlabs]
+
+
+@pytest.mark.skipif(not PIPECAT_PYTHON, reason="set OMNIVOICE_PIPECAT_PYTHON to a Python with pipecat-ai[elevenlabs]")
+def test_pipecats_elevenlabs_service(server, tmp_path):
+    """Pipecat's own ElevenLabs TTS service (multi-stream-input; run in its Python:
+    tests/elevenlabs_pipecat_client.py) in a pipeline, the 13-sentence reply as an LLM's tokens: its
+    audio at 24 kHz, and the words it timed from our alignment, the reply's, in order."""
+    url, _ = server
+    (tmp_path / "reply.txt").write_text(REPLY)
+    client = Path(__file__).resolve().parent / "elevenlabs_pipecat_client.py"
+    done = subprocess.run([PIPECAT_PYTHON, str(client), url, KEY, str(tmp_path)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["rate"] == [24000] and len((tmp_path / "reply.raw").read_bytes()) > 24000 * 2 * 13
+    timed = report["words"]
+    assert [w for w, _pts in timed] == REPLY.split()
+    times = [pts for _w, pts in timed]
+    assert times == sorted(times) and times[-1] > times[0]

@@ -13,7 +13,8 @@ The key: the `xi-api-key` header (or `Authorization: Bearer`), checked before th
 - `{"text": "..."}`: a piece of the text; it is spoken from its sentence ends on, as /tts/ws does
   (`try_trigger_generation` and `generation_config.chunk_length_schedule` are hints we need not:
   a sentence is handed on as soon as it ends);
-- `"flush": true` beside it: the text so far is spoken now, the utterance goes on;
+- `"flush": true` beside it (or alone, with no `text`: Pipecat's): the text so far is spoken now,
+  the utterance goes on;
 - stream-input: `{"text": ""}` ends the input: the rest is spoken, `{"isFinal": true}` is sent
   and the socket is closed (1000);
 - multi-stream-input: every message names its `context_id`; `{"context_id", "close_context":
@@ -120,6 +121,9 @@ class ElevenSession(SocketSession):
             return
         text = message.get("text")
         if text is None:
+            if message.get("flush"):  # `{"context_id", "flush": true}` with no text (Pipecat's end of a turn)
+                self.push()
+                self.flushed = True
             return
         if not isinstance(text, str):
             raise BadMessage(f"'text' must be a string, got {type_name(text)}")

@@ -1,0 +1,67 @@
+"""Pipecat's ElevenLabs TTS service (pipecat-ai[elevenlabs]: its multi-stream-input client) against a
+running `omnivoice serve`, run by test_elevenlabs_socket.py in a Python that has pipecat-ai (not the
+test extra's: see .ci/run).
+
+    python tests/elevenlabs_pipecat_client.py http://127.0.0.1:PORT KEY OUT_DIR
+
+The agent's reply (OUT_DIR/reply.txt) goes through a Pipecat pipeline as an LLM's reply in
+20-character tokens; what the service hands on is recorded: OUT_DIR/reply.raw (its audio, s16le)
+and OUT_DIR/report.json (the rate, the words it timed from the alignment, in order, with their
+presentation times).
+"""
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+
+async def main(base: str, key: str, out: Path) -> None:
+    from pipecat.frames.frames import (
+        EndFrame,
+        LLMFullResponseEndFrame,
+        LLMFullResponseStartFrame,
+        LLMTextFrame,
+        TTSAudioRawFrame,
+        TTSStoppedFrame,
+        TTSTextFrame,
+    )
+    from pipecat.pipeline.pipeline import Pipeline
+    from pipecat.pipeline.runner import PipelineRunner
+    from pipecat.pipeline.task import PipelineParams, PipelineTask
+    from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+    from pipecat.services.elevenlabs.tts import ElevenLabsTTSService
+
+    reply = (out / "reply.txt").read_text()
+    pcm, words, rate, done = bytearray(), [], [], asyncio.Event()
+
+    class Recorder(FrameProcessor):
+        async def process_frame(self, frame, direction: FrameDirection) -> None:
+            await super().process_frame(frame, direction)
+            if isinstance(frame, TTSAudioRawFrame):
+                pcm.extend(frame.audio)
+                rate.append(frame.sample_rate)
+            elif isinstance(frame, TTSTextFrame):
+                words.append([frame.text, frame.pts])
+            elif isinstance(frame, TTSStoppedFrame):
+                done.set()
+            await self.push_frame(frame, direction)
+
+    tts = ElevenLabsTTSService(  # no end of the audio guessed from a quiet spell (3 s by default): its isFinal
+        api_key=key, voice_id="alloy", url=base.replace("http://", "ws://"), stop_frame_timeout_s=600
+    )
+    task = PipelineTask(Pipeline([tts, Recorder()]), params=PipelineParams(audio_out_sample_rate=24000))
+    runner = PipelineRunner(handle_sigint=False)
+    running = asyncio.create_task(runner.run(task))
+    frames = [LLMFullResponseStartFrame()]
+    frames += [LLMTextFrame(reply[i : i + 20]) for i in range(0, len(reply), 20)]
+    await task.queue_frames([*frames, LLMFullResponseEndFrame()])
+    await done.wait()  # the reply's isFinal: all its audio is in
+    await task.queue_frame(EndFrame())
+    await running
+    (out / "reply.raw").write_bytes(bytes(pcm))
+    (out / "report.json").write_text(json.dumps({"rate": sorted(set(rate)), "words": words}))
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1], sys.argv[2], Path(sys.argv[3])))
