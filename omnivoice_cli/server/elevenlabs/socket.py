@@ -45,7 +45,7 @@ from ...engine.errors import one_line
 from ...engine.text.textcheck import unicode_problem
 from ...media.formats import served_formats
 from ..socket import tts_socket
-from ..socketmessages import BadMessage, Config
+from ..socketmessages import BadMessage, Config, close_reason
 from ..socketsession import SocketSession, Utterance, WorkItem
 from .alignment import in_ms, of_piece
 from .api import ElevenError, key_refusal, output_format
@@ -92,7 +92,7 @@ class ElevenSession(SocketSession):
     async def run(self) -> None:
         if self.problem is not None:
             await self.send_error(self.problem, "invalid_request")
-            await self.ws.close(code=1008, reason=self.problem[:120])
+            await self.ws.close(code=1008, reason=close_reason(self.problem))
             return
         await super().run()
 
