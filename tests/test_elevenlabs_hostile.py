@@ -2,6 +2,7 @@
 someone hostile sends: names of any length and script in the path, where the reply must stay a
 bounded 4xx in the CLI's words and a refused socket must still be closed properly."""
 
+import httpx
 import pytest
 
 pytest.importorskip("uvicorn")
@@ -41,3 +42,11 @@ def test_a_refused_voice_of_many_accents_is_closed_with_its_reason(server, kind)
     assert closed.rcvd is not None, "the server sent no close frame"
     assert closed.rcvd.code == 1008
     assert "unknown voice" in closed.rcvd.reason and len(closed.rcvd.reason.encode()) <= 123
+
+
+def test_an_unknown_voice_of_fifty_thousand_characters_is_a_short_404(server):
+    r = httpx.get(server + "/v1/voices/" + "x" * 50_000, headers=HEADERS, timeout=60)
+    assert r.status_code == 404
+    message = r.json()["detail"]["message"]
+    assert message.startswith("voice 'xxx") and "known: " in message
+    assert len(r.content) < 2000
