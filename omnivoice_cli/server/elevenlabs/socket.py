@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from ...engine.stream.render import StreamPiece
     from ..state import ServerState
 
+MAX_CONTEXT_ID = 256  # characters of a context id (each of its messages sends it back)
 VOICE_SETTINGS = ("stability", "similarity_boost", "style", "use_speaker_boost", "speed")
 
 
@@ -142,6 +143,8 @@ class ElevenSession(SocketSession):
         """A message of `context`: a new one ends the open one (as a close after a flush would)."""
         if context is not None and not isinstance(context, str):
             raise BadMessage(f"'context_id' must be a string, got {type_name(context)}")
+        if context is not None and len(context) > MAX_CONTEXT_ID:
+            raise BadMessage(f"'context_id' is {len(context)} characters long: at most {MAX_CONTEXT_ID} are allowed")
         if context != self.open:
             if self.open is not None:
                 self.end_context()
