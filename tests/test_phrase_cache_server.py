@@ -130,3 +130,24 @@ def test_two_servers_filling_one_cache_at_once_lose_nothing(tmp_path, module_hom
             p.terminate()
         for p in procs:
             p.wait(120)
+
+
+@pytest.mark.parametrize(
+    "lie",
+    [{"loudness": '{"gain":1}\r\nSet-Cookie: a=b'}, {"loudness": "x" * 100_000}, {"loudness": "[]"}, {"samples": -5}],
+)
+def test_an_entry_whose_metadata_lies_is_rendered_anew(cached, phrases, lie):
+    """An entry whole by its checksum but with metadata no render keeps (a header value with a
+    newline, a huge one, a count below zero): a miss, rendered and kept anew, never sent."""
+    client, _ = cached
+    body = {"input": f"A lie of {sorted(lie)[0]} {len(str(lie))}."}
+    first = speak_cached(client, **body)
+    store = PhraseStore(phrases, CAP)
+    for entry in store.entries():
+        key = entry.path.name.split(".")[0]
+        found = store.get(key)
+        store.put(key, found.data, {**found.meta, **lie})
+    again = speak_cached(client, **body)
+    assert again.headers["x-omnivoice-cache"] == "miss"
+    assert "set-cookie" not in again.headers and again.content == first.content
+    assert speak_cached(client, **body).headers["x-omnivoice-cache"] == "hit"

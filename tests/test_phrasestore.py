@@ -147,3 +147,12 @@ def test_serve_refuses_a_bad_phrase_cache_size_before_loading(invoke):
     pytest.importorskip("uvicorn")  # serve's extra is checked first
     r = invoke("serve", "--phrase-cache", "lots")
     assert r.exit_code == 2 and "--phrase-cache must be a size in MB" in r.stderr and "'lots'" in r.stderr
+
+
+def test_a_failed_write_in_a_folder_of_odd_characters_is_said_on_one_line(tmp_path):
+    (tmp_path / "file").write_text("a file where the folder's parent should be")
+    said = []
+    store = PhraseStore(tmp_path / "file" / "odd\n\x1b[31m é ;$(x)", 1 << 20, notice=said.append)
+    assert store.put(hashlib.sha256(b"k").hexdigest(), b"abc") is False
+    (line,) = said
+    assert line.isprintable() and "\\n" in line and "\\x1b" in line and "é" in line

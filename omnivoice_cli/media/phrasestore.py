@@ -128,7 +128,7 @@ class PhraseStore:
             self.folder.mkdir(parents=True, exist_ok=True)
             replace_atomically(path, write)
         except OSError as e:
-            self.notice(f"phrase cache: cannot write {self.folder} ({e.strerror or e}): the reply is not kept")
+            self.notice(f"phrase cache: cannot write {_shown(self.folder)} ({e.strerror or e}): the reply is not kept")
             return False
         self.evict(keep=path)
         return True
@@ -175,6 +175,12 @@ class PhraseStore:
 
     def _own(self) -> list[tuple[Path, os.stat_result]]:
         return [(p, st) for p, st in self._listed(_ENTRY_NAME) if _ours(p, st)]
+
+
+def _shown(path: Path) -> str:
+    """A path as a notice shows it: one line, what is not printable (a newline, an escape) as its
+    Python escape."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(path))
 
 
 def _used(e: StoredPhrase) -> float:

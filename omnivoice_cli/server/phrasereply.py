@@ -12,6 +12,7 @@ reply a render would send; the reply's header X-OmniVoice-Cache says `hit` or `m
 from __future__ import annotations
 
 import base64
+import json
 from typing import TYPE_CHECKING, Callable
 
 import anyio
@@ -50,6 +51,8 @@ async def find_reply(state: ServerState, speech: SpeechBody, log: dict) -> tuple
         return None, None
     key = await anyio.to_thread.run_sync(_key, state, speech)
     found = None if key is None else await anyio.to_thread.run_sync(phrases.get, key)
+    if found is not None and not meta_holds(found.meta):
+        found = None  # its metadata lies (a header it would send is no header): rendered and kept anew
     log["cache"] = "miss" if found is None else "hit"
     if found is not None:
         return CachedReply(speech, found, log), None
@@ -61,6 +64,27 @@ async def find_reply(state: ServerState, speech: SpeechBody, log: dict) -> tuple
             phrases.put(kept, data, meta)
 
     return None, keep
+
+
+MAX_META_HEADER = 1024  # characters of a kept header's value (a real loudness: about 150)
+
+
+def meta_holds(meta: dict) -> bool:
+    """An entry's metadata is what a render keeps: its loudness (when there) a short printable
+    ASCII line of a JSON object, its samples (when there) a count. The entry's checksum says only
+    that its file is whole, not who wrote it."""
+    loudness, samples = meta.get("loudness"), meta.get("samples")
+    if loudness is not None:
+        if not (isinstance(loudness, str) and len(loudness) <= MAX_META_HEADER and loudness.isascii()):
+            return False
+        if not loudness.isprintable():
+            return False
+        try:
+            if not isinstance(json.loads(loudness), dict):
+                return False
+        except ValueError:
+            return False
+    return samples is None or (isinstance(samples, int) and not isinstance(samples, bool) and 0 <= samples < 1 << 40)
 
 
 class CachedReply:

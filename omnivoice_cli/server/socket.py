@@ -53,7 +53,7 @@ from starlette.responses import Response
 from starlette.websockets import WebSocket
 
 from .errors import ApiError, busy, check_key
-from .socketmessages import TRY_AGAIN_LATER
+from .socketmessages import TRY_AGAIN_LATER, close_reason
 from .socketsession import SocketSession
 
 if TYPE_CHECKING:
@@ -118,7 +118,9 @@ async def deny(websocket: WebSocket, refused: ApiError) -> None:
             Response(refused.body(), refused.status, refused.headers, media_type="application/json")
         )
     else:
-        await websocket.close(code=1008 if refused.status == 401 else TRY_AGAIN_LATER, reason=refused.message[:120])
+        await websocket.close(
+            code=1008 if refused.status == 401 else TRY_AGAIN_LATER, reason=close_reason(refused.message)
+        )
 
 
 def crowded(state: ServerState, peer: str) -> ApiError | None:

@@ -18,6 +18,16 @@ CONFIG_KEYS = ("sample_rate", "format", "binary", "voice", "language", "speed", 
 MESSAGES = ("config", "text", "flush", "cancel", "ping")
 
 
+MAX_REASON = 123  # bytes of a close frame's reason (RFC 6455: a control frame's payload is 125, the code 2)
+
+
+def close_reason(text: str) -> str:
+    """`text` as a close frame's reason: one line, cut to MAX_REASON bytes of UTF-8 at a character's
+    end (a longer one is a protocol error: the close is never sent and the server logs a traceback)."""
+    line = " ".join(text.split()).encode("utf-8", "backslashreplace")
+    return line[:MAX_REASON].decode("utf-8", "ignore")
+
+
 class BadMessage(Exception):
     """A message this socket cannot take: an error event, and the socket goes on."""
 

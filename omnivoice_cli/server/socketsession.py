@@ -27,7 +27,17 @@ from ..engine.text.textcheck import unicode_problem
 from ..engine.tickets import Busy, Event, ServiceStopped, Ticket
 from .asgi import Message
 from .errors import ApiError, from_engine
-from .socketmessages import CONFIG_KEYS, FORMATS, MAX_PENDING, MAX_WAITING, MESSAGES, BadMessage, Config, parse_message
+from .socketmessages import (
+    CONFIG_KEYS,
+    FORMATS,
+    MAX_PENDING,
+    MAX_WAITING,
+    MESSAGES,
+    BadMessage,
+    Config,
+    close_reason,
+    parse_message,
+)
 from .speech import check_unicode
 
 if TYPE_CHECKING:
@@ -175,7 +185,7 @@ class SocketSession:
         timeout = self.state.options.socket_idle_timeout
         reason = f"idle for {timeout:g} s: no text, config, flush or cancel (pings do not count)"
         try:
-            await asyncio.wait_for(self.ws.close(code=1000, reason=reason), 10)
+            await asyncio.wait_for(self.ws.close(code=1000, reason=close_reason(reason)), 10)
         except asyncio.TimeoutError:
             pass  # a client that reads nothing: the handler ends and the connection with it
 

@@ -25,8 +25,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 
 from ...app.door.voicechoice import ListedVoice
+from ...app.door.voicechoice import listed as names_listed
 from ...app.settings.presets import preset_index
 from ...app.settings.setting import SettingsError
+from ...app.settings.values import shown_value
 from ...engine.errors import InvalidRequest
 from ..errors import ApiError, from_engine
 from ..phrasereply import CachedReply
@@ -99,8 +101,10 @@ async def get_voice(request: Request) -> Response:
     for v in listed:
         if v["name"] == wanted or v["name"].casefold() == wanted.casefold():
             return JSONResponse(voice_entry(v))
-    names = ", ".join(v["name"] for v in listed)
-    raise ElevenError(404, f"voice {wanted!r} is not one this server knows; known: {names}", code="voice_not_found")
+    known = names_listed([v["name"] for v in listed])
+    raise ElevenError(
+        404, f"voice {shown_value(wanted)} is not one this server knows; known: {known}", code="voice_not_found"
+    )
 
 
 def models_reply(names: list[str]) -> Response:

@@ -46,7 +46,7 @@ from ...engine.errors import one_line
 from ...engine.text.textcheck import unicode_problem
 from ...media.formats import served_formats
 from ..socket import tts_socket
-from ..socketmessages import BadMessage, Config
+from ..socketmessages import BadMessage, Config, close_reason
 from ..socketsession import SocketSession, Utterance, WorkItem
 from .alignment import in_ms, of_piece
 from .api import ElevenError, key_refusal, output_format
@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from ...engine.stream.render import StreamPiece
     from ..state import ServerState
 
+MAX_CONTEXT_ID = 256  # characters of a context id (each of its messages sends it back)
 VOICE_SETTINGS = ("stability", "similarity_boost", "style", "use_speaker_boost", "speed")
 
 
@@ -93,7 +94,7 @@ class ElevenSession(SocketSession):
     async def run(self) -> None:
         if self.problem is not None:
             await self.send_error(self.problem, "invalid_request")
-            await self.ws.close(code=1008, reason=self.problem[:120])
+            await self.ws.close(code=1008, reason=close_reason(self.problem))
             return
         await super().run()
 
@@ -146,6 +147,8 @@ class ElevenSession(SocketSession):
         """A message of `context`: a new one ends the open one (as a close after a flush would)."""
         if context is not None and not isinstance(context, str):
             raise BadMessage(f"'context_id' must be a string, got {type_name(context)}")
+        if context is not None and len(context) > MAX_CONTEXT_ID:
+            raise BadMessage(f"'context_id' is {len(context)} characters long: at most {MAX_CONTEXT_ID} are allowed")
         if context != self.open:
             if self.open is not None:
                 self.end_context()
