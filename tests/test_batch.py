@@ -764,7 +764,7 @@ def test_batch_equals_say_greedy(invoke, loaded, tmp_path, home):
 
 
 @slow
-def test_batch_equals_say_sampled_with_seeds(invoke, loaded, tmp_path, home):
+def test_batch_equals_say_sampled_with_seeds(invoke, loaded, tiny_engine, tmp_path, home):
     rows = [
         {"text": FIXTURE_TEXTS[0]},
         {"text": FIXTURE_TEXTS[1], "instruct": "female, low pitch", "seed": 12345},
@@ -777,9 +777,17 @@ def test_batch_equals_say_sampled_with_seeds(invoke, loaded, tmp_path, home):
     assert r.exit_code == 0, r.stderr
     recs = by_line(out)
     assert [recs[n]["seed"] for n in (1, 2, 3, 4)] == [77, 12345, 79, 80]
+    # line 2 designs a voice: rendered once from it (its words, its seed) and cloned (app/voices/design.py)
+    from omnivoice_cli.app.voices.design import Design, render, voice_prompt
+    from omnivoice_cli.engine.sound.voice import save_voice
+
+    designed = render(tiny_engine, Design("female, low pitch", 12345, recs[2]["text"], None))
+    save_voice(tmp_path / "designed.safetensors", designed)
+    assert recs[2]["voice_prompt"] == voice_prompt(designed) and recs[1]["voice_prompt"] is None
     for n in (1, 2, 3, 4):
         rec = recs[n]
         args = setting_args(rec["settings"]) + ["--class-temperature", rec["settings"]["class_temperature"]]
+        args += ["--voice", tmp_path / "designed.safetensors"] if n == 2 else []
         solo = say_bytes(invoke, tmp_path, f"{n}.wav", rec["text"], args)
         assert (out / rec["output"]).read_bytes() == solo, n
 

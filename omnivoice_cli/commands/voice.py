@@ -295,11 +295,8 @@ def voice_show(
     if items is not None:
         info = {"name": spec.strip().lower(), "kind": "built-in (an OpenAI voice name)", "instruct": items}
     else:
-        from ..app.voices.design import voice_prompt
-
         path = voices.resolve_voice(spec)
-        voice = voices.load_voice_file(path)
-        info = {**voices.describe_voice(path, voice), "voice_prompt": voice_prompt(voice)}
+        info = {**voices.describe_voice(path), "voice_prompt": voices.voice_prompt_of(path)}
     out = typer.get_text_stream("stdout")
     if json_out:
         out.write(json.dumps(info, ensure_ascii=False) + "\n")

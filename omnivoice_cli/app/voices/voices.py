@@ -11,7 +11,9 @@ implementation's `.pt` prompts are read by `engine.voice.import_reference_prompt
 `--voice SPEC` (and `voice` in presets and JSON lines) is a path when it looks like one (it holds
 a '/', starts with '.' or '~', or ends in .safetensors or .pt), else a saved voice's name, else a
 built-in voice: one of OpenAI's voice names (alloy, ash, ... `data/openai_voices.json`, the table
-`omnivoice serve` maps them by), which designs a voice from its voice-design items. A saved voice
+`omnivoice serve` maps them by), a voice designed from its voice-design items, rendered once per
+checkpoint and cloned after that (design.py, designcache.py). A saved voice made by `voice add
+--instruct` records what it was designed from (DESIGN_KEYS) beside its rendered prompt. A saved voice
 of the same name (case aside) wins over a built-in one; `voice list` shows both kinds.
 
 Also here: finding the transcript of a reference recording (`--ref-text`, else `me.txt` beside
@@ -359,6 +361,17 @@ def saved_voices() -> list[VoiceEntry]:
     """Every saved voice, by name, with its metadata or why it cannot be read (one bad file
     never hides the others)."""
     return [read_entry(p.name[: -len(VOICE_SUFFIX)], p) for p in _voice_files(voice_dir())]
+
+
+def voice_prompt_of(path: Path) -> str:
+    """`voice_prompt` (the sha256 of its codes and words) of a voice file: a saved voice's read
+    without torch; a `.pt` prompt's once loaded."""
+    from ...engine.sound.voicefile import file_voice_prompt, prompt_checksum
+
+    if Path(path).suffix.lower() == PROMPT_SUFFIX:
+        voice = load_voice_file(path)
+        return prompt_checksum(voice.codes, voice.text)
+    return file_voice_prompt(path)
 
 
 def describe_voice(path: Path, voice: VoicePrompt | None = None) -> dict[str, str | None]:

@@ -89,3 +89,22 @@ def prompt_checksum(codes, text: str | None) -> str:
     h.update(array.tobytes())
     h.update((text or "").encode("utf-8"))
     return h.hexdigest()
+
+
+MAX_CODES_BYTES = 16 << 20  # a voice file's codes read for its checksum at most (60 s of codes: 192 kB)
+
+
+def file_voice_prompt(path: str | Path) -> str:
+    """`prompt_checksum` of a saved voice file, read without torch (`voice show`): its int64 codes
+    as raw bytes, its transcript from the metadata (InvalidRequest for a file that is not one)."""
+    import numpy as np
+
+    file = open_voice_file(Path(path))
+    code, shape, begin, end = file.entries["codes"]
+    if code != "I64" or len(shape) != 2 or end - begin > MAX_CODES_BYTES:
+        raise InvalidRequest(f"{path}: the voice's codes are not an int64 [codebooks, frames] tensor of a voice")
+    with open(file.path, "rb") as f:
+        f.seek(file.data_start + begin)
+        raw = f.read(end - begin)
+    codes = np.frombuffer(raw, dtype="<i8").reshape(shape)
+    return prompt_checksum(codes, voice_text(path, file.metadata.get("text")))
