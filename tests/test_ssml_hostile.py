@@ -7,7 +7,7 @@ from omnivoice_cli.app.ssml import sayas
 from omnivoice_cli.app.ssml.parse import SsmlError, parse_ssml
 
 
-def refusal(text: str) -> str:
+def ssml_refused_with(text: str) -> str:
     with pytest.raises(SsmlError) as e:
         parse_ssml(text, "en")
     message = str(e.value)
@@ -28,14 +28,14 @@ def no_long_normalising(monkeypatch):
 
 @pytest.mark.parametrize("how", ["cardinal", "number", "ordinal", "time", "telephone"])
 def test_a_say_as_of_five_thousand_digits_is_refused(how, no_long_normalising):
-    message = refusal(f'<speak>Hi <say-as interpret-as="{how}">{"9" * 5000}</say-as></speak>')
+    message = ssml_refused_with(f'<speak>Hi <say-as interpret-as="{how}">{"9" * 5000}</say-as></speak>')
     assert "5000 digits" in message and "at most" in message and "SSML at line 1" in message
 
 
 @pytest.mark.parametrize("fmt", ["y", "ymd"])
 def test_a_date_of_a_huge_year_is_refused(fmt, no_long_normalising):
     date = "9" * 5000 + ("-01-02" if fmt == "ymd" else "")
-    message = refusal(f'<speak><say-as interpret-as="date" format="{fmt}">{date}</say-as></speak>')
+    message = ssml_refused_with(f'<speak><say-as interpret-as="date" format="{fmt}">{date}</say-as></speak>')
     assert "digits" in message
 
 
@@ -54,7 +54,7 @@ def test_long_words_spelled_as_characters_are_still_spelled(no_long_normalising)
     ],
 )
 def test_a_huge_attribute_value_is_shown_cut_in_the_refusal(body):
-    message = refusal("<speak>" + body.format(v="9" * 150_000) + "</speak>")
+    message = ssml_refused_with("<speak>" + body.format(v="9" * 150_000) + "</speak>")
     assert len(message) < 400
 
 
