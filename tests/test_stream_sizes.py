@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 from conftest import TINY_CKPT
+from helpers.audio import wav_sizes
 
 from omnivoice_cli.media.sndpieces import UNKNOWN_SIZE
 from omnivoice_cli.media.streams import StreamWriter
@@ -77,8 +78,8 @@ def test_say_stream_to_stdout_redirected_to_a_file(tmp_path):
         )
     assert r.returncode == 0, r.stderr
     data = out.read_bytes()
-    riff, size = sizes(data)
-    assert size == len(data) - 44 and riff == len(data) - 8
+    riff, size, at = wav_sizes(data)
+    assert size == len(data) - at and riff == len(data) - 8
     info = sf.info(str(out))
     assert info.frames == size // 2 and info.frames > 0
     assert len(sf.read(str(out))[0]) == info.frames
@@ -111,6 +112,6 @@ def test_say_stream_stopped_by_ctrl_c_leaves_a_true_header(invoke, loaded, tmp_p
     stdout.close()
     assert r.exit_code == 130, r.stderr
     data = out.read_bytes()
-    riff, size = sizes(data)
-    assert writes and size == len(data) - 44 > 0 and riff == len(data) - 8
+    riff, size, at = wav_sizes(data)
+    assert writes and size == len(data) - at > 0 and riff == len(data) - 8
     assert sf.info(str(out)).frames == size // 2

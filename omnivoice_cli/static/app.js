@@ -470,9 +470,18 @@
     return new Uint8Array(view.buffer);
   }
 
-  function wavFile(chunks, rate) {
+  // `header`: the streamed reply's own header (its chunks, the AI mark's LIST/INFO among them),
+  // its sizes set to the whole take's; without one, a plain 44-byte header
+  function wavFile(chunks, rate, header = null) {
     const bytes = chunks.reduce((n, c) => n + c.length, 0);
-    return new Blob([wavHeader(bytes, rate), ...chunks], { type: "audio/wav" });
+    let head = wavHeader(bytes, rate);
+    if (header !== null) {
+      head = header.slice();
+      const view = new DataView(head.buffer);
+      view.setUint32(4, head.length - 8 + bytes, true);
+      view.setUint32(head.length - 4, bytes, true);
+    }
+    return new Blob([head, ...chunks], { type: "audio/wav" });
   }
 
   // A streamed 16-bit mono WAV read as it comes: the header, then whole samples (an odd byte
@@ -481,6 +490,7 @@
     constructor() {
       this.head = new Uint8Array(0);
       this.rate = null;
+      this.header = null;
       this.carry = null;
     }
 
@@ -490,6 +500,7 @@
         const found = parseHeader(this.head);
         if (!found) return new Uint8Array(0);
         this.rate = found.rate;
+        this.header = this.head.slice(0, found.dataAt); // kept for the take's file (wavFile)
         bytes = this.head.subarray(found.dataAt);
         this.head = null;
       }
@@ -693,7 +704,7 @@
       status.textContent = `Playing while generating: ${(bytes / 2 / wav.rate).toFixed(1)} s received…`;
     }
     if (wav.rate === null) throw new ApiFailure(0, "the reply ended before any audio");
-    return { chunks, bytes, rate: wav.rate };
+    return { chunks, bytes, rate: wav.rate, header: wav.header };
   }
 
   function dropTake() {
@@ -705,7 +716,7 @@
   }
 
   function finishTake(take) {
-    take.url = URL.createObjectURL(wavFile(take.chunks, take.rate));
+    take.url = URL.createObjectURL(wavFile(take.chunks, take.rate, take.header));
     state.take = take;
     const audio = $("audio");
     audio.src = take.url;
@@ -721,7 +732,7 @@
     clearErrors();
     const format = $("format").value;
     let blob;
-    if (format === "wav") blob = wavFile(take.chunks, take.rate);
+    if (format === "wav") blob = wavFile(take.chunks, take.rate, take.header);
     else if (format === "pcm") blob = new Blob(take.chunks, { type: "audio/pcm" });
     else {
       const button = $("download");

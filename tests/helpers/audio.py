@@ -21,3 +21,17 @@ def speechlike(seconds: float = 2.0, seed: int = 0) -> np.ndarray:
     phase = 2 * np.pi * np.cumsum(f0) / SR
     voiced = sum(np.sin(k * phase) / k for k in range(1, 8))
     return (0.25 * voiced * (0.6 + 0.4 * np.sin(2 * np.pi * 4 * t))).astype(np.float32)
+
+
+def wav_sizes(data: bytes) -> tuple[int, int, int]:
+    """A WAV's (RIFF size, data chunk's size, where its samples start), its chunks walked (the AI
+    mark's LIST/INFO may come before the data)."""
+    import struct
+
+    at = 12
+    while at + 8 <= len(data):
+        tag, size = data[at : at + 4], struct.unpack("<I", data[at + 4 : at + 8])[0]
+        if tag == b"data":
+            return struct.unpack("<I", data[4:8])[0], size, at + 8
+        at += 8 + size + (size % 2)
+    raise AssertionError("no data chunk")

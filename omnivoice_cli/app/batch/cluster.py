@@ -370,6 +370,7 @@ class _ClusterRun:
         if outcome.error is None:  # its seconds: from its group's start on the worker to its file here
             if outcome.result is None:
                 raise RuntimeError(f"line {outcome.number}: the worker sent neither a result nor an error")
+            line.prompt = line.prompt or outcome.prompt  # what its record's voice_prompt names
             self.run.save_result(line, outcome.result, time.perf_counter() - outcome.seconds)
         elif outcome.ref_error:
             self.run.fail_line(line, f"{line.planned.settings.name('ref')}: {outcome.error}")

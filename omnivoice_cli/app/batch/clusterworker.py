@@ -47,6 +47,7 @@ class Outcome:
     error: str | None = None
     ref_error: bool = False  # the error is about the line's reference recording
     seconds: float = 0.0  # from the start of its group to its result, on the worker
+    prompt: VoicePrompt | None = None  # the voice prompt it cloned (encoded or rendered here), for its record
 
 
 class OmnivoiceWorker:
@@ -108,7 +109,8 @@ class OmnivoiceWorker:
 
         def on_result(i: int, result: Result) -> None:
             result.tokens = None  # the codes stay here: only the audio travels
-            outcomes[numbers[i]] = Outcome(numbers[i], result=result, seconds=time.perf_counter() - t0)
+            seconds = time.perf_counter() - t0
+            outcomes[numbers[i]] = Outcome(numbers[i], result=result, seconds=seconds, prompt=requests[i].ref)
 
         try:
             if requests:
