@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from ..engine.checkpoint.hub import entry_stat, unlink_same
 from .atomic import replace_atomically
 
 MAGIC = b"OVPC1\n"  # the store's files begin with this; a change of layout bumps it
@@ -101,7 +102,7 @@ class PhraseStore:
         except OSError:
             return None
         self.notice(f"phrase cache: entry {path.name} is damaged ({problem}): dropped, the request is rendered")
-        _unlink_same(path, (st.st_dev, st.st_ino))
+        unlink_same(path, (st.st_dev, st.st_ino))
         return None
 
     # --- writing ------------------------------------------------------------------------------
@@ -111,7 +112,7 @@ class PhraseStore:
         path = self.path_of(key)
         if len(data) > min(MAX_ENTRY, self.cap_bytes):
             return False
-        st = _lstat(path)
+        st = entry_stat(path)
         if st is not None and not _ours(path, st):
             return False  # never replace what is not ours
         header = json.dumps(
@@ -148,7 +149,7 @@ class PhraseStore:
         for e in found:
             if total <= self.cap_bytes:
                 break
-            if e.path != keep and _unlink_same(e.path, e.identity):
+            if e.path != keep and unlink_same(e.path, e.identity):
                 total, gone = total - e.size, gone + 1
         return gone
 
@@ -157,7 +158,7 @@ class PhraseStore:
         files = n = 0
         leftovers = [(p, st) for p, st in self._listed(_TMP_NAME) if stat.S_ISREG(st.st_mode)]
         for path, st in [*self._own(), *leftovers]:
-            if _unlink_same(path, (st.st_dev, st.st_ino)):
+            if unlink_same(path, (st.st_dev, st.st_ino)):
                 files, n = files + 1, n + st.st_size
         return files, n
 
@@ -168,7 +169,7 @@ class PhraseStore:
             return []
         out = []
         for p in paths:
-            st = _lstat(p)
+            st = entry_stat(p)
             if st is not None:
                 out.append((p, st))
         return out
@@ -212,13 +213,6 @@ def _read_entry(f: BinaryIO, key: str, size: int) -> tuple[Found | None, str]:
     return Found(data, meta), ""
 
 
-def _lstat(path: Path) -> os.stat_result | None:
-    try:
-        return os.lstat(path)
-    except OSError:
-        return None
-
-
 def _ours(path: Path, st: os.stat_result) -> bool:
     """A regular file (never through a link) that begins with the store's magic."""
     if not stat.S_ISREG(st.st_mode):
@@ -235,15 +229,3 @@ def _ours(path: Path, st: os.stat_result) -> bool:
         return False
     finally:
         os.close(fd)
-
-
-def _unlink_same(path: Path, identity: tuple[int, int]) -> bool:
-    """Delete `path` only while it is still the regular file `identity` (device, inode)."""
-    st = _lstat(path)
-    if st is None or not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != identity:
-        return False
-    try:
-        path.unlink()
-    except OSError:
-        return False
-    return True

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -347,3 +348,27 @@ def _is_omnivoice(snapshot: Path) -> bool:
         return json.loads((snapshot / "config.json").read_text(encoding="utf-8")).get("model_type") == "omnivoice"
     except (OSError, ValueError, AttributeError):
         return False
+
+
+# --- our own files in the user's folders (the weight cache, the phrase cache) ------------------------
+
+
+def entry_stat(path: Path) -> os.stat_result | None:
+    """The entry itself (a link is not followed), or None where there is none."""
+    try:
+        return os.lstat(path)
+    except OSError:
+        return None
+
+
+def unlink_same(path: Path, identity: tuple[int, int]) -> bool:
+    """Delete `path` only while it is still the regular file `identity` (device, inode): never a
+    link, nor a file put in its place since it was looked at."""
+    st = entry_stat(path)
+    if st is None or not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != identity:
+        return False
+    try:
+        path.unlink()
+    except OSError:
+        return False
+    return True

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, TypedDict
 
 from ..checkpoint import hub
+from ..checkpoint.hub import entry_stat, unlink_same
 from ..checkpoint.tensorfile import SafetensorsFile, TensorFileError
 from . import cpu
 from .memory import release_pages
@@ -80,14 +81,6 @@ class Entry:
     identity: tuple[int, int] = (0, 0)  # (device, inode): deleted only while it is still this file
 
 
-def _lstat(path: Path) -> os.stat_result | None:
-    """The entry itself (a link is not followed), or None where there is none."""
-    try:
-        return os.lstat(path)
-    except OSError:
-        return None
-
-
 def _cache_meta(path: Path, st: os.stat_result) -> dict[str, str] | None:
     """The metadata of one of the cache's own files, or None where `path` is not one: opened without
     following a link or blocking, only while it is the regular file `st`, its header read bounded
@@ -116,18 +109,6 @@ def _cache_meta(path: Path, st: os.stat_result) -> dict[str, str] | None:
     return meta
 
 
-def _unlink_same(path: Path, identity: tuple[int, int]) -> bool:
-    """Delete `path` only while it is still the regular file `identity` (device, inode)."""
-    st = _lstat(path)
-    if st is None or not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != identity:
-        return False
-    try:
-        path.unlink()
-    except OSError:
-        return False
-    return True
-
-
 def _own(folder: Path, name: re.Pattern) -> list[tuple[Path, os.stat_result, dict[str, str]]]:
     """The cache's own files in `folder` whose names match `name`: (path, lstat, metadata)."""
     try:
@@ -136,7 +117,7 @@ def _own(folder: Path, name: re.Pattern) -> list[tuple[Path, os.stat_result, dic
         return []
     found = []
     for path in paths:
-        st = _lstat(path)
+        st = entry_stat(path)
         meta = None if st is None else _cache_meta(path, st)
         if st is not None and meta is not None:
             found.append((path, st, meta))
@@ -204,7 +185,7 @@ def clear(folder: Path | None = None) -> tuple[int, int]:
     files = n = 0
     temporary = [(path, st.st_size, (st.st_dev, st.st_ino)) for path, st, _ in _own(folder, _TMP_NAME)]
     for path, size, identity in [*((e.path, e.size, e.identity) for e in entries(folder)), *temporary]:
-        if _unlink_same(path, identity):
+        if unlink_same(path, identity):
             files, n = files + 1, n + size
     return files, n
 
@@ -217,7 +198,7 @@ def evict(folder: Path, cap: int = CAP_BYTES, keep: Path | None = None) -> None:
     for e in found:
         if total <= cap:
             break
-        if e.path != keep and _unlink_same(e.path, e.identity):
+        if e.path != keep and unlink_same(e.path, e.identity):
             total -= e.size
 
 
@@ -264,8 +245,8 @@ class _Writer:
         try:  # a new file of ours, never through a link
             fd = os.open(self.tmp, _WRITE_FLAGS, 0o644)
         except FileExistsError:  # a killed run's of this process id: ours when it is a regular file
-            st = _lstat(self.tmp)
-            if st is None or not _unlink_same(self.tmp, (st.st_dev, st.st_ino)):
+            st = entry_stat(self.tmp)
+            if st is None or not unlink_same(self.tmp, (st.st_dev, st.st_ino)):
                 raise
             fd = os.open(self.tmp, _WRITE_FLAGS, 0o644)
         self.file = os.fdopen(fd, "wb")
@@ -359,7 +340,7 @@ def int8_maker(
         return None, lambda ok: None
     layout, key = expected_tensors(model), key_of(checkpoint)
     path = file_for(folder, key)
-    st = _lstat(path)
+    st = entry_stat(path)
     if st is not None and not stat.S_ISREG(st.st_mode):  # a link, a FIFO, a folder: not ours, never opened
         notice(f"weight cache: {path} is not a regular file: loading without the cache")
         return None, lambda ok: None
@@ -379,7 +360,7 @@ def int8_maker(
             return read, lambda ok: None
         except (ValueError, OSError, TensorFileError) as e:
             notice(f"weight cache: {path.name} is not usable ({getattr(e, 'detail', e)}): rebuilding it")
-            _unlink_same(path, (st.st_dev, st.st_ino))
+            unlink_same(path, (st.st_dev, st.st_ino))
     try:
         writer = _Writer(path, key, layout)
     except OSError as e:
