@@ -274,7 +274,9 @@ def plan_request(req: Request, cfg: ModelConfig | None = None, voice: VoiceShape
             pieces.append(Piece(p, 0, part, target, rate))
             continue
         chunk_len = chunk_len_for(part, target, g.audio_chunk_duration, cfg.frame_rate)
-        pieces += [Piece(p, c, chunk, None, rate) for c, chunk in enumerate(chunk_text(part, chunk_len))]
+        longest = int(chunk_len * cfg.max_target_seconds / g.audio_chunk_duration)  # a sentence one generation holds
+        chunks = chunk_text(part, chunk_len, longest=longest)  # a longer one cut at clauses, words, else characters
+        pieces += [Piece(p, c, chunk, None, rate) for c, chunk in enumerate(chunks)]
     pieces = _one_tag_each(pieces)
     shape = (ref_text, ref_len, ref_rate) if voice is not None else None
     pieces, frames = _fit_pieces(pieces, shape, cfg, g.audio_chunk_duration * cfg.frame_rate)
@@ -335,7 +337,12 @@ def _fit_pieces(pieces: list[Piece], ref: tuple | None, cfg: ModelConfig, prefer
                 raise InvalidRequest(f"the text is cut into more than {cfg.max_pieces} pieces: split the text")
             continue
         cut = cut_at_words(piece.text, n, min(0.9 * limit, max(preferred, 0.2 * limit)))
-        if len(cut) < 2:
+        if len(cut) == 1:  # no place to cut it: one bracketed tag (or one character with its marks) that long
+            raise InvalidRequest(
+                f"{piece.text[:40]!r} would take {n / cfg.frame_rate:.0f} s to say and has no space or mark to cut it "
+                f"at: one generation is at most {cfg.max_target_seconds:g} s (a bracketed tag is never cut)"
+            )
+        if not cut:
             raise InvalidRequest(
                 f"{piece.text[:40]!r} would take {n / cfg.frame_rate:.0f} s to say at this speed and voice: one "
                 f"generation is at most {cfg.max_target_seconds:g} s (a higher speed, or a voice whose transcript "

@@ -1,6 +1,7 @@
-"""Splitting long text: `chunk_text` and `chunk_len_for` (the reference's chunker, `data/text.json`),
-`is_sentence_break` (the one rule of every cutter) and `cut_to_length` (a stretch without
-sentence punctuation cut at words, else characters, so no generation exceeds its bound)."""
+"""Splitting long text: `chunk_text` and `chunk_len_for` (the reference's chunker, `data/text.json`;
+bounded, a sentence longer than a chunk is cut by `overlong.cut_overlong`), `is_sentence_break`
+(the one rule of every cutter) and `cut_to_length` (a stretch without sentence punctuation cut at
+clauses, words, else characters, so no generation exceeds its bound)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import re
 import unicodedata
 from functools import lru_cache
 
+from .overlong import cut_overlong
 from .tables import punct_sets
 
 __all__ = ["chunk_len_for", "is_sentence_break", "chunk_text", "cut_to_length"]
@@ -80,7 +82,7 @@ def is_sentence_break(text: str, i: int) -> bool:
     return True
 
 
-def chunk_text(text: str, chunk_len: int, min_chunk_len: int | None = 3) -> list[str]:
+def chunk_text(text: str, chunk_len: int, min_chunk_len: int | None = 3, *, longest: int | None = None) -> list[str]:
     """Split `text` at punctuation into chunks of about `chunk_len` characters.
 
     1. Sentences end at split punctuation, except a '.' ending a known abbreviation ('Mr.') and
@@ -91,6 +93,13 @@ def chunk_text(text: str, chunk_len: int, min_chunk_len: int | None = 3) -> list
     3. A chunk shorter than min_chunk_len joins the previous chunk (a short first chunk takes
        the second one in).
     Chunks are stripped; empty ones dropped.
+
+    longest: a sentence longer than this many characters (a text without sentence ends: an LLM's
+    reply, a transcript; the plan passes what one generation holds) is first cut by `cut_overlong`
+    into pieces of at most chunk_len (at clause marks, then spaces, then characters, never inside a
+    grapheme cluster); such a piece is longer only where it cannot be cut (one grapheme cluster or
+    tag) or where step 3 joined a short chunk to it. A text whose sentences are all at most
+    `longest` is cut exactly as without it (the reference's cut, which keeps a sentence whole).
     """
     split, closing, _, abbrevs = punct_sets()
 
@@ -110,6 +119,12 @@ def chunk_text(text: str, chunk_len: int, min_chunk_len: int | None = 3) -> list
             cur = []
     if cur:
         sentences.append(cur)
+    if longest is not None:
+        sentences = [
+            list(piece)
+            for sent in sentences
+            for piece in (cut_overlong("".join(sent), chunk_len) if len(sent) > longest else ["".join(sent)])
+        ]
 
     merged: list[list[str]] = []
     chunk: list[str] = []
@@ -140,36 +155,9 @@ def chunk_text(text: str, chunk_len: int, min_chunk_len: int | None = 3) -> list
     return [c for c in out if c]
 
 
-_TAG_OR_SPACE_RE = re.compile(r"\[[^\[\]]*\]|\s+")  # a bracketed tag ([laughter], [B EY1 S]) or a space run
-
-
-def _words(text: str) -> list[str]:
-    """`text` as words, each with the spaces after it; a bracketed tag is one word (never cut)."""
-    words, start = [], 0
-    for m in _TAG_OR_SPACE_RE.finditer(text):
-        if m.group()[0] != "[":  # a space run ends the word before it
-            words.append(text[start : m.end()])
-            start = m.end()
-    if start < len(text):
-        words.append(text[start:])
-    return [w for w in words if w]
-
-
 def cut_to_length(text: str, max_chars: int) -> list[str]:
     """Cut `text` into pieces of at most `max_chars` characters (stripped, none empty), for a
-    stretch too long for one generation that has no sentence punctuation to cut at: at spaces
-    (a bracketed tag stays whole), and a word longer than `max_chars` (or text without spaces,
-    as Chinese is written) at characters."""
-    max_chars = max(1, int(max_chars))
-    pieces: list[str] = []
-    cur = ""
-    for word in _words(text):
-        if len(cur) + len(word.rstrip()) > max_chars and cur.strip():
-            pieces.append(cur)
-            cur = ""
-        while len(word.rstrip()) > max_chars:  # a word (or a text without spaces) too long alone
-            pieces.append(word[:max_chars])
-            word = word[max_chars:]
-        cur += word
-    pieces.append(cur)
-    return [p.strip() for p in pieces if p.strip()]
+    stretch too long for one generation that has no sentence punctuation to cut at
+    (`cut_overlong`: at clause marks, else spaces, a bracketed tag whole, else, as for a word
+    longer than `max_chars` or text without spaces as Chinese is written, at grapheme clusters)."""
+    return [p.strip() for p in cut_overlong(text, max_chars) if p.strip()]
