@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..engine.planning import VoiceShape, plan_request
-from ..engine.stream.cut import StreamConfig, cut_request, estimated_seconds
+from ..engine.stream.cut import StreamConfig, cut_streamed, estimated_seconds
 from ..engine.text.languages import resolve_language
 from .checkpoint import model_config
 from .request import Built
@@ -44,7 +44,7 @@ def describe(built: Built, streamed: bool = False) -> Record:
     pauses = [round(g, 3) for g in plan.gaps]
     seconds = sum(frames) / cfg.frame_rate + sum(plan.gaps)
     if streamed:
-        segments = cut_request(built.request, StreamConfig())
+        segments = cut_streamed(built.request, StreamConfig())
         spoken = [(g.text.strip(), round(estimated_seconds(g.text), 2)) for g in segments if g.text]
         pieces = [{"text": text, "seconds": length} for text, length in spoken]
         pauses = [round(g.pause, 3) for g in segments if g.text is None]

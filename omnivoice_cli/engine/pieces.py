@@ -3,7 +3,7 @@
 Three drivers run requests through the packed loop: `Engine.generate` (pipeline.py), the
 streamed render (stream/render.py) and the service (service.py). They cut a text differently by
 design (Engine.generate in chunks like the reference, `plan_request`; the other two at pauses
-and sentences, `stream.cut.cut_request`), but run the pieces by this one policy:
+and sentences, `stream.cut.cut_streamed`), but run the pieces by this one policy:
 
 - the voice: with a reference voice every piece uses it; without one, piece 0 is generated
   first and its codes and text are the voice of every later piece;

@@ -57,7 +57,7 @@ from .forwardfit import check_sizes, fit_sizes
 from .model.admission import Stagger, admit, forward_model, steady_width
 from .pipeline import Engine
 from .planning import Request, validate_request
-from .stream.cut import StreamConfig, cut_request
+from .stream.cut import StreamConfig, cut_request, cut_stretches
 from .stream.render import StreamedPieces
 from .tickets import Busy, Event, Places, RequestCancelled, ServiceStopped, Summary, Ticket
 
@@ -104,7 +104,7 @@ class Service:
         if max_queue < 1:
             raise ValueError("max_queue must be at least 1")
         self.engine, self.max_queue, self.config, self.clock = engine, max_queue, config or StreamConfig(), clock
-        self.fit = fit  # segments over one forward cut at words as the CLI's plan cuts them (fit_sizes)
+        self.fit = fit  # stretches over one generation or forward cut as `say` cuts them (cut_stretches, fit_sizes)
         self.forwards = 0  # forwards run so far
         self.served = 0  # requests finished
         self._cond = threading.Condition()
@@ -143,8 +143,8 @@ class Service:
         its first piece cut as a later one (cut_request)."""
         warnings = validate_request(req, self.engine.cfg)
         segments = cut_request(req, self.config, continued)
-        if self.fit:
-            segments = fit_sizes(req, segments, self.engine.cfg)
+        if self.fit:  # a stretch without a mark to cut at cut as the streamed render cuts it, then to one forward
+            segments = fit_sizes(req, cut_stretches(req, segments, self.config, continued), self.engine.cfg)
         pieces = StreamedPieces(self.engine, req, self.config, check, segments)
         check_sizes(req, pieces.segments, self.engine.cfg)
         with self._cond:

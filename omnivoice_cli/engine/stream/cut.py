@@ -2,17 +2,20 @@
 first piece short (whole sentences up to `first_seconds`, or clauses of a longer first sentence),
 the others whole sentences up to `piece_seconds` (by default a sentence each, so that a reply's
 sentences leave one by one), a later sentence longer than that kept whole up to `sentence_seconds`
-(beyond, its clauses). A pause is a segment of its exact silence. Pure functions of the text (no
-model, no torch, nothing measured: the same text and seed give the same audio on any device):
-the server and Wyoming cut with them too."""
+(beyond, its clauses); then a stretch without a mark to cut at, longer than one generation may
+be, at clauses, words or characters (`cut_stretches`, `overlong.cut_overlong`). A pause is a
+segment of its exact silence. Pure functions of the text (no model, no torch, nothing measured:
+the same text and seed give the same audio on any device): the server and Wyoming cut with them too."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..model.config import MAX_TARGET_SECONDS
 from ..text.chunking import chunk_text
 from ..text.duration import estimate_duration
+from ..text.overlong import cut_overlong
 from ..text.pauses import split_pauses
 from ..text.tags import cut_at_tags
 
@@ -96,9 +99,32 @@ def group_units(
     return sizes
 
 
-def cut_part(part: str, first_limit: float | None, limit: float, whole_limit: float | None = None) -> list[str]:
-    """Slices of `part` (joined they are the part) for its pieces (group_units' limits)."""
+def cut_long_units(part: str, spans: list[tuple[int, int, bool]], longest: float, size: float) -> list:
+    """The spans, each one estimated longer than `longest` seconds (no punctuation to cut it at)
+    cut by `cut_overlong` into spans of about `size` seconds; only the last of them keeps its
+    sentence end."""
+    out: list[tuple[int, int, bool]] = []
+    for start, end, ends in spans:
+        seconds = estimated_seconds(part[start:end])
+        if seconds <= longest:
+            out.append((start, end, ends))
+            continue
+        pos, cuts = start, []
+        for piece in cut_overlong(part[start:end], int((end - start) * size / seconds)):
+            cuts.append((pos, pos + len(piece.rstrip()), False))
+            pos += len(piece)
+        out += cuts[:-1] + [(cuts[-1][0], cuts[-1][1], ends)]
+    return out
+
+
+def cut_part(
+    part: str, first_limit: float | None, limit: float, whole_limit: float | None = None, longest: float | None = None
+) -> list[str]:
+    """Slices of `part` (joined they are the part) for its pieces (group_units' limits); a unit
+    estimated longer than `longest` seconds is cut first (`cut_long_units`, into units of `limit`)."""
     spans = text_units(part)
+    if longest is not None:
+        spans = cut_long_units(part, spans, longest, min(limit, first_limit or limit))
     if len(spans) <= 1:
         return [part]
     seconds = [estimated_seconds(part[s:e]) for s, e, _ in spans]
@@ -117,15 +143,18 @@ def cut_segments(
     piece_seconds: float,
     whole: bool = False,
     sentence_seconds: float | None = None,
+    longest: float | None = None,
 ) -> list[Segment]:
     """The text as segments, in order: pieces to speak and the exact silences of its pause tags
     (a leading or trailing pause included). whole: no cutting at sentences (one piece per part).
-    first_seconds None: the first piece cut as a later one (a text that goes on from another)."""
+    first_seconds None: the first piece cut as a later one (a text that goes on from another).
+    longest: a stretch without a mark to cut at estimated longer than this is cut at clauses,
+    words or characters (cut_part)."""
     parts, gaps = split_pauses(text)
     out: list[Segment] = [Segment(None, gaps[0])] if gaps[0] > 0 else []
     for p, part in enumerate(parts):
         first = first_seconds if p == 0 else None
-        for piece in [part] if whole else cut_part(part, first, piece_seconds, sentence_seconds):
+        for piece in [part] if whole else cut_part(part, first, piece_seconds, sentence_seconds, longest):
             out += [Segment(t) for t in ([piece] if whole else cut_at_tags(piece))]  # one tag a piece
         if gaps[p + 1] > 0:
             out.append(Segment(None, gaps[p + 1]))
@@ -134,7 +163,8 @@ def cut_segments(
 
 def cut_request(req: "Request", config: StreamConfig, continued: bool = False) -> list[Segment]:
     """A request's segments as the streamed render (and the server) cut them: pieces up to the
-    config's lengths and never over the request's chunk threshold; a fixed duration is not cut.
+    config's lengths; a stretch without a mark to cut at is left whole (`cut_streamed` cuts it);
+    a fixed duration is not cut.
     continued: the request goes on from one already spoken (the next part of a socket's or
     Wyoming's streamed text), so its first piece is cut as a later one (no short first piece for
     the first audio, no long one to keep a short text whole: its sentences leave one by one)."""
@@ -144,3 +174,32 @@ def cut_request(req: "Request", config: StreamConfig, continued: bool = False) -
     sentence = min(max(config.sentence_seconds, limit), threshold)
     first = None if continued else config.first_seconds
     return cut_segments(req.text, first, limit, whole=whole, sentence_seconds=sentence)
+
+
+def cut_stretches(req: "Request", segments: list[Segment], config: StreamConfig, continued: bool = False) -> list:
+    """`cut_request`'s segments, each spoken one holding a stretch without a mark to cut at that
+    is estimated longer than one generation may be (MAX_TARGET_SECONDS; at a speed under 1,
+    sooner) cut again (`cut_part`'s `longest`: at clauses, words, else characters, grouped as
+    sentences are); every other segment as it was."""
+    if req.duration is not None:
+        return segments
+    threshold = req.generation.audio_chunk_threshold
+    limit = min(config.piece_seconds, threshold)
+    sentence = min(max(config.sentence_seconds, limit), threshold)
+    longest = MAX_TARGET_SECONDS * min(1.0, req.speed or 1.0)  # seconds at speed 1 that take that at req.speed
+    out: list[Segment] = []
+    first = None if continued else config.first_seconds
+    for seg in segments:
+        text = seg.text
+        if text is None or estimated_seconds(text) <= longest:
+            out.append(seg)
+        else:
+            out += [Segment(t) for t in cut_part(text, first, limit, sentence, longest)]
+        first = first if text is None else None  # the first piece's limit: the first spoken segment's only
+    return out
+
+
+def cut_streamed(req: "Request", config: StreamConfig, continued: bool = False) -> list[Segment]:
+    """A request's segments as the streamed render, the server and the dry run speak them:
+    `cut_request`'s, then `cut_stretches`'."""
+    return cut_stretches(req, cut_request(req, config, continued), config, continued)

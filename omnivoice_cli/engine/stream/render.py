@@ -23,7 +23,7 @@ from ..model.admission import Stagger
 from ..pieces import Piece, RequestPieces
 from ..planning import Request, Result, validate_request
 from ..text.duration import resolve_target_len
-from .cut import Segment, StreamConfig, cut_request
+from .cut import Segment, StreamConfig, cut_streamed
 from .waves import WavePlanner
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ def stream_pieces(req: Request, texts: list[str], frame_rate: float) -> list[Pie
 
 class StreamedPieces(RequestPieces):
     """A request as the streamed render and the service run it (pieces.py has the policy): cut at
-    pauses and sentences (`cut_request`), each spoken piece decoded and post-processed on its own
+    pauses and sentences (`cut_streamed`), each spoken piece decoded and post-processed on its own
     exactly as a whole request of its text (`Engine.render`), and every segment, pauses
     included, handed out strictly in order (`hand_out`)."""
 
@@ -106,7 +106,7 @@ class StreamedPieces(RequestPieces):
         segments: list[Segment] | None = None,
     ) -> None:
         self.engine, self.req = engine, req
-        self.segments = cut_request(req, config) if segments is None else segments  # given: cut by the caller
+        self.segments = cut_streamed(req, config) if segments is None else segments  # given: cut by the caller
         self.speech = [i for i, s in enumerate(self.segments) if s.text is not None]  # segment of spoken piece k
         texts = [self.segments[i].text or "" for i in self.speech]
         super().__init__(
