@@ -170,3 +170,40 @@ def test_no_compiler_falls_back_with_the_reason(tmp_path):
 
 def test_off_means_off(tmp_path):
     assert "off" in _fresh_load("off").stdout
+
+
+def test_softmax_is_torchs_in_bf16(k8):
+    scores = (torch.randn(3, 40, 297, generator=_gen()) * 6).bfloat16()
+    scores[0, 0, :5] = -1e30  # far below the row's max: 0
+    want = scores.float().softmax(-1)
+    got = k8.softmax_(scores.clone())
+    assert got.dtype == torch.bfloat16
+    assert bool(((got.float() - want).abs() <= 2**-8 * want + 1e-6).all())  # one bf16 step
+    assert float((got.float() == scores.softmax(-1).float()).float().mean()) > 0.999  # torch's own, nearly always
+    assert bool((got.float()[0, 0, :5] == 0).all())
+
+
+def test_softmax_of_long_rows(k8):
+    scores = (torch.randn(2, 9000, generator=_gen()) * 3).bfloat16()  # past the kernel's 8192-column buffer
+    want = scores.float().softmax(-1)
+    got = k8.softmax_(scores.clone()).float()
+    assert bool(((got - want).abs() <= 2**-8 * want + 1e-7).all())
+
+
+def test_norm_rope_of_bf16_rows(k8):
+    n, heads, d = 31, 4, 64
+    x = (torch.randn(n, 3 * heads * d, generator=_gen()) * 2).bfloat16()[:, : heads * d].view(n, heads, d)
+    cos_sin = torch.randn(2, n, d, generator=_gen(1))
+    weights = narrow.rope_weights(torch.rand(d, generator=_gen(2)) + 0.5)
+    got = k8.norm_rope(x, cos_sin, weights, 1e-6, torch.bfloat16).float()
+    want = narrow.norm_rope(x, narrow.rope_tables(weights, cos_sin), 1e-6, torch.float32)  # widened once, fp32
+    assert bool(((got - want).abs() <= 2**-8 * want.abs() + 1e-5 * float(want.abs().max())).all())
+
+
+def test_rms_norm_of_bf16_rows(k8):
+    x = (torch.randn(23, 1024, generator=_gen()) * 3).bfloat16()
+    w = (torch.rand(1024, generator=_gen(1)) + 0.5).bfloat16()
+    got = k8.rms_norm_bf16(x, w, 1e-6).float()
+    want = narrow.lean_rms_norm(x.float(), w.float(), 1e-6)
+    assert bool(((got - want).abs() <= 2**-8 * want.abs() + 1e-6).all())
+    assert float((got == want.bfloat16().float()).float().mean()) > 0.99  # rounded as torch rounds, nearly always

@@ -307,7 +307,10 @@ def test_bf16_engine_converts_the_body_and_keeps_the_text_table(fp32_logits):
     assert {type(getattr(layer.mlp, n)) for n in ("gate_proj", "up_proj", "down_proj")} == {BF16Linear}
     assert type(layer.self_attn.o_proj) is BF16Linear and type(m.audio_heads) is BF16Linear
     assert layer.self_attn.math_dtype == torch.bfloat16 and narrow_installed(m)
-    assert type(layer.input_layernorm) is LeanRMSNorm and type(m.llm.norm) is LeanRMSNorm
+    fused = fusedpath.installed(m)
+    assert fused == (kernels.load() is not None)  # the norms, RoPE and softmax in kernels where they build
+    norm = fusedpath.KernelRMSNorm if fused else LeanRMSNorm
+    assert type(layer.input_layernorm) is norm and type(m.llm.norm) is norm
     assert layer.input_layernorm.weight.dtype == torch.bfloat16 and m.audio_embeddings.weight.dtype == torch.bfloat16
     assert m.llm.embed_tokens.weight.dtype == torch.float32  # a view of the file: a step reads a few rows
     assert m.audio_heads.weight.device.type == "cpu"  # callers read the heads' device
@@ -433,3 +436,23 @@ def test_int8_fused_forward_is_narrows_and_deterministic(monkeypatch, fp32_logit
     assert ((a - p).norm() / p.norm()).item() < 1e-4
     err = lambda x: ((x - fp32_logits).norm() / fp32_logits.norm()).item()  # noqa: E731
     assert err(a) <= err(p) * 1.01
+
+
+@pytest.mark.slow
+@needs_onednn_bf16
+@pytest.mark.skipif(kernels.compiler() is None, reason="no fused kernels here")
+def test_bf16_fused_forward_is_narrows(monkeypatch, fp32_logits):
+    """The bf16 body with its norms, RoPE and softmax in kernels against narrow.py's torch ops: the
+    same logits within bf16's rounding of the norms (their sums in another order), bit for bit run to
+    run, as far from fp32."""
+    fused = Engine.load(str(TINY), Hardware(device="cpu", dtype="bfloat16"))
+    assert fusedpath.installed(fused.model)
+    monkeypatch.setenv("OMNIVOICE_KERNELS", "off")
+    monkeypatch.setattr(kernels, "_loaded", {})
+    plain = Engine.load(str(TINY), Hardware(device="cpu", dtype="bfloat16"))
+    assert plain.model.layer_path == narrow.NARROW
+    a, b, p = _step0_logits(fused), _step0_logits(fused), _step0_logits(plain)
+    assert torch.equal(a, b)
+    assert ((a - p).norm() / p.norm()).item() < 0.01
+    err = lambda x: ((x - fp32_logits).norm() / fp32_logits.norm()).item()  # noqa: E731
+    assert err(a) <= err(p) * 1.05

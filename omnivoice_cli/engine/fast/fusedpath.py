@@ -4,6 +4,7 @@ passes. Per layer:
 
 - the input norm and the activations' codes for q/k/v: one kernel (the normed [N, H] never exists);
 - q and k: their norm, RoPE and the rounding to the attention's dtype, one pass each, head-major;
+- the attention's softmax (bf16 scores) in one kernel, its exponentials a polynomial (within 3e-6);
 - the attention's result written in bf16 where it computes in bf16 (exact: its values are bf16), and
   coded for o_proj in one kernel (bit for bit int8pack.quantize_activations);
 - the post-attention norm and its codes: one kernel; the gate's product (SiLU in the product's
@@ -23,9 +24,9 @@ from typing import TYPE_CHECKING, Protocol, cast
 
 import torch
 
-from ..model.backbone import DecoderLayer, LayerPath, OmniVoiceModel
+from ..model.backbone import DecoderLayer, LayerPath, OmniVoiceModel, RMSNorm
 from . import kernels as kernel_build
-from .narrow import FoldedNorm, NarrowAttention, stacked_rope
+from .narrow import FoldedNorm, LeanRMSNorm, NarrowAttention, attention_output_and_mlp, put_in_place, stacked_rope
 
 if TYPE_CHECKING:  # annotations only
     from .kernels import Kernels
@@ -75,23 +76,58 @@ def fused_attention_output_and_mlp(
     return down.run(k8.mul_quantize(g, u, down.half), other=h)
 
 
+def bf16_attention_inputs(k8: "Kernels", layer: DecoderLayer, h: torch.Tensor, cos_sin: torch.Tensor, _=None):
+    """The bf16 body's: h [N, H] bf16 -> q [h, N, D], k [kv, N, D] dense bf16 (norm, RoPE and the
+    rounding in one pass each), v [kv, N, D] a view of the product (narrow.attention_inputs' contract)."""
+    a = cast(NarrowAttention, layer.self_attn)
+    n, d = h.shape[0], a.head_dim
+    q, k, v = a.qkv(layer.input_layernorm(h))  # the norm: a KernelRMSNorm
+    qn, kn = cast(FoldedNorm, a.q_norm), cast(FoldedNorm, a.k_norm)
+    q = k8.norm_rope(q.view(n, a.n_heads, d), cos_sin, qn.rope_weights, qn.eps, torch.bfloat16)
+    k = k8.norm_rope(k.view(n, a.n_kv, d), cos_sin, kn.rope_weights, kn.eps, torch.bfloat16)
+    return q.transpose(0, 1), k.transpose(0, 1), v.view(n, a.n_kv, d).transpose(0, 1)
+
+
+class KernelRMSNorm(LeanRMSNorm):
+    """A bf16 body's RMSNorm in one pass (kernels.rms_norm_bf16) for bf16 rows, else lean_rms_norm."""
+
+    kernels: "Kernels"
+
+    @classmethod
+    def with_kernels(cls, norm: RMSNorm, k8: "Kernels") -> "KernelRMSNorm":
+        new = cast(KernelRMSNorm, cls.of(norm))
+        new.kernels = k8
+        return new
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dtype == torch.bfloat16 and x.dim() == 2 and x.stride(1) == 1 and x.shape[1] <= 8192:
+            return self.kernels.rms_norm_bf16(x, self.weight, self.eps)
+        return super().forward(x)
+
+
+def _linears(layer: DecoderLayer) -> list[object]:
+    a, m = layer.self_attn, layer.mlp
+    return [getattr(getattr(a, "fused_qkv", None), "linear", None), a.o_proj, m.gate_proj, m.up_proj, m.down_proj]
+
+
 def install(model: OmniVoiceModel) -> bool:
     """This layer forward in `model`'s seam, where the kernels build here (kernels.load) and the body
-    is narrow.py's int8 one (linears.quantize_int8, oneDNN's Int8Linears); True where installed."""
+    is narrow.py's int8 one (linears.quantize_int8, oneDNN's Int8Linears: their kind "int8"; FBGEMM's
+    and torch's quantise inside) or its bf16 one (linears.to_bfloat16); True where installed."""
     k8 = kernel_build.load()
     layers = [cast(DecoderLayer, m) for m in model.llm.layers]
-
-    def int8(x: object) -> bool:  # oneDNN's Int8Linear (its kind; FBGEMM's and torch's quantise inside)
-        return getattr(x, "kind", None) == "int8"
-
-    ready = all(
-        isinstance(layer.self_attn, NarrowAttention)
-        and int8(getattr(layer.self_attn.fused_qkv, "linear", None))
-        and all(int8(x) for x in (layer.self_attn.o_proj, layer.mlp.gate_proj, layer.mlp.up_proj, layer.mlp.down_proj))
-        for layer in layers
-    )
-    if k8 is None or not ready:
+    kinds = {getattr(x, "kind", None) for layer in layers for x in _linears(layer)}
+    narrow_body = all(isinstance(layer.self_attn, NarrowAttention) for layer in layers)
+    if k8 is None or not narrow_body or kinds not in ({"int8"}, {"bf16"}):
         return False
+    for layer in layers:
+        a = cast(NarrowAttention, layer.self_attn)
+        if a.math_dtype == torch.bfloat16:
+            a.softmax_ = k8.softmax_  # the scores' softmax in one kernel
+    if kinds == {"bf16"}:
+        put_in_place(model, lambda m: KernelRMSNorm.with_kernels(m, k8) if type(m) is LeanRMSNorm else None)
+        model.use_layer_path(LayerPath(stacked_rope, partial(bf16_attention_inputs, k8), attention_output_and_mlp))
+        return True
     for layer in layers:
         a = cast(NarrowAttention, layer.self_attn)
         a.out_dtype = a.math_dtype or torch.float32  # coded at once: bf16 is read as it is
@@ -102,6 +138,6 @@ def install(model: OmniVoiceModel) -> bool:
 
 
 def installed(model: OmniVoiceModel) -> bool:
-    """Whether `model` runs this layer forward."""
+    """Whether `model` runs this file's layer forward (int8 or bf16)."""
     inputs = model.layer_path.inputs
-    return isinstance(inputs, partial) and inputs.func is fused_attention_inputs
+    return isinstance(inputs, partial) and inputs.func in (fused_attention_inputs, bf16_attention_inputs)

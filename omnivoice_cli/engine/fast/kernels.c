@@ -166,24 +166,33 @@ void ov_mul_quantize(const float *g, int64_t ldg, const float *u, int64_t ldu, i
     }
 }
 
-/* q or k: RoPE(RMSNorm(x)) head-major. x [n, heads, d] fp32 (rows ldx apart, heads d apart),
- * cs [2, n, d] fp32 (cos then sin, dense), w [d] the norm's weight, wr [d] its halves swapped with
- * the first negated (narrow.rope_weights) -> out [heads, n, d], fp32 or bf16 (out_bf16 != 0):
- * z = y * (cos * w) + rotated(y) * (sin * wr), times 1 / sqrt(sum(y^2) / d + eps). d <= 512. */
-void ov_norm_rope(const float *x, int64_t n, int64_t heads, int64_t d, int64_t ldx, const float *cs, const float *w,
-                  const float *wr, float eps, void *out, int out_bf16, int threads) {
+/* q or k: RoPE(RMSNorm(x)) head-major. x [n, heads, d] fp32, or bf16 when in_bf16 != 0 (rows ldx
+ * apart, heads d apart), cs [2, n, d] fp32 (cos then sin, dense), w [d] the norm's weight, wr [d]
+ * its halves swapped with the first negated (narrow.rope_weights) -> out [heads, n, d], fp32 or bf16
+ * (out_bf16 != 0): z = y * (cos * w) + rotated(y) * (sin * wr), times 1 / sqrt(sum(y^2) / d + eps),
+ * computed in fp32. d <= 512. */
+void ov_norm_rope(const void *x, int in_bf16, int64_t n, int64_t heads, int64_t d, int64_t ldx, const float *cs,
+                  const float *w, const float *wr, float eps, void *out, int out_bf16, int threads) {
     int64_t half = d / 2;
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (int64_t i = 0; i < n; i++) {
         const float *c = cs + i * d, *s = cs + (n + i) * d;
-        float cw[512], sw[512], z[512];
+        float cw[512], sw[512], z[512], wide[512];
 #pragma omp simd
         for (int64_t j = 0; j < d; j++) {
             cw[j] = c[j] * w[j];
             sw[j] = s[j] * wr[j];
         }
         for (int64_t h = 0; h < heads; h++) {
-            const float *y = x + i * ldx + h * d;
+            const float *y;
+            if (in_bf16) {
+                const uint16_t *yh = (const uint16_t *)x + i * ldx + h * d;
+#pragma omp simd
+                for (int64_t j = 0; j < d; j++) wide[j] = bf16_to_f32(yh[j]);
+                y = wide;
+            } else {
+                y = (const float *)x + i * ldx + h * d;
+            }
             float r = 1.0f / sqrtf(sum_squares(y, d) / (float)d + eps);
 #pragma omp simd
             for (int64_t j = 0; j < half; j++) z[j] = (y[j] * cw[j] + y[j + half] * sw[j]) * r;
@@ -194,6 +203,84 @@ void ov_norm_rope(const float *x, int64_t n, int64_t heads, int64_t d, int64_t l
                 store_bf16((uint16_t *)out + o, z, d);
             } else {
                 memcpy((float *)out + o, z, (size_t)d * sizeof(float));
+            }
+        }
+    }
+}
+
+/* RMSNorm of bf16 rows: x [n, d] bf16 (rows ldx apart), w [d] fp32 -> out [n, d] bf16 dense,
+ * ((x * r) * w) computed in fp32 and rounded once, r = 1 / sqrt(sum(x^2) / d + eps). d <= 8192. */
+void ov_rms_norm_bf16(const uint16_t *x, int64_t n, int64_t d, int64_t ldx, const float *w, float eps, uint16_t *out,
+                      int threads) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        float wide[8192];
+        const uint16_t *xi = x + i * ldx;
+#pragma omp simd
+        for (int64_t j = 0; j < d; j++) wide[j] = bf16_to_f32(xi[j]);
+        float r = 1.0f / sqrtf(sum_squares(wide, d) / (float)d + eps);
+#pragma omp simd
+        for (int64_t j = 0; j < d; j++) wide[j] = (wide[j] * r) * w[j];
+        store_bf16(out + i * d, wide, d);
+    }
+}
+
+#if defined(__FMA__)
+#define OV_FMA(a, b, c) fmaf(a, b, c) /* one instruction where the target has it */
+#else
+#define OV_FMA(a, b, c) ((a) * (b) + (c))
+#endif
+
+/* exp(x) for x <= 0 (a softmax's x - max): 2^n * e^r, n = round(x / ln 2), |r| <= ln 2 / 2, e^r by
+ * its Taylor polynomial to r^6 (relative error under 3e-6, beside bf16's 4e-3 the probabilities are
+ * rounded to); 0 below -87 (under fp32's normal range) */
+static inline float exp_nonpositive(float x) {
+    float t = x * 1.44269504088896341f;
+    float n = (t + ROUNDER) - ROUNDER; /* round to nearest, as (ties to even) */
+    float r = (x - n * 0.693359375f) - n * -2.12194440e-4f; /* ln 2 in two parts: n * hi is exact */
+    float p = OV_FMA(1.0f / 720.0f, r, 1.0f / 120.0f);
+    p = OV_FMA(p, r, 1.0f / 24.0f);
+    p = OV_FMA(p, r, 1.0f / 6.0f);
+    p = OV_FMA(p, r, 0.5f);
+    p = OV_FMA(p, r, 1.0f);
+    p = OV_FMA(p, r, 1.0f);
+    int32_t e = (int32_t)n + 127;
+    e = e < 1 ? 1 : e;
+    uint32_t bits = (uint32_t)e << 23;
+    float two_n;
+    memcpy(&two_n, &bits, 4);
+    return x < -87.0f ? 0.0f : p * two_n;
+}
+
+/* softmax over each row of x [rows, s] bf16 (rows dense, s apart), in place: computed in fp32,
+ * rounded once; the exponentials kept in a buffer of the row's (re-computed past 8192 columns). */
+void ov_softmax_bf16(uint16_t *x, int64_t rows, int64_t s, int threads) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t i = 0; i < rows; i++) {
+        uint16_t *xi = x + i * s;
+        float e[8192];
+        float m = -INFINITY, sum = 0.0f;
+#pragma omp simd reduction(max : m)
+        for (int64_t j = 0; j < s; j++) m = OV_MAX(m, bf16_to_f32(xi[j]));
+        if (s <= 8192) {
+#pragma omp simd reduction(+ : sum)
+            for (int64_t j = 0; j < s; j++) {
+                e[j] = exp_nonpositive(bf16_to_f32(xi[j]) - m);
+                sum += e[j];
+            }
+            float inv = 1.0f / sum;
+#pragma omp simd
+            for (int64_t j = 0; j < s; j++) e[j] = e[j] * inv;
+            store_bf16(xi, e, s);
+        } else {
+#pragma omp simd reduction(+ : sum)
+            for (int64_t j = 0; j < s; j++) sum += exp_nonpositive(bf16_to_f32(xi[j]) - m);
+            float inv = 1.0f / sum;
+            for (int64_t j0 = 0; j0 < s; j0 += 8192) {
+                int64_t len = s - j0 < 8192 ? s - j0 : 8192;
+#pragma omp simd
+                for (int64_t j = 0; j < len; j++) e[j] = exp_nonpositive(bf16_to_f32(xi[j0 + j]) - m) * inv;
+                store_bf16(xi + j0, e, len);
             }
         }
     }

@@ -226,6 +226,7 @@ _I64 = ctypes.c_int64
 _F = ctypes.c_float
 _INT = ctypes.c_int
 _DP = ctypes.POINTER(ctypes.c_double)
+_WIDTHS = (torch.float32, torch.bfloat16)
 
 
 def _rows(x: torch.Tensor) -> tuple[int, int, int]:
@@ -245,8 +246,17 @@ class Kernels:
         lib.ov_rms_norm_quantize.argtypes = [_P, _I64, _I64, _I64, _P, _F, _INT, _P, _P, _DP, _INT]
         lib.ov_quantize.argtypes = [_P, _INT, _I64, _I64, _I64, _INT, _P, _DP, _INT]
         lib.ov_mul_quantize.argtypes = [_P, _I64, _P, _I64, _I64, _I64, _INT, _P, _DP, _INT]
-        lib.ov_norm_rope.argtypes = [_P, _I64, _I64, _I64, _I64, _P, _P, _P, _F, _P, _INT, _INT]
-        for f in ("ov_rms_norm_quantize", "ov_quantize", "ov_mul_quantize", "ov_norm_rope"):
+        lib.ov_norm_rope.argtypes = [_P, _INT, _I64, _I64, _I64, _I64, _P, _P, _P, _F, _P, _INT, _INT]
+        lib.ov_rms_norm_bf16.argtypes = [_P, _I64, _I64, _I64, _P, _F, _P, _INT]
+        lib.ov_softmax_bf16.argtypes = [_P, _I64, _I64, _INT]
+        for f in (
+            "ov_rms_norm_quantize",
+            "ov_quantize",
+            "ov_mul_quantize",
+            "ov_norm_rope",
+            "ov_softmax_bf16",
+            "ov_rms_norm_bf16",
+        ):
             getattr(lib, f).restype = None
 
     def rms_norm_quantize(
@@ -318,15 +328,15 @@ class Kernels:
     def norm_rope(
         self, x: torch.Tensor, cos_sin: torch.Tensor, weights: torch.Tensor, eps: float, dtype: torch.dtype
     ) -> torch.Tensor:
-        """narrow.norm_rope in one pass: x [n, heads, d] fp32 (heads dense, rows strided), cos_sin
-        [2, n, d] fp32, weights [2, 1, d] (narrow.rope_weights) -> [n, heads, d] in `dtype` (fp32 or
-        bf16), a transposed view of a dense [heads, n, d]."""
+        """narrow.norm_rope in one pass: x [n, heads, d] fp32 or bf16 (heads dense, rows strided),
+        cos_sin [2, n, d] fp32, weights [2, 1, d] (narrow.rope_weights) -> [n, heads, d] in `dtype`
+        (fp32 or bf16), a transposed view of a dense [heads, n, d]."""
         n, heads, d = x.shape
-        if x.dtype != torch.float32 or x.stride(2) != 1 or x.stride(1) != d or d > 512 or d % 2:
+        if x.dtype not in _WIDTHS or x.stride(2) != 1 or x.stride(1) != d or d > 512 or d % 2:
             raise ValueError(
-                f"kernels.norm_rope: fp32 [n, heads, d] with dense heads, d even <= 512, not {x.dtype} strides {x.stride()}"
+                f"kernels.norm_rope: fp32 or bf16 [n, heads, d] with dense heads, d even <= 512, not {x.dtype} strides {x.stride()}"
             )
-        if dtype not in (torch.float32, torch.bfloat16):
+        if dtype not in _WIDTHS:
             raise ValueError(f"kernels.norm_rope: out fp32 or bf16, not {dtype}")
         cs = _fp32(cos_sin).contiguous()
         if tuple(cs.shape) != (2, n, d):
@@ -334,10 +344,29 @@ class Kernels:
         w = _fp32(weights).reshape(2, d).contiguous()
         out = torch.empty(heads, n, d, dtype=dtype)
         self.lib.ov_norm_rope(
-            x.data_ptr(), n, heads, d, x.stride(0), cs.data_ptr(), w[0].data_ptr(), w[1].data_ptr(), eps,
-            out.data_ptr(), int(dtype == torch.bfloat16), torch.get_num_threads(),
+            x.data_ptr(), int(x.dtype == torch.bfloat16), n, heads, d, x.stride(0), cs.data_ptr(), w[0].data_ptr(),
+            w[1].data_ptr(), eps, out.data_ptr(), int(dtype == torch.bfloat16), torch.get_num_threads(),
         )  # fmt: skip
         return out.transpose(0, 1)
+
+    def rms_norm_bf16(self, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+        """narrow.lean_rms_norm of bf16 rows in one pass: x [n, d] bf16 -> [n, d] bf16 (d <= 8192)."""
+        n, d, ld = _rows(x)
+        if x.dtype != torch.bfloat16 or d > 8192:
+            raise ValueError(f"kernels.rms_norm_bf16: bf16 rows of at most 8192, not {x.dtype} [{n}, {d}]")
+        w = _fp32_vector(weight, d)
+        out = torch.empty(n, d, dtype=torch.bfloat16)
+        self.lib.ov_rms_norm_bf16(x.data_ptr(), n, d, ld, w.data_ptr(), eps, out.data_ptr(), torch.get_num_threads())
+        return out
+
+    def softmax_(self, x: torch.Tensor) -> torch.Tensor:
+        """x.softmax(-1) into x itself: x bf16, dense (computed in fp32, rounded once; the
+        exponentials by a polynomial within 2e-7 of exp's)."""
+        if x.dtype != torch.bfloat16 or not x.is_contiguous() or x.device.type != "cpu":
+            raise ValueError(f"kernels.softmax_: a dense CPU bf16 tensor expected, not {x.dtype} strides {x.stride()}")
+        s = x.shape[-1]
+        self.lib.ov_softmax_bf16(x.data_ptr(), x.numel() // max(s, 1), s, torch.get_num_threads())
+        return x
 
 
 def _fp32(x: torch.Tensor) -> torch.Tensor:

@@ -453,4 +453,5 @@ def to_bfloat16(model: OmniVoiceModel) -> int:
             m.weight = _to_bf16(m.weight)
     model.audio_embeddings.weight = _to_bf16(model.audio_embeddings.weight)
     _heads_to_bf16(model)
+    fusedpath.install(model)  # the norms, RoPE and softmax in kernels, where they build here
     return n
