@@ -207,3 +207,25 @@ def test_rms_norm_of_bf16_rows(k8):
     want = narrow.lean_rms_norm(x.float(), w.float(), 1e-6)
     assert bool(((got - want).abs() <= 2**-8 * want.abs() + 1e-6).all())
     assert float((got == want.bfloat16().float()).float().mean()) > 0.99  # rounded as torch rounds, nearly always
+
+
+def test_a_prebuilt_library_needs_no_compiler(tmp_path):
+    """build_all (a container image's build stage) into a folder: a machine without a compiler loads them."""
+    assert set(kernels.build_all(tmp_path)) == set(kernels.TARGETS)
+    out = _fresh_load(tmp_path, {"CC": str(tmp_path / "no-such-cc"), "PATH": str(tmp_path)})
+    assert out.stdout.strip() == "ok"
+
+
+def test_status_says_what_info_shows(tmp_path, monkeypatch):
+    monkeypatch.setenv("OMNIVOICE_KERNELS", str(tmp_path))
+    assert kernels.state_in_words().startswith("to be built for ")  # not built yet: when it will be
+    kernels.build_all(tmp_path)
+    assert kernels.state_in_words() == f"built for {kernels.target()} ({tmp_path})"
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert kernels.state_in_words().startswith("built for")  # there already: no compiler needed
+    for lib in tmp_path.glob("kernels-*.so"):
+        lib.unlink()
+    assert "no C compiler" in kernels.state_in_words()
+    monkeypatch.setenv("OMNIVOICE_KERNELS", "off")
+    assert kernels.state_in_words().startswith("off")

@@ -4,7 +4,8 @@ one or two passes each (fusedpath.py's layer forward uses them).
 Built with the C compiler the machine has ($CC, else cc, gcc or clang), for this CPU's target
 (AVX-512 with or without BF16, AVX2 or the architecture's baseline: `target()`), into the user's data folder
 (`kernels/`, beside the weight cache; $OMNIVOICE_KERNELS names another folder, or `off`), keyed by
-the source, the compiler's version, the target and the flags: a build costs about a second, once.
+the source, the target and the flags: a build costs about a second, once; where a library of the
+key is there already (a container image ships them: `build_all`), no compiler is needed.
 Read back as our own state, untrusted: a regular file (never a link) of our user's, not writable
 by others, whose sha256 matches the digest written beside it, opened once and loaded from that
 descriptor (what was checked is what is loaded); anything else is rebuilt. Where no compiler
@@ -80,24 +81,38 @@ def compiler() -> str | None:
     return None
 
 
-def _compiler_version(cc: str) -> str:
-    out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30, check=True)
-    return out.stdout.splitlines()[0].strip() if out.stdout else cc
-
-
-def build_key(cc: str, name: str) -> str:
-    """32 hex digits naming a build: the source, the compiler and its version, the target, the flags."""
+def build_key(name: str) -> str:
+    """32 hex digits naming a build: the source, the target and the flags. Not the compiler: any
+    compiler's build of them is the same functions (a library built elsewhere, e.g. in a container
+    image's build stage, is used where no compiler is; `python -m omnivoice_cli.engine.fast.kernels`)."""
     h = hashlib.sha256()
-    for part in (
-        SOURCE.read_bytes(),
-        cc.encode(),
-        _compiler_version(cc).encode(),
-        name.encode(),
-        " ".join(FLAGS).encode(),
-    ):
+    for part in (SOURCE.read_bytes(), name.encode(), " ".join((*FLAGS, *TARGETS[name])).encode()):
         h.update(len(part).to_bytes(8, "little"))
         h.update(part)
     return h.hexdigest()[:32]
+
+
+def paths(where: Path, name: str) -> tuple[Path, Path]:
+    """The library of target `name` in `where` and the file holding its sha256."""
+    key = build_key(name)
+    return where / f"kernels-{key}.so", where / f"kernels-{key}.sha256"
+
+
+def state_in_words(name: str | None = None) -> str:
+    """In words, for `omnivoice info`: whether the kernels of target `name` (default this CPU's) are
+    built, will be, or cannot be (and why). Builds nothing."""
+    name = name or target()
+    where = folder()
+    if where is None:
+        return f"off (${ENV})"
+    fd = _open_verified(*paths(where, name))
+    if fd is not None:
+        os.close(fd)
+        return f"built for {name} ({where})"
+    cc = compiler()
+    if cc is None:
+        return "not built: no C compiler (cc, gcc or clang; or $CC): the int8 and bf16 bodies run torch's ops"
+    return f"to be built for {name} at the first int8 or bf16 load ({Path(cc).name}, about a second)"
 
 
 def _digest_of(fd: int) -> str | None:
@@ -194,23 +209,16 @@ def _load(name: str) -> "Kernels | None":
     if where is None:
         _why[name] = f"${ENV} is off"
         return None
-    cc = compiler()
-    if cc is None:
-        _why[name] = "no C compiler (cc, gcc or clang; or $CC)"
-        return None
     try:
-        key = build_key(cc, name)
-        where.mkdir(parents=True, exist_ok=True)
-        lib, digest = where / f"kernels-{key}.so", where / f"kernels-{key}.sha256"
+        lib, digest = paths(where, name)
         fd = _open_verified(lib, digest)
         if fd is None:
-            build(cc, name, lib)
-            fd = os.open(lib, _READ_FLAGS)
-            digest_now = _digest_of(fd)
-            if digest_now is None or not _ours(os.fstat(fd)):
-                os.close(fd)
-                raise OSError(f"the built library {lib} is not a plain file of ours under {_MAX_LIBRARY} bytes")
-            _write_private(digest, digest_now.encode())
+            cc = compiler()
+            if cc is None:
+                _why[name] = "no C compiler (cc, gcc or clang; or $CC)"
+                return None
+            where.mkdir(parents=True, exist_ok=True)
+            fd = _build_verified(cc, name, lib, digest)
         try:
             handle = ctypes.CDLL(f"/proc/self/fd/{fd}" if sys.platform == "linux" else str(lib))
         finally:
@@ -219,6 +227,30 @@ def _load(name: str) -> "Kernels | None":
     except (OSError, subprocess.SubprocessError, AttributeError) as e:
         _why[name] = f"the fused kernels could not be built or loaded: {e}"
         return None
+
+
+def _build_verified(cc: str, name: str, lib: Path, digest: Path) -> int:
+    """Build target `name` into `lib`, write its digest; an open descriptor of what was built."""
+    build(cc, name, lib)
+    fd = os.open(lib, _READ_FLAGS)
+    digest_now = _digest_of(fd)
+    if digest_now is None or not _ours(os.fstat(fd)):
+        os.close(fd)
+        raise OSError(f"the built library {lib} is not a plain file of ours under {_MAX_LIBRARY} bytes")
+    _write_private(digest, digest_now.encode())
+    return fd
+
+
+def build_all(where: Path) -> list[str]:
+    """Every target's library into `where` (a container image's build stage: its runs need no
+    compiler); returns the targets built. Fails where there is no compiler."""
+    cc = compiler()
+    if cc is None:
+        raise OSError("no C compiler (cc, gcc or clang; or $CC)")
+    where.mkdir(parents=True, exist_ok=True)
+    for name in TARGETS:
+        os.close(_build_verified(cc, name, *paths(where, name)))
+    return list(TARGETS)
 
 
 _P = ctypes.c_void_p
@@ -380,3 +412,8 @@ def _fp32_vector(w: torch.Tensor, d: int) -> torch.Tensor:
     if tuple(w.shape) != (d,):
         raise ValueError(f"kernels: a weight of {d} expected, not {tuple(w.shape)}")
     return w
+
+
+if __name__ == "__main__":  # python -m omnivoice_cli.engine.fast.kernels [FOLDER]: every target, prebuilt
+    built = build_all(Path(sys.argv[1]) if len(sys.argv) > 1 else folder() or hub.user_home() / "kernels")
+    print("built:", " ".join(built))
