@@ -229,3 +229,17 @@ def test_status_says_what_info_shows(tmp_path, monkeypatch):
     assert "no C compiler" in kernels.state_in_words()
     monkeypatch.setenv("OMNIVOICE_KERNELS", "off")
     assert kernels.state_in_words().startswith("off")
+
+
+def test_only_our_or_roots_unshared_files_are_trusted():
+    def st(mode: int, uid: int) -> os.stat_result:
+        return os.stat_result((mode, 1, 1, 1, uid, 0, 10, 0, 0, 0))
+
+    reg = 0o100000
+    assert kernels._ours(st(reg | 0o755, os.getuid())) and kernels._ours(
+        st(reg | 0o755, 0)
+    )  # an image's prebuilt: root's
+    assert not kernels._ours(st(reg | 0o775, os.getuid()))  # its group may write it
+    assert not kernels._ours(st(reg | 0o757, 0))
+    assert not kernels._ours(st(0o120777, os.getuid()))  # a link
+    assert os.getuid() == 0 or not kernels._ours(st(reg | 0o755, os.getuid() + 1))  # another user's

@@ -128,8 +128,9 @@ def _digest_of(fd: int) -> str | None:
 
 
 def _ours(st: os.stat_result) -> bool:
-    """A regular file of this user's that no one else may write."""
-    mine = not hasattr(os, "getuid") or st.st_uid == os.getuid()
+    """A regular file of this user's (or root's: a container image's prebuilt ones) that no one else
+    may write."""
+    mine = not hasattr(os, "getuid") or st.st_uid in (os.getuid(), 0)
     return stat.S_ISREG(st.st_mode) and mine and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
 
 
