@@ -70,6 +70,7 @@ def main() -> int:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
+    from omnivoice_cli.engine.fast import fusedpath
     from omnivoice_cli.engine.hardware import Hardware
     from omnivoice_cli.engine.model.generation import pack
     from omnivoice_cli.engine.pipeline import Engine
@@ -82,6 +83,7 @@ def main() -> int:
     engine = Engine.load(str(ckpt), Hardware(device="cpu", dtype=args.dtype, **kw))
     job = engine.prepare(Request(text=H.SENTENCE_9S, lang="en"))
     batch, [(c, _)] = pack([job], "cpu")
+    named_kernels()
     with torch.inference_mode():
         engine.model.heads(engine.model(batch)[c : c + job.canvas.target_len])  # warm
         t = time.perf_counter()
@@ -96,7 +98,8 @@ def main() -> int:
     print(
         f"path: dtype {engine.dtype}, quantize {args.quantize or 'none'}, down_proj {type(layer.mlp.down_proj).__name__}, "
         f"{batch.input_ids.shape[-1] if hasattr(batch, 'input_ids') else '?'} positions; "
-        f"{wall:.3f} s a forward with the heads (profiled), {args.threads} threads"
+        f"{wall:.3f} s a forward with the heads (profiled), {args.threads} threads; "
+        f"fused kernels {'on' if fusedpath.installed(engine.model) else 'off'}"
     )
     print(f"{'op':44s} {'self ms/fwd':>11s} {'share':>6s} {'calls/fwd':>9s}")
     for e in sorted(events, key=lambda e: -e.self_cpu_time_total)[: args.top]:
@@ -204,6 +207,25 @@ def count_repacks(forward) -> tuple[list[str], int]:
         if f[5] == "reorder" or (two_d and "brg" in f[6] and plain.search(line)):
             found.append(line)
     return found, products
+
+
+def named_kernels() -> None:
+    """The fused kernels' calls (engine/fast/kernels.py, through ctypes: no torch op of their own)
+    recorded by the profiler under `omnivoice::<name>`, so that they are ranked among the ops."""
+    import functools
+
+    from torch.profiler import record_function
+
+    from omnivoice_cli.engine.fast import kernels
+
+    for name in ("rms_norm_quantize", "quantize", "mul_quantize", "norm_rope"):
+        f = getattr(kernels.Kernels, name)
+
+        def named(*a, _f=f, _name=f"omnivoice::{name}", **k):
+            with record_function(_name):
+                return _f(*a, **k)
+
+        setattr(kernels.Kernels, name, functools.wraps(f)(named))
 
 
 # the kernels' entry points (engine/torchprivate.py) a forward's linear products go through

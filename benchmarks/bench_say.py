@@ -42,6 +42,11 @@ def main() -> int:
     H.add_device_args(ap)
     H.add_variant_args(ap)
     ap.add_argument("--out", type=Path, default=None, help="write all figures as JSON here")
+    ap.add_argument(
+        "--unfused",
+        action="store_true",
+        help="whole commands: also each row without the fused kernels (OMNIVOICE_KERNELS=off), alternating",
+    )
     args = ap.parse_args()
     args.ckpt = args.ckpt or H.default_ckpt()
     ref = H.have_reference() and not args.no_reference and args.device == "cpu" and not args.ref_seconds
@@ -75,7 +80,10 @@ def main() -> int:
             print(H.fast_vs_balanced(table))
         out["per_step"][steps] = table
     if args.whole_steps:
-        whole(args, H.cli_variants(variants), ref, texts, out)
+        rows = H.cli_variants(variants)
+        if args.unfused:  # the same rows on torch's ops between the products (engine/fast/kernels.py off)
+            rows = [r for name, extra in rows for r in ((name, extra), (f"{name} unfused", extra))]
+        whole(args, rows, ref, texts, out)
     if args.out:
         args.out.write_text(json.dumps(out, indent=1))
     return 0
@@ -113,7 +121,8 @@ def whole(args, variants, ref: bool, texts: list[str], out: dict) -> None:
             runs["reference"] = []
         for rep in range(args.repeats):
             for name, extra in variants:
-                runs[name].append(H.run_whole(cmd + extra))
+                env = {"OMNIVOICE_KERNELS": "off"} if name.endswith(" unfused") else None
+                runs[name].append(H.run_whole(cmd + extra, env))
                 print(f"  whole command, repeat {rep + 1}: {name:14s} {parts(runs[name][-1])}", flush=True)
             if ref:
                 rcmd = H.reference_cmd(args, texts, args.whole_steps, ["--output", f"{tmp}/ref.wav"])

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How far the CPU's narrow paths (`--dtype bfloat16`, `--quantize int8`) move the model from fp32.
 
-    python benchmarks/fidelity.py [--full DIR] [--steps 8] [--variants bf16 int8 auto]
+    python benchmarks/fidelity.py [--full DIR] [--steps 8] [--variants bf16 int8 auto] [--sentences 4]
     python benchmarks/fidelity.py --step-cache [--steps 16] [--every 8 3] [--cache-path fp32]
 
 (under caps, e.g. `ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 FBGEMM_ENABLE_INSTRUCTIONS=AVX2`,
@@ -206,6 +206,9 @@ def main() -> None:
     )
     ap.add_argument("--out", type=Path, default=None, help="write the rows as JSON here")
     ap.add_argument(
+        "--sentences", type=int, default=1, help="full-size cases: the 9 s sentence and this many less one of BATCH8's"
+    )
+    ap.add_argument(
         "--step-cache", action="store_true", help="instead: the step cache against the exact loop, step by step"
     )
     ap.add_argument("--every", type=int, nargs=2, default=[8, 3], metavar=("N", "K"), help="the cache's n and k")
@@ -256,12 +259,9 @@ def main() -> None:
         (p for p in (ROOT / ".oracle" / "ckpt-full", ROOT / "bench-ckpt-full") if p.is_dir()), None
     )
     if full:
-        from _harness import SENTENCE_9S
-
-        show(
-            "full-size",
-            compare(full, [("sentence 9 s", Request(text=SENTENCE_9S, lang="en"))], args.variants, args.steps),
-        )
+        named = [("sentence 9 s", Request(text=H.SENTENCE_9S, lang="en"))]
+        named += [(f"batch8 {i}", Request(text=t, lang="en")) for i, t in enumerate(H.BATCH8[1 : args.sentences], 1)]
+        show("full-size", compare(full, named, args.variants, args.steps))
     if args.out:
         args.out.write_text(json.dumps(table, indent=1))
 

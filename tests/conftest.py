@@ -6,6 +6,7 @@ import dataclasses
 import os
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +29,8 @@ AGENT_REPLY = (  # an agent's reply of 13 sentences of 2-4 s each (no two short 
 )
 # no weight cache (engine/fast/weightcache.py) unless a test asks for one: the user's is never written
 os.environ.setdefault("OMNIVOICE_WEIGHT_CACHE", "off")
+# the fused kernels (engine/fast/kernels.py) built once for the test runs, never in the user's folder
+os.environ.setdefault("OMNIVOICE_KERNELS", os.path.join(tempfile.gettempdir(), f"omnivoice-test-kernels-{os.getuid()}"))
 
 
 def make_runner() -> CliRunner:

@@ -11,7 +11,7 @@ from torch import nn
 
 from omnivoice_cli.engine import loading
 from omnivoice_cli.engine.errors import InvalidRequest
-from omnivoice_cli.engine.fast import cpu, linears, narrow
+from omnivoice_cli.engine.fast import cpu, fusedpath, kernels, linears, narrow
 from omnivoice_cli.engine.fast.int8pack import int8_weight, quantize_activations
 from omnivoice_cli.engine.fast.linears import (
     BF16Linear,
@@ -187,7 +187,8 @@ def test_grouped_attention_is_attention(heads, kv):
 
 
 def narrow_installed(model) -> bool:
-    return model.layer_path == narrow.NARROW
+    """narrow.py's layer forward, or fusedpath.py's (the int8 one with its kernels fused)."""
+    return model.layer_path == narrow.NARROW or fusedpath.installed(model)
 
 
 def _rms64(x, w, eps):
@@ -306,7 +307,10 @@ def test_bf16_engine_converts_the_body_and_keeps_the_text_table(fp32_logits):
     assert {type(getattr(layer.mlp, n)) for n in ("gate_proj", "up_proj", "down_proj")} == {BF16Linear}
     assert type(layer.self_attn.o_proj) is BF16Linear and type(m.audio_heads) is BF16Linear
     assert layer.self_attn.math_dtype == torch.bfloat16 and narrow_installed(m)
-    assert type(layer.input_layernorm) is LeanRMSNorm and type(m.llm.norm) is LeanRMSNorm
+    fused = fusedpath.installed(m)
+    assert fused == (kernels.load() is not None)  # the norms, RoPE and softmax in kernels where they build
+    norm = fusedpath.KernelRMSNorm if fused else LeanRMSNorm
+    assert type(layer.input_layernorm) is norm and type(m.llm.norm) is norm
     assert layer.input_layernorm.weight.dtype == torch.bfloat16 and m.audio_embeddings.weight.dtype == torch.bfloat16
     assert m.llm.embed_tokens.weight.dtype == torch.float32  # a view of the file: a step reads a few rows
     assert m.audio_heads.weight.device.type == "cpu"  # callers read the heads' device
@@ -329,7 +333,10 @@ def test_int8_engine_fuses_and_stays_close(fp32_logits):
     assert bf16 == (cpu.has_native_bf16() and cpu.bf16_runs() and linears.onednn_linear_available())
     assert type(engine.model.audio_heads) is (BF16Linear if bf16 else linears.OneDNNLinear)
     assert layer.self_attn.math_dtype == (torch.bfloat16 if bf16 else None)
-    assert layer.self_attn.out_dtype == torch.float32  # what o_proj's quantisation reads
+    fused = fusedpath.installed(engine.model)
+    assert fused == (kind is Int8Linear and kernels.load() is not None)  # its kernels where they build
+    # what o_proj's quantisation reads: fp32 (narrow.py), or the attention's own dtype (the kernels read bf16)
+    assert layer.self_attn.out_dtype == (layer.self_attn.math_dtype or torch.float32 if fused else torch.float32)
     rel = ((_step0_logits(engine) - fp32_logits).norm() / fp32_logits.norm()).item()
     assert 0 < rel < 0.1
 
@@ -410,3 +417,42 @@ def test_int8_on_a_gpu_falls_back_only_when_the_device_was_auto(monkeypatch):
     assert notices == ["quantize int8 is for the CPU: running on cuda without it"]
     with pytest.raises(InvalidRequest, match="int8 runs on the CPU only, not on cuda"):
         loading._resolve_hardware(Hardware(device="cuda", quantize="int8"), notices.append)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(kernels.compiler() is None or linears.int8_kind() is not Int8Linear, reason="no fused kernels here")
+def test_int8_fused_forward_is_narrows_and_deterministic(monkeypatch, fp32_logits):
+    """fusedpath.py's layer forward against narrow.py's on the same codes: the same logits but for
+    the norms' last bits (their sums in another order), bit for bit run to run; its error against
+    fp32 no larger than narrow's."""
+    fused = Engine.load(str(TINY), Hardware(device="cpu", quantize="int8"))
+    assert fusedpath.installed(fused.model)
+    monkeypatch.setenv("OMNIVOICE_KERNELS", "off")
+    monkeypatch.setattr(kernels, "_loaded", {})
+    plain = Engine.load(str(TINY), Hardware(device="cpu", quantize="int8"))
+    assert not fusedpath.installed(plain.model) and plain.model.layer_path == narrow.NARROW
+    a, b, p = _step0_logits(fused), _step0_logits(fused), _step0_logits(plain)
+    assert torch.equal(a, b)
+    assert ((a - p).norm() / p.norm()).item() < 1e-4
+    err = lambda x: ((x - fp32_logits).norm() / fp32_logits.norm()).item()  # noqa: E731
+    assert err(a) <= err(p) * 1.01
+
+
+@pytest.mark.slow
+@needs_onednn_bf16
+@pytest.mark.skipif(kernels.compiler() is None, reason="no fused kernels here")
+def test_bf16_fused_forward_is_narrows(monkeypatch, fp32_logits):
+    """The bf16 body with its norms, RoPE and softmax in kernels against narrow.py's torch ops: the
+    same logits within bf16's rounding of the norms (their sums in another order), bit for bit run to
+    run, as far from fp32."""
+    fused = Engine.load(str(TINY), Hardware(device="cpu", dtype="bfloat16"))
+    assert fusedpath.installed(fused.model)
+    monkeypatch.setenv("OMNIVOICE_KERNELS", "off")
+    monkeypatch.setattr(kernels, "_loaded", {})
+    plain = Engine.load(str(TINY), Hardware(device="cpu", dtype="bfloat16"))
+    assert plain.model.layer_path == narrow.NARROW
+    a, b, p = _step0_logits(fused), _step0_logits(fused), _step0_logits(plain)
+    assert torch.equal(a, b)
+    assert ((a - p).norm() / p.norm()).item() < 0.01
+    err = lambda x: ((x - fp32_logits).norm() / fp32_logits.norm()).item()  # noqa: E731
+    assert err(a) <= err(p) * 1.05

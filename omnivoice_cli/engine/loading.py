@@ -17,7 +17,7 @@ import torch
 
 from .checkpoint import hub, tensorfile
 from .errors import CheckpointError, InvalidRequest
-from .fast import codecplan, cpu, memory, weightcache
+from .fast import codecplan, cpu, kernels, memory, weightcache
 from .fast.graphs import GraphedForward
 from .fast.linears import (
     FbgemmInt8Linear,
@@ -292,6 +292,7 @@ def cpu_paths(verbose: bool = False) -> list[tuple[str, str]]:
         *([(f"  at {'2+ threads' if threads == 1 else '1 thread'}", _auto_path(other))] if differs else []),
         ("--quantize int8", kernel),
         ("--dtype bfloat16", bf16),
+        ("fused kernels", kernels.state_in_words()),
         ("torch", f"{torch.__version__}, {torch.get_num_threads()} threads"),
         ("gpu", ", ".join(gpus) or "none"),
     ]

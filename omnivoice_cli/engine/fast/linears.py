@@ -20,7 +20,7 @@ from torch import nn
 
 from .. import torchprivate as tp
 from ..model.backbone import RMSNorm
-from . import cpu, narrow
+from . import cpu, fusedpath, narrow
 from .int8pack import PACK_ROWS, int8_weight, pack_codes, pack_int8_rows, quantize_activations
 from .memory import release_pages
 
@@ -400,16 +400,20 @@ def quantize_int8(model: OmniVoiceModel, make: "Make | None" = None, kind: type 
     weights int8 per output channel, activations quantised per tensor on the fly; the layer forward
     of narrow.py (activations fp32 between the products). Where the CPU has bf16 natively (cpu.py),
     attention and the audio heads run in bf16 (their error is small beside int8's); else they stay
-    fp32. Embeddings and norms stay fp32. `make`: convert_layers'; `kind`: the int8 layer (default
-    int8_kind()). Returns the number of linear layers quantised."""
+    fp32. Embeddings and norms stay fp32. With oneDNN's layers, fusedpath.py's layer forward where
+    its kernels build here (else narrow.py's). `make`: convert_layers'; `kind`: the int8 layer
+    (default int8_kind()). Returns the number of linear layers quantised."""
 
-    n = convert_layers(model, kind or int8_kind(), make)
+    kind = kind or int8_kind()
+    n = convert_layers(model, kind, make)
     bf16 = use_bf16_heads()
     if bf16:
         _heads_to_bf16(model)
     narrow.install_narrow(
         model, torch.bfloat16 if bf16 else torch.float32, output=torch.float32
     )  # fp32: quantised at once
+    if kind is Int8Linear:
+        fusedpath.install(model)  # the work between the products fused, where its kernels build here
     return n
 
 
@@ -449,4 +453,5 @@ def to_bfloat16(model: OmniVoiceModel) -> int:
             m.weight = _to_bf16(m.weight)
     model.audio_embeddings.weight = _to_bf16(model.audio_embeddings.weight)
     _heads_to_bf16(model)
+    fusedpath.install(model)  # the norms, RoPE and softmax in kernels, where they build here
     return n

@@ -42,18 +42,21 @@ from torch import nn
 from ..model.backbone import Attention, DecoderLayer, LayerPath, OmniVoiceModel, RMSNorm, rope_cos_sin
 
 
-def grouped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+def grouped_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dtype: torch.dtype, softmax_: Callable | None = None
+) -> torch.Tensor:
     """softmax(q k^T / sqrt(D)) v for one row, as two batched products and a softmax in `dtype`:
     q [h, L, D], k and v [kv, S, D] (S = L, or more where a cached prompt's keys come first) ->
     [h, L, D]. The query heads that share a key/value head are stacked along L ([kv, h/kv * L, D]),
     so k and v are never repeated. On CPUs this beats the fused kernel at these lengths in bf16 (its
     products run at the bf16 rate); it is not the reference's arithmetic, so the fp32 path keeps
-    scaled_dot_product_attention."""
+    scaled_dot_product_attention. `softmax_`: a softmax over the last dim in place (fusedpath's
+    kernel), else torch's."""
     h, L, D = q.shape
     kv, S = k.shape[0], k.shape[1]
     qs = q.to(dtype).reshape(kv, h // kv * L, D)  # a contiguous copy: head pairs side by side
     scores = torch.baddbmm(qs.new_empty(kv, qs.shape[1], S), qs, k.to(dtype).transpose(1, 2), beta=0, alpha=D**-0.5)
-    probs = scores.softmax(-1)  # [kv, h/kv * L, S], computed in fp32 internally
+    probs = softmax_(scores) if softmax_ else scores.softmax(-1)  # [kv, h/kv * L, S], computed in fp32 internally
     return torch.bmm(probs, v.to(dtype)).view(h, L, D)
 
 
@@ -189,7 +192,7 @@ def attention_output_and_mlp(layer: DecoderLayer, h: torch.Tensor, attn: torch.T
     return m.down_proj.add(gated, h)  # type: ignore[operator]  # a KernelLinear's fused add
 
 
-def _put_in_place(model: nn.Module, make: Callable[[nn.Module], nn.Module | None]) -> None:
+def put_in_place(model: nn.Module, make: Callable[[nn.Module], nn.Module | None]) -> None:
     """Every module under `model` for which `make` gives another replaced by it (in its parent)."""
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
@@ -213,6 +216,7 @@ class NarrowAttention(Attention):
         self.fused_qkv = fused_qkv
         self.math_dtype: torch.dtype | None = None
         self.out_dtype: torch.dtype | None = None
+        self.softmax_: Callable[[torch.Tensor], torch.Tensor] | None = None  # grouped_attention's (None: torch's)
         self.train(plain.training)
 
     def qkv(self, x: torch.Tensor):
@@ -235,7 +239,7 @@ class NarrowAttention(Attention):
             if prompts and prompts[row] is not None:
                 kr, vr = prompts[row].keys_values(layer, kr, vr)
             if math is not None:
-                o = grouped_attention(dense(q[:, s], math), kr, vr, math)
+                o = grouped_attention(dense(q[:, s], math), kr, vr, math, self.softmax_)
             else:
                 o = F.scaled_dot_product_attention(
                     q[None, :, s], kr[None], vr[None], enable_gqa=self.n_kv != self.n_heads
@@ -262,5 +266,5 @@ def install_narrow(model: OmniVoiceModel, attention: torch.dtype, output: torch.
         a.q_norm, a.k_norm = FoldedNorm.of(a.q_norm), FoldedNorm.of(a.k_norm)  # their weights folded in fp32
         a.math_dtype = None if attention == torch.float32 else attention
         a.out_dtype = output
-    _put_in_place(model, lambda m: LeanRMSNorm.of(m) if type(m) is RMSNorm else None)
+    put_in_place(model, lambda m: LeanRMSNorm.of(m) if type(m) is RMSNorm else None)
     model.use_layer_path(NARROW)

@@ -1,0 +1,143 @@
+"""The int8 body's layer forward with the work between its products fused (kernels.c): narrow.py's
+layer forward, each run of elementwise torch ops between two products one kernel of one or two
+passes. Per layer:
+
+- the input norm and the activations' codes for q/k/v: one kernel (the normed [N, H] never exists);
+- q and k: their norm, RoPE and the rounding to the attention's dtype, one pass each, head-major;
+- the attention's softmax (bf16 scores) in one kernel, its exponentials a polynomial (within 3e-6);
+- the attention's result written in bf16 where it computes in bf16 (exact: its values are bf16), and
+  coded for o_proj in one kernel (bit for bit int8pack.quantize_activations);
+- the post-attention norm and its codes: one kernel; the gate's product (SiLU in the product's
+  epilogue) times the up product, coded for down_proj in one kernel (the [N, I] product never exists);
+- the residual adds stay in the products' epilogues.
+
+The products, the attention and the model are narrow.py's; linears.quantize_int8 installs this
+forward (the model's seam, backbone.LayerPath) where the layers are oneDNN's Int8Linears and the
+kernels build on this machine (kernels.load), else narrow.py's stays. The arithmetic is the same
+as narrow.py's but for the norms' sums of squares (another summation order: their last bits).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import TYPE_CHECKING, Protocol, cast
+
+import torch
+
+from ..model.backbone import DecoderLayer, LayerPath, OmniVoiceModel, RMSNorm
+from . import kernels as kernel_build
+from .narrow import FoldedNorm, LeanRMSNorm, NarrowAttention, attention_output_and_mlp, put_in_place, stacked_rope
+
+if TYPE_CHECKING:  # annotations only
+    from .kernels import Kernels
+
+
+class Int8Product(Protocol):
+    """What this forward asks of a layer's linear (linears.Int8Linear: linears imports this module)."""
+
+    half: int
+
+    def run(
+        self, q: tuple[torch.Tensor, float], post: str = "none", other: torch.Tensor | None = None
+    ) -> torch.Tensor: ...
+
+
+def fused_attention_inputs(k8: "Kernels", layer: DecoderLayer, h: torch.Tensor, cos_sin: torch.Tensor, _=None):
+    """h [N, H] fp32, cos_sin [2, N, D] (narrow.stacked_rope) -> q [h, N, D], k [kv, N, D] dense in
+    the attention's dtype, v [kv, N, D] a view of the product (narrow.attention_inputs' contract)."""
+    a = cast(NarrowAttention, layer.self_attn)
+    fused = a.fused_qkv  # linears.Fused
+    linear = cast(Int8Product, fused.linear)  # type: ignore[attr-defined]
+    norm = layer.input_layernorm
+    n, d = h.shape[0], a.head_dim
+    y = linear.run(k8.rms_norm_quantize(h, norm.weight, norm.eps, linear.half))  # [N, (h + 2 kv) D]
+    q, k, v = y.split(fused.sizes, dim=-1)  # type: ignore[attr-defined]
+    dtype = a.math_dtype or torch.float32
+    qn, kn = cast(FoldedNorm, a.q_norm), cast(FoldedNorm, a.k_norm)
+    q = k8.norm_rope(q.view(n, a.n_heads, d), cos_sin, qn.rope_weights, qn.eps, dtype)
+    k = k8.norm_rope(k.view(n, a.n_kv, d), cos_sin, kn.rope_weights, kn.eps, dtype)
+    vh = v.view(n, a.n_kv, d).transpose(0, 1)  # head-major, a view (rounded by the attention)
+    if a.math_dtype is None:
+        vh = torch.empty(a.n_kv, n, d, dtype=dtype).copy_(vh)  # dense, as q and k
+    return q.transpose(0, 1), k.transpose(0, 1), vh
+
+
+def fused_attention_output_and_mlp(
+    k8: "Kernels", layer: DecoderLayer, h: torch.Tensor, attn: torch.Tensor
+) -> torch.Tensor:
+    """h + o_proj(attn), then + down(silu(gate(x)) * up(x)) for x its norm; attn [N, h * D] in
+    fp32 or bf16."""
+    a, m = layer.self_attn, layer.mlp
+    o, gate, up, down = (cast(Int8Product, x) for x in (a.o_proj, m.gate_proj, m.up_proj, m.down_proj))
+    h = o.run(k8.quantize(attn, o.half), other=h)  # a new tensor: o_proj(attn) + h
+    norm = layer.post_attention_layernorm
+    codes = k8.rms_norm_quantize(h, norm.weight, norm.eps, gate.half)
+    g, u = gate.run(codes, "swish"), up.run(codes)
+    return down.run(k8.mul_quantize(g, u, down.half), other=h)
+
+
+def bf16_attention_inputs(k8: "Kernels", layer: DecoderLayer, h: torch.Tensor, cos_sin: torch.Tensor, _=None):
+    """The bf16 body's: h [N, H] bf16 -> q [h, N, D], k [kv, N, D] dense bf16 (norm, RoPE and the
+    rounding in one pass each), v [kv, N, D] a view of the product (narrow.attention_inputs' contract)."""
+    a = cast(NarrowAttention, layer.self_attn)
+    n, d = h.shape[0], a.head_dim
+    q, k, v = a.qkv(layer.input_layernorm(h))  # the norm: a KernelRMSNorm
+    qn, kn = cast(FoldedNorm, a.q_norm), cast(FoldedNorm, a.k_norm)
+    q = k8.norm_rope(q.view(n, a.n_heads, d), cos_sin, qn.rope_weights, qn.eps, torch.bfloat16)
+    k = k8.norm_rope(k.view(n, a.n_kv, d), cos_sin, kn.rope_weights, kn.eps, torch.bfloat16)
+    return q.transpose(0, 1), k.transpose(0, 1), v.view(n, a.n_kv, d).transpose(0, 1)
+
+
+class KernelRMSNorm(LeanRMSNorm):
+    """A bf16 body's RMSNorm in one pass (kernels.rms_norm_bf16) for bf16 rows, else lean_rms_norm."""
+
+    kernels: "Kernels"
+
+    @classmethod
+    def with_kernels(cls, norm: RMSNorm, k8: "Kernels") -> "KernelRMSNorm":
+        new = cast(KernelRMSNorm, cls.of(norm))
+        new.kernels = k8
+        return new
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dtype == torch.bfloat16 and x.dim() == 2 and x.stride(1) == 1 and x.shape[1] <= 8192:
+            return self.kernels.rms_norm_bf16(x, self.weight, self.eps)
+        return super().forward(x)
+
+
+def _linears(layer: DecoderLayer) -> list[object]:
+    a, m = layer.self_attn, layer.mlp
+    return [getattr(getattr(a, "fused_qkv", None), "linear", None), a.o_proj, m.gate_proj, m.up_proj, m.down_proj]
+
+
+def install(model: OmniVoiceModel) -> bool:
+    """This layer forward in `model`'s seam, where the kernels build here (kernels.load) and the body
+    is narrow.py's int8 one (linears.quantize_int8, oneDNN's Int8Linears: their kind "int8"; FBGEMM's
+    and torch's quantise inside) or its bf16 one (linears.to_bfloat16); True where installed."""
+    k8 = kernel_build.load()
+    layers = [cast(DecoderLayer, m) for m in model.llm.layers]
+    kinds = {getattr(x, "kind", None) for layer in layers for x in _linears(layer)}
+    narrow_body = all(isinstance(layer.self_attn, NarrowAttention) for layer in layers)
+    if k8 is None or not narrow_body or kinds not in ({"int8"}, {"bf16"}):
+        return False
+    for layer in layers:
+        a = cast(NarrowAttention, layer.self_attn)
+        if a.math_dtype == torch.bfloat16:
+            a.softmax_ = k8.softmax_  # the scores' softmax in one kernel
+    if kinds == {"bf16"}:
+        put_in_place(model, lambda m: KernelRMSNorm.with_kernels(m, k8) if type(m) is LeanRMSNorm else None)
+        model.use_layer_path(LayerPath(stacked_rope, partial(bf16_attention_inputs, k8), attention_output_and_mlp))
+        return True
+    for layer in layers:
+        a = cast(NarrowAttention, layer.self_attn)
+        a.out_dtype = a.math_dtype or torch.float32  # coded at once: bf16 is read as it is
+    model.use_layer_path(
+        LayerPath(stacked_rope, partial(fused_attention_inputs, k8), partial(fused_attention_output_and_mlp, k8))
+    )
+    return True
+
+
+def installed(model: OmniVoiceModel) -> bool:
+    """Whether `model` runs this file's layer forward (int8 or bf16)."""
+    inputs = model.layer_path.inputs
+    return isinstance(inputs, partial) and inputs.func in (fused_attention_inputs, bf16_attention_inputs)

@@ -1,0 +1,287 @@
+/* The int8 body's work between its products, as few passes over memory as the math allows
+ * (engine/fast/kernels.py builds this file once per CPU target and compiler, caches the library,
+ * and calls it through ctypes; engine/fast/fusedpath.py is the layer forward that uses it).
+ *
+ * Each function is one step of narrow.py's layer forward computed in one or two passes instead of
+ * five to ten torch ops, parallel over rows with OpenMP (torch's own libgomp: the threads are
+ * torch's). Built with -ffp-contract=off: every product and sum is rounded as torch's separate ops
+ * round it (no fused multiply-add), so the quantisation is bit for bit int8pack.quantize_activations'
+ * on the same values. The sums of squares are taken in another order than torch's reductions: a
+ * norm may differ from torch's in the last bit.
+ *
+ * The codes: symmetric per tensor around half + 1, code = round(v / scale) + half + 1, scale =
+ * max(max|v|, 1e-30) / half (in double, as Python computes it), v / scale computed as
+ * v * (float)(1 / scale), rounded ties-to-even by adding 1.5 * 2^23 + half + 1 and keeping the low
+ * byte of the sum's bits (int8pack._ROUNDER).
+ */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#if defined(__AVX512BF16__)
+#include <immintrin.h>
+#endif
+
+#define ROUNDER 12582912.0f /* 1.5 * 2^23 */
+#define OV_MAX(a, b) ((b) > (a) ? (b) : (a)) /* NaNs ignored (fmaxf is a library call) */
+
+int ov_version(void) { return 1; }
+
+static inline uint8_t code_of(float v, float inv, float shift) {
+    float s = v * inv;
+    s = s + shift;
+    uint32_t bits;
+    memcpy(&bits, &s, 4);
+    return (uint8_t)bits;
+}
+
+static inline float bf16_to_f32(uint16_t h) {
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+/* round to nearest even, as torch's fp32 -> bf16 cast (a NaN stays a quiet NaN) */
+static inline uint16_t f32_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16, quiet = (u >> 16) | 0x40u;
+    return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? quiet : rounded); /* branch-free: vectorised */
+}
+
+/* dst[j] = bf16(src[j]), j < d: with AVX512-BF16, its conversion instruction (round to nearest even;
+ * it reads denormal inputs as zero: a bf16 q or k that small is zero to the attention anyway) */
+static inline void store_bf16(uint16_t *dst, const float *src, int64_t d) {
+    int64_t j = 0;
+#if defined(__AVX512BF16__)
+    for (; j + 16 <= d; j += 16) {
+        __m256bh v = _mm512_cvtneps_pbh(_mm512_loadu_ps(src + j));
+        _mm256_storeu_si256((__m256i *)(dst + j), (__m256i)v);
+    }
+#endif
+#pragma omp simd
+    for (int64_t k = j; k < d; k++) dst[k] = f32_to_bf16(src[k]);
+}
+
+static double scale_of(float absmax, int half) {
+    double m = absmax > 1e-30 ? (double)absmax : 1e-30;
+    return m / half;
+}
+
+/* the sum of squares of one row x [d] */
+static inline float sum_squares(const float *x, int64_t d) {
+    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+    for (int64_t j = 0; j < d; j++) s += x[j] * x[j];
+    return s;
+}
+
+/* RMSNorm then the codes: x [n, d] (rows ldx apart) -> codes [n, d] dense; y = (x * r) * w with
+ * r = 1 / sqrt(sum(x^2) / d + eps). inv [n]: scratch for the rows' r. Returns the scale in *scale. */
+void ov_rms_norm_quantize(const float *x, int64_t n, int64_t d, int64_t ldx, const float *w, float eps, int half,
+                          uint8_t *codes, float *inv, double *scale, int threads) {
+    float absmax = 0.0f;
+#pragma omp parallel for num_threads(threads) schedule(static) reduction(max : absmax)
+    for (int64_t i = 0; i < n; i++) {
+        const float *xi = x + i * ldx;
+        float r = 1.0f / sqrtf(sum_squares(xi, d) / (float)d + eps);
+        inv[i] = r;
+        float m = 0.0f;
+#pragma omp simd reduction(max : m)
+        for (int64_t j = 0; j < d; j++) {
+            float y = (xi[j] * r) * w[j];
+            m = OV_MAX(m, fabsf(y));
+        }
+        absmax = OV_MAX(absmax, m);
+    }
+    double sc = scale_of(absmax, half);
+    float q = (float)(1.0 / sc), shift = ROUNDER + (float)(half + 1);
+    *scale = sc;
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        const float *xi = x + i * ldx;
+        uint8_t *ci = codes + i * d;
+        float r = inv[i];
+#pragma omp simd
+        for (int64_t j = 0; j < d; j++) ci[j] = code_of((xi[j] * r) * w[j], q, shift);
+    }
+}
+
+/* The codes of x [n, d] (rows ldx apart; fp32, or bf16 when bf16 != 0) -> codes [n, d] dense. */
+void ov_quantize(const void *x, int bf16, int64_t n, int64_t d, int64_t ldx, int half, uint8_t *codes, double *scale,
+                 int threads) {
+    const float *xf = (const float *)x;
+    const uint16_t *xh = (const uint16_t *)x;
+    float absmax = 0.0f;
+#pragma omp parallel for num_threads(threads) schedule(static) reduction(max : absmax)
+    for (int64_t i = 0; i < n; i++) {
+        float m = 0.0f;
+        if (bf16) {
+#pragma omp simd reduction(max : m)
+            for (int64_t j = 0; j < d; j++) m = OV_MAX(m, fabsf(bf16_to_f32(xh[i * ldx + j])));
+        } else {
+#pragma omp simd reduction(max : m)
+            for (int64_t j = 0; j < d; j++) m = OV_MAX(m, fabsf(xf[i * ldx + j]));
+        }
+        absmax = OV_MAX(absmax, m);
+    }
+    double sc = scale_of(absmax, half);
+    float q = (float)(1.0 / sc), shift = ROUNDER + (float)(half + 1);
+    *scale = sc;
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        uint8_t *ci = codes + i * d;
+        if (bf16) {
+#pragma omp simd
+            for (int64_t j = 0; j < d; j++) ci[j] = code_of(bf16_to_f32(xh[i * ldx + j]), q, shift);
+        } else {
+#pragma omp simd
+            for (int64_t j = 0; j < d; j++) ci[j] = code_of(xf[i * ldx + j], q, shift);
+        }
+    }
+}
+
+/* The MLP's gate: the codes of g * u, g and u [n, d] fp32 (rows ldg, ldu apart; g already through
+ * its SiLU) -> codes [n, d] dense. */
+void ov_mul_quantize(const float *g, int64_t ldg, const float *u, int64_t ldu, int64_t n, int64_t d, int half,
+                     uint8_t *codes, double *scale, int threads) {
+    float absmax = 0.0f;
+#pragma omp parallel for num_threads(threads) schedule(static) reduction(max : absmax)
+    for (int64_t i = 0; i < n; i++) {
+        const float *gi = g + i * ldg, *ui = u + i * ldu;
+        float m = 0.0f;
+#pragma omp simd reduction(max : m)
+        for (int64_t j = 0; j < d; j++) m = OV_MAX(m, fabsf(gi[j] * ui[j]));
+        absmax = OV_MAX(absmax, m);
+    }
+    double sc = scale_of(absmax, half);
+    float q = (float)(1.0 / sc), shift = ROUNDER + (float)(half + 1);
+    *scale = sc;
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        const float *gi = g + i * ldg, *ui = u + i * ldu;
+        uint8_t *ci = codes + i * d;
+#pragma omp simd
+        for (int64_t j = 0; j < d; j++) ci[j] = code_of(gi[j] * ui[j], q, shift);
+    }
+}
+
+/* q or k: RoPE(RMSNorm(x)) head-major. x [n, heads, d] fp32, or bf16 when in_bf16 != 0 (rows ldx
+ * apart, heads d apart), cs [2, n, d] fp32 (cos then sin, dense), w [d] the norm's weight, wr [d]
+ * its halves swapped with the first negated (narrow.rope_weights) -> out [heads, n, d], fp32 or bf16
+ * (out_bf16 != 0): z = y * (cos * w) + rotated(y) * (sin * wr), times 1 / sqrt(sum(y^2) / d + eps),
+ * computed in fp32. d <= 512. */
+void ov_norm_rope(const void *x, int in_bf16, int64_t n, int64_t heads, int64_t d, int64_t ldx, const float *cs,
+                  const float *w, const float *wr, float eps, void *out, int out_bf16, int threads) {
+    int64_t half = d / 2;
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        const float *c = cs + i * d, *s = cs + (n + i) * d;
+        float cw[512], sw[512], z[512], wide[512];
+#pragma omp simd
+        for (int64_t j = 0; j < d; j++) {
+            cw[j] = c[j] * w[j];
+            sw[j] = s[j] * wr[j];
+        }
+        for (int64_t h = 0; h < heads; h++) {
+            const float *y;
+            if (in_bf16) {
+                const uint16_t *yh = (const uint16_t *)x + i * ldx + h * d;
+#pragma omp simd
+                for (int64_t j = 0; j < d; j++) wide[j] = bf16_to_f32(yh[j]);
+                y = wide;
+            } else {
+                y = (const float *)x + i * ldx + h * d;
+            }
+            float r = 1.0f / sqrtf(sum_squares(y, d) / (float)d + eps);
+#pragma omp simd
+            for (int64_t j = 0; j < half; j++) z[j] = (y[j] * cw[j] + y[j + half] * sw[j]) * r;
+#pragma omp simd
+            for (int64_t j = half; j < d; j++) z[j] = (y[j] * cw[j] + y[j - half] * sw[j]) * r;
+            int64_t o = (h * n + i) * d;
+            if (out_bf16) {
+                store_bf16((uint16_t *)out + o, z, d);
+            } else {
+                memcpy((float *)out + o, z, (size_t)d * sizeof(float));
+            }
+        }
+    }
+}
+
+/* RMSNorm of bf16 rows: x [n, d] bf16 (rows ldx apart), w [d] fp32 -> out [n, d] bf16 dense,
+ * ((x * r) * w) computed in fp32 and rounded once, r = 1 / sqrt(sum(x^2) / d + eps). d <= 8192. */
+void ov_rms_norm_bf16(const uint16_t *x, int64_t n, int64_t d, int64_t ldx, const float *w, float eps, uint16_t *out,
+                      int threads) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        float wide[8192];
+        const uint16_t *xi = x + i * ldx;
+#pragma omp simd
+        for (int64_t j = 0; j < d; j++) wide[j] = bf16_to_f32(xi[j]);
+        float r = 1.0f / sqrtf(sum_squares(wide, d) / (float)d + eps);
+#pragma omp simd
+        for (int64_t j = 0; j < d; j++) wide[j] = (wide[j] * r) * w[j];
+        store_bf16(out + i * d, wide, d);
+    }
+}
+
+#if defined(__FMA__)
+#define OV_FMA(a, b, c) fmaf(a, b, c) /* one instruction where the target has it */
+#else
+#define OV_FMA(a, b, c) ((a) * (b) + (c))
+#endif
+
+/* exp(x) for x <= 0 (a softmax's x - max): 2^n * e^r, n = round(x / ln 2), |r| <= ln 2 / 2, e^r by
+ * its Taylor polynomial to r^6 (relative error under 3e-6, beside bf16's 4e-3 the probabilities are
+ * rounded to); 0 below -87 (under fp32's normal range) */
+static inline float exp_nonpositive(float x) {
+    float t = x * 1.44269504088896341f;
+    float n = (t + ROUNDER) - ROUNDER; /* round to nearest, as (ties to even) */
+    float r = (x - n * 0.693359375f) - n * -2.12194440e-4f; /* ln 2 in two parts: n * hi is exact */
+    float p = OV_FMA(1.0f / 720.0f, r, 1.0f / 120.0f);
+    p = OV_FMA(p, r, 1.0f / 24.0f);
+    p = OV_FMA(p, r, 1.0f / 6.0f);
+    p = OV_FMA(p, r, 0.5f);
+    p = OV_FMA(p, r, 1.0f);
+    p = OV_FMA(p, r, 1.0f);
+    int32_t e = (int32_t)n + 127;
+    e = e < 1 ? 1 : e;
+    uint32_t bits = (uint32_t)e << 23;
+    float two_n;
+    memcpy(&two_n, &bits, 4);
+    return x < -87.0f ? 0.0f : p * two_n;
+}
+
+/* softmax over each row of x [rows, s] bf16 (rows dense, s apart), in place: computed in fp32,
+ * rounded once; the exponentials kept in a buffer of the row's (re-computed past 8192 columns). */
+void ov_softmax_bf16(uint16_t *x, int64_t rows, int64_t s, int threads) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t i = 0; i < rows; i++) {
+        uint16_t *xi = x + i * s;
+        float e[8192];
+        float m = -INFINITY, sum = 0.0f;
+#pragma omp simd reduction(max : m)
+        for (int64_t j = 0; j < s; j++) m = OV_MAX(m, bf16_to_f32(xi[j]));
+        if (s <= 8192) {
+#pragma omp simd reduction(+ : sum)
+            for (int64_t j = 0; j < s; j++) {
+                e[j] = exp_nonpositive(bf16_to_f32(xi[j]) - m);
+                sum += e[j];
+            }
+            float inv = 1.0f / sum;
+#pragma omp simd
+            for (int64_t j = 0; j < s; j++) e[j] = e[j] * inv;
+            store_bf16(xi, e, s);
+        } else {
+#pragma omp simd reduction(+ : sum)
+            for (int64_t j = 0; j < s; j++) sum += exp_nonpositive(bf16_to_f32(xi[j]) - m);
+            float inv = 1.0f / sum;
+            for (int64_t j0 = 0; j0 < s; j0 += 8192) {
+                int64_t len = s - j0 < 8192 ? s - j0 : 8192;
+#pragma omp simd
+                for (int64_t j = 0; j < len; j++) e[j] = exp_nonpositive(bf16_to_f32(xi[j0 + j]) - m) * inv;
+                store_bf16(xi + j0, e, len);
+            }
+        }
+    }
+}
