@@ -80,10 +80,10 @@ def main() -> int:
     H.force_int8_kernel(args.int8_kernel)
     ckpt = args.ckpt or H.default_ckpt()
     kw = {"quantize": args.quantize} if args.quantize else {}
+    named_kernels()  # before the load: the layers keep bound methods of the kernels (a softmax)
     engine = Engine.load(str(ckpt), Hardware(device="cpu", dtype=args.dtype, **kw))
     job = engine.prepare(Request(text=H.SENTENCE_9S, lang="en"))
     batch, [(c, _)] = pack([job], "cpu")
-    named_kernels()
     with torch.inference_mode():
         engine.model.heads(engine.model(batch)[c : c + job.canvas.target_len])  # warm
         t = time.perf_counter()
@@ -218,7 +218,7 @@ def named_kernels() -> None:
 
     from omnivoice_cli.engine.fast import kernels
 
-    for name in ("rms_norm_quantize", "quantize", "mul_quantize", "norm_rope"):
+    for name in ("rms_norm_quantize", "quantize", "mul_quantize", "norm_rope", "softmax_", "rms_norm_bf16"):
         f = getattr(kernels.Kernels, name)
 
         def named(*a, _f=f, _name=f"omnivoice::{name}", **k):
