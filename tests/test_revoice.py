@@ -91,3 +91,35 @@ def test_revoice_with_a_subtitle_file_and_its_errors(invoke, fake_engine, take, 
     assert r.exit_code == 2 and "after the end of the take" in r.stderr and not out.exists()
     r = invoke("revoice", tmp_path / "missing.wav", "--cues", srt, "-o", out)
     assert r.exit_code == 2 and "cannot read it as audio" in r.stderr and not out.exists()
+
+
+def test_revoice_takes_dubs_shared_options_with_the_same_refusals(invoke, take, tmp_path):
+    """revoice is a dub of the take's words: every option of dub's it shares (the settings, -o,
+    --words, --dry-run, --json, --preset, -q) is declared alike and refused alike."""
+    import typer.main
+
+    from omnivoice_cli.cli import app
+    from omnivoice_cli.commands.edit import REVOICE_SETTINGS
+
+    group = typer.main.get_command(app)
+
+    def options(name):
+        cmd = group.get_command(None, name)
+        return {p.name: p for p in cmd.params}
+
+    dub, revoice = options("dub"), options("revoice")
+    shared = {*REVOICE_SETTINGS, "output", "words_file", "dry_run", "json_out", "preset", "quiet"}
+    assert shared <= dub.keys() and shared <= revoice.keys()
+    for name in shared:
+        a, b = dub[name], revoice[name]
+        assert (a.opts, a.secondary_opts, a.metavar, a.is_flag) == (b.opts, b.secondary_opts, b.metavar, b.is_flag)
+        assert a.rich_help_panel == b.rich_help_panel, name
+        if name in REVOICE_SETTINGS or name in ("preset", "quiet"):
+            assert a.help == b.help, name
+    srt = tmp_path / "take.srt"
+    srt.write_text("1\n00:00:00,300 --> 00:00:01,000\nHello there.\n")
+    for bad, said in ((["--words", tmp_path / "w.txt"], "--words writes JSON"), (["--seed", "x"], "--seed")):
+        dubbed = invoke("dub", srt, "-o", tmp_path / "d.wav", *bad)
+        revoiced = invoke("revoice", take, "--cues", srt, "-o", tmp_path / "r.wav", *bad)
+        assert dubbed.exit_code == revoiced.exit_code == 2
+        assert said in dubbed.stderr and dubbed.stderr == revoiced.stderr.replace("omnivoice revoice", "omnivoice dub")
