@@ -30,18 +30,11 @@ def main() -> int:
     ap.add_argument("--ref-seconds", type=float, default=6.0)
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
-    import torch
-
-    from omnivoice_cli.engine.hardware import Hardware
     from omnivoice_cli.engine.model.config import GenerationConfig
-    from omnivoice_cli.engine.pipeline import Engine
     from omnivoice_cli.engine.planning import Request
 
-    ckpt = args.ckpt or H.default_ckpt()
-    torch.set_num_threads(args.threads)
-    print(H.cpu_header())
     q = None if args.quantize == "none" else args.quantize
-    engine = Engine.load(str(ckpt), Hardware(device="cpu", threads=args.threads, **({"quantize": q} if q else {})))
+    ckpt, engine = H.cpu_engine(args, **({"quantize": q} if q else {}))
     ref = engine.voice_from_audio(synthetic_reference(args.ref_seconds), REF_TEXT)
     print(f"checkpoint {ckpt}, {args.threads} threads, quantize {args.quantize}, {args.steps} steps", flush=True)
     gen = GenerationConfig(num_step=args.steps, position_temperature=0.0, class_temperature=0.0)

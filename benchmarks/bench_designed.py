@@ -34,19 +34,12 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
-    import torch
-
     from omnivoice_cli.app.voices.design import BUILTIN_SEED, Design, default_sample
-    from omnivoice_cli.engine.hardware import Hardware
     from omnivoice_cli.engine.model.config import GenerationConfig
-    from omnivoice_cli.engine.pipeline import Engine
     from omnivoice_cli.engine.planning import Request
     from omnivoice_cli.engine.sound.voice import VoicePrompt
 
-    ckpt = args.ckpt or H.default_ckpt()
-    torch.set_num_threads(args.threads)
-    print(H.cpu_header())
-    engine = Engine.load(str(ckpt), Hardware(device="cpu", threads=args.threads))
+    ckpt, engine = H.cpu_engine(args)
     gen = GenerationConfig(num_step=args.steps, position_temperature=0.0, class_temperature=0.0)
     t0 = time.perf_counter()
     # the built-in names' design (its sample's length is what the cost depends on), at --steps
