@@ -6,6 +6,7 @@ number of torch threads; ours and the reference's runs alternate, and medians ar
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
@@ -183,6 +184,17 @@ class ServeProcess:
     def stop(self) -> int:
         self.proc.terminate()
         return self.proc.wait(120)
+
+
+def engine_args(doc: str, steps: int = 16, repeats: int = 2, threads: int = 2) -> argparse.ArgumentParser:
+    """The command line of an in-process engine benchmark (cpu_engine's): its docstring as the help,
+    --ckpt, --steps, --repeats, --threads; the script adds its own."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ckpt", type=Path, default=None)
+    ap.add_argument("--steps", type=int, default=steps)
+    ap.add_argument("--repeats", type=int, default=repeats)
+    ap.add_argument("--threads", type=int, default=threads)
+    return ap
 
 
 def cpu_engine(args, **hardware):

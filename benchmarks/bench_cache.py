@@ -10,7 +10,6 @@ Reported: generate() seconds per run and their medians, the ratio without / with
 the forwards' positions (what the cache leaves out).
 """
 
-import argparse
 import json
 import sys
 import time
@@ -21,11 +20,7 @@ from _ours import REF_TEXT, synthetic_reference
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--ckpt", type=Path, default=None)
-    ap.add_argument("--steps", type=int, default=16)
-    ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--threads", type=int, default=2)
+    ap = H.engine_args(__doc__)
     ap.add_argument("--quantize", default="auto", help="auto, int8 or none (both runs the same)")
     ap.add_argument("--ref-seconds", type=float, default=6.0)
     ap.add_argument("--out", type=Path, default=None)

@@ -13,7 +13,6 @@ Reported: generate() seconds and s/step per run, their medians, and the ratios c
 (each with the cache off and on) and off / on; the canvas positions of each case.
 """
 
-import argparse
 import dataclasses
 import json
 import sys
@@ -27,11 +26,7 @@ SENTENCE = "The train to the city leaves at seven in the evening, so there is pl
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--ckpt", type=Path, default=None)
-    ap.add_argument("--steps", type=int, default=16)
-    ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--threads", type=int, default=2)
+    ap = H.engine_args(__doc__)
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     from omnivoice_cli.app.voices.design import BUILTIN_SEED, Design, default_sample
