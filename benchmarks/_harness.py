@@ -6,6 +6,7 @@ number of torch threads; ours and the reference's runs alternate, and medians ar
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
@@ -137,6 +138,77 @@ class PeakRSS:
         self._stop.set()
         self._t.join()
         self.peak = max(self.peak, rss_bytes())
+
+
+class ServeProcess:
+    """`omnivoice serve --model CKPT --port 0 EXTRA` in a subprocess of the checkout, started: its URL
+    read from its 'listening on' line, up at its 'ready' line (else SystemExit with its last lines
+    after `wait` seconds); its stderr kept in `log`, its resident memory sampled while `sample(True)`
+    (the peak in `peak`, bytes). `env`: more environment variables."""
+
+    def __init__(self, ckpt, extra: list[str], env: dict | None = None, wait: float = 600) -> None:
+        cmd = [sys.executable, "-m", "omnivoice_cli.cli", "serve", "--model", str(ckpt), "--port", "0", *extra]
+        env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+        self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+        self.log: list[str] = []
+        self.url: str | None = None
+        ready = threading.Event()
+
+        def read() -> None:
+            assert self.proc.stderr is not None
+            for line in self.proc.stderr:
+                self.log.append(line.rstrip())
+                if "listening on " in line:
+                    self.url = line.split("listening on ")[1].split()[0]
+                if "ready" in line:
+                    ready.set()
+
+        threading.Thread(target=read, daemon=True).start()
+        if not ready.wait(wait) or self.url is None:
+            raise SystemExit("the server did not start:\n" + "\n".join(self.log[-20:]))
+        self.peak, self._sampling = 0, False
+
+    def sample(self, on: bool) -> None:
+        self._sampling = on
+        if on:
+            self.peak = 0
+            threading.Thread(target=self._sample, daemon=True).start()
+
+    def _sample(self) -> None:
+        page = os.sysconf("SC_PAGE_SIZE")
+        while self._sampling:
+            with open(f"/proc/{self.proc.pid}/statm") as f:
+                self.peak = max(self.peak, int(f.read().split()[1]) * page)
+            time.sleep(0.01)
+
+    def stop(self) -> int:
+        self.proc.terminate()
+        return self.proc.wait(120)
+
+
+def engine_args(doc: str, steps: int = 16, repeats: int = 2, threads: int = 2) -> argparse.ArgumentParser:
+    """The command line of an in-process engine benchmark (cpu_engine's): its docstring as the help,
+    --ckpt, --steps, --repeats, --threads; the script adds its own."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ckpt", type=Path, default=None)
+    ap.add_argument("--steps", type=int, default=steps)
+    ap.add_argument("--repeats", type=int, default=repeats)
+    ap.add_argument("--threads", type=int, default=threads)
+    return ap
+
+
+def cpu_engine(args, **hardware):
+    """(checkpoint, engine): --ckpt (else the full-size one: default_ckpt) loaded on the CPU with
+    --threads torch threads, after the CPU header is printed. `hardware`: Hardware's other fields."""
+    import torch
+
+    from omnivoice_cli.engine.hardware import Hardware
+    from omnivoice_cli.engine.pipeline import Engine
+
+    ckpt = args.ckpt or default_ckpt()
+    torch.set_num_threads(args.threads)
+    print(cpu_header())
+    return ckpt, Engine.load(str(ckpt), Hardware(device="cpu", threads=args.threads, **hardware))
 
 
 def run_json(cmd: list[str], env: dict | None = None) -> dict:

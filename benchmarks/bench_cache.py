@@ -10,7 +10,6 @@ Reported: generate() seconds per run and their medians, the ratio without / with
 the forwards' positions (what the cache leaves out).
 """
 
-import argparse
 import json
 import sys
 import time
@@ -21,27 +20,16 @@ from _ours import REF_TEXT, synthetic_reference
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--ckpt", type=Path, default=None)
-    ap.add_argument("--steps", type=int, default=16)
-    ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--threads", type=int, default=2)
+    ap = H.engine_args(__doc__)
     ap.add_argument("--quantize", default="auto", help="auto, int8 or none (both runs the same)")
     ap.add_argument("--ref-seconds", type=float, default=6.0)
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
-    import torch
-
-    from omnivoice_cli.engine.hardware import Hardware
     from omnivoice_cli.engine.model.config import GenerationConfig
-    from omnivoice_cli.engine.pipeline import Engine
     from omnivoice_cli.engine.planning import Request
 
-    ckpt = args.ckpt or H.default_ckpt()
-    torch.set_num_threads(args.threads)
-    print(H.cpu_header())
     q = None if args.quantize == "none" else args.quantize
-    engine = Engine.load(str(ckpt), Hardware(device="cpu", threads=args.threads, **({"quantize": q} if q else {})))
+    ckpt, engine = H.cpu_engine(args, **({"quantize": q} if q else {}))
     ref = engine.voice_from_audio(synthetic_reference(args.ref_seconds), REF_TEXT)
     print(f"checkpoint {ckpt}, {args.threads} threads, quantize {args.quantize}, {args.steps} steps", flush=True)
     gen = GenerationConfig(num_step=args.steps, position_temperature=0.0, class_temperature=0.0)

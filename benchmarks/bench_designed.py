@@ -13,7 +13,6 @@ Reported: generate() seconds and s/step per run, their medians, and the ratios c
 (each with the cache off and on) and off / on; the canvas positions of each case.
 """
 
-import argparse
 import dataclasses
 import json
 import sys
@@ -27,26 +26,15 @@ SENTENCE = "The train to the city leaves at seven in the evening, so there is pl
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--ckpt", type=Path, default=None)
-    ap.add_argument("--steps", type=int, default=16)
-    ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--threads", type=int, default=2)
+    ap = H.engine_args(__doc__)
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
-    import torch
-
     from omnivoice_cli.app.voices.design import BUILTIN_SEED, Design, default_sample
-    from omnivoice_cli.engine.hardware import Hardware
     from omnivoice_cli.engine.model.config import GenerationConfig
-    from omnivoice_cli.engine.pipeline import Engine
     from omnivoice_cli.engine.planning import Request
     from omnivoice_cli.engine.sound.voice import VoicePrompt
 
-    ckpt = args.ckpt or H.default_ckpt()
-    torch.set_num_threads(args.threads)
-    print(H.cpu_header())
-    engine = Engine.load(str(ckpt), Hardware(device="cpu", threads=args.threads))
+    ckpt, engine = H.cpu_engine(args)
     gen = GenerationConfig(num_step=args.steps, position_temperature=0.0, class_temperature=0.0)
     t0 = time.perf_counter()
     # the built-in names' design (its sample's length is what the cost depends on), at --steps

@@ -17,11 +17,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -33,37 +30,6 @@ PHRASES = (
     "Thank you for calling. How can I help you today?",
     "I am sorry, I did not catch that. Could you say it again?",
 )
-
-
-class Server:
-    """`omnivoice serve --phrase-cache` in a subprocess, its cache in `folder`."""
-
-    def __init__(self, args, folder: Path) -> None:
-        cmd = [sys.executable, "-m", "omnivoice_cli.cli", "serve", "--model", str(args.ckpt), "--port", "0"]
-        cmd += ["--threads", str(args.threads), "--device", args.device, "--phrase-cache", "256"]
-        cmd += ["--num-step", str(args.steps)]
-        env = {**os.environ, "PYTHONPATH": str(H.ROOT), "OMNIVOICE_PHRASE_CACHE": str(folder)}
-        self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env, cwd=H.ROOT)
-        self.log: list[str] = []
-        self.url: str | None = None
-        ready = threading.Event()
-
-        def read() -> None:
-            assert self.proc.stderr is not None
-            for line in self.proc.stderr:
-                self.log.append(line.rstrip())
-                if "listening on " in line:
-                    self.url = line.split("listening on ")[1].split()[0]
-                if "ready" in line:
-                    ready.set()
-
-        threading.Thread(target=read, daemon=True).start()
-        if not ready.wait(900) or self.url is None:
-            raise SystemExit("the server did not start:\n" + "\n".join(self.log[-20:]))
-
-    def stop(self) -> int:
-        self.proc.terminate()
-        return self.proc.wait(120)
 
 
 def timed(client: httpx.Client, text: str, fmt: str) -> tuple[float, str, bytes]:
@@ -90,7 +56,9 @@ def main() -> int:
     print(f"checkpoint {args.ckpt}, {args.steps} steps, {args.threads} threads, {args.device}, {args.format}")
     rows = []
     with tempfile.TemporaryDirectory() as folder:
-        server = Server(args, Path(folder))
+        extra = ["--threads", str(args.threads), "--device", args.device, "--phrase-cache", "256"]
+        extra += ["--num-step", str(args.steps)]
+        server = H.ServeProcess(args.ckpt, extra, env={"OMNIVOICE_PHRASE_CACHE": folder}, wait=900)
         try:
             with httpx.Client(base_url=server.url, timeout=900) as client:
                 for text in PHRASES:

@@ -30,7 +30,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -68,65 +67,6 @@ def reference_child(args) -> None:
 
 
 # --------------------------------------------------------------------------------- our server
-
-
-class Server:
-    """`omnivoice serve` in a subprocess; its RSS sampled while `sampling`."""
-
-    def __init__(self, args) -> None:
-        cmd = [
-            sys.executable,
-            "-m",
-            "omnivoice_cli.cli",
-            "serve",
-            "--model",
-            str(args.ckpt),
-            "--port",
-            "0",
-            "--threads",
-            str(args.threads),
-            "--device",
-            args.device,
-            "--dtype",
-            args.dtype,
-            "--max-queue",
-            "64",
-        ]
-        env = {**os.environ, "PYTHONPATH": str(H.ROOT)}
-        self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env, cwd=H.ROOT)
-        self.log: list[str] = []
-        self.url = None
-        ready = threading.Event()
-
-        def read():
-            for line in self.proc.stderr:
-                self.log.append(line.rstrip())
-                if "listening on " in line:
-                    self.url = line.split("listening on ")[1].split()[0]
-                if "ready" in line:
-                    ready.set()
-
-        threading.Thread(target=read, daemon=True).start()
-        if not ready.wait(600) or self.url is None:
-            raise SystemExit("the server did not start:\n" + "\n".join(self.log[-20:]))
-        self.peak, self._sampling = 0, False
-
-    def sample(self, on: bool) -> None:
-        self._sampling = on
-        if on:
-            self.peak = 0
-            threading.Thread(target=self._sample, daemon=True).start()
-
-    def _sample(self) -> None:
-        page = os.sysconf("SC_PAGE_SIZE")
-        while self._sampling:
-            with open(f"/proc/{self.proc.pid}/statm") as f:
-                self.peak = max(self.peak, int(f.read().split()[1]) * page)
-            time.sleep(0.01)
-
-    def stop(self) -> int:
-        self.proc.terminate()
-        return self.proc.wait(120)
 
 
 def body(text: str, steps: int, seed: int) -> dict:
@@ -254,7 +194,7 @@ def print_table(rows: dict) -> None:
         )
 
 
-def lone_runs(args, server: Server, out: dict) -> None:
+def lone_runs(args, server: H.ServeProcess, out: dict) -> None:
     """A lone request and `say` of the same text, alternating (`--repeats` each), medians."""
     for text, name in ((ONE_PIECE, "one_piece"), (H.SENTENCE_9S, "sentence_9s")):
         lone, say = [], []
@@ -267,7 +207,8 @@ def lone_runs(args, server: Server, out: dict) -> None:
 
 
 def serve_runs(args, texts: list[str]) -> dict:
-    server = Server(args)
+    extra = ["--threads", str(args.threads), "--device", args.device, "--dtype", args.dtype, "--max-queue", "64"]
+    server = H.ServeProcess(args.ckpt, extra)
     out: dict = {"load_average_start": os.getloadavg()}
     try:
         post(server.url, body("Warm up.", 2, 0), time.perf_counter())  # first forward and decode

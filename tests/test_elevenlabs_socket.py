@@ -7,7 +7,6 @@ import base64
 import json
 import os
 import subprocess
-import threading
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ pytest.importorskip("websockets")
 import httpx
 import websockets
 from conftest import AGENT_REPLY as REPLY
-from helpers.service import Forwards
+from helpers.service import HeldForward
 from server_util import running_server, wait_for
 from websockets.sync.client import connect
 
@@ -113,31 +112,23 @@ def test_a_barge_in_stops_the_context_within_one_forward(server):
     goes on no forward of it follows the held one; the next context is spoken."""
     url, state = server
     long_text = " ".join(f"This is sentence number {i} of a long answer." for i in range(40))
-    seen, hold, holding = [], threading.Event(), threading.Event()
-    release = threading.Event()
-
-    def on_forward(pieces):
-        seen.append({rid for rid, _ in pieces})
-        if hold.is_set() and not holding.is_set():
-            holding.set()
-            release.wait(120)
-
-    stop = state.service.observe(Forwards(on_forward))
+    held = HeldForward()
+    stop = state.service.observe(held)
     try:
         with dial(url, multi=True) as ws:
             ws.send(json.dumps({"text": " ", "context_id": "a"}))
             ws.send(json.dumps({"text": long_text + " ", "context_id": "a"}))
             first = json.loads(ws.recv(timeout=300))
             assert first["contextId"] == "a" and first["audio"], first
-            hold.set()
-            assert holding.wait(120)
-            running = set().union(*seen)
-            held_at = len(seen)
+            held.hold.set()
+            assert held.holding.wait(120)
+            running = set().union(*held.seen)
+            held_at = len(held.seen)
             ws.send(json.dumps({"context_id": "a", "close_context": True}))
             while not json.loads(ws.recv(timeout=300)).get("isFinal"):
                 pass  # audio sent before the close was read may still come; then its final
             wait_for(lambda: state.service.stats()["open"] == 0, 120.0, "the context's place to be free")
-            release.set()
+            held.release.set()
             ws.send(json.dumps({"text": "A new context. ", "context_id": "b"}))
             ws.send(json.dumps({"text": "", "context_id": "b", "flush": True}))
             ws.send(json.dumps({"context_id": "b", "close_context": True}))
@@ -145,9 +136,9 @@ def test_a_barge_in_stops_the_context_within_one_forward(server):
             while not (messages and messages[-1].get("isFinal")):
                 messages.append(json.loads(ws.recv(timeout=300)))
     finally:
-        release.set()
+        held.release.set()
         stop()
-    assert all(not (ids & running) for ids in seen[held_at:])  # no forward of it after the held one
+    assert all(not (ids & running) for ids in held.seen[held_at:])  # no forward of it after the held one
     assert {m["contextId"] for m in messages} == {"b"} and words(messages) == "A new context.".split()
 
 
@@ -199,15 +190,8 @@ def test_livekits_elevenlabs_plugin(server, tmp_path):
     url, state = server
     (tmp_path / "reply.txt").write_text(REPLY)
     client = Path(__file__).resolve().parent / "elevenlabs_livekit_client.py"
-    seen, hold, holding, release = [], threading.Event(), threading.Event(), threading.Event()
-
-    def on_forward(pieces):
-        seen.append({rid for rid, _ in pieces})
-        if hold.is_set() and not holding.is_set():
-            holding.set()
-            release.wait(120)
-
-    stop = state.service.observe(Forwards(on_forward))
+    held = HeldForward()
+    stop = state.service.observe(held)
     proc = subprocess.Popen(
         [LIVEKIT_PYTHON, str(client), url, KEY, str(tmp_path)],
         stdin=subprocess.PIPE,
@@ -217,22 +201,22 @@ def test_livekits_elevenlabs_plugin(server, tmp_path):
     )
     try:
         assert proc.stdout.readline().strip() == "audio", proc.stderr.read()[-3000:]
-        hold.set()
-        assert holding.wait(120)
-        running, held_at = set().union(*seen), len(seen)
+        held.hold.set()
+        assert held.holding.wait(120)
+        running, held_at = set().union(*held.seen), len(held.seen)
         proc.stdin.write("cancel\n")
         proc.stdin.flush()
         wait_for(lambda: state.service.stats()["open"] == 0, 120.0, "the stream's place to be free")
-        release.set()
+        held.release.set()
         assert proc.stdout.readline().strip() == "closed"
         assert proc.wait(120) == 0, proc.stderr.read()[-3000:]
     finally:
-        release.set()
+        held.release.set()
         stop()
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert all(not (ids & running) for ids in seen[held_at:])  # no forward of it after the held one
+    assert all(not (ids & running) for ids in held.seen[held_at:])  # no forward of it after the held one
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["rate"] == 24000 and len((tmp_path / "reply.raw").read_bytes()) > 24000 * 2
     timed = report["words"]

@@ -1,6 +1,6 @@
 """The AI mark through every way out (app/deliver.py): every format `say`, `batch`, `book`, `dub` and the
-server write reads back its mark (libsndfile, mutagen), streamed output too; `--no-mark` (the
-server's `mark = false`) leaves none."""
+server write reads back its mark (libsndfile, mutagen), streamed output too, and a dialogue's file
+(`say --cast`, SSML of several parts); `--no-mark` (the server's `mark = false`) leaves none."""
 
 from __future__ import annotations
 
@@ -66,6 +66,23 @@ def test_a_preset_can_take_the_mark_off(invoke, fake_engine, tmp_path):
     out = tmp_path / "x.wav"
     assert invoke("say", "Hi.", "-o", out, "--preset", preset, "-q").exit_code == 0
     assert mark_of(out.read_bytes(), "wav") is None
+
+
+SSML_PARTS = '<speak>Hello there. <voice name="alloy">And hello to you.</voice></speak>'  # spoken as a dialogue
+
+
+@pytest.mark.parametrize(
+    "text, more",
+    [("A: Hello there.\nB: And hello to you.", ("--cast", "A=auto", "--cast", "B=auto")), (SSML_PARTS, ())],
+    ids=["cast", "ssml-parts"],
+)
+def test_a_dialogues_file_is_marked_and_no_mark_leaves_none(invoke, fake_engine, tmp_path, text, more):
+    marked, plain = tmp_path / "a.wav", tmp_path / "b.wav"
+    r = invoke("say", text, *more, "-o", marked, "--seed", 1, "-q")
+    assert r.exit_code == 0, r.stderr
+    assert invoke("say", text, *more, "-o", plain, "--seed", 1, "-q", "--no-mark").exit_code == 0
+    assert is_ours(mark_of(marked.read_bytes(), "wav"))
+    assert mark_of(plain.read_bytes(), "wav") is None
 
 
 def test_batch_marks_every_lines_file(invoke, fake_engine, tmp_path):

@@ -9,6 +9,7 @@ import json
 import numpy as np
 import pytest
 import soundfile as sf
+from helpers.listening import Heard
 
 from omnivoice_cli.app.edit.revoice import group_words
 from omnivoice_cli.app.listening import listen
@@ -18,25 +19,7 @@ HEARD = [("Hello", 0.30, 0.60), ("there.", 0.70, 1.00), ("How", 1.80, 2.10), ("a
 PAD = 0.2  # what dub's placement may run past a cue's end (its 0.1 s fade-out and 0.1 s silence)
 
 
-class TakeThenCues:
-    """Hears the take's words at their times first; then each stretch of the track it is given
-    (dub's --words) as the next cue's words, spread evenly over that stretch."""
-
-    def __init__(self, later: list[str]) -> None:
-        self.later, self.calls = list(later), 0
-
-    def transcribe(self, audio, sample_rate, lang=None, max_tokens=None, words=True):
-        self.calls += 1
-        if self.calls == 1:
-            return listen.Transcript(" ".join(w for w, _, _ in HEARD), tuple(listen.Word(*w) for w in HEARD))
-        said = self.later.pop(0).split()
-        step = len(audio) / sample_rate / len(said)
-        return listen.Transcript(
-            " ".join(said), tuple(listen.Word(w, i * step, (i + 0.9) * step) for i, w in enumerate(said))
-        )
-
-    def close(self):
-        pass
+TAKE = listen.Transcript(" ".join(w for w, _, _ in HEARD), tuple(listen.Word(*w) for w in HEARD))
 
 
 @pytest.fixture
@@ -56,7 +39,7 @@ def test_words_are_grouped_into_cues_at_the_pauses():
 
 def test_revoice_speaks_every_word_within_its_slot(invoke, fake_engine, take, tmp_path, monkeypatch):
     monkeypatch.setenv("OMNIVOICE_HOME", str(tmp_path / "home"))
-    rec = TakeThenCues(["Hello there.", "How are you?"])
+    rec = Heard(["Hello there.", "How are you?"], first=TAKE)  # the take's words; then each cue's (--words)
     monkeypatch.setattr(listen, "RECOGNISER", lambda spec, device, what: rec)
     out, wj = tmp_path / "alice.wav", tmp_path / "alice.words.json"
     r = invoke("revoice", take, "--instruct", "female", "-o", out, "--seed", "2", "--words", wj, "--json")
@@ -91,3 +74,35 @@ def test_revoice_with_a_subtitle_file_and_its_errors(invoke, fake_engine, take, 
     assert r.exit_code == 2 and "after the end of the take" in r.stderr and not out.exists()
     r = invoke("revoice", tmp_path / "missing.wav", "--cues", srt, "-o", out)
     assert r.exit_code == 2 and "cannot read it as audio" in r.stderr and not out.exists()
+
+
+def test_revoice_takes_dubs_shared_options_with_the_same_refusals(invoke, take, tmp_path):
+    """revoice is a dub of the take's words: every option of dub's it shares (the settings, -o,
+    --words, --dry-run, --json, --preset, -q) is declared alike and refused alike."""
+    import typer.main
+
+    from omnivoice_cli.cli import app
+    from omnivoice_cli.commands.edit import REVOICE_SETTINGS
+
+    group = typer.main.get_command(app)
+
+    def options(name):
+        cmd = group.get_command(None, name)
+        return {p.name: p for p in cmd.params}
+
+    dub, revoice = options("dub"), options("revoice")
+    shared = {*REVOICE_SETTINGS, "output", "words_file", "dry_run", "json_out", "preset", "quiet"}
+    assert shared <= dub.keys() and shared <= revoice.keys()
+    for name in shared:
+        a, b = dub[name], revoice[name]
+        assert (a.opts, a.secondary_opts, a.metavar, a.is_flag) == (b.opts, b.secondary_opts, b.metavar, b.is_flag)
+        assert a.rich_help_panel == b.rich_help_panel, name
+        if name in REVOICE_SETTINGS or name in ("preset", "quiet"):
+            assert a.help == b.help, name
+    srt = tmp_path / "take.srt"
+    srt.write_text("1\n00:00:00,300 --> 00:00:01,000\nHello there.\n")
+    for bad, said in ((["--words", tmp_path / "w.txt"], "--words writes JSON"), (["--seed", "x"], "--seed")):
+        dubbed = invoke("dub", srt, "-o", tmp_path / "d.wav", *bad)
+        revoiced = invoke("revoice", take, "--cues", srt, "-o", tmp_path / "r.wav", *bad)
+        assert dubbed.exit_code == revoiced.exit_code == 2
+        assert said in dubbed.stderr and dubbed.stderr == revoiced.stderr.replace("omnivoice revoice", "omnivoice dub")

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 from conftest import TINY_CKPT
+from helpers.listening import Heard
 
 from omnivoice_cli.app.listening import listen, verify, words
 
@@ -176,25 +177,6 @@ This is a very long cue. It has several sentences in it. It lasts forty seconds 
 00:00:48,000 --> 00:00:49,200
 The end.
 """
-
-
-class Heard:
-    """Hears the lines it is given, one per call, its words evenly over the audio it is given
-    (times relative to that audio); records the length of every call's audio."""
-
-    def __init__(self, lines: list[str]) -> None:
-        self.lines, self.lengths = list(lines), []
-
-    def transcribe(self, audio, sample_rate, lang=None, max_tokens=None, words=True):
-        self.lengths.append(len(audio))
-        said = self.lines.pop(0).split()
-        step = len(audio) / sample_rate / len(said)
-        return listen.Transcript(
-            " ".join(said), tuple(listen.Word(w, i * step, (i + 0.8) * step) for i, w in enumerate(said))
-        )
-
-    def close(self):
-        pass
 
 
 def test_dub_words_are_timed_on_the_track(invoke, fake_engine, tmp_path, monkeypatch):

@@ -109,17 +109,37 @@ def say_dialogue(
     check_gaps_total(gap_s, len(planned.lines))
     if dry_run:
         return _dry_run(planned.lines, json_out, output, gap_s)
+    speak_script(
+        planned, settings, output, subtitles, gap_s, play=play, json_out=json_out, quiet=quiet, t_start=t_start
+    )
+
+
+def speak_script(
+    script: Any,
+    settings: Any,
+    output: str | None,
+    subtitles: str | None,
+    gap: Any,
+    *,
+    play: bool,
+    json_out: bool,
+    quiet: bool,
+    t_start: float,
+) -> None:
+    """A planned script (say --cast's, or the parts of an SSML document: commands/sayssml.py)
+    spoken into its target, the file marked (app/marking.py), each line's warnings shown once, and
+    reported; `gap`: seconds between lines, one for all or one a line."""
     target = output_target(output, settings, stdout_is_terminal)
     subs_path = check_subtitles_path(subtitles) if subtitles else None
     shown = WarnOnce(warn)
-    for _, b in planned.lines:
+    for _, b in script.lines:
         shown(b.warnings)
     run = DialogueRun(
-        planned,
+        script,
         target,
         hardware_from_settings(settings.values),
         model=str(settings["model"]),
-        gap=gap_s,
+        gap=gap,
         subtitles=subs_path,
         play=play,
         session=run_session(quiet),

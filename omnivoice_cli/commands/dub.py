@@ -8,21 +8,36 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
 from ..app.settings.schema import GENERATION_KEYS
-from ..app.settings.setting import LISTENING
 from ..app.signals import signal_name
 from ..engine.errors import InvalidRequest
 from ..engine.model.config import SAMPLE_RATE
 from ..ui.helpfmt import MORE
 from ..ui.messages import echo, error, warn
-from ..ui.options import HARDWARE_SETTINGS, MARK_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, with_settings
+from ..ui.options import (
+    HARDWARE_SETTINGS,
+    MARK_SETTINGS,
+    NO_FLAGS,
+    PRESET_OPTION,
+    QUIET_OPTION,
+    dry_run_option,
+    json_option,
+    output_option,
+    with_settings,
+    words_file_option,
+)
 from ..ui.text import counted, visible
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from ..app.settings.layers import Resolved
+    from ..app.settings.presets import Preset
     from ..media.output import OutputTarget
 
 # After MORE: the details, shown by --help-all (ui/helpfmt.py).
@@ -130,14 +145,9 @@ def _report(run: Any, report: Any, t_start: float, json_out: bool, quiet: bool) 
 def dub(
     ctx: typer.Context,
     input: str = typer.Argument(..., metavar="INPUT", show_default=False, help="An .srt or .vtt file."),
-    output: Optional[str] = typer.Option(
-        None,
-        "-o",
-        "--output",
-        metavar="PATH",
-        show_default=False,
-        rich_help_panel="Output",
-        help="The track (.wav, .flac, .mp3, ...: its extension is the format); - writes WAV to stdout. Default: INPUT's name with --format.",
+    output: Optional[str] = output_option(
+        "The track (.wav, .flac, .mp3, ...: its extension is the format); - writes WAV to stdout. "
+        "Default: INPUT's name with --format."
     ),
     cast: Optional[list[str]] = typer.Option(
         None,
@@ -155,13 +165,8 @@ def dub(
         rich_help_panel="Output",
         help="Also write each cue's audio here, with manifest.jsonl; a rerun reuses them.",
     ),
-    words_file: Optional[str] = typer.Option(
-        None,
-        "--words",
-        metavar="FILE.json",
-        show_default=False,
-        rich_help_panel=LISTENING,
-        help="Also write when each word is spoken on the track (JSON), heard by the speech recogniser (the asr extra).",
+    words_file: Optional[str] = words_file_option(
+        "Also write when each word is spoken on the track (JSON), heard by the speech recogniser (the asr extra)."
     ),
     source_audio: Optional[str] = typer.Option(
         None,
@@ -180,69 +185,93 @@ def dub(
     force: bool = typer.Option(
         False, "--force", hidden=True, help="Nothing: an existing track is replaced (kept for old scripts)."
     ),
-    dry_run: bool = typer.Option(
-        False,
-        "--dry-run",
-        rich_help_panel="Output",
-        help="Load no model, write nothing: print every cue (times, words, voice, speed); with --json, JSON lines.",
+    dry_run: bool = dry_run_option(
+        "Load no model, write nothing: print every cue (times, words, voice, speed); with --json, JSON lines."
     ),
     preset: Optional[str] = PRESET_OPTION,
-    json_out: bool = typer.Option(
-        False,
-        "--json",
-        rich_help_panel="Output",
-        help="A JSON report with every cue (stderr if -o -).",
-    ),
+    json_out: bool = json_option("A JSON report with every cue (stderr if -o -)."),
     quiet: bool = QUIET_OPTION,
     flags: dict = NO_FLAGS,
 ) -> None:
     """Speak every cue of an SRT or WebVTT file into one audio track, each in its time slot."""
     from ..app.dub import dubbing  # (imports numpy: loaded when a track is dubbed, not by --help)
     from ..app.say.dialogue import Cast
-    from .common import check_cast, run_session, run_settings
-    from .say import check_listening, words_path
+    from .common import check_cast
 
-    t_start = time.perf_counter()
-    words = words_path(ctx, words_file)
-    chosen, settings = run_settings(preset, flags)
-    if not dry_run:
-        check_listening(settings, words is not None, "--words")
+    start = DubStart.begin(ctx, words_file, preset, flags, dry_run=dry_run, json_out=json_out, quiet=quiet)
     check_cast(cast)
     the_cast = Cast.parse(cast)
-    track = output if output is not None else dubbing.default_output(input, settings["format"])
+    track = output if output is not None else dubbing.default_output(input, start.settings["format"])
     target = track_target(track, dry_run)
-    run = dubbing.DubRun(
-        input,
-        target,
-        preset=chosen,
-        flags=flags,
-        cast=the_cast,
-        stems=stems,
-        overwrite=overwrite,
-        session=run_session(quiet, unit="cues"),
-        stdout=typer.get_binary_stream("stdout"),
-        words=None if dry_run else words,
-        source_audio=source_audio,
-    )
-    run_dub(run, dry_run=dry_run, json_out=json_out, quiet=quiet, t_start=t_start)
+    start.run(input, target, cast=the_cast, stems=stems, overwrite=overwrite, source_audio=source_audio)
 
 
-def run_dub(run: Any, *, dry_run: bool, json_out: bool, quiet: bool, t_start: float) -> None:
-    """A planned DubRun run (or, with dry_run, shown), reported: dub's, and revoice's (edit.py)."""
-    try:
-        if dry_run:
-            return _dry_run(run, json_out)
-        report = run.run()
-    finally:
-        run.close()
-    if report.interrupted:
-        if report.written:
-            warn(f"stopped by {signal_name(report.interrupted)} after writing {run.target}")
-        else:
-            kept = " (finished stems are kept: run the same command again to resume)" if run.stems else ""
-            error(f"stopped by {signal_name(report.interrupted)}; the track was not written{kept}")
-        raise typer.Exit(128 + report.interrupted)
-    _report(run, report, t_start, json_out, quiet)
+@dataclass(frozen=True)
+class DubStart:
+    """What dub and revoice (edit.py) share around their own part: --words checked, the settings
+    (defaults < --preset < flags) and, for a run, the speech recogniser of --words / --verify
+    checked before any loading; then the DubRun made, run (or, with --dry-run, shown) and reported."""
+
+    chosen: Preset | None  # --preset
+    settings: Resolved
+    flags: dict[str, Any]
+    words: Path | None  # --words FILE.json
+    dry_run: bool
+    json_out: bool
+    quiet: bool
+    t_start: float
+
+    @classmethod
+    def begin(
+        cls,
+        ctx: Any,
+        words_file: Optional[str],
+        preset: Optional[str],
+        flags: dict[str, Any],
+        *,
+        dry_run: bool,
+        json_out: bool,
+        quiet: bool,
+    ) -> DubStart:
+        from .common import run_settings
+        from .say import check_listening, words_path
+
+        t_start = time.perf_counter()
+        words = words_path(ctx, words_file)
+        chosen, settings = run_settings(preset, flags)
+        if not dry_run:
+            check_listening(settings, words is not None, "--words")
+        return cls(chosen, settings, flags, words, dry_run, json_out, quiet, t_start)
+
+    def run(self, input_path: str, target: OutputTarget, **more: Any) -> None:
+        """A DubRun of `input_path` into `target` (`more`: DubRun's own: cast, stems, cues, ...)."""
+        from ..app.dub.dubbing import DubRun
+        from .common import run_session
+
+        run = DubRun(
+            input_path,
+            target,
+            preset=self.chosen,
+            flags=self.flags,
+            session=run_session(self.quiet, unit="cues"),
+            stdout=typer.get_binary_stream("stdout"),
+            words=None if self.dry_run else self.words,
+            **more,
+        )
+        try:
+            if self.dry_run:
+                return _dry_run(run, self.json_out)
+            report = run.run()
+        finally:
+            run.close()
+        if report.interrupted:
+            if report.written:
+                warn(f"stopped by {signal_name(report.interrupted)} after writing {run.target}")
+            else:
+                kept = " (finished stems are kept: run the same command again to resume)" if run.stems else ""
+                error(f"stopped by {signal_name(report.interrupted)}; the track was not written{kept}")
+            raise typer.Exit(128 + report.interrupted)
+        _report(run, report, self.t_start, self.json_out, self.quiet)
 
 
 def _dry_run(run: Any, json_out: bool) -> None:

@@ -15,10 +15,19 @@ from typing import Any, Optional
 import typer
 
 from ..app.settings.schema import GENERATION_KEYS
-from ..app.settings.setting import LISTENING
 from ..ui.helpfmt import MORE
 from ..ui.messages import echo, warn
-from ..ui.options import HARDWARE_SETTINGS, NO_FLAGS, PRESET_OPTION, QUIET_OPTION, with_settings
+from ..ui.options import (
+    HARDWARE_SETTINGS,
+    NO_FLAGS,
+    PRESET_OPTION,
+    QUIET_OPTION,
+    dry_run_option,
+    json_option,
+    output_option,
+    with_settings,
+    words_file_option,
+)
 from .dub import DUB_SETTINGS, LISTEN
 
 HELP = (
@@ -45,6 +54,7 @@ omnivoice edit take.wav --ref-text "..." --text "..." --span 0.4:0.9 --span 2.0:
 """
 
 EDIT_SETTINGS = ("lang", "lexicon", "normalize", *GENERATION_KEYS, "seed", *HARDWARE_SETTINGS, "asr_model")
+JSON_HELP = "A JSON report (stderr if -o -)."
 REVOICE_SETTINGS = (*DUB_SETTINGS, *HARDWARE_SETTINGS, *LISTEN)  # dub's: a revoice is a dub of the take's words
 
 
@@ -81,20 +91,12 @@ def edit(
         rich_help_panel="Input",
         help="Find where the changed words lie with the speech recogniser (the asr extra).",
     ),
-    output: Optional[str] = typer.Option(
-        None,
-        "-o",
-        "--output",
-        metavar="PATH",
-        show_default=False,
-        rich_help_panel="Output",
-        help="The edited recording (its extension is the format); - writes WAV to stdout. Default: TAKE.edited.wav.",
+    output: Optional[str] = output_option(
+        "The edited recording (its extension is the format); - writes WAV to stdout. Default: TAKE.edited.wav."
     ),
-    dry_run: bool = typer.Option(
-        False, "--dry-run", rich_help_panel="Output", help="Load no model, write nothing: show the changes and canvas."
-    ),
+    dry_run: bool = dry_run_option("Load no model, write nothing: show the changes and canvas."),
     preset: Optional[str] = PRESET_OPTION,
-    json_out: bool = typer.Option(False, "--json", rich_help_panel="Output", help="A JSON report (stderr if -o -)."),
+    json_out: bool = json_option(JSON_HELP),
     quiet: bool = QUIET_OPTION,
     flags: dict = NO_FLAGS,
 ) -> None:
@@ -205,63 +207,31 @@ def revoice(
         rich_help_panel="Input",
         help="What the take says, timed by the words heard.",
     ),
-    output: Optional[str] = typer.Option(
-        None,
-        "-o",
-        "--output",
-        metavar="PATH",
-        show_default=False,
-        rich_help_panel="Output",
-        help="The new recording (its extension is the format); - writes WAV to stdout. Default: TAKE.revoiced.wav.",
+    output: Optional[str] = output_option(
+        "The new recording (its extension is the format); - writes WAV to stdout. Default: TAKE.revoiced.wav."
     ),
-    words_file: Optional[str] = typer.Option(
-        None,
-        "--words",
-        metavar="FILE.json",
-        show_default=False,
-        rich_help_panel=LISTENING,
-        help="Also write when each word is spoken in the output (JSON), heard by the speech recogniser.",
+    words_file: Optional[str] = words_file_option(
+        "Also write when each word is spoken in the output (JSON), heard by the speech recogniser."
     ),
-    dry_run: bool = typer.Option(
-        False, "--dry-run", rich_help_panel="Output", help="Load no model, write nothing: show every cue."
-    ),
+    dry_run: bool = dry_run_option("Load no model, write nothing: show every cue."),
     preset: Optional[str] = PRESET_OPTION,
-    json_out: bool = typer.Option(False, "--json", rich_help_panel="Output", help="A JSON report (stderr if -o -)."),
+    json_out: bool = json_option(JSON_HELP),
     quiet: bool = QUIET_OPTION,
     flags: dict = NO_FLAGS,
 ) -> None:
     """Speak a take again in another voice, in its own timing: its words in the slots they had."""
-    from ..app.dub.dubbing import DubRun
     from ..app.edit import revoice as rv
     from ..app.say.dialogue import Cast
-    from .common import run_session, run_settings
-    from .dub import run_dub, track_target
-    from .say import check_listening, words_path
+    from .dub import DubStart, track_target
 
-    t_start = time.perf_counter()
-    words = words_path(ctx, words_file)
-    chosen, settings = run_settings(preset, flags)
-    if not dry_run:
-        check_listening(settings, words is not None, "--words")
+    start = DubStart.begin(ctx, words_file, preset, flags, dry_run=dry_run, json_out=json_out, quiet=quiet)
     heard = None
     if cues is None:
         rv.take_ms(take)  # a take that is no audio: said before the recogniser loads
-        heard = _heard_file(take, settings)
+        heard = _heard_file(take, start.settings)
     timed, length = rv.take_cues(take, cues_file=cues, heard=heard, text=text)
     path = output if output is not None else str(Path(take).expanduser().with_suffix(".revoiced.wav"))
-    run = DubRun(
-        cues or take,
-        track_target(path, dry_run),
-        preset=chosen,
-        flags=flags,
-        cast=Cast(),
-        session=run_session(quiet, unit="cues"),
-        stdout=typer.get_binary_stream("stdout"),
-        words=None if dry_run else words,
-        cues=timed,
-        track_ms=length,
-    )
-    run_dub(run, dry_run=dry_run, json_out=json_out, quiet=quiet, t_start=t_start)
+    start.run(cues or take, track_target(path, dry_run), cast=Cast(), cues=timed, track_ms=length)
 
 
 def _heard_file(take: str, settings: Any) -> list[tuple[str, float, float]]:

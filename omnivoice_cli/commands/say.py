@@ -27,7 +27,11 @@ from ..ui.options import (
     PRESET_OPTION,
     QUIET_OPTION,
     SPEECH_SETTINGS,
+    dry_run_option,
+    json_option,
+    output_option,
     with_settings,
+    words_file_option,
 )
 from ..ui.text import visible
 
@@ -233,15 +237,7 @@ def say(
         help="Speak this UTF-8 file's text; - reads stdin.",
     ),
     preset: Optional[str] = PRESET_OPTION,
-    output: Optional[str] = typer.Option(
-        None,
-        "-o",
-        "--output",
-        metavar="PATH",
-        show_default=False,
-        rich_help_panel="Output",
-        help=f"Audio file ({usual_extensions()}), - for stdout. Default: play it.",
-    ),
+    output: Optional[str] = output_option(f"Audio file ({usual_extensions()}), - for stdout. Default: play it."),
     play: bool = typer.Option(False, "--play", rich_help_panel="Output", help="Play it as it is made (also with -o)."),
     stream: bool = typer.Option(
         False,
@@ -249,18 +245,8 @@ def say(
         rich_help_panel="Output",
         help="Send each sentence as it is ready (-o - too).",
     ),
-    json_out: bool = typer.Option(
-        False,
-        "--json",
-        rich_help_panel="Output",
-        help="A JSON report in place of the summary.",
-    ),
-    dry_run: bool = typer.Option(
-        False,
-        "--dry-run",
-        rich_help_panel="Output",
-        help="Show what would be spoken and how; no model.",
-    ),
+    json_out: bool = json_option("A JSON report in place of the summary."),
+    dry_run: bool = dry_run_option("Show what would be spoken and how; no model."),
     quiet: bool = QUIET_OPTION,
     # -- subtitles and dialogue (issue 15: cues.py, commands/dialogue.py) --
     subtitles: Optional[str] = typer.Option(
@@ -271,13 +257,8 @@ def say(
         rich_help_panel="Output",
         help="Also write timed subtitles (.srt or .vtt).",
     ),
-    words_file: Optional[str] = typer.Option(
-        None,
-        "--words",
-        metavar="FILE.json",
-        show_default=False,
-        rich_help_panel=LISTENING,
-        help="Also write when each word is spoken (JSON), heard by the speech recogniser.",
+    words_file: Optional[str] = words_file_option(
+        "Also write when each word is spoken (JSON), heard by the speech recogniser."
     ),
     subtitle_level: str = typer.Option(
         "line",

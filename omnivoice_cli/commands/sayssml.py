@@ -112,15 +112,8 @@ def say_parts(
 ) -> None:
     """Speak a document of several parts as a dialogue: each part a line, the breaks its gaps."""
     from ..app.say.dialogue import Cast, Member, Script, ScriptLine
-    from ..app.say.speak import output_target
-    from ..app.say.speakdialogue import DialogueRun
-    from ..app.session import WarnOnce, hardware_from_settings
     from ..app.ssml.spoken import voice_shown
-    from ..media.lock import output_lock
-    from ..media.subtitles import check_subtitles_path
-    from ..ui.messages import warn
-    from .common import held, run_session, stdout_is_terminal
-    from .dialogue import print_report
+    from .dialogue import speak_script
 
     lines = []
     for i, (part, b) in enumerate(zip(parts.parts, parts.built)):
@@ -129,22 +122,5 @@ def say_parts(
         member = Member(part.voice or "default", "auto" if shown == "auto" else kind, value or None)
         lines.append((ScriptLine(part.line, member, b.request.text), b))
     script = Script(tuple(lines), int(parts.seed), Cast())
-    target = output_target(output, settings, stdout_is_terminal)
-    shown_once = WarnOnce(warn)
-    for b in parts.built:
-        shown_once(b.warnings)
-    run = DialogueRun(
-        script,
-        target,
-        hardware_from_settings(settings.values),
-        model=str(settings["model"]),
-        gap=list(parts.pauses[1:]),
-        subtitles=check_subtitles_path(subtitles) if subtitles else None,
-        play=play,
-        session=run_session(quiet),
-        shown=shown_once,
-        loudness=settings["loudness"],
-        sample_rate=settings["sample_rate"],
-    )
-    with output_lock(None if target is None else target.path):
-        print_report(held(run), t_start, json_out, quiet)
+    gap = list(parts.pauses[1:])
+    speak_script(script, settings, output, subtitles, gap, play=play, json_out=json_out, quiet=quiet, t_start=t_start)

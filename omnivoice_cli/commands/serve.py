@@ -22,6 +22,7 @@ from ..ui.options import (
     NO_FLAGS,
     PRESET_OPTION,
     QUIET_OPTION,
+    max_queue_option,
     with_settings,
 )
 
@@ -103,15 +104,7 @@ CORS_OPTION = typer.Option(
     show_default=False,
     help="Let pages of this origin call the server (repeatable).",
 )
-MAX_QUEUE_OPTION = typer.Option(
-    64,
-    "--max-queue",
-    min=1,
-    max=100_000,
-    metavar="N",
-    rich_help_panel="Server",
-    help="Requests taken at once (generating or waiting); more get 503. Default: 64.",
-)
+MAX_QUEUE_OPTION = max_queue_option("taken", "503")
 MAX_CHARS_OPTION = typer.Option(
     None,
     "--max-chars",

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from ..engine.checkpoint.hub import entry_stat, unlink_same
+from ..engine.checkpoint.hub import READ_FLAGS, entry_stat, open_same, unlink_same
 from .atomic import replace_atomically
 
 MAGIC = b"OVPC1\n"  # the store's files begin with this; a change of layout bumps it
@@ -43,7 +43,6 @@ MAX_ENTRY = 512 << 20  # bytes of one entry's data at most (an hour of 24 kHz 16
 _KEY = re.compile(r"[0-9a-f]{64}")
 _ENTRY_NAME = re.compile(r"[0-9a-f]{64}\.phrase")
 _TMP_NAME = re.compile(r"\.[0-9a-f]{64}\.phrase\.[a-z0-9_]{8}\.part")  # atomic.temporary's names of an entry
-_READ_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 _LENGTH = struct.Struct("<Q")
 
 
@@ -84,7 +83,7 @@ class PhraseStore:
         ours, or it is damaged (then deleted)."""
         path = self.path_of(key)
         try:
-            fd = os.open(path, _READ_FLAGS)
+            fd = os.open(path, READ_FLAGS)
         except OSError:
             return None  # none, a link (ELOOP), a FIFO's refusal, no permission: a miss
         try:
@@ -215,16 +214,11 @@ def _read_entry(f: BinaryIO, key: str, size: int) -> tuple[Found | None, str]:
 
 def _ours(path: Path, st: os.stat_result) -> bool:
     """A regular file (never through a link) that begins with the store's magic."""
-    if not stat.S_ISREG(st.st_mode):
+    fd = open_same(path, st)
+    if fd is None:
         return False
     try:
-        fd = os.open(path, _READ_FLAGS)
-    except OSError:
-        return False
-    try:
-        now = os.fstat(fd)
-        same = stat.S_ISREG(now.st_mode) and (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino)
-        return same and os.pread(fd, len(MAGIC), 0) == MAGIC
+        return os.pread(fd, len(MAGIC), 0) == MAGIC
     except OSError:
         return False
     finally:

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 from ..app.settings.setting import SettingsError
+from ..app.settings.values import did_you_mean, shown_value
 from ..engine.errors import InvalidRequest, OmniVoiceError, one_line
 from ..engine.tickets import RequestCancelled, ServiceStopped
 
@@ -45,6 +46,22 @@ class ApiError(Exception):
 
 def bad_request(message: str, param: str | None = None, code: str | None = None) -> ApiError:
     return ApiError(400, message, param=param, code=code)
+
+
+def unknown_field(
+    key: object,
+    known: tuple[str, ...] | list[str],
+    *,
+    hint: str | None = None,
+    listed: str | None = None,
+    error: type[ApiError] = ApiError,
+) -> ApiError:
+    """400 unknown_field: `key` is none of the body's `known` fields. `hint`: what follows its name
+    (default: the closest known one); `listed`: the known fields as the message lists them."""
+    hint = did_you_mean(str(key), known) if hint is None else hint
+    listed = ", ".join(known) if listed is None else listed
+    message = f"field {shown_value(key)} is not a known field{hint}; known: {listed}"
+    return error(400, message, param=str(key)[:80], code="unknown_field")
 
 
 def busy(message: str, retry_after: int, code: str = "server_busy") -> ApiError:

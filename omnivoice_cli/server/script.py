@@ -47,7 +47,7 @@ from ..app.session import check_seed_range, random_seed, seed_for
 from ..app.settings.layers import Source, check_layer
 from ..app.settings.schema import HTTP_SETTINGS
 from ..app.settings.setting import HTTP
-from ..app.settings.values import did_you_mean, or_list, shown_value
+from ..app.settings.values import or_list, shown_value
 from ..engine.errors import one_line
 from ..engine.model.config import ModelConfig
 from ..engine.planning import plan_of
@@ -55,7 +55,7 @@ from ..engine.tickets import Busy, Event, ServiceStopped, Ticket
 from ..media.formats import AudioFormat
 from ..media.tracks import join_with_gaps
 from .config import ServeOptions
-from .errors import bad_request, busy, from_engine
+from .errors import bad_request, busy, from_engine, unknown_field
 from .speech import RESPONSE_FORMATS, parse_json, rate_for, speaker_for
 
 if TYPE_CHECKING:
@@ -124,13 +124,7 @@ def parse_script_body(body: bytes, options: ServeOptions, speaker: Speaker | Non
     settings = {k: v for k, v in data.items() if k not in FIELDS}
     unknown = [k for k in settings if k not in HTTP_SETTINGS and k != "preset"]
     if unknown:
-        known = (*FIELDS, *HTTP_SETTINGS)
-        raise bad_request(
-            f"field {shown_value(unknown[0])} is not a known field{did_you_mean(str(unknown[0]), known)}; "
-            f"known: {', '.join(known)}",
-            str(unknown[0])[:80],
-            code="unknown_field",
-        )
+        raise unknown_field(unknown[0], (*FIELDS, *HTTP_SETTINGS))
     pause = data.get("pause", 0.3)
     if isinstance(pause, bool) or not isinstance(pause, (int, float)) or not 0 <= pause <= MAX_PAUSE:
         raise bad_request(f"field 'pause' must be seconds in 0..{MAX_PAUSE:g}, got {shown_value(pause)}", "pause")

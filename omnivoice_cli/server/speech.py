@@ -48,7 +48,7 @@ from ..media.encoders import FormatUnavailable
 from ..media.formats import AudioFormat, check_available, check_rate, served_formats
 from ..media.loudness import streaming_refused
 from .config import ServeOptions
-from .errors import ApiError, bad_request, request_field, scrub
+from .errors import ApiError, bad_request, request_field, scrub, unknown_field
 
 OPENAI_FIELDS = ("model", "input", "voice", "instructions", "response_format", "speed", "stream_format")
 SERVER_FIELDS = ("preset", "stream", "timestamps")
@@ -127,17 +127,12 @@ def _check_fields(data: dict) -> None:
     for key in data:
         if key in known:
             continue
+        hint: str | None = None  # the closest known field
         if key in _NOT_HERE:
             hint = f" ({_NOT_HERE[key]})"
         elif key in SCHEMA:
             hint = " (it is set when the server starts)"
-        else:
-            hint = did_you_mean(key, known)
-        raise bad_request(
-            f"field {shown_value(key)} is not a known field{hint}; known: {', '.join(known)}",
-            param=str(key)[:80],
-            code="unknown_field",
-        )
+        raise unknown_field(key, known, hint=hint)
 
 
 def _string(data: dict, key: str, allowed: str) -> str | None:

@@ -28,11 +28,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ..app.listening import listen
-from ..app.settings.values import did_you_mean, join_lines, shown_value
+from ..app.settings.values import did_you_mean, join_lines
 from ..app.voices import voiceexport, voices
 from ..engine.errors import InvalidRequest, MissingExtra, ModelUnavailable, one_line
 from ..engine.model.config import SAMPLE_RATE
-from .errors import ApiError, bad_request, scrub, scrub_asr, scrub_paths
+from .errors import ApiError, bad_request, scrub, scrub_asr, scrub_paths, unknown_field
 
 if TYPE_CHECKING:
     from ..engine.sound.voice import PreparedReference, VoicePrompt
@@ -61,12 +61,7 @@ async def _form_fields(request: Request) -> tuple[str, UploadFile, str | None]:
         raise bad_request(f"the multipart body cannot be read: {e}") from None
     for key in form.keys():
         if key not in UPLOAD_FIELDS:
-            raise bad_request(
-                f"field {shown_value(key)} is not a known field{did_you_mean(key, UPLOAD_FIELDS)}; "
-                f"known: {', '.join(UPLOAD_FIELDS)}",
-                str(key)[:80],
-                "unknown_field",
-            )
+            raise unknown_field(key, UPLOAD_FIELDS)
     name, upload, text = form.get("name"), form.get("file"), form.get("ref_text")
     if not isinstance(name, str) or not name.strip():
         raise bad_request("field 'name' is missing: give the voice a name, e.g. alice", "name")

@@ -20,7 +20,7 @@ from typing import Any, Callable, Optional
 import typer
 
 from ..app.settings.schema import GENERATION_KEYS, SCHEMA
-from ..app.settings.setting import HTTP, LINE, PANELS, PRESET, Setting, SettingsError, flag_name
+from ..app.settings.setting import HTTP, LINE, LISTENING, PANELS, PRESET, Setting, SettingsError, flag_name
 from ..app.settings.values import check_setting, parse_text
 
 NO_FLAGS: dict[str, Any] = {}
@@ -114,16 +114,24 @@ PRESET_OPTION = typer.Option(
     rich_help_panel="Input",
     help="Settings from a preset (`omnivoice presets`) or a .toml file; flags override it.",
 )
+MAX_QUEUE = 64  # --max-queue when not given (serve, wyoming, mcp)
+
+
+def max_queue_option(taken: str, refused: str) -> Any:
+    """--max-queue N of a server: requests `taken` at once (generating or waiting); more get `refused`."""
+    return typer.Option(
+        MAX_QUEUE,
+        "--max-queue",
+        min=1,
+        max=100_000,
+        metavar="N",
+        rich_help_panel="Server",
+        help=f"Requests {taken} at once (generating or waiting); more get {refused}. Default: {MAX_QUEUE}.",
+    )
+
+
 # the engine-loop servers' bounds (`omnivoice wyoming`, `omnivoice mcp`: app/door/speaker.py)
-SPEAKER_MAX_QUEUE_OPTION = typer.Option(
-    64,
-    "--max-queue",
-    min=1,
-    max=100_000,
-    metavar="N",
-    rich_help_panel="Server",
-    help="Requests in the engine at once (generating or waiting); more get an error. Default: 64.",
-)
+SPEAKER_MAX_QUEUE_OPTION = max_queue_option("in the engine", "an error")
 SPEAKER_MAX_CHARS_OPTION = typer.Option(
     4096,
     "--max-chars",
@@ -144,6 +152,28 @@ IDLE_UNLOAD_OPTION = typer.Option(
 QUIET_OPTION = typer.Option(
     False, "--quiet", "-q", help="Only warnings and errors on stderr.", rich_help_panel="Output"
 )
+
+
+# Options that several commands take, each with its own words (say, dub, edit, revoice)
+def output_option(help: str) -> Any:
+    """-o / --output PATH, in the Output panel."""
+    return typer.Option(None, "-o", "--output", metavar="PATH", show_default=False, rich_help_panel="Output", help=help)
+
+
+def words_file_option(help: str) -> Any:
+    """--words FILE.json: when each word is spoken, heard by the speech recogniser (the Listening panel)."""
+    return typer.Option(None, "--words", metavar="FILE.json", show_default=False, rich_help_panel=LISTENING, help=help)
+
+
+def dry_run_option(help: str) -> Any:
+    """--dry-run: load no model, write nothing (the Output panel)."""
+    return typer.Option(False, "--dry-run", rich_help_panel="Output", help=help)
+
+
+def json_option(help: str) -> Any:
+    """--json: a JSON report (the Output panel)."""
+    return typer.Option(False, "--json", rich_help_panel="Output", help=help)
+
 
 # The settings of `say` and `batch` (what a request and its engine are made of).
 SPEECH_SETTINGS = (

@@ -352,6 +352,28 @@ def _is_omnivoice(snapshot: Path) -> bool:
 
 # --- our own files in the user's folders (the weight cache, the phrase cache) ------------------------
 
+# to read one: never through a link, never waiting on a FIFO or a device
+READ_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def open_same(path: Path, st: os.stat_result) -> int | None:
+    """`path` opened to read (READ_FLAGS) only while it is the regular file `st` (its entry_stat):
+    the descriptor, the caller's to close; None where it is not (any more) or cannot be opened."""
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    try:
+        fd = os.open(path, READ_FLAGS)
+    except OSError:
+        return None
+    try:
+        now = os.fstat(fd)
+        if stat.S_ISREG(now.st_mode) and (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino):
+            return fd
+    except OSError:
+        pass
+    os.close(fd)
+    return None
+
 
 def entry_stat(path: Path) -> os.stat_result | None:
     """The entry itself (a link is not followed), or None where there is none."""

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, TypedDict
 
 from ..checkpoint import hub
-from ..checkpoint.hub import entry_stat, unlink_same
+from ..checkpoint.hub import entry_stat, open_same, unlink_same
 from ..checkpoint.tensorfile import SafetensorsFile, TensorFileError
 from . import cpu
 from .memory import release_pages
@@ -56,7 +56,6 @@ _ENTRY_NAME = re.compile(r"int8-[0-9a-f]{32}\.safetensors")  # file_for's names
 _TMP_NAME = re.compile(r"\.int8-[0-9a-f]{32}\.safetensors\.[0-9]+\.tmp")  # _Writer's
 _KEY_FIELDS = ("format", "checkpoint", "size", "mtime_ns", "header_sha256", "cpu", "torch")  # CacheKey's
 _MAX_HEADER = 16 << 20  # bytes of a cache file's header at most (a real one: tens of kB)
-_READ_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
@@ -85,20 +84,15 @@ def _cache_meta(path: Path, st: os.stat_result) -> dict[str, str] | None:
     """The metadata of one of the cache's own files, or None where `path` is not one: opened without
     following a link or blocking, only while it is the regular file `st`, its header read bounded
     and holding every field of a cache key."""
-    if not stat.S_ISREG(st.st_mode):
-        return None
-    try:
-        fd = os.open(path, _READ_FLAGS)
-    except OSError:
+    fd = open_same(path, st)
+    if fd is None:
         return None
     try:
         with os.fdopen(fd, "rb") as f:
-            now = os.fstat(f.fileno())
-            if not stat.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
-                return None
+            size = os.fstat(f.fileno()).st_size
             head = f.read(8)
             (n,) = struct.unpack("<Q", head) if len(head) == 8 else (-1,)
-            if not 0 < n <= min(now.st_size - 8, _MAX_HEADER):
+            if not 0 < n <= min(size - 8, _MAX_HEADER):
                 return None
             header = json.loads(f.read(n))
     except (OSError, ValueError, UnicodeDecodeError, RecursionError):

@@ -24,7 +24,7 @@ from ...app.settings.schema import HTTP_SETTINGS
 from ...app.settings.values import did_you_mean, shown_value, type_name
 from ...media.formats import served_formats
 from ...media.rates import SAMPLE_RATES
-from ..errors import ApiError, check_key
+from ..errors import ApiError, check_key, unknown_field
 
 KEY_HEADER = "xi-api-key"
 TTS_PREFIX = "/v1/text-to-speech/"
@@ -185,12 +185,8 @@ def speech_body(data: object, voice_id: str, query: Mapping[str, str]) -> dict:
     known = (*FIELDS, *IGNORED_FIELDS, *ours)
     for key in data:
         if key not in known:
-            raise bad(
-                f"field {shown_value(key)} is not a known field{did_you_mean(str(key), known)}; "
-                f"known: {', '.join((*FIELDS, *IGNORED_FIELDS))} and our settings ({', '.join(ours)})",
-                str(key)[:80],
-                "unknown_field",
-            )
+            listed = f"{', '.join((*FIELDS, *IGNORED_FIELDS))} and our settings ({', '.join(ours)})"
+            raise unknown_field(key, known, listed=listed, error=ElevenError)
     if "text" not in data:
         raise bad("field 'text' is missing: give the text to speak", "text")
     name, rate = output_format(query.get("output_format"))
