@@ -2,9 +2,11 @@
 entries, rendered once (design.py) and cloned after that, on every request and after a restart.
 
 One voice file per (checkpoint, design) in `designed/` of the user's data folder
-(`engine.checkpoint.hub.user_home`), named `voice-<32 hex>.safetensors` by a sha256 of the
-checkpoint's key (`checkpoint_key`: its folder, and the size and modification time of its
-weights and config) and the design. The folder is untrusted: an entry is read only when it is a
+(`engine.checkpoint.hub.user_home`), named `voice-<32 hex>.safetensors` by a sha256 of FORMAT,
+the checkpoint's key (`checkpoint_key`: its stamp, engine/checkpoint/stamp.py, the one the weight
+cache and the phrase cache key by too) and the design. FORMAT 2 keys by the stamp: the entries of
+FORMAT 1 (keyed by the folder and its weights' and config's sizes and times) are never asked for
+again, so each design is rendered once more per checkpoint. The folder is untrusted: an entry is read only when it is a
 regular file of at most MAX_ENTRY_BYTES, it is a voice file whose recorded checkpoint key and
 design are the ones asked for, and its recorded `voice_prompt` is the sha256 of the codes and
 words it holds; else it is deleted and rendered again (never a failure). An entry is written
@@ -26,15 +28,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...engine.checkpoint.hub import user_home
+from ...engine.checkpoint.stamp import checkpoint_stamp
 from ...engine.errors import InvalidRequest
 from .design import Design, voice_prompt
 
 if TYPE_CHECKING:
     from ...engine.sound.voice import VoicePrompt
 
-FORMAT = "1"  # the entry's layout and key; a change bumps it
+FORMAT = "2"  # the entry's layout and key (2: the checkpoint's stamp); a change bumps it
 MAX_ENTRY_BYTES = 4 << 20  # a voice file: a sample's codes are a few kB
-_KEY_FILES = ("config.json", "model.safetensors")
 _locks: dict[Path, threading.Lock] = {}
 _locks_guard = threading.Lock()
 
@@ -45,23 +47,15 @@ def design_dir() -> Path:
 
 
 def checkpoint_key(folder: Path | None) -> str | None:
-    """The checkpoint's key: its folder and the size and modification time of its files that make
-    the codes (None: no folder here, nothing is kept)."""
-    if folder is None:
-        return None
-    parts: list[object] = [FORMAT, str(Path(folder).resolve())]
-    for name in _KEY_FILES:
-        try:
-            st = os.stat(Path(folder) / name)
-            parts.append((name, st.st_size, st.st_mtime_ns))
-        except OSError:
-            parts.append((name, None, None))
-    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:32]
+    """The checkpoint's key: its stamp's digest (engine/checkpoint/stamp.py). None: no folder here,
+    or a file of it unreadable (nothing is kept)."""
+    stamp = None if folder is None else checkpoint_stamp(folder)
+    return None if stamp is None else stamp.digest
 
 
 def entry_path(key: str, design: Design) -> Path:
     """The file a design is kept in for the checkpoint `key`."""
-    text = json.dumps([key, design.fields()], sort_keys=True, ensure_ascii=False)
+    text = json.dumps([FORMAT, key, design.fields()], sort_keys=True, ensure_ascii=False)
     return design_dir() / f"voice-{hashlib.sha256(text.encode()).hexdigest()[:32]}.safetensors"
 
 
