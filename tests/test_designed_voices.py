@@ -180,3 +180,18 @@ def test_the_checksum_is_of_codes_and_words():
     assert base != prompt_checksum(codes, "Hello!") and base != prompt_checksum(codes.reshape(4, 4), "Hello.")
     codes[1, 1] += 1
     assert base != prompt_checksum(codes, "Hello.")
+
+
+def test_a_finetunes_own_items_design_a_cast_members_voice(invoke, home, finetune, tmp_path):
+    """kohai's emotions are its own instruct items: a member designed by one is one voice for all
+    its lines, another item another voice (the fine-tune loaded for real: not the tiny engine)."""
+    script = tmp_path / "script.txt"
+    script.write_text("BOB: Good morning.\nANN: Hello Bob.\nBOB: How are you today?\nANN: Fine, thanks.\n")
+    r = invoke(
+        "say", "-f", script, "--cast", "BOB=instruct:happy", "--cast", "ANN=instruct:sad",
+        "--seed", "7", "--model", finetune("kohai"), *FAST, "-o", tmp_path / "d.wav", "--json",
+    )  # fmt: skip
+    lines = _json(r)["lines"]
+    voices = {who: {ln["voice_prompt"] for ln in lines if ln["speaker"] == who} for who in ("BOB", "ANN")}
+    assert all(len(v) == 1 and None not in v for v in voices.values()), voices
+    assert voices["BOB"] != voices["ANN"]
