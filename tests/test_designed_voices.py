@@ -15,13 +15,17 @@ from conftest import TINY_CKPT
 from server_util import running_server
 
 from omnivoice_cli.app.voices import designcache
-from omnivoice_cli.app.voices.design import Design, default_sample, render, voice_prompt
+from omnivoice_cli.app.voices.design import Design, default_sample, render, render_line, voice_prompt
+from omnivoice_cli.engine.model.config import GenerationConfig
+from omnivoice_cli.engine.planning import Request
+from omnivoice_cli.engine.sound.voice import VoicePrompt
 from omnivoice_cli.engine.sound.voicefile import prompt_checksum
 
 pytestmark = pytest.mark.slow  # the tiny model end to end
 
 MODEL = ("--model", str(TINY_CKPT))
 FAST = ("--num-step", "4")
+STEPS_4 = GenerationConfig(num_step=4)  # FAST's
 
 
 def _json(r) -> dict:
@@ -164,11 +168,41 @@ def test_cast_later_lines_clone_the_first_lines_voice(invoke, loaded, home, engi
     lines = _json(r)["lines"]
     bob = [ln for ln in lines if ln["speaker"] == "BOB"]
     assert len({ln["voice_prompt"] for ln in bob}) == 1 and bob[0]["voice_prompt"] is not None
-    # the voice is BOB's first line rendered (its words, its seed), and every BOB line clones it
-    first = Design("male, low pitch", bob[0]["seed"], bob[0]["text"], None)
-    assert voice_prompt(render(engine, first)) == bob[1]["voice_prompt"] == bob[2]["voice_prompt"]
+    # the voice is BOB's first line as spoken (its words, its seed, its settings), and every BOB line
+    # clones it
+    first = Request(text=bob[0]["text"], instruct="male, low pitch", seed=bob[0]["seed"], generation=STEPS_4)
+    assert voice_prompt(render_line(engine, first)[0]) == bob[1]["voice_prompt"] == bob[2]["voice_prompt"]
     [ann] = [ln for ln in lines if ln["speaker"] == "ANN"]
     assert ann["voice_prompt"] is None  # the model's own voice: nothing cloned
+
+
+def test_a_cast_members_first_line_is_generated_once(invoke, loaded, home, engine, tmp_path, monkeypatch):
+    """The line that designs BOB's voice is that voice's render: generated once, not again as a
+    clone of itself (3 lines: 3 generations, where the render and the line were 4); its audio is
+    the render's, and the voice it reports the render's."""
+    generated, rendered = [], []
+    real = engine.generate
+
+    def counting(items, **kwargs):
+        results = real(items, **kwargs)
+        generated.extend(items)
+        rendered.extend(results)
+        return results
+
+    monkeypatch.setattr(engine, "generate", counting)
+    script = tmp_path / "script.txt"
+    script.write_text("BOB: Good morning.\nANN: Hello Bob.\nBOB: How are you today?\n")
+    r = invoke(
+        "say", "-f", script, "--cast", "BOB=instruct:male, low pitch", "--cast", "ANN=auto",
+        "--seed", "7", *MODEL, *FAST, "-o", tmp_path / "d.wav", "--json",
+    )  # fmt: skip
+    lines = _json(r)["lines"]
+    assert len(generated) == 3, [getattr(g, "text", g) for g in generated]
+    first = rendered[0]  # the render: BOB's first line as itself
+    assert voice_prompt(VoicePrompt(first.tokens, lines[0]["text"], None)) == lines[0]["voice_prompt"]
+    assert lines[0]["voice_prompt"] == lines[2]["voice_prompt"] and lines[1]["voice_prompt"] is None
+    seconds = lines[0]["end_seconds"] - lines[0]["start_seconds"]  # each rounded to 0.1 ms
+    assert abs(seconds - len(first.audio) / engine.sample_rate) < 2e-4
 
 
 def test_the_checksum_is_of_codes_and_words():
@@ -180,3 +214,18 @@ def test_the_checksum_is_of_codes_and_words():
     assert base != prompt_checksum(codes, "Hello!") and base != prompt_checksum(codes.reshape(4, 4), "Hello.")
     codes[1, 1] += 1
     assert base != prompt_checksum(codes, "Hello.")
+
+
+def test_a_finetunes_own_items_design_a_cast_members_voice(invoke, home, finetune, tmp_path):
+    """kohai's emotions are its own instruct items: a member designed by one is one voice for all
+    its lines, another item another voice (the fine-tune loaded for real: not the tiny engine)."""
+    script = tmp_path / "script.txt"
+    script.write_text("BOB: Good morning.\nANN: Hello Bob.\nBOB: How are you today?\nANN: Fine, thanks.\n")
+    r = invoke(
+        "say", "-f", script, "--cast", "BOB=instruct:happy", "--cast", "ANN=instruct:sad",
+        "--seed", "7", "--model", finetune("kohai"), *FAST, "-o", tmp_path / "d.wav", "--json",
+    )  # fmt: skip
+    lines = _json(r)["lines"]
+    voices = {who: {ln["voice_prompt"] for ln in lines if ln["speaker"] == who} for who in ("BOB", "ANN")}
+    assert all(len(v) == 1 and None not in v for v in voices.values()), voices
+    assert voices["BOB"] != voices["ANN"]

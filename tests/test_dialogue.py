@@ -4,6 +4,7 @@ commands/dialogue.py). Fast tests on FakeEngine; slow ones on the tiny checkpoin
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 
@@ -16,6 +17,7 @@ from conftest import TINY_CKPT, error_line, files_in
 
 from omnivoice_cli.app.say import dialogue
 from omnivoice_cli.app.say.dialogue import Cast, Member
+from omnivoice_cli.app.voices.design import voice_prompt
 from omnivoice_cli.engine.errors import InvalidRequest
 
 SR = 24000
@@ -159,13 +161,17 @@ def test_dialogue_lines_voices_seeds_and_gaps(invoke, fake_engine, home, script,
     assert r.exit_code == 0, r.stderr
     reqs = fake_engine.requests
     assert [(q.text, q.seed, q.instruct, q.ref is not None) for q in reqs] == [
-        ("Hello there, Bob.", 10, "female, low pitch", True),  # ALICE's voice: her first line's, rendered once
         ("Hi Alice. How are you?", 11, None, True),
-        ("Fine, thank you.", 12, "female, low pitch", True),  # ... and cloned by every line of hers
+        ("Fine, thank you.", 12, "female, low pitch", True),  # ALICE's voice, cloned by every later line
     ]
+    # ALICE's voice: her first line rendered once, as itself (that take is the line: not generated again)
     [render] = fake_engine.rendered
-    assert (render.text, render.seed, render.instruct) == ("Hello there, Bob.", 10, "female, low pitch")
-    assert reqs[0].ref is reqs[2].ref
+    assert (render.text, render.seed, render.instruct, render.ref) == (
+        "Hello there, Bob.",
+        10,
+        "female, low pitch",
+        None,
+    )
     audio, rate = sf.read(str(out), dtype="float32")
     gap = round(0.3 * SR)
     assert len(audio) == 3 * SR + 2 * gap  # the fake engine makes 1 s a line
@@ -173,6 +179,8 @@ def test_dialogue_lines_voices_seeds_and_gaps(invoke, fake_engine, home, script,
         start = (i + 1) * SR + i * gap
         assert not audio[start : start + gap].any()
     report = json.loads(r.stdout)
+    alice = [ln["voice_prompt"] for ln in report["lines"] if ln["speaker"] == "ALICE"]
+    assert alice[0] == alice[1] == voice_prompt(reqs[1].ref)
     assert [(ln["line"], ln["speaker"], ln["seed"], ln["start_seconds"]) for ln in report["lines"]] == [
         (2, "ALICE", 10, 0.0),
         (4, "BOB", 11, 1.3),
@@ -308,21 +316,26 @@ def test_each_line_equals_say(invoke, home, script, voice_file, tmp_path, monkey
     show = sf.read(str(out), dtype="int16")[0]
     pos, gap = 0, round(0.25 * SR)
     lines = json.loads(r.stdout)["lines"]
-    # ALICE's voice is her first line rendered once (app/voices/design.py): every line of hers clones it
-    from omnivoice_cli.app.voices.design import Design, render, voice_prompt
+    # ALICE's voice is her first line as spoken (app/voices/design.py: render_line), that line a design
+    # request; every later line of hers clones it
+    from omnivoice_cli.app.voices.design import render_line
+    from omnivoice_cli.engine.model.config import GenerationConfig
+    from omnivoice_cli.engine.planning import Request
     from omnivoice_cli.engine.sound.voice import save_voice
 
     first = next(ln for ln in lines if ln["speaker"] == "ALICE")
-    alice = render(engine, Design("female, low pitch", first["seed"], first["text"], None))
+    spoken = Request(text=first["text"], instruct="female, low pitch", seed=first["seed"])
+    alice = render_line(engine, dataclasses.replace(spoken, generation=GenerationConfig(num_step=4)))[0]
     save_voice(tmp_path / "alice.safetensors", alice)
     assert {ln["voice_prompt"] for ln in lines if ln["speaker"] == "ALICE"} == {voice_prompt(alice)}
-    voices["ALICE"] += ["--voice", str(tmp_path / "alice.safetensors")]
+    cloned = {"ALICE": ["--voice", str(tmp_path / "alice.safetensors")], "BOB": []}
     for i, line in enumerate(lines):
         solo_path = tmp_path / f"line{i}.wav"
         s = invoke(
             "say",
             line["text"],
             *voices[line["speaker"]],
+            *(cloned[line["speaker"]] if line is not first else []),
             "--seed",
             5 + i,
             "--num-step",

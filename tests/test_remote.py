@@ -52,6 +52,20 @@ def test_the_server_is_also_found_by_the_environment_and_says_its_seed(url, invo
     assert r.exit_code == 0, r.stderr  # --server '': a local run, where --model is allowed
 
 
+def test_the_summary_names_the_voice_prompt_the_server_cloned(url, invoke, tmp_path):
+    """--json's `voice_prompt` is the server's (its X-OmniVoice-Voice-Prompt): the designed alloy the
+    local run on the same checkpoint and home clones; none for the model's own voice."""
+    import json
+
+    here = local(invoke, "--voice", "alloy", "--json", "-o", tmp_path / "here.wav")
+    there = remote(invoke, url, "--voice", "alloy", "--json", "-o", tmp_path / "there.wav")
+    assert here.exit_code == there.exit_code == 0, there.stderr
+    prompt = json.loads(there.stdout)["voice_prompt"]
+    assert prompt == json.loads(here.stdout)["voice_prompt"] and len(prompt) == 64
+    plain = remote(invoke, url, "--json", "-o", tmp_path / "plain.wav")
+    assert plain.exit_code == 0 and json.loads(plain.stdout)["voice_prompt"] is None
+
+
 @pytest.mark.parametrize("streamed", [("--stream",), ()], ids=["stream", "whole"])
 def test_stdout_through_the_server_equals_a_local_run(url, invoke, streamed):
     here = local(invoke, *streamed, "-o", "-")

@@ -102,11 +102,17 @@ def test_a_well_formed_reply_is_written(hostile, invoke, tmp_path):
     handler.headers = {
         "X-OmniVoice-Seed": "7",
         "X-OmniVoice-Loudness": json.dumps({"target_lufs": -16.0, "lufs": -16.1}),
+        "X-OmniVoice-Voice-Prompt": "ab" * 32,
     }
     handler.body = wav(1.0)
     r = say_remote(invoke, url, "-o", tmp_path / "ok.wav", "--json")
     assert r.exit_code == 0, r.stderr
-    assert json.loads(r.stdout)["seed"] == 7 and (tmp_path / "ok.wav").stat().st_size > 40_000
+    summary = json.loads(r.stdout)
+    assert summary["seed"] == 7 and (tmp_path / "ok.wav").stat().st_size > 40_000
+    assert summary["voice_prompt"] == "ab" * 32
+    handler.headers = {"X-OmniVoice-Seed": "7", "X-OmniVoice-Voice-Prompt": "none"}  # no voice cloned
+    r = say_remote(invoke, url, "-o", tmp_path / "ok.wav", "--json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["voice_prompt"] is None, r.stderr
 
 
 BAD_URLS = {
@@ -140,6 +146,8 @@ BAD_HEADERS = {
     "verify that is not JSON": ("X-OmniVoice-Verify", "]["),
     "verify nested 3,000 deep": ("X-OmniVoice-Verify", '{"a":' * 3000 + "1" + "}" * 3000),
     "verify of the wrong shape": ("X-OmniVoice-Verify", '{"piece": 0}'),
+    "a voice prompt that is not a sha256": ("X-OmniVoice-Voice-Prompt", "ab" * 31 + "zz"),
+    "a voice prompt of 5,000 characters": ("X-OmniVoice-Voice-Prompt", "a" * 5000),
 }
 
 

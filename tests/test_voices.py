@@ -628,7 +628,9 @@ def test_builtin_voice_in_a_cast(invoke, fake_engine, home, tmp_path):
     script.write_text("A: Hello there.\nB: Hi.\n")
     r = invoke("say", "-f", script, "--cast", "A=shimmer", "--cast", "B=instruct:man", "-o", tmp_path / "a.wav", "-q")
     assert r.exit_code == 0, r.stderr
-    assert [q.instruct for q in fake_engine.requests] == [voices.builtin_voices()["shimmer"], "man"]
+    shimmer = voices.builtin_voices()["shimmer"]
+    assert [q.instruct for q in fake_engine.requests] == [shimmer]  # cloning shimmer's voice, rendered apart
+    assert [q.instruct for q in fake_engine.rendered] == [shimmer, "man"]  # B's line rendered as itself, once
 
 
 def test_builtin_voice_in_a_batch_line(invoke, fake_engine, home, tmp_path):

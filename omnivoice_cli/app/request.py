@@ -150,6 +150,10 @@ class References:
             raise found
         return found
 
+    def encoded(self, ref: Reference, prompt: VoicePrompt) -> None:
+        """Take `prompt` as `ref`'s voice for the rest of the run (a design rendered as its line)."""
+        self._encoded[(ref.path.resolve(), ref.transcript)] = prompt
+
     def encode(self, engine: Engine, ref: Reference) -> VoicePrompt:
         """The VoicePrompt of a prepared reference (encoded once per run)."""
         key = (ref.path.resolve(), ref.transcript)

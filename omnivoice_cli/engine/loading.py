@@ -163,7 +163,7 @@ def load_body(
     net.eval()
     if quantize == "int8":
         kind = int8_kind(kernel)
-        make, done = weightcache.int8_maker(net, root / "model.safetensors", kind, notice or (lambda line: None))
+        make, done = weightcache.int8_maker(net, root, kind, notice or (lambda line: None))
         try:
             quantize_int8(net, make, kind)
         except BaseException:

@@ -6,7 +6,8 @@ seed of a request that names none while the cache is on (torch-free but for a sa
     key = phrase_key(request, settings, voice, checkpoint_identity(model), "mp3", 24000, "file")
 
 The key is a sha256 over: this key's layout (KEY_FORMAT), the package's and torch's versions, the
-checkpoint's identity (its folder and its files' sizes and times), the text as the model is given
+checkpoint's identity (its stamp: engine/checkpoint/stamp.py, the one the weight cache and the
+designed voices key by too), the text as the model is given
 it (after SSML, Markdown, the lexicon and normalisation), the voice's key, the seed, every setting
 of the one settings schema (app/settings/schema.py; those that only name a file are keyed by what
 they give: the text, the voice), the output format, its rate and its form (a whole file, or a
@@ -22,20 +23,19 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 from functools import lru_cache
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
-from ...engine.checkpoint.hub import REQUIRED_FILES
+from ...engine.checkpoint.stamp import checkpoint_stamp
 from ..checkpoint import checkpoint_folder
 
 if TYPE_CHECKING:
     from ...engine.planning import Request
     from ...engine.sound.voice import PreparedReference, VoicePrompt
 
-KEY_FORMAT = "1"  # bumped when what the key covers changes
+KEY_FORMAT = "2"  # bumped when what the key covers changes (2: the checkpoint's stamp: every entry missed once)
 SEED_BITS = 31  # a derived seed stays as short as a drawn one (session.RANDOM_SEED_BOUND)
 # settings keyed by what they give, not by their value: the model (by its identity), the files of a
 # voice and a lexicon (by the voice's key, the text), the seed and the format (keyed on their own)
@@ -82,19 +82,11 @@ def derived_seed(text: str, voice: str) -> int:
 
 
 def checkpoint_identity(model: str | None) -> str | None:
-    """The checkpoint `model` names, as the key knows it: its resolved folder and its required
-    files' sizes and modification times (None: it is not here yet, so nothing is cached)."""
+    """The checkpoint `model` names, as the key knows it: its stamp's digest (the module doc). None:
+    it is not here yet, or a file of it is unreadable, so nothing is cached."""
     folder = checkpoint_folder(model)
-    if folder is None:
-        return None
-    stamp: list[object] = [str(folder.resolve())]
-    for name in REQUIRED_FILES:
-        try:
-            st = os.stat(folder / name)
-        except OSError:
-            return None
-        stamp.append([name, st.st_size, st.st_mtime_ns])
-    return hashlib.sha256(json.dumps(stamp).encode()).hexdigest()
+    stamp = None if folder is None else checkpoint_stamp(folder)
+    return None if stamp is None else stamp.digest
 
 
 @lru_cache(maxsize=1)

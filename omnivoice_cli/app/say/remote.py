@@ -18,6 +18,7 @@ or a server that is not there is a failure (exit 1), one line. The server is not
 another layout or cut short, or one longer than the request can make is a failure, and no file. The settings of the model and the
 machine (`LOCAL_ONLY`) are the server's: given as flags they are refused (exit 2); from the
 environment or a preset they are left to the server. `--voice NAME` names the server's saved voice.
+The report (`--json`) names the seed and the voice prompt the reply's headers say the server used.
 """
 
 from __future__ import annotations
@@ -132,7 +133,7 @@ class _Reply:
     audio: "np.ndarray"  # float32 samples at `rate`
     rate: int
     first: float | None  # streamed: seconds until the first samples came
-    meta: ReplyMeta  # its headers' seed, loudness and verify
+    meta: ReplyMeta  # its headers' seed, loudness, verify and voice prompt
 
 
 class RemoteRun:
@@ -182,6 +183,7 @@ class RemoteRun:
             seed=got.meta.seed,
             pieces=len(plan.pieces) if plan is not None else 1,
             verify=got.meta.verify,
+            voice_prompt=got.meta.voice_prompt,
         )
         return report if got.meta.loudness is None else replace(report, loudness=got.meta.loudness)
 

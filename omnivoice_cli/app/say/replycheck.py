@@ -55,6 +55,7 @@ RATES = (8000, 48000)  # Hz: a reply's rate when none was asked (the model's own
 SEED = "X-OmniVoice-Seed"
 LOUDNESS = "X-OmniVoice-Loudness"
 VERIFY = "X-OmniVoice-Verify"
+VOICE_PROMPT = "X-OmniVoice-Voice-Prompt"  # the sha256 of the voice prompt cloned ('none': a fresh voice)
 MARK = "X-OmniVoice-Mark"  # the server's AI mark (docs/marking.md): its checkpoint names the model in ours
 _USAGE = "give http://HOST[:PORT] or https://HOST[:PORT] of `omnivoice serve`"
 
@@ -109,6 +110,7 @@ class ReplyMeta:
     loudness: dict | None  # --loudness: what levelling did
     verify: list | None  # --verify: a row per piece
     checkpoint: str | None = None  # the model the server's mark names (None: it sent none)
+    voice_prompt: str | None = None  # the voice prompt it cloned (None: 'none', or no header)
 
 
 def _json(value: str, name: str) -> object:
@@ -130,8 +132,8 @@ def _clean(row: dict) -> dict:
 
 
 def reply_meta(headers: Mapping[str, str]) -> ReplyMeta:
-    """The seed (0 when not sent), loudness and verify headers of a reply, each checked; BadReply
-    naming the header otherwise."""
+    """The seed (0 when not sent), loudness, verify, mark and voice prompt headers of a reply, each
+    checked; BadReply naming the header otherwise."""
     raw = headers.get(SEED)
     seed = 0
     if raw is not None:
@@ -162,7 +164,16 @@ def reply_meta(headers: Mapping[str, str]) -> ReplyMeta:
     checkpoint = fields.get("checkpoint") if fields else None
     if checkpoint is not None and not (checkpoint.isprintable() and 0 < len(checkpoint) <= 256):
         raise BadReply(f"has an {MARK} header whose checkpoint is not a model's name: {_shown(checkpoint)}")
-    return ReplyMeta(seed, loudness, verify, checkpoint)
+    prompt = headers.get(VOICE_PROMPT)
+    if prompt is not None:
+        prompt = prompt.strip()
+        if prompt == "none":
+            prompt = None
+        elif not (len(prompt) == 64 and all(c in "0123456789abcdef" for c in prompt)):
+            raise BadReply(
+                f"has an {VOICE_PROMPT} header that is not 'none' nor a sha256 (64 hex digits): {_shown(prompt)}"
+            )
+    return ReplyMeta(seed, loudness, verify, checkpoint, prompt)
 
 
 def longest_seconds(speech: "Speech", text: str) -> float:

@@ -5,10 +5,11 @@ then the player; its report (`DialogueReport`, a `SpokenLine` per line).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 from ...engine.hardware import Hardware
 from ...engine.planning import Result
@@ -16,12 +17,15 @@ from ...media.marks import Mark
 from ...media.output import OutputTarget
 from ...media.subtitles import Subtitle, finish_subtitles, subtitles_from_pieces
 from ..deliver import Audio, Outputs, Take, deliver
-from ..request import finish_request
+from ..request import Built, References, finish_request
 from ..session import Session, WarnOnce
 from ..signals import HoldSignals
-from ..voices.design import request_voice_prompt
+from ..voices.design import Design, render_line, request_voice_prompt
 from .dialogue import Script
 from .speakrun import Shown, Writes, open_the_player, stopped_after, where
+
+if TYPE_CHECKING:
+    from ...engine.pipeline import Engine
 
 
 @dataclass(frozen=True)
@@ -96,9 +100,10 @@ class DialogueRun:
             engine, load = self.session.load_engine(self.model, self.hardware)
             t0 = time.perf_counter()
             with self.session.status("preparing the voices ..."):  # a designed member: rendered once, then cloned
-                self.requests = [finish_request(engine, b, self.script.refs) for _, b in built]
+                self.requests, spoken = prepare_lines(engine, [b for _, b in built], self.script.refs)
             with self.session.steps(f"generating {len(built)} lines", None) as on_step:
-                results = engine.generate(self.requests, on_step=on_step)
+                made = iter(engine.generate([r for r, s in zip(self.requests, spoken) if s is None], on_step=on_step))
+                results = [s if s is not None else next(made) for s in spoken]
             for r in results:
                 self.shown(r.warnings)
             audio, subs, starts = join_dialogue(built, results, self.gap, engine.sample_rate)
@@ -146,6 +151,31 @@ class DialogueRun:
             self.subtitles,
             tuple(self.shown.shown),
         )
+
+
+def prepare_lines(engine: Engine, built: Sequence[Built], refs: References) -> tuple[list, list[Result | None]]:
+    """The lines' engine requests, their voices rendered (a recording encoded, a design rendered
+    once), and each line's result where it is spoken already: a line that designs its member's
+    voice (its words and seed are the design's sample and seed: the first line asking for it) is
+    spoken once, as the render itself (`design.render_line`), never again as a clone of its own
+    render; the voice it reports is the render's, the one every later line of the member clones."""
+    requests: list = []
+    spoken: list[Result | None] = []
+    seen: set[Design] = set()
+    for b in built:
+        ref, done = b.reference, None
+        design = None if ref is None else ref.design
+        own = design is not None and (design.sample, design.seed) == (b.request.text, b.request.seed)
+        if ref is not None and design is not None and ref.key is None and own and design not in seen:
+            seen.add(design)
+            done = render_line(engine, b.request)
+        if ref is not None and done is not None:
+            refs.encoded(ref, done[0])
+            requests.append(dataclasses.replace(b.request, ref=done[0]))
+        else:
+            requests.append(finish_request(engine, b, refs))
+        spoken.append(None if done is None else done[1])
+    return requests, spoken
 
 
 def join_dialogue(

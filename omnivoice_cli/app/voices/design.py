@@ -27,7 +27,7 @@ from ...engine.sound.voicefile import prompt_checksum
 
 if TYPE_CHECKING:
     from ...engine.pipeline import Engine
-    from ...engine.planning import Request
+    from ...engine.planning import Request, Result
     from ...engine.sound.voice import VoicePrompt
 
 BUILTIN_SEED = 1234  # the seed every built-in name and voice-map entry is rendered with
@@ -142,6 +142,24 @@ def render(engine: Engine, design: Design) -> VoicePrompt:
     [result] = engine.generate([plan])
     assert result.tokens is not None  # Engine.generate keeps them
     return VoicePrompt(result.tokens.clone(), plan.pieces[0].text, None)
+
+
+def render_line(engine: Engine, request: Request) -> tuple[VoicePrompt, Result] | None:
+    """A line that designs the voice it speaks in (a `--cast` member's first line, whose words and
+    seed are its design's sample and seed), generated once as itself with no voice: its codes and
+    words are the voice (as `render`'s, made with the line's own settings) and its result is the
+    line's audio, so that it is not generated again as a clone. None where the line is more than
+    one piece (its voice is then rendered apart, from the default sentence)."""
+    import dataclasses
+
+    from ...engine.sound.voice import VoicePrompt
+
+    plan = engine.plan(dataclasses.replace(request, ref=None))
+    if len(plan.pieces) != 1:
+        return None
+    [result] = engine.generate([plan])
+    assert result.tokens is not None  # Engine.generate keeps them
+    return VoicePrompt(result.tokens.clone(), plan.pieces[0].text, None), result
 
 
 def voice_prompt(prompt: VoicePrompt | None) -> str | None:

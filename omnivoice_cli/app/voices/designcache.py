@@ -2,15 +2,18 @@
 entries, rendered once (design.py) and cloned after that, on every request and after a restart.
 
 One voice file per (checkpoint, design) in `designed/` of the user's data folder
-(`engine.checkpoint.hub.user_home`), named `voice-<32 hex>.safetensors` by a sha256 of the
-checkpoint's key (`checkpoint_key`: its folder, and the size and modification time of its
-weights and config) and the design. The folder is untrusted: an entry is read only when it is a
+(`engine.checkpoint.hub.user_home`), named `voice-<32 hex>.safetensors` by a sha256 of FORMAT,
+the checkpoint's key (`checkpoint_key`: its stamp, engine/checkpoint/stamp.py, the one the weight
+cache and the phrase cache key by too) and the design. FORMAT 2 keys by the stamp: the entries of
+FORMAT 1 (keyed by the folder and its weights' and config's sizes and times) are never asked for
+again, so each design is rendered once more per checkpoint. The folder is untrusted: an entry is read only when it is a
 regular file of at most MAX_ENTRY_BYTES, it is a voice file whose recorded checkpoint key and
 design are the ones asked for, and its recorded `voice_prompt` is the sha256 of the codes and
 words it holds; else it is deleted and rendered again (never a failure). An entry is written
 through a temporary file and a rename (engine.voice.save_voice), under a lock (a thread lock,
 and `flock` on `.NAME.lock` beside it where the system has one), so concurrent first uses (two
-requests, two servers) render it once and never leave a broken file.
+requests, two servers) render it once and never leave a broken file. The lock file is removed by
+its holder when done (`_flock` says why that is safe), so the folder keeps only voice files.
 """
 
 from __future__ import annotations
@@ -25,16 +28,20 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ...engine.checkpoint.hub import user_home
+from ...engine.checkpoint.hub import unlink_same, user_home
+from ...engine.checkpoint.stamp import checkpoint_stamp
 from ...engine.errors import InvalidRequest
 from .design import Design, voice_prompt
 
 if TYPE_CHECKING:
     from ...engine.sound.voice import VoicePrompt
 
-FORMAT = "1"  # the entry's layout and key; a change bumps it
+FORMAT = "2"  # the entry's layout and key (2: the checkpoint's stamp); a change bumps it
 MAX_ENTRY_BYTES = 4 << 20  # a voice file: a sample's codes are a few kB
-_KEY_FILES = ("config.json", "model.safetensors")
+_LOCK_FLAGS = (
+    os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+)
+_LOCK_TRIES = 64  # lock files removed by their holders under us in a row before going on unlocked
 _locks: dict[Path, threading.Lock] = {}
 _locks_guard = threading.Lock()
 
@@ -45,23 +52,15 @@ def design_dir() -> Path:
 
 
 def checkpoint_key(folder: Path | None) -> str | None:
-    """The checkpoint's key: its folder and the size and modification time of its files that make
-    the codes (None: no folder here, nothing is kept)."""
-    if folder is None:
-        return None
-    parts: list[object] = [FORMAT, str(Path(folder).resolve())]
-    for name in _KEY_FILES:
-        try:
-            st = os.stat(Path(folder) / name)
-            parts.append((name, st.st_size, st.st_mtime_ns))
-        except OSError:
-            parts.append((name, None, None))
-    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:32]
+    """The checkpoint's key: its stamp's digest (engine/checkpoint/stamp.py). None: no folder here,
+    or a file of it unreadable (nothing is kept)."""
+    stamp = None if folder is None else checkpoint_stamp(folder)
+    return None if stamp is None else stamp.digest
 
 
 def entry_path(key: str, design: Design) -> Path:
     """The file a design is kept in for the checkpoint `key`."""
-    text = json.dumps([key, design.fields()], sort_keys=True, ensure_ascii=False)
+    text = json.dumps([FORMAT, key, design.fields()], sort_keys=True, ensure_ascii=False)
     return design_dir() / f"voice-{hashlib.sha256(text.encode()).hexdigest()[:32]}.safetensors"
 
 
@@ -139,24 +138,67 @@ def _drop(path: Path) -> None:
 @contextmanager
 def _locked(path: Path) -> Iterator[None]:
     """One renderer of `path` at a time: in this process (a thread lock), and across processes
-    (`flock` on `.NAME.lock`, where the system and the folder allow it)."""
+    (`flock` on `.NAME.lock`, where the system and the folder allow it; `_flock`)."""
     with _locks_guard:
         lock = _locks.setdefault(path, threading.Lock())
     with lock:
-        fd = None
-        try:
-            import fcntl
-
-            path.parent.mkdir(parents=True, exist_ok=True)
-            flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-            fd = os.open(path.with_name(f".{path.name}.lock"), flags, 0o600)
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        except (ImportError, OSError):
-            if fd is not None:
-                os.close(fd)
-            fd = None
+        lock_file = path.with_name(f".{path.name}.lock")
+        fd = _flock(lock_file)
         try:
             yield
         finally:
             if fd is not None:
-                os.close(fd)
+                _unlock(lock_file, fd)
+
+
+def _flock(lock_file: Path) -> int | None:
+    """The lock file held (an exclusive `flock`, waited for), as it stands at `lock_file` once held;
+    None where there is no lock to be had (no `flock`, a folder that refuses the file, a link or
+    something not a regular file at its name, left as it is): the render goes on unlocked, its
+    write atomic all the same.
+
+    Lock files are removed by their holder (`_unlock`), so one waited for may be gone by the time
+    it is held: a holder checks that the file at the name is the one it locked (as media/lock.py
+    does), else it locks the one there now. A file is only ever removed by the process holding
+    it, so no two processes hold the name's lock at once; a run of a version that leaves its lock
+    files and does not check may render a design once more beside ours (never a broken file)."""
+    try:
+        import fcntl
+    except ImportError:  # Windows
+        return None
+    try:
+        lock_file.parent.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    for _ in range(_LOCK_TRIES):
+        try:
+            fd = os.open(lock_file, _LOCK_FLAGS, 0o600)
+        except OSError:  # a link (O_NOFOLLOW), a folder, a folder we may not write: unlocked
+            return None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO, a device: not ours, left as it is
+                raise OSError(f"{lock_file} is not a regular file")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:  # that, or no locks on this file system: unlocked
+            os.close(fd)
+            return None
+        try:
+            same = os.path.samestat(os.fstat(fd), os.lstat(lock_file))
+        except OSError:  # the name is gone
+            same = False
+        if same:
+            return fd
+        os.close(fd)  # removed (or replaced) by its holder as it let go: lock the one there now
+    return None
+
+
+def _unlock(lock_file: Path, fd: int) -> None:
+    """Remove our lock file while still holding it (only while the name is still the file we hold:
+    never a link, nor a file put there since), then let go."""
+    try:
+        held = os.fstat(fd)
+        unlink_same(lock_file, (held.st_dev, held.st_ino))
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

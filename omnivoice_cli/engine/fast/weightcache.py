@@ -5,9 +5,12 @@ row sums: int8pack.int8_codes). The packed weights themselves are oneDNN's opaqu
 layout of this CPU's instruction set, so what is kept is the codes, scales and sums: a second load
 reads them memory-mapped and only packs them (a copy), never touching the fp32 weights.
 
-One safetensors file per key: the checkpoint's file (its path, size, mtime and a hash of its
-safetensors header), the CPU's class (cpu.py), torch's version and this format's version; a
-different key is another file (a miss). The cache is untrusted input: a file is used only when
+One safetensors file per key: the checkpoint's stamp (engine/checkpoint/stamp.py: its files'
+paths, sizes, times and safetensors headers' hashes, the one stamp the designed voices and the
+phrase cache key by too), the body file's path (what `cache list` shows), the CPU's class
+(cpu.py), torch's version and this format's version; a different key is another file (a miss).
+FORMAT 2 keys by the stamp: a file of FORMAT 1 (keyed by the body file's own size, time and
+header) is a miss once, still the cache's own (listed, evicted and cleared), never read. The cache is untrusted input: a file is used only when
 its header, its key, every tensor's name, dtype and shape and a CRC-32 of all its data agree, and
 its scales are finite and positive; else it is deleted and rebuilt (with one notice). Files are
 written through a temporary file and a rename, and the folder is kept under a cap, the least
@@ -36,6 +39,7 @@ from typing import TYPE_CHECKING, Callable, TypedDict
 
 from ..checkpoint import hub
 from ..checkpoint.hub import entry_stat, open_same, unlink_same
+from ..checkpoint.stamp import checkpoint_stamp
 from ..checkpoint.tensorfile import SafetensorsFile, TensorFileError
 from . import cpu
 from .memory import release_pages
@@ -46,7 +50,7 @@ if TYPE_CHECKING:  # torch only when a body is converted: `cache list` needs non
 
     from .linears import KernelLinear, Make
 
-FORMAT = "1"  # the codes' layout and coding (int8pack.int8_codes); a change of either bumps it
+FORMAT = "2"  # the codes' layout and coding (int8pack.int8_codes) and the key's; a change bumps it
 CAP_BYTES = 4 << 30  # the folder's bound: the least recently used files go past it
 ENV = "OMNIVOICE_WEIGHT_CACHE"
 _SUFFIX = ".safetensors"
@@ -54,7 +58,8 @@ _CHUNK = 64 << 20
 _TORCH = {"I8": "torch.int8", "F32": "torch.float32", "I32": "torch.int32"}
 _ENTRY_NAME = re.compile(r"int8-[0-9a-f]{32}\.safetensors")  # file_for's names
 _TMP_NAME = re.compile(r"\.int8-[0-9a-f]{32}\.safetensors\.[0-9]+\.tmp")  # _Writer's
-_KEY_FIELDS = ("format", "checkpoint", "size", "mtime_ns", "header_sha256", "cpu", "torch")  # CacheKey's
+# what a header of the cache's own holds: the fields every FORMAT's key has (FORMAT 1's files too)
+_KEY_FIELDS = ("format", "checkpoint", "cpu", "torch")
 _MAX_HEADER = 16 << 20  # bytes of a cache file's header at most (a real one: tens of kB)
 _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
@@ -118,37 +123,28 @@ def _own(folder: Path, name: re.Pattern) -> list[tuple[Path, os.stat_result, dic
     return found
 
 
-def _header_hash(path: Path) -> str:
-    """sha256 of a safetensors file's header (names, dtypes, shapes, offsets)."""
-    with open(path, "rb") as f:
-        head = f.read(8)
-        (n,) = struct.unpack("<Q", head) if len(head) == 8 else (0,)
-        return hashlib.sha256(head + f.read(min(n, 100_000_000))).hexdigest()
-
-
 class CacheKey(TypedDict):
     """What a cached body was made from, kept as its file's safetensors metadata (all strings)."""
 
     format: str  # FORMAT
-    checkpoint: str  # the checkpoint file's resolved path
-    size: str
-    mtime_ns: str
-    header_sha256: str  # of the checkpoint's safetensors header
+    checkpoint: str  # the body's file (model.safetensors), links resolved: what `cache list` shows
+    stamp: str  # the checkpoint's stamp (engine/checkpoint/stamp.py: CheckpointStamp.digest)
     cpu: str  # cpu.cpu_class()
     torch: str  # torch.__version__
 
 
-def key_of(checkpoint: Path) -> CacheKey:
-    """What a cached body was made from: the checkpoint's file, this CPU's class, torch, FORMAT."""
+def key_of(folder: Path) -> CacheKey | None:
+    """What a body of the checkpoint in `folder` is cached by: its stamp, this CPU's class, torch,
+    FORMAT. None where the checkpoint has no stamp (a file unreadable): nothing is cached."""
     import torch
 
-    st = checkpoint.stat()
+    stamp = checkpoint_stamp(folder)
+    if stamp is None:
+        return None
     return {
         "format": FORMAT,
-        "checkpoint": str(checkpoint.resolve()),
-        "size": str(st.st_size),
-        "mtime_ns": str(st.st_mtime_ns),
-        "header_sha256": _header_hash(checkpoint),
+        "checkpoint": stamp.file("model.safetensors").path,
+        "stamp": stamp.digest,
         "cpu": cpu.cpu_class(),
         "torch": str(torch.__version__),
     }
@@ -324,15 +320,18 @@ def _open(path: Path, key: CacheKey, layout: dict[str, tuple[str, list[int]]]) -
 def int8_maker(
     model: "nn.Module", checkpoint: Path, kind: "type[KernelLinear]", notice: Callable[[str], None]
 ) -> "tuple[Make | None, Callable[[bool], None]]":
-    """For quantize_int8: (make, done). A hit: make packs the cached codes; a miss: make codes the
-    weights and writes them to a new cache file, done(ok) finishes it. (None, no-op) where the
-    cache is off or its folder cannot be written."""
+    """For quantize_int8 of the checkpoint in the folder `checkpoint`: (make, done). A hit: make
+    packs the cached codes; a miss: make codes the weights and writes them to a new cache file,
+    done(ok) finishes it. (None, no-op) where the cache is off, its folder cannot be written or
+    the checkpoint has no stamp."""
     from .int8pack import int8_codes
 
     folder = cache_dir()
     if folder is None or not hasattr(kind, "from_codes"):
         return None, lambda ok: None
     layout, key = expected_tensors(model), key_of(checkpoint)
+    if key is None:
+        return None, lambda ok: None
     path = file_for(folder, key)
     st = entry_stat(path)
     if st is not None and not stat.S_ISREG(st.st_mode):  # a link, a FIFO, a folder: not ours, never opened
