@@ -302,3 +302,18 @@ def test_say_stream_speaks_a_long_text_in_a_slow_voice_or_speed(
     assert len(targets) > 2 and max(targets) <= LIMIT
     info = sf.info(str(out))
     assert info.frames / info.samplerate > 60  # about 2 min of slow speech, spoken in pieces
+
+
+def test_the_server_cuts_to_its_checkpoints_generation_limit_keeping_a_short_first_piece():
+    """With fitting on, the service cuts a stretch over its engine's max_target_seconds as `say`
+    cuts it (the first piece short, for the first audio), not only at words to fit."""
+    from omnivoice_cli.engine.service import Service
+
+    cfg = replace(ModelConfig(), max_target_seconds=6.0)
+    engine = SimpleNamespace(cfg=cfg, sample_rate=24000)
+    req = Request(text=ENGLISH[:400])  # about 23 s: within the default 30 s, over this checkpoint's 6 s
+    ticket = Service(engine, fit=True).submit(req, lambda event: None)  # type: ignore[arg-type]
+    spoken = [s.text or "" for s in ticket.pieces.segments if s.text]
+    assert [w for t in spoken for w in t.split()] == req.text.split()
+    assert estimated_seconds(spoken[0]) <= StreamConfig().first_seconds
+    assert max(_engine_frames([Segment(t) for t in spoken], None)) <= 6 * 25
