@@ -317,3 +317,12 @@ def test_the_server_cuts_to_its_checkpoints_generation_limit_keeping_a_short_fir
     assert [w for t in spoken for w in t.split()] == req.text.split()
     assert estimated_seconds(spoken[0]) <= StreamConfig().first_seconds
     assert max(_engine_frames([Segment(t) for t in spoken], None)) <= 6 * 25
+
+
+def test_a_voice_too_slow_to_cut_is_refused_before_streaming_as_the_plan_refuses_it():
+    req = Request(text=ENGLISH[:500])
+    crawl = VoiceShape("Hi.", 20 * 25)  # two letters in 20 s: a generation would hold about 4 characters
+    with pytest.raises(InvalidRequest, match="at this speed and voice: one generation is at most 30 s"):
+        cut_streamed(req, StreamConfig(), voice=crawl)
+    with pytest.raises(InvalidRequest, match="at this speed and voice: one generation is at most 30 s"):
+        plan_request(req, voice=crawl)

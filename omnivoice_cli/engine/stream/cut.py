@@ -15,8 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..errors import InvalidRequest
 from ..model.config import MAX_TARGET_SECONDS
 from ..pieces import speed_against
+from ..planning import MIN_CUT_CHARS
 from ..text.chunking import chunk_text
 from ..text.duration import estimate_duration, resolve_target_len
 from ..text.overlong import cut_overlong
@@ -238,7 +240,9 @@ def fit_voice(
     yardstick and the later pieces against piece 0; at the speed relative to the voice's rate,
     pieces.speed_against) and, over one generation (`max_seconds`), cut again (`_recut`, then
     checked again), so that a slow cloned voice or a slow speed streams instead of being refused
-    mid-stream. A segment that fits stays as it was (so does a fixed duration's, never cut)."""
+    mid-stream. A segment that fits stays as it was (so does a fixed duration's, never cut). A
+    voice or speed so slow that a generation holds fewer than MIN_CUT_CHARS characters is an
+    InvalidRequest before anything is generated, as the plan refuses it."""
     if req.duration is not None:
         return segments
     ref = req.ref
@@ -262,7 +266,13 @@ def fit_voice(
             continue
         known = shape or piece0 or (None, None, None)
         frames = resolve_target_len(text, known[0], known[1], speed_against(req.speed, known[2]), None, frame_rate)[0]
-        first = not continued and piece0 is None and not spoken
+        if frames > limit and len(text.strip()) * 0.9 * limit / frames < MIN_CUT_CHARS:  # as the plan refuses it
+            raise InvalidRequest(
+                f"{text.strip()[:40]!r} would take {frames / frame_rate:.0f} s to say at this speed and voice: one "
+                f"generation is at most {max_seconds:g} s (a higher speed, or a voice whose transcript matches its "
+                "recording)"
+            )
+        first = not continued and not spoken
         cut = _recut(text, frames, frame_rate, max_seconds, config, first, req) if frames > limit else [text]
         if len(cut) > 1:
             queue += [Segment(t) for t in reversed(cut)]
