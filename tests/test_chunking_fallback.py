@@ -8,16 +8,26 @@ from __future__ import annotations
 import json
 import random
 import unicodedata
+from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 import soundfile as sf
-from conftest import AGENT_REPLY
+from conftest import AGENT_REPLY, GOLDEN
 
 from omnivoice_cli.engine.errors import InvalidRequest
 from omnivoice_cli.engine.forwardfit import check_sizes, fit_sizes
 from omnivoice_cli.engine.model.config import ModelConfig
-from omnivoice_cli.engine.planning import Request, plan_request
-from omnivoice_cli.engine.stream.cut import Segment, StreamConfig, cut_request, cut_streamed, estimated_seconds
+from omnivoice_cli.engine.planning import Request, VoiceShape, plan_request
+from omnivoice_cli.engine.stream.cut import (
+    Segment,
+    StreamConfig,
+    cut_request,
+    cut_streamed,
+    cut_stretches,
+    estimated_seconds,
+)
+from omnivoice_cli.engine.stream.render import StreamedPieces
 from omnivoice_cli.engine.text.chunking import chunk_len_for, chunk_text, cut_to_length
 from omnivoice_cli.engine.text.duration import resolve_target_len
 from omnivoice_cli.engine.text.overlong import cut_overlong, graphemes
@@ -199,3 +209,120 @@ def test_the_http_speech_endpoint_speaks_a_long_unpunctuated_text(engine, home):
                 if got > 24000 * 2 * 20:  # 20 s of 16-bit audio: past the first pieces, then leave
                     break
             assert got > 24000 * 2 * 20
+
+
+def _engine_frames(segments: list[Segment], speed: float | None, voice: tuple | None = None) -> list[int]:
+    """Frames of each spoken segment as Engine.prepare estimates them: against `voice` (transcript,
+    frames), else piece 0 against the yardstick and the others against piece 0 at its rate."""
+    frames: list[int] = []
+    texts = [s.text for s in segments if s.text is not None]
+    for k, text in enumerate(texts):
+        if voice is not None:
+            frames.append(resolve_target_len(text, voice[0], voice[1], speed)[0])
+        elif k == 0:
+            frames.append(resolve_target_len(text, None, None, speed)[0])
+        else:  # piece 0's codes already speak at the speed: the others against it at speed 1
+            frames.append(resolve_target_len(text, texts[0].strip(), frames[0])[0])
+    return frames
+
+
+SLOW_VOICE = ("Hello there.", 3 * 25)  # a transcript short for its 3 s of audio: about 4x the yardstick's length
+
+
+@pytest.mark.parametrize("text", [ENGLISH[:1500], "Hi. " + ENGLISH[:1500]])  # "Hi." alone: a slow piece 0 voice
+@pytest.mark.parametrize("speed", [None, 0.25])
+@pytest.mark.parametrize("voiced", [False, True])
+def test_the_streamed_cut_fits_each_piece_to_one_generation_in_its_voice_and_speed(text, speed, voiced):
+    voice = VoiceShape(*SLOW_VOICE) if voiced else None
+    req = Request(text=text, speed=speed)
+    segments = cut_streamed(req, StreamConfig(), voice=voice)
+    assert "".join(s.text or "" for s in segments) == text  # the pieces are the text, cut
+    frames = _engine_frames(segments, speed, SLOW_VOICE if voiced else None)
+    assert max(frames) <= LIMIT and len(frames) > 4
+
+
+def test_a_text_that_streams_in_its_voice_is_cut_as_before():
+    req = Request(text="Hello there. " + ENGLISH)
+    assert cut_streamed(req, StreamConfig(), voice=VoiceShape("Hello there, how are you doing today?", 50)) == (
+        cut_stretches(req, cut_request(req, StreamConfig()), StreamConfig())
+    )
+
+
+def test_a_smaller_generation_limit_of_the_checkpoint_cuts_smaller():
+    """The streamed render (StreamedPieces) cuts to its engine's max_target_seconds, not the default's."""
+    req = Request(text=ENGLISH[:1500])
+
+    def pieces(seconds: float) -> list[str]:
+        engine = SimpleNamespace(cfg=replace(ModelConfig(), max_target_seconds=seconds), sample_rate=24000)
+        return [s.text or "" for s in StreamedPieces(engine, req, StreamConfig()).segments]  # type: ignore[arg-type]
+
+    default, small = pieces(30.0), pieces(3.0)
+    assert len(small) > len(default) and "".join(small) == req.text
+    assert max(_engine_frames([Segment(t) for t in small], None)) <= 3 * 25
+    assert max(_engine_frames([Segment(t) for t in default], None)) > 3 * 25
+
+
+SLOW_REF = ["--ref", GOLDEN / "ref_24k.wav", "--ref-text", "Hello"]  # a transcript short for its 3 s: a slow voice
+
+
+@pytest.mark.parametrize("args", [["--speed", "0.25"], SLOW_REF])
+def test_say_stream_dry_run_fits_a_slow_voice_or_speed(invoke, fake_engine, args):
+    from omnivoice_cli.engine.sound.voice import load_reference, prepare_reference
+
+    r = invoke("say", ENGLISH[:1500], "--stream", "--dry-run", "--json", *args)
+    assert r.exit_code == 0, r.stderr
+    pieces = [p["text"] for p in json.loads(r.stdout)["pieces"]]
+    assert [w for p in pieces for w in p.split()] == ENGLISH[:1500].split()
+    if args[0] == "--speed":
+        assert max(_engine_frames([Segment(p) for p in pieces], 0.25)) <= LIMIT
+    else:  # against the reference as it is prepared (its length in frames)
+        prepared = prepare_reference(load_reference(GOLDEN / "ref_24k.wav"), "Hello")
+        voice = VoiceShape.of_recording(len(prepared.wav), "Hello")
+        assert max(resolve_target_len(p, voice.text, voice.frames)[0] for p in pieces) <= LIMIT
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("args", [["--speed", "0.25"], SLOW_REF])
+def test_say_stream_speaks_a_long_text_in_a_slow_voice_or_speed(
+    invoke, loaded, tiny_engine, tmp_path, monkeypatch, args
+):
+    """Locally (no server) every piece is within one generation: none is refused mid-stream."""
+    targets: list[int] = []
+    prepare = tiny_engine.prepare
+
+    def spy(*a, **kw):
+        job = prepare(*a, **kw)
+        targets.append(job.canvas.target_len)
+        return job
+
+    monkeypatch.setattr(tiny_engine, "prepare", spy)
+    out = tmp_path / "slow.wav"
+    r = invoke("say", ENGLISH[:500], "--stream", "-o", out, "--num-step", "1", "--seed", "3", "-q", *args)
+    assert r.exit_code == 0, r.stderr
+    assert len(targets) > 2 and max(targets) <= LIMIT
+    info = sf.info(str(out))
+    assert info.frames / info.samplerate > 60  # about 2 min of slow speech, spoken in pieces
+
+
+def test_the_server_cuts_to_its_checkpoints_generation_limit_keeping_a_short_first_piece():
+    """With fitting on, the service cuts a stretch over its engine's max_target_seconds as `say`
+    cuts it (the first piece short, for the first audio), not only at words to fit."""
+    from omnivoice_cli.engine.service import Service
+
+    cfg = replace(ModelConfig(), max_target_seconds=6.0)
+    engine = SimpleNamespace(cfg=cfg, sample_rate=24000)
+    req = Request(text=ENGLISH[:400])  # about 23 s: within the default 30 s, over this checkpoint's 6 s
+    ticket = Service(engine, fit=True).submit(req, lambda event: None)  # type: ignore[arg-type]
+    spoken = [s.text or "" for s in ticket.pieces.segments if s.text]
+    assert [w for t in spoken for w in t.split()] == req.text.split()
+    assert estimated_seconds(spoken[0]) <= StreamConfig().first_seconds
+    assert max(_engine_frames([Segment(t) for t in spoken], None)) <= 6 * 25
+
+
+def test_a_voice_too_slow_to_cut_is_refused_before_streaming_as_the_plan_refuses_it():
+    req = Request(text=ENGLISH[:500])
+    crawl = VoiceShape("Hi.", 20 * 25)  # two letters in 20 s: a generation would hold about 4 characters
+    with pytest.raises(InvalidRequest, match="at this speed and voice: one generation is at most 30 s"):
+        cut_streamed(req, StreamConfig(), voice=crawl)
+    with pytest.raises(InvalidRequest, match="at this speed and voice: one generation is at most 30 s"):
+        plan_request(req, voice=crawl)

@@ -44,7 +44,7 @@ def describe(built: Built, streamed: bool = False) -> Record:
     pauses = [round(g, 3) for g in plan.gaps]
     seconds = sum(frames) / cfg.frame_rate + sum(plan.gaps)
     if streamed:
-        segments = cut_streamed(built.request, StreamConfig())
+        segments = cut_streamed(built.request, StreamConfig(), cfg=cfg, voice=_voice(built))
         spoken = [(g.text.strip(), round(estimated_seconds(g.text), 2)) for g in segments if g.text]
         pieces = [{"text": text, "seconds": length} for text, length in spoken]
         pauses = [round(g.pause, 3) for g in segments if g.text is None]

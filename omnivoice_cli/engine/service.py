@@ -144,7 +144,8 @@ class Service:
         warnings = validate_request(req, self.engine.cfg)
         segments = cut_request(req, self.config, continued)
         if self.fit:  # a stretch without a mark to cut at cut as the streamed render cuts it, then to one forward
-            segments = fit_sizes(req, cut_stretches(req, segments, self.config, continued), self.engine.cfg)
+            cut = cut_stretches(req, segments, self.config, continued, self.engine.cfg.max_target_seconds)
+            segments = fit_sizes(req, cut, self.engine.cfg)
         pieces = StreamedPieces(self.engine, req, self.config, check, segments)
         check_sizes(req, pieces.segments, self.engine.cfg)
         with self._cond:

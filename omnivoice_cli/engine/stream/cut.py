@@ -3,24 +3,31 @@ first piece short (whole sentences up to `first_seconds`, or clauses of a longer
 the others whole sentences up to `piece_seconds` (by default a sentence each, so that a reply's
 sentences leave one by one), a later sentence longer than that kept whole up to `sentence_seconds`
 (beyond, its clauses); then a stretch without a mark to cut at, longer than one generation may
-be, at clauses, words or characters (`cut_stretches`, `overlong.cut_overlong`). A pause is a
-segment of its exact silence. Pure functions of the text (no model, no torch, nothing measured:
-the same text and seed give the same audio on any device): the server and Wyoming cut with them too."""
+be, at clauses, words or characters (`cut_stretches`, `overlong.cut_overlong`); then a piece that
+its voice and speed would make longer than one generation (a slow cloned voice, a speed under
+about 1/3), re-estimated as the engine estimates it, cut again (`fit_voice`). A pause is a
+segment of its exact silence. Pure functions of the text and the voice's shape (no model, no
+torch, nothing measured: the same text and seed give the same audio on any device): the server
+and Wyoming cut with them too."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..errors import InvalidRequest
 from ..model.config import MAX_TARGET_SECONDS
+from ..pieces import speed_against
+from ..planning import MIN_CUT_CHARS
 from ..text.chunking import chunk_text
-from ..text.duration import estimate_duration
+from ..text.duration import estimate_duration, resolve_target_len
 from ..text.overlong import cut_overlong
 from ..text.pauses import split_pauses
 from ..text.tags import cut_at_tags
 
 if TYPE_CHECKING:
-    from ..planning import Request
+    from ..model.config import ModelConfig
+    from ..planning import Request, VoiceShape
 
 _SENTENCE_END = frozenset(".!?。！？…")  # a unit ending with one of these ends a sentence
 _CLOSING = "\"')]}>»’”」』】）》"  # marks that may follow a sentence's end
@@ -176,17 +183,23 @@ def cut_request(req: "Request", config: StreamConfig, continued: bool = False) -
     return cut_segments(req.text, first, limit, whole=whole, sentence_seconds=sentence)
 
 
-def cut_stretches(req: "Request", segments: list[Segment], config: StreamConfig, continued: bool = False) -> list:
+def cut_stretches(
+    req: "Request",
+    segments: list[Segment],
+    config: StreamConfig,
+    continued: bool = False,
+    max_seconds: float = MAX_TARGET_SECONDS,
+) -> list:
     """`cut_request`'s segments, each spoken one holding a stretch without a mark to cut at that
-    is estimated longer than one generation may be (MAX_TARGET_SECONDS; at a speed under 1,
-    sooner) cut again (`cut_part`'s `longest`: at clauses, words, else characters, grouped as
-    sentences are); every other segment as it was."""
+    is estimated longer than one generation may be (`max_seconds`: the checkpoint's
+    max_target_seconds; at a speed under 1, sooner) cut again (`cut_part`'s `longest`: at clauses,
+    words, else characters, grouped as sentences are); every other segment as it was."""
     if req.duration is not None:
         return segments
     threshold = req.generation.audio_chunk_threshold
     limit = min(config.piece_seconds, threshold)
     sentence = min(max(config.sentence_seconds, limit), threshold)
-    longest = MAX_TARGET_SECONDS * min(1.0, req.speed or 1.0)  # seconds at speed 1 that take that at req.speed
+    longest = max_seconds * min(1.0, req.speed or 1.0)  # seconds at speed 1 that take that at req.speed
     out: list[Segment] = []
     first = None if continued else config.first_seconds
     for seg in segments:
@@ -199,7 +212,90 @@ def cut_stretches(req: "Request", segments: list[Segment], config: StreamConfig,
     return out
 
 
-def cut_streamed(req: "Request", config: StreamConfig, continued: bool = False) -> list[Segment]:
+def _recut(text: str, frames: int, frame_rate: float, max_seconds: float, config: StreamConfig, first: bool, req):
+    """`text`, estimated at `frames` frames in its voice, cut as `cut_part` cuts (its limits
+    shrunk by how much slower than the yardstick at speed 1 that voice says it: into pieces of at
+    most 0.9 of a generation)."""
+    yardstick = estimated_seconds(text) * frame_rate
+    cap = 0.9 * max_seconds * yardstick / frames if yardstick > 0 else 0.0  # yardstick seconds a piece may hold
+    if cap <= 0:
+        return [text]
+    threshold = req.generation.audio_chunk_threshold
+    limit = min(config.piece_seconds, threshold, cap)
+    sentence = min(max(config.sentence_seconds, limit), threshold, cap)
+    return cut_part(text, min(config.first_seconds, cap) if first else None, limit, sentence, cap)
+
+
+def fit_voice(
+    req: "Request",
+    segments: list[Segment],
+    config: StreamConfig,
+    continued: bool = False,
+    max_seconds: float = MAX_TARGET_SECONDS,
+    voice: "VoiceShape | None" = None,
+    frame_rate: float = 25.0,
+) -> list[Segment]:
+    """The segments, each spoken one re-estimated as the engine will estimate it (Engine.prepare:
+    against the voice, `voice` or else the request's reference; without one, piece 0 against the
+    yardstick and the later pieces against piece 0; at the speed relative to the voice's rate,
+    pieces.speed_against) and, over one generation (`max_seconds`), cut again (`_recut`, then
+    checked again), so that a slow cloned voice or a slow speed streams instead of being refused
+    mid-stream. A segment that fits stays as it was (so does a fixed duration's, never cut). A
+    voice or speed so slow that a generation holds fewer than MIN_CUT_CHARS characters is an
+    InvalidRequest before anything is generated, as the plan refuses it."""
+    if req.duration is not None:
+        return segments
+    ref = req.ref
+    shape = (
+        (voice.text, voice.frames, voice.rate)
+        if voice is not None
+        else (ref.text, int(ref.codes.shape[-1]), ref.rate)
+        if ref is not None
+        else None
+    )
+    limit = max_seconds * frame_rate
+    out: list[Segment] = []
+    queue = list(reversed(segments))
+    piece0: tuple | None = None  # (text, frames, rate) of piece 0 as the voice of the others (no reference)
+    spoken = False  # a spoken segment is out (the first piece's limit is the first one's only)
+    while queue:
+        seg = queue.pop()
+        text = seg.text
+        if text is None:
+            out.append(seg)
+            continue
+        known = shape or piece0 or (None, None, None)
+        frames = resolve_target_len(text, known[0], known[1], speed_against(req.speed, known[2]), None, frame_rate)[0]
+        if frames > limit and len(text.strip()) * 0.9 * limit / frames < MIN_CUT_CHARS:  # as the plan refuses it
+            raise InvalidRequest(
+                f"{text.strip()[:40]!r} would take {frames / frame_rate:.0f} s to say at this speed and voice: one "
+                f"generation is at most {max_seconds:g} s (a higher speed, or a voice whose transcript matches its "
+                "recording)"
+            )
+        first = not continued and not spoken
+        cut = _recut(text, frames, frame_rate, max_seconds, config, first, req) if frames > limit else [text]
+        if len(cut) > 1:
+            queue += [Segment(t) for t in reversed(cut)]
+            continue
+        out.append(seg)
+        spoken = True
+        if shape is None and piece0 is None:
+            piece0 = (text.strip(), frames, req.speed)
+    return out
+
+
+def cut_streamed(
+    req: "Request",
+    config: StreamConfig,
+    continued: bool = False,
+    cfg: "ModelConfig | None" = None,
+    voice: "VoiceShape | None" = None,
+) -> list[Segment]:
     """A request's segments as the streamed render, the server and the dry run speak them:
-    `cut_request`'s, then `cut_stretches`'."""
-    return cut_stretches(req, cut_request(req, config, continued), config, continued)
+    `cut_request`'s, then `cut_stretches`', then `fit_voice`'s (against `voice`, else the
+    request's reference), to one generation of `cfg` (the loaded checkpoint's config; None: the
+    defaults)."""
+    max_seconds = MAX_TARGET_SECONDS if cfg is None else cfg.max_target_seconds
+    frame_rate = 25.0 if cfg is None else cfg.frame_rate
+    segments = cut_stretches(req, cut_request(req, config, continued), config, continued, max_seconds)
+    return fit_voice(req, segments, config, continued, max_seconds, voice, frame_rate)

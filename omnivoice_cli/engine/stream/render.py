@@ -106,7 +106,9 @@ class StreamedPieces(RequestPieces):
         segments: list[Segment] | None = None,
     ) -> None:
         self.engine, self.req = engine, req
-        self.segments = cut_streamed(req, config) if segments is None else segments  # given: cut by the caller
+        self.segments = (
+            cut_streamed(req, config, cfg=engine.cfg) if segments is None else segments
+        )  # given: cut by the caller
         self.speech = [i for i, s in enumerate(self.segments) if s.text is not None]  # segment of spoken piece k
         texts = [self.segments[i].text or "" for i in self.speech]
         super().__init__(
