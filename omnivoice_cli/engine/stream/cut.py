@@ -168,6 +168,14 @@ def cut_segments(
     return out
 
 
+def _piece_limits(req: "Request", config: StreamConfig, cap: float = float("inf")) -> tuple[float, float]:
+    """(a piece's seconds, a sentence's seconds kept whole) for `req` under `config`: at most the
+    request's audio_chunk_threshold and `cap`."""
+    threshold = min(req.generation.audio_chunk_threshold, cap)
+    limit = min(config.piece_seconds, threshold)
+    return limit, min(max(config.sentence_seconds, limit), threshold)
+
+
 def cut_request(req: "Request", config: StreamConfig, continued: bool = False) -> list[Segment]:
     """A request's segments as the streamed render (and the server) cut them: pieces up to the
     config's lengths; a stretch without a mark to cut at is left whole (`cut_streamed` cuts it);
@@ -176,9 +184,7 @@ def cut_request(req: "Request", config: StreamConfig, continued: bool = False) -
     Wyoming's streamed text), so its first piece is cut as a later one (no short first piece for
     the first audio, no long one to keep a short text whole: its sentences leave one by one)."""
     whole = req.duration is not None  # a fixed length is one generation: not cut
-    threshold = req.generation.audio_chunk_threshold
-    limit = min(config.piece_seconds, threshold)
-    sentence = min(max(config.sentence_seconds, limit), threshold)
+    limit, sentence = _piece_limits(req, config)
     first = None if continued else config.first_seconds
     return cut_segments(req.text, first, limit, whole=whole, sentence_seconds=sentence)
 
@@ -196,9 +202,7 @@ def cut_stretches(
     words, else characters, grouped as sentences are); every other segment as it was."""
     if req.duration is not None:
         return segments
-    threshold = req.generation.audio_chunk_threshold
-    limit = min(config.piece_seconds, threshold)
-    sentence = min(max(config.sentence_seconds, limit), threshold)
+    limit, sentence = _piece_limits(req, config)
     longest = max_seconds * min(1.0, req.speed or 1.0)  # seconds at speed 1 that take that at req.speed
     out: list[Segment] = []
     first = None if continued else config.first_seconds
@@ -220,9 +224,7 @@ def _recut(text: str, frames: int, frame_rate: float, max_seconds: float, config
     cap = 0.9 * max_seconds * yardstick / frames if yardstick > 0 else 0.0  # yardstick seconds a piece may hold
     if cap <= 0:
         return [text]
-    threshold = req.generation.audio_chunk_threshold
-    limit = min(config.piece_seconds, threshold, cap)
-    sentence = min(max(config.sentence_seconds, limit), threshold, cap)
+    limit, sentence = _piece_limits(req, config, cap)
     return cut_part(text, min(config.first_seconds, cap) if first else None, limit, sentence, cap)
 
 
