@@ -243,3 +243,12 @@ def test_only_our_or_roots_unshared_files_are_trusted():
     assert not kernels._ours(st(reg | 0o757, 0))
     assert not kernels._ours(st(0o120777, os.getuid()))  # a link
     assert os.getuid() == 0 or not kernels._ours(st(reg | 0o755, os.getuid() + 1))  # another user's
+
+
+def test_a_fifo_in_the_librarys_place_is_not_waited_on(tmp_path):
+    assert _fresh_load(tmp_path).stdout.strip() == "ok"
+    lib = _library(tmp_path)
+    lib.unlink()
+    os.mkfifo(lib)
+    assert _fresh_load(tmp_path).stdout.strip() == "ok"  # not blocked on the FIFO: rebuilt in its place
+    assert lib.is_file()

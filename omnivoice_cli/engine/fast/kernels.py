@@ -1,16 +1,17 @@
-"""kernels.c, built once and called through ctypes: the int8 body's work between its products in
-one or two passes each (fusedpath.py's layer forward uses them).
+"""kernels.c, built once and called through ctypes: the int8 and bf16 bodies' work between their
+products in one or two passes each (fusedpath.py's layer forward uses them).
 
 Built with the C compiler the machine has ($CC, else cc, gcc or clang), for this CPU's target
 (AVX-512 with or without BF16, AVX2 or the architecture's baseline: `target()`), into the user's data folder
 (`kernels/`, beside the weight cache; $OMNIVOICE_KERNELS names another folder, or `off`), keyed by
 the source, the target and the flags: a build costs about a second, once; where a library of the
 key is there already (a container image ships them: `build_all`), no compiler is needed.
-Read back as our own state, untrusted: a regular file (never a link) of our user's, not writable
-by others, whose sha256 matches the digest written beside it, opened once and loaded from that
+Read back as our own state, untrusted: a regular file (never a link, a FIFO never waited on) of
+our user's or root's (an image's), not writable by others, whose sha256 matches the digest written beside it, opened once and loaded from that
 descriptor (what was checked is what is loaded); anything else is rebuilt. Where no compiler
 exists or a build fails, `load()` returns None with the reason in `why_not()`, and the body runs
-narrow.py's torch ops (the same arithmetic but for the norms' last bits).
+narrow.py's torch ops (the same arithmetic but for the norms' summation order and the softmax's
+exponential, a polynomial).
 
 Why not torch.compile: it generates such loops (the issue asked for it first), but a process pays
 its tracing and the import of its compiler on every start, warm cache or not (3.5 s measured for
@@ -44,7 +45,6 @@ TARGETS = {  # the instructions a build may use: the names target() gives
     "baseline": (),
 }
 _MAX_LIBRARY = 16 << 20  # bytes of a built library at most (kernels.c's: tens of kB)
-_READ_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 _lock = threading.Lock()
 _loaded: dict[str, "Kernels | None"] = {}
@@ -137,7 +137,7 @@ def _ours(st: os.stat_result) -> bool:
 def _read_digest(path: Path) -> str | None:
     """The digest file's 64 hex digits (bounded read, never through a link), or None."""
     try:
-        fd = os.open(path, _READ_FLAGS)
+        fd = os.open(path, hub.READ_FLAGS)
     except OSError:
         return None
     try:
@@ -155,7 +155,7 @@ def _open_verified(lib: Path, digest: Path) -> int | None:
     if want is None:
         return None
     try:
-        fd = os.open(lib, _READ_FLAGS)
+        fd = os.open(lib, hub.READ_FLAGS)
     except OSError:
         return None
     if _ours(os.fstat(fd)) and _digest_of(fd) == want:
@@ -233,7 +233,7 @@ def _load(name: str) -> "Kernels | None":
 def _build_verified(cc: str, name: str, lib: Path, digest: Path) -> int:
     """Build target `name` into `lib`, write its digest; an open descriptor of what was built."""
     build(cc, name, lib)
-    fd = os.open(lib, _READ_FLAGS)
+    fd = os.open(lib, hub.READ_FLAGS)
     digest_now = _digest_of(fd)
     if digest_now is None or not _ours(os.fstat(fd)):
         os.close(fd)
