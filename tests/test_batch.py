@@ -132,7 +132,8 @@ def test_jsonl_fields_map_to_requests(invoke, fake_engine, tmp_path, home):
     assert files_in(out) == ["0001.flac", "42.flac", "chapter1/intro.flac", "full.flac", MANIFEST, "named.ogg"]
     assert sf.info(str(out / "named.ogg")).format == "OGG"
     assert sf.info(str(out / "full.flac")).format == "FLAC"
-    plain, full, fixed, own, numbered = fake_engine.requests
+    [full] = fake_engine.rendered  # it designs its voice: generated once, as the voice's render
+    plain, fixed, own, numbered = fake_engine.requests
     assert plain.generation == GenerationConfig() and plain.seed == 100
     assert (full.lang, full.instruct, full.speed, full.seed) == ("en", "female, low pitch", 1.25, 7)
     assert full.generation == GenerationConfig(
@@ -777,17 +778,12 @@ def test_batch_equals_say_sampled_with_seeds(invoke, loaded, tiny_engine, tmp_pa
     assert r.exit_code == 0, r.stderr
     recs = by_line(out)
     assert [recs[n]["seed"] for n in (1, 2, 3, 4)] == [77, 12345, 79, 80]
-    # line 2 designs a voice: rendered once from it (its words, its seed) and cloned (app/voices/design.py)
-    from omnivoice_cli.app.voices.design import Design, render, voice_prompt
-    from omnivoice_cli.engine.sound.voice import save_voice
-
-    designed = render(tiny_engine, Design("female, low pitch", 12345, recs[2]["text"], None))
-    save_voice(tmp_path / "designed.safetensors", designed)
-    assert recs[2]["voice_prompt"] == voice_prompt(designed) and recs[1]["voice_prompt"] is None
+    # line 2 designs a voice: spoken once as itself (its words, its seed, its settings), which is
+    # the voice a later line would clone (app/voices/design.py's render_line): `say` of it, no voice
+    assert recs[2]["voice_prompt"] is not None and recs[1]["voice_prompt"] is None
     for n in (1, 2, 3, 4):
         rec = recs[n]
         args = setting_args(rec["settings"]) + ["--class-temperature", rec["settings"]["class_temperature"]]
-        args += ["--voice", tmp_path / "designed.safetensors"] if n == 2 else []
         solo = say_bytes(invoke, tmp_path, f"{n}.wav", rec["text"], args)
         assert (out / rec["output"]).read_bytes() == solo, n
 

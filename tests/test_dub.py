@@ -93,7 +93,8 @@ def test_dub_places_every_cue(invoke, fake_engine, home, episode, tmp_path):
     report = json.loads(r.stdout)
     track = read16(out)
     assert len(track) == 50_200 * 24  # the last end, to the sample
-    reqs = fake_engine.requests
+    # BOB's one cue designs his voice: generated once, as its render (FakeEngine keeps it apart)
+    reqs = sorted(fake_engine.requests + fake_engine.rendered, key=lambda q: q.seed)
     # one request per cue, two or more for the 40 s cue; empty cue 4 skipped; markup and labels gone
     assert [q.text for q in reqs][:3] == ["Hello there.", "The second cue.", "Overlapping it."]
     assert reqs[-1].text == "The end." and reqs[-1].instruct == "male"
@@ -168,7 +169,9 @@ def test_vtt_voice_spans_pick_the_cast(invoke, fake_engine, home, tmp_path):
     )
     assert r.exit_code == 0, r.stderr
     assert (tmp_path / "a.wav").exists()  # the default output: beside the input
-    assert [(q.text, q.instruct) for q in fake_engine.requests] == [
+    # a designed voice's first cue is generated once, as its render (FakeEngine keeps it apart)
+    reqs = sorted(fake_engine.requests + fake_engine.rendered, key=lambda q: q.seed)
+    assert [(q.text, q.instruct) for q in reqs] == [
         ("Hi Bob.", "female"),
         ("Hi Ann.", None),
         ("Note: nobody.", "male"),

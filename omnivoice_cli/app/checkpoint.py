@@ -37,6 +37,12 @@ def checkpoint_folder(model: str | None) -> Path | None:
 
 
 def _stamp(folder: Path) -> tuple:
+    """What keys a folder's config read: the time and size of the files ModelConfig reads (_FILES).
+    Not engine/checkpoint/stamp.py's checkpoint_stamp: that one covers REQUIRED_FILES, so not a
+    fine-tune's instructs.json, languages.json or references.json (an edit of them would go
+    unseen), and it opens the weights and hashes their safetensors headers, while model_config runs
+    on every request built (each line of a batch, each HTTP request): about 14 times this one's
+    cost on the tiny checkpoint, more on a real one's larger headers."""
     out: list[tuple[str, int | None, int | None]] = []
     for name in _FILES:
         try:

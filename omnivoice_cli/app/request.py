@@ -53,6 +53,7 @@ from .voices.instruct import merge as merge_instruct
 
 if TYPE_CHECKING:
     from ..engine.pipeline import Engine
+    from ..engine.planning import Result
     from ..engine.sound.voice import PreparedReference, VoicePrompt
 
 
@@ -150,9 +151,19 @@ class References:
             raise found
         return found
 
-    def encoded(self, ref: Reference, prompt: VoicePrompt) -> None:
-        """Take `prompt` as `ref`'s voice for the rest of the run (a design rendered as its line)."""
-        self._encoded[(ref.path.resolve(), ref.transcript)] = prompt
+    def render_line(self, engine: Engine, built: Built) -> tuple[VoicePrompt, Result] | None:
+        """A line designing its voice (not kept on disk, its words and seed the design's sample and seed,
+        not rendered yet) spoken once as the render (design.render_line): the line's result and the run's
+        voice. None: not such a line (a clone), or one of several pieces (then `encode` renders it)."""
+        ref, req = built.reference, built.request
+        design = None if ref is None else ref.design
+        if ref is None or design is None or ref.key is not None or (design.sample, design.seed) != (req.text, req.seed):
+            return None
+        key = (ref.path.resolve(), ref.transcript)
+        done = None if key in self._encoded else voice_design.render_line(engine, req)
+        if done is not None:
+            self._encoded[key] = done[0]
+        return done
 
     def encode(self, engine: Engine, ref: Reference) -> VoicePrompt:
         """The VoicePrompt of a prepared reference (encoded once per run)."""

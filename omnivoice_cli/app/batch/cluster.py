@@ -309,7 +309,10 @@ class _ClusterRun:
                 ref, key = line.planned.reference, None
                 if ref is not None:
                     key = (str(ref.path.resolve()), ref.transcript)
-                    references[key] = ref  # a recording to encode, or a design to render (request.reference_prompt)
+                    # a recording to encode, or a design to render (request.reference_prompt): here a
+                    # line designing its voice is generated twice (render, then clone), as each worker
+                    # renders the design apart (executor.LocalExecutor speaks it once, as the render)
+                    references[key] = ref
                 tasks.append(Task(line.number, line.planned.request, key))
             self.in_flight[self.workers[name].run.remote(tasks, references)] = ("run", name, group)
 

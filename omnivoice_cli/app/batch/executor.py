@@ -83,16 +83,26 @@ class LocalExecutor:
     def speak(self, run: BatchDriver, pending: list[Line], signals: HoldSignals) -> None:
         engine, run.report.load_seconds = run.session.load_engine(*run.hardware())
         cloned = [(ln, ref) for ln in pending if (ref := ln.planned.reference) is not None]
+        spoken: list[tuple[Line, Result, float]] = []  # lines spoken as their voice's render
         if cloned:  # the encoder and every recording: "voices prepared in", apart from the model's load
             t_voice = time.perf_counter()
             with run.session.status("preparing the reference voices ..."):
                 engine.load_encoder()
                 for line, ref in cloned:
                     try:
-                        line.prompt = run.refs.encode(engine, ref)
+                        # a line designing its voice is generated once, as the render (a --verify
+                        # line is not: the render has no per-piece check, so it is spoken as a clone)
+                        started = time.perf_counter()
+                        done = None if line.planned.settings["verify"] else run.refs.render_line(engine, line.planned)
+                        line.prompt = run.refs.encode(engine, ref) if done is None else done[0]
+                        if done is not None:
+                            spoken.append((line, done[1], started))
                     except (OmniVoiceError, OSError, ValueError) as e:
                         run.fail_line(line, f"{line.planned.settings.name('ref')}: {one_line(e)}")
             run.report.voice_seconds = time.perf_counter() - t_voice
+        for line, result, started in spoken:
+            run.warn(line, line.warnings)
+            run.save_result(line, result, started)
         t_gen = time.perf_counter()
         pending = [ln for ln in pending if ln.status is None]
         for line in pending:

@@ -55,7 +55,7 @@ from ..say.dialogue import Cast
 from ..session import Session, WarnOnce, hardware_from_settings
 from ..settings.presets import Preset
 from ..signals import HoldSignals
-from ..voices.design import request_voice_prompt
+from ..voices.design import request_voice_prompt, voice_prompt
 from .dubplan import CuePlan, CuePlanner, jsonable
 from .sourcevoices import SourceVoices
 
@@ -213,17 +213,30 @@ class DubRun:
         )
         if engine.sample_rate != SAMPLE_RATE:
             raise OmniVoiceError(f"the model makes {engine.sample_rate} Hz audio; dub needs {SAMPLE_RATE} Hz")
+        items, spoken = [], []  # spoken: cues whose every piece was spoken as its voice's render
         if any(b.reference for b in built):  # the encoder and the recordings: "voices prepared in"
             t_voice = time.perf_counter()
             with self.session.status("preparing the reference voices ..."):
                 engine.load_encoder()
-                items = [(p, k, finish_request(engine, b, self.refs)) for p in pending for k, b in enumerate(p.built)]
+                for p in pending:
+                    for k, b in enumerate(p.built):
+                        done = self.refs.render_line(engine, b)  # a speaker's designing cue: generated once
+                        if done is None:
+                            items.append((p, k, finish_request(engine, b, self.refs)))
+                        else:
+                            p.results[k] = done[1]
+                            p.voice_prompt = voice_prompt(done[0]) if k == 0 else p.voice_prompt
+                    if len(p.results) == len(p.pieces):
+                        spoken.append(p)
             self.report.voice_seconds = time.perf_counter() - t_voice
         else:
             items = [(p, k, b.request) for p in pending for k, b in enumerate(p.built)]
         for p, k, request in items:
             if k == 0:
                 p.voice_prompt = request_voice_prompt(request)
+        for p in spoken:
+            with signals.protect():
+                self.finish_cue(p, out, progress)
         t0 = time.perf_counter()
         for start in range(0, len(items), GROUP_SIZE):
             group = items[start : start + GROUP_SIZE]

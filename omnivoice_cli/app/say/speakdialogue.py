@@ -20,7 +20,7 @@ from ..deliver import Audio, Outputs, Take, deliver
 from ..request import Built, References, finish_request
 from ..session import Session, WarnOnce
 from ..signals import HoldSignals
-from ..voices.design import Design, render_line, request_voice_prompt
+from ..voices.design import request_voice_prompt
 from .dialogue import Script
 from .speakrun import Shown, Writes, open_the_player, stopped_after, where
 
@@ -161,19 +161,11 @@ def prepare_lines(engine: Engine, built: Sequence[Built], refs: References) -> t
     render; the voice it reports is the render's, the one every later line of the member clones."""
     requests: list = []
     spoken: list[Result | None] = []
-    seen: set[Design] = set()
     for b in built:
-        ref, done = b.reference, None
-        design = None if ref is None else ref.design
-        own = design is not None and (design.sample, design.seed) == (b.request.text, b.request.seed)
-        if ref is not None and design is not None and ref.key is None and own and design not in seen:
-            seen.add(design)
-            done = render_line(engine, b.request)
-        if ref is not None and done is not None:
-            refs.encoded(ref, done[0])
-            requests.append(dataclasses.replace(b.request, ref=done[0]))
-        else:
-            requests.append(finish_request(engine, b, refs))
+        done = refs.render_line(engine, b)
+        requests.append(
+            finish_request(engine, b, refs) if done is None else dataclasses.replace(b.request, ref=done[0])
+        )
         spoken.append(None if done is None else done[1])
     return requests, spoken
 

@@ -1,0 +1,84 @@
+"""A designed voice's first line generated once in `batch`, `book` and `dub` (app/request.py's
+References.render_line): the line that designs the voice is its render, not generated again as a
+clone of itself, and the later lines clone that render (the tiny model end to end)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import TINY_CKPT
+
+pytestmark = pytest.mark.slow
+
+FAST = ("--model", str(TINY_CKPT), "--num-step", "2")
+INSTRUCT = "female, low pitch"
+
+
+@pytest.fixture
+def generated(tiny_engine, monkeypatch) -> list:
+    """Every request the engine generates, in order."""
+    seen: list = []
+    real = tiny_engine.generate
+
+    def counting(items, **kwargs):
+        seen.extend(getattr(g, "req", g) for g in items)  # a Plan (design.render_line's) or a Request
+        return real(items, **kwargs)
+
+    monkeypatch.setattr(tiny_engine, "generate", counting)
+    return seen
+
+
+def _once_each(generated) -> None:
+    """No request is generated twice (the render and the clone of a first line are the same words
+    and seed), and some line cloned a designed voice (the path under test was taken)."""
+    keys = [(g.text, g.seed) for g in generated]
+    assert len(set(keys)) == len(keys), keys
+    assert any(g.ref is not None for g in generated)
+
+
+def test_batch_generates_a_designed_voices_first_line_once(invoke, loaded, generated, home, tmp_path):
+    rows = [
+        {"text": "The first line designs the voice.", "instruct": INSTRUCT, "seed": 5},
+        {"text": "A plain line in the model's own voice.", "seed": 6},
+        {"text": "The second line clones it.", "instruct": INSTRUCT, "seed": 7},
+    ]
+    src = tmp_path / "jobs.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "out"
+    r = invoke("batch", src, "-o", out, *FAST, "-q")
+    assert r.exit_code == 0, r.stderr
+    assert len(generated) == 3, [g.text for g in generated]  # the render and its clone were 4
+    _once_each(generated)
+    recs = {}
+    for line in (out / "manifest.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        recs[rec["line"]] = rec
+    assert recs[1]["voice_prompt"] == recs[3]["voice_prompt"] is not None and recs[2]["voice_prompt"] is None
+
+
+def test_book_generates_a_designed_voices_first_part_once(invoke, loaded, generated, home, tmp_path):
+    src = tmp_path / "tale.txt"
+    src.write_text("Chapter One\n\nThe wind rose over the hill.\n\nChapter Two\n\nShe lit the lamp and waited.\n")
+    args = ("--no-titles", "--instruct", INSTRUCT, "--format", "wav", "-q")  # each part one piece, as render_line needs
+    r = invoke("book", src, "-o", tmp_path / "dir", *FAST, *args)
+    assert r.exit_code == 0, r.stderr
+    assert len(generated) == 2, [g.text for g in generated]  # the render and its clone were 3
+    _once_each(generated)
+
+
+def test_dub_generates_a_designed_speakers_first_cue_once(invoke, loaded, generated, home, tmp_path):
+    srt = tmp_path / "ep.srt"
+    srt.write_text(
+        "1\n00:00:01,000 --> 00:00:02,500\nBOB: Hello there.\n\n"
+        "2\n00:00:03,000 --> 00:00:04,000\nANN: The second cue.\n\n"
+        "3\n00:00:05,000 --> 00:00:06,500\nBOB: And the third.\n",
+        encoding="utf-8",
+    )
+    cast = ("--cast", f"BOB=instruct:{INSTRUCT}", "--cast", "ANN=auto")
+    r = invoke("dub", srt, "-o", tmp_path / "track.wav", "--seed", "40", *cast, *FAST, "--json")
+    assert r.exit_code == 0, r.stderr
+    assert len(generated) == 3, [g.text for g in generated]  # the render and its clone were 4
+    _once_each(generated)
+    cues = json.loads(r.stdout)["cues"]
+    assert cues[0]["voice_prompt"] == cues[2]["voice_prompt"] is not None and cues[1]["voice_prompt"] is None
