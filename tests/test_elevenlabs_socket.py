@@ -18,13 +18,13 @@ pytest.importorskip("websockets")
 import httpx
 import websockets
 from conftest import AGENT_REPLY as REPLY
+from helpers.elevensocket import KEY, dial, socket_url
 from helpers.service import Forwards
 from server_util import running_server, wait_for
 from websockets.sync.client import connect
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("home")]
 
-KEY = "sesame"
 FIXED = {"num_step": 2, "seed": 5}  # the server's own: their socket has no seed
 
 
@@ -34,15 +34,6 @@ def server(engine):
 
     with running_server(engine, api_key=KEY, layers=((FLAG_SOURCE, FIXED),)) as (url, _server, state):
         yield url, state
-
-
-def socket_url(url, voice="alloy", multi=False, query="output_format=pcm_24000"):
-    kind = "multi-stream-input" if multi else "stream-input"
-    return url.replace("http://", "ws://") + f"/v1/text-to-speech/{voice}/{kind}?{query}"
-
-
-def dial(url, **kw):
-    return connect(socket_url(url, **kw), additional_headers={"xi-api-key": KEY})
 
 
 def our_pcm(url, text):
