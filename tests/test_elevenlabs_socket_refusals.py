@@ -58,7 +58,8 @@ def test_a_full_engine_is_their_error_then_a_close(engine):
     """--max-queue 1, the engine held with one socket's utterance in it: a second socket's utterance
     is refused as theirs (`busy`, code 1013) and that socket closed 1013; the first is then spoken."""
     with running_server(engine, api_key=KEY, max_queue=1) as (url, _server, state):
-        with dial(url) as first, dial(url) as second:  # opened first: the voice is made by the engine loop
+        state.speaker.build("Hello.", voice="alloy", settings={})  # the voice made (by the engine loop) first
+        with dial(url) as first, dial(url) as second:
             gate = hold_engine(state)
             try:
                 first.send(json.dumps({"text": " "}))
@@ -83,7 +84,8 @@ def test_a_backlog_over_max_waiting_is_their_error_then_a_close(engine):
     the one before (its isFinal waits behind it); the one that finds MAX_WAITING ends waiting is
     refused as theirs (`busy`, code 1013, its contextId) and the socket closed 1013."""
     with running_server(engine, api_key=KEY) as (url, _server, state):
-        with dial(url, multi=True) as ws:  # opened first: the voice is made by the engine loop
+        state.speaker.build("Hello.", voice="alloy", settings={})  # the voice made (by the engine loop) first
+        with dial(url, multi=True) as ws:
             gate = hold_engine(state)
             try:
                 ws.send(json.dumps({"text": " ", "context_id": "a"}))
