@@ -6,7 +6,8 @@ same admission, caps, limits, idle timeout, engine loop and cancellation) speaki
 
 The key: the `xi-api-key` header (or `Authorization: Bearer`), checked before the upgrade (their
 401 shape); `output_format` (default mp3_44100_128) and `language_code` come from the query,
-`model_id` is taken and left out (one model). Client -> server, JSON:
+`model_id` is taken and left out (one model); with `auto_mode=true` (Pipecat's) each text
+message is a whole sentence or phrase and is spoken as it comes (as with a flush). Client -> server, JSON:
 - `{"text": " ", "voice_settings": {"speed"}, "generation_config", ...}`: the first message (and a
   context's first in multi): the settings of the utterance it starts (`speed` ours, the rest
   taken and left out);
@@ -82,6 +83,9 @@ class ElevenSession(SocketSession):
         self.closing = False  # the socket closes after the last final (stream-input's end, close_socket)
         self.problem: str | None = None  # the query's, said once the socket is open
         self.refused = False  # a refusal was sent and the socket closed
+        # `auto_mode=true` (Pipecat's): each text message is a whole sentence or phrase, spoken as it
+        # comes (as after a flush; its messages carry no space between the sentences)
+        self.auto = websocket.query_params.get("auto_mode") == "true"
         query = websocket.query_params
         try:
             name, rate = output_format(query.get("output_format"))
@@ -143,7 +147,7 @@ class ElevenSession(SocketSession):
             return
         if text.strip() or self.utterance.text:
             self.text(text)
-        if message.get("flush"):
+        if message.get("flush") or (self.auto and text.strip()):
             self.push()
         self.flushed = bool(message.get("flush"))
         self.touch()
