@@ -7,6 +7,7 @@ import base64
 import json
 import os
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -17,13 +18,13 @@ pytest.importorskip("websockets")
 import httpx
 import websockets
 from conftest import AGENT_REPLY as REPLY
-from helpers.service import HeldForward
+from helpers.elevensocket import KEY, dial, socket_url
+from helpers.service import Forwards, HeldForward
 from server_util import running_server, wait_for
 from websockets.sync.client import connect
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("home")]
 
-KEY = "sesame"
 FIXED = {"num_step": 2, "seed": 5}  # the server's own: their socket has no seed
 
 
@@ -33,15 +34,6 @@ def server(engine):
 
     with running_server(engine, api_key=KEY, layers=((FLAG_SOURCE, FIXED),)) as (url, _server, state):
         yield url, state
-
-
-def socket_url(url, voice="alloy", multi=False, query="output_format=pcm_24000"):
-    kind = "multi-stream-input" if multi else "stream-input"
-    return url.replace("http://", "ws://") + f"/v1/text-to-speech/{voice}/{kind}?{query}"
-
-
-def dial(url, **kw):
-    return connect(socket_url(url, **kw), additional_headers={"xi-api-key": KEY})
 
 
 def our_pcm(url, text):
@@ -244,3 +236,59 @@ def test_pipecats_elevenlabs_service(server, tmp_path):
     assert [w for w, _pts in timed] == REPLY.split()
     times = [pts for _w, pts in timed]
     assert times == sorted(times) and times[-1] > times[0]
+
+
+@pytest.mark.skipif(not PIPECAT_PYTHON, reason="set OMNIVOICE_PIPECAT_PYTHON to a Python with pipecat-ai[elevenlabs]")
+def test_pipecats_interruption_cancels_the_context_and_keeps_the_socket(server, tmp_path):
+    """Pipecat's ElevenLabs TTS service interrupted mid-reply (an InterruptionFrame while the LLM's
+    tokens are still its turn; tests/elevenlabs_pipecat_client.py cancel): after its first audio the
+    engine is held before a forward, then the interruption: the context's place is free, and once the
+    engine goes on no forward of it follows the held one; the next turn is spoken in full on the
+    same socket."""
+    url, state = server
+    (tmp_path / "reply.txt").write_text(REPLY)
+    (tmp_path / "next.txt").write_text("A new turn. ")
+    client = Path(__file__).resolve().parent / "elevenlabs_pipecat_client.py"
+    seen, hold, holding, release = [], threading.Event(), threading.Event(), threading.Event()
+
+    def on_forward(pieces):
+        seen.append({rid for rid, _ in pieces})
+        if hold.is_set() and not holding.is_set():
+            holding.set()
+            release.wait(120)
+
+    stop = state.service.observe(Forwards(on_forward))
+    proc = subprocess.Popen(
+        [PIPECAT_PYTHON, str(client), url, KEY, str(tmp_path), "cancel"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+    def told(line):
+        proc.stdin.write(line + "\n")
+        proc.stdin.flush()
+
+    try:
+        assert proc.stdout.readline().strip() == "audio", proc.stderr.read()[-3000:]
+        hold.set()
+        assert holding.wait(120)
+        running, held_at = set().union(*seen), len(seen)
+        told("cancel")
+        assert proc.stdout.readline().strip() == "interrupted"
+        wait_for(lambda: state.service.stats()["open"] == 0, 120.0, "the context's place to be free")
+        release.set()
+        told("next")
+        assert proc.stdout.readline().strip() == "done", proc.stderr.read()[-3000:]
+        assert proc.wait(120) == 0, proc.stderr.read()[-3000:]
+    finally:
+        release.set()
+        stop()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert running and all(not (ids & running) for ids in seen[held_at:])  # no forward of it after the held one
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["same_socket"] is True
+    assert [w.strip() for w in report["words"] if w.strip()] == "A new turn.".split() and report["audio"] > 0

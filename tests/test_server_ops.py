@@ -267,12 +267,20 @@ def test_load_100_requests_from_20_clients_with_a_queue_of_8(engine):
 # --- the command --------------------------------------------------------------------------------
 
 
-def test_serve_warns_on_an_open_address_without_a_key(invoke, monkeypatch):
+def test_serve_refuses_an_open_address_without_a_key_unless_allowed(invoke, monkeypatch):
     from omnivoice_cli.commands import serve as cmd
 
     seen = []
     monkeypatch.setattr(cmd, "_run", lambda state, quiet: seen.append(state.options))
-    r = invoke("serve", "--host", "0.0.0.0", "--model", TINY_CKPT, "--num-step", "8", "--max-queue", "3")
+    r = invoke("serve", "--host", "0.0.0.0", "--model", TINY_CKPT)
+    assert r.exit_code == 2 and not seen and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "--host 0.0.0.0 is reachable from other machines and the server has no API key" in r.stderr
+    assert "--api-key" in r.stderr and "OMNIVOICE_API_KEY" in r.stderr and "--allow-no-key" in r.stderr
+    r = invoke("serve", "--host", "0.0.0.0", env={"OMNIVOICE_ALLOW_NO_KEY": "1"})
+    assert r.exit_code == 0 and "Warning: listening on 0.0.0.0 without --api-key" in r.stderr
+    r = invoke(
+        "serve", "--host", "0.0.0.0", "--allow-no-key", "--model", TINY_CKPT, "--num-step", "8", "--max-queue", "3"
+    )
     assert r.exit_code == 0 and "Warning: listening on 0.0.0.0 without --api-key" in r.stderr
     o = seen[-1]
     assert (o.host, o.max_queue, o.api_key, o.model) == ("0.0.0.0", 3, None, str(TINY_CKPT))

@@ -38,7 +38,8 @@ voice, instructions, response_format, speed, stream_format) plus any request set
 `omnivoice say` (seed, lang, num_step, guidance_scale, duration, preset, ...).
 
 Listens on 127.0.0.1 unless --host says otherwise; with --api-key (or OMNIVOICE_API_KEY) every
-endpoint but /health and the page needs 'Authorization: Bearer KEY'. A page to try it is on /
+endpoint but /health and the page needs 'Authorization: Bearer KEY'. Another --host without a key
+is refused unless --allow-no-key says so. A page to try it is on /
 (on the same API; it asks for the key once; --no-ui: none). SIGTERM or Ctrl-C stops taking
 requests (503), lets those in flight finish for up to --grace seconds, and exits 0."""
 
@@ -95,6 +96,15 @@ API_KEY_OPTION = typer.Option(
     rich_help_panel="Server",
     show_default=False,
     help="Require 'Authorization: Bearer KEY' (also OMNIVOICE_API_KEY).",
+)
+ALLOW_NO_KEY_OPTION = typer.Option(
+    False,
+    "--allow-no-key",
+    envvar="OMNIVOICE_ALLOW_NO_KEY",
+    show_envvar=False,
+    rich_help_panel="Server",
+    help="Listen on an address other than loopback without an API key (refused otherwise; also "
+    "OMNIVOICE_ALLOW_NO_KEY=1).",
 )
 CORS_OPTION = typer.Option(
     [],
@@ -220,6 +230,7 @@ def serve(
     host: str = HOST_OPTION,
     port: int = PORT_OPTION,
     api_key: Optional[str] = API_KEY_OPTION,
+    allow_no_key: bool = ALLOW_NO_KEY_OPTION,
     cors: list[str] = CORS_OPTION,
     max_queue: int = MAX_QUEUE_OPTION,
     max_chars: Optional[int] = MAX_CHARS_OPTION,
@@ -257,6 +268,12 @@ def serve(
     if max_chars is not None and max_input_chars is not None:
         raise InvalidRequest("--max-input-chars is --max-chars under its former name: give one of them")
     from ..server.run import is_loopback  # (starlette, uvicorn: loaded when serving, not by --help)
+
+    if not is_loopback(host) and not api_key and not allow_no_key:
+        raise InvalidRequest(
+            f"--host {host} is reachable from other machines and the server has no API key: set --api-key "
+            "(or OMNIVOICE_API_KEY), or pass --allow-no-key (or OMNIVOICE_ALLOW_NO_KEY=1) to serve it open"
+        )
 
     chosen, settings = run_settings(preset, flags)
     model_config(settings["model"])  # a fine-tune's declarations checked before listening (CheckpointError)

@@ -63,6 +63,7 @@ PATH = "/tts/ws"
 
 
 KeyCheck = Callable[[WebSocket, str], "ApiError | None"]  # the socket's key refusal, given the server's key
+Shape = Callable[[ApiError], ApiError]  # a refusal before the upgrade, in the socket's own words (ours: as it is)
 
 
 def bearer(websocket: WebSocket, key: str) -> ApiError | None:
@@ -90,14 +91,17 @@ async def tts_socket(
     websocket: WebSocket,
     session: Callable[[WebSocket, ServerState], SocketSession] = SocketSession,
     key_check: KeyCheck = bearer,
+    shape: Shape | None = None,
 ) -> None:
     """The endpoint (a Starlette WebSocketRoute); the ElevenLabs sockets give their own `session`
-    (a SocketSession speaking their messages) and `key_check` (their header), on the same caps."""
+    (a SocketSession speaking their messages), `key_check` (their header) and `shape` (their error
+    body for the refusals before the upgrade: the caps' 429 and 503, a loading server's 503), on
+    the same caps."""
     state: ServerState = websocket.app.state.server
     peer = websocket.client.host if websocket.client is not None else ""
     refused = socket_refusal(websocket, state, key_check) or crowded(state, peer)
     if refused is not None:
-        await deny(websocket, refused)
+        await deny(websocket, refused if shape is None else shape(refused))
         return
     state.sockets[peer] += 1  # counted before the first await: handshakes at once see each other
     try:

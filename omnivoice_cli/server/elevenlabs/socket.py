@@ -6,7 +6,8 @@ same admission, caps, limits, idle timeout, engine loop and cancellation) speaki
 
 The key: the `xi-api-key` header (or `Authorization: Bearer`), checked before the upgrade (their
 401 shape); `output_format` (default mp3_44100_128) and `language_code` come from the query,
-`model_id` is taken and left out (one model). Client -> server, JSON:
+`model_id` is taken and left out (one model); with `auto_mode=true` (Pipecat's) each text
+message is a whole sentence or phrase and is spoken as it comes (as with a flush). Client -> server, JSON:
 - `{"text": " ", "voice_settings": {"speed"}, "generation_config", ...}`: the first message (and a
   context's first in multi): the settings of the utterance it starts (`speed` ours, the rest
   taken and left out);
@@ -28,7 +29,11 @@ The key: the `xi-api-key` header (or `Authorization: Bearer`), checked before th
 Server -> client: `{"audio": base64, "isFinal": null, "alignment": {"chars", "charStartTimesMs",
 "charDurationsMs"}, "normalizedAlignment": the same}` per piece (alignment.py: the piece's span,
 times from the utterance's start; `contextId` in multi), `{"isFinal": true}`, and errors as
-`{"error": code, "message"}` (the socket goes on).
+`{"error": code, "message"}` (the socket goes on). A refusal ends the socket as theirs do:
+`{"message", "error", "code"}`, `code` the close code that follows: 1008 for a bad query, 1013
+(try again later) for load (`busy`: a full engine, `--max-queue`, or the socket's backlog,
+MAX_PENDING parts or MAX_WAITING jobs). Before the upgrade (the caps, a loading server) the
+refusal is their HTTP error, `{"detail": {"status", "message"}}` (api.eleven).
 """
 
 from __future__ import annotations
@@ -46,15 +51,16 @@ from ...engine.errors import one_line
 from ...engine.text.textcheck import unicode_problem
 from ...media.formats import served_formats
 from ..socket import tts_socket
-from ..socketmessages import BadMessage, Config, close_reason
+from ..socketmessages import TRY_AGAIN_LATER, BadMessage, Config, close_reason
 from ..socketsession import SocketSession, Utterance, WorkItem
 from .alignment import in_ms, of_piece
-from .api import ElevenError, key_refusal, output_format
+from .api import ElevenError, eleven, key_refusal, output_format
 
 if TYPE_CHECKING:
     from ...engine.stream.render import StreamPiece
     from ..state import ServerState
 
+POLICY_VIOLATION = 1008  # the close code of a refused query (RFC 6455's, as theirs)
 MAX_CONTEXT_ID = 256  # characters of a context id (each of its messages sends it back)
 VOICE_SETTINGS = ("stability", "similarity_boost", "style", "use_speaker_boost", "speed")
 
@@ -76,6 +82,10 @@ class ElevenSession(SocketSession):
         self.flushed = False  # the open context's last text message had a flush
         self.closing = False  # the socket closes after the last final (stream-input's end, close_socket)
         self.problem: str | None = None  # the query's, said once the socket is open
+        self.refused = False  # a refusal was sent and the socket closed
+        # `auto_mode=true` (Pipecat's): each text message is a whole sentence or phrase, spoken as it
+        # comes (as after a flush; its messages carry no space between the sentences)
+        self.auto = websocket.query_params.get("auto_mode") == "true"
         query = websocket.query_params
         try:
             name, rate = output_format(query.get("output_format"))
@@ -93,8 +103,7 @@ class ElevenSession(SocketSession):
 
     async def run(self) -> None:
         if self.problem is not None:
-            await self.send_error(self.problem, "invalid_request")
-            await self.ws.close(code=1008, reason=close_reason(self.problem))
+            await self.refuse(self.problem, "invalid_request", POLICY_VIOLATION)
             return
         await super().run()
 
@@ -138,7 +147,7 @@ class ElevenSession(SocketSession):
             return
         if text.strip() or self.utterance.text:
             self.text(text)
-        if message.get("flush"):
+        if message.get("flush") or (self.auto and text.strip()):
             self.push()
         self.flushed = bool(message.get("flush"))
         self.touch()
@@ -213,8 +222,25 @@ class ElevenSession(SocketSession):
         return message
 
     async def send_error(self, message: str, code: str) -> None:
+        if code == "busy":  # a refusal for load: theirs, and the socket ends (try again later)
+            await self.refuse(message, code, TRY_AGAIN_LATER)
+            return
         shown = " ".join(message.split()).encode("utf-8", "backslashreplace").decode("utf-8")
         await self.send_json(self.tagged(self.utterance.number, {"error": code, "message": shown}))
+
+    async def refuse(self, message: str, error: str, close_code: int) -> None:
+        """Their error message, `{"message", "error", "code"}` (`code`: the close code), then the
+        close; nothing of the socket is spoken after it."""
+        if self.refused:
+            return
+        self.refused = True
+        shown = " ".join(message.split()).encode("utf-8", "backslashreplace").decode("utf-8")
+        tagged = self.tagged(self.utterance.number, {"message": shown, "error": error, "code": close_code})
+        self.closed = True  # the worker takes nothing more
+        self.cancel()
+        self.wake.set()
+        await self.send_json(tagged)
+        await self.ws.close(code=close_code, reason=close_reason(shown))
 
     async def send_audio(self, data: bytes, config: Config, u: Utterance, piece: StreamPiece | None = None) -> None:
         offset = self.offsets.get(u.number, 0.0)
@@ -256,8 +282,8 @@ class MultiSession(ElevenSession):
 
 
 async def stream_input(websocket: WebSocket) -> None:
-    await tts_socket(websocket, ElevenSession, _key)
+    await tts_socket(websocket, ElevenSession, _key, eleven)
 
 
 async def multi_stream_input(websocket: WebSocket) -> None:
-    await tts_socket(websocket, MultiSession, _key)
+    await tts_socket(websocket, MultiSession, _key, eleven)

@@ -11,7 +11,8 @@ Serve's proxy straight to a replica (the replicas are their own application, rou
 The limits, /health and /metrics are each replica's, as in a plain `serve`: --max-queue bounds one
 replica's engine (Ray Serve's `max_ongoing_requests`), and requests waiting beyond --max-queue
 times the replicas get a 503. A replica is ready once its model is loaded (and warmed with
---warmup): until then it is sent nothing. Its replies carry `X-OmniVoice-Replica`.
+--warmup): until then it is sent nothing; the ready line is printed once /health/ready answers 200
+through the proxy (replica_ready), as a plain serve prints it once its own does. Its replies carry `X-OmniVoice-Replica`.
 Saved voices are read from the driver's OMNIVOICE_HOME, which every replica is given (on a
 cluster: a path every node sees, e.g. a shared file system).
 
@@ -21,11 +22,14 @@ requests ongoing per replica (its `target_ongoing_requests`).
 
 from __future__ import annotations
 
+import http.client
 import logging
 import math
 import os
 import signal
 import threading
+import urllib.parse
+import urllib.request
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -229,11 +233,12 @@ def deploy(
         echo(f"omnivoice serve: deploying {replicas} on Ray Serve; loading the model on each ...")
     serve.run(model.bind(options, loader), name=MODEL_APP, route_prefix=SOCKET_PREFIX, blocking=False)
     serve.run(front.bind(options), name=APP_NAME, route_prefix="/", blocking=False)
-    if not options.quiet:
-        echo(f"omnivoice serve: listening on {url} (Ray Serve; OpenAI base URL {url}/v1); ready")
     stopped = stop or threading.Event()
     handlers = {sig: signal.signal(sig, lambda *_: stopped.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
+        # ready as a plain serve is: once /health/ready answers 200 (a replica's model loaded)
+        if replica_ready(url, stopped) and not options.quiet:
+            echo(f"omnivoice serve: listening on {url} (Ray Serve; OpenAI base URL {url}/v1); ready")
         while not stopped.wait(0.5):
             pass
     finally:
@@ -243,6 +248,23 @@ def deploy(
         serve.delete(MODEL_APP)
         if not options.quiet:
             echo("omnivoice serve: the Ray Serve applications are deleted; stopped")
+
+
+def replica_ready(url: str, stopped: threading.Event) -> bool:
+    """True once GET /health/ready through Ray Serve's proxy answers 200 (no key needed: a replica
+    has its model loaded), asked again every half second; False if `stopped` is set first."""
+    host, port = urllib.parse.urlsplit(url).hostname or "", urllib.parse.urlsplit(url).port
+    local = {"0.0.0.0": "127.0.0.1", "::": "[::1]", "": "127.0.0.1"}.get(host, f"[{host}]" if ":" in host else host)
+    probe = f"http://{local}:{port}/health/ready"
+    while not stopped.is_set():
+        try:
+            with urllib.request.urlopen(probe, timeout=10) as reply:
+                if reply.status == 200:
+                    return True
+        except (OSError, http.client.HTTPException):
+            pass  # not listening yet, or 503 (HTTPError is an OSError): loading
+        stopped.wait(0.5)
+    return False
 
 
 def _connect(ray: ModuleType, options: RayOptions, echo: Callable[[str], object]) -> None:
