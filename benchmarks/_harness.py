@@ -66,6 +66,23 @@ BATCH8 = [
     "and nobody dared to leave the cafe.",
     "Thank you very much for your help today.",
 ]
+# more sentences for measures that need many (fidelity.py --sentences: one sentence's error moves with
+# any rounding): an agent's reply, sentence by sentence
+REPLY13 = [
+    "Sure, I can help you plan the trip to the coast this weekend.",
+    "The weather forecast says Saturday will be sunny and warm.",
+    "Sunday looks cloudier, with a chance of light rain in the afternoon.",
+    "The drive takes about three hours if you leave before eight in the morning.",
+    "There is a small cafe halfway there that serves excellent pastries.",
+    "Once you arrive, the old harbour is a good place to start walking.",
+    "Most of the seafood restaurants open for lunch at half past twelve.",
+    "If you like museums, the maritime museum is open until five.",
+    "Tickets are cheaper when you buy them online the day before.",
+    "In the evening, the beach path is quiet and the sunset is lovely.",
+    "For the night, the guest house near the lighthouse still has rooms.",
+    "Remember to bring a warm jacket, since the wind gets cold after dark.",
+    "Have a wonderful trip, and let me know if you need anything else.",
+]
 
 
 def default_ckpt() -> Path:

@@ -206,7 +206,10 @@ def main() -> None:
     )
     ap.add_argument("--out", type=Path, default=None, help="write the rows as JSON here")
     ap.add_argument(
-        "--sentences", type=int, default=1, help="full-size cases: the 9 s sentence and this many less one of BATCH8's"
+        "--sentences",
+        type=int,
+        default=1,
+        help="full-size cases: the 9 s sentence and this many less one of BATCH8's, then REPLY13's (21 in all)",
     )
     ap.add_argument(
         "--step-cache", action="store_true", help="instead: the step cache against the exact loop, step by step"
@@ -253,6 +256,9 @@ def main() -> None:
                     "tokens_agree": same,
                 }
             )
+        for variant in dict.fromkeys(r[0] for r in rows):  # the mean over the cases: the figure to compare
+            rels = [r[2] for r in rows if r[0] == variant]
+            print(f"{ckpt_name:10s} {variant:7s} {'mean':12s} {sum(rels) / len(rels):17.4f}  ({len(rels)} cases)")
 
     show("tiny", compare(ROOT / "tests" / "fixtures" / "tiny" / "ckpt", reqs, args.variants, args.steps))
     full = args.full or next(
@@ -260,7 +266,10 @@ def main() -> None:
     )
     if full:
         named = [("sentence 9 s", Request(text=H.SENTENCE_9S, lang="en"))]
-        named += [(f"batch8 {i}", Request(text=t, lang="en")) for i, t in enumerate(H.BATCH8[1 : args.sentences], 1)]
+        more = [(f"batch8 {i}", t) for i, t in enumerate(H.BATCH8[1:], 1)] + [
+            (f"reply {i}", t) for i, t in enumerate(H.REPLY13, 1)
+        ]
+        named += [(name, Request(text=t, lang="en")) for name, t in more[: args.sentences - 1]]
         show("full-size", compare(full, named, args.variants, args.steps))
     if args.out:
         args.out.write_text(json.dumps(table, indent=1))

@@ -2,7 +2,8 @@
 layer forward, each run of elementwise torch ops between two products one kernel of one or two
 passes. Per layer:
 
-- the input norm and the activations' codes for q/k/v: one kernel (the normed [N, H] never exists);
+- the input norm and the activations' codes for q/k/v: one kernel (the normed [N, H] never exists),
+  the rows' 1 / rms by torch's reduction (one read of h) so that the codes are narrow.py's bit for bit;
 - q and k: their norm, RoPE and the rounding to the attention's dtype, one pass each, head-major;
 - the attention's softmax (bf16 scores) in one kernel, its exponentials a polynomial (within 3e-6);
 - the attention's result written in bf16 where it computes in bf16 (exact: its values are bf16), and
@@ -13,8 +14,9 @@ passes. Per layer:
 
 The products, the attention and the model are narrow.py's; linears.quantize_int8 installs this
 forward (the model's seam, backbone.LayerPath) where the layers are oneDNN's Int8Linears and the
-kernels build on this machine (kernels.load), else narrow.py's stays. The arithmetic is the same
-as narrow.py's but for the norms' sums of squares (another summation order: their last bits).
+kernels build on this machine (kernels.load), else narrow.py's stays. The arithmetic is narrow.py's
+but for q and k's norms (their sums of squares in another order: their last bits) and the softmax's
+exponential (a polynomial within 3e-6).
 """
 
 from __future__ import annotations
@@ -26,7 +28,15 @@ import torch
 
 from ..model.backbone import DecoderLayer, LayerPath, OmniVoiceModel, RMSNorm
 from . import kernels as kernel_build
-from .narrow import FoldedNorm, LeanRMSNorm, NarrowAttention, attention_output_and_mlp, put_in_place, stacked_rope
+from .narrow import (
+    FoldedNorm,
+    LeanRMSNorm,
+    NarrowAttention,
+    attention_output_and_mlp,
+    inv_rms,
+    put_in_place,
+    stacked_rope,
+)
 
 if TYPE_CHECKING:  # annotations only
     from .kernels import Kernels
@@ -50,7 +60,8 @@ def fused_attention_inputs(k8: "Kernels", layer: DecoderLayer, h: torch.Tensor, 
     linear = cast(Int8Product, fused.linear)  # type: ignore[attr-defined]
     norm = layer.input_layernorm
     n, d = h.shape[0], a.head_dim
-    y = linear.run(k8.rms_norm_quantize(h, norm.weight, norm.eps, linear.half))  # [N, (h + 2 kv) D]
+    codes = k8.rms_norm_quantize(h, norm.weight, norm.eps, linear.half, inv_rms(h, norm.eps))
+    y = linear.run(codes)  # [N, (h + 2 kv) D]
     q, k, v = y.split(fused.sizes, dim=-1)  # type: ignore[attr-defined]
     dtype = a.math_dtype or torch.float32
     qn, kn = cast(FoldedNorm, a.q_norm), cast(FoldedNorm, a.k_norm)
@@ -71,7 +82,7 @@ def fused_attention_output_and_mlp(
     o, gate, up, down = (cast(Int8Product, x) for x in (a.o_proj, m.gate_proj, m.up_proj, m.down_proj))
     h = o.run(k8.quantize(attn, o.half), other=h)  # a new tensor: o_proj(attn) + h
     norm = layer.post_attention_layernorm
-    codes = k8.rms_norm_quantize(h, norm.weight, norm.eps, gate.half)
+    codes = k8.rms_norm_quantize(h, norm.weight, norm.eps, gate.half, inv_rms(h, norm.eps))
     g, u = gate.run(codes, "swish"), up.run(codes)
     return down.run(k8.mul_quantize(g, u, down.half), other=h)
 

@@ -276,7 +276,7 @@ class Kernels:
     def __init__(self, lib: ctypes.CDLL):
         self.lib = lib
         lib.ov_version.restype = _INT
-        lib.ov_rms_norm_quantize.argtypes = [_P, _I64, _I64, _I64, _P, _F, _INT, _P, _P, _DP, _INT]
+        lib.ov_rms_norm_quantize.argtypes = [_P, _I64, _I64, _I64, _P, _F, _INT, _P, _P, _INT, _DP, _INT]
         lib.ov_quantize.argtypes = [_P, _INT, _I64, _I64, _I64, _INT, _P, _DP, _INT]
         lib.ov_mul_quantize.argtypes = [_P, _I64, _P, _I64, _I64, _I64, _INT, _P, _DP, _INT]
         lib.ov_norm_rope.argtypes = [_P, _INT, _I64, _I64, _I64, _I64, _P, _P, _P, _F, _P, _INT, _INT]
@@ -293,27 +293,21 @@ class Kernels:
             getattr(lib, f).restype = None
 
     def rms_norm_quantize(
-        self, x: torch.Tensor, weight: torch.Tensor, eps: float, half: int
+        self, x: torch.Tensor, weight: torch.Tensor, eps: float, half: int, inv: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, float]:
-        """RMSNorm(x) * weight, coded: x [n, d] fp32 -> (codes uint8 [n, d], scale)."""
+        """RMSNorm(x) * weight, coded: x [n, d] fp32 -> (codes uint8 [n, d], scale). `inv`: the rows'
+        1 / rms [n] (or [n, 1]) fp32 as torch computes it (narrow.inv_rms), for the torch ops' codes
+        bit for bit; None: the kernel's own (its sums in another order: their last bits)."""
         n, d, ld = _rows(x)
         w = _fp32_vector(weight, d)
         codes = torch.empty(n, d, dtype=torch.uint8)
-        inv = torch.empty(n, dtype=torch.float32)
+        given = inv is not None
+        r = torch.empty(n, dtype=torch.float32) if inv is None else _fp32(inv).reshape(n).contiguous()  # only read
         scale = ctypes.c_double()
         self.lib.ov_rms_norm_quantize(
-            _fp32(x).data_ptr(),
-            n,
-            d,
-            ld,
-            w.data_ptr(),
-            eps,
-            half,
-            codes.data_ptr(),
-            inv.data_ptr(),
-            ctypes.byref(scale),
-            torch.get_num_threads(),
-        )
+            _fp32(x).data_ptr(), n, d, ld, w.data_ptr(), eps, half, codes.data_ptr(), r.data_ptr(), int(given),
+            ctypes.byref(scale), torch.get_num_threads(),
+        )  # fmt: skip
         return codes, scale.value
 
     def quantize(self, x: torch.Tensor, half: int) -> tuple[torch.Tensor, float]:

@@ -67,14 +67,14 @@ def dense(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return x.to(dtype, memory_format=torch.contiguous_format)
 
 
-def _inv_rms(x: torch.Tensor, eps: float) -> torch.Tensor:
+def inv_rms(x: torch.Tensor, eps: float) -> torch.Tensor:
     """x [..., D] (fp32 or fp64) -> rsqrt(mean(x^2) + eps) [..., 1]."""
     return torch.linalg.vector_norm(x, dim=-1, keepdim=True).square_().div_(x.shape[-1]).add_(eps).rsqrt_()
 
 
 def _scale_by_rms(xf: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """xf (dense, fp32 or fp64) scaled in place: xf * rsqrt(mean(xf^2) + eps) * weight, last dim."""
-    return xf.mul_(_inv_rms(xf, eps)).mul_(weight.to(xf.dtype))
+    return xf.mul_(inv_rms(xf, eps)).mul_(weight.to(xf.dtype))
 
 
 def lean_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -84,7 +84,7 @@ def lean_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Te
     slower than a cast plus same-dtype passes."""
     acc = torch.promote_types(x.dtype, torch.float32)
     if x.dtype == acc:  # scaled into a new dense tensor (x may be a strided view)
-        return torch.mul(x, _inv_rms(x, eps)).mul_(weight.to(acc))
+        return torch.mul(x, inv_rms(x, eps)).mul_(weight.to(acc))
     return _scale_by_rms(x.to(acc), weight, eps).to(x.dtype)
 
 
@@ -144,11 +144,11 @@ def norm_rope(x: torch.Tensor, tables: torch.Tensor, eps: float, dtype: torch.dt
     cw, sw = tables
     if x.dtype == tables.dtype:
         y = x.transpose(0, 1)  # read in place, no widening copy (the same bits as over a dense copy: tested)
-        inv = _inv_rms(y, eps)
+        inv = inv_rms(y, eps)
     else:
         y = torch.empty(heads, n, d, dtype=tables.dtype, device=x.device)
         y.copy_(x.transpose(0, 1))  # widened and head-major in one pass
-        inv = _inv_rms(y, eps)
+        inv = inv_rms(y, eps)
     z = torch.mul(y, cw, out=torch.empty(heads, n, d, dtype=tables.dtype, device=x.device))  # dense, head-major
     z[..., :half].addcmul_(y[..., half:], sw[:, :half])
     z[..., half:].addcmul_(y[..., :half], sw[:, half:])
