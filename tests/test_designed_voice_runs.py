@@ -82,3 +82,50 @@ def test_dub_generates_a_designed_speakers_first_cue_once(invoke, loaded, genera
     _once_each(generated)
     cues = json.loads(r.stdout)["cues"]
     assert cues[0]["voice_prompt"] == cues[2]["voice_prompt"] is not None and cues[1]["voice_prompt"] is None
+
+
+def test_a_resumed_batch_clones_the_voice_a_whole_run_gives(invoke, loaded, home, tmp_path):
+    """The designing line done by an earlier run (skipped now): the lines spoken now clone the
+    voice its take gave a run from the start (rendered from that line again), not render(design)'s."""
+    rows = [
+        {"text": "The first line designs the voice.", "instruct": INSTRUCT, "seed": 5},
+        {"text": "The second line clones it.", "instruct": INSTRUCT, "seed": 7},
+    ]
+    src = tmp_path / "jobs.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "out"
+
+    def records() -> dict:
+        return {(rec := json.loads(ln))["line"]: rec for ln in (out / "manifest.jsonl").read_text().splitlines()}
+
+    r = invoke("batch", src, "-o", out, *FAST, "-q")
+    assert r.exit_code == 0, r.stderr
+    whole = records()
+    (out / str(whole[2]["output"])).unlink()  # the second line to speak again; the first is done
+    r = invoke("batch", src, "-o", out, *FAST, "-q")
+    assert r.exit_code == 0, r.stderr
+    resumed = records()
+    assert resumed[1] == whole[1] and resumed[2]["status"] == "done"  # the first line's record reused
+    assert resumed[2]["voice_prompt"] == whole[2]["voice_prompt"] == whole[1]["voice_prompt"] is not None
+
+
+def test_a_resumed_dub_clones_the_voice_a_whole_run_gives(invoke, loaded, home, tmp_path):
+    """A speaker's designing cue reused from an earlier run's stems: the cues spoken now clone the
+    voice that cue's take gave a run from the start, not render(design)'s."""
+    srt = tmp_path / "ep.srt"
+    srt.write_text(
+        "1\n00:00:01,000 --> 00:00:02,500\nBOB: Hello there.\n\n"
+        "2\n00:00:03,000 --> 00:00:04,500\nBOB: And the second.\n",
+        encoding="utf-8",
+    )
+    stems = tmp_path / "stems"
+    args = ("dub", srt, "-o", tmp_path / "t.wav", "--seed", "40", "--cast", f"BOB=instruct:{INSTRUCT}")
+    r = invoke(*args, *FAST, "--stems", stems, "--json")
+    assert r.exit_code == 0, r.stderr
+    whole = json.loads(r.stdout)["cues"]
+    (stems / "0002.wav").unlink()  # the second cue to speak again; the first is reused
+    r = invoke(*args, *FAST, "--stems", stems, "--json")
+    assert r.exit_code == 0, r.stderr
+    resumed = json.loads(r.stdout)["cues"]
+    assert [c.get("status") for c in resumed] == ["reused", "done"], resumed
+    assert resumed[1]["voice_prompt"] == whole[1]["voice_prompt"] == whole[0]["voice_prompt"] is not None

@@ -42,6 +42,7 @@ class BatchDriver(Protocol):
     verifier: Verifier | None  # --verify: the run's recogniser, loaded on first use
     progress: Progress
     group_size: int  # lines per Engine.generate call
+    lines: list[Line]  # every line of the run (the pending ones and those done by an earlier run)
 
     @property
     def refs(self) -> References: ...
@@ -76,6 +77,26 @@ class Executor(Protocol):
     def speak(self, run: BatchDriver, pending: list[Line], signals: HoldSignals) -> None: ...
 
 
+def redesign_skipped(run: BatchDriver, engine: Engine, refs: list) -> None:
+    """A resumed run: a designed voice whose designing line an earlier run spoke (skipped now) is
+    rendered from that line again (References.render_line, its audio dropped: one generation, as
+    the render it replaces), so that the later lines clone the voice a run from the start gives
+    them, not `render(design)`'s at the design's own settings."""
+    wanted = {(r.path.resolve(), r.transcript) for r in refs}
+    for line in run.lines:
+        built = line.built
+        if line.status != "skipped" or built is None or built.reference is None:
+            continue
+        if (built.reference.path.resolve(), built.reference.transcript) not in wanted:
+            continue
+        if built.settings["verify"]:  # a --verify line was spoken as a clone of render(design): so again
+            continue
+        try:
+            run.refs.render_line(engine, built)
+        except (OmniVoiceError, OSError, ValueError):
+            pass  # the later lines then clone render(design), or fail on it in their own words
+
+
 class LocalExecutor:
     """The engine in this process (the default Executor): loaded once, the reference recordings
     encoded once each, the lines sent to Engine.generate in groups of GROUP_SIZE."""
@@ -88,6 +109,7 @@ class LocalExecutor:
             t_voice = time.perf_counter()
             with run.session.status("preparing the reference voices ..."):
                 engine.load_encoder()
+                redesign_skipped(run, engine, [ref for _, ref in cloned])
                 for line, ref in cloned:
                     try:
                         # a line designing its voice is generated once, as the render (a --verify

@@ -205,7 +205,12 @@ class DubRun:
 
     # -- speaking ----------------------------------------------------------------------------
 
-    def speak(self, pending: list[CuePlan], signals: HoldSignals, out: Path | None, progress: Progress) -> None:
+    def speak(
+        self, pending: list[CuePlan], signals: HoldSignals, out: Path | None, progress: Progress, reused=()
+    ) -> None:
+        """The pending cues spoken; `reused`: the cues an earlier run spoke (a designing cue among
+        them is rendered again, its audio dropped, so that the pending cues clone the voice a run
+        from the start gives them: one generation, as the render it replaces)."""
         built = [b for p in pending for b in p.built]
         values = self.cast.settings(None, self.layers()).values
         engine, self.report.load_seconds = self.session.load_engine(
@@ -218,6 +223,10 @@ class DubRun:
             t_voice = time.perf_counter()
             with self.session.status("preparing the reference voices ..."):
                 engine.load_encoder()
+                wanted = {(b.reference.path.resolve(), b.reference.transcript) for b in built if b.reference}
+                for b in (b for p in reused for b in p.built[:1]):  # a designing cue is its first piece
+                    if b.reference and (b.reference.path.resolve(), b.reference.transcript) in wanted:
+                        self.refs.render_line(engine, b)
                 for p in pending:
                     for k, b in enumerate(p.built):
                         done = self.refs.render_line(engine, b)  # a speaker's designing cue: generated once
@@ -357,7 +366,7 @@ class DubRun:
                 pending = [p for p in plans if p.status is None]
                 self.load_listener()
                 if pending:
-                    self.speak(pending, signals, out, progress)
+                    self.speak(pending, signals, out, progress, [p for p in plans if p.status == "reused"])
                 np.clip(track, -1.0, 1.0, out=track)
                 self.deliver_track(signals)
         except KeyboardInterrupt as e:
