@@ -33,7 +33,6 @@ from .narrow import (
     LeanRMSNorm,
     NarrowAttention,
     attention_output_and_mlp,
-    inv_rms,
     put_in_place,
     stacked_rope,
 )
@@ -60,17 +59,13 @@ def fused_attention_inputs(k8: "Kernels", layer: DecoderLayer, h: torch.Tensor, 
     linear = cast(Int8Product, fused.linear)  # type: ignore[attr-defined]
     norm = layer.input_layernorm
     n, d = h.shape[0], a.head_dim
-    codes = k8.rms_norm_quantize(h, norm.weight, norm.eps, linear.half, inv_rms(h, norm.eps))
-    y = linear.run(codes)  # [N, (h + 2 kv) D]
+    y = linear.run(k8.rms_norm_quantize(h, norm.weight, norm.eps, linear.half))  # [N, (h + 2 kv) D]
     q, k, v = y.split(fused.sizes, dim=-1)  # type: ignore[attr-defined]
     dtype = a.math_dtype or torch.float32
-    qn, kn = cast(FoldedNorm, a.q_norm), cast(FoldedNorm, a.k_norm)
-    q = k8.norm_rope(q.view(n, a.n_heads, d), cos_sin, qn.rope_weights, qn.eps, dtype)
-    k = k8.norm_rope(k.view(n, a.n_kv, d), cos_sin, kn.rope_weights, kn.eps, dtype)
     vh = v.view(n, a.n_kv, d).transpose(0, 1)  # head-major, a view (rounded by the attention)
     if a.math_dtype is None:
         vh = torch.empty(a.n_kv, n, d, dtype=dtype).copy_(vh)  # dense, as q and k
-    return q.transpose(0, 1), k.transpose(0, 1), vh
+    return (*_rotated(k8, a, q, k, cos_sin, dtype), vh)
 
 
 def fused_attention_output_and_mlp(
@@ -82,7 +77,7 @@ def fused_attention_output_and_mlp(
     o, gate, up, down = (cast(Int8Product, x) for x in (a.o_proj, m.gate_proj, m.up_proj, m.down_proj))
     h = o.run(k8.quantize(attn, o.half), other=h)  # a new tensor: o_proj(attn) + h
     norm = layer.post_attention_layernorm
-    codes = k8.rms_norm_quantize(h, norm.weight, norm.eps, gate.half, inv_rms(h, norm.eps))
+    codes = k8.rms_norm_quantize(h, norm.weight, norm.eps, gate.half)
     g, u = gate.run(codes, "swish"), up.run(codes)
     return down.run(k8.mul_quantize(g, u, down.half), other=h)
 
@@ -91,12 +86,18 @@ def bf16_attention_inputs(k8: "Kernels", layer: DecoderLayer, h: torch.Tensor, c
     """The bf16 body's: h [N, H] bf16 -> q [h, N, D], k [kv, N, D] dense bf16 (norm, RoPE and the
     rounding in one pass each), v [kv, N, D] a view of the product (narrow.attention_inputs' contract)."""
     a = cast(NarrowAttention, layer.self_attn)
-    n, d = h.shape[0], a.head_dim
     q, k, v = a.qkv(layer.input_layernorm(h))  # the norm: a KernelRMSNorm
+    return (*_rotated(k8, a, q, k, cos_sin, torch.bfloat16), v.view(h.shape[0], a.n_kv, a.head_dim).transpose(0, 1))
+
+
+def _rotated(k8: "Kernels", a: NarrowAttention, q: torch.Tensor, k: torch.Tensor, cos_sin: torch.Tensor, dtype):
+    """q [N, h * D] and k [N, kv * D] (views of the product) -> q [h, N, D] and k [kv, N, D] dense in
+    `dtype`: each normed by its FoldedNorm, rotated and rounded in one pass (kernels.norm_rope)."""
+    n, d = q.shape[0], a.head_dim
     qn, kn = cast(FoldedNorm, a.q_norm), cast(FoldedNorm, a.k_norm)
-    q = k8.norm_rope(q.view(n, a.n_heads, d), cos_sin, qn.rope_weights, qn.eps, torch.bfloat16)
-    k = k8.norm_rope(k.view(n, a.n_kv, d), cos_sin, kn.rope_weights, kn.eps, torch.bfloat16)
-    return q.transpose(0, 1), k.transpose(0, 1), v.view(n, a.n_kv, d).transpose(0, 1)
+    q = k8.norm_rope(q.view(n, a.n_heads, d), cos_sin, qn.rope_weights, qn.eps, dtype)
+    k = k8.norm_rope(k.view(n, a.n_kv, d), cos_sin, kn.rope_weights, kn.eps, dtype)
+    return q.transpose(0, 1), k.transpose(0, 1)
 
 
 class KernelRMSNorm(LeanRMSNorm):

@@ -77,16 +77,15 @@ static inline float sum_squares(const float *x, int64_t d) {
 }
 
 /* RMSNorm then the codes: x [n, d] (rows ldx apart) -> codes [n, d] dense; y = (x * r) * w with
- * r = 1 / sqrt(sum(x^2) / d + eps), or r = inv[i] where given != 0 (torch's, so that the codes are
- * the torch ops' bit for bit). inv [n]: the rows' r (scratch, or given). The scale in *scale. */
-void ov_rms_norm_quantize(const float *x, int64_t n, int64_t d, int64_t ldx, const float *w, float eps, int half,
-                          uint8_t *codes, float *inv, int given, double *scale, int threads) {
+ * r = inv[i], the rows' 1 / sqrt(sum(x^2) / d + eps) as torch computes it (so that the codes are
+ * the torch ops' bit for bit). The scale in *scale. */
+void ov_rms_norm_quantize(const float *x, int64_t n, int64_t d, int64_t ldx, const float *w, int half, uint8_t *codes,
+                          const float *inv, double *scale, int threads) {
     float absmax = 0.0f;
 #pragma omp parallel for num_threads(threads) schedule(static) reduction(max : absmax)
     for (int64_t i = 0; i < n; i++) {
         const float *xi = x + i * ldx;
-        float r = given ? inv[i] : 1.0f / sqrtf(sum_squares(xi, d) / (float)d + eps);
-        if (!given) inv[i] = r;
+        float r = inv[i];
         float m = 0.0f;
 #pragma omp simd reduction(max : m)
         for (int64_t j = 0; j < d; j++) {

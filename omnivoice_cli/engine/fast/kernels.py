@@ -10,8 +10,8 @@ Read back as our own state, untrusted: a regular file (never a link, a FIFO neve
 our user's or root's (an image's), not writable by others, whose sha256 matches the digest written beside it, opened once and loaded from that
 descriptor (what was checked is what is loaded); anything else is rebuilt. Where no compiler
 exists or a build fails, `load()` returns None with the reason in `why_not()`, and the body runs
-narrow.py's torch ops (the same arithmetic but for the norms' summation order and the softmax's
-exponential, a polynomial).
+narrow.py's torch ops (the same arithmetic but for q and k's norms' summation order and the
+softmax's exponential, a polynomial).
 
 Why not torch.compile: it generates such loops (the issue asked for it first), but a process pays
 its tracing and the import of its compiler on every start, warm cache or not (3.5 s measured for
@@ -34,6 +34,7 @@ import torch
 
 from ..checkpoint import hub
 from . import cpu
+from .narrow import inv_rms
 
 ENV = "OMNIVOICE_KERNELS"  # a folder for the built library, or "off"
 SOURCE = Path(__file__).with_name("kernels.c")
@@ -276,7 +277,7 @@ class Kernels:
     def __init__(self, lib: ctypes.CDLL):
         self.lib = lib
         lib.ov_version.restype = _INT
-        lib.ov_rms_norm_quantize.argtypes = [_P, _I64, _I64, _I64, _P, _F, _INT, _P, _P, _INT, _DP, _INT]
+        lib.ov_rms_norm_quantize.argtypes = [_P, _I64, _I64, _I64, _P, _INT, _P, _P, _DP, _INT]
         lib.ov_quantize.argtypes = [_P, _INT, _I64, _I64, _I64, _INT, _P, _DP, _INT]
         lib.ov_mul_quantize.argtypes = [_P, _I64, _P, _I64, _I64, _I64, _INT, _P, _DP, _INT]
         lib.ov_norm_rope.argtypes = [_P, _INT, _I64, _I64, _I64, _I64, _P, _P, _P, _F, _P, _INT, _INT]
@@ -293,20 +294,19 @@ class Kernels:
             getattr(lib, f).restype = None
 
     def rms_norm_quantize(
-        self, x: torch.Tensor, weight: torch.Tensor, eps: float, half: int, inv: torch.Tensor | None = None
+        self, x: torch.Tensor, weight: torch.Tensor, eps: float, half: int
     ) -> tuple[torch.Tensor, float]:
-        """RMSNorm(x) * weight, coded: x [n, d] fp32 -> (codes uint8 [n, d], scale). `inv`: the rows'
-        1 / rms [n] (or [n, 1]) fp32 as torch computes it (narrow.inv_rms), for the torch ops' codes
-        bit for bit; None: the kernel's own (its sums in another order: their last bits)."""
+        """RMSNorm(x) * weight, coded: x [n, d] fp32 -> (codes uint8 [n, d], scale), the codes of
+        int8pack.quantize_activations(narrow.lean_rms_norm(x)) bit for bit: the rows' 1 / rms by
+        torch's own reduction (narrow.inv_rms: one read of x), the scaling and the codes here."""
         n, d, ld = _rows(x)
         w = _fp32_vector(weight, d)
+        inv = inv_rms(_fp32(x), eps).reshape(n).contiguous()
         codes = torch.empty(n, d, dtype=torch.uint8)
-        given = inv is not None
-        r = torch.empty(n, dtype=torch.float32) if inv is None else _fp32(inv).reshape(n).contiguous()  # only read
         scale = ctypes.c_double()
         self.lib.ov_rms_norm_quantize(
-            _fp32(x).data_ptr(), n, d, ld, w.data_ptr(), eps, half, codes.data_ptr(), r.data_ptr(), int(given),
-            ctypes.byref(scale), torch.get_num_threads(),
+            x.data_ptr(), n, d, ld, w.data_ptr(), half, codes.data_ptr(), inv.data_ptr(), ctypes.byref(scale),
+            torch.get_num_threads(),
         )  # fmt: skip
         return codes, scale.value
 
