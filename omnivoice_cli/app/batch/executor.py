@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import TYPE_CHECKING, Callable, Protocol
+from typing import TYPE_CHECKING, Callable, Iterable, Protocol
 
 from ...engine.errors import InvalidRequest, OmniVoiceError, one_line
 from ...engine.hardware import Hardware
 from ...engine.planning import Result
 from ..listening.verify import RequestCheck, Verifier
-from ..request import References, named
+from ..request import Built, Reference, References, named
 from ..session import Progress, Session
 from ..signals import HoldSignals
 from .batchinput import Line
@@ -77,24 +77,29 @@ class Executor(Protocol):
     def speak(self, run: BatchDriver, pending: list[Line], signals: HoldSignals) -> None: ...
 
 
-def redesign_skipped(run: BatchDriver, engine: Engine, refs: list) -> None:
-    """A resumed run: a designed voice whose designing line an earlier run spoke (skipped now) is
-    rendered from that line again (References.render_line, its audio dropped: one generation, as
-    the render it replaces), so that the later lines clone the voice a run from the start gives
-    them, not `render(design)`'s at the design's own settings."""
-    wanted = {(r.path.resolve(), r.transcript) for r in refs}
-    for line in run.lines:
-        built = line.built
-        if line.status != "skipped" or built is None or built.reference is None:
-            continue
-        if (built.reference.path.resolve(), built.reference.transcript) not in wanted:
-            continue
-        if built.settings["verify"]:  # a --verify line was spoken as a clone of render(design): so again
+def redesign_done(
+    refs: References,
+    engine: Engine,
+    done: Iterable[Built],
+    wanted: Iterable[Reference],
+    on_error: Callable[[Exception], None] | None = None,
+) -> None:
+    """A resumed run (batch, dub): a designed voice whose designing line an earlier run spoke (in
+    `done`) is rendered from that line again (References.render_line, its audio dropped: one
+    generation, as the render it replaces), where a line spoken now clones it (its reference in
+    `wanted`), so that those lines clone the voice a run from the start gives them, not
+    `render(design)`'s at the design's own settings. A failure goes to `on_error` (None: raised)."""
+    keys = {(r.path.resolve(), r.transcript) for r in wanted}
+    for built in done:
+        ref = built.reference
+        if ref is None or (ref.path.resolve(), ref.transcript) not in keys:
             continue
         try:
-            run.refs.render_line(engine, built)
-        except (OmniVoiceError, OSError, ValueError):
-            pass  # the later lines then clone render(design), or fail on it in their own words
+            refs.render_line(engine, built)
+        except (OmniVoiceError, OSError, ValueError) as e:
+            if on_error is None:
+                raise
+            on_error(e)
 
 
 class LocalExecutor:
@@ -109,7 +114,16 @@ class LocalExecutor:
             t_voice = time.perf_counter()
             with run.session.status("preparing the reference voices ..."):
                 engine.load_encoder()
-                redesign_skipped(run, engine, [ref for _, ref in cloned])
+                # a --verify line was spoken as a clone of render(design): so it is again; a failure
+                # leaves the later lines to clone render(design), or to fail on it in their own words
+                skipped = [ln.built for ln in run.lines if ln.status == "skipped" and ln.built is not None]
+                redesign_done(
+                    run.refs,
+                    engine,
+                    [b for b in skipped if not b.settings["verify"]],
+                    [r for _, r in cloned],
+                    lambda e: None,
+                )
                 for line, ref in cloned:
                     try:
                         # a line designing its voice is generated once, as the render (a --verify

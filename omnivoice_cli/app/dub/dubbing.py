@@ -44,7 +44,7 @@ from ...media.cues import Cue
 from ...media.formats import AUDIO_FORMATS, FORMATS
 from ...media.output import OutputTarget
 from ...media.tracks import as_written, ms_to_samples, place
-from ..batch.executor import GROUP_SIZE
+from ..batch.executor import GROUP_SIZE, redesign_done
 from ..batch.folder import prepare_output_dir, remove_stale_temporaries
 from ..batch.manifest import MANIFEST, ManifestWriter, read_manifest
 from ..deliver import Outputs, Span, Take, deliver
@@ -223,10 +223,13 @@ class DubRun:
             t_voice = time.perf_counter()
             with self.session.status("preparing the reference voices ..."):
                 engine.load_encoder()
-                wanted = {(b.reference.path.resolve(), b.reference.transcript) for b in built if b.reference}
-                for b in (b for p in reused for b in p.built[:1]):  # a designing cue is its first piece
-                    if b.reference and (b.reference.path.resolve(), b.reference.transcript) in wanted:
-                        self.refs.render_line(engine, b)
+                # a designing cue is its cue's first piece
+                redesign_done(
+                    self.refs,
+                    engine,
+                    [p.built[0] for p in reused if p.built],
+                    [b.reference for b in built if b.reference],
+                )
                 for p in pending:
                     for k, b in enumerate(p.built):
                         done = self.refs.render_line(engine, b)  # a speaker's designing cue: generated once
