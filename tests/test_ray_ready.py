@@ -17,10 +17,10 @@ def loading_server():
     class Health(BaseHTTPRequestHandler):
         def do_GET(self):
             status = 200 if loaded.is_set() and self.path == "/health/ready" else 503
+            statuses.append(status)  # before the reply: the client may return the moment it reads it
             self.send_response(status)
             self.send_header("Content-Length", "0")
             self.end_headers()
-            statuses.append(status)
             if status == 503:
                 asked.set()
 
