@@ -17,7 +17,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
-#if defined(__AVX512BF16__)
+#if defined(__AVX512F__)
 #include <immintrin.h>
 #endif
 
@@ -252,13 +252,82 @@ static inline float exp_nonpositive(float x) {
     return x < -87.0f ? 0.0f : p * two_n;
 }
 
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__FMA__)
+/* exp_nonpositive on 16 lanes: the same operations in the same order (so the same values) */
+static inline __m512 exp_nonpositive16(__m512 x) {
+    __m512 n = _mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), _mm512_set1_ps(ROUNDER)),
+                             _mm512_set1_ps(ROUNDER));
+    __m512 r = _mm512_sub_ps(_mm512_sub_ps(x, _mm512_mul_ps(n, _mm512_set1_ps(0.693359375f))),
+                             _mm512_mul_ps(n, _mm512_set1_ps(-2.12194440e-4f)));
+    __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(1.0f / 720.0f), r, _mm512_set1_ps(1.0f / 120.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    __m512i e = _mm512_max_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), _mm512_set1_epi32(1));
+    __m512 y = _mm512_mul_ps(p, _mm512_castsi512_ps(_mm512_slli_epi32(e, 23)));
+    return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_NLT_UQ), y); /* 0 below -87 */
+}
+
+/* 16 bf16 (the lanes of `m`) read as fp32 */
+static inline __m512 load_bf16x16(const uint16_t *src, __mmask16 m) {
+    __m512i wide = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, src));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+}
+
+/* the lanes of `m` of v rounded to bf16 (as f32_to_bf16, or the conversion instruction) into dst */
+static inline void store_bf16x16(uint16_t *dst, __m512 v, __mmask16 m) {
+#if defined(__AVX512BF16__)
+    __m256i h = (__m256i)_mm512_cvtneps_pbh(v);
+#else
+    __m512i u = _mm512_castps_si512(v);
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb), 16);
+    __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+    __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+    __m256i h = _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(rounded, nan, quiet));
+#endif
+    _mm256_mask_storeu_epi16(dst, m, h);
+}
+
+/* one row of ov_softmax_bf16 (s <= 8192), 16 columns at a time; e: the row's exponentials */
+static void softmax_row16(uint16_t *xi, int64_t s, float *e) {
+    __m512 vm = _mm512_set1_ps(-INFINITY), vs = _mm512_setzero_ps();
+    for (int64_t j = 0; j < s; j += 16) {
+        __mmask16 m = s - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (s - j)) - 1);
+        vm = _mm512_mask_max_ps(vm, m, load_bf16x16(xi + j, m), vm); /* a NaN lane: the running max kept */
+    }
+    __m512 mx = _mm512_set1_ps(_mm512_reduce_max_ps(vm));
+    for (int64_t j = 0; j < s; j += 16) {
+        __mmask16 m = s - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (s - j)) - 1);
+        __m512 v = _mm512_maskz_mov_ps(m, exp_nonpositive16(_mm512_sub_ps(load_bf16x16(xi + j, m), mx)));
+        _mm512_storeu_ps(e + j, v);
+        vs = _mm512_add_ps(vs, v);
+    }
+    __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(vs));
+    for (int64_t j = 0; j < s; j += 16) {
+        __mmask16 m = s - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (s - j)) - 1);
+        store_bf16x16(xi + j, _mm512_mul_ps(_mm512_loadu_ps(e + j), inv), m);
+    }
+}
+#define OV_SOFTMAX16 1
+#endif
+
 /* softmax over each row of x [rows, s] bf16 (rows dense, s apart), in place: computed in fp32,
- * rounded once; the exponentials kept in a buffer of the row's (re-computed past 8192 columns). */
+ * rounded once; the exponentials kept in a buffer of the row's (re-computed past 8192 columns).
+ * AVX-512: 16 columns at a time (softmax_row16); the sum in another order. */
 void ov_softmax_bf16(uint16_t *x, int64_t rows, int64_t s, int threads) {
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (int64_t i = 0; i < rows; i++) {
         uint16_t *xi = x + i * s;
-        float e[8192];
+        float e[8192 + 16];
+#if defined(OV_SOFTMAX16)
+        if (s <= 8192) {
+            softmax_row16(xi, s, e);
+            continue;
+        }
+#endif
         float m = -INFINITY, sum = 0.0f;
 #pragma omp simd reduction(max : m)
         for (int64_t j = 0; j < s; j++) m = OV_MAX(m, bf16_to_f32(xi[j]));
