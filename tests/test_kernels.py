@@ -99,6 +99,36 @@ def test_norm_rope_is_narrows(k8, dtype):
     assert bool(((g - w).abs() <= rel * w.abs() + 1e-5 * float(w.abs().max())).all())
 
 
+def test_qkv_rows_are_norm_rope_and_vs_rounding_in_each_rows_blocks(k8):
+    heads, kv, d, lens = 4, 2, 64, [7, 5, 9]
+    n = sum(lens)
+    y = torch.randn(n, (heads + 2 * kv) * d, generator=_gen()) * 2
+    y[2, -3] = 1e-39  # a denormal v: rounded as torch rounds it, not flushed
+    cs = torch.randn(2, n, d, generator=_gen(1))
+    qw, kw = (narrow.rope_weights(torch.rand(d, generator=_gen(i)) + 0.5) for i in (2, 3))
+    q, k, v = k8.qkv_rows(y, heads, cs, (qw, 1e-6), (kw, 1e-5), lens)
+    qh = k8.norm_rope(y[:, : heads * d].view(n, heads, d), cs, qw, 1e-6, torch.bfloat16).transpose(0, 1)
+    kh = k8.norm_rope(y[:, heads * d : (heads + kv) * d].view(n, kv, d), cs, kw, 1e-5, torch.bfloat16).transpose(0, 1)
+    vh = y[:, (heads + kv) * d :].view(n, kv, d).transpose(0, 1)
+    blocks = (kernels.row_blocks(x, m, d, lens) for x, m in ((q, heads), (k, kv), (v, kv)))
+    start = 0
+    for length, qr, kr, vr in zip(lens, *blocks):
+        s = slice(start, start + length)
+        assert torch.equal(qr, qh[:, s]) and torch.equal(kr, kh[:, s]) and torch.equal(vr, vh[:, s].bfloat16())
+        start += length
+    with pytest.raises(ValueError, match="qkv_rows"):
+        k8.qkv_rows(y[:, :-1], heads, cs, (qw, 1e-6), (kw, 1e-5), lens)
+
+
+def test_quantize_rows_is_quantize_of_the_result_in_position_order(k8):
+    heads, d, lens = 4, 32, [6, 1, 10]
+    o = (torch.randn(sum(lens) * heads * d, generator=_gen()) * 3).bfloat16()
+    codes, scale = k8.quantize_rows(o, heads, d, lens, 127)
+    rows = [b.transpose(0, 1).reshape(-1, heads * d) for b in kernels.row_blocks(o, heads, d, lens)]
+    want, want_scale = k8.quantize(torch.cat(rows), 127)
+    assert scale == want_scale and torch.equal(codes, want)
+
+
 def test_targets_agree():
     """Every target this CPU runs gives the same codes (the norms within their last bit)."""
     outs = []

@@ -456,3 +456,43 @@ def test_bf16_fused_forward_is_narrows(monkeypatch, fp32_logits):
     assert ((a - p).norm() / p.norm()).item() < 0.01
     err = lambda x: ((x - fp32_logits).norm() / fp32_logits.norm()).item()  # noqa: E731
     assert err(a) <= err(p) * 1.05
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    kernels.compiler() is None or linears.int8_kind() is not Int8Linear or not linears.use_bf16_heads(),
+    reason="the whole-layer kernels run where the int8 body's attention is bf16",
+)
+def test_int8_whole_layer_is_its_three_parts_bit_for_bit(ref_voice):
+    """fusedpath.fused_layer (q, k, v and the attention's result in each packed row's own blocks)
+    against the same body's inputs, attend and outputs: the same logits, and the same tokens over a
+    whole generation of two packed requests with the step cache's stored prompts, bit for bit."""
+    from dataclasses import replace
+
+    from omnivoice_cli.engine.model.config import GenerationConfig
+    from omnivoice_cli.engine.model.generation import run_jobs
+
+    engine = Engine.load(str(TINY), Hardware(device="cpu", quantize="int8"))
+    whole = engine.model.layer_path
+    assert whole.layer is not None
+    gen = GenerationConfig(num_step=8, position_temperature=0.0, step_cache=True)
+    reqs = [
+        Request(text="Hello there, how are you?", lang="en", generation=gen),
+        Request(text="A reply.", ref=ref_voice, generation=gen),
+    ]
+
+    def run():
+        jobs = [engine.prepare(r, seed=3) for r in reqs]
+        run_jobs(
+            engine.model,
+            jobs,
+            mask_id=engine.cfg.audio_mask_id,
+            max_batch_size=16,
+            max_packed_tokens=engine.cfg.max_packed_tokens,
+        )
+        return _step0_logits(engine), [j.tokens.clone() for j in jobs]
+
+    (a, tokens_a) = run()
+    engine.model.use_layer_path(replace(whole, layer=None))
+    (b, tokens_b) = run()
+    assert torch.equal(a, b) and all(torch.equal(x, y) for x, y in zip(tokens_a, tokens_b))

@@ -10,7 +10,11 @@ passes. Per layer:
   coded for o_proj in one kernel (bit for bit int8pack.quantize_activations);
 - the post-attention norm and its codes: one kernel; the gate's product (SiLU in the product's
   epilogue) times the up product, coded for down_proj in one kernel (the [N, I] product never exists);
-- the residual adds stay in the products' epilogues.
+- the residual adds stay in the products' epilogues;
+- where the attention computes in bf16, the layer as one function (fused_layer, the seam's
+  LayerPath.layer): q and k's norm + RoPE and v's rounding in one kernel written straight into each
+  packed row's dense blocks, the attention's result written into such blocks and coded from them,
+  so that no row's slice is copied in or out (the same values as the three parts').
 
 The products, the attention and the model are narrow.py's; linears.quantize_int8 installs this
 forward (the model's seam, backbone.LayerPath) where the layers are oneDNN's Int8Linears and the
@@ -33,6 +37,7 @@ from .narrow import (
     LeanRMSNorm,
     NarrowAttention,
     attention_output_and_mlp,
+    grouped_attention,
     put_in_place,
     stacked_rope,
 )
@@ -73,9 +78,39 @@ def fused_attention_output_and_mlp(
 ) -> torch.Tensor:
     """h + o_proj(attn), then + down(silu(gate(x)) * up(x)) for x its norm; attn [N, h * D] in
     fp32 or bf16."""
+    return _output_and_mlp(k8, layer, h, k8.quantize(attn, cast(Int8Product, layer.self_attn.o_proj).half))
+
+
+def fused_layer(
+    k8: "Kernels", layer: DecoderLayer, h: torch.Tensor, cos_sin: torch.Tensor, _, seq_lens: list[int], prompts=(),
+    index: int = 0,
+) -> torch.Tensor:  # fmt: skip
+    """The whole int8 layer where the attention computes in bf16 (LayerPath.layer): as
+    fused_attention_inputs, attend and fused_attention_output_and_mlp, the same values, but q, k
+    and v written by one kernel straight into each packed row's dense blocks (kernels.qkv_rows: no
+    copy of a row's slice), the attention's result written into such blocks and coded for o_proj
+    from them (kernels.quantize_rows: no copy back into position order)."""
+    a = cast(NarrowAttention, layer.self_attn)
+    linear = cast(Int8Product, a.fused_qkv.linear)  # type: ignore[attr-defined]
+    norm, qn, kn = layer.input_layernorm, cast(FoldedNorm, a.q_norm), cast(FoldedNorm, a.k_norm)
+    y = linear.run(k8.rms_norm_quantize(h, norm.weight, norm.eps, linear.half))  # [N, (h + 2 kv) D]
+    d = a.head_dim
+    q, k, v = k8.qkv_rows(y, a.n_heads, cos_sin, (qn.rope_weights, qn.eps), (kn.rope_weights, kn.eps), seq_lens)
+    out = torch.empty_like(q)
+    blocks = (kernel_build.row_blocks(x, m, d, seq_lens) for x, m in ((q, a.n_heads), (k, a.n_kv), (v, a.n_kv)))
+    for row, (qr, kr, vr, o) in enumerate(zip(*blocks, kernel_build.row_blocks(out, a.n_heads, d, seq_lens))):
+        if prompts and prompts[row] is not None:
+            kr, vr = prompts[row].keys_values(index, kr, vr)
+        grouped_attention(qr, kr, vr, torch.bfloat16, a.softmax_, out=o)
+    o_proj = cast(Int8Product, a.o_proj)
+    return _output_and_mlp(k8, layer, h, k8.quantize_rows(out, a.n_heads, d, seq_lens, o_proj.half))
+
+
+def _output_and_mlp(k8: "Kernels", layer: DecoderLayer, h: torch.Tensor, codes: tuple[torch.Tensor, float]):
+    """h + o_proj(the attention's result, coded), then + down(silu(gate(x)) * up(x)) for x its norm."""
     a, m = layer.self_attn, layer.mlp
     o, gate, up, down = (cast(Int8Product, x) for x in (a.o_proj, m.gate_proj, m.up_proj, m.down_proj))
-    h = o.run(k8.quantize(attn, o.half), other=h)  # a new tensor: o_proj(attn) + h
+    h = o.run(codes, other=h)  # a new tensor: o_proj(attn) + h
     norm = layer.post_attention_layernorm
     codes = k8.rms_norm_quantize(h, norm.weight, norm.eps, gate.half)
     g, u = gate.run(codes, "swish"), up.run(codes)
@@ -143,9 +178,9 @@ def install(model: OmniVoiceModel) -> bool:
     for layer in layers:
         a = cast(NarrowAttention, layer.self_attn)
         a.out_dtype = a.math_dtype or torch.float32  # coded at once: bf16 is read as it is
-    model.use_layer_path(
-        LayerPath(stacked_rope, partial(fused_attention_inputs, k8), partial(fused_attention_output_and_mlp, k8))
-    )
+    rows = all(cast(NarrowAttention, layer.self_attn).math_dtype == torch.bfloat16 for layer in layers)
+    inputs, outputs = partial(fused_attention_inputs, k8), partial(fused_attention_output_and_mlp, k8)
+    model.use_layer_path(LayerPath(stacked_rope, inputs, outputs, partial(fused_layer, k8) if rows else None))
     return True
 
 

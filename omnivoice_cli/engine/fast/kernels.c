@@ -166,6 +166,37 @@ void ov_mul_quantize(const float *g, int64_t ldg, const float *u, int64_t ldu, i
     }
 }
 
+/* cw = cos * w and sw = sin * wr for one position (c, s its cos and sin rows) */
+static inline void rope_weights(const float *c, const float *s, const float *w, const float *wr, int64_t d, float *cw,
+                                float *sw) {
+#pragma omp simd
+    for (int64_t j = 0; j < d; j++) {
+        cw[j] = c[j] * w[j];
+        sw[j] = s[j] * wr[j];
+    }
+}
+
+/* One head of one position: z = (y * cw + rotated(y) * sw) * r, r = 1 / sqrt(sum(y^2) / d + eps),
+ * y [d] fp32, or bf16 when in_bf16 (widened into `wide`). */
+static inline void norm_rope_head(const void *x, int in_bf16, const float *cw, const float *sw, int64_t d, float eps,
+                                  float *wide, float *z) {
+    int64_t half = d / 2;
+    const float *y;
+    if (in_bf16) {
+        const uint16_t *yh = (const uint16_t *)x;
+#pragma omp simd
+        for (int64_t j = 0; j < d; j++) wide[j] = bf16_to_f32(yh[j]);
+        y = wide;
+    } else {
+        y = (const float *)x;
+    }
+    float r = 1.0f / sqrtf(sum_squares(y, d) / (float)d + eps);
+#pragma omp simd
+    for (int64_t j = 0; j < half; j++) z[j] = (y[j] * cw[j] + y[j + half] * sw[j]) * r;
+#pragma omp simd
+    for (int64_t j = half; j < d; j++) z[j] = (y[j] * cw[j] + y[j - half] * sw[j]) * r;
+}
+
 /* q or k: RoPE(RMSNorm(x)) head-major. x [n, heads, d] fp32, or bf16 when in_bf16 != 0 (rows ldx
  * apart, heads d apart), cs [2, n, d] fp32 (cos then sin, dense), w [d] the norm's weight, wr [d]
  * its halves swapped with the first negated (narrow.rope_weights) -> out [heads, n, d], fp32 or bf16
@@ -173,37 +204,86 @@ void ov_mul_quantize(const float *g, int64_t ldg, const float *u, int64_t ldu, i
  * computed in fp32. d <= 512. */
 void ov_norm_rope(const void *x, int in_bf16, int64_t n, int64_t heads, int64_t d, int64_t ldx, const float *cs,
                   const float *w, const float *wr, float eps, void *out, int out_bf16, int threads) {
-    int64_t half = d / 2;
+    size_t width = in_bf16 ? 2 : 4;
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (int64_t i = 0; i < n; i++) {
-        const float *c = cs + i * d, *s = cs + (n + i) * d;
         float cw[512], sw[512], z[512], wide[512];
-#pragma omp simd
-        for (int64_t j = 0; j < d; j++) {
-            cw[j] = c[j] * w[j];
-            sw[j] = s[j] * wr[j];
-        }
+        rope_weights(cs + i * d, cs + (n + i) * d, w, wr, d, cw, sw);
         for (int64_t h = 0; h < heads; h++) {
-            const float *y;
-            if (in_bf16) {
-                const uint16_t *yh = (const uint16_t *)x + i * ldx + h * d;
-#pragma omp simd
-                for (int64_t j = 0; j < d; j++) wide[j] = bf16_to_f32(yh[j]);
-                y = wide;
-            } else {
-                y = (const float *)x + i * ldx + h * d;
-            }
-            float r = 1.0f / sqrtf(sum_squares(y, d) / (float)d + eps);
-#pragma omp simd
-            for (int64_t j = 0; j < half; j++) z[j] = (y[j] * cw[j] + y[j + half] * sw[j]) * r;
-#pragma omp simd
-            for (int64_t j = half; j < d; j++) z[j] = (y[j] * cw[j] + y[j - half] * sw[j]) * r;
+            norm_rope_head((const char *)x + (size_t)(i * ldx + h * d) * width, in_bf16, cw, sw, d, eps, wide, z);
             int64_t o = (h * n + i) * d;
             if (out_bf16) {
                 store_bf16((uint16_t *)out + o, z, d);
             } else {
                 memcpy((float *)out + o, z, (size_t)d * sizeof(float));
             }
+        }
+    }
+}
+
+/* The packed row of position i: starts[r] <= i < starts[r + 1] (rows + 1 starts, the last n) */
+static inline int64_t row_of(const int64_t *starts, int64_t rows, int64_t i) {
+    int64_t r = 0;
+    while (r + 1 < rows && starts[r + 1] <= i) r++;
+    return r;
+}
+
+/* The attention's inputs in each packed row's own blocks, from the qkv product in one pass:
+ * y [n, (heads + 2 kv) d] fp32 (rows ldy apart: q | k | v), cs [2, n, d] (as ov_norm_rope's) ->
+ * q [heads, L, d], k and v [kv, L, d] bf16 for each row r of length L = starts[r + 1] - starts[r],
+ * its blocks at starts[r] * heads * d of q and starts[r] * kv * d of k and v: q and k as
+ * ov_norm_rope's (qw, qwr, qeps; kw, kwr, keps), v rounded as torch rounds (f32_to_bf16). d <= 512. */
+void ov_qkv_rows(const float *y, int64_t n, int64_t ldy, int64_t heads, int64_t kv, int64_t d, const float *cs,
+                 const float *qw, const float *qwr, float qeps, const float *kw, const float *kwr, float keps,
+                 const int64_t *starts, int64_t rows, uint16_t *q, uint16_t *k, uint16_t *v, int threads) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        float cw[512], sw[512], z[512], wide[512];
+        int64_t r = row_of(starts, rows, i), len = starts[r + 1] - starts[r], p = i - starts[r];
+        const float *yi = y + i * ldy, *c = cs + i * d, *s = cs + (n + i) * d;
+        rope_weights(c, s, qw, qwr, d, cw, sw);
+        for (int64_t h = 0; h < heads; h++) {
+            norm_rope_head(yi + h * d, 0, cw, sw, d, qeps, wide, z);
+            store_bf16(q + starts[r] * heads * d + (h * len + p) * d, z, d);
+        }
+        rope_weights(c, s, kw, kwr, d, cw, sw);
+        for (int64_t g = 0; g < kv; g++) {
+            norm_rope_head(yi + (heads + g) * d, 0, cw, sw, d, keps, wide, z);
+            store_bf16(k + starts[r] * kv * d + (g * len + p) * d, z, d);
+            const float *vi = yi + (heads + kv + g) * d;
+            uint16_t *vo = v + starts[r] * kv * d + (g * len + p) * d;
+#pragma omp simd
+            for (int64_t j = 0; j < d; j++) vo[j] = f32_to_bf16(vi[j]);
+        }
+    }
+}
+
+/* The attention's result coded for o_proj: o bf16 in ov_qkv_rows' q blocks ([heads, L, d] per row)
+ * -> codes [n, heads * d] in position order, as ov_quantize's of the result laid out [n, heads, d]
+ * (the same values: the same scale and codes, bit for bit). */
+void ov_quantize_rows(const uint16_t *o, int64_t n, int64_t heads, int64_t d, const int64_t *starts, int64_t rows,
+                      int half, uint8_t *codes, double *scale, int threads) {
+    int64_t total = n * heads * d;
+    float absmax = 0.0f;
+#pragma omp parallel for num_threads(threads) schedule(static) reduction(max : absmax)
+    for (int64_t b = 0; b < total; b += 4096) {
+        int64_t end = b + 4096 < total ? b + 4096 : total;
+        float m = 0.0f;
+#pragma omp simd reduction(max : m)
+        for (int64_t j = b; j < end; j++) m = OV_MAX(m, fabsf(bf16_to_f32(o[j])));
+        absmax = OV_MAX(absmax, m);
+    }
+    double sc = scale_of(absmax, half);
+    float qs = (float)(1.0 / sc), shift = ROUNDER + (float)(half + 1);
+    *scale = sc;
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        int64_t r = row_of(starts, rows, i), len = starts[r + 1] - starts[r], p = i - starts[r];
+        for (int64_t h = 0; h < heads; h++) {
+            const uint16_t *src = o + starts[r] * heads * d + (h * len + p) * d;
+            uint8_t *ci = codes + (i * heads + h) * d;
+#pragma omp simd
+            for (int64_t j = 0; j < d; j++) ci[j] = code_of(bf16_to_f32(src[j]), qs, shift);
         }
     }
 }

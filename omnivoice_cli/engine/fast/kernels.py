@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import itertools
 import os
 import shutil
 import stat
@@ -283,15 +284,31 @@ class Kernels:
         lib.ov_norm_rope.argtypes = [_P, _INT, _I64, _I64, _I64, _I64, _P, _P, _P, _F, _P, _INT, _INT]
         lib.ov_rms_norm_bf16.argtypes = [_P, _I64, _I64, _I64, _P, _F, _P, _INT]
         lib.ov_softmax_bf16.argtypes = [_P, _I64, _I64, _INT]
-        for f in (
-            "ov_rms_norm_quantize",
-            "ov_quantize",
-            "ov_mul_quantize",
-            "ov_norm_rope",
-            "ov_softmax_bf16",
-            "ov_rms_norm_bf16",
-        ):
+        lib.ov_qkv_rows.argtypes = [
+            _P,
+            _I64,
+            _I64,
+            _I64,
+            _I64,
+            _I64,
+            _P,
+            _P,
+            _P,
+            _F,
+            _P,
+            _P,
+            _F,
+            _P,
+            _I64,
+            _P,
+            _P,
+            _P,
+            _INT,
+        ]
+        lib.ov_quantize_rows.argtypes = [_P, _I64, _I64, _I64, _P, _I64, _INT, _P, _DP, _INT]
+        for f in ("ov_rms_norm_quantize", "ov_quantize", "ov_mul_quantize", "ov_norm_rope", "ov_softmax_bf16"):
             getattr(lib, f).restype = None
+        lib.ov_rms_norm_bf16.restype = lib.ov_qkv_rows.restype = lib.ov_quantize_rows.restype = None
 
     def rms_norm_quantize(
         self, x: torch.Tensor, weight: torch.Tensor, eps: float, half: int
@@ -386,14 +403,68 @@ class Kernels:
         self.lib.ov_rms_norm_bf16(x.data_ptr(), n, d, ld, w.data_ptr(), eps, out.data_ptr(), torch.get_num_threads())
         return out
 
+    def qkv_rows(
+        self, y: torch.Tensor, heads: int, cos_sin: torch.Tensor, q_norm: tuple[torch.Tensor, float],
+        k_norm: tuple[torch.Tensor, float], seq_lens: list[int],
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
+        """The attention's inputs in each packed row's own dense blocks, from the qkv product in
+        one pass: y [n, (heads + 2 kv) * d] fp32 (q | k | v, dense rows), cos_sin [2, n, d], the q
+        and k norms' (narrow.rope_weights [2, 1, d], eps) -> q, k, v flat bf16 (row_blocks views
+        each row's [heads or kv, L, d]): q and k as norm_rope's, v rounded as torch rounds."""
+        n, width, ld = _rows(_fp32(y))
+        d = int(cos_sin.shape[-1])
+        kv = (width // d - heads) // 2
+        if d > 512 or d % 2 or (heads + 2 * kv) * d != width or sum(seq_lens) != n:
+            raise ValueError(f"kernels.qkv_rows: [{n}, (heads + 2 kv) * d] with d even <= 512, not {tuple(y.shape)}")
+        cs = _fp32(cos_sin).contiguous()
+        (qw, qe), (kw, ke) = q_norm, k_norm
+        qw, kw = _fp32(qw).reshape(2, d).contiguous(), _fp32(kw).reshape(2, d).contiguous()
+        starts = torch.tensor([0, *itertools.accumulate(seq_lens)], dtype=torch.int64)
+        q, k, v = (torch.empty(n * m * d, dtype=torch.bfloat16) for m in (heads, kv, kv))
+        self.lib.ov_qkv_rows(
+            y.data_ptr(), n, ld, heads, kv, d, cs.data_ptr(), qw[0].data_ptr(), qw[1].data_ptr(), qe, kw[0].data_ptr(),
+            kw[1].data_ptr(), ke, starts.data_ptr(), len(seq_lens), q.data_ptr(), k.data_ptr(), v.data_ptr(),
+            torch.get_num_threads(),
+        )  # fmt: skip
+        return q, k, v
+
+    def quantize_rows(
+        self, o: torch.Tensor, heads: int, d: int, seq_lens: list[int], half: int
+    ) -> tuple[torch.Tensor, float]:
+        """The attention's result coded for o_proj without laying it out by position first: o
+        flat bf16 in qkv_rows' q blocks (row_blocks) -> (codes uint8 [n, heads * d], scale), as
+        quantize's of the result [n, heads * d] bit for bit."""
+        n = sum(seq_lens)
+        if o.dtype != torch.bfloat16 or not o.is_contiguous() or o.numel() != n * heads * d:
+            raise ValueError(
+                f"kernels.quantize_rows: dense bf16 of {n * heads * d} values, not {o.dtype} {tuple(o.shape)}"
+            )
+        starts = torch.tensor([0, *itertools.accumulate(seq_lens)], dtype=torch.int64)
+        codes = torch.empty(n, heads * d, dtype=torch.uint8)
+        scale = ctypes.c_double()
+        self.lib.ov_quantize_rows(
+            o.data_ptr(), n, heads, d, starts.data_ptr(), len(seq_lens), half, codes.data_ptr(), ctypes.byref(scale),
+            torch.get_num_threads(),
+        )  # fmt: skip
+        return codes, scale.value
+
     def softmax_(self, x: torch.Tensor) -> torch.Tensor:
         """x.softmax(-1) into x itself: x bf16, dense (computed in fp32, rounded once; the
-        exponentials by a polynomial within 2e-7 of exp's)."""
+        exponentials by a polynomial within 3e-6 of exp's)."""
         if x.dtype != torch.bfloat16 or not x.is_contiguous() or x.device.type != "cpu":
             raise ValueError(f"kernels.softmax_: a dense CPU bf16 tensor expected, not {x.dtype} strides {x.stride()}")
         s = x.shape[-1]
         self.lib.ov_softmax_bf16(x.data_ptr(), x.numel() // max(s, 1), s, torch.get_num_threads())
         return x
+
+
+def row_blocks(flat: torch.Tensor, heads: int, d: int, seq_lens: list[int]) -> list[torch.Tensor]:
+    """Each packed row's [heads, L, d] block of a flat buffer laid out as Kernels.qkv_rows' (views)."""
+    out, start = [], 0
+    for length in seq_lens:
+        out.append(flat[start * heads * d : (start + length) * heads * d].view(heads, length, d))
+        start += length
+    return out
 
 
 def _fp32(x: torch.Tensor) -> torch.Tensor:

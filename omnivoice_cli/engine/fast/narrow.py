@@ -43,7 +43,12 @@ from ..model.backbone import Attention, DecoderLayer, LayerPath, OmniVoiceModel,
 
 
 def grouped_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dtype: torch.dtype, softmax_: Callable | None = None
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    dtype: torch.dtype,
+    softmax_: Callable | None = None,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """softmax(q k^T / sqrt(D)) v for one row, as two batched products and a softmax in `dtype`:
     q [h, L, D], k and v [kv, S, D] (S = L, or more where a cached prompt's keys come first) ->
@@ -51,13 +56,13 @@ def grouped_attention(
     so k and v are never repeated. On CPUs this beats the fused kernel at these lengths in bf16 (its
     products run at the bf16 rate); it is not the reference's arithmetic, so the fp32 path keeps
     scaled_dot_product_attention. `softmax_`: a softmax over the last dim in place (fusedpath's
-    kernel), else torch's."""
+    kernel), else torch's. `out`: a dense [h, L, D] in `dtype` the result is written into."""
     h, L, D = q.shape
     kv, S = k.shape[0], k.shape[1]
     qs = q.to(dtype).reshape(kv, h // kv * L, D)  # a contiguous copy: head pairs side by side
     scores = torch.baddbmm(qs.new_empty(kv, qs.shape[1], S), qs, k.to(dtype).transpose(1, 2), beta=0, alpha=D**-0.5)
     probs = softmax_(scores) if softmax_ else scores.softmax(-1)  # [kv, h/kv * L, S], computed in fp32 internally
-    return torch.bmm(probs, v.to(dtype)).view(h, L, D)
+    return torch.bmm(probs, v.to(dtype), out=None if out is None else out.view(kv, -1, D)).view(h, L, D)
 
 
 def dense(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

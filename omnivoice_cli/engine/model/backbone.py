@@ -203,11 +203,15 @@ class LayerPath:
     inputs: (layer, h [N, H], cos, sin) -> q [h, N, D], k and v [kv, N, D] (the norm, q/k/v, RoPE).
     outputs: (layer, h, attn [N, h * D]) -> the layer's output [N, H] (o_proj, residuals, the MLP).
     Between them the attention runs eagerly (`layer.self_attn.attend`): the two halves are
-    position-wise and can be compiled (`OmniVoiceModel.compile_layers`)."""
+    position-wise and can be compiled (`OmniVoiceModel.compile_layers`).
+    layer: (layer, h, cos, sin, seq_lens, prompts, index) -> the layer's output, the whole layer at
+    once where a path fuses across the attention (fusedpath: q, k and v written in the rows' own
+    blocks); None: inputs, attend, outputs."""
 
     rope: Callable = rope_cos_sin
     inputs: Callable = DecoderLayer.attention_inputs
     outputs: Callable = DecoderLayer.attention_output_and_mlp
+    layer: Callable | None = None
 
 
 PLAIN = LayerPath()  # the plain forward
@@ -216,6 +220,8 @@ PLAIN = LayerPath()  # the plain forward
 def layer_forward(layer: DecoderLayer, h, cos, sin, seq_lens, path: LayerPath = PLAIN, prompts=(), index: int = 0):
     """One decoder layer (the `index`-th) on `path`. prompts: the rows' PromptKV (or None), as
     PackedBatch.prompts."""
+    if path.layer is not None:
+        return path.layer(layer, h, cos, sin, seq_lens, prompts, index)
     q, k, v = path.inputs(layer, h, cos, sin)
     return path.outputs(layer, h, layer.self_attn.attend(q, k, v, seq_lens, prompts, index))
 
@@ -280,7 +286,7 @@ class OmniVoiceModel(nn.Module):
         """torch.compile the position-wise halves of a layer (one graph for all layers and lengths)."""
         path = self.layer_path
         compiled = (torch.compile(path.inputs, dynamic=True), torch.compile(path.outputs, dynamic=True))
-        self.use_layer_path(replace(path, inputs=compiled[0], outputs=compiled[1]))
+        self.use_layer_path(replace(path, inputs=compiled[0], outputs=compiled[1], layer=None))
 
     def embed(self, input_ids: torch.Tensor, audio_mask: torch.Tensor) -> torch.Tensor:
         """input_ids [C, N], audio_mask [N] -> [N, H]: text rows use row 0, audio sums C tables."""
