@@ -218,8 +218,9 @@ def named_kernels() -> None:
 
     from omnivoice_cli.engine.fast import kernels
 
-    for name in ("rms_norm_quantize", "quantize", "mul_quantize", "norm_rope", "softmax_", "rms_norm_bf16"):
-        f = getattr(kernels.Kernels, name)
+    for name, f in list(vars(kernels.Kernels).items()):  # every kernel, none missed
+        if name.startswith("_") or not callable(f):
+            continue
 
         def named(*a, _f=f, _name=f"omnivoice::{name}", **k):
             with record_function(_name):
