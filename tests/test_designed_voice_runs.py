@@ -129,3 +129,70 @@ def test_a_resumed_dub_clones_the_voice_a_whole_run_gives(invoke, loaded, home, 
     resumed = json.loads(r.stdout)["cues"]
     assert [c.get("status") for c in resumed] == ["reused", "done"], resumed
     assert resumed[1]["voice_prompt"] == whole[1]["voice_prompt"] == whole[0]["voice_prompt"] is not None
+
+
+@pytest.fixture
+def takes(tiny_engine, monkeypatch) -> list:
+    """Every (request, result) the engine generates, in order."""
+    seen: list = []
+    real = tiny_engine.generate
+
+    def counting(items, **kwargs):
+        results = real(items, **kwargs)
+        seen.extend((getattr(g, "req", g), r) for g, r in zip(items, results))
+        return results
+
+    monkeypatch.setattr(tiny_engine, "generate", counting)
+    return seen
+
+
+def _alone(engine, like) -> str:
+    """voice_prompt of the first piece of the request `like` (its words as its plan cuts them),
+    generated alone with no voice, with its seed and settings."""
+    import dataclasses
+
+    from omnivoice_cli.app.voices.design import voice_prompt
+    from omnivoice_cli.engine.sound.voice import VoicePrompt
+
+    text = engine.plan(like).pieces[0].text
+    [result] = engine.generate([dataclasses.replace(like, text=text, ref=None)])
+    return voice_prompt(VoicePrompt(result.tokens, text, None))
+
+
+def test_a_designing_line_of_several_pieces_is_generated_once(invoke, loaded, takes, tiny_engine, home, tmp_path):
+    """A designing line of two pieces (a pause tag) is generated once, as itself with no voice: its
+    first piece's codes and words are the voice (its second piece and the later line clone it), and
+    its audio is that one generation's, both pieces joined (no render of a default sentence apart)."""
+    import soundfile as sf
+
+    first, second = "The first part designs the voice.", "And the second part clones it."
+    rows = [
+        {"text": f"{first} [pause 0.3s] {second}", "instruct": INSTRUCT, "seed": 5},
+        {"text": "A later line clones the first part.", "instruct": INSTRUCT, "seed": 7},
+    ]
+    src = tmp_path / "jobs.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "out"
+    r = invoke("batch", src, "-o", out, *FAST, "-q")
+    assert r.exit_code == 0, r.stderr
+    assert [req.text for req, _ in takes] == [rows[0]["text"], rows[1]["text"]]  # were 3: a default sentence first
+    (line, result), (later, _) = takes
+    assert line.ref is None and later.ref is not None and len(result.pieces) == 2
+    recs = {(rec := json.loads(ln))["line"]: rec for ln in (out / "manifest.jsonl").read_text().splitlines()}
+    assert recs[1]["voice_prompt"] == recs[2]["voice_prompt"] == _alone(tiny_engine, line)
+    audio, _ = sf.read(out / recs[1]["output"], dtype="float32")
+    assert len(audio) == len(result.audio)
+
+
+def test_a_cast_members_first_line_of_several_pieces_is_generated_once(invoke, loaded, takes, tiny_engine, tmp_path):
+    """say --cast: BOB's first line, two pieces, is spoken once; its first piece is BOB's voice."""
+    script = tmp_path / "script.txt"
+    script.write_text("BOB: Good morning. [pause 0.2s] How are you?\nBOB: I am fine, thanks.\n")
+    r = invoke(
+        "say", "-f", script, "--cast", f"BOB=instruct:{INSTRUCT}", "--seed", "7", *FAST,
+        "-o", tmp_path / "d.wav", "--json",
+    )  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    assert len(takes) == 2, [req.text for req, _ in takes]  # the render and its clone were 3
+    lines = json.loads(r.stdout)["lines"]
+    assert lines[0]["voice_prompt"] == lines[1]["voice_prompt"] == _alone(tiny_engine, takes[0][0])
