@@ -196,3 +196,33 @@ def test_a_cast_members_first_line_of_several_pieces_is_generated_once(invoke, l
     assert len(takes) == 2, [req.text for req, _ in takes]  # the render and its clone were 3
     lines = json.loads(r.stdout)["lines"]
     assert lines[0]["voice_prompt"] == lines[1]["voice_prompt"] == _alone(tiny_engine, takes[0][0])
+
+
+def test_a_resumed_batch_speaks_a_done_designing_lines_first_piece_alone(invoke, loaded, takes, home, tmp_path):
+    """The designing line of two pieces done by an earlier run: the resumed run generates its first
+    piece alone for the voice (not the whole line again), and the line spoken now clones the voice
+    a run from the start gave it."""
+    rows = [
+        {
+            "text": "The first part designs the voice. [pause 0.3s] And the second part.",
+            "instruct": INSTRUCT,
+            "seed": 5,
+        },
+        {"text": "The second line clones it.", "instruct": INSTRUCT, "seed": 7},
+    ]
+    src = tmp_path / "jobs.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "out"
+
+    def records() -> dict:
+        return {(rec := json.loads(ln))["line"]: rec for ln in (out / "manifest.jsonl").read_text().splitlines()}
+
+    r = invoke("batch", src, "-o", out, *FAST, "-q")
+    assert r.exit_code == 0, r.stderr
+    whole = records()
+    (out / str(whole[2]["output"])).unlink()
+    takes.clear()
+    r = invoke("batch", src, "-o", out, *FAST, "-q")
+    assert r.exit_code == 0, r.stderr
+    assert [len(result.pieces) for _, result in takes] == [1, 1]  # the voice's piece 0, then line 2
+    assert records()[2]["voice_prompt"] == whole[2]["voice_prompt"] == whole[1]["voice_prompt"] is not None

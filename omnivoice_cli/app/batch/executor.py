@@ -85,8 +85,8 @@ def redesign_done(
     on_error: Callable[[Exception], None] | None = None,
 ) -> None:
     """A resumed run (batch, dub): a designed voice whose designing line an earlier run spoke (in
-    `done`) is rendered from that line again (References.render_line, its audio dropped: one
-    generation, as the render it replaces), where a line spoken now clones it (its reference in
+    `done`) is rendered from that line again (References.render_line, its first piece alone, its
+    audio dropped: one generation, as the render it replaces), where a line spoken now clones it (its reference in
     `wanted`), so that those lines clone the voice a run from the start gives them, not
     `render(design)`'s at the design's own settings. A failure goes to `on_error` (None: raised)."""
     keys = {(r.path.resolve(), r.transcript) for r in wanted}
@@ -95,7 +95,7 @@ def redesign_done(
         if ref is None or (ref.path.resolve(), ref.transcript) not in keys:
             continue
         try:
-            refs.render_line(engine, built)
+            refs.render_line(engine, built, first_only=True)
         except (OmniVoiceError, OSError, ValueError) as e:
             if on_error is None:
                 raise
