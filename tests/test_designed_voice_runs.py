@@ -226,3 +226,49 @@ def test_a_resumed_batch_speaks_a_done_designing_lines_first_piece_alone(invoke,
     assert r.exit_code == 0, r.stderr
     assert [len(result.pieces) for _, result in takes] == [1, 1]  # the voice's piece 0, then line 2
     assert records()[2]["voice_prompt"] == whole[2]["voice_prompt"] == whole[1]["voice_prompt"] is not None
+
+
+def test_a_verified_designing_line_is_generated_once_and_resumes_with_its_kept_take(
+    invoke, loaded, takes, tiny_engine, home, tmp_path, monkeypatch
+):
+    """batch --verify: the designing line is spoken once, with its check (a retake asked for, seed
+    5 + 1000), and the take kept is the voice the later line clones (not a render apart, then a
+    clone); a resumed run renders that voice again from the kept take's seed."""
+    import dataclasses
+
+    from helpers.listening import TEXT, Scripted
+
+    from omnivoice_cli.app.listening import listen
+
+    def scripted(lines: list[str]) -> Scripted:
+        rec = Scripted(lines)
+        monkeypatch.setattr(listen, "RECOGNISER", lambda spec, device, what: rec)
+        return rec
+
+    later = "The second line clones it."
+    rows = [
+        {"text": TEXT, "instruct": INSTRUCT, "seed": 5, "verify": True},
+        {"text": later, "instruct": INSTRUCT, "seed": 7, "verify": True},
+    ]
+    src = tmp_path / "jobs.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "out"
+
+    def records() -> dict:
+        return {(rec := json.loads(ln))["line"]: rec for ln in (out / "manifest.jsonl").read_text().splitlines()}
+
+    rec = scripted(["garbled", TEXT, later])
+    r = invoke("batch", src, "-o", out, *FAST, "-q")
+    assert r.exit_code == 0, r.stderr
+    assert [req.text for req, _ in takes] == [TEXT, later] and len(rec.heard) == 3  # were 3 generated: a render first
+    whole = records()
+    assert whole[1]["verify"]["pieces"][0]["seed"] == 1005
+    kept = _alone(tiny_engine, dataclasses.replace(takes[0][0], seed=1005))
+    assert whole[1]["voice_prompt"] == whole[2]["voice_prompt"] == kept
+    (out / str(whole[2]["output"])).unlink()
+    takes.clear()
+    scripted([later])
+    r = invoke("batch", src, "-o", out, *FAST, "-q")
+    assert r.exit_code == 0, r.stderr
+    assert [(req.text, req.seed) for req, _ in takes] == [(TEXT, 1005), (later, 7)]
+    assert records()[2]["voice_prompt"] == kept

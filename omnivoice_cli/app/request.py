@@ -151,18 +151,16 @@ class References:
             raise found
         return found
 
-    def render_line(
-        self, engine: Engine, built: Built, check=None, first_only=False
-    ) -> tuple[VoicePrompt, Result] | None:
+    def render_line(self, engine: Engine, built: Built, **how) -> tuple[VoicePrompt, Result] | None:
         """A line designing its voice (its seed the design's, its words or first piece's the sample; not kept on
-        disk, not rendered yet) spoken once as the render (design.render_line): its result and the run's voice.
-        None: not such a line (a clone). `check`: its --verify check; `first_only`: piece 0 alone."""
+        disk, not rendered yet) spoken once as the render (design.render_line, with `how`: its check, first_only,
+        seed): its result and the run's voice. None: not such a line (a clone)."""
         ref, req = built.reference, built.request
         design = None if ref is None else ref.design
         if ref is None or design is None or ref.key is not None or design.seed != req.seed:
             return None
         key = (ref.path.resolve(), ref.transcript)
-        done = None if key in self._encoded else voice_design.render_line(engine, req, design.sample, check, first_only)
+        done = None if key in self._encoded else voice_design.render_line(engine, req, design.sample, **how)
         if done is not None:
             self._encoded[key] = done[0]
         return done

@@ -152,7 +152,12 @@ def render(engine: Engine, design: Design) -> VoicePrompt:
 
 
 def render_line(
-    engine: Engine, request: Request, sample: str | None = None, check=None, first_only: bool = False
+    engine: Engine,
+    request: Request,
+    sample: str | None = None,
+    check=None,
+    first_only: bool = False,
+    seed: int | None = None,
 ) -> tuple[VoicePrompt, Result] | None:
     """A line that designs the voice it speaks in (a `--cast` member's first line, whose seed is its
     design's seed and whose first piece its sample), generated once as itself with no voice: its
@@ -163,12 +168,12 @@ def render_line(
     None is returned where neither the line's text nor its first piece is that sample (not the
     designing line). `check`: the line's per-piece check (--verify: piece 0's kept take is the
     voice); `first_only`: only piece 0 generated (the voice of a line spoken before: its result
-    is piece 0's alone)."""
+    is piece 0's alone); `seed`: piece 0's seed (a take --verify kept; None: the line's)."""
     import dataclasses
 
     from ...engine.sound.voice import VoicePrompt
 
-    plan = engine.plan(dataclasses.replace(request, ref=None))
+    plan = engine.plan(dataclasses.replace(request, ref=None, seed=request.seed if seed is None else seed))
     first = plan.pieces[0]
     if sample is not None and sample not in (request.text, first.text):
         return None
