@@ -162,9 +162,9 @@ def render_line(
     """A line that designs the voice it speaks in (a `--cast` member's first line, whose seed is its
     design's seed and whose first piece its sample), generated once as itself with no voice: its
     first piece's codes and words are the voice (as piece 0 of a text without a voice voices the
-    pieces after it: engine/pieces.py) and its result is the
-    line's audio (its later pieces cloning piece 0, joined as Engine.generate joins them), so that
-    it is not generated again as a clone. `sample`: the design's sample (None: the line's text);
+    pieces after it: engine/pieces.py, with the rate it speaks at) and its result is the line's
+    audio (its later pieces cloning piece 0, joined as Engine.generate joins them), so that it is
+    not generated again as a clone. `sample`: the design's sample (None: the line's text);
     None is returned where neither the line's text nor its first piece is that sample (not the
     designing line). `check`: the line's per-piece check (--verify: piece 0's kept take is the
     voice); `first_only`: only piece 0 generated (the voice of a line spoken before: its result
@@ -182,7 +182,7 @@ def render_line(
     [result] = engine.generate([plan]) if check is None else engine.generate([plan], checks=[check])
     assert result.tokens is not None  # Engine.generate keeps them
     codes = result.tokens[:, : plan.frames[0]] if len(plan.pieces) > 1 else result.tokens
-    return VoicePrompt(codes.clone(), first.text, None), result
+    return VoicePrompt(codes.clone(), first.text, None, rate=first.speed), result  # its rate: pieces.first_voice's
 
 
 def voice_prompt(prompt: VoicePrompt | None) -> str | None:
