@@ -272,3 +272,14 @@ def test_a_verified_designing_line_is_generated_once_and_resumes_with_its_kept_t
     assert r.exit_code == 0, r.stderr
     assert [(req.text, req.seed) for req, _ in takes] == [(TEXT, 1005), (later, 7)]
     assert records()[2]["voice_prompt"] == kept
+
+
+def test_book_with_titles_generates_its_first_part_once(invoke, loaded, generated, home, tmp_path):
+    """A chapter read with its title is more than one piece (the title, a pause, the text): the
+    first still designs the voice in one generation (its title the voice), the second clones it."""
+    src = tmp_path / "tale.txt"
+    src.write_text("Chapter One\n\nThe wind rose over the hill.\n\nChapter Two\n\nShe lit the lamp and waited.\n")
+    r = invoke("book", src, "-o", tmp_path / "dir", *FAST, "--instruct", INSTRUCT, "--format", "wav", "-q")
+    assert r.exit_code == 0, r.stderr
+    assert len(generated) == 2, [g.text for g in generated]  # a default sentence rendered apart made 3
+    assert generated[0].ref is None and generated[1].ref is not None
