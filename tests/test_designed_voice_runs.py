@@ -129,3 +129,157 @@ def test_a_resumed_dub_clones_the_voice_a_whole_run_gives(invoke, loaded, home, 
     resumed = json.loads(r.stdout)["cues"]
     assert [c.get("status") for c in resumed] == ["reused", "done"], resumed
     assert resumed[1]["voice_prompt"] == whole[1]["voice_prompt"] == whole[0]["voice_prompt"] is not None
+
+
+@pytest.fixture
+def takes(tiny_engine, monkeypatch) -> list:
+    """Every (request, result) the engine generates, in order."""
+    seen: list = []
+    real = tiny_engine.generate
+
+    def counting(items, **kwargs):
+        results = real(items, **kwargs)
+        seen.extend((getattr(g, "req", g), r) for g, r in zip(items, results))
+        return results
+
+    monkeypatch.setattr(tiny_engine, "generate", counting)
+    return seen
+
+
+def _alone(engine, like) -> str:
+    """voice_prompt of the first piece of the request `like` (its words as its plan cuts them),
+    generated alone with no voice, with its seed and settings."""
+    import dataclasses
+
+    from omnivoice_cli.app.voices.design import voice_prompt
+    from omnivoice_cli.engine.sound.voice import VoicePrompt
+
+    text = engine.plan(like).pieces[0].text
+    [result] = engine.generate([dataclasses.replace(like, text=text, ref=None)])
+    return voice_prompt(VoicePrompt(result.tokens, text, None))
+
+
+def test_a_designing_line_of_several_pieces_is_generated_once(invoke, loaded, takes, tiny_engine, home, tmp_path):
+    """A designing line of two pieces (a pause tag) is generated once, as itself with no voice: its
+    first piece's codes and words are the voice (its second piece and the later line clone it), and
+    its audio is that one generation's, both pieces joined (no render of a default sentence apart)."""
+    import soundfile as sf
+
+    first, second = "The first part designs the voice.", "And the second part clones it."
+    rows = [
+        {"text": f"{first} [pause 0.3s] {second}", "instruct": INSTRUCT, "seed": 5},
+        {"text": "A later line clones the first part.", "instruct": INSTRUCT, "seed": 7},
+    ]
+    src = tmp_path / "jobs.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "out"
+    r = invoke("batch", src, "-o", out, *FAST, "-q")
+    assert r.exit_code == 0, r.stderr
+    assert [req.text for req, _ in takes] == [rows[0]["text"], rows[1]["text"]]  # were 3: a default sentence first
+    (line, result), (later, _) = takes
+    assert line.ref is None and later.ref is not None and len(result.pieces) == 2
+    recs = {(rec := json.loads(ln))["line"]: rec for ln in (out / "manifest.jsonl").read_text().splitlines()}
+    assert recs[1]["voice_prompt"] == recs[2]["voice_prompt"] == _alone(tiny_engine, line)
+    audio, _ = sf.read(out / recs[1]["output"], dtype="float32")
+    assert len(audio) == len(result.audio)
+
+
+def test_a_cast_members_first_line_of_several_pieces_is_generated_once(invoke, loaded, takes, tiny_engine, tmp_path):
+    """say --cast: BOB's first line, two pieces, is spoken once; its first piece is BOB's voice."""
+    script = tmp_path / "script.txt"
+    script.write_text("BOB: Good morning. [pause 0.2s] How are you?\nBOB: I am fine, thanks.\n")
+    r = invoke(
+        "say", "-f", script, "--cast", f"BOB=instruct:{INSTRUCT}", "--seed", "7", *FAST,
+        "-o", tmp_path / "d.wav", "--json",
+    )  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    assert len(takes) == 2, [req.text for req, _ in takes]  # the render and its clone were 3
+    lines = json.loads(r.stdout)["lines"]
+    assert lines[0]["voice_prompt"] == lines[1]["voice_prompt"] == _alone(tiny_engine, takes[0][0])
+
+
+def test_a_resumed_batch_speaks_a_done_designing_lines_first_piece_alone(invoke, loaded, takes, home, tmp_path):
+    """The designing line of two pieces done by an earlier run: the resumed run generates its first
+    piece alone for the voice (not the whole line again), and the line spoken now clones the voice
+    a run from the start gave it."""
+    rows = [
+        {
+            "text": "The first part designs the voice. [pause 0.3s] And the second part.",
+            "instruct": INSTRUCT,
+            "seed": 5,
+        },
+        {"text": "The second line clones it.", "instruct": INSTRUCT, "seed": 7},
+    ]
+    src = tmp_path / "jobs.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "out"
+
+    def records() -> dict:
+        return {(rec := json.loads(ln))["line"]: rec for ln in (out / "manifest.jsonl").read_text().splitlines()}
+
+    r = invoke("batch", src, "-o", out, *FAST, "-q")
+    assert r.exit_code == 0, r.stderr
+    whole = records()
+    (out / str(whole[2]["output"])).unlink()
+    takes.clear()
+    r = invoke("batch", src, "-o", out, *FAST, "-q")
+    assert r.exit_code == 0, r.stderr
+    assert [len(result.pieces) for _, result in takes] == [1, 1]  # the voice's piece 0, then line 2
+    assert records()[2]["voice_prompt"] == whole[2]["voice_prompt"] == whole[1]["voice_prompt"] is not None
+
+
+def test_a_verified_designing_line_is_generated_once_and_resumes_with_its_kept_take(
+    invoke, loaded, takes, tiny_engine, home, tmp_path, monkeypatch
+):
+    """batch --verify: the designing line is spoken once, with its check (a retake asked for, seed
+    5 + 1000), and the take kept is the voice the later line clones (not a render apart, then a
+    clone); a resumed run renders that voice again from the kept take's seed."""
+    import dataclasses
+
+    from helpers.listening import TEXT, Scripted
+
+    from omnivoice_cli.app.listening import listen
+
+    def scripted(lines: list[str]) -> Scripted:
+        rec = Scripted(lines)
+        monkeypatch.setattr(listen, "RECOGNISER", lambda spec, device, what: rec)
+        return rec
+
+    later = "The second line clones it."
+    rows = [
+        {"text": TEXT, "instruct": INSTRUCT, "seed": 5, "verify": True},
+        {"text": later, "instruct": INSTRUCT, "seed": 7, "verify": True},
+    ]
+    src = tmp_path / "jobs.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "out"
+
+    def records() -> dict:
+        return {(rec := json.loads(ln))["line"]: rec for ln in (out / "manifest.jsonl").read_text().splitlines()}
+
+    rec = scripted(["garbled", TEXT, later])
+    r = invoke("batch", src, "-o", out, *FAST, "-q")
+    assert r.exit_code == 0, r.stderr
+    assert [req.text for req, _ in takes] == [TEXT, later] and len(rec.heard) == 3  # were 3 generated: a render first
+    whole = records()
+    assert whole[1]["verify"]["pieces"][0]["seed"] == 1005
+    kept = _alone(tiny_engine, dataclasses.replace(takes[0][0], seed=1005))
+    assert whole[1]["voice_prompt"] == whole[2]["voice_prompt"] == kept
+    (out / str(whole[2]["output"])).unlink()
+    takes.clear()
+    scripted([later])
+    r = invoke("batch", src, "-o", out, *FAST, "-q")
+    assert r.exit_code == 0, r.stderr
+    assert [(req.text, req.seed) for req, _ in takes] == [(TEXT, 1005), (later, 7)]
+    assert records()[2]["voice_prompt"] == kept
+
+
+def test_book_with_titles_generates_its_first_part_once(invoke, loaded, generated, home, tmp_path):
+    """A chapter read with its title is more than one piece (the title, a pause, the text): the
+    first still designs the voice in one generation (its title the voice), the second clones it."""
+    src = tmp_path / "tale.txt"
+    src.write_text("Chapter One\n\nThe wind rose over the hill.\n\nChapter Two\n\nShe lit the lamp and waited.\n")
+    r = invoke("book", src, "-o", tmp_path / "dir", *FAST, "--instruct", INSTRUCT, "--format", "wav", "-q")
+    assert r.exit_code == 0, r.stderr
+    assert len(generated) == 2, [g.text for g in generated]  # a default sentence rendered apart made 3
+    assert generated[0].ref is None and generated[1].ref is not None

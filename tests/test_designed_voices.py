@@ -229,3 +229,17 @@ def test_a_finetunes_own_items_design_a_cast_members_voice(invoke, home, finetun
     voices = {who: {ln["voice_prompt"] for ln in lines if ln["speaker"] == who} for who in ("BOB", "ANN")}
     assert all(len(v) == 1 and None not in v for v in voices.values()), voices
     assert voices["BOB"] != voices["ANN"]
+
+
+def test_a_designing_lines_voice_keeps_the_speed_it_speaks_at(engine):
+    """A line at speed 1.5 designs its voice: the voice's codes speak at 1.5 already (its rate, as
+    piece 0's voice of a long text: pieces.first_voice), so a later line at 1.5 is estimated against
+    it as it is (at speed 1), not sped up a second time."""
+    from omnivoice_cli.engine.text.duration import resolve_target_len
+
+    first, later = "The first line designs the voice.", "A later line of about the same length."
+    voice, _ = render_line(engine, Request(text=first, instruct="male", seed=5, speed=1.5, generation=STEPS_4))
+    clone = Request(text=later, instruct="male", seed=7, speed=1.5, generation=STEPS_4, ref=voice)
+    assert voice.rate == 1.5
+    as_it_is, _ = resolve_target_len(later, voice.text, voice.codes.shape[-1], None, None, engine.cfg.frame_rate)
+    assert engine.plan(clone).frames == [as_it_is]

@@ -256,6 +256,7 @@ def _rows() -> list[dict]:
             "id": f"l{i}",
             "num_step": 16,
             "seed": i,
+            **({"instruct": "female, low pitch"} if i >= 5 else {}),  # a designed voice: line 6 designs it
         }
         for i in range(7)
     ]
@@ -483,3 +484,68 @@ def test_a_cluster_started_apart_runs_the_drivers_code(local_batch, tmp_path, ra
             head.wait()
     for name in ("l0.wav", "l1.wav"):
         assert (tmp_path / "out" / name).read_bytes() == (local / name).read_bytes(), name
+
+
+def test_a_designing_line_is_spoken_once_and_the_other_workers_clone_its_voice(
+    invoke, loaded, tiny_engine, fake_ray, tmp_path, home, monkeypatch
+):
+    """A designed voice with --ray: its designing line is generated once (its worker speaks it as
+    the voice's render), and the lines cloning it on the other worker wait for that voice, so no
+    worker renders the design apart: as many generations as lines, the records a local batch's."""
+    instruct = "female, low pitch"
+    rows = [{"text": f"Line {i}, in the designed voice.", "instruct": instruct, "seed": i} for i in range(4)]
+    rows.insert(2, {"text": "A plain line in the model's own voice.", "seed": 9})
+    src = write_jsonl(tmp_path / "jobs.jsonl", rows)
+    fast = ("--model", str(TINY_CKPT), "--num-step", "2", "--threads", "1", "-q")
+    r = invoke("batch", src, "-o", tmp_path / "local", *fast)
+    assert r.exit_code == 0, r.stderr
+    generated: list = []
+    real = tiny_engine.generate
+
+    def counting(items, **kwargs):
+        generated.extend(getattr(g, "req", g) for g in items)
+        return real(items, **kwargs)
+
+    monkeypatch.setattr(tiny_engine, "generate", counting)
+    fake = fake_ray()
+    r = invoke("batch", src, "-o", tmp_path / "ray", *fast, "--ray", "local", "--workers", "2")
+    assert r.exit_code == 0, r.stderr
+    assert len(fake.actors) == 2 and fake.runs >= 2
+    assert sorted(g.text for g in generated) == sorted(row["text"] for row in rows)  # no render apart
+    local, ray = records(tmp_path / "local"), records(tmp_path / "ray")
+    assert {n: {**rec, "seconds": None} for n, rec in ray.items()} == {
+        n: {**rec, "seconds": None} for n, rec in local.items()
+    }
+    assert len({ray[n]["voice_prompt"] for n in (1, 2, 4, 5)}) == 1 and ray[3]["voice_prompt"] is None
+
+
+def test_a_resumed_ray_batch_clones_the_voice_its_designing_line_gave(
+    invoke, loaded, tiny_engine, fake_ray, tmp_path, home, monkeypatch
+):
+    """The designing line done by an earlier run: a worker speaks its first piece again for the
+    voice (nothing saved of it), and the lines spoken now clone the voice a whole run gave them."""
+    instruct = "female, low pitch"
+    rows = [{"text": f"Line {i}, in the designed voice.", "instruct": instruct, "seed": i} for i in range(3)]
+    src = write_jsonl(tmp_path / "jobs.jsonl", rows)
+    out = tmp_path / "ray"
+    args = ("batch", src, "-o", out, "--model", str(TINY_CKPT), "--num-step", "2", "--threads", "1", "-q")
+    fake_ray()
+    r = invoke(*args, "--ray", "local", "--workers", "2")
+    assert r.exit_code == 0, r.stderr
+    whole = records(out)
+    for n in (2, 3):
+        (out / whole[n]["output"]).unlink()
+    generated: list = []
+    real = tiny_engine.generate
+
+    def counting(items, **kwargs):
+        generated.extend(getattr(g, "req", g) for g in items)
+        return real(items, **kwargs)
+
+    monkeypatch.setattr(tiny_engine, "generate", counting)
+    fake_ray()
+    r = invoke(*args, "--ray", "local", "--workers", "2")
+    assert r.exit_code == 0, r.stderr
+    assert sorted(g.text for g in generated) == [row["text"] for row in rows]  # line 1 again, for its voice
+    resumed = records(out)
+    assert resumed[1] == whole[1] and [resumed[n]["voice_prompt"] for n in (2, 3)] == [whole[1]["voice_prompt"]] * 2

@@ -48,7 +48,7 @@ from .ssml.spoken import one_part, saved_voice
 from .voices import design as voice_design
 from .voices import designcache
 from .voices import voices as store
-from .voices.design import BUILTIN_SEED, Design, default_sample, one_piece
+from .voices.design import BUILTIN_SEED, Design, default_sample, line_sample
 from .voices.instruct import merge as merge_instruct
 
 if TYPE_CHECKING:
@@ -151,16 +151,16 @@ class References:
             raise found
         return found
 
-    def render_line(self, engine: Engine, built: Built) -> tuple[VoicePrompt, Result] | None:
-        """A line designing its voice (not kept on disk, its words and seed the design's sample and seed,
-        not rendered yet) spoken once as the render (design.render_line): the line's result and the run's
-        voice. None: not such a line (a clone), or one of several pieces (then `encode` renders it)."""
+    def render_line(self, engine: Engine, built: Built, **how) -> tuple[VoicePrompt, Result] | None:
+        """A line designing its voice (its seed the design's, its words or first piece's the sample; not kept on
+        disk, not rendered yet) spoken once as the render (design.render_line, with `how`: its check, first_only,
+        seed): its result and the run's voice. None: not such a line (a clone)."""
         ref, req = built.reference, built.request
         design = None if ref is None else ref.design
-        if ref is None or design is None or ref.key is not None or (design.sample, design.seed) != (req.text, req.seed):
+        if ref is None or design is None or ref.key is not None or design.seed != req.seed:
             return None
         key = (ref.path.resolve(), ref.transcript)
-        done = None if key in self._encoded else voice_design.render_line(engine, req)
+        done = None if key in self._encoded else voice_design.render_line(engine, req, design.sample, **how)
         if done is not None:
             self._encoded[key] = done[0]
         return done
@@ -301,18 +301,16 @@ def builtin_design(instruct: str | None) -> Design:
     return Design(instruct, BUILTIN_SEED, default_sample("en"), "en")
 
 
-def _line_design(text: str, settings: Resolved, seed: int, refs: References, cfg: ModelConfig) -> Design | None:
+def _line_design(request: Request, settings: Resolved, refs: References, cfg: ModelConfig) -> Design | None:
     """A run of lines (refs.keep_designs): a voice designed by items (no voice, no recording) is
-    the first line's that asks for it, its text as the sample (a default sentence when the line
-    is more than one piece) and its seed; every later line clones it."""
+    the first line's that asks for it (`request`: its seed, its sample, design.line_sample); every
+    later line clones it."""
     if not refs.keep_designs or not (settings["instruct"] or settings["instruct_text"]):
         return None
     key = (settings["instruct"], settings["instruct_text"], settings["lang"])
     if key not in refs.designs:
-        design = Design(settings["instruct"], seed, text, settings["lang"], settings["instruct_text"])
-        if not one_piece(design, cfg):
-            design = Design(design.instruct, seed, default_sample(design.lang), design.lang, design.instruct_text)
-        refs.designs[key] = design
+        sample = line_sample(request, cfg)
+        refs.designs[key] = Design(request.instruct, request.seed, sample, request.lang, request.instruct_text)
     return refs.designs[key]
 
 
@@ -439,14 +437,6 @@ def build_request(
     elif drawn is None:
         drawn = random_seed() if seed is None else seed
         settings = settings.with_values({"seed": drawn}, Source("random"))
-    if reference is None and prompt is None and design is None:
-        design = _line_design(text, settings, drawn, refs, cfg)
-    if design is not None:  # rendered once (kept per checkpoint: a built-in name, a voice-map entry), then cloned
-        builtin = design not in refs.designs.values()
-        key = designcache.checkpoint_key(checkpoint_folder(settings["model"])) if builtin else None
-        prompt = designcache.lookup(key, design)
-        if prompt is None:
-            reference = designed_reference(design, key, settings["model"], cfg)
     request = Request(
         text=text,
         lang=settings["lang"],
@@ -455,9 +445,17 @@ def build_request(
         duration=settings["duration"],
         speed=settings["speed"],
         seed=drawn,
-        ref=prompt,
         generation=GenerationConfig(**generation_kwargs(settings.values)),
     )
+    if reference is None and prompt is None and design is None:
+        design = _line_design(request, settings, refs, cfg)
+    if design is not None:  # rendered once (kept per checkpoint: a built-in name, a voice-map entry), then cloned
+        builtin = design not in refs.designs.values()
+        key = designcache.checkpoint_key(checkpoint_folder(settings["model"])) if builtin else None
+        prompt = designcache.lookup(key, design)
+        if prompt is None:
+            reference = designed_reference(design, key, settings["model"], cfg)
+    request = dataclasses.replace(request, ref=prompt)
     try:
         warnings = text_warnings + list(validate_request(request, cfg))
         request = Planned.of(request, check_size(request, reference, cfg))  # the plan, made once, goes with it

@@ -16,7 +16,10 @@ files that exist, and is the only writer of the output folder and the manifest (
      and hand a group to each idle worker. A worker encodes the reference recordings its group
      needs (prepared by the driver; encoded once per worker) and runs the group through the
      packed continuous-batching loop (Engine.generate); it returns the audio and what the
-     manifest record needs, and writes nothing (so the nodes need no shared file system);
+     manifest record needs, and writes nothing (so the nodes need no shared file system).
+     A line that designs its voice (`designing_lines`) is a group of its own, handed out first:
+     its worker speaks it once, as the voice's render (design.render_line), and the lines that
+     clone that voice wait in the queue until it is back, then go with the voice it gave;
   4. the driver saves each result as a local batch does (BatchRun.save_result, or fail_line);
   5. a worker that dies (its process killed, its node lost) has its group retried on another
      worker, and a replacement is started; a group is retried MAX_RETRIES times, then its lines
@@ -50,12 +53,15 @@ from ...engine.planning import Request, plan_request
 from ..signals import HoldSignals
 from .batchinput import Line
 from .clusterworker import OmnivoiceWorker, Outcome, Task
-from .executor import GROUP_SIZE, BatchDriver
+from .executor import GROUP_SIZE, BatchDriver, kept_seed
 
 if TYPE_CHECKING:
     from ray import ObjectRef
     from ray.actor import ActorHandle
     from ray.util.queue import Queue
+
+    from ...engine.sound.voice import VoicePrompt
+    from ..request import Reference
 
 INSTALL_HINT = install_hint("ray")
 MAX_RETRIES = 2  # times a group is given to another worker after its worker died
@@ -120,6 +126,24 @@ def make_groups(costs: list[tuple[Line, float]], workers: int) -> list[LineGroup
         chunk = ordered[start : start + size]
         groups.append(LineGroup([item for item, _ in chunk], cost=sum(c for _, c in chunk)))
     return groups
+
+
+def ref_key(ref: Reference) -> tuple[str, str]:
+    """A reference's key in a group's references (a worker renders or encodes it once)."""
+    return (str(ref.path.resolve()), ref.transcript)
+
+
+def designing_lines(pending: list[Line]) -> dict[tuple[str, str], int]:
+    """The line that designs each voice designed in this run (a design not kept on disk): the first
+    pending line with the design's seed (References.render_line's rule; the worker checks its
+    words), by the design's reference key."""
+    found: dict[tuple[str, str], int] = {}
+    for line in pending:
+        ref = line.planned.reference
+        if ref is not None and ref.design is not None and ref.key is None:
+            if ref.design.seed == line.planned.request.seed:
+                found.setdefault(ref_key(ref), line.number)
+    return found
 
 
 def sum_steps(steps: dict[str, tuple[int, int]]) -> tuple[int, int]:
@@ -221,6 +245,9 @@ class _ClusterRun:
         self.todo: deque[LineGroup] = deque()
         self.in_flight: dict[ObjectRef, tuple[str, str, LineGroup | None]] = {}  # ref -> (ready | run, worker, group)
         self.lines: dict[int, Line] = {}  # line number -> its line
+        self.waiting: dict[tuple[str, str], int] = {}  # a design's key -> its designing line, not spoken yet
+        self.voices: dict[tuple[str, str], VoicePrompt] = {}  # a design's key -> the voice its line gave
+        self.redesign: dict[int, Line] = {}  # designing lines an earlier run spoke, spoken again for their voice
         self.steps: dict[str, tuple[int, int]] = {}
         self.started = self.load_deaths = 0
         self.t_ready: float | None = None
@@ -231,7 +258,19 @@ class _ClusterRun:
         for line in pending:
             self.run.warn(line, line.warnings)
         self.lines = {line.number: line for line in pending}
-        self.todo = deque(make_groups([(ln, line_cost(ln.planned.request)) for ln in pending], self.options.workers))
+        self.waiting = designing_lines(pending)
+        # a voice whose designing line an earlier run spoke: that line's first piece again (executor.redesign_done)
+        wanted = {ref_key(ref) for ln in pending if (ref := ln.planned.reference) is not None}
+        spoken = {ln.number: ln for ln in self.run.lines if ln.status == "skipped" and ln.built is not None}
+        for key, number in designing_lines(list(spoken.values())).items():
+            if key in wanted and key not in self.waiting:
+                self.waiting[key], self.redesign[number] = number, spoken[number]
+        alone = {**{n: self.lines[n] for n in self.waiting.values() if n in self.lines}, **self.redesign}
+        rest = [(ln, line_cost(ln.planned.request)) for ln in pending if ln.number not in alone]
+        self.todo = deque(  # each designing line a group of its own, first: the lines cloning it wait for it
+            [LineGroup([ln], cost=line_cost(ln.planned.request)) for _, ln in sorted(alone.items())]
+            + make_groups(rest, self.options.workers)
+        )
         connect(self.ray, self.options, self.echo)
         self.signals.reclaim()  # ray.init installs its own SIGTERM handler in the driver: the batch's again
         check_resources(self.ray, self.options, self.echo)
@@ -301,19 +340,32 @@ class _ClusterRun:
                     self._on_group(ref, name, group)
             self._dispatch()
 
+    def _ready(self, group: LineGroup) -> bool:
+        """No line of the group clones a voice whose designing line is not spoken yet (but that line)."""
+        for line in group.lines:
+            ref = line.planned.reference
+            if ref is not None and self.waiting.get(ref_key(ref), line.number) != line.number:
+                return False
+        return True
+
     def _dispatch(self) -> None:
-        while self.idle and self.todo:
-            name, group = self.idle.pop(0), self.todo.popleft()
+        while self.idle:
+            group = next((g for g in self.todo if self._ready(g)), None)
+            if group is None:
+                return
+            self.todo.remove(group)
+            name = self.idle.pop(0)
             tasks, references = [], {}
             for line in group.lines:
                 ref, key = line.planned.reference, None
                 if ref is not None:
-                    key = (str(ref.path.resolve()), ref.transcript)
-                    # a recording to encode, or a design to render (request.reference_prompt): here a
-                    # line designing its voice is generated twice (render, then clone), as each worker
-                    # renders the design apart (executor.LocalExecutor speaks it once, as the render)
-                    references[key] = ref
-                tasks.append(Task(line.number, line.planned.request, key))
+                    key = ref_key(ref)
+                    # a recording to encode, a design to render (request.reference_prompt), or the voice its
+                    # designing line gave on another worker: a designing line is spoken once, as the render
+                    references[key] = self.voices.get(key, ref)
+                designs = key is not None and self.waiting.get(key) == line.number
+                seed = kept_seed(line) if line.number in self.redesign else None
+                tasks.append(Task(line.number, line.planned.request, key, designs, line.number in self.redesign, seed))
             self.in_flight[self.workers[name].run.remote(tasks, references)] = ("run", name, group)
 
     def _poll_steps(self) -> None:
@@ -369,6 +421,12 @@ class _ClusterRun:
             self._save(outcome)
 
     def _save(self, outcome: Outcome) -> None:
+        for key in [k for k, n in self.waiting.items() if n == outcome.number]:  # a designing line: its voice
+            del self.waiting[key]  # (none where it failed: the lines cloning it render the design apart)
+            if outcome.prompt is not None:
+                self.voices[key] = outcome.prompt
+        if outcome.number in self.redesign:  # spoken by an earlier run: its voice only, nothing to save
+            return
         line = self.lines[outcome.number]
         if outcome.error is None:  # its seconds: from its group's start on the worker to its file here
             if outcome.result is None:

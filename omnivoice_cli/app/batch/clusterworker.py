@@ -18,8 +18,9 @@ from ...engine.errors import OmniVoiceError, one_line
 from ...engine.hardware import Hardware
 from ...engine.pipeline import Engine
 from ...engine.planning import Request, Result
-from ..request import reference_prompt
+from ..request import Reference, reference_prompt
 from ..session import Session
+from ..voices.design import render_line
 
 if TYPE_CHECKING:  # annotations only: the voice pulls torch
     from ray.util.queue import Queue
@@ -31,11 +32,15 @@ STEP_SECONDS = 0.25  # a worker reports its steps at most this often
 
 @dataclass(frozen=True)
 class Task:
-    """One line for a worker: its request (ref None while `ref_key` names a recording to encode)."""
+    """One line for a worker: its request (ref None while `ref_key` names a recording to encode, a
+    design to render, or a voice the driver has already)."""
 
     number: int  # the line number (the driver's key)
     request: Request
     ref_key: tuple[str, str] | None = None  # (file, transcript) of its recording, in the group's references
+    designs: bool = False  # the line designs its voice (`ref_key` a design): spoken once, as the voice's render
+    redesign: bool = False  # a designing line spoken by an earlier run: its first piece again, for the voice only
+    seed: int | None = None  # with redesign: its first piece's seed (a --verify take's; None: the line's)
 
 
 @dataclass
@@ -74,9 +79,33 @@ class OmnivoiceWorker:
     def _request(self, engine: Engine, task: Task, references: dict) -> Request:
         if task.ref_key is None:
             return task.request
-        if task.ref_key not in self.prompts:
-            self.prompts[task.ref_key] = reference_prompt(engine, references[task.ref_key])
+        if task.ref_key not in self.prompts:  # a voice the driver has (another worker's render) is used as it is
+            ref = references[task.ref_key]
+            self.prompts[task.ref_key] = reference_prompt(engine, ref) if isinstance(ref, Reference) else ref
         return dataclasses.replace(task.request, ref=self.prompts[task.ref_key])
+
+    def _designed(self, engine: Engine, task: Task, references: dict, t0: float) -> Outcome | None:
+        """A line that designs its voice, spoken once as the voice's render (design.render_line: its
+        first piece's codes and words the voice the group's other lines clone, and the driver hands
+        to other workers); None where it is not the design's line (then it clones the render). A
+        `redesign` task: that line's first piece again, an Outcome with its voice only."""
+        key = task.ref_key
+        ref = references[key] if key is not None else None
+        if key is None or not isinstance(ref, Reference) or ref.design is None:
+            return None
+        try:
+            done = None
+            if key not in self.prompts:
+                done = render_line(engine, task.request, ref.design.sample, first_only=task.redesign, seed=task.seed)
+            if task.redesign:  # the line's voice only (or the design's render, where it is not its line)
+                return Outcome(task.number, prompt=done[0] if done else self._request(engine, task, references).ref)
+        except (OmniVoiceError, OSError, ValueError) as e:
+            return Outcome(task.number, error=one_line(e), ref_error=True)
+        if done is None:
+            return None
+        self.prompts[key], result = done
+        result.tokens = None  # the codes stay here: only the audio travels
+        return Outcome(task.number, result=result, seconds=time.perf_counter() - t0, prompt=done[0])
 
     def _step(self, done: int, total: int) -> None:
         now = time.monotonic()
@@ -100,7 +129,10 @@ class OmnivoiceWorker:
         t0 = time.perf_counter()
         outcomes: dict[int, Outcome] = {}
         requests, numbers = [], []
-        for task in tasks:
+        for task in sorted(tasks, key=lambda t: not t.designs):  # a designing line first: the others clone it
+            if task.designs and (outcome := self._designed(engine, task, references, t0)) is not None:
+                outcomes[task.number] = outcome
+                continue
             try:
                 requests.append(self._request(engine, task, references))
                 numbers.append(task.number)

@@ -80,26 +80,37 @@ class Executor(Protocol):
 def redesign_done(
     refs: References,
     engine: Engine,
-    done: Iterable[Built],
+    done: Iterable[tuple[Built, int | None]],
     wanted: Iterable[Reference],
     on_error: Callable[[Exception], None] | None = None,
 ) -> None:
     """A resumed run (batch, dub): a designed voice whose designing line an earlier run spoke (in
-    `done`) is rendered from that line again (References.render_line, its audio dropped: one
-    generation, as the render it replaces), where a line spoken now clones it (its reference in
-    `wanted`), so that those lines clone the voice a run from the start gives them, not
-    `render(design)`'s at the design's own settings. A failure goes to `on_error` (None: raised)."""
+    `done`, with the seed of its first piece's take: a --verify line's kept take, None: the line's
+    seed) is rendered from that line again (References.render_line, its first piece alone, its
+    audio dropped: one generation, as the render it replaces), where a line spoken now clones it
+    (its reference in `wanted`), so that those lines clone the voice a run from the start gives
+    them, not `render(design)`'s at the design's own settings. A failure goes to `on_error` (None:
+    raised)."""
     keys = {(r.path.resolve(), r.transcript) for r in wanted}
-    for built in done:
+    for built, seed in done:
         ref = built.reference
         if ref is None or (ref.path.resolve(), ref.transcript) not in keys:
             continue
         try:
-            refs.render_line(engine, built)
+            refs.render_line(engine, built, first_only=True, seed=seed)
         except (OmniVoiceError, OSError, ValueError) as e:
             if on_error is None:
                 raise
             on_error(e)
+
+
+def kept_seed(line: Line) -> int | None:
+    """The seed of the take of its first piece a line done with --verify kept (its manifest
+    record's), None where it has none (the line's own seed: its first take)."""
+    check = (line.record or {}).get("verify")
+    pieces = check.get("pieces") if isinstance(check, dict) else None
+    seed = pieces[0].get("seed") if isinstance(pieces, list) and pieces and isinstance(pieces[0], dict) else None
+    return seed if isinstance(seed, int) and not isinstance(seed, bool) else None
 
 
 class LocalExecutor:
@@ -114,22 +125,14 @@ class LocalExecutor:
             t_voice = time.perf_counter()
             with run.session.status("preparing the reference voices ..."):
                 engine.load_encoder()
-                # a --verify line was spoken as a clone of render(design): so it is again; a failure
-                # leaves the later lines to clone render(design), or to fail on it in their own words
-                skipped = [ln.built for ln in run.lines if ln.status == "skipped" and ln.built is not None]
-                redesign_done(
-                    run.refs,
-                    engine,
-                    [b for b in skipped if not b.settings["verify"]],
-                    [r for _, r in cloned],
-                    lambda e: None,
-                )
+                # a failure leaves the later lines to clone render(design), or to fail on it in their own words
+                done_lines = [(ln.built, kept_seed(ln)) for ln in run.lines if ln.status == "skipped" and ln.built]
+                redesign_done(run.refs, engine, done_lines, [r for _, r in cloned], lambda e: None)
                 for line, ref in cloned:
-                    try:
-                        # a line designing its voice is generated once, as the render (a --verify
-                        # line is not: the render has no per-piece check, so it is spoken as a clone)
+                    try:  # a line designing its voice is generated once, as the render (with its --verify check)
                         started = time.perf_counter()
-                        done = None if line.planned.settings["verify"] else run.refs.render_line(engine, line.planned)
+                        check = self.check_for(run, line) if ref.design is not None else None
+                        done = run.refs.render_line(engine, line.planned, check=check)
                         line.prompt = run.refs.encode(engine, ref) if done is None else done[0]
                         if done is not None:
                             spoken.append((line, done[1], started))

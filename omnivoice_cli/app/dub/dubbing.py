@@ -227,7 +227,7 @@ class DubRun:
                 redesign_done(
                     self.refs,
                     engine,
-                    [p.built[0] for p in reused if p.built],
+                    [(p.built[0], None) for p in reused if p.built],
                     [b.reference for b in built if b.reference],
                 )
                 for p in pending:

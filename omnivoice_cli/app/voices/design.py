@@ -23,11 +23,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ...engine.errors import InvalidRequest
+from ...engine.planning import Plan, Request, plan_request, validate_request
 from ...engine.sound.voicefile import prompt_checksum
 
 if TYPE_CHECKING:
     from ...engine.pipeline import Engine
-    from ...engine.planning import Request, Result
+    from ...engine.planning import Result
     from ...engine.sound.voice import VoicePrompt
 
 BUILTIN_SEED = 1234  # the seed every built-in name and voice-map entry is rendered with
@@ -69,8 +70,6 @@ class Design:
         }
 
     def request(self) -> Request:
-        from ...engine.planning import Request
-
         return Request(
             text=self.sample, lang=self.lang, instruct=self.instruct, instruct_text=self.instruct_text, seed=self.seed
         )
@@ -103,8 +102,6 @@ def design_of(settings, sample: str | None, cfg, seed: int) -> Design:
     """`voice add --instruct`'s design from its settings (instruct, lang), --sample (the language's
     default sentence when none) and `seed`, checked as a request is (the instruct's items under
     the checkpoint's config `cfg`, the language) before the model loads (InvalidRequest)."""
-    from ...engine.planning import validate_request
-
     text = default_sample(settings["lang"]) if sample is None else check_sample(sample)
     design = Design(settings["instruct"], seed, text, settings["lang"])
     try:
@@ -120,12 +117,22 @@ def design_of(settings, sample: str | None, cfg, seed: int) -> Design:
 
 def one_piece(design: Design, cfg=None) -> bool:
     """The design's sample is spoken as one piece (what a voice prompt is made of)."""
-    from ...engine.planning import plan_request
-
     try:
         return len(plan_request(design.request(), cfg).pieces) == 1
     except InvalidRequest:
         return False
+
+
+def line_sample(request: Request, cfg=None) -> str:
+    """The sample of the voice a line designs (`request`, without a voice): its words when it is one
+    piece, else its first piece's (what render_line keeps of it); its language's default sentence
+    when the line fails its checks (they name it when it is built)."""
+    try:
+        validate_request(request, cfg)
+        pieces = plan_request(request, cfg).pieces
+    except InvalidRequest:
+        return default_sample(request.lang)
+    return request.text if len(pieces) == 1 else pieces[0].text
 
 
 def render(engine: Engine, design: Design) -> VoicePrompt:
@@ -144,22 +151,38 @@ def render(engine: Engine, design: Design) -> VoicePrompt:
     return VoicePrompt(result.tokens.clone(), plan.pieces[0].text, None)
 
 
-def render_line(engine: Engine, request: Request) -> tuple[VoicePrompt, Result] | None:
-    """A line that designs the voice it speaks in (a `--cast` member's first line, whose words and
-    seed are its design's sample and seed), generated once as itself with no voice: its codes and
-    words are the voice (as `render`'s, made with the line's own settings) and its result is the
-    line's audio, so that it is not generated again as a clone. None where the line is more than
-    one piece (its voice is then rendered apart, from the default sentence)."""
+def render_line(
+    engine: Engine,
+    request: Request,
+    sample: str | None = None,
+    check=None,
+    first_only: bool = False,
+    seed: int | None = None,
+) -> tuple[VoicePrompt, Result] | None:
+    """A line that designs the voice it speaks in (a `--cast` member's first line, whose seed is its
+    design's seed and whose first piece its sample), generated once as itself with no voice: its
+    first piece's codes and words are the voice (as piece 0 of a text without a voice voices the
+    pieces after it: engine/pieces.py, with the rate it speaks at) and its result is the line's
+    audio (its later pieces cloning piece 0, joined as Engine.generate joins them), so that it is
+    not generated again as a clone. `sample`: the design's sample (None: the line's text);
+    None is returned where neither the line's text nor its first piece is that sample (not the
+    designing line). `check`: the line's per-piece check (--verify: piece 0's kept take is the
+    voice); `first_only`: only piece 0 generated (the voice of a line spoken before: its result
+    is piece 0's alone); `seed`: piece 0's seed (a take --verify kept; None: the line's)."""
     import dataclasses
 
     from ...engine.sound.voice import VoicePrompt
 
-    plan = engine.plan(dataclasses.replace(request, ref=None))
-    if len(plan.pieces) != 1:
+    plan = engine.plan(dataclasses.replace(request, ref=None, seed=request.seed if seed is None else seed))
+    first = plan.pieces[0]
+    if sample is not None and sample not in (request.text, first.text):
         return None
-    [result] = engine.generate([plan])
+    if first_only and len(plan.pieces) > 1:  # piece 0 alone: its job is the same as in the whole plan
+        plan = Plan(plan.req, [first], [0.0, 0.0], 1, frames=plan.frames[:1], cfg=plan.cfg)
+    [result] = engine.generate([plan]) if check is None else engine.generate([plan], checks=[check])
     assert result.tokens is not None  # Engine.generate keeps them
-    return VoicePrompt(result.tokens.clone(), plan.pieces[0].text, None), result
+    codes = result.tokens[:, : plan.frames[0]] if len(plan.pieces) > 1 else result.tokens
+    return VoicePrompt(codes.clone(), first.text, None, rate=first.speed), result  # its rate: pieces.first_voice's
 
 
 def voice_prompt(prompt: VoicePrompt | None) -> str | None:
