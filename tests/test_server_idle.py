@@ -130,6 +130,29 @@ def test_health_says_asleep_and_the_next_request_wakes_it(engine):
         wait_for(lambda: c.get("/health").json()["status"] == "asleep", what="asleep after the socket")
 
 
+def test_asleep_is_said_once_the_memory_is_given_back(engine, monkeypatch):
+    """/health says "asleep" (and the unload is counted) only once the memory is freed: a reader
+    that waits for it may measure the process (it said so while the engine loop was still stopping)."""
+    from omnivoice_cli.app.door import speaker as speaker_module
+
+    freeing, freed = threading.Event(), threading.Event()
+
+    def free_memory():
+        freeing.set()
+        assert freed.wait(120)
+
+    monkeypatch.setattr(speaker_module, "free_memory", free_memory)
+    with running_server(engine, idle_unload=0.2) as (url, _, state):
+        try:
+            assert freeing.wait(120)  # the idle watcher is giving the memory back
+            health = httpx.get(url + "/health", timeout=120).json()
+            assert (health["status"], health["engine"]) == ("ready", "unloading") and state.speaker.unloads == 0
+        finally:
+            freed.set()
+        wait_for(lambda: httpx.get(url + "/health", timeout=120).json()["status"] == "asleep", what="asleep")
+        assert state.speaker.unloads == 1 and state.speaker.phase == "asleep"
+
+
 def test_live_and_ready_probes_while_loading(engine):
     loading = threading.Event()
 

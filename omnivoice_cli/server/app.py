@@ -332,7 +332,7 @@ async def health(request: Request) -> Response:
         "status": "asleep" if asleep else state.status,
         "model": state.options.model,
         "max_queue": state.options.max_queue,
-        "engine": state.speaker.phase,  # loaded, loading, asleep (--idle-unload) or unloaded
+        "engine": state.speaker.phase,  # loaded, loading, unloading / asleep (--idle-unload) or unloaded
         "loads": state.speaker.loads,
     }
     if state.options.replica:

@@ -123,7 +123,7 @@ class ServerState:
     @property
     def asleep(self) -> bool:
         """Unloaded for being idle (--idle-unload): the next request loads the model again."""
-        return self.status == "ready" and self.speaker.phase != "loaded"
+        return self.status == "ready" and self.speaker.phase not in ("loaded", "unloading")
 
     def ready_reason(self) -> str | None:
         """Why /health/ready says not ready (None: ready): loading, the warm-up, failed, stopping."""
