@@ -132,7 +132,10 @@ def test_health_says_asleep_and_the_next_request_wakes_it(engine):
 
 def test_asleep_is_said_once_the_memory_is_given_back(engine, monkeypatch):
     """/health says "asleep" (and the unload is counted) only once the memory is freed: a reader
-    that waits for it may measure the process (it said so while the engine loop was still stopping)."""
+    that waits for it may measure the process (it said so while the engine loop was still stopping).
+    A request that comes meanwhile waits for the unload, then loads the model again: served."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from omnivoice_cli.app.door import speaker as speaker_module
 
     freeing, freed = threading.Event(), threading.Event()
@@ -147,10 +150,16 @@ def test_asleep_is_said_once_the_memory_is_given_back(engine, monkeypatch):
             assert freeing.wait(120)  # the idle watcher is giving the memory back
             health = httpx.get(url + "/health", timeout=120).json()
             assert (health["status"], health["engine"]) == ("ready", "unloading") and state.speaker.unloads == 0
+            with ThreadPoolExecutor(1) as pool:
+                reply = pool.submit(httpx.post, url + "/v1/audio/speech", json=SEEDED, timeout=120)
+                wait_for(lambda: state.speaking == 1 or reply.done(), what="the request at the door")
+                freed.set()
+                assert reply.result().status_code == 200, reply.result().text
         finally:
             freed.set()
+        assert state.speaker.unloads == 1 and state.speaker.loads == 2
         wait_for(lambda: httpx.get(url + "/health", timeout=120).json()["status"] == "asleep", what="asleep")
-        assert state.speaker.unloads == 1 and state.speaker.phase == "asleep"
+        assert state.speaker.unloads == 2 and state.speaker.phase == "asleep"
 
 
 def test_live_and_ready_probes_while_loading(engine):

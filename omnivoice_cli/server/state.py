@@ -122,8 +122,9 @@ class ServerState:
 
     @property
     def asleep(self) -> bool:
-        """Unloaded for being idle (--idle-unload): the next request loads the model again."""
-        return self.status == "ready" and self.speaker.phase not in ("loaded", "unloading")
+        """Unloaded (or being unloaded) for being idle (--idle-unload): the next request loads the
+        model again, once the unload is done (/health says "asleep" only then)."""
+        return self.status == "ready" and self.speaker.phase != "loaded"
 
     def ready_reason(self) -> str | None:
         """Why /health/ready says not ready (None: ready): loading, the warm-up, failed, stopping."""
