@@ -181,7 +181,7 @@ def test_asleep_is_said_once_the_memory_is_given_back(engine, monkeypatch):
                 assert reply.result().status_code == 200, reply.result().text
         finally:
             freed.set()
-        assert state.speaker.unloads == 1 and state.speaker.loads == 2
+        assert state.speaker.loads == 2  # loaded again once the unload was done (and may be asleep again by now)
         wait_for(lambda: httpx.get(url + "/health", timeout=120).json()["status"] == "asleep", what="asleep")
         assert state.speaker.unloads == 2 and state.speaker.phase == "asleep"
 
