@@ -155,8 +155,10 @@ def test_a_player_failing_at_start_falls_through_to_the_next(tmp_path, monkeypat
         "import sys\nsys.stderr.write('aplay: main:831: audio open error: No such file or directory\\n')\nsys.exit(1)\n"
     )
     command, out = recorder(tmp_path)
+    # the failing player's start (a Python) is given HUNG seconds to fail, not STARTUP_GRACE's 0.2: a
+    # loaded machine's slow start would otherwise be taken for a player that works
     with pytest.raises(PlayerUnavailable, match=r"exited with code 1 at start: aplay: main:831: audio open error"):
-        open_player(SR, env={ENV_PLAYER: f"{sys.executable} {script}"}, which=NOTHING)
+        open_player(SR, env={ENV_PLAYER: f"{sys.executable} {script}"}, which=NOTHING, grace=HUNG)
     # a broken "aplay" on PATH is passed over for the next command that works
     stand_ins = {"aplay": (sys.executable, str(script)), "paplay": tuple(shlex.split(command))}
     real = playermod.player_commands
@@ -165,6 +167,8 @@ def test_a_player_failing_at_start_falls_through_to_the_next(tmp_path, monkeypat
         "player_commands",
         lambda sr, platform=None: [replace(c, argv=stand_ins.get(c.name, c.argv)) for c in real(sr, platform)],
     )
+    waited = lambda c, sr, grace: ProcessPlayer(c, sr, grace=HUNG if c.name == "aplay" else grace)  # noqa: E731
+    monkeypatch.setattr(playermod, "ProcessPlayer", waited)  # (the working one keeps the short grace: it never exits)
     with open_player(SR, env={}, which=lambda n: n if n == sys.executable else None, platform="linux") as p:
         assert p.name == "paplay"
         p.play(tone(0.1, 440.0, 0.4))
@@ -436,8 +440,8 @@ def test_a_broken_omnivoice_player_is_an_error_never_replaced(tmp_path):
     command, out = recorder(tmp_path)
     stand_in = lambda n: command.split()[0] if n == "aplay" else None  # noqa: E731 - another player is there
     for broken, reason in [("false", "exited with code 1 at start"), ("no-such-player-x", "exited with code 127")]:
-        with pytest.raises(PlayerUnavailable) as e:
-            open_player(SR, env={ENV_PLAYER: broken}, which=stand_in, platform="linux")
+        with pytest.raises(PlayerUnavailable) as e:  # (its exit waited for: a slow start is no working player)
+            open_player(SR, env={ENV_PLAYER: broken}, which=stand_in, platform="linux", grace=HUNG)
         assert str(e.value).startswith(f"{ENV_PLAYER} ({broken}) {reason}"), str(e.value)
         assert str(e.value).endswith(f"fix the command, or unset {ENV_PLAYER} to let omnivoice choose a player")
 

@@ -96,8 +96,10 @@ def _speech(url: str, seed: int, headers=AUTH) -> httpx.Response:
 
 @contextmanager
 def serving(*args: str, env: dict):
-    """`omnivoice serve ARGS --port P` in a process, until ready: its URL; SIGTERM at the end (exit 0)."""
-    port = free_port()
+    """`omnivoice serve ARGS --port P` in a process, until ready: its URL (the ready line's); SIGTERM
+    at the end (exit 0). A plain serve binds a port of its own (--port 0: none picked here that another
+    process may take before it binds); Ray Serve's proxy is given one, free a moment ago."""
+    port = free_port() if "--ray" in args else 0
     command = [sys.executable, "-m", "omnivoice_cli.cli", "serve", *args, "--port", str(port)]
     proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
     try:
@@ -105,7 +107,8 @@ def serving(*args: str, env: dict):
         while not any(line.startswith("omnivoice serve:") and "ready" in line for line in lines):
             lines.append(proc.stderr.readline())
             assert lines[-1], "".join(lines)
-        yield f"http://127.0.0.1:{port}"
+        ready = next(line for line in lines if line.startswith("omnivoice serve:") and "ready" in line)
+        yield next(word for word in ready.split() if word.startswith("http://"))
     finally:
         proc.send_signal(signal.SIGTERM)
         try:

@@ -11,7 +11,7 @@ pytest.importorskip("uvicorn")  # the serve extra (CI installs it with the test 
 pytest.importorskip("httpx")
 
 from conftest import error_line
-from server_util import TINY_CKPT, free_port, running_server
+from server_util import TINY_CKPT, running_server
 
 pytestmark = pytest.mark.slow  # a server on the tiny model, and local runs of it
 
@@ -129,8 +129,12 @@ def test_the_settings_of_the_model_and_machine_are_refused_with_a_server(url, in
 
 
 def test_no_server_listening_is_one_line_and_exit_1(invoke, tmp_path):
-    port = free_port()  # free a moment ago, and nothing listens on it now
-    r = remote(invoke, f"http://127.0.0.1:{port}", "-o", tmp_path / "n.wav")
+    import socket
+
+    with socket.socket() as held:  # bound, never listening: a connect is refused, and no other process takes the port
+        held.bind(("127.0.0.1", 0))
+        port = held.getsockname()[1]
+        r = remote(invoke, f"http://127.0.0.1:{port}", "-o", tmp_path / "n.wav")
     assert r.exit_code == 1
     assert error_line(r).startswith(f"Error: no omnivoice server answered at http://127.0.0.1:{port}")
     assert not (tmp_path / "n.wav").exists()

@@ -44,12 +44,20 @@ def wav(seconds: float = 1.0, channels: int = 1, rate: int = RATE, data_size: in
 
 class Hostile(BaseHTTPRequestHandler):
     """Answers every POST with `status`, `headers` and `body` (bytes, or None: an endless body,
-    zeros until the client hangs up or ENDLESS_CAP bytes went). `sent`: bytes of the last body."""
+    zeros until the client hangs up or ENDLESS_CAP bytes went). `sent`: bytes of the last body,
+    final once `answered` (an Event the fixture gives) is set: the client may return before."""
 
     status, headers, body = 200, {}, b""
     sent = 0
+    answered: threading.Event
 
     def do_POST(self):
+        try:
+            self._answer()
+        finally:
+            type(self).answered.set()
+
+    def _answer(self):
         self.rfile.read(int(self.headers["Content-Length"]))
         cls = type(self)
         self.send_response(cls.status)
@@ -81,6 +89,7 @@ def hostile():
 
     class Handler(Hostile):
         status, headers, body, sent = 200, {}, b"", 0
+        answered = threading.Event()
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -185,6 +194,7 @@ def test_a_reply_that_never_ends_is_stopped_past_the_longest_the_text_can_make(h
     r = say_remote(invoke, url, *stream, "-o", tmp_path / "endless.wav")
     assert "longest" in error_line(r, exit_code=1)
     assert not (tmp_path / "endless.wav").exists()
+    assert handler.answered.wait(120)  # the server's write loop has ended: `sent` is its last count
     assert handler.sent < ENDLESS_CAP  # the client hung up long before the server's own cap
 
 

@@ -214,7 +214,11 @@ def test_raw_on_stdout_is_headerless_pcm(invoke, fake_engine, tmp_path):
 def test_say_with_a_broken_player_is_exit_1_with_its_reason(invoke, loaded, tmp_path, monkeypatch):
     """OMNIVOICE_PLAYER=false, and a player that finds no sound device (ffplay's "audio open
     failed", exit 0): `say` is exit 1 with the player's reason, never "played"."""
+    import functools
+
     from helpers.player import NO_DEVICE
+
+    from omnivoice_cli.app.say import speakrun
 
     ENV_PLAYER = playermod.ENV_PLAYER
     script = tmp_path / "no-device.py"
@@ -225,6 +229,10 @@ def test_say_with_a_broken_player_is_exit_1_with_its_reason(invoke, loaded, tmp_
         (f"{shlex.quote(sys.executable)} {shlex.quote(str(script))}", "it found no sound device: No more combinations"),
     ]:
         monkeypatch.setenv(ENV_PLAYER, player)
+        # `false` exits at once, but a loaded machine may start it after STARTUP_GRACE (0.2 s): its exit is
+        # waited for (the no-device player reads to the end: a longer grace would only be waited out)
+        grace = 120.0 if player == "false" else playersmod.STARTUP_GRACE
+        monkeypatch.setattr(speakrun, "open_player", functools.partial(playermod.open_player, grace=grace))
         r = invoke("say", "Hello.", *FAST)
         assert r.exit_code == 1 and words in r.stderr, r.stderr
         assert "played" not in r.stderr.replace("played nothing", "")

@@ -64,19 +64,42 @@ def _wait_asleep(speaker: Speaker) -> None:
     wait_for(lambda: speaker.phase == "asleep", what="the idle unload")
 
 
+def _looks(speaker: Speaker, monkeypatch) -> list[float]:
+    """When the idle watcher (or an unload) looks at how long the speaker has been unused
+    (Speaker._idle_for), in time.monotonic() seconds, from now on."""
+    looks: list[float] = []
+    real = speaker._idle_for
+
+    def idle_for():
+        looks.append(time.monotonic())
+        return real()
+
+    monkeypatch.setattr(speaker, "_idle_for", idle_for)
+    return looks
+
+
+def _looked_past(looks: list[float], since: float, idle: float) -> None:
+    """Once the watcher has looked three times `idle` seconds or more after `since`: at each, a
+    speaker unused since then would be unloaded (the third look follows any unload the first began).
+    Not a delay: a loaded machine's late watcher is waited for."""
+    wait_for(lambda: sum(t >= since + idle for t in looks) >= 3, what="the idle watcher's looks past the idle time")
+
+
 @pytest.mark.slow
-def test_the_speaker_sleeps_when_idle_and_wakes_on_the_next_request(engine):
+def test_the_speaker_sleeps_when_idle_and_wakes_on_the_next_request(engine, monkeypatch):
     speaker, loads = _speaker(engine, 0.2)
     built = speaker.build("Hello there.", settings={"num_step": 4, "seed": 3})
     try:
         first, _ = speaker.render(built.request)
         _wait_asleep(speaker)
         assert speaker.running is None and speaker.unloads == 1 and len(loads) == 1
-        again, _ = speaker.render(built.request)  # loads again, then speaks
-        assert len(loads) == 2 and speaker.loads == 2 and speaker.load_seconds is not None
-        assert (again == first).all()  # the same samples for the same seed
+        looks = _looks(speaker, monkeypatch)
         with speaker.hold():  # a holder (a request, a socket) keeps it loaded past the idle time
-            time.sleep(1.0)
+            # (held from before the render: a loaded machine's pause after it may pass the idle time)
+            again, _ = speaker.render(built.request)  # loads again, then speaks
+            assert len(loads) == 2 and speaker.loads == 2 and speaker.load_seconds is not None
+            assert (again == first).all()  # the same samples for the same seed
+            _looked_past(looks, time.monotonic(), 0.2)
             assert speaker.phase == "loaded" and speaker.unloads == 1
         _wait_asleep(speaker)
     finally:
@@ -84,16 +107,17 @@ def test_the_speaker_sleeps_when_idle_and_wakes_on_the_next_request(engine):
 
 
 @pytest.mark.slow
-def test_a_request_in_flight_is_never_unloaded_under_it(engine):
+def test_a_request_in_flight_is_never_unloaded_under_it(engine, monkeypatch):
     speaker, _ = _speaker(engine, 0.2)
     built = speaker.build("A request that waits in the engine.", settings={"num_step": 4, "seed": 1})
     try:
-        gate = hold_loop(speaker.start())  # the engine loop blocked: the request stays open
         result: list = []
         thread = threading.Thread(target=lambda: result.append(speaker.render(built.request)))
-        thread.start()
-        wait_for(lambda: speaker.running is not None and speaker.running.open == 1, what="the open request")
-        time.sleep(1.0)  # five idle spells pass with the request open
+        with speaker.hold():  # until the request is open (a loaded machine's pause may pass the idle time)
+            gate = hold_loop(speaker.start())  # the engine loop blocked: the request stays open
+            thread.start()
+            wait_for(lambda: speaker.running is not None and speaker.running.open == 1, what="the open request")
+        _looked_past(_looks(speaker, monkeypatch), time.monotonic(), 0.2)  # idle spells pass, the request open
         assert speaker.phase == "loaded" and speaker.unloads == 0
         gate.set()
         thread.join(120)
@@ -105,7 +129,7 @@ def test_a_request_in_flight_is_never_unloaded_under_it(engine):
 
 
 @pytest.mark.slow
-def test_health_says_asleep_and_the_next_request_wakes_it(engine):
+def test_health_says_asleep_and_the_next_request_wakes_it(engine, monkeypatch):
     with running_server(engine, idle_unload=0.3) as (url, _, state):
         c = httpx.Client(base_url=url, timeout=120)
         first = c.post("/v1/audio/speech", json=SEEDED)
@@ -124,10 +148,42 @@ def test_health_says_asleep_and_the_next_request_wakes_it(engine):
 
         with connect(url.replace("http", "ws") + "/tts/ws") as ws:  # an open socket wakes it and holds it
             wait_for(lambda: state.speaker.phase == "loaded", what="the socket's wake")
-            time.sleep(1.0)
+            _looked_past(_looks(state.speaker, monkeypatch), time.monotonic(), 0.3)
             assert state.speaker.phase == "loaded"
             ws.close()
         wait_for(lambda: c.get("/health").json()["status"] == "asleep", what="asleep after the socket")
+
+
+def test_asleep_is_said_once_the_memory_is_given_back(engine, monkeypatch):
+    """/health says "asleep" (and the unload is counted) only once the memory is freed: a reader
+    that waits for it may measure the process (it said so while the engine loop was still stopping).
+    A request that comes meanwhile waits for the unload, then loads the model again: served."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from omnivoice_cli.app.door import speaker as speaker_module
+
+    freeing, freed = threading.Event(), threading.Event()
+
+    def free_memory():
+        freeing.set()
+        assert freed.wait(120)
+
+    monkeypatch.setattr(speaker_module, "free_memory", free_memory)
+    with running_server(engine, idle_unload=0.2) as (url, _, state):
+        try:
+            assert freeing.wait(120)  # the idle watcher is giving the memory back
+            health = httpx.get(url + "/health", timeout=120).json()
+            assert (health["status"], health["engine"]) == ("ready", "unloading") and state.speaker.unloads == 0
+            with ThreadPoolExecutor(1) as pool:
+                reply = pool.submit(httpx.post, url + "/v1/audio/speech", json=SEEDED, timeout=120)
+                wait_for(lambda: state.speaking == 1 or reply.done(), what="the request at the door")
+                freed.set()
+                assert reply.result().status_code == 200, reply.result().text
+        finally:
+            freed.set()
+        assert state.speaker.loads == 2  # loaded again once the unload was done (and may be asleep again by now)
+        wait_for(lambda: httpx.get(url + "/health", timeout=120).json()["status"] == "asleep", what="asleep")
+        assert state.speaker.unloads == 2 and state.speaker.phase == "asleep"
 
 
 def test_live_and_ready_probes_while_loading(engine):
@@ -187,14 +243,14 @@ def test_serve_idle_unload_gives_the_memory_back(tmp_path):
         assert _rss(proc.pid) - before < 150 * MB
         again = c.post("/v1/audio/speech", json=SEEDED)
         assert again.status_code == 200 and again.content == first.content
-        assert c.get("/health").json()["engine"] == "loaded"
+        assert c.get("/health").json()["loads"] == 2  # loaded again (it may be asleep again by now: 1 s)
     finally:
         proc.terminate()
         proc.wait(60)
 
 
 @pytest.mark.slow
-def test_wyoming_sleeps_between_connections_and_wakes_for_the_next(engine):
+def test_wyoming_sleeps_between_connections_and_wakes_for_the_next(engine, monkeypatch):
     pytest.importorskip("wyoming")
     import asyncio
 
@@ -228,7 +284,7 @@ def test_wyoming_sleeps_between_connections_and_wakes_for_the_next(engine):
         async with AsyncTcpClient("127.0.0.1", port, connect_timeout=10, read_timeout=120) as client:
             audio = await speak(client)
             if hold:  # the connection stays open past the idle time: the model stays loaded
-                await asyncio.sleep(1.0)
+                await asyncio.to_thread(_looked_past, _looks(speaker, monkeypatch), time.monotonic(), 0.3)
                 assert speaker.phase == "loaded"
             return audio
 

@@ -129,11 +129,18 @@ def test_a_new_request_joins_the_running_forwards(engine, service):
 
     service.observe(Forwards(on_forward))
     a, b = Collector(), Collector()
+    long_silent = []  # at the short one's end, told in the loop thread: whether the long one had sent nothing
+
+    def on_short(event):
+        if event.kind == "done":
+            long_silent.append(a.events.empty())
+        b(event)
+
     ta = service.submit(long, a)
-    started.wait(120)
-    tb = service.submit(short, b)
+    assert started.wait(120)
+    tb = service.submit(short, on_short)
     b_events = b.all()
-    assert a.events.empty()  # the long one (one piece) is still running
+    assert long_silent == [True]  # the long one (one piece) was still running (read here, it may be done)
     a_events = a.all()
     assert b_events[-1].kind == "done" and a_events[-1].kind == "done"
     assert any(s == sorted([ta.id, tb.id]) for s in order)  # they shared forwards
@@ -205,9 +212,11 @@ def test_a_cancelled_request_leaves_at_the_next_forward(engine, service):
             ticket.cancel()
 
     service.observe(Forwards(on_forward))
+    gate = hold_loop(service)  # no forward before `ticket` is set: on_forward cancels it at the second
     ticket = service.submit(
         Request(text="Cancel me soon please.", seed=1, generation=GenerationConfig(num_step=16)), got
     )
+    gate.set()
     other = Collector()
     service.submit(Request(text="Others go on.", seed=2, generation=G4), other)
     assert other.all()[-1].kind == "done"
@@ -309,7 +318,9 @@ def test_a_cancel_of_all_the_forward_holds_ends_it_between_its_layers(engine):
     ]
     try:
         got = Collector()
+        gate = hold_loop(service)  # no forward before `ticket` is set: the hook cancels it in the second
         ticket = service.submit(Request(text=TEXT, seed=3, generation=GenerationConfig(num_step=16)), got)
+        gate.set()
         wait_for(lambda: ticket.closed and service.stats()["active_jobs"] == 0, what="the forward to end")
         assert calls == [0, 1, 0]  # the second forward stopped after its first layer
         assert service.forwards == 1

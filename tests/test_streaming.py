@@ -350,7 +350,41 @@ def test_stream_run_raises_the_workers_error(engine):
             list(run)
 
 
+@pytest.fixture
+def held_after_first_piece(engine, monkeypatch):
+    """The worker's first forward after its first piece is rendered waits (in a layer hook) until
+    its render is cancelled, then goes on to the render's own check: a caller late to leave the
+    block (a loaded machine) cannot see the run end first (one in time cancels it sooner)."""
+    from server_util import wait_for
+
+    from omnivoice_cli.engine.cancel import check
+
+    real, rendered = engine.render, []
+
+    def render(*args, **kwargs):
+        out = real(*args, **kwargs)
+        rendered.append(1)
+        return out
+
+    def cancelled() -> bool:
+        try:
+            check()  # this thread's render's cancel
+        except Cancelled:
+            return True
+        return False
+
+    def hold(module, args):
+        if rendered:
+            wait_for(cancelled, what="the caller's cancel")
+
+    monkeypatch.setattr(engine, "render", render)
+    handle = engine.model.llm.layers[0].input_layernorm.register_forward_pre_hook(hold)
+    yield
+    handle.remove()
+
+
 @pytest.mark.slow
+@pytest.mark.usefixtures("held_after_first_piece")
 def test_stream_run_left_early_cancels(engine):
     with StreamRun(engine, Request(text=TEXT, seed=9, generation=G4), config=CFG) as run:
         first = next(iter(run))
@@ -418,6 +452,7 @@ def test_check_outside_a_cancellable_block_is_a_no_op():
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("held_after_first_piece")
 def test_leaving_the_block_waits_for_the_worker(engine):
     """An exception in the block (Ctrl-C, a reader gone) cancels the render and joins its thread:
     none is left running torch as the interpreter exits (that aborted the process)."""

@@ -327,12 +327,13 @@ async def health(request: Request) -> Response:
     the engine's: `generating` (requests in the engine, what --max-queue bounds), `active_jobs` /
     `waiting_jobs` (pieces in the forward / waiting for a place), `forwards`."""
     state: ServerState = request.app.state.server
-    asleep = state.asleep
+    phase = state.speaker.phase  # loaded, loading, unloading / asleep (--idle-unload) or unloaded
+    asleep = state.status == "ready" and phase not in ("loaded", "unloading")  # once its memory is given back
     body: dict[str, str | int | float] = {
         "status": "asleep" if asleep else state.status,
         "model": state.options.model,
         "max_queue": state.options.max_queue,
-        "engine": state.speaker.phase,  # loaded, loading, asleep (--idle-unload) or unloaded
+        "engine": phase,
         "loads": state.speaker.loads,
     }
     if state.options.replica:

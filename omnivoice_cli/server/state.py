@@ -122,7 +122,8 @@ class ServerState:
 
     @property
     def asleep(self) -> bool:
-        """Unloaded for being idle (--idle-unload): the next request loads the model again."""
+        """Unloaded (or being unloaded) for being idle (--idle-unload): the next request loads the
+        model again, once the unload is done (/health says "asleep" only then)."""
         return self.status == "ready" and self.speaker.phase != "loaded"
 
     def ready_reason(self) -> str | None:

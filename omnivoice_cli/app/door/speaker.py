@@ -119,6 +119,7 @@ class Speaker:
         self.loads = 0  # times the model was loaded
         self.unloads = 0  # times it was unloaded for being idle (idle_unload)
         self.loading = False  # a load is under way
+        self.unloading = False  # an idle unload is under way: the engine loop stopping, its memory freed
         self.on_load: list[Callable[[float], None]] = []  # called with each load's seconds, once running
         self.requests_built = 0  # requests made by `make` (every front end's)
         self._own_prompts: dict[tuple[str, str], VoicePrompt] = {}  # the checkpoint's voices, encoded
@@ -141,9 +142,11 @@ class Speaker:
 
     @property
     def phase(self) -> str:
-        """ "loaded", "loading", "asleep" (unloaded for being idle) or "unloaded" (not yet loaded)."""
+        """ "loaded", "loading", "unloading" (idle: its memory being given back), "asleep" (given back) or "unloaded"."""
         if self._service is not None:
             return "loaded"
+        if self.unloading:
+            return "unloading"
         if self.loading:
             return "loading"
         return "asleep" if self.unloads else "unloaded"
@@ -241,11 +244,16 @@ class Speaker:
                 quiet = self._idle_for()
                 if self._service is None or (idle is not None and (quiet is None or quiet < idle)):
                     return False
+                self.unloading = True  # (before the loop is gone: a reader never sees "asleep" early)
                 service, self._service = self._service, None
-                self.unloads += 1
-            service.stop()
-            del service
-            free_memory()
+            try:
+                service.stop()
+                del service
+                free_memory()
+            finally:
+                with self._idle:  # counted (and "asleep") once the memory is given back, not before
+                    self.unloads += 1
+                    self.unloading = False
         return True
 
     @property
