@@ -402,3 +402,32 @@ def fake_hub(cache, monkeypatch):
     monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", hf_hub_download)
     return calls
+
+
+@pytest.fixture
+def generated(tiny_engine, monkeypatch) -> list:
+    """Every request tiny_engine generates, in order (a Plan's own request)."""
+    seen: list = []
+    real = tiny_engine.generate
+
+    def counting(items, **kwargs):
+        seen.extend(getattr(g, "req", g) for g in items)  # a Plan (design.render_line's) or a Request
+        return real(items, **kwargs)
+
+    monkeypatch.setattr(tiny_engine, "generate", counting)
+    return seen
+
+
+@pytest.fixture
+def takes(tiny_engine, monkeypatch) -> list:
+    """Every (request, result) tiny_engine generates, in order."""
+    seen: list = []
+    real = tiny_engine.generate
+
+    def counting(items, **kwargs):
+        results = real(items, **kwargs)
+        seen.extend((getattr(g, "req", g), r) for g, r in zip(items, results))
+        return results
+
+    monkeypatch.setattr(tiny_engine, "generate", counting)
+    return seen

@@ -15,20 +15,6 @@ FAST = ("--model", str(TINY_CKPT), "--num-step", "2")
 INSTRUCT = "female, low pitch"
 
 
-@pytest.fixture
-def generated(tiny_engine, monkeypatch) -> list:
-    """Every request the engine generates, in order."""
-    seen: list = []
-    real = tiny_engine.generate
-
-    def counting(items, **kwargs):
-        seen.extend(getattr(g, "req", g) for g in items)  # a Plan (design.render_line's) or a Request
-        return real(items, **kwargs)
-
-    monkeypatch.setattr(tiny_engine, "generate", counting)
-    return seen
-
-
 def _once_each(generated) -> None:
     """No request is generated twice (the render and the clone of a first line are the same words
     and seed), and some line cloned a designed voice (the path under test was taken)."""
@@ -129,21 +115,6 @@ def test_a_resumed_dub_clones_the_voice_a_whole_run_gives(invoke, loaded, home, 
     resumed = json.loads(r.stdout)["cues"]
     assert [c.get("status") for c in resumed] == ["reused", "done"], resumed
     assert resumed[1]["voice_prompt"] == whole[1]["voice_prompt"] == whole[0]["voice_prompt"] is not None
-
-
-@pytest.fixture
-def takes(tiny_engine, monkeypatch) -> list:
-    """Every (request, result) the engine generates, in order."""
-    seen: list = []
-    real = tiny_engine.generate
-
-    def counting(items, **kwargs):
-        results = real(items, **kwargs)
-        seen.extend((getattr(g, "req", g), r) for g, r in zip(items, results))
-        return results
-
-    monkeypatch.setattr(tiny_engine, "generate", counting)
-    return seen
 
 
 def _alone(engine, like) -> str:

@@ -487,7 +487,7 @@ def test_a_cluster_started_apart_runs_the_drivers_code(local_batch, tmp_path, ra
 
 
 def test_a_designing_line_is_spoken_once_and_the_other_workers_clone_its_voice(
-    invoke, loaded, tiny_engine, fake_ray, tmp_path, home, monkeypatch
+    invoke, loaded, generated, fake_ray, tmp_path, home
 ):
     """A designed voice with --ray: its designing line is generated once (its worker speaks it as
     the voice's render), and the lines cloning it on the other worker wait for that voice, so no
@@ -499,14 +499,7 @@ def test_a_designing_line_is_spoken_once_and_the_other_workers_clone_its_voice(
     fast = ("--model", str(TINY_CKPT), "--num-step", "2", "--threads", "1", "-q")
     r = invoke("batch", src, "-o", tmp_path / "local", *fast)
     assert r.exit_code == 0, r.stderr
-    generated: list = []
-    real = tiny_engine.generate
-
-    def counting(items, **kwargs):
-        generated.extend(getattr(g, "req", g) for g in items)
-        return real(items, **kwargs)
-
-    monkeypatch.setattr(tiny_engine, "generate", counting)
+    generated.clear()  # what the run below generates
     fake = fake_ray()
     r = invoke("batch", src, "-o", tmp_path / "ray", *fast, "--ray", "local", "--workers", "2")
     assert r.exit_code == 0, r.stderr
@@ -520,7 +513,7 @@ def test_a_designing_line_is_spoken_once_and_the_other_workers_clone_its_voice(
 
 
 def test_a_resumed_ray_batch_clones_the_voice_its_designing_line_gave(
-    invoke, loaded, tiny_engine, fake_ray, tmp_path, home, monkeypatch
+    invoke, loaded, generated, fake_ray, tmp_path, home
 ):
     """The designing line done by an earlier run: a worker speaks its first piece again for the
     voice (nothing saved of it), and the lines spoken now clone the voice a whole run gave them."""
@@ -535,14 +528,7 @@ def test_a_resumed_ray_batch_clones_the_voice_its_designing_line_gave(
     whole = records(out)
     for n in (2, 3):
         (out / whole[n]["output"]).unlink()
-    generated: list = []
-    real = tiny_engine.generate
-
-    def counting(items, **kwargs):
-        generated.extend(getattr(g, "req", g) for g in items)
-        return real(items, **kwargs)
-
-    monkeypatch.setattr(tiny_engine, "generate", counting)
+    generated.clear()  # what the run below generates
     fake_ray()
     r = invoke(*args, "--ray", "local", "--workers", "2")
     assert r.exit_code == 0, r.stderr
