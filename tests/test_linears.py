@@ -496,3 +496,28 @@ def test_int8_whole_layer_is_its_three_parts_bit_for_bit(ref_voice):
     engine.model.use_layer_path(replace(whole, layer=None))
     (b, tokens_b) = run()
     assert torch.equal(a, b) and all(torch.equal(x, y) for x, y in zip(tokens_a, tokens_b))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(kernels.compiler() is None or linears.int8_kind() is not Int8Linear, reason="no fused kernels here")
+def test_int8_fused_forward_without_native_bf16_keeps_the_three_parts(monkeypatch, fp32_logits):
+    """Where the CPU has no native bf16 (AVX2, AVX-512 without BF16: forced here) the int8 body's
+    attention stays fp32, so the fused path runs its three parts (no whole layer: its kernels write
+    bf16 blocks), its logits narrow.py's on the same codes but for the norms' last bits (which fp32
+    attention carries into a code or two), no farther from fp32."""
+    monkeypatch.setattr(
+        cpu,
+        "_INFO",
+        cpu.detect({"avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512dq"}, "x86_64", env={}),
+    )
+    assert not linears.use_bf16_heads()
+    fused = Engine.load(str(TINY), Hardware(device="cpu", quantize="int8"))
+    assert fusedpath.installed(fused.model) and fused.model.layer_path.layer is None
+    assert fused.model.llm.layers[0].self_attn.math_dtype is None
+    monkeypatch.setenv("OMNIVOICE_KERNELS", "off")
+    monkeypatch.setattr(kernels, "_loaded", {})
+    plain = Engine.load(str(TINY), Hardware(device="cpu", quantize="int8"))
+    a, p = _step0_logits(fused), _step0_logits(plain)
+    assert ((a - p).norm() / p.norm()).item() < 1e-3  # fp32 attention keeps the norms' last bits
+    err = lambda x: ((x - fp32_logits).norm() / fp32_logits.norm()).item()  # noqa: E731
+    assert err(a) <= err(p) * 1.01
