@@ -254,3 +254,40 @@ def test_book_with_titles_generates_its_first_part_once(invoke, loaded, generate
     assert r.exit_code == 0, r.stderr
     assert len(generated) == 2, [g.text for g in generated]  # a default sentence rendered apart made 3
     assert generated[0].ref is None and generated[1].ref is not None
+
+
+@pytest.mark.parametrize("stretch", [0.5, 1.5])  # the designing line fitted to half / 1.5x its natural length
+def test_a_later_line_keeps_its_pace_when_the_designing_line_has_a_duration(
+    invoke, loaded, tiny_engine, home, tmp_path, stretch
+):
+    """A designing line with a `duration` speaks at the rate that fits it (its voice's rate: its
+    first piece's effective speed): a later line cloning that voice, with no speed or duration of
+    its own, is as long as when the designing line has no duration, not sped up or slowed again."""
+    import soundfile as sf
+
+    from omnivoice_cli.engine.planning import Request
+
+    first = "The first line designs the voice, and it says a good many words."
+    later = "A later line clones it, and it too says a good many words, at its own pace."
+    cfg = tiny_engine.cfg
+    natural = tiny_engine.plan(Request(text=first)).frames[0]
+    target = round(natural * stretch)  # its frames (the duration half a frame over: no rounding down)
+
+    def lengths(name: str, duration: float | None) -> tuple[int, int]:
+        row = {"text": first, "instruct": INSTRUCT, "seed": 5} | ({} if duration is None else {"duration": duration})
+        src = tmp_path / f"{name}.jsonl"
+        src.write_text(json.dumps(row) + "\n" + json.dumps({"text": later, "instruct": INSTRUCT, "seed": 7}) + "\n")
+        r = invoke("batch", src, "-o", tmp_path / name, *FAST, "-q")
+        assert r.exit_code == 0, r.stderr
+        recs = {
+            (rec := json.loads(ln))["line"]: rec for ln in (tmp_path / name / "manifest.jsonl").read_text().splitlines()
+        }
+        assert recs[1]["voice_prompt"] == recs[2]["voice_prompt"] is not None
+        return sf.info(tmp_path / name / recs[1]["output"]).frames, sf.info(tmp_path / name / recs[2]["output"]).frames
+
+    (fitted, later_fitted), (free, later_free) = (
+        lengths("fitted", (target + 0.5) / cfg.frame_rate),
+        lengths("free", None),
+    )
+    assert fitted - free == (target - natural) * cfg.codec.hop_length  # the line was fitted
+    assert later_fitted == later_free
