@@ -118,15 +118,21 @@ def test_a_resumed_dub_clones_the_voice_a_whole_run_gives(invoke, loaded, home, 
 
 
 def _alone(engine, like) -> str:
-    """voice_prompt of the first piece of the request `like` (its words as its plan cuts them),
-    generated alone with no voice, with its seed and settings."""
+    """voice_prompt of the first piece of the request `like` (its words as its plan cuts them, its
+    frames as its plan gives them), generated alone with no voice, with its seed and settings."""
     import dataclasses
 
     from omnivoice_cli.app.voices.design import voice_prompt
     from omnivoice_cli.engine.sound.voice import VoicePrompt
 
-    text = engine.plan(like).pieces[0].text
-    [result] = engine.generate([dataclasses.replace(like, text=text, ref=None)])
+    plan = engine.plan(like)
+    text = plan.pieces[0].text
+    alone = dataclasses.replace(like, text=text, ref=None)
+    if (
+        like.duration is not None
+    ):  # the frames the whole line's plan gives piece 0 (half a frame over: no rounding down)
+        alone = dataclasses.replace(alone, duration=(plan.frames[0] + 0.5) / engine.cfg.frame_rate)
+    [result] = engine.generate([alone])
     return voice_prompt(VoicePrompt(result.tokens, text, None))
 
 
@@ -254,3 +260,108 @@ def test_book_with_titles_generates_its_first_part_once(invoke, loaded, generate
     assert r.exit_code == 0, r.stderr
     assert len(generated) == 2, [g.text for g in generated]  # a default sentence rendered apart made 3
     assert generated[0].ref is None and generated[1].ref is not None
+
+
+@pytest.mark.parametrize("stretch", [0.5, 1.5])  # the designing line fitted to half / 1.5x its natural length
+def test_a_later_line_keeps_its_pace_when_the_designing_line_has_a_duration(
+    invoke, loaded, tiny_engine, home, tmp_path, stretch
+):
+    """A designing line with a `duration` speaks at the rate that fits it (its voice's rate: its
+    first piece's effective speed): a later line cloning that voice, with no speed or duration of
+    its own, is as long as when the designing line has no duration, not sped up or slowed again."""
+    import soundfile as sf
+
+    from omnivoice_cli.engine.planning import Request
+
+    first = "The first line designs the voice, and it says a good many words."
+    later = "A later line clones it, and it too says a good many words, at its own pace."
+    cfg = tiny_engine.cfg
+    natural = tiny_engine.plan(Request(text=first)).frames[0]
+    target = round(natural * stretch)  # its frames (the duration half a frame over: no rounding down)
+
+    def lengths(name: str, duration: float | None) -> tuple[int, int]:
+        row = {"text": first, "instruct": INSTRUCT, "seed": 5} | ({} if duration is None else {"duration": duration})
+        src = tmp_path / f"{name}.jsonl"
+        src.write_text(json.dumps(row) + "\n" + json.dumps({"text": later, "instruct": INSTRUCT, "seed": 7}) + "\n")
+        r = invoke("batch", src, "-o", tmp_path / name, *FAST, "-q")
+        assert r.exit_code == 0, r.stderr
+        recs = {
+            (rec := json.loads(ln))["line"]: rec for ln in (tmp_path / name / "manifest.jsonl").read_text().splitlines()
+        }
+        assert recs[1]["voice_prompt"] == recs[2]["voice_prompt"] is not None
+        return sf.info(tmp_path / name / recs[1]["output"]).frames, sf.info(tmp_path / name / recs[2]["output"]).frames
+
+    (fitted, later_fitted), (free, later_free) = (
+        lengths("fitted", (target + 0.5) / cfg.frame_rate),
+        lengths("free", None),
+    )
+    assert fitted - free == (target - natural) * cfg.codec.hop_length  # the line was fitted
+    assert later_fitted == later_free
+
+
+def test_dub_a_designing_cue_of_several_pieces_is_generated_once_and_resumes(
+    invoke, loaded, takes, tiny_engine, home, tmp_path
+):
+    """dub: BOB's first cue, 40 s, is two requests (dub's pieces, 20 s each): its first piece is
+    generated once, with no voice, and is BOB's voice (the first piece generated alone), which its
+    second piece and BOB's later cue clone; a dub resumed from its stems (the long cue reused) speaks
+    that first piece again for the voice, and the later cue clones the same voice."""
+    srt = tmp_path / "ep.srt"
+    srt.write_text(
+        "1\n00:00:01,000 --> 00:00:41,000\nBOB: The first half is this sentence here. And the second half "
+        "is this other sentence.\n\n"
+        "2\n00:00:42,000 --> 00:00:44,000\nBOB: And a later cue.\n",
+        encoding="utf-8",
+    )
+    stems = tmp_path / "stems"
+    args = ("dub", srt, "-o", tmp_path / "t.wav", "--seed", "40", "--cast", f"BOB=instruct:{INSTRUCT}", *FAST)
+    r = invoke(*args, "--stems", stems, "--json")
+    assert r.exit_code == 0, r.stderr
+    whole = json.loads(r.stdout)["cues"]
+    assert len(whole[0]["pieces"]) == 2
+    texts = [p["text"] for p in whole[0]["pieces"]] + ["And a later cue."]
+    assert [req.text for req, _ in takes] == texts  # the render and its clone were 4: a render first
+    assert [req.ref is None for req, _ in takes] == [True, False, False]
+    voice = _alone(tiny_engine, takes[0][0])
+    assert whole[0]["voice_prompt"] == whole[1]["voice_prompt"] == voice
+    (stems / "0002.wav").unlink()  # the later cue to speak again; the long one is reused
+    takes.clear()
+    r = invoke(*args, "--stems", stems, "--json")
+    assert r.exit_code == 0, r.stderr
+    resumed = json.loads(r.stdout)["cues"]
+    assert [c.get("status") for c in resumed] == ["reused", "done"], resumed
+    assert [req.text for req, _ in takes] == [texts[0], texts[2]]  # the voice's piece, then the later cue
+    assert resumed[1]["voice_prompt"] == voice
+
+
+def test_dub_a_designing_cue_cut_at_its_tags_is_generated_once_and_resumes(
+    invoke, loaded, takes, tiny_engine, home, tmp_path
+):
+    """dub: BOB's first cue holds two non-verbal tags, so its one request is two engine pieces
+    (cut between the tags), fitted to the cue's time: it is generated once, its first piece the
+    voice BOB's later cue clones (that piece generated alone, at its planned frames); a resumed dub
+    speaks that piece alone again (the cue reused) and the later cue clones the same voice."""
+    srt = tmp_path / "ep.srt"
+    srt.write_text(
+        "1\n00:00:01,000 --> 00:00:04,000\nBOB: [laughter] Well, hello there my friend. [sigh] It is late now.\n\n"
+        "2\n00:00:05,000 --> 00:00:07,000\nBOB: And a later cue.\n",
+        encoding="utf-8",
+    )
+    stems = tmp_path / "stems"
+    args = ("dub", srt, "-o", tmp_path / "t.wav", "--seed", "40", "--cast", f"BOB=instruct:{INSTRUCT}", *FAST)
+    r = invoke(*args, "--stems", stems, "--json")
+    assert r.exit_code == 0, r.stderr
+    whole = json.loads(r.stdout)["cues"]
+    assert [len(result.pieces) for _, result in takes] == [2, 1]  # the cue once , then the later cue
+    (line, _), (later, _) = takes
+    assert line.ref is None and later.ref is not None
+    voice = _alone(tiny_engine, line)
+    assert whole[0]["voice_prompt"] == whole[1]["voice_prompt"] == voice
+    (stems / "0002.wav").unlink()
+    takes.clear()
+    r = invoke(*args, "--stems", stems, "--json")
+    assert r.exit_code == 0, r.stderr
+    resumed = json.loads(r.stdout)["cues"]
+    assert [c.get("status") for c in resumed] == ["reused", "done"], resumed
+    assert [len(result.pieces) for _, result in takes] == [1, 1]  # the voice's piece alone, then the later cue
+    assert resumed[1]["voice_prompt"] == voice

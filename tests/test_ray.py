@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from conftest import GOLDEN, ROOT, TINY_CKPT, files_in
 from helpers.cli import write_jsonl
-from helpers.ray import ENV, MAIN, RUN, FakeExceptions, FakeRay
+from helpers.ray import ENV, MAIN, RUN, FakeExceptions, FakeQueue, FakeRay
 from server_util import free_port
 
 from omnivoice_cli.app.batch import cluster
@@ -535,3 +535,32 @@ def test_a_resumed_ray_batch_clones_the_voice_its_designing_line_gave(
     assert sorted(g.text for g in generated) == [row["text"] for row in rows]  # line 1 again, for its voice
     resumed = records(out)
     assert resumed[1] == whole[1] and [resumed[n]["voice_prompt"] for n in (2, 3)] == [whole[1]["voice_prompt"]] * 2
+
+
+def test_a_designing_lines_steps_feed_the_steps_bar(
+    invoke, loaded, tiny_engine, generated, fake_ray, tmp_path, home, monkeypatch
+):
+    """The worker that speaks a designing line (a group of its own) reports its steps as it does
+    any other group's: every generation's steps reach the queue the driver sums for the bar."""
+    import types
+
+    queue = FakeQueue()
+    monkeypatch.setitem(sys.modules, "ray.util.queue", types.SimpleNamespace(Queue=lambda **kw: queue))
+    monkeypatch.setattr("omnivoice_cli.ui.progress.stderr_is_terminal", lambda: True)  # the bars: a steps queue
+    instruct = "female, low pitch"
+    rows = [{"text": f"Line {i}, in the designed voice.", "instruct": instruct, "seed": i} for i in range(3)]
+    rows.append({"text": "A plain line in the model's own voice.", "seed": 9})
+    src = write_jsonl(tmp_path / "jobs.jsonl", rows)
+    fast = ("--model", str(TINY_CKPT), "--num-step", "2", "--threads", "1")
+    fake_ray()
+    r = invoke("batch", src, "-o", tmp_path / "ray", *fast, "--ray", "local", "--workers", "2")
+    assert r.exit_code == 0, r.stderr
+    runs, last = [], {}  # the steps of each group a worker ran: its last report before its (0, 0)
+    for name, done, total in queue.puts:
+        if total == 0:
+            runs.append(last.pop(name, None))
+        else:
+            last[name] = (done, total)
+    assert len(runs) >= 2 and None not in runs, queue.puts  # no group left the bar without its steps
+    assert all(done == total for done, total in runs), queue.puts
+    assert sum(total for _, total in runs) == sum(tiny_engine.plan(req).steps for req in generated)

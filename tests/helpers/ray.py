@@ -1,5 +1,6 @@
 """Ray for the tests: the `omnivoice` script's command and environment for a real local cluster, and
-FakeRay (enough of the ray module for cluster.py: actors in this process). test_ray.py, test_book.py."""
+FakeRay (enough of the ray module for cluster.py: actors in this process) and FakeQueue (the steps
+queue's). test_ray.py, test_book.py."""
 
 from __future__ import annotations
 
@@ -51,6 +52,29 @@ class FakeExceptions:
 
     class RayTaskError(RayError):
         cause = None
+
+
+class FakeQueue:
+    """Enough of ray.util.queue.Queue for the steps the workers report: every item put is kept in
+    `puts` too (a FakeRay's groups run at once, so the driver takes a whole run's items together)."""
+
+    def __init__(self, maxsize: int = 0, actor_options: dict | None = None):
+        self.items: list = []
+        self.puts: list = []
+
+    def put_nowait(self, item) -> None:
+        self.items.append(item)
+        self.puts.append(item)
+
+    def qsize(self) -> int:
+        return len(self.items)
+
+    def get_nowait_batch(self, count: int) -> list:
+        taken, self.items = self.items[:count], self.items[count:]
+        return taken
+
+    def shutdown(self, force: bool = False) -> None:
+        pass
 
 
 class FakeRay:

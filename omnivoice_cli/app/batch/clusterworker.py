@@ -96,7 +96,14 @@ class OmnivoiceWorker:
         try:
             done = None
             if key not in self.prompts:
-                done = render_line(engine, task.request, ref.design.sample, first_only=task.redesign, seed=task.seed)
+                done = render_line(  # its steps feed the bar as any other group's
+                    engine,
+                    task.request,
+                    ref.design.sample,
+                    first_only=task.redesign,
+                    seed=task.seed,
+                    on_step=self._step,
+                )
             if task.redesign:  # the line's voice only (or the design's render, where it is not its line)
                 return Outcome(task.number, prompt=done[0] if done else self._request(engine, task, references).ref)
         except (OmniVoiceError, OSError, ValueError) as e:

@@ -158,6 +158,7 @@ def render_line(
     check=None,
     first_only: bool = False,
     seed: int | None = None,
+    on_step=None,
 ) -> tuple[VoicePrompt, Result] | None:
     """A line that designs the voice it speaks in (a `--cast` member's first line, whose seed is its
     design's seed and whose first piece its sample), generated once as itself with no voice: its
@@ -168,7 +169,8 @@ def render_line(
     None is returned where neither the line's text nor its first piece is that sample (not the
     designing line). `check`: the line's per-piece check (--verify: piece 0's kept take is the
     voice); `first_only`: only piece 0 generated (the voice of a line spoken before: its result
-    is piece 0's alone); `seed`: piece 0's seed (a take --verify kept; None: the line's)."""
+    is piece 0's alone); `seed`: piece 0's seed (a take --verify kept; None: the line's);
+    `on_step`: Engine.generate's (a steps bar fed as by any other line)."""
     import dataclasses
 
     from ...engine.sound.voice import VoicePrompt
@@ -179,7 +181,8 @@ def render_line(
         return None
     if first_only and len(plan.pieces) > 1:  # piece 0 alone: its job is the same as in the whole plan
         plan = Plan(plan.req, [first], [0.0, 0.0], 1, frames=plan.frames[:1], cfg=plan.cfg)
-    [result] = engine.generate([plan]) if check is None else engine.generate([plan], checks=[check])
+    checks = None if check is None else [check]
+    [result] = engine.generate([plan], on_step=on_step, checks=checks)
     assert result.tokens is not None  # Engine.generate keeps them
     codes = result.tokens[:, : plan.frames[0]] if len(plan.pieces) > 1 else result.tokens
     return VoicePrompt(codes.clone(), first.text, None, rate=first.speed), result  # its rate: pieces.first_voice's
