@@ -16,6 +16,7 @@ from omnivoice_cli.engine.model import generation
 from omnivoice_cli.engine.model.config import GenerationConfig
 from omnivoice_cli.engine.planning import Request, plan_request
 from omnivoice_cli.engine.text.canvastext import nonverbal_tags
+from omnivoice_cli.engine.text.duration import share_frames
 from omnivoice_cli.engine.text.symbols import drop_symbol_runs
 from omnivoice_cli.engine.text.tags import count_tags, cut_at_tags, drop_unknown_tags
 
@@ -137,6 +138,22 @@ def test_a_plan_has_at_most_one_tag_a_piece():
     assert [count_tags(p.text) for p in plan.pieces] == [1, 1, 1, 1]
     assert " ".join(p.text for p in plan.pieces) == text
     assert [p.chunk for p in plan.pieces] == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("seconds", [1.0, 3.0, 7.5])
+def test_a_fixed_duration_cut_at_its_tags_keeps_its_length(seconds):
+    """Before: each cut was estimated on its own (short ones boosted toward 2 s), so a 3 s request
+    with two tags planned 86 frames instead of 75 and overran its slot (a dub cue)."""
+    text = "Well [laughter] that was funny, [sigh] but now we go on."
+    plan = plan_request(Request(text=text, duration=seconds))
+    assert len(plan.pieces) == 2 and sum(plan.frames) == int(seconds * 25)
+    assert plan.frames[0] > plan.frames[1]  # shared by the cuts' weights: the longer one gets more
+
+
+def test_frames_are_shared_by_weight_each_at_least_one():
+    assert share_frames(75, ["a", "bb", "ccc"]) == [13, 25, 37]
+    assert sum(share_frames(76, ["Hello [laughter] there", "[sigh] and then some more words."])) == 76
+    assert share_frames(3, ["a long text here", "b"]) == [2, 1] and share_frames(10, ["", ""]) == [5, 5]
 
 
 # ---------------------------------------------------------------------------------- dry runs

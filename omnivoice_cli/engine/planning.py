@@ -14,7 +14,7 @@ from .model.config import GenerationConfig, ModelConfig, value_rule
 from .pieces import Piece, speed_against
 from .text.canvastext import add_punctuation
 from .text.chunking import chunk_len_for, chunk_text, cut_to_length
-from .text.duration import resolve_target_len, speech_seconds
+from .text.duration import resolve_target_len, share_frames, speech_seconds
 from .text.instructs import check_instruct_text, resolve_instruct
 from .text.languages import resolve_language
 from .text.pauses import split_pauses
@@ -277,20 +277,27 @@ def plan_request(req: Request, cfg: ModelConfig | None = None, voice: VoiceShape
         longest = int(chunk_len * cfg.max_target_seconds / g.audio_chunk_duration)  # a sentence one generation holds
         chunks = chunk_text(part, chunk_len, longest=longest)  # a longer one cut at clauses, words, else characters
         pieces += [Piece(p, c, chunk, None, rate) for c, chunk in enumerate(chunks)]
-    pieces = _one_tag_each(pieces)
+    pieces = _one_tag_each(pieces, fixed=req.duration is not None)
     shape = (ref_text, ref_len, ref_rate) if voice is not None else None
     pieces, frames = _fit_pieces(pieces, shape, cfg, g.audio_chunk_duration * cfg.frame_rate)
     _check_length(sum(frames), gaps, cfg)
     return Plan(req, pieces, gaps, len(parts), frames=frames, cfg=cfg)
 
 
-def _one_tag_each(pieces: list[Piece]) -> list[Piece]:
+def _one_tag_each(pieces: list[Piece], fixed: bool = False) -> list[Piece]:
     """Every piece with more than one non-verbal tag cut so each holds one (tags.cut_at_tags: a
-    deliberate difference from the reference, docs/correctness.md); each cut estimated on its own."""
+    deliberate difference from the reference, docs/correctness.md); each cut estimated on its own,
+    but for a fixed duration (`fixed`): a piece's frames then shared among its cuts
+    (duration.share_frames), so that the request still lasts its duration."""
     out: list[Piece] = []
     for piece in pieces:
         cuts = cut_at_tags(piece.text)
-        out += [piece] if len(cuts) < 2 else [replace(piece, text=t, target_len=None) for t in cuts]
+        if len(cuts) < 2:
+            out.append(piece)
+        elif fixed and piece.target_len is not None:
+            out += [replace(piece, text=t, target_len=n) for t, n in zip(cuts, share_frames(piece.target_len, cuts))]
+        else:
+            out += [replace(piece, text=t, target_len=None) for t in cuts]
     return out
 
 

@@ -100,6 +100,22 @@ def estimate_target_tokens(text: str, ref_text: str | None, num_ref_tokens: int 
     return max(1, int(est))
 
 
+def share_frames(total: int, texts: list[str]) -> list[int]:
+    """`total` frames shared among `texts` in proportion to their weights (text_weight; equal shares
+    where none weighs), each at least 1, summing to `total` where total >= len(texts) (largest
+    remainders first): the pieces a fixed-length text is cut into keep its length."""
+    weights = [text_weight(t) for t in texts]
+    if sum(weights) <= 0:
+        weights = [1.0] * len(texts)
+    spare = max(total - len(texts), 0)  # beyond the 1 each piece gets
+    exact = [spare * w / sum(weights) for w in weights]
+    shares = [int(x) for x in exact]
+    order = sorted(range(len(texts)), key=lambda i: shares[i] - exact[i])  # the largest remainders first
+    for i in order[: spare - sum(shares)]:
+        shares[i] += 1
+    return [1 + s for s in shares]
+
+
 def speech_seconds(text: str) -> float:
     """How long `text` takes to say, in seconds, by the duration estimator at its plain rate
     ("Nice to meet you." in 1 s; no short-text boost: that one gives a target room, not a time)."""
