@@ -23,23 +23,44 @@ def _once_each(generated) -> None:
     assert any(g.ref is not None for g in generated)
 
 
+def _jobs(tmp_path, rows: list[dict]):
+    """`rows` written as a batch's JSONL file; its path."""
+    src = tmp_path / "jobs.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return src
+
+
+def _batch(invoke, src, out) -> None:
+    r = invoke("batch", src, "-o", out, *FAST, "-q")
+    assert r.exit_code == 0, r.stderr
+
+
+def _dub(invoke, tmp_path, srt: str) -> list[dict]:
+    """`srt` dubbed with BOB's designed voice, its stems kept in tmp_path / "stems" (a second call
+    resumes from them): the cues' records (--json)."""
+    (tmp_path / "ep.srt").write_text(srt, encoding="utf-8")
+    cast = ("--cast", f"BOB=instruct:{INSTRUCT}", "--stems", tmp_path / "stems", "--json")
+    r = invoke("dub", tmp_path / "ep.srt", "-o", tmp_path / "t.wav", "--seed", "40", *cast, *FAST)
+    assert r.exit_code == 0, r.stderr
+    return json.loads(r.stdout)["cues"]
+
+
+def _records(out) -> dict:
+    """The batch manifest's records by line number."""
+    return {(rec := json.loads(ln))["line"]: rec for ln in (out / "manifest.jsonl").read_text().splitlines()}
+
+
 def test_batch_generates_a_designed_voices_first_line_once(invoke, loaded, generated, home, tmp_path):
     rows = [
         {"text": "The first line designs the voice.", "instruct": INSTRUCT, "seed": 5},
         {"text": "A plain line in the model's own voice.", "seed": 6},
         {"text": "The second line clones it.", "instruct": INSTRUCT, "seed": 7},
     ]
-    src = tmp_path / "jobs.jsonl"
-    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    out = tmp_path / "out"
-    r = invoke("batch", src, "-o", out, *FAST, "-q")
-    assert r.exit_code == 0, r.stderr
+    src, out = _jobs(tmp_path, rows), tmp_path / "out"
+    _batch(invoke, src, out)
     assert len(generated) == 3, [g.text for g in generated]  # the render and its clone were 4
     _once_each(generated)
-    recs = {}
-    for line in (out / "manifest.jsonl").read_text().splitlines():
-        rec = json.loads(line)
-        recs[rec["line"]] = rec
+    recs = _records(out)
     assert recs[1]["voice_prompt"] == recs[3]["voice_prompt"] is not None and recs[2]["voice_prompt"] is None
 
 
@@ -77,20 +98,13 @@ def test_a_resumed_batch_clones_the_voice_a_whole_run_gives(invoke, loaded, home
         {"text": "The first line designs the voice.", "instruct": INSTRUCT, "seed": 5},
         {"text": "The second line clones it.", "instruct": INSTRUCT, "seed": 7},
     ]
-    src = tmp_path / "jobs.jsonl"
-    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    out = tmp_path / "out"
+    src, out = _jobs(tmp_path, rows), tmp_path / "out"
 
-    def records() -> dict:
-        return {(rec := json.loads(ln))["line"]: rec for ln in (out / "manifest.jsonl").read_text().splitlines()}
-
-    r = invoke("batch", src, "-o", out, *FAST, "-q")
-    assert r.exit_code == 0, r.stderr
-    whole = records()
+    _batch(invoke, src, out)
+    whole = _records(out)
     (out / str(whole[2]["output"])).unlink()  # the second line to speak again; the first is done
-    r = invoke("batch", src, "-o", out, *FAST, "-q")
-    assert r.exit_code == 0, r.stderr
-    resumed = records()
+    _batch(invoke, src, out)
+    resumed = _records(out)
     assert resumed[1] == whole[1] and resumed[2]["status"] == "done"  # the first line's record reused
     assert resumed[2]["voice_prompt"] == whole[2]["voice_prompt"] == whole[1]["voice_prompt"] is not None
 
@@ -147,15 +161,12 @@ def test_a_designing_line_of_several_pieces_is_generated_once(invoke, loaded, ta
         {"text": f"{first} [pause 0.3s] {second}", "instruct": INSTRUCT, "seed": 5},
         {"text": "A later line clones the first part.", "instruct": INSTRUCT, "seed": 7},
     ]
-    src = tmp_path / "jobs.jsonl"
-    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    out = tmp_path / "out"
-    r = invoke("batch", src, "-o", out, *FAST, "-q")
-    assert r.exit_code == 0, r.stderr
+    src, out = _jobs(tmp_path, rows), tmp_path / "out"
+    _batch(invoke, src, out)
     assert [req.text for req, _ in takes] == [rows[0]["text"], rows[1]["text"]]  # were 3: a default sentence first
     (line, result), (later, _) = takes
     assert line.ref is None and later.ref is not None and len(result.pieces) == 2
-    recs = {(rec := json.loads(ln))["line"]: rec for ln in (out / "manifest.jsonl").read_text().splitlines()}
+    recs = _records(out)
     assert recs[1]["voice_prompt"] == recs[2]["voice_prompt"] == _alone(tiny_engine, line)
     audio, _ = sf.read(out / recs[1]["output"], dtype="float32")
     assert len(audio) == len(result.audio)
@@ -187,22 +198,15 @@ def test_a_resumed_batch_speaks_a_done_designing_lines_first_piece_alone(invoke,
         },
         {"text": "The second line clones it.", "instruct": INSTRUCT, "seed": 7},
     ]
-    src = tmp_path / "jobs.jsonl"
-    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    out = tmp_path / "out"
+    src, out = _jobs(tmp_path, rows), tmp_path / "out"
 
-    def records() -> dict:
-        return {(rec := json.loads(ln))["line"]: rec for ln in (out / "manifest.jsonl").read_text().splitlines()}
-
-    r = invoke("batch", src, "-o", out, *FAST, "-q")
-    assert r.exit_code == 0, r.stderr
-    whole = records()
+    _batch(invoke, src, out)
+    whole = _records(out)
     (out / str(whole[2]["output"])).unlink()
     takes.clear()
-    r = invoke("batch", src, "-o", out, *FAST, "-q")
-    assert r.exit_code == 0, r.stderr
+    _batch(invoke, src, out)
     assert [len(result.pieces) for _, result in takes] == [1, 1]  # the voice's piece 0, then line 2
-    assert records()[2]["voice_prompt"] == whole[2]["voice_prompt"] == whole[1]["voice_prompt"] is not None
+    assert _records(out)[2]["voice_prompt"] == whole[2]["voice_prompt"] == whole[1]["voice_prompt"] is not None
 
 
 def test_a_verified_designing_line_is_generated_once_and_resumes_with_its_kept_take(
@@ -227,28 +231,21 @@ def test_a_verified_designing_line_is_generated_once_and_resumes_with_its_kept_t
         {"text": TEXT, "instruct": INSTRUCT, "seed": 5, "verify": True},
         {"text": later, "instruct": INSTRUCT, "seed": 7, "verify": True},
     ]
-    src = tmp_path / "jobs.jsonl"
-    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    out = tmp_path / "out"
-
-    def records() -> dict:
-        return {(rec := json.loads(ln))["line"]: rec for ln in (out / "manifest.jsonl").read_text().splitlines()}
+    src, out = _jobs(tmp_path, rows), tmp_path / "out"
 
     rec = scripted(["garbled", TEXT, later])
-    r = invoke("batch", src, "-o", out, *FAST, "-q")
-    assert r.exit_code == 0, r.stderr
+    _batch(invoke, src, out)
     assert [req.text for req, _ in takes] == [TEXT, later] and len(rec.heard) == 3  # were 3 generated: a render first
-    whole = records()
+    whole = _records(out)
     assert whole[1]["verify"]["pieces"][0]["seed"] == 1005
     kept = _alone(tiny_engine, dataclasses.replace(takes[0][0], seed=1005))
     assert whole[1]["voice_prompt"] == whole[2]["voice_prompt"] == kept
     (out / str(whole[2]["output"])).unlink()
     takes.clear()
     scripted([later])
-    r = invoke("batch", src, "-o", out, *FAST, "-q")
-    assert r.exit_code == 0, r.stderr
+    _batch(invoke, src, out)
     assert [(req.text, req.seed) for req, _ in takes] == [(TEXT, 1005), (later, 7)]
-    assert records()[2]["voice_prompt"] == kept
+    assert _records(out)[2]["voice_prompt"] == kept
 
 
 def test_book_with_titles_generates_its_first_part_once(invoke, loaded, generated, home, tmp_path):
@@ -306,29 +303,21 @@ def test_dub_a_designing_cue_of_several_pieces_is_generated_once_and_resumes(
     generated once, with no voice, and is BOB's voice (the first piece generated alone), which its
     second piece and BOB's later cue clone; a dub resumed from its stems (the long cue reused) speaks
     that first piece again for the voice, and the later cue clones the same voice."""
-    srt = tmp_path / "ep.srt"
-    srt.write_text(
+    srt = (
         "1\n00:00:01,000 --> 00:00:41,000\nBOB: The first half is this sentence here. And the second half "
         "is this other sentence.\n\n"
-        "2\n00:00:42,000 --> 00:00:44,000\nBOB: And a later cue.\n",
-        encoding="utf-8",
+        "2\n00:00:42,000 --> 00:00:44,000\nBOB: And a later cue.\n"
     )
-    stems = tmp_path / "stems"
-    args = ("dub", srt, "-o", tmp_path / "t.wav", "--seed", "40", "--cast", f"BOB=instruct:{INSTRUCT}", *FAST)
-    r = invoke(*args, "--stems", stems, "--json")
-    assert r.exit_code == 0, r.stderr
-    whole = json.loads(r.stdout)["cues"]
+    whole = _dub(invoke, tmp_path, srt)
     assert len(whole[0]["pieces"]) == 2
     texts = [p["text"] for p in whole[0]["pieces"]] + ["And a later cue."]
     assert [req.text for req, _ in takes] == texts  # the render and its clone were 4: a render first
     assert [req.ref is None for req, _ in takes] == [True, False, False]
     voice = _alone(tiny_engine, takes[0][0])
     assert whole[0]["voice_prompt"] == whole[1]["voice_prompt"] == voice
-    (stems / "0002.wav").unlink()  # the later cue to speak again; the long one is reused
+    (tmp_path / "stems" / "0002.wav").unlink()  # the later cue to speak again; the long one is reused
     takes.clear()
-    r = invoke(*args, "--stems", stems, "--json")
-    assert r.exit_code == 0, r.stderr
-    resumed = json.loads(r.stdout)["cues"]
+    resumed = _dub(invoke, tmp_path, srt)
     assert [c.get("status") for c in resumed] == ["reused", "done"], resumed
     assert [req.text for req, _ in takes] == [texts[0], texts[2]]  # the voice's piece, then the later cue
     assert resumed[1]["voice_prompt"] == voice
@@ -341,27 +330,19 @@ def test_dub_a_designing_cue_cut_at_its_tags_is_generated_once_and_resumes(
     (cut between the tags), fitted to the cue's time: it is generated once, its first piece the
     voice BOB's later cue clones (that piece generated alone, at its planned frames); a resumed dub
     speaks that piece alone again (the cue reused) and the later cue clones the same voice."""
-    srt = tmp_path / "ep.srt"
-    srt.write_text(
+    srt = (
         "1\n00:00:01,000 --> 00:00:04,000\nBOB: [laughter] Well, hello there my friend. [sigh] It is late now.\n\n"
-        "2\n00:00:05,000 --> 00:00:07,000\nBOB: And a later cue.\n",
-        encoding="utf-8",
+        "2\n00:00:05,000 --> 00:00:07,000\nBOB: And a later cue.\n"
     )
-    stems = tmp_path / "stems"
-    args = ("dub", srt, "-o", tmp_path / "t.wav", "--seed", "40", "--cast", f"BOB=instruct:{INSTRUCT}", *FAST)
-    r = invoke(*args, "--stems", stems, "--json")
-    assert r.exit_code == 0, r.stderr
-    whole = json.loads(r.stdout)["cues"]
+    whole = _dub(invoke, tmp_path, srt)
     assert [len(result.pieces) for _, result in takes] == [2, 1]  # the cue once , then the later cue
     (line, _), (later, _) = takes
     assert line.ref is None and later.ref is not None
     voice = _alone(tiny_engine, line)
     assert whole[0]["voice_prompt"] == whole[1]["voice_prompt"] == voice
-    (stems / "0002.wav").unlink()
+    (tmp_path / "stems" / "0002.wav").unlink()
     takes.clear()
-    r = invoke(*args, "--stems", stems, "--json")
-    assert r.exit_code == 0, r.stderr
-    resumed = json.loads(r.stdout)["cues"]
+    resumed = _dub(invoke, tmp_path, srt)
     assert [c.get("status") for c in resumed] == ["reused", "done"], resumed
     assert [len(result.pieces) for _, result in takes] == [1, 1]  # the voice's piece alone, then the later cue
     assert resumed[1]["voice_prompt"] == voice
