@@ -373,7 +373,8 @@ static inline void store_bf16x16(uint16_t *dst, __m512 v, __mmask16 m) {
 
 /* one row of ov_softmax_bf16 (s <= 8192), 16 columns at a time; e: the row's exponentials */
 static void softmax_row16(uint16_t *xi, int64_t s, float *e) {
-    __m512 vm = _mm512_set1_ps(-INFINITY), vs = _mm512_setzero_ps();
+    __m512 vm = _mm512_set1_ps(-INFINITY);
+    __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd(); /* the sum in double, rounded once: order-free */
     for (int64_t j = 0; j < s; j += 16) {
         __mmask16 m = s - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (s - j)) - 1);
         vm = _mm512_mask_max_ps(vm, m, load_bf16x16(xi + j, m), vm); /* a NaN lane: the running max kept */
@@ -383,9 +384,10 @@ static void softmax_row16(uint16_t *xi, int64_t s, float *e) {
         __mmask16 m = s - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (s - j)) - 1);
         __m512 v = _mm512_maskz_mov_ps(m, exp_nonpositive16(_mm512_sub_ps(load_bf16x16(xi + j, m), mx)));
         _mm512_storeu_ps(e + j, v);
-        vs = _mm512_add_ps(vs, v);
+        lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
+        hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
     }
-    __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(vs));
+    __m512 inv = _mm512_set1_ps(1.0f / (float)_mm512_reduce_add_pd(_mm512_add_pd(lo, hi)));
     for (int64_t j = 0; j < s; j += 16) {
         __mmask16 m = s - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (s - j)) - 1);
         store_bf16x16(xi + j, _mm512_mul_ps(_mm512_loadu_ps(e + j), inv), m);
@@ -396,7 +398,7 @@ static void softmax_row16(uint16_t *xi, int64_t s, float *e) {
 
 /* softmax over each row of x [rows, s] bf16 (rows dense, s apart), in place: computed in fp32,
  * rounded once; the exponentials kept in a buffer of the row's (re-computed past 8192 columns).
- * AVX-512: 16 columns at a time (softmax_row16); the sum in another order. */
+ * AVX-512: 16 columns at a time (softmax_row16), the sum in double (as exact as fp32 holds it). */
 void ov_softmax_bf16(uint16_t *x, int64_t rows, int64_t s, int threads) {
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (int64_t i = 0; i < rows; i++) {
