@@ -374,7 +374,7 @@ static inline void store_bf16x16(uint16_t *dst, __m512 v, __mmask16 m) {
 /* one row of ov_softmax_bf16 (s <= 8192), 16 columns at a time; e: the row's exponentials */
 static void softmax_row16(uint16_t *xi, int64_t s, float *e) {
     __m512 vm = _mm512_set1_ps(-INFINITY);
-    __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd(); /* the sum in double, rounded once: order-free */
+    __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd(); /* the sum in double, rounded once: all but order-free */
     for (int64_t j = 0; j < s; j += 16) {
         __mmask16 m = s - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (s - j)) - 1);
         vm = _mm512_mask_max_ps(vm, m, load_bf16x16(xi + j, m), vm); /* a NaN lane: the running max kept */
