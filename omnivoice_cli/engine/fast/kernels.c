@@ -107,9 +107,8 @@ void ov_rms_norm_quantize(const float *x, int64_t n, int64_t d, int64_t ldx, con
     }
 }
 
-/* The codes of x [n, d] (rows ldx apart; fp32, or bf16 when bf16 != 0) -> codes [n, d] dense. */
-void ov_quantize(const void *x, int bf16, int64_t n, int64_t d, int64_t ldx, int half, uint8_t *codes, double *scale,
-                 int threads) {
+/* max |x| over x [n, d] (rows ldx apart; fp32, or bf16 when bf16 != 0), NaNs ignored */
+static float absmax_rows(const void *x, int bf16, int64_t n, int64_t d, int64_t ldx, int threads) {
     const float *xf = (const float *)x;
     const uint16_t *xh = (const uint16_t *)x;
     float absmax = 0.0f;
@@ -125,7 +124,15 @@ void ov_quantize(const void *x, int bf16, int64_t n, int64_t d, int64_t ldx, int
         }
         absmax = OV_MAX(absmax, m);
     }
-    double sc = scale_of(absmax, half);
+    return absmax;
+}
+
+/* The codes of x [n, d] (rows ldx apart; fp32, or bf16 when bf16 != 0) -> codes [n, d] dense. */
+void ov_quantize(const void *x, int bf16, int64_t n, int64_t d, int64_t ldx, int half, uint8_t *codes, double *scale,
+                 int threads) {
+    const float *xf = (const float *)x;
+    const uint16_t *xh = (const uint16_t *)x;
+    double sc = scale_of(absmax_rows(x, bf16, n, d, ldx, threads), half);
     float q = (float)(1.0 / sc), shift = ROUNDER + (float)(half + 1);
     *scale = sc;
 #pragma omp parallel for num_threads(threads) schedule(static)
@@ -263,17 +270,7 @@ void ov_qkv_rows(const float *y, int64_t n, int64_t ldy, int64_t heads, int64_t 
  * (the same values: the same scale and codes, bit for bit). */
 void ov_quantize_rows(const uint16_t *o, int64_t n, int64_t heads, int64_t d, const int64_t *starts, int64_t rows,
                       int half, uint8_t *codes, double *scale, int threads) {
-    int64_t total = n * heads * d;
-    float absmax = 0.0f;
-#pragma omp parallel for num_threads(threads) schedule(static) reduction(max : absmax)
-    for (int64_t b = 0; b < total; b += 4096) {
-        int64_t end = b + 4096 < total ? b + 4096 : total;
-        float m = 0.0f;
-#pragma omp simd reduction(max : m)
-        for (int64_t j = b; j < end; j++) m = OV_MAX(m, fabsf(bf16_to_f32(o[j])));
-        absmax = OV_MAX(absmax, m);
-    }
-    double sc = scale_of(absmax, half);
+    double sc = scale_of(absmax_rows(o, 1, n * heads, d, d, threads), half); /* the blocks: n * heads dense rows */
     float qs = (float)(1.0 / sc), shift = ROUNDER + (float)(half + 1);
     *scale = sc;
 #pragma omp parallel for num_threads(threads) schedule(static)
@@ -371,17 +368,22 @@ static inline void store_bf16x16(uint16_t *dst, __m512 v, __mmask16 m) {
     _mm256_mask_storeu_epi16(dst, m, h);
 }
 
+/* the lanes of the 16 columns from j on that are inside a row of s */
+static inline __mmask16 lanes16(int64_t s, int64_t j) {
+    return s - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (s - j)) - 1);
+}
+
 /* one row of ov_softmax_bf16 (s <= 8192), 16 columns at a time; e: the row's exponentials */
 static void softmax_row16(uint16_t *xi, int64_t s, float *e) {
     __m512 vm = _mm512_set1_ps(-INFINITY);
     __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd(); /* the sum in double, rounded once: all but order-free */
     for (int64_t j = 0; j < s; j += 16) {
-        __mmask16 m = s - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (s - j)) - 1);
+        __mmask16 m = lanes16(s, j);
         vm = _mm512_mask_max_ps(vm, m, load_bf16x16(xi + j, m), vm); /* a NaN lane: the running max kept */
     }
     __m512 mx = _mm512_set1_ps(_mm512_reduce_max_ps(vm));
     for (int64_t j = 0; j < s; j += 16) {
-        __mmask16 m = s - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (s - j)) - 1);
+        __mmask16 m = lanes16(s, j);
         __m512 v = _mm512_maskz_mov_ps(m, exp_nonpositive16(_mm512_sub_ps(load_bf16x16(xi + j, m), mx)));
         _mm512_storeu_ps(e + j, v);
         lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
@@ -389,7 +391,7 @@ static void softmax_row16(uint16_t *xi, int64_t s, float *e) {
     }
     __m512 inv = _mm512_set1_ps(1.0f / (float)_mm512_reduce_add_pd(_mm512_add_pd(lo, hi)));
     for (int64_t j = 0; j < s; j += 16) {
-        __mmask16 m = s - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (s - j)) - 1);
+        __mmask16 m = lanes16(s, j);
         store_bf16x16(xi + j, _mm512_mul_ps(_mm512_loadu_ps(e + j), inv), m);
     }
 }

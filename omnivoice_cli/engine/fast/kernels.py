@@ -284,31 +284,11 @@ class Kernels:
         lib.ov_norm_rope.argtypes = [_P, _INT, _I64, _I64, _I64, _I64, _P, _P, _P, _F, _P, _INT, _INT]
         lib.ov_rms_norm_bf16.argtypes = [_P, _I64, _I64, _I64, _P, _F, _P, _INT]
         lib.ov_softmax_bf16.argtypes = [_P, _I64, _I64, _INT]
-        lib.ov_qkv_rows.argtypes = [
-            _P,
-            _I64,
-            _I64,
-            _I64,
-            _I64,
-            _I64,
-            _P,
-            _P,
-            _P,
-            _F,
-            _P,
-            _P,
-            _F,
-            _P,
-            _I64,
-            _P,
-            _P,
-            _P,
-            _INT,
-        ]
+        lib.ov_qkv_rows.argtypes = [_P, *[_I64] * 5, _P, _P, _P, _F, _P, _P, _F, _P, _I64, _P, _P, _P, _INT]
         lib.ov_quantize_rows.argtypes = [_P, _I64, _I64, _I64, _P, _I64, _INT, _P, _DP, _INT]
-        for f in ("ov_rms_norm_quantize", "ov_quantize", "ov_mul_quantize", "ov_norm_rope", "ov_softmax_bf16"):
-            getattr(lib, f).restype = None
-        lib.ov_rms_norm_bf16.restype = lib.ov_qkv_rows.restype = lib.ov_quantize_rows.restype = None
+        kernels = ("rms_norm_quantize", "quantize", "mul_quantize", "norm_rope", "softmax_bf16", "rms_norm_bf16")
+        for f in (*kernels, "qkv_rows", "quantize_rows"):
+            getattr(lib, f"ov_{f}").restype = None
 
     def rms_norm_quantize(
         self, x: torch.Tensor, weight: torch.Tensor, eps: float, half: int
@@ -419,7 +399,7 @@ class Kernels:
         cs = _fp32(cos_sin).contiguous()
         (qw, qe), (kw, ke) = q_norm, k_norm
         qw, kw = _fp32(qw).reshape(2, d).contiguous(), _fp32(kw).reshape(2, d).contiguous()
-        starts = torch.tensor([0, *itertools.accumulate(seq_lens)], dtype=torch.int64)
+        starts = _starts(seq_lens)
         q, k, v = (torch.empty(n * m * d, dtype=torch.bfloat16) for m in (heads, kv, kv))
         self.lib.ov_qkv_rows(
             y.data_ptr(), n, ld, heads, kv, d, cs.data_ptr(), qw[0].data_ptr(), qw[1].data_ptr(), qe, kw[0].data_ptr(),
@@ -439,7 +419,7 @@ class Kernels:
             raise ValueError(
                 f"kernels.quantize_rows: dense bf16 of {n * heads * d} values, not {o.dtype} {tuple(o.shape)}"
             )
-        starts = torch.tensor([0, *itertools.accumulate(seq_lens)], dtype=torch.int64)
+        starts = _starts(seq_lens)
         codes = torch.empty(n, heads * d, dtype=torch.uint8)
         scale = ctypes.c_double()
         self.lib.ov_quantize_rows(
@@ -456,6 +436,11 @@ class Kernels:
         s = x.shape[-1]
         self.lib.ov_softmax_bf16(x.data_ptr(), x.numel() // max(s, 1), s, torch.get_num_threads())
         return x
+
+
+def _starts(seq_lens: list[int]) -> torch.Tensor:
+    """The packed rows' first positions and then N (int64 [rows + 1]), as the row kernels read them."""
+    return torch.tensor([0, *itertools.accumulate(seq_lens)], dtype=torch.int64)
 
 
 def row_blocks(flat: torch.Tensor, heads: int, d: int, seq_lens: list[int]) -> list[torch.Tensor]:
