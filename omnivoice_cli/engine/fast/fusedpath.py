@@ -60,17 +60,21 @@ def fused_attention_inputs(k8: "Kernels", layer: DecoderLayer, h: torch.Tensor, 
     """h [N, H] fp32, cos_sin [2, N, D] (narrow.stacked_rope) -> q [h, N, D], k [kv, N, D] dense in
     the attention's dtype, v [kv, N, D] a view of the product (narrow.attention_inputs' contract)."""
     a = cast(NarrowAttention, layer.self_attn)
-    fused = a.fused_qkv  # linears.Fused
-    linear = cast(Int8Product, fused.linear)  # type: ignore[attr-defined]
-    norm = layer.input_layernorm
     n, d = h.shape[0], a.head_dim
-    y = linear.run(k8.rms_norm_quantize(h, norm.weight, norm.eps, linear.half))  # [N, (h + 2 kv) D]
-    q, k, v = y.split(fused.sizes, dim=-1)  # type: ignore[attr-defined]
+    q, k, v = _qkv_product(k8, layer, h).split(a.fused_qkv.sizes, dim=-1)  # type: ignore[attr-defined]
     dtype = a.math_dtype or torch.float32
     vh = v.view(n, a.n_kv, d).transpose(0, 1)  # head-major, a view (rounded by the attention)
     if a.math_dtype is None:
         vh = torch.empty(a.n_kv, n, d, dtype=dtype).copy_(vh)  # dense, as q and k
     return (*_rotated(k8, a, q, k, cos_sin, dtype), vh)
+
+
+def _qkv_product(k8: "Kernels", layer: DecoderLayer, h: torch.Tensor) -> torch.Tensor:
+    """h [N, H] fp32 -> the q/k/v product [N, (h + 2 kv) D] fp32 of its norm, coded in one kernel."""
+    fused = cast(NarrowAttention, layer.self_attn).fused_qkv  # linears.Fused
+    linear = cast(Int8Product, fused.linear)  # type: ignore[attr-defined]
+    norm = layer.input_layernorm
+    return linear.run(k8.rms_norm_quantize(h, norm.weight, norm.eps, linear.half))
 
 
 def fused_attention_output_and_mlp(
@@ -91,10 +95,8 @@ def fused_layer(
     copy of a row's slice), the attention's result written into such blocks and coded for o_proj
     from them (kernels.quantize_rows: no copy back into position order)."""
     a = cast(NarrowAttention, layer.self_attn)
-    linear = cast(Int8Product, a.fused_qkv.linear)  # type: ignore[attr-defined]
-    norm, qn, kn = layer.input_layernorm, cast(FoldedNorm, a.q_norm), cast(FoldedNorm, a.k_norm)
-    y = linear.run(k8.rms_norm_quantize(h, norm.weight, norm.eps, linear.half))  # [N, (h + 2 kv) D]
-    d = a.head_dim
+    qn, kn, d = cast(FoldedNorm, a.q_norm), cast(FoldedNorm, a.k_norm), a.head_dim
+    y = _qkv_product(k8, layer, h)
     q, k, v = k8.qkv_rows(y, a.n_heads, cos_sin, (qn.rope_weights, qn.eps), (kn.rope_weights, kn.eps), seq_lens)
     out = torch.empty_like(q)
     blocks = (kernel_build.row_blocks(x, m, d, seq_lens) for x, m in ((q, a.n_heads), (k, a.n_kv), (v, a.n_kv)))
