@@ -73,6 +73,10 @@ class Reference:
     def warnings(self) -> tuple[str, ...]:
         return tuple(self.prepared.warnings)
 
+    def designs_with(self, seed: int | None) -> bool:
+        """A design not kept on disk whose seed is `seed`: a line of that seed may be its designing line."""
+        return self.design is not None and self.key is None and self.design.seed == seed
+
 
 class References:
     """Recordings read and prepared once per (file, transcript), and their encodings once per run.
@@ -152,15 +156,13 @@ class References:
         return found
 
     def render_line(self, engine: Engine, built: Built, **how) -> tuple[VoicePrompt, Result] | None:
-        """A line designing its voice (its seed the design's, its words or first piece's the sample; not kept on
-        disk, not rendered yet) spoken once as the render (design.render_line, with `how`: its check, first_only,
-        seed): its result and the run's voice. None: not such a line (a clone)."""
+        """A line designing its voice (Reference.designs_with), not rendered yet, spoken once as the render
+        (design.render_line, `how`: check, first_only, seed): its result and the run's voice. None: a clone."""
         ref, req = built.reference, built.request
-        design = None if ref is None else ref.design
-        if ref is None or design is None or ref.key is not None or design.seed != req.seed:
+        if ref is None or ref.design is None or not ref.designs_with(req.seed):
             return None
         key = (ref.path.resolve(), ref.transcript)
-        done = None if key in self._encoded else voice_design.render_line(engine, req, design.sample, **how)
+        done = None if key in self._encoded else voice_design.render_line(engine, req, ref.design.sample, **how)
         if done is not None:
             self._encoded[key] = done[0]
         return done

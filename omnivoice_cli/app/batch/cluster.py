@@ -134,15 +134,14 @@ def ref_key(ref: Reference) -> tuple[str, str]:
 
 
 def designing_lines(pending: list[Line]) -> dict[tuple[str, str], int]:
-    """The line that designs each voice designed in this run (a design not kept on disk): the first
-    pending line with the design's seed (References.render_line's rule; the worker checks its
+    """The line that designs each voice designed in this run: the first pending line with the
+    design's seed (Reference.designs_with, References.render_line's rule; the worker checks its
     words), by the design's reference key."""
     found: dict[tuple[str, str], int] = {}
     for line in pending:
         ref = line.planned.reference
-        if ref is not None and ref.design is not None and ref.key is None:
-            if ref.design.seed == line.planned.request.seed:
-                found.setdefault(ref_key(ref), line.number)
+        if ref is not None and ref.designs_with(line.planned.request.seed):
+            found.setdefault(ref_key(ref), line.number)
     return found
 
 
