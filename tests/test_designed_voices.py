@@ -176,20 +176,10 @@ def test_cast_later_lines_clone_the_first_lines_voice(invoke, loaded, home, engi
     assert ann["voice_prompt"] is None  # the model's own voice: nothing cloned
 
 
-def test_a_cast_members_first_line_is_generated_once(invoke, loaded, home, engine, tmp_path, monkeypatch):
+def test_a_cast_members_first_line_is_generated_once(invoke, loaded, home, engine, tmp_path, takes):
     """The line that designs BOB's voice is that voice's render: generated once, not again as a
     clone of itself (3 lines: 3 generations, where the render and the line were 4); its audio is
     the render's, and the voice it reports the render's."""
-    generated, rendered = [], []
-    real = engine.generate
-
-    def counting(items, **kwargs):
-        results = real(items, **kwargs)
-        generated.extend(items)
-        rendered.extend(results)
-        return results
-
-    monkeypatch.setattr(engine, "generate", counting)
     script = tmp_path / "script.txt"
     script.write_text("BOB: Good morning.\nANN: Hello Bob.\nBOB: How are you today?\n")
     r = invoke(
@@ -197,8 +187,8 @@ def test_a_cast_members_first_line_is_generated_once(invoke, loaded, home, engin
         "--seed", "7", *MODEL, *FAST, "-o", tmp_path / "d.wav", "--json",
     )  # fmt: skip
     lines = _json(r)["lines"]
-    assert len(generated) == 3, [getattr(g, "text", g) for g in generated]
-    first = rendered[0]  # the render: BOB's first line as itself
+    assert len(takes) == 3, [req.text for req, _ in takes]
+    first = takes[0][1]  # the render: BOB's first line as itself
     assert voice_prompt(VoicePrompt(first.tokens, lines[0]["text"], None)) == lines[0]["voice_prompt"]
     assert lines[0]["voice_prompt"] == lines[2]["voice_prompt"] and lines[1]["voice_prompt"] is None
     seconds = lines[0]["end_seconds"] - lines[0]["start_seconds"]  # each rounded to 0.1 ms
