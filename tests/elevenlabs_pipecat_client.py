@@ -21,23 +21,24 @@ import json
 import sys
 from pathlib import Path
 
+from pipecat.frames.frames import (  # this script runs only in a Python that has pipecat-ai
+    EndFrame,
+    InterruptionFrame,
+    LLMFullResponseEndFrame,
+    LLMFullResponseStartFrame,
+    LLMTextFrame,
+    TTSAudioRawFrame,
+    TTSStoppedFrame,
+    TTSTextFrame,
+)
+from pipecat.pipeline.pipeline import Pipeline
+from pipecat.pipeline.runner import PipelineRunner
+from pipecat.pipeline.task import PipelineParams, PipelineTask
+from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+from pipecat.services.elevenlabs.tts import ElevenLabsTTSService
+
 
 async def main(base: str, key: str, out: Path) -> None:
-    from pipecat.frames.frames import (
-        EndFrame,
-        LLMFullResponseEndFrame,
-        LLMFullResponseStartFrame,
-        LLMTextFrame,
-        TTSAudioRawFrame,
-        TTSStoppedFrame,
-        TTSTextFrame,
-    )
-    from pipecat.pipeline.pipeline import Pipeline
-    from pipecat.pipeline.runner import PipelineRunner
-    from pipecat.pipeline.task import PipelineParams, PipelineTask
-    from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
-    from pipecat.services.elevenlabs.tts import ElevenLabsTTSService
-
     reply = (out / "reply.txt").read_text()
     pcm, words, rate, done = bytearray(), [], [], asyncio.Event()
 
@@ -70,22 +71,6 @@ async def main(base: str, key: str, out: Path) -> None:
 
 
 async def cancel(base: str, key: str, out: Path) -> None:
-    from pipecat.frames.frames import (
-        EndFrame,
-        InterruptionFrame,
-        LLMFullResponseEndFrame,
-        LLMFullResponseStartFrame,
-        LLMTextFrame,
-        TTSAudioRawFrame,
-        TTSStoppedFrame,
-        TTSTextFrame,
-    )
-    from pipecat.pipeline.pipeline import Pipeline
-    from pipecat.pipeline.runner import PipelineRunner
-    from pipecat.pipeline.task import PipelineParams, PipelineTask
-    from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
-    from pipecat.services.elevenlabs.tts import ElevenLabsTTSService
-
     first: list[str] = []  # the first turn's context id
     second = {"audio": 0, "words": []}
     heard, stopped = asyncio.Event(), asyncio.Event()
